@@ -1,0 +1,119 @@
+//! The isolate's blocked-until cache.
+//!
+//! Once a limiter object answers "blocked until T" for a (rule, key), further
+//! requests for it in the same isolate are answered 429 until T without
+//! calling the object: a client under block costs no Durable Object request.
+//! This is exact for the sliding log, because a blocked request records
+//! nothing, so nothing the object would do could unblock the key earlier
+//! (except an operator's reset, which reaches only the object).
+//!
+//! The cache holds at most `capacity` entries so a flood of distinct keys
+//! cannot grow the isolate's memory. When full, expired entries are dropped
+//! first, then the entry that expires soonest (the least valuable one).
+
+use std::collections::HashMap;
+
+/// Default capacity: 10,000 keys of ~100 bytes is about 1-2 MB of an
+/// isolate's 128 MB.
+pub const DEFAULT_CAPACITY: usize = 10_000;
+
+/// A capped map from (rule, key) to the Unix ms until which it is blocked.
+#[derive(Debug)]
+pub struct BlockedUntilCache {
+    until: HashMap<String, i64>,
+    capacity: usize,
+}
+
+impl BlockedUntilCache {
+    pub fn new(capacity: usize) -> Self {
+        BlockedUntilCache {
+            until: HashMap::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// The time `id` stays blocked until, if that is after `now_ms`.
+    /// Expired entries are removed as they are found.
+    pub fn blocked_until(&mut self, id: &str, now_ms: i64) -> Option<i64> {
+        match self.until.get(id) {
+            Some(&until) if until > now_ms => Some(until),
+            Some(_) => {
+                self.until.remove(id);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Records that `id` is blocked until `until_ms`.
+    pub fn insert(&mut self, id: &str, until_ms: i64, now_ms: i64) {
+        if until_ms <= now_ms {
+            return;
+        }
+        if !self.until.contains_key(id) && self.until.len() >= self.capacity {
+            self.until.retain(|_, &mut until| until > now_ms);
+            if self.until.len() >= self.capacity {
+                let soonest = self
+                    .until
+                    .iter()
+                    .min_by_key(|(_, &until)| until)
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = soonest {
+                    self.until.remove(&k);
+                }
+            }
+        }
+        self.until.insert(id.to_string(), until_ms);
+    }
+
+    /// Forgets `id` (after an operator reset, or an allowed answer).
+    pub fn remove(&mut self, id: &str) {
+        self.until.remove(id);
+    }
+
+    pub fn len(&self) -> usize {
+        self.until.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.until.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_until_expiry() {
+        let mut cache = BlockedUntilCache::new(10);
+        cache.insert("r|ip=1", 2_000, 1_000);
+        assert_eq!(cache.blocked_until("r|ip=1", 1_999), Some(2_000));
+        assert_eq!(cache.blocked_until("r|ip=1", 2_000), None);
+        assert!(cache.is_empty(), "expired entry removed");
+        cache.insert("past", 500, 1_000);
+        assert!(cache.is_empty(), "an entry already expired is not stored");
+    }
+
+    #[test]
+    fn capacity_is_never_exceeded() {
+        let mut cache = BlockedUntilCache::new(100);
+        for i in 0..10_000i64 {
+            cache.insert(&format!("k{i}"), 1_000_000 + i, 0);
+            assert!(cache.len() <= 100);
+        }
+        // The soonest-expiring entries were evicted; the latest survive.
+        assert_eq!(cache.blocked_until("k9999", 0), Some(1_009_999));
+        assert_eq!(cache.blocked_until("k0", 0), None);
+    }
+
+    #[test]
+    fn expired_entries_are_dropped_before_live_ones() {
+        let mut cache = BlockedUntilCache::new(2);
+        cache.insert("a", 100, 0);
+        cache.insert("b", 5_000, 0);
+        cache.insert("c", 6_000, 200);
+        assert_eq!(cache.blocked_until("b", 200), Some(5_000));
+        assert_eq!(cache.blocked_until("c", 200), Some(6_000));
+    }
+}

@@ -1,0 +1,126 @@
+//! Response fields for limited requests.
+//!
+//! - `Retry-After` (RFC 9110 §10.2.3) as an integer of seconds, rounded up.
+//! - `RateLimit-Policy` and `RateLimit` as Structured Fields (RFC 9651
+//!   Lists of Items), following draft-ietf-httpapi-ratelimit-headers-11:
+//!   `RateLimit-Policy: "heavy-example";q=10;w=60` and
+//!   `RateLimit: "heavy-example";r=0;t=42`.
+//! - The 429 / 503 body as RFC 9457 `application/problem+json`.
+
+use crate::protocol::WireWindow;
+use serde_json::json;
+
+/// Whole seconds, rounded up, at least 1 for any positive wait.
+pub fn seconds_ceil(ms: u64) -> u64 {
+    ms.div_ceil(1000)
+}
+
+/// The policy name of one window: the rule's name when it has a single
+/// window, else the rule's name and the window length (`login-900s`), so
+/// every item of `RateLimit-Policy` has a distinct name.
+pub fn policy_name(rule: &str, window_ms: u64, windows: usize) -> String {
+    if windows <= 1 {
+        rule.to_string()
+    } else {
+        format!("{rule}-{}s", seconds_ceil(window_ms))
+    }
+}
+
+/// `RateLimit-Policy` items, one per window: quota `q` and window `w` in
+/// seconds.
+pub fn ratelimit_policy(rule: &str, windows: &[WireWindow]) -> Vec<String> {
+    windows
+        .iter()
+        .map(|w| {
+            format!(
+                "\"{}\";q={};w={}",
+                policy_name(rule, w.window_ms, windows.len()),
+                w.limit,
+                seconds_ceil(w.window_ms)
+            )
+        })
+        .collect()
+}
+
+/// The `RateLimit` item of the most constraining window (least remaining,
+/// then latest reset): `r` remaining units, `t` seconds until they grow.
+/// `retry_after_ms` overrides `t` when the request was blocked.
+pub fn ratelimit(rule: &str, windows: &[WireWindow], retry_after_ms: Option<u64>) -> Option<String> {
+    let tightest = windows
+        .iter()
+        .min_by(|a, b| a.remaining.cmp(&b.remaining).then(b.reset_ms.cmp(&a.reset_ms)))?;
+    let t = seconds_ceil(retry_after_ms.unwrap_or(tightest.reset_ms));
+    Some(format!(
+        "\"{}\";r={};t={}",
+        policy_name(rule, tightest.window_ms, windows.len()),
+        tightest.remaining,
+        t
+    ))
+}
+
+/// The RFC 9457 body of a 429.
+pub fn too_many_requests_body(rule: &str, retry_after_s: u64) -> String {
+    json!({
+        "type": "https://github.com/tollgate/tollgate/blob/main/docs/errors.md#rate-limited",
+        "title": "Too Many Requests",
+        "status": 429,
+        "detail": format!("Rate limit `{rule}` exceeded; retry in {retry_after_s} s."),
+        "rule": rule,
+        "retry_after": retry_after_s,
+    })
+    .to_string()
+}
+
+/// The RFC 9457 body of any other error tollgate answers itself.
+pub fn problem_body(status: u16, title: &str, detail: &str) -> String {
+    json!({
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(limit: u32, window_ms: u64, remaining: u64, reset_ms: u64) -> WireWindow {
+        WireWindow { limit, window_ms, used: u64::from(limit) - remaining, remaining, reset_ms }
+    }
+
+    #[test]
+    fn exact_syntax_single_window() {
+        let w = [window(10, 60_000, 0, 41_001)];
+        assert_eq!(ratelimit_policy("heavy-example", &w), ["\"heavy-example\";q=10;w=60"]);
+        assert_eq!(ratelimit("heavy-example", &w, None).unwrap(), "\"heavy-example\";r=0;t=42");
+        assert_eq!(ratelimit("heavy-example", &w, Some(1)).unwrap(), "\"heavy-example\";r=0;t=1");
+    }
+
+    #[test]
+    fn exact_syntax_several_windows() {
+        let w = [window(3, 60_000, 2, 60_000), window(20, 3_600_000, 1, 10_000)];
+        assert_eq!(
+            ratelimit_policy("heavy", &w),
+            ["\"heavy-60s\";q=3;w=60", "\"heavy-3600s\";q=20;w=3600"]
+        );
+        assert_eq!(ratelimit("heavy", &w, None).unwrap(), "\"heavy-3600s\";r=1;t=10");
+    }
+
+    #[test]
+    fn retry_after_rounds_up() {
+        assert_eq!(seconds_ceil(0), 0);
+        assert_eq!(seconds_ceil(1), 1);
+        assert_eq!(seconds_ceil(1_000), 1);
+        assert_eq!(seconds_ceil(1_001), 2);
+    }
+
+    #[test]
+    fn problem_json() {
+        let body: serde_json::Value = serde_json::from_str(&too_many_requests_body("r", 7)).unwrap();
+        assert_eq!(body["status"], 429);
+        assert_eq!(body["retry_after"], 7);
+        assert_eq!(body["title"], "Too Many Requests");
+    }
+}

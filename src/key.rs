@@ -1,0 +1,242 @@
+//! Client keys: what a rule counts by.
+//!
+//! Keys come only from values a client cannot forge cheaply. `ip` reads
+//! `CF-Connecting-IP`, which Cloudflare sets on every request it proxies;
+//! `X-Forwarded-For`, `True-Client-IP` and the like are client-controlled and
+//! never read. A key is a short string such as `ip=203.0.113.7` or
+//! `ip=2001:db8:1:2::/64|header:x-api-key=k1`; the Durable Object that counts
+//! for it is named after `(rule, key)`.
+
+use crate::canon::CanonicalQuery;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// One part of a rule's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPart {
+    /// The client IP from `CF-Connecting-IP`, IPv6 grouped by prefix.
+    Ip,
+    /// A request header, by lowercased name.
+    Header(String),
+    /// A cookie, by exact name.
+    Cookie(String),
+    /// A query parameter, by name (normalized as in [`CanonicalQuery`]).
+    Query(String),
+    /// A named group of the rule's URLPattern (`:tenant` in `/t/:tenant/*`).
+    PathGroup(String),
+    /// One bucket for every client.
+    Global,
+}
+
+impl KeyPart {
+    /// Parses `ip`, `global`, `header:NAME`, `cookie:NAME`, `query:NAME` or
+    /// `path:GROUP`.
+    pub fn parse(text: &str) -> Result<KeyPart, String> {
+        let (kind, name) = match text.split_once(':') {
+            Some((kind, name)) => (kind, Some(name)),
+            None => (text, None),
+        };
+        let named = |make: fn(String) -> KeyPart| match name {
+            Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_graphic()) => Ok(make(n.to_string())),
+            _ => Err(format!("`{text}` needs a name after `{kind}:`")),
+        };
+        match (kind, name) {
+            ("ip", None) => Ok(KeyPart::Ip),
+            ("global", None) => Ok(KeyPart::Global),
+            ("header", _) => named(|n| KeyPart::Header(n.to_ascii_lowercase())),
+            ("cookie", _) => named(KeyPart::Cookie),
+            ("query", _) => named(KeyPart::Query),
+            ("path", _) => named(KeyPart::PathGroup),
+            _ => Err(format!(
+                "unknown key part `{text}` (use ip, global, header:NAME, cookie:NAME, query:NAME or path:GROUP)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for KeyPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyPart::Ip => write!(f, "ip"),
+            KeyPart::Global => write!(f, "global"),
+            KeyPart::Header(n) => write!(f, "header:{n}"),
+            KeyPart::Cookie(n) => write!(f, "cookie:{n}"),
+            KeyPart::Query(n) => write!(f, "query:{n}"),
+            KeyPart::PathGroup(n) => write!(f, "path:{n}"),
+        }
+    }
+}
+
+/// The request values a key can be built from.
+pub struct KeyInputs<'a> {
+    /// The raw `CF-Connecting-IP` header, if any.
+    pub client_ip: Option<&'a str>,
+    /// Looks up a request header by lowercased name.
+    pub header: &'a dyn Fn(&str) -> Option<String>,
+    pub query: &'a CanonicalQuery,
+    /// Groups captured by the rule's URLPattern.
+    pub path_groups: &'a [(String, String)],
+    pub ipv6_prefix: u8,
+}
+
+/// A key part the request does not carry (or carries unusably).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingPart(pub KeyPart);
+
+impl fmt::Display for MissingPart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the request has no usable `{}`", self.0)
+    }
+}
+
+/// Builds the key for `parts`. A part that is absent or empty is an error:
+/// the caller applies the rule's missing-key policy, so absent values never
+/// share one empty-key bucket by accident.
+pub fn derive_key(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<String, MissingPart> {
+    let mut key = String::new();
+    for part in parts {
+        let value = part_value(part, inputs)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| MissingPart(part.clone()))?;
+        if !key.is_empty() {
+            key.push('|');
+        }
+        key.push_str(&part.to_string());
+        key.push('=');
+        key.push_str(&value);
+    }
+    Ok(key)
+}
+
+fn part_value(part: &KeyPart, inputs: &KeyInputs<'_>) -> Option<String> {
+    match part {
+        KeyPart::Ip => client_ip_key(inputs.client_ip?, inputs.ipv6_prefix),
+        KeyPart::Global => Some("*".to_string()),
+        KeyPart::Header(name) => (inputs.header)(name).map(|v| v.trim().to_string()),
+        KeyPart::Cookie(name) => (inputs.header)("cookie").and_then(|c| cookie_value(&c, name)),
+        KeyPart::Query(name) => inputs.query.values(name).next().map(str::to_string),
+        KeyPart::PathGroup(name) => inputs
+            .path_groups
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone()),
+    }
+}
+
+/// The value of cookie `name` in a `Cookie` header (RFC 6265 §5.4), first
+/// occurrence wins, surrounding quotes removed.
+pub fn cookie_value(header: &str, name: &str) -> Option<String> {
+    header.split(';').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k.trim() == name).then(|| v.trim().trim_matches('"').to_string())
+    })
+}
+
+/// The counting identity of a client address.
+///
+/// - IPv4 as dotted quad.
+/// - IPv4-mapped IPv6 (`::ffff:a.b.c.d`, RFC 4291 §2.5.5.2) and NAT64
+///   well-known-prefix addresses (`64:ff9b::/96`, RFC 6052) count as their
+///   IPv4 address: the same client reached over another stack.
+/// - Other IPv6 is masked to `prefix` bits and written as `network/prefix`,
+///   so that spelling variants (case, zero compression) are one key and a
+///   client cannot rotate through the addresses of its own subnet.
+///
+/// `None` when `raw` is not an IP address.
+pub fn client_ip_key(raw: &str, ipv6_prefix: u8) -> Option<String> {
+    match raw.trim().parse::<IpAddr>().ok()? {
+        IpAddr::V4(v4) => Some(v4.to_string()),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = embedded_ipv4(&v6) {
+                return Some(v4.to_string());
+            }
+            let prefix = u32::from(ipv6_prefix.min(128));
+            let bits = u128::from(v6);
+            let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - prefix) };
+            Some(format!("{}/{}", Ipv6Addr::from(bits & mask), prefix))
+        }
+    }
+}
+
+fn embedded_ipv4(v6: &Ipv6Addr) -> Option<Ipv4Addr> {
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let s = v6.segments();
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        let bits = u128::from(*v6) as u32;
+        return Some(Ipv4Addr::from(bits));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv4_and_ipv6_prefixes() {
+        assert_eq!(client_ip_key("203.0.113.7", 64).as_deref(), Some("203.0.113.7"));
+        assert_eq!(
+            client_ip_key("2001:db8:1:2:aaaa::1", 64).as_deref(),
+            Some("2001:db8:1:2::/64")
+        );
+        assert_eq!(
+            client_ip_key("2001:db8:1:2ff:aaaa::1", 56).as_deref(),
+            Some("2001:db8:1:200::/56")
+        );
+        assert_eq!(client_ip_key("not an ip", 64), None);
+    }
+
+    #[test]
+    fn spelling_variants_are_one_key() {
+        let a = client_ip_key("2001:DB8:0:0:1::1", 64);
+        let b = client_ip_key("2001:db8::1:0:0:2", 64);
+        assert_eq!(a, b);
+        assert_eq!(a.as_deref(), Some("2001:db8::/64"));
+    }
+
+    #[test]
+    fn mapped_and_nat64_count_as_ipv4() {
+        assert_eq!(client_ip_key("::ffff:203.0.113.7", 64).as_deref(), Some("203.0.113.7"));
+        assert_eq!(client_ip_key("64:ff9b::203.0.113.7", 64).as_deref(), Some("203.0.113.7"));
+        assert_eq!(client_ip_key("64:ff9b::cb00:7107", 64).as_deref(), Some("203.0.113.7"));
+    }
+
+    #[test]
+    fn key_parts_parse_and_combine() {
+        assert_eq!(KeyPart::parse("header:X-Api-Key"), Ok(KeyPart::Header("x-api-key".into())));
+        assert!(KeyPart::parse("header:").is_err());
+        assert!(KeyPart::parse("ip:x").is_err());
+        assert!(KeyPart::parse("colour").is_err());
+        let query = CanonicalQuery::parse("tenant=t1");
+        let header = |name: &str| match name {
+            "x-api-key" => Some(" k1 ".to_string()),
+            "cookie" => Some("a=1; sid=\"s2\"".to_string()),
+            "x-forwarded-for" => Some("198.51.100.1".to_string()),
+            _ => None,
+        };
+        let groups = [("school".to_string(), "s9".to_string())];
+        let inputs = KeyInputs {
+            client_ip: Some("203.0.113.7"),
+            header: &header,
+            query: &query,
+            path_groups: &groups,
+            ipv6_prefix: 64,
+        };
+        let parts: Vec<KeyPart> = ["ip", "header:x-api-key", "cookie:sid", "query:tenant", "path:school", "global"]
+            .iter()
+            .map(|p| KeyPart::parse(p).unwrap())
+            .collect();
+        assert_eq!(
+            derive_key(&parts, &inputs).unwrap(),
+            "ip=203.0.113.7|header:x-api-key=k1|cookie:sid=s2|query:tenant=t1|path:school=s9|global=*"
+        );
+        assert_eq!(
+            derive_key(&[KeyPart::Header("x-missing".into())], &inputs),
+            Err(MissingPart(KeyPart::Header("x-missing".into())))
+        );
+        let no_ip = KeyInputs { client_ip: None, ..inputs };
+        assert_eq!(derive_key(&[KeyPart::Ip], &no_ip), Err(MissingPart(KeyPart::Ip)), "X-Forwarded-For is never read");
+    }
+}

@@ -1,0 +1,34 @@
+//! tollgate: an exact, bypass-resistant rate limiter for Cloudflare Workers.
+//!
+//! The crate is split into a pure core, built and tested natively, and thin
+//! Worker / Durable Object glue compiled only for `wasm32`:
+//!
+//! | module      | concept                                                        |
+//! |-------------|----------------------------------------------------------------|
+//! | [`canon`]   | raw URL → canonical path and query, used only for matching     |
+//! | [`duration`]| `"10s"`, `"1m"`, `"1h"`, `"1d"` window lengths                 |
+//! | [`config`]  | the `TOLLGATE` var → validated, compiled [`config::Config`]    |
+//! | [`rules`]   | which rules a canonical request matches, and why               |
+//! | [`key`]     | a rule's client key from request parts (IP /64, header, ...)   |
+//! | [`window`]  | the sliding-log decision: (log, now, limits) → outcome, log    |
+//! | [`protocol`]| the small, versioned call format between Worker and object     |
+//! | [`blocked`] | the isolate's capped blocked-until cache                       |
+//! | [`headers`] | 429 problem+json body and IETF `RateLimit` header values       |
+//!
+//! The glue (`edge`, the Worker entry, and `limiter`, the Durable Object)
+//! only reads the clock, talks to the platform and calls into the core.
+
+pub mod blocked;
+pub mod canon;
+pub mod config;
+pub mod duration;
+pub mod headers;
+pub mod key;
+pub mod protocol;
+pub mod rules;
+pub mod window;
+
+#[cfg(target_arch = "wasm32")]
+mod edge;
+#[cfg(target_arch = "wasm32")]
+mod limiter;

@@ -1,0 +1,167 @@
+//! The call format between the Worker and a limiter object: small, JSON,
+//! versioned. Limits travel with every call, so a limit changed in
+//! `wrangler.toml` takes effect on the next request, without a migration.
+//!
+//! ```json
+//! {"v":1,"op":"hit","limits":[[10,60000]],"cost":1}
+//! ```
+//! `limits` holds `[requests, window_ms]` pairs. The object answers a
+//! [`Reply`], or HTTP 400 with `{"v":1,"error":"..."}` for a malformed call.
+
+use crate::window::{Limit, WindowState};
+use serde::{Deserialize, Serialize};
+use std::num::{NonZeroU32, NonZeroU64};
+
+/// The only version this build speaks.
+pub const VERSION: u32 = 1;
+
+/// The most windows a call may carry.
+pub const MAX_LIMITS: usize = 8;
+
+/// What the Worker asks of the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// Check-and-record: decide and, if allowed, record `cost`.
+    Hit,
+    /// Report the windows' state without recording.
+    Status,
+    /// Forget every hit of this key.
+    Reset,
+}
+
+/// A validated call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub op: Op,
+    pub limits: Vec<Limit>,
+    pub cost: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireCall {
+    v: u32,
+    op: Op,
+    limits: Vec<(u64, u64)>,
+    #[serde(default = "one")]
+    cost: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Serializes a call.
+pub fn encode_call(call: &Call) -> String {
+    let wire = WireCall {
+        v: VERSION,
+        op: call.op,
+        limits: call
+            .limits
+            .iter()
+            .map(|l| (u64::from(l.requests.get()), l.window_ms.get()))
+            .collect(),
+        cost: call.cost,
+    };
+    serde_json::to_string(&wire).unwrap_or_default()
+}
+
+/// Parses and validates a call; the error says what is wrong with it.
+pub fn decode_call(body: &str) -> Result<Call, String> {
+    let wire: WireCall = serde_json::from_str(body).map_err(|e| format!("malformed call: {e}"))?;
+    if wire.v != VERSION {
+        return Err(format!("unsupported call version {} (this object speaks {VERSION})", wire.v));
+    }
+    if wire.limits.is_empty() || wire.limits.len() > MAX_LIMITS {
+        return Err(format!("a call carries 1 to {MAX_LIMITS} limits"));
+    }
+    let mut limits = Vec::with_capacity(wire.limits.len());
+    for (raw_requests, window_ms) in wire.limits {
+        let requests = u32::try_from(raw_requests).ok().and_then(NonZeroU32::new);
+        let window = (window_ms <= crate::duration::MAX_WINDOW_MS)
+            .then_some(window_ms)
+            .and_then(NonZeroU64::new);
+        match (requests, window) {
+            (Some(requests), Some(window_ms)) => limits.push(Limit { requests, window_ms }),
+            _ => return Err(format!("invalid limit [{raw_requests}, {window_ms}]")),
+        }
+    }
+    if wire.cost == 0 {
+        return Err("cost must be at least 1".into());
+    }
+    Ok(Call { op: wire.op, limits, cost: wire.cost })
+}
+
+/// One window in a reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireWindow {
+    pub limit: u32,
+    pub window_ms: u64,
+    pub used: u64,
+    pub remaining: u64,
+    pub reset_ms: u64,
+}
+
+impl From<&WindowState> for WireWindow {
+    fn from(w: &WindowState) -> Self {
+        WireWindow {
+            limit: w.limit.requests.get(),
+            window_ms: w.limit.window_ms.get(),
+            used: w.used,
+            remaining: w.remaining,
+            reset_ms: w.reset_ms,
+        }
+    }
+}
+
+/// The object's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reply {
+    pub v: u32,
+    pub allowed: bool,
+    pub retry_after_ms: u64,
+    pub windows: Vec<WireWindow>,
+    /// Whether an alarm (the storage TTL) is pending after this call.
+    pub alarm_pending: bool,
+    /// SQLite rows read and written by this call, from the cursors.
+    pub rows_read: u64,
+    pub rows_written: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let call = Call {
+            op: Op::Hit,
+            limits: vec![Limit {
+                requests: NonZeroU32::new(10).unwrap(),
+                window_ms: NonZeroU64::new(60_000).unwrap(),
+            }],
+            cost: 2,
+        };
+        let text = encode_call(&call);
+        assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#);
+        assert_eq!(decode_call(&text), Ok(call));
+    }
+
+    #[test]
+    fn malformed_calls_are_refused_with_a_reason() {
+        for (body, why) in [
+            ("", "malformed call"),
+            ("{}", "malformed call"),
+            (r#"{"v":2,"op":"hit","limits":[[1,1]]}"#, "unsupported call version 2"),
+            (r#"{"v":1,"op":"fly","limits":[[1,1]]}"#, "malformed call"),
+            (r#"{"v":1,"op":"hit","limits":[]}"#, "1 to 8 limits"),
+            (r#"{"v":1,"op":"hit","limits":[[0,1000]]}"#, "invalid limit [0, 1000]"),
+            (r#"{"v":1,"op":"hit","limits":[[1,0]]}"#, "invalid limit [1, 0]"),
+            (r#"{"v":1,"op":"hit","limits":[[1,1000]],"cost":0}"#, "cost must be"),
+        ] {
+            let err = decode_call(body).unwrap_err();
+            assert!(err.contains(why), "{body}: {err}");
+        }
+        assert_eq!(decode_call(r#"{"v":1,"op":"status","limits":[[1,1000]]}"#).map(|c| c.cost), Ok(1));
+    }
+}

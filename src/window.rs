@@ -1,0 +1,356 @@
+//! The sliding-log decision: `(stored log, now, limits, cost)` → outcome and
+//! new log. Pure: time is a parameter, never read here (governor's habit).
+//!
+//! A hit recorded at `t` counts in a window of length `w` while
+//! `now - t < w`, i.e. it expires exactly at `t + w`. Every window of a rule
+//! is checked at once and a request is allowed only if all of them have room
+//! for its cost; a blocked request records nothing, so the log (and the
+//! retry-after computed from it) stays exact.
+
+use std::fmt;
+use std::num::{NonZeroU32, NonZeroU64};
+
+/// One window of a rule: at most `requests` units of cost per `window_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub requests: NonZeroU32,
+    pub window_ms: NonZeroU64,
+}
+
+/// One recorded request: when it happened (Unix ms) and the cost it used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit {
+    pub at_ms: i64,
+    pub cost: u32,
+}
+
+/// The state of one window after a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowState {
+    pub limit: Limit,
+    /// Units used in the window, including this request if it was allowed.
+    pub used: u64,
+    /// Units still available in the window (never negative).
+    pub remaining: u64,
+    /// Milliseconds until the oldest counted hit leaves the window, i.e.
+    /// until `remaining` next grows; 0 when the window is empty.
+    pub reset_ms: u64,
+}
+
+/// The outcome of one check-and-record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub allowed: bool,
+    /// Exact milliseconds until a request of the same cost would be allowed
+    /// (0 when allowed). If the cost exceeds a window's limit outright, the
+    /// longest such window's length.
+    pub retry_after_ms: u64,
+    /// One entry per limit, in the order given.
+    pub windows: Vec<WindowState>,
+    /// The log to store: pruned of expired hits and, if allowed, with this
+    /// request appended. `None` when nothing needs writing (blocked).
+    pub new_log: Option<Vec<Hit>>,
+    /// The time the decision was taken at, after the monotonic clamp.
+    pub now_ms: i64,
+}
+
+/// Length of the longest window, the horizon beyond which hits are dropped.
+pub fn horizon_ms(limits: &[Limit]) -> u64 {
+    limits.iter().map(|l| l.window_ms.get()).max().unwrap_or(0)
+}
+
+/// Decides whether a request of `cost` is allowed at `now_ms` given `log`
+/// (sorted oldest first, as this function always returns it).
+///
+/// Clock steps backwards: `now_ms` is clamped to the newest hit, so the log
+/// stays sorted and a hit never counts for less than it did. This makes the
+/// answer conservative (a client never gains room from a clock step).
+pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision {
+    let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
+    let now = now_ms.max(newest);
+    let horizon = horizon_ms(limits);
+    let live: Vec<Hit> = log
+        .iter()
+        .copied()
+        .filter(|h| age(now, h.at_ms) < horizon)
+        .collect();
+
+    let mut allowed = true;
+    let mut retry_after_ms = 0u64;
+    for limit in limits {
+        let w = limit.window_ms.get();
+        let used: u64 = in_window(&live, now, w).map(|h| u64::from(h.cost)).sum();
+        let cap = u64::from(limit.requests.get());
+        if used + u64::from(cost) <= cap {
+            continue;
+        }
+        allowed = false;
+        let wait = if u64::from(cost) > cap {
+            w
+        } else {
+            // Expire oldest hits until the cost fits; the hit that makes room
+            // leaves the window at `at + w`.
+            let mut freed = 0u64;
+            let mut wait = w;
+            for hit in in_window(&live, now, w) {
+                freed += u64::from(hit.cost);
+                if used - freed + u64::from(cost) <= cap {
+                    wait = w - age(now, hit.at_ms);
+                    break;
+                }
+            }
+            wait
+        };
+        retry_after_ms = retry_after_ms.max(wait);
+    }
+
+    let mut stored = live;
+    if allowed {
+        stored.push(Hit { at_ms: now, cost });
+    }
+    let windows = limits
+        .iter()
+        .map(|limit| window_state(&stored, now, *limit))
+        .collect();
+    let new_log = allowed.then_some(stored);
+    Decision {
+        allowed,
+        retry_after_ms,
+        windows,
+        new_log,
+        now_ms: now,
+    }
+}
+
+/// The windows' state without recording anything (for status queries).
+pub fn peek(log: &[Hit], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
+    let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
+    let now = now_ms.max(newest);
+    limits.iter().map(|l| window_state(log, now, *l)).collect()
+}
+
+/// Milliseconds until the last hit of `log` leaves a window of `horizon_ms`,
+/// i.e. when the whole log has expired; `None` for an empty log.
+pub fn expires_at(log: &[Hit], horizon_ms: u64) -> Option<i64> {
+    log.last()
+        .map(|h| h.at_ms.saturating_add(i64::try_from(horizon_ms).unwrap_or(i64::MAX)))
+}
+
+/// Drops every hit that has left a window of `horizon_ms` at `now_ms`.
+pub fn prune(log: &[Hit], now_ms: i64, horizon_ms: u64) -> Vec<Hit> {
+    log.iter()
+        .copied()
+        .filter(|h| age(now_ms, h.at_ms) < horizon_ms)
+        .collect()
+}
+
+fn window_state(log: &[Hit], now: i64, limit: Limit) -> WindowState {
+    let w = limit.window_ms.get();
+    let mut counted = in_window(log, now, w).peekable();
+    let reset_ms = counted
+        .peek()
+        .map(|oldest| w - age(now, oldest.at_ms))
+        .unwrap_or(0);
+    let used: u64 = counted.map(|h| u64::from(h.cost)).sum();
+    WindowState {
+        limit,
+        used,
+        remaining: u64::from(limit.requests.get()).saturating_sub(used),
+        reset_ms,
+    }
+}
+
+fn in_window(log: &[Hit], now: i64, window_ms: u64) -> impl Iterator<Item = &Hit> {
+    log.iter().filter(move |h| age(now, h.at_ms) < window_ms)
+}
+
+/// `now - at` in ms, 0 for hits in the future (clock stepped back).
+fn age(now: i64, at: i64) -> u64 {
+    u64::try_from(now.saturating_sub(at)).unwrap_or(0)
+}
+
+/// Why a stored log could not be read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogFormatError(pub String);
+
+impl fmt::Display for LogFormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stored log is malformed: {}", self.0)
+    }
+}
+
+impl std::error::Error for LogFormatError {}
+
+/// Serializes a log as compact text, one row's worth: `at` or `at*cost`,
+/// comma-separated, each `at` after the first stored as a delta from the
+/// previous one (`1700000000000,15,3*2`). About 3-14 bytes per hit.
+pub fn encode_log(log: &[Hit]) -> String {
+    let mut out = String::with_capacity(log.len() * 6 + 14);
+    let mut previous = 0i64;
+    for (i, hit) in log.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let value = if i == 0 { hit.at_ms } else { hit.at_ms - previous };
+        out.push_str(&value.to_string());
+        if hit.cost != 1 {
+            out.push('*');
+            out.push_str(&hit.cost.to_string());
+        }
+        previous = hit.at_ms;
+    }
+    out
+}
+
+/// Reads back what [`encode_log`] wrote. Rejects anything else, including
+/// an unsorted log.
+pub fn decode_log(text: &str) -> Result<Vec<Hit>, LogFormatError> {
+    let mut log = Vec::new();
+    if text.is_empty() {
+        return Ok(log);
+    }
+    let mut previous = 0i64;
+    for (i, item) in text.split(',').enumerate() {
+        let (at, cost) = match item.split_once('*') {
+            Some((at, cost)) => (at, cost.parse::<u32>().map_err(|_| bad(item))?),
+            None => (item, 1),
+        };
+        let value: i64 = at.parse().map_err(|_| bad(item))?;
+        if i > 0 && value < 0 {
+            return Err(LogFormatError(format!("hit `{item}` goes back in time")));
+        }
+        let at_ms = if i == 0 { value } else { previous.checked_add(value).ok_or_else(|| bad(item))? };
+        log.push(Hit { at_ms, cost });
+        previous = at_ms;
+    }
+    Ok(log)
+}
+
+fn bad(item: &str) -> LogFormatError {
+    LogFormatError(format!("cannot read hit `{item}`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(requests: u32, window_ms: u64) -> Limit {
+        Limit {
+            requests: NonZeroU32::new(requests).unwrap(),
+            window_ms: NonZeroU64::new(window_ms).unwrap(),
+        }
+    }
+
+    /// Drives `decide` like the object does: store the new log if any.
+    fn run(log: &mut Vec<Hit>, now: i64, limits: &[Limit], cost: u32) -> Decision {
+        let d = decide(log, now, limits, cost);
+        if let Some(new_log) = &d.new_log {
+            *log = new_log.clone();
+        }
+        d
+    }
+
+    #[test]
+    fn single_window_allows_exactly_the_limit() {
+        let limits = [limit(10, 60_000)];
+        let mut log = Vec::new();
+        for i in 0..10 {
+            let d = run(&mut log, 1_000 + i, &limits, 1);
+            assert!(d.allowed, "request {i}");
+            assert_eq!(d.windows[0].remaining, 9 - i as u64);
+        }
+        let d = run(&mut log, 1_010, &limits, 1);
+        assert!(!d.allowed);
+        assert_eq!(d.new_log, None, "a blocked request writes nothing");
+        // Oldest hit at 1_000 expires at 61_000.
+        assert_eq!(d.retry_after_ms, 61_000 - 1_010);
+        assert_eq!(d.windows[0].remaining, 0);
+    }
+
+    #[test]
+    fn hit_exactly_one_window_old_has_expired() {
+        let limits = [limit(1, 1_000)];
+        let mut log = Vec::new();
+        assert!(run(&mut log, 5_000, &limits, 1).allowed);
+        assert!(!run(&mut log, 5_999, &limits, 1).allowed);
+        let d = run(&mut log, 6_000, &limits, 1);
+        assert!(d.allowed);
+        assert_eq!(log, vec![Hit { at_ms: 6_000, cost: 1 }], "expired hit pruned");
+    }
+
+    #[test]
+    fn multiple_windows_bind_together() {
+        let limits = [limit(3, 2_000), limit(5, 10_000)];
+        let mut log = Vec::new();
+        for t in [0, 1, 2] {
+            assert!(run(&mut log, t, &limits, 1).allowed);
+        }
+        let d = run(&mut log, 3, &limits, 1);
+        assert!(!d.allowed, "short window binds");
+        assert_eq!(d.retry_after_ms, 2_000 - 3);
+        assert_eq!(d.windows[1].remaining, 2);
+        for t in [2_000, 2_001] {
+            assert!(run(&mut log, t, &limits, 1).allowed);
+        }
+        let d = run(&mut log, 4_100, &limits, 1);
+        assert!(!d.allowed, "long window binds though the short one has room");
+        assert_eq!(d.windows[0].remaining, 3, "hits at 2000/2001 left the 2 s window");
+        assert_eq!(d.retry_after_ms, 10_000 - 4_100, "until the hit at 0 leaves the 10 s window");
+    }
+
+    #[test]
+    fn costs_above_one() {
+        let limits = [limit(10, 1_000)];
+        let mut log = Vec::new();
+        assert!(run(&mut log, 0, &limits, 4).allowed);
+        assert!(run(&mut log, 10, &limits, 4).allowed);
+        let d = run(&mut log, 20, &limits, 4);
+        assert!(!d.allowed);
+        assert_eq!(d.windows[0].remaining, 2);
+        // Freeing the first hit (4 units) at t=1000 is enough.
+        assert_eq!(d.retry_after_ms, 980);
+        assert!(run(&mut log, 20, &limits, 2).allowed, "a smaller cost still fits");
+        let d = decide(&log, 30, &limits, 11);
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after_ms, 1_000, "a cost above the limit waits a whole window");
+    }
+
+    #[test]
+    fn clock_stepping_backwards_is_conservative() {
+        let limits = [limit(2, 1_000)];
+        let mut log = Vec::new();
+        assert!(run(&mut log, 10_000, &limits, 1).allowed);
+        let d = run(&mut log, 9_000, &limits, 1);
+        assert!(d.allowed);
+        assert_eq!(d.now_ms, 10_000, "now clamped to the newest hit");
+        assert!(log.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
+        let d = run(&mut log, 9_500, &limits, 1);
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after_ms, 1_000);
+    }
+
+    #[test]
+    fn log_round_trips_through_text() {
+        let log = vec![
+            Hit { at_ms: 1_700_000_000_000, cost: 1 },
+            Hit { at_ms: 1_700_000_000_015, cost: 3 },
+            Hit { at_ms: 1_700_000_000_015, cost: 1 },
+        ];
+        let text = encode_log(&log);
+        assert_eq!(text, "1700000000000,15*3,0");
+        assert_eq!(decode_log(&text), Ok(log));
+        assert_eq!(decode_log(""), Ok(vec![]));
+        assert!(decode_log("1,x").is_err());
+        assert!(decode_log("10,-1").is_err());
+        assert!(decode_log("1*").is_err());
+    }
+
+    #[test]
+    fn expiry_and_prune() {
+        let log = vec![Hit { at_ms: 100, cost: 1 }, Hit { at_ms: 500, cost: 1 }];
+        assert_eq!(expires_at(&log, 1_000), Some(1_500));
+        assert_eq!(expires_at(&[], 1_000), None);
+        assert_eq!(prune(&log, 1_100, 1_000), vec![Hit { at_ms: 500, cost: 1 }]);
+        assert!(prune(&log, 1_500, 1_000).is_empty());
+    }
+}
