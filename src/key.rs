@@ -123,6 +123,17 @@ fn part_value(part: &KeyPart, inputs: &KeyInputs<'_>) -> Option<String> {
     }
 }
 
+/// A short label for a key in logs and admin output: the first 16 hex
+/// digits of its SHA-256. The raw key (an IP, an account) is never logged.
+pub fn key_hash(key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The value of cookie `name` in a `Cookie` header (RFC 6265 §5.4), first
 /// occurrence wins, surrounding quotes removed.
 pub fn cookie_value(header: &str, name: &str) -> Option<String> {
@@ -173,6 +184,12 @@ fn embedded_ipv4(v6: &Ipv6Addr) -> Option<Ipv4Addr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_hash_is_short_and_stable() {
+        assert_eq!(key_hash("ip=203.0.113.7"), key_hash("ip=203.0.113.7"));
+        assert_eq!(key_hash("abc"), "ba7816bf8f01cfea");
+    }
 
     #[test]
     fn ipv4_and_ipv6_prefixes() {

@@ -1,0 +1,199 @@
+//! The limiter Durable Object: one per (rule, key), SQLite-backed.
+//!
+//! Glue only. It loads the log (one row holding the whole log), lets
+//! [`crate::window`] decide, stores the new log in place, and keeps an alarm
+//! that deletes all of its storage once the log has expired.
+//!
+//! Costs per call, in SQLite rows: at most 1 read; 1 written when allowed
+//! (the log row, updated in place, pruning included); 0 written and no
+//! `setAlarm` when blocked. `setAlarm` runs only when no alarm is pending.
+
+use crate::protocol::{decode_call, Call, Op, Reply, WireWindow, VERSION};
+use crate::window::{decide, decode_log, encode_log, expires_at, horizon_ms, peek, prune, Hit};
+use serde::Deserialize;
+use std::cell::Cell;
+use worker::{
+    durable_object, js_sys, Date, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
+    SqlStorageValue, State,
+};
+
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS hit_log (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    log TEXT NOT NULL,
+    horizon_ms INTEGER NOT NULL
+)";
+
+#[derive(Deserialize)]
+struct StoredLog {
+    log: String,
+    horizon_ms: i64,
+}
+
+#[durable_object]
+pub struct Limiter {
+    state: State,
+    /// Whether `SCHEMA` has run on this instance's database (reset by
+    /// `deleteAll`, which drops the tables too).
+    schema_ready: Cell<bool>,
+    /// Whether an alarm is known to be pending; `None` until asked once.
+    alarm_pending: Cell<Option<bool>>,
+}
+
+impl DurableObject for Limiter {
+    fn new(state: State, _env: Env) -> Self {
+        Limiter {
+            state,
+            schema_ready: Cell::new(false),
+            alarm_pending: Cell::new(None),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let body = req.text().await?;
+        let call = match decode_call(&body) {
+            Ok(call) => call,
+            Err(message) => return error_reply(400, &message),
+        };
+        match self.answer(&call).await {
+            Ok(reply) => Response::from_json(&reply),
+            Err(e) => error_reply(500, &e.to_string()),
+        }
+    }
+
+    /// Deletes all storage once the log has expired; otherwise re-arms for
+    /// when the newest hit expires. Idempotent: alarms are at-least-once.
+    async fn alarm(&self) -> worker::Result<Response> {
+        let sql = self.sql()?;
+        let (log, horizon, _) = load(&sql)?;
+        let now = now_ms();
+        let live = prune(&log, now, horizon);
+        match expires_at(&live, horizon).filter(|&at| at > now) {
+            None => self.delete_everything().await?,
+            Some(at) => {
+                // Strictly in the future: workerd drops an alarm set for
+                // "now" from inside the alarm handler.
+                self.alarm_pending.set(Some(true));
+                self.state.storage().set_alarm(at_time(at)).await?;
+            }
+        }
+        Response::ok("")
+    }
+}
+
+impl Limiter {
+    /// The database, with the schema created once per instance.
+    fn sql(&self) -> worker::Result<SqlStorage> {
+        let sql = self.state.storage().sql();
+        if !self.schema_ready.get() {
+            sql.exec(SCHEMA, None)?;
+            self.schema_ready.set(true);
+        }
+        Ok(sql)
+    }
+
+    async fn answer(&self, call: &Call) -> worker::Result<Reply> {
+        let sql = self.sql()?;
+        // Read, decide, write: synchronous, no `.await` in between, so no
+        // other request to this object can interleave.
+        let (log, _, rows_read) = load(&sql)?;
+        let now = now_ms();
+        let mut rows_written = 0u64;
+        let (allowed, retry_after_ms, windows) = match call.op {
+            Op::Hit => {
+                let decision = decide(&log, now, &call.limits, call.cost);
+                if let Some(new_log) = &decision.new_log {
+                    rows_written = store(&sql, new_log, horizon_ms(&call.limits))?;
+                }
+                (decision.allowed, decision.retry_after_ms, decision.windows)
+            }
+            Op::Status => (true, 0, peek(&log, now, &call.limits)),
+            Op::Reset => {
+                self.delete_everything().await?;
+                (true, 0, peek(&[], now, &call.limits))
+            }
+        };
+        if call.op == Op::Hit && allowed {
+            self.ensure_alarm(&log, now, horizon_ms(&call.limits)).await?;
+        }
+        let alarm_pending = match (call.op, self.alarm_pending.get()) {
+            (Op::Status, _) | (_, None) => self.state.storage().get_alarm().await?.is_some(),
+            (_, Some(pending)) => pending,
+        };
+        Ok(Reply {
+            v: VERSION,
+            allowed,
+            retry_after_ms,
+            windows: windows.iter().map(WireWindow::from).collect(),
+            alarm_pending,
+            rows_read,
+            rows_written,
+        })
+    }
+
+    /// Arms the TTL alarm for when the log (just extended at `now`) expires,
+    /// unless an alarm is already pending: that one will re-arm itself.
+    async fn ensure_alarm(&self, log: &[Hit], now: i64, horizon: u64) -> worker::Result<()> {
+        if self.alarm_pending.get() == Some(true) {
+            return Ok(());
+        }
+        self.alarm_pending.set(Some(true));
+        let storage = self.state.storage();
+        if storage.get_alarm().await?.is_none() {
+            let newest = log.last().map_or(now, |h| h.at_ms.max(now));
+            let at = newest.saturating_add(i64::try_from(horizon).unwrap_or(i64::MAX));
+            storage.set_alarm(at_time(at)).await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_everything(&self) -> worker::Result<()> {
+        // From compatibility date 2026-02-24, deleteAll also clears the alarm.
+        self.state.storage().delete_all().await?;
+        self.schema_ready.set(false);
+        self.alarm_pending.set(Some(false));
+        Ok(())
+    }
+}
+
+/// Loads the log row: (log, horizon, rows read).
+fn load(sql: &SqlStorage) -> worker::Result<(Vec<Hit>, u64, u64)> {
+    let cursor = sql.exec("SELECT log, horizon_ms FROM hit_log WHERE id = 0", None)?;
+    // `to_array`, not `one`: `one` throws across the Wasm boundary when the
+    // row does not exist yet.
+    let rows: Vec<StoredLog> = cursor.to_array()?;
+    let rows_read = cursor.rows_read() as u64;
+    match rows.first() {
+        None => Ok((Vec::new(), 0, rows_read)),
+        Some(row) => {
+            let log = decode_log(&row.log).map_err(|e| worker::Error::RustError(e.to_string()))?;
+            Ok((log, u64::try_from(row.horizon_ms).unwrap_or(0), rows_read))
+        }
+    }
+}
+
+/// Writes the log row in place; returns the rows written.
+fn store(sql: &SqlStorage, log: &[Hit], horizon: u64) -> worker::Result<u64> {
+    let cursor = sql.exec(
+        "INSERT INTO hit_log (id, log, horizon_ms) VALUES (0, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET log = excluded.log, horizon_ms = excluded.horizon_ms",
+        vec![
+            SqlStorageValue::from(encode_log(log)),
+            SqlStorageValue::from(i64::try_from(horizon).unwrap_or(i64::MAX)),
+        ],
+    )?;
+    Ok(cursor.rows_written() as u64)
+}
+
+fn now_ms() -> i64 {
+    Date::now().as_millis() as i64
+}
+
+/// An absolute alarm time. workers-rs reads an `i64` or `Duration` as an
+/// offset from now, so epoch times go through a `Date`.
+fn at_time(epoch_ms: i64) -> ScheduledTime {
+    ScheduledTime::new(js_sys::Date::new(&(epoch_ms as f64).into()))
+}
+
+fn error_reply(status: u16, message: &str) -> worker::Result<Response> {
+    Ok(Response::from_json(&serde_json::json!({ "v": VERSION, "error": message }))?.with_status(status))
+}
