@@ -63,8 +63,8 @@ impl DurableObject for Limiter {
     /// Deletes all storage once the log has expired; otherwise re-arms for
     /// when the newest hit expires. Idempotent: alarms are at-least-once.
     async fn alarm(&self) -> worker::Result<Response> {
-        let sql = self.sql()?;
-        let (log, horizon, _) = load(&sql)?;
+        let sql = self.state.storage().sql();
+        let (log, horizon, _) = if table_exists(&sql)? { load(&sql)? } else { (Vec::new(), 0, 0) };
         let now = now_ms();
         let live = prune(&log, now, horizon);
         match expires_at(&live, horizon).filter(|&at| at > now) {
@@ -92,28 +92,38 @@ impl Limiter {
     }
 
     async fn answer(&self, call: &Call) -> worker::Result<Reply> {
-        let sql = self.sql()?;
+        // Status and reset must not create the schema: an object whose
+        // storage the alarm deleted stays empty when merely looked at.
+        let sql = match call.op {
+            Op::Hit => self.sql()?,
+            Op::Status | Op::Reset => self.state.storage().sql(),
+        };
+        let has_table = call.op == Op::Hit || table_exists(&sql)?;
         // Read, decide, write: synchronous, no `.await` in between, so no
         // other request to this object can interleave.
-        let (log, _, rows_read) = load(&sql)?;
+        let (log, _, rows_read) = if has_table { load(&sql)? } else { (Vec::new(), 0, 0) };
         let now = now_ms();
         let mut rows_written = 0u64;
+        let mut stored_hits = log.len() as u64;
         let (allowed, retry_after_ms, windows) = match call.op {
             Op::Hit => {
                 let decision = decide(&log, now, &call.limits, call.cost);
                 if let Some(new_log) = &decision.new_log {
                     rows_written = store(&sql, new_log, horizon_ms(&call.limits))?;
+                    stored_hits = new_log.len() as u64;
                 }
                 (decision.allowed, decision.retry_after_ms, decision.windows)
             }
             Op::Status => (true, 0, peek(&log, now, &call.limits)),
             Op::Reset => {
                 self.delete_everything().await?;
+                stored_hits = 0;
                 (true, 0, peek(&[], now, &call.limits))
             }
         };
+        let mut alarm_set = false;
         if call.op == Op::Hit && allowed {
-            self.ensure_alarm(&log, now, horizon_ms(&call.limits)).await?;
+            alarm_set = self.ensure_alarm(&log, now, horizon_ms(&call.limits)).await?;
         }
         let alarm_pending = match (call.op, self.alarm_pending.get()) {
             (Op::Status, _) | (_, None) => self.state.storage().get_alarm().await?.is_some(),
@@ -125,6 +135,8 @@ impl Limiter {
             retry_after_ms,
             windows: windows.iter().map(WireWindow::from).collect(),
             alarm_pending,
+            alarm_set,
+            stored_hits,
             rows_read,
             rows_written,
         })
@@ -132,18 +144,20 @@ impl Limiter {
 
     /// Arms the TTL alarm for when the log (just extended at `now`) expires,
     /// unless an alarm is already pending: that one will re-arm itself.
-    async fn ensure_alarm(&self, log: &[Hit], now: i64, horizon: u64) -> worker::Result<()> {
+    /// Returns whether it set one.
+    async fn ensure_alarm(&self, log: &[Hit], now: i64, horizon: u64) -> worker::Result<bool> {
         if self.alarm_pending.get() == Some(true) {
-            return Ok(());
+            return Ok(false);
         }
         self.alarm_pending.set(Some(true));
         let storage = self.state.storage();
-        if storage.get_alarm().await?.is_none() {
-            let newest = log.last().map_or(now, |h| h.at_ms.max(now));
-            let at = newest.saturating_add(i64::try_from(horizon).unwrap_or(i64::MAX));
-            storage.set_alarm(at_time(at)).await?;
+        if storage.get_alarm().await?.is_some() {
+            return Ok(false);
         }
-        Ok(())
+        let newest = log.last().map_or(now, |h| h.at_ms.max(now));
+        let at = newest.saturating_add(i64::try_from(horizon).unwrap_or(i64::MAX));
+        storage.set_alarm(at_time(at)).await?;
+        Ok(true)
     }
 
     async fn delete_everything(&self) -> worker::Result<()> {
@@ -153,6 +167,18 @@ impl Limiter {
         self.alarm_pending.set(Some(false));
         Ok(())
     }
+}
+
+/// Whether the log table exists (without creating it).
+fn table_exists(sql: &SqlStorage) -> worker::Result<bool> {
+    #[derive(Deserialize)]
+    struct Count {
+        n: i64,
+    }
+    let rows: Vec<Count> = sql
+        .exec("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'hit_log'", None)?
+        .to_array()?;
+    Ok(rows.first().is_some_and(|c| c.n > 0))
 }
 
 /// Loads the log row: (log, horizon, rows read).

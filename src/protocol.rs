@@ -123,6 +123,10 @@ pub struct Reply {
     pub windows: Vec<WireWindow>,
     /// Whether an alarm (the storage TTL) is pending after this call.
     pub alarm_pending: bool,
+    /// Whether this call armed the alarm (only when none was pending).
+    pub alarm_set: bool,
+    /// Hits held in storage after this call (pruned or not).
+    pub stored_hits: u64,
     /// SQLite rows read and written by this call, from the cursors.
     pub rows_read: u64,
     pub rows_written: u64,
