@@ -17,10 +17,18 @@ use std::collections::HashMap;
 /// isolate's 128 MB.
 pub const DEFAULT_CAPACITY: usize = 10_000;
 
-/// A capped map from (rule, key) to the Unix ms until which it is blocked.
+/// A cached block: until when (Unix ms), and which of the rule's windows
+/// binds (for the `RateLimit` field of the answers given from the cache).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    pub until_ms: i64,
+    pub window: usize,
+}
+
+/// A capped map from (rule, key) to the block in force.
 #[derive(Debug)]
 pub struct BlockedUntilCache {
-    until: HashMap<String, i64>,
+    until: HashMap<String, Block>,
     capacity: usize,
 }
 
@@ -32,11 +40,11 @@ impl BlockedUntilCache {
         }
     }
 
-    /// The time `id` stays blocked until, if that is after `now_ms`.
+    /// The block on `id`, if it lasts beyond `now_ms`.
     /// Expired entries are removed as they are found.
-    pub fn blocked_until(&mut self, id: &str, now_ms: i64) -> Option<i64> {
+    pub fn blocked_until(&mut self, id: &str, now_ms: i64) -> Option<Block> {
         match self.until.get(id) {
-            Some(&until) if until > now_ms => Some(until),
+            Some(&block) if block.until_ms > now_ms => Some(block),
             Some(_) => {
                 self.until.remove(id);
                 None
@@ -45,25 +53,25 @@ impl BlockedUntilCache {
         }
     }
 
-    /// Records that `id` is blocked until `until_ms`.
-    pub fn insert(&mut self, id: &str, until_ms: i64, now_ms: i64) {
-        if until_ms <= now_ms {
+    /// Records that `id` is blocked as `block` says.
+    pub fn insert(&mut self, id: &str, block: Block, now_ms: i64) {
+        if block.until_ms <= now_ms {
             return;
         }
         if !self.until.contains_key(id) && self.until.len() >= self.capacity {
-            self.until.retain(|_, &mut until| until > now_ms);
+            self.until.retain(|_, b| b.until_ms > now_ms);
             if self.until.len() >= self.capacity {
                 let soonest = self
                     .until
                     .iter()
-                    .min_by_key(|(_, &until)| until)
+                    .min_by_key(|(_, b)| b.until_ms)
                     .map(|(k, _)| k.clone());
                 if let Some(k) = soonest {
                     self.until.remove(&k);
                 }
             }
         }
-        self.until.insert(id.to_string(), until_ms);
+        self.until.insert(id.to_string(), block);
     }
 
     /// Forgets `id` (after an operator reset, or an allowed answer).
@@ -84,14 +92,18 @@ impl BlockedUntilCache {
 mod tests {
     use super::*;
 
+    fn until(until_ms: i64) -> Block {
+        Block { until_ms, window: 0 }
+    }
+
     #[test]
     fn answers_until_expiry() {
         let mut cache = BlockedUntilCache::new(10);
-        cache.insert("r|ip=1", 2_000, 1_000);
-        assert_eq!(cache.blocked_until("r|ip=1", 1_999), Some(2_000));
+        cache.insert("r|ip=1", until(2_000), 1_000);
+        assert_eq!(cache.blocked_until("r|ip=1", 1_999), Some(until(2_000)));
         assert_eq!(cache.blocked_until("r|ip=1", 2_000), None);
         assert!(cache.is_empty(), "expired entry removed");
-        cache.insert("past", 500, 1_000);
+        cache.insert("past", until(500), 1_000);
         assert!(cache.is_empty(), "an entry already expired is not stored");
     }
 
@@ -99,21 +111,21 @@ mod tests {
     fn capacity_is_never_exceeded() {
         let mut cache = BlockedUntilCache::new(100);
         for i in 0..10_000i64 {
-            cache.insert(&format!("k{i}"), 1_000_000 + i, 0);
+            cache.insert(&format!("k{i}"), until(1_000_000 + i), 0);
             assert!(cache.len() <= 100);
         }
         // The soonest-expiring entries were evicted; the latest survive.
-        assert_eq!(cache.blocked_until("k9999", 0), Some(1_009_999));
+        assert_eq!(cache.blocked_until("k9999", 0), Some(until(1_009_999)));
         assert_eq!(cache.blocked_until("k0", 0), None);
     }
 
     #[test]
     fn expired_entries_are_dropped_before_live_ones() {
         let mut cache = BlockedUntilCache::new(2);
-        cache.insert("a", 100, 0);
-        cache.insert("b", 5_000, 0);
-        cache.insert("c", 6_000, 200);
-        assert_eq!(cache.blocked_until("b", 200), Some(5_000));
-        assert_eq!(cache.blocked_until("c", 200), Some(6_000));
+        cache.insert("a", until(100), 0);
+        cache.insert("b", until(5_000), 0);
+        cache.insert("c", until(6_000), 200);
+        assert_eq!(cache.blocked_until("b", 200), Some(until(5_000)));
+        assert_eq!(cache.blocked_until("c", 200), Some(until(6_000)));
     }
 }

@@ -4,7 +4,7 @@
 //! Glue only: every decision is made by the pure modules; this file reads
 //! the clock, the request and the environment, and talks to the platform.
 
-use crate::blocked::{BlockedUntilCache, DEFAULT_CAPACITY};
+use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::canon::{canonical_path, CanonicalQuery};
 use crate::config::{Action, Config, ConfigError, FailPolicy, MissingKey};
 use crate::headers;
@@ -90,7 +90,7 @@ struct Applied<'c> {
 
 enum Outcome {
     Allowed,
-    Blocked { retry_after_ms: u64, reply: Option<Reply> },
+    Blocked { retry_after_ms: u64, window: usize, reply: Option<Reply> },
     Failed(String),
 }
 
@@ -137,11 +137,11 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
     }
 
     let outcomes = join_all(applied.iter().map(|a| check(env, a))).await;
-    let mut block: Option<(&Applied, u64, Option<Reply>)> = None;
+    let mut block: Option<(&Applied, u64, usize, Option<Reply>)> = None;
     for (a, outcome) in applied.iter().zip(outcomes) {
         match outcome {
             Outcome::Allowed => {}
-            Outcome::Blocked { retry_after_ms, reply } => {
+            Outcome::Blocked { retry_after_ms, window, reply } => {
                 let shadow = a.rule.action == Action::Log;
                 log_line(
                     if shadow { "shadow_block" } else { "block" },
@@ -152,8 +152,8 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
                         ("remaining", 0.into()),
                     ],
                 );
-                if !shadow && block.as_ref().is_none_or(|(_, ms, _)| retry_after_ms > *ms) {
-                    block = Some((a, retry_after_ms, reply));
+                if !shadow && block.as_ref().is_none_or(|(_, ms, _, _)| retry_after_ms > *ms) {
+                    block = Some((a, retry_after_ms, window, reply));
                 }
             }
             Outcome::Failed(error) => {
@@ -177,8 +177,8 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
             }
         }
     }
-    if let Some((a, retry_after_ms, reply)) = block {
-        return too_many_requests(a.rule, retry_after_ms, reply.as_ref());
+    if let Some((a, retry_after_ms, window, reply)) = block {
+        return too_many_requests(a.rule, retry_after_ms, window, reply.as_ref());
     }
     forward(req, &url, env).await
 }
@@ -188,8 +188,12 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
 async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
     let now = now_ms();
     if applied.rule.action == Action::Block {
-        if let Some(until) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
-            return Outcome::Blocked { retry_after_ms: (until - now).max(1) as u64, reply: None };
+        if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
+            return Outcome::Blocked {
+                retry_after_ms: (block.until_ms - now).max(1) as u64,
+                window: block.window,
+                reply: None,
+            };
         }
     }
     let call = Call { op: Op::Hit, limits: applied.rule.limits.clone(), cost: applied.rule.cost };
@@ -203,11 +207,12 @@ async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
     if reply.allowed {
         return Outcome::Allowed;
     }
+    let window = reply.binding_window.unwrap_or(0);
     if applied.rule.action == Action::Block {
-        let until = now + reply.retry_after_ms as i64;
-        BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, until, now));
+        let block = Block { until_ms: now + reply.retry_after_ms as i64, window };
+        BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
     }
-    Outcome::Blocked { retry_after_ms: reply.retry_after_ms, reply: Some(reply) }
+    Outcome::Blocked { retry_after_ms: reply.retry_after_ms, window, reply: Some(reply) }
 }
 
 /// Sends one call to the object named `id`.
@@ -261,7 +266,12 @@ async fn forward(req: Request, url: &worker::Url, env: &Env) -> worker::Result<R
     Fetch::Request(outbound).send().await
 }
 
-fn too_many_requests(rule: &Rule, retry_after_ms: u64, reply: Option<&Reply>) -> worker::Result<Response> {
+fn too_many_requests(
+    rule: &Rule,
+    retry_after_ms: u64,
+    window: usize,
+    reply: Option<&Reply>,
+) -> worker::Result<Response> {
     let retry_after_s = headers::seconds_ceil(retry_after_ms).max(1);
     let out = Headers::new();
     out.set("content-type", "application/problem+json")?;
@@ -281,7 +291,7 @@ fn too_many_requests(rule: &Rule, retry_after_ms: u64, reply: Option<&Reply>) ->
             .collect(),
     };
     out.set("ratelimit-policy", &headers::ratelimit_policy(&rule.name, &windows).join(", "))?;
-    if let Some(value) = headers::ratelimit(&rule.name, &windows, Some(retry_after_ms)) {
+    if let Some(value) = headers::ratelimit(&rule.name, &windows, Some((window, retry_after_ms))) {
         out.set("ratelimit", &value)?;
     }
     Ok(Response::ok(headers::too_many_requests_body(&rule.name, retry_after_s))?

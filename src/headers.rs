@@ -42,13 +42,22 @@ pub fn ratelimit_policy(rule: &str, windows: &[WireWindow]) -> Vec<String> {
         .collect()
 }
 
-/// The `RateLimit` item of the most constraining window (least remaining,
-/// then latest reset): `r` remaining units, `t` seconds until they grow.
-/// `retry_after_ms` overrides `t` when the request was blocked.
-pub fn ratelimit(rule: &str, windows: &[WireWindow], retry_after_ms: Option<u64>) -> Option<String> {
-    let tightest = windows
-        .iter()
-        .min_by(|a, b| a.remaining.cmp(&b.remaining).then(b.reset_ms.cmp(&a.reset_ms)))?;
+/// The `RateLimit` item of one window: `r` remaining units, `t` seconds
+/// until they grow. For a blocked request pass the binding window's index
+/// and the retry-after, which becomes `t`; otherwise the most constraining
+/// window (least remaining, then latest reset) is reported.
+pub fn ratelimit(
+    rule: &str,
+    windows: &[WireWindow],
+    blocked: Option<(usize, u64)>,
+) -> Option<String> {
+    let retry_after_ms = blocked.map(|(_, ms)| ms);
+    let tightest = match blocked.and_then(|(index, _)| windows.get(index)) {
+        Some(binding) => binding,
+        None => windows
+            .iter()
+            .min_by(|a, b| a.remaining.cmp(&b.remaining).then(b.reset_ms.cmp(&a.reset_ms)))?,
+    };
     let t = seconds_ceil(retry_after_ms.unwrap_or(tightest.reset_ms));
     Some(format!(
         "\"{}\";r={};t={}",
@@ -61,7 +70,7 @@ pub fn ratelimit(rule: &str, windows: &[WireWindow], retry_after_ms: Option<u64>
 /// The RFC 9457 body of a 429.
 pub fn too_many_requests_body(rule: &str, retry_after_s: u64) -> String {
     json!({
-        "type": "https://github.com/tollgate/tollgate/blob/main/docs/errors.md#rate-limited",
+        "type": "about:blank",
         "title": "Too Many Requests",
         "status": 429,
         "detail": format!("Rate limit `{rule}` exceeded; retry in {retry_after_s} s."),
@@ -95,7 +104,7 @@ mod tests {
         let w = [window(10, 60_000, 0, 41_001)];
         assert_eq!(ratelimit_policy("heavy-example", &w), ["\"heavy-example\";q=10;w=60"]);
         assert_eq!(ratelimit("heavy-example", &w, None).unwrap(), "\"heavy-example\";r=0;t=42");
-        assert_eq!(ratelimit("heavy-example", &w, Some(1)).unwrap(), "\"heavy-example\";r=0;t=1");
+        assert_eq!(ratelimit("heavy-example", &w, Some((0, 1))).unwrap(), "\"heavy-example\";r=0;t=1");
     }
 
     #[test]
@@ -106,6 +115,7 @@ mod tests {
             ["\"heavy-60s\";q=3;w=60", "\"heavy-3600s\";q=20;w=3600"]
         );
         assert_eq!(ratelimit("heavy", &w, None).unwrap(), "\"heavy-3600s\";r=1;t=10");
+        assert_eq!(ratelimit("heavy", &w, Some((0, 5_000))).unwrap(), "\"heavy-60s\";r=2;t=5");
     }
 
     #[test]

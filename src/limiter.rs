@@ -105,6 +105,7 @@ impl Limiter {
         let now = now_ms();
         let mut rows_written = 0u64;
         let mut stored_hits = log.len() as u64;
+        let mut binding_window = None;
         let (allowed, retry_after_ms, windows) = match call.op {
             Op::Hit => {
                 let decision = decide(&log, now, &call.limits, call.cost);
@@ -112,6 +113,7 @@ impl Limiter {
                     rows_written = store(&sql, new_log, horizon_ms(&call.limits))?;
                     stored_hits = new_log.len() as u64;
                 }
+                binding_window = decision.binding;
                 (decision.allowed, decision.retry_after_ms, decision.windows)
             }
             Op::Status => (true, 0, peek(&log, now, &call.limits)),
@@ -134,6 +136,7 @@ impl Limiter {
             allowed,
             retry_after_ms,
             windows: windows.iter().map(WireWindow::from).collect(),
+            binding_window,
             alarm_pending,
             alarm_set,
             stored_hits,

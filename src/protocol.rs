@@ -121,6 +121,9 @@ pub struct Reply {
     pub allowed: bool,
     pub retry_after_ms: u64,
     pub windows: Vec<WireWindow>,
+    /// When blocked, the index in `windows` of the window that binds.
+    #[serde(default)]
+    pub binding_window: Option<usize>,
     /// Whether an alarm (the storage TTL) is pending after this call.
     pub alarm_pending: bool,
     /// Whether this call armed the alarm (only when none was pending).

@@ -47,6 +47,8 @@ pub struct Decision {
     pub retry_after_ms: u64,
     /// One entry per limit, in the order given.
     pub windows: Vec<WindowState>,
+    /// When blocked, the index of the window that sets `retry_after_ms`.
+    pub binding: Option<usize>,
     /// The log to store: pruned of expired hits and, if allowed, with this
     /// request appended. `None` when nothing needs writing (blocked).
     pub new_log: Option<Vec<Hit>>,
@@ -77,7 +79,8 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
 
     let mut allowed = true;
     let mut retry_after_ms = 0u64;
-    for limit in limits {
+    let mut binding = None;
+    for (index, limit) in limits.iter().enumerate() {
         let w = limit.window_ms.get();
         let used: u64 = in_window(&live, now, w).map(|h| u64::from(h.cost)).sum();
         let cap = u64::from(limit.requests.get());
@@ -101,7 +104,10 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
             }
             wait
         };
-        retry_after_ms = retry_after_ms.max(wait);
+        if binding.is_none() || wait > retry_after_ms {
+            retry_after_ms = wait;
+            binding = Some(index);
+        }
     }
 
     let mut stored = live;
@@ -117,6 +123,7 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
         allowed,
         retry_after_ms,
         windows,
+        binding,
         new_log,
         now_ms: now,
     }
@@ -287,6 +294,7 @@ mod tests {
         }
         let d = run(&mut log, 3, &limits, 1);
         assert!(!d.allowed, "short window binds");
+        assert_eq!(d.binding, Some(0));
         assert_eq!(d.retry_after_ms, 2_000 - 3);
         assert_eq!(d.windows[1].remaining, 2);
         for t in [2_000, 2_001] {
@@ -294,6 +302,7 @@ mod tests {
         }
         let d = run(&mut log, 4_100, &limits, 1);
         assert!(!d.allowed, "long window binds though the short one has room");
+        assert_eq!(d.binding, Some(1));
         assert_eq!(d.windows[0].remaining, 3, "hits at 2000/2001 left the 2 s window");
         assert_eq!(d.retry_after_ms, 10_000 - 4_100, "until the hit at 0 leaves the 10 s window");
     }

@@ -1,0 +1,146 @@
+// The limiter Durable Object: exact under concurrency, several windows,
+// cost targets from the SQLite cursors, alarm TTL, blocked-until cache.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { startTollgate, statuses, sleep, objectFiles } from "./harness.mjs";
+
+const rule = (name, path, limits, extra = {}) => ({ name, path, key: ["ip"], limits, ...extra });
+
+test("200 concurrent requests for one key with limit 10: exactly 10 allowed", async () => {
+  const tg = await startTollgate();
+  try {
+    const all = await Promise.all(
+      Array.from({ length: 200 }, () => tg.fetch("/api/example?mode=heavy").then(async (r) => (await r.arrayBuffer(), r.status))),
+    );
+    assert.equal(all.filter((s) => s === 200).length, 10);
+    assert.equal(all.filter((s) => s === 429).length, 190);
+    assert.equal(tg.origin.received.length, 10);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+test("two windows (3 per 2 s and 5 per 10 s) both bind", async () => {
+  const config = { rules: [rule("two", "/two", [{ requests: 3, window: "2s" }, { requests: 5, window: "10s" }])] };
+  const tg = await startTollgate({ config });
+  try {
+    assert.deepEqual(await statuses(tg, 4, "/two"), [200, 200, 200, 429], "the 2 s window binds first");
+    const blocked = await tg.fetch("/two");
+    assert.equal(blocked.status, 429);
+    assert.ok(Number(blocked.headers.get("retry-after")) <= 2);
+    assert.equal(blocked.headers.get("ratelimit-policy"), '"two-2s";q=3;w=2, "two-10s";q=5;w=10');
+    await sleep(2_100);
+    assert.deepEqual(await statuses(tg, 3, "/two"), [200, 200, 429], "then the 10 s window: 5 in all");
+    const res = await tg.fetch("/two");
+    assert.equal(res.status, 429);
+    assert.ok(Number(res.headers.get("retry-after")) >= 7, "waits for the 10 s window, not the 2 s one");
+    assert.match(res.headers.get("ratelimit"), /^"two-10s";r=0;t=\d+$/);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+test("cost targets: <=1 row read per call, 1 row written per allowed, 0 and no alarm per blocked", async () => {
+  const tg = await startTollgate();
+  const call = { v: 1, op: "hit", limits: [[3, 60_000]], cost: 1 };
+  try {
+    const replies = [];
+    for (let i = 0; i < 5; i++) replies.push((await tg.callObject("cost-probe", call)).body);
+    assert.deepEqual(replies.map((r) => r.allowed), [true, true, true, false, false]);
+    for (const r of replies) assert.ok(r.rows_read <= 1, `rows_read ${r.rows_read}`);
+    for (const r of replies.slice(0, 3)) assert.equal(r.rows_written, 1, "one row, updated in place");
+    for (const r of replies.slice(3)) assert.equal(r.rows_written, 0, "a blocked request writes nothing");
+    assert.deepEqual(replies.map((r) => r.alarm_set), [true, false, false, false, false], "setAlarm only when none is pending");
+    assert.ok(replies.every((r) => r.alarm_pending));
+    assert.deepEqual(replies.map((r) => r.stored_hits), [1, 2, 3, 3, 3]);
+    assert.ok(replies[3].retry_after_ms > 59_000 && replies[3].retry_after_ms <= 60_000);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+test("steady state with pruning still writes one row per allowed request", async () => {
+  const tg = await startTollgate();
+  const call = { v: 1, op: "hit", limits: [[2, 300]], cost: 1 };
+  try {
+    for (let round = 0; round < 3; round++) {
+      const a = (await tg.callObject("prune-probe", call)).body;
+      const b = (await tg.callObject("prune-probe", call)).body;
+      assert.equal(a.allowed && b.allowed, true, `round ${round}`);
+      assert.equal(a.rows_written + b.rows_written, 2);
+      assert.equal(b.stored_hits, 2, "expired hits were pruned in the same write");
+      await sleep(350);
+    }
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+test("malformed calls are refused with a clear error", async () => {
+  const tg = await startTollgate();
+  try {
+    const bad = await tg.callObject("x", { v: 2, op: "hit", limits: [[1, 1000]] });
+    assert.equal(bad.status, 400);
+    assert.match(bad.body.error, /unsupported call version 2/);
+    const zero = await tg.callObject("x", { v: 1, op: "hit", limits: [[0, 1000]] });
+    assert.equal(zero.status, 400);
+    assert.match(zero.body.error, /invalid limit/);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+test("TTL: after the window plus margin the object holds no rows and no alarm", async () => {
+  const config = { rules: [rule("short", "/short", [{ requests: 5, window: "1s" }])] };
+  const tg = await startTollgate({ config });
+  const name = "short\nip=203.0.113.7";
+  const status = async () => (await tg.callObject(name, { v: 1, op: "status", limits: [[5, 1000]] })).body;
+  try {
+    assert.deepEqual(await statuses(tg, 2, "/short"), [200, 200]);
+    await sleep(600);
+    assert.deepEqual(await statuses(tg, 1, "/short"), [200]);
+    let s = await status();
+    assert.equal(s.stored_hits, 3);
+    assert.equal(s.alarm_pending, true);
+    // The first alarm (t≈1 s) finds the hit from t≈0.6 s alive and re-arms.
+    await sleep(700);
+    s = await status();
+    assert.equal(s.alarm_pending, true, "re-armed for the newest hit");
+    assert.ok(s.stored_hits >= 1);
+    await sleep(1_200);
+    s = await status();
+    assert.equal(s.stored_hits, 0, "storage deleted");
+    assert.equal(s.alarm_pending, false, "no alarm left");
+    assert.equal(s.rows_read, 0, "no log table left to read");
+    assert.deepEqual(await statuses(tg, 5, "/short"), Array(5).fill(200), "a fresh window afterwards");
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+test("blocked-until cache answers without calling the object", async () => {
+  const tg = await startTollgate();
+  const name = "heavy-example\nip=203.0.113.7";
+  try {
+    assert.deepEqual(await statuses(tg, 11, "/api/example?mode=heavy"), [...Array(10).fill(200), 429]);
+    // Reset the object behind the isolate's back: had the Worker asked it,
+    // the next request would be allowed.
+    const reset = await tg.callObject(name, { v: 1, op: "reset", limits: [[10, 60_000]] });
+    assert.equal(reset.body.stored_hits, 0);
+    assert.deepEqual(await statuses(tg, 5, "/api/example?mode=heavy"), Array(5).fill(429));
+    const s = await tg.callObject(name, { v: 1, op: "status", limits: [[10, 60_000]] });
+    assert.equal(s.body.stored_hits, 0, "the object saw none of the cached blocks");
+    assert.equal(s.body.rows_read, 0);
+    assert.equal(tg.origin.received.length, 10);
+    assert.equal(objectFiles(tg.persist).length, 1);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
