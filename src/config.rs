@@ -147,6 +147,14 @@ impl Config {
         }
     }
 
+    /// The rules that apply to `request`, in config order, with their match.
+    pub fn matching<'c>(&'c self, request: &crate::rules::RequestView<'_>) -> Vec<(&'c Rule, crate::rules::Match)> {
+        self.rules
+            .iter()
+            .filter_map(|rule| rule.evaluate(request).ok().map(|m| (rule, m)))
+            .collect()
+    }
+
     /// Parses the config from JSON text.
     pub fn from_json_str(text: &str) -> Result<Config, Vec<ConfigError>> {
         let value: Value = serde_json::from_str(text)
