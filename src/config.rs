@@ -58,19 +58,44 @@ pub enum FailPolicy {
 }
 
 /// What a rule does when a part of its key is missing from the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MissingKey {
     /// Answer 400 (the default): never a shared empty-key bucket.
     Reject,
     /// Do not apply the rule to this request.
     Skip,
+    /// Count by this other key instead (which must itself be present, or
+    /// the request is rejected).
+    Fallback(Vec<KeyPart>),
 }
+
+/// Which requests a rule counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counting {
+    /// Every request that matches (checked and recorded at once).
+    All,
+    /// Only requests whose origin response has one of these statuses: the
+    /// limit is checked before forwarding, the hit recorded after the origin
+    /// answers (e.g. `[401, 403, 422]` for failed logins).
+    Statuses(Vec<u16>),
+}
+
+/// Default prefix of the admin API (active only with a token set).
+pub const DEFAULT_ADMIN_PREFIX: &str = "/.tollgate";
+
+/// Default cap on the bytes read to find a `body:` key (16 KiB): login and
+/// signup forms are far smaller; anything larger is not buffered.
+pub const DEFAULT_BODY_LIMIT: u32 = 16 * 1024;
 
 /// The whole validated config.
 #[derive(Debug)]
 pub struct Config {
     pub ipv6_prefix: u8,
     pub rules: Vec<Rule>,
+    /// Path prefix of the admin API, e.g. `/.tollgate`.
+    pub admin_prefix: String,
+    /// Most body bytes read for `body:` keys.
+    pub body_limit: u32,
 }
 
 /// One problem found in the config, located by rule and field.
@@ -103,10 +128,35 @@ impl Config {
             return Err(vec![top_error("TOLLGATE", "must be a table with a `rules` list")]);
         };
         for key in top.keys() {
-            if !["ipv6_prefix", "rules"].contains(&key.as_str()) {
+            if !["ipv6_prefix", "rules", "admin_prefix", "body_limit"].contains(&key.as_str()) {
                 errors.push(top_error(key, "unknown field"));
             }
         }
+        let admin_prefix = match top.get("admin_prefix") {
+            None => DEFAULT_ADMIN_PREFIX.to_string(),
+            Some(Value::String(p))
+                if p.len() > 1
+                    && p.starts_with('/')
+                    && !p.ends_with('/')
+                    && crate::canon::canonical_path(p).as_deref() == Ok(p.as_str()) =>
+            {
+                p.clone()
+            }
+            Some(_) => {
+                errors.push(top_error("admin_prefix", "must be a canonical path such as \"/.tollgate\" (no trailing slash)"));
+                DEFAULT_ADMIN_PREFIX.to_string()
+            }
+        };
+        let body_limit = match top.get("body_limit") {
+            None => DEFAULT_BODY_LIMIT,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=1_048_576) => n as u32,
+                _ => {
+                    errors.push(top_error("body_limit", "must be a number of bytes from 1 to 1048576"));
+                    DEFAULT_BODY_LIMIT
+                }
+            },
+        };
         let ipv6_prefix = match top.get("ipv6_prefix") {
             None => DEFAULT_IPV6_PREFIX,
             Some(v) => match v.as_u64() {
@@ -141,7 +191,7 @@ impl Config {
             }
         }
         if errors.is_empty() {
-            Ok(Config { ipv6_prefix, rules })
+            Ok(Config { ipv6_prefix, rules, admin_prefix, body_limit })
         } else {
             Err(errors)
         }
@@ -181,6 +231,10 @@ const RULE_FIELDS: &[&str] = &[
     "suffixes",
     "key",
     "on_missing_key",
+    "fallback_key",
+    "count_statuses",
+    "clear_on_success",
+    "headers",
     "limits",
     "cost",
     "action",
@@ -296,29 +350,71 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
     };
     let key = match table.get("key") {
         None => vec![KeyPart::Ip],
-        Some(v) => match string_list(v) {
-            Some(list) if !list.is_empty() => {
-                let mut parts = Vec::new();
-                for (i, item) in list.iter().enumerate() {
-                    match KeyPart::parse(item) {
-                        Ok(part) => parts.push(part),
-                        Err(message) => errs.push(format!("key[{i}]"), message),
-                    }
-                }
-                parts
-            }
-            _ => {
-                errs.push("key", "must be a non-empty list such as [\"ip\"]");
-                Vec::new()
-            }
-        },
+        Some(v) => parse_key(v, "key", &mut errs),
     };
-    let on_missing_key = match table.get("on_missing_key").map(Value::as_str) {
-        None | Some(Some("reject")) => MissingKey::Reject,
-        Some(Some("skip")) => MissingKey::Skip,
-        Some(_) => {
-            errs.push("on_missing_key", "must be \"reject\" or \"skip\"");
+    let fallback_key = table.get("fallback_key").map(|v| parse_key(v, "fallback_key", &mut errs));
+    let on_missing_key = match (table.get("on_missing_key").map(Value::as_str), fallback_key) {
+        (None | Some(Some("reject")), None) => MissingKey::Reject,
+        (Some(Some("skip")), None) => MissingKey::Skip,
+        (None | Some(Some("fallback")), Some(parts)) => MissingKey::Fallback(parts),
+        (Some(Some("fallback")), None) => {
+            errs.push("fallback_key", "missing: on_missing_key = \"fallback\" needs a fallback_key such as [\"ip\"]");
             MissingKey::Reject
+        }
+        (Some(Some("reject" | "skip")), Some(_)) => {
+            errs.push("fallback_key", "only used with on_missing_key = \"fallback\"");
+            MissingKey::Reject
+        }
+        (Some(_), _) => {
+            errs.push("on_missing_key", "must be \"reject\", \"skip\" or \"fallback\"");
+            MissingKey::Reject
+        }
+    };
+    let counting = match table.get("count_statuses") {
+        None => Counting::All,
+        Some(Value::Array(list)) if !list.is_empty() => {
+            let statuses: Option<Vec<u16>> = list
+                .iter()
+                .map(|v| v.as_u64().filter(|s| (100..=599).contains(s)).map(|s| s as u16))
+                .collect();
+            match statuses {
+                Some(statuses) => Counting::Statuses(statuses),
+                None => {
+                    errs.push("count_statuses", "must be a list of HTTP statuses from 100 to 599");
+                    Counting::All
+                }
+            }
+        }
+        Some(_) => {
+            errs.push("count_statuses", "must be a non-empty list of HTTP statuses such as [401, 403]");
+            Counting::All
+        }
+    };
+    let clear_on_success = match table.get("clear_on_success") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            errs.push("clear_on_success", "must be true or false");
+            false
+        }
+    };
+    if clear_on_success {
+        if counting == Counting::All {
+            errs.push("clear_on_success", "only for rules that count failures (set count_statuses)");
+        }
+        if let Some(part) = key.iter().find(|p| p.identifies_client()) {
+            errs.push(
+                "clear_on_success",
+                format!("the key part `{part}` identifies the client: a client could clear its own count by succeeding on its own account; clear only a rule keyed by the target (e.g. body:email)"),
+            );
+        }
+    }
+    let headers = match table.get("headers") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            errs.push("headers", "must be true or false");
+            false
         }
     };
     let limits = match table.get("limits") {
@@ -394,6 +490,9 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
         suffixes,
         key,
         on_missing_key,
+        counting,
+        clear_on_success,
+        headers,
         limits,
         cost,
         action,
@@ -404,6 +503,25 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
         errs.push(field, message);
         errs.errors
     })
+}
+
+fn parse_key(value: &Value, field: &str, errs: &mut RuleErrors) -> Vec<KeyPart> {
+    match string_list(value) {
+        Some(list) if !list.is_empty() => {
+            let mut parts = Vec::new();
+            for (i, item) in list.iter().enumerate() {
+                match KeyPart::parse(item) {
+                    Ok(part) => parts.push(part),
+                    Err(message) => errs.push(format!("{field}[{i}]"), message),
+                }
+            }
+            parts
+        }
+        _ => {
+            errs.push(field, "must be a non-empty list such as [\"ip\"]");
+            Vec::new()
+        }
+    }
 }
 
 fn parse_query_conditions(conditions: &Map<String, Value>, errs: &mut RuleErrors) -> Vec<QueryCondition> {
@@ -534,6 +652,14 @@ mod tests {
             errors(json!({"rules": [], "ipv6_prefix": 129})),
             ["field `ipv6_prefix`: must be a whole number from 1 to 128"]
         );
+        assert_eq!(
+            errors(json!({"rules": [], "admin_prefix": "/admin/"})),
+            ["field `admin_prefix`: must be a canonical path such as \"/.tollgate\" (no trailing slash)"]
+        );
+        assert_eq!(
+            errors(json!({"rules": [], "body_limit": 0})),
+            ["field `body_limit`: must be a number of bytes from 1 to 1048576"]
+        );
         assert_eq!(errors(json!({"rules": [1]})), ["rule `rules[0]`, field ``: must be a table"]);
         assert_eq!(
             errors(json!({"rules": [{"path": "/a", "limits": [{"requests": 1, "window": "1s"}]}]})),
@@ -553,6 +679,15 @@ mod tests {
             (json!({"key": []}), "key"),
             (json!({"key": ["ip", "colour"]}), "key[1]"),
             (json!({"on_missing_key": "ignore"}), "on_missing_key"),
+            (json!({"on_missing_key": "fallback"}), "fallback_key"),
+            (json!({"on_missing_key": "skip", "fallback_key": ["ip"]}), "fallback_key"),
+            (json!({"fallback_key": ["nope"]}), "fallback_key[0]"),
+            (json!({"count_statuses": [401, 700]}), "count_statuses"),
+            (json!({"count_statuses": []}), "count_statuses"),
+            (json!({"clear_on_success": true, "key": ["body:email"]}), "clear_on_success"),
+            (json!({"clear_on_success": true, "count_statuses": [401], "key": ["ip", "body:email"]}), "clear_on_success"),
+            (json!({"clear_on_success": "yes"}), "clear_on_success"),
+            (json!({"headers": 1}), "headers"),
             (json!({"limits": []}), "limits"),
             (json!({"limits": [{"requests": 0, "window": "1s"}]}), "limits[0].requests"),
             (json!({"limits": [{"requests": 1, "window": "1w"}]}), "limits[0].window"),
@@ -576,6 +711,21 @@ mod tests {
                 errs[0]
             );
         }
+    }
+
+    #[test]
+    fn failures_only_and_fallback_parse() {
+        let config = Config::from_json(&rule(json!({
+            "key": ["body:email"], "count_statuses": [401, 403], "clear_on_success": true,
+            "fallback_key": ["ip"], "headers": true
+        })))
+        .unwrap();
+        let r = &config.rules[0];
+        assert_eq!(r.counting, Counting::Statuses(vec![401, 403]));
+        assert!(r.clear_on_success && r.headers);
+        assert_eq!(r.on_missing_key, MissingKey::Fallback(vec![KeyPart::Ip]));
+        assert_eq!(config.admin_prefix, "/.tollgate");
+        assert_eq!(config.body_limit, 16 * 1024);
     }
 
     #[test]

@@ -3,30 +3,40 @@
 //!
 //! Glue only: every decision is made by the pure modules; this file reads
 //! the clock, the request and the environment, and talks to the platform.
+//!
+//! Several rules may match one request. All are checked (concurrently), and
+//! any `block` rule that is over its limit blocks the request. Each rule
+//! counts independently: a request blocked by one rule is still recorded by
+//! the other rules that allowed it (as separate WAF rate-limiting rules
+//! would), so a client hammering a blocked endpoint also uses up its
+//! broader allowance.
 
+use crate::admin::{self, AdminAction};
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::canon::{canonical_path, CanonicalQuery};
-use crate::config::{Action, Config, ConfigError, FailPolicy, MissingKey};
+use crate::config::{Action, Config, ConfigError, Counting, FailPolicy, MissingKey};
 use crate::headers;
-use crate::key::{derive_key, KeyInputs};
-use crate::protocol::{encode_call, Call, Op, Reply};
+use crate::key::{body_field, derive_key, key_hash, KeyInputs};
+use crate::protocol::{encode_call, Call, Op, Reply, WireWindow};
 use crate::rules::{RequestView, Rule};
 use futures_util::future::{join_all, select, Either};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 use worker::{
-    console_log, event, wasm_bindgen::JsValue, Context, Date, Delay, Env, Fetch, Headers, Method,
-    Request, RequestInit, Response,
+    console_log, event, wasm_bindgen::JsValue, web_sys, Context, Date, Delay, Env, Fetch, Headers,
+    Method, Request, RequestInit, Response,
 };
 
 /// The Durable Object namespace binding of the limiter objects.
-pub(crate) const LIMITER_BINDING: &str = "LIMITER";
+const LIMITER_BINDING: &str = "LIMITER";
 /// The structured var holding the config.
 const CONFIG_VAR: &str = "TOLLGATE";
 /// Optional var naming a local origin (`http://127.0.0.1:8788`) to forward
 /// to instead of the zone's origin; unset in production.
 const UPSTREAM_VAR: &str = "UPSTREAM";
+/// The secret that turns the admin API on.
+const ADMIN_TOKEN_SECRET: &str = "TOLLGATE_ADMIN_TOKEN";
 
 type LoadedConfig = Rc<Result<Config, Vec<ConfigError>>>;
 
@@ -89,7 +99,7 @@ struct Applied<'c> {
 }
 
 enum Outcome {
-    Allowed,
+    Allowed(Reply),
     Blocked { retry_after_ms: u64, window: usize, reply: Option<Reply> },
     Failed(String),
 }
@@ -102,35 +112,59 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
     };
     let query = CanonicalQuery::parse(url.query().unwrap_or(""));
     let method = req.method().to_string();
+
+    if admin::is_admin_path(&config.admin_prefix, &path) {
+        if let Ok(token) = env.secret(ADMIN_TOKEN_SECRET) {
+            return admin_request(&req, env, config, &token.to_string(), &path, &method, &query).await;
+        }
+    }
+
     let host = url.host_str().unwrap_or("").to_ascii_lowercase();
     let view = RequestView { method: &method, host: &host, path: &path, query: &query };
+    let matched = config.matching(&view);
+    if matched.is_empty() {
+        return forward(req, &url, env).await;
+    }
 
     let header = |name: &str| req.headers().get(name).ok().flatten();
+    let body = if matched.iter().any(|(rule, _)| rule.reads_body()) {
+        read_body(&req, config.body_limit).await
+    } else {
+        None
+    };
+    let content_type = header("content-type").unwrap_or_default();
+    let body_lookup = |field: &str| body.as_deref().and_then(|b| body_field(&content_type, b, field));
     let client_ip = header("cf-connecting-ip");
+    let cf = req.cf();
+    let country = cf.and_then(|cf| cf.country());
+    let asn = cf.and_then(|cf| cf.asn());
+
     let mut applied = Vec::new();
-    for rule in &config.rules {
-        let Ok(matched) = rule.evaluate(&view) else { continue };
+    for (rule, found) in &matched {
         let inputs = KeyInputs {
             client_ip: client_ip.as_deref(),
             header: &header,
             query: &query,
-            path_groups: &matched.groups,
+            path_groups: &found.groups,
+            body: &body_lookup,
+            country: country.as_deref(),
+            asn,
             ipv6_prefix: config.ipv6_prefix,
         };
-        match derive_key(&rule.key, &inputs) {
-            Ok(key) => applied.push(Applied {
-                rule,
-                key_hash: short_hash(&key),
-                id: format!("{}\n{}", rule.name, key),
-            }),
-            Err(missing) => match rule.on_missing_key {
-                MissingKey::Skip => continue,
-                MissingKey::Reject => {
-                    log_line("missing_key", &[("rule", rule.name.as_str().into())]);
-                    return problem(400, "Bad Request", &format!("Rule `{}`: {missing}.", rule.name), None);
-                }
+        let key = match (derive_key(&rule.key, &inputs), &rule.on_missing_key) {
+            (Ok(key), _) => key,
+            (Err(_), MissingKey::Skip) => continue,
+            (Err(missing), MissingKey::Reject) => return missing_key(rule, &missing.to_string()),
+            (Err(_), MissingKey::Fallback(parts)) => match derive_key(parts, &inputs) {
+                Ok(key) => key,
+                Err(missing) => return missing_key(rule, &missing.to_string()),
             },
-        }
+        };
+        applied.push(Applied {
+            rule,
+            key_hash: key_hash(&key),
+            id: format!("{}\n{}", rule.name, key),
+        });
     }
     if applied.is_empty() {
         return forward(req, &url, env).await;
@@ -138,9 +172,14 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
 
     let outcomes = join_all(applied.iter().map(|a| check(env, a))).await;
     let mut block: Option<(&Applied, u64, usize, Option<Reply>)> = None;
-    for (a, outcome) in applied.iter().zip(outcomes) {
+    let mut fields: Vec<(String, String)> = Vec::new();
+    for (a, outcome) in applied.iter().zip(&outcomes) {
         match outcome {
-            Outcome::Allowed => {}
+            Outcome::Allowed(reply) => {
+                if a.rule.headers {
+                    fields.extend(rate_fields(a.rule, &reply.windows, None));
+                }
+            }
             Outcome::Blocked { retry_after_ms, window, reply } => {
                 let shadow = a.rule.action == Action::Log;
                 log_line(
@@ -148,12 +187,18 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
                     &[
                         ("rule", a.rule.name.as_str().into()),
                         ("key_hash", a.key_hash.as_str().into()),
-                        ("retry_after_ms", retry_after_ms.into()),
+                        ("decision", if shadow { "would_block" } else { "block" }.into()),
+                        ("retry_after_ms", (*retry_after_ms).into()),
                         ("remaining", 0.into()),
                     ],
                 );
-                if !shadow && block.as_ref().is_none_or(|(_, ms, _, _)| retry_after_ms > *ms) {
-                    block = Some((a, retry_after_ms, window, reply));
+                if shadow {
+                    if a.rule.headers {
+                        let windows = windows_of(a.rule, *retry_after_ms, reply.as_ref());
+                        fields.extend(rate_fields(a.rule, &windows, Some((*window, *retry_after_ms))));
+                    }
+                } else if block.as_ref().is_none_or(|(_, ms, _, _)| *retry_after_ms > *ms) {
+                    block = Some((a, *retry_after_ms, *window, reply.clone()));
                 }
             }
             Outcome::Failed(error) => {
@@ -162,8 +207,8 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
                     &[
                         ("rule", a.rule.name.as_str().into()),
                         ("key_hash", a.key_hash.as_str().into()),
-                        ("error", error.into()),
-                        ("on_error", format!("{:?}", a.rule.on_error).to_lowercase().into()),
+                        ("error", error.as_str().into()),
+                        ("decision", if a.rule.on_error == FailPolicy::Deny { "deny" } else { "allow" }.into()),
                     ],
                 );
                 if a.rule.on_error == FailPolicy::Deny {
@@ -180,43 +225,94 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
     if let Some((a, retry_after_ms, window, reply)) = block {
         return too_many_requests(a.rule, retry_after_ms, window, reply.as_ref());
     }
-    forward(req, &url, env).await
+
+    let response = forward(req, &url, env).await?;
+    settle_after_response(env, &applied, &outcomes, response.status_code()).await;
+    if fields.is_empty() {
+        Ok(response)
+    } else {
+        with_fields(response, &fields)
+    }
+}
+
+/// The second half of failures-only rules, once the origin has answered:
+/// record a counted status, or clear the target's count on a success.
+async fn settle_after_response(env: &Env, applied: &[Applied<'_>], outcomes: &[Outcome], status: u16) {
+    let mut calls = Vec::new();
+    // A failed check (failing open) still tries to record: the counter may
+    // be back, and a failure should count whenever it can.
+    for (a, _) in applied.iter().zip(outcomes) {
+        let Counting::Statuses(counted) = &a.rule.counting else { continue };
+        let op = if counted.contains(&status) {
+            Op::Record
+        } else if a.rule.clear_on_success && status < 400 {
+            BLOCKED.with(|b| b.borrow_mut().remove(&a.id));
+            Op::Reset
+        } else {
+            continue;
+        };
+        calls.push(async move {
+            let call = Call { op, limits: a.rule.limits.clone(), cost: a.rule.cost };
+            if let Err(error) = call_with_timeout(env, &a.id, &call, a.rule.timeout_ms).await {
+                log_line(
+                    "counter_error",
+                    &[
+                        ("rule", a.rule.name.as_str().into()),
+                        ("key_hash", a.key_hash.as_str().into()),
+                        ("error", error.into()),
+                        ("decision", "not_recorded".into()),
+                    ],
+                );
+            }
+        });
+    }
+    join_all(calls).await;
 }
 
 /// Asks the blocked-until cache, then the rule's object, bounded by the
-/// rule's timeout.
+/// rule's timeout. Rules counting every request check and record at once;
+/// failures-only rules only check here.
 async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
     let now = now_ms();
-    if applied.rule.action == Action::Block {
-        if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
-            return Outcome::Blocked {
-                retry_after_ms: (block.until_ms - now).max(1) as u64,
-                window: block.window,
-                reply: None,
-            };
-        }
+    if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
+        return Outcome::Blocked {
+            retry_after_ms: (block.until_ms - now).max(1) as u64,
+            window: block.window,
+            reply: None,
+        };
     }
-    let call = Call { op: Op::Hit, limits: applied.rule.limits.clone(), cost: applied.rule.cost };
-    let timeout = Delay::from(Duration::from_millis(u64::from(applied.rule.timeout_ms)));
-    let request = Box::pin(call_limiter(env, &applied.id, &call));
-    let reply = match select(request, timeout).await {
-        Either::Left((Ok(reply), _)) => reply,
-        Either::Left((Err(e), _)) => return Outcome::Failed(e),
-        Either::Right(_) => return Outcome::Failed(format!("no answer within {} ms", applied.rule.timeout_ms)),
+    let op = match applied.rule.counting {
+        Counting::All => Op::Hit,
+        Counting::Statuses(_) => Op::Check,
+    };
+    let call = Call { op, limits: applied.rule.limits.clone(), cost: applied.rule.cost };
+    let reply = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
+        Ok(reply) => reply,
+        Err(e) => return Outcome::Failed(e),
     };
     if reply.allowed {
-        return Outcome::Allowed;
+        return Outcome::Allowed(reply);
     }
     let window = reply.binding_window.unwrap_or(0);
-    if applied.rule.action == Action::Block {
-        let block = Block { until_ms: now + reply.retry_after_ms as i64, window };
-        BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
-    }
+    // Exact for the sliding log: a blocked request records nothing, so the
+    // object would answer "blocked" until then. Shadow rules are cached too:
+    // they would block until then just the same.
+    let block = Block { until_ms: now + reply.retry_after_ms as i64, window };
+    BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
     Outcome::Blocked { retry_after_ms: reply.retry_after_ms, window, reply: Some(reply) }
 }
 
+async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) -> Result<Reply, String> {
+    let timeout = Delay::from(Duration::from_millis(u64::from(timeout_ms)));
+    let request = Box::pin(call_limiter(env, id, call));
+    match select(request, timeout).await {
+        Either::Left((result, _)) => result,
+        Either::Right(_) => Err(format!("no answer within {timeout_ms} ms")),
+    }
+}
+
 /// Sends one call to the object named `id`.
-pub(crate) async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, String> {
+async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, String> {
     let stub = env
         .durable_object(LIMITER_BINDING)
         .and_then(|ns| ns.id_from_name(id)?.get_stub())
@@ -231,6 +327,19 @@ pub(crate) async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Rep
         return Err(format!("limiter answered {}: {body}", response.status_code()));
     }
     serde_json::from_str(&body).map_err(|e| format!("unreadable limiter reply: {e}"))
+}
+
+/// Reads the body for `body:` keys from a clone (the original still reaches
+/// the origin intact), only when `Content-Length` announces at most `limit`
+/// bytes; otherwise the body key is missing and the rule's policy applies.
+async fn read_body(req: &Request, limit: u32) -> Option<Vec<u8>> {
+    let length: u64 = req.headers().get("content-length").ok().flatten()?.trim().parse().ok()?;
+    if length > u64::from(limit) {
+        return None;
+    }
+    let mut copy = req.clone().ok()?;
+    let bytes = copy.bytes().await.ok()?;
+    (bytes.len() as u64 <= u64::from(limit)).then_some(bytes)
 }
 
 /// Forwards the original request, unchanged, to the zone's origin, or to
@@ -251,19 +360,63 @@ async fn forward(req: Request, url: &worker::Url, env: &Env) -> worker::Result<R
                 target.push_str(q);
             }
             let original = req.inner();
-            let init = worker::web_sys::RequestInit::new();
+            let init = web_sys::RequestInit::new();
             init.set_method(&original.method());
             init.set_headers(&original.headers());
-            init.set_redirect(worker::web_sys::RequestRedirect::Manual);
+            init.set_redirect(web_sys::RequestRedirect::Manual);
             if let Some(body) = original.body() {
                 init.set_body(&body);
             }
-            let copy = worker::web_sys::Request::new_with_str_and_init(&target, &init)
-                .map_err(worker::Error::from)?;
+            let copy = web_sys::Request::new_with_str_and_init(&target, &init).map_err(worker::Error::from)?;
             Request::from(copy)
         }
     };
     Fetch::Request(outbound).send().await
+}
+
+/// The origin's response with `fields` added (its headers are immutable, so
+/// status, headers and body stream move to a new response).
+fn with_fields(response: Response, fields: &[(String, String)]) -> worker::Result<Response> {
+    let raw: web_sys::Response = response.into();
+    let headers = web_sys::Headers::new_with_headers(&raw.headers()).map_err(worker::Error::from)?;
+    for (name, value) in fields {
+        headers.append(name, value).map_err(worker::Error::from)?;
+    }
+    let init = web_sys::ResponseInit::new();
+    init.set_status(raw.status());
+    init.set_status_text(&raw.status_text());
+    init.set_headers(&headers);
+    let copy = web_sys::Response::new_with_opt_readable_stream_and_init(raw.body().as_ref(), &init)
+        .map_err(worker::Error::from)?;
+    Ok(Response::from(copy))
+}
+
+/// `RateLimit-Policy` and `RateLimit` for one rule.
+fn rate_fields(rule: &Rule, windows: &[WireWindow], blocked: Option<(usize, u64)>) -> Vec<(String, String)> {
+    let mut out = vec![("ratelimit-policy".to_string(), headers::ratelimit_policy(&rule.name, windows).join(", "))];
+    if let Some(value) = headers::ratelimit(&rule.name, windows, blocked) {
+        out.push(("ratelimit".to_string(), value));
+    }
+    out
+}
+
+/// The windows to report: the object's, or (answered from the cache) the
+/// rule's limits with nothing remaining.
+fn windows_of(rule: &Rule, retry_after_ms: u64, reply: Option<&Reply>) -> Vec<WireWindow> {
+    match reply {
+        Some(r) => r.windows.clone(),
+        None => rule
+            .limits
+            .iter()
+            .map(|l| WireWindow {
+                limit: l.requests.get(),
+                window_ms: l.window_ms.get(),
+                used: u64::from(l.requests.get()),
+                remaining: 0,
+                reset_ms: retry_after_ms,
+            })
+            .collect(),
+    }
 }
 
 fn too_many_requests(
@@ -276,27 +429,18 @@ fn too_many_requests(
     let out = Headers::new();
     out.set("content-type", "application/problem+json")?;
     out.set("retry-after", &retry_after_s.to_string())?;
-    let windows: Vec<crate::protocol::WireWindow> = match reply {
-        Some(r) => r.windows.clone(),
-        None => rule
-            .limits
-            .iter()
-            .map(|l| crate::protocol::WireWindow {
-                limit: l.requests.get(),
-                window_ms: l.window_ms.get(),
-                used: u64::from(l.requests.get()),
-                remaining: 0,
-                reset_ms: retry_after_ms,
-            })
-            .collect(),
-    };
-    out.set("ratelimit-policy", &headers::ratelimit_policy(&rule.name, &windows).join(", "))?;
-    if let Some(value) = headers::ratelimit(&rule.name, &windows, Some((window, retry_after_ms))) {
-        out.set("ratelimit", &value)?;
+    let windows = windows_of(rule, retry_after_ms, reply);
+    for (name, value) in rate_fields(rule, &windows, Some((window, retry_after_ms))) {
+        out.set(&name, &value)?;
     }
     Ok(Response::ok(headers::too_many_requests_body(&rule.name, retry_after_s))?
         .with_status(429)
         .with_headers(out))
+}
+
+fn missing_key(rule: &Rule, why: &str) -> worker::Result<Response> {
+    log_line("missing_key", &[("rule", rule.name.as_str().into()), ("detail", why.into())]);
+    problem(400, "Bad Request", &format!("Rule `{}`: {why}.", rule.name), None)
 }
 
 fn problem(status: u16, title: &str, detail: &str, retry_after_s: Option<u64>) -> worker::Result<Response> {
@@ -310,6 +454,62 @@ fn problem(status: u16, title: &str, detail: &str, retry_after_s: Option<u64>) -
         .with_headers(out))
 }
 
+/// Serves the admin API (the token secret exists). The token is never logged.
+async fn admin_request(
+    req: &Request,
+    env: &Env,
+    config: &Config,
+    token: &str,
+    path: &str,
+    method: &str,
+    query: &CanonicalQuery,
+) -> worker::Result<Response> {
+    let authorization = req.headers().get("authorization").ok().flatten();
+    if !admin::token_matches(token, authorization.as_deref()) {
+        let out = Headers::new();
+        out.set("content-type", "application/problem+json")?;
+        out.set("www-authenticate", "Bearer realm=\"tollgate\"")?;
+        return Ok(Response::ok(headers::problem_body(401, "Unauthorized", "A valid bearer token is required."))?
+            .with_status(401)
+            .with_headers(out));
+    }
+    let request = match admin::parse(config, path, method, query) {
+        Ok(request) => request,
+        Err(e) => return problem(e.status(), "Admin request refused", &e.to_string(), None),
+    };
+    let id = format!("{}\n{}", request.rule.name, request.key);
+    let op = match request.action {
+        AdminAction::Status => Op::Status,
+        AdminAction::Reset => {
+            BLOCKED.with(|b| b.borrow_mut().remove(&id));
+            Op::Reset
+        }
+    };
+    let call = Call { op, limits: request.rule.limits.clone(), cost: request.rule.cost };
+    match call_with_timeout(env, &id, &call, request.rule.timeout_ms).await {
+        Ok(reply) => {
+            log_line(
+                "admin",
+                &[
+                    ("action", format!("{:?}", request.action).to_lowercase().into()),
+                    ("rule", request.rule.name.as_str().into()),
+                    ("key_hash", key_hash(&request.key).into()),
+                ],
+            );
+            let body = serde_json::json!({
+                "rule": request.rule.name,
+                "key_hash": key_hash(&request.key),
+                "action": format!("{:?}", request.action).to_lowercase(),
+                "windows": reply.windows,
+                "alarm_pending": reply.alarm_pending,
+                "stored_hits": reply.stored_hits,
+            });
+            Response::from_json(&body)
+        }
+        Err(e) => problem(503, "Service Unavailable", &format!("The counter cannot be reached: {e}"), Some(1)),
+    }
+}
+
 /// One structured JSON log line (Workers Logs indexes its fields).
 fn log_line(event: &str, fields: &[(&str, serde_json::Value)]) {
     let mut line = serde_json::Map::new();
@@ -318,9 +518,4 @@ fn log_line(event: &str, fields: &[(&str, serde_json::Value)]) {
         line.insert((*k).into(), v.clone());
     }
     console_log!("{}", serde_json::Value::Object(line));
-}
-
-/// A short, non-reversible label for a key in logs (never the raw key).
-fn short_hash(key: &str) -> String {
-    crate::key::key_hash(key)
 }

@@ -24,13 +24,30 @@ pub enum KeyPart {
     Query(String),
     /// A named group of the rule's URLPattern (`:tenant` in `/t/:tenant/*`).
     PathGroup(String),
+    /// A JSON or form field of the body (`email`, or `user.email` in JSON),
+    /// trimmed, lowercased and hashed with SHA-256: no raw value is stored
+    /// or logged.
+    Body(String),
+    /// `request.cf.country`.
+    Country,
+    /// `request.cf.asn`.
+    Asn,
     /// One bucket for every client.
     Global,
 }
 
 impl KeyPart {
-    /// Parses `ip`, `global`, `header:NAME`, `cookie:NAME`, `query:NAME` or
-    /// `path:GROUP`.
+    /// Whether the part identifies the client (as opposed to the target of
+    /// the request). Clearing a count on success must never touch these, or
+    /// a client could reset its own count by succeeding on its own account.
+    pub fn identifies_client(&self) -> bool {
+        matches!(self, KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn)
+    }
+}
+
+impl KeyPart {
+    /// Parses `ip`, `global`, `country`, `asn`, `header:NAME`,
+    /// `cookie:NAME`, `query:NAME`, `path:GROUP` or `body:FIELD`.
     pub fn parse(text: &str) -> Result<KeyPart, String> {
         let (kind, name) = match text.split_once(':') {
             Some((kind, name)) => (kind, Some(name)),
@@ -43,12 +60,15 @@ impl KeyPart {
         match (kind, name) {
             ("ip", None) => Ok(KeyPart::Ip),
             ("global", None) => Ok(KeyPart::Global),
+            ("country", None) => Ok(KeyPart::Country),
+            ("asn", None) => Ok(KeyPart::Asn),
+            ("body", _) => named(KeyPart::Body),
             ("header", _) => named(|n| KeyPart::Header(n.to_ascii_lowercase())),
             ("cookie", _) => named(KeyPart::Cookie),
             ("query", _) => named(KeyPart::Query),
             ("path", _) => named(KeyPart::PathGroup),
             _ => Err(format!(
-                "unknown key part `{text}` (use ip, global, header:NAME, cookie:NAME, query:NAME or path:GROUP)"
+                "unknown key part `{text}` (use ip, global, country, asn, header:NAME, cookie:NAME, query:NAME, path:GROUP or body:FIELD)"
             )),
         }
     }
@@ -59,6 +79,9 @@ impl fmt::Display for KeyPart {
         match self {
             KeyPart::Ip => write!(f, "ip"),
             KeyPart::Global => write!(f, "global"),
+            KeyPart::Country => write!(f, "country"),
+            KeyPart::Asn => write!(f, "asn"),
+            KeyPart::Body(n) => write!(f, "body:{n}"),
             KeyPart::Header(n) => write!(f, "header:{n}"),
             KeyPart::Cookie(n) => write!(f, "cookie:{n}"),
             KeyPart::Query(n) => write!(f, "query:{n}"),
@@ -76,8 +99,14 @@ pub struct KeyInputs<'a> {
     pub query: &'a CanonicalQuery,
     /// Groups captured by the rule's URLPattern.
     pub path_groups: &'a [(String, String)],
+    /// Looks up a body field's raw value (see [`body_field`]).
+    pub body: &'a dyn Fn(&str) -> Option<String>,
+    /// `request.cf.country` and `request.cf.asn`.
+    pub country: Option<&'a str>,
+    pub asn: Option<u32>,
     pub ipv6_prefix: u8,
 }
+
 
 /// A key part the request does not carry (or carries unusably).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +149,51 @@ fn part_value(part: &KeyPart, inputs: &KeyInputs<'_>) -> Option<String> {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.clone()),
+        KeyPart::Body(field) => (inputs.body)(field).and_then(|v| hash_identity(&v)),
+        KeyPart::Country => inputs.country.map(|c| c.trim().to_ascii_uppercase()),
+        KeyPart::Asn => inputs.asn.map(|a| a.to_string()),
+    }
+}
+
+/// Normalizes an identity such as an email (trimmed, lowercased) and hashes
+/// it with SHA-256 (hex). `None` for a value that is empty once trimmed.
+pub fn hash_identity(raw: &str) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let normalized = raw.trim().to_lowercase();
+    if normalized.is_empty() {
+        return None;
+    }
+    Some(Sha256::digest(normalized.as_bytes()).iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The raw value of `field` in a request body, by content type:
+/// - `application/json` (and `+json`): a top-level member, or a dotted path
+///   (`user.email`); strings, numbers and booleans are read, anything else
+///   is absent;
+/// - `application/x-www-form-urlencoded`: the first value of the field
+///   (names normalized as query keys are, see [`CanonicalQuery`]).
+///
+/// Anything else (multipart, text, malformed JSON, invalid UTF-8) is absent:
+/// the rule's missing-key policy then applies.
+pub fn body_field(content_type: &str, body: &[u8], field: &str) -> Option<String> {
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if media == "application/json" || media.ends_with("+json") {
+        let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+        let mut current = &value;
+        for part in field.split('.') {
+            current = current.get(part)?;
+        }
+        match current {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            serde_json::Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    } else if media == "application/x-www-form-urlencoded" {
+        let text = std::str::from_utf8(body).ok()?;
+        CanonicalQuery::parse(text).values(field).next().map(str::to_string)
+    } else {
+        None
     }
 }
 
@@ -234,26 +308,50 @@ mod tests {
             _ => None,
         };
         let groups = [("school".to_string(), "s9".to_string())];
+        let body = |field: &str| (field == "email").then(|| " User@Example.COM ".to_string());
         let inputs = KeyInputs {
             client_ip: Some("203.0.113.7"),
             header: &header,
             query: &query,
             path_groups: &groups,
+            body: &body,
+            country: Some("de"),
+            asn: Some(64_500),
             ipv6_prefix: 64,
         };
-        let parts: Vec<KeyPart> = ["ip", "header:x-api-key", "cookie:sid", "query:tenant", "path:school", "global"]
+        let parts: Vec<KeyPart> = ["ip", "header:x-api-key", "cookie:sid", "query:tenant", "path:school", "global", "country", "asn"]
             .iter()
             .map(|p| KeyPart::parse(p).unwrap())
             .collect();
         assert_eq!(
             derive_key(&parts, &inputs).unwrap(),
-            "ip=203.0.113.7|header:x-api-key=k1|cookie:sid=s2|query:tenant=t1|path:school=s9|global=*"
+            "ip=203.0.113.7|header:x-api-key=k1|cookie:sid=s2|query:tenant=t1|path:school=s9|global=*|country=DE|asn=64500"
         );
+        let email = derive_key(&[KeyPart::Body("email".into())], &inputs).unwrap();
+        assert_eq!(email, format!("body:email={}", hash_identity("user@example.com").unwrap()));
+        assert!(!email.contains('@'), "no raw value in the key");
         assert_eq!(
             derive_key(&[KeyPart::Header("x-missing".into())], &inputs),
             Err(MissingPart(KeyPart::Header("x-missing".into())))
         );
         let no_ip = KeyInputs { client_ip: None, ..inputs };
         assert_eq!(derive_key(&[KeyPart::Ip], &no_ip), Err(MissingPart(KeyPart::Ip)), "X-Forwarded-For is never read");
+        assert_eq!(derive_key(&[KeyPart::Body("password".into())], &no_ip), Err(MissingPart(KeyPart::Body("password".into()))));
+    }
+
+    #[test]
+    fn body_fields_from_json_and_forms() {
+        let json = br#"{"email":" A@B.io ","user":{"id":42},"list":[1]}"#;
+        assert_eq!(body_field("application/json; charset=utf-8", json, "email").as_deref(), Some(" A@B.io "));
+        assert_eq!(body_field("application/vnd.api+json", json, "user.id").as_deref(), Some("42"));
+        assert_eq!(body_field("application/json", json, "list"), None);
+        assert_eq!(body_field("application/json", b"{not json", "email"), None);
+        let form = b"email=a%40b.io&password=x+y";
+        assert_eq!(body_field("application/x-www-form-urlencoded", form, "email").as_deref(), Some("a@b.io"));
+        assert_eq!(body_field("text/plain", form, "email"), None);
+        assert_eq!(body_field("multipart/form-data; boundary=x", form, "email"), None);
+        assert_eq!(body_field("application/x-www-form-urlencoded", &[0xff, 0xfe], "email"), None);
+        assert_eq!(hash_identity("  "), None);
+        assert_eq!(hash_identity(" A@B.io "), hash_identity("a@b.io"));
     }
 }

@@ -14,10 +14,12 @@
 //! | [`protocol`]| the small, versioned call format between Worker and object     |
 //! | [`blocked`] | the isolate's capped blocked-until cache                       |
 //! | [`headers`] | 429 problem+json body and IETF `RateLimit` header values       |
+//! | [`admin`]   | the admin API: routing, bearer token, keys from raw values     |
 //!
 //! The glue (`edge`, the Worker entry, and `limiter`, the Durable Object)
 //! only reads the clock, talks to the platform and calls into the core.
 
+pub mod admin;
 pub mod blocked;
 pub mod canon;
 pub mod config;

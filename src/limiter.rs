@@ -9,7 +9,7 @@
 //! `setAlarm` when blocked. `setAlarm` runs only when no alarm is pending.
 
 use crate::protocol::{decode_call, Call, Op, Reply, WireWindow, VERSION};
-use crate::window::{decide, decode_log, encode_log, expires_at, horizon_ms, peek, prune, Hit};
+use crate::window::{decide, decode_log, encode_log, expires_at, horizon_ms, peek, prune, record, Hit};
 use serde::Deserialize;
 use std::cell::Cell;
 use worker::{
@@ -64,7 +64,7 @@ impl DurableObject for Limiter {
     /// when the newest hit expires. Idempotent: alarms are at-least-once.
     async fn alarm(&self) -> worker::Result<Response> {
         let sql = self.state.storage().sql();
-        let (log, horizon, _) = if table_exists(&sql)? { load(&sql)? } else { (Vec::new(), 0, 0) };
+        let (log, horizon, _) = load(&sql)?;
         let now = now_ms();
         let live = prune(&log, now, horizon);
         match expires_at(&live, horizon).filter(|&at| at > now) {
@@ -94,14 +94,11 @@ impl Limiter {
     async fn answer(&self, call: &Call) -> worker::Result<Reply> {
         // Status and reset must not create the schema: an object whose
         // storage the alarm deleted stays empty when merely looked at.
-        let sql = match call.op {
-            Op::Hit => self.sql()?,
-            Op::Status | Op::Reset => self.state.storage().sql(),
-        };
-        let has_table = call.op == Op::Hit || table_exists(&sql)?;
+        let writes = matches!(call.op, Op::Hit | Op::Record);
+        let sql = if writes { self.sql()? } else { self.state.storage().sql() };
         // Read, decide, write: synchronous, no `.await` in between, so no
         // other request to this object can interleave.
-        let (log, _, rows_read) = if has_table { load(&sql)? } else { (Vec::new(), 0, 0) };
+        let (log, _, rows_read) = load(&sql)?;
         let now = now_ms();
         let mut rows_written = 0u64;
         let mut stored_hits = log.len() as u64;
@@ -116,6 +113,17 @@ impl Limiter {
                 binding_window = decision.binding;
                 (decision.allowed, decision.retry_after_ms, decision.windows)
             }
+            Op::Check => {
+                let decision = decide(&log, now, &call.limits, call.cost);
+                binding_window = decision.binding;
+                (decision.allowed, decision.retry_after_ms, peek(&log, now, &call.limits))
+            }
+            Op::Record => {
+                let (new_log, windows) = record(&log, now, &call.limits, call.cost);
+                rows_written = store(&sql, &new_log, horizon_ms(&call.limits))?;
+                stored_hits = new_log.len() as u64;
+                (true, 0, windows)
+            }
             Op::Status => (true, 0, peek(&log, now, &call.limits)),
             Op::Reset => {
                 self.delete_everything().await?;
@@ -124,7 +132,7 @@ impl Limiter {
             }
         };
         let mut alarm_set = false;
-        if call.op == Op::Hit && allowed {
+        if writes && rows_written > 0 {
             alarm_set = self.ensure_alarm(&log, now, horizon_ms(&call.limits)).await?;
         }
         let alarm_pending = match (call.op, self.alarm_pending.get()) {
@@ -172,21 +180,15 @@ impl Limiter {
     }
 }
 
-/// Whether the log table exists (without creating it).
-fn table_exists(sql: &SqlStorage) -> worker::Result<bool> {
-    #[derive(Deserialize)]
-    struct Count {
-        n: i64,
-    }
-    let rows: Vec<Count> = sql
-        .exec("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'hit_log'", None)?
-        .to_array()?;
-    Ok(rows.first().is_some_and(|c| c.n > 0))
-}
-
-/// Loads the log row: (log, horizon, rows read).
+/// Loads the log row: (log, horizon, rows read). A database without the
+/// table (never written, or deleted by the alarm) reads as an empty log and
+/// is left as it is.
 fn load(sql: &SqlStorage) -> worker::Result<(Vec<Hit>, u64, u64)> {
-    let cursor = sql.exec("SELECT log, horizon_ms FROM hit_log WHERE id = 0", None)?;
+    let cursor = match sql.exec("SELECT log, horizon_ms FROM hit_log WHERE id = 0", None) {
+        Ok(cursor) => cursor,
+        Err(e) if e.to_string().contains("no such table") => return Ok((Vec::new(), 0, 0)),
+        Err(e) => return Err(e),
+    };
     // `to_array`, not `one`: `one` throws across the Wasm boundary when the
     // row does not exist yet.
     let rows: Vec<StoredLog> = cursor.to_array()?;

@@ -24,6 +24,11 @@ pub const MAX_LIMITS: usize = 8;
 pub enum Op {
     /// Check-and-record: decide and, if allowed, record `cost`.
     Hit,
+    /// Decide without recording (the first half of a failures-only rule).
+    Check,
+    /// Record `cost` unconditionally (the second half, once the origin
+    /// answered with a counted status).
+    Record,
     /// Report the windows' state without recording.
     Status,
     /// Forget every hit of this key.

@@ -5,7 +5,7 @@
 //! directly on the canonical path from [`crate::canon`].
 
 use crate::canon::CanonicalQuery;
-use crate::config::{Action, FailPolicy, MissingKey};
+use crate::config::{Action, Counting, FailPolicy, MissingKey};
 use crate::key::KeyPart;
 use crate::window::Limit;
 use urlpattern::{UrlPattern, UrlPatternInit, UrlPatternOptions};
@@ -53,6 +53,10 @@ pub struct RuleSpec {
     pub suffixes: Vec<String>,
     pub key: Vec<KeyPart>,
     pub on_missing_key: MissingKey,
+    pub counting: Counting,
+    pub clear_on_success: bool,
+    /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
+    pub headers: bool,
     pub limits: Vec<Limit>,
     pub cost: u32,
     pub action: Action,
@@ -72,6 +76,10 @@ pub struct Rule {
     pub suffixes: Vec<String>,
     pub key: Vec<KeyPart>,
     pub on_missing_key: MissingKey,
+    pub counting: Counting,
+    pub clear_on_success: bool,
+    /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
+    pub headers: bool,
     pub limits: Vec<Limit>,
     pub cost: u32,
     pub action: Action,
@@ -140,6 +148,9 @@ impl Rule {
             suffixes: spec.suffixes,
             key: spec.key,
             on_missing_key: spec.on_missing_key,
+            counting: spec.counting,
+            clear_on_success: spec.clear_on_success,
+            headers: spec.headers,
             limits: spec.limits,
             cost: spec.cost,
             action: spec.action,
@@ -205,6 +216,15 @@ impl Rule {
             .iter()
             .any(|s| s.eq_ignore_ascii_case(extension))
             .then(|| path[..dot].to_string())
+    }
+
+    /// Whether any part of the rule's key (or fallback key) reads the body.
+    pub fn reads_body(&self) -> bool {
+        let fallback: &[KeyPart] = match &self.on_missing_key {
+            MissingKey::Fallback(parts) => parts,
+            _ => &[],
+        };
+        self.key.iter().chain(fallback).any(|p| matches!(p, KeyPart::Body(_)))
     }
 
     /// The longest window of the rule: how long a key's log can live.

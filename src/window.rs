@@ -129,6 +129,18 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
     }
 }
 
+/// Appends a hit of `cost` at `now_ms` whatever the limits say, pruning
+/// expired hits: the record step of a failures-only rule, taken after the
+/// origin answered. Returns the new log (sorted) and the windows' state.
+pub fn record(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Hit>, Vec<WindowState>) {
+    let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
+    let now = now_ms.max(newest);
+    let mut live = prune(log, now, horizon_ms(limits));
+    live.push(Hit { at_ms: now, cost });
+    let windows = limits.iter().map(|l| window_state(&live, now, *l)).collect();
+    (live, windows)
+}
+
 /// The windows' state without recording anything (for status queries).
 pub fn peek(log: &[Hit], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
     let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
@@ -336,6 +348,21 @@ mod tests {
         let d = run(&mut log, 9_500, &limits, 1);
         assert!(!d.allowed);
         assert_eq!(d.retry_after_ms, 1_000);
+    }
+
+    #[test]
+    fn record_appends_even_over_the_limit() {
+        let limits = [limit(1, 1_000)];
+        let (log, w) = record(&[], 0, &limits, 1);
+        assert_eq!(w[0].remaining, 0);
+        let (log, w) = record(&log, 10, &limits, 1);
+        assert_eq!(log.len(), 2, "failures counted even past the limit");
+        assert_eq!(w[0].used, 2);
+        let (log, _) = record(&log, 1_005, &limits, 1);
+        assert_eq!(log, vec![Hit { at_ms: 10, cost: 1 }, Hit { at_ms: 1_005, cost: 1 }], "pruned");
+        let d = decide(&log, 1_006, &limits, 1);
+        assert!(!d.allowed);
+        assert_eq!(d.retry_after_ms, 2_005 - 1_006, "both hits must leave the window");
     }
 
     #[test]
