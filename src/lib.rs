@@ -15,6 +15,8 @@
 //! | [`blocked`] | the isolate's capped blocked-until cache                       |
 //! | [`headers`] | 429 problem+json body and IETF `RateLimit` header values       |
 //! | [`admin`]   | the admin API: routing, bearer token, keys from raw values     |
+//! | [`explain`] | `tollgate explain`: how one URL is seen, rule by rule          |
+//! | [`coverage`]| `tollgate check`: do the wrangler.toml routes reach the rules? |
 //!
 //! The glue (`edge`, the Worker entry, and `limiter`, the Durable Object)
 //! only reads the clock, talks to the platform and calls into the core.
@@ -23,7 +25,9 @@ pub mod admin;
 pub mod blocked;
 pub mod canon;
 pub mod config;
+pub mod coverage;
 pub mod duration;
+pub mod explain;
 pub mod headers;
 pub mod key;
 pub mod protocol;

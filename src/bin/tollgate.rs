@@ -1,1 +1,204 @@
+//! The operator's command line.
+//!
+//! ```text
+//! tollgate check [wrangler.toml]             validate the config (every environment) offline
+//! tollgate explain <url> [options]           how tollgate sees one URL, rule by rule
+//!     --config FILE      wrangler.toml to read (default: ./wrangler.toml)
+//!     --env NAME         use [env.NAME.vars.TOLLGATE]
+//!     --method M         request method (default GET)
+//!     --ip ADDR          client IP, as CF-Connecting-IP
+//!     --header 'K: V'    a request header (repeatable)
+//!     --body TEXT        request body (for body: keys; set content-type with --header)
+//! ```
+//! `check` exits 1 when any config has errors (warnings alone exit 0).
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() {
+    std::process::exit(native::run(std::env::args().skip(1).collect()));
+}
+
+#[cfg(target_arch = "wasm32")]
 fn main() {}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use serde_json::Value;
+    use tollgate::config::Config;
+    use tollgate::coverage::route_warnings;
+    use tollgate::explain::{explain, ExplainRequest};
+
+    const USAGE: &str = "usage:
+  tollgate check [wrangler.toml]
+  tollgate explain <url> [--config FILE] [--env NAME] [--method M] [--ip ADDR] [--header 'K: V']... [--body TEXT]";
+
+    pub fn run(args: Vec<String>) -> i32 {
+        match args.first().map(String::as_str) {
+            Some("check") => check(args.get(1).map_or("wrangler.toml", String::as_str)),
+            Some("explain") => match parse_explain(&args[1..]) {
+                Ok(options) => run_explain(&options),
+                Err(e) => {
+                    eprintln!("tollgate explain: {e}\n{USAGE}");
+                    2
+                }
+            },
+            Some("-h" | "--help" | "help") => {
+                println!("{USAGE}");
+                0
+            }
+            _ => {
+                eprintln!("{USAGE}");
+                2
+            }
+        }
+    }
+
+    /// The wrangler.toml as JSON (what the Worker's `env` sees).
+    fn read_wrangler(path: &str) -> Result<Value, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+        let parsed: toml::Value = toml::from_str(&text).map_err(|e| format!("{path} is not valid TOML: {e}"))?;
+        serde_json::to_value(parsed).map_err(|e| format!("{path}: {e}"))
+    }
+
+    fn routes(section: &Value) -> Option<Vec<String>> {
+        let one = |v: &Value| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Object(o) => o.get("pattern").and_then(Value::as_str).map(str::to_string),
+            _ => None,
+        };
+        if let Some(list) = section.get("routes").and_then(Value::as_array) {
+            return Some(list.iter().filter_map(one).collect());
+        }
+        section.get("route").and_then(one).map(|r| vec![r])
+    }
+
+    /// Every (label, TOLLGATE value, routes) to validate: the top level and
+    /// each `[env.NAME]` (vars are not inherited by environments; routes are).
+    fn configs(wrangler: &Value) -> Vec<(String, Option<Value>, Vec<String>)> {
+        let top_routes = routes(wrangler).unwrap_or_default();
+        let tollgate = |section: &Value| section.get("vars").and_then(|v| v.get("TOLLGATE")).cloned();
+        let mut out = vec![("top level".to_string(), tollgate(wrangler), top_routes.clone())];
+        if let Some(envs) = wrangler.get("env").and_then(Value::as_object) {
+            for (name, section) in envs {
+                let env_routes = routes(section).unwrap_or_else(|| top_routes.clone());
+                out.push((format!("env `{name}`"), tollgate(section), env_routes));
+            }
+        }
+        out
+    }
+
+    fn check(path: &str) -> i32 {
+        let wrangler = match read_wrangler(path) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        };
+        let mut failed = false;
+        for (label, value, routes) in configs(&wrangler) {
+            let Some(value) = value else {
+                eprintln!("error: {path} {label}: no [vars.TOLLGATE] (vars are not inherited by environments); the Worker would answer 503 to everything");
+                failed = true;
+                continue;
+            };
+            match Config::from_json(&value) {
+                Ok(config) => {
+                    println!("{path} {label}: ok, {} rule(s)", config.rules.len());
+                    for warning in route_warnings(&routes, &config) {
+                        println!("warning: {path} {label}: {warning}");
+                    }
+                }
+                Err(errors) => {
+                    failed = true;
+                    for e in errors {
+                        eprintln!("error: {path} {label}: {e}");
+                    }
+                }
+            }
+        }
+        i32::from(failed)
+    }
+
+    struct ExplainOptions {
+        url: String,
+        config: String,
+        env: Option<String>,
+        method: String,
+        headers: Vec<(String, String)>,
+        body: Option<String>,
+    }
+
+    fn parse_explain(args: &[String]) -> Result<ExplainOptions, String> {
+        let mut options = ExplainOptions {
+            url: String::new(),
+            config: "wrangler.toml".into(),
+            env: None,
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: None,
+        };
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
+            match arg.as_str() {
+                "--config" => options.config = value("--config")?,
+                "--env" => options.env = Some(value("--env")?),
+                "--method" => options.method = value("--method")?,
+                "--ip" => options.headers.push(("cf-connecting-ip".into(), value("--ip")?)),
+                "--body" => options.body = Some(value("--body")?),
+                "--header" => {
+                    let h = value("--header")?;
+                    let (k, v) = h.split_once(':').ok_or(format!("header `{h}` is not `Name: value`"))?;
+                    options.headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+                }
+                other if other.starts_with("--") => return Err(format!("unknown option {other}")),
+                url if options.url.is_empty() => options.url = url.to_string(),
+                extra => return Err(format!("unexpected argument {extra}")),
+            }
+        }
+        if options.url.is_empty() {
+            return Err("missing <url>".into());
+        }
+        Ok(options)
+    }
+
+    fn run_explain(options: &ExplainOptions) -> i32 {
+        let wrangler = match read_wrangler(&options.config) {
+            Ok(w) => w,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        };
+        let section = match &options.env {
+            None => Some(&wrangler),
+            Some(name) => wrangler.get("env").and_then(|e| e.get(name)),
+        };
+        let Some(value) = section.and_then(|s| s.get("vars")).and_then(|v| v.get("TOLLGATE")) else {
+            eprintln!("error: no TOLLGATE config in {}", options.config);
+            return 1;
+        };
+        let config = match Config::from_json(value) {
+            Ok(c) => c,
+            Err(errors) => {
+                for e in errors {
+                    eprintln!("error: {e}");
+                }
+                return 1;
+            }
+        };
+        print!(
+            "{}",
+            explain(
+                &config,
+                &ExplainRequest {
+                    method: &options.method,
+                    url: &options.url,
+                    headers: &options.headers,
+                    body: options.body.as_deref().map(str::as_bytes),
+                },
+            )
+        );
+        0
+    }
+}

@@ -1,0 +1,92 @@
+//! The operator CLI, run as a binary: `tollgate check` and `tollgate explain`.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn tollgate(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run tollgate");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn temp_toml(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tollgate-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn check_accepts_the_shipped_config() {
+    let (code, out, err) = tollgate(&["check", "wrangler.toml"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("wrangler.toml top level: ok, 1 rule(s)"), "{out}");
+}
+
+#[test]
+fn check_lists_every_error_and_exits_1() {
+    let path = temp_toml(
+        "bad.toml",
+        r#"
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "login"
+path = "/login"
+limits = [{ requests = 0, window = "15x" }]
+on_error = "explode"
+
+[env.staging.vars]
+OTHER = "1"
+"#,
+    );
+    let (code, _out, err) = tollgate(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("rule `login`, field `limits[0].requests`"), "{err}");
+    assert!(err.contains("rule `login`, field `limits[0].window`: unknown unit `x`"), "{err}");
+    assert!(err.contains("rule `login`, field `on_error`"), "{err}");
+    assert!(err.contains("env `staging`: no [vars.TOLLGATE]"), "{err}");
+}
+
+#[test]
+fn check_warns_about_narrow_routes() {
+    let path = temp_toml(
+        "narrow.toml",
+        r#"
+routes = [{ pattern = "example.com/api/example*", zone_name = "example.com" }]
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "heavy"
+path = "/api/example"
+limits = [{ requests = 10, window = "60s" }]
+"#,
+    );
+    let (code, out, _) = tollgate(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "warnings do not fail the check");
+    assert!(out.contains("warning:") && out.contains("`/api//example`"), "{out}");
+    assert!(out.contains("`/API/EXAMPLE`"), "{out}");
+}
+
+#[test]
+fn explain_shows_a_bypass_variant_caught() {
+    let (code, out, err) = tollgate(&[
+        "explain",
+        "https://example.com/api/example%2ejson?mode=normal&mode=heavy",
+        "--ip",
+        "2001:db8:1:2::99",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("canonical:  /api/example.json"), "{out}");
+    assert!(out.contains("rule heavy-example: MATCH"), "{out}");
+    assert!(out.contains("key:      ip=2001:db8:1:2::/64"), "{out}");
+    let (code, _, err) = tollgate(&["explain"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("missing <url>"), "{err}");
+}
