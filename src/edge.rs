@@ -20,6 +20,7 @@ use crate::key::{body_field, derive_key, key_hash, KeyInputs};
 use crate::protocol::{encode_call, Call, Op, Reply, WireWindow};
 use crate::rules::{RequestView, Rule};
 use futures_util::future::{join_all, select, Either};
+use futures_util::StreamExt;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -330,16 +331,25 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, String>
 }
 
 /// Reads the body for `body:` keys from a clone (the original still reaches
-/// the origin intact), only when `Content-Length` announces at most `limit`
-/// bytes; otherwise the body key is missing and the rule's policy applies.
+/// the origin intact), at most `limit` bytes: a body announced or found to
+/// be larger is not buffered, the body key is missing and the rule's
+/// missing-key policy applies.
 async fn read_body(req: &Request, limit: u32) -> Option<Vec<u8>> {
-    let length: u64 = req.headers().get("content-length").ok().flatten()?.trim().parse().ok()?;
-    if length > u64::from(limit) {
+    let limit = limit as usize;
+    let announced = req.headers().get("content-length").ok().flatten();
+    if announced.and_then(|l| l.trim().parse::<usize>().ok()).is_some_and(|l| l > limit) {
         return None;
     }
     let mut copy = req.clone().ok()?;
-    let bytes = copy.bytes().await.ok()?;
-    (bytes.len() as u64 <= u64::from(limit)).then_some(bytes)
+    let mut stream = copy.stream().ok()?;
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        body.extend_from_slice(&chunk.ok()?);
+        if body.len() > limit {
+            return None;
+        }
+    }
+    Some(body)
 }
 
 /// Forwards the original request, unchanged, to the zone's origin, or to

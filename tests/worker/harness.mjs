@@ -8,6 +8,33 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, existsSync } from "node
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import assert from "node:assert/strict";
+
+// A Durable Object standing in front of the real limiter, for fault
+// injection. Its mode lives in the module, shared by the faults worker's
+// fetch handler (which sets it) and its objects (which read it).
+const FAULTY_LIMITER = `
+let mode = "ok";
+export class FaultyLimiter {
+  constructor(state, env) { this.state = state; this.env = env; }
+  async fetch(request) {
+    if (mode === "throw") throw new Error("injected fault: counter threw");
+    if (mode === "hang") await new Promise(() => {});
+    if (mode === "storage") {
+      return new Response(JSON.stringify({ v: 1, error: "injected fault: SQLITE_IOERR" }), { status: 500 });
+    }
+    const real = this.env.REAL;
+    return real.get(real.idFromName(this.state.id.name ?? this.state.id.toString())).fetch(request);
+  }
+}
+export default {
+  async fetch(request) {
+    const url = new URL(request.url);
+    if (url.pathname === "/mode") mode = url.searchParams.get("m");
+    return new Response(mode);
+  },
+};
+`;
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const WRANGLER = parseToml(readFileSync(join(ROOT, "wrangler.toml"), "utf8"));
@@ -62,22 +89,60 @@ export function mockOrigin(respond) {
 export async function startTollgate(options = {}) {
   const persist = options.persist ?? tempDir();
   const origin = options.origin ?? mockOrigin();
-  const mf = new Miniflare({
+  const tollgate = {
+    name: "tollgate",
     modules: true,
     scriptPath: join(ROOT, "build", "index.js"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: WRANGLER.compatibility_date,
     bindings: { TOLLGATE: options.config ?? shippedConfig(), ...(options.vars ?? {}) },
     durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
-    durableObjectsPersist: persist,
     outboundService: origin.outboundService,
     stripCfConnectingIp: false,
+  };
+  const workers = [tollgate];
+  if (options.faults) {
+    // The Worker's LIMITER binding goes to FaultyLimiter, which passes calls
+    // through to the real Limiter unless told to throw, hang or fail.
+    tollgate.durableObjects = {
+      LIMITER: { className: "FaultyLimiter", scriptName: "faults" },
+      REAL_LIMITER: { className: "Limiter", useSQLite: true },
+    };
+    workers.push({
+      name: "faults",
+      modules: true,
+      script: FAULTY_LIMITER,
+      compatibilityDate: WRANGLER.compatibility_date,
+      durableObjects: {
+        FAULTY: { className: "FaultyLimiter" },
+        REAL: { className: "Limiter", scriptName: "tollgate", useSQLite: true },
+      },
+    });
+  }
+  const logs = [];
+  const mf = new Miniflare({
+    workers,
+    durableObjectsPersist: persist,
+    // Keep workerd's output (the Worker's structured log lines) for assertions.
+    handleRuntimeStdio(stdout, stderr) {
+      stdout.on("data", (d) => logs.push(d.toString()));
+      stderr.on("data", (d) => logs.push(d.toString()));
+    },
   });
   await mf.ready;
   return {
     mf,
     persist,
     origin,
+    /** Everything the Worker printed so far. */
+    logs: () => logs.join(""),
+    /** The structured log lines (`{"tollgate": event, ...}`) printed so far. */
+    logEvents: () =>
+      logs
+        .join("")
+        .split("\n")
+        .filter((l) => l.includes('"tollgate"'))
+        .map((l) => JSON.parse(l.slice(l.indexOf("{")))),
     /** Sends a request as client `ip` (CF-Connecting-IP). */
     async fetch(path, { ip = "203.0.113.7", headers = {}, ...init } = {}) {
       const url = path.startsWith("http") ? path : `https://example.com${path}`;
@@ -85,9 +150,15 @@ export async function startTollgate(options = {}) {
       if (ip !== null) h["cf-connecting-ip"] = ip;
       return mf.dispatchFetch(url, { ...init, headers: h, redirect: "manual" });
     },
+    /** Sets the fault mode of FaultyLimiter: ok | throw | hang | storage. */
+    async setFault(mode) {
+      const faults = await mf.getWorker("faults");
+      const res = await faults.fetch(`http://faults/mode?m=${mode}`);
+      assert.equal(await res.text(), mode);
+    },
     /** Calls a limiter object directly with a protocol call. */
     async callObject(name, call) {
-      const ns = await mf.getDurableObjectNamespace("LIMITER");
+      const ns = await mf.getDurableObjectNamespace(options.faults ? "REAL_LIMITER" : "LIMITER", "tollgate");
       const stub = ns.get(ns.idFromName(name));
       const res = await stub.fetch("https://limiter.tollgate/call", { method: "POST", body: JSON.stringify(call) });
       return { status: res.status, body: await res.json() };
