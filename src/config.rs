@@ -80,6 +80,11 @@ pub enum Counting {
     Statuses(Vec<u16>),
 }
 
+/// The largest `requests` per window the sliding log accepts. The log keeps
+/// one entry per hit, read and rewritten on every request: 10,000 entries is
+/// ~50-140 KB per call. Above this, use `algorithm = "gcra"` (O(1) state).
+pub const MAX_SLIDING_LOG_REQUESTS: u32 = 10_000;
+
 /// Default prefix of the admin API (active only with a token set).
 pub const DEFAULT_ADMIN_PREFIX: &str = "/.tollgate";
 
@@ -235,6 +240,7 @@ const RULE_FIELDS: &[&str] = &[
     "count_statuses",
     "clear_on_success",
     "headers",
+    "algorithm",
     "limits",
     "cost",
     "action",
@@ -443,6 +449,25 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
             errs.push("cost", format!("{cost} is above the smallest limit ({smallest}): every request would be blocked"));
         }
     }
+    let algorithm = match table.get("algorithm").map(Value::as_str) {
+        None | Some(Some("sliding_log")) => crate::protocol::Algorithm::SlidingLog,
+        Some(Some("gcra")) => crate::protocol::Algorithm::Gcra,
+        Some(_) => {
+            errs.push("algorithm", "must be \"sliding_log\" (exact, the default) or \"gcra\" (O(1) state)");
+            crate::protocol::Algorithm::SlidingLog
+        }
+    };
+    if algorithm == crate::protocol::Algorithm::SlidingLog {
+        if let Some(big) = limits.iter().find(|l| l.requests.get() > MAX_SLIDING_LOG_REQUESTS) {
+            errs.push(
+                "algorithm",
+                format!(
+                    "a limit of {} requests is too large for the sliding log (at most {MAX_SLIDING_LOG_REQUESTS}); set algorithm = \"gcra\"",
+                    big.requests
+                ),
+            );
+        }
+    }
     let action = match table.get("action").map(Value::as_str) {
         None | Some(Some("block")) => Action::Block,
         Some(Some("log")) => Action::Log,
@@ -493,6 +518,7 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
         counting,
         clear_on_success,
         headers,
+        algorithm,
         limits,
         cost,
         action,
@@ -688,6 +714,8 @@ mod tests {
             (json!({"clear_on_success": true, "count_statuses": [401], "key": ["ip", "body:email"]}), "clear_on_success"),
             (json!({"clear_on_success": "yes"}), "clear_on_success"),
             (json!({"headers": 1}), "headers"),
+            (json!({"algorithm": "token_bucket"}), "algorithm"),
+            (json!({"limits": [{"requests": 100000, "window": "1h"}]}), "algorithm"),
             (json!({"limits": []}), "limits"),
             (json!({"limits": [{"requests": 0, "window": "1s"}]}), "limits[0].requests"),
             (json!({"limits": [{"requests": 1, "window": "1w"}]}), "limits[0].window"),

@@ -253,7 +253,7 @@ async fn settle_after_response(env: &Env, applied: &[Applied<'_>], outcomes: &[O
             continue;
         };
         calls.push(async move {
-            let call = Call { op, limits: a.rule.limits.clone(), cost: a.rule.cost };
+            let call = Call { op, algorithm: a.rule.algorithm, limits: a.rule.limits.clone(), cost: a.rule.cost };
             if let Err(error) = call_with_timeout(env, &a.id, &call, a.rule.timeout_ms).await {
                 log_line(
                     "counter_error",
@@ -286,7 +286,7 @@ async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
         Counting::All => Op::Hit,
         Counting::Statuses(_) => Op::Check,
     };
-    let call = Call { op, limits: applied.rule.limits.clone(), cost: applied.rule.cost };
+    let call = Call { op, algorithm: applied.rule.algorithm, limits: applied.rule.limits.clone(), cost: applied.rule.cost };
     let reply = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
         Ok(reply) => reply,
         Err(e) => return Outcome::Failed(e),
@@ -495,7 +495,12 @@ async fn admin_request(
             Op::Reset
         }
     };
-    let call = Call { op, limits: request.rule.limits.clone(), cost: request.rule.cost };
+    let call = Call {
+        op,
+        algorithm: request.rule.algorithm,
+        limits: request.rule.limits.clone(),
+        cost: request.rule.cost,
+    };
     match call_with_timeout(env, &id, &call, request.rule.timeout_ms).await {
         Ok(reply) => {
             log_line(

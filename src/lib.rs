@@ -11,6 +11,8 @@
 //! | [`rules`]   | which rules a canonical request matches, and why               |
 //! | [`key`]     | a rule's client key from request parts (IP /64, header, ...)   |
 //! | [`window`]  | the sliding-log decision: (log, now, limits) → outcome, log    |
+//! | [`gcra`]    | the O(1)-state alternative for large limits, and its accuracy  |
+//! | [`counter`] | one limiter-object step: (stored row, now, call) → reply, row  |
 //! | [`protocol`]| the small, versioned call format between Worker and object     |
 //! | [`blocked`] | the isolate's capped blocked-until cache                       |
 //! | [`headers`] | 429 problem+json body and IETF `RateLimit` header values       |
@@ -25,9 +27,11 @@ pub mod admin;
 pub mod blocked;
 pub mod canon;
 pub mod config;
+pub mod counter;
 pub mod coverage;
 pub mod duration;
 pub mod explain;
+pub mod gcra;
 pub mod headers;
 pub mod key;
 pub mod protocol;

@@ -8,8 +8,9 @@
 //! (the log row, updated in place, pruning included); 0 written and no
 //! `setAlarm` when blocked. `setAlarm` runs only when no alarm is pending.
 
+use crate::counter::{expiry, step};
 use crate::protocol::{decode_call, Call, Op, Reply, WireWindow, VERSION};
-use crate::window::{decide, decode_log, encode_log, expires_at, horizon_ms, peek, prune, record, Hit};
+use crate::window::horizon_ms;
 use serde::Deserialize;
 use std::cell::Cell;
 use worker::{
@@ -24,7 +25,7 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS hit_log (
 )";
 
 #[derive(Deserialize)]
-struct StoredLog {
+struct StoredRow {
     log: String,
     horizon_ms: i64,
 }
@@ -64,10 +65,10 @@ impl DurableObject for Limiter {
     /// when the newest hit expires. Idempotent: alarms are at-least-once.
     async fn alarm(&self) -> worker::Result<Response> {
         let sql = self.state.storage().sql();
-        let (log, horizon, _) = load(&sql)?;
+        let (stored, _) = load(&sql)?;
+        let horizon = load_horizon(&sql)?;
         let now = now_ms();
-        let live = prune(&log, now, horizon);
-        match expires_at(&live, horizon).filter(|&at| at > now) {
+        match expiry(&stored, horizon).filter(|&at| at > now) {
             None => self.delete_everything().await?,
             Some(at) => {
                 // Strictly in the future: workerd drops an alarm set for
@@ -92,48 +93,27 @@ impl Limiter {
     }
 
     async fn answer(&self, call: &Call) -> worker::Result<Reply> {
-        // Status and reset must not create the schema: an object whose
-        // storage the alarm deleted stays empty when merely looked at.
+        // Only writing calls create the schema: an object whose storage the
+        // alarm deleted stays empty when merely looked at.
         let writes = matches!(call.op, Op::Hit | Op::Record);
         let sql = if writes { self.sql()? } else { self.state.storage().sql() };
         // Read, decide, write: synchronous, no `.await` in between, so no
         // other request to this object can interleave.
-        let (log, _, rows_read) = load(&sql)?;
+        let (stored, rows_read) = load(&sql)?;
         let now = now_ms();
-        let mut rows_written = 0u64;
-        let mut stored_hits = log.len() as u64;
-        let mut binding_window = None;
-        let (allowed, retry_after_ms, windows) = match call.op {
-            Op::Hit => {
-                let decision = decide(&log, now, &call.limits, call.cost);
-                if let Some(new_log) = &decision.new_log {
-                    rows_written = store(&sql, new_log, horizon_ms(&call.limits))?;
-                    stored_hits = new_log.len() as u64;
-                }
-                binding_window = decision.binding;
-                (decision.allowed, decision.retry_after_ms, decision.windows)
-            }
-            Op::Check => {
-                let decision = decide(&log, now, &call.limits, call.cost);
-                binding_window = decision.binding;
-                (decision.allowed, decision.retry_after_ms, peek(&log, now, &call.limits))
-            }
-            Op::Record => {
-                let (new_log, windows) = record(&log, now, &call.limits, call.cost);
-                rows_written = store(&sql, &new_log, horizon_ms(&call.limits))?;
-                stored_hits = new_log.len() as u64;
-                (true, 0, windows)
-            }
-            Op::Status => (true, 0, peek(&log, now, &call.limits)),
-            Op::Reset => {
-                self.delete_everything().await?;
-                stored_hits = 0;
-                (true, 0, peek(&[], now, &call.limits))
-            }
-        };
+        let step = step(&stored, now, call).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        let horizon = horizon_ms(&call.limits);
+        let mut rows_written = 0;
+        if let Some(row) = &step.write {
+            rows_written = store(&sql, row, horizon)?;
+        }
+        let mut stored_hits = step.stored;
         let mut alarm_set = false;
-        if writes && rows_written > 0 {
-            alarm_set = self.ensure_alarm(&log, now, horizon_ms(&call.limits)).await?;
+        if call.op == Op::Reset {
+            self.delete_everything().await?;
+            stored_hits = 0;
+        } else if let Some(row) = &step.write {
+            alarm_set = self.ensure_alarm(expiry(row, horizon).unwrap_or(now)).await?;
         }
         let alarm_pending = match (call.op, self.alarm_pending.get()) {
             (Op::Status, _) | (_, None) => self.state.storage().get_alarm().await?.is_some(),
@@ -141,10 +121,10 @@ impl Limiter {
         };
         Ok(Reply {
             v: VERSION,
-            allowed,
-            retry_after_ms,
-            windows: windows.iter().map(WireWindow::from).collect(),
-            binding_window,
+            allowed: step.allowed,
+            retry_after_ms: step.retry_after_ms,
+            windows: step.windows.iter().map(WireWindow::from).collect(),
+            binding_window: step.binding,
             alarm_pending,
             alarm_set,
             stored_hits,
@@ -153,10 +133,10 @@ impl Limiter {
         })
     }
 
-    /// Arms the TTL alarm for when the log (just extended at `now`) expires,
+    /// Arms the TTL alarm for `at` (when the row just written expires),
     /// unless an alarm is already pending: that one will re-arm itself.
     /// Returns whether it set one.
-    async fn ensure_alarm(&self, log: &[Hit], now: i64, horizon: u64) -> worker::Result<bool> {
+    async fn ensure_alarm(&self, at: i64) -> worker::Result<bool> {
         if self.alarm_pending.get() == Some(true) {
             return Ok(false);
         }
@@ -165,8 +145,6 @@ impl Limiter {
         if storage.get_alarm().await?.is_some() {
             return Ok(false);
         }
-        let newest = log.last().map_or(now, |h| h.at_ms.max(now));
-        let at = newest.saturating_add(i64::try_from(horizon).unwrap_or(i64::MAX));
         storage.set_alarm(at_time(at)).await?;
         Ok(true)
     }
@@ -180,35 +158,40 @@ impl Limiter {
     }
 }
 
-/// Loads the log row: (log, horizon, rows read). A database without the
-/// table (never written, or deleted by the alarm) reads as an empty log and
-/// is left as it is.
-fn load(sql: &SqlStorage) -> worker::Result<(Vec<Hit>, u64, u64)> {
+/// Loads the stored row's text (empty when none) and the rows read. A
+/// database without the table (never written, or deleted by the alarm)
+/// reads as empty and is left as it is.
+fn load(sql: &SqlStorage) -> worker::Result<(String, u64)> {
+    let (row, rows_read) = load_row(sql)?;
+    Ok((row.map(|r| r.log).unwrap_or_default(), rows_read))
+}
+
+/// The longest window of the calls that wrote the row (for the alarm).
+fn load_horizon(sql: &SqlStorage) -> worker::Result<u64> {
+    let (row, _) = load_row(sql)?;
+    Ok(row.and_then(|r| u64::try_from(r.horizon_ms).ok()).unwrap_or(0))
+}
+
+fn load_row(sql: &SqlStorage) -> worker::Result<(Option<StoredRow>, u64)> {
     let cursor = match sql.exec("SELECT log, horizon_ms FROM hit_log WHERE id = 0", None) {
         Ok(cursor) => cursor,
-        Err(e) if e.to_string().contains("no such table") => return Ok((Vec::new(), 0, 0)),
+        Err(e) if e.to_string().contains("no such table") => return Ok((None, 0)),
         Err(e) => return Err(e),
     };
     // `to_array`, not `one`: `one` throws across the Wasm boundary when the
     // row does not exist yet.
-    let rows: Vec<StoredLog> = cursor.to_array()?;
+    let rows: Vec<StoredRow> = cursor.to_array()?;
     let rows_read = cursor.rows_read() as u64;
-    match rows.first() {
-        None => Ok((Vec::new(), 0, rows_read)),
-        Some(row) => {
-            let log = decode_log(&row.log).map_err(|e| worker::Error::RustError(e.to_string()))?;
-            Ok((log, u64::try_from(row.horizon_ms).unwrap_or(0), rows_read))
-        }
-    }
+    Ok((rows.into_iter().next(), rows_read))
 }
 
-/// Writes the log row in place; returns the rows written.
-fn store(sql: &SqlStorage, log: &[Hit], horizon: u64) -> worker::Result<u64> {
+/// Writes the row in place; returns the rows written.
+fn store(sql: &SqlStorage, row: &str, horizon: u64) -> worker::Result<u64> {
     let cursor = sql.exec(
         "INSERT INTO hit_log (id, log, horizon_ms) VALUES (0, ?, ?)
          ON CONFLICT (id) DO UPDATE SET log = excluded.log, horizon_ms = excluded.horizon_ms",
         vec![
-            SqlStorageValue::from(encode_log(log)),
+            SqlStorageValue::from(row.to_string()),
             SqlStorageValue::from(i64::try_from(horizon).unwrap_or(i64::MAX)),
         ],
     )?;

@@ -35,10 +35,26 @@ pub enum Op {
     Reset,
 }
 
+/// How an object counts: the exact sliding log (default) or O(1) GCRA.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    #[default]
+    SlidingLog,
+    Gcra,
+}
+
+impl Algorithm {
+    fn is_default(&self) -> bool {
+        *self == Algorithm::SlidingLog
+    }
+}
+
 /// A validated call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
     pub op: Op,
+    pub algorithm: Algorithm,
     pub limits: Vec<Limit>,
     pub cost: u32,
 }
@@ -47,6 +63,8 @@ pub struct Call {
 struct WireCall {
     v: u32,
     op: Op,
+    #[serde(default, skip_serializing_if = "Algorithm::is_default")]
+    alg: Algorithm,
     limits: Vec<(u64, u64)>,
     #[serde(default = "one")]
     cost: u32,
@@ -61,6 +79,7 @@ pub fn encode_call(call: &Call) -> String {
     let wire = WireCall {
         v: VERSION,
         op: call.op,
+        alg: call.algorithm,
         limits: call
             .limits
             .iter()
@@ -94,7 +113,7 @@ pub fn decode_call(body: &str) -> Result<Call, String> {
     if wire.cost == 0 {
         return Err("cost must be at least 1".into());
     }
-    Ok(Call { op: wire.op, limits, cost: wire.cost })
+    Ok(Call { op: wire.op, algorithm: wire.alg, limits, cost: wire.cost })
 }
 
 /// One window in a reply.
@@ -148,6 +167,7 @@ mod tests {
     fn round_trip() {
         let call = Call {
             op: Op::Hit,
+            algorithm: Algorithm::SlidingLog,
             limits: vec![Limit {
                 requests: NonZeroU32::new(10).unwrap(),
                 window_ms: NonZeroU64::new(60_000).unwrap(),
@@ -156,7 +176,11 @@ mod tests {
         };
         let text = encode_call(&call);
         assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#);
-        assert_eq!(decode_call(&text), Ok(call));
+        assert_eq!(decode_call(&text), Ok(call.clone()));
+        let gcra = Call { algorithm: Algorithm::Gcra, ..call };
+        let text = encode_call(&gcra);
+        assert_eq!(text, r#"{"v":1,"op":"hit","alg":"gcra","limits":[[10,60000]],"cost":2}"#);
+        assert_eq!(decode_call(&text), Ok(gcra));
     }
 
     #[test]

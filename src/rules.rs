@@ -57,6 +57,7 @@ pub struct RuleSpec {
     pub clear_on_success: bool,
     /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
     pub headers: bool,
+    pub algorithm: crate::protocol::Algorithm,
     pub limits: Vec<Limit>,
     pub cost: u32,
     pub action: Action,
@@ -80,6 +81,7 @@ pub struct Rule {
     pub clear_on_success: bool,
     /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
     pub headers: bool,
+    pub algorithm: crate::protocol::Algorithm,
     pub limits: Vec<Limit>,
     pub cost: u32,
     pub action: Action,
@@ -151,6 +153,7 @@ impl Rule {
             counting: spec.counting,
             clear_on_success: spec.clear_on_success,
             headers: spec.headers,
+            algorithm: spec.algorithm,
             limits: spec.limits,
             cost: spec.cost,
             action: spec.action,

@@ -144,3 +144,27 @@ test("blocked-until cache answers without calling the object", async () => {
     tg.cleanup();
   }
 });
+
+test("a GCRA rule: O(1) state, one row written per allowed request, burst then steady refill", async () => {
+  const config = { rules: [rule("big", "/big", [{ requests: 3, window: "3s" }], { algorithm: "gcra" })] };
+  const tg = await startTollgate({ config });
+  try {
+    assert.deepEqual(await statuses(tg, 4, "/big"), [200, 200, 200, 429]);
+    const blocked = await tg.fetch("/big");
+    assert.equal(blocked.headers.get("retry-after"), "1", "one emission interval (1 s), not the whole window");
+    const call = { v: 1, op: "hit", alg: "gcra", limits: [[3, 3_000]], cost: 1 };
+    const replies = [];
+    for (let i = 0; i < 4; i++) replies.push((await tg.callObject("gcra-probe", call)).body);
+    assert.deepEqual(replies.map((r) => [r.allowed, r.rows_written, r.stored_hits]), [
+      [true, 1, 1],
+      [true, 1, 1],
+      [true, 1, 1],
+      [false, 0, 1],
+    ]);
+    await sleep(1_050);
+    assert.deepEqual(await statuses(tg, 2, "/big"), [200, 429], "one unit refilled after T = 1 s");
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});

@@ -1,0 +1,172 @@
+//! One step of a limiter object, pure: (stored row, now, call) → reply
+//! fields and the row to write. The Durable Object only loads, stores and
+//! keeps its alarm; everything it decides is decided here.
+//!
+//! The stored row is text: a sliding log ([`crate::window::encode_log`]) or
+//! a GCRA state (`g:...`, [`crate::gcra::encode`]). A row of the other kind
+//! (the rule's algorithm was changed in the config) reads as empty.
+
+use crate::gcra;
+use crate::protocol::{Algorithm, Call, Op};
+use crate::window::{self, LogFormatError, WindowState};
+
+/// What one call decided, and what to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub allowed: bool,
+    pub retry_after_ms: u64,
+    pub windows: Vec<WindowState>,
+    /// When blocked, the index of the window that binds.
+    pub binding: Option<usize>,
+    /// The row to write, if anything changes (never for a blocked hit).
+    pub write: Option<String>,
+    /// Entries (hits, or GCRA windows) in the row after this step.
+    pub stored: u64,
+}
+
+/// Applies `call` at `now_ms` to the `stored` row (empty when none).
+/// `Op::Reset` is the object's business (it deletes its storage); here it
+/// reads as a status of an empty row.
+pub fn step(stored: &str, now_ms: i64, call: &Call) -> Result<Step, LogFormatError> {
+    match call.algorithm {
+        Algorithm::SlidingLog => {
+            let log = if stored.starts_with("g:") { Vec::new() } else { window::decode_log(stored)? };
+            let stored_len = log.len() as u64;
+            Ok(match call.op {
+                Op::Hit => {
+                    let d = window::decide(&log, now_ms, &call.limits, call.cost);
+                    Step {
+                        allowed: d.allowed,
+                        retry_after_ms: d.retry_after_ms,
+                        windows: d.windows,
+                        binding: d.binding,
+                        stored: d.new_log.as_ref().map_or(stored_len, |l| l.len() as u64),
+                        write: d.new_log.map(|l| window::encode_log(&l)),
+                    }
+                }
+                Op::Check => {
+                    let d = window::decide(&log, now_ms, &call.limits, call.cost);
+                    Step {
+                        allowed: d.allowed,
+                        retry_after_ms: d.retry_after_ms,
+                        windows: window::peek(&log, now_ms, &call.limits),
+                        binding: d.binding,
+                        write: None,
+                        stored: stored_len,
+                    }
+                }
+                Op::Record => {
+                    let (new_log, windows) = window::record(&log, now_ms, &call.limits, call.cost);
+                    Step {
+                        allowed: true,
+                        retry_after_ms: 0,
+                        windows,
+                        binding: None,
+                        stored: new_log.len() as u64,
+                        write: Some(window::encode_log(&new_log)),
+                    }
+                }
+                Op::Status => idle(window::peek(&log, now_ms, &call.limits), stored_len),
+                Op::Reset => idle(window::peek(&[], now_ms, &call.limits), 0),
+            })
+        }
+        Algorithm::Gcra => {
+            let state = gcra::decode(stored).unwrap_or_default();
+            let stored_len = state.len() as u64;
+            Ok(match call.op {
+                Op::Hit | Op::Check => {
+                    let d = gcra::decide(&state, now_ms, &call.limits, call.cost);
+                    let write = (call.op == Op::Hit).then_some(d.new_state.as_ref()).flatten();
+                    Step {
+                        allowed: d.allowed,
+                        retry_after_ms: d.retry_after_ms,
+                        windows: if call.op == Op::Hit { d.windows } else { gcra::peek(&state, now_ms, &call.limits) },
+                        binding: d.binding,
+                        stored: write.map_or(stored_len, |s| s.len() as u64),
+                        write: write.map(|s| gcra::encode(s)),
+                    }
+                }
+                Op::Record => {
+                    let (next, windows) = gcra::record(&state, now_ms, &call.limits, call.cost);
+                    Step {
+                        allowed: true,
+                        retry_after_ms: 0,
+                        windows,
+                        binding: None,
+                        stored: next.len() as u64,
+                        write: Some(gcra::encode(&next)),
+                    }
+                }
+                Op::Status => idle(gcra::peek(&state, now_ms, &call.limits), stored_len),
+                Op::Reset => idle(gcra::peek(&[], now_ms, &call.limits), 0),
+            })
+        }
+    }
+}
+
+fn idle(windows: Vec<WindowState>, stored: u64) -> Step {
+    Step { allowed: true, retry_after_ms: 0, windows, binding: None, write: None, stored }
+}
+
+/// When everything in the `stored` row has expired, given the longest
+/// window `horizon_ms`: the moment the object may delete its storage.
+/// `None` for an empty or unreadable row (delete at once).
+pub fn expiry(stored: &str, horizon_ms: u64) -> Option<i64> {
+    if stored.starts_with("g:") {
+        return gcra::decode(stored).and_then(|s| gcra::expires_at(&s));
+    }
+    let log = window::decode_log(stored).ok()?;
+    window::expires_at(&log, horizon_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::window::Limit;
+    use std::num::{NonZeroU32, NonZeroU64};
+
+    fn call(op: Op, algorithm: Algorithm) -> Call {
+        Call {
+            op,
+            algorithm,
+            limits: vec![Limit { requests: NonZeroU32::new(2).unwrap(), window_ms: NonZeroU64::new(1_000).unwrap() }],
+            cost: 1,
+        }
+    }
+
+    #[test]
+    fn sliding_log_steps() {
+        let hit = call(Op::Hit, Algorithm::SlidingLog);
+        let a = step("", 0, &hit).unwrap();
+        assert_eq!(a.write.as_deref(), Some("0"));
+        let b = step("0", 10, &hit).unwrap();
+        assert_eq!(b.write.as_deref(), Some("0,10"));
+        let c = step("0,10", 20, &hit).unwrap();
+        assert!(!c.allowed);
+        assert_eq!(c.write, None);
+        assert_eq!(c.retry_after_ms, 980);
+        let check = step("0,10", 20, &call(Op::Check, Algorithm::SlidingLog)).unwrap();
+        assert!(!check.allowed && check.write.is_none());
+        let rec = step("0,10", 20, &call(Op::Record, Algorithm::SlidingLog)).unwrap();
+        assert_eq!(rec.write.as_deref(), Some("0,10,10"));
+        assert_eq!(rec.stored, 3);
+        assert_eq!(expiry("0,10", 1_000), Some(1_010));
+        assert!(step("x", 0, &hit).is_err(), "a corrupt row is an error, never a silent reset");
+    }
+
+    #[test]
+    fn gcra_steps_and_algorithm_switch() {
+        let hit = call(Op::Hit, Algorithm::Gcra);
+        let a = step("", 0, &hit).unwrap();
+        assert_eq!(a.write.as_deref(), Some("g:500"));
+        let b = step("g:500", 0, &hit).unwrap();
+        assert_eq!(b.write.as_deref(), Some("g:1000"));
+        let c = step("g:1000", 0, &hit).unwrap();
+        assert!(!c.allowed);
+        assert_eq!(c.retry_after_ms, 500);
+        assert_eq!(expiry("g:1000", 1_000), Some(1_000));
+        // A log row read by a GCRA rule (or the reverse) starts afresh.
+        assert!(step("0,10", 20, &hit).unwrap().allowed);
+        assert!(step("g:99999", 20, &call(Op::Hit, Algorithm::SlidingLog)).unwrap().allowed);
+    }
+}
