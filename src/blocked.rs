@@ -74,6 +74,26 @@ impl BlockedUntilCache {
         self.until.insert(id.to_string(), block);
     }
 
+    /// Changes the capacity, evicting expired entries, then the soonest to
+    /// expire, until the cache fits.
+    pub fn set_capacity(&mut self, capacity: usize, now_ms: i64) {
+        self.capacity = capacity.max(1);
+        if self.until.len() > self.capacity {
+            self.until.retain(|_, b| b.until_ms > now_ms);
+        }
+        while self.until.len() > self.capacity {
+            let soonest = self.until.iter().min_by_key(|(_, b)| b.until_ms).map(|(k, _)| k.clone());
+            match soonest {
+                Some(k) => self.until.remove(&k),
+                None => break,
+            };
+        }
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Forgets `id` (after an operator reset, or an allowed answer).
     pub fn remove(&mut self, id: &str) {
         self.until.remove(id);
@@ -117,6 +137,19 @@ mod tests {
         // The soonest-expiring entries were evicted; the latest survive.
         assert_eq!(cache.blocked_until("k9999", 0), Some(until(1_009_999)));
         assert_eq!(cache.blocked_until("k0", 0), None);
+    }
+
+    #[test]
+    fn shrinking_evicts_the_soonest() {
+        let mut cache = BlockedUntilCache::new(10);
+        for i in 0..10 {
+            cache.insert(&format!("k{i}"), until(100 + i), 0);
+        }
+        cache.set_capacity(3, 0);
+        assert_eq!(cache.len(), 3);
+        assert_eq!(cache.capacity(), 3);
+        assert!(cache.blocked_until("k9", 0).is_some());
+        assert!(cache.blocked_until("k0", 0).is_none());
     }
 
     #[test]

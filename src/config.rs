@@ -101,6 +101,8 @@ pub struct Config {
     pub admin_prefix: String,
     /// Most body bytes read for `body:` keys.
     pub body_limit: u32,
+    /// Most (rule, key) entries the isolate's blocked-until cache holds.
+    pub blocked_cache_capacity: usize,
 }
 
 /// One problem found in the config, located by rule and field.
@@ -133,7 +135,7 @@ impl Config {
             return Err(vec![top_error("TOLLGATE", "must be a table with a `rules` list")]);
         };
         for key in top.keys() {
-            if !["ipv6_prefix", "rules", "admin_prefix", "body_limit"].contains(&key.as_str()) {
+            if !["ipv6_prefix", "rules", "admin_prefix", "body_limit", "blocked_cache_capacity"].contains(&key.as_str()) {
                 errors.push(top_error(key, "unknown field"));
             }
         }
@@ -172,6 +174,16 @@ impl Config {
                 }
             },
         };
+        let blocked_cache_capacity = match top.get("blocked_cache_capacity") {
+            None => crate::blocked::DEFAULT_CAPACITY,
+            Some(v) => match v.as_u64() {
+                Some(n @ 1..=1_000_000) => n as usize,
+                _ => {
+                    errors.push(top_error("blocked_cache_capacity", "must be a number of entries from 1 to 1000000"));
+                    crate::blocked::DEFAULT_CAPACITY
+                }
+            },
+        };
         let mut rules = Vec::new();
         match top.get("rules").map(Value::as_array) {
             None => errors.push(top_error("rules", "missing: list at least one rule")),
@@ -196,7 +208,7 @@ impl Config {
             }
         }
         if errors.is_empty() {
-            Ok(Config { ipv6_prefix, rules, admin_prefix, body_limit })
+            Ok(Config { ipv6_prefix, rules, admin_prefix, body_limit, blocked_cache_capacity })
         } else {
             Err(errors)
         }
@@ -681,6 +693,10 @@ mod tests {
         assert_eq!(
             errors(json!({"rules": [], "admin_prefix": "/admin/"})),
             ["field `admin_prefix`: must be a canonical path such as \"/.tollgate\" (no trailing slash)"]
+        );
+        assert_eq!(
+            errors(json!({"rules": [], "blocked_cache_capacity": 0})),
+            ["field `blocked_cache_capacity`: must be a number of entries from 1 to 1000000"]
         );
         assert_eq!(
             errors(json!({"rules": [], "body_limit": 0})),

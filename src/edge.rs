@@ -60,6 +60,9 @@ fn load_config(env: &Env) -> LoadedConfig {
                 message: format!("cannot read the var: {e}"),
             }]),
         };
+        if let Ok(config) = &parsed {
+            BLOCKED.with(|b| b.borrow_mut().set_capacity(config.blocked_cache_capacity, now_ms()));
+        }
         let loaded = Rc::new(parsed);
         *cell.borrow_mut() = Some(loaded.clone());
         loaded

@@ -1,0 +1,55 @@
+//! Hostile URLs through the pure core, at sizes the local runtime cannot
+//! carry end to end: a 16 KB URL (Cloudflare's limit), 10,000 query
+//! parameters, 1,000 path segments. Each must be handled, correctly and
+//! without panicking, in bounded time.
+
+use std::time::Instant;
+use tollgate::canon::{canonical_path, CanonicalQuery, RawUrl};
+use tollgate::config::Config;
+use tollgate::rules::RequestView;
+
+fn shipped() -> Config {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/wrangler.toml")).unwrap();
+    let toml: toml::Value = toml::from_str(&text).unwrap();
+    let json = serde_json::to_value(&toml["vars"]["TOLLGATE"]).unwrap();
+    Config::from_json(&json).unwrap()
+}
+
+fn matches(config: &Config, url: &str) -> bool {
+    let raw = RawUrl::split(url);
+    let path = canonical_path(raw.path).unwrap();
+    let query = CanonicalQuery::parse(raw.query);
+    let view = RequestView { method: "GET", host: &raw.host, path: &path, query: &query };
+    !config.matching(&view).is_empty()
+}
+
+#[test]
+fn sixteen_kilobyte_url() {
+    let config = shipped();
+    let pad = "x/%2e%2E/".repeat(16 * 1024 / 9 - 6);
+    let url = format!("https://example.com/{pad}api/example?mode=heavy");
+    assert!(url.len() <= 16 * 1024 && url.len() > 16 * 1024 - 100, "{}", url.len());
+    let started = Instant::now();
+    assert!(matches(&config, &url));
+    assert!(started.elapsed().as_millis() < 500);
+}
+
+#[test]
+fn ten_thousand_query_parameters() {
+    let config = shipped();
+    let many: Vec<String> = (0..10_000).map(|i| format!("k{i}=v{i}")).collect();
+    let url = format!("/api/example?{}&mode=heavy", many.join("&"));
+    let started = Instant::now();
+    assert!(matches(&config, &url));
+    assert!(!matches(&config, &format!("/api/example?{}", many.join("&"))));
+    assert_eq!(CanonicalQuery::parse(&many.join("&")).pairs().len(), 10_000);
+    assert!(started.elapsed().as_millis() < 2_000);
+}
+
+#[test]
+fn thousand_path_segments() {
+    let config = shipped();
+    assert!(matches(&config, &format!("{}/api/example?mode=heavy", "/x/..".repeat(1_000))));
+    assert!(!matches(&config, &format!("{}?mode=heavy", "/a".repeat(1_000))));
+    assert_eq!(canonical_path(&"/a".repeat(1_000)).unwrap().len(), 2_000);
+}
