@@ -44,6 +44,13 @@ export function shippedConfig() {
   return structuredClone(WRANGLER.vars.TOLLGATE);
 }
 
+/** The TOLLGATE config of examples/NAME/wrangler.toml (or of its env). */
+export function exampleConfig(name, env) {
+  const toml = parseToml(readFileSync(join(ROOT, "examples", name, "wrangler.toml"), "utf8"));
+  const section = env ? toml.env[env] : toml;
+  return structuredClone(section.vars.TOLLGATE);
+}
+
 /** A fresh persistence folder, removed by `cleanup`. */
 export function tempDir(prefix = "tollgate-test-") {
   return mkdtempSync(join(tmpdir(), prefix));

@@ -1,0 +1,82 @@
+// The example configs under examples/, each run in workerd with a scenario
+// proving its headline behaviour.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { startTollgate, mockOrigin, exampleConfig, statuses } from "./harness.mjs";
+
+async function withTollgate(options, body) {
+  const tg = await startTollgate(options);
+  try {
+    await body(tg);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+}
+
+test("example 1: the 11th heavy call is blocked while general calls pass", () =>
+  withTollgate({ config: exampleConfig("heavy-endpoint") }, async (tg) => {
+    const ip = "203.0.113.10";
+    const heavy = await statuses(tg, 11, "/api/example?mode=heavy", { ip });
+    assert.deepEqual(heavy, [...Array(10).fill(200), 429]);
+    assert.deepEqual(await statuses(tg, 5, "/api/other", { ip }), Array(5).fill(200), "general calls pass");
+    const general = await tg.fetch("/api/other", { ip });
+    assert.match(general.headers.get("ratelimit"), /^"api-general";r=\d+;t=(59|60)$/);
+    // The heavy class binds on its short window, then its long one.
+    assert.deepEqual(await statuses(tg, 4, "/api/reports/daily", { ip: "203.0.113.11" }), [200, 200, 200, 429]);
+    // Signed-in users are counted per user, whatever their IP.
+    const user = { "cf-access-authenticated-user-email": "ann@example.com" };
+    assert.match((await tg.fetch("/api/other", { ip: "198.51.100.1", headers: user })).headers.get("ratelimit"), /^"api-general";r=119;t=(59|60)$/);
+    assert.match((await tg.fetch("/api/other", { ip: "198.51.100.2", headers: user })).headers.get("ratelimit"), /^"api-general";r=118;t=(59|60)$/, "per user, not per IP");
+  }));
+
+test("example 2: failures for an account are blocked from a fresh IP, other accounts unaffected, success clears", () => {
+  const origin = mockOrigin((request, record) => {
+    const { email, password } = JSON.parse(record.body.toString() || "{}");
+    const ok = password === `${email}-pw`;
+    return new Response(JSON.stringify(ok ? { ok: true } : { error: "invalid email or password" }), { status: ok ? 200 : 401 });
+  });
+  return withTollgate({ origin, config: exampleConfig("login-brute-force") }, async (tg) => {
+    const login = async (email, password, ip) =>
+      (await tg.fetch("/login", { method: "POST", ip, headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }) })).status;
+    for (let i = 0; i < 10; i++) assert.equal(await login("victim@example.com", `guess${i}`, `198.51.100.${i + 1}`), 401);
+    assert.equal(await login("victim@example.com", "guess10", "192.0.2.200"), 429, "11th failure, from a fresh IP");
+    assert.equal(await login("victim@example.com", "victim@example.com-pw", "192.0.2.201"), 429, "even the right password waits");
+    assert.equal(await login("other@example.com", "wrong", "192.0.2.200"), 401, "another account is unaffected");
+    assert.equal(await login("other@example.com", "other@example.com-pw", "192.0.2.200"), 200);
+    // A success clears only the account count.
+    for (let i = 0; i < 9; i++) assert.equal(await login("amy@example.com", "nope", "192.0.2.50"), 401);
+    assert.equal(await login("amy@example.com", "amy@example.com-pw", "192.0.2.50"), 200);
+    for (let i = 0; i < 10; i++) assert.equal(await login("amy@example.com", "nope", "192.0.2.51"), 401, `after the success, failure ${i + 1}`);
+    assert.equal(await login("amy@example.com", "nope", "192.0.2.52"), 429);
+    // The 429 for a real and for a made-up account is the same answer.
+    for (let i = 0; i < 10; i++) await login("ghost@example.com", "nope", "192.0.2.60");
+    const real = await tg.fetch("/login", { method: "POST", ip: "192.0.2.61", headers: { "content-type": "application/json" }, body: '{"email":"amy@example.com"}' });
+    const ghost = await tg.fetch("/login", { method: "POST", ip: "192.0.2.61", headers: { "content-type": "application/json" }, body: '{"email":"ghost@example.com"}' });
+    assert.equal(real.status, ghost.status);
+    const shape = async (r) => Object.keys(await r.json()).sort().join(",");
+    assert.equal(await shape(real), await shape(ghost));
+  });
+});
+
+test("example 3 (shadow, the default environment): the 301st call passes and is logged", () =>
+  withTollgate({ config: exampleConfig("tenant-daily-quota") }, async (tg) => {
+    const calls = await statuses(tg, 301, "/api/schools/s-17/ai/complete");
+    assert.deepEqual(calls, Array(301).fill(200));
+    const shadow = tg.logEvents().filter((e) => e.tollgate === "shadow_block");
+    assert.equal(shadow.length, 1);
+    assert.equal(shadow[0].rule, "ai-quota");
+    assert.equal(shadow[0].decision, "would_block");
+  }));
+
+test("example 3 (enforce environment): the 301st call is blocked, and a counter failure answers 503", () =>
+  withTollgate({ config: exampleConfig("tenant-daily-quota", "enforce"), faults: true }, async (tg) => {
+    const calls = await statuses(tg, 301, "/api/schools/s-17/ai/complete", { ip: null });
+    assert.deepEqual(calls, [...Array(300).fill(200), 429]);
+    assert.equal((await tg.fetch("/api/schools/s-18/ai/complete")).status, 200, "another school has its own quota");
+    await tg.setFault("throw");
+    const res = await tg.fetch("/api/schools/s-19/ai/complete");
+    assert.equal(res.status, 503);
+    assert.equal(res.headers.get("retry-after"), "1");
+    assert.equal(tg.origin.received.filter((r) => r.path.includes("s-19")).length, 0, "not spent unmetered");
+  }));
