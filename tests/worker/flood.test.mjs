@@ -56,34 +56,41 @@ function workerdRssKiB() {
 
 test("10,000 distinct keys: bounded cache, every object's storage reclaimed by its alarm", { skip: process.env.TOLLGATE_FLOOD !== "1" && "set TOLLGATE_FLOOD=1 (scripts/test --flood)" }, async () => {
   const keys = Number(process.env.TOLLGATE_FLOOD_KEYS ?? 10_000);
-  const config = { blocked_cache_capacity: 1_000, rules: [{ name: "flood", path: "/f", limits: [{ requests: 1, window: "3s" }] }] };
+  // Long enough that blocks from the last ~1,100 keys are still in force at the end.
+  const windowMs = 120_000;
+  const config = { blocked_cache_capacity: 1_000, rules: [{ name: "flood", path: "/f", limits: [{ requests: 1, window: `${windowMs}ms` }] }] };
   const tg = await startTollgate({ config });
   const ip = (i) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
   try {
     const rssBefore = workerdRssKiB();
     const started = Date.now();
-    // Each key: one allowed request, then one blocked (which fills the cache).
-    const first = await pool(Array.from({ length: keys }, (_, i) => status(tg, "/f", ip(i))), 50);
-    const second = await pool(Array.from({ length: keys }, (_, i) => status(tg, "/f", ip(i))), 50);
+    // Each key: one allowed request, then at once one blocked (which fills
+    // the cache), 50 keys in flight.
+    const pairs = await pool(
+      Array.from({ length: keys }, (_, i) => async () => [await status(tg, "/f", ip(i))(), await status(tg, "/f", ip(i))()]),
+      50,
+    );
     const floodSeconds = (Date.now() - started) / 1000;
-    assert.equal(first.filter((s) => s === 200).length, keys);
-    assert.equal(second.filter((s) => s === 429).length, keys);
+    assert.equal(pairs.filter(([a]) => a === 200).length, keys);
+    assert.equal(pairs.filter(([, b]) => b === 429).length, keys);
     const rssAfter = workerdRssKiB();
-    // The cache holds at most 1,000 keys: the earliest were evicted. Reset two
-    // objects behind the isolate's back: the evicted key asks its object (now
-    // allowed), the cached one is still answered from the cache.
+    // The cache holds at most 1,000 keys, so the block of the key 1,100 from
+    // the end (still in force) was evicted. Reset two objects behind the
+    // isolate's back: the evicted key asks its object (now allowed), the
+    // newest one is still answered from the cache.
+    const evicted = keys - 1_100;
     const ns = await tg.mf.getDurableObjectNamespace("LIMITER");
-    for (const i of [0, keys - 1]) {
-      await ns.get(ns.idFromName(`flood\nip=${ip(i)}`)).fetch("https://limiter.tollgate/call", { method: "POST", body: JSON.stringify({ v: 1, op: "reset", limits: [[1, 3000]] }) });
+    for (const i of [evicted, keys - 1]) {
+      await ns.get(ns.idFromName(`flood\nip=${ip(i)}`)).fetch("https://limiter.tollgate/call", { method: "POST", body: JSON.stringify({ v: 1, op: "reset", limits: [[1, windowMs]] }) });
     }
-    assert.equal(await status(tg, "/f", ip(0))(), 200, "evicted from the capped cache");
+    assert.equal(await status(tg, "/f", ip(evicted))(), 200, "evicted from the capped cache");
     assert.equal(await status(tg, "/f", ip(keys - 1))(), 429, "still cached");
     // After the window plus margin, every alarm has deleted its object's storage.
-    await sleep(3_000 + 4_000);
+    await sleep(windowMs + 5_000);
     const remaining = (
       await pool(
         Array.from({ length: keys }, (_, i) => async () => {
-          const res = await ns.get(ns.idFromName(`flood\nip=${ip(i)}`)).fetch("https://limiter.tollgate/call", { method: "POST", body: JSON.stringify({ v: 1, op: "status", limits: [[1, 3000]] }) });
+          const res = await ns.get(ns.idFromName(`flood\nip=${ip(i)}`)).fetch("https://limiter.tollgate/call", { method: "POST", body: JSON.stringify({ v: 1, op: "status", limits: [[1, windowMs]] }) });
           const body = await res.json();
           return body.stored_hits > 0 || body.alarm_pending || body.rows_read > 0;
         }),
