@@ -100,6 +100,12 @@ impl Limiter {
         // Read, decide, write: synchronous, no `.await` in between, so no
         // other request to this object can interleave.
         let (stored, rows_read) = load(&sql)?;
+        if stored.is_empty() && self.alarm_pending.get().is_none() {
+            // No row: never written, or deleted with its alarm by `deleteAll`
+            // (the only way the row goes). No alarm can be pending, so the
+            // first write need not ask.
+            self.alarm_pending.set(Some(false));
+        }
         let now = now_ms();
         let step = step(&stored, now, call).map_err(|e| worker::Error::RustError(e.to_string()))?;
         let horizon = horizon_ms(&call.limits);

@@ -58,7 +58,7 @@ test("10,000 distinct keys: bounded cache, every object's storage reclaimed by i
   const keys = Number(process.env.TOLLGATE_FLOOD_KEYS ?? 10_000);
   // Long enough that blocks from the last ~1,100 keys are still in force at the end.
   const windowMs = 120_000;
-  const config = { blocked_cache_capacity: 1_000, rules: [{ name: "flood", path: "/f", limits: [{ requests: 1, window: `${windowMs}ms` }] }] };
+  const config = { blocked_cache_capacity: 1_000, rules: [{ name: "flood", path: "/f", timeout: "10s", limits: [{ requests: 1, window: `${windowMs}ms` }] }] };
   const tg = await startTollgate({ config });
   const ip = (i) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
   try {
@@ -71,6 +71,10 @@ test("10,000 distinct keys: bounded cache, every object's storage reclaimed by i
       50,
     );
     const floodSeconds = (Date.now() - started) / 1000;
+    const tally = {};
+    for (const [a, b] of pairs) tally[`${a},${b}`] = (tally[`${a},${b}`] ?? 0) + 1;
+    const counterErrors = tg.logEvents().filter((e) => e.tollgate === "counter_error").length;
+    console.log(`flood statuses (first,second): ${JSON.stringify(tally)}; counter errors: ${counterErrors}`);
     assert.equal(pairs.filter(([a]) => a === 200).length, keys);
     assert.equal(pairs.filter(([, b]) => b === 429).length, keys);
     const rssAfter = workerdRssKiB();

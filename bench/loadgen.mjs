@@ -1,0 +1,281 @@
+// Load generator for scripts/bench, run in its own process (so it does not
+// share an event loop with Miniflare or the mocked origin).
+//
+//   node bench/loadgen.mjs PLAN.json OUT.json
+//
+// PLAN: { base, systems: [{ name, host }], scenarios: [names], concurrency,
+//         globalWarmupMs, rounds, warmupMs, durationMs, maxRequests,
+//         requestTimeoutMs, burst: { requests, limit } }
+// Every system is reached through the same workerd socket (`base`); the
+// Host header picks the Worker (Miniflare routes `NAME.bench/*`).
+//
+// Closed loop: `concurrency` virtual clients, each sending its next request
+// when the previous one has been read to the end (HTTP/1.1 keep-alive).
+// Each cell (scenario × system) runs `rounds` times, interleaved with the
+// other cells, and its rounds are merged.
+// Every phase is bounded both in time (warmupMs, durationMs) and in count
+// (maxRequests), and every request by requestTimeoutMs.
+import http from "node:http";
+import { readFileSync, writeFileSync } from "node:fs";
+
+const [planPath, outPath] = process.argv.slice(2);
+if (!planPath || !outPath) {
+  console.error("usage: node bench/loadgen.mjs PLAN.json OUT.json");
+  process.exit(2);
+}
+const plan = JSON.parse(readFileSync(planPath, "utf8"));
+const base = new URL(plan.base);
+const log = (...a) => console.error("[loadgen]", ...a);
+
+const HEAVY = "/api/example?mode=heavy";
+const OTHER = "/api/other?mode=light";
+
+// ---- client IPs -----------------------------------------------------------
+// Disjoint ranges per (system, use), so no scenario sees another's counters.
+const dotted = (n) => `${(n >>> 24) & 255}.${(n >>> 16) & 255}.${(n >>> 8) & 255}.${n & 255}`;
+/** The k-th distinct "allowed" address of system s for use u (0: allowed, 1: mix). */
+const distinctIp = (s, u, k) => dotted(((10 + u) << 24) + s * 0x400000 + (k % 0x400000));
+const hotIp = (s, u) => `192.0.2.${10 + u * 20 + s}`;
+const burstIp = (s) => `198.51.100.${10 + s}`;
+const otherIp = (s, n) => `172.16.${s}.${(n % 250) + 1}`;
+
+/**
+ * A scenario for system s: next(n) gives the n-th request (n counts warmup
+ * too) as { path, ip, kind }, kind being what the request should get:
+ * "pass" (not limited, 200), "allow" (limited, under the limit, 200) or
+ * "block" (limited, over the limit, 429).
+ */
+function scenario(name, s) {
+  switch (name) {
+    case "nonmatch":
+      return { hot: null, next: (n) => ({ path: OTHER, ip: otherIp(s, n), kind: "pass" }) };
+    case "allowed":
+      // Each address is used 10 times (the limit), so every request is allowed.
+      return { hot: null, next: (n) => ({ path: HEAVY, ip: distinctIp(s, 0, Math.floor(n / 10)), kind: "allow" }) };
+    case "blocked":
+      return { hot: hotIp(s, 0), next: () => ({ path: HEAVY, ip: hotIp(s, 0), kind: "block" }) };
+    case "mix": {
+      // Per 10 requests: 7 non-matching, 2 allowed (distinct IPs), 1 hot IP.
+      let allowedSeq = 0;
+      return {
+        hot: hotIp(s, 1),
+        next: (n) => {
+          const slot = n % 10;
+          if (slot < 7) return { path: OTHER, ip: otherIp(s, n), kind: "pass" };
+          if (slot < 9) return { path: HEAVY, ip: distinctIp(s, 1, Math.floor(allowedSeq++ / 10)), kind: "allow" };
+          return { path: HEAVY, ip: hotIp(s, 1), kind: "block" };
+        },
+      };
+    }
+    default:
+      throw new Error(`unknown scenario ${name}`);
+  }
+}
+
+// ---- HTTP -----------------------------------------------------------------
+function send(agent, host, path, ip, timeoutMs) {
+  return new Promise((resolve) => {
+    const t0 = process.hrtime.bigint();
+    let settled = false;
+    const done = (status, error) => {
+      if (settled) return;
+      settled = true;
+      resolve({ status, error, ms: Number(process.hrtime.bigint() - t0) / 1e6 });
+    };
+    const req = http.request(
+      {
+        host: base.hostname,
+        port: base.port,
+        path,
+        method: "GET",
+        agent,
+        headers: { host, "cf-connecting-ip": ip },
+      },
+      (res) => {
+        res.on("data", () => {});
+        res.on("end", () => done(res.statusCode));
+        res.on("error", (e) => done(0, e.message));
+      },
+    );
+    req.setTimeout(timeoutMs, () => {
+      req.destroy(new Error(`timeout after ${timeoutMs} ms`));
+    });
+    req.on("error", (e) => done(0, e.message));
+    req.end();
+  });
+}
+
+function percentile(sorted, p) {
+  if (sorted.length === 0) return null;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i];
+}
+
+const expected = { pass: 200, allow: 200, block: 429 };
+
+/**
+ * Runs `next` with `concurrency` clients for at most `ms` milliseconds and
+ * `max` requests, starting at sequence number `seq0`. Returns the sequence
+ * reached, latencies and per-kind status counts.
+ */
+async function phase(agent, host, gen, seq0, ms, max, record) {
+  const lat = record ? new Float64Array(max) : null;
+  let seq = seq0;
+  let count = 0;
+  const byKind = {};
+  const statuses = {};
+  const errors = {};
+  const tStart = process.hrtime.bigint();
+  const tEnd = tStart + BigInt(Math.round(ms * 1e6));
+  async function client() {
+    while (count < max && process.hrtime.bigint() < tEnd) {
+      const r = gen.next(seq++);
+      const i = count++;
+      const res = await send(agent, host, r.path, r.ip, plan.requestTimeoutMs);
+      if (lat) lat[i] = res.ms;
+      statuses[res.status] = (statuses[res.status] ?? 0) + 1;
+      const k = (byKind[r.kind] ??= { total: 0, unexpected: 0 });
+      k.total++;
+      if (res.status !== expected[r.kind]) k.unexpected++;
+      if (res.error) errors[res.error] = (errors[res.error] ?? 0) + 1;
+    }
+  }
+  await Promise.all(Array.from({ length: plan.concurrency }, client));
+  const elapsedMs = Number(process.hrtime.bigint() - tStart) / 1e6;
+  const out = { seq, count, elapsedMs, statuses, byKind, errors };
+  if (lat) out.lat = lat.slice(0, count);
+  return out;
+}
+
+/**
+ * One round of one cell (scenario × system): re-exhaust the hot address if
+ * the scenario has one (12 requests, one after another), warm up, measure.
+ * `state` carries the generator and its sequence number across rounds, so
+ * no address is reused beyond what the scenario intends.
+ */
+async function runRound(state, sys) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: plan.concurrency });
+  try {
+    const { gen } = state;
+    if (gen.hot) {
+      for (let i = 0; i < 12; i++) {
+        const r = await send(agent, sys.host, HEAVY, gen.hot, plan.requestTimeoutMs);
+        state.exhaust[r.status] = (state.exhaust[r.status] ?? 0) + 1;
+      }
+    }
+    const warm = await phase(agent, sys.host, gen, state.seq, plan.warmupMs, plan.maxRequests, false);
+    const meas = await phase(agent, sys.host, gen, warm.seq, plan.durationMs, plan.maxRequests, true);
+    state.seq = meas.seq;
+    state.warmupCount += warm.count;
+    state.rounds.push(meas);
+  } finally {
+    agent.destroy();
+  }
+}
+
+/** Merges a cell's rounds: req/s over the summed time, percentiles over all latencies. */
+function merge(state) {
+  const out = { rounds: state.rounds.length, count: 0, elapsedMs: 0, statuses: {}, byKind: {}, errors: {} };
+  const lat = [];
+  for (const r of state.rounds) {
+    out.count += r.count;
+    out.elapsedMs += r.elapsedMs;
+    for (const [k, v] of Object.entries(r.statuses)) out.statuses[k] = (out.statuses[k] ?? 0) + v;
+    for (const [k, v] of Object.entries(r.errors)) out.errors[k] = (out.errors[k] ?? 0) + v;
+    for (const [k, v] of Object.entries(r.byKind)) {
+      const o = (out.byKind[k] ??= { total: 0, unexpected: 0 });
+      o.total += v.total;
+      o.unexpected += v.unexpected;
+    }
+    for (let i = 0; i < r.count; i++) lat.push(r.lat[i]);
+  }
+  lat.sort((a, b) => a - b);
+  out.rps = out.count / (out.elapsedMs / 1000);
+  out.rpsPerRound = state.rounds.map((r) => r.count / (r.elapsedMs / 1000));
+  out.p50Ms = percentile(lat, 50);
+  out.p90Ms = percentile(lat, 90);
+  out.p99Ms = percentile(lat, 99);
+  out.maxMs = lat.length ? lat[lat.length - 1] : null;
+  out.meanMs = lat.length ? lat.reduce((a, b) => a + b, 0) / lat.length : null;
+  out.warmupRequests = state.warmupCount;
+  if (Object.keys(state.exhaust).length) out.exhaust = state.exhaust;
+  return out;
+}
+
+/** `n` requests on one fresh address, all sent at once. */
+async function burst(sys, s, n) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: n });
+  try {
+    const ip = burstIp(s);
+    const t0 = process.hrtime.bigint();
+    const results = await Promise.all(
+      Array.from({ length: n }, () => send(agent, sys.host, HEAVY, ip, plan.requestTimeoutMs)),
+    );
+    const statuses = {};
+    for (const r of results) statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+    const ok = statuses[200] ?? 0;
+    return {
+      ip,
+      sent: n,
+      statuses,
+      allowed: ok,
+      overLimit: Math.max(0, ok - plan.burst.limit),
+      elapsedMs: Number(process.hrtime.bigint() - t0) / 1e6,
+    };
+  } finally {
+    agent.destroy();
+  }
+}
+
+const out = { scenarios: {}, burst: {} };
+
+// Warm everything up first (JIT, isolates, sockets): a short unrecorded mix
+// on every system, with addresses of its own.
+if (plan.globalWarmupMs > 0) {
+  for (const [s, sys] of plan.systems.entries()) {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: plan.concurrency });
+    const gen = scenario("mix", s + 16);
+    await phase(agent, sys.host, gen, 0, plan.globalWarmupMs, plan.maxRequests, false);
+    agent.destroy();
+  }
+  log(`warmed up every system for ${plan.globalWarmupMs} ms`);
+}
+
+// Rounds: each round runs every cell once, systems in a rotating order, so
+// slow drift and outside load spread over all systems alike.
+const states = {};
+for (let round = 0; round < plan.rounds; round++) {
+  for (const [si, name] of plan.scenarios.entries()) {
+    const n = plan.systems.length;
+    for (let j = 0; j < n; j++) {
+      const s = (j + round + si) % n;
+      const sys = plan.systems[s];
+      const state = ((states[name] ??= {})[sys.name] ??= {
+        gen: scenario(name, s),
+        seq: 0,
+        warmupCount: 0,
+        rounds: [],
+        exhaust: {},
+      });
+      await runRound(state, sys);
+      const r = state.rounds[state.rounds.length - 1];
+      log(
+        `round ${round + 1}/${plan.rounds} ${name.padEnd(8)} ${sys.name.padEnd(11)} ` +
+          `${(r.count / (r.elapsedMs / 1000)).toFixed(0).padStart(6)} req/s  statuses ${JSON.stringify(r.statuses)}`,
+      );
+    }
+  }
+}
+for (const name of plan.scenarios) {
+  out.scenarios[name] = {};
+  for (const sys of plan.systems) out.scenarios[name][sys.name] = merge(states[name][sys.name]);
+}
+
+if (plan.burst) {
+  for (const [s, sys] of plan.systems.entries()) {
+    const r = await burst(sys, s, plan.burst.requests);
+    out.burst[sys.name] = r;
+    log(`burst    ${sys.name.padEnd(11)} ${JSON.stringify(r.statuses)} → over the limit: ${r.overLimit}`);
+  }
+}
+writeFileSync(outPath, JSON.stringify(out, null, 2));
