@@ -151,10 +151,9 @@ impl CanonicalQuery {
     /// Beyond it, so that no framework's reading slips past:
     /// - a pair containing `;` is also read split on `;` (Rack before 2.x,
     ///   Python's `cgi` before 3.9.2), both readings kept;
-    /// - keys are compared ASCII-case-insensitively (ASP.NET) and stored
-    ///   lowercased;
-    /// - bracket suffixes are removed (`mode[]`, `mode[0]`, `mode[a][b]` are
-    ///   `mode`, as PHP, Rack and qs build arrays and hashes from them).
+    /// - a decoded NUL ends a key or value (`mode%00x=heavy%00y` is
+    ///   `mode=heavy`), as C-string readers such as PHP's key parser see it;
+    /// - keys are normalized as described at [`CanonicalQuery::values`].
     pub fn parse(raw: &str) -> CanonicalQuery {
         let mut pairs = Vec::new();
         for piece in raw.split('&') {
@@ -168,8 +167,21 @@ impl CanonicalQuery {
         CanonicalQuery { pairs }
     }
 
-    /// Every value given for `key` (compared after the same normalization
-    /// as the stored keys), in order of appearance.
+    /// Every value given for `key`, in order of appearance.
+    ///
+    /// `key` is compared after the same normalization as the stored keys,
+    /// which folds together every spelling some framework reads as the key:
+    /// - leading spaces are dropped (PHP: ` mode` and `+mode` are `mode`);
+    /// - leading `[` / `]` are skipped and the name ends at the next `[` or
+    ///   `]`: `mode[]`, `mode[0]`, `mode[a][b]`, `mode[]x` are `mode` (PHP,
+    ///   Rack and qs build arrays and hashes from them), and so are `[mode]`
+    ///   and `mode]` (Rack 2 strips stray brackets);
+    /// - a space or `.` reads as `_` (PHP: `page.size` is `page_size`);
+    /// - ASCII letters compare case-insensitively (ASP.NET) and are stored
+    ///   lowercased.
+    ///
+    /// A key whose first `[` has no `]` after it is also stored under PHP's
+    /// reading, that `[` as `_` (`page[size` is both `page` and `page_size`).
     pub fn values<'a>(&'a self, key: &str) -> impl Iterator<Item = &'a str> + 'a {
         let key = normalize_key(key);
         self.pairs
@@ -197,31 +209,63 @@ fn push_pair(pairs: &mut Vec<(String, String)>, piece: &str) {
         Some(at) => (&piece[..at], &piece[at + 1..]),
         None => (piece, ""),
     };
-    let key = normalize_key(&decode_form(raw_key));
+    let raw_key = decode_form(raw_key);
+    let key = normalize_key(&raw_key);
     if key.is_empty() {
         return;
     }
-    pairs.push((key, decode_form(raw_value)));
+    let value = decode_form(raw_value);
+    if let Some(php_key) = php_unmatched_bracket_key(&raw_key).filter(|k| *k != key) {
+        pairs.push((key, value.clone()));
+        pairs.push((php_key, value));
+    } else {
+        pairs.push((key, value));
+    }
 }
 
 /// `application/x-www-form-urlencoded` decoding: `+` is a space, then
-/// percent-decoding to a fixpoint; invalid UTF-8 becomes U+FFFD.
+/// percent-decoding to a fixpoint; the result ends at the first NUL;
+/// invalid UTF-8 becomes U+FFFD.
 fn decode_form(raw: &str) -> String {
     let spaced: Cow<'_, str> = if raw.contains('+') {
         Cow::Owned(raw.replace('+', " "))
     } else {
         Cow::Borrowed(raw)
     };
-    String::from_utf8_lossy(&decode_fully(spaced.as_bytes())).into_owned()
+    let decoded = decode_fully(spaced.as_bytes());
+    let end = decoded.iter().position(|&b| b == 0).unwrap_or(decoded.len());
+    String::from_utf8_lossy(&decoded[..end]).into_owned()
 }
 
-/// Lowercases a query key and removes a bracket suffix (`mode[0]` → `mode`).
+/// The normalized form of a query key (see [`CanonicalQuery::values`]):
+/// `Mode[0]` → `mode`, `[mode]` → `mode`, ` page.size` → `page_size`. A key
+/// that would normalize to nothing (`[]`) is only lowercased.
 fn normalize_key(key: &str) -> String {
-    let base = match key.find('[') {
-        Some(at) if at > 0 && key.ends_with(']') => &key[..at],
-        _ => key,
-    };
-    base.to_ascii_lowercase()
+    let name = key.trim_start_matches(' ').trim_start_matches(['[', ']']);
+    let name = &name[..name.find(['[', ']']).unwrap_or(name.len())];
+    let name = if name.is_empty() { key } else { name };
+    name.chars()
+        .map(|c| match c {
+            ' ' | '.' => '_',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect()
+}
+
+/// PHP's reading of a key whose first `[` has no `]` after it: that `[` is
+/// an `_` (`page[size=1` sets `$_GET['page_size']`). `None` for other keys.
+fn php_unmatched_bracket_key(key: &str) -> Option<String> {
+    let key = key.trim_start_matches(' ');
+    let at = key.find('[').filter(|&at| at > 0 && !key[at..].contains(']'))?;
+    Some(normalize_key(&format!("{}_{}", &key[..at], &key[at + 1..])))
+}
+
+/// The host as rules match it: lowercased, one trailing dot removed
+/// (`api.example.com.` is the same fully qualified name, and Cloudflare
+/// serves it from the same zone).
+pub fn canonical_host(host: &str) -> String {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    host.to_ascii_lowercase()
 }
 
 /// The parts of a raw request URL that matching needs, split without
@@ -246,7 +290,10 @@ impl<'a> RawUrl<'a> {
             Some(at) => (&without_fragment[..at], &without_fragment[at + 1..]),
             None => (without_fragment, ""),
         };
-        let (host, path) = match before_query.find("://") {
+        // A path-only input may hold `://` in a segment (`/a/x=://../b`):
+        // only an input that does not start with a separator has a scheme.
+        let absolute = !before_query.starts_with(['/', '\\']);
+        let (host, path) = match before_query.find("://").filter(|_| absolute) {
             Some(at) => {
                 let rest = &before_query[at + 3..];
                 let path_start = rest.find(['/', '\\']).unwrap_or(rest.len());
@@ -257,7 +304,7 @@ impl<'a> RawUrl<'a> {
                 } else {
                     host_port.split(':').next().unwrap_or("").to_string()
                 };
-                (host.to_ascii_lowercase(), &rest[path_start..])
+                (canonical_host(&host), &rest[path_start..])
             }
             None => (String::new(), before_query),
         };
@@ -358,6 +405,21 @@ mod tests {
     }
 
     #[test]
+    fn query_keys_as_php_and_rack_read_them() {
+        // PHP drops leading spaces, truncates names at NUL and reads `.` and
+        // ` ` as `_`; Rack 2 strips stray brackets; PHP reads an unmatched
+        // `[` as `_`.
+        let q = CanonicalQuery::parse("%20mode=a&+mode=b&mode%00x=c&[mode]=d&mode]=e&mode[]x=f&mode=g%00h");
+        assert_eq!(q.values("mode").collect::<Vec<_>>(), ["a", "b", "c", "d", "e", "f", "g"]);
+        let q = CanonicalQuery::parse("page.size=1&page+size=2&page[size=3&PAGE_SIZE=4");
+        assert_eq!(q.values("page_size").collect::<Vec<_>>(), ["1", "2", "3", "4"]);
+        assert_eq!(q.values("page.size").collect::<Vec<_>>(), ["1", "2", "3", "4"]);
+        assert_eq!(q.values("page").collect::<Vec<_>>(), ["3"]);
+        let q = CanonicalQuery::parse("[]=x&%5B=y");
+        assert_eq!(q.pairs(), [("[]".to_string(), "x".to_string()), ("[".to_string(), "y".to_string())]);
+    }
+
+    #[test]
     fn query_keys_without_values() {
         let q = CanonicalQuery::parse("debug&x=&&=y");
         assert!(q.contains_key("debug"));
@@ -376,5 +438,7 @@ mod tests {
         assert_eq!((u.host.as_str(), u.path, u.query), ("", "/only/path", "q"));
         let u = RawUrl::split("http://[::1]:8787/p");
         assert_eq!(u.host, "[::1]");
+        let u = RawUrl::split("/api/x=://../example?q=http://h/");
+        assert_eq!((u.host.as_str(), u.path, u.query), ("", "/api/x=://../example", "q=http://h/"));
     }
 }

@@ -218,7 +218,7 @@ impl Config {
     pub fn matching<'c>(&'c self, request: &crate::rules::RequestView<'_>) -> Vec<(&'c Rule, crate::rules::Match)> {
         self.rules
             .iter()
-            .filter_map(|rule| rule.evaluate(request).ok().map(|m| (rule, m)))
+            .filter_map(|rule| rule.matches(request).map(|m| (rule, m)))
             .collect()
     }
 

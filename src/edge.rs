@@ -13,7 +13,7 @@
 
 use crate::admin::{self, AdminAction};
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
-use crate::canon::{canonical_path, CanonicalQuery};
+use crate::canon::{canonical_host, canonical_path, CanonicalQuery};
 use crate::config::{Action, Config, ConfigError, Counting, FailPolicy, MissingKey};
 use crate::headers;
 use crate::key::{body_field, derive_key, key_hash, KeyInputs};
@@ -123,7 +123,7 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
         }
     }
 
-    let host = url.host_str().unwrap_or("").to_ascii_lowercase();
+    let host = canonical_host(url.host_str().unwrap_or(""));
     let view = RequestView { method: &method, host: &host, path: &path, query: &query };
     let matched = config.matching(&view);
     if matched.is_empty() {

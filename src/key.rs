@@ -143,7 +143,7 @@ fn part_value(part: &KeyPart, inputs: &KeyInputs<'_>) -> Option<String> {
         KeyPart::Global => Some("*".to_string()),
         KeyPart::Header(name) => (inputs.header)(name).map(|v| v.trim().to_string()),
         KeyPart::Cookie(name) => (inputs.header)("cookie").and_then(|c| cookie_value(&c, name)),
-        KeyPart::Query(name) => inputs.query.values(name).next().map(str::to_string),
+        KeyPart::Query(name) => single_value(inputs.query.values(name)),
         KeyPart::PathGroup(name) => inputs
             .path_groups
             .iter()
@@ -153,6 +153,15 @@ fn part_value(part: &KeyPart, inputs: &KeyInputs<'_>) -> Option<String> {
         KeyPart::Country => inputs.country.map(|c| c.trim().to_ascii_uppercase()),
         KeyPart::Asn => inputs.asn.map(|a| a.to_string()),
     }
+}
+
+/// The one value of a repeated parameter. Several *different* values read
+/// as missing: origins disagree on which one counts (PHP and Rack take the
+/// last, others the first), and a client could otherwise get a fresh counter
+/// per request by varying the one tollgate does not read.
+fn single_value<'v>(mut values: impl Iterator<Item = &'v str>) -> Option<String> {
+    let first = values.next()?;
+    values.all(|v| v == first).then(|| first.to_string())
 }
 
 /// Normalizes an identity such as an email (trimmed, lowercased) and hashes
@@ -170,8 +179,9 @@ pub fn hash_identity(raw: &str) -> Option<String> {
 /// - `application/json` (and `+json`): a top-level member, or a dotted path
 ///   (`user.email`); strings, numbers and booleans are read, anything else
 ///   is absent;
-/// - `application/x-www-form-urlencoded`: the first value of the field
-///   (names normalized as query keys are, see [`CanonicalQuery`]).
+/// - `application/x-www-form-urlencoded`: the field's value (names
+///   normalized as query keys are, see [`CanonicalQuery`]); a field given
+///   several different values is absent.
 ///
 /// Anything else (multipart, text, malformed JSON, invalid UTF-8) is absent:
 /// the rule's missing-key policy then applies.
@@ -191,7 +201,7 @@ pub fn body_field(content_type: &str, body: &[u8], field: &str) -> Option<String
         }
     } else if media == "application/x-www-form-urlencoded" {
         let text = std::str::from_utf8(body).ok()?;
-        CanonicalQuery::parse(text).values(field).next().map(str::to_string)
+        single_value(CanonicalQuery::parse(text).values(field))
     } else {
         None
     }
@@ -337,6 +347,13 @@ mod tests {
         let no_ip = KeyInputs { client_ip: None, ..inputs };
         assert_eq!(derive_key(&[KeyPart::Ip], &no_ip), Err(MissingPart(KeyPart::Ip)), "X-Forwarded-For is never read");
         assert_eq!(derive_key(&[KeyPart::Body("password".into())], &no_ip), Err(MissingPart(KeyPart::Body("password".into()))));
+        let rotating = CanonicalQuery::parse("token=random&token=real");
+        let with_rotation = KeyInputs { query: &rotating, ..no_ip };
+        assert_eq!(
+            derive_key(&[KeyPart::Query("token".into())], &with_rotation),
+            Err(MissingPart(KeyPart::Query("token".into()))),
+            "several different values are missing, never a fresh counter per request"
+        );
     }
 
     #[test]
@@ -349,6 +366,10 @@ mod tests {
         let form = b"email=a%40b.io&password=x+y";
         assert_eq!(body_field("application/x-www-form-urlencoded", form, "email").as_deref(), Some("a@b.io"));
         assert_eq!(body_field("text/plain", form, "email"), None);
+        let twice = b"email=a%40b.io&email=c%40d.io";
+        assert_eq!(body_field("application/x-www-form-urlencoded", twice, "email"), None, "which one would the origin read?");
+        let same = b"email=a%40b.io&email=a%40b.io";
+        assert_eq!(body_field("application/x-www-form-urlencoded", same, "email").as_deref(), Some("a@b.io"));
         assert_eq!(body_field("multipart/form-data; boundary=x", form, "email"), None);
         assert_eq!(body_field("application/x-www-form-urlencoded", &[0xff, 0xfe], "email"), None);
         assert_eq!(hash_identity("  "), None);

@@ -163,37 +163,59 @@ impl Rule {
         })
     }
 
+    /// Matches the rule against a request, without allocating on a
+    /// mismatch (the per-request path; [`Rule::evaluate`] says why not).
+    pub fn matches(&self, request: &RequestView<'_>) -> Option<Match> {
+        if !self.method_matches(request.method) || !self.host_matches(request.host) {
+            return None;
+        }
+        let found = self.path_match(request.path)?;
+        self.query.iter().all(|c| c.holds(request.query)).then_some(found)
+    }
+
     /// Matches the rule against a request; `Err` says why it does not apply.
     pub fn evaluate(&self, request: &RequestView<'_>) -> Result<Match, String> {
-        if !self.methods.is_empty()
-            && !self.methods.iter().any(|m| m.eq_ignore_ascii_case(request.method))
-        {
+        if !self.method_matches(request.method) {
             return Err(format!("method {} not in [{}]", request.method, self.methods.join(", ")));
         }
-        if self.host.is_some() && self.pattern.hostname.matcher.matches(request.host).is_none() {
+        if !self.host_matches(request.host) {
             return Err(format!("host `{}` does not match `{}`", request.host, self.pattern.hostname()));
         }
-        let path_match = self
-            .path_candidates(request.path)
-            .find_map(|candidate| {
-                let groups = self.pattern.pathname.matcher.matches(&candidate)?;
-                let groups = self
-                    .pattern
-                    .pathname
-                    .group_name_list
-                    .iter()
-                    .zip(groups)
-                    .filter_map(|(name, value)| Some((name.clone(), value?.to_string())))
-                    .collect();
-                Some(Match { matched_path: candidate, groups })
-            });
-        let Some(found) = path_match else {
+        let Some(found) = self.path_match(request.path) else {
             return Err(format!("path `{}` does not match `{}`", request.path, self.path));
         };
         if let Some(failed) = self.query.iter().find(|c| !c.holds(request.query)) {
             return Err(format!("query condition {} not met", failed.describe()));
         }
         Ok(found)
+    }
+
+    fn method_matches(&self, method: &str) -> bool {
+        self.methods.is_empty() || self.methods.iter().any(|m| m.eq_ignore_ascii_case(method))
+    }
+
+    fn host_matches(&self, host: &str) -> bool {
+        self.host.is_none() || self.pattern.hostname.matcher.matches(host).is_some()
+    }
+
+    /// The first path candidate the pattern matches, most suffixes removed
+    /// first, so that `/users/42.json` captures `:id` = `42` (not `42.json`,
+    /// which would give `42.json.json` a counter of its own).
+    fn path_match(&self, path: &str) -> Option<Match> {
+        let mut candidates: Vec<String> = self.path_candidates(path).collect();
+        candidates.reverse();
+        candidates.into_iter().find_map(|candidate| {
+            let groups = self.pattern.pathname.matcher.matches(&candidate)?;
+            let groups = self
+                .pattern
+                .pathname
+                .group_name_list
+                .iter()
+                .zip(groups)
+                .filter_map(|(name, value)| Some((name.clone(), value?.to_string())))
+                .collect();
+            Some(Match { matched_path: candidate, groups })
+        })
     }
 
     /// The canonical path, then the same path with format suffixes removed

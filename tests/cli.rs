@@ -1,5 +1,7 @@
 //! The operator CLI, run as a binary: `tollgate check` and `tollgate explain`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::process::Command;
 
