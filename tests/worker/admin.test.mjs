@@ -2,7 +2,7 @@
 // and reset for (rule, key), the key given raw and derived as the rule would.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startTollgate, statuses } from "./harness.mjs";
+import { withTollgate, statuses } from "./harness.mjs";
 
 const TOKEN = "s3cret-admin-token-for-tests";
 const config = {
@@ -12,15 +12,6 @@ const config = {
   ],
 };
 
-async function withTollgate(options, body) {
-  const tg = await startTollgate(options);
-  try {
-    await body(tg);
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-}
 
 const admin = (tg, path, { token = TOKEN, method = "GET" } = {}) =>
   tg.fetch(path, { method, ip: "192.0.2.1", headers: token === null ? {} : { authorization: `Bearer ${token}` } });

@@ -2,17 +2,8 @@
 // proving its headline behaviour.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startTollgate, mockOrigin, exampleConfig, statuses } from "./harness.mjs";
+import { withTollgate, mockOrigin, exampleConfig, statuses } from "./harness.mjs";
 
-async function withTollgate(options, body) {
-  const tg = await startTollgate(options);
-  try {
-    await body(tg);
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-}
 
 test("example 1: the 11th heavy call is blocked while general calls pass", () =>
   withTollgate({ config: exampleConfig("heavy-endpoint") }, async (tg) => {

@@ -179,6 +179,21 @@ export async function startTollgate(options = {}) {
   };
 }
 
+/**
+ * Runs `body(tg)` against a fresh tollgate, then checks the Worker never
+ * panicked, and disposes of it and its persistence folder.
+ */
+export async function withTollgate(options, body) {
+  const tg = await startTollgate(options);
+  try {
+    await body(tg);
+    assert.ok(!/panicked|RuntimeError: unreachable/i.test(tg.logs()), "no panic in the Worker");
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+}
+
 /** SQLite files of limiter objects under a persistence folder. */
 export function objectFiles(persist) {
   const out = [];

@@ -3,7 +3,7 @@
 // the origin.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startTollgate, statuses } from "./harness.mjs";
+import { withTollgate, statuses } from "./harness.mjs";
 
 const config = {
   rules: [
@@ -12,22 +12,13 @@ const config = {
   ],
 };
 
-async function withTollgate(body) {
-  const tg = await startTollgate({ config });
-  try {
-    await body(tg);
-    assert.ok(!/panicked|RuntimeError|unreachable/i.test(tg.logs()), "no panic in the Worker");
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-}
+const withShipped = (body) => withTollgate({ config }, body);
 
 // Cloudflare accepts URLs up to 16 KB. Locally, Node's HTTP parser (in
 // Miniflare's loopback to the mocked origin) needs --max-http-header-size
 // above its 16 KB default for these; scripts/test sets it.
 test("a URL at the 16 KB limit is canonicalized, limited and forwarded like any other", () =>
-  withTollgate(async (tg) => {
+  withShipped(async (tg) => {
     const head = "/x/%2e%2e".repeat(200);
     const tail = "/api/example?mode=heavy&pad=";
     const url = head + tail + "x".repeat(16 * 1024 - "https://example.com".length - head.length - tail.length);
@@ -41,7 +32,7 @@ test("a URL at the 16 KB limit is canonicalized, limited and forwarded like any 
   }));
 
 test("10,000 query parameters: the condition is still found, in any position", () =>
-  withTollgate(async (tg) => {
+  withShipped(async (tg) => {
     const many = Array.from({ length: 10_000 }, (_, i) => `k${i}`).join("&");
     assert.deepEqual(await statuses(tg, 3, `/api/example?${many}&mode=heavy`, { ip: "203.0.113.2" }), [200, 200, 429]);
     assert.deepEqual(await statuses(tg, 2, `/api/example?mode=heavy&${many}`, { ip: "203.0.113.3" }), [200, 200]);
@@ -49,7 +40,7 @@ test("10,000 query parameters: the condition is still found, in any position", (
   }));
 
 test("1,000 path segments, dot segments included", () =>
-  withTollgate(async (tg) => {
+  withShipped(async (tg) => {
     assert.equal((await tg.fetch("/a".repeat(1_000))).status, 200);
     const climb = "/x/..".repeat(1_000) + "/api/example?mode=heavy";
     const raw = "/x/%2e%2e".repeat(1_000) + "/api/example?mode=heavy";
@@ -57,7 +48,7 @@ test("1,000 path segments, dot segments included", () =>
   }));
 
 test("invalid UTF-8 and invalid escapes go through; decoded control characters are refused with 400", () =>
-  withTollgate(async (tg) => {
+  withShipped(async (tg) => {
     for (const path of ["/api/%ff%fe?mode=%ff", "/api/example%zz?mode=heavy", "/api/%?mode=%", "/api/example?mode=heav%"]) {
       const res = await tg.fetch(path, { ip: "203.0.113.4" });
       assert.equal(res.status, 200, path);
@@ -73,7 +64,7 @@ test("invalid UTF-8 and invalid escapes go through; decoded control characters a
   }));
 
 test("header values with control characters (tab) key like any other value", () =>
-  withTollgate(async (tg) => {
+  withShipped(async (tg) => {
     const key = "a\tb";
     assert.deepEqual(
       [await tg.fetch("/keyed", { headers: { "x-api-key": key } }), await tg.fetch("/keyed", { headers: { "x-api-key": key } })].map((r) => r.status),

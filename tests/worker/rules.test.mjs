@@ -2,21 +2,12 @@
 // failures-only counting, RateLimit fields, missing keys, invalid config.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startTollgate, mockOrigin, statuses } from "./harness.mjs";
+import { withTollgate, mockOrigin, statuses } from "./harness.mjs";
 
 const one = (extra) => ({
   rules: [{ name: "r", path: "/p/*", limits: [{ requests: 2, window: "60s" }], ...extra }],
 });
 
-async function withTollgate(options, body) {
-  const tg = await startTollgate(options);
-  try {
-    await body(tg);
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-}
 
 test("ip keys: IPv6 grouped by /64, spelling variants and mapped IPv4 are one client, X-Forwarded-For ignored", () =>
   withTollgate({ config: one({ key: ["ip"] }) }, async (tg) => {
