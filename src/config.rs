@@ -21,7 +21,7 @@
 
 use crate::duration::parse_duration_ms;
 use crate::key::KeyPart;
-use crate::rules::{QueryCondition, Rule};
+use crate::rules::{HeaderCondition, QueryCondition, Rule};
 use crate::window::Limit;
 use serde_json::{Map, Value};
 use std::fmt;
@@ -251,7 +251,8 @@ const RULE_FIELDS: &[&str] = &[
     "fallback_key",
     "count_statuses",
     "clear_on_success",
-    "headers",
+    "ratelimit_headers",
+    "header",
     "algorithm",
     "limits",
     "cost",
@@ -427,12 +428,20 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
             );
         }
     }
-    let headers = match table.get("headers") {
+    let ratelimit_headers = match table.get("ratelimit_headers") {
         None => false,
         Some(Value::Bool(b)) => *b,
         Some(_) => {
-            errs.push("headers", "must be true or false");
+            errs.push("ratelimit_headers", "must be true or false");
             false
+        }
+    };
+    let header = match table.get("header") {
+        None => Vec::new(),
+        Some(Value::Object(conditions)) => parse_header_conditions(conditions, &mut errs),
+        Some(_) => {
+            errs.push("header", "must be a table of header-name = condition");
+            Vec::new()
         }
     };
     let limits = match table.get("limits") {
@@ -529,7 +538,8 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
         on_missing_key,
         counting,
         clear_on_success,
-        headers,
+        ratelimit_headers,
+        header,
         algorithm,
         limits,
         cost,
@@ -571,6 +581,28 @@ fn parse_query_conditions(conditions: &Map<String, Value>, errs: &mut RuleErrors
             Value::Bool(true) => out.push(QueryCondition::Present(key.clone())),
             Value::Array(_) => match string_list(condition) {
                 Some(list) if !list.is_empty() => out.push(QueryCondition::AnyOf(key.clone(), list)),
+                _ => errs.push(field, "an any-of condition must be a non-empty list of strings"),
+            },
+            _ => errs.push(field, "must be a string (equals), a list of strings (any of) or true (present)"),
+        }
+    }
+    out
+}
+
+fn parse_header_conditions(conditions: &Map<String, Value>, errs: &mut RuleErrors) -> Vec<HeaderCondition> {
+    let mut out = Vec::new();
+    for (name, condition) in conditions {
+        let field = format!("header.{name}");
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+            errs.push(field, "is not a header name");
+            continue;
+        }
+        let name = name.to_ascii_lowercase();
+        match condition {
+            Value::String(v) => out.push(HeaderCondition::Equals(name, v.clone())),
+            Value::Bool(true) => out.push(HeaderCondition::Present(name)),
+            Value::Array(_) => match string_list(condition) {
+                Some(list) if !list.is_empty() => out.push(HeaderCondition::AnyOf(name, list)),
                 _ => errs.push(field, "an any-of condition must be a non-empty list of strings"),
             },
             _ => errs.push(field, "must be a string (equals), a list of strings (any of) or true (present)"),
@@ -729,7 +761,10 @@ mod tests {
             (json!({"clear_on_success": true, "key": ["body:email"]}), "clear_on_success"),
             (json!({"clear_on_success": true, "count_statuses": [401], "key": ["ip", "body:email"]}), "clear_on_success"),
             (json!({"clear_on_success": "yes"}), "clear_on_success"),
-            (json!({"headers": 1}), "headers"),
+            (json!({"ratelimit_headers": 1}), "ratelimit_headers"),
+            (json!({"header": {"x-plan": 1}}), "header.x-plan"),
+            (json!({"header": {"bad name": "x"}}), "header.bad name"),
+            (json!({"header": "x-plan"}), "header"),
             (json!({"algorithm": "token_bucket"}), "algorithm"),
             (json!({"limits": [{"requests": 100000, "window": "1h"}]}), "algorithm"),
             (json!({"limits": []}), "limits"),
@@ -761,12 +796,12 @@ mod tests {
     fn failures_only_and_fallback_parse() {
         let config = Config::from_json(&rule(json!({
             "key": ["body:email"], "count_statuses": [401, 403], "clear_on_success": true,
-            "fallback_key": ["ip"], "headers": true
+            "fallback_key": ["ip"], "ratelimit_headers": true
         })))
         .unwrap();
         let r = &config.rules[0];
         assert_eq!(r.counting, Counting::Statuses(vec![401, 403]));
-        assert!(r.clear_on_success && r.headers);
+        assert!(r.clear_on_success && r.ratelimit_headers);
         assert_eq!(r.on_missing_key, MissingKey::Fallback(vec![KeyPart::Ip]));
         assert_eq!(config.admin_prefix, "/.tollgate");
         assert_eq!(config.body_limit, 16 * 1024);

@@ -125,12 +125,13 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
 
     let host = canonical_host(url.host_str().unwrap_or(""));
     let view = RequestView { method: &method, host: &host, path: &path, query: &query };
-    let matched = config.matching(&view);
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let mut matched = config.matching(&view);
+    matched.retain(|(rule, _)| rule.headers_hold(&header).is_ok());
     if matched.is_empty() {
         return forward(req, &url, env).await;
     }
 
-    let header = |name: &str| req.headers().get(name).ok().flatten();
     let body = if matched.iter().any(|(rule, _)| rule.reads_body()) {
         read_body(&req, config.body_limit).await
     } else {
@@ -180,7 +181,7 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
     for (a, outcome) in applied.iter().zip(&outcomes) {
         match outcome {
             Outcome::Allowed(reply) => {
-                if a.rule.headers {
+                if a.rule.ratelimit_headers {
                     fields.extend(rate_fields(a.rule, &reply.windows, None));
                 }
             }
@@ -197,7 +198,7 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
                     ],
                 );
                 if shadow {
-                    if a.rule.headers {
+                    if a.rule.ratelimit_headers {
                         let windows = windows_of(a.rule, *retry_after_ms, reply.as_ref());
                         fields.extend(rate_fields(a.rule, &windows, Some((*window, *retry_after_ms))));
                     }

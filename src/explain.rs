@@ -51,7 +51,7 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>) -> String {
     let country = header("cf-ipcountry");
     let mut matched = 0;
     for rule in &config.rules {
-        match rule.evaluate(&view) {
+        match rule.evaluate(&view).and_then(|m| rule.headers_hold(&header).map(|()| m)) {
             Err(why) => {
                 let _ = writeln!(out, "rule {}: no match ({why})", rule.name);
             }

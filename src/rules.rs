@@ -41,6 +41,42 @@ impl QueryCondition {
     }
 }
 
+/// A condition on a request header (name lowercased). A header holding a
+/// comma-separated list satisfies it if the whole value or any item does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderCondition {
+    Equals(String, String),
+    AnyOf(String, Vec<String>),
+    Present(String),
+}
+
+impl HeaderCondition {
+    /// Whether the header, looked up by lowercased name, satisfies it.
+    pub fn holds(&self, header: &dyn Fn(&str) -> Option<String>) -> bool {
+        let candidates = |name: &str| -> Vec<String> {
+            let Some(value) = header(name) else { return Vec::new() };
+            let mut all = vec![value.trim().to_string()];
+            all.extend(value.split(',').map(|v| v.trim().to_string()));
+            all
+        };
+        match self {
+            HeaderCondition::Equals(name, want) => candidates(name).iter().any(|v| v == want),
+            HeaderCondition::AnyOf(name, wants) => {
+                candidates(name).iter().any(|v| wants.iter().any(|w| w == v))
+            }
+            HeaderCondition::Present(name) => header(name).is_some(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            HeaderCondition::Equals(k, v) => format!("header {k}: {v}"),
+            HeaderCondition::AnyOf(k, vs) => format!("header {k} in [{}]", vs.join(", ")),
+            HeaderCondition::Present(k) => format!("header {k} present"),
+        }
+    }
+}
+
 /// A rule's fields once validated, before its patterns are compiled.
 #[derive(Debug, Clone)]
 pub struct RuleSpec {
@@ -56,7 +92,9 @@ pub struct RuleSpec {
     pub counting: Counting,
     pub clear_on_success: bool,
     /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
-    pub headers: bool,
+    pub ratelimit_headers: bool,
+    /// Conditions on request headers, all of which must hold.
+    pub header: Vec<HeaderCondition>,
     pub algorithm: crate::protocol::Algorithm,
     pub limits: Vec<Limit>,
     pub cost: u32,
@@ -80,7 +118,9 @@ pub struct Rule {
     pub counting: Counting,
     pub clear_on_success: bool,
     /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
-    pub headers: bool,
+    pub ratelimit_headers: bool,
+    /// Conditions on request headers, all of which must hold.
+    pub header: Vec<HeaderCondition>,
     pub algorithm: crate::protocol::Algorithm,
     pub limits: Vec<Limit>,
     pub cost: u32,
@@ -152,7 +192,8 @@ impl Rule {
             on_missing_key: spec.on_missing_key,
             counting: spec.counting,
             clear_on_success: spec.clear_on_success,
-            headers: spec.headers,
+            ratelimit_headers: spec.ratelimit_headers,
+            header: spec.header,
             algorithm: spec.algorithm,
             limits: spec.limits,
             cost: spec.cost,
@@ -216,6 +257,16 @@ impl Rule {
                 .collect();
             Some(Match { matched_path: candidate, groups })
         })
+    }
+
+    /// Whether the rule's header conditions hold (checked apart from
+    /// [`Rule::matches`], which sees only the canonical URL); `Err` names the
+    /// first condition that does not.
+    pub fn headers_hold(&self, header: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+        match self.header.iter().find(|c| !c.holds(header)) {
+            Some(failed) => Err(format!("condition {} not met", failed.describe())),
+            None => Ok(()),
+        }
     }
 
     /// The canonical path, then the same path with format suffixes removed
@@ -305,6 +356,27 @@ mod tests {
         ] {
             assert!(eval(heavy, "GET", "h", url).is_err(), "{url}");
         }
+    }
+
+    #[test]
+    fn header_conditions() {
+        let c = Config::from_json(&json!({"rules": [
+            {"name": "h", "path": "/h", "header": {"X-Plan": "free", "x-tier": ["a", "b"], "x-debug": true},
+             "limits": [{"requests": 1, "window": "1s"}]},
+        ]}))
+        .unwrap();
+        let rule = &c.rules[0];
+        let all = |name: &str| match name {
+            "x-plan" => Some("gold, free".to_string()),
+            "x-tier" => Some("b".to_string()),
+            "x-debug" => Some(String::new()),
+            _ => None,
+        };
+        assert_eq!(rule.headers_hold(&all), Ok(()));
+        let no_debug = |name: &str| if name == "x-debug" { None } else { all(name) };
+        assert_eq!(rule.headers_hold(&no_debug), Err("condition header x-debug present not met".to_string()));
+        let other_plan = |name: &str| if name == "x-plan" { Some("gold".to_string()) } else { all(name) };
+        assert!(rule.headers_hold(&other_plan).is_err());
     }
 
     #[test]

@@ -119,7 +119,7 @@ test("missing key parts: reject with 400 by default, or skip the rule", () =>
   ));
 
 test("shadow mode never blocks; headers and logs show what would have happened", () =>
-  withTollgate({ config: one({ action: "log", headers: true }) }, async (tg) => {
+  withTollgate({ config: one({ action: "log", ratelimit_headers: true }) }, async (tg) => {
     const all = [];
     for (let i = 0; i < 4; i++) all.push(await tg.fetch("/p/x"));
     assert.deepEqual(all.map((r) => r.status), [200, 200, 200, 200]);
@@ -136,7 +136,7 @@ test("RateLimit fields on allowed responses only where the rule asks", () =>
     {
       config: {
         rules: [
-          { name: "with", path: "/with", headers: true, limits: [{ requests: 3, window: "60s" }, { requests: 10, window: "1h" }] },
+          { name: "with", path: "/with", ratelimit_headers: true, limits: [{ requests: 3, window: "60s" }, { requests: 10, window: "1h" }] },
           { name: "without", path: "/without", limits: [{ requests: 3, window: "60s" }] },
         ],
       },
@@ -180,6 +180,15 @@ test("failures only: failed logins count, a success clears the account's count b
     assert.equal(await login("fay@example.com", "w", "203.0.113.9"), 429, "client limit (5 failures) holds despite the success");
   });
 });
+
+test("header conditions: only requests whose header matches are limited", () =>
+  withTollgate({ config: one({ header: { "X-Plan": ["free", "trial"] } }) }, async (tg) => {
+    const plan = (p) => ({ headers: p ? { "x-plan": p } : {} });
+    assert.deepEqual(await statuses(tg, 3, "/p/x", plan("free")), [200, 200, 429]);
+    assert.deepEqual(await statuses(tg, 3, "/p/x", { ip: "203.0.113.8", ...plan("gold, trial") }), [200, 200, 429], "any item of a list");
+    assert.deepEqual(await statuses(tg, 3, "/p/x", { ip: "203.0.113.9", ...plan("gold") }), [200, 200, 200]);
+    assert.deepEqual(await statuses(tg, 3, "/p/x", { ip: "203.0.113.10", ...plan(null) }), [200, 200, 200]);
+  }));
 
 test("an invalid config fails closed with 503", () =>
   withTollgate({ config: { rules: [{ name: "bad", path: "/x", limits: [] }] } }, async (tg) => {
