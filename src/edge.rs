@@ -24,9 +24,11 @@ use futures_util::StreamExt;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
 use worker::{
-    console_log, event, wasm_bindgen::JsValue, web_sys, Context, Date, Delay, Env, Fetch, Headers,
-    Method, Request, RequestInit, Response,
+    console_log, event, js_sys, web_sys, Context, Date, Delay, Env, Headers, Method, Request, RequestInit,
+    Response,
 };
 
 /// The Durable Object namespace binding of the limiter objects.
@@ -73,8 +75,10 @@ fn now_ms() -> i64 {
     Date::now().as_millis() as i64
 }
 
+/// Returns the raw `web_sys::Response`: the origin's response goes back to
+/// the client as the very object `fetch` produced, never rebuilt.
 #[event(fetch)]
-pub async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+pub async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<web_sys::Response> {
     let config = load_config(&env);
     let config = match config.as_ref() {
         Ok(config) => config,
@@ -82,16 +86,21 @@ pub async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
             // An invalid config never silently disables limiting: fail closed.
             let detail: Vec<String> = errors.iter().map(ToString::to_string).collect();
             log_line("config_error", &[("errors", detail.join("; ").into())]);
-            return problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1));
+            return raw(problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1)));
         }
     };
     match limit(req, &env, config).await {
         Ok(response) => Ok(response),
         Err(e) => {
             log_line("edge_error", &[("error", e.to_string().into())]);
-            problem(502, "Bad Gateway", "The origin could not be reached.", None)
+            raw(problem(502, "Bad Gateway", "The origin could not be reached.", None))
         }
     }
+}
+
+/// One of tollgate's own responses, as the raw response the runtime takes.
+fn raw(response: worker::Result<Response>) -> worker::Result<web_sys::Response> {
+    response.map(Into::into)
 }
 
 /// One matched rule, its key and the object that counts for it.
@@ -108,18 +117,18 @@ enum Outcome {
     Failed(String),
 }
 
-async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Response> {
+async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<web_sys::Response> {
     let url = req.url()?;
     let path = match canonical_path(url.path()) {
         Ok(path) => path,
-        Err(e) => return problem(400, "Bad Request", &e.to_string(), None),
+        Err(e) => return raw(problem(400, "Bad Request", &e.to_string(), None)),
     };
     let query = CanonicalQuery::parse(url.query().unwrap_or(""));
     let method = req.method().to_string();
 
     if admin::is_admin_path(&config.admin_prefix, &path) {
         if let Ok(token) = env.secret(ADMIN_TOKEN_SECRET) {
-            return admin_request(&req, env, config, &token.to_string(), &path, &method, &query).await;
+            return raw(admin_request(&req, env, config, &token.to_string(), &path, &method, &query).await);
         }
     }
 
@@ -159,10 +168,10 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
         let key = match (derive_key(&rule.key, &inputs), &rule.on_missing_key) {
             (Ok(key), _) => key,
             (Err(_), MissingKey::Skip) => continue,
-            (Err(missing), MissingKey::Reject) => return missing_key(rule, &missing.to_string()),
+            (Err(missing), MissingKey::Reject) => return raw(missing_key(rule, &missing.to_string())),
             (Err(_), MissingKey::Fallback(parts)) => match derive_key(parts, &inputs) {
                 Ok(key) => key,
-                Err(missing) => return missing_key(rule, &missing.to_string()),
+                Err(missing) => return raw(missing_key(rule, &missing.to_string())),
             },
         };
         applied.push(Applied {
@@ -217,22 +226,22 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<Respo
                     ],
                 );
                 if a.rule.on_error == FailPolicy::Deny {
-                    return problem(
+                    return raw(problem(
                         503,
                         "Service Unavailable",
                         &format!("Rule `{}` cannot be checked right now.", a.rule.name),
                         Some(1),
-                    );
+                    ));
                 }
             }
         }
     }
     if let Some((a, retry_after_ms, window, reply)) = block {
-        return too_many_requests(a.rule, retry_after_ms, window, reply.as_ref());
+        return raw(too_many_requests(a.rule, retry_after_ms, window, reply.as_ref()));
     }
 
     let response = forward(req, &url, env).await?;
-    settle_after_response(env, &applied, &outcomes, response.status_code()).await;
+    settle_after_response(env, &applied, &outcomes, response.status()).await;
     if fields.is_empty() {
         Ok(response)
     } else {
@@ -359,14 +368,16 @@ async fn read_body(req: &Request, limit: u32) -> Option<Vec<u8>> {
 /// Forwards the original request, unchanged, to the zone's origin, or to
 /// `UPSTREAM` (scheme, host and port replaced; path, query, method, headers
 /// and body kept) when that var is set.
-async fn forward(req: Request, url: &worker::Url, env: &Env) -> worker::Result<Response> {
+async fn forward(req: Request, url: &worker::Url, env: &Env) -> worker::Result<web_sys::Response> {
     let upstream = env
         .var(UPSTREAM_VAR)
         .map(|v| v.to_string())
         .ok()
         .filter(|v| !v.trim().is_empty());
-    let outbound = match upstream {
-        None => req,
+    let outbound: web_sys::Request = match upstream {
+        // The same JS object (a handle clone, not `Request.clone()`, which
+        // would tee the body).
+        None => Clone::clone(req.inner()),
         Some(origin) => {
             let mut target = format!("{}{}", origin.trim_end_matches('/'), url.path());
             if let Some(q) = url.query() {
@@ -381,17 +392,17 @@ async fn forward(req: Request, url: &worker::Url, env: &Env) -> worker::Result<R
             if let Some(body) = original.body() {
                 init.set_body(&body);
             }
-            let copy = web_sys::Request::new_with_str_and_init(&target, &init).map_err(worker::Error::from)?;
-            Request::from(copy)
+            web_sys::Request::new_with_str_and_init(&target, &init).map_err(worker::Error::from)?
         }
     };
-    Fetch::Request(outbound).send().await
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    let response = JsFuture::from(global.fetch_with_request(&outbound)).await?;
+    Ok(response.unchecked_into())
 }
 
 /// The origin's response with `fields` added (its headers are immutable, so
 /// status, headers and body stream move to a new response).
-fn with_fields(response: Response, fields: &[(String, String)]) -> worker::Result<Response> {
-    let raw: web_sys::Response = response.into();
+fn with_fields(raw: web_sys::Response, fields: &[(String, String)]) -> worker::Result<web_sys::Response> {
     let headers = web_sys::Headers::new_with_headers(&raw.headers()).map_err(worker::Error::from)?;
     for (name, value) in fields {
         headers.append(name, value).map_err(worker::Error::from)?;
@@ -400,9 +411,7 @@ fn with_fields(response: Response, fields: &[(String, String)]) -> worker::Resul
     init.set_status(raw.status());
     init.set_status_text(&raw.status_text());
     init.set_headers(&headers);
-    let copy = web_sys::Response::new_with_opt_readable_stream_and_init(raw.body().as_ref(), &init)
-        .map_err(worker::Error::from)?;
-    Ok(Response::from(copy))
+    web_sys::Response::new_with_opt_readable_stream_and_init(raw.body().as_ref(), &init).map_err(worker::Error::from)
 }
 
 /// `RateLimit-Policy` and `RateLimit` for one rule.
