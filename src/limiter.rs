@@ -65,8 +65,11 @@ impl DurableObject for Limiter {
     /// when the newest hit expires. Idempotent: alarms are at-least-once.
     async fn alarm(&self) -> worker::Result<Response> {
         let sql = self.state.storage().sql();
-        let (stored, _) = load(&sql)?;
-        let horizon = load_horizon(&sql)?;
+        let (row, _) = load_row(&sql)?;
+        let (stored, horizon) = match row {
+            Some(row) => (row.log, u64::try_from(row.horizon_ms).unwrap_or(0)),
+            None => (String::new(), 0),
+        };
         let now = now_ms();
         match expiry(&stored, horizon).filter(|&at| at > now) {
             None => self.delete_everything().await?,
@@ -170,12 +173,6 @@ impl Limiter {
 fn load(sql: &SqlStorage) -> worker::Result<(String, u64)> {
     let (row, rows_read) = load_row(sql)?;
     Ok((row.map(|r| r.log).unwrap_or_default(), rows_read))
-}
-
-/// The longest window of the calls that wrote the row (for the alarm).
-fn load_horizon(sql: &SqlStorage) -> worker::Result<u64> {
-    let (row, _) = load_row(sql)?;
-    Ok(row.and_then(|r| u64::try_from(r.horizon_ms).ok()).unwrap_or(0))
 }
 
 fn load_row(sql: &SqlStorage) -> worker::Result<(Option<StoredRow>, u64)> {
