@@ -346,8 +346,10 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
             Vec::new()
         }
     };
+    // When in doubt, match: Express, ASP.NET and IIS route paths
+    // case-insensitively, so rules do too unless told otherwise.
     let case_insensitive = match table.get("case_insensitive") {
-        None => false,
+        None => true,
         Some(Value::Bool(b)) => *b,
         Some(_) => {
             errs.push("case_insensitive", "must be true or false");
@@ -421,10 +423,14 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
         if counting == Counting::All {
             errs.push("clear_on_success", "only for rules that count failures (set count_statuses)");
         }
-        if let Some(part) = key.iter().find(|p| p.identifies_client()) {
+        let fallback: &[KeyPart] = match &on_missing_key {
+            MissingKey::Fallback(parts) => parts,
+            _ => &[],
+        };
+        if let Some(part) = key.iter().chain(fallback).find(|p| p.identifies_client()) {
             errs.push(
                 "clear_on_success",
-                format!("the key part `{part}` identifies the client: a client could clear its own count by succeeding on its own account; clear only a rule keyed by the target (e.g. body:email)"),
+                format!("the key part `{part}` (in key or fallback_key) identifies the client: a client could clear its own count by succeeding on its own account; clear only a rule keyed by the target (e.g. body:email) with on_missing_key = \"reject\""),
             );
         }
     }
@@ -445,7 +451,13 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
         }
     };
     let limits = match table.get("limits") {
-        Some(Value::Array(list)) if !list.is_empty() => parse_limits(list, &mut errs),
+        Some(Value::Array(list)) if !list.is_empty() && list.len() <= crate::protocol::MAX_LIMITS => {
+            parse_limits(list, &mut errs)
+        }
+        Some(Value::Array(list)) if !list.is_empty() => {
+            errs.push("limits", format!("at most {} windows per rule ({} given)", crate::protocol::MAX_LIMITS, list.len()));
+            Vec::new()
+        }
         Some(_) => {
             errs.push("limits", "must be a non-empty list of { requests, window }");
             Vec::new()
@@ -768,6 +780,8 @@ mod tests {
             (json!({"algorithm": "token_bucket"}), "algorithm"),
             (json!({"limits": [{"requests": 100000, "window": "1h"}]}), "algorithm"),
             (json!({"limits": []}), "limits"),
+            (json!({"limits": vec![json!({"requests": 1, "window": "1s"}); 9]}), "limits"),
+            (json!({"key": ["body:email"], "fallback_key": ["ip"], "count_statuses": [401], "clear_on_success": true}), "clear_on_success"),
             (json!({"limits": [{"requests": 0, "window": "1s"}]}), "limits[0].requests"),
             (json!({"limits": [{"requests": 1, "window": "1w"}]}), "limits[0].window"),
             (json!({"limits": [{"requests": 1, "window": 60}]}), "limits[0].window"),
@@ -796,13 +810,13 @@ mod tests {
     fn failures_only_and_fallback_parse() {
         let config = Config::from_json(&rule(json!({
             "key": ["body:email"], "count_statuses": [401, 403], "clear_on_success": true,
-            "fallback_key": ["ip"], "ratelimit_headers": true
+            "fallback_key": ["header:x-account"], "ratelimit_headers": true
         })))
         .unwrap();
         let r = &config.rules[0];
         assert_eq!(r.counting, Counting::Statuses(vec![401, 403]));
         assert!(r.clear_on_success && r.ratelimit_headers);
-        assert_eq!(r.on_missing_key, MissingKey::Fallback(vec![KeyPart::Ip]));
+        assert_eq!(r.on_missing_key, MissingKey::Fallback(vec![KeyPart::Header("x-account".into())]));
         assert_eq!(config.admin_prefix, "/.tollgate");
         assert_eq!(config.body_limit, 16 * 1024);
     }

@@ -18,7 +18,7 @@ use crate::config::{Action, Config, ConfigError, Counting, FailPolicy, MissingKe
 use crate::headers;
 use crate::key::{body_field, derive_key, key_hash, KeyInputs};
 use crate::protocol::{encode_call, Call, Op, Reply, WireWindow};
-use crate::rules::{RequestView, Rule};
+use crate::rules::{method_candidates, RequestView, Rule};
 use futures_util::future::{join_all, select, Either};
 use futures_util::StreamExt;
 use std::cell::RefCell;
@@ -109,6 +109,8 @@ struct Applied<'c> {
     /// `rule name` + `\n` + key: the object's name and the cache key.
     id: String,
     key_hash: String,
+    /// The key came from `fallback_key`: a success never clears it.
+    fell_back: bool,
 }
 
 enum Outcome {
@@ -123,30 +125,61 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<web_s
         Ok(path) => path,
         Err(e) => return raw(problem(400, "Bad Request", &e.to_string(), None)),
     };
-    let query = CanonicalQuery::parse(url.query().unwrap_or(""));
-    let method = req.method().to_string();
+    // The method as sent (workers-rs maps methods it does not know to GET).
+    let method = req.inner().method();
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let content_type = header("content-type").unwrap_or_default();
 
     if admin::is_admin_path(&config.admin_prefix, &path) {
         if let Ok(token) = env.secret(ADMIN_TOKEN_SECRET) {
+            let query = CanonicalQuery::parse(url.query().unwrap_or(""));
             return raw(admin_request(&req, env, config, &token.to_string(), &path, &method, &query).await);
         }
     }
 
+    // PHP's $_REQUEST, Rails' params and Spring's @RequestParam read form
+    // fields as query parameters: a urlencoded body joins the query that
+    // conditions and `query:` keys see.
+    let mut body: Option<Vec<u8>> = None;
+    let mut body_read = false;
+    let form = is_form(&content_type);
+    if form && config.rules.iter().any(|r| !r.query.is_empty()) {
+        body = read_body(&req, config.body_limit).await;
+        body_read = true;
+    }
+    let query = match (&body, form) {
+        (Some(bytes), true) => CanonicalQuery::parse(&format!(
+            "{}&{}",
+            url.query().unwrap_or(""),
+            String::from_utf8_lossy(bytes)
+        )),
+        _ => CanonicalQuery::parse(url.query().unwrap_or("")),
+    };
+
     let host = canonical_host(url.host_str().unwrap_or(""));
-    let view = RequestView { method: &method, host: &host, path: &path, query: &query };
-    let header = |name: &str| req.headers().get(name).ok().flatten();
-    let mut matched = config.matching(&view);
+    // Method overrides (Laravel `_method`, X-HTTP-Method-Override in Rails
+    // and others): a rule applies if the method or any override matches.
+    let overrides = ["x-http-method-override", "x-http-method", "x-method-override"]
+        .iter()
+        .filter_map(|h| header(h))
+        .chain(query.values("_method").map(str::to_string));
+    let mut matched: Vec<(&Rule, crate::rules::Match)> = Vec::new();
+    for candidate in method_candidates(&method, overrides) {
+        let view = RequestView { method: &candidate, host: &host, path: &path, query: &query };
+        for (rule, found) in config.matching(&view) {
+            if !matched.iter().any(|(seen, _)| std::ptr::eq(*seen, rule)) {
+                matched.push((rule, found));
+            }
+        }
+    }
     matched.retain(|(rule, _)| rule.headers_hold(&header).is_ok());
     if matched.is_empty() {
         return forward(req, &url, env).await;
     }
 
-    let body = if matched.iter().any(|(rule, _)| rule.reads_body()) {
-        read_body(&req, config.body_limit).await
-    } else {
-        None
-    };
-    let content_type = header("content-type").unwrap_or_default();
+    if !body_read && matched.iter().any(|(rule, _)| rule.reads_body()) {
+        body = read_body(&req, config.body_limit).await;
+    }
     let body_lookup = |field: &str| body.as_deref().and_then(|b| body_field(&content_type, b, field));
     let client_ip = header("cf-connecting-ip");
     let cf = req.cf();
@@ -165,12 +198,12 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<web_s
             asn,
             ipv6_prefix: config.ipv6_prefix,
         };
-        let key = match (derive_key(&rule.key, &inputs), &rule.on_missing_key) {
-            (Ok(key), _) => key,
+        let (key, fell_back) = match (derive_key(&rule.key, &inputs), &rule.on_missing_key) {
+            (Ok(key), _) => (key, false),
             (Err(_), MissingKey::Skip) => continue,
             (Err(missing), MissingKey::Reject) => return raw(missing_key(rule, &missing.to_string())),
             (Err(_), MissingKey::Fallback(parts)) => match derive_key(parts, &inputs) {
-                Ok(key) => key,
+                Ok(key) => (key, true),
                 Err(missing) => return raw(missing_key(rule, &missing.to_string())),
             },
         };
@@ -178,6 +211,7 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<web_s
             rule,
             key_hash: key_hash(&key),
             id: format!("{}\n{}", rule.name, key),
+            fell_back,
         });
     }
     if applied.is_empty() {
@@ -259,7 +293,7 @@ async fn settle_after_response(env: &Env, applied: &[Applied<'_>], outcomes: &[O
         let Counting::Statuses(counted) = &a.rule.counting else { continue };
         let op = if counted.contains(&status) {
             Op::Record
-        } else if a.rule.clear_on_success && status < 400 {
+        } else if a.rule.clear_on_success && !a.fell_back && status < 400 {
             BLOCKED.with(|b| b.borrow_mut().remove(&a.id));
             Op::Reset
         } else {
@@ -341,6 +375,14 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, String>
         return Err(format!("limiter answered {}: {body}", response.status_code()));
     }
     serde_json::from_str(&body).map_err(|e| format!("unreadable limiter reply: {e}"))
+}
+
+/// Whether a content type is `application/x-www-form-urlencoded`.
+fn is_form(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
 }
 
 /// Reads the body for `body:` keys from a clone (the original still reaches

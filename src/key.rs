@@ -141,7 +141,9 @@ fn part_value(part: &KeyPart, inputs: &KeyInputs<'_>) -> Option<String> {
     match part {
         KeyPart::Ip => client_ip_key(inputs.client_ip?, inputs.ipv6_prefix),
         KeyPart::Global => Some("*".to_string()),
-        KeyPart::Header(name) => (inputs.header)(name).map(|v| v.trim().to_string()),
+        // Repeated headers arrive joined by ", ": several different items
+        // are ambiguous (origins read the first or the last) and so missing.
+        KeyPart::Header(name) => (inputs.header)(name).and_then(|v| single_value(v.split(',').map(str::trim))),
         KeyPart::Cookie(name) => (inputs.header)("cookie").and_then(|c| cookie_value(&c, name)),
         KeyPart::Query(name) => single_value(inputs.query.values(name)),
         KeyPart::PathGroup(name) => inputs
@@ -218,13 +220,19 @@ pub fn key_hash(key: &str) -> String {
         .collect()
 }
 
-/// The value of cookie `name` in a `Cookie` header (RFC 6265 §5.4), first
-/// occurrence wins, surrounding quotes removed.
+/// The value of cookie `name` in a `Cookie` header (RFC 6265 §5.4):
+/// surrounding quotes removed and percent-decoded to a fixpoint, as
+/// Express, PHP and Rack decode it (`sid=%61bc` is `sid=abc`). The cookie
+/// given several times with different values is missing: Django reads the
+/// last, most others the first, so either could be the real one.
 pub fn cookie_value(header: &str, name: &str) -> Option<String> {
-    header.split(';').find_map(|pair| {
+    let values = header.split(';').filter_map(|pair| {
         let (k, v) = pair.split_once('=')?;
-        (k.trim() == name).then(|| v.trim().trim_matches('"').to_string())
-    })
+        let v = v.trim().trim_matches('"');
+        (k.trim() == name).then(|| String::from_utf8_lossy(&crate::canon::decode_fully(v.as_bytes())).into_owned())
+    });
+    let values: Vec<String> = values.collect();
+    single_value(values.iter().map(String::as_str))
 }
 
 /// The counting identity of a client address.
@@ -354,6 +362,31 @@ mod tests {
             Err(MissingPart(KeyPart::Query("token".into()))),
             "several different values are missing, never a fresh counter per request"
         );
+    }
+
+    #[test]
+    fn cookies_and_headers_cannot_be_rotated() {
+        assert_eq!(cookie_value("sid=abc", "sid").as_deref(), Some("abc"));
+        assert_eq!(cookie_value("sid=%61bc", "sid").as_deref(), Some("abc"), "decoded as origins do");
+        assert_eq!(cookie_value("a=1; sid=\"a%62c\"", "sid").as_deref(), Some("abc"));
+        assert_eq!(cookie_value("sid=x; sid=abc", "sid"), None, "which one would the origin read?");
+        assert_eq!(cookie_value("sid=abc; sid=%61bc", "sid").as_deref(), Some("abc"));
+        let query = CanonicalQuery::parse("");
+        let joined = |name: &str| (name == "x-api-key").then(|| "real, random".to_string());
+        let inputs = KeyInputs {
+            client_ip: None,
+            header: &joined,
+            query: &query,
+            path_groups: &[],
+            body: &|_: &str| None,
+            country: None,
+            asn: None,
+            ipv6_prefix: 64,
+        };
+        assert!(derive_key(&[KeyPart::Header("x-api-key".into())], &inputs).is_err());
+        let same = |name: &str| (name == "x-api-key").then(|| "k1, k1".to_string());
+        let inputs = KeyInputs { header: &same, ..inputs };
+        assert_eq!(derive_key(&[KeyPart::Header("x-api-key".into())], &inputs).unwrap(), "header:x-api-key=k1");
     }
 
     #[test]

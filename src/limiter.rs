@@ -125,7 +125,11 @@ impl Limiter {
             alarm_set = self.ensure_alarm(expiry(row, horizon).unwrap_or(now)).await?;
         }
         let alarm_pending = match (call.op, self.alarm_pending.get()) {
-            (Op::Status, _) | (_, None) => self.state.storage().get_alarm().await?.is_some(),
+            (Op::Status, _) | (_, None) => {
+                let pending = self.state.storage().get_alarm().await?.is_some();
+                self.alarm_pending.set(Some(pending));
+                pending
+            }
             (_, Some(pending)) => pending,
         };
         Ok(Reply {
@@ -146,16 +150,27 @@ impl Limiter {
     /// unless an alarm is already pending: that one will re-arm itself.
     /// Returns whether it set one.
     async fn ensure_alarm(&self, at: i64) -> worker::Result<bool> {
-        if self.alarm_pending.get() == Some(true) {
+        let known = self.alarm_pending.get();
+        if known == Some(true) {
             return Ok(false);
         }
+        // Marked pending before the awaits, so concurrent writes do not all
+        // arm it; unmarked if arming fails, so the next write tries again
+        // instead of leaving a row no alarm will ever delete.
         self.alarm_pending.set(Some(true));
         let storage = self.state.storage();
-        if storage.get_alarm().await?.is_some() {
-            return Ok(false);
+        let armed = async {
+            if known.is_none() && storage.get_alarm().await?.is_some() {
+                return Ok(false);
+            }
+            storage.set_alarm(at_time(at)).await?;
+            Ok(true)
         }
-        storage.set_alarm(at_time(at)).await?;
-        Ok(true)
+        .await;
+        if armed.is_err() {
+            self.alarm_pending.set(None);
+        }
+        armed
     }
 
     async fn delete_everything(&self) -> worker::Result<()> {

@@ -77,6 +77,20 @@ impl HeaderCondition {
     }
 }
 
+/// The methods a request may be routed as: its own, then each override
+/// (`X-HTTP-Method-Override` and the like, Laravel's `_method`), uppercased,
+/// without repeats.
+pub fn method_candidates(method: &str, overrides: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out = vec![method.to_ascii_uppercase()];
+    for o in overrides {
+        let o = o.trim().to_ascii_uppercase();
+        if !o.is_empty() && o.bytes().all(|b| b.is_ascii_alphabetic()) && !out.contains(&o) {
+            out.push(o);
+        }
+    }
+    out
+}
+
 /// A rule's fields once validated, before its patterns are compiled.
 #[derive(Debug, Clone)]
 pub struct RuleSpec {
@@ -231,8 +245,13 @@ impl Rule {
         Ok(found)
     }
 
+    /// A rule for GET also applies to HEAD: Express, Flask, Rails and
+    /// Django answer HEAD with the GET handler.
     fn method_matches(&self, method: &str) -> bool {
-        self.methods.is_empty() || self.methods.iter().any(|m| m.eq_ignore_ascii_case(method))
+        self.methods.is_empty()
+            || self.methods.iter().any(|m| {
+                m.eq_ignore_ascii_case(method) || (m == "GET" && method.eq_ignore_ascii_case("HEAD"))
+            })
     }
 
     fn host_matches(&self, host: &str) -> bool {
@@ -242,10 +261,17 @@ impl Rule {
     /// The first path candidate the pattern matches, most suffixes removed
     /// first, so that `/users/42.json` captures `:id` = `42` (not `42.json`,
     /// which would give `42.json.json` a counter of its own).
+    /// Then the same forms with a trailing slash, which the canonical path
+    /// drops but a pattern such as `/api/reports/*` needs.
     fn path_match(&self, path: &str) -> Option<Match> {
         let mut candidates: Vec<String> = self.path_candidates(path).collect();
         candidates.reverse();
-        candidates.into_iter().find_map(|candidate| {
+        let slashed: Vec<String> = candidates
+            .iter()
+            .filter(|c| c.as_str() != "/")
+            .map(|c| format!("{c}/"))
+            .collect();
+        candidates.into_iter().chain(slashed).find_map(|candidate| {
             let groups = self.pattern.pathname.matcher.matches(&candidate)?;
             let groups = self
                 .pattern
@@ -359,6 +385,22 @@ mod tests {
     }
 
     #[test]
+    fn head_overrides_and_trailing_slash() {
+        let c = Config::from_json(&json!({"rules": [
+            {"name": "get", "path": "/r/*", "methods": ["GET"], "limits": [{"requests": 1, "window": "1s"}]},
+            {"name": "del", "path": "/d", "methods": ["DELETE"], "limits": [{"requests": 1, "window": "1s"}]},
+        ]}))
+        .unwrap();
+        assert!(eval(&c.rules[0], "HEAD", "h", "/r/x").is_ok(), "HEAD runs the GET handler");
+        assert!(eval(&c.rules[0], "GET", "h", "/r/").is_ok(), "`/r/*` matches `/r/` though the canonical path is `/r`");
+        assert!(eval(&c.rules[0], "GET", "h", "/r").is_ok());
+        assert!(eval(&c.rules[1], "POST", "h", "/d").is_err());
+        let methods = method_candidates("post", ["delete".to_string(), "DELETE".into(), "x y".into()].into_iter());
+        assert_eq!(methods, ["POST", "DELETE"]);
+        assert!(methods.iter().any(|m| eval(&c.rules[1], m, "h", "/d").is_ok()));
+    }
+
+    #[test]
     fn header_conditions() {
         let c = Config::from_json(&json!({"rules": [
             {"name": "h", "path": "/h", "header": {"X-Plan": "free", "x-tier": ["a", "b"], "x-debug": true},
@@ -387,6 +429,11 @@ mod tests {
         assert_eq!(m.groups, vec![("id".to_string(), "42".to_string())]);
         assert!(eval(users, "GET", "api.example.com", "/users/42").unwrap_err().contains("method"));
         assert!(eval(users, "POST", "example.org", "/users/42").unwrap_err().contains("host"));
-        assert!(eval(&c.rules[0], "GET", "h", "/API/example?mode=heavy").is_err(), "case-sensitive by default");
+        assert!(eval(&c.rules[0], "GET", "h", "/API/example?mode=heavy").is_ok(), "case-insensitive by default");
+        let strict = Config::from_json(&json!({"rules": [
+            {"name": "s", "path": "/api/example", "case_insensitive": false, "limits": [{"requests": 1, "window": "1s"}]}
+        ]}))
+        .unwrap();
+        assert!(eval(&strict.rules[0], "GET", "h", "/API/example").is_err(), "unless told otherwise");
     }
 }

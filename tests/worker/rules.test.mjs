@@ -198,3 +198,25 @@ test("an invalid config fails closed with 503", () =>
     assert.match((await res.json()).detail, /configuration is invalid/);
     assert.equal(tg.origin.received.length, 0, "nothing reaches the origin unlimited");
   }));
+
+test("HEAD counts as GET, method overrides count, form bodies feed query conditions", () =>
+  withTollgate(
+    {
+      config: {
+        rules: [
+          { name: "get", path: "/g", methods: ["GET"], limits: [{ requests: 2, window: "60s" }] },
+          { name: "del", path: "/d", methods: ["DELETE"], limits: [{ requests: 1, window: "60s" }] },
+          { name: "heavy", path: "/api/example", query: { mode: "heavy" }, limits: [{ requests: 1, window: "60s" }] },
+        ],
+      },
+    },
+    async (tg) => {
+      assert.deepEqual([(await tg.fetch("/g", { method: "HEAD" })).status, (await tg.fetch("/g")).status, (await tg.fetch("/g", { method: "HEAD" })).status], [200, 200, 429]);
+      const override = { method: "POST", headers: { "x-http-method-override": "DELETE" } };
+      assert.deepEqual([(await tg.fetch("/d", override)).status, (await tg.fetch("/d?_method=delete", { method: "POST", ip: "203.0.113.2" })).status], [200, 200]);
+      assert.equal((await tg.fetch("/d", override)).status, 429);
+      const form = { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "x=1&mode=heavy" };
+      assert.deepEqual([(await tg.fetch("/api/example", form)).status, (await tg.fetch("/api/example", form)).status], [200, 429]);
+      assert.equal(tg.origin.received.at(-1).body.toString(), "x=1&mode=heavy", "the form body reached the origin intact");
+    },
+  ));
