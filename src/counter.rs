@@ -158,15 +158,15 @@ mod tests {
     fn gcra_steps_and_algorithm_switch() {
         let hit = call(Op::Hit, Algorithm::Gcra);
         let a = step("", 0, &hit).unwrap();
-        assert_eq!(a.write.as_deref(), Some("g:500"));
-        let b = step("g:500", 0, &hit).unwrap();
-        assert_eq!(b.write.as_deref(), Some("g:1000"));
-        let c = step("g:1000", 0, &hit).unwrap();
+        assert_eq!(a.write.as_deref(), Some("g:2/1000"), "tat in units of 1/N ms");
+        let b = step("g:2/1000", 0, &hit).unwrap();
+        assert_eq!(b.write.as_deref(), Some("g:2/2000"));
+        let c = step("g:2/2000", 0, &hit).unwrap();
         assert!(!c.allowed);
         assert_eq!(c.retry_after_ms, 500);
-        assert_eq!(expiry("g:1000", 1_000), Some(1_000));
+        assert_eq!(expiry("g:2/2000", 1_000), Some(1_000));
         // A log row read by a GCRA rule (or the reverse) starts afresh.
         assert!(step("0,10", 20, &hit).unwrap().allowed);
-        assert!(step("g:99999", 20, &call(Op::Hit, Algorithm::SlidingLog)).unwrap().allowed);
+        assert!(step("g:2/99999", 20, &call(Op::Hit, Algorithm::SlidingLog)).unwrap().allowed);
     }
 }

@@ -78,7 +78,7 @@ fn now_ms() -> i64 {
 /// Returns the raw `web_sys::Response`: the origin's response goes back to
 /// the client as the very object `fetch` produced, never rebuilt.
 #[event(fetch)]
-pub async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<web_sys::Response> {
+pub async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
     let config = load_config(&env);
     let config = match config.as_ref() {
         Ok(config) => config,
@@ -89,7 +89,7 @@ pub async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<web_
             return raw(problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1)));
         }
     };
-    match limit(req, &env, config).await {
+    match limit(req, &env, &ctx, config).await {
         Ok(response) => Ok(response),
         Err(e) => {
             log_line("edge_error", &[("error", e.to_string().into())]);
@@ -119,7 +119,7 @@ enum Outcome {
     Failed(String),
 }
 
-async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<web_sys::Response> {
+async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worker::Result<web_sys::Response> {
     let url = req.url()?;
     let path = match canonical_path(url.path()) {
         Ok(path) => path,
@@ -275,7 +275,7 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<web_s
     }
 
     let response = forward(req, &url, env).await?;
-    settle_after_response(env, &applied, &outcomes, response.status()).await;
+    settle_after_response(ctx, env, &applied, response.status()).await;
     if fields.is_empty() {
         Ok(response)
     } else {
@@ -285,11 +285,16 @@ async fn limit(req: Request, env: &Env, config: &Config) -> worker::Result<web_s
 
 /// The second half of failures-only rules, once the origin has answered:
 /// record a counted status, or clear the target's count on a success.
-async fn settle_after_response(env: &Env, applied: &[Applied<'_>], outcomes: &[Outcome], status: u16) {
-    let mut calls = Vec::new();
+///
+/// The calls run under `waitUntil`, so they complete even if the client
+/// disconnects and the request is cancelled, and are awaited here too, so
+/// the count is settled before the response leaves (the next request of the
+/// same client sees it).
+async fn settle_after_response(ctx: &Context, env: &Env, applied: &[Applied<'_>], status: u16) {
+    let mut tasks = Vec::new();
     // A failed check (failing open) still tries to record: the counter may
     // be back, and a failure should count whenever it can.
-    for (a, _) in applied.iter().zip(outcomes) {
+    for a in applied {
         let Counting::Statuses(counted) = &a.rule.counting else { continue };
         let op = if counted.contains(&status) {
             Op::Record
@@ -299,22 +304,35 @@ async fn settle_after_response(env: &Env, applied: &[Applied<'_>], outcomes: &[O
         } else {
             continue;
         };
-        calls.push(async move {
-            let call = Call { op, algorithm: a.rule.algorithm, limits: a.rule.limits.clone(), cost: a.rule.cost };
-            if let Err(error) = call_with_timeout(env, &a.id, &call, a.rule.timeout_ms).await {
-                log_line(
-                    "counter_error",
-                    &[
-                        ("rule", a.rule.name.as_str().into()),
-                        ("key_hash", a.key_hash.as_str().into()),
-                        ("error", error.into()),
-                        ("decision", "not_recorded".into()),
-                    ],
-                );
+        let call = Call { op, algorithm: a.rule.algorithm, limits: a.rule.limits.clone(), cost: a.rule.cost };
+        tasks.push((a.id.clone(), call, a.rule.timeout_ms, a.rule.name.clone(), a.key_hash.clone()));
+    }
+    if tasks.is_empty() {
+        return;
+    }
+    let env = env.clone();
+    let (done, settled) = futures_channel::oneshot::channel::<()>();
+    ctx.wait_until(async move {
+        let calls = tasks.iter().map(|(id, call, timeout_ms, rule, key_hash)| {
+            let env = &env;
+            async move {
+                if let Err(error) = call_with_timeout(env, id, call, *timeout_ms).await {
+                    log_line(
+                        "counter_error",
+                        &[
+                            ("rule", rule.as_str().into()),
+                            ("key_hash", key_hash.as_str().into()),
+                            ("error", error.into()),
+                            ("decision", "not_recorded".into()),
+                        ],
+                    );
+                }
             }
         });
-    }
-    join_all(calls).await;
+        join_all(calls).await;
+        let _ = done.send(());
+    });
+    let _ = settled.await;
 }
 
 /// Asks the blocked-until cache, then the rule's object, bounded by the

@@ -7,6 +7,11 @@
 //! `max(tat, now) + c·T − now ≤ W`, and then `tat := max(tat, now) + c·T`.
 //! Pure, with time injected, after governor's `gcra.rs`.
 //!
+//! Time is kept exactly: `tat` is stored in units of `1/N` ms, so `T` is the
+//! integer `W` in those units and no rounding of `W / N` ever lets extra
+//! requests through (rounding `T` down admitted up to 1.8× the rate for
+//! limits like 600 per second).
+//!
 //! Accuracy, compared with the exact sliding log (the default):
 //! - a burst of `N` is allowed from idle, then one request every `T`: the
 //!   long-run rate is exactly `N / W`;
@@ -16,60 +21,80 @@
 //!
 //! Use it when `N` is too large for a log (above
 //! [`crate::config::MAX_SLIDING_LOG_REQUESTS`] per window); the state stays
-//! one integer per window whatever the traffic.
+//! two integers per window whatever the traffic.
 
 use crate::window::{Limit, WindowState};
+
+/// The state of one window: its `N` (so a changed limit starts afresh) and
+/// `tat` in units of `1/N` ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cell {
+    pub requests: u32,
+    pub tat: i128,
+}
 
 /// The outcome of one GCRA step.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GcraDecision {
     pub allowed: bool,
-    /// Exact ms until a request of the same cost fits (0 when allowed).
+    /// Exact ms (rounded up) until a request of the same cost fits (0 when
+    /// allowed).
     pub retry_after_ms: u64,
     pub windows: Vec<WindowState>,
     /// When blocked, the index of the window that sets `retry_after_ms`.
     pub binding: Option<usize>,
-    /// The state to store (one `tat` per limit) when allowed.
-    pub new_state: Option<Vec<i64>>,
+    /// The state to store (one cell per limit) when allowed.
+    pub new_state: Option<Vec<Cell>>,
 }
 
-/// Emission interval `W / N` in ms, at least 1.
-fn interval(limit: &Limit) -> i64 {
-    let t = limit.window_ms.get() / u64::from(limit.requests.get());
-    i64::try_from(t.max(1)).unwrap_or(i64::MAX)
+fn scale(limit: &Limit) -> i128 {
+    i128::from(limit.requests.get())
 }
 
-fn window_ms(limit: &Limit) -> i64 {
-    i64::try_from(limit.window_ms.get()).unwrap_or(i64::MAX)
+fn window(limit: &Limit) -> i128 {
+    i128::from(limit.window_ms.get())
 }
 
-/// One GCRA step over every window at once; `state` holds one `tat` per
-/// limit (missing entries are idle). Blocked requests change nothing.
-pub fn decide(state: &[i64], now_ms: i64, limits: &[Limit], cost: u32) -> GcraDecision {
+/// `tat` of window `i` at `now_ms`, in `1/N` ms: the stored one if it is for
+/// the same `N` and in the future, else `now`.
+fn current(state: &[Cell], i: usize, limit: &Limit, now_ms: i64) -> i128 {
+    let now = i128::from(now_ms) * scale(limit);
+    match state.get(i) {
+        Some(cell) if cell.requests == limit.requests.get() => cell.tat.max(now),
+        _ => now,
+    }
+}
+
+/// `x / d` rounded up, for `x ≥ 0`, `d > 0`.
+fn div_ceil(x: i128, d: i128) -> i128 {
+    (x + d - 1) / d
+}
+
+/// One GCRA step over every window at once. Blocked requests change nothing.
+pub fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> GcraDecision {
     let mut allowed = true;
     let mut retry_after_ms = 0u64;
     let mut binding = None;
     let mut next = Vec::with_capacity(limits.len());
+    let mut now_tats = Vec::with_capacity(limits.len());
     for (i, limit) in limits.iter().enumerate() {
-        let tat = state.get(i).copied().unwrap_or(i64::MIN).max(now_ms);
-        let candidate = tat.saturating_add(interval(limit).saturating_mul(i64::from(cost)));
-        let over = candidate - now_ms - window_ms(limit);
+        let (n, w) = (scale(limit), window(limit));
+        let tat = current(state, i, limit, now_ms);
+        let candidate = tat + w * i128::from(cost);
+        let over = candidate - i128::from(now_ms) * n - w * n;
         if over > 0 {
             allowed = false;
-            if binding.is_none() || over as u64 > retry_after_ms {
-                retry_after_ms = over as u64;
+            let wait = u64::try_from(div_ceil(over, n)).unwrap_or(u64::MAX);
+            if binding.is_none() || wait > retry_after_ms {
+                retry_after_ms = wait;
                 binding = Some(i);
             }
         }
-        next.push(candidate);
+        now_tats.push(tat);
+        next.push(Cell { requests: limit.requests.get(), tat: candidate });
     }
-    let current: Vec<i64> = limits
-        .iter()
-        .enumerate()
-        .map(|(i, _)| state.get(i).copied().unwrap_or(i64::MIN).max(now_ms))
-        .collect();
-    let shown = if allowed { &next } else { &current };
-    let windows = limits.iter().zip(shown).map(|(l, tat)| window_state(*l, *tat, now_ms)).collect();
+    let shown: Vec<i128> = if allowed { next.iter().map(|c| c.tat).collect() } else { now_tats };
+    let windows = limits.iter().zip(shown).map(|(l, tat)| window_state(*l, tat, now_ms)).collect();
     GcraDecision {
         allowed,
         retry_after_ms,
@@ -80,60 +105,70 @@ pub fn decide(state: &[i64], now_ms: i64, limits: &[Limit], cost: u32) -> GcraDe
 }
 
 /// Records `cost` whatever the limits say (failures-only rules).
-pub fn record(state: &[i64], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<i64>, Vec<WindowState>) {
-    let next: Vec<i64> = limits
+pub fn record(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Cell>, Vec<WindowState>) {
+    let next: Vec<Cell> = limits
         .iter()
         .enumerate()
-        .map(|(i, l)| {
-            let tat = state.get(i).copied().unwrap_or(i64::MIN).max(now_ms);
-            tat.saturating_add(interval(l).saturating_mul(i64::from(cost)))
+        .map(|(i, l)| Cell {
+            requests: l.requests.get(),
+            tat: current(state, i, l, now_ms) + window(l) * i128::from(cost),
         })
         .collect();
-    let windows = limits.iter().zip(&next).map(|(l, tat)| window_state(*l, *tat, now_ms)).collect();
+    let windows = limits.iter().zip(&next).map(|(l, c)| window_state(*l, c.tat, now_ms)).collect();
     (next, windows)
 }
 
 /// The windows' state without recording.
-pub fn peek(state: &[i64], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
+pub fn peek(state: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
     limits
         .iter()
         .enumerate()
-        .map(|(i, l)| window_state(*l, state.get(i).copied().unwrap_or(i64::MIN).max(now_ms), now_ms))
+        .map(|(i, l)| window_state(*l, current(state, i, l, now_ms), now_ms))
         .collect()
 }
 
-/// When the state is idle again (every `tat` in the past): the TTL.
-pub fn expires_at(state: &[i64]) -> Option<i64> {
-    state.iter().copied().max()
+/// When the state is idle again (every `tat` in the past), in Unix ms,
+/// rounded up: the TTL.
+pub fn expires_at(state: &[Cell]) -> Option<i64> {
+    state
+        .iter()
+        .map(|c| div_ceil(c.tat.max(0), i128::from(c.requests.max(1))))
+        .max()
+        .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX))
 }
 
-fn window_state(limit: Limit, tat: i64, now: i64) -> WindowState {
-    let t = interval(&limit);
-    let backlog = (tat - now).max(0);
-    // Units in use: the backlog in emission intervals, rounded up.
-    let used = ((backlog + t - 1) / t) as u64;
+fn window_state(limit: Limit, tat: i128, now_ms: i64) -> WindowState {
+    let (n, w) = (scale(&limit), window(&limit));
+    let backlog = (tat - i128::from(now_ms) * n).max(0);
+    // Units in use: the backlog in emission intervals (`W` each), rounded up.
+    let used = u64::try_from(div_ceil(backlog, w)).unwrap_or(u64::MAX);
     let cap = u64::from(limit.requests.get());
     WindowState {
         limit,
         used: used.min(cap),
         remaining: cap.saturating_sub(used),
-        reset_ms: backlog as u64,
+        reset_ms: u64::try_from(div_ceil(backlog, n)).unwrap_or(u64::MAX),
     }
 }
 
-/// Serializes the state as `g:tat,tat,...`, one row's worth.
-pub fn encode(state: &[i64]) -> String {
-    let tats: Vec<String> = state.iter().map(i64::to_string).collect();
-    format!("g:{}", tats.join(","))
+/// Serializes the state as `g:N/tat,N/tat,...`, one row's worth.
+pub fn encode(state: &[Cell]) -> String {
+    let cells: Vec<String> = state.iter().map(|c| format!("{}/{}", c.requests, c.tat)).collect();
+    format!("g:{}", cells.join(","))
 }
 
 /// Reads back what [`encode`] wrote; `None` for anything else.
-pub fn decode(text: &str) -> Option<Vec<i64>> {
+pub fn decode(text: &str) -> Option<Vec<Cell>> {
     let body = text.strip_prefix("g:")?;
     if body.is_empty() {
         return Some(Vec::new());
     }
-    body.split(',').map(|t| t.parse().ok()).collect()
+    body.split(',')
+        .map(|cell| {
+            let (n, tat) = cell.split_once('/')?;
+            Some(Cell { requests: n.parse().ok()?, tat: tat.parse().ok()? })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -148,7 +183,7 @@ mod tests {
         }
     }
 
-    fn run(state: &mut Vec<i64>, now: i64, limits: &[Limit], cost: u32) -> GcraDecision {
+    fn run(state: &mut Vec<Cell>, now: i64, limits: &[Limit], cost: u32) -> GcraDecision {
         let d = decide(state, now, limits, cost);
         if let Some(s) = &d.new_state {
             *state = s.clone();
@@ -185,47 +220,52 @@ mod tests {
         let d = run(&mut state, 1_000, &limits, 1);
         assert!(!d.allowed, "the long window binds: 6 used of 6 (less what 1 s refilled)");
         assert_eq!(d.binding, Some(1));
-        // T = 10 s / 6 = 1666 ms (rounded down); 7 units end at tat = 11 662.
-        assert_eq!(d.retry_after_ms, 7 * 1_666 - 1_000 - 10_000);
+        // T = 10 s / 6 exactly; 7 units end at 70/6 s = 11 666.67 ms.
+        assert_eq!(d.retry_after_ms, 667);
     }
 
     /// Over any interval of length W, GCRA admits at most 2N − 1, and the
     /// long-run rate is N per W. The sliding log admits at most N.
     #[test]
     fn gcra_error_bound() {
-        let n = 10u32;
-        let w = 1_000i64;
-        let limits = [limit(n, w as u64)];
-        let mut state = Vec::new();
-        let mut allowed_at = Vec::new();
-        // A greedy client asking every millisecond for 20 windows.
-        for now in 0..20 * w {
-            if run(&mut state, now, &limits, 1).allowed {
-                allowed_at.push(now);
+        for (n, w) in [(10u32, 1_000i64), (7, 1_000), (600, 1_000), (3, 7)] {
+            let limits = [limit(n, w as u64)];
+            let mut state = Vec::new();
+            let mut allowed_at = Vec::new();
+            // A greedy client asking every millisecond for 20 windows.
+            for now in 0..20 * w {
+                for _ in 0..4 {
+                    if run(&mut state, now, &limits, 1).allowed {
+                        allowed_at.push(now);
+                    }
+                }
             }
+            let worst = allowed_at
+                .iter()
+                .map(|&start| allowed_at.iter().filter(|&&t| t >= start && t < start + w).count())
+                .max()
+                .unwrap();
+            assert!(worst < 2 * n as usize, "n={n} w={w}: worst window {worst} (at most 2N − 1)");
+            let total = allowed_at.len() as u32;
+            assert!(total <= 20 * n + n, "n={n} w={w}: {total} in 20 windows");
+            assert!(total >= 20 * n, "n={n} w={w}: {total} in 20 windows");
         }
-        let worst = allowed_at
-            .iter()
-            .map(|&start| allowed_at.iter().filter(|&&t| t >= start && t < start + w).count())
-            .max()
-            .unwrap();
-        assert_eq!(worst, 2 * n as usize - 1, "worst window");
-        assert!(allowed_at.len() <= (20 * n + n) as usize, "long-run rate N per W, plus one burst");
-        assert!(allowed_at.len() >= (20 * n) as usize);
     }
 
     #[test]
-    fn record_and_codec() {
-        let limits = [limit(2, 1_000)];
-        let (s, w) = record(&[], 0, &limits, 1);
-        let (s, _) = record(&s, 0, &limits, 1);
-        let (s, w2) = record(&s, 0, &limits, 1);
+    fn a_changed_limit_starts_afresh_and_codec_round_trips() {
+        let (s, w) = record(&[], 0, &[limit(2, 1_000)], 1);
+        let (s, _) = record(&s, 0, &[limit(2, 1_000)], 1);
+        let (s, w2) = record(&s, 0, &[limit(2, 1_000)], 1);
         assert_eq!(w[0].remaining, 1);
         assert_eq!(w2[0].remaining, 0);
-        assert!(!decide(&s, 0, &limits, 1).allowed);
+        assert!(!decide(&s, 0, &[limit(2, 1_000)], 1).allowed);
+        assert!(decide(&s, 0, &[limit(3, 1_000)], 1).allowed, "another N is another limit");
         assert_eq!(decode(&encode(&s)), Some(s));
-        assert_eq!(decode("1,2"), None);
-        assert_eq!(decode("g:x"), None);
-        assert_eq!(peek(&[], 5, &limits)[0].remaining, 2);
+        assert_eq!(decode("g:1,2"), None);
+        assert_eq!(decode("g:x/1"), None);
+        assert_eq!(peek(&[], 5, &[limit(2, 1_000)])[0].remaining, 2);
+        let huge = [Cell { requests: 1, tat: i128::MAX / 4 }];
+        assert_eq!(expires_at(&huge), Some(i64::MAX), "a corrupt row saturates, never panics");
     }
 }
