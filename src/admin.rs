@@ -39,6 +39,16 @@ pub enum AdminError {
 }
 
 impl AdminError {
+    /// The status phrase (RFC 9457 §4.2.1: the title of an `about:blank`
+    /// problem is the status phrase).
+    pub fn title(&self) -> &'static str {
+        match self.status() {
+            404 => "Not Found",
+            405 => "Method Not Allowed",
+            _ => "Bad Request",
+        }
+    }
+
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> u16 {
         match self {
@@ -178,6 +188,9 @@ pub fn token_matches(expected: &str, authorization: Option<&str>) -> bool {
                 .map(|_| h[7..].trim())
         })
         .unwrap_or("");
+    // A secret stored with a trailing newline (`echo token | wrangler secret
+    // put`) is the same token.
+    let expected = expected.trim();
     let a = Sha256::digest(expected.as_bytes());
     let b = Sha256::digest(presented.as_bytes());
     let difference = a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y));
@@ -246,5 +259,6 @@ mod tests {
         assert!(!token_matches("s3cret", Some("s3cret")));
         assert!(!token_matches("s3cret", None));
         assert!(!token_matches("", Some("Bearer ")));
+        assert!(token_matches("s3cret\n", Some("Bearer s3cret")), "a stored trailing newline is ignored");
     }
 }

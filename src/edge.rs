@@ -276,7 +276,8 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
 
     let response = forward(req, &url, env).await?;
     settle_after_response(ctx, env, &applied, response.status()).await;
-    if fields.is_empty() {
+    // A WebSocket upgrade (101) cannot be rebuilt with extra fields.
+    if fields.is_empty() || response.status() == 101 {
         Ok(response)
     } else {
         with_fields(response, &fields)
@@ -558,7 +559,7 @@ async fn admin_request(
     }
     let request = match admin::parse(config, path, method, query) {
         Ok(request) => request,
-        Err(e) => return problem(e.status(), "Admin request refused", &e.to_string(), None),
+        Err(e) => return problem(e.status(), e.title(), &e.to_string(), None),
     };
     let id = format!("{}\n{}", request.rule.name, request.key);
     let op = match request.action {

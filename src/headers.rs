@@ -16,13 +16,16 @@ pub fn seconds_ceil(ms: u64) -> u64 {
 }
 
 /// The policy name of one window: the rule's name when it has a single
-/// window, else the rule's name and the window length (`login-900s`), so
-/// every item of `RateLimit-Policy` has a distinct name.
+/// window, else the rule's name and the window length (`login-900s`, or
+/// `burst-500ms` for a window that is not whole seconds), so every item of
+/// `RateLimit-Policy` has a distinct name.
 pub fn policy_name(rule: &str, window_ms: u64, windows: usize) -> String {
     if windows <= 1 {
         rule.to_string()
+    } else if window_ms.is_multiple_of(1000) {
+        format!("{rule}-{}s", window_ms / 1000)
     } else {
-        format!("{rule}-{}s", seconds_ceil(window_ms))
+        format!("{rule}-{window_ms}ms")
     }
 }
 
@@ -116,6 +119,12 @@ mod tests {
         );
         assert_eq!(ratelimit("heavy", &w, None).unwrap(), "\"heavy-3600s\";r=1;t=10");
         assert_eq!(ratelimit("heavy", &w, Some((0, 5_000))).unwrap(), "\"heavy-60s\";r=2;t=5");
+    }
+
+    #[test]
+    fn sub_second_windows_keep_distinct_names() {
+        let w = [window(5, 500, 5, 0), window(8, 1_000, 8, 0)];
+        assert_eq!(ratelimit_policy("burst", &w), ["\"burst-500ms\";q=5;w=1", "\"burst-1s\";q=8;w=1"]);
     }
 
     #[test]
