@@ -128,7 +128,11 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
     // The method as sent (workers-rs maps methods it does not know to GET).
     let method = req.inner().method();
     let header = |name: &str| req.headers().get(name).ok().flatten();
-    let content_type = header("content-type").unwrap_or_default();
+    let content_type = if method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD") {
+        String::new()
+    } else {
+        header("content-type").unwrap_or_default()
+    };
 
     if admin::is_admin_path(&config.admin_prefix, &path) {
         if let Ok(token) = env.secret(ADMIN_TOKEN_SECRET) {
@@ -142,7 +146,8 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
     // conditions and `query:` keys see.
     let mut body: Option<Vec<u8>> = None;
     let mut body_read = false;
-    let form = is_form(&content_type);
+    let bodiless = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
+    let form = !bodiless && is_form(&content_type);
     if form && config.rules.iter().any(|r| !r.query.is_empty()) {
         body = read_body(&req, config.body_limit).await;
         body_read = true;
@@ -159,10 +164,13 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
     let host = canonical_host(url.host_str().unwrap_or(""));
     // Method overrides (Laravel `_method`, X-HTTP-Method-Override in Rails
     // and others): a rule applies if the method or any override matches.
+    // (Looked up only when some rule restricts methods.)
+    let any_methods = config.rules.iter().any(|r| !r.methods.is_empty());
     let overrides = ["x-http-method-override", "x-http-method", "x-method-override"]
         .iter()
+        .filter(|_| any_methods)
         .filter_map(|h| header(h))
-        .chain(query.values("_method").map(str::to_string));
+        .chain(query.values("_method").filter(|_| any_methods).map(str::to_string));
     let mut matched: Vec<(&Rule, crate::rules::Match)> = Vec::new();
     for candidate in method_candidates(&method, overrides) {
         let view = RequestView { method: &candidate, host: &host, path: &path, query: &query };
@@ -180,7 +188,11 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
     if !body_read && matched.iter().any(|(rule, _)| rule.reads_body()) {
         body = read_body(&req, config.body_limit).await;
     }
-    let body_lookup = |field: &str| body.as_deref().and_then(|b| body_field(&content_type, b, field));
+    let body_type = match (&body, content_type.is_empty()) {
+        (Some(_), true) => header("content-type").unwrap_or_default(),
+        _ => content_type.clone(),
+    };
+    let body_lookup = |field: &str| body.as_deref().and_then(|b| body_field(&body_type, b, field));
     let client_ip = header("cf-connecting-ip");
     let cf = req.cf();
     let country = cf.and_then(|cf| cf.country());
