@@ -61,14 +61,7 @@ impl BlockedUntilCache {
         if !self.until.contains_key(id) && self.until.len() >= self.capacity {
             self.until.retain(|_, b| b.until_ms > now_ms);
             if self.until.len() >= self.capacity {
-                let soonest = self
-                    .until
-                    .iter()
-                    .min_by_key(|(_, b)| b.until_ms)
-                    .map(|(k, _)| k.clone());
-                if let Some(k) = soonest {
-                    self.until.remove(&k);
-                }
+                self.evict_soonest();
             }
         }
         self.until.insert(id.to_string(), block);
@@ -81,13 +74,14 @@ impl BlockedUntilCache {
         if self.until.len() > self.capacity {
             self.until.retain(|_, b| b.until_ms > now_ms);
         }
-        while self.until.len() > self.capacity {
-            let soonest = self.until.iter().min_by_key(|(_, b)| b.until_ms).map(|(k, _)| k.clone());
-            match soonest {
-                Some(k) => self.until.remove(&k),
-                None => break,
-            };
-        }
+        while self.until.len() > self.capacity && self.evict_soonest() {}
+    }
+
+    /// Drops the entry that expires soonest (the least valuable one);
+    /// whether there was one.
+    fn evict_soonest(&mut self) -> bool {
+        let soonest = self.until.iter().min_by_key(|(_, b)| b.until_ms).map(|(k, _)| k.clone());
+        soonest.is_some_and(|k| self.until.remove(&k).is_some())
     }
 
     pub fn capacity(&self) -> usize {

@@ -348,14 +348,7 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
     };
     // When in doubt, match: Express, ASP.NET and IIS route paths
     // case-insensitively, so rules do too unless told otherwise.
-    let case_insensitive = match table.get("case_insensitive") {
-        None => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            errs.push("case_insensitive", "must be true or false");
-            false
-        }
-    };
+    let case_insensitive = flag(table, "case_insensitive", true, &mut errs);
     let suffixes = match table.get("suffixes") {
         None => DEFAULT_SUFFIXES.iter().map(|s| s.to_string()).collect(),
         Some(v) => match string_list(v) {
@@ -411,14 +404,7 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
             Counting::All
         }
     };
-    let clear_on_success = match table.get("clear_on_success") {
-        None => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            errs.push("clear_on_success", "must be true or false");
-            false
-        }
-    };
+    let clear_on_success = flag(table, "clear_on_success", false, &mut errs);
     if clear_on_success {
         if counting == Counting::All {
             errs.push("clear_on_success", "only for rules that count failures (set count_statuses)");
@@ -434,14 +420,7 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
             );
         }
     }
-    let ratelimit_headers = match table.get("ratelimit_headers") {
-        None => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            errs.push("ratelimit_headers", "must be true or false");
-            false
-        }
-    };
+    let ratelimit_headers = flag(table, "ratelimit_headers", false, &mut errs);
     let header = match table.get("header") {
         None => Vec::new(),
         Some(Value::Object(conditions)) => parse_header_conditions(conditions, &mut errs),
@@ -563,6 +542,18 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
         errs.push(field, message);
         errs.errors
     })
+}
+
+/// A true/false field, `default` when absent.
+fn flag(table: &Map<String, Value>, field: &str, default: bool, errs: &mut RuleErrors) -> bool {
+    match table.get(field) {
+        None => default,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            errs.push(field, "must be true or false");
+            default
+        }
+    }
 }
 
 fn parse_key(value: &Value, field: &str, errs: &mut RuleErrors) -> Vec<KeyPart> {

@@ -123,13 +123,12 @@ pub fn expiry(stored: &str, horizon_ms: u64) -> Option<i64> {
 mod tests {
     use super::*;
     use crate::window::Limit;
-    use std::num::{NonZeroU32, NonZeroU64};
 
     fn call(op: Op, algorithm: Algorithm) -> Call {
         Call {
             op,
             algorithm,
-            limits: vec![Limit { requests: NonZeroU32::new(2).unwrap(), window_ms: NonZeroU64::new(1_000).unwrap() }],
+            limits: vec![Limit::new(2, 1_000).unwrap()],
             cost: 1,
         }
     }

@@ -98,6 +98,12 @@ pub async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<web_s
     }
 }
 
+/// The name of the object counting `key` for `rule` (also its cache key):
+/// the rule's name and the key, one line each.
+fn object_name(rule: &Rule, key: &str) -> String {
+    format!("{}\n{}", rule.name, key)
+}
+
 /// One of tollgate's own responses, as the raw response the runtime takes.
 fn raw(response: worker::Result<Response>) -> worker::Result<web_sys::Response> {
     response.map(Into::into)
@@ -128,11 +134,8 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
     // The method as sent (workers-rs maps methods it does not know to GET).
     let method = req.inner().method();
     let header = |name: &str| req.headers().get(name).ok().flatten();
-    let content_type = if method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD") {
-        String::new()
-    } else {
-        header("content-type").unwrap_or_default()
-    };
+    let bodiless = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
+    let content_type = if bodiless { String::new() } else { header("content-type").unwrap_or_default() };
 
     if admin::is_admin_path(&config.admin_prefix, &path) {
         if let Ok(token) = env.secret(ADMIN_TOKEN_SECRET) {
@@ -146,7 +149,6 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
     // conditions and `query:` keys see.
     let mut body: Option<Vec<u8>> = None;
     let mut body_read = false;
-    let bodiless = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
     let form = !bodiless && is_form(&content_type);
     if form && config.rules.iter().any(|r| !r.query.is_empty()) {
         body = read_body(&req, config.body_limit).await;
@@ -222,7 +224,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
         applied.push(Applied {
             rule,
             key_hash: key_hash(&key),
-            id: format!("{}\n{}", rule.name, key),
+            id: object_name(rule, &key),
             fell_back,
         });
     }
@@ -317,8 +319,7 @@ async fn settle_after_response(ctx: &Context, env: &Env, applied: &[Applied<'_>]
         } else {
             continue;
         };
-        let call = Call { op, algorithm: a.rule.algorithm, limits: a.rule.limits.clone(), cost: a.rule.cost };
-        tasks.push((a.id.clone(), call, a.rule.timeout_ms, a.rule.name.clone(), a.key_hash.clone()));
+        tasks.push((a.id.clone(), a.rule.call(op), a.rule.timeout_ms, a.rule.name.clone(), a.key_hash.clone()));
     }
     if tasks.is_empty() {
         return;
@@ -364,7 +365,7 @@ async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
         Counting::All => Op::Hit,
         Counting::Statuses(_) => Op::Check,
     };
-    let call = Call { op, algorithm: applied.rule.algorithm, limits: applied.rule.limits.clone(), cost: applied.rule.cost };
+    let call = applied.rule.call(op);
     let reply = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
         Ok(reply) => reply,
         Err(e) => return Outcome::Failed(e),
@@ -573,7 +574,7 @@ async fn admin_request(
         Ok(request) => request,
         Err(e) => return problem(e.status(), e.title(), &e.to_string(), None),
     };
-    let id = format!("{}\n{}", request.rule.name, request.key);
+    let id = object_name(request.rule, &request.key);
     let op = match request.action {
         AdminAction::Status => Op::Status,
         AdminAction::Reset => {
@@ -581,12 +582,7 @@ async fn admin_request(
             Op::Reset
         }
     };
-    let call = Call {
-        op,
-        algorithm: request.rule.algorithm,
-        limits: request.rule.limits.clone(),
-        cost: request.rule.cost,
-    };
+    let call = request.rule.call(op);
     match call_with_timeout(env, &id, &call, request.rule.timeout_ms).await {
         Ok(reply) => {
             log_line(

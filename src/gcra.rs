@@ -174,13 +174,9 @@ pub fn decode(text: &str) -> Option<Vec<Cell>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::num::{NonZeroU32, NonZeroU64};
 
     fn limit(requests: u32, window_ms: u64) -> Limit {
-        Limit {
-            requests: NonZeroU32::new(requests).unwrap(),
-            window_ms: NonZeroU64::new(window_ms).unwrap(),
-        }
+        Limit::new(requests, window_ms).unwrap()
     }
 
     fn run(state: &mut Vec<Cell>, now: i64, limits: &[Limit], cost: u32) -> GcraDecision {

@@ -10,7 +10,6 @@
 
 use crate::window::{Limit, WindowState};
 use serde::{Deserialize, Serialize};
-use std::num::{NonZeroU32, NonZeroU64};
 
 /// The only version this build speaks.
 pub const VERSION: u32 = 1;
@@ -101,13 +100,13 @@ pub fn decode_call(body: &str) -> Result<Call, String> {
     }
     let mut limits = Vec::with_capacity(wire.limits.len());
     for (raw_requests, window_ms) in wire.limits {
-        let requests = u32::try_from(raw_requests).ok().and_then(NonZeroU32::new);
-        let window = (window_ms <= crate::duration::MAX_WINDOW_MS)
-            .then_some(window_ms)
-            .and_then(NonZeroU64::new);
-        match (requests, window) {
-            (Some(requests), Some(window_ms)) => limits.push(Limit { requests, window_ms }),
-            _ => return Err(format!("invalid limit [{raw_requests}, {window_ms}]")),
+        let limit = u32::try_from(raw_requests)
+            .ok()
+            .filter(|_| window_ms <= crate::duration::MAX_WINDOW_MS)
+            .and_then(|requests| Limit::new(requests, window_ms));
+        match limit {
+            Some(limit) => limits.push(limit),
+            None => return Err(format!("invalid limit [{raw_requests}, {window_ms}]")),
         }
     }
     if wire.cost == 0 {
@@ -168,10 +167,7 @@ mod tests {
         let call = Call {
             op: Op::Hit,
             algorithm: Algorithm::SlidingLog,
-            limits: vec![Limit {
-                requests: NonZeroU32::new(10).unwrap(),
-                window_ms: NonZeroU64::new(60_000).unwrap(),
-            }],
+            limits: vec![Limit::new(10, 60_000).unwrap()],
             cost: 2,
         };
         let text = encode_call(&call);

@@ -320,6 +320,12 @@ impl Rule {
             .then(|| path[..dot].to_string())
     }
 
+    /// The call that asks this rule's object to do `op`, with the rule's
+    /// algorithm, limits and cost (limits travel with every call).
+    pub fn call(&self, op: crate::protocol::Op) -> crate::protocol::Call {
+        crate::protocol::Call { op, algorithm: self.algorithm, limits: self.limits.clone(), cost: self.cost }
+    }
+
     /// Whether any part of the rule's key (or fallback key) reads the body.
     pub fn reads_body(&self) -> bool {
         let fallback: &[KeyPart] = match &self.on_missing_key {

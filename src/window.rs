@@ -17,6 +17,13 @@ pub struct Limit {
     pub window_ms: NonZeroU64,
 }
 
+impl Limit {
+    /// A limit of `requests` per `window_ms`; `None` if either is zero.
+    pub fn new(requests: u32, window_ms: u64) -> Option<Limit> {
+        Some(Limit { requests: NonZeroU32::new(requests)?, window_ms: NonZeroU64::new(window_ms)? })
+    }
+}
+
 /// One recorded request: when it happened (Unix ms) and the cost it used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hit {
@@ -254,10 +261,7 @@ mod tests {
     use super::*;
 
     fn limit(requests: u32, window_ms: u64) -> Limit {
-        Limit {
-            requests: NonZeroU32::new(requests).unwrap(),
-            window_ms: NonZeroU64::new(window_ms).unwrap(),
-        }
+        Limit::new(requests, window_ms).unwrap()
     }
 
     /// Drives `decide` like the object does: store the new log if any.
