@@ -2,7 +2,7 @@
 // each from its own IP, is limited on the 11th request; look-alikes never are.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startTollgate, statuses } from "./harness.mjs";
+import { withTollgate, statuses } from "./harness.mjs";
 
 const VARIANTS = {
   "plain": "/api/example?mode=heavy",
@@ -38,28 +38,18 @@ const LOOK_ALIKES = [
   "/api/example?xmode=heavy",
 ];
 
-test("one variant per category is limited on the 11th request", async () => {
-  const tg = await startTollgate();
-  try {
+test("one variant per category is limited on the 11th request", () =>
+  withTollgate({}, async (tg) => {
     let n = 0;
     for (const [category, url] of Object.entries(VARIANTS)) {
       const ip = `198.51.100.${++n}`;
       assert.deepEqual(await statuses(tg, 11, url, { ip }), [...Array(10).fill(200), 429], `${category}: ${url}`);
     }
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-});
+  }));
 
-test("look-alikes are never limited", async () => {
-  const tg = await startTollgate();
-  try {
+test("look-alikes are never limited", () =>
+  withTollgate({}, async (tg) => {
     for (const url of LOOK_ALIKES) {
       assert.deepEqual(await statuses(tg, 12, url, { ip: "203.0.113.99" }), Array(12).fill(200), url);
     }
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-});
+  }));

@@ -2,13 +2,12 @@
 // limited end to end in workerd, with a real SQLite-backed Durable Object.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startTollgate, objectFiles, statuses, tempDir } from "./harness.mjs";
+import { startTollgate, withTollgate, objectFiles, statuses, tempDir } from "./harness.mjs";
 
 const HEAVY = "/api/example?mode=heavy";
 
-test("11 rapid requests from one IP: ten 200s, then 429 with Retry-After", async () => {
-  const tg = await startTollgate();
-  try {
+test("11 rapid requests from one IP: ten 200s, then 429 with Retry-After", () =>
+  withTollgate({}, async (tg) => {
     assert.deepEqual(await statuses(tg, 10, HEAVY), Array(10).fill(200));
     const res = await tg.fetch(HEAVY);
     assert.equal(res.status, 429);
@@ -23,37 +22,23 @@ test("11 rapid requests from one IP: ten 200s, then 429 with Retry-After", async
     assert.equal(body.title, "Too Many Requests");
     assert.equal(body.retry_after, Number(retryAfter));
     assert.equal(tg.origin.received.length, 10, "the blocked request never reached the origin");
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-});
+  }));
 
-test("a second IP is unaffected", async () => {
-  const tg = await startTollgate();
-  try {
+test("a second IP is unaffected", () =>
+  withTollgate({}, async (tg) => {
     assert.deepEqual(await statuses(tg, 11, HEAVY, { ip: "198.51.100.1" }), [...Array(10).fill(200), 429]);
     assert.deepEqual(await statuses(tg, 10, HEAVY, { ip: "198.51.100.2" }), Array(10).fill(200));
     assert.equal(objectFiles(tg.persist).length, 2, "one object per (rule, key)");
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-});
+  }));
 
-test("non-matching paths are never limited and never reach a Durable Object", async () => {
-  const tg = await startTollgate();
-  try {
+test("non-matching paths are never limited and never reach a Durable Object", () =>
+  withTollgate({}, async (tg) => {
     for (const path of ["/api/example?mode=normal", "/api/example", "/", "/api/other?mode=heavy", "/api/examples?mode=heavy"]) {
       assert.deepEqual(await statuses(tg, 12, path), Array(12).fill(200), path);
     }
     assert.equal(tg.origin.received.length, 60);
     assert.deepEqual(objectFiles(tg.persist), [], "no limiter object was ever created");
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-});
+  }));
 
 test("every variant lands in the same bucket", async () => {
   const tg = await startTollgate();

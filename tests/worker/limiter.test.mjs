@@ -2,29 +2,23 @@
 // cost targets from the SQLite cursors, alarm TTL, blocked-until cache.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startTollgate, statuses, sleep, objectFiles } from "./harness.mjs";
+import { startTollgate, withTollgate, statuses, sleep, objectFiles } from "./harness.mjs";
 
 const rule = (name, path, limits, extra = {}) => ({ name, path, key: ["ip"], limits, ...extra });
 
-test("200 concurrent requests for one key with limit 10: exactly 10 allowed", async () => {
-  const tg = await startTollgate();
-  try {
+test("200 concurrent requests for one key with limit 10: exactly 10 allowed", () =>
+  withTollgate({}, async (tg) => {
     const all = await Promise.all(
       Array.from({ length: 200 }, () => tg.fetch("/api/example?mode=heavy").then(async (r) => (await r.arrayBuffer(), r.status))),
     );
     assert.equal(all.filter((s) => s === 200).length, 10);
     assert.equal(all.filter((s) => s === 429).length, 190);
     assert.equal(tg.origin.received.length, 10);
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-});
+  }));
 
 test("two windows (3 per 2 s and 5 per 10 s) both bind", async () => {
   const config = { rules: [rule("two", "/two", [{ requests: 3, window: "2s" }, { requests: 5, window: "10s" }])] };
-  const tg = await startTollgate({ config });
-  try {
+  await withTollgate({ config }, async (tg) => {
     assert.deepEqual(await statuses(tg, 4, "/two"), [200, 200, 200, 429], "the 2 s window binds first");
     const blocked = await tg.fetch("/two");
     assert.equal(blocked.status, 429);
@@ -36,10 +30,7 @@ test("two windows (3 per 2 s and 5 per 10 s) both bind", async () => {
     assert.equal(res.status, 429);
     assert.ok(Number(res.headers.get("retry-after")) >= 7, "waits for the 10 s window, not the 2 s one");
     assert.match(res.headers.get("ratelimit"), /^"two-10s";r=0;t=\d+$/);
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
+  });
 });
 
 test("cost targets: <=1 row read per call, 1 row written per allowed, 0 and no alarm per blocked", async () => {
@@ -80,20 +71,15 @@ test("steady state with pruning still writes one row per allowed request", async
   }
 });
 
-test("malformed calls are refused with a clear error", async () => {
-  const tg = await startTollgate();
-  try {
+test("malformed calls are refused with a clear error", () =>
+  withTollgate({}, async (tg) => {
     const bad = await tg.callObject("x", { v: 2, op: "hit", limits: [[1, 1000]] });
     assert.equal(bad.status, 400);
     assert.match(bad.body.error, /unsupported call version 2/);
     const zero = await tg.callObject("x", { v: 1, op: "hit", limits: [[0, 1000]] });
     assert.equal(zero.status, 400);
     assert.match(zero.body.error, /invalid limit/);
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
-});
+  }));
 
 test("TTL: after the window plus margin the object holds no rows and no alarm", async () => {
   const config = { rules: [rule("short", "/short", [{ requests: 5, window: "1s" }])] };
@@ -147,8 +133,7 @@ test("blocked-until cache answers without calling the object", async () => {
 
 test("a GCRA rule: O(1) state, one row written per allowed request, burst then steady refill", async () => {
   const config = { rules: [rule("big", "/big", [{ requests: 3, window: "3s" }], { algorithm: "gcra" })] };
-  const tg = await startTollgate({ config });
-  try {
+  await withTollgate({ config }, async (tg) => {
     assert.deepEqual(await statuses(tg, 4, "/big"), [200, 200, 200, 429]);
     const blocked = await tg.fetch("/big");
     assert.equal(blocked.headers.get("retry-after"), "1", "one emission interval (1 s), not the whole window");
@@ -163,8 +148,5 @@ test("a GCRA rule: O(1) state, one row written per allowed request, burst then s
     ]);
     await sleep(1_050);
     assert.deepEqual(await statuses(tg, 2, "/big"), [200, 429], "one unit refilled after T = 1 s");
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
+  });
 });
