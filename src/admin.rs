@@ -16,7 +16,9 @@
 
 use crate::canon::CanonicalQuery;
 use crate::config::Config;
-use crate::key::{derive_key, KeyInputs, MissingPart};
+use crate::key::{derive_key, key_hash, KeyInputs, MissingPart};
+use crate::protocol::Reply;
+use crate::verdict::LogEvent;
 use crate::rules::Rule;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -174,6 +176,41 @@ pub fn admin_key(rule: &Rule, params: &CanonicalQuery, ipv6_prefix: u8) -> Resul
         ipv6_prefix,
     };
     derive_key(&rule.key, &inputs)
+}
+
+impl AdminAction {
+    /// `status` or `reset`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdminAction::Status => "status",
+            AdminAction::Reset => "reset",
+        }
+    }
+}
+
+/// The `admin` log line of a served request: the key only as its hash.
+pub fn log_event(request: &AdminRequest<'_>) -> LogEvent {
+    LogEvent::new(
+        "admin",
+        vec![
+            ("action", request.action.name().into()),
+            ("rule", request.rule.name.as_str().into()),
+            ("key_hash", key_hash(&request.key).into()),
+        ],
+    )
+}
+
+/// The JSON body answering a served request: the key's windows as its
+/// object reported them.
+pub fn status_body(request: &AdminRequest<'_>, reply: &Reply) -> serde_json::Value {
+    serde_json::json!({
+        "rule": request.rule.name,
+        "key_hash": key_hash(&request.key),
+        "action": request.action.name(),
+        "windows": reply.windows,
+        "alarm_pending": reply.alarm_pending,
+        "stored_hits": reply.stored_hits,
+    })
 }
 
 /// Whether `authorization` is `Bearer <expected>`, compared in constant

@@ -13,12 +13,11 @@
 
 use crate::admin::{self, AdminAction};
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
-use crate::canon::{canonical_host, canonical_path, CanonicalQuery};
-use crate::config::{Action, Config, ConfigError, Counting, FailPolicy, MissingKey};
-use crate::headers;
-use crate::key::{body_field, derive_key, key_hash, KeyInputs};
-use crate::protocol::{encode_call, Call, Op, Reply, WireWindow};
-use crate::rules::{method_candidates, RequestView, Rule};
+use crate::config::{Config, ConfigError};
+use crate::headers::OwnResponse;
+use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
+use crate::protocol::{encode_call, Call, Op, Reply};
+use crate::verdict::{self, Answer, LogEvent, Outcome};
 use futures_util::future::{join_all, select, Either};
 use futures_util::StreamExt;
 use std::cell::RefCell;
@@ -27,8 +26,7 @@ use std::time::Duration;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{
-    console_log, event, js_sys, web_sys, Context, Date, Delay, Env, Headers, Method, Request, RequestInit,
-    Response,
+    console_log, event, js_sys, web_sys, Context, Date, Delay, Env, Headers, Method, Request, RequestInit, Response,
 };
 
 /// The Durable Object namespace binding of the limiter objects.
@@ -85,211 +83,83 @@ pub async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<web_s
         Err(errors) => {
             // An invalid config never silently disables limiting: fail closed.
             let detail: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            log_line("config_error", &[("errors", detail.join("; ").into())]);
-            return raw(problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1)));
+            write_logs(&[LogEvent::new("config_error", vec![("errors", detail.join("; ").into())])]);
+            return respond(&OwnResponse::problem(
+                503,
+                "Service Unavailable",
+                "The rate limiter's configuration is invalid.",
+                Some(1),
+            ));
         }
     };
     match limit(req, &env, &ctx, config).await {
         Ok(response) => Ok(response),
         Err(e) => {
-            log_line("edge_error", &[("error", e.to_string().into())]);
-            raw(problem(502, "Bad Gateway", "The origin could not be reached.", None))
+            write_logs(&[LogEvent::new("edge_error", vec![("error", e.to_string().into())])]);
+            respond(&OwnResponse::problem(502, "Bad Gateway", "The origin could not be reached.", None))
         }
     }
-}
-
-/// The name of the object counting `key` for `rule` (also its cache key):
-/// the rule's name and the key, one line each.
-fn object_name(rule: &Rule, key: &str) -> String {
-    format!("{}\n{}", rule.name, key)
 }
 
 /// One of tollgate's own responses, as the raw response the runtime takes.
-fn raw(response: worker::Result<Response>) -> worker::Result<web_sys::Response> {
-    response.map(Into::into)
+fn respond(own: &OwnResponse) -> worker::Result<web_sys::Response> {
+    let out = Headers::new();
+    for (name, value) in &own.headers {
+        out.append(name, value)?;
+    }
+    Ok(Response::ok(own.body.clone())?.with_status(own.status).with_headers(out).into())
 }
 
-/// One matched rule, its key and the object that counts for it.
-struct Applied<'c> {
-    rule: &'c Rule,
-    /// `rule name` + `\n` + key: the object's name and the cache key.
-    id: String,
-    key_hash: String,
-    /// The key came from `fallback_key`: a success never clears it.
-    fell_back: bool,
+fn write_logs(events: &[LogEvent]) {
+    for event in events {
+        console_log!("{}", event.line());
+    }
 }
 
-enum Outcome {
-    Allowed(Reply),
-    Blocked { retry_after_ms: u64, window: usize, reply: Option<Reply> },
-    Failed(String),
-}
-
+/// The request flow: plan (pure), the I/O the plan asks for, verdict (pure).
 async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worker::Result<web_sys::Response> {
     let url = req.url()?;
-    let path = match canonical_path(url.path()) {
-        Ok(path) => path,
-        Err(e) => return raw(problem(400, "Bad Request", &e.to_string(), None)),
-    };
     // The method as sent (workers-rs maps methods it does not know to GET).
     let method = req.inner().method();
     let header = |name: &str| req.headers().get(name).ok().flatten();
-    let bodiless = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
-    let content_type = if bodiless { String::new() } else { header("content-type").unwrap_or_default() };
-
-    if admin::is_admin_path(&config.admin_prefix, &path) {
-        if let Ok(token) = env.secret(ADMIN_TOKEN_SECRET) {
-            let query = CanonicalQuery::parse(url.query().unwrap_or(""));
-            return raw(admin_request(&req, env, config, &token.to_string(), &path, &method, &query).await);
-        }
-    }
-
-    // PHP's $_REQUEST, Rails' params and Spring's @RequestParam read form
-    // fields as query parameters: a urlencoded body joins the query that
-    // conditions and `query:` keys see.
-    let mut body: Option<Vec<u8>> = None;
-    let mut body_read = false;
-    let form = !bodiless && is_form(&content_type);
-    if form && config.rules.iter().any(|r| !r.query.is_empty()) {
-        body = read_body(&req, config.body_limit).await;
-        body_read = true;
-    }
-    let query = match (&body, form) {
-        (Some(bytes), true) => CanonicalQuery::parse(&format!(
-            "{}&{}",
-            url.query().unwrap_or(""),
-            String::from_utf8_lossy(bytes)
-        )),
-        _ => CanonicalQuery::parse(url.query().unwrap_or("")),
-    };
-
-    let host = canonical_host(url.host_str().unwrap_or(""));
-    // Method overrides (Laravel `_method`, X-HTTP-Method-Override in Rails
-    // and others): a rule applies if the method or any override matches.
-    // (Looked up only when some rule restricts methods.)
-    let any_methods = config.rules.iter().any(|r| !r.methods.is_empty());
-    let overrides = ["x-http-method-override", "x-http-method", "x-method-override"]
-        .iter()
-        .filter(|_| any_methods)
-        .filter_map(|h| header(h))
-        .chain(query.values("_method").filter(|_| any_methods).map(str::to_string));
-    let mut matched: Vec<(&Rule, crate::rules::Match)> = Vec::new();
-    for candidate in method_candidates(&method, overrides) {
-        let view = RequestView { method: &candidate, host: &host, path: &path, query: &query };
-        for (rule, found) in config.matching(&view) {
-            if !matched.iter().any(|(seen, _)| std::ptr::eq(*seen, rule)) {
-                matched.push((rule, found));
-            }
-        }
-    }
-    matched.retain(|(rule, _)| rule.headers_hold(&header).is_ok());
-    if matched.is_empty() {
-        return forward(req, &url, env).await;
-    }
-
-    if !body_read && matched.iter().any(|(rule, _)| rule.reads_body()) {
-        body = read_body(&req, config.body_limit).await;
-    }
-    let body_type = match (&body, content_type.is_empty()) {
-        (Some(_), true) => header("content-type").unwrap_or_default(),
-        _ => content_type.clone(),
-    };
-    let body_lookup = |field: &str| body.as_deref().and_then(|b| body_field(&body_type, b, field));
-    let client_ip = header("cf-connecting-ip");
+    let admin_token = || env.secret(ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
     let cf = req.cf();
     let country = cf.and_then(|cf| cf.country());
-    let asn = cf.and_then(|cf| cf.asn());
-
-    let mut applied = Vec::new();
-    for (rule, found) in &matched {
-        let inputs = KeyInputs {
-            client_ip: client_ip.as_deref(),
-            header: &header,
-            query: &query,
-            path_groups: &found.groups,
-            body: &body_lookup,
-            country: country.as_deref(),
-            asn,
-            ipv6_prefix: config.ipv6_prefix,
-        };
-        let (key, fell_back) = match (derive_key(&rule.key, &inputs), &rule.on_missing_key) {
-            (Ok(key), _) => (key, false),
-            (Err(_), MissingKey::Skip) => continue,
-            (Err(missing), MissingKey::Reject) => return raw(missing_key(rule, &missing.to_string())),
-            (Err(_), MissingKey::Fallback(parts)) => match derive_key(parts, &inputs) {
-                Ok(key) => (key, true),
-                Err(missing) => return raw(missing_key(rule, &missing.to_string())),
-            },
-        };
-        applied.push(Applied {
-            rule,
-            key_hash: key_hash(&key),
-            id: object_name(rule, &key),
-            fell_back,
-        });
+    let parts = |body| RequestParts {
+        method: &method,
+        url: &url,
+        header: &header,
+        body,
+        country: country.as_deref(),
+        asn: cf.and_then(|cf| cf.asn()),
+        admin_token: &admin_token,
+    };
+    let mut plan = plan::plan(config, &parts(Body::Unread));
+    let body;
+    if let Route::NeedsBody = plan.route {
+        body = read_body(&req, config.body_limit).await;
+        plan = plan::plan(config, &parts(body.as_deref().map_or(Body::Unusable, Body::Read)));
     }
-    if applied.is_empty() {
-        return forward(req, &url, env).await;
-    }
-
-    let outcomes = join_all(applied.iter().map(|a| check(env, a))).await;
-    let mut block: Option<(&Applied, u64, usize, Option<Reply>)> = None;
-    let mut fields: Vec<(String, String)> = Vec::new();
-    for (a, outcome) in applied.iter().zip(&outcomes) {
-        match outcome {
-            Outcome::Allowed(reply) => {
-                if a.rule.ratelimit_headers {
-                    fields.extend(rate_fields(a.rule, &reply.windows, None));
-                }
-            }
-            Outcome::Blocked { retry_after_ms, window, reply } => {
-                let shadow = a.rule.action == Action::Log;
-                log_line(
-                    if shadow { "shadow_block" } else { "block" },
-                    &[
-                        ("rule", a.rule.name.as_str().into()),
-                        ("key_hash", a.key_hash.as_str().into()),
-                        ("decision", if shadow { "would_block" } else { "block" }.into()),
-                        ("retry_after_ms", (*retry_after_ms).into()),
-                        ("remaining", 0.into()),
-                    ],
-                );
-                if shadow {
-                    if a.rule.ratelimit_headers {
-                        let windows = windows_of(a.rule, *retry_after_ms, reply.as_ref());
-                        fields.extend(rate_fields(a.rule, &windows, Some((*window, *retry_after_ms))));
-                    }
-                } else if block.as_ref().is_none_or(|(_, ms, _, _)| *retry_after_ms > *ms) {
-                    block = Some((a, *retry_after_ms, *window, reply.clone()));
-                }
-            }
-            Outcome::Failed(error) => {
-                log_line(
-                    "counter_error",
-                    &[
-                        ("rule", a.rule.name.as_str().into()),
-                        ("key_hash", a.key_hash.as_str().into()),
-                        ("error", error.as_str().into()),
-                        ("decision", if a.rule.on_error == FailPolicy::Deny { "deny" } else { "allow" }.into()),
-                    ],
-                );
-                if a.rule.on_error == FailPolicy::Deny {
-                    return raw(problem(
-                        503,
-                        "Service Unavailable",
-                        &format!("Rule `{}` cannot be checked right now.", a.rule.name),
-                        Some(1),
-                    ));
-                }
-            }
+    let verdict = match &plan.route {
+        Route::Admin(route) => return admin_request(env, route).await,
+        Route::Check(applied) if !applied.is_empty() => {
+            let outcomes = join_all(applied.iter().map(|a| check(env, a))).await;
+            verdict::verdict(applied, &outcomes)
         }
-    }
-    if let Some((a, retry_after_ms, window, reply)) = block {
-        return raw(too_many_requests(a.rule, retry_after_ms, window, reply.as_ref()));
-    }
-
+        _ => match verdict::early(&plan) {
+            Some(verdict) => verdict,
+            None => return respond(&OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
+        },
+    };
+    write_logs(&verdict.events);
+    let fields = match verdict.answer {
+        Answer::Respond(own) => return respond(&own),
+        Answer::Forward { fields } => fields,
+    };
     let response = forward(req, &url, env).await?;
-    settle_after_response(ctx, env, &applied, response.status()).await;
+    if let Route::Check(applied) = &plan.route {
+        settle_after_response(ctx, env, applied, response.status()).await;
+    }
     // A WebSocket upgrade (101) cannot be rebuilt with extra fields.
     if fields.is_empty() || response.status() == 101 {
         Ok(response)
@@ -298,8 +168,8 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
     }
 }
 
-/// The second half of failures-only rules, once the origin has answered:
-/// record a counted status, or clear the target's count on a success.
+/// The second half of failures-only rules, once the origin has answered
+/// (what to record: [`verdict::settle`]).
 ///
 /// The calls run under `waitUntil`, so they complete even if the client
 /// disconnects and the request is cancelled, and are awaited here too, so
@@ -307,18 +177,11 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
 /// same client sees it).
 async fn settle_after_response(ctx: &Context, env: &Env, applied: &[Applied<'_>], status: u16) {
     let mut tasks = Vec::new();
-    // A failed check (failing open) still tries to record: the counter may
-    // be back, and a failure should count whenever it can.
     for a in applied {
-        let Counting::Statuses(counted) = &a.rule.counting else { continue };
-        let op = if counted.contains(&status) {
-            Op::Record
-        } else if a.rule.clear_on_success && !a.fell_back && status < 400 {
+        let Some(op) = verdict::settle(a, status) else { continue };
+        if op == Op::Reset {
             BLOCKED.with(|b| b.borrow_mut().remove(&a.id));
-            Op::Reset
-        } else {
-            continue;
-        };
+        }
         tasks.push((a.id.clone(), a.rule.call(op), a.rule.timeout_ms, a.rule.name.clone(), a.key_hash.clone()));
     }
     if tasks.is_empty() {
@@ -327,19 +190,11 @@ async fn settle_after_response(ctx: &Context, env: &Env, applied: &[Applied<'_>]
     let env = env.clone();
     let (done, settled) = futures_channel::oneshot::channel::<()>();
     ctx.wait_until(async move {
-        let calls = tasks.iter().map(|(id, call, timeout_ms, rule, key_hash)| {
+        let calls = tasks.into_iter().map(|(id, call, timeout_ms, rule, key_hash)| {
             let env = &env;
             async move {
-                if let Err(error) = call_with_timeout(env, id, call, *timeout_ms).await {
-                    log_line(
-                        "counter_error",
-                        &[
-                            ("rule", rule.as_str().into()),
-                            ("key_hash", key_hash.as_str().into()),
-                            ("error", error.into()),
-                            ("decision", "not_recorded".into()),
-                        ],
-                    );
+                if let Err(error) = call_with_timeout(env, &id, &call, timeout_ms).await {
+                    write_logs(&[verdict::counter_error(&rule, &key_hash, &error, "not_recorded")]);
                 }
             }
         });
@@ -355,31 +210,21 @@ async fn settle_after_response(ctx: &Context, env: &Env, applied: &[Applied<'_>]
 async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
     let now = now_ms();
     if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
-        return Outcome::Blocked {
-            retry_after_ms: (block.until_ms - now).max(1) as u64,
-            window: block.window,
-            reply: None,
-        };
+        return Outcome::from_cache(block, now);
     }
-    let op = match applied.rule.counting {
-        Counting::All => Op::Hit,
-        Counting::Statuses(_) => Op::Check,
+    let call = applied.rule.call(verdict::check_op(applied.rule));
+    let outcome = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
+        Ok(reply) => Outcome::from_reply(reply),
+        Err(e) => Outcome::Failed(e),
     };
-    let call = applied.rule.call(op);
-    let reply = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
-        Ok(reply) => reply,
-        Err(e) => return Outcome::Failed(e),
-    };
-    if reply.allowed {
-        return Outcome::Allowed(reply);
-    }
-    let window = reply.binding_window.unwrap_or(0);
     // Exact for the sliding log: a blocked request records nothing, so the
     // object would answer "blocked" until then. Shadow rules are cached too:
     // they would block until then just the same.
-    let block = Block { until_ms: now + reply.retry_after_ms as i64, window };
-    BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
-    Outcome::Blocked { retry_after_ms: reply.retry_after_ms, window, reply: Some(reply) }
+    if let Outcome::Blocked { retry_after_ms, window, .. } = &outcome {
+        let block = Block { until_ms: now + *retry_after_ms as i64, window: *window };
+        BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
+    }
+    outcome
 }
 
 async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) -> Result<Reply, String> {
@@ -407,14 +252,6 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, String>
         return Err(format!("limiter answered {}: {body}", response.status_code()));
     }
     serde_json::from_str(&body).map_err(|e| format!("unreadable limiter reply: {e}"))
-}
-
-/// Whether a content type is `application/x-www-form-urlencoded`.
-fn is_form(content_type: &str) -> bool {
-    content_type
-        .split(';')
-        .next()
-        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
 }
 
 /// Reads the body for `body:` keys from a clone (the original still reaches
@@ -488,131 +325,35 @@ fn with_fields(raw: web_sys::Response, fields: &[(String, String)]) -> worker::R
     web_sys::Response::new_with_opt_readable_stream_and_init(raw.body().as_ref(), &init).map_err(worker::Error::from)
 }
 
-/// `RateLimit-Policy` and `RateLimit` for one rule.
-fn rate_fields(rule: &Rule, windows: &[WireWindow], blocked: Option<(usize, u64)>) -> Vec<(String, String)> {
-    let mut out = vec![("ratelimit-policy".to_string(), headers::ratelimit_policy(&rule.name, windows).join(", "))];
-    if let Some(value) = headers::ratelimit(&rule.name, windows, blocked) {
-        out.push(("ratelimit".to_string(), value));
-    }
-    out
-}
-
-/// The windows to report: the object's, or (answered from the cache) the
-/// rule's limits with nothing remaining.
-fn windows_of(rule: &Rule, retry_after_ms: u64, reply: Option<&Reply>) -> Vec<WireWindow> {
-    match reply {
-        Some(r) => r.windows.clone(),
-        None => rule
-            .limits
-            .iter()
-            .map(|l| WireWindow {
-                limit: l.requests.get(),
-                window_ms: l.window_ms.get(),
-                used: u64::from(l.requests.get()),
-                remaining: 0,
-                reset_ms: retry_after_ms,
-            })
-            .collect(),
-    }
-}
-
-fn too_many_requests(
-    rule: &Rule,
-    retry_after_ms: u64,
-    window: usize,
-    reply: Option<&Reply>,
-) -> worker::Result<Response> {
-    let retry_after_s = headers::seconds_ceil(retry_after_ms).max(1);
-    let out = Headers::new();
-    out.set("content-type", "application/problem+json")?;
-    out.set("retry-after", &retry_after_s.to_string())?;
-    let windows = windows_of(rule, retry_after_ms, reply);
-    for (name, value) in rate_fields(rule, &windows, Some((window, retry_after_ms))) {
-        out.set(&name, &value)?;
-    }
-    Ok(Response::ok(headers::too_many_requests_body(&rule.name, retry_after_s))?
-        .with_status(429)
-        .with_headers(out))
-}
-
-fn missing_key(rule: &Rule, why: &str) -> worker::Result<Response> {
-    log_line("missing_key", &[("rule", rule.name.as_str().into()), ("detail", why.into())]);
-    problem(400, "Bad Request", &format!("Rule `{}`: {why}.", rule.name), None)
-}
-
-fn problem(status: u16, title: &str, detail: &str, retry_after_s: Option<u64>) -> worker::Result<Response> {
-    let out = Headers::new();
-    out.set("content-type", "application/problem+json")?;
-    if let Some(s) = retry_after_s {
-        out.set("retry-after", &s.to_string())?;
-    }
-    Ok(Response::ok(headers::problem_body(status, title, detail))?
-        .with_status(status)
-        .with_headers(out))
-}
-
 /// Serves the admin API (the token secret exists). The token is never logged.
-async fn admin_request(
-    req: &Request,
-    env: &Env,
-    config: &Config,
-    token: &str,
-    path: &str,
-    method: &str,
-    query: &CanonicalQuery,
-) -> worker::Result<Response> {
-    let authorization = req.headers().get("authorization").ok().flatten();
-    if !admin::token_matches(token, authorization.as_deref()) {
-        let out = Headers::new();
-        out.set("content-type", "application/problem+json")?;
-        out.set("www-authenticate", "Bearer realm=\"tollgate\"")?;
-        return Ok(Response::ok(headers::problem_body(401, "Unauthorized", "A valid bearer token is required."))?
-            .with_status(401)
-            .with_headers(out));
-    }
-    let request = match admin::parse(config, path, method, query) {
-        Ok(request) => request,
-        Err(e) => return problem(e.status(), e.title(), &e.to_string(), None),
+async fn admin_request(env: &Env, route: &AdminRoute<'_>) -> worker::Result<web_sys::Response> {
+    let (request, id) = match route {
+        AdminRoute::Unauthorized => {
+            let mut own = OwnResponse::problem(401, "Unauthorized", "A valid bearer token is required.", None);
+            own.headers.push(("www-authenticate".into(), "Bearer realm=\"tollgate\"".into()));
+            return respond(&own);
+        }
+        AdminRoute::Invalid(e) => return respond(&OwnResponse::problem(e.status(), e.title(), &e.to_string(), None)),
+        AdminRoute::Call { request, id } => (request, id),
     };
-    let id = object_name(request.rule, &request.key);
     let op = match request.action {
         AdminAction::Status => Op::Status,
         AdminAction::Reset => {
-            BLOCKED.with(|b| b.borrow_mut().remove(&id));
+            BLOCKED.with(|b| b.borrow_mut().remove(id));
             Op::Reset
         }
     };
     let call = request.rule.call(op);
-    match call_with_timeout(env, &id, &call, request.rule.timeout_ms).await {
+    match call_with_timeout(env, id, &call, request.rule.timeout_ms).await {
         Ok(reply) => {
-            log_line(
-                "admin",
-                &[
-                    ("action", format!("{:?}", request.action).to_lowercase().into()),
-                    ("rule", request.rule.name.as_str().into()),
-                    ("key_hash", key_hash(&request.key).into()),
-                ],
-            );
-            let body = serde_json::json!({
-                "rule": request.rule.name,
-                "key_hash": key_hash(&request.key),
-                "action": format!("{:?}", request.action).to_lowercase(),
-                "windows": reply.windows,
-                "alarm_pending": reply.alarm_pending,
-                "stored_hits": reply.stored_hits,
-            });
-            Response::from_json(&body)
+            write_logs(&[admin::log_event(request)]);
+            Ok(Response::from_json(&admin::status_body(request, &reply))?.into())
         }
-        Err(e) => problem(503, "Service Unavailable", &format!("The counter cannot be reached: {e}"), Some(1)),
+        Err(e) => respond(&OwnResponse::problem(
+            503,
+            "Service Unavailable",
+            &format!("The counter cannot be reached: {e}"),
+            Some(1),
+        )),
     }
-}
-
-/// One structured JSON log line (Workers Logs indexes its fields).
-fn log_line(event: &str, fields: &[(&str, serde_json::Value)]) {
-    let mut line = serde_json::Map::new();
-    line.insert("tollgate".into(), event.into());
-    for (k, v) in fields {
-        line.insert((*k).into(), v.clone());
-    }
-    console_log!("{}", serde_json::Value::Object(line));
 }

@@ -1,111 +1,368 @@
-//! `tollgate explain`: how tollgate sees one URL, rule by rule.
+//! `tollgate explain`: what the Worker does with one request, rule by rule.
 //!
-//! Pure: takes the config and the request parts, returns the report text.
+//! Pure, and a thin caller of the same pipeline as the Worker: the request
+//! parts go through [`plan`](crate::plan::plan), the assumed counter
+//! outcomes through [`verdict`](crate::verdict::verdict). Only the
+//! description of rules that do *not* match (why not) is explain's own.
 
-use crate::canon::{canonical_path, CanonicalQuery, RawUrl};
-use crate::config::{Config, MissingKey};
-use crate::key::{body_field, derive_key, KeyInputs};
-use crate::rules::RequestView;
+use crate::admin;
+use crate::config::{Action, Config, Counting, FailPolicy, MissingKey};
+use crate::plan::{self, Body, KeyOutcome, Plan, RequestParts, Route};
+use crate::protocol::WireWindow;
+use crate::rules::{RequestView, Rule};
+use crate::verdict::{self, Answer, Outcome, Verdict};
+use serde_json::{json, Value};
 use std::fmt::Write;
+use url::Url;
 
-/// The request parts `explain` works from.
+/// The request `explain` works from: what a request carries.
 pub struct ExplainRequest<'a> {
     pub method: &'a str,
+    /// An absolute URL, or a path (`/api/x?y`) read against
+    /// `https://example.com`.
     pub url: &'a str,
-    /// Header names lowercased.
+    /// Header names in any case; a name given several times reads as its
+    /// values joined by `", "`, as the Fetch `Headers.get` does.
     pub headers: &'a [(String, String)],
     pub body: Option<&'a [u8]>,
+    /// `request.cf.country` and `request.cf.asn`.
+    pub country: Option<&'a str>,
+    pub asn: Option<u32>,
 }
 
-/// The report: canonical path and query, then each rule with why it matches
-/// or not, and the key it would use.
-pub fn explain(config: &Config, request: &ExplainRequest<'_>) -> String {
-    let mut out = String::new();
-    let raw = RawUrl::split(request.url);
-    let _ = writeln!(out, "request:    {} {}", request.method.to_ascii_uppercase(), request.url);
-    let path = match canonical_path(raw.path) {
-        Ok(path) => path,
-        Err(e) => {
-            let _ = writeln!(out, "rejected:   400 Bad Request ({e}); never reaches the origin");
-            return out;
-        }
-    };
-    let query = CanonicalQuery::parse(raw.query);
-    let _ = writeln!(out, "host:       {}", if raw.host.is_empty() { "(none)" } else { &raw.host });
-    let _ = writeln!(out, "canonical:  {path}");
-    let pairs: Vec<String> = query.pairs().iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let _ = writeln!(out, "query:      {}", if pairs.is_empty() { "(empty)".to_string() } else { pairs.join("  ") });
+/// What each checked rule's counter is assumed to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assumed {
+    /// Under the limit: the request is counted and allowed.
+    Allowed,
+    /// Over the limit, waiting the rule's longest window.
+    Blocked,
+    /// The counter cannot be reached: the rule's fail policy.
+    Failed,
+}
 
-    let method = request.method.to_ascii_uppercase();
-    let view = RequestView { method: &method, host: &raw.host, path: &path, query: &query };
-    let header = |name: &str| {
-        request
-            .headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone())
-    };
-    let content_type = header("content-type").unwrap_or_default();
-    let body = |field: &str| request.body.and_then(|b| body_field(&content_type, b, field));
-    let client_ip = header("cf-connecting-ip");
-    let country = header("cf-ipcountry");
-    let mut matched = 0;
-    for rule in &config.rules {
-        match rule.evaluate(&view).and_then(|m| rule.headers_hold(&header).map(|()| m)) {
-            Err(why) => {
-                let _ = writeln!(out, "rule {}: no match ({why})", rule.name);
-            }
-            Ok(found) => {
-                matched += 1;
-                let via = if found.matched_path == path {
-                    String::new()
-                } else {
-                    format!(" as {} (format suffix removed)", found.matched_path)
-                };
-                let _ = writeln!(out, "rule {}: MATCH (path `{}`{via})", rule.name, rule.path);
-                let inputs = KeyInputs {
-                    client_ip: client_ip.as_deref(),
-                    header: &header,
-                    query: &query,
-                    path_groups: &found.groups,
-                    body: &body,
-                    country: country.as_deref(),
-                    asn: None,
-                    ipv6_prefix: config.ipv6_prefix,
-                };
-                let key = match (derive_key(&rule.key, &inputs), &rule.on_missing_key) {
-                    (Ok(key), _) => Ok(key),
-                    (Err(m), MissingKey::Fallback(parts)) => derive_key(parts, &inputs)
-                        .map(|k| format!("{k} (fallback: {m})"))
-                        .map_err(|m| m.to_string()),
-                    (Err(m), MissingKey::Skip) => Err(format!("{m}: rule skipped")),
-                    (Err(m), MissingKey::Reject) => Err(format!("{m}: answered 400")),
-                };
-                let limits: Vec<String> = rule
+impl Assumed {
+    pub fn parse(text: &str) -> Option<Assumed> {
+        match text {
+            "allowed" | "allow" => Some(Assumed::Allowed),
+            "blocked" | "block" => Some(Assumed::Blocked),
+            "failed" | "fail" => Some(Assumed::Failed),
+            _ => None,
+        }
+    }
+
+    fn outcome(self, rule: &Rule) -> Outcome {
+        let longest = crate::window::horizon_ms(&rule.limits);
+        match self {
+            Assumed::Allowed => Outcome::Allowed {
+                windows: rule
                     .limits
                     .iter()
-                    .map(|l| format!("{} per {} s", l.requests, l.window_ms.get() as f64 / 1000.0))
-                    .collect();
-                let _ = writeln!(out, "  limits:   {}", limits.join(", "));
-                match key {
-                    Ok(key) => {
-                        let _ = writeln!(out, "  key:      {key}");
-                    }
-                    Err(why) => {
-                        let _ = writeln!(out, "  key:      {why}");
+                    .map(|l| {
+                        let used = u64::from(rule.cost);
+                        let remaining = u64::from(l.requests.get()).saturating_sub(used);
+                        WireWindow { limit: l.requests.get(), window_ms: l.window_ms.get(), used, remaining, reset_ms: l.window_ms.get() }
+                    })
+                    .collect(),
+            },
+            Assumed::Blocked => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None },
+            Assumed::Failed => Outcome::Failed("assumed: the counter cannot be reached".into()),
+        }
+    }
+}
+
+/// The outcome assumed for each rule: `default`, or a per-rule choice.
+pub struct Assumptions<'a> {
+    pub default: Assumed,
+    pub per_rule: &'a [(String, Assumed)],
+}
+
+impl Assumptions<'_> {
+    fn of(&self, rule: &str) -> Assumed {
+        self.per_rule.iter().rev().find(|(r, _)| r == rule).map_or(self.default, |(_, a)| *a)
+    }
+}
+
+/// Everything `explain` found: the plan, and the verdict under the
+/// assumptions (`None` for an admin request or an unparsable URL).
+pub struct Explained<'c> {
+    pub url: Result<Url, String>,
+    pub plan: Option<Plan<'c>>,
+    pub verdict: Option<Verdict>,
+}
+
+/// Runs the pipeline on `request` as the Worker would, with the counters
+/// answering as `assumed`.
+pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> Explained<'c> {
+    let url = match parse_url(request.url) {
+        Ok(url) => url,
+        Err(e) => return Explained { url: Err(e), plan: None, verdict: None },
+    };
+    let header = header_lookup(request.headers);
+    let body = match request.body {
+        Some(bytes) if bytes.len() > config.body_limit as usize => Body::Unusable,
+        Some(bytes) => Body::Read(bytes),
+        None => Body::Read(&[]),
+    };
+    let parts = RequestParts {
+        method: request.method,
+        url: &url,
+        header: &header,
+        body,
+        country: request.country,
+        asn: request.asn,
+        admin_token: &|| None,
+    };
+    let plan = plan::plan(config, &parts);
+    let verdict = match &plan.route {
+        Route::Check(applied) if !applied.is_empty() => {
+            let outcomes: Vec<Outcome> = applied.iter().map(|a| assumed.of(&a.rule.name).outcome(a.rule)).collect();
+            Some(verdict::verdict(applied, &outcomes))
+        }
+        _ => verdict::early(&plan),
+    };
+    Explained { url: Ok(url), plan: Some(plan), verdict }
+}
+
+/// The URL as the Worker sees it: WHATWG-parsed, a bare path read against
+/// `https://example.com`.
+fn parse_url(text: &str) -> Result<Url, String> {
+    match Url::parse(text) {
+        Ok(url) => Ok(url),
+        Err(url::ParseError::RelativeUrlWithoutBase) => Url::parse("https://example.com")
+            .and_then(|base| base.join(text))
+            .map_err(|e| format!("`{text}` is not a URL: {e}")),
+        Err(e) => Err(format!("`{text}` is not a URL: {e}")),
+    }
+}
+
+/// Why `rule` does not apply, under the request's own method (overrides
+/// are shown apart).
+fn why_not(rule: &Rule, plan: &Plan<'_>, header: &dyn Fn(&str) -> Option<String>) -> String {
+    let Some(c) = &plan.canonical else { return "not reached".into() };
+    let method = c.methods.first().map_or("GET", String::as_str);
+    let view = RequestView { method, host: &c.host, path: &c.path, query: &c.query };
+    match rule.evaluate(&view).and_then(|_| rule.headers_hold(header)) {
+        Err(why) => why,
+        Ok(()) => "matches under no candidate method".into(),
+    }
+}
+
+fn policy(rule: &Rule) -> String {
+    let action = match rule.action {
+        Action::Block => "block",
+        Action::Log => "log (shadow: never blocks)",
+    };
+    let on_error = match rule.on_error {
+        FailPolicy::Allow => "allow (fail open)",
+        FailPolicy::Deny => "deny (fail closed, 503)",
+    };
+    let counting = match &rule.counting {
+        Counting::All => "every request".to_string(),
+        Counting::Statuses(s) => format!("responses {s:?}"),
+    };
+    format!("action {action}; on_error {on_error}; counts {counting}")
+}
+
+fn limits(rule: &Rule) -> String {
+    let limits: Vec<String> = rule
+        .limits
+        .iter()
+        .map(|l| format!("{} per {} s", l.requests, l.window_ms.get() as f64 / 1000.0))
+        .collect();
+    limits.join(", ")
+}
+
+/// The report as text.
+pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "request:    {} {}", request.method.to_ascii_uppercase(), request.url);
+    let explained = run(config, request, assumed);
+    let plan = match (&explained.url, &explained.plan) {
+        (Err(e), _) => {
+            let _ = writeln!(out, "rejected:   {e}");
+            return out;
+        }
+        (Ok(_), None) => return out,
+        (Ok(_), Some(plan)) => plan,
+    };
+    let Some(c) = &plan.canonical else {
+        if let Some(v) = &explained.verdict {
+            let _ = writeln!(out, "rejected:   {} Bad Request ({}); never reaches the origin", describe(&v.answer), detail(&v.answer));
+        }
+        return out;
+    };
+    let _ = writeln!(out, "host:       {}", if c.host.is_empty() { "(none)" } else { &c.host });
+    let _ = writeln!(out, "canonical:  {}", c.path);
+    let pairs: Vec<String> = c.query.pairs().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let _ = writeln!(out, "query:      {}", if pairs.is_empty() { "(empty)".to_string() } else { pairs.join("  ") });
+    let _ = writeln!(out, "methods:    {}", c.methods.join(", "));
+    if admin::is_admin_path(&config.admin_prefix, &c.path) {
+        let _ = writeln!(out, "admin:      with the secret TOLLGATE_ADMIN_TOKEN set, the admin API answers this path instead");
+    }
+    let header = header_lookup(request.headers);
+    for rule in &config.rules {
+        let Some(m) = plan.matched.iter().find(|m| std::ptr::eq(m.rule, rule)) else {
+            let _ = writeln!(out, "rule {}: no match ({})", rule.name, why_not(rule, plan, &header));
+            continue;
+        };
+        let via = if m.found.matched_path == c.path {
+            String::new()
+        } else {
+            format!(" as {} (format suffix removed)", m.found.matched_path)
+        };
+        let _ = writeln!(out, "rule {}: MATCH (path `{}`{via})", rule.name, rule.path);
+        let _ = writeln!(out, "  policy:   {}", policy(rule));
+        let _ = writeln!(out, "  limits:   {}", limits(rule));
+        let _ = match &m.key {
+            KeyOutcome::Key { key, fell_back: false } => writeln!(out, "  key:      {key}"),
+            KeyOutcome::Key { key, fell_back: true } => writeln!(out, "  key:      {key} (fallback_key)"),
+            KeyOutcome::Skipped(missing) => writeln!(out, "  key:      {missing}: rule skipped"),
+            KeyOutcome::Rejected(missing) => writeln!(out, "  key:      {missing}: answered 400"),
+        };
+        if let KeyOutcome::Key { key, .. } = &m.key {
+            let _ = writeln!(out, "  key hash: {}", crate::key::key_hash(key));
+        }
+    }
+    if let Some(v) = &explained.verdict {
+        let _ = writeln!(out, "assuming:   {}", describe_assumptions(assumed));
+        let _ = writeln!(out, "answer:     {}", describe(&v.answer));
+        for event in &v.events {
+            let _ = writeln!(out, "log:        {}", event.line());
+        }
+    }
+    let _ = writeln!(out, "matching rules: {} of {}", plan.matched.len(), config.rules.len());
+    out
+}
+
+fn describe_assumptions(assumed: &Assumptions<'_>) -> String {
+    let name = |a: Assumed| match a {
+        Assumed::Allowed => "allows",
+        Assumed::Blocked => "blocks",
+        Assumed::Failed => "fails",
+    };
+    let mut text = format!("every counter {}", name(assumed.default));
+    for (rule, a) in assumed.per_rule {
+        let _ = write!(text, "; `{rule}`'s {}", name(*a));
+    }
+    text
+}
+
+fn describe(answer: &Answer) -> String {
+    match answer {
+        Answer::Forward { fields } if fields.is_empty() => "forward to the origin".into(),
+        Answer::Forward { fields } => {
+            let names: Vec<String> = fields.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+            format!("forward to the origin, adding {}", names.join("; "))
+        }
+        Answer::Respond(r) => {
+            let retry = r.header("retry-after").map(|s| format!(" (Retry-After: {s})")).unwrap_or_default();
+            format!("{}{retry}", r.status)
+        }
+    }
+}
+
+fn detail(answer: &Answer) -> String {
+    match answer {
+        Answer::Respond(r) => serde_json::from_str::<Value>(&r.body)
+            .ok()
+            .and_then(|b| b.get("detail").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_default(),
+        Answer::Forward { .. } => String::new(),
+    }
+}
+
+fn header_lookup(headers: &[(String, String)]) -> impl Fn(&str) -> Option<String> + '_ {
+    move |name: &str| {
+        let values: Vec<&str> = headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        (!values.is_empty()).then(|| values.join(", "))
+    }
+}
+
+/// The report as JSON (`tollgate explain --json`): what the differential
+/// test compares with the Worker.
+pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> Value {
+    let explained = run(config, request, assumed);
+    let plan = match (&explained.url, &explained.plan) {
+        (Err(e), _) => return json!({ "error": e }),
+        (_, None) => return json!({ "error": "no plan" }),
+        (Ok(_), Some(plan)) => plan,
+    };
+    let header = header_lookup(request.headers);
+    let canonical = plan.canonical.as_ref().map(|c| {
+        json!({ "host": c.host, "path": c.path, "query": c.query.pairs(), "methods": c.methods })
+    });
+    let rules: Vec<Value> = config
+        .rules
+        .iter()
+        .map(|rule| {
+            let mut entry = json!({
+                "name": rule.name,
+                "action": match rule.action { Action::Block => "block", Action::Log => "log" },
+                "on_error": match rule.on_error { FailPolicy::Allow => "allow", FailPolicy::Deny => "deny" },
+                "count_statuses": match &rule.counting { Counting::All => Value::Null, Counting::Statuses(s) => json!(s) },
+                "on_missing_key": match &rule.on_missing_key {
+                    MissingKey::Reject => "reject", MissingKey::Skip => "skip", MissingKey::Fallback(_) => "fallback"
+                },
+            });
+            match plan.matched.iter().find(|m| std::ptr::eq(m.rule, rule)) {
+                None => {
+                    entry["matched"] = json!(false);
+                    entry["why_not"] = json!(why_not(rule, plan, &header));
+                }
+                Some(m) => {
+                    entry["matched"] = json!(true);
+                    entry["matched_path"] = json!(m.found.matched_path);
+                    match &m.key {
+                        KeyOutcome::Key { key, fell_back } => {
+                            entry["key"] = json!(key);
+                            entry["key_hash"] = json!(crate::key::key_hash(key));
+                            entry["fell_back"] = json!(fell_back);
+                        }
+                        KeyOutcome::Skipped(missing) => entry["skipped"] = json!(missing.to_string()),
+                        KeyOutcome::Rejected(missing) => entry["rejected"] = json!(missing.to_string()),
                     }
                 }
             }
-        }
-    }
-    let _ = writeln!(out, "matching rules: {matched} of {}", config.rules.len());
-    out
+            entry
+        })
+        .collect();
+    let checked: Vec<Value> = match &plan.route {
+        Route::Check(applied) => applied.iter().map(|a| json!({ "rule": a.rule.name, "key_hash": a.key_hash })).collect(),
+        _ => Vec::new(),
+    };
+    let answer = explained.verdict.as_ref().map(|v| match &v.answer {
+        Answer::Forward { fields } => json!({ "answer": "forward", "fields": fields }),
+        Answer::Respond(r) => json!({ "answer": r.status, "headers": r.headers, "body": serde_json::from_str::<Value>(&r.body).unwrap_or(Value::Null) }),
+    });
+    let events: Vec<Value> = explained
+        .verdict
+        .as_ref()
+        .map(|v| v.events.iter().filter_map(|e| serde_json::from_str(&e.line()).ok()).collect())
+        .unwrap_or_default();
+    json!({
+        "canonical": canonical,
+        "rules": rules,
+        "checked": checked,
+        "verdict": answer,
+        "events": events,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    const ALLOWED: Assumptions<'static> = Assumptions { default: Assumed::Allowed, per_rule: &[] };
+
+    fn request<'a>(method: &'a str, url: &'a str, headers: &'a [(String, String)]) -> ExplainRequest<'a> {
+        ExplainRequest { method, url, headers, body: None, country: None, asn: None }
+    }
 
     #[test]
     fn explains_a_bypass_variant() {
@@ -118,24 +375,69 @@ mod tests {
         let headers = vec![("cf-connecting-ip".to_string(), "2001:db8::1".to_string())];
         let text = explain(
             &config,
-            &ExplainRequest {
-                method: "get",
-                url: "https://example.com/api/example%2ejson?mode=normal&mode=heavy",
-                headers: &headers,
-                body: None,
-            },
+            &request("get", "https://example.com/api/example%2ejson?mode=normal&mode=heavy", &headers),
+            &ALLOWED,
         );
         assert!(text.contains("canonical:  /api/example.json\n"), "{text}");
         assert!(text.contains("query:      mode=normal  mode=heavy\n"), "{text}");
         assert!(text.contains("rule heavy-example: MATCH (path `/api/example` as /api/example (format suffix removed))"), "{text}");
         assert!(text.contains("  key:      ip=2001:db8::/64\n"), "{text}");
         assert!(text.contains("rule login: no match (path `/api/example.json` does not match `/login`)"), "{text}");
+        assert!(text.contains("answer:     forward to the origin\n"), "{text}");
         assert!(text.ends_with("matching rules: 1 of 2\n"), "{text}");
 
-        let rejected = explain(&config, &ExplainRequest { method: "GET", url: "/api/example%00", headers: &[], body: None });
+        let rejected = explain(&config, &request("GET", "/api/example%00", &[]), &ALLOWED);
         assert!(rejected.contains("rejected:   400 Bad Request"), "{rejected}");
 
-        let no_ip = explain(&config, &ExplainRequest { method: "GET", url: "/api/example?mode=heavy", headers: &[], body: None });
+        let no_ip = explain(&config, &request("GET", "/api/example?mode=heavy", &[]), &ALLOWED);
         assert!(no_ip.contains("no usable `ip`: answered 400"), "{no_ip}");
+        assert!(no_ip.contains("answer:     400"), "{no_ip}");
+    }
+
+    #[test]
+    fn a_method_override_is_limited_as_the_worker_limits_it() {
+        // The drift this module had: a POST overridden to DELETE matched no rule.
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "delete", "path": "/posts/:id", "methods": ["DELETE"], "limits": [{"requests": 3, "window": "1m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![
+            ("cf-connecting-ip".to_string(), "198.51.100.1".to_string()),
+            ("X-HTTP-Method-Override".to_string(), "DELETE".to_string()),
+        ];
+        let blocked = Assumptions { default: Assumed::Blocked, per_rule: &[] };
+        let text = explain(&config, &request("POST", "/posts/7", &headers), &blocked);
+        assert!(text.contains("methods:    POST, DELETE\n"), "{text}");
+        assert!(text.contains("rule delete: MATCH"), "{text}");
+        assert!(text.contains("answer:     429 (Retry-After: 60)"), "{text}");
+        let json = explain_json(&config, &request("POST", "/posts/7", &headers), &blocked);
+        assert_eq!(json["verdict"]["answer"], 429);
+        assert_eq!(json["checked"][0]["rule"], "delete");
+        assert_eq!(json["events"][0]["tollgate"], "block");
+    }
+
+    #[test]
+    fn a_form_body_joins_the_query_and_the_country_comes_from_cf() {
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "heavy", "path": "/api/example", "query": {"mode": "heavy"}, "key": ["country"],
+             "limits": [{"requests": 1, "window": "1m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![("content-type".to_string(), "application/x-www-form-urlencoded".to_string())];
+        let req = ExplainRequest {
+            method: "POST",
+            url: "/api/example",
+            headers: &headers,
+            body: Some(b"mode=heavy"),
+            country: Some("nz"),
+            asn: None,
+        };
+        let json = explain_json(&config, &req, &ALLOWED);
+        assert_eq!(json["rules"][0]["matched"], true, "{json}");
+        assert_eq!(json["rules"][0]["key"], "country=NZ", "{json}");
+        // A header cannot stand in for `cf.country`.
+        let spoofed = vec![("cf-ipcountry".to_string(), "NZ".to_string())];
+        let json = explain_json(&config, &request("GET", "/api/example?mode=heavy", &spoofed), &ALLOWED);
+        assert_eq!(json["verdict"]["answer"], 400, "{json}");
     }
 }

@@ -94,6 +94,42 @@ pub fn problem_body(status: u16, title: &str, detail: &str) -> String {
     .to_string()
 }
 
+/// A response tollgate answers itself, as plain data: the Worker turns it
+/// into a platform response, `explain` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnResponse {
+    pub status: u16,
+    /// Lowercased names, in order.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl OwnResponse {
+    /// An RFC 9457 problem, with `Retry-After` when given.
+    pub fn problem(status: u16, title: &str, detail: &str, retry_after_s: Option<u64>) -> OwnResponse {
+        let mut headers = vec![("content-type".to_string(), "application/problem+json".to_string())];
+        if let Some(s) = retry_after_s {
+            headers.push(("retry-after".to_string(), s.to_string()));
+        }
+        OwnResponse { status, headers, body: problem_body(status, title, detail) }
+    }
+
+    /// A header's value, by lowercased name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// `RateLimit-Policy` and `RateLimit` for one rule's windows; `blocked` as
+/// in [`ratelimit`].
+pub fn rate_fields(rule: &str, windows: &[WireWindow], blocked: Option<(usize, u64)>) -> Vec<(String, String)> {
+    let mut out = vec![("ratelimit-policy".to_string(), ratelimit_policy(rule, windows).join(", "))];
+    if let Some(value) = ratelimit(rule, windows, blocked) {
+        out.push(("ratelimit".to_string(), value));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,8 @@
 //! | [`duration`]| `"10s"`, `"1m"`, `"1h"`, `"1d"` window lengths                 |
 //! | [`config`]  | the `TOLLGATE` var → validated, compiled [`config::Config`]    |
 //! | [`rules`]   | which rules a canonical request matches, and why               |
+//! | [`plan`]    | front half of the pipeline: request parts → matched rules, keys, route |
+//! | [`verdict`] | back half: the counters' outcomes → forward or answer, log events |
 //! | [`key`]     | a rule's client key from request parts (IP /64, header, ...)   |
 //! | [`window`]  | the sliding-log decision: (log, now, limits) → outcome, log    |
 //! | [`gcra`]    | the O(1)-state alternative for large limits, and its accuracy  |
@@ -35,7 +37,9 @@ pub mod gcra;
 pub mod headers;
 pub mod key;
 pub mod protocol;
+pub mod plan;
 pub mod rules;
+pub mod verdict;
 pub mod window;
 
 #[cfg(target_arch = "wasm32")]

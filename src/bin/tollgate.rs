@@ -2,13 +2,19 @@
 //!
 //! ```text
 //! tollgate check [wrangler.toml]             validate the config (every environment) offline
-//! tollgate explain <url> [options]           how tollgate sees one URL, rule by rule
-//!     --config FILE      wrangler.toml to read (default: ./wrangler.toml)
-//!     --env NAME         use [env.NAME.vars.TOLLGATE]
-//!     --method M         request method (default GET)
-//!     --ip ADDR          client IP, as CF-Connecting-IP
-//!     --header 'K: V'    a request header (repeatable)
-//!     --body TEXT        request body (for body: keys; set content-type with --header)
+//! tollgate explain <url> [options]           what the Worker does with one request
+//!     --config FILE          wrangler.toml to read (default: ./wrangler.toml)
+//!     --env NAME             use [env.NAME.vars.TOLLGATE]
+//!     -X, --method M         request method (default GET)
+//!     -H, --header 'K: V'    a request header (repeatable; repeats join with ", ")
+//!     --data TEXT            request body (alias --body); set content-type with -H
+//!     --data-file FILE       request body from a file
+//!     --ip ADDR              client IP, as CF-Connecting-IP
+//!     --country CC           request.cf.country
+//!     --asn N                request.cf.asn
+//!     --outcome O            what the counters say: allowed (default), blocked or
+//!                            failed; or RULE=O for one rule (repeatable)
+//!     --json                 the plan and verdict as JSON
 //! ```
 //! `check` exits 1 when any config has errors (warnings alone exit 0).
 
@@ -25,11 +31,13 @@ mod native {
     use serde_json::Value;
     use tollgate::config::Config;
     use tollgate::coverage::route_warnings;
-    use tollgate::explain::{explain, ExplainRequest};
+    use tollgate::explain::{explain, explain_json, Assumed, Assumptions, ExplainRequest};
 
     const USAGE: &str = "usage:
   tollgate check [wrangler.toml]
-  tollgate explain <url> [--config FILE] [--env NAME] [--method M] [--ip ADDR] [--header 'K: V']... [--body TEXT]";
+  tollgate explain <url> [--config FILE] [--env NAME] [-X METHOD] [-H 'Name: value']...
+                   [--data TEXT | --data-file FILE] [--ip ADDR] [--country CC] [--asn N]
+                   [--outcome allowed|blocked|failed|RULE=...]... [--json]";
 
     pub fn run(args: Vec<String>) -> i32 {
         match args.first().map(String::as_str) {
@@ -125,7 +133,12 @@ mod native {
         env: Option<String>,
         method: String,
         headers: Vec<(String, String)>,
-        body: Option<String>,
+        body: Option<Vec<u8>>,
+        country: Option<String>,
+        asn: Option<u32>,
+        default_outcome: Assumed,
+        outcomes: Vec<(String, Assumed)>,
+        json: bool,
     }
 
     fn parse_explain(args: &[String]) -> Result<ExplainOptions, String> {
@@ -136,6 +149,11 @@ mod native {
             method: "GET".into(),
             headers: Vec::new(),
             body: None,
+            country: None,
+            asn: None,
+            default_outcome: Assumed::Allowed,
+            outcomes: Vec::new(),
+            json: false,
         };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -143,15 +161,33 @@ mod native {
             match arg.as_str() {
                 "--config" => options.config = value("--config")?,
                 "--env" => options.env = Some(value("--env")?),
-                "--method" => options.method = value("--method")?,
+                "-X" | "--method" => options.method = value(arg)?,
                 "--ip" => options.headers.push(("cf-connecting-ip".into(), value("--ip")?)),
-                "--body" => options.body = Some(value("--body")?),
-                "--header" => {
-                    let h = value("--header")?;
+                "--data" | "--body" => options.body = Some(value(arg)?.into_bytes()),
+                "--data-file" => {
+                    let file = value("--data-file")?;
+                    options.body = Some(std::fs::read(&file).map_err(|e| format!("cannot read {file}: {e}"))?);
+                }
+                "--country" => options.country = Some(value("--country")?),
+                "--asn" => {
+                    let asn = value("--asn")?;
+                    options.asn = Some(asn.trim().parse().map_err(|_| format!("--asn `{asn}` is not a number"))?);
+                }
+                "--outcome" => {
+                    let text = value("--outcome")?;
+                    let bad = || format!("--outcome `{text}`: use allowed, blocked or failed, or RULE=one of them");
+                    match text.split_once('=') {
+                        Some((rule, o)) => options.outcomes.push((rule.to_string(), Assumed::parse(o).ok_or_else(bad)?)),
+                        None => options.default_outcome = Assumed::parse(&text).ok_or_else(bad)?,
+                    }
+                }
+                "--json" => options.json = true,
+                "-H" | "--header" => {
+                    let h = value(arg)?;
                     let (k, v) = h.split_once(':').ok_or(format!("header `{h}` is not `Name: value`"))?;
                     options.headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
                 }
-                other if other.starts_with("--") => return Err(format!("unknown option {other}")),
+                other if other.starts_with('-') && other.len() > 1 => return Err(format!("unknown option {other}")),
                 url if options.url.is_empty() => options.url = url.to_string(),
                 extra => return Err(format!("unexpected argument {extra}")),
             }
@@ -172,7 +208,13 @@ mod native {
         };
         let section = match &options.env {
             None => Some(&wrangler),
-            Some(name) => wrangler.get("env").and_then(|e| e.get(name)),
+            Some(name) => match wrangler.get("env").and_then(|e| e.get(name)) {
+                Some(section) => Some(section),
+                None => {
+                    eprintln!("error: {} has no environment `{name}` ([env.{name}])", options.config);
+                    return 1;
+                }
+            },
         };
         let Some(value) = section.and_then(|s| s.get("vars")).and_then(|v| v.get("TOLLGATE")) else {
             eprintln!("error: no TOLLGATE config in {}", options.config);
@@ -187,18 +229,20 @@ mod native {
                 return 1;
             }
         };
-        print!(
-            "{}",
-            explain(
-                &config,
-                &ExplainRequest {
-                    method: &options.method,
-                    url: &options.url,
-                    headers: &options.headers,
-                    body: options.body.as_deref().map(str::as_bytes),
-                },
-            )
-        );
+        let request = ExplainRequest {
+            method: &options.method,
+            url: &options.url,
+            headers: &options.headers,
+            body: options.body.as_deref(),
+            country: options.country.as_deref(),
+            asn: options.asn,
+        };
+        let assumed = Assumptions { default: options.default_outcome, per_rule: &options.outcomes };
+        if options.json {
+            println!("{}", explain_json(&config, &request, &assumed));
+        } else {
+            print!("{}", explain(&config, &request, &assumed));
+        }
         0
     }
 }

@@ -1,0 +1,312 @@
+//! The front half of the decision pipeline, pure: what one request is, to
+//! tollgate, before any counter is asked.
+//!
+//! [`plan`] takes the config and the plain [`RequestParts`] that both the
+//! Worker (from the live request) and `tollgate explain` (from its command
+//! line) fill, and returns a [`Plan`]: the canonical view, the methods the
+//! request may be routed as, every matching rule with its key (or why it has
+//! none), and the [`Route`] the request takes. The Worker then only does the
+//! I/O a route asks for; [`crate::verdict`] folds the counters' outcomes.
+//!
+//! The body is read lazily. A plan made without it says [`Route::NeedsBody`]
+//! when it would need one (a urlencoded body joins the query, or a matching
+//! rule keys on a `body:` field); the caller reads it, capped, and plans
+//! again. Whether the body is needed depends only on the config and the
+//! request, never on when it was read, so a caller that passes the body up
+//! front (`explain`) gets the very plan the Worker ends with.
+
+use crate::admin::{self, AdminError, AdminRequest};
+use crate::canon::{canonical_host, canonical_path, CanonError, CanonicalQuery};
+use crate::config::{Config, MissingKey};
+use crate::key::{body_field, derive_key, key_hash, KeyInputs, MissingPart};
+use crate::rules::{method_candidates, Match, RequestView, Rule};
+use url::Url;
+
+/// Request headers that name the method an origin may route a request as
+/// (Rails, Express's method-override, Symfony and others), besides
+/// Laravel's `_method` query or form field.
+pub const METHOD_OVERRIDE_HEADERS: [&str; 3] = ["x-http-method-override", "x-http-method", "x-method-override"];
+
+/// The request as both callers can describe it: plain data, no platform
+/// types.
+pub struct RequestParts<'a> {
+    /// The method as sent (not normalized; unknown methods stay as they are).
+    pub method: &'a str,
+    /// The URL after WHATWG parsing, as the Worker sees it.
+    pub url: &'a Url,
+    /// A request header by lowercased name; a header sent several times
+    /// reads as its values joined by `", "` (the Fetch `Headers.get`).
+    pub header: &'a dyn Fn(&str) -> Option<String>,
+    pub body: Body<'a>,
+    /// `request.cf.country` and `request.cf.asn`.
+    pub country: Option<&'a str>,
+    pub asn: Option<u32>,
+    /// The admin token (the `TOLLGATE_ADMIN_TOKEN` secret), looked up only
+    /// for a request under the admin prefix; `None`: the admin API is off.
+    pub admin_token: &'a dyn Fn() -> Option<String>,
+}
+
+/// What is known of the request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// Not read yet: a plan that needs it says [`Route::NeedsBody`].
+    Unread,
+    /// Read, but larger than `body_limit` or unreadable: `body:` keys are
+    /// missing and the form does not join the query.
+    Unusable,
+    /// The whole body, at most `body_limit` bytes.
+    Read(&'a [u8]),
+}
+
+/// The canonical view of a request: what rules match against.
+#[derive(Debug, Clone)]
+pub struct Canonical {
+    /// Lowercased host, one trailing dot removed.
+    pub host: String,
+    /// From [`canonical_path`].
+    pub path: String,
+    /// The URL query, joined by a urlencoded body when some rule has query
+    /// conditions (PHP's `$_REQUEST`, Rails' `params` and Spring's
+    /// `@RequestParam` read form fields as parameters).
+    pub query: CanonicalQuery,
+    /// The method as sent (uppercased), then each override.
+    pub methods: Vec<String>,
+}
+
+/// A rule that matched, and what became of its key.
+#[derive(Debug)]
+pub struct Matched<'c> {
+    pub rule: &'c Rule,
+    pub found: Match,
+    pub key: KeyOutcome,
+}
+
+/// A matching rule's key, or why it has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyOutcome {
+    /// The key; `fell_back` when it came from `fallback_key`.
+    Key { key: String, fell_back: bool },
+    /// A part is missing and the rule skips such requests.
+    Skipped(MissingPart),
+    /// A part is missing (of the key, or of the fallback key too) and the
+    /// rule rejects such requests with 400.
+    Rejected(MissingPart),
+}
+
+/// A rule to check, with its key and the object that counts it.
+#[derive(Debug, Clone)]
+pub struct Applied<'c> {
+    pub rule: &'c Rule,
+    /// The raw key (never logged).
+    pub key: String,
+    /// The object's name and the blocked-until cache key ([`object_name`]).
+    pub id: String,
+    /// What logs carry instead of the key ([`key_hash`]).
+    pub key_hash: String,
+    /// The key came from `fallback_key`: a success never clears it.
+    pub fell_back: bool,
+}
+
+/// Where the request goes next.
+#[derive(Debug)]
+pub enum Route<'c> {
+    /// The path cannot be canonicalized (a decoded control character):
+    /// answered 400, never forwarded.
+    Malformed(CanonError),
+    /// Under the admin prefix with the admin API on: never forwarded.
+    Admin(AdminRoute<'c>),
+    /// Plan again with the body read (capped).
+    NeedsBody,
+    /// A matching rule's key is missing and the rule rejects: 400. The
+    /// first such rule, in match order, answers.
+    MissingKey { rule: &'c Rule, missing: MissingPart },
+    /// Ask these rules' counters; with none, forward without any call.
+    Check(Vec<Applied<'c>>),
+}
+
+/// An admin request, once routed.
+#[derive(Debug)]
+pub enum AdminRoute<'c> {
+    /// Missing or wrong bearer token: 401, no detail.
+    Unauthorized,
+    /// Authorized but not a valid admin request: its 4xx.
+    Invalid(AdminError),
+    /// Call the object `id` for `request`.
+    Call { request: AdminRequest<'c>, id: String },
+}
+
+/// What tollgate makes of one request before asking any counter.
+#[derive(Debug)]
+pub struct Plan<'c> {
+    /// `None` when the path was refused ([`Route::Malformed`]).
+    pub canonical: Option<Canonical>,
+    /// Every matching rule, in match order (methods in candidate order,
+    /// then config order), with its key.
+    pub matched: Vec<Matched<'c>>,
+    pub route: Route<'c>,
+}
+
+/// The name of the object counting `key` for `rule` (also its cache key):
+/// the rule's name and the key, one line each.
+pub fn object_name(rule: &Rule, key: &str) -> String {
+    format!("{}\n{}", rule.name, key)
+}
+
+/// Plans one request. Pure: the same config and parts give the same plan.
+pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
+    let path = match canonical_path(parts.url.path()) {
+        Ok(path) => path,
+        Err(e) => return Plan { canonical: None, matched: Vec::new(), route: Route::Malformed(e) },
+    };
+    let raw_query = parts.url.query().unwrap_or("");
+    let host = canonical_host(parts.url.host_str().unwrap_or(""));
+
+    if admin::is_admin_path(&config.admin_prefix, &path) {
+        if let Some(token) = (parts.admin_token)() {
+            let query = CanonicalQuery::parse(raw_query);
+            let route = Route::Admin(admin_route(config, parts, &token, &path, &query));
+            let canonical = Canonical { host, path, query, methods: vec![parts.method.to_ascii_uppercase()] };
+            return Plan { canonical: Some(canonical), matched: Vec::new(), route };
+        }
+    }
+
+    let header = parts.header;
+    let bodiless = parts.method.eq_ignore_ascii_case("GET") || parts.method.eq_ignore_ascii_case("HEAD");
+    let form = !bodiless && header("content-type").is_some_and(|t| is_form(&t));
+    let form_joins_query = form && config.rules.iter().any(|r| !r.query.is_empty());
+    let query = match parts.body {
+        Body::Unread if form_joins_query => return needs_body(),
+        Body::Read(bytes) if form_joins_query => {
+            CanonicalQuery::parse(&format!("{raw_query}&{}", String::from_utf8_lossy(bytes)))
+        }
+        _ => CanonicalQuery::parse(raw_query),
+    };
+    let methods = candidate_methods(config, parts, &query);
+    let canonical = Canonical { host, path, query, methods };
+    let found = matching_rules(config, &canonical, header);
+    if parts.body == Body::Unread && found.iter().any(|(rule, _)| rule.reads_body()) {
+        return needs_body();
+    }
+
+    let body_type = header("content-type").unwrap_or_default();
+    let body_lookup = |field: &str| match parts.body {
+        Body::Read(bytes) => body_field(&body_type, bytes, field),
+        _ => None,
+    };
+    let client_ip = header("cf-connecting-ip");
+    let matched: Vec<Matched<'c>> = found
+        .into_iter()
+        .map(|(rule, found)| {
+            let inputs = KeyInputs {
+                client_ip: client_ip.as_deref(),
+                header,
+                query: &canonical.query,
+                path_groups: &found.groups,
+                body: &body_lookup,
+                country: parts.country,
+                asn: parts.asn,
+                ipv6_prefix: config.ipv6_prefix,
+            };
+            let key = key_outcome(rule, &inputs);
+            Matched { rule, found, key }
+        })
+        .collect();
+    let route = route_of(&matched);
+    Plan { canonical: Some(canonical), matched, route }
+}
+
+fn needs_body<'c>() -> Plan<'c> {
+    Plan { canonical: None, matched: Vec::new(), route: Route::NeedsBody }
+}
+
+/// The request's method, then each override (looked up only when some
+/// rule restricts methods: otherwise no override can change a match).
+fn candidate_methods(config: &Config, parts: &RequestParts<'_>, query: &CanonicalQuery) -> Vec<String> {
+    if config.rules.iter().all(|r| r.methods.is_empty()) {
+        return method_candidates(parts.method, std::iter::empty());
+    }
+    let overrides = METHOD_OVERRIDE_HEADERS
+        .iter()
+        .filter_map(|h| (parts.header)(h))
+        .chain(query.values("_method").map(str::to_string));
+    method_candidates(parts.method, overrides)
+}
+
+/// The rules that match under any candidate method, each once, then those
+/// whose header conditions hold.
+fn matching_rules<'c>(
+    config: &'c Config,
+    canonical: &Canonical,
+    header: &dyn Fn(&str) -> Option<String>,
+) -> Vec<(&'c Rule, Match)> {
+    let mut matched: Vec<(&'c Rule, Match)> = Vec::new();
+    for method in &canonical.methods {
+        let view = RequestView { method, host: &canonical.host, path: &canonical.path, query: &canonical.query };
+        for (rule, found) in config.matching(&view) {
+            if !matched.iter().any(|(seen, _)| std::ptr::eq(*seen, rule)) {
+                matched.push((rule, found));
+            }
+        }
+    }
+    matched.retain(|(rule, _)| rule.headers_hold(header).is_ok());
+    matched
+}
+
+/// A rule's key, or its missing-key policy applied.
+fn key_outcome(rule: &Rule, inputs: &KeyInputs<'_>) -> KeyOutcome {
+    match (derive_key(&rule.key, inputs), &rule.on_missing_key) {
+        (Ok(key), _) => KeyOutcome::Key { key, fell_back: false },
+        (Err(missing), MissingKey::Skip) => KeyOutcome::Skipped(missing),
+        (Err(missing), MissingKey::Reject) => KeyOutcome::Rejected(missing),
+        (Err(_), MissingKey::Fallback(parts)) => match derive_key(parts, inputs) {
+            Ok(key) => KeyOutcome::Key { key, fell_back: true },
+            Err(missing) => KeyOutcome::Rejected(missing),
+        },
+    }
+}
+
+/// The first rejecting rule answers; otherwise every keyed rule is checked.
+fn route_of<'c>(matched: &[Matched<'c>]) -> Route<'c> {
+    let mut applied = Vec::new();
+    for m in matched {
+        match &m.key {
+            KeyOutcome::Rejected(missing) => return Route::MissingKey { rule: m.rule, missing: missing.clone() },
+            KeyOutcome::Skipped(_) => {}
+            KeyOutcome::Key { key, fell_back } => applied.push(Applied {
+                rule: m.rule,
+                id: object_name(m.rule, key),
+                key_hash: key_hash(key),
+                key: key.clone(),
+                fell_back: *fell_back,
+            }),
+        }
+    }
+    Route::Check(applied)
+}
+
+fn admin_route<'c>(
+    config: &'c Config,
+    parts: &RequestParts<'_>,
+    token: &str,
+    path: &str,
+    query: &CanonicalQuery,
+) -> AdminRoute<'c> {
+    if !admin::token_matches(token, (parts.header)("authorization").as_deref()) {
+        return AdminRoute::Unauthorized;
+    }
+    match admin::parse(config, path, parts.method, query) {
+        Ok(request) => {
+            let id = object_name(request.rule, &request.key);
+            AdminRoute::Call { request, id }
+        }
+        Err(e) => AdminRoute::Invalid(e),
+    }
+}
+
+/// Whether a content type is `application/x-www-form-urlencoded`.
+pub fn is_form(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+}
