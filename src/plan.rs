@@ -310,3 +310,205 @@ pub fn is_form(content_type: &str) -> bool {
         .next()
         .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config(rules: serde_json::Value) -> Config {
+        Config::from_json(&json!({ "rules": rules })).unwrap()
+    }
+
+    fn limits() -> serde_json::Value {
+        json!([{ "requests": 1, "window": "1m" }])
+    }
+
+    /// Plans `method url` with `headers` and `body`, as the Worker does:
+    /// without the body first, then with it when the plan asks.
+    fn plan_of<'c>(
+        config: &'c Config,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        token: Option<&str>,
+    ) -> (Plan<'c>, bool) {
+        let url = Url::parse(&format!("https://example.com{url}")).unwrap();
+        let header = |name: &str| {
+            let values: Vec<&str> = headers.iter().filter(|(k, _)| *k == name).map(|(_, v)| *v).collect();
+            (!values.is_empty()).then(|| values.join(", "))
+        };
+        let admin_token = || token.map(str::to_string);
+        let parts = |body| RequestParts {
+            method,
+            url: &url,
+            header: &header,
+            body,
+            country: Some("nz"),
+            asn: Some(64500),
+            admin_token: &admin_token,
+        };
+        let first = plan(config, &parts(Body::Unread));
+        if !matches!(first.route, Route::NeedsBody) {
+            return (first, false);
+        }
+        let read = body.map_or(Body::Unusable, Body::Read);
+        let second = plan(config, &parts(read));
+        assert!(!matches!(second.route, Route::NeedsBody), "a plan with the body never asks again");
+        (second, true)
+    }
+
+    fn checked(plan: &Plan<'_>) -> Vec<(String, String)> {
+        match &plan.route {
+            Route::Check(applied) => applied.iter().map(|a| (a.rule.name.clone(), a.key.clone())).collect(),
+            other => panic!("not a check: {other:?}"),
+        }
+    }
+
+    const IP: (&str, &str) = ("cf-connecting-ip", "198.51.100.7");
+
+    #[test]
+    fn a_refused_path_is_malformed() {
+        let c = config(json!([{ "name": "a", "path": "/a", "limits": limits() }]));
+        let (p, _) = plan_of(&c, "GET", "/a%00", &[IP], None, None);
+        assert!(matches!(p.route, Route::Malformed(_)));
+        assert!(p.canonical.is_none());
+    }
+
+    #[test]
+    fn no_matching_rule_checks_nothing_and_reads_no_body() {
+        let c = config(json!([{ "name": "login", "path": "/login", "key": ["body:email"], "limits": limits() }]));
+        let (p, read) = plan_of(&c, "POST", "/other", &[IP, ("content-type", "application/json")], Some(b"{}"), None);
+        assert!(checked(&p).is_empty());
+        assert!(!read, "the body is read only for a rule that matched");
+    }
+
+    #[test]
+    fn the_admin_api_only_with_a_token() {
+        let c = config(json!([{ "name": "a", "path": "/a", "limits": limits() }]));
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP], None, None);
+        assert!(matches!(p.route, Route::Check(ref a) if a.is_empty()), "off: the path is the origin's");
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP], None, Some("s3cret"));
+        assert!(matches!(p.route, Route::Admin(AdminRoute::Unauthorized)));
+        let auth = ("authorization", "Bearer s3cret");
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[auth], None, Some("s3cret"));
+        match p.route {
+            Route::Admin(AdminRoute::Call { request, id }) => {
+                assert_eq!(request.key, "ip=1.2.3.4");
+                assert_eq!(id, "a\nip=1.2.3.4");
+            }
+            other => panic!("{other:?}"),
+        }
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=nope", &[auth], None, Some("s3cret"));
+        assert!(matches!(p.route, Route::Admin(AdminRoute::Invalid(AdminError::UnknownRule(_)))));
+    }
+
+    #[test]
+    fn a_form_body_joins_the_query_only_when_a_rule_has_query_conditions() {
+        let with = config(json!([{ "name": "heavy", "path": "/x", "query": { "mode": "heavy" }, "limits": limits() }]));
+        let form = ("content-type", "application/x-www-form-urlencoded; charset=utf-8");
+        let (p, read) = plan_of(&with, "POST", "/x", &[IP, form], Some(b"mode=heavy"), None);
+        assert!(read);
+        assert_eq!(checked(&p), [("heavy".to_string(), "ip=198.51.100.7".to_string())]);
+        let (p, _) = plan_of(&with, "POST", "/x", &[IP, form], None, None);
+        assert!(checked(&p).is_empty(), "an unusable (too large) body does not join");
+        let (p, read) = plan_of(&with, "GET", "/x", &[IP, form], Some(b"mode=heavy"), None);
+        assert!(!read && checked(&p).is_empty(), "GET and HEAD have no form");
+        let (p, read) = plan_of(&with, "POST", "/x", &[IP, ("content-type", "text/plain")], Some(b"mode=heavy"), None);
+        assert!(!read && checked(&p).is_empty(), "only urlencoded bodies");
+        let without = config(json!([{ "name": "all", "path": "/x", "limits": limits() }]));
+        let (_, read) = plan_of(&without, "POST", "/x", &[IP, form], Some(b"mode=heavy"), None);
+        assert!(!read, "no rule has query conditions: the body is not read");
+    }
+
+    #[test]
+    fn method_overrides_when_a_rule_restricts_methods() {
+        let c = config(json!([{ "name": "del", "path": "/posts/:id", "methods": ["DELETE"], "limits": limits() }]));
+        for headers in [
+            vec![IP, ("x-http-method-override", "delete")],
+            vec![IP, ("x-http-method", "DELETE")],
+            vec![IP, ("x-method-override", "DELETE")],
+        ] {
+            let (p, _) = plan_of(&c, "POST", "/posts/7", &headers, None, None);
+            assert_eq!(checked(&p).len(), 1, "{headers:?}");
+            assert_eq!(p.canonical.unwrap().methods, ["POST", "DELETE"]);
+        }
+        let (p, _) = plan_of(&c, "POST", "/posts/7?_method=DELETE", &[IP], None, None);
+        assert_eq!(checked(&p).len(), 1, "Laravel's _method");
+        let (p, _) = plan_of(&c, "POST", "/posts/7", &[IP], None, None);
+        assert!(checked(&p).is_empty());
+        let any = config(json!([{ "name": "any", "path": "/posts/:id", "limits": limits() }]));
+        let (p, _) = plan_of(&any, "POST", "/posts/7", &[IP, ("x-http-method-override", "DELETE")], None, None);
+        assert_eq!(p.canonical.unwrap().methods, ["POST"], "no rule restricts methods: overrides are not read");
+    }
+
+    #[test]
+    fn rules_match_once_in_candidate_then_config_order() {
+        let c = config(json!([
+            { "name": "del", "path": "/p", "methods": ["DELETE"], "limits": limits() },
+            { "name": "post", "path": "/p", "methods": ["POST"], "limits": limits() },
+            { "name": "any", "path": "/p", "limits": limits() },
+        ]));
+        let (p, _) = plan_of(&c, "POST", "/p", &[IP, ("x-http-method-override", "DELETE")], None, None);
+        let names: Vec<String> = checked(&p).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["post", "any", "del"]);
+    }
+
+    #[test]
+    fn header_conditions_filter_matches() {
+        let c = config(json!([{ "name": "free", "path": "/p", "header": { "x-plan": "free" }, "limits": limits() }]));
+        let (p, _) = plan_of(&c, "GET", "/p", &[IP, ("x-plan", "gold"), ("x-plan", "free")], None, None);
+        assert_eq!(checked(&p).len(), 1, "a repeated header matches if any item does");
+        let (p, _) = plan_of(&c, "GET", "/p", &[IP, ("x-plan", "gold")], None, None);
+        assert!(checked(&p).is_empty() && p.matched.is_empty());
+    }
+
+    #[test]
+    fn missing_keys_follow_each_rules_policy() {
+        let c = config(json!([
+            { "name": "skip", "path": "/p", "key": ["header:x-user"], "on_missing_key": "skip", "limits": limits() },
+            { "name": "fall", "path": "/p", "key": ["header:x-user"], "fallback_key": ["ip"], "limits": limits() },
+            { "name": "reject", "path": "/p", "key": ["header:x-user"], "limits": limits() },
+            { "name": "later", "path": "/p", "key": ["header:x-other"], "limits": limits() },
+        ]));
+        let (p, _) = plan_of(&c, "GET", "/p", &[IP], None, None);
+        match &p.route {
+            Route::MissingKey { rule, missing } => {
+                assert_eq!(rule.name, "reject", "the first rejecting rule answers");
+                assert_eq!(missing.to_string(), "the request has no usable `header:x-user`");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(p.matched[0].key, KeyOutcome::Skipped(_)));
+        assert_eq!(p.matched[1].key, KeyOutcome::Key { key: "ip=198.51.100.7".into(), fell_back: true });
+        let (p, _) = plan_of(&c, "GET", "/p", &[IP, ("x-user", "u1"), ("x-other", "o")], None, None);
+        let applied = match &p.route {
+            Route::Check(a) => a,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(applied.len(), 4);
+        assert!(!applied[1].fell_back);
+        assert_eq!(applied[0].id, "skip\nheader:x-user=u1");
+        assert_eq!(applied[0].key_hash, key_hash("header:x-user=u1"));
+        // The fallback missing too: rejected.
+        let (p, _) = plan_of(&c, "GET", "/p", &[], None, None);
+        assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == "fall"));
+    }
+
+    #[test]
+    fn body_keys_read_the_body_and_cf_keys_read_cf() {
+        let c = config(json!([
+            { "name": "login", "path": "/login", "key": ["body:email"], "limits": limits() },
+            { "name": "geo", "path": "/login", "key": ["country", "asn"], "limits": limits() },
+        ]));
+        let json_type = ("content-type", "application/json");
+        let (p, read) = plan_of(&c, "POST", "/login", &[IP, json_type], Some(br#"{"email":" A@x "}"#), None);
+        assert!(read);
+        let keys = checked(&p);
+        assert_eq!(keys[0].1, format!("body:email={}", crate::key::hash_identity("a@x").unwrap()));
+        assert_eq!(keys[1].1, "country=NZ|asn=64500");
+        let (p, _) = plan_of(&c, "POST", "/login", &[IP, json_type], None, None);
+        assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == "login"), "unusable body");
+    }
+}

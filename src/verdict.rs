@@ -269,3 +269,155 @@ pub fn counter_error(rule: &str, key_hash: &str, error: &str, decision: &str) ->
         ],
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::plan::object_name;
+    use serde_json::json;
+
+    fn config() -> Config {
+        let l = json!([{ "requests": 10, "window": "1m" }]);
+        Config::from_json(&json!({ "rules": [
+            { "name": "short", "path": "/p", "limits": l, "ratelimit_headers": true },
+            { "name": "long", "path": "/p", "limits": [{ "requests": 5, "window": "1h" }] },
+            { "name": "shadow", "path": "/p", "action": "log", "limits": l, "ratelimit_headers": true },
+            { "name": "open", "path": "/p", "limits": l },
+            { "name": "closed", "path": "/p", "on_error": "deny", "limits": l },
+            { "name": "failures", "path": "/p", "key": ["header:x-user"], "count_statuses": [401],
+              "clear_on_success": true, "fallback_key": ["header:x-account"], "limits": l },
+        ]}))
+        .unwrap()
+    }
+
+    fn applied<'c>(config: &'c Config, name: &str) -> Applied<'c> {
+        let rule = config.rules.iter().find(|r| r.name == name).unwrap();
+        Applied { rule, key: "k".into(), id: object_name(rule, "k"), key_hash: "h".into(), fell_back: false }
+    }
+
+    fn window(limit: u32, remaining: u64) -> WireWindow {
+        WireWindow { limit, window_ms: 60_000, used: u64::from(limit) - remaining, remaining, reset_ms: 30_000 }
+    }
+
+    fn blocked(ms: u64) -> Outcome {
+        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: Some(vec![window(10, 0)]) }
+    }
+
+    #[test]
+    fn allowed_forwards_with_the_fields_of_rules_that_ask() {
+        let c = config();
+        let v = verdict(
+            &[applied(&c, "short"), applied(&c, "long")],
+            &[Outcome::Allowed { windows: vec![window(10, 9)] }, Outcome::Allowed { windows: vec![window(5, 4)] }],
+        );
+        assert_eq!(
+            v.answer,
+            Answer::Forward {
+                fields: vec![
+                    ("ratelimit-policy".into(), "\"short\";q=10;w=60".into()),
+                    ("ratelimit".into(), "\"short\";r=9;t=30".into()),
+                ]
+            }
+        );
+        assert!(v.events.is_empty());
+    }
+
+    #[test]
+    fn the_longest_block_wins_and_every_block_is_logged() {
+        let c = config();
+        let v = verdict(
+            &[applied(&c, "short"), applied(&c, "long"), applied(&c, "open")],
+            &[blocked(5_000), blocked(9_000), blocked(9_000)],
+        );
+        let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
+        assert_eq!(r.status, 429);
+        assert_eq!(r.header("retry-after"), Some("9"));
+        assert!(r.body.contains("`long`"), "the first of the longest waits: {}", r.body);
+        assert_eq!(v.events.len(), 3);
+        assert!(v.events.iter().all(|e| e.event == "block"));
+    }
+
+    #[test]
+    fn shadow_rules_log_and_never_block() {
+        let c = config();
+        let v = verdict(&[applied(&c, "shadow")], &[blocked(5_000)]);
+        let Answer::Forward { fields } = &v.answer else { panic!("{v:?}") };
+        assert_eq!(fields[1], ("ratelimit".into(), "\"shadow\";r=0;t=5".into()));
+        assert_eq!(v.events[0].event, "shadow_block");
+        assert!(v.events[0].line().contains(r#""decision":"would_block""#));
+    }
+
+    #[test]
+    fn fail_policies() {
+        let c = config();
+        let down = || Outcome::Failed("down".into());
+        let v = verdict(&[applied(&c, "open")], &[down()]);
+        assert_eq!(v.answer, Answer::Forward { fields: vec![] }, "fail open");
+        assert!(v.events[0].line().contains(r#""decision":"allow""#));
+        // Fail closed answers 503 at once: the blocks before it are logged,
+        // the rules after it are not looked at.
+        let v = verdict(
+            &[applied(&c, "long"), applied(&c, "closed"), applied(&c, "short")],
+            &[blocked(9_000), down(), blocked(1_000)],
+        );
+        let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
+        assert_eq!((r.status, r.header("retry-after")), (503, Some("1")));
+        let events: Vec<&str> = v.events.iter().map(|e| e.event).collect();
+        assert_eq!(events, ["block", "counter_error"]);
+    }
+
+    #[test]
+    fn a_cached_block_reports_the_rules_limits() {
+        let c = config();
+        let from_cache = Outcome::from_cache(crate::blocked::Block { until_ms: 10_400, window: 0 }, 10_000);
+        assert_eq!(from_cache, Outcome::Blocked { retry_after_ms: 400, window: 0, windows: None });
+        let v = verdict(&[applied(&c, "long")], &[from_cache]);
+        let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
+        assert_eq!(r.header("ratelimit"), Some("\"long\";r=0;t=1"));
+        assert_eq!(r.header("ratelimit-policy"), Some("\"long\";q=5;w=3600"));
+        let expired = Outcome::from_cache(crate::blocked::Block { until_ms: 10_000, window: 0 }, 10_000);
+        assert!(matches!(expired, Outcome::Blocked { retry_after_ms: 1, .. }), "at least 1 ms");
+    }
+
+    #[test]
+    fn early_answers() {
+        let c = config();
+        let url = url::Url::parse("https://example.com/p%00").unwrap();
+        let parts = crate::plan::RequestParts {
+            method: "GET",
+            url: &url,
+            header: &|_| None,
+            body: crate::plan::Body::Unread,
+            country: None,
+            asn: None,
+            admin_token: &|| None,
+        };
+        let p = crate::plan::plan(&c, &parts);
+        let v = early(&p).unwrap();
+        assert!(matches!(&v.answer, Answer::Respond(r) if r.status == 400));
+        let url = url::Url::parse("https://example.com/p").unwrap();
+        let p = crate::plan::plan(&c, &crate::plan::RequestParts { url: &url, ..parts });
+        let v = early(&p).unwrap();
+        let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
+        assert_eq!(r.status, 400);
+        assert!(r.body.contains("Rule `short`: the request has no usable `ip`."), "{}", r.body);
+        assert_eq!(v.events[0].event, "missing_key");
+    }
+
+    #[test]
+    fn what_failures_only_rules_settle() {
+        let c = config();
+        let a = applied(&c, "failures");
+        assert_eq!(settle(&a, 401), Some(Op::Record));
+        assert_eq!(settle(&a, 200), Some(Op::Reset));
+        assert_eq!(settle(&a, 302), Some(Op::Reset));
+        assert_eq!(settle(&a, 404), None);
+        let fell_back = Applied { fell_back: true, ..a.clone() };
+        assert_eq!(settle(&fell_back, 200), None, "a success never clears a fallback key");
+        assert_eq!(settle(&fell_back, 401), Some(Op::Record));
+        assert_eq!(settle(&applied(&c, "short"), 401), None, "counted when checked");
+        assert_eq!(check_op(a.rule), Op::Check);
+        assert_eq!(check_op(applied(&c, "short").rule), Op::Hit);
+    }
+}

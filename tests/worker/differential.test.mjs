@@ -1,0 +1,193 @@
+// Differential test: `tollgate explain --json` and the Worker in Miniflare
+// run the same pipeline, so for every request they must agree on the rules
+// checked, the keys (as hashes), the log events and the answer
+// (forward / 429 / 400 / 503). Every case of tests/canon_cases.json runs,
+// plus method-override, form-body, header-condition, cf and missing-key
+// cases.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync, existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { stringify } from "smol-toml";
+import { withTollgate, tempDir, ROOT, sleep } from "./harness.mjs";
+
+const CLI = join(ROOT, "target", "debug", "tollgate");
+const DATA = JSON.parse(readFileSync(join(ROOT, "tests", "canon_cases.json"), "utf8"));
+
+const LIMIT = [{ requests: 1, window: "1h" }];
+const EXTRA_RULES = [
+  { name: "delete-post", path: "/posts/:id", methods: ["DELETE"] },
+  { name: "free-plan", path: "/plan", header: { "x-plan": "free" }, key: ["header:x-user"], on_missing_key: "skip" },
+  { name: "login", path: "/login", methods: ["POST"], key: ["body:email"], count_statuses: [401], on_error: "deny", timeout: "1s" },
+  { name: "tenant", path: "/t/:school/*", key: ["header:x-api-key"], fallback_key: ["path:school"], ratelimit_headers: true },
+  { name: "shadow", path: "/shadow", action: "log", key: ["cookie:sid"] },
+  { name: "geo", path: "/geo", key: ["country", "asn"] },
+];
+
+/** Every rule of every canon config, and the extra ones, in one config. */
+function mergedConfig() {
+  const rules = [];
+  for (const config of Object.values(DATA.configs)) rules.push(...structuredClone(config.rules));
+  rules.push(...EXTRA_RULES.map((r) => ({ ...structuredClone(r), limits: LIMIT })));
+  // One request per key blocks the next: the 429 path is reachable.
+  for (const rule of rules) rule.limits = LIMIT;
+  return { rules };
+}
+
+const form = { "content-type": "application/x-www-form-urlencoded" };
+const jsonType = { "content-type": "application/json" };
+const EXTRA_CASES = [
+  { url: "/posts/7", method: "POST", headers: { "x-http-method-override": "DELETE" } },
+  { url: "/posts/7", method: "POST", headers: { "x-http-method": "delete" } },
+  { url: "/posts/7", method: "POST", headers: { "x-method-override": "PUT" } },
+  { url: "/posts/7?_method=DELETE", method: "POST" },
+  { url: "/posts/7", method: "POST", headers: form, body: "_method=DELETE" },
+  { url: "/posts/7", method: "DELETE" },
+  { url: "/posts/7", method: "OPTIONS", headers: { "x-http-method-override": "DELETE" } },
+  { url: "/api/example", method: "POST", headers: form, body: "mode=heavy" },
+  { url: "/api/example", method: "POST", headers: form, body: "mode=normal&mode=heavy" },
+  { url: "/api/example", method: "POST", headers: jsonType, body: '{"mode":"heavy"}' },
+  { url: "/plan", headers: { "x-plan": "free", "x-user": "u1" } },
+  { url: "/plan", headers: { "x-plan": "gold, free", "x-user": "u2" } },
+  { url: "/plan", headers: { "x-plan": "gold", "x-user": "u3" } },
+  { url: "/plan", headers: { "x-plan": "free" } },
+  { url: "/login", method: "POST", headers: jsonType, body: '{"email":"Victim@Example.com","password":"x"}' },
+  { url: "/login", method: "POST", headers: form, body: "email=other%40example.com&password=x" },
+  { url: "/login", method: "POST", headers: jsonType, body: '{"password":"x"}' },
+  { url: "/login", method: "POST", headers: jsonType, body: "not json" },
+  { url: "/login", method: "POST", headers: jsonType, body: JSON.stringify({ email: "big@example.com", pad: "x".repeat(20000) }) },
+  { url: "/login", method: "GET" },
+  { url: "/t/42/report", headers: { "x-api-key": "k1" } },
+  { url: "/t/43/report" },
+  { url: "/shadow", headers: { cookie: "sid=abc; other=1" } },
+  { url: "/shadow" },
+  { url: "/geo", cf: { country: "NZ", asn: 64500 } },
+  { url: "/geo", headers: { "cf-ipcountry": "NZ" }, cf: { country: "DE", asn: 64501 } },
+  { url: "/api/example?mode=heavy", ip: null },
+  { url: "/api/example%00?mode=heavy" },
+];
+
+function allCases() {
+  const canon = DATA.cases
+    .filter((c) => typeof c === "object")
+    .map((c) => ({ url: c.url, method: (c.method ?? "GET").toUpperCase() }));
+  return [...canon, ...EXTRA_CASES.map((c) => ({ method: "GET", ...c }))];
+}
+
+/** explain --json for one case; `outcomes` are --outcome values (`blocked`, `RULE=allowed`). */
+function explain(wranglerPath, c, ip, outcomes) {
+  const args = ["explain", c.url, "--config", wranglerPath, "--json", "-X", c.method];
+  for (const o of outcomes) args.push("--outcome", o);
+  if (ip !== null) args.push("--ip", ip);
+  for (const [name, value] of Object.entries(c.headers ?? {})) args.push("-H", `${name}: ${value}`);
+  if (c.body !== undefined) args.push("--data", c.body);
+  if (c.cf?.country) args.push("--country", c.cf.country);
+  if (c.cf?.asn) args.push("--asn", String(c.cf.asn));
+  const run = spawnSync(CLI, args, { encoding: "utf8" });
+  assert.equal(run.status, 0, `explain ${args.join(" ")}: ${run.stderr}`);
+  return JSON.parse(run.stdout);
+}
+
+/** What the Worker did with one request, as explain would print it. */
+async function send(tg, c, ip) {
+  const before = tg.logEvents().length;
+  const received = tg.origin.received.length;
+  const res = await tg.fetch(c.url, { ip, method: c.method, headers: c.headers ?? {}, body: c.body, cf: c.cf });
+  const body = await res.text();
+  const forwarded = tg.origin.received.length > received;
+  return { status: res.status, forwarded, body, before, headers: res.headers };
+}
+
+/** The log events written after `before`, once `count` have arrived. */
+async function eventsSince(tg, before, count) {
+  for (let i = 0; i < 100 && tg.logEvents().length < before + count; i++) await sleep(20);
+  await sleep(5);
+  return tg.logEvents().slice(before);
+}
+
+const comparable = (e) => ({ tollgate: e.tollgate, rule: e.rule, key_hash: e.key_hash, decision: e.decision, detail: e.detail });
+const byRule = (a, b) => `${a.rule}${a.key_hash}`.localeCompare(`${b.rule}${b.key_hash}`);
+
+function assertSameAnswer(worker, expected, label) {
+  if (expected.verdict.answer === "forward") {
+    assert.ok(worker.forwarded, `${label}: explain says forward, the Worker answered ${worker.status} ${worker.body}`);
+    assert.equal(worker.status, 200, `${label}: the origin's answer`);
+  } else {
+    assert.ok(!worker.forwarded, `${label}: explain says ${expected.verdict.answer}, the Worker forwarded`);
+    assert.equal(worker.status, expected.verdict.answer, `${label}: ${worker.body}`);
+  }
+}
+
+function withWrangler(config, body) {
+  const dir = tempDir("tollgate-diff-");
+  const path = join(dir, "wrangler.toml");
+  writeFileSync(path, stringify({ name: "differential", vars: { TOLLGATE: config } }));
+  return body(path).finally(() => rmSync(dir, { recursive: true, force: true }));
+}
+
+test("explain and the Worker agree: counters down (checked rules, key hashes, events, answer)", () => {
+  assert.ok(existsSync(CLI), `${CLI} is built by cargo (scripts/test runs cargo test first)`);
+  const config = mergedConfig();
+  return withWrangler(config, (wrangler) =>
+    withTollgate({ config, faults: true }, async (tg) => {
+      await tg.setFault("throw");
+      const cases = allCases();
+      let checkedCases = 0;
+      for (const [i, c] of cases.entries()) {
+        const ip = c.ip === null ? null : `10.1.${i >> 8}.${i & 255}`;
+        const label = `${c.method} ${c.url} ${JSON.stringify(c.headers ?? {})} ${c.body ?? ""}`.slice(0, 200);
+        const expected = explain(wrangler, c, ip, ["failed"]);
+        const worker = await send(tg, c, ip);
+        assertSameAnswer(worker, expected, label);
+        const events = await eventsSince(tg, worker.before, expected.events.length);
+        assert.deepEqual(
+          events.map(comparable).sort(byRule),
+          expected.events.map(comparable).sort(byRule),
+          `${label}: log events`,
+        );
+        // Every checked rule's key hash shows in a counter_error line (up to
+        // a fail-closed rule, which answers at once).
+        for (const e of expected.events.filter((e) => e.tollgate === "counter_error")) {
+          assert.ok(expected.checked.some((a) => a.rule === e.rule && a.key_hash === e.key_hash), label);
+        }
+        if (expected.checked.length > 0) checkedCases++;
+      }
+      assert.ok(checkedCases > 150, `most cases check some rule (${checkedCases})`);
+    }),
+  );
+});
+
+test("explain and the Worker agree: counters up, first request allowed, second blocked", () => {
+  const config = mergedConfig();
+  return withWrangler(config, (wrangler) =>
+    withTollgate({ config }, async (tg) => {
+      const cases = allCases();
+      const seen = { forward: 0, 429: 0, 400: 0, 503: 0 };
+      for (const [i, c] of cases.entries()) {
+        const ip = c.ip === null ? null : `10.2.${i >> 8}.${i & 255}`;
+        const label = `${c.method} ${c.url} ${JSON.stringify(c.headers ?? {})}`.slice(0, 200);
+        const first = explain(wrangler, c, ip, ["allowed"]);
+        const worker = await send(tg, c, ip);
+        assertSameAnswer(worker, first, `${label} (first)`);
+        for (const [name, value] of first.verdict.fields ?? []) {
+          assert.equal(worker.headers.get(name), value, `${label}: field ${name}`);
+        }
+        // Keys not keyed by this case's IP (header, body, cookie, path group,
+        // cf) are distinct per case, so the second request of a case meets
+        // only its own first one. Failures-only rules never counted a 200.
+        const outcomes = ["blocked", ...config.rules.filter((r) => r.count_statuses).map((r) => `${r.name}=allowed`)];
+        const second = explain(wrangler, c, ip, outcomes);
+        const again = await send(tg, c, ip);
+        assertSameAnswer(again, second, `${label} (second)`);
+        if (second.verdict.answer === 429) {
+          const blocking = second.checked.map((a) => a.rule);
+          assert.ok(blocking.includes(JSON.parse(again.body).rule), `${label}: the 429 names a checked rule`);
+        }
+        seen[first.verdict.answer] = (seen[first.verdict.answer] ?? 0) + 1;
+        seen[second.verdict.answer] = (seen[second.verdict.answer] ?? 0) + 1;
+      }
+      assert.ok(seen.forward > 50 && seen[429] > 100 && seen[400] >= 3, JSON.stringify(seen));
+    }),
+  );
+});
