@@ -1,8 +1,12 @@
-//! The Worker entry: canonical view → matching rules → keys → blocked-until
-//! cache → limiter objects → forward, 429, or the rule's fail policy.
+//! The Worker entry: [`plan`](crate::plan::plan) the request, do the I/O
+//! the plan asks for (read the body, ask the blocked-until cache and the
+//! limiter objects), fold their outcomes with
+//! [`verdict`](crate::verdict::verdict), then forward or answer, and write
+//! the verdict's log lines.
 //!
 //! Glue only: every decision is made by the pure modules; this file reads
-//! the clock, the request and the environment, and talks to the platform.
+//! the clock, the request and the environment, and talks to the platform
+//! (the origin side is in [`crate::origin`]).
 //!
 //! Several rules may match one request. All are checked (concurrently), and
 //! any `block` rule that is over its limit blocks the request. Each rule
@@ -17,25 +21,21 @@ use crate::config::{Config, ConfigError};
 use crate::headers::OwnResponse;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
 use crate::protocol::{encode_call, Call, Op, Reply};
+use crate::origin::{forward, read_body, with_fields};
 use crate::verdict::{self, Answer, LogEvent, Outcome};
 use futures_util::future::{join_all, select, Either};
-use futures_util::StreamExt;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
-use worker::wasm_bindgen::{JsCast, JsValue};
-use worker::wasm_bindgen_futures::JsFuture;
+use worker::wasm_bindgen::JsValue;
 use worker::{
-    console_log, event, js_sys, web_sys, Context, Date, Delay, Env, Headers, Method, Request, RequestInit, Response,
+    console_log, event, web_sys, Context, Date, Delay, Env, Headers, Method, Request, RequestInit, Response,
 };
 
 /// The Durable Object namespace binding of the limiter objects.
 const LIMITER_BINDING: &str = "LIMITER";
 /// The structured var holding the config.
 const CONFIG_VAR: &str = "TOLLGATE";
-/// Optional var naming a local origin (`http://127.0.0.1:8788`) to forward
-/// to instead of the zone's origin; unset in production.
-const UPSTREAM_VAR: &str = "UPSTREAM";
 /// The secret that turns the admin API on.
 const ADMIN_TOKEN_SECRET: &str = "TOLLGATE_ADMIN_TOKEN";
 
@@ -252,77 +252,6 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, String>
         return Err(format!("limiter answered {}: {body}", response.status_code()));
     }
     serde_json::from_str(&body).map_err(|e| format!("unreadable limiter reply: {e}"))
-}
-
-/// Reads the body for `body:` keys from a clone (the original still reaches
-/// the origin intact), at most `limit` bytes: a body announced or found to
-/// be larger is not buffered, the body key is missing and the rule's
-/// missing-key policy applies.
-async fn read_body(req: &Request, limit: u32) -> Option<Vec<u8>> {
-    let limit = limit as usize;
-    let announced = req.headers().get("content-length").ok().flatten();
-    if announced.and_then(|l| l.trim().parse::<usize>().ok()).is_some_and(|l| l > limit) {
-        return None;
-    }
-    let mut copy = req.clone().ok()?;
-    let mut stream = copy.stream().ok()?;
-    let mut body = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        body.extend_from_slice(&chunk.ok()?);
-        if body.len() > limit {
-            return None;
-        }
-    }
-    Some(body)
-}
-
-/// Forwards the original request, unchanged, to the zone's origin, or to
-/// `UPSTREAM` (scheme, host and port replaced; path, query, method, headers
-/// and body kept) when that var is set.
-async fn forward(req: Request, url: &worker::Url, env: &Env) -> worker::Result<web_sys::Response> {
-    let upstream = env
-        .var(UPSTREAM_VAR)
-        .map(|v| v.to_string())
-        .ok()
-        .filter(|v| !v.trim().is_empty());
-    let outbound: web_sys::Request = match upstream {
-        // The same JS object (a handle clone, not `Request.clone()`, which
-        // would tee the body).
-        None => Clone::clone(req.inner()),
-        Some(origin) => {
-            let mut target = format!("{}{}", origin.trim_end_matches('/'), url.path());
-            if let Some(q) = url.query() {
-                target.push('?');
-                target.push_str(q);
-            }
-            let original = req.inner();
-            let init = web_sys::RequestInit::new();
-            init.set_method(&original.method());
-            init.set_headers(&original.headers());
-            init.set_redirect(web_sys::RequestRedirect::Manual);
-            if let Some(body) = original.body() {
-                init.set_body(&body);
-            }
-            web_sys::Request::new_with_str_and_init(&target, &init).map_err(worker::Error::from)?
-        }
-    };
-    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
-    let response = JsFuture::from(global.fetch_with_request(&outbound)).await?;
-    Ok(response.unchecked_into())
-}
-
-/// The origin's response with `fields` added (its headers are immutable, so
-/// status, headers and body stream move to a new response).
-fn with_fields(raw: web_sys::Response, fields: &[(String, String)]) -> worker::Result<web_sys::Response> {
-    let headers = web_sys::Headers::new_with_headers(&raw.headers()).map_err(worker::Error::from)?;
-    for (name, value) in fields {
-        headers.append(name, value).map_err(worker::Error::from)?;
-    }
-    let init = web_sys::ResponseInit::new();
-    init.set_status(raw.status());
-    init.set_status_text(&raw.status_text());
-    init.set_headers(&headers);
-    web_sys::Response::new_with_opt_readable_stream_and_init(raw.body().as_ref(), &init).map_err(worker::Error::from)
 }
 
 /// Serves the admin API (the token secret exists). The token is never logged.

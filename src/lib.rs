@@ -46,3 +46,5 @@ pub mod window;
 mod edge;
 #[cfg(target_arch = "wasm32")]
 mod limiter;
+#[cfg(target_arch = "wasm32")]
+mod origin;
