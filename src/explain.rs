@@ -124,16 +124,18 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
     Explained { url: Ok(url), plan: Some(plan), verdict }
 }
 
-/// The URL as the Worker sees it: WHATWG-parsed, a bare path read against
-/// `https://example.com`.
+/// The URL as the Worker sees it: WHATWG-parsed; a bare path is the path
+/// of `https://example.com` (appended, not resolved: `//api/x` is a path
+/// with an empty first segment, not a host).
 fn parse_url(text: &str) -> Result<Url, String> {
-    match Url::parse(text) {
-        Ok(url) => Ok(url),
-        Err(url::ParseError::RelativeUrlWithoutBase) => Url::parse("https://example.com")
-            .and_then(|base| base.join(text))
-            .map_err(|e| format!("`{text}` is not a URL: {e}")),
-        Err(e) => Err(format!("`{text}` is not a URL: {e}")),
-    }
+    let parsed = match Url::parse(text) {
+        Err(url::ParseError::RelativeUrlWithoutBase) => {
+            let slash = if text.starts_with(['/', '\\']) { "" } else { "/" };
+            Url::parse(&format!("https://example.com{slash}{text}"))
+        }
+        other => other,
+    };
+    parsed.map_err(|e| format!("`{text}` is not a URL: {e}"))
 }
 
 /// Why `rule` does not apply, under the request's own method (overrides

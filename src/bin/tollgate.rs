@@ -128,7 +128,7 @@ mod native {
     }
 
     struct ExplainOptions {
-        url: String,
+        url: Option<String>,
         config: String,
         env: Option<String>,
         method: String,
@@ -143,7 +143,7 @@ mod native {
 
     fn parse_explain(args: &[String]) -> Result<ExplainOptions, String> {
         let mut options = ExplainOptions {
-            url: String::new(),
+            url: None,
             config: "wrangler.toml".into(),
             env: None,
             method: "GET".into(),
@@ -188,11 +188,11 @@ mod native {
                     options.headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
                 }
                 other if other.starts_with('-') && other.len() > 1 => return Err(format!("unknown option {other}")),
-                url if options.url.is_empty() => options.url = url.to_string(),
+                url if options.url.is_none() => options.url = Some(url.to_string()),
                 extra => return Err(format!("unexpected argument {extra}")),
             }
         }
-        if options.url.is_empty() {
+        if options.url.is_none() {
             return Err("missing <url>".into());
         }
         Ok(options)
@@ -231,7 +231,7 @@ mod native {
         };
         let request = ExplainRequest {
             method: &options.method,
-            url: &options.url,
+            url: options.url.as_deref().unwrap_or_default(),
             headers: &options.headers,
             body: options.body.as_deref(),
             country: options.country.as_deref(),
