@@ -73,6 +73,10 @@ impl fmt::Display for AdminError {
     }
 }
 
+/// The missing key part is named in the message, so it is not also a
+/// [`source`](std::error::Error::source).
+impl std::error::Error for AdminError {}
+
 /// A parsed admin request: the action, the rule, and the key it targets.
 #[derive(Debug)]
 pub struct AdminRequest<'c> {
