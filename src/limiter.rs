@@ -53,7 +53,7 @@ impl DurableObject for Limiter {
         let body = req.text().await?;
         let call = match decode_call(&body) {
             Ok(call) => call,
-            Err(message) => return error_reply(400, &message),
+            Err(refused) => return error_reply(400, &refused.to_string()),
         };
         match self.answer(&call).await {
             Ok(reply) => Response::from_json(&reply),

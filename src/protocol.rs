@@ -10,6 +10,7 @@
 
 use crate::window::{Limit, WindowState};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// The only version this build speaks.
 pub const VERSION: u32 = 1;
@@ -90,30 +91,62 @@ pub fn encode_call(call: &Call) -> String {
 }
 
 /// Parses and validates a call; the error says what is wrong with it.
-pub fn decode_call(body: &str) -> Result<Call, String> {
-    let wire: WireCall = serde_json::from_str(body).map_err(|e| format!("malformed call: {e}"))?;
+pub fn decode_call(body: &str) -> Result<Call, CallError> {
+    let wire: WireCall = serde_json::from_str(body).map_err(|e| CallError::Malformed(e.to_string()))?;
     if wire.v != VERSION {
-        return Err(format!("unsupported call version {} (this object speaks {VERSION})", wire.v));
+        return Err(CallError::UnsupportedVersion(wire.v));
     }
     if wire.limits.is_empty() || wire.limits.len() > MAX_LIMITS {
-        return Err(format!("a call carries 1 to {MAX_LIMITS} limits"));
+        return Err(CallError::LimitCount(wire.limits.len()));
     }
     let mut limits = Vec::with_capacity(wire.limits.len());
-    for (raw_requests, window_ms) in wire.limits {
-        let limit = u32::try_from(raw_requests)
+    for (requests, window_ms) in wire.limits {
+        let limit = u32::try_from(requests)
             .ok()
             .filter(|_| window_ms <= crate::duration::MAX_WINDOW_MS)
             .and_then(|requests| Limit::new(requests, window_ms));
         match limit {
             Some(limit) => limits.push(limit),
-            None => return Err(format!("invalid limit [{raw_requests}, {window_ms}]")),
+            None => return Err(CallError::InvalidLimit { requests, window_ms }),
         }
     }
     if wire.cost == 0 {
-        return Err("cost must be at least 1".into());
+        return Err(CallError::ZeroCost);
     }
     Ok(Call { op: wire.op, algorithm: wire.alg, limits, cost: wire.cost })
 }
+
+/// Why the object refused a call (answered 400 with the message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// Not JSON of the call's shape; serde_json's reason.
+    Malformed(String),
+    /// A `v` other than [`VERSION`].
+    UnsupportedVersion(u32),
+    /// No limits, or more than [`MAX_LIMITS`]; how many were given.
+    LimitCount(usize),
+    /// A `[requests, window_ms]` pair that is zero, above `u32` requests or
+    /// above [`crate::duration::MAX_WINDOW_MS`].
+    InvalidLimit { requests: u64, window_ms: u64 },
+    /// `cost` 0.
+    ZeroCost,
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Malformed(reason) => write!(f, "malformed call: {reason}"),
+            CallError::UnsupportedVersion(v) => {
+                write!(f, "unsupported call version {v} (this object speaks {VERSION})")
+            }
+            CallError::LimitCount(_) => write!(f, "a call carries 1 to {MAX_LIMITS} limits"),
+            CallError::InvalidLimit { requests, window_ms } => write!(f, "invalid limit [{requests}, {window_ms}]"),
+            CallError::ZeroCost => write!(f, "cost must be at least 1"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
 
 /// One window in a reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -191,9 +224,14 @@ mod tests {
             (r#"{"v":1,"op":"hit","limits":[[1,0]]}"#, "invalid limit [1, 0]"),
             (r#"{"v":1,"op":"hit","limits":[[1,1000]],"cost":0}"#, "cost must be"),
         ] {
-            let err = decode_call(body).unwrap_err();
+            let err = decode_call(body).unwrap_err().to_string();
             assert!(err.contains(why), "{body}: {err}");
         }
         assert_eq!(decode_call(r#"{"v":1,"op":"status","limits":[[1,1000]]}"#).map(|c| c.cost), Ok(1));
+        assert_eq!(
+            decode_call(r#"{"v":1,"op":"hit","limits":[[4294967296,1000]]}"#),
+            Err(CallError::InvalidLimit { requests: 4_294_967_296, window_ms: 1_000 })
+        );
+        assert_eq!(decode_call(r#"{"v":1,"op":"hit","limits":[[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1]]}"#), Err(CallError::LimitCount(9)));
     }
 }
