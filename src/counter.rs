@@ -9,15 +9,54 @@
 use crate::gcra;
 use crate::protocol::{Algorithm, Call, Op};
 use crate::window::{self, LogFormatError, WindowState};
+use serde::{Deserialize, Serialize};
+
+/// What a limiter decided for one request, whichever algorithm decided it;
+/// a [`crate::protocol::Reply`] carries it to the Worker, with the windows
+/// in their wire form (`W` = [`crate::protocol::WireWindow`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict<W = WindowState> {
+    pub allowed: bool,
+    /// Exact milliseconds (rounded up) until a request of the same cost
+    /// would be allowed; 0 when allowed.
+    pub retry_after_ms: u64,
+    /// One entry per limit of the call, in its order.
+    pub windows: Vec<W>,
+    /// When blocked, the index in `windows` of the window that sets
+    /// `retry_after_ms` (the first of the longest waits).
+    #[serde(rename = "binding_window", default)]
+    pub binding: Option<usize>,
+}
+
+impl<W> Verdict<W> {
+    /// Allowed, nothing to wait for: what a record or a status reports.
+    pub fn allowing(windows: Vec<W>) -> Verdict<W> {
+        Verdict { allowed: true, retry_after_ms: 0, windows, binding: None }
+    }
+
+    /// The same verdict with each window converted (to its wire form, say).
+    pub fn map_windows<V>(self, convert: impl FnMut(W) -> V) -> Verdict<V> {
+        Verdict {
+            allowed: self.allowed,
+            retry_after_ms: self.retry_after_ms,
+            windows: self.windows.into_iter().map(convert).collect(),
+            binding: self.binding,
+        }
+    }
+}
+
+/// An algorithm's decision: the verdict and, when allowed, the state `S` to
+/// store. A blocked request changes nothing, so its `next` is `None`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision<S> {
+    pub verdict: Verdict,
+    pub next: Option<S>,
+}
 
 /// What one call decided, and what to store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
-    pub allowed: bool,
-    pub retry_after_ms: u64,
-    pub windows: Vec<WindowState>,
-    /// When blocked, the index of the window that binds.
-    pub binding: Option<usize>,
+    pub verdict: Verdict,
     /// The row to write, if anything changes (never for a blocked hit).
     pub write: Option<String>,
     /// Entries (hits, or GCRA windows) in the row after this step.
@@ -36,21 +75,15 @@ pub fn step(stored: &str, now_ms: i64, call: &Call) -> Result<Step, LogFormatErr
                 Op::Hit => {
                     let d = window::decide(&log, now_ms, &call.limits, call.cost);
                     Step {
-                        allowed: d.allowed,
-                        retry_after_ms: d.retry_after_ms,
-                        windows: d.windows,
-                        binding: d.binding,
-                        stored: d.new_log.as_ref().map_or(stored_len, |l| l.len() as u64),
-                        write: d.new_log.map(|l| window::encode_log(&l)),
+                        verdict: d.verdict,
+                        stored: d.next.as_ref().map_or(stored_len, |l| l.len() as u64),
+                        write: d.next.map(|l| window::encode_log(&l)),
                     }
                 }
                 Op::Check => {
                     let d = window::decide(&log, now_ms, &call.limits, call.cost);
                     Step {
-                        allowed: d.allowed,
-                        retry_after_ms: d.retry_after_ms,
-                        windows: window::peek(&log, now_ms, &call.limits),
-                        binding: d.binding,
+                        verdict: Verdict { windows: window::peek(&log, now_ms, &call.limits), ..d.verdict },
                         write: None,
                         stored: stored_len,
                     }
@@ -58,10 +91,7 @@ pub fn step(stored: &str, now_ms: i64, call: &Call) -> Result<Step, LogFormatErr
                 Op::Record => {
                     let (new_log, windows) = window::record(&log, now_ms, &call.limits, call.cost);
                     Step {
-                        allowed: true,
-                        retry_after_ms: 0,
-                        windows,
-                        binding: None,
+                        verdict: Verdict::allowing(windows),
                         stored: new_log.len() as u64,
                         write: Some(window::encode_log(&new_log)),
                     }
@@ -76,12 +106,10 @@ pub fn step(stored: &str, now_ms: i64, call: &Call) -> Result<Step, LogFormatErr
             Ok(match call.op {
                 Op::Hit | Op::Check => {
                     let d = gcra::decide(&state, now_ms, &call.limits, call.cost);
-                    let write = (call.op == Op::Hit).then_some(d.new_state.as_ref()).flatten();
+                    let write = (call.op == Op::Hit).then_some(d.next.as_ref()).flatten();
+                    let windows = if call.op == Op::Hit { d.verdict.windows } else { gcra::peek(&state, now_ms, &call.limits) };
                     Step {
-                        allowed: d.allowed,
-                        retry_after_ms: d.retry_after_ms,
-                        windows: if call.op == Op::Hit { d.windows } else { gcra::peek(&state, now_ms, &call.limits) },
-                        binding: d.binding,
+                        verdict: Verdict { windows, ..d.verdict },
                         stored: write.map_or(stored_len, |s| s.len() as u64),
                         write: write.map(|s| gcra::encode(s)),
                     }
@@ -89,10 +117,7 @@ pub fn step(stored: &str, now_ms: i64, call: &Call) -> Result<Step, LogFormatErr
                 Op::Record => {
                     let (next, windows) = gcra::record(&state, now_ms, &call.limits, call.cost);
                     Step {
-                        allowed: true,
-                        retry_after_ms: 0,
-                        windows,
-                        binding: None,
+                        verdict: Verdict::allowing(windows),
                         stored: next.len() as u64,
                         write: Some(gcra::encode(&next)),
                     }
@@ -105,7 +130,7 @@ pub fn step(stored: &str, now_ms: i64, call: &Call) -> Result<Step, LogFormatErr
 }
 
 fn idle(windows: Vec<WindowState>, stored: u64) -> Step {
-    Step { allowed: true, retry_after_ms: 0, windows, binding: None, write: None, stored }
+    Step { verdict: Verdict::allowing(windows), write: None, stored }
 }
 
 /// When everything in the `stored` row has expired, given the longest
@@ -141,11 +166,11 @@ mod tests {
         let b = step("0", 10, &hit).unwrap();
         assert_eq!(b.write.as_deref(), Some("0,10"));
         let c = step("0,10", 20, &hit).unwrap();
-        assert!(!c.allowed);
+        assert!(!c.verdict.allowed);
         assert_eq!(c.write, None);
-        assert_eq!(c.retry_after_ms, 980);
+        assert_eq!(c.verdict.retry_after_ms, 980);
         let check = step("0,10", 20, &call(Op::Check, Algorithm::SlidingLog)).unwrap();
-        assert!(!check.allowed && check.write.is_none());
+        assert!(!check.verdict.allowed && check.write.is_none());
         let rec = step("0,10", 20, &call(Op::Record, Algorithm::SlidingLog)).unwrap();
         assert_eq!(rec.write.as_deref(), Some("0,10,10"));
         assert_eq!(rec.stored, 3);
@@ -161,11 +186,11 @@ mod tests {
         let b = step("g:2/1000", 0, &hit).unwrap();
         assert_eq!(b.write.as_deref(), Some("g:2/2000"));
         let c = step("g:2/2000", 0, &hit).unwrap();
-        assert!(!c.allowed);
-        assert_eq!(c.retry_after_ms, 500);
+        assert!(!c.verdict.allowed);
+        assert_eq!(c.verdict.retry_after_ms, 500);
         assert_eq!(expiry("g:2/2000", 1_000), Some(1_000));
         // A log row read by a GCRA rule (or the reverse) starts afresh.
-        assert!(step("0,10", 20, &hit).unwrap().allowed);
-        assert!(step("g:2/99999", 20, &call(Op::Hit, Algorithm::SlidingLog)).unwrap().allowed);
+        assert!(step("0,10", 20, &hit).unwrap().verdict.allowed);
+        assert!(step("g:2/99999", 20, &call(Op::Hit, Algorithm::SlidingLog)).unwrap().verdict.allowed);
     }
 }

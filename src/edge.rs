@@ -239,7 +239,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
         match outcome {
             Outcome::Allowed(reply) => {
                 if a.rule.ratelimit_headers {
-                    fields.extend(rate_fields(a.rule, &reply.windows, None));
+                    fields.extend(rate_fields(a.rule, &reply.verdict.windows, None));
                 }
             }
             Outcome::Blocked { retry_after_ms, window, reply } => {
@@ -370,16 +370,16 @@ async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
         Ok(reply) => reply,
         Err(e) => return Outcome::Failed(e),
     };
-    if reply.allowed {
+    if reply.verdict.allowed {
         return Outcome::Allowed(reply);
     }
-    let window = reply.binding_window.unwrap_or(0);
+    let window = reply.verdict.binding.unwrap_or(0);
     // Exact for the sliding log: a blocked request records nothing, so the
     // object would answer "blocked" until then. Shadow rules are cached too:
     // they would block until then just the same.
-    let block = Block { until_ms: now + reply.retry_after_ms as i64, window };
+    let block = Block { until_ms: now + reply.verdict.retry_after_ms as i64, window };
     BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
-    Outcome::Blocked { retry_after_ms: reply.retry_after_ms, window, reply: Some(reply) }
+    Outcome::Blocked { retry_after_ms: reply.verdict.retry_after_ms, window, reply: Some(reply) }
 }
 
 async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) -> Result<Reply, String> {
@@ -501,7 +501,7 @@ fn rate_fields(rule: &Rule, windows: &[WireWindow], blocked: Option<(usize, u64)
 /// rule's limits with nothing remaining.
 fn windows_of(rule: &Rule, retry_after_ms: u64, reply: Option<&Reply>) -> Vec<WireWindow> {
     match reply {
-        Some(r) => r.windows.clone(),
+        Some(r) => r.verdict.windows.clone(),
         None => rule
             .limits
             .iter()
@@ -597,7 +597,7 @@ async fn admin_request(
                 "rule": request.rule.name,
                 "key_hash": key_hash(&request.key),
                 "action": format!("{:?}", request.action).to_lowercase(),
-                "windows": reply.windows,
+                "windows": reply.verdict.windows,
                 "alarm_pending": reply.alarm_pending,
                 "stored_hits": reply.stored_hits,
             });

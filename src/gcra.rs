@@ -23,6 +23,7 @@
 //! [`crate::config::MAX_SLIDING_LOG_REQUESTS`] per window); the state stays
 //! two integers per window whatever the traffic.
 
+use crate::counter::{Decision, Verdict};
 use crate::window::{Limit, WindowState};
 
 /// The state of one window: its `N` (so a changed limit starts afresh) and
@@ -31,20 +32,6 @@ use crate::window::{Limit, WindowState};
 pub struct Cell {
     pub requests: u32,
     pub tat: i128,
-}
-
-/// The outcome of one GCRA step.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GcraDecision {
-    pub allowed: bool,
-    /// Exact ms (rounded up) until a request of the same cost fits (0 when
-    /// allowed).
-    pub retry_after_ms: u64,
-    pub windows: Vec<WindowState>,
-    /// When blocked, the index of the window that sets `retry_after_ms`.
-    pub binding: Option<usize>,
-    /// The state to store (one cell per limit) when allowed.
-    pub new_state: Option<Vec<Cell>>,
 }
 
 fn scale(limit: &Limit) -> i128 {
@@ -70,8 +57,10 @@ fn div_ceil(x: i128, d: i128) -> i128 {
     (x + d - 1) / d
 }
 
-/// One GCRA step over every window at once. Blocked requests change nothing.
-pub fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> GcraDecision {
+/// One GCRA step over every window at once. `retry_after_ms` is exact,
+/// rounded up to the ms; the state to store (`next`, one cell per limit) is
+/// there only when allowed: a blocked request changes nothing.
+pub fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Cell>> {
     let mut allowed = true;
     let mut retry_after_ms = 0u64;
     let mut binding = None;
@@ -95,12 +84,9 @@ pub fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> GcraD
     }
     let shown: Vec<i128> = if allowed { next.iter().map(|c| c.tat).collect() } else { now_tats };
     let windows = limits.iter().zip(shown).map(|(l, tat)| window_state(*l, tat, now_ms)).collect();
-    GcraDecision {
-        allowed,
-        retry_after_ms,
-        windows,
-        binding,
-        new_state: allowed.then_some(next),
+    Decision {
+        verdict: Verdict { allowed, retry_after_ms, windows, binding },
+        next: allowed.then_some(next),
     }
 }
 
@@ -179,12 +165,12 @@ mod tests {
         Limit::new(requests, window_ms).unwrap()
     }
 
-    fn run(state: &mut Vec<Cell>, now: i64, limits: &[Limit], cost: u32) -> GcraDecision {
+    fn run(state: &mut Vec<Cell>, now: i64, limits: &[Limit], cost: u32) -> Verdict {
         let d = decide(state, now, limits, cost);
-        if let Some(s) = &d.new_state {
-            *state = s.clone();
+        if let Some(next) = d.next {
+            *state = next;
         }
-        d
+        d.verdict
     }
 
     #[test]
@@ -255,8 +241,8 @@ mod tests {
         let (s, w2) = record(&s, 0, &[limit(2, 1_000)], 1);
         assert_eq!(w[0].remaining, 1);
         assert_eq!(w2[0].remaining, 0);
-        assert!(!decide(&s, 0, &[limit(2, 1_000)], 1).allowed);
-        assert!(decide(&s, 0, &[limit(3, 1_000)], 1).allowed, "another N is another limit");
+        assert!(!decide(&s, 0, &[limit(2, 1_000)], 1).verdict.allowed);
+        assert!(decide(&s, 0, &[limit(3, 1_000)], 1).verdict.allowed, "another N is another limit");
         assert_eq!(decode(&encode(&s)), Some(s));
         assert_eq!(decode("g:1,2"), None);
         assert_eq!(decode("g:x/1"), None);

@@ -134,10 +134,7 @@ impl Limiter {
         };
         Ok(Reply {
             v: VERSION,
-            allowed: step.allowed,
-            retry_after_ms: step.retry_after_ms,
-            windows: step.windows.iter().map(WireWindow::from).collect(),
-            binding_window: step.binding,
+            verdict: step.verdict.map_windows(|w| WireWindow::from(&w)),
             alarm_pending,
             alarm_set,
             stored_hits,

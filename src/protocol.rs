@@ -8,6 +8,7 @@
 //! `limits` holds `[requests, window_ms]` pairs. The object answers a
 //! [`Reply`], or HTTP 400 with `{"v":1,"error":"..."}` for a malformed call.
 
+use crate::counter::Verdict;
 use crate::window::{Limit, WindowState};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -170,16 +171,19 @@ impl From<&WindowState> for WireWindow {
     }
 }
 
-/// The object's answer.
+/// The object's answer. On the wire its verdict's fields sit beside the
+/// others, as they always have:
+///
+/// ```json
+/// {"v":1,"allowed":false,"retry_after_ms":980,"windows":[...],"binding_window":0,
+///  "alarm_pending":true,"alarm_set":false,"stored_hits":2,"rows_read":1,"rows_written":0}
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reply {
     pub v: u32,
-    pub allowed: bool,
-    pub retry_after_ms: u64,
-    pub windows: Vec<WireWindow>,
-    /// When blocked, the index in `windows` of the window that binds.
-    #[serde(default)]
-    pub binding_window: Option<usize>,
+    /// `allowed`, `retry_after_ms`, `windows` and `binding_window`.
+    #[serde(flatten)]
+    pub verdict: Verdict<WireWindow>,
     /// Whether an alarm (the storage TTL) is pending after this call.
     pub alarm_pending: bool,
     /// Whether this call armed the alarm (only when none was pending).
@@ -210,6 +214,37 @@ mod tests {
         let text = encode_call(&gcra);
         assert_eq!(text, r#"{"v":1,"op":"hit","alg":"gcra","limits":[[10,60000]],"cost":2}"#);
         assert_eq!(decode_call(&text), Ok(gcra));
+    }
+
+    /// The Worker and tests/worker/*.mjs read these names; the verdict's
+    /// fields are flattened into the reply, in the order they always had.
+    #[test]
+    fn reply_wire_format() {
+        let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980 };
+        let reply = Reply {
+            v: VERSION,
+            verdict: Verdict { allowed: false, retry_after_ms: 980, windows: vec![window], binding: Some(0) },
+            alarm_pending: true,
+            alarm_set: false,
+            stored_hits: 2,
+            rows_read: 1,
+            rows_written: 0,
+        };
+        let text = serde_json::to_string(&reply).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"v":1,"allowed":false,"retry_after_ms":980,"#,
+                r#""windows":[{"limit":2,"window_ms":1000,"used":2,"remaining":0,"reset_ms":980}],"#,
+                r#""binding_window":0,"alarm_pending":true,"alarm_set":false,"stored_hits":2,"rows_read":1,"rows_written":0}"#
+            )
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), reply);
+        let allowed = Reply { verdict: Verdict::allowing(vec![]), ..reply };
+        let text = serde_json::to_string(&allowed).unwrap();
+        assert!(text.contains(r#""binding_window":null"#), "{text}");
+        let without = text.replace(r#""binding_window":null,"#, "");
+        assert_eq!(serde_json::from_str::<Reply>(&without).unwrap(), allowed, "binding_window may be absent");
     }
 
     #[test]
