@@ -7,8 +7,8 @@
 //! for its cost; a blocked request records nothing, so the log (and the
 //! retry-after computed from it) stays exact.
 
-use crate::counter::{Decision, Verdict};
-use std::fmt;
+use crate::counter::{excerpt, CorruptRow, Counter, Decision, Verdict};
+use crate::protocol::Algorithm;
 use std::num::{NonZeroU32, NonZeroU64};
 
 /// One window of a rule: at most `requests` units of cost per `window_ms`.
@@ -177,18 +177,6 @@ fn age(now: i64, at: i64) -> u64 {
     u64::try_from(now.saturating_sub(at)).unwrap_or(0)
 }
 
-/// Why a stored log could not be read back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogFormatError(pub String);
-
-impl fmt::Display for LogFormatError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "stored log is malformed: {}", self.0)
-    }
-}
-
-impl std::error::Error for LogFormatError {}
-
 /// Serializes a log as compact text, one row's worth: `at` or `at*cost`,
 /// comma-separated, each `at` after the first stored as a delta from the
 /// previous one (`1700000000000,15,3*2`). About 3-14 bytes per hit.
@@ -211,31 +199,65 @@ pub fn encode_log(log: &[Hit]) -> String {
 }
 
 /// Reads back what [`encode_log`] wrote. Rejects anything else, including
-/// an unsorted log.
-pub fn decode_log(text: &str) -> Result<Vec<Hit>, LogFormatError> {
+/// an unsorted log, naming the first entry it cannot take.
+pub fn decode_log(text: &str) -> Result<Vec<Hit>, CorruptRow> {
     let mut log = Vec::new();
     if text.is_empty() {
         return Ok(log);
     }
     let mut previous = 0i64;
-    for (i, item) in text.split(',').enumerate() {
-        let (at, cost) = match item.split_once('*') {
-            Some((at, cost)) => (at, cost.parse::<u32>().map_err(|_| bad(item))?),
-            None => (item, 1),
+    for (index, entry) in text.split(',').enumerate() {
+        let unreadable = || CorruptRow::UnreadableHit { index, entry: excerpt(entry) };
+        let (at, cost) = match entry.split_once('*') {
+            Some((at, cost)) => (at, cost.parse::<u32>().map_err(|_| unreadable())?),
+            None => (entry, 1),
         };
-        let value: i64 = at.parse().map_err(|_| bad(item))?;
-        if i > 0 && value < 0 {
-            return Err(LogFormatError(format!("hit `{item}` goes back in time")));
+        let value: i64 = at.parse().map_err(|_| unreadable())?;
+        if index > 0 && value < 0 {
+            return Err(CorruptRow::HitOutOfOrder { index, entry: excerpt(entry) });
         }
-        let at_ms = if i == 0 { value } else { previous.checked_add(value).ok_or_else(|| bad(item))? };
+        let at_ms = if index == 0 { value } else { previous.checked_add(value).ok_or_else(unreadable)? };
         log.push(Hit { at_ms, cost });
         previous = at_ms;
     }
     Ok(log)
 }
 
-fn bad(item: &str) -> LogFormatError {
-    LogFormatError(format!("cannot read hit `{item}`"))
+/// The sliding log as a limiter object runs it: the state is the log,
+/// oldest hit first; its row is [`encode_log`]'s text.
+pub(crate) struct SlidingLog;
+
+impl Counter for SlidingLog {
+    const ALGORITHM: Algorithm = Algorithm::SlidingLog;
+    type State = Vec<Hit>;
+
+    fn decode(row: &str) -> Result<Vec<Hit>, CorruptRow> {
+        decode_log(row)
+    }
+
+    fn encode(log: &Vec<Hit>) -> String {
+        encode_log(log)
+    }
+
+    fn decide(log: &Vec<Hit>, now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Hit>> {
+        decide(log, now_ms, limits, cost)
+    }
+
+    fn record(log: &Vec<Hit>, now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Hit>, Vec<WindowState>) {
+        record(log, now_ms, limits, cost)
+    }
+
+    fn peek(log: &Vec<Hit>, now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
+        peek(log, now_ms, limits)
+    }
+
+    fn expires_at(log: &Vec<Hit>, horizon_ms: u64) -> Option<i64> {
+        expires_at(log, horizon_ms)
+    }
+
+    fn entries(log: &Vec<Hit>) -> u64 {
+        log.len() as u64
+    }
 }
 
 #[cfg(test)]
@@ -362,9 +384,11 @@ mod tests {
         assert_eq!(text, "1700000000000,15*3,0");
         assert_eq!(decode_log(&text), Ok(log));
         assert_eq!(decode_log(""), Ok(vec![]));
-        assert!(decode_log("1,x").is_err());
-        assert!(decode_log("10,-1").is_err());
-        assert!(decode_log("1*").is_err());
+        assert_eq!(decode_log("1,x"), Err(CorruptRow::UnreadableHit { index: 1, entry: "x".into() }));
+        assert_eq!(decode_log("10,-1"), Err(CorruptRow::HitOutOfOrder { index: 1, entry: "-1".into() }));
+        assert_eq!(decode_log("1*"), Err(CorruptRow::UnreadableHit { index: 0, entry: "1*".into() }));
+        assert!(decode_log("9223372036854775807,1").is_err(), "overflow");
+        assert!(decode_log("g:2/1000").is_err(), "a GCRA row is no log");
     }
 
     #[test]
