@@ -96,10 +96,10 @@ fn bench_decide(c: &mut Criterion) {
     let log: Vec<Hit> = (0..10).map(|i| Hit { at_ms: now - 50_000 + i * 5_000, cost: 1 }).collect();
     let mut group = c.benchmark_group("window::decide/10-hit-log/2-windows");
     let roomy = [limit(20, 60_000), limit(100, 3_600_000)];
-    assert!(decide(&log, now, &roomy, 1).allowed);
+    assert!(decide(&log, now, &roomy, 1).tally.allowed);
     group.bench_function("allowed", |b| b.iter(|| decide(black_box(&log), black_box(now), &roomy, 1)));
     let full = [limit(10, 60_000), limit(100, 3_600_000)];
-    assert!(!decide(&log, now, &full, 1).allowed);
+    assert!(!decide(&log, now, &full, 1).tally.allowed);
     group.bench_function("blocked", |b| b.iter(|| decide(black_box(&log), black_box(now), &full, 1)));
     group.finish();
 }

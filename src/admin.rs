@@ -75,6 +75,10 @@ impl fmt::Display for AdminError {
     }
 }
 
+/// The missing key part is named in the message, so it is not also a
+/// [`source`](std::error::Error::source).
+impl std::error::Error for AdminError {}
+
 /// A parsed admin request: the action, the rule, and the key it targets.
 #[derive(Debug)]
 pub struct AdminRequest<'c> {
@@ -207,7 +211,7 @@ pub fn status_body(request: &AdminRequest<'_>, reply: &Reply) -> serde_json::Val
         "rule": request.rule.name,
         "key_hash": key_hash(&request.key),
         "action": request.action.name(),
-        "windows": reply.windows,
+        "windows": reply.tally.windows,
         "alarm_pending": reply.alarm_pending,
         "stored_hits": reply.stored_hits,
     })

@@ -32,6 +32,8 @@ impl fmt::Display for DurationError {
     }
 }
 
+impl std::error::Error for DurationError {}
+
 /// Parses `"<whole number><unit>"` with unit `ms`, `s`, `m`, `h` or `d` into
 /// milliseconds. A bare number is seconds.
 pub fn parse_duration_ms(text: &str) -> Result<NonZeroU64, DurationError> {

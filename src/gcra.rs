@@ -23,6 +23,8 @@
 //! [`crate::config::MAX_SLIDING_LOG_REQUESTS`] per window); the state stays
 //! two integers per window whatever the traffic.
 
+use crate::counter::{excerpt, CorruptRow, Counter, Decision, Tally};
+use crate::protocol::Algorithm;
 use crate::window::{Limit, WindowState};
 
 /// The state of one window: its `N` (so a changed limit starts afresh) and
@@ -31,20 +33,6 @@ use crate::window::{Limit, WindowState};
 pub struct Cell {
     pub requests: u32,
     pub tat: i128,
-}
-
-/// The outcome of one GCRA step.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GcraDecision {
-    pub allowed: bool,
-    /// Exact ms (rounded up) until a request of the same cost fits (0 when
-    /// allowed).
-    pub retry_after_ms: u64,
-    pub windows: Vec<WindowState>,
-    /// When blocked, the index of the window that sets `retry_after_ms`.
-    pub binding: Option<usize>,
-    /// The state to store (one cell per limit) when allowed.
-    pub new_state: Option<Vec<Cell>>,
 }
 
 fn scale(limit: &Limit) -> i128 {
@@ -70,8 +58,10 @@ fn div_ceil(x: i128, d: i128) -> i128 {
     (x + d - 1) / d
 }
 
-/// One GCRA step over every window at once. Blocked requests change nothing.
-pub fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> GcraDecision {
+/// One GCRA step over every window at once. `retry_after_ms` is exact,
+/// rounded up to the ms; the state to store (`next`, one cell per limit) is
+/// there only when allowed: a blocked request changes nothing.
+pub fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Cell>> {
     let mut allowed = true;
     let mut retry_after_ms = 0u64;
     let mut binding = None;
@@ -95,12 +85,9 @@ pub fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> GcraD
     }
     let shown: Vec<i128> = if allowed { next.iter().map(|c| c.tat).collect() } else { now_tats };
     let windows = limits.iter().zip(shown).map(|(l, tat)| window_state(*l, tat, now_ms)).collect();
-    GcraDecision {
-        allowed,
-        retry_after_ms,
-        windows,
-        binding,
-        new_state: allowed.then_some(next),
+    Decision {
+        tally: Tally { allowed, retry_after_ms, windows, binding },
+        next: allowed.then_some(next),
     }
 }
 
@@ -151,24 +138,69 @@ fn window_state(limit: Limit, tat: i128, now_ms: i64) -> WindowState {
     }
 }
 
+/// What every GCRA row starts with; a row without it is a sliding log.
+pub const ROW_PREFIX: &str = "g:";
+
 /// Serializes the state as `g:N/tat,N/tat,...`, one row's worth.
 pub fn encode(state: &[Cell]) -> String {
     let cells: Vec<String> = state.iter().map(|c| format!("{}/{}", c.requests, c.tat)).collect();
-    format!("g:{}", cells.join(","))
+    format!("{ROW_PREFIX}{}", cells.join(","))
 }
 
-/// Reads back what [`encode`] wrote; `None` for anything else.
-pub fn decode(text: &str) -> Option<Vec<Cell>> {
-    let body = text.strip_prefix("g:")?;
+/// Reads back what [`encode`] wrote. Rejects anything else, naming the
+/// first cell it cannot take.
+pub fn decode(text: &str) -> Result<Vec<Cell>, CorruptRow> {
+    let body = text.strip_prefix(ROW_PREFIX).ok_or_else(|| CorruptRow::NotGcra(excerpt(text)))?;
     if body.is_empty() {
-        return Some(Vec::new());
+        return Ok(Vec::new());
     }
     body.split(',')
-        .map(|cell| {
-            let (n, tat) = cell.split_once('/')?;
-            Some(Cell { requests: n.parse().ok()?, tat: tat.parse().ok()? })
+        .enumerate()
+        .map(|(index, cell)| {
+            let parsed = cell
+                .split_once('/')
+                .and_then(|(n, tat)| Some(Cell { requests: n.parse().ok()?, tat: tat.parse().ok()? }));
+            parsed.ok_or_else(|| CorruptRow::UnreadableCell { index, cell: excerpt(cell) })
         })
         .collect()
+}
+
+/// GCRA as a limiter object runs it: one [`Cell`] per window; its row is
+/// [`encode`]'s text.
+pub(crate) struct Gcra;
+
+impl Counter for Gcra {
+    const ALGORITHM: Algorithm = Algorithm::Gcra;
+    type State = Vec<Cell>;
+
+    fn decode(row: &str) -> Result<Vec<Cell>, CorruptRow> {
+        decode(row)
+    }
+
+    fn encode(state: &Vec<Cell>) -> String {
+        encode(state)
+    }
+
+    fn decide(state: &Vec<Cell>, now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Cell>> {
+        decide(state, now_ms, limits, cost)
+    }
+
+    fn record(state: &Vec<Cell>, now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Cell>, Vec<WindowState>) {
+        record(state, now_ms, limits, cost)
+    }
+
+    fn peek(state: &Vec<Cell>, now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
+        peek(state, now_ms, limits)
+    }
+
+    /// Each cell knows its own end; the horizon is not needed.
+    fn expires_at(state: &Vec<Cell>, _horizon_ms: u64) -> Option<i64> {
+        expires_at(state)
+    }
+
+    fn entries(state: &Vec<Cell>) -> u64 {
+        state.len() as u64
+    }
 }
 
 #[cfg(test)]
@@ -179,12 +211,12 @@ mod tests {
         Limit::new(requests, window_ms).unwrap()
     }
 
-    fn run(state: &mut Vec<Cell>, now: i64, limits: &[Limit], cost: u32) -> GcraDecision {
+    fn run(state: &mut Vec<Cell>, now: i64, limits: &[Limit], cost: u32) -> Tally {
         let d = decide(state, now, limits, cost);
-        if let Some(s) = &d.new_state {
-            *state = s.clone();
+        if let Some(next) = d.next {
+            *state = next;
         }
-        d
+        d.tally
     }
 
     #[test]
@@ -255,11 +287,13 @@ mod tests {
         let (s, w2) = record(&s, 0, &[limit(2, 1_000)], 1);
         assert_eq!(w[0].remaining, 1);
         assert_eq!(w2[0].remaining, 0);
-        assert!(!decide(&s, 0, &[limit(2, 1_000)], 1).allowed);
-        assert!(decide(&s, 0, &[limit(3, 1_000)], 1).allowed, "another N is another limit");
-        assert_eq!(decode(&encode(&s)), Some(s));
-        assert_eq!(decode("g:1,2"), None);
-        assert_eq!(decode("g:x/1"), None);
+        assert!(!decide(&s, 0, &[limit(2, 1_000)], 1).tally.allowed);
+        assert!(decide(&s, 0, &[limit(3, 1_000)], 1).tally.allowed, "another N is another limit");
+        assert_eq!(decode(&encode(&s)), Ok(s));
+        assert_eq!(decode("g:"), Ok(vec![]));
+        assert_eq!(decode("g:1,2"), Err(CorruptRow::UnreadableCell { index: 0, cell: "1".into() }));
+        assert_eq!(decode("g:2/1,x/1"), Err(CorruptRow::UnreadableCell { index: 1, cell: "x/1".into() }));
+        assert_eq!(decode("2/1"), Err(CorruptRow::NotGcra("2/1".into())));
         assert_eq!(peek(&[], 5, &[limit(2, 1_000)])[0].remaining, 2);
         let huge = [Cell { requests: 1, tat: i128::MAX / 4 }];
         assert_eq!(expires_at(&huge), Some(i64::MAX), "a corrupt row saturates, never panics");

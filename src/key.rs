@@ -48,14 +48,14 @@ impl KeyPart {
 impl KeyPart {
     /// Parses `ip`, `global`, `country`, `asn`, `header:NAME`,
     /// `cookie:NAME`, `query:NAME`, `path:GROUP` or `body:FIELD`.
-    pub fn parse(text: &str) -> Result<KeyPart, String> {
+    pub fn parse(text: &str) -> Result<KeyPart, KeyPartError> {
         let (kind, name) = match text.split_once(':') {
             Some((kind, name)) => (kind, Some(name)),
             None => (text, None),
         };
         let named = |make: fn(String) -> KeyPart| match name {
             Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_graphic()) => Ok(make(n.to_string())),
-            _ => Err(format!("`{text}` needs a name after `{kind}:`")),
+            _ => Err(KeyPartError::MissingName { text: text.to_string(), kind: kind.to_string() }),
         };
         match (kind, name) {
             ("ip", None) => Ok(KeyPart::Ip),
@@ -67,10 +67,41 @@ impl KeyPart {
             ("cookie", _) => named(KeyPart::Cookie),
             ("query", _) => named(KeyPart::Query),
             ("path", _) => named(KeyPart::PathGroup),
-            _ => Err(format!(
-                "unknown key part `{text}` (use ip, global, country, asn, header:NAME, cookie:NAME, query:NAME, path:GROUP or body:FIELD)"
-            )),
+            _ => Err(KeyPartError::Unknown(text.to_string())),
         }
+    }
+}
+
+/// Why a key part written in the config was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyPartError {
+    /// `header:`, `cookie:`, `query:`, `path:` or `body:` without a name
+    /// of visible ASCII after the colon (`text` is the whole part).
+    MissingName { text: String, kind: String },
+    /// Not a known kind of part (`colour`), or a kind that takes no name
+    /// given one (`ip:x`).
+    Unknown(String),
+}
+
+impl fmt::Display for KeyPartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyPartError::MissingName { text, kind } => write!(f, "`{text}` needs a name after `{kind}:`"),
+            KeyPartError::Unknown(text) => write!(
+                f,
+                "unknown key part `{text}` (use ip, global, country, asn, header:NAME, cookie:NAME, query:NAME, path:GROUP or body:FIELD)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KeyPartError {}
+
+/// The message, for collectors that keep errors as text (the config's
+/// per-rule error list).
+impl From<KeyPartError> for String {
+    fn from(error: KeyPartError) -> String {
+        error.to_string()
     }
 }
 
@@ -117,6 +148,8 @@ impl fmt::Display for MissingPart {
         write!(f, "the request has no usable `{}`", self.0)
     }
 }
+
+impl std::error::Error for MissingPart {}
 
 /// Builds the key for `parts`. A part that is absent or empty is an error:
 /// the caller applies the rule's missing-key policy, so absent values never
@@ -315,9 +348,12 @@ mod tests {
     #[test]
     fn key_parts_parse_and_combine() {
         assert_eq!(KeyPart::parse("header:X-Api-Key"), Ok(KeyPart::Header("x-api-key".into())));
-        assert!(KeyPart::parse("header:").is_err());
-        assert!(KeyPart::parse("ip:x").is_err());
-        assert!(KeyPart::parse("colour").is_err());
+        assert_eq!(
+            KeyPart::parse("header:").map_err(|e| e.to_string()),
+            Err("`header:` needs a name after `header:`".to_string())
+        );
+        assert_eq!(KeyPart::parse("ip:x"), Err(KeyPartError::Unknown("ip:x".into())));
+        assert!(KeyPart::parse("colour").unwrap_err().to_string().starts_with("unknown key part `colour` (use ip,"));
         let query = CanonicalQuery::parse("tenant=t1");
         let header = |name: &str| match name {
             "x-api-key" => Some(" k1 ".to_string()),

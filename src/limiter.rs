@@ -1,14 +1,16 @@
 //! The limiter Durable Object: one per (rule, key), SQLite-backed.
 //!
-//! Glue only. It loads the log (one row holding the whole log), lets
-//! [`crate::window`] decide, stores the new log in place, and keeps an alarm
-//! that deletes all of its storage once the log has expired.
+//! Glue only. It loads its row (one row holding the whole log or GCRA
+//! state), lets [`crate::counter`] decide, stores the new row in place, and
+//! keeps an alarm that deletes all of its storage once the row has expired.
+//! A corrupt row is refused with 500 and deleted by the alarm, as the
+//! `counter` module doc sets out.
 //!
 //! Costs per call, in SQLite rows: at most 1 read; 1 written when allowed
 //! (the log row, updated in place, pruning included); 0 written and no
 //! `setAlarm` when blocked. `setAlarm` runs only when no alarm is pending.
 
-use crate::counter::{expiry, step};
+use crate::counter::{on_alarm, step, AlarmAction};
 use crate::protocol::{decode_call, Call, Op, Reply, WireWindow, VERSION};
 use crate::window::horizon_ms;
 use serde::Deserialize;
@@ -53,7 +55,7 @@ impl DurableObject for Limiter {
         let body = req.text().await?;
         let call = match decode_call(&body) {
             Ok(call) => call,
-            Err(message) => return error_reply(400, &message),
+            Err(refused) => return error_reply(400, &refused.to_string()),
         };
         match self.answer(&call).await {
             Ok(reply) => Response::from_json(&reply),
@@ -70,10 +72,9 @@ impl DurableObject for Limiter {
             Some(row) => (row.log, u64::try_from(row.horizon_ms).unwrap_or(0)),
             None => (String::new(), 0),
         };
-        let now = now_ms();
-        match expiry(&stored, horizon).filter(|&at| at > now) {
-            None => self.delete_everything().await?,
-            Some(at) => {
+        match on_alarm(&stored, horizon, now_ms()) {
+            AlarmAction::DeleteAll => self.delete_everything().await?,
+            AlarmAction::RearmAt(at) => {
                 // Strictly in the future: workerd drops an alarm set for
                 // "now" from inside the alarm handler.
                 self.alarm_pending.set(Some(true));
@@ -110,19 +111,28 @@ impl Limiter {
             self.alarm_pending.set(Some(false));
         }
         let now = now_ms();
-        let step = step(&stored, now, call).map_err(|e| worker::Error::RustError(e.to_string()))?;
         let horizon = horizon_ms(&call.limits);
+        let step = match step(&stored, now, call) {
+            Ok(step) => step,
+            Err(corrupt) => {
+                // Refused (500: the Worker applies the rule's fail policy),
+                // and never left without an alarm to delete it: by one
+                // horizon from now every hit it could hold has expired.
+                self.ensure_alarm(now.saturating_add(i64::try_from(horizon).unwrap_or(i64::MAX))).await?;
+                return Err(worker::Error::RustError(corrupt.to_string()));
+            }
+        };
         let mut rows_written = 0;
-        if let Some(row) = &step.write {
-            rows_written = store(&sql, row, horizon)?;
+        if let Some(write) = &step.write {
+            rows_written = store(&sql, &write.row, horizon)?;
         }
         let mut stored_hits = step.stored;
         let mut alarm_set = false;
         if call.op == Op::Reset {
             self.delete_everything().await?;
             stored_hits = 0;
-        } else if let Some(row) = &step.write {
-            alarm_set = self.ensure_alarm(expiry(row, horizon).unwrap_or(now)).await?;
+        } else if let Some(write) = &step.write {
+            alarm_set = self.ensure_alarm(write.expires_at).await?;
         }
         let alarm_pending = match (call.op, self.alarm_pending.get()) {
             (Op::Status, _) | (_, None) => {
@@ -134,10 +144,7 @@ impl Limiter {
         };
         Ok(Reply {
             v: VERSION,
-            allowed: step.allowed,
-            retry_after_ms: step.retry_after_ms,
-            windows: step.windows.iter().map(WireWindow::from).collect(),
-            binding_window: step.binding,
+            tally: step.tally.map_windows(|w| WireWindow::from(&w)),
             alarm_pending,
             alarm_set,
             stored_hits,

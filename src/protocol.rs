@@ -8,8 +8,10 @@
 //! `limits` holds `[requests, window_ms]` pairs. The object answers a
 //! [`Reply`], or HTTP 400 with `{"v":1,"error":"..."}` for a malformed call.
 
+use crate::counter::Tally;
 use crate::window::{Limit, WindowState};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// The only version this build speaks.
 pub const VERSION: u32 = 1;
@@ -90,30 +92,62 @@ pub fn encode_call(call: &Call) -> String {
 }
 
 /// Parses and validates a call; the error says what is wrong with it.
-pub fn decode_call(body: &str) -> Result<Call, String> {
-    let wire: WireCall = serde_json::from_str(body).map_err(|e| format!("malformed call: {e}"))?;
+pub fn decode_call(body: &str) -> Result<Call, CallError> {
+    let wire: WireCall = serde_json::from_str(body).map_err(|e| CallError::Malformed(e.to_string()))?;
     if wire.v != VERSION {
-        return Err(format!("unsupported call version {} (this object speaks {VERSION})", wire.v));
+        return Err(CallError::UnsupportedVersion(wire.v));
     }
     if wire.limits.is_empty() || wire.limits.len() > MAX_LIMITS {
-        return Err(format!("a call carries 1 to {MAX_LIMITS} limits"));
+        return Err(CallError::LimitCount(wire.limits.len()));
     }
     let mut limits = Vec::with_capacity(wire.limits.len());
-    for (raw_requests, window_ms) in wire.limits {
-        let limit = u32::try_from(raw_requests)
+    for (requests, window_ms) in wire.limits {
+        let limit = u32::try_from(requests)
             .ok()
             .filter(|_| window_ms <= crate::duration::MAX_WINDOW_MS)
             .and_then(|requests| Limit::new(requests, window_ms));
         match limit {
             Some(limit) => limits.push(limit),
-            None => return Err(format!("invalid limit [{raw_requests}, {window_ms}]")),
+            None => return Err(CallError::InvalidLimit { requests, window_ms }),
         }
     }
     if wire.cost == 0 {
-        return Err("cost must be at least 1".into());
+        return Err(CallError::ZeroCost);
     }
     Ok(Call { op: wire.op, algorithm: wire.alg, limits, cost: wire.cost })
 }
+
+/// Why the object refused a call (answered 400 with the message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// Not JSON of the call's shape; serde_json's reason.
+    Malformed(String),
+    /// A `v` other than [`VERSION`].
+    UnsupportedVersion(u32),
+    /// No limits, or more than [`MAX_LIMITS`]; how many were given.
+    LimitCount(usize),
+    /// A `[requests, window_ms]` pair that is zero, above `u32` requests or
+    /// above [`crate::duration::MAX_WINDOW_MS`].
+    InvalidLimit { requests: u64, window_ms: u64 },
+    /// `cost` 0.
+    ZeroCost,
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Malformed(reason) => write!(f, "malformed call: {reason}"),
+            CallError::UnsupportedVersion(v) => {
+                write!(f, "unsupported call version {v} (this object speaks {VERSION})")
+            }
+            CallError::LimitCount(_) => write!(f, "a call carries 1 to {MAX_LIMITS} limits"),
+            CallError::InvalidLimit { requests, window_ms } => write!(f, "invalid limit [{requests}, {window_ms}]"),
+            CallError::ZeroCost => write!(f, "cost must be at least 1"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
 
 /// One window in a reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,16 +171,19 @@ impl From<&WindowState> for WireWindow {
     }
 }
 
-/// The object's answer.
+/// The object's answer. On the wire its tally's fields sit beside the
+/// others, as they always have:
+///
+/// ```json
+/// {"v":1,"allowed":false,"retry_after_ms":980,"windows":[...],"binding_window":0,
+///  "alarm_pending":true,"alarm_set":false,"stored_hits":2,"rows_read":1,"rows_written":0}
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reply {
     pub v: u32,
-    pub allowed: bool,
-    pub retry_after_ms: u64,
-    pub windows: Vec<WireWindow>,
-    /// When blocked, the index in `windows` of the window that binds.
-    #[serde(default)]
-    pub binding_window: Option<usize>,
+    /// `allowed`, `retry_after_ms`, `windows` and `binding_window`.
+    #[serde(flatten)]
+    pub tally: Tally<WireWindow>,
     /// Whether an alarm (the storage TTL) is pending after this call.
     pub alarm_pending: bool,
     /// Whether this call armed the alarm (only when none was pending).
@@ -179,6 +216,37 @@ mod tests {
         assert_eq!(decode_call(&text), Ok(gcra));
     }
 
+    /// The Worker and tests/worker/*.mjs read these names; the tally's
+    /// fields are flattened into the reply, in the order they always had.
+    #[test]
+    fn reply_wire_format() {
+        let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980 };
+        let reply = Reply {
+            v: VERSION,
+            tally: Tally { allowed: false, retry_after_ms: 980, windows: vec![window], binding: Some(0) },
+            alarm_pending: true,
+            alarm_set: false,
+            stored_hits: 2,
+            rows_read: 1,
+            rows_written: 0,
+        };
+        let text = serde_json::to_string(&reply).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"v":1,"allowed":false,"retry_after_ms":980,"#,
+                r#""windows":[{"limit":2,"window_ms":1000,"used":2,"remaining":0,"reset_ms":980}],"#,
+                r#""binding_window":0,"alarm_pending":true,"alarm_set":false,"stored_hits":2,"rows_read":1,"rows_written":0}"#
+            )
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), reply);
+        let allowed = Reply { tally: Tally::allowing(vec![]), ..reply };
+        let text = serde_json::to_string(&allowed).unwrap();
+        assert!(text.contains(r#""binding_window":null"#), "{text}");
+        let without = text.replace(r#""binding_window":null,"#, "");
+        assert_eq!(serde_json::from_str::<Reply>(&without).unwrap(), allowed, "binding_window may be absent");
+    }
+
     #[test]
     fn malformed_calls_are_refused_with_a_reason() {
         for (body, why) in [
@@ -191,9 +259,14 @@ mod tests {
             (r#"{"v":1,"op":"hit","limits":[[1,0]]}"#, "invalid limit [1, 0]"),
             (r#"{"v":1,"op":"hit","limits":[[1,1000]],"cost":0}"#, "cost must be"),
         ] {
-            let err = decode_call(body).unwrap_err();
+            let err = decode_call(body).unwrap_err().to_string();
             assert!(err.contains(why), "{body}: {err}");
         }
         assert_eq!(decode_call(r#"{"v":1,"op":"status","limits":[[1,1000]]}"#).map(|c| c.cost), Ok(1));
+        assert_eq!(
+            decode_call(r#"{"v":1,"op":"hit","limits":[[4294967296,1000]]}"#),
+            Err(CallError::InvalidLimit { requests: 4_294_967_296, window_ms: 1_000 })
+        );
+        assert_eq!(decode_call(r#"{"v":1,"op":"hit","limits":[[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1]]}"#), Err(CallError::LimitCount(9)));
     }
 }

@@ -39,13 +39,14 @@ pub enum Outcome {
 impl Outcome {
     /// The outcome an object's reply stands for.
     pub fn from_reply(reply: Reply) -> Outcome {
-        if reply.allowed {
-            Outcome::Allowed { windows: reply.windows }
+        let tally = reply.tally;
+        if tally.allowed {
+            Outcome::Allowed { windows: tally.windows }
         } else {
             Outcome::Blocked {
-                retry_after_ms: reply.retry_after_ms,
-                window: reply.binding_window.unwrap_or(0),
-                windows: Some(reply.windows),
+                retry_after_ms: tally.retry_after_ms,
+                window: tally.binding.unwrap_or(0),
+                windows: Some(tally.windows),
             }
         }
     }

@@ -7,7 +7,8 @@
 //! for its cost; a blocked request records nothing, so the log (and the
 //! retry-after computed from it) stays exact.
 
-use std::fmt;
+use crate::counter::{excerpt, CorruptRow, Counter, Decision, Tally};
+use crate::protocol::Algorithm;
 use std::num::{NonZeroU32, NonZeroU64};
 
 /// One window of a rule: at most `requests` units of cost per `window_ms`.
@@ -44,25 +45,6 @@ pub struct WindowState {
     pub reset_ms: u64,
 }
 
-/// The outcome of one check-and-record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    pub allowed: bool,
-    /// Exact milliseconds until a request of the same cost would be allowed
-    /// (0 when allowed). If the cost exceeds a window's limit outright, the
-    /// longest such window's length.
-    pub retry_after_ms: u64,
-    /// One entry per limit, in the order given.
-    pub windows: Vec<WindowState>,
-    /// When blocked, the index of the window that sets `retry_after_ms`.
-    pub binding: Option<usize>,
-    /// The log to store: pruned of expired hits and, if allowed, with this
-    /// request appended. `None` when nothing needs writing (blocked).
-    pub new_log: Option<Vec<Hit>>,
-    /// The time the decision was taken at, after the monotonic clamp.
-    pub now_ms: i64,
-}
-
 /// Length of the longest window, the horizon beyond which hits are dropped.
 pub fn horizon_ms(limits: &[Limit]) -> u64 {
     limits.iter().map(|l| l.window_ms.get()).max().unwrap_or(0)
@@ -71,10 +53,15 @@ pub fn horizon_ms(limits: &[Limit]) -> u64 {
 /// Decides whether a request of `cost` is allowed at `now_ms` given `log`
 /// (sorted oldest first, as this function always returns it).
 ///
+/// `retry_after_ms` is exact: the wait until enough of the oldest hits
+/// leave the window; if the cost exceeds a window's limit outright, that
+/// window's whole length. The log to store (`next`) is pruned of expired
+/// hits, with this request appended.
+///
 /// Clock steps backwards: `now_ms` is clamped to the newest hit, so the log
 /// stays sorted and a hit never counts for less than it did. This makes the
 /// answer conservative (a client never gains room from a clock step).
-pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision {
+pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Hit>> {
     let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
     let now = now_ms.max(newest);
     let horizon = horizon_ms(limits);
@@ -125,14 +112,9 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
         .iter()
         .map(|limit| window_state(&stored, now, *limit))
         .collect();
-    let new_log = allowed.then_some(stored);
     Decision {
-        allowed,
-        retry_after_ms,
-        windows,
-        binding,
-        new_log,
-        now_ms: now,
+        tally: Tally { allowed, retry_after_ms, windows, binding },
+        next: allowed.then_some(stored),
     }
 }
 
@@ -195,18 +177,6 @@ fn age(now: i64, at: i64) -> u64 {
     u64::try_from(now.saturating_sub(at)).unwrap_or(0)
 }
 
-/// Why a stored log could not be read back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogFormatError(pub String);
-
-impl fmt::Display for LogFormatError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "stored log is malformed: {}", self.0)
-    }
-}
-
-impl std::error::Error for LogFormatError {}
-
 /// Serializes a log as compact text, one row's worth: `at` or `at*cost`,
 /// comma-separated, each `at` after the first stored as a delta from the
 /// previous one (`1700000000000,15,3*2`). About 3-14 bytes per hit.
@@ -229,31 +199,65 @@ pub fn encode_log(log: &[Hit]) -> String {
 }
 
 /// Reads back what [`encode_log`] wrote. Rejects anything else, including
-/// an unsorted log.
-pub fn decode_log(text: &str) -> Result<Vec<Hit>, LogFormatError> {
+/// an unsorted log, naming the first entry it cannot take.
+pub fn decode_log(text: &str) -> Result<Vec<Hit>, CorruptRow> {
     let mut log = Vec::new();
     if text.is_empty() {
         return Ok(log);
     }
     let mut previous = 0i64;
-    for (i, item) in text.split(',').enumerate() {
-        let (at, cost) = match item.split_once('*') {
-            Some((at, cost)) => (at, cost.parse::<u32>().map_err(|_| bad(item))?),
-            None => (item, 1),
+    for (index, entry) in text.split(',').enumerate() {
+        let unreadable = || CorruptRow::UnreadableHit { index, entry: excerpt(entry) };
+        let (at, cost) = match entry.split_once('*') {
+            Some((at, cost)) => (at, cost.parse::<u32>().map_err(|_| unreadable())?),
+            None => (entry, 1),
         };
-        let value: i64 = at.parse().map_err(|_| bad(item))?;
-        if i > 0 && value < 0 {
-            return Err(LogFormatError(format!("hit `{item}` goes back in time")));
+        let value: i64 = at.parse().map_err(|_| unreadable())?;
+        if index > 0 && value < 0 {
+            return Err(CorruptRow::HitOutOfOrder { index, entry: excerpt(entry) });
         }
-        let at_ms = if i == 0 { value } else { previous.checked_add(value).ok_or_else(|| bad(item))? };
+        let at_ms = if index == 0 { value } else { previous.checked_add(value).ok_or_else(unreadable)? };
         log.push(Hit { at_ms, cost });
         previous = at_ms;
     }
     Ok(log)
 }
 
-fn bad(item: &str) -> LogFormatError {
-    LogFormatError(format!("cannot read hit `{item}`"))
+/// The sliding log as a limiter object runs it: the state is the log,
+/// oldest hit first; its row is [`encode_log`]'s text.
+pub(crate) struct SlidingLog;
+
+impl Counter for SlidingLog {
+    const ALGORITHM: Algorithm = Algorithm::SlidingLog;
+    type State = Vec<Hit>;
+
+    fn decode(row: &str) -> Result<Vec<Hit>, CorruptRow> {
+        decode_log(row)
+    }
+
+    fn encode(log: &Vec<Hit>) -> String {
+        encode_log(log)
+    }
+
+    fn decide(log: &Vec<Hit>, now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Hit>> {
+        decide(log, now_ms, limits, cost)
+    }
+
+    fn record(log: &Vec<Hit>, now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Hit>, Vec<WindowState>) {
+        record(log, now_ms, limits, cost)
+    }
+
+    fn peek(log: &Vec<Hit>, now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
+        peek(log, now_ms, limits)
+    }
+
+    fn expires_at(log: &Vec<Hit>, horizon_ms: u64) -> Option<i64> {
+        expires_at(log, horizon_ms)
+    }
+
+    fn entries(log: &Vec<Hit>) -> u64 {
+        log.len() as u64
+    }
 }
 
 #[cfg(test)]
@@ -265,12 +269,12 @@ mod tests {
     }
 
     /// Drives `decide` like the object does: store the new log if any.
-    fn run(log: &mut Vec<Hit>, now: i64, limits: &[Limit], cost: u32) -> Decision {
+    fn run(log: &mut Vec<Hit>, now: i64, limits: &[Limit], cost: u32) -> Tally {
         let d = decide(log, now, limits, cost);
-        if let Some(new_log) = &d.new_log {
-            *log = new_log.clone();
+        if let Some(next) = d.next {
+            *log = next;
         }
-        d
+        d.tally
     }
 
     #[test]
@@ -282,9 +286,9 @@ mod tests {
             assert!(d.allowed, "request {i}");
             assert_eq!(d.windows[0].remaining, 9 - i as u64);
         }
+        assert_eq!(decide(&log, 1_010, &limits, 1).next, None, "a blocked request writes nothing");
         let d = run(&mut log, 1_010, &limits, 1);
         assert!(!d.allowed);
-        assert_eq!(d.new_log, None, "a blocked request writes nothing");
         // Oldest hit at 1_000 expires at 61_000.
         assert_eq!(d.retry_after_ms, 61_000 - 1_010);
         assert_eq!(d.windows[0].remaining, 0);
@@ -335,7 +339,7 @@ mod tests {
         // Freeing the first hit (4 units) at t=1000 is enough.
         assert_eq!(d.retry_after_ms, 980);
         assert!(run(&mut log, 20, &limits, 2).allowed, "a smaller cost still fits");
-        let d = decide(&log, 30, &limits, 11);
+        let d = decide(&log, 30, &limits, 11).tally;
         assert!(!d.allowed);
         assert_eq!(d.retry_after_ms, 1_000, "a cost above the limit waits a whole window");
     }
@@ -347,7 +351,7 @@ mod tests {
         assert!(run(&mut log, 10_000, &limits, 1).allowed);
         let d = run(&mut log, 9_000, &limits, 1);
         assert!(d.allowed);
-        assert_eq!(d.now_ms, 10_000, "now clamped to the newest hit");
+        assert_eq!(log.last().map(|h| h.at_ms), Some(10_000), "now clamped to the newest hit");
         assert!(log.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
         let d = run(&mut log, 9_500, &limits, 1);
         assert!(!d.allowed);
@@ -364,7 +368,7 @@ mod tests {
         assert_eq!(w[0].used, 2);
         let (log, _) = record(&log, 1_005, &limits, 1);
         assert_eq!(log, vec![Hit { at_ms: 10, cost: 1 }, Hit { at_ms: 1_005, cost: 1 }], "pruned");
-        let d = decide(&log, 1_006, &limits, 1);
+        let d = decide(&log, 1_006, &limits, 1).tally;
         assert!(!d.allowed);
         assert_eq!(d.retry_after_ms, 2_005 - 1_006, "both hits must leave the window");
     }
@@ -380,9 +384,11 @@ mod tests {
         assert_eq!(text, "1700000000000,15*3,0");
         assert_eq!(decode_log(&text), Ok(log));
         assert_eq!(decode_log(""), Ok(vec![]));
-        assert!(decode_log("1,x").is_err());
-        assert!(decode_log("10,-1").is_err());
-        assert!(decode_log("1*").is_err());
+        assert_eq!(decode_log("1,x"), Err(CorruptRow::UnreadableHit { index: 1, entry: "x".into() }));
+        assert_eq!(decode_log("10,-1"), Err(CorruptRow::HitOutOfOrder { index: 1, entry: "-1".into() }));
+        assert_eq!(decode_log("1*"), Err(CorruptRow::UnreadableHit { index: 0, entry: "1*".into() }));
+        assert!(decode_log("9223372036854775807,1").is_err(), "overflow");
+        assert!(decode_log("g:2/1000").is_err(), "a GCRA row is no log");
     }
 
     #[test]
