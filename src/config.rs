@@ -21,6 +21,7 @@
 
 use crate::duration::parse_duration_ms;
 use crate::key::KeyPart;
+use crate::policy::{Action, Counting, FailPolicy, MissingKey};
 use crate::rules::{HeaderCondition, QueryCondition, Rule};
 use crate::window::Limit;
 use serde_json::{Map, Value};
@@ -38,47 +39,6 @@ pub const DEFAULT_TIMEOUT_MS: u32 = 2_000;
 /// Format suffixes folded into the bare path unless a rule lists its own
 /// (`/api/example.json` is `/api/example`, as Rails and Express routers do).
 pub const DEFAULT_SUFFIXES: &[&str] = &["json", "xml", "html", "htm", "txt", "csv", "yaml", "yml"];
-
-/// What a rule does when a request is over its limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Answer 429 (the default).
-    Block,
-    /// Shadow mode: never block, only log what would have happened.
-    Log,
-}
-
-/// What a rule does when its counter cannot be reached in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailPolicy {
-    /// Fail open: forward the request (resource protection; the default).
-    Allow,
-    /// Fail closed: answer 503 (abuse prevention: login, SMS, paid calls).
-    Deny,
-}
-
-/// What a rule does when a part of its key is missing from the request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MissingKey {
-    /// Answer 400 (the default): never a shared empty-key bucket.
-    Reject,
-    /// Do not apply the rule to this request.
-    Skip,
-    /// Count by this other key instead (which must itself be present, or
-    /// the request is rejected).
-    Fallback(Vec<KeyPart>),
-}
-
-/// Which requests a rule counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Counting {
-    /// Every request that matches (checked and recorded at once).
-    All,
-    /// Only requests whose origin response has one of these statuses: the
-    /// limit is checked before forwarding, the hit recorded after the origin
-    /// answers (e.g. `[401, 403, 422]` for failed logins).
-    Statuses(Vec<u16>),
-}
 
 /// The largest `requests` per window the sliding log accepts. The log keeps
 /// one entry per hit, read and rewritten on every request: 10,000 entries is

@@ -14,9 +14,10 @@
 use crate::admin::{self, AdminAction};
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::canon::{canonical_host, canonical_path, CanonicalQuery};
-use crate::config::{Action, Config, ConfigError, Counting, FailPolicy, MissingKey};
+use crate::config::{Config, ConfigError};
 use crate::headers;
 use crate::key::{body_field, derive_key, key_hash, KeyInputs};
+use crate::policy::{Action, Counting, FailPolicy, MissingKey};
 use crate::protocol::{encode_call, Call, Op, Reply, WireWindow};
 use crate::rules::{method_candidates, RequestView, Rule};
 use futures_util::future::{join_all, select, Either};

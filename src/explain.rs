@@ -3,8 +3,9 @@
 //! Pure: takes the config and the request parts, returns the report text.
 
 use crate::canon::{canonical_path, CanonicalQuery, RawUrl};
-use crate::config::{Config, MissingKey};
+use crate::config::Config;
 use crate::key::{body_field, derive_key, KeyInputs};
+use crate::policy::MissingKey;
 use crate::rules::RequestView;
 use std::fmt::Write;
 

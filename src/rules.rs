@@ -5,7 +5,7 @@
 //! directly on the canonical path from [`crate::canon`].
 
 use crate::canon::CanonicalQuery;
-use crate::config::{Action, Counting, FailPolicy, MissingKey};
+use crate::policy::{Action, Counting, FailPolicy, MissingKey};
 use crate::key::KeyPart;
 use crate::window::Limit;
 use urlpattern::{UrlPattern, UrlPatternInit, UrlPatternOptions};
