@@ -151,7 +151,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
     let mut body: Option<Vec<u8>> = None;
     let mut body_read = false;
     let form = !bodiless && is_form(&content_type);
-    if form && config.rules.iter().any(|r| !r.query.is_empty()) {
+    if form && config.rules.iter().any(|r| r.has_query_conditions()) {
         body = read_body(&req, config.body_limit).await;
         body_read = true;
     }

@@ -37,6 +37,16 @@ pub enum MissingKey {
     Fallback(Vec<KeyPart>),
 }
 
+impl MissingKey {
+    /// The fallback key's parts; none unless [`MissingKey::Fallback`].
+    pub fn fallback_parts(&self) -> &[KeyPart] {
+        match self {
+            MissingKey::Fallback(parts) => parts,
+            MissingKey::Reject | MissingKey::Skip => &[],
+        }
+    }
+}
+
 /// Which requests a rule counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Counting {

@@ -5,74 +5,111 @@
 //! directly on the canonical path from [`crate::canon`].
 
 use crate::canon::CanonicalQuery;
-use crate::policy::{Action, Counting, FailPolicy, MissingKey};
 use crate::key::KeyPart;
+use crate::policy::{Action, Counting, FailPolicy, MissingKey};
 use crate::window::Limit;
+use std::fmt;
 use urlpattern::{UrlPattern, UrlPatternInit, UrlPatternOptions};
 
-/// A condition on the canonical query. Keys compare case-insensitively with
-/// bracket suffixes removed ([`CanonicalQuery`]); values compare exactly. A
-/// repeated key satisfies the condition if *any* of its values does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QueryCondition {
-    Equals(String, String),
-    AnyOf(String, Vec<String>),
-    Present(String),
+/// Where a [`Condition`] looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The canonical query. Keys compare as [`CanonicalQuery`] stores them
+    /// (case-insensitively, bracket suffixes removed, ...); values exactly.
+    Query,
+    /// A request header, looked up by lowercased name. A header holding a
+    /// comma-separated list passes if the whole value or any item does
+    /// (each trimmed).
+    Header,
 }
 
-impl QueryCondition {
-    /// Whether `query` satisfies the condition.
-    pub fn holds(&self, query: &CanonicalQuery) -> bool {
-        match self {
-            QueryCondition::Equals(key, want) => query.values(key).any(|v| v == want),
-            QueryCondition::AnyOf(key, wants) => {
-                query.values(key).any(|v| wants.iter().any(|w| w == v))
+/// What a [`Condition`] asks of the values found under its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Test {
+    /// Some value equals this one.
+    Equals(String),
+    /// Some value equals one of these.
+    AnyOf(Vec<String>),
+    /// The name is there at all, with any value (even empty).
+    Present,
+}
+
+/// A condition on the query or on a header, all of a rule's conditions
+/// must hold. A repeated query key or a header list passes if *any* of its
+/// values does: a client cannot hide a value behind another one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub target: Target,
+    /// The name as the config wrote it (a header name lowercased), as
+    /// [`Condition`]'s `Display` shows it.
+    pub name: String,
+    pub test: Test,
+    /// The name as requests are searched for it, computed once: the query
+    /// key normalized as [`CanonicalQuery`] normalizes keys, or the
+    /// lowercased header name.
+    key: String,
+}
+
+impl Condition {
+    /// A condition on `name`. A header name must be visible ASCII without
+    /// `:` (RFC 9110 §5.1 allows less, but nothing more could be sent);
+    /// `Err` says why it is not.
+    pub fn new(target: Target, name: &str, test: Test) -> Result<Condition, &'static str> {
+        let (name, key) = match target {
+            Target::Query => (name.to_string(), crate::canon::normalize_key(name)),
+            Target::Header => {
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+                    return Err("is not a header name");
+                }
+                let lowered = name.to_ascii_lowercase();
+                (lowered.clone(), lowered)
             }
-            QueryCondition::Present(key) => query.contains_key(key),
-        }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            QueryCondition::Equals(k, v) => format!("{k}={v}"),
-            QueryCondition::AnyOf(k, vs) => format!("{k} in [{}]", vs.join(", ")),
-            QueryCondition::Present(k) => format!("{k} present"),
-        }
-    }
-}
-
-/// A condition on a request header (name lowercased). A header holding a
-/// comma-separated list satisfies it if the whole value or any item does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeaderCondition {
-    Equals(String, String),
-    AnyOf(String, Vec<String>),
-    Present(String),
-}
-
-impl HeaderCondition {
-    /// Whether the header, looked up by lowercased name, satisfies it.
-    pub fn holds(&self, header: &dyn Fn(&str) -> Option<String>) -> bool {
-        let candidates = |name: &str| -> Vec<String> {
-            let Some(value) = header(name) else { return Vec::new() };
-            let mut all = vec![value.trim().to_string()];
-            all.extend(value.split(',').map(|v| v.trim().to_string()));
-            all
         };
-        match self {
-            HeaderCondition::Equals(name, want) => candidates(name).iter().any(|v| v == want),
-            HeaderCondition::AnyOf(name, wants) => {
-                candidates(name).iter().any(|v| wants.iter().any(|w| w == v))
-            }
-            HeaderCondition::Present(name) => header(name).is_some(),
-        }
+        Ok(Condition { target, name, test, key })
     }
 
-    fn describe(&self) -> String {
-        match self {
-            HeaderCondition::Equals(k, v) => format!("header {k}: {v}"),
-            HeaderCondition::AnyOf(k, vs) => format!("header {k} in [{}]", vs.join(", ")),
-            HeaderCondition::Present(k) => format!("header {k} present"),
+    /// Whether `query` satisfies this condition (`false` for a header
+    /// condition). Allocates nothing.
+    pub fn holds_in_query(&self, query: &CanonicalQuery) -> bool {
+        self.target == Target::Query
+            && self.passes(query.pairs().iter().filter(|(k, _)| *k == self.key).map(|(_, v)| v.as_str()))
+    }
+
+    /// Whether the headers satisfy this condition (`false` for a query
+    /// condition); `header` looks a header up by lowercased name.
+    pub fn holds_in_headers(&self, header: &dyn Fn(&str) -> Option<String>) -> bool {
+        if self.target != Target::Header {
+            return false;
+        }
+        let Some(value) = header(&self.key) else { return false };
+        self.passes(std::iter::once(value.trim()).chain(value.split(',').map(str::trim)))
+    }
+
+    /// Whether the values found under the name pass the test.
+    fn passes<'v>(&self, mut values: impl Iterator<Item = &'v str>) -> bool {
+        match &self.test {
+            Test::Equals(want) => values.any(|v| v == want),
+            Test::AnyOf(wants) => values.any(|v| wants.iter().any(|w| w == v)),
+            Test::Present => values.next().is_some(),
+        }
+    }
+}
+
+/// `mode=heavy`, `mode in [a, b]`, `mode present`; header conditions start
+/// with `header ` and use `: ` for equals (`header x-plan: free`).
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let equals = match self.target {
+            Target::Query => "=",
+            Target::Header => {
+                f.write_str("header ")?;
+                ": "
+            }
+        };
+        match &self.test {
+            Test::Equals(v) => write!(f, "{}{equals}{v}", self.name),
+            Test::AnyOf(vs) => write!(f, "{} in [{}]", self.name, vs.join(", ")),
+            Test::Present => write!(f, "{} present", self.name),
         }
     }
 }
@@ -91,15 +128,24 @@ pub fn method_candidates(method: &str, overrides: impl Iterator<Item = String>) 
     out
 }
 
-/// A rule's fields once validated, before its patterns are compiled.
+/// A rule's fields once validated, before its pattern is compiled: the one
+/// place a rule's fields are declared ([`crate::config`] reads them,
+/// [`Rule`] adds the compiled pattern).
 #[derive(Debug, Clone)]
 pub struct RuleSpec {
+    /// Names the rule in logs, errors and counter keys (unique per config).
     pub name: String,
+    /// URLPattern pathname, matched on the canonical path.
     pub path: String,
+    /// URLPattern hostname, lowercased; `None` for any host.
     pub host: Option<String>,
+    /// Uppercase method names; empty for any method.
     pub methods: Vec<String>,
-    pub query: Vec<QueryCondition>,
+    /// Conditions on the query and on request headers, all of which must
+    /// hold.
+    pub conditions: Vec<Condition>,
     pub case_insensitive: bool,
+    /// Format suffixes (`json`, lowercase, no dot) folded into the bare path.
     pub suffixes: Vec<String>,
     pub key: Vec<KeyPart>,
     pub on_missing_key: MissingKey,
@@ -107,8 +153,6 @@ pub struct RuleSpec {
     pub clear_on_success: bool,
     /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
     pub ratelimit_headers: bool,
-    /// Conditions on request headers, all of which must hold.
-    pub header: Vec<HeaderCondition>,
     pub algorithm: crate::protocol::Algorithm,
     pub limits: Vec<Limit>,
     pub cost: u32,
@@ -117,31 +161,22 @@ pub struct RuleSpec {
     pub timeout_ms: u32,
 }
 
-/// A compiled rule.
+/// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.
 #[derive(Debug)]
 pub struct Rule {
-    pub name: String,
-    pub path: String,
-    pub host: Option<String>,
-    pub methods: Vec<String>,
-    pub query: Vec<QueryCondition>,
-    pub case_insensitive: bool,
-    pub suffixes: Vec<String>,
-    pub key: Vec<KeyPart>,
-    pub on_missing_key: MissingKey,
-    pub counting: Counting,
-    pub clear_on_success: bool,
-    /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
-    pub ratelimit_headers: bool,
-    /// Conditions on request headers, all of which must hold.
-    pub header: Vec<HeaderCondition>,
-    pub algorithm: crate::protocol::Algorithm,
-    pub limits: Vec<Limit>,
-    pub cost: u32,
-    pub action: Action,
-    pub on_error: FailPolicy,
-    pub timeout_ms: u32,
+    pub spec: RuleSpec,
     pattern: UrlPattern,
+}
+
+/// A rule reads as its spec (`rule.name`, `rule.limits`): every reader
+/// wants the declared fields, and the compiled pattern, the only thing a
+/// rule adds, is private to matching.
+impl std::ops::Deref for Rule {
+    type Target = RuleSpec;
+
+    fn deref(&self) -> &RuleSpec {
+        &self.spec
+    }
 }
 
 /// What a request looks like to the matcher: canonical parts only.
@@ -194,28 +229,7 @@ impl Rule {
             };
             (field.to_string(), format!("not a valid URLPattern: {e}"))
         })?;
-        Ok(Rule {
-            name: spec.name,
-            path: spec.path,
-            host: spec.host,
-            methods: spec.methods,
-            query: spec.query,
-            case_insensitive: spec.case_insensitive,
-            suffixes: spec.suffixes,
-            key: spec.key,
-            on_missing_key: spec.on_missing_key,
-            counting: spec.counting,
-            clear_on_success: spec.clear_on_success,
-            ratelimit_headers: spec.ratelimit_headers,
-            header: spec.header,
-            algorithm: spec.algorithm,
-            limits: spec.limits,
-            cost: spec.cost,
-            action: spec.action,
-            on_error: spec.on_error,
-            timeout_ms: spec.timeout_ms,
-            pattern,
-        })
+        Ok(Rule { spec, pattern })
     }
 
     /// Matches the rule against a request, without allocating on a
@@ -225,7 +239,7 @@ impl Rule {
             return None;
         }
         let found = self.path_match(request.path)?;
-        self.query.iter().all(|c| c.holds(request.query)).then_some(found)
+        self.query_holds(request.query).then_some(found)
     }
 
     /// Matches the rule against a request; `Err` says why it does not apply.
@@ -239,10 +253,24 @@ impl Rule {
         let Some(found) = self.path_match(request.path) else {
             return Err(format!("path `{}` does not match `{}`", request.path, self.path));
         };
-        if let Some(failed) = self.query.iter().find(|c| !c.holds(request.query)) {
-            return Err(format!("query condition {} not met", failed.describe()));
+        if let Some(failed) = self.conditions_on(Target::Query).find(|c| !c.holds_in_query(request.query)) {
+            return Err(format!("query condition {failed} not met"));
         }
         Ok(found)
+    }
+
+    /// Whether the rule has query conditions: a form body, which joins the
+    /// query, must then be read before matching.
+    pub fn has_query_conditions(&self) -> bool {
+        self.conditions_on(Target::Query).next().is_some()
+    }
+
+    fn conditions_on(&self, target: Target) -> impl Iterator<Item = &Condition> {
+        self.conditions.iter().filter(move |c| c.target == target)
+    }
+
+    fn query_holds(&self, query: &CanonicalQuery) -> bool {
+        self.conditions_on(Target::Query).all(|c| c.holds_in_query(query))
     }
 
     /// A rule for GET also applies to HEAD: Express, Flask, Rails and
@@ -289,8 +317,8 @@ impl Rule {
     /// [`Rule::matches`], which sees only the canonical URL); `Err` names the
     /// first condition that does not.
     pub fn headers_hold(&self, header: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
-        match self.header.iter().find(|c| !c.holds(header)) {
-            Some(failed) => Err(format!("condition {} not met", failed.describe())),
+        match self.conditions_on(Target::Header).find(|c| !c.holds_in_headers(header)) {
+            Some(failed) => Err(format!("condition {failed} not met")),
             None => Ok(()),
         }
     }
@@ -328,11 +356,7 @@ impl Rule {
 
     /// Whether any part of the rule's key (or fallback key) reads the body.
     pub fn reads_body(&self) -> bool {
-        let fallback: &[KeyPart] = match &self.on_missing_key {
-            MissingKey::Fallback(parts) => parts,
-            _ => &[],
-        };
-        self.key.iter().chain(fallback).any(|p| matches!(p, KeyPart::Body(_)))
+        self.key.iter().chain(self.on_missing_key.fallback_parts()).any(|p| matches!(p, KeyPart::Body(_)))
     }
 
     /// The longest window of the rule: how long a key's log can live.
