@@ -121,7 +121,7 @@ impl Config {
     }
 
     /// The rules that apply to `request`, in config order, with their match.
-    /// Allocates nothing when no rule matches.
+    /// Allocates nothing when no rule matches (but see [`Rule::matches`]).
     pub fn matching<'c>(&'c self, request: &crate::rules::RequestView<'_>) -> Vec<(&'c Rule, crate::rules::Match)> {
         self.rules
             .iter()
