@@ -240,7 +240,7 @@ fn decode_form(raw: &str) -> String {
 /// The normalized form of a query key (see [`CanonicalQuery::values`]):
 /// `Mode[0]` → `mode`, `[mode]` → `mode`, ` page.size` → `page_size`. A key
 /// that would normalize to nothing (`[]`) is only lowercased.
-fn normalize_key(key: &str) -> String {
+pub(crate) fn normalize_key(key: &str) -> String {
     let name = key.trim_start_matches(' ').trim_start_matches(['[', ']']);
     let name = &name[..name.find(['[', ']']).unwrap_or(name.len())];
     let name = if name.is_empty() { key } else { name };

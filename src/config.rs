@@ -21,11 +21,14 @@
 
 use crate::duration::parse_duration_ms;
 use crate::key::KeyPart;
-use crate::rules::{HeaderCondition, QueryCondition, Rule};
+use crate::policy::{Action, Counting, FailPolicy, MissingKey};
+use crate::protocol::{Algorithm, MAX_LIMITS};
+use crate::rules::{Condition, Rule, RuleSpec, Target, Test};
 use crate::window::Limit;
 use serde_json::{Map, Value};
 use std::fmt;
 use std::num::{NonZeroU32, NonZeroU64};
+use std::ops::RangeInclusive;
 
 /// Default IPv6 grouping: one /64 is what a single subscriber is usually
 /// given, so keying on the full address would let a client rotate through
@@ -35,50 +38,12 @@ pub const DEFAULT_IPV6_PREFIX: u8 = 64;
 /// Default wait for the counter before the rule's fail policy applies.
 pub const DEFAULT_TIMEOUT_MS: u32 = 2_000;
 
+/// The longest `timeout` a rule may set.
+const MAX_TIMEOUT_MS: u32 = 30_000;
+
 /// Format suffixes folded into the bare path unless a rule lists its own
 /// (`/api/example.json` is `/api/example`, as Rails and Express routers do).
 pub const DEFAULT_SUFFIXES: &[&str] = &["json", "xml", "html", "htm", "txt", "csv", "yaml", "yml"];
-
-/// What a rule does when a request is over its limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Answer 429 (the default).
-    Block,
-    /// Shadow mode: never block, only log what would have happened.
-    Log,
-}
-
-/// What a rule does when its counter cannot be reached in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailPolicy {
-    /// Fail open: forward the request (resource protection; the default).
-    Allow,
-    /// Fail closed: answer 503 (abuse prevention: login, SMS, paid calls).
-    Deny,
-}
-
-/// What a rule does when a part of its key is missing from the request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MissingKey {
-    /// Answer 400 (the default): never a shared empty-key bucket.
-    Reject,
-    /// Do not apply the rule to this request.
-    Skip,
-    /// Count by this other key instead (which must itself be present, or
-    /// the request is rejected).
-    Fallback(Vec<KeyPart>),
-}
-
-/// Which requests a rule counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Counting {
-    /// Every request that matches (checked and recorded at once).
-    All,
-    /// Only requests whose origin response has one of these statuses: the
-    /// limit is checked before forwarding, the hit recorded after the origin
-    /// answers (e.g. `[401, 403, 422]` for failed logins).
-    Statuses(Vec<u16>),
-}
 
 /// The largest `requests` per window the sliding log accepts. The log keeps
 /// one entry per hit, read and rewritten on every request: 10,000 entries is
@@ -130,91 +95,33 @@ impl Config {
     /// Parses the config from its JSON form (what `env.TOLLGATE` holds, or a
     /// TOML table converted to JSON). Returns every error found.
     pub fn from_json(value: &Value) -> Result<Config, Vec<ConfigError>> {
-        let mut errors = Vec::new();
-        let Some(top) = value.as_object() else {
+        let Some(table) = value.as_object() else {
             return Err(vec![top_error("TOLLGATE", "must be a table with a `rules` list")]);
         };
-        for key in top.keys() {
-            if !["ipv6_prefix", "rules", "admin_prefix", "body_limit", "blocked_cache_capacity"].contains(&key.as_str()) {
-                errors.push(top_error(key, "unknown field"));
-            }
-        }
-        let admin_prefix = match top.get("admin_prefix") {
-            None => DEFAULT_ADMIN_PREFIX.to_string(),
-            Some(Value::String(p))
-                if p.len() > 1
-                    && p.starts_with('/')
-                    && !p.ends_with('/')
-                    && crate::canon::canonical_path(p).as_deref() == Ok(p.as_str()) =>
-            {
-                p.clone()
-            }
-            Some(_) => {
-                errors.push(top_error("admin_prefix", "must be a canonical path such as \"/.tollgate\" (no trailing slash)"));
-                DEFAULT_ADMIN_PREFIX.to_string()
-            }
+        let mut config = Config {
+            ipv6_prefix: DEFAULT_IPV6_PREFIX,
+            rules: Vec::new(),
+            admin_prefix: DEFAULT_ADMIN_PREFIX.to_string(),
+            body_limit: DEFAULT_BODY_LIMIT,
+            blocked_cache_capacity: crate::blocked::DEFAULT_CAPACITY,
         };
-        let body_limit = match top.get("body_limit") {
-            None => DEFAULT_BODY_LIMIT,
-            Some(v) => match v.as_u64() {
-                Some(n @ 1..=1_048_576) => n as u32,
-                _ => {
-                    errors.push(top_error("body_limit", "must be a number of bytes from 1 to 1048576"));
-                    DEFAULT_BODY_LIMIT
-                }
-            },
-        };
-        let ipv6_prefix = match top.get("ipv6_prefix") {
-            None => DEFAULT_IPV6_PREFIX,
-            Some(v) => match v.as_u64() {
-                Some(p @ 1..=128) => p as u8,
-                _ => {
-                    errors.push(top_error("ipv6_prefix", "must be a whole number from 1 to 128"));
-                    DEFAULT_IPV6_PREFIX
-                }
-            },
-        };
-        let blocked_cache_capacity = match top.get("blocked_cache_capacity") {
-            None => crate::blocked::DEFAULT_CAPACITY,
-            Some(v) => match v.as_u64() {
-                Some(n @ 1..=1_000_000) => n as usize,
-                _ => {
-                    errors.push(top_error("blocked_cache_capacity", "must be a number of entries from 1 to 1000000"));
-                    crate::blocked::DEFAULT_CAPACITY
-                }
-            },
-        };
-        let mut rules = Vec::new();
-        match top.get("rules").map(Value::as_array) {
-            None => errors.push(top_error("rules", "missing: list at least one rule")),
-            Some(None) => errors.push(top_error("rules", "must be a list of tables")),
-            Some(Some(list)) => {
-                for (index, raw) in list.iter().enumerate() {
-                    match parse_rule(index, raw) {
-                        Ok(rule) => rules.push(rule),
-                        Err(mut e) => errors.append(&mut e),
-                    }
-                }
-            }
-        }
+        let mut errors = Errors { rule: None, list: Vec::new() };
+        read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
         let mut seen = std::collections::HashSet::new();
-        for rule in &rules {
-            if !seen.insert(rule.name.clone()) {
-                errors.push(ConfigError {
+        for rule in &config.rules {
+            if !seen.insert(rule.name.as_str()) {
+                errors.list.push(ConfigError {
                     rule: Some(rule.name.clone()),
                     field: "name".into(),
                     message: "another rule has the same name; names key the counters".into(),
                 });
             }
         }
-        if errors.is_empty() {
-            Ok(Config { ipv6_prefix, rules, admin_prefix, body_limit, blocked_cache_capacity })
-        } else {
-            Err(errors)
-        }
+        errors.or_ok(config)
     }
 
     /// The rules that apply to `request`, in config order, with their match.
+    /// Allocates nothing when no rule matches (but see [`Rule::matches`]).
     pub fn matching<'c>(&'c self, request: &crate::rules::RequestView<'_>) -> Vec<(&'c Rule, crate::rules::Match)> {
         self.rules
             .iter()
@@ -238,429 +145,548 @@ fn top_error(field: &str, message: &str) -> ConfigError {
     }
 }
 
-const RULE_FIELDS: &[&str] = &[
-    "name",
-    "path",
-    "host",
-    "methods",
-    "query",
-    "case_insensitive",
-    "suffixes",
-    "key",
-    "on_missing_key",
-    "fallback_key",
-    "count_statuses",
-    "clear_on_success",
-    "ratelimit_headers",
-    "header",
-    "algorithm",
-    "limits",
-    "cost",
-    "action",
-    "on_error",
-    "timeout",
-];
-
-/// Collects errors for one rule, all tagged with its name.
-struct RuleErrors {
-    rule: String,
-    errors: Vec<ConfigError>,
+/// The problems found so far, all tagged with the rule being read.
+struct Errors {
+    /// The rule's name, or `rules[i]` when it has none; `None` at the top
+    /// level.
+    rule: Option<String>,
+    list: Vec<ConfigError>,
 }
 
-impl RuleErrors {
+impl Errors {
     fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
-        self.errors.push(ConfigError {
-            rule: Some(self.rule.clone()),
+        self.list.push(ConfigError {
+            rule: self.rule.clone(),
             field: field.into(),
             message: message.into(),
         });
     }
-}
 
-fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
-    let fallback_name = format!("rules[{index}]");
-    let Some(table) = raw.as_object() else {
-        return Err(vec![ConfigError {
-            rule: Some(fallback_name),
-            field: String::new(),
-            message: "must be a table".into(),
-        }]);
-    };
-    let name = table.get("name").and_then(Value::as_str).map(str::to_string);
-    let mut errs = RuleErrors {
-        rule: name.clone().unwrap_or(fallback_name),
-        errors: Vec::new(),
-    };
-    for key in table.keys() {
-        if !RULE_FIELDS.contains(&key.as_str()) {
-            errs.push(key.as_str(), "unknown field");
+    /// `value` when nothing was found wrong, or every problem.
+    fn or_ok<T>(self, value: T) -> Result<T, Vec<ConfigError>> {
+        if self.list.is_empty() {
+            Ok(value)
+        } else {
+            Err(self.list)
         }
     }
-    let name = match name {
-        Some(n) if valid_name(&n) => n,
-        Some(_) => {
-            errs.push("name", "use 1-64 characters from a-z, A-Z, 0-9, `-`, `_`, `.`");
-            String::new()
+}
+
+/// One field of a config table: its name, whether it must be present, and
+/// how its value is read into the draft `D`, which starts out holding the
+/// defaults. Each table's fields are listed once ([`TOP_FIELDS`],
+/// [`RULE_FIELDS`], [`LIMIT_FIELDS`]): that list drives parsing and is the
+/// set of names accepted.
+struct Field<D> {
+    name: &'static str,
+    /// The error when the field is absent; `None` when it is optional.
+    required: Option<&'static str>,
+    /// Reads a present value; on an error it reports it and leaves the
+    /// default.
+    read: fn(&mut D, &mut Input<'_>),
+}
+
+impl<D> Field<D> {
+    const fn optional(name: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
+        Field { name, required: None, read }
+    }
+
+    const fn required(name: &'static str, missing: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
+        Field { name, required: Some(missing), read }
+    }
+}
+
+/// Reads `table` into `draft` by `fields`; `prefix` starts every field
+/// name in errors (`limits[0].`). An unknown name, or a required field
+/// absent, is an error; an optional field absent keeps the draft's default.
+fn read_table<D>(table: &Map<String, Value>, fields: &[Field<D>], draft: &mut D, errors: &mut Errors, prefix: &str) {
+    for (name, value) in table {
+        let field = format!("{prefix}{name}");
+        match fields.iter().find(|f| f.name == name) {
+            Some(f) => (f.read)(draft, &mut Input { field: &field, value, errors }),
+            None => errors.push(field, "unknown field"),
         }
-        None => {
-            errs.push("name", "missing");
-            String::new()
+    }
+    for f in fields {
+        if let (Some(missing), false) = (f.required, table.contains_key(f.name)) {
+            errors.push(format!("{prefix}{}", f.name), missing);
         }
-    };
-    let path = match table.get("path") {
-        Some(Value::String(p)) if p.starts_with('/') => p.clone(),
-        Some(_) => {
-            errs.push("path", "must be a URLPattern pathname starting with `/`");
-            String::new()
+    }
+}
+
+/// The top level of the `TOLLGATE` var.
+const TOP_FIELDS: &[Field<Config>] = &[
+    Field::optional("ipv6_prefix", |c, i| {
+        if let Some(prefix) = i.number(1..=128, "whole number") {
+            c.ipv6_prefix = prefix;
         }
-        None => {
-            errs.push("path", "missing");
-            String::new()
+    }),
+    Field::required("rules", "missing: list at least one rule", |c, i| {
+        if let Some(rules) = read_rules(i) {
+            c.rules = rules;
         }
-    };
-    let host = match table.get("host") {
-        None => None,
-        Some(Value::String(h)) if !h.is_empty() => Some(h.to_ascii_lowercase()),
-        Some(_) => {
-            errs.push("host", "must be a non-empty URLPattern hostname");
-            None
+    }),
+    Field::optional("admin_prefix", |c, i| {
+        let message = "must be a canonical path such as \"/.tollgate\" (no trailing slash)";
+        if let Some(prefix) = i.text(valid_admin_prefix, message) {
+            c.admin_prefix = prefix;
         }
-    };
-    let methods = match table.get("methods") {
-        None => Vec::new(),
-        Some(v) => match string_list(v) {
-            Some(list) if !list.is_empty() && list.iter().all(|m| valid_method(m)) => {
-                list.iter().map(|m| m.to_ascii_uppercase()).collect()
-            }
-            _ => {
-                errs.push("methods", "must be a non-empty list of HTTP method names");
-                Vec::new()
-            }
-        },
-    };
-    let query = match table.get("query") {
-        None => Vec::new(),
-        Some(Value::Object(conditions)) => parse_query_conditions(conditions, &mut errs),
-        Some(_) => {
-            errs.push("query", "must be a table of key = condition");
-            Vec::new()
+    }),
+    Field::optional("body_limit", |c, i| {
+        if let Some(bytes) = i.number(1..=1_048_576, "number of bytes") {
+            c.body_limit = bytes;
         }
-    };
-    // When in doubt, match: Express, ASP.NET and IIS route paths
-    // case-insensitively, so rules do too unless told otherwise.
-    let case_insensitive = flag(table, "case_insensitive", true, &mut errs);
-    let suffixes = match table.get("suffixes") {
-        None => DEFAULT_SUFFIXES.iter().map(|s| s.to_string()).collect(),
-        Some(v) => match string_list(v) {
-            Some(list) if list.iter().all(|s| valid_suffix(s)) => list
-                .iter()
-                .map(|s| s.trim_start_matches('.').to_ascii_lowercase())
-                .collect(),
-            _ => {
-                errs.push("suffixes", "must be a list of extensions such as \"json\"");
-                Vec::new()
-            }
-        },
-    };
-    let key = match table.get("key") {
-        None => vec![KeyPart::Ip],
-        Some(v) => parse_key(v, "key", &mut errs),
-    };
-    let fallback_key = table.get("fallback_key").map(|v| parse_key(v, "fallback_key", &mut errs));
-    let on_missing_key = match (table.get("on_missing_key").map(Value::as_str), fallback_key) {
-        (None | Some(Some("reject")), None) => MissingKey::Reject,
-        (Some(Some("skip")), None) => MissingKey::Skip,
-        (None | Some(Some("fallback")), Some(parts)) => MissingKey::Fallback(parts),
-        (Some(Some("fallback")), None) => {
-            errs.push("fallback_key", "missing: on_missing_key = \"fallback\" needs a fallback_key such as [\"ip\"]");
-            MissingKey::Reject
+    }),
+    Field::optional("blocked_cache_capacity", |c, i| {
+        if let Some(entries) = i.number(1..=1_000_000, "number of entries") {
+            c.blocked_cache_capacity = entries;
         }
-        (Some(Some("reject" | "skip")), Some(_)) => {
-            errs.push("fallback_key", "only used with on_missing_key = \"fallback\"");
-            MissingKey::Reject
-        }
-        (Some(_), _) => {
-            errs.push("on_missing_key", "must be \"reject\", \"skip\" or \"fallback\"");
-            MissingKey::Reject
-        }
-    };
-    let counting = match table.get("count_statuses") {
-        None => Counting::All,
-        Some(Value::Array(list)) if !list.is_empty() => {
-            let statuses: Option<Vec<u16>> = list
-                .iter()
-                .map(|v| v.as_u64().filter(|s| (100..=599).contains(s)).map(|s| s as u16))
-                .collect();
-            match statuses {
-                Some(statuses) => Counting::Statuses(statuses),
-                None => {
-                    errs.push("count_statuses", "must be a list of HTTP statuses from 100 to 599");
-                    Counting::All
-                }
-            }
-        }
-        Some(_) => {
-            errs.push("count_statuses", "must be a non-empty list of HTTP statuses such as [401, 403]");
-            Counting::All
-        }
-    };
-    let clear_on_success = flag(table, "clear_on_success", false, &mut errs);
-    if clear_on_success {
-        if counting == Counting::All {
-            errs.push("clear_on_success", "only for rules that count failures (set count_statuses)");
-        }
-        let fallback: &[KeyPart] = match &on_missing_key {
-            MissingKey::Fallback(parts) => parts,
-            _ => &[],
+    }),
+];
+
+/// A rule while its table is read: its spec with the defaults, and the two
+/// fields that only together say what to do when a key part is missing.
+struct RuleDraft {
+    spec: RuleSpec,
+    on_missing_key: Option<OnMissingKey>,
+    /// Present (its errors reported) even when some part was invalid, so
+    /// that it is not also reported missing.
+    fallback_key: Option<Vec<KeyPart>>,
+}
+
+/// The names `on_missing_key` accepts; see [`MissingKey`].
+#[derive(Debug, Clone, Copy)]
+enum OnMissingKey {
+    Reject,
+    Skip,
+    Fallback,
+}
+
+impl RuleDraft {
+    fn new() -> RuleDraft {
+        let spec = RuleSpec {
+            name: String::new(),
+            path: String::new(),
+            host: None,
+            methods: Vec::new(),
+            conditions: Vec::new(),
+            // When in doubt, match: Express, ASP.NET and IIS route paths
+            // case-insensitively, so rules do too unless told otherwise.
+            case_insensitive: true,
+            suffixes: DEFAULT_SUFFIXES.iter().map(|s| s.to_string()).collect(),
+            key: vec![KeyPart::Ip],
+            on_missing_key: MissingKey::Reject,
+            counting: Counting::All,
+            clear_on_success: false,
+            ratelimit_headers: false,
+            algorithm: Algorithm::SlidingLog,
+            limits: Vec::new(),
+            cost: 1,
+            action: Action::Block,
+            on_error: FailPolicy::Allow,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
         };
-        if let Some(part) = key.iter().chain(fallback).find(|p| p.identifies_client()) {
-            errs.push(
-                "clear_on_success",
-                format!("the key part `{part}` (in key or fallback_key) identifies the client: a client could clear its own count by succeeding on its own account; clear only a rule keyed by the target (e.g. body:email) with on_missing_key = \"reject\""),
-            );
-        }
+        RuleDraft { spec, on_missing_key: None, fallback_key: None }
     }
-    let ratelimit_headers = flag(table, "ratelimit_headers", false, &mut errs);
-    let header = match table.get("header") {
-        None => Vec::new(),
-        Some(Value::Object(conditions)) => parse_header_conditions(conditions, &mut errs),
-        Some(_) => {
-            errs.push("header", "must be a table of header-name = condition");
-            Vec::new()
+
+    /// The spec, once the checks that span fields have passed.
+    fn finish(self, errors: &mut Errors) -> RuleSpec {
+        let mut spec = self.spec;
+        spec.on_missing_key = missing_key(self.on_missing_key, self.fallback_key, errors);
+        check_clear_on_success(&spec, errors);
+        check_cost(&spec, errors);
+        check_algorithm(&spec, errors);
+        spec
+    }
+}
+
+/// Every field a rule accepts, and how it is read.
+const RULE_FIELDS: &[Field<RuleDraft>] = &[
+    Field::required("name", "missing", |d, i| {
+        if let Some(name) = i.text(valid_name, "use 1-64 characters from a-z, A-Z, 0-9, `-`, `_`, `.`") {
+            d.spec.name = name;
         }
-    };
-    let limits = match table.get("limits") {
-        Some(Value::Array(list)) if !list.is_empty() && list.len() <= crate::protocol::MAX_LIMITS => {
-            parse_limits(list, &mut errs)
+    }),
+    Field::required("path", "missing", |d, i| {
+        if let Some(path) = i.text(|p| p.starts_with('/'), "must be a URLPattern pathname starting with `/`") {
+            d.spec.path = path;
         }
-        Some(Value::Array(list)) if !list.is_empty() => {
-            errs.push("limits", format!("at most {} windows per rule ({} given)", crate::protocol::MAX_LIMITS, list.len()));
-            Vec::new()
+    }),
+    Field::optional("host", |d, i| {
+        if let Some(host) = i.text(|h| !h.is_empty(), "must be a non-empty URLPattern hostname") {
+            d.spec.host = Some(host.to_ascii_lowercase());
         }
-        Some(_) => {
-            errs.push("limits", "must be a non-empty list of { requests, window }");
-            Vec::new()
+    }),
+    Field::optional("methods", |d, i| {
+        let valid = |list: &[String]| !list.is_empty() && list.iter().all(|m| valid_method(m));
+        if let Some(methods) = i.strings(valid, "must be a non-empty list of HTTP method names") {
+            d.spec.methods = methods.iter().map(|m| m.to_ascii_uppercase()).collect();
         }
-        None => {
-            errs.push("limits", "missing");
-            Vec::new()
+    }),
+    Field::optional("query", |d, i| {
+        if let Some(conditions) = i.conditions(Target::Query, "must be a table of key = condition") {
+            d.spec.conditions.extend(conditions);
         }
-    };
-    let cost = match table.get("cost") {
-        None => 1,
-        Some(v) => match v.as_u64().and_then(|c| u32::try_from(c).ok()) {
-            Some(c) if c >= 1 => c,
-            _ => {
-                errs.push("cost", "must be a whole number of at least 1");
-                1
+    }),
+    Field::optional("header", |d, i| {
+        if let Some(conditions) = i.conditions(Target::Header, "must be a table of header-name = condition") {
+            d.spec.conditions.extend(conditions);
+        }
+    }),
+    Field::optional("case_insensitive", |d, i| {
+        if let Some(on) = i.flag() {
+            d.spec.case_insensitive = on;
+        }
+    }),
+    Field::optional("suffixes", |d, i| {
+        let valid = |list: &[String]| list.iter().all(|s| valid_suffix(s));
+        if let Some(suffixes) = i.strings(valid, "must be a list of extensions such as \"json\"") {
+            d.spec.suffixes = suffixes.iter().map(|s| s.trim_start_matches('.').to_ascii_lowercase()).collect();
+        }
+    }),
+    Field::optional("key", |d, i| d.spec.key = i.key_parts()),
+    Field::optional("on_missing_key", |d, i| {
+        let names = [("reject", OnMissingKey::Reject), ("skip", OnMissingKey::Skip), ("fallback", OnMissingKey::Fallback)];
+        d.on_missing_key = i.choice(&names);
+    }),
+    Field::optional("fallback_key", |d, i| d.fallback_key = Some(i.key_parts())),
+    Field::optional("count_statuses", |d, i| {
+        if let Some(statuses) = i.statuses() {
+            d.spec.counting = Counting::Statuses(statuses);
+        }
+    }),
+    Field::optional("clear_on_success", |d, i| {
+        if let Some(on) = i.flag() {
+            d.spec.clear_on_success = on;
+        }
+    }),
+    Field::optional("ratelimit_headers", |d, i| {
+        if let Some(on) = i.flag() {
+            d.spec.ratelimit_headers = on;
+        }
+    }),
+    Field::optional("algorithm", |d, i| {
+        if let Some(algorithm) = i.choice(&[("sliding_log", Algorithm::SlidingLog), ("gcra", Algorithm::Gcra)]) {
+            d.spec.algorithm = algorithm;
+        }
+    }),
+    Field::required("limits", "missing", |d, i| {
+        if let Some(limits) = read_limits(i) {
+            d.spec.limits = limits;
+        }
+    }),
+    Field::optional("cost", |d, i| {
+        if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number") {
+            d.spec.cost = cost;
+        }
+    }),
+    Field::optional("action", |d, i| {
+        if let Some(action) = i.choice(&[("block", Action::Block), ("log", Action::Log)]) {
+            d.spec.action = action;
+        }
+    }),
+    Field::optional("on_error", |d, i| {
+        if let Some(policy) = i.choice(&[("allow", FailPolicy::Allow), ("deny", FailPolicy::Deny)]) {
+            d.spec.on_error = policy;
+        }
+    }),
+    Field::optional("timeout", |d, i| {
+        if let Some(ms) = i.duration("\"2s\"") {
+            match u32::try_from(ms.get()) {
+                Ok(ms) if ms <= MAX_TIMEOUT_MS => d.spec.timeout_ms = ms,
+                _ => i.report("must be at most 30s"),
             }
-        },
-    };
-    if let Some(smallest) = limits.iter().map(|l: &Limit| l.requests.get()).min() {
-        if cost > smallest {
-            errs.push("cost", format!("{cost} is above the smallest limit ({smallest}): every request would be blocked"));
         }
-    }
-    let algorithm = match table.get("algorithm").map(Value::as_str) {
-        None | Some(Some("sliding_log")) => crate::protocol::Algorithm::SlidingLog,
-        Some(Some("gcra")) => crate::protocol::Algorithm::Gcra,
-        Some(_) => {
-            errs.push("algorithm", "must be \"sliding_log\" (exact, the default) or \"gcra\" (O(1) state)");
-            crate::protocol::Algorithm::SlidingLog
-        }
-    };
-    if algorithm == crate::protocol::Algorithm::SlidingLog {
-        if let Some(big) = limits.iter().find(|l| l.requests.get() > MAX_SLIDING_LOG_REQUESTS) {
-            errs.push(
-                "algorithm",
-                format!(
-                    "a limit of {} requests is too large for the sliding log (at most {MAX_SLIDING_LOG_REQUESTS}); set algorithm = \"gcra\"",
-                    big.requests
-                ),
-            );
-        }
-    }
-    let action = match table.get("action").map(Value::as_str) {
-        None | Some(Some("block")) => Action::Block,
-        Some(Some("log")) => Action::Log,
-        Some(_) => {
-            errs.push("action", "must be \"block\" or \"log\"");
-            Action::Block
-        }
-    };
-    let on_error = match table.get("on_error").map(Value::as_str) {
-        None | Some(Some("allow")) => FailPolicy::Allow,
-        Some(Some("deny")) => FailPolicy::Deny,
-        Some(_) => {
-            errs.push("on_error", "must be \"allow\" (fail open) or \"deny\" (fail closed)");
-            FailPolicy::Allow
-        }
-    };
-    let timeout_ms = match table.get("timeout").map(Value::as_str) {
-        None => DEFAULT_TIMEOUT_MS,
-        Some(Some(text)) => match parse_duration_ms(text) {
-            Ok(ms) if ms.get() <= 30_000 => ms.get() as u32,
-            Ok(_) => {
-                errs.push("timeout", "must be at most 30s");
-                DEFAULT_TIMEOUT_MS
-            }
-            Err(e) => {
-                errs.push("timeout", e.to_string());
-                DEFAULT_TIMEOUT_MS
-            }
-        },
-        Some(None) => {
-            errs.push("timeout", "must be a duration such as \"2s\"");
-            DEFAULT_TIMEOUT_MS
-        }
-    };
-    if !errs.errors.is_empty() {
-        return Err(errs.errors);
-    }
-    let spec = crate::rules::RuleSpec {
-        name,
-        path,
-        host,
-        methods,
-        query,
-        case_insensitive,
-        suffixes,
-        key,
-        on_missing_key,
-        counting,
-        clear_on_success,
-        ratelimit_headers,
-        header,
-        algorithm,
-        limits,
-        cost,
-        action,
-        on_error,
-        timeout_ms,
-    };
-    Rule::compile(spec).map_err(|(field, message)| {
-        errs.push(field, message);
-        errs.errors
-    })
+    }),
+];
+
+/// One `limits` entry while its table is read.
+#[derive(Default)]
+struct LimitDraft {
+    requests: Option<NonZeroU32>,
+    window_ms: Option<NonZeroU64>,
 }
 
-/// A true/false field, `default` when absent.
-fn flag(table: &Map<String, Value>, field: &str, default: bool, errs: &mut RuleErrors) -> bool {
-    match table.get(field) {
-        None => default,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            errs.push(field, "must be true or false");
-            default
+/// The fields of one `limits` entry.
+const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
+    Field::required("requests", "missing", |d, i| {
+        d.requests = i.number(1..=u64::from(u32::MAX), "whole number").and_then(NonZeroU32::new);
+    }),
+    Field::required("window", "missing", |d, i| {
+        d.window_ms = i.duration("\"60s\", \"1m\", \"1h\" or \"1d\"");
+    }),
+];
+
+/// Reads one rule; `index` names it in errors when it has no name.
+fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
+    let label = match raw.get("name").and_then(Value::as_str) {
+        Some(name) => name.to_string(),
+        None => format!("rules[{index}]"),
+    };
+    let mut errors = Errors { rule: Some(label), list: Vec::new() };
+    let Some(table) = raw.as_object() else {
+        errors.push("", "must be a table");
+        return Err(errors.list);
+    };
+    let mut draft = RuleDraft::new();
+    read_table(table, RULE_FIELDS, &mut draft, &mut errors, "");
+    let spec = draft.finish(&mut errors);
+    if errors.list.is_empty() {
+        match Rule::compile(spec) {
+            Ok(rule) => return Ok(rule),
+            Err((field, message)) => errors.push(field, message),
         }
     }
+    Err(errors.list)
 }
 
-fn parse_key(value: &Value, field: &str, errs: &mut RuleErrors) -> Vec<KeyPart> {
-    match string_list(value) {
-        Some(list) if !list.is_empty() => {
-            let mut parts = Vec::new();
-            for (i, item) in list.iter().enumerate() {
-                match KeyPart::parse(item) {
-                    Ok(part) => parts.push(part),
-                    Err(message) => errs.push(format!("{field}[{i}]"), message),
-                }
-            }
-            parts
-        }
-        _ => {
-            errs.push(field, "must be a non-empty list such as [\"ip\"]");
-            Vec::new()
+/// The `rules` list: every rule, each read on its own.
+fn read_rules(input: &mut Input<'_>) -> Option<Vec<Rule>> {
+    let Some(list) = input.value.as_array() else {
+        return input.fail("must be a list of tables");
+    };
+    let mut rules = Vec::new();
+    for (index, raw) in list.iter().enumerate() {
+        match parse_rule(index, raw) {
+            Ok(rule) => rules.push(rule),
+            Err(mut errors) => input.errors.list.append(&mut errors),
         }
     }
+    Some(rules)
 }
 
-fn parse_query_conditions(conditions: &Map<String, Value>, errs: &mut RuleErrors) -> Vec<QueryCondition> {
-    let mut out = Vec::new();
-    for (key, condition) in conditions {
-        let field = format!("query.{key}");
-        match condition {
-            Value::String(v) => out.push(QueryCondition::Equals(key.clone(), v.clone())),
-            Value::Bool(true) => out.push(QueryCondition::Present(key.clone())),
-            Value::Array(_) => match string_list(condition) {
-                Some(list) if !list.is_empty() => out.push(QueryCondition::AnyOf(key.clone(), list)),
-                _ => errs.push(field, "an any-of condition must be a non-empty list of strings"),
-            },
-            _ => errs.push(field, "must be a string (equals), a list of strings (any of) or true (present)"),
+/// A rule's `limits`: 1 to [`MAX_LIMITS`] windows.
+fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
+    let list = match input.value.as_array() {
+        Some(list) if list.len() > MAX_LIMITS => {
+            return input.fail(format!("at most {MAX_LIMITS} windows per rule ({} given)", list.len()));
         }
-    }
-    out
-}
-
-fn parse_header_conditions(conditions: &Map<String, Value>, errs: &mut RuleErrors) -> Vec<HeaderCondition> {
-    let mut out = Vec::new();
-    for (name, condition) in conditions {
-        let field = format!("header.{name}");
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
-            errs.push(field, "is not a header name");
-            continue;
-        }
-        let name = name.to_ascii_lowercase();
-        match condition {
-            Value::String(v) => out.push(HeaderCondition::Equals(name, v.clone())),
-            Value::Bool(true) => out.push(HeaderCondition::Present(name)),
-            Value::Array(_) => match string_list(condition) {
-                Some(list) if !list.is_empty() => out.push(HeaderCondition::AnyOf(name, list)),
-                _ => errs.push(field, "an any-of condition must be a non-empty list of strings"),
-            },
-            _ => errs.push(field, "must be a string (equals), a list of strings (any of) or true (present)"),
-        }
-    }
-    out
-}
-
-fn parse_limits(list: &[Value], errs: &mut RuleErrors) -> Vec<Limit> {
+        Some(list) if !list.is_empty() => list,
+        _ => return input.fail("must be a non-empty list of { requests, window }"),
+    };
     let mut limits = Vec::new();
     for (i, item) in list.iter().enumerate() {
-        let field = format!("limits[{i}]");
+        let field = format!("{}[{i}]", input.field);
         let Some(table) = item.as_object() else {
-            errs.push(field, "must be a table { requests, window }");
+            input.errors.push(field, "must be a table { requests, window }");
             continue;
         };
-        for key in table.keys() {
-            if key != "requests" && key != "window" {
-                errs.push(format!("{field}.{key}"), "unknown field");
-            }
-        }
-        let requests = table
-            .get("requests")
-            .and_then(Value::as_u64)
-            .and_then(|r| u32::try_from(r).ok())
-            .and_then(NonZeroU32::new);
-        if requests.is_none() {
-            errs.push(format!("{field}.requests"), "must be a whole number from 1 to 4294967295");
-        }
-        let window: Option<NonZeroU64> = match table.get("window") {
-            Some(Value::String(text)) => match parse_duration_ms(text) {
-                Ok(ms) => Some(ms),
-                Err(e) => {
-                    errs.push(format!("{field}.window"), e.to_string());
-                    None
-                }
-            },
-            _ => {
-                errs.push(format!("{field}.window"), "must be a duration such as \"60s\", \"1m\", \"1h\" or \"1d\"");
-                None
-            }
-        };
-        if let (Some(requests), Some(window_ms)) = (requests, window) {
+        let mut draft = LimitDraft::default();
+        read_table(table, LIMIT_FIELDS, &mut draft, input.errors, &format!("{field}."));
+        if let (Some(requests), Some(window_ms)) = (draft.requests, draft.window_ms) {
             limits.push(Limit { requests, window_ms });
         }
     }
-    limits
+    Some(limits)
 }
 
-fn string_list(value: &Value) -> Option<Vec<String>> {
-    value
-        .as_array()?
-        .iter()
-        .map(|v| v.as_str().map(str::to_string))
-        .collect()
+/// What to do when a key part is missing, from `on_missing_key` and
+/// `fallback_key` together: a fallback key alone means "fallback".
+fn missing_key(chosen: Option<OnMissingKey>, fallback: Option<Vec<KeyPart>>, errors: &mut Errors) -> MissingKey {
+    match (chosen, fallback) {
+        (None | Some(OnMissingKey::Reject), None) => MissingKey::Reject,
+        (Some(OnMissingKey::Skip), None) => MissingKey::Skip,
+        (None | Some(OnMissingKey::Fallback), Some(parts)) => MissingKey::Fallback(parts),
+        (Some(OnMissingKey::Fallback), None) => {
+            errors.push("fallback_key", "missing: on_missing_key = \"fallback\" needs a fallback_key such as [\"ip\"]");
+            MissingKey::Reject
+        }
+        (Some(OnMissingKey::Reject | OnMissingKey::Skip), Some(_)) => {
+            errors.push("fallback_key", "only used with on_missing_key = \"fallback\"");
+            MissingKey::Reject
+        }
+    }
+}
+
+/// `clear_on_success` only for a failures-only rule keyed by the target of
+/// the attempts, never by the client (who could clear its own count).
+fn check_clear_on_success(spec: &RuleSpec, errors: &mut Errors) {
+    if !spec.clear_on_success {
+        return;
+    }
+    if spec.counting == Counting::All {
+        errors.push("clear_on_success", "only for rules that count failures (set count_statuses)");
+    }
+    let fallback = spec.on_missing_key.fallback_parts();
+    if let Some(part) = spec.key.iter().chain(fallback).find(|p| p.identifies_client()) {
+        errors.push(
+            "clear_on_success",
+            format!("the key part `{part}` (in key or fallback_key) identifies the client: a client could clear its own count by succeeding on its own account; clear only a rule keyed by the target (e.g. body:email) with on_missing_key = \"reject\""),
+        );
+    }
+}
+
+/// A cost above the smallest limit would block every request.
+fn check_cost(spec: &RuleSpec, errors: &mut Errors) {
+    if let Some(smallest) = spec.limits.iter().map(|l| l.requests.get()).min() {
+        if spec.cost > smallest {
+            errors.push("cost", format!("{} is above the smallest limit ({smallest}): every request would be blocked", spec.cost));
+        }
+    }
+}
+
+/// The sliding log holds at most [`MAX_SLIDING_LOG_REQUESTS`] per window.
+fn check_algorithm(spec: &RuleSpec, errors: &mut Errors) {
+    if spec.algorithm != Algorithm::SlidingLog {
+        return;
+    }
+    if let Some(big) = spec.limits.iter().find(|l| l.requests.get() > MAX_SLIDING_LOG_REQUESTS) {
+        errors.push(
+            "algorithm",
+            format!(
+                "a limit of {} requests is too large for the sliding log (at most {MAX_SLIDING_LOG_REQUESTS}); set algorithm = \"gcra\"",
+                big.requests
+            ),
+        );
+    }
+}
+
+/// One field's value being read; what is wrong with it is reported under
+/// the field's name.
+struct Input<'a> {
+    field: &'a str,
+    value: &'a Value,
+    errors: &'a mut Errors,
+}
+
+impl Input<'_> {
+    /// Reports `message` about this field.
+    fn report(&mut self, message: impl Into<String>) {
+        self.errors.push(self.field, message);
+    }
+
+    /// Reports `message`; `None`, for readers to return.
+    fn fail<T>(&mut self, message: impl Into<String>) -> Option<T> {
+        self.report(message);
+        None
+    }
+
+    /// A whole number in `range`, `what` naming it in the error ("number of
+    /// bytes").
+    fn number<T: TryFrom<u64>>(&mut self, range: RangeInclusive<u64>, what: &str) -> Option<T> {
+        match self.value.as_u64().filter(|n| range.contains(n)).map(T::try_from) {
+            Some(Ok(n)) => Some(n),
+            _ => self.fail(format!("must be a {what} from {} to {}", range.start(), range.end())),
+        }
+    }
+
+    /// One of `names`, given by name; the error lists them.
+    fn choice<T: Copy>(&mut self, names: &[(&str, T)]) -> Option<T> {
+        let given = self.value.as_str();
+        if let Some((_, value)) = names.iter().find(|(name, _)| Some(*name) == given) {
+            return Some(*value);
+        }
+        let quoted: Vec<String> = names.iter().map(|(name, _)| format!("\"{name}\"")).collect();
+        let listed = match quoted.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        self.fail(format!("must be {listed}"))
+    }
+
+    /// `true` or `false`.
+    fn flag(&mut self) -> Option<bool> {
+        match self.value.as_bool() {
+            Some(on) => Some(on),
+            None => self.fail("must be true or false"),
+        }
+    }
+
+    /// A string that `valid` accepts; `message` otherwise.
+    fn text(&mut self, valid: impl Fn(&str) -> bool, message: &str) -> Option<String> {
+        match self.value.as_str().filter(|text| valid(text)) {
+            Some(text) => Some(text.to_string()),
+            None => self.fail(message),
+        }
+    }
+
+    /// A list of strings that `valid` accepts as a whole; `message`
+    /// otherwise.
+    fn strings(&mut self, valid: impl Fn(&[String]) -> bool, message: &str) -> Option<Vec<String>> {
+        let list: Option<Vec<String>> = match self.value.as_array() {
+            Some(items) => items.iter().map(|v| v.as_str().map(str::to_string)).collect(),
+            None => None,
+        };
+        match list.filter(|list| valid(list)) {
+            Some(list) => Some(list),
+            None => self.fail(message),
+        }
+    }
+
+    /// A window or timeout such as `"60s"`; `examples` in the error for a
+    /// value that is not a string.
+    fn duration(&mut self, examples: &str) -> Option<NonZeroU64> {
+        match self.value.as_str().map(parse_duration_ms) {
+            Some(Ok(ms)) => Some(ms),
+            Some(Err(e)) => self.fail(e.to_string()),
+            None => self.fail(format!("must be a duration such as {examples}")),
+        }
+    }
+
+    /// A non-empty list of key parts such as `["ip", "header:x-api-key"]`.
+    /// Each bad part is reported at `field[i]`; the good ones are returned
+    /// (none when the list itself is wrong).
+    fn key_parts(&mut self) -> Vec<KeyPart> {
+        let Some(list) = self.strings(|list| !list.is_empty(), "must be a non-empty list such as [\"ip\"]") else {
+            return Vec::new();
+        };
+        let mut parts = Vec::new();
+        for (i, item) in list.iter().enumerate() {
+            match KeyPart::parse(item) {
+                Ok(part) => parts.push(part),
+                Err(message) => self.errors.push(format!("{}[{i}]", self.field), message),
+            }
+        }
+        parts
+    }
+
+    /// A non-empty list of HTTP statuses, 100 to 599.
+    fn statuses(&mut self) -> Option<Vec<u16>> {
+        let list = match self.value.as_array() {
+            Some(list) if !list.is_empty() => list,
+            _ => return self.fail("must be a non-empty list of HTTP statuses such as [401, 403]"),
+        };
+        let status = |v: &Value| v.as_u64().filter(|s| (100..=599).contains(s)).and_then(|s| u16::try_from(s).ok());
+        match list.iter().map(status).collect() {
+            Some(statuses) => Some(statuses),
+            None => self.fail("must be a list of HTTP statuses from 100 to 599"),
+        }
+    }
+
+    /// A table of `name = condition` on `target`; `shape` is the error
+    /// when it is not a table. Each bad condition is reported at
+    /// `field.name`.
+    fn conditions(&mut self, target: Target, shape: &str) -> Option<Vec<Condition>> {
+        let Some(table) = self.value.as_object() else {
+            return self.fail(shape);
+        };
+        let mut conditions = Vec::new();
+        for (name, value) in table {
+            match condition(target, name, value) {
+                Ok(condition) => conditions.push(condition),
+                Err(message) => self.errors.push(format!("{}.{name}", self.field), message),
+            }
+        }
+        Some(conditions)
+    }
+}
+
+/// One condition: `"v"` equals, `["a", "b"]` any of, `true` present.
+fn condition(target: Target, name: &str, value: &Value) -> Result<Condition, &'static str> {
+    let test = match value {
+        Value::String(v) => Test::Equals(v.clone()),
+        Value::Bool(true) => Test::Present,
+        Value::Array(items) => {
+            let list: Option<Vec<String>> = items.iter().map(|v| v.as_str().map(str::to_string)).collect();
+            match list {
+                Some(list) if !list.is_empty() => Test::AnyOf(list),
+                _ => return Err("an any-of condition must be a non-empty list of strings"),
+            }
+        }
+        _ => return Err("must be a string (equals), a list of strings (any of) or true (present)"),
+    };
+    Condition::new(target, name, test)
 }
 
 fn valid_name(name: &str) -> bool {
@@ -677,6 +703,14 @@ fn valid_method(method: &str) -> bool {
 fn valid_suffix(suffix: &str) -> bool {
     let s = suffix.trim_start_matches('.');
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric())
+}
+
+/// `/.tollgate`: a canonical path, not the root, without a trailing slash.
+fn valid_admin_prefix(prefix: &str) -> bool {
+    prefix.len() > 1
+        && prefix.starts_with('/')
+        && !prefix.ends_with('/')
+        && crate::canon::canonical_path(prefix).as_deref() == Ok(prefix)
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! description of rules that do *not* match (why not) is explain's own.
 
 use crate::admin;
-use crate::config::{Action, Config, Counting, FailPolicy, MissingKey};
+use crate::config::Config;
+use crate::policy::{Action, Counting, FailPolicy, MissingKey};
 use crate::plan::{self, Body, KeyOutcome, Plan, RequestParts, Route};
 use crate::protocol::WireWindow;
 use crate::rules::{RequestView, Rule};

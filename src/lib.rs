@@ -8,6 +8,7 @@
 //! | [`canon`]   | raw URL → canonical path and query, used only for matching     |
 //! | [`duration`]| `"10s"`, `"1m"`, `"1h"`, `"1d"` window lengths                 |
 //! | [`config`]  | the `TOLLGATE` var → validated, compiled [`config::Config`]    |
+//! | [`policy`]  | what a rule does: over limit, counter down, key missing        |
 //! | [`rules`]   | which rules a canonical request matches, and why               |
 //! | [`plan`]    | front half of the pipeline: request parts → matched rules, keys, route |
 //! | [`verdict`] | back half: the counters' outcomes → forward or answer, log events |
@@ -36,6 +37,7 @@ pub mod explain;
 pub mod gcra;
 pub mod headers;
 pub mod key;
+pub mod policy;
 pub mod protocol;
 pub mod plan;
 pub mod rules;

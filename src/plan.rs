@@ -17,7 +17,8 @@
 
 use crate::admin::{self, AdminError, AdminRequest};
 use crate::canon::{canonical_host, canonical_path, CanonError, CanonicalQuery};
-use crate::config::{Config, MissingKey};
+use crate::config::Config;
+use crate::policy::MissingKey;
 use crate::key::{body_field, derive_key, key_hash, KeyInputs, MissingPart};
 use crate::rules::{method_candidates, Match, RequestView, Rule};
 use url::Url;
@@ -173,7 +174,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     let header = parts.header;
     let bodiless = parts.method.eq_ignore_ascii_case("GET") || parts.method.eq_ignore_ascii_case("HEAD");
     let form = !bodiless && header("content-type").is_some_and(|t| is_form(&t));
-    let form_joins_query = form && config.rules.iter().any(|r| !r.query.is_empty());
+    let form_joins_query = form && config.rules.iter().any(|r| r.has_query_conditions());
     let query = match parts.body {
         Body::Unread if form_joins_query => return needs_body(),
         Body::Read(bytes) if form_joins_query => {

@@ -5,74 +5,114 @@
 //! directly on the canonical path from [`crate::canon`].
 
 use crate::canon::CanonicalQuery;
-use crate::config::{Action, Counting, FailPolicy, MissingKey};
 use crate::key::KeyPart;
+use crate::policy::{Action, Counting, FailPolicy, MissingKey};
 use crate::window::Limit;
+use std::fmt;
+use std::ops::Range;
+use urlpattern::matcher::{InnerMatcher, Matcher};
+use urlpattern::regexp::RegExp;
 use urlpattern::{UrlPattern, UrlPatternInit, UrlPatternOptions};
 
-/// A condition on the canonical query. Keys compare case-insensitively with
-/// bracket suffixes removed ([`CanonicalQuery`]); values compare exactly. A
-/// repeated key satisfies the condition if *any* of its values does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QueryCondition {
-    Equals(String, String),
-    AnyOf(String, Vec<String>),
-    Present(String),
+/// Where a [`Condition`] looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The canonical query. Keys compare as [`CanonicalQuery`] stores them
+    /// (case-insensitively, bracket suffixes removed, ...); values exactly.
+    Query,
+    /// A request header, looked up by lowercased name. A header holding a
+    /// comma-separated list passes if the whole value or any item does
+    /// (each trimmed).
+    Header,
 }
 
-impl QueryCondition {
-    /// Whether `query` satisfies the condition.
-    pub fn holds(&self, query: &CanonicalQuery) -> bool {
-        match self {
-            QueryCondition::Equals(key, want) => query.values(key).any(|v| v == want),
-            QueryCondition::AnyOf(key, wants) => {
-                query.values(key).any(|v| wants.iter().any(|w| w == v))
+/// What a [`Condition`] asks of the values found under its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Test {
+    /// Some value equals this one.
+    Equals(String),
+    /// Some value equals one of these.
+    AnyOf(Vec<String>),
+    /// The name is there at all, with any value (even empty).
+    Present,
+}
+
+/// A condition on the query or on a header, all of a rule's conditions
+/// must hold. A repeated query key or a header list passes if *any* of its
+/// values does: a client cannot hide a value behind another one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub target: Target,
+    /// The name as the config wrote it (a header name lowercased), as
+    /// [`Condition`]'s `Display` shows it.
+    pub name: String,
+    pub test: Test,
+    /// The name as requests are searched for it, computed once: the query
+    /// key normalized as [`CanonicalQuery`] normalizes keys, or the
+    /// lowercased header name.
+    key: String,
+}
+
+impl Condition {
+    /// A condition on `name`. A header name must be visible ASCII without
+    /// `:` (RFC 9110 §5.1 allows less, but nothing more could be sent);
+    /// `Err` says why it is not.
+    pub fn new(target: Target, name: &str, test: Test) -> Result<Condition, &'static str> {
+        let (name, key) = match target {
+            Target::Query => (name.to_string(), crate::canon::normalize_key(name)),
+            Target::Header => {
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+                    return Err("is not a header name");
+                }
+                let lowered = name.to_ascii_lowercase();
+                (lowered.clone(), lowered)
             }
-            QueryCondition::Present(key) => query.contains_key(key),
-        }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            QueryCondition::Equals(k, v) => format!("{k}={v}"),
-            QueryCondition::AnyOf(k, vs) => format!("{k} in [{}]", vs.join(", ")),
-            QueryCondition::Present(k) => format!("{k} present"),
-        }
-    }
-}
-
-/// A condition on a request header (name lowercased). A header holding a
-/// comma-separated list satisfies it if the whole value or any item does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeaderCondition {
-    Equals(String, String),
-    AnyOf(String, Vec<String>),
-    Present(String),
-}
-
-impl HeaderCondition {
-    /// Whether the header, looked up by lowercased name, satisfies it.
-    pub fn holds(&self, header: &dyn Fn(&str) -> Option<String>) -> bool {
-        let candidates = |name: &str| -> Vec<String> {
-            let Some(value) = header(name) else { return Vec::new() };
-            let mut all = vec![value.trim().to_string()];
-            all.extend(value.split(',').map(|v| v.trim().to_string()));
-            all
         };
-        match self {
-            HeaderCondition::Equals(name, want) => candidates(name).iter().any(|v| v == want),
-            HeaderCondition::AnyOf(name, wants) => {
-                candidates(name).iter().any(|v| wants.iter().any(|w| w == v))
-            }
-            HeaderCondition::Present(name) => header(name).is_some(),
-        }
+        Ok(Condition { target, name, test, key })
     }
 
-    fn describe(&self) -> String {
-        match self {
-            HeaderCondition::Equals(k, v) => format!("header {k}: {v}"),
-            HeaderCondition::AnyOf(k, vs) => format!("header {k} in [{}]", vs.join(", ")),
-            HeaderCondition::Present(k) => format!("header {k} present"),
+    /// Whether `query` satisfies this condition (`false` for a header
+    /// condition). Allocates nothing.
+    pub fn holds_in_query(&self, query: &CanonicalQuery) -> bool {
+        self.target == Target::Query
+            && self.passes(query.pairs().iter().filter(|(k, _)| *k == self.key).map(|(_, v)| v.as_str()))
+    }
+
+    /// Whether the headers satisfy this condition (`false` for a query
+    /// condition); `header` looks a header up by lowercased name.
+    pub fn holds_in_headers(&self, header: &dyn Fn(&str) -> Option<String>) -> bool {
+        if self.target != Target::Header {
+            return false;
+        }
+        let Some(value) = header(&self.key) else { return false };
+        self.passes(std::iter::once(value.trim()).chain(value.split(',').map(str::trim)))
+    }
+
+    /// Whether the values found under the name pass the test.
+    fn passes<'v>(&self, mut values: impl Iterator<Item = &'v str>) -> bool {
+        match &self.test {
+            Test::Equals(want) => values.any(|v| v == want),
+            Test::AnyOf(wants) => values.any(|v| wants.iter().any(|w| w == v)),
+            Test::Present => values.next().is_some(),
+        }
+    }
+}
+
+/// `mode=heavy`, `mode in [a, b]`, `mode present`; header conditions start
+/// with `header ` and use `: ` for equals (`header x-plan: free`).
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let equals = match self.target {
+            Target::Query => "=",
+            Target::Header => {
+                f.write_str("header ")?;
+                ": "
+            }
+        };
+        match &self.test {
+            Test::Equals(v) => write!(f, "{}{equals}{v}", self.name),
+            Test::AnyOf(vs) => write!(f, "{} in [{}]", self.name, vs.join(", ")),
+            Test::Present => write!(f, "{} present", self.name),
         }
     }
 }
@@ -91,15 +131,24 @@ pub fn method_candidates(method: &str, overrides: impl Iterator<Item = String>) 
     out
 }
 
-/// A rule's fields once validated, before its patterns are compiled.
+/// A rule's fields once validated, before its pattern is compiled: the one
+/// place a rule's fields are declared ([`crate::config`] reads them,
+/// [`Rule`] adds the compiled pattern).
 #[derive(Debug, Clone)]
 pub struct RuleSpec {
+    /// Names the rule in logs, errors and counter keys (unique per config).
     pub name: String,
+    /// URLPattern pathname, matched on the canonical path.
     pub path: String,
+    /// URLPattern hostname, lowercased; `None` for any host.
     pub host: Option<String>,
+    /// Uppercase method names; empty for any method.
     pub methods: Vec<String>,
-    pub query: Vec<QueryCondition>,
+    /// Conditions on the query and on request headers, all of which must
+    /// hold.
+    pub conditions: Vec<Condition>,
     pub case_insensitive: bool,
+    /// Format suffixes (`json`, lowercase, no dot) folded into the bare path.
     pub suffixes: Vec<String>,
     pub key: Vec<KeyPart>,
     pub on_missing_key: MissingKey,
@@ -107,8 +156,6 @@ pub struct RuleSpec {
     pub clear_on_success: bool,
     /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
     pub ratelimit_headers: bool,
-    /// Conditions on request headers, all of which must hold.
-    pub header: Vec<HeaderCondition>,
     pub algorithm: crate::protocol::Algorithm,
     pub limits: Vec<Limit>,
     pub cost: u32,
@@ -117,31 +164,22 @@ pub struct RuleSpec {
     pub timeout_ms: u32,
 }
 
-/// A compiled rule.
+/// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.
 #[derive(Debug)]
 pub struct Rule {
-    pub name: String,
-    pub path: String,
-    pub host: Option<String>,
-    pub methods: Vec<String>,
-    pub query: Vec<QueryCondition>,
-    pub case_insensitive: bool,
-    pub suffixes: Vec<String>,
-    pub key: Vec<KeyPart>,
-    pub on_missing_key: MissingKey,
-    pub counting: Counting,
-    pub clear_on_success: bool,
-    /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
-    pub ratelimit_headers: bool,
-    /// Conditions on request headers, all of which must hold.
-    pub header: Vec<HeaderCondition>,
-    pub algorithm: crate::protocol::Algorithm,
-    pub limits: Vec<Limit>,
-    pub cost: u32,
-    pub action: Action,
-    pub on_error: FailPolicy,
-    pub timeout_ms: u32,
+    pub spec: RuleSpec,
     pattern: UrlPattern,
+}
+
+/// A rule reads as its spec (`rule.name`, `rule.limits`): every reader
+/// wants the declared fields, and the compiled pattern, the only thing a
+/// rule adds, is private to matching.
+impl std::ops::Deref for Rule {
+    type Target = RuleSpec;
+
+    fn deref(&self) -> &RuleSpec {
+        &self.spec
+    }
 }
 
 /// What a request looks like to the matcher: canonical parts only.
@@ -194,38 +232,30 @@ impl Rule {
             };
             (field.to_string(), format!("not a valid URLPattern: {e}"))
         })?;
-        Ok(Rule {
-            name: spec.name,
-            path: spec.path,
-            host: spec.host,
-            methods: spec.methods,
-            query: spec.query,
-            case_insensitive: spec.case_insensitive,
-            suffixes: spec.suffixes,
-            key: spec.key,
-            on_missing_key: spec.on_missing_key,
-            counting: spec.counting,
-            clear_on_success: spec.clear_on_success,
-            ratelimit_headers: spec.ratelimit_headers,
-            header: spec.header,
-            algorithm: spec.algorithm,
-            limits: spec.limits,
-            cost: spec.cost,
-            action: spec.action,
-            on_error: spec.on_error,
-            timeout_ms: spec.timeout_ms,
-            pattern,
-        })
+        Ok(Rule { spec, pattern })
     }
 
-    /// Matches the rule against a request, without allocating on a
-    /// mismatch (the per-request path; [`Rule::evaluate`] says why not).
+    /// Matches the rule against a request (the per-request path;
+    /// [`Rule::evaluate`] says why not).
+    ///
+    /// A request the rule does not match allocates nothing: method, host and
+    /// query conditions compare in place, and each form of the path is
+    /// checked byte by byte against the pattern's literal prefix, suffix and
+    /// middle before it is built for urlpattern (which, even to say no,
+    /// lowercases a copy for a case-insensitive pattern, and allocates the
+    /// captures of a regular expression). The one exception: a path or host
+    /// pattern that urlpattern runs as a regular expression (more than one
+    /// group or wildcard, an optional part, a custom regexp), on a request
+    /// that passes the pattern's literal prefix and suffix, costs the
+    /// candidate string and the regex captures. `tests/alloc.rs` counts.
     pub fn matches(&self, request: &RequestView<'_>) -> Option<Match> {
-        if !self.method_matches(request.method) || !self.host_matches(request.host) {
+        if !self.method_matches(request.method)
+            || !self.host_matches(request.host)
+            || !self.query_holds(request.query)
+        {
             return None;
         }
-        let found = self.path_match(request.path)?;
-        self.query.iter().all(|c| c.holds(request.query)).then_some(found)
+        self.path_match(request.path)
     }
 
     /// Matches the rule against a request; `Err` says why it does not apply.
@@ -239,10 +269,24 @@ impl Rule {
         let Some(found) = self.path_match(request.path) else {
             return Err(format!("path `{}` does not match `{}`", request.path, self.path));
         };
-        if let Some(failed) = self.query.iter().find(|c| !c.holds(request.query)) {
-            return Err(format!("query condition {} not met", failed.describe()));
+        if let Some(failed) = self.conditions_on(Target::Query).find(|c| !c.holds_in_query(request.query)) {
+            return Err(format!("query condition {failed} not met"));
         }
         Ok(found)
+    }
+
+    /// Whether the rule has query conditions: a form body, which joins the
+    /// query, must then be read before matching.
+    pub fn has_query_conditions(&self) -> bool {
+        self.conditions_on(Target::Query).next().is_some()
+    }
+
+    fn conditions_on(&self, target: Target) -> impl Iterator<Item = &Condition> {
+        self.conditions.iter().filter(move |c| c.target == target)
+    }
+
+    fn query_holds(&self, query: &CanonicalQuery) -> bool {
+        self.conditions_on(Target::Query).all(|c| c.holds_in_query(query))
     }
 
     /// A rule for GET also applies to HEAD: Express, Flask, Rails and
@@ -255,69 +299,99 @@ impl Rule {
     }
 
     fn host_matches(&self, host: &str) -> bool {
-        self.host.is_none() || self.pattern.hostname.matcher.matches(host).is_some()
+        let matcher = &self.pattern.hostname.matcher;
+        self.host.is_none()
+            || match screen(matcher, &Form { head: host, slash: false, fold: false, ascii: host.is_ascii() }) {
+                Screen::Pass => true,
+                Screen::Fail => false,
+                Screen::Unsure => matcher.matches(host).is_some(),
+            }
     }
 
-    /// The first path candidate the pattern matches, most suffixes removed
+    /// The first form of the path the pattern matches: most suffixes removed
     /// first, so that `/users/42.json` captures `:id` = `42` (not `42.json`,
-    /// which would give `42.json.json` a counter of its own).
-    /// Then the same forms with a trailing slash, which the canonical path
-    /// drops but a pattern such as `/api/reports/*` needs.
+    /// which would give `42.json.json` a counter of its own); then the same
+    /// forms with a trailing slash, which the canonical path drops but a
+    /// pattern such as `/api/reports/*` needs.
+    ///
+    /// Each form is a slice of the path (plus perhaps a `/`), screened
+    /// before it is built: only a form that may match is copied (and
+    /// lowercased, for a case-insensitive rule) for urlpattern.
     fn path_match(&self, path: &str) -> Option<Match> {
-        let mut candidates: Vec<String> = self.path_candidates(path).collect();
-        candidates.reverse();
-        let slashed: Vec<String> = candidates
+        // A canonical path is ASCII, so a case-insensitive rule compares it
+        // folded byte by byte. Other input is lowercased once, as urlpattern
+        // would see it, and the screen leaves it to urlpattern.
+        let ascii = path.is_ascii();
+        let lowered;
+        let (source, fold) = if self.case_insensitive && !ascii {
+            lowered = path.to_lowercase();
+            (lowered.as_str(), false)
+        } else {
+            (path, self.case_insensitive)
+        };
+        let ends = self.suffix_ends(source);
+        for slash in [false, true] {
+            for end in ends.clone().filter(|&end| !(slash && &source[..end] == "/")) {
+                if let Some(found) = self.form_match(&Form { head: &source[..end], slash, fold, ascii }) {
+                    return Some(found);
+                }
+            }
+        }
+        None
+    }
+
+    /// The match of one form of the path, if the pattern takes it.
+    fn form_match(&self, form: &Form<'_>) -> Option<Match> {
+        let pathname = &self.pattern.pathname;
+        if screen(&pathname.matcher, form) == Screen::Fail {
+            return None;
+        }
+        let candidate = form.build();
+        let groups = pathname
+            .group_name_list
             .iter()
-            .filter(|c| c.as_str() != "/")
-            .map(|c| format!("{c}/"))
+            .zip(pathname.matcher.matches(&candidate)?)
+            .filter_map(|(name, value)| Some((name.clone(), value?.to_string())))
             .collect();
-        candidates.into_iter().chain(slashed).find_map(|candidate| {
-            let groups = self.pattern.pathname.matcher.matches(&candidate)?;
-            let groups = self
-                .pattern
-                .pathname
-                .group_name_list
-                .iter()
-                .zip(groups)
-                .filter_map(|(name, value)| Some((name.clone(), value?.to_string())))
-                .collect();
-            Some(Match { matched_path: candidate, groups })
+        Some(Match { matched_path: candidate, groups })
+    }
+
+    /// Where the forms of `path` end, shortest first: `/a/b.json.xml` ends
+    /// after `/a/b`, `/a/b.json` and `/a/b.json.xml`. Suffixes come off the
+    /// last segment one at a time from the end while the rule lists them
+    /// (in any case); a leading dot (`/.env`) never starts one. So every dot
+    /// between the shortest form and the end ends a form.
+    fn suffix_ends<'p>(&self, path: &'p str) -> impl Iterator<Item = usize> + Clone + 'p {
+        let mut next = Some(self.shortest_end(path));
+        std::iter::from_fn(move || {
+            let end = next?;
+            next = (end < path.len()).then(|| path[end + 1..].find('.').map_or(path.len(), |at| end + 1 + at));
+            Some(end)
         })
+    }
+
+    /// The end of `path` with every listed suffix removed.
+    fn shortest_end(&self, path: &str) -> usize {
+        let Some(last_slash) = path.rfind('/') else { return path.len() };
+        let mut end = path.len();
+        while let Some(dot) = path[..end].rfind('.').filter(|&dot| dot > last_slash + 1) {
+            let extension = &path[dot + 1..end];
+            if !self.suffixes.iter().any(|s| s.eq_ignore_ascii_case(extension)) {
+                break;
+            }
+            end = dot;
+        }
+        end
     }
 
     /// Whether the rule's header conditions hold (checked apart from
     /// [`Rule::matches`], which sees only the canonical URL); `Err` names the
     /// first condition that does not.
     pub fn headers_hold(&self, header: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
-        match self.header.iter().find(|c| !c.holds(header)) {
-            Some(failed) => Err(format!("condition {} not met", failed.describe())),
+        match self.conditions_on(Target::Header).find(|c| !c.holds_in_headers(header)) {
+            Some(failed) => Err(format!("condition {failed} not met")),
             None => Ok(()),
         }
-    }
-
-    /// The canonical path, then the same path with format suffixes removed
-    /// one at a time (`/a/b.json.xml` → `/a/b.json` → `/a/b`).
-    fn path_candidates<'p>(&'p self, path: &'p str) -> impl Iterator<Item = String> + 'p {
-        let mut next = Some(if self.case_insensitive {
-            path.to_lowercase()
-        } else {
-            path.to_string()
-        });
-        std::iter::from_fn(move || {
-            let current = next.take()?;
-            next = self.strip_suffix(&current);
-            Some(current)
-        })
-    }
-
-    fn strip_suffix(&self, path: &str) -> Option<String> {
-        let last_slash = path.rfind('/')?;
-        let dot = path.rfind('.').filter(|&d| d > last_slash + 1)?;
-        let extension = &path[dot + 1..];
-        self.suffixes
-            .iter()
-            .any(|s| s.eq_ignore_ascii_case(extension))
-            .then(|| path[..dot].to_string())
     }
 
     /// The call that asks this rule's object to do `op`, with the rule's
@@ -328,16 +402,99 @@ impl Rule {
 
     /// Whether any part of the rule's key (or fallback key) reads the body.
     pub fn reads_body(&self) -> bool {
-        let fallback: &[KeyPart] = match &self.on_missing_key {
-            MissingKey::Fallback(parts) => parts,
-            _ => &[],
-        };
-        self.key.iter().chain(fallback).any(|p| matches!(p, KeyPart::Body(_)))
+        self.key.iter().chain(self.on_missing_key.fallback_parts()).any(|p| matches!(p, KeyPart::Body(_)))
     }
 
     /// The longest window of the rule: how long a key's log can live.
     pub fn horizon_ms(&self) -> u64 {
         crate::window::horizon_ms(&self.limits)
+    }
+}
+
+/// One form of a path a pattern is tried on, compared without being built:
+/// `head`, lowercased when `fold` (which needs `head` ASCII), then a `/`
+/// when `slash`. Its bytes are exactly those of [`Form::build`].
+struct Form<'p> {
+    head: &'p str,
+    slash: bool,
+    fold: bool,
+    /// `head` is ASCII, so that comparing bytes case-insensitively is what
+    /// urlpattern's `to_lowercase` comparisons do (`false` is always safe).
+    ascii: bool,
+}
+
+impl Form<'_> {
+    fn len(&self) -> usize {
+        self.head.len() + usize::from(self.slash)
+    }
+
+    fn bytes(&self, range: Range<usize>) -> impl Iterator<Item = u8> + '_ {
+        range.map(|i| match self.head.as_bytes().get(i) {
+            Some(b) if self.fold => b.to_ascii_lowercase(),
+            Some(b) => *b,
+            None => b'/',
+        })
+    }
+
+    /// The form as urlpattern is given it.
+    fn build(&self) -> String {
+        let mut out = if self.fold { self.head.to_ascii_lowercase() } else { self.head.to_string() };
+        if self.slash {
+            out.push('/');
+        }
+        out
+    }
+}
+
+/// What [`screen`] knows of a match without running urlpattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Screen {
+    Pass,
+    Fail,
+    /// Only urlpattern can tell.
+    Unsure,
+}
+
+/// `matcher.matches(form)` answered from bytes, without allocating: for a
+/// case-insensitive pattern urlpattern's own matcher lowercases a copy of
+/// the input (even to say no), and a regular expression allocates its
+/// captures.
+///
+/// Mirrors `urlpattern::matcher::Matcher::matches` (0.6): the input must
+/// start with the literal prefix and end with the literal suffix (compared
+/// exactly, as urlpattern does even with `ignore_case`; hence the lowercased
+/// patterns, see [`Rule::compile`]); what is between must then equal the
+/// literal, or be a single capture (`*`, `:name`) that is non-empty where
+/// required and free of its delimiter. Exact for ASCII input; a regular
+/// expression, or a case-insensitive comparison of other input, is
+/// `Unsure` once prefix and suffix pass.
+fn screen<R: RegExp>(matcher: &Matcher<R>, form: &Form<'_>) -> Screen {
+    let (prefix, suffix) = (matcher.prefix.as_bytes(), matcher.suffix.as_bytes());
+    let len = form.len();
+    if len < prefix.len() + suffix.len()
+        || !form.bytes(0..prefix.len()).eq(prefix.iter().copied())
+        || !form.bytes(len - suffix.len()..len).eq(suffix.iter().copied())
+    {
+        return Screen::Fail;
+    }
+    let inner = prefix.len()..len - suffix.len();
+    let pass_if = |pass: bool| if pass { Screen::Pass } else { Screen::Fail };
+    match &matcher.inner {
+        InnerMatcher::Literal { literal } if !matcher.ignore_case => pass_if(form.bytes(inner).eq(literal.bytes())),
+        InnerMatcher::Literal { literal } if form.ascii && literal.is_ascii() => {
+            pass_if(inner.len() == literal.len() && form.bytes(inner).zip(literal.bytes()).all(|(a, b)| a.eq_ignore_ascii_case(&b)))
+        }
+        InnerMatcher::SingleCapture { allow_empty: false, .. } if inner.is_empty() => Screen::Fail,
+        InnerMatcher::SingleCapture { filter: None, .. } => Screen::Pass,
+        InnerMatcher::SingleCapture { filter: Some(delimiter), .. }
+            if delimiter.is_ascii() && (form.ascii || !matcher.ignore_case) =>
+        {
+            // An ASCII byte never occurs inside a multi-byte UTF-8 sequence.
+            let delimiter = *delimiter as u8;
+            let ignore_case = matcher.ignore_case;
+            pass_if(!form.bytes(inner).any(|b| b == delimiter || (ignore_case && b.eq_ignore_ascii_case(&delimiter))))
+        }
+        InnerMatcher::Literal { .. } | InnerMatcher::SingleCapture { .. } | InnerMatcher::RegExp { .. } => Screen::Unsure,
     }
 }
 
@@ -441,5 +598,113 @@ mod tests {
         ]}))
         .unwrap();
         assert!(eval(&strict.rules[0], "GET", "h", "/API/example").is_err(), "unless told otherwise");
+    }
+
+    /// Path and host patterns of every matcher shape urlpattern 0.6 builds:
+    /// literal, single capture with and without delimiter, regexp.
+    fn shapes() -> &'static Config {
+        static SHAPES: std::sync::OnceLock<Config> = std::sync::OnceLock::new();
+        SHAPES.get_or_init(compile_shapes)
+    }
+
+    fn compile_shapes() -> Config {
+        let paths = [
+            "/", "/api/example", "/API/Ex.json", "/users/:id", "/r/*", "/files/*.csv", "/a/:b/:c", "/x{/y}?",
+            "/u/:id(\\d+)", "/caf%C3%A9/:x", "/café", "/Café/*", "/d/:name.json", "/*",
+        ];
+        let hosts = [None, Some("*.example.com"), Some(":sub.example.com"), Some("api.Example.com"), Some("{www.}?example.com")];
+        let mut rules = Vec::new();
+        for (i, path) in paths.iter().enumerate() {
+            for case_insensitive in [true, false] {
+                let host = hosts[(i + usize::from(case_insensitive)) % hosts.len()];
+                let mut rule = json!({"name": format!("r{i}{case_insensitive}"), "path": path,
+                    "case_insensitive": case_insensitive, "suffixes": ["json", "XML"],
+                    "limits": [{"requests": 1, "window": "1s"}]});
+                if let Some(host) = host {
+                    rule["host"] = json!(host);
+                }
+                rules.push(rule);
+            }
+        }
+        Config::from_json(&json!({ "rules": rules })).unwrap()
+    }
+
+    /// The matching this module did before it screened forms: every form
+    /// built (lowercased for a case-insensitive rule), each given to
+    /// urlpattern.
+    fn path_match_by_building(rule: &Rule, path: &str) -> Option<Match> {
+        let strip = |path: &str| -> Option<String> {
+            let last_slash = path.rfind('/')?;
+            let dot = path.rfind('.').filter(|&d| d > last_slash + 1)?;
+            let extension = &path[dot + 1..];
+            rule.suffixes.iter().any(|s| s.eq_ignore_ascii_case(extension)).then(|| path[..dot].to_string())
+        };
+        let mut forms = vec![if rule.case_insensitive { path.to_lowercase() } else { path.to_string() }];
+        while let Some(shorter) = strip(forms.last().unwrap()) {
+            forms.push(shorter);
+        }
+        forms.reverse();
+        let slashed: Vec<String> = forms.iter().filter(|c| c.as_str() != "/").map(|c| format!("{c}/")).collect();
+        forms.into_iter().chain(slashed).find_map(|form| {
+            let groups = rule.pattern.pathname.matcher.matches(&form)?;
+            let groups = rule.pattern.pathname.group_name_list.iter().zip(groups);
+            let groups = groups.filter_map(|(name, value)| Some((name.clone(), value?.to_string()))).collect();
+            Some(Match { matched_path: form, groups })
+        })
+    }
+
+    /// Where [`screen`] answers, urlpattern agrees.
+    fn assert_screen_agrees(rule: &Rule, path: &str, host: &str) {
+        let ascii = path.is_ascii();
+        let path_forms = [false, true].map(|slash| Form { head: path, slash, fold: rule.case_insensitive && ascii, ascii });
+        let host_form = Form { head: host, slash: false, fold: false, ascii: host.is_ascii() };
+        let (pathname, hostname) = (&rule.pattern.pathname.matcher, &rule.pattern.hostname.matcher);
+        let checks = path_forms.iter().map(|form| (pathname, form)).chain([(hostname, &host_form)]);
+        for (matcher, form) in checks {
+            let urlpattern = matcher.matches(&form.build()).is_some();
+            match screen(matcher, form) {
+                Screen::Pass => assert!(urlpattern, "{} on {}", rule.path, form.build()),
+                Screen::Fail => assert!(!urlpattern, "{} on {}", rule.path, form.build()),
+                Screen::Unsure => {}
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn screened_matching_is_urlpattern_matching(
+            path in "(/([a-zA-Z0-9_.%-]|é){0,7}){1,4}/?",
+            host in "[a-zA-Z0-9.:-]{0,16}",
+        ) {
+            for rule in &shapes().rules {
+                proptest::prop_assert_eq!(rule.path_match(&path), path_match_by_building(rule, &path), "{}", rule.path);
+                let urlpattern = rule.host.is_none() || rule.pattern.hostname.matcher.matches(&host).is_some();
+                proptest::prop_assert_eq!(rule.host_matches(&host), urlpattern, "{:?}", rule.host);
+                assert_screen_agrees(rule, &path, &host);
+            }
+        }
+    }
+
+    #[test]
+    fn screened_matching_on_chosen_paths() {
+        let paths = [
+            "/", "", "/api/example", "/API/EXAMPLE.JSON", "/api/ex.json", "/api/ex.json.xml", "/users/42", "/USERS/42.Json",
+            "/users/42/x", "/users/", "/r", "/r/", "/R/x/y", "/files/a.csv", "/files/A.CSV.json", "/a/b/c", "/a/b", "/x", "/x/y",
+            "/X/Y.xml", "/u/12", "/u/ab", "/caf%C3%A9/1", "/caf%c3%a9/1", "/café/1", "/CAFÉ/1", "/caf%C3%A9", "/CAF%C3%A9/x", "/caf%c3%a9", "/d/x.json", "/d/x.json.json",
+            "/.json", "/a/.json", "/a.json/b", "/a..json",
+        ];
+        let hosts = ["", "example.com", "api.example.com", "API.EXAMPLE.COM", "a.b.example.com", "www.example.com", "éx.example.com", ".example.com", "example.com."];
+        for rule in &shapes().rules {
+            for path in paths {
+                assert_eq!(rule.path_match(path), path_match_by_building(rule, path), "{} on {path}", rule.path);
+            }
+            for host in hosts {
+                let urlpattern = rule.host.is_none() || rule.pattern.hostname.matcher.matches(host).is_some();
+                assert_eq!(rule.host_matches(host), urlpattern, "{:?} on {host}", rule.host);
+                for path in paths {
+                    assert_screen_agrees(rule, path, host);
+                }
+            }
+        }
     }
 }

@@ -16,7 +16,7 @@
 //! - `log` (shadow) rules over their limit only log `shadow_block`;
 //! - otherwise the request is forwarded.
 
-use crate::config::{Action, Counting, FailPolicy};
+use crate::policy::{Action, Counting, FailPolicy};
 use crate::headers::{self, rate_fields, OwnResponse};
 use crate::plan::{Applied, Plan, Route};
 use crate::protocol::{Op, Reply, WireWindow};

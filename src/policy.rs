@@ -1,0 +1,59 @@
+//! What a rule does: when a request is over its limit, when its counter
+//! cannot be reached, when a part of its key is missing, and which requests
+//! it counts.
+//!
+//! These are the rule's decisions, apart from how a rule is written
+//! ([`crate::config`]) and which requests it matches ([`crate::rules`]).
+
+use crate::key::KeyPart;
+
+/// What a rule does when a request is over its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Answer 429 (the default).
+    Block,
+    /// Shadow mode: never block, only log what would have happened.
+    Log,
+}
+
+/// What a rule does when its counter cannot be reached in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailPolicy {
+    /// Fail open: forward the request (resource protection; the default).
+    Allow,
+    /// Fail closed: answer 503 (abuse prevention: login, SMS, paid calls).
+    Deny,
+}
+
+/// What a rule does when a part of its key is missing from the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MissingKey {
+    /// Answer 400 (the default): never a shared empty-key bucket.
+    Reject,
+    /// Do not apply the rule to this request.
+    Skip,
+    /// Count by this other key instead (which must itself be present, or
+    /// the request is rejected).
+    Fallback(Vec<KeyPart>),
+}
+
+impl MissingKey {
+    /// The fallback key's parts; none unless [`MissingKey::Fallback`].
+    pub fn fallback_parts(&self) -> &[KeyPart] {
+        match self {
+            MissingKey::Fallback(parts) => parts,
+            MissingKey::Reject | MissingKey::Skip => &[],
+        }
+    }
+}
+
+/// Which requests a rule counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Counting {
+    /// Every request that matches (checked and recorded at once).
+    All,
+    /// Only requests whose origin response has one of these statuses: the
+    /// limit is checked before forwarding, the hit recorded after the origin
+    /// answers (e.g. `[401, 403, 422]` for failed logins).
+    Statuses(Vec<u16>),
+}
