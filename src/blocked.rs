@@ -84,6 +84,7 @@ impl BlockedUntilCache {
         soonest.is_some_and(|k| self.until.remove(&k).is_some())
     }
 
+    #[cfg(test)]
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -93,10 +94,12 @@ impl BlockedUntilCache {
         self.until.remove(id);
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.until.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.until.is_empty()
     }

@@ -434,7 +434,7 @@ fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
     if errors.list.is_empty() {
         match Rule::compile(spec) {
             Ok(rule) => return Ok(rule),
-            Err((field, message)) => errors.push(field, message),
+            Err(e) => errors.push(e.field, e.message),
         }
     }
     Err(errors.list)

@@ -20,7 +20,7 @@ use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::config::{Config, ConfigError};
 use crate::headers::OwnResponse;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
-use crate::protocol::{encode_call, Call, Op, Reply};
+use crate::protocol::{decode_reply, encode_call, Call, CallFailure, Op, Reply};
 use crate::origin::{forward, read_body, with_fields};
 use crate::verdict::{self, Answer, LogEvent, Outcome};
 use futures_util::future::{join_all, select, Either};
@@ -194,7 +194,7 @@ async fn settle_after_response(ctx: &Context, env: &Env, applied: &[Applied<'_>]
             let env = &env;
             async move {
                 if let Err(error) = call_with_timeout(env, &id, &call, timeout_ms).await {
-                    write_logs(&[verdict::counter_error(&rule, &key_hash, &error, "not_recorded")]);
+                    write_logs(&[verdict::counter_error(&rule, &key_hash, &error.to_string(), "not_recorded")]);
                 }
             }
         });
@@ -215,7 +215,7 @@ async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
     let call = applied.rule.call(verdict::check_op(applied.rule));
     let outcome = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
         Ok(reply) => Outcome::from_reply(reply),
-        Err(e) => Outcome::Failed(e),
+        Err(e) => Outcome::Failed(e.to_string()),
     };
     // Exact for the sliding log: a blocked request records nothing, so the
     // object would answer "blocked" until then. Shadow rules are cached too:
@@ -227,31 +227,29 @@ async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
     outcome
 }
 
-async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) -> Result<Reply, String> {
+async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) -> Result<Reply, CallFailure> {
     let timeout = Delay::from(Duration::from_millis(u64::from(timeout_ms)));
     let request = Box::pin(call_limiter(env, id, call));
     match select(request, timeout).await {
         Either::Left((result, _)) => result,
-        Either::Right(_) => Err(format!("no answer within {timeout_ms} ms")),
+        Either::Right(_) => Err(CallFailure::Timeout { ms: timeout_ms }),
     }
 }
 
 /// Sends one call to the object named `id`.
-async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, String> {
+async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFailure> {
     let stub = env
         .durable_object(LIMITER_BINDING)
         .and_then(|ns| ns.id_from_name(id)?.get_stub())
-        .map_err(|e| format!("no limiter binding: {e}"))?;
+        .map_err(|e| CallFailure::NoBinding(e.to_string()))?;
+    let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
         .with_body(Some(JsValue::from_str(&encode_call(call))));
-    let request = Request::new_with_init("https://limiter.tollgate/call", &init).map_err(|e| e.to_string())?;
-    let mut response = stub.fetch_with_request(request).await.map_err(|e| e.to_string())?;
-    let body = response.text().await.map_err(|e| e.to_string())?;
-    if response.status_code() != 200 {
-        return Err(format!("limiter answered {}: {body}", response.status_code()));
-    }
-    serde_json::from_str(&body).map_err(|e| format!("unreadable limiter reply: {e}"))
+    let request = Request::new_with_init("https://limiter.tollgate/call", &init).map_err(transport)?;
+    let mut response = stub.fetch_with_request(request).await.map_err(transport)?;
+    let body = response.text().await.map_err(transport)?;
+    decode_reply(response.status_code(), &body)
 }
 
 /// Serves the admin API (the token secret exists). The token is never logged.

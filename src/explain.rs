@@ -146,7 +146,7 @@ fn why_not(rule: &Rule, plan: &Plan<'_>, header: &dyn Fn(&str) -> Option<String>
     let method = c.methods.first().map_or("GET", String::as_str);
     let view = RequestView { method, host: &c.host, path: &c.path, query: &c.query };
     match rule.evaluate(&view).and_then(|_| rule.headers_hold(header)) {
-        Err(why) => why,
+        Err(why) => why.to_string(),
         Ok(()) => "matches under no candidate method".into(),
     }
 }

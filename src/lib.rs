@@ -20,24 +20,33 @@
 //! | [`blocked`] | the isolate's capped blocked-until cache                       |
 //! | [`headers`] | 429 problem+json body and IETF `RateLimit` header values       |
 //! | [`admin`]   | the admin API: routing, bearer token, keys from raw values     |
-//! | [`explain`] | `tollgate explain`: how one URL is seen, rule by rule          |
+//! | [`explain`] | `tollgate explain`: the pipeline on one request, as a report   |
 //! | [`coverage`]| `tollgate check`: do the wrangler.toml routes reach the rules? |
 //!
-//! The glue (`edge`, the Worker entry, and `limiter`, the Durable Object)
-//! only reads the clock, talks to the platform and calls into the core.
+//! The glue (`edge`, the Worker entry; `origin`, its side facing the
+//! origin; and `limiter`, the Durable Object) only reads the clock, talks to
+//! the platform and calls into the core.
 
-pub mod admin;
-pub mod blocked;
+// Internals are crate-private; the public modules are what the CLI, benches,
+// fuzz targets and integration tests use. Modules marked `allow(dead_code)`
+// natively serve the wasm32 glue (the Worker and the object); natively only
+// their unit tests use them.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod admin;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod blocked;
 pub mod canon;
 pub mod config;
-pub mod counter;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod counter;
 pub mod coverage;
-pub mod duration;
+pub(crate) mod duration;
 pub mod explain;
-pub mod gcra;
-pub mod headers;
-pub mod key;
-pub mod policy;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod gcra;
+pub(crate) mod headers;
+pub(crate) mod key;
+pub(crate) mod policy;
 pub mod protocol;
 pub mod plan;
 pub mod rules;

@@ -195,6 +195,45 @@ pub struct Reply {
     pub rows_written: u64,
 }
 
+/// Why a call to a limiter object got no usable reply: the Worker then
+/// applies the rule's fail policy and logs this as `counter_error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallFailure {
+    /// The `LIMITER` binding or the object's stub is missing.
+    NoBinding(String),
+    /// The call could not be sent or its reply read.
+    Transport(String),
+    /// No reply within the rule's timeout.
+    Timeout { ms: u32 },
+    /// The object answered with an error status (a refused call, a corrupt
+    /// row, a storage failure).
+    Refused { status: u16, body: String },
+    /// A 200 whose body is not a [`Reply`].
+    Unreadable(String),
+}
+
+impl fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallFailure::NoBinding(e) => write!(f, "no limiter binding: {e}"),
+            CallFailure::Transport(e) => write!(f, "{e}"),
+            CallFailure::Timeout { ms } => write!(f, "no answer within {ms} ms"),
+            CallFailure::Refused { status, body } => write!(f, "limiter answered {status}: {body}"),
+            CallFailure::Unreadable(e) => write!(f, "unreadable limiter reply: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CallFailure {}
+
+/// Reads an object's answer: a 200 with a [`Reply`], or why not.
+pub fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure> {
+    if status != 200 {
+        return Err(CallFailure::Refused { status, body: body.to_string() });
+    }
+    serde_json::from_str(body).map_err(|e| CallFailure::Unreadable(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,5 +307,13 @@ mod tests {
             Err(CallError::InvalidLimit { requests: 4_294_967_296, window_ms: 1_000 })
         );
         assert_eq!(decode_call(r#"{"v":1,"op":"hit","limits":[[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1]]}"#), Err(CallError::LimitCount(9)));
+    }
+
+    #[test]
+    fn replies_are_read_or_refused_with_a_reason() {
+        let refused = decode_reply(500, r#"{"v":1,"error":"corrupt row"}"#).unwrap_err();
+        assert_eq!(refused.to_string(), r#"limiter answered 500: {"v":1,"error":"corrupt row"}"#);
+        assert!(matches!(decode_reply(200, "{}"), Err(CallFailure::Unreadable(_))));
+        assert_eq!(CallFailure::Timeout { ms: 250 }.to_string(), "no answer within 250 ms");
     }
 }

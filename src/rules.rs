@@ -202,10 +202,51 @@ pub struct Match {
     pub groups: Vec<(String, String)>,
 }
 
+/// Why a rule does not apply to a request; `Display` is the reason
+/// `explain` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoMatch {
+    Method { method: String, allowed: Vec<String> },
+    Host { host: String, pattern: String },
+    Path { path: String, pattern: String },
+    /// A query or header condition that does not hold.
+    Condition(Condition),
+}
+
+impl fmt::Display for NoMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NoMatch::Method { method, allowed } => write!(f, "method {method} not in [{}]", allowed.join(", ")),
+            NoMatch::Host { host, pattern } => write!(f, "host `{host}` does not match `{pattern}`"),
+            NoMatch::Path { path, pattern } => write!(f, "path `{path}` does not match `{pattern}`"),
+            NoMatch::Condition(c) if c.target == Target::Query => write!(f, "query condition {c} not met"),
+            NoMatch::Condition(c) => write!(f, "condition {c} not met"),
+        }
+    }
+}
+
+impl std::error::Error for NoMatch {}
+
+/// A rule's path or host is not a valid URLPattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PatternError {
+    /// `path`, or `path or host` when urlpattern does not say which.
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for PatternError {}
+
 impl Rule {
-    /// Compiles the rule's URLPatterns. On failure, returns the field at fault
-    /// and a message.
-    pub fn compile(spec: RuleSpec) -> Result<Rule, (String, String)> {
+    /// Compiles the rule's URLPatterns. On failure, says which field is at
+    /// fault and why.
+    pub fn compile(spec: RuleSpec) -> Result<Rule, PatternError> {
         // urlpattern 0.6 compares a pattern's literal prefix case-sensitively
         // even with `ignore_case`, so case-insensitive rules are compiled
         // lowercased and matched against the lowercased path (their group
@@ -230,7 +271,7 @@ impl Rule {
             } else {
                 "path"
             };
-            (field.to_string(), format!("not a valid URLPattern: {e}"))
+            PatternError { field, message: format!("not a valid URLPattern: {e}") }
         })?;
         Ok(Rule { spec, pattern })
     }
@@ -259,18 +300,18 @@ impl Rule {
     }
 
     /// Matches the rule against a request; `Err` says why it does not apply.
-    pub fn evaluate(&self, request: &RequestView<'_>) -> Result<Match, String> {
+    pub fn evaluate(&self, request: &RequestView<'_>) -> Result<Match, NoMatch> {
         if !self.method_matches(request.method) {
-            return Err(format!("method {} not in [{}]", request.method, self.methods.join(", ")));
+            return Err(NoMatch::Method { method: request.method.to_string(), allowed: self.methods.clone() });
         }
         if !self.host_matches(request.host) {
-            return Err(format!("host `{}` does not match `{}`", request.host, self.pattern.hostname()));
+            return Err(NoMatch::Host { host: request.host.to_string(), pattern: self.pattern.hostname().to_string() });
         }
         let Some(found) = self.path_match(request.path) else {
-            return Err(format!("path `{}` does not match `{}`", request.path, self.path));
+            return Err(NoMatch::Path { path: request.path.to_string(), pattern: self.path.clone() });
         };
         if let Some(failed) = self.conditions_on(Target::Query).find(|c| !c.holds_in_query(request.query)) {
-            return Err(format!("query condition {failed} not met"));
+            return Err(NoMatch::Condition(failed.clone()));
         }
         Ok(found)
     }
@@ -387,9 +428,9 @@ impl Rule {
     /// Whether the rule's header conditions hold (checked apart from
     /// [`Rule::matches`], which sees only the canonical URL); `Err` names the
     /// first condition that does not.
-    pub fn headers_hold(&self, header: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
+    pub fn headers_hold(&self, header: &dyn Fn(&str) -> Option<String>) -> Result<(), NoMatch> {
         match self.conditions_on(Target::Header).find(|c| !c.holds_in_headers(header)) {
-            Some(failed) => Err(format!("condition {failed} not met")),
+            Some(failed) => Err(NoMatch::Condition(failed.clone())),
             None => Ok(()),
         }
     }
@@ -519,7 +560,7 @@ mod tests {
         let (path, query) = url.split_once('?').unwrap_or((url, ""));
         let path = canonical_path(path).unwrap();
         let query = CanonicalQuery::parse(query);
-        rule.evaluate(&RequestView { method, host, path: &path, query: &query })
+        rule.evaluate(&RequestView { method, host, path: &path, query: &query }).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -579,7 +620,10 @@ mod tests {
         };
         assert_eq!(rule.headers_hold(&all), Ok(()));
         let no_debug = |name: &str| if name == "x-debug" { None } else { all(name) };
-        assert_eq!(rule.headers_hold(&no_debug), Err("condition header x-debug present not met".to_string()));
+        assert_eq!(
+            rule.headers_hold(&no_debug).map_err(|e| e.to_string()),
+            Err("condition header x-debug present not met".to_string())
+        );
         let other_plan = |name: &str| if name == "x-plan" { Some("gold".to_string()) } else { all(name) };
         assert!(rule.headers_hold(&other_plan).is_err());
     }

@@ -125,7 +125,7 @@ fn a_rule_that_does_not_match_allocates_nothing() {
     for case in CASES {
         with_view(case, |view| {
             let rule = config.rules.iter().find(|r| r.name == case.rule).unwrap();
-            let why = rule.evaluate(view).expect_err(case.url);
+            let why = rule.evaluate(view).expect_err(case.url).to_string();
             assert!(why.starts_with(case.because), "{} on {}: {why}", case.rule, case.url);
             for rule in config.rules.iter().filter(|r| r.matches(view).is_none()) {
                 assert_eq!(allocations(|| rule.matches(view)), 0, "rule {} on {} {}", rule.name, case.method, case.url);
