@@ -120,6 +120,22 @@ impl Config {
         errors.or_ok(config)
     }
 
+    /// Combinations that are valid but likely not what the operator means,
+    /// for `tollgate check` to print (route coverage is
+    /// [`crate::coverage::route_warnings`]).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for rule in &self.rules {
+            if rule.action == Action::Log && rule.on_error == FailPolicy::Deny {
+                out.push(format!(
+                    "rule `{}`: action = \"log\" never blocks, so on_error = \"deny\" is ignored (shadow mode forwards even when the counter is down)",
+                    rule.name
+                ));
+            }
+        }
+        out
+    }
+
     /// The rules that apply to `request`, in config order, with their match.
     /// Allocates nothing when no rule matches (but see [`Rule::matches`]).
     pub fn matching<'c>(&'c self, request: &crate::rules::RequestView<'_>) -> Vec<(&'c Rule, crate::rules::Match)> {

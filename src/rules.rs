@@ -331,9 +331,13 @@ impl Rule {
     }
 
     /// A rule for GET also applies to HEAD: Express, Flask, Rails and
-    /// Django answer HEAD with the GET handler.
+    /// Django answer HEAD with the GET handler. A rule that lists no methods
+    /// applies to every method but OPTIONS: a CORS preflight is answered by
+    /// the origin's CORS layer, never runs the protected action, and
+    /// counting it would let a page's visitors spend a quota for nothing.
+    /// A rule that wants preflights lists `OPTIONS`.
     fn method_matches(&self, method: &str) -> bool {
-        self.methods.is_empty()
+        (self.methods.is_empty() && !method.eq_ignore_ascii_case("OPTIONS"))
             || self.methods.iter().any(|m| {
                 m.eq_ignore_ascii_case(method) || (m == "GET" && method.eq_ignore_ascii_case("HEAD"))
             })
@@ -596,6 +600,14 @@ mod tests {
         ]}))
         .unwrap();
         assert!(eval(&c.rules[0], "HEAD", "h", "/r/x").is_ok(), "HEAD runs the GET handler");
+        let any = Config::from_json(&json!({"rules": [
+            {"name": "any", "path": "/a", "limits": [{"requests": 1, "window": "1s"}]},
+            {"name": "pre", "path": "/a", "methods": ["options"], "limits": [{"requests": 1, "window": "1s"}]},
+        ]}))
+        .unwrap();
+        assert!(eval(&any.rules[0], "OPTIONS", "h", "/a").is_err(), "preflights are not counted by default");
+        assert!(eval(&any.rules[0], "PATCH", "h", "/a").is_ok());
+        assert!(eval(&any.rules[1], "OPTIONS", "h", "/a").is_ok(), "unless a rule lists OPTIONS");
         assert!(eval(&c.rules[0], "GET", "h", "/r/").is_ok(), "`/r/*` matches `/r/` though the canonical path is `/r`");
         assert!(eval(&c.rules[0], "GET", "h", "/r").is_ok());
         assert!(eval(&c.rules[1], "POST", "h", "/d").is_err());

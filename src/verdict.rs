@@ -10,7 +10,9 @@
 //! The fold, in plan order:
 //! - a counter that failed on a `deny` rule answers 503 at once (events of
 //!   later rules are not written);
-//! - a counter that failed on an `allow` rule is logged and ignored;
+//! - a counter that failed on an `allow` rule, or on a shadow (`log`) rule
+//!   whatever its `on_error`, is logged and ignored: shadow mode never
+//!   blocks;
 //! - of the `block` rules over their limit, the one with the longest wait
 //!   answers 429 (the first of equals);
 //! - `log` (shadow) rules over their limit only log `shadow_block`;
@@ -168,7 +170,8 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
                 }
             }
             Outcome::Failed(error) => {
-                let deny = a.rule.on_error == FailPolicy::Deny;
+                // Shadow mode never blocks, whatever `on_error` says.
+                let deny = a.rule.on_error == FailPolicy::Deny && a.rule.action == Action::Block;
                 let decision = if deny { "deny" } else { "allow" };
                 events.push(counter_error(&a.rule.name, &a.key_hash, error, decision));
                 if deny {
@@ -366,6 +369,18 @@ mod tests {
         assert_eq!((r.status, r.header("retry-after")), (503, Some("1")));
         let events: Vec<&str> = v.events.iter().map(|e| e.event).collect();
         assert_eq!(events, ["block", "counter_error"]);
+    }
+
+    #[test]
+    fn shadow_rules_never_answer_503() {
+        let c = Config::from_json(&json!({ "rules": [
+            { "name": "shadow-closed", "path": "/p", "action": "log", "on_error": "deny",
+              "limits": [{ "requests": 1, "window": "1m" }] },
+        ]}))
+        .unwrap();
+        let v = verdict(&[applied(&c, "shadow-closed")], &[Outcome::Failed("down".into())]);
+        assert_eq!(v.answer, Answer::Forward { fields: vec![] });
+        assert!(v.events[0].line().contains(r#""decision":"allow""#), "{}", v.events[0].line());
     }
 
     #[test]

@@ -112,7 +112,7 @@ mod native {
             match Config::from_json(&value) {
                 Ok(config) => {
                     println!("{path} {label}: ok, {} rule(s)", config.rules.len());
-                    for warning in route_warnings(&routes, &config) {
+                    for warning in config.warnings().into_iter().chain(route_warnings(&routes, &config)) {
                         println!("warning: {path} {label}: {warning}");
                     }
                 }
