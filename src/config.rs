@@ -68,6 +68,22 @@ pub struct Config {
     pub body_limit: u32,
     /// Most (rule, key) entries the isolate's blocked-until cache holds.
     pub blocked_cache_capacity: usize,
+    /// What the Worker does once the config turns out invalid at runtime
+    /// (vars edited in the dashboard): see [`on_invalid_config`].
+    pub on_invalid_config: FailPolicy,
+}
+
+/// What the Worker does with requests when its config is invalid: read
+/// from the top-level `on_invalid_config` of a config that fails to parse
+/// (`"allow"`: forward everything unlimited; `"deny"`, the default and
+/// the reading of anything else: answer 503). The trade-off is an outage
+/// against no limiting at all; `deny` is the default because a limiter that
+/// silently stops limiting is the failure nobody notices.
+pub fn on_invalid_config(value: &Value) -> FailPolicy {
+    match value.get("on_invalid_config").and_then(Value::as_str) {
+        Some("allow") => FailPolicy::Allow,
+        _ => FailPolicy::Deny,
+    }
 }
 
 /// One problem found in the config, located by rule and field.
@@ -104,6 +120,7 @@ impl Config {
             admin_prefix: DEFAULT_ADMIN_PREFIX.to_string(),
             body_limit: DEFAULT_BODY_LIMIT,
             blocked_cache_capacity: crate::blocked::DEFAULT_CAPACITY,
+            on_invalid_config: FailPolicy::Deny,
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
@@ -256,6 +273,11 @@ const TOP_FIELDS: &[Field<Config>] = &[
     Field::optional("blocked_cache_capacity", |c, i| {
         if let Some(entries) = i.number(1..=1_000_000, "number of entries") {
             c.blocked_cache_capacity = entries;
+        }
+    }),
+    Field::optional("on_invalid_config", |c, i| {
+        if let Some(policy) = i.choice(&[("deny", FailPolicy::Deny), ("allow", FailPolicy::Allow)]) {
+            c.on_invalid_config = policy;
         }
     }),
 ];
@@ -753,6 +775,21 @@ mod tests {
             }
         }
         json!({ "rules": [base] })
+    }
+
+    #[test]
+    fn on_invalid_config_is_read_even_from_a_broken_config() {
+        let broken = json!({ "on_invalid_config": "allow", "rules": [{ "name": "r", "path": "/x", "limts": [] }] });
+        assert!(Config::from_json(&broken).is_err());
+        assert_eq!(on_invalid_config(&broken), FailPolicy::Allow);
+        assert_eq!(on_invalid_config(&json!({ "rules": 1 })), FailPolicy::Deny, "deny by default");
+        assert_eq!(on_invalid_config(&json!("not a table")), FailPolicy::Deny);
+        assert_eq!(on_invalid_config(&json!({ "on_invalid_config": "alow" })), FailPolicy::Deny);
+        let mut valid = rule(json!({}));
+        valid["on_invalid_config"] = json!("allow");
+        assert_eq!(Config::from_json(&valid).unwrap().on_invalid_config, FailPolicy::Allow);
+        valid["on_invalid_config"] = json!("alow");
+        assert_eq!(errors(valid), ["field `on_invalid_config`: must be \"deny\" or \"allow\""]);
     }
 
     #[test]

@@ -17,7 +17,8 @@
 
 use crate::admin::{self, AdminAction};
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
-use crate::config::{Config, ConfigError};
+use crate::config::{self, Config, ConfigError};
+use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
 use crate::protocol::{decode_reply, encode_call, Call, CallFailure, Op, Reply};
@@ -39,12 +40,18 @@ const CONFIG_VAR: &str = "TOLLGATE";
 /// The secret that turns the admin API on.
 const ADMIN_TOKEN_SECRET: &str = "TOLLGATE_ADMIN_TOKEN";
 
-type LoadedConfig = Rc<Result<Config, Vec<ConfigError>>>;
+/// The config as parsed, or its errors with the policy for requests.
+type LoadedConfig = Rc<Result<Config, (Vec<ConfigError>, FailPolicy)>>;
+
+/// An invalid config is logged at most once per isolate per this period.
+const CONFIG_ERROR_LOG_PERIOD_MS: i64 = 60_000;
 
 thread_local! {
     /// Parsed once per isolate: URLPatterns are compiled here, not per request.
     static CONFIG: RefCell<Option<LoadedConfig>> = const { RefCell::new(None) };
     static BLOCKED: RefCell<BlockedUntilCache> = RefCell::new(BlockedUntilCache::new(DEFAULT_CAPACITY));
+    /// When the invalid config was last logged (Unix ms).
+    static CONFIG_ERROR_LOGGED: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
 }
 
 fn load_config(env: &Env) -> LoadedConfig {
@@ -53,12 +60,11 @@ fn load_config(env: &Env) -> LoadedConfig {
             return config.clone();
         }
         let parsed = match env.object_var::<serde_json::Value>(CONFIG_VAR) {
-            Ok(value) => Config::from_json(&value),
-            Err(e) => Err(vec![ConfigError {
-                rule: None,
-                field: CONFIG_VAR.into(),
-                message: format!("cannot read the var: {e}"),
-            }]),
+            Ok(value) => Config::from_json(&value).map_err(|errors| (errors, config::on_invalid_config(&value))),
+            Err(e) => Err((
+                vec![ConfigError { rule: None, field: CONFIG_VAR.into(), message: format!("cannot read the var: {e}") }],
+                FailPolicy::Deny,
+            )),
         };
         if let Ok(config) = &parsed {
             BLOCKED.with(|b| b.borrow_mut().set_capacity(config.blocked_cache_capacity, now_ms()));
@@ -80,17 +86,7 @@ pub async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<web_s
     let config = load_config(&env);
     let config = match config.as_ref() {
         Ok(config) => config,
-        Err(errors) => {
-            // An invalid config never silently disables limiting: fail closed.
-            let detail: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            write_logs(&[LogEvent::new("config_error", vec![("errors", detail.join("; ").into())])]);
-            return respond(&OwnResponse::problem(
-                503,
-                "Service Unavailable",
-                "The rate limiter's configuration is invalid.",
-                Some(1),
-            ));
-        }
+        Err((errors, policy)) => return invalid_config(req, &env, errors, *policy).await,
     };
     match limit(req, &env, &ctx, config).await {
         Ok(response) => Ok(response),
@@ -99,6 +95,38 @@ pub async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<web_s
             respond(&OwnResponse::problem(502, "Bad Gateway", "The origin could not be reached.", None))
         }
     }
+}
+
+/// The config is invalid: `on_invalid_config` forwards every request
+/// unlimited (`allow`) or answers 503 (`deny`, the default). The errors
+/// are logged at most once a minute per isolate, never shown to clients.
+async fn invalid_config(
+    req: Request,
+    env: &Env,
+    errors: &[ConfigError],
+    policy: FailPolicy,
+) -> worker::Result<web_sys::Response> {
+    let now = now_ms();
+    let due = CONFIG_ERROR_LOGGED.with(|last| {
+        let due = last.get().is_none_or(|at| now - at >= CONFIG_ERROR_LOG_PERIOD_MS);
+        if due {
+            last.set(Some(now));
+        }
+        due
+    });
+    if due {
+        let detail: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        let decision = if policy == FailPolicy::Allow { "allow" } else { "deny" };
+        write_logs(&[LogEvent::new(
+            "config_error",
+            vec![("errors", detail.join("; ").into()), ("decision", decision.into())],
+        )]);
+    }
+    if policy == FailPolicy::Allow {
+        let url = req.url()?;
+        return forward(req, &url, env).await;
+    }
+    respond(&OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1)))
 }
 
 /// One of tollgate's own responses, as the raw response the runtime takes.
