@@ -143,6 +143,12 @@ impl Config {
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for rule in &self.rules {
+            for custom in rule.methods.iter().filter(|m| !is_standard_method(m)) {
+                out.push(format!(
+                    "rule `{}`: `{custom}` is not a standard method (a typo?); the rule matches only requests sent with exactly this method",
+                    rule.name
+                ));
+            }
             if rule.action == Action::Log && rule.on_error == FailPolicy::Deny {
                 out.push(format!(
                     "rule `{}`: action = \"log\" never blocks, so on_error = \"deny\" is ignored (shadow mode forwards even when the counter is down)",
@@ -357,7 +363,8 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
     }),
     Field::optional("methods", |d, i| {
         let valid = |list: &[String]| !list.is_empty() && list.iter().all(|m| valid_method(m));
-        if let Some(methods) = i.strings(valid, "must be a non-empty list of HTTP method names") {
+        let message = "must be a non-empty list of HTTP methods: standard ones in any case, custom ones in upper case as they are sent";
+        if let Some(methods) = i.strings(valid, message) {
             d.spec.methods = methods.iter().map(|m| m.to_ascii_uppercase()).collect();
         }
     }),
@@ -734,8 +741,18 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
+/// The methods of RFC 9110 §9 and PATCH (RFC 5789), matched in any case.
+pub const STANDARD_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
+
+/// A standard method in any case, or a custom one written as it is sent:
+/// upper-case letters only (`PSOT` passes, with a warning from
+/// [`Config::warnings`]; `psot` does not).
 fn valid_method(method: &str) -> bool {
-    !method.is_empty() && method.bytes().all(|b| b.is_ascii_alphabetic())
+    is_standard_method(method) || (!method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase()))
+}
+
+fn is_standard_method(method: &str) -> bool {
+    STANDARD_METHODS.iter().any(|m| m.eq_ignore_ascii_case(method))
 }
 
 fn valid_suffix(suffix: &str) -> bool {
@@ -790,6 +807,17 @@ mod tests {
         assert_eq!(Config::from_json(&valid).unwrap().on_invalid_config, FailPolicy::Allow);
         valid["on_invalid_config"] = json!("alow");
         assert_eq!(errors(valid), ["field `on_invalid_config`: must be \"deny\" or \"allow\""]);
+    }
+
+    #[test]
+    fn methods_standard_in_any_case_custom_only_in_upper_case_with_a_warning() {
+        let config = Config::from_json(&rule(json!({ "methods": ["get", "PSOT", "Patch"] }))).unwrap();
+        assert_eq!(config.rules[0].methods, ["GET", "PSOT", "PATCH"]);
+        let warnings = config.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("`PSOT` is not a standard method"), "{warnings:?}");
+        assert_eq!(errors(rule(json!({ "methods": ["psot"] }))).len(), 1);
+        assert!(Config::from_json(&rule(json!({ "methods": ["GET"] }))).unwrap().warnings().is_empty());
     }
 
     #[test]

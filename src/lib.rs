@@ -22,6 +22,7 @@
 //! | [`admin`]   | the admin API: routing, bearer token, keys from raw values     |
 //! | [`explain`] | `tollgate explain`: the pipeline on one request, as a report   |
 //! | [`coverage`]| `tollgate check`: do the wrangler.toml routes reach the rules? |
+//! | [`wrangler`]| the CLI reads wrangler.toml / .json / .jsonc and its environments |
 //!
 //! The glue (`edge`, the Worker entry; `origin`, its side facing the
 //! origin; and `limiter`, the Durable Object) only reads the clock, talks to
@@ -46,12 +47,14 @@ pub mod explain;
 pub(crate) mod gcra;
 pub(crate) mod headers;
 pub(crate) mod key;
-pub(crate) mod policy;
+pub mod policy;
 pub mod protocol;
 pub mod plan;
 pub mod rules;
 pub mod verdict;
 pub mod window;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod wrangler;
 
 #[cfg(target_arch = "wasm32")]
 mod edge;

@@ -92,3 +92,60 @@ fn explain_shows_a_bypass_variant_caught() {
     assert_eq!(code, 2);
     assert!(err.contains("missing <url>"), "{err}");
 }
+
+#[test]
+fn check_reads_wrangler_jsonc_and_honours_env() {
+    let path = temp_toml(
+        "wrangler.jsonc",
+        r#"{
+  // Wrangler's generated projects use JSONC.
+  "name": "app",
+  "routes": [{ "pattern": "example.com/*", "zone_name": "example.com" }],
+  "vars": { "TOLLGATE": { "rules": [
+    { "name": "heavy", "path": "/api/example", "limits": [{ "requests": 10, "window": "60s" }], },
+  ] } },
+  "env": { "broken": { "vars": { "TOLLGATE": { "rules": [
+    { "name": "typo", "path": "/x", "limts": [] }
+  ] } } } },
+}"#,
+    );
+    let file = path.to_str().unwrap();
+    let (code, out, err) = tollgate(&["check", file]);
+    assert_eq!(code, 1, "the broken env fails the whole check: {out}{err}");
+    assert!(out.contains("top level: ok, 1 rule(s)"), "{out}");
+    assert!(err.contains("env `broken`: rule `typo`, field `limts`: unknown field"), "{err}");
+    let (code, out, err) = tollgate(&["check", file, "--env", ""]);
+    assert_eq!(code, 0, "the top level alone is valid: {out}{err}");
+    let (code, _, err) = tollgate(&["check", file, "--env", "nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no environment `nope` (environments: `broken`)"), "{err}");
+    let (code, _, err) = tollgate(&["explain", "/", "--config", file, "--env", "nope"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no environment `nope`"), "{err}");
+}
+
+#[test]
+fn every_subcommand_has_help_and_check_warns_about_what_attaches_nothing() {
+    for command in ["check", "explain"] {
+        let (code, out, _) = tollgate(&[command, "--help"]);
+        assert_eq!(code, 0);
+        assert!(out.starts_with(&format!("usage: tollgate {command}")), "{out}");
+    }
+    let path = temp_toml(
+        "noroutes.toml",
+        r#"
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "shadow"
+path = "/x"
+methods = ["PSOT"]
+action = "log"
+limits = [{ requests = 1, window = "1m" }]
+"#,
+    );
+    let (code, out, _) = tollgate(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("no routes: the Worker attaches to nothing"), "{out}");
+    assert!(out.contains("[observability] is off"), "{out}");
+    assert!(out.contains("`PSOT` is not a standard method"), "{out}");
+}

@@ -1,7 +1,8 @@
 //! The operator's command line.
 //!
 //! ```text
-//! tollgate check [wrangler.toml]             validate the config (every environment) offline
+//! tollgate check [FILE] [--env NAME]          validate the config offline (every environment,
+//!                                             or NAME); FILE: wrangler.toml / .json / .jsonc
 //! tollgate explain <url> [options]           what the Worker does with one request
 //!     --config FILE          wrangler.toml to read (default: ./wrangler.toml)
 //!     --env NAME             use [env.NAME.vars.TOLLGATE]
@@ -32,87 +33,121 @@ mod native {
     use tollgate::config::Config;
     use tollgate::coverage::route_warnings;
     use tollgate::explain::{explain, explain_json, Assumed, Assumptions, ExplainRequest};
+    use tollgate::policy::Action;
+    use tollgate::wrangler;
 
     const USAGE: &str = "usage:
-  tollgate check [wrangler.toml]
-  tollgate explain <url> [--config FILE] [--env NAME] [-X METHOD] [-H 'Name: value']...
-                   [--data TEXT | --data-file FILE] [--ip ADDR] [--country CC] [--asn N]
-                   [--outcome allowed|blocked|failed|RULE=...]... [--json]";
+  tollgate check [FILE] [--env NAME]      validate the config offline (FILE: wrangler.toml,
+                                          wrangler.json or wrangler.jsonc; default ./wrangler.toml)
+  tollgate explain <url> [options]        what the Worker does with one request
+  tollgate <command> --help               the options of a command";
+
+    const CHECK_USAGE: &str = "usage: tollgate check [FILE] [--env NAME]
+  Validates the TOLLGATE config of every environment in FILE (wrangler.toml,
+  wrangler.json or wrangler.jsonc; default ./wrangler.toml), or only of the
+  environment NAME (--env \"\" for the top level alone).
+  Errors name the rule and the field, and exit 1; warnings alone exit 0.";
+
+    const EXPLAIN_USAGE: &str = "usage: tollgate explain <url> [options]
+  Runs the Worker's own pipeline on one request, with assumed counter outcomes.
+    --config FILE          wrangler.toml / .json / .jsonc to read (default ./wrangler.toml)
+    --env NAME             use [env.NAME.vars.TOLLGATE]
+    -X, --method M         request method (default GET)
+    -H, --header 'K: V'    a request header (repeatable; repeats join with \", \")
+    --data TEXT            request body (alias --body); set content-type with -H
+    --data-file FILE       request body from a file
+    --ip ADDR              client IP, as CF-Connecting-IP
+    --country CC           request.cf.country
+    --asn N                request.cf.asn
+    --outcome O            what the counters say: allowed (default), blocked or failed;
+                           or RULE=O for one rule (repeatable)
+    --json                 the plan and verdict as JSON";
+
+    fn wants_help(args: &[String]) -> bool {
+        args.iter().any(|a| a == "-h" || a == "--help")
+    }
 
     pub fn run(args: Vec<String>) -> i32 {
+        let rest = args.get(1..).unwrap_or_default();
         match args.first().map(String::as_str) {
-            Some("check") => check(args.get(1).map_or("wrangler.toml", String::as_str)),
-            Some("explain") => match parse_explain(&args[1..]) {
-                Ok(options) => run_explain(&options),
+            Some("check") if wants_help(rest) => usage(CHECK_USAGE, 0),
+            Some("explain") if wants_help(rest) => usage(EXPLAIN_USAGE, 0),
+            Some("check") => match parse_check(rest) {
+                Ok((file, env)) => check(&file, env.as_deref()),
                 Err(e) => {
-                    eprintln!("tollgate explain: {e}\n{USAGE}");
-                    2
+                    eprintln!("tollgate check: {e}");
+                    usage(CHECK_USAGE, 2)
                 }
             },
-            Some("-h" | "--help" | "help") => {
-                println!("{USAGE}");
-                0
-            }
-            _ => {
-                eprintln!("{USAGE}");
-                2
-            }
+            Some("explain") => match parse_explain(rest) {
+                Ok(options) => run_explain(&options),
+                Err(e) => {
+                    eprintln!("tollgate explain: {e}");
+                    usage(EXPLAIN_USAGE, 2)
+                }
+            },
+            Some("-h" | "--help" | "help") => usage(USAGE, 0),
+            _ => usage(USAGE, 2),
         }
     }
 
-    /// The wrangler.toml as JSON (what the Worker's `env` sees).
+    /// Prints `text` (to stdout for a requested help, else stderr); a
+    /// closed pipe (`| head`) is not an error worth a panic.
+    fn usage(text: &str, code: i32) -> i32 {
+        use std::io::Write;
+        let _ = if code == 0 {
+            writeln!(std::io::stdout(), "{text}")
+        } else {
+            writeln!(std::io::stderr(), "{text}")
+        };
+        code
+    }
+
     fn read_wrangler(path: &str) -> Result<Value, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-        let parsed: toml::Value = toml::from_str(&text).map_err(|e| format!("{path} is not valid TOML: {e}"))?;
-        serde_json::to_value(parsed).map_err(|e| format!("{path}: {e}"))
+        wrangler::parse(path, &text)
     }
 
-    fn routes(section: &Value) -> Option<Vec<String>> {
-        let one = |v: &Value| match v {
-            Value::String(s) => Some(s.clone()),
-            Value::Object(o) => o.get("pattern").and_then(Value::as_str).map(str::to_string),
-            _ => None,
-        };
-        if let Some(list) = section.get("routes").and_then(Value::as_array) {
-            return Some(list.iter().filter_map(one).collect());
-        }
-        section.get("route").and_then(one).map(|r| vec![r])
-    }
-
-    /// Every (label, TOLLGATE value, routes) to validate: the top level and
-    /// each `[env.NAME]` (vars are not inherited by environments; routes are).
-    fn configs(wrangler: &Value) -> Vec<(String, Option<Value>, Vec<String>)> {
-        let top_routes = routes(wrangler).unwrap_or_default();
-        let tollgate = |section: &Value| section.get("vars").and_then(|v| v.get("TOLLGATE")).cloned();
-        let mut out = vec![("top level".to_string(), tollgate(wrangler), top_routes.clone())];
-        if let Some(envs) = wrangler.get("env").and_then(Value::as_object) {
-            for (name, section) in envs {
-                let env_routes = routes(section).unwrap_or_else(|| top_routes.clone());
-                out.push((format!("env `{name}`"), tollgate(section), env_routes));
+    /// `[FILE] [--env NAME]`.
+    fn parse_check(args: &[String]) -> Result<(String, Option<String>), String> {
+        let mut file = None;
+        let mut env = None;
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            match arg.as_str() {
+                "--env" | "-e" => env = Some(it.next().cloned().ok_or("--env needs a value")?),
+                other if other.starts_with('-') => return Err(format!("unknown option {other}")),
+                path if file.is_none() => file = Some(path.to_string()),
+                extra => return Err(format!("unexpected argument {extra}")),
             }
         }
-        out
+        Ok((file.unwrap_or_else(|| "wrangler.toml".into()), env))
     }
 
-    fn check(path: &str) -> i32 {
-        let wrangler = match read_wrangler(path) {
-            Ok(w) => w,
+    fn check(path: &str, env: Option<&str>) -> i32 {
+        let parsed = read_wrangler(path).and_then(|w| match env {
+            None => Ok(wrangler::sections(&w)),
+            Some(name) => wrangler::select(&w, Some(name).filter(|n| !n.is_empty())).map(|s| vec![s]),
+        });
+        let sections = match parsed {
+            Ok(sections) => sections,
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: {path}: {e}");
                 return 1;
             }
         };
         let mut failed = false;
-        for (label, value, routes) in configs(&wrangler) {
-            let Some(value) = value else {
+        for section in sections {
+            let label = &section.label;
+            let Some(value) = &section.tollgate else {
                 eprintln!("error: {path} {label}: no [vars.TOLLGATE] (vars are not inherited by environments); the Worker would answer 503 to everything");
                 failed = true;
                 continue;
             };
-            match Config::from_json(&value) {
+            match Config::from_json(value) {
                 Ok(config) => {
                     println!("{path} {label}: ok, {} rule(s)", config.rules.len());
-                    for warning in config.warnings().into_iter().chain(route_warnings(&routes, &config)) {
+                    for warning in section_warnings(&section, &config) {
                         println!("warning: {path} {label}: {warning}");
                     }
                 }
@@ -125,6 +160,19 @@ mod native {
             }
         }
         i32::from(failed)
+    }
+
+    /// The config's own warnings, then those about where it is deployed.
+    fn section_warnings(section: &wrangler::Section, config: &Config) -> Vec<String> {
+        let mut out = config.warnings();
+        if section.routes.is_empty() {
+            out.push("no routes: the Worker attaches to nothing; add routes = [{ pattern = \"example.com/*\", zone_name = \"example.com\" }]".into());
+        }
+        if !section.logs_kept && config.rules.iter().any(|r| r.action == Action::Log) {
+            out.push("shadow rules (action = \"log\") report only through logs, and [observability] is off: Workers Logs keeps none of them (add [observability] enabled = true)".into());
+        }
+        out.extend(route_warnings(&section.routes, config));
+        out
     }
 
     struct ExplainOptions {
@@ -206,18 +254,15 @@ mod native {
                 return 1;
             }
         };
-        let section = match &options.env {
-            None => Some(&wrangler),
-            Some(name) => match wrangler.get("env").and_then(|e| e.get(name)) {
-                Some(section) => Some(section),
-                None => {
-                    eprintln!("error: {} has no environment `{name}` ([env.{name}])", options.config);
-                    return 1;
-                }
-            },
+        let section = match wrangler::select(&wrangler, options.env.as_deref()) {
+            Ok(section) => section,
+            Err(e) => {
+                eprintln!("error: {}: {e}", options.config);
+                return 1;
+            }
         };
-        let Some(value) = section.and_then(|s| s.get("vars")).and_then(|v| v.get("TOLLGATE")) else {
-            eprintln!("error: no TOLLGATE config in {}", options.config);
+        let Some(value) = &section.tollgate else {
+            eprintln!("error: {} {}: no [vars.TOLLGATE] config", options.config, section.label);
             return 1;
         };
         let config = match Config::from_json(value) {

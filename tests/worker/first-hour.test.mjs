@@ -1,7 +1,11 @@
-// The first hour (issue 17): what a config mistake does at runtime.
+// The first hour (issue 17): what a config mistake does, at deploy time and
+// at runtime.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { withTollgate, statuses } from "./harness.mjs";
+import { spawnSync } from "node:child_process";
+import { readFileSync, writeFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { withTollgate, statuses, ROOT } from "./harness.mjs";
 
 // A typo (`limts`) makes the whole config invalid.
 const typo = (extra) => ({ ...extra, rules: [{ name: "heavy", path: "/x", limts: [{ requests: 1, window: "1m" }] }] });
@@ -31,3 +35,38 @@ test("an invalid config with on_invalid_config = allow forwards everything unlim
     assert.equal(logged.length, 1);
     assert.equal(logged[0].decision, "allow");
   }));
+
+// `wrangler deploy` runs scripts/build, which runs `tollgate check` on the
+// config and environment being deployed: a typo stops the deploy.
+
+function dryRun(name, toml, args = []) {
+  const path = join(ROOT, `.test-${name}.wrangler.toml`);
+  writeFileSync(path, toml);
+  try {
+    const run = spawnSync("npx", ["wrangler", "deploy", "--dry-run", "--outdir", join(ROOT, "dist", name), "--config", path, ...args], {
+      cwd: ROOT,
+      encoding: "utf8",
+      env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
+      timeout: 120_000,
+    });
+    return { status: run.status, output: `${run.stdout}${run.stderr}` };
+  } finally {
+    rmSync(path, { force: true });
+  }
+}
+
+test("wrangler deploy --dry-run refuses a config with a typo, naming the rule and the field", () => {
+  const shipped = readFileSync(join(ROOT, "wrangler.toml"), "utf8");
+  const typo = shipped.replace("limits = [{ requests = 10", "limts = [{ requests = 10");
+  assert.notEqual(typo, shipped);
+  const run = dryRun("typo", typo);
+  assert.notEqual(run.status, 0, run.output);
+  assert.match(run.output, /rule `heavy-example`, field `limts`: unknown field/);
+  assert.match(run.output, /nothing was built or deployed/);
+
+  // The environment being deployed is the one checked.
+  const env = `${shipped}\n[env.staging.vars.TOLLGATE]\n[[env.staging.vars.TOLLGATE.rules]]\nname = "staged"\npath = "/x"\nlimits = [{ requests = 1, window = "1 minute" }]\n`;
+  const staged = dryRun("env", env, ["--env", "staging"]);
+  assert.notEqual(staged.status, 0, staged.output);
+  assert.match(staged.output, /env `staging`: rule `staged`, field `limits\[0\]\.window`/);
+});
