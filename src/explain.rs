@@ -65,6 +65,7 @@ impl Assumed {
                         WireWindow { limit: l.requests.get(), window_ms: l.window_ms.get(), used, remaining, reset_ms: l.window_ms.get() }
                     })
                     .collect(),
+                reservation: None,
             },
             Assumed::Blocked => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None },
             Assumed::Failed => Outcome::Failed("assumed: the counter cannot be reached".into()),
