@@ -115,6 +115,9 @@ mod native {
                     for warning in route_warnings(&routes, &config) {
                         println!("warning: {path} {label}: {warning}");
                     }
+                    for warning in config.warnings() {
+                        println!("warning: {path} {label}: {warning}");
+                    }
                 }
                 Err(errors) => {
                     failed = true;
