@@ -649,10 +649,12 @@ fn forgeable_success(rule: &Rule) -> Option<ConfigWarning> {
         rule: rule.name.clone(),
         field: "success_identity_header",
         message: format!(
-            "not set: a success {effect} for whatever account the request names, whoever the origin logged in: \
-             a login to the attacker's own look-alike account (`Victim@example.com` on an origin whose accounts are \
-             case-sensitive) or a body the origin reads differently would do. Have the origin name the account it \
-             authenticated in a response header and set success_identity_header to it"
+            "not set: a success {effect} for whatever account the request names, whoever the origin logged in \
+             (the attacker's own account, named in a field or a duplicate the origin reads and tollgate does not). \
+             Have the origin name the account it authenticated in a response header and set \
+             success_identity_header to it. Accounts the key does not tell apart (a body: key ignores case and \
+             surrounding spaces) share one count either way: on an origin whose accounts are case-sensitive, \
+             prefer on_success = \"decrement\""
         ),
     })
 }
@@ -1045,7 +1047,7 @@ mod tests {
         let warnings: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert!(warnings[0].starts_with("rule `clear`, field `success_identity_header`: not set: "), "{}", warnings[0]);
-        assert!(warnings[0].contains("look-alike"), "{}", warnings[0]);
+        assert!(warnings[0].contains("whoever the origin logged in"), "{}", warnings[0]);
         assert!(warnings[1].starts_with("rule `lower`, field `success_identity_header`: not set: "), "{}", warnings[1]);
         assert!(warnings[1].contains("one failure"), "{}", warnings[1]);
     }
