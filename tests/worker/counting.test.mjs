@@ -117,3 +117,26 @@ test("a client that disconnects while the origin works is still settled", () => 
     assert.deepEqual([s.windows[0].used, s.held ?? 0], [1, 0], "the 401 was committed, nothing left held");
   });
 });
+
+test("cost of two-phase calls: a reserve, a commit and a release write one row each; a blocked reserve and a stale release none", () =>
+  withTollgate({}, async (tg) => {
+    const limits = [[2, 60_000]];
+    const call = async (op, extra = {}) => (await tg.callObject("two-phase-probe", { v: 1, op, limits, ...extra })).body;
+    const a = await call("reserve", { hold_ms: 60_000 });
+    const b = await call("reserve", { hold_ms: 60_000 });
+    assert.deepEqual([a.allowed, a.rows_written, a.alarm_set, a.held], [true, 1, true, 1]);
+    assert.deepEqual([b.allowed, b.rows_written, b.alarm_set, b.held], [true, 1, false, 2]);
+    assert.notEqual(a.reservation, b.reservation);
+    const full = await call("reserve", { hold_ms: 60_000 });
+    assert.deepEqual([full.allowed, full.in_flight, full.rows_written], [false, true, 0], "held by requests in flight: nothing written");
+    const commit = await call("commit", { reservation: a.reservation });
+    assert.deepEqual([commit.rows_written, commit.stored_hits, commit.held], [1, 1, 1]);
+    const release = await call("release", { reservation: b.reservation });
+    assert.deepEqual([release.rows_written, release.held ?? 0], [1, 0]);
+    const stale = await call("release", { reservation: b.reservation });
+    assert.equal(stale.rows_written, 0, "released once");
+    for (const r of [a, b, full, commit, release, stale]) assert.ok(r.rows_read <= 1, `rows_read ${r.rows_read}`);
+    const refused = await tg.callObject("two-phase-probe", { v: 1, op: "reserve", limits });
+    assert.equal(refused.status, 400);
+    assert.match(refused.body.error, /reserve needs hold_ms/);
+  }));
