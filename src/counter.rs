@@ -219,6 +219,8 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
         reservation: None,
     };
     Ok(match call.op {
+        // Rules that count every request never reserve; reservations left
+        // by a rule switched from `count_statuses` are carried along.
         Op::Hit => {
             let Decision { tally, next } = C::decide(&state, now_ms, limits, call.cost);
             match next {
