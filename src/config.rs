@@ -21,8 +21,8 @@
 
 use crate::duration::parse_duration_ms;
 use crate::key::KeyPart;
-use crate::policy::{Action, Counting, FailPolicy, MissingKey};
-use crate::protocol::{Algorithm, MAX_LIMITS};
+use crate::policy::{Action, Counting, FailPolicy, MissingKey, OnSuccess, SuccessAction, DEFAULT_SUCCESS_STATUSES};
+use crate::protocol::{Algorithm, MAX_HOLD_MS, MAX_LIMITS};
 use crate::rules::{Condition, Rule, RuleSpec, Target, Test};
 use crate::window::Limit;
 use serde_json::{Map, Value};
@@ -40,6 +40,15 @@ pub const DEFAULT_TIMEOUT_MS: u32 = 2_000;
 
 /// The longest `timeout` a rule may set.
 const MAX_TIMEOUT_MS: u32 = 30_000;
+
+/// How long a reservation waits for the origin by default, beyond the
+/// reserve and commit calls' own `timeout`s: 100 s, after which Cloudflare
+/// gives up on a proxied origin (HTTP 524). A reservation held longer only
+/// keeps a lost request's slot taken (towards blocking); one held shorter
+/// than a slow origin frees the slot before the answer commits (towards
+/// admitting). So the default rule `reservation_ttl` is `2 × timeout` plus
+/// this; set it lower for a short limit window whose origin is fast.
+pub const ORIGIN_ALLOWANCE_MS: u64 = 100_000;
 
 /// Format suffixes folded into the bare path unless a rule lists its own
 /// (`/api/example.json` is `/api/example`, as Rails and Express routers do).
@@ -107,6 +116,21 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// Something in a valid config that works as written but is probably not
+/// what was meant; `tollgate check` prints it (the Worker runs the config).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigWarning {
+    pub rule: String,
+    pub field: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rule `{}`, field `{}`: {}", self.rule, self.field, self.message)
+    }
+}
+
 impl Config {
     /// Parses the config from its JSON form (what `env.TOLLGATE` holds, or a
     /// TOML table converted to JSON). Returns every error found.
@@ -137,28 +161,6 @@ impl Config {
         errors.or_ok(config)
     }
 
-    /// Combinations that are valid but likely not what the operator means,
-    /// for `tollgate check` to print (route coverage is
-    /// [`crate::coverage::route_warnings`]).
-    pub fn warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for rule in &self.rules {
-            for custom in rule.methods.iter().filter(|m| !is_standard_method(m)) {
-                out.push(format!(
-                    "rule `{}`: `{custom}` is not a standard method (a typo?); the rule matches only requests sent with exactly this method",
-                    rule.name
-                ));
-            }
-            if rule.action == Action::Log && rule.on_error == FailPolicy::Deny {
-                out.push(format!(
-                    "rule `{}`: action = \"log\" never blocks, so on_error = \"deny\" is ignored (shadow mode forwards even when the counter is down)",
-                    rule.name
-                ));
-            }
-        }
-        out
-    }
-
     /// The rules that apply to `request`, in config order, with their match.
     /// Allocates nothing when no rule matches (but see [`Rule::matches`]).
     pub fn matching<'c>(&'c self, request: &crate::rules::RequestView<'_>) -> Vec<(&'c Rule, crate::rules::Match)> {
@@ -166,6 +168,19 @@ impl Config {
             .iter()
             .filter_map(|rule| rule.matches(request).map(|m| (rule, m)))
             .collect()
+    }
+
+    /// What `tollgate check` should point out in this valid config:
+    /// combinations that work as written but are likely not what the
+    /// operator means (route coverage is [`crate::coverage::route_warnings`]).
+    pub fn warnings(&self) -> Vec<ConfigWarning> {
+        let mut out = Vec::new();
+        for rule in &self.rules {
+            out.extend(custom_methods(rule));
+            out.extend(shadow_fail_closed(rule));
+            out.extend(forgeable_success(rule));
+        }
+        out
     }
 
     /// Parses the config from JSON text.
@@ -288,14 +303,21 @@ const TOP_FIELDS: &[Field<Config>] = &[
     }),
 ];
 
-/// A rule while its table is read: its spec with the defaults, and the two
-/// fields that only together say what to do when a key part is missing.
+/// A rule while its table is read: its spec with the defaults, and the
+/// fields that only together say what to do when a key part is missing,
+/// what a success does, and how long a reservation holds.
 struct RuleDraft {
     spec: RuleSpec,
     on_missing_key: Option<OnMissingKey>,
     /// Present (its errors reported) even when some part was invalid, so
     /// that it is not also reported missing.
     fallback_key: Option<Vec<KeyPart>>,
+    /// `clear_on_success`, the older spelling of `on_success = "clear"`.
+    clear_on_success: Option<bool>,
+    success_action: Option<SuccessAction>,
+    success_statuses: Option<Vec<u16>>,
+    identity_header: Option<String>,
+    reservation_ttl_ms: Option<u64>,
 }
 
 /// The names `on_missing_key` accepts; see [`MissingKey`].
@@ -321,7 +343,7 @@ impl RuleDraft {
             key: vec![KeyPart::Ip],
             on_missing_key: MissingKey::Reject,
             counting: Counting::All,
-            clear_on_success: false,
+            on_success: None,
             ratelimit_headers: false,
             algorithm: Algorithm::SlidingLog,
             limits: Vec::new(),
@@ -329,15 +351,28 @@ impl RuleDraft {
             action: Action::Block,
             on_error: FailPolicy::Allow,
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            reservation_ttl_ms: 0,
         };
-        RuleDraft { spec, on_missing_key: None, fallback_key: None }
+        RuleDraft {
+            spec,
+            on_missing_key: None,
+            fallback_key: None,
+            clear_on_success: None,
+            success_action: None,
+            success_statuses: None,
+            identity_header: None,
+            reservation_ttl_ms: None,
+        }
     }
 
     /// The spec, once the checks that span fields have passed.
     fn finish(self, errors: &mut Errors) -> RuleSpec {
         let mut spec = self.spec;
         spec.on_missing_key = missing_key(self.on_missing_key, self.fallback_key, errors);
-        check_clear_on_success(&spec, errors);
+        let action = success_action(self.clear_on_success, self.success_action, errors);
+        spec.on_success = on_success(&spec, action, self.success_statuses, self.identity_header, errors);
+        spec.reservation_ttl_ms = reservation_ttl(&spec, self.reservation_ttl_ms, errors);
+        check_on_success(&spec, self.clear_on_success.is_some(), errors);
         check_cost(&spec, errors);
         check_algorithm(&spec, errors);
         spec
@@ -400,11 +435,16 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
             d.spec.counting = Counting::Statuses(statuses);
         }
     }),
-    Field::optional("clear_on_success", |d, i| {
-        if let Some(on) = i.flag() {
-            d.spec.clear_on_success = on;
-        }
+    Field::optional("clear_on_success", |d, i| d.clear_on_success = i.flag()),
+    Field::optional("on_success", |d, i| {
+        d.success_action = i.choice(&[("clear", SuccessAction::Clear), ("decrement", SuccessAction::Decrement)]);
     }),
+    Field::optional("success_statuses", |d, i| d.success_statuses = i.statuses()),
+    Field::optional("success_identity_header", |d, i| {
+        let name = i.text(valid_header_name, "must be a response header name such as \"x-authenticated-user\"");
+        d.identity_header = name.map(|n| n.to_ascii_lowercase());
+    }),
+    Field::optional("reservation_ttl", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
     Field::optional("ratelimit_headers", |d, i| {
         if let Some(on) = i.flag() {
             d.spec.ratelimit_headers = on;
@@ -543,22 +583,135 @@ fn missing_key(chosen: Option<OnMissingKey>, fallback: Option<Vec<KeyPart>>, err
     }
 }
 
-/// `clear_on_success` only for a failures-only rule keyed by the target of
-/// the attempts, never by the client (who could clear its own count).
-fn check_clear_on_success(spec: &RuleSpec, errors: &mut Errors) {
-    if !spec.clear_on_success {
+/// `on_success`, or its older spelling `clear_on_success = true`; not both.
+fn success_action(clear: Option<bool>, action: Option<SuccessAction>, errors: &mut Errors) -> Option<SuccessAction> {
+    match (clear, action) {
+        (Some(_), Some(action)) => {
+            errors.push("on_success", "use on_success alone (clear_on_success = true is on_success = \"clear\")");
+            Some(action)
+        }
+        (Some(true), None) => Some(SuccessAction::Clear),
+        (_, action) => action,
+    }
+}
+
+/// What a success does, from `on_success` and the fields that refine it
+/// (`success_statuses`, `success_identity_header`), which need it.
+fn on_success(
+    spec: &RuleSpec,
+    action: Option<SuccessAction>,
+    statuses: Option<Vec<u16>>,
+    identity_header: Option<String>,
+    errors: &mut Errors,
+) -> Option<OnSuccess> {
+    let Some(action) = action else {
+        for (field, given) in [("success_statuses", statuses.is_some()), ("success_identity_header", identity_header.is_some())] {
+            if given {
+                errors.push(field, "only used with on_success (or clear_on_success)");
+            }
+        }
+        return None;
+    };
+    let statuses = statuses.unwrap_or_else(|| DEFAULT_SUCCESS_STATUSES.to_vec());
+    if statuses.iter().any(|s| *s >= 400) {
+        errors.push("success_statuses", "a success is a status below 400");
+    }
+    if let Counting::Statuses(counted) = &spec.counting {
+        if let Some(both) = statuses.iter().find(|s| counted.contains(s)) {
+            errors.push("success_statuses", format!("{both} is also in count_statuses: a status either counts or is a success"));
+        }
+    }
+    if identity_header.is_some() && spec.key.len() != 1 {
+        errors.push(
+            "success_identity_header",
+            "compares the identity the origin names with the key: use a key of one part, the account (e.g. [\"body:email\"])",
+        );
+    }
+    Some(OnSuccess { action, statuses, identity_header })
+}
+
+/// `on_success` only for a failures-only rule keyed by the target of the
+/// attempts, never by the client (who could clear its own count).
+/// `flag`: the rule spelled it `clear_on_success`, which errors then name.
+fn check_on_success(spec: &RuleSpec, flag: bool, errors: &mut Errors) {
+    if spec.on_success.is_none() {
         return;
     }
+    let field = if flag { "clear_on_success" } else { "on_success" };
     if spec.counting == Counting::All {
-        errors.push("clear_on_success", "only for rules that count failures (set count_statuses)");
+        errors.push(field, "only for rules that count failures (set count_statuses)");
     }
     let fallback = spec.on_missing_key.fallback_parts();
     if let Some(part) = spec.key.iter().chain(fallback).find(|p| p.identifies_client()) {
         errors.push(
-            "clear_on_success",
+            field,
             format!("the key part `{part}` (in key or fallback_key) identifies the client: a client could clear its own count by succeeding on its own account; clear only a rule keyed by the target (e.g. body:email) with on_missing_key = \"reject\""),
         );
     }
+}
+
+/// How long a failures-only rule's reservation holds its slot: as given
+/// (longer than the reserve and commit calls' timeouts together, at most
+/// [`MAX_HOLD_MS`]), or `2 × timeout` + [`ORIGIN_ALLOWANCE_MS`].
+fn reservation_ttl(spec: &RuleSpec, given: Option<u64>, errors: &mut Errors) -> u64 {
+    let calls = 2 * u64::from(spec.timeout_ms);
+    let Some(ms) = given else { return calls + ORIGIN_ALLOWANCE_MS };
+    if spec.counting == Counting::All {
+        errors.push("reservation_ttl", "only for rules that count statuses (set count_statuses)");
+    } else if ms <= calls || ms > MAX_HOLD_MS {
+        errors.push(
+            "reservation_ttl",
+            format!("must be longer than twice the timeout ({calls} ms: the reserve and the commit calls) and at most 1h"),
+        );
+    }
+    ms
+}
+
+/// A custom method is matched exactly as written: likely a typo.
+fn custom_methods(rule: &Rule) -> Vec<ConfigWarning> {
+    rule.methods
+        .iter()
+        .filter(|m| !is_standard_method(m))
+        .map(|custom| ConfigWarning {
+            rule: rule.name.clone(),
+            field: "methods",
+            message: format!(
+                "`{custom}` is not a standard method (a typo?); the rule matches only requests sent with exactly this method"
+            ),
+        })
+        .collect()
+}
+
+/// Shadow mode never blocks, so a fail-closed policy on it does nothing.
+fn shadow_fail_closed(rule: &Rule) -> Option<ConfigWarning> {
+    (rule.action == Action::Log && rule.on_error == FailPolicy::Deny).then(|| ConfigWarning {
+        rule: rule.name.clone(),
+        field: "on_error",
+        message: "action = \"log\" never blocks, so on_error = \"deny\" is ignored (shadow mode forwards even when the counter is down)".into(),
+    })
+}
+
+/// A success that settles a count without `success_identity_header`:
+/// tollgate cannot tell whom the origin authenticated, so a success for
+/// any request naming the account settles it (issue 16).
+fn forgeable_success(rule: &Rule) -> Option<ConfigWarning> {
+    let on = rule.on_success.as_ref().filter(|on| on.identity_header.is_none())?;
+    let effect = match on.action {
+        SuccessAction::Clear => "clears the whole count (a whole limit of new guesses per forged success)",
+        SuccessAction::Decrement => "forgives one failure (one more guess per forged success)",
+    };
+    Some(ConfigWarning {
+        rule: rule.name.clone(),
+        field: "success_identity_header",
+        message: format!(
+            "not set: a success {effect} for whatever account the request names, whoever the origin logged in \
+             (the attacker's own account, named in a field or a duplicate the origin reads and tollgate does not). \
+             Have the origin name the account it authenticated in a response header and set \
+             success_identity_header to it. Accounts the key does not tell apart (a body: key ignores case and \
+             surrounding spaces) share one count either way: on an origin whose accounts are case-sensitive, \
+             prefer on_success = \"decrement\""
+        ),
+    })
 }
 
 /// A cost above the smallest limit would block every request.
@@ -755,6 +908,12 @@ fn is_standard_method(method: &str) -> bool {
     STANDARD_METHODS.iter().any(|m| m.eq_ignore_ascii_case(method))
 }
 
+/// Visible ASCII without `:` (RFC 9110 §5.1 allows less, but nothing more
+/// can be sent).
+fn valid_header_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+}
+
 fn valid_suffix(suffix: &str) -> bool {
     let s = suffix.trim_start_matches('.');
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric())
@@ -815,7 +974,7 @@ mod tests {
         assert_eq!(config.rules[0].methods, ["GET", "PSOT", "PATCH"]);
         let warnings = config.warnings();
         assert_eq!(warnings.len(), 1, "{warnings:?}");
-        assert!(warnings[0].contains("`PSOT` is not a standard method"), "{warnings:?}");
+        assert!(warnings[0].to_string().contains("`PSOT` is not a standard method"), "{warnings:?}");
         assert_eq!(errors(rule(json!({ "methods": ["psot"] }))).len(), 1);
         assert!(Config::from_json(&rule(json!({ "methods": ["GET"] }))).unwrap().warnings().is_empty());
     }
@@ -888,6 +1047,22 @@ mod tests {
             (json!({"limits": []}), "limits"),
             (json!({"limits": vec![json!({"requests": 1, "window": "1s"}); 9]}), "limits"),
             (json!({"key": ["body:email"], "fallback_key": ["ip"], "count_statuses": [401], "clear_on_success": true}), "clear_on_success"),
+            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "forget"}), "on_success"),
+            (json!({"key": ["ip"], "count_statuses": [401], "on_success": "decrement"}), "on_success"),
+            (json!({"key": ["body:email"], "on_success": "clear"}), "on_success"),
+            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "clear", "clear_on_success": true}), "on_success"),
+            (json!({"key": ["body:email"], "count_statuses": [401], "success_statuses": [200]}), "success_statuses"),
+            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "clear", "success_statuses": []}), "success_statuses"),
+            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "clear", "success_statuses": [200, 450]}), "success_statuses"),
+            (json!({"key": ["body:email"], "count_statuses": [200], "on_success": "clear"}), "success_statuses"),
+            (json!({"key": ["body:email"], "count_statuses": [401], "success_identity_header": "x-user"}), "success_identity_header"),
+            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "clear", "success_identity_header": "x user"}), "success_identity_header"),
+            (json!({"key": ["body:email", "path:tenant"], "path": "/t/:tenant", "count_statuses": [401], "on_success": "clear", "success_identity_header": "x-user"}), "success_identity_header"),
+            (json!({"reservation_ttl": "30s"}), "reservation_ttl"),
+            (json!({"count_statuses": [200], "reservation_ttl": "4s"}), "reservation_ttl"),
+            (json!({"count_statuses": [200], "timeout": "1s", "reservation_ttl": "2s"}), "reservation_ttl"),
+            (json!({"count_statuses": [200], "reservation_ttl": "2h"}), "reservation_ttl"),
+            (json!({"count_statuses": [200], "reservation_ttl": 30}), "reservation_ttl"),
             (json!({"limits": [{"requests": 0, "window": "1s"}]}), "limits[0].requests"),
             (json!({"limits": [{"requests": 1, "window": "1w"}]}), "limits[0].window"),
             (json!({"limits": [{"requests": 1, "window": 60}]}), "limits[0].window"),
@@ -921,10 +1096,51 @@ mod tests {
         .unwrap();
         let r = &config.rules[0];
         assert_eq!(r.counting, Counting::Statuses(vec![401, 403]));
-        assert!(r.clear_on_success && r.ratelimit_headers);
+        assert!(r.ratelimit_headers);
+        let on = r.on_success.as_ref().unwrap();
+        assert_eq!((on.action, on.statuses.as_slice(), on.identity_header.as_deref()), (SuccessAction::Clear, &[200, 204][..], None));
+        assert_eq!(r.reservation_ttl_ms, 104_000, "2 × the 2 s timeout + 100 s");
         assert_eq!(r.on_missing_key, MissingKey::Fallback(vec![KeyPart::Header("x-account".into())]));
         assert_eq!(config.admin_prefix, "/.tollgate");
         assert_eq!(config.body_limit, 16 * 1024);
+    }
+
+    #[test]
+    fn success_and_reservation_fields_parse() {
+        let config = Config::from_json(&rule(json!({
+            "key": ["body:email"], "count_statuses": [401], "on_success": "decrement", "success_statuses": [200, 302],
+            "success_identity_header": "X-Authenticated-User", "timeout": "500ms", "reservation_ttl": "1100ms"
+        })))
+        .unwrap();
+        let r = &config.rules[0];
+        let on = r.on_success.as_ref().unwrap();
+        assert_eq!(on.action, SuccessAction::Decrement);
+        assert_eq!(on.statuses, [200, 302]);
+        assert_eq!(on.identity_header.as_deref(), Some("x-authenticated-user"), "lowercased");
+        assert_eq!(r.reservation_ttl_ms, 1_100);
+        assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+        let config = Config::from_json(&rule(json!({"key": ["body:email"], "count_statuses": [401], "clear_on_success": false}))).unwrap();
+        assert_eq!(config.rules[0].on_success, None);
+    }
+
+    /// A success that anyone could forge is worth a warning, not an error:
+    /// the rule still works for origins whose logins cannot be confused.
+    #[test]
+    fn forgeable_successes_are_warned_about() {
+        let config = Config::from_json(&json!({ "rules": [
+            { "name": "clear", "path": "/login", "key": ["body:email"], "count_statuses": [401], "clear_on_success": true,
+              "limits": [{ "requests": 10, "window": "15m" }] },
+            { "name": "lower", "path": "/login", "key": ["body:email"], "count_statuses": [401], "on_success": "decrement",
+              "limits": [{ "requests": 10, "window": "15m" }] },
+            { "name": "quota", "path": "/q", "count_statuses": [200], "limits": [{ "requests": 10, "window": "1d" }] },
+        ]}))
+        .unwrap();
+        let warnings: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].starts_with("rule `clear`, field `success_identity_header`: not set: "), "{}", warnings[0]);
+        assert!(warnings[0].contains("whoever the origin logged in"), "{}", warnings[0]);
+        assert!(warnings[1].starts_with("rule `lower`, field `success_identity_header`: not set: "), "{}", warnings[1]);
+        assert!(warnings[1].contains("one failure"), "{}", warnings[1]);
     }
 
     #[test]

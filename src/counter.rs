@@ -8,8 +8,10 @@
 //! The stored row is a sliding log ([`crate::window::encode_log`]) or a
 //! GCRA state (`g:...`, [`crate::gcra::encode`]); its prefix says which
 //! algorithm wrote it. A row of the other kind (the rule's algorithm was
-//! changed in the config) reads as empty. Rows written by earlier versions
-//! read unchanged: both formats are as they were.
+//! changed in the config) reads as empty. The reservations of two-phase
+//! counting ([`crate::reservation`]) follow the state after a `;`, for
+//! either algorithm. Rows written by earlier versions read unchanged: both
+//! formats are as they were, and a row without `;` holds no reservation.
 //!
 //! # Corrupt rows
 //! A row that the algorithm which wrote it cannot read back is corrupt
@@ -28,6 +30,7 @@
 
 use crate::gcra::{self, Gcra};
 use crate::protocol::{Algorithm, Call, Op};
+use crate::reservation::{self, Reservation};
 use crate::window::{horizon_ms, Limit, SlidingLog, WindowState};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -39,7 +42,7 @@ pub(crate) trait Counter {
     /// The call's `alg` that selects this algorithm.
     const ALGORITHM: Algorithm;
     /// What one row holds; `Default` is the empty row.
-    type State: Default;
+    type State: Default + PartialEq;
 
     /// Reads a row this algorithm wrote (its [`writer`]).
     fn decode(row: &str) -> Result<Self::State, CorruptRow>;
@@ -51,6 +54,9 @@ pub(crate) trait Counter {
     /// Records `cost` whatever the limits say (the second half of a
     /// failures-only rule): the state to store and the windows after it.
     fn record(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> (Self::State, Vec<WindowState>);
+    /// Takes back `cost` units of what was recorded, the newest first,
+    /// never below nothing (a success on a `decrement` rule).
+    fn forgive(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> Self::State;
     /// The windows, recording nothing.
     fn peek(state: &Self::State, now_ms: i64, limits: &[Limit]) -> Vec<WindowState>;
     /// When everything in `state` has expired (Unix ms), given the longest
@@ -76,12 +82,22 @@ pub struct Tally<W = WindowState> {
     /// `retry_after_ms` (the first of the longest waits).
     #[serde(rename = "binding_window", default)]
     pub binding: Option<usize>,
+    /// Blocked only by in-flight requests: the committed hits alone would
+    /// allow, other requests' live reservations do not. Such a block lifts
+    /// as soon as one of them is released, so it is never cached, and its
+    /// `retry_after_ms` is at most the time until a reservation expires.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub in_flight: bool,
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
 }
 
 impl<W> Tally<W> {
     /// Allowed, nothing to wait for: what a record or a status reports.
     pub fn allowing(windows: Vec<W>) -> Tally<W> {
-        Tally { allowed: true, retry_after_ms: 0, windows, binding: None }
+        Tally { allowed: true, retry_after_ms: 0, windows, binding: None, in_flight: false }
     }
 
     /// The same tally with each window converted (to its wire form, say).
@@ -91,6 +107,7 @@ impl<W> Tally<W> {
             retry_after_ms: self.retry_after_ms,
             windows: self.windows.into_iter().map(convert).collect(),
             binding: self.binding,
+            in_flight: self.in_flight,
         }
     }
 }
@@ -116,6 +133,9 @@ pub enum CorruptRow {
     UnreadableCell { index: usize, cell: String },
     /// Read as a GCRA state, but the row does not start with `g:`.
     NotGcra(String),
+    /// Reservation `index` is not `id@expires_at` or `id@expires_at*cost`
+    /// in whole numbers.
+    UnreadableReservation { index: usize, entry: String },
 }
 
 impl fmt::Display for CorruptRow {
@@ -128,6 +148,9 @@ impl fmt::Display for CorruptRow {
             CorruptRow::HitOutOfOrder { index, entry } => write!(f, "hit {index} (`{entry}`) goes back in time"),
             CorruptRow::UnreadableCell { index, cell } => write!(f, "GCRA cell {index} (`{cell}`) is not `N/tat`"),
             CorruptRow::NotGcra(row) => write!(f, "`{row}` does not start with `g:`"),
+            CorruptRow::UnreadableReservation { index, entry } => {
+                write!(f, "reservation {index} (`{entry}`) is not `id@expires_at` in whole numbers")
+            }
         }
     }
 }
@@ -148,6 +171,10 @@ pub struct Step {
     pub write: Option<Write>,
     /// Entries (hits, or GCRA windows) in the row after this step.
     pub stored: u64,
+    /// Live reservations in the row after this step.
+    pub held: u64,
+    /// The reservation an allowed `reserve` made.
+    pub reservation: Option<u64>,
 }
 
 /// A row to store.
@@ -170,39 +197,116 @@ pub fn step(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
     }
 }
 
+/// A row read back: the counter's state and the reservations still live.
+struct Loaded<S> {
+    state: S,
+    held: Vec<Reservation>,
+}
+
 fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
     let limits = &call.limits;
-    let state = if call.op == Op::Reset { C::State::default() } else { load::<C>(row)? };
-    let stored = C::entries(&state);
+    let Loaded { state, mut held } = if call.op == Op::Reset {
+        Loaded { state: C::State::default(), held: Vec::new() }
+    } else {
+        let (state, reservations) = reservation::split_row(row);
+        Loaded { state: load::<C>(state)?, held: reservation::live(reservation::decode(reservations)?, now_ms) }
+    };
+    let unchanged = |tally: Tally, held: &[Reservation]| Step {
+        tally,
+        write: None,
+        stored: C::entries(&state),
+        held: held.len() as u64,
+        reservation: None,
+    };
     Ok(match call.op {
+        // Rules that count every request never reserve; reservations left
+        // by a rule switched from `count_statuses` are carried along.
         Op::Hit => {
             let Decision { tally, next } = C::decide(&state, now_ms, limits, call.cost);
             match next {
-                Some(next) => written::<C>(tally, &next, now_ms, limits),
-                None => Step { tally, write: None, stored },
+                Some(next) => written::<C>(tally, &next, held, now_ms, limits),
+                None => unchanged(tally, &held),
             }
         }
         Op::Check => {
-            let tally = C::decide(&state, now_ms, limits, call.cost).tally;
-            let windows = C::peek(&state, now_ms, limits);
-            Step { tally: Tally { windows, ..tally }, write: None, stored }
+            let tally = reserve_decision::<C>(&state, &held, now_ms, call).tally;
+            unchanged(Tally { windows: C::peek(&state, now_ms, limits), ..tally }, &held)
         }
         Op::Record => {
             let (next, windows) = C::record(&state, now_ms, limits, call.cost);
-            written::<C>(Tally::allowing(windows), &next, now_ms, limits)
+            written::<C>(Tally::allowing(windows), &next, held, now_ms, limits)
         }
-        Op::Status | Op::Reset => {
-            Step { tally: Tally::allowing(C::peek(&state, now_ms, limits)), write: None, stored }
+        Op::Reserve => {
+            let Decision { tally, next } = reserve_decision::<C>(&state, &held, now_ms, call);
+            let Some(expires_at) = next else { return Ok(unchanged(tally, &held)) };
+            let id = reservation::next_id(&held, now_ms);
+            held.push(Reservation { id, expires_at, cost: call.cost });
+            Step { reservation: Some(id), ..written::<C>(tally, &state, held, now_ms, limits) }
         }
+        Op::Commit => {
+            // An unknown (expired) reservation still counts: the origin
+            // answered a counted status.
+            let cost = reservation::take(&mut held, call.reservation).map_or(call.cost, |r| r.cost);
+            let (next, windows) = C::record(&state, now_ms, limits, cost);
+            written::<C>(Tally::allowing(windows), &next, held, now_ms, limits)
+        }
+        Op::Release | Op::Forgive | Op::Clear => {
+            let released = reservation::take(&mut held, call.reservation).is_some();
+            let next = match call.op {
+                Op::Forgive => Some(C::forgive(&state, now_ms, limits, call.cost)),
+                Op::Clear => Some(C::State::default()),
+                _ => None,
+            }
+            .filter(|next| *next != state);
+            let after = next.as_ref().unwrap_or(&state);
+            let tally = Tally::allowing(C::peek(after, now_ms, limits));
+            if released || next.is_some() {
+                written::<C>(tally, after, held, now_ms, limits)
+            } else {
+                unchanged(tally, &held)
+            }
+        }
+        Op::Status | Op::Reset => unchanged(Tally::allowing(C::peek(&state, now_ms, limits)), &held),
     })
 }
 
-fn written<C: Counter>(tally: Tally, next: &C::State, now_ms: i64, limits: &[Limit]) -> Step {
-    let expires_at = C::expires_at(next, horizon_ms(limits)).unwrap_or(now_ms);
+/// Whether a request of `call.cost` may take a slot beside the `held`
+/// reservations; when it may, the expiry of its reservation (`next`).
+///
+/// A block the committed hits alone impose is the algorithm's own, exact
+/// and cacheable. A block only the reservations impose is marked
+/// [`Tally::in_flight`]: its wait is the algorithm's as if every reservation
+/// were committed now, but at most until the first of them expires (by
+/// then at least one has been settled or has lapsed).
+fn reserve_decision<C: Counter>(state: &C::State, held: &[Reservation], now_ms: i64, call: &Call) -> Decision<i64> {
+    let limits = &call.limits;
+    let committed = C::decide(state, now_ms, limits, call.cost);
+    if !committed.tally.allowed {
+        return Decision { tally: committed.tally, next: None };
+    }
+    let held_units = u32::try_from(reservation::units(held)).unwrap_or(u32::MAX);
+    let with_held = C::decide(state, now_ms, limits, call.cost.saturating_add(held_units));
+    if with_held.tally.allowed {
+        let hold = i64::try_from(call.hold_ms.unwrap_or(0)).unwrap_or(i64::MAX);
+        return Decision { tally: with_held.tally, next: Some(now_ms.saturating_add(hold)) };
+    }
+    let lapse = reservation::first_expiry(held).map_or(u64::MAX, |at| u64::try_from(at - now_ms).unwrap_or(0));
+    let tally = Tally {
+        retry_after_ms: with_held.tally.retry_after_ms.min(lapse).max(1),
+        in_flight: true,
+        ..with_held.tally
+    };
+    Decision { tally, next: None }
+}
+
+fn written<C: Counter>(tally: Tally, next: &C::State, held: Vec<Reservation>, now_ms: i64, limits: &[Limit]) -> Step {
+    let expires_at = C::expires_at(next, horizon_ms(limits)).max(reservation::last_expiry(&held)).unwrap_or(now_ms);
     Step {
         tally,
-        write: Some(Write { row: C::encode(next), expires_at }),
+        write: Some(Write { row: reservation::join_row(C::encode(next), &held), expires_at }),
         stored: C::entries(next),
+        held: held.len() as u64,
+        reservation: None,
     }
 }
 
@@ -226,16 +330,19 @@ fn writer(row: &str) -> Algorithm {
     }
 }
 
-/// When everything in `row` has expired, read by the algorithm that wrote
-/// it, given the longest window `horizon_ms`; `None` for an empty row.
+/// When everything in `row` has expired, its state read by the algorithm
+/// that wrote it (given the longest window `horizon_ms`) and its
+/// reservations; `None` for an empty row.
 fn expiry(row: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
-    fn read<C: Counter>(row: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
-        Ok(C::expires_at(&C::decode(row)?, horizon_ms))
+    fn read<C: Counter>(state: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
+        Ok(C::expires_at(&C::decode(state)?, horizon_ms))
     }
-    match writer(row) {
-        Algorithm::SlidingLog => read::<SlidingLog>(row, horizon_ms),
-        Algorithm::Gcra => read::<Gcra>(row, horizon_ms),
-    }
+    let (state, reservations) = reservation::split_row(row);
+    let state_expiry = match writer(state) {
+        Algorithm::SlidingLog => read::<SlidingLog>(state, horizon_ms),
+        Algorithm::Gcra => read::<Gcra>(state, horizon_ms),
+    }?;
+    Ok(state_expiry.max(reservation::last_expiry(&reservation::decode(reservations)?)))
 }
 
 /// What the TTL alarm does.
@@ -265,7 +372,18 @@ mod tests {
     use proptest::prelude::*;
 
     const BOTH: [Algorithm; 2] = [Algorithm::SlidingLog, Algorithm::Gcra];
-    const OPS: [Op; 5] = [Op::Hit, Op::Check, Op::Record, Op::Status, Op::Reset];
+    const OPS: [Op; 10] = [
+        Op::Hit,
+        Op::Check,
+        Op::Record,
+        Op::Status,
+        Op::Reset,
+        Op::Reserve,
+        Op::Commit,
+        Op::Release,
+        Op::Forgive,
+        Op::Clear,
+    ];
 
     fn call(op: Op, algorithm: Algorithm) -> Call {
         Call {
@@ -273,6 +391,8 @@ mod tests {
             algorithm,
             limits: vec![Limit::new(2, 1_000).unwrap()],
             cost: 1,
+            hold_ms: Some(5_000),
+            reservation: None,
         }
     }
 
@@ -370,36 +490,216 @@ mod tests {
         assert_eq!(on_alarm("g:", 1_000, 0), AlarmAction::DeleteAll);
     }
 
+    /// A call of `op` for limit 2 per 1 s, holding reservations 5 s.
+    fn settle_call(op: Op, algorithm: Algorithm, reservation: Option<u64>) -> Call {
+        Call { reservation, ..call(op, algorithm) }
+    }
+
+    /// Applies `call` to `row` at `now` like the object: the row written,
+    /// if any, replaces it.
+    fn apply(row: &mut String, now: i64, call: &Call) -> Step {
+        let step = step(row, now, call).unwrap();
+        if let Some(write) = &step.write {
+            *row = write.row.clone();
+        }
+        step
+    }
+
+    #[test]
+    fn two_phase_counting_is_exact_for_both_algorithms() {
+        for algorithm in BOTH {
+            let mut row = String::new();
+            let reserve = call(Op::Reserve, algorithm);
+            let a = apply(&mut row, 0, &reserve);
+            let b = apply(&mut row, 1, &reserve);
+            assert!(a.tally.allowed && b.tally.allowed, "{algorithm:?}");
+            assert_eq!((a.reservation, b.reservation), (Some(0), Some(1_000)), "{algorithm:?}: ids from the clock");
+            assert_eq!((b.held, b.write.as_ref().map(|w| w.expires_at)), (2, Some(5_001)), "{algorithm:?}");
+            assert_eq!(b.tally.windows[0].used, 2, "{algorithm:?}: reservations are used");
+            // Two in flight fill the limit: the third waits, uncached.
+            let c = apply(&mut row, 2, &reserve);
+            assert!(!c.tally.allowed && c.tally.in_flight && c.write.is_none(), "{algorithm:?}");
+            assert!(c.tally.retry_after_ms <= 4_998, "{algorithm:?}: at most until the first reservation lapses");
+            // A release frees its slot at once; a commit keeps it as a hit.
+            let released = apply(&mut row, 3, &settle_call(Op::Release, algorithm, Some(0)));
+            assert_eq!((released.held, released.stored, released.write.is_some()), (1, 0, true), "{algorithm:?}");
+            assert!(apply(&mut row, 4, &reserve).tally.allowed, "{algorithm:?}: the released slot");
+            let committed = apply(&mut row, 5, &settle_call(Op::Commit, algorithm, Some(1_000)));
+            assert_eq!(committed.held, 1, "{algorithm:?}");
+            assert_eq!(committed.tally.windows[0].used, 1, "{algorithm:?}: the committed hit");
+            let blocked = apply(&mut row, 6, &reserve);
+            assert!(!blocked.tally.allowed && blocked.tally.in_flight, "{algorithm:?}: one hit and one in flight");
+            let last = apply(&mut row, 7, &settle_call(Op::Commit, algorithm, Some(4_000)));
+            assert_eq!((last.held, last.tally.windows[0].used), (0, 2), "{algorithm:?}");
+            let full = apply(&mut row, 8, &reserve);
+            assert!(!full.tally.allowed && !full.tally.in_flight, "{algorithm:?}: blocked by hits: exact, cacheable");
+            assert!(full.tally.retry_after_ms > 400, "{algorithm:?}: the algorithm's own wait");
+            assert_eq!(step(&row, 8, &settle_call(Op::Release, algorithm, Some(4_000))).unwrap().write, None, "{algorithm:?}: settled once");
+        }
+    }
+
+    /// A hit is dated when it commits: it never leaves a window before
+    /// the origin's answer is a whole window old.
+    #[test]
+    fn a_commit_dates_its_hit_at_commit_time() {
+        let one = |op| Call { limits: vec![Limit::new(1, 1_000).unwrap()], ..call(op, Algorithm::SlidingLog) };
+        let mut row = String::new();
+        let id = apply(&mut row, 0, &one(Op::Reserve)).reservation;
+        apply(&mut row, 900, &Call { reservation: id, ..one(Op::Commit) });
+        assert_eq!(row, "900");
+        let later = apply(&mut row, 1_500, &one(Op::Reserve));
+        assert!(!later.tally.allowed, "reserved at 0, answered at 900: counted until 1 900");
+        assert_eq!(later.tally.retry_after_ms, 400);
+        assert!(apply(&mut row, 1_900, &one(Op::Reserve)).tally.allowed);
+    }
+
+    #[test]
+    fn a_lost_reservation_expires_and_the_row_outlives_it() {
+        for algorithm in BOTH {
+            let mut row = String::new();
+            let reserve = call(Op::Reserve, algorithm);
+            apply(&mut row, 0, &reserve);
+            apply(&mut row, 0, &reserve);
+            assert!(!apply(&mut row, 4_999, &reserve).tally.allowed, "{algorithm:?}");
+            assert_eq!(on_alarm(&row, 1_000, 2_000), AlarmAction::RearmAt(5_000), "{algorithm:?}: the TTL covers the reservations");
+            assert_eq!(on_alarm(&row, 1_000, 5_000), AlarmAction::DeleteAll, "{algorithm:?}");
+            let after = apply(&mut row, 5_000, &reserve);
+            assert!(after.tally.allowed, "{algorithm:?}: expired at its expiry");
+            assert_eq!(after.held, 1, "{algorithm:?}: the lapsed ones were pruned");
+            // A late commit of a lapsed reservation still counts.
+            let late = apply(&mut row, 5_001, &settle_call(Op::Commit, algorithm, Some(1)));
+            assert_eq!((late.held, late.tally.windows[0].used), (1, 1), "{algorithm:?}");
+        }
+    }
+
+    #[test]
+    fn a_success_forgives_or_clears_and_keeps_other_requests_reservations() {
+        for algorithm in BOTH {
+            let mut row = String::new();
+            for t in [0, 1] {
+                apply(&mut row, t, &call(Op::Record, algorithm));
+            }
+            let own = apply(&mut row, 2, &Call { limits: vec![Limit::new(4, 1_000).unwrap()], ..call(Op::Reserve, algorithm) });
+            let other = apply(&mut row, 2, &Call { limits: vec![Limit::new(4, 1_000).unwrap()], ..call(Op::Reserve, algorithm) });
+            assert!(own.tally.allowed && other.tally.allowed, "{algorithm:?}");
+            let forgiven = apply(&mut row, 3, &settle_call(Op::Forgive, algorithm, own.reservation));
+            assert_eq!((forgiven.held, forgiven.tally.windows[0].used), (1, 1), "{algorithm:?}: one failure forgiven");
+            let cleared = apply(&mut row, 4, &settle_call(Op::Clear, algorithm, None));
+            assert_eq!((cleared.held, cleared.tally.windows[0].used), (1, 0), "{algorithm:?}: the other still in flight");
+            let again = step(&row, 5, &settle_call(Op::Clear, algorithm, None)).unwrap();
+            assert_eq!(again.write, None, "{algorithm:?}: nothing left to clear, nothing written");
+            let nothing = step(&row, 5, &settle_call(Op::Forgive, algorithm, None)).unwrap();
+            assert_eq!(nothing.tally.windows[0].used, 0, "{algorithm:?}: never below zero");
+        }
+    }
+
+    #[test]
+    fn rows_from_before_two_phase_counting_read_unchanged() {
+        let reserve = call(Op::Reserve, Algorithm::SlidingLog);
+        let step_ = step("0", 10, &reserve).unwrap();
+        assert_eq!(step_.write.map(|w| w.row), Some("0;10000@5010".to_string()));
+        let step_ = step("g:2/1000", 0, &call(Op::Reserve, Algorithm::Gcra)).unwrap();
+        assert_eq!(step_.write.map(|w| w.row), Some("g:2/1000;0@5000".to_string()), "tat untouched by a reserve");
+        assert_eq!(
+            step("0;x", 10, &reserve),
+            Err(CorruptRow::UnreadableReservation { index: 0, entry: "x".into() }),
+            "a corrupt reservation is refused like any corrupt row"
+        );
+        assert_eq!(on_alarm("0;x", 1_000, 10), AlarmAction::DeleteAll);
+    }
+
     fn any_op() -> impl Strategy<Value = Op> {
         prop::sample::select(OPS.to_vec())
     }
 
+    /// A settling op and which live reservation it settles (by index).
+    #[derive(Debug, Clone)]
+    enum Event {
+        Reserve,
+        Settle(Op, usize),
+    }
+
+    fn any_event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            3 => Just(Event::Reserve),
+            2 => (prop::sample::select(vec![Op::Commit, Op::Release, Op::Forgive, Op::Clear]), 0usize..8)
+                .prop_map(|(op, i)| Event::Settle(op, i)),
+        ]
+    }
+
     proptest! {
+        /// The two-phase invariant, for both algorithms: at every moment,
+        /// the committed hits and the live reservations together fit every
+        /// window (a request of their total cost would be allowed), so no
+        /// concurrency can admit past the limit.
+        #[test]
+        fn committed_and_held_never_exceed_the_limit(
+            gcra in any::<bool>(),
+            events in prop::collection::vec((any_event(), 0i64..300), 1..60),
+        ) {
+            let algorithm = if gcra { Algorithm::Gcra } else { Algorithm::SlidingLog };
+            let limits = vec![Limit::new(3, 1_000).unwrap(), Limit::new(5, 4_000).unwrap()];
+            let mut row = String::new();
+            let mut now = 1_700_000_000_000i64;
+            for (event, dt) in events {
+                now += dt;
+                let (op, reservation) = match event {
+                    Event::Reserve => (Op::Reserve, None),
+                    Event::Settle(op, i) => {
+                        let held = reservation::live(reservation::decode(reservation::split_row(&row).1).unwrap(), now);
+                        (op, held.get(i).map(|r| r.id))
+                    }
+                };
+                if op == Op::Commit && reservation.is_none() {
+                    continue; // a commit without a live reservation records beyond the limit, by design
+                }
+                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation };
+                apply(&mut row, now, &call);
+                let (state, held) = reservation::split_row(&row);
+                let units = reservation::units(&reservation::live(reservation::decode(held).unwrap(), now));
+                if units > 0 {
+                    let fits = match algorithm {
+                        Algorithm::SlidingLog => SlidingLog::decide(&SlidingLog::decode(state).unwrap(), now, &limits, units as u32).tally.allowed,
+                        Algorithm::Gcra => Gcra::decide(&Gcra::decode(state).unwrap_or_default(), now, &limits, units as u32).tally.allowed,
+                    };
+                    prop_assert!(fits, "{} units held over {:?} at {}", units, row, now);
+                }
+            }
+        }
+
         /// Every row `step` writes reads back as the same state (so this
         /// code never writes a corrupt row), and its `expires_at` is what
         /// the alarm finds in it.
         #[test]
         fn written_rows_read_back(
             gcra in any::<bool>(),
-            calls in prop::collection::vec((any_op(), -50i64..400, 1u32..4), 1..40),
+            calls in prop::collection::vec((any_op(), -50i64..400, 1u32..4, any::<bool>()), 1..40),
         ) {
             let algorithm = if gcra { Algorithm::Gcra } else { Algorithm::SlidingLog };
             let limits = vec![Limit::new(5, 1_000).unwrap(), Limit::new(9, 3_000).unwrap()];
             let mut stored = String::new();
             let mut now = 1_700_000_000_000i64;
-            for (op, dt, cost) in calls {
+            let mut last = None;
+            for (op, dt, cost, settle_last) in calls {
                 now += dt;
-                let call = Call { op, algorithm, limits: limits.clone(), cost };
+                let reservation = if settle_last { last } else { None };
+                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation };
                 let step = step(&stored, now, &call).unwrap();
+                last = step.reservation.or(last);
                 if op == Op::Reset {
                     stored.clear();
                 }
                 if let Some(write) = step.write {
-                    prop_assert_eq!(expiry(&write.row, horizon_ms(&limits)), Ok(Some(write.expires_at)));
-                    let reread = match algorithm {
-                        Algorithm::SlidingLog => SlidingLog::decode(&write.row).map(|s| SlidingLog::encode(&s)),
-                        Algorithm::Gcra => Gcra::decode(&write.row).map(|s| Gcra::encode(&s)),
+                    // A row left empty (cleared, all forgiven) expires at once.
+                    let expires = expiry(&write.row, horizon_ms(&limits)).map(|at| at.unwrap_or(now));
+                    prop_assert_eq!(expires, Ok(write.expires_at));
+                    let (state, held) = reservation::split_row(&write.row);
+                    let state = match algorithm {
+                        Algorithm::SlidingLog => SlidingLog::decode(state).map(|s| SlidingLog::encode(&s)),
+                        Algorithm::Gcra => Gcra::decode(state).map(|s| Gcra::encode(&s)),
                     };
+                    let held = reservation::decode(held).unwrap();
+                    let reread = state.map(|s| reservation::join_row(s, &held));
                     prop_assert_eq!(reread.as_deref(), Ok(write.row.as_str()));
                     stored = write.row;
                 }

@@ -23,10 +23,9 @@ use crate::headers::OwnResponse;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
 use crate::protocol::{decode_reply, encode_call, Call, CallFailure, Op, Reply};
 use crate::origin::{forward, read_body, with_fields};
-use crate::verdict::{self, Answer, LogEvent, Outcome};
+use crate::verdict::{self, Answer, Answered, LogEvent, Outcome};
 use futures_util::future::{join_all, select, Either};
 use std::cell::RefCell;
-use std::rc::Rc;
 use std::time::Duration;
 use worker::wasm_bindgen::JsValue;
 use worker::{
@@ -40,8 +39,10 @@ const CONFIG_VAR: &str = "TOLLGATE";
 /// The secret that turns the admin API on.
 const ADMIN_TOKEN_SECRET: &str = "TOLLGATE_ADMIN_TOKEN";
 
-/// The config as parsed, or its errors with the policy for requests.
-type LoadedConfig = Rc<Result<Config, (Vec<ConfigError>, FailPolicy)>>;
+/// Parsed once per isolate and kept for its life (leaked once, so that the
+/// plan's rules can move into a `waitUntil` task, which must be `'static`):
+/// the config, or its errors with the policy for requests.
+type LoadedConfig = &'static Result<Config, (Vec<ConfigError>, FailPolicy)>;
 
 /// An invalid config is logged at most once per isolate per this period.
 const CONFIG_ERROR_LOG_PERIOD_MS: i64 = 60_000;
@@ -56,8 +57,8 @@ thread_local! {
 
 fn load_config(env: &Env) -> LoadedConfig {
     CONFIG.with(|cell| {
-        if let Some(config) = cell.borrow().as_ref() {
-            return config.clone();
+        if let Some(config) = *cell.borrow() {
+            return config;
         }
         let parsed = match env.object_var::<serde_json::Value>(CONFIG_VAR) {
             Ok(value) => Config::from_json(&value).map_err(|errors| (errors, config::on_invalid_config(&value))),
@@ -69,8 +70,8 @@ fn load_config(env: &Env) -> LoadedConfig {
         if let Ok(config) = &parsed {
             BLOCKED.with(|b| b.borrow_mut().set_capacity(config.blocked_cache_capacity, now_ms()));
         }
-        let loaded = Rc::new(parsed);
-        *cell.borrow_mut() = Some(loaded.clone());
+        let loaded: LoadedConfig = Box::leak(Box::new(parsed));
+        *cell.borrow_mut() = Some(loaded);
         loaded
     })
 }
@@ -145,7 +146,7 @@ fn write_logs(events: &[LogEvent]) {
 }
 
 /// The request flow: plan (pure), the I/O the plan asks for, verdict (pure).
-async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worker::Result<web_sys::Response> {
+async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
     let url = req.url()?;
     // The method as sent (workers-rs maps methods it does not know to GET).
     let method = req.inner().method();
@@ -168,10 +169,11 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
         body = read_body(&req, config.body_limit).await;
         plan = plan::plan(config, &parts(body.as_deref().map_or(Body::Unusable, Body::Read)));
     }
+    let mut outcomes = Vec::new();
     let verdict = match &plan.route {
         Route::Admin(route) => return admin_request(env, route).await,
         Route::Check(applied) if !applied.is_empty() => {
-            let outcomes = join_all(applied.iter().map(|a| check(env, a))).await;
+            outcomes = join_all(applied.iter().map(|a| check(env, a))).await;
             verdict::verdict(applied, &outcomes)
         }
         _ => match verdict::early(&plan) {
@@ -180,14 +182,23 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
         },
     };
     write_logs(&verdict.events);
+    let applied = match plan.route {
+        Route::Check(applied) => applied,
+        _ => Vec::new(),
+    };
     let fields = match verdict.answer {
-        Answer::Respond(own) => return respond(&own),
+        Answer::Respond(own) => {
+            // Not forwarded: every reservation made is released.
+            settle(ctx, env, settlements(&applied, &outcomes, None)).await;
+            return respond(&own);
+        }
         Answer::Forward { fields } => fields,
     };
-    let response = forward(req, &url, env).await?;
-    if let Route::Check(applied) = &plan.route {
-        settle_after_response(ctx, env, applied, response.status()).await;
-    }
+    let response = if applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve) {
+        forward_and_settle(ctx, env, req, url, applied, outcomes).await?
+    } else {
+        forward(req, &url, env).await?
+    };
     // A WebSocket upgrade (101) cannot be rebuilt with extra fields.
     if fields.is_empty() || response.status() == 101 {
         Ok(response)
@@ -196,59 +207,114 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
     }
 }
 
-/// The second half of failures-only rules, once the origin has answered
-/// (what to record: [`verdict::settle`]).
-///
-/// The calls run under `waitUntil`, so they complete even if the client
-/// disconnects and the request is cancelled, and are awaited here too, so
-/// the count is settled before the response leaves (the next request of the
-/// same client sees it).
-async fn settle_after_response(ctx: &Context, env: &Env, applied: &[Applied<'_>], status: u16) {
-    let mut tasks = Vec::new();
-    for a in applied {
-        let Some(op) = verdict::settle(a, status) else { continue };
-        if op == Op::Reset {
+/// One call that settles a failures-only rule after the request.
+struct Settlement {
+    id: String,
+    call: Call,
+    timeout_ms: u32,
+    rule: String,
+    key_hash: String,
+}
+
+/// The calls that settle the failures-only rules ([`verdict::settle`]),
+/// given the origin's answer (`None`: not forwarded, or the origin could
+/// not be reached). A success that clears or forgives a count also drops
+/// the key's block from this isolate's cache.
+fn settlements(applied: &[Applied<'_>], outcomes: &[Outcome], origin: Option<&Answered<'_>>) -> Vec<Settlement> {
+    let mut calls = Vec::new();
+    for (a, outcome) in applied.iter().zip(outcomes) {
+        let Some(call) = verdict::settle(a, outcome, origin) else { continue };
+        if matches!(call.op, Op::Clear | Op::Forgive) {
             BLOCKED.with(|b| b.borrow_mut().remove(&a.id));
         }
-        tasks.push((a.id.clone(), a.rule.call(op), a.rule.timeout_ms, a.rule.name.clone(), a.key_hash.clone()));
+        let (id, timeout_ms, rule, key_hash) = (a.id.clone(), a.rule.timeout_ms, a.rule.name.clone(), a.key_hash.clone());
+        calls.push(Settlement { id, call, timeout_ms, rule, key_hash });
     }
-    if tasks.is_empty() {
+    calls
+}
+
+/// Forwards the request and settles the failures-only rules, all under
+/// `waitUntil`: a client that disconnects while the origin works would
+/// otherwise cancel the request before it is settled, leaving its
+/// reservation to hold the slot until it expires (and, without two-phase
+/// counting, its failure uncounted). The response is handed back once
+/// settled, so the next request of the same client sees the count.
+async fn forward_and_settle(
+    ctx: &Context,
+    env: &Env,
+    req: Request,
+    url: worker::Url,
+    applied: Vec<Applied<'static>>,
+    outcomes: Vec<Outcome>,
+) -> worker::Result<web_sys::Response> {
+    let env = env.clone();
+    let (done, answered) = futures_channel::oneshot::channel();
+    ctx.wait_until(async move {
+        let response = forward(req, &url, &env).await;
+        let calls = match &response {
+            Ok(r) => {
+                let headers = r.headers();
+                let header = |name: &str| headers.get(name).ok().flatten();
+                settlements(&applied, &outcomes, Some(&Answered { status: r.status(), header: &header }))
+            }
+            Err(_) => settlements(&applied, &outcomes, None),
+        };
+        send_settlements(&env, calls).await;
+        let _ = done.send(response);
+    });
+    match answered.await {
+        Ok(response) => response,
+        Err(_) => Err(worker::Error::RustError("the forwarding task ended without a response".into())),
+    }
+}
+
+/// Sends `calls` under `waitUntil` (so they complete even if the client
+/// disconnects and the request is cancelled), and awaits them here too.
+async fn settle(ctx: &Context, env: &Env, calls: Vec<Settlement>) {
+    if calls.is_empty() {
         return;
     }
     let env = env.clone();
     let (done, settled) = futures_channel::oneshot::channel::<()>();
     ctx.wait_until(async move {
-        let calls = tasks.into_iter().map(|(id, call, timeout_ms, rule, key_hash)| {
-            let env = &env;
-            async move {
-                if let Err(error) = call_with_timeout(env, &id, &call, timeout_ms).await {
-                    write_logs(&[verdict::counter_error(&rule, &key_hash, &error.to_string(), "not_recorded")]);
-                }
-            }
-        });
-        join_all(calls).await;
+        send_settlements(&env, calls).await;
         let _ = done.send(());
     });
     let _ = settled.await;
 }
 
+/// Sends every settlement concurrently; a failed one is logged as a
+/// `counter_error` with decision `not_recorded`.
+async fn send_settlements(env: &Env, calls: Vec<Settlement>) {
+    let sends = calls.into_iter().map(|s| async move {
+        if let Err(error) = call_with_timeout(env, &s.id, &s.call, s.timeout_ms).await {
+            write_logs(&[verdict::counter_error(&s.rule, &s.key_hash, &error.to_string(), "not_recorded")]);
+        }
+    });
+    join_all(sends).await;
+}
+
 /// Asks the blocked-until cache, then the rule's object, bounded by the
 /// rule's timeout. Rules counting every request check and record at once;
-/// failures-only rules only check here.
+/// failures-only rules reserve a slot here.
 async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
     let now = now_ms();
     if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
         return Outcome::from_cache(block, now);
     }
     let call = applied.rule.call(verdict::check_op(applied.rule));
-    let outcome = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
-        Ok(reply) => Outcome::from_reply(reply),
-        Err(e) => Outcome::Failed(e.to_string()),
+    let (outcome, cacheable) = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
+        Ok(reply) => {
+            let cacheable = !reply.tally.in_flight;
+            (Outcome::from_reply(reply), cacheable)
+        }
+        Err(e) => (Outcome::Failed(e.to_string()), false),
     };
     // Exact for the sliding log: a blocked request records nothing, so the
     // object would answer "blocked" until then. Shadow rules are cached too:
-    // they would block until then just the same.
-    if let Outcome::Blocked { retry_after_ms, window, .. } = &outcome {
+    // they would block until then just the same. A block owed to requests
+    // in flight is not: it lifts as soon as one of them is released.
+    if let (Outcome::Blocked { retry_after_ms, window, .. }, true) = (&outcome, cacheable) {
         let block = Block { until_ms: now + *retry_after_ms as i64, window: *window };
         BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
     }

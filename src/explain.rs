@@ -65,6 +65,7 @@ impl Assumed {
                         WireWindow { limit: l.requests.get(), window_ms: l.window_ms.get(), used, remaining, reset_ms: l.window_ms.get() }
                     })
                     .collect(),
+                reservation: None,
             },
             Assumed::Blocked => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None },
             Assumed::Failed => Outcome::Failed("assumed: the counter cannot be reached".into()),
@@ -167,6 +168,23 @@ fn policy(rule: &Rule) -> String {
     format!("action {action}; on_error {on_error}; counts {counting}")
 }
 
+/// What a success would do to the rule for this request.
+fn success(on: &crate::policy::OnSuccess, own_method: bool) -> String {
+    let action = match on.action {
+        crate::policy::SuccessAction::Clear => "clears the count",
+        crate::policy::SuccessAction::Decrement => "forgives one failure",
+    };
+    let identity = match &on.identity_header {
+        Some(h) => format!(" for the account named in `{h}`"),
+        None => " (no success_identity_header: forgeable)".to_string(),
+    };
+    if own_method {
+        format!("{:?} {action}{identity}", on.statuses)
+    } else {
+        "never for this request: not matched by its own method (an override, HEAD for GET, or OPTIONS)".to_string()
+    }
+}
+
 fn limits(rule: &Rule) -> String {
     let limits: Vec<String> = rule
         .limits
@@ -225,6 +243,9 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
         };
         if let KeyOutcome::Key { key, .. } = &m.key {
             let _ = writeln!(out, "  key hash: {}", crate::key::key_hash(key));
+        }
+        if let Some(on) = &rule.on_success {
+            let _ = writeln!(out, "  success:  {}", success(on, m.own_method));
         }
     }
     if let Some(v) = &explained.verdict {
@@ -320,6 +341,7 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
                 Some(m) => {
                     entry["matched"] = json!(true);
                     entry["matched_path"] = json!(m.found.matched_path);
+                    entry["own_method"] = json!(m.own_method);
                     match &m.key {
                         KeyOutcome::Key { key, fell_back } => {
                             entry["key"] = json!(key);
@@ -395,6 +417,24 @@ mod tests {
         let no_ip = explain(&config, &request("GET", "/api/example?mode=heavy", &[]), &ALLOWED);
         assert!(no_ip.contains("no usable `ip`: answered 400"), "{no_ip}");
         assert!(no_ip.contains("answer:     400"), "{no_ip}");
+    }
+
+    #[test]
+    fn says_whether_a_success_would_settle_the_rule() {
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "login", "path": "/login", "methods": ["POST"], "key": ["header:x-user"], "count_statuses": [401],
+             "clear_on_success": true, "limits": [{"requests": 5, "window": "15m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![("cf-connecting-ip".to_string(), "203.0.113.7".to_string()), ("x-user".to_string(), "ann".to_string())];
+        let own = explain(&config, &request("POST", "/login", &headers), &ALLOWED);
+        assert!(own.contains("  success:  [200, 204] clears the count (no success_identity_header: forgeable)\n"), "{own}");
+        let mut overridden = headers.clone();
+        overridden.push(("x-http-method-override".to_string(), "GET".to_string()));
+        let text = explain(&config, &request("POST", "/login", &overridden), &ALLOWED);
+        assert!(text.contains("  success:  never for this request: not matched by its own method"), "{text}");
+        let json = explain_json(&config, &request("POST", "/login", &overridden), &ALLOWED);
+        assert_eq!(json["rules"][0]["own_method"], false, "{json}");
     }
 
     #[test]

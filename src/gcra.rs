@@ -86,7 +86,7 @@ pub fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Decis
     let shown: Vec<i128> = if allowed { next.iter().map(|c| c.tat).collect() } else { now_tats };
     let windows = limits.iter().zip(shown).map(|(l, tat)| window_state(*l, tat, now_ms)).collect();
     Decision {
-        tally: Tally { allowed, retry_after_ms, windows, binding },
+        tally: Tally { allowed, retry_after_ms, windows, binding, in_flight: false },
         next: allowed.then_some(next),
     }
 }
@@ -103,6 +103,20 @@ pub fn record(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<
         .collect();
     let windows = limits.iter().zip(&next).map(|(l, c)| window_state(*l, c.tat, now_ms)).collect();
     (next, windows)
+}
+
+/// Takes back `cost` units (a success on a `decrement` rule): each `tat`
+/// moves back `cost` emission intervals, never before now (an idle cell
+/// has nothing to give back, and no credit is banked).
+pub fn forgive(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Cell> {
+    limits
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Cell {
+            requests: l.requests.get(),
+            tat: (current(state, i, l, now_ms) - window(l) * i128::from(cost)).max(i128::from(now_ms) * scale(l)),
+        })
+        .collect()
 }
 
 /// The windows' state without recording.
@@ -187,6 +201,10 @@ impl Counter for Gcra {
 
     fn record(state: &Vec<Cell>, now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Cell>, Vec<WindowState>) {
         record(state, now_ms, limits, cost)
+    }
+
+    fn forgive(state: &Vec<Cell>, now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Cell> {
+        forgive(state, now_ms, limits, cost)
     }
 
     fn peek(state: &Vec<Cell>, now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
@@ -278,6 +296,23 @@ mod tests {
             assert!(total <= 20 * n + n, "n={n} w={w}: {total} in 20 windows");
             assert!(total >= 20 * n, "n={n} w={w}: {total} in 20 windows");
         }
+    }
+
+    #[test]
+    fn forgive_moves_tat_back_never_before_now() {
+        let limits = [limit(4, 1_000)];
+        let mut state = Vec::new();
+        for _ in 0..4 {
+            assert!(run(&mut state, 0, &limits, 1).allowed);
+        }
+        assert!(!decide(&state, 0, &limits, 1).tally.allowed);
+        let forgiven = forgive(&state, 0, &limits, 1);
+        assert_eq!(forgiven[0].tat, 3 * 1_000, "one emission interval (250 ms = 1 000 units) back");
+        assert!(decide(&forgiven, 0, &limits, 1).tally.allowed, "one slot again");
+        assert!(!decide(&forgiven, 0, &limits, 2).tally.allowed, "only one");
+        assert_eq!(forgive(&state, 0, &limits, 99)[0].tat, 0, "never before now");
+        assert_eq!(forgive(&state, 900, &limits, 99)[0].tat, 900 * 4, "now moves on");
+        assert_eq!(forgive(&[], 5, &limits, 1), vec![Cell { requests: 4, tat: 20 }], "an idle cell gives nothing back");
     }
 
     #[test]

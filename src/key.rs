@@ -190,6 +190,22 @@ fn part_value(part: &KeyPart, inputs: &KeyInputs<'_>) -> Option<String> {
     }
 }
 
+/// The key a one-part key of `part` would be for a request carrying
+/// `value` for it, derived exactly as [`derive_key`] derives it: a `body:`
+/// value trimmed, lowercased and hashed; a header's one item (several
+/// different items are missing); other parts as given. `None` for a value
+/// that would be missing, and for `ip`, `global`, `country` and `asn`,
+/// which no request value names.
+pub fn identity_key(part: &KeyPart, value: &str) -> Option<String> {
+    let derived = match part {
+        KeyPart::Body(_) => hash_identity(value),
+        KeyPart::Header(_) => single_value(value.split(',').map(str::trim)),
+        KeyPart::Cookie(_) | KeyPart::Query(_) | KeyPart::PathGroup(_) => Some(value.to_string()),
+        KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn => None,
+    };
+    derived.filter(|v| !v.is_empty()).map(|v| format!("{part}={v}"))
+}
+
 /// The one value of a repeated parameter. Several *different* values read
 /// as missing: origins disagree on which one counts (PHP and Rack take the
 /// last, others the first), and a client could otherwise get a fresh counter
@@ -443,5 +459,30 @@ mod tests {
         assert_eq!(body_field("application/x-www-form-urlencoded", &[0xff, 0xfe], "email"), None);
         assert_eq!(hash_identity("  "), None);
         assert_eq!(hash_identity(" A@B.io "), hash_identity("a@b.io"));
+    }
+
+    /// An identity the origin names (a success's `success_identity_header`)
+    /// gives the very key the request's own value gives.
+    #[test]
+    fn identity_keys_derive_as_request_keys_do() {
+        let body = KeyPart::Body("email".into());
+        let from_body = derive_key(std::slice::from_ref(&body), &KeyInputs {
+            client_ip: None,
+            header: &|_| None,
+            query: &CanonicalQuery::parse(""),
+            path_groups: &[],
+            body: &|_| Some(" Ann@Example.com".to_string()),
+            country: None,
+            asn: None,
+            ipv6_prefix: 64,
+        });
+        assert_eq!(identity_key(&body, "ann@example.com").as_deref(), from_body.as_deref().ok());
+        assert_ne!(identity_key(&body, "ann@example.org"), identity_key(&body, "ann@example.com"));
+        let header = KeyPart::Header("x-user".into());
+        assert_eq!(identity_key(&header, " u1 ").as_deref(), Some("header:x-user=u1"));
+        assert_eq!(identity_key(&header, "u1, u2"), None, "two identities are none");
+        assert_eq!(identity_key(&KeyPart::PathGroup("school".into()), "s9").as_deref(), Some("path:school=s9"));
+        assert_eq!(identity_key(&body, "  "), None);
+        assert_eq!(identity_key(&KeyPart::Ip, "203.0.113.7"), None, "no response header names the client");
     }
 }

@@ -16,6 +16,7 @@
 //! | [`window`]  | the sliding-log decision: (log, now, limits) → outcome, log    |
 //! | [`gcra`]    | the O(1)-state alternative for large limits, and its accuracy  |
 //! | [`counter`] | one limiter-object step: (stored row, now, call) → reply, row  |
+//! | [`reservation`] | two-phase counting: requests in flight hold their slots |
 //! | [`protocol`]| the small, versioned call format between Worker and object     |
 //! | [`blocked`] | the isolate's capped blocked-until cache                       |
 //! | [`headers`] | 429 problem+json body and IETF `RateLimit` header values       |
@@ -49,6 +50,8 @@ pub(crate) mod headers;
 pub(crate) mod key;
 pub mod policy;
 pub mod protocol;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod reservation;
 pub mod plan;
 pub mod rules;
 pub mod verdict;

@@ -7,7 +7,8 @@
 //! `counter` module doc sets out.
 //!
 //! Costs per call, in SQLite rows: at most 1 read; 1 written when allowed
-//! (the log row, updated in place, pruning included); 0 written and no
+//! (the log row, updated in place, pruning included), and by a reserve, a
+//! commit, and a release that finds its reservation; 0 written and no
 //! `setAlarm` when blocked. `setAlarm` runs only when no alarm is pending.
 
 use crate::counter::{on_alarm, step, AlarmAction};
@@ -97,10 +98,7 @@ impl Limiter {
     }
 
     async fn answer(&self, call: &Call) -> worker::Result<Reply> {
-        // Only writing calls create the schema: an object whose storage the
-        // alarm deleted stays empty when merely looked at.
-        let writes = matches!(call.op, Op::Hit | Op::Record);
-        let sql = if writes { self.sql()? } else { self.state.storage().sql() };
+        let sql = self.state.storage().sql();
         // Read, decide, write: synchronous, no `.await` in between, so no
         // other request to this object can interleave.
         let (stored, rows_read) = load(&sql)?;
@@ -124,7 +122,9 @@ impl Limiter {
         };
         let mut rows_written = 0;
         if let Some(write) = &step.write {
-            rows_written = store(&sql, &write.row, horizon)?;
+            // Only a call that writes creates the schema: an object whose
+            // storage the alarm deleted stays empty when merely looked at.
+            rows_written = store(&self.sql()?, &write.row, horizon)?;
         }
         let mut stored_hits = step.stored;
         let mut alarm_set = false;
@@ -150,6 +150,8 @@ impl Limiter {
             stored_hits,
             rows_read,
             rows_written,
+            reservation: step.reservation,
+            held: step.held,
         })
     }
 

@@ -80,6 +80,9 @@ pub struct Matched<'c> {
     pub rule: &'c Rule,
     pub found: Match,
     pub key: KeyOutcome,
+    /// The rule matched the request's own method, as sent ([`own_method`]):
+    /// only then can a success settle it.
+    pub own_method: bool,
 }
 
 /// A matching rule's key, or why it has none.
@@ -106,6 +109,8 @@ pub struct Applied<'c> {
     pub key_hash: String,
     /// The key came from `fallback_key`: a success never clears it.
     pub fell_back: bool,
+    /// From [`Matched::own_method`].
+    pub own_method: bool,
 }
 
 /// Where the request goes next.
@@ -185,9 +190,11 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     let methods = candidate_methods(config, parts, &query);
     let canonical = Canonical { host, path, query, methods };
     let found = matching_rules(config, &canonical, header);
-    if parts.body == Body::Unread && found.iter().any(|(rule, _)| rule.reads_body()) {
+    // A success must see a `_method` in a form body too.
+    if parts.body == Body::Unread && found.iter().any(|(rule, _)| rule.reads_body() || (form && rule.settles_successes())) {
         return needs_body();
     }
+    let routed_as_sent = !overridden(parts, &canonical.query, form);
 
     let body_type = header("content-type").unwrap_or_default();
     let body_lookup = |field: &str| match parts.body {
@@ -209,7 +216,8 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
                 ipv6_prefix: config.ipv6_prefix,
             };
             let key = key_outcome(rule, &inputs);
-            Matched { rule, found, key }
+            let own_method = routed_as_sent && own_method(rule, parts.method);
+            Matched { rule, found, key, own_method }
         })
         .collect();
     let route = route_of(&matched);
@@ -231,6 +239,36 @@ fn candidate_methods(config: &Config, parts: &RequestParts<'_>, query: &Canonica
         .filter_map(|h| (parts.header)(h))
         .chain(query.values("_method").map(str::to_string));
     method_candidates(parts.method, overrides)
+}
+
+/// Whether the origin may route the request as another method than the one
+/// sent: an override header, or a `_method` in the query or in a form body,
+/// names another (whatever tollgate's matching made of it), or the body may
+/// hold one tollgate cannot read (a form too large to read, a multipart
+/// body).
+fn overridden(parts: &RequestParts<'_>, query: &CanonicalQuery, form: bool) -> bool {
+    let other = |value: &str| {
+        let value = value.trim();
+        !value.is_empty() && !value.eq_ignore_ascii_case(parts.method)
+    };
+    let bodiless = parts.method.eq_ignore_ascii_case("GET") || parts.method.eq_ignore_ascii_case("HEAD");
+    let content_type = (parts.header)("content-type").unwrap_or_default();
+    let multipart = content_type.trim_start().to_ascii_lowercase().starts_with("multipart/");
+    let form_method = match parts.body {
+        Body::Read(bytes) if form => CanonicalQuery::parse(&String::from_utf8_lossy(bytes)).values("_method").any(other),
+        _ => form,
+    };
+    METHOD_OVERRIDE_HEADERS.iter().filter_map(|h| (parts.header)(h)).any(|v| other(&v))
+        || query.values("_method").any(other)
+        || form_method
+        || (multipart && !bodiless)
+}
+
+/// Whether `rule` matches `method` as sent: one of its methods exactly (no
+/// HEAD for GET), never OPTIONS (a CORS preflight is no attempt at what
+/// the rule guards, and many origins answer it 200).
+pub fn own_method(rule: &Rule, method: &str) -> bool {
+    !method.eq_ignore_ascii_case("OPTIONS") && rule.lists_method(method)
 }
 
 /// The rules that match under any candidate method, each once, then those
@@ -279,6 +317,7 @@ fn route_of<'c>(matched: &[Matched<'c>]) -> Route<'c> {
                 key_hash: key_hash(key),
                 key: key.clone(),
                 fell_back: *fell_back,
+                own_method: m.own_method,
             }),
         }
     }
@@ -511,5 +550,53 @@ mod tests {
         assert_eq!(keys[1].1, "country=NZ|asn=64500");
         let (p, _) = plan_of(&c, "POST", "/login", &[IP, json_type], None, None);
         assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == "login"), "unusable body");
+    }
+
+    /// Issue 16: only a request the rule matched by its own method may
+    /// settle it with a success; an override, HEAD for GET and OPTIONS
+    /// reach other handlers of the origin, which may answer 200.
+    #[test]
+    fn own_method_is_the_method_as_sent_without_override() {
+        let c = config(json!([
+            { "name": "post", "path": "/login", "methods": ["POST"], "key": ["header:x-user"], "count_statuses": [401],
+              "clear_on_success": true, "limits": limits() },
+            { "name": "any", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
+              "clear_on_success": true, "limits": limits() },
+            { "name": "get", "path": "/page", "methods": ["GET"], "limits": limits() },
+        ]));
+        let user = ("x-user", "ann");
+        let own = |method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>| {
+            let (p, _) = plan_of(&c, method, url, headers, body, None);
+            p.matched.iter().map(|m| (m.rule.name.clone(), m.own_method)).collect::<Vec<_>>()
+        };
+        let both = |own: bool| vec![("post".to_string(), own), ("any".to_string(), own)];
+        assert_eq!(own("POST", "/login", &[IP, user], None), both(true));
+        assert_eq!(own("post", "/login", &[IP, user, ("x-http-method-override", " post ")], None), both(true), "an override naming the same method");
+        assert_eq!(
+            own("OPTIONS", "/login", &[IP, user, ("x-http-method-override", "POST")], None),
+            both(false),
+            "matched through the override only; OPTIONS itself never"
+        );
+        assert_eq!(own("OPTIONS", "/login", &[IP, user], None), vec![], "a preflight matches no rule without OPTIONS");
+        // The POST rule matches the POST as sent, but the origin may serve
+        // it as the GET it asks to be (the login page, 200).
+        assert_eq!(own("POST", "/login", &[IP, user, ("x-http-method-override", "GET")], None), both(false));
+        assert_eq!(own("POST", "/login", &[IP, user, ("x-method-override", "GET")], None), both(false));
+        assert_eq!(own("POST", "/login?_method=GET", &[IP, user], None), both(false));
+        let form = ("content-type", "application/x-www-form-urlencoded");
+        let (p, read) = plan_of(&c, "POST", "/login", &[IP, user, form], Some(b"a=1&_method=GET"), None);
+        assert!(read, "a form is read to find a _method in it");
+        assert!(p.matched.iter().all(|m| !m.own_method), "a _method in the form body");
+        assert_eq!(own("POST", "/login", &[IP, user, form], Some(b"_method=POST&_method=GET")), both(false), "any differing value");
+        assert_eq!(own("POST", "/login", &[IP, user, form], Some(b"email=a")), both(true));
+        assert_eq!(own("POST", "/login", &[IP, user, form], None), both(false), "a form too large to read");
+        let multipart = ("content-type", "multipart/form-data; boundary=x");
+        assert_eq!(own("POST", "/login", &[IP, user, multipart], Some(b"--x")), both(false), "a body tollgate cannot read");
+        assert_eq!(own("HEAD", "/page", &[IP], None), vec![("get".to_string(), false)], "HEAD is folded into GET, not its own");
+        assert_eq!(own("GET", "/page", &[IP], None), vec![("get".to_string(), true)]);
+        match &plan_of(&c, "POST", "/login", &[IP, user], None, None).0.route {
+            Route::Check(applied) => assert!(applied.iter().all(|a| a.own_method)),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -57,3 +57,36 @@ pub enum Counting {
     /// answers (e.g. `[401, 403, 422]` for failed logins).
     Statuses(Vec<u16>),
 }
+
+/// What a success does to a failures-only rule's count (`on_success`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuccessAction {
+    /// Forget every counted failure (`"clear"`, or `clear_on_success =
+    /// true`): a success forged for the key buys a whole limit of guesses.
+    Clear,
+    /// Forgive one failure (`"decrement"`), never below zero: a forged
+    /// success buys one guess.
+    Decrement,
+}
+
+/// The statuses that are a success unless a rule lists its own: the
+/// answers of a completed login, never a redirect (a plain-HTTP request
+/// redirected to HTTPS is no login) or a page served instead.
+pub const DEFAULT_SUCCESS_STATUSES: [u16; 2] = [200, 204];
+
+/// When a success settles a failures-only rule, and how. A success counts
+/// only for a request the rule matched by its own method (no override, no
+/// HEAD for GET, never OPTIONS), keyed by the rule's own key (not its
+/// fallback), and, with `identity_header`, only for the identity the origin
+/// says it authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnSuccess {
+    pub action: SuccessAction,
+    /// `success_statuses` ([`DEFAULT_SUCCESS_STATUSES`]).
+    pub statuses: Vec<u16>,
+    /// `success_identity_header`: a response header in which the origin
+    /// names the account it authenticated; the success applies only when
+    /// that value, derived as the rule's key part derives the request's
+    /// (a `body:` value normalized and hashed), is the request's key.
+    pub identity_header: Option<String>,
+}

@@ -7,6 +7,20 @@
 //! ```
 //! `limits` holds `[requests, window_ms]` pairs. The object answers a
 //! [`Reply`], or HTTP 400 with `{"v":1,"error":"..."}` for a malformed call.
+//!
+//! Failures-only rules count in two phases (see [`crate::reservation`]):
+//!
+//! ```json
+//! {"v":1,"op":"reserve","limits":[[10,900000]],"cost":1,"hold_ms":104000}
+//! {"v":1,"op":"commit","limits":[[10,900000]],"cost":1,"reservation":1700000000000000}
+//! ```
+//! The two-phase ops (`reserve`, `commit`, `release`, `forgive`, `clear`)
+//! and their fields (`hold_ms`, `reservation`; in the reply `reservation`,
+//! `held` and `in_flight`) were added to version 1 without changing any
+//! call or reply of the ops before them: an object of this build answers
+//! an older Worker's calls exactly as before, and an older object refuses
+//! the new ops as malformed (400), which the Worker treats as a counter
+//! failure (the rule's `on_error`).
 
 use crate::counter::Tally;
 use crate::window::{Limit, WindowState};
@@ -18,6 +32,10 @@ pub const VERSION: u32 = 1;
 
 /// The most windows a call may carry.
 pub const MAX_LIMITS: usize = 8;
+
+/// The longest a reservation may be held (`hold_ms`): one hour. A lost
+/// reservation keeps its slot, and its object's row, this long at most.
+pub const MAX_HOLD_MS: u64 = 3_600_000;
 
 /// What the Worker asks of the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +52,23 @@ pub enum Op {
     Status,
     /// Forget every hit of this key.
     Reset,
+    /// Two-phase counting, first phase: allowed only if the committed hits,
+    /// the live reservations and `cost` fit every window; then holds `cost`
+    /// for `hold_ms` as a reservation, whose id the reply carries.
+    Reserve,
+    /// Second phase, a counted status: the reservation becomes a hit dated
+    /// now. Without a reservation (or one already expired) it records
+    /// `cost` all the same, like `record`: what the origin answered counts.
+    Commit,
+    /// Second phase, a status that does not count (or no answer): the
+    /// reservation is removed; an unknown one changes nothing.
+    Release,
+    /// A success on a `decrement` rule: releases the reservation, if any,
+    /// and forgives `cost` units of the newest hits (never below zero).
+    Forgive,
+    /// A success on a `clear` rule: releases the reservation, if any, and
+    /// forgets every committed hit; other requests' reservations stay.
+    Clear,
 }
 
 /// How an object counts: the exact sliding log (default) or O(1) GCRA.
@@ -58,6 +93,19 @@ pub struct Call {
     pub algorithm: Algorithm,
     pub limits: Vec<Limit>,
     pub cost: u32,
+    /// For `reserve` (required): how long the reservation holds its slot,
+    /// 1 ms to [`MAX_HOLD_MS`]. Ignored by the other ops.
+    pub hold_ms: Option<u64>,
+    /// For `commit` and `release` (required), `forgive` and `clear`
+    /// (optional): the id `reserve` granted. Ignored by the other ops.
+    pub reservation: Option<u64>,
+}
+
+impl Call {
+    /// The same call, settling `reservation`.
+    pub fn settling(self, reservation: Option<u64>) -> Call {
+        Call { reservation, ..self }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -69,6 +117,10 @@ struct WireCall {
     limits: Vec<(u64, u64)>,
     #[serde(default = "one")]
     cost: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hold_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reservation: Option<u64>,
 }
 
 fn one() -> u32 {
@@ -87,6 +139,8 @@ pub fn encode_call(call: &Call) -> String {
             .map(|l| (u64::from(l.requests.get()), l.window_ms.get()))
             .collect(),
         cost: call.cost,
+        hold_ms: call.hold_ms,
+        reservation: call.reservation,
     };
     serde_json::to_string(&wire).unwrap_or_default()
 }
@@ -114,7 +168,20 @@ pub fn decode_call(body: &str) -> Result<Call, CallError> {
     if wire.cost == 0 {
         return Err(CallError::ZeroCost);
     }
-    Ok(Call { op: wire.op, algorithm: wire.alg, limits, cost: wire.cost })
+    if wire.op == Op::Reserve && !wire.hold_ms.is_some_and(|ms| (1..=MAX_HOLD_MS).contains(&ms)) {
+        return Err(CallError::InvalidHold);
+    }
+    if wire.op == Op::Release && wire.reservation.is_none() {
+        return Err(CallError::MissingReservation);
+    }
+    Ok(Call {
+        op: wire.op,
+        algorithm: wire.alg,
+        limits,
+        cost: wire.cost,
+        hold_ms: wire.hold_ms,
+        reservation: wire.reservation,
+    })
 }
 
 /// Why the object refused a call (answered 400 with the message).
@@ -131,6 +198,10 @@ pub enum CallError {
     InvalidLimit { requests: u64, window_ms: u64 },
     /// `cost` 0.
     ZeroCost,
+    /// A `reserve` without `hold_ms`, or one outside 1 to [`MAX_HOLD_MS`].
+    InvalidHold,
+    /// A `release` without the `reservation` it releases.
+    MissingReservation,
 }
 
 impl fmt::Display for CallError {
@@ -143,6 +214,8 @@ impl fmt::Display for CallError {
             CallError::LimitCount(_) => write!(f, "a call carries 1 to {MAX_LIMITS} limits"),
             CallError::InvalidLimit { requests, window_ms } => write!(f, "invalid limit [{requests}, {window_ms}]"),
             CallError::ZeroCost => write!(f, "cost must be at least 1"),
+            CallError::InvalidHold => write!(f, "reserve needs hold_ms from 1 to {MAX_HOLD_MS}"),
+            CallError::MissingReservation => write!(f, "release needs the reservation it releases"),
         }
     }
 }
@@ -193,6 +266,17 @@ pub struct Reply {
     /// SQLite rows read and written by this call, from the cursors.
     pub rows_read: u64,
     pub rows_written: u64,
+    /// The id of the reservation an allowed `reserve` made; the Worker
+    /// sends it back with `commit` or `release`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<u64>,
+    /// Live (unexpired) reservations after this call.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why a call to a limiter object got no usable reply: the Worker then
@@ -245,14 +329,34 @@ mod tests {
             algorithm: Algorithm::SlidingLog,
             limits: vec![Limit::new(10, 60_000).unwrap()],
             cost: 2,
+            hold_ms: None,
+            reservation: None,
         };
         let text = encode_call(&call);
-        assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#);
+        assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#, "as before two-phase counting");
         assert_eq!(decode_call(&text), Ok(call.clone()));
-        let gcra = Call { algorithm: Algorithm::Gcra, ..call };
+        let gcra = Call { algorithm: Algorithm::Gcra, ..call.clone() };
         let text = encode_call(&gcra);
         assert_eq!(text, r#"{"v":1,"op":"hit","alg":"gcra","limits":[[10,60000]],"cost":2}"#);
         assert_eq!(decode_call(&text), Ok(gcra));
+        let reserve = Call { op: Op::Reserve, hold_ms: Some(104_000), ..call.clone() };
+        let text = encode_call(&reserve);
+        assert_eq!(text, r#"{"v":1,"op":"reserve","limits":[[10,60000]],"cost":2,"hold_ms":104000}"#);
+        assert_eq!(decode_call(&text), Ok(reserve));
+        let commit = Call { op: Op::Commit, ..call }.settling(Some(1_700_000_000_000_000));
+        let text = encode_call(&commit);
+        assert_eq!(text, r#"{"v":1,"op":"commit","limits":[[10,60000]],"cost":2,"reservation":1700000000000000}"#);
+        assert_eq!(decode_call(&text), Ok(commit));
+    }
+
+    /// Calls of the ops from before two-phase counting decode as they did,
+    /// whatever new fields they carry or lack.
+    #[test]
+    fn older_ops_are_unchanged() {
+        for op in ["hit", "check", "record", "status", "reset"] {
+            let call = decode_call(&format!(r#"{{"v":1,"op":"{op}","limits":[[3,1000]]}}"#)).unwrap();
+            assert_eq!((call.cost, call.hold_ms, call.reservation), (1, None, None), "{op}");
+        }
     }
 
     /// The Worker and tests/worker/*.mjs read these names; the tally's
@@ -262,12 +366,14 @@ mod tests {
         let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980 };
         let reply = Reply {
             v: VERSION,
-            tally: Tally { allowed: false, retry_after_ms: 980, windows: vec![window], binding: Some(0) },
+            tally: Tally { allowed: false, retry_after_ms: 980, windows: vec![window], binding: Some(0), in_flight: false },
             alarm_pending: true,
             alarm_set: false,
             stored_hits: 2,
             rows_read: 1,
             rows_written: 0,
+            reservation: None,
+            held: 0,
         };
         let text = serde_json::to_string(&reply).unwrap();
         assert_eq!(
@@ -284,6 +390,14 @@ mod tests {
         assert!(text.contains(r#""binding_window":null"#), "{text}");
         let without = text.replace(r#""binding_window":null,"#, "");
         assert_eq!(serde_json::from_str::<Reply>(&without).unwrap(), allowed, "binding_window may be absent");
+        // Two-phase counting adds fields only where they say something.
+        let reserved = Reply { reservation: Some(7_000), held: 1, ..allowed.clone() };
+        let text = serde_json::to_string(&reserved).unwrap();
+        assert!(text.ends_with(r#""rows_written":0,"reservation":7000,"held":1}"#), "{text}");
+        assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), reserved);
+        let in_flight = Reply { tally: Tally { allowed: false, in_flight: true, ..allowed.tally.clone() }, ..allowed };
+        let text = serde_json::to_string(&in_flight).unwrap();
+        assert!(text.contains(r#""binding_window":null,"in_flight":true,"alarm_pending""#), "{text}");
     }
 
     #[test]
@@ -297,6 +411,11 @@ mod tests {
             (r#"{"v":1,"op":"hit","limits":[[0,1000]]}"#, "invalid limit [0, 1000]"),
             (r#"{"v":1,"op":"hit","limits":[[1,0]]}"#, "invalid limit [1, 0]"),
             (r#"{"v":1,"op":"hit","limits":[[1,1000]],"cost":0}"#, "cost must be"),
+            (r#"{"v":1,"op":"reserve","limits":[[1,1000]]}"#, "reserve needs hold_ms"),
+            (r#"{"v":1,"op":"reserve","limits":[[1,1000]],"hold_ms":0}"#, "reserve needs hold_ms"),
+            (r#"{"v":1,"op":"reserve","limits":[[1,1000]],"hold_ms":3600001}"#, "reserve needs hold_ms"),
+            (r#"{"v":1,"op":"release","limits":[[1,1000]]}"#, "release needs the reservation"),
+            (r#"{"v":1,"op":"commit","limits":[[1,1000]],"reservation":-1}"#, "malformed call"),
         ] {
             let err = decode_call(body).unwrap_err().to_string();
             assert!(err.contains(why), "{body}: {err}");

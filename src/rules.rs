@@ -6,7 +6,7 @@
 
 use crate::canon::CanonicalQuery;
 use crate::key::KeyPart;
-use crate::policy::{Action, Counting, FailPolicy, MissingKey};
+use crate::policy::{Action, Counting, FailPolicy, MissingKey, OnSuccess};
 use crate::window::Limit;
 use std::fmt;
 use std::ops::Range;
@@ -153,7 +153,9 @@ pub struct RuleSpec {
     pub key: Vec<KeyPart>,
     pub on_missing_key: MissingKey,
     pub counting: Counting,
-    pub clear_on_success: bool,
+    /// What a success does to a failures-only rule's count; `None`:
+    /// nothing (`on_success`, `clear_on_success`).
+    pub on_success: Option<OnSuccess>,
     /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
     pub ratelimit_headers: bool,
     pub algorithm: crate::protocol::Algorithm,
@@ -162,6 +164,9 @@ pub struct RuleSpec {
     pub action: Action,
     pub on_error: FailPolicy,
     pub timeout_ms: u32,
+    /// How long a reservation of a failures-only rule holds its slot
+    /// waiting for the origin's answer ([`crate::reservation`]).
+    pub reservation_ttl_ms: u64,
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.
@@ -440,9 +445,43 @@ impl Rule {
     }
 
     /// The call that asks this rule's object to do `op`, with the rule's
-    /// algorithm, limits and cost (limits travel with every call).
+    /// algorithm, limits and cost (limits travel with every call), and for
+    /// a reserve how long to hold the slot (`reservation_ttl`).
     pub fn call(&self, op: crate::protocol::Op) -> crate::protocol::Call {
-        crate::protocol::Call { op, algorithm: self.algorithm, limits: self.limits.clone(), cost: self.cost }
+        crate::protocol::Call {
+            op,
+            algorithm: self.algorithm,
+            limits: self.limits.clone(),
+            cost: self.cost,
+            hold_ms: (op == crate::protocol::Op::Reserve).then_some(self.reservation_ttl_ms),
+            reservation: None,
+        }
+    }
+
+    /// Whether the rule settles successes (`on_success`): a form body must
+    /// then be read, to see a `_method` override in it.
+    pub fn settles_successes(&self) -> bool {
+        self.on_success.is_some()
+    }
+
+    /// Whether `method`, exactly, is one of the rule's methods (any, when
+    /// it lists none): no HEAD for GET, no override.
+    pub fn lists_method(&self, method: &str) -> bool {
+        self.methods.is_empty() || self.methods.iter().any(|m| m.eq_ignore_ascii_case(method))
+    }
+
+    /// The key this one-part rule would give a request carrying `value`
+    /// for its key part, derived exactly as the request's key is (see
+    /// [`crate::key::identity_key`]; path groups lowercased for a
+    /// case-insensitive rule, as its matcher captures them). `None` for a
+    /// rule of several parts, or a value that would be missing.
+    pub fn identity_key(&self, value: &str) -> Option<String> {
+        let [part] = self.key.as_slice() else { return None };
+        let value = match part {
+            KeyPart::PathGroup(_) if self.case_insensitive => value.to_lowercase(),
+            _ => value.to_string(),
+        };
+        crate::key::identity_key(part, &value)
     }
 
     /// Whether any part of the rule's key (or fallback key) reads the body.

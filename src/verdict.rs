@@ -4,8 +4,9 @@
 //! [`verdict`] folds the [`Outcome`] of every checked rule (in plan order)
 //! into one [`Verdict`]: forward (with the `RateLimit` fields to add) or one
 //! of tollgate's own responses, and the log events to write. [`settle`]
-//! says what failures-only rules record once the origin has answered. The
-//! Worker performs these; `tollgate explain` prints them.
+//! says what failures-only rules tell their objects once the request is
+//! done (commit, release, or a success's clear). The Worker performs these;
+//! `tollgate explain` prints them.
 //!
 //! The fold, in plan order:
 //! - a counter that failed on a `deny` rule answers 503 at once (events of
@@ -18,18 +19,19 @@
 //! - `log` (shadow) rules over their limit only log `shadow_block`;
 //! - otherwise the request is forwarded.
 
-use crate::policy::{Action, Counting, FailPolicy};
+use crate::policy::{Action, Counting, FailPolicy, SuccessAction};
 use crate::headers::{self, rate_fields, OwnResponse};
 use crate::plan::{Applied, Plan, Route};
-use crate::protocol::{Op, Reply, WireWindow};
+use crate::protocol::{Call, Op, Reply, WireWindow};
 use crate::rules::Rule;
 use serde_json::Value;
 
 /// What one rule's counter said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// Under the limit (and recorded, for rules that count every request).
-    Allowed { windows: Vec<WireWindow> },
+    /// Under the limit (and recorded, for rules that count every request;
+    /// holding `reservation`, for rules that count some statuses).
+    Allowed { windows: Vec<WireWindow>, reservation: Option<u64> },
     /// Over the limit: wait `retry_after_ms`; `window` is the index of the
     /// binding window; `windows` is `None` when the isolate's blocked-until
     /// cache answered (no object call).
@@ -43,7 +45,7 @@ impl Outcome {
     pub fn from_reply(reply: Reply) -> Outcome {
         let tally = reply.tally;
         if tally.allowed {
-            Outcome::Allowed { windows: tally.windows }
+            Outcome::Allowed { windows: tally.windows, reservation: reply.reservation }
         } else {
             Outcome::Blocked {
                 retry_after_ms: tally.retry_after_ms,
@@ -152,7 +154,7 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
     let mut block: Option<(&Rule, u64, usize, &Option<Vec<WireWindow>>)> = None;
     for (a, outcome) in applied.iter().zip(outcomes) {
         match outcome {
-            Outcome::Allowed { windows } => {
+            Outcome::Allowed { windows, .. } => {
                 if a.rule.ratelimit_headers {
                     fields.extend(rate_fields(&a.rule.name, windows, None));
                 }
@@ -191,28 +193,72 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
     Verdict { answer, events }
 }
 
-/// What a failures-only rule records once the origin answered `status`:
-/// `Record` for a counted status, `Reset` for a success (< 400) on a
-/// `clear_on_success` rule whose key did not come from the fallback, else
-/// nothing. Rules counting every request already recorded. A failed check
-/// (failing open) still records: the counter may be back.
-pub fn settle(applied: &Applied<'_>, status: u16) -> Option<Op> {
+/// The origin's answer, as [`settle`] reads it.
+pub struct Answered<'a> {
+    pub status: u16,
+    /// A response header by lowercased name.
+    pub header: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// What a failures-only rule tells its object once the request is done,
+/// given its `outcome` before forwarding and the origin's answer (`None`:
+/// not forwarded, because tollgate answered itself, or the origin could
+/// not be reached):
+/// - a counted status commits the reservation (or records a hit when
+///   there is none: a failed reserve failing open, a shadow rule over its
+///   limit; the counter may be back);
+/// - a success ([`success_settles`]) clears or forgives, and releases;
+/// - anything else releases the reservation, if one was made.
+///
+/// Rules counting every request have nothing to settle.
+pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered<'_>>) -> Option<Call> {
     let Counting::Statuses(counted) = &applied.rule.counting else { return None };
-    if counted.contains(&status) {
-        Some(Op::Record)
-    } else if applied.rule.clear_on_success && !applied.fell_back && status < 400 {
-        Some(Op::Reset)
-    } else {
-        None
-    }
+    let reservation = match outcome {
+        Outcome::Allowed { reservation, .. } => *reservation,
+        Outcome::Blocked { .. } | Outcome::Failed(_) => None,
+    };
+    let op = match (origin, &applied.rule.on_success) {
+        (Some(answered), _) if counted.contains(&answered.status) => Op::Commit,
+        (Some(answered), Some(on)) if success_settles(applied, answered) => match on.action {
+            SuccessAction::Clear => Op::Clear,
+            SuccessAction::Decrement => Op::Forgive,
+        },
+        _ => {
+            reservation?;
+            Op::Release
+        }
+    };
+    Some(applied.rule.call(op).settling(reservation))
+}
+
+/// Whether the origin's answer is a success that settles the rule's count
+/// (issue 16: a forged success must not clear an account's failures):
+/// - its status is one of `success_statuses` (not any status below 400: a
+///   redirect to HTTPS or a page served for another method is no login);
+/// - the rule matched the request by its own method ([`Applied::own_method`]:
+///   no override, no HEAD for GET, never OPTIONS);
+/// - the key is the rule's own, not its fallback;
+/// - with `success_identity_header`, the origin names in that header the
+///   very account the key is for, derived as the key is. Without it, a
+///   success for any account that keys alike (a look-alike account, a field
+///   the origin reads otherwise) settles it: `tollgate check` warns.
+pub fn success_settles(applied: &Applied<'_>, answered: &Answered<'_>) -> bool {
+    let Some(on) = &applied.rule.on_success else { return false };
+    let authenticated = match &on.identity_header {
+        None => true,
+        Some(name) => (answered.header)(name)
+            .and_then(|value| applied.rule.identity_key(&value))
+            .is_some_and(|key| key == applied.key),
+    };
+    on.statuses.contains(&answered.status) && applied.own_method && !applied.fell_back && authenticated
 }
 
 /// The op that checks a rule: rules counting every request check and
-/// record at once; failures-only rules only check before forwarding.
+/// record at once; failures-only rules reserve a slot before forwarding.
 pub fn check_op(rule: &Rule) -> Op {
     match rule.counting {
         Counting::All => Op::Hit,
-        Counting::Statuses(_) => Op::Check,
+        Counting::Statuses(_) => Op::Reserve,
     }
 }
 
@@ -291,13 +337,17 @@ mod tests {
             { "name": "closed", "path": "/p", "on_error": "deny", "limits": l },
             { "name": "failures", "path": "/p", "key": ["header:x-user"], "count_statuses": [401],
               "clear_on_success": true, "fallback_key": ["header:x-account"], "limits": l },
+            { "name": "login", "path": "/p", "key": ["body:email"], "count_statuses": [401],
+              "on_success": "decrement", "success_statuses": [200], "success_identity_header": "X-Authenticated-User",
+              "limits": l },
+            { "name": "quota", "path": "/p", "count_statuses": [200], "limits": l },
         ]}))
         .unwrap()
     }
 
     fn applied<'c>(config: &'c Config, name: &str) -> Applied<'c> {
         let rule = config.rules.iter().find(|r| r.name == name).unwrap();
-        Applied { rule, key: "k".into(), id: object_name(rule, "k"), key_hash: "h".into(), fell_back: false }
+        Applied { rule, key: "k".into(), id: object_name(rule, "k"), key_hash: "h".into(), fell_back: false, own_method: true }
     }
 
     fn window(limit: u32, remaining: u64) -> WireWindow {
@@ -313,7 +363,10 @@ mod tests {
         let c = config();
         let v = verdict(
             &[applied(&c, "short"), applied(&c, "long")],
-            &[Outcome::Allowed { windows: vec![window(10, 9)] }, Outcome::Allowed { windows: vec![window(5, 4)] }],
+            &[
+                Outcome::Allowed { windows: vec![window(10, 9)], reservation: None },
+                Outcome::Allowed { windows: vec![window(5, 4)], reservation: None },
+            ],
         );
         assert_eq!(
             v.answer,
@@ -404,7 +457,7 @@ mod tests {
             method: "GET",
             url: &url,
             header: &|_| None,
-            body: crate::plan::Body::Unread,
+            body: crate::plan::Body::Unusable,
             country: None,
             asn: None,
             admin_token: &|| None,
@@ -421,19 +474,82 @@ mod tests {
         assert_eq!(v.events[0].event, "missing_key");
     }
 
+    /// What `settle` sends, as (op, reservation); `None` for nothing.
+    fn settled(a: &Applied<'_>, outcome: &Outcome, origin: Option<(u16, &[(&str, &str)])>) -> Option<(Op, Option<u64>)> {
+        let call = match origin {
+            None => settle(a, outcome, None),
+            Some((status, headers)) => {
+                let header = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
+                settle(a, outcome, Some(&Answered { status, header: &header }))
+            }
+        }?;
+        assert_eq!(call.limits, a.rule.limits, "the rule's call");
+        Some((call.op, call.reservation))
+    }
+
+    fn reserved(id: u64) -> Outcome {
+        Outcome::Allowed { windows: vec![], reservation: Some(id) }
+    }
+
     #[test]
-    fn what_failures_only_rules_settle() {
+    fn failures_only_rules_commit_or_release_their_reservation() {
+        let c = config();
+        let a = applied(&c, "quota");
+        assert_eq!(check_op(a.rule), Op::Reserve);
+        assert_eq!(check_op(applied(&c, "short").rule), Op::Hit);
+        assert_eq!(a.rule.call(Op::Reserve).hold_ms, Some(2 * 2_000 + 100_000), "2 × timeout + 100 s by default");
+        assert_eq!(a.rule.call(Op::Commit).hold_ms, None);
+        let none: &[(&str, &str)] = &[];
+        assert_eq!(settled(&a, &reserved(7), Some((200, none))), Some((Op::Commit, Some(7))), "counted: committed");
+        assert_eq!(settled(&a, &reserved(7), Some((401, none))), Some((Op::Release, Some(7))), "not counted: released");
+        assert_eq!(settled(&a, &reserved(7), None), Some((Op::Release, Some(7))), "not forwarded, or no answer");
+        let failed = Outcome::Failed("down".into());
+        assert_eq!(settled(&a, &failed, Some((200, none))), Some((Op::Commit, None)), "failed open: recorded all the same");
+        assert_eq!(settled(&a, &failed, Some((401, none))), None, "nothing to release");
+        assert_eq!(settled(&a, &failed, None), None);
+        assert_eq!(settled(&a, &blocked(1_000), Some((200, none))), Some((Op::Commit, None)), "a shadow block still counts");
+        assert_eq!(settled(&applied(&c, "short"), &reserved(7), Some((401, none))), None, "counted when checked");
+    }
+
+    /// Issue 16: a forged success must not clear an account's failures.
+    #[test]
+    fn only_a_real_success_clears() {
         let c = config();
         let a = applied(&c, "failures");
-        assert_eq!(settle(&a, 401), Some(Op::Record));
-        assert_eq!(settle(&a, 200), Some(Op::Reset));
-        assert_eq!(settle(&a, 302), Some(Op::Reset));
-        assert_eq!(settle(&a, 404), None);
+        let none: &[(&str, &str)] = &[];
+        assert_eq!(settled(&a, &reserved(3), Some((401, none))), Some((Op::Commit, Some(3))));
+        assert_eq!(settled(&a, &reserved(3), Some((200, none))), Some((Op::Clear, Some(3))), "200 is a success");
+        assert_eq!(settled(&a, &reserved(3), Some((204, none))), Some((Op::Clear, Some(3))), "so is 204");
+        for status in [201, 301, 302, 304] {
+            assert_eq!(settled(&a, &reserved(3), Some((status, none))), Some((Op::Release, Some(3))), "{status} is no success");
+        }
+        assert_eq!(settled(&a, &failed_open(), Some((200, none))), Some((Op::Clear, None)), "no reservation to release");
+        let other_method = Applied { own_method: false, ..a.clone() };
+        assert_eq!(settled(&other_method, &reserved(3), Some((200, none))), Some((Op::Release, Some(3))), "override, HEAD or OPTIONS");
         let fell_back = Applied { fell_back: true, ..a.clone() };
-        assert_eq!(settle(&fell_back, 200), None, "a success never clears a fallback key");
-        assert_eq!(settle(&fell_back, 401), Some(Op::Record));
-        assert_eq!(settle(&applied(&c, "short"), 401), None, "counted when checked");
-        assert_eq!(check_op(a.rule), Op::Check);
-        assert_eq!(check_op(applied(&c, "short").rule), Op::Hit);
+        assert_eq!(settled(&fell_back, &reserved(3), Some((200, none))), Some((Op::Release, Some(3))), "never a fallback key");
+        assert_eq!(settled(&fell_back, &reserved(3), Some((401, none))), Some((Op::Commit, Some(3))));
+        assert_eq!(settled(&a, &reserved(3), None), Some((Op::Release, Some(3))));
+    }
+
+    fn failed_open() -> Outcome {
+        Outcome::Failed("down".into())
+    }
+
+    #[test]
+    fn a_success_clears_only_the_identity_the_origin_authenticated() {
+        let c = config();
+        let rule = c.rules.iter().find(|r| r.name == "login").unwrap();
+        let key = crate::key::identity_key(&rule.key[0], "Ann@Example.com").unwrap();
+        let a = Applied { key: key.clone(), id: object_name(rule, &key), ..applied(&c, "login") };
+        let as_ann: &[(&str, &str)] = &[("x-authenticated-user", " ann@example.com")];
+        assert_eq!(settled(&a, &reserved(9), Some((200, as_ann))), Some((Op::Forgive, Some(9))), "decrement: forgive one");
+        let as_mallory: &[(&str, &str)] = &[("x-authenticated-user", "mallory@example.com")];
+        assert_eq!(settled(&a, &reserved(9), Some((200, as_mallory))), Some((Op::Release, Some(9))), "another account");
+        let none: &[(&str, &str)] = &[];
+        assert_eq!(settled(&a, &reserved(9), Some((200, none))), Some((Op::Release, Some(9))), "nobody authenticated");
+        let two: &[(&str, &str)] = &[("x-authenticated-user", "ann@example.com, mallory@example.com")];
+        assert_eq!(settled(&a, &reserved(9), Some((200, two))), Some((Op::Release, Some(9))), "a list names no one account");
+        assert_eq!(settled(&a, &reserved(9), Some((204, as_ann))), Some((Op::Release, Some(9))), "success_statuses = [200]");
     }
 }

@@ -113,7 +113,7 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
         .map(|limit| window_state(&stored, now, *limit))
         .collect();
     Decision {
-        tally: Tally { allowed, retry_after_ms, windows, binding },
+        tally: Tally { allowed, retry_after_ms, windows, binding, in_flight: false },
         next: allowed.then_some(stored),
     }
 }
@@ -128,6 +128,25 @@ pub fn record(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Hit
     live.push(Hit { at_ms: now, cost });
     let windows = limits.iter().map(|l| window_state(&live, now, *l)).collect();
     (live, windows)
+}
+
+/// Takes back `cost` units from the newest live hits (a success on a
+/// `decrement` rule forgives one failure), never below an empty log;
+/// expired hits are pruned. The log stays sorted.
+pub fn forgive(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Hit> {
+    let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
+    let mut live = prune(log, now_ms.max(newest), horizon_ms(limits));
+    let mut owed = cost;
+    while owed > 0 {
+        let Some(last) = live.last_mut() else { break };
+        if last.cost > owed {
+            last.cost -= owed;
+            break;
+        }
+        owed -= last.cost;
+        live.pop();
+    }
+    live
 }
 
 /// The windows' state without recording anything (for status queries).
@@ -245,6 +264,10 @@ impl Counter for SlidingLog {
 
     fn record(log: &Vec<Hit>, now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Hit>, Vec<WindowState>) {
         record(log, now_ms, limits, cost)
+    }
+
+    fn forgive(log: &Vec<Hit>, now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Hit> {
+        forgive(log, now_ms, limits, cost)
     }
 
     fn peek(log: &Vec<Hit>, now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
@@ -371,6 +394,20 @@ mod tests {
         let d = decide(&log, 1_006, &limits, 1).tally;
         assert!(!d.allowed);
         assert_eq!(d.retry_after_ms, 2_005 - 1_006, "both hits must leave the window");
+    }
+
+    #[test]
+    fn forgive_takes_back_the_newest_units_never_below_zero() {
+        let limits = [limit(10, 1_000)];
+        let log = vec![Hit { at_ms: 0, cost: 1 }, Hit { at_ms: 10, cost: 1 }, Hit { at_ms: 20, cost: 3 }];
+        assert_eq!(forgive(&log, 30, &limits, 1), vec![log[0], log[1], Hit { at_ms: 20, cost: 2 }], "one unit of the newest hit");
+        assert_eq!(forgive(&log, 30, &limits, 4), vec![log[0]], "the newest hits first");
+        assert_eq!(forgive(&log, 30, &limits, 99), vec![], "never below an empty log");
+        assert_eq!(forgive(&[], 30, &limits, 1), vec![]);
+        assert_eq!(forgive(&log, 1_015, &limits, 1), vec![Hit { at_ms: 20, cost: 2 }], "expired hits pruned");
+        let before = decide(&log, 30, &limits, 6).tally;
+        let after = decide(&forgive(&log, 30, &limits, 1), 30, &limits, 6).tally;
+        assert!(!before.allowed && after.allowed, "a forgiven unit is room again");
     }
 
     #[test]

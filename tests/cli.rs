@@ -77,6 +77,36 @@ limits = [{ requests = 10, window = "60s" }]
 }
 
 #[test]
+fn check_warns_that_a_success_without_an_identity_header_can_be_forged() {
+    let path = temp_toml(
+        "forgeable.toml",
+        r#"
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "login"
+path = "/login"
+key = ["body:email"]
+count_statuses = [401]
+clear_on_success = true
+limits = [{ requests = 10, window = "15m" }]
+
+[[vars.TOLLGATE.rules]]
+name = "login-checked"
+path = "/login"
+key = ["body:email"]
+count_statuses = [401]
+on_success = "decrement"
+success_identity_header = "x-authenticated-user"
+limits = [{ requests = 10, window = "15m" }]
+"#,
+    );
+    let (code, out, _) = tollgate(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "warnings do not fail the check");
+    assert!(out.contains("warning: ") && out.contains("rule `login`, field `success_identity_header`: not set"), "{out}");
+    assert!(!out.contains("rule `login-checked`"), "an identity header settles it: {out}");
+}
+
+#[test]
 fn explain_shows_a_bypass_variant_caught() {
     let (code, out, err) = tollgate(&[
         "explain",

@@ -164,7 +164,7 @@ mod native {
 
     /// The config's own warnings, then those about where it is deployed.
     fn section_warnings(section: &wrangler::Section, config: &Config) -> Vec<String> {
-        let mut out = config.warnings();
+        let mut out: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
         if section.routes.is_empty() {
             out.push("no routes: the Worker attaches to nothing; add routes = [{ pattern = \"example.com/*\", zone_name = \"example.com\" }]".into());
         }

@@ -71,3 +71,21 @@ test("example 3 (enforce environment): the 301st call is blocked, and a counter 
     assert.equal(res.headers.get("retry-after"), "1");
     assert.equal(tg.origin.received.filter((r) => r.path.includes("s-19")).length, 0, "not spent unmetered");
   }));
+
+test("example 3 (enforce environment): unauthenticated requests cannot spend a school's quota; the 301st served call is blocked", () => {
+  // The app: 401 without a signed-in user, 204 to CORS preflights, 200 otherwise.
+  const origin = mockOrigin((request, record) => {
+    if (record.method === "OPTIONS") return new Response(null, { status: 204 });
+    if (!record.headers["cf-access-authenticated-user-email"]) return new Response("sign in", { status: 401 });
+    return undefined;
+  });
+  return withTollgate({ origin, config: exampleConfig("tenant-daily-quota", "enforce") }, async (tg) => {
+    const path = "/api/schools/42/ai/complete";
+    const stranger = await statuses(tg, 300, path, { ip: "198.51.100.66" });
+    assert.deepEqual(stranger, Array(300).fill(401), "every unauthenticated request reached the origin and was refused");
+    assert.deepEqual(await statuses(tg, 20, path, { method: "OPTIONS", ip: "198.51.100.66" }), Array(20).fill(204));
+    const teacher = { ip: "203.0.113.42", headers: { "cf-access-authenticated-user-email": "teacher@school42.example" } };
+    const served = await statuses(tg, 301, path, teacher);
+    assert.deepEqual(served, [...Array(300).fill(200), 429], "the quota was whole: 300 served, the 301st blocked");
+  });
+});
