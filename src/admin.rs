@@ -16,7 +16,7 @@
 
 use crate::canon::CanonicalQuery;
 use crate::config::Config;
-use crate::key::{derive_key, key_hash, KeyInputs, MissingPart};
+use crate::key::{derive_key, KeyInputs, MissingPart};
 use crate::protocol::Reply;
 use crate::verdict::LogEvent;
 use crate::rules::Rule;
@@ -192,24 +192,25 @@ impl AdminAction {
     }
 }
 
-/// The `admin` log line of a served request: the key only as its hash.
-pub fn log_event(request: &AdminRequest<'_>) -> LogEvent {
+/// The `admin` log line of a served request: the key only as its hash
+/// (`key_hash`, from the plan).
+pub fn log_event(request: &AdminRequest<'_>, key_hash: &str) -> LogEvent {
     LogEvent::new(
         "admin",
         vec![
             ("action", request.action.name().into()),
             ("rule", request.rule.name.as_str().into()),
-            ("key_hash", key_hash(&request.key).into()),
+            ("key_hash", key_hash.into()),
         ],
     )
 }
 
 /// The JSON body answering a served request: the key's windows as its
-/// object reported them.
-pub fn status_body(request: &AdminRequest<'_>, reply: &Reply) -> serde_json::Value {
+/// object reported them, the key as `key_hash` (from the plan).
+pub fn status_body(request: &AdminRequest<'_>, key_hash: &str, reply: &Reply) -> serde_json::Value {
     serde_json::json!({
         "rule": request.rule.name,
-        "key_hash": key_hash(&request.key),
+        "key_hash": key_hash,
         "action": request.action.name(),
         "windows": reply.tally.windows,
         "alarm_pending": reply.alarm_pending,

@@ -19,12 +19,13 @@ use crate::admin::{self, AdminAction};
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::config::{Config, ConfigError};
 use crate::headers::OwnResponse;
+use crate::key::log_key;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
 use crate::protocol::{decode_reply, encode_call, Call, CallFailure, Op, Reply};
 use crate::origin::{forward, read_body, with_fields};
 use crate::verdict::{self, Answer, LogEvent, Outcome};
 use futures_util::future::{join_all, select, Either};
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 use worker::wasm_bindgen::JsValue;
@@ -38,6 +39,8 @@ const LIMITER_BINDING: &str = "LIMITER";
 const CONFIG_VAR: &str = "TOLLGATE";
 /// The secret that turns the admin API on.
 const ADMIN_TOKEN_SECRET: &str = "TOLLGATE_ADMIN_TOKEN";
+/// The secret that keys every `key_hash` in logs and admin output.
+const LOG_KEY_SECRET: &str = "TOLLGATE_LOG_KEY";
 
 type LoadedConfig = Rc<Result<Config, Vec<ConfigError>>>;
 
@@ -45,6 +48,16 @@ thread_local! {
     /// Parsed once per isolate: URLPatterns are compiled here, not per request.
     static CONFIG: RefCell<Option<LoadedConfig>> = const { RefCell::new(None) };
     static BLOCKED: RefCell<BlockedUntilCache> = RefCell::new(BlockedUntilCache::new(DEFAULT_CAPACITY));
+    /// Read once per isolate, like the config (a changed secret is a new
+    /// deployment, hence new isolates); `None`: hashes are unkeyed.
+    static LOG_KEY: OnceCell<Option<Rc<[u8]>>> = const { OnceCell::new() };
+}
+
+fn load_log_key(env: &Env) -> Option<Rc<[u8]>> {
+    LOG_KEY.with(|cell| {
+        cell.get_or_init(|| env.secret(LOG_KEY_SECRET).ok().and_then(|s| log_key(&s.to_string())).map(Rc::from))
+            .clone()
+    })
 }
 
 fn load_config(env: &Env) -> LoadedConfig {
@@ -125,6 +138,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
     let admin_token = || env.secret(ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
     let cf = req.cf();
     let country = cf.and_then(|cf| cf.country());
+    let log_key = load_log_key(env);
     let parts = |body| RequestParts {
         method: &method,
         url: &url,
@@ -133,6 +147,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
         country: country.as_deref(),
         asn: cf.and_then(|cf| cf.asn()),
         admin_token: &admin_token,
+        log_key: log_key.as_deref(),
     };
     let mut plan = plan::plan(config, &parts(Body::Unread));
     let body;
@@ -254,14 +269,14 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFai
 
 /// Serves the admin API (the token secret exists). The token is never logged.
 async fn admin_request(env: &Env, route: &AdminRoute<'_>) -> worker::Result<web_sys::Response> {
-    let (request, id) = match route {
+    let (request, id, key_hash) = match route {
         AdminRoute::Unauthorized => {
             let mut own = OwnResponse::problem(401, "Unauthorized", "A valid bearer token is required.", None);
             own.headers.push(("www-authenticate".into(), "Bearer realm=\"tollgate\"".into()));
             return respond(&own);
         }
         AdminRoute::Invalid(e) => return respond(&OwnResponse::problem(e.status(), e.title(), &e.to_string(), None)),
-        AdminRoute::Call { request, id } => (request, id),
+        AdminRoute::Call { request, id, key_hash } => (request, id, key_hash),
     };
     let op = match request.action {
         AdminAction::Status => Op::Status,
@@ -273,8 +288,8 @@ async fn admin_request(env: &Env, route: &AdminRoute<'_>) -> worker::Result<web_
     let call = request.rule.call(op);
     match call_with_timeout(env, id, &call, request.rule.timeout_ms).await {
         Ok(reply) => {
-            write_logs(&[admin::log_event(request)]);
-            Ok(Response::from_json(&admin::status_body(request, &reply))?.into())
+            write_logs(&[admin::log_event(request, key_hash)]);
+            Ok(Response::from_json(&admin::status_body(request, key_hash, &reply))?.into())
         }
         Err(e) => respond(&OwnResponse::problem(
             503,

@@ -242,15 +242,33 @@ pub fn body_field(content_type: &str, body: &[u8], field: &str) -> Option<String
     }
 }
 
-/// A short label for a key in logs and admin output: the first 16 hex
-/// digits of its SHA-256. The raw key (an IP, an account) is never logged.
-pub fn key_hash(key: &str) -> String {
+/// A short label for a key in logs and admin output: 16 hex digits, the
+/// first 8 bytes of HMAC-SHA256(`log_key`, key) when the Worker has the
+/// secret `TOLLGATE_LOG_KEY`, else of the key's plain SHA-256. The raw key
+/// (an IP, an account) is never logged.
+///
+/// Without a log key the label is unkeyed: anyone with the logs can test a
+/// guess against it, and all 2^32 IPv4 addresses are a few seconds of
+/// hashing, so an unkeyed `ip=` hash is as good as the address. With one,
+/// only a holder of the secret can compute or test a label (`tollgate
+/// hash`). Both have the same length, so log queries and dashboards do not
+/// change when the secret is added; the labels themselves do.
+pub fn key_hash(key: &str, log_key: Option<&[u8]>) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(key.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let digest: [u8; 32] = match log_key {
+        Some(secret) => crate::hmac::hmac_sha256(secret, key.as_bytes()),
+        None => Sha256::digest(key.as_bytes()).into(),
+    };
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The log key a `TOLLGATE_LOG_KEY` secret stands for: its bytes with
+/// surrounding whitespace trimmed (a secret stored with a trailing newline,
+/// `echo key | wrangler secret put`, or read from a file, is the same key).
+/// `None` for a blank secret, which keys nothing.
+pub fn log_key(secret: &str) -> Option<Vec<u8>> {
+    let trimmed = secret.trim();
+    (!trimmed.is_empty()).then(|| trimmed.as_bytes().to_vec())
 }
 
 /// The value of cookie `name` in a `Cookie` header (RFC 6265 §5.4):
@@ -339,8 +357,21 @@ mod tests {
 
     #[test]
     fn key_hash_is_short_and_stable() {
-        assert_eq!(key_hash("ip=203.0.113.7"), key_hash("ip=203.0.113.7"));
-        assert_eq!(key_hash("abc"), "ba7816bf8f01cfea");
+        assert_eq!(key_hash("ip=203.0.113.7", None), key_hash("ip=203.0.113.7", None));
+        assert_eq!(key_hash("abc", None), "ba7816bf8f01cfea", "unkeyed: the SHA-256 prefix");
+    }
+
+    #[test]
+    fn a_log_key_makes_the_hash_an_hmac() {
+        assert_eq!(key_hash("abc", Some(b"k")), "342e519ce0ad6c03", "HMAC-SHA256(k, abc), first 8 bytes");
+        let a = key_hash("ip=203.0.113.7", Some(b"first secret"));
+        let b = key_hash("ip=203.0.113.7", Some(b"second secret"));
+        assert_ne!(a, b);
+        assert_ne!(a, key_hash("ip=203.0.113.7", None));
+        assert_eq!(a.len(), 16);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+        assert_eq!(log_key(" s3cret\n").as_deref(), Some(&b"s3cret"[..]));
+        assert_eq!(log_key(" \n"), None, "a blank secret keys nothing");
     }
 
     #[test]

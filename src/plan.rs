@@ -45,6 +45,9 @@ pub struct RequestParts<'a> {
     /// The admin token (the `TOLLGATE_ADMIN_TOKEN` secret), looked up only
     /// for a request under the admin prefix; `None`: the admin API is off.
     pub admin_token: &'a dyn Fn() -> Option<String>,
+    /// The `TOLLGATE_LOG_KEY` secret ([`crate::key::log_key`]) that keys
+    /// every `key_hash` of the plan; `None`: unkeyed SHA-256 ([`key_hash`]).
+    pub log_key: Option<&'a [u8]>,
 }
 
 /// What is known of the request body.
@@ -102,7 +105,8 @@ pub struct Applied<'c> {
     pub key: String,
     /// The object's name and the blocked-until cache key ([`object_name`]).
     pub id: String,
-    /// What logs carry instead of the key ([`key_hash`]).
+    /// What logs carry instead of the key ([`key_hash`], keyed by the
+    /// request's `log_key`).
     pub key_hash: String,
     /// The key came from `fallback_key`: a success never clears it.
     pub fell_back: bool,
@@ -132,8 +136,8 @@ pub enum AdminRoute<'c> {
     Unauthorized,
     /// Authorized but not a valid admin request: its 4xx.
     Invalid(AdminError),
-    /// Call the object `id` for `request`.
-    Call { request: AdminRequest<'c>, id: String },
+    /// Call the object `id` for `request`; logs name its key by `key_hash`.
+    Call { request: AdminRequest<'c>, id: String, key_hash: String },
 }
 
 /// What tollgate makes of one request before asking any counter.
@@ -212,7 +216,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
             Matched { rule, found, key }
         })
         .collect();
-    let route = route_of(&matched);
+    let route = route_of(&matched, parts.log_key);
     Plan { canonical: Some(canonical), matched, route }
 }
 
@@ -267,7 +271,7 @@ fn key_outcome(rule: &Rule, inputs: &KeyInputs<'_>) -> KeyOutcome {
 }
 
 /// The first rejecting rule answers; otherwise every keyed rule is checked.
-fn route_of<'c>(matched: &[Matched<'c>]) -> Route<'c> {
+fn route_of<'c>(matched: &[Matched<'c>], log_key: Option<&[u8]>) -> Route<'c> {
     let mut applied = Vec::new();
     for m in matched {
         match &m.key {
@@ -276,7 +280,7 @@ fn route_of<'c>(matched: &[Matched<'c>]) -> Route<'c> {
             KeyOutcome::Key { key, fell_back } => applied.push(Applied {
                 rule: m.rule,
                 id: object_name(m.rule, key),
-                key_hash: key_hash(key),
+                key_hash: key_hash(key, log_key),
                 key: key.clone(),
                 fell_back: *fell_back,
             }),
@@ -296,10 +300,11 @@ fn admin_route<'c>(
         return AdminRoute::Unauthorized;
     }
     match admin::parse(config, path, parts.method, query) {
-        Ok(request) => {
-            let id = object_name(request.rule, &request.key);
-            AdminRoute::Call { request, id }
-        }
+        Ok(request) => AdminRoute::Call {
+            id: object_name(request.rule, &request.key),
+            key_hash: key_hash(&request.key, parts.log_key),
+            request,
+        },
         Err(e) => AdminRoute::Invalid(e),
     }
 }
@@ -349,6 +354,7 @@ mod tests {
             country: Some("nz"),
             asn: Some(64500),
             admin_token: &admin_token,
+            log_key: None,
         };
         let first = plan(config, &parts(Body::Unread));
         if !matches!(first.route, Route::NeedsBody) {
@@ -395,14 +401,41 @@ mod tests {
         let auth = ("authorization", "Bearer s3cret");
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[auth], None, Some("s3cret"));
         match p.route {
-            Route::Admin(AdminRoute::Call { request, id }) => {
+            Route::Admin(AdminRoute::Call { request, id, key_hash: hash }) => {
                 assert_eq!(request.key, "ip=1.2.3.4");
                 assert_eq!(id, "a\nip=1.2.3.4");
+                assert_eq!(hash, key_hash("ip=1.2.3.4", None));
             }
             other => panic!("{other:?}"),
         }
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=nope", &[auth], None, Some("s3cret"));
         assert!(matches!(p.route, Route::Admin(AdminRoute::Invalid(AdminError::UnknownRule(_)))));
+    }
+
+    #[test]
+    fn the_log_key_keys_every_hash() {
+        let c = config(json!([{ "name": "a", "path": "/a", "limits": limits() }]));
+        let url = Url::parse("https://example.com/a").unwrap();
+        let header = |name: &str| (name == "cf-connecting-ip").then(|| "198.51.100.7".to_string());
+        let parts = |log_key| RequestParts {
+            method: "GET",
+            url: &url,
+            header: &header,
+            body: Body::Unread,
+            country: None,
+            asn: None,
+            admin_token: &|| None,
+            log_key,
+        };
+        let hash_of = |p: Plan<'_>| match p.route {
+            Route::Check(applied) => applied[0].key_hash.clone(),
+            other => panic!("{other:?}"),
+        };
+        let unkeyed = hash_of(plan(&c, &parts(None)));
+        let keyed = hash_of(plan(&c, &parts(Some(b"log secret"))));
+        assert_eq!(unkeyed, key_hash("ip=198.51.100.7", None));
+        assert_eq!(keyed, key_hash("ip=198.51.100.7", Some(b"log secret")));
+        assert_ne!(keyed, unkeyed);
     }
 
     #[test]
@@ -491,7 +524,7 @@ mod tests {
         assert_eq!(applied.len(), 4);
         assert!(!applied[1].fell_back);
         assert_eq!(applied[0].id, "skip\nheader:x-user=u1");
-        assert_eq!(applied[0].key_hash, key_hash("header:x-user=u1"));
+        assert_eq!(applied[0].key_hash, key_hash("header:x-user=u1", None));
         // The fallback missing too: rejected.
         let (p, _) = plan_of(&c, "GET", "/p", &[], None, None);
         assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == "fall"));

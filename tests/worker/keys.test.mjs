@@ -1,6 +1,8 @@
-// Client keys: IPv6 transition addresses (6to4, Teredo).
+// Client keys and what logs show of them: IPv6 transition addresses
+// (6to4, Teredo) and keyed log hashes (TOLLGATE_LOG_KEY).
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { createHash, createHmac } from "node:crypto";
 import { withTollgate, statuses } from "./harness.mjs";
 
 const perIp = (requests) => ({ rules: [{ name: "per-ip", path: "/p/*", limits: [{ requests, window: "60s" }] }] });
@@ -32,3 +34,55 @@ test("Teredo clients of one server are told apart by their public address and po
     assert.deepEqual(await statuses(tg, 3, "/p/x", { ip: neighbour }), [200, 200, 429], "not the server's shared /64");
     assert.equal((await tg.fetch("/p/x", { ip: "2001:0:4136:e378:0:63bf:3fff:fdd2" })).status, 429, "flags do not matter");
   }));
+
+const LOGIN = {
+  rules: [
+    { name: "per-ip", path: "/p/*", limits: [{ requests: 1, window: "60s" }] },
+    { name: "login", path: "/login", methods: ["POST"], key: ["body:email"], limits: [{ requests: 1, window: "60s" }] },
+  ],
+};
+const IP = "198.51.100.77";
+const EMAIL = "Victim.Person@Example.com";
+const TOKEN = "admin-token-for-the-keys-test";
+
+/** Blocks IP on /p and EMAIL on /login, asks the admin API about the IP; returns the log lines and the admin answer. */
+async function blockAndLook(vars) {
+  let out;
+  await withTollgate({ config: LOGIN, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, ...vars } }, async (tg) => {
+    assert.deepEqual(await statuses(tg, 2, "/p/x", { ip: IP }), [200, 429]);
+    const login = { method: "POST", ip: "203.0.113.9", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: EMAIL, password: "pw" }) };
+    assert.deepEqual(await statuses(tg, 2, "/login", login), [200, 429]);
+    const status = await tg.fetch(`/.tollgate/status?rule=per-ip&ip=${IP}`, { ip: "192.0.2.8", headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(status.status, 200);
+    out = { logs: tg.logs(), events: tg.logEvents(), admin: await status.json() };
+  });
+  return out;
+}
+
+const blockHash = (events, rule) => events.find((e) => e.tollgate === "block" && e.rule === rule).key_hash;
+const prefix = (digest) => digest.slice(0, 16);
+
+test("two secrets give two hashes, and the raw key never appears in the logs", async () => {
+  const one = await blockAndLook({ TOLLGATE_LOG_KEY: "first log secret" });
+  const two = await blockAndLook({ TOLLGATE_LOG_KEY: "second log secret\n" });
+  const none = await blockAndLook({});
+  const key = `ip=${IP}`;
+  // Keyed: HMAC-SHA256 under the secret (trimmed), the first 16 hex digits.
+  assert.equal(blockHash(one.events, "per-ip"), prefix(createHmac("sha256", "first log secret").update(key).digest("hex")));
+  assert.equal(blockHash(two.events, "per-ip"), prefix(createHmac("sha256", "second log secret").update(key).digest("hex")));
+  // Without the secret: the unkeyed SHA-256 prefix.
+  assert.equal(blockHash(none.events, "per-ip"), prefix(createHash("sha256").update(key).digest("hex")));
+  for (const rule of ["per-ip", "login"]) {
+    const hashes = new Set([one, two, none].map((run) => blockHash(run.events, rule)));
+    assert.equal(hashes.size, 3, `${rule}: three different hashes`);
+  }
+  for (const [name, run] of Object.entries({ one, two, none })) {
+    // The admin API answers and logs with the same keyed hash.
+    assert.equal(run.admin.key_hash, blockHash(run.events, "per-ip"), `${name}: admin output`);
+    const admin = run.events.find((e) => e.tollgate === "admin");
+    assert.equal(admin.key_hash, run.admin.key_hash, `${name}: admin log line`);
+    for (const raw of [IP, EMAIL, EMAIL.toLowerCase(), "192.0.2.8", "203.0.113.9", TOKEN, "log secret"]) {
+      assert.ok(!run.logs.includes(raw), `${name}: \`${raw}\` appears in the logs`);
+    }
+  }
+});
