@@ -15,7 +15,7 @@
 //! would), so a client hammering a blocked endpoint also uses up its
 //! broader allowance.
 
-use crate::admin::{self, AdminAction};
+use crate::admin::{self, AdminAction, Gate};
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::config::{Config, ConfigError};
 use crate::headers::OwnResponse;
@@ -156,9 +156,9 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &Config) -> worke
         plan = plan::plan(config, &parts(body.as_deref().map_or(Body::Unusable, Body::Read)));
     }
     let verdict = match &plan.route {
-        Route::Admin(route) => return admin_request(env, route).await,
+        Route::Admin { lockout, route } => return admin_request(env, lockout, route).await,
         Route::Check(applied) if !applied.is_empty() => {
-            let outcomes = join_all(applied.iter().map(|a| check(env, a))).await;
+            let outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
             verdict::verdict(applied, &outcomes)
         }
         _ => match verdict::early(&plan) {
@@ -219,15 +219,15 @@ async fn settle_after_response(ctx: &Context, env: &Env, applied: &[Applied<'_>]
     let _ = settled.await;
 }
 
-/// Asks the blocked-until cache, then the rule's object, bounded by the
-/// rule's timeout. Rules counting every request check and record at once;
-/// failures-only rules only check here.
-async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
+/// Asks the blocked-until cache, then the rule's object (`op`: what
+/// [`verdict::check_op`] or [`admin::lockout_op`] says), bounded by the
+/// rule's timeout.
+async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
     let now = now_ms();
     if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
         return Outcome::from_cache(block, now);
     }
-    let call = applied.rule.call(verdict::check_op(applied.rule));
+    let call = applied.rule.call(op);
     let outcome = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
         Ok(reply) => Outcome::from_reply(reply),
         Err(e) => Outcome::Failed(e.to_string()),
@@ -267,16 +267,17 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFai
     decode_reply(response.status_code(), &body)
 }
 
-/// Serves the admin API (the token secret exists). The token is never logged.
-async fn admin_request(env: &Env, route: &AdminRoute<'_>) -> worker::Result<web_sys::Response> {
-    let (request, id, key_hash) = match route {
-        AdminRoute::Unauthorized => {
-            let mut own = OwnResponse::problem(401, "Unauthorized", "A valid bearer token is required.", None);
-            own.headers.push(("www-authenticate".into(), "Bearer realm=\"tollgate\"".into()));
-            return respond(&own);
+/// Serves the admin API (the token secret exists): first the client's
+/// lockout counter, then what [`admin::gate`] says. The token is never
+/// logged.
+async fn admin_request(env: &Env, lockout: &Applied<'_>, route: &AdminRoute<'_>) -> worker::Result<web_sys::Response> {
+    let outcome = check(env, lockout, admin::lockout_op(route)).await;
+    let (request, id, key_hash) = match admin::gate(lockout, route, &outcome) {
+        Gate::Refuse { response, events } => {
+            write_logs(&events);
+            return respond(&response);
         }
-        AdminRoute::Invalid(e) => return respond(&OwnResponse::problem(e.status(), e.title(), &e.to_string(), None)),
-        AdminRoute::Call { request, id, key_hash } => (request, id, key_hash),
+        Gate::Serve { request, id, key_hash } => (request, id, key_hash),
     };
     let op = match request.action {
         AdminAction::Status => Op::Status,
@@ -288,7 +289,7 @@ async fn admin_request(env: &Env, route: &AdminRoute<'_>) -> worker::Result<web_
     let call = request.rule.call(op);
     match call_with_timeout(env, id, &call, request.rule.timeout_ms).await {
         Ok(reply) => {
-            write_logs(&[admin::log_event(request, key_hash)]);
+            write_logs(&[admin::log_event(request, key_hash, &lockout.key_hash)]);
             Ok(Response::from_json(&admin::status_body(request, key_hash, &reply))?.into())
         }
         Err(e) => respond(&OwnResponse::problem(

@@ -119,7 +119,11 @@ pub enum Route<'c> {
     /// answered 400, never forwarded.
     Malformed(CanonError),
     /// Under the admin prefix with the admin API on: never forwarded.
-    Admin(AdminRoute<'c>),
+    /// First ask `lockout` (the built-in rule [`admin::LOCKOUT_RULE`],
+    /// keyed by the client's IP) with [`admin::lockout_op`], then act on
+    /// `route` as [`admin::gate`] says. A request without a client IP is
+    /// [`Route::MissingKey`] of that rule instead (400).
+    Admin { lockout: Applied<'c>, route: AdminRoute<'c> },
     /// Plan again with the body read (capped).
     NeedsBody,
     /// A matching rule's key is missing and the rule rejects: 400. The
@@ -129,10 +133,11 @@ pub enum Route<'c> {
     Check(Vec<Applied<'c>>),
 }
 
-/// An admin request, once routed.
+/// What an admin request asks, once its token is compared.
 #[derive(Debug)]
 pub enum AdminRoute<'c> {
-    /// Missing or wrong bearer token: 401, no detail.
+    /// Missing or wrong bearer token: a failed authentication (401, no
+    /// detail).
     Unauthorized,
     /// Authorized but not a valid admin request: its 4xx.
     Invalid(AdminError),
@@ -169,7 +174,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     if admin::is_admin_path(&config.admin_prefix, &path) {
         if let Some(token) = (parts.admin_token)() {
             let query = CanonicalQuery::parse(raw_query);
-            let route = Route::Admin(admin_route(config, parts, &token, &path, &query));
+            let route = admin_route(config, parts, &token, &path, &query);
             let canonical = Canonical { host, path, query, methods: vec![parts.method.to_ascii_uppercase()] };
             return Plan { canonical: Some(canonical), matched: Vec::new(), route };
         }
@@ -289,24 +294,53 @@ fn route_of<'c>(matched: &[Matched<'c>], log_key: Option<&[u8]>) -> Route<'c> {
     Route::Check(applied)
 }
 
+/// An admin request: the client's lockout counter (keyed as any `ip` rule
+/// is) and what the token allows. The token is compared here, but the
+/// answer waits for the lockout counter ([`admin::gate`]): a client locked
+/// out gets 429 even with the right token.
 fn admin_route<'c>(
     config: &'c Config,
     parts: &RequestParts<'_>,
     token: &str,
     path: &str,
     query: &CanonicalQuery,
-) -> AdminRoute<'c> {
-    if !admin::token_matches(token, (parts.header)("authorization").as_deref()) {
-        return AdminRoute::Unauthorized;
-    }
-    match admin::parse(config, path, parts.method, query) {
-        Ok(request) => AdminRoute::Call {
-            id: object_name(request.rule, &request.key),
-            key_hash: key_hash(&request.key, parts.log_key),
-            request,
-        },
-        Err(e) => AdminRoute::Invalid(e),
-    }
+) -> Route<'c> {
+    let rule = &config.admin_lockout;
+    let client_ip = (parts.header)("cf-connecting-ip");
+    let inputs = KeyInputs {
+        client_ip: client_ip.as_deref(),
+        header: parts.header,
+        query,
+        path_groups: &[],
+        body: &|_| None,
+        country: parts.country,
+        asn: parts.asn,
+        ipv6_prefix: config.ipv6_prefix,
+    };
+    let key = match derive_key(&rule.key, &inputs) {
+        Ok(key) => key,
+        Err(missing) => return Route::MissingKey { rule, missing },
+    };
+    let lockout = Applied {
+        rule,
+        id: object_name(rule, &key),
+        key_hash: key_hash(&key, parts.log_key),
+        key,
+        fell_back: false,
+    };
+    let route = if !admin::token_matches(token, (parts.header)("authorization").as_deref()) {
+        AdminRoute::Unauthorized
+    } else {
+        match admin::parse(config, path, parts.method, query) {
+            Ok(request) => AdminRoute::Call {
+                id: object_name(request.rule, &request.key),
+                key_hash: key_hash(&request.key, parts.log_key),
+                request,
+            },
+            Err(e) => AdminRoute::Invalid(e),
+        }
+    };
+    Route::Admin { lockout, route }
 }
 
 /// Whether a content type is `application/x-www-form-urlencoded`.
@@ -397,19 +431,31 @@ mod tests {
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP], None, None);
         assert!(matches!(p.route, Route::Check(ref a) if a.is_empty()), "off: the path is the origin's");
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP], None, Some("s3cret"));
-        assert!(matches!(p.route, Route::Admin(AdminRoute::Unauthorized)));
-        let auth = ("authorization", "Bearer s3cret");
-        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[auth], None, Some("s3cret"));
         match p.route {
-            Route::Admin(AdminRoute::Call { request, id, key_hash: hash }) => {
+            Route::Admin { lockout, route: AdminRoute::Unauthorized } => {
+                assert_eq!(lockout.rule.name, admin::LOCKOUT_RULE);
+                assert_eq!(lockout.key, "ip=198.51.100.7", "the client's IP, not the one asked about");
+                assert_eq!(lockout.id, format!("{}\nip=198.51.100.7", admin::LOCKOUT_RULE));
+                assert_eq!(lockout.key_hash, key_hash("ip=198.51.100.7", None));
+            }
+            other => panic!("{other:?}"),
+        }
+        let auth = ("authorization", "Bearer s3cret");
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP, auth], None, Some("s3cret"));
+        match p.route {
+            Route::Admin { route: AdminRoute::Call { request, id, key_hash: hash }, .. } => {
                 assert_eq!(request.key, "ip=1.2.3.4");
                 assert_eq!(id, "a\nip=1.2.3.4");
                 assert_eq!(hash, key_hash("ip=1.2.3.4", None));
             }
             other => panic!("{other:?}"),
         }
-        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=nope", &[auth], None, Some("s3cret"));
-        assert!(matches!(p.route, Route::Admin(AdminRoute::Invalid(AdminError::UnknownRule(_)))));
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=nope", &[IP, auth], None, Some("s3cret"));
+        assert!(matches!(p.route, Route::Admin { route: AdminRoute::Invalid(AdminError::UnknownRule(_)), .. }));
+        // No client IP: the lockout cannot count the client, so it is refused
+        // before the token is looked at.
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[auth], None, Some("s3cret"));
+        assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == admin::LOCKOUT_RULE), "{:?}", p.route);
     }
 
     #[test]

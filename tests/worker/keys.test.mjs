@@ -81,6 +81,7 @@ test("two secrets give two hashes, and the raw key never appears in the logs", a
     assert.equal(run.admin.key_hash, blockHash(run.events, "per-ip"), `${name}: admin output`);
     const admin = run.events.find((e) => e.tollgate === "admin");
     assert.equal(admin.key_hash, run.admin.key_hash, `${name}: admin log line`);
+    assert.match(admin.client_hash, /^[0-9a-f]{16}$/);
     for (const raw of [IP, EMAIL, EMAIL.toLowerCase(), "192.0.2.8", "203.0.113.9", TOKEN, "log secret"]) {
       assert.ok(!run.logs.includes(raw), `${name}: \`${raw}\` appears in the logs`);
     }
