@@ -69,7 +69,9 @@ pub fn lockout_spec(spec: &mut RuleSpec) {
 
 /// The op an admin request asks its client's lockout counter: a failed
 /// authentication is counted (`hit`: checked and recorded at once), an
-/// authorized request only checked (`check`: recorded never).
+/// authorized request only checked (`check`: recorded never). This relies
+/// on `check` being a pure peek that writes nothing (`counter::step`); were
+/// it to reserve a slot, a right token would spend one.
 pub fn lockout_op(route: &AdminRoute<'_>) -> Op {
     match route {
         AdminRoute::Unauthorized => Op::Hit,
