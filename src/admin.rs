@@ -13,15 +13,134 @@
 //! `body:FIELD`, `country`, `asn`), and derived exactly as the rule would
 //! (IPv6 grouped, body fields hashed, ...). A missing or wrong bearer token
 //! gets 401 with no detail about which part was wrong.
+//!
+//! **Lockout.** Failed authentications are counted per client by
+//! tollgate's own limiter: the built-in rule [`LOCKOUT_RULE`] (10 per 15
+//! minutes, keyed by `ip` as any rule is, IPv6 by `ipv6_prefix`, counted in
+//! the `LIMITER` namespace). Every admin request first asks that counter
+//! ([`lockout_op`]): a failed authentication is a check-and-record `hit`
+//! (exact under concurrency, like any counting rule), an authorized request
+//! only a `check`, so a right token never lowers or resets the count. A
+//! client over the limit gets 429 with `Retry-After`, right token or not
+//! ([`gate`]). Every admin log line carries `client_hash`, the client's key
+//! hashed like any `key_hash`.
 
 use crate::canon::CanonicalQuery;
 use crate::config::Config;
-use crate::key::{derive_key, key_hash, KeyInputs, MissingPart};
-use crate::protocol::Reply;
-use crate::verdict::LogEvent;
-use crate::rules::Rule;
+use crate::headers::OwnResponse;
+use crate::key::{derive_key, KeyInputs, KeyPart, MissingPart};
+use crate::plan::{AdminRoute, Applied};
+use crate::policy::FailPolicy;
+use crate::protocol::{Op, Reply};
+use crate::rules::{Rule, RuleSpec};
+use crate::verdict::{self, LogEvent, Outcome};
+use crate::window::Limit;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt;
+
+/// The name of the built-in rule counting failed admin authentications. It
+/// holds a `:`, which no config rule name may, so it never shares a counter
+/// (an object named `rule \n key`) with one.
+pub const LOCKOUT_RULE: &str = "tollgate:admin-auth";
+
+/// Failed authentications a client may make per [`LOCKOUT_WINDOW_MS`]. Ten
+/// leaves room for typos and a misconfigured script; against a random
+/// 32-byte token any number of guesses is hopeless anyway, so the limit is
+/// there to stop a client hammering the admin API (and to make a leaked but
+/// mistyped token, or a scanner, visible in the logs), not to protect a
+/// weak token.
+pub const LOCKOUT_FAILURES: u32 = 10;
+
+/// The lockout's window: 15 minutes.
+pub const LOCKOUT_WINDOW_MS: u64 = 15 * 60 * 1000;
+
+/// Makes `spec` (a config rule's defaults) the built-in lockout rule:
+/// [`LOCKOUT_RULE`], keyed by `ip`, [`LOCKOUT_FAILURES`] per
+/// [`LOCKOUT_WINDOW_MS`], failing closed (an authorized request whose
+/// lockout cannot be checked gets 503). Its path is never matched: the
+/// admin route asks its counter directly.
+pub fn lockout_spec(spec: &mut RuleSpec) {
+    spec.name = LOCKOUT_RULE.to_string();
+    spec.key = vec![KeyPart::Ip];
+    spec.limits = Limit::new(LOCKOUT_FAILURES, LOCKOUT_WINDOW_MS).into_iter().collect();
+    spec.on_error = FailPolicy::Deny;
+}
+
+/// The op an admin request asks its client's lockout counter: a failed
+/// authentication is counted (`hit`: checked and recorded at once), an
+/// authorized request only checked (`check`: recorded never). This relies
+/// on `check` being a pure peek that writes nothing (`counter::step`); were
+/// it to reserve a slot, a right token would spend one.
+pub fn lockout_op(route: &AdminRoute<'_>) -> Op {
+    match route {
+        AdminRoute::Unauthorized => Op::Hit,
+        AdminRoute::Invalid(_) | AdminRoute::Call { .. } => Op::Check,
+    }
+}
+
+/// What an admin request gets once its lockout counter answered.
+#[derive(Debug)]
+pub enum Gate<'r, 'c> {
+    /// Answer `response` (429 locked out, 401, 503, or an invalid request's
+    /// 4xx) and write `events`; nothing else is asked.
+    Refuse { response: OwnResponse, events: Vec<LogEvent> },
+    /// Authorized, not locked out, a valid request: ask the object `id`.
+    Serve { request: &'r AdminRequest<'c>, id: &'r str, key_hash: &'r str },
+}
+
+/// Acts on `route` given what the client's lockout counter (`lockout`,
+/// asked with [`lockout_op`]) said:
+/// - over the limit: 429 with `Retry-After`, whatever the token (logged
+///   `admin_locked`, with whether the token was right);
+/// - the counter failed: an authorized request gets 503 (the lockout fails
+///   closed), an unauthorized one its 401 (logged `counter_error`);
+/// - otherwise: 401 for a failed authentication (logged `admin_denied`),
+///   the 4xx of an invalid request, or serve it.
+pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: &Outcome) -> Gate<'r, 'c> {
+    let client = || ("client_hash", Value::from(lockout.key_hash.as_str()));
+    let authorized = !matches!(route, AdminRoute::Unauthorized);
+    match (outcome, route) {
+        (Outcome::Blocked { retry_after_ms, window, windows }, _) => Gate::Refuse {
+            response: verdict::too_many_requests(lockout.rule, *retry_after_ms, *window, windows.as_deref()),
+            events: vec![LogEvent::new(
+                "admin_locked",
+                vec![client(), ("authorized", authorized.into()), ("retry_after_ms", (*retry_after_ms).into())],
+            )],
+        },
+        (Outcome::Failed(error), AdminRoute::Unauthorized) => Gate::Refuse {
+            response: unauthorized(),
+            events: vec![
+                verdict::counter_error(&lockout.rule.name, &lockout.key_hash, error, "not_recorded"),
+                LogEvent::new("admin_denied", vec![client()]),
+            ],
+        },
+        (Outcome::Failed(error), _) => Gate::Refuse {
+            response: OwnResponse::problem(
+                503,
+                "Service Unavailable",
+                "The admin lockout counter cannot be reached.",
+                Some(1),
+            ),
+            events: vec![verdict::counter_error(&lockout.rule.name, &lockout.key_hash, error, "deny")],
+        },
+        (Outcome::Allowed { .. }, AdminRoute::Unauthorized) => {
+            Gate::Refuse { response: unauthorized(), events: vec![LogEvent::new("admin_denied", vec![client()])] }
+        }
+        (Outcome::Allowed { .. }, AdminRoute::Invalid(e)) => Gate::Refuse {
+            response: OwnResponse::problem(e.status(), e.title(), &e.to_string(), None),
+            events: Vec::new(),
+        },
+        (Outcome::Allowed { .. }, AdminRoute::Call { request, id, key_hash }) => Gate::Serve { request, id, key_hash },
+    }
+}
+
+/// The 401 of a missing or wrong token: the same whichever it was.
+pub fn unauthorized() -> OwnResponse {
+    let mut own = OwnResponse::problem(401, "Unauthorized", "A valid bearer token is required.", None);
+    own.headers.push(("www-authenticate".into(), "Bearer realm=\"tollgate\"".into()));
+    own
+}
 
 /// What an admin request asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,24 +311,26 @@ impl AdminAction {
     }
 }
 
-/// The `admin` log line of a served request: the key only as its hash.
-pub fn log_event(request: &AdminRequest<'_>) -> LogEvent {
+/// The `admin` log line of a served request: the key only as its hash
+/// (`key_hash`, from the plan), the client as its own (`client_hash`).
+pub fn log_event(request: &AdminRequest<'_>, key_hash: &str, client_hash: &str) -> LogEvent {
     LogEvent::new(
         "admin",
         vec![
             ("action", request.action.name().into()),
             ("rule", request.rule.name.as_str().into()),
-            ("key_hash", key_hash(&request.key).into()),
+            ("key_hash", key_hash.into()),
+            ("client_hash", client_hash.into()),
         ],
     )
 }
 
 /// The JSON body answering a served request: the key's windows as its
-/// object reported them.
-pub fn status_body(request: &AdminRequest<'_>, reply: &Reply) -> serde_json::Value {
+/// object reported them, the key as `key_hash` (from the plan).
+pub fn status_body(request: &AdminRequest<'_>, key_hash: &str, reply: &Reply) -> serde_json::Value {
     serde_json::json!({
         "rule": request.rule.name,
-        "key_hash": key_hash(&request.key),
+        "key_hash": key_hash,
         "action": request.action.name(),
         "windows": reply.tally.windows,
         "alarm_pending": reply.alarm_pending,
@@ -301,5 +422,113 @@ mod tests {
         assert!(!token_matches("s3cret", None));
         assert!(!token_matches("", Some("Bearer ")));
         assert!(token_matches("s3cret\n", Some("Bearer s3cret")), "a stored trailing newline is ignored");
+    }
+
+    fn lockout<'c>(config: &'c Config) -> Applied<'c> {
+        let rule = &config.admin_lockout;
+        let key = "ip=192.0.2.1".to_string();
+        Applied { rule, id: crate::plan::object_name(rule, &key), key_hash: "c11e47".into(), key, fell_back: false, own_method: false }
+    }
+
+    fn blocked(ms: u64) -> Outcome {
+        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: None }
+    }
+
+    /// The response and the log lines, parsed back (fields unordered).
+    fn refused(gate: Gate<'_, '_>) -> (OwnResponse, Vec<Value>) {
+        match gate {
+            Gate::Refuse { response, events } => {
+                (response, events.iter().map(|e| serde_json::from_str(&e.line()).unwrap()).collect())
+            }
+            Gate::Serve { .. } => panic!("served"),
+        }
+    }
+
+    #[test]
+    fn the_lockout_is_a_built_in_rule_no_config_rule_can_shadow() {
+        let c = config();
+        let rule = &c.admin_lockout;
+        assert_eq!(rule.name, LOCKOUT_RULE);
+        assert_eq!(rule.key, [KeyPart::Ip]);
+        assert_eq!(rule.limits, [Limit::new(10, 900_000).unwrap()]);
+        assert_eq!(rule.on_error, FailPolicy::Deny);
+        assert!(c.rules.iter().all(|r| r.name != LOCKOUT_RULE), "not matched against requests");
+        let taken = Config::from_json(&json!({"rules": [
+            {"name": LOCKOUT_RULE, "path": "/x", "limits": [{"requests": 1, "window": "1m"}]},
+        ]}));
+        assert!(taken.unwrap_err()[0].to_string().contains("field `name`"), "no config rule can take the name");
+    }
+
+    #[test]
+    fn a_failed_authentication_is_counted_an_authorized_request_only_checked() {
+        assert_eq!(lockout_op(&AdminRoute::Unauthorized), Op::Hit);
+        assert_eq!(lockout_op(&AdminRoute::Invalid(AdminError::NotFound)), Op::Check);
+        let c = config();
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let request = parse(&c, "/.tollgate/status", "GET", &q).unwrap();
+        let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
+        assert_eq!(lockout_op(&call), Op::Check, "a right token never lowers or resets the count");
+    }
+
+    #[test]
+    fn a_locked_out_client_gets_429_even_with_the_right_token() {
+        let c = config();
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let request = parse(&c, "/.tollgate/reset", "POST", &q).unwrap();
+        let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
+        for (route, authorized) in [(&call, true), (&AdminRoute::Unauthorized, false)] {
+            let (response, events) = refused(gate(&lockout(&c), route, &blocked(61_500)));
+            assert_eq!(response.status, 429);
+            assert_eq!(response.header("retry-after"), Some("62"));
+            assert_eq!(response.header("ratelimit-policy"), Some("\"tollgate:admin-auth\";q=10;w=900"));
+            assert_eq!(
+                events,
+                [json!({"tollgate": "admin_locked", "client_hash": "c11e47", "authorized": authorized, "retry_after_ms": 61_500})]
+            );
+        }
+    }
+
+    #[test]
+    fn under_the_limit_the_token_decides() {
+        let c = config();
+        let allowed = Outcome::Allowed { windows: Vec::new(), reservation: None };
+        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Unauthorized, &allowed));
+        assert_eq!(response, unauthorized());
+        assert_eq!(response.header("www-authenticate"), Some("Bearer realm=\"tollgate\""));
+        assert_eq!(events, [json!({"tollgate": "admin_denied", "client_hash": "c11e47"})]);
+        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Invalid(AdminError::MissingRule), &allowed));
+        assert_eq!(response.status, 400);
+        assert!(events.is_empty());
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let request = parse(&c, "/.tollgate/status", "GET", &q).unwrap();
+        let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
+        match gate(&lockout(&c), &call, &allowed) {
+            Gate::Serve { request, id, key_hash } => {
+                assert_eq!((request.rule.name.as_str(), id, key_hash), ("heavy", "heavy\nip=203.0.113.7", "k"));
+                let line: Value = serde_json::from_str(&log_event(request, key_hash, "c11e47").line()).unwrap();
+                assert_eq!(
+                    line,
+                    json!({"tollgate": "admin", "action": "status", "rule": "heavy", "key_hash": "k", "client_hash": "c11e47"})
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_lockout_fails_closed_for_an_authorized_request() {
+        let c = config();
+        let down = Outcome::Failed("timeout".into());
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let request = parse(&c, "/.tollgate/status", "GET", &q).unwrap();
+        let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
+        let (response, events) = refused(gate(&lockout(&c), &call, &down));
+        assert_eq!((response.status, response.header("retry-after")), (503, Some("1")));
+        assert_eq!((events[0]["tollgate"].as_str(), events[0]["decision"].as_str()), (Some("counter_error"), Some("deny")));
+        assert_eq!(events[0]["key_hash"], "c11e47");
+        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Unauthorized, &down));
+        assert_eq!(response.status, 401, "a wrong token is refused all the same");
+        assert_eq!(events[0]["decision"], "not_recorded");
+        assert_eq!(events[1], json!({"tollgate": "admin_denied", "client_hash": "c11e47"}));
     }
 }

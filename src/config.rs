@@ -77,6 +77,10 @@ pub struct Config {
     pub body_limit: u32,
     /// Most (rule, key) entries the isolate's blocked-until cache holds.
     pub blocked_cache_capacity: usize,
+    /// The built-in rule counting failed admin authentications per client
+    /// ([`crate::admin::LOCKOUT_RULE`]); not among `rules`, never matched
+    /// against a request.
+    pub admin_lockout: Rule,
     /// What the Worker does once the config turns out invalid at runtime
     /// (vars edited in the dashboard): see [`on_invalid_config`].
     pub on_invalid_config: FailPolicy,
@@ -138,6 +142,7 @@ impl Config {
         let Some(table) = value.as_object() else {
             return Err(vec![top_error("TOLLGATE", "must be a table with a `rules` list")]);
         };
+        let admin_lockout = admin_lockout_rule().map_err(|e| vec![top_error("(built-in admin lockout)", &e.to_string())])?;
         let mut config = Config {
             ipv6_prefix: DEFAULT_IPV6_PREFIX,
             rules: Vec::new(),
@@ -145,6 +150,7 @@ impl Config {
             body_limit: DEFAULT_BODY_LIMIT,
             blocked_cache_capacity: crate::blocked::DEFAULT_CAPACITY,
             on_invalid_config: FailPolicy::Deny,
+            admin_lockout,
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
@@ -501,6 +507,14 @@ const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
         d.window_ms = i.duration("\"60s\", \"1m\", \"1h\" or \"1d\"");
     }),
 ];
+
+/// The built-in admin lockout rule: a config rule's defaults, with what
+/// [`crate::admin::lockout_spec`] sets.
+fn admin_lockout_rule() -> Result<Rule, crate::rules::PatternError> {
+    let mut spec = RuleDraft::new().spec;
+    crate::admin::lockout_spec(&mut spec);
+    Rule::compile(spec)
+}
 
 /// Reads one rule; `index` names it in errors when it has no name.
 fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {

@@ -15,17 +15,19 @@
 //! would), so a client hammering a blocked endpoint also uses up its
 //! broader allowance.
 
-use crate::admin::{self, AdminAction};
+use crate::admin::{self, AdminAction, Gate};
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::config::{self, Config, ConfigError};
 use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
+use crate::key::log_key;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
 use crate::protocol::{decode_reply, encode_call, Call, CallFailure, Op, Reply};
 use crate::origin::{forward, read_body, with_fields};
 use crate::verdict::{self, Answer, Answered, LogEvent, Outcome};
 use futures_util::future::{join_all, select, Either};
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
+use std::rc::Rc;
 use std::time::Duration;
 use worker::wasm_bindgen::JsValue;
 use worker::{
@@ -38,6 +40,8 @@ const LIMITER_BINDING: &str = "LIMITER";
 const CONFIG_VAR: &str = "TOLLGATE";
 /// The secret that turns the admin API on.
 const ADMIN_TOKEN_SECRET: &str = "TOLLGATE_ADMIN_TOKEN";
+/// The secret that keys every `key_hash` in logs and admin output.
+const LOG_KEY_SECRET: &str = "TOLLGATE_LOG_KEY";
 
 /// Parsed once per isolate and kept for its life (leaked once, so that the
 /// plan's rules can move into a `waitUntil` task, which must be `'static`):
@@ -53,6 +57,16 @@ thread_local! {
     static BLOCKED: RefCell<BlockedUntilCache> = RefCell::new(BlockedUntilCache::new(DEFAULT_CAPACITY));
     /// When the invalid config was last logged (Unix ms).
     static CONFIG_ERROR_LOGGED: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+    /// Read once per isolate, like the config (a changed secret is a new
+    /// deployment, hence new isolates); `None`: hashes are unkeyed.
+    static LOG_KEY: OnceCell<Option<Rc<[u8]>>> = const { OnceCell::new() };
+}
+
+fn load_log_key(env: &Env) -> Option<Rc<[u8]>> {
+    LOG_KEY.with(|cell| {
+        cell.get_or_init(|| env.secret(LOG_KEY_SECRET).ok().and_then(|s| log_key(&s.to_string())).map(Rc::from))
+            .clone()
+    })
 }
 
 fn load_config(env: &Env) -> LoadedConfig {
@@ -154,6 +168,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     let admin_token = || env.secret(ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
     let cf = req.cf();
     let country = cf.and_then(|cf| cf.country());
+    let log_key = load_log_key(env);
     let parts = |body| RequestParts {
         method: &method,
         url: &url,
@@ -162,6 +177,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         country: country.as_deref(),
         asn: cf.and_then(|cf| cf.asn()),
         admin_token: &admin_token,
+        log_key: log_key.as_deref(),
     };
     let mut plan = plan::plan(config, &parts(Body::Unread));
     let body;
@@ -171,9 +187,9 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     }
     let mut outcomes = Vec::new();
     let verdict = match &plan.route {
-        Route::Admin(route) => return admin_request(env, route).await,
+        Route::Admin { lockout, route } => return admin_request(env, lockout, route).await,
         Route::Check(applied) if !applied.is_empty() => {
-            outcomes = join_all(applied.iter().map(|a| check(env, a))).await;
+            outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
             verdict::verdict(applied, &outcomes)
         }
         _ => match verdict::early(&plan) {
@@ -294,15 +310,15 @@ async fn send_settlements(env: &Env, calls: Vec<Settlement>) {
     join_all(sends).await;
 }
 
-/// Asks the blocked-until cache, then the rule's object, bounded by the
-/// rule's timeout. Rules counting every request check and record at once;
-/// failures-only rules reserve a slot here.
-async fn check(env: &Env, applied: &Applied<'_>) -> Outcome {
+/// Asks the blocked-until cache, then the rule's object (`op`: what
+/// [`verdict::check_op`] or [`admin::lockout_op`] says: a hit, a reserve for
+/// failures-only rules, a read-only check), bounded by the rule's timeout.
+async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
     let now = now_ms();
     if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
         return Outcome::from_cache(block, now);
     }
-    let call = applied.rule.call(verdict::check_op(applied.rule));
+    let call = applied.rule.call(op);
     let (outcome, cacheable) = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
         Ok(reply) => {
             let cacheable = !reply.tally.in_flight;
@@ -346,16 +362,17 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFai
     decode_reply(response.status_code(), &body)
 }
 
-/// Serves the admin API (the token secret exists). The token is never logged.
-async fn admin_request(env: &Env, route: &AdminRoute<'_>) -> worker::Result<web_sys::Response> {
-    let (request, id) = match route {
-        AdminRoute::Unauthorized => {
-            let mut own = OwnResponse::problem(401, "Unauthorized", "A valid bearer token is required.", None);
-            own.headers.push(("www-authenticate".into(), "Bearer realm=\"tollgate\"".into()));
-            return respond(&own);
+/// Serves the admin API (the token secret exists): first the client's
+/// lockout counter, then what [`admin::gate`] says. The token is never
+/// logged.
+async fn admin_request(env: &Env, lockout: &Applied<'_>, route: &AdminRoute<'_>) -> worker::Result<web_sys::Response> {
+    let outcome = check(env, lockout, admin::lockout_op(route)).await;
+    let (request, id, key_hash) = match admin::gate(lockout, route, &outcome) {
+        Gate::Refuse { response, events } => {
+            write_logs(&events);
+            return respond(&response);
         }
-        AdminRoute::Invalid(e) => return respond(&OwnResponse::problem(e.status(), e.title(), &e.to_string(), None)),
-        AdminRoute::Call { request, id } => (request, id),
+        Gate::Serve { request, id, key_hash } => (request, id, key_hash),
     };
     let op = match request.action {
         AdminAction::Status => Op::Status,
@@ -367,8 +384,8 @@ async fn admin_request(env: &Env, route: &AdminRoute<'_>) -> worker::Result<web_
     let call = request.rule.call(op);
     match call_with_timeout(env, id, &call, request.rule.timeout_ms).await {
         Ok(reply) => {
-            write_logs(&[admin::log_event(request)]);
-            Ok(Response::from_json(&admin::status_body(request, &reply))?.into())
+            write_logs(&[admin::log_event(request, key_hash, &lockout.key_hash)]);
+            Ok(Response::from_json(&admin::status_body(request, key_hash, &reply))?.into())
         }
         Err(e) => respond(&OwnResponse::problem(
             503,

@@ -4,8 +4,13 @@
 //! parts go through [`plan`](crate::plan::plan), the assumed counter
 //! outcomes through [`verdict`](crate::verdict::verdict). Only the
 //! description of rules that do *not* match (why not) is explain's own.
+//!
+//! Key hashes are the Worker's: given the Worker's `TOLLGATE_LOG_KEY`,
+//! explain prints the very `key_hash` its log lines carry; [`rule_key`] and
+//! [`key_hash`] serve `tollgate hash`.
 
 use crate::admin;
+use crate::canon::CanonicalQuery;
 use crate::config::Config;
 use crate::policy::{Action, Counting, FailPolicy, MissingKey};
 use crate::plan::{self, Body, KeyOutcome, Plan, RequestParts, Route};
@@ -29,6 +34,27 @@ pub struct ExplainRequest<'a> {
     /// `request.cf.country` and `request.cf.asn`.
     pub country: Option<&'a str>,
     pub asn: Option<u32>,
+    /// The Worker's `TOLLGATE_LOG_KEY` ([`log_key`]), so that key hashes
+    /// match its logs; `None`: unkeyed, as a Worker without the secret.
+    pub log_key: Option<&'a [u8]>,
+}
+
+pub use crate::key::{key_hash, log_key};
+
+/// The key `rule` derives from raw values given as the admin API takes
+/// them (`("ip", "203.0.113.7")`, `("body:email", "a@b.io")`, one per key
+/// part): for `tollgate hash --rule`. The error names what is missing.
+pub fn rule_key(config: &Config, rule: &str, values: &[(String, String)]) -> Result<String, String> {
+    let rule = config
+        .rules
+        .iter()
+        .find(|r| r.name == rule)
+        .ok_or_else(|| format!("no rule named `{rule}`"))?;
+    let encode = |text: &str| percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let pairs: Vec<String> = values.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
+    let params = CanonicalQuery::parse(&pairs.join("&"));
+    admin::admin_key(rule, &params, config.ipv6_prefix)
+        .map_err(|missing| format!("rule `{}`: {missing}: give it as `{}=VALUE`", rule.name, missing.0))
 }
 
 /// What each checked rule's counter is assumed to say.
@@ -114,6 +140,7 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
         country: request.country,
         asn: request.asn,
         admin_token: &|| None,
+        log_key: request.log_key,
     };
     let plan = plan::plan(config, &parts);
     let verdict = match &plan.route {
@@ -242,7 +269,11 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
             KeyOutcome::Rejected(missing) => writeln!(out, "  key:      {missing}: answered 400"),
         };
         if let KeyOutcome::Key { key, .. } = &m.key {
-            let _ = writeln!(out, "  key hash: {}", crate::key::key_hash(key));
+            let how = match request.log_key {
+                Some(_) => "HMAC-SHA256 with the log key",
+                None => "unkeyed SHA-256: give the Worker's TOLLGATE_LOG_KEY if it has one",
+            };
+            let _ = writeln!(out, "  key hash: {} ({how})", key_hash(key, request.log_key));
         }
         if let Some(on) = &rule.on_success {
             let _ = writeln!(out, "  success:  {}", success(on, m.own_method));
@@ -345,7 +376,7 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
                     match &m.key {
                         KeyOutcome::Key { key, fell_back } => {
                             entry["key"] = json!(key);
-                            entry["key_hash"] = json!(crate::key::key_hash(key));
+                            entry["key_hash"] = json!(key_hash(key, request.log_key));
                             entry["fell_back"] = json!(fell_back);
                         }
                         KeyOutcome::Skipped(missing) => entry["skipped"] = json!(missing.to_string()),
@@ -386,7 +417,7 @@ mod tests {
     const ALLOWED: Assumptions<'static> = Assumptions { default: Assumed::Allowed, per_rule: &[] };
 
     fn request<'a>(method: &'a str, url: &'a str, headers: &'a [(String, String)]) -> ExplainRequest<'a> {
-        ExplainRequest { method, url, headers, body: None, country: None, asn: None }
+        ExplainRequest { method, url, headers, body: None, country: None, asn: None, log_key: None }
     }
 
     #[test]
@@ -474,6 +505,7 @@ mod tests {
             body: Some(b"mode=heavy"),
             country: Some("nz"),
             asn: None,
+            log_key: None,
         };
         let json = explain_json(&config, &req, &ALLOWED);
         assert_eq!(json["rules"][0]["matched"], true, "{json}");
@@ -482,5 +514,38 @@ mod tests {
         let spoofed = vec![("cf-ipcountry".to_string(), "NZ".to_string())];
         let json = explain_json(&config, &request("GET", "/api/example?mode=heavy", &spoofed), &ALLOWED);
         assert_eq!(json["verdict"]["answer"], 400, "{json}");
+    }
+
+    #[test]
+    fn key_hashes_are_the_workers_with_or_without_its_log_key() {
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "login", "path": "/login", "key": ["body:email"], "limits": [{"requests": 5, "window": "15m"}]},
+            {"name": "heavy", "path": "/heavy", "limits": [{"requests": 5, "window": "1m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![("cf-connecting-ip".to_string(), "2002:c000:22d:7::1".to_string())];
+        let keyed = ExplainRequest { log_key: Some(b"log secret"), ..request("GET", "/heavy", &headers) };
+        let json = explain_json(&config, &keyed, &ALLOWED);
+        assert_eq!(json["rules"][1]["key"], "ip=192.0.2.45", "6to4 as its IPv4 address");
+        let expected = key_hash("ip=192.0.2.45", Some(b"log secret"));
+        assert_eq!(json["rules"][1]["key_hash"], expected.as_str());
+        assert_eq!(json["checked"][0]["key_hash"], expected.as_str(), "the plan's hash is the same");
+        let text = explain(&config, &keyed, &ALLOWED);
+        assert!(text.contains(&format!("  key hash: {expected} (HMAC-SHA256 with the log key)")), "{text}");
+        let unkeyed = explain_json(&config, &request("GET", "/heavy", &headers), &ALLOWED);
+        assert_eq!(unkeyed["checked"][0]["key_hash"], key_hash("ip=192.0.2.45", None).as_str());
+
+        // `tollgate hash --rule`: raw values, derived as the rule derives them.
+        let values = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let email = rule_key(&config, "login", &values(&[("body:email", " Victim@Example.com")])).unwrap();
+        assert_eq!(email, format!("body:email={}", crate::key::hash_identity("victim@example.com").unwrap()));
+        assert_eq!(rule_key(&config, "heavy", &values(&[("ip", "2001:DB8::1")])).unwrap(), "ip=2001:db8::/64");
+        assert_eq!(
+            rule_key(&config, "heavy", &values(&[("ip", "a&b=c")])).unwrap_err(),
+            "rule `heavy`: the request has no usable `ip`: give it as `ip=VALUE`"
+        );
+        assert_eq!(rule_key(&config, "nope", &[]).unwrap_err(), "no rule named `nope`");
     }
 }

@@ -258,15 +258,33 @@ pub fn body_field(content_type: &str, body: &[u8], field: &str) -> Option<String
     }
 }
 
-/// A short label for a key in logs and admin output: the first 16 hex
-/// digits of its SHA-256. The raw key (an IP, an account) is never logged.
-pub fn key_hash(key: &str) -> String {
+/// A short label for a key in logs and admin output: 16 hex digits, the
+/// first 8 bytes of HMAC-SHA256(`log_key`, key) when the Worker has the
+/// secret `TOLLGATE_LOG_KEY`, else of the key's plain SHA-256. The raw key
+/// (an IP, an account) is never logged.
+///
+/// Without a log key the label is unkeyed: anyone with the logs can test a
+/// guess against it, and all 2^32 IPv4 addresses are a few seconds of
+/// hashing, so an unkeyed `ip=` hash is as good as the address. With one,
+/// only a holder of the secret can compute or test a label (`tollgate
+/// hash`). Both have the same length, so log queries and dashboards do not
+/// change when the secret is added; the labels themselves do.
+pub fn key_hash(key: &str, log_key: Option<&[u8]>) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(key.as_bytes())
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let digest: [u8; 32] = match log_key {
+        Some(secret) => crate::hmac::hmac_sha256(secret, key.as_bytes()),
+        None => Sha256::digest(key.as_bytes()).into(),
+    };
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The log key a `TOLLGATE_LOG_KEY` secret stands for: its bytes with
+/// surrounding whitespace trimmed (a secret stored with a trailing newline,
+/// `echo key | wrangler secret put`, or read from a file, is the same key).
+/// `None` for a blank secret, which keys nothing.
+pub fn log_key(secret: &str) -> Option<Vec<u8>> {
+    let trimmed = secret.trim();
+    (!trimmed.is_empty()).then(|| trimmed.as_bytes().to_vec())
 }
 
 /// The value of cookie `name` in a `Cookie` header (RFC 6265 §5.4):
@@ -287,9 +305,16 @@ pub fn cookie_value(header: &str, name: &str) -> Option<String> {
 /// The counting identity of a client address.
 ///
 /// - IPv4 as dotted quad.
-/// - IPv4-mapped IPv6 (`::ffff:a.b.c.d`, RFC 4291 §2.5.5.2) and NAT64
-///   well-known-prefix addresses (`64:ff9b::/96`, RFC 6052) count as their
-///   IPv4 address: the same client reached over another stack.
+/// - IPv4-mapped IPv6 (`::ffff:a.b.c.d`, RFC 4291 §2.5.5.2), NAT64
+///   well-known-prefix addresses (`64:ff9b::/96`, RFC 6052) and 6to4
+///   addresses (`2002:V4ADDR::/48`, RFC 3056 §2) count as their IPv4
+///   address: the same client reached over another stack. A 6to4 host owns
+///   a whole /48 (65,536 /64s), so grouping it by `prefix` would hand it
+///   that many buckets.
+/// - Teredo addresses (`2001:0::/32`, RFC 4380 §4) count as the client's
+///   public IPv4 address and UDP port (`teredo:192.0.2.45:40000`): the
+///   first 64 bits name only the Teredo server, which every client of that
+///   server shares.
 /// - Other IPv6 is masked to `prefix` bits and written as `network/prefix`,
 ///   so that spelling variants (case, zero compression) are one key and a
 ///   client cannot rotate through the addresses of its own subnet.
@@ -302,6 +327,9 @@ pub fn client_ip_key(raw: &str, ipv6_prefix: u8) -> Option<String> {
             if let Some(v4) = embedded_ipv4(&v6) {
                 return Some(v4.to_string());
             }
+            if let Some((v4, port)) = teredo_client(&v6) {
+                return Some(format!("teredo:{v4}:{port}"));
+            }
             let prefix = u32::from(ipv6_prefix.min(128));
             let bits = u128::from(v6);
             let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - prefix) };
@@ -310,16 +338,33 @@ pub fn client_ip_key(raw: &str, ipv6_prefix: u8) -> Option<String> {
     }
 }
 
+/// The IPv4 address a mapped, NAT64 or 6to4 address stands for.
 fn embedded_ipv4(v6: &Ipv6Addr) -> Option<Ipv4Addr> {
     if let Some(v4) = v6.to_ipv4_mapped() {
         return Some(v4);
     }
+    let bits = u128::from(*v6);
     let s = v6.segments();
     if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        let bits = u128::from(*v6) as u32;
-        return Some(Ipv4Addr::from(bits));
+        return Some(Ipv4Addr::from(bits as u32));
+    }
+    // 6to4: the IPv4 address is bits 16..48 (RFC 3056 §2).
+    if s[0] == 0x2002 {
+        return Some(Ipv4Addr::from((bits >> 80) as u32));
     }
     None
+}
+
+/// The client's public IPv4 address and UDP port of a Teredo address
+/// (RFC 4380 §4): prefix `2001:0000::/32`, server IPv4 (32 bits), flags
+/// (16), the port XOR `0xFFFF` (16), the address XOR `0xFFFFFFFF` (32).
+fn teredo_client(v6: &Ipv6Addr) -> Option<(Ipv4Addr, u16)> {
+    let s = v6.segments();
+    if s[..2] != [0x2001, 0] {
+        return None;
+    }
+    let bits = u128::from(*v6);
+    Some((Ipv4Addr::from(!(bits as u32)), !s[5]))
 }
 
 #[cfg(test)]
@@ -328,8 +373,21 @@ mod tests {
 
     #[test]
     fn key_hash_is_short_and_stable() {
-        assert_eq!(key_hash("ip=203.0.113.7"), key_hash("ip=203.0.113.7"));
-        assert_eq!(key_hash("abc"), "ba7816bf8f01cfea");
+        assert_eq!(key_hash("ip=203.0.113.7", None), key_hash("ip=203.0.113.7", None));
+        assert_eq!(key_hash("abc", None), "ba7816bf8f01cfea", "unkeyed: the SHA-256 prefix");
+    }
+
+    #[test]
+    fn a_log_key_makes_the_hash_an_hmac() {
+        assert_eq!(key_hash("abc", Some(b"k")), "342e519ce0ad6c03", "HMAC-SHA256(k, abc), first 8 bytes");
+        let a = key_hash("ip=203.0.113.7", Some(b"first secret"));
+        let b = key_hash("ip=203.0.113.7", Some(b"second secret"));
+        assert_ne!(a, b);
+        assert_ne!(a, key_hash("ip=203.0.113.7", None));
+        assert_eq!(a.len(), 16);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+        assert_eq!(log_key(" s3cret\n").as_deref(), Some(&b"s3cret"[..]));
+        assert_eq!(log_key(" \n"), None, "a blank secret keys nothing");
     }
 
     #[test]
@@ -359,6 +417,34 @@ mod tests {
         assert_eq!(client_ip_key("::ffff:203.0.113.7", 64).as_deref(), Some("203.0.113.7"));
         assert_eq!(client_ip_key("64:ff9b::203.0.113.7", 64).as_deref(), Some("203.0.113.7"));
         assert_eq!(client_ip_key("64:ff9b::cb00:7107", 64).as_deref(), Some("203.0.113.7"));
+    }
+
+    #[test]
+    fn a_6to4_host_is_its_ipv4_address() {
+        // 2002:c000:022d::/48 is the 6to4 prefix of 192.0.2.45 (RFC 3056 §2):
+        // every /64 of it is one client, the IPv4 host itself.
+        for raw in ["2002:c000:022d::1", "2002:c000:22d:1::1", "2002:C000:022D:ffff:1:2:3:4"] {
+            assert_eq!(client_ip_key(raw, 64).as_deref(), Some("192.0.2.45"), "{raw}");
+        }
+        assert_eq!(client_ip_key("2002:cb00:7107::1", 48).as_deref(), Some("203.0.113.7"));
+        assert_eq!(client_ip_key("2003:c000:022d::1", 64).as_deref(), Some("2003:c000:22d::/64"), "not 6to4");
+    }
+
+    #[test]
+    fn a_teredo_client_is_its_public_address_and_port() {
+        // RFC 4380 §4's example: server 65.54.227.120, cone NAT, client seen
+        // as 192.0.2.45 port 40000.
+        let rfc = "2001:0000:4136:e378:8000:63bf:3fff:fdd2";
+        assert_eq!(client_ip_key(rfc, 64).as_deref(), Some("teredo:192.0.2.45:40000"));
+        // Another client of the same server (same /64): another key.
+        let other = "2001:0:4136:e378:8000:63bf:3fff:fdd1";
+        assert_eq!(client_ip_key(other, 64).as_deref(), Some("teredo:192.0.2.46:40000"));
+        // The same NAT, another port: another client behind it.
+        assert_eq!(client_ip_key("2001:0:4136:e378:8000:ff3f:3fff:fdd2", 64).as_deref(), Some("teredo:192.0.2.45:192"));
+        // The flags and server do not matter, only what identifies the client.
+        assert_eq!(client_ip_key("2001:0:c633:6401:0:63bf:3fff:fdd2", 64), client_ip_key(rfc, 64));
+        assert_eq!(client_ip_key("2001:1::1", 64).as_deref(), Some("2001:1::/64"), "not Teredo");
+        assert_eq!(client_ip_key("2001:db8::1", 64).as_deref(), Some("2001:db8::/64"), "not Teredo");
     }
 
     #[test]

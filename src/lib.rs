@@ -13,6 +13,7 @@
 //! | [`plan`]    | front half of the pipeline: request parts → matched rules, keys, route |
 //! | [`verdict`] | back half: the counters' outcomes → forward or answer, log events |
 //! | [`key`]     | a rule's client key from request parts (IP /64, header, ...)   |
+//! | `hmac`      | HMAC-SHA256 (RFC 2104) over `sha2`: keyed log hashes           |
 //! | [`window`]  | the sliding-log decision: (log, now, limits) → outcome, log    |
 //! | [`gcra`]    | the O(1)-state alternative for large limits, and its accuracy  |
 //! | [`counter`] | one limiter-object step: (stored row, now, call) → reply, row  |
@@ -47,6 +48,7 @@ pub mod explain;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod gcra;
 pub(crate) mod headers;
+pub(crate) mod hmac;
 pub(crate) mod key;
 pub mod policy;
 pub mod protocol;

@@ -45,6 +45,9 @@ pub struct RequestParts<'a> {
     /// The admin token (the `TOLLGATE_ADMIN_TOKEN` secret), looked up only
     /// for a request under the admin prefix; `None`: the admin API is off.
     pub admin_token: &'a dyn Fn() -> Option<String>,
+    /// The `TOLLGATE_LOG_KEY` secret ([`crate::key::log_key`]) that keys
+    /// every `key_hash` of the plan; `None`: unkeyed SHA-256 ([`key_hash`]).
+    pub log_key: Option<&'a [u8]>,
 }
 
 /// What is known of the request body.
@@ -105,7 +108,8 @@ pub struct Applied<'c> {
     pub key: String,
     /// The object's name and the blocked-until cache key ([`object_name`]).
     pub id: String,
-    /// What logs carry instead of the key ([`key_hash`]).
+    /// What logs carry instead of the key ([`key_hash`], keyed by the
+    /// request's `log_key`).
     pub key_hash: String,
     /// The key came from `fallback_key`: a success never clears it.
     pub fell_back: bool,
@@ -120,7 +124,11 @@ pub enum Route<'c> {
     /// answered 400, never forwarded.
     Malformed(CanonError),
     /// Under the admin prefix with the admin API on: never forwarded.
-    Admin(AdminRoute<'c>),
+    /// First ask `lockout` (the built-in rule [`admin::LOCKOUT_RULE`],
+    /// keyed by the client's IP) with [`admin::lockout_op`], then act on
+    /// `route` as [`admin::gate`] says. A request without a client IP is
+    /// [`Route::MissingKey`] of that rule instead (400).
+    Admin { lockout: Applied<'c>, route: AdminRoute<'c> },
     /// Plan again with the body read (capped).
     NeedsBody,
     /// A matching rule's key is missing and the rule rejects: 400. The
@@ -130,15 +138,16 @@ pub enum Route<'c> {
     Check(Vec<Applied<'c>>),
 }
 
-/// An admin request, once routed.
+/// What an admin request asks, once its token is compared.
 #[derive(Debug)]
 pub enum AdminRoute<'c> {
-    /// Missing or wrong bearer token: 401, no detail.
+    /// Missing or wrong bearer token: a failed authentication (401, no
+    /// detail).
     Unauthorized,
     /// Authorized but not a valid admin request: its 4xx.
     Invalid(AdminError),
-    /// Call the object `id` for `request`.
-    Call { request: AdminRequest<'c>, id: String },
+    /// Call the object `id` for `request`; logs name its key by `key_hash`.
+    Call { request: AdminRequest<'c>, id: String, key_hash: String },
 }
 
 /// What tollgate makes of one request before asking any counter.
@@ -170,7 +179,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     if admin::is_admin_path(&config.admin_prefix, &path) {
         if let Some(token) = (parts.admin_token)() {
             let query = CanonicalQuery::parse(raw_query);
-            let route = Route::Admin(admin_route(config, parts, &token, &path, &query));
+            let route = admin_route(config, parts, &token, &path, &query);
             let canonical = Canonical { host, path, query, methods: vec![parts.method.to_ascii_uppercase()] };
             return Plan { canonical: Some(canonical), matched: Vec::new(), route };
         }
@@ -220,7 +229,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
             Matched { rule, found, key, own_method }
         })
         .collect();
-    let route = route_of(&matched);
+    let route = route_of(&matched, parts.log_key);
     Plan { canonical: Some(canonical), matched, route }
 }
 
@@ -305,7 +314,7 @@ fn key_outcome(rule: &Rule, inputs: &KeyInputs<'_>) -> KeyOutcome {
 }
 
 /// The first rejecting rule answers; otherwise every keyed rule is checked.
-fn route_of<'c>(matched: &[Matched<'c>]) -> Route<'c> {
+fn route_of<'c>(matched: &[Matched<'c>], log_key: Option<&[u8]>) -> Route<'c> {
     let mut applied = Vec::new();
     for m in matched {
         match &m.key {
@@ -314,7 +323,7 @@ fn route_of<'c>(matched: &[Matched<'c>]) -> Route<'c> {
             KeyOutcome::Key { key, fell_back } => applied.push(Applied {
                 rule: m.rule,
                 id: object_name(m.rule, key),
-                key_hash: key_hash(key),
+                key_hash: key_hash(key, log_key),
                 key: key.clone(),
                 fell_back: *fell_back,
                 own_method: m.own_method,
@@ -324,23 +333,55 @@ fn route_of<'c>(matched: &[Matched<'c>]) -> Route<'c> {
     Route::Check(applied)
 }
 
+/// An admin request: the client's lockout counter (keyed as any `ip` rule
+/// is) and what the token allows. The token is compared here, but the
+/// answer waits for the lockout counter ([`admin::gate`]): a client locked
+/// out gets 429 even with the right token.
 fn admin_route<'c>(
     config: &'c Config,
     parts: &RequestParts<'_>,
     token: &str,
     path: &str,
     query: &CanonicalQuery,
-) -> AdminRoute<'c> {
-    if !admin::token_matches(token, (parts.header)("authorization").as_deref()) {
-        return AdminRoute::Unauthorized;
-    }
-    match admin::parse(config, path, parts.method, query) {
-        Ok(request) => {
-            let id = object_name(request.rule, &request.key);
-            AdminRoute::Call { request, id }
+) -> Route<'c> {
+    let rule = &config.admin_lockout;
+    let client_ip = (parts.header)("cf-connecting-ip");
+    let inputs = KeyInputs {
+        client_ip: client_ip.as_deref(),
+        header: parts.header,
+        query,
+        path_groups: &[],
+        body: &|_| None,
+        country: parts.country,
+        asn: parts.asn,
+        ipv6_prefix: config.ipv6_prefix,
+    };
+    let key = match derive_key(&rule.key, &inputs) {
+        Ok(key) => key,
+        Err(missing) => return Route::MissingKey { rule, missing },
+    };
+    let lockout = Applied {
+        rule,
+        id: object_name(rule, &key),
+        key_hash: key_hash(&key, parts.log_key),
+        key,
+        fell_back: false,
+        // Counts every request (hit or check): there is no success to settle.
+        own_method: false,
+    };
+    let route = if !admin::token_matches(token, (parts.header)("authorization").as_deref()) {
+        AdminRoute::Unauthorized
+    } else {
+        match admin::parse(config, path, parts.method, query) {
+            Ok(request) => AdminRoute::Call {
+                id: object_name(request.rule, &request.key),
+                key_hash: key_hash(&request.key, parts.log_key),
+                request,
+            },
+            Err(e) => AdminRoute::Invalid(e),
         }
-        Err(e) => AdminRoute::Invalid(e),
-    }
+    };
+    Route::Admin { lockout, route }
 }
 
 /// Whether a content type is `application/x-www-form-urlencoded`.
@@ -388,6 +429,7 @@ mod tests {
             country: Some("nz"),
             asn: Some(64500),
             admin_token: &admin_token,
+            log_key: None,
         };
         let first = plan(config, &parts(Body::Unread));
         if !matches!(first.route, Route::NeedsBody) {
@@ -430,18 +472,57 @@ mod tests {
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP], None, None);
         assert!(matches!(p.route, Route::Check(ref a) if a.is_empty()), "off: the path is the origin's");
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP], None, Some("s3cret"));
-        assert!(matches!(p.route, Route::Admin(AdminRoute::Unauthorized)));
-        let auth = ("authorization", "Bearer s3cret");
-        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[auth], None, Some("s3cret"));
         match p.route {
-            Route::Admin(AdminRoute::Call { request, id }) => {
-                assert_eq!(request.key, "ip=1.2.3.4");
-                assert_eq!(id, "a\nip=1.2.3.4");
+            Route::Admin { lockout, route: AdminRoute::Unauthorized } => {
+                assert_eq!(lockout.rule.name, admin::LOCKOUT_RULE);
+                assert_eq!(lockout.key, "ip=198.51.100.7", "the client's IP, not the one asked about");
+                assert_eq!(lockout.id, format!("{}\nip=198.51.100.7", admin::LOCKOUT_RULE));
+                assert_eq!(lockout.key_hash, key_hash("ip=198.51.100.7", None));
             }
             other => panic!("{other:?}"),
         }
-        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=nope", &[auth], None, Some("s3cret"));
-        assert!(matches!(p.route, Route::Admin(AdminRoute::Invalid(AdminError::UnknownRule(_)))));
+        let auth = ("authorization", "Bearer s3cret");
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP, auth], None, Some("s3cret"));
+        match p.route {
+            Route::Admin { route: AdminRoute::Call { request, id, key_hash: hash }, .. } => {
+                assert_eq!(request.key, "ip=1.2.3.4");
+                assert_eq!(id, "a\nip=1.2.3.4");
+                assert_eq!(hash, key_hash("ip=1.2.3.4", None));
+            }
+            other => panic!("{other:?}"),
+        }
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=nope", &[IP, auth], None, Some("s3cret"));
+        assert!(matches!(p.route, Route::Admin { route: AdminRoute::Invalid(AdminError::UnknownRule(_)), .. }));
+        // No client IP: the lockout cannot count the client, so it is refused
+        // before the token is looked at.
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[auth], None, Some("s3cret"));
+        assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == admin::LOCKOUT_RULE), "{:?}", p.route);
+    }
+
+    #[test]
+    fn the_log_key_keys_every_hash() {
+        let c = config(json!([{ "name": "a", "path": "/a", "limits": limits() }]));
+        let url = Url::parse("https://example.com/a").unwrap();
+        let header = |name: &str| (name == "cf-connecting-ip").then(|| "198.51.100.7".to_string());
+        let parts = |log_key| RequestParts {
+            method: "GET",
+            url: &url,
+            header: &header,
+            body: Body::Unread,
+            country: None,
+            asn: None,
+            admin_token: &|| None,
+            log_key,
+        };
+        let hash_of = |p: Plan<'_>| match p.route {
+            Route::Check(applied) => applied[0].key_hash.clone(),
+            other => panic!("{other:?}"),
+        };
+        let unkeyed = hash_of(plan(&c, &parts(None)));
+        let keyed = hash_of(plan(&c, &parts(Some(b"log secret"))));
+        assert_eq!(unkeyed, key_hash("ip=198.51.100.7", None));
+        assert_eq!(keyed, key_hash("ip=198.51.100.7", Some(b"log secret")));
+        assert_ne!(keyed, unkeyed);
     }
 
     #[test]
@@ -530,7 +611,7 @@ mod tests {
         assert_eq!(applied.len(), 4);
         assert!(!applied[1].fell_back);
         assert_eq!(applied[0].id, "skip\nheader:x-user=u1");
-        assert_eq!(applied[0].key_hash, key_hash("header:x-user=u1"));
+        assert_eq!(applied[0].key_hash, key_hash("header:x-user=u1", None));
         // The fallback missing too: rejected.
         let (p, _) = plan_of(&c, "GET", "/p", &[], None, None);
         assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == "fall"));

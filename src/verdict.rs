@@ -461,6 +461,7 @@ mod tests {
             country: None,
             asn: None,
             admin_token: &|| None,
+            log_key: None,
         };
         let p = crate::plan::plan(&c, &parts);
         let v = early(&p).unwrap();

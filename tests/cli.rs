@@ -5,17 +5,24 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-fn tollgate(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run tollgate");
+/// Runs the CLI without a log key in its environment (whatever the shell
+/// running the tests has), or with `log_key` as `TOLLGATE_LOG_KEY`.
+fn tollgate_with(args: &[&str], log_key: Option<&str>) -> (i32, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    command.args(args).current_dir(env!("CARGO_MANIFEST_DIR")).env_remove("TOLLGATE_LOG_KEY");
+    if let Some(key) = log_key {
+        command.env("TOLLGATE_LOG_KEY", key);
+    }
+    let out = command.output().expect("run tollgate");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+fn tollgate(args: &[&str]) -> (i32, String, String) {
+    tollgate_with(args, None)
 }
 
 fn temp_toml(name: &str, text: &str) -> PathBuf {
@@ -178,4 +185,104 @@ limits = [{ requests = 1, window = "1m" }]
     assert!(out.contains("no routes: the Worker attaches to nothing"), "{out}");
     assert!(out.contains("[observability] is off"), "{out}");
     assert!(out.contains("`PSOT` is not a standard method"), "{out}");
+    let (code, out, _) = tollgate(&["hash", "--help"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("usage:\n  tollgate hash"), "{out}");
+}
+
+#[test]
+fn check_reminds_once_that_hashes_are_unkeyed_without_the_secret() {
+    let path = temp_toml(
+        "envs.toml",
+        r#"
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "heavy"
+path = "/api/example"
+limits = [{ requests = 10, window = "60s" }]
+
+[env.staging.vars.TOLLGATE]
+[[env.staging.vars.TOLLGATE.rules]]
+name = "heavy"
+path = "/api/example"
+limits = [{ requests = 10, window = "60s" }]
+"#,
+    );
+    let (code, out, _) = tollgate(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "a reminder, not an error");
+    assert_eq!(out.matches("TOLLGATE_LOG_KEY").count(), 2, "one line naming the secret and its command: {out}");
+    assert_eq!(out.lines().filter(|l| l.contains("unkeyed")).count(), 1, "once, not per environment: {out}");
+    assert!(out.contains("npx wrangler secret put TOLLGATE_LOG_KEY"), "{out}");
+}
+
+/// `HASH  KEY` from `tollgate hash`.
+fn hash_line(out: &str) -> (String, String) {
+    let (hash, key) = out.trim_end().split_once("  ").expect("HASH  KEY");
+    (hash.to_string(), key.to_string())
+}
+
+#[test]
+fn hash_prints_the_workers_key_hash_with_or_without_the_log_key() {
+    let (code, out, err) = tollgate(&["hash", "abc"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(hash_line(&out), ("ba7816bf8f01cfea".to_string(), "abc".to_string()), "unkeyed: the SHA-256 prefix");
+    assert!(err.contains("unkeyed"), "says the hash is unkeyed: {err}");
+    // HMAC-SHA256("k", "abc"), first 8 bytes, from the env var or a file
+    // (a trailing newline in the file is not part of the key).
+    let (code, out, err) = tollgate_with(&["hash", "abc"], Some("k"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(hash_line(&out).0, "342e519ce0ad6c03");
+    assert!(err.is_empty(), "{err}");
+    let key_file = temp_toml("log-key", "k\n");
+    let (_, from_file, _) = tollgate_with(&["hash", "abc", "--log-key-file", key_file.to_str().unwrap()], Some("other"));
+    assert_eq!(hash_line(&from_file).0, "342e519ce0ad6c03", "the file wins over the env var");
+    let blank = temp_toml("blank-key", "\n");
+    let (code, _, err) = tollgate(&["hash", "abc", "--log-key-file", blank.to_str().unwrap()]);
+    assert_eq!(code, 1, "a blank key file is a mistake, not a silent unkeyed hash");
+    assert!(err.contains("blank"), "{err}");
+}
+
+#[test]
+fn hash_derives_a_rules_key_from_raw_values_and_explain_agrees() {
+    let path = temp_toml(
+        "hash.toml",
+        r#"
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "login"
+path = "/login"
+key = ["body:email"]
+limits = [{ requests = 5, window = "15m" }]
+
+[[vars.TOLLGATE.rules]]
+name = "heavy"
+path = "/heavy"
+limits = [{ requests = 5, window = "1m" }]
+"#,
+    );
+    let config = path.to_str().unwrap();
+    let (code, out, err) = tollgate_with(&["hash", "--rule", "heavy", "ip=2002:c000:22d:9::1", "--config", config], Some("s"));
+    assert_eq!(code, 0, "{err}");
+    let (hash, key) = hash_line(&out);
+    assert_eq!(key, "ip=192.0.2.45");
+    let (_, direct, _) = tollgate_with(&["hash", "ip=192.0.2.45"], Some("s"));
+    assert_eq!(hash_line(&direct).0, hash);
+    // explain, given the same key, prints the same hash for the same client.
+    let (code, explained, err) =
+        tollgate_with(&["explain", "/heavy", "--config", config, "--ip", "192.0.2.45", "--json"], Some("s"));
+    assert_eq!(code, 0, "{err}");
+    assert!(explained.contains(&format!(r#""key_hash":"{hash}""#)), "{explained}");
+    let (_, unkeyed, _) = tollgate(&["explain", "/heavy", "--config", config, "--ip", "192.0.2.45", "--json"]);
+    assert!(!unkeyed.contains(&hash), "{unkeyed}");
+
+    let (code, out, _) = tollgate(&["hash", "--rule", "login", "body:email= Victim@Example.com", "--config", config]);
+    assert_eq!(code, 0);
+    assert!(hash_line(&out).1.starts_with("body:email="), "{out}");
+    assert!(!out.contains('@'), "the email is hashed in the key: {out}");
+    let (code, _, err) = tollgate(&["hash", "--rule", "login", "ip=192.0.2.45", "--config", config]);
+    assert_eq!(code, 1);
+    assert!(err.contains("`body:email`") && err.contains("body:email=VALUE"), "{err}");
+    let (code, _, err) = tollgate(&["hash"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("give one key"), "{err}");
 }

@@ -16,8 +16,19 @@
 //!     --outcome O            what the counters say: allowed (default), blocked or
 //!                            failed; or RULE=O for one rule (repeatable)
 //!     --json                 the plan and verdict as JSON
+//!     --log-key-file FILE    the Worker's TOLLGATE_LOG_KEY secret, so key hashes
+//!                            match its logs (default: the env var TOLLGATE_LOG_KEY)
+//! tollgate hash <key>                        the key_hash the Worker logs for a key
+//! tollgate hash --rule NAME PART=VALUE...    ... for the key a rule derives from raw
+//!                                            values (`ip=203.0.113.7`, `body:email=a@b.io`)
+//!     --config FILE, --env NAME, --log-key-file FILE   as for explain
 //! ```
 //! `check` exits 1 when any config has errors (warnings alone exit 0).
+//!
+//! Key hashes are HMAC-SHA256 under the Worker's `TOLLGATE_LOG_KEY` secret
+//! when it has one: the CLI reads the same key from `--log-key-file` or the
+//! env var `TOLLGATE_LOG_KEY`; with neither, it prints the unkeyed hash, as
+//! a Worker without the secret logs.
 
 #[cfg(not(target_arch = "wasm32"))]
 fn main() {
@@ -32,7 +43,7 @@ mod native {
     use serde_json::Value;
     use tollgate::config::Config;
     use tollgate::coverage::route_warnings;
-    use tollgate::explain::{explain, explain_json, Assumed, Assumptions, ExplainRequest};
+    use tollgate::explain::{explain, explain_json, key_hash, log_key, rule_key, Assumed, Assumptions, ExplainRequest};
     use tollgate::policy::Action;
     use tollgate::wrangler;
 
@@ -40,7 +51,19 @@ mod native {
   tollgate check [FILE] [--env NAME]      validate the config offline (FILE: wrangler.toml,
                                           wrangler.json or wrangler.jsonc; default ./wrangler.toml)
   tollgate explain <url> [options]        what the Worker does with one request
+  tollgate hash <key> | --rule NAME PART=VALUE...
+                                          a key's hash, as the Worker logs it
   tollgate <command> --help               the options of a command";
+
+    const HASH_USAGE: &str = "usage:
+  tollgate hash <key> [--log-key-file FILE]
+  tollgate hash --rule NAME PART=VALUE... [--config FILE] [--env NAME] [--log-key-file FILE]
+  The key_hash the Worker logs for a key (`ip=203.0.113.7`), or for a rule's key
+  derived from raw values as the rule derives it. The log key: --log-key-file,
+  else the env var TOLLGATE_LOG_KEY; without either, the unkeyed hash.";
+
+    /// The Worker secret (and the CLI's env var) that keys log hashes.
+    const LOG_KEY_VAR: &str = "TOLLGATE_LOG_KEY";
 
     const CHECK_USAGE: &str = "usage: tollgate check [FILE] [--env NAME]
   Validates the TOLLGATE config of every environment in FILE (wrangler.toml,
@@ -61,7 +84,9 @@ mod native {
     --asn N                request.cf.asn
     --outcome O            what the counters say: allowed (default), blocked or failed;
                            or RULE=O for one rule (repeatable)
-    --json                 the plan and verdict as JSON";
+    --json                 the plan and verdict as JSON
+    --log-key-file FILE    the TOLLGATE_LOG_KEY secret, so key hashes match the logs
+                           (else the env var TOLLGATE_LOG_KEY)";
 
     fn wants_help(args: &[String]) -> bool {
         args.iter().any(|a| a == "-h" || a == "--help")
@@ -84,6 +109,14 @@ mod native {
                 Err(e) => {
                     eprintln!("tollgate explain: {e}");
                     usage(EXPLAIN_USAGE, 2)
+                }
+            },
+            Some("hash") if wants_help(rest) => usage(HASH_USAGE, 0),
+            Some("hash") => match parse_hash(rest) {
+                Ok(options) => run_hash(&options),
+                Err(e) => {
+                    eprintln!("tollgate hash: {e}");
+                    usage(HASH_USAGE, 2)
                 }
             },
             Some("-h" | "--help" | "help") => usage(USAGE, 0),
@@ -159,6 +192,13 @@ mod native {
                 }
             }
         }
+        // Once, not per environment: check cannot see secrets, so this is a
+        // reminder, not a finding.
+        println!(
+            "warning: key_hash in logs and admin output is an unkeyed SHA-256 prefix (reversible for IPv4 keys by \
+             trying every address) unless the Worker has the secret {LOG_KEY_VAR}; check cannot see secrets: \
+             `npx wrangler secret put {LOG_KEY_VAR}` (and `--env NAME` for each environment) if not done yet"
+        );
         i32::from(failed)
     }
 
@@ -175,6 +215,109 @@ mod native {
         out
     }
 
+    /// The log key: the file's content (`--log-key-file`), else the env var
+    /// [`LOG_KEY_VAR`]; `None` with neither (or a blank one): unkeyed, as a
+    /// Worker without the secret. Trimmed as the Worker trims the secret.
+    fn read_log_key(file: Option<&str>) -> Result<Option<Vec<u8>>, String> {
+        match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+                log_key(&text).map(Some).ok_or_else(|| format!("{path} holds no log key (it is blank)"))
+            }
+            None => Ok(std::env::var(LOG_KEY_VAR).ok().and_then(|v| log_key(&v))),
+        }
+    }
+
+    /// The validated config of `path` (its top level, or `[env.NAME]`), or
+    /// the messages saying why there is none.
+    fn load_config(path: &str, env: Option<&str>) -> Result<Config, Vec<String>> {
+        let wrangler = read_wrangler(path).map_err(|e| vec![e])?;
+        let section = wrangler::select(&wrangler, env).map_err(|e| vec![format!("{path}: {e}")])?;
+        let value = section
+            .tollgate
+            .ok_or_else(|| vec![format!("{path} {}: no [vars.TOLLGATE] config", section.label)])?;
+        Config::from_json(&value).map_err(|errors| errors.iter().map(ToString::to_string).collect())
+    }
+
+    struct HashOptions {
+        /// The key itself (`ip=203.0.113.7`), or, with `rule`, `PART=VALUE`s.
+        args: Vec<String>,
+        rule: Option<String>,
+        config: String,
+        env: Option<String>,
+        log_key_file: Option<String>,
+    }
+
+    fn parse_hash(args: &[String]) -> Result<HashOptions, String> {
+        let mut options =
+            HashOptions { args: Vec::new(), rule: None, config: "wrangler.toml".into(), env: None, log_key_file: None };
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
+            match arg.as_str() {
+                "--rule" => options.rule = Some(value("--rule")?),
+                "--config" => options.config = value("--config")?,
+                "--env" => options.env = Some(value("--env")?),
+                "--log-key-file" => options.log_key_file = Some(value("--log-key-file")?),
+                other if other.starts_with("--") => return Err(format!("unknown option {other}")),
+                other => options.args.push(other.to_string()),
+            }
+        }
+        match (&options.rule, options.args.len()) {
+            (None, 1) => Ok(options),
+            (None, _) => Err("give one key (`ip=203.0.113.7`), or --rule NAME and its PART=VALUEs".into()),
+            (Some(_), 0) => Err("--rule needs the raw value of each key part (`ip=203.0.113.7`)".into()),
+            (Some(_), _) => Ok(options),
+        }
+    }
+
+    /// Prints `HASH  KEY`, as `sha256sum` prints a file's.
+    fn run_hash(options: &HashOptions) -> i32 {
+        let log_key = match read_log_key(options.log_key_file.as_deref()) {
+            Ok(key) => key,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return 1;
+            }
+        };
+        let key = match &options.rule {
+            None => options.args.concat(),
+            Some(rule) => {
+                let config = match load_config(&options.config, options.env.as_deref()) {
+                    Ok(config) => config,
+                    Err(errors) => {
+                        for e in errors {
+                            eprintln!("error: {e}");
+                        }
+                        return 1;
+                    }
+                };
+                let mut values = Vec::new();
+                for arg in &options.args {
+                    let Some((part, value)) = arg.split_once('=') else {
+                        eprintln!("error: `{arg}` is not PART=VALUE (`ip=203.0.113.7`, `body:email=a@b.io`)");
+                        return 2;
+                    };
+                    values.push((part.to_string(), value.to_string()));
+                }
+                match rule_key(&config, rule, &values) {
+                    Ok(key) => key,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return 1;
+                    }
+                }
+            }
+        };
+        if log_key.is_none() {
+            eprintln!(
+                "note: no log key ({LOG_KEY_VAR} or --log-key-file): this is the unkeyed hash a Worker without the secret logs"
+            );
+        }
+        println!("{}  {key}", key_hash(&key, log_key.as_deref()));
+        0
+    }
+
     struct ExplainOptions {
         url: Option<String>,
         config: String,
@@ -187,6 +330,7 @@ mod native {
         default_outcome: Assumed,
         outcomes: Vec<(String, Assumed)>,
         json: bool,
+        log_key_file: Option<String>,
     }
 
     fn parse_explain(args: &[String]) -> Result<ExplainOptions, String> {
@@ -202,6 +346,7 @@ mod native {
             default_outcome: Assumed::Allowed,
             outcomes: Vec::new(),
             json: false,
+            log_key_file: None,
         };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -230,6 +375,7 @@ mod native {
                     }
                 }
                 "--json" => options.json = true,
+                "--log-key-file" => options.log_key_file = Some(value("--log-key-file")?),
                 "-H" | "--header" => {
                     let h = value(arg)?;
                     let (k, v) = h.split_once(':').ok_or(format!("header `{h}` is not `Name: value`"))?;
@@ -247,30 +393,19 @@ mod native {
     }
 
     fn run_explain(options: &ExplainOptions) -> i32 {
-        let wrangler = match read_wrangler(&options.config) {
-            Ok(w) => w,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return 1;
-            }
-        };
-        let section = match wrangler::select(&wrangler, options.env.as_deref()) {
-            Ok(section) => section,
-            Err(e) => {
-                eprintln!("error: {}: {e}", options.config);
-                return 1;
-            }
-        };
-        let Some(value) = &section.tollgate else {
-            eprintln!("error: {} {}: no [vars.TOLLGATE] config", options.config, section.label);
-            return 1;
-        };
-        let config = match Config::from_json(value) {
+        let config = match load_config(&options.config, options.env.as_deref()) {
             Ok(c) => c,
             Err(errors) => {
                 for e in errors {
                     eprintln!("error: {e}");
                 }
+                return 1;
+            }
+        };
+        let log_key = match read_log_key(options.log_key_file.as_deref()) {
+            Ok(key) => key,
+            Err(e) => {
+                eprintln!("error: {e}");
                 return 1;
             }
         };
@@ -281,6 +416,7 @@ mod native {
             body: options.body.as_deref(),
             country: options.country.as_deref(),
             asn: options.asn,
+            log_key: log_key.as_deref(),
         };
         let assumed = Assumptions { default: options.default_outcome, per_rule: &options.outcomes };
         if options.json {

@@ -88,3 +88,45 @@ test("a custom admin prefix", () =>
     const passthrough = await admin(tg, "/.tollgate/status?rule=heavy&ip=1.2.3.4");
     assert.equal(passthrough.headers.get("x-origin"), "mock", "the default prefix is no longer special");
   }));
+
+test("admin lockout: 10 wrong tokens, then 429 even with the right one; another client still gets in", () =>
+  withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+    const from = (ip, token) =>
+      tg.fetch("/.tollgate/status?rule=heavy&ip=203.0.113.7", { ip, headers: { authorization: `Bearer ${token}` } });
+    const attacker = "2001:db8:bad:1::1";
+    const wrong = async (n, ip = attacker) => {
+      const out = [];
+      for (let i = 0; i < n; i++) out.push((await from(ip, `guess-${i}`)).status);
+      return out;
+    };
+    assert.deepEqual(await wrong(5), [401, 401, 401, 401, 401]);
+    assert.equal((await from(attacker, TOKEN)).status, 200, "under the limit the right token works...");
+    // ...and does not reset the count: 5 more failures, from another address of the same /64, make 10.
+    assert.deepEqual(await wrong(5, "2001:db8:bad:1::2"), [401, 401, 401, 401, 401]);
+    const locked = await from(attacker, TOKEN);
+    assert.equal(locked.status, 429, "the 11th request, with the right token");
+    const retryAfter = Number(locked.headers.get("retry-after"));
+    assert.ok(retryAfter > 0 && retryAfter <= 900, `Retry-After ${retryAfter}`);
+    assert.equal((await locked.json()).rule, "tollgate:admin-auth");
+    assert.equal((await from(attacker, "guess-x")).status, 429, "a wrong token too");
+    assert.equal((await from("198.51.100.20", TOKEN)).status, 200, "another client still gets in");
+    assert.equal(tg.origin.received.length, 0);
+
+    const logs = tg.logs();
+    assert.ok(!logs.includes(TOKEN), "the token never appears in the logs");
+    assert.ok(!logs.includes("guess-"), "nor the wrong ones");
+    assert.ok(!logs.includes("2001:db8:bad") && !logs.includes("198.51.100.20"), "nor a client IP");
+    const events = tg.logEvents().filter((e) => e.tollgate.startsWith("admin"));
+    assert.deepEqual(
+      Object.fromEntries(["admin", "admin_denied", "admin_locked"].map((k) => [k, events.filter((e) => e.tollgate === k).length])),
+      { admin: 2, admin_denied: 10, admin_locked: 2 },
+    );
+    for (const e of events) assert.match(e.client_hash, /^[0-9a-f]{16}$/, JSON.stringify(e));
+    const attackerHash = events.find((e) => e.tollgate === "admin_denied").client_hash;
+    assert.deepEqual(
+      events.filter((e) => e.tollgate === "admin_locked").map((e) => [e.client_hash, e.authorized]),
+      [[attackerHash, true], [attackerHash, false]],
+      "a locked-out right token stands out in the logs",
+    );
+    assert.notEqual(events.at(-1).client_hash, attackerHash, "the other client has its own hash");
+  }));

@@ -3,7 +3,8 @@
 // checked, the keys (as hashes), the log events and the answer
 // (forward / 429 / 400 / 503). Every case of tests/canon_cases.json runs,
 // plus method-override, form-body, header-condition, cf and missing-key
-// cases.
+// cases; the extra cases run again with a log key (TOLLGATE_LOG_KEY) on
+// both sides.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -67,6 +68,10 @@ const EXTRA_CASES = [
   { url: "/api/example%00?mode=heavy" },
 ];
 
+function extraCases() {
+  return EXTRA_CASES.map((c) => ({ method: "GET", ...c }));
+}
+
 function allCases() {
   const canon = DATA.cases
     .filter((c) => typeof c === "object")
@@ -74,11 +79,15 @@ function allCases() {
     // (`https://user:pw@host/`): no client can send one to the Worker.
     .filter((c) => !/^[a-z]+:\/\/[^/]*@/i.test(c.url))
     .map((c) => ({ url: c.url, method: (c.method ?? "GET").toUpperCase() }));
-  return [...canon, ...EXTRA_CASES.map((c) => ({ method: "GET", ...c }))];
+  return [...canon, ...extraCases()];
 }
 
-/** explain --json for one case; `outcomes` are --outcome values (`blocked`, `RULE=allowed`). */
-function explain(wranglerPath, c, ip, outcomes) {
+/**
+ * explain --json for one case; `outcomes` are --outcome values (`blocked`,
+ * `RULE=allowed`); `logKey` is the Worker's TOLLGATE_LOG_KEY, if it has one
+ * (never inherited from the shell running the tests).
+ */
+function explain(wranglerPath, c, ip, outcomes, logKey) {
   const args = ["explain", c.url, "--config", wranglerPath, "--json", "-X", c.method];
   for (const o of outcomes) args.push("--outcome", o);
   if (ip !== null) args.push("--ip", ip);
@@ -86,7 +95,10 @@ function explain(wranglerPath, c, ip, outcomes) {
   if (c.body !== undefined) args.push("--data", c.body);
   if (c.cf?.country) args.push("--country", c.cf.country);
   if (c.cf?.asn) args.push("--asn", String(c.cf.asn));
-  const run = spawnSync(CLI, args, { encoding: "utf8" });
+  const env = { ...process.env };
+  delete env.TOLLGATE_LOG_KEY;
+  if (logKey !== undefined) env.TOLLGATE_LOG_KEY = logKey;
+  const run = spawnSync(CLI, args, { encoding: "utf8", env });
   assert.equal(run.status, 0, `explain ${args.join(" ")}: ${run.stderr}`);
   return JSON.parse(run.stdout);
 }
@@ -128,18 +140,22 @@ function withWrangler(config, body) {
   return body(path).finally(() => rmSync(dir, { recursive: true, force: true }));
 }
 
-test("explain and the Worker agree: counters down (checked rules, key hashes, events, answer)", () => {
+/**
+ * Every case against counters that throw: each checked rule's key hash shows
+ * in a counter_error line. Returns how many cases checked some rule.
+ */
+function countersDown(cases, logKey) {
   assert.ok(existsSync(CLI), `${CLI} is built by cargo (scripts/test runs cargo test first)`);
   const config = mergedConfig();
+  const vars = logKey === undefined ? {} : { TOLLGATE_LOG_KEY: logKey };
+  let checkedCases = 0;
   return withWrangler(config, (wrangler) =>
-    withTollgate({ config, faults: true }, async (tg) => {
+    withTollgate({ config, faults: true, vars }, async (tg) => {
       await tg.setFault("throw");
-      const cases = allCases();
-      let checkedCases = 0;
       for (const [i, c] of cases.entries()) {
         const ip = c.ip === null ? null : `10.1.${i >> 8}.${i & 255}`;
         const label = `${c.method} ${c.url} ${JSON.stringify(c.headers ?? {})} ${c.body ?? ""}`.slice(0, 200);
-        const expected = explain(wrangler, c, ip, ["failed"]);
+        const expected = explain(wrangler, c, ip, ["failed"], logKey);
         const worker = await send(tg, c, ip);
         assertSameAnswer(worker, expected, label);
         const events = await eventsSince(tg, worker.before, expected.events.length);
@@ -155,9 +171,28 @@ test("explain and the Worker agree: counters down (checked rules, key hashes, ev
         }
         if (expected.checked.length > 0) checkedCases++;
       }
-      assert.ok(checkedCases > 150, `most cases check some rule (${checkedCases})`);
     }),
-  );
+  ).then(() => checkedCases);
+}
+
+test("explain and the Worker agree: counters down (checked rules, key hashes, events, answer)", async () => {
+  const checkedCases = await countersDown(allCases());
+  assert.ok(checkedCases > 150, `most cases check some rule (${checkedCases})`);
+});
+
+test("explain and the Worker agree with a log key: both hash keys with TOLLGATE_LOG_KEY", async () => {
+  const cases = extraCases();
+  const checkedCases = await countersDown(cases, "differential-log-key");
+  assert.ok(checkedCases > cases.length / 2, `most extra cases check some rule (${checkedCases})`);
+  // The key hashes differ from the unkeyed ones: the key reached both sides.
+  const config = mergedConfig();
+  await withWrangler(config, async (wrangler) => {
+    const c = { url: "/geo", method: "GET", cf: { country: "NZ", asn: 64500 } };
+    const keyed = explain(wrangler, c, "10.9.9.9", ["failed"], "differential-log-key");
+    const unkeyed = explain(wrangler, c, "10.9.9.9", ["failed"]);
+    assert.equal(keyed.checked.length, 1);
+    assert.notEqual(keyed.checked[0].key_hash, unkeyed.checked[0].key_hash);
+  });
 });
 
 test("explain and the Worker agree: counters up, first request allowed, second blocked", () => {

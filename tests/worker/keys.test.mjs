@@ -1,0 +1,89 @@
+// Client keys and what logs show of them: IPv6 transition addresses
+// (6to4, Teredo) and keyed log hashes (TOLLGATE_LOG_KEY).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createHash, createHmac } from "node:crypto";
+import { withTollgate, statuses } from "./harness.mjs";
+
+const perIp = (requests) => ({ rules: [{ name: "per-ip", path: "/p/*", limits: [{ requests, window: "60s" }] }] });
+
+test("a 6to4 host gets one bucket: 50 hits from 5 /64s of one 2002:V4::/48 against a limit of 10", () =>
+  withTollgate({ config: perIp(10) }, async (tg) => {
+    // 2002:c000:022d::/48 is 192.0.2.45's 6to4 prefix; 5 of its 65,536 /64s.
+    const subnets = ["2002:c000:22d:1", "2002:c000:22d:2", "2002:c000:22d:ff", "2002:C000:022D:1234", "2002:c000:22d:ffff"];
+    const all = [];
+    for (let i = 0; i < 50; i++) {
+      const res = await tg.fetch("/p/x", { ip: `${subnets[i % 5]}::${(i + 1).toString(16)}` });
+      await res.arrayBuffer();
+      all.push(res.status);
+    }
+    assert.equal(all.filter((s) => s === 200).length, 10, JSON.stringify(all));
+    assert.equal(all.filter((s) => s === 429).length, 40);
+    assert.equal(tg.origin.received.length, 10);
+    assert.equal((await tg.fetch("/p/x", { ip: "192.0.2.45" })).status, 429, "the same host over IPv4");
+    assert.equal((await tg.fetch("/p/x", { ip: "2002:c000:22e::1" })).status, 200, "another 6to4 host");
+  }));
+
+test("Teredo clients of one server are told apart by their public address and port", () =>
+  withTollgate({ config: perIp(2) }, async (tg) => {
+    // RFC 4380 §4: server 65.54.227.120; client 192.0.2.45 port 40000.
+    const client = "2001:0:4136:e378:8000:63bf:3fff:fdd2";
+    // The same server (same /64), another client: 192.0.2.46.
+    const neighbour = "2001:0:4136:e378:8000:63bf:3fff:fdd1";
+    assert.deepEqual(await statuses(tg, 3, "/p/x", { ip: client }), [200, 200, 429]);
+    assert.deepEqual(await statuses(tg, 3, "/p/x", { ip: neighbour }), [200, 200, 429], "not the server's shared /64");
+    assert.equal((await tg.fetch("/p/x", { ip: "2001:0:4136:e378:0:63bf:3fff:fdd2" })).status, 429, "flags do not matter");
+  }));
+
+const LOGIN = {
+  rules: [
+    { name: "per-ip", path: "/p/*", limits: [{ requests: 1, window: "60s" }] },
+    { name: "login", path: "/login", methods: ["POST"], key: ["body:email"], limits: [{ requests: 1, window: "60s" }] },
+  ],
+};
+const IP = "198.51.100.77";
+const EMAIL = "Victim.Person@Example.com";
+const TOKEN = "admin-token-for-the-keys-test";
+
+/** Blocks IP on /p and EMAIL on /login, asks the admin API about the IP; returns the log lines and the admin answer. */
+async function blockAndLook(vars) {
+  let out;
+  await withTollgate({ config: LOGIN, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, ...vars } }, async (tg) => {
+    assert.deepEqual(await statuses(tg, 2, "/p/x", { ip: IP }), [200, 429]);
+    const login = { method: "POST", ip: "203.0.113.9", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: EMAIL, password: "pw" }) };
+    assert.deepEqual(await statuses(tg, 2, "/login", login), [200, 429]);
+    const status = await tg.fetch(`/.tollgate/status?rule=per-ip&ip=${IP}`, { ip: "192.0.2.8", headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(status.status, 200);
+    out = { logs: tg.logs(), events: tg.logEvents(), admin: await status.json() };
+  });
+  return out;
+}
+
+const blockHash = (events, rule) => events.find((e) => e.tollgate === "block" && e.rule === rule).key_hash;
+const prefix = (digest) => digest.slice(0, 16);
+
+test("two secrets give two hashes, and the raw key never appears in the logs", async () => {
+  const one = await blockAndLook({ TOLLGATE_LOG_KEY: "first log secret" });
+  const two = await blockAndLook({ TOLLGATE_LOG_KEY: "second log secret\n" });
+  const none = await blockAndLook({});
+  const key = `ip=${IP}`;
+  // Keyed: HMAC-SHA256 under the secret (trimmed), the first 16 hex digits.
+  assert.equal(blockHash(one.events, "per-ip"), prefix(createHmac("sha256", "first log secret").update(key).digest("hex")));
+  assert.equal(blockHash(two.events, "per-ip"), prefix(createHmac("sha256", "second log secret").update(key).digest("hex")));
+  // Without the secret: the unkeyed SHA-256 prefix.
+  assert.equal(blockHash(none.events, "per-ip"), prefix(createHash("sha256").update(key).digest("hex")));
+  for (const rule of ["per-ip", "login"]) {
+    const hashes = new Set([one, two, none].map((run) => blockHash(run.events, rule)));
+    assert.equal(hashes.size, 3, `${rule}: three different hashes`);
+  }
+  for (const [name, run] of Object.entries({ one, two, none })) {
+    // The admin API answers and logs with the same keyed hash.
+    assert.equal(run.admin.key_hash, blockHash(run.events, "per-ip"), `${name}: admin output`);
+    const admin = run.events.find((e) => e.tollgate === "admin");
+    assert.equal(admin.key_hash, run.admin.key_hash, `${name}: admin log line`);
+    assert.match(admin.client_hash, /^[0-9a-f]{16}$/);
+    for (const raw of [IP, EMAIL, EMAIL.toLowerCase(), "192.0.2.8", "203.0.113.9", TOKEN, "log secret"]) {
+      assert.ok(!run.logs.includes(raw), `${name}: \`${raw}\` appears in the logs`);
+    }
+  }
+});
