@@ -21,7 +21,10 @@
 
 use crate::duration::parse_duration_ms;
 use crate::key::KeyPart;
-use crate::policy::{Action, Counting, FailPolicy, MissingKey, OnSuccess, SuccessAction, DEFAULT_SUCCESS_STATUSES};
+use crate::policy::{
+    Action, Counting, FailPolicy, MissingKey, OnSuccess, SuccessAction, TrustedDevice, DEFAULT_DEVICE_COOKIE,
+    DEFAULT_DEVICE_TTL_S, DEFAULT_SUCCESS_STATUSES,
+};
 use crate::protocol::{Algorithm, MAX_HOLD_MS, MAX_LIMITS};
 use crate::rules::{Condition, Rule, RuleSpec, Target, Test};
 use crate::window::Limit;
@@ -350,6 +353,7 @@ impl RuleDraft {
             on_missing_key: MissingKey::Reject,
             counting: Counting::All,
             on_success: None,
+            trusted_device: None,
             ratelimit_headers: false,
             algorithm: Algorithm::SlidingLog,
             limits: Vec::new(),
@@ -379,6 +383,7 @@ impl RuleDraft {
         spec.on_success = on_success(&spec, action, self.success_statuses, self.identity_header, errors);
         spec.reservation_ttl_ms = reservation_ttl(&spec, self.reservation_ttl_ms, errors);
         check_on_success(&spec, self.clear_on_success.is_some(), errors);
+        check_trusted_device(&spec, errors);
         check_cost(&spec, errors);
         check_algorithm(&spec, errors);
         spec
@@ -451,6 +456,7 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
         d.identity_header = name.map(|n| n.to_ascii_lowercase());
     }),
     Field::optional("reservation_ttl", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
+    Field::optional("trusted_device", |d, i| d.spec.trusted_device = read_trusted_device(i)),
     Field::optional("ratelimit_headers", |d, i| {
         if let Some(on) = i.flag() {
             d.spec.ratelimit_headers = on;
@@ -577,6 +583,65 @@ fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
         }
     }
     Some(limits)
+}
+
+/// The fields of `trusted_device`, with their defaults.
+const DEVICE_FIELDS: &[Field<TrustedDevice>] = &[
+    Field::required("secret", "missing: the name of the Workers secret that signs the cookies, such as \"TOLLGATE_DEVICE_KEY\"", |d, i| {
+        if let Some(secret) = i.text(valid_secret_name, "must be a Workers secret name such as \"TOLLGATE_DEVICE_KEY\"") {
+            d.secret = secret;
+        }
+    }),
+    Field::optional("cookie", |d, i| {
+        if let Some(cookie) = i.text(valid_cookie_name, "must be a cookie name (letters, digits, `_`, `-`)") {
+            d.cookie = cookie;
+        }
+    }),
+    Field::optional("ttl", |d, i| {
+        if let Some(ms) = i.duration("\"30d\"") {
+            d.ttl_s = ms.get().div_ceil(1000);
+        }
+    }),
+];
+
+/// `trusted_device = { secret = "TOLLGATE_DEVICE_KEY", cookie, ttl }`.
+fn read_trusted_device(input: &mut Input<'_>) -> Option<TrustedDevice> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail("must be a table { secret = \"TOLLGATE_DEVICE_KEY\", cookie = \"tollgate_device\", ttl = \"30d\" }");
+    };
+    let mut device = TrustedDevice {
+        secret: String::new(),
+        cookie: DEFAULT_DEVICE_COOKIE.to_string(),
+        ttl_s: DEFAULT_DEVICE_TTL_S,
+    };
+    let before = input.errors.list.len();
+    read_table(table, DEVICE_FIELDS, &mut device, input.errors, &format!("{}.", input.field));
+    (input.errors.list.len() == before).then_some(device)
+}
+
+/// A device cookie is handed out on a proven success and names an account:
+/// the rule must settle successes and be keyed by the account alone.
+fn check_trusted_device(spec: &RuleSpec, errors: &mut Errors) {
+    if spec.trusted_device.is_none() {
+        return;
+    }
+    if spec.on_success.is_none() {
+        errors.push("trusted_device", "needs on_success: a device earns its cookie by a success that settles the count");
+    }
+    if let Some(part) = spec.key.iter().find(|p| p.identifies_client()) {
+        errors.push(
+            "trusted_device",
+            format!("the key part `{part}` identifies the client; a device cookie is for a limit per account (e.g. key = [\"body:email\"])"),
+        );
+    }
+}
+
+fn valid_secret_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn valid_cookie_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// What to do when a key part is missing, from `on_missing_key` and

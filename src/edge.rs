@@ -169,6 +169,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     let cf = req.cf();
     let country = cf.and_then(|cf| cf.country());
     let log_key = load_log_key(env);
+    let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
     let parts = |body| RequestParts {
         method: &method,
         url: &url,
@@ -178,6 +179,8 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         asn: cf.and_then(|cf| cf.asn()),
         admin_token: &admin_token,
         log_key: log_key.as_deref(),
+        secret: &secret,
+        now_ms: now_ms(),
     };
     let mut plan = plan::plan(config, &parts(Body::Unread));
     let body;
@@ -210,8 +213,11 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         }
         Answer::Forward { fields } => fields,
     };
+    let mut fields = fields;
     let response = if applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve) {
-        forward_and_settle(ctx, env, req, url, applied, outcomes).await?
+        let (response, cookies) = forward_and_settle(ctx, env, req, url, applied, outcomes).await?;
+        fields.extend(cookies);
+        response
     } else {
         forward(req, &url, env).await?
     };
@@ -254,7 +260,9 @@ fn settlements(applied: &[Applied<'_>], outcomes: &[Outcome], origin: Option<&An
 /// otherwise cancel the request before it is settled, leaving its
 /// reservation to hold the slot until it expires (and, without two-phase
 /// counting, its failure uncounted). The response is handed back once
-/// settled, so the next request of the same client sees the count.
+/// settled, so the next request of the same client sees the count, with
+/// the `Set-Cookie` fields of the devices a success made trusted
+/// ([`verdict::device_cookie`]).
 async fn forward_and_settle(
     ctx: &Context,
     env: &Env,
@@ -262,24 +270,29 @@ async fn forward_and_settle(
     url: worker::Url,
     applied: Vec<Applied<'static>>,
     outcomes: Vec<Outcome>,
-) -> worker::Result<web_sys::Response> {
+) -> worker::Result<(web_sys::Response, Vec<(String, String)>)> {
     let env = env.clone();
     let (done, answered) = futures_channel::oneshot::channel();
     ctx.wait_until(async move {
         let response = forward(req, &url, &env).await;
+        let mut cookies = Vec::new();
         let calls = match &response {
             Ok(r) => {
                 let headers = r.headers();
                 let header = |name: &str| headers.get(name).ok().flatten();
-                settlements(&applied, &outcomes, Some(&Answered { status: r.status(), header: &header }))
+                let answered = Answered { status: r.status(), header: &header };
+                let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
+                let now = now_ms();
+                cookies = applied.iter().filter_map(|a| verdict::device_cookie(a, &answered, &secret, now)).collect();
+                settlements(&applied, &outcomes, Some(&answered))
             }
             Err(_) => settlements(&applied, &outcomes, None),
         };
         send_settlements(&env, calls).await;
-        let _ = done.send(response);
+        let _ = done.send(response.map(|r| (r, cookies)));
     });
     match answered.await {
-        Ok(response) => response,
+        Ok(answer) => answer,
         Err(_) => Err(worker::Error::RustError("the forwarding task ended without a response".into())),
     }
 }

@@ -141,6 +141,8 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
         asn: request.asn,
         admin_token: &|| None,
         log_key: request.log_key,
+        secret: &|_| None,
+        now_ms: 0,
     };
     let plan = plan::plan(config, &parts);
     let verdict = match &plan.route {

@@ -49,6 +49,7 @@ pub mod explain;
 pub(crate) mod gcra;
 pub(crate) mod headers;
 pub(crate) mod hmac;
+pub(crate) mod device;
 pub(crate) mod key;
 pub mod policy;
 pub mod protocol;

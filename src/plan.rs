@@ -48,6 +48,11 @@ pub struct RequestParts<'a> {
     /// The `TOLLGATE_LOG_KEY` secret ([`crate::key::log_key`]) that keys
     /// every `key_hash` of the plan; `None`: unkeyed SHA-256 ([`key_hash`]).
     pub log_key: Option<&'a [u8]>,
+    /// A Workers secret by name (a `trusted_device` rule's signing key),
+    /// looked up only for a rule that has one and a request with its cookie.
+    pub secret: &'a dyn Fn(&str) -> Option<String>,
+    /// Now (Unix ms): device cookies expire.
+    pub now_ms: i64,
 }
 
 /// What is known of the request body.
@@ -115,6 +120,10 @@ pub struct Applied<'c> {
     pub fell_back: bool,
     /// From [`Matched::own_method`].
     pub own_method: bool,
+    /// The trusted device the request came from (a `trusted_device` rule's
+    /// valid cookie for this very account): the request counts in the
+    /// device's own bucket (`id`, `key_hash`), `key` stays the account's.
+    pub device: Option<String>,
 }
 
 /// Where the request goes next.
@@ -229,7 +238,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
             Matched { rule, found, key, own_method }
         })
         .collect();
-    let route = route_of(&matched, parts.log_key);
+    let route = route_of(&matched, parts.log_key, &|rule, key| trusted_device(parts, rule, key));
     Plan { canonical: Some(canonical), matched, route }
 }
 
@@ -314,20 +323,41 @@ fn key_outcome(rule: &Rule, inputs: &KeyInputs<'_>) -> KeyOutcome {
 }
 
 /// The first rejecting rule answers; otherwise every keyed rule is checked.
-fn route_of<'c>(matched: &[Matched<'c>], log_key: Option<&[u8]>) -> Route<'c> {
+/// The device a request comes from, for a `trusted_device` rule: its cookie
+/// verified for this account under the rule's secret ([`crate::device`]).
+fn trusted_device(parts: &RequestParts<'_>, rule: &Rule, key: &str) -> Option<String> {
+    let device = rule.trusted_device.as_ref()?;
+    let value = crate::key::cookie_value(&(parts.header)("cookie")?, &device.cookie)?;
+    let secret = (parts.secret)(&device.secret).filter(|s| !s.trim().is_empty())?;
+    crate::device::verify(secret.trim().as_bytes(), &rule.name, key, &value, parts.now_ms)
+}
+
+fn route_of<'c>(
+    matched: &[Matched<'c>],
+    log_key: Option<&[u8]>,
+    trusted: &dyn Fn(&Rule, &str) -> Option<String>,
+) -> Route<'c> {
     let mut applied = Vec::new();
     for m in matched {
         match &m.key {
             KeyOutcome::Rejected(missing) => return Route::MissingKey { rule: m.rule, missing: missing.clone() },
             KeyOutcome::Skipped(_) => {}
-            KeyOutcome::Key { key, fell_back } => applied.push(Applied {
-                rule: m.rule,
-                id: object_name(m.rule, key),
-                key_hash: key_hash(key, log_key),
-                key: key.clone(),
-                fell_back: *fell_back,
-                own_method: m.own_method,
-            }),
+            KeyOutcome::Key { key, fell_back } => {
+                let device = if *fell_back { None } else { trusted(m.rule, key) };
+                let counted = match &device {
+                    Some(device) => crate::device::device_key(key, device),
+                    None => key.clone(),
+                };
+                applied.push(Applied {
+                    rule: m.rule,
+                    id: object_name(m.rule, &counted),
+                    key_hash: key_hash(&counted, log_key),
+                    key: key.clone(),
+                    fell_back: *fell_back,
+                    own_method: m.own_method,
+                    device,
+                })
+            }
         }
     }
     Route::Check(applied)
@@ -368,6 +398,7 @@ fn admin_route<'c>(
         fell_back: false,
         // Counts every request (hit or check): there is no success to settle.
         own_method: false,
+        device: None,
     };
     let route = if !admin::token_matches(token, (parts.header)("authorization").as_deref()) {
         AdminRoute::Unauthorized
@@ -430,6 +461,8 @@ mod tests {
             asn: Some(64500),
             admin_token: &admin_token,
             log_key: None,
+            secret: &|_| None,
+            now_ms: 0,
         };
         let first = plan(config, &parts(Body::Unread));
         if !matches!(first.route, Route::NeedsBody) {
@@ -513,6 +546,8 @@ mod tests {
             asn: None,
             admin_token: &|| None,
             log_key,
+            secret: &|_| None,
+            now_ms: 0,
         };
         let hash_of = |p: Plan<'_>| match p.route {
             Route::Check(applied) => applied[0].key_hash.clone(),
@@ -679,5 +714,81 @@ mod tests {
             Route::Check(applied) => assert!(applied.iter().all(|a| a.own_method)),
             other => panic!("{other:?}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod device_tests {
+    use super::*;
+    use serde_json::json;
+
+    const NOW: i64 = 1_800_000_000_000;
+
+    /// The key and object of the one rule, for a request with `cookie`.
+    fn counted(config: &Config, cookie: Option<&str>, secret: Option<&str>) -> (String, String, Option<String>) {
+        let url = Url::parse("https://example.com/login").unwrap();
+        let header = |name: &str| match name {
+            "cf-connecting-ip" => Some("198.51.100.7".to_string()),
+            "x-user" => Some("ann".to_string()),
+            "cookie" => cookie.map(str::to_string),
+            _ => None,
+        };
+        let secrets = |name: &str| (name == "DEVICE_KEY").then(|| secret.map(str::to_string)).flatten();
+        let parts = RequestParts {
+            method: "POST",
+            url: &url,
+            header: &header,
+            body: Body::Unread,
+            country: None,
+            asn: None,
+            admin_token: &|| None,
+            log_key: None,
+            secret: &secrets,
+            now_ms: NOW,
+        };
+        match plan(config, &parts).route {
+            Route::Check(applied) => (applied[0].key.clone(), applied[0].id.clone(), applied[0].device.clone()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_trusted_device_counts_in_its_own_bucket_for_its_account_only() {
+        let config = Config::from_json(&json!({ "rules": [{
+            "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
+            "on_success": "decrement", "trusted_device": { "secret": "DEVICE_KEY", "cookie": "dev" },
+            "limits": [{ "requests": 3, "window": "15m" }],
+        }]}))
+        .unwrap();
+        let good = crate::device::token(b"k", "login", "header:x-user=ann", NOW / 1000 + 60);
+        let (key, id, device) = counted(&config, Some(&format!("a=1; dev={good}")), Some("k\n"));
+        assert_eq!(key, "header:x-user=ann", "the account's key, for successes and cookies");
+        let device = device.unwrap();
+        assert_eq!(id, format!("login\nheader:x-user=ann|device={device}"));
+        let account = (String::from("header:x-user=ann"), String::from("login\nheader:x-user=ann"), None);
+        assert_eq!(counted(&config, None, Some("k")), account, "no cookie");
+        assert_eq!(counted(&config, Some(&format!("dev={good}")), None), account, "no secret: as if unset");
+        assert_eq!(counted(&config, Some(&format!("dev={good}")), Some("other")), account, "signed by another key");
+        let bob = crate::device::token(b"k", "login", "header:x-user=bob", NOW / 1000 + 60);
+        assert_eq!(counted(&config, Some(&format!("dev={bob}")), Some("k")), account, "another account's cookie");
+        let old = crate::device::token(b"k", "login", "header:x-user=ann", NOW / 1000 - 1);
+        assert_eq!(counted(&config, Some(&format!("dev={old}")), Some("k")), account, "expired");
+    }
+
+    #[test]
+    fn trusted_device_needs_a_success_and_an_account_key() {
+        let errors = |extra: serde_json::Value| {
+            let mut rule = json!({ "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
+                "trusted_device": { "secret": "DEVICE_KEY" }, "limits": [{ "requests": 3, "window": "15m" }] });
+            for (k, v) in extra.as_object().unwrap() {
+                rule[k] = v.clone();
+            }
+            Config::from_json(&json!({ "rules": [rule] })).err().unwrap_or_default().iter().map(ToString::to_string).collect::<Vec<_>>()
+        };
+        assert!(errors(json!({}))[0].contains("trusted_device`: needs on_success"), "{:?}", errors(json!({})));
+        assert!(errors(json!({ "on_success": "clear" })).is_empty());
+        assert!(errors(json!({ "on_success": "clear", "trusted_device": { "secret": "bad name" } }))[0].contains("trusted_device.secret"));
+        assert!(errors(json!({ "on_success": "clear", "trusted_device": {} }))[0].contains("trusted_device.secret`: missing"));
+        assert!(errors(json!({ "on_success": "clear", "trusted_device": { "secret": "K", "ttl": "x" } }))[0].contains("trusted_device.ttl"));
     }
 }

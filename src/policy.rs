@@ -90,3 +90,25 @@ pub struct OnSuccess {
     /// (a `body:` value normalized and hashed), is the request's key.
     pub identity_header: Option<String>,
 }
+
+/// `trusted_device`: a browser that logged in to an account successfully
+/// gets a signed cookie, and the rule counts its failures for that account
+/// in a bucket of its own, so an attacker filling the account's bucket does
+/// not lock the owner out of a device they used before
+/// ([`crate::device`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustedDevice {
+    /// The Workers secret that signs the cookies (e.g.
+    /// `TOLLGATE_DEVICE_KEY`); without it the rule works as if unset.
+    pub secret: String,
+    /// The cookie's name ([`DEFAULT_DEVICE_COOKIE`]).
+    pub cookie: String,
+    /// How long a cookie is good for, in seconds (30 days).
+    pub ttl_s: u64,
+}
+
+/// The device cookie's name unless the rule sets one.
+pub const DEFAULT_DEVICE_COOKIE: &str = "tollgate_device";
+
+/// How long a device cookie is good for unless the rule says (30 days).
+pub const DEFAULT_DEVICE_TTL_S: u64 = 30 * 24 * 3600;

@@ -6,7 +6,7 @@
 
 use crate::canon::CanonicalQuery;
 use crate::key::KeyPart;
-use crate::policy::{Action, Counting, FailPolicy, MissingKey, OnSuccess};
+use crate::policy::{Action, Counting, FailPolicy, MissingKey, OnSuccess, TrustedDevice};
 use crate::window::Limit;
 use std::fmt;
 use std::ops::Range;
@@ -156,6 +156,9 @@ pub struct RuleSpec {
     /// What a success does to a failures-only rule's count; `None`:
     /// nothing (`on_success`, `clear_on_success`).
     pub on_success: Option<OnSuccess>,
+    /// Device cookies for lockout-resistant account limits (needs
+    /// `on_success`: the cookie is handed out on the same proven success).
+    pub trusted_device: Option<TrustedDevice>,
     /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
     pub ratelimit_headers: bool,
     pub algorithm: crate::protocol::Algorithm,

@@ -253,6 +253,27 @@ pub fn success_settles(applied: &Applied<'_>, answered: &Answered<'_>) -> bool {
     on.statuses.contains(&answered.status) && applied.own_method && !applied.fell_back && authenticated
 }
 
+/// The `Set-Cookie` field that makes the device a trusted one for a
+/// `trusted_device` rule's account, on a success that settles the rule
+/// ([`success_settles`]): a cookie signed under the rule's secret (`secret`
+/// looks it up), good for the rule's `ttl` from `now_ms`. `None` without the
+/// secret, for another answer, or a rule without `trusted_device`.
+pub fn device_cookie(
+    applied: &Applied<'_>,
+    answered: &Answered<'_>,
+    secret: &dyn Fn(&str) -> Option<String>,
+    now_ms: i64,
+) -> Option<(String, String)> {
+    let device = applied.rule.trusted_device.as_ref()?;
+    if !success_settles(applied, answered) {
+        return None;
+    }
+    let secret = secret(&device.secret).filter(|s| !s.trim().is_empty())?;
+    let expires_s = now_ms.div_euclid(1000).saturating_add(i64::try_from(device.ttl_s).unwrap_or(i64::MAX));
+    let token = crate::device::token(secret.trim().as_bytes(), &applied.rule.name, &applied.key, expires_s);
+    Some(("set-cookie".to_string(), crate::device::set_cookie(&device.cookie, &token, device.ttl_s)))
+}
+
 /// The op that checks a rule: rules counting every request check and
 /// record at once; failures-only rules reserve a slot before forwarding.
 pub fn check_op(rule: &Rule) -> Op {
@@ -347,7 +368,7 @@ mod tests {
 
     fn applied<'c>(config: &'c Config, name: &str) -> Applied<'c> {
         let rule = config.rules.iter().find(|r| r.name == name).unwrap();
-        Applied { rule, key: "k".into(), id: object_name(rule, "k"), key_hash: "h".into(), fell_back: false, own_method: true }
+        Applied { rule, key: "k".into(), id: object_name(rule, "k"), key_hash: "h".into(), fell_back: false, own_method: true, device: None }
     }
 
     fn window(limit: u32, remaining: u64) -> WireWindow {
@@ -462,6 +483,8 @@ mod tests {
             asn: None,
             admin_token: &|| None,
             log_key: None,
+            secret: &|_| None,
+            now_ms: 0,
         };
         let p = crate::plan::plan(&c, &parts);
         let v = early(&p).unwrap();
@@ -552,5 +575,46 @@ mod tests {
         let two: &[(&str, &str)] = &[("x-authenticated-user", "ann@example.com, mallory@example.com")];
         assert_eq!(settled(&a, &reserved(9), Some((200, two))), Some((Op::Release, Some(9))), "a list names no one account");
         assert_eq!(settled(&a, &reserved(9), Some((204, as_ann))), Some((Op::Release, Some(9))), "success_statuses = [200]");
+    }
+}
+
+#[cfg(test)]
+mod device_cookie_tests {
+    use super::*;
+    use crate::config::Config;
+    use serde_json::json;
+
+    #[test]
+    fn a_device_earns_its_cookie_by_a_settling_success_only() {
+        let config = Config::from_json(&json!({ "rules": [{
+            "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
+            "on_success": "clear", "trusted_device": { "secret": "DEVICE_KEY", "ttl": "1d" },
+            "limits": [{ "requests": 3, "window": "15m" }],
+        }]}))
+        .unwrap();
+        let rule = &config.rules[0];
+        let applied = Applied {
+            rule,
+            key: "header:x-user=ann".into(),
+            id: "x".into(),
+            key_hash: "h".into(),
+            fell_back: false,
+            own_method: true,
+            device: None,
+        };
+        let secret = |name: &str| (name == "DEVICE_KEY").then(|| "k".to_string());
+        let answered = |status| Answered { status, header: &|_| None };
+        let (name, value) = device_cookie(&applied, &answered(200), &secret, 1_000_000).unwrap();
+        assert_eq!(name, "set-cookie");
+        let token = value.split(';').next().unwrap().strip_prefix("tollgate_device=").unwrap();
+        assert!(crate::device::verify(b"k", "login", "header:x-user=ann", token, 1_000_000).is_some());
+        assert!(value.contains("Max-Age=86400"), "{value}");
+        assert_eq!(device_cookie(&applied, &answered(401), &secret, 0), None, "a failure");
+        assert_eq!(device_cookie(&applied, &answered(302), &secret, 0), None, "not a success status");
+        let overridden = Applied { own_method: false, ..applied.clone() };
+        assert_eq!(device_cookie(&overridden, &answered(200), &secret, 0), None, "a forged success");
+        let fell_back = Applied { fell_back: true, ..applied.clone() };
+        assert_eq!(device_cookie(&fell_back, &answered(200), &secret, 0), None);
+        assert_eq!(device_cookie(&applied, &answered(200), &|_| None, 0), None, "no secret");
     }
 }

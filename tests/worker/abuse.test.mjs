@@ -3,7 +3,7 @@
 // that allowed it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { withTollgate, statuses } from "./harness.mjs";
+import { withTollgate, statuses, mockOrigin } from "./harness.mjs";
 
 test("shadow mode never answers 503, whatever on_error says", () =>
   withTollgate(
@@ -42,3 +42,66 @@ test("CORS preflights are not counted unless a rule lists OPTIONS", () =>
       assert.deepEqual(await statuses(tg, 3, "/preflight", { method: "OPTIONS" }), [200, 200, 429], "a rule may ask for them");
     },
   ));
+
+test("a known device logs in while its account is under attack (trusted_device)", () => {
+  const origin = mockOrigin(async (request, record) => {
+    if (record.path !== "/login") return undefined;
+    const { password } = JSON.parse(record.body.toString() || "{}");
+    return new Response(password === "right" ? "welcome" : "wrong password", { status: password === "right" ? 200 : 401 });
+  });
+  return withTollgate(
+    {
+      origin,
+      vars: { TOLLGATE_DEVICE_KEY: "a device signing secret" },
+      config: {
+        rules: [
+          {
+            name: "login-account",
+            path: "/login",
+            methods: ["POST"],
+            key: ["body:email"],
+            count_statuses: [401],
+            on_success: "decrement",
+            on_error: "deny",
+            trusted_device: { secret: "TOLLGATE_DEVICE_KEY", ttl: "30d" },
+            limits: [{ requests: 3, window: "15m" }],
+          },
+        ],
+      },
+    },
+    async (tg) => {
+      const login = (password, { cookie, ip = "203.0.113.7" } = {}) =>
+        tg.fetch("/login", {
+          ip,
+          method: "POST",
+          headers: { "content-type": "application/json", ...(cookie ? { cookie } : {}) },
+          body: JSON.stringify({ email: "owner@example.com", password }),
+        });
+      // The owner logs in from their laptop and gets the device cookie.
+      const first = await login("right");
+      assert.equal(first.status, 200);
+      const setCookie = first.headers.get("set-cookie") ?? "";
+      assert.match(setCookie, /^tollgate_device=v1\.\d+\.[0-9a-f]{32}; Max-Age=2592000; Path=\/; HttpOnly; Secure; SameSite=Lax$/);
+      const cookie = setCookie.split(";")[0];
+      // An attacker spends the account's failures from elsewhere.
+      const attack = [];
+      for (let i = 0; i < 5; i++) attack.push((await login(`guess-${i}`, { ip: `198.51.100.${i + 1}` })).status);
+      assert.deepEqual(attack, [401, 401, 401, 429, 429]);
+      // A browser the account never logged in from is locked out ...
+      assert.equal((await login("right", { ip: "192.0.2.50" })).status, 429);
+      // ... and so is a forged or altered cookie ...
+      const altered = cookie.replace(/[0-9a-f]$/, (c) => (c === "0" ? "1" : "0"));
+      assert.equal((await login("right", { cookie: altered })).status, 429);
+      // ... but the owner's device gets in, with its cookie renewed.
+      const known = await login("right", { cookie });
+      assert.equal(known.status, 200);
+      assert.match(known.headers.get("set-cookie") ?? "", /^tollgate_device=v1\./);
+      // The device's own failures are still limited, in its own bucket.
+      const mine = [];
+      for (let i = 0; i < 4; i++) mine.push((await login(`typo-${i}`, { cookie })).status);
+      assert.deepEqual(mine, [401, 401, 401, 429]);
+      const failedAtOrigin = tg.origin.received.filter((r) => r.path === "/login").length;
+      assert.equal(failedAtOrigin, 1 + 3 + 1 + 3, "the origin saw 3 attacker failures, the device's 3, and the 2 logins");
+    },
+  );
+});

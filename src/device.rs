@@ -1,0 +1,112 @@
+//! Trusted devices: lockout-resistant account limits (issue 16).
+//!
+//! A limit on failed logins per account lets anyone lock the owner out: ten
+//! wrong passwords and the right one gets 429 too (the trade-off OWASP's
+//! authentication cheat sheet describes). The usual mitigation is a device
+//! cookie: a browser that has logged in to an account successfully before
+//! gets a signed cookie, and the account limit counts that browser's
+//! failures in a bucket of its own. An attacker who fills the account's
+//! bucket does not touch it, and without the secret cannot forge one.
+//!
+//! The cookie value is `v1.<expires, Unix s>.<32 hex digits>`: an
+//! HMAC-SHA256 under a Workers secret of the rule's name, the account key
+//! and the expiry, so a cookie is good for one rule and one account until it
+//! expires. The device's bucket is the account key with `|device=` and the
+//! first 16 hex digits of that MAC appended.
+
+use crate::hmac::hmac_sha256;
+
+/// The cookie's format version.
+const VERSION: &str = "v1";
+
+/// The signature carried in the cookie: 128 bits of the MAC, hex.
+const MAC_HEX: usize = 32;
+
+/// The part of the signature that names the device's bucket.
+const DEVICE_ID_HEX: usize = 16;
+
+fn mac_hex(secret: &[u8], rule: &str, key: &str, expires_s: i64) -> String {
+    let message = format!("tollgate-device\n{rule}\n{key}\n{expires_s}");
+    hmac_sha256(secret, message.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>()
+        .chars()
+        .take(MAC_HEX)
+        .collect()
+}
+
+/// The cookie value for `key` under `rule`, good until `expires_s`.
+pub fn token(secret: &[u8], rule: &str, key: &str, expires_s: i64) -> String {
+    format!("{VERSION}.{expires_s}.{}", mac_hex(secret, rule, key, expires_s))
+}
+
+/// The device id a valid, unexpired cookie `value` stands for, for `key`
+/// under `rule` at `now_ms`; `None` for anything else (malformed, expired,
+/// signed for another rule or account, or not by `secret`). The MAC is
+/// compared in constant time.
+pub fn verify(secret: &[u8], rule: &str, key: &str, value: &str, now_ms: i64) -> Option<String> {
+    let mut parts = value.trim().splitn(3, '.');
+    let (version, expires, mac) = (parts.next()?, parts.next()?, parts.next()?);
+    let expires_s: i64 = expires.parse().ok()?;
+    if version != VERSION || mac.len() != MAC_HEX || expires_s.saturating_mul(1000) <= now_ms {
+        return None;
+    }
+    let expected = mac_hex(secret, rule, key, expires_s);
+    let difference = expected.bytes().zip(mac.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    (difference == 0).then(|| expected[..DEVICE_ID_HEX].to_string())
+}
+
+/// The key a trusted device's requests count under: the account's, plus
+/// the device.
+pub fn device_key(key: &str, device: &str) -> String {
+    format!("{key}|device={device}")
+}
+
+/// The `Set-Cookie` value that hands a device its cookie: `HttpOnly`,
+/// `Secure`, `SameSite=Lax`, for the whole site, for `ttl_s`.
+pub fn set_cookie(name: &str, token: &str, ttl_s: u64) -> String {
+    format!("{name}={token}; Max-Age={ttl_s}; Path=/; HttpOnly; Secure; SameSite=Lax")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &[u8] = b"device secret";
+    const NOW: i64 = 1_800_000_000_000;
+
+    #[test]
+    fn a_token_is_good_for_its_rule_account_and_time_only() {
+        let t = token(SECRET, "login", "body:email=abc", NOW / 1000 + 60);
+        let id = verify(SECRET, "login", "body:email=abc", &t, NOW).unwrap();
+        assert_eq!(id.len(), DEVICE_ID_HEX);
+        assert_eq!(verify(SECRET, "login", "body:email=abc", &format!(" {t} "), NOW), Some(id.clone()));
+        assert_eq!(verify(SECRET, "login", "body:email=other", &t, NOW), None, "another account");
+        assert_eq!(verify(SECRET, "signup", "body:email=abc", &t, NOW), None, "another rule");
+        assert_eq!(verify(b"another secret", "login", "body:email=abc", &t, NOW), None, "another secret");
+        assert_eq!(verify(SECRET, "login", "body:email=abc", &t, NOW + 60_000), None, "expired");
+        let later = token(SECRET, "login", "body:email=abc", NOW / 1000 + 120);
+        assert_ne!(verify(SECRET, "login", "body:email=abc", &later, NOW), Some(id), "each cookie its own device");
+    }
+
+    #[test]
+    fn forged_and_malformed_tokens_are_refused() {
+        let t = token(SECRET, "login", "k", NOW / 1000 + 60);
+        let (head, mac) = t.rsplit_once('.').unwrap();
+        let flipped = format!("{head}.{}{}", if mac.starts_with('0') { '1' } else { '0' }, &mac[1..]);
+        let extended = t.replace(&format!(".{}.", NOW / 1000 + 60), &format!(".{}.", NOW / 1000 + 6_000));
+        for bad in ["", "v1", "v1..", "v2.1.0", &flipped, &extended, &format!("{t}0"), &t[..t.len() - 1], "v1.x.y"] {
+            assert_eq!(verify(SECRET, "login", "k", bad, NOW), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn cookie_attributes() {
+        assert_eq!(
+            set_cookie("tollgate_device", "v1.1.ab", 86_400),
+            "tollgate_device=v1.1.ab; Max-Age=86400; Path=/; HttpOnly; Secure; SameSite=Lax"
+        );
+        assert_eq!(device_key("body:email=abc", "0123"), "body:email=abc|device=0123");
+    }
+}
