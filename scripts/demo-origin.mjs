@@ -1,21 +1,60 @@
-// A tiny demo origin for scripts/dev: answers 200 with a JSON echo of the
-// method, path and query of every request. Loopback only.
+// A tiny demo origin for scripts/dev, loopback only. It answers every request
+// 200 with a JSON echo of the method, path and query, except where the
+// example being served (DEMO_EXAMPLE) needs its origin to say something else:
+//   login-brute-force  POST /login answers 401 {"error":"invalid email or password"}
+//                      unless the password is "demo-password" (200), for any email;
+//                      the body may be a form (curl -d) or JSON.
+// Usage: ORIGIN_PORT=8788 DEMO_EXAMPLE=NAME node scripts/demo-origin.mjs
 import { createServer } from "node:http";
 
+const DEMO_PASSWORD = "demo-password";
+
 const port = Number(process.env.ORIGIN_PORT ?? 8788);
+const example = process.env.DEMO_EXAMPLE ?? "";
+
+/** The login form's fields, from a JSON or an urlencoded body. */
+function loginFields(req, body) {
+  const text = body.toString("utf8");
+  if ((req.headers["content-type"] ?? "").includes("json")) {
+    try {
+      return JSON.parse(text) ?? {};
+    } catch {
+      return {};
+    }
+  }
+  return Object.fromEntries(new URLSearchParams(text));
+}
+
+/** The answer of the example's origin: [status, JSON body], or undefined for the echo. */
+function exampleAnswer(req, url, body) {
+  if (example === "login-brute-force" && url.pathname === "/login" && req.method === "POST") {
+    return loginFields(req, body).password === DEMO_PASSWORD
+      ? [200, { ok: true }]
+      : [401, { error: "invalid email or password" }];
+  }
+  return undefined;
+}
+
+function echo(req, url, body) {
+  return {
+    origin: "tollgate demo origin",
+    method: req.method,
+    path: url.pathname,
+    query: Object.fromEntries([...url.searchParams.keys()].map((k) => [k, url.searchParams.getAll(k)])),
+    body_bytes: body.length,
+  };
+}
+
 createServer((req, res) => {
   const url = new URL(req.url, "http://origin.local");
   const chunks = [];
   req.on("data", (c) => chunks.push(c));
   req.on("end", () => {
-    const body = JSON.stringify({
-      origin: "tollgate demo origin",
-      method: req.method,
-      path: url.pathname,
-      query: Object.fromEntries([...url.searchParams.keys()].map((k) => [k, url.searchParams.getAll(k)])),
-      body_bytes: Buffer.concat(chunks).length,
-    });
-    res.writeHead(200, { "content-type": "application/json" });
-    res.end(body + "\n");
+    const body = Buffer.concat(chunks);
+    const [status, json] = exampleAnswer(req, url, body) ?? [200, echo(req, url, body)];
+    res.writeHead(status, { "content-type": "application/json" });
+    res.end(JSON.stringify(json) + "\n");
   });
-}).listen(port, "127.0.0.1", () => console.log(`demo origin listening on http://127.0.0.1:${port}`));
+}).listen(port, "127.0.0.1", () =>
+  console.log(`demo origin${example ? ` (${example})` : ""} listening on http://127.0.0.1:${port}`),
+);

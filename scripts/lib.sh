@@ -3,6 +3,15 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export PATH="$HOME/.cargo/bin:$ROOT/node_modules/.bin:$PATH"
 export WRANGLER_SEND_METRICS=false
+# wrangler is pinned to 4.86, the last release that runs on Node.js 20 (4.87 needs 22).
+node_major="$(node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/')"
+if [ "${node_major:-0}" -lt 20 ]; then
+  echo "tollgate's scripts need Node.js 20 or later (found: $(node --version 2>/dev/null || echo none))" >&2
+  exit 1
+fi
+# No fetch of the Request.cf sample from workers.cloudflare.com (wrangler dev, Miniflare):
+# local runs use Miniflare's placeholder and need nothing from the internet.
+export CLOUDFLARE_CF_FETCH_ENABLED=false
 # worker-build downloads these from GitHub/URLs unless pointed at local copies.
 export WASM_BINDGEN_BIN="$HOME/.cargo/bin/wasm-bindgen"
 export WASM_OPT_BIN="$ROOT/node_modules/.bin/wasm-opt"
