@@ -75,7 +75,7 @@ pub fn lockout_spec(spec: &mut RuleSpec) {
 pub fn lockout_op(route: &AdminRoute<'_>) -> Op {
     match route {
         AdminRoute::Unauthorized => Op::Hit,
-        AdminRoute::Invalid(_) | AdminRoute::Call { .. } => Op::Check,
+        AdminRoute::Invalid(_) | AdminRoute::Call { .. } | AdminRoute::Rules => Op::Check,
     }
 }
 
@@ -87,6 +87,8 @@ pub enum Gate<'r, 'c> {
     Refuse { response: OwnResponse, events: Vec<LogEvent> },
     /// Authorized, not locked out, a valid request: ask the object `id`.
     Serve { request: &'r AdminRequest<'c>, id: &'r str, key_hash: &'r str },
+    /// Authorized, not locked out: answer the rules ([`rules_body`]).
+    Rules,
 }
 
 /// Acts on `route` given what the client's lockout counter (`lockout`,
@@ -132,6 +134,7 @@ pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: &
             events: Vec::new(),
         },
         (Outcome::Allowed { .. }, AdminRoute::Call { request, id, key_hash }) => Gate::Serve { request, id, key_hash },
+        (Outcome::Allowed { .. }, AdminRoute::Rules) => Gate::Rules,
     }
 }
 
@@ -157,6 +160,9 @@ pub enum AdminError {
     MissingRule,
     UnknownRule(String),
     MissingKeyPart(MissingPart),
+    /// `bucket` is neither `key` nor `fallback`, or `fallback` for a rule
+    /// without a `fallback_key`.
+    UnknownBucket { rule: String, bucket: String },
 }
 
 impl AdminError {
@@ -175,7 +181,7 @@ impl AdminError {
         match self {
             AdminError::NotFound | AdminError::UnknownRule(_) => 404,
             AdminError::MethodNotAllowed { .. } => 405,
-            AdminError::MissingRule | AdminError::MissingKeyPart(_) => 400,
+            AdminError::MissingRule | AdminError::MissingKeyPart(_) | AdminError::UnknownBucket { .. } => 400,
         }
     }
 }
@@ -183,12 +189,18 @@ impl AdminError {
 impl fmt::Display for AdminError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AdminError::NotFound => write!(f, "unknown admin endpoint (use /status or /reset)"),
+            AdminError::NotFound => write!(f, "unknown admin endpoint (use /status, /reset or /rules)"),
             AdminError::MethodNotAllowed { allowed } => write!(f, "use {allowed}"),
             AdminError::MissingRule => write!(f, "missing query parameter `rule`"),
             AdminError::UnknownRule(r) => write!(f, "no rule named `{r}`"),
             AdminError::MissingKeyPart(m) => {
                 write!(f, "{m}: give it as the query parameter `{}`", m.0)
+            }
+            AdminError::UnknownBucket { rule, bucket } if bucket == "fallback" => {
+                write!(f, "rule `{rule}` has no fallback_key, so no fallback bucket")
+            }
+            AdminError::UnknownBucket { bucket, .. } => {
+                write!(f, "bucket `{bucket}`: use `key` (the default) or `fallback` (the rule's fallback_key)")
             }
         }
     }
@@ -214,20 +226,34 @@ pub fn is_admin_path(prefix: &str, canonical_path: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
-/// Parses an admin request (already known to be under the prefix).
+/// What an authorized admin request asks for.
+#[derive(Debug)]
+pub enum AdminAsk<'c> {
+    /// A status or reset of one (rule, key) object.
+    Object(AdminRequest<'c>),
+    /// `GET {prefix}/rules`: the rules and their limits, no object call.
+    Rules,
+}
+
+/// Parses an admin request (already known to be under the prefix):
+/// `GET /status` and `POST /reset` with `rule=NAME`, the raw value of each
+/// key part, and optionally `bucket=fallback` to address the bucket of the
+/// rule's `fallback_key` (the anonymous clients of a rule keyed by a user,
+/// say); `GET /rules`.
 pub fn parse<'c>(
     config: &'c Config,
     canonical_path: &str,
     method: &str,
     query: &CanonicalQuery,
-) -> Result<AdminRequest<'c>, AdminError> {
+) -> Result<AdminAsk<'c>, AdminError> {
     let endpoint = canonical_path
         .strip_prefix(config.admin_prefix.as_str())
         .unwrap_or("");
     let action = match (endpoint, method.to_ascii_uppercase().as_str()) {
         ("/status", "GET") => AdminAction::Status,
         ("/reset", "POST") => AdminAction::Reset,
-        ("/status", _) => return Err(AdminError::MethodNotAllowed { allowed: "GET" }),
+        ("/rules", "GET") => return Ok(AdminAsk::Rules),
+        ("/status" | "/rules", _) => return Err(AdminError::MethodNotAllowed { allowed: "GET" }),
         ("/reset", _) => return Err(AdminError::MethodNotAllowed { allowed: "POST" }),
         _ => return Err(AdminError::NotFound),
     };
@@ -237,13 +263,44 @@ pub fn parse<'c>(
         .iter()
         .find(|r| r.name == name)
         .ok_or_else(|| AdminError::UnknownRule(name.to_string()))?;
-    let key = admin_key(rule, query, config.ipv6_prefix).map_err(AdminError::MissingKeyPart)?;
-    Ok(AdminRequest { action, rule, key })
+    let parts = match query.values("bucket").next().unwrap_or("key") {
+        "key" => rule.key.as_slice(),
+        "fallback" if !rule.on_missing_key.fallback_parts().is_empty() => rule.on_missing_key.fallback_parts(),
+        other => return Err(AdminError::UnknownBucket { rule: rule.name.clone(), bucket: other.to_string() }),
+    };
+    let key = admin_key(parts, query, config.ipv6_prefix).map_err(AdminError::MissingKeyPart)?;
+    Ok(AdminAsk::Object(AdminRequest { action, rule, key }))
+}
+
+/// The body of `GET {prefix}/rules`: each rule with what it matches, how it
+/// keys and what it allows.
+pub fn rules_body(config: &Config) -> serde_json::Value {
+    let rules: Vec<Value> = config
+        .rules
+        .iter()
+        .map(|r| {
+            let parts = |parts: &[KeyPart]| parts.iter().map(ToString::to_string).collect::<Vec<_>>();
+            serde_json::json!({
+                "name": r.name,
+                "path": r.path,
+                "host": r.host,
+                "methods": r.methods,
+                "key": parts(&r.key),
+                "fallback_key": parts(r.on_missing_key.fallback_parts()),
+                "limits": r.limits.iter().map(|l| serde_json::json!({ "requests": l.requests.get(), "window_ms": l.window_ms.get() })).collect::<Vec<_>>(),
+                "cost": r.cost,
+                "action": match r.action { crate::policy::Action::Block => "block", crate::policy::Action::Log => "log" },
+                "on_error": match r.on_error { crate::policy::FailPolicy::Allow => "allow", crate::policy::FailPolicy::Deny => "deny" },
+                "count_statuses": match &r.counting { crate::policy::Counting::All => Value::Null, crate::policy::Counting::Statuses(s) => serde_json::json!(s) },
+            })
+        })
+        .collect();
+    serde_json::json!({ "rules": rules })
 }
 
 /// Derives `rule`'s key from raw values given as query parameters named
 /// after the key parts, exactly as the rule derives it from a request.
-pub fn admin_key(rule: &Rule, params: &CanonicalQuery, ipv6_prefix: u8) -> Result<String, MissingPart> {
+pub fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> Result<String, MissingPart> {
     let param = |name: String| params.values(&name).next().map(str::to_string);
     let client_ip = param("ip".into());
     let country = param("country".into());
@@ -256,7 +313,7 @@ pub fn admin_key(rule: &Rule, params: &CanonicalQuery, ipv6_prefix: u8) -> Resul
     let mut cookies = String::new();
     let mut query_pairs = String::new();
     let mut groups = Vec::new();
-    for part in &rule.key {
+    for part in key {
         match part {
             crate::key::KeyPart::Cookie(name) => {
                 if let Some(v) = param(format!("cookie:{name}")) {
@@ -298,7 +355,7 @@ pub fn admin_key(rule: &Rule, params: &CanonicalQuery, ipv6_prefix: u8) -> Resul
         asn,
         ipv6_prefix,
     };
-    derive_key(&rule.key, &inputs)
+    derive_key(key, &inputs)
 }
 
 impl AdminAction {
@@ -362,6 +419,13 @@ pub fn token_matches(expected: &str, authorization: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn object<'c>(ask: Result<AdminAsk<'c>, AdminError>) -> AdminRequest<'c> {
+        match ask {
+            Ok(AdminAsk::Object(request)) => request,
+            other => panic!("{other:?}"),
+        }
+    }
     use serde_json::json;
 
     fn config() -> Config {
@@ -379,9 +443,9 @@ mod tests {
     fn routes_and_methods() {
         let c = config();
         let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
-        let r = parse(&c, "/.tollgate/status", "GET", &q).unwrap();
+        let r = object(parse(&c, "/.tollgate/status", "GET", &q));
         assert_eq!((r.action, r.rule.name.as_str(), r.key.as_str()), (AdminAction::Status, "heavy", "ip=203.0.113.7"));
-        assert_eq!(parse(&c, "/.tollgate/reset", "POST", &q).unwrap().action, AdminAction::Reset);
+        assert_eq!(object(parse(&c, "/.tollgate/reset", "POST", &q)).action, AdminAction::Reset);
         assert_eq!(parse(&c, "/.tollgate/reset", "GET", &q).unwrap_err().status(), 405);
         assert_eq!(parse(&c, "/.tollgate/nope", "GET", &q).unwrap_err(), AdminError::NotFound);
         let no_rule = CanonicalQuery::parse("ip=1.2.3.4");
@@ -398,15 +462,15 @@ mod tests {
     fn keys_are_derived_as_the_rule_would() {
         let c = config();
         let v6 = CanonicalQuery::parse("rule=heavy&ip=2001:DB8:0:0:1::5");
-        assert_eq!(parse(&c, "/.tollgate/status", "GET", &v6).unwrap().key, "ip=2001:db8::/64");
+        assert_eq!(object(parse(&c, "/.tollgate/status", "GET", &v6)).key, "ip=2001:db8::/64");
         let login = CanonicalQuery::parse("rule=login&body:email=%20User@Example.com");
         assert_eq!(
-            parse(&c, "/.tollgate/status", "GET", &login).unwrap().key,
+            object(parse(&c, "/.tollgate/status", "GET", &login)).key,
             format!("body:email={}", crate::key::hash_identity("user@example.com").unwrap())
         );
         let tenant = CanonicalQuery::parse("rule=tenant&path:school=s1&header:x-api-key=k&cookie:sid=c&query:plan=gold");
         assert_eq!(
-            parse(&c, "/.tollgate/status", "GET", &tenant).unwrap().key,
+            object(parse(&c, "/.tollgate/status", "GET", &tenant)).key,
             "path:school=s1|header:x-api-key=k|cookie:sid=c|query:plan=gold"
         );
     }
@@ -440,7 +504,7 @@ mod tests {
             Gate::Refuse { response, events } => {
                 (response, events.iter().map(|e| serde_json::from_str(&e.line()).unwrap()).collect())
             }
-            Gate::Serve { .. } => panic!("served"),
+            Gate::Serve { .. } | Gate::Rules => panic!("served"),
         }
     }
 
@@ -465,7 +529,7 @@ mod tests {
         assert_eq!(lockout_op(&AdminRoute::Invalid(AdminError::NotFound)), Op::Check);
         let c = config();
         let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
-        let request = parse(&c, "/.tollgate/status", "GET", &q).unwrap();
+        let request = object(parse(&c, "/.tollgate/status", "GET", &q));
         let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
         assert_eq!(lockout_op(&call), Op::Check, "a right token never lowers or resets the count");
     }
@@ -474,7 +538,7 @@ mod tests {
     fn a_locked_out_client_gets_429_even_with_the_right_token() {
         let c = config();
         let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
-        let request = parse(&c, "/.tollgate/reset", "POST", &q).unwrap();
+        let request = object(parse(&c, "/.tollgate/reset", "POST", &q));
         let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
         for (route, authorized) in [(&call, true), (&AdminRoute::Unauthorized, false)] {
             let (response, events) = refused(gate(&lockout(&c), route, &blocked(61_500)));
@@ -500,7 +564,7 @@ mod tests {
         assert_eq!(response.status, 400);
         assert!(events.is_empty());
         let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
-        let request = parse(&c, "/.tollgate/status", "GET", &q).unwrap();
+        let request = object(parse(&c, "/.tollgate/status", "GET", &q));
         let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
         match gate(&lockout(&c), &call, &allowed) {
             Gate::Serve { request, id, key_hash } => {
@@ -520,7 +584,7 @@ mod tests {
         let c = config();
         let down = Outcome::Failed("timeout".into());
         let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
-        let request = parse(&c, "/.tollgate/status", "GET", &q).unwrap();
+        let request = object(parse(&c, "/.tollgate/status", "GET", &q));
         let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
         let (response, events) = refused(gate(&lockout(&c), &call, &down));
         assert_eq!((response.status, response.header("retry-after")), (503, Some("1")));
@@ -530,5 +594,39 @@ mod tests {
         assert_eq!(response.status, 401, "a wrong token is refused all the same");
         assert_eq!(events[0]["decision"], "not_recorded");
         assert_eq!(events[1], json!({"tollgate": "admin_denied", "client_hash": "c11e47"}));
+    }
+}
+
+#[cfg(test)]
+mod bucket_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_fallback_bucket_and_the_rules_list() {
+        let c = Config::from_json(&json!({ "rules": [
+            { "name": "api", "path": "/api/*", "key": ["header:x-user"], "fallback_key": ["ip"],
+              "limits": [{ "requests": 120, "window": "1m" }] },
+            { "name": "plain", "path": "/p", "limits": [{ "requests": 1, "window": "1s" }] },
+        ]}))
+        .unwrap();
+        let ask = |q: &str| parse(&c, "/.tollgate/status", "GET", &CanonicalQuery::parse(q));
+        match ask("rule=api&bucket=fallback&ip=2001:db8::7") {
+            Ok(AdminAsk::Object(r)) => assert_eq!(r.key, "ip=2001:db8::/64", "derived as the fallback key is"),
+            other => panic!("{other:?}"),
+        }
+        match ask("rule=api&header:x-user=ann") {
+            Ok(AdminAsk::Object(r)) => assert_eq!(r.key, "header:x-user=ann"),
+            other => panic!("{other:?}"),
+        }
+        let no_fallback = ask("rule=plain&bucket=fallback&ip=1.2.3.4").unwrap_err();
+        assert_eq!((no_fallback.status(), no_fallback.to_string()), (400, "rule `plain` has no fallback_key, so no fallback bucket".into()));
+        assert!(ask("rule=api&bucket=nope").unwrap_err().to_string().contains("use `key` (the default) or `fallback`"));
+        assert!(matches!(parse(&c, "/.tollgate/rules", "GET", &CanonicalQuery::parse("")), Ok(AdminAsk::Rules)));
+        assert_eq!(parse(&c, "/.tollgate/rules", "POST", &CanonicalQuery::parse("")).unwrap_err().status(), 405);
+        let body = rules_body(&c);
+        assert_eq!(body["rules"][0]["fallback_key"], json!(["ip"]));
+        assert_eq!(body["rules"][0]["limits"], json!([{ "requests": 120, "window_ms": 60_000 }]));
+        assert_eq!(body["rules"][1]["key"], json!(["ip"]));
     }
 }

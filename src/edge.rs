@@ -190,7 +190,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     }
     let mut outcomes = Vec::new();
     let verdict = match &plan.route {
-        Route::Admin { lockout, route } => return admin_request(env, lockout, route).await,
+        Route::Admin { lockout, route } => return admin_request(env, config, lockout, route).await,
         Route::Check(applied) if !applied.is_empty() => {
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
             verdict::verdict(applied, &outcomes)
@@ -378,7 +378,12 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFai
 /// Serves the admin API (the token secret exists): first the client's
 /// lockout counter, then what [`admin::gate`] says. The token is never
 /// logged.
-async fn admin_request(env: &Env, lockout: &Applied<'_>, route: &AdminRoute<'_>) -> worker::Result<web_sys::Response> {
+async fn admin_request(
+    env: &Env,
+    config: &Config,
+    lockout: &Applied<'_>,
+    route: &AdminRoute<'_>,
+) -> worker::Result<web_sys::Response> {
     let outcome = check(env, lockout, admin::lockout_op(route)).await;
     let (request, id, key_hash) = match admin::gate(lockout, route, &outcome) {
         Gate::Refuse { response, events } => {
@@ -386,6 +391,10 @@ async fn admin_request(env: &Env, lockout: &Applied<'_>, route: &AdminRoute<'_>)
             return respond(&response);
         }
         Gate::Serve { request, id, key_hash } => (request, id, key_hash),
+        Gate::Rules => {
+            write_logs(&[LogEvent::new("admin", vec![("action", "rules".into()), ("client_hash", lockout.key_hash.as_str().into())])]);
+            return Ok(Response::from_json(&admin::rules_body(config))?.into());
+        }
     };
     let op = match request.action {
         AdminAction::Status => Op::Status,

@@ -53,7 +53,7 @@ pub fn rule_key(config: &Config, rule: &str, values: &[(String, String)]) -> Res
     let encode = |text: &str| percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string();
     let pairs: Vec<String> = values.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
     let params = CanonicalQuery::parse(&pairs.join("&"));
-    admin::admin_key(rule, &params, config.ipv6_prefix)
+    admin::admin_key(&rule.key, &params, config.ipv6_prefix)
         .map_err(|missing| format!("rule `{}`: {missing}: give it as `{}=VALUE`", rule.name, missing.0))
 }
 

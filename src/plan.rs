@@ -157,6 +157,8 @@ pub enum AdminRoute<'c> {
     Invalid(AdminError),
     /// Call the object `id` for `request`; logs name its key by `key_hash`.
     Call { request: AdminRequest<'c>, id: String, key_hash: String },
+    /// List the rules (`GET {prefix}/rules`).
+    Rules,
 }
 
 /// What tollgate makes of one request before asking any counter.
@@ -404,7 +406,8 @@ fn admin_route<'c>(
         AdminRoute::Unauthorized
     } else {
         match admin::parse(config, path, parts.method, query) {
-            Ok(request) => AdminRoute::Call {
+            Ok(admin::AdminAsk::Rules) => AdminRoute::Rules,
+            Ok(admin::AdminAsk::Object(request)) => AdminRoute::Call {
                 id: object_name(request.rule, &request.key),
                 key_hash: key_hash(&request.key, parts.log_key),
                 request,

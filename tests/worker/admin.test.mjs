@@ -130,3 +130,35 @@ test("admin lockout: 10 wrong tokens, then 429 even with the right one; another 
     );
     assert.notEqual(events.at(-1).client_hash, attackerHash, "the other client has its own hash");
   }));
+
+test("a rule's fallback bucket can be inspected and reset, and the rules listed", () =>
+  withTollgate(
+    {
+      vars: { TOLLGATE_ADMIN_TOKEN: TOKEN },
+      config: {
+        rules: [
+          { name: "api-general", path: "/api/*", key: ["header:x-user"], fallback_key: ["ip"], limits: [{ requests: 2, window: "60s" }] },
+        ],
+      },
+    },
+    async (tg) => {
+      // An anonymous client spends its fallback (per-IP) bucket.
+      assert.deepEqual(await statuses(tg, 3, "/api/x", { ip: "127.0.0.1" }), [200, 200, 429]);
+      const primary = await admin(tg, "/.tollgate/status?rule=api-general&ip=127.0.0.1");
+      assert.equal(primary.status, 400, "the primary key needs its header");
+      const status = await admin(tg, "/.tollgate/status?rule=api-general&bucket=fallback&ip=127.0.0.1");
+      assert.equal(status.status, 200);
+      assert.equal((await status.json()).windows[0].used, 2);
+      const reset = await admin(tg, "/.tollgate/reset?rule=api-general&bucket=fallback&ip=127.0.0.1", { method: "POST" });
+      assert.equal(reset.status, 200);
+      assert.deepEqual(await statuses(tg, 1, "/api/x", { ip: "127.0.0.1" }), [200], "the anonymous client is let in again");
+      const rules = await admin(tg, "/.tollgate/rules");
+      assert.equal(rules.status, 200);
+      const listed = (await rules.json()).rules;
+      assert.deepEqual(
+        listed.map((r) => [r.name, r.key, r.fallback_key, r.limits]),
+        [["api-general", ["header:x-user"], ["ip"], [{ requests: 2, window_ms: 60000 }]]],
+      );
+      assert.equal((await admin(tg, "/.tollgate/rules", { token: "wrong" })).status, 401);
+    },
+  ));
