@@ -5,7 +5,8 @@
 // log lines and bytes, and dollars per million requests at Cloudflare's
 // prices; also req/s and latency, exactness under a burst, bundle size,
 // cold start and (if present) the core Rust microbenchmark. Writes
-// bench/RESULTS.md and bench/results.json.
+// bench/RESULTS.md and bench/results.json (with --origin=worker:
+// bench/RESULTS.origin-worker.md and bench/results.origin-worker.json).
 //
 //   node bench/run.mjs [--quick] [--origin=worker]
 //
@@ -43,6 +44,12 @@ const QUICK = args.has("--quick");
 // forwarding does not cross into Node, and the CPU per request then
 // includes the origin's.
 const ORIGIN = args.has("--origin=worker") ? "worker" : "function";
+// Each origin mode keeps its own results: bench/RESULTS.md and
+// bench/results.json, or bench/RESULTS.origin-worker.md and
+// bench/results.origin-worker.json.
+const OUT = ORIGIN === "worker" ? ".origin-worker" : "";
+const RESULTS_MD = `RESULTS${OUT}.md`;
+const RESULTS_JSON = `results${OUT}.json`;
 const MODE = QUICK
   ? {
       name: "quick",
@@ -1134,10 +1141,10 @@ R.notes = notes;
 R.targets = targets(R);
 R.elapsedSeconds = (Date.now() - T0) / 1000;
 
-writeFileSync(join(BENCH, "results.json"), JSON.stringify(R, null, 2) + "\n");
-writeFileSync(join(BENCH, "RESULTS.md"), buildReport(R));
+writeFileSync(join(BENCH, RESULTS_JSON), JSON.stringify(R, null, 2) + "\n");
+writeFileSync(join(BENCH, RESULTS_MD), buildReport(R));
 rmSync(join(TMP, "run"), { recursive: true, force: true });
-log(`wrote bench/RESULTS.md and bench/results.json in ${fmt(R.elapsedSeconds, 0)} s`);
+log(`wrote bench/${RESULTS_MD} and bench/${RESULTS_JSON} in ${fmt(R.elapsedSeconds, 0)} s`);
 for (const sc of SCENARIOS) {
   log(`CPU µs/request ${sc.padEnd(8)} ` + SYSTEMS.map((s) => `${s.short} ${fmt(cell(R, sc, s.name)?.cpuUs, 0)}`).join(", "));
 }
