@@ -56,9 +56,9 @@ const MODE = QUICK
       budgetMs: 170_000,
       concurrency: 8,
       globalWarmupMs: 1_000,
-      rounds: 1,
+      rounds: 2,
       warmupMs: 300,
-      durationMs: 2_000,
+      durationMs: 1_500,
       coldRuns: 3,
       criterionArgs: ["--warm-up-time", "0.5", "--measurement-time", "1", "--sample-size", "10"],
     }
@@ -744,13 +744,19 @@ function buildReport(R) {
     "\"Others' load\": the share of the machine's CPUs that processes outside this benchmark used during the row's cells (min–max); " +
       "it slows everything and, on shared cores, inflates CPU time somewhat.",
   );
-  if (R.mode !== "quick" && R.load.plan.rounds > 1) {
+  if (R.load.plan.rounds > 1) {
     p();
-    p("Per round (µs, min–max over the rounds): " +
-      SCENARIOS.map((sc) => `${sc}: ` + SYSTEMS.map((s) => {
-        const rr = cell(R, sc, s.name)?.cpuUsPerRound ?? [];
-        return `${s.short} ${fmt(Math.min(...rr), 0)}–${fmt(Math.max(...rr), 0)}`;
-      }).join(", ")).join("; ") + ".");
+    p("The same, lowest–highest of the rounds (each round's CPU ÷ its requests):");
+    p();
+    p(`| scenario | ${SYSTEMS.map((s) => `${s.short} µs`).join(" | ")} |`);
+    p(`|---|${SYSTEMS.map(() => "--:").join("|")}|`);
+    for (const sc of SCENARIOS) {
+      const range = (sys) => {
+        const rr = (cell(R, sc, sys)?.cpuUsPerRound ?? []).filter(Number.isFinite);
+        return rr.length ? `${fmt(Math.min(...rr), 0)}–${fmt(Math.max(...rr), 0)}` : "–";
+      };
+      p(`| ${sc} | ${SYSTEMS.map((s) => range(s.name)).join(" | ")} |`);
+    }
   }
   p();
   p("## Per request: object calls, SQLite rows, log output");
