@@ -67,9 +67,9 @@ const MODE = QUICK
       budgetMs: 570_000,
       concurrency: 8,
       globalWarmupMs: 2_000,
-      rounds: 3,
-      warmupMs: 1_000,
-      durationMs: 3_000,
+      rounds: 4,
+      warmupMs: 500,
+      durationMs: 2_500,
       coldRuns: 5,
       criterionArgs: [],
     };
