@@ -146,7 +146,8 @@ function gitInfo() {
     }
   };
   const commit = git("rev-parse", "--short", "HEAD");
-  const dirty = git("status", "--porcelain", "--untracked-files=no");
+  // The results files a previous run left are not a change to what is measured.
+  const dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/RESULTS*.md", ":!bench/results*.json");
   return { commit, dirty: dirty == null ? null : dirty.length > 0 };
 }
 
