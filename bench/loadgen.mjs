@@ -1,13 +1,19 @@
 // Load generator for scripts/bench, run in its own process (so it does not
-// share an event loop with Miniflare or the mocked origin).
+// share an event loop with Miniflare or the mocked origin, and its CPU is
+// not counted as any system's).
 //
 //   node bench/loadgen.mjs PLAN.json OUT.json
 //
-// PLAN: { base, systems: [{ name, host }], scenarios: [names], concurrency,
+// PLAN: { systems: [{ name, base, host }], scenarios: [names], concurrency,
 //         globalWarmupMs, rounds, warmupMs, durationMs, maxRequests,
 //         requestTimeoutMs, burst: { requests, limit } }
-// Every system is reached through the same workerd socket (`base`); the
-// Host header picks the Worker (Miniflare routes `NAME.bench/*`).
+// Each system runs in its own workerd, reached at its own `base` URL (the
+// Host header is `host`, for Miniflare's route `NAME.bench/*`).
+//
+// Usage: when started by bench/run.mjs (with an IPC channel), every
+// measured phase is bracketed by two snapshots the parent takes of that
+// system's workerd (CPU time, log output, object meter); the round keeps
+// their difference. Run alone, rounds carry no usage.
 //
 // Closed loop: `concurrency` virtual clients, each sending its next request
 // when the previous one has been read to the end (HTTP/1.1 keep-alive).
@@ -24,7 +30,7 @@ if (!planPath || !outPath) {
   process.exit(2);
 }
 const plan = JSON.parse(readFileSync(planPath, "utf8"));
-const base = new URL(plan.base);
+for (const sys of plan.systems) sys.url = new URL(sys.base);
 const log = (...a) => console.error("[loadgen]", ...a);
 
 const HEAVY = "/api/example?mode=heavy";
@@ -72,8 +78,47 @@ function scenario(name, s) {
   }
 }
 
+// ---- usage snapshots (from the parent) ---------------------------------------
+const pendingSnapshots = new Map();
+let snapshotSeq = 0;
+process.on("message", (m) => {
+  pendingSnapshots.get(m.id)?.(m.snapshot);
+  pendingSnapshots.delete(m.id);
+});
+/** The parent's snapshot of `sys` (`at`: "start" or "end"), or null when run alone. */
+function snapshot(sys, at) {
+  if (!process.send) return Promise.resolve(null);
+  return new Promise((resolve) => {
+    const id = snapshotSeq++;
+    pendingSnapshots.set(id, resolve);
+    process.send({ type: "snapshot", id, system: sys.name, at });
+  });
+}
+/** b − a for every number in two snapshots of the same shape (null stays null). */
+function usageDelta(a, b) {
+  if (a == null || b == null) return null;
+  const out = {};
+  for (const [k, v] of Object.entries(b)) {
+    if (typeof v === "number") out[k] = v - (a[k] ?? 0);
+    else if (v && typeof v === "object") out[k] = usageDelta(a[k], v);
+    else out[k] = v;
+  }
+  return out;
+}
+/** a + b for every number (a may be null: the first round). */
+function usageSum(a, b) {
+  if (b == null) return a;
+  if (a == null) return structuredClone(b);
+  const out = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    if (typeof v === "number") out[k] = (a[k] ?? 0) + v;
+    else if (v && typeof v === "object") out[k] = usageSum(a[k], v);
+  }
+  return out;
+}
+
 // ---- HTTP -----------------------------------------------------------------
-function send(agent, host, path, ip, timeoutMs) {
+function send(agent, sys, path, ip, timeoutMs) {
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint();
     let settled = false;
@@ -84,12 +129,12 @@ function send(agent, host, path, ip, timeoutMs) {
     };
     const req = http.request(
       {
-        host: base.hostname,
-        port: base.port,
+        host: sys.url.hostname,
+        port: sys.url.port,
         path,
         method: "GET",
         agent,
-        headers: { host, "cf-connecting-ip": ip },
+        headers: { host: sys.host, "cf-connecting-ip": ip },
       },
       (res) => {
         res.on("data", () => {});
@@ -118,7 +163,7 @@ const expected = { pass: 200, allow: 200, block: 429 };
  * `max` requests, starting at sequence number `seq0`. Returns the sequence
  * reached, latencies and per-kind status counts.
  */
-async function phase(agent, host, gen, seq0, ms, max, record) {
+async function phase(agent, sys, gen, seq0, ms, max, record) {
   const lat = record ? new Float64Array(max) : null;
   let seq = seq0;
   let count = 0;
@@ -131,7 +176,7 @@ async function phase(agent, host, gen, seq0, ms, max, record) {
     while (count < max && process.hrtime.bigint() < tEnd) {
       const r = gen.next(seq++);
       const i = count++;
-      const res = await send(agent, host, r.path, r.ip, plan.requestTimeoutMs);
+      const res = await send(agent, sys, r.path, r.ip, plan.requestTimeoutMs);
       if (lat) lat[i] = res.ms;
       statuses[res.status] = (statuses[res.status] ?? 0) + 1;
       const k = (byKind[r.kind] ??= { total: 0, unexpected: 0 });
@@ -149,7 +194,8 @@ async function phase(agent, host, gen, seq0, ms, max, record) {
 
 /**
  * One round of one cell (scenario × system): re-exhaust the hot address if
- * the scenario has one (12 requests, one after another), warm up, measure.
+ * the scenario has one (12 requests, one after another), warm up, measure
+ * between two usage snapshots of the system's workerd.
  * `state` carries the generator and its sequence number across rounds, so
  * no address is reused beyond what the scenario intends.
  */
@@ -159,12 +205,14 @@ async function runRound(state, sys) {
     const { gen } = state;
     if (gen.hot) {
       for (let i = 0; i < 12; i++) {
-        const r = await send(agent, sys.host, HEAVY, gen.hot, plan.requestTimeoutMs);
+        const r = await send(agent, sys, HEAVY, gen.hot, plan.requestTimeoutMs);
         state.exhaust[r.status] = (state.exhaust[r.status] ?? 0) + 1;
       }
     }
-    const warm = await phase(agent, sys.host, gen, state.seq, plan.warmupMs, plan.maxRequests, false);
-    const meas = await phase(agent, sys.host, gen, warm.seq, plan.durationMs, plan.maxRequests, true);
+    const warm = await phase(agent, sys, gen, state.seq, plan.warmupMs, plan.maxRequests, false);
+    const before = await snapshot(sys, "start");
+    const meas = await phase(agent, sys, gen, warm.seq, plan.durationMs, plan.maxRequests, true);
+    meas.usage = usageDelta(before, await snapshot(sys, "end"));
     state.seq = meas.seq;
     state.warmupCount += warm.count;
     state.rounds.push(meas);
@@ -175,11 +223,12 @@ async function runRound(state, sys) {
 
 /** Merges a cell's rounds: req/s over the summed time, percentiles over all latencies. */
 function merge(state) {
-  const out = { rounds: state.rounds.length, count: 0, elapsedMs: 0, statuses: {}, byKind: {}, errors: {} };
+  const out = { rounds: state.rounds.length, count: 0, elapsedMs: 0, statuses: {}, byKind: {}, errors: {}, usage: null };
   const lat = [];
   for (const r of state.rounds) {
     out.count += r.count;
     out.elapsedMs += r.elapsedMs;
+    out.usage = usageSum(out.usage, r.usage);
     for (const [k, v] of Object.entries(r.statuses)) out.statuses[k] = (out.statuses[k] ?? 0) + v;
     for (const [k, v] of Object.entries(r.errors)) out.errors[k] = (out.errors[k] ?? 0) + v;
     for (const [k, v] of Object.entries(r.byKind)) {
@@ -192,6 +241,7 @@ function merge(state) {
   lat.sort((a, b) => a - b);
   out.rps = out.count / (out.elapsedMs / 1000);
   out.rpsPerRound = state.rounds.map((r) => r.count / (r.elapsedMs / 1000));
+  out.usagePerRound = state.rounds.map((r) => ({ count: r.count, usage: r.usage }));
   out.p50Ms = percentile(lat, 50);
   out.p90Ms = percentile(lat, 90);
   out.p99Ms = percentile(lat, 99);
@@ -209,7 +259,7 @@ async function burst(sys, s, n) {
     const ip = burstIp(s);
     const t0 = process.hrtime.bigint();
     const results = await Promise.all(
-      Array.from({ length: n }, () => send(agent, sys.host, HEAVY, ip, plan.requestTimeoutMs)),
+      Array.from({ length: n }, () => send(agent, sys, HEAVY, ip, plan.requestTimeoutMs)),
     );
     const statuses = {};
     for (const r of results) statuses[r.status] = (statuses[r.status] ?? 0) + 1;
@@ -235,7 +285,7 @@ if (plan.globalWarmupMs > 0) {
   for (const [s, sys] of plan.systems.entries()) {
     const agent = new http.Agent({ keepAlive: true, maxSockets: plan.concurrency });
     const gen = scenario("mix", s + 16);
-    await phase(agent, sys.host, gen, 0, plan.globalWarmupMs, plan.maxRequests, false);
+    await phase(agent, sys, gen, 0, plan.globalWarmupMs, plan.maxRequests, false);
     agent.destroy();
   }
   log(`warmed up every system for ${plan.globalWarmupMs} ms`);
@@ -259,9 +309,10 @@ for (let round = 0; round < plan.rounds; round++) {
       });
       await runRound(state, sys);
       const r = state.rounds[state.rounds.length - 1];
+      const cpu = r.usage ? `${(r.usage.cpuUs / r.count).toFixed(0).padStart(5)} µs CPU/req  ` : "";
       log(
         `round ${round + 1}/${plan.rounds} ${name.padEnd(8)} ${sys.name.padEnd(11)} ` +
-          `${(r.count / (r.elapsedMs / 1000)).toFixed(0).padStart(6)} req/s  statuses ${JSON.stringify(r.statuses)}`,
+          `${(r.count / (r.elapsedMs / 1000)).toFixed(0).padStart(6)} req/s  ${cpu}statuses ${JSON.stringify(r.statuses)}`,
       );
     }
   }
@@ -279,3 +330,5 @@ if (plan.burst) {
   }
 }
 writeFileSync(outPath, JSON.stringify(out, null, 2));
+// The IPC channel would keep this process alive.
+process.disconnect?.();

@@ -1,18 +1,22 @@
-// scripts/bench's driver: starts the four systems side by side in one
-// workerd (one Miniflare instance, four Workers routed by hostname), drives
-// them with bench/loadgen.mjs in a separate process, measures tollgate's
-// storage cost, bundle size, cold start and (if present) the core Rust
-// microbenchmark, and writes bench/RESULTS.md and bench/results.json.
+// scripts/bench's driver: starts five systems, each in its own workerd (one
+// Miniflare instance per system), drives them with bench/loadgen.mjs in a
+// separate process, and measures per system and scenario what a request
+// costs: the workerd process's CPU time, Durable Object calls, SQLite rows,
+// log lines and bytes, and dollars per million requests at Cloudflare's
+// prices; also req/s and latency, exactness under a burst, bundle size,
+// cold start and (if present) the core Rust microbenchmark. Writes
+// bench/RESULTS.md and bench/results.json (with --origin=worker:
+// bench/RESULTS.origin-worker.md and bench/results.origin-worker.json).
 //
-//   node bench/run.mjs [--quick]
+//   node bench/run.mjs [--quick] [--origin=worker]
 //
-// scripts/bench runs scripts/setup and scripts/build first, then this file.
+// scripts/bench runs scripts/setup and the builds first, then this file.
 // Everything is bounded: every load phase in time and count, every child
 // process by a timeout, and the whole run by a deadline (optional steps are
 // skipped, with a note, when they would not fit).
 import { Miniflare } from "miniflare";
 import { parse as parseToml } from "smol-toml";
-import { spawn, execFileSync } from "node:child_process";
+import { spawn, fork, execFileSync } from "node:child_process";
 import {
   existsSync,
   mkdirSync,
@@ -26,6 +30,7 @@ import { cpus, totalmem } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
+import { PRICES, ASSUMPTIONS, costPerMillion } from "./prices.mjs";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const BENCH = join(ROOT, "bench");
@@ -34,21 +39,27 @@ const BIN = join(ROOT, "node_modules", ".bin");
 
 const args = new Set(process.argv.slice(2));
 const QUICK = args.has("--quick");
-// --origin=worker: the mocked origin is a JS Worker inside the same workerd
-// (outboundService names it) instead of a Node function, so forwarding does
-// not cross into Node; a more sensitive floor for the passthrough ratios.
+// --origin=worker: the mocked origin is a JS Worker inside each system's
+// workerd (outboundService names it) instead of a Node function, so
+// forwarding does not cross into Node, and the CPU per request then
+// includes the origin's.
 const ORIGIN = args.has("--origin=worker") ? "worker" : "function";
+// Each origin mode keeps its own results: bench/RESULTS.md and
+// bench/results.json, or bench/RESULTS.origin-worker.md and
+// bench/results.origin-worker.json.
+const OUT = ORIGIN === "worker" ? ".origin-worker" : "";
+const RESULTS_MD = `RESULTS${OUT}.md`;
+const RESULTS_JSON = `results${OUT}.json`;
 const MODE = QUICK
   ? {
       name: "quick",
-      budgetMs: 115_000,
+      budgetMs: 170_000,
       concurrency: 8,
-      globalWarmupMs: 500,
-      rounds: 1,
+      globalWarmupMs: 1_000,
+      rounds: 2,
       warmupMs: 300,
       durationMs: 1_500,
       coldRuns: 3,
-      rowsCalls: 20,
       criterionArgs: ["--warm-up-time", "0.5", "--measurement-time", "1", "--sample-size", "10"],
     }
   : {
@@ -56,17 +67,19 @@ const MODE = QUICK
       budgetMs: 570_000,
       concurrency: 8,
       globalWarmupMs: 2_000,
-      rounds: 3,
-      warmupMs: 1_000,
-      durationMs: 3_000,
+      rounds: 4,
+      warmupMs: 500,
+      durationMs: 2_500,
       coldRuns: 5,
-      rowsCalls: 20,
       criterionArgs: [],
     };
 const MAX_REQUESTS = 500_000; // per phase, on top of the time bound
 const REQUEST_TIMEOUT_MS = 10_000;
 const BURST = 200;
 const LIMIT = 10;
+// Before each usage snapshot: lets the system finish what it does after its
+// last response and its log lines reach this process through the pipe.
+const SETTLE_MS = 100;
 
 // The deadline counts from the end of scripts/setup in scripts/bench (the build included).
 const T0 = Number(process.env.BENCH_T0_MS) || Date.now();
@@ -78,6 +91,7 @@ const note = (s) => {
   notes.push(s);
   log(`note: ${s}`);
 };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const WRANGLER = parseToml(readFileSync(join(ROOT, "wrangler.toml"), "utf8"));
 const COMPAT = WRANGLER.compatibility_date;
@@ -132,7 +146,8 @@ function gitInfo() {
     }
   };
   const commit = git("rev-parse", "--short", "HEAD");
-  const dirty = git("status", "--porcelain", "--untracked-files=no");
+  // The results files a previous run left are not a change to what is measured.
+  const dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!bench/RESULTS*.md", ":!bench/results*.json");
   return { commit, dirty: dirty == null ? null : dirty.length > 0 };
 }
 
@@ -211,28 +226,34 @@ async function origin(request) {
   return new Response("origin ok\n", { status: 200, headers: { "content-type": "text/plain" } });
 }
 
-// workerd's stdout/stderr (tollgate logs one JSON line per block): counted
-// and dropped, the last few lines of stderr kept for diagnostics.
-const runtimeOutput = { stdoutLines: 0, stderrLines: 0, stderrTail: [] };
-function handleRuntimeStdio(stdout, stderr) {
-  stdout.on("data", (d) => (runtimeOutput.stdoutLines += String(d).split("\n").length - 1));
-  stderr.on("data", (d) => {
-    const lines = String(d).split("\n").filter(Boolean);
-    runtimeOutput.stderrLines += lines.length;
-    runtimeOutput.stderrTail.push(...lines);
-    runtimeOutput.stderrTail.splice(0, Math.max(0, runtimeOutput.stderrTail.length - 20));
-  });
-}
+const ORIGIN_WORKER = {
+  name: "origin",
+  modules: true,
+  compatibilityDate: COMPAT,
+  script: `export default { fetch() { return new Response("origin ok\\n", { status: 200, headers: { "content-type": "text/plain" } }); } };`,
+};
 
 // ---- the systems --------------------------------------------------------------
 
-const HONO_BUNDLE = join(TMP, "hono.bundle.mjs");
+const HONO_BUNDLE = join(TMP, "hono.bundle.mjs"); // bench/peers/hono.mjs, for its size
+const HONO_METERED = join(TMP, "hono.metered.mjs"); // bench/peers/hono-metered.mjs, what runs
+const FLOOR_DIR = join(BENCH, "workers", "rust-floor", "build");
 
 const SYSTEMS = [
-  { name: "passthrough", label: "passthrough (fetch(request))" },
-  { name: "tollgate", label: "tollgate (release Wasm, SQLite DO)" },
-  { name: "hono", label: "peer A: hono-rate-limiter + DurableObjectStore" },
-  { name: "ratelimit", label: "peer B: Workers Rate Limiting binding" },
+  { name: "passthrough", short: "passthrough", label: "JS passthrough: `fetch(request)`, nothing else" },
+  { name: "floor", short: "Rust floor", label: "Rust floor: workers-rs, `fetch` of the request it was given" },
+  { name: "tollgate", short: "tollgate", label: "tollgate (release Wasm, SQLite Durable Object)" },
+  { name: "hono", short: "peer A (hono)", label: "peer A: hono-rate-limiter + DurableObjectStore" },
+  { name: "ratelimit", short: "peer B (binding)", label: "peer B: Workers Rate Limiting binding" },
+];
+const SHORT = Object.fromEntries(SYSTEMS.map((s) => [s.name, s.short]));
+// The object namespace the billing meter is read through (bench/workers/meter.mjs).
+const METERED = { tollgate: "LIMITER", hono: "CACHE" };
+
+// Modules as workerd loads them: build/index.js files are ES modules.
+const MODULE_RULES = [
+  { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+  { type: "CompiledWasm", include: ["**/*.wasm"] },
 ];
 
 function workerOptions(name) {
@@ -247,18 +268,21 @@ function workerOptions(name) {
   switch (name) {
     case "passthrough":
       return { ...common, scriptPath: join(BENCH, "workers", "passthrough.mjs") };
+    case "floor":
+      return { ...common, modulesRoot: ROOT, scriptPath: join(FLOOR_DIR, "index.js"), modulesRules: MODULE_RULES };
     case "tollgate":
       return {
         ...common,
-        scriptPath: join(ROOT, "build", "index.js"),
-        modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+        modulesRoot: ROOT,
+        scriptPath: join(BENCH, "workers", "tollgate.mjs"),
+        modulesRules: MODULE_RULES,
         bindings: { TOLLGATE: structuredClone(TOLLGATE_CONFIG) },
         durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
       };
     case "hono":
       return {
         ...common,
-        scriptPath: HONO_BUNDLE,
+        scriptPath: HONO_METERED,
         durableObjects: { CACHE: { className: "DurableObjectRateLimiter", useSQLite: true } },
       };
     case "ratelimit":
@@ -272,21 +296,193 @@ function workerOptions(name) {
   }
 }
 
-const ORIGIN_WORKER = {
-  name: "origin",
-  modules: true,
-  compatibilityDate: COMPAT,
-  script: `export default { fetch() { return new Response("origin ok\\n", { status: 200, headers: { "content-type": "text/plain" } }); } };`,
-};
+/** Children of this process now, by pid → command name. */
+function childProcesses() {
+  const out = new Map();
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const st = readFileSync(`/proc/${d}/stat`, "utf8");
+      const rest = st.slice(st.lastIndexOf(")") + 2).split(" ");
+      if (Number(rest[1]) === process.pid) out.set(Number(d), st.slice(st.indexOf("(") + 1, st.lastIndexOf(")")));
+    } catch {}
+  }
+  return out;
+}
 
-function newMiniflare(names, persist) {
-  return new Miniflare({
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** utime + stime of one process, in clock ticks (/proc/PID/stat fields 14 and 15). */
+function processTicks(pid) {
+  const st = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const rest = st.slice(st.lastIndexOf(")") + 2).split(" ");
+  return Number(rest[11]) + Number(rest[12]);
+}
+
+/** Counts a workerd's stdout and stderr (lines and bytes), keeps stderr's last lines. */
+function stdioCounter() {
+  const c = { stdoutLines: 0, stdoutBytes: 0, stderrLines: 0, stderrBytes: 0, stderrTail: [] };
+  c.handle = (stdout, stderr) => {
+    stdout.on("data", (d) => {
+      c.stdoutBytes += d.length;
+      c.stdoutLines += String(d).split("\n").length - 1;
+    });
+    stderr.on("data", (d) => {
+      c.stderrBytes += d.length;
+      const text = String(d);
+      c.stderrLines += text.split("\n").length - 1;
+      c.stderrTail.push(...text.split("\n").filter(Boolean));
+      c.stderrTail.splice(0, Math.max(0, c.stderrTail.length - 20));
+    });
+  };
+  return c;
+}
+
+/**
+ * One system in its own Miniflare instance, so its own workerd process (a
+ * direct child of this process, found by comparing the children before and
+ * after it starts): the CPU time of that process is this system's alone.
+ */
+async function startSystem(name, persist) {
+  const before = childProcesses();
+  const io = stdioCounter();
+  const mf = new Miniflare({
     host: "127.0.0.1",
     port: 0,
     durableObjectsPersist: persist,
-    handleRuntimeStdio,
-    workers: [...names.map(workerOptions), ...(ORIGIN === "worker" ? [ORIGIN_WORKER] : [])],
+    handleRuntimeStdio: io.handle,
+    workers: [workerOptions(name), ...(ORIGIN === "worker" ? [ORIGIN_WORKER] : [])],
   });
+  try {
+    const url = (await mf.ready).toString();
+    const started = [...childProcesses()].filter(([pid, comm]) => !before.has(pid) && comm === "workerd");
+    if (started.length !== 1) throw new Error(`${name}: expected one new workerd child process, found ${started.length}`);
+    return { name, mf, url, pid: started[0][0], io, meterNamespace: null };
+  } catch (e) {
+    await mf.dispose();
+    throw e;
+  }
+}
+
+/** The object meter's counters (bench/workers/meter.mjs), or null for systems without objects. */
+async function readMeter(sys) {
+  if (!METERED[sys.name]) return null;
+  sys.meterNamespace ??= await sys.mf.getDurableObjectNamespace(METERED[sys.name], sys.name);
+  const stub = sys.meterNamespace.get(sys.meterNamespace.idFromName("__bench_meter"));
+  const res = await stub.fetch("https://meter.bench/", { headers: { "x-bench-meter": "1" } });
+  if (res.status !== 200) throw new Error(`${sys.name}: meter answered ${res.status}`);
+  return res.json();
+}
+
+/**
+ * A usage snapshot of one system: its workerd's CPU time, its log output so
+ * far and its object meter. The meter call is itself a request to that
+ * workerd, so it is read before the CPU at "start" and after it at "end":
+ * outside the measured window either way.
+ */
+async function usageSnapshot(sys, at) {
+  await sleep(SETTLE_MS);
+  const meter = at === "start" ? await readMeter(sys) : null;
+  const ticks = processTicks(sys.pid);
+  const machine = cpuSnapshot();
+  const s = {
+    wallMs: Date.now(),
+    // The whole machine and this benchmark's process tree: what is left is
+    // other people's load, which slows everything and inflates CPU time a bit.
+    machineBusyTicks: machine?.busy ?? 0,
+    benchTreeTicks: machine?.mine ?? 0,
+    cpuTicks: ticks,
+    cpuUs: (ticks * 1e6) / CLK_TCK,
+    // This process: the mocked origin (default) and Miniflare's Node side.
+    nodeCpuUs: (processTicks(process.pid) * 1e6) / CLK_TCK,
+    stdoutLines: sys.io.stdoutLines,
+    stdoutBytes: sys.io.stdoutBytes,
+    stderrLines: sys.io.stderrLines,
+    stderrBytes: sys.io.stderrBytes,
+  };
+  s.meter = at === "start" ? meter : await readMeter(sys);
+  return s;
+}
+
+/** Runs bench/loadgen.mjs, answering its snapshot requests. */
+async function loadTest(systems) {
+  const plan = {
+    systems: systems.map((s) => ({ name: s.name, base: s.url, host: `${s.name}.bench` })),
+    scenarios: ["nonmatch", "allowed", "blocked", "mix"],
+    concurrency: MODE.concurrency,
+    globalWarmupMs: MODE.globalWarmupMs,
+    rounds: MODE.rounds,
+    warmupMs: MODE.warmupMs,
+    durationMs: MODE.durationMs,
+    maxRequests: MAX_REQUESTS,
+    requestTimeoutMs: REQUEST_TIMEOUT_MS,
+    burst: { requests: BURST, limit: LIMIT },
+  };
+  const planPath = join(TMP, "run", "plan.json");
+  const outPath = join(TMP, "run", "loadgen.json");
+  writeFileSync(planPath, JSON.stringify(plan, null, 2));
+  const perCell = MODE.rounds * (MODE.warmupMs + MODE.durationMs + 4 * SETTLE_MS + 2_000);
+  const bound = plan.systems.length * (MODE.globalWarmupMs + plan.scenarios.length * perCell + 5_000) + 30_000;
+  log(
+    `load: ${plan.systems.length} systems × ${plan.scenarios.length} scenarios × ${MODE.rounds} round(s), ` +
+      `${MODE.warmupMs} ms warm-up + ${MODE.durationMs} ms measured each, concurrency ${MODE.concurrency} ` +
+      `(killed after ${Math.round(bound / 1000)} s at most)`,
+  );
+  const byName = Object.fromEntries(systems.map((s) => [s.name, s]));
+  const child = fork(join(BENCH, "loadgen.mjs"), [planPath, outPath], { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  child.on("message", async (m) => {
+    if (m?.type !== "snapshot") return;
+    try {
+      child.send({ id: m.id, snapshot: await usageSnapshot(byName[m.system], m.at) });
+    } catch (e) {
+      log(`snapshot of ${m.system} failed: ${e.message}`);
+      if (child.connected) child.send({ id: m.id, snapshot: null });
+    }
+  });
+  const code = await new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill("SIGKILL"), bound);
+    child.on("close", (c) => {
+      clearTimeout(timer);
+      resolve(c);
+    });
+  });
+  if (code !== 0) throw new Error(`load generator exited ${code}`);
+  return { plan, ...JSON.parse(readFileSync(outPath, "utf8")) };
+}
+
+/** Per request, from a merged cell's usage: what the cost model prices. */
+function perRequest(cell) {
+  const u = cell.usage;
+  const n = cell.count;
+  if (!u || !n) return null;
+  const m = u.meter ?? {};
+  const per = (x) => (x ?? 0) / n;
+  const out = {
+    requests: n,
+    cpuUs: per(u.cpuUs),
+    nodeCpuUs: per(u.nodeCpuUs),
+    objectCalls: per(m.calls),
+    alarmsRun: per(m.alarms),
+    alarmsSet: per(m.setAlarm),
+    rowsWritten: per((m.sqlRowsWritten ?? 0) + (m.kvRowsWritten ?? 0) + (m.setAlarm ?? 0)),
+    rowsRead: per((m.sqlRowsRead ?? 0) + (m.kvRowsRead ?? 0)),
+    deleteAll: per(m.deleteAll),
+    objectErrors: per(m.errors),
+    logLines: per(u.stdoutLines + u.stderrLines),
+    logBytes: per(u.stdoutBytes + u.stderrBytes),
+    metered: Boolean(u.meter),
+    // Share of the machine's CPUs that other processes used during the cell.
+    otherLoadPercent:
+      (100 * Math.max(0, u.machineBusyTicks - u.benchTreeTicks)) / ((u.wallMs / 1000) * CLK_TCK * (cpus().length || 1)),
+  };
+  out.costPerMillionUsd = costPerMillion(out);
+  return out;
 }
 
 // ---- steps ------------------------------------------------------------------
@@ -339,87 +535,32 @@ async function measureGzip() {
   return null;
 }
 
-async function bundleHono() {
+/** esbuild of one peer entry into one module. */
+async function esbuild(entry, outfile) {
   const r = await run(
     join(BIN, "esbuild"),
     [
-      join(BENCH, "peers", "hono.mjs"),
+      entry,
       "--bundle",
       "--format=esm",
       "--platform=neutral",
       "--target=es2022",
       "--main-fields=module,main",
       "--external:cloudflare:*",
-      `--outfile=${HONO_BUNDLE}`,
+      `--outfile=${outfile}`,
       "--log-level=warning",
     ],
     { timeoutMs: 60_000 },
   );
   if (r.code !== 0) throw new Error(`esbuild failed: ${r.stderr}`);
+}
+
+/** Peer A bundled: as published (its size) and metered (what runs). */
+async function bundleHono() {
+  await esbuild(join(BENCH, "peers", "hono.mjs"), HONO_BUNDLE);
+  await esbuild(join(BENCH, "peers", "hono-metered.mjs"), HONO_METERED);
   const bytes = readFileSync(HONO_BUNDLE);
   return { bytes: bytes.length, totalKiB: round(bytes.length / 1024), gzipKiB: round(gzipSync(bytes, { level: 9 }).length / 1024) };
-}
-
-/** tollgate's Durable Object called directly: SQLite rows per hit. */
-async function measureRows(mf) {
-  const ns = await mf.getDurableObjectNamespace("LIMITER", "tollgate");
-  const call = JSON.stringify({ v: 1, op: "hit", limits: [[LIMIT, 60_000]], cost: 1 });
-  const acc = { allowed: [], blocked: [] };
-  // 2 fresh objects × 20 calls each: calls 1–10 allowed, 11–20 blocked.
-  const objects = Math.ceil(MODE.rowsCalls / LIMIT);
-  for (let o = 0; o < objects; o++) {
-    const stub = ns.get(ns.idFromName(`bench-rows\n${process.pid}-${o}`));
-    for (let i = 0; i < 2 * LIMIT; i++) {
-      const res = await stub.fetch("https://limiter.tollgate/call", { method: "POST", body: call });
-      const body = await res.json();
-      if (res.status !== 200) throw new Error(`limiter answered ${res.status}: ${JSON.stringify(body)}`);
-      (body.allowed ? acc.allowed : acc.blocked).push({ w: body.rows_written, r: body.rows_read });
-    }
-  }
-  const avg = (xs, k) => (xs.length ? xs.reduce((a, x) => a + x[k], 0) / xs.length : null);
-  return {
-    call,
-    allowed: { calls: acc.allowed.length, rowsWrittenAvg: avg(acc.allowed, "w"), rowsReadAvg: avg(acc.allowed, "r") },
-    blocked: { calls: acc.blocked.length, rowsWrittenAvg: avg(acc.blocked, "w"), rowsReadAvg: avg(acc.blocked, "r") },
-  };
-}
-
-async function loadTest(url) {
-  const plan = {
-    base: url,
-    systems: SYSTEMS.map((s) => ({ name: s.name, host: `${s.name}.bench` })),
-    scenarios: ["nonmatch", "allowed", "blocked", "mix"],
-    concurrency: MODE.concurrency,
-    globalWarmupMs: MODE.globalWarmupMs,
-    rounds: MODE.rounds,
-    warmupMs: MODE.warmupMs,
-    durationMs: MODE.durationMs,
-    maxRequests: MAX_REQUESTS,
-    requestTimeoutMs: REQUEST_TIMEOUT_MS,
-    burst: { requests: BURST, limit: LIMIT },
-  };
-  const planPath = join(TMP, "run", "plan.json");
-  const outPath = join(TMP, "run", "loadgen.json");
-  writeFileSync(planPath, JSON.stringify(plan, null, 2));
-  const perCell = MODE.rounds * (MODE.warmupMs + MODE.durationMs + 2_000);
-  const bound = plan.systems.length * (MODE.globalWarmupMs + plan.scenarios.length * perCell + 5_000) + 30_000;
-  log(
-    `load: ${plan.systems.length} systems × ${plan.scenarios.length} scenarios × ${MODE.rounds} round(s), ` +
-      `${MODE.warmupMs} ms warm-up + ${MODE.durationMs} ms measured each, concurrency ${MODE.concurrency} ` +
-      `(killed after ${Math.round(bound / 1000)} s at most)`,
-  );
-  const child = spawn(process.execPath, [join(BENCH, "loadgen.mjs"), planPath, outPath], {
-    stdio: ["ignore", "inherit", "inherit"],
-  });
-  const code = await new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill("SIGKILL"), bound);
-    child.on("close", (c) => {
-      clearTimeout(timer);
-      resolve(c);
-    });
-  });
-  if (code !== 0) throw new Error(`load generator exited ${code}`);
-  return { plan, ...JSON.parse(readFileSync(outPath, "utf8")) };
 }
 
 /** new Miniflare(...) → first response, on a fresh workerd each time. */
@@ -428,7 +569,13 @@ async function coldStart(name, runs) {
   for (let i = 0; i < runs; i++) {
     const persist = join(TMP, "run", `cold-${name}-${i}`);
     const t0 = performance.now();
-    const mf = newMiniflare([name], persist);
+    const mf = new Miniflare({
+      host: "127.0.0.1",
+      port: 0,
+      durableObjectsPersist: persist,
+      handleRuntimeStdio: stdioCounter().handle,
+      workers: [workerOptions(name), ...(ORIGIN === "worker" ? [ORIGIN_WORKER] : [])],
+    });
     try {
       await mf.ready;
       const tReady = performance.now();
@@ -531,19 +678,21 @@ async function coreBench() {
 
 // ---- report -----------------------------------------------------------------
 
+const SCENARIOS = ["nonmatch", "allowed", "blocked", "mix"];
 const SCENARIO_TEXT = {
   nonmatch: "`/api/other?mode=light`, no rule matches",
   allowed: "`/api/example?mode=heavy` from distinct IPs, each used exactly 10 times (all allowed)",
   blocked: "`/api/example?mode=heavy` from one IP exhausted beforehand (all limited)",
   mix: "per 10 requests: 7 nonmatch, 2 allowed (distinct IPs), 1 from an exhausted IP",
 };
-const SHORT = { passthrough: "passthrough", tollgate: "tollgate", hono: "peer A (hono)", ratelimit: "peer B (binding)" };
 
 function fmt(x, d = 2) {
   if (x == null || !Number.isFinite(x)) return "–";
   return x.toFixed(d);
 }
 const ratio = (a, b) => (a != null && b ? a / b : null);
+const usd = (x) => (x == null ? "–" : x < 0.01 ? `$${x.toFixed(4)}` : `$${x.toFixed(3)}`);
+const cell = (R, sc, sys) => R.perRequest?.[sc]?.[sys] ?? null;
 
 function buildReport(R) {
   const L = [];
@@ -551,14 +700,14 @@ function buildReport(R) {
   p("# tollgate benchmark results");
   p();
   p(`- date: ${R.date}`);
-  p(`- mode: \`scripts/bench${R.mode === "quick" ? " --quick" : ""}\` (${R.mode}), took ${fmt(R.elapsedSeconds, 0)} s`);
+  p(`- mode: \`scripts/bench${R.mode === "quick" ? " --quick" : ""}${R.origin === "worker" ? " --origin=worker" : ""}\` (${R.mode}), took ${fmt(R.elapsedSeconds, 0)} s`);
   p(`- machine: ${R.machine.nproc} CPUs (nproc), ${R.machine.cpuModel}, ${R.machine.memGiB} GiB; Node ${R.machine.node}, Miniflare ${R.machine.miniflare}, wrangler ${R.machine.wrangler}`);
   p(`- git commit: \`${R.git.commit ?? "unknown"}\`${R.git.dirty ? " (working tree had uncommitted changes to tracked files)" : ""}`);
-  p(`- build: ${R.build}`);
+  p(`- build: ${R.build}; Rust floor: ${R.floorBuild}`);
   p(
-    `- setup: one workerd (one Miniflare instance, four Workers routed by hostname), loopback only; origin mocked with ` +
-      `\`outboundService\` (${R.origin === "worker" ? "a JS Worker in the same workerd answering 200 (--origin=worker)" : "a Node function answering 200"}); load generator in its own Node process, ${R.load.plan.concurrency} ` +
-      `concurrent keep-alive HTTP/1.1 clients; each cell (scenario × system) ran ${R.load.plan.rounds} round(s) of ` +
+    `- setup: five systems, each in its own workerd (one Miniflare instance each), loopback only; origin mocked with ` +
+      `\`outboundService\`: ${R.origin === "worker" ? "a JS Worker inside each system's workerd (--origin=worker), so its CPU is included below" : "a Node function in the benchmark's own process, so its CPU is **not** in the figures below"}; ` +
+      `load generator in its own Node process, ${R.load.plan.concurrency} concurrent keep-alive HTTP/1.1 clients; each cell (scenario × system) ran ${R.load.plan.rounds} round(s) of ` +
       `${R.load.plan.warmupMs} ms warm-up + ${R.load.plan.durationMs} ms measured, cells interleaved, systems in rotating order`,
   );
   if (R.cpuDuringLoad) {
@@ -568,12 +717,115 @@ function buildReport(R) {
     );
   }
   p();
+  p("## CPU per request (the headline)");
+  p();
+  p(
+    "Each system's workerd process: user + system CPU time (`/proc/PID/stat` utime + stime, in clock ticks of " +
+      `1/${R.cpu.clockTicksPerSecond} s) over the measured phase, divided by the requests it served in it. ` +
+      "It includes the Worker, its Durable Objects and Miniflare's entry Worker in front of it" +
+      (R.origin === "worker" ? ", and the origin Worker" : "") +
+      "; it excludes the load generator" +
+      (R.origin === "worker" ? "" : ", the origin (Node)") +
+      " and the other systems. Ratios are within this run only.",
+  );
+  p();
+  p(`| scenario | ${SYSTEMS.map((s) => `${s.short} µs`).join(" | ")} | tollgate ÷ Rust floor | tollgate ÷ peer A | tollgate ÷ peer B | Rust floor ÷ passthrough | others' load % |`);
+  p(`|---|${SYSTEMS.map(() => "--:").join("|")}|--:|--:|--:|--:|--:|`);
+  for (const sc of SCENARIOS) {
+    const c = (sys) => cell(R, sc, sys)?.cpuUs ?? null;
+    const load = SYSTEMS.map((s) => cell(R, sc, s.name)?.otherLoadPercent).filter(Number.isFinite);
+    p(
+      `| ${sc} | ${SYSTEMS.map((s) => fmt(c(s.name), 0)).join(" | ")} | ${fmt(ratio(c("tollgate"), c("floor")))} | ` +
+        `${fmt(ratio(c("tollgate"), c("hono")))} | ${fmt(ratio(c("tollgate"), c("ratelimit")))} | ${fmt(ratio(c("floor"), c("passthrough")))} | ` +
+        `${load.length ? `${fmt(Math.min(...load), 0)}–${fmt(Math.max(...load), 0)}` : "–"} |`,
+    );
+  }
+  p();
+  p(
+    "\"Others' load\": the share of the machine's CPUs that processes outside this benchmark used during the row's cells (min–max); " +
+      "it slows everything and, on shared cores, inflates CPU time somewhat.",
+  );
+  if (R.load.plan.rounds > 1) {
+    p();
+    p("The same, lowest–highest of the rounds (each round's CPU ÷ its requests):");
+    p();
+    p(`| scenario | ${SYSTEMS.map((s) => `${s.short} µs`).join(" | ")} |`);
+    p(`|---|${SYSTEMS.map(() => "--:").join("|")}|`);
+    for (const sc of SCENARIOS) {
+      const range = (sys) => {
+        const rr = (cell(R, sc, sys)?.cpuUsPerRound ?? []).filter(Number.isFinite);
+        return rr.length ? `${fmt(Math.min(...rr), 0)}–${fmt(Math.max(...rr), 0)}` : "–";
+      };
+      p(`| ${sc} | ${SYSTEMS.map((s) => range(s.name)).join(" | ")} |`);
+    }
+  }
+  p();
+  p("## Per request: object calls, SQLite rows, log output");
+  p();
+  p(
+    "Object calls and rows from the billing meter wrapped around each Durable Object class (`bench/workers/meter.mjs`: " +
+      "fetch/RPC calls, alarm runs, SQL cursor `rowsRead`/`rowsWritten`, key-value reads/writes per key, `setAlarm` = 1 row written); " +
+      "log lines and bytes from the system's workerd stdout + stderr. Per request served in the measured phase.",
+  );
+  p();
+  p("| scenario | system | requests | object calls | alarms set | rows written | rows read | log lines | log bytes | alarms run in window |");
+  p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+  for (const sc of SCENARIOS) {
+    for (const s of SYSTEMS) {
+      const c = cell(R, sc, s.name);
+      if (!c) continue;
+      const m = (x, d = 3) => (c.metered || METERED[s.name] ? fmt(x, d) : "0");
+      p(
+        `| ${sc} | ${s.short} | ${c.requests} | ${m(c.objectCalls)} | ${m(c.alarmsSet)} | ${m(c.rowsWritten)} | ${m(c.rowsRead)} | ` +
+          `${fmt(c.logLines, 3)} | ${fmt(c.logBytes, 1)} | ${m(c.alarmsRun)} |`,
+      );
+    }
+  }
+  p();
+  p(
+    "Peer B's `limit()` calls go to the Rate Limiting binding, not to a Durable Object (no price listed). " +
+      "\"Alarms run in window\" are alarms set earlier in the run (one window after a key's last hit) that fired during this cell; " +
+      "their CPU is in this cell's figure, their cost is counted where they were set.",
+  );
+  p();
+  p("## Cost per million requests (USD, marginal, Workers Paid)");
+  p();
+  const A = ASSUMPTIONS;
+  p(
+    `Formula and prices in \`bench/README.md\` (prices read ${PRICES.workersRequest.read}). Per request: Worker request $${PRICES.workersRequest.usdPerMillion}/M + ` +
+      `CPU-ms × $${PRICES.workersCpuMs.usdPerMillion}/M + object requests (calls + alarms they set) × ($${PRICES.objectRequest.usdPerMillion}/M + ` +
+      `${A.objectActiveSecondsPerCall * 1000} ms × ${A.objectMemoryGb} GB × $${PRICES.objectGbSecond.usdPerMillion}/M GB-s) + rows written (+ ${A.rowsWrittenPerAlarm} per alarm set) × $${PRICES.rowWritten.usdPerMillion}/M + ` +
+      `rows read × $${PRICES.rowRead.usdPerMillion}/M + log events (1 execution log per request and per object request, + each log line) × $${PRICES.logEvent.usdPerMillion}/M. ` +
+      "CPU is the whole workerd's (an upper bound).",
+  );
+  p();
+  p("| scenario | system | Worker requests | CPU | object requests + duration | rows | log events | **total** | ÷ peer A | above passthrough | logs from 2026-12-01 (console bytes only) |");
+  p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+  for (const sc of SCENARIOS) {
+    const peerA = cell(R, sc, "hono")?.costPerMillionUsd?.total;
+    const floor = cell(R, sc, "passthrough")?.costPerMillionUsd?.total;
+    for (const s of SYSTEMS) {
+      const c = cell(R, sc, s.name)?.costPerMillionUsd;
+      if (!c) continue;
+      p(
+        `| ${sc} | ${s.short} | ${usd(c.usd.workersRequests)} | ${usd(c.usd.workersCpu)} | ${usd(c.usd.objectRequests + c.usd.objectDuration)} | ` +
+          `${usd(c.usd.rowsWritten + c.usd.rowsRead)} | ${usd(c.usd.logs)} (${fmt(c.logEventsPerRequest, 2)}/req) | **${usd(c.total)}** | ${fmt(ratio(c.total, peerA))} | ` +
+          `${floor == null ? "–" : usd(Math.max(0, c.total - floor))} | ${usd(c.consoleLogsFromDec2026)} |`,
+      );
+    }
+  }
+  p();
+  p(
+    "\"Above passthrough\": the total minus the JS passthrough's in the same scenario, i.e. what the limiter adds; " +
+      "every request pays the passthrough's (the Worker request and, with Workers Logs on, its execution log) whatever the limiter does.",
+  );
+  p();
   p("## Throughput and latency");
   p();
-  p("Ratios: req/s divided by the passthrough's and by peer A's req/s on the same scenario (higher is better); p50 divided likewise (lower is better).");
+  p("Each system in its own workerd, all sharing the machine's CPUs with the load generator; ratios within this run only.");
   p();
-  p("| scenario | system | req/s | req/s per round (min–max) | p50 ms | p99 ms | req/s ÷ passthrough | req/s ÷ peer A | p50 ÷ passthrough | p50 ÷ peer A | requests | statuses |");
-  p("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|");
+  p("| scenario | system | req/s | req/s per round (min–max) | p50 ms | p99 ms | req/s ÷ passthrough | req/s ÷ peer A | requests | statuses |");
+  p("|---|---|--:|--:|--:|--:|--:|--:|--:|---|");
   for (const [sc, bySys] of Object.entries(R.load.scenarios)) {
     const pt = bySys.passthrough;
     const pa = bySys.hono;
@@ -584,8 +836,8 @@ function buildReport(R) {
         .map(([k, v]) => `${k}×${v}`)
         .join(" ");
       p(
-        `| ${sc} | ${SHORT[s.name]} | ${fmt(r.rps, 0)} | ${fmt(Math.min(...r.rpsPerRound), 0)}–${fmt(Math.max(...r.rpsPerRound), 0)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ${fmt(ratio(r.rps, pt?.rps))} | ` +
-          `${fmt(ratio(r.rps, pa?.rps))} | ${fmt(ratio(r.p50Ms, pt?.p50Ms))} | ${fmt(ratio(r.p50Ms, pa?.p50Ms))} | ${r.count} | ${st} |`,
+        `| ${sc} | ${s.short} | ${fmt(r.rps, 0)} | ${fmt(Math.min(...r.rpsPerRound), 0)}–${fmt(Math.max(...r.rpsPerRound), 0)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ` +
+          `${fmt(ratio(r.rps, pt?.rps))} | ${fmt(ratio(r.rps, pa?.rps))} | ${r.count} | ${st} |`,
       );
     }
   }
@@ -594,7 +846,7 @@ function buildReport(R) {
   const unexpected = [];
   for (const [sc, bySys] of Object.entries(R.load.scenarios)) {
     for (const [sys, r] of Object.entries(bySys)) {
-      if (sys === "passthrough") continue;
+      if (sys === "passthrough" || sys === "floor") continue;
       for (const [kind, k] of Object.entries(r.byKind)) {
         if (k.unexpected > 0) unexpected.push(`${SHORT[sys]} / ${sc}: ${k.unexpected} of ${k.total} "${kind}" requests got another status than expected`);
       }
@@ -613,19 +865,9 @@ function buildReport(R) {
     const b = R.load.burst[s.name];
     if (!b) continue;
     const other = b.sent - (b.statuses[200] ?? 0) - (b.statuses[429] ?? 0);
-    p(`| ${SHORT[s.name]} | ${b.statuses[200] ?? 0} | ${b.statuses[429] ?? 0} | ${other} | ${s.name === "passthrough" ? "n/a (no limiter)" : b.overLimit} |`);
+    const limiter = !["passthrough", "floor"].includes(s.name);
+    p(`| ${s.short} | ${b.statuses[200] ?? 0} | ${b.statuses[429] ?? 0} | ${other} | ${limiter ? b.overLimit : "n/a (no limiter)"} |`);
   }
-  p();
-  p("## tollgate's Durable Object: SQLite rows per call");
-  p();
-  if (R.rows) {
-    p(`Direct protocol calls \`${R.rows.call}\` to fresh objects (\`mf.getDurableObjectNamespace("LIMITER", "tollgate")\`, 2 objects × 20 calls), rows from the object's reply.`);
-    p();
-    p("| call | calls | rows written (avg) | rows read (avg) |");
-    p("|---|--:|--:|--:|");
-    p(`| allowed | ${R.rows.allowed.calls} | ${fmt(R.rows.allowed.rowsWrittenAvg)} | ${fmt(R.rows.allowed.rowsReadAvg)} |`);
-    p(`| blocked | ${R.rows.blocked.calls} | ${fmt(R.rows.blocked.rowsWrittenAvg)} | ${fmt(R.rows.blocked.rowsReadAvg)} |`);
-  } else p("not measured (see notes).");
   p();
   p("## Bundle size");
   p();
@@ -633,6 +875,7 @@ function buildReport(R) {
   p("|---|--:|--:|---|");
   if (R.gzip) p(`| tollgate | ${fmt(R.gzip.totalKiB)} | ${fmt(R.gzip.gzipKiB)} | \`${R.gzip.command}\` (${R.gzip.source}) |`);
   else p("| tollgate | – | – | not measured (see notes) |");
+  if (R.floorBundle) p(`| Rust floor | ${fmt(R.floorBundle.totalKiB)} | ${fmt(R.floorBundle.gzipKiB)} | \`bench/workers/rust-floor/build/\` index.js + index_bg.wasm, gzip -9 in Node (for scale only) |`);
   if (R.honoBundle) p(`| peer A (hono) | ${fmt(R.honoBundle.totalKiB)} | ${fmt(R.honoBundle.gzipKiB)} | esbuild bundle, gzip -9 in Node (for scale only) |`);
   p();
   p("## Cold start: `new Miniflare(...)` → first response, fresh workerd each run");
@@ -676,6 +919,39 @@ function targets(R) {
   const sc = R.load.scenarios;
   const T = [];
   const status = (ok) => (ok == null ? "not measured" : ok ? "met" : "missed");
+  const cpu = (s, sys) => cell(R, s, sys)?.cpuUs ?? null;
+  const cpuTarget = (target, s, sys, other, max) => {
+    const a = cpu(s, sys);
+    const b = cpu(s, other);
+    T.push({
+      target,
+      measured: `${fmt(a, 0)} vs ${fmt(b, 0)} µs (×${fmt(ratio(a, b))})`,
+      status: status(a == null || b == null ? null : a <= max * b),
+    });
+  };
+  cpuTarget("CPU, non-matching: tollgate ≤ 1.05× the Rust floor", "nonmatch", "tollgate", "floor", 1.05);
+  cpuTarget("CPU, blocked: tollgate ≤ 1.2× peer B (the binding)", "blocked", "tollgate", "ratelimit", 1.2);
+  cpuTarget("CPU, blocked: tollgate ≤ 0.5× peer A", "blocked", "tollgate", "hono", 0.5);
+  cpuTarget("CPU, allowed: tollgate ≤ 1.0× peer A", "allowed", "tollgate", "hono", 1.0);
+  {
+    const a = cell(R, "blocked", "tollgate")?.costPerMillionUsd?.total ?? null;
+    const b = cell(R, "blocked", "hono")?.costPerMillionUsd?.total ?? null;
+    const floor = cell(R, "blocked", "passthrough")?.costPerMillionUsd?.total ?? null;
+    T.push({
+      target: "cost per million blocked requests: tollgate ≤ 1/20 of peer A's",
+      measured:
+        `${usd(a)} vs ${usd(b)} (1/${fmt(ratio(b, a), 1)}); any request costs at least the passthrough's ${usd(floor)}` +
+        (floor != null && b != null && floor * 20 > b ? ", more than 1/20 of peer A's: out of reach on totals" : ""),
+      status: status(a == null || b == null ? null : a * 20 <= b),
+    });
+    const addA = a == null || floor == null ? null : Math.max(0, a - floor);
+    const addB = b == null || floor == null ? null : Math.max(0, b - floor);
+    T.push({
+      target: "cost added over the passthrough per million blocked requests: tollgate ≤ 1/20 of peer A's (the limiters' own share of the target above)",
+      measured: `${usd(addA)} vs ${usd(addB)} (${addA ? `1/${fmt(ratio(addB, addA), 1)}` : "0"})`,
+      status: status(addA == null || addB == null ? null : addA * 20 <= addB),
+    });
+  }
   const rps = (s, sys) => sc[s]?.[sys]?.rps ?? null;
   {
     const a = rps("allowed", "tollgate");
@@ -699,7 +975,7 @@ function targets(R) {
     const a = rps("nonmatch", "tollgate");
     const b = rps("nonmatch", "passthrough");
     T.push({
-      target: "non-matching path ≥ 90% of passthrough",
+      target: "non-matching path ≥ 90% of passthrough req/s",
       measured: `${fmt(a, 0)} vs ${fmt(b, 0)} req/s (${fmt(ratio(a, b) * 100, 1)}%)`,
       status: status(a == null || b == null ? null : a >= 0.9 * b),
     });
@@ -749,12 +1025,22 @@ const R = {
   machine: machineInfo(),
   git: gitInfo(),
   build: process.env.BENCH_BUILD_TEXT ?? "not recorded (run through scripts/bench)",
+  floorBuild: process.env.BENCH_FLOOR_TEXT ?? "not recorded (run through scripts/bench)",
   systems: Object.fromEntries(SYSTEMS.map((s) => [s.name, s.label])),
+  cpu: { clockTicksPerSecond: CLK_TCK, source: "/proc/PID/stat utime + stime of each system's workerd" },
+  prices: PRICES,
+  assumptions: ASSUMPTIONS,
 };
 
-if (!existsSync(join(ROOT, "build", "index.js")) || !existsSync(join(ROOT, "build", "index_bg.wasm"))) {
-  console.error("build/index.js or build/index_bg.wasm is missing: the build failed, nothing to benchmark");
-  process.exit(1);
+for (const [what, file] of [
+  ["build/index.js", join(ROOT, "build", "index.js")],
+  ["build/index_bg.wasm", join(ROOT, "build", "index_bg.wasm")],
+  ["the Rust floor's build", join(FLOOR_DIR, "index_bg.wasm")],
+]) {
+  if (!existsSync(file)) {
+    console.error(`${what} is missing (${relative(ROOT, file)}): the build failed, nothing to benchmark`);
+    process.exit(1);
+  }
 }
 if (process.env.BENCH_BUILD === "failed") {
   note(`scripts/build failed on the current sources; benchmarked the existing build/ (${R.build})`);
@@ -762,42 +1048,58 @@ if (process.env.BENCH_BUILD === "failed") {
 
 R.gzip = await measureGzip();
 R.honoBundle = await bundleHono();
+{
+  const bytes = Buffer.concat([readFileSync(join(FLOOR_DIR, "index.js")), readFileSync(join(FLOOR_DIR, "index_bg.wasm"))]);
+  R.floorBundle = { totalKiB: round(bytes.length / 1024), gzipKiB: round(gzipSync(bytes, { level: 9 }).length / 1024) };
+}
 
-const persist = join(TMP, "run", "do");
-log("starting the four Workers in one workerd");
-const mf = newMiniflare(
-  SYSTEMS.map((s) => s.name),
-  persist,
-);
-let url;
+log("starting the five systems, each in its own workerd");
+const systems = [];
 try {
-  url = (await mf.ready).toString();
-  log(`workerd ready at ${url}`);
+  for (const s of SYSTEMS) systems.push(await startSystem(s.name, join(TMP, "run", `do-${s.name}`)));
+  log(`workerd pids: ${systems.map((s) => `${s.name} ${s.pid}`).join(", ")}`);
   // Smoke check: every system answers a non-matching request with the origin's 200.
-  for (const s of SYSTEMS) {
-    const res = await mf.dispatchFetch(`http://${s.name}.bench/api/other`, { headers: { "cf-connecting-ip": "203.0.113.1" } });
+  for (const s of systems) {
+    const res = await s.mf.dispatchFetch(`http://${s.name}.bench/api/other`, { headers: { "cf-connecting-ip": "203.0.113.1" } });
     const text = await res.text();
     if (res.status !== 200 || text !== "origin ok\n") throw new Error(`${s.name}: smoke check got ${res.status} ${text.slice(0, 200)}`);
+    if (METERED[s.name] && !(await readMeter(s))) throw new Error(`${s.name}: no object meter`);
   }
-  R.rows = await measureRows(mf);
-  log(`rows per allowed call ${R.rows.allowed.rowsWrittenAvg}, per blocked call ${R.rows.blocked.rowsWrittenAvg}`);
   const before = cpuSnapshot();
-  R.load = await loadTest(url);
+  R.load = await loadTest(systems);
   R.cpuDuringLoad = cpuShare(before, cpuSnapshot());
   if (R.cpuDuringLoad && R.cpuDuringLoad.otherPercent >= 10) {
     note(
       `other processes on the machine used ${R.cpuDuringLoad.otherPercent}% of its CPU during the load test ` +
-        "(e.g. someone else's build or tests): the numbers are disturbed, rerun on a quiet machine",
+        "(e.g. someone else's build or tests): req/s are disturbed; CPU per request much less (it counts only each workerd's own time)",
     );
   }
+  R.runtimeOutput = Object.fromEntries(
+    systems.map((s) => [s.name, { stdoutLines: s.io.stdoutLines, stdoutBytes: s.io.stdoutBytes, stderrLines: s.io.stderrLines, stderrBytes: s.io.stderrBytes }]),
+  );
+  R.meterTotals = {};
+  for (const s of systems) if (METERED[s.name]) R.meterTotals[s.name] = await readMeter(s);
 } catch (e) {
-  console.error(runtimeOutput.stderrTail.join("\n"));
+  for (const s of systems) if (s.io.stderrTail.length) console.error(`[${s.name}] ${s.io.stderrTail.join(`\n[${s.name}] `)}`);
   throw e;
 } finally {
-  await mf.dispose();
+  for (const s of systems) await s.mf.dispose();
 }
 R.originHits = Object.fromEntries(originHits);
-R.runtimeOutput = { stdoutLines: runtimeOutput.stdoutLines, stderrLines: runtimeOutput.stderrLines };
+
+R.perRequest = {};
+for (const [sc, bySys] of Object.entries(R.load.scenarios)) {
+  R.perRequest[sc] = {};
+  for (const [sys, c] of Object.entries(bySys)) {
+    const pr = perRequest(c);
+    if (!pr) continue;
+    pr.cpuUsPerRound = c.usagePerRound.map((r) => (r.usage && r.count ? r.usage.cpuUs / r.count : null));
+    R.perRequest[sc][sys] = pr;
+  }
+}
+if (SCENARIOS.some((sc) => SYSTEMS.some((s) => !R.perRequest[sc]?.[s.name]))) {
+  note("some cells have no usage figures (a snapshot failed: see the log)");
+}
 
 // Cold start: needs about 2 s per run and system.
 R.coldStart = {};
@@ -817,16 +1119,21 @@ if (R.core.skipped) note(`core microbenchmark skipped: ${R.core.skipped}`);
 // Context for the reader.
 note(
   R.origin === "worker"
-    ? "all four systems share one workerd process and the machine's CPUs with the load generator; the origin is a " +
-        "Worker in the same workerd (--origin=worker); absolute req/s are only comparable within this table"
-    : "all four systems share one workerd process and the machine's CPUs with the load generator and the Node process " +
-        "serving the mocked origin (every forwarded request crosses workerd → Node → workerd, which caps the passthrough " +
-        "floor; `scripts/bench --origin=worker` keeps the origin inside workerd), so absolute req/s are only comparable " +
-        "within this table",
+    ? "the origin is a JS Worker inside each system's workerd (--origin=worker): CPU per request includes it (the same for every system)"
+    : "the origin is a Node function in the benchmark's process (`outboundService`): CPU per request includes workerd's side of the " +
+        "loopback HTTP call to it, not the origin itself; `scripts/bench --origin=worker` puts it inside each workerd instead",
+);
+note(
+  "CPU per request is the whole workerd process, Miniflare's entry Worker (which routes and rewrites every request) included; " +
+    "the same fixed overhead for every system, so differences between systems are theirs, ratios understate them",
+);
+note(
+  "tollgate and peer A run with their Durable Object class wrapped by the billing meter (bench/workers/meter.mjs): " +
+    "a counter per call and a Proxy on `storage`, a few µs per object call at most",
 );
 note(
   "tollgate answers repeat offenders from its in-isolate blocked-until cache (no Durable Object call), and logs one " +
-    `JSON line per blocked request (workerd printed ${R.runtimeOutput.stdoutLines} stdout lines in the load run)`,
+    "JSON line per blocked request",
 );
 note(
   "peer A (hono-rate-limiter's DurableObjectStore) calls its Durable Object on every limited request, blocked ones " +
@@ -841,8 +1148,11 @@ R.notes = notes;
 R.targets = targets(R);
 R.elapsedSeconds = (Date.now() - T0) / 1000;
 
-writeFileSync(join(BENCH, "results.json"), JSON.stringify(R, null, 2) + "\n");
-writeFileSync(join(BENCH, "RESULTS.md"), buildReport(R));
+writeFileSync(join(BENCH, RESULTS_JSON), JSON.stringify(R, null, 2) + "\n");
+writeFileSync(join(BENCH, RESULTS_MD), buildReport(R));
 rmSync(join(TMP, "run"), { recursive: true, force: true });
-log(`wrote bench/RESULTS.md and bench/results.json in ${fmt(R.elapsedSeconds, 0)} s`);
+log(`wrote bench/${RESULTS_MD} and bench/${RESULTS_JSON} in ${fmt(R.elapsedSeconds, 0)} s`);
+for (const sc of SCENARIOS) {
+  log(`CPU µs/request ${sc.padEnd(8)} ` + SYSTEMS.map((s) => `${s.short} ${fmt(cell(R, sc, s.name)?.cpuUs, 0)}`).join(", "));
+}
 for (const t of R.targets) log(`target: ${t.target}: ${t.status} (${t.measured})`);
