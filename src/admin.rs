@@ -306,7 +306,7 @@ pub fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> R
     let country = param("country".into());
     let asn = param("asn".into()).and_then(|a| a.trim().parse::<u32>().ok());
     let header = |name: &str| param(format!("header:{name}"));
-    let body = |field: &str| param(format!("body:{field}"));
+    let body = |field: &str| param(format!("body:{field}")).into_iter().collect::<Vec<_>>();
     let query_value = |name: &str| param(format!("query:{name}"));
     // Cookie and query parts are looked up through the same maps a request
     // would use, rebuilt from the admin parameters.
@@ -315,12 +315,12 @@ pub fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> R
     let mut groups = Vec::new();
     for part in key {
         match part {
-            crate::key::KeyPart::Cookie(name) => {
+            crate::key::KeyPart::Cookie(name, _) => {
                 if let Some(v) = param(format!("cookie:{name}")) {
                     cookies.push_str(&format!("{name}={v}; "));
                 }
             }
-            crate::key::KeyPart::Query(name) => {
+            crate::key::KeyPart::Query(name, _) => {
                 if let Some(v) = query_value(name) {
                     query_pairs.push_str(&format!(
                         "{}={}&",
@@ -329,7 +329,7 @@ pub fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> R
                     ));
                 }
             }
-            crate::key::KeyPart::PathGroup(name) => {
+            crate::key::KeyPart::PathGroup(name, _) => {
                 if let Some(v) = param(format!("path:{name}")) {
                     groups.push((name.clone(), v));
                 }

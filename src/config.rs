@@ -186,6 +186,7 @@ impl Config {
         let mut out = Vec::new();
         for rule in &self.rules {
             out.extend(custom_methods(rule));
+            out.extend(untyped_ids(rule));
             out.extend(shadow_fail_closed(rule));
             out.extend(forgeable_success(rule));
         }
@@ -761,6 +762,23 @@ fn custom_methods(rule: &Rule) -> Vec<ConfigWarning> {
         .collect()
 }
 
+/// An id-like key part without a type counts `042` and `42` apart, though
+/// `parseInt`, Werkzeug's `<int:>` and PHP's `(int)` read them as one.
+fn untyped_ids(rule: &Rule) -> Vec<ConfigWarning> {
+    rule.key
+        .iter()
+        .chain(rule.on_missing_key.fallback_parts())
+        .filter(|p| p.untyped_id())
+        .map(|p| ConfigWarning {
+            rule: rule.name.clone(),
+            field: "key",
+            message: format!(
+                "`{p}` names an id but has no type: spellings the origin reads as one id (`042`, `+42`, `42 `) would each get a bucket; add `:int`, `:uuid` or `:raw` (`{p}:int`)"
+            ),
+        })
+        .collect()
+}
+
 /// Shadow mode never blocks, so a fail-closed policy on it does nothing.
 fn shadow_fail_closed(rule: &Rule) -> Option<ConfigWarning> {
     (rule.action == Action::Log && rule.on_error == FailPolicy::Deny).then(|| ConfigWarning {
@@ -1179,7 +1197,7 @@ mod tests {
         let on = r.on_success.as_ref().unwrap();
         assert_eq!((on.action, on.statuses.as_slice(), on.identity_header.as_deref()), (SuccessAction::Clear, &[200, 204][..], None));
         assert_eq!(r.reservation_ttl_ms, 104_000, "2 × the 2 s timeout + 100 s");
-        assert_eq!(r.on_missing_key, MissingKey::Fallback(vec![KeyPart::Header("x-account".into())]));
+        assert_eq!(r.on_missing_key, MissingKey::Fallback(vec![KeyPart::Header("x-account".into(), None)]));
         assert_eq!(config.admin_prefix, "/.tollgate");
         assert_eq!(config.body_limit, 16 * 1024);
     }

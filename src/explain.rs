@@ -264,18 +264,28 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
         let _ = writeln!(out, "rule {}: MATCH (path `{}`{via})", rule.name, rule.path);
         let _ = writeln!(out, "  policy:   {}", policy(rule));
         let _ = writeln!(out, "  limits:   {}", limits(rule));
-        let _ = match &m.key {
-            KeyOutcome::Key { key, fell_back: false } => writeln!(out, "  key:      {key}"),
-            KeyOutcome::Key { key, fell_back: true } => writeln!(out, "  key:      {key} (fallback_key)"),
-            KeyOutcome::Skipped(missing) => writeln!(out, "  key:      {missing}: rule skipped"),
-            KeyOutcome::Rejected(missing) => writeln!(out, "  key:      {missing}: answered 400"),
-        };
-        if let KeyOutcome::Key { key, .. } = &m.key {
-            let how = match request.log_key {
-                Some(_) => "HMAC-SHA256 with the log key",
-                None => "unkeyed SHA-256: give the Worker's TOLLGATE_LOG_KEY if it has one",
-            };
-            let _ = writeln!(out, "  key hash: {} ({how})", key_hash(key, request.log_key));
+        match &m.key {
+            KeyOutcome::Keys { keys, fell_back } => {
+                let how = match request.log_key {
+                    Some(_) => "HMAC-SHA256 with the log key",
+                    None => "unkeyed SHA-256: give the Worker's TOLLGATE_LOG_KEY if it has one",
+                };
+                for (i, key) in keys.iter().enumerate() {
+                    let note = match (fell_back, i) {
+                        (true, _) => " (fallback_key)",
+                        (false, 0) => "",
+                        (false, _) => " (another identity an origin could read: charged too)",
+                    };
+                    let _ = writeln!(out, "  key:      {key}{note}");
+                    let _ = writeln!(out, "  key hash: {} ({how})", key_hash(key, request.log_key));
+                }
+            }
+            KeyOutcome::Skipped(missing) => {
+                let _ = writeln!(out, "  key:      {missing}: rule skipped");
+            }
+            KeyOutcome::Rejected(missing) => {
+                let _ = writeln!(out, "  key:      {missing}: answered 400");
+            }
         }
         if let Some(on) = &rule.on_success {
             let _ = writeln!(out, "  success:  {}", success(on, m.own_method));
@@ -376,9 +386,11 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
                     entry["matched_path"] = json!(m.found.matched_path);
                     entry["own_method"] = json!(m.own_method);
                     match &m.key {
-                        KeyOutcome::Key { key, fell_back } => {
-                            entry["key"] = json!(key);
-                            entry["key_hash"] = json!(key_hash(key, request.log_key));
+                        KeyOutcome::Keys { keys, fell_back } => {
+                            entry["key"] = json!(keys.first());
+                            entry["key_hash"] = json!(keys.first().map(|k| key_hash(k, request.log_key)));
+                            entry["keys"] = json!(keys);
+                            entry["key_hashes"] = json!(keys.iter().map(|k| key_hash(k, request.log_key)).collect::<Vec<_>>());
                             entry["fell_back"] = json!(fell_back);
                         }
                         KeyOutcome::Skipped(missing) => entry["skipped"] = json!(missing.to_string()),

@@ -11,29 +11,182 @@ use crate::canon::CanonicalQuery;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// One part of a rule's key.
+/// One part of a rule's key: where its value comes from and, for the
+/// parts a client writes, how the origin reads it ([`ValueType`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyPart {
     /// The client IP from `CF-Connecting-IP`, IPv6 grouped by prefix.
     Ip,
     /// A request header, by lowercased name.
-    Header(String),
-    /// A cookie, by exact name.
-    Cookie(String),
+    Header(String, Option<ValueType>),
+    /// A cookie, by exact name (and PHP's spelling of it, see
+    /// [`cookie_values`]).
+    Cookie(String, Option<ValueType>),
     /// A query parameter, by name (normalized as in [`CanonicalQuery`]).
-    Query(String),
+    Query(String, Option<ValueType>),
     /// A named group of the rule's URLPattern (`:tenant` in `/t/:tenant/*`).
-    PathGroup(String),
+    PathGroup(String, Option<ValueType>),
     /// A JSON or form field of the body (`email`, or `user.email` in JSON),
-    /// trimmed, lowercased and hashed with SHA-256: no raw value is stored
-    /// or logged.
-    Body(String),
+    /// read as its type says (trimmed and lowercased by default) and hashed
+    /// with SHA-256: no raw value is stored or logged.
+    Body(String, Option<ValueType>),
     /// `request.cf.country`.
     Country,
     /// `request.cf.asn`.
     Asn,
     /// One bucket for every client.
     Global,
+}
+
+/// How an origin reads a key part's value, so that every spelling it reads
+/// as one identity is one key (issue 15: `/schools/042` and `/schools/42`
+/// are the same school to `parseInt`, Werkzeug's `<int:>`, PHP's `(int)`,
+/// Rails' `find` and an integer SQL column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueType {
+    /// As sent (the default for headers, cookies, query parameters and path
+    /// groups).
+    Raw,
+    /// Trimmed and lowercased (the default for body fields).
+    Lower,
+    /// An integer as `parseInt` and PHP's `(int)` read it: surrounding
+    /// whitespace and a `+` dropped, the leading digits, leading zeros
+    /// removed (`042`, `+42`, ` 42 `, `42abc` are `42`); no leading digit:
+    /// missing.
+    Int,
+    /// A UUID in any spelling: case, braces, `urn:uuid:` and the hyphenless
+    /// form folded to 32 lowercase hex digits; anything else: missing.
+    Uuid,
+    /// An email or account name as a case- and accent-insensitive
+    /// collation finds it (MySQL 8's default `utf8mb4_0900_ai_ci`, SQL
+    /// Server's `*_CI_AI`, citext with unaccent): trimmed, compatibility
+    /// forms folded (fullwidth `ｖ` is `v`), Latin accents removed (`í` is
+    /// `i`), default-ignorable characters (soft hyphen, zero-width spaces
+    /// and joiners, BOM) dropped, lowercased. See [`fold_email`].
+    Email,
+}
+
+impl ValueType {
+    fn parse(name: &str) -> Option<ValueType> {
+        match name {
+            "raw" => Some(ValueType::Raw),
+            "lower" => Some(ValueType::Lower),
+            "int" => Some(ValueType::Int),
+            "uuid" => Some(ValueType::Uuid),
+            "email" => Some(ValueType::Email),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            ValueType::Raw => "raw",
+            ValueType::Lower => "lower",
+            ValueType::Int => "int",
+            ValueType::Uuid => "uuid",
+            ValueType::Email => "email",
+        }
+    }
+
+    /// The value as the origin reads it; `None` when the origin would read
+    /// no identity from it.
+    pub fn read(self, value: &str) -> Option<String> {
+        let read = match self {
+            ValueType::Raw => value.to_string(),
+            ValueType::Lower => value.trim().to_lowercase(),
+            ValueType::Int => read_int(value)?,
+            ValueType::Uuid => read_uuid(value)?,
+            ValueType::Email => fold_email(value),
+        };
+        (!read.is_empty()).then_some(read)
+    }
+}
+
+/// `parseInt(value, 10)` and PHP's `(int)`, as a canonical decimal string.
+fn read_int(value: &str) -> Option<String> {
+    let text = value.trim();
+    let (negative, text) = match text.as_bytes().first() {
+        Some(b'+') => (false, &text[1..]),
+        Some(b'-') => (true, &text[1..]),
+        _ => (false, text),
+    };
+    let digits_end = text.bytes().position(|b| !b.is_ascii_digit()).unwrap_or(text.len());
+    let digits = text[..digits_end].trim_start_matches('0');
+    if digits_end == 0 {
+        return None;
+    }
+    Some(match (digits.is_empty(), negative) {
+        (true, _) => "0".to_string(),
+        (false, true) => format!("-{digits}"),
+        (false, false) => digits.to_string(),
+    })
+}
+
+fn read_uuid(value: &str) -> Option<String> {
+    let text = value.trim().to_ascii_lowercase();
+    let text = text.strip_prefix("urn:uuid:").unwrap_or(&text);
+    let text = text.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or(text);
+    let hex: String = text.chars().filter(|&c| c != '-').collect();
+    (hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then_some(hex)
+}
+
+/// The collation key of an email or account name (see
+/// [`ValueType::Email`]). Covers what a client can type to reach the same
+/// row: ASCII case, fullwidth ASCII (U+FF01–FF5E), the accented letters of
+/// Latin-1 and Latin Extended-A, and the default-ignorable characters that
+/// render as nothing. Other scripts are kept as they are (lowercased).
+pub fn fold_email(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.trim().chars() {
+        if is_default_ignorable(c) {
+            continue;
+        }
+        let c = match c {
+            '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFF01 + 0x21).unwrap_or(c),
+            '\u{3000}' => ' ',
+            _ => c,
+        };
+        match strip_accent(c) {
+            Some(base) => out.push_str(base),
+            None => out.extend(c.to_lowercase()),
+        }
+    }
+    out.trim().to_string()
+}
+
+/// Characters that render as nothing (Unicode's Default_Ignorable_Code_Point,
+/// the ones a keyboard or paste can carry).
+fn is_default_ignorable(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+        | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}')
+        // Combining diacritical marks: an accent typed as a separate mark.
+        || ('\u{0300}'..='\u{036F}').contains(&c)
+}
+
+/// The unaccented lowercase base of a Latin letter with a diacritic
+/// (Latin-1 Supplement and Latin Extended-A, U+00C0–017F; generated from
+/// Unicode's canonical decompositions, with the letters that have none
+/// spelled out: `ß` is `ss`, `ł` is `l`, `œ` is `oe`).
+fn strip_accent(c: char) -> Option<&'static str> {
+    const LATIN: [&str; 192] = [
+        "a", "a", "a", "a", "a", "a", "ae", "c", "e", "e", "e", "e", "i", "i", "i", "i",
+        "d", "n", "o", "o", "o", "o", "o", "", "o", "u", "u", "u", "u", "y", "th", "ss",
+        "a", "a", "a", "a", "a", "a", "ae", "c", "e", "e", "e", "e", "i", "i", "i", "i",
+        "d", "n", "o", "o", "o", "o", "o", "", "o", "u", "u", "u", "u", "y", "th", "y",
+        "a", "a", "a", "a", "a", "a", "c", "c", "c", "c", "c", "c", "c", "c", "d", "d",
+        "d", "d", "e", "e", "e", "e", "e", "e", "e", "e", "e", "e", "g", "g", "g", "g",
+        "g", "g", "g", "g", "h", "h", "h", "h", "i", "i", "i", "i", "i", "i", "i", "i",
+        "i", "i", "ij", "ij", "j", "j", "k", "k", "k", "l", "l", "l", "l", "l", "l", "l",
+        "l", "l", "l", "n", "n", "n", "n", "n", "n", "n", "n", "n", "o", "o", "o", "o",
+        "o", "o", "oe", "oe", "r", "r", "r", "r", "r", "r", "s", "s", "s", "s", "s", "s",
+        "s", "s", "t", "t", "t", "t", "t", "t", "u", "u", "u", "u", "u", "u", "u", "u",
+        "u", "u", "u", "u", "w", "w", "y", "y", "y", "z", "z", "z", "z", "z", "z", "s",
+    ];
+    let index = (c as u32).checked_sub(0xC0)? as usize;
+    LATIN.get(index).copied().filter(|base| !base.is_empty())
 }
 
 impl KeyPart {
@@ -43,19 +196,59 @@ impl KeyPart {
     pub fn identifies_client(&self) -> bool {
         matches!(self, KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn)
     }
+
+    /// The name of a part that has one (`header:`, `cookie:`, `query:`,
+    /// `path:`, `body:`), with its declared type.
+    pub fn named(&self) -> Option<(&str, Option<ValueType>)> {
+        match self {
+            KeyPart::Header(n, t) | KeyPart::Cookie(n, t) | KeyPart::Query(n, t) | KeyPart::PathGroup(n, t) | KeyPart::Body(n, t) => {
+                Some((n, *t))
+            }
+            KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn => None,
+        }
+    }
+
+    /// The type its values are read as: the declared one, else the kind's
+    /// default (`lower` for body fields, `raw` for the rest).
+    pub fn value_type(&self) -> ValueType {
+        match self {
+            KeyPart::Body(_, t) => t.unwrap_or(ValueType::Lower),
+            other => other.named().and_then(|(_, t)| t).unwrap_or(ValueType::Raw),
+        }
+    }
+
+    /// Whether the part names an id (`id`, `*_id`, `*Id`, `*-id`) but
+    /// declares no type: `tollgate check` warns that spellings an origin
+    /// reads as one id (`042`, `42`) would count apart.
+    pub fn untyped_id(&self) -> bool {
+        let Some((name, None)) = self.named() else { return false };
+        let last = name.rsplit('.').next().unwrap_or(name);
+        let lower = last.to_ascii_lowercase();
+        lower == "id" || lower.ends_with("_id") || lower.ends_with("-id") || last.ends_with("Id")
+    }
 }
 
 impl KeyPart {
     /// Parses `ip`, `global`, `country`, `asn`, `header:NAME`,
-    /// `cookie:NAME`, `query:NAME`, `path:GROUP` or `body:FIELD`.
+    /// `cookie:NAME`, `query:NAME`, `path:GROUP` or `body:FIELD`, each of
+    /// the named ones optionally followed by `:TYPE` (`raw`, `lower`, `int`,
+    /// `uuid`, `email`): `path:school:int`.
     pub fn parse(text: &str) -> Result<KeyPart, KeyPartError> {
         let (kind, name) = match text.split_once(':') {
             Some((kind, name)) => (kind, Some(name)),
             None => (text, None),
         };
-        let named = |make: fn(String) -> KeyPart| match name {
-            Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_graphic()) => Ok(make(n.to_string())),
-            _ => Err(KeyPartError::MissingName { text: text.to_string(), kind: kind.to_string() }),
+        let named = |make: fn(String, Option<ValueType>) -> KeyPart| {
+            let Some(rest) = name.filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_graphic())) else {
+                return Err(KeyPartError::MissingName { text: text.to_string(), kind: kind.to_string() });
+            };
+            match rest.rsplit_once(':') {
+                Some((n, t)) if !n.is_empty() => match ValueType::parse(t) {
+                    Some(value_type) => Ok(make(n.to_string(), Some(value_type))),
+                    None => Err(KeyPartError::UnknownType { text: text.to_string(), value_type: t.to_string() }),
+                },
+                _ => Ok(make(rest.to_string(), None)),
+            }
         };
         match (kind, name) {
             ("ip", None) => Ok(KeyPart::Ip),
@@ -63,7 +256,7 @@ impl KeyPart {
             ("country", None) => Ok(KeyPart::Country),
             ("asn", None) => Ok(KeyPart::Asn),
             ("body", _) => named(KeyPart::Body),
-            ("header", _) => named(|n| KeyPart::Header(n.to_ascii_lowercase())),
+            ("header", _) => named(|n, t| KeyPart::Header(n.to_ascii_lowercase(), t)),
             ("cookie", _) => named(KeyPart::Cookie),
             ("query", _) => named(KeyPart::Query),
             ("path", _) => named(KeyPart::PathGroup),
@@ -81,6 +274,8 @@ pub enum KeyPartError {
     /// Not a known kind of part (`colour`), or a kind that takes no name
     /// given one (`ip:x`).
     Unknown(String),
+    /// A `:TYPE` suffix that is not a known type.
+    UnknownType { text: String, value_type: String },
 }
 
 impl fmt::Display for KeyPartError {
@@ -90,6 +285,10 @@ impl fmt::Display for KeyPartError {
             KeyPartError::Unknown(text) => write!(
                 f,
                 "unknown key part `{text}` (use ip, global, country, asn, header:NAME, cookie:NAME, query:NAME, path:GROUP or body:FIELD)"
+            ),
+            KeyPartError::UnknownType { text, value_type } => write!(
+                f,
+                "`{text}`: unknown type `{value_type}` (use raw, lower, int, uuid or email after the name)"
             ),
         }
     }
@@ -107,16 +306,20 @@ impl From<KeyPartError> for String {
 
 impl fmt::Display for KeyPart {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyPart::Ip => write!(f, "ip"),
-            KeyPart::Global => write!(f, "global"),
-            KeyPart::Country => write!(f, "country"),
-            KeyPart::Asn => write!(f, "asn"),
-            KeyPart::Body(n) => write!(f, "body:{n}"),
-            KeyPart::Header(n) => write!(f, "header:{n}"),
-            KeyPart::Cookie(n) => write!(f, "cookie:{n}"),
-            KeyPart::Query(n) => write!(f, "query:{n}"),
-            KeyPart::PathGroup(n) => write!(f, "path:{n}"),
+        let (kind, name, value_type) = match self {
+            KeyPart::Ip => return write!(f, "ip"),
+            KeyPart::Global => return write!(f, "global"),
+            KeyPart::Country => return write!(f, "country"),
+            KeyPart::Asn => return write!(f, "asn"),
+            KeyPart::Body(n, t) => ("body", n, t),
+            KeyPart::Header(n, t) => ("header", n, t),
+            KeyPart::Cookie(n, t) => ("cookie", n, t),
+            KeyPart::Query(n, t) => ("query", n, t),
+            KeyPart::PathGroup(n, t) => ("path", n, t),
+        };
+        match value_type {
+            Some(t) => write!(f, "{kind}:{name}:{}", t.name()),
+            None => write!(f, "{kind}:{name}"),
         }
     }
 }
@@ -130,14 +333,19 @@ pub struct KeyInputs<'a> {
     pub query: &'a CanonicalQuery,
     /// Groups captured by the rule's URLPattern.
     pub path_groups: &'a [(String, String)],
-    /// Looks up a body field's raw value (see [`body_field`]).
-    pub body: &'a dyn Fn(&str) -> Option<String>,
+    /// Every raw value a body field could be read as (see
+    /// [`body_field_values`]).
+    pub body: &'a dyn Fn(&str) -> Vec<String>,
     /// `request.cf.country` and `request.cf.asn`.
     pub country: Option<&'a str>,
     pub asn: Option<u32>,
     pub ipv6_prefix: u8,
 }
 
+/// Most identities one request is charged to for one rule. Past it the
+/// request is refused (400): a client sending many spellings of a key
+/// would otherwise cost one object call each.
+pub const MAX_IDENTITIES: usize = 4;
 
 /// A key part the request does not carry (or carries unusably).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,110 +359,272 @@ impl fmt::Display for MissingPart {
 
 impl std::error::Error for MissingPart {}
 
-/// Builds the key for `parts`. A part that is absent or empty is an error:
-/// the caller applies the rule's missing-key policy, so absent values never
-/// share one empty-key bucket by accident.
-pub fn derive_key(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<String, MissingPart> {
-    let mut key = String::new();
-    for part in parts {
-        let value = part_value(part, inputs)
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| MissingPart(part.clone()))?;
-        if !key.is_empty() {
-            key.push('|');
-        }
-        key.push_str(&part.to_string());
-        key.push('=');
-        key.push_str(&value);
-    }
-    Ok(key)
+/// Why a request has no key for a rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyError {
+    /// A part is absent or unusable: the rule's missing-key policy applies.
+    Missing(MissingPart),
+    /// The request names more than [`MAX_IDENTITIES`] identities: refused.
+    TooMany { part: KeyPart, identities: usize },
 }
 
-fn part_value(part: &KeyPart, inputs: &KeyInputs<'_>) -> Option<String> {
-    match part {
-        KeyPart::Ip => client_ip_key(inputs.client_ip?, inputs.ipv6_prefix),
-        KeyPart::Global => Some("*".to_string()),
-        // Repeated headers arrive joined by ", ": several different items
-        // are ambiguous (origins read the first or the last) and so missing.
-        KeyPart::Header(name) => (inputs.header)(name).and_then(|v| single_value(v.split(',').map(str::trim))),
-        KeyPart::Cookie(name) => (inputs.header)("cookie").and_then(|c| cookie_value(&c, name)),
-        KeyPart::Query(name) => single_value(inputs.query.values(name)),
-        KeyPart::PathGroup(name) => inputs
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Missing(missing) => missing.fmt(f),
+            KeyError::TooMany { part, identities } => write!(
+                f,
+                "the request names {identities} or more identities by `{part}` (at most {MAX_IDENTITIES})"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// Every key the request could be counted under by an origin: one per
+/// combination of the values each part could be read as (a repeated
+/// header, query parameter, form field or cookie, a JSON member given
+/// twice or in another case, PHP's spelling of a cookie name). The request
+/// is charged to each, so a client cannot pick the identity that still has
+/// budget (issue 15: charge every identity an origin could read). Values
+/// are read as the part's type says, so spellings the origin reads alike
+/// are one key. A part with no usable value is [`KeyError::Missing`]: the
+/// caller applies the rule's missing-key policy, so absent values never
+/// share one empty-key bucket by accident.
+pub fn derive_keys(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<Vec<String>, KeyError> {
+    let mut keys = vec![String::new()];
+    for part in parts {
+        let values = part_values(part, inputs);
+        if values.is_empty() {
+            return Err(KeyError::Missing(MissingPart(part.clone())));
+        }
+        if keys.len() * values.len() > MAX_IDENTITIES {
+            return Err(KeyError::TooMany { part: part.clone(), identities: keys.len() * values.len() });
+        }
+        keys = keys
+            .iter()
+            .flat_map(|key| {
+                values.iter().map(move |value| {
+                    let separator = if key.is_empty() { "" } else { "|" };
+                    format!("{key}{separator}{part}={value}")
+                })
+            })
+            .collect();
+    }
+    Ok(keys)
+}
+
+/// The one key of a request whose parts each have one value (the admin
+/// API's, given raw): the first of [`derive_keys`].
+pub fn derive_key(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<String, MissingPart> {
+    match derive_keys(parts, inputs) {
+        Ok(keys) => keys.into_iter().next().ok_or_else(|| MissingPart(parts.first().cloned().unwrap_or(KeyPart::Global))),
+        Err(KeyError::Missing(missing)) => Err(missing),
+        Err(KeyError::TooMany { part, .. }) => Err(MissingPart(part)),
+    }
+}
+
+/// A part's values as the origin could read them, typed, distinct, in the
+/// order found.
+fn part_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> {
+    let raw: Vec<String> = match part {
+        KeyPart::Ip => inputs.client_ip.and_then(|ip| client_ip_key(ip, inputs.ipv6_prefix)).into_iter().collect(),
+        KeyPart::Global => vec!["*".to_string()],
+        KeyPart::Header(name, _) => (inputs.header)(name).map(|v| header_values(&v)).unwrap_or_default(),
+        KeyPart::Cookie(name, _) => (inputs.header)("cookie").map(|c| cookie_values(&c, name)).unwrap_or_default(),
+        KeyPart::Query(name, _) => inputs.query.values(name).map(str::to_string).collect(),
+        // The canonical path keeps what it cannot show percent-encoded
+        // (`%20`); a typed group is read decoded, as the origin's router
+        // hands it to the handler (` 42` is 42 to `parseInt`).
+        KeyPart::PathGroup(name, value_type) => inputs
             .path_groups
             .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone()),
-        KeyPart::Body(field) => (inputs.body)(field).and_then(|v| hash_identity(&v)),
-        KeyPart::Country => inputs.country.map(|c| c.trim().to_ascii_uppercase()),
-        KeyPart::Asn => inputs.asn.map(|a| a.to_string()),
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| match value_type {
+                Some(_) => String::from_utf8_lossy(&crate::canon::decode_fully(v.as_bytes())).into_owned(),
+                None => v.clone(),
+            })
+            .collect(),
+        KeyPart::Body(field, _) => (inputs.body)(field),
+        KeyPart::Country => inputs.country.map(|c| c.trim().to_ascii_uppercase()).into_iter().collect(),
+        KeyPart::Asn => inputs.asn.map(|a| a.to_string()).into_iter().collect(),
+    };
+    let mut out: Vec<String> = Vec::new();
+    for value in raw {
+        if let Some(read) = read_value(part, &value) {
+            if !out.contains(&read) {
+                out.push(read);
+            }
+        }
     }
+    out
+}
+
+/// One raw value as the part's key holds it: typed, and for body fields
+/// hashed (no raw value is stored or logged). `None`: no identity.
+fn read_value(part: &KeyPart, value: &str) -> Option<String> {
+    if part.named().is_none() {
+        return (!value.is_empty()).then(|| value.to_string());
+    }
+    let read = part.value_type().read(value)?;
+    Some(match part {
+        KeyPart::Body(..) => sha256_hex(&read),
+        _ => read,
+    })
+}
+
+/// The values a header could be read as: each comma-separated item (Go's
+/// `Header.Get` and Java's `getHeader` read the first of a repeated
+/// header, others the last), and the whole line when it has several (Node
+/// joins a repeated header with `", "`).
+fn header_values(joined: &str) -> Vec<String> {
+    let items: Vec<&str> = joined.split(',').map(str::trim).filter(|i| !i.is_empty()).collect();
+    let mut out: Vec<String> = Vec::new();
+    for item in &items {
+        if !out.iter().any(|o| o == item) {
+            out.push((*item).to_string());
+        }
+    }
+    if out.len() > 1 {
+        out.push(joined.trim().to_string());
+    }
+    out
 }
 
 /// The key a one-part key of `part` would be for a request carrying
-/// `value` for it, derived exactly as [`derive_key`] derives it: a `body:`
-/// value trimmed, lowercased and hashed; a header's one item (several
-/// different items are missing); other parts as given. `None` for a value
-/// that would be missing, and for `ip`, `global`, `country` and `asn`,
-/// which no request value names.
+/// `value` for it, derived exactly as [`derive_keys`] derives it (typed; a
+/// `body:` value hashed); a header naming several different items names no
+/// one. `None` for a value that would be missing, and for `ip`, `global`,
+/// `country` and `asn`, which no request value names.
 pub fn identity_key(part: &KeyPart, value: &str) -> Option<String> {
-    let derived = match part {
-        KeyPart::Body(_) => hash_identity(value),
-        KeyPart::Header(_) => single_value(value.split(',').map(str::trim)),
-        KeyPart::Cookie(_) | KeyPart::Query(_) | KeyPart::PathGroup(_) => Some(value.to_string()),
-        KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn => None,
+    let value = match part {
+        KeyPart::Header(..) => {
+            let items = header_values(value);
+            match items.as_slice() {
+                [one] => one.clone(),
+                _ => return None,
+            }
+        }
+        KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn => return None,
+        _ => value.to_string(),
     };
-    derived.filter(|v| !v.is_empty()).map(|v| format!("{part}={v}"))
-}
-
-/// The one value of a repeated parameter. Several *different* values read
-/// as missing: origins disagree on which one counts (PHP and Rack take the
-/// last, others the first), and a client could otherwise get a fresh counter
-/// per request by varying the one tollgate does not read.
-fn single_value<'v>(mut values: impl Iterator<Item = &'v str>) -> Option<String> {
-    let first = values.next()?;
-    values.all(|v| v == first).then(|| first.to_string())
+    read_value(part, &value).map(|v| format!("{part}={v}"))
 }
 
 /// Normalizes an identity such as an email (trimmed, lowercased) and hashes
-/// it with SHA-256 (hex). `None` for a value that is empty once trimmed.
+/// it with SHA-256 (hex), as a `body:` key part holds it by default. `None`
+/// for a value that is empty once trimmed.
+#[cfg(test)]
 pub fn hash_identity(raw: &str) -> Option<String> {
-    use sha2::{Digest, Sha256};
-    let normalized = raw.trim().to_lowercase();
-    if normalized.is_empty() {
-        return None;
-    }
-    Some(Sha256::digest(normalized.as_bytes()).iter().map(|b| format!("{b:02x}")).collect())
+    ValueType::Lower.read(raw).map(|v| sha256_hex(&v))
 }
 
-/// The raw value of `field` in a request body, by content type:
+fn sha256_hex(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every raw value `field` of a request body could be read as, by content
+/// type:
 /// - `application/json` (and `+json`): a top-level member, or a dotted path
 ///   (`user.email`); strings, numbers and booleans are read, anything else
-///   is absent;
-/// - `application/x-www-form-urlencoded`: the field's value (names
-///   normalized as query keys are, see [`CanonicalQuery`]); a field given
-///   several different values is absent.
+///   is absent. A member given twice counts twice (first-wins scanners such
+///   as Go's gjson read the first, `JSON.parse` the last), and so does one
+///   whose name differs only in ASCII case (Go's `encoding/json` and
+///   ASP.NET Core's web defaults match member names case-insensitively);
+/// - `application/x-www-form-urlencoded`: every value of the field (names
+///   normalized as query keys are, see [`CanonicalQuery`]).
 ///
-/// Anything else (multipart, text, malformed JSON, invalid UTF-8) is absent:
-/// the rule's missing-key policy then applies.
-pub fn body_field(content_type: &str, body: &[u8], field: &str) -> Option<String> {
+/// Anything else (text, malformed JSON, invalid UTF-8) has none: the rule's
+/// missing-key policy then applies.
+pub fn body_field_values(content_type: &str, body: &[u8], field: &str) -> Vec<String> {
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if media == "application/json" || media.ends_with("+json") {
-        let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-        let mut current = &value;
+        let Ok(json) = serde_json::from_slice::<Json>(body) else { return Vec::new() };
+        let mut level = vec![&json];
         for part in field.split('.') {
-            current = current.get(part)?;
+            level = level.iter().flat_map(|node| node.members(part)).collect();
         }
-        match current {
-            serde_json::Value::String(s) => Some(s.clone()),
-            serde_json::Value::Number(n) => Some(n.to_string()),
-            serde_json::Value::Bool(b) => Some(b.to_string()),
+        level.into_iter().filter_map(Json::scalar).map(str::to_string).collect()
+    } else if media == "application/x-www-form-urlencoded" {
+        match std::str::from_utf8(body) {
+            Ok(text) => CanonicalQuery::parse(text).values(field).map(str::to_string).collect(),
+            Err(_) => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    }
+}
+
+/// A JSON document that keeps every member of an object, duplicates
+/// included, in order (`serde_json::Value` keeps only the last).
+enum Json {
+    Object(Vec<(String, Json)>),
+    Scalar(String),
+    Other,
+}
+
+impl Json {
+    /// The values of the members named `name`, in any ASCII case.
+    fn members<'j>(&'j self, name: &'j str) -> impl Iterator<Item = &'j Json> + 'j {
+        let members: &[(String, Json)] = match self {
+            Json::Object(members) => members,
+            _ => &[],
+        };
+        members.iter().filter(move |(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+    }
+
+    fn scalar(&self) -> Option<&str> {
+        match self {
+            Json::Scalar(text) => Some(text),
             _ => None,
         }
-    } else if media == "application/x-www-form-urlencoded" {
-        let text = std::str::from_utf8(body).ok()?;
-        single_value(CanonicalQuery::parse(text).values(field))
-    } else {
-        None
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Json {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Json, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Json;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
+                let mut members = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Json>()? {
+                    members.push((k, v));
+                }
+                Ok(Json::Object(members))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Json::Other)
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Json, E> {
+                Ok(Json::Scalar(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Json, E> {
+                Ok(Json::Scalar(v))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
+                Ok(Json::Scalar(v.to_string()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
+                Ok(Json::Scalar(v.to_string()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
+                Ok(Json::Scalar(v.to_string()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Json, E> {
+                Ok(serde_json::Number::from_f64(v).map_or(Json::Other, |n| Json::Scalar(n.to_string())))
+            }
+            fn visit_unit<E>(self) -> Result<Json, E> {
+                Ok(Json::Other)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
     }
 }
 
@@ -287,19 +657,36 @@ pub fn log_key(secret: &str) -> Option<Vec<u8>> {
     (!trimmed.is_empty()).then(|| trimmed.as_bytes().to_vec())
 }
 
-/// The value of cookie `name` in a `Cookie` header (RFC 6265 §5.4):
-/// surrounding quotes removed and percent-decoded to a fixpoint, as
-/// Express, PHP and Rack decode it (`sid=%61bc` is `sid=abc`). The cookie
-/// given several times with different values is missing: Django reads the
-/// last, most others the first, so either could be the real one.
-pub fn cookie_value(header: &str, name: &str) -> Option<String> {
-    let values = header.split(';').filter_map(|pair| {
-        let (k, v) = pair.split_once('=')?;
+/// Every value cookie `name` could be read as in a `Cookie` header
+/// (RFC 6265 §5.4): surrounding quotes removed and percent-decoded to a
+/// fixpoint, as Express, PHP and Rack decode it (`sid=%61bc` is `sid=abc`).
+/// A cookie given several times counts each value (Django reads the last,
+/// most others the first), and so does one whose name PHP reads as the same
+/// (`.` and spaces in a cookie name become `_` in `$_COOKIE`, the first
+/// kept: `laravel.session` is `laravel_session`).
+pub fn cookie_values(header: &str, name: &str) -> Vec<String> {
+    let php = |n: &str| n.trim().replace(['.', ' '], "_");
+    let wanted = php(name);
+    let mut out: Vec<String> = Vec::new();
+    for pair in header.split(';') {
+        let Some((k, v)) = pair.split_once('=') else { continue };
+        if k.trim() != name && php(k) != wanted {
+            continue;
+        }
         let v = v.trim().trim_matches('"');
-        (k.trim() == name).then(|| String::from_utf8_lossy(&crate::canon::decode_fully(v.as_bytes())).into_owned())
-    });
-    let values: Vec<String> = values.collect();
-    single_value(values.iter().map(String::as_str))
+        let value = String::from_utf8_lossy(&crate::canon::decode_fully(v.as_bytes())).into_owned();
+        if !out.contains(&value) {
+            out.push(value);
+        }
+    }
+    out
+}
+
+/// The value of cookie `name` when the header gives it exactly one
+/// ([`cookie_values`]).
+pub fn cookie_value(header: &str, name: &str) -> Option<String> {
+    let mut values = cookie_values(header, name);
+    (values.len() == 1).then(|| values.pop()).flatten()
 }
 
 /// The counting identity of a client address.
@@ -447,9 +834,36 @@ mod tests {
         assert_eq!(client_ip_key("2001:db8::1", 64).as_deref(), Some("2001:db8::/64"), "not Teredo");
     }
 
+    fn inputs<'a>(
+        header: &'a dyn Fn(&str) -> Option<String>,
+        query: &'a CanonicalQuery,
+        body: &'a dyn Fn(&str) -> Vec<String>,
+    ) -> KeyInputs<'a> {
+        KeyInputs {
+            client_ip: Some("203.0.113.7"),
+            header,
+            query,
+            path_groups: &[],
+            body,
+            country: Some("de"),
+            asn: Some(64_500),
+            ipv6_prefix: 64,
+        }
+    }
+
+    fn part(text: &str) -> KeyPart {
+        KeyPart::parse(text).unwrap()
+    }
+
     #[test]
     fn key_parts_parse_and_combine() {
-        assert_eq!(KeyPart::parse("header:X-Api-Key"), Ok(KeyPart::Header("x-api-key".into())));
+        assert_eq!(KeyPart::parse("header:X-Api-Key"), Ok(KeyPart::Header("x-api-key".into(), None)));
+        assert_eq!(KeyPart::parse("path:school:int"), Ok(KeyPart::PathGroup("school".into(), Some(ValueType::Int))));
+        assert_eq!(part("path:school:int").to_string(), "path:school:int");
+        assert_eq!(
+            KeyPart::parse("path:school:integer").map_err(|e| e.to_string()),
+            Err("`path:school:integer`: unknown type `integer` (use raw, lower, int, uuid or email after the name)".to_string())
+        );
         assert_eq!(
             KeyPart::parse("header:").map_err(|e| e.to_string()),
             Err("`header:` needs a name after `header:`".to_string())
@@ -464,85 +878,137 @@ mod tests {
             _ => None,
         };
         let groups = [("school".to_string(), "s9".to_string())];
-        let body = |field: &str| (field == "email").then(|| " User@Example.COM ".to_string());
-        let inputs = KeyInputs {
-            client_ip: Some("203.0.113.7"),
-            header: &header,
-            query: &query,
-            path_groups: &groups,
-            body: &body,
-            country: Some("de"),
-            asn: Some(64_500),
-            ipv6_prefix: 64,
-        };
+        let body = |field: &str| if field == "email" { vec![" User@Example.COM ".to_string()] } else { vec![] };
+        let with_groups = KeyInputs { path_groups: &groups, ..inputs(&header, &query, &body) };
         let parts: Vec<KeyPart> = ["ip", "header:x-api-key", "cookie:sid", "query:tenant", "path:school", "global", "country", "asn"]
             .iter()
-            .map(|p| KeyPart::parse(p).unwrap())
+            .map(|p| part(p))
             .collect();
         assert_eq!(
-            derive_key(&parts, &inputs).unwrap(),
-            "ip=203.0.113.7|header:x-api-key=k1|cookie:sid=s2|query:tenant=t1|path:school=s9|global=*|country=DE|asn=64500"
+            derive_keys(&parts, &with_groups).unwrap(),
+            ["ip=203.0.113.7|header:x-api-key=k1|cookie:sid=s2|query:tenant=t1|path:school=s9|global=*|country=DE|asn=64500"]
         );
-        let email = derive_key(&[KeyPart::Body("email".into())], &inputs).unwrap();
+        let email = derive_key(&[part("body:email")], &with_groups).unwrap();
         assert_eq!(email, format!("body:email={}", hash_identity("user@example.com").unwrap()));
         assert!(!email.contains('@'), "no raw value in the key");
         assert_eq!(
-            derive_key(&[KeyPart::Header("x-missing".into())], &inputs),
-            Err(MissingPart(KeyPart::Header("x-missing".into())))
+            derive_keys(&[part("header:x-missing")], &with_groups),
+            Err(KeyError::Missing(MissingPart(part("header:x-missing"))))
         );
-        let no_ip = KeyInputs { client_ip: None, ..inputs };
+        let no_ip = KeyInputs { client_ip: None, ..inputs(&header, &query, &body) };
         assert_eq!(derive_key(&[KeyPart::Ip], &no_ip), Err(MissingPart(KeyPart::Ip)), "X-Forwarded-For is never read");
-        assert_eq!(derive_key(&[KeyPart::Body("password".into())], &no_ip), Err(MissingPart(KeyPart::Body("password".into()))));
-        let rotating = CanonicalQuery::parse("token=random&token=real");
-        let with_rotation = KeyInputs { query: &rotating, ..no_ip };
+        assert_eq!(derive_key(&[part("body:password")], &no_ip), Err(MissingPart(part("body:password"))));
+    }
+
+    /// Issue 15: when the origin might read any of several values, every
+    /// one is charged, never "missing" (a fresh or skipped bucket).
+    #[test]
+    fn every_identity_an_origin_could_read_is_charged() {
+        let none = |_: &str| None;
+        let no_body = |_: &str| Vec::new();
+        let rotating = CanonicalQuery::parse("token=random&token=real&token=real");
         assert_eq!(
-            derive_key(&[KeyPart::Query("token".into())], &with_rotation),
-            Err(MissingPart(KeyPart::Query("token".into()))),
-            "several different values are missing, never a fresh counter per request"
+            derive_keys(&[part("query:token")], &inputs(&none, &rotating, &no_body)).unwrap(),
+            ["query:token=random", "query:token=real"]
         );
+        let twice = |name: &str| (name == "x-api-key").then(|| "REAL, junk".to_string());
+        let q = CanonicalQuery::parse("");
+        assert_eq!(
+            derive_keys(&[part("header:x-api-key")], &inputs(&twice, &q, &no_body)).unwrap(),
+            ["header:x-api-key=REAL", "header:x-api-key=junk", "header:x-api-key=REAL, junk"],
+            "Go reads the first, Node the joined line"
+        );
+        let php = |name: &str| (name == "cookie").then(|| "laravel.session=MINE; laravel_session=rnd".to_string());
+        assert_eq!(
+            derive_keys(&[part("cookie:laravel_session")], &inputs(&php, &q, &no_body)).unwrap(),
+            ["cookie:laravel_session=MINE", "cookie:laravel_session=rnd"],
+            "PHP reads `laravel.session` as `laravel_session`"
+        );
+        // Several parts: every combination, up to the cap.
+        let many = CanonicalQuery::parse("a=1&a=2&b=x&b=y&b=z");
+        let both = [part("query:a"), part("query:b")];
+        assert_eq!(
+            derive_keys(&both, &inputs(&none, &many, &no_body)),
+            Err(KeyError::TooMany { part: part("query:b"), identities: 6 })
+        );
+        assert_eq!(derive_keys(&both[..1], &inputs(&none, &many, &no_body)).unwrap().len(), 2);
+        let five = CanonicalQuery::parse("t=1&t=2&t=3&t=4&t=5");
+        assert!(derive_keys(&[part("query:t")], &inputs(&none, &five, &no_body))
+            .unwrap_err()
+            .to_string()
+            .contains("at most 4"));
     }
 
     #[test]
-    fn cookies_and_headers_cannot_be_rotated() {
+    fn typed_values_are_read_as_the_origin_reads_them() {
+        for (spelling, read) in [("42", "42"), ("042", "42"), ("0042", "42"), ("+42", "42"), ("42 ", "42"), (" 42", "42"), ("42abc", "42"), ("0", "0"), ("-0", "0"), ("-7", "-7")] {
+            assert_eq!(ValueType::Int.read(spelling).as_deref(), Some(read), "{spelling:?}");
+        }
+        for no_id in ["", "abc", "+", " - 4"] {
+            assert_eq!(ValueType::Int.read(no_id), None, "{no_id:?}");
+        }
+        let uuid = "6f1c2a6e-3c1b-4c7a-9f4e-0b1d2c3e4f50";
+        for spelling in [uuid, &uuid.to_uppercase(), &format!("{{{uuid}}}"), &uuid.replace('-', ""), &format!("urn:uuid:{uuid}")] {
+            assert_eq!(ValueType::Uuid.read(spelling).as_deref(), Some("6f1c2a6e3c1b4c7a9f4e0b1d2c3e4f50"), "{spelling}");
+        }
+        assert_eq!(ValueType::Uuid.read("not-a-uuid"), None);
+        for spelling in ["victim@x.io", "Victim@X.io", " víctim@x.io", "vìctim@x.io", "vic\u{AD}tim@x.io", "\u{FF56}ictim@x.io", "vi\u{200B}ctim@x.io", "vi\u{301}ctim@x.io", "VÍCTIM@X.IO"] {
+            assert_eq!(fold_email(spelling), "victim@x.io", "{spelling:?}");
+        }
+        assert_eq!(fold_email("straße@x.de"), "strasse@x.de");
+        assert_eq!(fold_email("łukasz@x.pl"), "lukasz@x.pl");
+        assert_ne!(fold_email("vector@x.io"), fold_email("victor@x.io"));
+        let group = |name: &str, value: &str| {
+            let groups = [(name.to_string(), value.to_string())];
+            let q = CanonicalQuery::parse("");
+            let keys = derive_keys(&[part(&format!("path:{name}:int"))], &KeyInputs { path_groups: &groups, ..inputs(&|_| None, &q, &|_| Vec::new()) });
+            keys.map(|k| k.join(" "))
+        };
+        assert_eq!(group("school", "042"), Ok("path:school:int=42".into()));
+        assert_eq!(group("school", "+42"), group("school", "42"));
+        assert_eq!(group("school", "%2042"), group("school", "42"), "decoded, as the router hands it over");
+        assert!(group("school", "abc").is_err(), "no integer: missing, the rule's policy applies");
+    }
+
+    #[test]
+    fn untyped_ids_are_flagged() {
+        for flagged in ["path:id", "path:school_id", "query:tenantId", "header:x-tenant-id", "body:user.id"] {
+            assert!(part(flagged).untyped_id(), "{flagged}");
+        }
+        for fine in ["path:id:int", "path:school", "header:x-api-key", "ip", "body:email"] {
+            assert!(!part(fine).untyped_id(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn cookies_count_every_value() {
         assert_eq!(cookie_value("sid=abc", "sid").as_deref(), Some("abc"));
         assert_eq!(cookie_value("sid=%61bc", "sid").as_deref(), Some("abc"), "decoded as origins do");
         assert_eq!(cookie_value("a=1; sid=\"a%62c\"", "sid").as_deref(), Some("abc"));
-        assert_eq!(cookie_value("sid=x; sid=abc", "sid"), None, "which one would the origin read?");
-        assert_eq!(cookie_value("sid=abc; sid=%61bc", "sid").as_deref(), Some("abc"));
-        let query = CanonicalQuery::parse("");
-        let joined = |name: &str| (name == "x-api-key").then(|| "real, random".to_string());
-        let inputs = KeyInputs {
-            client_ip: None,
-            header: &joined,
-            query: &query,
-            path_groups: &[],
-            body: &|_: &str| None,
-            country: None,
-            asn: None,
-            ipv6_prefix: 64,
-        };
-        assert!(derive_key(&[KeyPart::Header("x-api-key".into())], &inputs).is_err());
-        let same = |name: &str| (name == "x-api-key").then(|| "k1, k1".to_string());
-        let inputs = KeyInputs { header: &same, ..inputs };
-        assert_eq!(derive_key(&[KeyPart::Header("x-api-key".into())], &inputs).unwrap(), "header:x-api-key=k1");
+        assert_eq!(cookie_values("sid=x; sid=abc", "sid"), ["x", "abc"], "either could be the one the origin reads");
+        assert_eq!(cookie_values("sid=abc; sid=%61bc", "sid"), ["abc"]);
+        assert_eq!(cookie_values("my.sid=1; my sid=2; my_sid=3; mysid=4", "my_sid"), ["1", "2", "3"]);
     }
 
     #[test]
     fn body_fields_from_json_and_forms() {
-        let json = br#"{"email":" A@B.io ","user":{"id":42},"list":[1]}"#;
-        assert_eq!(body_field("application/json; charset=utf-8", json, "email").as_deref(), Some(" A@B.io "));
-        assert_eq!(body_field("application/vnd.api+json", json, "user.id").as_deref(), Some("42"));
-        assert_eq!(body_field("application/json", json, "list"), None);
-        assert_eq!(body_field("application/json", b"{not json", "email"), None);
-        let form = b"email=a%40b.io&password=x+y";
-        assert_eq!(body_field("application/x-www-form-urlencoded", form, "email").as_deref(), Some("a@b.io"));
-        assert_eq!(body_field("text/plain", form, "email"), None);
-        let twice = b"email=a%40b.io&email=c%40d.io";
-        assert_eq!(body_field("application/x-www-form-urlencoded", twice, "email"), None, "which one would the origin read?");
-        let same = b"email=a%40b.io&email=a%40b.io";
-        assert_eq!(body_field("application/x-www-form-urlencoded", same, "email").as_deref(), Some("a@b.io"));
-        assert_eq!(body_field("multipart/form-data; boundary=x", form, "email"), None);
-        assert_eq!(body_field("application/x-www-form-urlencoded", &[0xff, 0xfe], "email"), None);
+        let json = br#"{"email":" A@B.io ","user":{"id":42},"list":[1],"n":1.5}"#;
+        let values = |ct: &str, body: &[u8], field: &str| body_field_values(ct, body, field);
+        assert_eq!(values("application/json; charset=utf-8", json, "email"), [" A@B.io "]);
+        assert_eq!(values("application/vnd.api+json", json, "user.id"), ["42"]);
+        assert_eq!(values("application/json", json, "n"), ["1.5"]);
+        assert!(values("application/json", json, "list").is_empty());
+        assert!(values("application/json", b"{not json", "email").is_empty());
+        // Duplicates and case-insensitive twins are all candidates.
+        let dup = br#"{"email":"victim@x","password":"p","email":"decoy-1@x"}"#;
+        assert_eq!(values("application/json", dup, "email"), ["victim@x", "decoy-1@x"]);
+        let twin = br#"{"email":"decoy@x","Email":"victim@x","user":{"ID":7}}"#;
+        assert_eq!(values("application/json", twin, "email"), ["decoy@x", "victim@x"]);
+        assert_eq!(values("application/json", twin, "user.id"), ["7"]);
+        let form = b"email=a%40b.io&password=x+y&email=c%40d.io";
+        assert_eq!(values("application/x-www-form-urlencoded", form, "email"), ["a@b.io", "c@d.io"]);
+        assert!(values("text/plain", form, "email").is_empty());
+        assert!(values("application/x-www-form-urlencoded", &[0xff, 0xfe], "email").is_empty());
         assert_eq!(hash_identity("  "), None);
         assert_eq!(hash_identity(" A@B.io "), hash_identity("a@b.io"));
     }
@@ -551,23 +1017,23 @@ mod tests {
     /// gives the very key the request's own value gives.
     #[test]
     fn identity_keys_derive_as_request_keys_do() {
-        let body = KeyPart::Body("email".into());
+        let body = KeyPart::Body("email".into(), None);
         let from_body = derive_key(std::slice::from_ref(&body), &KeyInputs {
             client_ip: None,
             header: &|_| None,
             query: &CanonicalQuery::parse(""),
             path_groups: &[],
-            body: &|_| Some(" Ann@Example.com".to_string()),
+            body: &|_| vec![" Ann@Example.com".to_string()],
             country: None,
             asn: None,
             ipv6_prefix: 64,
         });
         assert_eq!(identity_key(&body, "ann@example.com").as_deref(), from_body.as_deref().ok());
         assert_ne!(identity_key(&body, "ann@example.org"), identity_key(&body, "ann@example.com"));
-        let header = KeyPart::Header("x-user".into());
+        let header = KeyPart::Header("x-user".into(), None);
         assert_eq!(identity_key(&header, " u1 ").as_deref(), Some("header:x-user=u1"));
         assert_eq!(identity_key(&header, "u1, u2"), None, "two identities are none");
-        assert_eq!(identity_key(&KeyPart::PathGroup("school".into()), "s9").as_deref(), Some("path:school=s9"));
+        assert_eq!(identity_key(&KeyPart::PathGroup("school".into(), None), "s9").as_deref(), Some("path:school=s9"));
         assert_eq!(identity_key(&body, "  "), None);
         assert_eq!(identity_key(&KeyPart::Ip, "203.0.113.7"), None, "no response header names the client");
     }

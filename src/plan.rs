@@ -19,7 +19,7 @@ use crate::admin::{self, AdminError, AdminRequest};
 use crate::canon::{canonical_host, canonical_path, CanonError, CanonicalQuery};
 use crate::config::Config;
 use crate::policy::MissingKey;
-use crate::key::{body_field, derive_key, key_hash, KeyInputs, MissingPart};
+use crate::key::{body_field_values, derive_key, derive_keys, key_hash, KeyError, KeyInputs};
 use crate::rules::{method_candidates, Match, RequestView, Rule};
 use url::Url;
 
@@ -96,13 +96,17 @@ pub struct Matched<'c> {
 /// A matching rule's key, or why it has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyOutcome {
-    /// The key; `fell_back` when it came from `fallback_key`.
-    Key { key: String, fell_back: bool },
+    /// Every key the request is charged to ([`derive_keys`]: one per
+    /// identity an origin could read, at most [`crate::key::MAX_IDENTITIES`]);
+    /// `fell_back` when they came from `fallback_key`.
+    Keys { keys: Vec<String>, fell_back: bool },
     /// A part is missing and the rule skips such requests.
-    Skipped(MissingPart),
+    Skipped(KeyError),
     /// A part is missing (of the key, or of the fallback key too) and the
-    /// rule rejects such requests with 400.
-    Rejected(MissingPart),
+    /// rule rejects such requests with 400; or the request names too many
+    /// identities (400 whatever the policy: falling back would let a client
+    /// choose its bucket by sending more spellings).
+    Rejected(KeyError),
 }
 
 /// A rule to check, with its key and the object that counts it.
@@ -142,7 +146,7 @@ pub enum Route<'c> {
     NeedsBody,
     /// A matching rule's key is missing and the rule rejects: 400. The
     /// first such rule, in match order, answers.
-    MissingKey { rule: &'c Rule, missing: MissingPart },
+    MissingKey { rule: &'c Rule, missing: KeyError },
     /// Ask these rules' counters; with none, forward without any call.
     Check(Vec<Applied<'c>>),
 }
@@ -218,8 +222,8 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
 
     let body_type = header("content-type").unwrap_or_default();
     let body_lookup = |field: &str| match parts.body {
-        Body::Read(bytes) => body_field(&body_type, bytes, field),
-        _ => None,
+        Body::Read(bytes) => body_field_values(&body_type, bytes, field),
+        _ => Vec::new(),
     };
     let client_ip = header("cf-connecting-ip");
     let matched: Vec<Matched<'c>> = found
@@ -313,13 +317,14 @@ fn matching_rules<'c>(
 
 /// A rule's key, or its missing-key policy applied.
 fn key_outcome(rule: &Rule, inputs: &KeyInputs<'_>) -> KeyOutcome {
-    match (derive_key(&rule.key, inputs), &rule.on_missing_key) {
-        (Ok(key), _) => KeyOutcome::Key { key, fell_back: false },
+    match (derive_keys(&rule.key, inputs), &rule.on_missing_key) {
+        (Ok(keys), _) => KeyOutcome::Keys { keys, fell_back: false },
+        (Err(too_many @ KeyError::TooMany { .. }), _) => KeyOutcome::Rejected(too_many),
         (Err(missing), MissingKey::Skip) => KeyOutcome::Skipped(missing),
         (Err(missing), MissingKey::Reject) => KeyOutcome::Rejected(missing),
-        (Err(_), MissingKey::Fallback(parts)) => match derive_key(parts, inputs) {
-            Ok(key) => KeyOutcome::Key { key, fell_back: true },
-            Err(missing) => KeyOutcome::Rejected(missing),
+        (Err(_), MissingKey::Fallback(parts)) => match derive_keys(parts, inputs) {
+            Ok(keys) => KeyOutcome::Keys { keys, fell_back: true },
+            Err(why) => KeyOutcome::Rejected(why),
         },
     }
 }
@@ -344,21 +349,23 @@ fn route_of<'c>(
         match &m.key {
             KeyOutcome::Rejected(missing) => return Route::MissingKey { rule: m.rule, missing: missing.clone() },
             KeyOutcome::Skipped(_) => {}
-            KeyOutcome::Key { key, fell_back } => {
-                let device = if *fell_back { None } else { trusted(m.rule, key) };
-                let counted = match &device {
-                    Some(device) => crate::device::device_key(key, device),
-                    None => key.clone(),
-                };
-                applied.push(Applied {
-                    rule: m.rule,
-                    id: object_name(m.rule, &counted),
-                    key_hash: key_hash(&counted, log_key),
-                    key: key.clone(),
-                    fell_back: *fell_back,
-                    own_method: m.own_method,
-                    device,
-                })
+            KeyOutcome::Keys { keys, fell_back } => {
+                for key in keys {
+                    let device = if *fell_back { None } else { trusted(m.rule, key) };
+                    let counted = match &device {
+                        Some(device) => crate::device::device_key(key, device),
+                        None => key.clone(),
+                    };
+                    applied.push(Applied {
+                        rule: m.rule,
+                        id: object_name(m.rule, &counted),
+                        key_hash: key_hash(&counted, log_key),
+                        key: key.clone(),
+                        fell_back: *fell_back,
+                        own_method: m.own_method,
+                        device,
+                    });
+                }
             }
         }
     }
@@ -383,14 +390,14 @@ fn admin_route<'c>(
         header: parts.header,
         query,
         path_groups: &[],
-        body: &|_| None,
+        body: &|_| Vec::new(),
         country: parts.country,
         asn: parts.asn,
         ipv6_prefix: config.ipv6_prefix,
     };
     let key = match derive_key(&rule.key, &inputs) {
         Ok(key) => key,
-        Err(missing) => return Route::MissingKey { rule, missing },
+        Err(missing) => return Route::MissingKey { rule, missing: KeyError::Missing(missing) },
     };
     let lockout = Applied {
         rule,
@@ -640,7 +647,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(p.matched[0].key, KeyOutcome::Skipped(_)));
-        assert_eq!(p.matched[1].key, KeyOutcome::Key { key: "ip=198.51.100.7".into(), fell_back: true });
+        assert_eq!(p.matched[1].key, KeyOutcome::Keys { keys: vec!["ip=198.51.100.7".into()], fell_back: true });
         let (p, _) = plan_of(&c, "GET", "/p", &[IP, ("x-user", "u1"), ("x-other", "o")], None, None);
         let applied = match &p.route {
             Route::Check(a) => a,

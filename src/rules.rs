@@ -481,7 +481,7 @@ impl Rule {
     pub fn identity_key(&self, value: &str) -> Option<String> {
         let [part] = self.key.as_slice() else { return None };
         let value = match part {
-            KeyPart::PathGroup(_) if self.case_insensitive => value.to_lowercase(),
+            KeyPart::PathGroup(..) if self.case_insensitive => value.to_lowercase(),
             _ => value.to_string(),
         };
         crate::key::identity_key(part, &value)
@@ -489,7 +489,7 @@ impl Rule {
 
     /// Whether any part of the rule's key (or fallback key) reads the body.
     pub fn reads_body(&self) -> bool {
-        self.key.iter().chain(self.on_missing_key.fallback_parts()).any(|p| matches!(p, KeyPart::Body(_)))
+        self.key.iter().chain(self.on_missing_key.fallback_parts()).any(|p| matches!(p, KeyPart::Body(..)))
     }
 
     /// The longest window of the rule: how long a key's log can live.

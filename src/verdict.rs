@@ -152,10 +152,17 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
     let mut events = Vec::new();
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut block: Option<(&Rule, u64, usize, &Option<Vec<WireWindow>>)> = None;
+    // A rule charged to several identities reports the fields of the first
+    // (one `RateLimit` item per policy name).
+    let mut reported: Vec<&str> = Vec::new();
     for (a, outcome) in applied.iter().zip(outcomes) {
+        let report = a.rule.ratelimit_headers && !reported.contains(&a.rule.name.as_str());
+        if report {
+            reported.push(&a.rule.name);
+        }
         match outcome {
             Outcome::Allowed { windows, .. } => {
-                if a.rule.ratelimit_headers {
+                if report {
                     fields.extend(rate_fields(&a.rule.name, windows, None));
                 }
             }
@@ -163,7 +170,7 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
                 let shadow = a.rule.action == Action::Log;
                 events.push(block_event(a, shadow, *retry_after_ms));
                 if shadow {
-                    if a.rule.ratelimit_headers {
+                    if report {
                         let windows = windows_of(a.rule, *retry_after_ms, windows.as_deref());
                         fields.extend(rate_fields(&a.rule.name, &windows, Some((*window, *retry_after_ms))));
                     }
