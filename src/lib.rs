@@ -14,6 +14,7 @@
 //! | [`verdict`] | back half: the counters' outcomes → forward or answer, log events |
 //! | [`key`]     | a rule's client key from request parts (IP /64, header, ...)   |
 //! | `hmac`      | HMAC-SHA256 (RFC 2104) over `sha2`: keyed log hashes           |
+//! | `device`    | trusted-device cookies: lockout-resistant account limits       |
 //! | [`window`]  | the sliding-log decision: (log, now, limits) → outcome, log    |
 //! | [`gcra`]    | the O(1)-state alternative for large limits, and its accuracy  |
 //! | [`counter`] | one limiter-object step: (stored row, now, call) → reply, row  |
