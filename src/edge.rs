@@ -18,6 +18,7 @@
 use crate::admin::{self, AdminAction, Gate};
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::config::{self, Config, ConfigError};
+use crate::episodes::{self, Episodes};
 use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
 use crate::key::log_key;
@@ -55,6 +56,9 @@ thread_local! {
     /// Parsed once per isolate: URLPatterns are compiled here, not per request.
     static CONFIG: RefCell<Option<LoadedConfig>> = const { RefCell::new(None) };
     static BLOCKED: RefCell<BlockedUntilCache> = RefCell::new(BlockedUntilCache::new(DEFAULT_CAPACITY));
+    /// One log line per block or counter-error episode of a (rule, key).
+    static EPISODES: RefCell<Episodes> =
+        RefCell::new(Episodes::new(episodes::DEFAULT_CAPACITY, episodes::PERIOD_MS));
     /// When the invalid config was last logged (Unix ms).
     static CONFIG_ERROR_LOGGED: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
     /// Read once per isolate, like the config (a changed secret is a new
@@ -153,8 +157,14 @@ fn respond(own: &OwnResponse) -> worker::Result<web_sys::Response> {
     Ok(Response::ok(own.body.clone())?.with_status(own.status).with_headers(out).into())
 }
 
+/// Writes `events`, one line each, except the repeats of a block or
+/// counter-error episode ([`crate::episodes`]), which are counted instead.
 fn write_logs(events: &[LogEvent]) {
-    for event in events {
+    if events.is_empty() {
+        return;
+    }
+    let lines = EPISODES.with(|e| e.borrow_mut().filter(events, now_ms()));
+    for event in &lines {
         console_log!("{}", event.line());
     }
 }
