@@ -23,16 +23,15 @@ use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
 use crate::key::log_key;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
-use crate::protocol::{decode_reply, encode_call, Call, CallFailure, Op, Reply};
+use crate::protocol::{decode_reply_line, encode_call_url, Call, CallFailure, Op, Reply};
 use crate::origin::{forward, read_body, with_fields};
 use crate::verdict::{self, Answer, Answered, LogEvent, Outcome};
 use futures_util::future::{join_all, select, Either};
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
-use worker::wasm_bindgen::JsValue;
 use worker::{
-    console_log, event, web_sys, Context, Date, Delay, Env, Headers, Method, Request, RequestInit, Response,
+    console_log, event, web_sys, Context, Date, Delay, Env, Headers, Request, Response,
 };
 
 /// The Durable Object namespace binding of the limiter objects.
@@ -376,20 +375,17 @@ async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) ->
     }
 }
 
-/// Sends one call to the object named `id`.
+/// Sends one call to the object named `id`, in the compact form: a `GET`
+/// of the call's URL, answered by a reply line ([`crate::protocol`]).
 async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFailure> {
     let stub = env
         .durable_object(LIMITER_BINDING)
         .and_then(|ns| ns.id_from_name(id)?.get_stub())
         .map_err(|e| CallFailure::NoBinding(e.to_string()))?;
     let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_body(Some(JsValue::from_str(&encode_call(call))));
-    let request = Request::new_with_init("https://limiter.tollgate/call", &init).map_err(transport)?;
-    let mut response = stub.fetch_with_request(request).await.map_err(transport)?;
+    let mut response = stub.fetch_with_str(&encode_call_url(call)).await.map_err(transport)?;
     let body = response.text().await.map_err(transport)?;
-    decode_reply(response.status_code(), &body)
+    decode_reply_line(response.status_code(), &body)
 }
 
 /// Serves the admin API (the token secret exists): first the client's
