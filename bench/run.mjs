@@ -1133,7 +1133,7 @@ note(
 );
 note(
   "tollgate answers repeat offenders from its in-isolate blocked-until cache (no Durable Object call), and logs one " +
-    "JSON line per blocked request",
+    "JSON line per block episode of a (rule, key) (a minute), not per blocked request",
 );
 note(
   "peer A (hono-rate-limiter's DurableObjectStore) calls its Durable Object on every limited request, blocked ones " +

@@ -18,20 +18,20 @@
 use crate::admin::{self, AdminAction, Gate};
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::config::{self, Config, ConfigError};
+use crate::episodes::{self, Episodes};
 use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
 use crate::key::log_key;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
-use crate::protocol::{decode_reply, encode_call, Call, CallFailure, Op, Reply};
+use crate::protocol::{decode_reply_line, encode_call_url, Call, CallFailure, Op, Reply};
 use crate::origin::{forward, read_body, with_fields};
 use crate::verdict::{self, Answer, Answered, LogEvent, Outcome};
 use futures_util::future::{join_all, select, Either};
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
-use worker::wasm_bindgen::JsValue;
 use worker::{
-    console_log, event, web_sys, Context, Date, Delay, Env, Headers, Method, Request, RequestInit, Response,
+    console_log, event, web_sys, Context, Date, Delay, Env, Headers, Request, Response,
 };
 
 /// The Durable Object namespace binding of the limiter objects.
@@ -55,6 +55,9 @@ thread_local! {
     /// Parsed once per isolate: URLPatterns are compiled here, not per request.
     static CONFIG: RefCell<Option<LoadedConfig>> = const { RefCell::new(None) };
     static BLOCKED: RefCell<BlockedUntilCache> = RefCell::new(BlockedUntilCache::new(DEFAULT_CAPACITY));
+    /// One log line per block or counter-error episode of a (rule, key).
+    static EPISODES: RefCell<Episodes> =
+        RefCell::new(Episodes::new(episodes::DEFAULT_CAPACITY, episodes::PERIOD_MS));
     /// When the invalid config was last logged (Unix ms).
     static CONFIG_ERROR_LOGGED: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
     /// Read once per isolate, like the config (a changed secret is a new
@@ -153,8 +156,14 @@ fn respond(own: &OwnResponse) -> worker::Result<web_sys::Response> {
     Ok(Response::ok(own.body.clone())?.with_status(own.status).with_headers(out).into())
 }
 
+/// Writes `events`, one line each, except the repeats of a block or
+/// counter-error episode ([`crate::episodes`]), which are counted instead.
 fn write_logs(events: &[LogEvent]) {
-    for event in events {
+    if events.is_empty() {
+        return;
+    }
+    let lines = EPISODES.with(|e| e.borrow_mut().filter(events, now_ms()));
+    for event in &lines {
         console_log!("{}", event.line());
     }
 }
@@ -366,20 +375,17 @@ async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) ->
     }
 }
 
-/// Sends one call to the object named `id`.
+/// Sends one call to the object named `id`, in the compact form: a `GET`
+/// of the call's URL, answered by a reply line ([`crate::protocol`]).
 async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFailure> {
     let stub = env
         .durable_object(LIMITER_BINDING)
         .and_then(|ns| ns.id_from_name(id)?.get_stub())
         .map_err(|e| CallFailure::NoBinding(e.to_string()))?;
     let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_body(Some(JsValue::from_str(&encode_call(call))));
-    let request = Request::new_with_init("https://limiter.tollgate/call", &init).map_err(transport)?;
-    let mut response = stub.fetch_with_request(request).await.map_err(transport)?;
+    let mut response = stub.fetch_with_str(&encode_call_url(call)).await.map_err(transport)?;
     let body = response.text().await.map_err(transport)?;
-    decode_reply(response.status_code(), &body)
+    decode_reply_line(response.status_code(), &body)
 }
 
 /// Serves the admin API (the token secret exists): first the client's

@@ -21,6 +21,7 @@
 //! | [`reservation`] | two-phase counting: requests in flight hold their slots |
 //! | [`protocol`]| the small, versioned call format between Worker and object     |
 //! | [`blocked`] | the isolate's capped blocked-until cache                       |
+//! | [`episodes`]| one log line per block episode of a (rule, key), with counts   |
 //! | [`headers`] | 429 problem+json body and IETF `RateLimit` header values       |
 //! | [`admin`]   | the admin API: routing, bearer token, keys from raw values     |
 //! | [`explain`] | `tollgate explain`: the pipeline on one request, as a report   |
@@ -45,6 +46,8 @@ pub mod config;
 pub(crate) mod counter;
 pub mod coverage;
 pub(crate) mod duration;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod episodes;
 pub mod explain;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod gcra;

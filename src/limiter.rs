@@ -12,7 +12,7 @@
 //! `setAlarm` when blocked. `setAlarm` runs only when no alarm is pending.
 
 use crate::counter::{on_alarm, step, AlarmAction};
-use crate::protocol::{decode_call, Call, Op, Reply, WireWindow, VERSION};
+use crate::protocol::{decode_call, decode_call_url, encode_reply_line, Call, Op, Reply, WireWindow, VERSION};
 use crate::window::horizon_ms;
 use serde::Deserialize;
 use std::cell::Cell;
@@ -52,13 +52,18 @@ impl DurableObject for Limiter {
         }
     }
 
+    /// A compact call (a `GET` of the call's URL) gets a reply line; the
+    /// JSON form (a `POST` body, as before) a JSON reply. A refused call
+    /// gets 400, a failure 500, both with a JSON `{"v":1,"error":...}`.
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        let body = req.text().await?;
-        let call = match decode_call(&body) {
+        let compact = req.inner().method() != "POST";
+        let call = if compact { decode_call_url(&req.inner().url()) } else { decode_call(&req.text().await?) };
+        let call = match call {
             Ok(call) => call,
             Err(refused) => return error_reply(400, &refused.to_string()),
         };
         match self.answer(&call).await {
+            Ok(reply) if compact => Response::ok(encode_reply_line(&reply)),
             Ok(reply) => Response::from_json(&reply),
             Err(e) => error_reply(500, &e.to_string()),
         }

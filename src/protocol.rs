@@ -1,6 +1,20 @@
-//! The call format between the Worker and a limiter object: small, JSON,
+//! The call format between the Worker and a limiter object: small,
 //! versioned. Limits travel with every call, so a limit changed in
 //! `wrangler.toml` takes effect on the next request, without a migration.
+//!
+//! Two forms of the same version 1, held to the same checks:
+//! - **compact** (what the Worker sends, issue 13): the call is the URL of a
+//!   `GET` ([`encode_call_url`]: `https://limiter/v1/hit?l=10x60000`), sent
+//!   with `Stub::fetch_with_str`, and the object answers one reply line
+//!   ([`encode_reply_line`]): no `Request`/`RequestInit` to build, no JSON
+//!   on either side;
+//! - **JSON** (before it; still answered, for tools, tests and a Worker of
+//!   the build before): a `POST` body, answered with a JSON [`Reply`].
+//!   Objects and Workers deploy together; an object of the build before
+//!   this one refuses a compact call as malformed (400), which the Worker
+//!   treats as a counter failure (the rule's `on_error`).
+//!
+//! The JSON form:
 //!
 //! ```json
 //! {"v":1,"op":"hit","limits":[[10,60000]],"cost":1}
@@ -145,9 +159,15 @@ pub fn encode_call(call: &Call) -> String {
     serde_json::to_string(&wire).unwrap_or_default()
 }
 
-/// Parses and validates a call; the error says what is wrong with it.
+/// Parses and validates a call in its JSON form; the error says what is
+/// wrong with it.
 pub fn decode_call(body: &str) -> Result<Call, CallError> {
     let wire: WireCall = serde_json::from_str(body).map_err(|e| CallError::Malformed(e.to_string()))?;
+    validate(wire)
+}
+
+/// The call's fields, checked: both forms are held to the same rules.
+fn validate(wire: WireCall) -> Result<Call, CallError> {
     if wire.v != VERSION {
         return Err(CallError::UnsupportedVersion(wire.v));
     }
@@ -182,6 +202,126 @@ pub fn decode_call(body: &str) -> Result<Call, CallError> {
         hold_ms: wire.hold_ms,
         reservation: wire.reservation,
     })
+}
+
+/// The ops by their wire names (the same in both forms).
+const OPS: [(Op, &str); 10] = [
+    (Op::Hit, "hit"),
+    (Op::Check, "check"),
+    (Op::Record, "record"),
+    (Op::Status, "status"),
+    (Op::Reset, "reset"),
+    (Op::Reserve, "reserve"),
+    (Op::Commit, "commit"),
+    (Op::Release, "release"),
+    (Op::Forgive, "forgive"),
+    (Op::Clear, "clear"),
+];
+
+fn op_name(op: Op) -> &'static str {
+    OPS.iter().find(|(o, _)| *o == op).map_or("hit", |(_, name)| name)
+}
+
+/// The call in its compact form: the URL of a `GET`, so the Worker sends it
+/// with `Stub::fetch_with_str` (no `Request`, `RequestInit` or body to
+/// build, no JSON on either side):
+///
+/// ```text
+/// https://limiter/v1/hit?l=10x60000
+/// https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000
+/// https://limiter/v1/commit?l=10x900000&r=1700000000000000
+/// ```
+/// The path is `/v{version}/{op}`; the query holds `l` (the limits,
+/// `{requests}x{window_ms}` joined by `,`, required), and only when they say
+/// something: `c` (cost, default 1), `a` (`gcra`; the sliding log is the
+/// default), `h` (hold_ms) and `r` (reservation), each at most once, in any
+/// order. The same version and the same checks as the JSON form (which the
+/// object still accepts, as a `POST` body).
+pub fn encode_call_url(call: &Call) -> String {
+    use std::fmt::Write;
+    let mut url = format!("https://limiter/v{VERSION}/{}?l=", op_name(call.op));
+    for (i, l) in call.limits.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let _ = write!(url, "{sep}{}x{}", l.requests.get(), l.window_ms.get());
+    }
+    if call.cost != 1 {
+        let _ = write!(url, "&c={}", call.cost);
+    }
+    if call.algorithm == Algorithm::Gcra {
+        url.push_str("&a=gcra");
+    }
+    if let Some(ms) = call.hold_ms {
+        let _ = write!(url, "&h={ms}");
+    }
+    if let Some(id) = call.reservation {
+        let _ = write!(url, "&r={id}");
+    }
+    url
+}
+
+/// Parses and validates a call in its compact form ([`encode_call_url`]),
+/// given the whole URL (any scheme and host); the error says what is wrong.
+pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
+    let malformed = |why: &str| CallError::Malformed(why.to_string());
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path_and_query = after_scheme.find('/').map_or("", |at| &after_scheme[at..]);
+    let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+    let (version, op) = path
+        .strip_prefix("/v")
+        .and_then(|rest| rest.split_once('/'))
+        .ok_or_else(|| malformed("the path is not /v{version}/{op}"))?;
+    let v: u32 = version.parse().map_err(|_| malformed("the version is not a number"))?;
+    let op = OPS
+        .iter()
+        .find(|(_, name)| *name == op)
+        .map(|(op, _)| *op)
+        .ok_or_else(|| CallError::Malformed(format!("unknown op `{op}`")))?;
+    let (mut limits, mut cost, mut alg, mut hold_ms, mut reservation) = (None, None, None, None, None);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
+        let number = |what: &str| value.parse::<u64>().map_err(|_| CallError::Malformed(format!("{what} is not a number")));
+        let given_twice = match name {
+            "l" => limits.replace(parse_limits(value)?).is_some(),
+            "c" => cost.replace(u32::try_from(number("c")?).map_err(|_| malformed("c is too large"))?).is_some(),
+            "a" => alg.replace(algorithm(value)?).is_some(),
+            "h" => hold_ms.replace(number("h")?).is_some(),
+            "r" => reservation.replace(number("r")?).is_some(),
+            _ => return Err(CallError::Malformed(format!("unknown field `{name}`"))),
+        };
+        if given_twice {
+            return Err(CallError::Malformed(format!("`{name}` given twice")));
+        }
+    }
+    validate(WireCall {
+        v,
+        op,
+        alg: alg.unwrap_or_default(),
+        limits: limits.ok_or_else(|| malformed("no limits (`l`)"))?,
+        cost: cost.unwrap_or(1),
+        hold_ms,
+        reservation,
+    })
+}
+
+fn algorithm(name: &str) -> Result<Algorithm, CallError> {
+    match name {
+        "gcra" => Ok(Algorithm::Gcra),
+        "sliding_log" => Ok(Algorithm::SlidingLog),
+        _ => Err(CallError::Malformed(format!("unknown algorithm `{name}`"))),
+    }
+}
+
+/// `{requests}x{window_ms}` pairs joined by `,`; at most one more than
+/// [`MAX_LIMITS`] are read, so the count check sees an excess without
+/// reading all of it.
+fn parse_limits(value: &str) -> Result<Vec<(u64, u64)>, CallError> {
+    let mut limits = Vec::new();
+    for pair in value.split(',').take(MAX_LIMITS + 1) {
+        let parsed = pair.split_once('x').and_then(|(q, w)| Some((q.parse().ok()?, w.parse().ok()?)));
+        let why = || CallError::Malformed(format!("limit `{pair}` is not {{requests}}x{{window_ms}}"));
+        limits.push(parsed.ok_or_else(why)?);
+    }
+    Ok(limits)
 }
 
 /// Why the object refused a call (answered 400 with the message).
@@ -318,6 +458,111 @@ pub fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure> {
     serde_json::from_str(body).map_err(|e| CallFailure::Unreadable(e.to_string()))
 }
 
+/// The reply in its compact form, the answer to a compact call: one line
+/// of fields separated by spaces, in this order (`-` for none):
+///
+/// ```text
+/// 1 b 980 0 0 1 0 2 1 0 - 0 2/1000/2/0/980
+/// ```
+/// version, `a` (allowed) or `b` (blocked), retry_after_ms, binding_window,
+/// in_flight (0/1), alarm_pending (0/1), alarm_set (0/1), stored_hits,
+/// rows_read, rows_written, reservation, held, then one
+/// `limit/window_ms/used/remaining/reset_ms` per window.
+pub fn encode_reply_line(reply: &Reply) -> String {
+    use std::fmt::Write;
+    let t = &reply.tally;
+    let opt = |n: Option<u64>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
+    let mut line = format!(
+        "{} {} {} {} {} {} {} {} {} {} {} {}",
+        reply.v,
+        if t.allowed { "a" } else { "b" },
+        t.retry_after_ms,
+        opt(t.binding.map(|b| b as u64)),
+        u8::from(t.in_flight),
+        u8::from(reply.alarm_pending),
+        u8::from(reply.alarm_set),
+        reply.stored_hits,
+        reply.rows_read,
+        reply.rows_written,
+        opt(reply.reservation),
+        reply.held,
+    );
+    for w in &t.windows {
+        let _ = write!(line, " {}/{}/{}/{}/{}", w.limit, w.window_ms, w.used, w.remaining, w.reset_ms);
+    }
+    line
+}
+
+/// Reads an object's answer to a compact call: a 200 with a reply line
+/// ([`encode_reply_line`]), or why not.
+pub fn decode_reply_line(status: u16, body: &str) -> Result<Reply, CallFailure> {
+    if status != 200 {
+        return Err(CallFailure::Refused { status, body: body.to_string() });
+    }
+    let shown: String = body.chars().take(200).collect();
+    parse_reply_line(body).ok_or_else(|| CallFailure::Unreadable(format!("not a reply line: {shown}")))
+}
+
+fn parse_reply_line(line: &str) -> Option<Reply> {
+    let mut fields = line.split(' ');
+    let number = |s: Option<&str>| s?.parse::<u64>().ok();
+    let flag = |s: Option<&str>| match s? {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    };
+    let optional = |s: Option<&str>| match s? {
+        "-" => Some(None),
+        n => n.parse::<u64>().ok().map(Some),
+    };
+    let v = u32::try_from(number(fields.next())?).ok().filter(|v| *v == VERSION)?;
+    let allowed = match fields.next()? {
+        "a" => true,
+        "b" => false,
+        _ => return None,
+    };
+    let retry_after_ms = number(fields.next())?;
+    let binding = match optional(fields.next())? {
+        Some(b) => Some(usize::try_from(b).ok()?),
+        None => None,
+    };
+    let in_flight = flag(fields.next())?;
+    let alarm_pending = flag(fields.next())?;
+    let alarm_set = flag(fields.next())?;
+    let stored_hits = number(fields.next())?;
+    let rows_read = number(fields.next())?;
+    let rows_written = number(fields.next())?;
+    let reservation = optional(fields.next())?;
+    let held = number(fields.next())?;
+    let mut windows = Vec::new();
+    for w in fields {
+        let mut parts = w.split('/');
+        let mut part = || parts.next().and_then(|p| p.parse::<u64>().ok());
+        let window = WireWindow {
+            limit: u32::try_from(part()?).ok()?,
+            window_ms: part()?,
+            used: part()?,
+            remaining: part()?,
+            reset_ms: part()?,
+        };
+        if parts.next().is_some() {
+            return None;
+        }
+        windows.push(window);
+    }
+    Some(Reply {
+        v,
+        tally: Tally { allowed, retry_after_ms, windows, binding, in_flight },
+        alarm_pending,
+        alarm_set,
+        stored_hits,
+        rows_read,
+        rows_written,
+        reservation,
+        held,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,6 +671,99 @@ mod tests {
             Err(CallError::InvalidLimit { requests: 4_294_967_296, window_ms: 1_000 })
         );
         assert_eq!(decode_call(r#"{"v":1,"op":"hit","limits":[[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1]]}"#), Err(CallError::LimitCount(9)));
+    }
+
+    /// The compact form: exact URLs, and every call round-trips through it
+    /// to the same call as through the JSON form.
+    #[test]
+    fn call_url_wire_format() {
+        let limits = vec![Limit::new(10, 60_000).unwrap()];
+        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None };
+        assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=10x60000");
+        let reserve = Call {
+            op: Op::Reserve,
+            algorithm: Algorithm::Gcra,
+            limits: vec![Limit::new(10, 900_000).unwrap(), Limit::new(100, 86_400_000).unwrap()],
+            cost: 2,
+            hold_ms: Some(104_000),
+            reservation: None,
+        };
+        assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
+        let commit = Call { op: Op::Commit, hold_ms: None, ..hit.clone() }.settling(Some(1_700_000_000_000_000));
+        assert_eq!(encode_call_url(&commit), "https://limiter/v1/commit?l=10x60000&r=1700000000000000");
+        for (op, _) in OPS {
+            let call = Call { op, hold_ms: Some(5), reservation: Some(9), ..reserve.clone() };
+            assert_eq!(decode_call_url(&encode_call_url(&call)), Ok(call.clone()), "{op:?}");
+            assert_eq!(decode_call(&encode_call(&call)), Ok(call), "{op:?}");
+        }
+        // Any host, fields in any order, the default algorithm spelled out.
+        assert_eq!(decode_call_url("http://x.y/v1/hit?a=sliding_log&l=10x60000&c=1"), Ok(hit));
+    }
+
+    #[test]
+    fn malformed_call_urls_are_refused_with_a_reason() {
+        for (url, why) in [
+            ("", "the path is not"),
+            ("https://limiter/call", "the path is not"),
+            ("https://limiter/v1", "the path is not"),
+            ("https://limiter/vx/hit?l=1x1", "the version is not a number"),
+            ("https://limiter/v2/hit?l=1x1", "unsupported call version 2"),
+            ("https://limiter/v1/fly?l=1x1", "unknown op `fly`"),
+            ("https://limiter/v1/hit", "no limits"),
+            ("https://limiter/v1/hit?l=", "limit `` is not"),
+            ("https://limiter/v1/hit?l=1x", "limit `1x` is not"),
+            ("https://limiter/v1/hit?l=-1x5", "is not"),
+            ("https://limiter/v1/hit?l=1x1&l=1x1", "`l` given twice"),
+            ("https://limiter/v1/hit?l=1x1&z=1", "unknown field `z`"),
+            ("https://limiter/v1/hit?l=1x1&c", "without `=`"),
+            ("https://limiter/v1/hit?l=1x1&c=4294967296", "c is too large"),
+            ("https://limiter/v1/hit?l=1x1&c=0", "cost must be"),
+            ("https://limiter/v1/hit?l=1x1&a=fixed", "unknown algorithm"),
+            ("https://limiter/v1/hit?l=0x1000", "invalid limit [0, 1000]"),
+            ("https://limiter/v1/hit?l=1x1,1x1,1x1,1x1,1x1,1x1,1x1,1x1,1x1,1x1", "1 to 8 limits"),
+            ("https://limiter/v1/reserve?l=1x1", "reserve needs hold_ms"),
+            ("https://limiter/v1/release?l=1x1", "release needs the reservation"),
+            ("https://limiter/v1/commit?l=1x1&r=-1", "r is not a number"),
+        ] {
+            let err = decode_call_url(url).unwrap_err().to_string();
+            assert!(err.contains(why), "{url}: {err}");
+        }
+        assert_eq!(
+            decode_call_url("https://limiter/v1/hit?l=1x1,1x1,1x1,1x1,1x1,1x1,1x1,1x1,1x1"),
+            Err(CallError::LimitCount(9))
+        );
+    }
+
+    #[test]
+    fn reply_lines_round_trip_and_are_refused_when_not_one() {
+        let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980 };
+        let blocked = Reply {
+            v: VERSION,
+            tally: Tally { allowed: false, retry_after_ms: 980, windows: vec![window.clone()], binding: Some(0), in_flight: false },
+            alarm_pending: true,
+            alarm_set: false,
+            stored_hits: 2,
+            rows_read: 1,
+            rows_written: 0,
+            reservation: None,
+            held: 0,
+        };
+        assert_eq!(encode_reply_line(&blocked), "1 b 980 0 0 1 0 2 1 0 - 0 2/1000/2/0/980");
+        let reserved = Reply {
+            tally: Tally { allowed: true, retry_after_ms: 0, windows: vec![window.clone(), window], binding: None, in_flight: true },
+            alarm_set: true,
+            reservation: Some(7_000),
+            held: 3,
+            ..blocked.clone()
+        };
+        for reply in [blocked, reserved] {
+            assert_eq!(decode_reply_line(200, &encode_reply_line(&reply)), Ok(reply));
+        }
+        for body in ["", "2 b 980 0 0 1 0 2 1 0 - 0", "1 x 0 - 0 0 0 0 0 0 - 0", "1 a 0 - 0 0 0 0 0 0 -", "1 a 0 - 2 0 0 0 0 0 - 0", "1 a 0 - 0 0 0 0 0 0 - 0 1/2/3/4", "1 a 0 - 0 0 0 0 0 0 - 0 1/2/3/4/5/6", "{\"v\":1}"] {
+            assert!(matches!(decode_reply_line(200, body), Err(CallFailure::Unreadable(_))), "{body:?}");
+        }
+        assert_eq!(decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0").map(|r| r.tally.windows.len()), Ok(0));
+        assert!(matches!(decode_reply_line(400, "{\"v\":1,\"error\":\"x\"}"), Err(CallFailure::Refused { status: 400, .. })));
     }
 
     #[test]

@@ -1,14 +1,16 @@
-//! Arbitrary bytes as a Worker → object call body. Nothing may panic, and a
-//! call that decodes re-encodes to a body that decodes to the same call.
+//! Arbitrary bytes as a Worker → object call, in both forms: the JSON body
+//! and the compact URL. Nothing may panic, and a call that decodes
+//! re-encodes, in either form, to one that decodes to the same call.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tollgate::protocol::{decode_call, encode_call};
+use tollgate::protocol::{decode_call, decode_call_url, encode_call, encode_call_url};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        if let Ok(call) = decode_call(text) {
-            assert_eq!(decode_call(&encode_call(&call)), Ok(call));
+        for call in [decode_call(text), decode_call_url(text)].into_iter().flatten() {
+            assert_eq!(decode_call(&encode_call(&call)), Ok(call.clone()));
+            assert_eq!(decode_call_url(&encode_call_url(&call)), Ok(call));
         }
     }
 });

@@ -149,6 +149,10 @@ function countersDown(cases, logKey) {
   const config = mergedConfig();
   const vars = logKey === undefined ? {} : { TOLLGATE_LOG_KEY: logKey };
   let checkedCases = 0;
+  // The Worker writes one counter_error per (rule, key) episode (a minute),
+  // explain has no isolate state: every case's keys must be fresh, so the
+  // line compared is always the first, written one.
+  const logged = new Set();
   return withWrangler(config, (wrangler) =>
     withTollgate({ config, faults: true, vars }, async (tg) => {
       await tg.setFault("throw");
@@ -164,6 +168,11 @@ function countersDown(cases, logKey) {
           expected.events.map(comparable).sort(byRule),
           `${label}: log events`,
         );
+        for (const e of expected.events.filter((e) => e.key_hash)) {
+          const id = `${e.tollgate}\n${e.rule}\n${e.key_hash}`;
+          assert.ok(!logged.has(id), `${label}: a key of an earlier case (${id}); give each case its own`);
+          logged.add(id);
+        }
         // Every checked rule's key hash shows in a counter_error line (up to
         // a fail-closed rule, which answers at once).
         for (const e of expected.events.filter((e) => e.tollgate === "counter_error")) {

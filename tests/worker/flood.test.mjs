@@ -38,6 +38,12 @@ test("2,000 requests on one hot key, 50 concurrent: exactly the limit allowed, 0
     assert.equal(count(429), 1_990);
     assert.equal(results.length, count(200) + count(429), "no other status (0 errors)");
     assert.equal(tg.origin.received.length, 10);
+    // One block episode per (rule, key) and minute: the first 429 is
+    // written, the other 1,989 are counted (a line after a minute would
+    // carry the count), never one line each.
+    const blocks = tg.logEvents().filter((e) => e.tollgate === "block" || e.tollgate === "summary");
+    assert.ok(blocks.length >= 1 && blocks.length <= 1 + Math.floor(seconds / 60), `${blocks.length} lines in ${seconds} s`);
+    assert.deepEqual([blocks[0].tollgate, blocks[0].rule, blocks[0].suppressed], ["block", "heavy-example", undefined]);
     console.log(`hot-key flood: 2000 requests in ${seconds.toFixed(1)} s (${Math.round(2000 / seconds)} req/s)`);
   } finally {
     await tg.dispose();
