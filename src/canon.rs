@@ -223,7 +223,7 @@ impl CanonicalQuery {
 
     /// Adds decoded `(name, value)` pairs from `source`: names normalized
     /// as at [`CanonicalQuery::values`], names and values ending at a NUL.
-    pub fn join(&mut self, source: Source, pairs: impl IntoIterator<Item = (String, String)>) {
+    pub fn join(&mut self, source: Source, pairs: Vec<(String, String)>) {
         for (raw_key, value) in pairs {
             let raw_key = until_nul(raw_key);
             let key = normalize_key(&raw_key);
@@ -245,7 +245,7 @@ impl CanonicalQuery {
     /// and values decoded as form fields (`+` a space, percent-decoded),
     /// names normalized (`laravel.session` is `laravel_session`).
     pub fn join_cookies(&mut self, header: &str) {
-        self.join(Source::Cookie, header.split(';').filter_map(|piece| decode_pair(piece.trim())));
+        self.join(Source::Cookie, header.split(';').filter_map(|piece| decode_pair(piece.trim())).collect());
     }
 
     /// Marks the body as one that may hold parameters tollgate could not
@@ -546,7 +546,7 @@ mod tests {
     #[test]
     fn joined_parameters_keep_their_source() {
         let mut q = CanonicalQuery::parse("mode=a");
-        q.join(Source::Body, [("Mode[]".to_string(), "b".to_string()), ("page[size".to_string(), "c\0d".to_string())]);
+        q.join(Source::Body, vec![("Mode[]".to_string(), "b".to_string()), ("page[size".to_string(), "c\0d".to_string())]);
         q.join_cookies(" laravel.session=x ; MODE=c%2b+d;;junk");
         assert_eq!(q.values("mode").collect::<Vec<_>>(), ["a", "b"], "keys and _method never read cookies");
         let cookies = Sources::NONE.with(Source::Cookie);
