@@ -349,7 +349,9 @@ fn candidate_methods(config: &Config, parts: &RequestParts<'_>, query: &Canonica
 fn overridden(parts: &RequestParts<'_>, query: &CanonicalQuery, body: Option<&BodyParams>) -> bool {
     let other = |value: &str| value.split(',').any(|v| !v.trim().is_empty() && !v.trim().eq_ignore_ascii_case(parts.method));
     let body_method = match body {
-        Some(BodyParams::Pairs(pairs)) => pairs.iter().any(|(name, value)| normalize_key(name) == "_method" && other(value)),
+        Some(BodyParams::Pairs(pairs)) => pairs.iter().any(|(name, value)| {
+            name.split('\0').next().is_some_and(|name| normalize_key(name) == "_method") && other(value)
+        }),
         Some(BodyParams::Unreadable(_)) | None => true,
         Some(BodyParams::NotParameters) => false,
     };
@@ -867,6 +869,14 @@ mod tests {
         assert_eq!(own("POST", "/login", &[IP, user, MULTIPART], Some(&multipart("email", "a"))), both(true), "multipart is read");
         assert_eq!(own("POST", "/login", &[IP, user, MULTIPART], Some(&multipart("_method", "GET"))), both(false));
         assert_eq!(own("POST", "/login", &[IP, user, ("x-http-method-override", "POST, GET")], None), both(false), "any item");
+        // No rule lists methods or has query conditions: the form does not
+        // join the parameters, and is read for a success's sake alone.
+        let any = config(json!([{ "name": "any", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
+            "clear_on_success": true, "limits": limits() }]));
+        let own_any = |body: &[u8]| plan_of(&any, "POST", "/login", &[IP, user, form], Some(body), None).0.matched[0].own_method;
+        assert!(own_any(b"email=a&_method=POST"));
+        assert!(!own_any(b"email=a&_method=GET"));
+        assert!(!own_any(b"_method%00x=GET"), "a name ends at a NUL");
         assert_eq!(own("HEAD", "/page", &[IP], None), vec![("get".to_string(), false)], "HEAD is folded into GET, not its own");
         assert_eq!(own("GET", "/page", &[IP], None), vec![("get".to_string(), true)]);
         match &plan_of(&c, "POST", "/login", &[IP, user], None, None).0.route {
