@@ -132,7 +132,64 @@ pub fn canonical_path(raw_path: &str) -> Result<String, CanonError> {
     Ok(path)
 }
 
-/// The canonical query: a multimap of decoded keys to every value they carry.
+/// Where a request parameter came from. A rule's `query_sources` says
+/// which of them its query conditions read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The URL query.
+    Query,
+    /// A urlencoded or multipart form body ([`crate::body`]).
+    Body,
+    /// A cookie (PHP's `$_REQUEST` with `variables_order = "EGPCS"` and no
+    /// `request_order`).
+    Cookie,
+}
+
+impl Source {
+    /// The name a config and `explain` use: `query`, `body`, `cookie`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Query => "query",
+            Source::Body => "body",
+            Source::Cookie => "cookie",
+        }
+    }
+}
+
+/// A set of [`Source`]s: a rule's `query_sources`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sources(u8);
+
+impl Sources {
+    /// `["query", "body"]`, the default: what PHP's `$_REQUEST` holds under
+    /// php.ini-production's `request_order = "GP"`, Laravel's `input()`,
+    /// Rails' `params`.
+    pub const DEFAULT: Sources = Sources(1 | 2);
+    pub const NONE: Sources = Sources(0);
+
+    fn bit(source: Source) -> u8 {
+        match source {
+            Source::Query => 1,
+            Source::Body => 2,
+            Source::Cookie => 4,
+        }
+    }
+
+    /// This set and `source`.
+    pub fn with(self, source: Source) -> Sources {
+        Sources(self.0 | Sources::bit(source))
+    }
+
+    pub fn contains(self, source: Source) -> bool {
+        self.0 & Sources::bit(source) != 0
+    }
+}
+
+/// The canonical query: a multimap of decoded keys to every value they
+/// carry, each tagged with its [`Source`]. It starts as the URL query;
+/// the plan joins the parameters of a form body and, for rules that read
+/// them, the cookies ([`CanonicalQuery::join`], [`CanonicalQuery::join_cookies`]),
+/// or marks the body unreadable ([`CanonicalQuery::mark_body_unreadable`]).
 ///
 /// Origins disagree on repeated keys (Rack and PHP take the last value,
 /// Express builds an array, Go and Flask the first), so conditions match if
@@ -140,6 +197,10 @@ pub fn canonical_path(raw_path: &str) -> Result<String, CanonError> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CanonicalQuery {
     pairs: Vec<(String, String)>,
+    /// The source of each pair, index for index.
+    sources: Vec<Source>,
+    /// The body may hold parameters that could not be read.
+    body_unreadable: bool,
 }
 
 impl CanonicalQuery {
@@ -155,19 +216,58 @@ impl CanonicalQuery {
     ///   `mode=heavy`), as C-string readers such as PHP's key parser see it;
     /// - keys are normalized as described at [`CanonicalQuery::values`].
     pub fn parse(raw: &str) -> CanonicalQuery {
-        let mut pairs = Vec::new();
-        for piece in raw.split('&') {
-            push_pair(&mut pairs, piece);
-            if piece.contains(';') {
-                for sub in piece.split(';') {
-                    push_pair(&mut pairs, sub);
-                }
-            }
-        }
-        CanonicalQuery { pairs }
+        let mut query = CanonicalQuery::default();
+        query.join(Source::Query, form_pairs(raw));
+        query
     }
 
-    /// Every value given for `key`, in order of appearance.
+    /// Adds decoded `(name, value)` pairs from `source`: names normalized
+    /// as at [`CanonicalQuery::values`], names and values ending at a NUL.
+    pub fn join(&mut self, source: Source, pairs: Vec<(String, String)>) {
+        for (raw_key, value) in pairs {
+            let raw_key = until_nul(raw_key);
+            let key = normalize_key(&raw_key);
+            if key.is_empty() {
+                continue;
+            }
+            let value = until_nul(value);
+            if let Some(php_key) = php_unmatched_bracket_key(&raw_key).filter(|k| *k != key) {
+                self.push(key, value.clone(), source);
+                self.push(php_key, value, source);
+            } else {
+                self.push(key, value, source);
+            }
+        }
+    }
+
+    /// Adds the cookies of a `Cookie` header as PHP reads them into
+    /// `$_COOKIE` (and `$_REQUEST`): pairs split on `;`, each trimmed, names
+    /// and values decoded as form fields (`+` a space, percent-decoded),
+    /// names normalized (`laravel.session` is `laravel_session`).
+    pub fn join_cookies(&mut self, header: &str) {
+        self.join(Source::Cookie, header.split(';').filter_map(|piece| decode_pair(piece.trim())).collect());
+    }
+
+    /// Marks the body as one that may hold parameters tollgate could not
+    /// read (over the cap, compressed, an unknown charset, malformed): a
+    /// rule whose query conditions read the body then matches them (fail
+    /// safe, see [`crate::rules::Condition::holds_in_query`]).
+    pub fn mark_body_unreadable(&mut self) {
+        self.body_unreadable = true;
+    }
+
+    /// Whether [`CanonicalQuery::mark_body_unreadable`] was called.
+    pub fn body_unreadable(&self) -> bool {
+        self.body_unreadable
+    }
+
+    fn push(&mut self, key: String, value: String, source: Source) {
+        self.pairs.push((key, value));
+        self.sources.push(source);
+    }
+
+    /// Every value given for `key` in the URL query or the body (never a
+    /// cookie: keys and `_method` read these two), in order of appearance.
     ///
     /// `key` is compared after the same normalization as the stored keys,
     /// which folds together every spelling some framework reads as the key:
@@ -184,10 +284,12 @@ impl CanonicalQuery {
     /// reading, that `[` as `_` (`page[size` is both `page` and `page_size`).
     pub fn values<'a>(&'a self, key: &str) -> impl Iterator<Item = &'a str> + 'a {
         let key = normalize_key(key);
-        self.pairs
-            .iter()
-            .filter(move |(k, _)| *k == key)
-            .map(|(_, v)| v.as_str())
+        self.pairs_from(Sources::DEFAULT).filter(move |(k, _)| *k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// The pairs from `sources`, in order of appearance. Allocates nothing.
+    pub fn pairs_from(&self, sources: Sources) -> impl Iterator<Item = &(String, String)> + '_ {
+        self.pairs.iter().zip(&self.sources).filter(move |(_, s)| sources.contains(**s)).map(|(pair, _)| pair)
     }
 
     /// Whether `key` appears at all, with or without a value.
@@ -195,46 +297,59 @@ impl CanonicalQuery {
         self.values(key).next().is_some()
     }
 
-    /// All pairs, normalized, in order of appearance.
+    /// All pairs (cookies too), normalized, in order of appearance.
     pub fn pairs(&self) -> &[(String, String)] {
         &self.pairs
     }
+
+    /// The source of each of [`CanonicalQuery::pairs`], index for index.
+    pub fn sources(&self) -> &[Source] {
+        &self.sources
+    }
 }
 
-fn push_pair(pairs: &mut Vec<(String, String)>, piece: &str) {
+/// The decoded `(name, value)` pairs of an
+/// `application/x-www-form-urlencoded` string (a URL query or a form
+/// body), names not yet normalized: pieces split on `&`, and a piece
+/// holding `;` read a second time split on `;` (see
+/// [`CanonicalQuery::parse`]).
+pub(crate) fn form_pairs(raw: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    for piece in raw.split('&') {
+        pairs.extend(decode_pair(piece));
+        if piece.contains(';') {
+            pairs.extend(piece.split(';').filter_map(decode_pair));
+        }
+    }
+    pairs
+}
+
+/// One `name=value` piece, decoded ([`decode_form`]); `None` when empty.
+fn decode_pair(piece: &str) -> Option<(String, String)> {
     if piece.is_empty() {
-        return;
+        return None;
     }
-    let (raw_key, raw_value) = match piece.find('=') {
-        Some(at) => (&piece[..at], &piece[at + 1..]),
-        None => (piece, ""),
-    };
-    let raw_key = decode_form(raw_key);
-    let key = normalize_key(&raw_key);
-    if key.is_empty() {
-        return;
+    let (raw_key, raw_value) = piece.split_once('=').unwrap_or((piece, ""));
+    Some((decode_form(raw_key), decode_form(raw_value)))
+}
+
+/// `text` up to its first NUL, as C-string readers such as PHP's see it.
+fn until_nul(mut text: String) -> String {
+    if let Some(end) = text.find('\0') {
+        text.truncate(end);
     }
-    let value = decode_form(raw_value);
-    if let Some(php_key) = php_unmatched_bracket_key(&raw_key).filter(|k| *k != key) {
-        pairs.push((key, value.clone()));
-        pairs.push((php_key, value));
-    } else {
-        pairs.push((key, value));
-    }
+    text
 }
 
 /// `application/x-www-form-urlencoded` decoding: `+` is a space, then
-/// percent-decoding to a fixpoint; the result ends at the first NUL;
-/// invalid UTF-8 becomes U+FFFD.
+/// percent-decoding to a fixpoint; invalid UTF-8 becomes U+FFFD.
 fn decode_form(raw: &str) -> String {
     let spaced: Cow<'_, str> = if raw.contains('+') {
         Cow::Owned(raw.replace('+', " "))
     } else {
         Cow::Borrowed(raw)
     };
-    let decoded = decode_fully(spaced.as_bytes());
-    let end = decoded.iter().position(|&b| b == 0).unwrap_or(decoded.len());
-    String::from_utf8_lossy(&decoded[..end]).into_owned()
+    String::from_utf8_lossy(&decode_fully(spaced.as_bytes())).into_owned()
 }
 
 /// The normalized form of a query key (see [`CanonicalQuery::values`]):
@@ -426,6 +541,22 @@ mod tests {
         assert_eq!(q.values("debug").collect::<Vec<_>>(), [""]);
         assert_eq!(q.values("x").collect::<Vec<_>>(), [""]);
         assert_eq!(q.pairs().len(), 2);
+    }
+
+    #[test]
+    fn joined_parameters_keep_their_source() {
+        let mut q = CanonicalQuery::parse("mode=a");
+        q.join(Source::Body, vec![("Mode[]".to_string(), "b".to_string()), ("page[size".to_string(), "c\0d".to_string())]);
+        q.join_cookies(" laravel.session=x ; MODE=c%2b+d;;junk");
+        assert_eq!(q.values("mode").collect::<Vec<_>>(), ["a", "b"], "keys and _method never read cookies");
+        let cookies = Sources::NONE.with(Source::Cookie);
+        let from = |sources: Sources| q.pairs_from(sources).map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>();
+        assert_eq!(from(cookies), ["laravel_session=x", "mode=c+ d", "junk="]);
+        assert_eq!(from(Sources::DEFAULT), ["mode=a", "mode=b", "page=c", "page_size=c"]);
+        assert_eq!(q.sources()[..4], [Source::Query, Source::Body, Source::Body, Source::Body]);
+        assert!(!q.body_unreadable());
+        q.mark_body_unreadable();
+        assert!(q.body_unreadable());
     }
 
     #[test]

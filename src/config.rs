@@ -20,6 +20,7 @@
 //! ```
 
 use crate::duration::parse_duration_ms;
+use crate::canon::{Source, Sources};
 use crate::key::KeyPart;
 use crate::policy::{
     Action, Counting, FailPolicy, MissingKey, OnSuccess, SuccessAction, TrustedDevice, DEFAULT_DEVICE_COOKIE,
@@ -87,6 +88,51 @@ pub struct Config {
     /// What the Worker does once the config turns out invalid at runtime
     /// (vars edited in the dashboard): see [`on_invalid_config`].
     pub on_invalid_config: FailPolicy,
+    /// What the rules ask of requests, computed once from `rules`.
+    pub facts: ConfigFacts,
+}
+
+/// Facts about the rules that decide what the plan reads of a request,
+/// computed once when the config is parsed: a request that no rule could
+/// concern costs no pass over the rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigFacts {
+    /// Some rule has query conditions: a form body's parameters can change
+    /// a match, so the body is read.
+    pub any_query_conditions: bool,
+    /// Some rule lists `methods`: overrides (headers, `_method` in the
+    /// query or a form body) can change a match, so they are read.
+    pub any_method_restriction: bool,
+    /// Every method some rule lists, each once, in config order: what a
+    /// POST whose form body tollgate cannot read may be overridden to.
+    pub listed_methods: Vec<String>,
+    /// Some rule with query conditions reads cookies (`query_sources`).
+    pub any_cookie_source: bool,
+}
+
+impl ConfigFacts {
+    pub fn of(rules: &[Rule]) -> ConfigFacts {
+        let mut facts = ConfigFacts::default();
+        for rule in rules {
+            for method in &rule.methods {
+                if !facts.listed_methods.contains(method) {
+                    facts.listed_methods.push(method.clone());
+                }
+            }
+            if rule.has_query_conditions() {
+                facts.any_query_conditions = true;
+                facts.any_cookie_source |= rule.query_sources.contains(Source::Cookie);
+            }
+        }
+        facts.any_method_restriction = !facts.listed_methods.is_empty();
+        facts
+    }
+
+    /// Whether a form body's parameters can change a match: the body of a
+    /// request that may have one is then read before matching.
+    pub fn reads_body_parameters(&self) -> bool {
+        self.any_query_conditions || self.any_method_restriction
+    }
 }
 
 /// What the Worker does with requests when its config is invalid: read
@@ -154,9 +200,11 @@ impl Config {
             blocked_cache_capacity: crate::blocked::DEFAULT_CAPACITY,
             on_invalid_config: FailPolicy::Deny,
             admin_lockout,
+            facts: ConfigFacts::default(),
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
+        config.facts = ConfigFacts::of(&config.rules);
         let mut seen = std::collections::HashSet::new();
         for rule in &config.rules {
             if !seen.insert(rule.name.as_str()) {
@@ -346,6 +394,7 @@ impl RuleDraft {
             host: None,
             methods: Vec::new(),
             conditions: Vec::new(),
+            query_sources: Sources::DEFAULT,
             // When in doubt, match: Express, ASP.NET and IIS route paths
             // case-insensitively, so rules do too unless told otherwise.
             case_insensitive: true,
@@ -387,6 +436,9 @@ impl RuleDraft {
         check_trusted_device(&spec, errors);
         check_cost(&spec, errors);
         check_algorithm(&spec, errors);
+        if spec.query_sources != Sources::DEFAULT && !spec.conditions.iter().any(|c| c.target == Target::Query) {
+            errors.push("query_sources", "only used with query conditions (set query)");
+        }
         spec
     }
 }
@@ -418,6 +470,11 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
     Field::optional("query", |d, i| {
         if let Some(conditions) = i.conditions(Target::Query, "must be a table of key = condition") {
             d.spec.conditions.extend(conditions);
+        }
+    }),
+    Field::optional("query_sources", |d, i| {
+        if let Some(sources) = i.sources() {
+            d.spec.query_sources = sources;
         }
     }),
     Field::optional("header", |d, i| {
@@ -934,6 +991,15 @@ impl Input<'_> {
             }
         }
         parts
+    }
+
+    /// A non-empty list of parameter sources: `"query"`, `"body"`,
+    /// `"cookie"`.
+    fn sources(&mut self) -> Option<Sources> {
+        let names = [Source::Query, Source::Body, Source::Cookie];
+        let message = "must be a non-empty list of \"query\", \"body\" and \"cookie\"";
+        let list = self.strings(|list| !list.is_empty() && list.iter().all(|s| names.iter().any(|n| n.name() == s)), message)?;
+        Some(names.iter().filter(|n| list.iter().any(|s| s == n.name())).fold(Sources::NONE, |set, n| set.with(*n)))
     }
 
     /// A non-empty list of HTTP statuses, 100 to 599.

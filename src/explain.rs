@@ -10,7 +10,7 @@
 //! [`key_hash`] serve `tollgate hash`.
 
 use crate::admin;
-use crate::canon::CanonicalQuery;
+use crate::canon::{CanonicalQuery, Source};
 use crate::config::Config;
 use crate::policy::{Action, Counting, FailPolicy, MissingKey};
 use crate::plan::{self, Body, KeyOutcome, Plan, RequestParts, Route};
@@ -244,8 +244,13 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
     };
     let _ = writeln!(out, "host:       {}", if c.host.is_empty() { "(none)" } else { &c.host });
     let _ = writeln!(out, "canonical:  {}", c.path);
-    let pairs: Vec<String> = c.query.pairs().iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let _ = writeln!(out, "query:      {}", if pairs.is_empty() { "(empty)".to_string() } else { pairs.join("  ") });
+    let _ = writeln!(out, "query:      {}", parameters(&c.query));
+    if let Some(why) = &c.unreadable_body {
+        let _ = writeln!(
+            out,
+            "body:       unreadable ({why}): query conditions that read the body hold, and a POST may be any method a rule lists (fail safe)"
+        );
+    }
     let _ = writeln!(out, "methods:    {}", c.methods.join(", "));
     if admin::is_admin_path(&config.admin_prefix, &c.path) {
         let _ = writeln!(out, "admin:      with the secret TOLLGATE_ADMIN_TOKEN set, the admin API answers this path instead");
@@ -300,6 +305,25 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
     }
     let _ = writeln!(out, "matching rules: {} of {}", plan.matched.len(), config.rules.len());
     out
+}
+
+/// The parameters, each but the URL query's marked with where it came
+/// from (`mode=heavy (body)`, `mode=heavy (cookie)`).
+fn parameters(query: &CanonicalQuery) -> String {
+    let pairs: Vec<String> = query
+        .pairs()
+        .iter()
+        .zip(query.sources())
+        .map(|((k, v), source)| match source {
+            Source::Query => format!("{k}={v}"),
+            other => format!("{k}={v} ({})", other.name()),
+        })
+        .collect();
+    if pairs.is_empty() {
+        "(empty)".to_string()
+    } else {
+        pairs.join("  ")
+    }
 }
 
 fn describe_assumptions(assumed: &Assumptions<'_>) -> String {
@@ -361,7 +385,14 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
     };
     let header = header_lookup(request.headers);
     let canonical = plan.canonical.as_ref().map(|c| {
-        json!({ "host": c.host, "path": c.path, "query": c.query.pairs(), "methods": c.methods })
+        json!({
+            "host": c.host,
+            "path": c.path,
+            "query": c.query.pairs(),
+            "sources": c.query.sources().iter().map(|s| s.name()).collect::<Vec<_>>(),
+            "unreadable_body": c.unreadable_body.as_ref().map(ToString::to_string),
+            "methods": c.methods,
+        })
     });
     let rules: Vec<Value> = config
         .rules
@@ -528,6 +559,38 @@ mod tests {
         let spoofed = vec![("cf-ipcountry".to_string(), "NZ".to_string())];
         let json = explain_json(&config, &request("GET", "/api/example?mode=heavy", &spoofed), &ALLOWED);
         assert_eq!(json["verdict"]["answer"], 400, "{json}");
+    }
+
+    #[test]
+    fn shows_where_parameters_came_from_and_an_unreadable_body() {
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "heavy", "path": "/api/example", "query": {"mode": "heavy"}, "query_sources": ["query", "body", "cookie"],
+             "limits": [{"requests": 1, "window": "1m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![
+            ("cf-connecting-ip".to_string(), "203.0.113.7".to_string()),
+            ("content-type".to_string(), "multipart/form-data; boundary=b".to_string()),
+            ("cookie".to_string(), "mode=light".to_string()),
+        ];
+        let body = b"--b\r\nContent-Disposition: form-data; name=\"mode\"\r\n\r\nheavy\r\n--b--\r\n";
+        let req = ExplainRequest { body: Some(body), ..request("POST", "/api/example?x=1", &headers) };
+        let text = explain(&config, &req, &ALLOWED);
+        assert!(text.contains("query:      x=1  mode=heavy (body)  mode=light (cookie)\n"), "{text}");
+        assert!(text.contains("rule heavy: MATCH"), "{text}");
+        let json = explain_json(&config, &req, &ALLOWED);
+        assert_eq!(json["canonical"]["sources"], json!(["query", "body", "cookie"]), "{json}");
+        assert_eq!(json["canonical"]["unreadable_body"], Value::Null);
+
+        let mut gzip = headers.clone();
+        gzip.push(("content-encoding".to_string(), "gzip".to_string()));
+        let req = ExplainRequest { body: Some(b"\x1f\x8b"), ..request("POST", "/api/example", &gzip) };
+        let text = explain(&config, &req, &ALLOWED);
+        assert!(text.contains("body:       unreadable (Content-Encoding `gzip`): query conditions that read the body hold"), "{text}");
+        assert!(text.contains("rule heavy: MATCH"), "{text}");
+        let json = explain_json(&config, &req, &ALLOWED);
+        assert_eq!(json["canonical"]["unreadable_body"], "Content-Encoding `gzip`");
+        assert_eq!(json["checked"][0]["rule"], "heavy");
     }
 
     #[test]

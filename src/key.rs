@@ -533,8 +533,9 @@ fn sha256_hex(text: &str) -> String {
 ///   as Go's gjson read the first, `JSON.parse` the last), and so does one
 ///   whose name differs only in ASCII case (Go's `encoding/json` and
 ///   ASP.NET Core's web defaults match member names case-insensitively);
-/// - `application/x-www-form-urlencoded`: every value of the field (names
-///   normalized as query keys are, see [`CanonicalQuery`]).
+/// - `application/x-www-form-urlencoded` and `multipart/form-data`: every
+///   value of the field, as [`crate::body::form_field_values`] reads them
+///   (names normalized as query keys are, see [`CanonicalQuery`]).
 ///
 /// Anything else (text, malformed JSON, invalid UTF-8) has none: the rule's
 /// missing-key policy then applies.
@@ -547,11 +548,8 @@ pub fn body_field_values(content_type: &str, body: &[u8], field: &str) -> Vec<St
             level = level.iter().flat_map(|node| node.members(part)).collect();
         }
         level.into_iter().filter_map(Json::scalar).map(str::to_string).collect()
-    } else if media == "application/x-www-form-urlencoded" {
-        match std::str::from_utf8(body) {
-            Ok(text) => CanonicalQuery::parse(text).values(field).map(str::to_string).collect(),
-            Err(_) => Vec::new(),
-        }
+    } else if media == "application/x-www-form-urlencoded" || media == "multipart/form-data" {
+        crate::body::form_field_values(content_type, body, field)
     } else {
         Vec::new()
     }
@@ -1008,6 +1006,8 @@ mod tests {
         let form = b"email=a%40b.io&password=x+y&email=c%40d.io";
         assert_eq!(values("application/x-www-form-urlencoded", form, "email"), ["a@b.io", "c@d.io"]);
         assert!(values("text/plain", form, "email").is_empty());
+        let multipart = b"--xyz\r\nContent-Disposition: form-data; name=\"email\"\r\n\r\nvictim@x.io\r\n--xyz\r\nContent-Disposition: form-data; name=\"email\"\r\n\r\ndecoy@x.io\r\n--xyz--\r\n";
+        assert_eq!(values("multipart/form-data; boundary=xyz", multipart, "email"), ["victim@x.io", "decoy@x.io"]);
         assert!(values("application/x-www-form-urlencoded", &[0xff, 0xfe], "email").is_empty());
         assert_eq!(hash_identity("  "), None);
         assert_eq!(hash_identity(" A@B.io "), hash_identity("a@b.io"));

@@ -5,6 +5,7 @@
 //!
 //! | module      | concept                                                        |
 //! |-------------|----------------------------------------------------------------|
+//! | [`body`]    | what a form body holds as parameters, as origins read it       |
 //! | [`canon`]   | raw URL → canonical path and query, used only for matching     |
 //! | [`duration`]| `"10s"`, `"1m"`, `"1h"`, `"1d"` window lengths                 |
 //! | [`config`]  | the `TOLLGATE` var → validated, compiled [`config::Config`]    |
@@ -40,6 +41,7 @@
 pub(crate) mod admin;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod blocked;
+pub mod body;
 pub mod canon;
 pub mod config;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]

@@ -11,10 +11,12 @@ use worker::{js_sys, web_sys, Env, Request};
 /// to instead of the zone's origin; unset in production.
 const UPSTREAM_VAR: &str = "UPSTREAM";
 
-/// Reads the body for `body:` keys from a clone (the original still reaches
-/// the origin intact), at most `limit` bytes: a body announced or found to
-/// be larger is not buffered, the body key is missing and the rule's
-/// missing-key policy applies.
+/// Reads the body, for `body:` keys and form parameters, from a clone (the
+/// original still reaches the origin intact), at most `limit` bytes: a body
+/// announced or found to be larger is not buffered (`None`, planned as
+/// `Body::Unusable`): a `body:` key is missing and the rule's missing-key
+/// policy applies; a form body is unreadable and matches (fail safe, see
+/// `crate::plan`).
 pub(crate) async fn read_body(req: &Request, limit: u32) -> Option<Vec<u8>> {
     let limit = limit as usize;
     let announced = req.headers().get("content-length").ok().flatten();

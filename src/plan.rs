@@ -9,14 +9,25 @@
 //! I/O a route asks for; [`crate::verdict`] folds the counters' outcomes.
 //!
 //! The body is read lazily. A plan made without it says [`Route::NeedsBody`]
-//! when it would need one (a urlencoded body joins the query, or a matching
-//! rule keys on a `body:` field); the caller reads it, capped, and plans
-//! again. Whether the body is needed depends only on the config and the
-//! request, never on when it was read, so a caller that passes the body up
-//! front (`explain`) gets the very plan the Worker ends with.
+//! when it would need one (a form body's parameters join the query, or a
+//! matching rule keys on a `body:` field); the caller reads it, capped, and
+//! plans again. Whether the body is needed depends only on the config and
+//! the request, never on when it was read, so a caller that passes the body
+//! up front (`explain`) gets the very plan the Worker ends with.
+//!
+//! Parameters are what origins read as such ([`crate::body`]): the URL
+//! query, the parameters of a urlencoded or multipart body of any method
+//! but GET and HEAD (read when some rule has query conditions or restricts
+//! methods, [`ConfigFacts`](crate::config::ConfigFacts)), and, for rules
+//! whose `query_sources` list them, the cookies. A form body that cannot be
+//! read (over `body_limit`, compressed, an unknown charset, malformed) is
+//! never taken as empty: query conditions that read the body hold, and a
+//! POST may be overridden to any method a rule lists (fail safe: both only
+//! ever match more).
 
 use crate::admin::{self, AdminError, AdminRequest};
-use crate::canon::{canonical_host, canonical_path, CanonError, CanonicalQuery};
+use crate::body::{self, BodyParams, Unreadable};
+use crate::canon::{canonical_host, canonical_path, normalize_key, CanonError, CanonicalQuery, Source};
 use crate::config::Config;
 use crate::policy::MissingKey;
 use crate::key::{body_field_values, derive_key, derive_keys, key_hash, KeyError, KeyInputs};
@@ -60,8 +71,10 @@ pub struct RequestParts<'a> {
 pub enum Body<'a> {
     /// Not read yet: a plan that needs it says [`Route::NeedsBody`].
     Unread,
-    /// Read, but larger than `body_limit` or unreadable: `body:` keys are
-    /// missing and the form does not join the query.
+    /// Not buffered: larger than `body_limit` (announced or streamed), or
+    /// the stream failed. `body:` keys are missing; a form body is
+    /// [`Unreadable::TooLarge`] (the plan reads `Content-Type` and
+    /// `Content-Encoding` from the headers).
     Unusable,
     /// The whole body, at most `body_limit` bytes.
     Read(&'a [u8]),
@@ -74,12 +87,18 @@ pub struct Canonical {
     pub host: String,
     /// From [`canonical_path`].
     pub path: String,
-    /// The URL query, joined by a urlencoded body when some rule has query
-    /// conditions (PHP's `$_REQUEST`, Rails' `params` and Spring's
-    /// `@RequestParam` read form fields as parameters).
+    /// The request's parameters, each tagged with its [`Source`]: the URL
+    /// query, joined by a form body's parameters when some rule has query
+    /// conditions or restricts methods (PHP's `$_REQUEST`, Laravel's
+    /// `input()`, Rails' `params` and Spring's `@RequestParam` read form
+    /// fields as parameters), and by the cookies when some rule's
+    /// `query_sources` lists them.
     pub query: CanonicalQuery,
     /// The method as sent (uppercased), then each override.
     pub methods: Vec<String>,
+    /// Why a form body that joins the parameters could not be read (the
+    /// fail-safe matching applies, see the module doc).
+    pub unreadable_body: Option<Unreadable>,
 }
 
 /// A rule that matched, and what became of its key.
@@ -195,30 +214,28 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
         if let Some(token) = (parts.admin_token)() {
             let query = CanonicalQuery::parse(raw_query);
             let route = admin_route(config, parts, &token, &path, &query);
-            let canonical = Canonical { host, path, query, methods: vec![parts.method.to_ascii_uppercase()] };
+            let methods = vec![parts.method.to_ascii_uppercase()];
+            let canonical = Canonical { host, path, query, methods, unreadable_body: None };
             return Plan { canonical: Some(canonical), matched: Vec::new(), route };
         }
     }
 
     let header = parts.header;
-    let bodiless = parts.method.eq_ignore_ascii_case("GET") || parts.method.eq_ignore_ascii_case("HEAD");
-    let form = !bodiless && header("content-type").is_some_and(|t| is_form(&t));
-    let form_joins_query = form && config.rules.iter().any(|r| r.has_query_conditions());
-    let query = match parts.body {
-        Body::Unread if form_joins_query => return needs_body(),
-        Body::Read(bytes) if form_joins_query => {
-            CanonicalQuery::parse(&format!("{raw_query}&{}", String::from_utf8_lossy(bytes)))
-        }
-        _ => CanonicalQuery::parse(raw_query),
-    };
-    let methods = candidate_methods(config, parts, &query);
-    let canonical = Canonical { host, path, query, methods };
-    let found = matching_rules(config, &canonical, header);
-    // A success must see a `_method` in a form body too.
-    if parts.body == Body::Unread && found.iter().any(|(rule, _)| rule.reads_body() || (form && rule.settles_successes())) {
+    let body_params = body_parameters(parts);
+    if body_params.is_none() && config.facts.reads_body_parameters() {
         return needs_body();
     }
-    let routed_as_sent = !overridden(parts, &canonical.query, form);
+    let (query, unreadable_body) = parameters(config, parts, raw_query, body_params.as_ref());
+    let methods = candidate_methods(config, parts, &query, unreadable_body.is_some());
+    let canonical = Canonical { host, path, query, methods, unreadable_body };
+    let found = matching_rules(config, &canonical, header);
+    // A success must see a `_method` in a form body too.
+    if parts.body == Body::Unread
+        && found.iter().any(|(rule, _)| rule.reads_body() || (body_params.is_none() && rule.settles_successes()))
+    {
+        return needs_body();
+    }
+    let routed_as_sent = !overridden(parts, &canonical.query, body_params.as_ref());
 
     let body_type = header("content-type").unwrap_or_default();
     let body_lookup = |field: &str| match parts.body {
@@ -252,40 +269,99 @@ fn needs_body<'c>() -> Plan<'c> {
     Plan { canonical: None, matched: Vec::new(), route: Route::NeedsBody }
 }
 
-/// The request's method, then each override (looked up only when some
-/// rule restricts methods: otherwise no override can change a match).
-fn candidate_methods(config: &Config, parts: &RequestParts<'_>, query: &CanonicalQuery) -> Vec<String> {
-    if config.rules.iter().all(|r| r.methods.is_empty()) {
+/// What the body holds as parameters ([`body::parameters`]); `None` for a
+/// form body not read yet. GET and HEAD have none: origins do not read
+/// their bodies.
+fn body_parameters(parts: &RequestParts<'_>) -> Option<BodyParams> {
+    if parts.method.eq_ignore_ascii_case("GET") || parts.method.eq_ignore_ascii_case("HEAD") {
+        return Some(BodyParams::NotParameters);
+    }
+    let content_type = (parts.header)("content-type").unwrap_or_default();
+    let encoding = (parts.header)("content-encoding");
+    let bytes = match parts.body {
+        Body::Unread if body::needs_bytes(&content_type, encoding.as_deref()) => return None,
+        Body::Read(bytes) => Some(bytes),
+        Body::Unread | Body::Unusable => None,
+    };
+    Some(body::parameters(&content_type, encoding.as_deref(), bytes))
+}
+
+/// The parameters rules look at ([`Canonical::query`]), and why the form
+/// body that would join them could not be read.
+fn parameters(
+    config: &Config,
+    parts: &RequestParts<'_>,
+    raw_query: &str,
+    body: Option<&BodyParams>,
+) -> (CanonicalQuery, Option<Unreadable>) {
+    let mut query = CanonicalQuery::parse(raw_query);
+    let mut unreadable = None;
+    if config.facts.reads_body_parameters() {
+        match body {
+            Some(BodyParams::Pairs(pairs)) => query.join(Source::Body, pairs.clone()),
+            Some(BodyParams::Unreadable(why)) => {
+                query.mark_body_unreadable();
+                unreadable = Some(why.clone());
+            }
+            Some(BodyParams::NotParameters) | None => {}
+        }
+    }
+    if config.facts.any_cookie_source {
+        if let Some(cookie) = (parts.header)("cookie") {
+            query.join_cookies(&cookie);
+        }
+    }
+    (query, unreadable)
+}
+
+/// The request's method, then each item of each override (looked up only
+/// when some rule restricts methods: otherwise no override can change a
+/// match).
+///
+/// Fail safe: a POST whose form body could not be read
+/// (`unreadable_body`) may hold a `_method` naming any method, so every
+/// method some rule lists follows. Bounded to POST: Symfony and Laravel,
+/// Rails' `Rack::MethodOverride`, Express's method-override and ASP.NET
+/// Core's `UseHttpMethodOverride` honour `_method` only on a POST. The
+/// cost: such a POST to a path of a rule that lists methods counts against
+/// that rule (a large upload POSTed to `/posts/7` counts as a DELETE of
+/// it), which only ever makes a limit stricter.
+fn candidate_methods(config: &Config, parts: &RequestParts<'_>, query: &CanonicalQuery, unreadable_body: bool) -> Vec<String> {
+    if !config.facts.any_method_restriction {
         return method_candidates(parts.method, std::iter::empty());
     }
     let overrides = METHOD_OVERRIDE_HEADERS
         .iter()
         .filter_map(|h| (parts.header)(h))
         .chain(query.values("_method").map(str::to_string));
-    method_candidates(parts.method, overrides)
+    let mut methods = method_candidates(parts.method, overrides);
+    if unreadable_body && parts.method.eq_ignore_ascii_case("POST") {
+        for method in &config.facts.listed_methods {
+            if !methods.contains(method) {
+                methods.push(method.clone());
+            }
+        }
+    }
+    methods
 }
 
 /// Whether the origin may route the request as another method than the one
-/// sent: an override header, or a `_method` in the query or in a form body,
-/// names another (whatever tollgate's matching made of it), or the body may
-/// hold one tollgate cannot read (a form too large to read, a multipart
-/// body).
-fn overridden(parts: &RequestParts<'_>, query: &CanonicalQuery, form: bool) -> bool {
-    let other = |value: &str| {
-        let value = value.trim();
-        !value.is_empty() && !value.eq_ignore_ascii_case(parts.method)
-    };
-    let bodiless = parts.method.eq_ignore_ascii_case("GET") || parts.method.eq_ignore_ascii_case("HEAD");
-    let content_type = (parts.header)("content-type").unwrap_or_default();
-    let multipart = content_type.trim_start().to_ascii_lowercase().starts_with("multipart/");
-    let form_method = match parts.body {
-        Body::Read(bytes) if form => CanonicalQuery::parse(&String::from_utf8_lossy(bytes)).values("_method").any(other),
-        _ => form,
+/// sent: an item of an override header, or of a `_method` in the query or
+/// in a form body, names another (whatever tollgate's matching made of
+/// it), or the body may hold one tollgate cannot read (a form body not
+/// read, or unreadable).
+fn overridden(parts: &RequestParts<'_>, query: &CanonicalQuery, body: Option<&BodyParams>) -> bool {
+    let other = |value: &str| value.split(',').any(|v| !v.trim().is_empty() && !v.trim().eq_ignore_ascii_case(parts.method));
+    let body_method = match body {
+        Some(BodyParams::Pairs(pairs)) => pairs.iter().any(|(name, value)| {
+            name.split('\0').next().is_some_and(|name| normalize_key(name) == "_method") && other(value)
+        }),
+        Some(BodyParams::Unreadable(_)) | None => true,
+        Some(BodyParams::NotParameters) => false,
     };
     METHOD_OVERRIDE_HEADERS.iter().filter_map(|h| (parts.header)(h)).any(|v| other(&v))
         || query.values("_method").any(other)
-        || form_method
-        || (multipart && !bodiless)
+        || body_method
 }
 
 /// Whether `rule` matches `method` as sent: one of its methods exactly (no
@@ -425,14 +501,6 @@ fn admin_route<'c>(
     Route::Admin { lockout, route }
 }
 
-/// Whether a content type is `application/x-www-form-urlencoded`.
-pub fn is_form(content_type: &str) -> bool {
-    content_type
-        .split(';')
-        .next()
-        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -570,22 +638,91 @@ mod tests {
         assert_ne!(keyed, unkeyed);
     }
 
+    const FORM: (&str, &str) = ("content-type", "application/x-www-form-urlencoded; charset=utf-8");
+    const MULTIPART: (&str, &str) = ("content-type", "multipart/form-data; boundary=----WebKitFormBoundaryA1");
+
+    /// A multipart body (Chrome's shape) of one field.
+    fn multipart(name: &str, value: &str) -> Vec<u8> {
+        let b = "----WebKitFormBoundaryA1";
+        format!("--{b}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n--{b}--\r\n").into_bytes()
+    }
+
+    fn heavy() -> Config {
+        config(json!([{ "name": "heavy", "path": "/x", "query": { "mode": "heavy" }, "limits": limits() }]))
+    }
+
     #[test]
-    fn a_form_body_joins_the_query_only_when_a_rule_has_query_conditions() {
-        let with = config(json!([{ "name": "heavy", "path": "/x", "query": { "mode": "heavy" }, "limits": limits() }]));
-        let form = ("content-type", "application/x-www-form-urlencoded; charset=utf-8");
-        let (p, read) = plan_of(&with, "POST", "/x", &[IP, form], Some(b"mode=heavy"), None);
+    fn form_bodies_urlencoded_or_multipart_join_the_parameters() {
+        let c = heavy();
+        let (p, read) = plan_of(&c, "POST", "/x", &[IP, FORM], Some(b"mode=heavy"), None);
         assert!(read);
         assert_eq!(checked(&p), [("heavy".to_string(), "ip=198.51.100.7".to_string())]);
-        let (p, _) = plan_of(&with, "POST", "/x", &[IP, form], None, None);
-        assert!(checked(&p).is_empty(), "an unusable (too large) body does not join");
-        let (p, read) = plan_of(&with, "GET", "/x", &[IP, form], Some(b"mode=heavy"), None);
+        let (p, read) = plan_of(&c, "PUT", "/x", &[IP, MULTIPART], Some(&multipart("mode", "heavy")), None);
+        assert!(read && checked(&p).len() == 1, "multipart, as PHP's $_POST and Laravel's input() read it");
+        let canonical = p.canonical.unwrap();
+        assert_eq!(canonical.query.sources(), [Source::Body]);
+        assert_eq!(canonical.unreadable_body, None);
+        let (p, _) = plan_of(&c, "POST", "/x", &[IP, MULTIPART], Some(&multipart("mode", "light")), None);
+        assert!(checked(&p).is_empty());
+        let (p, read) = plan_of(&c, "GET", "/x", &[IP, FORM], Some(b"mode=heavy"), None);
         assert!(!read && checked(&p).is_empty(), "GET and HEAD have no form");
-        let (p, read) = plan_of(&with, "POST", "/x", &[IP, ("content-type", "text/plain")], Some(b"mode=heavy"), None);
-        assert!(!read && checked(&p).is_empty(), "only urlencoded bodies");
+        let (p, read) = plan_of(&c, "POST", "/x", &[IP, ("content-type", "text/plain")], Some(b"mode=heavy"), None);
+        assert!(!read && checked(&p).is_empty(), "only form bodies");
         let without = config(json!([{ "name": "all", "path": "/x", "limits": limits() }]));
-        let (_, read) = plan_of(&without, "POST", "/x", &[IP, form], Some(b"mode=heavy"), None);
-        assert!(!read, "no rule has query conditions: the body is not read");
+        let (_, read) = plan_of(&without, "POST", "/x", &[IP, FORM], Some(b"mode=heavy"), None);
+        assert!(!read, "no rule has query conditions or methods: the body is not read");
+        let methods = config(json!([{ "name": "del", "path": "/y", "methods": ["DELETE"], "limits": limits() }]));
+        let (_, read) = plan_of(&methods, "POST", "/x", &[IP, MULTIPART], Some(&multipart("a", "1")), None);
+        assert!(read, "a rule lists methods: the body may hold a _method");
+    }
+
+    /// Issue 15, row 5: a body over the cap, compressed, in an unknown
+    /// charset or malformed may hold `mode=heavy`; it matches.
+    #[test]
+    fn an_unreadable_form_body_satisfies_body_conditions() {
+        let c = heavy();
+        let gzip = ("content-encoding", "gzip");
+        let (p, _) = plan_of(&c, "POST", "/x", &[IP, FORM], None, None);
+        assert_eq!(checked(&p).len(), 1, "over body_limit");
+        assert_eq!(p.canonical.unwrap().unreadable_body, Some(Unreadable::TooLarge));
+        let (p, read) = plan_of(&c, "POST", "/x?mode=light", &[IP, FORM, gzip], Some(b"\x1f\x8b"), None);
+        assert!(!read, "the headers alone make it unreadable");
+        assert_eq!(checked(&p).len(), 1, "even with another value in the URL: PHP and Laravel let the body win");
+        assert_eq!(p.canonical.unwrap().unreadable_body, Some(Unreadable::Compressed("gzip".into())));
+        let ebcdic = ("content-type", "application/x-www-form-urlencoded; charset=ibm037");
+        assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, ebcdic], Some(b"\x94\x96"), None).0).len(), 1);
+        let open = b"------WebKitFormBoundaryA1\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1";
+        assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, MULTIPART], Some(open), None).0).len(), 1, "no end boundary");
+        // Only rules whose conditions read the body, and only form bodies.
+        let url_only = config(json!([{ "name": "q", "path": "/x", "query": { "mode": "heavy" }, "query_sources": ["query"], "limits": limits() }]));
+        assert!(checked(&plan_of(&url_only, "POST", "/x", &[IP, FORM], None, None).0).is_empty());
+        let json_type = ("content-type", "application/json");
+        assert!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type, gzip], None, None).0).is_empty());
+    }
+
+    #[test]
+    fn cookies_are_parameters_only_for_rules_that_list_them() {
+        let c = config(json!([
+            { "name": "php", "path": "/x", "query": { "mode": "heavy" }, "query_sources": ["query", "body", "cookie"], "limits": limits() },
+            { "name": "default", "path": "/x", "query": { "mode": "heavy" }, "limits": limits() },
+        ]));
+        let names = |headers: &[(&str, &str)]| -> Vec<String> {
+            checked(&plan_of(&c, "GET", "/x", headers, None, None).0).into_iter().map(|(n, _)| n).collect()
+        };
+        assert_eq!(names(&[IP, ("cookie", "sid=1; MODE=heavy")]), ["php"]);
+        assert_eq!(names(&[IP, ("cookie", "a=1;mode=hea%76y")]), ["php"], "decoded as PHP decodes cookies");
+        assert_eq!(names(&[IP, ("cookie", "mode=light")]), Vec::<String>::new());
+        let (p, _) = plan_of(&c, "GET", "/x?mode=heavy", &[IP, ("cookie", "mode=light")], None, None);
+        assert_eq!(p.canonical.unwrap().query.sources(), [Source::Query, Source::Cookie]);
+        let errors = Config::from_json(&json!({ "rules": [
+            { "name": "a", "path": "/a", "query_sources": ["query", "header"], "query": { "m": "x" }, "limits": limits() },
+            { "name": "b", "path": "/b", "query_sources": ["cookie"], "limits": limits() },
+        ]}))
+        .err()
+        .unwrap_or_default();
+        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert!(errors[0].contains("rule `a`, field `query_sources`: must be a non-empty list"), "{errors:?}");
+        assert!(errors[1].contains("rule `b`, field `query_sources`: only used with query conditions"), "{errors:?}");
     }
 
     #[test]
@@ -607,6 +744,25 @@ mod tests {
         let any = config(json!([{ "name": "any", "path": "/posts/:id", "limits": limits() }]));
         let (p, _) = plan_of(&any, "POST", "/posts/7", &[IP, ("x-http-method-override", "DELETE")], None, None);
         assert_eq!(p.canonical.unwrap().methods, ["POST"], "no rule restricts methods: overrides are not read");
+    }
+
+    /// Issue 15, row 6: a DELETE rule, and no rule with query conditions.
+    #[test]
+    fn every_override_item_and_body_kind_is_a_candidate() {
+        let c = config(json!([{ "name": "del", "path": "/posts/:id", "methods": ["DELETE"], "limits": limits() }]));
+        let methods = |headers: &[(&str, &str)], body: Option<&[u8]>| plan_of(&c, "POST", "/posts/7", headers, body, None).0.canonical.unwrap().methods;
+        assert_eq!(methods(&[IP, ("x-http-method-override", "DELETE, x")], None), ["POST", "DELETE", "X"]);
+        let twice = [IP, ("x-http-method-override", "PATCH"), ("x-http-method-override", "DELETE")];
+        assert_eq!(methods(&twice, None), ["POST", "PATCH", "DELETE"], "a header sent twice");
+        assert_eq!(methods(&[IP, FORM], Some(b"title=x&_method=DELETE")), ["POST", "DELETE"], "a form body's _method");
+        assert_eq!(methods(&[IP, MULTIPART], Some(&multipart("_method", "delete"))), ["POST", "DELETE"], "multipart");
+        // Fail safe: an unreadable form body of a POST may override to any listed method.
+        assert_eq!(methods(&[IP, FORM], None), ["POST", "DELETE"], "over body_limit");
+        assert_eq!(methods(&[IP, MULTIPART, ("content-encoding", "br")], Some(b"x")), ["POST", "DELETE"], "compressed");
+        assert_eq!(methods(&[IP, ("content-type", "application/json")], None), ["POST"], "not a form body");
+        let (p, _) = plan_of(&c, "PUT", "/posts/7", &[IP, FORM], None, None);
+        assert_eq!(p.canonical.unwrap().methods, ["PUT"], "only a POST is overridden by _method");
+        assert_eq!(checked(&plan_of(&c, "POST", "/posts/7", &[IP, FORM], None, None).0).len(), 1);
     }
 
     #[test]
@@ -716,8 +872,18 @@ mod tests {
         assert_eq!(own("POST", "/login", &[IP, user, form], Some(b"_method=POST&_method=GET")), both(false), "any differing value");
         assert_eq!(own("POST", "/login", &[IP, user, form], Some(b"email=a")), both(true));
         assert_eq!(own("POST", "/login", &[IP, user, form], None), both(false), "a form too large to read");
-        let multipart = ("content-type", "multipart/form-data; boundary=x");
-        assert_eq!(own("POST", "/login", &[IP, user, multipart], Some(b"--x")), both(false), "a body tollgate cannot read");
+        assert_eq!(own("POST", "/login", &[IP, user, MULTIPART], Some(b"--x")), both(false), "a body tollgate cannot read");
+        assert_eq!(own("POST", "/login", &[IP, user, MULTIPART], Some(&multipart("email", "a"))), both(true), "multipart is read");
+        assert_eq!(own("POST", "/login", &[IP, user, MULTIPART], Some(&multipart("_method", "GET"))), both(false));
+        assert_eq!(own("POST", "/login", &[IP, user, ("x-http-method-override", "POST, GET")], None), both(false), "any item");
+        // No rule lists methods or has query conditions: the form does not
+        // join the parameters, and is read for a success's sake alone.
+        let any = config(json!([{ "name": "any", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
+            "clear_on_success": true, "limits": limits() }]));
+        let own_any = |body: &[u8]| plan_of(&any, "POST", "/login", &[IP, user, form], Some(body), None).0.matched[0].own_method;
+        assert!(own_any(b"email=a&_method=POST"));
+        assert!(!own_any(b"email=a&_method=GET"));
+        assert!(!own_any(b"_method%00x=GET"), "a name ends at a NUL");
         assert_eq!(own("HEAD", "/page", &[IP], None), vec![("get".to_string(), false)], "HEAD is folded into GET, not its own");
         assert_eq!(own("GET", "/page", &[IP], None), vec![("get".to_string(), true)]);
         match &plan_of(&c, "POST", "/login", &[IP, user], None, None).0.route {

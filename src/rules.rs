@@ -4,7 +4,7 @@
 //! isolate), never per request. Matching runs the compiled pathname matcher
 //! directly on the canonical path from [`crate::canon`].
 
-use crate::canon::CanonicalQuery;
+use crate::canon::{CanonicalQuery, Sources};
 use crate::key::KeyPart;
 use crate::policy::{Action, Counting, FailPolicy, MissingKey, OnSuccess, TrustedDevice};
 use crate::window::Limit;
@@ -71,11 +71,21 @@ impl Condition {
         Ok(Condition { target, name, test, key })
     }
 
-    /// Whether `query` satisfies this condition (`false` for a header
-    /// condition). Allocates nothing.
-    pub fn holds_in_query(&self, query: &CanonicalQuery) -> bool {
+    /// Whether the parameters from `sources` satisfy this condition
+    /// (`false` for a header condition). Allocates nothing.
+    ///
+    /// Fail safe: when `sources` include the body and the body may hold
+    /// parameters tollgate could not read
+    /// ([`CanonicalQuery::body_unreadable`]: over the cap, compressed, an
+    /// unknown charset, malformed multipart), the condition holds, whatever
+    /// the URL query says: the body could hold the value, and PHP's
+    /// `$_REQUEST` (`request_order = "GP"`) and Laravel's `input()` let a
+    /// body value win over the URL's. There are no negative conditions, so
+    /// this only ever matches more.
+    pub fn holds_in_query(&self, query: &CanonicalQuery, sources: Sources) -> bool {
         self.target == Target::Query
-            && self.passes(query.pairs().iter().filter(|(k, _)| *k == self.key).map(|(_, v)| v.as_str()))
+            && ((sources.contains(crate::canon::Source::Body) && query.body_unreadable())
+                || self.passes(query.pairs_from(sources).filter(|(k, _)| *k == self.key).map(|(_, v)| v.as_str())))
     }
 
     /// Whether the headers satisfy this condition (`false` for a query
@@ -117,15 +127,21 @@ impl fmt::Display for Condition {
     }
 }
 
-/// The methods a request may be routed as: its own, then each override
-/// (`X-HTTP-Method-Override` and the like, Laravel's `_method`), uppercased,
-/// without repeats.
+/// The methods a request may be routed as: its own, then each item of each
+/// override (`X-HTTP-Method-Override` and the like, Laravel's `_method`),
+/// uppercased, without repeats. An override is a comma-separated list
+/// (a header sent twice arrives joined by `", "`): Express's
+/// method-override and Symfony read its first item, other readers another,
+/// so every item is a candidate. Items that are not letters alone can name
+/// no rule's method and are dropped.
 pub fn method_candidates(method: &str, overrides: impl Iterator<Item = String>) -> Vec<String> {
     let mut out = vec![method.to_ascii_uppercase()];
     for o in overrides {
-        let o = o.trim().to_ascii_uppercase();
-        if !o.is_empty() && o.bytes().all(|b| b.is_ascii_alphabetic()) && !out.contains(&o) {
-            out.push(o);
+        for item in o.split(',') {
+            let item = item.trim().to_ascii_uppercase();
+            if !item.is_empty() && item.bytes().all(|b| b.is_ascii_alphabetic()) && !out.contains(&item) {
+                out.push(item);
+            }
         }
     }
     out
@@ -147,6 +163,9 @@ pub struct RuleSpec {
     /// Conditions on the query and on request headers, all of which must
     /// hold.
     pub conditions: Vec<Condition>,
+    /// Where query conditions look (`query_sources`): the URL query and
+    /// the body by default, cookies too when listed.
+    pub query_sources: Sources,
     pub case_insensitive: bool,
     /// Format suffixes (`json`, lowercase, no dot) folded into the bare path.
     pub suffixes: Vec<String>,
@@ -318,14 +337,14 @@ impl Rule {
         let Some(found) = self.path_match(request.path) else {
             return Err(NoMatch::Path { path: request.path.to_string(), pattern: self.path.clone() });
         };
-        if let Some(failed) = self.conditions_on(Target::Query).find(|c| !c.holds_in_query(request.query)) {
+        if let Some(failed) = self.conditions_on(Target::Query).find(|c| !c.holds_in_query(request.query, self.query_sources)) {
             return Err(NoMatch::Condition(failed.clone()));
         }
         Ok(found)
     }
 
     /// Whether the rule has query conditions: a form body, which joins the
-    /// query, must then be read before matching.
+    /// query, must then be read before matching ([`crate::config::ConfigFacts`]).
     pub fn has_query_conditions(&self) -> bool {
         self.conditions_on(Target::Query).next().is_some()
     }
@@ -335,7 +354,7 @@ impl Rule {
     }
 
     fn query_holds(&self, query: &CanonicalQuery) -> bool {
-        self.conditions_on(Target::Query).all(|c| c.holds_in_query(query))
+        self.conditions_on(Target::Query).all(|c| c.holds_in_query(query, self.query_sources))
     }
 
     /// A rule for GET also applies to HEAD: Express, Flask, Rails and
@@ -655,6 +674,8 @@ mod tests {
         assert!(eval(&c.rules[1], "POST", "h", "/d").is_err());
         let methods = method_candidates("post", ["delete".to_string(), "DELETE".into(), "x y".into()].into_iter());
         assert_eq!(methods, ["POST", "DELETE"]);
+        let items = method_candidates("POST", ["DELETE, x".to_string(), " put ,GET".into(), "a-b, patch".into()].into_iter());
+        assert_eq!(items, ["POST", "DELETE", "X", "PUT", "GET", "PATCH"], "every item of a list");
         assert!(methods.iter().any(|m| eval(&c.rules[1], m, "h", "/d").is_ok()));
     }
 

@@ -2,7 +2,9 @@
 // run the same pipeline, so for every request they must agree on the rules
 // checked, the keys (as hashes), the log events and the answer
 // (forward / 429 / 400 / 503). Every case of tests/canon_cases.json runs,
-// plus method-override, form-body, header-condition, cf and missing-key
+// plus method-override (every item of a header, `_method` in any body
+// kind), form-body (urlencoded, multipart, over the cap, compressed,
+// malformed), cookie-parameter, header-condition, cf and missing-key
 // cases; the extra cases run again with a log key (TOLLGATE_LOG_KEY) on
 // both sides.
 import { test } from "node:test";
@@ -24,6 +26,7 @@ const EXTRA_RULES = [
   { name: "tenant", path: "/t/:school/*", key: ["header:x-api-key"], fallback_key: ["path:school"], ratelimit_headers: true },
   { name: "shadow", path: "/shadow", action: "log", key: ["cookie:sid"] },
   { name: "geo", path: "/geo", key: ["country", "asn"] },
+  { name: "cookie-mode", path: "/cookie-mode", query: { mode: "heavy" }, query_sources: ["query", "body", "cookie"] },
 ];
 
 /** Every rule of every canon config, and the extra ones, in one config. */
@@ -38,6 +41,13 @@ function mergedConfig() {
 
 const form = { "content-type": "application/x-www-form-urlencoded" };
 const jsonType = { "content-type": "application/json" };
+const multipartType = { "content-type": "multipart/form-data; boundary=----WebKitFormBoundaryD1" };
+/** A multipart body of `fields` (Chrome's shape); `end = false` leaves out the close delimiter. */
+function multipartBody(fields, end = true) {
+  const b = "----WebKitFormBoundaryD1";
+  const parts = Object.entries(fields).map(([name, value]) => `--${b}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`);
+  return parts.join("") + (end ? `--${b}--\r\n` : "");
+}
 const EXTRA_CASES = [
   { url: "/posts/7", method: "POST", headers: { "x-http-method-override": "DELETE" } },
   { url: "/posts/7", method: "POST", headers: { "x-http-method": "delete" } },
@@ -46,9 +56,25 @@ const EXTRA_CASES = [
   { url: "/posts/7", method: "POST", headers: form, body: "_method=DELETE" },
   { url: "/posts/7", method: "DELETE" },
   { url: "/posts/7", method: "OPTIONS", headers: { "x-http-method-override": "DELETE" } },
+  { url: "/posts/7", method: "POST", headers: { "x-http-method-override": "DELETE, x" } },
+  { url: "/posts/7", method: "POST", headers: { "x-http-method-override": "PATCH, delete" } },
+  { url: "/posts/7", method: "POST", headers: multipartType, body: multipartBody({ title: "x", _method: "DELETE" }) },
+  { url: "/posts/7", method: "POST", headers: { ...form, "content-encoding": "gzip" }, body: "_method=DELETE" },
+  { url: "/posts/7", method: "PUT", headers: { ...form, "content-encoding": "gzip" }, body: "_method=DELETE" },
+  { url: "/posts/7", method: "POST", headers: form, body: `_method=PUT&pad=${"x".repeat(17000)}` },
   { url: "/api/example", method: "POST", headers: form, body: "mode=heavy" },
   { url: "/api/example", method: "POST", headers: form, body: "mode=normal&mode=heavy" },
   { url: "/api/example", method: "POST", headers: jsonType, body: '{"mode":"heavy"}' },
+  { url: "/api/example", method: "POST", headers: multipartType, body: multipartBody({ note: "x", mode: "heavy" }) },
+  { url: "/api/example", method: "POST", headers: multipartType, body: multipartBody({ mode: "light" }) },
+  { url: "/api/example", method: "POST", headers: multipartType, body: multipartBody({ mode: "light" }, false) },
+  { url: "/api/example", method: "PATCH", headers: form, body: `mode=light&pad=${"x".repeat(17000)}` },
+  { url: "/api/example?mode=light", method: "POST", headers: { ...form, "content-encoding": "br" }, body: "mode=light" },
+  { url: "/api/example", method: "POST", headers: { "content-type": "application/x-www-form-urlencoded; charset=utf-16" }, body: "mode=light" },
+  { url: "/api/example", method: "POST", headers: jsonType, body: `{"pad":"${"x".repeat(17000)}"}` },
+  { url: "/cookie-mode", headers: { cookie: "sid=1; mode=heavy" } },
+  { url: "/cookie-mode", headers: { cookie: "mode=light" } },
+  { url: "/api/example", headers: { cookie: "mode=heavy" } },
   { url: "/plan", headers: { "x-plan": "free", "x-user": "u1" } },
   { url: "/plan", headers: { "x-plan": "gold, free", "x-user": "u2" } },
   { url: "/plan", headers: { "x-plan": "gold", "x-user": "u3" } },
