@@ -6,7 +6,8 @@
 //!
 //! Glue only: every decision is made by the pure modules; this file reads
 //! the clock, the request and the environment, and talks to the platform
-//! (the origin side is in [`crate::origin`]).
+//! (the origin side is in [`crate::origin`], the limiter objects and the
+//! blocked-until cache in [`crate::objects`]).
 //!
 //! Several rules may match one request. All are checked (concurrently), and
 //! any `block` rule that is over its limit blocks the request. Each rule
@@ -16,26 +17,23 @@
 //! broader allowance.
 
 use crate::admin::{self, AdminAction, Gate};
-use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::config::{self, Config, ConfigError};
 use crate::episodes::{self, Episodes};
 use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
 use crate::key::log_key;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
-use crate::protocol::{decode_reply_line, encode_call_url, Call, CallFailure, Op, Reply};
+use crate::protocol::Op;
+use crate::objects::{self, call_with_timeout, check, send_settlements, settle, settlements};
 use crate::origin::{forward, read_body, with_fields};
 use crate::verdict::{self, Answer, Answered, LogEvent, Outcome};
-use futures_util::future::{join_all, select, Either};
+use futures_util::future::join_all;
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
-use std::time::Duration;
 use worker::{
-    console_log, event, web_sys, Context, Date, Delay, Env, Headers, Request, Response,
+    console_log, event, web_sys, Context, Date, Env, Headers, Request, Response,
 };
 
-/// The Durable Object namespace binding of the limiter objects.
-const LIMITER_BINDING: &str = "LIMITER";
 /// The structured var holding the config.
 const CONFIG_VAR: &str = "TOLLGATE";
 /// The secret that turns the admin API on.
@@ -54,7 +52,6 @@ const CONFIG_ERROR_LOG_PERIOD_MS: i64 = 60_000;
 thread_local! {
     /// Parsed once per isolate: URLPatterns are compiled here, not per request.
     static CONFIG: RefCell<Option<LoadedConfig>> = const { RefCell::new(None) };
-    static BLOCKED: RefCell<BlockedUntilCache> = RefCell::new(BlockedUntilCache::new(DEFAULT_CAPACITY));
     /// One log line per block or counter-error episode of a (rule, key).
     static EPISODES: RefCell<Episodes> =
         RefCell::new(Episodes::new(episodes::DEFAULT_CAPACITY, episodes::PERIOD_MS));
@@ -85,7 +82,7 @@ fn load_config(env: &Env) -> LoadedConfig {
             )),
         };
         if let Ok(config) = &parsed {
-            BLOCKED.with(|b| b.borrow_mut().set_capacity(config.blocked_cache_capacity, now_ms()));
+            objects::set_cache_capacity(config.blocked_cache_capacity, now_ms());
         }
         let loaded: LoadedConfig = Box::leak(Box::new(parsed));
         *cell.borrow_mut() = Some(loaded);
@@ -93,7 +90,7 @@ fn load_config(env: &Env) -> LoadedConfig {
     })
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     Date::now().as_millis() as i64
 }
 
@@ -158,7 +155,7 @@ fn respond(own: &OwnResponse) -> worker::Result<web_sys::Response> {
 
 /// Writes `events`, one line each, except the repeats of a block or
 /// counter-error episode ([`crate::episodes`]), which are counted instead.
-fn write_logs(events: &[LogEvent]) {
+pub(crate) fn write_logs(events: &[LogEvent]) {
     if events.is_empty() {
         return;
     }
@@ -238,32 +235,6 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     }
 }
 
-/// One call that settles a failures-only rule after the request.
-struct Settlement {
-    id: String,
-    call: Call,
-    timeout_ms: u32,
-    rule: String,
-    key_hash: String,
-}
-
-/// The calls that settle the failures-only rules ([`verdict::settle`]),
-/// given the origin's answer (`None`: not forwarded, or the origin could
-/// not be reached). A success that clears or forgives a count also drops
-/// the key's block from this isolate's cache.
-fn settlements(applied: &[Applied<'_>], outcomes: &[Outcome], origin: Option<&Answered<'_>>) -> Vec<Settlement> {
-    let mut calls = Vec::new();
-    for (a, outcome) in applied.iter().zip(outcomes) {
-        let Some(call) = verdict::settle(a, outcome, origin) else { continue };
-        if matches!(call.op, Op::Clear | Op::Forgive) {
-            BLOCKED.with(|b| b.borrow_mut().remove(&a.id));
-        }
-        let (id, timeout_ms, rule, key_hash) = (a.id.clone(), a.rule.timeout_ms, a.rule.name.clone(), a.key_hash.clone());
-        calls.push(Settlement { id, call, timeout_ms, rule, key_hash });
-    }
-    calls
-}
-
 /// Forwards the request and settles the failures-only rules, all under
 /// `waitUntil`: a client that disconnects while the origin works would
 /// otherwise cancel the request before it is settled, leaving its
@@ -313,81 +284,6 @@ async fn forward_and_settle(
     }
 }
 
-/// Sends `calls` under `waitUntil` (so they complete even if the client
-/// disconnects and the request is cancelled), and awaits them here too.
-async fn settle(ctx: &Context, env: &Env, calls: Vec<Settlement>) {
-    if calls.is_empty() {
-        return;
-    }
-    let env = env.clone();
-    let (done, settled) = futures_channel::oneshot::channel::<()>();
-    ctx.wait_until(async move {
-        send_settlements(&env, calls).await;
-        let _ = done.send(());
-    });
-    let _ = settled.await;
-}
-
-/// Sends every settlement concurrently; a failed one is logged as a
-/// `counter_error` with decision `not_recorded`.
-async fn send_settlements(env: &Env, calls: Vec<Settlement>) {
-    let sends = calls.into_iter().map(|s| async move {
-        if let Err(error) = call_with_timeout(env, &s.id, &s.call, s.timeout_ms).await {
-            write_logs(&[verdict::counter_error(&s.rule, &s.key_hash, &error.to_string(), "not_recorded")]);
-        }
-    });
-    join_all(sends).await;
-}
-
-/// Asks the blocked-until cache, then the rule's object (`op`: what
-/// [`verdict::check_op`] or [`admin::lockout_op`] says: a hit, a reserve for
-/// failures-only rules, a read-only check), bounded by the rule's timeout.
-async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
-    let now = now_ms();
-    if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
-        return Outcome::from_cache(block, now);
-    }
-    let call = applied.rule.call(op);
-    let (outcome, cacheable) = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
-        Ok(reply) => {
-            let cacheable = !reply.tally.in_flight;
-            (Outcome::from_reply(reply), cacheable)
-        }
-        Err(e) => (Outcome::Failed(e.to_string()), false),
-    };
-    // Exact for the sliding log: a blocked request records nothing, so the
-    // object would answer "blocked" until then. Shadow rules are cached too:
-    // they would block until then just the same. A block owed to requests
-    // in flight is not: it lifts as soon as one of them is released.
-    if let (Outcome::Blocked { retry_after_ms, window, .. }, true) = (&outcome, cacheable) {
-        let block = Block { until_ms: now + *retry_after_ms as i64, window: *window };
-        BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
-    }
-    outcome
-}
-
-async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) -> Result<Reply, CallFailure> {
-    let timeout = Delay::from(Duration::from_millis(u64::from(timeout_ms)));
-    let request = Box::pin(call_limiter(env, id, call));
-    match select(request, timeout).await {
-        Either::Left((result, _)) => result,
-        Either::Right(_) => Err(CallFailure::Timeout { ms: timeout_ms }),
-    }
-}
-
-/// Sends one call to the object named `id`, in the compact form: a `GET`
-/// of the call's URL, answered by a reply line ([`crate::protocol`]).
-async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFailure> {
-    let stub = env
-        .durable_object(LIMITER_BINDING)
-        .and_then(|ns| ns.id_from_name(id)?.get_stub())
-        .map_err(|e| CallFailure::NoBinding(e.to_string()))?;
-    let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
-    let mut response = stub.fetch_with_str(&encode_call_url(call)).await.map_err(transport)?;
-    let body = response.text().await.map_err(transport)?;
-    decode_reply_line(response.status_code(), &body)
-}
-
 /// Serves the admin API (the token secret exists): first the client's
 /// lockout counter, then what [`admin::gate`] says. The token is never
 /// logged.
@@ -412,7 +308,7 @@ async fn admin_request(
     let op = match request.action {
         AdminAction::Status => Op::Status,
         AdminAction::Reset => {
-            BLOCKED.with(|b| b.borrow_mut().remove(id));
+            objects::forget_block(id);
             Op::Reset
         }
     };

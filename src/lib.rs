@@ -30,7 +30,8 @@
 //! | [`wrangler`]| the CLI reads wrangler.toml / .json / .jsonc and its environments |
 //!
 //! The glue (`edge`, the Worker entry; `origin`, its side facing the
-//! origin; and `limiter`, the Durable Object) only reads the clock, talks to
+//! origin; `objects`, its calls to the limiter objects; and `limiter`, the
+//! Durable Object) only reads the clock, talks to
 //! the platform and calls into the core.
 
 // Internals are crate-private; the public modules are what the CLI, benches,
@@ -72,5 +73,7 @@ pub mod wrangler;
 mod edge;
 #[cfg(target_arch = "wasm32")]
 mod limiter;
+#[cfg(target_arch = "wasm32")]
+mod objects;
 #[cfg(target_arch = "wasm32")]
 mod origin;
