@@ -17,13 +17,12 @@ import { join, relative } from "node:path";
 import { ROOT } from "../worker/harness.mjs";
 import { missingOrigins, ORIGINS } from "./origins.mjs";
 import { allSpellings, LIMITS } from "./spellings.mjs";
-import { plan, runOrigin, selectedOrigins, writeReport, OUT, SENDS } from "./run.mjs";
+import { runOrigin, selectedOrigins, writeReport, OUT, SENDS } from "./run.mjs";
 import { summarize } from "./report.mjs";
 
 const ORIGIN_TIMEOUT_MS = 10 * 60_000;
 const names = selectedOrigins();
 const spellings = allSpellings();
-const plans = plan(names, spellings);
 const required = process.env.TOLLGATE_ORIGINS_REQUIRED === "1";
 const missing = missingOrigins(names);
 const built = existsSync(join(ROOT, "build", "index.js"));
@@ -42,13 +41,11 @@ after(() => {
   );
 });
 
-test("the grammar yields at least 1,000 distinct spellings, and the run sends every one", () => {
+test("the grammar yields at least 1,000 distinct spellings, and every one goes to some origin", () => {
   assert.ok(spellings.length >= 1000, `${spellings.length} spellings`);
   assert.equal(new Set(spellings.map((s) => s.id)).size, spellings.length, "ids are unique");
-  if (names.length === Object.keys(ORIGINS).length) {
-    const sent = new Set(Object.values(plans).flat().map((s) => s.id));
-    assert.equal(sent.size, spellings.length, "every spelling goes to some origin");
-  }
+  const implemented = new Set(Object.values(ORIGINS).flatMap((o) => o.actions));
+  assert.deepEqual(spellings.filter((s) => !implemented.has(s.action)), [], "no spelling of an action no origin implements");
 });
 
 test("the origins are installed", { skip: !required && "TOLLGATE_ORIGINS_REQUIRED is not set" }, () => {
@@ -57,8 +54,7 @@ test("the origins are installed", { skip: !required && "TOLLGATE_ORIGINS_REQUIRE
 
 for (const name of names) {
   test(`${name}: no protected handler runs past its limit for one identity`, { skip, timeout: ORIGIN_TIMEOUT_MS }, async () => {
-    const others = spellings.filter((s) => !plans[name].includes(s));
-    const result = await runOrigin(name, plans[name], others);
+    const result = await runOrigin(name, spellings);
     results.push(result);
     const [report] = summarize([result], { distinct: result.spellings.length, limits: LIMITS, sends: SENDS, configs: {} }).origins;
 

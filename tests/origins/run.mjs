@@ -15,7 +15,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ROOT, shippedConfig, exampleConfig } from "../worker/harness.mjs";
 import { ORIGINS, HERE, forwarder, startOrigin, missingOrigins } from "./origins.mjs";
-import { LIMITS, CANONICAL, allSpellings, assign, render, canonicalIdentity } from "./spellings.mjs";
+import { LIMITS, CANONICAL, allSpellings, render, canonicalIdentity } from "./spellings.mjs";
 import { summarize, summaryText } from "./report.mjs";
 
 /** Sends per spelling in the fresh-client phase (then one canonical probe). */
@@ -138,13 +138,11 @@ async function pool(items, size, work) {
 }
 
 /**
- * Sends `spellings` (origin `name`'s share; see `plan`) to tollgate in front
- * of that origin. `others` are the rest of the spellings of its actions:
- * the oracle (the origin alone, through a passthrough Worker) answers for
- * them too, so the report can say which origins route a spelling that
- * tollgate refused elsewhere.
+ * Sends the spellings of origin `name`'s actions to tollgate in front of
+ * that origin.
  *
- * - Oracle: every spelling once, straight to the origin.
+ * - Oracle: every spelling once to the origin alone (through a passthrough
+ *   Worker): does it run a protected handler, and for whom?
  * - Fresh clients: each spelling the origin routes to a protected handler
  *   is sent 11 times, then its action's canonical request once, from a new
  *   address with a new identity number. A spelling the origin routes to no
@@ -155,7 +153,7 @@ async function pool(items, size, work) {
  *   limit, then every spelling once: every handler run for an identity past
  *   its limit is a bypass, charged to the spelling.
  */
-export async function runOrigin(name, spellings, others = []) {
+export async function runOrigin(name, spellings = allSpellings()) {
   const actions = ORIGINS[name].actions;
   const mine = spellings.filter((s) => actions.includes(s.action));
   const started = Date.now();
@@ -197,8 +195,7 @@ export async function runOrigin(name, spellings, others = []) {
     }
 
     const oracle = new Map();
-    const everything = [...mine, ...others.filter((s) => actions.includes(s.action))];
-    await pool(everything, CONCURRENCY, async (s) => {
+    await pool(mine, CONCURRENCY, async (s) => {
       const answer = await send("passthrough", s, ORACLE_N, ORACLE_IP);
       oracle.set(s.id, { ...answer, canonicalIdentity: canonicalIdentity(s.action, ORACLE_N, ORACLE_IP) });
     });
@@ -288,11 +285,6 @@ export function selectedOrigins(argv = []) {
   return names;
 }
 
-/** The spellings of each chosen origin (spellings.mjs `assign`). */
-export function plan(names, spellings = allSpellings()) {
-  return assign(spellings, Object.fromEntries(names.map((n) => [n, ORIGINS[n].actions])));
-}
-
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const names = selectedOrigins(process.argv.slice(2));
   const missing = missingOrigins(names);
@@ -305,11 +297,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     process.exit(2);
   }
   const spellings = allSpellings();
-  const plans = plan(names, spellings);
   const results = [];
   for (const name of names) {
-    const others = spellings.filter((s) => !plans[name].includes(s));
-    const result = await runOrigin(name, plans[name], others);
+    const result = await runOrigin(name, spellings);
     console.error(`${name}: ${result.spellings.length} spellings, ${result.requests} requests, ${result.seconds.toFixed(1)} s`);
     results.push(result);
   }

@@ -12,13 +12,7 @@
 //
 // { id, action, row, cause, method, path, query, headers: [[name, value]],
 //   body: null | { type: json|form|multipart|raw, text?, fields?, contentType? },
-//   config: "all" | "no-query", spread: "every" | "split" }
-//
-// `spread`: "every" spellings go to every origin that implements the
-// action; "split" ones (the heavy path × query cross product, and the path
-// grammar around the other actions, which the heavy rule's full path
-// grammar already covers) each to one of them, in turn, to keep the run
-// short ([`assign`]).
+//   config: "all" | "no-query" }
 //
 // `row` is the row of issue 15's table a spelling belongs to (null for the
 // path and query grammar), `cause` the mutation, used to group results.
@@ -192,7 +186,7 @@ const multipart = (fields) => ({ type: "multipart", fields });
 /** Every spelling, deduplicated, each with a unique id. */
 export function allSpellings() {
   const list = [];
-  const push = (action, row, cause, s) => list.push({ action, row, cause, config: "all", spread: "every", ...CANONICAL[action], ...s });
+  const push = (action, row, cause, s) => list.push({ action, row, cause, config: "all", ...CANONICAL[action], ...s });
 
   // The shipped rule: path × query grammar, then bodies and cookies (row 5).
   push("heavy", null, "canonical", {});
@@ -204,7 +198,7 @@ export function allSpellings() {
   for (const p of heavyPaths) {
     for (const query of crossQueries) {
       const qc = queries.find((x) => x.query === query).cause;
-      push("heavy", null, `${p.cause} + ${qc}`, { path: p.path, query, spread: "split" });
+      push("heavy", null, `${p.cause} + ${qc}`, { path: p.path, query });
     }
   }
   const heavyBodies = [
@@ -244,7 +238,7 @@ export function allSpellings() {
       push("tenant", 1, `row 1: tenant id, ${what}`, { path, method: "POST", body: json("{}") });
     }
   }
-  for (const p of pathMutations(["api", "schools", "{S}", "ai", "run"], false)) push("tenant", null, p.cause, { path: p.path, spread: "split" });
+  for (const p of pathMutations(["api", "schools", "{S}", "ai", "run"], false)) push("tenant", null, p.cause, { path: p.path });
   for (const id of ["0{S}", "+{S}", "{S}%20"]) {
     for (const p of pathMutations(["api", "schools", id, "ai", "run"], false).slice(0, 12)) {
       push("tenant", 1, `row 1: tenant id + ${p.cause}`, { path: p.path });
@@ -299,7 +293,7 @@ export function allSpellings() {
     ["JSON unicode escapes", { body: json('{"email":"\\u0076ictim{N}@x.test","password":"guess"}') }],
   ];
   for (const [what, s] of loginOthers) push("login", 4, `row 4: login body, ${what}`, s);
-  for (const p of pathMutations(["login"], false)) push("login", null, p.cause, { path: p.path, spread: "split" });
+  for (const p of pathMutations(["login"], false)) push("login", null, p.cause, { path: p.path });
 
   // Method override (row 6): headers, `_method` in query and bodies, against
   // the full config and against one without query conditions.
@@ -333,7 +327,7 @@ export function allSpellings() {
     if (config === "no-query") push("delete", null, `canonical${tag}`, { config });
     else push("delete", null, "canonical", {});
     for (const [what, s] of overrides) push("delete", 6, `row 6: method override, ${what}${tag}`, { config, ...s });
-    for (const p of pathMutations(["posts", "7"], false).slice(0, 16)) push("delete", null, `${p.cause}${tag}`, { config, path: p.path, spread: "split" });
+    for (const p of pathMutations(["posts", "7"], false).slice(0, 16)) push("delete", null, `${p.cause}${tag}`, { config, path: p.path });
     for (const p of pathMutations(["posts", "7"], false).slice(0, 8)) {
       push("delete", 6, `row 6: method override, header + ${p.cause}${tag}`, { config, ...overrides[0][1], path: p.path });
     }
@@ -354,7 +348,7 @@ export function allSpellings() {
     ["in the query instead", [], "api_key=key-{N}"],
   ];
   for (const [what, headers, query] of keys) push("apikey", 8, `row 8: API key, ${what}`, { headers, query: query ?? null });
-  for (const p of pathMutations(["api", "v1", "data"], false)) push("apikey", null, p.cause, { path: p.path, spread: "split" });
+  for (const p of pathMutations(["api", "v1", "data"], false)) push("apikey", null, p.cause, { path: p.path });
 
   // Session cookie (row 7).
   push("session", null, "canonical", {});
@@ -373,7 +367,7 @@ export function allSpellings() {
     ["brackets in the name", "laravel_session[]=sess-{N}"],
   ];
   for (const [what, cookie] of cookies) push("session", 7, `row 7: session cookie, ${what}`, { headers: [["Cookie", cookie]] });
-  for (const p of pathMutations(["account", "export"], false)) push("session", null, p.cause, { path: p.path, spread: "split" });
+  for (const p of pathMutations(["account", "export"], false)) push("session", null, p.cause, { path: p.path });
 
   // Unique ids, first of a kind wins.
   const seen = new Set();
@@ -458,27 +452,4 @@ export function canonicalIdentity(action, n, ip) {
     case "session":
       return `sess-${n}`;
   }
-}
-
-/**
- * Which spellings each origin gets: every "every" spelling of the actions it
- * implements, and its turn of the "split" ones (each goes to one origin
- * among those that implement its action). `origins`: name → actions.
- */
-export function assign(spellings, origins) {
-  const out = Object.fromEntries(Object.keys(origins).map((n) => [n, []]));
-  const turns = new Map();
-  for (const s of spellings) {
-    const able = Object.keys(origins).filter((n) => origins[n].includes(s.action));
-    if (!able.length) continue;
-    if (s.spread === "every") {
-      for (const n of able) out[n].push(s);
-    } else {
-      const key = able.join(",");
-      const turn = turns.get(key) ?? 0;
-      turns.set(key, turn + 1);
-      out[able[turn % able.length]].push(s);
-    }
-  }
-  return out;
 }
