@@ -431,7 +431,16 @@ fn part_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> {
     let raw: Vec<String> = match part {
         KeyPart::Ip => inputs.client_ip.and_then(|ip| client_ip_key(ip, inputs.ipv6_prefix)).into_iter().collect(),
         KeyPart::Global => vec!["*".to_string()],
-        KeyPart::Header(name, _) => (inputs.header)(name).map(|v| header_values(&v)).unwrap_or_default(),
+        // PHP (and CGI) read `X_Api_Key` and `X-Api-Key` as one header
+        // (`HTTP_X_API_KEY`): the other spelling of the name counts too.
+        KeyPart::Header(name, _) => {
+            let mut values = (inputs.header)(name).map(|v| header_values(&v)).unwrap_or_default();
+            let twin = if name.contains('-') { name.replace('-', "_") } else { name.replace('_', "-") };
+            if twin != *name {
+                values.extend((inputs.header)(&twin).map(|v| header_values(&v)).unwrap_or_default());
+            }
+            values
+        }
         KeyPart::Cookie(name, _) => (inputs.header)("cookie").map(|c| cookie_values(&c, name)).unwrap_or_default(),
         KeyPart::Query(name, _) => inputs.query.values(name).map(str::to_string).collect(),
         // The canonical path keeps what it cannot show percent-encoded
@@ -661,14 +670,16 @@ pub fn log_key(secret: &str) -> Option<Vec<u8>> {
 /// A cookie given several times counts each value (Django reads the last,
 /// most others the first), and so does one whose name PHP reads as the same
 /// (`.` and spaces in a cookie name become `_` in `$_COOKIE`, the first
-/// kept: `laravel.session` is `laravel_session`).
+/// kept: `laravel.session` is `laravel_session`), or in another case
+/// (nginx's `$cookie_NAME` ignores case).
 pub fn cookie_values(header: &str, name: &str) -> Vec<String> {
     let php = |n: &str| n.trim().replace(['.', ' '], "_");
     let wanted = php(name);
     let mut out: Vec<String> = Vec::new();
     for pair in header.split(';') {
         let Some((k, v)) = pair.split_once('=') else { continue };
-        if k.trim() != name && php(k) != wanted {
+        // nginx's `$cookie_NAME` matches names case-insensitively.
+        if !k.trim().eq_ignore_ascii_case(name) && !php(k).eq_ignore_ascii_case(&wanted) {
             continue;
         }
         let v = v.trim().trim_matches('"');
@@ -916,6 +927,16 @@ mod tests {
             ["header:x-api-key=REAL", "header:x-api-key=junk", "header:x-api-key=REAL, junk"],
             "Go reads the first, Node the joined line"
         );
+        let underscore = |name: &str| match name {
+            "x-api-key" => Some("junk".to_string()),
+            "x_api_key" => Some("REAL".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            derive_keys(&[part("header:x-api-key")], &inputs(&underscore, &q, &no_body)).unwrap(),
+            ["header:x-api-key=junk", "header:x-api-key=REAL"],
+            "PHP reads X_Api_Key as X-Api-Key"
+        );
         let php = |name: &str| (name == "cookie").then(|| "laravel.session=MINE; laravel_session=rnd".to_string());
         assert_eq!(
             derive_keys(&[part("cookie:laravel_session")], &inputs(&php, &q, &no_body)).unwrap(),
@@ -986,6 +1007,7 @@ mod tests {
         assert_eq!(cookie_values("sid=x; sid=abc", "sid"), ["x", "abc"], "either could be the one the origin reads");
         assert_eq!(cookie_values("sid=abc; sid=%61bc", "sid"), ["abc"]);
         assert_eq!(cookie_values("my.sid=1; my sid=2; my_sid=3; mysid=4", "my_sid"), ["1", "2", "3"]);
+        assert_eq!(cookie_values("LARAVEL_SESSION=a; laravel_session=b", "laravel_session"), ["a", "b"], "nginx ignores case");
     }
 
     #[test]

@@ -80,6 +80,9 @@ test("row 8: a header sent twice charges each value, so a blocked key cannot hid
         const res = await tg.fetch("/v1/things", { headers: { "x-api-key": `REAL, junk-${i}` } });
         assert.equal(res.status, 429, "REAL is still charged, and over its limit");
       }
+      // PHP reads `X_Api_Key` as `X-Api-Key` (HTTP_X_API_KEY): charged too.
+      const underscore = await tg.fetch("/v1/things", { headers: { x_api_key: "REAL", "x-api-key": "junk-u" } });
+      assert.equal(underscore.status, 429);
       const many = await tg.fetch("/v1/things", { headers: { "x-api-key": "a, b, c, d" } });
       assert.equal(many.status, 400, "past 4 identities the request is refused");
     },
