@@ -141,11 +141,7 @@ pub fn fold_email(value: &str) -> String {
         if is_default_ignorable(c) {
             continue;
         }
-        let c = match c {
-            '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFF01 + 0x21).unwrap_or(c),
-            '\u{3000}' => ' ',
-            _ => c,
-        };
+        let c = compatibility_letter(c);
         match strip_accent(c) {
             Some(base) => out.push_str(base),
             None => out.extend(c.to_lowercase()),
@@ -154,7 +150,28 @@ pub fn fold_email(value: &str) -> String {
     out.trim().to_string()
 }
 
-/// Characters that render as nothing (Unicode's Default_Ignorable_Code_Point,
+/// The ASCII character a compatibility form of one stands for, as NFKC
+/// reads it: fullwidth forms (U+FF01–FF5E), the ideographic space, circled
+/// letters (U+24B6–24E9) and the Mathematical Alphanumeric Symbols' letters
+/// and digits (U+1D400–1D6A3 in runs of 52, U+1D7CE–1D7FF in runs of 10).
+fn compatibility_letter(c: char) -> char {
+    let code = c as u32;
+    let ascii = match code {
+        0xFF01..=0xFF5E => code - 0xFF01 + 0x21,
+        0x3000 => 0x20,
+        0x24B6..=0x24CF => code - 0x24B6 + u32::from(b'A'),
+        0x24D0..=0x24E9 => code - 0x24D0 + u32::from(b'a'),
+        0x1D400..=0x1D6A3 => match (code - 0x1D400) % 52 {
+            upper @ 0..=25 => upper + u32::from(b'A'),
+            lower => lower - 26 + u32::from(b'a'),
+        },
+        0x1D7CE..=0x1D7FF => (code - 0x1D7CE) % 10 + u32::from(b'0'),
+        _ => return c,
+    };
+    char::from_u32(ascii).unwrap_or(c)
+}
+
+/// Characters that render as nothing/// Characters that render as nothing (Unicode's Default_Ignorable_Code_Point,
 /// the ones a keyboard or paste can carry).
 fn is_default_ignorable(c: char) -> bool {
     matches!(c,
@@ -975,6 +992,9 @@ mod tests {
             assert_eq!(fold_email(spelling), "victim@x.io", "{spelling:?}");
         }
         assert_eq!(fold_email("straße@x.de"), "strasse@x.de");
+        for compatible in ["\u{24E5}ictim@x.io", "\u{1D42F}ictim@x.io", "victim\u{FF20}x.io", "\u{1D5CF}\u{1D5C2}ctim@x.io"] {
+            assert_eq!(fold_email(compatible), "victim@x.io", "{compatible:?}");
+        }
         assert_eq!(fold_email("łukasz@x.pl"), "lukasz@x.pl");
         assert_ne!(fold_email("vector@x.io"), fold_email("victor@x.io"));
         let group = |name: &str, value: &str| {
