@@ -262,15 +262,7 @@ async fn forward_and_settle(
                 let header = |name: &str| headers.get(name).ok().flatten();
                 let answered = Answered { status: r.status(), header: &header };
                 let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
-                let now = now_ms();
-                // One cookie per name: a rule charged to several identities
-                // trusts the device for the first it proved.
-                for cookie in applied.iter().filter_map(|a| verdict::device_cookie(a, &answered, &secret, now)) {
-                    let name = cookie.1.split('=').next().unwrap_or_default().to_string();
-                    if !cookies.iter().any(|(_, v): &(String, String)| v.split('=').next() == Some(name.as_str())) {
-                        cookies.push(cookie);
-                    }
-                }
+                cookies = verdict::device_cookies(&applied, &answered, &secret, now_ms());
                 settlements(&applied, &outcomes, Some(&answered))
             }
             Err(_) => settlements(&applied, &outcomes, None),

@@ -281,6 +281,30 @@ pub fn device_cookie(
     Some(("set-cookie".to_string(), crate::device::set_cookie(&device.cookie, &token, device.ttl_s)))
 }
 
+/// Every [`device_cookie`] the answer earns, one per cookie name: a rule
+/// charged to several identities trusts the device for the first it
+/// proved (a browser keeps only the last `Set-Cookie` of a name).
+pub fn device_cookies(
+    applied: &[Applied<'_>],
+    answered: &Answered<'_>,
+    secret: &dyn Fn(&str) -> Option<String>,
+    now_ms: i64,
+) -> Vec<(String, String)> {
+    let mut names: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for a in applied {
+        let Some(device) = &a.rule.trusted_device else { continue };
+        if names.contains(&device.cookie.as_str()) {
+            continue;
+        }
+        if let Some(cookie) = device_cookie(a, answered, secret, now_ms) {
+            names.push(&device.cookie);
+            out.push(cookie);
+        }
+    }
+    out
+}
+
 /// The op that checks a rule: rules counting every request check and
 /// record at once; failures-only rules reserve a slot before forwarding.
 pub fn check_op(rule: &Rule) -> Op {
@@ -623,5 +647,9 @@ mod device_cookie_tests {
         let fell_back = Applied { fell_back: true, ..applied.clone() };
         assert_eq!(device_cookie(&fell_back, &answered(200), &secret, 0), None);
         assert_eq!(device_cookie(&applied, &answered(200), &|_| None, 0), None, "no secret");
+        let other = Applied { key: "header:x-user=bob".into(), ..applied.clone() };
+        let both = device_cookies(&[applied.clone(), other], &answered(200), &secret, 1_000_000);
+        assert_eq!(both.len(), 1, "one cookie per name: the first identity proved");
+        assert_eq!(both[0], device_cookie(&applied, &answered(200), &secret, 1_000_000).unwrap());
     }
 }
