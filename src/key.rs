@@ -8,6 +8,7 @@
 //! for it is named after `(rule, key)`.
 
 use crate::canon::CanonicalQuery;
+use crate::json::Json;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -472,7 +473,19 @@ fn part_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> {
                 None => v.clone(),
             })
             .collect(),
-        KeyPart::Body(field, _) => (inputs.body)(field),
+        // PHP's `$_REQUEST` (cookies over the body over the query, with
+        // PHP's built-in `request_order`) and Symfony's `$request->get()`
+        // (the query over the body) read a form field from the query or a
+        // cookie too, whichever wins: each is charged. A dotted JSON path
+        // (`user.email`) is read from the body only.
+        KeyPart::Body(field, _) => {
+            let mut values = (inputs.body)(field);
+            if !field.contains('.') {
+                values.extend(inputs.query.values(field).map(str::to_string));
+                values.extend((inputs.header)("cookie").map(|c| cookie_values(&c, field)).unwrap_or_default());
+            }
+            values
+        }
         KeyPart::Country => inputs.country.map(|c| c.trim().to_ascii_uppercase()).into_iter().collect(),
         KeyPart::Asn => inputs.asn.map(|a| a.to_string()).into_iter().collect(),
     };
@@ -567,8 +580,8 @@ fn sha256_hex(text: &str) -> String {
 /// missing-key policy then applies.
 pub fn body_field_values(content_type: &str, body: &[u8], field: &str) -> Vec<String> {
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    if media == "application/json" || media.ends_with("+json") {
-        let Ok(json) = serde_json::from_slice::<Json>(body) else { return Vec::new() };
+    if crate::body::is_json(&media) {
+        let Some(json) = crate::json::parse(body) else { return Vec::new() };
         let mut level = vec![&json];
         for part in field.split('.') {
             level = level.iter().flat_map(|node| node.members(part)).collect();
@@ -578,77 +591,6 @@ pub fn body_field_values(content_type: &str, body: &[u8], field: &str) -> Vec<St
         crate::body::form_field_values(content_type, body, field)
     } else {
         Vec::new()
-    }
-}
-
-/// A JSON document that keeps every member of an object, duplicates
-/// included, in order (`serde_json::Value` keeps only the last).
-enum Json {
-    Object(Vec<(String, Json)>),
-    Scalar(String),
-    Other,
-}
-
-impl Json {
-    /// The values of the members named `name`, in any ASCII case.
-    fn members<'j>(&'j self, name: &'j str) -> impl Iterator<Item = &'j Json> + 'j {
-        let members: &[(String, Json)] = match self {
-            Json::Object(members) => members,
-            _ => &[],
-        };
-        members.iter().filter(move |(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
-    }
-
-    fn scalar(&self) -> Option<&str> {
-        match self {
-            Json::Scalar(text) => Some(text),
-            _ => None,
-        }
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Json {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Json, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Json;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("JSON")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-                let mut members = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, Json>()? {
-                    members.push((k, v));
-                }
-                Ok(Json::Object(members))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(Json::Other)
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Json, E> {
-                Ok(Json::Scalar(v.to_string()))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Json, E> {
-                Ok(Json::Scalar(v))
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
-                Ok(Json::Scalar(v.to_string()))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
-                Ok(Json::Scalar(v.to_string()))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
-                Ok(Json::Scalar(v.to_string()))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<Json, E> {
-                Ok(serde_json::Number::from_f64(v).map_or(Json::Other, |n| Json::Scalar(n.to_string())))
-            }
-            fn visit_unit<E>(self) -> Result<Json, E> {
-                Ok(Json::Other)
-            }
-        }
-        deserializer.deserialize_any(Visitor)
     }
 }
 
@@ -1053,6 +995,28 @@ mod tests {
         assert!(values("application/x-www-form-urlencoded", &[0xff, 0xfe], "email").is_empty());
         assert_eq!(hash_identity("  "), None);
         assert_eq!(hash_identity(" A@B.io "), hash_identity("a@b.io"));
+    }
+
+    /// Issue 15, row 4 against PHP: `$_REQUEST['email']` is the cookie over
+    /// the form body (and Symfony's `get()` the query over it), so a decoy
+    /// in the body does not hide the victim named in a cookie or the query.
+    #[test]
+    fn a_body_field_is_also_read_from_the_query_and_cookies() {
+        let email = |body: &str, query: &str, cookie: Option<&str>| {
+            let query = CanonicalQuery::parse(query);
+            let body_values = |_: &str| if body.is_empty() { Vec::new() } else { vec![body.to_string()] };
+            let header = move |name: &str| (name == "cookie").then(|| cookie.map(str::to_string)).flatten();
+            derive_keys(&[part("body:email:email")], &inputs(&header, &query, &body_values))
+        };
+        let victim = email("victim@x.test", "", None).unwrap();
+        let both = email("decoy@x.test", "", Some("sid=1; email=victim%40x.test")).unwrap();
+        assert_eq!(both.len(), 2);
+        assert!(both.contains(&victim[0]), "the cookie's identity is charged");
+        let both = email("decoy@x.test", "email=V%C3%ADctim@x.test", None).unwrap();
+        assert!(both.contains(&victim[0]), "the query's, typed as the body's is");
+        assert_eq!(email("", "", Some("email=victim@x.test")).unwrap(), victim, "a cookie alone");
+        assert_eq!(email("victim@x.test", "email=victim@x.test", Some("email=victim@x.test")).unwrap(), victim, "one identity once");
+        assert!(matches!(email("", "", Some("other=1")), Err(KeyError::Missing(_))));
     }
 
     /// An identity the origin names (a success's `success_identity_header`)

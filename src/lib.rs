@@ -57,6 +57,7 @@ pub(crate) mod gcra;
 pub(crate) mod headers;
 pub(crate) mod hmac;
 pub(crate) mod device;
+pub(crate) mod json;
 pub(crate) mod key;
 pub mod policy;
 pub mod protocol;

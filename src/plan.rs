@@ -693,11 +693,16 @@ mod tests {
         assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, ebcdic], Some(b"\x94\x96"), None).0).len(), 1);
         let open = b"------WebKitFormBoundaryA1\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1";
         assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, MULTIPART], Some(open), None).0).len(), 1, "no end boundary");
-        // Only rules whose conditions read the body, and only form bodies.
+        // Only rules whose conditions read the body, and only parameter bodies.
         let url_only = config(json!([{ "name": "q", "path": "/x", "query": { "mode": "heavy" }, "query_sources": ["query"], "limits": limits() }]));
         assert!(checked(&plan_of(&url_only, "POST", "/x", &[IP, FORM], None, None).0).is_empty());
         let json_type = ("content-type", "application/json");
-        assert!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type, gzip], None, None).0).is_empty());
+        assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type, gzip], None, None).0).len(), 1, "compressed JSON");
+        assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type], Some(b"{\"mode\":"), None).0).len(), 1, "malformed JSON");
+        assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type], Some(br#"{"mode":"heavy"}"#), None).0).len(), 1, "Rails params");
+        assert!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type], Some(br#"{"mode":"light"}"#), None).0).is_empty());
+        let text = ("content-type", "text/plain");
+        assert!(checked(&plan_of(&c, "POST", "/x", &[IP, text, gzip], None, None).0).is_empty());
     }
 
     #[test]
@@ -759,7 +764,11 @@ mod tests {
         // Fail safe: an unreadable form body of a POST may override to any listed method.
         assert_eq!(methods(&[IP, FORM], None), ["POST", "DELETE"], "over body_limit");
         assert_eq!(methods(&[IP, MULTIPART, ("content-encoding", "br")], Some(b"x")), ["POST", "DELETE"], "compressed");
-        assert_eq!(methods(&[IP, ("content-type", "application/json")], None), ["POST"], "not a form body");
+        let json_type = ("content-type", "application/json; charset=utf-8");
+        assert_eq!(methods(&[IP, json_type], Some(br#"{"title":"x","_method":"DELETE"}"#)), ["POST", "DELETE"], "a JSON body's _method");
+        assert_eq!(methods(&[IP, json_type], Some(br#"{"title":"x"}"#)), ["POST"], "JSON without one");
+        assert_eq!(methods(&[IP, json_type], None), ["POST", "DELETE"], "JSON over body_limit");
+        assert_eq!(methods(&[IP, ("content-type", "text/plain")], None), ["POST"], "not a parameter body");
         let (p, _) = plan_of(&c, "PUT", "/posts/7", &[IP, FORM], None, None);
         assert_eq!(p.canonical.unwrap().methods, ["PUT"], "only a POST is overridden by _method");
         assert_eq!(checked(&plan_of(&c, "POST", "/posts/7", &[IP, FORM], None, None).0).len(), 1);
