@@ -231,6 +231,24 @@ fn check_charset(header: &str) -> Result<(), Unreadable> {
     Ok(())
 }
 
+/// An RFC 8187 (formerly 5987) extended parameter value,
+/// `charset'language'percent-encoded`, decoded: Werkzeug (Flask) and
+/// busboy read a part's `name*=UTF-8''mo%64e` as the field `mode`, and
+/// prefer it to a plain `name`. ISO-8859-1 bytes are read as Latin-1,
+/// anything else as UTF-8 (invalid bytes as U+FFFD). `None` without the
+/// two `'`.
+fn extended_value(value: &str) -> Option<String> {
+    let mut pieces = value.splitn(3, '\'');
+    let charset = pieces.next()?.trim();
+    let _language = pieces.next()?;
+    let bytes: Vec<u8> = percent_encoding::percent_decode_str(pieces.next()?).collect();
+    Some(if charset.eq_ignore_ascii_case("iso-8859-1") || charset.eq_ignore_ascii_case("latin1") {
+        bytes.iter().map(|&b| char::from(b)).collect()
+    } else {
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
 /// Every reading of the parameter `wanted` (in any case) of a header
 /// value, after its first `;` (`form-data; name="a"; filename="b"`):
 /// trimmed, or unquoted. A quoted value is read with every backslash
@@ -428,6 +446,7 @@ fn part(segment: &[u8], fields: &mut Vec<Field>) -> Result<(), Unreadable> {
         let header = header.trim();
         if header.eq_ignore_ascii_case("content-disposition") {
             names.extend(param(value, "name"));
+            names.extend(param(value, "name*").iter().filter_map(|v| extended_value(v)));
             file |= !param(value, "filename").is_empty() || !param(value, "filename*").is_empty();
         } else if header.eq_ignore_ascii_case("content-type") {
             check_charset(value)?;
@@ -564,6 +583,10 @@ Zürich\r\n\
         assert_eq!(names("form-data; NAME = mode ; filename*=UTF-8''x"), ["mode"]);
         assert_eq!(names("form-data; name=\"a;b\"; name=\"c\""), ["a;b", "c"]);
         assert_eq!(names("form-data"), Vec::<String>::new(), "a part without a name is no field");
+        assert_eq!(names("form-data; name*=UTF-8''mo%64e"), ["mode"], "RFC 8187, as Werkzeug reads it");
+        assert_eq!(names("form-data; name=\"x\"; name*=utf-8'en'%C3%A9"), ["x", "é"], "both names count");
+        assert_eq!(names("form-data; name*=iso-8859-1''%E9"), ["é"]);
+        assert_eq!(names("form-data; name*=mode"), Vec::<String>::new(), "no charset: not an extended value");
     }
 
     #[test]
