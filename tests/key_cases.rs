@@ -113,7 +113,9 @@ impl Request {
                 headers.push(("Content-Type".into(), format!("multipart/form-data; boundary={BOUNDARY}")));
                 let mut body: String = fields
                     .iter()
-                    .map(|(k, v)| format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{}\r\n", pad(v)))
+                    .map(|(k, v)| {
+                        format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{}\r\n", pad(v))
+                    })
                     .collect();
                 body.push_str(&format!("--{BOUNDARY}--\r\n"));
                 (Some(body.into_bytes()), Some(format!("multipart {fields:?}")))
@@ -123,14 +125,18 @@ impl Request {
         Ok(Request { method, url, headers, body, body_text })
     }
 
-    /// The method, the URL, every header but the default client IP, and
-    /// the body as written.
+    /// The method, the URL, every header but the default client IP (and a
+    /// multipart Content-Type), and the body as written.
     fn describe(&self) -> String {
         let mut parts = vec![format!("{} {}", self.method, self.url)];
         for (name, value) in &self.headers {
-            if !(name == "CF-Connecting-IP" && value == DEFAULT_IP) && !value.contains(BOUNDARY) {
+            let implied = (name == "CF-Connecting-IP" && value == DEFAULT_IP) || value.contains(BOUNDARY);
+            if !implied {
                 parts.push(format!("{name}: {value}"));
             }
+        }
+        if !self.headers.iter().any(|(name, _)| name == "CF-Connecting-IP") {
+            parts.push("no client IP".into());
         }
         if let Some(body) = &self.body_text {
             parts.push(body.clone());
@@ -340,7 +346,9 @@ fn see(config: &Config, rule: &str, request: &Request) -> Seen {
         .matched
         .iter()
         .map(|m| match &m.key {
-            KeyOutcome::Keys { keys, fell_back } => format!("{}: keys {keys:?}{}", m.rule.name, if *fell_back { " (fallback)" } else { "" }),
+            KeyOutcome::Keys { keys, fell_back } => {
+                format!("{}: keys {keys:?}{}", m.rule.name, if *fell_back { " (fallback)" } else { "" })
+            }
             KeyOutcome::Skipped(e) => format!("{}: skipped, {e}", m.rule.name),
             KeyOutcome::Rejected(e) => format!("{}: rejected, {e}", m.rule.name),
         })
@@ -361,7 +369,8 @@ fn check(config: &Config, case: &Case) -> Result<(), String> {
             problems.push(format!("expected {n} identities, got {}", seen.keys.len()));
         }
     }
-    for (reference, charged) in case.charged_as.iter().map(|r| (r, true)).chain(case.not_charged_as.iter().map(|r| (r, false))) {
+    let references = case.charged_as.iter().map(|r| (r, true)).chain(case.not_charged_as.iter().map(|r| (r, false)));
+    for (reference, charged) in references {
         let canonical = see(config, &case.rule, &reference.request);
         if canonical.keys.is_empty() {
             problems.push(format!(
