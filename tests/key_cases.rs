@@ -557,8 +557,28 @@ fn copied_configs_are_the_wrangler_toml_configs() {
             if let Some(real) = real_rules.get(rule["name"].as_str().expect("a rule name")) {
                 assert_eq!(rule, real, "config `{name}`: rule {} differs from the deployed one", rule["name"]);
                 compared += 1;
+            } else {
+                origins_harness_has(name, rule);
             }
         }
     }
     assert!(compared > real_rules.len(), "the origins configs copy the deployed rules too");
+}
+
+/// A rule of the origins configs that no `wrangler.toml` ships is one of
+/// `testConfigs()` in `tests/origins/run.mjs`: its name, path, methods and
+/// key parts are written there as here.
+fn origins_harness_has(config: &str, rule: &Value) {
+    let run = include_str!("origins/run.mjs");
+    let quoted = |v: &Value| format!("\"{}\"", v.as_str().expect("a string"));
+    let mut wanted = vec![format!("name: {}", quoted(&rule["name"])), format!("path: {}", quoted(&rule["path"]))];
+    for field in ["methods", "key", "fallback_key"] {
+        if let Some(list) = rule[field].as_array() {
+            let items: Vec<String> = list.iter().map(quoted).collect();
+            wanted.push(format!("{field}: [{}]", items.join(", ")));
+        }
+    }
+    for text in wanted {
+        assert!(run.contains(&text), "config `{config}`: rule {}: tests/origins/run.mjs has no `{text}`", rule["name"]);
+    }
 }
