@@ -89,6 +89,16 @@ impl ValueType {
         }
     }
 
+    /// Every value an origin could read (an `int` may read several ways,
+    /// see [`int_readings`]); the first is [`ValueType::read`]'s. Empty
+    /// when no origin would read an identity from it.
+    pub fn readings(self, value: &str) -> Vec<String> {
+        match self {
+            ValueType::Int => int_readings(value),
+            _ => self.read(value).into_iter().collect(),
+        }
+    }
+
     /// The value as the origin reads it; `None` when the origin would read
     /// no identity from it.
     pub fn read(self, value: &str) -> Option<String> {
@@ -103,7 +113,53 @@ impl ValueType {
     }
 }
 
-/// `parseInt(value, 10)` and PHP's `(int)`, as a canonical decimal string.
+/// Every integer an origin could read from `value`, as canonical decimal
+/// strings, each once, [`read_int`]'s first:
+/// - the leading digits (`parseInt(value, 10)`: `42abc` is 42, `4.2e1` is 4);
+/// - digits grouped by underscores (`4_2`: Python's `int()`, PostgreSQL 16);
+/// - a decimal number with a fraction or exponent, truncated (`4.2e1` and
+///   `42.0` are 42, `42e1` is 420: PHP 8's `(int)`, MySQL's string to
+///   number comparison, JavaScript's `Number()`);
+/// - a radix prefix (`0x2a`, `0o52`, `0b101010`: `Number()`, PostgreSQL 16).
+///
+/// A client spelling its tenant id so that one origin reads 42 and another
+/// 4 is charged to both.
+fn int_readings(value: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let text = value.trim();
+    let (negative, unsigned) = match text.as_bytes().first() {
+        Some(b'+') => (false, &text[1..]),
+        Some(b'-') => (true, &text[1..]),
+        _ => (false, text),
+    };
+    let signed = |magnitude: u64| -> Option<i64> {
+        let v = i64::try_from(magnitude).ok()?;
+        Some(if negative { -v } else { v })
+    };
+    let grouped = (!unsigned.starts_with('_') && !unsigned.ends_with('_') && !unsigned.contains("__"))
+        .then(|| unsigned.replace('_', ""))
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|d| read_int(&format!("{}{d}", if negative { "-" } else { "" })));
+    let decimal = unsigned
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+        .then(|| text.parse::<f64>().ok())
+        .flatten()
+        .filter(|v| v.is_finite() && v.abs() < 9.0e18)
+        .map(|v| (v.trunc() as i64).to_string());
+    let radix = [("0x", 16), ("0o", 8), ("0b", 2)].iter().find_map(|(prefix, radix)| {
+        let digits = unsigned.get(..2).filter(|p| p.eq_ignore_ascii_case(prefix)).map(|_| unsigned[2..].replace('_', ""))?;
+        u64::from_str_radix(&digits, *radix).ok().filter(|_| !digits.starts_with(['+', '-'])).and_then(signed).map(|v| v.to_string())
+    });
+    for reading in [read_int(value), grouped, decimal, radix].into_iter().flatten() {
+        if !out.contains(&reading) {
+            out.push(reading);
+        }
+    }
+    out
+}
+
+/// `parseInt(value, 10)` and PHP 7's `(int)`, as a canonical decimal string.
 fn read_int(value: &str) -> Option<String> {
     let text = value.trim();
     let (negative, text) = match text.as_bytes().first() {
@@ -491,7 +547,7 @@ fn part_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> {
     };
     let mut out: Vec<String> = Vec::new();
     for value in raw {
-        if let Some(read) = read_value(part, &value) {
+        for read in read_values(part, &value) {
             if !out.contains(&read) {
                 out.push(read);
             }
@@ -501,16 +557,17 @@ fn part_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> {
 }
 
 /// One raw value as the part's key holds it: typed, and for body fields
-/// hashed (no raw value is stored or logged). `None`: no identity.
-fn read_value(part: &KeyPart, value: &str) -> Option<String> {
+/// hashed (no raw value is stored or logged); every reading of its type
+/// ([`ValueType::readings`]). Empty: no identity.
+fn read_values(part: &KeyPart, value: &str) -> Vec<String> {
     if part.named().is_none() {
-        return (!value.is_empty()).then(|| value.to_string());
+        return if value.is_empty() { Vec::new() } else { vec![value.to_string()] };
     }
-    let read = part.value_type().read(value)?;
-    Some(match part {
-        KeyPart::Body(..) => sha256_hex(&read),
-        _ => read,
-    })
+    let readings = part.value_type().readings(value);
+    match part {
+        KeyPart::Body(..) => readings.iter().map(|r| sha256_hex(r)).collect(),
+        _ => readings,
+    }
 }
 
 /// The values a header could be read as: each comma-separated item (Go's
@@ -548,7 +605,10 @@ pub fn identity_key(part: &KeyPart, value: &str) -> Option<String> {
         KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn => return None,
         _ => value.to_string(),
     };
-    read_value(part, &value).map(|v| format!("{part}={v}"))
+    match read_values(part, &value).as_slice() {
+        [one] => Some(format!("{part}={one}")),
+        _ => None,
+    }
 }
 
 /// Normalizes an identity such as an email (trimmed, lowercased) and hashes
@@ -628,11 +688,20 @@ pub fn log_key(secret: &str) -> Option<Vec<u8>> {
 /// fixpoint, as Express, PHP and Rack decode it (`sid=%61bc` is `sid=abc`).
 /// A cookie given several times counts each value (Django reads the last,
 /// most others the first), and so does one whose name PHP reads as the same
-/// (`.` and spaces in a cookie name become `_` in `$_COOKIE`, the first
-/// kept: `laravel.session` is `laravel_session`), or in another case
+/// (`.`, spaces and a first `[` without a `]` after it become `_` in
+/// `$_COOKIE`, the first kept: `laravel.session` and `laravel[session` are
+/// `laravel_session`), or in another case
 /// (nginx's `$cookie_NAME` ignores case).
 pub fn cookie_values(header: &str, name: &str) -> Vec<String> {
-    let php = |n: &str| n.trim().replace(['.', ' '], "_");
+    // PHP also reads a first `[` without a `]` after it as `_`.
+    let php = |n: &str| {
+        let n = n.trim();
+        let n = match n.find('[') {
+            Some(at) if !n[at..].contains(']') => format!("{}_{}", &n[..at], &n[at + 1..]),
+            _ => n.to_string(),
+        };
+        n.replace(['.', ' '], "_")
+    };
     let wanted = php(name);
     let mut out: Vec<String> = Vec::new();
     for pair in header.split(';') {
@@ -924,6 +993,27 @@ mod tests {
         }
         for no_id in ["", "abc", "+", " - 4"] {
             assert_eq!(ValueType::Int.read(no_id), None, "{no_id:?}");
+            assert!(ValueType::Int.readings(no_id).is_empty(), "{no_id:?}");
+        }
+        for (spelling, readings) in [
+            ("42", &["42"][..]),
+            ("042", &["42"]),
+            ("4.2e1", &["4", "42"]),
+            ("42e1", &["42", "420"]),
+            ("42.9", &["42"]),
+            ("-4.2E1", &["-4", "-42"]),
+            ("0x2a", &["0", "42"]),
+            ("0X2A", &["0", "42"]),
+            ("0o52", &["0", "42"]),
+            ("0b101010", &["0", "42"]),
+            ("4_2", &["4", "42"]),
+            ("1e400", &["1"]),
+            ("0x", &["0"]),
+            ("0x-2a", &["0"]),
+            ("inf", &[]),
+            ("NaN", &[]),
+        ] {
+            assert_eq!(ValueType::Int.readings(spelling), readings, "{spelling:?}");
         }
         let uuid = "6f1c2a6e-3c1b-4c7a-9f4e-0b1d2c3e4f50";
         for spelling in [uuid, &uuid.to_uppercase(), &format!("{{{uuid}}}"), &uuid.replace('-', ""), &format!("urn:uuid:{uuid}")] {
@@ -970,6 +1060,8 @@ mod tests {
         assert_eq!(cookie_values("sid=abc; sid=%61bc", "sid"), ["abc"]);
         assert_eq!(cookie_values("my.sid=1; my sid=2; my_sid=3; mysid=4", "my_sid"), ["1", "2", "3"]);
         assert_eq!(cookie_values("LARAVEL_SESSION=a; laravel_session=b", "laravel_session"), ["a", "b"], "nginx ignores case");
+        assert_eq!(cookie_values("laravel[session=MINE; laravel_session=b", "laravel_session"), ["MINE", "b"], "PHP: an unmatched [ is _");
+        assert_eq!(cookie_values("laravel[session]=x; laravel_session=b", "laravel_session"), ["b"], "a matched [ ] makes an array");
     }
 
     #[test]
