@@ -220,6 +220,16 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
         }
     }
 
+    // Fast path: no rule's host and path take the request, so no method,
+    // parameter or header can make one match. Nothing more is read: no
+    // override header, cookie or body (a zone-wide route sends every
+    // request of the zone here).
+    if !config.rules.iter().any(|rule| rule.takes(&host, &path)) {
+        let methods = vec![parts.method.to_ascii_uppercase()];
+        let canonical = Canonical { host, path, query: CanonicalQuery::parse(raw_query), methods, unreadable_body: None };
+        return Plan { canonical: Some(canonical), matched: Vec::new(), route: Route::Check(Vec::new()) };
+    }
+
     let header = parts.header;
     let body_params = body_parameters(parts);
     if body_params.is_none() && config.facts.reads_body_parameters() {
@@ -575,6 +585,10 @@ mod tests {
         let (p, read) = plan_of(&c, "POST", "/other", &[IP, ("content-type", "application/json")], Some(b"{}"), None);
         assert!(checked(&p).is_empty());
         assert!(!read, "the body is read only for a rule that matched");
+        let heavy = heavy();
+        let (p, read) = plan_of(&heavy, "POST", "/other?mode=heavy", &[IP, FORM], Some(b"mode=heavy"), None);
+        assert!(!read && checked(&p).is_empty(), "no rule takes /other: its form body is not read");
+        assert_eq!(p.canonical.map(|c| c.path), Some("/other".to_string()), "explain still shows the canonical view");
     }
 
     #[test]
@@ -672,8 +686,10 @@ mod tests {
         let (_, read) = plan_of(&without, "POST", "/x", &[IP, FORM], Some(b"mode=heavy"), None);
         assert!(!read, "no rule has query conditions or methods: the body is not read");
         let methods = config(json!([{ "name": "del", "path": "/y", "methods": ["DELETE"], "limits": limits() }]));
-        let (_, read) = plan_of(&methods, "POST", "/x", &[IP, MULTIPART], Some(&multipart("a", "1")), None);
+        let (_, read) = plan_of(&methods, "POST", "/y", &[IP, MULTIPART], Some(&multipart("a", "1")), None);
         assert!(read, "a rule lists methods: the body may hold a _method");
+        let (p, read) = plan_of(&methods, "POST", "/x", &[IP, MULTIPART], Some(&multipart("_method", "DELETE")), None);
+        assert!(!read && checked(&p).is_empty(), "no rule takes the path: no body is read");
     }
 
     /// Issue 15, row 5: a body over the cap, compressed, in an unknown

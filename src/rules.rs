@@ -343,6 +343,14 @@ impl Rule {
         Ok(found)
     }
 
+    /// Whether the rule's host and path take the request, whatever its
+    /// method, parameters and headers: [`Rule::matches`] can hold only if
+    /// this does. The plan's fast path asks it first, so a request no rule
+    /// takes costs no query parsing, header lookup or body read.
+    pub fn takes(&self, host: &str, path: &str) -> bool {
+        self.host_matches(host) && self.path_match(path).is_some()
+    }
+
     /// Whether the rule has query conditions: a form body, which joins the
     /// query, must then be read before matching ([`crate::config::ConfigFacts`]).
     pub fn has_query_conditions(&self) -> bool {
