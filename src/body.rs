@@ -242,11 +242,47 @@ fn extended_value(value: &str) -> Option<String> {
     let charset = pieces.next()?.trim();
     let _language = pieces.next()?;
     let bytes: Vec<u8> = percent_encoding::percent_decode_str(pieces.next()?).collect();
-    Some(if charset.eq_ignore_ascii_case("iso-8859-1") || charset.eq_ignore_ascii_case("latin1") {
+    Some(decode_charset(charset, &bytes))
+}
+
+/// Most RFC 2231 continuation segments (`name*0`, `name*1`, ...) joined.
+const MAX_CONTINUATIONS: usize = 16;
+
+/// A `name` split into RFC 2231 continuations (`name*0=em; name*1=ail`,
+/// or extended: `name*0*=UTF-8''em; name*1*=%61il`), joined in order up to
+/// the first missing segment, as Werkzeug joins them (and prefers the
+/// result to a plain `name`). `None` without a `name*0`.
+fn continued_name(disposition: &str) -> Option<String> {
+    let mut charset = String::new();
+    let mut bytes = Vec::new();
+    for n in 0..MAX_CONTINUATIONS {
+        if let Some(segment) = param(disposition, &format!("name*{n}*")).into_iter().next() {
+            let encoded = if n == 0 {
+                let mut pieces = segment.splitn(3, '\'');
+                charset = pieces.next().unwrap_or_default().to_string();
+                pieces.nth(1).unwrap_or_default().to_string()
+            } else {
+                segment
+            };
+            bytes.extend(percent_encoding::percent_decode_str(&encoded));
+        } else if let Some(segment) = param(disposition, &format!("name*{n}")).into_iter().next() {
+            bytes.extend(segment.bytes());
+        } else {
+            break;
+        }
+    }
+    (!bytes.is_empty()).then(|| decode_charset(&charset, &bytes))
+}
+
+/// `bytes` in `charset`: ISO-8859-1 as Latin-1, anything else as UTF-8
+/// (invalid bytes as U+FFFD).
+fn decode_charset(charset: &str, bytes: &[u8]) -> String {
+    let charset = charset.trim();
+    if charset.eq_ignore_ascii_case("iso-8859-1") || charset.eq_ignore_ascii_case("latin1") {
         bytes.iter().map(|&b| char::from(b)).collect()
     } else {
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
+        String::from_utf8_lossy(bytes).into_owned()
+    }
 }
 
 /// Every reading of the parameter `wanted` (in any case) of a header
@@ -447,6 +483,7 @@ fn part(segment: &[u8], fields: &mut Vec<Field>) -> Result<(), Unreadable> {
         if header.eq_ignore_ascii_case("content-disposition") {
             names.extend(param(value, "name"));
             names.extend(param(value, "name*").iter().filter_map(|v| extended_value(v)));
+            names.extend(continued_name(value));
             file |= !param(value, "filename").is_empty() || !param(value, "filename*").is_empty();
         } else if header.eq_ignore_ascii_case("content-type") {
             check_charset(value)?;
@@ -587,6 +624,10 @@ Zürich\r\n\
         assert_eq!(names("form-data; name=\"x\"; name*=utf-8'en'%C3%A9"), ["x", "é"], "both names count");
         assert_eq!(names("form-data; name*=iso-8859-1''%E9"), ["é"]);
         assert_eq!(names("form-data; name*=mode"), Vec::<String>::new(), "no charset: not an extended value");
+        assert_eq!(names("form-data; name*0=em; name*1=ail"), ["email"], "RFC 2231 continuations, joined as Werkzeug joins them");
+        assert_eq!(names("form-data; name*0*=UTF-8''em; name*1*=%61il"), ["email"]);
+        assert_eq!(names("form-data; name=\"x\"; name*0=\"em\"; name*1=\"ail\""), ["x", "email"]);
+        assert_eq!(names("form-data; name*1=ail"), Vec::<String>::new(), "no segment 0: nothing joined");
     }
 
     #[test]

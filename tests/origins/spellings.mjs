@@ -282,6 +282,7 @@ export function allSpellings() {
     ...[
       ["multipart RFC 8187 name", "name*=UTF-8''em%61il"],
       ["multipart RFC 8187 name over a decoy name", `name="decoy"; name*=utf-8''email`],
+      ["multipart RFC 2231 continued name", `name*0="em"; name*1="ail"`],
     ].map(([what, disposition]) => [
       what,
       {
