@@ -27,6 +27,8 @@
 //! | [`admin`]   | the admin API: routing, bearer token, keys from raw values     |
 //! | [`explain`] | `tollgate explain`: the pipeline on one request, as a report   |
 //! | [`coverage`]| `tollgate check`: do the wrangler.toml routes reach the rules? |
+//! | [`ticket`]  | what an embedded check hands the app to settle failures-only rules |
+//! | [`upstream`]| where allowed requests go: the origin or a service binding |
 //! | [`wrangler`]| the CLI reads wrangler.toml / .json / .jsonc and its environments |
 //!
 //! The glue (`edge`, the Worker entry; `origin`, its side facing the
@@ -64,6 +66,8 @@ pub mod protocol;
 pub(crate) mod reservation;
 pub mod plan;
 pub mod rules;
+pub mod ticket;
+pub mod upstream;
 pub mod verdict;
 pub mod window;
 #[cfg(not(target_arch = "wasm32"))]

@@ -179,6 +179,11 @@ mod native {
             };
             match Config::from_json(value) {
                 Ok(config) => {
+                    if let Some(e) = tollgate::upstream::missing_binding(&config.upstream, &section.services) {
+                        eprintln!("error: {path} {label}: {e}");
+                        failed = true;
+                        continue;
+                    }
                     println!("{path} {label}: ok, {} rule(s)", config.rules.len());
                     for warning in section_warnings(&section, &config) {
                         println!("warning: {path} {label}: {warning}");
