@@ -31,8 +31,10 @@ use crate::verdict::{self, Answer, Answered, LogEvent, Outcome};
 use futures_util::future::join_all;
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
+#[cfg(feature = "standalone")]
+use worker::event;
 use worker::{
-    console_log, event, web_sys, Context, Date, Env, Headers, Request, Response,
+    console_log, web_sys, Context, Date, Env, Headers, Request, Response,
 };
 
 /// The structured var holding the config.
@@ -102,7 +104,8 @@ pub(crate) fn now_ms() -> i64 {
 
 /// Returns the raw `web_sys::Response`: the origin's response goes back to
 /// the client as the very object `fetch` produced, never rebuilt.
-#[event(fetch)]
+#[cfg_attr(feature = "standalone", event(fetch))]
+#[cfg_attr(not(feature = "standalone"), allow(dead_code))]
 pub async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
     let config = load_config(&env);
     let config = match config.as_ref() {

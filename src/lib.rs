@@ -76,7 +76,15 @@ pub mod wrangler;
 #[cfg(target_arch = "wasm32")]
 mod edge;
 #[cfg(target_arch = "wasm32")]
+pub mod embed;
+#[cfg(target_arch = "wasm32")]
 mod limiter;
+#[cfg(all(target_arch = "wasm32", feature = "standalone"))]
+mod rpc;
+/// The limiter Durable Object: an app that embeds tollgate binds it as
+/// `LIMITER` (`class_name = "Limiter"`); its Worker exports the class.
+#[cfg(target_arch = "wasm32")]
+pub use limiter::Limiter;
 #[cfg(target_arch = "wasm32")]
 mod objects;
 #[cfg(target_arch = "wasm32")]
