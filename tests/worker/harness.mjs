@@ -97,6 +97,8 @@ export function mockOrigin(respond) {
  * [[services]] bindings) and workers (more Miniflare worker definitions,
  * e.g. the app Worker behind a service binding, or one that binds tollgate).
  * Requests go to the first worker, tollgate, unless `entry` names another.
+ * scriptPath: another built Worker in tollgate's place (one that embeds
+ * tollgate, with the same bindings: TOLLGATE and LIMITER).
  */
 export async function startTollgate(options = {}) {
   const persist = options.persist ?? tempDir();
@@ -104,7 +106,7 @@ export async function startTollgate(options = {}) {
   const tollgate = {
     name: "tollgate",
     modules: true,
-    scriptPath: join(ROOT, "build", "index.js"),
+    scriptPath: options.scriptPath ?? join(ROOT, "build", "index.js"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: WRANGLER.compatibility_date,
     bindings: { TOLLGATE: options.config ?? shippedConfig(), ...(options.vars ?? {}) },

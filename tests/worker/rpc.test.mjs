@@ -44,6 +44,7 @@ test("TS app over RPC (Hono middleware): 11th call 429 from tollgate, the app se
     assert.ok(Number(blocked.headers.get("retry-after")) > 0);
     await blocked.arrayBuffer();
     assert.deepEqual(await (await tg.fetch("/stats")).json(), { served: 10 }, "the app served exactly 10");
+    assert.equal((await tg.fetch("/API/items/")).status, 429, "the same canonicalization as the standalone Worker");
     assert.equal((await tg.fetch("/api/items", { ip: "198.51.100.9" })).status, 200, "another client has its own allowance");
     assert.equal(tg.origin.received.length, 0, "tollgate forwarded nothing itself");
   }));

@@ -1,5 +1,5 @@
 // An app Worker that limits its own routes with tollgate over RPC: Hono
-// middleware on /api/* and /login. tollgate runs as its own Worker (see
+// middleware in front of every route; tollgate's rules limit /api/* and /login. tollgate runs as its own Worker (see
 // tollgate.wrangler.toml here) with no routes, bound as TOLLGATE.
 import { Hono } from "hono";
 import { tollgate } from "../../../clients/ts/hono";
@@ -8,9 +8,9 @@ import type { Tollgate } from "../../../clients/ts/index";
 type Env = { TOLLGATE: Tollgate };
 
 const app = new Hono<{ Bindings: Env }>();
-const limit = tollgate((c) => (c.env as Env).TOLLGATE);
-app.use("/api/*", limit);
-app.use("/login", limit);
+// Every request goes through check; tollgate's rules pick what to limit
+// (Hono's own "/api/*" would miss /API/items, which tollgate canonicalizes).
+app.use("*", tollgate((c) => (c.env as Env).TOLLGATE));
 
 let served = 0;
 app.get("/api/items", (c) => c.json({ items: ["a", "b"], served: ++served }));
