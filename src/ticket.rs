@@ -22,33 +22,48 @@ use crate::key::key_hash;
 use crate::plan::{object_name, Applied};
 use crate::policy::Counting;
 use crate::verdict::Outcome;
-use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// One entry of [`Ticket::encode`]'s array form.
+fn entry(value: &Value) -> Option<Entry> {
+    let [rule, key, flags, device, reservation] = value.as_array()?.as_slice() else { return None };
+    let flags = flags.as_u64()?;
+    Some(Entry {
+        rule: rule.as_str()?.to_string(),
+        key: key.as_str()?.to_string(),
+        fell_back: flags & 1 != 0,
+        own_method: flags & 2 != 0,
+        device: match device {
+            Value::Null => None,
+            d => Some(d.as_str()?.to_string()),
+        },
+        reservation: match reservation {
+            Value::Null => None,
+            r => Some(r.as_u64()?),
+        },
+    })
+}
 
 /// The encoding's version: a ticket of another version settles nothing.
-const VERSION: u8 = 1;
+const VERSION: u64 = 1;
 
 /// The failures-only rules one request was checked against, with their
 /// reservations: all that settling needs, apart from the app's answer.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ticket {
-    v: u8,
     entries: Vec<Entry>,
 }
 
 /// One checked (rule, key) of a failures-only rule.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     /// The rule's name.
     rule: String,
     /// The raw key (the account's, for a trusted device).
     key: String,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     fell_back: bool,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     own_method: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     device: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     reservation: Option<u64>,
 }
 
@@ -72,7 +87,7 @@ pub fn issue(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Ticket {
             },
         })
         .collect();
-    Ticket { v: VERSION, entries }
+    Ticket { entries }
 }
 
 impl Ticket {
@@ -81,15 +96,31 @@ impl Ticket {
         self.entries.is_empty()
     }
 
-    /// The ticket as text (JSON), for RPC.
+    /// The ticket as text, for RPC: JSON, `{"v":1,"e":[[rule, key, flags,
+    /// device, reservation], ...]}` (flags: 1 fell back, 2 own method).
+    /// Built on `serde_json::Value`, which the config parser links anyway
+    /// (a derive would add its own code to the Worker's upload).
     pub fn encode(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        let entries: Vec<Value> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let flags = u64::from(e.fell_back) | (u64::from(e.own_method) << 1);
+                json!([e.rule, e.key, flags, e.device, e.reservation])
+            })
+            .collect();
+        json!({ "v": VERSION, "e": entries }).to_string()
     }
 
     /// A ticket from [`Ticket::encode`]'s text; `None` for anything else
     /// (another version, malformed).
     pub fn decode(text: &str) -> Option<Ticket> {
-        serde_json::from_str::<Ticket>(text).ok().filter(|t| t.v == VERSION)
+        let value: Value = serde_json::from_str(text).ok()?;
+        if value.get("v")?.as_u64()? != VERSION {
+            return None;
+        }
+        let entries = value.get("e")?.as_array()?.iter().map(entry).collect::<Option<Vec<Entry>>>()?;
+        Some(Ticket { entries })
     }
 
     /// What settling needs, rebuilt against `config`: each entry's applied
@@ -181,15 +212,24 @@ mod tests {
     fn an_altered_ticket_names_only_the_configs_failures_only_rules() {
         let config = config();
         assert_eq!(Ticket::decode("not json"), None);
-        assert_eq!(Ticket::decode(r#"{"v":2,"entries":[]}"#), None, "another version");
+        assert_eq!(Ticket::decode(r#"{"v":2,"e":[]}"#), None, "another version");
+        assert_eq!(Ticket::decode(r#"{"v":1,"e":[["login","k",0,null]]}"#), None, "an entry too short");
+        assert_eq!(Ticket::decode(r#"{"v":1,"e":[["login","k",0,null,-1]]}"#), None, "a negative reservation");
+        assert_eq!(Ticket::decode(r#"{"v":1,"e":[["login",7,0,null,null]]}"#), None, "a key not text");
         let forged = Ticket::decode(
-            r#"{"v":1,"entries":[{"rule":"api","key":"ip=1"},{"rule":"nope","key":"x"},{"rule":"login","key":"b@example.com"}]}"#,
+            r#"{"v":1,"e":[["api","ip=1",0,null,null],["nope","x",0,null,null],["login","b@example.com",3,null,5]]}"#,
         )
         .unwrap();
         let (rebuilt, _) = forged.applied(&config, Some(b"secret"));
         assert_eq!(rebuilt.len(), 1, "a rule counting every request, or an unknown one, is dropped");
         assert_eq!(rebuilt[0].id, "login\nb@example.com", "the object name is derived, never read");
         assert_eq!(rebuilt[0].key_hash, key_hash("b@example.com", Some(b"secret")));
+        assert!(rebuilt[0].fell_back && rebuilt[0].own_method);
         assert!(issue(&[], &[]).is_empty());
+        let device = Ticket {
+            entries: vec![Entry { rule: "login".into(), key: "k".into(), fell_back: false, own_method: true, device: Some("d1".into()), reservation: None }],
+        };
+        assert_eq!(Ticket::decode(&device.encode()), Some(device.clone()));
+        assert_eq!(device.applied(&config, None).0[0].id, object_name(&config.rules[0], &crate::device::device_key("k", "d1")));
     }
 }

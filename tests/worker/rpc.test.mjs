@@ -95,8 +95,8 @@ export default { async fetch(request, env) {
   for (const [name, call] of Object.entries({
     noRequest: () => env.TOLLGATE.check("https://example.com/api/x"),
     badTicket: () => env.TOLLGATE.settle("{not json", 401),
-    badStatus: () => env.TOLLGATE.settle('{"v":1,"entries":[]}', 99),
-    foreignRules: () => env.TOLLGATE.settle('{"v":1,"entries":[{"rule":"api","key":"ip=1"},{"rule":"nope","key":"x"}]}', 401),
+    badStatus: () => env.TOLLGATE.settle('{"v":1,"e":[]}', 99),
+    foreignRules: () => env.TOLLGATE.settle('{"v":1,"e":[["api","ip=1",0,null,null],["nope","x",0,null,null]]}', 401),
   })) {
     try { out[name] = { ok: await call() }; } catch (e) { out[name] = { error: String(e.message) }; }
   }
