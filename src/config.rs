@@ -90,6 +90,8 @@ pub struct Config {
     pub on_invalid_config: FailPolicy,
     /// What the rules ask of requests, computed once from `rules`.
     pub facts: ConfigFacts,
+    /// Where allowed requests go: the origin, or a service binding.
+    pub upstream: crate::upstream::Upstream,
 }
 
 /// Facts about the rules that decide what the plan reads of a request,
@@ -201,6 +203,7 @@ impl Config {
             on_invalid_config: FailPolicy::Deny,
             admin_lockout,
             facts: ConfigFacts::default(),
+            upstream: crate::upstream::Upstream::Origin,
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
@@ -353,6 +356,10 @@ const TOP_FIELDS: &[Field<Config>] = &[
         if let Some(entries) = i.number(1..=1_000_000, "number of entries") {
             c.blocked_cache_capacity = entries;
         }
+    }),
+    Field::optional(crate::upstream::FIELD, |c, i| match crate::upstream::read(i.value) {
+        Ok(upstream) => c.upstream = upstream,
+        Err(message) => i.report(message),
     }),
     Field::optional("on_invalid_config", |c, i| {
         if let Some(policy) = i.choice(&[("deny", FailPolicy::Deny), ("allow", FailPolicy::Allow)]) {
@@ -1129,6 +1136,20 @@ mod tests {
         assert_eq!(Config::from_json(&valid).unwrap().on_invalid_config, FailPolicy::Allow);
         valid["on_invalid_config"] = json!("alow");
         assert_eq!(errors(valid), ["field `on_invalid_config`: must be \"deny\" or \"allow\""]);
+    }
+
+    #[test]
+    fn upstream_is_the_origin_or_a_named_service_binding() {
+        use crate::upstream::Upstream;
+        assert_eq!(Config::from_json(&rule(json!({}))).unwrap().upstream, Upstream::Origin);
+        let mut value = rule(json!({}));
+        value["upstream"] = json!({ "service": "APP" });
+        assert_eq!(Config::from_json(&value).unwrap().upstream, Upstream::Service("APP".into()));
+        value["upstream"] = json!({ "service": "my-app" });
+        assert_eq!(
+            errors(value),
+            ["field `upstream`: `my-app` is not a binding name (letters, digits, `_` and `$`, not starting with a digit)"]
+        );
     }
 
     #[test]

@@ -26,12 +26,15 @@ use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
 use crate::protocol::Op;
 use crate::objects::{self, call_with_timeout, check, send_settlements, settle, settlements};
 use crate::origin::{forward, read_body, with_fields};
+use crate::upstream::{self, Upstream};
 use crate::verdict::{self, Answer, Answered, LogEvent, Outcome};
 use futures_util::future::join_all;
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
+#[cfg(feature = "standalone")]
+use worker::event;
 use worker::{
-    console_log, event, web_sys, Context, Date, Env, Headers, Request, Response,
+    console_log, web_sys, Context, Date, Env, Headers, Request, Response,
 };
 
 /// The structured var holding the config.
@@ -43,8 +46,10 @@ const LOG_KEY_SECRET: &str = "TOLLGATE_LOG_KEY";
 
 /// Parsed once per isolate and kept for its life (leaked once, so that the
 /// plan's rules can move into a `waitUntil` task, which must be `'static`):
-/// the config, or its errors with the policy for requests.
-type LoadedConfig = &'static Result<Config, (Vec<ConfigError>, FailPolicy)>;
+/// the config, or its errors with the policy for requests and, for
+/// `allow`, where to forward them (`None`: the `upstream` field itself is
+/// invalid, so requests are denied).
+pub(crate) type LoadedConfig = &'static Result<Config, (Vec<ConfigError>, FailPolicy, Option<Upstream>)>;
 
 /// An invalid config is logged at most once per isolate per this period.
 const CONFIG_ERROR_LOG_PERIOD_MS: i64 = 60_000;
@@ -62,23 +67,26 @@ thread_local! {
     static LOG_KEY: OnceCell<Option<Rc<[u8]>>> = const { OnceCell::new() };
 }
 
-fn load_log_key(env: &Env) -> Option<Rc<[u8]>> {
+pub(crate) fn load_log_key(env: &Env) -> Option<Rc<[u8]>> {
     LOG_KEY.with(|cell| {
         cell.get_or_init(|| env.secret(LOG_KEY_SECRET).ok().and_then(|s| log_key(&s.to_string())).map(Rc::from))
             .clone()
     })
 }
 
-fn load_config(env: &Env) -> LoadedConfig {
+pub(crate) fn load_config(env: &Env) -> LoadedConfig {
     CONFIG.with(|cell| {
         if let Some(config) = *cell.borrow() {
             return config;
         }
         let parsed = match env.object_var::<serde_json::Value>(CONFIG_VAR) {
-            Ok(value) => Config::from_json(&value).map_err(|errors| (errors, config::on_invalid_config(&value))),
+            Ok(value) => Config::from_json(&value).map_err(|errors| {
+                (errors, config::on_invalid_config(&value), upstream::of_invalid_config(&value))
+            }),
             Err(e) => Err((
                 vec![ConfigError { rule: None, field: CONFIG_VAR.into(), message: format!("cannot read the var: {e}") }],
                 FailPolicy::Deny,
+                None,
             )),
         };
         if let Ok(config) = &parsed {
@@ -96,12 +104,13 @@ pub(crate) fn now_ms() -> i64 {
 
 /// Returns the raw `web_sys::Response`: the origin's response goes back to
 /// the client as the very object `fetch` produced, never rebuilt.
-#[event(fetch)]
+#[cfg_attr(feature = "standalone", event(fetch))]
+#[cfg_attr(not(feature = "standalone"), allow(dead_code))]
 pub async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
     let config = load_config(&env);
     let config = match config.as_ref() {
         Ok(config) => config,
-        Err((errors, policy)) => return invalid_config(req, &env, errors, *policy).await,
+        Err((errors, policy, upstream)) => return invalid_config(req, &env, errors, *policy, upstream.as_ref()).await,
     };
     match limit(req, &env, &ctx, config).await {
         Ok(response) => Ok(response),
@@ -120,6 +129,7 @@ async fn invalid_config(
     env: &Env,
     errors: &[ConfigError],
     policy: FailPolicy,
+    upstream: Option<&Upstream>,
 ) -> worker::Result<web_sys::Response> {
     let now = now_ms();
     let due = CONFIG_ERROR_LOGGED.with(|last| {
@@ -137,15 +147,15 @@ async fn invalid_config(
             vec![("errors", detail.join("; ").into()), ("decision", decision.into())],
         )]);
     }
-    if policy == FailPolicy::Allow {
+    if let (FailPolicy::Allow, Some(upstream)) = (policy, upstream) {
         let url = req.url()?;
-        return forward(req, &url, env).await;
+        return forward(req, &url, env, upstream).await;
     }
     respond(&OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1)))
 }
 
 /// One of tollgate's own responses, as the raw response the runtime takes.
-fn respond(own: &OwnResponse) -> worker::Result<web_sys::Response> {
+pub(crate) fn respond(own: &OwnResponse) -> worker::Result<web_sys::Response> {
     let out = Headers::new();
     for (name, value) in &own.headers {
         out.append(name, value)?;
@@ -221,11 +231,11 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     };
     let mut fields = fields;
     let response = if applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve) {
-        let (response, cookies) = forward_and_settle(ctx, env, req, url, applied, outcomes).await?;
+        let (response, cookies) = forward_and_settle(ctx, env, req, url, &config.upstream, applied, outcomes).await?;
         fields.extend(cookies);
         response
     } else {
-        forward(req, &url, env).await?
+        forward(req, &url, env, &config.upstream).await?
     };
     // A WebSocket upgrade (101) cannot be rebuilt with extra fields.
     if fields.is_empty() || response.status() == 101 {
@@ -248,13 +258,14 @@ async fn forward_and_settle(
     env: &Env,
     req: Request,
     url: worker::Url,
+    upstream: &'static Upstream,
     applied: Vec<Applied<'static>>,
     outcomes: Vec<Outcome>,
 ) -> worker::Result<(web_sys::Response, Vec<(String, String)>)> {
     let env = env.clone();
     let (done, answered) = futures_channel::oneshot::channel();
     ctx.wait_until(async move {
-        let response = forward(req, &url, &env).await;
+        let response = forward(req, &url, &env, upstream).await;
         let mut cookies = Vec::new();
         let calls = match &response {
             Ok(r) => {
@@ -279,7 +290,7 @@ async fn forward_and_settle(
 /// Serves the admin API (the token secret exists): first the client's
 /// lockout counter, then what [`admin::gate`] says. The token is never
 /// logged.
-async fn admin_request(
+pub(crate) async fn admin_request(
     env: &Env,
     config: &Config,
     lockout: &Applied<'_>,

@@ -27,6 +27,8 @@
 //! | [`admin`]   | the admin API: routing, bearer token, keys from raw values     |
 //! | [`explain`] | `tollgate explain`: the pipeline on one request, as a report   |
 //! | [`coverage`]| `tollgate check`: do the wrangler.toml routes reach the rules? |
+//! | [`ticket`]  | what an embedded check hands the app to settle failures-only rules |
+//! | [`upstream`]| where allowed requests go: the origin or a service binding |
 //! | [`wrangler`]| the CLI reads wrangler.toml / .json / .jsonc and its environments |
 //!
 //! The glue (`edge`, the Worker entry; `origin`, its side facing the
@@ -65,6 +67,8 @@ pub mod protocol;
 pub(crate) mod reservation;
 pub mod plan;
 pub mod rules;
+pub mod ticket;
+pub mod upstream;
 pub mod verdict;
 pub mod window;
 #[cfg(not(target_arch = "wasm32"))]
@@ -73,7 +77,15 @@ pub mod wrangler;
 #[cfg(target_arch = "wasm32")]
 mod edge;
 #[cfg(target_arch = "wasm32")]
+pub mod embed;
+#[cfg(target_arch = "wasm32")]
 mod limiter;
+#[cfg(all(target_arch = "wasm32", feature = "standalone"))]
+mod rpc;
+/// The limiter Durable Object: an app that embeds tollgate binds it as
+/// `LIMITER` (`class_name = "Limiter"`); its Worker exports the class.
+#[cfg(target_arch = "wasm32")]
+pub use limiter::Limiter;
 #[cfg(target_arch = "wasm32")]
 mod objects;
 #[cfg(target_arch = "wasm32")]

@@ -38,6 +38,8 @@ export default {
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const WRANGLER = parseToml(readFileSync(join(ROOT, "wrangler.toml"), "utf8"));
+/** The compatibility date of the shipped wrangler.toml, for extra workers. */
+export const COMPATIBILITY_DATE = WRANGLER.compatibility_date;
 
 /** The TOLLGATE config shipped in wrangler.toml. */
 export function shippedConfig() {
@@ -91,7 +93,12 @@ export function mockOrigin(respond) {
  * options: config (TOLLGATE object; defaults to the shipped one), persist
  * (folder; defaults to a new temp folder), origin (from mockOrigin), vars
  * (extra plain bindings), limiterScript (replace the Durable Object, for
- * fault injection).
+ * fault injection), services ({ BINDING: "worker-name" }: tollgate's
+ * [[services]] bindings) and workers (more Miniflare worker definitions,
+ * e.g. the app Worker behind a service binding, or one that binds tollgate).
+ * Requests go to the first worker, tollgate, unless `entry` names another.
+ * scriptPath: another built Worker in tollgate's place (one that embeds
+ * tollgate, with the same bindings: TOLLGATE and LIMITER).
  */
 export async function startTollgate(options = {}) {
   const persist = options.persist ?? tempDir();
@@ -99,15 +106,17 @@ export async function startTollgate(options = {}) {
   const tollgate = {
     name: "tollgate",
     modules: true,
-    scriptPath: join(ROOT, "build", "index.js"),
+    scriptPath: options.scriptPath ?? join(ROOT, "build", "index.js"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: WRANGLER.compatibility_date,
     bindings: { TOLLGATE: options.config ?? shippedConfig(), ...(options.vars ?? {}) },
     durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
     outboundService: origin.outboundService,
     stripCfConnectingIp: false,
+    serviceBindings: options.services ?? {},
   };
-  const workers = [tollgate];
+  const workers = [tollgate, ...(options.workers ?? [])];
+  if (options.entry) workers.unshift(...workers.splice(workers.findIndex((w) => w.name === options.entry), 1));
   if (options.faults) {
     // The Worker's LIMITER binding goes to FaultyLimiter, which passes calls
     // through to the real Limiter unless told to throw, hang or fail.
