@@ -18,6 +18,7 @@
 
 use crate::admin::{self, AdminAction, Gate};
 use crate::config::{self, Config, ConfigError};
+use crate::embed::Client;
 use crate::episodes::{self, Episodes};
 use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
@@ -175,15 +176,31 @@ pub(crate) fn write_logs(events: &[LogEvent]) {
     }
 }
 
-/// The request flow: plan (pure), the I/O the plan asks for, verdict (pure).
-async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
+/// What the front half of the pipeline decided about a request: an admin
+/// request's answer, or the verdict on the rules it checked. Shared by the
+/// standalone Worker ([`limit`]) and the embedded check
+/// ([`crate::embed::check_as`]), so both decide alike.
+pub(crate) enum Decided {
+    /// The admin API's answer: never forwarded, nothing to settle.
+    Admin(web_sys::Response),
+    /// The rules applied, their counters' outcomes (index for index) and
+    /// the answer; the verdict's log lines are already written.
+    Verdict { applied: Vec<Applied<'static>>, outcomes: Vec<Outcome>, answer: Answer },
+}
+
+/// The front half, I/O included: plan (pure), the body if the plan needs
+/// it, the blocked-until cache and the limiter objects, verdict (pure),
+/// and its log lines. `client` stands in for `req.cf()` where it says
+/// something (RPC does not carry `cf`).
+pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
     let url = req.url()?;
     // The method as sent (workers-rs maps methods it does not know to GET).
     let method = req.inner().method();
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let admin_token = || env.secret(ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
     let cf = req.cf();
-    let country = cf.and_then(|cf| cf.country());
+    let country = client.country.clone().or_else(|| cf.and_then(|cf| cf.country()));
+    let asn = client.asn.or_else(|| cf.and_then(|cf| cf.asn()));
     let log_key = load_log_key(env);
     let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
     let parts = |body| RequestParts {
@@ -192,7 +209,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         header: &header,
         body,
         country: country.as_deref(),
-        asn: cf.and_then(|cf| cf.asn()),
+        asn,
         admin_token: &admin_token,
         log_key: log_key.as_deref(),
         secret: &secret,
@@ -201,27 +218,37 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     let mut plan = plan::plan(config, &parts(Body::Unread));
     let body;
     if let Route::NeedsBody = plan.route {
-        body = read_body(&req, config.body_limit).await;
+        body = read_body(req, config.body_limit).await;
         plan = plan::plan(config, &parts(body.as_deref().map_or(Body::Unusable, Body::Read)));
     }
     let mut outcomes = Vec::new();
     let verdict = match &plan.route {
-        Route::Admin { lockout, route } => return admin_request(env, config, lockout, route).await,
+        Route::Admin { lockout, route } => return Ok(Decided::Admin(admin_request(env, config, lockout, route).await?)),
         Route::Check(applied) if !applied.is_empty() => {
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
             verdict::verdict(applied, &outcomes)
         }
-        _ => match verdict::early(&plan) {
-            Some(verdict) => verdict,
-            None => return respond(&OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
-        },
+        _ => verdict::early(&plan).unwrap_or_else(|| verdict::Verdict {
+            answer: Answer::Respond(OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
+            events: Vec::new(),
+        }),
     };
     write_logs(&verdict.events);
     let applied = match plan.route {
         Route::Check(applied) => applied,
         _ => Vec::new(),
     };
-    let fields = match verdict.answer {
+    Ok(Decided::Verdict { applied, outcomes, answer: verdict.answer })
+}
+
+/// The standalone Worker's request flow: [`decide`], then forward (and
+/// settle failures-only rules) or answer.
+async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
+    let (applied, outcomes, answer) = match decide(&req, env, config, &Client::default()).await? {
+        Decided::Admin(response) => return Ok(response),
+        Decided::Verdict { applied, outcomes, answer } => (applied, outcomes, answer),
+    };
+    let mut fields = match answer {
         Answer::Respond(own) => {
             // Not forwarded: every reservation made is released.
             settle(ctx, env, settlements(&applied, &outcomes, None)).await;
@@ -229,7 +256,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         }
         Answer::Forward { fields } => fields,
     };
-    let mut fields = fields;
+    let url = req.url()?;
     let response = if applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve) {
         let (response, cookies) = forward_and_settle(ctx, env, req, url, &config.upstream, applied, outcomes).await?;
         fields.extend(cookies);

@@ -22,15 +22,12 @@
 //! when it gave up), else the slot stays held until the rule's
 //! `reservation_ttl` expires: towards blocking, never towards admitting.
 
-use crate::edge::{admin_request, load_config, load_log_key, now_ms, respond, write_logs};
+use crate::edge::{decide, load_config, load_log_key, now_ms, respond, Decided};
 use crate::headers::OwnResponse;
-use crate::objects::{check as check_counter, send_settlements, settlements};
-use crate::origin::read_body;
-use crate::plan::{self, Body, RequestParts, Route};
+use crate::objects::{send_settlements, settlements};
 use crate::policy::FailPolicy;
 pub use crate::ticket::Ticket;
 use crate::verdict::{self, Answer, Answered};
-use futures_util::future::join_all;
 use worker::{web_sys, Env, Request};
 
 /// What [`check`] decided about one request.
@@ -89,57 +86,16 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
             return Ok(answered(respond(&own)?));
         }
     };
-    let url = req.url()?;
-    let method = req.inner().method();
-    let header = |name: &str| req.headers().get(name).ok().flatten();
-    let admin_token = || env.secret("TOLLGATE_ADMIN_TOKEN").ok().map(|s| s.to_string());
-    let cf = req.cf();
-    let country = client.country.clone().or_else(|| cf.and_then(|cf| cf.country()));
-    let asn = client.asn.or_else(|| cf.and_then(|cf| cf.asn()));
-    let log_key = load_log_key(env);
-    let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
-    let parts = |body| RequestParts {
-        method: &method,
-        url: &url,
-        header: &header,
-        body,
-        country: country.as_deref(),
-        asn,
-        admin_token: &admin_token,
-        log_key: log_key.as_deref(),
-        secret: &secret,
-        now_ms: now_ms(),
-    };
-    let mut plan = plan::plan(config, &parts(Body::Unread));
-    let body;
-    if let Route::NeedsBody = plan.route {
-        body = read_body(req, config.body_limit).await;
-        plan = plan::plan(config, &parts(body.as_deref().map_or(Body::Unusable, Body::Read)));
-    }
-    let mut outcomes = Vec::new();
-    let verdict = match &plan.route {
-        Route::Admin { lockout, route } => return Ok(answered(admin_request(env, config, lockout, route).await?)),
-        Route::Check(applied) if !applied.is_empty() => {
-            outcomes = join_all(applied.iter().map(|a| check_counter(env, a, verdict::check_op(a.rule)))).await;
-            verdict::verdict(applied, &outcomes)
-        }
-        _ => match verdict::early(&plan) {
-            Some(verdict) => verdict,
-            None => return Ok(answered(respond(&OwnResponse::problem(500, "Internal Server Error", "No verdict.", None))?)),
-        },
-    };
-    write_logs(&verdict.events);
-    let applied = match plan.route {
-        Route::Check(applied) => applied,
-        _ => Vec::new(),
-    };
-    match verdict.answer {
-        Answer::Respond(own) => {
+    match decide(req, env, config, client).await? {
+        Decided::Admin(response) => Ok(answered(response)),
+        Decided::Verdict { applied, outcomes, answer: Answer::Respond(own) } => {
             // Not served: every reservation made is released.
             send_settlements(env, settlements(&applied, &outcomes, None)).await;
             Ok(answered(respond(&own)?))
         }
-        Answer::Forward { fields } => Ok(allowed(fields, crate::ticket::issue(&applied, &outcomes))),
+        Decided::Verdict { applied, outcomes, answer: Answer::Forward { fields } } => {
+            Ok(allowed(fields, crate::ticket::issue(&applied, &outcomes)))
+        }
     }
 }
 
