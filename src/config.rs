@@ -1205,6 +1205,7 @@ mod tests {
             (json!({"path": "api"}), "path"),
             (json!({"path": "/api/(unclosed"}), "path"),
             (json!({"host": ""}), "host"),
+            (json!({"host": "bücher.example"}), "host"),
             (json!({"methods": ["GET", "P0ST"]}), "methods"),
             (json!({"query": {"mode": 3}}), "query.mode"),
             (json!({"query": {"mode": []}}), "query.mode"),

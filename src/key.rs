@@ -143,7 +143,7 @@ fn int_readings(value: &str) -> Vec<String> {
     let decimal = unsigned
         .bytes()
         .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
-        .then(|| text.parse::<f64>().ok())
+        .then(|| json_number(text))
         .flatten()
         .filter(|v| v.is_finite() && v.abs() < 9.0e18)
         .map(|v| (v.trunc() as i64).to_string());
@@ -157,6 +157,27 @@ fn int_readings(value: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// A decimal number (`+042.50e1`) as a float, read by serde_json's number
+/// parser (already in the Worker for JSON bodies; `str::parse::<f64>`
+/// would add its own tables to the upload): the sign, leading zeros and a
+/// bare trailing `.` that JSON refuses are normalized first.
+fn json_number(text: &str) -> Option<f64> {
+    let (sign, unsigned) = match text.as_bytes().first() {
+        Some(b'+') => ("", &text[1..]),
+        Some(b'-') => ("-", &text[1..]),
+        _ => ("", text),
+    };
+    let trimmed = unsigned.trim_start_matches('0');
+    let mantissa_end = trimmed.find(['e', 'E']).unwrap_or(trimmed.len());
+    let (mantissa, exponent) = trimmed.split_at(mantissa_end);
+    let mantissa = mantissa.strip_suffix('.').unwrap_or(mantissa);
+    let mantissa = match mantissa.as_bytes().first() {
+        None | Some(b'.') if unsigned.starts_with('0') || mantissa.starts_with('.') => format!("0{mantissa}"),
+        _ => mantissa.to_string(),
+    };
+    serde_json::from_str::<f64>(&format!("{sign}{mantissa}{exponent}")).ok()
 }
 
 /// `parseInt(value, 10)` and PHP 7's `(int)`, as a canonical decimal string.
@@ -1002,6 +1023,11 @@ mod tests {
             ("42e1", &["42", "420"]),
             ("42.9", &["42"]),
             ("-4.2E1", &["-4", "-42"]),
+            ("+042.50e1", &["42", "425"]),
+            (".5e2", &["50"]),
+            ("0.29e2", &["0", "29"]),
+            ("00", &["0"]),
+            ("42.", &["42"]),
             ("0x2a", &["0", "42"]),
             ("0X2A", &["0", "42"]),
             ("0o52", &["0", "42"]),

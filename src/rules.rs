@@ -274,6 +274,17 @@ impl Rule {
     /// Compiles the rule's URLPatterns. On failure, says which field is at
     /// fault and why.
     pub fn compile(spec: RuleSpec) -> Result<Rule, PatternError> {
+        // The Worker sees a request's host in its ASCII form (punycode), and
+        // the build carries no IDNA tables to convert a pattern's (the
+        // `idna_adapter` 1.0 stub: 49 KiB less gzipped upload).
+        if let Some(host) = spec.host.as_deref().filter(|h| !h.is_ascii()) {
+            return Err(PatternError {
+                field: "host",
+                message: format!(
+                    "`{host}` is not ASCII: write an internationalized domain in its ASCII (punycode) form, as the Worker sees it (`bücher.example` is `xn--bcher-kva.example`)"
+                ),
+            });
+        }
         // urlpattern 0.6 compares a pattern's literal prefix case-sensitively
         // even with `ignore_case`, so case-insensitive rules are compiled
         // lowercased and matched against the lowercased path (their group
