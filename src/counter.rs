@@ -29,6 +29,7 @@
 //! - an admin `reset` does not read the row and deletes it at once.
 
 use crate::gcra::{self, Gcra};
+use crate::lease;
 use crate::protocol::{Algorithm, Call, Op};
 use crate::reservation::{self, Reservation};
 use crate::window::{horizon_ms, Limit, SlidingLog, WindowState};
@@ -65,6 +66,16 @@ pub(crate) trait Counter {
     /// Entries held (hits of a log, windows of a GCRA state): the reply's
     /// `stored_hits`.
     fn entries(state: &Self::State) -> u64;
+    /// The most units a request (or a lease) could take at `now_ms`: the
+    /// least room left in any window. `decide` allows a cost iff it is at
+    /// most this.
+    fn room(state: &Self::State, now_ms: i64, limits: &[Limit]) -> u64;
+    /// Debits `units` leased at `now_ms` that may be spent until
+    /// `expires_at` (see [`crate::lease`]); the caller checked they fit.
+    fn lease(state: &Self::State, now_ms: i64, limits: &[Limit], units: u32, expires_at: i64) -> Self::State;
+    /// Gives back up to `units` unspent units of the lease that expired (or
+    /// expires) at `lease_id`; never more than that lease debited.
+    fn refund(state: &Self::State, now_ms: i64, limits: &[Limit], units: u32, lease_id: i64) -> Self::State;
 }
 
 /// What a limiter decided for one request, whichever algorithm decided it;
@@ -173,8 +184,11 @@ pub struct Step {
     pub stored: u64,
     /// Live reservations in the row after this step.
     pub held: u64,
-    /// The reservation an allowed `reserve` made.
+    /// The reservation an allowed `reserve` made, or the id (expiry) of
+    /// the lease a `lease` granted.
     pub reservation: Option<u64>,
+    /// The units a `lease` granted (0 when blocked); `None` for other ops.
+    pub granted: Option<u64>,
 }
 
 /// A row to store.
@@ -217,6 +231,7 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
         stored: C::entries(&state),
         held: held.len() as u64,
         reservation: None,
+        granted: None,
     };
     Ok(match call.op {
         // Rules that count every request never reserve; reservations left
@@ -267,6 +282,36 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
             }
         }
         Op::Status | Op::Reset => unchanged(Tally::allowing(C::peek(&state, now_ms, limits)), &held),
+        Op::Lease => {
+            // Reservations of a rule switched from `count_statuses` take
+            // their room first; blocked is the algorithm's exact answer
+            // for `cost` (with them).
+            let blocked = reserve_decision::<C>(&state, &held, now_ms, call);
+            if !blocked.tally.allowed {
+                return Ok(Step { granted: Some(0), ..unchanged(blocked.tally, &held) });
+            }
+            let room = C::room(&state, now_ms, limits).saturating_sub(reservation::units(&held));
+            let granted = lease::grant_size(call.want.unwrap_or(call.cost), call.cost, room);
+            let ttl = i64::try_from(call.hold_ms.unwrap_or(1)).unwrap_or(i64::MAX);
+            let expires_at = now_ms.saturating_add(ttl);
+            let next = C::lease(&state, now_ms, limits, granted, expires_at);
+            let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+            Step {
+                reservation: u64::try_from(expires_at).ok(),
+                granted: Some(u64::from(granted)),
+                ..written::<C>(tally, &next, held, now_ms, limits)
+            }
+        }
+        Op::Refund => {
+            let lease_id = call.reservation.and_then(|id| i64::try_from(id).ok()).unwrap_or(i64::MIN);
+            let next = C::refund(&state, now_ms, limits, call.cost, lease_id);
+            let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+            if next == state {
+                unchanged(tally, &held)
+            } else {
+                written::<C>(tally, &next, held, now_ms, limits)
+            }
+        }
     })
 }
 
@@ -307,6 +352,7 @@ fn written<C: Counter>(tally: Tally, next: &C::State, held: Vec<Reservation>, no
         stored: C::entries(next),
         held: held.len() as u64,
         reservation: None,
+        granted: None,
     }
 }
 
@@ -393,6 +439,7 @@ mod tests {
             cost: 1,
             hold_ms: Some(5_000),
             reservation: None,
+            want: None,
         }
     }
 
@@ -653,7 +700,7 @@ mod tests {
                 if op == Op::Commit && reservation.is_none() {
                     continue; // a commit without a live reservation records beyond the limit, by design
                 }
-                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation };
+                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None };
                 apply(&mut row, now, &call);
                 let (state, held) = reservation::split_row(&row);
                 let units = reservation::units(&reservation::live(reservation::decode(held).unwrap(), now));
@@ -683,7 +730,7 @@ mod tests {
             for (op, dt, cost, settle_last) in calls {
                 now += dt;
                 let reservation = if settle_last { last } else { None };
-                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation };
+                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None };
                 let step = step(&stored, now, &call).unwrap();
                 last = step.reservation.or(last);
                 if op == Op::Reset {

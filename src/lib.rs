@@ -20,6 +20,7 @@
 //! | [`gcra`]    | the O(1)-state alternative for large limits, and its accuracy  |
 //! | [`counter`] | one limiter-object step: (stored row, now, call) → reply, row  |
 //! | [`reservation`] | two-phase counting: requests in flight hold their slots |
+//! | [`lease`]   | leased budgets: an isolate spends tokens its key's object debited |
 //! | [`protocol`]| the small, versioned call format between Worker and object     |
 //! | [`blocked`] | the isolate's capped blocked-until cache                       |
 //! | [`episodes`]| one log line per block episode of a (rule, key), with counts   |
@@ -58,6 +59,7 @@ pub(crate) mod headers;
 pub(crate) mod hmac;
 pub(crate) mod device;
 pub(crate) mod key;
+pub mod lease;
 pub mod policy;
 pub mod protocol;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]

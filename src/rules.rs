@@ -477,6 +477,7 @@ impl Rule {
             cost: self.cost,
             hold_ms: (op == crate::protocol::Op::Reserve).then_some(self.reservation_ttl_ms),
             reservation: None,
+            want: None,
         }
     }
 
