@@ -130,6 +130,58 @@ impl LeaseSettings {
     }
 }
 
+/// A rule's `lease` setting, as validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseMode {
+    /// `lease = "auto"` (the default): leases sized to the key's rate in
+    /// each isolate, one unit (a plain hit) at low rates.
+    Auto(LeaseSettings),
+    /// `lease = "off"`: every request asks the object, as before leases.
+    Off,
+    /// Auto was asked for (or defaulted to), but leasing cannot be exact
+    /// for this rule: why. Every request asks the object.
+    ForcedOff(&'static str),
+}
+
+impl LeaseMode {
+    /// The settings when the rule leases.
+    pub fn settings(&self) -> Option<&LeaseSettings> {
+        match self {
+            LeaseMode::Auto(settings) => Some(settings),
+            _ => None,
+        }
+    }
+
+    /// Whether the rule can ever lease more than one unit.
+    pub fn leases(&self) -> bool {
+        self.settings().is_some_and(LeaseSettings::can_lease)
+    }
+
+    /// One line for `tollgate check` and `explain`.
+    pub fn describe(&self) -> String {
+        match self {
+            LeaseMode::Auto(s) if s.can_lease() => format!(
+                "auto: up to {} units per lease (lease_max {}, 1/{LEASE_FRACTION} of the smallest limit {}), for {} ms from the call; one unit (a plain hit) at low rates",
+                s.max.min(s.ceiling),
+                s.max,
+                s.ceiling,
+                s.ttl_ms
+            ),
+            LeaseMode::Auto(_) => {
+                format!("auto, but never above one unit (a limit under {} or lease_max 1): one object call per request", 2 * LEASE_FRACTION)
+            }
+            LeaseMode::Off => "off: one object call per request".to_string(),
+            LeaseMode::ForcedOff(why) => format!("off ({why}): one object call per request"),
+        }
+    }
+}
+
+/// Why `count_statuses` rules never lease.
+pub const OFF_TWO_PHASE: &str = "count_statuses counts after the origin answers; a lease debits before";
+/// Why rules whose success clears or forgives never lease.
+pub const OFF_ON_SUCCESS: &str =
+    "a success clears or forgives the count, which would drop tokens other isolates still hold and may spend";
+
 /// What a request for a leased (rule, key) does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admit {

@@ -189,6 +189,8 @@ pub struct RuleSpec {
     /// How long a reservation of a failures-only rule holds its slot
     /// waiting for the origin's answer ([`crate::reservation`]).
     pub reservation_ttl_ms: u64,
+    /// Leased budgets (`lease`, `lease_ttl`, `lease_max`; [`crate::lease`]).
+    pub lease: crate::lease::LeaseMode,
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.
