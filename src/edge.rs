@@ -199,6 +199,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         Route::Admin { lockout, route } => return admin_request(env, config, lockout, route).await,
         Route::Check(applied) if !applied.is_empty() => {
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
+            objects::send_refunds(ctx, env, config);
             verdict::verdict(applied, &outcomes)
         }
         _ => match verdict::early(&plan) {

@@ -381,6 +381,15 @@ impl Leases {
         }
     }
 
+    /// The call in flight for `id` was dropped before it finished (its
+    /// request was cancelled): the next request asks again, with no
+    /// back-off (nothing failed).
+    pub fn abandon(&mut self, id: &str) {
+        if let Some(key) = self.keys.get_mut(id) {
+            key.in_flight_since = None;
+        }
+    }
+
     /// The refunds owed at `now`: tokens of expired leases, and tokens
     /// set aside before. Lazy: an isolate sweeps every key at most once
     /// per `ttl_ms`, and only when it runs.
