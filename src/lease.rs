@@ -198,6 +198,13 @@ pub enum Admit {
     /// The object failed recently and nothing is held: apply the rule's
     /// `on_error` without a call (back-off).
     Unavailable,
+    /// A request that waited on a call whose grant fell short of what was
+    /// asked (the object is spreading its last tokens thin) and found none
+    /// left: answered 429 for `retry_after_ms` (one lease), with the last
+    /// reply's `windows`, instead of queueing for yet another call. Not an
+    /// exact block: not cached. New arrivals still ask, so the room the
+    /// object frees is still taken.
+    Scarce { retry_after_ms: u64, windows: Vec<WireWindow> },
 }
 
 /// Unspent tokens to give back to the object named `id`.
@@ -226,6 +233,10 @@ struct KeyLease {
     in_flight_since: Option<i64>,
     /// Requests waiting on that call.
     waiting: u32,
+    /// What the call in flight (or the last one) asked for.
+    asked: u32,
+    /// The last grant fell short of what was asked.
+    scarce: bool,
     failures: u32,
     backoff_until: i64,
     last_seen: i64,
@@ -317,6 +328,9 @@ impl Leases {
             key.waiting = key.waiting.saturating_add(1);
             return Admit::Wait;
         }
+        if !first && key.scarce {
+            return Admit::Scarce { retry_after_ms: settings.ttl_ms, windows: key.windows.clone() };
+        }
         let want = key.want(settings, cost);
         if key.backoff_until > now && key.failures > 0 && want > cost {
             return Admit::Unavailable;
@@ -327,6 +341,7 @@ impl Leases {
             key.held = 0;
         }
         key.in_flight_since = Some(now);
+        key.asked = want;
         Admit::Ask { want }
     }
 
@@ -358,6 +373,7 @@ impl Leases {
         key.failures = 0;
         key.backoff_until = 0;
         key.windows = windows.to_vec();
+        key.scarce = granted < u64::from(key.asked.max(cost));
         let extra = u32::try_from(granted.saturating_sub(u64::from(cost))).unwrap_or(u32::MAX);
         if extra == 0 {
             return;
@@ -535,6 +551,29 @@ mod tests {
             assert!(windows[0].remaining > 4_000, "held tokens count as remaining");
         }
         assert_eq!(leases.held("k", 1_002), want - 6);
+    }
+
+    /// Waiters that find the grant spent, when it fell short of the ask,
+    /// are answered 429 at once rather than queued for another call; new
+    /// arrivals still ask.
+    #[test]
+    fn a_short_grant_turns_waiters_away() {
+        let s = settings();
+        let mut leases = Leases::new(16);
+        for t in 0..50 {
+            leases.admit("k", &s, 1, t * 20, true);
+            leases.granted("k", &s, t * 20, 1, 1, None, &windows(0, 4_000));
+        }
+        let Admit::Ask { want } = leases.admit("k", &s, 1, 1_000, true) else { panic!() };
+        assert!(want > 3);
+        for _ in 0..4 {
+            assert_eq!(leases.admit("k", &s, 1, 1_001, true), Admit::Wait);
+        }
+        leases.granted("k", &s, 1_000, 1, 3, Some(2_000), &windows(4_997, 3));
+        assert!(matches!(leases.admit("k", &s, 1, 1_050, false), Admit::Local { .. }));
+        assert!(matches!(leases.admit("k", &s, 1, 1_050, false), Admit::Local { .. }));
+        assert_eq!(leases.admit("k", &s, 1, 1_050, false), Admit::Scarce { retry_after_ms: 1_000, windows: windows(4_997, 3) });
+        assert!(matches!(leases.admit("k", &s, 1, 1_060, true), Admit::Ask { .. }), "a new arrival asks");
     }
 
     #[test]

@@ -29,6 +29,7 @@
 //! | [`explain`] | `tollgate explain`: the pipeline on one request, as a report   |
 //! | [`coverage`]| `tollgate check`: do the wrangler.toml routes reach the rules? |
 //! | [`wrangler`]| the CLI reads wrangler.toml / .json / .jsonc and its environments |
+//! | [`sim`]     | a deterministic simulator of leased budgets (native only)     |
 //!
 //! The glue (`edge`, the Worker entry; `origin`, its side facing the
 //! origin; `objects`, its calls to the limiter objects; and `limiter`, the
@@ -70,6 +71,8 @@ pub mod verdict;
 pub mod window;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod wrangler;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod sim;
 
 #[cfg(target_arch = "wasm32")]
 mod edge;

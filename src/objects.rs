@@ -146,13 +146,19 @@ async fn leased(env: &Env, applied: &Applied<'_>, settings: LeaseSettings) -> Ou
         match admit {
             Admit::Local { windows } => return Outcome::Allowed { windows, reservation: None },
             Admit::Unavailable => return Outcome::Failed("backing off after failed calls; no tokens held".into()),
+            Admit::Scarce { retry_after_ms, windows } => {
+                return Outcome::Blocked { retry_after_ms, window: 0, windows: Some(windows) }
+            }
             Admit::Wait => {
                 waits += 1;
                 let (notify, done) = oneshot::channel::<()>();
                 WAITERS.with(|w| w.borrow_mut().entry(id.clone()).or_default().push(notify));
-                let timeout = Delay::from(Duration::from_millis(u64::from(applied.rule.timeout_ms)));
-                if let Either::Right(_) = select(done, timeout).await {
-                    return Outcome::Failed(CallFailure::Timeout { ms: applied.rule.timeout_ms }.to_string());
+                // The call waited on is bounded by the rule's timeout and
+                // wakes its waiters however it ends; this bound is only a
+                // safety net, after which the request asks on its own.
+                let bound = Delay::from(Duration::from_millis(2 * u64::from(applied.rule.timeout_ms)));
+                if let Either::Right(_) = select(done, bound).await {
+                    waits = MAX_WAITS;
                 }
             }
             Admit::Ask { want } => return ask(env, applied, &settings, want, now).await,
