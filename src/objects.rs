@@ -10,10 +10,8 @@ use crate::plan::Applied;
 use crate::protocol::{decode_reply_line, encode_call_url, Call, CallFailure, Op, Reply};
 use crate::verdict::{self, Answered, Outcome};
 use crate::lease::{self, Admit, LeaseSettings, Leases};
-use futures_channel::oneshot;
 use futures_util::future::{join_all, select, Either};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::time::Duration;
 use worker::{Context, Delay, Env};
 
@@ -23,13 +21,14 @@ const LIMITER_BINDING: &str = "LIMITER";
 thread_local! {
     static BLOCKED: RefCell<BlockedUntilCache> = RefCell::new(BlockedUntilCache::new(DEFAULT_CAPACITY));
     static LEASES: RefCell<Leases> = RefCell::new(Leases::new(lease::DEFAULT_CAPACITY));
-    /// The requests waiting on each key's call in flight.
-    static WAITERS: RefCell<HashMap<String, Vec<oneshot::Sender<()>>>> = RefCell::new(HashMap::new());
 }
 
-/// How often a request may wait on a call in flight and find the grant
-/// spent before it asks on its own, with no single flight.
-const MAX_WAITS: u32 = 4;
+/// How long a request waiting on its key's call in flight sleeps before it
+/// looks again. It polls on a timer of its own: a request woken from
+/// another request's handler would run (and do its I/O) in that request's
+/// context, which workerd refuses ("Cannot perform I/O on behalf of a
+/// different request").
+const POLL_MS: u64 = 5;
 
 /// Sizes the isolate's blocked-until cache (the config's
 /// `blocked_cache_capacity`).
@@ -130,6 +129,9 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
 async fn leased(env: &Env, applied: &Applied<'_>, settings: LeaseSettings) -> Outcome {
     let cost = applied.rule.cost;
     let id = &applied.id;
+    // A call in flight ends within the rule's timeout; polling twice that
+    // long is a safety net, after which the request asks on its own.
+    let max_waits = (2 * u64::from(applied.rule.timeout_ms)).div_ceil(POLL_MS).max(1);
     let mut waits = 0;
     loop {
         let now = now_ms();
@@ -138,7 +140,7 @@ async fn leased(env: &Env, applied: &Applied<'_>, settings: LeaseSettings) -> Ou
                 return Outcome::from_cache(block, now);
             }
         }
-        let admit = if waits >= MAX_WAITS {
+        let admit = if waits >= max_waits {
             Admit::Ask { want: cost }
         } else {
             LEASES.with(|l| l.borrow_mut().admit(id, &settings, cost, now, waits == 0))
@@ -151,15 +153,7 @@ async fn leased(env: &Env, applied: &Applied<'_>, settings: LeaseSettings) -> Ou
             }
             Admit::Wait => {
                 waits += 1;
-                let (notify, done) = oneshot::channel::<()>();
-                WAITERS.with(|w| w.borrow_mut().entry(id.clone()).or_default().push(notify));
-                // The call waited on is bounded by the rule's timeout and
-                // wakes its waiters however it ends; this bound is only a
-                // safety net, after which the request asks on its own.
-                let bound = Delay::from(Duration::from_millis(2 * u64::from(applied.rule.timeout_ms)));
-                if let Either::Right(_) = select(done, bound).await {
-                    waits = MAX_WAITS;
-                }
+                Delay::from(Duration::from_millis(POLL_MS)).await;
             }
             Admit::Ask { want } => return ask(env, applied, &settings, want, now).await,
         }
@@ -167,8 +161,7 @@ async fn leased(env: &Env, applied: &Applied<'_>, settings: LeaseSettings) -> Ou
 }
 
 /// The one call in flight for a key: a `hit`, or a `lease` of `want`.
-/// Whatever happens to it, the requests waiting on it are woken when it
-/// ends (or is dropped with a cancelled request: [`Flight`]).
+/// Dropped with a cancelled request, it tells the lease book ([`Flight`]).
 async fn ask(env: &Env, applied: &Applied<'_>, settings: &LeaseSettings, want: u32, sent_at: i64) -> Outcome {
     let cost = applied.rule.cost;
     let mut flight = Flight { id: applied.id.clone(), finished: false };
@@ -200,9 +193,8 @@ async fn ask(env: &Env, applied: &Applied<'_>, settings: &LeaseSettings, want: u
     }
 }
 
-/// A key's call in flight. Dropped (finished, or cancelled with its
-/// request), it wakes the requests waiting on it; cancelled, it also
-/// tells the lease book, so the next request asks again.
+/// A key's call in flight. Dropped before it finished (cancelled with its
+/// request), it tells the lease book, so the next request asks again.
 struct Flight {
     id: String,
     finished: bool,
@@ -212,11 +204,6 @@ impl Drop for Flight {
     fn drop(&mut self) {
         if !self.finished {
             LEASES.with(|l| l.borrow_mut().abandon(&self.id));
-        }
-        if let Some(waiting) = WAITERS.with(|w| w.borrow_mut().remove(&self.id)) {
-            for notify in waiting {
-                let _ = notify.send(());
-            }
         }
     }
 }

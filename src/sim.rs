@@ -212,8 +212,10 @@ struct Who {
 
 const NOBODY: Who = Who { arrived: 0, index: usize::MAX, waits: 0 };
 
-/// As the Worker (`objects.rs`): after this many waits a request asks on
-/// its own.
+/// A request waits on at most this many calls in flight, then asks on its
+/// own. The sim wakes waiters when the answer comes; the Worker
+/// (`objects.rs`) has them poll every 5 ms (not modelled), for as long as
+/// twice the rule's timeout.
 const MAX_WAITS: u32 = 4;
 
 struct Isolate {
