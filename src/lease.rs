@@ -16,7 +16,8 @@
 //!   waiting on the call, capped by `lease_max` and by the limit's
 //!   1/[`LEASE_FRACTION`] (a limit under 32 never leases). The object
 //!   grants at most 1/[`GRANT_SPREAD`] of what is left ([`grant_size`]), so
-//!   the last tokens are spread thin over the isolates that ask.
+//!   the last tokens are spread thin over the isolates that ask. Under
+//!   [`MIN_LEASE`] requests per `lease_ttl` the isolate sends a plain hit.
 //! - **Single flight**: at most one call per (rule, key) in flight in an
 //!   isolate ([`Admit::Wait`]); the requests that arrive meanwhile wait for
 //!   it and then spend its grant.
@@ -79,6 +80,11 @@ pub const LEASE_FRACTION: u32 = 16;
 /// least the request's cost): the last tokens are spread over the isolates
 /// that ask instead of going to the first.
 pub const GRANT_SPREAD: u64 = 4;
+
+/// The smallest lease worth asking for: below it the isolate sends a plain
+/// `hit` (a lease of 2 saves one call, and dates its tokens a lease later),
+/// so keys at a few requests per `lease_ttl` behave exactly as before.
+pub const MIN_LEASE: u32 = 4;
 
 /// The first back-off after a failed call; it doubles per failure.
 pub const BACKOFF_MIN_MS: i64 = 50;
@@ -257,10 +263,14 @@ impl KeyLease {
 
     /// The units to ask for, for a request of `cost`: about rate × ttl
     /// (the arrivals in the last full period, or in this one if more),
-    /// plus those waiting, within the rule's caps; never below `cost`.
+    /// plus those waiting, within the rule's caps; just `cost` (a plain
+    /// hit) when that comes to less than [`MIN_LEASE`] requests.
     fn want(&self, settings: &LeaseSettings, cost: u32) -> u32 {
-        let demand = self.this_period.max(self.last_period).saturating_add(self.waiting).saturating_mul(cost);
-        demand.min(settings.max).min(settings.ceiling).max(cost)
+        let requests = self.this_period.max(self.last_period).saturating_add(self.waiting);
+        if requests < MIN_LEASE {
+            return cost;
+        }
+        requests.saturating_mul(cost).min(settings.max).min(settings.ceiling).max(cost)
     }
 
     fn in_flight(&self, now: i64, stale_after: i64) -> bool {
@@ -447,8 +457,9 @@ fn stale_after(ttl: i64) -> i64 {
 }
 
 /// The last reply's windows with `held` tokens counted as remaining (they
-/// are this isolate's to spend), never above the limit.
-fn with_held(windows: &[WireWindow], held: u32) -> Vec<WireWindow> {
+/// are this isolate's to spend), never above the limit: the `RateLimit`
+/// fields of a request admitted from a lease, or that took one.
+pub fn with_held(windows: &[WireWindow], held: u32) -> Vec<WireWindow> {
     windows
         .iter()
         .map(|w| WireWindow {
@@ -494,6 +505,18 @@ mod tests {
             assert_eq!(leases.admit("ip", &s, 1, t, true), Admit::Ask { want: 1 }, "request {t}");
             leases.granted("ip", &s, t, 1, 1, None, &windows(1, 9));
         }
+    }
+
+    /// A few requests per lease_ttl are plain hits, each one call.
+    #[test]
+    fn a_few_requests_per_period_never_lease() {
+        let s = settings();
+        let mut leases = Leases::new(16);
+        for t in 0..3 {
+            assert_eq!(leases.admit("k", &s, 1, t, true), Admit::Ask { want: 1 }, "request {t}");
+            leases.granted("k", &s, t, 1, 1, None, &windows(1, 4_999));
+        }
+        assert!(matches!(leases.admit("k", &s, 1, 3, true), Admit::Ask { want: 4 }), "the fourth in a period leases");
     }
 
     /// At low rates every request is one call (today's behaviour); as the

@@ -178,7 +178,12 @@ async fn ask(env: &Env, applied: &Applied<'_>, settings: &LeaseSettings, want: u
             LEASES.with(|l| {
                 l.borrow_mut().granted(&applied.id, settings, sent_at, cost, granted, reply.reservation, &reply.tally.windows)
             });
-            let outcome = Outcome::from_reply(reply.clone());
+            let mut outcome = Outcome::from_reply(reply.clone());
+            if let Outcome::Allowed { windows, .. } = &mut outcome {
+                // The rest of the grant is this isolate's: remaining to it.
+                let held = u32::try_from(granted.saturating_sub(u64::from(cost))).unwrap_or(u32::MAX);
+                *windows = lease::with_held(windows, held);
+            }
             if let (Outcome::Blocked { retry_after_ms, window, .. }, false) = (&outcome, reply.tally.in_flight) {
                 let now = now_ms();
                 let block = Block { until_ms: now + *retry_after_ms as i64, window: *window };
