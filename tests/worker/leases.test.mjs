@@ -114,3 +114,31 @@ test("hot key, limit 5,000 per 60 s, 20,000 requests from 4 edges, restarted mid
   }
   console.log(`leases: ${passed} passed, ${blocked} blocked, ${calls} object calls for ${requests} requests; worst 60 s window ${worst}`);
 });
+
+test("per-IP 10 per minute from 4 edges: the same answers and the same object calls with lease = auto as with lease = off", async () => {
+  const run = async (lease) => {
+    const perIp = { rules: [{ name: "per-ip", path: "/api/*", key: ["ip"], limits: [{ requests: 10, window: "60s" }], lease }] };
+    const origin = mockOrigin();
+    const tg = await startTollgate({ config: perIp, origin, faults: true, edges: EDGES });
+    try {
+      const answers = [];
+      for (let n = 0; n < 16; n++) {
+        const res = await tg.fetchVia(n % (EDGES + 1), `/api/item?n=${n}`, { ip: "203.0.113.77" });
+        answers.push([res.status, res.headers.get("retry-after")]);
+        await res.arrayBuffer();
+      }
+      return { answers: answers.map(([s]) => s), calls: await tg.objectCalls(), reached: origin.received.length };
+    } finally {
+      await tg.dispose();
+      tg.cleanup();
+    }
+  };
+  const auto = await run("auto");
+  const off = await run("off");
+  assert.deepEqual(auto.answers, [...Array(10).fill(200), ...Array(6).fill(429)]);
+  assert.equal(auto.reached, 10);
+  // One call per request until each edge has cached the block: 10 allowed
+  // hits, then one blocked answer per edge.
+  assert.equal(auto.calls, 10 + EDGES + 1);
+  assert.deepEqual(auto, off);
+});
