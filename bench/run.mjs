@@ -902,6 +902,14 @@ function buildReport(R) {
     for (const b of R.core.benches) p(`| ${b.id} | ${fmt(b.medianNsPerIter, 1)} ns | ${b.elementsPerIter ?? 1} | ${fmt(b.medianUsPerRequest, 3)} |`);
   }
   p();
+  // The leased-budgets simulator's section (issue 12): measured by
+  // `cargo run --release --example lease-sim`, not by this script; kept
+  // across runs of it.
+  const leaseSim = join(BENCH, "lease-sim.md");
+  if (existsSync(leaseSim)) {
+    p(readFileSync(leaseSim, "utf8").trimEnd());
+    p();
+  }
   p("## Targets");
   p();
   p("| target | measured | status |");

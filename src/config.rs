@@ -26,7 +26,8 @@ use crate::policy::{
     Action, Counting, FailPolicy, MissingKey, OnSuccess, SuccessAction, TrustedDevice, DEFAULT_DEVICE_COOKIE,
     DEFAULT_DEVICE_TTL_S, DEFAULT_SUCCESS_STATUSES,
 };
-use crate::protocol::{Algorithm, MAX_HOLD_MS, MAX_LIMITS};
+use crate::lease::{LeaseMode, LeaseSettings, DEFAULT_LEASE_MAX, DEFAULT_LEASE_TTL_MS, OFF_ON_SUCCESS, OFF_TWO_PHASE};
+use crate::protocol::{Algorithm, MAX_HOLD_MS, MAX_LEASE_TTL_MS, MAX_LEASE_UNITS, MAX_LIMITS};
 use crate::rules::{Condition, Rule, RuleSpec, Target, Test};
 use crate::window::Limit;
 use serde_json::{Map, Value};
@@ -383,6 +384,10 @@ struct RuleDraft {
     success_statuses: Option<Vec<u16>>,
     identity_header: Option<String>,
     reservation_ttl_ms: Option<u64>,
+    /// `lease`: auto (true) or off (false).
+    lease_auto: Option<bool>,
+    lease_ttl_ms: Option<u64>,
+    lease_max: Option<u32>,
 }
 
 /// The names `on_missing_key` accepts; see [`MissingKey`].
@@ -419,6 +424,9 @@ impl RuleDraft {
             on_error: FailPolicy::Allow,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             reservation_ttl_ms: 0,
+            // Built-in rules (the admin lockout) never lease; config rules
+            // get theirs in `finish`.
+            lease: LeaseMode::Off,
         };
         RuleDraft {
             spec,
@@ -429,6 +437,9 @@ impl RuleDraft {
             success_statuses: None,
             identity_header: None,
             reservation_ttl_ms: None,
+            lease_auto: None,
+            lease_ttl_ms: None,
+            lease_max: None,
         }
     }
 
@@ -443,6 +454,7 @@ impl RuleDraft {
         check_trusted_device(&spec, errors);
         check_cost(&spec, errors);
         check_algorithm(&spec, errors);
+        spec.lease = lease_mode(&spec, self.lease_auto, self.lease_ttl_ms, self.lease_max, errors);
         if spec.query_sources != Sources::DEFAULT && !spec.conditions.iter().any(|c| c.target == Target::Query) {
             errors.push("query_sources", "only used with query conditions (set query)");
         }
@@ -522,6 +534,21 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
     }),
     Field::optional("reservation_ttl", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
     Field::optional("trusted_device", |d, i| d.spec.trusted_device = read_trusted_device(i)),
+    Field::optional("lease", |d, i| d.lease_auto = i.choice(&[("auto", true), ("off", false)])),
+    Field::optional("lease_ttl", |d, i| {
+        if let Some(ms) = i.duration("\"1s\"") {
+            if ms.get() <= MAX_LEASE_TTL_MS {
+                d.lease_ttl_ms = Some(ms.get());
+            } else {
+                i.report("must be at most 60s");
+            }
+        }
+    }),
+    Field::optional("lease_max", |d, i| {
+        if let Some(max) = i.number(1..=u64::from(MAX_LEASE_UNITS), "whole number") {
+            d.lease_max = Some(max);
+        }
+    }),
     Field::optional("ratelimit_headers", |d, i| {
         if let Some(on) = i.flag() {
             d.spec.ratelimit_headers = on;
@@ -882,6 +909,34 @@ fn check_cost(spec: &RuleSpec, errors: &mut Errors) {
             errors.push("cost", format!("{} is above the smallest limit ({smallest}): every request would be blocked", spec.cost));
         }
     }
+}
+
+/// The rule's lease mode: `auto` unless `lease = "off"`, forced off where
+/// leasing cannot be exact (two-phase counting; a success that clears or
+/// forgives). `lease_ttl` must be shorter than the shortest window.
+fn lease_mode(spec: &RuleSpec, auto: Option<bool>, ttl_ms: Option<u64>, max: Option<u32>, errors: &mut Errors) -> LeaseMode {
+    let smallest = spec.limits.iter().map(|l| l.requests.get()).min().unwrap_or(1);
+    let shortest = spec.limits.iter().map(|l| l.window_ms.get()).min().unwrap_or(u64::MAX);
+    if auto == Some(false) {
+        for (field, given) in [("lease_ttl", ttl_ms.is_some()), ("lease_max", max.is_some())] {
+            if given {
+                errors.push(field, "only used with lease = \"auto\" (this rule has lease = \"off\")");
+            }
+        }
+        return LeaseMode::Off;
+    }
+    if ttl_ms.is_some_and(|ttl| ttl >= shortest) {
+        errors.push("lease_ttl", format!("must be shorter than the rule's shortest window ({shortest} ms)"));
+    }
+    // By default one second, or half the shortest window if that is less.
+    let ttl_ms = ttl_ms.unwrap_or(DEFAULT_LEASE_TTL_MS.min(shortest / 2).max(1));
+    if spec.counting != Counting::All {
+        return LeaseMode::ForcedOff(OFF_TWO_PHASE);
+    }
+    if spec.on_success.is_some() {
+        return LeaseMode::ForcedOff(OFF_ON_SUCCESS);
+    }
+    LeaseMode::Auto(LeaseSettings::new(ttl_ms, max.unwrap_or(DEFAULT_LEASE_MAX), smallest))
 }
 
 /// The sliding log holds at most [`MAX_SLIDING_LOG_REQUESTS`] per window.
@@ -1259,6 +1314,14 @@ mod tests {
             (json!({"timeout": "1m"}), "timeout"),
             (json!({"timeout": 5}), "timeout"),
             (json!({"colour": "red"}), "colour"),
+            (json!({"lease": "always"}), "lease"),
+            (json!({"lease": true}), "lease"),
+            (json!({"lease_ttl": "2m"}), "lease_ttl"),
+            (json!({"lease_ttl": "1s", "limits": [{"requests": 100, "window": "1s"}]}), "lease_ttl"),
+            (json!({"lease_max": 0}), "lease_max"),
+            (json!({"lease_max": 1_000_001}), "lease_max"),
+            (json!({"lease": "off", "lease_max": 10}), "lease_max"),
+            (json!({"lease": "off", "lease_ttl": "1s"}), "lease_ttl"),
         ];
         for (extra, field) in cases {
             let errs = errors(rule(extra.clone()));
@@ -1270,6 +1333,26 @@ mod tests {
                 errs[0]
             );
         }
+    }
+
+    #[test]
+    fn lease_settings_parse_and_are_forced_off_where_not_exact() {
+        let mode = |extra: Value| Config::from_json(&rule(extra)).unwrap().rules[0].lease;
+        let big = json!([{"requests": 5000, "window": "60s"}]);
+        assert_eq!(mode(json!({"limits": big})), LeaseMode::Auto(LeaseSettings::new(1_000, 1_000, 5_000)), "auto by default");
+        assert!(mode(json!({"limits": big})).leases());
+        assert!(!mode(json!({})).leases(), "10 per minute never leases");
+        assert_eq!(
+            mode(json!({"limits": big, "lease_ttl": "250ms", "lease_max": 50})),
+            LeaseMode::Auto(LeaseSettings::new(250, 50, 5_000))
+        );
+        assert_eq!(mode(json!({"limits": [{"requests": 5000, "window": "1s"}]})).settings().map(|s| s.ttl_ms), Some(500), "half a short window");
+        assert_eq!(mode(json!({"limits": big, "lease": "off"})), LeaseMode::Off);
+        assert_eq!(mode(json!({"limits": big, "count_statuses": [401]})), LeaseMode::ForcedOff(OFF_TWO_PHASE));
+        let clears = json!({"limits": big, "key": ["body:email"], "count_statuses": [401], "on_success": "clear"});
+        assert!(matches!(mode(clears), LeaseMode::ForcedOff(_)));
+        assert!(mode(json!({"limits": big, "lease": "off"})).describe().starts_with("off"));
+        assert!(mode(json!({"limits": big, "count_statuses": [401]})).describe().contains("count_statuses"));
     }
 
     #[test]

@@ -29,6 +29,7 @@
 //! - an admin `reset` does not read the row and deletes it at once.
 
 use crate::gcra::{self, Gcra};
+use crate::lease;
 use crate::protocol::{Algorithm, Call, Op};
 use crate::reservation::{self, Reservation};
 use crate::window::{horizon_ms, Limit, SlidingLog, WindowState};
@@ -65,6 +66,16 @@ pub(crate) trait Counter {
     /// Entries held (hits of a log, windows of a GCRA state): the reply's
     /// `stored_hits`.
     fn entries(state: &Self::State) -> u64;
+    /// The most units a request (or a lease) could take at `now_ms`: the
+    /// least room left in any window. `decide` allows a cost iff it is at
+    /// most this.
+    fn room(state: &Self::State, now_ms: i64, limits: &[Limit]) -> u64;
+    /// Debits `units` leased at `now_ms` that may be spent until
+    /// `expires_at` (see [`crate::lease`]); the caller checked they fit.
+    fn lease(state: &Self::State, now_ms: i64, limits: &[Limit], units: u32, expires_at: i64) -> Self::State;
+    /// Gives back up to `units` unspent units of the lease that expired (or
+    /// expires) at `lease_id`; never more than that lease debited.
+    fn refund(state: &Self::State, now_ms: i64, limits: &[Limit], units: u32, lease_id: i64) -> Self::State;
 }
 
 /// What a limiter decided for one request, whichever algorithm decided it;
@@ -173,8 +184,11 @@ pub struct Step {
     pub stored: u64,
     /// Live reservations in the row after this step.
     pub held: u64,
-    /// The reservation an allowed `reserve` made.
+    /// The reservation an allowed `reserve` made, or the id (expiry) of
+    /// the lease a `lease` granted.
     pub reservation: Option<u64>,
+    /// The units a `lease` granted (0 when blocked); `None` for other ops.
+    pub granted: Option<u64>,
 }
 
 /// A row to store.
@@ -217,6 +231,7 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
         stored: C::entries(&state),
         held: held.len() as u64,
         reservation: None,
+        granted: None,
     };
     Ok(match call.op {
         // Rules that count every request never reserve; reservations left
@@ -267,6 +282,36 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
             }
         }
         Op::Status | Op::Reset => unchanged(Tally::allowing(C::peek(&state, now_ms, limits)), &held),
+        Op::Lease => {
+            // Reservations of a rule switched from `count_statuses` take
+            // their room first; blocked is the algorithm's exact answer
+            // for `cost` (with them).
+            let blocked = reserve_decision::<C>(&state, &held, now_ms, call);
+            if !blocked.tally.allowed {
+                return Ok(Step { granted: Some(0), ..unchanged(blocked.tally, &held) });
+            }
+            let room = C::room(&state, now_ms, limits).saturating_sub(reservation::units(&held));
+            let granted = lease::grant_size(call.want.unwrap_or(call.cost), call.cost, room);
+            let ttl = i64::try_from(call.hold_ms.unwrap_or(1)).unwrap_or(i64::MAX);
+            let expires_at = now_ms.saturating_add(ttl);
+            let next = C::lease(&state, now_ms, limits, granted, expires_at);
+            let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+            Step {
+                reservation: u64::try_from(expires_at).ok(),
+                granted: Some(u64::from(granted)),
+                ..written::<C>(tally, &next, held, now_ms, limits)
+            }
+        }
+        Op::Refund => {
+            let lease_id = call.reservation.and_then(|id| i64::try_from(id).ok()).unwrap_or(i64::MIN);
+            let next = C::refund(&state, now_ms, limits, call.cost, lease_id);
+            let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+            if next == state {
+                unchanged(tally, &held)
+            } else {
+                written::<C>(tally, &next, held, now_ms, limits)
+            }
+        }
     })
 }
 
@@ -307,6 +352,7 @@ fn written<C: Counter>(tally: Tally, next: &C::State, held: Vec<Reservation>, no
         stored: C::entries(next),
         held: held.len() as u64,
         reservation: None,
+        granted: None,
     }
 }
 
@@ -393,6 +439,7 @@ mod tests {
             cost: 1,
             hold_ms: Some(5_000),
             reservation: None,
+            want: None,
         }
     }
 
@@ -653,7 +700,7 @@ mod tests {
                 if op == Op::Commit && reservation.is_none() {
                     continue; // a commit without a live reservation records beyond the limit, by design
                 }
-                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation };
+                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None };
                 apply(&mut row, now, &call);
                 let (state, held) = reservation::split_row(&row);
                 let units = reservation::units(&reservation::live(reservation::decode(held).unwrap(), now));
@@ -683,7 +730,7 @@ mod tests {
             for (op, dt, cost, settle_last) in calls {
                 now += dt;
                 let reservation = if settle_last { last } else { None };
-                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation };
+                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None };
                 let step = step(&stored, now, &call).unwrap();
                 last = step.reservation.or(last);
                 if op == Op::Reset {
@@ -704,6 +751,186 @@ mod tests {
                     stored = write.row;
                 }
             }
+        }
+    }
+
+    fn lease_call(algorithm: Algorithm, limit: u32, window_ms: u64, want: u32, ttl_ms: u64) -> Call {
+        Call {
+            op: Op::Lease,
+            algorithm,
+            limits: vec![Limit::new(limit, window_ms).unwrap()],
+            cost: 1,
+            hold_ms: Some(ttl_ms),
+            reservation: None,
+            want: Some(want),
+        }
+    }
+
+    fn refund_call(algorithm: Algorithm, limit: u32, window_ms: u64, units: u32, lease_id: u64) -> Call {
+        Call { op: Op::Refund, cost: units, hold_ms: None, want: None, reservation: Some(lease_id), ..lease_call(algorithm, limit, window_ms, 1, 1) }
+    }
+
+    /// A lease debits its grant at once, dated at its expiry; a refund
+    /// gives unspent units back; `g = 0` carries the exact retry-after.
+    #[test]
+    fn sliding_log_leases_are_dated_at_their_expiry() {
+        let mut row = String::new();
+        let a = apply(&mut row, 10_000, &lease_call(Algorithm::SlidingLog, 100, 60_000, 40, 1_000));
+        assert_eq!((a.granted, a.reservation), (Some(25), Some(11_000)), "a quarter of the room");
+        assert_eq!(row, "11000*25");
+        assert_eq!(a.tally.windows[0].used, 25);
+        let hit = Call { limits: vec![Limit::new(100, 60_000).unwrap()], ..call(Op::Hit, Algorithm::SlidingLog) };
+        let h = apply(&mut row, 10_500, &hit);
+        assert!(h.tally.allowed);
+        assert_eq!(row, "11000*25,0", "a hit behind a lease is dated at it, the log stays sorted");
+        let r = apply(&mut row, 12_000, &refund_call(Algorithm::SlidingLog, 100, 60_000, 10, 11_000));
+        assert_eq!(r.tally.windows[0].used, 16, "25 − 10 + the hit");
+        assert_eq!(row, "11000*16", "hits of the same date are alike: the refund takes 10 of the 26 units dated 11 000");
+        // Fill it up: blocked, retry-after until the lease's hits leave.
+        let mut now = 12_000;
+        while apply(&mut row, now, &lease_call(Algorithm::SlidingLog, 100, 60_000, 40, 1_000)).granted != Some(0) {
+            now += 1;
+        }
+        let blocked = step(&row, now, &lease_call(Algorithm::SlidingLog, 100, 60_000, 40, 1_000)).unwrap();
+        assert!(!blocked.tally.allowed && blocked.write.is_none());
+        assert_eq!(blocked.tally.retry_after_ms, 71_000 - now as u64, "dated 11 000: out of the window at 71 000");
+        // A refund of a lease that does not exist changes nothing.
+        assert_eq!(step(&row, now, &refund_call(Algorithm::SlidingLog, 100, 60_000, 5, 999)).unwrap().write, None);
+    }
+
+    #[test]
+    fn gcra_leases_move_tat_and_refunds_move_it_back() {
+        let mut row = String::new();
+        let a = apply(&mut row, 0, &lease_call(Algorithm::Gcra, 100, 1_000, 40, 500));
+        assert_eq!(a.granted, Some(25));
+        assert_eq!(a.tally.windows[0].used, 25);
+        let r = apply(&mut row, 0, &refund_call(Algorithm::Gcra, 100, 1_000, 5, a.reservation.unwrap()));
+        assert_eq!(r.tally.windows[0].used, 20);
+        for _ in 0..100 {
+            apply(&mut row, 0, &lease_call(Algorithm::Gcra, 100, 1_000, 40, 500));
+        }
+        let blocked = step(&row, 0, &lease_call(Algorithm::Gcra, 100, 1_000, 40, 500)).unwrap();
+        assert_eq!((blocked.granted, blocked.tally.allowed), (Some(0), false));
+        assert_eq!(blocked.tally.retry_after_ms, 10, "T = 10 ms: the exact wait for one unit");
+    }
+
+    /// An isolate's view for the property tests: tokens held until an
+    /// expiry, spent at random times no later than it.
+    #[derive(Debug, Clone)]
+    struct Held {
+        units: u32,
+        lease_id: u64,
+        expires_at: i64,
+    }
+
+    #[derive(Debug, Clone)]
+    enum LeaseEvent {
+        /// Isolate `i` asks for `want` (1: a plain hit), the call sent
+        /// `delay` ms before the object sees it.
+        Ask { isolate: usize, want: u32, delay: i64 },
+        /// Isolate `i` spends one held token, if it has one.
+        Spend(usize),
+        /// Isolate `i` refunds what it holds once expired.
+        Refund(usize),
+        /// Isolate `i` is evicted: its tokens lapse.
+        Evict(usize),
+    }
+
+    fn any_lease_event() -> impl Strategy<Value = LeaseEvent> {
+        prop_oneof![
+            3 => (0usize..4, 1u32..12, 0i64..40).prop_map(|(isolate, want, delay)| LeaseEvent::Ask { isolate, want, delay }),
+            6 => (0usize..4).prop_map(LeaseEvent::Spend),
+            1 => (0usize..4).prop_map(LeaseEvent::Refund),
+            1 => (0usize..4).prop_map(LeaseEvent::Evict),
+        ]
+    }
+
+    /// Runs the events against one object, like isolates would, and
+    /// returns the real times at which a unit was admitted.
+    fn run_leases(algorithm: Algorithm, limits: &[Limit], ttl: u64, events: &[(LeaseEvent, i64)]) -> Vec<i64> {
+        let mut row = String::new();
+        let mut now = 1_700_000_000_000i64;
+        let mut held: Vec<Option<Held>> = vec![None; 4];
+        let mut admitted = Vec::new();
+        for (event, dt) in events {
+            now += dt;
+            match *event {
+                LeaseEvent::Ask { isolate, want, delay } => {
+                    // Sent at `now`, seen by the object `delay` ms later.
+                    let sent = now;
+                    let call = Call { want: Some(want), limits: limits.to_vec(), ..lease_call(algorithm, 1, 1, 1, ttl) };
+                    let call = if want == 1 { Call { op: Op::Hit, want: None, hold_ms: None, ..call } } else { call };
+                    let s = apply(&mut row, now + delay, &call);
+                    if s.tally.allowed {
+                        admitted.push(now + delay);
+                        let extra = s.granted.unwrap_or(1).saturating_sub(1) as u32;
+                        if extra > 0 {
+                            held[isolate] = Some(Held { units: extra, lease_id: s.reservation.unwrap(), expires_at: sent + ttl as i64 });
+                        }
+                    }
+                }
+                LeaseEvent::Spend(i) => {
+                    if let Some(h) = held[i].as_mut().filter(|h| h.units > 0 && now < h.expires_at) {
+                        h.units -= 1;
+                        admitted.push(now);
+                    }
+                }
+                LeaseEvent::Refund(i) => {
+                    if let Some(h) = held[i].take_if(|h| now >= h.expires_at) {
+                        let call = Call { limits: limits.to_vec(), ..refund_call(algorithm, 1, 1, h.units.max(1), h.lease_id) };
+                        if h.units > 0 {
+                            apply(&mut row, now, &call);
+                        }
+                    }
+                }
+                LeaseEvent::Evict(i) => held[i] = None,
+            }
+        }
+        admitted
+    }
+
+    /// The most units admitted in any half-open interval of `window` ms.
+    fn worst_window(admitted: &[i64], window: i64) -> usize {
+        let mut sorted = admitted.to_vec();
+        sorted.sort_unstable();
+        let mut worst = 0;
+        let mut start = 0;
+        for end in 0..sorted.len() {
+            while sorted[end] - sorted[start] >= window {
+                start += 1;
+            }
+            worst = worst.max(end - start + 1);
+        }
+        worst
+    }
+
+    proptest! {
+        /// Committed hits and leased tokens, spent whenever before their
+        /// lease's expiry by isolates that ask, spend, refund and vanish
+        /// in any interleaving, never exceed the limit in any real window.
+        #[test]
+        fn committed_and_leased_never_exceed_the_limit(
+            events in prop::collection::vec((any_lease_event(), 0i64..120), 1..200),
+            ttl in 1u64..900,
+        ) {
+            let limits = [Limit::new(12, 1_000).unwrap(), Limit::new(30, 5_000).unwrap()];
+            let admitted = run_leases(Algorithm::SlidingLog, &limits, ttl, &events);
+            prop_assert!(worst_window(&admitted, 1_000) <= 12, "{:?}", admitted);
+            prop_assert!(worst_window(&admitted, 5_000) <= 30, "{:?}", admitted);
+        }
+
+        /// GCRA with leases: at most `2N − 1 + ⌈ttl·N/W⌉` units spent in
+        /// any window of real use (see `crate::lease`).
+        #[test]
+        fn gcra_lease_bound(
+            events in prop::collection::vec((any_lease_event(), 0i64..60), 1..300),
+            ttl in 1u64..900,
+        ) {
+            let (n, w) = (12u64, 1_000u64);
+            let limits = [Limit::new(n as u32, w).unwrap()];
+            let admitted = run_leases(Algorithm::Gcra, &limits, ttl, &events);
+            let bound = 2 * n - 1 + (ttl * n).div_ceil(w);
+            prop_assert!(worst_window(&admitted, w as i64) as u64 <= bound, "{:?}", admitted);
         }
     }
 }

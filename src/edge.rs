@@ -248,6 +248,11 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         Decided::Admin(response) => return Ok(response),
         Decided::Verdict { applied, outcomes, answer } => (applied, outcomes, answer),
     };
+    // Leased tokens past their expiry go back, after the response (looked
+    // at only when a rule was checked: the non-matching path stays lean).
+    if !applied.is_empty() {
+        objects::send_refunds(ctx, env, config);
+    }
     let mut fields = match answer {
         Answer::Respond(own) => {
             // Not forwarded: every reservation made is released.

@@ -86,7 +86,13 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
             return Ok(answered(respond(&own)?));
         }
     };
-    match decide(req, env, config, client).await? {
+    let decided = decide(req, env, config, client).await?;
+    // No `Context` to defer them to: leased tokens past their expiry go back
+    // now (rarely any; each call bounded by its rule's timeout).
+    if let Some(refunds) = crate::objects::refunds(env, config) {
+        refunds.await;
+    }
+    match decided {
         Decided::Admin(response) => Ok(answered(response)),
         Decided::Verdict { applied, outcomes, answer: Answer::Respond(own) } => {
             // Not served: every reservation made is released.

@@ -215,6 +215,50 @@ fn success(on: &crate::policy::OnSuccess, own_method: bool) -> String {
     }
 }
 
+/// The rule's lease mode in one line; for GCRA rules that lease, the
+/// widened bound ([`crate::lease`]).
+pub fn lease(rule: &Rule) -> String {
+    let mut line = rule.lease.describe();
+    if let (Some(s), true, crate::protocol::Algorithm::Gcra) = (rule.lease.settings(), rule.lease.leases(), rule.algorithm) {
+        let extra: Vec<String> = rule
+            .limits
+            .iter()
+            .map(|l| (s.ttl_ms * u64::from(l.requests.get())).div_ceil(l.window_ms.get()).to_string())
+            .collect();
+        let _ = write!(line, "; GCRA: up to {} more per window (⌈lease_ttl × N / W⌉)", extra.join(", "));
+    }
+    line
+}
+
+/// The rule's lease mode for `explain --json`, with the state it assumes
+/// (no tokens held: the request asks the object).
+fn lease_json(rule: &Rule) -> Value {
+    let mode = match rule.lease {
+        crate::lease::LeaseMode::Auto(_) => "auto",
+        crate::lease::LeaseMode::Off => "off",
+        crate::lease::LeaseMode::ForcedOff(_) => "forced_off",
+    };
+    let mut out = json!({ "mode": mode, "leases": rule.lease.leases(), "assumed_held": 0, "describe": lease(rule) });
+    if let Some(s) = rule.lease.settings() {
+        out["ttl_ms"] = json!(s.ttl_ms);
+        out["max"] = json!(s.max.min(s.ceiling));
+    }
+    out
+}
+
+/// What `tollgate check` says about the rule's leases: only for rules that
+/// lease, or that could but are forced off; `None` for the others (small
+/// limits, `lease = "off"`).
+pub fn lease_note(rule: &Rule) -> Option<String> {
+    let smallest = rule.limits.iter().map(|l| l.requests.get()).min().unwrap_or(1);
+    let could = crate::lease::LeaseSettings::new(1, crate::lease::DEFAULT_LEASE_MAX, smallest).can_lease();
+    match rule.lease {
+        crate::lease::LeaseMode::ForcedOff(_) if could => Some(format!("rule `{}`: lease {}", rule.name, lease(rule))),
+        _ if rule.lease.leases() => Some(format!("rule `{}`: lease {}", rule.name, lease(rule))),
+        _ => None,
+    }
+}
+
 fn limits(rule: &Rule) -> String {
     let limits: Vec<String> = rule
         .limits
@@ -270,6 +314,12 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
         let _ = writeln!(out, "rule {}: MATCH (path `{}`{via})", rule.name, rule.path);
         let _ = writeln!(out, "  policy:   {}", policy(rule));
         let _ = writeln!(out, "  limits:   {}", limits(rule));
+        if rule.lease.leases() {
+            let _ = writeln!(out, "  lease:    {}", lease(rule));
+            let _ = writeln!(out, "            assumed: this isolate holds no tokens for the key, so this request asks the object");
+        } else {
+            let _ = writeln!(out, "  lease:    {}", lease(rule));
+        }
         match &m.key {
             KeyOutcome::Keys { keys, fell_back } => {
                 let how = match request.log_key {
@@ -411,6 +461,7 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
                 "on_missing_key": match &rule.on_missing_key {
                     MissingKey::Reject => "reject", MissingKey::Skip => "skip", MissingKey::Fallback(_) => "fallback"
                 },
+                "lease": lease_json(rule),
             });
             match plan.matched.iter().find(|m| std::ptr::eq(m.rule, rule)) {
                 None => {

@@ -119,6 +119,22 @@ pub fn forgive(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<
         .collect()
 }
 
+/// The most units a request could take at `now_ms`: per window
+/// `⌊(now·N + W·N − tat) / W⌋` (in `1/N` ms), the least of them. `decide`
+/// allows a cost iff it is at most this.
+pub fn room(state: &[Cell], now_ms: i64, limits: &[Limit]) -> u64 {
+    limits
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let (n, w) = (scale(l), window(l));
+            let slack = i128::from(now_ms) * n + w * n - current(state, i, l, now_ms);
+            u64::try_from((slack / w).max(0)).unwrap_or(u64::MAX)
+        })
+        .min()
+        .unwrap_or(0)
+}
+
 /// The windows' state without recording.
 pub fn peek(state: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
     limits
@@ -216,6 +232,18 @@ impl Counter for Gcra {
         expires_at(state)
     }
 
+    /// A lease is `units` recorded now: the tokens may be spent until its
+    /// expiry, which widens the bound (see [`crate::lease`]).
+    fn lease(state: &Vec<Cell>, now_ms: i64, limits: &[Limit], units: u32, _expires_at: i64) -> Vec<Cell> {
+        record(state, now_ms, limits, units).0
+    }
+    /// A refund moves `tat` back like a forgiven unit, never before now.
+    fn refund(state: &Vec<Cell>, now_ms: i64, limits: &[Limit], units: u32, _lease_id: i64) -> Vec<Cell> {
+        forgive(state, now_ms, limits, units)
+    }
+    fn room(state: &Vec<Cell>, now_ms: i64, limits: &[Limit]) -> u64 {
+        room(state, now_ms, limits)
+    }
     fn entries(state: &Vec<Cell>) -> u64 {
         state.len() as u64
     }

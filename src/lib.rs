@@ -20,6 +20,7 @@
 //! | [`gcra`]    | the O(1)-state alternative for large limits, and its accuracy  |
 //! | [`counter`] | one limiter-object step: (stored row, now, call) → reply, row  |
 //! | [`reservation`] | two-phase counting: requests in flight hold their slots |
+//! | [`lease`]   | leased budgets: an isolate spends tokens its key's object debited |
 //! | [`protocol`]| the small, versioned call format between Worker and object     |
 //! | [`blocked`] | the isolate's capped blocked-until cache                       |
 //! | [`episodes`]| one log line per block episode of a (rule, key), with counts   |
@@ -30,6 +31,7 @@
 //! | [`ticket`]  | what an embedded check hands the app to settle failures-only rules |
 //! | [`upstream`]| where allowed requests go: the origin or a service binding |
 //! | [`wrangler`]| the CLI reads wrangler.toml / .json / .jsonc and its environments |
+//! | [`sim`]     | a deterministic simulator of leased budgets (native only)     |
 //!
 //! The glue (`edge`, the Worker entry; `origin`, its side facing the
 //! origin; `objects`, its calls to the limiter objects; and `limiter`, the
@@ -61,6 +63,7 @@ pub(crate) mod hmac;
 pub(crate) mod device;
 pub(crate) mod json;
 pub(crate) mod key;
+pub mod lease;
 pub mod policy;
 pub mod protocol;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
@@ -73,6 +76,8 @@ pub mod verdict;
 pub mod window;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod wrangler;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod sim;
 
 #[cfg(target_arch = "wasm32")]
 mod edge;

@@ -157,6 +157,7 @@ impl Limiter {
             rows_written,
             reservation: step.reservation,
             held: step.held,
+            granted: step.granted,
         })
     }
 

@@ -1,13 +1,15 @@
 //! Calls to the limiter objects (glue, `wasm32` only): the isolate's
-//! blocked-until cache in front of them, one call with the rule's timeout
-//! in the compact form ([`crate::protocol`]), and the calls that settle
-//! failures-only rules after the request.
+//! blocked-until cache in front of them, its lease book ([`crate::lease`]:
+//! tokens held, one call in flight per key, refunds), one call with the
+//! rule's timeout in the compact form ([`crate::protocol`]), and the calls
+//! that settle failures-only rules after the request.
 
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::edge::{now_ms, write_logs};
 use crate::plan::Applied;
 use crate::protocol::{decode_reply_line, encode_call_url, Call, CallFailure, Op, Reply};
 use crate::verdict::{self, Answered, Outcome};
+use crate::lease::{self, Admit, LeaseSettings, Leases};
 use futures_util::future::{join_all, select, Either};
 use std::cell::RefCell;
 use std::time::Duration;
@@ -18,7 +20,15 @@ const LIMITER_BINDING: &str = "LIMITER";
 
 thread_local! {
     static BLOCKED: RefCell<BlockedUntilCache> = RefCell::new(BlockedUntilCache::new(DEFAULT_CAPACITY));
+    static LEASES: RefCell<Leases> = RefCell::new(Leases::new(lease::DEFAULT_CAPACITY));
 }
+
+/// How long a request waiting on its key's call in flight sleeps before it
+/// looks again. It polls on a timer of its own: a request woken from
+/// another request's handler would run (and do its I/O) in that request's
+/// context, which workerd refuses ("Cannot perform I/O on behalf of a
+/// different request").
+const POLL_MS: u64 = 5;
 
 /// Sizes the isolate's blocked-until cache (the config's
 /// `blocked_cache_capacity`).
@@ -91,6 +101,9 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
     if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
         return Outcome::from_cache(block, now);
     }
+    if let (Op::Hit, Some(settings)) = (op, applied.rule.lease.settings().filter(|s| s.can_lease())) {
+        return leased(env, applied, *settings).await;
+    }
     let call = applied.rule.call(op);
     let (outcome, cacheable) = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
         Ok(reply) => {
@@ -108,6 +121,135 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
         BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
     }
     outcome
+}
+
+/// A rule that leases: spend a token this isolate holds, or wait for the
+/// key's call in flight, or ask (a `hit`, or a `lease` once the key's rate
+/// calls for one); the lease book decides ([`Leases::admit`]).
+async fn leased(env: &Env, applied: &Applied<'_>, settings: LeaseSettings) -> Outcome {
+    let cost = applied.rule.cost;
+    let id = &applied.id;
+    // A call in flight ends within the rule's timeout; polling twice that
+    // long is a safety net, after which the request asks on its own.
+    let max_waits = (2 * u64::from(applied.rule.timeout_ms)).div_ceil(POLL_MS).max(1);
+    let mut waits = 0;
+    loop {
+        let now = now_ms();
+        if waits > 0 {
+            if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(id, now)) {
+                return Outcome::from_cache(block, now);
+            }
+        }
+        let admit = if waits >= max_waits {
+            Admit::Ask { want: cost }
+        } else {
+            LEASES.with(|l| l.borrow_mut().admit(id, &settings, cost, now, waits == 0))
+        };
+        match admit {
+            Admit::Local { windows } => return Outcome::Allowed { windows, reservation: None },
+            Admit::Unavailable => return Outcome::Failed("backing off after failed calls; no tokens held".into()),
+            Admit::Scarce { retry_after_ms, windows } => {
+                return Outcome::Blocked { retry_after_ms, window: 0, windows: Some(windows) }
+            }
+            Admit::Wait => {
+                waits += 1;
+                Delay::from(Duration::from_millis(POLL_MS)).await;
+            }
+            Admit::Ask { want } => return ask(env, applied, &settings, want, now).await,
+        }
+    }
+}
+
+/// The one call in flight for a key: a `hit`, or a `lease` of `want`.
+/// Dropped with a cancelled request, it tells the lease book ([`Flight`]).
+async fn ask(env: &Env, applied: &Applied<'_>, settings: &LeaseSettings, want: u32, sent_at: i64) -> Outcome {
+    let cost = applied.rule.cost;
+    let mut flight = Flight { id: applied.id.clone(), finished: false };
+    let call = if want > cost {
+        Call { op: Op::Lease, want: Some(want), hold_ms: Some(settings.ttl_ms), ..applied.rule.call(Op::Hit) }
+    } else {
+        applied.rule.call(Op::Hit)
+    };
+    let result = call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await;
+    flight.finished = true;
+    match result {
+        Ok(reply) => {
+            let granted = reply.granted.unwrap_or(if reply.tally.allowed { u64::from(cost) } else { 0 });
+            LEASES.with(|l| {
+                l.borrow_mut().granted(&applied.id, settings, sent_at, cost, granted, reply.reservation, &reply.tally.windows)
+            });
+            let mut outcome = Outcome::from_reply(reply.clone());
+            if let Outcome::Allowed { windows, .. } = &mut outcome {
+                // The rest of the grant is this isolate's: remaining to it.
+                let held = u32::try_from(granted.saturating_sub(u64::from(cost))).unwrap_or(u32::MAX);
+                *windows = lease::with_held(windows, held);
+            }
+            if let (Outcome::Blocked { retry_after_ms, window, .. }, false) = (&outcome, reply.tally.in_flight) {
+                let now = now_ms();
+                let block = Block { until_ms: now + *retry_after_ms as i64, window: *window };
+                BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
+            }
+            outcome
+        }
+        Err(e) => {
+            LEASES.with(|l| l.borrow_mut().failed(&applied.id, now_ms()));
+            Outcome::Failed(e.to_string())
+        }
+    }
+}
+
+/// A key's call in flight. Dropped before it finished (cancelled with its
+/// request), it tells the lease book, so the next request asks again.
+struct Flight {
+    id: String,
+    finished: bool,
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        if !self.finished {
+            LEASES.with(|l| l.borrow_mut().abandon(&self.id));
+        }
+    }
+}
+
+/// Gives back, under `waitUntil`, the unspent tokens of the leases that
+/// expired (lazily: when the isolate next runs). A refund that fails is
+/// not retried: its tokens lapse with their window.
+pub(crate) fn send_refunds(ctx: &Context, env: &Env, config: &'static crate::config::Config) {
+    if let Some(refunds) = refunds(env, config) {
+        ctx.wait_until(refunds);
+    }
+}
+
+/// The refunds due now (see [`send_refunds`]) as one future, for a caller
+/// without a `Context` to run them under (the embedded check awaits it);
+/// `None` when none is due.
+pub(crate) fn refunds(env: &Env, config: &'static crate::config::Config) -> Option<impl std::future::Future<Output = ()> + 'static> {
+    let due = LEASES.with(|l| l.borrow_mut().due_refunds(now_ms(), lease::DEFAULT_LEASE_TTL_MS));
+    if due.is_empty() {
+        return None;
+    }
+    let env = env.clone();
+    Some(async move {
+        let sends = due.into_iter().filter_map(|refund| {
+            let rule_name = refund.id.split('\n').next().unwrap_or_default();
+            let rule = config.rules.iter().find(|r| r.name == rule_name)?;
+            let call = Call {
+                op: Op::Refund,
+                cost: refund.units,
+                reservation: Some(refund.lease_id),
+                hold_ms: None,
+                want: None,
+                ..rule.call(Op::Hit)
+            };
+            let (env, timeout_ms) = (env.clone(), rule.timeout_ms);
+            Some(async move {
+                let _ = call_with_timeout(&env, &refund.id, &call, timeout_ms).await;
+            })
+        });
+        join_all(sends).await;
+    })
 }
 
 pub(crate) async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) -> Result<Reply, CallFailure> {

@@ -35,6 +35,20 @@
 //! an older Worker's calls exactly as before, and an older object refuses
 //! the new ops as malformed (400), which the Worker treats as a counter
 //! failure (the rule's `on_error`).
+//!
+//! Leased budgets ([`crate::lease`], issue 12) were added the same way:
+//!
+//! ```json
+//! {"v":1,"op":"lease","limits":[[5000,60000]],"cost":1,"want":40,"hold_ms":1000}
+//! {"v":1,"op":"refund","limits":[[5000,60000]],"cost":12,"reservation":1700000001000}
+//! ```
+//! `lease` grants `g` units, `cost ≤ g ≤ want`, debited at once and dated
+//! at the lease's expiry (`now + hold_ms`, the reply's `reservation`, which
+//! is also the lease's id); `g = 0` (blocked, with the exact retry-after
+//! for `cost`) when not even `cost` fits. `refund` gives back `cost` unspent
+//! units of the lease `reservation`. In the reply, `granted` is `g`; in the
+//! compact reply line it is a last field `g={g}`, present only in answers to
+//! a lease, so every reply line of the older ops reads as before.
 
 use crate::counter::Tally;
 use crate::window::{Limit, WindowState};
@@ -50,6 +64,14 @@ pub const MAX_LIMITS: usize = 8;
 /// The longest a reservation may be held (`hold_ms`): one hour. A lost
 /// reservation keeps its slot, and its object's row, this long at most.
 pub const MAX_HOLD_MS: u64 = 3_600_000;
+
+/// The longest a lease may last (`hold_ms` of a `lease`): one minute. Its
+/// tokens stay debited this much longer than a hit's would (they are dated
+/// at the lease's expiry), so a long lease under-admits for longer.
+pub const MAX_LEASE_TTL_MS: u64 = 60_000;
+
+/// The most units one lease may ask for (`want`).
+pub const MAX_LEASE_UNITS: u32 = 1_000_000;
 
 /// What the Worker asks of the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +105,13 @@ pub enum Op {
     /// A success on a `clear` rule: releases the reservation, if any, and
     /// forgets every committed hit; other requests' reservations stay.
     Clear,
+    /// Leased budgets: grant `cost ≤ g ≤ want` units for `hold_ms`, debited
+    /// at once and dated at the lease's expiry; `g = 0` when `cost` does not
+    /// fit (see [`crate::lease`]).
+    Lease,
+    /// Gives back `cost` unspent units of the lease `reservation` (its
+    /// expiry); never more than that lease still holds.
+    Refund,
 }
 
 /// How an object counts: the exact sliding log (default) or O(1) GCRA.
@@ -111,8 +140,12 @@ pub struct Call {
     /// 1 ms to [`MAX_HOLD_MS`]. Ignored by the other ops.
     pub hold_ms: Option<u64>,
     /// For `commit` and `release` (required), `forgive` and `clear`
-    /// (optional): the id `reserve` granted. Ignored by the other ops.
+    /// (optional): the id `reserve` granted; for `refund` (required), the
+    /// lease's id. Ignored by the other ops.
     pub reservation: Option<u64>,
+    /// For `lease`: the most units wanted, `cost` to [`MAX_LEASE_UNITS`]
+    /// (default `cost`). Ignored by the other ops.
+    pub want: Option<u32>,
 }
 
 impl Call {
@@ -135,6 +168,8 @@ struct WireCall {
     hold_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reservation: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    want: Option<u32>,
 }
 
 fn one() -> u32 {
@@ -155,6 +190,7 @@ pub fn encode_call(call: &Call) -> String {
         cost: call.cost,
         hold_ms: call.hold_ms,
         reservation: call.reservation,
+        want: call.want,
     };
     serde_json::to_string(&wire).unwrap_or_default()
 }
@@ -191,8 +227,16 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
     if wire.op == Op::Reserve && !wire.hold_ms.is_some_and(|ms| (1..=MAX_HOLD_MS).contains(&ms)) {
         return Err(CallError::InvalidHold);
     }
-    if wire.op == Op::Release && wire.reservation.is_none() {
+    if matches!(wire.op, Op::Release | Op::Refund) && wire.reservation.is_none() {
         return Err(CallError::MissingReservation);
+    }
+    if wire.op == Op::Lease {
+        if !wire.hold_ms.is_some_and(|ms| (1..=MAX_LEASE_TTL_MS).contains(&ms)) {
+            return Err(CallError::InvalidLeaseTtl);
+        }
+        if wire.want.is_some_and(|want| want < wire.cost || want > MAX_LEASE_UNITS) {
+            return Err(CallError::InvalidWant);
+        }
     }
     Ok(Call {
         op: wire.op,
@@ -201,11 +245,12 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
         cost: wire.cost,
         hold_ms: wire.hold_ms,
         reservation: wire.reservation,
+        want: wire.want,
     })
 }
 
 /// The ops by their wire names (the same in both forms).
-const OPS: [(Op, &str); 10] = [
+const OPS: [(Op, &str); 12] = [
     (Op::Hit, "hit"),
     (Op::Check, "check"),
     (Op::Record, "record"),
@@ -216,6 +261,8 @@ const OPS: [(Op, &str); 10] = [
     (Op::Release, "release"),
     (Op::Forgive, "forgive"),
     (Op::Clear, "clear"),
+    (Op::Lease, "lease"),
+    (Op::Refund, "refund"),
 ];
 
 fn op_name(op: Op) -> &'static str {
@@ -234,7 +281,7 @@ fn op_name(op: Op) -> &'static str {
 /// The path is `/v{version}/{op}`; the query holds `l` (the limits,
 /// `{requests}x{window_ms}` joined by `,`, required), and only when they say
 /// something: `c` (cost, default 1), `a` (`gcra`; the sliding log is the
-/// default), `h` (hold_ms) and `r` (reservation), each at most once, in any
+/// default), `h` (hold_ms), `r` (reservation) and `w` (want), each at most once, in any
 /// order. The same version and the same checks as the JSON form (which the
 /// object still accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
@@ -256,6 +303,9 @@ pub fn encode_call_url(call: &Call) -> String {
     if let Some(id) = call.reservation {
         let _ = write!(url, "&r={id}");
     }
+    if let Some(want) = call.want {
+        let _ = write!(url, "&w={want}");
+    }
     url
 }
 
@@ -276,7 +326,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         .find(|(_, name)| *name == op)
         .map(|(op, _)| *op)
         .ok_or_else(|| CallError::Malformed(format!("unknown op `{op}`")))?;
-    let (mut limits, mut cost, mut alg, mut hold_ms, mut reservation) = (None, None, None, None, None);
+    let (mut limits, mut cost, mut alg, mut hold_ms, mut reservation, mut want) = (None, None, None, None, None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
         let number = |what: &str| value.parse::<u64>().map_err(|_| CallError::Malformed(format!("{what} is not a number")));
@@ -286,6 +336,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
             "a" => alg.replace(algorithm(value)?).is_some(),
             "h" => hold_ms.replace(number("h")?).is_some(),
             "r" => reservation.replace(number("r")?).is_some(),
+            "w" => want.replace(u32::try_from(number("w")?).map_err(|_| malformed("w is too large"))?).is_some(),
             _ => return Err(CallError::Malformed(format!("unknown field `{name}`"))),
         };
         if given_twice {
@@ -300,6 +351,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         cost: cost.unwrap_or(1),
         hold_ms,
         reservation,
+        want,
     })
 }
 
@@ -340,8 +392,14 @@ pub enum CallError {
     ZeroCost,
     /// A `reserve` without `hold_ms`, or one outside 1 to [`MAX_HOLD_MS`].
     InvalidHold,
-    /// A `release` without the `reservation` it releases.
+    /// A `release` or `refund` without the `reservation` (or lease) it
+    /// settles.
     MissingReservation,
+    /// A `lease` without `hold_ms`, or one outside 1 to [`MAX_LEASE_TTL_MS`].
+    InvalidLeaseTtl,
+    /// A `lease` whose `want` is below its `cost` or above
+    /// [`MAX_LEASE_UNITS`].
+    InvalidWant,
 }
 
 impl fmt::Display for CallError {
@@ -355,7 +413,9 @@ impl fmt::Display for CallError {
             CallError::InvalidLimit { requests, window_ms } => write!(f, "invalid limit [{requests}, {window_ms}]"),
             CallError::ZeroCost => write!(f, "cost must be at least 1"),
             CallError::InvalidHold => write!(f, "reserve needs hold_ms from 1 to {MAX_HOLD_MS}"),
-            CallError::MissingReservation => write!(f, "release needs the reservation it releases"),
+            CallError::MissingReservation => write!(f, "release needs the reservation it releases, refund the lease it refunds"),
+            CallError::InvalidLeaseTtl => write!(f, "lease needs hold_ms from 1 to {MAX_LEASE_TTL_MS}"),
+            CallError::InvalidWant => write!(f, "lease needs want from cost to {MAX_LEASE_UNITS}"),
         }
     }
 }
@@ -413,6 +473,9 @@ pub struct Reply {
     /// Live (unexpired) reservations after this call.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub held: u64,
+    /// The units a `lease` granted (0 when blocked); `None` for other ops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -490,6 +553,9 @@ pub fn encode_reply_line(reply: &Reply) -> String {
     for w in &t.windows {
         let _ = write!(line, " {}/{}/{}/{}/{}", w.limit, w.window_ms, w.used, w.remaining, w.reset_ms);
     }
+    if let Some(granted) = reply.granted {
+        let _ = write!(line, " g={granted}");
+    }
     line
 }
 
@@ -535,7 +601,18 @@ fn parse_reply_line(line: &str) -> Option<Reply> {
     let reservation = optional(fields.next())?;
     let held = number(fields.next())?;
     let mut windows = Vec::new();
+    let mut granted = None;
     for w in fields {
+        if let Some(g) = w.strip_prefix("g=") {
+            // The last field, only in an answer to a lease.
+            if granted.replace(g.parse::<u64>().ok()?).is_some() {
+                return None;
+            }
+            continue;
+        }
+        if granted.is_some() {
+            return None;
+        }
         let mut parts = w.split('/');
         let mut part = || parts.next().and_then(|p| p.parse::<u64>().ok());
         let window = WireWindow {
@@ -560,6 +637,7 @@ fn parse_reply_line(line: &str) -> Option<Reply> {
         rows_written,
         reservation,
         held,
+        granted,
     })
 }
 
@@ -576,6 +654,7 @@ mod tests {
             cost: 2,
             hold_ms: None,
             reservation: None,
+            want: None,
         };
         let text = encode_call(&call);
         assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#, "as before two-phase counting");
@@ -619,6 +698,7 @@ mod tests {
             rows_written: 0,
             reservation: None,
             held: 0,
+            granted: None,
         };
         let text = serde_json::to_string(&reply).unwrap();
         assert_eq!(
@@ -678,7 +758,7 @@ mod tests {
     #[test]
     fn call_url_wire_format() {
         let limits = vec![Limit::new(10, 60_000).unwrap()];
-        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None };
+        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None };
         assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=10x60000");
         let reserve = Call {
             op: Op::Reserve,
@@ -687,6 +767,7 @@ mod tests {
             cost: 2,
             hold_ms: Some(104_000),
             reservation: None,
+            want: None,
         };
         assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
         let commit = Call { op: Op::Commit, hold_ms: None, ..hit.clone() }.settling(Some(1_700_000_000_000_000));
@@ -747,6 +828,7 @@ mod tests {
             rows_written: 0,
             reservation: None,
             held: 0,
+            granted: None,
         };
         assert_eq!(encode_reply_line(&blocked), "1 b 980 0 0 1 0 2 1 0 - 0 2/1000/2/0/980");
         let reserved = Reply {
@@ -756,8 +838,15 @@ mod tests {
             held: 3,
             ..blocked.clone()
         };
-        for reply in [blocked, reserved] {
+        let leased = Reply { granted: Some(40), reservation: Some(1_700_000_001_000), ..reserved.clone() };
+        let line = encode_reply_line(&leased);
+        assert!(line.ends_with(" 2/1000/2/0/980 g=40"), "{line}");
+        let refused = Reply { granted: Some(0), ..blocked.clone() };
+        for reply in [blocked, reserved, leased, refused] {
             assert_eq!(decode_reply_line(200, &encode_reply_line(&reply)), Ok(reply));
+        }
+        for body in ["1 a 0 - 0 0 0 0 0 0 - 0 g=1 1/2/3/4/5", "1 a 0 - 0 0 0 0 0 0 - 0 g=1 g=2", "1 a 0 - 0 0 0 0 0 0 - 0 g=x"] {
+            assert!(decode_reply_line(200, body).is_err(), "{body:?}: the grant comes last, once, as a number");
         }
         for body in ["", "2 b 980 0 0 1 0 2 1 0 - 0", "1 x 0 - 0 0 0 0 0 0 - 0", "1 a 0 - 0 0 0 0 0 0 -", "1 a 0 - 2 0 0 0 0 0 - 0", "1 a 0 - 0 0 0 0 0 0 - 0 1/2/3/4", "1 a 0 - 0 0 0 0 0 0 - 0 1/2/3/4/5/6", "{\"v\":1}"] {
             assert!(matches!(decode_reply_line(200, body), Err(CallFailure::Unreadable(_))), "{body:?}");
@@ -772,5 +861,38 @@ mod tests {
         assert_eq!(refused.to_string(), r#"limiter answered 500: {"v":1,"error":"corrupt row"}"#);
         assert!(matches!(decode_reply(200, "{}"), Err(CallFailure::Unreadable(_))));
         assert_eq!(CallFailure::Timeout { ms: 250 }.to_string(), "no answer within 250 ms");
+    }
+
+    /// The lease ops travel in both forms, and a lease or refund that says
+    /// too little (or too much) is refused.
+    #[test]
+    fn lease_calls() {
+        let lease = Call {
+            op: Op::Lease,
+            algorithm: Algorithm::Gcra,
+            limits: vec![Limit::new(5_000, 60_000).unwrap()],
+            cost: 1,
+            hold_ms: Some(1_000),
+            reservation: None,
+            want: Some(40),
+        };
+        assert_eq!(encode_call_url(&lease), "https://limiter/v1/lease?l=5000x60000&a=gcra&h=1000&w=40");
+        assert_eq!(decode_call_url(&encode_call_url(&lease)), Ok(lease.clone()));
+        assert_eq!(encode_call(&lease), r#"{"v":1,"op":"lease","alg":"gcra","limits":[[5000,60000]],"cost":1,"hold_ms":1000,"want":40}"#);
+        assert_eq!(decode_call(&encode_call(&lease)), Ok(lease.clone()));
+        let refund = Call { op: Op::Refund, hold_ms: None, want: None, cost: 12, reservation: Some(1_700_000_001_000), ..lease.clone() };
+        assert_eq!(decode_call_url(&encode_call_url(&refund)), Ok(refund.clone()));
+        let refused = [
+            ("https://limiter/v1/lease?l=10x1000&w=4", CallError::InvalidLeaseTtl),
+            ("https://limiter/v1/lease?l=10x1000&h=60001", CallError::InvalidLeaseTtl),
+            ("https://limiter/v1/lease?l=10x1000&h=100&c=3&w=2", CallError::InvalidWant),
+            ("https://limiter/v1/lease?l=10x1000&h=100&w=1000001", CallError::InvalidWant),
+            ("https://limiter/v1/refund?l=10x1000&c=3", CallError::MissingReservation),
+        ];
+        for (url, why) in refused {
+            assert_eq!(decode_call_url(url), Err(why), "{url}");
+        }
+        assert!(matches!(decode_call_url("https://limiter/v1/lease?l=10x1000&h=100&w=1&w=2"), Err(CallError::Malformed(_))));
+        assert_eq!(decode_call_url("https://limiter/v1/lease?l=10x1000&h=100").map(|c| c.want), Ok(None), "want defaults to the cost");
     }
 }

@@ -189,6 +189,8 @@ pub struct RuleSpec {
     /// How long a reservation of a failures-only rule holds its slot
     /// waiting for the origin's answer ([`crate::reservation`]).
     pub reservation_ttl_ms: u64,
+    /// Leased budgets (`lease`, `lease_ttl`, `lease_max`; [`crate::lease`]).
+    pub lease: crate::lease::LeaseMode,
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.
@@ -496,6 +498,7 @@ impl Rule {
             cost: self.cost,
             hold_ms: (op == crate::protocol::Op::Reserve).then_some(self.reservation_ttl_ms),
             reservation: None,
+            want: None,
         }
     }
 

@@ -58,12 +58,17 @@ pub fn horizon_ms(limits: &[Limit]) -> u64 {
 /// window's whole length. The log to store (`next`) is pruned of expired
 /// hits, with this request appended.
 ///
-/// Clock steps backwards: `now_ms` is clamped to the newest hit, so the log
-/// stays sorted and a hit never counts for less than it did. This makes the
-/// answer conservative (a client never gains room from a clock step).
+/// Hits dated in the future (a clock stepped back, or the tokens of a
+/// lease, dated at its expiry: [`crate::lease`]) count in every window
+/// until they are a window old, and the windows are read at `now_ms`
+/// itself: reading them at a later time would drop hits still in the real
+/// window. The new hit is dated at the newest hit if that is later than
+/// `now_ms`, so the log stays sorted; a hit dated late only stays counted
+/// longer. Both make the answer conservative (a client never gains room
+/// from a clock step or a lease).
 pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Hit>> {
     let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
-    let now = now_ms.max(newest);
+    let now = now_ms;
     let horizon = horizon_ms(limits);
     let live: Vec<Hit> = log
         .iter()
@@ -92,7 +97,7 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
             for hit in in_window(&live, now, w) {
                 freed += u64::from(hit.cost);
                 if used - freed + u64::from(cost) <= cap {
-                    wait = w - age(now, hit.at_ms);
+                    wait = until_out(now, hit.at_ms, w);
                     break;
                 }
             }
@@ -106,7 +111,7 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
 
     let mut stored = live;
     if allowed {
-        stored.push(Hit { at_ms: now, cost });
+        stored.push(Hit { at_ms: now.max(newest), cost });
     }
     let windows = limits
         .iter()
@@ -123,10 +128,9 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
 /// origin answered. Returns the new log (sorted) and the windows' state.
 pub fn record(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Hit>, Vec<WindowState>) {
     let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
-    let now = now_ms.max(newest);
-    let mut live = prune(log, now, horizon_ms(limits));
-    live.push(Hit { at_ms: now, cost });
-    let windows = limits.iter().map(|l| window_state(&live, now, *l)).collect();
+    let mut live = prune(log, now_ms, horizon_ms(limits));
+    live.push(Hit { at_ms: now_ms.max(newest), cost });
+    let windows = limits.iter().map(|l| window_state(&live, now_ms, *l)).collect();
     (live, windows)
 }
 
@@ -134,8 +138,7 @@ pub fn record(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Hit
 /// `decrement` rule forgives one failure), never below an empty log;
 /// expired hits are pruned. The log stays sorted.
 pub fn forgive(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Hit> {
-    let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
-    let mut live = prune(log, now_ms.max(newest), horizon_ms(limits));
+    let mut live = prune(log, now_ms, horizon_ms(limits));
     let mut owed = cost;
     while owed > 0 {
         let Some(last) = live.last_mut() else { break };
@@ -151,9 +154,46 @@ pub fn forgive(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Hit
 
 /// The windows' state without recording anything (for status queries).
 pub fn peek(log: &[Hit], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
-    let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
-    let now = now_ms.max(newest);
-    limits.iter().map(|l| window_state(log, now, *l)).collect()
+    limits.iter().map(|l| window_state(log, now_ms, *l)).collect()
+}
+
+/// The most units a request could take at `now_ms`: the least room of any
+/// window (hits dated in the future count).
+pub fn room(log: &[Hit], now_ms: i64, limits: &[Limit]) -> u64 {
+    limits.iter().map(|l| window_state(log, now_ms, *l).remaining).min().unwrap_or(0)
+}
+
+/// The log, pruned at `now_ms`, with `units` leased dated at the lease's
+/// expiry `expires_at`, sorted in: the latest moment they can be spent, so
+/// a token spent late still counts in every window it belongs to
+/// ([`crate::lease`] proves it).
+pub fn lease(log: &[Hit], now_ms: i64, limits: &[Limit], units: u32, expires_at: i64) -> Vec<Hit> {
+    let mut live = prune(log, now_ms, horizon_ms(limits));
+    let at = live.partition_point(|h| h.at_ms <= expires_at);
+    live.insert(at, Hit { at_ms: expires_at, cost: units });
+    live
+}
+
+/// Takes back up to `units` from the hits dated exactly `lease_id` (a
+/// lease's expiry), the last of them first; the log stays sorted. Hits at
+/// that time that were not leased could be taken too, but the Worker
+/// refunds only what it leased and never spent, at most what the lease
+/// debited.
+pub fn refund(log: &[Hit], now_ms: i64, limits: &[Limit], units: u32, lease_id: i64) -> Vec<Hit> {
+    let mut live = prune(log, now_ms, horizon_ms(limits));
+    let mut owed = units;
+    let mut i = live.partition_point(|h| h.at_ms <= lease_id);
+    while owed > 0 && i > 0 && live[i - 1].at_ms == lease_id {
+        let hit = &mut live[i - 1];
+        let taken = hit.cost.min(owed);
+        hit.cost -= taken;
+        owed -= taken;
+        if hit.cost == 0 {
+            live.remove(i - 1);
+        }
+        i -= 1;
+    }
+    live
 }
 
 /// Milliseconds until the last hit of `log` leaves a window of `horizon_ms`,
@@ -176,7 +216,7 @@ fn window_state(log: &[Hit], now: i64, limit: Limit) -> WindowState {
     let mut counted = in_window(log, now, w).peekable();
     let reset_ms = counted
         .peek()
-        .map(|oldest| w - age(now, oldest.at_ms))
+        .map(|oldest| until_out(now, oldest.at_ms, w))
         .unwrap_or(0);
     let used: u64 = counted.map(|h| u64::from(h.cost)).sum();
     WindowState {
@@ -189,6 +229,14 @@ fn window_state(log: &[Hit], now: i64, limit: Limit) -> WindowState {
 
 fn in_window(log: &[Hit], now: i64, window_ms: u64) -> impl Iterator<Item = &Hit> {
     log.iter().filter(move |h| age(now, h.at_ms) < window_ms)
+}
+
+/// Milliseconds from `now` until a hit dated `at` leaves a window of
+/// `window_ms`: `at + window_ms - now`, more than the window for a hit
+/// dated in the future.
+fn until_out(now: i64, at: i64, window_ms: u64) -> u64 {
+    let leaves = at.saturating_add(i64::try_from(window_ms).unwrap_or(i64::MAX));
+    u64::try_from(leaves.saturating_sub(now)).unwrap_or(0)
 }
 
 /// `now - at` in ms, 0 for hits in the future (clock stepped back).
@@ -278,6 +326,15 @@ impl Counter for SlidingLog {
         expires_at(log, horizon_ms)
     }
 
+    fn room(log: &Vec<Hit>, now_ms: i64, limits: &[Limit]) -> u64 {
+        room(log, now_ms, limits)
+    }
+    fn lease(log: &Vec<Hit>, now_ms: i64, limits: &[Limit], units: u32, expires_at: i64) -> Vec<Hit> {
+        lease(log, now_ms, limits, units, expires_at)
+    }
+    fn refund(log: &Vec<Hit>, now_ms: i64, limits: &[Limit], units: u32, lease_id: i64) -> Vec<Hit> {
+        refund(log, now_ms, limits, units, lease_id)
+    }
     fn entries(log: &Vec<Hit>) -> u64 {
         log.len() as u64
     }
@@ -378,7 +435,7 @@ mod tests {
         assert!(log.windows(2).all(|w| w[0].at_ms <= w[1].at_ms));
         let d = run(&mut log, 9_500, &limits, 1);
         assert!(!d.allowed);
-        assert_eq!(d.retry_after_ms, 1_000);
+        assert_eq!(d.retry_after_ms, 1_500, "until the hits dated 10 000 are a window old, read at 9 500");
     }
 
     #[test]

@@ -316,3 +316,67 @@ limits = [{ requests = 10, window = "60s" }]
     assert_eq!(code, 1, "[[services]] is not inherited by env.staging: {out}{err}");
     assert!(err.contains("env `staging`: field `upstream`: service binding `APP` is not declared"), "{err}");
 }
+
+/// `check` says which rules lease and which are forced off (and why);
+/// `explain` shows the lease mode and the state it assumes; a bad lease
+/// field names the rule and the field.
+#[test]
+fn check_and_explain_show_leases() {
+    let path = temp_toml(
+        "leases.toml",
+        r#"
+routes = [{ pattern = "example.com/*", zone_name = "example.com" }]
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "tenant"
+path = "/api/*"
+key = ["header:x-api-key"]
+limits = [{ requests = 5000, window = "60s" }]
+lease_ttl = "500ms"
+lease_max = 200
+
+[[vars.TOLLGATE.rules]]
+name = "global"
+path = "/*"
+key = ["global"]
+algorithm = "gcra"
+limits = [{ requests = 300000, window = "60s" }]
+
+[[vars.TOLLGATE.rules]]
+name = "per-ip"
+path = "/*"
+limits = [{ requests = 10, window = "60s" }]
+
+[[vars.TOLLGATE.rules]]
+name = "failures"
+path = "/login"
+count_statuses = [401]
+limits = [{ requests = 1000, window = "60s" }]
+"#,
+    );
+    let (code, out, err) = tollgate(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("rule `tenant`: lease auto: up to 200 units per lease") && out.contains("for 500 ms"), "{out}");
+    assert!(out.contains("rule `global`: lease auto") && out.contains("GCRA: up to 5000 more per window"), "{out}");
+    assert!(!out.contains("rule `per-ip`"), "a small limit never leases: nothing to say: {out}");
+    assert!(out.contains("rule `failures`: lease off (count_statuses"), "{out}");
+    let (code, out, err) = tollgate(&["explain", "https://example.com/api/x", "--config", path.to_str().unwrap(), "-H", "x-api-key: k"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("  lease:    auto: up to 200 units") && out.contains("assumed: this isolate holds no tokens"), "{out}");
+    assert!(out.contains("  lease:    auto, but never above one unit"), "per-ip: {out}");
+    let bad = temp_toml(
+        "bad-lease.toml",
+        r#"
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "tenant"
+path = "/api/*"
+limits = [{ requests = 5000, window = "60s" }]
+lease = "sometimes"
+lease_ttl = "2m"
+"#,
+    );
+    let (code, _, err) = tollgate(&["check", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("rule `tenant`, field `lease`") && err.contains("rule `tenant`, field `lease_ttl`: must be at most 60s"), "{err}");
+}

@@ -185,6 +185,9 @@ mod native {
                         continue;
                     }
                     println!("{path} {label}: ok, {} rule(s)", config.rules.len());
+                    for note in config.rules.iter().filter_map(tollgate::explain::lease_note) {
+                        println!("note: {path} {label}: {note}");
+                    }
                     for warning in section_warnings(&section, &config) {
                         println!("warning: {path} {label}: {warning}");
                     }

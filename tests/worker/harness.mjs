@@ -15,9 +15,11 @@ import assert from "node:assert/strict";
 // fetch handler (which sets it) and its objects (which read it).
 const FAULTY_LIMITER = `
 let mode = "ok";
+let calls = 0;
 export class FaultyLimiter {
   constructor(state, env) { this.state = state; this.env = env; }
   async fetch(request) {
+    calls++;
     if (mode === "throw") throw new Error("injected fault: counter threw");
     if (mode === "hang") await new Promise(() => {});
     if (mode === "storage") {
@@ -30,6 +32,7 @@ export class FaultyLimiter {
 export default {
   async fetch(request) {
     const url = new URL(request.url);
+    if (url.pathname === "/calls") return new Response(String(calls));
     if (url.pathname === "/mode") mode = url.searchParams.get("m");
     return new Response(mode);
   },
@@ -99,6 +102,9 @@ export function mockOrigin(respond) {
  * Requests go to the first worker, tollgate, unless `entry` names another.
  * scriptPath: another built Worker in tollgate's place (one that embeds
  * tollgate, with the same bindings: TOLLGATE and LIMITER).
+ * edges (a number of extra Workers running the same
+ * built script, named edge-1..edge-N: separate isolates sharing the
+ * first one's limiter objects; `fetchVia(i, ...)` sends to edge i).
  */
 export async function startTollgate(options = {}) {
   const persist = options.persist ?? tempDir();
@@ -135,6 +141,14 @@ export async function startTollgate(options = {}) {
       },
     });
   }
+  for (let i = 1; i <= (options.edges ?? 0); i++) {
+    // Another edge: its own isolate (own lease book, own caches), the same
+    // objects (the first worker's LIMITER, or the faults proxy in front).
+    const { className, scriptName = "tollgate" } = tollgate.durableObjects.LIMITER;
+    // Reached by host (dispatchFetch routes it), so every edge is driven
+    // the same way as the first.
+    workers.push({ ...tollgate, name: `edge-${i}`, routes: [`edge-${i}.example.com/*`], durableObjects: { LIMITER: { className, scriptName } } });
+  }
   const logs = [];
   const mf = new Miniflare({
     workers,
@@ -165,6 +179,18 @@ export async function startTollgate(options = {}) {
       const h = { ...headers };
       if (ip !== null) h["cf-connecting-ip"] = ip;
       return mf.dispatchFetch(url, { ...init, headers: h, redirect: "manual" });
+    },
+    /** Sends a request through edge `i` (0: the first worker). */
+    async fetchVia(i, path, { ip = "203.0.113.7", headers = {}, ...init } = {}) {
+      const host = i === 0 ? "example.com" : `edge-${i}.example.com`;
+      const h = { ...headers };
+      if (ip !== null) h["cf-connecting-ip"] = ip;
+      return mf.dispatchFetch(`https://${host}${path}`, { ...init, headers: h, redirect: "manual" });
+    },
+    /** Calls that reached the limiter objects through FaultyLimiter. */
+    async objectCalls() {
+      const faults = await mf.getWorker("faults");
+      return Number(await (await faults.fetch("http://faults/calls")).text());
     },
     /** Sets the fault mode of FaultyLimiter: ok | throw | hang | storage. */
     async setFault(mode) {
