@@ -20,6 +20,7 @@
 //! ```
 
 use crate::duration::parse_duration_ms;
+use crate::exempt::{Bots, Exemptions, IpRange, SecretHeader};
 use crate::canon::{Source, Sources};
 use crate::key::KeyPart;
 use crate::policy::{
@@ -90,6 +91,8 @@ pub struct Config {
     pub on_invalid_config: FailPolicy,
     /// What the rules ask of requests, computed once from `rules`.
     pub facts: ConfigFacts,
+    /// Requests no rule counts or limits (`exempt` at the top level).
+    pub exempt: Exemptions,
 }
 
 /// Facts about the rules that decide what the plan reads of a request,
@@ -201,6 +204,7 @@ impl Config {
             on_invalid_config: FailPolicy::Deny,
             admin_lockout,
             facts: ConfigFacts::default(),
+            exempt: Exemptions::default(),
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
@@ -359,6 +363,7 @@ const TOP_FIELDS: &[Field<Config>] = &[
             c.on_invalid_config = policy;
         }
     }),
+    Field::optional("exempt", |c, i| c.exempt = read_exempt(i)),
 ];
 
 /// A rule while its table is read: its spec with the defaults, and the
@@ -412,6 +417,7 @@ impl RuleDraft {
             on_error: FailPolicy::Allow,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             reservation_ttl_ms: 0,
+            exempt: Exemptions::default(),
         };
         RuleDraft {
             spec,
@@ -545,6 +551,7 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
             d.spec.on_error = policy;
         }
     }),
+    Field::optional("exempt", |d, i| d.spec.exempt = read_exempt(i)),
     Field::optional("timeout", |d, i| {
         if let Some(ms) = i.duration("\"2s\"") {
             match u32::try_from(ms.get()) {
@@ -571,6 +578,81 @@ const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
         d.window_ms = i.duration("\"60s\", \"1m\", \"1h\" or \"1d\"");
     }),
 ];
+
+/// The fields of an `exempt` table.
+const EXEMPT_FIELDS: &[Field<Exemptions>] = &[
+    Field::optional("ips", |e, i| {
+        let Some(list) = i.strings(|_| true, "must be a list of CIDR ranges such as [\"10.0.0.0/8\", \"2001:db8::/32\"]") else {
+            return;
+        };
+        for (n, text) in list.iter().enumerate() {
+            match IpRange::parse(text.trim()) {
+                Ok(range) => e.ips.push(range),
+                Err(message) => i.errors.push(format!("{}[{n}]", i.field), message),
+            }
+        }
+    }),
+    Field::optional("asns", |e, i| {
+        let asn = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok()).filter(|n| *n > 0);
+        match i.value.as_array().and_then(|list| list.iter().map(asn).collect::<Option<Vec<u32>>>()) {
+            Some(asns) => e.asns = asns,
+            None => i.report("must be a list of AS numbers such as [13335]"),
+        }
+    }),
+    Field::optional("verified_bots", |e, i| {
+        e.bots = match i.value {
+            Value::Bool(true) => Bots::Any,
+            Value::Bool(false) => Bots::None,
+            _ => match i.strings(|l| !l.is_empty() && l.iter().all(|c| !c.trim().is_empty()), VERIFIED_BOTS) {
+                Some(list) => Bots::Categories(list.iter().map(|c| c.trim().to_string()).collect()),
+                None => Bots::None,
+            },
+        };
+    }),
+    Field::optional("header", |e, i| e.header = read_secret_header(i)),
+];
+
+const VERIFIED_BOTS: &str =
+    "must be true (every verified bot) or a list of verified bot categories such as [\"Search Engine Crawler\", \"Monitoring & Analytics\"]";
+
+/// `exempt = { ips, asns, verified_bots, header }`, at the top level or in
+/// a rule.
+fn read_exempt(input: &mut Input<'_>) -> Exemptions {
+    let mut exemptions = Exemptions::default();
+    match input.value.as_object() {
+        Some(table) => read_table(table, EXEMPT_FIELDS, &mut exemptions, input.errors, &format!("{}.", input.field)),
+        None => input.report("must be a table { ips = [...], asns = [...], verified_bots = true, header = { name, secret } }"),
+    }
+    exemptions
+}
+
+/// The fields of `exempt.header`.
+const SECRET_HEADER_FIELDS: &[Field<SecretHeader>] = &[
+    Field::required("name", "missing", |h, i| {
+        if let Some(name) = i.text(valid_header_name, "must be a request header name such as \"x-tollgate-exempt\"") {
+            h.name = name.to_ascii_lowercase();
+        }
+    }),
+    Field::required("secret", SPOOFABLE_HEADER, |h, i| {
+        if let Some(secret) = i.text(valid_secret_name, "must be a Workers secret name such as \"TOLLGATE_EXEMPT_KEY\"") {
+            h.secret = secret;
+        }
+    }),
+];
+
+/// Why `tollgate check` refuses a header exemption without a secret.
+const SPOOFABLE_HEADER: &str = "missing: any client can send any header, so a header exempts only when its value equals a Workers secret; name it (secret = \"TOLLGATE_EXEMPT_KEY\", then `wrangler secret put TOLLGATE_EXEMPT_KEY`)";
+
+/// `header = { name = "x-tollgate-exempt", secret = "TOLLGATE_EXEMPT_KEY" }`.
+fn read_secret_header(input: &mut Input<'_>) -> Option<SecretHeader> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail(format!("must be a table {{ name, secret }}; a bare header name is spoofable ({SPOOFABLE_HEADER})"));
+    };
+    let mut header = SecretHeader { name: String::new(), secret: String::new() };
+    let before = input.errors.list.len();
+    read_table(table, SECRET_HEADER_FIELDS, &mut header, input.errors, &format!("{}.", input.field));
+    (input.errors.list.len() == before).then_some(header)
+}
 
 /// The built-in admin lockout rule: a config rule's defaults, with what
 /// [`crate::admin::lockout_spec`] sets.
@@ -1322,5 +1404,31 @@ mod tests {
             {"name": "b", "path": "/b"}
         ]}));
         assert_eq!(errs.len(), 3, "{errs:?}");
+    }
+
+    #[test]
+    fn exemptions_parse_at_both_levels_and_a_bare_header_is_refused() {
+        let mut value = rule(json!({ "exempt": {
+            "verified_bots": ["Search Engine Crawler"],
+            "header": { "name": "X-Health", "secret": "TOLLGATE_EXEMPT_KEY" } } }));
+        value["exempt"] = json!({ "ips": ["10.0.0.0/8", "2001:db8::/32"], "asns": [13335], "verified_bots": true });
+        let c = Config::from_json(&value).unwrap();
+        assert_eq!(c.exempt.ips.len(), 2);
+        assert_eq!(c.exempt.asns, [13335]);
+        assert_eq!(c.exempt.bots, crate::exempt::Bots::Any);
+        let header = c.rules[0].exempt.header.clone().unwrap();
+        assert_eq!((header.name.as_str(), header.secret.as_str()), ("x-health", "TOLLGATE_EXEMPT_KEY"));
+        // A header anyone can send, with no secret to compare: spoofable.
+        let bare = errors(rule(json!({ "exempt": { "header": { "name": "x-internal" } } })));
+        assert_eq!(bare.len(), 1, "{bare:?}");
+        assert!(bare[0].contains("rule `r`, field `exempt.header.secret`: missing: any client can send any header"), "{bare:?}");
+        let string = errors(json!({ "rules": [], "exempt": { "header": "x-internal" } }));
+        assert!(string[0].contains("field `exempt.header`") && string[0].contains("spoofable"), "{string:?}");
+        let bad = errors(rule(json!({ "exempt": {
+            "ips": ["10.1.0.0/8", "nope"], "asns": ["AS13335"], "verified_bots": [], "other": 1 } })));
+        for field in ["exempt.ips[0]", "exempt.ips[1]", "exempt.asns", "exempt.verified_bots", "exempt.other"] {
+            assert!(bad.iter().any(|e| e.contains(&format!("field `{field}`"))), "{field}: {bad:?}");
+        }
+        assert!(errors(json!({ "rules": [], "exempt": 1 }))[0].contains("field `exempt`: must be a table"));
     }
 }

@@ -176,6 +176,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     let country = cf.and_then(|cf| cf.country());
     let log_key = load_log_key(env);
     let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
+    let verified_bot = verified_bot(&req);
     let parts = |body| RequestParts {
         method: &method,
         url: &url,
@@ -183,6 +184,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         body,
         country: country.as_deref(),
         asn: cf.and_then(|cf| cf.asn()),
+        verified_bot: verified_bot.as_deref(),
         admin_token: &admin_token,
         log_key: log_key.as_deref(),
         secret: &secret,
@@ -206,6 +208,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
             None => return respond(&OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
         },
     };
+    write_logs(&verdict::exempt_events(&plan.matched));
     write_logs(&verdict.events);
     let applied = match plan.route {
         Route::Check(applied) => applied,
@@ -233,6 +236,21 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     } else {
         with_fields(response, &fields)
     }
+}
+
+/// The verified bot category Cloudflare gives the request
+/// (`request.cf.verifiedBotCategory`), or `""` when only Bot Management's
+/// `request.cf.botManagement.verifiedBot` says it is one; `None` for
+/// anything else. Read through `Reflect`, tolerant of absent fields (the
+/// typed getter for `verifiedBot` assumes a boolean is there).
+fn verified_bot(req: &Request) -> Option<String> {
+    let get = |target: &wasm_bindgen::JsValue, name: &str| js_sys::Reflect::get(target, &name.into()).ok();
+    let cf = get(req.inner().as_ref(), "cf").filter(|cf| cf.is_object())?;
+    if let Some(category) = get(&cf, "verifiedBotCategory").and_then(|c| c.as_string()).filter(|c| !c.trim().is_empty()) {
+        return Some(category);
+    }
+    let management = get(&cf, "botManagement").filter(|m| m.is_object())?;
+    (get(&management, "verifiedBot").and_then(|v| v.as_bool()) == Some(true)).then(String::new)
 }
 
 /// Forwards the request and settles the failures-only rules, all under

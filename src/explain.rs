@@ -34,6 +34,12 @@ pub struct ExplainRequest<'a> {
     /// `request.cf.country` and `request.cf.asn`.
     pub country: Option<&'a str>,
     pub asn: Option<u32>,
+    /// `request.cf.verifiedBotCategory` (`--verified-bot CATEGORY`; `""`
+    /// for a verified bot of no category).
+    pub verified_bot: Option<&'a str>,
+    /// Workers secrets by name (`--secret NAME=VALUE`): a secret-header
+    /// exemption's, a trusted device's signing key.
+    pub secrets: &'a [(String, String)],
     /// The Worker's `TOLLGATE_LOG_KEY` ([`log_key`]), so that key hashes
     /// match its logs; `None`: unkeyed, as a Worker without the secret.
     pub log_key: Option<&'a [u8]>,
@@ -127,6 +133,7 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
         Err(e) => return Explained { url: Err(e), plan: None, verdict: None },
     };
     let header = header_lookup(request.headers);
+    let secret = |name: &str| request.secrets.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
     let body = match request.body {
         Some(bytes) if bytes.len() > config.body_limit as usize => Body::Unusable,
         Some(bytes) => Body::Read(bytes),
@@ -139,19 +146,26 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
         body,
         country: request.country,
         asn: request.asn,
+        verified_bot: request.verified_bot,
         admin_token: &|| None,
         log_key: request.log_key,
-        secret: &|_| None,
+        secret: &secret,
         now_ms: 0,
     };
     let plan = plan::plan(config, &parts);
-    let verdict = match &plan.route {
+    let mut verdict = match &plan.route {
         Route::Check(applied) if !applied.is_empty() => {
             let outcomes: Vec<Outcome> = applied.iter().map(|a| assumed.of(&a.rule.name).outcome(a.rule)).collect();
             Some(verdict::verdict(applied, &outcomes))
         }
         _ => verdict::early(&plan),
     };
+    // The Worker writes the exempt lines before the verdict's.
+    if let Some(v) = verdict.as_mut() {
+        let mut events = verdict::exempt_events(&plan.matched);
+        events.append(&mut v.events);
+        v.events = events;
+    }
     Explained { url: Ok(url), plan: Some(plan), verdict }
 }
 
@@ -267,6 +281,9 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
             format!(" as {} (format suffix removed)", m.found.matched_path)
         };
         let _ = writeln!(out, "rule {}: MATCH (path `{}`{via})", rule.name, rule.path);
+        if let Some(e) = &m.exempt {
+            let _ = writeln!(out, "  exempt:   by {} ({}): not counted, not limited", e.by.kind(), e.by.detail());
+        }
         let _ = writeln!(out, "  policy:   {}", policy(rule));
         let _ = writeln!(out, "  limits:   {}", limits(rule));
         match &m.key {
@@ -462,7 +479,7 @@ mod tests {
     const ALLOWED: Assumptions<'static> = Assumptions { default: Assumed::Allowed, per_rule: &[] };
 
     fn request<'a>(method: &'a str, url: &'a str, headers: &'a [(String, String)]) -> ExplainRequest<'a> {
-        ExplainRequest { method, url, headers, body: None, country: None, asn: None, log_key: None }
+        ExplainRequest { method, url, headers, body: None, country: None, asn: None, verified_bot: None, secrets: &[], log_key: None }
     }
 
     #[test]
@@ -550,6 +567,8 @@ mod tests {
             body: Some(b"mode=heavy"),
             country: Some("nz"),
             asn: None,
+            verified_bot: None,
+            secrets: &[],
             log_key: None,
         };
         let json = explain_json(&config, &req, &ALLOWED);

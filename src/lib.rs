@@ -13,6 +13,7 @@
 //! | [`rules`]   | which rules a canonical request matches, and why               |
 //! | [`plan`]    | front half of the pipeline: request parts → matched rules, keys, route |
 //! | [`verdict`] | back half: the counters' outcomes → forward or answer, log events |
+//! | [`exempt`]  | requests a rule neither counts nor limits: CIDR, ASN, bots, secret header |
 //! | [`key`]     | a rule's client key from request parts (IP /64, header, ...)   |
 //! | `hmac`      | HMAC-SHA256 (RFC 2104) over `sha2`: keyed log hashes           |
 //! | `device`    | trusted-device cookies: lockout-resistant account limits       |
@@ -51,6 +52,7 @@ pub mod coverage;
 pub(crate) mod duration;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod episodes;
+pub mod exempt;
 pub mod explain;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod gcra;

@@ -189,6 +189,8 @@ pub struct RuleSpec {
     /// How long a reservation of a failures-only rule holds its slot
     /// waiting for the origin's answer ([`crate::reservation`]).
     pub reservation_ttl_ms: u64,
+    /// Requests this rule neither counts nor limits (`exempt`).
+    pub exempt: crate::exempt::Exemptions,
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.

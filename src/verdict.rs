@@ -21,7 +21,7 @@
 
 use crate::policy::{Action, Counting, FailPolicy, SuccessAction};
 use crate::headers::{self, rate_fields, OwnResponse};
-use crate::plan::{Applied, Plan, Route};
+use crate::plan::{Applied, Matched, Plan, Route};
 use crate::protocol::{Call, Op, Reply, WireWindow};
 use crate::rules::Rule;
 use serde_json::Value;
@@ -359,6 +359,30 @@ fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64) -> LogEvent {
     )
 }
 
+/// One `exempt` line per matching rule the request is exempt from: the
+/// rule, the key hash, and what exempted it (`by`: `ip`, `asn`,
+/// `verified_bot`, `header`; `detail`: the range, ASN, category or header
+/// name, never a secret). Written before the verdict's own events, by the
+/// Worker and by `explain` alike; repeats of a (rule, key) are counted as
+/// block episodes are ([`crate::episodes`]).
+pub fn exempt_events(matched: &[Matched<'_>]) -> Vec<LogEvent> {
+    matched
+        .iter()
+        .filter_map(|m| {
+            let e = m.exempt.as_ref()?;
+            Some(LogEvent::new(
+                "exempt",
+                vec![
+                    ("rule", m.rule.name.as_str().into()),
+                    ("key_hash", e.key_hash.as_str().into()),
+                    ("by", e.by.kind().into()),
+                    ("detail", e.by.detail().into()),
+                ],
+            ))
+        })
+        .collect()
+}
+
 /// A `counter_error` line: `decision` is `allow`, `deny` or `not_recorded`.
 pub fn counter_error(rule: &str, key_hash: &str, error: &str, decision: &str) -> LogEvent {
     LogEvent::new(
@@ -512,6 +536,7 @@ mod tests {
             body: crate::plan::Body::Unusable,
             country: None,
             asn: None,
+            verified_bot: None,
             admin_token: &|| None,
             log_key: None,
             secret: &|_| None,
