@@ -21,6 +21,7 @@
 
 use crate::duration::parse_duration_ms;
 use crate::exempt::{Bots, Exemptions, IpRange, SecretHeader};
+use crate::overrides::{Override, Overrides};
 use crate::canon::{Source, Sources};
 use crate::key::KeyPart;
 use crate::policy::{
@@ -209,6 +210,13 @@ impl Config {
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
         config.facts = ConfigFacts::of(&config.rules);
+        for rule in config.rules.iter_mut().filter(|r| config.ipv6_prefix != DEFAULT_IPV6_PREFIX && !r.overrides.is_empty()) {
+            let (parts, case_insensitive) = (rule.spec.key.clone(), rule.spec.case_insensitive);
+            for e in rule.spec.overrides.resolve(&parts, case_insensitive, config.ipv6_prefix) {
+                let field = if e.value.is_empty() { "overrides".to_string() } else { format!("overrides.{}", e.value) };
+                errors.list.push(ConfigError { rule: Some(rule.name.clone()), field, message: e.message });
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for rule in &config.rules {
             if !seen.insert(rule.name.as_str()) {
@@ -418,6 +426,7 @@ impl RuleDraft {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             reservation_ttl_ms: 0,
             exempt: Exemptions::default(),
+            overrides: Overrides::default(),
         };
         RuleDraft {
             spec,
@@ -442,6 +451,7 @@ impl RuleDraft {
         check_trusted_device(&spec, errors);
         check_cost(&spec, errors);
         check_algorithm(&spec, errors);
+        check_overrides(&mut spec, errors);
         if spec.query_sources != Sources::DEFAULT && !spec.conditions.iter().any(|c| c.target == Target::Query) {
             errors.push("query_sources", "only used with query conditions (set query)");
         }
@@ -552,6 +562,7 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
         }
     }),
     Field::optional("exempt", |d, i| d.spec.exempt = read_exempt(i)),
+    Field::optional("overrides", |d, i| d.spec.overrides = read_overrides(i)),
     Field::optional("timeout", |d, i| {
         if let Some(ms) = i.duration("\"2s\"") {
             match u32::try_from(ms.get()) {
@@ -578,6 +589,42 @@ const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
         d.window_ms = i.duration("\"60s\", \"1m\", \"1h\" or \"1d\"");
     }),
 ];
+
+/// `overrides = { "42" = [{ requests = 1000, window = "1d" }] }`: each
+/// key value's own limits, read as `limits` is. Keys are resolved once the
+/// whole config is read ([`Overrides::resolve`]: the IPv6 prefix is a
+/// top-level field).
+fn read_overrides(input: &mut Input<'_>) -> Overrides {
+    let Some(table) = input.value.as_object() else {
+        input.report("must be a table of key value = limits, such as { \"42\" = [{ requests = 1000, window = \"1d\" }] }");
+        return Overrides::default();
+    };
+    let mut entries = Vec::new();
+    for (value, limits) in table {
+        let field = format!("{}.{value}", input.field);
+        if let Some(limits) = read_limits(&mut Input { field: &field, value: limits, errors: input.errors }) {
+            entries.push(Override { value: value.clone(), key: None, limits });
+        }
+    }
+    Overrides::new(entries)
+}
+
+/// An override's limits obey the rule's: cost within the smallest, the
+/// sliding log's size.
+fn check_overrides(spec: &mut RuleSpec, errors: &mut Errors) {
+    // Resolved here so that their errors come with the rule's others; again
+    // once the whole config is read, under its `ipv6_prefix`.
+    let key = spec.key.clone();
+    for e in spec.overrides.resolve(&key, spec.case_insensitive, DEFAULT_IPV6_PREFIX) {
+        errors.push(if e.value.is_empty() { "overrides".to_string() } else { format!("overrides.{}", e.value) }, e.message);
+    }
+    for entry in spec.overrides.entries() {
+        let field = format!("overrides.{}", entry.value);
+        for message in [cost_error(&entry.limits, spec.cost), algorithm_error(&entry.limits, spec.algorithm)].into_iter().flatten() {
+            errors.push(field.clone(), message);
+        }
+    }
+}
 
 /// The fields of an `exempt` table.
 const EXEMPT_FIELDS: &[Field<Exemptions>] = &[
@@ -952,27 +999,32 @@ fn forgeable_success(rule: &Rule) -> Option<ConfigWarning> {
 
 /// A cost above the smallest limit would block every request.
 fn check_cost(spec: &RuleSpec, errors: &mut Errors) {
-    if let Some(smallest) = spec.limits.iter().map(|l| l.requests.get()).min() {
-        if spec.cost > smallest {
-            errors.push("cost", format!("{} is above the smallest limit ({smallest}): every request would be blocked", spec.cost));
-        }
+    if let Some(message) = cost_error(&spec.limits, spec.cost) {
+        errors.push("cost", message);
     }
+}
+
+fn cost_error(limits: &[Limit], cost: u32) -> Option<String> {
+    let smallest = limits.iter().map(|l| l.requests.get()).min()?;
+    (cost > smallest).then(|| format!("{cost} is above the smallest limit ({smallest}): every request would be blocked"))
 }
 
 /// The sliding log holds at most [`MAX_SLIDING_LOG_REQUESTS`] per window.
 fn check_algorithm(spec: &RuleSpec, errors: &mut Errors) {
-    if spec.algorithm != Algorithm::SlidingLog {
-        return;
+    if let Some(message) = algorithm_error(&spec.limits, spec.algorithm) {
+        errors.push("algorithm", message);
     }
-    if let Some(big) = spec.limits.iter().find(|l| l.requests.get() > MAX_SLIDING_LOG_REQUESTS) {
-        errors.push(
-            "algorithm",
-            format!(
-                "a limit of {} requests is too large for the sliding log (at most {MAX_SLIDING_LOG_REQUESTS}); set algorithm = \"gcra\"",
-                big.requests
-            ),
-        );
+}
+
+fn algorithm_error(limits: &[Limit], algorithm: Algorithm) -> Option<String> {
+    if algorithm != Algorithm::SlidingLog {
+        return None;
     }
+    let big = limits.iter().find(|l| l.requests.get() > MAX_SLIDING_LOG_REQUESTS)?;
+    Some(format!(
+        "a limit of {} requests is too large for the sliding log (at most {MAX_SLIDING_LOG_REQUESTS}); set algorithm = \"gcra\"",
+        big.requests
+    ))
 }
 
 /// One field's value being read; what is wrong with it is reported under
@@ -1430,5 +1482,32 @@ mod tests {
             assert!(bad.iter().any(|e| e.contains(&format!("field `{field}`"))), "{field}: {bad:?}");
         }
         assert!(errors(json!({ "rules": [], "exempt": 1 }))[0].contains("field `exempt`: must be a table"));
+    }
+
+    #[test]
+    fn overrides_parse_resolve_typed_and_name_their_value_in_errors() {
+        let c = Config::from_json(&rule(json!({ "key": ["path:school:int"], "path": "/s/:school/*",
+            "overrides": { "042": [{ "requests": 1000, "window": "1d" }] } })))
+        .unwrap();
+        assert_eq!(c.rules[0].limits_for("path:school:int=42")[0].requests.get(), 1000);
+        assert_eq!(c.rules[0].limits_for("path:school:int=43")[0].requests.get(), 10, "everyone else: the rule's");
+        let bad = errors(rule(json!({ "key": ["path:school:int"], "path": "/s/:school/*", "overrides": {
+            "x": [{ "requests": 1, "window": "1d" }],
+            "1": [{ "requests": 0, "window": "1d" }],
+            "2": [{ "requests": 20000, "window": "1d" }],
+            "3": [{ "requests": 5, "window": "1d" }], "+3": [{ "requests": 5, "window": "1d" }] } })));
+        for (field, says) in [("overrides.x", "not a value"), ("overrides.1[0].requests", "whole number"),
+            ("overrides.2", "sliding log"), ("overrides.3", "same key")] {
+            assert!(bad.iter().any(|e| e.contains(&format!("field `{field}`")) && e.contains(says)), "{field}: {bad:?}");
+        }
+        let two = errors(rule(json!({ "key": ["ip", "header:x-a"], "overrides": { "a": [{ "requests": 1, "window": "1d" }] } })));
+        assert!(two[0].contains("field `overrides`: only for a rule whose key has one part"), "{two:?}");
+        let cost = errors(rule(json!({ "cost": 5, "overrides": { "1.2.3.4": [{ "requests": 2, "window": "1d" }] } })));
+        assert!(cost[0].contains("field `overrides.1.2.3.4`: 5 is above the smallest limit"), "{cost:?}");
+        // The IPv6 prefix is read whatever the field order.
+        let v6 = Config::from_json(&json!({ "ipv6_prefix": 48, "rules": [{ "name": "r", "path": "/a",
+            "limits": [{ "requests": 1, "window": "1m" }],
+            "overrides": { "2001:db8:1:2::9": [{ "requests": 5, "window": "1m" }] } }] })).unwrap();
+        assert_eq!(v6.rules[0].limits_for("ip=2001:db8:1::/48")[0].requests.get(), 5);
     }
 }

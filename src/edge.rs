@@ -322,7 +322,7 @@ async fn admin_request(
             Op::Reset
         }
     };
-    let call = request.rule.call(op);
+    let call = request.rule.call_for(op, &request.key);
     match call_with_timeout(env, id, &call, request.rule.timeout_ms).await {
         Ok(reply) => {
             write_logs(&[admin::log_event(request, key_hash, &lockout.key_hash)]);

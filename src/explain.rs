@@ -84,12 +84,12 @@ impl Assumed {
         }
     }
 
-    fn outcome(self, rule: &Rule) -> Outcome {
-        let longest = crate::window::horizon_ms(&rule.limits);
+    fn outcome(self, rule: &Rule, key: &str) -> Outcome {
+        let limits = rule.limits_for(key);
+        let longest = crate::window::horizon_ms(limits);
         match self {
             Assumed::Allowed => Outcome::Allowed {
-                windows: rule
-                    .limits
+                windows: limits
                     .iter()
                     .map(|l| {
                         let used = u64::from(rule.cost);
@@ -155,7 +155,7 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
     let plan = plan::plan(config, &parts);
     let mut verdict = match &plan.route {
         Route::Check(applied) if !applied.is_empty() => {
-            let outcomes: Vec<Outcome> = applied.iter().map(|a| assumed.of(&a.rule.name).outcome(a.rule)).collect();
+            let outcomes: Vec<Outcome> = applied.iter().map(|a| assumed.of(&a.rule.name).outcome(a.rule, &a.key)).collect();
             Some(verdict::verdict(applied, &outcomes))
         }
         _ => verdict::early(&plan),
@@ -228,9 +228,8 @@ fn success(on: &crate::policy::OnSuccess, own_method: bool) -> String {
     }
 }
 
-fn limits(rule: &Rule) -> String {
-    let limits: Vec<String> = rule
-        .limits
+fn limits(limits: &[crate::window::Limit]) -> String {
+    let limits: Vec<String> = limits
         .iter()
         .map(|l| format!("{} per {} s", l.requests, l.window_ms.get() as f64 / 1000.0))
         .collect();
@@ -285,7 +284,7 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
             let _ = writeln!(out, "  exempt:   by {} ({}): not counted, not limited", e.by.kind(), e.by.detail());
         }
         let _ = writeln!(out, "  policy:   {}", policy(rule));
-        let _ = writeln!(out, "  limits:   {}", limits(rule));
+        let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
         match &m.key {
             KeyOutcome::Keys { keys, fell_back } => {
                 let how = match request.log_key {
@@ -300,6 +299,9 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
                     };
                     let _ = writeln!(out, "  key:      {key}{note}");
                     let _ = writeln!(out, "  key hash: {} ({how})", key_hash(key, request.log_key));
+                    if let Some(own) = rule.overrides.limits_for(key) {
+                        let _ = writeln!(out, "  limits:   {} (the override for this key)", limits(own));
+                    }
                 }
             }
             KeyOutcome::Skipped(missing) => {
@@ -433,6 +435,9 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
                     entry["matched"] = json!(true);
                     entry["matched_path"] = json!(m.found.matched_path);
                     entry["own_method"] = json!(m.own_method);
+                    if let Some(e) = &m.exempt {
+                        entry["exempt"] = json!({ "by": e.by.kind(), "detail": e.by.detail() });
+                    }
                     match &m.key {
                         KeyOutcome::Keys { keys, fell_back } => {
                             entry["key"] = json!(keys.first());
@@ -450,7 +455,14 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
         })
         .collect();
     let checked: Vec<Value> = match &plan.route {
-        Route::Check(applied) => applied.iter().map(|a| json!({ "rule": a.rule.name, "key_hash": a.key_hash })).collect(),
+        Route::Check(applied) => applied
+            .iter()
+            .map(|a| {
+                let limits: Vec<Value> = a.rule.limits_for(&a.key).iter().map(|l| json!([l.requests.get(), l.window_ms.get()])).collect();
+                let source = if a.rule.overrides.limits_for(&a.key).is_some() { "override" } else { "config" };
+                json!({ "rule": a.rule.name, "key_hash": a.key_hash, "limits": limits, "limits_source": source })
+            })
+            .collect(),
         _ => Vec::new(),
     };
     let answer = explained.verdict.as_ref().map(|v| match &v.answer {

@@ -9,6 +9,7 @@
 //! | [`canon`]   | raw URL → canonical path and query, used only for matching     |
 //! | [`duration`]| `"10s"`, `"1m"`, `"1h"`, `"1d"` window lengths                 |
 //! | [`config`]  | the `TOLLGATE` var → validated, compiled [`config::Config`]    |
+//! | [`overrides`] | static per-key limits: a key value's own limits (tiers)  |
 //! | [`policy`]  | what a rule does: over limit, counter down, key missing        |
 //! | [`rules`]   | which rules a canonical request matches, and why               |
 //! | [`plan`]    | front half of the pipeline: request parts → matched rules, keys, route |
@@ -60,6 +61,7 @@ pub(crate) mod headers;
 pub(crate) mod hmac;
 pub(crate) mod device;
 pub(crate) mod key;
+pub mod overrides;
 pub mod policy;
 pub mod protocol;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]

@@ -91,7 +91,7 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
     if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
         return Outcome::from_cache(block, now);
     }
-    let call = applied.rule.call(op);
+    let call = applied.rule.call_for(op, &applied.key);
     let (outcome, cacheable) = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
         Ok(reply) => {
             let cacheable = !reply.tally.in_flight;

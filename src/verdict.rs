@@ -24,6 +24,7 @@ use crate::headers::{self, rate_fields, OwnResponse};
 use crate::plan::{Applied, Matched, Plan, Route};
 use crate::protocol::{Call, Op, Reply, WireWindow};
 use crate::rules::Rule;
+use crate::window::Limit;
 use serde_json::Value;
 
 /// What one rule's counter said.
@@ -151,7 +152,7 @@ pub fn early(plan: &Plan<'_>) -> Option<Verdict> {
 pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
     let mut events = Vec::new();
     let mut fields: Vec<(String, String)> = Vec::new();
-    let mut block: Option<(&Rule, u64, usize, &Option<Vec<WireWindow>>)> = None;
+    let mut block: Option<(&Applied<'_>, u64, usize, &Option<Vec<WireWindow>>)> = None;
     // A rule charged to several identities reports the fields of the first
     // (one `RateLimit` item per policy name).
     let mut reported: Vec<&str> = Vec::new();
@@ -171,11 +172,11 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
                 events.push(block_event(a, shadow, *retry_after_ms));
                 if shadow {
                     if report {
-                        let windows = windows_of(a.rule, *retry_after_ms, windows.as_deref());
+                        let windows = windows_of(a.rule.limits_for(&a.key), *retry_after_ms, windows.as_deref());
                         fields.extend(rate_fields(&a.rule.name, &windows, Some((*window, *retry_after_ms))));
                     }
                 } else if block.is_none_or(|(_, ms, _, _)| *retry_after_ms > ms) {
-                    block = Some((a.rule, *retry_after_ms, *window, windows));
+                    block = Some((a, *retry_after_ms, *window, windows));
                 }
             }
             Outcome::Failed(error) => {
@@ -192,8 +193,8 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
         }
     }
     let answer = match block {
-        Some((rule, retry_after_ms, window, windows)) => {
-            Answer::Respond(too_many_requests(rule, retry_after_ms, window, windows.as_deref()))
+        Some((a, retry_after_ms, window, windows)) => {
+            Answer::Respond(too_many_requests_for(a.rule, a.rule.limits_for(&a.key), retry_after_ms, window, windows.as_deref()))
         }
         None => Answer::Forward { fields },
     };
@@ -235,7 +236,7 @@ pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered
             Op::Release
         }
     };
-    Some(applied.rule.call(op).settling(reservation))
+    Some(applied.rule.call_for(op, &applied.key).settling(reservation))
 }
 
 /// Whether the origin's answer is a success that settles the rule's count
@@ -317,23 +318,34 @@ pub fn check_op(rule: &Rule) -> Op {
 /// The 429: problem+json, `Retry-After` in whole seconds (at least 1), and
 /// the rule's `RateLimit` fields with the binding window.
 pub fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize, windows: Option<&[WireWindow]>) -> OwnResponse {
+    too_many_requests_for(rule, &rule.limits, retry_after_ms, window, windows)
+}
+
+/// [`too_many_requests`] for a key with its own `limits` (an override's):
+/// what a block answered from the cache reports.
+pub fn too_many_requests_for(
+    rule: &Rule,
+    limits: &[Limit],
+    retry_after_ms: u64,
+    window: usize,
+    windows: Option<&[WireWindow]>,
+) -> OwnResponse {
     let retry_after_s = headers::seconds_ceil(retry_after_ms).max(1);
     let mut out = vec![
         ("content-type".to_string(), "application/problem+json".to_string()),
         ("retry-after".to_string(), retry_after_s.to_string()),
     ];
-    let windows = windows_of(rule, retry_after_ms, windows);
+    let windows = windows_of(limits, retry_after_ms, windows);
     out.extend(rate_fields(&rule.name, &windows, Some((window, retry_after_ms))));
     OwnResponse { status: 429, headers: out, body: headers::too_many_requests_body(&rule.name, retry_after_s) }
 }
 
 /// The windows to report: the object's, or (answered from the cache) the
 /// rule's limits with nothing remaining.
-fn windows_of(rule: &Rule, retry_after_ms: u64, windows: Option<&[WireWindow]>) -> Vec<WireWindow> {
+fn windows_of(limits: &[Limit], retry_after_ms: u64, windows: Option<&[WireWindow]>) -> Vec<WireWindow> {
     match windows {
         Some(w) => w.to_vec(),
-        None => rule
-            .limits
+        None => limits
             .iter()
             .map(|l| WireWindow {
                 limit: l.requests.get(),

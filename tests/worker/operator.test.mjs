@@ -1,0 +1,140 @@
+// Issue 14, operator controls: exemptions, static per-key overrides, custom
+// responses. Each scenario runs the release build in workerd.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { withTollgate, mockOrigin, exampleConfig, statuses, objectFiles } from "./harness.mjs";
+
+const MONITOR_KEY = "m0nitor-s3cret";
+
+test("exempt CIDR: an office address passes 100 requests while its neighbour is limited at 10", () => {
+  const origin = mockOrigin();
+  return withTollgate({ origin, config: exampleConfig("operator-controls") }, async (tg) => {
+    const office = await statuses(tg, 100, "/api/items", { ip: "198.51.100.77" });
+    assert.deepEqual(office, Array(100).fill(200));
+    const neighbour = await statuses(tg, 12, "/api/items", { ip: "198.51.101.77" });
+    assert.deepEqual(neighbour, [...Array(10).fill(200), 429, 429]);
+    const v6 = await statuses(tg, 15, "/api/items", { ip: "2001:db8:4200:7::1" });
+    assert.deepEqual(v6, Array(15).fill(200), "the IPv6 /48");
+    const v6neighbour = await statuses(tg, 11, "/api/items", { ip: "2001:db8:4201::1" });
+    assert.equal(v6neighbour.at(-1), 429);
+    assert.equal(origin.received.length, 100 + 10 + 15 + 10);
+    // Exempt requests ask no counter: only the two neighbours have objects.
+    assert.equal(objectFiles(tg.persist).length, 2, "no object for the exempt addresses");
+    const exempt = tg.logEvents().filter((e) => e.tollgate === "exempt");
+    assert.ok(exempt.length >= 2, "logged (one line per episode)");
+    assert.deepEqual(
+      exempt.map((e) => [e.rule, e.by, e.detail]).sort(),
+      [["api", "ip", "198.51.100.0/24"], ["api", "ip", "2001:db8:4200::/48"]],
+    );
+    assert.ok(!tg.logs().includes("198.51.100.77"), "the address itself is never logged");
+  });
+});
+
+test("exempt ASN comes from request.cf, and a forged CF-Connecting-IP in a header list is no exemption", () =>
+  withTollgate({ config: exampleConfig("operator-controls") }, async (tg) => {
+    const own = await statuses(tg, 15, "/api/items", { ip: "203.0.113.5", cf: { asn: 64512 } });
+    assert.deepEqual(own, Array(15).fill(200));
+    const other = await statuses(tg, 11, "/api/items", { ip: "203.0.113.6", cf: { asn: 64513 } });
+    assert.equal(other.at(-1), 429);
+    // Only the first address of a header Cloudflare sets counts; a client
+    // appending the office range does not become it.
+    const spoof = await statuses(tg, 3, "/api/items", { ip: "203.0.113.7, 198.51.100.1" });
+    assert.deepEqual(spoof, [400, 400, 400], "not an address: no exemption, and no key (400)");
+  }));
+
+test("secret header: the right value is exempt, a wrong one or no secret set exempts nobody", async () => {
+  const config = exampleConfig("operator-controls");
+  await withTollgate({ config, vars: { TOLLGATE_MONITOR_KEY: `${MONITOR_KEY}\n` } }, async (tg) => {
+    const ip = "203.0.113.20";
+    const monitor = await statuses(tg, 15, "/api/health", { ip, headers: { "x-monitor-key": MONITOR_KEY } });
+    assert.deepEqual(monitor, Array(15).fill(200), "a secret stored with a trailing newline still matches");
+    const guesses = await statuses(tg, 11, "/api/health", { ip, headers: { "x-monitor-key": "guess" } });
+    assert.deepEqual(guesses, [...Array(10).fill(200), 429], "wrong values are counted like any request");
+    const event = tg.logEvents().find((e) => e.tollgate === "exempt");
+    assert.deepEqual([event.by, event.detail], ["header", "x-monitor-key"]);
+    assert.ok(!tg.logs().includes(MONITOR_KEY), "the secret is never logged");
+  });
+  await withTollgate({ config }, async (tg) => {
+    const unset = await statuses(tg, 11, "/api/health", { ip: "203.0.113.21", headers: { "x-monitor-key": "" } });
+    assert.equal(unset.at(-1), 429, "with the secret unset, even an empty header is no exemption");
+  });
+});
+
+test("verified bots: the listed category is exempt (cf.verifiedBotCategory); others and look-alike headers are not", () =>
+  withTollgate({ config: exampleConfig("operator-controls") }, async (tg) => {
+    const crawler = await statuses(tg, 15, "/api/items", { ip: "203.0.113.30", cf: { verifiedBotCategory: "Search Engine Crawler" } });
+    assert.deepEqual(crawler, Array(15).fill(200));
+    const ai = await statuses(tg, 11, "/api/items", { ip: "203.0.113.31", cf: { verifiedBotCategory: "AI Crawler" } });
+    assert.equal(ai.at(-1), 429, "a category not listed");
+    const claims = await statuses(tg, 11, "/api/items", {
+      ip: "203.0.113.32",
+      headers: { "user-agent": "Googlebot/2.1", "cf-verified-bot": "true" },
+    });
+    assert.equal(claims.at(-1), 429, "only Cloudflare's verdict counts");
+  }));
+
+test("verified bots: botManagement.verifiedBot exempts under verified_bots = true", () => {
+  const config = { rules: [{ name: "api", path: "/api/*", limits: [{ requests: 2, window: "1m" }], exempt: { verified_bots: true } }] };
+  return withTollgate({ config }, async (tg) => {
+    const bot = await statuses(tg, 5, "/api/x", { ip: "203.0.113.40", cf: { botManagement: { verifiedBot: true, score: 99 } } });
+    assert.deepEqual(bot, Array(5).fill(200));
+    const human = await statuses(tg, 3, "/api/x", { ip: "203.0.113.41", cf: { botManagement: { verifiedBot: false, score: 99 } } });
+    assert.deepEqual(human, [200, 200, 429]);
+    const odd = await statuses(tg, 3, "/api/x", { ip: "203.0.113.42", cf: { botManagement: { verifiedBot: "yes" } } });
+    assert.deepEqual(odd, [200, 200, 429], "only a boolean true");
+  });
+});
+
+/** Sends `n` requests, `width` at a time; returns how many got each status. */
+async function tally(tg, n, width, send) {
+  const counts = {};
+  for (let i = 0; i < n; i += width) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(width, n - i) }, async (_, j) => {
+        const res = await send(i + j);
+        await res.arrayBuffer();
+        return res.status;
+      }),
+    );
+    for (const s of batch) counts[s] = (counts[s] ?? 0) + 1;
+  }
+  return counts;
+}
+
+test("static override, the real example (enforce): school 42 gets 1,000 a day (any spelling), school 43 stops at 300", () => {
+  const origin = mockOrigin();
+  return withTollgate({ origin, config: exampleConfig("tenant-daily-quota", "enforce") }, async (tg) => {
+    const spellings = ["42", "042", "+42"];
+    const big = await tally(tg, 1005, 25, (i) => tg.fetch(`/api/schools/${spellings[i % 3]}/ai/chat`, { ip: `198.51.100.${i % 200}` }));
+    assert.deepEqual(big, { 200: 1000, 429: 5 }, "exactly 1,000 for school 42, whichever spelling");
+    const other = await tally(tg, 305, 25, (i) => tg.fetch("/api/schools/43/ai/chat", { ip: `203.0.113.${i % 200}` }));
+    assert.deepEqual(other, { 200: 300, 429: 5 });
+    assert.equal(origin.received.length, 1300);
+    const blocked = await tg.fetch("/api/schools/042/ai/chat");
+    assert.equal(blocked.status, 429);
+    assert.match(blocked.headers.get("ratelimit-policy"), /^"ai-quota";q=1000;w=86400$/, "the override's limit is reported");
+    const blocked43 = await tg.fetch("/api/schools/43/ai/chat");
+    assert.match(blocked43.headers.get("ratelimit-policy"), /^"ai-quota";q=300;w=86400$/);
+  });
+});
+
+test("override by header for a plain-count rule: a tenant's own limit, another's untouched, the RateLimit fields follow", () => {
+  const config = {
+    rules: [{
+      name: "api", path: "/api/*", key: ["header:x-tenant"], ratelimit_headers: true,
+      limits: [{ requests: 3, window: "1m" }],
+      overrides: { acme: [{ requests: 6, window: "1m" }], tiny: [{ requests: 1, window: "1m" }] },
+    }],
+  };
+  return withTollgate({ config }, async (tg) => {
+    const as = (tenant) => ({ headers: { "x-tenant": tenant } });
+    assert.deepEqual(await statuses(tg, 7, "/api/x", as("acme")), [200, 200, 200, 200, 200, 200, 429]);
+    assert.deepEqual(await statuses(tg, 4, "/api/x", as("globex")), [200, 200, 200, 429]);
+    assert.deepEqual(await statuses(tg, 2, "/api/x", as("tiny")), [200, 429]);
+    // Two tenants in one header: charged to each, so the smaller limit binds.
+    const both = await tg.fetch("/api/x", { headers: { "x-tenant": "newco, acme" } });
+    assert.equal(both.status, 429, "acme is spent: naming it alongside another tenant does not help");
+    const fresh = await tg.fetch("/api/x", as("initech"));
+    assert.equal(fresh.headers.get("ratelimit-policy"), '"api";q=3;w=60');
+  });
+});
