@@ -22,6 +22,7 @@
 use crate::duration::parse_duration_ms;
 use crate::exempt::{Bots, Exemptions, IpRange, SecretHeader};
 use crate::overrides::{Override, Overrides};
+use crate::response::{self, CustomResponse};
 use crate::canon::{Source, Sources};
 use crate::key::KeyPart;
 use crate::policy::{
@@ -427,6 +428,7 @@ impl RuleDraft {
             reservation_ttl_ms: 0,
             exempt: Exemptions::default(),
             overrides: Overrides::default(),
+            response: None,
         };
         RuleDraft {
             spec,
@@ -563,6 +565,7 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
     }),
     Field::optional("exempt", |d, i| d.spec.exempt = read_exempt(i)),
     Field::optional("overrides", |d, i| d.spec.overrides = read_overrides(i)),
+    Field::optional("response", |d, i| d.spec.response = read_response(i)),
     Field::optional("timeout", |d, i| {
         if let Some(ms) = i.duration("\"2s\"") {
             match u32::try_from(ms.get()) {
@@ -623,6 +626,51 @@ fn check_overrides(spec: &mut RuleSpec, errors: &mut Errors) {
         for message in [cost_error(&entry.limits, spec.cost), algorithm_error(&entry.limits, spec.algorithm)].into_iter().flatten() {
             errors.push(field.clone(), message);
         }
+    }
+}
+
+/// `response = { status, content_type, body }` while it is read.
+#[derive(Default)]
+struct ResponseDraft {
+    status: Option<u16>,
+    content_type: Option<String>,
+    body: Option<String>,
+}
+
+/// The fields of `response`.
+const RESPONSE_FIELDS: &[Field<ResponseDraft>] = &[
+    Field::optional("status", |d, i| {
+        match i.value.as_u64().and_then(|s| u16::try_from(s).ok()).filter(|s| response::STATUSES.contains(s)) {
+            Some(status) => d.status = Some(status),
+            None => i.report("must be 429 or 503 (both carry Retry-After)"),
+        }
+    }),
+    Field::optional("content_type", |d, i| {
+        let valid = |t: &str| t.contains('/') && !t.is_empty() && t.bytes().all(|b| (b' '..=b'~').contains(&b));
+        d.content_type = i.text(valid, "must be a media type such as \"text/html; charset=utf-8\"");
+    }),
+    Field::optional("body", |d, i| {
+        d.body = i.text(|b| b.len() <= response::MAX_BODY_BYTES, "must be text of at most 64 KiB, with {retry_after} and {rule} as placeholders");
+    }),
+];
+
+/// A rule's own block response, its body prepared once here.
+fn read_response(input: &mut Input<'_>) -> Option<CustomResponse> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail("must be a table { status = 429, content_type = \"text/html; charset=utf-8\", body = \"... {retry_after} ... {rule} ...\" }");
+    };
+    let mut draft = ResponseDraft::default();
+    let before = input.errors.list.len();
+    read_table(table, RESPONSE_FIELDS, &mut draft, input.errors, &format!("{}.", input.field));
+    if input.errors.list.len() != before {
+        return None;
+    }
+    if draft.content_type.is_some() && draft.body.is_none() {
+        return input.fail("content_type without a body: give the body too");
+    }
+    match CustomResponse::new(draft.status.unwrap_or(429), draft.content_type, draft.body.as_deref()) {
+        Ok(response) => Some(response),
+        Err(message) => input.fail(message),
     }
 }
 
@@ -1509,5 +1557,27 @@ mod tests {
             "limits": [{ "requests": 1, "window": "1m" }],
             "overrides": { "2001:db8:1:2::9": [{ "requests": 5, "window": "1m" }] } }] })).unwrap();
         assert_eq!(v6.rules[0].limits_for("ip=2001:db8:1::/48")[0].requests.get(), 5);
+    }
+
+    #[test]
+    fn custom_responses_parse_once_and_errors_name_the_field() {
+        let c = Config::from_json(&rule(json!({ "response": { "status": 503, "body": "<p>{rule}: {retry_after} s</p>" } }))).unwrap();
+        let r = c.rules[0].response.as_ref().unwrap();
+        assert_eq!((r.status, r.content_type.as_str()), (503, "text/html; charset=utf-8"));
+        assert_eq!(r.render("r", 7).unwrap(), "<p>r: 7 s</p>");
+        let status_only = Config::from_json(&rule(json!({ "response": { "status": 503 } }))).unwrap();
+        assert!(!status_only.rules[0].response.as_ref().unwrap().has_body());
+        for (response, field, says) in [
+            (json!({ "status": 418 }), "response.status", "429 or 503"),
+            (json!({ "status": 500 }), "response.status", "429 or 503"),
+            (json!({ "content_type": "html", "body": "x" }), "response.content_type", "media type"),
+            (json!({ "body": "x".repeat(70_000) }), "response.body", "64 KiB"),
+            (json!({ "content_type": "text/plain" }), "response", "without a body"),
+            (json!({ "bogus": 1 }), "response.bogus", "unknown field"),
+            (json!("429"), "response", "must be a table"),
+        ] {
+            let e = errors(rule(json!({ "response": response })));
+            assert!(e.iter().any(|e| e.contains(&format!("field `{field}`")) && e.contains(says)), "{field}: {e:?}");
+        }
     }
 }

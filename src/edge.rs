@@ -24,6 +24,7 @@ use crate::headers::OwnResponse;
 use crate::key::log_key;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
 use crate::protocol::Op;
+use crate::response::Prefers;
 use crate::objects::{self, call_with_timeout, check, send_settlements, settle, settlements};
 use crate::origin::{forward, read_body, with_fields};
 use crate::verdict::{self, Answer, Answered, LogEvent, Outcome};
@@ -201,7 +202,7 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         Route::Admin { lockout, route } => return admin_request(env, config, lockout, route).await,
         Route::Check(applied) if !applied.is_empty() => {
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
-            verdict::verdict(applied, &outcomes)
+            verdict::verdict_for(applied, &outcomes, Prefers::from_accept(header("accept").as_deref()))
         }
         _ => match verdict::early(&plan) {
             Some(verdict) => verdict,

@@ -156,7 +156,7 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
     let mut verdict = match &plan.route {
         Route::Check(applied) if !applied.is_empty() => {
             let outcomes: Vec<Outcome> = applied.iter().map(|a| assumed.of(&a.rule.name).outcome(a.rule, &a.key)).collect();
-            Some(verdict::verdict(applied, &outcomes))
+            Some(verdict::verdict_for(applied, &outcomes, crate::response::Prefers::from_accept(header("accept").as_deref())))
         }
         _ => verdict::early(&plan),
     };
@@ -367,7 +367,8 @@ fn describe(answer: &Answer) -> String {
         }
         Answer::Respond(r) => {
             let retry = r.header("retry-after").map(|s| format!(" (Retry-After: {s})")).unwrap_or_default();
-            format!("{}{retry}", r.status)
+            let body = r.header("content-type").map(|t| format!(", {t}")).unwrap_or_default();
+            format!("{}{retry}{body}", r.status)
         }
     }
 }

@@ -11,6 +11,7 @@
 //! | [`config`]  | the `TOLLGATE` var → validated, compiled [`config::Config`]    |
 //! | [`overrides`] | static per-key limits: a key value's own limits (tiers)  |
 //! | [`policy`]  | what a rule does: over limit, counter down, key missing        |
+//! | [`response`] | a rule's own block response (status, body template) and content negotiation |
 //! | [`rules`]   | which rules a canonical request matches, and why               |
 //! | [`plan`]    | front half of the pipeline: request parts → matched rules, keys, route |
 //! | [`verdict`] | back half: the counters' outcomes → forward or answer, log events |
@@ -67,6 +68,7 @@ pub mod protocol;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod reservation;
 pub mod plan;
+pub mod response;
 pub mod rules;
 pub mod verdict;
 pub mod window;

@@ -165,7 +165,7 @@ mod tests {
         assert!(key.starts_with("body:email=") && !key.contains("ann"), "hashed: {key}");
         let header = KeyPart::parse("header:x-tenant").unwrap();
         let mut h = overrides(&["acme"]);
-        assert!(h.resolve(&[header.clone()], false, 64).is_empty());
+        assert!(h.resolve(std::slice::from_ref(&header), false, 64).is_empty());
         assert!(h.limits_for("header:x-tenant=acme").is_some());
         let mut two = overrides(&["acme"]);
         assert_eq!(two.resolve(&[header, KeyPart::Ip], false, 64).len(), 1, "one-part keys only");

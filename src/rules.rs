@@ -193,6 +193,8 @@ pub struct RuleSpec {
     pub exempt: crate::exempt::Exemptions,
     /// Keys with limits of their own (`overrides`).
     pub overrides: crate::overrides::Overrides,
+    /// The rule's own block response (`response`); `None`: 429 problem+json.
+    pub response: Option<crate::response::CustomResponse>,
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.

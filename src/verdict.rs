@@ -20,10 +20,11 @@
 //! - otherwise the request is forwarded.
 
 use crate::policy::{Action, Counting, FailPolicy, SuccessAction};
-use crate::headers::{self, rate_fields, OwnResponse};
+use crate::headers::{rate_fields, OwnResponse};
 use crate::plan::{Applied, Matched, Plan, Route};
 use crate::protocol::{Call, Op, Reply, WireWindow};
 use crate::rules::Rule;
+use crate::response::Prefers;
 use crate::window::Limit;
 use serde_json::Value;
 
@@ -148,8 +149,16 @@ pub fn early(plan: &Plan<'_>) -> Option<Verdict> {
 }
 
 /// Folds each checked rule's outcome (`outcomes[i]` for `applied[i]`) into
-/// the answer, as the module documentation describes.
+/// the answer, as the module documentation describes, for a client that
+/// sent no `Accept` (a blocking rule's own response body, if it has one).
 pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
+    verdict_for(applied, outcomes, Prefers::Other)
+}
+
+/// [`verdict`] for a client that `prefers` (its `Accept`,
+/// [`Prefers::from_accept`]) JSON or not: the block response negotiated as
+/// [`crate::response`] says.
+pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefers) -> Verdict {
     let mut events = Vec::new();
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut block: Option<(&Applied<'_>, u64, usize, &Option<Vec<WireWindow>>)> = None;
@@ -194,7 +203,8 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
     }
     let answer = match block {
         Some((a, retry_after_ms, window, windows)) => {
-            Answer::Respond(too_many_requests_for(a.rule, a.rule.limits_for(&a.key), retry_after_ms, window, windows.as_deref()))
+            let windows = windows_of(a.rule.limits_for(&a.key), retry_after_ms, windows.as_deref());
+            Answer::Respond(crate::response::blocked(&a.rule.name, a.rule.response.as_ref(), prefers, retry_after_ms, window, &windows))
         }
         None => Answer::Forward { fields },
     };
@@ -318,26 +328,8 @@ pub fn check_op(rule: &Rule) -> Op {
 /// The 429: problem+json, `Retry-After` in whole seconds (at least 1), and
 /// the rule's `RateLimit` fields with the binding window.
 pub fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize, windows: Option<&[WireWindow]>) -> OwnResponse {
-    too_many_requests_for(rule, &rule.limits, retry_after_ms, window, windows)
-}
-
-/// [`too_many_requests`] for a key with its own `limits` (an override's):
-/// what a block answered from the cache reports.
-pub fn too_many_requests_for(
-    rule: &Rule,
-    limits: &[Limit],
-    retry_after_ms: u64,
-    window: usize,
-    windows: Option<&[WireWindow]>,
-) -> OwnResponse {
-    let retry_after_s = headers::seconds_ceil(retry_after_ms).max(1);
-    let mut out = vec![
-        ("content-type".to_string(), "application/problem+json".to_string()),
-        ("retry-after".to_string(), retry_after_s.to_string()),
-    ];
-    let windows = windows_of(limits, retry_after_ms, windows);
-    out.extend(rate_fields(&rule.name, &windows, Some((window, retry_after_ms))));
-    OwnResponse { status: 429, headers: out, body: headers::too_many_requests_body(&rule.name, retry_after_s) }
+    let windows = windows_of(&rule.limits, retry_after_ms, windows);
+    crate::response::blocked(&rule.name, None, Prefers::Json, retry_after_ms, window, &windows)
 }
 
 /// The windows to report: the object's, or (answered from the cache) the

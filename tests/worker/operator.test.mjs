@@ -138,3 +138,54 @@ test("override by header for a plain-count rule: a tenant's own limit, another's
     assert.equal(fresh.headers.get("ratelimit-policy"), '"api";q=3;w=60');
   });
 });
+
+const CHROME_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
+
+test("custom response: browsers get the example's page, JSON clients problem+json, both with Retry-After and RateLimit", () =>
+  withTollgate({ config: exampleConfig("operator-controls") }, async (tg) => {
+    const ip = "203.0.113.50";
+    assert.deepEqual(await statuses(tg, 10, "/api/items", { ip }), Array(10).fill(200));
+    // The first block comes from the object, the later ones from the isolate's cache.
+    for (let i = 0; i < 2; i++) {
+      const page = await tg.fetch("/api/items", { ip, headers: { accept: CHROME_ACCEPT } });
+      assert.equal(page.status, 429);
+      assert.equal(page.headers.get("content-type"), "text/html; charset=utf-8");
+      const retry = Number(page.headers.get("retry-after"));
+      assert.ok(retry >= 1 && retry <= 60, `Retry-After ${retry}`);
+      assert.equal(page.headers.get("ratelimit-policy"), '"api";q=10;w=60');
+      assert.match(page.headers.get("ratelimit"), /^"api";r=0;t=\d+$/);
+      const html = await page.text();
+      assert.match(html, /<h1>Slow down<\/h1>/);
+      assert.ok(html.includes("limit of <code>api</code>"), html);
+      assert.ok(html.includes(`Try again in ${retry} seconds.`), "{retry_after} is the Retry-After value");
+      assert.ok(html.includes("body { font: 16px system-ui"), "braces that are no placeholder stay");
+    }
+    const json = await tg.fetch("/api/items", { ip, headers: { accept: "application/json, text/plain, */*" } });
+    assert.equal(json.status, 429);
+    assert.equal(json.headers.get("content-type"), "application/problem+json");
+    assert.ok(Number(json.headers.get("retry-after")) >= 1);
+    assert.equal(json.headers.get("ratelimit-policy"), '"api";q=10;w=60');
+    const problem = await json.json();
+    assert.deepEqual([problem.status, problem.title, problem.rule], [429, "Too Many Requests", "api"]);
+    const curl = await tg.fetch("/api/items", { ip, headers: { accept: "*/*" } });
+    assert.equal(curl.headers.get("content-type"), "text/html; charset=utf-8", "no JSON asked for: the page");
+    await curl.arrayBuffer();
+  }));
+
+test("custom response with status 503: the status holds for both bodies", () => {
+  const config = {
+    rules: [{ name: "busy", path: "/b", limits: [{ requests: 1, window: "1m" }],
+      response: { status: 503, content_type: "text/plain; charset=utf-8", body: "busy ({rule}), back in {retry_after}s" } }],
+  };
+  return withTollgate({ config }, async (tg) => {
+    assert.equal((await tg.fetch("/b")).status, 200);
+    const text = await tg.fetch("/b");
+    assert.equal(text.status, 503);
+    assert.match(await text.text(), /^busy \(busy\), back in (59|60)s$/);
+    assert.ok(text.headers.get("retry-after") && text.headers.get("ratelimit"));
+    const json = await tg.fetch("/b", { headers: { accept: "application/problem+json" } });
+    assert.equal(json.status, 503);
+    const problem = await json.json();
+    assert.deepEqual([problem.status, problem.title], [503, "Service Unavailable"]);
+  });
+});
