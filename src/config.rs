@@ -21,6 +21,7 @@
 
 use crate::duration::parse_duration_ms;
 use crate::exempt::{Bots, Exemptions, IpRange, SecretHeader};
+use crate::metrics::MetricsLevel;
 use crate::overrides::{Override, Overrides};
 use crate::response::{self, CustomResponse};
 use crate::canon::{Source, Sources};
@@ -429,6 +430,7 @@ impl RuleDraft {
             exempt: Exemptions::default(),
             overrides: Overrides::default(),
             response: None,
+            metrics: MetricsLevel::default(),
         };
         RuleDraft {
             spec,
@@ -566,6 +568,12 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
     Field::optional("exempt", |d, i| d.spec.exempt = read_exempt(i)),
     Field::optional("overrides", |d, i| d.spec.overrides = read_overrides(i)),
     Field::optional("response", |d, i| d.spec.response = read_response(i)),
+    Field::optional("metrics", |d, i| {
+        let names = [("off", MetricsLevel::Off), ("limited", MetricsLevel::Limited), ("all", MetricsLevel::All)];
+        if let Some(level) = i.choice(&names) {
+            d.spec.metrics = level;
+        }
+    }),
     Field::optional("timeout", |d, i| {
         if let Some(ms) = i.duration("\"2s\"") {
             match u32::try_from(ms.get()) {

@@ -24,6 +24,7 @@ use crate::headers::OwnResponse;
 use crate::key::log_key;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
 use crate::protocol::Op;
+use crate::metrics;
 use crate::response::Prefers;
 use crate::objects::{self, call_with_timeout, check, send_settlements, settle, settlements};
 use crate::origin::{forward, read_body, with_fields};
@@ -32,7 +33,7 @@ use futures_util::future::join_all;
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
 use worker::{
-    console_log, event, web_sys, Context, Date, Env, Headers, Request, Response,
+    console_log, event, web_sys, AnalyticsEngineDataPointBuilder, Context, Date, Env, Headers, Request, Response,
 };
 
 /// The structured var holding the config.
@@ -211,6 +212,12 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     };
     write_logs(&verdict::exempt_events(&plan.matched));
     write_logs(&verdict.events);
+    if let Route::Check(applied) = &plan.route {
+        write_metrics(env, metrics::points(&plan.matched, applied, &outcomes, metrics::Place {
+            colo: cf_string(&req, "colo").as_deref(),
+            country: country.as_deref(),
+        }));
+    }
     let applied = match plan.route {
         Route::Check(applied) => applied,
         _ => Vec::new(),
@@ -237,6 +244,30 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     } else {
         with_fields(response, &fields)
     }
+}
+
+/// Writes the data points to the Analytics Engine dataset bound as
+/// [`metrics::BINDING`], if there is one. A failed write is dropped: a
+/// metric never fails a request.
+fn write_metrics(env: &Env, points: Vec<metrics::Point>) {
+    if points.is_empty() {
+        return;
+    }
+    let Ok(dataset) = env.analytics_engine(metrics::BINDING) else { return };
+    for p in points {
+        let _ = AnalyticsEngineDataPointBuilder::new()
+            .indexes([p.index.as_str()])
+            .blobs(p.blobs)
+            .doubles(p.doubles)
+            .write_to(&dataset);
+    }
+}
+
+/// A string field of `request.cf` (`colo`), read through `Reflect`:
+/// absent in local development, where the typed getter would panic.
+fn cf_string(req: &Request, name: &str) -> Option<String> {
+    let cf = js_sys::Reflect::get(req.inner().as_ref(), &"cf".into()).ok().filter(|cf| cf.is_object())?;
+    js_sys::Reflect::get(&cf, &name.into()).ok()?.as_string()
 }
 
 /// The verified bot category Cloudflare gives the request

@@ -285,6 +285,19 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
         }
         let _ = writeln!(out, "  policy:   {}", policy(rule));
         let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
+        if let Some(r) = &rule.response {
+            let body = if r.has_body() { format!("{} to clients not asking for JSON", r.content_type) } else { "problem+json".to_string() };
+            let _ = writeln!(out, "  response: {} when blocked, {body}", r.status);
+        }
+        match rule.metrics {
+            crate::metrics::MetricsLevel::Off => {
+                let _ = writeln!(out, "  metrics:  off");
+            }
+            crate::metrics::MetricsLevel::All => {
+                let _ = writeln!(out, "  metrics:  every decision (allowed too)");
+            }
+            crate::metrics::MetricsLevel::Limited => {}
+        }
         match &m.key {
             KeyOutcome::Keys { keys, fell_back } => {
                 let how = match request.log_key {
@@ -318,6 +331,9 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
     if let Some(v) = &explained.verdict {
         let _ = writeln!(out, "assuming:   {}", describe_assumptions(assumed));
         let _ = writeln!(out, "answer:     {}", describe(&v.answer));
+        if let Answer::Respond(r) = &v.answer {
+            let _ = writeln!(out, "body:       {}", r.header("content-type").unwrap_or("(none)"));
+        }
         for event in &v.events {
             let _ = writeln!(out, "log:        {}", event.line());
         }
@@ -367,8 +383,7 @@ fn describe(answer: &Answer) -> String {
         }
         Answer::Respond(r) => {
             let retry = r.header("retry-after").map(|s| format!(" (Retry-After: {s})")).unwrap_or_default();
-            let body = r.header("content-type").map(|t| format!(", {t}")).unwrap_or_default();
-            format!("{}{retry}{body}", r.status)
+            format!("{}{retry}", r.status)
         }
     }
 }

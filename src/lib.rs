@@ -9,6 +9,7 @@
 //! | [`canon`]   | raw URL → canonical path and query, used only for matching     |
 //! | [`duration`]| `"10s"`, `"1m"`, `"1h"`, `"1d"` window lengths                 |
 //! | [`config`]  | the `TOLLGATE` var → validated, compiled [`config::Config`]    |
+//! | [`metrics`] | Analytics Engine data points: one per decision, never the key |
 //! | [`overrides`] | static per-key limits: a key value's own limits (tiers)  |
 //! | [`policy`]  | what a rule does: over limit, counter down, key missing        |
 //! | [`response`] | a rule's own block response (status, body template) and content negotiation |
@@ -62,6 +63,7 @@ pub(crate) mod headers;
 pub(crate) mod hmac;
 pub(crate) mod device;
 pub(crate) mod key;
+pub mod metrics;
 pub mod overrides;
 pub mod policy;
 pub mod protocol;

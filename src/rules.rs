@@ -195,6 +195,8 @@ pub struct RuleSpec {
     pub overrides: crate::overrides::Overrides,
     /// The rule's own block response (`response`); `None`: 429 problem+json.
     pub response: Option<crate::response::CustomResponse>,
+    /// Which decisions go to Analytics Engine (`metrics`).
+    pub metrics: crate::metrics::MetricsLevel,
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.

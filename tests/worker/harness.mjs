@@ -91,7 +91,9 @@ export function mockOrigin(respond) {
  * options: config (TOLLGATE object; defaults to the shipped one), persist
  * (folder; defaults to a new temp folder), origin (from mockOrigin), vars
  * (extra plain bindings), limiterScript (replace the Durable Object, for
- * fault injection).
+ * fault injection), workerOptions (more Miniflare options of the tollgate
+ * Worker, e.g. analyticsEngineDatasets or serviceBindings), extraWorkers
+ * (more Workers, e.g. what a service binding points at).
  */
 export async function startTollgate(options = {}) {
   const persist = options.persist ?? tempDir();
@@ -106,8 +108,9 @@ export async function startTollgate(options = {}) {
     durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
     outboundService: origin.outboundService,
     stripCfConnectingIp: false,
+    ...(options.workerOptions ?? {}),
   };
-  const workers = [tollgate];
+  const workers = [tollgate, ...(options.extraWorkers ?? [])];
   if (options.faults) {
     // The Worker's LIMITER binding goes to FaultyLimiter, which passes calls
     // through to the real Limiter unless told to throw, hang or fail.

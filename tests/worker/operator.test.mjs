@@ -189,3 +189,94 @@ test("custom response with status 503: the status holds for both bodies", () => 
     assert.deepEqual([problem.status, problem.title], [503, "Service Unavailable"]);
   });
 });
+
+// Stands in for the Analytics Engine dataset: the Worker's binding is a
+// service binding to this entrypoint, whose writeDataPoint records each
+// point (Miniflare's own dataset discards them); GET / returns them.
+const RECORDER = `
+import { WorkerEntrypoint } from "cloudflare:workers";
+const points = [];
+export class Recorder extends WorkerEntrypoint {
+  writeDataPoint(point) { points.push(point); }
+}
+export default { fetch() { return Response.json(points); } };
+`;
+
+function withRecorder(config, body) {
+  return withTollgate(
+    {
+      config,
+      workerOptions: { serviceBindings: { TOLLGATE_METRICS: { name: "recorder", entrypoint: "Recorder" } } },
+      extraWorkers: [{ name: "recorder", modules: true, script: RECORDER, compatibilityDate: "2025-01-01" }],
+    },
+    body,
+  );
+}
+
+/** The recorded points, once there are at least `n` (writes are not awaited by the Worker). */
+async function recorded(tg, n) {
+  const recorder = await tg.mf.getWorker("recorder");
+  for (let i = 0; i < 100; i++) {
+    const points = await (await recorder.fetch("http://recorder/")).json();
+    if (points.length >= n) return points;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.fail(`fewer than ${n} data points recorded`);
+}
+
+test("metrics: one Analytics Engine data point per decision, with rule, action, colo, country and key hash, never the key", () => {
+  const config = {
+    exempt: { asns: [64512] },
+    rules: [
+      { name: "api", path: "/api/*", metrics: "all", limits: [{ requests: 2, window: "1m" }] },
+      { name: "quiet", path: "/api/*", key: ["header:x-user"], on_missing_key: "skip", limits: [{ requests: 5, window: "1m" }] },
+      { name: "trial", path: "/api/*", action: "log", limits: [{ requests: 1, window: "1m" }] },
+      { name: "none", path: "/api/*", metrics: "off", limits: [{ requests: 100, window: "1m" }] },
+    ],
+  };
+  return withRecorder(config, async (tg) => {
+    const ip = "198.51.100.23";
+    const cf = { colo: "AKL", country: "NZ" };
+    const sent = [];
+    for (let i = 0; i < 3; i++) sent.push((await tg.fetch("/api/x", { ip, cf })).status);
+    assert.deepEqual(sent, [200, 200, 429]);
+    assert.equal((await tg.fetch("/api/x", { ip: "203.0.113.9", cf: { ...cf, asn: 64512 } })).status, 200, "exempt");
+    assert.equal((await tg.fetch("/api/x", { ip: "203.0.113.10", cf, headers: { "x-user": "ann" } })).status, 200);
+    // api (all): allowed ×3, blocked ×1; trial (limited): shadow ×2, none
+    // allowed; quiet (limited): nothing allowed; none (off): nothing; the
+    // exempt request: one point per rule not off.
+    await recorded(tg, 9);
+    await new Promise((r) => setTimeout(r, 300));
+    const all = await recorded(tg, 9);
+    const rows = all.map((p) => `${p.blobs[0]} ${p.blobs[1]}`).sort();
+    assert.deepEqual(rows, [
+      "api allowed", "api allowed", "api allowed", "api blocked", "api exempt", "quiet exempt", "trial exempt", "trial shadow", "trial shadow",
+    ], "exactly one point per selected decision");
+    for (const p of all) {
+      assert.deepEqual(p.indexes, [p.blobs[0]], "indexed by rule");
+      assert.deepEqual([p.blobs[2], p.blobs[3]], ["AKL", "NZ"]);
+      const keyless = p.blobs[0] === "quiet" && p.blobs[1] === "exempt";
+      assert.match(p.blobs[4], keyless ? /^-$/ : /^[0-9a-f]{16}$/, "the key hash (`-`: the exempt request had no key for quiet)");
+      assert.equal(p.blobs[5], p.blobs[1] === "exempt" ? "asn" : "");
+      assert.equal(p.doubles.length, 2);
+    }
+    const blocked = all.find((p) => p.blobs[1] === "blocked");
+    assert.ok(blocked.doubles[0] > 0 && blocked.doubles[0] <= 60_000, "retry-after ms");
+    const logged = tg.logEvents().find((e) => e.tollgate === "block");
+    assert.equal(blocked.blobs[4], logged.key_hash, "the same hash as the logs");
+    const text = JSON.stringify(all);
+    for (const raw of ["198.51.100.23", "203.0.113.9", "203.0.113.10", "ann"]) assert.ok(!text.includes(raw), `never the raw key ${raw}`);
+  });
+});
+
+test("metrics: Miniflare's own analyticsEngineDatasets binding is written to without failing a request", () =>
+  withTollgate(
+    {
+      config: { rules: [{ name: "api", path: "/api/*", metrics: "all", limits: [{ requests: 2, window: "1m" }] }] },
+      workerOptions: { analyticsEngineDatasets: { TOLLGATE_METRICS: { dataset: "tollgate" } } },
+    },
+    async (tg) => {
+      assert.deepEqual(await statuses(tg, 3, "/api/x"), [200, 200, 429]);
+      assert.ok(!/edge_error|TypeError/.test(tg.logs()), tg.logs());
+    },
+  ));
