@@ -23,7 +23,8 @@ use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
 use crate::key::log_key;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
-use crate::protocol::Op;
+use crate::controls::Change;
+use crate::protocol::{CallFailure, Op};
 use crate::metrics;
 use crate::response::Prefers;
 use crate::objects::{self, call_with_timeout, check, send_settlements, settle, settlements};
@@ -270,6 +271,21 @@ fn cf_string(req: &Request, name: &str) -> Option<String> {
     js_sys::Reflect::get(&cf, &name.into()).ok()?.as_string()
 }
 
+/// A control change the object refused (400: its reason) or could not be
+/// asked (503).
+fn control_failure(e: &CallFailure) -> worker::Result<web_sys::Response> {
+    match e {
+        CallFailure::Refused { status: 400, body } => {
+            let why = serde_json::from_str::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            respond(&OwnResponse::problem(400, "Bad Request", &why, None))
+        }
+        other => respond(&OwnResponse::problem(503, "Service Unavailable", &format!("The counter cannot be reached: {other}"), Some(1))),
+    }
+}
+
 /// The verified bot category Cloudflare gives the request
 /// (`request.cf.verifiedBotCategory`), or `""` when only Bot Management's
 /// `request.cf.botManagement.verifiedBot` says it is one; `None` for
@@ -347,18 +363,32 @@ async fn admin_request(
             return Ok(Response::from_json(&admin::rules_body(config))?.into());
         }
     };
+    let now = now_ms();
+    // An override or a ban: set in the key's object, then reported as a
+    // status is.
+    if let Some(change) = request.change(now) {
+        match (&change, objects::control(env, id, &change, request.rule.timeout_ms).await) {
+            (_, Err(e)) => return control_failure(&e),
+            (Change::Ban { until_ms }, Ok(_)) => objects::cache_ban(id, *until_ms),
+            (_, Ok(_)) => objects::forget_block(id),
+        }
+    }
     let op = match request.action {
-        AdminAction::Status => Op::Status,
         AdminAction::Reset => {
             objects::forget_block(id);
             Op::Reset
         }
+        _ => Op::Status,
     };
     let call = request.rule.call_for(op, &request.key);
     match call_with_timeout(env, id, &call, request.rule.timeout_ms).await {
         Ok(reply) => {
             write_logs(&[admin::log_event(request, key_hash, &lockout.key_hash)]);
-            Ok(Response::from_json(&admin::status_body(request, key_hash, &reply))?.into())
+            let body = match objects::control(env, id, &Change::Get, request.rule.timeout_ms).await {
+                Ok(controls) => admin::status_with_controls(request, key_hash, &reply, &controls, now),
+                Err(_) => admin::status_body(request, key_hash, &reply),
+            };
+            Ok(Response::from_json(&body)?.into())
         }
         Err(e) => respond(&OwnResponse::problem(
             503,

@@ -50,6 +50,8 @@ pub mod body;
 pub mod canon;
 pub mod config;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod controls;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod counter;
 pub mod coverage;
 pub(crate) mod duration;

@@ -11,7 +11,8 @@ use crate::verdict::{self, Answered, Outcome};
 use futures_util::future::{join_all, select, Either};
 use std::cell::RefCell;
 use std::time::Duration;
-use worker::{Context, Delay, Env};
+use crate::controls::{Change, Controls, CONTROL_PATH};
+use worker::{Context, Delay, Env, Method, Request, RequestInit};
 
 /// The Durable Object namespace binding of the limiter objects.
 const LIMITER_BINDING: &str = "LIMITER";
@@ -130,4 +131,44 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFai
     let mut response = stub.fetch_with_str(&encode_call_url(call)).await.map_err(transport)?;
     let body = response.text().await.map_err(transport)?;
     decode_reply_line(response.status_code(), &body)
+}
+
+/// Sends an admin change of a key's runtime override or ban to its object
+/// (`POST /v1/control`, [`crate::controls`]) within `timeout_ms`; the
+/// controls in force after it. A refused change is
+/// [`CallFailure::Refused`] with status 400.
+pub(crate) async fn control(env: &Env, id: &str, change: &Change, timeout_ms: u32) -> Result<Controls, CallFailure> {
+    let timeout = Delay::from(Duration::from_millis(u64::from(timeout_ms)));
+    let request = Box::pin(send_control(env, id, change));
+    match select(request, timeout).await {
+        Either::Left((result, _)) => result,
+        Either::Right(_) => Err(CallFailure::Timeout { ms: timeout_ms }),
+    }
+}
+
+async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, CallFailure> {
+    let stub = env
+        .durable_object(LIMITER_BINDING)
+        .and_then(|ns| ns.id_from_name(id)?.get_stub())
+        .map_err(|e| CallFailure::NoBinding(e.to_string()))?;
+    let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
+    let body = serde_json::to_string(change).map_err(|e| CallFailure::Transport(e.to_string()))?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_body(Some(body.into()));
+    let request = Request::new_with_init(&format!("https://limiter{CONTROL_PATH}"), &init).map_err(transport)?;
+    let mut response = stub.fetch_with_request(request).await.map_err(transport)?;
+    let text = response.text().await.map_err(transport)?;
+    match response.status_code() {
+        200 => serde_json::from_str(&text).map_err(|e| CallFailure::Unreadable(e.to_string())),
+        status => Err(CallFailure::Refused { status, body: text }),
+    }
+}
+
+/// Caches a ban in this isolate at once (other isolates see it at their
+/// next call to the object, or once their cached block ends).
+pub(crate) fn cache_ban(id: &str, until_ms: i64) {
+    let now = now_ms();
+    if until_ms > now {
+        BLOCKED.with(|b| b.borrow_mut().insert(id, Block { until_ms, window: 0 }, now));
+    }
 }

@@ -280,3 +280,81 @@ test("metrics: Miniflare's own analyticsEngineDatasets binding is written to wit
       assert.ok(!/edge_error|TypeError/.test(tg.logs()), tg.logs());
     },
   ));
+
+// Runtime overrides and bans through the admin API, kept in the key's own object.
+const TOKEN = "s3cret-admin-token-for-tests";
+const adminCall = async (tg, path, method = "GET") => {
+  const res = await tg.fetch(path, { method, ip: "192.0.2.1", headers: { authorization: `Bearer ${TOKEN}` } });
+  return { status: res.status, body: await res.json() };
+};
+const sleepMs = (ms) => new Promise((r) => setTimeout(r, ms));
+
+test("runtime ban: blocks at once (allowed keys, and in another rule's presence), lifts at its time; DELETE lifts it early", () => {
+  const config = { rules: [{ name: "api", path: "/api/*", limits: [{ requests: 100, window: "1m" }] }] };
+  return withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+    const ip = "203.0.113.60";
+    assert.deepEqual(await statuses(tg, 2, "/api/x", { ip }), [200, 200]);
+    const ban = await adminCall(tg, `/.tollgate/ban?rule=api&ip=${ip}&for=3s`, "POST");
+    assert.equal(ban.status, 200, JSON.stringify(ban.body));
+    assert.equal(ban.body.limits_source, "ban");
+    assert.ok(ban.body.ban.until_ms > Date.now());
+    const blocked = await tg.fetch("/api/x", { ip });
+    assert.equal(blocked.status, 429, "at once");
+    const retry = Number(blocked.headers.get("retry-after"));
+    assert.ok(retry >= 1 && retry <= 3, `Retry-After ${retry}`);
+    assert.equal((await tg.fetch("/api/x", { ip: "203.0.113.61" })).status, 200, "another key is untouched");
+    // The object itself answers the ban (not only this isolate's cache).
+    const direct = await tg.callObject(`api\nip=${ip}`, { v: 1, op: "hit", limits: [[100, 60000]] });
+    assert.equal(direct.body.allowed, false);
+    assert.equal(direct.body.windows[0].used, 2, "a banned hit records nothing");
+    await sleepMs(3300);
+    assert.equal((await tg.fetch("/api/x", { ip })).status, 200, "lifted at its time");
+    // A ban lifted early by DELETE, in the isolate that served it, at once.
+    await adminCall(tg, `/.tollgate/ban?rule=api&ip=${ip}&for=1h`, "POST");
+    assert.equal((await tg.fetch("/api/x", { ip })).status, 429);
+    const lifted = await adminCall(tg, `/.tollgate/ban?rule=api&ip=${ip}`, "DELETE");
+    assert.equal(lifted.body.limits_source, "config");
+    assert.equal(lifted.body.ban, null);
+    assert.equal((await tg.fetch("/api/x", { ip })).status, 200);
+  });
+});
+
+test("runtime override: raises a key's limit at once, survives the TTL alarm, and DELETE restores the config's", () => {
+  const config = { rules: [{ name: "api", path: "/api/*", limits: [{ requests: 2, window: "1s" }] }] };
+  return withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+    const ip = "203.0.113.70";
+    const set = await adminCall(tg, `/.tollgate/override?rule=api&ip=${ip}&limit=5/1s&for=1h`, "PUT");
+    assert.equal(set.status, 200, JSON.stringify(set.body));
+    assert.deepEqual([set.body.limits, set.body.limits_source], [[[5, 1000]], "override"]);
+    assert.deepEqual(await statuses(tg, 6, "/api/x", { ip }), [200, 200, 200, 200, 200, 429]);
+    assert.deepEqual(await statuses(tg, 3, "/api/x", { ip: "203.0.113.71" }), [200, 200, 429], "others keep 2");
+    // The count's row expires after 1 s; the alarm deletes it but keeps the override.
+    await sleepMs(2500);
+    const after = await adminCall(tg, `/.tollgate/status?rule=api&ip=${ip}`);
+    assert.equal(after.body.stored_hits, 0, "the alarm deleted the count");
+    assert.equal(after.body.limits_source, "override", "the override survived the alarm");
+    assert.deepEqual(after.body.limits, [[5, 1000]]);
+    assert.deepEqual(await statuses(tg, 6, "/api/x", { ip }), [200, 200, 200, 200, 200, 429]);
+    const cleared = await adminCall(tg, `/.tollgate/override?rule=api&ip=${ip}`, "DELETE");
+    assert.deepEqual([cleared.body.limits, cleared.body.limits_source, cleared.body.override], [[[2, 1000]], "config", null]);
+    await sleepMs(1100);
+    assert.deepEqual(await statuses(tg, 3, "/api/x", { ip }), [200, 200, 429], "the config's 2 again");
+    const bad = await adminCall(tg, `/.tollgate/override?rule=api&ip=${ip}&limit=0/1s`, "PUT");
+    assert.equal(bad.status, 400);
+    const unauthorized = await tg.fetch(`/.tollgate/ban?rule=api&ip=203.0.113.71&for=1h`, { method: "POST", ip: "192.0.2.9" });
+    assert.equal(unauthorized.status, 401, "no token, no ban");
+  });
+});
+
+test("runtime override until a time: the alarm deletes everything once it has ended", () => {
+  const config = { rules: [{ name: "api", path: "/api/*", limits: [{ requests: 2, window: "1s" }] }] };
+  return withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+    const ip = "203.0.113.80";
+    await adminCall(tg, `/.tollgate/override?rule=api&ip=${ip}&limit=3/1s&for=2s`, "PUT");
+    assert.deepEqual(await statuses(tg, 4, "/api/x", { ip }), [200, 200, 200, 429]);
+    await sleepMs(3500);
+    const status = await adminCall(tg, `/.tollgate/status?rule=api&ip=${ip}`);
+    assert.deepEqual([status.body.limits_source, status.body.override, status.body.alarm_pending], ["config", null, false]);
+    assert.deepEqual(status.body.limits, [[2, 1000]]);
+  });
+});
