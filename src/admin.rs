@@ -531,8 +531,9 @@ pub fn status_with_controls(
     let static_override = request.rule.overrides.limits_for(&request.key).is_some();
     body["limits"] = serde_json::json!(limits);
     body["limits_source"] = crate::controls::source(controls, static_override, now_ms).into();
-    body["override"] = serde_json::json!(live.runtime_override);
-    body["ban"] = serde_json::json!(live.ban);
+    let live = live.to_json();
+    body["override"] = live["override"].clone();
+    body["ban"] = live["ban"].clone();
     body
 }
 

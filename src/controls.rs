@@ -24,14 +24,13 @@
 //! cache of the isolate that served the admin call only; others keep
 //! answering 429 until their cached time (as for an admin reset).
 //!
-//! The object is called for them on its own path (`/v1/control`, a JSON
-//! `POST` of a [`Change`], answered with the resulting [`Controls`]), so
+//! The object is called for them on its own path (`/v1/control`, a `POST`
+//! of a [`Change`] line, answered with the resulting [`Controls`] line), so
 //! the counting protocol ([`crate::protocol`]) is unchanged.
 
 use crate::counter::AlarmAction;
 use crate::protocol::{Call, Op, MAX_LIMITS};
 use crate::window::Limit;
-use serde::{Deserialize, Serialize};
 use std::num::{NonZeroU32, NonZeroU64};
 
 /// The path of the object's control endpoint.
@@ -39,32 +38,36 @@ pub const CONTROL_PATH: &str = "/v1/control";
 
 /// A runtime override: the key's own limits, until `until_ms` (Unix ms)
 /// or for good (`None`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeOverride {
     /// `[requests, window_ms]` pairs, as calls carry them.
     pub limits: Vec<(u32, u64)>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_ms: Option<i64>,
 }
 
 /// A ban, until `until_ms` (Unix ms).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ban {
     pub until_ms: i64,
 }
 
 /// What an operator set on one key.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Stored, and sent back by the object, as one line of text
+/// ([`Controls::encode`]: `override 5x1000,100x60000 -` and/or
+/// `ban 1767225600000`, joined by `;`), hand-written to keep serde's
+/// generated code out of the Wasm.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Controls {
-    #[serde(default, rename = "override", skip_serializing_if = "Option::is_none")]
     pub runtime_override: Option<RuntimeOverride>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ban: Option<Ban>,
 }
 
-/// What the admin API asks the object (`{"set":"ban","until_ms":...}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "set", rename_all = "snake_case")]
+/// What the admin API asks the object: one line of text
+/// ([`Change::encode`]: `get`, `ban 1767225600000`, `override 5x1000,100x60000 -`,
+/// `clear_override`, `clear_ban`; hand-written rather than a tagged serde
+/// enum, whose buffering deserializer costs Wasm size).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     /// Only read them.
     Get,
@@ -72,6 +75,45 @@ pub enum Change {
     Ban { until_ms: i64 },
     ClearOverride,
     ClearBan,
+}
+
+impl Change {
+    pub fn encode(&self) -> String {
+        match self {
+            Change::Get => "get".into(),
+            Change::Ban { until_ms } => format!("ban {until_ms}"),
+            Change::ClearOverride => "clear_override".into(),
+            Change::ClearBan => "clear_ban".into(),
+            Change::Override { limits, until_ms } => {
+                let limits: Vec<String> = limits.iter().map(|(n, w)| format!("{n}x{w}")).collect();
+                let until = until_ms.map_or_else(|| "-".to_string(), |u| u.to_string());
+                format!("override {} {until}", limits.join(","))
+            }
+        }
+    }
+
+    /// Reads [`Change::encode`]'s line; `None` for anything else.
+    pub fn decode(text: &str) -> Option<Change> {
+        let mut words = text.split_ascii_whitespace();
+        let change = match (words.next()?, words.next(), words.next()) {
+            ("get", None, None) => Change::Get,
+            ("clear_override", None, None) => Change::ClearOverride,
+            ("clear_ban", None, None) => Change::ClearBan,
+            ("ban", Some(until), None) => Change::Ban { until_ms: until.parse().ok()? },
+            ("override", Some(limits), Some(until)) => Change::Override {
+                limits: limits
+                    .split(',')
+                    .map(|l| {
+                        let (n, w) = l.split_once('x')?;
+                        Some((n.parse().ok()?, w.parse().ok()?))
+                    })
+                    .collect::<Option<Vec<(u32, u64)>>>()?,
+                until_ms: if until == "-" { None } else { Some(until.parse().ok()?) },
+            },
+            _ => return None,
+        };
+        words.next().is_none().then_some(change)
+    }
 }
 
 /// Why a control change is refused.
@@ -95,16 +137,36 @@ pub enum Keep {
 }
 
 impl Controls {
-    /// Reads the stored text; empty is none.
+    /// Reads [`Controls::encode`]'s text; empty is none.
     pub fn decode(text: &str) -> Result<Controls, ControlError> {
-        if text.is_empty() {
-            return Ok(Controls::default());
+        let mut controls = Controls::default();
+        for part in text.split(';').filter(|p| !p.trim().is_empty()) {
+            match Change::decode(part) {
+                Some(Change::Override { limits, until_ms }) if controls.runtime_override.is_none() => {
+                    controls.runtime_override = Some(RuntimeOverride { limits, until_ms })
+                }
+                Some(Change::Ban { until_ms }) if controls.ban.is_none() => controls.ban = Some(Ban { until_ms }),
+                _ => return Err(ControlError(format!("corrupt controls: `{part}`"))),
+            }
         }
-        serde_json::from_str(text).map_err(|e| ControlError(format!("corrupt controls: {e}")))
+        Ok(controls)
     }
 
     pub fn encode(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        let over = self.runtime_override.as_ref().map(|o| Change::Override { limits: o.limits.clone(), until_ms: o.until_ms });
+        let ban = self.ban.map(|b| Change::Ban { until_ms: b.until_ms });
+        over.into_iter().chain(ban).map(|c| c.encode()).collect::<Vec<_>>().join(";")
+    }
+
+    /// As JSON, for the admin API: `{"override": {"limits": [[5, 1000]],
+    /// "until_ms": …} | null, "ban": {"until_ms": …} | null}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let over = self.runtime_override.as_ref().map(|o| {
+            let limits: Vec<serde_json::Value> = o.limits.iter().map(|(n, w)| serde_json::json!([n, w])).collect();
+            serde_json::json!({ "limits": limits, "until_ms": o.until_ms })
+        });
+        let ban = self.ban.map(|b| serde_json::json!({ "until_ms": b.until_ms }));
+        serde_json::json!({ "override": over, "ban": ban })
     }
 
     /// The controls still in force at `now_ms` (those ended dropped).
@@ -273,7 +335,13 @@ mod tests {
         assert_eq!(source(&c, false, 0), "override");
         assert_eq!(source(&c, true, 10_000), "config_override");
         assert_eq!(Controls::decode(&c.encode()).unwrap(), c);
-        assert_eq!(c.encode(), r#"{"override":{"limits":[[5,1000]],"until_ms":10000}}"#);
+        assert_eq!(c.encode(), "override 5x1000 10000");
+        let both = c.apply(&Change::Ban { until_ms: 9 }, 0).unwrap();
+        assert_eq!(both.encode(), "override 5x1000 10000;ban 9");
+        assert_eq!(Controls::decode(&both.encode()).unwrap(), both);
+        assert_eq!(Controls::decode("").unwrap(), Controls::default());
+        assert!(Controls::decode("ban 1;ban 2").is_err());
+        assert_eq!(both.to_json(), serde_json::json!({ "override": { "limits": [[5, 1000]], "until_ms": 10000 }, "ban": { "until_ms": 9 } }));
     }
 
     #[test]
@@ -298,6 +366,19 @@ mod tests {
         assert!(none.apply(&Change::Override { limits: vec![(0, 1)], until_ms: None }, 0).is_err());
         assert!(none.apply(&Change::Override { limits: vec![(1, 1); 9], until_ms: None }, 0).is_err());
         assert!(Controls::decode("{").is_err());
+        for change in [
+            Change::Get,
+            Change::Ban { until_ms: 5 },
+            Change::ClearBan,
+            Change::ClearOverride,
+            Change::Override { limits: vec![(5, 1000), (100, 60_000)], until_ms: None },
+            Change::Override { limits: vec![(5, 1000)], until_ms: Some(7) },
+        ] {
+            assert_eq!(Change::decode(&change.encode()), Some(change.clone()), "{change:?}");
+        }
+        for junk in ["", "ban", "ban x", "ban 5 6", "override 5x 1", "override 5x1000", "nope"] {
+            assert_eq!(Change::decode(junk), None, "{junk:?}");
+        }
     }
 
     #[test]

@@ -77,12 +77,11 @@ impl DurableObject for Limiter {
     /// gets 400, a failure 500, both with a JSON `{"v":1,"error":...}`.
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         if req.path() == controls::CONTROL_PATH {
-            let change: Change = match serde_json::from_str(&req.text().await?) {
-                Ok(change) => change,
-                Err(e) => return error_reply(400, &format!("malformed control: {e}")),
+            let Some(change) = Change::decode(&req.text().await?) else {
+                return error_reply(400, "malformed control");
             };
             return match self.control(&change).await {
-                Ok(Ok(controls)) => Response::from_json(&controls),
+                Ok(Ok(controls)) => Response::ok(controls.encode()),
                 Ok(Err(refused)) => error_reply(400, &refused.to_string()),
                 Err(e) => error_reply(500, &e.to_string()),
             };

@@ -152,14 +152,14 @@ async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, 
         .and_then(|ns| ns.id_from_name(id)?.get_stub())
         .map_err(|e| CallFailure::NoBinding(e.to_string()))?;
     let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
-    let body = serde_json::to_string(change).map_err(|e| CallFailure::Transport(e.to_string()))?;
+    let body = change.encode();
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(body.into()));
     let request = Request::new_with_init(&format!("https://limiter{CONTROL_PATH}"), &init).map_err(transport)?;
     let mut response = stub.fetch_with_request(request).await.map_err(transport)?;
     let text = response.text().await.map_err(transport)?;
     match response.status_code() {
-        200 => serde_json::from_str(&text).map_err(|e| CallFailure::Unreadable(e.to_string())),
+        200 => Controls::decode(&text).map_err(|e| CallFailure::Unreadable(e.to_string())),
         status => Err(CallFailure::Refused { status, body: text }),
     }
 }

@@ -91,14 +91,22 @@ impl Prefers {
     }
 }
 
-/// A quality value in thousandths (`0.8` is 800); unreadable is 1000.
+/// A quality value in thousandths (`0.8` is 800), as RFC 9110 §12.4.2
+/// writes it (`0`, `0.5`, `1.000`); anything else reads as 1000. Parsed by
+/// hand: no float parsing in the Worker.
 fn quality(text: &str) -> u16 {
     let text = text.trim();
-    let Ok(value) = text.parse::<f64>() else { return 1000 };
-    if !(0.0..=1.0).contains(&value) {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if !(whole == "0" || whole == "1") || fraction.len() > 3 || !digits(fraction) {
         return 1000;
     }
-    (value * 1000.0).round() as u16
+    let thousandths = fraction.bytes().chain(std::iter::repeat(b'0')).take(3).fold(0u16, |acc, b| acc * 10 + u16::from(b - b'0'));
+    if whole == "1" {
+        1000
+    } else {
+        thousandths
+    }
 }
 
 impl CustomResponse {
@@ -222,6 +230,9 @@ mod tests {
         assert_eq!(Prefers::from_accept(Some("text/html;q=0.5, application/json")), Prefers::Json);
         assert_eq!(Prefers::from_accept(Some("application/json;q=0")), Prefers::Other, "q=0: not acceptable");
         assert_eq!(Prefers::from_accept(Some("application/json;q=junk")), Prefers::Json);
+        assert_eq!(Prefers::from_accept(Some("text/html;q=0.9, application/json;q=0.95")), Prefers::Json);
+        assert_eq!(Prefers::from_accept(Some("text/html;q=0.951, application/json;q=0.95")), Prefers::Other);
+        assert_eq!((quality("0"), quality("0.5"), quality("0.05"), quality("1.000"), quality("0.1234")), (0, 500, 50, 1000, 1000));
     }
 
     #[test]
