@@ -1,12 +1,21 @@
 //! What a request body holds as parameters, as origins read it (pure).
 //!
-//! Two kinds of body hold parameters: `application/x-www-form-urlencoded`
-//! and `multipart/form-data` (RFC 7578). PHP (`$_POST`, `$_REQUEST`),
-//! Laravel (`input()`), Symfony, Rails (`params`), Spring
-//! (`@RequestParam`), Flask/Werkzeug (`request.form`) and Express with
-//! multer or busboy (`req.body`) read both as parameters, so rule
-//! conditions and `_method` look in both ([`crate::plan`]). The media type
-//! is read as PHP reads it: up to the first `;`, `,` or space, in any case.
+//! Three kinds of body hold parameters:
+//! - `application/x-www-form-urlencoded` and `multipart/form-data` (RFC
+//!   7578): PHP (`$_POST`, `$_REQUEST`), Laravel (`input()`), Symfony,
+//!   Rails (`params`), Spring (`@RequestParam`), Flask/Werkzeug
+//!   (`request.form`) and Express with multer or busboy (`req.body`) read
+//!   both as parameters;
+//! - `application/json` and `+json` types: Rails merges a JSON object's
+//!   members into `params`, Laravel into `input()` (and reads `_method`
+//!   from them), and Express's `req.body` is the object, where the
+//!   method-override README's custom logic finds `_method`. Its top-level
+//!   scalar members (and an array member's scalar elements) are the
+//!   parameters ([`crate::json::Json::parameters`]).
+//!
+//! Rule conditions and `_method` look in all three ([`crate::plan`]). The
+//! media type is read as PHP reads it: up to the first `;`, `,` or space,
+//! in any case.
 //!
 //! Multipart is read leniently, so that tollgate sees at least every field
 //! a lenient origin sees (a field seen that an origin does not see only
@@ -30,7 +39,9 @@
 //! A body that may hold parameters but cannot be read is reported as
 //! [`Unreadable`], never taken as empty: over the cap, compressed, in a
 //! charset whose ASCII bytes may not be ASCII, with a transfer-encoded
-//! part, or malformed multipart.
+//! part, malformed multipart or malformed JSON (a lenient origin parser,
+//! JSON5 or one that stops at the first complete value, may still read
+//! members from it).
 
 use crate::canon::{form_pairs, CanonicalQuery, Source};
 use std::fmt;
@@ -44,7 +55,7 @@ pub enum BodyParams {
     Pairs(Vec<(String, String)>),
     /// It may hold parameters, but they cannot be read.
     Unreadable(Unreadable),
-    /// Not a body that holds parameters (JSON, text, none, ...).
+    /// Not a body that holds parameters (text, none, ...).
     NotParameters,
 }
 
@@ -64,6 +75,8 @@ pub enum Unreadable {
     TransferEncoded(String),
     /// Multipart that does not parse.
     Malformed(Malformed),
+    /// A JSON body that does not parse.
+    MalformedJson,
 }
 
 /// How a multipart body is malformed.
@@ -88,6 +101,7 @@ impl fmt::Display for Unreadable {
             Unreadable::Compressed(encoding) => write!(f, "Content-Encoding `{encoding}`"),
             Unreadable::Charset(charset) => write!(f, "charset `{charset}`"),
             Unreadable::TransferEncoded(encoding) => write!(f, "a part's Content-Transfer-Encoding `{encoding}`"),
+            Unreadable::MalformedJson => f.write_str("malformed JSON"),
             Unreadable::Malformed(why) => {
                 let why = match why {
                     Malformed::NoBoundary => "no boundary in the content type",
@@ -109,6 +123,7 @@ impl std::error::Error for Unreadable {}
 enum Kind {
     Form,
     Multipart,
+    Json,
 }
 
 /// What the headers say: the kind of parameter body, `None` for a body
@@ -121,6 +136,8 @@ fn announced(content_type: &str, content_encoding: Option<&str>) -> Result<Optio
         Kind::Form
     } else if media.eq_ignore_ascii_case("multipart/form-data") {
         Kind::Multipart
+    } else if is_json(media) {
+        Kind::Json
     } else {
         return Ok(None);
     };
@@ -157,7 +174,19 @@ pub fn parameters(content_type: &str, content_encoding: Option<&str>, bytes: Opt
             (_, Some(why)) => BodyParams::Unreadable(why),
             (fields, None) => BodyParams::Pairs(fields.into_iter().map(|(name, value)| (name, value.unwrap_or_default())).collect()),
         },
+        Kind::Json => match crate::json::parse(bytes) {
+            Some(json) => BodyParams::Pairs(json.parameters()),
+            None => BodyParams::Unreadable(Unreadable::MalformedJson),
+        },
     }
+}
+
+/// Whether a media type (without parameters) is JSON: `application/json`
+/// or a structured `+json` type (RFC 6839), in any case.
+pub(crate) fn is_json(media: &str) -> bool {
+    let media = media.trim();
+    media.eq_ignore_ascii_case("application/json")
+        || media.len() > 5 && media.is_char_boundary(media.len() - 5) && media[media.len() - 5..].eq_ignore_ascii_case("+json")
 }
 
 /// Every value of the form field `name` (compared as query keys are, see
@@ -200,6 +229,60 @@ fn check_charset(header: &str) -> Result<(), Unreadable> {
         }
     }
     Ok(())
+}
+
+/// An RFC 8187 (formerly 5987) extended parameter value,
+/// `charset'language'percent-encoded`, decoded: Werkzeug (Flask) and
+/// busboy read a part's `name*=UTF-8''mo%64e` as the field `mode`, and
+/// prefer it to a plain `name`. ISO-8859-1 bytes are read as Latin-1,
+/// anything else as UTF-8 (invalid bytes as U+FFFD). `None` without the
+/// two `'`.
+fn extended_value(value: &str) -> Option<String> {
+    let mut pieces = value.splitn(3, '\'');
+    let charset = pieces.next()?.trim();
+    let _language = pieces.next()?;
+    let bytes: Vec<u8> = percent_encoding::percent_decode_str(pieces.next()?).collect();
+    Some(decode_charset(charset, &bytes))
+}
+
+/// Most RFC 2231 continuation segments (`name*0`, `name*1`, ...) joined.
+const MAX_CONTINUATIONS: usize = 16;
+
+/// A `name` split into RFC 2231 continuations (`name*0=em; name*1=ail`,
+/// or extended: `name*0*=UTF-8''em; name*1*=%61il`), joined in order up to
+/// the first missing segment, as Werkzeug joins them (and prefers the
+/// result to a plain `name`). `None` without a `name*0`.
+fn continued_name(disposition: &str) -> Option<String> {
+    let mut charset = String::new();
+    let mut bytes = Vec::new();
+    for n in 0..MAX_CONTINUATIONS {
+        if let Some(segment) = param(disposition, &format!("name*{n}*")).into_iter().next() {
+            let encoded = if n == 0 {
+                let mut pieces = segment.splitn(3, '\'');
+                charset = pieces.next().unwrap_or_default().to_string();
+                pieces.nth(1).unwrap_or_default().to_string()
+            } else {
+                segment
+            };
+            bytes.extend(percent_encoding::percent_decode_str(&encoded));
+        } else if let Some(segment) = param(disposition, &format!("name*{n}")).into_iter().next() {
+            bytes.extend(segment.bytes());
+        } else {
+            break;
+        }
+    }
+    (!bytes.is_empty()).then(|| decode_charset(&charset, &bytes))
+}
+
+/// `bytes` in `charset`: ISO-8859-1 as Latin-1, anything else as UTF-8
+/// (invalid bytes as U+FFFD).
+fn decode_charset(charset: &str, bytes: &[u8]) -> String {
+    let charset = charset.trim();
+    if charset.eq_ignore_ascii_case("iso-8859-1") || charset.eq_ignore_ascii_case("latin1") {
+        bytes.iter().map(|&b| char::from(b)).collect()
+    } else {
+        String::from_utf8_lossy(bytes).into_owned()
+    }
 }
 
 /// Every reading of the parameter `wanted` (in any case) of a header
@@ -399,6 +482,8 @@ fn part(segment: &[u8], fields: &mut Vec<Field>) -> Result<(), Unreadable> {
         let header = header.trim();
         if header.eq_ignore_ascii_case("content-disposition") {
             names.extend(param(value, "name"));
+            names.extend(param(value, "name*").iter().filter_map(|v| extended_value(v)));
+            names.extend(continued_name(value));
             file |= !param(value, "filename").is_empty() || !param(value, "filename*").is_empty();
         } else if header.eq_ignore_ascii_case("content-type") {
             check_charset(value)?;
@@ -535,6 +620,14 @@ Zürich\r\n\
         assert_eq!(names("form-data; NAME = mode ; filename*=UTF-8''x"), ["mode"]);
         assert_eq!(names("form-data; name=\"a;b\"; name=\"c\""), ["a;b", "c"]);
         assert_eq!(names("form-data"), Vec::<String>::new(), "a part without a name is no field");
+        assert_eq!(names("form-data; name*=UTF-8''mo%64e"), ["mode"], "RFC 8187, as Werkzeug reads it");
+        assert_eq!(names("form-data; name=\"x\"; name*=utf-8'en'%C3%A9"), ["x", "é"], "both names count");
+        assert_eq!(names("form-data; name*=iso-8859-1''%E9"), ["é"]);
+        assert_eq!(names("form-data; name*=mode"), Vec::<String>::new(), "no charset: not an extended value");
+        assert_eq!(names("form-data; name*0=em; name*1=ail"), ["email"], "RFC 2231 continuations, joined as Werkzeug joins them");
+        assert_eq!(names("form-data; name*0*=UTF-8''em; name*1*=%61il"), ["email"]);
+        assert_eq!(names("form-data; name=\"x\"; name*0=\"em\"; name*1=\"ail\""), ["x", "email"]);
+        assert_eq!(names("form-data; name*1=ail"), Vec::<String>::new(), "no segment 0: nothing joined");
     }
 
     #[test]
@@ -577,7 +670,10 @@ Zürich\r\n\
     fn media_types_as_php_reads_them() {
         assert_eq!(pairs("application/x-www-form-urlencoded, text/plain", b"a=1"), [pair("a", "1")]);
         assert_eq!(pairs("APPLICATION/X-WWW-FORM-URLENCODED ", b"a=%31+2"), [pair("a", "1 2")]);
-        for other in ["application/json", "text/plain", "", "multipart/mixed; boundary=b", "application/x-www-form-urlencodedx"] {
+        assert_eq!(pairs("Application/Vnd.Api+JSON; charset=utf-8", br#"{"a":1}"#), [pair("a", "1")]);
+        assert_eq!(parameters("application/json", None, Some(b"{\"a\":")), BodyParams::Unreadable(Unreadable::MalformedJson));
+        assert_eq!(parameters("application/json", Some("gzip"), None), BodyParams::Unreadable(Unreadable::Compressed("gzip".into())));
+        for other in ["text/plain", "", "multipart/mixed; boundary=b", "application/x-www-form-urlencodedx", "application/jsonx", "+json"] {
             assert_eq!(parameters(other, Some("gzip"), None), BodyParams::NotParameters, "{other}");
             assert!(!needs_bytes(other, None));
         }

@@ -214,10 +214,18 @@ impl CanonicalQuery {
     ///   Python's `cgi` before 3.9.2), both readings kept;
     /// - a decoded NUL ends a key or value (`mode%00x=heavy%00y` is
     ///   `mode=heavy`), as C-string readers such as PHP's key parser see it;
-    /// - keys are normalized as described at [`CanonicalQuery::values`].
+    /// - keys are normalized as described at [`CanonicalQuery::values`];
+    /// - a query that starts with `?` (`/x??mode=heavy`) is also read
+    ///   without its leading `?`s, as PHP's built-in server hands it to
+    ///   `$_GET`: both readings of its first pair are kept.
     pub fn parse(raw: &str) -> CanonicalQuery {
         let mut query = CanonicalQuery::default();
         query.join(Source::Query, form_pairs(raw));
+        let unmarked = raw.trim_start_matches('?');
+        if unmarked.len() != raw.len() {
+            let first = unmarked.split('&').next().unwrap_or_default();
+            query.join(Source::Query, form_pairs(first));
+        }
         query
     }
 

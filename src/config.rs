@@ -96,6 +96,8 @@ pub struct Config {
     pub facts: ConfigFacts,
     /// Requests no rule counts or limits (`exempt` at the top level).
     pub exempt: Exemptions,
+    /// Where allowed requests go: the origin, or a service binding.
+    pub upstream: crate::upstream::Upstream,
 }
 
 /// Facts about the rules that decide what the plan reads of a request,
@@ -208,6 +210,7 @@ impl Config {
             admin_lockout,
             facts: ConfigFacts::default(),
             exempt: Exemptions::default(),
+            upstream: crate::upstream::Upstream::Origin,
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
@@ -367,6 +370,10 @@ const TOP_FIELDS: &[Field<Config>] = &[
         if let Some(entries) = i.number(1..=1_000_000, "number of entries") {
             c.blocked_cache_capacity = entries;
         }
+    }),
+    Field::optional(crate::upstream::FIELD, |c, i| match crate::upstream::read(i.value) {
+        Ok(upstream) => c.upstream = upstream,
+        Err(message) => i.report(message),
     }),
     Field::optional("on_invalid_config", |c, i| {
         if let Some(policy) = i.choice(&[("deny", FailPolicy::Deny), ("allow", FailPolicy::Allow)]) {
@@ -1322,6 +1329,20 @@ mod tests {
     }
 
     #[test]
+    fn upstream_is_the_origin_or_a_named_service_binding() {
+        use crate::upstream::Upstream;
+        assert_eq!(Config::from_json(&rule(json!({}))).unwrap().upstream, Upstream::Origin);
+        let mut value = rule(json!({}));
+        value["upstream"] = json!({ "service": "APP" });
+        assert_eq!(Config::from_json(&value).unwrap().upstream, Upstream::Service("APP".into()));
+        value["upstream"] = json!({ "service": "my-app" });
+        assert_eq!(
+            errors(value),
+            ["field `upstream`: `my-app` is not a binding name (letters, digits, `_` and `$`, not starting with a digit)"]
+        );
+    }
+
+    #[test]
     fn methods_standard_in_any_case_custom_only_in_upper_case_with_a_warning() {
         let config = Config::from_json(&rule(json!({ "methods": ["get", "PSOT", "Patch"] }))).unwrap();
         assert_eq!(config.rules[0].methods, ["GET", "PSOT", "PATCH"]);
@@ -1374,6 +1395,7 @@ mod tests {
             (json!({"path": "api"}), "path"),
             (json!({"path": "/api/(unclosed"}), "path"),
             (json!({"host": ""}), "host"),
+            (json!({"host": "bücher.example"}), "host"),
             (json!({"methods": ["GET", "P0ST"]}), "methods"),
             (json!({"query": {"mode": 3}}), "query.mode"),
             (json!({"query": {"mode": []}}), "query.mode"),

@@ -18,6 +18,7 @@
 
 use crate::admin::{self, AdminAction, Gate};
 use crate::config::{self, Config, ConfigError};
+use crate::embed::Client;
 use crate::episodes::{self, Episodes};
 use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
@@ -29,12 +30,15 @@ use crate::metrics;
 use crate::response::Prefers;
 use crate::objects::{self, call_with_timeout, check, send_settlements, settle, settlements};
 use crate::origin::{forward, read_body, with_fields};
+use crate::upstream::{self, Upstream};
 use crate::verdict::{self, Answer, Answered, LogEvent, Outcome};
 use futures_util::future::join_all;
 use std::cell::{OnceCell, RefCell};
 use std::rc::Rc;
+#[cfg(feature = "standalone")]
+use worker::event;
 use worker::{
-    console_log, event, web_sys, AnalyticsEngineDataPointBuilder, Context, Date, Env, Headers, Request, Response,
+    console_log, web_sys, AnalyticsEngineDataPointBuilder, Context, Date, Env, Headers, Request, Response,
 };
 
 /// The structured var holding the config.
@@ -46,8 +50,10 @@ const LOG_KEY_SECRET: &str = "TOLLGATE_LOG_KEY";
 
 /// Parsed once per isolate and kept for its life (leaked once, so that the
 /// plan's rules can move into a `waitUntil` task, which must be `'static`):
-/// the config, or its errors with the policy for requests.
-type LoadedConfig = &'static Result<Config, (Vec<ConfigError>, FailPolicy)>;
+/// the config, or its errors with the policy for requests and, for
+/// `allow`, where to forward them (`None`: the `upstream` field itself is
+/// invalid, so requests are denied).
+pub(crate) type LoadedConfig = &'static Result<Config, (Vec<ConfigError>, FailPolicy, Option<Upstream>)>;
 
 /// An invalid config is logged at most once per isolate per this period.
 const CONFIG_ERROR_LOG_PERIOD_MS: i64 = 60_000;
@@ -65,23 +71,26 @@ thread_local! {
     static LOG_KEY: OnceCell<Option<Rc<[u8]>>> = const { OnceCell::new() };
 }
 
-fn load_log_key(env: &Env) -> Option<Rc<[u8]>> {
+pub(crate) fn load_log_key(env: &Env) -> Option<Rc<[u8]>> {
     LOG_KEY.with(|cell| {
         cell.get_or_init(|| env.secret(LOG_KEY_SECRET).ok().and_then(|s| log_key(&s.to_string())).map(Rc::from))
             .clone()
     })
 }
 
-fn load_config(env: &Env) -> LoadedConfig {
+pub(crate) fn load_config(env: &Env) -> LoadedConfig {
     CONFIG.with(|cell| {
         if let Some(config) = *cell.borrow() {
             return config;
         }
         let parsed = match env.object_var::<serde_json::Value>(CONFIG_VAR) {
-            Ok(value) => Config::from_json(&value).map_err(|errors| (errors, config::on_invalid_config(&value))),
+            Ok(value) => Config::from_json(&value).map_err(|errors| {
+                (errors, config::on_invalid_config(&value), upstream::of_invalid_config(&value))
+            }),
             Err(e) => Err((
                 vec![ConfigError { rule: None, field: CONFIG_VAR.into(), message: format!("cannot read the var: {e}") }],
                 FailPolicy::Deny,
+                None,
             )),
         };
         if let Ok(config) = &parsed {
@@ -99,12 +108,13 @@ pub(crate) fn now_ms() -> i64 {
 
 /// Returns the raw `web_sys::Response`: the origin's response goes back to
 /// the client as the very object `fetch` produced, never rebuilt.
-#[event(fetch)]
+#[cfg_attr(feature = "standalone", event(fetch))]
+#[cfg_attr(not(feature = "standalone"), allow(dead_code))]
 pub async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
     let config = load_config(&env);
     let config = match config.as_ref() {
         Ok(config) => config,
-        Err((errors, policy)) => return invalid_config(req, &env, errors, *policy).await,
+        Err((errors, policy, upstream)) => return invalid_config(req, &env, errors, *policy, upstream.as_ref()).await,
     };
     match limit(req, &env, &ctx, config).await {
         Ok(response) => Ok(response),
@@ -123,6 +133,7 @@ async fn invalid_config(
     env: &Env,
     errors: &[ConfigError],
     policy: FailPolicy,
+    upstream: Option<&Upstream>,
 ) -> worker::Result<web_sys::Response> {
     let now = now_ms();
     let due = CONFIG_ERROR_LOGGED.with(|last| {
@@ -140,15 +151,15 @@ async fn invalid_config(
             vec![("errors", detail.join("; ").into()), ("decision", decision.into())],
         )]);
     }
-    if policy == FailPolicy::Allow {
+    if let (FailPolicy::Allow, Some(upstream)) = (policy, upstream) {
         let url = req.url()?;
-        return forward(req, &url, env).await;
+        return forward(req, &url, env, upstream).await;
     }
     respond(&OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1)))
 }
 
 /// One of tollgate's own responses, as the raw response the runtime takes.
-fn respond(own: &OwnResponse) -> worker::Result<web_sys::Response> {
+pub(crate) fn respond(own: &OwnResponse) -> worker::Result<web_sys::Response> {
     let out = Headers::new();
     for (name, value) in &own.headers {
         out.append(name, value)?;
@@ -168,25 +179,41 @@ pub(crate) fn write_logs(events: &[LogEvent]) {
     }
 }
 
-/// The request flow: plan (pure), the I/O the plan asks for, verdict (pure).
-async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
+/// What the front half of the pipeline decided about a request: an admin
+/// request's answer, or the verdict on the rules it checked. Shared by the
+/// standalone Worker ([`limit`]) and the embedded check
+/// ([`crate::embed::check_as`]), so both decide alike.
+pub(crate) enum Decided {
+    /// The admin API's answer: never forwarded, nothing to settle.
+    Admin(web_sys::Response),
+    /// The rules applied, their counters' outcomes (index for index) and
+    /// the answer; the verdict's log lines are already written.
+    Verdict { applied: Vec<Applied<'static>>, outcomes: Vec<Outcome>, answer: Answer },
+}
+
+/// The front half, I/O included: plan (pure), the body if the plan needs
+/// it, the blocked-until cache and the limiter objects, verdict (pure),
+/// and its log lines. `client` stands in for `req.cf()` where it says
+/// something (RPC does not carry `cf`).
+pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
     let url = req.url()?;
     // The method as sent (workers-rs maps methods it does not know to GET).
     let method = req.inner().method();
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let admin_token = || env.secret(ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
     let cf = req.cf();
-    let country = cf.and_then(|cf| cf.country());
+    let country = client.country.clone().or_else(|| cf.and_then(|cf| cf.country()));
+    let asn = client.asn.or_else(|| cf.and_then(|cf| cf.asn()));
     let log_key = load_log_key(env);
     let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
-    let verified_bot = verified_bot(&req);
+    let verified_bot = verified_bot(req);
     let parts = |body| RequestParts {
         method: &method,
         url: &url,
         header: &header,
         body,
         country: country.as_deref(),
-        asn: cf.and_then(|cf| cf.asn()),
+        asn,
         verified_bot: verified_bot.as_deref(),
         admin_token: &admin_token,
         log_key: log_key.as_deref(),
@@ -196,26 +223,26 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     let mut plan = plan::plan(config, &parts(Body::Unread));
     let body;
     if let Route::NeedsBody = plan.route {
-        body = read_body(&req, config.body_limit).await;
+        body = read_body(req, config.body_limit).await;
         plan = plan::plan(config, &parts(body.as_deref().map_or(Body::Unusable, Body::Read)));
     }
     let mut outcomes = Vec::new();
     let verdict = match &plan.route {
-        Route::Admin { lockout, route } => return admin_request(env, config, lockout, route).await,
+        Route::Admin { lockout, route } => return Ok(Decided::Admin(admin_request(env, config, lockout, route).await?)),
         Route::Check(applied) if !applied.is_empty() => {
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
             verdict::verdict_for(applied, &outcomes, Prefers::from_accept(header("accept").as_deref()))
         }
-        _ => match verdict::early(&plan) {
-            Some(verdict) => verdict,
-            None => return respond(&OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
-        },
+        _ => verdict::early(&plan).unwrap_or_else(|| verdict::Verdict {
+            answer: Answer::Respond(OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
+            events: Vec::new(),
+        }),
     };
     write_logs(&verdict::exempt_events(&plan.matched));
     write_logs(&verdict.events);
     if let Route::Check(applied) = &plan.route {
         write_metrics(env, metrics::points(&plan.matched, applied, &outcomes, metrics::Place {
-            colo: cf_string(&req, "colo").as_deref(),
+            colo: cf_string(req, "colo").as_deref(),
             country: country.as_deref(),
         }));
     }
@@ -223,7 +250,17 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         Route::Check(applied) => applied,
         _ => Vec::new(),
     };
-    let fields = match verdict.answer {
+    Ok(Decided::Verdict { applied, outcomes, answer: verdict.answer })
+}
+
+/// The standalone Worker's request flow: [`decide`], then forward (and
+/// settle failures-only rules) or answer.
+async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
+    let (applied, outcomes, answer) = match decide(&req, env, config, &Client::default()).await? {
+        Decided::Admin(response) => return Ok(response),
+        Decided::Verdict { applied, outcomes, answer } => (applied, outcomes, answer),
+    };
+    let mut fields = match answer {
         Answer::Respond(own) => {
             // Not forwarded: every reservation made is released.
             settle(ctx, env, settlements(&applied, &outcomes, None)).await;
@@ -231,13 +268,13 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         }
         Answer::Forward { fields } => fields,
     };
-    let mut fields = fields;
+    let url = req.url()?;
     let response = if applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve) {
-        let (response, cookies) = forward_and_settle(ctx, env, req, url, applied, outcomes).await?;
+        let (response, cookies) = forward_and_settle(ctx, env, req, url, &config.upstream, applied, outcomes).await?;
         fields.extend(cookies);
         response
     } else {
-        forward(req, &url, env).await?
+        forward(req, &url, env, &config.upstream).await?
     };
     // A WebSocket upgrade (101) cannot be rebuilt with extra fields.
     if fields.is_empty() || response.status() == 101 {
@@ -314,13 +351,14 @@ async fn forward_and_settle(
     env: &Env,
     req: Request,
     url: worker::Url,
+    upstream: &'static Upstream,
     applied: Vec<Applied<'static>>,
     outcomes: Vec<Outcome>,
 ) -> worker::Result<(web_sys::Response, Vec<(String, String)>)> {
     let env = env.clone();
     let (done, answered) = futures_channel::oneshot::channel();
     ctx.wait_until(async move {
-        let response = forward(req, &url, &env).await;
+        let response = forward(req, &url, &env, upstream).await;
         let mut cookies = Vec::new();
         let calls = match &response {
             Ok(r) => {
@@ -345,7 +383,7 @@ async fn forward_and_settle(
 /// Serves the admin API (the token secret exists): first the client's
 /// lockout counter, then what [`admin::gate`] says. The token is never
 /// logged.
-async fn admin_request(
+pub(crate) async fn admin_request(
     env: &Env,
     config: &Config,
     lockout: &Applied<'_>,

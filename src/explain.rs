@@ -9,6 +9,7 @@
 //! explain prints the very `key_hash` its log lines carry; [`rule_key`] and
 //! [`key_hash`] serve `tollgate hash`.
 
+use crate::upstream::Upstream;
 use crate::admin;
 use crate::canon::{CanonicalQuery, Source};
 use crate::config::Config;
@@ -251,7 +252,7 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
     };
     let Some(c) = &plan.canonical else {
         if let Some(v) = &explained.verdict {
-            let _ = writeln!(out, "rejected:   {} Bad Request ({}); never reaches the origin", describe(&v.answer), detail(&v.answer));
+            let _ = writeln!(out, "rejected:   {} Bad Request ({}); never reaches the origin", describe(&v.answer, &config.upstream), detail(&v.answer));
         }
         return out;
     };
@@ -330,7 +331,7 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
     }
     if let Some(v) = &explained.verdict {
         let _ = writeln!(out, "assuming:   {}", describe_assumptions(assumed));
-        let _ = writeln!(out, "answer:     {}", describe(&v.answer));
+        let _ = writeln!(out, "answer:     {}", describe(&v.answer, &config.upstream));
         if let Answer::Respond(r) = &v.answer {
             let _ = writeln!(out, "body:       {}", r.header("content-type").unwrap_or("(none)"));
         }
@@ -374,12 +375,16 @@ fn describe_assumptions(assumed: &Assumptions<'_>) -> String {
     text
 }
 
-fn describe(answer: &Answer) -> String {
+fn describe(answer: &Answer, upstream: &Upstream) -> String {
+    let to = match upstream {
+        Upstream::Origin => "the origin".to_string(),
+        Upstream::Service(binding) => format!("service binding `{binding}` (env.{binding}.fetch)"),
+    };
     match answer {
-        Answer::Forward { fields } if fields.is_empty() => "forward to the origin".into(),
+        Answer::Forward { fields } if fields.is_empty() => format!("forward to {to}"),
         Answer::Forward { fields } => {
             let names: Vec<String> = fields.iter().map(|(n, v)| format!("{n}: {v}")).collect();
-            format!("forward to the origin, adding {}", names.join("; "))
+            format!("forward to {to}, adding {}", names.join("; "))
         }
         Answer::Respond(r) => {
             let retry = r.header("retry-after").map(|s| format!(" (Retry-After: {s})")).unwrap_or_default();
@@ -538,6 +543,17 @@ mod tests {
         let no_ip = explain(&config, &request("GET", "/api/example?mode=heavy", &[]), &ALLOWED);
         assert!(no_ip.contains("no usable `ip`: answered 400"), "{no_ip}");
         assert!(no_ip.contains("answer:     400"), "{no_ip}");
+    }
+
+    #[test]
+    fn names_the_service_binding_an_allowed_request_goes_to() {
+        let config = Config::from_json(&json!({ "upstream": { "service": "APP" }, "rules": [
+            { "name": "api", "path": "/api/*", "limits": [{ "requests": 10, "window": "60s" }] },
+        ] }))
+        .unwrap();
+        let headers = vec![("cf-connecting-ip".to_string(), "203.0.113.7".to_string())];
+        let text = explain(&config, &request("GET", "https://example.com/api/x", &headers), &ALLOWED);
+        assert!(text.contains("answer:     forward to service binding `APP` (env.APP.fetch)\n"), "{text}");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! for it is named after `(rule, key)`.
 
 use crate::canon::CanonicalQuery;
+use crate::json::Json;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -88,6 +89,16 @@ impl ValueType {
         }
     }
 
+    /// Every value an origin could read (an `int` may read several ways,
+    /// see [`int_readings`]); the first is [`ValueType::read`]'s. Empty
+    /// when no origin would read an identity from it.
+    pub fn readings(self, value: &str) -> Vec<String> {
+        match self {
+            ValueType::Int => int_readings(value),
+            _ => self.read(value).into_iter().collect(),
+        }
+    }
+
     /// The value as the origin reads it; `None` when the origin would read
     /// no identity from it.
     pub fn read(self, value: &str) -> Option<String> {
@@ -102,7 +113,74 @@ impl ValueType {
     }
 }
 
-/// `parseInt(value, 10)` and PHP's `(int)`, as a canonical decimal string.
+/// Every integer an origin could read from `value`, as canonical decimal
+/// strings, each once, [`read_int`]'s first:
+/// - the leading digits (`parseInt(value, 10)`: `42abc` is 42, `4.2e1` is 4);
+/// - digits grouped by underscores (`4_2`: Python's `int()`, PostgreSQL 16);
+/// - a decimal number with a fraction or exponent, truncated (`4.2e1` and
+///   `42.0` are 42, `42e1` is 420: PHP 8's `(int)`, MySQL's string to
+///   number comparison, JavaScript's `Number()`);
+/// - a radix prefix (`0x2a`, `0o52`, `0b101010`: `Number()`, PostgreSQL 16).
+///
+/// A client spelling its tenant id so that one origin reads 42 and another
+/// 4 is charged to both.
+fn int_readings(value: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let text = value.trim();
+    let (negative, unsigned) = match text.as_bytes().first() {
+        Some(b'+') => (false, &text[1..]),
+        Some(b'-') => (true, &text[1..]),
+        _ => (false, text),
+    };
+    let signed = |magnitude: u64| -> Option<i64> {
+        let v = i64::try_from(magnitude).ok()?;
+        Some(if negative { -v } else { v })
+    };
+    let grouped = (!unsigned.starts_with('_') && !unsigned.ends_with('_') && !unsigned.contains("__"))
+        .then(|| unsigned.replace('_', ""))
+        .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|d| read_int(&format!("{}{d}", if negative { "-" } else { "" })));
+    let decimal = unsigned
+        .bytes()
+        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'))
+        .then(|| json_number(text))
+        .flatten()
+        .filter(|v| v.is_finite() && v.abs() < 9.0e18)
+        .map(|v| (v.trunc() as i64).to_string());
+    let radix = [("0x", 16), ("0o", 8), ("0b", 2)].iter().find_map(|(prefix, radix)| {
+        let digits = unsigned.get(..2).filter(|p| p.eq_ignore_ascii_case(prefix)).map(|_| unsigned[2..].replace('_', ""))?;
+        u64::from_str_radix(&digits, *radix).ok().filter(|_| !digits.starts_with(['+', '-'])).and_then(signed).map(|v| v.to_string())
+    });
+    for reading in [read_int(value), grouped, decimal, radix].into_iter().flatten() {
+        if !out.contains(&reading) {
+            out.push(reading);
+        }
+    }
+    out
+}
+
+/// A decimal number (`+042.50e1`) as a float, read by serde_json's number
+/// parser (already in the Worker for JSON bodies; `str::parse::<f64>`
+/// would add its own tables to the upload): the sign, leading zeros and a
+/// bare trailing `.` that JSON refuses are normalized first.
+fn json_number(text: &str) -> Option<f64> {
+    let (sign, unsigned) = match text.as_bytes().first() {
+        Some(b'+') => ("", &text[1..]),
+        Some(b'-') => ("-", &text[1..]),
+        _ => ("", text),
+    };
+    let trimmed = unsigned.trim_start_matches('0');
+    let mantissa_end = trimmed.find(['e', 'E']).unwrap_or(trimmed.len());
+    let (mantissa, exponent) = trimmed.split_at(mantissa_end);
+    let mantissa = mantissa.strip_suffix('.').unwrap_or(mantissa);
+    let mantissa = match mantissa.as_bytes().first() {
+        None | Some(b'.') if unsigned.starts_with('0') || mantissa.starts_with('.') => format!("0{mantissa}"),
+        _ => mantissa.to_string(),
+    };
+    serde_json::from_str::<f64>(&format!("{sign}{mantissa}{exponent}")).ok()
+}
+
+/// `parseInt(value, 10)` and PHP 7's `(int)`, as a canonical decimal string.
 fn read_int(value: &str) -> Option<String> {
     let text = value.trim();
     let (negative, text) = match text.as_bytes().first() {
@@ -472,13 +550,25 @@ fn part_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> {
                 None => v.clone(),
             })
             .collect(),
-        KeyPart::Body(field, _) => (inputs.body)(field),
+        // PHP's `$_REQUEST` (cookies over the body over the query, with
+        // PHP's built-in `request_order`) and Symfony's `$request->get()`
+        // (the query over the body) read a form field from the query or a
+        // cookie too, whichever wins: each is charged. A dotted JSON path
+        // (`user.email`) is read from the body only.
+        KeyPart::Body(field, _) => {
+            let mut values = (inputs.body)(field);
+            if !field.contains('.') {
+                values.extend(inputs.query.values(field).map(str::to_string));
+                values.extend((inputs.header)("cookie").map(|c| cookie_values(&c, field)).unwrap_or_default());
+            }
+            values
+        }
         KeyPart::Country => inputs.country.map(|c| c.trim().to_ascii_uppercase()).into_iter().collect(),
         KeyPart::Asn => inputs.asn.map(|a| a.to_string()).into_iter().collect(),
     };
     let mut out: Vec<String> = Vec::new();
     for value in raw {
-        if let Some(read) = read_value(part, &value) {
+        for read in read_values(part, &value) {
             if !out.contains(&read) {
                 out.push(read);
             }
@@ -488,16 +578,17 @@ fn part_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> {
 }
 
 /// One raw value as the part's key holds it: typed, and for body fields
-/// hashed (no raw value is stored or logged). `None`: no identity.
-fn read_value(part: &KeyPart, value: &str) -> Option<String> {
+/// hashed (no raw value is stored or logged); every reading of its type
+/// ([`ValueType::readings`]). Empty: no identity.
+fn read_values(part: &KeyPart, value: &str) -> Vec<String> {
     if part.named().is_none() {
-        return (!value.is_empty()).then(|| value.to_string());
+        return if value.is_empty() { Vec::new() } else { vec![value.to_string()] };
     }
-    let read = part.value_type().read(value)?;
-    Some(match part {
-        KeyPart::Body(..) => sha256_hex(&read),
-        _ => read,
-    })
+    let readings = part.value_type().readings(value);
+    match part {
+        KeyPart::Body(..) => readings.iter().map(|r| sha256_hex(r)).collect(),
+        _ => readings,
+    }
 }
 
 /// The values a header could be read as: each comma-separated item (Go's
@@ -535,7 +626,10 @@ pub fn identity_key(part: &KeyPart, value: &str) -> Option<String> {
         KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn => return None,
         _ => value.to_string(),
     };
-    read_value(part, &value).map(|v| format!("{part}={v}"))
+    match read_values(part, &value).as_slice() {
+        [one] => Some(format!("{part}={one}")),
+        _ => None,
+    }
 }
 
 /// Normalizes an identity such as an email (trimmed, lowercased) and hashes
@@ -567,8 +661,8 @@ fn sha256_hex(text: &str) -> String {
 /// missing-key policy then applies.
 pub fn body_field_values(content_type: &str, body: &[u8], field: &str) -> Vec<String> {
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    if media == "application/json" || media.ends_with("+json") {
-        let Ok(json) = serde_json::from_slice::<Json>(body) else { return Vec::new() };
+    if crate::body::is_json(&media) {
+        let Some(json) = crate::json::parse(body) else { return Vec::new() };
         let mut level = vec![&json];
         for part in field.split('.') {
             level = level.iter().flat_map(|node| node.members(part)).collect();
@@ -578,77 +672,6 @@ pub fn body_field_values(content_type: &str, body: &[u8], field: &str) -> Vec<St
         crate::body::form_field_values(content_type, body, field)
     } else {
         Vec::new()
-    }
-}
-
-/// A JSON document that keeps every member of an object, duplicates
-/// included, in order (`serde_json::Value` keeps only the last).
-enum Json {
-    Object(Vec<(String, Json)>),
-    Scalar(String),
-    Other,
-}
-
-impl Json {
-    /// The values of the members named `name`, in any ASCII case.
-    fn members<'j>(&'j self, name: &'j str) -> impl Iterator<Item = &'j Json> + 'j {
-        let members: &[(String, Json)] = match self {
-            Json::Object(members) => members,
-            _ => &[],
-        };
-        members.iter().filter(move |(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v)
-    }
-
-    fn scalar(&self) -> Option<&str> {
-        match self {
-            Json::Scalar(text) => Some(text),
-            _ => None,
-        }
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for Json {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Json, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Json;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("JSON")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-                let mut members = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, Json>()? {
-                    members.push((k, v));
-                }
-                Ok(Json::Object(members))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(Json::Other)
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Json, E> {
-                Ok(Json::Scalar(v.to_string()))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Json, E> {
-                Ok(Json::Scalar(v))
-            }
-            fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
-                Ok(Json::Scalar(v.to_string()))
-            }
-            fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
-                Ok(Json::Scalar(v.to_string()))
-            }
-            fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
-                Ok(Json::Scalar(v.to_string()))
-            }
-            fn visit_f64<E>(self, v: f64) -> Result<Json, E> {
-                Ok(serde_json::Number::from_f64(v).map_or(Json::Other, |n| Json::Scalar(n.to_string())))
-            }
-            fn visit_unit<E>(self) -> Result<Json, E> {
-                Ok(Json::Other)
-            }
-        }
-        deserializer.deserialize_any(Visitor)
     }
 }
 
@@ -686,11 +709,20 @@ pub fn log_key(secret: &str) -> Option<Vec<u8>> {
 /// fixpoint, as Express, PHP and Rack decode it (`sid=%61bc` is `sid=abc`).
 /// A cookie given several times counts each value (Django reads the last,
 /// most others the first), and so does one whose name PHP reads as the same
-/// (`.` and spaces in a cookie name become `_` in `$_COOKIE`, the first
-/// kept: `laravel.session` is `laravel_session`), or in another case
+/// (`.`, spaces and a first `[` without a `]` after it become `_` in
+/// `$_COOKIE`, the first kept: `laravel.session` and `laravel[session` are
+/// `laravel_session`), or in another case
 /// (nginx's `$cookie_NAME` ignores case).
 pub fn cookie_values(header: &str, name: &str) -> Vec<String> {
-    let php = |n: &str| n.trim().replace(['.', ' '], "_");
+    // PHP also reads a first `[` without a `]` after it as `_`.
+    let php = |n: &str| {
+        let n = n.trim();
+        let n = match n.find('[') {
+            Some(at) if !n[at..].contains(']') => format!("{}_{}", &n[..at], &n[at + 1..]),
+            _ => n.to_string(),
+        };
+        n.replace(['.', ' '], "_")
+    };
     let wanted = php(name);
     let mut out: Vec<String> = Vec::new();
     for pair in header.split(';') {
@@ -982,6 +1014,32 @@ mod tests {
         }
         for no_id in ["", "abc", "+", " - 4"] {
             assert_eq!(ValueType::Int.read(no_id), None, "{no_id:?}");
+            assert!(ValueType::Int.readings(no_id).is_empty(), "{no_id:?}");
+        }
+        for (spelling, readings) in [
+            ("42", &["42"][..]),
+            ("042", &["42"]),
+            ("4.2e1", &["4", "42"]),
+            ("42e1", &["42", "420"]),
+            ("42.9", &["42"]),
+            ("-4.2E1", &["-4", "-42"]),
+            ("+042.50e1", &["42", "425"]),
+            (".5e2", &["50"]),
+            ("0.29e2", &["0", "29"]),
+            ("00", &["0"]),
+            ("42.", &["42"]),
+            ("0x2a", &["0", "42"]),
+            ("0X2A", &["0", "42"]),
+            ("0o52", &["0", "42"]),
+            ("0b101010", &["0", "42"]),
+            ("4_2", &["4", "42"]),
+            ("1e400", &["1"]),
+            ("0x", &["0"]),
+            ("0x-2a", &["0"]),
+            ("inf", &[]),
+            ("NaN", &[]),
+        ] {
+            assert_eq!(ValueType::Int.readings(spelling), readings, "{spelling:?}");
         }
         let uuid = "6f1c2a6e-3c1b-4c7a-9f4e-0b1d2c3e4f50";
         for spelling in [uuid, &uuid.to_uppercase(), &format!("{{{uuid}}}"), &uuid.replace('-', ""), &format!("urn:uuid:{uuid}")] {
@@ -1028,6 +1086,8 @@ mod tests {
         assert_eq!(cookie_values("sid=abc; sid=%61bc", "sid"), ["abc"]);
         assert_eq!(cookie_values("my.sid=1; my sid=2; my_sid=3; mysid=4", "my_sid"), ["1", "2", "3"]);
         assert_eq!(cookie_values("LARAVEL_SESSION=a; laravel_session=b", "laravel_session"), ["a", "b"], "nginx ignores case");
+        assert_eq!(cookie_values("laravel[session=MINE; laravel_session=b", "laravel_session"), ["MINE", "b"], "PHP: an unmatched [ is _");
+        assert_eq!(cookie_values("laravel[session]=x; laravel_session=b", "laravel_session"), ["b"], "a matched [ ] makes an array");
     }
 
     #[test]
@@ -1053,6 +1113,28 @@ mod tests {
         assert!(values("application/x-www-form-urlencoded", &[0xff, 0xfe], "email").is_empty());
         assert_eq!(hash_identity("  "), None);
         assert_eq!(hash_identity(" A@B.io "), hash_identity("a@b.io"));
+    }
+
+    /// Issue 15, row 4 against PHP: `$_REQUEST['email']` is the cookie over
+    /// the form body (and Symfony's `get()` the query over it), so a decoy
+    /// in the body does not hide the victim named in a cookie or the query.
+    #[test]
+    fn a_body_field_is_also_read_from_the_query_and_cookies() {
+        let email = |body: &str, query: &str, cookie: Option<&str>| {
+            let query = CanonicalQuery::parse(query);
+            let body_values = |_: &str| if body.is_empty() { Vec::new() } else { vec![body.to_string()] };
+            let header = move |name: &str| (name == "cookie").then(|| cookie.map(str::to_string)).flatten();
+            derive_keys(&[part("body:email:email")], &inputs(&header, &query, &body_values))
+        };
+        let victim = email("victim@x.test", "", None).unwrap();
+        let both = email("decoy@x.test", "", Some("sid=1; email=victim%40x.test")).unwrap();
+        assert_eq!(both.len(), 2);
+        assert!(both.contains(&victim[0]), "the cookie's identity is charged");
+        let both = email("decoy@x.test", "email=V%C3%ADctim@x.test", None).unwrap();
+        assert!(both.contains(&victim[0]), "the query's, typed as the body's is");
+        assert_eq!(email("", "", Some("email=victim@x.test")).unwrap(), victim, "a cookie alone");
+        assert_eq!(email("victim@x.test", "email=victim@x.test", Some("email=victim@x.test")).unwrap(), victim, "one identity once");
+        assert!(matches!(email("", "", Some("other=1")), Err(KeyError::Missing(_))));
     }
 
     /// An identity the origin names (a success's `success_identity_header`)

@@ -31,6 +31,8 @@
 //! | [`admin`]   | the admin API: routing, bearer token, keys from raw values     |
 //! | [`explain`] | `tollgate explain`: the pipeline on one request, as a report   |
 //! | [`coverage`]| `tollgate check`: do the wrangler.toml routes reach the rules? |
+//! | [`ticket`]  | what an embedded check hands the app to settle failures-only rules |
+//! | [`upstream`]| where allowed requests go: the origin or a service binding |
 //! | [`wrangler`]| the CLI reads wrangler.toml / .json / .jsonc and its environments |
 //!
 //! The glue (`edge`, the Worker entry; `origin`, its side facing the
@@ -64,6 +66,7 @@ pub(crate) mod gcra;
 pub(crate) mod headers;
 pub(crate) mod hmac;
 pub(crate) mod device;
+pub(crate) mod json;
 pub(crate) mod key;
 pub mod metrics;
 pub mod overrides;
@@ -74,6 +77,8 @@ pub(crate) mod reservation;
 pub mod plan;
 pub mod response;
 pub mod rules;
+pub mod ticket;
+pub mod upstream;
 pub mod verdict;
 pub mod window;
 #[cfg(not(target_arch = "wasm32"))]
@@ -82,7 +87,15 @@ pub mod wrangler;
 #[cfg(target_arch = "wasm32")]
 mod edge;
 #[cfg(target_arch = "wasm32")]
+pub mod embed;
+#[cfg(target_arch = "wasm32")]
 mod limiter;
+#[cfg(all(target_arch = "wasm32", feature = "standalone"))]
+mod rpc;
+/// The limiter Durable Object: an app that embeds tollgate binds it as
+/// `LIMITER` (`class_name = "Limiter"`); its Worker exports the class.
+#[cfg(target_arch = "wasm32")]
+pub use limiter::Limiter;
 #[cfg(target_arch = "wasm32")]
 mod objects;
 #[cfg(target_arch = "wasm32")]

@@ -1,10 +1,12 @@
 //! The origin side of the Worker (glue, `wasm32` only): reading a capped
-//! copy of the body, forwarding the original request, and adding fields to
-//! the origin's response.
+//! copy of the body, forwarding the original request (to the origin or to a
+//! service binding, [`crate::upstream`]), and adding fields to the
+//! upstream's response.
 
 use futures_util::StreamExt;
 use worker::wasm_bindgen::JsCast;
 use worker::wasm_bindgen_futures::JsFuture;
+use crate::upstream::Upstream;
 use worker::{js_sys, web_sys, Env, Request};
 
 /// Optional var naming a local origin (`http://127.0.0.1:8788`) to forward
@@ -35,10 +37,22 @@ pub(crate) async fn read_body(req: &Request, limit: u32) -> Option<Vec<u8>> {
     Some(body)
 }
 
-/// Forwards the original request, unchanged, to the zone's origin, or to
-/// `UPSTREAM` (scheme, host and port replaced; path, query, method, headers
-/// and body kept) when that var is set.
-pub(crate) async fn forward(req: Request, url: &worker::Url, env: &Env) -> worker::Result<web_sys::Response> {
+/// Forwards the original request, unchanged: to the Worker behind the
+/// config's service binding (`upstream = { service = "APP" }`:
+/// `env.APP.fetch(request)`, the very request object), else to the zone's
+/// origin, or to `UPSTREAM` (scheme, host and port replaced; path, query,
+/// method, headers and body kept) when that var is set.
+pub(crate) async fn forward(
+    req: Request,
+    url: &worker::Url,
+    env: &Env,
+    upstream: &Upstream,
+) -> worker::Result<web_sys::Response> {
+    if let Upstream::Service(binding) = upstream {
+        let service: worker::worker_sys::Fetcher = env.service(binding)?.into_rpc();
+        let response = JsFuture::from(service.fetch(req.inner())?).await?;
+        return Ok(response.unchecked_into());
+    }
     let upstream = env
         .var(UPSTREAM_VAR)
         .map(|v| v.to_string())

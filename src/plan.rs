@@ -236,6 +236,16 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
         }
     }
 
+    // Fast path: no rule's host and path take the request, so no method,
+    // parameter or header can make one match. Nothing more is read: no
+    // override header, cookie or body (a zone-wide route sends every
+    // request of the zone here).
+    if !config.rules.iter().any(|rule| rule.takes(&host, &path)) {
+        let methods = vec![parts.method.to_ascii_uppercase()];
+        let canonical = Canonical { host, path, query: CanonicalQuery::parse(raw_query), methods, unreadable_body: None };
+        return Plan { canonical: Some(canonical), matched: Vec::new(), route: Route::Check(Vec::new()) };
+    }
+
     let header = parts.header;
     let body_params = body_parameters(parts);
     if body_params.is_none() && config.facts.reads_body_parameters() {
@@ -610,6 +620,10 @@ mod tests {
         let (p, read) = plan_of(&c, "POST", "/other", &[IP, ("content-type", "application/json")], Some(b"{}"), None);
         assert!(checked(&p).is_empty());
         assert!(!read, "the body is read only for a rule that matched");
+        let heavy = heavy();
+        let (p, read) = plan_of(&heavy, "POST", "/other?mode=heavy", &[IP, FORM], Some(b"mode=heavy"), None);
+        assert!(!read && checked(&p).is_empty(), "no rule takes /other: its form body is not read");
+        assert_eq!(p.canonical.map(|c| c.path), Some("/other".to_string()), "explain still shows the canonical view");
     }
 
     #[test]
@@ -708,8 +722,10 @@ mod tests {
         let (_, read) = plan_of(&without, "POST", "/x", &[IP, FORM], Some(b"mode=heavy"), None);
         assert!(!read, "no rule has query conditions or methods: the body is not read");
         let methods = config(json!([{ "name": "del", "path": "/y", "methods": ["DELETE"], "limits": limits() }]));
-        let (_, read) = plan_of(&methods, "POST", "/x", &[IP, MULTIPART], Some(&multipart("a", "1")), None);
+        let (_, read) = plan_of(&methods, "POST", "/y", &[IP, MULTIPART], Some(&multipart("a", "1")), None);
         assert!(read, "a rule lists methods: the body may hold a _method");
+        let (p, read) = plan_of(&methods, "POST", "/x", &[IP, MULTIPART], Some(&multipart("_method", "DELETE")), None);
+        assert!(!read && checked(&p).is_empty(), "no rule takes the path: no body is read");
     }
 
     /// Issue 15, row 5: a body over the cap, compressed, in an unknown
@@ -729,11 +745,16 @@ mod tests {
         assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, ebcdic], Some(b"\x94\x96"), None).0).len(), 1);
         let open = b"------WebKitFormBoundaryA1\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1";
         assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, MULTIPART], Some(open), None).0).len(), 1, "no end boundary");
-        // Only rules whose conditions read the body, and only form bodies.
+        // Only rules whose conditions read the body, and only parameter bodies.
         let url_only = config(json!([{ "name": "q", "path": "/x", "query": { "mode": "heavy" }, "query_sources": ["query"], "limits": limits() }]));
         assert!(checked(&plan_of(&url_only, "POST", "/x", &[IP, FORM], None, None).0).is_empty());
         let json_type = ("content-type", "application/json");
-        assert!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type, gzip], None, None).0).is_empty());
+        assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type, gzip], None, None).0).len(), 1, "compressed JSON");
+        assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type], Some(b"{\"mode\":"), None).0).len(), 1, "malformed JSON");
+        assert_eq!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type], Some(br#"{"mode":"heavy"}"#), None).0).len(), 1, "Rails params");
+        assert!(checked(&plan_of(&c, "POST", "/x", &[IP, json_type], Some(br#"{"mode":"light"}"#), None).0).is_empty());
+        let text = ("content-type", "text/plain");
+        assert!(checked(&plan_of(&c, "POST", "/x", &[IP, text, gzip], None, None).0).is_empty());
     }
 
     #[test]
@@ -795,7 +816,11 @@ mod tests {
         // Fail safe: an unreadable form body of a POST may override to any listed method.
         assert_eq!(methods(&[IP, FORM], None), ["POST", "DELETE"], "over body_limit");
         assert_eq!(methods(&[IP, MULTIPART, ("content-encoding", "br")], Some(b"x")), ["POST", "DELETE"], "compressed");
-        assert_eq!(methods(&[IP, ("content-type", "application/json")], None), ["POST"], "not a form body");
+        let json_type = ("content-type", "application/json; charset=utf-8");
+        assert_eq!(methods(&[IP, json_type], Some(br#"{"title":"x","_method":"DELETE"}"#)), ["POST", "DELETE"], "a JSON body's _method");
+        assert_eq!(methods(&[IP, json_type], Some(br#"{"title":"x"}"#)), ["POST"], "JSON without one");
+        assert_eq!(methods(&[IP, json_type], None), ["POST", "DELETE"], "JSON over body_limit");
+        assert_eq!(methods(&[IP, ("content-type", "text/plain")], None), ["POST"], "not a parameter body");
         let (p, _) = plan_of(&c, "PUT", "/posts/7", &[IP, FORM], None, None);
         assert_eq!(p.canonical.unwrap().methods, ["PUT"], "only a POST is overridden by _method");
         assert_eq!(checked(&plan_of(&c, "POST", "/posts/7", &[IP, FORM], None, None).0).len(), 1);

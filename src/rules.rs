@@ -282,6 +282,17 @@ impl Rule {
     /// Compiles the rule's URLPatterns. On failure, says which field is at
     /// fault and why.
     pub fn compile(spec: RuleSpec) -> Result<Rule, PatternError> {
+        // The Worker sees a request's host in its ASCII form (punycode), and
+        // the build carries no IDNA tables to convert a pattern's (the
+        // `idna_adapter` 1.0 stub: 49 KiB less gzipped upload).
+        if let Some(host) = spec.host.as_deref().filter(|h| !h.is_ascii()) {
+            return Err(PatternError {
+                field: "host",
+                message: format!(
+                    "`{host}` is not ASCII: write an internationalized domain in its ASCII (punycode) form, as the Worker sees it (`bücher.example` is `xn--bcher-kva.example`)"
+                ),
+            });
+        }
         // urlpattern 0.6 compares a pattern's literal prefix case-sensitively
         // even with `ignore_case`, so case-insensitive rules are compiled
         // lowercased and matched against the lowercased path (their group
@@ -349,6 +360,14 @@ impl Rule {
             return Err(NoMatch::Condition(failed.clone()));
         }
         Ok(found)
+    }
+
+    /// Whether the rule's host and path take the request, whatever its
+    /// method, parameters and headers: [`Rule::matches`] can hold only if
+    /// this does. The plan's fast path asks it first, so a request no rule
+    /// takes costs no query parsing, header lookup or body read.
+    pub fn takes(&self, host: &str, path: &str) -> bool {
+        self.host_matches(host) && self.path_match(path).is_some()
     }
 
     /// Whether the rule has query conditions: a form body, which joins the

@@ -113,6 +113,9 @@ pub struct Section {
     /// `observability.enabled` (inherited unless set): whether Workers Logs
     /// keeps the Worker's log lines.
     pub logs_kept: bool,
+    /// The binding names of this section's `[[services]]` (not inherited:
+    /// Wrangler treats bindings per environment).
+    pub services: Vec<String>,
 }
 
 /// Every section to validate: the top level, then each `[env.NAME]`.
@@ -152,7 +155,12 @@ fn section(label: String, value: &Value, top: Option<&Section>) -> Section {
         Some(o) => o.get("enabled").and_then(Value::as_bool).unwrap_or(false),
         None => top.is_some_and(|t| t.logs_kept),
     };
-    Section { label, tollgate, routes, logs_kept }
+    let services = value
+        .get("services")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(|s| s.get("binding").and_then(Value::as_str).map(str::to_string)).collect())
+        .unwrap_or_default();
+    Section { label, tollgate, routes, logs_kept, services }
 }
 
 fn routes(section: &Value) -> Option<Vec<String>> {
@@ -190,6 +198,17 @@ mod tests {
     }
 
     #[test]
+    fn services_are_per_environment() {
+        let w = json!({
+            "services": [{ "binding": "APP", "service": "app" }],
+            "env": { "staging": { "services": [{ "binding": "APP_STAGING", "service": "app-staging" }] }, "bare": {} },
+        });
+        assert_eq!(select(&w, None).unwrap().services, ["APP"]);
+        assert_eq!(select(&w, Some("staging")).unwrap().services, ["APP_STAGING"]);
+        assert!(select(&w, Some("bare")).unwrap().services.is_empty(), "not inherited");
+    }
+
+    #[test]
     fn environments_inherit_routes_and_observability_but_not_vars() {
         let w = json!({
             "routes": ["example.com/*"],
@@ -208,6 +227,7 @@ mod tests {
         assert_eq!(staging.tollgate, Some(json!({ "rules": [1] })));
         let bare = select(&w, Some("bare")).unwrap();
         assert_eq!((bare.routes.len(), bare.logs_kept, bare.tollgate), (0, false, None));
+        assert!(staging.services.is_empty());
         assert_eq!(select(&w, Some("nope")).unwrap_err(), "no environment `nope` (environments: `bare`, `staging`)");
         assert_eq!(select(&json!({}), Some("x")).unwrap_err(), "no environment `x` (environments: none)");
     }

@@ -319,3 +319,33 @@ fn explain_shows_exemptions_given_the_secret_or_the_bot_and_check_refuses_a_bare
     assert_eq!(code, 1, "{out}{err}");
     assert!(format!("{out}{err}").contains("exempt.header.secret`: missing: any client can send any header"), "{out}{err}");
 }
+
+#[test]
+fn check_requires_the_upstream_service_binding_in_the_same_environment() {
+    let path = temp_toml(
+        "service.toml",
+        r#"
+routes = [{ pattern = "example.com/*", zone_name = "example.com" }]
+services = [{ binding = "APP", service = "app" }]
+[vars.TOLLGATE]
+upstream = { service = "APP" }
+[[vars.TOLLGATE.rules]]
+name = "api"
+path = "/api/*"
+limits = [{ requests = 10, window = "60s" }]
+
+[env.staging.vars.TOLLGATE]
+upstream = { service = "APP" }
+[[env.staging.vars.TOLLGATE.rules]]
+name = "api"
+path = "/api/*"
+limits = [{ requests = 10, window = "60s" }]
+"#,
+    );
+    let file = path.to_str().unwrap();
+    let (code, out, err) = tollgate(&["check", file, "--env", ""]);
+    assert_eq!(code, 0, "the top level declares APP: {out}{err}");
+    let (code, out, err) = tollgate(&["check", file, "--env", "staging"]);
+    assert_eq!(code, 1, "[[services]] is not inherited by env.staging: {out}{err}");
+    assert!(err.contains("env `staging`: field `upstream`: service binding `APP` is not declared"), "{err}");
+}

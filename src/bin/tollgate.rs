@@ -185,6 +185,11 @@ mod native {
             };
             match Config::from_json(value) {
                 Ok(config) => {
+                    if let Some(e) = tollgate::upstream::missing_binding(&config.upstream, &section.services) {
+                        eprintln!("error: {path} {label}: {e}");
+                        failed = true;
+                        continue;
+                    }
                     println!("{path} {label}: ok, {} rule(s)", config.rules.len());
                     for warning in section_warnings(&section, &config) {
                         println!("warning: {path} {label}: {warning}");
@@ -212,7 +217,7 @@ mod native {
     fn section_warnings(section: &wrangler::Section, config: &Config) -> Vec<String> {
         let mut out: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
         if section.routes.is_empty() {
-            out.push("no routes: the Worker attaches to nothing; add routes = [{ pattern = \"example.com/*\", zone_name = \"example.com\" }]".into());
+            out.push("no routes: the Worker attaches to nothing (as meant when apps call it only over RPC, through a service binding); otherwise add routes = [{ pattern = \"example.com/*\", zone_name = \"example.com\" }]".into());
         }
         if !section.logs_kept && config.rules.iter().any(|r| r.action == Action::Log) {
             out.push("shadow rules (action = \"log\") report only through logs, and [observability] is off: Workers Logs keeps none of them (add [observability] enabled = true)".into());

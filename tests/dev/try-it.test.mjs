@@ -19,8 +19,15 @@ const READY_TIMEOUT_MS = 240_000; // a dev build after a change under src/ inclu
 const COMMAND_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 5_000;
 
-const examples = readdirSync(join(ROOT, "examples")).filter((name) =>
-  existsSync(join(ROOT, "examples", name, "wrangler.toml")),
+// The examples of rules for the standalone Worker. The app examples (a
+// crate embedding tollgate, Cargo.toml; an app calling it over RPC,
+// tollgate.wrangler.toml) are not started by scripts/dev: their Miniflare
+// tests are tests/worker/rust-app.test.mjs and rpc.test.mjs.
+const examples = readdirSync(join(ROOT, "examples")).filter(
+  (name) =>
+    existsSync(join(ROOT, "examples", name, "wrangler.toml")) &&
+    !existsSync(join(ROOT, "examples", name, "Cargo.toml")) &&
+    !existsSync(join(ROOT, "examples", name, "tollgate.wrangler.toml")),
 );
 const readmes = [join(ROOT, "README.md"), ...examples.map((name) => join(ROOT, "examples", name, "README.md"))];
 

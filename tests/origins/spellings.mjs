@@ -278,6 +278,21 @@ export function allSpellings() {
     ["form encoded key", { body: form("e%6Dail=victim{N}%40x.test&password=guess") }],
     ["multipart", { body: multipart([["email", "victim{N}@x.test"], ["password", "guess"]]) }],
     ["multipart duplicate", { body: multipart([["email", "decoy-{R}@x.test"], ["email", "victim{N}@x.test"]]) }],
+    // RFC 8187 names: Werkzeug (and busboy) read name*=UTF-8''email as email, over a plain name.
+    ...[
+      ["multipart RFC 8187 name", "name*=UTF-8''em%61il"],
+      ["multipart RFC 8187 name over a decoy name", `name="decoy"; name*=utf-8''email`],
+      ["multipart RFC 2231 continued name", `name*0="em"; name*1="ail"`],
+    ].map(([what, disposition]) => [
+      what,
+      {
+        body: {
+          type: "raw",
+          contentType: "multipart/form-data; boundary=b0undary",
+          text: `--b0undary\r\nContent-Disposition: form-data; ${disposition}\r\n\r\nvictim{N}@x.test\r\n--b0undary\r\nContent-Disposition: form-data; name="email"\r\n\r\ndecoy-{R}@x.test\r\n--b0undary--\r\n`,
+        },
+      },
+    ]),
     ["query only", { query: "email=victim{N}%40x.test", body: form("password=guess") }],
     ["query under a decoy body", { query: "email=victim{N}%40x.test", body: form("email=decoy-{R}%40x.test&password=guess") }],
     ["cookie under a decoy form body", { headers: [["Cookie", "email=victim{N}%40x.test"]], body: form("email=decoy-{R}%40x.test&password=guess") }],

@@ -75,11 +75,36 @@ test("row 5: Cookie: mode=heavy is limited by a rule with query_sources = [query
     const light = { headers: { cookie: "mode=light" }, ip: "203.0.113.71" };
     assert.deepEqual(await statuses(tg, 11, "/api/example", light), Array(11).fill(200));
   });
-  await withTollgate({}, async (tg) => {
+  const defaults = shippedConfig();
+  delete defaults.rules[0].query_sources;
+  await withTollgate({ config: defaults }, async (tg) => {
     const cookie = { headers: { cookie: "mode=heavy" }, ip: "203.0.113.72" };
     assert.deepEqual(await statuses(tg, 11, "/api/example", cookie), Array(11).fill(200), "the default sources are query and body");
   });
 });
+
+test("row 5: the shipped rule reads cookies (PHP without a php.ini): Cookie: mode=heavy is limited", () =>
+  withTollgate({}, async (tg) => {
+    const cookie = { headers: { cookie: "sid=abc; mode=heav%79" }, ip: "203.0.113.73" };
+    assert.deepEqual(await statuses(tg, 11, "/api/example?mode=light", cookie), tenThen429, "a cookie over a light query, percent-encoded");
+  }));
+
+test("a JSON body's mode=heavy is limited (Rails params, Laravel input()); malformed or oversized JSON fails safe", () =>
+  withTollgate({}, async (tg) => {
+    const json = { "content-type": "application/json; charset=utf-8" };
+    assert.deepEqual((await posts(tg, 11, "/api/example", { headers: json, body: '{"mode":"heavy"}', ip: "203.0.113.80" })).statuses, tenThen429);
+    const light = await posts(tg, 11, "/api/example", { headers: json, body: '{"mode":"light","x":{"mode":"heavy"}}', ip: "203.0.113.81" });
+    assert.deepEqual(light.statuses, Array(11).fill(200), "a nested member is no parameter");
+    const broken = { headers: json, body: '{"mode":"heavy",', ip: "203.0.113.82" };
+    assert.deepEqual((await posts(tg, 11, "/api/example", broken)).statuses, tenThen429, "malformed JSON");
+    assert.equal(tg.origin.received.at(-1).body.toString(), '{"mode":"heavy",', "it reached the origin as sent");
+  }));
+
+test("the query's leading ? is dropped as PHP's built-in server drops it: /api/example??mode=heavy is limited", () =>
+  withTollgate({}, async (tg) => {
+    assert.deepEqual(await statuses(tg, 11, "/api/example??mode=heavy", { ip: "203.0.113.90" }), tenThen429);
+    assert.deepEqual(await statuses(tg, 11, "/api/example?%3Fmode=heavy", { ip: "203.0.113.91" }), Array(11).fill(200), "an encoded ? is part of the key");
+  }));
 
 /** A DELETE rule (limit 3) and no rule with query conditions. */
 const deleteOnly = { rules: [{ name: "delete-post", path: "/posts/:id", methods: ["DELETE"], limits: [{ requests: 3, window: "60s" }] }] };
@@ -98,6 +123,16 @@ test("row 6: _method=DELETE in a multipart body reaches the DELETE rule", () =>
   withTollgate({ config: deleteOnly }, async (tg) => {
     const inMultipart = { ...(await multipart({ _method: "DELETE" })), ip: "198.51.100.11" };
     assert.deepEqual((await posts(tg, 4, "/posts/7", inMultipart)).statuses, blocksTheFourth);
+  }));
+
+test("row 6: _method in a JSON body reaches the DELETE rule (Express's method-override custom logic, Laravel)", () =>
+  withTollgate({ config: deleteOnly }, async (tg) => {
+    const json = { headers: { "content-type": "application/json" }, body: '{"title":"x","_method":"DELETE"}', ip: "198.51.100.17" };
+    const got = await posts(tg, 4, "/posts/7", json);
+    assert.deepEqual(got.statuses, blocksTheFourth);
+    assert.equal(got.reached, 3);
+    const plain = { headers: { "content-type": "application/json" }, body: '{"title":"x"}', ip: "198.51.100.18" };
+    assert.deepEqual((await posts(tg, 4, "/posts/7", plain)).statuses, [200, 200, 200, 200], "JSON without _method is no DELETE");
   }));
 
 test("row 6: X-HTTP-Method-Override: DELETE, x reaches the DELETE rule (Express's method-override takes the first item)", () =>

@@ -38,6 +38,8 @@ export default {
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const WRANGLER = parseToml(readFileSync(join(ROOT, "wrangler.toml"), "utf8"));
+/** The compatibility date of the shipped wrangler.toml, for extra workers. */
+export const COMPATIBILITY_DATE = WRANGLER.compatibility_date;
 
 /** The TOLLGATE config shipped in wrangler.toml. */
 export function shippedConfig() {
@@ -91,9 +93,14 @@ export function mockOrigin(respond) {
  * options: config (TOLLGATE object; defaults to the shipped one), persist
  * (folder; defaults to a new temp folder), origin (from mockOrigin), vars
  * (extra plain bindings), limiterScript (replace the Durable Object, for
- * fault injection), workerOptions (more Miniflare options of the tollgate
- * Worker, e.g. analyticsEngineDatasets or serviceBindings), extraWorkers
- * (more Workers, e.g. what a service binding points at).
+ * fault injection), services ({ BINDING: "worker-name" }: tollgate's
+ * [[services]] bindings) and workers (more Miniflare worker definitions,
+ * e.g. the app Worker behind a service binding, or one that binds tollgate).
+ * Requests go to the first worker, tollgate, unless `entry` names another.
+ * scriptPath: another built Worker in tollgate's place (one that embeds
+ * tollgate, with the same bindings: TOLLGATE and LIMITER). workerOptions:
+ * more Miniflare options of the tollgate Worker (analyticsEngineDatasets,
+ * serviceBindings); extraWorkers: as workers.
  */
 export async function startTollgate(options = {}) {
   const persist = options.persist ?? tempDir();
@@ -101,16 +108,18 @@ export async function startTollgate(options = {}) {
   const tollgate = {
     name: "tollgate",
     modules: true,
-    scriptPath: join(ROOT, "build", "index.js"),
+    scriptPath: options.scriptPath ?? join(ROOT, "build", "index.js"),
     modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
     compatibilityDate: WRANGLER.compatibility_date,
     bindings: { TOLLGATE: options.config ?? shippedConfig(), ...(options.vars ?? {}) },
     durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
     outboundService: origin.outboundService,
     stripCfConnectingIp: false,
+    serviceBindings: options.services ?? {},
     ...(options.workerOptions ?? {}),
   };
-  const workers = [tollgate, ...(options.extraWorkers ?? [])];
+  const workers = [tollgate, ...(options.workers ?? []), ...(options.extraWorkers ?? [])];
+  if (options.entry) workers.unshift(...workers.splice(workers.findIndex((w) => w.name === options.entry), 1));
   if (options.faults) {
     // The Worker's LIMITER binding goes to FaultyLimiter, which passes calls
     // through to the real Limiter unless told to throw, hang or fail.

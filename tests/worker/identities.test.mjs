@@ -54,6 +54,21 @@ test("row 4: accented, soft-hyphen and fullwidth spellings of one email are one 
     assert.equal(await failedLogins(tg, bodies), 10, "90 attempts in 9 spellings, 10 reach the origin");
   }));
 
+test("row 4: an email in a cookie or the query under a decoy form body is charged (PHP's $_REQUEST, Symfony's get())", () =>
+  withTollgate({ config: loginConfig(), origin: loginOrigin() }, async (tg) => {
+    const form = { "content-type": "application/x-www-form-urlencoded" };
+    let reached = 0;
+    for (let n = 0; n < 20; n++) {
+      const before = tg.origin.received.length;
+      const where = n % 2 ? { headers: { ...form, cookie: "email=victim%40x.io" } } : { headers: form, query: "email=victim%40x.io" };
+      const path = where.query ? `/login?${where.query}` : "/login";
+      const res = await tg.fetch(path, { ip: `198.51.100.${n + 1}`, method: "POST", headers: where.headers, body: `email=decoy-${n}%40x.io&password=g` });
+      await res.arrayBuffer();
+      reached += tg.origin.received.length - before;
+    }
+    assert.equal(reached, 10, "the victim's 10 failures, then 429 whatever the decoy");
+  }));
+
 test("row 7: a cookie PHP reads under another spelling of its name is charged too", () =>
   withTollgate(
     { config: { rules: [{ name: "session", path: "/account", key: ["cookie:laravel_session"], limits: [{ requests: 3, window: "1m" }] }] } },

@@ -82,23 +82,30 @@ test("malformed calls are refused with a clear error", () =>
   }));
 
 test("TTL: after the window plus margin the object holds no rows and no alarm", async () => {
-  const config = { rules: [rule("short", "/short", [{ requests: 5, window: "1s" }])] };
+  // A 3 s window, the third hit 1.5 s after the first: the first alarm
+  // (first hit + 3 s) and the re-armed one (third hit + 3 s) lie 1.5 s
+  // apart, and the test looks halfway between, so a loaded machine's
+  // request latency (hundreds of ms) cannot make it look too early or late.
+  const config = { rules: [rule("short", "/short", [{ requests: 5, window: "3s" }])] };
   const tg = await startTollgate({ config });
   const name = "short\nip=203.0.113.7";
-  const status = async () => (await tg.callObject(name, { v: 1, op: "status", limits: [[5, 1000]] })).body;
+  const status = async () => (await tg.callObject(name, { v: 1, op: "status", limits: [[5, 3000]] })).body;
+  const until = (t) => sleep(Math.max(0, t - Date.now()));
   try {
+    const t1 = Date.now();
     assert.deepEqual(await statuses(tg, 2, "/short"), [200, 200]);
-    await sleep(600);
+    await until(t1 + 1_500);
+    const t3 = Date.now();
     assert.deepEqual(await statuses(tg, 1, "/short"), [200]);
     let s = await status();
     assert.equal(s.stored_hits, 3);
     assert.equal(s.alarm_pending, true);
-    // The first alarm (t≈1 s) finds the hit from t≈0.6 s alive and re-arms.
-    await sleep(700);
+    // The first alarm (≈ t1 + 3 s) finds the third hit alive and re-arms.
+    await until(t1 + 3_750);
     s = await status();
     assert.equal(s.alarm_pending, true, "re-armed for the newest hit");
     assert.ok(s.stored_hits >= 1);
-    await sleep(1_200);
+    await until(t3 + 3_000 + 1_500);
     s = await status();
     assert.equal(s.stored_hits, 0, "storage deleted");
     assert.equal(s.alarm_pending, false, "no alarm left");

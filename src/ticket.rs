@@ -1,0 +1,235 @@
+//! What an embedded check hands back so that the app can settle its
+//! failures-only rules once it has answered (issue 18).
+//!
+//! In front of an origin, tollgate sees the origin's answer and settles
+//! `count_statuses` rules itself ([`crate::verdict::settle`]). Called from
+//! inside an app (the Rust crate API, or RPC from a TS/JS Worker), it does
+//! not: [`issue`] turns the checked rules into a [`Ticket`] the app keeps,
+//! and passes back with its response status; [`Ticket::applied`] rebuilds
+//! what the settlement needs against the same config.
+//!
+//! A ticket is data the app could alter, and RPC makes it travel as text
+//! ([`Ticket::encode`]). What it can name is bounded: a rule of the config
+//! that counts only some statuses, and a key. The object's name and the
+//! log hash are derived again from those here, never read from the ticket,
+//! so a ticket can only settle counters that a request could have reached.
+//! Only Workers bound to tollgate can call it; they are trusted with the
+//! counts they settle (a forged ticket can commit or release a slot, as
+//! the app's own status codes can).
+
+use crate::config::Config;
+use crate::key::key_hash;
+use crate::plan::{object_name, Applied};
+use crate::policy::Counting;
+use crate::verdict::Outcome;
+use serde_json::{json, Value};
+
+/// One entry of [`Ticket::encode`]'s array form.
+fn entry(value: &Value) -> Option<Entry> {
+    let [rule, key, flags, device, reservation] = value.as_array()?.as_slice() else { return None };
+    let flags = flags.as_u64()?;
+    Some(Entry {
+        rule: rule.as_str()?.to_string(),
+        key: key.as_str()?.to_string(),
+        fell_back: flags & 1 != 0,
+        own_method: flags & 2 != 0,
+        device: match device {
+            Value::Null => None,
+            d => Some(d.as_str()?.to_string()),
+        },
+        reservation: match reservation {
+            Value::Null => None,
+            r => Some(r.as_u64()?),
+        },
+    })
+}
+
+/// The encoding's version: a ticket of another version settles nothing.
+const VERSION: u64 = 1;
+
+/// The failures-only rules one request was checked against, with their
+/// reservations: all that settling needs, apart from the app's answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ticket {
+    entries: Vec<Entry>,
+}
+
+/// One checked (rule, key) of a failures-only rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    /// The rule's name.
+    rule: String,
+    /// The raw key (the account's, for a trusted device).
+    key: String,
+    fell_back: bool,
+    own_method: bool,
+    device: Option<String>,
+    reservation: Option<u64>,
+}
+
+/// The ticket for `applied` and their `outcomes` (in the same order): one
+/// entry per failures-only rule, whatever its outcome (a counted status
+/// records a hit even when the counter could not be asked before).
+pub fn issue(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Ticket {
+    let entries = applied
+        .iter()
+        .zip(outcomes)
+        .filter(|(a, _)| matches!(a.rule.counting, Counting::Statuses(_)))
+        .map(|(a, outcome)| Entry {
+            rule: a.rule.name.clone(),
+            key: a.key.clone(),
+            fell_back: a.fell_back,
+            own_method: a.own_method,
+            device: a.device.clone(),
+            reservation: match outcome {
+                Outcome::Allowed { reservation, .. } => *reservation,
+                Outcome::Blocked { .. } | Outcome::Failed(_) => None,
+            },
+        })
+        .collect();
+    Ticket { entries }
+}
+
+impl Ticket {
+    /// Whether there is nothing to settle: no failures-only rule applied.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The ticket as text, for RPC: JSON, `{"v":1,"e":[[rule, key, flags,
+    /// device, reservation], ...]}` (flags: 1 fell back, 2 own method).
+    /// Built on `serde_json::Value`, which the config parser links anyway
+    /// (a derive would add its own code to the Worker's upload).
+    pub fn encode(&self) -> String {
+        let entries: Vec<Value> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let flags = u64::from(e.fell_back) | (u64::from(e.own_method) << 1);
+                json!([e.rule, e.key, flags, e.device, e.reservation])
+            })
+            .collect();
+        json!({ "v": VERSION, "e": entries }).to_string()
+    }
+
+    /// A ticket from [`Ticket::encode`]'s text; `None` for anything else
+    /// (another version, malformed).
+    pub fn decode(text: &str) -> Option<Ticket> {
+        let value: Value = serde_json::from_str(text).ok()?;
+        if value.get("v")?.as_u64()? != VERSION {
+            return None;
+        }
+        let entries = value.get("e")?.as_array()?.iter().map(entry).collect::<Option<Vec<Entry>>>()?;
+        Some(Ticket { entries })
+    }
+
+    /// What settling needs, rebuilt against `config`: each entry's applied
+    /// rule (object name and log hash derived again, with `log_key`) and an
+    /// outcome holding its reservation. Entries naming no failures-only rule
+    /// of `config` (a ticket from another config, or altered) are dropped.
+    pub fn applied<'c>(&self, config: &'c Config, log_key: Option<&[u8]>) -> (Vec<Applied<'c>>, Vec<Outcome>) {
+        let mut applied = Vec::new();
+        let mut outcomes = Vec::new();
+        for e in &self.entries {
+            let Some(rule) = config.rules.iter().find(|r| r.name == e.rule) else { continue };
+            if !matches!(rule.counting, Counting::Statuses(_)) {
+                continue;
+            }
+            let counted = match &e.device {
+                Some(device) => crate::device::device_key(&e.key, device),
+                None => e.key.clone(),
+            };
+            applied.push(Applied {
+                rule,
+                id: object_name(rule, &counted),
+                key_hash: key_hash(&counted, log_key),
+                key: e.key.clone(),
+                fell_back: e.fell_back,
+                own_method: e.own_method,
+                device: e.device.clone(),
+            });
+            outcomes.push(Outcome::Allowed { windows: Vec::new(), reservation: e.reservation });
+        }
+        (applied, outcomes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Op;
+    use crate::verdict::{settle, Answered};
+    use serde_json::json;
+
+    fn config() -> Config {
+        Config::from_json(&json!({ "rules": [
+            { "name": "login", "path": "/login", "key": ["body:email"], "count_statuses": [401],
+              "on_success": "clear", "limits": [{ "requests": 3, "window": "15m" }] },
+            { "name": "api", "path": "/*", "limits": [{ "requests": 10, "window": "1m" }] },
+        ] }))
+        .unwrap()
+    }
+
+    fn applied<'c>(config: &'c Config, name: &str, key: &str) -> Applied<'c> {
+        let rule = config.rules.iter().find(|r| r.name == name).unwrap();
+        Applied {
+            rule,
+            key: key.into(),
+            id: object_name(rule, key),
+            key_hash: key_hash(key, None),
+            fell_back: false,
+            own_method: true,
+            device: None,
+        }
+    }
+
+    #[test]
+    fn round_trip_keeps_failures_only_rules_and_settles_as_the_edge_would() {
+        let config = config();
+        let checked = vec![applied(&config, "api", "ip=1"), applied(&config, "login", "a@example.com")];
+        let outcomes = vec![
+            Outcome::Allowed { windows: Vec::new(), reservation: None },
+            Outcome::Allowed { windows: Vec::new(), reservation: Some(7) },
+        ];
+        let ticket = issue(&checked, &outcomes);
+        assert_eq!(ticket.entries.len(), 1, "only the failures-only rule has anything to settle");
+        let back = Ticket::decode(&ticket.encode()).unwrap();
+        assert_eq!(back, ticket);
+        let (rebuilt, rebuilt_outcomes) = back.applied(&config, None);
+        assert_eq!(rebuilt.len(), 1);
+        assert_eq!((rebuilt[0].id.as_str(), rebuilt[0].key_hash.as_str()), (checked[1].id.as_str(), checked[1].key_hash.as_str()));
+        let header = |_: &str| None;
+        for (status, op) in [(401, Op::Commit), (200, Op::Clear), (500, Op::Release)] {
+            let answered = Answered { status, header: &header };
+            let direct = settle(&checked[1], &outcomes[1], Some(&answered)).unwrap();
+            let via_ticket = settle(&rebuilt[0], &rebuilt_outcomes[0], Some(&answered)).unwrap();
+            assert_eq!(direct, via_ticket, "status {status}");
+            assert_eq!(via_ticket.op, op);
+        }
+    }
+
+    #[test]
+    fn an_altered_ticket_names_only_the_configs_failures_only_rules() {
+        let config = config();
+        assert_eq!(Ticket::decode("not json"), None);
+        assert_eq!(Ticket::decode(r#"{"v":2,"e":[]}"#), None, "another version");
+        assert_eq!(Ticket::decode(r#"{"v":1,"e":[["login","k",0,null]]}"#), None, "an entry too short");
+        assert_eq!(Ticket::decode(r#"{"v":1,"e":[["login","k",0,null,-1]]}"#), None, "a negative reservation");
+        assert_eq!(Ticket::decode(r#"{"v":1,"e":[["login",7,0,null,null]]}"#), None, "a key not text");
+        let forged = Ticket::decode(
+            r#"{"v":1,"e":[["api","ip=1",0,null,null],["nope","x",0,null,null],["login","b@example.com",3,null,5]]}"#,
+        )
+        .unwrap();
+        let (rebuilt, _) = forged.applied(&config, Some(b"secret"));
+        assert_eq!(rebuilt.len(), 1, "a rule counting every request, or an unknown one, is dropped");
+        assert_eq!(rebuilt[0].id, "login\nb@example.com", "the object name is derived, never read");
+        assert_eq!(rebuilt[0].key_hash, key_hash("b@example.com", Some(b"secret")));
+        assert!(rebuilt[0].fell_back && rebuilt[0].own_method);
+        assert!(issue(&[], &[]).is_empty());
+        let device = Ticket {
+            entries: vec![Entry { rule: "login".into(), key: "k".into(), fell_back: false, own_method: true, device: Some("d1".into()), reservation: None }],
+        };
+        assert_eq!(Ticket::decode(&device.encode()), Some(device.clone()));
+        assert_eq!(device.applied(&config, None).0[0].id, object_name(&config.rules[0], &crate::device::device_key("k", "d1")));
+    }
+}

@@ -1,0 +1,116 @@
+// tollgate called over RPC from a TypeScript app Worker (issue 18, pattern
+// 2): examples/ts-app, bundled here with esbuild, binds the tollgate Worker
+// as TOLLGATE and calls check/settle through clients/ts (Hono middleware in
+// src/index.ts, the plain fetch wrapper in src/plain.ts).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { buildSync } from "esbuild";
+import { parse as parseToml } from "smol-toml";
+import { withTollgate, mockOrigin, ROOT, COMPATIBILITY_DATE } from "./harness.mjs";
+
+const EXAMPLE = join(ROOT, "examples", "ts-app");
+const bundle = (entry) =>
+  buildSync({ entryPoints: [join(EXAMPLE, "src", entry)], bundle: true, format: "esm", platform: "neutral", write: false, logLevel: "silent" })
+    .outputFiles[0].text;
+const config = parseToml(readFileSync(join(EXAMPLE, "tollgate.wrangler.toml"), "utf8")).vars.TOLLGATE;
+const appWorker = (name, entry) => ({
+  name,
+  modules: true,
+  script: bundle(entry),
+  compatibilityDate: COMPATIBILITY_DATE,
+  serviceBindings: { TOLLGATE: "tollgate" },
+});
+const options = () => ({
+  origin: mockOrigin(),
+  config,
+  entry: "ts-app",
+  workers: [appWorker("ts-app", "index.ts"), appWorker("plain", "plain.ts")],
+});
+
+test("TS app over RPC (Hono middleware): 11th call 429 from tollgate, the app served 10, its responses carry RateLimit fields", () =>
+  withTollgate(options(), async (tg) => {
+    for (let i = 1; i <= 10; i++) {
+      const res = await tg.fetch("/api/items");
+      assert.equal(res.status, 200);
+      assert.equal((await res.json()).served, i, "the app's own response");
+      assert.equal(res.headers.get("ratelimit-policy"), '"api";q=10;w=60');
+      assert.match(res.headers.get("ratelimit"), new RegExp(`^"api";r=${10 - i};t=\\d+$`));
+    }
+    const blocked = await tg.fetch("/api/items");
+    assert.equal(blocked.status, 429);
+    assert.equal(blocked.headers.get("content-type"), "application/problem+json", "tollgate's own 429, passed through");
+    assert.ok(Number(blocked.headers.get("retry-after")) > 0);
+    await blocked.arrayBuffer();
+    assert.deepEqual(await (await tg.fetch("/stats")).json(), { served: 10 }, "the app served exactly 10");
+    assert.equal((await tg.fetch("/API/items/")).status, 429, "the same canonicalization as the standalone Worker");
+    assert.equal((await tg.fetch("/api/items", { ip: "198.51.100.9" })).status, 200, "another client has its own allowance");
+    assert.equal(tg.origin.received.length, 0, "tollgate forwarded nothing itself");
+  }));
+
+// Each check reserves a slot (limit 5) until settled: were the successes
+// not released, the 3rd failure would already be over the limit.
+test("TS app over RPC: failures-only login counts the app's 401s, releases its successes; the 6th failure is 429", () =>
+  withTollgate(options(), async (tg) => {
+    const login = (password, email = "a@example.com") =>
+      tg.fetch("/login", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }) });
+    for (let i = 0; i < 3; i++) assert.equal((await login("right")).status, 200, "a success is released, not counted");
+    for (let i = 0; i < 5; i++) assert.equal((await login("wrong")).status, 401, "the app read the body after check");
+    const blocked = await login("right");
+    assert.equal(blocked.status, 429, "5 failures spent the allowance");
+    assert.equal(blocked.headers.get("content-type"), "application/problem+json");
+    assert.equal((await login("wrong", "b@example.com")).status, 401, "per account");
+    assert.ok(!tg.logs().includes("counter_error"), "every settlement reached its counter");
+  }));
+
+test("plain fetch wrapper over RPC: the same limits, failures-only and RateLimit fields", () =>
+  withTollgate(options(), async (tg) => {
+    const plain = await tg.mf.getWorker("plain");
+    const get = () => plain.fetch("https://example.com/api/x", { headers: { "cf-connecting-ip": "203.0.113.50" } });
+    for (let i = 1; i <= 10; i++) {
+      const res = await get();
+      assert.equal(res.status, 200);
+      assert.deepEqual(await res.json(), { path: "/api/x" });
+      assert.match(res.headers.get("ratelimit"), new RegExp(`^"api";r=${10 - i};`));
+    }
+    const blocked = await get();
+    assert.equal(blocked.status, 429);
+    await blocked.arrayBuffer();
+    const login = (password) =>
+      plain.fetch("https://example.com/login", {
+        method: "POST",
+        headers: { "cf-connecting-ip": "203.0.113.50", "content-type": "application/json" },
+        body: JSON.stringify({ email: "c@example.com", password }),
+      });
+    for (let i = 0; i < 3; i++) assert.equal((await login("right")).status, 200);
+    for (let i = 0; i < 5; i++) assert.equal((await login("wrong")).status, 401);
+    assert.equal((await login("right")).status, 429);
+  }));
+
+// A Worker bound to tollgate that calls its RPC methods with bad arguments.
+const PROBE = `
+export default { async fetch(request, env) {
+  const out = {};
+  for (const [name, call] of Object.entries({
+    noRequest: () => env.TOLLGATE.check("https://example.com/api/x"),
+    badTicket: () => env.TOLLGATE.settle("{not json", 401),
+    badStatus: () => env.TOLLGATE.settle('{"v":1,"e":[]}', 99),
+    foreignRules: () => env.TOLLGATE.settle('{"v":1,"e":[["api","ip=1",0,null,null],["nope","x",0,null,null]]}', 401),
+  })) {
+    try { out[name] = { ok: await call() }; } catch (e) { out[name] = { error: String(e.message) }; }
+  }
+  return Response.json(out);
+} };`;
+
+test("RPC arguments are checked: no Request, a malformed ticket, a bad status; a ticket naming other rules is accepted and settles nothing (ticket.rs tests what is dropped)", () => {
+  const o = options();
+  o.workers.push({ name: "probe", modules: true, script: PROBE, compatibilityDate: COMPATIBILITY_DATE, serviceBindings: { TOLLGATE: "tollgate" } });
+  return withTollgate(o, async (tg) => {
+    const out = await (await (await tg.mf.getWorker("probe")).fetch("https://probe/")).json();
+    assert.match(out.noRequest.error, /not a Request/);
+    assert.match(out.badTicket.error, /not a ticket/);
+    assert.match(out.badStatus.error, /HTTP status/);
+    assert.deepEqual(out.foreignRules, { ok: { headers: [] } });
+  });
+});
