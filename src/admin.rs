@@ -6,7 +6,16 @@
 //!
 //! - `GET  {prefix}/status?rule=NAME&ip=203.0.113.7` — count per window,
 //!   remaining, reset, whether an alarm is pending;
-//! - `POST {prefix}/reset?rule=NAME&ip=203.0.113.7` — forget the key's hits.
+//! - `POST {prefix}/reset?rule=NAME&ip=203.0.113.7` — forget the key's hits;
+//! - `PUT {prefix}/override?rule=NAME&ip=…&limit=1000/1d[&limit=…][&until=UNIX_S | &for=1h]`
+//!   — the key's own limits, until a time (Unix seconds) or for a while, or
+//!   for good; `DELETE` removes it;
+//! - `POST {prefix}/ban?rule=NAME&ip=…&until=UNIX_S | &for=1h` — block the
+//!   key until then; `DELETE` lifts it.
+//!
+//! Overrides and bans are kept in the key's own object
+//! ([`crate::controls`]); `GET status` reports the limits in force and
+//! where they come from (`config`, `config_override`, `override`, `ban`).
 //!
 //! The key is given raw, one query parameter per key part of the rule
 //! (`ip`, `header:NAME`, `cookie:NAME`, `query:NAME`, `path:GROUP`,
@@ -150,6 +159,57 @@ pub fn unauthorized() -> OwnResponse {
 pub enum AdminAction {
     Status,
     Reset,
+    SetOverride,
+    ClearOverride,
+    Ban,
+    ClearBan,
+}
+
+/// When a runtime override or ban ends, as the admin request says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// No end (an override only).
+    Never,
+    /// `until=`: Unix seconds.
+    At(i64),
+    /// `for=`: a duration from when the Worker serves the request.
+    For(u64),
+}
+
+impl Until {
+    /// The end in Unix ms, given now; `None` for no end.
+    pub fn resolve(self, now_ms: i64) -> Option<i64> {
+        match self {
+            Until::Never => None,
+            Until::At(s) => Some(s.saturating_mul(1000)),
+            Until::For(ms) => Some(now_ms.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))),
+        }
+    }
+}
+
+/// What an override or ban request sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlAsk {
+    /// `[requests, window_ms]` pairs (an override).
+    pub limits: Vec<(u32, u64)>,
+    pub until: Until,
+}
+
+impl AdminRequest<'_> {
+    /// The change to send the key's object, at `now_ms`; `None` for status
+    /// and reset.
+    pub fn change(&self, now_ms: i64) -> Option<crate::controls::Change> {
+        use crate::controls::Change;
+        let ask = self.control.as_ref();
+        let until = ask.and_then(|a| a.until.resolve(now_ms));
+        match self.action {
+            AdminAction::Status | AdminAction::Reset => None,
+            AdminAction::SetOverride => Some(Change::Override { limits: ask.map(|a| a.limits.clone()).unwrap_or_default(), until_ms: until }),
+            AdminAction::Ban => Some(Change::Ban { until_ms: until.unwrap_or(now_ms) }),
+            AdminAction::ClearOverride => Some(Change::ClearOverride),
+            AdminAction::ClearBan => Some(Change::ClearBan),
+        }
+    }
 }
 
 /// Why an admin request cannot be served (answered 4xx).
@@ -163,6 +223,8 @@ pub enum AdminError {
     /// `bucket` is neither `key` nor `fallback`, or `fallback` for a rule
     /// without a `fallback_key`.
     UnknownBucket { rule: String, bucket: String },
+    /// An override or ban that cannot be set as given.
+    InvalidControl(String),
 }
 
 impl AdminError {
@@ -181,7 +243,10 @@ impl AdminError {
         match self {
             AdminError::NotFound | AdminError::UnknownRule(_) => 404,
             AdminError::MethodNotAllowed { .. } => 405,
-            AdminError::MissingRule | AdminError::MissingKeyPart(_) | AdminError::UnknownBucket { .. } => 400,
+            AdminError::MissingRule
+            | AdminError::MissingKeyPart(_)
+            | AdminError::UnknownBucket { .. }
+            | AdminError::InvalidControl(_) => 400,
         }
     }
 }
@@ -189,7 +254,8 @@ impl AdminError {
 impl fmt::Display for AdminError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AdminError::NotFound => write!(f, "unknown admin endpoint (use /status, /reset or /rules)"),
+            AdminError::NotFound => write!(f, "unknown admin endpoint (use /status, /reset, /override, /ban or /rules)"),
+            AdminError::InvalidControl(why) => f.write_str(why),
             AdminError::MethodNotAllowed { allowed } => write!(f, "use {allowed}"),
             AdminError::MissingRule => write!(f, "missing query parameter `rule`"),
             AdminError::UnknownRule(r) => write!(f, "no rule named `{r}`"),
@@ -216,6 +282,8 @@ pub struct AdminRequest<'c> {
     pub action: AdminAction,
     pub rule: &'c Rule,
     pub key: String,
+    /// For `override` and `ban`: what to set.
+    pub control: Option<ControlAsk>,
 }
 
 /// Whether `canonical_path` is under `prefix` (the prefix itself or below).
@@ -253,8 +321,14 @@ pub fn parse<'c>(
         ("/status", "GET") => AdminAction::Status,
         ("/reset", "POST") => AdminAction::Reset,
         ("/rules", "GET") => return Ok(AdminAsk::Rules),
+        ("/override", "PUT") => AdminAction::SetOverride,
+        ("/override", "DELETE") => AdminAction::ClearOverride,
+        ("/ban", "POST") => AdminAction::Ban,
+        ("/ban", "DELETE") => AdminAction::ClearBan,
         ("/status" | "/rules", _) => return Err(AdminError::MethodNotAllowed { allowed: "GET" }),
         ("/reset", _) => return Err(AdminError::MethodNotAllowed { allowed: "POST" }),
+        ("/override", _) => return Err(AdminError::MethodNotAllowed { allowed: "PUT or DELETE" }),
+        ("/ban", _) => return Err(AdminError::MethodNotAllowed { allowed: "POST or DELETE" }),
         _ => return Err(AdminError::NotFound),
     };
     let name = query.values("rule").next().ok_or(AdminError::MissingRule)?;
@@ -269,7 +343,45 @@ pub fn parse<'c>(
         other => return Err(AdminError::UnknownBucket { rule: rule.name.clone(), bucket: other.to_string() }),
     };
     let key = admin_key(parts, query, config.ipv6_prefix).map_err(AdminError::MissingKeyPart)?;
-    Ok(AdminAsk::Object(AdminRequest { action, rule, key }))
+    let control = control_ask(action, rule, query)?;
+    Ok(AdminAsk::Object(AdminRequest { action, rule, key, control }))
+}
+
+/// What an override (`limit=N/DURATION`, repeatable, held to the rule's
+/// checks) or a ban (an end required) sets; the end: `until` (Unix
+/// seconds) or `for` (a duration), not both.
+fn control_ask(action: AdminAction, rule: &Rule, query: &CanonicalQuery) -> Result<Option<ControlAsk>, AdminError> {
+    let invalid = |why: String| AdminError::InvalidControl(why);
+    if !matches!(action, AdminAction::SetOverride | AdminAction::Ban) {
+        return Ok(None);
+    }
+    let until = match (query.values("until").next(), query.values("for").next()) {
+        (Some(_), Some(_)) => return Err(invalid("give `until` or `for`, not both".into())),
+        (Some(at), None) => Until::At(at.trim().parse::<i64>().map_err(|_| invalid(format!("`until={at}`: give Unix seconds")))?),
+        (None, Some(d)) => Until::For(crate::duration::parse_duration_ms(d).map_err(|e| invalid(format!("`for={d}`: {e}")))?.get()),
+        (None, None) if action == AdminAction::Ban => return Err(invalid("a ban needs an end: `until=UNIX_SECONDS` or `for=1h`".into())),
+        (None, None) => Until::Never,
+    };
+    let mut limits = Vec::new();
+    for text in query.values("limit") {
+        let bad = || invalid(format!("`limit={text}`: give REQUESTS/WINDOW, such as 1000/1d"));
+        let (requests, window) = text.split_once('/').ok_or_else(bad)?;
+        let requests: u32 = requests.trim().parse().map_err(|_| bad())?;
+        let window = crate::duration::parse_duration_ms(window.trim()).map_err(|_| bad())?;
+        limits.push((requests, window.get()));
+    }
+    if action == AdminAction::SetOverride {
+        let parsed = crate::controls::limits_of(&limits).map_err(|e| invalid(format!("{e} (limit=REQUESTS/WINDOW)")))?;
+        if let Some(smallest) = parsed.iter().map(|l| l.requests.get()).min().filter(|s| *s < rule.cost) {
+            return Err(invalid(format!("a limit of {smallest} is below the rule's cost ({})", rule.cost)));
+        }
+        if rule.algorithm == crate::protocol::Algorithm::SlidingLog
+            && parsed.iter().any(|l| l.requests.get() > crate::config::MAX_SLIDING_LOG_REQUESTS)
+        {
+            return Err(invalid(format!("above {} requests the rule would need algorithm = \"gcra\"", crate::config::MAX_SLIDING_LOG_REQUESTS)));
+        }
+    }
+    Ok(Some(ControlAsk { limits, until }))
 }
 
 /// The body of `GET {prefix}/rules`: each rule with what it matches, how it
@@ -359,11 +471,15 @@ pub fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> R
 }
 
 impl AdminAction {
-    /// `status` or `reset`.
+    /// `status`, `reset`, `override`, `clear_override`, `ban` or `clear_ban`.
     pub fn name(self) -> &'static str {
         match self {
             AdminAction::Status => "status",
             AdminAction::Reset => "reset",
+            AdminAction::SetOverride => "override",
+            AdminAction::ClearOverride => "clear_override",
+            AdminAction::Ban => "ban",
+            AdminAction::ClearBan => "clear_ban",
         }
     }
 }
@@ -393,6 +509,32 @@ pub fn status_body(request: &AdminRequest<'_>, key_hash: &str, reply: &Reply) ->
         "alarm_pending": reply.alarm_pending,
         "stored_hits": reply.stored_hits,
     })
+}
+
+/// [`status_body`] with the key's controls at `now_ms`: `limits` (in force,
+/// as `[requests, window_ms]`), `limits_source` (`config`,
+/// `config_override`, `override` or `ban`), and the `override` and `ban`
+/// set at runtime, if any (ends in Unix ms).
+pub fn status_with_controls(
+    request: &AdminRequest<'_>,
+    key_hash: &str,
+    reply: &Reply,
+    controls: &crate::controls::Controls,
+    now_ms: i64,
+) -> serde_json::Value {
+    let mut body = status_body(request, key_hash, reply);
+    let live = controls.live(now_ms);
+    let limits: Vec<(u32, u64)> = match controls.limits(now_ms) {
+        Some(runtime) => runtime.iter().map(|l| (l.requests.get(), l.window_ms.get())).collect(),
+        None => request.rule.limits_for(&request.key).iter().map(|l| (l.requests.get(), l.window_ms.get())).collect(),
+    };
+    let static_override = request.rule.overrides.limits_for(&request.key).is_some();
+    body["limits"] = serde_json::json!(limits);
+    body["limits_source"] = crate::controls::source(controls, static_override, now_ms).into();
+    let live = live.to_json();
+    body["override"] = live["override"].clone();
+    body["ban"] = live["ban"].clone();
+    body
 }
 
 /// Whether `authorization` is `Bearer <expected>`, compared in constant
@@ -628,5 +770,51 @@ mod bucket_tests {
         assert_eq!(body["rules"][0]["fallback_key"], json!(["ip"]));
         assert_eq!(body["rules"][0]["limits"], json!([{ "requests": 120, "window_ms": 60_000 }]));
         assert_eq!(body["rules"][1]["key"], json!(["ip"]));
+    }
+}
+
+#[cfg(test)]
+mod control_tests {
+    use super::*;
+    use crate::controls::Change;
+    use serde_json::json;
+
+    #[test]
+    fn overrides_and_bans_parse_with_their_ends_and_are_refused_when_malformed() {
+        let c = Config::from_json(&json!({ "rules": [
+            { "name": "api", "path": "/api/*", "cost": 2, "limits": [{ "requests": 10, "window": "1m" }] },
+        ]}))
+        .unwrap();
+        let ask = |path: &str, method: &str, q: &str| parse(&c, path, method, &CanonicalQuery::parse(q));
+        let request = |path: &str, method: &str, q: &str| match ask(path, method, q) {
+            Ok(AdminAsk::Object(r)) => r,
+            other => panic!("{other:?}"),
+        };
+        let o = request("/.tollgate/override", "PUT", "rule=api&ip=203.0.113.7&limit=100/1m&limit=1000/1h&for=2h");
+        assert_eq!(o.action, AdminAction::SetOverride);
+        assert_eq!(o.change(1_000), Some(Change::Override { limits: vec![(100, 60_000), (1000, 3_600_000)], until_ms: Some(1_000 + 7_200_000) }));
+        let forever = request("/.tollgate/override", "PUT", "rule=api&ip=203.0.113.7&limit=100/1m");
+        assert_eq!(forever.change(0), Some(Change::Override { limits: vec![(100, 60_000)], until_ms: None }));
+        let ban = request("/.tollgate/ban", "POST", "rule=api&ip=203.0.113.7&until=1800000000");
+        assert_eq!(ban.change(0), Some(Change::Ban { until_ms: 1_800_000_000_000 }));
+        assert_eq!(request("/.tollgate/ban", "DELETE", "rule=api&ip=203.0.113.7").change(0), Some(Change::ClearBan));
+        assert_eq!(request("/.tollgate/override", "DELETE", "rule=api&ip=203.0.113.7").change(0), Some(Change::ClearOverride));
+        assert_eq!(request("/.tollgate/status", "GET", "rule=api&ip=203.0.113.7").change(0), None);
+        for (path, method, q, says) in [
+            ("/.tollgate/ban", "POST", "rule=api&ip=1.2.3.4", "needs an end"),
+            ("/.tollgate/ban", "POST", "rule=api&ip=1.2.3.4&until=1&for=1h", "not both"),
+            ("/.tollgate/ban", "POST", "rule=api&ip=1.2.3.4&until=tomorrow", "Unix seconds"),
+            ("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4", "limits"),
+            ("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4&limit=100", "REQUESTS/WINDOW"),
+            ("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4&limit=0/1m", "above 0"),
+            ("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4&limit=1/1m", "below the rule's cost"),
+            ("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4&limit=20000/1d", "gcra"),
+        ] {
+            let e = ask(path, method, q).unwrap_err();
+            assert_eq!(e.status(), 400, "{q}");
+            assert!(e.to_string().contains(says), "{q}: {e}");
+        }
+        assert_eq!(ask("/.tollgate/override", "POST", "rule=api&ip=1.2.3.4").unwrap_err().status(), 405);
+        assert_eq!(ask("/.tollgate/ban", "PUT", "rule=api&ip=1.2.3.4").unwrap_err().status(), 405);
     }
 }

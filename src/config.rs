@@ -20,6 +20,10 @@
 //! ```
 
 use crate::duration::parse_duration_ms;
+use crate::exempt::{Bots, Exemptions, IpRange, SecretHeader};
+use crate::metrics::MetricsLevel;
+use crate::overrides::{Override, Overrides};
+use crate::response::{self, CustomResponse};
 use crate::canon::{Source, Sources};
 use crate::key::KeyPart;
 use crate::policy::{
@@ -91,6 +95,8 @@ pub struct Config {
     pub on_invalid_config: FailPolicy,
     /// What the rules ask of requests, computed once from `rules`.
     pub facts: ConfigFacts,
+    /// Requests no rule counts or limits (`exempt` at the top level).
+    pub exempt: Exemptions,
     /// Where allowed requests go: the origin, or a service binding.
     pub upstream: crate::upstream::Upstream,
 }
@@ -204,11 +210,19 @@ impl Config {
             on_invalid_config: FailPolicy::Deny,
             admin_lockout,
             facts: ConfigFacts::default(),
+            exempt: Exemptions::default(),
             upstream: crate::upstream::Upstream::Origin,
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
         config.facts = ConfigFacts::of(&config.rules);
+        for rule in config.rules.iter_mut().filter(|r| config.ipv6_prefix != DEFAULT_IPV6_PREFIX && !r.overrides.is_empty()) {
+            let (parts, case_insensitive) = (rule.spec.key.clone(), rule.spec.case_insensitive);
+            for e in rule.spec.overrides.resolve(&parts, case_insensitive, config.ipv6_prefix) {
+                let field = if e.value.is_empty() { "overrides".to_string() } else { format!("overrides.{}", e.value) };
+                errors.list.push(ConfigError { rule: Some(rule.name.clone()), field, message: e.message });
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for rule in &config.rules {
             if !seen.insert(rule.name.as_str()) {
@@ -367,6 +381,7 @@ const TOP_FIELDS: &[Field<Config>] = &[
             c.on_invalid_config = policy;
         }
     }),
+    Field::optional("exempt", |c, i| c.exempt = read_exempt(i)),
 ];
 
 /// A rule while its table is read: its spec with the defaults, and the
@@ -427,6 +442,10 @@ impl RuleDraft {
             // Built-in rules (the admin lockout) never lease; config rules
             // get theirs in `finish`.
             lease: LeaseMode::Off,
+            exempt: Exemptions::default(),
+            overrides: Overrides::default(),
+            response: None,
+            metrics: MetricsLevel::default(),
         };
         RuleDraft {
             spec,
@@ -455,6 +474,7 @@ impl RuleDraft {
         check_cost(&spec, errors);
         check_algorithm(&spec, errors);
         spec.lease = lease_mode(&spec, self.lease_auto, self.lease_ttl_ms, self.lease_max, errors);
+        check_overrides(&mut spec, errors);
         if spec.query_sources != Sources::DEFAULT && !spec.conditions.iter().any(|c| c.target == Target::Query) {
             errors.push("query_sources", "only used with query conditions (set query)");
         }
@@ -579,6 +599,15 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
             d.spec.on_error = policy;
         }
     }),
+    Field::optional("exempt", |d, i| d.spec.exempt = read_exempt(i)),
+    Field::optional("overrides", |d, i| d.spec.overrides = read_overrides(i)),
+    Field::optional("response", |d, i| d.spec.response = read_response(i)),
+    Field::optional("metrics", |d, i| {
+        let names = [("off", MetricsLevel::Off), ("limited", MetricsLevel::Limited), ("all", MetricsLevel::All)];
+        if let Some(level) = i.choice(&names) {
+            d.spec.metrics = level;
+        }
+    }),
     Field::optional("timeout", |d, i| {
         if let Some(ms) = i.duration("\"2s\"") {
             match u32::try_from(ms.get()) {
@@ -605,6 +634,162 @@ const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
         d.window_ms = i.duration("\"60s\", \"1m\", \"1h\" or \"1d\"");
     }),
 ];
+
+/// `overrides = { "42" = [{ requests = 1000, window = "1d" }] }`: each
+/// key value's own limits, read as `limits` is. Keys are resolved once the
+/// whole config is read ([`Overrides::resolve`]: the IPv6 prefix is a
+/// top-level field).
+fn read_overrides(input: &mut Input<'_>) -> Overrides {
+    let Some(table) = input.value.as_object() else {
+        input.report("must be a table of key value = limits, such as { \"42\" = [{ requests = 1000, window = \"1d\" }] }");
+        return Overrides::default();
+    };
+    let mut entries = Vec::new();
+    for (value, limits) in table {
+        let field = format!("{}.{value}", input.field);
+        if let Some(limits) = read_limits(&mut Input { field: &field, value: limits, errors: input.errors }) {
+            entries.push(Override { value: value.clone(), key: None, limits });
+        }
+    }
+    Overrides::new(entries)
+}
+
+/// An override's limits obey the rule's: cost within the smallest, the
+/// sliding log's size.
+fn check_overrides(spec: &mut RuleSpec, errors: &mut Errors) {
+    // Resolved here so that their errors come with the rule's others; again
+    // once the whole config is read, under its `ipv6_prefix`.
+    let key = spec.key.clone();
+    for e in spec.overrides.resolve(&key, spec.case_insensitive, DEFAULT_IPV6_PREFIX) {
+        errors.push(if e.value.is_empty() { "overrides".to_string() } else { format!("overrides.{}", e.value) }, e.message);
+    }
+    for entry in spec.overrides.entries() {
+        let field = format!("overrides.{}", entry.value);
+        for message in [cost_error(&entry.limits, spec.cost), algorithm_error(&entry.limits, spec.algorithm)].into_iter().flatten() {
+            errors.push(field.clone(), message);
+        }
+    }
+}
+
+/// `response = { status, content_type, body }` while it is read.
+#[derive(Default)]
+struct ResponseDraft {
+    status: Option<u16>,
+    content_type: Option<String>,
+    body: Option<String>,
+}
+
+/// The fields of `response`.
+const RESPONSE_FIELDS: &[Field<ResponseDraft>] = &[
+    Field::optional("status", |d, i| {
+        match i.value.as_u64().and_then(|s| u16::try_from(s).ok()).filter(|s| response::STATUSES.contains(s)) {
+            Some(status) => d.status = Some(status),
+            None => i.report("must be 429 or 503 (both carry Retry-After)"),
+        }
+    }),
+    Field::optional("content_type", |d, i| {
+        let valid = |t: &str| t.contains('/') && !t.is_empty() && t.bytes().all(|b| (b' '..=b'~').contains(&b));
+        d.content_type = i.text(valid, "must be a media type such as \"text/html; charset=utf-8\"");
+    }),
+    Field::optional("body", |d, i| {
+        d.body = i.text(|b| b.len() <= response::MAX_BODY_BYTES, "must be text of at most 64 KiB, with {retry_after} and {rule} as placeholders");
+    }),
+];
+
+/// A rule's own block response, its body prepared once here.
+fn read_response(input: &mut Input<'_>) -> Option<CustomResponse> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail("must be a table { status = 429, content_type = \"text/html; charset=utf-8\", body = \"... {retry_after} ... {rule} ...\" }");
+    };
+    let mut draft = ResponseDraft::default();
+    let before = input.errors.list.len();
+    read_table(table, RESPONSE_FIELDS, &mut draft, input.errors, &format!("{}.", input.field));
+    if input.errors.list.len() != before {
+        return None;
+    }
+    if draft.content_type.is_some() && draft.body.is_none() {
+        return input.fail("content_type without a body: give the body too");
+    }
+    match CustomResponse::new(draft.status.unwrap_or(429), draft.content_type, draft.body.as_deref()) {
+        Ok(response) => Some(response),
+        Err(message) => input.fail(message),
+    }
+}
+
+/// The fields of an `exempt` table.
+const EXEMPT_FIELDS: &[Field<Exemptions>] = &[
+    Field::optional("ips", |e, i| {
+        let Some(list) = i.strings(|_| true, "must be a list of CIDR ranges such as [\"10.0.0.0/8\", \"2001:db8::/32\"]") else {
+            return;
+        };
+        for (n, text) in list.iter().enumerate() {
+            match IpRange::parse(text.trim()) {
+                Ok(range) => e.ips.push(range),
+                Err(message) => i.errors.push(format!("{}[{n}]", i.field), message),
+            }
+        }
+    }),
+    Field::optional("asns", |e, i| {
+        let asn = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok()).filter(|n| *n > 0);
+        match i.value.as_array().and_then(|list| list.iter().map(asn).collect::<Option<Vec<u32>>>()) {
+            Some(asns) => e.asns = asns,
+            None => i.report("must be a list of AS numbers such as [13335]"),
+        }
+    }),
+    Field::optional("verified_bots", |e, i| {
+        e.bots = match i.value {
+            Value::Bool(true) => Bots::Any,
+            Value::Bool(false) => Bots::None,
+            _ => match i.strings(|l| !l.is_empty() && l.iter().all(|c| !c.trim().is_empty()), VERIFIED_BOTS) {
+                Some(list) => Bots::Categories(list.iter().map(|c| c.trim().to_string()).collect()),
+                None => Bots::None,
+            },
+        };
+    }),
+    Field::optional("header", |e, i| e.header = read_secret_header(i)),
+];
+
+const VERIFIED_BOTS: &str =
+    "must be true (every verified bot) or a list of verified bot categories such as [\"Search Engine Crawler\", \"Monitoring & Analytics\"]";
+
+/// `exempt = { ips, asns, verified_bots, header }`, at the top level or in
+/// a rule.
+fn read_exempt(input: &mut Input<'_>) -> Exemptions {
+    let mut exemptions = Exemptions::default();
+    match input.value.as_object() {
+        Some(table) => read_table(table, EXEMPT_FIELDS, &mut exemptions, input.errors, &format!("{}.", input.field)),
+        None => input.report("must be a table { ips = [...], asns = [...], verified_bots = true, header = { name, secret } }"),
+    }
+    exemptions
+}
+
+/// The fields of `exempt.header`.
+const SECRET_HEADER_FIELDS: &[Field<SecretHeader>] = &[
+    Field::required("name", "missing", |h, i| {
+        if let Some(name) = i.text(valid_header_name, "must be a request header name such as \"x-tollgate-exempt\"") {
+            h.name = name.to_ascii_lowercase();
+        }
+    }),
+    Field::required("secret", SPOOFABLE_HEADER, |h, i| {
+        if let Some(secret) = i.text(valid_secret_name, "must be a Workers secret name such as \"TOLLGATE_EXEMPT_KEY\"") {
+            h.secret = secret;
+        }
+    }),
+];
+
+/// Why `tollgate check` refuses a header exemption without a secret.
+const SPOOFABLE_HEADER: &str = "missing: any client can send any header, so a header exempts only when its value equals a Workers secret; name it (secret = \"TOLLGATE_EXEMPT_KEY\", then `wrangler secret put TOLLGATE_EXEMPT_KEY`)";
+
+/// `header = { name = "x-tollgate-exempt", secret = "TOLLGATE_EXEMPT_KEY" }`.
+fn read_secret_header(input: &mut Input<'_>) -> Option<SecretHeader> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail(format!("must be a table {{ name, secret }}; a bare header name is spoofable ({SPOOFABLE_HEADER})"));
+    };
+    let mut header = SecretHeader { name: String::new(), secret: String::new() };
+    let before = input.errors.list.len();
+    read_table(table, SECRET_HEADER_FIELDS, &mut header, input.errors, &format!("{}.", input.field));
+    (input.errors.list.len() == before).then_some(header)
+}
 
 /// The built-in admin lockout rule: a config rule's defaults, with what
 /// [`crate::admin::lockout_spec`] sets.
@@ -904,10 +1089,8 @@ fn forgeable_success(rule: &Rule) -> Option<ConfigWarning> {
 
 /// A cost above the smallest limit would block every request.
 fn check_cost(spec: &RuleSpec, errors: &mut Errors) {
-    if let Some(smallest) = spec.limits.iter().map(|l| l.requests.get()).min() {
-        if spec.cost > smallest {
-            errors.push("cost", format!("{} is above the smallest limit ({smallest}): every request would be blocked", spec.cost));
-        }
+    if let Some(message) = cost_error(&spec.limits, spec.cost) {
+        errors.push("cost", message);
     }
 }
 
@@ -939,20 +1122,27 @@ fn lease_mode(spec: &RuleSpec, auto: Option<bool>, ttl_ms: Option<u64>, max: Opt
     LeaseMode::Auto(LeaseSettings::new(ttl_ms, max.unwrap_or(DEFAULT_LEASE_MAX), smallest))
 }
 
+fn cost_error(limits: &[Limit], cost: u32) -> Option<String> {
+    let smallest = limits.iter().map(|l| l.requests.get()).min()?;
+    (cost > smallest).then(|| format!("{cost} is above the smallest limit ({smallest}): every request would be blocked"))
+}
+
 /// The sliding log holds at most [`MAX_SLIDING_LOG_REQUESTS`] per window.
 fn check_algorithm(spec: &RuleSpec, errors: &mut Errors) {
-    if spec.algorithm != Algorithm::SlidingLog {
-        return;
+    if let Some(message) = algorithm_error(&spec.limits, spec.algorithm) {
+        errors.push("algorithm", message);
     }
-    if let Some(big) = spec.limits.iter().find(|l| l.requests.get() > MAX_SLIDING_LOG_REQUESTS) {
-        errors.push(
-            "algorithm",
-            format!(
-                "a limit of {} requests is too large for the sliding log (at most {MAX_SLIDING_LOG_REQUESTS}); set algorithm = \"gcra\"",
-                big.requests
-            ),
-        );
+}
+
+fn algorithm_error(limits: &[Limit], algorithm: Algorithm) -> Option<String> {
+    if algorithm != Algorithm::SlidingLog {
+        return None;
     }
+    let big = limits.iter().find(|l| l.requests.get() > MAX_SLIDING_LOG_REQUESTS)?;
+    Some(format!(
+        "a limit of {} requests is too large for the sliding log (at most {MAX_SLIDING_LOG_REQUESTS}); set algorithm = \"gcra\"",
+        big.requests
+    ))
 }
 
 /// One field's value being read; what is wrong with it is reported under
@@ -1427,5 +1617,80 @@ mod tests {
             {"name": "b", "path": "/b"}
         ]}));
         assert_eq!(errs.len(), 3, "{errs:?}");
+    }
+
+    #[test]
+    fn exemptions_parse_at_both_levels_and_a_bare_header_is_refused() {
+        let mut value = rule(json!({ "exempt": {
+            "verified_bots": ["Search Engine Crawler"],
+            "header": { "name": "X-Health", "secret": "TOLLGATE_EXEMPT_KEY" } } }));
+        value["exempt"] = json!({ "ips": ["10.0.0.0/8", "2001:db8::/32"], "asns": [13335], "verified_bots": true });
+        let c = Config::from_json(&value).unwrap();
+        assert_eq!(c.exempt.ips.len(), 2);
+        assert_eq!(c.exempt.asns, [13335]);
+        assert_eq!(c.exempt.bots, crate::exempt::Bots::Any);
+        let header = c.rules[0].exempt.header.clone().unwrap();
+        assert_eq!((header.name.as_str(), header.secret.as_str()), ("x-health", "TOLLGATE_EXEMPT_KEY"));
+        // A header anyone can send, with no secret to compare: spoofable.
+        let bare = errors(rule(json!({ "exempt": { "header": { "name": "x-internal" } } })));
+        assert_eq!(bare.len(), 1, "{bare:?}");
+        assert!(bare[0].contains("rule `r`, field `exempt.header.secret`: missing: any client can send any header"), "{bare:?}");
+        let string = errors(json!({ "rules": [], "exempt": { "header": "x-internal" } }));
+        assert!(string[0].contains("field `exempt.header`") && string[0].contains("spoofable"), "{string:?}");
+        let bad = errors(rule(json!({ "exempt": {
+            "ips": ["10.1.0.0/8", "nope"], "asns": ["AS13335"], "verified_bots": [], "other": 1 } })));
+        for field in ["exempt.ips[0]", "exempt.ips[1]", "exempt.asns", "exempt.verified_bots", "exempt.other"] {
+            assert!(bad.iter().any(|e| e.contains(&format!("field `{field}`"))), "{field}: {bad:?}");
+        }
+        assert!(errors(json!({ "rules": [], "exempt": 1 }))[0].contains("field `exempt`: must be a table"));
+    }
+
+    #[test]
+    fn overrides_parse_resolve_typed_and_name_their_value_in_errors() {
+        let c = Config::from_json(&rule(json!({ "key": ["path:school:int"], "path": "/s/:school/*",
+            "overrides": { "042": [{ "requests": 1000, "window": "1d" }] } })))
+        .unwrap();
+        assert_eq!(c.rules[0].limits_for("path:school:int=42")[0].requests.get(), 1000);
+        assert_eq!(c.rules[0].limits_for("path:school:int=43")[0].requests.get(), 10, "everyone else: the rule's");
+        let bad = errors(rule(json!({ "key": ["path:school:int"], "path": "/s/:school/*", "overrides": {
+            "x": [{ "requests": 1, "window": "1d" }],
+            "1": [{ "requests": 0, "window": "1d" }],
+            "2": [{ "requests": 20000, "window": "1d" }],
+            "3": [{ "requests": 5, "window": "1d" }], "+3": [{ "requests": 5, "window": "1d" }] } })));
+        for (field, says) in [("overrides.x", "not a value"), ("overrides.1[0].requests", "whole number"),
+            ("overrides.2", "sliding log"), ("overrides.3", "same key")] {
+            assert!(bad.iter().any(|e| e.contains(&format!("field `{field}`")) && e.contains(says)), "{field}: {bad:?}");
+        }
+        let two = errors(rule(json!({ "key": ["ip", "header:x-a"], "overrides": { "a": [{ "requests": 1, "window": "1d" }] } })));
+        assert!(two[0].contains("field `overrides`: only for a rule whose key has one part"), "{two:?}");
+        let cost = errors(rule(json!({ "cost": 5, "overrides": { "1.2.3.4": [{ "requests": 2, "window": "1d" }] } })));
+        assert!(cost[0].contains("field `overrides.1.2.3.4`: 5 is above the smallest limit"), "{cost:?}");
+        // The IPv6 prefix is read whatever the field order.
+        let v6 = Config::from_json(&json!({ "ipv6_prefix": 48, "rules": [{ "name": "r", "path": "/a",
+            "limits": [{ "requests": 1, "window": "1m" }],
+            "overrides": { "2001:db8:1:2::9": [{ "requests": 5, "window": "1m" }] } }] })).unwrap();
+        assert_eq!(v6.rules[0].limits_for("ip=2001:db8:1::/48")[0].requests.get(), 5);
+    }
+
+    #[test]
+    fn custom_responses_parse_once_and_errors_name_the_field() {
+        let c = Config::from_json(&rule(json!({ "response": { "status": 503, "body": "<p>{rule}: {retry_after} s</p>" } }))).unwrap();
+        let r = c.rules[0].response.as_ref().unwrap();
+        assert_eq!((r.status, r.content_type.as_str()), (503, "text/html; charset=utf-8"));
+        assert_eq!(r.render("r", 7).unwrap(), "<p>r: 7 s</p>");
+        let status_only = Config::from_json(&rule(json!({ "response": { "status": 503 } }))).unwrap();
+        assert!(!status_only.rules[0].response.as_ref().unwrap().has_body());
+        for (response, field, says) in [
+            (json!({ "status": 418 }), "response.status", "429 or 503"),
+            (json!({ "status": 500 }), "response.status", "429 or 503"),
+            (json!({ "content_type": "html", "body": "x" }), "response.content_type", "media type"),
+            (json!({ "body": "x".repeat(70_000) }), "response.body", "64 KiB"),
+            (json!({ "content_type": "text/plain" }), "response", "without a body"),
+            (json!({ "bogus": 1 }), "response.bogus", "unknown field"),
+            (json!("429"), "response", "must be a table"),
+        ] {
+            let e = errors(rule(json!({ "response": response })));
+            assert!(e.iter().any(|e| e.contains(&format!("field `{field}`")) && e.contains(says)), "{field}: {e:?}");
+        }
     }
 }

@@ -24,7 +24,10 @@ use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
 use crate::key::log_key;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
-use crate::protocol::Op;
+use crate::controls::Change;
+use crate::protocol::{CallFailure, Op};
+use crate::metrics;
+use crate::response::Prefers;
 use crate::objects::{self, call_with_timeout, check, send_settlements, settle, settlements};
 use crate::origin::{forward, read_body, with_fields};
 use crate::upstream::{self, Upstream};
@@ -35,7 +38,7 @@ use std::rc::Rc;
 #[cfg(feature = "standalone")]
 use worker::event;
 use worker::{
-    console_log, web_sys, Context, Date, Env, Headers, Request, Response,
+    console_log, web_sys, AnalyticsEngineDataPointBuilder, Context, Date, Env, Headers, Request, Response,
 };
 
 /// The structured var holding the config.
@@ -203,6 +206,7 @@ pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, cl
     let asn = client.asn.or_else(|| cf.and_then(|cf| cf.asn()));
     let log_key = load_log_key(env);
     let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
+    let verified_bot = verified_bot(req);
     let parts = |body| RequestParts {
         method: &method,
         url: &url,
@@ -210,6 +214,7 @@ pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, cl
         body,
         country: country.as_deref(),
         asn,
+        verified_bot: verified_bot.as_deref(),
         admin_token: &admin_token,
         log_key: log_key.as_deref(),
         secret: &secret,
@@ -226,14 +231,21 @@ pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, cl
         Route::Admin { lockout, route } => return Ok(Decided::Admin(admin_request(env, config, lockout, route).await?)),
         Route::Check(applied) if !applied.is_empty() => {
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
-            verdict::verdict(applied, &outcomes)
+            verdict::verdict_for(applied, &outcomes, Prefers::from_accept(header("accept").as_deref()))
         }
         _ => verdict::early(&plan).unwrap_or_else(|| verdict::Verdict {
             answer: Answer::Respond(OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
             events: Vec::new(),
         }),
     };
+    write_logs(&verdict::exempt_events(&plan.matched));
     write_logs(&verdict.events);
+    if let Route::Check(applied) = &plan.route {
+        write_metrics(env, metrics::points(&plan.matched, applied, &outcomes, metrics::Place {
+            colo: cf_string(req, "colo").as_deref(),
+            country: country.as_deref(),
+        }));
+    }
     let applied = match plan.route {
         Route::Check(applied) => applied,
         _ => Vec::new(),
@@ -275,6 +287,60 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     } else {
         with_fields(response, &fields)
     }
+}
+
+/// Writes the data points to the Analytics Engine dataset bound as
+/// [`metrics::BINDING`], if there is one. A failed write is dropped: a
+/// metric never fails a request.
+fn write_metrics(env: &Env, points: Vec<metrics::Point>) {
+    if points.is_empty() {
+        return;
+    }
+    let Ok(dataset) = env.analytics_engine(metrics::BINDING) else { return };
+    for p in points {
+        let _ = AnalyticsEngineDataPointBuilder::new()
+            .indexes([p.index.as_str()])
+            .blobs(p.blobs)
+            .doubles(p.doubles)
+            .write_to(&dataset);
+    }
+}
+
+/// A string field of `request.cf` (`colo`), read through `Reflect`:
+/// absent in local development, where the typed getter would panic.
+fn cf_string(req: &Request, name: &str) -> Option<String> {
+    let cf = js_sys::Reflect::get(req.inner().as_ref(), &"cf".into()).ok().filter(|cf| cf.is_object())?;
+    js_sys::Reflect::get(&cf, &name.into()).ok()?.as_string()
+}
+
+/// A control change the object refused (400: its reason) or could not be
+/// asked (503).
+fn control_failure(e: &CallFailure) -> worker::Result<web_sys::Response> {
+    match e {
+        CallFailure::Refused { status: 400, body } => {
+            let why = serde_json::from_str::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            respond(&OwnResponse::problem(400, "Bad Request", &why, None))
+        }
+        other => respond(&OwnResponse::problem(503, "Service Unavailable", &format!("The counter cannot be reached: {other}"), Some(1))),
+    }
+}
+
+/// The verified bot category Cloudflare gives the request
+/// (`request.cf.verifiedBotCategory`), or `""` when only Bot Management's
+/// `request.cf.botManagement.verifiedBot` says it is one; `None` for
+/// anything else. Read through `Reflect`, tolerant of absent fields (the
+/// typed getter for `verifiedBot` assumes a boolean is there).
+fn verified_bot(req: &Request) -> Option<String> {
+    let get = |target: &wasm_bindgen::JsValue, name: &str| js_sys::Reflect::get(target, &name.into()).ok();
+    let cf = get(req.inner().as_ref(), "cf").filter(|cf| cf.is_object())?;
+    if let Some(category) = get(&cf, "verifiedBotCategory").and_then(|c| c.as_string()).filter(|c| !c.trim().is_empty()) {
+        return Some(category);
+    }
+    let management = get(&cf, "botManagement").filter(|m| m.is_object())?;
+    (get(&management, "verifiedBot").and_then(|v| v.as_bool()) == Some(true)).then(String::new)
 }
 
 /// Forwards the request and settles the failures-only rules, all under
@@ -340,18 +406,32 @@ pub(crate) async fn admin_request(
             return Ok(Response::from_json(&admin::rules_body(config))?.into());
         }
     };
+    let now = now_ms();
+    // An override or a ban: set in the key's object, then reported as a
+    // status is.
+    if let Some(change) = request.change(now) {
+        match (&change, objects::control(env, id, &change, request.rule.timeout_ms).await) {
+            (_, Err(e)) => return control_failure(&e),
+            (Change::Ban { until_ms }, Ok(_)) => objects::cache_ban(id, *until_ms),
+            (_, Ok(_)) => objects::forget_block(id),
+        }
+    }
     let op = match request.action {
-        AdminAction::Status => Op::Status,
         AdminAction::Reset => {
             objects::forget_block(id);
             Op::Reset
         }
+        _ => Op::Status,
     };
-    let call = request.rule.call(op);
+    let call = request.rule.call_for(op, &request.key);
     match call_with_timeout(env, id, &call, request.rule.timeout_ms).await {
         Ok(reply) => {
             write_logs(&[admin::log_event(request, key_hash, &lockout.key_hash)]);
-            Ok(Response::from_json(&admin::status_body(request, key_hash, &reply))?.into())
+            let body = match objects::control(env, id, &Change::Get, request.rule.timeout_ms).await {
+                Ok(controls) => admin::status_with_controls(request, key_hash, &reply, &controls, now),
+                Err(_) => admin::status_body(request, key_hash, &reply),
+            };
+            Ok(Response::from_json(&body)?.into())
         }
         Err(e) => respond(&OwnResponse::problem(
             503,

@@ -35,6 +35,12 @@ pub struct ExplainRequest<'a> {
     /// `request.cf.country` and `request.cf.asn`.
     pub country: Option<&'a str>,
     pub asn: Option<u32>,
+    /// `request.cf.verifiedBotCategory` (`--verified-bot CATEGORY`; `""`
+    /// for a verified bot of no category).
+    pub verified_bot: Option<&'a str>,
+    /// Workers secrets by name (`--secret NAME=VALUE`): a secret-header
+    /// exemption's, a trusted device's signing key.
+    pub secrets: &'a [(String, String)],
     /// The Worker's `TOLLGATE_LOG_KEY` ([`log_key`]), so that key hashes
     /// match its logs; `None`: unkeyed, as a Worker without the secret.
     pub log_key: Option<&'a [u8]>,
@@ -79,12 +85,12 @@ impl Assumed {
         }
     }
 
-    fn outcome(self, rule: &Rule) -> Outcome {
-        let longest = crate::window::horizon_ms(&rule.limits);
+    fn outcome(self, rule: &Rule, key: &str) -> Outcome {
+        let limits = rule.limits_for(key);
+        let longest = crate::window::horizon_ms(limits);
         match self {
             Assumed::Allowed => Outcome::Allowed {
-                windows: rule
-                    .limits
+                windows: limits
                     .iter()
                     .map(|l| {
                         let used = u64::from(rule.cost);
@@ -128,6 +134,7 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
         Err(e) => return Explained { url: Err(e), plan: None, verdict: None },
     };
     let header = header_lookup(request.headers);
+    let secret = |name: &str| request.secrets.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
     let body = match request.body {
         Some(bytes) if bytes.len() > config.body_limit as usize => Body::Unusable,
         Some(bytes) => Body::Read(bytes),
@@ -140,19 +147,26 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
         body,
         country: request.country,
         asn: request.asn,
+        verified_bot: request.verified_bot,
         admin_token: &|| None,
         log_key: request.log_key,
-        secret: &|_| None,
+        secret: &secret,
         now_ms: 0,
     };
     let plan = plan::plan(config, &parts);
-    let verdict = match &plan.route {
+    let mut verdict = match &plan.route {
         Route::Check(applied) if !applied.is_empty() => {
-            let outcomes: Vec<Outcome> = applied.iter().map(|a| assumed.of(&a.rule.name).outcome(a.rule)).collect();
-            Some(verdict::verdict(applied, &outcomes))
+            let outcomes: Vec<Outcome> = applied.iter().map(|a| assumed.of(&a.rule.name).outcome(a.rule, &a.key)).collect();
+            Some(verdict::verdict_for(applied, &outcomes, crate::response::Prefers::from_accept(header("accept").as_deref())))
         }
         _ => verdict::early(&plan),
     };
+    // The Worker writes the exempt lines before the verdict's.
+    if let Some(v) = verdict.as_mut() {
+        let mut events = verdict::exempt_events(&plan.matched);
+        events.append(&mut v.events);
+        v.events = events;
+    }
     Explained { url: Ok(url), plan: Some(plan), verdict }
 }
 
@@ -259,9 +273,8 @@ pub fn lease_note(rule: &Rule) -> Option<String> {
     }
 }
 
-fn limits(rule: &Rule) -> String {
-    let limits: Vec<String> = rule
-        .limits
+fn limits(limits: &[crate::window::Limit]) -> String {
+    let limits: Vec<String> = limits
         .iter()
         .map(|l| format!("{} per {} s", l.requests, l.window_ms.get() as f64 / 1000.0))
         .collect();
@@ -312,8 +325,24 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
             format!(" as {} (format suffix removed)", m.found.matched_path)
         };
         let _ = writeln!(out, "rule {}: MATCH (path `{}`{via})", rule.name, rule.path);
+        if let Some(e) = &m.exempt {
+            let _ = writeln!(out, "  exempt:   by {} ({}): not counted, not limited", e.by.kind(), e.by.detail());
+        }
         let _ = writeln!(out, "  policy:   {}", policy(rule));
-        let _ = writeln!(out, "  limits:   {}", limits(rule));
+        let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
+        if let Some(r) = &rule.response {
+            let body = if r.has_body() { format!("{} to clients not asking for JSON", r.content_type) } else { "problem+json".to_string() };
+            let _ = writeln!(out, "  response: {} when blocked, {body}", r.status);
+        }
+        match rule.metrics {
+            crate::metrics::MetricsLevel::Off => {
+                let _ = writeln!(out, "  metrics:  off");
+            }
+            crate::metrics::MetricsLevel::All => {
+                let _ = writeln!(out, "  metrics:  every decision (allowed too)");
+            }
+            crate::metrics::MetricsLevel::Limited => {}
+        }
         if rule.lease.leases() {
             let _ = writeln!(out, "  lease:    {}", lease(rule));
             let _ = writeln!(out, "            assumed: this isolate holds no tokens for the key, so this request asks the object");
@@ -334,6 +363,9 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
                     };
                     let _ = writeln!(out, "  key:      {key}{note}");
                     let _ = writeln!(out, "  key hash: {} ({how})", key_hash(key, request.log_key));
+                    if let Some(own) = rule.overrides.limits_for(key) {
+                        let _ = writeln!(out, "  limits:   {} (the override for this key)", limits(own));
+                    }
                 }
             }
             KeyOutcome::Skipped(missing) => {
@@ -350,6 +382,9 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
     if let Some(v) = &explained.verdict {
         let _ = writeln!(out, "assuming:   {}", describe_assumptions(assumed));
         let _ = writeln!(out, "answer:     {}", describe(&v.answer, &config.upstream));
+        if let Answer::Respond(r) = &v.answer {
+            let _ = writeln!(out, "body:       {}", r.header("content-type").unwrap_or("(none)"));
+        }
         for event in &v.events {
             let _ = writeln!(out, "log:        {}", event.line());
         }
@@ -472,6 +507,9 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
                     entry["matched"] = json!(true);
                     entry["matched_path"] = json!(m.found.matched_path);
                     entry["own_method"] = json!(m.own_method);
+                    if let Some(e) = &m.exempt {
+                        entry["exempt"] = json!({ "by": e.by.kind(), "detail": e.by.detail() });
+                    }
                     match &m.key {
                         KeyOutcome::Keys { keys, fell_back } => {
                             entry["key"] = json!(keys.first());
@@ -489,7 +527,14 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
         })
         .collect();
     let checked: Vec<Value> = match &plan.route {
-        Route::Check(applied) => applied.iter().map(|a| json!({ "rule": a.rule.name, "key_hash": a.key_hash })).collect(),
+        Route::Check(applied) => applied
+            .iter()
+            .map(|a| {
+                let limits: Vec<Value> = a.rule.limits_for(&a.key).iter().map(|l| json!([l.requests.get(), l.window_ms.get()])).collect();
+                let source = if a.rule.overrides.limits_for(&a.key).is_some() { "override" } else { "config" };
+                json!({ "rule": a.rule.name, "key_hash": a.key_hash, "limits": limits, "limits_source": source })
+            })
+            .collect(),
         _ => Vec::new(),
     };
     let answer = explained.verdict.as_ref().map(|v| match &v.answer {
@@ -518,7 +563,7 @@ mod tests {
     const ALLOWED: Assumptions<'static> = Assumptions { default: Assumed::Allowed, per_rule: &[] };
 
     fn request<'a>(method: &'a str, url: &'a str, headers: &'a [(String, String)]) -> ExplainRequest<'a> {
-        ExplainRequest { method, url, headers, body: None, country: None, asn: None, log_key: None }
+        ExplainRequest { method, url, headers, body: None, country: None, asn: None, verified_bot: None, secrets: &[], log_key: None }
     }
 
     #[test]
@@ -617,6 +662,8 @@ mod tests {
             body: Some(b"mode=heavy"),
             country: Some("nz"),
             asn: None,
+            verified_bot: None,
+            secrets: &[],
             log_key: None,
         };
         let json = explain_json(&config, &req, &ALLOWED);

@@ -9,10 +9,14 @@
 //! | [`canon`]   | raw URL → canonical path and query, used only for matching     |
 //! | [`duration`]| `"10s"`, `"1m"`, `"1h"`, `"1d"` window lengths                 |
 //! | [`config`]  | the `TOLLGATE` var → validated, compiled [`config::Config`]    |
+//! | [`metrics`] | Analytics Engine data points: one per decision, never the key |
+//! | [`overrides`] | static per-key limits: a key value's own limits (tiers)  |
 //! | [`policy`]  | what a rule does: over limit, counter down, key missing        |
+//! | [`response`] | a rule's own block response (status, body template) and content negotiation |
 //! | [`rules`]   | which rules a canonical request matches, and why               |
 //! | [`plan`]    | front half of the pipeline: request parts → matched rules, keys, route |
 //! | [`verdict`] | back half: the counters' outcomes → forward or answer, log events |
+//! | [`exempt`]  | requests a rule neither counts nor limits: CIDR, ASN, bots, secret header |
 //! | [`key`]     | a rule's client key from request parts (IP /64, header, ...)   |
 //! | `hmac`      | HMAC-SHA256 (RFC 2104) over `sha2`: keyed log hashes           |
 //! | `device`    | trusted-device cookies: lockout-resistant account limits       |
@@ -50,11 +54,14 @@ pub mod body;
 pub mod canon;
 pub mod config;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod controls;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod counter;
 pub mod coverage;
 pub(crate) mod duration;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod episodes;
+pub mod exempt;
 pub mod explain;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod gcra;
@@ -64,11 +71,14 @@ pub(crate) mod device;
 pub(crate) mod json;
 pub(crate) mod key;
 pub mod lease;
+pub mod metrics;
+pub mod overrides;
 pub mod policy;
 pub mod protocol;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod reservation;
 pub mod plan;
+pub mod response;
 pub mod rules;
 pub mod ticket;
 pub mod upstream;

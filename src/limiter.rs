@@ -10,12 +10,19 @@
 //! (the log row, updated in place, pruning included), and by a reserve, a
 //! commit, and a release that finds its reservation; 0 written and no
 //! `setAlarm` when blocked. `setAlarm` runs only when no alarm is pending.
+//!
+//! Runtime overrides and bans ([`crate::controls`]) live in a second table,
+//! `controls`, read once per instance (then kept in memory: the instance is
+//! its only writer) and changed through `POST /v1/control`. They apply in
+//! the same synchronous step as the count; a reset deletes only the count
+//! while controls are set; the alarm keeps them until they end.
 
-use crate::counter::{on_alarm, step, AlarmAction};
+use crate::controls::{self, AlarmPlan, Change, Controls, Effective};
+use crate::counter::{on_alarm, step, Tally};
 use crate::protocol::{decode_call, decode_call_url, encode_reply_line, Call, Op, Reply, WireWindow, VERSION};
 use crate::window::horizon_ms;
 use serde::Deserialize;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use worker::{
     durable_object, js_sys, Date, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
     SqlStorageValue, State,
@@ -26,6 +33,16 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS hit_log (
     log TEXT NOT NULL,
     horizon_ms INTEGER NOT NULL
 )";
+
+const CONTROLS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS controls (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    value TEXT NOT NULL
+)";
+
+#[derive(Deserialize)]
+struct StoredControls {
+    value: String,
+}
 
 #[derive(Deserialize)]
 struct StoredRow {
@@ -41,6 +58,8 @@ pub struct Limiter {
     schema_ready: Cell<bool>,
     /// Whether an alarm is known to be pending; `None` until asked once.
     alarm_pending: Cell<Option<bool>>,
+    /// The key's runtime override and ban; `None` until read once.
+    controls: RefCell<Option<Controls>>,
 }
 
 impl DurableObject for Limiter {
@@ -49,6 +68,7 @@ impl DurableObject for Limiter {
             state,
             schema_ready: Cell::new(false),
             alarm_pending: Cell::new(None),
+            controls: RefCell::new(None),
         }
     }
 
@@ -56,6 +76,16 @@ impl DurableObject for Limiter {
     /// JSON form (a `POST` body, as before) a JSON reply. A refused call
     /// gets 400, a failure 500, both with a JSON `{"v":1,"error":...}`.
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        if req.path() == controls::CONTROL_PATH {
+            let Some(change) = Change::decode(&req.text().await?) else {
+                return error_reply(400, "malformed control");
+            };
+            return match self.control(&change).await {
+                Ok(Ok(controls)) => Response::ok(controls.encode()),
+                Ok(Err(refused)) => error_reply(400, &refused.to_string()),
+                Err(e) => error_reply(500, &e.to_string()),
+            };
+        }
         let compact = req.inner().method() != "POST";
         let call = if compact { decode_call_url(&req.inner().url()) } else { decode_call(&req.text().await?) };
         let call = match call {
@@ -78,9 +108,19 @@ impl DurableObject for Limiter {
             Some(row) => (row.log, u64::try_from(row.horizon_ms).unwrap_or(0)),
             None => (String::new(), 0),
         };
-        match on_alarm(&stored, horizon, now_ms()) {
-            AlarmAction::DeleteAll => self.delete_everything().await?,
-            AlarmAction::RearmAt(at) => {
+        let now = now_ms();
+        let kept = self.load_controls()?;
+        match controls::alarm(on_alarm(&stored, horizon, now), &kept, now) {
+            AlarmPlan::DeleteAll => self.delete_everything().await?,
+            AlarmPlan::DeleteCount { rearm_at } => {
+                delete_count(&sql)?;
+                self.alarm_pending.set(Some(false));
+                if let Some(at) = rearm_at {
+                    self.alarm_pending.set(Some(true));
+                    self.state.storage().set_alarm(at_time(at.max(now + 1))).await?;
+                }
+            }
+            AlarmPlan::RearmAt(at) => {
                 // Strictly in the future: workerd drops an alarm set for
                 // "now" from inside the alarm handler.
                 self.alarm_pending.set(Some(true));
@@ -114,6 +154,13 @@ impl Limiter {
             self.alarm_pending.set(Some(false));
         }
         let now = now_ms();
+        let kept = self.load_controls()?;
+        let asked_lease = call.op == Op::Lease;
+        let (call, banned) = match controls::effective(&kept, call, now) {
+            Effective::Count(call) => (call, None),
+            Effective::Banned { retry_after_ms, call } => (Call { op: Op::Status, ..call }, Some(retry_after_ms)),
+        };
+        let call = &call;
         let horizon = horizon_ms(&call.limits);
         let step = match step(&stored, now, call) {
             Ok(step) => step,
@@ -125,6 +172,24 @@ impl Limiter {
                 return Err(worker::Error::RustError(corrupt.to_string()));
             }
         };
+        if let Some(retry_after_ms) = banned {
+            // Banned: blocked for the ban's time, nothing recorded.
+            let windows = step.tally.windows.iter().map(WireWindow::from).collect();
+            let tally = Tally { allowed: false, retry_after_ms, windows, binding: Some(0), in_flight: false };
+            let alarm_pending = self.alarm_pending.get().unwrap_or(true);
+            return Ok(Reply {
+                v: VERSION,
+                tally,
+                alarm_pending,
+                alarm_set: false,
+                stored_hits: step.stored,
+                rows_read,
+                rows_written: 0,
+                reservation: None,
+                held: step.held,
+                granted: asked_lease.then_some(0),
+            });
+        }
         let mut rows_written = 0;
         if let Some(write) = &step.write {
             // Only a call that writes creates the schema: an object whose
@@ -133,11 +198,21 @@ impl Limiter {
         }
         let mut stored_hits = step.stored;
         let mut alarm_set = false;
-        if call.op == Op::Reset {
+        if call.op == Op::Reset && !kept.live(now).is_empty() {
+            // The count goes; the operator's controls stay.
+            delete_count(&sql)?;
+            stored_hits = 0;
+        } else if call.op == Op::Reset {
             self.delete_everything().await?;
             stored_hits = 0;
         } else if let Some(write) = &step.write {
-            alarm_set = self.ensure_alarm(write.expires_at).await?;
+            alarm_set = if kept.live(now).is_empty() {
+                self.ensure_alarm(write.expires_at).await?
+            } else {
+                // The pending alarm may be for a control's end, later than
+                // the count's: the count's expiry must come first.
+                self.ensure_alarm_by(write.expires_at).await?
+            };
         }
         let alarm_pending = match (call.op, self.alarm_pending.get()) {
             (Op::Status, _) | (_, None) => {
@@ -188,12 +263,87 @@ impl Limiter {
         armed
     }
 
+    /// Makes sure an alarm fires by `at`: re-armed for `at` when none is
+    /// pending or the pending one is later. Only while controls are in
+    /// force (it reads the alarm's time).
+    async fn ensure_alarm_by(&self, at: i64) -> worker::Result<bool> {
+        let storage = self.state.storage();
+        if storage.get_alarm().await?.is_some_and(|pending| pending <= at) {
+            self.alarm_pending.set(Some(true));
+            return Ok(false);
+        }
+        self.alarm_pending.set(Some(true));
+        storage.set_alarm(at_time(at)).await?;
+        Ok(true)
+    }
+
     async fn delete_everything(&self) -> worker::Result<()> {
         // From compatibility date 2026-02-24, deleteAll also clears the alarm.
         self.state.storage().delete_all().await?;
         self.schema_ready.set(false);
         self.alarm_pending.set(Some(false));
+        *self.controls.borrow_mut() = Some(Controls::default());
         Ok(())
+    }
+
+    /// The key's controls: read from storage once per instance (a corrupt
+    /// row reads as none: a runtime control is the operator's to set again,
+    /// and never makes a limit looser than the config's by being lost).
+    fn load_controls(&self) -> worker::Result<Controls> {
+        if let Some(kept) = self.controls.borrow().as_ref() {
+            return Ok(kept.clone());
+        }
+        let sql = self.state.storage().sql();
+        let kept = match sql.exec("SELECT value FROM controls WHERE id = 0", None) {
+            Ok(cursor) => {
+                let rows: Vec<StoredControls> = cursor.to_array()?;
+                rows.into_iter().next().and_then(|r| Controls::decode(&r.value).ok()).unwrap_or_default()
+            }
+            Err(e) if e.to_string().contains("no such table") => Controls::default(),
+            Err(e) => return Err(e),
+        };
+        *self.controls.borrow_mut() = Some(kept.clone());
+        Ok(kept)
+    }
+
+    /// Applies an admin change to the key's controls and stores them; the
+    /// alarm is armed for their end when none is pending. With nothing
+    /// left (no controls, no count), everything is deleted. `Ok(Err)`: the
+    /// change is refused.
+    async fn control(&self, change: &Change) -> worker::Result<Result<Controls, controls::ControlError>> {
+        let now = now_ms();
+        let kept = self.load_controls()?;
+        let next = match kept.apply(change, now) {
+            Ok(next) => next,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        if next == kept {
+            return Ok(Ok(next));
+        }
+        let sql = self.state.storage().sql();
+        if next.is_empty() {
+            let (stored, _) = load(&sql)?;
+            if stored.is_empty() {
+                self.delete_everything().await?;
+                return Ok(Ok(next));
+            }
+            if let Err(e) = sql.exec("DELETE FROM controls", None) {
+                if !e.to_string().contains("no such table") {
+                    return Err(e);
+                }
+            }
+        } else {
+            sql.exec(CONTROLS_SCHEMA, None)?;
+            sql.exec(
+                "INSERT INTO controls (id, value) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+                vec![SqlStorageValue::from(next.encode())],
+            )?;
+            if let controls::Keep::Until(at) = next.keep(now) {
+                self.ensure_alarm(at).await?;
+            }
+        }
+        *self.controls.borrow_mut() = Some(next.clone());
+        Ok(Ok(next))
     }
 }
 
@@ -216,6 +366,15 @@ fn load_row(sql: &SqlStorage) -> worker::Result<(Option<StoredRow>, u64)> {
     let rows: Vec<StoredRow> = cursor.to_array()?;
     let rows_read = cursor.rows_read() as u64;
     Ok((rows.into_iter().next(), rows_read))
+}
+
+/// Deletes the count's row only (the controls stay).
+fn delete_count(sql: &SqlStorage) -> worker::Result<()> {
+    match sql.exec("DELETE FROM hit_log", None) {
+        Ok(_) => Ok(()),
+        Err(e) if e.to_string().contains("no such table") => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// Writes the row in place; returns the rows written.

@@ -13,7 +13,8 @@ use crate::lease::{self, Admit, LeaseSettings, Leases};
 use futures_util::future::{join_all, select, Either};
 use std::cell::RefCell;
 use std::time::Duration;
-use worker::{Context, Delay, Env};
+use crate::controls::{Change, Controls, CONTROL_PATH};
+use worker::{Context, Delay, Env, Method, Request, RequestInit};
 
 /// The Durable Object namespace binding of the limiter objects.
 const LIMITER_BINDING: &str = "LIMITER";
@@ -104,7 +105,7 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
     if let (Op::Hit, Some(settings)) = (op, applied.rule.lease.settings().filter(|s| s.can_lease())) {
         return leased(env, applied, *settings).await;
     }
-    let call = applied.rule.call(op);
+    let call = applied.rule.call_for(op, &applied.key);
     let (outcome, cacheable) = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
         Ok(reply) => {
             let cacheable = !reply.tally.in_flight;
@@ -166,9 +167,9 @@ async fn ask(env: &Env, applied: &Applied<'_>, settings: &LeaseSettings, want: u
     let cost = applied.rule.cost;
     let mut flight = Flight { id: applied.id.clone(), finished: false };
     let call = if want > cost {
-        Call { op: Op::Lease, want: Some(want), hold_ms: Some(settings.ttl_ms), ..applied.rule.call(Op::Hit) }
+        Call { op: Op::Lease, want: Some(want), hold_ms: Some(settings.ttl_ms), ..applied.rule.call_for(Op::Hit, &applied.key) }
     } else {
-        applied.rule.call(Op::Hit)
+        applied.rule.call_for(Op::Hit, &applied.key)
     };
     let result = call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await;
     flight.finished = true;
@@ -233,7 +234,7 @@ pub(crate) fn refunds(env: &Env, config: &'static crate::config::Config) -> Opti
     let env = env.clone();
     Some(async move {
         let sends = due.into_iter().filter_map(|refund| {
-            let rule_name = refund.id.split('\n').next().unwrap_or_default();
+            let (rule_name, key) = refund.id.split_once('\n')?;
             let rule = config.rules.iter().find(|r| r.name == rule_name)?;
             let call = Call {
                 op: Op::Refund,
@@ -241,7 +242,7 @@ pub(crate) fn refunds(env: &Env, config: &'static crate::config::Config) -> Opti
                 reservation: Some(refund.lease_id),
                 hold_ms: None,
                 want: None,
-                ..rule.call(Op::Hit)
+                ..rule.call_for(Op::Hit, key)
             };
             let (env, timeout_ms) = (env.clone(), rule.timeout_ms);
             Some(async move {
@@ -272,4 +273,44 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFai
     let mut response = stub.fetch_with_str(&encode_call_url(call)).await.map_err(transport)?;
     let body = response.text().await.map_err(transport)?;
     decode_reply_line(response.status_code(), &body)
+}
+
+/// Sends an admin change of a key's runtime override or ban to its object
+/// (`POST /v1/control`, [`crate::controls`]) within `timeout_ms`; the
+/// controls in force after it. A refused change is
+/// [`CallFailure::Refused`] with status 400.
+pub(crate) async fn control(env: &Env, id: &str, change: &Change, timeout_ms: u32) -> Result<Controls, CallFailure> {
+    let timeout = Delay::from(Duration::from_millis(u64::from(timeout_ms)));
+    let request = Box::pin(send_control(env, id, change));
+    match select(request, timeout).await {
+        Either::Left((result, _)) => result,
+        Either::Right(_) => Err(CallFailure::Timeout { ms: timeout_ms }),
+    }
+}
+
+async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, CallFailure> {
+    let stub = env
+        .durable_object(LIMITER_BINDING)
+        .and_then(|ns| ns.id_from_name(id)?.get_stub())
+        .map_err(|e| CallFailure::NoBinding(e.to_string()))?;
+    let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
+    let body = change.encode();
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_body(Some(body.into()));
+    let request = Request::new_with_init(&format!("https://limiter{CONTROL_PATH}"), &init).map_err(transport)?;
+    let mut response = stub.fetch_with_request(request).await.map_err(transport)?;
+    let text = response.text().await.map_err(transport)?;
+    match response.status_code() {
+        200 => Controls::decode(&text).map_err(|e| CallFailure::Unreadable(e.to_string())),
+        status => Err(CallFailure::Refused { status, body: text }),
+    }
+}
+
+/// Caches a ban in this isolate at once (other isolates see it at their
+/// next call to the object, or once their cached block ends).
+pub(crate) fn cache_ban(id: &str, until_ms: i64) {
+    let now = now_ms();
+    if until_ms > now {
+        BLOCKED.with(|b| b.borrow_mut().insert(id, Block { until_ms, window: 0 }, now));
+    }
 }

@@ -29,6 +29,7 @@ use crate::admin::{self, AdminError, AdminRequest};
 use crate::body::{self, BodyParams, Unreadable};
 use crate::canon::{canonical_host, canonical_path, normalize_key, CanonError, CanonicalQuery, Source};
 use crate::config::Config;
+use crate::exempt::{ExemptInputs, Exemption};
 use crate::policy::MissingKey;
 use crate::key::{body_field_values, derive_key, derive_keys, key_hash, KeyError, KeyInputs};
 use crate::rules::{method_candidates, Match, RequestView, Rule};
@@ -53,6 +54,10 @@ pub struct RequestParts<'a> {
     /// `request.cf.country` and `request.cf.asn`.
     pub country: Option<&'a str>,
     pub asn: Option<u32>,
+    /// `Some(category)` when Cloudflare says the client is a verified bot
+    /// (`request.cf.verifiedBotCategory`; empty when only
+    /// `request.cf.botManagement.verifiedBot` says so); for exemptions.
+    pub verified_bot: Option<&'a str>,
     /// The admin token (the `TOLLGATE_ADMIN_TOKEN` secret), looked up only
     /// for a request under the admin prefix; `None`: the admin API is off.
     pub admin_token: &'a dyn Fn() -> Option<String>,
@@ -110,6 +115,17 @@ pub struct Matched<'c> {
     /// The rule matched the request's own method, as sent ([`own_method`]):
     /// only then can a success settle it.
     pub own_method: bool,
+    /// The request is exempt from the rule (the config's or the rule's
+    /// `exempt`): neither counted nor limited, whatever its key.
+    pub exempt: Option<Exempted>,
+}
+
+/// Why a matching rule is not applied, and under which key hash it is
+/// logged (its first key's; `-` when it has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exempted {
+    pub by: Exemption,
+    pub key_hash: String,
 }
 
 /// A matching rule's key, or why it has none.
@@ -253,6 +269,15 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
         _ => Vec::new(),
     };
     let client_ip = header("cf-connecting-ip");
+    let exempt_inputs = ExemptInputs {
+        client_ip: client_ip.as_deref(),
+        asn: parts.asn,
+        verified_bot: parts.verified_bot,
+        header,
+        secret: parts.secret,
+    };
+    // Asked once per request, and only when some rule matched.
+    let everywhere = if found.is_empty() { None } else { config.exempt.exempts(&exempt_inputs) };
     let matched: Vec<Matched<'c>> = found
         .into_iter()
         .map(|(rule, found)| {
@@ -268,7 +293,14 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
             };
             let key = key_outcome(rule, &inputs);
             let own_method = routed_as_sent && own_method(rule, parts.method);
-            Matched { rule, found, key, own_method }
+            let exempt = everywhere.clone().or_else(|| rule.exempt.exempts(&exempt_inputs)).map(|by| Exempted {
+                key_hash: match &key {
+                    KeyOutcome::Keys { keys, .. } => keys.first().map_or_else(|| "-".into(), |k| key_hash(k, parts.log_key)),
+                    _ => "-".into(),
+                },
+                by,
+            });
+            Matched { rule, found, key, own_method, exempt }
         })
         .collect();
     let route = route_of(&matched, parts.log_key, &|rule, key| trusted_device(parts, rule, key));
@@ -415,7 +447,6 @@ fn key_outcome(rule: &Rule, inputs: &KeyInputs<'_>) -> KeyOutcome {
     }
 }
 
-/// The first rejecting rule answers; otherwise every keyed rule is checked.
 /// The device a request comes from, for a `trusted_device` rule: its cookie
 /// verified for this account under the rule's secret ([`crate::device`]).
 fn trusted_device(parts: &RequestParts<'_>, rule: &Rule, key: &str) -> Option<String> {
@@ -425,13 +456,16 @@ fn trusted_device(parts: &RequestParts<'_>, rule: &Rule, key: &str) -> Option<St
     crate::device::verify(secret.trim().as_bytes(), &rule.name, key, &value, parts.now_ms)
 }
 
+/// Exempt rules are left out (an exempt request is never refused for a
+/// missing key either); of the others, the first rejecting rule answers;
+/// otherwise every keyed rule is checked.
 fn route_of<'c>(
     matched: &[Matched<'c>],
     log_key: Option<&[u8]>,
     trusted: &dyn Fn(&Rule, &str) -> Option<String>,
 ) -> Route<'c> {
     let mut applied = Vec::new();
-    for m in matched {
+    for m in matched.iter().filter(|m| m.exempt.is_none()) {
         match &m.key {
             KeyOutcome::Rejected(missing) => return Route::MissingKey { rule: m.rule, missing: missing.clone() },
             KeyOutcome::Skipped(_) => {}
@@ -547,6 +581,7 @@ mod tests {
             body,
             country: Some("nz"),
             asn: Some(64500),
+            verified_bot: None,
             admin_token: &admin_token,
             log_key: None,
             secret: &|_| None,
@@ -636,6 +671,7 @@ mod tests {
             body: Body::Unread,
             country: None,
             asn: None,
+            verified_bot: None,
             admin_token: &|| None,
             log_key,
             secret: &|_| None,
@@ -916,6 +952,64 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    /// Plans a GET of `/a` from `ip` with `headers`, `asn` and `bot`.
+    fn exempt_plan<'c>(c: &'c Config, ip: &str, headers: &[(&str, &str)], asn: Option<u32>, bot: Option<&str>) -> Plan<'c> {
+        let url = Url::parse("https://example.com/a").unwrap();
+        let header = |name: &str| {
+            if name == "cf-connecting-ip" {
+                return Some(ip.to_string());
+            }
+            headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string())
+        };
+        let secret = |name: &str| (name == "HEALTH_KEY").then(|| "s3cret".to_string());
+        plan(c, &RequestParts {
+            method: "GET",
+            url: &url,
+            header: &header,
+            body: Body::Unread,
+            country: None,
+            asn,
+            verified_bot: bot,
+            admin_token: &|| None,
+            log_key: None,
+            secret: &secret,
+            now_ms: 0,
+        })
+    }
+
+    #[test]
+    fn exempt_requests_are_neither_counted_nor_refused() {
+        let c = config(json!([
+            { "name": "a", "path": "/a", "limits": limits(),
+              "exempt": { "ips": ["198.51.100.0/24"], "header": { "name": "x-health", "secret": "HEALTH_KEY" } } },
+            { "name": "b", "path": "/a", "key": ["header:x-user"], "limits": limits() },
+        ]));
+        let p = exempt_plan(&c, "198.51.100.9", &[("x-user", "u")], None, None);
+        assert_eq!(checked(&p), [("b".to_string(), "header:x-user=u".to_string())], "only the rule that exempts");
+        let exempted = p.matched[0].exempt.clone().unwrap();
+        assert_eq!((exempted.by.kind(), exempted.by.detail()), ("ip", "198.51.100.0/24".to_string()));
+        assert_eq!(exempted.key_hash, key_hash("ip=198.51.100.9", None));
+        let events = crate::verdict::exempt_events(&p.matched);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].line(), format!(r#"{{"by":"ip","detail":"198.51.100.0/24","key_hash":"{}","rule":"a","tollgate":"exempt"}}"#, exempted.key_hash));
+        let neighbour = exempt_plan(&c, "198.51.101.9", &[("x-user", "u")], None, None);
+        assert_eq!(checked(&neighbour).len(), 2, "the neighbouring /24 is counted");
+        let secret = exempt_plan(&c, "203.0.113.1", &[("x-user", "u"), ("x-health", "s3cret")], None, None);
+        assert_eq!(checked(&secret).len(), 1);
+        let wrong = exempt_plan(&c, "203.0.113.1", &[("x-user", "u"), ("x-health", "guess")], None, None);
+        assert_eq!(checked(&wrong).len(), 2, "a wrong secret is no exemption");
+        // Rule b would reject a request without x-user; the config-wide
+        // exemption below lifts that too.
+        let top = Config::from_json(&json!({ "exempt": { "asns": [64500], "verified_bots": ["Monitoring & Analytics"] },
+            "rules": [{ "name": "b", "path": "/a", "key": ["header:x-user"], "limits": limits() }] })).unwrap();
+        let p = exempt_plan(&top, "203.0.113.1", &[], Some(64500), None);
+        assert!(checked(&p).is_empty(), "{:?}", p.route);
+        assert_eq!(p.matched[0].exempt.as_ref().unwrap().key_hash, "-", "no key: no hash");
+        assert!(matches!(exempt_plan(&top, "203.0.113.1", &[], Some(64501), None).route, Route::MissingKey { .. }));
+        assert!(checked(&exempt_plan(&top, "203.0.113.1", &[], None, Some("monitoring & analytics"))).is_empty());
+        assert!(matches!(exempt_plan(&top, "203.0.113.1", &[], None, Some("AI Crawler")).route, Route::MissingKey { .. }));
+    }
 }
 
 #[cfg(test)]
@@ -942,6 +1036,7 @@ mod device_tests {
             body: Body::Unread,
             country: None,
             asn: None,
+            verified_bot: None,
             admin_token: &|| None,
             log_key: None,
             secret: &secrets,

@@ -191,6 +191,14 @@ pub struct RuleSpec {
     pub reservation_ttl_ms: u64,
     /// Leased budgets (`lease`, `lease_ttl`, `lease_max`; [`crate::lease`]).
     pub lease: crate::lease::LeaseMode,
+    /// Requests this rule neither counts nor limits (`exempt`).
+    pub exempt: crate::exempt::Exemptions,
+    /// Keys with limits of their own (`overrides`).
+    pub overrides: crate::overrides::Overrides,
+    /// The rule's own block response (`response`); `None`: 429 problem+json.
+    pub response: Option<crate::response::CustomResponse>,
+    /// Which decisions go to Analytics Engine (`metrics`).
+    pub metrics: crate::metrics::MetricsLevel,
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.
@@ -500,6 +508,21 @@ impl Rule {
             reservation: None,
             want: None,
         }
+    }
+
+    /// The limits that apply to `key`: its override's, or the rule's.
+    pub fn limits_for(&self, key: &str) -> &[Limit] {
+        self.overrides.limits_for(key).unwrap_or(&self.limits)
+    }
+
+    /// [`Rule::call`] for `key`, with the limits that apply to it
+    /// ([`Rule::limits_for`]).
+    pub fn call_for(&self, op: crate::protocol::Op, key: &str) -> crate::protocol::Call {
+        let mut call = self.call(op);
+        if let Some(limits) = self.overrides.limits_for(key) {
+            call.limits = limits.to_vec();
+        }
+        call
     }
 
     /// Whether the rule settles successes (`on_success`): a form body must

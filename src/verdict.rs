@@ -20,10 +20,12 @@
 //! - otherwise the request is forwarded.
 
 use crate::policy::{Action, Counting, FailPolicy, SuccessAction};
-use crate::headers::{self, rate_fields, OwnResponse};
-use crate::plan::{Applied, Plan, Route};
+use crate::headers::{rate_fields, OwnResponse};
+use crate::plan::{Applied, Matched, Plan, Route};
 use crate::protocol::{Call, Op, Reply, WireWindow};
 use crate::rules::Rule;
+use crate::response::Prefers;
+use crate::window::Limit;
 use serde_json::Value;
 
 /// What one rule's counter said.
@@ -147,11 +149,19 @@ pub fn early(plan: &Plan<'_>) -> Option<Verdict> {
 }
 
 /// Folds each checked rule's outcome (`outcomes[i]` for `applied[i]`) into
-/// the answer, as the module documentation describes.
+/// the answer, as the module documentation describes, for a client that
+/// sent no `Accept` (a blocking rule's own response body, if it has one).
 pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
+    verdict_for(applied, outcomes, Prefers::Other)
+}
+
+/// [`verdict`] for a client that `prefers` (its `Accept`,
+/// [`Prefers::from_accept`]) JSON or not: the block response negotiated as
+/// [`crate::response`] says.
+pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefers) -> Verdict {
     let mut events = Vec::new();
     let mut fields: Vec<(String, String)> = Vec::new();
-    let mut block: Option<(&Rule, u64, usize, &Option<Vec<WireWindow>>)> = None;
+    let mut block: Option<(&Applied<'_>, u64, usize, &Option<Vec<WireWindow>>)> = None;
     // A rule charged to several identities reports the fields of the first
     // (one `RateLimit` item per policy name).
     let mut reported: Vec<&str> = Vec::new();
@@ -171,11 +181,11 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
                 events.push(block_event(a, shadow, *retry_after_ms));
                 if shadow {
                     if report {
-                        let windows = windows_of(a.rule, *retry_after_ms, windows.as_deref());
+                        let windows = windows_of(a.rule.limits_for(&a.key), *retry_after_ms, windows.as_deref());
                         fields.extend(rate_fields(&a.rule.name, &windows, Some((*window, *retry_after_ms))));
                     }
                 } else if block.is_none_or(|(_, ms, _, _)| *retry_after_ms > ms) {
-                    block = Some((a.rule, *retry_after_ms, *window, windows));
+                    block = Some((a, *retry_after_ms, *window, windows));
                 }
             }
             Outcome::Failed(error) => {
@@ -192,8 +202,9 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
         }
     }
     let answer = match block {
-        Some((rule, retry_after_ms, window, windows)) => {
-            Answer::Respond(too_many_requests(rule, retry_after_ms, window, windows.as_deref()))
+        Some((a, retry_after_ms, window, windows)) => {
+            let windows = windows_of(a.rule.limits_for(&a.key), retry_after_ms, windows.as_deref());
+            Answer::Respond(crate::response::blocked(&a.rule.name, a.rule.response.as_ref(), prefers, retry_after_ms, window, &windows))
         }
         None => Answer::Forward { fields },
     };
@@ -235,7 +246,7 @@ pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered
             Op::Release
         }
     };
-    Some(applied.rule.call(op).settling(reservation))
+    Some(applied.rule.call_for(op, &applied.key).settling(reservation))
 }
 
 /// Whether the origin's answer is a success that settles the rule's count
@@ -317,23 +328,16 @@ pub fn check_op(rule: &Rule) -> Op {
 /// The 429: problem+json, `Retry-After` in whole seconds (at least 1), and
 /// the rule's `RateLimit` fields with the binding window.
 pub fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize, windows: Option<&[WireWindow]>) -> OwnResponse {
-    let retry_after_s = headers::seconds_ceil(retry_after_ms).max(1);
-    let mut out = vec![
-        ("content-type".to_string(), "application/problem+json".to_string()),
-        ("retry-after".to_string(), retry_after_s.to_string()),
-    ];
-    let windows = windows_of(rule, retry_after_ms, windows);
-    out.extend(rate_fields(&rule.name, &windows, Some((window, retry_after_ms))));
-    OwnResponse { status: 429, headers: out, body: headers::too_many_requests_body(&rule.name, retry_after_s) }
+    let windows = windows_of(&rule.limits, retry_after_ms, windows);
+    crate::response::blocked(&rule.name, None, Prefers::Json, retry_after_ms, window, &windows)
 }
 
 /// The windows to report: the object's, or (answered from the cache) the
 /// rule's limits with nothing remaining.
-fn windows_of(rule: &Rule, retry_after_ms: u64, windows: Option<&[WireWindow]>) -> Vec<WireWindow> {
+fn windows_of(limits: &[Limit], retry_after_ms: u64, windows: Option<&[WireWindow]>) -> Vec<WireWindow> {
     match windows {
         Some(w) => w.to_vec(),
-        None => rule
-            .limits
+        None => limits
             .iter()
             .map(|l| WireWindow {
                 limit: l.requests.get(),
@@ -357,6 +361,30 @@ fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64) -> LogEvent {
             ("remaining", 0.into()),
         ],
     )
+}
+
+/// One `exempt` line per matching rule the request is exempt from: the
+/// rule, the key hash, and what exempted it (`by`: `ip`, `asn`,
+/// `verified_bot`, `header`; `detail`: the range, ASN, category or header
+/// name, never a secret). Written before the verdict's own events, by the
+/// Worker and by `explain` alike; repeats of a (rule, key) are counted as
+/// block episodes are ([`crate::episodes`]).
+pub fn exempt_events(matched: &[Matched<'_>]) -> Vec<LogEvent> {
+    matched
+        .iter()
+        .filter_map(|m| {
+            let e = m.exempt.as_ref()?;
+            Some(LogEvent::new(
+                "exempt",
+                vec![
+                    ("rule", m.rule.name.as_str().into()),
+                    ("key_hash", e.key_hash.as_str().into()),
+                    ("by", e.by.kind().into()),
+                    ("detail", e.by.detail().into()),
+                ],
+            ))
+        })
+        .collect()
 }
 
 /// A `counter_error` line: `decision` is `allow`, `deny` or `not_recorded`.
@@ -512,6 +540,7 @@ mod tests {
             body: crate::plan::Body::Unusable,
             country: None,
             asn: None,
+            verified_bot: None,
             admin_token: &|| None,
             log_key: None,
             secret: &|_| None,

@@ -288,6 +288,39 @@ limits = [{ requests = 5, window = "1m" }]
 }
 
 #[test]
+fn explain_shows_exemptions_given_the_secret_or_the_bot_and_check_refuses_a_bare_header() {
+    let config = "examples/operator-controls/wrangler.toml";
+    let base = ["explain", "/api/items", "--config", config, "--ip", "203.0.113.9"];
+    let with = |extra: &[&str]| {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let (code, out, err) = tollgate(&args);
+        assert_eq!(code, 0, "{out}{err}");
+        out
+    };
+    let out = with(&["-H", "X-Monitor-Key: s3cret", "--secret", "TOLLGATE_MONITOR_KEY=s3cret"]);
+    assert!(out.contains("exempt:   by header (x-monitor-key)"), "{out}");
+    assert!(out.contains(r#""tollgate":"exempt""#) && !out.contains("s3cret\""), "{out}");
+    let out = with(&["-H", "X-Monitor-Key: s3cret"]);
+    assert!(!out.contains("exempt:"), "no secret given: no exemption\n{out}");
+    let out = with(&["--verified-bot", "Search Engine Crawler"]);
+    assert!(out.contains("exempt:   by verified_bot (Search Engine Crawler)"), "{out}");
+    let out = with(&["--asn", "64512"]);
+    assert!(out.contains("exempt:   by asn (64512)"), "{out}");
+    let (_, json, _) = tollgate(&["explain", "/api/schools/042/ai/x", "--config", "examples/tenant-daily-quota/wrangler.toml", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["checked"][0]["limits"], serde_json::json!([[1000, 86_400_000]]), "{json}");
+    assert_eq!(json["checked"][0]["limits_source"], "override");
+
+    let bare = temp_toml(
+        "bare-header.toml",
+        "[vars.TOLLGATE]\nrules = [{ name = \"api\", path = \"/api/*\", limits = [{ requests = 1, window = \"1m\" }], exempt = { header = { name = \"x-internal\" } } }]\n",
+    );
+    let (code, out, err) = tollgate(&["check", bare.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(format!("{out}{err}").contains("exempt.header.secret`: missing: any client can send any header"), "{out}{err}");
+}
+
+#[test]
 fn check_requires_the_upstream_service_binding_in_the_same_environment() {
     let path = temp_toml(
         "service.toml",

@@ -283,6 +283,7 @@ fn see(config: &Config, rule: &str, request: &Request) -> Seen {
         body,
         country: None,
         asn: None,
+        verified_bot: None,
         admin_token: &|| None,
         log_key: None,
         secret: &|_| None,

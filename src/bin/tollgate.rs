@@ -13,6 +13,9 @@
 //!     --ip ADDR              client IP, as CF-Connecting-IP
 //!     --country CC           request.cf.country
 //!     --asn N                request.cf.asn
+//!     --verified-bot CAT     request.cf.verifiedBotCategory ("" for a verified bot of no category)
+//!     --secret NAME=VALUE    a Workers secret the Worker would read (an exempt header's,
+//!                            a trusted device's key); repeatable
 //!     --outcome O            what the counters say: allowed (default), blocked or
 //!                            failed; or RULE=O for one rule (repeatable)
 //!     --json                 the plan and verdict as JSON
@@ -82,6 +85,9 @@ mod native {
     --ip ADDR              client IP, as CF-Connecting-IP
     --country CC           request.cf.country
     --asn N                request.cf.asn
+    --verified-bot CAT     request.cf.verifiedBotCategory (\"\" for a verified bot of no category)
+    --secret NAME=VALUE    a Workers secret the Worker would read (an exempt header's,
+                           a trusted device's key); repeatable
     --outcome O            what the counters say: allowed (default), blocked or failed;
                            or RULE=O for one rule (repeatable)
     --json                 the plan and verdict as JSON
@@ -339,6 +345,8 @@ mod native {
         outcomes: Vec<(String, Assumed)>,
         json: bool,
         log_key_file: Option<String>,
+        verified_bot: Option<String>,
+        secrets: Vec<(String, String)>,
     }
 
     fn parse_explain(args: &[String]) -> Result<ExplainOptions, String> {
@@ -351,6 +359,8 @@ mod native {
             body: None,
             country: None,
             asn: None,
+            verified_bot: None,
+            secrets: Vec::new(),
             default_outcome: Assumed::Allowed,
             outcomes: Vec::new(),
             json: false,
@@ -373,6 +383,12 @@ mod native {
                 "--asn" => {
                     let asn = value("--asn")?;
                     options.asn = Some(asn.trim().parse().map_err(|_| format!("--asn `{asn}` is not a number"))?);
+                }
+                "--verified-bot" => options.verified_bot = Some(value("--verified-bot")?),
+                "--secret" => {
+                    let pair = value("--secret")?;
+                    let (name, secret) = pair.split_once('=').ok_or(format!("--secret `{pair}` is not NAME=VALUE"))?;
+                    options.secrets.push((name.trim().to_string(), secret.to_string()));
                 }
                 "--outcome" => {
                     let text = value("--outcome")?;
@@ -424,6 +440,8 @@ mod native {
             body: options.body.as_deref(),
             country: options.country.as_deref(),
             asn: options.asn,
+            verified_bot: options.verified_bot.as_deref(),
+            secrets: &options.secrets,
             log_key: log_key.as_deref(),
         };
         let assumed = Assumptions { default: options.default_outcome, per_rule: &options.outcomes };

@@ -80,11 +80,12 @@ test("example 3 (enforce environment): unauthenticated requests cannot spend a s
     return undefined;
   });
   return withTollgate({ origin, config: exampleConfig("tenant-daily-quota", "enforce") }, async (tg) => {
-    const path = "/api/schools/42/ai/complete";
+    // School 43: school 42 has an override of 1,000 (operator.test.mjs).
+    const path = "/api/schools/43/ai/complete";
     const stranger = await statuses(tg, 300, path, { ip: "198.51.100.66" });
     assert.deepEqual(stranger, Array(300).fill(401), "every unauthenticated request reached the origin and was refused");
     assert.deepEqual(await statuses(tg, 20, path, { method: "OPTIONS", ip: "198.51.100.66" }), Array(20).fill(204));
-    const teacher = { ip: "203.0.113.42", headers: { "cf-access-authenticated-user-email": "teacher@school42.example" } };
+    const teacher = { ip: "203.0.113.42", headers: { "cf-access-authenticated-user-email": "teacher@school43.example" } };
     const served = await statuses(tg, 301, path, teacher);
     assert.deepEqual(served, [...Array(300).fill(200), 429], "the quota was whole: 300 served, the 301st blocked");
   });

@@ -101,7 +101,9 @@ export function mockOrigin(respond) {
  * e.g. the app Worker behind a service binding, or one that binds tollgate).
  * Requests go to the first worker, tollgate, unless `entry` names another.
  * scriptPath: another built Worker in tollgate's place (one that embeds
- * tollgate, with the same bindings: TOLLGATE and LIMITER).
+ * tollgate, with the same bindings: TOLLGATE and LIMITER). workerOptions:
+ * more Miniflare options of the tollgate Worker (analyticsEngineDatasets,
+ * serviceBindings); extraWorkers: as workers.
  * edges (a number of extra Workers running the same
  * built script, named edge-1..edge-N: separate isolates sharing the
  * first one's limiter objects; `fetchVia(i, ...)` sends to edge i).
@@ -120,8 +122,9 @@ export async function startTollgate(options = {}) {
     outboundService: origin.outboundService,
     stripCfConnectingIp: false,
     serviceBindings: options.services ?? {},
+    ...(options.workerOptions ?? {}),
   };
-  const workers = [tollgate, ...(options.workers ?? [])];
+  const workers = [tollgate, ...(options.workers ?? []), ...(options.extraWorkers ?? [])];
   if (options.entry) workers.unshift(...workers.splice(workers.findIndex((w) => w.name === options.entry), 1));
   if (options.faults) {
     // The Worker's LIMITER binding goes to FaultyLimiter, which passes calls
