@@ -5,8 +5,9 @@
 //   node bench/loadgen.mjs PLAN.json OUT.json
 //
 // PLAN: { systems: [{ name, base, host }], scenarios: [names], concurrency,
-//         globalWarmupMs, rounds, warmupMs, durationMs, maxRequests,
-//         requestTimeoutMs, burst: { requests, limit } }
+//         globalWarmupMs, globalWarmupScenario (default "mix"), rounds,
+//         warmupMs, durationMs, maxRequests, requestTimeoutMs,
+//         burst: { requests, limit } or null }
 // Each system runs in its own workerd, reached at its own `base` URL (the
 // Host header is `host`, for Miniflare's route `NAME.bench/*`).
 //
@@ -60,6 +61,11 @@ function scenario(name, s) {
       return { hot: null, next: (n) => ({ path: HEAVY, ip: distinctIp(s, 0, Math.floor(n / 10)), kind: "allow" }) };
     case "blocked":
       return { hot: hotIp(s, 0), next: () => ({ path: HEAVY, ip: hotIp(s, 0), kind: "block" }) };
+    case "hotkey":
+      // Every request counts on one key (the systems of the hot-key phase key
+      // their rule on a constant, with a limit far above what a run sends),
+      // so every request is allowed; the addresses vary but do not matter.
+      return { hot: null, next: (n) => ({ path: HEAVY, ip: otherIp(s, n), kind: "allow" }) };
     case "mix": {
       // Per 10 requests: 7 non-matching, 2 allowed (distinct IPs), 1 hot IP.
       let allowedSeq = 0;
@@ -280,11 +286,11 @@ async function burst(sys, s, n) {
 const out = { scenarios: {}, burst: {} };
 
 // Warm everything up first (JIT, isolates, sockets): a short unrecorded mix
-// on every system, with addresses of its own.
+// (or the plan's globalWarmupScenario) on every system, with addresses of its own.
 if (plan.globalWarmupMs > 0) {
   for (const [s, sys] of plan.systems.entries()) {
     const agent = new http.Agent({ keepAlive: true, maxSockets: plan.concurrency });
-    const gen = scenario("mix", s + 16);
+    const gen = scenario(plan.globalWarmupScenario ?? "mix", s + 16);
     await phase(agent, sys, gen, 0, plan.globalWarmupMs, plan.maxRequests, false);
     agent.destroy();
   }

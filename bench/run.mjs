@@ -4,7 +4,10 @@
 // costs: the workerd process's CPU time, Durable Object calls, SQLite rows,
 // log lines and bytes, and dollars per million requests at Cloudflare's
 // prices; also req/s and latency, exactness under a burst, bundle size,
-// cold start and (if present) the core Rust microbenchmark. Writes
+// cold start and (if present) the core Rust microbenchmark. A second load
+// phase then starts four systems (the passthrough again, tollgate with lease auto and off,
+// peer A) on one hot key with a large limit: req/s and object calls per
+// request when one key takes all the traffic. Writes
 // bench/RESULTS.md and bench/results.json (with --origin=worker:
 // bench/RESULTS.origin-worker.md and bench/results.origin-worker.json).
 //
@@ -53,7 +56,7 @@ const RESULTS_JSON = `results${OUT}.json`;
 const MODE = QUICK
   ? {
       name: "quick",
-      budgetMs: 170_000,
+      budgetMs: 200_000,
       concurrency: 8,
       globalWarmupMs: 1_000,
       rounds: 2,
@@ -64,7 +67,7 @@ const MODE = QUICK
     }
   : {
       name: "default",
-      budgetMs: 570_000,
+      budgetMs: 630_000,
       concurrency: 8,
       globalWarmupMs: 2_000,
       rounds: 4,
@@ -237,6 +240,7 @@ const ORIGIN_WORKER = {
 
 const HONO_BUNDLE = join(TMP, "hono.bundle.mjs"); // bench/peers/hono.mjs, for its size
 const HONO_METERED = join(TMP, "hono.metered.mjs"); // bench/peers/hono-metered.mjs, what runs
+const HONO_HOT_METERED = join(TMP, "hono-hot.metered.mjs"); // bench/peers/hono-hot-metered.mjs, the hot-key phase
 const FLOOR_DIR = join(BENCH, "workers", "rust-floor", "build");
 
 const SYSTEMS = [
@@ -246,9 +250,42 @@ const SYSTEMS = [
   { name: "hono", short: "peer A (hono)", label: "peer A: hono-rate-limiter + DurableObjectStore" },
   { name: "ratelimit", short: "peer B (binding)", label: "peer B: Workers Rate Limiting binding" },
 ];
-const SHORT = Object.fromEntries(SYSTEMS.map((s) => [s.name, s.short]));
+// The hot-key phase (its own workerds, started after the first phase's are
+// gone): one rule on one constant key with a large limit, nothing blocked;
+// the passthrough again, as the ceiling of req/s in the same phase.
+// HOT_LIMIT is also bench/peers/hono-hot.mjs's. tollgate's rule is GCRA: the
+// sliding log takes at most 10,000 per limit; peer A counts fixed windows.
+const HOT_LIMIT = 300_000;
+const HOT_SYSTEMS = [
+  { name: "passthrough", short: "passthrough", label: "JS passthrough, the same `fetch(request)` floor as above: what the machine serves with no limiter at all" },
+  { name: "tollgate-hot", short: "tollgate (lease auto)", label: "tollgate, hot-key rule `key = [\"global\"]`, lease = \"auto\" (the default)" },
+  { name: "tollgate-hot-off", short: "tollgate (lease off)", label: "tollgate, the same rule with lease = \"off\" (one object call per request)" },
+  { name: "hono-hot", short: "peer A (hono)", label: "peer A: hono-rate-limiter + DurableObjectStore, constant keyGenerator" },
+];
+const SHORT = Object.fromEntries([...SYSTEMS, ...HOT_SYSTEMS].map((s) => [s.name, s.short]));
 // The object namespace the billing meter is read through (bench/workers/meter.mjs).
-const METERED = { tollgate: "LIMITER", hono: "CACHE" };
+const METERED = { tollgate: "LIMITER", hono: "CACHE", "tollgate-hot": "LIMITER", "tollgate-hot-off": "LIMITER", "hono-hot": "CACHE" };
+
+/** tollgate's config for the hot-key phase: the shipped one with its rules replaced by one global rule. */
+function hotTollgateConfig(lease) {
+  return {
+    ...structuredClone(TOLLGATE_CONFIG),
+    rules: [
+      {
+        name: "hot-global",
+        path: "/api/example",
+        query: { mode: "heavy" },
+        key: ["global"],
+        // The sliding log takes at most 10,000 requests per limit (config.rs).
+        algorithm: "gcra",
+        limits: [{ requests: HOT_LIMIT, window: "60s" }],
+        action: "block",
+        on_error: "allow",
+        lease,
+      },
+    ],
+  };
+}
 
 // Modules as workerd loads them: build/index.js files are ES modules.
 const MODULE_RULES = [
@@ -283,6 +320,22 @@ function workerOptions(name) {
       return {
         ...common,
         scriptPath: HONO_METERED,
+        durableObjects: { CACHE: { className: "DurableObjectRateLimiter", useSQLite: true } },
+      };
+    case "tollgate-hot":
+    case "tollgate-hot-off":
+      return {
+        ...common,
+        modulesRoot: ROOT,
+        scriptPath: join(BENCH, "workers", "tollgate.mjs"),
+        modulesRules: MODULE_RULES,
+        bindings: { TOLLGATE: hotTollgateConfig(name === "tollgate-hot" ? "auto" : "off") },
+        durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
+      };
+    case "hono-hot":
+      return {
+        ...common,
+        scriptPath: HONO_HOT_METERED,
         durableObjects: { CACHE: { className: "DurableObjectRateLimiter", useSQLite: true } },
       };
     case "ratelimit":
@@ -410,27 +463,32 @@ async function usageSnapshot(sys, at) {
   return s;
 }
 
-/** Runs bench/loadgen.mjs, answering its snapshot requests. */
-async function loadTest(systems) {
+/**
+ * Runs bench/loadgen.mjs, answering its snapshot requests. `phase`: "main"
+ * (the four scenarios and the burst) or "hot" (the hot-key scenario alone).
+ */
+async function loadTest(systems, phase = "main") {
+  const hot = phase === "hot";
   const plan = {
     systems: systems.map((s) => ({ name: s.name, base: s.url, host: `${s.name}.bench` })),
-    scenarios: ["nonmatch", "allowed", "blocked", "mix"],
+    scenarios: hot ? ["hotkey"] : ["nonmatch", "allowed", "blocked", "mix"],
     concurrency: MODE.concurrency,
     globalWarmupMs: MODE.globalWarmupMs,
+    globalWarmupScenario: hot ? "hotkey" : "mix",
     rounds: MODE.rounds,
     warmupMs: MODE.warmupMs,
     durationMs: MODE.durationMs,
     maxRequests: MAX_REQUESTS,
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
-    burst: { requests: BURST, limit: LIMIT },
+    burst: hot ? null : { requests: BURST, limit: LIMIT },
   };
-  const planPath = join(TMP, "run", "plan.json");
-  const outPath = join(TMP, "run", "loadgen.json");
+  const planPath = join(TMP, "run", `plan.${phase}.json`);
+  const outPath = join(TMP, "run", `loadgen.${phase}.json`);
   writeFileSync(planPath, JSON.stringify(plan, null, 2));
   const perCell = MODE.rounds * (MODE.warmupMs + MODE.durationMs + 4 * SETTLE_MS + 2_000);
   const bound = plan.systems.length * (MODE.globalWarmupMs + plan.scenarios.length * perCell + 5_000) + 30_000;
   log(
-    `load: ${plan.systems.length} systems × ${plan.scenarios.length} scenarios × ${MODE.rounds} round(s), ` +
+    `load (${phase}): ${plan.systems.length} systems × ${plan.scenarios.length} scenario(s) × ${MODE.rounds} round(s), ` +
       `${MODE.warmupMs} ms warm-up + ${MODE.durationMs} ms measured each, concurrency ${MODE.concurrency} ` +
       `(killed after ${Math.round(bound / 1000)} s at most)`,
   );
@@ -559,6 +617,7 @@ async function esbuild(entry, outfile) {
 async function bundleHono() {
   await esbuild(join(BENCH, "peers", "hono.mjs"), HONO_BUNDLE);
   await esbuild(join(BENCH, "peers", "hono-metered.mjs"), HONO_METERED);
+  await esbuild(join(BENCH, "peers", "hono-hot-metered.mjs"), HONO_HOT_METERED);
   const bytes = readFileSync(HONO_BUNDLE);
   return { bytes: bytes.length, totalKiB: round(bytes.length / 1024), gzipKiB: round(gzipSync(bytes, { level: 9 }).length / 1024) };
 }
@@ -708,7 +767,8 @@ function buildReport(R) {
     `- setup: five systems, each in its own workerd (one Miniflare instance each), loopback only; origin mocked with ` +
       `\`outboundService\`: ${R.origin === "worker" ? "a JS Worker inside each system's workerd (--origin=worker), so its CPU is included below" : "a Node function in the benchmark's own process, so its CPU is **not** in the figures below"}; ` +
       `load generator in its own Node process, ${R.load.plan.concurrency} concurrent keep-alive HTTP/1.1 clients; each cell (scenario × system) ran ${R.load.plan.rounds} round(s) of ` +
-      `${R.load.plan.warmupMs} ms warm-up + ${R.load.plan.durationMs} ms measured, cells interleaved, systems in rotating order`,
+      `${R.load.plan.warmupMs} ms warm-up + ${R.load.plan.durationMs} ms measured, cells interleaved, systems in rotating order; ` +
+      `then a second phase of four systems on one hot key (the passthrough again, tollgate lease auto and off, peer A; see "Hot key" below)`,
   );
   if (R.cpuDuringLoad) {
     p(
@@ -857,6 +917,7 @@ function buildReport(R) {
   p(`Statuses that differ from what an exact limiter gives (200 for no-match and allowed, 429 for the exhausted IP): ${unexpected.length ? "" : "none."}`);
   for (const u of unexpected) p(`- ${u}`);
   p();
+  hotReport(R, p);
   p(`## Correctness: ${R.load.plan.burst.requests} concurrent requests on one fresh IP (limit ${LIMIT})`);
   p();
   p("| system | let through (200) | limited (429) | other | over the limit |");
@@ -923,6 +984,62 @@ function buildReport(R) {
   return L.join("\n");
 }
 
+/** The hot-key phase's section of RESULTS.md. */
+function hotReport(R, p) {
+  const H = R.hot;
+  p("## Hot key: one global key, large limit, nothing blocked");
+  p();
+  p(
+    `A second phase, after the first phase's workerds are gone: the limiters below, each in its own workerd, on one rule whose key is the same ` +
+      `for every request, ${H.limit.toLocaleString("en-US")} requests per 60 s (far above what a run sends: every request is allowed), ` +
+      `on \`/api/example?mode=heavy\`; the same load generator, origin, rounds and meter as above ` +
+      `(${H.load.plan.rounds} round(s) of ${H.load.plan.warmupMs} ms warm-up + ${H.load.plan.durationMs} ms measured per system, rotating order).` +
+      (H.cpuDuringLoad ? ` CPU during this phase (${H.cpuDuringLoad.seconds} s): this benchmark ${H.cpuDuringLoad.benchPercent}%, other processes ${H.cpuDuringLoad.otherPercent}%.` : ""),
+  );
+  p();
+  for (const s of HOT_SYSTEMS) p(`- **${s.short}**: ${s.label}`);
+  p(`- tollgate's rule: \`${JSON.stringify(H.tollgateRule)}\` (lease_ttl and lease_max at their defaults)`);
+  p();
+  p("| system | req/s | req/s per round (min–max) | req/s ÷ peer A | req/s ÷ passthrough | CPU µs/req | CPU µs/req per round (min–max) | object calls/req | rows written/req | rows read/req | log lines/req | p50 ms | p99 ms | requests | statuses |");
+  p("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|");
+  const pa = H.load.scenarios.hotkey?.["hono-hot"];
+  const pt = H.load.scenarios.hotkey?.passthrough;
+  for (const s of HOT_SYSTEMS) {
+    const r = H.load.scenarios.hotkey?.[s.name];
+    const c = H.perRequest.hotkey?.[s.name];
+    if (!r) continue;
+    const m = (x) => (METERED[s.name] ? fmt(x, 4) : "0");
+    const rr = (c?.cpuUsPerRound ?? []).filter(Number.isFinite);
+    const st = Object.entries(r.statuses)
+      .map(([k, v]) => `${k}×${v}`)
+      .join(" ");
+    p(
+      `| ${s.short} | ${fmt(r.rps, 0)} | ${fmt(Math.min(...r.rpsPerRound), 0)}–${fmt(Math.max(...r.rpsPerRound), 0)} | ${fmt(ratio(r.rps, pa?.rps))} | ${fmt(ratio(r.rps, pt?.rps))} | ` +
+        `${fmt(c?.cpuUs, 0)} | ${rr.length ? `${fmt(Math.min(...rr), 0)}–${fmt(Math.max(...rr), 0)}` : "–"} | ${m(c?.objectCalls)} | ` +
+        `${m(c?.rowsWritten)} | ${m(c?.rowsRead)} | ${fmt(c?.logLines, 3)} | ${fmt(r.p50Ms)} | ${fmt(r.p99Ms)} | ${r.count} | ${st} |`,
+    );
+  }
+  const bad = [];
+  for (const [sys, r] of Object.entries(H.load.scenarios.hotkey ?? {})) {
+    if (!METERED[sys]) continue;
+    for (const k of Object.values(r.byKind)) if (k.unexpected > 0) bad.push(`${SHORT[sys]}: ${k.unexpected} of ${k.total} requests were not answered 200`);
+    if (Object.keys(r.errors).length) bad.push(`${SHORT[sys]}: client errors ${JSON.stringify(r.errors)}`);
+  }
+  p();
+  p(`Requests not answered 200 (nothing should be blocked): ${bad.length ? "" : "none."}`);
+  for (const b of bad) p(`- ${b}`);
+  p();
+  p(
+    "With leases, tollgate's isolate takes a lease of about rate × `lease_ttl` tokens from the key's object (at most `lease_max`, 1,000) and " +
+      "spends it locally, so object calls per request fall well below one; with `lease = \"off\"` (and peer A) every request is one " +
+      "call to the one object that holds the key, so that object's throughput caps the key. Locally an object call is cheap (no network, " +
+      "no durable write wait), so the req/s gap here understates production's, where each call waits for its object's write to be durable; " +
+      "and no system serves more than the passthrough does on the same machine in the same phase, so a req/s ratio to peer A is capped by " +
+      "passthrough ÷ peer A.",
+  );
+  p();
+}
+
 function targets(R) {
   const sc = R.load.scenarios;
   const T = [];
@@ -977,6 +1094,20 @@ function targets(R) {
       target: "blocked-path throughput ≥ 3× peer A's",
       measured: `${fmt(a, 0)} vs ${fmt(b, 0)} req/s (×${fmt(ratio(a, b))})`,
       status: status(a == null || b == null ? null : a >= 3 * b),
+    });
+  }
+  {
+    const hr = (sys) => R.hot?.load?.scenarios?.hotkey?.[sys]?.rps ?? null;
+    const calls = (sys) => R.hot?.perRequest?.hotkey?.[sys]?.objectCalls ?? null;
+    const a = hr("tollgate-hot");
+    const b = hr("hono-hot");
+    T.push({
+      target: "hot-key req/s: tollgate ≥ 2× peer A (one global key, large limit, nothing blocked)",
+      measured:
+        `${fmt(a, 0)} vs ${fmt(b, 0)} req/s (×${fmt(ratio(a, b))}); object calls per request ${fmt(calls("tollgate-hot"), 4)} vs ${fmt(calls("hono-hot"), 4)}` +
+        `; tollgate with lease = "off": ${fmt(hr("tollgate-hot-off"), 0)} req/s, ${fmt(calls("tollgate-hot-off"), 4)} calls per request` +
+        `; passthrough (the ceiling here) ${fmt(hr("passthrough"), 0)} req/s, ×${fmt(ratio(hr("passthrough"), b))} peer A`,
+      status: status(a == null || b == null ? null : a >= 2 * b),
     });
   }
   {
@@ -1061,51 +1192,103 @@ R.honoBundle = await bundleHono();
   R.floorBundle = { totalKiB: round(bytes.length / 1024), gzipKiB: round(gzipSync(bytes, { level: 9 }).length / 1024) };
 }
 
-log("starting the five systems, each in its own workerd");
-const systems = [];
-try {
-  for (const s of SYSTEMS) systems.push(await startSystem(s.name, join(TMP, "run", `do-${s.name}`)));
-  log(`workerd pids: ${systems.map((s) => `${s.name} ${s.pid}`).join(", ")}`);
-  // Smoke check: every system answers a non-matching request with the origin's 200.
-  for (const s of systems) {
-    const res = await s.mf.dispatchFetch(`http://${s.name}.bench/api/other`, { headers: { "cf-connecting-ip": "203.0.113.1" } });
-    const text = await res.text();
-    if (res.status !== 200 || text !== "origin ok\n") throw new Error(`${s.name}: smoke check got ${res.status} ${text.slice(0, 200)}`);
-    if (METERED[s.name] && !(await readMeter(s))) throw new Error(`${s.name}: no object meter`);
+/**
+ * One load phase: starts `list`'s systems, each in its own workerd, checks
+ * that each answers, runs bench/loadgen.mjs on them, reads their totals and
+ * disposes of them. `phase`: "main" or "hot" (see loadTest).
+ */
+async function loadPhase(list, phase) {
+  log(`starting ${list.length} systems (${phase} phase), each in its own workerd`);
+  const out = {};
+  const systems = [];
+  try {
+    for (const s of list) systems.push(await startSystem(s.name, join(TMP, "run", `do-${s.name}`)));
+    log(`workerd pids: ${systems.map((s) => `${s.name} ${s.pid}`).join(", ")}`);
+    // Smoke check: every system answers a non-matching request with the origin's 200.
+    for (const s of systems) {
+      const res = await s.mf.dispatchFetch(`http://${s.name}.bench/api/other`, { headers: { "cf-connecting-ip": "203.0.113.1" } });
+      const text = await res.text();
+      if (res.status !== 200 || text !== "origin ok\n") throw new Error(`${s.name}: smoke check got ${res.status} ${text.slice(0, 200)}`);
+      if (METERED[s.name] && !(await readMeter(s))) throw new Error(`${s.name}: no object meter`);
+      if (phase === "hot" && METERED[s.name]) {
+        // The limited path is let through, and counted: an object call.
+        const calls0 = (await readMeter(s)).calls ?? 0;
+        const r = await s.mf.dispatchFetch(`http://${s.name}.bench/api/example?mode=heavy`, { headers: { "cf-connecting-ip": "203.0.113.2" } });
+        await r.arrayBuffer();
+        await sleep(SETTLE_MS);
+        const calls1 = (await readMeter(s)).calls ?? 0;
+        if (r.status !== 200 || calls1 <= calls0) {
+          throw new Error(`${s.name}: hot-key smoke check got ${r.status} with ${calls1 - calls0} object calls (expected 200 and a call)`);
+        }
+      }
+    }
+    const before = cpuSnapshot();
+    out.load = await loadTest(systems, phase);
+    out.cpuDuringLoad = cpuShare(before, cpuSnapshot());
+    out.runtimeOutput = Object.fromEntries(
+      systems.map((s) => [s.name, { stdoutLines: s.io.stdoutLines, stdoutBytes: s.io.stdoutBytes, stderrLines: s.io.stderrLines, stderrBytes: s.io.stderrBytes }]),
+    );
+    out.meterTotals = {};
+    for (const s of systems) if (METERED[s.name]) out.meterTotals[s.name] = await readMeter(s);
+  } catch (e) {
+    for (const s of systems) if (s.io.stderrTail.length) console.error(`[${s.name}] ${s.io.stderrTail.join(`\n[${s.name}] `)}`);
+    throw e;
+  } finally {
+    for (const s of systems) await s.mf.dispose();
   }
-  const before = cpuSnapshot();
-  R.load = await loadTest(systems);
-  R.cpuDuringLoad = cpuShare(before, cpuSnapshot());
+  return out;
+}
+
+/** Per (scenario, system): what a request costs (perRequest), with the per-round CPU. */
+function perRequestAll(load) {
+  const out = {};
+  for (const [sc, bySys] of Object.entries(load.scenarios)) {
+    out[sc] = {};
+    for (const [sys, c] of Object.entries(bySys)) {
+      const pr = perRequest(c);
+      if (!pr) continue;
+      pr.cpuUsPerRound = c.usagePerRound.map((r) => (r.usage && r.count ? r.usage.cpuUs / r.count : null));
+      out[sc][sys] = pr;
+    }
+  }
+  return out;
+}
+
+{
+  const main = await loadPhase(SYSTEMS, "main");
+  R.load = main.load;
+  R.cpuDuringLoad = main.cpuDuringLoad;
+  R.runtimeOutput = main.runtimeOutput;
+  R.meterTotals = main.meterTotals;
   if (R.cpuDuringLoad && R.cpuDuringLoad.otherPercent >= 10) {
     note(
       `other processes on the machine used ${R.cpuDuringLoad.otherPercent}% of its CPU during the load test ` +
         "(e.g. someone else's build or tests): req/s are disturbed; CPU per request much less (it counts only each workerd's own time)",
     );
   }
-  R.runtimeOutput = Object.fromEntries(
-    systems.map((s) => [s.name, { stdoutLines: s.io.stdoutLines, stdoutBytes: s.io.stdoutBytes, stderrLines: s.io.stderrLines, stderrBytes: s.io.stderrBytes }]),
-  );
-  R.meterTotals = {};
-  for (const s of systems) if (METERED[s.name]) R.meterTotals[s.name] = await readMeter(s);
-} catch (e) {
-  for (const s of systems) if (s.io.stderrTail.length) console.error(`[${s.name}] ${s.io.stderrTail.join(`\n[${s.name}] `)}`);
-  throw e;
-} finally {
-  for (const s of systems) await s.mf.dispose();
+}
+// The hot-key phase: its own systems (other configs), after the first
+// phase's workerds are gone.
+{
+  const hot = await loadPhase(HOT_SYSTEMS, "hot");
+  R.hot = {
+    limit: HOT_LIMIT,
+    systems: Object.fromEntries(HOT_SYSTEMS.map((s) => [s.name, s.label])),
+    tollgateRule: hotTollgateConfig("auto").rules[0],
+    ...hot,
+  };
+  if (R.hot.cpuDuringLoad && R.hot.cpuDuringLoad.otherPercent >= 10) {
+    note(`other processes used ${R.hot.cpuDuringLoad.otherPercent}% of the machine's CPU during the hot-key phase`);
+  }
 }
 R.originHits = Object.fromEntries(originHits);
 
-R.perRequest = {};
-for (const [sc, bySys] of Object.entries(R.load.scenarios)) {
-  R.perRequest[sc] = {};
-  for (const [sys, c] of Object.entries(bySys)) {
-    const pr = perRequest(c);
-    if (!pr) continue;
-    pr.cpuUsPerRound = c.usagePerRound.map((r) => (r.usage && r.count ? r.usage.cpuUs / r.count : null));
-    R.perRequest[sc][sys] = pr;
-  }
-}
-if (SCENARIOS.some((sc) => SYSTEMS.some((s) => !R.perRequest[sc]?.[s.name]))) {
+R.perRequest = perRequestAll(R.load);
+R.hot.perRequest = perRequestAll(R.hot.load);
+if (
+  SCENARIOS.some((sc) => SYSTEMS.some((s) => !R.perRequest[sc]?.[s.name])) ||
+  HOT_SYSTEMS.some((s) => !R.hot.perRequest.hotkey?.[s.name])
+) {
   note("some cells have no usage figures (a snapshot failed: see the log)");
 }
 
@@ -1162,5 +1345,10 @@ rmSync(join(TMP, "run"), { recursive: true, force: true });
 log(`wrote bench/${RESULTS_MD} and bench/${RESULTS_JSON} in ${fmt(R.elapsedSeconds, 0)} s`);
 for (const sc of SCENARIOS) {
   log(`CPU µs/request ${sc.padEnd(8)} ` + SYSTEMS.map((s) => `${s.short} ${fmt(cell(R, sc, s.name)?.cpuUs, 0)}`).join(", "));
+}
+for (const s of HOT_SYSTEMS) {
+  const r = R.hot.load.scenarios.hotkey?.[s.name];
+  const c = R.hot.perRequest.hotkey?.[s.name];
+  log(`hot key ${s.short.padEnd(22)} ${fmt(r?.rps, 0)} req/s, ${fmt(c?.cpuUs, 0)} µs CPU/req, ${fmt(c?.objectCalls, 4)} object calls/req`);
 }
 for (const t of R.targets) log(`target: ${t.target}: ${t.status} (${t.measured})`);
