@@ -141,17 +141,12 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
         None => Body::Read(&[]),
     };
     let parts = RequestParts {
-        method: request.method,
-        url: &url,
-        header: &header,
-        body,
         country: request.country,
         asn: request.asn,
         verified_bot: request.verified_bot,
-        admin_token: &|| None,
         log_key: request.log_key,
         secret: &secret,
-        now_ms: 0,
+        ..RequestParts::plain(request.method, &url, &header, body)
     };
     let plan = plan::plan(config, &parts);
     let mut verdict = match &plan.route {
@@ -173,7 +168,7 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
 /// The URL as the Worker sees it: WHATWG-parsed; a bare path is the path
 /// of `https://example.com` (appended, not resolved: `//api/x` is a path
 /// with an empty first segment, not a host).
-fn parse_url(text: &str) -> Result<Url, String> {
+pub fn parse_url(text: &str) -> Result<Url, String> {
     let parsed = match Url::parse(text) {
         Err(url::ParseError::RelativeUrlWithoutBase) => {
             let slash = if text.starts_with(['/', '\\']) { "" } else { "/" };

@@ -144,17 +144,10 @@ mod tests {
         let url = Url::parse("https://example.com/p").unwrap();
         let header = |n: &str| (n == "cf-connecting-ip").then(|| "198.51.100.7".to_string());
         let parts = RequestParts {
-            method: "GET",
-            url: &url,
-            header: &header,
-            body: Body::Unread,
             country: Some("NZ"),
             asn: Some(64500),
-            verified_bot: None,
-            admin_token: &|| None,
             log_key: Some(b"k"),
-            secret: &|_| None,
-            now_ms: 0,
+            ..RequestParts::plain("GET", &url, &header, Body::Unread)
         };
         let p = plan(&c, &parts);
         let Route::Check(applied) = &p.route else { panic!("{:?}", p.route) };

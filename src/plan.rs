@@ -71,6 +71,36 @@ pub struct RequestParts<'a> {
     pub now_ms: i64,
 }
 
+impl<'a> RequestParts<'a> {
+    /// A request of `method` to `url` with `header` and `body`, and nothing
+    /// else: no `cf` fields, no admin token, log key or secrets, the clock
+    /// at 0. Tools and tests start from it
+    /// (`RequestParts { asn, ..RequestParts::plain(..) }`).
+    pub fn plain(method: &'a str, url: &'a Url, header: &'a dyn Fn(&str) -> Option<String>, body: Body<'a>) -> RequestParts<'a> {
+        RequestParts {
+            method,
+            url,
+            header,
+            body,
+            country: None,
+            asn: None,
+            verified_bot: None,
+            admin_token: &no_admin_token,
+            log_key: None,
+            secret: &no_secret,
+            now_ms: 0,
+        }
+    }
+}
+
+fn no_admin_token() -> Option<String> {
+    None
+}
+
+fn no_secret(_: &str) -> Option<String> {
+    None
+}
+
 /// What is known of the request body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -665,17 +695,8 @@ mod tests {
         let url = Url::parse("https://example.com/a").unwrap();
         let header = |name: &str| (name == "cf-connecting-ip").then(|| "198.51.100.7".to_string());
         let parts = |log_key| RequestParts {
-            method: "GET",
-            url: &url,
-            header: &header,
-            body: Body::Unread,
-            country: None,
-            asn: None,
-            verified_bot: None,
-            admin_token: &|| None,
             log_key,
-            secret: &|_| None,
-            now_ms: 0,
+            ..RequestParts::plain("GET", &url, &header, Body::Unread)
         };
         let hash_of = |p: Plan<'_>| match p.route {
             Route::Check(applied) => applied[0].key_hash.clone(),
@@ -964,17 +985,10 @@ mod tests {
         };
         let secret = |name: &str| (name == "HEALTH_KEY").then(|| "s3cret".to_string());
         plan(c, &RequestParts {
-            method: "GET",
-            url: &url,
-            header: &header,
-            body: Body::Unread,
-            country: None,
             asn,
             verified_bot: bot,
-            admin_token: &|| None,
-            log_key: None,
             secret: &secret,
-            now_ms: 0,
+            ..RequestParts::plain("GET", &url, &header, Body::Unread)
         })
     }
 
@@ -1030,17 +1044,9 @@ mod device_tests {
         };
         let secrets = |name: &str| (name == "DEVICE_KEY").then(|| secret.map(str::to_string)).flatten();
         let parts = RequestParts {
-            method: "POST",
-            url: &url,
-            header: &header,
-            body: Body::Unread,
-            country: None,
-            asn: None,
-            verified_bot: None,
-            admin_token: &|| None,
-            log_key: None,
             secret: &secrets,
             now_ms: NOW,
+            ..RequestParts::plain("POST", &url, &header, Body::Unread)
         };
         match plan(config, &parts).route {
             Route::Check(applied) => (applied[0].key.clone(), applied[0].id.clone(), applied[0].device.clone()),

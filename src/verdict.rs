@@ -533,19 +533,7 @@ mod tests {
     fn early_answers() {
         let c = config();
         let url = url::Url::parse("https://example.com/p%00").unwrap();
-        let parts = crate::plan::RequestParts {
-            method: "GET",
-            url: &url,
-            header: &|_| None,
-            body: crate::plan::Body::Unusable,
-            country: None,
-            asn: None,
-            verified_bot: None,
-            admin_token: &|| None,
-            log_key: None,
-            secret: &|_| None,
-            now_ms: 0,
-        };
+        let parts = crate::plan::RequestParts::plain("GET", &url, &|_| None, crate::plan::Body::Unusable);
         let p = crate::plan::plan(&c, &parts);
         let v = early(&p).unwrap();
         assert!(matches!(&v.answer, Answer::Respond(r) if r.status == 400));

@@ -23,7 +23,7 @@ use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use tollgate::config::Config;
 use tollgate::plan::{self, Body, KeyOutcome, RequestParts, Route};
-use url::Url;
+use tollgate::explain::parse_url;
 
 const CASES: &str = include_str!("key_cases.json");
 
@@ -236,19 +236,6 @@ impl Case {
     }
 }
 
-/// The URL as the Worker sees it, parsed as `tollgate explain` parses it:
-/// WHATWG; a bare path is appended to `https://example.com`.
-fn parse_url(text: &str) -> Result<Url, String> {
-    let parsed = match Url::parse(text) {
-        Err(url::ParseError::RelativeUrlWithoutBase) => {
-            let slash = if text.starts_with(['/', '\\']) { "" } else { "/" };
-            Url::parse(&format!("https://example.com{slash}{text}"))
-        }
-        other => other,
-    };
-    parsed.map_err(|e| format!("`{text}` is not a URL: {e}"))
-}
-
 /// What tollgate made of a request for one rule.
 #[derive(Debug)]
 struct Seen {
@@ -276,19 +263,7 @@ fn see(config: &Config, rule: &str, request: &Request) -> Seen {
         Some(bytes) => Body::Read(bytes),
         None => Body::Read(&[]),
     };
-    let parts = RequestParts {
-        method: &request.method,
-        url: &url,
-        header: &header,
-        body,
-        country: None,
-        asn: None,
-        verified_bot: None,
-        admin_token: &|| None,
-        log_key: None,
-        secret: &|_| None,
-        now_ms: 0,
-    };
+    let parts = RequestParts::plain(&request.method, &url, &header, body);
     let plan = plan::plan(config, &parts);
     let keys: BTreeSet<String> = match &plan.route {
         Route::Check(applied) => applied.iter().filter(|a| a.rule.name == rule).map(|a| a.key.clone()).collect(),
