@@ -6,6 +6,7 @@
 //! | module      | concept                                                        |
 //! |-------------|----------------------------------------------------------------|
 //! | [`body`]    | what a form body holds as parameters, as origins read it       |
+//! | `json`      | a JSON body with every member kept (duplicates, case twins)    |
 //! | [`canon`]   | raw URL → canonical path and query, used only for matching     |
 //! | [`duration`]| `"10s"`, `"1m"`, `"1h"`, `"1d"` window lengths                 |
 //! | [`config`]  | the `TOLLGATE` var → validated, compiled [`config::Config`]    |
@@ -30,6 +31,7 @@
 //! | [`episodes`]| one log line per block episode of a (rule, key), with counts   |
 //! | [`headers`] | 429 problem+json body and IETF `RateLimit` header values       |
 //! | [`admin`]   | the admin API: routing, bearer token, keys from raw values     |
+//! | `controls`  | runtime overrides and bans, kept in the key's own object       |
 //! | [`explain`] | `tollgate explain`: the pipeline on one request, as a report   |
 //! | [`coverage`]| `tollgate check`: do the wrangler.toml routes reach the rules? |
 //! | [`ticket`]  | what an embedded check hands the app to settle failures-only rules |
