@@ -5,7 +5,7 @@
 //!
 //! | module      | concept                                                        |
 //! |-------------|----------------------------------------------------------------|
-//! | [`body`]    | what a form body holds as parameters, as origins read it       |
+//! | [`body`]    | what a body (form, multipart, JSON) holds as parameters        |
 //! | `json`      | a JSON body with every member kept (duplicates, case twins)    |
 //! | [`canon`]   | raw URL → canonical path and query, used only for matching     |
 //! | [`duration`]| `"10s"`, `"1m"`, `"1h"`, `"1d"` window lengths                 |
