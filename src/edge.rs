@@ -186,9 +186,10 @@ pub(crate) fn write_logs(events: &[LogEvent]) {
 pub(crate) enum Decided {
     /// The admin API's answer: never forwarded, nothing to settle.
     Admin(web_sys::Response),
-    /// The rules applied, their counters' outcomes (index for index) and
-    /// the answer; the verdict's log lines are already written.
-    Verdict { applied: Vec<Applied<'static>>, outcomes: Vec<Outcome>, answer: Answer },
+    /// The request's URL, the rules applied, their counters' outcomes
+    /// (index for index) and the answer; the verdict's log lines are
+    /// already written.
+    Verdict { url: worker::Url, applied: Vec<Applied<'static>>, outcomes: Vec<Outcome>, answer: Answer },
 }
 
 /// The front half, I/O included: plan (pure), the body if the plan needs
@@ -197,6 +198,11 @@ pub(crate) enum Decided {
 /// something (RPC does not carry `cf`).
 pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
     let url = req.url()?;
+    if !plan::may_apply(config, &url) {
+        // No rule can apply: forwarded with nothing else read (no `cf`,
+        // header, secret or clock), as the plan's fast path would decide.
+        return Ok(Decided::Verdict { url, applied: Vec::new(), outcomes: Vec::new(), answer: Answer::Forward { fields: Vec::new() } });
+    }
     // The method as sent (workers-rs maps methods it does not know to GET).
     let method = req.inner().method();
     let header = |name: &str| req.headers().get(name).ok().flatten();
@@ -250,15 +256,15 @@ pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, cl
         Route::Check(applied) => applied,
         _ => Vec::new(),
     };
-    Ok(Decided::Verdict { applied, outcomes, answer: verdict.answer })
+    Ok(Decided::Verdict { url, applied, outcomes, answer: verdict.answer })
 }
 
 /// The standalone Worker's request flow: [`decide`], then forward (and
 /// settle failures-only rules) or answer.
 async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
-    let (applied, outcomes, answer) = match decide(&req, env, config, &Client::default()).await? {
+    let (url, applied, outcomes, answer) = match decide(&req, env, config, &Client::default()).await? {
         Decided::Admin(response) => return Ok(response),
-        Decided::Verdict { applied, outcomes, answer } => (applied, outcomes, answer),
+        Decided::Verdict { url, applied, outcomes, answer } => (url, applied, outcomes, answer),
     };
     // Leased tokens past their expiry go back, after the response (looked
     // at only when a rule was checked: the non-matching path stays lean).
@@ -273,7 +279,6 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
         }
         Answer::Forward { fields } => fields,
     };
-    let url = req.url()?;
     let response = if applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve) {
         let (response, cookies) = forward_and_settle(ctx, env, req, url, &config.upstream, applied, outcomes).await?;
         fields.extend(cookies);

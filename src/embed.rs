@@ -94,12 +94,12 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
     }
     match decided {
         Decided::Admin(response) => Ok(answered(response)),
-        Decided::Verdict { applied, outcomes, answer: Answer::Respond(own) } => {
+        Decided::Verdict { applied, outcomes, answer: Answer::Respond(own), .. } => {
             // Not served: every reservation made is released.
             send_settlements(env, settlements(&applied, &outcomes, None)).await;
             Ok(answered(respond(&own)?))
         }
-        Decided::Verdict { applied, outcomes, answer: Answer::Forward { fields } } => {
+        Decided::Verdict { applied, outcomes, answer: Answer::Forward { fields }, .. } => {
             Ok(allowed(fields, crate::ticket::issue(&applied, &outcomes)))
         }
     }

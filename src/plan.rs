@@ -247,6 +247,22 @@ pub fn object_name(rule: &Rule, key: &str) -> String {
     format!("{}\n{}", rule.name, key)
 }
 
+/// Whether a request to `url` may need more than [`plan`]'s fast path: its
+/// path is malformed (a 400), under the admin prefix, or taken by some
+/// rule's host and path. `false`: the plan checks nothing and reads nothing
+/// more, so the Worker forwards the request without reading `cf`, secrets
+/// or the clock (a zone-wide route sends every request of the zone).
+pub fn may_apply(config: &Config, url: &Url) -> bool {
+    let Ok(path) = canonical_path(url.path()) else { return true };
+    let host = canonical_host(url.host_str().unwrap_or(""));
+    admin::is_admin_path(&config.admin_prefix, &path) || rules_take(config, &host, &path)
+}
+
+/// Whether some rule's host and path take the request ([`Rule::takes`]).
+fn rules_take(config: &Config, host: &str, path: &str) -> bool {
+    config.rules.iter().any(|rule| rule.takes(host, path))
+}
+
 /// Plans one request. Pure: the same config and parts give the same plan.
 pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     let path = match canonical_path(parts.url.path()) {
@@ -270,7 +286,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     // parameter or header can make one match. Nothing more is read: no
     // override header, cookie or body (a zone-wide route sends every
     // request of the zone here).
-    if !config.rules.iter().any(|rule| rule.takes(&host, &path)) {
+    if !rules_take(config, &host, &path) {
         let methods = vec![parts.method.to_ascii_uppercase()];
         let canonical = Canonical { host, path, query: CanonicalQuery::parse(raw_query), methods, unreadable_body: None };
         return Plan { canonical: Some(canonical), matched: Vec::new(), route: Route::Check(Vec::new()) };
@@ -654,6 +670,27 @@ mod tests {
         let (p, read) = plan_of(&heavy, "POST", "/other?mode=heavy", &[IP, FORM], Some(b"mode=heavy"), None);
         assert!(!read && checked(&p).is_empty(), "no rule takes /other: its form body is not read");
         assert_eq!(p.canonical.map(|c| c.path), Some("/other".to_string()), "explain still shows the canonical view");
+    }
+
+    /// The Worker skips the plan when `may_apply` says no: only for
+    /// requests the plan would check nothing for and read nothing of.
+    #[test]
+    fn may_apply_is_false_only_where_the_plan_checks_nothing() {
+        let c = config(json!([
+            { "name": "heavy", "path": "/x", "query": { "mode": "heavy" }, "limits": limits() },
+            { "name": "del", "path": "/posts/:id", "methods": ["DELETE"], "limits": limits() },
+            { "name": "api", "host": "api.example.com", "path": "/v1/*", "limits": limits() },
+        ]));
+        for url in ["/x?mode=heavy", "/X.json", "/a/../x", "/posts/7", "/posts/7?_method=DELETE", "/.tollgate/status", "/x%00", "https://api.example.com/v1/a"] {
+            let parsed = crate::explain::parse_url(url).unwrap();
+            assert!(may_apply(&c, &parsed), "{url}");
+        }
+        for url in ["/", "/y?mode=heavy", "/posts", "/v1/a", "https://api.example.com/v2"] {
+            let parsed = crate::explain::parse_url(url).unwrap();
+            assert!(!may_apply(&c, &parsed), "{url}");
+            let (p, read) = plan_of(&c, "POST", url, &[IP, FORM, ("x-http-method-override", "DELETE")], Some(b"mode=heavy&_method=DELETE"), None);
+            assert!(!read && matches!(&p.route, Route::Check(applied) if applied.is_empty()), "{url}");
+        }
     }
 
     #[test]
