@@ -40,7 +40,7 @@ use crate::headers::OwnResponse;
 use crate::key::{derive_key, KeyInputs, KeyPart, MissingPart};
 use crate::plan::{AdminRoute, Applied};
 use crate::policy::FailPolicy;
-use crate::protocol::{Op, Reply};
+use crate::protocol::{CallFailure, Op, Reply};
 use crate::rules::{Rule, RuleSpec};
 use crate::verdict::{self, LogEvent, Outcome};
 use crate::window::Limit;
@@ -152,6 +152,26 @@ pub fn unauthorized() -> OwnResponse {
     let mut own = OwnResponse::problem(401, "Unauthorized", "A valid bearer token is required.", None);
     own.headers.push(("www-authenticate".into(), "Bearer realm=\"tollgate\"".into()));
     own
+}
+
+/// The 503 of an admin call whose counter could not be asked.
+pub fn unreachable(failure: &CallFailure) -> OwnResponse {
+    OwnResponse::problem(503, "Service Unavailable", &format!("The counter cannot be reached: {failure}"), Some(1))
+}
+
+/// The answer to a control change that failed: 400 with the object's
+/// reason when it refused the change, else [`unreachable`].
+pub fn control_failure(failure: &CallFailure) -> OwnResponse {
+    match failure {
+        CallFailure::Refused { status: 400, body } => {
+            let why = serde_json::from_str::<Value>(body)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            OwnResponse::problem(400, "Bad Request", &why, None)
+        }
+        other => unreachable(other),
+    }
 }
 
 /// What an admin request asks for.
@@ -736,6 +756,26 @@ mod tests {
         assert_eq!(response.status, 401, "a wrong token is refused all the same");
         assert_eq!(events[0]["decision"], "not_recorded");
         assert_eq!(events[1], json!({"tollgate": "admin_denied", "client_hash": "c11e47"}));
+    }
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_change_says_why_and_anything_else_is_unreachable() {
+        let refused = CallFailure::Refused { status: 400, body: r#"{"error":"an end is required"}"#.into() };
+        let own = control_failure(&refused);
+        assert_eq!(own.status, 400);
+        assert!(own.body.contains("an end is required"), "{}", own.body);
+        let timeout = CallFailure::Timeout { ms: 2_000 };
+        for own in [control_failure(&timeout), unreachable(&timeout)] {
+            assert_eq!(own.status, 503);
+            assert!(own.body.contains("The counter cannot be reached"), "{}", own.body);
+            assert!(own.headers.contains(&("retry-after".to_string(), "1".to_string())), "{:?}", own.headers);
+        }
+        assert_eq!(control_failure(&CallFailure::Refused { status: 500, body: String::new() }).status, 503);
     }
 }
 

@@ -25,7 +25,7 @@ use crate::headers::OwnResponse;
 use crate::key::log_key;
 use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
 use crate::controls::Change;
-use crate::protocol::{CallFailure, Op};
+use crate::protocol::Op;
 use crate::metrics;
 use crate::response::Prefers;
 use crate::objects::{self, call_with_timeout, check, send_settlements, settle, settlements};
@@ -155,7 +155,7 @@ async fn invalid_config(
         let url = req.url()?;
         return forward(req, &url, env, upstream).await;
     }
-    respond(&OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1)))
+    respond(&verdict::invalid_config())
 }
 
 /// One of tollgate's own responses, as the raw response the runtime takes.
@@ -311,26 +311,15 @@ fn write_metrics(env: &Env, points: Vec<metrics::Point>) {
     }
 }
 
-/// A string field of `request.cf` (`colo`), read through `Reflect`:
-/// absent in local development, where the typed getter would panic.
-fn cf_string(req: &Request, name: &str) -> Option<String> {
-    let cf = js_sys::Reflect::get(req.inner().as_ref(), &"cf".into()).ok().filter(|cf| cf.is_object())?;
-    js_sys::Reflect::get(&cf, &name.into()).ok()?.as_string()
+/// `request.cf`, read through `Reflect`: absent in local development,
+/// where the typed getters would panic on a missing field.
+fn cf_object(req: &Request) -> Option<wasm_bindgen::JsValue> {
+    js_sys::Reflect::get(req.inner().as_ref(), &"cf".into()).ok().filter(|cf| cf.is_object())
 }
 
-/// A control change the object refused (400: its reason) or could not be
-/// asked (503).
-fn control_failure(e: &CallFailure) -> worker::Result<web_sys::Response> {
-    match e {
-        CallFailure::Refused { status: 400, body } => {
-            let why = serde_json::from_str::<serde_json::Value>(body)
-                .ok()
-                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-                .unwrap_or_default();
-            respond(&OwnResponse::problem(400, "Bad Request", &why, None))
-        }
-        other => respond(&OwnResponse::problem(503, "Service Unavailable", &format!("The counter cannot be reached: {other}"), Some(1))),
-    }
+/// A string field of `request.cf` (`colo`), read through `Reflect`.
+fn cf_string(req: &Request, name: &str) -> Option<String> {
+    js_sys::Reflect::get(&cf_object(req)?, &name.into()).ok()?.as_string()
 }
 
 /// The verified bot category Cloudflare gives the request
@@ -340,7 +329,7 @@ fn control_failure(e: &CallFailure) -> worker::Result<web_sys::Response> {
 /// typed getter for `verifiedBot` assumes a boolean is there).
 fn verified_bot(req: &Request) -> Option<String> {
     let get = |target: &wasm_bindgen::JsValue, name: &str| js_sys::Reflect::get(target, &name.into()).ok();
-    let cf = get(req.inner().as_ref(), "cf").filter(|cf| cf.is_object())?;
+    let cf = cf_object(req)?;
     if let Some(category) = get(&cf, "verifiedBotCategory").and_then(|c| c.as_string()).filter(|c| !c.trim().is_empty()) {
         return Some(category);
     }
@@ -416,7 +405,7 @@ pub(crate) async fn admin_request(
     // status is.
     if let Some(change) = request.change(now) {
         match (&change, objects::control(env, id, &change, request.rule.timeout_ms).await) {
-            (_, Err(e)) => return control_failure(&e),
+            (_, Err(e)) => return respond(&admin::control_failure(&e)),
             (Change::Ban { until_ms }, Ok(_)) => objects::cache_ban(id, *until_ms),
             (_, Ok(_)) => objects::forget_block(id),
         }
@@ -438,11 +427,6 @@ pub(crate) async fn admin_request(
             };
             Ok(Response::from_json(&body)?.into())
         }
-        Err(e) => respond(&OwnResponse::problem(
-            503,
-            "Service Unavailable",
-            &format!("The counter cannot be reached: {e}"),
-            Some(1),
-        )),
+        Err(e) => respond(&admin::unreachable(&e)),
     }
 }

@@ -23,7 +23,6 @@
 //! `reservation_ttl` expires: towards blocking, never towards admitting.
 
 use crate::edge::{decide, load_config, load_log_key, now_ms, respond, Decided};
-use crate::headers::OwnResponse;
 use crate::objects::{send_settlements, settlements};
 use crate::policy::FailPolicy;
 pub use crate::ticket::Ticket;
@@ -82,8 +81,7 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
         // Logged by the standalone Worker's path only; here the policy.
         Err((_, FailPolicy::Allow, _)) => return Ok(allowed(Vec::new(), Ticket::default())),
         Err(_) => {
-            let own = OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1));
-            return Ok(answered(respond(&own)?));
+            return Ok(answered(respond(&verdict::invalid_config())?));
         }
     };
     let decided = decide(req, env, config, client).await?;

@@ -254,21 +254,29 @@ pub(crate) fn refunds(env: &Env, config: &'static crate::config::Config) -> Opti
 }
 
 pub(crate) async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) -> Result<Reply, CallFailure> {
+    within(timeout_ms, call_limiter(env, id, call)).await
+}
+
+/// `request`'s result, or [`CallFailure::Timeout`] once `timeout_ms` pass.
+async fn within<T>(timeout_ms: u32, request: impl std::future::Future<Output = Result<T, CallFailure>>) -> Result<T, CallFailure> {
     let timeout = Delay::from(Duration::from_millis(u64::from(timeout_ms)));
-    let request = Box::pin(call_limiter(env, id, call));
-    match select(request, timeout).await {
+    match select(Box::pin(request), timeout).await {
         Either::Left((result, _)) => result,
         Either::Right(_) => Err(CallFailure::Timeout { ms: timeout_ms }),
     }
 }
 
+/// The stub of the limiter object named `id`.
+fn stub(env: &Env, id: &str) -> Result<worker::Stub, CallFailure> {
+    env.durable_object(LIMITER_BINDING)
+        .and_then(|ns| ns.id_from_name(id)?.get_stub())
+        .map_err(|e| CallFailure::NoBinding(e.to_string()))
+}
+
 /// Sends one call to the object named `id`, in the compact form: a `GET`
 /// of the call's URL, answered by a reply line ([`crate::protocol`]).
 async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFailure> {
-    let stub = env
-        .durable_object(LIMITER_BINDING)
-        .and_then(|ns| ns.id_from_name(id)?.get_stub())
-        .map_err(|e| CallFailure::NoBinding(e.to_string()))?;
+    let stub = stub(env, id)?;
     let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
     let mut response = stub.fetch_with_str(&encode_call_url(call)).await.map_err(transport)?;
     let body = response.text().await.map_err(transport)?;
@@ -280,19 +288,11 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFai
 /// controls in force after it. A refused change is
 /// [`CallFailure::Refused`] with status 400.
 pub(crate) async fn control(env: &Env, id: &str, change: &Change, timeout_ms: u32) -> Result<Controls, CallFailure> {
-    let timeout = Delay::from(Duration::from_millis(u64::from(timeout_ms)));
-    let request = Box::pin(send_control(env, id, change));
-    match select(request, timeout).await {
-        Either::Left((result, _)) => result,
-        Either::Right(_) => Err(CallFailure::Timeout { ms: timeout_ms }),
-    }
+    within(timeout_ms, send_control(env, id, change)).await
 }
 
 async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, CallFailure> {
-    let stub = env
-        .durable_object(LIMITER_BINDING)
-        .and_then(|ns| ns.id_from_name(id)?.get_stub())
-        .map_err(|e| CallFailure::NoBinding(e.to_string()))?;
+    let stub = stub(env, id)?;
     let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
     let body = change.encode();
     let mut init = RequestInit::new();

@@ -117,6 +117,12 @@ pub struct Verdict {
     pub events: Vec<LogEvent>,
 }
 
+/// The 503 answered to every request while the config is invalid and
+/// `on_invalid_config = "deny"`.
+pub fn invalid_config() -> OwnResponse {
+    OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1))
+}
+
 /// The verdict of a plan that needs no counter: a refused path (400), a
 /// missing key (400), or nothing to check (forward). `None` for a plan that
 /// has rules to check, or is admin or needs the body.
