@@ -478,6 +478,18 @@ mod tests {
         LeaseSettings::new(1_000, 1_000, 5_000)
     }
 
+    /// A book whose key `k` saw 50 one-unit hits in its first second, and
+    /// the lease it then asks for at t = 1 s (its call now in flight).
+    fn busy_key_asking(s: &LeaseSettings) -> (Leases, u32) {
+        let mut leases = Leases::new(16);
+        for t in 0..50 {
+            leases.admit("k", s, 1, t * 20, true);
+            leases.granted("k", s, t * 20, 1, 1, None, &windows(0, 4_000));
+        }
+        let Admit::Ask { want } = leases.admit("k", s, 1, 1_000, true) else { panic!("a busy key asks for a lease") };
+        (leases, want)
+    }
+
     fn windows(used: u64, remaining: u64) -> Vec<WireWindow> {
         vec![WireWindow { limit: 5_000, window_ms: 60_000, used, remaining, reset_ms: 0 }]
     }
@@ -559,12 +571,7 @@ mod tests {
     #[test]
     fn single_flight_and_waiters_share_the_grant() {
         let s = settings();
-        let mut leases = Leases::new(16);
-        for t in 0..50 {
-            leases.admit("k", &s, 1, t * 20, true);
-            leases.granted("k", &s, t * 20, 1, 1, None, &windows(0, 4_000));
-        }
-        let Admit::Ask { want } = leases.admit("k", &s, 1, 1_000, true) else { panic!() };
+        let (mut leases, want) = busy_key_asking(&s);
         for _ in 0..5 {
             assert_eq!(leases.admit("k", &s, 1, 1_001, true), Admit::Wait, "one call in flight");
         }
@@ -582,12 +589,7 @@ mod tests {
     #[test]
     fn a_short_grant_turns_waiters_away() {
         let s = settings();
-        let mut leases = Leases::new(16);
-        for t in 0..50 {
-            leases.admit("k", &s, 1, t * 20, true);
-            leases.granted("k", &s, t * 20, 1, 1, None, &windows(0, 4_000));
-        }
-        let Admit::Ask { want } = leases.admit("k", &s, 1, 1_000, true) else { panic!() };
+        let (mut leases, want) = busy_key_asking(&s);
         assert!(want > 3);
         for _ in 0..4 {
             assert_eq!(leases.admit("k", &s, 1, 1_001, true), Admit::Wait);

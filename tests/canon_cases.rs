@@ -12,6 +12,8 @@
 // Test code: helpers outside #[test] functions may panic too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use tollgate::canon::{canonical_path, CanonicalQuery, RawUrl};
@@ -207,19 +209,7 @@ fn canon_cases() {
     }
 
     println!("{ran} cases ({per_result:?}); {} expected failures", expected_failed.len());
-    for line in &expected_failed {
-        println!("  expected failure: {line}");
-    }
-    for line in malformed.iter().chain(&unexpected) {
-        println!("  {line}");
-    }
-    assert!(malformed.is_empty(), "{} malformed cases:\n{}", malformed.len(), malformed.join("\n"));
-    assert!(
-        unexpected.is_empty(),
-        "{} unexpected results:\n{}",
-        unexpected.len(),
-        unexpected.join("\n")
-    );
+    common::report(&expected_failed, &malformed, &unexpected);
     assert!(ran >= 100, "the case file should hold at least 100 cases, holds {ran}");
 }
 

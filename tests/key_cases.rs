@@ -19,6 +19,8 @@
 // Test code: helpers outside #[test] functions may panic too.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use tollgate::config::Config;
@@ -452,19 +454,7 @@ fn key_cases() {
     for (section, n) in &per_section {
         println!("  {n:>3}  {section}");
     }
-    for line in &expected_failed {
-        println!("  expected failure: {line}");
-    }
-    for line in malformed.iter().chain(&unexpected) {
-        println!("  {line}");
-    }
-    assert!(malformed.is_empty(), "{} malformed cases:\n{}", malformed.len(), malformed.join("\n"));
-    assert!(
-        unexpected.is_empty(),
-        "{} unexpected results:\n{}",
-        unexpected.len(),
-        unexpected.join("\n")
-    );
+    common::report(&expected_failed, &malformed, &unexpected);
     assert!(ran >= 80, "the case file should hold at least 80 cases, holds {ran}");
 }
 
