@@ -19,10 +19,11 @@
 
 use crate::controls::{self, AlarmPlan, Change, Controls, Effective};
 use crate::counter::{on_alarm, step, Tally};
-use crate::protocol::{decode_call, decode_call_url, encode_reply_line, Call, Op, Reply, WireWindow, VERSION};
+use crate::protocol::{decode_call, decode_call_url, encode_reply_line, encode_rpc_answer, Call, Op, Reply, WireWindow, VERSION};
 use crate::window::horizon_ms;
 use serde::Deserialize;
 use std::cell::{Cell, RefCell};
+use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
 use worker::{
     durable_object, js_sys, Date, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
     SqlStorageValue, State,
@@ -86,14 +87,15 @@ impl DurableObject for Limiter {
                 Err(e) => error_reply(500, &e.to_string()),
             };
         }
-        let compact = req.inner().method() != "POST";
-        let call = if compact { decode_call_url(&req.inner().url()) } else { decode_call(&req.text().await?) };
-        let call = match call {
+        if req.inner().method() != "POST" {
+            let (status, body) = self.compact(&req.inner().url()).await;
+            return Ok(Response::ok(body)?.with_status(status));
+        }
+        let call = match decode_call(&req.text().await?) {
             Ok(call) => call,
             Err(refused) => return error_reply(400, &refused.to_string()),
         };
         match self.answer(&call).await {
-            Ok(reply) if compact => Response::ok(encode_reply_line(&reply)),
             Ok(reply) => Response::from_json(&reply),
             Err(e) => error_reply(500, &e.to_string()),
         }
@@ -131,7 +133,36 @@ impl DurableObject for Limiter {
     }
 }
 
+/// The RPC form of a compact call, `stub.answer(url)`: what the Worker sends
+/// for every count when the class is exported through `src/entry.mjs`
+/// (which declares it `extends DurableObject`, as workerd requires of an
+/// RPC receiver). No `Request` or `Response` is built on either side.
+#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen, wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
 impl Limiter {
+    /// Answers the call in `url` ([`crate::protocol::encode_call_url`]) with
+    /// [`encode_rpc_answer`]: the reply line, or `!{status} {body}`.
+    #[wasm_bindgen(js_name = answer)]
+    pub async fn rpc_answer(&self, url: String) -> Result<JsValue, JsValue> {
+        let (status, body) = self.compact(&url).await;
+        Ok(JsValue::from_str(&encode_rpc_answer(status, &body)))
+    }
+}
+
+impl Limiter {
+    /// A compact call (its URL) answered as a status and body: 200 with
+    /// the reply line, 400 when refused, 500 when it failed, the last two
+    /// with a JSON `{"v":1,"error":...}`.
+    async fn compact(&self, url: &str) -> (u16, String) {
+        let call = match decode_call_url(url) {
+            Ok(call) => call,
+            Err(refused) => return (400, error_body(&refused.to_string())),
+        };
+        match self.answer(&call).await {
+            Ok(reply) => (200, encode_reply_line(&reply)),
+            Err(e) => (500, error_body(&e.to_string())),
+        }
+    }
+
     /// The database, with the schema created once per instance.
     fn sql(&self) -> worker::Result<SqlStorage> {
         let sql = self.state.storage().sql();
@@ -400,6 +431,12 @@ fn at_time(epoch_ms: i64) -> ScheduledTime {
     ScheduledTime::new(js_sys::Date::new(&(epoch_ms as f64).into()))
 }
 
+fn error_body(message: &str) -> String {
+    serde_json::json!({ "v": VERSION, "error": message }).to_string()
+}
+
 fn error_reply(status: u16, message: &str) -> worker::Result<Response> {
-    Ok(Response::from_json(&serde_json::json!({ "v": VERSION, "error": message }))?.with_status(status))
+    let headers = worker::Headers::new();
+    headers.set("content-type", "application/json")?;
+    Ok(Response::ok(error_body(message))?.with_status(status).with_headers(headers))
 }

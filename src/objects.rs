@@ -7,14 +7,16 @@
 use crate::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::edge::{now_ms, write_logs};
 use crate::plan::Applied;
-use crate::protocol::{decode_reply_line, encode_call_url, Call, CallFailure, Op, Reply};
+use crate::protocol::{decode_reply_line, decode_rpc_answer, encode_call_url, Call, CallFailure, Op, Reply};
 use crate::verdict::{self, Answered, Outcome};
 use crate::lease::{self, Admit, LeaseSettings, Leases};
 use futures_util::future::{join_all, select, Either};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 use crate::controls::{Change, Controls, CONTROL_PATH};
-use worker::{Context, Delay, Env, Method, Request, RequestInit};
+use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{js_sys, web_sys, Context, Delay, Env, Method, Request, RequestInit};
 
 /// The Durable Object namespace binding of the limiter objects.
 const LIMITER_BINDING: &str = "LIMITER";
@@ -273,14 +275,61 @@ fn stub(env: &Env, id: &str) -> Result<worker::Stub, CallFailure> {
         .map_err(|e| CallFailure::NoBinding(e.to_string()))
 }
 
-/// Sends one call to the object named `id`, in the compact form: a `GET`
-/// of the call's URL, answered by a reply line ([`crate::protocol`]).
+/// Sends one call to the object named `id`, in the compact form
+/// ([`crate::protocol`]): as an RPC, `stub.answer(url)`, answered by one
+/// string; or, where the class takes no RPC, as a `GET` of the call's URL,
+/// answered by a reply line.
 async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFailure> {
-    let stub = stub(env, id)?;
+    let url = encode_call_url(call);
+    if RPC.get() {
+        match rpc(stub(env, id)?, &url).await {
+            Ok(answer) => return decode_rpc_answer(&answer),
+            Err(e) if refused_as_rpc(&e) => RPC.set(false),
+            Err(e) => return Err(CallFailure::Transport(e)),
+        }
+    }
     let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
-    let mut response = stub.fetch_with_str(&encode_call_url(call)).await.map_err(transport)?;
-    let body = response.text().await.map_err(transport)?;
-    decode_reply_line(response.status_code(), &body)
+    let response = stub(env, id)?.fetch_with_str(&url).await.map_err(transport)?;
+    // The body read in one call (`Response::text` in workers-rs reads it
+    // chunk by chunk through a stream reader, several calls into JS).
+    let raw: web_sys::Response = response.into();
+    let status = raw.status();
+    let text = raw.text().map_err(|e| CallFailure::Transport(js_error(&e)))?;
+    let body = JsFuture::from(text).await.map_err(|e| CallFailure::Transport(js_error(&e)))?;
+    decode_reply_line(status, &body.as_string().unwrap_or_default())
+}
+
+thread_local! {
+    /// Whether this isolate's limiter class takes RPC calls: true until one
+    /// is refused as such (an app that exports the Rust class as it is,
+    /// without `src/entry.mjs`'s wrapper), then every call is a fetch.
+    static RPC: Cell<bool> = const { Cell::new(true) };
+}
+
+/// `stub.answer(url)`: the object's answer, or the error's message.
+async fn rpc(stub: worker::Stub, url: &str) -> Result<String, String> {
+    let stub: JsValue = stub.into_rpc();
+    let method = js_sys::Reflect::get(&stub, &JsValue::from_str("answer")).map_err(|e| js_error(&e))?;
+    // `Reflect.apply`, not `method.call(...)`: on an RPC stub, `.call` is
+    // one more property to pipeline, not `Function.prototype.call`.
+    let args = js_sys::Array::of1(&JsValue::from_str(url));
+    let method: &js_sys::Function = method.unchecked_ref();
+    let pending: JsValue = js_sys::Reflect::apply(method, &stub, &args).map_err(|e| js_error(&e))?;
+    // An RPC call returns a thenable; `Promise.resolve` makes it a promise.
+    let answer: JsValue = JsFuture::from(js_sys::Promise::<JsValue>::resolve(&pending)).await.map_err(|e| js_error(&e))?;
+    answer.as_string().ok_or_else(|| "the limiter's RPC answer is not a string".to_string())
+}
+
+/// Whether an RPC call failed because the class takes none (workerd's
+/// words for a class not declared `extends DurableObject`, or one without
+/// an `answer` method): nothing reached the object's code, so the call is
+/// sent again as a fetch.
+fn refused_as_rpc(message: &str) -> bool {
+    message.contains("does not support RPC") || message.contains("does not implement the method")
+}
+
+fn js_error(e: &JsValue) -> String {
+    js_sys::Reflect::get(e, &JsValue::from_str("message")).ok().and_then(|m| m.as_string()).or_else(|| e.as_string()).unwrap_or_else(|| "a JavaScript error".into())
 }
 
 /// Sends an admin change of a key's runtime override or ban to its object

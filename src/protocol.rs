@@ -559,6 +559,34 @@ pub fn encode_reply_line(reply: &Reply) -> String {
     line
 }
 
+/// The answer to a call sent as an RPC (`stub.answer(url)`, the URL of
+/// [`encode_call_url`]), as one string: the reply line for a 200, or
+/// `!{status} {body}` for what the compact form answers with an error
+/// status (a refused call, a failure). The same information as the compact
+/// form's status and body, without a `Response` around it.
+pub fn encode_rpc_answer(status: u16, body: &str) -> String {
+    if status == 200 {
+        body.to_string()
+    } else {
+        format!("!{status} {body}")
+    }
+}
+
+/// Reads an RPC answer ([`encode_rpc_answer`]) as [`decode_reply_line`]
+/// reads the compact form's status and body.
+pub fn decode_rpc_answer(answer: &str) -> Result<Reply, CallFailure> {
+    match answer.strip_prefix('!') {
+        None => decode_reply_line(200, answer),
+        Some(rest) => {
+            let (status, body) = rest.split_once(' ').unwrap_or((rest, ""));
+            match status.parse::<u16>() {
+                Ok(status) if status != 200 => Err(CallFailure::Refused { status, body: body.to_string() }),
+                _ => Err(CallFailure::Unreadable(format!("not an RPC answer: {}", answer.chars().take(200).collect::<String>()))),
+            }
+        }
+    }
+}
+
 /// Reads an object's answer to a compact call: a 200 with a reply line
 /// ([`encode_reply_line`]), or why not.
 pub fn decode_reply_line(status: u16, body: &str) -> Result<Reply, CallFailure> {
@@ -853,6 +881,24 @@ mod tests {
         }
         assert_eq!(decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0").map(|r| r.tally.windows.len()), Ok(0));
         assert!(matches!(decode_reply_line(400, "{\"v\":1,\"error\":\"x\"}"), Err(CallFailure::Refused { status: 400, .. })));
+    }
+
+    /// The RPC form carries what the compact form's status and body do.
+    #[test]
+    fn rpc_answers_carry_the_reply_or_the_error_status() {
+        let line = "1 a 0 - 0 1 1 1 0 1 - 0 10/60000/1/9/60000";
+        assert_eq!(encode_rpc_answer(200, line), line);
+        assert_eq!(decode_rpc_answer(&encode_rpc_answer(200, line)), decode_reply_line(200, line));
+        let corrupt = r#"{"v":1,"error":"corrupt row"}"#;
+        assert_eq!(encode_rpc_answer(500, corrupt), format!("!500 {corrupt}"));
+        assert_eq!(
+            decode_rpc_answer(&encode_rpc_answer(500, corrupt)),
+            Err(CallFailure::Refused { status: 500, body: corrupt.to_string() })
+        );
+        assert_eq!(decode_rpc_answer("!400 "), Err(CallFailure::Refused { status: 400, body: String::new() }));
+        for answer in ["!200 1 a 0 - 0 1 1 1 0 1 - 0", "!abc x", "!", "", "ok"] {
+            assert!(matches!(decode_rpc_answer(answer), Err(CallFailure::Unreadable(_))), "{answer:?}");
+        }
     }
 
     #[test]

@@ -69,8 +69,12 @@ async function startMiniflare(outboundService) {
   const tollgate = (name, config) => ({
     name,
     modules: true,
-    scriptPath: join(ROOT, "build", "index.js"),
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+    scriptPath: join(ROOT, "src", "entry.mjs"),
+    modulesRoot: ROOT,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
     compatibilityDate: wrangler.compatibility_date,
     bindings: { TOLLGATE: config },
     durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },

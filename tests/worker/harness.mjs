@@ -1,4 +1,5 @@
-// Test harness: runs the built Worker (build/index.js + its Wasm) in workerd
+// Test harness: runs the built Worker (src/entry.mjs, the deployed entry,
+// over build/index.js + its Wasm) in workerd
 // through Miniflare, with the limiter Durable Object on SQLite, persistence
 // in a temporary folder, and the origin mocked at the network edge
 // (outboundService) so tests see exactly what reached it.
@@ -14,19 +15,30 @@ import assert from "node:assert/strict";
 // injection. Its mode lives in the module, shared by the faults worker's
 // fetch handler (which sets it) and its objects (which read it).
 const FAULTY_LIMITER = `
+import { DurableObject } from "cloudflare:workers";
 let mode = "ok";
 let calls = 0;
-export class FaultyLimiter {
-  constructor(state, env) { this.state = state; this.env = env; }
+const INJECTED = JSON.stringify({ v: 1, error: "injected fault: SQLITE_IOERR" });
+// Declared as the shipped entry declares the limiter (src/entry.mjs), so the
+// Worker's counts arrive as RPC calls (\`call\`); admin controls as fetches.
+export class FaultyLimiter extends DurableObject {
+  real() {
+    const real = this.env.REAL;
+    return real.get(real.idFromName(this.ctx.id.name ?? this.ctx.id.toString()));
+  }
+  async answer(url) {
+    calls++;
+    if (mode === "throw") throw new Error("injected fault: counter threw");
+    if (mode === "hang") await new Promise(() => {});
+    if (mode === "storage") return "!500 " + INJECTED;
+    return this.real().answer(url);
+  }
   async fetch(request) {
     calls++;
     if (mode === "throw") throw new Error("injected fault: counter threw");
     if (mode === "hang") await new Promise(() => {});
-    if (mode === "storage") {
-      return new Response(JSON.stringify({ v: 1, error: "injected fault: SQLITE_IOERR" }), { status: 500 });
-    }
-    const real = this.env.REAL;
-    return real.get(real.idFromName(this.state.id.name ?? this.state.id.toString())).fetch(request);
+    if (mode === "storage") return new Response(INJECTED, { status: 500 });
+    return this.real().fetch(request);
   }
 }
 export default {
@@ -114,8 +126,12 @@ export async function startTollgate(options = {}) {
   const tollgate = {
     name: "tollgate",
     modules: true,
-    scriptPath: options.scriptPath ?? join(ROOT, "build", "index.js"),
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+    scriptPath: options.scriptPath ?? join(ROOT, "src", "entry.mjs"),
+    modulesRoot: ROOT,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
     compatibilityDate: WRANGLER.compatibility_date,
     bindings: { TOLLGATE: options.config ?? shippedConfig(), ...(options.vars ?? {}) },
     durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
