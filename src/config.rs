@@ -117,6 +117,10 @@ pub struct ConfigFacts {
     pub listed_methods: Vec<String>,
     /// Some rule with query conditions reads cookies (`query_sources`).
     pub any_cookie_source: bool,
+    /// Some key or exemption reads `request.cf` (a `country` or `asn` key
+    /// part, an `asns` or `verified_bots` exemption, top-level or per
+    /// rule): otherwise the Worker never reads it.
+    pub reads_cf: bool,
 }
 
 impl ConfigFacts {
@@ -132,6 +136,8 @@ impl ConfigFacts {
                 facts.any_query_conditions = true;
                 facts.any_cookie_source |= rule.query_sources.contains(Source::Cookie);
             }
+            facts.reads_cf |= rule.key.iter().any(|part| matches!(part, KeyPart::Country | KeyPart::Asn))
+                || rule.exempt.reads_cf();
         }
         facts.any_method_restriction = !facts.listed_methods.is_empty();
         facts
@@ -216,6 +222,7 @@ impl Config {
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
         config.facts = ConfigFacts::of(&config.rules);
+        config.facts.reads_cf |= config.exempt.reads_cf();
         for rule in config.rules.iter_mut().filter(|r| config.ipv6_prefix != DEFAULT_IPV6_PREFIX && !r.overrides.is_empty()) {
             let (parts, case_insensitive) = (rule.spec.key.clone(), rule.spec.case_insensitive);
             for e in rule.spec.overrides.resolve(&parts, case_insensitive, config.ipv6_prefix) {
@@ -1643,6 +1650,21 @@ mod tests {
             assert!(bad.iter().any(|e| e.contains(&format!("field `{field}`"))), "{field}: {bad:?}");
         }
         assert!(errors(json!({ "rules": [], "exempt": 1 }))[0].contains("field `exempt`: must be a table"));
+    }
+
+    /// `request.cf` is read only for a config whose keys or exemptions need it.
+    #[test]
+    fn reads_cf_only_for_cf_keys_and_exemptions() {
+        let reads = |value: Value| Config::from_json(&value).unwrap().facts.reads_cf;
+        assert!(!reads(rule(json!({}))));
+        assert!(!reads(rule(json!({ "key": ["ip", "header:x-api-key"], "exempt": { "ips": ["10.0.0.0/8"] } }))));
+        assert!(reads(rule(json!({ "key": ["ip", "country"] }))));
+        assert!(reads(rule(json!({ "key": ["asn"] }))));
+        assert!(reads(rule(json!({ "exempt": { "asns": [13335] } }))));
+        assert!(reads(rule(json!({ "exempt": { "verified_bots": true } }))));
+        let mut top = rule(json!({}));
+        top["exempt"] = json!({ "verified_bots": ["Search Engine Crawler"] });
+        assert!(reads(top));
     }
 
     #[test]

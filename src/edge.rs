@@ -207,12 +207,13 @@ pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, cl
     let method = req.inner().method();
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let admin_token = || env.secret(ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
-    let cf = req.cf();
-    let country = client.country.clone().or_else(|| cf.and_then(|cf| cf.country()));
-    let asn = client.asn.or_else(|| cf.and_then(|cf| cf.asn()));
+    // `request.cf`, read only for a config whose keys or exemptions use it.
+    let cf = if config.facts.reads_cf { cf_object(req) } else { None };
+    let country = client.country.clone().or_else(|| cf_string(cf.as_ref()?, "country"));
+    let asn = client.asn.or_else(|| cf_field(cf.as_ref()?, "asn")?.as_f64().and_then(|n| u32::try_from(n as u64).ok()));
     let log_key = load_log_key(env);
     let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
-    let verified_bot = verified_bot(req);
+    let verified_bot = cf.as_ref().and_then(verified_bot);
     let parts = |body| RequestParts {
         method: &method,
         url: &url,
@@ -246,11 +247,12 @@ pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, cl
     };
     write_logs(&verdict::exempt_events(&plan.matched));
     write_logs(&verdict.events);
-    if let Route::Check(applied) = &plan.route {
-        write_metrics(env, metrics::points(&plan.matched, applied, &outcomes, metrics::Place {
-            colo: cf_string(req, "colo").as_deref(),
-            country: country.as_deref(),
-        }));
+    if let (Route::Check(applied), Some(dataset)) = (&plan.route, metrics_dataset(env)) {
+        let cf = cf.or_else(|| cf_object(req));
+        let country = country.or_else(|| cf_string(cf.as_ref()?, "country"));
+        let colo = cf.as_ref().and_then(|cf| cf_string(cf, "colo"));
+        let place = metrics::Place { colo: colo.as_deref(), country: country.as_deref() };
+        write_metrics(&dataset, metrics::points(&plan.matched, applied, &outcomes, place));
     }
     let applied = match plan.route {
         Route::Check(applied) => applied,
@@ -294,20 +296,31 @@ async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) 
     }
 }
 
-/// Writes the data points to the Analytics Engine dataset bound as
-/// [`metrics::BINDING`], if there is one. A failed write is dropped: a
-/// metric never fails a request.
-fn write_metrics(env: &Env, points: Vec<metrics::Point>) {
-    if points.is_empty() {
-        return;
+thread_local! {
+    /// Whether a dataset is bound as [`metrics::BINDING`]: looked up once
+    /// per isolate (bindings are fixed for its life).
+    static METRICS_BOUND: OnceCell<bool> = const { OnceCell::new() };
+}
+
+/// The Analytics Engine dataset bound as [`metrics::BINDING`], if any
+/// (not looked up again once found missing).
+fn metrics_dataset(env: &Env) -> Option<worker::AnalyticsEngineDataset> {
+    if METRICS_BOUND.with(|bound| *bound.get_or_init(|| env.analytics_engine(metrics::BINDING).is_ok())) {
+        env.analytics_engine(metrics::BINDING).ok()
+    } else {
+        None
     }
-    let Ok(dataset) = env.analytics_engine(metrics::BINDING) else { return };
+}
+
+/// Writes the data points to the dataset. A failed write is dropped: a
+/// metric never fails a request.
+fn write_metrics(dataset: &worker::AnalyticsEngineDataset, points: Vec<metrics::Point>) {
     for p in points {
         let _ = AnalyticsEngineDataPointBuilder::new()
             .indexes([p.index.as_str()])
             .blobs(p.blobs)
             .doubles(p.doubles)
-            .write_to(&dataset);
+            .write_to(dataset);
     }
 }
 
@@ -317,9 +330,14 @@ fn cf_object(req: &Request) -> Option<wasm_bindgen::JsValue> {
     js_sys::Reflect::get(req.inner().as_ref(), &"cf".into()).ok().filter(|cf| cf.is_object())
 }
 
-/// A string field of `request.cf` (`colo`), read through `Reflect`.
-fn cf_string(req: &Request, name: &str) -> Option<String> {
-    js_sys::Reflect::get(&cf_object(req)?, &name.into()).ok()?.as_string()
+/// A field of `request.cf` (or of an object in it), read through `Reflect`.
+fn cf_field(target: &wasm_bindgen::JsValue, name: &str) -> Option<wasm_bindgen::JsValue> {
+    js_sys::Reflect::get(target, &name.into()).ok().filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+/// A string field of `request.cf` (`country`, `colo`).
+fn cf_string(cf: &wasm_bindgen::JsValue, name: &str) -> Option<String> {
+    cf_field(cf, name)?.as_string()
 }
 
 /// The verified bot category Cloudflare gives the request
@@ -327,14 +345,12 @@ fn cf_string(req: &Request, name: &str) -> Option<String> {
 /// `request.cf.botManagement.verifiedBot` says it is one; `None` for
 /// anything else. Read through `Reflect`, tolerant of absent fields (the
 /// typed getter for `verifiedBot` assumes a boolean is there).
-fn verified_bot(req: &Request) -> Option<String> {
-    let get = |target: &wasm_bindgen::JsValue, name: &str| js_sys::Reflect::get(target, &name.into()).ok();
-    let cf = cf_object(req)?;
-    if let Some(category) = get(&cf, "verifiedBotCategory").and_then(|c| c.as_string()).filter(|c| !c.trim().is_empty()) {
+fn verified_bot(cf: &wasm_bindgen::JsValue) -> Option<String> {
+    if let Some(category) = cf_string(cf, "verifiedBotCategory").filter(|c| !c.trim().is_empty()) {
         return Some(category);
     }
-    let management = get(&cf, "botManagement").filter(|m| m.is_object())?;
-    (get(&management, "verifiedBot").and_then(|v| v.as_bool()) == Some(true)).then(String::new)
+    let management = cf_field(cf, "botManagement").filter(|m| m.is_object())?;
+    (cf_field(&management, "verifiedBot").and_then(|v| v.as_bool()) == Some(true)).then(String::new)
 }
 
 /// Forwards the request and settles the failures-only rules, all under

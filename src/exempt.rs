@@ -181,6 +181,11 @@ impl Exemptions {
         self.ips.is_empty() && self.asns.is_empty() && self.bots == Bots::None && self.header.is_none()
     }
 
+    /// Whether deciding them reads `request.cf` (the ASN, verified bots).
+    pub fn reads_cf(&self) -> bool {
+        !self.asns.is_empty() || self.bots != Bots::None
+    }
+
     /// The first exemption the request meets, checked in this order: IP
     /// range, ASN, verified bot, secret header. A secret that is unset or
     /// blank exempts nobody.

@@ -6,7 +6,9 @@
 //! A corrupt row is refused with 500 and deleted by the alarm, as the
 //! `counter` module doc sets out.
 //!
-//! Costs per call, in SQLite rows: at most 1 read; 1 written when allowed
+//! Costs per call, in SQLite rows: at most 1 read, on an instance's first
+//! call only (the instance is its storage's only writer, so it keeps the
+//! row it last read or wrote); 1 written when allowed
 //! (the log row, updated in place, pruning included), and by a reserve, a
 //! commit, and a release that finds its reservation; 0 written and no
 //! `setAlarm` when blocked. `setAlarm` runs only when no alarm is pending.
@@ -45,7 +47,7 @@ struct StoredControls {
     value: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct StoredRow {
     log: String,
     horizon_ms: i64,
@@ -61,6 +63,12 @@ pub struct Limiter {
     alarm_pending: Cell<Option<bool>>,
     /// The key's runtime override and ban; `None` until read once.
     controls: RefCell<Option<Controls>>,
+    /// The count's row as this instance last read or wrote it (`Some(None)`:
+    /// none). The instance is its storage's only writer, so the row is read
+    /// once per instance and then kept in step with every write: a call
+    /// costs one statement (the write), or none when blocked. `None` until
+    /// read, and again after a failed write (read anew).
+    row: RefCell<Option<Option<StoredRow>>>,
 }
 
 impl DurableObject for Limiter {
@@ -70,6 +78,7 @@ impl DurableObject for Limiter {
             schema_ready: Cell::new(false),
             alarm_pending: Cell::new(None),
             controls: RefCell::new(None),
+            row: RefCell::new(None),
         }
     }
 
@@ -105,7 +114,7 @@ impl DurableObject for Limiter {
     /// when the newest hit expires. Idempotent: alarms are at-least-once.
     async fn alarm(&self) -> worker::Result<Response> {
         let sql = self.state.storage().sql();
-        let (row, _) = load_row(&sql)?;
+        let (row, _) = self.load_row(&sql)?;
         let (stored, horizon) = match row {
             Some(row) => (row.log, u64::try_from(row.horizon_ms).unwrap_or(0)),
             None => (String::new(), 0),
@@ -115,7 +124,7 @@ impl DurableObject for Limiter {
         match controls::alarm(on_alarm(&stored, horizon, now), &kept, now) {
             AlarmPlan::DeleteAll => self.delete_everything().await?,
             AlarmPlan::DeleteCount { rearm_at } => {
-                delete_count(&sql)?;
+                self.delete_count(&sql)?;
                 self.alarm_pending.set(Some(false));
                 if let Some(at) = rearm_at {
                     self.alarm_pending.set(Some(true));
@@ -177,7 +186,7 @@ impl Limiter {
         let sql = self.state.storage().sql();
         // Read, decide, write: synchronous, no `.await` in between, so no
         // other request to this object can interleave.
-        let (stored, rows_read) = load(&sql)?;
+        let (stored, rows_read) = self.load(&sql)?;
         if stored.is_empty() && self.alarm_pending.get().is_none() {
             // No row: never written, or deleted with its alarm by `deleteAll`
             // (the only way the row goes). No alarm can be pending, so the
@@ -225,13 +234,13 @@ impl Limiter {
         if let Some(write) = &step.write {
             // Only a call that writes creates the schema: an object whose
             // storage the alarm deleted stays empty when merely looked at.
-            rows_written = store(&self.sql()?, &write.row, horizon)?;
+            rows_written = self.store(&write.row, horizon)?;
         }
         let mut stored_hits = step.stored;
         let mut alarm_set = false;
         if call.op == Op::Reset && !kept.live(now).is_empty() {
             // The count goes; the operator's controls stay.
-            delete_count(&sql)?;
+            self.delete_count(&sql)?;
             stored_hits = 0;
         } else if call.op == Op::Reset {
             self.delete_everything().await?;
@@ -308,12 +317,81 @@ impl Limiter {
         Ok(true)
     }
 
+    /// The stored row's text (empty when none) and the rows read for it
+    /// (0 once this instance knows its row).
+    fn load(&self, sql: &SqlStorage) -> worker::Result<(String, u64)> {
+        let (row, rows_read) = self.load_row(sql)?;
+        Ok((row.map(|r| r.log).unwrap_or_default(), rows_read))
+    }
+
+    /// The count's row: read from storage the first time, then from memory.
+    /// A database without the table (never written, or deleted by the
+    /// alarm) reads as no row and is left as it is.
+    fn load_row(&self, sql: &SqlStorage) -> worker::Result<(Option<StoredRow>, u64)> {
+        if let Some(known) = self.row.borrow().as_ref() {
+            return Ok((known.clone(), 0));
+        }
+        let cursor = match sql.exec("SELECT log, horizon_ms FROM hit_log WHERE id = 0", None) {
+            Ok(cursor) => cursor,
+            Err(e) if e.to_string().contains("no such table") => {
+                *self.row.borrow_mut() = Some(None);
+                return Ok((None, 0));
+            }
+            Err(e) => return Err(e),
+        };
+        // `to_array`, not `one`: `one` throws across the Wasm boundary when
+        // the row does not exist yet.
+        let rows: Vec<StoredRow> = cursor.to_array()?;
+        let rows_read = cursor.rows_read() as u64;
+        let row = rows.into_iter().next();
+        *self.row.borrow_mut() = Some(row.clone());
+        Ok((row, rows_read))
+    }
+
+    /// Deletes the count's row only (the controls stay).
+    fn delete_count(&self, sql: &SqlStorage) -> worker::Result<()> {
+        match sql.exec("DELETE FROM hit_log", None) {
+            Ok(_) => {}
+            Err(e) if e.to_string().contains("no such table") => {}
+            Err(e) => {
+                *self.row.borrow_mut() = None;
+                return Err(e);
+            }
+        }
+        *self.row.borrow_mut() = Some(None);
+        Ok(())
+    }
+
+    /// Writes the row in place (the schema first, once per instance);
+    /// returns the rows written.
+    fn store(&self, log: &str, horizon: u64) -> worker::Result<u64> {
+        let horizon_ms = i64::try_from(horizon).unwrap_or(i64::MAX);
+        let written = self.sql().and_then(|sql| {
+            sql.exec(
+                "INSERT INTO hit_log (id, log, horizon_ms) VALUES (0, ?, ?)
+                 ON CONFLICT (id) DO UPDATE SET log = excluded.log, horizon_ms = excluded.horizon_ms",
+                vec![SqlStorageValue::from(log.to_string()), SqlStorageValue::from(horizon_ms)],
+            )
+        });
+        match written {
+            Ok(cursor) => {
+                *self.row.borrow_mut() = Some(Some(StoredRow { log: log.to_string(), horizon_ms }));
+                Ok(cursor.rows_written() as u64)
+            }
+            Err(e) => {
+                *self.row.borrow_mut() = None;
+                Err(e)
+            }
+        }
+    }
+
     async fn delete_everything(&self) -> worker::Result<()> {
         // From compatibility date 2026-02-24, deleteAll also clears the alarm.
         self.state.storage().delete_all().await?;
         self.schema_ready.set(false);
         self.alarm_pending.set(Some(false));
         *self.controls.borrow_mut() = Some(Controls::default());
+        *self.row.borrow_mut() = Some(None);
         Ok(())
     }
 
@@ -353,7 +431,7 @@ impl Limiter {
         }
         let sql = self.state.storage().sql();
         if next.is_empty() {
-            let (stored, _) = load(&sql)?;
+            let (stored, _) = self.load(&sql)?;
             if stored.is_empty() {
                 self.delete_everything().await?;
                 return Ok(Ok(next));
@@ -376,49 +454,6 @@ impl Limiter {
         *self.controls.borrow_mut() = Some(next.clone());
         Ok(Ok(next))
     }
-}
-
-/// Loads the stored row's text (empty when none) and the rows read. A
-/// database without the table (never written, or deleted by the alarm)
-/// reads as empty and is left as it is.
-fn load(sql: &SqlStorage) -> worker::Result<(String, u64)> {
-    let (row, rows_read) = load_row(sql)?;
-    Ok((row.map(|r| r.log).unwrap_or_default(), rows_read))
-}
-
-fn load_row(sql: &SqlStorage) -> worker::Result<(Option<StoredRow>, u64)> {
-    let cursor = match sql.exec("SELECT log, horizon_ms FROM hit_log WHERE id = 0", None) {
-        Ok(cursor) => cursor,
-        Err(e) if e.to_string().contains("no such table") => return Ok((None, 0)),
-        Err(e) => return Err(e),
-    };
-    // `to_array`, not `one`: `one` throws across the Wasm boundary when the
-    // row does not exist yet.
-    let rows: Vec<StoredRow> = cursor.to_array()?;
-    let rows_read = cursor.rows_read() as u64;
-    Ok((rows.into_iter().next(), rows_read))
-}
-
-/// Deletes the count's row only (the controls stay).
-fn delete_count(sql: &SqlStorage) -> worker::Result<()> {
-    match sql.exec("DELETE FROM hit_log", None) {
-        Ok(_) => Ok(()),
-        Err(e) if e.to_string().contains("no such table") => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Writes the row in place; returns the rows written.
-fn store(sql: &SqlStorage, row: &str, horizon: u64) -> worker::Result<u64> {
-    let cursor = sql.exec(
-        "INSERT INTO hit_log (id, log, horizon_ms) VALUES (0, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET log = excluded.log, horizon_ms = excluded.horizon_ms",
-        vec![
-            SqlStorageValue::from(row.to_string()),
-            SqlStorageValue::from(i64::try_from(horizon).unwrap_or(i64::MAX)),
-        ],
-    )?;
-    Ok(cursor.rows_written() as u64)
 }
 
 fn now_ms() -> i64 {
