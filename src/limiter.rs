@@ -42,6 +42,18 @@ const CONTROLS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS controls (
     value TEXT NOT NULL
 )";
 
+/// Which of this object's tables exist.
+#[derive(Clone, Copy, Default)]
+struct Tables {
+    hit_log: bool,
+    controls: bool,
+}
+
+#[derive(Deserialize)]
+struct TableName {
+    name: String,
+}
+
 #[derive(Deserialize)]
 struct StoredControls {
     value: String,
@@ -56,9 +68,11 @@ struct StoredRow {
 #[durable_object]
 pub struct Limiter {
     state: State,
-    /// Whether `SCHEMA` has run on this instance's database (reset by
-    /// `deleteAll`, which drops the tables too).
-    schema_ready: Cell<bool>,
+    /// The tables this instance's database has (`None` until read once,
+    /// with one statement on `sqlite_master`: cheaper than a statement per
+    /// table that fails with "no such table"); kept in step as this
+    /// instance creates them or `deleteAll` drops them.
+    tables: Cell<Option<Tables>>,
     /// Whether an alarm is known to be pending; `None` until asked once.
     alarm_pending: Cell<Option<bool>>,
     /// The key's runtime override and ban; `None` until read once.
@@ -75,7 +89,7 @@ impl DurableObject for Limiter {
     fn new(state: State, _env: Env) -> Self {
         Limiter {
             state,
-            schema_ready: Cell::new(false),
+            tables: Cell::new(None),
             alarm_pending: Cell::new(None),
             controls: RefCell::new(None),
             row: RefCell::new(None),
@@ -172,14 +186,28 @@ impl Limiter {
         }
     }
 
-    /// The database, with the schema created once per instance.
+    /// The database, with the count's table created if it is missing.
     fn sql(&self) -> worker::Result<SqlStorage> {
         let sql = self.state.storage().sql();
-        if !self.schema_ready.get() {
+        let (tables, _) = self.tables(&sql)?;
+        if !tables.hit_log {
             sql.exec(SCHEMA, None)?;
-            self.schema_ready.set(true);
+            self.tables.set(Some(Tables { hit_log: true, ..tables }));
         }
         Ok(sql)
+    }
+
+    /// The tables that exist, and the rows read to learn it (0 once known).
+    fn tables(&self, sql: &SqlStorage) -> worker::Result<(Tables, u64)> {
+        if let Some(known) = self.tables.get() {
+            return Ok((known, 0));
+        }
+        let cursor = sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('hit_log', 'controls')", None)?;
+        let names: Vec<TableName> = cursor.to_array()?;
+        let has = |table: &str| names.iter().any(|n| n.name == table);
+        let known = Tables { hit_log: has("hit_log"), controls: has("controls") };
+        self.tables.set(Some(known));
+        Ok((known, cursor.rows_read() as u64))
     }
 
     async fn answer(&self, call: &Call) -> worker::Result<Reply> {
@@ -331,18 +359,16 @@ impl Limiter {
         if let Some(known) = self.row.borrow().as_ref() {
             return Ok((known.clone(), 0));
         }
-        let cursor = match sql.exec("SELECT log, horizon_ms FROM hit_log WHERE id = 0", None) {
-            Ok(cursor) => cursor,
-            Err(e) if e.to_string().contains("no such table") => {
-                *self.row.borrow_mut() = Some(None);
-                return Ok((None, 0));
-            }
-            Err(e) => return Err(e),
-        };
+        let (tables, probed) = self.tables(sql)?;
+        if !tables.hit_log {
+            *self.row.borrow_mut() = Some(None);
+            return Ok((None, probed));
+        }
         // `to_array`, not `one`: `one` throws across the Wasm boundary when
         // the row does not exist yet.
+        let cursor = sql.exec("SELECT log, horizon_ms FROM hit_log WHERE id = 0", None)?;
         let rows: Vec<StoredRow> = cursor.to_array()?;
-        let rows_read = cursor.rows_read() as u64;
+        let rows_read = probed + cursor.rows_read() as u64;
         let row = rows.into_iter().next();
         *self.row.borrow_mut() = Some(row.clone());
         Ok((row, rows_read))
@@ -350,10 +376,8 @@ impl Limiter {
 
     /// Deletes the count's row only (the controls stay).
     fn delete_count(&self, sql: &SqlStorage) -> worker::Result<()> {
-        match sql.exec("DELETE FROM hit_log", None) {
-            Ok(_) => {}
-            Err(e) if e.to_string().contains("no such table") => {}
-            Err(e) => {
+        if self.tables(sql)?.0.hit_log {
+            if let Err(e) = sql.exec("DELETE FROM hit_log", None) {
                 *self.row.borrow_mut() = None;
                 return Err(e);
             }
@@ -388,7 +412,7 @@ impl Limiter {
     async fn delete_everything(&self) -> worker::Result<()> {
         // From compatibility date 2026-02-24, deleteAll also clears the alarm.
         self.state.storage().delete_all().await?;
-        self.schema_ready.set(false);
+        self.tables.set(Some(Tables::default()));
         self.alarm_pending.set(Some(false));
         *self.controls.borrow_mut() = Some(Controls::default());
         *self.row.borrow_mut() = Some(None);
@@ -403,13 +427,11 @@ impl Limiter {
             return Ok(kept.clone());
         }
         let sql = self.state.storage().sql();
-        let kept = match sql.exec("SELECT value FROM controls WHERE id = 0", None) {
-            Ok(cursor) => {
-                let rows: Vec<StoredControls> = cursor.to_array()?;
-                rows.into_iter().next().and_then(|r| Controls::decode(&r.value).ok()).unwrap_or_default()
-            }
-            Err(e) if e.to_string().contains("no such table") => Controls::default(),
-            Err(e) => return Err(e),
+        let kept = if self.tables(&sql)?.0.controls {
+            let rows: Vec<StoredControls> = sql.exec("SELECT value FROM controls WHERE id = 0", None)?.to_array()?;
+            rows.into_iter().next().and_then(|r| Controls::decode(&r.value).ok()).unwrap_or_default()
+        } else {
+            Controls::default()
         };
         *self.controls.borrow_mut() = Some(kept.clone());
         Ok(kept)
@@ -436,13 +458,15 @@ impl Limiter {
                 self.delete_everything().await?;
                 return Ok(Ok(next));
             }
-            if let Err(e) = sql.exec("DELETE FROM controls", None) {
-                if !e.to_string().contains("no such table") {
-                    return Err(e);
-                }
+            if self.tables(&sql)?.0.controls {
+                sql.exec("DELETE FROM controls", None)?;
             }
         } else {
-            sql.exec(CONTROLS_SCHEMA, None)?;
+            let (tables, _) = self.tables(&sql)?;
+            if !tables.controls {
+                sql.exec(CONTROLS_SCHEMA, None)?;
+                self.tables.set(Some(Tables { controls: true, ..tables }));
+            }
             sql.exec(
                 "INSERT INTO controls (id, value) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value",
                 vec![SqlStorageValue::from(next.encode())],

@@ -33,7 +33,7 @@ test("two windows (3 per 2 s and 5 per 10 s) both bind", async () => {
   });
 });
 
-test("cost targets: <=1 row read per call, 1 row written per allowed, 0 and no alarm per blocked", async () => {
+test("cost targets: <=1 row read per call (none once the object has read its row), 1 row written per allowed, 0 and no alarm per blocked", async () => {
   const tg = await startTollgate();
   const call = { v: 1, op: "hit", limits: [[3, 60_000]], cost: 1 };
   try {
@@ -41,6 +41,8 @@ test("cost targets: <=1 row read per call, 1 row written per allowed, 0 and no a
     for (let i = 0; i < 5; i++) replies.push((await tg.callObject("cost-probe", call)).body);
     assert.deepEqual(replies.map((r) => r.allowed), [true, true, true, false, false]);
     for (const r of replies) assert.ok(r.rows_read <= 1, `rows_read ${r.rows_read}`);
+    // The object is its storage's only writer: it keeps the row it wrote.
+    for (const r of replies.slice(1)) assert.equal(r.rows_read, 0, "the row is kept in memory after the first call");
     for (const r of replies.slice(0, 3)) assert.equal(r.rows_written, 1, "one row, updated in place");
     for (const r of replies.slice(3)) assert.equal(r.rows_written, 0, "a blocked request writes nothing");
     assert.deepEqual(replies.map((r) => r.alarm_set), [true, false, false, false, false], "setAlarm only when none is pending");
