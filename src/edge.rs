@@ -38,7 +38,7 @@ use std::rc::Rc;
 #[cfg(feature = "standalone")]
 use worker::event;
 use worker::{
-    console_log, web_sys, AnalyticsEngineDataPointBuilder, Context, Date, Env, Headers, Request, Response,
+    console_log, web_sys, AnalyticsEngineDataPointBuilder, Context, Date, Env, Response,
 };
 
 /// The structured var holding the config.
@@ -110,7 +110,7 @@ pub(crate) fn now_ms() -> i64 {
 /// the client as the very object `fetch` produced, never rebuilt.
 #[cfg_attr(feature = "standalone", event(fetch))]
 #[cfg_attr(not(feature = "standalone"), allow(dead_code))]
-pub async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
+pub async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
     let config = load_config(&env);
     let config = match config.as_ref() {
         Ok(config) => config,
@@ -129,7 +129,7 @@ pub async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<web_s
 /// unlimited (`allow`) or answers 503 (`deny`, the default). The errors
 /// are logged at most once a minute per isolate, never shown to clients.
 async fn invalid_config(
-    req: Request,
+    req: web_sys::Request,
     env: &Env,
     errors: &[ConfigError],
     policy: FailPolicy,
@@ -152,19 +152,24 @@ async fn invalid_config(
         )]);
     }
     if let (FailPolicy::Allow, Some(upstream)) = (policy, upstream) {
-        let url = req.url()?;
+        let url = worker::Url::parse(&req.url())?;
         return forward(req, &url, env, upstream).await;
     }
     respond(&verdict::invalid_config())
 }
 
-/// One of tollgate's own responses, as the raw response the runtime takes.
+/// One of tollgate's own responses, as the raw response the runtime takes
+/// (built in one `new Response(text, init)`: the body goes over as a
+/// string, not copied into a byte array first).
 pub(crate) fn respond(own: &OwnResponse) -> worker::Result<web_sys::Response> {
-    let out = Headers::new();
+    let headers = web_sys::Headers::new()?;
     for (name, value) in &own.headers {
-        out.append(name, value)?;
+        headers.append(name, value)?;
     }
-    Ok(Response::ok(own.body.clone())?.with_status(own.status).with_headers(out).into())
+    let init = web_sys::ResponseInit::new();
+    init.set_status(own.status);
+    init.set_headers(&headers);
+    Ok(web_sys::Response::new_with_opt_str_and_init(Some(&own.body), &init)?)
 }
 
 /// Writes `events`, one line each, except the repeats of a block or
@@ -196,15 +201,15 @@ pub(crate) enum Decided {
 /// it, the blocked-until cache and the limiter objects, verdict (pure),
 /// and its log lines. `client` stands in for `req.cf()` where it says
 /// something (RPC does not carry `cf`).
-pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
-    let url = req.url()?;
+pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
+    let url = worker::Url::parse(&req.url())?;
     if !plan::may_apply(config, &url) {
         // No rule can apply: forwarded with nothing else read (no `cf`,
         // header, secret or clock), as the plan's fast path would decide.
         return Ok(Decided::Verdict { url, applied: Vec::new(), outcomes: Vec::new(), answer: Answer::Forward { fields: Vec::new() } });
     }
     // The method as sent (workers-rs maps methods it does not know to GET).
-    let method = req.inner().method();
+    let method = req.method();
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let admin_token = || env.secret(ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
     // `request.cf`, read only for a config whose keys or exemptions use it.
@@ -263,7 +268,7 @@ pub(crate) async fn decide(req: &Request, env: &Env, config: &'static Config, cl
 
 /// The standalone Worker's request flow: [`decide`], then forward (and
 /// settle failures-only rules) or answer.
-async fn limit(req: Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
+async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
     let (url, applied, outcomes, answer) = match decide(&req, env, config, &Client::default()).await? {
         Decided::Admin(response) => return Ok(response),
         Decided::Verdict { url, applied, outcomes, answer } => (url, applied, outcomes, answer),
@@ -326,8 +331,8 @@ fn write_metrics(dataset: &worker::AnalyticsEngineDataset, points: Vec<metrics::
 
 /// `request.cf`, read through `Reflect`: absent in local development,
 /// where the typed getters would panic on a missing field.
-fn cf_object(req: &Request) -> Option<wasm_bindgen::JsValue> {
-    js_sys::Reflect::get(req.inner().as_ref(), &"cf".into()).ok().filter(|cf| cf.is_object())
+fn cf_object(req: &web_sys::Request) -> Option<wasm_bindgen::JsValue> {
+    js_sys::Reflect::get(req.as_ref(), &"cf".into()).ok().filter(|cf| cf.is_object())
 }
 
 /// A field of `request.cf` (or of an object in it), read through `Reflect`.
@@ -364,7 +369,7 @@ fn verified_bot(cf: &wasm_bindgen::JsValue) -> Option<String> {
 async fn forward_and_settle(
     ctx: &Context,
     env: &Env,
-    req: Request,
+    req: web_sys::Request,
     url: worker::Url,
     upstream: &'static Upstream,
     applied: Vec<Applied<'static>>,

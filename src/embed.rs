@@ -84,7 +84,7 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
             return Ok(answered(respond(&verdict::invalid_config())?));
         }
     };
-    let decided = decide(req, env, config, client).await?;
+    let decided = decide(req.inner(), env, config, client).await?;
     // No `Context` to defer them to: leased tokens past their expiry go back
     // now (rarely any; each call bounded by its rule's timeout).
     if let Some(refunds) = crate::objects::refunds(env, config) {

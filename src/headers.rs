@@ -70,19 +70,6 @@ pub fn ratelimit(
     ))
 }
 
-/// The RFC 9457 body of a 429.
-pub fn too_many_requests_body(rule: &str, retry_after_s: u64) -> String {
-    json!({
-        "type": "about:blank",
-        "title": "Too Many Requests",
-        "status": 429,
-        "detail": format!("Rate limit `{rule}` exceeded; retry in {retry_after_s} s."),
-        "rule": rule,
-        "retry_after": retry_after_s,
-    })
-    .to_string()
-}
-
 /// The RFC 9457 body of any other error tollgate answers itself.
 pub fn problem_body(status: u16, title: &str, detail: &str) -> String {
     json!({
@@ -173,7 +160,7 @@ mod tests {
 
     #[test]
     fn problem_json() {
-        let body: serde_json::Value = serde_json::from_str(&too_many_requests_body("r", 7)).unwrap();
+        let body: serde_json::Value = serde_json::from_str(&crate::response::Problems::new("r").body(429, 7)).unwrap();
         assert_eq!(body["status"], 429);
         assert_eq!(body["retry_after"], 7);
         assert_eq!(body["title"], "Too Many Requests");

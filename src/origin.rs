@@ -13,19 +13,34 @@ use worker::{js_sys, web_sys, Env, Request};
 /// to instead of the zone's origin; unset in production.
 const UPSTREAM_VAR: &str = "UPSTREAM";
 
+thread_local! {
+    /// The `UPSTREAM` var, read once per isolate (vars are fixed for its life).
+    static UPSTREAM: std::cell::OnceCell<Option<std::rc::Rc<str>>> = const { std::cell::OnceCell::new() };
+}
+
+/// The `UPSTREAM` var (local development only), if set and not blank.
+fn upstream_var(env: &Env) -> Option<std::rc::Rc<str>> {
+    UPSTREAM.with(|cell| {
+        cell.get_or_init(|| env.var(UPSTREAM_VAR).ok().map(|v| v.to_string()).filter(|v| !v.trim().is_empty()).map(Into::into))
+            .clone()
+    })
+}
+
 /// Reads the body, for `body:` keys and form parameters, from a clone (the
 /// original still reaches the origin intact), at most `limit` bytes: a body
 /// announced or found to be larger is not buffered (`None`, planned as
 /// `Body::Unusable`): a `body:` key is missing and the rule's missing-key
 /// policy applies; a form body is unreadable and matches (fail safe, see
 /// `crate::plan`).
-pub(crate) async fn read_body(req: &Request, limit: u32) -> Option<Vec<u8>> {
+pub(crate) async fn read_body(req: &web_sys::Request, limit: u32) -> Option<Vec<u8>> {
     let limit = limit as usize;
     let announced = req.headers().get("content-length").ok().flatten();
     if announced.and_then(|l| l.trim().parse::<usize>().ok()).is_some_and(|l| l > limit) {
         return None;
     }
-    let mut copy = req.clone().ok()?;
+    // `Request.clone()` (the JS method: the body teed, the original left
+    // readable for the origin).
+    let mut copy = Request::from(req.clone().ok()?);
     let mut stream = copy.stream().ok()?;
     let mut body = Vec::new();
     while let Some(chunk) = stream.next().await {
@@ -43,32 +58,27 @@ pub(crate) async fn read_body(req: &Request, limit: u32) -> Option<Vec<u8>> {
 /// origin, or to `UPSTREAM` (scheme, host and port replaced; path, query,
 /// method, headers and body kept) when that var is set.
 pub(crate) async fn forward(
-    req: Request,
+    req: web_sys::Request,
     url: &worker::Url,
     env: &Env,
     upstream: &Upstream,
 ) -> worker::Result<web_sys::Response> {
     if let Upstream::Service(binding) = upstream {
         let service: worker::worker_sys::Fetcher = env.service(binding)?.into_rpc();
-        let response = JsFuture::from(service.fetch(req.inner())?).await?;
+        let response = JsFuture::from(service.fetch(&req)?).await?;
         return Ok(response.unchecked_into());
     }
-    let upstream = env
-        .var(UPSTREAM_VAR)
-        .map(|v| v.to_string())
-        .ok()
-        .filter(|v| !v.trim().is_empty());
-    let outbound: web_sys::Request = match upstream {
+    let outbound: web_sys::Request = match upstream_var(env) {
         // The same JS object (a handle clone, not `Request.clone()`, which
         // would tee the body).
-        None => Clone::clone(req.inner()),
+        None => req,
         Some(origin) => {
             let mut target = format!("{}{}", origin.trim_end_matches('/'), url.path());
             if let Some(q) = url.query() {
                 target.push('?');
                 target.push_str(q);
             }
-            let original = req.inner();
+            let original = &req;
             let init = web_sys::RequestInit::new();
             init.set_method(&original.method());
             init.set_headers(&original.headers());

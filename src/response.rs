@@ -21,7 +21,67 @@
 
 use crate::headers::{self, rate_fields, OwnResponse};
 use crate::protocol::WireWindow;
-use serde_json::json;
+
+/// A rule's problem+json bodies (429 and 503), prepared once when the rule
+/// is compiled ([`crate::rules::Rule::compile`]): a block then only writes
+/// its retry-after into them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problems {
+    too_many: ProblemTemplate,
+    unavailable: ProblemTemplate,
+}
+
+impl Problems {
+    pub fn new(rule: &str) -> Problems {
+        Problems {
+            too_many: ProblemTemplate::new(rule, 429, "Too Many Requests"),
+            unavailable: ProblemTemplate::new(rule, 503, "Service Unavailable"),
+        }
+    }
+
+    /// The body of a block answered with `status` (429, or 503).
+    pub fn body(&self, status: u16, retry_after_s: u64) -> String {
+        let template = if status == 429 { &self.too_many } else { &self.unavailable };
+        template.render(retry_after_s)
+    }
+}
+
+/// One problem body around the two places its retry-after goes:
+/// `{"detail":"Rate limit `RULE` exceeded; retry in N s.","retry_after":N,
+/// "rule":"RULE","status":429,"title":"Too Many Requests","type":"about:blank"}`
+/// (members in the order `serde_json` writes them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProblemTemplate {
+    head: String,
+    middle: &'static str,
+    tail: String,
+}
+
+impl ProblemTemplate {
+    fn new(rule: &str, status: u16, title: &str) -> ProblemTemplate {
+        let quoted = |text: &str| serde_json::Value::from(text).to_string();
+        let detail = quoted(&format!("Rate limit `{rule}` exceeded; retry in "));
+        ProblemTemplate {
+            // The detail's JSON string, left open for the number.
+            head: format!("{{\"detail\":{}", &detail[..detail.len() - 1]),
+            middle: " s.\",\"retry_after\":",
+            tail: format!(
+                ",\"rule\":{},\"status\":{status},\"title\":{},\"type\":\"about:blank\"}}",
+                quoted(rule),
+                quoted(title)
+            ),
+        }
+    }
+
+    fn render(&self, retry_after_s: u64) -> String {
+        let n = retry_after_s.to_string();
+        let mut body = String::with_capacity(self.head.len() + self.middle.len() + self.tail.len() + 2 * n.len());
+        for piece in [self.head.as_str(), &n, self.middle, &n, &self.tail] {
+            body.push_str(piece);
+        }
+        body
+    }
+}
 
 /// The statuses a block may answer with: 429 (Too Many Requests, RFC 6585
 /// §4) or 503 (Service Unavailable, RFC 9110 §15.6.4), both of which
@@ -177,6 +237,7 @@ fn prepare(body: &str) -> Vec<Piece> {
 pub fn blocked(
     rule: &str,
     custom: Option<&CustomResponse>,
+    problems: &Problems,
     prefers: Prefers,
     retry_after_ms: u64,
     window: usize,
@@ -190,30 +251,40 @@ pub fn blocked(
     };
     let (content_type, body) = match own_body {
         Some(own) => own,
-        None if status == 429 => ("application/problem+json".to_string(), headers::too_many_requests_body(rule, retry_after_s)),
-        None => ("application/problem+json".to_string(), unavailable_body(rule, retry_after_s)),
+        None => ("application/problem+json".to_string(), problems.body(status, retry_after_s)),
     };
     let mut out = vec![("content-type".to_string(), content_type), ("retry-after".to_string(), retry_after_s.to_string())];
     out.extend(rate_fields(rule, windows, Some((window, retry_after_ms))));
     OwnResponse { status, headers: out, body }
 }
 
-/// The problem+json of a block answered 503.
-fn unavailable_body(rule: &str, retry_after_s: u64) -> String {
-    json!({
-        "type": "about:blank",
-        "title": "Service Unavailable",
-        "status": 503,
-        "detail": format!("Rate limit `{rule}` exceeded; retry in {retry_after_s} s."),
-        "rule": rule,
-        "retry_after": retry_after_s,
-    })
-    .to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// The prepared bodies are byte for byte the JSON `serde_json` writes,
+    /// for any rule name (quotes and non-ASCII escaped as JSON requires).
+    #[test]
+    fn prepared_problem_bodies_equal_the_json_written_per_block() {
+        for rule in ["heavy-example", "a\"b\\c", "tollgate:admin-auth", "é\u{1}"] {
+            let problems = Problems::new(rule);
+            for (status, title) in [(429, "Too Many Requests"), (503, "Service Unavailable")] {
+                for retry in [1, 60, 86_400] {
+                    let expected = json!({
+                        "type": "about:blank",
+                        "title": title,
+                        "status": status,
+                        "detail": format!("Rate limit `{rule}` exceeded; retry in {retry} s."),
+                        "rule": rule,
+                        "retry_after": retry,
+                    })
+                    .to_string();
+                    assert_eq!(problems.body(status, retry), expected);
+                }
+            }
+        }
+    }
 
     const CHROME: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
 
@@ -259,18 +330,18 @@ mod tests {
             (Prefers::Json, Some(&page), 503, "application/problem+json"),
             (Prefers::Other, None, 429, "application/problem+json"),
         ] {
-            let r = blocked("api", custom, prefers, 1_500, 0, &windows);
+            let r = blocked("api", custom, &Problems::new("api"), prefers, 1_500, 0, &windows);
             assert_eq!(r.status, status);
             assert_eq!(r.header("content-type"), Some(content_type));
             assert_eq!(r.header("retry-after"), Some("2"));
             assert_eq!(r.header("ratelimit-policy"), Some("\"api\";q=10;w=60"));
             assert_eq!(r.header("ratelimit"), Some("\"api\";r=0;t=2"));
         }
-        let json = blocked("api", Some(&page), Prefers::Json, 1_500, 0, &windows);
+        let json = blocked("api", Some(&page), &Problems::new("api"), Prefers::Json, 1_500, 0, &windows);
         let body: serde_json::Value = serde_json::from_str(&json.body).unwrap();
         assert_eq!((body["status"].as_u64(), body["title"].as_str()), (Some(503), Some("Service Unavailable")));
-        assert_eq!(blocked("api", Some(&page), Prefers::Other, 1_500, 0, &windows).body, "busy, 2s");
+        assert_eq!(blocked("api", Some(&page), &Problems::new("api"), Prefers::Other, 1_500, 0, &windows).body, "busy, 2s");
         let status_only = CustomResponse::new(503, None, None).unwrap();
-        assert_eq!(blocked("api", Some(&status_only), Prefers::Other, 1_500, 0, &windows).header("content-type"), Some("application/problem+json"));
+        assert_eq!(blocked("api", Some(&status_only), &Problems::new("api"), Prefers::Other, 1_500, 0, &windows).header("content-type"), Some("application/problem+json"));
     }
 }

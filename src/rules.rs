@@ -206,6 +206,8 @@ pub struct RuleSpec {
 pub struct Rule {
     pub spec: RuleSpec,
     pattern: UrlPattern,
+    /// Its problem+json block bodies, prepared once.
+    pub problems: crate::response::Problems,
 }
 
 /// A rule reads as its spec (`rule.name`, `rule.limits`): every reader
@@ -321,7 +323,8 @@ impl Rule {
             };
             PatternError { field, message: format!("not a valid URLPattern: {e}") }
         })?;
-        Ok(Rule { spec, pattern })
+        let problems = crate::response::Problems::new(&spec.name);
+        Ok(Rule { spec, pattern, problems })
     }
 
     /// Matches the rule against a request (the per-request path;

@@ -210,7 +210,7 @@ pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefe
     let answer = match block {
         Some((a, retry_after_ms, window, windows)) => {
             let windows = windows_of(a.rule.limits_for(&a.key), retry_after_ms, windows.as_deref());
-            Answer::Respond(crate::response::blocked(&a.rule.name, a.rule.response.as_ref(), prefers, retry_after_ms, window, &windows))
+            Answer::Respond(crate::response::blocked(&a.rule.name, a.rule.response.as_ref(), &a.rule.problems, prefers, retry_after_ms, window, &windows))
         }
         None => Answer::Forward { fields },
     };
@@ -335,7 +335,7 @@ pub fn check_op(rule: &Rule) -> Op {
 /// the rule's `RateLimit` fields with the binding window.
 pub fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize, windows: Option<&[WireWindow]>) -> OwnResponse {
     let windows = windows_of(&rule.limits, retry_after_ms, windows);
-    crate::response::blocked(&rule.name, None, Prefers::Json, retry_after_ms, window, &windows)
+    crate::response::blocked(&rule.name, None, &rule.problems, Prefers::Json, retry_after_ms, window, &windows)
 }
 
 /// The windows to report: the object's, or (answered from the cache) the
