@@ -124,7 +124,12 @@ function usageSum(a, b) {
 }
 
 // ---- HTTP -----------------------------------------------------------------
-function send(agent, sys, path, ip, timeoutMs) {
+// A request an exact limiter refuses carries FLOOR_ANSWER, for the Rust
+// floor alone (the other systems ignore it): it then answers the 429 itself,
+// the least a workers-rs Worker pays to refuse a request.
+const FLOOR_ANSWER = { "x-bench-floor": "429" };
+
+function send(agent, sys, path, ip, timeoutMs, extraHeaders = {}) {
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint();
     let settled = false;
@@ -140,7 +145,7 @@ function send(agent, sys, path, ip, timeoutMs) {
         path,
         method: "GET",
         agent,
-        headers: { host: sys.host, "cf-connecting-ip": ip },
+        headers: { host: sys.host, "cf-connecting-ip": ip, ...extraHeaders },
       },
       (res) => {
         res.on("data", () => {});
@@ -182,7 +187,7 @@ async function phase(agent, sys, gen, seq0, ms, max, record) {
     while (count < max && process.hrtime.bigint() < tEnd) {
       const r = gen.next(seq++);
       const i = count++;
-      const res = await send(agent, sys, r.path, r.ip, plan.requestTimeoutMs);
+      const res = await send(agent, sys, r.path, r.ip, plan.requestTimeoutMs, r.kind === "block" ? FLOOR_ANSWER : {});
       if (lat) lat[i] = res.ms;
       statuses[res.status] = (statuses[res.status] ?? 0) + 1;
       const k = (byKind[r.kind] ??= { total: 0, unexpected: 0 });

@@ -38,7 +38,7 @@ use std::rc::Rc;
 #[cfg(feature = "standalone")]
 use worker::event;
 use worker::{
-    console_log, web_sys, AnalyticsEngineDataPointBuilder, Context, Date, Env, Response,
+    console_log, web_sys, AnalyticsEngineDataPointBuilder, Context, Env, Response,
 };
 
 /// The structured var holding the config.
@@ -103,7 +103,7 @@ pub(crate) fn load_config(env: &Env) -> LoadedConfig {
 }
 
 pub(crate) fn now_ms() -> i64 {
-    Date::now().as_millis() as i64
+    js_sys::Date::now() as i64
 }
 
 /// Returns the raw `web_sys::Response`: the origin's response goes back to

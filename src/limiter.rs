@@ -27,7 +27,7 @@ use serde::Deserialize;
 use std::cell::{Cell, RefCell};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
 use worker::{
-    durable_object, js_sys, Date, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
+    durable_object, js_sys, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
     SqlStorageValue, State,
 };
 
@@ -47,11 +47,6 @@ const CONTROLS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS controls (
 struct Tables {
     hit_log: bool,
     controls: bool,
-}
-
-#[derive(Deserialize)]
-struct TableName {
-    name: String,
 }
 
 #[derive(Deserialize)]
@@ -202,9 +197,14 @@ impl Limiter {
         if let Some(known) = self.tables.get() {
             return Ok((known, 0));
         }
-        let cursor = sql.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('hit_log', 'controls')", None)?;
-        let names: Vec<TableName> = cursor.to_array()?;
-        let has = |table: &str| names.iter().any(|n| n.name == table);
+        // One row, the names joined (read as `StoredControls`' one text
+        // column: no second row type to deserialize).
+        let cursor = sql.exec(
+            "SELECT coalesce(group_concat(name, ' '), '') AS value FROM sqlite_master WHERE type = 'table' AND name IN ('hit_log', 'controls')",
+            None,
+        )?;
+        let names: Vec<StoredControls> = cursor.to_array()?;
+        let has = |table: &str| names.iter().any(|n| n.value.split(' ').any(|name| name == table));
         let known = Tables { hit_log: has("hit_log"), controls: has("controls") };
         self.tables.set(Some(known));
         Ok((known, cursor.rows_read() as u64))
@@ -481,7 +481,7 @@ impl Limiter {
 }
 
 fn now_ms() -> i64 {
-    Date::now().as_millis() as i64
+    js_sys::Date::now() as i64
 }
 
 /// An absolute alarm time. workers-rs reads an `i64` or `Duration` as an
