@@ -21,7 +21,7 @@
 
 use crate::controls::{self, AlarmPlan, Change, Controls, Effective};
 use crate::counter::{on_alarm, step, Tally};
-use crate::protocol::{decode_call, decode_call_url, encode_reply_line, encode_rpc_answer, Call, Op, Reply, WireWindow, VERSION};
+use crate::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Op, Reply, WireWindow, VERSION};
 use crate::window::horizon_ms;
 use serde::Deserialize;
 use std::cell::{Cell, RefCell};
@@ -91,9 +91,11 @@ impl DurableObject for Limiter {
         }
     }
 
-    /// A compact call (a `GET` of the call's URL) gets a reply line; the
-    /// JSON form (a `POST` body, as before) a JSON reply. A refused call
-    /// gets 400, a failure 500, both with a JSON `{"v":1,"error":...}`.
+    /// `POST /v1/control` changes the key's controls; any other request is
+    /// a compact call (the fetch form of [`Limiter::rpc_answer`], for an
+    /// app that exports this class without `src/entry.mjs`): a `GET` of the
+    /// call's URL, answered by a reply line, or 400 (refused) / 500
+    /// (failed) with a JSON `{"v":1,"error":...}`.
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         if req.path() == controls::CONTROL_PATH {
             let Some(change) = Change::decode(&req.text().await?) else {
@@ -105,18 +107,8 @@ impl DurableObject for Limiter {
                 Err(e) => error_reply(500, &e.to_string()),
             };
         }
-        if req.inner().method() != "POST" {
-            let (status, body) = self.compact(&req.inner().url()).await;
-            return Ok(Response::ok(body)?.with_status(status));
-        }
-        let call = match decode_call(&req.text().await?) {
-            Ok(call) => call,
-            Err(refused) => return error_reply(400, &refused.to_string()),
-        };
-        match self.answer(&call).await {
-            Ok(reply) => Response::from_json(&reply),
-            Err(e) => error_reply(500, &e.to_string()),
-        }
+        let (status, body) = self.compact(&req.inner().url()).await;
+        Ok(Response::ok(body)?.with_status(status))
     }
 
     /// Deletes all storage once the log has expired; otherwise re-arms for

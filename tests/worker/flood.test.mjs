@@ -89,9 +89,8 @@ test("10,000 distinct keys: bounded cache, every object's storage reclaimed by i
     // isolate's back: the evicted key asks its object (now allowed), the
     // newest one is still answered from the cache.
     const evicted = keys - 1_100;
-    const ns = await tg.mf.getDurableObjectNamespace("LIMITER");
     for (const i of [evicted, keys - 1]) {
-      await ns.get(ns.idFromName(`flood\nip=${ip(i)}`)).fetch("https://limiter.tollgate/call", { method: "POST", body: JSON.stringify({ v: 1, op: "reset", limits: [[1, windowMs]] }) });
+      await tg.callObject(`flood\nip=${ip(i)}`, { v: 1, op: "reset", limits: [[1, windowMs]] });
     }
     assert.equal(await status(tg, "/f", ip(evicted))(), 200, "evicted from the capped cache");
     assert.equal(await status(tg, "/f", ip(keys - 1))(), 429, "still cached");
@@ -100,8 +99,7 @@ test("10,000 distinct keys: bounded cache, every object's storage reclaimed by i
     const remaining = (
       await pool(
         Array.from({ length: keys }, (_, i) => async () => {
-          const res = await ns.get(ns.idFromName(`flood\nip=${ip(i)}`)).fetch("https://limiter.tollgate/call", { method: "POST", body: JSON.stringify({ v: 1, op: "status", limits: [[1, windowMs]] }) });
-          const body = await res.json();
+          const { body } = await tg.callObject(`flood\nip=${ip(i)}`, { v: 1, op: "status", limits: [[1, windowMs]] });
           return body.stored_hits > 0 || body.alarm_pending || body.rows_read > 0;
         }),
         50,

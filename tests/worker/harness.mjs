@@ -104,6 +104,56 @@ export function mockOrigin(respond) {
 }
 
 /**
+ * A call's compact form, as the Worker sends it (src/protocol.rs
+ * `encode_call_url`), from the fields of the call's JSON form.
+ */
+export function callUrl({ v = 1, op, alg, limits, cost, hold_ms, reservation, want }) {
+  let url = `https://limiter/v${v}/${op}?l=${limits.map(([requests, windowMs]) => `${requests}x${windowMs}`).join(",")}`;
+  if (cost !== undefined && cost !== 1) url += `&c=${cost}`;
+  if (alg !== undefined && alg !== "sliding_log") url += `&a=${alg}`;
+  if (hold_ms !== undefined) url += `&h=${hold_ms}`;
+  if (reservation !== undefined) url += `&r=${reservation}`;
+  if (want !== undefined) url += `&w=${want}`;
+  return url;
+}
+
+/**
+ * An object's RPC answer (src/protocol.rs `encode_rpc_answer`): a reply
+ * line, read into the fields of the reply's JSON form (`protocol::Reply`),
+ * or `!{status} {json error}`.
+ */
+export function readAnswer(answer) {
+  if (answer.startsWith("!")) {
+    const space = answer.indexOf(" ");
+    return { status: Number(answer.slice(1, space)), body: JSON.parse(answer.slice(space + 1)) };
+  }
+  const fields = answer.split(" ");
+  const granted = fields.at(-1).startsWith("g=") ? Number(fields.pop().slice(2)) : undefined;
+  const [v, allowed, retryAfter, binding, inFlight, alarmPending, alarmSet, storedHits, rowsRead, rowsWritten, reservation, held, ...windows] = fields;
+  const body = {
+    v: Number(v),
+    allowed: allowed === "a",
+    retry_after_ms: Number(retryAfter),
+    windows: windows.map((w) => {
+      const [limit, window_ms, used, remaining, reset_ms] = w.split("/").map(Number);
+      return { limit, window_ms, used, remaining, reset_ms };
+    }),
+    binding_window: binding === "-" ? null : Number(binding),
+    alarm_pending: alarmPending === "1",
+    alarm_set: alarmSet === "1",
+    stored_hits: Number(storedHits),
+    rows_read: Number(rowsRead),
+    rows_written: Number(rowsWritten),
+  };
+  // Absent when false, 0 or none, as in the reply's JSON form.
+  if (inFlight === "1") body.in_flight = true;
+  if (held !== "0") body.held = Number(held);
+  if (reservation !== "-") body.reservation = Number(reservation);
+  if (granted !== undefined) body.granted = granted;
+  return { status: 200, body };
+}
+
+/**
  * Starts tollgate in Miniflare.
  * options: config (TOLLGATE object; defaults to the shipped one), persist
  * (folder; defaults to a new temp folder), origin (from mockOrigin), vars
@@ -218,11 +268,16 @@ export async function startTollgate(options = {}) {
       assert.equal(await res.text(), mode);
     },
     /** Calls a limiter object directly with a protocol call. */
+    /**
+     * Sends `call` ({ v, op, alg, limits: [[requests, window_ms]], cost,
+     * hold_ms, reservation, want }) to the limiter object `name` as the
+     * Worker does (the compact form, over RPC), and reads its answer:
+     * { status: 200, body: the reply's fields } or { status, body: the error }.
+     */
     async callObject(name, call) {
       const ns = await mf.getDurableObjectNamespace(options.faults ? "REAL_LIMITER" : "LIMITER", "tollgate");
-      const stub = ns.get(ns.idFromName(name));
-      const res = await stub.fetch("https://limiter.tollgate/call", { method: "POST", body: JSON.stringify(call) });
-      return { status: res.status, body: await res.json() };
+      const answer = await ns.get(ns.idFromName(name)).answer(callUrl(call));
+      return readAnswer(answer);
     },
     async dispose() {
       await mf.dispose();
