@@ -124,10 +124,12 @@ function usageSum(a, b) {
 }
 
 // ---- HTTP -----------------------------------------------------------------
-// A request an exact limiter refuses carries FLOOR_ANSWER, for the Rust
-// floor alone (the other systems ignore it): it then answers the 429 itself,
-// the least a workers-rs Worker pays to refuse a request.
-const FLOOR_ANSWER = { "x-bench-floor": "429" };
+// What the Rust floor alone reads (the other systems ignore the header): a
+// request an exact limiter counts is marked `count` (the floor then makes
+// one RPC to a per-key object that writes one row), one it refuses `429`
+// (the floor answers tollgate's 429 itself): the least a workers-rs Worker
+// pays on each path.
+const FLOOR_MARK = { allow: { "x-bench-floor": "count" }, block: { "x-bench-floor": "429" } };
 
 function send(agent, sys, path, ip, timeoutMs, extraHeaders = {}) {
   return new Promise((resolve) => {
@@ -187,7 +189,7 @@ async function phase(agent, sys, gen, seq0, ms, max, record) {
     while (count < max && process.hrtime.bigint() < tEnd) {
       const r = gen.next(seq++);
       const i = count++;
-      const res = await send(agent, sys, r.path, r.ip, plan.requestTimeoutMs, r.kind === "block" ? FLOOR_ANSWER : {});
+      const res = await send(agent, sys, r.path, r.ip, plan.requestTimeoutMs, FLOOR_MARK[r.kind] ?? {});
       if (lat) lat[i] = res.ms;
       statuses[res.status] = (statuses[res.status] ?? 0) + 1;
       const k = (byKind[r.kind] ??= { total: 0, unexpected: 0 });

@@ -1,7 +1,7 @@
 // A V8 CPU profile of tollgate under one bench scenario, for finding where
 // a request's CPU goes (not a benchmark: the profiler itself costs CPU).
 //
-//   node bench/profile.mjs [allowed|blocked|nonmatch|mix] [seconds] [tollgate|hono]
+//   node bench/profile.mjs [allowed|blocked|nonmatch|mix] [seconds] [tollgate|hono|floor]
 //
 // Runs build/ (build it with TOLLGATE_KEEP_NAMES=1 scripts/build to see
 // Rust function names instead of wasm-function[N]) in its own Miniflare with
@@ -20,7 +20,8 @@ import WebSocket from "ws";
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const scenarioName = process.argv[2] ?? "allowed";
 const seconds = Math.min(Number(process.argv[3] ?? 5), 30);
-// `hono`: peer A's bundle (bench/tmp/hono.bundle.mjs, made by scripts/bench).
+// `hono`: peer A's bundle (bench/tmp/hono.bundle.mjs, made by scripts/bench);
+// `floor`: the Rust floor (bench/workers/floor.mjs, built by scripts/bench).
 const system = process.argv[4] ?? "tollgate";
 const INSPECTOR = 9300 + Math.floor(Math.random() * 500);
 
@@ -35,7 +36,20 @@ const mf = new Miniflare({
   inspectorPort: INSPECTOR,
   durableObjectsPersist: join(ROOT, "bench", "tmp", `profile-${process.pid}`),
   workers: [
-    system === "hono" ? {
+    system === "floor" ? {
+      name: "floor",
+      modules: true,
+      modulesRoot: ROOT,
+      scriptPath: join(ROOT, "bench", "workers", "floor.mjs"),
+      modulesRules: [
+        { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+        { type: "CompiledWasm", include: ["**/*.wasm"] },
+      ],
+      compatibilityDate: parse(toml).compatibility_date,
+      durableObjects: { COUNTER: { className: "FloorCounter", useSQLite: true } },
+      stripCfConnectingIp: false,
+      outboundService: () => new Response("origin ok"),
+    } : system === "hono" ? {
       name: "hono",
       modules: true,
       scriptPath: join(ROOT, "bench", "tmp", "hono.bundle.mjs"),
@@ -71,23 +85,23 @@ function next() {
     case "nonmatch":
       return { path: "/api/other?mode=light", ip: ip(i % 250) };
     case "blocked":
-      return { path: "/api/example?mode=heavy", ip: "192.0.2.1" };
+      return { path: "/api/example?mode=heavy", ip: "192.0.2.1", mark: "429" };
     case "mix": {
       const r = i % 10;
       if (r < 7) return { path: "/api/other?mode=light", ip: ip(i % 250) };
-      if (r < 9) return { path: "/api/example?mode=heavy", ip: ip(100000 + Math.floor(i / 50)) };
-      return { path: "/api/example?mode=heavy", ip: "192.0.2.1" };
+      if (r < 9) return { path: "/api/example?mode=heavy", ip: ip(100000 + Math.floor(i / 50)), mark: "count" };
+      return { path: "/api/example?mode=heavy", ip: "192.0.2.1", mark: "429" };
     }
     default:
-      return { path: "/api/example?mode=heavy", ip: ip(Math.floor(i / 10)) };
+      return { path: "/api/example?mode=heavy", ip: ip(Math.floor(i / 10)), mark: "count" };
   }
 }
 const statuses = {};
 function send() {
-  const { path, ip } = next();
+  const { path, ip, mark } = next();
   return new Promise((resolve) => {
     const req = http.request(
-      { host: base.hostname, port: base.port, path, agent, headers: { "cf-connecting-ip": ip } },
+      { host: base.hostname, port: base.port, path, agent, headers: { "cf-connecting-ip": ip, ...(mark ? { "x-bench-floor": mark } : {}) } },
       (res) => {
         res.resume();
         res.on("end", () => {

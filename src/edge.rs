@@ -152,8 +152,7 @@ async fn invalid_config(
         )]);
     }
     if let (FailPolicy::Allow, Some(upstream)) = (policy, upstream) {
-        let url = worker::Url::parse(&req.url())?;
-        return forward(req, &url, env, upstream).await;
+        return forward(req, env, upstream).await;
     }
     respond(&verdict::invalid_config())
 }
@@ -191,10 +190,9 @@ pub(crate) fn write_logs(events: &[LogEvent]) {
 pub(crate) enum Decided {
     /// The admin API's answer: never forwarded, nothing to settle.
     Admin(web_sys::Response),
-    /// The request's URL, the rules applied, their counters' outcomes
-    /// (index for index) and the answer; the verdict's log lines are
-    /// already written.
-    Verdict { url: worker::Url, applied: Vec<Applied<'static>>, outcomes: Vec<Outcome>, answer: Answer },
+    /// The rules applied, their counters' outcomes (index for index) and
+    /// the answer; the verdict's log lines are already written.
+    Verdict { applied: Vec<Applied<'static>>, outcomes: Vec<Outcome>, answer: Answer },
 }
 
 /// The front half, I/O included: plan (pure), the body if the plan needs
@@ -202,12 +200,14 @@ pub(crate) enum Decided {
 /// and its log lines. `client` stands in for `req.cf()` where it says
 /// something (RPC does not carry `cf`).
 pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
-    let url = worker::Url::parse(&req.url())?;
-    if !plan::may_apply(config, &url) {
-        // No rule can apply: forwarded with nothing else read (no `cf`,
-        // header, secret or clock), as the plan's fast path would decide.
-        return Ok(Decided::Verdict { url, applied: Vec::new(), outcomes: Vec::new(), answer: Answer::Forward { fields: Vec::new() } });
+    let raw_url = req.url();
+    if !plan::may_apply(config, &raw_url) {
+        // No rule can apply: forwarded with nothing else read or parsed (no
+        // URL parse, `cf`, header, secret or clock), as the plan's fast path
+        // would decide.
+        return Ok(Decided::Verdict { applied: Vec::new(), outcomes: Vec::new(), answer: Answer::Forward { fields: Vec::new() } });
     }
+    let url = worker::Url::parse(&raw_url)?;
     // The method as sent (workers-rs maps methods it does not know to GET).
     let method = req.method();
     let header = |name: &str| req.headers().get(name).ok().flatten();
@@ -263,15 +263,15 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         Route::Check(applied) => applied,
         _ => Vec::new(),
     };
-    Ok(Decided::Verdict { url, applied, outcomes, answer: verdict.answer })
+    Ok(Decided::Verdict { applied, outcomes, answer: verdict.answer })
 }
 
 /// The standalone Worker's request flow: [`decide`], then forward (and
 /// settle failures-only rules) or answer.
 async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
-    let (url, applied, outcomes, answer) = match decide(&req, env, config, &Client::default()).await? {
+    let (applied, outcomes, answer) = match decide(&req, env, config, &Client::default()).await? {
         Decided::Admin(response) => return Ok(response),
-        Decided::Verdict { url, applied, outcomes, answer } => (url, applied, outcomes, answer),
+        Decided::Verdict { applied, outcomes, answer } => (applied, outcomes, answer),
     };
     // Leased tokens past their expiry go back, after the response (looked
     // at only when a rule was checked: the non-matching path stays lean).
@@ -287,11 +287,11 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
         Answer::Forward { fields } => fields,
     };
     let response = if applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve) {
-        let (response, cookies) = forward_and_settle(ctx, env, req, url, &config.upstream, applied, outcomes).await?;
+        let (response, cookies) = forward_and_settle(ctx, env, req, &config.upstream, applied, outcomes).await?;
         fields.extend(cookies);
         response
     } else {
-        forward(req, &url, env, &config.upstream).await?
+        forward(req, env, &config.upstream).await?
     };
     // A WebSocket upgrade (101) cannot be rebuilt with extra fields.
     if fields.is_empty() || response.status() == 101 {
@@ -370,7 +370,6 @@ async fn forward_and_settle(
     ctx: &Context,
     env: &Env,
     req: web_sys::Request,
-    url: worker::Url,
     upstream: &'static Upstream,
     applied: Vec<Applied<'static>>,
     outcomes: Vec<Outcome>,
@@ -378,7 +377,7 @@ async fn forward_and_settle(
     let env = env.clone();
     let (done, answered) = futures_channel::oneshot::channel();
     ctx.wait_until(async move {
-        let response = forward(req, &url, &env, upstream).await;
+        let response = forward(req, &env, upstream).await;
         let mut cookies = Vec::new();
         let calls = match &response {
             Ok(r) => {

@@ -59,7 +59,6 @@ pub(crate) async fn read_body(req: &web_sys::Request, limit: u32) -> Option<Vec<
 /// method, headers and body kept) when that var is set.
 pub(crate) async fn forward(
     req: web_sys::Request,
-    url: &worker::Url,
     env: &Env,
     upstream: &Upstream,
 ) -> worker::Result<web_sys::Response> {
@@ -73,6 +72,7 @@ pub(crate) async fn forward(
         // would tee the body).
         None => req,
         Some(origin) => {
+            let url = worker::Url::parse(&req.url())?;
             let mut target = format!("{}{}", origin.trim_end_matches('/'), url.path());
             if let Some(q) = url.query() {
                 target.push('?');

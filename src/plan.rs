@@ -27,7 +27,7 @@
 
 use crate::admin::{self, AdminError, AdminRequest};
 use crate::body::{self, BodyParams, Unreadable};
-use crate::canon::{canonical_host, canonical_path, normalize_key, CanonError, CanonicalQuery, Source};
+use crate::canon::{canonical_host, canonical_path, normalize_key, CanonError, CanonicalQuery, RawUrl, Source};
 use crate::config::Config;
 use crate::exempt::{ExemptInputs, Exemption};
 use crate::policy::MissingKey;
@@ -250,12 +250,15 @@ pub fn object_name(rule: &Rule, key: &str) -> String {
 /// Whether a request to `url` may need more than [`plan`]'s fast path: its
 /// path is malformed (a 400), under the admin prefix, or taken by some
 /// rule's host and path. `false`: the plan checks nothing and reads nothing
-/// more, so the Worker forwards the request without reading `cf`, secrets
-/// or the clock (a zone-wide route sends every request of the zone).
-pub fn may_apply(config: &Config, url: &Url) -> bool {
-    let Ok(path) = canonical_path(url.path()) else { return true };
-    let host = canonical_host(url.host_str().unwrap_or(""));
-    admin::is_admin_path(&config.admin_prefix, &path) || rules_take(config, &host, &path)
+/// more, so the Worker forwards the request without parsing its URL or
+/// reading `cf`, secrets or the clock (a zone-wide route sends every
+/// request of the zone). `url` is the request's URL as the runtime
+/// serializes it (WHATWG): split as it is ([`RawUrl::split`]), its host and
+/// path are what a parsed [`Url`] gives.
+pub fn may_apply(config: &Config, url: &str) -> bool {
+    let raw = RawUrl::split(url);
+    let Ok(path) = canonical_path(raw.path) else { return true };
+    admin::is_admin_path(&config.admin_prefix, &path) || rules_take(config, &raw.host, &path)
 }
 
 /// Whether some rule's host and path take the request ([`Rule::takes`]).
@@ -681,13 +684,19 @@ mod tests {
             { "name": "del", "path": "/posts/:id", "methods": ["DELETE"], "limits": limits() },
             { "name": "api", "host": "api.example.com", "path": "/v1/*", "limits": limits() },
         ]));
-        for url in ["/x?mode=heavy", "/X.json", "/a/../x", "/posts/7", "/posts/7?_method=DELETE", "/.tollgate/status", "/x%00", "https://api.example.com/v1/a"] {
+        // As the runtime hands it over: the WHATWG serialization, whose
+        // host and path split as they are equal the parsed URL's.
+        let serialized = |url: &str| crate::explain::parse_url(url).unwrap().to_string();
+        for url in ["/a%2F..%2Fx", "/x;a=b?c", "//x//y", "/./x/../y", "/x/%2e%2e/", "/%78", "/a b", "/\\x", "https://EX.com:80/P?q#h", "https://ex.com", "https://ex.com?q", "https://a@b@ex.com/p", "https://[2001:DB8::1]:80/p"] {
             let parsed = crate::explain::parse_url(url).unwrap();
-            assert!(may_apply(&c, &parsed), "{url}");
+            let raw = RawUrl::split(parsed.as_str());
+            assert_eq!((raw.host.as_str(), canonical_path(raw.path)), (canonical_host(parsed.host_str().unwrap_or("")).as_str(), canonical_path(parsed.path())), "{url}");
         }
-        for url in ["/", "/y?mode=heavy", "/posts", "/v1/a", "https://api.example.com/v2"] {
-            let parsed = crate::explain::parse_url(url).unwrap();
-            assert!(!may_apply(&c, &parsed), "{url}");
+        for url in ["/x?mode=heavy", "/X.json", "/a/../x", "/posts/7", "/posts/7?_method=DELETE", "/.tollgate/status", "/x%00", "https://api.example.com/v1/a", "https://API.example.com.:8443/v1/a#f", "/x#frag"] {
+            assert!(may_apply(&c, &serialized(url)), "{url}");
+        }
+        for url in ["/", "/y?mode=heavy", "/posts", "/v1/a", "https://api.example.com/v2", "https://u:p@api.example.com/v2?/v1/a", "https://[::1]:8443/v1/a"] {
+            assert!(!may_apply(&c, &serialized(url)), "{url}");
             let (p, read) = plan_of(&c, "POST", url, &[IP, FORM, ("x-http-method-override", "DELETE")], Some(b"mode=heavy&_method=DELETE"), None);
             assert!(!read && matches!(&p.route, Route::Check(applied) if applied.is_empty()), "{url}");
         }
