@@ -264,7 +264,7 @@ const HOT_SYSTEMS = [
 ];
 const SHORT = Object.fromEntries([...SYSTEMS, ...HOT_SYSTEMS].map((s) => [s.name, s.short]));
 // The object namespace the billing meter is read through (bench/workers/meter.mjs).
-const METERED = { tollgate: "LIMITER", hono: "CACHE", "tollgate-hot": "LIMITER", "tollgate-hot-off": "LIMITER", "hono-hot": "CACHE" };
+const METERED = { floor: "COUNTER", tollgate: "LIMITER", hono: "CACHE", "tollgate-hot": "LIMITER", "tollgate-hot-off": "LIMITER", "hono-hot": "CACHE" };
 
 /** tollgate's config for the hot-key phase: the shipped one with its rules replaced by one global rule. */
 function hotTollgateConfig(lease) {
