@@ -1,28 +1,44 @@
-// A V8 CPU profile of tollgate under one bench scenario, for finding where
-// a request's CPU goes (not a benchmark: the profiler itself costs CPU).
+// Where a request's CPU goes, for one bench scenario (not the benchmark:
+// scripts/bench is). Two modes:
 //
-//   node bench/profile.mjs [allowed|blocked|nonmatch|mix] [seconds] [tollgate|hono|floor]
+//   node bench/profile.mjs SCENARIO [SECONDS] [SYSTEM]
+//       a V8 CPU profile of SYSTEM (tollgate, default; hono; floor) under
+//       SCENARIO (allowed, blocked, nonmatch, mix) through workerd's
+//       inspector: the functions by self and total time, and the raw
+//       profile in bench/tmp/SYSTEM-SCENARIO.cpuprofile (Chrome DevTools).
+//   node bench/profile.mjs --ab SCENARIO [SECONDS] SYSTEM... [--rounds N]
+//       an A/B of CPU per request: each SYSTEM in its own workerd, rounds
+//       of SECONDS interleaved (the order reversed every other round), the
+//       workerd's user + system CPU (/proc/PID/stat) per request served;
+//       medians, and the first system over each other as the median of
+//       paired round ratios. On a shared machine a round's CPU drifts by
+//       ±20%; paired rounds cancel most of the drift.
 //
-// Runs build/ (build it with TOLLGATE_KEEP_NAMES=1 scripts/build to see
-// Rust function names instead of wasm-function[N]) in its own Miniflare with
-// the shipped config, the Limiter object SQLite-backed, the origin mocked by
-// outboundService, and workerd's inspector on; drives the scenario over
-// loopback with 8 keep-alive clients while the Profiler records, then prints
-// the functions by self time and by total time, and writes the raw profile
-// to bench/tmp/NAME.cpuprofile (loadable in Chrome DevTools).
+// Systems: tollgate is src/entry.mjs over build/ (build it with
+// TOLLGATE_KEEP_NAMES=1 scripts/build to see Rust function names in a
+// profile); hono is peer A's bundle (bench/tmp/hono.bundle.mjs) and floor
+// the Rust floor (bench/workers/floor.mjs), both made by scripts/bench;
+// ENTRY=path/to/entry.mjs runs tollgate from another entry (an experiment).
+// Each runs with the shipped config, SQLite-backed objects, the origin
+// mocked by outboundService, driven over loopback by 8 keep-alive clients
+// sending the bench's requests (the Rust floor's marks included).
 import { Miniflare } from "miniflare";
 import http from "node:http";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
-const scenarioName = process.argv[2] ?? "allowed";
-const seconds = Math.min(Number(process.argv[3] ?? 5), 30);
-// `hono`: peer A's bundle (bench/tmp/hono.bundle.mjs, made by scripts/bench);
-// `floor`: the Rust floor (bench/workers/floor.mjs, built by scripts/bench).
-const system = process.argv[4] ?? "tollgate";
+const args = process.argv.slice(2);
+const ab = args[0] === "--ab";
+const positional = args.filter((a, i) => !a.startsWith("--") && args[i - 1] !== "--rounds");
+const roundsAt = args.indexOf("--rounds");
+const rounds = roundsAt >= 0 ? Math.min(Number(args[roundsAt + 1]), 40) : 10;
+const scenarioName = positional[0] ?? "allowed";
+const seconds = Math.min(Number(positional[1] ?? (ab ? 2 : 5)), 30);
+const systemNames = positional.slice(2).length ? positional.slice(2) : ["tollgate"];
+const system = systemNames[0];
 const INSPECTOR = 9300 + Math.floor(Math.random() * 500);
 
 const toml = readFileSync(join(ROOT, "wrangler.toml"), "utf8");
@@ -30,11 +46,25 @@ const { parse } = await import("smol-toml").catch(() => ({ parse: null }));
 if (!parse) throw new Error("smol-toml is needed (npm ci)");
 const TOLLGATE = parse(toml).vars.TOLLGATE;
 
-const mf = new Miniflare({
+/** workerd processes running now. */
+function workerdPids() {
+  const out = new Set();
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readFileSync(`/proc/${d}/stat`, "utf8").includes("(workerd)")) out.add(d);
+    } catch {}
+  }
+  return out;
+}
+
+/** One system in its own Miniflare (so its own workerd). */
+async function start(system, inspect) {
+  const mf = new Miniflare({
   host: "127.0.0.1",
   port: 0,
-  inspectorPort: INSPECTOR,
-  durableObjectsPersist: join(ROOT, "bench", "tmp", `profile-${process.pid}`),
+  ...(inspect ? { inspectorPort: INSPECTOR } : {}),
+  durableObjectsPersist: join(ROOT, "bench", "tmp", `profile-${process.pid}-${system}`),
   workers: [
     system === "floor" ? {
       name: "floor",
@@ -61,7 +91,7 @@ const mf = new Miniflare({
       name: "tollgate",
       modules: true,
       modulesRoot: ROOT,
-      scriptPath: join(ROOT, "src", "entry.mjs"),
+      scriptPath: process.env.ENTRY ?? join(ROOT, "src", "entry.mjs"),
       modulesRules: [
         { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
         { type: "CompiledWasm", include: ["**/*.wasm"] },
@@ -74,7 +104,20 @@ const mf = new Miniflare({
     },
   ],
 });
-const base = new URL((await mf.ready).toString());
+  const before = workerdPids();
+  const url = new URL((await mf.ready).toString());
+  const pid = [...workerdPids()].find((p) => !before.has(p));
+  return { system, mf, url, pid };
+}
+
+/** utime + stime of a process, in µs. */
+function cpuUs(pid) {
+  const st = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) * 10_000;
+}
+
+let base;
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
 let n = 0;
@@ -128,7 +171,38 @@ async function load(ms) {
   return sent;
 }
 
+if (ab) {
+  const systems = [];
+  for (const name of systemNames) systems.push(await start(name, false));
+  for (const sys of systems) {
+    base = sys.url;
+    await load(1000);
+  }
+  const results = new Map(systems.map((sys) => [sys.system, []]));
+  for (let r = 0; r < rounds; r++) {
+    for (const sys of r % 2 ? [...systems].reverse() : systems) {
+      base = sys.url;
+      await load(300);
+      const t0 = cpuUs(sys.pid);
+      const served = await load(seconds * 1000);
+      results.get(sys.system).push((cpuUs(sys.pid) - t0) / served);
+    }
+  }
+  const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+  console.log(`${scenarioName}, ${rounds} rounds of ${seconds} s, CPU µs per request (median; rounds):`);
+  for (const [name, a] of results) console.log(`  ${name.padEnd(10)} ${median(a).toFixed(0).padStart(6)}   ${a.map((x) => x.toFixed(0)).join(" ")}`);
+  const [first, ...others] = [...results];
+  for (const [name, a] of others) {
+    console.log(`  ${first[0]} ÷ ${name}: ${median(first[1].map((x, i) => x / a[i])).toFixed(3)} (median of paired rounds)`);
+  }
+  for (const sys of systems) await sys.mf.dispose();
+  agent.destroy();
+  process.exit(0);
+}
+
 // Warm up (and, for `blocked`, exhaust the one key), then profile.
+const { mf, url } = await start(system, true);
+base = url;
 await load(1000);
 const targets = await (await fetch(`http://127.0.0.1:${INSPECTOR}/json/list`)).json();
 const target = targets.find((t) => t.title?.includes(system)) ?? targets[0];
