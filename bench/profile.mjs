@@ -58,59 +58,59 @@ function workerdPids() {
   return out;
 }
 
-/** One system in its own Miniflare (so its own workerd). */
+/** The Miniflare worker options of one system (see the top comment). */
+function workerOf(system) {
+  const common = {
+    name: system,
+    modules: true,
+    modulesRoot: ROOT,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    compatibilityDate: parse(toml).compatibility_date,
+    stripCfConnectingIp: false,
+    outboundService: () => new Response("origin ok"),
+  };
+  switch (system) {
+    case "floor":
+      return {
+        ...common,
+        scriptPath: join(ROOT, "bench", "workers", "floor.mjs"),
+        durableObjects: { COUNTER: { className: "FloorCounter", useSQLite: true } },
+      };
+    case "hono":
+      return {
+        ...common,
+        scriptPath: join(ROOT, "bench", "tmp", "hono.bundle.mjs"),
+        durableObjects: { CACHE: { className: "DurableObjectRateLimiter", useSQLite: true } },
+      };
+    default:
+      return {
+        ...common,
+        scriptPath: process.env.ENTRY ?? join(ROOT, "src", "entry.mjs"),
+        bindings: { TOLLGATE },
+        durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
+      };
+  }
+}
+
+/** One system in its own Miniflare, so its own workerd (found by its pid). */
 async function start(system, inspect) {
-  const mf = new Miniflare({
-  host: "127.0.0.1",
-  port: 0,
-  ...(inspect ? { inspectorPort: INSPECTOR } : {}),
-  durableObjectsPersist: join(ROOT, "bench", "tmp", `profile-${process.pid}-${system}`),
-  workers: [
-    system === "floor" ? {
-      name: "floor",
-      modules: true,
-      modulesRoot: ROOT,
-      scriptPath: join(ROOT, "bench", "workers", "floor.mjs"),
-      modulesRules: [
-        { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
-        { type: "CompiledWasm", include: ["**/*.wasm"] },
-      ],
-      compatibilityDate: parse(toml).compatibility_date,
-      durableObjects: { COUNTER: { className: "FloorCounter", useSQLite: true } },
-      stripCfConnectingIp: false,
-      outboundService: () => new Response("origin ok"),
-    } : system === "hono" ? {
-      name: "hono",
-      modules: true,
-      scriptPath: join(ROOT, "bench", "tmp", "hono.bundle.mjs"),
-      compatibilityDate: parse(toml).compatibility_date,
-      durableObjects: { CACHE: { className: "DurableObjectRateLimiter", useSQLite: true } },
-      stripCfConnectingIp: false,
-      outboundService: () => new Response("origin ok"),
-    } : {
-      name: "tollgate",
-      modules: true,
-      modulesRoot: ROOT,
-      scriptPath: process.env.ENTRY ?? join(ROOT, "src", "entry.mjs"),
-      modulesRules: [
-        { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
-        { type: "CompiledWasm", include: ["**/*.wasm"] },
-      ],
-      compatibilityDate: parse(toml).compatibility_date,
-      bindings: { TOLLGATE },
-      durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
-      stripCfConnectingIp: false,
-      outboundService: () => new Response("origin ok"),
-    },
-  ],
-});
   const before = workerdPids();
+  const mf = new Miniflare({
+    host: "127.0.0.1",
+    port: 0,
+    ...(inspect ? { inspectorPort: INSPECTOR } : {}),
+    durableObjectsPersist: join(ROOT, "bench", "tmp", `profile-${process.pid}-${system}`),
+    workers: [workerOf(system)],
+  });
   const url = new URL((await mf.ready).toString());
   const pid = [...workerdPids()].find((p) => !before.has(p));
   return { system, mf, url, pid };
 }
 
-/** utime + stime of a process, in µs. */
+/** utime + stime of a process, in µs (clock ticks of 1/100 s). */
 function cpuUs(pid) {
   const st = readFileSync(`/proc/${pid}/stat`, "utf8");
   const f = st.slice(st.lastIndexOf(")") + 2).split(" ");

@@ -124,8 +124,9 @@ pub struct ConfigFacts {
 }
 
 impl ConfigFacts {
-    pub fn of(rules: &[Rule]) -> ConfigFacts {
-        let mut facts = ConfigFacts::default();
+    /// The facts of `rules` under the top-level exemptions `exempt`.
+    pub fn of(rules: &[Rule], exempt: &Exemptions) -> ConfigFacts {
+        let mut facts = ConfigFacts { reads_cf: exempt.reads_cf(), ..ConfigFacts::default() };
         for rule in rules {
             for method in &rule.methods {
                 if !facts.listed_methods.contains(method) {
@@ -221,8 +222,7 @@ impl Config {
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
-        config.facts = ConfigFacts::of(&config.rules);
-        config.facts.reads_cf |= config.exempt.reads_cf();
+        config.facts = ConfigFacts::of(&config.rules, &config.exempt);
         for rule in config.rules.iter_mut().filter(|r| config.ipv6_prefix != DEFAULT_IPV6_PREFIX && !r.overrides.is_empty()) {
             let (parts, case_insensitive) = (rule.spec.key.clone(), rule.spec.case_insensitive);
             for e in rule.spec.overrides.resolve(&parts, case_insensitive, config.ipv6_prefix) {

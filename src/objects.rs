@@ -288,14 +288,13 @@ async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFai
             Err(e) => return Err(CallFailure::Transport(e)),
         }
     }
-    let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
-    let response = stub(env, id)?.fetch_with_str(&url).await.map_err(transport)?;
+    let transport = |e: JsValue| CallFailure::Transport(js_error(e));
+    let response = stub(env, id)?.fetch_with_str(&url).await.map_err(|e| CallFailure::Transport(e.to_string()))?;
     // The body read in one call (`Response::text` in workers-rs reads it
     // chunk by chunk through a stream reader, several calls into JS).
     let raw: web_sys::Response = response.into();
     let status = raw.status();
-    let text = raw.text().map_err(|e| CallFailure::Transport(js_error(&e)))?;
-    let body = JsFuture::from(text).await.map_err(|e| CallFailure::Transport(js_error(&e)))?;
+    let body = JsFuture::from(raw.text().map_err(transport)?).await.map_err(transport)?;
     decode_reply_line(status, &body.as_string().unwrap_or_default())
 }
 
@@ -309,14 +308,14 @@ thread_local! {
 /// `stub.answer(url)`: the object's answer, or the error's message.
 async fn rpc(stub: worker::Stub, url: &str) -> Result<String, String> {
     let stub: JsValue = stub.into_rpc();
-    let method = js_sys::Reflect::get(&stub, &JsValue::from_str("answer")).map_err(|e| js_error(&e))?;
+    let method = js_sys::Reflect::get(&stub, &JsValue::from_str("answer")).map_err(js_error)?;
     // `Reflect.apply`, not `method.call(...)`: on an RPC stub, `.call` is
     // one more property to pipeline, not `Function.prototype.call`.
     let args = js_sys::Array::of1(&JsValue::from_str(url));
     let method: &js_sys::Function = method.unchecked_ref();
-    let pending: JsValue = js_sys::Reflect::apply(method, &stub, &args).map_err(|e| js_error(&e))?;
+    let pending: JsValue = js_sys::Reflect::apply(method, &stub, &args).map_err(js_error)?;
     // An RPC call returns a thenable; `Promise.resolve` makes it a promise.
-    let answer: JsValue = JsFuture::from(js_sys::Promise::<JsValue>::resolve(&pending)).await.map_err(|e| js_error(&e))?;
+    let answer: JsValue = JsFuture::from(js_sys::Promise::<JsValue>::resolve(&pending)).await.map_err(js_error)?;
     answer.as_string().ok_or_else(|| "the limiter's RPC answer is not a string".to_string())
 }
 
@@ -328,8 +327,9 @@ fn refused_as_rpc(message: &str) -> bool {
     message.contains("does not support RPC") || message.contains("does not implement the method")
 }
 
-fn js_error(e: &JsValue) -> String {
-    js_sys::Reflect::get(e, &JsValue::from_str("message")).ok().and_then(|m| m.as_string()).or_else(|| e.as_string()).unwrap_or_else(|| "a JavaScript error".into())
+/// A JavaScript error's text, as workers-rs renders it (`worker::Error`).
+fn js_error(e: JsValue) -> String {
+    worker::Error::from(e).to_string()
 }
 
 /// Sends an admin change of a key's runtime override or ban to its object
