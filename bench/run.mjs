@@ -314,34 +314,23 @@ function workerOptions(name) {
         durableObjects: { COUNTER: { className: "FloorCounter", useSQLite: true } },
       };
     case "tollgate":
-      return {
-        ...common,
-        modulesRoot: ROOT,
-        scriptPath: join(BENCH, "workers", "tollgate.mjs"),
-        modulesRules: MODULE_RULES,
-        bindings: { TOLLGATE: structuredClone(TOLLGATE_CONFIG) },
-        durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
-      };
-    case "hono":
-      return {
-        ...common,
-        scriptPath: HONO_METERED,
-        durableObjects: { CACHE: { className: "DurableObjectRateLimiter", useSQLite: true } },
-      };
     case "tollgate-hot":
-    case "tollgate-hot-off":
+    case "tollgate-hot-off": {
+      const config = name === "tollgate" ? structuredClone(TOLLGATE_CONFIG) : hotTollgateConfig(name === "tollgate-hot" ? "auto" : "off");
       return {
         ...common,
         modulesRoot: ROOT,
         scriptPath: join(BENCH, "workers", "tollgate.mjs"),
         modulesRules: MODULE_RULES,
-        bindings: { TOLLGATE: hotTollgateConfig(name === "tollgate-hot" ? "auto" : "off") },
+        bindings: { TOLLGATE: config },
         durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
       };
+    }
+    case "hono":
     case "hono-hot":
       return {
         ...common,
-        scriptPath: HONO_HOT_METERED,
+        scriptPath: name === "hono" ? HONO_METERED : HONO_HOT_METERED,
         durableObjects: { CACHE: { className: "DurableObjectRateLimiter", useSQLite: true } },
       };
     case "ratelimit":
