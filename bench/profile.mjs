@@ -18,7 +18,10 @@
 // TOLLGATE_KEEP_NAMES=1 scripts/build to see Rust function names in a
 // profile); hono is peer A's bundle (bench/tmp/hono.bundle.mjs) and floor
 // the Rust floor (bench/workers/floor.mjs), both made by scripts/bench;
-// ENTRY=path/to/entry.mjs runs tollgate from another entry (an experiment).
+// ENTRY=path/to/entry.mjs runs tollgate from another entry (an experiment);
+// a system named tollgate@path/to/entry.mjs (relative to the repo) runs
+// that entry beside the others, e.g. a copy of src/entry.mjs and build/
+// made before a change, to A/B the change.
 // Each runs with the shipped config, SQLite-backed objects, the origin
 // mocked by outboundService, driven over loopback by 8 keep-alive clients
 // sending the bench's requests (the Rust floor's marks included).
@@ -61,7 +64,7 @@ function workerdPids() {
 /** The Miniflare worker options of one system (see the top comment). */
 function workerOf(system) {
   const common = {
-    name: system,
+    name: system.replace(/[^A-Za-z0-9-]/g, "-"),
     modules: true,
     modulesRoot: ROOT,
     modulesRules: [
@@ -88,7 +91,7 @@ function workerOf(system) {
     default:
       return {
         ...common,
-        scriptPath: process.env.ENTRY ?? join(ROOT, "src", "entry.mjs"),
+        scriptPath: system.startsWith("tollgate@") ? join(ROOT, system.slice("tollgate@".length)) : (process.env.ENTRY ?? join(ROOT, "src", "entry.mjs")),
         bindings: { TOLLGATE },
         durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
       };
@@ -102,7 +105,7 @@ async function start(system, inspect) {
     host: "127.0.0.1",
     port: 0,
     ...(inspect ? { inspectorPort: INSPECTOR } : {}),
-    durableObjectsPersist: join(ROOT, "bench", "tmp", `profile-${process.pid}-${system}`),
+    durableObjectsPersist: join(ROOT, "bench", "tmp", `profile-${process.pid}-${system.replace(/[^A-Za-z0-9-]/g, "-")}`),
     workers: [workerOf(system)],
   });
   const url = new URL((await mf.ready).toString());

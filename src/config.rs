@@ -121,6 +121,9 @@ pub struct ConfigFacts {
     /// part, an `asns` or `verified_bots` exemption, top-level or per
     /// rule): otherwise the Worker never reads it.
     pub reads_cf: bool,
+    /// Some rule has a `trusted_device`, whose cookies expire: the plan
+    /// reads the clock, so it is never replayed ([`crate::memo`]).
+    pub reads_clock: bool,
 }
 
 impl ConfigFacts {
@@ -139,6 +142,7 @@ impl ConfigFacts {
             }
             facts.reads_cf |= rule.key.iter().any(|part| matches!(part, KeyPart::Country | KeyPart::Asn))
                 || rule.exempt.reads_cf();
+            facts.reads_clock |= rule.trusted_device.is_some();
         }
         facts.any_method_restriction = !facts.listed_methods.is_empty();
         facts
@@ -1665,6 +1669,16 @@ mod tests {
         let mut top = rule(json!({}));
         top["exempt"] = json!({ "verified_bots": ["Search Engine Crawler"] });
         assert!(reads(top));
+    }
+
+    /// Only a `trusted_device` rule makes the plan read the clock (so it
+    /// is never replayed from the plan memo).
+    #[test]
+    fn reads_the_clock_only_for_trusted_devices() {
+        let clock = |value: Value| Config::from_json(&value).unwrap().facts.reads_clock;
+        assert!(!clock(rule(json!({ "key": ["ip", "country"], "exempt": { "asns": [13335] } }))));
+        assert!(clock(rule(json!({ "key": ["body:user"], "methods": ["POST"], "count_statuses": [401], "on_success": "decrement",
+            "trusted_device": { "secret": "DEVICE_KEY", "cookie": "dev" } }))));
     }
 
     #[test]

@@ -23,7 +23,8 @@ use crate::episodes::{self, Episodes};
 use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
 use crate::key::log_key;
-use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
+use crate::memo::{self, Fingerprint, PlanMemo, Reads};
+use crate::plan::{self, AdminRoute, Applied, Body, Plan, RequestParts, Route};
 use crate::controls::Change;
 use crate::protocol::Op;
 use crate::metrics;
@@ -64,6 +65,8 @@ thread_local! {
     /// One log line per block or counter-error episode of a (rule, key).
     static EPISODES: RefCell<Episodes> =
         RefCell::new(Episodes::new(episodes::DEFAULT_CAPACITY, episodes::PERIOD_MS));
+    /// Blocked clients' plans, replayed for their repeats.
+    static MEMO: RefCell<PlanMemo> = RefCell::new(PlanMemo::new(memo::DEFAULT_CAPACITY));
     /// When the invalid config was last logged (Unix ms).
     static CONFIG_ERROR_LOGGED: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
     /// Read once per isolate, like the config (a changed secret is a new
@@ -207,10 +210,12 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         // would decide.
         return Ok(Decided::Verdict { applied: Vec::new(), outcomes: Vec::new(), answer: Answer::Forward { fields: Vec::new() } });
     }
-    let url = worker::Url::parse(&raw_url)?;
     // The method as sent (workers-rs maps methods it does not know to GET).
     let method = req.method();
-    let header = |name: &str| req.headers().get(name).ok().flatten();
+    // One `Headers` object for every lookup (`request.headers` is a getter
+    // that crosses into JS each time it is read).
+    let headers = req.headers();
+    let header = |name: &str| headers.get(name).ok().flatten();
     let admin_token = || env.secret(ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
     // `request.cf`, read only for a config whose keys or exemptions use it.
     let cf = if config.facts.reads_cf { cf_object(req) } else { None };
@@ -219,10 +224,18 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     let log_key = load_log_key(env);
     let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
     let verified_bot = cf.as_ref().and_then(verified_bot);
+    // A repeat of a request whose plan was kept replays it (crate::memo);
+    // otherwise the headers the plan reads are recorded, to keep it.
+    let fingerprint = (!config.facts.reads_clock)
+        .then(|| Fingerprint::new(&method, &raw_url, country.as_deref(), asn, verified_bot.as_deref()));
+    let replayed = fingerprint.as_ref().and_then(|fp| MEMO.with(|memo| memo.borrow().replay(fp, &header)));
+    let reads = Reads::default();
+    let recording = |name: &str| reads.read(&header, name);
     let parts = |body| RequestParts {
         method: &method,
-        url: &url,
-        header: &header,
+        // As the runtime serialized it: the plan splits it, never parses it.
+        url: &raw_url,
+        header: if fingerprint.is_some() { &recording } else { &header },
         body,
         country: country.as_deref(),
         asn,
@@ -232,9 +245,17 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         secret: &secret,
         now_ms: now_ms(),
     };
-    let mut plan = plan::plan(config, &parts(Body::Unread));
+    let replaying = replayed.is_some();
+    let mut plan = match replayed {
+        // Only plans that checked rules, none exempt, are kept: the rules
+        // are all the rest of this function reads of the plan.
+        Some(applied) => Plan { canonical: None, matched: Vec::new(), route: Route::Check(applied) },
+        None => plan::plan(config, &parts(Body::Unread)),
+    };
     let body;
+    let mut read_the_body = false;
     if let Route::NeedsBody = plan.route {
+        read_the_body = true;
         body = read_body(req, config.body_limit).await;
         plan = plan::plan(config, &parts(body.as_deref().map_or(Body::Unusable, Body::Read)));
     }
@@ -243,7 +264,16 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         Route::Admin { lockout, route } => return Ok(Decided::Admin(admin_request(env, config, lockout, route).await?)),
         Route::Check(applied) if !applied.is_empty() => {
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
-            verdict::verdict_for(applied, &outcomes, Prefers::from_accept(header("accept").as_deref()))
+            // A blocked client's plan is kept, for its repeats.
+            let blocked = outcomes.iter().any(|o| matches!(o, Outcome::Blocked { .. }));
+            if let (Some(fp), true, false, false) = (fingerprint, blocked, replaying, read_the_body) {
+                if plan.matched.iter().all(|m| m.exempt.is_none()) {
+                    MEMO.with(|memo| memo.borrow_mut().keep(fp, reads, applied.clone()));
+                }
+            }
+            // The client's `Accept` shapes only a block's answer.
+            let prefers = if blocked { Prefers::from_accept(header("accept").as_deref()) } else { Prefers::Other };
+            verdict::verdict_for(applied, &outcomes, prefers)
         }
         _ => verdict::early(&plan).unwrap_or_else(|| verdict::Verdict {
             answer: Answer::Respond(OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),

@@ -146,7 +146,7 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
         verified_bot: request.verified_bot,
         log_key: request.log_key,
         secret: &secret,
-        ..RequestParts::plain(request.method, &url, &header, body)
+        ..RequestParts::plain(request.method, url.as_str(), &header, body)
     };
     let plan = plan::plan(config, &parts);
     let mut verdict = match &plan.route {

@@ -28,6 +28,7 @@
 //! | [`lease`]   | leased budgets: an isolate spends tokens its key's object debited |
 //! | [`protocol`]| the small, versioned call format between Worker and object     |
 //! | [`blocked`] | the isolate's capped blocked-until cache                       |
+//! | `memo`      | the isolate's plan memo: a blocked client's repeats skip the plan |
 //! | [`episodes`]| one log line per block episode of a (rule, key), with counts   |
 //! | [`headers`] | 429 problem+json body and IETF `RateLimit` header values       |
 //! | [`admin`]   | the admin API: routing, bearer token, keys from raw values     |
@@ -71,6 +72,8 @@ pub(crate) mod headers;
 pub(crate) mod hmac;
 pub(crate) mod device;
 pub(crate) mod json;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod memo;
 pub(crate) mod key;
 pub mod lease;
 pub mod metrics;

@@ -147,7 +147,7 @@ mod tests {
             country: Some("NZ"),
             asn: Some(64500),
             log_key: Some(b"k"),
-            ..RequestParts::plain("GET", &url, &header, Body::Unread)
+            ..RequestParts::plain("GET", url.as_str(), &header, Body::Unread)
         };
         let p = plan(&c, &parts);
         let Route::Check(applied) = &p.route else { panic!("{:?}", p.route) };

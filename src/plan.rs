@@ -27,13 +27,12 @@
 
 use crate::admin::{self, AdminError, AdminRequest};
 use crate::body::{self, BodyParams, Unreadable};
-use crate::canon::{canonical_host, canonical_path, normalize_key, CanonError, CanonicalQuery, RawUrl, Source};
+use crate::canon::{canonical_path, normalize_key, CanonError, CanonicalQuery, RawUrl, Source};
 use crate::config::Config;
 use crate::exempt::{ExemptInputs, Exemption};
 use crate::policy::MissingKey;
 use crate::key::{body_field_values, derive_key, derive_keys, key_hash, KeyError, KeyInputs};
 use crate::rules::{method_candidates, Match, RequestView, Rule};
-use url::Url;
 
 /// Request headers that name the method an origin may route a request as
 /// (Rails, Express's method-override, Symfony and others), besides
@@ -45,8 +44,12 @@ pub const METHOD_OVERRIDE_HEADERS: [&str; 3] = ["x-http-method-override", "x-htt
 pub struct RequestParts<'a> {
     /// The method as sent (not normalized; unknown methods stay as they are).
     pub method: &'a str,
-    /// The URL after WHATWG parsing, as the Worker sees it.
-    pub url: &'a Url,
+    /// The URL as a WHATWG parser serializes it: the runtime's
+    /// `request.url`, or [`url::Url::as_str`] after `url::Url::parse`. Split as
+    /// it is ([`RawUrl::split`]), never parsed again: its host, path and
+    /// query are what a parsed [`url::Url`] gives (tested below), and the plan
+    /// reads nothing else of it.
+    pub url: &'a str,
     /// A request header by lowercased name; a header sent several times
     /// reads as its values joined by `", "` (the Fetch `Headers.get`).
     pub header: &'a dyn Fn(&str) -> Option<String>,
@@ -76,7 +79,7 @@ impl<'a> RequestParts<'a> {
     /// else: no `cf` fields, no admin token, log key or secrets, the clock
     /// at 0. Tools and tests start from it
     /// (`RequestParts { asn, ..RequestParts::plain(..) }`).
-    pub fn plain(method: &'a str, url: &'a Url, header: &'a dyn Fn(&str) -> Option<String>, body: Body<'a>) -> RequestParts<'a> {
+    pub fn plain(method: &'a str, url: &'a str, header: &'a dyn Fn(&str) -> Option<String>, body: Body<'a>) -> RequestParts<'a> {
         RequestParts {
             method,
             url,
@@ -254,7 +257,7 @@ pub fn object_name(rule: &Rule, key: &str) -> String {
 /// reading `cf`, secrets or the clock (a zone-wide route sends every
 /// request of the zone). `url` is the request's URL as the runtime
 /// serializes it (WHATWG): split as it is ([`RawUrl::split`]), its host and
-/// path are what a parsed [`Url`] gives.
+/// path are what a parsed [`url::Url`] gives.
 pub fn may_apply(config: &Config, url: &str) -> bool {
     let raw = RawUrl::split(url);
     let Ok(path) = canonical_path(raw.path) else { return true };
@@ -268,12 +271,11 @@ fn rules_take(config: &Config, host: &str, path: &str) -> bool {
 
 /// Plans one request. Pure: the same config and parts give the same plan.
 pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
-    let path = match canonical_path(parts.url.path()) {
+    let RawUrl { host, path: raw_path, query: raw_query } = RawUrl::split(parts.url);
+    let path = match canonical_path(raw_path) {
         Ok(path) => path,
         Err(e) => return Plan { canonical: None, matched: Vec::new(), route: Route::Malformed(e) },
     };
-    let raw_query = parts.url.query().unwrap_or("");
-    let host = canonical_host(parts.url.host_str().unwrap_or(""));
 
     if admin::is_admin_path(&config.admin_prefix, &path) {
         if let Some(token) = (parts.admin_token)() {
@@ -312,9 +314,10 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     }
     let routed_as_sent = !overridden(parts, &canonical.query, body_params.as_ref());
 
-    let body_type = header("content-type").unwrap_or_default();
+    // `Content-Type` is looked up only for a body read, when a key part
+    // names one of its fields.
     let body_lookup = |field: &str| match parts.body {
-        Body::Read(bytes) => body_field_values(&body_type, bytes, field),
+        Body::Read(bytes) => body_field_values(&header("content-type").unwrap_or_default(), bytes, field),
         _ => Vec::new(),
     };
     let client_ip = header("cf-connecting-ip");
@@ -597,6 +600,8 @@ fn admin_route<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canon::canonical_host;
+    use url::Url;
     use serde_json::json;
 
     fn config(rules: serde_json::Value) -> Config {
@@ -625,7 +630,7 @@ mod tests {
         let admin_token = || token.map(str::to_string);
         let parts = |body| RequestParts {
             method,
-            url: &url,
+            url: url.as_str(),
             header: &header,
             body,
             country: Some("nz"),
@@ -687,10 +692,21 @@ mod tests {
         // As the runtime hands it over: the WHATWG serialization, whose
         // host and path split as they are equal the parsed URL's.
         let serialized = |url: &str| crate::explain::parse_url(url).unwrap().to_string();
-        for url in ["/a%2F..%2Fx", "/x;a=b?c", "//x//y", "/./x/../y", "/x/%2e%2e/", "/%78", "/a b", "/\\x", "https://EX.com:80/P?q#h", "https://ex.com", "https://ex.com?q", "https://a@b@ex.com/p", "https://[2001:DB8::1]:80/p"] {
+        // The plan reads the URL this way too (`RequestParts::url`): the
+        // query as well, and the path even before canonicalization.
+        for url in [
+            "/a%2F..%2Fx", "/x;a=b?c", "//x//y", "/./x/../y", "/x/%2e%2e/", "/%78", "/a b", "/\\x", "https://EX.com:80/P?q#h",
+            "https://ex.com", "https://ex.com?q", "https://a@b@ex.com/p", "https://[2001:DB8::1]:80/p", "/x?a=1#f?b=2", "/x??mode=heavy",
+            "/x?", "/x?#", "/x?mode='heavy'&a=<b>", "/x?a=%zz&b=%", "/caf\u{e9}?q=\u{e9}", "https://u:p%3F@ex.com/p?x", "https://ex.com/a@b:c?d@e:f",
+            "https://xn--caf-dma.ex.com/p", "/x\t/y\n?a\r=1", "https://ex.com:443/x?y=https://z/?w#v",
+        ] {
             let parsed = crate::explain::parse_url(url).unwrap();
             let raw = RawUrl::split(parsed.as_str());
-            assert_eq!((raw.host.as_str(), canonical_path(raw.path)), (canonical_host(parsed.host_str().unwrap_or("")).as_str(), canonical_path(parsed.path())), "{url}");
+            assert_eq!(
+                (raw.host.as_str(), raw.path, raw.query),
+                (canonical_host(parsed.host_str().unwrap_or("")).as_str(), parsed.path(), parsed.query().unwrap_or("")),
+                "{url}"
+            );
         }
         for url in ["/x?mode=heavy", "/X.json", "/a/../x", "/posts/7", "/posts/7?_method=DELETE", "/.tollgate/status", "/x%00", "https://api.example.com/v1/a", "https://API.example.com.:8443/v1/a#f", "/x#frag"] {
             assert!(may_apply(&c, &serialized(url)), "{url}");
@@ -742,7 +758,7 @@ mod tests {
         let header = |name: &str| (name == "cf-connecting-ip").then(|| "198.51.100.7".to_string());
         let parts = |log_key| RequestParts {
             log_key,
-            ..RequestParts::plain("GET", &url, &header, Body::Unread)
+            ..RequestParts::plain("GET", url.as_str(), &header, Body::Unread)
         };
         let hash_of = |p: Plan<'_>| match p.route {
             Route::Check(applied) => applied[0].key_hash.clone(),
@@ -1034,7 +1050,7 @@ mod tests {
             asn,
             verified_bot: bot,
             secret: &secret,
-            ..RequestParts::plain("GET", &url, &header, Body::Unread)
+            ..RequestParts::plain("GET", url.as_str(), &header, Body::Unread)
         })
     }
 
@@ -1075,6 +1091,7 @@ mod tests {
 #[cfg(test)]
 mod device_tests {
     use super::*;
+    use url::Url;
     use serde_json::json;
 
     const NOW: i64 = 1_800_000_000_000;
@@ -1092,7 +1109,7 @@ mod device_tests {
         let parts = RequestParts {
             secret: &secrets,
             now_ms: NOW,
-            ..RequestParts::plain("POST", &url, &header, Body::Unread)
+            ..RequestParts::plain("POST", url.as_str(), &header, Body::Unread)
         };
         match plan(config, &parts).route {
             Route::Check(applied) => (applied[0].key.clone(), applied[0].id.clone(), applied[0].device.clone()),

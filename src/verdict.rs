@@ -539,12 +539,12 @@ mod tests {
     fn early_answers() {
         let c = config();
         let url = url::Url::parse("https://example.com/p%00").unwrap();
-        let parts = crate::plan::RequestParts::plain("GET", &url, &|_| None, crate::plan::Body::Unusable);
+        let parts = crate::plan::RequestParts::plain("GET", url.as_str(), &|_| None, crate::plan::Body::Unusable);
         let p = crate::plan::plan(&c, &parts);
         let v = early(&p).unwrap();
         assert!(matches!(&v.answer, Answer::Respond(r) if r.status == 400));
         let url = url::Url::parse("https://example.com/p").unwrap();
-        let p = crate::plan::plan(&c, &crate::plan::RequestParts { url: &url, ..parts });
+        let p = crate::plan::plan(&c, &crate::plan::RequestParts { url: url.as_str(), ..parts });
         let v = early(&p).unwrap();
         let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
         assert_eq!(r.status, 400);

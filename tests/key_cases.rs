@@ -265,7 +265,7 @@ fn see(config: &Config, rule: &str, request: &Request) -> Seen {
         Some(bytes) => Body::Read(bytes),
         None => Body::Read(&[]),
     };
-    let parts = RequestParts::plain(&request.method, &url, &header, body);
+    let parts = RequestParts::plain(&request.method, url.as_str(), &header, body);
     let plan = plan::plan(config, &parts);
     let keys: BTreeSet<String> = match &plan.route {
         Route::Check(applied) => applied.iter().filter(|a| a.rule.name == rule).map(|a| a.key.clone()).collect(),
