@@ -145,8 +145,10 @@ pub struct Matched<'c> {
     pub rule: &'c Rule,
     pub found: Match,
     pub key: KeyOutcome,
-    /// The rule matched the request's own method, as sent ([`own_method`]):
-    /// only then can a success settle it.
+    /// A success can settle the rule for this request: it has
+    /// `on_success`, and matched the request's own method, as sent
+    /// ([`own_method`], no override). Always false for a rule without
+    /// `on_success` (nothing else reads it).
     pub own_method: bool,
     /// The request is exempt from the rule (the config's or the rule's
     /// `exempt`): neither counted nor limited, whatever its key.
@@ -312,7 +314,9 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     {
         return needs_body();
     }
-    let routed_as_sent = !overridden(parts, &canonical.query, body_params.as_ref());
+    // Whether the origin routes the request as it was sent: three override
+    // headers looked up, only for a rule a success can settle.
+    let routed_as_sent = std::cell::OnceCell::new();
 
     // `Content-Type` is looked up only for a body read, when a key part
     // names one of its fields.
@@ -344,7 +348,9 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
                 ipv6_prefix: config.ipv6_prefix,
             };
             let key = key_outcome(rule, &inputs);
-            let own_method = routed_as_sent && own_method(rule, parts.method);
+            let own_method = rule.settles_successes()
+                && own_method(rule, parts.method)
+                && *routed_as_sent.get_or_init(|| !overridden(parts, &canonical.query, body_params.as_ref()));
             let exempt = everywhere.clone().or_else(|| rule.exempt.exempts(&exempt_inputs)).map(|by| Exempted {
                 key_hash: match &key {
                     KeyOutcome::Keys { keys, .. } => keys.first().map_or_else(|| "-".into(), |k| key_hash(k, parts.log_key)),
@@ -988,7 +994,9 @@ mod tests {
               "clear_on_success": true, "limits": limits() },
             { "name": "any", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
               "clear_on_success": true, "limits": limits() },
-            { "name": "get", "path": "/page", "methods": ["GET"], "limits": limits() },
+            { "name": "get", "path": "/page", "methods": ["GET"], "key": ["header:x-user"], "count_statuses": [401],
+              "clear_on_success": true, "limits": limits() },
+            { "name": "plain", "path": "/plain", "limits": limits() },
         ]));
         let user = ("x-user", "ann");
         let own = |method: &str, url: &str, headers: &[(&str, &str)], body: Option<&[u8]>| {
@@ -1028,8 +1036,9 @@ mod tests {
         assert!(own_any(b"email=a&_method=POST"));
         assert!(!own_any(b"email=a&_method=GET"));
         assert!(!own_any(b"_method%00x=GET"), "a name ends at a NUL");
-        assert_eq!(own("HEAD", "/page", &[IP], None), vec![("get".to_string(), false)], "HEAD is folded into GET, not its own");
-        assert_eq!(own("GET", "/page", &[IP], None), vec![("get".to_string(), true)]);
+        assert_eq!(own("HEAD", "/page", &[IP, user], None), vec![("get".to_string(), false)], "HEAD is folded into GET, not its own");
+        assert_eq!(own("GET", "/page", &[IP, user], None), vec![("get".to_string(), true)]);
+        assert_eq!(own("GET", "/plain", &[IP], None), vec![("plain".to_string(), false)], "no on_success: nothing to settle");
         match &plan_of(&c, "POST", "/login", &[IP, user], None, None).0.route {
             Route::Check(applied) => assert!(applied.iter().all(|a| a.own_method)),
             other => panic!("{other:?}"),
