@@ -23,8 +23,10 @@
 //! planned afresh. The rules it replays are checked as any others: through
 //! the blocked-until cache, then their objects.
 //!
-//! Bounded: at most `capacity` entries, the oldest dropped first; a URL or
-//! header values over [`MAX_ENTRY_BYTES`] are not kept. A client varying
+//! Bounded: at most `capacity` entries, the oldest dropped first; a URL and
+//! header values over [`MAX_ENTRY_BYTES`] are not kept (a kept plan's keys
+//! come from them, at most four identities per rule, so an entry stays
+//! within a few times that). A client varying
 //! its requests only misses the memo (each miss is an ordinary plan); it
 //! cannot change what another request is planned as.
 
