@@ -204,7 +204,8 @@ pub(crate) enum Decided {
 /// something (RPC does not carry `cf`).
 pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
     let raw_url = req.url();
-    if !plan::may_apply(config, &raw_url) {
+    // A URL a kept plan was made for may apply (crate::memo): not asked again.
+    if !MEMO.with(|memo| memo.borrow().holds_url(&raw_url)) && !plan::may_apply(config, &raw_url) {
         // No rule can apply: forwarded with nothing else read or parsed (no
         // URL parse, `cf`, header, secret or clock), as the plan's fast path
         // would decide.

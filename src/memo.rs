@@ -45,18 +45,26 @@ pub const MAX_ENTRY_BYTES: usize = 4096;
 /// as sent, the URL as serialized, the `cf` fields the plan takes. Two
 /// requests have the same fingerprint only if all of these are equal.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Fingerprint(String);
+pub struct Fingerprint {
+    line: String,
+    /// Where the URL is in `line`.
+    url: std::ops::Range<usize>,
+}
 
 impl Fingerprint {
     pub fn new(method: &str, url: &str, country: Option<&str>, asn: Option<u32>, verified_bot: Option<&str>) -> Fingerprint {
         // Each field length-prefixed, so that no two requests share one
         // (whatever their fields hold); absent differs from empty.
         let mut line = String::with_capacity(method.len() + url.len() + 24);
-        for field in [Some(method), Some(url), country, verified_bot] {
+        let mut at = 0..0;
+        for (i, field) in [Some(method), Some(url), country, verified_bot].into_iter().enumerate() {
             match field {
                 Some(v) => {
                     line.push_str(&v.len().to_string());
                     line.push(':');
+                    if i == 1 {
+                        at = line.len()..line.len() + v.len();
+                    }
                     line.push_str(v);
                 }
                 None => line.push('-'),
@@ -65,7 +73,11 @@ impl Fingerprint {
         if let Some(asn) = asn {
             line.push_str(&asn.to_string());
         }
-        Fingerprint(line)
+        Fingerprint { line, url: at }
+    }
+
+    fn url(&self) -> &str {
+        &self.line[self.url.clone()]
     }
 }
 
@@ -95,12 +107,21 @@ struct Entry {
 pub struct PlanMemo {
     entries: HashMap<Fingerprint, Entry>,
     order: VecDeque<Fingerprint>,
+    /// The URLs of the entries, each with its number of entries.
+    urls: HashMap<String, usize>,
     capacity: usize,
 }
 
 impl PlanMemo {
     pub fn new(capacity: usize) -> PlanMemo {
-        PlanMemo { entries: HashMap::new(), order: VecDeque::new(), capacity: capacity.max(1) }
+        PlanMemo { entries: HashMap::new(), order: VecDeque::new(), urls: HashMap::new(), capacity: capacity.max(1) }
+    }
+
+    /// Whether some kept plan is of a request to `url`. Such a plan checked
+    /// rules, so some rule takes `url`: [`crate::plan::may_apply`], a
+    /// function of the URL alone, is true of it and need not be asked.
+    pub fn holds_url(&self, url: &str) -> bool {
+        self.urls.contains_key(url)
     }
 
     /// The rules the plan of a request with `fingerprint` checked, if one
@@ -114,20 +135,23 @@ impl PlanMemo {
     /// headers it read (`reads`); the caller has made sure the plan is one
     /// to keep (see the module doc). Too large: not kept.
     pub fn keep(&mut self, fingerprint: Fingerprint, reads: Reads, applied: Vec<Applied<'static>>) {
-        if applied.is_empty() || fingerprint.0.len() + reads.bytes() > MAX_ENTRY_BYTES {
+        if applied.is_empty() || fingerprint.line.len() + reads.bytes() > MAX_ENTRY_BYTES {
             return;
         }
         let entry = Entry { reads: reads.0.into_inner(), applied };
         if self.entries.insert(fingerprint.clone(), entry).is_some() {
             return;
         }
+        *self.urls.entry(fingerprint.url().to_string()).or_default() += 1;
         self.order.push_back(fingerprint);
         while self.entries.len() > self.capacity {
-            match self.order.pop_front() {
-                Some(oldest) => {
-                    self.entries.remove(&oldest);
+            let Some(oldest) = self.order.pop_front() else { break };
+            self.entries.remove(&oldest);
+            if let Some(n) = self.urls.get_mut(oldest.url()) {
+                *n -= 1;
+                if *n == 0 {
+                    self.urls.remove(oldest.url());
                 }
-                None => break,
             }
         }
     }
@@ -247,6 +271,8 @@ mod tests {
             let fp = Fingerprint::new("GET", URL, None, None, None);
             memo.keep(fp.clone(), reads, applied);
             kept += memo.len();
+            // A kept plan checked rules, so the URL may apply.
+            assert!(memo.holds_url(URL) && crate::plan::may_apply(c, URL));
             for other in &requests {
                 let header = |name: &str| other.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
                 if let Some(replay) = memo.replay(&fp, &header) {
@@ -285,6 +311,23 @@ mod tests {
             .is_some()
         };
         assert_eq!(fps.iter().map(replays).collect::<Vec<_>>(), [false, true, true], "the oldest went");
+        assert_eq!(
+            fps.iter().map(|(fp, _)| memo.holds_url(fp.url())).collect::<Vec<_>>(),
+            [false, true, true],
+            "and its URL with it"
+        );
+        // Two entries of one URL (another method): the URL is held until
+        // both are gone.
+        let url = "https://ex.com/x?mode=heavy&n=3";
+        let (_, reads, applied) = planned(c, url, &[("cf-connecting-ip", "192.0.2.3"), ("x-tenant", "7")]);
+        memo.keep(Fingerprint::new("POST", url, None, None, None), reads, applied);
+        assert!(memo.holds_url(url) && !memo.holds_url("https://ex.com/x?mode=heavy&n=2"), "n=2 was the oldest");
+        for i in 4..=5 {
+            let next = format!("https://ex.com/x?mode=heavy&n={i}");
+            let (_, reads, applied) = planned(c, &next, &[("cf-connecting-ip", "192.0.2.3"), ("x-tenant", "7")]);
+            memo.keep(Fingerprint::new("GET", &next, None, None, None), reads, applied);
+            assert_eq!(memo.holds_url(url), i == 4, "n=3 held while one of its two entries is");
+        }
         // A cookie of 5 KB: not kept.
         let cookie = "c=".to_string() + &"x".repeat(5000);
         let cookie: &'static str = Box::leak(cookie.into_boxed_str());
