@@ -238,7 +238,9 @@ pub enum AdminRoute<'c> {
 /// What tollgate makes of one request before asking any counter.
 #[derive(Debug)]
 pub struct Plan<'c> {
-    /// `None` when the path was refused ([`Route::Malformed`]).
+    /// `None` when the path was refused ([`Route::Malformed`]); also in the
+    /// Worker for a plan replayed from its plan memo, which keeps only the
+    /// rules checked ([`crate::memo`]).
     pub canonical: Option<Canonical>,
     /// Every matching rule, in match order (methods in candidate order,
     /// then config order), with its key.
