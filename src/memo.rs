@@ -15,20 +15,23 @@
 //! - it checked rules, none of them exempt (so the rules checked are all
 //!   that the rest of the request's handling reads of it),
 //!
-//! under the method, URL and `cf` fields ([`Fingerprint`]), together with
+//! (the Worker keeps only the plans of requests it found blocked: the
+//! flood case), under the method, URL and `cf` fields ([`Fingerprint`]), together with
 //! every header it read, in order, and the value it got ([`Reads`]). A
 //! request with the same fingerprint replays the plan only if each of those
 //! headers reads the same again: the plan, being deterministic, would then
 //! read exactly these headers and decide exactly the same. Anything else is
 //! planned afresh. The rules it replays are checked as any others: through
-//! the blocked-until cache, then their objects.
+//! the blocked-until cache, then their objects. A URL the memo holds a plan
+//! for also skips [`crate::plan::may_apply`] ([`PlanMemo::holds_url`]).
 //!
 //! Bounded: at most `capacity` entries, the oldest dropped first; a URL and
 //! header values over [`MAX_ENTRY_BYTES`] are not kept (a kept plan's keys
 //! come from them, at most four identities per rule, so an entry stays
-//! within a few times that). A client varying
-//! its requests only misses the memo (each miss is an ordinary plan); it
-//! cannot change what another request is planned as.
+//! within a few times that). A client varying its requests only misses
+//! the memo (each miss is an ordinary plan), or pushes older entries out
+//! (their repeats are planned again); it cannot change what another
+//! request is planned as.
 
 use crate::plan::Applied;
 use std::cell::RefCell;
