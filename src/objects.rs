@@ -268,10 +268,11 @@ async fn within<T>(timeout_ms: u32, request: impl std::future::Future<Output = R
     }
 }
 
-/// The stub of the limiter object named `id`.
+/// The stub of the limiter object named `id` (`getByName`: the object
+/// `get(idFromName(id))` names, in one call, without an id object).
 fn stub(env: &Env, id: &str) -> Result<worker::Stub, CallFailure> {
     env.durable_object(LIMITER_BINDING)
-        .and_then(|ns| ns.id_from_name(id)?.get_stub())
+        .and_then(|ns| ns.get_by_name(id))
         .map_err(|e| CallFailure::NoBinding(e.to_string()))
 }
 
