@@ -4,7 +4,7 @@
 // it would answer the cached 429 instead of the fresh plan's decision.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { withTollgate, statuses } from "./harness.mjs";
+import { withTollgate, statuses, COMPATIBILITY_DATE } from "./harness.mjs";
 
 const SECRET = "m0nitor";
 const config = {
@@ -50,3 +50,30 @@ test("a blocked client's repeat replays its plan only when the method, URL, cf f
     const blocks = tg.logEvents().filter((e) => e.tollgate === "block");
     assert.ok(blocks.length >= 2, "block episodes are logged as before");
   }));
+
+// Embedded over RPC (`env.TOLLGATE.check(request, { cf })`): the cf fields
+// the app passes are part of what a replay must match.
+const APP = `
+export default {
+  async fetch(request, env) {
+    const asn = Number(request.headers.get("x-asn"));
+    const decision = await env.TOLLGATE.check(request, { cf: { asn } });
+    return decision.allowed ? new Response("app ok") : decision.response;
+  },
+};`;
+
+test("over RPC, the app's cf fields are part of the fingerprint: the exempt ASN is not answered from a blocked plan", () =>
+  withTollgate(
+    {
+      config: { exempt: { asns: [64512] }, rules: [{ name: "api", path: "/api/*", key: ["ip"], limits: [{ requests: 2, window: "60s" }] }] },
+      entry: "app",
+      workers: [{ name: "app", modules: true, script: APP, compatibilityDate: COMPATIBILITY_DATE, serviceBindings: { TOLLGATE: "tollgate" } }],
+    },
+    async (tg) => {
+      const as = (asn) => ({ ip: "203.0.113.7", headers: { "x-asn": String(asn) } });
+      assert.deepEqual(await statuses(tg, 4, "/api/items", as(64513)), [200, 200, 429, 429]);
+      assert.deepEqual(await statuses(tg, 2, "/api/items", as(64512)), [200, 200], "the exempt ASN");
+      assert.deepEqual(await statuses(tg, 1, "/api/items", as(64513)), [429]);
+      assert.equal(tg.origin.received.length, 0, "the app served them, tollgate forwarded nothing");
+    },
+  ));
