@@ -24,7 +24,7 @@ use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
 use crate::key::log_key;
 use crate::memo::{self, Fingerprint, PlanMemo, Reads};
-use crate::plan::{self, AdminRoute, Applied, Body, Plan, RequestParts, Route};
+use crate::plan::{self, AdminRoute, Applied, Body, RequestParts, Route};
 use crate::controls::Change;
 use crate::protocol::Op;
 use crate::metrics;
@@ -232,11 +232,12 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     let replayed = fingerprint.as_ref().and_then(|fp| MEMO.with(|memo| memo.borrow().replay(fp, &header)));
     let reads = Reads::default();
     let recording = |name: &str| reads.read(&header, name);
+    let recorded = fingerprint.is_some();
     let parts = |body| RequestParts {
         method: &method,
         // As the runtime serialized it: the plan splits it, never parses it.
         url: &raw_url,
-        header: if fingerprint.is_some() { &recording } else { &header },
+        header: if recorded { &recording } else { &header },
         body,
         country: country.as_deref(),
         asn,
@@ -246,17 +247,15 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         secret: &secret,
         now_ms: now_ms(),
     };
-    let replaying = replayed.is_some();
-    let mut plan = match replayed {
-        // Only plans that checked rules, none exempt, are kept: the rules
-        // are all the rest of this function reads of the plan.
-        Some(applied) => Plan { canonical: None, matched: Vec::new(), route: Route::Check(applied) },
-        None => plan::plan(config, &parts(Body::Unread)),
+    // `fresh`: the fingerprint of a plan made here with the body unread,
+    // the only kind the memo may keep.
+    let (mut plan, mut fresh) = match replayed {
+        Some(plan) => (plan, None),
+        None => (plan::plan(config, &parts(Body::Unread)), fingerprint),
     };
     let body;
-    let mut read_the_body = false;
     if let Route::NeedsBody = plan.route {
-        read_the_body = true;
+        fresh = None;
         body = read_body(req, config.body_limit).await;
         plan = plan::plan(config, &parts(body.as_deref().map_or(Body::Unusable, Body::Read)));
     }
@@ -267,10 +266,8 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
             // A blocked client's plan is kept, for its repeats.
             let blocked = outcomes.iter().any(|o| matches!(o, Outcome::Blocked { .. }));
-            if let (Some(fp), true, false, false) = (fingerprint, blocked, replaying, read_the_body) {
-                if plan.matched.iter().all(|m| m.exempt.is_none()) {
-                    MEMO.with(|memo| memo.borrow_mut().keep(fp, reads, applied.clone()));
-                }
+            if let Some(fp) = fresh.filter(|_| memo::keeps(&plan.matched, applied, blocked)) {
+                MEMO.with(|memo| memo.borrow_mut().keep(fp, reads, applied.clone()));
             }
             // The client's `Accept` shapes only a block's answer.
             let prefers = if blocked { Prefers::from_accept(header("accept").as_deref()) } else { Prefers::Other };

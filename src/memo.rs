@@ -33,7 +33,7 @@
 //! (their repeats are planned again); it cannot change what another
 //! request is planned as.
 
-use crate::plan::Applied;
+use crate::plan::{Applied, Plan, Matched, Route};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 
@@ -101,6 +101,13 @@ impl Reads {
     }
 }
 
+/// Whether a fresh plan, planned with the body unread, is one the memo
+/// keeps: it checked rules, none of its matching rules exempted the
+/// request, and a counter found the client `blocked` (the flood case).
+pub fn keeps(matched: &[Matched<'_>], applied: &[Applied<'_>], blocked: bool) -> bool {
+    blocked && !applied.is_empty() && matched.iter().all(|m| m.exempt.is_none())
+}
+
 struct Entry {
     reads: Vec<(String, Option<String>)>,
     applied: Vec<Applied<'static>>,
@@ -127,16 +134,23 @@ impl PlanMemo {
         self.urls.contains_key(url)
     }
 
-    /// The rules the plan of a request with `fingerprint` checked, if one
-    /// was kept and every header it read reads the same with `header`.
-    pub fn replay(&self, fingerprint: &Fingerprint, header: &dyn Fn(&str) -> Option<String>) -> Option<Vec<Applied<'static>>> {
+    /// The plan of a request with `fingerprint`, if one was kept and every
+    /// header it read reads the same with `header`: the rules it checked,
+    /// as `Route::Check` (no canonical view, no matched rules: a kept plan
+    /// exempted none, so its checked rules are all the rest of a request's
+    /// handling reads of it).
+    pub fn replay(&self, fingerprint: &Fingerprint, header: &dyn Fn(&str) -> Option<String>) -> Option<Plan<'static>> {
         let entry = self.entries.get(fingerprint)?;
-        entry.reads.iter().all(|(name, value)| header(name) == *value).then(|| entry.applied.clone())
+        entry
+            .reads
+            .iter()
+            .all(|(name, value)| header(name) == *value)
+            .then(|| Plan { canonical: None, matched: Vec::new(), route: Route::Check(entry.applied.clone()) })
     }
 
     /// Keeps `applied`, the rules a plan checked, for `fingerprint` and the
     /// headers it read (`reads`); the caller has made sure the plan is one
-    /// to keep (see the module doc). Too large: not kept.
+    /// to keep ([`keeps`] and the module doc). Too large: not kept.
     pub fn keep(&mut self, fingerprint: Fingerprint, reads: Reads, applied: Vec<Applied<'static>>) {
         if applied.is_empty() || fingerprint.line.len() + reads.bytes() > MAX_ENTRY_BYTES {
             return;
@@ -197,6 +211,13 @@ mod tests {
         applied.iter().map(|a| format!("{} {}", a.id, a.key_hash)).collect()
     }
 
+    /// The ids and hashes a replayed plan checks.
+    fn replayed_ids(plan: Plan<'_>) -> Vec<String> {
+        assert!(plan.canonical.is_none() && plan.matched.is_empty());
+        let Route::Check(applied) = plan.route else { panic!("{:?}", plan.route) };
+        ids(&applied)
+    }
+
     const URL: &str = "https://ex.com/x?mode=heavy";
 
     #[test]
@@ -212,9 +233,9 @@ mod tests {
             move |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
         };
         // The same inputs, and a header the plan never reads added: replayed.
-        assert_eq!(memo.replay(&fp, &header_of(&[("cf-connecting-ip", "192.0.2.1"), ("x-tenant", "7"), ("cookie", "a=b")])).map(|a| ids(&a)), Some(ids(&applied)));
+        assert_eq!(memo.replay(&fp, &header_of(&[("cf-connecting-ip", "192.0.2.1"), ("x-tenant", "7"), ("cookie", "a=b")])).map(replayed_ids), Some(ids(&applied)));
         assert_eq!(
-            memo.replay(&fp, &header_of(&[("cf-connecting-ip", "192.0.2.1"), ("x-tenant", "7"), ("cookie", "a=b"), ("user-agent", "x")])).map(|a| ids(&a)),
+            memo.replay(&fp, &header_of(&[("cf-connecting-ip", "192.0.2.1"), ("x-tenant", "7"), ("cookie", "a=b"), ("user-agent", "x")])).map(replayed_ids),
             Some(ids(&applied))
         );
         // Another value of any header it read, or one gone or added (a
@@ -281,11 +302,38 @@ mod tests {
                 if let Some(replay) = memo.replay(&fp, &header) {
                     replayed += 1;
                     let Route::Check(fresh) = plan(c, &RequestParts::plain("GET", URL, &header, Body::Unread)).route else { panic!("{other:?}") };
-                    assert_eq!(ids(&replay), ids(&fresh), "{first:?} replayed for {other:?}");
+                    assert_eq!(replayed_ids(replay), ids(&fresh), "{first:?} replayed for {other:?}");
                 }
             }
         }
         assert!(kept > 10 && replayed >= kept, "{kept} kept, {replayed} replayed");
+    }
+
+    /// Only a blocked request's plan is kept, and only one that exempted
+    /// no matching rule and checked some.
+    #[test]
+    fn keeps_blocked_plans_without_exemptions() {
+        let c: &'static Config = Box::leak(Box::new(
+            Config::from_json(&json!({ "rules": [
+                { "name": "all", "path": "/x", "limits": [{ "requests": 1, "window": "60s" }] },
+                { "name": "office", "path": "/x", "exempt": { "ips": ["192.0.2.0/24"] }, "limits": [{ "requests": 1, "window": "60s" }] },
+            ]}))
+            .unwrap(),
+        ));
+        let planned = |ip: &'static str| {
+            let header = move |name: &str| (name == "cf-connecting-ip").then(|| ip.to_string());
+            plan(c, &RequestParts::plain("GET", URL, &header, Body::Unread))
+        };
+        let outside = planned("198.51.100.1");
+        let Route::Check(applied) = &outside.route else { panic!("{:?}", outside.route) };
+        assert_eq!(applied.len(), 2);
+        assert!(keeps(&outside.matched, applied, true));
+        assert!(!keeps(&outside.matched, applied, false), "not blocked");
+        let office = planned("192.0.2.1");
+        let Route::Check(applied) = &office.route else { panic!("{:?}", office.route) };
+        assert_eq!(applied.len(), 1, "the office rule exempts it");
+        assert!(!keeps(&office.matched, applied, true), "an exemption in the plan");
+        assert!(!keeps(&[], &[], true), "no rule checked");
     }
 
     #[test]
