@@ -20,6 +20,7 @@ use crate::admin::{self, AdminAction, Gate};
 use crate::config::{self, Config, ConfigError};
 use crate::embed::Client;
 use crate::episodes::{self, Episodes};
+use crate::exempt;
 use crate::policy::FailPolicy;
 use crate::headers::OwnResponse;
 use crate::key::log_key;
@@ -373,17 +374,13 @@ fn cf_string(cf: &wasm_bindgen::JsValue, name: &str) -> Option<String> {
     cf_field(cf, name)?.as_string()
 }
 
-/// The verified bot category Cloudflare gives the request
-/// (`request.cf.verifiedBotCategory`), or `""` when only Bot Management's
-/// `request.cf.botManagement.verifiedBot` says it is one; `None` for
-/// anything else. Read through `Reflect`, tolerant of absent fields (the
-/// typed getter for `verifiedBot` assumes a boolean is there).
+/// `request.cf.verifiedBotCategory` and `request.cf.botManagement.verifiedBot`,
+/// read through `Reflect`, tolerant of absent fields (the typed getter for
+/// `verifiedBot` assumes a boolean is there), for [`exempt::verified_bot`]
+/// to decide on.
 fn verified_bot(cf: &wasm_bindgen::JsValue) -> Option<String> {
-    if let Some(category) = cf_string(cf, "verifiedBotCategory").filter(|c| !c.trim().is_empty()) {
-        return Some(category);
-    }
-    let management = cf_field(cf, "botManagement").filter(|m| m.is_object())?;
-    (cf_field(&management, "verifiedBot").and_then(|v| v.as_bool()) == Some(true)).then(String::new)
+    let flag = || cf_field(cf, "botManagement").filter(|m| m.is_object()).and_then(|m| cf_field(&m, "verifiedBot")?.as_bool());
+    exempt::verified_bot(cf_string(cf, "verifiedBotCategory"), flag)
 }
 
 /// Forwards the request and settles the failures-only rules, all under

@@ -232,8 +232,31 @@ pub fn secret_matches(expected: &str, presented: &str) -> bool {
     difference == 0 && !expected.is_empty()
 }
 
+/// Whether Cloudflare says the client is a verified bot, from what
+/// `request.cf` holds: `Some(category)` for a non-blank
+/// `verifiedBotCategory`; else `Some("")` when Bot Management's
+/// `botManagement.verifiedBot` is `true` (asked only then); else `None`.
+pub fn verified_bot(category: Option<String>, bot_management_verified: impl FnOnce() -> Option<bool>) -> Option<String> {
+    match category.filter(|c| !c.trim().is_empty()) {
+        Some(category) => Some(category),
+        None => (bot_management_verified() == Some(true)).then(String::new),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn verified_bot_takes_the_category_then_bot_managements_flag() {
+        use super::verified_bot;
+        let some = |c: &str| Some(c.to_string());
+        let unasked = || -> Option<bool> { panic!("the flag is read only without a category") };
+        assert_eq!(verified_bot(some("Search Engine Crawler"), unasked), some("Search Engine Crawler"));
+        assert_eq!(verified_bot(some("  "), || Some(true)), some(""), "a blank category: the flag decides");
+        assert_eq!(verified_bot(None, || Some(true)), some(""));
+        assert_eq!(verified_bot(some(""), || Some(false)), None);
+        assert_eq!(verified_bot(None, || None), None);
+    }
+
     use super::*;
 
     fn inputs<'a>(
