@@ -13,7 +13,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync, existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "smol-toml";
-import { withTollgate, tempDir, ROOT, sleep } from "./harness.mjs";
+import { withTollgate, tempDir, ROOT, eventsSince } from "./harness.mjs";
 
 const CLI = join(ROOT, "target", "debug", "tollgate");
 const DATA = JSON.parse(readFileSync(join(ROOT, "tests", "canon_cases.json"), "utf8"));
@@ -150,13 +150,6 @@ async function send(tg, c, ip) {
   const body = await res.text();
   const forwarded = tg.origin.received.length > received;
   return { status: res.status, forwarded, body, before, headers: res.headers };
-}
-
-/** The log events written after `before`, once `count` have arrived. */
-async function eventsSince(tg, before, count) {
-  for (let i = 0; i < 100 && tg.logEvents().length < before + count; i++) await sleep(20);
-  await sleep(5);
-  return tg.logEvents().slice(before);
 }
 
 const comparable = (e) => ({ tollgate: e.tollgate, rule: e.rule, key_hash: e.key_hash, decision: e.decision, detail: e.detail });

@@ -3,7 +3,7 @@
 // counter that recovers is used again at once.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startTollgate } from "./harness.mjs";
+import { startTollgate, eventsSince } from "./harness.mjs";
 
 const config = {
   rules: [
@@ -29,7 +29,7 @@ for (const mode of ["throw", "hang", "storage"]) {
       assert.match((await closed.json()).detail, /Rule `closed` cannot be checked right now/);
       assert.ok(Date.now() - started < 3_000, "bounded by the 300 ms timeout");
       assert.deepEqual(tg.origin.received.map((r) => r.path), ["/open"], "fail closed: nothing reached the origin");
-      const errors = tg.logEvents().filter((e) => e.tollgate === "counter_error");
+      const errors = (await eventsSince(tg, 0, 2)).filter((e) => e.tollgate === "counter_error");
       assert.deepEqual(errors.map((e) => [e.rule, e.decision]), [["open", "allow"], ["closed", "deny"]]);
       if (mode === "hang") assert.match(errors[0].error, /no answer within 300 ms/);
     } finally {

@@ -330,3 +330,14 @@ export async function statuses(tg, n, path, init) {
 }
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The log events `tg` wrote after the first `before`, once `count` of them
+ * have arrived (workerd's stdout reaches this process a little after the
+ * response does; at most 2 s).
+ */
+export async function eventsSince(tg, before, count) {
+  for (let i = 0; i < 100 && tg.logEvents().length < before + count; i++) await sleep(20);
+  await sleep(5);
+  return tg.logEvents().slice(before);
+}
