@@ -14,7 +14,7 @@ use futures_util::future::{join_all, select, Either};
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 use crate::controls::{Change, Controls, CONTROL_PATH};
-use worker::wasm_bindgen::{JsCast, JsValue};
+use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{js_sys, web_sys, Context, Delay, Env, Method, Request, RequestInit};
 
@@ -255,8 +255,31 @@ pub(crate) fn refunds(env: &Env, config: &'static crate::config::Config) -> Opti
     })
 }
 
+/// One call to the object named `id`, in the compact form
+/// ([`crate::protocol`]), within `timeout_ms`: as an RPC, `stub.answer(url)`
+/// raced against a timer in one crossing into JavaScript
+/// ([`answer_within`]); or, where the class takes no RPC, as a fetch of the
+/// call's URL ([`fetch_call`]) within what is left of the time.
 pub(crate) async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) -> Result<Reply, CallFailure> {
-    within(timeout_ms, call_limiter(env, id, call)).await
+    let url = encode_call_url(call);
+    let mut budget_ms = timeout_ms;
+    if RPC.get() {
+        let sent_at = now_ms();
+        match rpc(stub(env, id)?, &url, timeout_ms).await {
+            Ok(Some(answer)) => return decode_rpc_answer(&answer),
+            Ok(None) => return Err(CallFailure::Timeout { ms: timeout_ms }),
+            Err(e) if refused_as_rpc(&e) => RPC.set(false),
+            Err(e) => return Err(CallFailure::Transport(e)),
+        }
+        // Refused before it reached the object: the fetch gets what is
+        // left of the rule's timeout.
+        let spent = u32::try_from(now_ms().saturating_sub(sent_at)).unwrap_or(u32::MAX);
+        budget_ms = timeout_ms.saturating_sub(spent);
+    }
+    within(budget_ms, fetch_call(env, id, &url)).await.map_err(|e| match e {
+        CallFailure::Timeout { .. } => CallFailure::Timeout { ms: timeout_ms },
+        other => other,
+    })
 }
 
 /// `request`'s result, or [`CallFailure::Timeout`] once `timeout_ms` pass.
@@ -276,21 +299,12 @@ fn stub(env: &Env, id: &str) -> Result<worker::Stub, CallFailure> {
         .map_err(|e| CallFailure::NoBinding(e.to_string()))
 }
 
-/// Sends one call to the object named `id`, in the compact form
-/// ([`crate::protocol`]): as an RPC, `stub.answer(url)`, answered by one
-/// string; or, where the class takes no RPC, as a `GET` of the call's URL,
-/// answered by a reply line.
-async fn call_limiter(env: &Env, id: &str, call: &Call) -> Result<Reply, CallFailure> {
-    let url = encode_call_url(call);
-    if RPC.get() {
-        match rpc(stub(env, id)?, &url).await {
-            Ok(answer) => return decode_rpc_answer(&answer),
-            Err(e) if refused_as_rpc(&e) => RPC.set(false),
-            Err(e) => return Err(CallFailure::Transport(e)),
-        }
-    }
+/// Sends one call to the object named `id` as a `GET` of the call's URL
+/// (the compact form, [`crate::protocol`]), answered by a reply line: for
+/// a limiter class that takes no RPC.
+async fn fetch_call(env: &Env, id: &str, url: &str) -> Result<Reply, CallFailure> {
     let transport = |e: JsValue| CallFailure::Transport(js_error(e));
-    let response = stub(env, id)?.fetch_with_str(&url).await.map_err(|e| CallFailure::Transport(e.to_string()))?;
+    let response = stub(env, id)?.fetch_with_str(url).await.map_err(|e| CallFailure::Transport(e.to_string()))?;
     // The body read in one call (`Response::text` in workers-rs reads it
     // chunk by chunk through a stream reader, several calls into JS).
     let raw: web_sys::Response = response.into();
@@ -306,18 +320,31 @@ thread_local! {
     static RPC: Cell<bool> = const { Cell::new(true) };
 }
 
-/// `stub.answer(url)`: the object's answer, or the error's message.
-async fn rpc(stub: worker::Stub, url: &str) -> Result<String, String> {
+#[wasm_bindgen(inline_js = r#"
+export function answerWithin(stub, url, ms) {
+  let timer;
+  const late = new Promise((resolve) => { timer = setTimeout(resolve, ms, null); });
+  return Promise.race([stub.answer(url), late]).finally(() => clearTimeout(timer));
+}
+"#)]
+extern "C" {
+    /// `stub.answer(url)` raced against a timer of `ms` (which answers
+    /// `null`), the timer cleared either way: the whole call in one
+    /// crossing into JavaScript.
+    #[wasm_bindgen(catch, js_name = answerWithin)]
+    fn answer_within(stub: &JsValue, url: &str, ms: u32) -> Result<js_sys::Promise, JsValue>;
+}
+
+/// `stub.answer(url)` within `timeout_ms`: the object's answer, `None`
+/// once the time is up, or the error's message.
+async fn rpc(stub: worker::Stub, url: &str, timeout_ms: u32) -> Result<Option<String>, String> {
     let stub: JsValue = stub.into_rpc();
-    let method = js_sys::Reflect::get(&stub, &JsValue::from_str("answer")).map_err(js_error)?;
-    // `Reflect.apply`, not `method.call(...)`: on an RPC stub, `.call` is
-    // one more property to pipeline, not `Function.prototype.call`.
-    let args = js_sys::Array::of1(&JsValue::from_str(url));
-    let method: &js_sys::Function = method.unchecked_ref();
-    let pending: JsValue = js_sys::Reflect::apply(method, &stub, &args).map_err(js_error)?;
-    // An RPC call returns a thenable; `Promise.resolve` makes it a promise.
-    let answer: JsValue = JsFuture::from(js_sys::Promise::<JsValue>::resolve(&pending)).await.map_err(js_error)?;
-    answer.as_string().ok_or_else(|| "the limiter's RPC answer is not a string".to_string())
+    let pending = answer_within(&stub, url, timeout_ms).map_err(js_error)?;
+    let answer: JsValue = JsFuture::from(pending).await.map_err(js_error)?;
+    if answer.is_null() {
+        return Ok(None);
+    }
+    answer.as_string().map(Some).ok_or_else(|| "the limiter's RPC answer is not a string".to_string())
 }
 
 /// Whether an RPC call failed because the class takes none (workerd's
