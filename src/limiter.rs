@@ -24,7 +24,7 @@ use crate::counter::{on_alarm, step, Tally};
 use crate::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Op, Reply, WireWindow, VERSION};
 use crate::window::horizon_ms;
 use serde::Deserialize;
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
 use worker::{
     durable_object, js_sys, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
@@ -41,6 +41,22 @@ const CONTROLS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS controls (
     id INTEGER PRIMARY KEY CHECK (id = 0),
     value TEXT NOT NULL
 )";
+
+#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen, inline_js = r#"
+export function storeLog(sql, log, horizonMs) {
+  return sql.exec(
+    "INSERT INTO hit_log (id, log, horizon_ms) VALUES (0, ?, ?) ON CONFLICT (id) DO UPDATE SET log = excluded.log, horizon_ms = excluded.horizon_ms",
+    log, horizonMs,
+  ).rowsWritten;
+}
+"#)]
+extern "C" {
+    /// Writes the count's row in place: the statement, its two values and
+    /// the rows it wrote in one crossing into JavaScript (the query text
+    /// stays on that side instead of being copied out of Wasm per call).
+    #[wasm_bindgen(catch, js_name = storeLog)]
+    fn store_log(sql: &JsValue, log: &str, horizon_ms: f64) -> Result<f64, JsValue>;
+}
 
 /// Which of this object's tables exist.
 #[derive(Clone, Copy, Default)]
@@ -63,6 +79,8 @@ struct StoredRow {
 #[durable_object]
 pub struct Limiter {
     state: State,
+    /// The database handle (`ctx.storage.sql`), fetched on first use.
+    sql: OnceCell<SqlStorage>,
     /// The tables this instance's database has (`None` until read once,
     /// with one statement on `sqlite_master`: cheaper than a statement per
     /// table that fails with "no such table"); kept in step as this
@@ -84,6 +102,7 @@ impl DurableObject for Limiter {
     fn new(state: State, _env: Env) -> Self {
         Limiter {
             state,
+            sql: OnceCell::new(),
             tables: Cell::new(None),
             alarm_pending: Cell::new(None),
             controls: RefCell::new(None),
@@ -114,8 +133,8 @@ impl DurableObject for Limiter {
     /// Deletes all storage once the log has expired; otherwise re-arms for
     /// when the newest hit expires. Idempotent: alarms are at-least-once.
     async fn alarm(&self) -> worker::Result<Response> {
-        let sql = self.state.storage().sql();
-        let (row, _) = self.load_row(&sql)?;
+        let sql = self.db();
+        let (row, _) = self.load_row(sql)?;
         let (stored, horizon) = match row {
             Some(row) => (row.log, u64::try_from(row.horizon_ms).unwrap_or(0)),
             None => (String::new(), 0),
@@ -125,7 +144,7 @@ impl DurableObject for Limiter {
         match controls::alarm(on_alarm(&stored, horizon, now), &kept, now) {
             AlarmPlan::DeleteAll => self.delete_everything().await?,
             AlarmPlan::DeleteCount { rearm_at } => {
-                self.delete_count(&sql)?;
+                self.delete_count(sql)?;
                 self.alarm_pending.set(Some(false));
                 if let Some(at) = rearm_at {
                     self.alarm_pending.set(Some(true));
@@ -174,14 +193,19 @@ impl Limiter {
     }
 
     /// The database, with the count's table created if it is missing.
-    fn sql(&self) -> worker::Result<SqlStorage> {
-        let sql = self.state.storage().sql();
-        let (tables, _) = self.tables(&sql)?;
+    fn sql(&self) -> worker::Result<&SqlStorage> {
+        let sql = self.db();
+        let (tables, _) = self.tables(sql)?;
         if !tables.hit_log {
             sql.exec(SCHEMA, None)?;
             self.tables.set(Some(Tables { hit_log: true, ..tables }));
         }
         Ok(sql)
+    }
+
+    /// The object's database handle, fetched from its state once.
+    fn db(&self) -> &SqlStorage {
+        self.sql.get_or_init(|| self.state.storage().sql())
     }
 
     /// The tables that exist, and the rows read to learn it (0 once known).
@@ -203,10 +227,10 @@ impl Limiter {
     }
 
     async fn answer(&self, call: &Call) -> worker::Result<Reply> {
-        let sql = self.state.storage().sql();
+        let sql = self.db();
         // Read, decide, write: synchronous, no `.await` in between, so no
         // other request to this object can interleave.
-        let (stored, rows_read) = self.load(&sql)?;
+        let (stored, rows_read) = self.load(sql)?;
         if stored.is_empty() && self.alarm_pending.get().is_none() {
             // No row: never written, or deleted with its alarm by `deleteAll`
             // (the only way the row goes). No alarm can be pending, so the
@@ -260,7 +284,7 @@ impl Limiter {
         let mut alarm_set = false;
         if call.op == Op::Reset && !kept.live(now).is_empty() {
             // The count goes; the operator's controls stay.
-            self.delete_count(&sql)?;
+            self.delete_count(sql)?;
             stored_hits = 0;
         } else if call.op == Op::Reset {
             self.delete_everything().await?;
@@ -383,16 +407,13 @@ impl Limiter {
     fn store(&self, log: &str, horizon: u64) -> worker::Result<u64> {
         let horizon_ms = i64::try_from(horizon).unwrap_or(i64::MAX);
         let written = self.sql().and_then(|sql| {
-            sql.exec(
-                "INSERT INTO hit_log (id, log, horizon_ms) VALUES (0, ?, ?)
-                 ON CONFLICT (id) DO UPDATE SET log = excluded.log, horizon_ms = excluded.horizon_ms",
-                vec![SqlStorageValue::from(log.to_string()), SqlStorageValue::from(horizon_ms)],
-            )
+            // Window lengths are far inside a JS number's exact range.
+            store_log(sql.as_ref(), log, horizon_ms as f64).map_err(worker::Error::from)
         });
         match written {
-            Ok(cursor) => {
+            Ok(rows) => {
                 *self.row.borrow_mut() = Some(Some(StoredRow { log: log.to_string(), horizon_ms }));
-                Ok(cursor.rows_written() as u64)
+                Ok(rows as u64)
             }
             Err(e) => {
                 *self.row.borrow_mut() = None;
@@ -418,8 +439,8 @@ impl Limiter {
         if let Some(kept) = self.controls.borrow().as_ref() {
             return Ok(kept.clone());
         }
-        let sql = self.state.storage().sql();
-        let kept = if self.tables(&sql)?.0.controls {
+        let sql = self.db();
+        let kept = if self.tables(sql)?.0.controls {
             let rows: Vec<StoredControls> = sql.exec("SELECT value FROM controls WHERE id = 0", None)?.to_array()?;
             rows.into_iter().next().and_then(|r| Controls::decode(&r.value).ok()).unwrap_or_default()
         } else {
@@ -443,18 +464,18 @@ impl Limiter {
         if next == kept {
             return Ok(Ok(next));
         }
-        let sql = self.state.storage().sql();
+        let sql = self.db();
         if next.is_empty() {
-            let (stored, _) = self.load(&sql)?;
+            let (stored, _) = self.load(sql)?;
             if stored.is_empty() {
                 self.delete_everything().await?;
                 return Ok(Ok(next));
             }
-            if self.tables(&sql)?.0.controls {
+            if self.tables(sql)?.0.controls {
                 sql.exec("DELETE FROM controls", None)?;
             }
         } else {
-            let (tables, _) = self.tables(&sql)?;
+            let (tables, _) = self.tables(sql)?;
             if !tables.controls {
                 sql.exec(CONTROLS_SCHEMA, None)?;
                 self.tables.set(Some(Tables { controls: true, ..tables }));
