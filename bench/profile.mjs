@@ -2,7 +2,7 @@
 // scripts/bench is). Two modes:
 //
 //   node bench/profile.mjs SCENARIO [SECONDS] [SYSTEM]
-//       a V8 CPU profile of SYSTEM (tollgate, default; hono; floor) under
+//       a V8 CPU profile of SYSTEM (tollgate, default; hono; floor; floor-rs) under
 //       SCENARIO (allowed, blocked, nonmatch, mix) through workerd's
 //       inspector: the functions by self and total time, and the raw
 //       profile in bench/tmp/SYSTEM-SCENARIO.cpuprofile (Chrome DevTools).
@@ -18,10 +18,13 @@
 // TOLLGATE_KEEP_NAMES=1 scripts/build to see Rust function names in a
 // profile); hono is peer A's bundle (bench/tmp/hono.bundle.mjs) and floor
 // the Rust floor (bench/workers/floor.mjs), both made by scripts/bench;
+// floor-rs is the Rust floor with its counter object in Rust as well
+// (bench/workers/floor-rs.mjs);
 // ENTRY=path/to/entry.mjs runs tollgate from another entry (an experiment);
 // a system named tollgate@path/to/entry.mjs (relative to the repo) runs
 // that entry beside the others, e.g. a copy of src/entry.mjs and build/
-// made before a change, to A/B the change.
+// made before a change, to A/B the change; floor@path/to/entry.mjs does the
+// same for a variant of the Rust floor.
 // Each runs with the shipped config, SQLite-backed objects, the origin
 // mocked by outboundService, driven over loopback by 8 keep-alive clients
 // sending the bench's requests (the Rust floor's marks included).
@@ -75,11 +78,19 @@ function workerOf(system) {
     stripCfConnectingIp: false,
     outboundService: () => new Response("origin ok"),
   };
+  if (system.startsWith("floor@")) {
+    return {
+      ...common,
+      scriptPath: join(ROOT, system.slice("floor@".length)),
+      durableObjects: { COUNTER: { className: "FloorCounter", useSQLite: true } },
+    };
+  }
   switch (system) {
     case "floor":
+    case "floor-rs":
       return {
         ...common,
-        scriptPath: join(ROOT, "bench", "workers", "floor.mjs"),
+        scriptPath: join(ROOT, "bench", "workers", `${system}.mjs`),
         durableObjects: { COUNTER: { className: "FloorCounter", useSQLite: true } },
       };
     case "hono":

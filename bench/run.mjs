@@ -262,9 +262,20 @@ const HOT_SYSTEMS = [
   { name: "tollgate-hot-off", short: "tollgate (lease off)", label: "tollgate, the same rule with lease = \"off\" (one object call per request)" },
   { name: "hono-hot", short: "peer A (hono)", label: "peer A: hono-rate-limiter + DurableObjectStore, constant keyGenerator" },
 ];
+// The object-floor phase (its own workerds, after the hot-key phase): the
+// allowed scenario alone, on the Rust floor with its counter object in
+// JavaScript (as above) and in Rust, beside tollgate and peer A: what an
+// object written with workers-rs costs per call, against the allowed target.
+const OBJECT_SYSTEMS = [
+  { name: "floor", short: "Rust floor (JS object)", label: "the Rust floor as above: its counter object in JavaScript (bench/workers/floor-counter.mjs)" },
+  { name: "floor-rs", short: "Rust floor (Rust object)", label: "the same Worker, its counter object in Rust with workers-rs (`FloorRustCounter`, bench/workers/floor-rs.mjs): the same rows and alarm, a synchronous RPC method" },
+  { name: "tollgate", short: "tollgate", label: "tollgate as above" },
+  { name: "hono", short: "peer A (hono)", label: "peer A as above" },
+];
 const SHORT = Object.fromEntries([...SYSTEMS, ...HOT_SYSTEMS].map((s) => [s.name, s.short]));
+SHORT["floor-rs"] = "Rust floor (Rust object)";
 // The object namespace the billing meter is read through (bench/workers/meter.mjs).
-const METERED = { floor: "COUNTER", tollgate: "LIMITER", hono: "CACHE", "tollgate-hot": "LIMITER", "tollgate-hot-off": "LIMITER", "hono-hot": "CACHE" };
+const METERED = { floor: "COUNTER", "floor-rs": "COUNTER", tollgate: "LIMITER", hono: "CACHE", "tollgate-hot": "LIMITER", "tollgate-hot-off": "LIMITER", "hono-hot": "CACHE" };
 
 /** tollgate's config for the hot-key phase: the shipped one with its rules replaced by one global rule. */
 function hotTollgateConfig(lease) {
@@ -306,10 +317,11 @@ function workerOptions(name) {
     case "passthrough":
       return { ...common, scriptPath: join(BENCH, "workers", "passthrough.mjs") };
     case "floor":
+    case "floor-rs":
       return {
         ...common,
         modulesRoot: ROOT,
-        scriptPath: join(BENCH, "workers", "floor.mjs"),
+        scriptPath: join(BENCH, "workers", `${name}.mjs`),
         modulesRules: MODULE_RULES,
         durableObjects: { COUNTER: { className: "FloorCounter", useSQLite: true } },
       };
@@ -460,22 +472,23 @@ async function usageSnapshot(sys, at) {
 
 /**
  * Runs bench/loadgen.mjs, answering its snapshot requests. `phase`: "main"
- * (the four scenarios and the burst) or "hot" (the hot-key scenario alone).
+ * (the four scenarios and the burst), "hot" (the hot-key scenario alone) or
+ * "object" (the allowed scenario alone).
  */
 async function loadTest(systems, phase = "main") {
-  const hot = phase === "hot";
+  const only = { hot: "hotkey", object: "allowed" }[phase];
   const plan = {
     systems: systems.map((s) => ({ name: s.name, base: s.url, host: `${s.name}.bench` })),
-    scenarios: hot ? ["hotkey"] : ["nonmatch", "allowed", "blocked", "mix"],
+    scenarios: only ? [only] : ["nonmatch", "allowed", "blocked", "mix"],
     concurrency: MODE.concurrency,
     globalWarmupMs: MODE.globalWarmupMs,
-    globalWarmupScenario: hot ? "hotkey" : "mix",
+    globalWarmupScenario: only ?? "mix",
     rounds: MODE.rounds,
     warmupMs: MODE.warmupMs,
     durationMs: MODE.durationMs,
     maxRequests: MAX_REQUESTS,
     requestTimeoutMs: REQUEST_TIMEOUT_MS,
-    burst: hot ? null : { requests: BURST, limit: LIMIT },
+    burst: only ? null : { requests: BURST, limit: LIMIT },
   };
   const planPath = join(TMP, "run", `plan.${phase}.json`);
   const outPath = join(TMP, "run", `loadgen.${phase}.json`);
@@ -913,6 +926,7 @@ function buildReport(R) {
   for (const u of unexpected) p(`- ${u}`);
   p();
   hotReport(R, p);
+  objectFloorReport(R, p);
   p(`## Correctness: ${R.load.plan.burst.requests} concurrent requests on one fresh IP (limit ${LIMIT})`);
   p();
   p("| system | let through (200) | limited (429) | other | over the limit |");
@@ -977,6 +991,46 @@ function buildReport(R) {
   for (const n of R.notes) p(`- ${n}`);
   p();
   return L.join("\n");
+}
+
+/** The object-floor phase's section of RESULTS.md. */
+function objectFloorReport(R, p) {
+  const O = R.objectFloor;
+  p("## Object floor: the allowed path with the counter object in JavaScript and in Rust");
+  p();
+  p(
+    `A third phase, in workerds of its own (fresh objects): the allowed scenario alone on the systems below, ` +
+      `with the same load generator, origin, meter and rounds (${O.load.plan.rounds} round(s) of ${O.load.plan.warmupMs} ms warm-up + ` +
+      `${O.load.plan.durationMs} ms measured per system, rotating order).` +
+      (O.cpuDuringLoad ? ` CPU during this phase (${O.cpuDuringLoad.seconds} s): this benchmark ${O.cpuDuringLoad.benchPercent}%, other processes ${O.cpuDuringLoad.otherPercent}%.` : ""),
+  );
+  p();
+  for (const s of OBJECT_SYSTEMS) p(`- **${s.short}**: ${s.label}`);
+  p();
+  const c = (sys) => O.perRequest.allowed?.[sys]?.cpuUs ?? null;
+  p("| system | CPU µs/req | CPU µs/req per round (min–max) | ÷ Rust floor (JS object) | ÷ Rust floor (Rust object) | ÷ peer A | object calls/req | rows written/req | statuses |");
+  p("|---|--:|--:|--:|--:|--:|--:|--:|---|");
+  for (const s of OBJECT_SYSTEMS) {
+    const r = O.load.scenarios.allowed?.[s.name];
+    const pr = O.perRequest.allowed?.[s.name];
+    if (!r) continue;
+    const rr = (pr?.cpuUsPerRound ?? []).filter(Number.isFinite);
+    const st = Object.entries(r.statuses)
+      .map(([k, v]) => `${k}×${v}`)
+      .join(" ");
+    p(
+      `| ${s.short} | ${fmt(c(s.name), 0)} | ${rr.length ? `${fmt(Math.min(...rr), 0)}–${fmt(Math.max(...rr), 0)}` : "–"} | ` +
+        `${fmt(ratio(c(s.name), c("floor")))} | ${fmt(ratio(c(s.name), c("floor-rs")))} | ${fmt(ratio(c(s.name), c("hono")))} | ` +
+        `${fmt(pr?.objectCalls, 3)} | ${fmt(pr?.rowsWritten, 3)} | ${st} |`,
+    );
+  }
+  p();
+  p(
+    "The two floors differ only in the language of the object: the Rust one pays wasm-bindgen's crossings and workers-rs's storage " +
+      "API on every call. What tollgate pays above the Rust floor with the Rust object is its own: the plan, the call's URL and its " +
+      "reply line, the decision and the timeout on the Worker's side, and the counter's logic on the object's.",
+  );
+  p();
 }
 
 /** The hot-key phase's section of RESULTS.md. */
@@ -1069,6 +1123,16 @@ function targets(R) {
   floorLine("floor: the Rust floor's 429 ÷ peer A, blocked (against the 0.5× target)", "blocked", "hono", 0.5);
   floorLine("floor: the Rust floor with one RPC and one row written ÷ peer A, allowed (against the 1.0× target)", "allowed", "hono", 1.0);
   {
+    // The same with the object in Rust (the object-floor phase, its own run).
+    const o = (sys) => R.objectFloor?.perRequest?.allowed?.[sys]?.cpuUs ?? null;
+    const [f, a, t] = [o("floor-rs"), o("hono"), o("tollgate")];
+    T.push({
+      target: "floor: the Rust floor with its object in Rust too ÷ peer A, allowed (object-floor phase; against the 1.0× target)",
+      measured: `${fmt(f, 0)} vs ${fmt(a, 0)} µs (×${fmt(ratio(f, a))}); tollgate ×${fmt(ratio(t, f))} this floor, ×${fmt(ratio(t, a))} peer A in the same phase`,
+      status: f == null || a == null ? "not measured" : f <= a ? "the floor is within it" : "the floor is above it",
+    });
+  }
+  {
     const a = cell(R, "blocked", "tollgate")?.costPerMillionUsd?.total ?? null;
     const b = cell(R, "blocked", "hono")?.costPerMillionUsd?.total ?? null;
     const floor = cell(R, "blocked", "passthrough")?.costPerMillionUsd?.total ?? null;
@@ -1104,6 +1168,18 @@ function targets(R) {
       target: "blocked-path throughput ≥ 3× peer A's",
       measured: `${fmt(a, 0)} vs ${fmt(b, 0)} req/s (×${fmt(ratio(a, b))})`,
       status: status(a == null || b == null ? null : a >= 3 * b),
+    });
+  }
+  // The same two against the Rust floor's req/s (one RPC and one row per
+  // allowed request; its 429 answered at once when blocked), and against
+  // the passthrough's: a ratio the floor or the machine cannot reach here
+  // is out of reach of any workers-rs Worker on this machine.
+  for (const [sc, times] of [["allowed", 1], ["blocked", 3]]) {
+    const [f, pt, b] = [rps(sc, "floor"), rps(sc, "passthrough"), rps(sc, "hono")];
+    T.push({
+      target: `floor: the Rust floor's req/s ÷ peer A, ${sc} (against the ${times}× target)`,
+      measured: `${fmt(f, 0)} vs ${fmt(b, 0)} req/s (×${fmt(ratio(f, b))}); the passthrough ×${fmt(ratio(pt, b))}`,
+      status: f == null || b == null ? "not measured" : f >= times * b ? "the floor is within it" : "the floor is below it",
     });
   }
   {
@@ -1205,14 +1281,16 @@ R.honoBundle = await bundleHono();
 /**
  * One load phase: starts `list`'s systems, each in its own workerd, checks
  * that each answers, runs bench/loadgen.mjs on them, reads their totals and
- * disposes of them. `phase`: "main" or "hot" (see loadTest).
+ * disposes of them. `phase`: "main", "hot" or "object" (see loadTest).
+ * Each phase's objects persist in their own directory: a later phase
+ * counts from zero.
  */
 async function loadPhase(list, phase) {
   log(`starting ${list.length} systems (${phase} phase), each in its own workerd`);
   const out = {};
   const systems = [];
   try {
-    for (const s of list) systems.push(await startSystem(s.name, join(TMP, "run", `do-${s.name}`)));
+    for (const s of list) systems.push(await startSystem(s.name, join(TMP, "run", phase === "main" ? `do-${s.name}` : `do-${phase}-${s.name}`)));
     log(`workerd pids: ${systems.map((s) => `${s.name} ${s.pid}`).join(", ")}`);
     // Smoke check: every system answers a non-matching request with the origin's 200.
     for (const s of systems) {
@@ -1291,13 +1369,24 @@ function perRequestAll(load) {
     note(`other processes used ${R.hot.cpuDuringLoad.otherPercent}% of the machine's CPU during the hot-key phase`);
   }
 }
+// The object-floor phase: the allowed scenario alone, on the Rust floor
+// with its object in JavaScript and in Rust, tollgate and peer A.
+{
+  const object = await loadPhase(OBJECT_SYSTEMS, "object");
+  R.objectFloor = { systems: Object.fromEntries(OBJECT_SYSTEMS.map((s) => [s.name, s.label])), ...object };
+  if (R.objectFloor.cpuDuringLoad && R.objectFloor.cpuDuringLoad.otherPercent >= 10) {
+    note(`other processes used ${R.objectFloor.cpuDuringLoad.otherPercent}% of the machine's CPU during the object-floor phase`);
+  }
+}
 R.originHits = Object.fromEntries(originHits);
 
 R.perRequest = perRequestAll(R.load);
 R.hot.perRequest = perRequestAll(R.hot.load);
+R.objectFloor.perRequest = perRequestAll(R.objectFloor.load);
 if (
   SCENARIOS.some((sc) => SYSTEMS.some((s) => !R.perRequest[sc]?.[s.name])) ||
-  HOT_SYSTEMS.some((s) => !R.hot.perRequest.hotkey?.[s.name])
+  HOT_SYSTEMS.some((s) => !R.hot.perRequest.hotkey?.[s.name]) ||
+  OBJECT_SYSTEMS.some((s) => !R.objectFloor.perRequest.allowed?.[s.name])
 ) {
   note("some cells have no usage figures (a snapshot failed: see the log)");
 }
@@ -1360,5 +1449,8 @@ for (const s of HOT_SYSTEMS) {
   const r = R.hot.load.scenarios.hotkey?.[s.name];
   const c = R.hot.perRequest.hotkey?.[s.name];
   log(`hot key ${s.short.padEnd(22)} ${fmt(r?.rps, 0)} req/s, ${fmt(c?.cpuUs, 0)} µs CPU/req, ${fmt(c?.objectCalls, 4)} object calls/req`);
+}
+for (const s of OBJECT_SYSTEMS) {
+  log(`object floor ${s.short.padEnd(26)} ${fmt(R.objectFloor.perRequest.allowed?.[s.name]?.cpuUs, 0)} µs CPU/req (allowed)`);
 }
 for (const t of R.targets) log(`target: ${t.target}: ${t.status} (${t.measured})`);

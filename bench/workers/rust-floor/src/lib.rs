@@ -16,10 +16,17 @@
 //!   with `content-type`, `retry-after`, `ratelimit-policy` and `ratelimit`
 //!   and a problem+json body of the same size, built in one
 //!   `new Response(text, init)`, with nothing asked of any object.
+//!
+//! The counter object comes in two forms, bound as `COUNTER` by the entry
+//! that runs the floor: in JavaScript (bench/workers/floor.mjs, the floor
+//! scripts/bench measures) or in Rust ([`FloorRustCounter`],
+//! bench/workers/floor-rs.mjs): the same rows and alarms, so the difference
+//! between the two is what a workers-rs object costs per call.
 
-use worker::wasm_bindgen::{JsCast, JsValue};
-use worker::wasm_bindgen_futures::JsFuture;
-use worker::{event, js_sys, web_sys, Context, Env};
+use std::cell::{Cell, RefCell};
+use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};
+use worker::wasm_bindgen_futures::{self, JsFuture};
+use worker::{durable_object, event, js_sys, web_sys, Context, DurableObject, Env, Request, Response, SqlStorageValue, State};
 
 const BODY: &str = r#"{"detail":"Rate limit `heavy-example` exceeded; retry in 60 s.","retry_after":60,"rule":"heavy-example","status":429,"title":"Too Many Requests","type":"about:blank"}"#;
 
@@ -56,4 +63,69 @@ async fn count(req: &web_sys::Request, env: &Env) -> worker::Result<()> {
     let pending: JsValue = js_sys::Reflect::apply(hit, &stub, &js_sys::Array::new())?;
     JsFuture::from(js_sys::Promise::<JsValue>::resolve(&pending)).await?;
     Ok(())
+}
+
+/// The Rust floor's counter in Rust: the same work as
+/// bench/workers/floor-counter.mjs (one SQLite row written in place per
+/// call, the table created once per instance, one alarm per key that
+/// deletes it all; nothing decided), through workers-rs's own storage API
+/// (`storage().sql()`, `exec` with `SqlStorageValue`s), as the least a
+/// workers-rs limiter object pays per call. Its RPC method `hit` is
+/// synchronous (no promise), and the alarm is set without waiting, as the
+/// JS counter does. bench/workers/floor-rs.mjs declares it
+/// `extends DurableObject` for RPC, as tollgate's entry does.
+#[durable_object]
+pub struct FloorRustCounter {
+    state: State,
+    ready: Cell<bool>,
+    armed: Cell<bool>,
+    log: RefCell<String>,
+}
+
+impl DurableObject for FloorRustCounter {
+    fn new(state: State, _env: Env) -> Self {
+        FloorRustCounter { state, ready: Cell::new(false), armed: Cell::new(false), log: RefCell::new(String::new()) }
+    }
+
+    async fn fetch(&self, _req: Request) -> worker::Result<Response> {
+        Response::error("not found", 404)
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        self.state.storage().delete_all().await?;
+        Response::ok("")
+    }
+}
+
+#[wasm_bindgen]
+impl FloorRustCounter {
+    /// One hit: the row written, 1 returned.
+    pub fn hit(&self) -> Result<f64, JsValue> {
+        let sql = self.state.storage().sql();
+        if !self.ready.get() {
+            sql.exec("CREATE TABLE IF NOT EXISTS hits (id INTEGER PRIMARY KEY CHECK (id = 0), log TEXT NOT NULL)", None)?;
+            self.ready.set(true);
+        }
+        let now = js_sys::Date::now() as i64;
+        let log = {
+            let mut log = self.log.borrow_mut();
+            if !log.is_empty() {
+                log.push(',');
+            }
+            log.push_str(&now.to_string());
+            log.clone()
+        };
+        sql.exec(
+            "INSERT INTO hits (id, log) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET log = excluded.log",
+            vec![SqlStorageValue::from(log)],
+        )?;
+        if !self.armed.get() {
+            self.armed.set(true);
+            let storage = self.state.storage();
+            wasm_bindgen_futures::spawn_local(async move {
+                let _ = storage.set_alarm(std::time::Duration::from_secs(60)).await;
+            });
+        }
+        Ok(1.0)
+    }
 }
