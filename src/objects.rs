@@ -322,9 +322,13 @@ thread_local! {
 
 #[wasm_bindgen(inline_js = r#"
 export function answerWithin(stub, url, ms) {
-  let timer;
-  const late = new Promise((resolve) => { timer = setTimeout(resolve, ms, null); });
-  return Promise.race([stub.answer(url), late]).finally(() => clearTimeout(timer));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms, null);
+    stub.answer(url).then(
+      (answer) => { clearTimeout(timer); resolve(answer); },
+      (error) => { clearTimeout(timer); reject(error); },
+    );
+  });
 }
 "#)]
 extern "C" {
