@@ -776,7 +776,8 @@ function buildReport(R) {
       `\`outboundService\`: ${R.origin === "worker" ? "a JS Worker inside each system's workerd (--origin=worker), so its CPU is included below" : "a Node function in the benchmark's own process, so its CPU is **not** in the figures below"}; ` +
       `load generator in its own Node process, ${R.load.plan.concurrency} concurrent keep-alive HTTP/1.1 clients; each cell (scenario × system) ran ${R.load.plan.rounds} round(s) of ` +
       `${R.load.plan.warmupMs} ms warm-up + ${R.load.plan.durationMs} ms measured, cells interleaved, systems in rotating order; ` +
-      `then a second phase of four systems on one hot key (the passthrough again, tollgate lease auto and off, peer A; see "Hot key" below)`,
+      `then a second phase of four systems on one hot key (the passthrough again, tollgate lease auto and off, peer A; see "Hot key" below), ` +
+      `and a third on the allowed scenario alone (the Rust floor with its object in JS and in Rust, tollgate, peer A; see "Object floor" below)`,
   );
   if (R.cpuDuringLoad) {
     p(
