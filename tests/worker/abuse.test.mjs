@@ -22,6 +22,7 @@ test("shadow mode never answers 503, whatever on_error says", () =>
       assert.deepEqual(await statuses(tg, 1, "/enforced"), [503], "a blocking rule still fails closed");
       // One counter_error episode for the key: its first failure is written,
       // the two after it within the minute are counted, not written.
+      await tg.settled();
       const events = tg.logEvents().filter((e) => e.rule === "shadow-closed");
       assert.deepEqual(events.map((e) => [e.tollgate, e.decision]), [["counter_error", "allow"]]);
     },

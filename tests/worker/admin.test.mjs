@@ -77,6 +77,7 @@ test("admin errors are clear, and the token is never logged", () =>
       assert.match((await res.json()).detail, detail, path);
     }
     await admin(tg, "/.tollgate/status?rule=heavy&ip=1.2.3.4");
+    await tg.settled();
     assert.ok(tg.logs().includes('"tollgate":"admin"'), "admin actions are logged");
     assert.ok(!tg.logs().includes(TOKEN), "the token never appears in the logs");
     assert.ok(!tg.logs().includes("1.2.3.4"), "nor the raw key");
@@ -112,6 +113,7 @@ test("admin lockout: 10 wrong tokens, then 429 even with the right one; another 
     assert.equal((await from("198.51.100.20", TOKEN)).status, 200, "another client still gets in");
     assert.equal(tg.origin.received.length, 0);
 
+    await tg.settled();
     const logs = tg.logs();
     assert.ok(!logs.includes(TOKEN), "the token never appears in the logs");
     assert.ok(!logs.includes("guess-"), "nor the wrong ones");

@@ -54,6 +54,7 @@ test("example 3 (shadow, the default environment): the 301st call passes and is 
   withTollgate({ config: exampleConfig("tenant-daily-quota") }, async (tg) => {
     const calls = await statuses(tg, 301, "/api/schools/17/ai/complete");
     assert.deepEqual(calls, Array(301).fill(200));
+    await tg.settled();
     const shadow = tg.logEvents().filter((e) => e.tollgate === "shadow_block");
     assert.equal(shadow.length, 1);
     assert.equal(shadow[0].rule, "ai-quota");

@@ -20,6 +20,7 @@ test("an invalid config with on_invalid_config = deny answers 503 and logs once,
       assert.doesNotMatch(body, /limts|heavy/, "no config detail reaches clients");
     }
     assert.equal(tg.origin.received.length, 0);
+    await tg.settled();
     const logged = tg.logEvents().filter((e) => e.tollgate === "config_error");
     assert.equal(logged.length, 1, "logged once per isolate per minute, not per request");
     assert.match(logged[0].errors, /rule `heavy`, field `limts`: unknown field/);
@@ -31,6 +32,7 @@ test("an invalid config with on_invalid_config = allow forwards everything unlim
     assert.deepEqual(await statuses(tg, 5, "/x"), [200, 200, 200, 200, 200]);
     assert.equal(tg.origin.received.length, 5, "the origin sees every request, unchanged");
     assert.equal(tg.origin.received[0].path, "/x");
+    await tg.settled();
     const logged = tg.logEvents().filter((e) => e.tollgate === "config_error");
     assert.equal(logged.length, 1);
     assert.equal(logged[0].decision, "allow");

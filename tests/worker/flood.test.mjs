@@ -41,6 +41,7 @@ test("2,000 requests on one hot key, 50 concurrent: exactly the limit allowed, 0
     // One block episode per (rule, key) and minute: the first 429 is
     // written, the other 1,989 are counted (a line after a minute would
     // carry the count), never one line each.
+    await tg.settled();
     const blocks = tg.logEvents().filter((e) => e.tollgate === "block" || e.tollgate === "summary");
     assert.ok(blocks.length >= 1 && blocks.length <= 1 + Math.floor(seconds / 60), `${blocks.length} lines in ${seconds} s`);
     assert.deepEqual([blocks[0].tollgate, blocks[0].rule, blocks[0].suppressed], ["block", "heavy-example", undefined]);
@@ -79,6 +80,7 @@ test("10,000 distinct keys: bounded cache, every object's storage reclaimed by i
     const floodSeconds = (Date.now() - started) / 1000;
     const tally = {};
     for (const [a, b] of pairs) tally[`${a},${b}`] = (tally[`${a},${b}`] ?? 0) + 1;
+    await tg.settled();
     const counterErrors = tg.logEvents().filter((e) => e.tollgate === "counter_error").length;
     console.log(`flood statuses (first,second): ${JSON.stringify(tally)}; counter errors: ${counterErrors}`);
     assert.equal(pairs.filter(([a]) => a === 200).length, keys);

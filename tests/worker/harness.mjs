@@ -219,13 +219,18 @@ export async function startTollgate(options = {}) {
     workers.push({ ...tollgate, name: `edge-${i}`, routes: [`edge-${i}.example.com/*`], durableObjects: { LIMITER: { className, scriptName } } });
   }
   const logs = [];
+  let lastOutputAt = 0;
   const mf = new Miniflare({
     workers,
     durableObjectsPersist: persist,
     // Keep workerd's output (the Worker's structured log lines) for assertions.
     handleRuntimeStdio(stdout, stderr) {
-      stdout.on("data", (d) => logs.push(d.toString()));
-      stderr.on("data", (d) => logs.push(d.toString()));
+      const keep = (d) => {
+        logs.push(d.toString());
+        lastOutputAt = Date.now();
+      };
+      stdout.on("data", keep);
+      stderr.on("data", keep);
     },
   });
   await mf.ready;
@@ -233,6 +238,20 @@ export async function startTollgate(options = {}) {
     mf,
     persist,
     origin,
+    /**
+     * Waits for the Worker's output to catch up with the responses already
+     * received (workerd's stdout reaches this process a little after the
+     * response does): until nothing new has arrived for 50 ms, at most 2 s.
+     * Call it before reading `logs()` or `logEvents()`.
+     */
+    async settled() {
+      const until = Date.now() + 2_000;
+      do {
+        const seen = lastOutputAt;
+        await sleep(50);
+        if (lastOutputAt === seen) return;
+      } while (Date.now() < until);
+    },
     /** Everything the Worker printed so far. */
     logs: () => logs.join(""),
     /** The structured log lines (`{"tollgate": event, ...}`) printed so far. */
@@ -296,6 +315,7 @@ export async function withTollgate(options, body) {
   const tg = await startTollgate(options);
   try {
     await body(tg);
+    await tg.settled();
     assert.ok(!/panicked|RuntimeError: unreachable/i.test(tg.logs()), "no panic in the Worker");
   } finally {
     await tg.dispose();

@@ -54,6 +54,7 @@ async function blockAndLook(vars) {
     assert.deepEqual(await statuses(tg, 2, "/login", login), [200, 429]);
     const status = await tg.fetch(`/.tollgate/status?rule=per-ip&ip=${IP}`, { ip: "192.0.2.8", headers: { authorization: `Bearer ${TOKEN}` } });
     assert.equal(status.status, 200);
+    await tg.settled();
     out = { logs: tg.logs(), events: tg.logEvents(), admin: await status.json() };
   });
   return out;

@@ -87,6 +87,7 @@ test("hot key, limit 5,000 per 60 s, 20,000 requests from 4 edges, restarted mid
     try {
       statuses.push(...(await flood(tg, 18_000)));
       calls += await tg.objectCalls();
+      await tg.settled();
       assert.ok(!/panicked|RuntimeError: unreachable/i.test(tg.logs()), "no panic in the Worker");
     } finally {
       await tg.dispose();

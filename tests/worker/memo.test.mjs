@@ -47,6 +47,7 @@ test("a blocked client's repeat replays its plan only when the method, URL, cf f
     assert.deepEqual(await statuses(tg, 2, "/m?mode=heavy", as({ init: { cf: { asn: 64512 } } })), [200, 200]);
     // And the blocked client, unchanged, is still refused.
     assert.deepEqual(await statuses(tg, 2, "/m?mode=heavy", as()), [429, 429]);
+    await tg.settled();
     const blocks = tg.logEvents().filter((e) => e.tollgate === "block");
     assert.ok(blocks.length >= 2, "block episodes are logged as before");
   }));

@@ -20,6 +20,7 @@ test("exempt CIDR: an office address passes 100 requests while its neighbour is 
     assert.equal(origin.received.length, 100 + 10 + 15 + 10);
     // Exempt requests ask no counter: only the two neighbours have objects.
     assert.equal(objectFiles(tg.persist).length, 2, "no object for the exempt addresses");
+    await tg.settled();
     const exempt = tg.logEvents().filter((e) => e.tollgate === "exempt");
     assert.ok(exempt.length >= 2, "logged (one line per episode)");
     assert.deepEqual(
@@ -50,6 +51,7 @@ test("secret header: the right value is exempt, a wrong one or no secret set exe
     assert.deepEqual(monitor, Array(15).fill(200), "a secret stored with a trailing newline still matches");
     const guesses = await statuses(tg, 11, "/api/health", { ip, headers: { "x-monitor-key": "guess" } });
     assert.deepEqual(guesses, [...Array(10).fill(200), 429], "wrong values are counted like any request");
+    await tg.settled();
     const event = tg.logEvents().find((e) => e.tollgate === "exempt");
     assert.deepEqual([event.by, event.detail], ["header", "x-monitor-key"]);
     assert.ok(!tg.logs().includes(MONITOR_KEY), "the secret is never logged");
@@ -262,6 +264,7 @@ test("metrics: one Analytics Engine data point per decision, with rule, action, 
     }
     const blocked = all.find((p) => p.blobs[1] === "blocked");
     assert.ok(blocked.doubles[0] > 0 && blocked.doubles[0] <= 60_000, "retry-after ms");
+    await tg.settled();
     const logged = tg.logEvents().find((e) => e.tollgate === "block");
     assert.equal(blocked.blobs[4], logged.key_hash, "the same hash as the logs");
     const text = JSON.stringify(all);
@@ -277,6 +280,7 @@ test("metrics: Miniflare's own analyticsEngineDatasets binding is written to wit
     },
     async (tg) => {
       assert.deepEqual(await statuses(tg, 3, "/api/x"), [200, 200, 429]);
+      await tg.settled();
       assert.ok(!/edge_error|TypeError/.test(tg.logs()), tg.logs());
     },
   ));

@@ -61,6 +61,7 @@ test("TS app over RPC: failures-only login counts the app's 401s, releases its s
     assert.equal(blocked.status, 429, "5 failures spent the allowance");
     assert.equal(blocked.headers.get("content-type"), "application/problem+json");
     assert.equal((await login("wrong", "b@example.com")).status, 401, "per account");
+    await tg.settled();
     assert.ok(!tg.logs().includes("counter_error"), "every settlement reached its counter");
   }));
 
