@@ -80,7 +80,7 @@ struct StoredRow {
 pub struct Limiter {
     state: State,
     /// The database handle (`ctx.storage.sql`), fetched on first use.
-    sql: OnceCell<SqlStorage>,
+    db: OnceCell<SqlStorage>,
     /// The tables this instance's database has (`None` until read once,
     /// with one statement on `sqlite_master`: cheaper than a statement per
     /// table that fails with "no such table"); kept in step as this
@@ -102,7 +102,7 @@ impl DurableObject for Limiter {
     fn new(state: State, _env: Env) -> Self {
         Limiter {
             state,
-            sql: OnceCell::new(),
+            db: OnceCell::new(),
             tables: Cell::new(None),
             alarm_pending: Cell::new(None),
             controls: RefCell::new(None),
@@ -193,7 +193,7 @@ impl Limiter {
     }
 
     /// The database, with the count's table created if it is missing.
-    fn sql(&self) -> worker::Result<&SqlStorage> {
+    fn db_with_count_table(&self) -> worker::Result<&SqlStorage> {
         let sql = self.db();
         let (tables, _) = self.tables(sql)?;
         if !tables.hit_log {
@@ -205,7 +205,7 @@ impl Limiter {
 
     /// The object's database handle, fetched from its state once.
     fn db(&self) -> &SqlStorage {
-        self.sql.get_or_init(|| self.state.storage().sql())
+        self.db.get_or_init(|| self.state.storage().sql())
     }
 
     /// The tables that exist, and the rows read to learn it (0 once known).
@@ -406,7 +406,7 @@ impl Limiter {
     /// returns the rows written.
     fn store(&self, log: &str, horizon: u64) -> worker::Result<u64> {
         let horizon_ms = i64::try_from(horizon).unwrap_or(i64::MAX);
-        let written = self.sql().and_then(|sql| {
+        let written = self.db_with_count_table().and_then(|sql| {
             // Window lengths are far inside a JS number's exact range.
             store_log(sql.as_ref(), log, horizon_ms as f64).map_err(worker::Error::from)
         });
