@@ -78,21 +78,14 @@ function workerOf(system) {
     stripCfConnectingIp: false,
     outboundService: () => new Response("origin ok"),
   };
-  if (system.startsWith("floor@")) {
+  if (system === "floor" || system === "floor-rs" || system.startsWith("floor@")) {
     return {
       ...common,
-      scriptPath: join(ROOT, system.slice("floor@".length)),
+      scriptPath: system.startsWith("floor@") ? join(ROOT, system.slice("floor@".length)) : join(ROOT, "bench", "workers", `${system}.mjs`),
       durableObjects: { COUNTER: { className: "FloorCounter", useSQLite: true } },
     };
   }
   switch (system) {
-    case "floor":
-    case "floor-rs":
-      return {
-        ...common,
-        scriptPath: join(ROOT, "bench", "workers", `${system}.mjs`),
-        durableObjects: { COUNTER: { className: "FloorCounter", useSQLite: true } },
-      };
     case "hono":
       return {
         ...common,

@@ -272,8 +272,8 @@ const OBJECT_SYSTEMS = [
   { name: "tollgate", short: "tollgate", label: "tollgate as above" },
   { name: "hono", short: "peer A (hono)", label: "peer A as above" },
 ];
-const SHORT = Object.fromEntries([...SYSTEMS, ...HOT_SYSTEMS].map((s) => [s.name, s.short]));
-SHORT["floor-rs"] = "Rust floor (Rust object)";
+// The first two phases' short names win for the systems they share with the third.
+const SHORT = Object.fromEntries([...OBJECT_SYSTEMS, ...SYSTEMS, ...HOT_SYSTEMS].map((s) => [s.name, s.short]));
 // The object namespace the billing meter is read through (bench/workers/meter.mjs).
 const METERED = { floor: "COUNTER", "floor-rs": "COUNTER", tollgate: "LIMITER", hono: "CACHE", "tollgate-hot": "LIMITER", "tollgate-hot-off": "LIMITER", "hono-hot": "CACHE" };
 
