@@ -653,7 +653,7 @@ mod tests {
     fn lockout<'c>(config: &'c Config) -> Applied<'c> {
         let rule = &config.admin_lockout;
         let key = "ip=192.0.2.1".to_string();
-        Applied { rule, id: crate::plan::object_name(rule, &key), key_hash: "c11e47".into(), key, fell_back: false, own_method: false, device: None }
+        Applied { rule, id: crate::plan::object_name(rule, &key), key_hash: "c11e47".into(), key, fell_back: false, own_method: false, device: None, spelling: None }
     }
 
     fn blocked(ms: u64) -> Outcome {

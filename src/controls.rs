@@ -269,7 +269,7 @@ pub fn effective(controls: &Controls, call: &Call, now_ms: i64) -> Effective {
         call.limits = limits;
     }
     match (controls.banned_until(now_ms), call.op) {
-        (Some(until), Op::Hit | Op::Check | Op::Reserve | Op::Lease) => {
+        (Some(until), Op::Hit | Op::Check | Op::Reserve | Op::Lease | Op::Probe) => {
             Effective::Banned { retry_after_ms: u64::try_from(until - now_ms).unwrap_or(1).max(1), call }
         }
         _ => Effective::Count(call),
@@ -318,7 +318,7 @@ mod tests {
     use crate::protocol::Algorithm;
 
     fn call(op: Op) -> Call {
-        Call { op, algorithm: Algorithm::SlidingLog, limits: limits_of(&[(2, 1_000)]).unwrap(), cost: 1, hold_ms: None, want: None, reservation: None }
+        Call { op, algorithm: Algorithm::SlidingLog, limits: limits_of(&[(2, 1_000)]).unwrap(), cost: 1, hold_ms: None, want: None, reservation: None, spelling: None }
     }
 
     #[test]
@@ -347,7 +347,7 @@ mod tests {
     #[test]
     fn a_ban_blocks_counting_ops_only_and_lifts_at_its_time() {
         let c = Controls::default().apply(&Change::Ban { until_ms: 5_000 }, 0).unwrap();
-        for op in [Op::Hit, Op::Check, Op::Reserve, Op::Lease] {
+        for op in [Op::Hit, Op::Check, Op::Reserve, Op::Lease, Op::Probe] {
             assert!(matches!(effective(&c, &call(op), 1_000), Effective::Banned { retry_after_ms: 4_000, .. }), "{op:?}");
         }
         for op in [Op::Commit, Op::Release, Op::Record, Op::Status, Op::Reset, Op::Clear, Op::Forgive, Op::Refund] {

@@ -32,6 +32,7 @@ use crate::gcra::{self, Gcra};
 use crate::lease;
 use crate::protocol::{Algorithm, Call, Op};
 use crate::reservation::{self, Reservation};
+use crate::spelling::{self, Mark};
 use crate::window::{horizon_ms, Limit, SlidingLog, WindowState};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -217,7 +218,37 @@ struct Loaded<S> {
     held: Vec<Reservation>,
 }
 
+/// What separates a relief rule's [`Mark`] from the rest of its row:
+/// `<state>[;<reservations>][~<mark>]`. Rows of other rules never hold one.
+const MARK_SEPARATOR: char = '~';
+
+/// The row without its mark, and the mark.
+fn split_mark(row: &str) -> (&str, Option<Mark>) {
+    match row.rsplit_once(MARK_SEPARATOR) {
+        Some((rest, mark)) => (rest, Some(Mark::decode(mark))),
+        None => (row, None),
+    }
+}
+
+/// Whether `state` holds nothing live at `now_ms`.
+fn is_empty<C: Counter>(state: &C::State, now_ms: i64, limits: &[Limit]) -> bool {
+    C::expires_at(state, horizon_ms(limits)).is_none_or(|at| at <= now_ms)
+}
+
+/// [`run_marked`], with the row's [`Mark`] read before and written after: a
+/// count that held nothing live has none, a commit marks it, and a clear
+/// that relieved it drops it.
 fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
+    let (row, mark) = split_mark(row);
+    let (mut step, mark) = run_marked::<C>(row, mark, now_ms, call)?;
+    if let (Some(write), Some(mark)) = (step.write.as_mut(), mark) {
+        write.row.push(MARK_SEPARATOR);
+        write.row.push_str(mark.encode());
+    }
+    Ok(step)
+}
+
+fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Call) -> Result<(Step, Option<Mark>), CorruptRow> {
     let limits = &call.limits;
     let Loaded { state, mut held } = if call.op == Op::Reset {
         Loaded { state: C::State::default(), held: Vec::new() }
@@ -225,6 +256,8 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
         let (state, reservations) = reservation::split_row(row);
         Loaded { state: load::<C>(state)?, held: reservation::live(reservation::decode(reservations)?, now_ms) }
     };
+    let empty = is_empty::<C>(&state, now_ms, limits);
+    let mut mark = if empty { None } else { mark };
     let unchanged = |tally: Tally, held: &[Reservation]| Step {
         tally,
         write: None,
@@ -233,7 +266,7 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
         reservation: None,
         granted: None,
     };
-    Ok(match call.op {
+    let step = match call.op {
         // Rules that count every request never reserve; reservations left
         // by a rule switched from `count_statuses` are carried along.
         Op::Hit => {
@@ -253,7 +286,7 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
         }
         Op::Reserve => {
             let Decision { tally, next } = reserve_decision::<C>(&state, &held, now_ms, call);
-            let Some(expires_at) = next else { return Ok(unchanged(tally, &held)) };
+            let Some(expires_at) = next else { return Ok((unchanged(tally, &held), mark)) };
             let id = reservation::next_id(&held, now_ms);
             held.push(Reservation { id, expires_at, cost: call.cost });
             Step { reservation: Some(id), ..written::<C>(tally, &state, held, now_ms, limits) }
@@ -262,17 +295,24 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
             // An unknown (expired) reservation still counts: the origin
             // answered a counted status.
             let cost = reservation::take(&mut held, call.reservation).map_or(call.cost, |r| r.cost);
+            mark = spelling::after_commit(mark.as_ref(), empty, call.spelling.as_ref());
             let (next, windows) = C::record(&state, now_ms, limits, cost);
             written::<C>(Tally::allowing(windows), &next, held, now_ms, limits)
         }
         Op::Release | Op::Forgive | Op::Clear => {
             let released = reservation::take(&mut held, call.reservation).is_some();
+            // Only a count of the success's own spelling is relieved: a
+            // look-alike's success releases its own slot, nothing more.
+            let relief = spelling::relieves(mark.as_ref(), empty, call.spelling.as_ref());
             let next = match call.op {
-                Op::Forgive => Some(C::forgive(&state, now_ms, limits, call.cost)),
-                Op::Clear => Some(C::State::default()),
+                Op::Forgive if relief => Some(C::forgive(&state, now_ms, limits, call.cost)),
+                Op::Clear if relief => Some(C::State::default()),
                 _ => None,
             }
             .filter(|next| *next != state);
+            if call.op == Op::Clear && next.is_some() {
+                mark = None;
+            }
             let after = next.as_ref().unwrap_or(&state);
             let tally = Tally::allowing(C::peek(after, now_ms, limits));
             if released || next.is_some() {
@@ -281,14 +321,14 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
                 unchanged(tally, &held)
             }
         }
-        Op::Status | Op::Reset => unchanged(Tally::allowing(C::peek(&state, now_ms, limits)), &held),
+        Op::Status | Op::Reset | Op::Probe => unchanged(Tally::allowing(C::peek(&state, now_ms, limits)), &held),
         Op::Lease => {
             // Reservations of a rule switched from `count_statuses` take
             // their room first; blocked is the algorithm's exact answer
             // for `cost` (with them).
             let blocked = reserve_decision::<C>(&state, &held, now_ms, call);
             if !blocked.tally.allowed {
-                return Ok(Step { granted: Some(0), ..unchanged(blocked.tally, &held) });
+                return Ok((Step { granted: Some(0), ..unchanged(blocked.tally, &held) }, mark));
             }
             let room = C::room(&state, now_ms, limits).saturating_sub(reservation::units(&held));
             let granted = lease::grant_size(call.want.unwrap_or(call.cost), call.cost, room);
@@ -312,7 +352,8 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
                 written::<C>(tally, &next, held, now_ms, limits)
             }
         }
-    })
+    };
+    Ok((step, mark))
 }
 
 /// Whether a request of `call.cost` may take a slot beside the `held`
@@ -383,7 +424,7 @@ fn expiry(row: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
     fn read<C: Counter>(state: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
         Ok(C::expires_at(&C::decode(state)?, horizon_ms))
     }
-    let (state, reservations) = reservation::split_row(row);
+    let (state, reservations) = reservation::split_row(split_mark(row).0);
     let state_expiry = match writer(state) {
         Algorithm::SlidingLog => read::<SlidingLog>(state, horizon_ms),
         Algorithm::Gcra => read::<Gcra>(state, horizon_ms),
@@ -415,6 +456,7 @@ pub fn on_alarm(row: &str, horizon_ms: u64, now_ms: i64) -> AlarmAction {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spelling::Spelling;
     use proptest::prelude::*;
 
     const BOTH: [Algorithm; 2] = [Algorithm::SlidingLog, Algorithm::Gcra];
@@ -440,6 +482,7 @@ mod tests {
             hold_ms: Some(5_000),
             reservation: None,
             want: None,
+            spelling: None,
         }
     }
 
@@ -619,24 +662,62 @@ mod tests {
         }
     }
 
+    fn spelled(op: Op, algorithm: Algorithm, reservation: Option<u64>, tag: &str) -> Call {
+        Call { spelling: Spelling::decode(tag), ..settle_call(op, algorithm, reservation) }
+    }
+
+    const ANN: &str = "00000000000000a1";
+    const LOOK_ALIKE: &str = "00000000000000b2";
+
     #[test]
     fn a_success_forgives_or_clears_and_keeps_other_requests_reservations() {
         for algorithm in BOTH {
             let mut row = String::new();
             for t in [0, 1] {
-                apply(&mut row, t, &call(Op::Record, algorithm));
+                apply(&mut row, t, &spelled(Op::Commit, algorithm, None, ANN));
             }
             let own = apply(&mut row, 2, &Call { limits: vec![Limit::new(4, 1_000).unwrap()], ..call(Op::Reserve, algorithm) });
             let other = apply(&mut row, 2, &Call { limits: vec![Limit::new(4, 1_000).unwrap()], ..call(Op::Reserve, algorithm) });
             assert!(own.tally.allowed && other.tally.allowed, "{algorithm:?}");
-            let forgiven = apply(&mut row, 3, &settle_call(Op::Forgive, algorithm, own.reservation));
+            let forgiven = apply(&mut row, 3, &spelled(Op::Forgive, algorithm, own.reservation, ANN));
             assert_eq!((forgiven.held, forgiven.tally.windows[0].used), (1, 1), "{algorithm:?}: one failure forgiven");
-            let cleared = apply(&mut row, 4, &settle_call(Op::Clear, algorithm, None));
+            let cleared = apply(&mut row, 4, &spelled(Op::Clear, algorithm, None, ANN));
             assert_eq!((cleared.held, cleared.tally.windows[0].used), (1, 0), "{algorithm:?}: the other still in flight");
-            let again = step(&row, 5, &settle_call(Op::Clear, algorithm, None)).unwrap();
+            let again = step(&row, 5, &spelled(Op::Clear, algorithm, None, ANN)).unwrap();
             assert_eq!(again.write, None, "{algorithm:?}: nothing left to clear, nothing written");
-            let nothing = step(&row, 5, &settle_call(Op::Forgive, algorithm, None)).unwrap();
+            let nothing = step(&row, 5, &spelled(Op::Forgive, algorithm, None, ANN)).unwrap();
             assert_eq!(nothing.tally.windows[0].used, 0, "{algorithm:?}: never below zero");
+        }
+    }
+
+    /// Issue 25: a look-alike account's success (keyed alike, spelled
+    /// otherwise) releases its own slot and relieves nothing else.
+    #[test]
+    fn a_success_relieves_only_failures_of_its_own_spelling() {
+        for algorithm in BOTH {
+            let mut row = String::new();
+            for t in [0, 1] {
+                apply(&mut row, t, &spelled(Op::Commit, algorithm, None, ANN));
+            }
+            assert!(row.ends_with(&format!("~{ANN}")), "{algorithm:?}: {row}");
+            let used = |row: &str| step(row, 3, &call(Op::Status, algorithm)).unwrap().tally.windows[0].used;
+            let own = apply(&mut row, 2, &call(Op::Reserve, algorithm));
+            let relief = apply(&mut row, 3, &spelled(Op::Clear, algorithm, own.reservation, LOOK_ALIKE));
+            assert_eq!((relief.held, used(&row)), (0, 2), "{algorithm:?}: its slot released, the failures kept");
+            apply(&mut row, 3, &spelled(Op::Forgive, algorithm, None, LOOK_ALIKE));
+            apply(&mut row, 3, &settle_call(Op::Clear, algorithm, None));
+            apply(&mut row, 3, &spelled(Op::Clear, algorithm, None, "-"));
+            assert_eq!(used(&row), 2, "{algorithm:?}: neither a look-alike, nor no spelling, nor two");
+            apply(&mut row, 3, &spelled(Op::Commit, algorithm, None, LOOK_ALIKE));
+            assert!(row.ends_with("~*"), "{algorithm:?}: mixed: {row}");
+            let mixed = row.clone();
+            apply(&mut row, 4, &spelled(Op::Clear, algorithm, None, ANN));
+            apply(&mut row, 4, &spelled(Op::Forgive, algorithm, None, LOOK_ALIKE));
+            assert_eq!(row, mixed, "{algorithm:?}: a count of two spellings is relieved by neither");
+            let cleared = step(&row, 2_000, &spelled(Op::Commit, algorithm, None, LOOK_ALIKE)).unwrap();
+            assert!(cleared.write.unwrap().row.ends_with(&format!("~{LOOK_ALIKE}")), "{algorithm:?}: once expired, a fresh mark");
+            let other_rule = step("", 0, &settle_call(Op::Commit, algorithm, None)).unwrap();
+            assert!(!other_rule.write.unwrap().row.contains('~'), "{algorithm:?}: no mark without relief");
         }
     }
 
@@ -700,7 +781,7 @@ mod tests {
                 if op == Op::Commit && reservation.is_none() {
                     continue; // a commit without a live reservation records beyond the limit, by design
                 }
-                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None };
+                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None, spelling: None };
                 apply(&mut row, now, &call);
                 let (state, held) = reservation::split_row(&row);
                 let units = reservation::units(&reservation::live(reservation::decode(held).unwrap(), now));
@@ -730,7 +811,7 @@ mod tests {
             for (op, dt, cost, settle_last) in calls {
                 now += dt;
                 let reservation = if settle_last { last } else { None };
-                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None };
+                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None, spelling: None };
                 let step = step(&stored, now, &call).unwrap();
                 last = step.reservation.or(last);
                 if op == Op::Reset {
@@ -763,6 +844,7 @@ mod tests {
             hold_ms: Some(ttl_ms),
             reservation: None,
             want: Some(want),
+            spelling: None,
         }
     }
 

@@ -523,7 +523,22 @@ pub fn derive_key(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<String, M
 /// A part's values as the origin could read them, typed, distinct, in the
 /// order found.
 fn part_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> {
-    let raw: Vec<String> = match part {
+    let mut out: Vec<String> = Vec::new();
+    for value in raw_values(part, inputs) {
+        for read in read_values(part, &value) {
+            if !out.contains(&read) {
+                out.push(read);
+            }
+        }
+    }
+    out
+}
+
+/// Every raw value the request carries for `part`, as sent (no type read,
+/// nothing folded), in the order found: what [`crate::spelling::Spelling`]
+/// binds relief to.
+pub(crate) fn raw_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> {
+    match part {
         KeyPart::Ip => inputs.client_ip.and_then(|ip| client_ip_key(ip, inputs.ipv6_prefix)).into_iter().collect(),
         KeyPart::Global => vec!["*".to_string()],
         // PHP (and CGI) read `X_Api_Key` and `X-Api-Key` as one header
@@ -565,16 +580,7 @@ fn part_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> {
         }
         KeyPart::Country => inputs.country.map(|c| c.trim().to_ascii_uppercase()).into_iter().collect(),
         KeyPart::Asn => inputs.asn.map(|a| a.to_string()).into_iter().collect(),
-    };
-    let mut out: Vec<String> = Vec::new();
-    for value in raw {
-        for read in read_values(part, &value) {
-            if !out.contains(&read) {
-                out.push(read);
-            }
-        }
     }
-    out
 }
 
 /// One raw value as the part's key holds it: typed, and for body fields

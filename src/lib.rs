@@ -21,6 +21,7 @@
 //! | [`key`]     | a rule's client key from request parts (IP /64, header, ...)   |
 //! | `hmac`      | HMAC-SHA256 (RFC 2104) over `sha2`: keyed log hashes           |
 //! | `device`    | trusted-device cookies: lockout-resistant account limits       |
+//! | [`spelling`] | an identity exactly as the request spelled it: what relief is bound to |
 //! | [`window`]  | the sliding-log decision: (log, now, limits) → outcome, log    |
 //! | [`gcra`]    | the O(1)-state alternative for large limits, and its accuracy  |
 //! | [`counter`] | one limiter-object step: (stored row, now, call) → reply, row  |
@@ -71,6 +72,7 @@ pub(crate) mod gcra;
 pub(crate) mod headers;
 pub(crate) mod hmac;
 pub(crate) mod device;
+pub mod spelling;
 pub(crate) mod json;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod memo;

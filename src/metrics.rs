@@ -181,6 +181,7 @@ mod tests {
             fell_back: false,
             own_method: true,
             device: None,
+            spelling: None,
         };
         points(&[], &[a], &[Outcome::Failed("down".into())], Place::default()).into_iter().map(|p| p.blobs[1].clone()).collect()
     }

@@ -100,6 +100,11 @@ pub(crate) async fn send_settlements(env: &Env, calls: Vec<Settlement>) {
 /// [`verdict::check_op`] or [`admin::lockout_op`] says: a hit, a reserve for
 /// failures-only rules, a read-only check), bounded by the rule's timeout.
 pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
+    if applied.device.is_some() {
+        if let Some(ban) = account_ban(env, applied).await {
+            return ban;
+        }
+    }
     let now = now_ms();
     if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
         return Outcome::from_cache(block, now);
@@ -124,6 +129,21 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
         BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
     }
     outcome
+}
+
+/// A trusted device counts in a bucket of its own, but a ban of its
+/// account covers it (issue 25): the account's object is asked first,
+/// with `probe` (nothing recorded, never cached). Blocked for the ban's
+/// time when banned; the rule's fail policy when the object cannot say;
+/// `None` otherwise. One more object call per request of a trusted device.
+async fn account_ban(env: &Env, applied: &Applied<'_>) -> Option<Outcome> {
+    let account = crate::plan::object_name(applied.rule, &applied.key);
+    let call = applied.rule.call_for(Op::Probe, &applied.key);
+    match call_with_timeout(env, &account, &call, applied.rule.timeout_ms).await {
+        Ok(reply) if reply.tally.allowed => None,
+        Ok(reply) => Some(Outcome::from_reply(reply)),
+        Err(e) => Some(Outcome::Failed(e.to_string())),
+    }
 }
 
 /// A rule that leases: spend a token this isolate holds, or wait for the

@@ -31,7 +31,8 @@ use crate::canon::{canonical_path, normalize_key, CanonError, CanonicalQuery, Ra
 use crate::config::Config;
 use crate::exempt::{ExemptInputs, Exemption};
 use crate::policy::MissingKey;
-use crate::key::{body_field_values, derive_key, derive_keys, key_hash, KeyError, KeyInputs};
+use crate::key::{body_field_values, derive_key, derive_keys, key_hash, raw_values, KeyError, KeyInputs};
+use crate::spelling::Spelling;
 use crate::rules::{method_candidates, Match, RequestView, Rule};
 
 /// Request headers that name the method an origin may route a request as
@@ -153,6 +154,10 @@ pub struct Matched<'c> {
     /// The request is exempt from the rule (the config's or the rule's
     /// `exempt`): neither counted nor limited, whatever its key.
     pub exempt: Option<Exempted>,
+    /// How the request spelled its identity, for a rule whose success
+    /// relieves (`on_success`) and a key of its own (not the fallback):
+    /// relief and trusted devices are bound to it ([`crate::spelling`]).
+    pub spelling: Option<Spelling>,
 }
 
 /// Why a matching rule is not applied, and under which key hash it is
@@ -198,6 +203,9 @@ pub struct Applied<'c> {
     /// valid cookie for this very account): the request counts in the
     /// device's own bucket (`id`, `key_hash`), `key` stays the account's.
     pub device: Option<String>,
+    /// From [`Matched::spelling`]: relief (a clear, a forgive, a device
+    /// cookie) only for this spelling; `None` for a rule without relief.
+    pub spelling: Option<Spelling>,
 }
 
 /// Where the request goes next.
@@ -350,6 +358,12 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
                 ipv6_prefix: config.ipv6_prefix,
             };
             let key = key_outcome(rule, &inputs);
+            let spelling = match &key {
+                KeyOutcome::Keys { fell_back: false, .. } if rule.settles_successes() => {
+                    Some(Spelling::of(&rule.key.iter().map(|part| (part, raw_values(part, &inputs))).collect::<Vec<_>>()))
+                }
+                _ => None,
+            };
             let own_method = rule.settles_successes()
                 && own_method(rule, parts.method)
                 && *routed_as_sent.get_or_init(|| !overridden(parts, &canonical.query, body_params.as_ref()));
@@ -360,10 +374,10 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
                 },
                 by,
             });
-            Matched { rule, found, key, own_method, exempt }
+            Matched { rule, found, key, own_method, exempt, spelling }
         })
         .collect();
-    let route = route_of(&matched, parts.log_key, &|rule, key| trusted_device(parts, rule, key));
+    let route = route_of(&matched, parts.log_key, &|m, key| trusted_device(parts, m.rule, key, m.spelling.as_ref()));
     Plan { canonical: Some(canonical), matched, route }
 }
 
@@ -508,12 +522,16 @@ fn key_outcome(rule: &Rule, inputs: &KeyInputs<'_>) -> KeyOutcome {
 }
 
 /// The device a request comes from, for a `trusted_device` rule: its cookie
-/// verified for this account under the rule's secret ([`crate::device`]).
-fn trusted_device(parts: &RequestParts<'_>, rule: &Rule, key: &str) -> Option<String> {
+/// verified for this account, as this request spells it (one spelling:
+/// a cookie earned by a look-alike account, or for one of two names the
+/// request gives, is no device of this one), under the rule's secret
+/// ([`crate::device`]).
+fn trusted_device(parts: &RequestParts<'_>, rule: &Rule, key: &str, spelling: Option<&Spelling>) -> Option<String> {
     let device = rule.trusted_device.as_ref()?;
+    let spelling = spelling?.tag()?;
     let value = crate::key::cookie_value(&(parts.header)("cookie")?, &device.cookie)?;
     let secret = (parts.secret)(&device.secret).filter(|s| !s.trim().is_empty())?;
-    crate::device::verify(secret.trim().as_bytes(), &rule.name, key, &value, parts.now_ms)
+    crate::device::verify(secret.trim().as_bytes(), &rule.name, key, spelling, &value, parts.now_ms)
 }
 
 /// Exempt rules are left out (an exempt request is never refused for a
@@ -522,7 +540,7 @@ fn trusted_device(parts: &RequestParts<'_>, rule: &Rule, key: &str) -> Option<St
 fn route_of<'c>(
     matched: &[Matched<'c>],
     log_key: Option<&[u8]>,
-    trusted: &dyn Fn(&Rule, &str) -> Option<String>,
+    trusted: &dyn Fn(&Matched<'_>, &str) -> Option<String>,
 ) -> Route<'c> {
     let mut applied = Vec::new();
     for m in matched.iter().filter(|m| m.exempt.is_none()) {
@@ -531,7 +549,7 @@ fn route_of<'c>(
             KeyOutcome::Skipped(_) => {}
             KeyOutcome::Keys { keys, fell_back } => {
                 for key in keys {
-                    let device = if *fell_back { None } else { trusted(m.rule, key) };
+                    let device = if *fell_back { None } else { trusted(m, key) };
                     let counted = match &device {
                         Some(device) => crate::device::device_key(key, device),
                         None => key.clone(),
@@ -544,6 +562,7 @@ fn route_of<'c>(
                         fell_back: *fell_back,
                         own_method: m.own_method,
                         device,
+                        spelling: m.spelling.clone(),
                     });
                 }
             }
@@ -588,6 +607,7 @@ fn admin_route<'c>(
         // Counts every request (hit or check): there is no success to settle.
         own_method: false,
         device: None,
+        spelling: None,
     };
     let route = if !admin::token_matches(token, (parts.header)("authorization").as_deref()) {
         AdminRoute::Unauthorized
@@ -1136,7 +1156,10 @@ mod device_tests {
             "limits": [{ "requests": 3, "window": "15m" }],
         }]}))
         .unwrap();
-        let good = crate::device::token(b"k", "login", "header:x-user=ann", NOW / 1000 + 60);
+        let part = crate::key::KeyPart::parse("header:x-user").unwrap();
+        let spelled = |value: &str| Spelling::of(&[(&part, vec![value.to_string()])]).tag().unwrap().to_string();
+        let ann = spelled("ann");
+        let good = crate::device::token(b"k", "login", "header:x-user=ann", &ann, NOW / 1000 + 60);
         let (key, id, device) = counted(&config, Some(&format!("a=1; dev={good}")), Some("k\n"));
         assert_eq!(key, "header:x-user=ann", "the account's key, for successes and cookies");
         let device = device.unwrap();
@@ -1145,9 +1168,11 @@ mod device_tests {
         assert_eq!(counted(&config, None, Some("k")), account, "no cookie");
         assert_eq!(counted(&config, Some(&format!("dev={good}")), None), account, "no secret: as if unset");
         assert_eq!(counted(&config, Some(&format!("dev={good}")), Some("other")), account, "signed by another key");
-        let bob = crate::device::token(b"k", "login", "header:x-user=bob", NOW / 1000 + 60);
+        let bob = crate::device::token(b"k", "login", "header:x-user=bob", &spelled("bob"), NOW / 1000 + 60);
         assert_eq!(counted(&config, Some(&format!("dev={bob}")), Some("k")), account, "another account's cookie");
-        let old = crate::device::token(b"k", "login", "header:x-user=ann", NOW / 1000 - 1);
+        let look_alike = crate::device::token(b"k", "login", "header:x-user=ann", &spelled("Ann"), NOW / 1000 + 60);
+        assert_eq!(counted(&config, Some(&format!("dev={look_alike}")), Some("k")), account, "earned by a look-alike's spelling");
+        let old = crate::device::token(b"k", "login", "header:x-user=ann", &ann, NOW / 1000 - 1);
         assert_eq!(counted(&config, Some(&format!("dev={old}")), Some("k")), account, "expired");
     }
 

@@ -51,6 +51,7 @@
 //! a lease, so every reply line of the older ops reads as before.
 
 use crate::counter::Tally;
+use crate::spelling::Spelling;
 use crate::window::{Limit, WindowState};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -112,6 +113,11 @@ pub enum Op {
     /// Gives back `cost` unspent units of the lease `reservation` (its
     /// expiry); never more than that lease still holds.
     Refund,
+    /// Whether the key is banned, recording nothing: blocked for the ban's
+    /// time, else allowed. A trusted device's requests count in a bucket of
+    /// their own, and probe the account's object first, so that a ban of
+    /// the account covers its devices (issue 25).
+    Probe,
 }
 
 /// How an object counts: the exact sliding log (default) or O(1) GCRA.
@@ -146,6 +152,11 @@ pub struct Call {
     /// For `lease`: the most units wanted, `cost` to [`MAX_LEASE_UNITS`]
     /// (default `cost`). Ignored by the other ops.
     pub want: Option<u32>,
+    /// For `commit`, `clear` and `forgive` of a rule whose success relieves:
+    /// how the request spelled its identity. A commit marks the count with
+    /// it; a clear or forgive relieves only a count marked with its own
+    /// spelling ([`crate::spelling`]). Ignored by the other ops.
+    pub spelling: Option<Spelling>,
 }
 
 impl Call {
@@ -170,6 +181,9 @@ struct WireCall {
     reservation: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     want: Option<u32>,
+    /// [`Spelling::encode`]'s form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spelling: Option<String>,
 }
 
 fn one() -> u32 {
@@ -191,6 +205,7 @@ pub fn encode_call(call: &Call) -> String {
         hold_ms: call.hold_ms,
         reservation: call.reservation,
         want: call.want,
+        spelling: call.spelling.as_ref().map(|s| s.encode().to_string()),
     };
     serde_json::to_string(&wire).unwrap_or_default()
 }
@@ -238,6 +253,10 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
             return Err(CallError::InvalidWant);
         }
     }
+    let spelling = match wire.spelling.as_deref() {
+        None => None,
+        Some(text) => Some(Spelling::decode(text).ok_or(CallError::InvalidSpelling)?),
+    };
     Ok(Call {
         op: wire.op,
         algorithm: wire.alg,
@@ -246,11 +265,12 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
         hold_ms: wire.hold_ms,
         reservation: wire.reservation,
         want: wire.want,
+        spelling,
     })
 }
 
 /// The ops by their wire names (the same in both forms).
-const OPS: [(Op, &str); 12] = [
+const OPS: [(Op, &str); 13] = [
     (Op::Hit, "hit"),
     (Op::Check, "check"),
     (Op::Record, "record"),
@@ -263,6 +283,7 @@ const OPS: [(Op, &str); 12] = [
     (Op::Clear, "clear"),
     (Op::Lease, "lease"),
     (Op::Refund, "refund"),
+    (Op::Probe, "probe"),
 ];
 
 fn op_name(op: Op) -> &'static str {
@@ -306,6 +327,9 @@ pub fn encode_call_url(call: &Call) -> String {
     if let Some(want) = call.want {
         let _ = write!(url, "&w={want}");
     }
+    if let Some(spelling) = &call.spelling {
+        let _ = write!(url, "&s={}", spelling.encode());
+    }
     url
 }
 
@@ -327,6 +351,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         .map(|(op, _)| *op)
         .ok_or_else(|| CallError::Malformed(format!("unknown op `{op}`")))?;
     let (mut limits, mut cost, mut alg, mut hold_ms, mut reservation, mut want) = (None, None, None, None, None, None);
+    let mut spelling = None;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
         let number = |what: &str| value.parse::<u64>().map_err(|_| CallError::Malformed(format!("{what} is not a number")));
@@ -337,6 +362,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
             "h" => hold_ms.replace(number("h")?).is_some(),
             "r" => reservation.replace(number("r")?).is_some(),
             "w" => want.replace(u32::try_from(number("w")?).map_err(|_| malformed("w is too large"))?).is_some(),
+            "s" => spelling.replace(value.to_string()).is_some(),
             _ => return Err(CallError::Malformed(format!("unknown field `{name}`"))),
         };
         if given_twice {
@@ -352,6 +378,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         hold_ms,
         reservation,
         want,
+        spelling,
     })
 }
 
@@ -400,6 +427,8 @@ pub enum CallError {
     /// A `lease` whose `want` is below its `cost` or above
     /// [`MAX_LEASE_UNITS`].
     InvalidWant,
+    /// A `spelling` that is neither 16 lowercase hex digits nor `-`.
+    InvalidSpelling,
 }
 
 impl fmt::Display for CallError {
@@ -416,6 +445,7 @@ impl fmt::Display for CallError {
             CallError::MissingReservation => write!(f, "release needs the reservation it releases, refund the lease it refunds"),
             CallError::InvalidLeaseTtl => write!(f, "lease needs hold_ms from 1 to {MAX_LEASE_TTL_MS}"),
             CallError::InvalidWant => write!(f, "lease needs want from cost to {MAX_LEASE_UNITS}"),
+            CallError::InvalidSpelling => write!(f, "a spelling is 16 lowercase hex digits or `-`"),
         }
     }
 }
@@ -683,6 +713,7 @@ mod tests {
             hold_ms: None,
             reservation: None,
             want: None,
+            spelling: None,
         };
         let text = encode_call(&call);
         assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#, "as before two-phase counting");
@@ -786,7 +817,7 @@ mod tests {
     #[test]
     fn call_url_wire_format() {
         let limits = vec![Limit::new(10, 60_000).unwrap()];
-        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None };
+        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None };
         assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=10x60000");
         let reserve = Call {
             op: Op::Reserve,
@@ -796,6 +827,7 @@ mod tests {
             hold_ms: Some(104_000),
             reservation: None,
             want: None,
+            spelling: None,
         };
         assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
         let commit = Call { op: Op::Commit, hold_ms: None, ..hit.clone() }.settling(Some(1_700_000_000_000_000));
@@ -921,6 +953,7 @@ mod tests {
             hold_ms: Some(1_000),
             reservation: None,
             want: Some(40),
+            spelling: None,
         };
         assert_eq!(encode_call_url(&lease), "https://limiter/v1/lease?l=5000x60000&a=gcra&h=1000&w=40");
         assert_eq!(decode_call_url(&encode_call_url(&lease)), Ok(lease.clone()));

@@ -69,7 +69,8 @@ pub async fn check(this: JsValue, request: JsValue, options: JsValue) -> Result<
     }
     Reflect::set(&out, &"headers".into(), &pairs(&decision.headers))?;
     if !decision.ticket.is_empty() {
-        Reflect::set(&out, &"ticket".into(), &decision.ticket.encode().into())?;
+        let ticket = decision.ticket.encode(ticket_key(&env).as_deref(), crate::edge::now_ms());
+        Reflect::set(&out, &"ticket".into(), &ticket.into())?;
     }
     Ok(out.into())
 }
@@ -82,7 +83,11 @@ pub async fn check(this: JsValue, request: JsValue, options: JsValue) -> Result<
 #[wasm_bindgen(this)]
 pub async fn settle(this: JsValue, ticket: JsValue, status: JsValue, headers: JsValue) -> Result<JsValue, JsValue> {
     let env = entry_env(&this)?;
-    let ticket = ticket.as_string().and_then(|t| Ticket::decode(&t)).ok_or_else(|| error("settle(ticket): not a ticket from check"))?;
+    let key = ticket_key(&env);
+    let ticket = ticket
+        .as_string()
+        .and_then(|t| Ticket::decode(&t, key.as_deref(), crate::edge::now_ms()))
+        .ok_or_else(|| error("settle(ticket): not a ticket from this deployment's check, or over an hour old"))?;
     let status = match status.as_f64() {
         Some(s) if (100.0..=599.0).contains(&s) && s.fract() == 0.0 => Some(s as u16),
         Some(_) => return Err(error("settle(ticket, status): status must be an HTTP status (100-599)")),
@@ -102,4 +107,19 @@ pub async fn settle(this: JsValue, ticket: JsValue, status: JsValue, headers: Js
     let out = Object::new();
     Reflect::set(&out, &"headers".into(), &pairs(&cookies))?;
     Ok(out.into())
+}
+
+/// The key RPC tickets are signed with ([`crate::ticket::signing_key`]):
+/// from the log key and the config's `trusted_device` secrets; `None`
+/// without a config or any of them.
+fn ticket_key(env: &Env) -> Option<Vec<u8>> {
+    let config = crate::edge::load_config(env).as_ref().ok()?;
+    let secrets: Vec<String> = config
+        .rules
+        .iter()
+        .filter_map(|rule| rule.trusted_device.as_ref())
+        .filter_map(|device| env.secret(&device.secret).ok().map(|s| s.to_string()))
+        .filter(|s| !s.trim().is_empty())
+        .collect();
+    crate::ticket::signing_key(crate::edge::load_log_key(env).as_deref(), &secrets)
 }

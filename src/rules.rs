@@ -510,6 +510,7 @@ impl Rule {
             hold_ms: (op == crate::protocol::Op::Reserve).then_some(self.reservation_ttl_ms),
             reservation: None,
             want: None,
+            spelling: None,
         }
     }
 

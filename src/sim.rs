@@ -391,6 +391,7 @@ impl<'s> Sim<'s> {
             hold_ms: None,
             reservation: None,
             want: None,
+            spelling: None,
         }
     }
 

@@ -24,6 +24,7 @@ use crate::headers::{rate_fields, OwnResponse};
 use crate::plan::{Applied, Matched, Plan, Route};
 use crate::protocol::{Call, Op, Reply, WireWindow};
 use crate::rules::Rule;
+use crate::spelling::Spelling;
 use crate::response::Prefers;
 use crate::window::Limit;
 use serde_json::Value;
@@ -252,7 +253,12 @@ pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered
             Op::Release
         }
     };
-    Some(applied.rule.call_for(op, &applied.key).settling(reservation))
+    let call = applied.rule.call_for(op, &applied.key).settling(reservation);
+    // A relief rule's count is marked with each failure's spelling, and
+    // relieved only by a success of the same ([`crate::spelling`]).
+    let marks = matches!(op, Op::Commit | Op::Clear | Op::Forgive) && applied.rule.settles_successes();
+    let spelling = marks.then(|| applied.spelling.clone().unwrap_or(Spelling::Several));
+    Some(Call { spelling, ..call })
 }
 
 /// Whether the origin's answer is a success that settles the rule's count
@@ -262,17 +268,26 @@ pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered
 /// - the rule matched the request by its own method ([`Applied::own_method`]:
 ///   no override, no HEAD for GET, never OPTIONS);
 /// - the key is the rule's own, not its fallback;
+/// - the request spelled its identity one way ([`Spelling::One`]): a body
+///   naming two accounts (a member given twice) relieves neither;
 /// - with `success_identity_header`, the origin names in that header the
-///   very account the key is for, derived as the key is. Without it, a
-///   success for any account that keys alike (a look-alike account, a field
-///   the origin reads otherwise) settles it: `tollgate check` warns.
+///   very account the key is for, spelled exactly as the request spelled
+///   it (a look-alike the fold would take for it is another account).
+///   Without it, a success for any account the request's spelling reaches
+///   settles it (a field the origin reads otherwise): `tollgate check`
+///   warns.
+///
+/// What a settling success relieves is bound to the spelling too: the
+/// object relieves only a count all of whose failures were spelled so.
 pub fn success_settles(applied: &Applied<'_>, answered: &Answered<'_>) -> bool {
     let Some(on) = &applied.rule.on_success else { return false };
+    let Some(spelling @ Spelling::One(_)) = &applied.spelling else { return false };
     let authenticated = match &on.identity_header {
         None => true,
-        Some(name) => (answered.header)(name)
-            .and_then(|value| applied.rule.identity_key(&value))
-            .is_some_and(|key| key == applied.key),
+        Some(name) => (answered.header)(name).is_some_and(|value| {
+            applied.rule.identity_key(&value).is_some_and(|key| key == applied.key)
+                && applied.rule.key.first().is_some_and(|part| spelling.names(part, &value))
+        }),
     };
     on.statuses.contains(&answered.status) && applied.own_method && !applied.fell_back && authenticated
 }
@@ -292,9 +307,10 @@ pub fn device_cookie(
     if !success_settles(applied, answered) {
         return None;
     }
+    let spelling = applied.spelling.as_ref()?.tag()?;
     let secret = secret(&device.secret).filter(|s| !s.trim().is_empty())?;
     let expires_s = now_ms.div_euclid(1000).saturating_add(i64::try_from(device.ttl_s).unwrap_or(i64::MAX));
-    let token = crate::device::token(secret.trim().as_bytes(), &applied.rule.name, &applied.key, expires_s);
+    let token = crate::device::token(secret.trim().as_bytes(), &applied.rule.name, &applied.key, spelling, expires_s);
     Some(("set-cookie".to_string(), crate::device::set_cookie(&device.cookie, &token, device.ttl_s)))
 }
 
@@ -433,7 +449,7 @@ mod tests {
 
     fn applied<'c>(config: &'c Config, name: &str) -> Applied<'c> {
         let rule = config.rules.iter().find(|r| r.name == name).unwrap();
-        Applied { rule, key: "k".into(), id: object_name(rule, "k"), key_hash: "h".into(), fell_back: false, own_method: true, device: None }
+        Applied { rule, key: "k".into(), id: object_name(rule, "k"), key_hash: "h".into(), fell_back: false, own_method: true, device: None, spelling: None }
     }
 
     fn window(limit: u32, remaining: u64) -> WireWindow {
@@ -593,7 +609,7 @@ mod tests {
     #[test]
     fn only_a_real_success_clears() {
         let c = config();
-        let a = applied(&c, "failures");
+        let a = Applied { spelling: Some(Spelling::One("0123456789abcdef".into())), ..applied(&c, "failures") };
         let none: &[(&str, &str)] = &[];
         assert_eq!(settled(&a, &reserved(3), Some((401, none))), Some((Op::Commit, Some(3))));
         assert_eq!(settled(&a, &reserved(3), Some((200, none))), Some((Op::Clear, Some(3))), "200 is a success");
@@ -608,6 +624,26 @@ mod tests {
         assert_eq!(settled(&fell_back, &reserved(3), Some((200, none))), Some((Op::Release, Some(3))), "never a fallback key");
         assert_eq!(settled(&fell_back, &reserved(3), Some((401, none))), Some((Op::Commit, Some(3))));
         assert_eq!(settled(&a, &reserved(3), None), Some((Op::Release, Some(3))));
+        let two_names = Applied { spelling: Some(Spelling::Several), ..a.clone() };
+        assert_eq!(settled(&two_names, &reserved(3), Some((200, none))), Some((Op::Release, Some(3))), "which account succeeded?");
+    }
+
+    /// Issue 25: the calls of a relief rule carry the request's spelling.
+    #[test]
+    fn a_relief_rules_calls_carry_the_spelling() {
+        let c = config();
+        let spelled = Spelling::One("0123456789abcdef".into());
+        let a = Applied { spelling: Some(spelled.clone()), ..applied(&c, "failures") };
+        let none: &[(&str, &str)] = &[];
+        let call = |a: &Applied<'_>, status| settle(a, &reserved(3), Some(&Answered { status, header: &|_| None })).unwrap();
+        assert_eq!(call(&a, 401).spelling, Some(spelled.clone()), "a commit marks the count");
+        assert_eq!(call(&a, 200).spelling, Some(spelled), "a clear names whose failures it clears");
+        assert_eq!(call(&a, 500).spelling, None, "a release needs none");
+        let untold = Applied { spelling: None, ..a.clone() };
+        assert_eq!(call(&untold, 401).spelling, Some(Spelling::Several), "no spelling known: the count mixes");
+        let quota = applied(&c, "quota");
+        assert_eq!(settled(&quota, &reserved(3), Some((200, none))), Some((Op::Commit, Some(3))));
+        assert_eq!(call(&quota, 200).spelling, None, "a rule without relief keeps no mark");
     }
 
     fn failed_open() -> Outcome {
@@ -619,9 +655,12 @@ mod tests {
         let c = config();
         let rule = c.rules.iter().find(|r| r.name == "login").unwrap();
         let key = crate::key::identity_key(&rule.key[0], "Ann@Example.com").unwrap();
-        let a = Applied { key: key.clone(), id: object_name(rule, &key), ..applied(&c, "login") };
+        let spelling = Some(Spelling::of(&[(&rule.key[0], vec!["ann@example.com".into()])]));
+        let a = Applied { key: key.clone(), id: object_name(rule, &key), spelling, ..applied(&c, "login") };
         let as_ann: &[(&str, &str)] = &[("x-authenticated-user", " ann@example.com")];
         assert_eq!(settled(&a, &reserved(9), Some((200, as_ann))), Some((Op::Forgive, Some(9))), "decrement: forgive one");
+        let look_alike: &[(&str, &str)] = &[("x-authenticated-user", "Ann@Example.com")];
+        assert_eq!(settled(&a, &reserved(9), Some((200, look_alike))), Some((Op::Release, Some(9))), "keyed alike, spelled otherwise");
         let as_mallory: &[(&str, &str)] = &[("x-authenticated-user", "mallory@example.com")];
         assert_eq!(settled(&a, &reserved(9), Some((200, as_mallory))), Some((Op::Release, Some(9))), "another account");
         let none: &[(&str, &str)] = &[];
@@ -655,13 +694,19 @@ mod device_cookie_tests {
             fell_back: false,
             own_method: true,
             device: None,
+            spelling: Some(Spelling::of(&[(&rule.key[0], vec!["ann".into()])])),
         };
+        let tag = applied.spelling.as_ref().and_then(Spelling::tag).unwrap().to_string();
         let secret = |name: &str| (name == "DEVICE_KEY").then(|| "k".to_string());
         let answered = |status| Answered { status, header: &|_| None };
         let (name, value) = device_cookie(&applied, &answered(200), &secret, 1_000_000).unwrap();
         assert_eq!(name, "set-cookie");
         let token = value.split(';').next().unwrap().strip_prefix("tollgate_device=").unwrap();
-        assert!(crate::device::verify(b"k", "login", "header:x-user=ann", token, 1_000_000).is_some());
+        assert!(crate::device::verify(b"k", "login", "header:x-user=ann", &tag, token, 1_000_000).is_some());
+        for (spelling, why) in [(Some(Spelling::Several), "two spellings"), (None, "no spelling")] {
+            let unbound = Applied { spelling, ..applied.clone() };
+            assert_eq!(device_cookie(&unbound, &answered(200), &secret, 0), None, "{why}");
+        }
         assert!(value.contains("Max-Age=86400"), "{value}");
         assert_eq!(device_cookie(&applied, &answered(401), &secret, 0), None, "a failure");
         assert_eq!(device_cookie(&applied, &answered(302), &secret, 0), None, "not a success status");
