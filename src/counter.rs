@@ -243,7 +243,7 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
     let (mut step, mark) = run_marked::<C>(row, mark, now_ms, call)?;
     if let (Some(write), Some(mark)) = (step.write.as_mut(), mark) {
         write.row.push(MARK_SEPARATOR);
-        write.row.push_str(mark.encode());
+        write.row.push_str(&mark.encode());
     }
     Ok(step)
 }

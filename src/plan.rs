@@ -219,7 +219,7 @@ pub enum Route<'c> {
     /// keyed by the client's IP) with [`admin::lockout_op`], then act on
     /// `route` as [`admin::gate`] says. A request without a client IP is
     /// [`Route::MissingKey`] of that rule instead (400).
-    Admin { lockout: Applied<'c>, route: AdminRoute<'c> },
+    Admin { lockout: Box<Applied<'c>>, route: AdminRoute<'c> },
     /// Plan again with the body read (capped).
     NeedsBody,
     /// A matching rule's key is missing and the rule rejects: 400. The
@@ -531,7 +531,7 @@ fn trusted_device(parts: &RequestParts<'_>, rule: &Rule, key: &str, spelling: Op
     let spelling = spelling?.tag()?;
     let value = crate::key::cookie_value(&(parts.header)("cookie")?, &device.cookie)?;
     let secret = (parts.secret)(&device.secret).filter(|s| !s.trim().is_empty())?;
-    crate::device::verify(secret.trim().as_bytes(), &rule.name, key, spelling, &value, parts.now_ms)
+    crate::device::verify(secret.trim().as_bytes(), &rule.name, key, &spelling, &value, parts.now_ms)
 }
 
 /// Exempt rules are left out (an exempt request is never refused for a
@@ -562,7 +562,7 @@ fn route_of<'c>(
                         fell_back: *fell_back,
                         own_method: m.own_method,
                         device,
-                        spelling: m.spelling.clone(),
+                        spelling: m.spelling,
                     });
                 }
             }
@@ -622,7 +622,7 @@ fn admin_route<'c>(
             Err(e) => AdminRoute::Invalid(e),
         }
     };
-    Route::Admin { lockout, route }
+    Route::Admin { lockout: Box::new(lockout), route }
 }
 
 #[cfg(test)]

@@ -37,10 +37,10 @@ use sha2::{Digest, Sha256};
 pub const TAG_HEX: usize = 16;
 
 /// How a request spelled the identity a relief rule keys on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Spelling {
-    /// One spelling: its tag ([`TAG_HEX`] lowercase hex digits).
-    One(String),
+    /// One spelling: its tag.
+    One(u64),
     /// Several (or none that a value carries): no relief.
     Several,
 }
@@ -63,7 +63,9 @@ impl Spelling {
             hasher.update(first.as_bytes());
         }
         let digest = hasher.finalize();
-        Spelling::One(digest.iter().take(TAG_HEX / 2).map(|b| format!("{b:02x}")).collect())
+        let mut tag = [0u8; 8];
+        tag.copy_from_slice(&digest[..8]);
+        Spelling::One(u64::from_be_bytes(tag))
     }
 
     /// Whether `value` (what the origin named in `success_identity_header`)
@@ -75,17 +77,17 @@ impl Spelling {
         matches!(self, Spelling::One(_)) && *self == Spelling::of(&[(part, vec![value.trim().to_string()])])
     }
 
-    /// The tag, for one spelling.
-    pub fn tag(&self) -> Option<&str> {
+    /// The tag as [`TAG_HEX`] lowercase hex digits, for one spelling.
+    pub fn tag(&self) -> Option<String> {
         match self {
-            Spelling::One(tag) => Some(tag),
+            Spelling::One(tag) => Some(format!("{tag:016x}")),
             Spelling::Several => None,
         }
     }
 
     /// The wire form: the tag, or `-` for several.
-    pub fn encode(&self) -> &str {
-        self.tag().unwrap_or("-")
+    pub fn encode(&self) -> String {
+        self.tag().unwrap_or_else(|| "-".to_string())
     }
 
     /// Reads [`Spelling::encode`]'s form; `None` for anything else.
@@ -94,26 +96,26 @@ impl Spelling {
             return Some(Spelling::Several);
         }
         let tag = text.len() == TAG_HEX && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        tag.then(|| Spelling::One(text.to_string()))
+        tag.then(|| u64::from_str_radix(text, 16).ok()).flatten().map(Spelling::One)
     }
 }
 
 /// What a limiter object knows of the spellings its count was committed
 /// under (kept in the row only for relief rules).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mark {
     /// Every failure in the count was committed under this tag.
-    One(String),
+    One(u64),
     /// Under several, or under one the object was not told.
     Mixed,
 }
 
 impl Mark {
     /// The row's form: the tag, or `*`.
-    pub fn encode(&self) -> &str {
+    pub fn encode(&self) -> String {
         match self {
-            Mark::One(tag) => tag,
-            Mark::Mixed => "*",
+            Mark::One(tag) => Spelling::One(*tag).encode(),
+            Mark::Mixed => "*".to_string(),
         }
     }
 
@@ -135,7 +137,7 @@ impl Mark {
 ///   older row, a rule given `on_success` since) mixes too.
 pub fn after_commit(mark: Option<&Mark>, empty: bool, spelling: Option<&Spelling>) -> Option<Mark> {
     let told = spelling.map(|s| match s {
-        Spelling::One(tag) => Mark::One(tag.clone()),
+        Spelling::One(tag) => Mark::One(*tag),
         Spelling::Several => Mark::Mixed,
     });
     if empty {
@@ -176,7 +178,7 @@ mod tests {
     fn a_spelling_is_the_raw_value_exactly() {
         let part = email();
         let victim = one(&part, "victim@example.com");
-        assert_eq!(victim.tag().map(str::len), Some(TAG_HEX));
+        assert_eq!(victim.tag().map(|t| t.len()), Some(TAG_HEX));
         assert_eq!(victim, one(&part, "victim@example.com"));
         for other in ["Victim@example.com", " victim@example.com", "victim@example.com ", "ｖictim@example.com"] {
             assert_ne!(one(&part, other), victim, "{other:?} folds alike but is spelled otherwise");
@@ -210,15 +212,16 @@ mod tests {
     #[test]
     fn wire_forms_round_trip_and_refuse_the_rest() {
         let s = one(&email(), "a@x");
-        assert_eq!(Spelling::decode(s.encode()), Some(s.clone()));
+        assert_eq!(Spelling::decode(&s.encode()), Some(s));
         assert_eq!(Spelling::decode("-"), Some(Spelling::Several));
         for bad in ["", "*", "0123456789ABCDEF", "0123", "0123456789abcdefg", "g123456789abcdef"] {
             assert_eq!(Spelling::decode(bad), None, "{bad}");
         }
         assert_eq!(Mark::decode("*"), Mark::Mixed);
         assert_eq!(Mark::decode("junk"), Mark::Mixed);
-        let tag = s.tag().unwrap().to_string();
-        assert_eq!(Mark::decode(&tag), Mark::One(tag.clone()));
+        let Spelling::One(tag) = s else { panic!() };
+        assert_eq!(Mark::decode(&s.encode()), Mark::One(tag));
+        assert_eq!(Mark::One(tag).encode(), s.encode());
     }
 
     #[test]
@@ -226,7 +229,7 @@ mod tests {
         let part = email();
         let (a, b) = (one(&part, "victim@example.com"), one(&part, "Victim@example.com"));
         let mark = after_commit(None, true, Some(&a));
-        assert_eq!(mark, Some(Mark::One(a.tag().unwrap().into())));
+        assert_eq!(mark, Some(Mark::One(match a { Spelling::One(t) => t, Spelling::Several => 0 })));
         let mark = after_commit(mark.as_ref(), false, Some(&a));
         assert!(relieves(mark.as_ref(), false, Some(&a)), "the owner's own failures");
         assert!(!relieves(mark.as_ref(), false, Some(&b)), "a look-alike's success");

@@ -127,7 +127,7 @@ pub fn issue(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Ticket {
             fell_back: a.fell_back,
             own_method: a.own_method,
             device: a.device.clone(),
-            spelling: a.spelling.clone(),
+            spelling: a.spelling,
             reservation: match outcome {
                 Outcome::Allowed { reservation, .. } => *reservation,
                 Outcome::Blocked { .. } | Outcome::Failed(_) => None,
@@ -220,7 +220,7 @@ impl Ticket {
                 fell_back: e.fell_back,
                 own_method: e.own_method,
                 device: e.device.clone(),
-                spelling: e.spelling.clone(),
+                spelling: e.spelling,
             });
             outcomes.push(Outcome::Allowed { windows: Vec::new(), reservation: e.reservation });
         }
@@ -257,7 +257,7 @@ mod tests {
             fell_back: false,
             own_method: true,
             device: None,
-            spelling: rule.settles_successes().then(|| Spelling::One("0123456789abcdef".into())),
+            spelling: rule.settles_successes().then_some(Spelling::One(0x0123_4567_89ab_cdef)),
         }
     }
 

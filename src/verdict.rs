@@ -257,7 +257,7 @@ pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered
     // A relief rule's count is marked with each failure's spelling, and
     // relieved only by a success of the same ([`crate::spelling`]).
     let marks = matches!(op, Op::Commit | Op::Clear | Op::Forgive) && applied.rule.settles_successes();
-    let spelling = marks.then(|| applied.spelling.clone().unwrap_or(Spelling::Several));
+    let spelling = marks.then(|| applied.spelling.unwrap_or(Spelling::Several));
     Some(Call { spelling, ..call })
 }
 
@@ -310,7 +310,7 @@ pub fn device_cookie(
     let spelling = applied.spelling.as_ref()?.tag()?;
     let secret = secret(&device.secret).filter(|s| !s.trim().is_empty())?;
     let expires_s = now_ms.div_euclid(1000).saturating_add(i64::try_from(device.ttl_s).unwrap_or(i64::MAX));
-    let token = crate::device::token(secret.trim().as_bytes(), &applied.rule.name, &applied.key, spelling, expires_s);
+    let token = crate::device::token(secret.trim().as_bytes(), &applied.rule.name, &applied.key, &spelling, expires_s);
     Some(("set-cookie".to_string(), crate::device::set_cookie(&device.cookie, &token, device.ttl_s)))
 }
 
@@ -609,7 +609,7 @@ mod tests {
     #[test]
     fn only_a_real_success_clears() {
         let c = config();
-        let a = Applied { spelling: Some(Spelling::One("0123456789abcdef".into())), ..applied(&c, "failures") };
+        let a = Applied { spelling: Some(Spelling::One(0x0123_4567_89ab_cdef)), ..applied(&c, "failures") };
         let none: &[(&str, &str)] = &[];
         assert_eq!(settled(&a, &reserved(3), Some((401, none))), Some((Op::Commit, Some(3))));
         assert_eq!(settled(&a, &reserved(3), Some((200, none))), Some((Op::Clear, Some(3))), "200 is a success");
@@ -632,11 +632,11 @@ mod tests {
     #[test]
     fn a_relief_rules_calls_carry_the_spelling() {
         let c = config();
-        let spelled = Spelling::One("0123456789abcdef".into());
-        let a = Applied { spelling: Some(spelled.clone()), ..applied(&c, "failures") };
+        let spelled = Spelling::One(0x0123_4567_89ab_cdef);
+        let a = Applied { spelling: Some(spelled), ..applied(&c, "failures") };
         let none: &[(&str, &str)] = &[];
         let call = |a: &Applied<'_>, status| settle(a, &reserved(3), Some(&Answered { status, header: &|_| None })).unwrap();
-        assert_eq!(call(&a, 401).spelling, Some(spelled.clone()), "a commit marks the count");
+        assert_eq!(call(&a, 401).spelling, Some(spelled), "a commit marks the count");
         assert_eq!(call(&a, 200).spelling, Some(spelled), "a clear names whose failures it clears");
         assert_eq!(call(&a, 500).spelling, None, "a release needs none");
         let untold = Applied { spelling: None, ..a.clone() };
