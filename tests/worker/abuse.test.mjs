@@ -84,7 +84,7 @@ test("a known device logs in while its account is under attack (trusted_device)"
       const first = await login("right");
       assert.equal(first.status, 200);
       const setCookie = first.headers.get("set-cookie") ?? "";
-      assert.match(setCookie, /^tollgate_device=v1\.\d+\.[0-9a-f]{32}; Max-Age=2592000; Path=\/; HttpOnly; Secure; SameSite=Lax$/);
+      assert.match(setCookie, /^tollgate_device=v2\.\d+\.[0-9a-f]{32}; Max-Age=2592000; Path=\/; HttpOnly; Secure; SameSite=Lax$/);
       const cookie = setCookie.split(";")[0];
       // An attacker spends the account's failures from elsewhere.
       const attack = [];
@@ -98,7 +98,7 @@ test("a known device logs in while its account is under attack (trusted_device)"
       // ... but the owner's device gets in, with its cookie renewed.
       const known = await login("right", { cookie });
       assert.equal(known.status, 200);
-      assert.match(known.headers.get("set-cookie") ?? "", /^tollgate_device=v1\./);
+      assert.match(known.headers.get("set-cookie") ?? "", /^tollgate_device=v2\./);
       // The device's own failures are still limited, in its own bucket.
       const mine = [];
       for (let i = 0; i < 4; i++) mine.push((await login(`typo-${i}`, { cookie })).status);

@@ -96,8 +96,12 @@ export default { async fetch(request, env) {
   for (const [name, call] of Object.entries({
     noRequest: () => env.TOLLGATE.check("https://example.com/api/x"),
     badTicket: () => env.TOLLGATE.settle("{not json", 401),
-    badStatus: () => env.TOLLGATE.settle('{"v":1,"e":[]}', 99),
-    foreignRules: () => env.TOLLGATE.settle('{"v":1,"e":[["api","ip=1",0,null,null],["nope","x",0,null,null]]}', 401),
+    badStatus: () => env.TOLLGATE.settle(JSON.stringify({ v: 2, t: Date.now(), e: [] }), 99),
+    // Unsigned: this deployment has no TOLLGATE_LOG_KEY or device secret to
+    // sign with (the signed case is abuse.test.mjs's forged-ticket test).
+    foreignRules: () => env.TOLLGATE.settle('{"v":2,"t":' + Date.now() + ',"e":[["api","ip=1",0,null,null,null],["nope","x",0,null,null,null]]}', 401),
+    oldVersion: () => env.TOLLGATE.settle('{"v":1,"e":[]}', 401),
+    stale: () => env.TOLLGATE.settle(JSON.stringify({ v: 2, t: Date.now() - 3_700_000, e: [] }), 401),
   })) {
     try { out[name] = { ok: await call() }; } catch (e) { out[name] = { error: String(e.message) }; }
   }
@@ -113,5 +117,7 @@ test("RPC arguments are checked: no Request, a malformed ticket, a bad status; a
     assert.match(out.badTicket.error, /not a ticket/);
     assert.match(out.badStatus.error, /HTTP status/);
     assert.deepEqual(out.foreignRules, { ok: { headers: [] } });
+    assert.match(out.oldVersion.error, /not a ticket/, "v1 tickets were unsigned");
+    assert.match(out.stale.error, /over an hour old/, "no replay after the longest hold");
   });
 });
