@@ -25,11 +25,14 @@ function loginFields(req, body) {
   return Object.fromEntries(new URLSearchParams(text));
 }
 
-/** The answer of the example's origin: [status, JSON body], or undefined for the echo. */
+/** The answer of the example's origin: [status, JSON body, headers], or undefined for the echo. */
 function exampleAnswer(req, url, body) {
   if (example === "login-brute-force" && url.pathname === "/login" && req.method === "POST") {
-    return loginFields(req, body).password === DEMO_PASSWORD
-      ? [200, { ok: true }]
+    const fields = loginFields(req, body);
+    // A success names the account logged in, as the example's rule asks
+    // (success_identity_header): the email as read from the request.
+    return fields.password === DEMO_PASSWORD
+      ? [200, { ok: true }, { "x-authenticated-user": String(fields.email ?? "") }]
       : [401, { error: "invalid email or password" }];
   }
   return undefined;
@@ -51,8 +54,8 @@ createServer((req, res) => {
   req.on("data", (c) => chunks.push(c));
   req.on("end", () => {
     const body = Buffer.concat(chunks);
-    const [status, json] = exampleAnswer(req, url, body) ?? [200, echo(req, url, body)];
-    res.writeHead(status, { "content-type": "application/json" });
+    const [status, json, headers = {}] = exampleAnswer(req, url, body) ?? [200, echo(req, url, body)];
+    res.writeHead(status, { "content-type": "application/json", ...headers });
     res.end(JSON.stringify(json) + "\n");
   });
 }).listen(port, "127.0.0.1", () =>

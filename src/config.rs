@@ -1088,14 +1088,26 @@ fn forgeable_success(rule: &Rule) -> Option<ConfigWarning> {
         rule: rule.name.clone(),
         field: "success_identity_header",
         message: format!(
-            "not set: a success {effect} for whatever account the request names, whoever the origin logged in \
-             (the attacker's own account, named in a field or a duplicate the origin reads and tollgate does not). \
-             Have the origin name the account it authenticated in a response header and set \
-             success_identity_header to it. Accounts the key does not tell apart (a body: key ignores case and \
-             surrounding spaces) share one count either way: on an origin whose accounts are case-sensitive, \
-             prefer on_success = \"decrement\""
+            "not set: a success {effect} for the account the request names, spelled as it names it, whoever \
+             the origin logged in (the attacker's own account, named in a field the origin reads and tollgate \
+             does not). Have the origin name the account it authenticated in a response header and set \
+             success_identity_header to it"
         ),
     })
+}
+
+/// `tollgate check`'s one line on the trade-off left in a rule whose
+/// success relieves (issue 25): relief is bound to the exact spelling, the
+/// count to the folded key.
+pub fn relief_note(rule: &Rule) -> Option<String> {
+    rule.on_success.as_ref()?;
+    Some(format!(
+        "rule `{}`: a success or device cookie relieves only the account exactly as the request spelled it \
+         (`Victim@example.com` never relieves `victim@example.com`), but spellings the key folds together share \
+         one count: a look-alike's failures count against the account, and a count holding failures of two \
+         spellings is relieved by no success until it expires",
+        rule.name
+    ))
 }
 
 /// A cost above the smallest limit would block every request.

@@ -110,7 +110,15 @@ limits = [{ requests = 10, window = "15m" }]
     let (code, out, _) = tollgate(&["check", path.to_str().unwrap()]);
     assert_eq!(code, 0, "warnings do not fail the check");
     assert!(out.contains("warning: ") && out.contains("rule `login`, field `success_identity_header`: not set"), "{out}");
-    assert!(!out.contains("rule `login-checked`"), "an identity header settles it: {out}");
+    let warned = |rule: &str| out.lines().any(|l| l.starts_with("warning:") && l.contains(&format!("rule `{rule}`")));
+    assert!(!warned("login-checked"), "an identity header settles it: {out}");
+    // Issue 25: the trade-off left, one line per rule whose success relieves.
+    for rule in ["login", "login-checked"] {
+        let notes: Vec<&str> =
+            out.lines().filter(|l| l.starts_with("note:") && l.contains(&format!("rule `{rule}`: a success or device cookie"))).collect();
+        assert_eq!(notes.len(), 1, "{rule}: {out}");
+        assert!(notes[0].contains("share one count"), "{}", notes[0]);
+    }
 }
 
 #[test]

@@ -194,6 +194,9 @@ mod native {
                     for note in config.rules.iter().filter_map(tollgate::explain::lease_note) {
                         println!("note: {path} {label}: {note}");
                     }
+                    for note in config.rules.iter().filter_map(tollgate::config::relief_note) {
+                        println!("note: {path} {label}: {note}");
+                    }
                     for warning in section_warnings(&section, &config) {
                         println!("warning: {path} {label}: {warning}");
                     }

@@ -25,7 +25,9 @@ test("example 2: failures for an account are blocked from a fresh IP, other acco
   const origin = mockOrigin((request, record) => {
     const { email, password } = JSON.parse(record.body.toString() || "{}");
     const ok = password === `${email}-pw`;
-    return new Response(JSON.stringify(ok ? { ok: true } : { error: "invalid email or password" }), { status: ok ? 200 : 401 });
+    // As the example asks of the app: a success names the email it read.
+    const headers = ok ? { "x-authenticated-user": email } : {};
+    return new Response(JSON.stringify(ok ? { ok: true } : { error: "invalid email or password" }), { status: ok ? 200 : 401, headers });
   });
   return withTollgate({ origin, config: exampleConfig("login-brute-force") }, async (tg) => {
     const login = async (email, password, ip) =>
