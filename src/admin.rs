@@ -20,8 +20,10 @@
 //! The key is given raw, one query parameter per key part of the rule
 //! (`ip`, `header:NAME`, `cookie:NAME`, `query:NAME`, `path:GROUP`,
 //! `body:FIELD`, `country`, `asn`), and derived exactly as the rule would
-//! (IPv6 grouped, body fields hashed, ...). A missing or wrong bearer token
-//! gets 401 with no detail about which part was wrong.
+//! (IPv6 grouped, body fields hashed, ...), percent-decoded once; a literal
+//! `+` anywhere in the query is refused as ambiguous ([`refuse_plus`]). A
+//! missing or wrong bearer token gets 401 with no detail about which part
+//! was wrong.
 //!
 //! **Lockout.** Failed authentications are counted per client by
 //! tollgate's own limiter: the built-in rule [`LOCKOUT_RULE`] (10 per 15
