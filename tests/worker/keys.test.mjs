@@ -53,6 +53,14 @@ test("an admin ban of an IPv4 address covers its Teredo clients on every port (i
     }
     assert.equal((await tg.fetch("/p/x", { ip: "2001:0:4136:e378:8000:63bf:3fff:fdd1" })).status, 200, "192.0.2.46 is not banned");
     assert.equal(tg.origin.received.length, 1);
+    // Asked about by its Teredo address, the key is the IPv4 address's: the ban shows.
+    const status = await tg.fetch("/.tollgate/status?rule=per-ip&ip=2001:0:4136:e378:8000:ff3f:3fff:fdd2", {
+      ip: "198.51.100.8",
+      headers: { authorization: "Bearer admin-token-for-the-teredo-ban" },
+    });
+    const body = await status.json();
+    assert.equal(body.limits_source, "ban");
+    assert.equal(body.key_hash, (await ban.json()).key_hash);
   }));
 
 const LOGIN = {
