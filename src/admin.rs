@@ -20,8 +20,10 @@
 //! The key is given raw, one query parameter per key part of the rule
 //! (`ip`, `header:NAME`, `cookie:NAME`, `query:NAME`, `path:GROUP`,
 //! `body:FIELD`, `country`, `asn`), and derived exactly as the rule would
-//! (IPv6 grouped, body fields hashed, ...). A missing or wrong bearer token
-//! gets 401 with no detail about which part was wrong.
+//! (IPv6 grouped, body fields hashed, ...), percent-decoded once; a literal
+//! `+` anywhere in the query is refused as ambiguous ([`refuse_plus`]). A
+//! missing or wrong bearer token gets 401 with no detail about which part
+//! was wrong.
 //!
 //! **Lockout.** Failed authentications are counted per client by
 //! tollgate's own limiter: the built-in rule [`LOCKOUT_RULE`] (10 per 15
@@ -33,6 +35,22 @@
 //! client over the limit gets 429 with `Retry-After`, right token or not
 //! ([`gate`]). Every admin log line carries `client_hash`, the client's key
 //! hashed like any `key_hash`.
+//!
+//! **A right token that outlasts the lockout** (issue 25): the client is
+//! its IP, which a neighbour can share (one IPv4 behind NAT, one IPv6
+//! /64), and ten wrong tokens from it would lock the admin out too. When
+//! the configured token is at least [`TOKEN_PASSES_LOCKOUT_CHARS`] long,
+//! a request with the right token does not ask the lockout counter at all
+//! ([`token_passes_lockout`]): wrong tokens are counted and locked out
+//! exactly as before, the right one is served. This makes every request
+//! of a locked-out client an answered guess (200 for the right token, 429
+//! for a wrong one), so it is done only where guessing is hopeless
+//! anyway; a shorter token keeps the lockout's full force (the right
+//! token gets 429 too, so a locked-out guesser learns nothing), because
+//! then the ten guesses per 15 minutes are what protects it. No design
+//! keyed only by the client and the token can have both: if wrong tokens
+//! from an address can never shut out the right one, the right one is
+//! told apart at any rate from that address.
 
 use crate::canon::CanonicalQuery;
 use crate::config::Config;
@@ -63,6 +81,23 @@ pub const LOCKOUT_FAILURES: u32 = 10;
 
 /// The lockout's window: 15 minutes.
 pub const LOCKOUT_WINDOW_MS: u64 = 15 * 60 * 1000;
+
+/// The length (in characters, trimmed) from which the right token is
+/// served past a lockout ([`token_passes_lockout`]). 32 random hex digits
+/// are 128 bits (`openssl rand -hex 32`, as the guide says, makes 64): at
+/// a million guesses a second that is ~10^25 years, so the lockout's bound
+/// on guesses no longer protects the token and a neighbour's lockout would
+/// only deny its owner. A shorter token keeps the lockout for the right
+/// token too.
+pub const TOKEN_PASSES_LOCKOUT_CHARS: usize = 32;
+
+/// Whether the configured admin token (`expected`, the secret) is long
+/// enough that a request presenting it skips the lockout counter
+/// ([`TOKEN_PASSES_LOCKOUT_CHARS`]). Only ever asked after
+/// [`token_matches`] said the presented token is this one.
+pub fn token_passes_lockout(expected: &str) -> bool {
+    expected.trim().chars().count() >= TOKEN_PASSES_LOCKOUT_CHARS
+}
 
 /// Makes `spec` (a config rule's defaults) the built-in lockout rule:
 /// [`LOCKOUT_RULE`], keyed by `ip`, [`LOCKOUT_FAILURES`] per
@@ -101,17 +136,19 @@ pub enum Gate<'r, 'c> {
 }
 
 /// Acts on `route` given what the client's lockout counter (`lockout`,
-/// asked with [`lockout_op`]) said:
+/// asked with [`lockout_op`]) said, `None` when it was not asked (a right
+/// token that [passes the lockout](token_passes_lockout)):
 /// - over the limit: 429 with `Retry-After`, whatever the token (logged
 ///   `admin_locked`, with whether the token was right);
 /// - the counter failed: an authorized request gets 503 (the lockout fails
 ///   closed), an unauthorized one its 401 (logged `counter_error`);
-/// - otherwise: 401 for a failed authentication (logged `admin_denied`),
-///   the 4xx of an invalid request, or serve it.
-pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: &Outcome) -> Gate<'r, 'c> {
+/// - otherwise (or not asked): 401 for a failed authentication (logged
+///   `admin_denied`), the 4xx of an invalid request, or serve it.
+pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: Option<&Outcome>) -> Gate<'r, 'c> {
     let client = || ("client_hash", Value::from(lockout.key_hash.as_str()));
     let authorized = !matches!(route, AdminRoute::Unauthorized);
-    match (outcome, route) {
+    let not_asked = Outcome::Allowed { windows: Vec::new(), reservation: None };
+    match (outcome.unwrap_or(&not_asked), route) {
         (Outcome::Blocked { retry_after_ms, window, windows }, _) => Gate::Refuse {
             response: verdict::too_many_requests(lockout.rule, *retry_after_ms, *window, windows.as_deref()),
             events: vec![LogEvent::new(
@@ -245,6 +282,9 @@ pub enum AdminError {
     UnknownBucket { rule: String, bucket: String },
     /// An override or ban that cannot be set as given.
     InvalidControl(String),
+    /// The query string holds a literal `+` (in this parameter's name or
+    /// value): see [`refuse_plus`].
+    AmbiguousPlus(String),
 }
 
 impl AdminError {
@@ -266,7 +306,8 @@ impl AdminError {
             AdminError::MissingRule
             | AdminError::MissingKeyPart(_)
             | AdminError::UnknownBucket { .. }
-            | AdminError::InvalidControl(_) => 400,
+            | AdminError::InvalidControl(_)
+            | AdminError::AmbiguousPlus(_) => 400,
         }
     }
 }
@@ -276,6 +317,11 @@ impl fmt::Display for AdminError {
         match self {
             AdminError::NotFound => write!(f, "unknown admin endpoint (use /status, /reset, /override, /ban or /rules)"),
             AdminError::InvalidControl(why) => f.write_str(why),
+            AdminError::AmbiguousPlus(name) => write!(
+                f,
+                "`{name}` holds a `+`, which a query string may mean as a space (form encoding) or as a plus: \
+                 write `%2B` for a plus sign and `%20` for a space"
+            ),
             AdminError::MethodNotAllowed { allowed } => write!(f, "use {allowed}"),
             AdminError::MissingRule => write!(f, "missing query parameter `rule`"),
             AdminError::UnknownRule(r) => write!(f, "no rule named `{r}`"),
@@ -304,6 +350,22 @@ pub struct AdminRequest<'c> {
     pub key: String,
     /// For `override` and `ban`: what to set.
     pub control: Option<ControlAsk>,
+}
+
+/// Refuses an admin query string with a literal `+` anywhere in it (issue
+/// 25). The key is given raw, and `+` is ambiguous there: form decoding
+/// (which [`CanonicalQuery`] follows, as origins read a query) makes it a
+/// space, while an operator typing `body:email=eve+1@example.com` means a
+/// plus; read as a space, the ban answered 200 and `eve+1` still got
+/// through. Refusing is the one reading that cannot ban the wrong key;
+/// `%2B` (a plus) and `%20` (a space) are unambiguous and accepted. No rule
+/// name, limit, duration or end holds a `+`, so nothing else is lost. The
+/// error names the parameter (as written, up to its `=`).
+pub fn refuse_plus(raw_query: &str) -> Result<(), AdminError> {
+    match raw_query.split(['&', ';']).find(|pair| pair.contains('+')) {
+        Some(pair) => Err(AdminError::AmbiguousPlus(pair.split('=').next().unwrap_or(pair).to_string())),
+        None => Ok(()),
+    }
 }
 
 /// Whether `canonical_path` is under `prefix` (the prefix itself or below).
@@ -703,7 +765,7 @@ mod tests {
         let request = object(parse(&c, "/.tollgate/reset", "POST", &q));
         let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
         for (route, authorized) in [(&call, true), (&AdminRoute::Unauthorized, false)] {
-            let (response, events) = refused(gate(&lockout(&c), route, &blocked(61_500)));
+            let (response, events) = refused(gate(&lockout(&c), route, Some(&blocked(61_500))));
             assert_eq!(response.status, 429);
             assert_eq!(response.header("retry-after"), Some("62"));
             assert_eq!(response.header("ratelimit-policy"), Some("\"tollgate:admin-auth\";q=10;w=900"));
@@ -718,17 +780,17 @@ mod tests {
     fn under_the_limit_the_token_decides() {
         let c = config();
         let allowed = Outcome::Allowed { windows: Vec::new(), reservation: None };
-        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Unauthorized, &allowed));
+        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Unauthorized, Some(&allowed)));
         assert_eq!(response, unauthorized());
         assert_eq!(response.header("www-authenticate"), Some("Bearer realm=\"tollgate\""));
         assert_eq!(events, [json!({"tollgate": "admin_denied", "client_hash": "c11e47"})]);
-        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Invalid(AdminError::MissingRule), &allowed));
+        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Invalid(AdminError::MissingRule), Some(&allowed)));
         assert_eq!(response.status, 400);
         assert!(events.is_empty());
         let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
         let request = object(parse(&c, "/.tollgate/status", "GET", &q));
         let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
-        match gate(&lockout(&c), &call, &allowed) {
+        match gate(&lockout(&c), &call, Some(&allowed)) {
             Gate::Serve { request, id, key_hash } => {
                 assert_eq!((request.rule.name.as_str(), id, key_hash), ("heavy", "heavy\nip=203.0.113.7", "k"));
                 let line: Value = serde_json::from_str(&log_event(request, key_hash, "c11e47").line()).unwrap();
@@ -742,20 +804,63 @@ mod tests {
     }
 
     #[test]
+    fn a_long_right_token_is_served_without_the_lockout_a_short_one_is_not() {
+        assert!(token_passes_lockout(&"a".repeat(32)));
+        assert!(token_passes_lockout(&format!(" {}\n", "0f".repeat(32))), "trimmed as token_matches trims");
+        assert!(!token_passes_lockout(&"a".repeat(31)));
+        assert!(!token_passes_lockout("s3cret-admin-token-for-tests"));
+        let c = config();
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let request = object(parse(&c, "/.tollgate/status", "GET", &q));
+        let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
+        assert!(matches!(gate(&lockout(&c), &call, None), Gate::Serve { .. }), "not asked: served");
+        assert!(matches!(gate(&lockout(&c), &AdminRoute::Rules, None), Gate::Rules));
+        let (response, _) = refused(gate(&lockout(&c), &AdminRoute::Invalid(AdminError::MissingRule), None));
+        assert_eq!(response.status, 400);
+    }
+
+    #[test]
     fn the_lockout_fails_closed_for_an_authorized_request() {
         let c = config();
         let down = Outcome::Failed("timeout".into());
         let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
         let request = object(parse(&c, "/.tollgate/status", "GET", &q));
         let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
-        let (response, events) = refused(gate(&lockout(&c), &call, &down));
+        let (response, events) = refused(gate(&lockout(&c), &call, Some(&down)));
         assert_eq!((response.status, response.header("retry-after")), (503, Some("1")));
         assert_eq!((events[0]["tollgate"].as_str(), events[0]["decision"].as_str()), (Some("counter_error"), Some("deny")));
         assert_eq!(events[0]["key_hash"], "c11e47");
-        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Unauthorized, &down));
+        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Unauthorized, Some(&down)));
         assert_eq!(response.status, 401, "a wrong token is refused all the same");
         assert_eq!(events[0]["decision"], "not_recorded");
         assert_eq!(events[1], json!({"tollgate": "admin_denied", "client_hash": "c11e47"}));
+    }
+}
+
+#[cfg(test)]
+mod plus_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_literal_plus_is_refused_and_naming_the_parameter_and_2b_is_a_plus() {
+        let e = refuse_plus("rule=login&body:email=eve+1@example.com&for=1h").unwrap_err();
+        assert_eq!((e.status(), e.title()), (400, "Bad Request"));
+        assert!(e.to_string().starts_with("`body:email` holds a `+`"), "{e}");
+        assert!(e.to_string().contains("`%2B` for a plus sign and `%20` for a space"), "{e}");
+        assert_eq!(refuse_plus("rule=a&ip+=1").unwrap_err(), AdminError::AmbiguousPlus("ip+".into()));
+        assert_eq!(refuse_plus("rule=a;x=+"), Err(AdminError::AmbiguousPlus("x".into())));
+        for fine in ["", "rule=login&body:email=eve%2B1@example.com", "rule=a&header:x-name=a%20b", "rule=a&ip=1.2.3.4"] {
+            assert_eq!(refuse_plus(fine), Ok(()), "{fine}");
+        }
+        let c = Config::from_json(&json!({"rules": [
+            {"name": "login", "path": "/login", "key": ["body:email"], "limits": [{"requests": 10, "window": "15m"}]},
+        ]}))
+        .unwrap();
+        match parse(&c, "/.tollgate/status", "GET", &CanonicalQuery::parse("rule=login&body:email=eve%2B1@example.com")) {
+            Ok(AdminAsk::Object(r)) => assert_eq!(r.key, format!("body:email={}", crate::key::hash_identity("eve+1@example.com").unwrap())),
+            other => panic!("{other:?}"),
+        }
     }
 }
 

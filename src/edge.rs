@@ -262,7 +262,9 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     }
     let mut outcomes = Vec::new();
     let verdict = match &plan.route {
-        Route::Admin { lockout, route } => return Ok(Decided::Admin(admin_request(env, config, lockout, route).await?)),
+        Route::Admin { lockout, route, lockout_binds } => {
+            return Ok(Decided::Admin(admin_request(env, config, lockout, route, *lockout_binds).await?))
+        }
         Route::Check(applied) if !applied.is_empty() => {
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
             // A blocked client's plan is kept, for its repeats.
@@ -425,16 +427,18 @@ async fn forward_and_settle(
 }
 
 /// Serves the admin API (the token secret exists): first the client's
-/// lockout counter, then what [`admin::gate`] says. The token is never
+/// lockout counter (unless `lockout_binds` is false: a right token that
+/// passes the lockout), then what [`admin::gate`] says. The token is never
 /// logged.
 pub(crate) async fn admin_request(
     env: &Env,
     config: &Config,
     lockout: &Applied<'_>,
     route: &AdminRoute<'_>,
+    lockout_binds: bool,
 ) -> worker::Result<web_sys::Response> {
-    let outcome = check(env, lockout, admin::lockout_op(route)).await;
-    let (request, id, key_hash) = match admin::gate(lockout, route, &outcome) {
+    let outcome = if lockout_binds { Some(check(env, lockout, admin::lockout_op(route)).await) } else { None };
+    let (request, id, key_hash) = match admin::gate(lockout, route, outcome.as_ref()) {
         Gate::Refuse { response, events } => {
             write_logs(&events);
             return respond(&response);

@@ -763,9 +763,13 @@ pub fn cookie_value(header: &str, name: &str) -> Option<String> {
 ///   a whole /48 (65,536 /64s), so grouping it by `prefix` would hand it
 ///   that many buckets.
 /// - Teredo addresses (`2001:0::/32`, RFC 4380 §4) count as the client's
-///   public IPv4 address and UDP port (`teredo:192.0.2.45:40000`): the
+///   public IPv4 address (`192.0.2.45`), the one its NAT sends from: the
 ///   first 64 bits name only the Teredo server, which every client of that
-///   server shares.
+///   server shares, and the UDP port beside the address is the client's to
+///   change (each new NAT mapping is a new port), so keying on it handed
+///   out a bucket per port and let a Teredo client slip past a ban of its
+///   IPv4 address (issue 25). Clients behind one NAT share the bucket, as
+///   they do over IPv4.
 /// - Other IPv6 is masked to `prefix` bits and written as `network/prefix`,
 ///   so that spelling variants (case, zero compression) are one key and a
 ///   client cannot rotate through the addresses of its own subnet.
@@ -778,8 +782,8 @@ pub fn client_ip_key(raw: &str, ipv6_prefix: u8) -> Option<String> {
             if let Some(v4) = embedded_ipv4(&v6) {
                 return Some(v4.to_string());
             }
-            if let Some((v4, port)) = teredo_client(&v6) {
-                return Some(format!("teredo:{v4}:{port}"));
+            if let Some(v4) = teredo_client(&v6) {
+                return Some(v4.to_string());
             }
             let prefix = u32::from(ipv6_prefix.min(128));
             let bits = u128::from(v6);
@@ -806,16 +810,17 @@ fn embedded_ipv4(v6: &Ipv6Addr) -> Option<Ipv4Addr> {
     None
 }
 
-/// The client's public IPv4 address and UDP port of a Teredo address
-/// (RFC 4380 §4): prefix `2001:0000::/32`, server IPv4 (32 bits), flags
-/// (16), the port XOR `0xFFFF` (16), the address XOR `0xFFFFFFFF` (32).
-fn teredo_client(v6: &Ipv6Addr) -> Option<(Ipv4Addr, u16)> {
+/// The client's public IPv4 address of a Teredo address (RFC 4380 §4):
+/// prefix `2001:0000::/32`, server IPv4 (32 bits), flags (16), the port
+/// XOR `0xFFFF` (16, not read: the client can change it), the address XOR
+/// `0xFFFFFFFF` (32).
+fn teredo_client(v6: &Ipv6Addr) -> Option<Ipv4Addr> {
     let s = v6.segments();
     if s[..2] != [0x2001, 0] {
         return None;
     }
     let bits = u128::from(*v6);
-    Some((Ipv4Addr::from(!(bits as u32)), !s[5]))
+    Some(Ipv4Addr::from(!(bits as u32)))
 }
 
 #[cfg(test)]
@@ -882,16 +887,17 @@ mod tests {
     }
 
     #[test]
-    fn a_teredo_client_is_its_public_address_and_port() {
+    fn a_teredo_client_is_its_public_ipv4_address() {
         // RFC 4380 §4's example: server 65.54.227.120, cone NAT, client seen
         // as 192.0.2.45 port 40000.
         let rfc = "2001:0000:4136:e378:8000:63bf:3fff:fdd2";
-        assert_eq!(client_ip_key(rfc, 64).as_deref(), Some("teredo:192.0.2.45:40000"));
+        assert_eq!(client_ip_key(rfc, 64).as_deref(), Some("192.0.2.45"), "the same bucket as the host over IPv4");
         // Another client of the same server (same /64): another key.
         let other = "2001:0:4136:e378:8000:63bf:3fff:fdd1";
-        assert_eq!(client_ip_key(other, 64).as_deref(), Some("teredo:192.0.2.46:40000"));
-        // The same NAT, another port: another client behind it.
-        assert_eq!(client_ip_key("2001:0:4136:e378:8000:ff3f:3fff:fdd2", 64).as_deref(), Some("teredo:192.0.2.45:192"));
+        assert_eq!(client_ip_key(other, 64).as_deref(), Some("192.0.2.46"));
+        // The same NAT, another port (a new mapping): the same key, so a
+        // client cannot rotate ports past a limit or a ban of its address.
+        assert_eq!(client_ip_key("2001:0:4136:e378:8000:ff3f:3fff:fdd2", 64).as_deref(), Some("192.0.2.45"));
         // The flags and server do not matter, only what identifies the client.
         assert_eq!(client_ip_key("2001:0:c633:6401:0:63bf:3fff:fdd2", 64), client_ip_key(rfc, 64));
         assert_eq!(client_ip_key("2001:1::1", 64).as_deref(), Some("2001:1::/64"), "not Teredo");

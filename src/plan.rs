@@ -218,8 +218,11 @@ pub enum Route<'c> {
     /// First ask `lockout` (the built-in rule [`admin::LOCKOUT_RULE`],
     /// keyed by the client's IP) with [`admin::lockout_op`], then act on
     /// `route` as [`admin::gate`] says. A request without a client IP is
-    /// [`Route::MissingKey`] of that rule instead (400).
-    Admin { lockout: Box<Applied<'c>>, route: AdminRoute<'c> },
+    /// [`Route::MissingKey`] of that rule instead (400). `lockout_binds` is
+    /// false for the right token when it is long enough to
+    /// [pass the lockout](admin::token_passes_lockout): its counter is then
+    /// not asked.
+    Admin { lockout: Box<Applied<'c>>, route: AdminRoute<'c>, lockout_binds: bool },
     /// Plan again with the body read (capped).
     NeedsBody,
     /// A matching rule's key is missing and the rule rejects: 400. The
@@ -292,7 +295,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     if admin::is_admin_path(&config.admin_prefix, &path) {
         if let Some(token) = (parts.admin_token)() {
             let query = CanonicalQuery::parse(raw_query);
-            let route = admin_route(config, parts, &token, &path, &query);
+            let route = admin_route(config, parts, &token, &path, raw_query, &query);
             let methods = vec![parts.method.to_ascii_uppercase()];
             let canonical = Canonical { host, path, query, methods, unreadable_body: None };
             return Plan { canonical: Some(canonical), matched: Vec::new(), route };
@@ -574,12 +577,14 @@ fn route_of<'c>(
 /// An admin request: the client's lockout counter (keyed as any `ip` rule
 /// is) and what the token allows. The token is compared here, but the
 /// answer waits for the lockout counter ([`admin::gate`]): a client locked
-/// out gets 429 even with the right token.
+/// out gets 429 even with the right token, unless that token is long
+/// enough to pass the lockout ([`admin::token_passes_lockout`]).
 fn admin_route<'c>(
     config: &'c Config,
     parts: &RequestParts<'_>,
     token: &str,
     path: &str,
+    raw_query: &str,
     query: &CanonicalQuery,
 ) -> Route<'c> {
     let rule = &config.admin_lockout;
@@ -609,10 +614,12 @@ fn admin_route<'c>(
         device: None,
         spelling: None,
     };
-    let route = if !admin::token_matches(token, (parts.header)("authorization").as_deref()) {
+    let authorized = admin::token_matches(token, (parts.header)("authorization").as_deref());
+    let lockout_binds = !(authorized && admin::token_passes_lockout(token));
+    let route = if !authorized {
         AdminRoute::Unauthorized
     } else {
-        match admin::parse(config, path, parts.method, query) {
+        match admin::refuse_plus(raw_query).and_then(|()| admin::parse(config, path, parts.method, query)) {
             Ok(admin::AdminAsk::Rules) => AdminRoute::Rules,
             Ok(admin::AdminAsk::Object(request)) => AdminRoute::Call {
                 id: object_name(request.rule, &request.key),
@@ -622,7 +629,7 @@ fn admin_route<'c>(
             Err(e) => AdminRoute::Invalid(e),
         }
     };
-    Route::Admin { lockout: Box::new(lockout), route }
+    Route::Admin { lockout: Box::new(lockout), route, lockout_binds }
 }
 
 #[cfg(test)]
@@ -753,7 +760,7 @@ mod tests {
         assert!(matches!(p.route, Route::Check(ref a) if a.is_empty()), "off: the path is the origin's");
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP], None, Some("s3cret"));
         match p.route {
-            Route::Admin { lockout, route: AdminRoute::Unauthorized } => {
+            Route::Admin { lockout, route: AdminRoute::Unauthorized, lockout_binds: true } => {
                 assert_eq!(lockout.rule.name, admin::LOCKOUT_RULE);
                 assert_eq!(lockout.key, "ip=198.51.100.7", "the client's IP, not the one asked about");
                 assert_eq!(lockout.id, format!("{}\nip=198.51.100.7", admin::LOCKOUT_RULE));
@@ -773,6 +780,17 @@ mod tests {
         }
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=nope", &[IP, auth], None, Some("s3cret"));
         assert!(matches!(p.route, Route::Admin { route: AdminRoute::Invalid(AdminError::UnknownRule(_)), .. }));
+        // A literal `+` in the raw key is refused, not read as a space (issue 25).
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4+", &[IP, auth], None, Some("s3cret"));
+        assert!(matches!(p.route, Route::Admin { route: AdminRoute::Invalid(AdminError::AmbiguousPlus(ref n)), .. } if n == "ip"), "{:?}", p.route);
+        // A short right token asks the lockout; a long one does not, a wrong one always does.
+        assert!(matches!(p.route, Route::Admin { lockout_binds: true, .. }));
+        let long = "0123456789abcdef0123456789abcdef";
+        let bearer = format!("Bearer {long}");
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP, ("authorization", &bearer)], None, Some(long));
+        assert!(matches!(p.route, Route::Admin { route: AdminRoute::Call { .. }, lockout_binds: false, .. }), "{:?}", p.route);
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP, auth], None, Some(long));
+        assert!(matches!(p.route, Route::Admin { route: AdminRoute::Unauthorized, lockout_binds: true, .. }), "{:?}", p.route);
         // No client IP: the lockout cannot count the client, so it is refused
         // before the token is looked at.
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[auth], None, Some("s3cret"));

@@ -85,6 +85,30 @@ pub fn missing_binding(upstream: &Upstream, bindings: &[String]) -> Option<Strin
     }
 }
 
+/// For `tollgate check`: the warning that the app behind a service binding
+/// can be reached around tollgate. A Worker without routes still answers at
+/// its `*.workers.dev` URL and at a Preview URL per version unless its own
+/// Wrangler config turns them off, and there nothing limits it. `app` is
+/// what [`crate::wrangler::exposures`] found in the app's config (`file`),
+/// when check was given it (`--app`): no warning when it found nothing;
+/// without it, the reminder. `None` for the origin upstream.
+pub fn bypass_warning(upstream: &Upstream, app: Option<(&str, &[String])>) -> Option<String> {
+    let Upstream::Service(binding) = upstream else { return None };
+    const FIX: &str = "set workers_dev = false and preview_urls = false in the app's wrangler config (and give it no routes)";
+    match app {
+        None => Some(format!(
+            "field `{FIELD}`: the app behind service binding `{binding}` stays reachable around tollgate, unlimited, \
+             at its *.workers.dev URL and its Preview URLs while they are on (Wrangler's default): {FIX}; \
+             `tollgate check --app APP_WRANGLER_FILE` checks that"
+        )),
+        Some((_, [])) => None,
+        Some((file, open)) => Some(format!(
+            "field `{FIELD}`: the app behind service binding `{binding}` ({file}) is reachable around tollgate, unlimited: {}; {FIX}",
+            open.join(" | ")
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +132,19 @@ mod tests {
         assert_eq!(of_invalid_config(&json!({ "rules": 3 })), Some(Upstream::Origin));
         assert_eq!(of_invalid_config(&json!({ "upstream": { "service": "APP" }, "rules": 3 })), Some(Upstream::Service("APP".into())));
         assert_eq!(of_invalid_config(&json!({ "upstream": { "service": 1 } })), None);
+    }
+
+    #[test]
+    fn a_service_upstream_warns_that_the_app_is_reachable_around_tollgate() {
+        let app = Upstream::Service("APP".into());
+        assert_eq!(bypass_warning(&Upstream::Origin, None), None);
+        let reminder = bypass_warning(&app, None).unwrap();
+        assert!(reminder.contains("service binding `APP` stays reachable around tollgate"), "{reminder}");
+        assert!(reminder.contains("workers_dev = false and preview_urls = false"), "{reminder}");
+        assert_eq!(bypass_warning(&app, Some(("app.toml", &[]))), None, "the app's config turns both off");
+        let open = ["top level: preview_urls is not false (a URL per version)".to_string()];
+        let found = bypass_warning(&app, Some(("app.toml", &open))).unwrap();
+        assert!(found.contains("(app.toml) is reachable around tollgate, unlimited: top level: preview_urls is not false"), "{found}");
     }
 
     #[test]

@@ -148,6 +148,44 @@ pub fn select(wrangler: &Value, env: Option<&str>) -> Result<Section, String> {
     })
 }
 
+/// How an app Worker's own Wrangler config (`app`) leaves it reachable
+/// other than through a Worker in front of it: one line per section (the
+/// top level, then each `[env.NAME]`) that does. Wrangler's defaults: both
+/// keys are inherited by environments; `workers_dev` is on unless set false
+/// (Wrangler's default for a Worker without routes, as an app behind a
+/// service binding is); `preview_urls` follows `workers_dev` unless set
+/// (Wrangler 4.44 and later; older versions turned it on regardless, so
+/// only an explicit `false` is certain). Routes or a custom domain of its
+/// own also reach it directly.
+pub fn exposures(app: &Value) -> Vec<String> {
+    let flag = |v: &Value, key: &str| v.get(key).and_then(Value::as_bool);
+    let mut out = Vec::new();
+    let mut check = |label: &str, section: &Value, top: Option<&Value>| {
+        let inherited = |key: &str| flag(section, key).or_else(|| top.and_then(|t| flag(t, key)));
+        let mut open = Vec::new();
+        if inherited("workers_dev") != Some(false) {
+            open.push("workers_dev is not false (its *.workers.dev URL)".to_string());
+        }
+        if inherited("preview_urls") != Some(false) {
+            open.push("preview_urls is not false (a URL per version)".to_string());
+        }
+        let routes = routes(section).or_else(|| top.and_then(routes)).unwrap_or_default();
+        if !routes.is_empty() {
+            open.push(format!("it has routes of its own ({})", routes.join(", ")));
+        }
+        if !open.is_empty() {
+            out.push(format!("{label}: {}", open.join("; ")));
+        }
+    };
+    check("top level", app, None);
+    if let Some(envs) = app.get("env").and_then(Value::as_object) {
+        for (name, env) in envs {
+            check(&format!("env `{name}`"), env, Some(app));
+        }
+    }
+    out
+}
+
 fn section(label: String, value: &Value, top: Option<&Section>) -> Section {
     let tollgate = value.get("vars").and_then(|v| v.get("TOLLGATE")).cloned();
     let routes = routes(value).or_else(|| top.map(|t| t.routes.clone())).unwrap_or_default();
@@ -195,6 +233,23 @@ mod tests {
         assert_eq!(value["routes"][0]["pattern"], "example.com/*");
         assert!(parse("w.jsonc", "{ \"a\": }").unwrap_err().contains("not valid JSON(C)"));
         assert!(parse("w.toml", "a = ").unwrap_err().contains("not valid TOML"));
+    }
+
+    #[test]
+    fn an_app_is_reachable_around_its_front_until_both_urls_are_off() {
+        let app = |text: &str| parse("app.toml", text).unwrap();
+        let open = exposures(&app("name = \"app\""));
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert!(open[0].starts_with("top level: workers_dev is not false") && open[0].contains("preview_urls is not false"), "{open:?}");
+        assert!(exposures(&app("workers_dev = false\npreview_urls = false")).is_empty());
+        let only_dev = exposures(&app("workers_dev = false"));
+        assert_eq!(only_dev, ["top level: preview_urls is not false (a URL per version)"], "only an explicit false is certain");
+        let envs = exposures(&app("workers_dev = false\npreview_urls = false\n[env.staging]\nworkers_dev = true\n[env.prod]\nroutes = [\"app.example.com/*\"]"));
+        assert_eq!(
+            envs,
+            ["env `prod`: it has routes of its own (app.example.com/*)", "env `staging`: workers_dev is not false (its *.workers.dev URL)"],
+            "inherited unless set"
+        );
     }
 
     #[test]

@@ -421,3 +421,50 @@ lease_ttl = "2m"
     assert_eq!(code, 1);
     assert!(err.contains("rule `tenant`, field `lease`") && err.contains("rule `tenant`, field `lease_ttl`: must be at most 60s"), "{err}");
 }
+
+/// Issue 25: the app behind `upstream = { service }` answers at its
+/// workers.dev and Preview URLs, around tollgate, unless its own config
+/// turns them off; `check` says so, and with `--app` reads the app's config.
+#[test]
+fn check_warns_that_a_service_upstreams_app_is_reachable_around_tollgate() {
+    let front = temp_toml(
+        "front.toml",
+        r#"
+routes = [{ pattern = "example.com/*", zone_name = "example.com" }]
+services = [{ binding = "APP", service = "my-app" }]
+[vars.TOLLGATE]
+upstream = { service = "APP" }
+[[vars.TOLLGATE.rules]]
+name = "api"
+path = "/api/*"
+limits = [{ requests = 10, window = "60s" }]
+"#,
+    );
+    let front = front.to_str().unwrap();
+    let (code, out, err) = tollgate(&["check", front]);
+    assert_eq!(code, 0, "a warning, not an error: {out}{err}");
+    assert!(
+        out.contains("warning: ") && out.contains("field `upstream`: the app behind service binding `APP` stays reachable around tollgate"),
+        "{out}"
+    );
+    assert!(out.contains("set workers_dev = false and preview_urls = false"), "{out}");
+
+    let closed = temp_toml("app-closed.toml", "name = \"my-app\"\nworkers_dev = false\npreview_urls = false\n");
+    let (code, out, err) = tollgate(&["check", front, "--app", closed.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("reachable around tollgate"), "both off: no warning: {out}");
+
+    let open = temp_toml("app-open.toml", "name = \"my-app\"\nworkers_dev = false\n[env.staging]\nworkers_dev = true\npreview_urls = false\n");
+    let (code, out, err) = tollgate(&["check", front, "--app", open.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("is reachable around tollgate, unlimited: top level: preview_urls is not false"), "{out}");
+    assert!(out.contains("env `staging`: workers_dev is not false"), "{out}");
+
+    let (code, _, err) = tollgate(&["check", front, "--app", "no/such/app.toml"]);
+    assert_eq!(code, 1, "an unreadable --app file is an error");
+    assert!(err.contains("error: --app: cannot read no/such/app.toml"), "{err}");
+
+    let (code, out, _) = tollgate(&["check", "wrangler.toml"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("reachable around tollgate"), "the origin upstream: no such warning");
+}

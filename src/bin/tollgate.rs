@@ -3,6 +3,8 @@
 //! ```text
 //! tollgate check [FILE] [--env NAME]          validate the config offline (every environment,
 //!                                             or NAME); FILE: wrangler.toml / .json / .jsonc
+//!     --app FILE             the app's wrangler config behind `upstream = { service }`:
+//!                            warn while workers_dev, preview_urls or routes reach it
 //! tollgate explain <url> [options]           what the Worker does with one request
 //!     --config FILE          wrangler.toml to read (default: ./wrangler.toml)
 //!     --env NAME             use [env.NAME.vars.TOLLGATE]
@@ -51,7 +53,8 @@ mod native {
     use tollgate::wrangler;
 
     const USAGE: &str = "usage:
-  tollgate check [FILE] [--env NAME]      validate the config offline (FILE: wrangler.toml,
+  tollgate check [FILE] [--env NAME] [--app FILE]
+                                          validate the config offline (FILE: wrangler.toml,
                                           wrangler.json or wrangler.jsonc; default ./wrangler.toml)
   tollgate explain <url> [options]        what the Worker does with one request
   tollgate hash <key> | --rule NAME PART=VALUE...
@@ -68,10 +71,13 @@ mod native {
     /// The Worker secret (and the CLI's env var) that keys log hashes.
     const LOG_KEY_VAR: &str = "TOLLGATE_LOG_KEY";
 
-    const CHECK_USAGE: &str = "usage: tollgate check [FILE] [--env NAME]
+    const CHECK_USAGE: &str = "usage: tollgate check [FILE] [--env NAME] [--app FILE]
   Validates the TOLLGATE config of every environment in FILE (wrangler.toml,
   wrangler.json or wrangler.jsonc; default ./wrangler.toml), or only of the
   environment NAME (--env \"\" for the top level alone).
+  --app FILE: the wrangler config of the app behind `upstream = { service }`,
+  checked for what leaves it reachable around tollgate (workers_dev,
+  preview_urls, routes of its own); without it check only reminds you.
   Errors name the rule and the field, and exit 1; warnings alone exit 0.";
 
     const EXPLAIN_USAGE: &str = "usage: tollgate explain <url> [options]
@@ -104,7 +110,7 @@ mod native {
             Some("check") if wants_help(rest) => usage(CHECK_USAGE, 0),
             Some("explain") if wants_help(rest) => usage(EXPLAIN_USAGE, 0),
             Some("check") => match parse_check(rest) {
-                Ok((file, env)) => check(&file, env.as_deref()),
+                Ok((file, env, app)) => check(&file, env.as_deref(), app.as_deref()),
                 Err(e) => {
                     eprintln!("tollgate check: {e}");
                     usage(CHECK_USAGE, 2)
@@ -147,23 +153,34 @@ mod native {
         wrangler::parse(path, &text)
     }
 
-    /// `[FILE] [--env NAME]`.
-    fn parse_check(args: &[String]) -> Result<(String, Option<String>), String> {
+    /// `[FILE] [--env NAME] [--app FILE]`.
+    fn parse_check(args: &[String]) -> Result<(String, Option<String>, Option<String>), String> {
         let mut file = None;
         let mut env = None;
+        let mut app = None;
         let mut it = args.iter();
         while let Some(arg) = it.next() {
             match arg.as_str() {
                 "--env" | "-e" => env = Some(it.next().cloned().ok_or("--env needs a value")?),
+                "--app" => app = Some(it.next().cloned().ok_or("--app needs a value")?),
                 other if other.starts_with('-') => return Err(format!("unknown option {other}")),
                 path if file.is_none() => file = Some(path.to_string()),
                 extra => return Err(format!("unexpected argument {extra}")),
             }
         }
-        Ok((file.unwrap_or_else(|| "wrangler.toml".into()), env))
+        Ok((file.unwrap_or_else(|| "wrangler.toml".into()), env, app))
     }
 
-    fn check(path: &str, env: Option<&str>) -> i32 {
+    fn check(path: &str, env: Option<&str>, app: Option<&str>) -> i32 {
+        // The app behind a service upstream: what leaves it reachable around
+        // tollgate (read once; an unreadable file is an error).
+        let app = match app.map(|file| read_wrangler(file).map(|w| (file, wrangler::exposures(&w)))).transpose() {
+            Ok(app) => app,
+            Err(e) => {
+                eprintln!("error: --app: {e}");
+                return 1;
+            }
+        };
         let parsed = read_wrangler(path).and_then(|w| match env {
             None => Ok(wrangler::sections(&w)),
             Some(name) => wrangler::select(&w, Some(name).filter(|n| !n.is_empty())).map(|s| vec![s]),
@@ -198,6 +215,10 @@ mod native {
                         println!("note: {path} {label}: {note}");
                     }
                     for warning in section_warnings(&section, &config) {
+                        println!("warning: {path} {label}: {warning}");
+                    }
+                    let app = app.as_ref().map(|(file, open)| (*file, open.as_slice()));
+                    if let Some(warning) = tollgate::upstream::bypass_warning(&config.upstream, app) {
                         println!("warning: {path} {label}: {warning}");
                     }
                 }

@@ -164,3 +164,64 @@ test("a rule's fallback bucket can be inspected and reset, and the rules listed"
       assert.equal((await admin(tg, "/.tollgate/rules", { token: "wrong" })).status, 401);
     },
   ));
+
+test("a raw key with a literal `+` is refused (not read as a space); `%2B` bans eve+1, and the answer's key_hash is the one her requests log (issue 25)", () =>
+  withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+    const ban = (email) => admin(tg, `/.tollgate/ban?rule=login&body:email=${email}&for=1h`, { method: "POST" });
+    const plus = await ban("eve+1@example.com");
+    assert.equal(plus.status, 400, "today's code read `eve 1@example.com` and answered 200");
+    assert.match((await plus.json()).detail, /`body:email` holds a `\+`.*`%2B` for a plus sign and `%20` for a space/);
+    const login = (email) =>
+      tg.fetch("/login", { method: "POST", ip: "203.0.113.50", headers: { "content-type": "application/json" }, body: JSON.stringify({ email }) });
+    assert.equal((await login("eve+1@example.com")).status, 200, "the refused ban banned nothing");
+
+    const encoded = await ban("eve%2B1@example.com");
+    assert.equal(encoded.status, 200);
+    const answer = await encoded.json();
+    assert.equal(answer.limits_source, "ban");
+    assert.match(answer.key_hash, /^[0-9a-f]{16}$/);
+    const before = tg.logEvents().length;
+    assert.equal((await login("eve+1@example.com")).status, 429, "eve+1 is banned");
+    assert.equal((await login("EVE+1@example.com")).status, 429, "as the rule reads her (lowercased)");
+    assert.equal((await login("eve 1@example.com")).status, 200, "a space is another account");
+    assert.equal((await login("eve1@example.com")).status, 200);
+    await tg.settled();
+    const blocks = tg.logEvents().slice(before).filter((e) => e.tollgate === "block" && e.rule === "login");
+    assert.ok(blocks.length >= 1, JSON.stringify(tg.logEvents().slice(before)));
+    assert.ok(blocks.every((e) => e.key_hash === answer.key_hash), "the ban's key_hash names the key her requests are charged to");
+    const spaced = await admin(tg, "/.tollgate/status?rule=login&body:email=eve%201@example.com");
+    assert.equal(spaced.status, 200);
+    assert.notEqual((await spaced.json()).key_hash, answer.key_hash, "%20 is a space: another key, another hash");
+  }));
+
+test("a neighbour's wrong tokens do not lock out a long right token; wrong tokens are still locked out, a short token keeps the full lockout (issue 25)", async () => {
+  const LONG = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0"; // openssl rand -hex 32
+  const status = (tg, ip, token) =>
+    tg.fetch("/.tollgate/status?rule=heavy&ip=203.0.113.7", { ip, headers: { authorization: `Bearer ${token}` } });
+  const neighbourLocksOut = async (tg, ip) => {
+    const got = [];
+    for (let i = 0; i < 11; i++) got.push((await status(tg, ip, `guess-${i}`)).status);
+    assert.deepEqual(got, [...Array(10).fill(401), 429], "ten wrong tokens, then locked out");
+  };
+  await withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: LONG } }, async (tg) => {
+    // The admin and a neighbour behind one IPv4 (NAT), then one IPv6 /64.
+    for (const [neighbour, adminIp] of [["192.0.2.77", "192.0.2.77"], ["2001:db8:77:1::1", "2001:db8:77:1::2"]]) {
+      await neighbourLocksOut(tg, neighbour);
+      const res = await status(tg, adminIp, LONG);
+      assert.equal(res.status, 200, "today's code answered 429 to the right token");
+      assert.equal((await res.json()).rule, "heavy");
+      assert.equal((await status(tg, neighbour, "guess-x")).status, 429, "a wrong token is still locked out");
+      assert.equal((await status(tg, adminIp, LONG.slice(0, -1) + "1")).status, 429, "even one a character off");
+    }
+    await tg.settled();
+    const locked = tg.logEvents().filter((e) => e.tollgate === "admin_locked");
+    assert.equal(locked.length, 6);
+    assert.ok(locked.every((e) => e.authorized === false));
+    assert.equal(tg.logEvents().filter((e) => e.tollgate === "admin").length, 2, "both right-token requests served");
+  });
+  // A token under 32 characters could be guessed: a locked-out client learns nothing, right token or not.
+  await withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+    await neighbourLocksOut(tg, "192.0.2.78");
+    assert.equal((await status(tg, "192.0.2.78", TOKEN)).status, 429);
+  });
+});

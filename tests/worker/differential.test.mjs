@@ -87,6 +87,8 @@ const EXTRA_CASES = [
   { url: "/login", method: "GET" },
   { url: "/t/42/report", headers: { "x-api-key": "k1" } },
   { url: "/t/43/report" },
+  // A key header sent with several values (or on two lines, joined ", "): each value and the line are charged.
+  { url: "/t/44/report", headers: { "x-api-key": "k2, k3" } },
   { url: "/shadow", headers: { cookie: "sid=abc; other=1" } },
   { url: "/shadow" },
   { url: "/geo", cf: { country: "NZ", asn: 64500 } },
@@ -266,6 +268,25 @@ test("explain and the Worker agree: counters up, first request allowed, second b
         seen[second.verdict.answer] = (seen[second.verdict.answer] ?? 0) + 1;
       }
       assert.ok(seen.forward > 50 && seen[429] > 100 && seen[400] >= 3, JSON.stringify(seen));
+    }),
+  );
+});
+
+test("a key header sent with several values is charged to each, in explain and in the Worker alike (issue 25)", () => {
+  const config = mergedConfig();
+  const c = { url: "/t/45/report", method: "GET", headers: { "x-api-key": "real, decoy" } };
+  return withWrangler(config, (wrangler) =>
+    withTollgate({ config, faults: true }, async (tg) => {
+      await tg.setFault("throw");
+      const expected = explain(wrangler, c, "10.3.0.1", ["failed"]);
+      const tenant = expected.checked.filter((a) => a.rule === "tenant");
+      assert.equal(tenant.length, 3, `each value and the joined line, not "treated as missing": ${JSON.stringify(expected.checked)}`);
+      const worker = await send(tg, c, "10.3.0.1");
+      assertSameAnswer(worker, expected, "several values");
+      const events = (await eventsSince(tg, worker.before, expected.events.length)).filter((e) => e.rule === "tenant");
+      assert.deepEqual(events.map((e) => e.key_hash).sort(), tenant.map((a) => a.key_hash).sort(), "the Worker asks the same three counters");
+      const single = explain(wrangler, { ...c, headers: { "x-api-key": "real" } }, "10.3.0.1", ["failed"]);
+      assert.ok(tenant.some((a) => a.key_hash === single.checked.find((b) => b.rule === "tenant").key_hash), "one of them is the real key's");
     }),
   );
 });

@@ -24,7 +24,7 @@ test("a 6to4 host gets one bucket: 50 hits from 5 /64s of one 2002:V4::/48 again
     assert.equal((await tg.fetch("/p/x", { ip: "2002:c000:22e::1" })).status, 200, "another 6to4 host");
   }));
 
-test("Teredo clients of one server are told apart by their public address and port", () =>
+test("Teredo clients of one server are told apart by their public IPv4 address, not by port", () =>
   withTollgate({ config: perIp(2) }, async (tg) => {
     // RFC 4380 §4: server 65.54.227.120; client 192.0.2.45 port 40000.
     const client = "2001:0:4136:e378:8000:63bf:3fff:fdd2";
@@ -33,6 +33,34 @@ test("Teredo clients of one server are told apart by their public address and po
     assert.deepEqual(await statuses(tg, 3, "/p/x", { ip: client }), [200, 200, 429]);
     assert.deepEqual(await statuses(tg, 3, "/p/x", { ip: neighbour }), [200, 200, 429], "not the server's shared /64");
     assert.equal((await tg.fetch("/p/x", { ip: "2001:0:4136:e378:0:63bf:3fff:fdd2" })).status, 429, "flags do not matter");
+    // Issue 25: a new NAT mapping (port 192) is no new bucket, and the host over IPv4 is the same client.
+    assert.equal((await tg.fetch("/p/x", { ip: "2001:0:4136:e378:8000:ff3f:3fff:fdd2" })).status, 429, "another port");
+    assert.equal((await tg.fetch("/p/x", { ip: "192.0.2.45" })).status, 429, "the same address over IPv4");
+  }));
+
+test("an admin ban of an IPv4 address covers its Teredo clients on every port (issue 25)", () =>
+  withTollgate({ config: perIp(1000), vars: { TOLLGATE_ADMIN_TOKEN: "admin-token-for-the-teredo-ban" } }, async (tg) => {
+    const ban = await tg.fetch("/.tollgate/ban?rule=per-ip&ip=192.0.2.45&for=1h", {
+      method: "POST",
+      ip: "198.51.100.8",
+      headers: { authorization: "Bearer admin-token-for-the-teredo-ban" },
+    });
+    assert.equal(ban.status, 200);
+    // 192.0.2.45 behind Teredo, on ports 40000, 192, 1 and 65535 (the port is XORed with 0xffff).
+    for (const port of ["63bf", "ff3f", "fffe", "0000"]) {
+      const res = await tg.fetch("/p/x", { ip: `2001:0:4136:e378:8000:${port}:3fff:fdd2` });
+      assert.equal(res.status, 429, `port field ${port}`);
+    }
+    assert.equal((await tg.fetch("/p/x", { ip: "2001:0:4136:e378:8000:63bf:3fff:fdd1" })).status, 200, "192.0.2.46 is not banned");
+    assert.equal(tg.origin.received.length, 1);
+    // Asked about by its Teredo address, the key is the IPv4 address's: the ban shows.
+    const status = await tg.fetch("/.tollgate/status?rule=per-ip&ip=2001:0:4136:e378:8000:ff3f:3fff:fdd2", {
+      ip: "198.51.100.8",
+      headers: { authorization: "Bearer admin-token-for-the-teredo-ban" },
+    });
+    const body = await status.json();
+    assert.equal(body.limits_source, "ban");
+    assert.equal(body.key_hash, (await ban.json()).key_hash);
   }));
 
 const LOGIN = {
