@@ -258,14 +258,6 @@ fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Cal
     };
     let empty = is_empty::<C>(&state, now_ms, limits);
     let mut mark = if empty { None } else { mark };
-    let unchanged = |tally: Tally, held: &[Reservation]| Step {
-        tally,
-        write: None,
-        stored: C::entries(&state),
-        held: held.len() as u64,
-        reservation: None,
-        granted: None,
-    };
     let step = match call.op {
         // Rules that count every request never reserve; reservations left
         // by a rule switched from `count_statuses` are carried along.
@@ -273,24 +265,18 @@ fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Cal
             let Decision { tally, next } = C::decide(&state, now_ms, limits, call.cost);
             match next {
                 Some(next) => written::<C>(tally, &next, held, now_ms, limits),
-                None => unchanged(tally, &held),
+                None => unchanged::<C>(&state, tally, &held),
             }
         }
         Op::Check => {
             let tally = reserve_decision::<C>(&state, &held, now_ms, call).tally;
-            unchanged(Tally { windows: C::peek(&state, now_ms, limits), ..tally }, &held)
+            unchanged::<C>(&state, Tally { windows: C::peek(&state, now_ms, limits), ..tally }, &held)
         }
         Op::Record => {
             let (next, windows) = C::record(&state, now_ms, limits, call.cost);
             written::<C>(Tally::allowing(windows), &next, held, now_ms, limits)
         }
-        Op::Reserve => {
-            let Decision { tally, next } = reserve_decision::<C>(&state, &held, now_ms, call);
-            let Some(expires_at) = next else { return Ok((unchanged(tally, &held), mark)) };
-            let id = reservation::next_id(&held, now_ms);
-            held.push(Reservation { id, expires_at, cost: call.cost });
-            Step { reservation: Some(id), ..written::<C>(tally, &state, held, now_ms, limits) }
-        }
+        Op::Reserve => reserve::<C>(&state, held, now_ms, call),
         Op::Commit => {
             // An unknown (expired) reservation still counts: the origin
             // answered a counted status.
@@ -300,60 +286,89 @@ fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Cal
             written::<C>(Tally::allowing(windows), &next, held, now_ms, limits)
         }
         Op::Release | Op::Forgive | Op::Clear => {
-            let released = reservation::take(&mut held, call.reservation).is_some();
             // Only a count of the success's own spelling is relieved: a
             // look-alike's success releases its own slot, nothing more.
             let relief = spelling::relieves(mark.as_ref(), empty, call.spelling.as_ref());
-            let next = match call.op {
-                Op::Forgive if relief => Some(C::forgive(&state, now_ms, limits, call.cost)),
-                Op::Clear if relief => Some(C::State::default()),
-                _ => None,
-            }
-            .filter(|next| *next != state);
-            if call.op == Op::Clear && next.is_some() {
+            let (step, cleared) = settle::<C>(&state, held, now_ms, call, relief);
+            if cleared {
                 mark = None;
             }
-            let after = next.as_ref().unwrap_or(&state);
-            let tally = Tally::allowing(C::peek(after, now_ms, limits));
-            if released || next.is_some() {
-                written::<C>(tally, after, held, now_ms, limits)
-            } else {
-                unchanged(tally, &held)
-            }
+            step
         }
-        Op::Status | Op::Reset | Op::Probe => unchanged(Tally::allowing(C::peek(&state, now_ms, limits)), &held),
-        Op::Lease => {
-            // Reservations of a rule switched from `count_statuses` take
-            // their room first; blocked is the algorithm's exact answer
-            // for `cost` (with them).
-            let blocked = reserve_decision::<C>(&state, &held, now_ms, call);
-            if !blocked.tally.allowed {
-                return Ok((Step { granted: Some(0), ..unchanged(blocked.tally, &held) }, mark));
-            }
-            let room = C::room(&state, now_ms, limits).saturating_sub(reservation::units(&held));
-            let granted = lease::grant_size(call.want.unwrap_or(call.cost), call.cost, room);
-            let ttl = i64::try_from(call.hold_ms.unwrap_or(1)).unwrap_or(i64::MAX);
-            let expires_at = now_ms.saturating_add(ttl);
-            let next = C::lease(&state, now_ms, limits, granted, expires_at);
-            let tally = Tally::allowing(C::peek(&next, now_ms, limits));
-            Step {
-                reservation: u64::try_from(expires_at).ok(),
-                granted: Some(u64::from(granted)),
-                ..written::<C>(tally, &next, held, now_ms, limits)
-            }
-        }
+        Op::Status | Op::Reset | Op::Probe => unchanged::<C>(&state, Tally::allowing(C::peek(&state, now_ms, limits)), &held),
+        Op::Lease => lease_step::<C>(&state, held, now_ms, call),
         Op::Refund => {
             let lease_id = call.reservation.and_then(|id| i64::try_from(id).ok()).unwrap_or(i64::MIN);
             let next = C::refund(&state, now_ms, limits, call.cost, lease_id);
             let tally = Tally::allowing(C::peek(&next, now_ms, limits));
             if next == state {
-                unchanged(tally, &held)
+                unchanged::<C>(&state, tally, &held)
             } else {
                 written::<C>(tally, &next, held, now_ms, limits)
             }
         }
     };
     Ok((step, mark))
+}
+
+/// A step that writes nothing.
+fn unchanged<C: Counter>(state: &C::State, tally: Tally, held: &[Reservation]) -> Step {
+    Step { tally, write: None, stored: C::entries(state), held: held.len() as u64, reservation: None, granted: None }
+}
+
+/// `reserve`: a reservation of `call.cost`, if it fits beside `held`.
+fn reserve<C: Counter>(state: &C::State, mut held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+    let Decision { tally, next } = reserve_decision::<C>(state, &held, now_ms, call);
+    let Some(expires_at) = next else { return unchanged::<C>(state, tally, &held) };
+    let id = reservation::next_id(&held, now_ms);
+    held.push(Reservation { id, expires_at, cost: call.cost });
+    Step { reservation: Some(id), ..written::<C>(tally, state, held, now_ms, &call.limits) }
+}
+
+/// `release`, `forgive` and `clear`: the call's reservation released and,
+/// when `relief` (the count is of the success's own spelling), one failure
+/// forgiven or every one cleared. Also says whether the count was cleared.
+fn settle<C: Counter>(state: &C::State, mut held: Vec<Reservation>, now_ms: i64, call: &Call, relief: bool) -> (Step, bool) {
+    let limits = &call.limits;
+    let released = reservation::take(&mut held, call.reservation).is_some();
+    let next = match call.op {
+        Op::Forgive if relief => Some(C::forgive(state, now_ms, limits, call.cost)),
+        Op::Clear if relief => Some(C::State::default()),
+        _ => None,
+    }
+    .filter(|next| next != state);
+    let cleared = call.op == Op::Clear && next.is_some();
+    let after = next.as_ref().unwrap_or(state);
+    let tally = Tally::allowing(C::peek(after, now_ms, limits));
+    let step = if released || next.is_some() {
+        written::<C>(tally, after, held, now_ms, limits)
+    } else {
+        unchanged::<C>(state, tally, &held)
+    };
+    (step, cleared)
+}
+
+/// `lease`: a grant of `cost` to `want` units, or none.
+fn lease_step<C: Counter>(state: &C::State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+    let limits = &call.limits;
+    // Reservations of a rule switched from `count_statuses` take their
+    // room first; blocked is the algorithm's exact answer for `cost` (with
+    // them).
+    let blocked = reserve_decision::<C>(state, &held, now_ms, call);
+    if !blocked.tally.allowed {
+        return Step { granted: Some(0), ..unchanged::<C>(state, blocked.tally, &held) };
+    }
+    let room = C::room(state, now_ms, limits).saturating_sub(reservation::units(&held));
+    let granted = lease::grant_size(call.want.unwrap_or(call.cost), call.cost, room);
+    let ttl = i64::try_from(call.hold_ms.unwrap_or(1)).unwrap_or(i64::MAX);
+    let expires_at = now_ms.saturating_add(ttl);
+    let next = C::lease(state, now_ms, limits, granted, expires_at);
+    let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+    Step {
+        reservation: u64::try_from(expires_at).ok(),
+        granted: Some(u64::from(granted)),
+        ..written::<C>(tally, &next, held, now_ms, limits)
+    }
 }
 
 /// Whether a request of `call.cost` may take a slot beside the `held`
