@@ -361,12 +361,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
                 ipv6_prefix: config.ipv6_prefix,
             };
             let key = key_outcome(rule, &inputs);
-            let spelling = match &key {
-                KeyOutcome::Keys { fell_back: false, .. } if rule.settles_successes() => {
-                    Some(Spelling::of(&rule.key.iter().map(|part| (part, raw_values(part, &inputs))).collect::<Vec<_>>()))
-                }
-                _ => None,
-            };
+            let spelling = relief_spelling(rule, &key, &inputs);
             let own_method = rule.settles_successes()
                 && own_method(rule, parts.method)
                 && *routed_as_sent.get_or_init(|| !overridden(parts, &canonical.query, body_params.as_ref()));
@@ -508,6 +503,17 @@ fn matching_rules<'c>(
     }
     matched.retain(|(rule, _)| rule.headers_hold(header).is_ok());
     matched
+}
+
+/// How the request spelled its identity, for a rule whose success
+/// relieves, keyed by its own key (not the fallback): [`Matched::spelling`].
+fn relief_spelling(rule: &Rule, key: &KeyOutcome, inputs: &KeyInputs<'_>) -> Option<Spelling> {
+    match key {
+        KeyOutcome::Keys { fell_back: false, .. } if rule.settles_successes() => {
+            Some(Spelling::of(&rule.key.iter().map(|part| (part, raw_values(part, inputs))).collect::<Vec<_>>()))
+        }
+        _ => None,
+    }
 }
 
 /// A rule's key, or its missing-key policy applied.
