@@ -88,12 +88,18 @@ export function watchUpload(request, ms) {
   const controller = new AbortController();
   let finished = false;
   let fired = false;
+  let stream;
   const timer = setTimeout(() => {
     if (finished) return;
     fired = true;
-    controller.abort(new Error("tollgate: the upload did not finish in time"));
+    const reason = new Error("tollgate: the upload did not finish in time");
+    stream.error(reason);
+    controller.abort(reason);
   }, ms);
-  let body = request.body.pipeThrough(new TransformStream({ flush() { finished = true; clearTimeout(timer); } }));
+  let body = request.body.pipeThrough(new TransformStream({
+    start(c) { stream = c; },
+    flush() { finished = true; clearTimeout(timer); },
+  }));
   const length = (request.headers.get("content-length") ?? "").trim();
   if (/^[0-9]{1,15}$/.test(length) && typeof FixedLengthStream === "function") {
     body = body.pipeThrough(new FixedLengthStream(Number(length)));
