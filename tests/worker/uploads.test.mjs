@@ -111,7 +111,7 @@ test("slow uploads hold no slot: 7 connections trickling bodies (chunked, a lyin
     assert.deepEqual(strangers.map((r) => [r.method, r.body.length]), [["GET", 0]], "no upload still trickling reached the origin");
   }));
 
-test("a body over upload_buffer holds its slot at most upload_timeout: the forward is aborted (408), the slot released, the teacher served within the bound", () =>
+test("a body over upload_buffer holds its slot at most upload_timeout: the forward is aborted (408), the slot released, the teacher served within the bound", (t) =>
   withTollgate(
     { origin: origin(), config: quota(2, { upload_buffer: 1024, upload_timeout: "1500ms", timeout: "1s" }) },
     async (tg) => {
@@ -147,6 +147,7 @@ test("a body over upload_buffer holds its slot at most upload_timeout: the forwa
           await sleep(250);
         }
         assert.ok(served !== undefined, `the teacher was served within ${BOUND_MS} ms of the attack`);
+        t.diagnostic(`the teacher was served ${served} ms after the attack began (upload_timeout 1500 ms)`);
         const outcomes = await within(5_000, Promise.all(attackers.map((a) => a.response)));
         assert.deepEqual(outcomes, [408, 408], "each stalled upload is aborted with 408");
         const s = await status(tg, 2);
