@@ -30,6 +30,10 @@
 //! - **broken** (the client went away mid-body, [`Receipt::Broken`]): 400,
 //!   nothing reserved.
 //!
+//! `upload_timeout` is cut to `reservation_ttl` less the two calls'
+//! `timeout`s where that is shorter ([`limits_for`]): a streaming body
+//! never outlasts its reservation.
+//!
 //! So a client that is never served holds a slot for at most
 //! `upload_timeout` (10 s by default) plus the origin's answer time, and,
 //! with a body within `upload_buffer` (256 KiB by default), only for the
@@ -110,12 +114,19 @@ impl Receipt {
 /// The limits to receive a request's body under, before its rules are
 /// checked: `None` when no `block` rule that reserves applies. Several
 /// such rules: the largest buffer and the shortest timeout (each rule's
-/// bound holds).
+/// bound holds). A rule's time is also cut to its `reservation_ttl` less
+/// the reserve and settle calls' `timeout`s, so that a body streaming
+/// under the deadline never outlasts its reservation (a lapsed slot would
+/// admit another request while this one may still be served).
 pub fn limits_for(applied: &[Applied<'_>]) -> Option<UploadLimits> {
     applied
         .iter()
         .filter(|a| a.rule.action == Action::Block && check_op(a.rule) == Op::Reserve)
-        .map(|a| a.rule.upload)
+        .map(|a| {
+            let calls = 2 * u64::from(a.rule.timeout_ms);
+            let within_hold = u32::try_from(a.rule.reservation_ttl_ms.saturating_sub(calls)).unwrap_or(u32::MAX).max(1);
+            UploadLimits { timeout_ms: a.rule.upload.timeout_ms.min(within_hold), ..a.rule.upload }
+        })
         .reduce(|a, b| UploadLimits { buffer: a.buffer.max(b.buffer), timeout_ms: a.timeout_ms.min(b.timeout_ms) })
 }
 
@@ -190,6 +201,7 @@ mod tests {
             { "name": "quota", "path": "/x", "count_statuses": [200], "upload_buffer": 1024, "upload_timeout": "3s", "limits": [{ "requests": 1, "window": "1m" }] },
             { "name": "login", "path": "/x", "count_statuses": [401], "upload_buffer": 4096, "upload_timeout": "5s", "limits": [{ "requests": 1, "window": "1m" }] },
             { "name": "plain", "path": "/x", "count_statuses": [401], "limits": [{ "requests": 1, "window": "1m" }] },
+            { "name": "short", "path": "/x", "count_statuses": [401], "timeout": "200ms", "reservation_ttl": "1500ms", "limits": [{ "requests": 1, "window": "1m" }] },
         ]));
         assert_eq!(limits_for(&[applied(&c, "all"), applied(&c, "shadow")]), None, "counting every request, or shadow: no wait");
         assert_eq!(limits_for(&[applied(&c, "quota")]), Some(UploadLimits { buffer: 1024, timeout_ms: 3_000 }));
@@ -199,6 +211,8 @@ mod tests {
             "the largest buffer, the shortest time"
         );
         assert_eq!(limits_for(&[applied(&c, "plain")]), Some(UploadLimits::default()), "256 KiB, 10 s by default");
+        let short = limits_for(&[applied(&c, "short")]);
+        assert_eq!(short, Some(UploadLimits { buffer: 262_144, timeout_ms: 1_100 }), "within the 1.5 s reservation, less two 200 ms calls");
     }
 
     #[test]
