@@ -271,7 +271,9 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         Route::Check(applied) if !applied.is_empty() => {
             // A failures-only rule reserves only once the body is here (or
             // past its buffer): a slow upload holds no slot (crate::upload).
-            if let Some(limits) = upload::limits_for(applied) {
+            // A request the cache already refuses is not kept waiting for
+            // its body (a slot it reserves is released with the refusal).
+            if let Some(limits) = upload::limits_for(applied).filter(|_| !objects::cached_refusal(applied)) {
                 let started = now_ms();
                 match upload::next(receive_body(req, limits).await, limits, started) {
                     upload::Next::Check { deadline_ms } => upload_deadline = deadline_ms,

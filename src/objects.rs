@@ -43,6 +43,16 @@ pub(crate) fn set_cache_capacity(capacity: usize, now_ms: i64) {
     BLOCKED.with(|b| b.borrow_mut().set_capacity(capacity, now_ms));
 }
 
+/// Whether a `block` rule of `applied` is blocked in this isolate's cache
+/// now: the request will be refused whatever else its rules say.
+pub(crate) fn cached_refusal(applied: &[Applied<'_>]) -> bool {
+    let now = now_ms();
+    BLOCKED.with(|b| {
+        let mut cache = b.borrow_mut();
+        applied.iter().any(|a| a.rule.action == crate::policy::Action::Block && cache.blocked_until(&a.id, now).is_some())
+    })
+}
+
 /// Drops a cached block (an admin reset, a success that clears a count).
 pub(crate) fn forget_block(id: &str) {
     BLOCKED.with(|b| b.borrow_mut().remove(id));

@@ -194,6 +194,26 @@ test("a body that does not arrive within upload_timeout is answered 408 and neve
     assert.equal(served.status, 200);
   }));
 
+test("a client the isolate already knows to be blocked is refused at once, not kept waiting for its body", () => {
+  const config = quota(5);
+  config.rules.push({ name: "per-client", path: "/api/schools/:school/ai/*", key: ["ip"], limits: [{ requests: 1, window: "1h" }] });
+  return withTollgate({ origin: origin(), config }, async (tg) => {
+    const ip = "198.51.100.9";
+    const call = () => tg.fetch(PATH, { ip, method: "POST", headers: TEACHER, body: "{}" });
+    assert.equal((await call()).status, 200);
+    assert.equal((await call()).status, 429, "per-client: blocked, and the block is cached");
+    const slow = slowUpload(await tg.mf.ready, { ip, first: "{" });
+    try {
+      // Waiting for the body would take the 10 s upload_timeout (then 408).
+      assert.equal(await within(4_000, slow.response), 429);
+    } finally {
+      slow.stop();
+    }
+    const s = await status(tg, 5);
+    assert.deepEqual([s.held ?? 0, s.windows[0].used], [0, 1], "nothing held, one call spent");
+  });
+});
+
 test("Retry-After under a hold: a refusal owed to a request in flight says how long holds last, not when the reservation lapses", () =>
   // Each unauthenticated call keeps the origin busy 2 s, then gets 401.
   withTollgate({ origin: origin(2_000), config: quota(1) }, async (tg) => {
