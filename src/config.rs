@@ -410,6 +410,10 @@ struct RuleDraft {
     success_statuses: Option<Vec<u16>>,
     identity_header: Option<String>,
     reservation_ttl_ms: Option<u64>,
+    /// `upload_buffer` and `upload_timeout`, as given (for the check that
+    /// they belong to a rule that counts statuses).
+    upload_buffer: Option<u32>,
+    upload_timeout_ms: Option<u32>,
     /// `lease`: auto (true) or off (false).
     lease_auto: Option<bool>,
     lease_ttl_ms: Option<u64>,
@@ -450,6 +454,7 @@ impl RuleDraft {
             on_error: FailPolicy::Allow,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             reservation_ttl_ms: 0,
+            upload: crate::upload::UploadLimits::default(),
             // Built-in rules (the admin lockout) never lease; config rules
             // get theirs in `finish`.
             lease: LeaseMode::Off,
@@ -467,6 +472,8 @@ impl RuleDraft {
             success_statuses: None,
             identity_header: None,
             reservation_ttl_ms: None,
+            upload_buffer: None,
+            upload_timeout_ms: None,
             lease_auto: None,
             lease_ttl_ms: None,
             lease_max: None,
@@ -479,6 +486,7 @@ impl RuleDraft {
         spec.on_missing_key = missing_key(self.on_missing_key, self.fallback_key, errors);
         let action = success_action(self.clear_on_success, self.success_action, errors);
         spec.on_success = on_success(&spec, action, self.success_statuses, self.identity_header, errors);
+        spec.upload = upload_limits(&spec, self.upload_buffer, self.upload_timeout_ms, errors);
         spec.reservation_ttl_ms = reservation_ttl(&spec, self.reservation_ttl_ms, errors);
         check_on_success(&spec, self.clear_on_success.is_some(), errors);
         check_trusted_device(&spec, errors);
@@ -564,6 +572,17 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
         d.identity_header = name.map(|n| n.to_ascii_lowercase());
     }),
     Field::optional("reservation_ttl", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
+    Field::optional("upload_buffer", |d, i| {
+        d.upload_buffer = i.number(0..=u64::from(crate::upload::MAX_UPLOAD_BUFFER), "number of bytes");
+    }),
+    Field::optional("upload_timeout", |d, i| {
+        if let Some(ms) = i.duration("\"10s\"") {
+            match u32::try_from(ms.get()) {
+                Ok(ms) if ms <= crate::upload::MAX_UPLOAD_TIMEOUT_MS => d.upload_timeout_ms = Some(ms),
+                _ => i.report("must be at most 10m"),
+            }
+        }
+    }),
     Field::optional("trusted_device", |d, i| d.spec.trusted_device = read_trusted_device(i)),
     Field::optional("lease", |d, i| d.lease_auto = i.choice(&[("auto", true), ("off", false)])),
     Field::optional("lease_ttl", |d, i| {
@@ -1017,12 +1036,29 @@ fn check_on_success(spec: &RuleSpec, flag: bool, errors: &mut Errors) {
     }
 }
 
+/// How a failures-only rule receives a body before it reserves
+/// ([`crate::upload`]): as given, or the defaults; both fields only for
+/// rules that count statuses.
+fn upload_limits(spec: &RuleSpec, buffer: Option<u32>, timeout_ms: Option<u32>, errors: &mut Errors) -> crate::upload::UploadLimits {
+    let mut limits = crate::upload::UploadLimits::default();
+    for (field, given) in [("upload_buffer", buffer.is_some()), ("upload_timeout", timeout_ms.is_some())] {
+        if given && spec.counting == Counting::All {
+            errors.push(field, "only for rules that count statuses (set count_statuses)");
+        }
+    }
+    limits.buffer = buffer.unwrap_or(limits.buffer);
+    limits.timeout_ms = timeout_ms.unwrap_or(limits.timeout_ms);
+    limits
+}
+
 /// How long a failures-only rule's reservation holds its slot: as given
 /// (longer than the reserve and commit calls' timeouts together, at most
-/// [`MAX_HOLD_MS`]), or `2 × timeout` + [`ORIGIN_ALLOWANCE_MS`].
+/// [`MAX_HOLD_MS`]), or `2 × timeout` + `upload_timeout` (the longest the
+/// rest of a body over `upload_buffer` streams after the reserve) +
+/// [`ORIGIN_ALLOWANCE_MS`].
 fn reservation_ttl(spec: &RuleSpec, given: Option<u64>, errors: &mut Errors) -> u64 {
     let calls = 2 * u64::from(spec.timeout_ms);
-    let Some(ms) = given else { return calls + ORIGIN_ALLOWANCE_MS };
+    let Some(ms) = given else { return calls + u64::from(spec.upload.timeout_ms) + ORIGIN_ALLOWANCE_MS };
     if spec.counting == Counting::All {
         errors.push("reservation_ttl", "only for rules that count statuses (set count_statuses)");
     } else if ms <= calls || ms > MAX_HOLD_MS {
@@ -1516,6 +1552,13 @@ mod tests {
             (json!({"count_statuses": [200], "timeout": "1s", "reservation_ttl": "2s"}), "reservation_ttl"),
             (json!({"count_statuses": [200], "reservation_ttl": "2h"}), "reservation_ttl"),
             (json!({"count_statuses": [200], "reservation_ttl": 30}), "reservation_ttl"),
+            (json!({"upload_buffer": 1024}), "upload_buffer"),
+            (json!({"upload_timeout": "5s"}), "upload_timeout"),
+            (json!({"count_statuses": [200], "upload_buffer": -1}), "upload_buffer"),
+            (json!({"count_statuses": [200], "upload_buffer": 16_777_217}), "upload_buffer"),
+            (json!({"count_statuses": [200], "upload_buffer": "1MB"}), "upload_buffer"),
+            (json!({"count_statuses": [200], "upload_timeout": "11m"}), "upload_timeout"),
+            (json!({"count_statuses": [200], "upload_timeout": 10}), "upload_timeout"),
             (json!({"limits": [{"requests": 0, "window": "1s"}]}), "limits[0].requests"),
             (json!({"limits": [{"requests": 1, "window": "1w"}]}), "limits[0].window"),
             (json!({"limits": [{"requests": 1, "window": 60}]}), "limits[0].window"),
@@ -1580,7 +1623,8 @@ mod tests {
         assert!(r.ratelimit_headers);
         let on = r.on_success.as_ref().unwrap();
         assert_eq!((on.action, on.statuses.as_slice(), on.identity_header.as_deref()), (SuccessAction::Clear, &[200, 204][..], None));
-        assert_eq!(r.reservation_ttl_ms, 104_000, "2 × the 2 s timeout + 100 s");
+        assert_eq!(r.reservation_ttl_ms, 114_000, "2 × the 2 s timeout + the 10 s upload_timeout + 100 s");
+        assert_eq!(r.upload, crate::upload::UploadLimits { buffer: 262_144, timeout_ms: 10_000 }, "256 KiB, 10 s");
         assert_eq!(r.on_missing_key, MissingKey::Fallback(vec![KeyPart::Header("x-account".into(), None)]));
         assert_eq!(config.admin_prefix, "/.tollgate");
         assert_eq!(config.body_limit, 16 * 1024);
@@ -1600,6 +1644,11 @@ mod tests {
         assert_eq!(on.identity_header.as_deref(), Some("x-authenticated-user"), "lowercased");
         assert_eq!(r.reservation_ttl_ms, 1_100);
         assert!(config.warnings().is_empty(), "{:?}", config.warnings());
+        let limits = |extra: Value| Config::from_json(&rule(extra)).unwrap().rules[0].upload;
+        let given = json!({"count_statuses": [200], "upload_buffer": 0, "upload_timeout": "1500ms"});
+        assert_eq!(limits(given), crate::upload::UploadLimits { buffer: 0, timeout_ms: 1_500 }, "0: every body streams under the deadline");
+        let ttl = Config::from_json(&rule(json!({"count_statuses": [200], "upload_timeout": "30s"}))).unwrap().rules[0].reservation_ttl_ms;
+        assert_eq!(ttl, 134_000, "the default reservation_ttl covers the upload_timeout");
         let config = Config::from_json(&rule(json!({"key": ["body:email"], "count_statuses": [401], "clear_on_success": false}))).unwrap();
         assert_eq!(config.rules[0].on_success, None);
     }

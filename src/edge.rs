@@ -31,7 +31,8 @@ use crate::protocol::Op;
 use crate::metrics;
 use crate::response::Prefers;
 use crate::objects::{self, call_with_timeout, check, send_settlements, settle, settlements};
-use crate::origin::{forward, read_body, with_fields};
+use crate::origin::{forward, read_body, receive_body, watch_upload, with_fields, UploadWatch};
+use crate::upload;
 use crate::upstream::{self, Upstream};
 use crate::verdict::{self, Answer, Answered, LogEvent, Outcome};
 use futures_util::future::join_all;
@@ -196,7 +197,10 @@ pub(crate) enum Decided {
     Admin(web_sys::Response),
     /// The rules applied, their counters' outcomes (index for index) and
     /// the answer; the verdict's log lines are already written.
-    Verdict { applied: Vec<Applied<'static>>, outcomes: Vec<Outcome>, answer: Answer },
+    /// `upload_deadline`: for a body over a failures-only rule's
+    /// `upload_buffer`, when the rest must have been forwarded
+    /// ([`crate::upload`]; the embedded app reads the body itself).
+    Verdict { applied: Vec<Applied<'static>>, outcomes: Vec<Outcome>, answer: Answer, upload_deadline: Option<i64> },
 }
 
 /// The front half, I/O included: plan (pure), the body if the plan needs
@@ -210,7 +214,7 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         // No rule can apply: forwarded with nothing else read or parsed (no
         // URL parse, `cf`, header, secret or clock), as the plan's fast path
         // would decide.
-        return Ok(Decided::Verdict { applied: Vec::new(), outcomes: Vec::new(), answer: Answer::Forward { fields: Vec::new() } });
+        return Ok(Decided::Verdict { applied: Vec::new(), outcomes: Vec::new(), answer: Answer::Forward { fields: Vec::new() }, upload_deadline: None });
     }
     // The method as sent (workers-rs maps methods it does not know to GET).
     let method = req.method();
@@ -261,11 +265,27 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         plan = plan::plan(config, &parts(body.as_deref().map_or(Body::Unusable, Body::Read)));
     }
     let mut outcomes = Vec::new();
+    let mut upload_deadline = None;
     let verdict = match &plan.route {
         Route::Admin { lockout, route, lockout_binds } => {
             return Ok(Decided::Admin(admin_request(env, config, lockout, route, *lockout_binds).await?))
         }
         Route::Check(applied) if !applied.is_empty() => {
+            // A failures-only rule reserves only once the body is here (or
+            // past its buffer): a slow upload holds no slot (crate::upload).
+            // A request the cache already refuses is not kept waiting for
+            // its body (a slot it reserves is released with the refusal).
+            if let Some(limits) = upload::limits_for(applied).filter(|_| !objects::cached_refusal(applied)) {
+                let started = now_ms();
+                match upload::next(receive_body(req, limits).await, limits, started) {
+                    upload::Next::Check { deadline_ms } => upload_deadline = deadline_ms,
+                    upload::Next::Answer { response, event } => {
+                        write_logs(&[event]);
+                        let answer = Answer::Respond(response);
+                        return Ok(Decided::Verdict { applied: Vec::new(), outcomes: Vec::new(), answer, upload_deadline: None });
+                    }
+                }
+            }
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
             // A blocked client's plan is kept, for its repeats.
             let blocked = outcomes.iter().any(|o| matches!(o, Outcome::Blocked { .. }));
@@ -294,15 +314,15 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         Route::Check(applied) => applied,
         _ => Vec::new(),
     };
-    Ok(Decided::Verdict { applied, outcomes, answer: verdict.answer })
+    Ok(Decided::Verdict { applied, outcomes, answer: verdict.answer, upload_deadline })
 }
 
 /// The standalone Worker's request flow: [`decide`], then forward (and
 /// settle failures-only rules) or answer.
 async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
-    let (applied, outcomes, answer) = match decide(&req, env, config, &Client::default()).await? {
+    let (applied, outcomes, answer, upload_deadline) = match decide(&req, env, config, &Client::default()).await? {
         Decided::Admin(response) => return Ok(response),
-        Decided::Verdict { applied, outcomes, answer } => (applied, outcomes, answer),
+        Decided::Verdict { applied, outcomes, answer, upload_deadline } => (applied, outcomes, answer, upload_deadline),
     };
     // Leased tokens past their expiry go back, after the response (looked
     // at only when a rule was checked: the non-matching path stays lean).
@@ -318,7 +338,25 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
         Answer::Forward { fields } => fields,
     };
     let response = if applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve) {
-        let (response, cookies) = forward_and_settle(ctx, env, req, &config.upstream, applied, outcomes).await?;
+        // The rest of a body over the buffer streams under the deadline.
+        let watch = match upload_deadline {
+            None => None,
+            Some(deadline) => match watch_upload(&req, upload::left_ms(deadline, now_ms())) {
+                Some(watch) => Some(watch),
+                None => {
+                    settle(ctx, env, settlements(&applied, &outcomes, None)).await;
+                    return respond(&OwnResponse::problem(400, "Bad Request", "The request body cannot be forwarded.", None));
+                }
+            },
+        };
+        let timeout_ms = upload::limits_for(&applied).map_or(0, |l| l.timeout_ms);
+        let (response, cookies) = match forward_and_settle(ctx, env, req, &config.upstream, applied, outcomes, watch).await? {
+            Forwarded::Answered(response, cookies) => (response, cookies),
+            Forwarded::UploadTooSlow => {
+                write_logs(&[upload::aborted_event(timeout_ms)]);
+                return respond(&upload::too_slow(timeout_ms));
+            }
+        };
         fields.extend(cookies);
         response
     } else {
@@ -393,6 +431,10 @@ fn verified_bot(cf: &wasm_bindgen::JsValue) -> Option<String> {
 /// settled, so the next request of the same client sees the count, with
 /// the `Set-Cookie` fields of the devices a success made trusted
 /// ([`verdict::device_cookie`]).
+///
+/// With `watch` (a body over the buffer), the watched request is forwarded
+/// instead, and a forward the watch aborted is [`Forwarded::UploadTooSlow`]
+/// (its reservations released).
 async fn forward_and_settle(
     ctx: &Context,
     env: &Env,
@@ -400,11 +442,20 @@ async fn forward_and_settle(
     upstream: &'static Upstream,
     applied: Vec<Applied<'static>>,
     outcomes: Vec<Outcome>,
-) -> worker::Result<(web_sys::Response, Vec<(String, String)>)> {
+    watch: Option<UploadWatch>,
+) -> worker::Result<Forwarded> {
     let env = env.clone();
     let (done, answered) = futures_channel::oneshot::channel();
     ctx.wait_until(async move {
-        let response = forward(req, &env, upstream).await;
+        let (outbound, watch) = match watch {
+            Some(UploadWatch { request, stop }) => (request, Some(stop)),
+            None => (req, None),
+        };
+        let response = forward(outbound, &env, upstream).await;
+        // Stopped as soon as the origin answers: a watch firing later
+        // would abort the response's body.
+        let too_slow = watch.is_some_and(|stop| stop.fired());
+        let response = if too_slow { Err(worker::Error::RustError("the upload did not finish in time".into())) } else { response };
         let mut cookies = Vec::new();
         let calls = match &response {
             Ok(r) => {
@@ -418,12 +469,22 @@ async fn forward_and_settle(
             Err(_) => settlements(&applied, &outcomes, None),
         };
         send_settlements(&env, calls).await;
-        let _ = done.send(response.map(|r| (r, cookies)));
+        let _ = done.send(if too_slow { Ok(Forwarded::UploadTooSlow) } else { response.map(|r| Forwarded::Answered(r, cookies)) });
     });
     match answered.await {
         Ok(answer) => answer,
         Err(_) => Err(worker::Error::RustError("the forwarding task ended without a response".into())),
     }
+}
+
+/// What [`forward_and_settle`] got.
+enum Forwarded {
+    /// The upstream's response, with the `Set-Cookie` fields of the
+    /// devices a success made trusted.
+    Answered(web_sys::Response, Vec<(String, String)>),
+    /// The upload of a body over the buffer did not finish in time: the
+    /// forward was aborted, its reservations released.
+    UploadTooSlow,
 }
 
 /// Serves the admin API (the token secret exists): first the client's

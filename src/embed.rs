@@ -21,6 +21,11 @@
 //! app must [`settle`] the [`Ticket`] with its answer's status (or `None`
 //! when it gave up), else the slot stays held until the rule's
 //! `reservation_ttl` expires: towards blocking, never towards admitting.
+//! Before it reserves, [`check`] receives a body within the rule's
+//! `upload_buffer` ([`crate::upload`]: from a clone, so the app then reads
+//! it from memory), and answers 408 for one that does not arrive within
+//! `upload_timeout`; a longer body is the app's to read, and to give up on
+//! (`settle` with `None`) once that takes longer than `upload_timeout`.
 
 use crate::edge::{decide, load_config, load_log_key, now_ms, respond, Decided};
 use crate::objects::{send_settlements, settlements};

@@ -26,6 +26,8 @@
 //! | [`gcra`]    | the O(1)-state alternative for large limits, and its accuracy  |
 //! | [`counter`] | one limiter-object step: (stored row, now, call) → reply, row  |
 //! | [`reservation`] | two-phase counting: requests in flight hold their slots |
+//! | [`upload`]  | a body is received before its slot is reserved (slow uploads) |
+//! | [`hold`]    | how long slots in flight are held: an honest `Retry-After` |
 //! | [`lease`]   | leased budgets: an isolate spends tokens its key's object debited |
 //! | [`protocol`]| the small, versioned call format between Worker and object     |
 //! | [`blocked`] | the isolate's capped blocked-until cache                       |
@@ -85,6 +87,9 @@ pub mod protocol;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod reservation;
 pub mod plan;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod hold;
+pub mod upload;
 pub mod response;
 pub mod rules;
 pub mod ticket;

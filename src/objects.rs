@@ -10,6 +10,7 @@ use crate::plan::Applied;
 use crate::protocol::{decode_reply_line, decode_rpc_answer, encode_call_url, Call, CallFailure, Op, Reply};
 use crate::verdict::{self, Answered, Outcome};
 use crate::lease::{self, Admit, LeaseSettings, Leases};
+use crate::hold::{self, Holds};
 use futures_util::future::{join_all, select, Either};
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
@@ -24,6 +25,9 @@ const LIMITER_BINDING: &str = "LIMITER";
 thread_local! {
     static BLOCKED: RefCell<BlockedUntilCache> = RefCell::new(BlockedUntilCache::new(DEFAULT_CAPACITY));
     static LEASES: RefCell<Leases> = RefCell::new(Leases::new(lease::DEFAULT_CAPACITY));
+    /// How long this isolate's reservations were held, per rule: the
+    /// `Retry-After` of a refusal owed to slots in flight ([`crate::hold`]).
+    static HOLDS: RefCell<Holds> = RefCell::new(Holds::default());
 }
 
 /// How long a request waiting on its key's call in flight sleeps before it
@@ -37,6 +41,16 @@ const POLL_MS: u64 = 5;
 /// `blocked_cache_capacity`).
 pub(crate) fn set_cache_capacity(capacity: usize, now_ms: i64) {
     BLOCKED.with(|b| b.borrow_mut().set_capacity(capacity, now_ms));
+}
+
+/// Whether a `block` rule of `applied` is blocked in this isolate's cache
+/// now: the request will be refused whatever else its rules say.
+pub(crate) fn cached_refusal(applied: &[Applied<'_>]) -> bool {
+    let now = now_ms();
+    BLOCKED.with(|b| {
+        let mut cache = b.borrow_mut();
+        applied.iter().any(|a| a.rule.action == crate::policy::Action::Block && cache.blocked_until(&a.id, now).is_some())
+    })
 }
 
 /// Drops a cached block (an admin reset, a success that clears a count).
@@ -56,11 +70,15 @@ pub(crate) struct Settlement {
 /// The calls that settle the failures-only rules ([`verdict::settle`]),
 /// given the origin's answer (`None`: not forwarded, or the origin could
 /// not be reached). A success that clears or forgives a count also drops
-/// the key's block from this isolate's cache.
+/// the key's block from this isolate's cache. How long each reservation
+/// was held is recorded ([`crate::hold`]).
 pub(crate) fn settlements(applied: &[Applied<'_>], outcomes: &[Outcome], origin: Option<&Answered<'_>>) -> Vec<Settlement> {
     let mut calls = Vec::new();
     for (a, outcome) in applied.iter().zip(outcomes) {
         let Some(call) = verdict::settle(a, outcome, origin) else { continue };
+        if let (Outcome::Allowed { reservation: Some(id), .. }, Op::Reserve) = (outcome, verdict::check_op(a.rule)) {
+            HOLDS.with(|h| h.borrow_mut().record(&a.rule.name, hold::reserved_at(*id), now_ms()));
+        }
         if matches!(call.op, Op::Clear | Op::Forgive) {
             forget_block(&a.id);
         }
@@ -116,7 +134,14 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
     let (outcome, cacheable) = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
         Ok(reply) => {
             let cacheable = !reply.tally.in_flight;
-            (Outcome::from_reply(reply), cacheable)
+            let mut outcome = Outcome::from_reply(reply);
+            // Owed to slots in flight: the object can only say when the
+            // first lapses; the holds seen say when one is likely back.
+            if let (Outcome::Blocked { retry_after_ms, .. }, false) = (&mut outcome, cacheable) {
+                let longest = HOLDS.with(|h| h.borrow().longest(&applied.rule.name));
+                *retry_after_ms = hold::in_flight_retry_ms(*retry_after_ms, longest, applied.rule.upload.timeout_ms);
+            }
+            (outcome, cacheable)
         }
         Err(e) => (Outcome::Failed(e.to_string()), false),
     };

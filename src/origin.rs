@@ -1,11 +1,13 @@
 //! The origin side of the Worker (glue, `wasm32` only): reading a capped
-//! copy of the body, forwarding the original request (to the origin or to a
+//! copy of the body, receiving the body before a slot is reserved (and
+//! watching the rest of a large one, [`crate::upload`]), forwarding the original request (to the origin or to a
 //! service binding, [`crate::upstream`]), and adding fields to the
 //! upstream's response.
 
 use futures_util::StreamExt;
-use worker::wasm_bindgen::JsCast;
+use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
+use crate::upload::{Receipt, UploadLimits};
 use crate::upstream::Upstream;
 use worker::{js_sys, web_sys, Env, Request};
 
@@ -50,6 +52,123 @@ pub(crate) async fn read_body(req: &web_sys::Request, limit: u32) -> Option<Vec<
         }
     }
     Some(body)
+}
+
+#[wasm_bindgen(inline_js = r#"
+export function receiveBody(request, buffer, ms) {
+  if (request.body === null) return Promise.resolve("none");
+  let reader;
+  try {
+    reader = request.clone().body.getReader();
+  } catch (e) {
+    return Promise.resolve("broken");
+  }
+  return new Promise((resolve) => {
+    let size = 0;
+    let done = false;
+    const finish = (receipt, cancel) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (cancel) reader.cancel().catch(() => {});
+      resolve(receipt);
+    };
+    const timer = setTimeout(() => finish("stalled", true), ms);
+    const pump = () => reader.read().then(({ done: end, value }) => {
+      if (end) return finish("complete", false);
+      size += value.byteLength;
+      if (size > buffer) return finish("over", true);
+      pump();
+    }, () => finish("broken", false));
+    pump();
+  });
+}
+
+export function watchUpload(request, ms) {
+  const controller = new AbortController();
+  let finished = false;
+  let fired = false;
+  let stream;
+  const timer = setTimeout(() => {
+    if (finished) return;
+    fired = true;
+    const reason = new Error("tollgate: the upload did not finish in time");
+    stream.error(reason);
+    controller.abort(reason);
+  }, ms);
+  let body = request.body.pipeThrough(new TransformStream({
+    start(c) { stream = c; },
+    flush() { finished = true; clearTimeout(timer); },
+  }));
+  const length = (request.headers.get("content-length") ?? "").trim();
+  if (/^[0-9]{1,15}$/.test(length) && typeof FixedLengthStream === "function") {
+    body = body.pipeThrough(new FixedLengthStream(Number(length)));
+  }
+  const outbound = new Request(request.url, {
+    method: request.method,
+    headers: request.headers,
+    body,
+    redirect: request.redirect,
+    signal: controller.signal,
+    duplex: "half",
+  });
+  const stop = () => { clearTimeout(timer); return fired; };
+  return [outbound, stop];
+}
+"#)]
+extern "C" {
+    /// Reads a clone of `request`'s body (the original, teed, keeps every
+    /// byte) until it ends (`complete`), passes `buffer` bytes (`over`, the
+    /// clone cancelled), `ms` pass (`stalled`, cancelled) or it fails
+    /// (`broken`); `none` when there is no body. Nothing is copied into
+    /// Wasm: the bytes wait in the original's stream.
+    #[wasm_bindgen(js_name = receiveBody)]
+    fn receive_body_js(request: &web_sys::Request, buffer: u32, ms: u32) -> js_sys::Promise;
+
+    /// A request like `request` (URL, method, headers, body; the length
+    /// kept when announced) whose body streams through a watch: unless the
+    /// body has ended within `ms`, the request is aborted. With the
+    /// function that stops the watch, saying whether it fired.
+    #[wasm_bindgen(catch, js_name = watchUpload)]
+    fn watch_upload_js(request: &web_sys::Request, ms: u32) -> Result<js_sys::Array, JsValue>;
+}
+
+/// Receives the body before a failures-only rule reserves
+/// ([`crate::upload`]): how far it got within `limits`.
+pub(crate) async fn receive_body(req: &web_sys::Request, limits: UploadLimits) -> Receipt {
+    match JsFuture::from(receive_body_js(req, limits.buffer, limits.timeout_ms)).await {
+        Ok(word) => Receipt::from_word(&word.as_string().unwrap_or_default()),
+        Err(_) => Receipt::Broken,
+    }
+}
+
+/// A body over the buffer, forwarded as it streams in, under a deadline
+/// ([`crate::upload`]).
+pub(crate) struct UploadWatch {
+    /// What to forward instead of the original.
+    pub(crate) request: web_sys::Request,
+    pub(crate) stop: WatchStop,
+}
+
+/// Ends an [`UploadWatch`].
+pub(crate) struct WatchStop(js_sys::Function);
+
+impl WatchStop {
+    /// Ends the watch (call it as soon as the forward has returned):
+    /// whether the deadline passed first, i.e. the forward was aborted.
+    pub(crate) fn fired(&self) -> bool {
+        self.0.call0(&JsValue::NULL).ok().and_then(|fired| fired.as_bool()).unwrap_or(false)
+    }
+}
+
+/// Puts `req`'s body under a watch of `left_ms`; `None` when the runtime
+/// refuses to build the watched request (then it must not be forwarded:
+/// its slot would wait on the upload unbounded).
+pub(crate) fn watch_upload(req: &web_sys::Request, left_ms: u32) -> Option<UploadWatch> {
+    let pair = watch_upload_js(req, left_ms).ok()?;
+    let request = pair.get(0).dyn_into::<web_sys::Request>().ok()?;
+    let stop = pair.get(1).dyn_into::<js_sys::Function>().ok()?;
+    Some(UploadWatch { request, stop: WatchStop(stop) })
 }
 
 /// Forwards the original request, unchanged: to the Worker behind the

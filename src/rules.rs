@@ -189,6 +189,9 @@ pub struct RuleSpec {
     /// How long a reservation of a failures-only rule holds its slot
     /// waiting for the origin's answer ([`crate::reservation`]).
     pub reservation_ttl_ms: u64,
+    /// How a failures-only rule receives a request body before it reserves
+    /// a slot (`upload_buffer`, `upload_timeout`; [`crate::upload`]).
+    pub upload: crate::upload::UploadLimits,
     /// Leased budgets (`lease`, `lease_ttl`, `lease_max`; [`crate::lease`]).
     pub lease: crate::lease::LeaseMode,
     /// Requests this rule neither counts nor limits (`exempt`).

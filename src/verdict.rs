@@ -591,7 +591,7 @@ mod tests {
         let a = applied(&c, "quota");
         assert_eq!(check_op(a.rule), Op::Reserve);
         assert_eq!(check_op(applied(&c, "short").rule), Op::Hit);
-        assert_eq!(a.rule.call(Op::Reserve).hold_ms, Some(2 * 2_000 + 100_000), "2 × timeout + 100 s by default");
+        assert_eq!(a.rule.call(Op::Reserve).hold_ms, Some(2 * 2_000 + 10_000 + 100_000), "2 × timeout + upload_timeout + 100 s by default");
         assert_eq!(a.rule.call(Op::Commit).hold_ms, None);
         let none: &[(&str, &str)] = &[];
         assert_eq!(settled(&a, &reserved(7), Some((200, none))), Some((Op::Commit, Some(7))), "counted: committed");
