@@ -25,25 +25,48 @@ const config = {
   ],
 };
 
-/** A mock origin that also notes when each request reached it. */
+/** A mock origin that also notes when each request reached it, by the
+ * request's number (`?n=`), and when each was sent (`sent`, by flood). */
 function timedOrigin() {
   const times = [];
-  const origin = mockOrigin(() => {
-    times.push(Date.now());
+  const arrived = new Map();
+  const sent = new Map();
+  const origin = mockOrigin((request) => {
+    const now = Date.now();
+    times.push(now);
+    arrived.set(new URL(request.url).searchParams.get("n"), now);
     return undefined;
   });
-  return { ...origin, times };
+  return { ...origin, times, arrived, sent };
 }
 
-/** Sends `n` requests from every edge at once, `width` in flight per edge. */
-async function flood(tg, n, width = 40) {
+/**
+ * The longest a request took from being sent to reaching the origin: an
+ * upper bound on how long after its limiter decision (which comes after
+ * the send) it arrived. On a loaded machine forwards arrive late, so the
+ * origin's arrival times are checked over windows this much shorter than
+ * the limit's (issue 26): a request decided inside a window of the limit
+ * arrives inside that window or at most this much after it.
+ */
+function longestForward(origin) {
+  let longest = 0;
+  for (const [n, at] of origin.arrived) longest = Math.max(longest, at - (origin.sent.get(n) ?? at));
+  return longest;
+}
+
+/** Sends `n` requests from every edge at once, `width` in flight per edge;
+ * numbers them across calls (`?n=`), noting when each was sent. */
+let numbered = 0;
+async function flood(tg, n, width = 40, sent = new Map()) {
   const statuses = [];
   let next = 0;
   const edge = async (i) => {
     const lanes = Array.from({ length: width }, async () => {
       while (next < n) {
         next++;
-        const res = await tg.fetchVia(i, `/api/item?n=${next}`, { ip: `198.51.100.${next % 250}` });
+        const id = String(++numbered);
+        sent.set(id, Date.now());
+        const res = await tg.fetchVia(i, `/api/item?n=${id}`, { ip: `198.51.100.${next % 250}` });
         await res.arrayBuffer();
         statuses.push([res.status, res.headers.get("ratelimit")]);
       }
@@ -74,7 +97,7 @@ test("hot key, limit 5,000 per 60 s, 20,000 requests from 4 edges, restarted mid
     // Phase 1: every edge leases tokens for the key, and holds some.
     let tg = await startTollgate({ config, origin, persist, faults: true, edges: EDGES });
     try {
-      statuses.push(...(await flood(tg, 2_000)));
+      statuses.push(...(await flood(tg, 2_000, 40, origin.sent)));
       calls += await tg.objectCalls();
     } finally {
       await tg.dispose();
@@ -85,7 +108,7 @@ test("hot key, limit 5,000 per 60 s, 20,000 requests from 4 edges, restarted mid
     // held are never refunded, and the objects read their rows back.
     tg = await startTollgate({ config, origin, persist, faults: true, edges: EDGES });
     try {
-      statuses.push(...(await flood(tg, 18_000)));
+      statuses.push(...(await flood(tg, 18_000, 40, origin.sent)));
       calls += await tg.objectCalls();
       await tg.settled();
       assert.ok(!/panicked|RuntimeError: unreachable/i.test(tg.logs()), "no panic in the Worker");
@@ -103,17 +126,20 @@ test("hot key, limit 5,000 per 60 s, 20,000 requests from 4 edges, restarted mid
   for (const [s] of statuses) by[s] = (by[s] ?? 0) + 1;
   assert.equal(passed + blocked, requests, `every request answered 200 or 429: ${JSON.stringify(by)}`);
   assert.equal(origin.received.length, passed);
-  // Exactness: the limit holds in every 60 s window of what the origin saw
-  // (the whole run, if it took less than a minute).
-  const worst = worstWindow(origin.times, WINDOW_MS);
-  assert.ok(worst <= LIMIT, `${worst} requests reached the origin within 60 s (limit ${LIMIT})`);
+  // Exactness: the limit holds in every 60 s window of the limiter's
+  // decisions; seen at the origin, in every window shorter by the longest
+  // forward (the whole run, if it took less than that).
+  const forward = longestForward(origin);
+  const worst = worstWindow(origin.times, WINDOW_MS - forward);
+  assert.ok(forward < WINDOW_MS / 2, `a forward took ${forward} ms`);
+  assert.ok(worst <= LIMIT, `${worst} requests reached the origin within ${WINDOW_MS - forward} ms (limit ${LIMIT} per 60 s, longest forward ${forward} ms)`);
   assert.ok(calls <= requests / 10, `${calls} object calls for ${requests} requests (at most 10%)`);
   // The RateLimit fields never claim more than the limit.
   for (const [, field] of statuses) {
     const r = field && /;r=(\d+)/.exec(field);
     if (r) assert.ok(Number(r[1]) <= LIMIT, field);
   }
-  console.log(`leases: ${passed} passed, ${blocked} blocked, ${calls} object calls for ${requests} requests; worst 60 s window ${worst}`);
+  console.log(`leases: ${passed} passed, ${blocked} blocked, ${calls} object calls for ${requests} requests; worst window ${worst} (60 s less the longest forward, ${forward} ms)`);
 });
 
 test("per-IP 10 per minute from 4 edges: the same answers and the same object calls with lease = auto as with lease = off", async () => {
