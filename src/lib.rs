@@ -25,6 +25,7 @@
 //! | [`window`]  | the sliding-log decision: (log, now, limits) → outcome, log    |
 //! | [`gcra`]    | the O(1)-state alternative for large limits, and its accuracy  |
 //! | [`counter`] | one limiter-object step: (stored row, now, call) → reply, row  |
+//! | `object`    | one call to a limiter object: (row, controls, now, call) → answer and effects |
 //! | [`reservation`] | two-phase counting: requests in flight hold their slots |
 //! | [`upload`]  | a body is received before its slot is reserved (slow uploads) |
 //! | [`hold`]    | how long slots in flight are held: an honest `Retry-After` |
@@ -78,6 +79,8 @@ pub mod spelling;
 pub(crate) mod json;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod memo;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod object;
 pub(crate) mod key;
 pub mod lease;
 pub mod metrics;

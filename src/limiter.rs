@@ -19,10 +19,10 @@
 //! the same synchronous step as the count; a reset deletes only the count
 //! while controls are set; the alarm keeps them until they end.
 
-use crate::controls::{self, AlarmPlan, Change, Controls, Effective};
-use crate::counter::{on_alarm, step, Tally};
+use crate::controls::{self, AlarmPlan, Change, Controls};
+use crate::counter::on_alarm;
+use crate::object::{self, Alarm, Delete};
 use crate::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Op, Reply, WireWindow, VERSION};
-use crate::window::horizon_ms;
 use serde::Deserialize;
 use std::cell::{Cell, OnceCell, RefCell};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
@@ -226,6 +226,8 @@ impl Limiter {
         Ok((known, cursor.rows_read() as u64))
     }
 
+    /// Loads, lets [`object::answer`] decide, and applies its effects: the
+    /// row stored, what to delete, the alarm made sure of.
     async fn answer(&self, call: &Call) -> worker::Result<Reply> {
         let sql = self.db();
         // Read, decide, write: synchronous, no `.await` in between, so no
@@ -239,85 +241,59 @@ impl Limiter {
         }
         let now = now_ms();
         let kept = self.load_controls()?;
-        let asked_lease = call.op == Op::Lease;
-        let (call, banned) = match controls::effective(&kept, call, now) {
-            Effective::Count(call) => (call, None),
-            Effective::Banned { retry_after_ms, call } => (Call { op: Op::Status, ..call }, Some(retry_after_ms)),
-        };
-        let call = &call;
-        let horizon = horizon_ms(&call.limits);
-        let step = match step(&stored, now, call) {
-            Ok(step) => step,
-            Err(corrupt) => {
+        let answered = match object::answer(&stored, &kept, now, call) {
+            Ok(answered) => answered,
+            Err(refused) => {
                 // Refused (500: the Worker applies the rule's fail policy),
-                // and never left without an alarm to delete it: by one
-                // horizon from now every hit it could hold has expired.
-                self.ensure_alarm(now.saturating_add(i64::try_from(horizon).unwrap_or(i64::MAX))).await?;
-                return Err(worker::Error::RustError(corrupt.to_string()));
+                // and never left without an alarm to delete it.
+                self.make_sure(refused.alarm).await?;
+                return Err(worker::Error::RustError(refused.corrupt.to_string()));
             }
         };
-        if let Some(retry_after_ms) = banned {
-            // Banned: blocked for the ban's time, nothing recorded.
-            let windows = step.tally.windows.iter().map(WireWindow::from).collect();
-            let tally = Tally { allowed: false, retry_after_ms, windows, binding: Some(0), in_flight: false };
-            let alarm_pending = self.alarm_pending.get().unwrap_or(true);
-            return Ok(Reply {
-                v: VERSION,
-                tally,
-                alarm_pending,
-                alarm_set: false,
-                stored_hits: step.stored,
-                rows_read,
-                rows_written: 0,
-                reservation: None,
-                held: step.held,
-                granted: asked_lease.then_some(0),
-            });
-        }
         let mut rows_written = 0;
-        if let Some(write) = &step.write {
+        if let Some((row, horizon)) = &answered.store {
             // Only a call that writes creates the schema: an object whose
             // storage the alarm deleted stays empty when merely looked at.
-            rows_written = self.store(&write.row, horizon)?;
+            rows_written = self.store(row, *horizon)?;
         }
-        let mut stored_hits = step.stored;
-        let mut alarm_set = false;
-        if call.op == Op::Reset && !kept.live(now).is_empty() {
-            // The count goes; the operator's controls stay.
-            self.delete_count(sql)?;
-            stored_hits = 0;
-        } else if call.op == Op::Reset {
-            self.delete_everything().await?;
-            stored_hits = 0;
-        } else if let Some(write) = &step.write {
-            alarm_set = if kept.live(now).is_empty() {
-                self.ensure_alarm(write.expires_at).await?
-            } else {
-                // The pending alarm may be for a control's end, later than
-                // the count's: the count's expiry must come first.
-                self.ensure_alarm_by(write.expires_at).await?
-            };
+        match answered.delete {
+            Some(Delete::Count) => self.delete_count(sql)?,
+            Some(Delete::Everything) => self.delete_everything().await?,
+            None => {}
         }
-        let alarm_pending = match (call.op, self.alarm_pending.get()) {
-            (Op::Status, _) | (_, None) => {
+        let alarm_set = match answered.alarm {
+            Some(alarm) => self.make_sure(alarm).await?,
+            None => false,
+        };
+        let alarm_pending = match (answered.banned, call.op, self.alarm_pending.get()) {
+            (true, _, known) => known.unwrap_or(true),
+            (false, Op::Status, _) | (false, _, None) => {
                 let pending = self.state.storage().get_alarm().await?.is_some();
                 self.alarm_pending.set(Some(pending));
                 pending
             }
-            (_, Some(pending)) => pending,
+            (false, _, Some(pending)) => pending,
         };
         Ok(Reply {
             v: VERSION,
-            tally: step.tally.map_windows(|w| WireWindow::from(&w)),
+            tally: answered.tally.map_windows(|w| WireWindow::from(&w)),
             alarm_pending,
             alarm_set,
-            stored_hits,
+            stored_hits: answered.stored_hits,
             rows_read,
             rows_written,
-            reservation: step.reservation,
-            held: step.held,
-            granted: step.granted,
+            reservation: answered.reservation,
+            held: answered.held,
+            granted: answered.granted,
         })
+    }
+
+    /// Makes sure of `alarm`; returns whether it set one.
+    async fn make_sure(&self, alarm: Alarm) -> worker::Result<bool> {
+        match alarm {
+            Alarm::Pending(at) => self.ensure_alarm(at).await,
+            Alarm::By(at) => self.ensure_alarm_by(at).await,
+        }
     }
 
     /// Arms the TTL alarm for `at` (when the row just written expires),
