@@ -2,14 +2,17 @@
 // The `tollgate` command of the npm package. `check`, `explain` and `hash`
 // run the Rust CLI itself (tollgate::cli, built for wasm32: cli/), so they
 // answer exactly as the native binary does; `init` and `dev` are Node's own
-// (lib/): they write a project and run `wrangler dev`.
+// (lib/): they write a project and run `wrangler dev`; `build`, the
+// project's [build] command, checks the rules and writes its Worker entry.
 import { readFileSync } from "node:fs";
 
 const NODE_USAGE = `  tollgate init DIR [--preset P | --rules FILE] [--no-install]
                                           write a project deploying tollgate (presets:
                                           heavy-endpoint, login, tenant-quota, api-keys)
   tollgate dev [wrangler dev options]     serve the project locally (wrangler dev) in front
-                                          of a demo origin, or of $UPSTREAM`;
+                                          of a demo origin, or of $UPSTREAM
+  tollgate build [FILE]                   check the rules, then write the Worker entry
+                                          (.tollgate/worker.mjs): the project's [build] command`;
 
 const args = process.argv.slice(2);
 switch (args[0]) {
@@ -21,6 +24,12 @@ switch (args[0]) {
   case "dev": {
     const { dev } = await import("../lib/dev.mjs");
     process.exitCode = await dev(args.slice(1));
+    break;
+  }
+  case "build": {
+    const { build } = await import("../lib/build.mjs");
+    const { runCli } = await import("../cli/tollgate_cli.js");
+    process.exitCode = build(args.slice(1), (check) => runCli(check, readFile, (name) => process.env[name]));
     break;
   }
   default: {

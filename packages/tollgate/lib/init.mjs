@@ -74,8 +74,10 @@ function dependencySpec(spec) {
 function wranglerToml(name, rules) {
   return `# tollgate, deployed with wrangler. Written by \`tollgate init\` (tollgate ${version}).
 name = "${name}"
-# The prebuilt tollgate Worker (Rust compiled to Wasm) from the npm package.
-main = "node_modules/tollgate/worker/src/entry.mjs"
+# The prebuilt tollgate Worker (Rust compiled to Wasm) from the npm package,
+# re-exported by a file that the [build] command below writes only when the
+# rules pass \`tollgate check\`.
+main = ".tollgate/worker.mjs"
 compatibility_date = "${COMPATIBILITY_DATE}"
 minify = true
 
@@ -93,7 +95,7 @@ head_sampling_rate = 1
 # \`wrangler dev\` and \`wrangler deploy\` check the rules first: a config with
 # an error never deploys (the error names the rule and the field).
 [build]
-command = "node node_modules/tollgate/bin/tollgate.mjs check wrangler.toml"
+command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml"
 
 # One SQLite-backed Durable Object per (rule, key) counts exactly.
 [[durable_objects.bindings]]
@@ -162,7 +164,7 @@ export async function init(args) {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, "wrangler.toml"), wranglerToml(name, rules));
   writeFileSync(join(dir, "package.json"), packageJson(name, dependencySpec(options.tollgate)));
-  writeFileSync(join(dir, ".gitignore"), "node_modules/\n.wrangler/\n.dev.vars\n");
+  writeFileSync(join(dir, ".gitignore"), "node_modules/\n.wrangler/\n.tollgate/\n.dev.vars\n");
   console.log(`wrote ${options.dir}/: package.json, wrangler.toml (${options.preset ? `preset ${options.preset}` : `rules of ${options.rules}`}), .gitignore`);
 
   if (options.install) {
