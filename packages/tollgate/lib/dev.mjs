@@ -33,7 +33,8 @@ export async function dev(args) {
   const wrangler = spawn(
     "wrangler",
     ["dev", "--ip", "127.0.0.1", "--port", port, "--var", `UPSTREAM:${upstream}`, ...args],
-    { stdio: "inherit", env: { WRANGLER_SEND_METRICS: "false", ...process.env } },
+    // No fetch of the Request.cf sample from workers.cloudflare.com: local runs need no internet.
+    { stdio: "inherit", env: { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env } },
   );
   children.push(wrangler);
   const stop = () => children.forEach((child) => child.kill("SIGTERM"));
