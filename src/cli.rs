@@ -530,6 +530,83 @@ struct ExplainOptions {
     secrets: Vec<(String, String)>,
 }
 
+#[cfg(test)]
+mod tests {
+    use super::{run, Host};
+
+    /// A machine of a few in-memory files and environment variables.
+    struct Fake {
+        files: &'static [(&'static str, &'static str)],
+        vars: &'static [(&'static str, &'static str)],
+    }
+
+    impl Host for Fake {
+        fn read_file(&self, path: &str) -> Result<Vec<u8>, String> {
+            self.files
+                .iter()
+                .find(|(name, _)| *name == path)
+                .map(|(_, text)| text.as_bytes().to_vec())
+                .ok_or_else(|| "No such file or directory (os error 2)".to_string())
+        }
+
+        fn env_var(&self, name: &str) -> Option<String> {
+            self.vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+        }
+    }
+
+    const CONFIG: &str = r#"
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "heavy"
+path = "/api/example"
+key = ["ip"]
+limits = [{ requests = 10, window = "60s" }]
+"#;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn everything_read_comes_from_the_host_and_everything_printed_is_returned() {
+        let host = Fake { files: &[("w.toml", CONFIG)], vars: &[] };
+        let out = run(&args(&["check", "w.toml"]), &host);
+        assert_eq!(out.code, 0, "{out:?}");
+        assert!(out.stdout.starts_with("w.toml top level: ok, 1 rule(s)\n"), "{out:?}");
+        assert_eq!(out.stderr, "");
+
+        let missing = run(&args(&["check", "other.toml"]), &host);
+        assert_eq!(missing.code, 1);
+        assert_eq!(missing.stderr, "error: other.toml: cannot read other.toml: No such file or directory (os error 2)\n");
+    }
+
+    #[test]
+    fn the_log_key_is_the_hosts_environment_variable() {
+        let unkeyed = run(&args(&["hash", "ip=203.0.113.7"]), &Fake { files: &[], vars: &[] });
+        let keyed = run(&args(&["hash", "ip=203.0.113.7"]), &Fake { files: &[], vars: &[("TOLLGATE_LOG_KEY", "k")] });
+        assert_eq!((unkeyed.code, keyed.code), (0, 0));
+        assert!(unkeyed.stderr.contains("no log key"), "{unkeyed:?}");
+        assert_eq!(keyed.stderr, "");
+        assert_ne!(unkeyed.stdout, keyed.stdout);
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_refused_as_std_refuses_it() {
+        struct Bytes;
+        impl Host for Bytes {
+            fn read_file(&self, _: &str) -> Result<Vec<u8>, String> {
+                Ok(vec![0xff, 0xfe])
+            }
+            fn env_var(&self, _: &str) -> Option<String> {
+                None
+            }
+        }
+        let out = run(&args(&["check", "w.toml"]), &Bytes);
+        assert_eq!(out.code, 1);
+        assert_eq!(out.stderr, "error: w.toml: cannot read w.toml: stream did not contain valid UTF-8\n");
+    }
+}
+
 /// The Node bin's entry (`packages/tollgate/bin/tollgate.mjs`): the host is
 /// two JS functions, `readFile(path)` returning a `Uint8Array` or an error
 /// string, and `envVar(name)` returning a string or `undefined`. Returns
