@@ -104,6 +104,9 @@ test("the tarball holds the release Worker as scripts/build made it, the Node CL
   for (const file of ["cli/tollgate_cli.js", "cli/tollgate_cli_bg.wasm", "client/index.d.ts", "client/hono.d.ts", "client/hono.js"]) {
     assert.ok(existsSync(join(pkg, file)), `the package has no ${file}`);
   }
+  // The Worker and the CLI come from two builds of one crate: neither is the other.
+  assert.doesNotMatch(readFileSync(join(pkg, "worker/build/index.js"), "utf8"), /runCli/);
+  assert.match(readFileSync(join(pkg, "cli/tollgate_cli.js"), "utf8"), /runCli/);
   const crate = readFileSync(join(ROOT, "Cargo.toml"), "utf8").match(/^version = "(.*)"/m)[1];
   assert.equal(JSON.parse(readFileSync(join(pkg, "package.json"), "utf8")).version, crate);
 });
