@@ -284,6 +284,12 @@ test("init: each preset's project checks, dry-runs, refuses a typo, and serves 4
     assert.ok(gzip && Number(gzip[1]) <= 600, `${preset}: upload over 600 KiB gzip or unknown:\n${dry.stdout}`);
   }
 
+  // --rules FILE: a file with an error is refused at init, the rule and the field named.
+  writeFileSync(join(work, "rules.toml"), '[vars.TOLLGATE]\n[[vars.TOLLGATE.rules]]\nname = "mine"\npath = "/x"\nkey = ["ip"]\nlimts = [{ requests = 2, window = "10s" }]\n');
+  const bad = run(cli, ["init", join(work, "my-rules"), "--rules", join(work, "rules.toml"), "--no-install"], { cwd: work });
+  assert.equal(bad.code, 1, bad.stdout + bad.stderr);
+  assert.match(bad.stderr, /rule `mine`, field `limts`: unknown field/);
+
   // A typo never deploys: the rule and the field named once, no stack trace.
   const dir = dirs["heavy-endpoint"];
   const good = readFileSync(join(dir, "wrangler.toml"), "utf8");

@@ -165,6 +165,15 @@ export async function init(args) {
   writeFileSync(join(dir, "wrangler.toml"), wranglerToml(name, rules));
   writeFileSync(join(dir, "package.json"), packageJson(name, dependencySpec(options.tollgate)));
   writeFileSync(join(dir, ".gitignore"), "node_modules/\n.wrangler/\n.tollgate/\n.dev.vars\n");
+  // The rules are checked now (a --rules file may have errors), as
+  // `npm run check` would: the errors name the rule and the field.
+  const { runCli } = await import("../cli/tollgate_cli.js");
+  const [code, , stderr] = runCli(["check", join(dir, "wrangler.toml")], (path) => readFileSync(path), () => undefined);
+  if (code !== 0) {
+    process.stderr.write(stderr);
+    console.error(`tollgate init: wrote ${options.dir}/, but its rules have the errors above: fix them in wrangler.toml, then npm run check`);
+    return 1;
+  }
   console.log(`wrote ${options.dir}/: package.json, wrangler.toml (${options.preset ? `preset ${options.preset}` : `rules of ${options.rules}`}), .gitignore`);
 
   if (options.install) {
