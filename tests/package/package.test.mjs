@@ -19,7 +19,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { createServer } from "node:net";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -282,6 +282,7 @@ test("init: each preset's project checks, dry-runs, refuses a typo, and serves 4
     const dry = ok(run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", join(dir, ".dry")], { cwd: dir }), `${preset}: wrangler deploy --dry-run`);
     const gzip = (dry.stdout + dry.stderr).match(/gzip: ([\d.]+) KiB/);
     assert.ok(gzip && Number(gzip[1]) <= 600, `${preset}: upload over 600 KiB gzip or unknown:\n${dry.stdout}`);
+    if (first) t.diagnostic(`upload ${gzip[0]} (at most 600 KiB); tarball: ${(statSync(tarball).size / 1024).toFixed(0)} KiB`);
   }
 
   // --rules FILE: a file with an error is refused at init, the rule and the field named.
