@@ -75,8 +75,8 @@ export function banner(port, devArgs) {
   }
   out.push(
     "",
-    "  Counters persist across restarts (in .wrangler/state, or the --persist-to folder):",
-    "  stop scripts/dev and delete that folder to start from zero.",
+    "  Counters persist across restarts, per config (in .wrangler/state/, or the --persist-to",
+    "  folder): stop scripts/dev and delete that folder to start from zero.",
   );
   return out.join("\n");
 }

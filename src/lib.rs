@@ -42,6 +42,7 @@
 //! | [`ticket`]  | what an embedded check hands the app to settle failures-only rules |
 //! | [`upstream`]| where allowed requests go: the origin or a service binding |
 //! | [`wrangler`]| the CLI reads wrangler.toml / .json / .jsonc and its environments |
+//! | [`cli`]     | the `tollgate` CLI as data: args in; exit code, stdout, stderr out |
 //! | [`sim`]     | a deterministic simulator of leased budgets (native only)     |
 //!
 //! The glue (`edge`, the Worker entry; `origin`, its side facing the
@@ -99,8 +100,10 @@ pub mod ticket;
 pub mod upstream;
 pub mod verdict;
 pub mod window;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub mod wrangler;
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+pub mod cli;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sim;
 

@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+// The `tollgate` command of the npm package. `check`, `explain` and `hash`
+// run the Rust CLI itself (tollgate::cli, built for wasm32: cli/), so they
+// answer exactly as the native binary does; `init` and `dev` are Node's own
+// (lib/): they write a project and run `wrangler dev`; `build`, the
+// project's [build] command, checks the rules and writes its Worker entry.
+import { readFileSync } from "node:fs";
+
+const NODE_USAGE = `  tollgate init DIR [--preset P | --rules FILE] [--no-install]
+                                          write a project deploying tollgate (presets:
+                                          heavy-endpoint, login, tenant-quota, api-keys)
+  tollgate dev [wrangler dev options]     serve the project locally (wrangler dev) in front
+                                          of a demo origin, or of $UPSTREAM
+  tollgate build [FILE]                   check the rules, then write the Worker entry
+                                          (.tollgate/worker.mjs): the project's [build] command`;
+
+const args = process.argv.slice(2);
+switch (args[0]) {
+  case "init": {
+    const { init } = await import("../lib/init.mjs");
+    process.exitCode = await init(args.slice(1));
+    break;
+  }
+  case "dev": {
+    const { dev } = await import("../lib/dev.mjs");
+    process.exitCode = await dev(args.slice(1));
+    break;
+  }
+  case "build": {
+    const { build } = await import("../lib/build.mjs");
+    const { runCli } = await import("../cli/tollgate_cli.js");
+    process.exitCode = build(args.slice(1), (check) => runCli(check, readFile, (name) => process.env[name]));
+    break;
+  }
+  default: {
+    const { runCli } = await import("../cli/tollgate_cli.js");
+    const [code, stdout, stderr] = runCli(args, readFile, (name) => process.env[name]);
+    process.stdout.write(stdout);
+    process.stderr.write(stderr);
+    if (args.length === 0 || ["-h", "--help", "help"].includes(args[0])) {
+      (code === 0 ? process.stdout : process.stderr).write(`${NODE_USAGE}\n`);
+    }
+    process.exitCode = code;
+  }
+}
+
+/** A file's bytes, or the reason why not, worded as Rust's std::io::Error words it. */
+function readFile(path) {
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    const os = { ENOENT: ["No such file or directory", 2], EACCES: ["Permission denied", 13], EISDIR: ["Is a directory", 21] };
+    const known = os[e.code];
+    return known ? `${known[0]} (os error ${known[1]})` : String(e.message);
+  }
+}

@@ -1,0 +1,54 @@
+// `tollgate dev`: `wrangler dev` on 127.0.0.1:$PORT (8787) in front of the
+// origin named by $UPSTREAM, or of a demo origin on 127.0.0.1:$ORIGIN_PORT
+// (8788) that echoes every request as JSON (and answers POST /login 401
+// unless the password is "demo-password"). Other arguments go to wrangler.
+import { spawn } from "node:child_process";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+
+export async function dev(args) {
+  if (args.includes("-h") || args.includes("--help")) {
+    console.log(`usage: tollgate dev [wrangler dev options]
+  wrangler dev on 127.0.0.1:$PORT (default 8787), forwarding allowed requests to
+  $UPSTREAM, or to a demo origin on 127.0.0.1:$ORIGIN_PORT (default 8788).
+  Counters persist in .wrangler/state: rm -rf .wrangler/state starts from zero.
+  Local secrets (TOLLGATE_LOG_KEY, ...) go in .dev.vars.`);
+    return 0;
+  }
+  const port = process.env.PORT ?? "8787";
+  const children = [];
+  let upstream = process.env.UPSTREAM;
+  if (!upstream) {
+    const originPort = process.env.ORIGIN_PORT ?? "8788";
+    upstream = `http://127.0.0.1:${originPort}`;
+    const origin = spawn(process.execPath, [join(HERE, "demo-origin.mjs")], {
+      env: { ...process.env, ORIGIN_PORT: originPort, DEMO_EXAMPLE: "login-brute-force" },
+      stdio: "inherit",
+    });
+    children.push(origin);
+    console.log(`demo origin on ${upstream} (set UPSTREAM to use your own)`);
+  }
+  const wrangler = spawn(
+    "wrangler",
+    ["dev", "--ip", "127.0.0.1", "--port", port, "--var", `UPSTREAM:${upstream}`, ...args],
+    // No fetch of the Request.cf sample from workers.cloudflare.com: local runs need no internet.
+    { stdio: "inherit", env: { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env } },
+  );
+  children.push(wrangler);
+  const stop = () => children.forEach((child) => child.kill("SIGTERM"));
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  return await new Promise((done) => {
+    wrangler.on("error", (e) => {
+      console.error(`tollgate dev: cannot run wrangler (${e.message}); run it from the project (npm run dev)`);
+      stop();
+      done(1);
+    });
+    wrangler.on("exit", (code) => {
+      stop();
+      done(code ?? 1);
+    });
+  });
+}

@@ -1,0 +1,194 @@
+// `tollgate init DIR`: writes a project that deploys the prebuilt tollgate
+// Worker of this package with wrangler, its rules from a preset or a file.
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const PACKAGE = join(dirname(fileURLToPath(import.meta.url)), "..");
+const { version } = JSON.parse(readFileSync(join(PACKAGE, "package.json"), "utf8"));
+/** The last wrangler that runs on Node.js 20 (4.87 and later need 22). */
+const WRANGLER = "4.86.0";
+/** 2026-02-24 or later: deleteAll() also clears the alarm (the TTL relies on it). */
+const COMPATIBILITY_DATE = "2026-04-01";
+
+/** What to send to see each preset answer 429 (`npm run dev` serves on 8787). */
+const TRY = {
+  "heavy-endpoint": `for i in $(seq 11); do curl -s -o /dev/null -w '%{http_code}\\n' 'http://127.0.0.1:8787/api/example?mode=heavy'; done | uniq -c`,
+  login: `for i in $(seq 11); do curl -s -o /dev/null -w '%{http_code}\\n' -d 'email=victim@example.com&password=guess' http://127.0.0.1:8787/login; done | uniq -c`,
+  "tenant-quota": `for i in $(seq 6); do curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:8787/api/tenants/7/reports; done | uniq -c`,
+  "api-keys": `for i in $(seq 6); do curl -s -o /dev/null -w '%{http_code}\\n' -H 'x-api-key: demo-key' http://127.0.0.1:8787/api/items; done | uniq -c`,
+};
+
+export const USAGE = `usage: tollgate init DIR [--preset P | --rules FILE] [--name NAME] [--tollgate SPEC] [--no-install]
+  Writes a project in DIR (new, or empty) that deploys tollgate with wrangler:
+  package.json (tollgate, wrangler ${WRANGLER}), wrangler.toml (the Worker, its
+  Durable Object and migration, observability, a routes placeholder, your
+  rules), .gitignore; then runs npm install (--no-install skips it).
+    --preset P       starter rules: ${presets().join(", ")} (default heavy-endpoint)
+    --rules FILE     your own rules instead: a TOML file holding [vars.TOLLGATE]
+    --name NAME      the Worker's name (default: DIR's name)
+    --tollgate SPEC  how package.json names tollgate (default ^${version};
+                     a path to a tarball, file:..., a version)`;
+
+function presets() {
+  return readdirSync(join(PACKAGE, "presets"))
+    .filter((f) => f.endsWith(".toml"))
+    .map((f) => f.slice(0, -5))
+    .sort();
+}
+
+function parse(args) {
+  const options = { dir: undefined, preset: undefined, rules: undefined, name: undefined, tollgate: `^${version}`, install: true };
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i];
+    const value = () => {
+      if (i + 1 >= args.length) throw new Error(`${arg} needs a value`);
+      return args[++i];
+    };
+    if (arg === "--preset") options.preset = value();
+    else if (arg === "--rules") options.rules = value();
+    else if (arg === "--name") options.name = value();
+    else if (arg === "--tollgate") options.tollgate = value();
+    else if (arg === "--no-install") options.install = false;
+    else if (arg.startsWith("-")) throw new Error(`unknown option ${arg}`);
+    else if (options.dir === undefined) options.dir = arg;
+    else throw new Error(`unexpected argument ${arg}`);
+  }
+  if (options.dir === undefined) throw new Error("missing DIR");
+  if (options.preset !== undefined && options.rules !== undefined) throw new Error("give --preset or --rules, not both");
+  if (options.rules === undefined) options.preset ??= "heavy-endpoint";
+  if (options.preset !== undefined && !presets().includes(options.preset)) {
+    throw new Error(`no preset ${options.preset} (one of: ${presets().join(", ")})`);
+  }
+  return options;
+}
+
+/** A tarball path becomes `file:` with an absolute path, so it still resolves from DIR. */
+function dependencySpec(spec) {
+  if (/\.(tgz|tar\.gz)$/.test(spec) && !spec.includes(":")) return `file:${resolve(spec)}`;
+  if (spec.startsWith("file:")) return `file:${resolve(spec.slice(5))}`;
+  return spec;
+}
+
+function wranglerToml(name, rules) {
+  return `# tollgate, deployed with wrangler. Written by \`tollgate init\` (tollgate ${version}).
+name = "${name}"
+# The prebuilt tollgate Worker (Rust compiled to Wasm) from the npm package,
+# re-exported by a file that the [build] command below writes only when the
+# rules pass \`tollgate check\`.
+main = ".tollgate/worker.mjs"
+compatibility_date = "${COMPATIBILITY_DATE}"
+minify = true
+
+# Deploy step: attach tollgate to your proxied zone. Broad routes, narrow
+# rules: send the whole zone and let the rules below pick what to limit (a
+# narrow route like example.com/api/* misses /API/x and /%61pi/x).
+# routes = [{ pattern = "example.com/*", zone_name = "example.com" }]
+
+# Workers Logs keeps tollgate's JSON log lines (blocks, shadow blocks, counter
+# errors). head_sampling_rate = 0.1 keeps 10% on a busy zone.
+[observability]
+enabled = true
+head_sampling_rate = 1
+
+# \`wrangler dev\` and \`wrangler deploy\` check the rules first: a config with
+# an error never deploys (the error names the rule and the field).
+[build]
+command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml"
+
+# One SQLite-backed Durable Object per (rule, key) counts exactly.
+[[durable_objects.bindings]]
+name = "LIMITER"
+class_name = "Limiter"
+
+[[migrations]]
+tag = "v1"
+new_sqlite_classes = ["Limiter"]
+
+[vars]
+# UPSTREAM = "http://127.0.0.1:8788"   # local development only: \`npm run dev\` sets it
+
+${rules.trim()}
+`;
+}
+
+function packageJson(name, tollgate) {
+  return `${JSON.stringify(
+    {
+      name,
+      private: true,
+      type: "module",
+      scripts: {
+        dev: "tollgate dev",
+        check: "tollgate check",
+        explain: "tollgate explain",
+        deploy: "tollgate check && wrangler deploy",
+      },
+      devDependencies: { tollgate, wrangler: WRANGLER },
+    },
+    null,
+    2,
+  )}\n`;
+}
+
+export async function init(args) {
+  if (args.includes("-h") || args.includes("--help")) {
+    console.log(USAGE);
+    return 0;
+  }
+  let options;
+  try {
+    options = parse(args);
+  } catch (e) {
+    console.error(`tollgate init: ${e.message}\n${USAGE}`);
+    return 2;
+  }
+  const dir = resolve(options.dir);
+  if (existsSync(dir) && readdirSync(dir).length > 0) {
+    console.error(`tollgate init: ${options.dir} is not empty; pick a new directory`);
+    return 1;
+  }
+  let rules;
+  try {
+    rules = readFileSync(options.rules ?? join(PACKAGE, "presets", `${options.preset}.toml`), "utf8");
+  } catch (e) {
+    console.error(`tollgate init: cannot read ${options.rules}: ${e.message}`);
+    return 1;
+  }
+  if (!/^\[vars\.TOLLGATE\]/m.test(rules)) {
+    console.error(`tollgate init: ${options.rules} has no [vars.TOLLGATE] table (see the presets in ${join(PACKAGE, "presets")})`);
+    return 1;
+  }
+  const name = (options.name ?? basename(dir)).toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "") || "tollgate";
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "wrangler.toml"), wranglerToml(name, rules));
+  writeFileSync(join(dir, "package.json"), packageJson(name, dependencySpec(options.tollgate)));
+  writeFileSync(join(dir, ".gitignore"), "node_modules/\n.wrangler/\n.tollgate/\n.dev.vars\n");
+  // The rules are checked now (a --rules file may have errors), as
+  // `npm run check` would: the errors name the rule and the field.
+  const { runCli } = await import("../cli/tollgate_cli.js");
+  const [code, , stderr] = runCli(["check", join(dir, "wrangler.toml")], (path) => readFileSync(path), () => undefined);
+  if (code !== 0) {
+    process.stderr.write(stderr);
+    console.error(`tollgate init: wrote ${options.dir}/, but its rules have the errors above: fix them in wrangler.toml, then npm run check`);
+    return 1;
+  }
+  console.log(`wrote ${options.dir}/: package.json, wrangler.toml (${options.preset ? `preset ${options.preset}` : `rules of ${options.rules}`}), .gitignore`);
+
+  if (options.install) {
+    console.log(`installing tollgate and wrangler ${WRANGLER} (npm install)`);
+    const npm = spawnSync("npm", ["install", "--no-audit", "--no-fund"], { cwd: dir, stdio: "inherit" });
+    if (npm.status !== 0) {
+      console.error(`tollgate init: npm install failed in ${options.dir}; fix it and run npm install there`);
+      return 1;
+    }
+  }
+  console.log(`
+next:
+  cd ${options.dir}
+${options.install ? "" : "  npm install\n"}  npm run dev        # tollgate on http://127.0.0.1:8787, in front of a demo origin
+${TRY[options.preset] ? `  ${TRY[options.preset]}\n` : ""}  npm run check      # validate the rules offline
+  npm run deploy     # after setting routes in wrangler.toml (npx wrangler login first)`);
+  return 0;
+}

@@ -1,0 +1,396 @@
+// The npm package, tested as a user gets it: the tarball that scripts/pack
+// makes, installed with npm in temporary folders whose PATH has no cargo
+// (node and npm, /usr/bin and /bin only).
+//
+// 1. Parity: the package's `tollgate` (the Rust CLI built for wasm32, run by
+//    Node) answers exactly as the native binary, byte for byte and with the
+//    same exit code, on the shipped config, every example and every preset:
+//    `check`, a set of `explain` requests (text and --json), `hash`, errors.
+// 2. `tollgate init` with each preset: `npm run check`, `wrangler deploy
+//    --dry-run` (a planted typo is refused, the rule and field named once,
+//    no stack trace), and `npm run dev` answering 429 once the limit is used.
+// 3. A Hono app importing the client by package name type-checks (tsc) and
+//    runs (Node, with a stand-in tollgate binding).
+//
+// npm installs with --prefer-offline: wrangler, hono and typescript come
+// from the npm cache that the repo's own `npm ci` filled.
+// TOLLGATE_TARBALL=PATH tests that tarball instead of running scripts/pack.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { createServer } from "node:net";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const NATIVE = join(ROOT, "target", "debug", "tollgate");
+const PRESETS = ["heavy-endpoint", "login", "tenant-quota", "api-keys"];
+const READY_TIMEOUT_MS = 90_000;
+const STEP_TIMEOUT_MS = 180_000;
+
+/** PATH for the user: node's folder (npm, npx beside it), /usr/bin, /bin; never ~/.cargo/bin. */
+const USER_PATH = [dirname(process.execPath), "/usr/local/bin", "/usr/bin", "/bin"].join(":");
+/** The npm cache that the repo's `npm ci` filled (the user's HOME is a new, empty one). */
+const NPM_CACHE = execFileSync("npm", ["config", "get", "cache"], { encoding: "utf8" }).trim();
+const userEnv = {
+  // A new HOME: no ~/.bashrc putting ~/.cargo/bin back on PATH, no wrangler login.
+  HOME: undefined,
+  PATH: USER_PATH,
+  npm_config_cache: NPM_CACHE,
+  TMPDIR: tmpdir(),
+  WRANGLER_SEND_METRICS: "false",
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+  npm_config_prefer_offline: "true",
+  npm_config_audit: "false",
+  npm_config_fund: "false",
+  npm_config_update_notifier: "false",
+};
+
+let work; // the temporary folder of this run
+let tarball;
+let cli; // the package's bin, installed from the tarball
+
+function run(file, args, options = {}) {
+  const result = spawnSync(file, args, {
+    encoding: "utf8",
+    timeout: STEP_TIMEOUT_MS,
+    env: userEnv,
+    ...options,
+  });
+  if (result.error) throw result.error;
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function ok(result, what) {
+  assert.equal(result.code, 0, `${what} exited ${result.code}:\n${result.stdout}\n${result.stderr}`);
+  return result;
+}
+
+before(() => {
+  work = mkdtempSync(join(tmpdir(), "tollgate-package-"));
+  userEnv.HOME = join(work, "home");
+  mkdirSync(userEnv.HOME);
+  // The user's PATH really has no cargo.
+  for (const shell of ["sh", "bash"]) {
+    assert.notEqual(run(shell, ["-c", "command -v cargo || command -v rustc"]).code, 0, `${shell} finds cargo or rustc`);
+  }
+  tarball = process.env.TOLLGATE_TARBALL;
+  if (!tarball) {
+    const out = execFileSync(join(ROOT, "scripts", "pack"), { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+    tarball = out.trim().split("\n").at(-1);
+  }
+  assert.ok(existsSync(tarball), `no tarball at ${tarball}`);
+  if (!existsSync(NATIVE)) execFileSync("cargo", ["build", "--locked", "--quiet", "--bin", "tollgate"], { cwd: ROOT, stdio: "inherit" });
+  // As `npx tollgate` would: the package installed from the tarball.
+  const home = join(work, "cli");
+  mkdirSync(home);
+  writeFileSync(join(home, "package.json"), '{ "private": true }\n');
+  ok(run("npm", ["install", tarball], { cwd: home }), "npm install of the tarball");
+  cli = join(home, "node_modules", ".bin", "tollgate");
+});
+
+after(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+test("the tarball holds the release Worker as scripts/build made it, the Node CLI and the typed client", () => {
+  const pkg = join(work, "cli", "node_modules", "tollgate");
+  for (const file of ["worker/src/entry.mjs", "worker/build/index.js", "worker/build/index_bg.wasm"]) {
+    const shipped = file.startsWith("worker/src/") ? join(ROOT, "src", "entry.mjs") : join(ROOT, "build", file.slice("worker/build/".length));
+    assert.ok(readFileSync(join(pkg, file)).equals(readFileSync(shipped)), `${file} differs from ${shipped}`);
+  }
+  for (const file of ["cli/tollgate_cli.js", "cli/tollgate_cli_bg.wasm", "client/index.d.ts", "client/hono.d.ts", "client/hono.js"]) {
+    assert.ok(existsSync(join(pkg, file)), `the package has no ${file}`);
+  }
+  // The Worker and the CLI come from two builds of one crate: neither is the other.
+  assert.doesNotMatch(readFileSync(join(pkg, "worker/build/index.js"), "utf8"), /runCli/);
+  assert.match(readFileSync(join(pkg, "cli/tollgate_cli.js"), "utf8"), /runCli/);
+  const crate = readFileSync(join(ROOT, "Cargo.toml"), "utf8").match(/^version = "(.*)"/m)[1];
+  assert.equal(JSON.parse(readFileSync(join(pkg, "package.json"), "utf8")).version, crate);
+});
+
+/** Every config the parity test reads: the shipped one, the examples', the presets. */
+function configs() {
+  const out = ["wrangler.toml"];
+  for (const name of readdirSync(join(ROOT, "examples")).sort()) {
+    for (const file of ["wrangler.toml", "tollgate.wrangler.toml"]) {
+      if (existsSync(join(ROOT, "examples", name, file))) out.push(`examples/${name}/${file}`);
+    }
+  }
+  for (const preset of PRESETS) out.push(`packages/tollgate/presets/${preset}.toml`);
+  return out;
+}
+
+/** The requests `explain` is asked about, on every config. */
+const EXPLAIN = [
+  ["/"],
+  ["/api/example?mode=heavy", "--ip", "203.0.113.7"],
+  ["/api/example%2ejson?mode=normal&mode=heavy", "--ip", "2001:db8::1"],
+  ["/API/Example/?mode=heavy", "--ip", "198.51.100.2", "--outcome", "blocked"],
+  ["/login", "-X", "POST", "-H", "content-type: application/x-www-form-urlencoded", "--data", "email=V%C3%ADctim@example.com&password=x", "--ip", "192.0.2.1"],
+  ["/api/schools/042/ai/chat", "-X", "POST", "--ip", "192.0.2.9", "--outcome", "failed"],
+  ["/api/tenants/7/reports", "--ip", "192.0.2.9", "--json"],
+  ["/api/items", "-H", "x-api-key: demo-key", "--ip", "192.0.2.9", "--json"],
+  ["/api/reports/q3", "--ip", "192.0.2.9", "--outcome", "blocked", "--json"],
+];
+
+/** Arguments that are not about one config: usage, hashes, errors. */
+const OTHER = [
+  [],
+  ["--help"],
+  ["check", "--help"],
+  ["explain", "--help"],
+  ["hash", "ip=203.0.113.7"],
+  ["hash", "--rule", "heavy-example", "ip=2001:db8::1"],
+  ["check", "no/such/wrangler.toml"],
+  ["check", "examples"],
+  ["explain"],
+  ["explain", "/x", "--bogus"],
+  ["hash", "--rule", "nope", "ip=1.2.3.4"],
+];
+
+function both(args, env = {}) {
+  const options = { cwd: ROOT, env: { ...userEnv, ...env } };
+  return { native: run(NATIVE, args, options), node: run(cli, args, options) };
+}
+
+function assertSame(args, env) {
+  const { native, node } = both(args, env);
+  const label = `tollgate ${args.join(" ")}`;
+  // The Node bin appends its own commands (init, dev, build) to the general
+  // usage; all the rest is the same bytes.
+  const general = args.length === 0 || args[0] === "--help";
+  const same = (node, native) => (general ? node.slice(0, native.length) : node);
+  assert.equal(same(node.stdout, native.stdout), native.stdout, `${label}: stdout differs`);
+  assert.equal(same(node.stderr, native.stderr), native.stderr, `${label}: stderr differs`);
+  assert.equal(node.code, native.code, `${label}: exit code differs`);
+  return native;
+}
+
+test("the Node CLI answers as the native CLI: check and explain on every config", () => {
+  let explained = 0;
+  for (const config of configs()) {
+    const checked = assertSame(["check", config]);
+    // An app calling tollgate over RPC has no TOLLGATE config of its own.
+    const rpcApp = existsSync(join(ROOT, dirname(config), "tollgate.wrangler.toml")) && config.endsWith("/wrangler.toml");
+    assert.equal(checked.code, rpcApp ? 1 : 0, `${config}: check says:\n${checked.stderr}`);
+    for (const request of EXPLAIN) {
+      assertSame(["explain", ...request, "--config", config]);
+      explained++;
+    }
+  }
+  assert.ok(explained >= 9 * 11, `only ${explained} explain runs`);
+  // A keyed log hash reads the env var the same way.
+  assertSame(["explain", "/api/example?mode=heavy", "--ip", "203.0.113.7"], { TOLLGATE_LOG_KEY: "test-log-key" });
+  assertSame(["check", "examples/tenant-daily-quota/wrangler.toml", "--env", "enforce"]);
+});
+
+test("the Node CLI answers as the native CLI: usage, hash and errors", () => {
+  for (const args of OTHER) assertSame(args);
+  const missing = both(["check", "no/such/wrangler.toml"]).node;
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /No such file or directory \(os error 2\)/);
+});
+
+/** A free loopback port (the OS picks it; released before use). */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What to send to each preset's project, and the statuses expected back. */
+const TRIES = {
+  "heavy-endpoint": { path: "/api/example%2ejson?mode=normal&mode=heavy", allowed: 10, status: 200 },
+  login: {
+    path: "/login",
+    init: { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "email=victim@example.com&password=guess" },
+    allowed: 10,
+    status: 401,
+  },
+  "tenant-quota": { path: "/api/tenants/007/reports", allowed: 5, status: 200 },
+  "api-keys": { path: "/api/items", init: { headers: { "x-api-key": "demo-key" } }, allowed: 5, status: 200 },
+};
+
+/** `npm run dev` in `dir`, in its own process group; resolves once it answers. */
+async function startDev(dir) {
+  const [port, originPort, inspectorPort] = [await freePort(), await freePort(), await freePort()];
+  const child = spawn("npm", ["run", "dev", "--", "--inspector-port", String(inspectorPort)], {
+    cwd: dir,
+    env: { ...userEnv, PORT: String(port), ORIGIN_PORT: String(originPort) },
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (chunk) => (output += chunk));
+  child.stderr.on("data", (chunk) => (output += chunk));
+  let exited = false;
+  const gone = new Promise((resolve) => child.on("exit", () => resolve((exited = true))));
+  const stop = async () => {
+    try {
+      process.kill(-child.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+    if (!(await Promise.race([gone, sleep(5000).then(() => false)]))) {
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+  };
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (Date.now() < deadline && !exited) {
+    try {
+      await fetch(`http://127.0.0.1:${port}/ready-probe`, { signal: AbortSignal.timeout(30_000) });
+      return { port, stop, output: () => output };
+    } catch {
+      await sleep(250);
+    }
+  }
+  await stop();
+  assert.fail(`npm run dev in ${dir} did not answer within ${READY_TIMEOUT_MS / 1000} s; output:\n${output.slice(-3000)}`);
+}
+
+test("init: each preset's project checks, dry-runs, refuses a typo, and serves 429 after the limit", { timeout: 900_000 }, async (t) => {
+  const dirs = {};
+  for (const preset of PRESETS) {
+    const dir = join(work, `my-${preset}`);
+    const first = preset === PRESETS[0];
+    const started = Date.now();
+    // The first project installs (tollgate from the tarball, wrangler 4.86); the others share its node_modules.
+    ok(run(cli, ["init", dir, "--preset", preset, "--tollgate", tarball, ...(first ? [] : ["--no-install"])], { cwd: work }), `init ${preset}`);
+    if (first) t.diagnostic(`init + npm install: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    else symlinkSync(join(dirs[PRESETS[0]], "node_modules"), join(dir, "node_modules"));
+    dirs[preset] = dir;
+    const toml = readFileSync(join(dir, "wrangler.toml"), "utf8");
+    for (const part of ['main = ".tollgate/worker.mjs"', 'new_sqlite_classes = ["Limiter"]', "[observability]", "# routes = [", "[vars.TOLLGATE]"]) {
+      assert.ok(toml.includes(part), `${preset}: wrangler.toml lacks ${part}`);
+    }
+    const checked = ok(run("npm", ["run", "--silent", "check"], { cwd: dir }), `${preset}: npm run check`);
+    assert.match(checked.stdout, /wrangler\.toml top level: ok, \d rule\(s\)/);
+    const dry = ok(run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", join(dir, ".dry")], { cwd: dir }), `${preset}: wrangler deploy --dry-run`);
+    const gzip = (dry.stdout + dry.stderr).match(/gzip: ([\d.]+) KiB/);
+    assert.ok(gzip && Number(gzip[1]) <= 600, `${preset}: upload over 600 KiB gzip or unknown:\n${dry.stdout}`);
+    if (first) t.diagnostic(`upload ${gzip[0]} (at most 600 KiB); tarball: ${(statSync(tarball).size / 1024).toFixed(0)} KiB`);
+  }
+
+  // --rules FILE: a file with an error is refused at init, the rule and the field named.
+  writeFileSync(join(work, "rules.toml"), '[vars.TOLLGATE]\n[[vars.TOLLGATE.rules]]\nname = "mine"\npath = "/x"\nkey = ["ip"]\nlimts = [{ requests = 2, window = "10s" }]\n');
+  const bad = run(cli, ["init", join(work, "my-rules"), "--rules", join(work, "rules.toml"), "--no-install"], { cwd: work });
+  assert.equal(bad.code, 1, bad.stdout + bad.stderr);
+  assert.match(bad.stderr, /rule `mine`, field `limts`: unknown field/);
+
+  // A typo never deploys: the rule and the field named once, no stack trace.
+  const dir = dirs["heavy-endpoint"];
+  const good = readFileSync(join(dir, "wrangler.toml"), "utf8");
+  writeFileSync(join(dir, "wrangler.toml"), good.replace("limits = [{ requests = 10,", "limts = [{ requests = 10,"));
+  const refused = run("npx", ["wrangler", "deploy", "--dry-run", "--outdir", join(dir, ".dry")], { cwd: dir });
+  const said = refused.stdout + refused.stderr;
+  assert.notEqual(refused.code, 0, `the typo was not refused:\n${said}`);
+  const named = "rule `heavy-example`, field `limts`: unknown field";
+  assert.equal(said.split(named).length - 1, 1, `the error is not named exactly once:\n${said}`);
+  assert.doesNotMatch(said, /^\s+at .+:\d+:\d+\)?$/m, `a stack trace:\n${said}`);
+  const deploy = run("npm", ["run", "deploy"], { cwd: dir });
+  assert.notEqual(deploy.code, 0, "npm run deploy went on past the typo");
+  assert.doesNotMatch(deploy.stdout + deploy.stderr, /⛅️|Total Upload/, "npm run deploy reached wrangler");
+  writeFileSync(join(dir, "wrangler.toml"), good);
+
+  for (const preset of PRESETS) {
+    const { path, init = {}, allowed, status } = TRIES[preset];
+    const dev = await startDev(dirs[preset]);
+    try {
+      const statuses = [];
+      for (let i = 0; i <= allowed; i++) {
+        const response = await fetch(`http://127.0.0.1:${dev.port}${path}`, { ...init, signal: AbortSignal.timeout(30_000) });
+        await response.arrayBuffer();
+        statuses.push(response.status);
+      }
+      assert.deepEqual(statuses, [...Array(allowed).fill(status), 429], `${preset}: ${path}\n${dev.output().slice(-2000)}`);
+    } finally {
+      await dev.stop();
+    }
+  }
+});
+
+test("a Hono app imports the client by package name: it type-checks and runs", { timeout: 300_000 }, () => {
+  const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8")).packages;
+  const version = (name) => lock[`node_modules/${name}`]?.version;
+  if (!version("hono")) {
+    // hono only comes from the npm cache that the repo's npm ci filled.
+    test.skip("hono is not in the repo's package-lock.json");
+    return;
+  }
+  const dir = join(work, "hono-app");
+  mkdirSync(join(dir, "src"), { recursive: true });
+  writeFileSync(join(dir, "package.json"), '{ "private": true, "type": "module" }\n');
+  writeFileSync(
+    join(dir, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: {
+        target: "es2022",
+        module: "es2022",
+        moduleResolution: "bundler",
+        lib: ["es2022"],
+        types: ["@cloudflare/workers-types"],
+        strict: true,
+        outDir: "dist",
+      },
+      include: ["src"],
+    }),
+  );
+  writeFileSync(
+    join(dir, "src", "app.ts"),
+    `import { Hono } from "hono";
+import { tollgate } from "tollgate/hono";
+import type { Tollgate, TollgateDecision } from "tollgate";
+
+export type Env = { TOLLGATE: Tollgate };
+export const app = new Hono<{ Bindings: Env }>();
+app.use("*", tollgate((c) => c.env.TOLLGATE));
+app.get("/api/items", (c) => c.json({ items: ["a", "b"] }));
+
+/** A stand-in for the service binding: allows \`limit\` checks, then answers 429. */
+export function standIn(limit: number): Tollgate {
+  let seen = 0;
+  return {
+    async check(): Promise<TollgateDecision> {
+      seen++;
+      const headers: [string, string][] = [["ratelimit", \`"tg";r=\${Math.max(limit - seen, 0)};t=60\`]];
+      return seen <= limit ? { allowed: true, headers } : { allowed: false, headers, response: new Response("limited", { status: 429 }) };
+    },
+    async settle() {
+      return { headers: [] };
+    },
+  };
+}
+`,
+  );
+  writeFileSync(
+    join(dir, "run.mjs"),
+    `import { app, standIn } from "./dist/app.js";
+const env = { TOLLGATE: standIn(2) };
+const out = [];
+for (let i = 0; i < 3; i++) {
+  const response = await app.request("/api/items", {}, env);
+  out.push(\`\${response.status} \${response.headers.get("ratelimit") ?? "-"}\`);
+}
+console.log(out.join("\\n"));
+`,
+  );
+  const deps = [tarball, `hono@${version("hono")}`, `typescript@${version("typescript")}`, `@cloudflare/workers-types@${version("@cloudflare/workers-types")}`];
+  ok(run("npm", ["install", ...deps], { cwd: dir }), "npm install of the app's dependencies");
+  ok(run(join(dir, "node_modules", ".bin", "tsc"), ["-p", "."], { cwd: dir }), "tsc");
+  const ran = ok(run(process.execPath, ["run.mjs"], { cwd: dir }), "the app");
+  assert.equal(ran.stdout, '200 "tg";r=1;t=60\n200 "tg";r=0;t=60\n429 -\n');
+});
