@@ -9,11 +9,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFile } from "node:child_process";
-import { createServer } from "node:net";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { ROOT, tryItBlocks, onPort, normalize } from "../../scripts/try-it.mjs";
+import { freePort } from "../ports.mjs";
 
 const READY_TIMEOUT_MS = 240_000; // a dev build after a change under src/ included
 const COMMAND_TIMEOUT_MS = 60_000;
@@ -31,17 +31,6 @@ const examples = readdirSync(join(ROOT, "examples")).filter(
 );
 const readmes = [join(ROOT, "README.md"), ...examples.map((name) => join(ROOT, "examples", name, "README.md"))];
 
-/** A free loopback port (the OS picks it; released before use). */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts scripts/dev in its own process group; resolves once it prints that tollgate is ready. */
 async function startDev(args) {

@@ -18,11 +18,11 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { createServer } from "node:net";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../ports.mjs";
 
 /** The most the Worker's upload may weigh, gzipped (KiB): see the assertion. */
 const UPLOAD_GATE_KIB = 610;
@@ -197,17 +197,6 @@ test("the Node CLI answers as the native CLI: usage, hash and errors", () => {
   assert.match(missing.stderr, /No such file or directory \(os error 2\)/);
 });
 
-/** A free loopback port (the OS picks it; released before use). */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
