@@ -23,6 +23,8 @@
 //!     --json                 the plan and verdict as JSON
 //!     --log-key-file FILE    the Worker's TOLLGATE_LOG_KEY secret, so key hashes
 //!                            match its logs (default: the env var TOLLGATE_LOG_KEY)
+//!     --now MS               the Worker's clock, Unix ms (default: now), for
+//!                            reproducible runs (a trusted-device cookie expires)
 //! tollgate hash <key>                        the key_hash the Worker logs for a key
 //! tollgate hash --rule NAME PART=VALUE...    ... for the key a rule derives from raw
 //!                                            values (`ip=203.0.113.7`, `body:email=a@b.io`)
@@ -56,6 +58,9 @@ pub trait Host {
     fn read_file(&self, path: &str) -> Result<Vec<u8>, String>;
     /// The environment variable `name`, if set (and valid Unicode).
     fn env_var(&self, name: &str) -> Option<String>;
+    /// Now, Unix ms: what `explain` judges a trusted-device cookie's
+    /// expiry by, as the Worker does (`--now` overrides it).
+    fn now_ms(&self) -> i64;
 }
 
 /// What one run of the CLI printed, and its exit code.
@@ -309,6 +314,7 @@ impl Cli<'_> {
             outcomes: Vec::new(),
             json: false,
             log_key_file: None,
+            now_ms: None,
         };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -343,6 +349,10 @@ impl Cli<'_> {
                     }
                 }
                 "--json" => options.json = true,
+                "--now" => {
+                    let now = value("--now")?;
+                    options.now_ms = Some(now.trim().parse().map_err(|_| format!("--now `{now}` is not Unix milliseconds"))?);
+                }
                 "--log-key-file" => options.log_key_file = Some(value("--log-key-file")?),
                 "-H" | "--header" => {
                     let h = value(arg)?;
@@ -387,6 +397,7 @@ impl Cli<'_> {
             verified_bot: options.verified_bot.as_deref(),
             secrets: &options.secrets,
             log_key: log_key.as_deref(),
+            now_ms: options.now_ms.unwrap_or_else(|| self.host.now_ms()),
         };
         let assumed = Assumptions { default: options.default_outcome, per_rule: &options.outcomes };
         if options.json {
@@ -444,7 +455,9 @@ const EXPLAIN_USAGE: &str = "usage: tollgate explain <url> [options]
                        or RULE=O for one rule (repeatable)
 --json                 the plan and verdict as JSON
 --log-key-file FILE    the TOLLGATE_LOG_KEY secret, so key hashes match the logs
-                       (else the env var TOLLGATE_LOG_KEY)";
+                       (else the env var TOLLGATE_LOG_KEY)
+--now MS               the Worker's clock, Unix ms (default: now), for reproducible
+                       runs (a trusted-device cookie expires)";
 
 fn wants_help(args: &[String]) -> bool {
     args.iter().any(|a| a == "-h" || a == "--help")
@@ -528,6 +541,8 @@ struct ExplainOptions {
     log_key_file: Option<String>,
     verified_bot: Option<String>,
     secrets: Vec<(String, String)>,
+    /// `--now`; `None`: the host's clock.
+    now_ms: Option<i64>,
 }
 
 #[cfg(test)]
@@ -547,6 +562,10 @@ mod tests {
                 .find(|(name, _)| *name == path)
                 .map(|(_, text)| text.as_bytes().to_vec())
                 .ok_or_else(|| "No such file or directory (os error 2)".to_string())
+        }
+
+        fn now_ms(&self) -> i64 {
+            1_800_000_000_000
         }
 
         fn env_var(&self, name: &str) -> Option<String> {
@@ -600,6 +619,9 @@ limits = [{ requests = 10, window = "60s" }]
             fn env_var(&self, _: &str) -> Option<String> {
                 None
             }
+            fn now_ms(&self) -> i64 {
+                0
+            }
         }
         let out = run(&args(&["check", "w.toml"]), &Bytes);
         assert_eq!(out.code, 1);
@@ -634,6 +656,10 @@ mod node {
 
         fn env_var(&self, name: &str) -> Option<String> {
             self.env_var.call1(&JsValue::NULL, &JsValue::from_str(name)).ok().and_then(|v| v.as_string())
+        }
+
+        fn now_ms(&self) -> i64 {
+            js_sys::Date::now() as i64
         }
     }
 

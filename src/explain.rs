@@ -44,6 +44,9 @@ pub struct ExplainRequest<'a> {
     /// The Worker's `TOLLGATE_LOG_KEY` ([`log_key`]), so that key hashes
     /// match its logs; `None`: unkeyed, as a Worker without the secret.
     pub log_key: Option<&'a [u8]>,
+    /// Now (Unix ms), as the Worker's clock would read it: a trusted-device
+    /// cookie is valid until its expiry (the CLI's real clock, or `--now`).
+    pub now_ms: i64,
 }
 
 pub use crate::key::{key_hash, log_key};
@@ -146,6 +149,7 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
         verified_bot: request.verified_bot,
         log_key: request.log_key,
         secret: &secret,
+        now_ms: request.now_ms,
         ..RequestParts::plain(request.method, url.as_str(), &header, body)
     };
     let plan = plan::plan(config, &parts);
@@ -558,7 +562,7 @@ mod tests {
     const ALLOWED: Assumptions<'static> = Assumptions { default: Assumed::Allowed, per_rule: &[] };
 
     fn request<'a>(method: &'a str, url: &'a str, headers: &'a [(String, String)]) -> ExplainRequest<'a> {
-        ExplainRequest { method, url, headers, body: None, country: None, asn: None, verified_bot: None, secrets: &[], log_key: None }
+        ExplainRequest { method, url, headers, body: None, country: None, asn: None, verified_bot: None, secrets: &[], log_key: None, now_ms: 0 }
     }
 
     #[test]
@@ -660,6 +664,7 @@ mod tests {
             verified_bot: None,
             secrets: &[],
             log_key: None,
+            now_ms: 0,
         };
         let json = explain_json(&config, &req, &ALLOWED);
         assert_eq!(json["rules"][0]["matched"], true, "{json}");
@@ -733,5 +738,35 @@ mod tests {
             "rule `heavy`: the request has no usable `ip`: give it as `ip=VALUE`"
         );
         assert_eq!(rule_key(&config, "nope", &[]).unwrap_err(), "no rule named `nope`");
+    }
+
+    /// Issue 26: `explain` judges a trusted-device cookie by the clock it is
+    /// given, as the Worker does by its own: valid before its expiry (the
+    /// device's bucket), the account's bucket after it.
+    #[test]
+    fn a_device_cookie_expires_in_explain_as_in_the_worker() {
+        let config = Config::from_json(&json!({"rules": [{
+            "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
+            "on_success": "clear", "trusted_device": { "secret": "DEVICE_KEY", "cookie": "dev" },
+            "limits": [{"requests": 3, "window": "15m"}],
+        }]}))
+        .unwrap();
+        const NOW: i64 = 1_800_000_000_000;
+        let part = crate::key::KeyPart::parse("header:x-user").unwrap();
+        let spelling = crate::spelling::Spelling::of(&[(&part, vec!["ann".into()])]).tag().unwrap();
+        let token = crate::device::token(b"k", "login", "header:x-user=ann", &spelling, NOW / 1000 + 60);
+        let headers = vec![
+            ("cf-connecting-ip".to_string(), "203.0.113.7".to_string()),
+            ("x-user".to_string(), "ann".to_string()),
+            ("cookie".to_string(), format!("dev={token}")),
+        ];
+        let secrets = vec![("DEVICE_KEY".to_string(), "k".to_string())];
+        let at = |now_ms| {
+            let req = ExplainRequest { secrets: &secrets, now_ms, ..request("POST", "/login", &headers) };
+            explain_json(&config, &req, &ALLOWED)["checked"][0]["key_hash"].clone()
+        };
+        let account = key_hash("header:x-user=ann", None);
+        assert_ne!(at(NOW), account, "before its expiry: the device's own bucket");
+        assert_eq!(at(NOW + 60_000), account, "expired: the account's bucket, as the Worker counts it");
     }
 }

@@ -468,3 +468,15 @@ limits = [{ requests = 10, window = "60s" }]
     assert_eq!(code, 0);
     assert!(!out.contains("reachable around tollgate"), "the origin upstream: no such warning");
 }
+
+/// Issue 26: `explain` reads the Worker's clock as `--now` (Unix ms), else
+/// the machine's; a malformed one is refused with the option named.
+#[test]
+fn explain_takes_the_clock_from_now() {
+    let (code, out, err) = tollgate(&["explain", "/api/example?mode=heavy", "--ip", "203.0.113.7", "--now", "1800000000000"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("heavy-example"), "{out}");
+    let (code, _, err) = tollgate(&["explain", "/api/example", "--now", "soon"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--now `soon` is not Unix milliseconds"), "{err}");
+}

@@ -32,6 +32,11 @@ mod native {
         fn env_var(&self, name: &str) -> Option<String> {
             std::env::var(name).ok()
         }
+
+        fn now_ms(&self) -> i64 {
+            let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        }
     }
 
     /// Prints what the run printed; a closed pipe (`| head`) is not an
