@@ -251,26 +251,27 @@ impl Cli<'_> {
         Config::from_json(&value).map_err(|errors| errors.iter().map(ToString::to_string).collect())
     }
 
+    /// Prints each error on its own `error:` line; the exit code of a run
+    /// that stopped on them (1).
+    fn failed(&mut self, errors: &[String]) -> i32 {
+        for e in errors {
+            errln!(self, "error: {e}");
+        }
+        1
+    }
+
     /// Prints `HASH  KEY`, as `sha256sum` prints a file's.
     fn run_hash(&mut self, options: &HashOptions) -> i32 {
         let log_key = match self.read_log_key(options.log_key_file.as_deref()) {
             Ok(key) => key,
-            Err(e) => {
-                errln!(self, "error: {e}");
-                return 1;
-            }
+            Err(e) => return self.failed(&[e]),
         };
         let key = match &options.rule {
             None => options.args.concat(),
             Some(rule) => {
                 let config = match self.load_config(&options.config, options.env.as_deref()) {
                     Ok(config) => config,
-                    Err(errors) => {
-                        for e in errors {
-                            errln!(self, "error: {e}");
-                        }
-                        return 1;
-                    }
+                    Err(errors) => return self.failed(&errors),
                 };
                 let mut values = Vec::new();
                 for arg in &options.args {
@@ -282,10 +283,7 @@ impl Cli<'_> {
                 }
                 match rule_key(&config, rule, &values) {
                     Ok(key) => key,
-                    Err(e) => {
-                        errln!(self, "error: {e}");
-                        return 1;
-                    }
+                    Err(e) => return self.failed(&[e]),
                 }
             }
         };
@@ -373,19 +371,11 @@ impl Cli<'_> {
     fn run_explain(&mut self, options: &ExplainOptions) -> i32 {
         let config = match self.load_config(&options.config, options.env.as_deref()) {
             Ok(c) => c,
-            Err(errors) => {
-                for e in errors {
-                    errln!(self, "error: {e}");
-                }
-                return 1;
-            }
+            Err(errors) => return self.failed(&errors),
         };
         let log_key = match self.read_log_key(options.log_key_file.as_deref()) {
             Ok(key) => key,
-            Err(e) => {
-                errln!(self, "error: {e}");
-                return 1;
-            }
+            Err(e) => return self.failed(&[e]),
         };
         let request = ExplainRequest {
             method: &options.method,
