@@ -634,10 +634,9 @@ pub fn token_matches(expected: &str, authorization: Option<&str>) -> bool {
     // A secret stored with a trailing newline (`echo token | wrangler secret
     // put`) is the same token.
     let expected = expected.trim();
-    let a = Sha256::digest(expected.as_bytes());
-    let b = Sha256::digest(presented.as_bytes());
-    let difference = a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    difference == 0 && !expected.is_empty() && !presented.is_empty()
+    crate::hmac::same_bytes(&Sha256::digest(expected.as_bytes()), &Sha256::digest(presented.as_bytes()))
+        && !expected.is_empty()
+        && !presented.is_empty()
 }
 
 #[cfg(test)]

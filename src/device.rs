@@ -20,7 +20,7 @@
 //! bucket is the account key with `|device=` and the first 16 hex digits
 //! of that MAC appended.
 
-use crate::hmac::hmac_sha256;
+use crate::hmac::{hex, hmac_sha256, same_bytes};
 
 /// The cookie's format version.
 const VERSION: &str = "v2";
@@ -33,13 +33,7 @@ const DEVICE_ID_HEX: usize = 16;
 
 fn mac_hex(secret: &[u8], rule: &str, key: &str, spelling: &str, expires_s: i64) -> String {
     let message = format!("tollgate-device-v2\n{rule}\n{key}\n{spelling}\n{expires_s}");
-    hmac_sha256(secret, message.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>()
-        .chars()
-        .take(MAC_HEX)
-        .collect()
+    hex(&hmac_sha256(secret, message.as_bytes())[..MAC_HEX / 2])
 }
 
 /// The cookie value for `key` spelled `spelling` (its tag) under `rule`,
@@ -60,8 +54,7 @@ pub fn verify(secret: &[u8], rule: &str, key: &str, spelling: &str, value: &str,
         return None;
     }
     let expected = mac_hex(secret, rule, key, spelling, expires_s);
-    let difference = expected.bytes().zip(mac.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b));
-    (difference == 0).then(|| expected[..DEVICE_ID_HEX].to_string())
+    same_bytes(expected.as_bytes(), mac.as_bytes()).then(|| expected[..DEVICE_ID_HEX].to_string())
 }
 
 /// The key a trusted device's requests count under: the account's, plus

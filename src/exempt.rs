@@ -226,10 +226,7 @@ impl Exemptions {
 /// trailing newline), an empty secret matching nothing.
 pub fn secret_matches(expected: &str, presented: &str) -> bool {
     let (expected, presented) = (expected.trim(), presented.trim());
-    let a = Sha256::digest(expected.as_bytes());
-    let b = Sha256::digest(presented.as_bytes());
-    let difference = a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    difference == 0 && !expected.is_empty()
+    crate::hmac::same_bytes(&Sha256::digest(expected.as_bytes()), &Sha256::digest(presented.as_bytes())) && !expected.is_empty()
 }
 
 /// Whether Cloudflare says the client is a verified bot, from what

@@ -22,12 +22,30 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     Sha256::new().chain_update(padded(0x5c)).chain_update(inner).finalize().into()
 }
 
+/// `bytes` as lowercase hex, two digits a byte: how digests and MACs are
+/// written into keys, cookies, tickets and logs.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `a` and `b` are the same bytes, in a time that depends on their
+/// lengths only (never on where they first differ): for a MAC or a digest
+/// of a secret against the one presented.
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn hex(bytes: &[u8]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    #[test]
+    fn same_bytes_compares_whole_values() {
+        assert!(same_bytes(b"abc", b"abc"));
+        assert!(same_bytes(b"", b""));
+        assert!(!same_bytes(b"abc", b"abd"));
+        assert!(!same_bytes(b"abc", b"ab"), "a prefix is not the value");
+        assert_eq!(hex(&[0x00, 0x0f, 0xa5]), "000fa5");
     }
 
     /// RFC 4231 §4.2-4.8, every case but 5 (a truncated output).

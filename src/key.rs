@@ -648,7 +648,7 @@ pub fn hash_identity(raw: &str) -> Option<String> {
 
 fn sha256_hex(text: &str) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    crate::hmac::hex(&Sha256::digest(text.as_bytes()))
 }
 
 /// Every raw value `field` of a request body could be read as, by content
@@ -698,7 +698,7 @@ pub fn key_hash(key: &str, log_key: Option<&[u8]>) -> String {
         Some(secret) => crate::hmac::hmac_sha256(secret, key.as_bytes()),
         None => Sha256::digest(key.as_bytes()).into(),
     };
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    crate::hmac::hex(&digest[..8])
 }
 
 /// The log key a `TOLLGATE_LOG_KEY` secret stands for: its bytes with

@@ -32,7 +32,7 @@ use crate::key::key_hash;
 use crate::plan::{object_name, Applied};
 use crate::policy::Counting;
 use crate::verdict::Outcome;
-use crate::hmac::hmac_sha256;
+use crate::hmac::{hex, hmac_sha256, same_bytes};
 use crate::spelling::Spelling;
 use serde_json::{json, Value};
 
@@ -88,7 +88,7 @@ pub fn signing_key(log_key: Option<&[u8]>, device_secrets: &[String]) -> Option<
 /// JSON text).
 fn mac(key: &[u8], issued_ms: i64, entries: &str) -> String {
     let message = format!("tollgate-ticket\n{issued_ms}\n{entries}");
-    hmac_sha256(key, message.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    hex(&hmac_sha256(key, message.as_bytes()))
 }
 
 /// The failures-only rules one request was checked against, with their
@@ -183,10 +183,7 @@ impl Ticket {
         match (key, value.get("m")) {
             (None, None) => {}
             (Some(key), Some(Value::String(given))) => {
-                let expected = mac(key, issued_ms, &entries.to_string());
-                let differ = expected.len() != given.len()
-                    || expected.bytes().zip(given.bytes()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) != 0;
-                if differ {
+                if !same_bytes(mac(key, issued_ms, &entries.to_string()).as_bytes(), given.as_bytes()) {
                     return None;
                 }
             }
