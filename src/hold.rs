@@ -65,12 +65,6 @@ impl Holds {
     }
 }
 
-/// The reserve time of reservation `id` ([`crate::reservation`]: `now_ms
-/// × 1000`, or one more than a live id made in the same millisecond).
-pub fn reserved_at(id: u64) -> i64 {
-    i64::try_from(id / 1_000).unwrap_or(i64::MAX)
-}
-
 /// The wait to answer for a refusal owed to slots in flight: the
 /// longest recent hold (`longest`), else `upload_timeout_ms`; at least 1 s,
 /// at most the object's bound (`object_ms`: until the first reservation
@@ -103,13 +97,6 @@ mod tests {
             holds.record("login", 0, i);
         }
         assert_eq!(holds.longest("login"), Some(99), "the ring wraps without loss");
-    }
-
-    #[test]
-    fn ids_carry_their_reserve_time() {
-        assert_eq!(reserved_at(1_700_000_000_000_000), 1_700_000_000_000);
-        assert_eq!(reserved_at(1_700_000_000_000_003), 1_700_000_000_000, "a bumped id: the same ms");
-        assert_eq!(reserved_at(u64::MAX), i64::try_from(u64::MAX / 1_000).unwrap());
     }
 
     #[test]

@@ -77,7 +77,7 @@ pub(crate) fn settlements(applied: &[Applied<'_>], outcomes: &[Outcome], origin:
     for (a, outcome) in applied.iter().zip(outcomes) {
         let Some(call) = verdict::settle(a, outcome, origin) else { continue };
         if let (Outcome::Allowed { reservation: Some(id), .. }, Op::Reserve) = (outcome, verdict::check_op(a.rule)) {
-            HOLDS.with(|h| h.borrow_mut().record(&a.rule.name, hold::reserved_at(*id), now_ms()));
+            HOLDS.with(|h| h.borrow_mut().record(&a.rule.name, crate::reservation::reserved_at(*id), now_ms()));
         }
         if matches!(call.op, Op::Clear | Op::Forgive) {
             forget_block(&a.id);

@@ -142,10 +142,20 @@ pub fn units(held: &[Reservation]) -> u64 {
     held.iter().map(|r| u64::from(r.cost)).sum()
 }
 
+/// Ids per millisecond: an id is its reserve time in ms times this, bumped
+/// past a live id of the same millisecond (see the module doc).
+const IDS_PER_MS: u64 = 1_000;
+
 /// A fresh id at `now_ms` (see the module doc).
 pub fn next_id(held: &[Reservation], now_ms: i64) -> u64 {
-    let from_clock = u64::try_from(now_ms).unwrap_or(0).saturating_mul(1_000);
+    let from_clock = u64::try_from(now_ms).unwrap_or(0).saturating_mul(IDS_PER_MS);
     held.iter().map(|r| r.id.saturating_add(1)).fold(from_clock, u64::max)
+}
+
+/// The reserve time (Unix ms) reservation `id` carries: [`next_id`]'s
+/// inverse (a bumped id reads as its millisecond).
+pub fn reserved_at(id: u64) -> i64 {
+    i64::try_from(id / IDS_PER_MS).unwrap_or(i64::MAX)
 }
 
 /// Removes and returns reservation `id`, if it is held.
@@ -213,5 +223,13 @@ mod tests {
         assert_eq!(take(&mut held, Some(5_001)), None, "taken once");
         assert_eq!(take(&mut held, None), None);
         assert_eq!(held, vec![A]);
+    }
+
+    #[test]
+    fn ids_carry_their_reserve_time() {
+        assert_eq!(reserved_at(1_700_000_000_000_000), 1_700_000_000_000);
+        assert_eq!(reserved_at(1_700_000_000_000_003), 1_700_000_000_000, "a bumped id: the same ms");
+        assert_eq!(reserved_at(u64::MAX), i64::try_from(u64::MAX / 1_000).unwrap());
+        assert_eq!(reserved_at(next_id(&[], 1_700_000_000_123)), 1_700_000_000_123, "next_id's inverse");
     }
 }
