@@ -271,21 +271,10 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
             return Ok(Decided::Admin(admin_request(env, config, lockout, route, *lockout_binds).await?))
         }
         Route::Check(applied) if !applied.is_empty() => {
-            // A failures-only rule reserves only once the body is here (or
-            // past its buffer): a slow upload holds no slot (crate::upload).
-            // A request the cache already refuses is not kept waiting for
-            // its body (a slot it reserves is released with the refusal).
-            if let Some(limits) = upload::limits_for(applied).filter(|_| !objects::cached_refusal(applied)) {
-                let started = now_ms();
-                match upload::next(receive_body(req, limits).await, limits, started) {
-                    upload::Next::Check { deadline_ms } => upload_deadline = deadline_ms,
-                    upload::Next::Answer { response, event } => {
-                        write_logs(&[event]);
-                        let answer = Answer::Respond(response);
-                        return Ok(Decided::Verdict { applied: Vec::new(), outcomes: Vec::new(), answer, upload_deadline: None });
-                    }
-                }
-            }
+            upload_deadline = match await_upload(req, applied).await {
+                Ok(deadline) => deadline,
+                Err(answer) => return Ok(Decided::Verdict { applied: Vec::new(), outcomes: Vec::new(), answer, upload_deadline: None }),
+            };
             outcomes = join_all(applied.iter().map(|a| check(env, a, verdict::check_op(a.rule)))).await;
             // A blocked client's plan is kept, for its repeats.
             let blocked = outcomes.iter().any(|o| matches!(o, Outcome::Blocked { .. }));
@@ -315,6 +304,24 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         _ => Vec::new(),
     };
     Ok(Decided::Verdict { applied, outcomes, answer: verdict.answer, upload_deadline })
+}
+
+/// A failures-only rule reserves only once the body is here (or past its
+/// buffer): a slow upload holds no slot ([`crate::upload`]). `Ok` to go on
+/// and check, with the deadline of a body over the buffer; `Err` with
+/// tollgate's own answer (408, 400: an `upload` event written), nothing
+/// reserved. A request the cache already refuses is not kept waiting for
+/// its body (a slot it reserves is released with the refusal).
+async fn await_upload(req: &web_sys::Request, applied: &[Applied<'_>]) -> Result<Option<i64>, Answer> {
+    let Some(limits) = upload::limits_for(applied).filter(|_| !objects::cached_refusal(applied)) else { return Ok(None) };
+    let started = now_ms();
+    match upload::next(receive_body(req, limits).await, limits, started) {
+        upload::Next::Check { deadline_ms } => Ok(deadline_ms),
+        upload::Next::Answer { response, event } => {
+            write_logs(&[event]);
+            Err(Answer::Respond(response))
+        }
+    }
 }
 
 /// The standalone Worker's request flow: [`decide`], then forward (and
