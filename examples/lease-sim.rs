@@ -5,8 +5,8 @@
 //! limit is above the sliding log's ceiling, as the config requires).
 
 use tollgate::config::MAX_SLIDING_LOG_REQUESTS;
-use tollgate::protocol::Algorithm;
-use tollgate::sim::{run, scenarios, Scenario};
+use tollgate::count::protocol::Algorithm;
+use tollgate::tools::sim::{run, scenarios, Scenario};
 
 fn main() {
     let scale = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1.0);

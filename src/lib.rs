@@ -50,76 +50,20 @@
 //! Durable Object) only reads the clock, talks to
 //! the platform and calls into the core.
 
-// Internals are crate-private; the public modules are what the CLI, benches,
-// fuzz targets and integration tests use. Modules marked `allow(dead_code)`
-// natively serve the wasm32 glue (the Worker and the object); natively only
-// their unit tests use them.
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod admin;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod blocked;
-pub mod body;
-pub mod canon;
+// Folders by layer (docs/ARCHITECTURE.md draws them): request reading,
+// config, counting, the decision pipeline, the wasm32 glue and the tools.
 pub mod config;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod controls;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod counter;
-pub mod coverage;
-pub(crate) mod duration;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod episodes;
-pub mod exempt;
-pub mod explain;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod gcra;
-pub(crate) mod headers;
-pub(crate) mod hmac;
-pub(crate) mod device;
-pub mod spelling;
-pub(crate) mod json;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod memo;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod object;
-pub(crate) mod key;
-pub mod lease;
-pub mod metrics;
-pub mod overrides;
-pub mod policy;
-pub mod protocol;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod reservation;
-pub mod plan;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod hold;
-pub mod upload;
-pub mod response;
-pub mod rules;
-pub mod ticket;
-pub mod upstream;
-pub mod verdict;
-pub mod window;
-#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub mod wrangler;
-#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub mod cli;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod sim;
+pub mod count;
+pub mod pipeline;
+pub mod request;
+pub mod tools;
+#[cfg(target_arch = "wasm32")]
+mod glue;
 
+/// The embedded check: an app Worker that runs tollgate in-process.
 #[cfg(target_arch = "wasm32")]
-mod edge;
-#[cfg(target_arch = "wasm32")]
-pub mod embed;
-#[cfg(target_arch = "wasm32")]
-mod limiter;
-#[cfg(all(target_arch = "wasm32", feature = "standalone"))]
-mod rpc;
+pub use glue::embed;
 /// The limiter Durable Object: an app that embeds tollgate binds it as
 /// `LIMITER` (`class_name = "Limiter"`); its Worker exports the class.
 #[cfg(target_arch = "wasm32")]
-pub use limiter::Limiter;
-#[cfg(target_arch = "wasm32")]
-mod objects;
-#[cfg(target_arch = "wasm32")]
-mod origin;
+pub use glue::limiter::Limiter;

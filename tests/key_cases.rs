@@ -24,8 +24,8 @@ mod common;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use tollgate::config::Config;
-use tollgate::plan::{self, Body, KeyOutcome, RequestParts, Route};
-use tollgate::explain::parse_url;
+use tollgate::pipeline::plan::{self, Body, KeyOutcome, RequestParts, Route};
+use tollgate::tools::explain::parse_url;
 
 const CASES: &str = include_str!("key_cases.json");
 
@@ -485,8 +485,8 @@ fn copied_configs_are_the_wrangler_toml_configs() {
     let file = load();
     let mut real_rules: BTreeMap<String, Value> = BTreeMap::new();
     for (name, path, env, text) in COPIES {
-        let wrangler = tollgate::wrangler::parse(path, text).unwrap_or_else(|e| panic!("{e}"));
-        let section = tollgate::wrangler::select(&wrangler, env).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let wrangler = tollgate::tools::wrangler::parse(path, text).unwrap_or_else(|e| panic!("{e}"));
+        let section = tollgate::tools::wrangler::select(&wrangler, env).unwrap_or_else(|e| panic!("{path}: {e}"));
         let tollgate = section.tollgate.unwrap_or_else(|| panic!("{path} {}: no vars.TOLLGATE", section.label));
         assert_eq!(
             file.configs[name], tollgate,

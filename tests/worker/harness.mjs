@@ -104,7 +104,7 @@ export function mockOrigin(respond) {
 }
 
 /**
- * A call's compact form, as the Worker sends it (src/protocol.rs
+ * A call's compact form, as the Worker sends it (src/count/protocol.rs
  * `encode_call_url`), from the fields of the call's JSON form.
  */
 export function callUrl({ v = 1, op, alg, limits, cost, hold_ms, reservation, want }) {
@@ -118,7 +118,7 @@ export function callUrl({ v = 1, op, alg, limits, cost, hold_ms, reservation, wa
 }
 
 /**
- * An object's RPC answer (src/protocol.rs `encode_rpc_answer`): a reply
+ * An object's RPC answer (src/count/protocol.rs `encode_rpc_answer`): a reply
  * line, read into the fields of the reply's JSON form (`protocol::Reply`),
  * or `!{status} {json error}`.
  */

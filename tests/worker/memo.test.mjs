@@ -1,4 +1,4 @@
-// The plan memo (src/memo.rs): a blocked client's repeats replay its plan,
+// The plan memo (src/pipeline/memo.rs): a blocked client's repeats replay its plan,
 // but only when every input that plan read is the same again. Each case
 // below changes one input after a client is blocked; a memo that ignored
 // it would answer the cached 429 instead of the fresh plan's decision.

@@ -1,0 +1,347 @@
+//! Custom block responses, pure: a rule's own status, content type and
+//! body for the requests it blocks, and the content negotiation that picks
+//! between it and the RFC 9457 problem.
+//!
+//! ```toml
+//! response = { status = 503, content_type = "text/html; charset=utf-8",
+//!              body = "<p>Busy: try again in {retry_after} s ({rule}).</p>" }
+//! ```
+//!
+//! The body is a template prepared once, when the config is parsed
+//! ([`CustomResponse::new`]): the exact tokens `{retry_after}` (whole
+//! seconds, as `Retry-After`) and `{rule}` (the rule's name, which holds only
+//! `A-Z a-z 0-9 - _ .`, so nothing needs escaping in HTML) are its only
+//! placeholders; every other character, braces included (CSS), is text.
+//!
+//! Negotiation ([`Prefers::from_accept`]): a client that asks for JSON
+//! (`application/json`, `application/problem+json` or any `+json` type, at a
+//! quality at least that of `text/html`) gets problem+json, with the rule's
+//! status; anything else (a browser's `text/html`, `*/*`, no `Accept`) gets
+//! the custom body. `Retry-After` and the `RateLimit` fields are on both.
+
+use crate::config::headers::{self, rate_fields, OwnResponse};
+use crate::count::protocol::WireWindow;
+
+/// A rule's problem+json bodies (429 and 503), prepared once when the rule
+/// is compiled ([`crate::config::rules::Rule::compile`]): a block then only writes
+/// its retry-after into them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problems {
+    too_many: ProblemTemplate,
+    unavailable: ProblemTemplate,
+}
+
+impl Problems {
+    pub fn new(rule: &str) -> Problems {
+        Problems {
+            too_many: ProblemTemplate::new(rule, 429, "Too Many Requests"),
+            unavailable: ProblemTemplate::new(rule, 503, "Service Unavailable"),
+        }
+    }
+
+    /// The body of a block answered with `status` (429, or 503).
+    pub fn body(&self, status: u16, retry_after_s: u64) -> String {
+        let template = if status == 429 { &self.too_many } else { &self.unavailable };
+        template.render(retry_after_s)
+    }
+}
+
+/// One problem body around the two places its retry-after goes:
+/// `{"detail":"Rate limit `RULE` exceeded; retry in N s.","retry_after":N,
+/// "rule":"RULE","status":429,"title":"Too Many Requests","type":"about:blank"}`
+/// (members in the order `serde_json` writes them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProblemTemplate {
+    head: String,
+    middle: &'static str,
+    tail: String,
+}
+
+impl ProblemTemplate {
+    fn new(rule: &str, status: u16, title: &str) -> ProblemTemplate {
+        let quoted = |text: &str| serde_json::Value::from(text).to_string();
+        let detail = quoted(&format!("Rate limit `{rule}` exceeded; retry in "));
+        ProblemTemplate {
+            // The detail's JSON string, left open for the number.
+            head: format!("{{\"detail\":{}", &detail[..detail.len() - 1]),
+            middle: " s.\",\"retry_after\":",
+            tail: format!(
+                ",\"rule\":{},\"status\":{status},\"title\":{},\"type\":\"about:blank\"}}",
+                quoted(rule),
+                quoted(title)
+            ),
+        }
+    }
+
+    fn render(&self, retry_after_s: u64) -> String {
+        let n = retry_after_s.to_string();
+        let mut body = String::with_capacity(self.head.len() + self.middle.len() + self.tail.len() + 2 * n.len());
+        for piece in [self.head.as_str(), &n, self.middle, &n, &self.tail] {
+            body.push_str(piece);
+        }
+        body
+    }
+}
+
+/// The statuses a block may answer with: 429 (Too Many Requests, RFC 6585
+/// §4) or 503 (Service Unavailable, RFC 9110 §15.6.4), both of which
+/// `Retry-After` applies to.
+pub const STATUSES: [u16; 2] = [429, 503];
+
+/// The largest custom body, in bytes: a page, not an asset.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// The default content type of a custom body.
+pub const DEFAULT_CONTENT_TYPE: &str = "text/html; charset=utf-8";
+
+/// One piece of a prepared body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    RetryAfter,
+    Rule,
+}
+
+/// A rule's own block response, its body prepared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomResponse {
+    pub status: u16,
+    pub content_type: String,
+    /// `None`: only the status is the rule's; the body stays problem+json.
+    body: Option<Vec<Piece>>,
+}
+
+/// What the client asked for in `Accept`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefers {
+    /// JSON ranks at least as high as HTML: problem+json.
+    Json,
+    /// Anything else: the rule's custom body, if it has one.
+    Other,
+}
+
+impl Prefers {
+    /// Reads `Accept` (RFC 9110 §12.5.1): the highest quality given to a
+    /// JSON type against the highest given to `text/html` or
+    /// `application/xhtml+xml`; wildcards favour neither. Malformed
+    /// parameters read as quality 1.
+    pub fn from_accept(accept: Option<&str>) -> Prefers {
+        let Some(accept) = accept else { return Prefers::Other };
+        let (mut json, mut html) = (0u16, 0u16);
+        for range in accept.split(',') {
+            let mut params = range.split(';');
+            let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = params
+                .filter_map(|p| p.trim().strip_prefix("q=").or_else(|| p.trim().strip_prefix("Q=")))
+                .map(quality)
+                .next()
+                .unwrap_or(1000);
+            let is_json = media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"));
+            if is_json {
+                json = json.max(q);
+            } else if media == "text/html" || media == "application/xhtml+xml" {
+                html = html.max(q);
+            }
+        }
+        if json > 0 && json >= html {
+            Prefers::Json
+        } else {
+            Prefers::Other
+        }
+    }
+}
+
+/// A quality value in thousandths (`0.8` is 800), as RFC 9110 §12.4.2
+/// writes it (`0`, `0.5`, `1.000`); anything else reads as 1000. Parsed by
+/// hand: no float parsing in the Worker.
+fn quality(text: &str) -> u16 {
+    let text = text.trim();
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if !(whole == "0" || whole == "1") || fraction.len() > 3 || !digits(fraction) {
+        return 1000;
+    }
+    let thousandths = fraction.bytes().chain(std::iter::repeat(b'0')).take(3).fold(0u16, |acc, b| acc * 10 + u16::from(b - b'0'));
+    if whole == "1" {
+        1000
+    } else {
+        thousandths
+    }
+}
+
+impl CustomResponse {
+    /// Prepares a rule's response: `status` one of [`STATUSES`], `body` at
+    /// most [`MAX_BODY_BYTES`] (`None`: keep the problem+json body). The
+    /// error says what is wrong.
+    pub fn new(status: u16, content_type: Option<String>, body: Option<&str>) -> Result<CustomResponse, String> {
+        if !STATUSES.contains(&status) {
+            return Err(format!("status must be 429 or 503 (both carry Retry-After), not {status}"));
+        }
+        if let Some(body) = body {
+            if body.len() > MAX_BODY_BYTES {
+                return Err(format!("body is {} bytes; at most {MAX_BODY_BYTES}", body.len()));
+            }
+        }
+        let content_type = content_type.unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_string());
+        Ok(CustomResponse { status, content_type, body: body.map(prepare) })
+    }
+
+    /// Whether the rule has a body of its own (else only its status).
+    pub fn has_body(&self) -> bool {
+        self.body.is_some()
+    }
+
+    /// The body for `rule`, `retry_after_s` seconds to wait.
+    pub fn render(&self, rule: &str, retry_after_s: u64) -> Option<String> {
+        let pieces = self.body.as_ref()?;
+        let mut out = String::new();
+        for piece in pieces {
+            match piece {
+                Piece::Text(text) => out.push_str(text),
+                Piece::RetryAfter => out.push_str(&retry_after_s.to_string()),
+                Piece::Rule => out.push_str(rule),
+            }
+        }
+        Some(out)
+    }
+}
+
+/// Splits a body into text and the two placeholders.
+fn prepare(body: &str) -> Vec<Piece> {
+    const TOKENS: [(&str, Piece); 2] = [("{retry_after}", Piece::RetryAfter), ("{rule}", Piece::Rule)];
+    let mut pieces = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let next = TOKENS.iter().filter_map(|(token, piece)| rest.find(token).map(|at| (at, *token, piece))).min_by_key(|(at, ..)| *at);
+        match next {
+            Some((at, token, piece)) => {
+                if at > 0 {
+                    pieces.push(Piece::Text(rest[..at].to_string()));
+                }
+                pieces.push(piece.clone());
+                rest = &rest[at + token.len()..];
+            }
+            None => {
+                pieces.push(Piece::Text(rest.to_string()));
+                rest = "";
+            }
+        }
+    }
+    pieces
+}
+
+/// A block's response for `rule`: `Retry-After` in whole seconds (at
+/// least 1) and the rule's `RateLimit` fields (`windows`, the binding
+/// window `window`) always; the status and body the rule's `custom`
+/// response and the client's preference choose.
+pub fn blocked(
+    rule: &str,
+    custom: Option<&CustomResponse>,
+    problems: &Problems,
+    prefers: Prefers,
+    retry_after_ms: u64,
+    window: usize,
+    windows: &[WireWindow],
+) -> OwnResponse {
+    let retry_after_s = headers::seconds_ceil(retry_after_ms).max(1);
+    let status = custom.map_or(429, |c| c.status);
+    let own_body = match prefers {
+        Prefers::Json => None,
+        Prefers::Other => custom.and_then(|c| Some((c.content_type.clone(), c.render(rule, retry_after_s)?))),
+    };
+    let (content_type, body) = match own_body {
+        Some(own) => own,
+        None => ("application/problem+json".to_string(), problems.body(status, retry_after_s)),
+    };
+    let mut out = vec![("content-type".to_string(), content_type), ("retry-after".to_string(), retry_after_s.to_string())];
+    out.extend(rate_fields(rule, windows, Some((window, retry_after_ms))));
+    OwnResponse { status, headers: out, body }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The prepared bodies are byte for byte the JSON `serde_json` writes,
+    /// for any rule name (quotes and non-ASCII escaped as JSON requires).
+    #[test]
+    fn prepared_problem_bodies_equal_the_json_written_per_block() {
+        for rule in ["heavy-example", "a\"b\\c", "tollgate:admin-auth", "é\u{1}"] {
+            let problems = Problems::new(rule);
+            for (status, title) in [(429, "Too Many Requests"), (503, "Service Unavailable")] {
+                for retry in [1, 60, 86_400] {
+                    let expected = json!({
+                        "type": "about:blank",
+                        "title": title,
+                        "status": status,
+                        "detail": format!("Rate limit `{rule}` exceeded; retry in {retry} s."),
+                        "rule": rule,
+                        "retry_after": retry,
+                    })
+                    .to_string();
+                    assert_eq!(problems.body(status, retry), expected);
+                }
+            }
+        }
+    }
+
+    const CHROME: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
+
+    #[test]
+    fn negotiation_serves_json_to_json_clients_and_the_page_to_browsers() {
+        assert_eq!(Prefers::from_accept(Some(CHROME)), Prefers::Other);
+        assert_eq!(Prefers::from_accept(Some("application/json")), Prefers::Json);
+        assert_eq!(Prefers::from_accept(Some("application/json, text/plain, */*")), Prefers::Json, "axios");
+        assert_eq!(Prefers::from_accept(Some("application/problem+json")), Prefers::Json);
+        assert_eq!(Prefers::from_accept(Some("Application/JSON; charset=utf-8")), Prefers::Json);
+        assert_eq!(Prefers::from_accept(Some("*/*")), Prefers::Other, "curl, fetch()");
+        assert_eq!(Prefers::from_accept(None), Prefers::Other);
+        assert_eq!(Prefers::from_accept(Some("text/html, application/json;q=0.5")), Prefers::Other);
+        assert_eq!(Prefers::from_accept(Some("text/html;q=0.5, application/json")), Prefers::Json);
+        assert_eq!(Prefers::from_accept(Some("application/json;q=0")), Prefers::Other, "q=0: not acceptable");
+        assert_eq!(Prefers::from_accept(Some("application/json;q=junk")), Prefers::Json);
+        assert_eq!(Prefers::from_accept(Some("text/html;q=0.9, application/json;q=0.95")), Prefers::Json);
+        assert_eq!(Prefers::from_accept(Some("text/html;q=0.951, application/json;q=0.95")), Prefers::Other);
+        assert_eq!((quality("0"), quality("0.5"), quality("0.05"), quality("1.000"), quality("0.1234")), (0, 500, 50, 1000, 1000));
+    }
+
+    #[test]
+    fn the_template_is_prepared_once_and_only_two_tokens_are_placeholders() {
+        let body = "<style>p { color: red }</style><p>{rule}: wait {retry_after} s, {retry_after}s. {other} {rule</p>";
+        let c = CustomResponse::new(503, None, Some(body)).unwrap();
+        assert_eq!(
+            c.render("api-general", 42).unwrap(),
+            "<style>p { color: red }</style><p>api-general: wait 42 s, 42s. {other} {rule</p>"
+        );
+        assert_eq!(c.content_type, DEFAULT_CONTENT_TYPE);
+        assert_eq!(CustomResponse::new(429, None, Some("")).unwrap().render("r", 1).unwrap(), "");
+        assert_eq!(CustomResponse::new(429, None, Some("{rule}{rule}")).unwrap().render("r", 1).unwrap(), "rr");
+        assert!(CustomResponse::new(418, None, None).unwrap_err().contains("429 or 503"));
+        assert!(CustomResponse::new(429, None, Some(&"x".repeat(MAX_BODY_BYTES + 1))).is_err());
+    }
+
+    #[test]
+    fn a_block_always_carries_retry_after_and_the_ratelimit_fields() {
+        let windows = [WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500 }];
+        let page = CustomResponse::new(503, Some("text/plain".into()), Some("busy, {retry_after}s")).unwrap();
+        for (prefers, custom, status, content_type) in [
+            (Prefers::Other, Some(&page), 503, "text/plain"),
+            (Prefers::Json, Some(&page), 503, "application/problem+json"),
+            (Prefers::Other, None, 429, "application/problem+json"),
+        ] {
+            let r = blocked("api", custom, &Problems::new("api"), prefers, 1_500, 0, &windows);
+            assert_eq!(r.status, status);
+            assert_eq!(r.header("content-type"), Some(content_type));
+            assert_eq!(r.header("retry-after"), Some("2"));
+            assert_eq!(r.header("ratelimit-policy"), Some("\"api\";q=10;w=60"));
+            assert_eq!(r.header("ratelimit"), Some("\"api\";r=0;t=2"));
+        }
+        let json = blocked("api", Some(&page), &Problems::new("api"), Prefers::Json, 1_500, 0, &windows);
+        let body: serde_json::Value = serde_json::from_str(&json.body).unwrap();
+        assert_eq!((body["status"].as_u64(), body["title"].as_str()), (Some(503), Some("Service Unavailable")));
+        assert_eq!(blocked("api", Some(&page), &Problems::new("api"), Prefers::Other, 1_500, 0, &windows).body, "busy, 2s");
+        let status_only = CustomResponse::new(503, None, None).unwrap();
+        assert_eq!(blocked("api", Some(&status_only), &Problems::new("api"), Prefers::Other, 1_500, 0, &windows).header("content-type"), Some("application/problem+json"));
+    }
+}

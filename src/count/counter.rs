@@ -1,0 +1,1033 @@
+//! One step of a limiter object, pure: (stored row, now, call) → tally
+//! and the row to write. The Durable Object only loads, stores and keeps
+//! its alarm; everything it decides is decided here, once for both
+//! algorithms: each is a `Counter` (a state kept in one text row, and
+//! pure functions of state, now and limits), and [`step`] and [`on_alarm`]
+//! are written over that trait.
+//!
+//! The stored row is a sliding log ([`crate::count::window::encode_log`]) or a
+//! GCRA state (`g:...`, [`crate::count::gcra::encode`]); its prefix says which
+//! algorithm wrote it. A row of the other kind (the rule's algorithm was
+//! changed in the config) reads as empty. The reservations of two-phase
+//! counting ([`crate::count::reservation`]) follow the state after a `;`, for
+//! either algorithm. Rows written by earlier versions read unchanged: both
+//! formats are as they were, and a row without `;` holds no reservation.
+//!
+//! # Corrupt rows
+//! A row that the algorithm which wrote it cannot read back is corrupt
+//! ([`CorruptRow`]); this code never writes one. Both algorithms treat it
+//! alike, whichever of them the call asks for:
+//! - every call but `reset` is refused with the reason ([`step`] returns
+//!   the error). The object answers 500, so the Worker logs a
+//!   `counter_error` and applies the rule's `on_error` policy. The row is
+//!   never read as empty: that would forget its hits and admit past the
+//!   limit without a trace.
+//! - the row never outlives its alarm: the refusing call makes sure one is
+//!   pending (arming it one horizon ahead, by when every hit the row could
+//!   hold has expired, if none was), and the alarm deletes a corrupt row
+//!   ([`on_alarm`]); counting then starts afresh.
+//! - an admin `reset` does not read the row and deletes it at once.
+
+use crate::count::gcra::{self, Gcra};
+use crate::count::lease;
+use crate::count::protocol::{Algorithm, Call, Op};
+use crate::count::reservation::{self, Reservation};
+use crate::request::spelling::{self, Mark};
+use crate::count::window::{horizon_ms, Limit, SlidingLog, WindowState};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// What both algorithms are to a limiter object: a state kept in one text
+/// row, and pure functions of (state, now, limits) that never read the
+/// clock. [`step`] and [`on_alarm`] are written once over this.
+pub(crate) trait Counter {
+    /// The call's `alg` that selects this algorithm.
+    const ALGORITHM: Algorithm;
+    /// What one row holds; `Default` is the empty row.
+    type State: Default + PartialEq;
+
+    /// Reads a row this algorithm wrote (its [`writer`]).
+    fn decode(row: &str) -> Result<Self::State, CorruptRow>;
+    /// The row to store; [`Counter::decode`] reads it back unchanged.
+    fn encode(state: &Self::State) -> String;
+    /// Check-and-record: the tally for a request of `cost`, and the state
+    /// to store when it is allowed.
+    fn decide(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Self::State>;
+    /// Records `cost` whatever the limits say (the second half of a
+    /// failures-only rule): the state to store and the windows after it.
+    fn record(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> (Self::State, Vec<WindowState>);
+    /// Takes back `cost` units of what was recorded, the newest first,
+    /// never below nothing (a success on a `decrement` rule).
+    fn forgive(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> Self::State;
+    /// The windows, recording nothing.
+    fn peek(state: &Self::State, now_ms: i64, limits: &[Limit]) -> Vec<WindowState>;
+    /// When everything in `state` has expired (Unix ms), given the longest
+    /// window `horizon_ms`; `None` when it holds nothing.
+    fn expires_at(state: &Self::State, horizon_ms: u64) -> Option<i64>;
+    /// Entries held (hits of a log, windows of a GCRA state): the reply's
+    /// `stored_hits`.
+    fn entries(state: &Self::State) -> u64;
+    /// The most units a request (or a lease) could take at `now_ms`: the
+    /// least room left in any window. `decide` allows a cost iff it is at
+    /// most this.
+    fn room(state: &Self::State, now_ms: i64, limits: &[Limit]) -> u64;
+    /// Debits `units` leased at `now_ms` that may be spent until
+    /// `expires_at` (see [`crate::count::lease`]); the caller checked they fit.
+    fn lease(state: &Self::State, now_ms: i64, limits: &[Limit], units: u32, expires_at: i64) -> Self::State;
+    /// Gives back up to `units` unspent units of the lease that expired (or
+    /// expires) at `lease_id`; never more than that lease debited.
+    fn refund(state: &Self::State, now_ms: i64, limits: &[Limit], units: u32, lease_id: i64) -> Self::State;
+}
+
+/// What a limiter decided for one request, whichever algorithm decided it;
+/// a [`crate::count::protocol::Reply`] carries it to the Worker, with the windows
+/// in their wire form (`W` = [`crate::count::protocol::WireWindow`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally<W = WindowState> {
+    pub allowed: bool,
+    /// Exact milliseconds (rounded up) until a request of the same cost
+    /// would be allowed; 0 when allowed.
+    pub retry_after_ms: u64,
+    /// One entry per limit of the call, in its order.
+    pub windows: Vec<W>,
+    /// When blocked, the index in `windows` of the window that sets
+    /// `retry_after_ms` (the first of the longest waits).
+    #[serde(rename = "binding_window", default)]
+    pub binding: Option<usize>,
+    /// Blocked only by in-flight requests: the committed hits alone would
+    /// allow, other requests' live reservations do not. Such a block lifts
+    /// as soon as one of them is released, so it is never cached, and its
+    /// `retry_after_ms` is at most the time until a reservation expires.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub in_flight: bool,
+}
+
+fn is_false(flag: &bool) -> bool {
+    !*flag
+}
+
+impl<W> Tally<W> {
+    /// Allowed, nothing to wait for: what a record or a status reports.
+    pub fn allowing(windows: Vec<W>) -> Tally<W> {
+        Tally { allowed: true, retry_after_ms: 0, windows, binding: None, in_flight: false }
+    }
+
+    /// The same tally with each window converted (to its wire form, say).
+    pub fn map_windows<V>(self, convert: impl FnMut(W) -> V) -> Tally<V> {
+        Tally {
+            allowed: self.allowed,
+            retry_after_ms: self.retry_after_ms,
+            windows: self.windows.into_iter().map(convert).collect(),
+            binding: self.binding,
+            in_flight: self.in_flight,
+        }
+    }
+}
+
+/// An algorithm's decision: the tally and, when allowed, the state `S` to
+/// store. A blocked request changes nothing, so its `next` is `None`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision<S> {
+    pub tally: Tally,
+    pub next: Option<S>,
+}
+
+/// Why a stored row cannot be read back. See the module doc for what the
+/// object does then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CorruptRow {
+    /// Sliding-log entry `index` is not `at` or `at*cost` in whole numbers,
+    /// or its time overflows.
+    UnreadableHit { index: usize, entry: String },
+    /// Sliding-log entry `index` is dated before the one before it.
+    HitOutOfOrder { index: usize, entry: String },
+    /// GCRA cell `index` is not `N/tat` in whole numbers.
+    UnreadableCell { index: usize, cell: String },
+    /// Read as a GCRA state, but the row does not start with `g:`.
+    NotGcra(String),
+    /// Reservation `index` is not `id@expires_at` or `id@expires_at*cost`
+    /// in whole numbers.
+    UnreadableReservation { index: usize, entry: String },
+}
+
+impl fmt::Display for CorruptRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stored row is corrupt: ")?;
+        match self {
+            CorruptRow::UnreadableHit { index, entry } => {
+                write!(f, "hit {index} (`{entry}`) is not `at` or `at*cost` in whole numbers")
+            }
+            CorruptRow::HitOutOfOrder { index, entry } => write!(f, "hit {index} (`{entry}`) goes back in time"),
+            CorruptRow::UnreadableCell { index, cell } => write!(f, "GCRA cell {index} (`{cell}`) is not `N/tat`"),
+            CorruptRow::NotGcra(row) => write!(f, "`{row}` does not start with `g:`"),
+            CorruptRow::UnreadableReservation { index, entry } => {
+                write!(f, "reservation {index} (`{entry}`) is not `id@expires_at` in whole numbers")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CorruptRow {}
+
+/// At most the first 32 characters of `text`: enough to recognise a bad
+/// entry in an error, never a whole row.
+pub(crate) fn excerpt(text: &str) -> String {
+    text.chars().take(32).collect()
+}
+
+/// What one call decided, and what to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub tally: Tally,
+    /// The row to write, if anything changes (never for a blocked hit).
+    pub write: Option<Write>,
+    /// Entries (hits, or GCRA windows) in the row after this step.
+    pub stored: u64,
+    /// Live reservations in the row after this step.
+    pub held: u64,
+    /// The reservation an allowed `reserve` made, or the id (expiry) of
+    /// the lease a `lease` granted.
+    pub reservation: Option<u64>,
+    /// The units a `lease` granted (0 when blocked); `None` for other ops.
+    pub granted: Option<u64>,
+}
+
+/// A row to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    pub row: String,
+    /// When everything in `row` will have expired (Unix ms): the time the
+    /// TTL alarm is armed for.
+    pub expires_at: i64,
+}
+
+/// Applies `call` at `now_ms` to the stored `row` (empty when none).
+/// `Op::Reset` is the object's business (it deletes its storage); here it
+/// reads as a status of an empty row, and does not read `row`, so that a
+/// corrupt row can be reset. Any other call on a corrupt row is refused.
+pub fn step(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
+    match call.algorithm {
+        Algorithm::SlidingLog => run::<SlidingLog>(row, now_ms, call),
+        Algorithm::Gcra => run::<Gcra>(row, now_ms, call),
+    }
+}
+
+/// A row read back: the counter's state and the reservations still live.
+struct Loaded<S> {
+    state: S,
+    held: Vec<Reservation>,
+}
+
+/// What separates a relief rule's [`Mark`] from the rest of its row:
+/// `<state>[;<reservations>][~<mark>]`. Rows of other rules never hold one.
+const MARK_SEPARATOR: char = '~';
+
+/// The row without its mark, and the mark.
+fn split_mark(row: &str) -> (&str, Option<Mark>) {
+    match row.rsplit_once(MARK_SEPARATOR) {
+        Some((rest, mark)) => (rest, Some(Mark::decode(mark))),
+        None => (row, None),
+    }
+}
+
+/// Whether `state` holds nothing live at `now_ms`.
+fn is_empty<C: Counter>(state: &C::State, now_ms: i64, limits: &[Limit]) -> bool {
+    C::expires_at(state, horizon_ms(limits)).is_none_or(|at| at <= now_ms)
+}
+
+/// [`run_marked`], with the row's [`Mark`] read before and written after: a
+/// count that held nothing live has none, a commit marks it, and a clear
+/// that relieved it drops it.
+fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
+    let (row, mark) = split_mark(row);
+    let (mut step, mark) = run_marked::<C>(row, mark, now_ms, call)?;
+    if let (Some(write), Some(mark)) = (step.write.as_mut(), mark) {
+        write.row.push(MARK_SEPARATOR);
+        write.row.push_str(&mark.encode());
+    }
+    Ok(step)
+}
+
+fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Call) -> Result<(Step, Option<Mark>), CorruptRow> {
+    let limits = &call.limits;
+    let Loaded { state, mut held } = if call.op == Op::Reset {
+        Loaded { state: C::State::default(), held: Vec::new() }
+    } else {
+        let (state, reservations) = reservation::split_row(row);
+        Loaded { state: load::<C>(state)?, held: reservation::live(reservation::decode(reservations)?, now_ms) }
+    };
+    let empty = is_empty::<C>(&state, now_ms, limits);
+    let mut mark = if empty { None } else { mark };
+    let step = match call.op {
+        // Rules that count every request never reserve; reservations left
+        // by a rule switched from `count_statuses` are carried along.
+        Op::Hit => {
+            let Decision { tally, next } = C::decide(&state, now_ms, limits, call.cost);
+            match next {
+                Some(next) => written::<C>(tally, &next, held, now_ms, limits),
+                None => unchanged::<C>(&state, tally, &held),
+            }
+        }
+        Op::Check => {
+            let tally = reserve_decision::<C>(&state, &held, now_ms, call).tally;
+            unchanged::<C>(&state, Tally { windows: C::peek(&state, now_ms, limits), ..tally }, &held)
+        }
+        Op::Record => {
+            let (next, windows) = C::record(&state, now_ms, limits, call.cost);
+            written::<C>(Tally::allowing(windows), &next, held, now_ms, limits)
+        }
+        Op::Reserve => reserve::<C>(&state, held, now_ms, call),
+        Op::Commit => {
+            // An unknown (expired) reservation still counts: the origin
+            // answered a counted status.
+            let cost = reservation::take(&mut held, call.reservation).map_or(call.cost, |r| r.cost);
+            mark = spelling::after_commit(mark.as_ref(), empty, call.spelling.as_ref());
+            let (next, windows) = C::record(&state, now_ms, limits, cost);
+            written::<C>(Tally::allowing(windows), &next, held, now_ms, limits)
+        }
+        Op::Release | Op::Forgive | Op::Clear => {
+            // Only a count of the success's own spelling is relieved: a
+            // look-alike's success releases its own slot, nothing more.
+            let relief = spelling::relieves(mark.as_ref(), empty, call.spelling.as_ref());
+            let (step, cleared) = settle::<C>(&state, held, now_ms, call, relief);
+            if cleared {
+                mark = None;
+            }
+            step
+        }
+        Op::Status | Op::Reset | Op::Probe => unchanged::<C>(&state, Tally::allowing(C::peek(&state, now_ms, limits)), &held),
+        Op::Lease => lease_step::<C>(&state, held, now_ms, call),
+        Op::Refund => {
+            let lease_id = call.reservation.and_then(|id| i64::try_from(id).ok()).unwrap_or(i64::MIN);
+            let next = C::refund(&state, now_ms, limits, call.cost, lease_id);
+            let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+            if next == state {
+                unchanged::<C>(&state, tally, &held)
+            } else {
+                written::<C>(tally, &next, held, now_ms, limits)
+            }
+        }
+    };
+    Ok((step, mark))
+}
+
+/// A step that writes nothing.
+fn unchanged<C: Counter>(state: &C::State, tally: Tally, held: &[Reservation]) -> Step {
+    Step { tally, write: None, stored: C::entries(state), held: held.len() as u64, reservation: None, granted: None }
+}
+
+/// `reserve`: a reservation of `call.cost`, if it fits beside `held`.
+fn reserve<C: Counter>(state: &C::State, mut held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+    let Decision { tally, next } = reserve_decision::<C>(state, &held, now_ms, call);
+    let Some(expires_at) = next else { return unchanged::<C>(state, tally, &held) };
+    let id = reservation::next_id(&held, now_ms);
+    held.push(Reservation { id, expires_at, cost: call.cost });
+    Step { reservation: Some(id), ..written::<C>(tally, state, held, now_ms, &call.limits) }
+}
+
+/// `release`, `forgive` and `clear`: the call's reservation released and,
+/// when `relief` (the count is of the success's own spelling), one failure
+/// forgiven or every one cleared. Also says whether the count was cleared.
+fn settle<C: Counter>(state: &C::State, mut held: Vec<Reservation>, now_ms: i64, call: &Call, relief: bool) -> (Step, bool) {
+    let limits = &call.limits;
+    let released = reservation::take(&mut held, call.reservation).is_some();
+    let next = match call.op {
+        Op::Forgive if relief => Some(C::forgive(state, now_ms, limits, call.cost)),
+        Op::Clear if relief => Some(C::State::default()),
+        _ => None,
+    }
+    .filter(|next| next != state);
+    let cleared = call.op == Op::Clear && next.is_some();
+    let after = next.as_ref().unwrap_or(state);
+    let tally = Tally::allowing(C::peek(after, now_ms, limits));
+    let step = if released || next.is_some() {
+        written::<C>(tally, after, held, now_ms, limits)
+    } else {
+        unchanged::<C>(state, tally, &held)
+    };
+    (step, cleared)
+}
+
+/// `lease`: a grant of `cost` to `want` units, or none.
+fn lease_step<C: Counter>(state: &C::State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+    let limits = &call.limits;
+    // Reservations of a rule switched from `count_statuses` take their
+    // room first; blocked is the algorithm's exact answer for `cost` (with
+    // them).
+    let blocked = reserve_decision::<C>(state, &held, now_ms, call);
+    if !blocked.tally.allowed {
+        return Step { granted: Some(0), ..unchanged::<C>(state, blocked.tally, &held) };
+    }
+    let room = C::room(state, now_ms, limits).saturating_sub(reservation::units(&held));
+    let granted = lease::grant_size(call.want.unwrap_or(call.cost), call.cost, room);
+    let ttl = i64::try_from(call.hold_ms.unwrap_or(1)).unwrap_or(i64::MAX);
+    let expires_at = now_ms.saturating_add(ttl);
+    let next = C::lease(state, now_ms, limits, granted, expires_at);
+    let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+    Step {
+        reservation: u64::try_from(expires_at).ok(),
+        granted: Some(u64::from(granted)),
+        ..written::<C>(tally, &next, held, now_ms, limits)
+    }
+}
+
+/// Whether a request of `call.cost` may take a slot beside the `held`
+/// reservations; when it may, the expiry of its reservation (`next`).
+///
+/// A block the committed hits alone impose is the algorithm's own, exact
+/// and cacheable. A block only the reservations impose is marked
+/// [`Tally::in_flight`]: its wait is the algorithm's as if every reservation
+/// were committed now, but at most until the first of them expires (by
+/// then at least one has been settled or has lapsed).
+fn reserve_decision<C: Counter>(state: &C::State, held: &[Reservation], now_ms: i64, call: &Call) -> Decision<i64> {
+    let limits = &call.limits;
+    let committed = C::decide(state, now_ms, limits, call.cost);
+    if !committed.tally.allowed {
+        return Decision { tally: committed.tally, next: None };
+    }
+    let held_units = u32::try_from(reservation::units(held)).unwrap_or(u32::MAX);
+    let with_held = C::decide(state, now_ms, limits, call.cost.saturating_add(held_units));
+    if with_held.tally.allowed {
+        let hold = i64::try_from(call.hold_ms.unwrap_or(0)).unwrap_or(i64::MAX);
+        return Decision { tally: with_held.tally, next: Some(now_ms.saturating_add(hold)) };
+    }
+    let lapse = reservation::first_expiry(held).map_or(u64::MAX, |at| u64::try_from(at - now_ms).unwrap_or(0));
+    let tally = Tally {
+        retry_after_ms: with_held.tally.retry_after_ms.min(lapse).max(1),
+        in_flight: true,
+        ..with_held.tally
+    };
+    Decision { tally, next: None }
+}
+
+fn written<C: Counter>(tally: Tally, next: &C::State, held: Vec<Reservation>, now_ms: i64, limits: &[Limit]) -> Step {
+    let expires_at = C::expires_at(next, horizon_ms(limits)).max(reservation::last_expiry(&held)).unwrap_or(now_ms);
+    Step {
+        tally,
+        write: Some(Write { row: reservation::join_row(C::encode(next), &held), expires_at }),
+        stored: C::entries(next),
+        held: held.len() as u64,
+        reservation: None,
+        granted: None,
+    }
+}
+
+/// `row` as `C`'s state. A row of the other algorithm reads as empty, but
+/// is still refused if that algorithm cannot read it.
+fn load<C: Counter>(row: &str) -> Result<C::State, CorruptRow> {
+    if writer(row) == C::ALGORITHM {
+        C::decode(row)
+    } else {
+        expiry(row, 0).map(|_| C::State::default())
+    }
+}
+
+/// Which algorithm wrote `row`: GCRA rows start with [`gcra::ROW_PREFIX`];
+/// any other row, the empty one included, is a sliding log.
+fn writer(row: &str) -> Algorithm {
+    if row.starts_with(gcra::ROW_PREFIX) {
+        Algorithm::Gcra
+    } else {
+        Algorithm::SlidingLog
+    }
+}
+
+/// When everything in `row` has expired, its state read by the algorithm
+/// that wrote it (given the longest window `horizon_ms`) and its
+/// reservations; `None` for an empty row.
+fn expiry(row: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
+    fn read<C: Counter>(state: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
+        Ok(C::expires_at(&C::decode(state)?, horizon_ms))
+    }
+    let (state, reservations) = reservation::split_row(split_mark(row).0);
+    let state_expiry = match writer(state) {
+        Algorithm::SlidingLog => read::<SlidingLog>(state, horizon_ms),
+        Algorithm::Gcra => read::<Gcra>(state, horizon_ms),
+    }?;
+    Ok(state_expiry.max(reservation::last_expiry(&reservation::decode(reservations)?)))
+}
+
+/// What the TTL alarm does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlarmAction {
+    /// Delete all storage (the alarm goes with it): the row is empty,
+    /// expired, or corrupt.
+    DeleteAll,
+    /// Set the alarm again for this time (Unix ms), strictly after now:
+    /// something in the row is still live.
+    RearmAt(i64),
+}
+
+/// What the alarm firing at `now_ms` does with the stored `row` (empty when
+/// none), whose longest window was `horizon_ms` when it was written.
+pub fn on_alarm(row: &str, horizon_ms: u64, now_ms: i64) -> AlarmAction {
+    match expiry(row, horizon_ms) {
+        Ok(Some(at)) if at > now_ms => AlarmAction::RearmAt(at),
+        // Empty, expired, or corrupt (see the module doc).
+        _ => AlarmAction::DeleteAll,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::spelling::Spelling;
+    use proptest::prelude::*;
+
+    const BOTH: [Algorithm; 2] = [Algorithm::SlidingLog, Algorithm::Gcra];
+    const OPS: [Op; 10] = [
+        Op::Hit,
+        Op::Check,
+        Op::Record,
+        Op::Status,
+        Op::Reset,
+        Op::Reserve,
+        Op::Commit,
+        Op::Release,
+        Op::Forgive,
+        Op::Clear,
+    ];
+
+    fn call(op: Op, algorithm: Algorithm) -> Call {
+        Call {
+            op,
+            algorithm,
+            limits: vec![Limit::new(2, 1_000).unwrap()],
+            cost: 1,
+            hold_ms: Some(5_000),
+            reservation: None,
+            want: None,
+            spelling: None,
+        }
+    }
+
+    fn row(step: &Step) -> Option<&str> {
+        step.write.as_ref().map(|w| w.row.as_str())
+    }
+
+    #[test]
+    fn sliding_log_steps() {
+        let hit = call(Op::Hit, Algorithm::SlidingLog);
+        let a = step("", 0, &hit).unwrap();
+        assert_eq!(row(&a), Some("0"));
+        assert_eq!(a.write.as_ref().map(|w| w.expires_at), Some(1_000));
+        let b = step("0", 10, &hit).unwrap();
+        assert_eq!(row(&b), Some("0,10"));
+        let c = step("0,10", 20, &hit).unwrap();
+        assert!(!c.tally.allowed);
+        assert_eq!(c.write, None);
+        assert_eq!(c.stored, 2);
+        assert_eq!(c.tally.retry_after_ms, 980);
+        let check = step("0,10", 20, &call(Op::Check, Algorithm::SlidingLog)).unwrap();
+        assert!(!check.tally.allowed && check.write.is_none());
+        let rec = step("0,10", 20, &call(Op::Record, Algorithm::SlidingLog)).unwrap();
+        assert_eq!(row(&rec), Some("0,10,10"));
+        assert_eq!(rec.write.as_ref().map(|w| w.expires_at), Some(1_020), "hits at 0, 10, 20");
+        assert_eq!(rec.stored, 3);
+        let status = step("0,10", 20, &call(Op::Status, Algorithm::SlidingLog)).unwrap();
+        assert_eq!((status.tally.windows[0].used, status.stored), (2, 2));
+        let reset = step("0,10", 20, &call(Op::Reset, Algorithm::SlidingLog)).unwrap();
+        assert_eq!((reset.tally.windows[0].used, reset.stored), (0, 0));
+        assert_eq!(expiry("0,10", 1_000), Ok(Some(1_010)));
+    }
+
+    #[test]
+    fn gcra_steps_and_algorithm_switch() {
+        let hit = call(Op::Hit, Algorithm::Gcra);
+        let a = step("", 0, &hit).unwrap();
+        assert_eq!(row(&a), Some("g:2/1000"), "tat in units of 1/N ms");
+        assert_eq!(a.write.as_ref().map(|w| w.expires_at), Some(500));
+        let b = step("g:2/1000", 0, &hit).unwrap();
+        assert_eq!(row(&b), Some("g:2/2000"));
+        let c = step("g:2/2000", 0, &hit).unwrap();
+        assert!(!c.tally.allowed);
+        assert_eq!(c.tally.retry_after_ms, 500);
+        assert_eq!(expiry("g:2/2000", 1_000), Ok(Some(1_000)));
+        // A log row read by a GCRA rule (or the reverse) starts afresh.
+        let switched = step("0,10", 20, &hit).unwrap();
+        assert!(switched.tally.allowed);
+        assert_eq!(row(&switched), Some("g:2/1040"));
+        let switched = step("g:2/99999", 20, &call(Op::Hit, Algorithm::SlidingLog)).unwrap();
+        assert!(switched.tally.allowed);
+        assert_eq!(row(&switched), Some("20"));
+    }
+
+    /// Both algorithms refuse a corrupt row, whichever of them wrote it and
+    /// whichever the call asks for; never read as empty, which would admit
+    /// past the limit. Reset still works, and the alarm deletes the row.
+    #[test]
+    fn corrupt_rows_are_refused_alike_by_both_algorithms() {
+        let corrupt = [
+            ("x", CorruptRow::UnreadableHit { index: 0, entry: "x".into() }),
+            ("0,10,x", CorruptRow::UnreadableHit { index: 2, entry: "x".into() }),
+            ("10,-1", CorruptRow::HitOutOfOrder { index: 1, entry: "-1".into() }),
+            ("g:1,2", CorruptRow::UnreadableCell { index: 0, cell: "1".into() }),
+            ("g:2/1000,x/1", CorruptRow::UnreadableCell { index: 1, cell: "x/1".into() }),
+        ];
+        for (stored, why) in corrupt {
+            for algorithm in BOTH {
+                for op in OPS {
+                    let result = step(stored, 500, &call(op, algorithm));
+                    if op == Op::Reset {
+                        let reset = result.unwrap();
+                        assert_eq!((reset.stored, reset.write), (0, None), "{stored:?} {algorithm:?}: reset");
+                    } else {
+                        assert_eq!(result, Err(why.clone()), "{stored:?} {algorithm:?} {op:?}");
+                    }
+                }
+            }
+            assert_eq!(on_alarm(stored, 1_000, 500), AlarmAction::DeleteAll, "{stored:?}");
+        }
+        let long = "y".repeat(10_000);
+        let message = step(&long, 0, &call(Op::Hit, Algorithm::Gcra)).unwrap_err().to_string();
+        assert!(message.starts_with("stored row is corrupt: hit 0 (`yyy"), "{message}");
+        assert!(message.contains(&format!("`{}`", "y".repeat(32))), "{message}");
+        assert!(!message.contains(&"y".repeat(33)), "an excerpt, never the whole row: {message}");
+    }
+
+    #[test]
+    fn alarm_rearms_while_anything_is_live() {
+        assert_eq!(on_alarm("", 1_000, 0), AlarmAction::DeleteAll);
+        assert_eq!(on_alarm("0,10", 1_000, 500), AlarmAction::RearmAt(1_010));
+        assert_eq!(on_alarm("0,10", 1_000, 1_010), AlarmAction::DeleteAll, "strictly in the future");
+        assert_eq!(on_alarm("g:2/2000", 1_000, 999), AlarmAction::RearmAt(1_000));
+        assert_eq!(on_alarm("g:2/2000", 1_000, 1_000), AlarmAction::DeleteAll);
+        assert_eq!(on_alarm("g:", 1_000, 0), AlarmAction::DeleteAll);
+    }
+
+    /// A call of `op` for limit 2 per 1 s, holding reservations 5 s.
+    fn settle_call(op: Op, algorithm: Algorithm, reservation: Option<u64>) -> Call {
+        Call { reservation, ..call(op, algorithm) }
+    }
+
+    /// Applies `call` to `row` at `now` like the object: the row written,
+    /// if any, replaces it.
+    fn apply(row: &mut String, now: i64, call: &Call) -> Step {
+        let step = step(row, now, call).unwrap();
+        if let Some(write) = &step.write {
+            *row = write.row.clone();
+        }
+        step
+    }
+
+    #[test]
+    fn two_phase_counting_is_exact_for_both_algorithms() {
+        for algorithm in BOTH {
+            let mut row = String::new();
+            let reserve = call(Op::Reserve, algorithm);
+            let a = apply(&mut row, 0, &reserve);
+            let b = apply(&mut row, 1, &reserve);
+            assert!(a.tally.allowed && b.tally.allowed, "{algorithm:?}");
+            assert_eq!((a.reservation, b.reservation), (Some(0), Some(1_000)), "{algorithm:?}: ids from the clock");
+            assert_eq!((b.held, b.write.as_ref().map(|w| w.expires_at)), (2, Some(5_001)), "{algorithm:?}");
+            assert_eq!(b.tally.windows[0].used, 2, "{algorithm:?}: reservations are used");
+            // Two in flight fill the limit: the third waits, uncached.
+            let c = apply(&mut row, 2, &reserve);
+            assert!(!c.tally.allowed && c.tally.in_flight && c.write.is_none(), "{algorithm:?}");
+            assert!(c.tally.retry_after_ms <= 4_998, "{algorithm:?}: at most until the first reservation lapses");
+            // A release frees its slot at once; a commit keeps it as a hit.
+            let released = apply(&mut row, 3, &settle_call(Op::Release, algorithm, Some(0)));
+            assert_eq!((released.held, released.stored, released.write.is_some()), (1, 0, true), "{algorithm:?}");
+            assert!(apply(&mut row, 4, &reserve).tally.allowed, "{algorithm:?}: the released slot");
+            let committed = apply(&mut row, 5, &settle_call(Op::Commit, algorithm, Some(1_000)));
+            assert_eq!(committed.held, 1, "{algorithm:?}");
+            assert_eq!(committed.tally.windows[0].used, 1, "{algorithm:?}: the committed hit");
+            let blocked = apply(&mut row, 6, &reserve);
+            assert!(!blocked.tally.allowed && blocked.tally.in_flight, "{algorithm:?}: one hit and one in flight");
+            let last = apply(&mut row, 7, &settle_call(Op::Commit, algorithm, Some(4_000)));
+            assert_eq!((last.held, last.tally.windows[0].used), (0, 2), "{algorithm:?}");
+            let full = apply(&mut row, 8, &reserve);
+            assert!(!full.tally.allowed && !full.tally.in_flight, "{algorithm:?}: blocked by hits: exact, cacheable");
+            assert!(full.tally.retry_after_ms > 400, "{algorithm:?}: the algorithm's own wait");
+            assert_eq!(step(&row, 8, &settle_call(Op::Release, algorithm, Some(4_000))).unwrap().write, None, "{algorithm:?}: settled once");
+        }
+    }
+
+    /// A hit is dated when it commits: it never leaves a window before
+    /// the origin's answer is a whole window old.
+    #[test]
+    fn a_commit_dates_its_hit_at_commit_time() {
+        let one = |op| Call { limits: vec![Limit::new(1, 1_000).unwrap()], ..call(op, Algorithm::SlidingLog) };
+        let mut row = String::new();
+        let id = apply(&mut row, 0, &one(Op::Reserve)).reservation;
+        apply(&mut row, 900, &Call { reservation: id, ..one(Op::Commit) });
+        assert_eq!(row, "900");
+        let later = apply(&mut row, 1_500, &one(Op::Reserve));
+        assert!(!later.tally.allowed, "reserved at 0, answered at 900: counted until 1 900");
+        assert_eq!(later.tally.retry_after_ms, 400);
+        assert!(apply(&mut row, 1_900, &one(Op::Reserve)).tally.allowed);
+    }
+
+    #[test]
+    fn a_lost_reservation_expires_and_the_row_outlives_it() {
+        for algorithm in BOTH {
+            let mut row = String::new();
+            let reserve = call(Op::Reserve, algorithm);
+            apply(&mut row, 0, &reserve);
+            apply(&mut row, 0, &reserve);
+            assert!(!apply(&mut row, 4_999, &reserve).tally.allowed, "{algorithm:?}");
+            assert_eq!(on_alarm(&row, 1_000, 2_000), AlarmAction::RearmAt(5_000), "{algorithm:?}: the TTL covers the reservations");
+            assert_eq!(on_alarm(&row, 1_000, 5_000), AlarmAction::DeleteAll, "{algorithm:?}");
+            let after = apply(&mut row, 5_000, &reserve);
+            assert!(after.tally.allowed, "{algorithm:?}: expired at its expiry");
+            assert_eq!(after.held, 1, "{algorithm:?}: the lapsed ones were pruned");
+            // A late commit of a lapsed reservation still counts.
+            let late = apply(&mut row, 5_001, &settle_call(Op::Commit, algorithm, Some(1)));
+            assert_eq!((late.held, late.tally.windows[0].used), (1, 1), "{algorithm:?}");
+        }
+    }
+
+    fn spelled(op: Op, algorithm: Algorithm, reservation: Option<u64>, tag: &str) -> Call {
+        Call { spelling: Spelling::decode(tag), ..settle_call(op, algorithm, reservation) }
+    }
+
+    const ANN: &str = "00000000000000a1";
+    const LOOK_ALIKE: &str = "00000000000000b2";
+
+    #[test]
+    fn a_success_forgives_or_clears_and_keeps_other_requests_reservations() {
+        for algorithm in BOTH {
+            let mut row = String::new();
+            for t in [0, 1] {
+                apply(&mut row, t, &spelled(Op::Commit, algorithm, None, ANN));
+            }
+            let own = apply(&mut row, 2, &Call { limits: vec![Limit::new(4, 1_000).unwrap()], ..call(Op::Reserve, algorithm) });
+            let other = apply(&mut row, 2, &Call { limits: vec![Limit::new(4, 1_000).unwrap()], ..call(Op::Reserve, algorithm) });
+            assert!(own.tally.allowed && other.tally.allowed, "{algorithm:?}");
+            let forgiven = apply(&mut row, 3, &spelled(Op::Forgive, algorithm, own.reservation, ANN));
+            assert_eq!((forgiven.held, forgiven.tally.windows[0].used), (1, 1), "{algorithm:?}: one failure forgiven");
+            let cleared = apply(&mut row, 4, &spelled(Op::Clear, algorithm, None, ANN));
+            assert_eq!((cleared.held, cleared.tally.windows[0].used), (1, 0), "{algorithm:?}: the other still in flight");
+            let again = step(&row, 5, &spelled(Op::Clear, algorithm, None, ANN)).unwrap();
+            assert_eq!(again.write, None, "{algorithm:?}: nothing left to clear, nothing written");
+            let nothing = step(&row, 5, &spelled(Op::Forgive, algorithm, None, ANN)).unwrap();
+            assert_eq!(nothing.tally.windows[0].used, 0, "{algorithm:?}: never below zero");
+        }
+    }
+
+    /// Issue 25: a look-alike account's success (keyed alike, spelled
+    /// otherwise) releases its own slot and relieves nothing else.
+    #[test]
+    fn a_success_relieves_only_failures_of_its_own_spelling() {
+        for algorithm in BOTH {
+            let mut row = String::new();
+            for t in [0, 1] {
+                apply(&mut row, t, &spelled(Op::Commit, algorithm, None, ANN));
+            }
+            assert!(row.ends_with(&format!("~{ANN}")), "{algorithm:?}: {row}");
+            let used = |row: &str| step(row, 3, &call(Op::Status, algorithm)).unwrap().tally.windows[0].used;
+            let own = apply(&mut row, 2, &call(Op::Reserve, algorithm));
+            let relief = apply(&mut row, 3, &spelled(Op::Clear, algorithm, own.reservation, LOOK_ALIKE));
+            assert_eq!((relief.held, used(&row)), (0, 2), "{algorithm:?}: its slot released, the failures kept");
+            apply(&mut row, 3, &spelled(Op::Forgive, algorithm, None, LOOK_ALIKE));
+            apply(&mut row, 3, &settle_call(Op::Clear, algorithm, None));
+            apply(&mut row, 3, &spelled(Op::Clear, algorithm, None, "-"));
+            assert_eq!(used(&row), 2, "{algorithm:?}: neither a look-alike, nor no spelling, nor two");
+            apply(&mut row, 3, &spelled(Op::Commit, algorithm, None, LOOK_ALIKE));
+            assert!(row.ends_with("~*"), "{algorithm:?}: mixed: {row}");
+            let mixed = row.clone();
+            apply(&mut row, 4, &spelled(Op::Clear, algorithm, None, ANN));
+            apply(&mut row, 4, &spelled(Op::Forgive, algorithm, None, LOOK_ALIKE));
+            assert_eq!(row, mixed, "{algorithm:?}: a count of two spellings is relieved by neither");
+            let cleared = step(&row, 2_000, &spelled(Op::Commit, algorithm, None, LOOK_ALIKE)).unwrap();
+            assert!(cleared.write.unwrap().row.ends_with(&format!("~{LOOK_ALIKE}")), "{algorithm:?}: once expired, a fresh mark");
+            let other_rule = step("", 0, &settle_call(Op::Commit, algorithm, None)).unwrap();
+            assert!(!other_rule.write.unwrap().row.contains('~'), "{algorithm:?}: no mark without relief");
+        }
+    }
+
+    #[test]
+    fn rows_from_before_two_phase_counting_read_unchanged() {
+        let reserve = call(Op::Reserve, Algorithm::SlidingLog);
+        let step_ = step("0", 10, &reserve).unwrap();
+        assert_eq!(step_.write.map(|w| w.row), Some("0;10000@5010".to_string()));
+        let step_ = step("g:2/1000", 0, &call(Op::Reserve, Algorithm::Gcra)).unwrap();
+        assert_eq!(step_.write.map(|w| w.row), Some("g:2/1000;0@5000".to_string()), "tat untouched by a reserve");
+        assert_eq!(
+            step("0;x", 10, &reserve),
+            Err(CorruptRow::UnreadableReservation { index: 0, entry: "x".into() }),
+            "a corrupt reservation is refused like any corrupt row"
+        );
+        assert_eq!(on_alarm("0;x", 1_000, 10), AlarmAction::DeleteAll);
+    }
+
+    fn any_op() -> impl Strategy<Value = Op> {
+        prop::sample::select(OPS.to_vec())
+    }
+
+    /// A settling op and which live reservation it settles (by index).
+    #[derive(Debug, Clone)]
+    enum Event {
+        Reserve,
+        Settle(Op, usize),
+    }
+
+    fn any_event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            3 => Just(Event::Reserve),
+            2 => (prop::sample::select(vec![Op::Commit, Op::Release, Op::Forgive, Op::Clear]), 0usize..8)
+                .prop_map(|(op, i)| Event::Settle(op, i)),
+        ]
+    }
+
+    proptest! {
+        /// The two-phase invariant, for both algorithms: at every moment,
+        /// the committed hits and the live reservations together fit every
+        /// window (a request of their total cost would be allowed), so no
+        /// concurrency can admit past the limit.
+        #[test]
+        fn committed_and_held_never_exceed_the_limit(
+            gcra in any::<bool>(),
+            events in prop::collection::vec((any_event(), 0i64..300), 1..60),
+        ) {
+            let algorithm = if gcra { Algorithm::Gcra } else { Algorithm::SlidingLog };
+            let limits = vec![Limit::new(3, 1_000).unwrap(), Limit::new(5, 4_000).unwrap()];
+            let mut row = String::new();
+            let mut now = 1_700_000_000_000i64;
+            for (event, dt) in events {
+                now += dt;
+                let (op, reservation) = match event {
+                    Event::Reserve => (Op::Reserve, None),
+                    Event::Settle(op, i) => {
+                        let held = reservation::live(reservation::decode(reservation::split_row(&row).1).unwrap(), now);
+                        (op, held.get(i).map(|r| r.id))
+                    }
+                };
+                if op == Op::Commit && reservation.is_none() {
+                    continue; // a commit without a live reservation records beyond the limit, by design
+                }
+                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None, spelling: None };
+                apply(&mut row, now, &call);
+                let (state, held) = reservation::split_row(&row);
+                let units = reservation::units(&reservation::live(reservation::decode(held).unwrap(), now));
+                if units > 0 {
+                    let fits = match algorithm {
+                        Algorithm::SlidingLog => SlidingLog::decide(&SlidingLog::decode(state).unwrap(), now, &limits, units as u32).tally.allowed,
+                        Algorithm::Gcra => Gcra::decide(&Gcra::decode(state).unwrap_or_default(), now, &limits, units as u32).tally.allowed,
+                    };
+                    prop_assert!(fits, "{} units held over {:?} at {}", units, row, now);
+                }
+            }
+        }
+
+        /// Every row `step` writes reads back as the same state (so this
+        /// code never writes a corrupt row), and its `expires_at` is what
+        /// the alarm finds in it.
+        #[test]
+        fn written_rows_read_back(
+            gcra in any::<bool>(),
+            calls in prop::collection::vec((any_op(), -50i64..400, 1u32..4, any::<bool>()), 1..40),
+        ) {
+            let algorithm = if gcra { Algorithm::Gcra } else { Algorithm::SlidingLog };
+            let limits = vec![Limit::new(5, 1_000).unwrap(), Limit::new(9, 3_000).unwrap()];
+            let mut stored = String::new();
+            let mut now = 1_700_000_000_000i64;
+            let mut last = None;
+            for (op, dt, cost, settle_last) in calls {
+                now += dt;
+                let reservation = if settle_last { last } else { None };
+                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None, spelling: None };
+                let step = step(&stored, now, &call).unwrap();
+                last = step.reservation.or(last);
+                if op == Op::Reset {
+                    stored.clear();
+                }
+                if let Some(write) = step.write {
+                    // A row left empty (cleared, all forgiven) expires at once.
+                    let expires = expiry(&write.row, horizon_ms(&limits)).map(|at| at.unwrap_or(now));
+                    prop_assert_eq!(expires, Ok(write.expires_at));
+                    let (state, held) = reservation::split_row(&write.row);
+                    let state = match algorithm {
+                        Algorithm::SlidingLog => SlidingLog::decode(state).map(|s| SlidingLog::encode(&s)),
+                        Algorithm::Gcra => Gcra::decode(state).map(|s| Gcra::encode(&s)),
+                    };
+                    let held = reservation::decode(held).unwrap();
+                    let reread = state.map(|s| reservation::join_row(s, &held));
+                    prop_assert_eq!(reread.as_deref(), Ok(write.row.as_str()));
+                    stored = write.row;
+                }
+            }
+        }
+    }
+
+    fn lease_call(algorithm: Algorithm, limit: u32, window_ms: u64, want: u32, ttl_ms: u64) -> Call {
+        Call {
+            op: Op::Lease,
+            algorithm,
+            limits: vec![Limit::new(limit, window_ms).unwrap()],
+            cost: 1,
+            hold_ms: Some(ttl_ms),
+            reservation: None,
+            want: Some(want),
+            spelling: None,
+        }
+    }
+
+    fn refund_call(algorithm: Algorithm, limit: u32, window_ms: u64, units: u32, lease_id: u64) -> Call {
+        Call { op: Op::Refund, cost: units, hold_ms: None, want: None, reservation: Some(lease_id), ..lease_call(algorithm, limit, window_ms, 1, 1) }
+    }
+
+    /// A lease debits its grant at once, dated at its expiry; a refund
+    /// gives unspent units back; `g = 0` carries the exact retry-after.
+    #[test]
+    fn sliding_log_leases_are_dated_at_their_expiry() {
+        let mut row = String::new();
+        let a = apply(&mut row, 10_000, &lease_call(Algorithm::SlidingLog, 100, 60_000, 40, 1_000));
+        assert_eq!((a.granted, a.reservation), (Some(25), Some(11_000)), "a quarter of the room");
+        assert_eq!(row, "11000*25");
+        assert_eq!(a.tally.windows[0].used, 25);
+        let hit = Call { limits: vec![Limit::new(100, 60_000).unwrap()], ..call(Op::Hit, Algorithm::SlidingLog) };
+        let h = apply(&mut row, 10_500, &hit);
+        assert!(h.tally.allowed);
+        assert_eq!(row, "11000*25,0", "a hit behind a lease is dated at it, the log stays sorted");
+        let r = apply(&mut row, 12_000, &refund_call(Algorithm::SlidingLog, 100, 60_000, 10, 11_000));
+        assert_eq!(r.tally.windows[0].used, 16, "25 − 10 + the hit");
+        assert_eq!(row, "11000*16", "hits of the same date are alike: the refund takes 10 of the 26 units dated 11 000");
+        // Fill it up: blocked, retry-after until the lease's hits leave.
+        let mut now = 12_000;
+        while apply(&mut row, now, &lease_call(Algorithm::SlidingLog, 100, 60_000, 40, 1_000)).granted != Some(0) {
+            now += 1;
+        }
+        let blocked = step(&row, now, &lease_call(Algorithm::SlidingLog, 100, 60_000, 40, 1_000)).unwrap();
+        assert!(!blocked.tally.allowed && blocked.write.is_none());
+        assert_eq!(blocked.tally.retry_after_ms, 71_000 - now as u64, "dated 11 000: out of the window at 71 000");
+        // A refund of a lease that does not exist changes nothing.
+        assert_eq!(step(&row, now, &refund_call(Algorithm::SlidingLog, 100, 60_000, 5, 999)).unwrap().write, None);
+    }
+
+    #[test]
+    fn gcra_leases_move_tat_and_refunds_move_it_back() {
+        let mut row = String::new();
+        let a = apply(&mut row, 0, &lease_call(Algorithm::Gcra, 100, 1_000, 40, 500));
+        assert_eq!(a.granted, Some(25));
+        assert_eq!(a.tally.windows[0].used, 25);
+        let r = apply(&mut row, 0, &refund_call(Algorithm::Gcra, 100, 1_000, 5, a.reservation.unwrap()));
+        assert_eq!(r.tally.windows[0].used, 20);
+        for _ in 0..100 {
+            apply(&mut row, 0, &lease_call(Algorithm::Gcra, 100, 1_000, 40, 500));
+        }
+        let blocked = step(&row, 0, &lease_call(Algorithm::Gcra, 100, 1_000, 40, 500)).unwrap();
+        assert_eq!((blocked.granted, blocked.tally.allowed), (Some(0), false));
+        assert_eq!(blocked.tally.retry_after_ms, 10, "T = 10 ms: the exact wait for one unit");
+    }
+
+    /// An isolate's view for the property tests: tokens held until an
+    /// expiry, spent at random times no later than it.
+    #[derive(Debug, Clone)]
+    struct Held {
+        units: u32,
+        lease_id: u64,
+        expires_at: i64,
+    }
+
+    #[derive(Debug, Clone)]
+    enum LeaseEvent {
+        /// Isolate `i` asks for `want` (1: a plain hit), the call sent
+        /// `delay` ms before the object sees it.
+        Ask { isolate: usize, want: u32, delay: i64 },
+        /// Isolate `i` spends one held token, if it has one.
+        Spend(usize),
+        /// Isolate `i` refunds what it holds once expired.
+        Refund(usize),
+        /// Isolate `i` is evicted: its tokens lapse.
+        Evict(usize),
+    }
+
+    fn any_lease_event() -> impl Strategy<Value = LeaseEvent> {
+        prop_oneof![
+            3 => (0usize..4, 1u32..12, 0i64..40).prop_map(|(isolate, want, delay)| LeaseEvent::Ask { isolate, want, delay }),
+            6 => (0usize..4).prop_map(LeaseEvent::Spend),
+            1 => (0usize..4).prop_map(LeaseEvent::Refund),
+            1 => (0usize..4).prop_map(LeaseEvent::Evict),
+        ]
+    }
+
+    /// Runs the events against one object, like isolates would, and
+    /// returns the real times at which a unit was admitted.
+    fn run_leases(algorithm: Algorithm, limits: &[Limit], ttl: u64, events: &[(LeaseEvent, i64)]) -> Vec<i64> {
+        let mut row = String::new();
+        let mut now = 1_700_000_000_000i64;
+        let mut held: Vec<Option<Held>> = vec![None; 4];
+        let mut admitted = Vec::new();
+        for (event, dt) in events {
+            now += dt;
+            match *event {
+                LeaseEvent::Ask { isolate, want, delay } => {
+                    // Sent at `now`, seen by the object `delay` ms later.
+                    let sent = now;
+                    let call = Call { want: Some(want), limits: limits.to_vec(), ..lease_call(algorithm, 1, 1, 1, ttl) };
+                    let call = if want == 1 { Call { op: Op::Hit, want: None, hold_ms: None, ..call } } else { call };
+                    let s = apply(&mut row, now + delay, &call);
+                    if s.tally.allowed {
+                        admitted.push(now + delay);
+                        let extra = s.granted.unwrap_or(1).saturating_sub(1) as u32;
+                        if extra > 0 {
+                            held[isolate] = Some(Held { units: extra, lease_id: s.reservation.unwrap(), expires_at: sent + ttl as i64 });
+                        }
+                    }
+                }
+                LeaseEvent::Spend(i) => {
+                    if let Some(h) = held[i].as_mut().filter(|h| h.units > 0 && now < h.expires_at) {
+                        h.units -= 1;
+                        admitted.push(now);
+                    }
+                }
+                LeaseEvent::Refund(i) => {
+                    if let Some(h) = held[i].take_if(|h| now >= h.expires_at) {
+                        let call = Call { limits: limits.to_vec(), ..refund_call(algorithm, 1, 1, h.units.max(1), h.lease_id) };
+                        if h.units > 0 {
+                            apply(&mut row, now, &call);
+                        }
+                    }
+                }
+                LeaseEvent::Evict(i) => held[i] = None,
+            }
+        }
+        admitted
+    }
+
+    /// The most units admitted in any half-open interval of `window` ms.
+    fn worst_window(admitted: &[i64], window: i64) -> usize {
+        let mut sorted = admitted.to_vec();
+        sorted.sort_unstable();
+        let mut worst = 0;
+        let mut start = 0;
+        for end in 0..sorted.len() {
+            while sorted[end] - sorted[start] >= window {
+                start += 1;
+            }
+            worst = worst.max(end - start + 1);
+        }
+        worst
+    }
+
+    proptest! {
+        /// Committed hits and leased tokens, spent whenever before their
+        /// lease's expiry by isolates that ask, spend, refund and vanish
+        /// in any interleaving, never exceed the limit in any real window.
+        #[test]
+        fn committed_and_leased_never_exceed_the_limit(
+            events in prop::collection::vec((any_lease_event(), 0i64..120), 1..200),
+            ttl in 1u64..900,
+        ) {
+            let limits = [Limit::new(12, 1_000).unwrap(), Limit::new(30, 5_000).unwrap()];
+            let admitted = run_leases(Algorithm::SlidingLog, &limits, ttl, &events);
+            prop_assert!(worst_window(&admitted, 1_000) <= 12, "{:?}", admitted);
+            prop_assert!(worst_window(&admitted, 5_000) <= 30, "{:?}", admitted);
+        }
+
+        /// GCRA with leases: at most `2N − 1 + ⌈ttl·N/W⌉` units spent in
+        /// any window of real use (see `crate::count::lease`).
+        #[test]
+        fn gcra_lease_bound(
+            events in prop::collection::vec((any_lease_event(), 0i64..60), 1..300),
+            ttl in 1u64..900,
+        ) {
+            let (n, w) = (12u64, 1_000u64);
+            let limits = [Limit::new(n as u32, w).unwrap()];
+            let admitted = run_leases(Algorithm::Gcra, &limits, ttl, &events);
+            let bound = 2 * n - 1 + (ttl * n).div_ceil(w);
+            prop_assert!(worst_window(&admitted, w as i64) as u64 <= bound, "{:?}", admitted);
+        }
+    }
+}

@@ -1,0 +1,977 @@
+//! The call format between the Worker and a limiter object: small,
+//! versioned. Limits travel with every call, so a limit changed in
+//! `wrangler.toml` takes effect on the next request, without a migration.
+//!
+//! Two forms of the same version 1, held to the same checks:
+//! - **compact** (what the Worker sends, issue 13): the call is the URL of a
+//!   `GET` ([`encode_call_url`]: `https://limiter/v1/hit?l=10x60000`), sent
+//!   with `Stub::fetch_with_str`, and the object answers one reply line
+//!   ([`encode_reply_line`]): no `Request`/`RequestInit` to build, no JSON
+//!   on either side;
+//! - **JSON** (before it; still answered, for tools, tests and a Worker of
+//!   the build before): a `POST` body, answered with a JSON [`Reply`].
+//!   Objects and Workers deploy together; an object of the build before
+//!   this one refuses a compact call as malformed (400), which the Worker
+//!   treats as a counter failure (the rule's `on_error`).
+//!
+//! The JSON form:
+//!
+//! ```json
+//! {"v":1,"op":"hit","limits":[[10,60000]],"cost":1}
+//! ```
+//! `limits` holds `[requests, window_ms]` pairs. The object answers a
+//! [`Reply`], or HTTP 400 with `{"v":1,"error":"..."}` for a malformed call.
+//!
+//! Failures-only rules count in two phases (see [`crate::count::reservation`]):
+//!
+//! ```json
+//! {"v":1,"op":"reserve","limits":[[10,900000]],"cost":1,"hold_ms":104000}
+//! {"v":1,"op":"commit","limits":[[10,900000]],"cost":1,"reservation":1700000000000000}
+//! ```
+//! The two-phase ops (`reserve`, `commit`, `release`, `forgive`, `clear`)
+//! and their fields (`hold_ms`, `reservation`; in the reply `reservation`,
+//! `held` and `in_flight`) were added to version 1 without changing any
+//! call or reply of the ops before them: an object of this build answers
+//! an older Worker's calls exactly as before, and an older object refuses
+//! the new ops as malformed (400), which the Worker treats as a counter
+//! failure (the rule's `on_error`).
+//!
+//! Leased budgets ([`crate::count::lease`], issue 12) were added the same way:
+//!
+//! ```json
+//! {"v":1,"op":"lease","limits":[[5000,60000]],"cost":1,"want":40,"hold_ms":1000}
+//! {"v":1,"op":"refund","limits":[[5000,60000]],"cost":12,"reservation":1700000001000}
+//! ```
+//! `lease` grants `g` units, `cost ≤ g ≤ want`, debited at once and dated
+//! at the lease's expiry (`now + hold_ms`, the reply's `reservation`, which
+//! is also the lease's id); `g = 0` (blocked, with the exact retry-after
+//! for `cost`) when not even `cost` fits. `refund` gives back `cost` unspent
+//! units of the lease `reservation`. In the reply, `granted` is `g`; in the
+//! compact reply line it is a last field `g={g}`, present only in answers to
+//! a lease, so every reply line of the older ops reads as before.
+
+use crate::count::counter::Tally;
+use crate::request::spelling::Spelling;
+use crate::count::window::{Limit, WindowState};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The only version this build speaks.
+pub const VERSION: u32 = 1;
+
+/// The most windows a call may carry.
+pub const MAX_LIMITS: usize = 8;
+
+/// The longest a reservation may be held (`hold_ms`): one hour. A lost
+/// reservation keeps its slot, and its object's row, this long at most.
+pub const MAX_HOLD_MS: u64 = 3_600_000;
+
+/// The longest a lease may last (`hold_ms` of a `lease`): one minute. Its
+/// tokens stay debited this much longer than a hit's would (they are dated
+/// at the lease's expiry), so a long lease under-admits for longer.
+pub const MAX_LEASE_TTL_MS: u64 = 60_000;
+
+/// The most units one lease may ask for (`want`).
+pub const MAX_LEASE_UNITS: u32 = 1_000_000;
+
+/// What the Worker asks of the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// Check-and-record: decide and, if allowed, record `cost`.
+    Hit,
+    /// Decide without recording (the first half of a failures-only rule).
+    Check,
+    /// Record `cost` unconditionally (the second half, once the origin
+    /// answered with a counted status).
+    Record,
+    /// Report the windows' state without recording.
+    Status,
+    /// Forget every hit of this key.
+    Reset,
+    /// Two-phase counting, first phase: allowed only if the committed hits,
+    /// the live reservations and `cost` fit every window; then holds `cost`
+    /// for `hold_ms` as a reservation, whose id the reply carries.
+    Reserve,
+    /// Second phase, a counted status: the reservation becomes a hit dated
+    /// now. Without a reservation (or one already expired) it records
+    /// `cost` all the same, like `record`: what the origin answered counts.
+    Commit,
+    /// Second phase, a status that does not count (or no answer): the
+    /// reservation is removed; an unknown one changes nothing.
+    Release,
+    /// A success on a `decrement` rule: releases the reservation, if any,
+    /// and forgives `cost` units of the newest hits (never below zero).
+    Forgive,
+    /// A success on a `clear` rule: releases the reservation, if any, and
+    /// forgets every committed hit; other requests' reservations stay.
+    Clear,
+    /// Leased budgets: grant `cost ≤ g ≤ want` units for `hold_ms`, debited
+    /// at once and dated at the lease's expiry; `g = 0` when `cost` does not
+    /// fit (see [`crate::count::lease`]).
+    Lease,
+    /// Gives back `cost` unspent units of the lease `reservation` (its
+    /// expiry); never more than that lease still holds.
+    Refund,
+    /// Whether the key is banned, recording nothing: blocked for the ban's
+    /// time, else allowed. A trusted device's requests count in a bucket of
+    /// their own, and probe the account's object first, so that a ban of
+    /// the account covers its devices (issue 25).
+    Probe,
+}
+
+/// How an object counts: the exact sliding log (default) or O(1) GCRA.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Algorithm {
+    #[default]
+    SlidingLog,
+    Gcra,
+}
+
+impl Algorithm {
+    fn is_default(&self) -> bool {
+        *self == Algorithm::SlidingLog
+    }
+}
+
+/// A validated call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub op: Op,
+    pub algorithm: Algorithm,
+    pub limits: Vec<Limit>,
+    pub cost: u32,
+    /// For `reserve` (required): how long the reservation holds its slot,
+    /// 1 ms to [`MAX_HOLD_MS`]. Ignored by the other ops.
+    pub hold_ms: Option<u64>,
+    /// For `commit` and `release` (required), `forgive` and `clear`
+    /// (optional): the id `reserve` granted; for `refund` (required), the
+    /// lease's id. Ignored by the other ops.
+    pub reservation: Option<u64>,
+    /// For `lease`: the most units wanted, `cost` to [`MAX_LEASE_UNITS`]
+    /// (default `cost`). Ignored by the other ops.
+    pub want: Option<u32>,
+    /// For `commit`, `clear` and `forgive` of a rule whose success relieves:
+    /// how the request spelled its identity. A commit marks the count with
+    /// it; a clear or forgive relieves only a count marked with its own
+    /// spelling ([`crate::request::spelling`]). Ignored by the other ops.
+    pub spelling: Option<Spelling>,
+}
+
+impl Call {
+    /// The same call, settling `reservation`.
+    pub fn settling(self, reservation: Option<u64>) -> Call {
+        Call { reservation, ..self }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireCall {
+    v: u32,
+    op: Op,
+    #[serde(default, skip_serializing_if = "Algorithm::is_default")]
+    alg: Algorithm,
+    limits: Vec<(u64, u64)>,
+    #[serde(default = "one")]
+    cost: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hold_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reservation: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    want: Option<u32>,
+    /// [`Spelling::encode`]'s form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spelling: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Serializes a call.
+pub fn encode_call(call: &Call) -> String {
+    let wire = WireCall {
+        v: VERSION,
+        op: call.op,
+        alg: call.algorithm,
+        limits: call
+            .limits
+            .iter()
+            .map(|l| (u64::from(l.requests.get()), l.window_ms.get()))
+            .collect(),
+        cost: call.cost,
+        hold_ms: call.hold_ms,
+        reservation: call.reservation,
+        want: call.want,
+        spelling: call.spelling.as_ref().map(|s| s.encode().to_string()),
+    };
+    serde_json::to_string(&wire).unwrap_or_default()
+}
+
+/// Parses and validates a call in its JSON form; the error says what is
+/// wrong with it.
+pub fn decode_call(body: &str) -> Result<Call, CallError> {
+    let wire: WireCall = serde_json::from_str(body).map_err(|e| CallError::Malformed(e.to_string()))?;
+    validate(wire)
+}
+
+/// The call's fields, checked: both forms are held to the same rules.
+fn validate(wire: WireCall) -> Result<Call, CallError> {
+    if wire.v != VERSION {
+        return Err(CallError::UnsupportedVersion(wire.v));
+    }
+    if wire.limits.is_empty() || wire.limits.len() > MAX_LIMITS {
+        return Err(CallError::LimitCount(wire.limits.len()));
+    }
+    let mut limits = Vec::with_capacity(wire.limits.len());
+    for (requests, window_ms) in wire.limits {
+        let limit = u32::try_from(requests)
+            .ok()
+            .filter(|_| window_ms <= crate::count::duration::MAX_WINDOW_MS)
+            .and_then(|requests| Limit::new(requests, window_ms));
+        match limit {
+            Some(limit) => limits.push(limit),
+            None => return Err(CallError::InvalidLimit { requests, window_ms }),
+        }
+    }
+    if wire.cost == 0 {
+        return Err(CallError::ZeroCost);
+    }
+    if wire.op == Op::Reserve && !wire.hold_ms.is_some_and(|ms| (1..=MAX_HOLD_MS).contains(&ms)) {
+        return Err(CallError::InvalidHold);
+    }
+    if matches!(wire.op, Op::Release | Op::Refund) && wire.reservation.is_none() {
+        return Err(CallError::MissingReservation);
+    }
+    if wire.op == Op::Lease {
+        if !wire.hold_ms.is_some_and(|ms| (1..=MAX_LEASE_TTL_MS).contains(&ms)) {
+            return Err(CallError::InvalidLeaseTtl);
+        }
+        if wire.want.is_some_and(|want| want < wire.cost || want > MAX_LEASE_UNITS) {
+            return Err(CallError::InvalidWant);
+        }
+    }
+    let spelling = match wire.spelling.as_deref() {
+        None => None,
+        Some(text) => Some(Spelling::decode(text).ok_or(CallError::InvalidSpelling)?),
+    };
+    Ok(Call {
+        op: wire.op,
+        algorithm: wire.alg,
+        limits,
+        cost: wire.cost,
+        hold_ms: wire.hold_ms,
+        reservation: wire.reservation,
+        want: wire.want,
+        spelling,
+    })
+}
+
+/// The ops by their wire names (the same in both forms).
+const OPS: [(Op, &str); 13] = [
+    (Op::Hit, "hit"),
+    (Op::Check, "check"),
+    (Op::Record, "record"),
+    (Op::Status, "status"),
+    (Op::Reset, "reset"),
+    (Op::Reserve, "reserve"),
+    (Op::Commit, "commit"),
+    (Op::Release, "release"),
+    (Op::Forgive, "forgive"),
+    (Op::Clear, "clear"),
+    (Op::Lease, "lease"),
+    (Op::Refund, "refund"),
+    (Op::Probe, "probe"),
+];
+
+fn op_name(op: Op) -> &'static str {
+    OPS.iter().find(|(o, _)| *o == op).map_or("hit", |(_, name)| name)
+}
+
+/// The call in its compact form: the URL of a `GET`, so the Worker sends it
+/// with `Stub::fetch_with_str` (no `Request`, `RequestInit` or body to
+/// build, no JSON on either side):
+///
+/// ```text
+/// https://limiter/v1/hit?l=10x60000
+/// https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000
+/// https://limiter/v1/commit?l=10x900000&r=1700000000000000
+/// ```
+/// The path is `/v{version}/{op}`; the query holds `l` (the limits,
+/// `{requests}x{window_ms}` joined by `,`, required), and only when they say
+/// something: `c` (cost, default 1), `a` (`gcra`; the sliding log is the
+/// default), `h` (hold_ms), `r` (reservation) and `w` (want), each at most once, in any
+/// order. The same version and the same checks as the JSON form (which the
+/// object still accepts, as a `POST` body).
+pub fn encode_call_url(call: &Call) -> String {
+    use std::fmt::Write;
+    let mut url = format!("https://limiter/v{VERSION}/{}?l=", op_name(call.op));
+    for (i, l) in call.limits.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let _ = write!(url, "{sep}{}x{}", l.requests.get(), l.window_ms.get());
+    }
+    if call.cost != 1 {
+        let _ = write!(url, "&c={}", call.cost);
+    }
+    if call.algorithm == Algorithm::Gcra {
+        url.push_str("&a=gcra");
+    }
+    if let Some(ms) = call.hold_ms {
+        let _ = write!(url, "&h={ms}");
+    }
+    if let Some(id) = call.reservation {
+        let _ = write!(url, "&r={id}");
+    }
+    if let Some(want) = call.want {
+        let _ = write!(url, "&w={want}");
+    }
+    if let Some(spelling) = &call.spelling {
+        let _ = write!(url, "&s={}", spelling.encode());
+    }
+    url
+}
+
+/// Parses and validates a call in its compact form ([`encode_call_url`]),
+/// given the whole URL (any scheme and host); the error says what is wrong.
+pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
+    let malformed = |why: &str| CallError::Malformed(why.to_string());
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path_and_query = after_scheme.find('/').map_or("", |at| &after_scheme[at..]);
+    let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+    let (version, op) = path
+        .strip_prefix("/v")
+        .and_then(|rest| rest.split_once('/'))
+        .ok_or_else(|| malformed("the path is not /v{version}/{op}"))?;
+    let v: u32 = version.parse().map_err(|_| malformed("the version is not a number"))?;
+    let op = OPS
+        .iter()
+        .find(|(_, name)| *name == op)
+        .map(|(op, _)| *op)
+        .ok_or_else(|| CallError::Malformed(format!("unknown op `{op}`")))?;
+    let (mut limits, mut cost, mut alg, mut hold_ms, mut reservation, mut want) = (None, None, None, None, None, None);
+    let mut spelling = None;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
+        let number = |what: &str| value.parse::<u64>().map_err(|_| CallError::Malformed(format!("{what} is not a number")));
+        let given_twice = match name {
+            "l" => limits.replace(parse_limits(value)?).is_some(),
+            "c" => cost.replace(u32::try_from(number("c")?).map_err(|_| malformed("c is too large"))?).is_some(),
+            "a" => alg.replace(algorithm(value)?).is_some(),
+            "h" => hold_ms.replace(number("h")?).is_some(),
+            "r" => reservation.replace(number("r")?).is_some(),
+            "w" => want.replace(u32::try_from(number("w")?).map_err(|_| malformed("w is too large"))?).is_some(),
+            "s" => spelling.replace(value.to_string()).is_some(),
+            _ => return Err(CallError::Malformed(format!("unknown field `{name}`"))),
+        };
+        if given_twice {
+            return Err(CallError::Malformed(format!("`{name}` given twice")));
+        }
+    }
+    validate(WireCall {
+        v,
+        op,
+        alg: alg.unwrap_or_default(),
+        limits: limits.ok_or_else(|| malformed("no limits (`l`)"))?,
+        cost: cost.unwrap_or(1),
+        hold_ms,
+        reservation,
+        want,
+        spelling,
+    })
+}
+
+fn algorithm(name: &str) -> Result<Algorithm, CallError> {
+    match name {
+        "gcra" => Ok(Algorithm::Gcra),
+        "sliding_log" => Ok(Algorithm::SlidingLog),
+        _ => Err(CallError::Malformed(format!("unknown algorithm `{name}`"))),
+    }
+}
+
+/// `{requests}x{window_ms}` pairs joined by `,`; at most one more than
+/// [`MAX_LIMITS`] are read, so the count check sees an excess without
+/// reading all of it.
+fn parse_limits(value: &str) -> Result<Vec<(u64, u64)>, CallError> {
+    let mut limits = Vec::new();
+    for pair in value.split(',').take(MAX_LIMITS + 1) {
+        let parsed = pair.split_once('x').and_then(|(q, w)| Some((q.parse().ok()?, w.parse().ok()?)));
+        let why = || CallError::Malformed(format!("limit `{pair}` is not {{requests}}x{{window_ms}}"));
+        limits.push(parsed.ok_or_else(why)?);
+    }
+    Ok(limits)
+}
+
+/// Why the object refused a call (answered 400 with the message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// Not JSON of the call's shape; serde_json's reason.
+    Malformed(String),
+    /// A `v` other than [`VERSION`].
+    UnsupportedVersion(u32),
+    /// No limits, or more than [`MAX_LIMITS`]; how many were given.
+    LimitCount(usize),
+    /// A `[requests, window_ms]` pair that is zero, above `u32` requests or
+    /// above [`crate::count::duration::MAX_WINDOW_MS`].
+    InvalidLimit { requests: u64, window_ms: u64 },
+    /// `cost` 0.
+    ZeroCost,
+    /// A `reserve` without `hold_ms`, or one outside 1 to [`MAX_HOLD_MS`].
+    InvalidHold,
+    /// A `release` or `refund` without the `reservation` (or lease) it
+    /// settles.
+    MissingReservation,
+    /// A `lease` without `hold_ms`, or one outside 1 to [`MAX_LEASE_TTL_MS`].
+    InvalidLeaseTtl,
+    /// A `lease` whose `want` is below its `cost` or above
+    /// [`MAX_LEASE_UNITS`].
+    InvalidWant,
+    /// A `spelling` that is neither 16 lowercase hex digits nor `-`.
+    InvalidSpelling,
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Malformed(reason) => write!(f, "malformed call: {reason}"),
+            CallError::UnsupportedVersion(v) => {
+                write!(f, "unsupported call version {v} (this object speaks {VERSION})")
+            }
+            CallError::LimitCount(_) => write!(f, "a call carries 1 to {MAX_LIMITS} limits"),
+            CallError::InvalidLimit { requests, window_ms } => write!(f, "invalid limit [{requests}, {window_ms}]"),
+            CallError::ZeroCost => write!(f, "cost must be at least 1"),
+            CallError::InvalidHold => write!(f, "reserve needs hold_ms from 1 to {MAX_HOLD_MS}"),
+            CallError::MissingReservation => write!(f, "release needs the reservation it releases, refund the lease it refunds"),
+            CallError::InvalidLeaseTtl => write!(f, "lease needs hold_ms from 1 to {MAX_LEASE_TTL_MS}"),
+            CallError::InvalidWant => write!(f, "lease needs want from cost to {MAX_LEASE_UNITS}"),
+            CallError::InvalidSpelling => write!(f, "a spelling is 16 lowercase hex digits or `-`"),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// One window in a reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireWindow {
+    pub limit: u32,
+    pub window_ms: u64,
+    pub used: u64,
+    pub remaining: u64,
+    pub reset_ms: u64,
+}
+
+impl From<&WindowState> for WireWindow {
+    fn from(w: &WindowState) -> Self {
+        WireWindow {
+            limit: w.limit.requests.get(),
+            window_ms: w.limit.window_ms.get(),
+            used: w.used,
+            remaining: w.remaining,
+            reset_ms: w.reset_ms,
+        }
+    }
+}
+
+/// The object's answer. On the wire its tally's fields sit beside the
+/// others, as they always have:
+///
+/// ```json
+/// {"v":1,"allowed":false,"retry_after_ms":980,"windows":[...],"binding_window":0,
+///  "alarm_pending":true,"alarm_set":false,"stored_hits":2,"rows_read":1,"rows_written":0}
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reply {
+    pub v: u32,
+    /// `allowed`, `retry_after_ms`, `windows` and `binding_window`.
+    #[serde(flatten)]
+    pub tally: Tally<WireWindow>,
+    /// Whether an alarm (the storage TTL) is pending after this call.
+    pub alarm_pending: bool,
+    /// Whether this call armed the alarm (only when none was pending).
+    pub alarm_set: bool,
+    /// Hits held in storage after this call (pruned or not).
+    pub stored_hits: u64,
+    /// SQLite rows read and written by this call, from the cursors.
+    pub rows_read: u64,
+    pub rows_written: u64,
+    /// The id of the reservation an allowed `reserve` made; the Worker
+    /// sends it back with `commit` or `release`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<u64>,
+    /// Live (unexpired) reservations after this call.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub held: u64,
+    /// The units a `lease` granted (0 when blocked); `None` for other ops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted: Option<u64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Why a call to a limiter object got no usable reply: the Worker then
+/// applies the rule's fail policy and logs this as `counter_error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallFailure {
+    /// The `LIMITER` binding or the object's stub is missing.
+    NoBinding(String),
+    /// The call could not be sent or its reply read.
+    Transport(String),
+    /// No reply within the rule's timeout.
+    Timeout { ms: u32 },
+    /// The object answered with an error status (a refused call, a corrupt
+    /// row, a storage failure).
+    Refused { status: u16, body: String },
+    /// A 200 whose body is not a [`Reply`].
+    Unreadable(String),
+}
+
+impl fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallFailure::NoBinding(e) => write!(f, "no limiter binding: {e}"),
+            CallFailure::Transport(e) => write!(f, "{e}"),
+            CallFailure::Timeout { ms } => write!(f, "no answer within {ms} ms"),
+            CallFailure::Refused { status, body } => write!(f, "limiter answered {status}: {body}"),
+            CallFailure::Unreadable(e) => write!(f, "unreadable limiter reply: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for CallFailure {}
+
+/// Reads an object's answer: a 200 with a [`Reply`], or why not.
+pub fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure> {
+    if status != 200 {
+        return Err(CallFailure::Refused { status, body: body.to_string() });
+    }
+    serde_json::from_str(body).map_err(|e| CallFailure::Unreadable(e.to_string()))
+}
+
+/// The reply in its compact form, the answer to a compact call: one line
+/// of fields separated by spaces, in this order (`-` for none):
+///
+/// ```text
+/// 1 b 980 0 0 1 0 2 1 0 - 0 2/1000/2/0/980
+/// ```
+/// version, `a` (allowed) or `b` (blocked), retry_after_ms, binding_window,
+/// in_flight (0/1), alarm_pending (0/1), alarm_set (0/1), stored_hits,
+/// rows_read, rows_written, reservation, held, then one
+/// `limit/window_ms/used/remaining/reset_ms` per window.
+pub fn encode_reply_line(reply: &Reply) -> String {
+    use std::fmt::Write;
+    let t = &reply.tally;
+    let opt = |n: Option<u64>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
+    let mut line = format!(
+        "{} {} {} {} {} {} {} {} {} {} {} {}",
+        reply.v,
+        if t.allowed { "a" } else { "b" },
+        t.retry_after_ms,
+        opt(t.binding.map(|b| b as u64)),
+        u8::from(t.in_flight),
+        u8::from(reply.alarm_pending),
+        u8::from(reply.alarm_set),
+        reply.stored_hits,
+        reply.rows_read,
+        reply.rows_written,
+        opt(reply.reservation),
+        reply.held,
+    );
+    for w in &t.windows {
+        let _ = write!(line, " {}/{}/{}/{}/{}", w.limit, w.window_ms, w.used, w.remaining, w.reset_ms);
+    }
+    if let Some(granted) = reply.granted {
+        let _ = write!(line, " g={granted}");
+    }
+    line
+}
+
+/// The answer to a call sent as an RPC (`stub.answer(url)`, the URL of
+/// [`encode_call_url`]), as one string: the reply line for a 200, or
+/// `!{status} {body}` for what the compact form answers with an error
+/// status (a refused call, a failure). The same information as the compact
+/// form's status and body, without a `Response` around it.
+pub fn encode_rpc_answer(status: u16, body: &str) -> String {
+    if status == 200 {
+        body.to_string()
+    } else {
+        format!("!{status} {body}")
+    }
+}
+
+/// Reads an RPC answer ([`encode_rpc_answer`]) as [`decode_reply_line`]
+/// reads the compact form's status and body.
+pub fn decode_rpc_answer(answer: &str) -> Result<Reply, CallFailure> {
+    match answer.strip_prefix('!') {
+        None => decode_reply_line(200, answer),
+        Some(rest) => {
+            let (status, body) = rest.split_once(' ').unwrap_or((rest, ""));
+            match status.parse::<u16>() {
+                Ok(status) if status != 200 => Err(CallFailure::Refused { status, body: body.to_string() }),
+                _ => Err(CallFailure::Unreadable(format!("not an RPC answer: {}", answer.chars().take(200).collect::<String>()))),
+            }
+        }
+    }
+}
+
+/// Reads an object's answer to a compact call: a 200 with a reply line
+/// ([`encode_reply_line`]), or why not.
+pub fn decode_reply_line(status: u16, body: &str) -> Result<Reply, CallFailure> {
+    if status != 200 {
+        return Err(CallFailure::Refused { status, body: body.to_string() });
+    }
+    let shown: String = body.chars().take(200).collect();
+    parse_reply_line(body).ok_or_else(|| CallFailure::Unreadable(format!("not a reply line: {shown}")))
+}
+
+fn parse_reply_line(line: &str) -> Option<Reply> {
+    let mut fields = line.split(' ');
+    let number = |s: Option<&str>| s?.parse::<u64>().ok();
+    let flag = |s: Option<&str>| match s? {
+        "0" => Some(false),
+        "1" => Some(true),
+        _ => None,
+    };
+    let optional = |s: Option<&str>| match s? {
+        "-" => Some(None),
+        n => n.parse::<u64>().ok().map(Some),
+    };
+    let v = u32::try_from(number(fields.next())?).ok().filter(|v| *v == VERSION)?;
+    let allowed = match fields.next()? {
+        "a" => true,
+        "b" => false,
+        _ => return None,
+    };
+    let retry_after_ms = number(fields.next())?;
+    let binding = match optional(fields.next())? {
+        Some(b) => Some(usize::try_from(b).ok()?),
+        None => None,
+    };
+    let in_flight = flag(fields.next())?;
+    let alarm_pending = flag(fields.next())?;
+    let alarm_set = flag(fields.next())?;
+    let stored_hits = number(fields.next())?;
+    let rows_read = number(fields.next())?;
+    let rows_written = number(fields.next())?;
+    let reservation = optional(fields.next())?;
+    let held = number(fields.next())?;
+    let mut windows = Vec::new();
+    let mut granted = None;
+    for w in fields {
+        if let Some(g) = w.strip_prefix("g=") {
+            // The last field, only in an answer to a lease.
+            if granted.replace(g.parse::<u64>().ok()?).is_some() {
+                return None;
+            }
+            continue;
+        }
+        if granted.is_some() {
+            return None;
+        }
+        let mut parts = w.split('/');
+        let mut part = || parts.next().and_then(|p| p.parse::<u64>().ok());
+        let window = WireWindow {
+            limit: u32::try_from(part()?).ok()?,
+            window_ms: part()?,
+            used: part()?,
+            remaining: part()?,
+            reset_ms: part()?,
+        };
+        if parts.next().is_some() {
+            return None;
+        }
+        windows.push(window);
+    }
+    Some(Reply {
+        v,
+        tally: Tally { allowed, retry_after_ms, windows, binding, in_flight },
+        alarm_pending,
+        alarm_set,
+        stored_hits,
+        rows_read,
+        rows_written,
+        reservation,
+        held,
+        granted,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let call = Call {
+            op: Op::Hit,
+            algorithm: Algorithm::SlidingLog,
+            limits: vec![Limit::new(10, 60_000).unwrap()],
+            cost: 2,
+            hold_ms: None,
+            reservation: None,
+            want: None,
+            spelling: None,
+        };
+        let text = encode_call(&call);
+        assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#, "as before two-phase counting");
+        assert_eq!(decode_call(&text), Ok(call.clone()));
+        let gcra = Call { algorithm: Algorithm::Gcra, ..call.clone() };
+        let text = encode_call(&gcra);
+        assert_eq!(text, r#"{"v":1,"op":"hit","alg":"gcra","limits":[[10,60000]],"cost":2}"#);
+        assert_eq!(decode_call(&text), Ok(gcra));
+        let reserve = Call { op: Op::Reserve, hold_ms: Some(104_000), ..call.clone() };
+        let text = encode_call(&reserve);
+        assert_eq!(text, r#"{"v":1,"op":"reserve","limits":[[10,60000]],"cost":2,"hold_ms":104000}"#);
+        assert_eq!(decode_call(&text), Ok(reserve));
+        let commit = Call { op: Op::Commit, ..call }.settling(Some(1_700_000_000_000_000));
+        let text = encode_call(&commit);
+        assert_eq!(text, r#"{"v":1,"op":"commit","limits":[[10,60000]],"cost":2,"reservation":1700000000000000}"#);
+        assert_eq!(decode_call(&text), Ok(commit));
+    }
+
+    /// Calls of the ops from before two-phase counting decode as they did,
+    /// whatever new fields they carry or lack.
+    #[test]
+    fn older_ops_are_unchanged() {
+        for op in ["hit", "check", "record", "status", "reset"] {
+            let call = decode_call(&format!(r#"{{"v":1,"op":"{op}","limits":[[3,1000]]}}"#)).unwrap();
+            assert_eq!((call.cost, call.hold_ms, call.reservation), (1, None, None), "{op}");
+        }
+    }
+
+    /// The Worker and tests/worker/*.mjs read these names; the tally's
+    /// fields are flattened into the reply, in the order they always had.
+    #[test]
+    fn reply_wire_format() {
+        let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980 };
+        let reply = Reply {
+            v: VERSION,
+            tally: Tally { allowed: false, retry_after_ms: 980, windows: vec![window], binding: Some(0), in_flight: false },
+            alarm_pending: true,
+            alarm_set: false,
+            stored_hits: 2,
+            rows_read: 1,
+            rows_written: 0,
+            reservation: None,
+            held: 0,
+            granted: None,
+        };
+        let text = serde_json::to_string(&reply).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"v":1,"allowed":false,"retry_after_ms":980,"#,
+                r#""windows":[{"limit":2,"window_ms":1000,"used":2,"remaining":0,"reset_ms":980}],"#,
+                r#""binding_window":0,"alarm_pending":true,"alarm_set":false,"stored_hits":2,"rows_read":1,"rows_written":0}"#
+            )
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), reply);
+        let allowed = Reply { tally: Tally::allowing(vec![]), ..reply };
+        let text = serde_json::to_string(&allowed).unwrap();
+        assert!(text.contains(r#""binding_window":null"#), "{text}");
+        let without = text.replace(r#""binding_window":null,"#, "");
+        assert_eq!(serde_json::from_str::<Reply>(&without).unwrap(), allowed, "binding_window may be absent");
+        // Two-phase counting adds fields only where they say something.
+        let reserved = Reply { reservation: Some(7_000), held: 1, ..allowed.clone() };
+        let text = serde_json::to_string(&reserved).unwrap();
+        assert!(text.ends_with(r#""rows_written":0,"reservation":7000,"held":1}"#), "{text}");
+        assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), reserved);
+        let in_flight = Reply { tally: Tally { allowed: false, in_flight: true, ..allowed.tally.clone() }, ..allowed };
+        let text = serde_json::to_string(&in_flight).unwrap();
+        assert!(text.contains(r#""binding_window":null,"in_flight":true,"alarm_pending""#), "{text}");
+    }
+
+    #[test]
+    fn malformed_calls_are_refused_with_a_reason() {
+        for (body, why) in [
+            ("", "malformed call"),
+            ("{}", "malformed call"),
+            (r#"{"v":2,"op":"hit","limits":[[1,1]]}"#, "unsupported call version 2"),
+            (r#"{"v":1,"op":"fly","limits":[[1,1]]}"#, "malformed call"),
+            (r#"{"v":1,"op":"hit","limits":[]}"#, "1 to 8 limits"),
+            (r#"{"v":1,"op":"hit","limits":[[0,1000]]}"#, "invalid limit [0, 1000]"),
+            (r#"{"v":1,"op":"hit","limits":[[1,0]]}"#, "invalid limit [1, 0]"),
+            (r#"{"v":1,"op":"hit","limits":[[1,1000]],"cost":0}"#, "cost must be"),
+            (r#"{"v":1,"op":"reserve","limits":[[1,1000]]}"#, "reserve needs hold_ms"),
+            (r#"{"v":1,"op":"reserve","limits":[[1,1000]],"hold_ms":0}"#, "reserve needs hold_ms"),
+            (r#"{"v":1,"op":"reserve","limits":[[1,1000]],"hold_ms":3600001}"#, "reserve needs hold_ms"),
+            (r#"{"v":1,"op":"release","limits":[[1,1000]]}"#, "release needs the reservation"),
+            (r#"{"v":1,"op":"commit","limits":[[1,1000]],"reservation":-1}"#, "malformed call"),
+        ] {
+            let err = decode_call(body).unwrap_err().to_string();
+            assert!(err.contains(why), "{body}: {err}");
+        }
+        assert_eq!(decode_call(r#"{"v":1,"op":"status","limits":[[1,1000]]}"#).map(|c| c.cost), Ok(1));
+        assert_eq!(
+            decode_call(r#"{"v":1,"op":"hit","limits":[[4294967296,1000]]}"#),
+            Err(CallError::InvalidLimit { requests: 4_294_967_296, window_ms: 1_000 })
+        );
+        assert_eq!(decode_call(r#"{"v":1,"op":"hit","limits":[[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1],[1,1]]}"#), Err(CallError::LimitCount(9)));
+    }
+
+    /// The compact form: exact URLs, and every call round-trips through it
+    /// to the same call as through the JSON form.
+    #[test]
+    fn call_url_wire_format() {
+        let limits = vec![Limit::new(10, 60_000).unwrap()];
+        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None };
+        assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=10x60000");
+        let reserve = Call {
+            op: Op::Reserve,
+            algorithm: Algorithm::Gcra,
+            limits: vec![Limit::new(10, 900_000).unwrap(), Limit::new(100, 86_400_000).unwrap()],
+            cost: 2,
+            hold_ms: Some(104_000),
+            reservation: None,
+            want: None,
+            spelling: None,
+        };
+        assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
+        let commit = Call { op: Op::Commit, hold_ms: None, ..hit.clone() }.settling(Some(1_700_000_000_000_000));
+        assert_eq!(encode_call_url(&commit), "https://limiter/v1/commit?l=10x60000&r=1700000000000000");
+        for (op, _) in OPS {
+            let call = Call { op, hold_ms: Some(5), reservation: Some(9), ..reserve.clone() };
+            assert_eq!(decode_call_url(&encode_call_url(&call)), Ok(call.clone()), "{op:?}");
+            assert_eq!(decode_call(&encode_call(&call)), Ok(call), "{op:?}");
+        }
+        // Any host, fields in any order, the default algorithm spelled out.
+        assert_eq!(decode_call_url("http://x.y/v1/hit?a=sliding_log&l=10x60000&c=1"), Ok(hit));
+    }
+
+    #[test]
+    fn malformed_call_urls_are_refused_with_a_reason() {
+        for (url, why) in [
+            ("", "the path is not"),
+            ("https://limiter/call", "the path is not"),
+            ("https://limiter/v1", "the path is not"),
+            ("https://limiter/vx/hit?l=1x1", "the version is not a number"),
+            ("https://limiter/v2/hit?l=1x1", "unsupported call version 2"),
+            ("https://limiter/v1/fly?l=1x1", "unknown op `fly`"),
+            ("https://limiter/v1/hit", "no limits"),
+            ("https://limiter/v1/hit?l=", "limit `` is not"),
+            ("https://limiter/v1/hit?l=1x", "limit `1x` is not"),
+            ("https://limiter/v1/hit?l=-1x5", "is not"),
+            ("https://limiter/v1/hit?l=1x1&l=1x1", "`l` given twice"),
+            ("https://limiter/v1/hit?l=1x1&z=1", "unknown field `z`"),
+            ("https://limiter/v1/hit?l=1x1&c", "without `=`"),
+            ("https://limiter/v1/hit?l=1x1&c=4294967296", "c is too large"),
+            ("https://limiter/v1/hit?l=1x1&c=0", "cost must be"),
+            ("https://limiter/v1/hit?l=1x1&a=fixed", "unknown algorithm"),
+            ("https://limiter/v1/hit?l=0x1000", "invalid limit [0, 1000]"),
+            ("https://limiter/v1/hit?l=1x1,1x1,1x1,1x1,1x1,1x1,1x1,1x1,1x1,1x1", "1 to 8 limits"),
+            ("https://limiter/v1/reserve?l=1x1", "reserve needs hold_ms"),
+            ("https://limiter/v1/release?l=1x1", "release needs the reservation"),
+            ("https://limiter/v1/commit?l=1x1&r=-1", "r is not a number"),
+        ] {
+            let err = decode_call_url(url).unwrap_err().to_string();
+            assert!(err.contains(why), "{url}: {err}");
+        }
+        assert_eq!(
+            decode_call_url("https://limiter/v1/hit?l=1x1,1x1,1x1,1x1,1x1,1x1,1x1,1x1,1x1"),
+            Err(CallError::LimitCount(9))
+        );
+    }
+
+    #[test]
+    fn reply_lines_round_trip_and_are_refused_when_not_one() {
+        let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980 };
+        let blocked = Reply {
+            v: VERSION,
+            tally: Tally { allowed: false, retry_after_ms: 980, windows: vec![window.clone()], binding: Some(0), in_flight: false },
+            alarm_pending: true,
+            alarm_set: false,
+            stored_hits: 2,
+            rows_read: 1,
+            rows_written: 0,
+            reservation: None,
+            held: 0,
+            granted: None,
+        };
+        assert_eq!(encode_reply_line(&blocked), "1 b 980 0 0 1 0 2 1 0 - 0 2/1000/2/0/980");
+        let reserved = Reply {
+            tally: Tally { allowed: true, retry_after_ms: 0, windows: vec![window.clone(), window], binding: None, in_flight: true },
+            alarm_set: true,
+            reservation: Some(7_000),
+            held: 3,
+            ..blocked.clone()
+        };
+        let leased = Reply { granted: Some(40), reservation: Some(1_700_000_001_000), ..reserved.clone() };
+        let line = encode_reply_line(&leased);
+        assert!(line.ends_with(" 2/1000/2/0/980 g=40"), "{line}");
+        let refused = Reply { granted: Some(0), ..blocked.clone() };
+        for reply in [blocked, reserved, leased, refused] {
+            assert_eq!(decode_reply_line(200, &encode_reply_line(&reply)), Ok(reply));
+        }
+        for body in ["1 a 0 - 0 0 0 0 0 0 - 0 g=1 1/2/3/4/5", "1 a 0 - 0 0 0 0 0 0 - 0 g=1 g=2", "1 a 0 - 0 0 0 0 0 0 - 0 g=x"] {
+            assert!(decode_reply_line(200, body).is_err(), "{body:?}: the grant comes last, once, as a number");
+        }
+        for body in ["", "2 b 980 0 0 1 0 2 1 0 - 0", "1 x 0 - 0 0 0 0 0 0 - 0", "1 a 0 - 0 0 0 0 0 0 -", "1 a 0 - 2 0 0 0 0 0 - 0", "1 a 0 - 0 0 0 0 0 0 - 0 1/2/3/4", "1 a 0 - 0 0 0 0 0 0 - 0 1/2/3/4/5/6", "{\"v\":1}"] {
+            assert!(matches!(decode_reply_line(200, body), Err(CallFailure::Unreadable(_))), "{body:?}");
+        }
+        assert_eq!(decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0").map(|r| r.tally.windows.len()), Ok(0));
+        assert!(matches!(decode_reply_line(400, "{\"v\":1,\"error\":\"x\"}"), Err(CallFailure::Refused { status: 400, .. })));
+    }
+
+    /// The RPC form carries what the compact form's status and body do.
+    #[test]
+    fn rpc_answers_carry_the_reply_or_the_error_status() {
+        let line = "1 a 0 - 0 1 1 1 0 1 - 0 10/60000/1/9/60000";
+        assert_eq!(encode_rpc_answer(200, line), line);
+        assert_eq!(decode_rpc_answer(&encode_rpc_answer(200, line)), decode_reply_line(200, line));
+        let corrupt = r#"{"v":1,"error":"corrupt row"}"#;
+        assert_eq!(encode_rpc_answer(500, corrupt), format!("!500 {corrupt}"));
+        assert_eq!(
+            decode_rpc_answer(&encode_rpc_answer(500, corrupt)),
+            Err(CallFailure::Refused { status: 500, body: corrupt.to_string() })
+        );
+        assert_eq!(decode_rpc_answer("!400 "), Err(CallFailure::Refused { status: 400, body: String::new() }));
+        for answer in ["!200 1 a 0 - 0 1 1 1 0 1 - 0", "!abc x", "!", "", "ok"] {
+            assert!(matches!(decode_rpc_answer(answer), Err(CallFailure::Unreadable(_))), "{answer:?}");
+        }
+    }
+
+    #[test]
+    fn replies_are_read_or_refused_with_a_reason() {
+        let refused = decode_reply(500, r#"{"v":1,"error":"corrupt row"}"#).unwrap_err();
+        assert_eq!(refused.to_string(), r#"limiter answered 500: {"v":1,"error":"corrupt row"}"#);
+        assert!(matches!(decode_reply(200, "{}"), Err(CallFailure::Unreadable(_))));
+        assert_eq!(CallFailure::Timeout { ms: 250 }.to_string(), "no answer within 250 ms");
+    }
+
+    /// The lease ops travel in both forms, and a lease or refund that says
+    /// too little (or too much) is refused.
+    #[test]
+    fn lease_calls() {
+        let lease = Call {
+            op: Op::Lease,
+            algorithm: Algorithm::Gcra,
+            limits: vec![Limit::new(5_000, 60_000).unwrap()],
+            cost: 1,
+            hold_ms: Some(1_000),
+            reservation: None,
+            want: Some(40),
+            spelling: None,
+        };
+        assert_eq!(encode_call_url(&lease), "https://limiter/v1/lease?l=5000x60000&a=gcra&h=1000&w=40");
+        assert_eq!(decode_call_url(&encode_call_url(&lease)), Ok(lease.clone()));
+        assert_eq!(encode_call(&lease), r#"{"v":1,"op":"lease","alg":"gcra","limits":[[5000,60000]],"cost":1,"hold_ms":1000,"want":40}"#);
+        assert_eq!(decode_call(&encode_call(&lease)), Ok(lease.clone()));
+        let refund = Call { op: Op::Refund, hold_ms: None, want: None, cost: 12, reservation: Some(1_700_000_001_000), ..lease.clone() };
+        assert_eq!(decode_call_url(&encode_call_url(&refund)), Ok(refund.clone()));
+        let refused = [
+            ("https://limiter/v1/lease?l=10x1000&w=4", CallError::InvalidLeaseTtl),
+            ("https://limiter/v1/lease?l=10x1000&h=60001", CallError::InvalidLeaseTtl),
+            ("https://limiter/v1/lease?l=10x1000&h=100&c=3&w=2", CallError::InvalidWant),
+            ("https://limiter/v1/lease?l=10x1000&h=100&w=1000001", CallError::InvalidWant),
+            ("https://limiter/v1/refund?l=10x1000&c=3", CallError::MissingReservation),
+        ];
+        for (url, why) in refused {
+            assert_eq!(decode_call_url(url), Err(why), "{url}");
+        }
+        assert!(matches!(decode_call_url("https://limiter/v1/lease?l=10x1000&h=100&w=1&w=2"), Err(CallError::Malformed(_))));
+        assert_eq!(decode_call_url("https://limiter/v1/lease?l=10x1000&h=100").map(|c| c.want), Ok(None), "want defaults to the cost");
+    }
+}

@@ -1,0 +1,490 @@
+//! The limiter Durable Object: one per (rule, key), SQLite-backed.
+//!
+//! Glue only. It loads its row (one row holding the whole log or GCRA
+//! state), lets [`crate::count::counter`] decide, stores the new row in place, and
+//! keeps an alarm that deletes all of its storage once the row has expired.
+//! A corrupt row is refused with 500 and deleted by the alarm, as the
+//! `counter` module doc sets out.
+//!
+//! Costs per call, in SQLite rows: at most 1 read, on an instance's first
+//! call only (the instance is its storage's only writer, so it keeps the
+//! row it last read or wrote); 1 written when allowed
+//! (the log row, updated in place, pruning included), and by a reserve, a
+//! commit, and a release that finds its reservation; 0 written and no
+//! `setAlarm` when blocked. `setAlarm` runs only when no alarm is pending.
+//!
+//! Runtime overrides and bans ([`crate::count::controls`]) live in a second table,
+//! `controls`, read once per instance (then kept in memory: the instance is
+//! its only writer) and changed through `POST /v1/control`. They apply in
+//! the same synchronous step as the count; a reset deletes only the count
+//! while controls are set; the alarm keeps them until they end.
+
+use crate::count::controls::{self, AlarmPlan, Change, Controls};
+use crate::count::counter::on_alarm;
+use crate::count::object::{self, Alarm, Delete};
+use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Op, Reply, WireWindow, VERSION};
+use serde::Deserialize;
+use std::cell::{Cell, OnceCell, RefCell};
+use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
+use worker::{
+    durable_object, js_sys, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
+    SqlStorageValue, State,
+};
+
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS hit_log (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    log TEXT NOT NULL,
+    horizon_ms INTEGER NOT NULL
+)";
+
+const CONTROLS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS controls (
+    id INTEGER PRIMARY KEY CHECK (id = 0),
+    value TEXT NOT NULL
+)";
+
+#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen, inline_js = r#"
+export function storeLog(sql, log, horizonMs) {
+  return sql.exec(
+    "INSERT INTO hit_log (id, log, horizon_ms) VALUES (0, ?, ?) ON CONFLICT (id) DO UPDATE SET log = excluded.log, horizon_ms = excluded.horizon_ms",
+    log, horizonMs,
+  ).rowsWritten;
+}
+"#)]
+extern "C" {
+    /// Writes the count's row in place: the statement, its two values and
+    /// the rows it wrote in one crossing into JavaScript (the query text
+    /// stays on that side instead of being copied out of Wasm per call).
+    #[wasm_bindgen(catch, js_name = storeLog)]
+    fn store_log(sql: &JsValue, log: &str, horizon_ms: f64) -> Result<f64, JsValue>;
+}
+
+/// Which of this object's tables exist.
+#[derive(Clone, Copy, Default)]
+struct Tables {
+    hit_log: bool,
+    controls: bool,
+}
+
+#[derive(Deserialize)]
+struct StoredControls {
+    value: String,
+}
+
+#[derive(Deserialize, Clone)]
+struct StoredRow {
+    log: String,
+    horizon_ms: i64,
+}
+
+#[durable_object]
+pub struct Limiter {
+    state: State,
+    /// The database handle (`ctx.storage.sql`), fetched on first use.
+    db: OnceCell<SqlStorage>,
+    /// The tables this instance's database has (`None` until read once,
+    /// with one statement on `sqlite_master`: cheaper than a statement per
+    /// table that fails with "no such table"); kept in step as this
+    /// instance creates them or `deleteAll` drops them.
+    tables: Cell<Option<Tables>>,
+    /// Whether an alarm is known to be pending; `None` until asked once.
+    alarm_pending: Cell<Option<bool>>,
+    /// The key's runtime override and ban; `None` until read once.
+    controls: RefCell<Option<Controls>>,
+    /// The count's row as this instance last read or wrote it (`Some(None)`:
+    /// none). The instance is its storage's only writer, so the row is read
+    /// once per instance and then kept in step with every write: a call
+    /// costs one statement (the write), or none when blocked. `None` until
+    /// read, and again after a failed write (read anew).
+    row: RefCell<Option<Option<StoredRow>>>,
+}
+
+impl DurableObject for Limiter {
+    fn new(state: State, _env: Env) -> Self {
+        Limiter {
+            state,
+            db: OnceCell::new(),
+            tables: Cell::new(None),
+            alarm_pending: Cell::new(None),
+            controls: RefCell::new(None),
+            row: RefCell::new(None),
+        }
+    }
+
+    /// `POST /v1/control` changes the key's controls; any other request is
+    /// a compact call (the fetch form of [`Limiter::rpc_answer`], for an
+    /// app that exports this class without `src/entry.mjs`): a `GET` of the
+    /// call's URL, answered by a reply line, or 400 (refused) / 500
+    /// (failed) with a JSON `{"v":1,"error":...}`.
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        if req.path() == controls::CONTROL_PATH {
+            let Some(change) = Change::decode(&req.text().await?) else {
+                return error_reply(400, "malformed control");
+            };
+            return match self.control(&change).await {
+                Ok(Ok(controls)) => Response::ok(controls.encode()),
+                Ok(Err(refused)) => error_reply(400, &refused.to_string()),
+                Err(e) => error_reply(500, &e.to_string()),
+            };
+        }
+        let (status, body) = self.compact(&req.inner().url()).await;
+        Ok(Response::ok(body)?.with_status(status))
+    }
+
+    /// Deletes all storage once the log has expired; otherwise re-arms for
+    /// when the newest hit expires. Idempotent: alarms are at-least-once.
+    async fn alarm(&self) -> worker::Result<Response> {
+        let sql = self.db();
+        let (row, _) = self.load_row(sql)?;
+        let (stored, horizon) = match row {
+            Some(row) => (row.log, u64::try_from(row.horizon_ms).unwrap_or(0)),
+            None => (String::new(), 0),
+        };
+        let now = now_ms();
+        let kept = self.load_controls()?;
+        match controls::alarm(on_alarm(&stored, horizon, now), &kept, now) {
+            AlarmPlan::DeleteAll => self.delete_everything().await?,
+            AlarmPlan::DeleteCount { rearm_at } => {
+                self.delete_count(sql)?;
+                self.alarm_pending.set(Some(false));
+                if let Some(at) = rearm_at {
+                    self.alarm_pending.set(Some(true));
+                    self.state.storage().set_alarm(at_time(at.max(now + 1))).await?;
+                }
+            }
+            AlarmPlan::RearmAt(at) => {
+                // Strictly in the future: workerd drops an alarm set for
+                // "now" from inside the alarm handler.
+                self.alarm_pending.set(Some(true));
+                self.state.storage().set_alarm(at_time(at)).await?;
+            }
+        }
+        Response::ok("")
+    }
+}
+
+/// The RPC form of a compact call, `stub.answer(url)`: what the Worker sends
+/// for every count when the class is exported through `src/entry.mjs`
+/// (which declares it `extends DurableObject`, as workerd requires of an
+/// RPC receiver). No `Request` or `Response` is built on either side.
+#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen, wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
+impl Limiter {
+    /// Answers the call in `url` ([`crate::count::protocol::encode_call_url`]) with
+    /// [`encode_rpc_answer`]: the reply line, or `!{status} {body}`.
+    #[wasm_bindgen(js_name = answer)]
+    pub async fn rpc_answer(&self, url: String) -> Result<JsValue, JsValue> {
+        let (status, body) = self.compact(&url).await;
+        Ok(JsValue::from_str(&encode_rpc_answer(status, &body)))
+    }
+}
+
+impl Limiter {
+    /// A compact call (its URL) answered as a status and body: 200 with
+    /// the reply line, 400 when refused, 500 when it failed, the last two
+    /// with a JSON `{"v":1,"error":...}`.
+    async fn compact(&self, url: &str) -> (u16, String) {
+        let call = match decode_call_url(url) {
+            Ok(call) => call,
+            Err(refused) => return (400, error_body(&refused.to_string())),
+        };
+        match self.answer(&call).await {
+            Ok(reply) => (200, encode_reply_line(&reply)),
+            Err(e) => (500, error_body(&e.to_string())),
+        }
+    }
+
+    /// The database, with the count's table created if it is missing.
+    fn db_with_count_table(&self) -> worker::Result<&SqlStorage> {
+        let sql = self.db();
+        let (tables, _) = self.tables(sql)?;
+        if !tables.hit_log {
+            sql.exec(SCHEMA, None)?;
+            self.tables.set(Some(Tables { hit_log: true, ..tables }));
+        }
+        Ok(sql)
+    }
+
+    /// The object's database handle, fetched from its state once.
+    fn db(&self) -> &SqlStorage {
+        self.db.get_or_init(|| self.state.storage().sql())
+    }
+
+    /// The tables that exist, and the rows read to learn it (0 once known).
+    fn tables(&self, sql: &SqlStorage) -> worker::Result<(Tables, u64)> {
+        if let Some(known) = self.tables.get() {
+            return Ok((known, 0));
+        }
+        // One row, the names joined (read as `StoredControls`' one text
+        // column: no second row type to deserialize).
+        let cursor = sql.exec(
+            "SELECT coalesce(group_concat(name, ' '), '') AS value FROM sqlite_master WHERE type = 'table' AND name IN ('hit_log', 'controls')",
+            None,
+        )?;
+        let names: Vec<StoredControls> = cursor.to_array()?;
+        let has = |table: &str| names.iter().any(|n| n.value.split(' ').any(|name| name == table));
+        let known = Tables { hit_log: has("hit_log"), controls: has("controls") };
+        self.tables.set(Some(known));
+        Ok((known, cursor.rows_read() as u64))
+    }
+
+    /// Loads, lets [`object::answer`] decide, and applies its effects: the
+    /// row stored, what to delete, the alarm made sure of.
+    async fn answer(&self, call: &Call) -> worker::Result<Reply> {
+        let sql = self.db();
+        // Read, decide, write: synchronous, no `.await` in between, so no
+        // other request to this object can interleave.
+        let (stored, rows_read) = self.load(sql)?;
+        if stored.is_empty() && self.alarm_pending.get().is_none() {
+            // No row: never written, or deleted with its alarm by `deleteAll`
+            // (the only way the row goes). No alarm can be pending, so the
+            // first write need not ask.
+            self.alarm_pending.set(Some(false));
+        }
+        let now = now_ms();
+        let kept = self.load_controls()?;
+        let answered = match object::answer(&stored, &kept, now, call) {
+            Ok(answered) => answered,
+            Err(refused) => {
+                // Refused (500: the Worker applies the rule's fail policy),
+                // and never left without an alarm to delete it.
+                self.make_sure(refused.alarm).await?;
+                return Err(worker::Error::RustError(refused.corrupt.to_string()));
+            }
+        };
+        let mut rows_written = 0;
+        if let Some((row, horizon)) = &answered.store {
+            // Only a call that writes creates the schema: an object whose
+            // storage the alarm deleted stays empty when merely looked at.
+            rows_written = self.store(row, *horizon)?;
+        }
+        match answered.delete {
+            Some(Delete::Count) => self.delete_count(sql)?,
+            Some(Delete::Everything) => self.delete_everything().await?,
+            None => {}
+        }
+        let alarm_set = match answered.alarm {
+            Some(alarm) => self.make_sure(alarm).await?,
+            None => false,
+        };
+        let alarm_pending = match (answered.banned, call.op, self.alarm_pending.get()) {
+            (true, _, known) => known.unwrap_or(true),
+            (false, Op::Status, _) | (false, _, None) => {
+                let pending = self.state.storage().get_alarm().await?.is_some();
+                self.alarm_pending.set(Some(pending));
+                pending
+            }
+            (false, _, Some(pending)) => pending,
+        };
+        Ok(Reply {
+            v: VERSION,
+            tally: answered.tally.map_windows(|w| WireWindow::from(&w)),
+            alarm_pending,
+            alarm_set,
+            stored_hits: answered.stored_hits,
+            rows_read,
+            rows_written,
+            reservation: answered.reservation,
+            held: answered.held,
+            granted: answered.granted,
+        })
+    }
+
+    /// Makes sure of `alarm`; returns whether it set one.
+    async fn make_sure(&self, alarm: Alarm) -> worker::Result<bool> {
+        match alarm {
+            Alarm::Pending(at) => self.ensure_alarm(at).await,
+            Alarm::By(at) => self.ensure_alarm_by(at).await,
+        }
+    }
+
+    /// Arms the TTL alarm for `at` (when the row just written expires),
+    /// unless an alarm is already pending: that one will re-arm itself.
+    /// Returns whether it set one.
+    async fn ensure_alarm(&self, at: i64) -> worker::Result<bool> {
+        let known = self.alarm_pending.get();
+        if known == Some(true) {
+            return Ok(false);
+        }
+        // Marked pending before the awaits, so concurrent writes do not all
+        // arm it; unmarked if arming fails, so the next write tries again
+        // instead of leaving a row no alarm will ever delete.
+        self.alarm_pending.set(Some(true));
+        let storage = self.state.storage();
+        let armed = async {
+            if known.is_none() && storage.get_alarm().await?.is_some() {
+                return Ok(false);
+            }
+            storage.set_alarm(at_time(at)).await?;
+            Ok(true)
+        }
+        .await;
+        if armed.is_err() {
+            self.alarm_pending.set(None);
+        }
+        armed
+    }
+
+    /// Makes sure an alarm fires by `at`: re-armed for `at` when none is
+    /// pending or the pending one is later. Only while controls are in
+    /// force (it reads the alarm's time).
+    async fn ensure_alarm_by(&self, at: i64) -> worker::Result<bool> {
+        let storage = self.state.storage();
+        if storage.get_alarm().await?.is_some_and(|pending| pending <= at) {
+            self.alarm_pending.set(Some(true));
+            return Ok(false);
+        }
+        self.alarm_pending.set(Some(true));
+        storage.set_alarm(at_time(at)).await?;
+        Ok(true)
+    }
+
+    /// The stored row's text (empty when none) and the rows read for it
+    /// (0 once this instance knows its row).
+    fn load(&self, sql: &SqlStorage) -> worker::Result<(String, u64)> {
+        let (row, rows_read) = self.load_row(sql)?;
+        Ok((row.map(|r| r.log).unwrap_or_default(), rows_read))
+    }
+
+    /// The count's row: read from storage the first time, then from memory.
+    /// A database without the table (never written, or deleted by the
+    /// alarm) reads as no row and is left as it is.
+    fn load_row(&self, sql: &SqlStorage) -> worker::Result<(Option<StoredRow>, u64)> {
+        if let Some(known) = self.row.borrow().as_ref() {
+            return Ok((known.clone(), 0));
+        }
+        let (tables, probed) = self.tables(sql)?;
+        if !tables.hit_log {
+            *self.row.borrow_mut() = Some(None);
+            return Ok((None, probed));
+        }
+        // `to_array`, not `one`: `one` throws across the Wasm boundary when
+        // the row does not exist yet.
+        let cursor = sql.exec("SELECT log, horizon_ms FROM hit_log WHERE id = 0", None)?;
+        let rows: Vec<StoredRow> = cursor.to_array()?;
+        let rows_read = probed + cursor.rows_read() as u64;
+        let row = rows.into_iter().next();
+        *self.row.borrow_mut() = Some(row.clone());
+        Ok((row, rows_read))
+    }
+
+    /// Deletes the count's row only (the controls stay).
+    fn delete_count(&self, sql: &SqlStorage) -> worker::Result<()> {
+        if self.tables(sql)?.0.hit_log {
+            if let Err(e) = sql.exec("DELETE FROM hit_log", None) {
+                *self.row.borrow_mut() = None;
+                return Err(e);
+            }
+        }
+        *self.row.borrow_mut() = Some(None);
+        Ok(())
+    }
+
+    /// Writes the row in place (the schema first, once per instance);
+    /// returns the rows written.
+    fn store(&self, log: &str, horizon: u64) -> worker::Result<u64> {
+        let horizon_ms = i64::try_from(horizon).unwrap_or(i64::MAX);
+        let written = self.db_with_count_table().and_then(|sql| {
+            // Window lengths are far inside a JS number's exact range.
+            store_log(sql.as_ref(), log, horizon_ms as f64).map_err(worker::Error::from)
+        });
+        match written {
+            Ok(rows) => {
+                *self.row.borrow_mut() = Some(Some(StoredRow { log: log.to_string(), horizon_ms }));
+                Ok(rows as u64)
+            }
+            Err(e) => {
+                *self.row.borrow_mut() = None;
+                Err(e)
+            }
+        }
+    }
+
+    async fn delete_everything(&self) -> worker::Result<()> {
+        // From compatibility date 2026-02-24, deleteAll also clears the alarm.
+        self.state.storage().delete_all().await?;
+        self.tables.set(Some(Tables::default()));
+        self.alarm_pending.set(Some(false));
+        *self.controls.borrow_mut() = Some(Controls::default());
+        *self.row.borrow_mut() = Some(None);
+        Ok(())
+    }
+
+    /// The key's controls: read from storage once per instance (a corrupt
+    /// row reads as none: a runtime control is the operator's to set again,
+    /// and never makes a limit looser than the config's by being lost).
+    fn load_controls(&self) -> worker::Result<Controls> {
+        if let Some(kept) = self.controls.borrow().as_ref() {
+            return Ok(kept.clone());
+        }
+        let sql = self.db();
+        let kept = if self.tables(sql)?.0.controls {
+            let rows: Vec<StoredControls> = sql.exec("SELECT value FROM controls WHERE id = 0", None)?.to_array()?;
+            rows.into_iter().next().and_then(|r| Controls::decode(&r.value).ok()).unwrap_or_default()
+        } else {
+            Controls::default()
+        };
+        *self.controls.borrow_mut() = Some(kept.clone());
+        Ok(kept)
+    }
+
+    /// Applies an admin change to the key's controls and stores them; the
+    /// alarm is armed for their end when none is pending. With nothing
+    /// left (no controls, no count), everything is deleted. `Ok(Err)`: the
+    /// change is refused.
+    async fn control(&self, change: &Change) -> worker::Result<Result<Controls, controls::ControlError>> {
+        let now = now_ms();
+        let kept = self.load_controls()?;
+        let next = match kept.apply(change, now) {
+            Ok(next) => next,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        if next == kept {
+            return Ok(Ok(next));
+        }
+        let sql = self.db();
+        if next.is_empty() {
+            let (stored, _) = self.load(sql)?;
+            if stored.is_empty() {
+                self.delete_everything().await?;
+                return Ok(Ok(next));
+            }
+            if self.tables(sql)?.0.controls {
+                sql.exec("DELETE FROM controls", None)?;
+            }
+        } else {
+            let (tables, _) = self.tables(sql)?;
+            if !tables.controls {
+                sql.exec(CONTROLS_SCHEMA, None)?;
+                self.tables.set(Some(Tables { controls: true, ..tables }));
+            }
+            sql.exec(
+                "INSERT INTO controls (id, value) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+                vec![SqlStorageValue::from(next.encode())],
+            )?;
+            if let controls::Keep::Until(at) = next.keep(now) {
+                self.ensure_alarm(at).await?;
+            }
+        }
+        *self.controls.borrow_mut() = Some(next.clone());
+        Ok(Ok(next))
+    }
+}
+
+fn now_ms() -> i64 {
+    js_sys::Date::now() as i64
+}
+
+/// An absolute alarm time. workers-rs reads an `i64` or `Duration` as an
+/// offset from now, so epoch times go through a `Date`.
+fn at_time(epoch_ms: i64) -> ScheduledTime {
+    ScheduledTime::new(js_sys::Date::new(&(epoch_ms as f64).into()))
+}
+
+fn error_body(message: &str) -> String {
+    serde_json::json!({ "v": VERSION, "error": message }).to_string()
+}
+
+fn error_reply(status: u16, message: &str) -> worker::Result<Response> {
+    let headers = worker::Headers::new();
+    headers.set("content-type", "application/json")?;
+    Ok(Response::ok(error_body(message))?.with_status(status).with_headers(headers))
+}

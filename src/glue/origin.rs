@@ -1,0 +1,228 @@
+//! The origin side of the Worker (glue, `wasm32` only): reading a capped
+//! copy of the body, receiving the body before a slot is reserved (and
+//! watching the rest of a large one, [`crate::pipeline::upload`]), forwarding the original request (to the origin or to a
+//! service binding, [`crate::config::upstream`]), and adding fields to the
+//! upstream's response.
+
+use futures_util::StreamExt;
+use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};
+use worker::wasm_bindgen_futures::JsFuture;
+use crate::pipeline::upload::{Receipt, UploadLimits};
+use crate::config::upstream::Upstream;
+use worker::{js_sys, web_sys, Env, Request};
+
+/// Optional var naming a local origin (`http://127.0.0.1:8788`) to forward
+/// to instead of the zone's origin; unset in production.
+const UPSTREAM_VAR: &str = "UPSTREAM";
+
+thread_local! {
+    /// The `UPSTREAM` var, read once per isolate (vars are fixed for its life).
+    static UPSTREAM: std::cell::OnceCell<Option<std::rc::Rc<str>>> = const { std::cell::OnceCell::new() };
+}
+
+/// The `UPSTREAM` var (local development only), if set and not blank.
+fn upstream_var(env: &Env) -> Option<std::rc::Rc<str>> {
+    UPSTREAM.with(|cell| {
+        cell.get_or_init(|| env.var(UPSTREAM_VAR).ok().map(|v| v.to_string()).filter(|v| !v.trim().is_empty()).map(Into::into))
+            .clone()
+    })
+}
+
+/// Reads the body, for `body:` keys and form parameters, from a clone (the
+/// original still reaches the origin intact), at most `limit` bytes: a body
+/// announced or found to be larger is not buffered (`None`, planned as
+/// `Body::Unusable`): a `body:` key is missing and the rule's missing-key
+/// policy applies; a form body is unreadable and matches (fail safe, see
+/// `crate::pipeline::plan`).
+pub(crate) async fn read_body(req: &web_sys::Request, limit: u32) -> Option<Vec<u8>> {
+    let limit = limit as usize;
+    let announced = req.headers().get("content-length").ok().flatten();
+    if announced.and_then(|l| l.trim().parse::<usize>().ok()).is_some_and(|l| l > limit) {
+        return None;
+    }
+    // `Request.clone()` (the JS method: the body teed, the original left
+    // readable for the origin).
+    let mut copy = Request::from(req.clone().ok()?);
+    let mut stream = copy.stream().ok()?;
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        body.extend_from_slice(&chunk.ok()?);
+        if body.len() > limit {
+            return None;
+        }
+    }
+    Some(body)
+}
+
+#[wasm_bindgen(inline_js = r#"
+export function receiveBody(request, buffer, ms) {
+  if (request.body === null) return Promise.resolve("none");
+  let reader;
+  try {
+    reader = request.clone().body.getReader();
+  } catch (e) {
+    return Promise.resolve("broken");
+  }
+  return new Promise((resolve) => {
+    let size = 0;
+    let done = false;
+    const finish = (receipt, cancel) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (cancel) reader.cancel().catch(() => {});
+      resolve(receipt);
+    };
+    const timer = setTimeout(() => finish("stalled", true), ms);
+    const pump = () => reader.read().then(({ done: end, value }) => {
+      if (end) return finish("complete", false);
+      size += value.byteLength;
+      if (size > buffer) return finish("over", true);
+      pump();
+    }, () => finish("broken", false));
+    pump();
+  });
+}
+
+export function watchUpload(request, ms) {
+  const controller = new AbortController();
+  let finished = false;
+  let fired = false;
+  let stream;
+  const timer = setTimeout(() => {
+    if (finished) return;
+    fired = true;
+    const reason = new Error("tollgate: the upload did not finish in time");
+    stream.error(reason);
+    controller.abort(reason);
+  }, ms);
+  let body = request.body.pipeThrough(new TransformStream({
+    start(c) { stream = c; },
+    flush() { finished = true; clearTimeout(timer); },
+  }));
+  const length = (request.headers.get("content-length") ?? "").trim();
+  if (/^[0-9]{1,15}$/.test(length) && typeof FixedLengthStream === "function") {
+    body = body.pipeThrough(new FixedLengthStream(Number(length)));
+  }
+  const outbound = new Request(request.url, {
+    method: request.method,
+    headers: request.headers,
+    body,
+    redirect: request.redirect,
+    signal: controller.signal,
+    duplex: "half",
+  });
+  const stop = () => { clearTimeout(timer); return fired; };
+  return [outbound, stop];
+}
+"#)]
+extern "C" {
+    /// Reads a clone of `request`'s body (the original, teed, keeps every
+    /// byte) until it ends (`complete`), passes `buffer` bytes (`over`, the
+    /// clone cancelled), `ms` pass (`stalled`, cancelled) or it fails
+    /// (`broken`); `none` when there is no body. Nothing is copied into
+    /// Wasm: the bytes wait in the original's stream.
+    #[wasm_bindgen(js_name = receiveBody)]
+    fn receive_body_js(request: &web_sys::Request, buffer: u32, ms: u32) -> js_sys::Promise;
+
+    /// A request like `request` (URL, method, headers, body; the length
+    /// kept when announced) whose body streams through a watch: unless the
+    /// body has ended within `ms`, the request is aborted. With the
+    /// function that stops the watch, saying whether it fired.
+    #[wasm_bindgen(catch, js_name = watchUpload)]
+    fn watch_upload_js(request: &web_sys::Request, ms: u32) -> Result<js_sys::Array, JsValue>;
+}
+
+/// Receives the body before a failures-only rule reserves
+/// ([`crate::pipeline::upload`]): how far it got within `limits`.
+pub(crate) async fn receive_body(req: &web_sys::Request, limits: UploadLimits) -> Receipt {
+    match JsFuture::from(receive_body_js(req, limits.buffer, limits.timeout_ms)).await {
+        Ok(word) => Receipt::from_word(&word.as_string().unwrap_or_default()),
+        Err(_) => Receipt::Broken,
+    }
+}
+
+/// A body over the buffer, forwarded as it streams in, under a deadline
+/// ([`crate::pipeline::upload`]).
+pub(crate) struct UploadWatch {
+    /// What to forward instead of the original.
+    pub(crate) request: web_sys::Request,
+    pub(crate) stop: WatchStop,
+}
+
+/// Ends an [`UploadWatch`].
+pub(crate) struct WatchStop(js_sys::Function);
+
+impl WatchStop {
+    /// Ends the watch (call it as soon as the forward has returned):
+    /// whether the deadline passed first, i.e. the forward was aborted.
+    pub(crate) fn fired(&self) -> bool {
+        self.0.call0(&JsValue::NULL).ok().and_then(|fired| fired.as_bool()).unwrap_or(false)
+    }
+}
+
+/// Puts `req`'s body under a watch of `left_ms`; `None` when the runtime
+/// refuses to build the watched request (then it must not be forwarded:
+/// its slot would wait on the upload unbounded).
+pub(crate) fn watch_upload(req: &web_sys::Request, left_ms: u32) -> Option<UploadWatch> {
+    let pair = watch_upload_js(req, left_ms).ok()?;
+    let request = pair.get(0).dyn_into::<web_sys::Request>().ok()?;
+    let stop = pair.get(1).dyn_into::<js_sys::Function>().ok()?;
+    Some(UploadWatch { request, stop: WatchStop(stop) })
+}
+
+/// Forwards the original request, unchanged: to the Worker behind the
+/// config's service binding (`upstream = { service = "APP" }`:
+/// `env.APP.fetch(request)`, the very request object), else to the zone's
+/// origin, or to `UPSTREAM` (scheme, host and port replaced; path, query,
+/// method, headers and body kept) when that var is set.
+pub(crate) async fn forward(
+    req: web_sys::Request,
+    env: &Env,
+    upstream: &Upstream,
+) -> worker::Result<web_sys::Response> {
+    if let Upstream::Service(binding) = upstream {
+        let service: worker::worker_sys::Fetcher = env.service(binding)?.into_rpc();
+        let response = JsFuture::from(service.fetch(&req)?).await?;
+        return Ok(response.unchecked_into());
+    }
+    let outbound: web_sys::Request = match upstream_var(env) {
+        // The same JS object (a handle clone, not `Request.clone()`, which
+        // would tee the body).
+        None => req,
+        Some(origin) => {
+            let url = worker::Url::parse(&req.url())?;
+            let mut target = format!("{}{}", origin.trim_end_matches('/'), url.path());
+            if let Some(q) = url.query() {
+                target.push('?');
+                target.push_str(q);
+            }
+            let original = &req;
+            let init = web_sys::RequestInit::new();
+            init.set_method(&original.method());
+            init.set_headers(&original.headers());
+            init.set_redirect(web_sys::RequestRedirect::Manual);
+            if let Some(body) = original.body() {
+                init.set_body(&body);
+            }
+            web_sys::Request::new_with_str_and_init(&target, &init).map_err(worker::Error::from)?
+        }
+    };
+    let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
+    let response = JsFuture::from(global.fetch_with_request(&outbound)).await?;
+    Ok(response.unchecked_into())
+}
+
+/// The origin's response with `fields` added (its headers are immutable, so
+/// status, headers and body stream move to a new response).
+pub(crate) fn with_fields(raw: web_sys::Response, fields: &[(String, String)]) -> worker::Result<web_sys::Response> {
+    let headers = web_sys::Headers::new_with_headers(&raw.headers()).map_err(worker::Error::from)?;
+    for (name, value) in fields {
+        headers.append(name, value).map_err(worker::Error::from)?;
+    }
+    let init = web_sys::ResponseInit::new();
+    init.set_status(raw.status());
+    init.set_status_text(&raw.status_text());
+    init.set_headers(&headers);
+    web_sys::Response::new_with_opt_readable_stream_and_init(raw.body().as_ref(), &init).map_err(worker::Error::from)
+}

@@ -1,0 +1,964 @@
+//! The admin API, pure parts: routing, token check, key derivation.
+//!
+//! Active only when the secret `TOLLGATE_ADMIN_TOKEN` exists; otherwise the
+//! admin prefix is not special and requests under it go to the origin like
+//! any other. With a token:
+//!
+//! - `GET  {prefix}/status?rule=NAME&ip=203.0.113.7` — count per window,
+//!   remaining, reset, whether an alarm is pending;
+//! - `POST {prefix}/reset?rule=NAME&ip=203.0.113.7` — forget the key's hits;
+//! - `PUT {prefix}/override?rule=NAME&ip=…&limit=1000/1d[&limit=…][&until=UNIX_S | &for=1h]`
+//!   — the key's own limits, until a time (Unix seconds) or for a while, or
+//!   for good; `DELETE` removes it;
+//! - `POST {prefix}/ban?rule=NAME&ip=…&until=UNIX_S | &for=1h` — block the
+//!   key until then; `DELETE` lifts it.
+//!
+//! Overrides and bans are kept in the key's own object
+//! ([`crate::count::controls`]); `GET status` reports the limits in force and
+//! where they come from (`config`, `config_override`, `override`, `ban`).
+//!
+//! The key is given raw, one query parameter per key part of the rule
+//! (`ip`, `header:NAME`, `cookie:NAME`, `query:NAME`, `path:GROUP`,
+//! `body:FIELD`, `country`, `asn`), and derived exactly as the rule would
+//! (IPv6 grouped, body fields hashed, ...), percent-decoded once; a literal
+//! `+` anywhere in the query is refused as ambiguous ([`refuse_plus`]). A
+//! missing or wrong bearer token gets 401 with no detail about which part
+//! was wrong.
+//!
+//! **Lockout.** Failed authentications are counted per client by
+//! tollgate's own limiter: the built-in rule [`LOCKOUT_RULE`] (10 per 15
+//! minutes, keyed by `ip` as any rule is, IPv6 by `ipv6_prefix`, counted in
+//! the `LIMITER` namespace). Every admin request first asks that counter
+//! ([`lockout_op`]): a failed authentication is a check-and-record `hit`
+//! (exact under concurrency, like any counting rule), an authorized request
+//! only a `check`, so a right token never lowers or resets the count. A
+//! client over the limit gets 429 with `Retry-After`, right token or not
+//! ([`gate`]). Every admin log line carries `client_hash`, the client's key
+//! hashed like any `key_hash`.
+//!
+//! **A right token that outlasts the lockout** (issue 25): the client is
+//! its IP, which a neighbour can share (one IPv4 behind NAT, one IPv6
+//! /64), and ten wrong tokens from it would lock the admin out too. When
+//! the configured token is at least [`TOKEN_PASSES_LOCKOUT_CHARS`] long,
+//! a request with the right token does not ask the lockout counter at all
+//! ([`token_passes_lockout`]): wrong tokens are counted and locked out
+//! exactly as before, the right one is served. This makes every request
+//! of a locked-out client an answered guess (200 for the right token, 429
+//! for a wrong one), so it is done only where guessing is hopeless
+//! anyway; a shorter token keeps the lockout's full force (the right
+//! token gets 429 too, so a locked-out guesser learns nothing), because
+//! then the ten guesses per 15 minutes are what protects it. No design
+//! keyed only by the client and the token can have both: if wrong tokens
+//! from an address can never shut out the right one, the right one is
+//! told apart at any rate from that address.
+
+use crate::request::canon::CanonicalQuery;
+use crate::config::Config;
+use crate::config::headers::OwnResponse;
+use crate::request::key::{derive_key, KeyInputs, KeyPart, MissingPart};
+use crate::pipeline::plan::{AdminRoute, Applied};
+use crate::config::policy::FailPolicy;
+use crate::count::protocol::{CallFailure, Op, Reply};
+use crate::config::rules::{Rule, RuleSpec};
+use crate::pipeline::verdict::{self, LogEvent, Outcome};
+use crate::count::window::Limit;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// The name of the built-in rule counting failed admin authentications. It
+/// holds a `:`, which no config rule name may, so it never shares a counter
+/// (an object named `rule \n key`) with one.
+pub const LOCKOUT_RULE: &str = "tollgate:admin-auth";
+
+/// Failed authentications a client may make per [`LOCKOUT_WINDOW_MS`]. Ten
+/// leaves room for typos and a misconfigured script; against a random
+/// 32-byte token any number of guesses is hopeless anyway, so the limit is
+/// there to stop a client hammering the admin API (and to make a leaked but
+/// mistyped token, or a scanner, visible in the logs), not to protect a
+/// weak token.
+pub const LOCKOUT_FAILURES: u32 = 10;
+
+/// The lockout's window: 15 minutes.
+pub const LOCKOUT_WINDOW_MS: u64 = 15 * 60 * 1000;
+
+/// The length (in characters, trimmed) from which the right token is
+/// served past a lockout ([`token_passes_lockout`]). 32 random hex digits
+/// are 128 bits (`openssl rand -hex 32`, as the guide says, makes 64): at
+/// a million guesses a second that is ~10^25 years, so the lockout's bound
+/// on guesses no longer protects the token and a neighbour's lockout would
+/// only deny its owner. A shorter token keeps the lockout for the right
+/// token too.
+pub const TOKEN_PASSES_LOCKOUT_CHARS: usize = 32;
+
+/// Whether the configured admin token (`expected`, the secret) is long
+/// enough that a request presenting it skips the lockout counter
+/// ([`TOKEN_PASSES_LOCKOUT_CHARS`]). Only ever asked after
+/// [`token_matches`] said the presented token is this one.
+pub fn token_passes_lockout(expected: &str) -> bool {
+    expected.trim().chars().count() >= TOKEN_PASSES_LOCKOUT_CHARS
+}
+
+/// Makes `spec` (a config rule's defaults) the built-in lockout rule:
+/// [`LOCKOUT_RULE`], keyed by `ip`, [`LOCKOUT_FAILURES`] per
+/// [`LOCKOUT_WINDOW_MS`], failing closed (an authorized request whose
+/// lockout cannot be checked gets 503). Its path is never matched: the
+/// admin route asks its counter directly.
+pub fn lockout_spec(spec: &mut RuleSpec) {
+    spec.name = LOCKOUT_RULE.to_string();
+    spec.key = vec![KeyPart::Ip];
+    spec.limits = Limit::new(LOCKOUT_FAILURES, LOCKOUT_WINDOW_MS).into_iter().collect();
+    spec.on_error = FailPolicy::Deny;
+}
+
+/// The op an admin request asks its client's lockout counter: a failed
+/// authentication is counted (`hit`: checked and recorded at once), an
+/// authorized request only checked (`check`: recorded never). This relies
+/// on `check` being a pure peek that writes nothing (`counter::step`); were
+/// it to reserve a slot, a right token would spend one.
+pub fn lockout_op(route: &AdminRoute<'_>) -> Op {
+    match route {
+        AdminRoute::Unauthorized => Op::Hit,
+        AdminRoute::Invalid(_) | AdminRoute::Call { .. } | AdminRoute::Rules => Op::Check,
+    }
+}
+
+/// What an admin request gets once its lockout counter answered.
+#[derive(Debug)]
+pub enum Gate<'r, 'c> {
+    /// Answer `response` (429 locked out, 401, 503, or an invalid request's
+    /// 4xx) and write `events`; nothing else is asked.
+    Refuse { response: OwnResponse, events: Vec<LogEvent> },
+    /// Authorized, not locked out, a valid request: ask the object `id`.
+    Serve { request: &'r AdminRequest<'c>, id: &'r str, key_hash: &'r str },
+    /// Authorized, not locked out: answer the rules ([`rules_body`]).
+    Rules,
+}
+
+/// Acts on `route` given what the client's lockout counter (`lockout`,
+/// asked with [`lockout_op`]) said, `None` when it was not asked (a right
+/// token that [passes the lockout](token_passes_lockout)):
+/// - over the limit: 429 with `Retry-After`, whatever the token (logged
+///   `admin_locked`, with whether the token was right);
+/// - the counter failed: an authorized request gets 503 (the lockout fails
+///   closed), an unauthorized one its 401 (logged `counter_error`);
+/// - otherwise (or not asked): 401 for a failed authentication (logged
+///   `admin_denied`), the 4xx of an invalid request, or serve it.
+pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: Option<&Outcome>) -> Gate<'r, 'c> {
+    let client = || ("client_hash", Value::from(lockout.key_hash.as_str()));
+    let authorized = !matches!(route, AdminRoute::Unauthorized);
+    let not_asked = Outcome::Allowed { windows: Vec::new(), reservation: None };
+    match (outcome.unwrap_or(&not_asked), route) {
+        (Outcome::Blocked { retry_after_ms, window, windows }, _) => Gate::Refuse {
+            response: verdict::too_many_requests(lockout.rule, *retry_after_ms, *window, windows.as_deref()),
+            events: vec![LogEvent::new(
+                "admin_locked",
+                vec![client(), ("authorized", authorized.into()), ("retry_after_ms", (*retry_after_ms).into())],
+            )],
+        },
+        (Outcome::Failed(error), AdminRoute::Unauthorized) => Gate::Refuse {
+            response: unauthorized(),
+            events: vec![
+                verdict::counter_error(&lockout.rule.name, &lockout.key_hash, error, "not_recorded"),
+                LogEvent::new("admin_denied", vec![client()]),
+            ],
+        },
+        (Outcome::Failed(error), _) => Gate::Refuse {
+            response: OwnResponse::problem(
+                503,
+                "Service Unavailable",
+                "The admin lockout counter cannot be reached.",
+                Some(1),
+            ),
+            events: vec![verdict::counter_error(&lockout.rule.name, &lockout.key_hash, error, "deny")],
+        },
+        (Outcome::Allowed { .. }, AdminRoute::Unauthorized) => {
+            Gate::Refuse { response: unauthorized(), events: vec![LogEvent::new("admin_denied", vec![client()])] }
+        }
+        (Outcome::Allowed { .. }, AdminRoute::Invalid(e)) => Gate::Refuse {
+            response: OwnResponse::problem(e.status(), e.title(), &e.to_string(), None),
+            events: Vec::new(),
+        },
+        (Outcome::Allowed { .. }, AdminRoute::Call { request, id, key_hash }) => Gate::Serve { request, id, key_hash },
+        (Outcome::Allowed { .. }, AdminRoute::Rules) => Gate::Rules,
+    }
+}
+
+/// The 401 of a missing or wrong token: the same whichever it was.
+pub fn unauthorized() -> OwnResponse {
+    let mut own = OwnResponse::problem(401, "Unauthorized", "A valid bearer token is required.", None);
+    own.headers.push(("www-authenticate".into(), "Bearer realm=\"tollgate\"".into()));
+    own
+}
+
+/// The 503 of an admin call whose counter could not be asked.
+pub fn unreachable(failure: &CallFailure) -> OwnResponse {
+    OwnResponse::problem(503, "Service Unavailable", &format!("The counter cannot be reached: {failure}"), Some(1))
+}
+
+/// The answer to a control change that failed: 400 with the object's
+/// reason when it refused the change, else [`unreachable`].
+pub fn control_failure(failure: &CallFailure) -> OwnResponse {
+    match failure {
+        CallFailure::Refused { status: 400, body } => {
+            let why = serde_json::from_str::<Value>(body)
+                .ok()
+                .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            OwnResponse::problem(400, "Bad Request", &why, None)
+        }
+        other => unreachable(other),
+    }
+}
+
+/// What an admin request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminAction {
+    Status,
+    Reset,
+    SetOverride,
+    ClearOverride,
+    Ban,
+    ClearBan,
+}
+
+/// When a runtime override or ban ends, as the admin request says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    /// No end (an override only).
+    Never,
+    /// `until=`: Unix seconds.
+    At(i64),
+    /// `for=`: a duration from when the Worker serves the request.
+    For(u64),
+}
+
+impl Until {
+    /// The end in Unix ms, given now; `None` for no end.
+    pub fn resolve(self, now_ms: i64) -> Option<i64> {
+        match self {
+            Until::Never => None,
+            Until::At(s) => Some(s.saturating_mul(1000)),
+            Until::For(ms) => Some(now_ms.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))),
+        }
+    }
+}
+
+/// What an override or ban request sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlAsk {
+    /// `[requests, window_ms]` pairs (an override).
+    pub limits: Vec<(u32, u64)>,
+    pub until: Until,
+}
+
+impl AdminRequest<'_> {
+    /// The change to send the key's object, at `now_ms`; `None` for status
+    /// and reset.
+    pub fn change(&self, now_ms: i64) -> Option<crate::count::controls::Change> {
+        use crate::count::controls::Change;
+        let ask = self.control.as_ref();
+        let until = ask.and_then(|a| a.until.resolve(now_ms));
+        match self.action {
+            AdminAction::Status | AdminAction::Reset => None,
+            AdminAction::SetOverride => Some(Change::Override { limits: ask.map(|a| a.limits.clone()).unwrap_or_default(), until_ms: until }),
+            AdminAction::Ban => Some(Change::Ban { until_ms: until.unwrap_or(now_ms) }),
+            AdminAction::ClearOverride => Some(Change::ClearOverride),
+            AdminAction::ClearBan => Some(Change::ClearBan),
+        }
+    }
+}
+
+/// Why an admin request cannot be served (answered 4xx).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminError {
+    NotFound,
+    MethodNotAllowed { allowed: &'static str },
+    MissingRule,
+    UnknownRule(String),
+    MissingKeyPart(MissingPart),
+    /// `bucket` is neither `key` nor `fallback`, or `fallback` for a rule
+    /// without a `fallback_key`.
+    UnknownBucket { rule: String, bucket: String },
+    /// An override or ban that cannot be set as given.
+    InvalidControl(String),
+    /// The query string holds a literal `+` (in this parameter's name or
+    /// value): see [`refuse_plus`].
+    AmbiguousPlus(String),
+}
+
+impl AdminError {
+    /// The status phrase (RFC 9457 §4.2.1: the title of an `about:blank`
+    /// problem is the status phrase).
+    pub fn title(&self) -> &'static str {
+        match self.status() {
+            404 => "Not Found",
+            405 => "Method Not Allowed",
+            _ => "Bad Request",
+        }
+    }
+
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> u16 {
+        match self {
+            AdminError::NotFound | AdminError::UnknownRule(_) => 404,
+            AdminError::MethodNotAllowed { .. } => 405,
+            AdminError::MissingRule
+            | AdminError::MissingKeyPart(_)
+            | AdminError::UnknownBucket { .. }
+            | AdminError::InvalidControl(_)
+            | AdminError::AmbiguousPlus(_) => 400,
+        }
+    }
+}
+
+impl fmt::Display for AdminError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdminError::NotFound => write!(f, "unknown admin endpoint (use /status, /reset, /override, /ban or /rules)"),
+            AdminError::InvalidControl(why) => f.write_str(why),
+            AdminError::AmbiguousPlus(name) => write!(
+                f,
+                "`{name}` holds a `+`, which a query string may mean as a space (form encoding) or as a plus: \
+                 write `%2B` for a plus sign and `%20` for a space"
+            ),
+            AdminError::MethodNotAllowed { allowed } => write!(f, "use {allowed}"),
+            AdminError::MissingRule => write!(f, "missing query parameter `rule`"),
+            AdminError::UnknownRule(r) => write!(f, "no rule named `{r}`"),
+            AdminError::MissingKeyPart(m) => {
+                write!(f, "{m}: give it as the query parameter `{}`", m.0)
+            }
+            AdminError::UnknownBucket { rule, bucket } if bucket == "fallback" => {
+                write!(f, "rule `{rule}` has no fallback_key, so no fallback bucket")
+            }
+            AdminError::UnknownBucket { bucket, .. } => {
+                write!(f, "bucket `{bucket}`: use `key` (the default) or `fallback` (the rule's fallback_key)")
+            }
+        }
+    }
+}
+
+/// The missing key part is named in the message, so it is not also a
+/// [`source`](std::error::Error::source).
+impl std::error::Error for AdminError {}
+
+/// A parsed admin request: the action, the rule, and the key it targets.
+#[derive(Debug)]
+pub struct AdminRequest<'c> {
+    pub action: AdminAction,
+    pub rule: &'c Rule,
+    pub key: String,
+    /// For `override` and `ban`: what to set.
+    pub control: Option<ControlAsk>,
+}
+
+/// Refuses an admin query string with a literal `+` anywhere in it (issue
+/// 25). The key is given raw, and `+` is ambiguous there: form decoding
+/// (which [`CanonicalQuery`] follows, as origins read a query) makes it a
+/// space, while an operator typing `body:email=eve+1@example.com` means a
+/// plus; read as a space, the ban answered 200 and `eve+1` still got
+/// through. Refusing is the one reading that cannot ban the wrong key;
+/// `%2B` (a plus) and `%20` (a space) are unambiguous and accepted. No rule
+/// name, limit, duration or end holds a `+`, so nothing else is lost. The
+/// error names the parameter (as written, up to its `=`).
+pub fn refuse_plus(raw_query: &str) -> Result<(), AdminError> {
+    match raw_query.split(['&', ';']).find(|pair| pair.contains('+')) {
+        Some(pair) => Err(AdminError::AmbiguousPlus(pair.split('=').next().unwrap_or(pair).to_string())),
+        None => Ok(()),
+    }
+}
+
+/// Whether `canonical_path` is under `prefix` (the prefix itself or below).
+pub fn is_admin_path(prefix: &str, canonical_path: &str) -> bool {
+    canonical_path == prefix
+        || canonical_path
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// What an authorized admin request asks for.
+#[derive(Debug)]
+pub enum AdminAsk<'c> {
+    /// A status or reset of one (rule, key) object.
+    Object(AdminRequest<'c>),
+    /// `GET {prefix}/rules`: the rules and their limits, no object call.
+    Rules,
+}
+
+/// Parses an admin request (already known to be under the prefix):
+/// `GET /status` and `POST /reset` with `rule=NAME`, the raw value of each
+/// key part, and optionally `bucket=fallback` to address the bucket of the
+/// rule's `fallback_key` (the anonymous clients of a rule keyed by a user,
+/// say); `GET /rules`.
+pub fn parse<'c>(
+    config: &'c Config,
+    canonical_path: &str,
+    method: &str,
+    query: &CanonicalQuery,
+) -> Result<AdminAsk<'c>, AdminError> {
+    let endpoint = canonical_path
+        .strip_prefix(config.admin_prefix.as_str())
+        .unwrap_or("");
+    let action = match (endpoint, method.to_ascii_uppercase().as_str()) {
+        ("/status", "GET") => AdminAction::Status,
+        ("/reset", "POST") => AdminAction::Reset,
+        ("/rules", "GET") => return Ok(AdminAsk::Rules),
+        ("/override", "PUT") => AdminAction::SetOverride,
+        ("/override", "DELETE") => AdminAction::ClearOverride,
+        ("/ban", "POST") => AdminAction::Ban,
+        ("/ban", "DELETE") => AdminAction::ClearBan,
+        ("/status" | "/rules", _) => return Err(AdminError::MethodNotAllowed { allowed: "GET" }),
+        ("/reset", _) => return Err(AdminError::MethodNotAllowed { allowed: "POST" }),
+        ("/override", _) => return Err(AdminError::MethodNotAllowed { allowed: "PUT or DELETE" }),
+        ("/ban", _) => return Err(AdminError::MethodNotAllowed { allowed: "POST or DELETE" }),
+        _ => return Err(AdminError::NotFound),
+    };
+    let name = query.values("rule").next().ok_or(AdminError::MissingRule)?;
+    let rule = config
+        .rules
+        .iter()
+        .find(|r| r.name == name)
+        .ok_or_else(|| AdminError::UnknownRule(name.to_string()))?;
+    let parts = match query.values("bucket").next().unwrap_or("key") {
+        "key" => rule.key.as_slice(),
+        "fallback" if !rule.on_missing_key.fallback_parts().is_empty() => rule.on_missing_key.fallback_parts(),
+        other => return Err(AdminError::UnknownBucket { rule: rule.name.clone(), bucket: other.to_string() }),
+    };
+    let key = admin_key(parts, query, config.ipv6_prefix).map_err(AdminError::MissingKeyPart)?;
+    let control = control_ask(action, rule, query)?;
+    Ok(AdminAsk::Object(AdminRequest { action, rule, key, control }))
+}
+
+/// What an override (`limit=N/DURATION`, repeatable, held to the rule's
+/// checks) or a ban (an end required) sets; the end: `until` (Unix
+/// seconds) or `for` (a duration), not both.
+fn control_ask(action: AdminAction, rule: &Rule, query: &CanonicalQuery) -> Result<Option<ControlAsk>, AdminError> {
+    let invalid = |why: String| AdminError::InvalidControl(why);
+    if !matches!(action, AdminAction::SetOverride | AdminAction::Ban) {
+        return Ok(None);
+    }
+    let until = match (query.values("until").next(), query.values("for").next()) {
+        (Some(_), Some(_)) => return Err(invalid("give `until` or `for`, not both".into())),
+        (Some(at), None) => Until::At(at.trim().parse::<i64>().map_err(|_| invalid(format!("`until={at}`: give Unix seconds")))?),
+        (None, Some(d)) => Until::For(crate::count::duration::parse_duration_ms(d).map_err(|e| invalid(format!("`for={d}`: {e}")))?.get()),
+        (None, None) if action == AdminAction::Ban => return Err(invalid("a ban needs an end: `until=UNIX_SECONDS` or `for=1h`".into())),
+        (None, None) => Until::Never,
+    };
+    let mut limits = Vec::new();
+    for text in query.values("limit") {
+        let bad = || invalid(format!("`limit={text}`: give REQUESTS/WINDOW, such as 1000/1d"));
+        let (requests, window) = text.split_once('/').ok_or_else(bad)?;
+        let requests: u32 = requests.trim().parse().map_err(|_| bad())?;
+        let window = crate::count::duration::parse_duration_ms(window.trim()).map_err(|_| bad())?;
+        limits.push((requests, window.get()));
+    }
+    if action == AdminAction::SetOverride {
+        let parsed = crate::count::controls::limits_of(&limits).map_err(|e| invalid(format!("{e} (limit=REQUESTS/WINDOW)")))?;
+        if let Some(smallest) = parsed.iter().map(|l| l.requests.get()).min().filter(|s| *s < rule.cost) {
+            return Err(invalid(format!("a limit of {smallest} is below the rule's cost ({})", rule.cost)));
+        }
+        if rule.algorithm == crate::count::protocol::Algorithm::SlidingLog
+            && parsed.iter().any(|l| l.requests.get() > crate::config::MAX_SLIDING_LOG_REQUESTS)
+        {
+            return Err(invalid(format!("above {} requests the rule would need algorithm = \"gcra\"", crate::config::MAX_SLIDING_LOG_REQUESTS)));
+        }
+    }
+    Ok(Some(ControlAsk { limits, until }))
+}
+
+/// The body of `GET {prefix}/rules`: each rule with what it matches, how it
+/// keys and what it allows.
+pub fn rules_body(config: &Config) -> serde_json::Value {
+    let rules: Vec<Value> = config
+        .rules
+        .iter()
+        .map(|r| {
+            let parts = |parts: &[KeyPart]| parts.iter().map(ToString::to_string).collect::<Vec<_>>();
+            serde_json::json!({
+                "name": r.name,
+                "path": r.path,
+                "host": r.host,
+                "methods": r.methods,
+                "key": parts(&r.key),
+                "fallback_key": parts(r.on_missing_key.fallback_parts()),
+                "limits": r.limits.iter().map(|l| serde_json::json!({ "requests": l.requests.get(), "window_ms": l.window_ms.get() })).collect::<Vec<_>>(),
+                "cost": r.cost,
+                "action": match r.action { crate::config::policy::Action::Block => "block", crate::config::policy::Action::Log => "log" },
+                "on_error": match r.on_error { crate::config::policy::FailPolicy::Allow => "allow", crate::config::policy::FailPolicy::Deny => "deny" },
+                "count_statuses": match &r.counting { crate::config::policy::Counting::All => Value::Null, crate::config::policy::Counting::Statuses(s) => serde_json::json!(s) },
+            })
+        })
+        .collect();
+    serde_json::json!({ "rules": rules })
+}
+
+/// Derives `rule`'s key from raw values given as query parameters named
+/// after the key parts, exactly as the rule derives it from a request.
+pub fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> Result<String, MissingPart> {
+    let param = |name: String| params.values(&name).next().map(str::to_string);
+    let client_ip = param("ip".into());
+    let country = param("country".into());
+    let asn = param("asn".into()).and_then(|a| a.trim().parse::<u32>().ok());
+    let header = |name: &str| param(format!("header:{name}"));
+    let body = |field: &str| param(format!("body:{field}")).into_iter().collect::<Vec<_>>();
+    let query_value = |name: &str| param(format!("query:{name}"));
+    // Cookie and query parts are looked up through the same maps a request
+    // would use, rebuilt from the admin parameters.
+    let mut cookies = String::new();
+    let mut query_pairs = String::new();
+    let mut groups = Vec::new();
+    for part in key {
+        match part {
+            crate::request::key::KeyPart::Cookie(name, _) => {
+                if let Some(v) = param(format!("cookie:{name}")) {
+                    cookies.push_str(&format!("{name}={v}; "));
+                }
+            }
+            crate::request::key::KeyPart::Query(name, _) => {
+                if let Some(v) = query_value(name) {
+                    query_pairs.push_str(&format!(
+                        "{}={}&",
+                        percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC),
+                        percent_encoding::utf8_percent_encode(&v, percent_encoding::NON_ALPHANUMERIC)
+                    ));
+                }
+            }
+            crate::request::key::KeyPart::PathGroup(name, _) => {
+                if let Some(v) = param(format!("path:{name}")) {
+                    groups.push((name.clone(), v));
+                }
+            }
+            _ => {}
+        }
+    }
+    let headers = |name: &str| {
+        if name == "cookie" && !cookies.is_empty() {
+            Some(cookies.clone())
+        } else {
+            header(name)
+        }
+    };
+    let query = CanonicalQuery::parse(&query_pairs);
+    let inputs = KeyInputs {
+        client_ip: client_ip.as_deref(),
+        header: &headers,
+        query: &query,
+        path_groups: &groups,
+        body: &body,
+        country: country.as_deref(),
+        asn,
+        ipv6_prefix,
+    };
+    derive_key(key, &inputs)
+}
+
+impl AdminAction {
+    /// `status`, `reset`, `override`, `clear_override`, `ban` or `clear_ban`.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdminAction::Status => "status",
+            AdminAction::Reset => "reset",
+            AdminAction::SetOverride => "override",
+            AdminAction::ClearOverride => "clear_override",
+            AdminAction::Ban => "ban",
+            AdminAction::ClearBan => "clear_ban",
+        }
+    }
+}
+
+/// The `admin` log line of a served request: the key only as its hash
+/// (`key_hash`, from the plan), the client as its own (`client_hash`).
+pub fn log_event(request: &AdminRequest<'_>, key_hash: &str, client_hash: &str) -> LogEvent {
+    LogEvent::new(
+        "admin",
+        vec![
+            ("action", request.action.name().into()),
+            ("rule", request.rule.name.as_str().into()),
+            ("key_hash", key_hash.into()),
+            ("client_hash", client_hash.into()),
+        ],
+    )
+}
+
+/// The JSON body answering a served request: the key's windows as its
+/// object reported them, the key as `key_hash` (from the plan).
+pub fn status_body(request: &AdminRequest<'_>, key_hash: &str, reply: &Reply) -> serde_json::Value {
+    serde_json::json!({
+        "rule": request.rule.name,
+        "key_hash": key_hash,
+        "action": request.action.name(),
+        "windows": reply.tally.windows,
+        "alarm_pending": reply.alarm_pending,
+        "stored_hits": reply.stored_hits,
+    })
+}
+
+/// [`status_body`] with the key's controls at `now_ms`: `limits` (in force,
+/// as `[requests, window_ms]`), `limits_source` (`config`,
+/// `config_override`, `override` or `ban`), and the `override` and `ban`
+/// set at runtime, if any (ends in Unix ms).
+pub fn status_with_controls(
+    request: &AdminRequest<'_>,
+    key_hash: &str,
+    reply: &Reply,
+    controls: &crate::count::controls::Controls,
+    now_ms: i64,
+) -> serde_json::Value {
+    let mut body = status_body(request, key_hash, reply);
+    let live = controls.live(now_ms);
+    let limits: Vec<(u32, u64)> = match controls.limits(now_ms) {
+        Some(runtime) => runtime.iter().map(|l| (l.requests.get(), l.window_ms.get())).collect(),
+        None => request.rule.limits_for(&request.key).iter().map(|l| (l.requests.get(), l.window_ms.get())).collect(),
+    };
+    let static_override = request.rule.overrides.limits_for(&request.key).is_some();
+    body["limits"] = serde_json::json!(limits);
+    body["limits_source"] = crate::count::controls::source(controls, static_override, now_ms).into();
+    let live = live.to_json();
+    body["override"] = live["override"].clone();
+    body["ban"] = live["ban"].clone();
+    body
+}
+
+/// Whether `authorization` is `Bearer <expected>`, compared in constant
+/// time: both sides are hashed with SHA-256 first, so neither the length nor
+/// the position of the first difference leaks through timing.
+pub fn token_matches(expected: &str, authorization: Option<&str>) -> bool {
+    let presented = authorization
+        .and_then(|h| {
+            let h = h.trim();
+            h.get(..7)
+                .filter(|scheme| scheme.eq_ignore_ascii_case("bearer "))
+                .map(|_| h[7..].trim())
+        })
+        .unwrap_or("");
+    // A secret stored with a trailing newline (`echo token | wrangler secret
+    // put`) is the same token.
+    let expected = expected.trim();
+    crate::request::hmac::same_bytes(&Sha256::digest(expected.as_bytes()), &Sha256::digest(presented.as_bytes()))
+        && !expected.is_empty()
+        && !presented.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object<'c>(ask: Result<AdminAsk<'c>, AdminError>) -> AdminRequest<'c> {
+        match ask {
+            Ok(AdminAsk::Object(request)) => request,
+            other => panic!("{other:?}"),
+        }
+    }
+    use serde_json::json;
+
+    fn config() -> Config {
+        Config::from_json(&json!({"rules": [
+            {"name": "heavy", "path": "/api/example", "limits": [{"requests": 10, "window": "60s"}]},
+            {"name": "login", "path": "/login", "key": ["body:email"], "count_statuses": [401],
+             "limits": [{"requests": 10, "window": "15m"}]},
+            {"name": "tenant", "path": "/t/:school/*", "key": ["path:school", "header:x-api-key", "cookie:sid", "query:plan"],
+             "limits": [{"requests": 300, "window": "1d"}]},
+        ]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn routes_and_methods() {
+        let c = config();
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let r = object(parse(&c, "/.tollgate/status", "GET", &q));
+        assert_eq!((r.action, r.rule.name.as_str(), r.key.as_str()), (AdminAction::Status, "heavy", "ip=203.0.113.7"));
+        assert_eq!(object(parse(&c, "/.tollgate/reset", "POST", &q)).action, AdminAction::Reset);
+        assert_eq!(parse(&c, "/.tollgate/reset", "GET", &q).unwrap_err().status(), 405);
+        assert_eq!(parse(&c, "/.tollgate/nope", "GET", &q).unwrap_err(), AdminError::NotFound);
+        let no_rule = CanonicalQuery::parse("ip=1.2.3.4");
+        assert_eq!(parse(&c, "/.tollgate/status", "GET", &no_rule).unwrap_err(), AdminError::MissingRule);
+        let unknown = CanonicalQuery::parse("rule=x");
+        assert_eq!(parse(&c, "/.tollgate/status", "GET", &unknown).unwrap_err().status(), 404);
+        let no_ip = CanonicalQuery::parse("rule=heavy");
+        assert!(parse(&c, "/.tollgate/status", "GET", &no_ip).unwrap_err().to_string().contains("`ip`"));
+        assert!(is_admin_path("/.tollgate", "/.tollgate/status"));
+        assert!(!is_admin_path("/.tollgate", "/.tollgatex/status"));
+    }
+
+    #[test]
+    fn keys_are_derived_as_the_rule_would() {
+        let c = config();
+        let v6 = CanonicalQuery::parse("rule=heavy&ip=2001:DB8:0:0:1::5");
+        assert_eq!(object(parse(&c, "/.tollgate/status", "GET", &v6)).key, "ip=2001:db8::/64");
+        let login = CanonicalQuery::parse("rule=login&body:email=%20User@Example.com");
+        assert_eq!(
+            object(parse(&c, "/.tollgate/status", "GET", &login)).key,
+            format!("body:email={}", crate::request::key::hash_identity("user@example.com").unwrap())
+        );
+        let tenant = CanonicalQuery::parse("rule=tenant&path:school=s1&header:x-api-key=k&cookie:sid=c&query:plan=gold");
+        assert_eq!(
+            object(parse(&c, "/.tollgate/status", "GET", &tenant)).key,
+            "path:school=s1|header:x-api-key=k|cookie:sid=c|query:plan=gold"
+        );
+    }
+
+    #[test]
+    fn bearer_token_comparison() {
+        assert!(token_matches("s3cret", Some("Bearer s3cret")));
+        assert!(token_matches("s3cret", Some("bearer   s3cret ")));
+        assert!(!token_matches("s3cret", Some("Bearer s3cre")));
+        assert!(!token_matches("s3cret", Some("Bearer s3cretx")));
+        assert!(!token_matches("s3cret", Some("Basic s3cret")));
+        assert!(!token_matches("s3cret", Some("s3cret")));
+        assert!(!token_matches("s3cret", None));
+        assert!(!token_matches("", Some("Bearer ")));
+        assert!(token_matches("s3cret\n", Some("Bearer s3cret")), "a stored trailing newline is ignored");
+    }
+
+    fn lockout<'c>(config: &'c Config) -> Applied<'c> {
+        let rule = &config.admin_lockout;
+        let key = "ip=192.0.2.1".to_string();
+        Applied { rule, id: crate::pipeline::plan::object_name(rule, &key), key_hash: "c11e47".into(), key, fell_back: false, own_method: false, device: None, spelling: None }
+    }
+
+    fn blocked(ms: u64) -> Outcome {
+        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: None }
+    }
+
+    /// The response and the log lines, parsed back (fields unordered).
+    fn refused(gate: Gate<'_, '_>) -> (OwnResponse, Vec<Value>) {
+        match gate {
+            Gate::Refuse { response, events } => {
+                (response, events.iter().map(|e| serde_json::from_str(&e.line()).unwrap()).collect())
+            }
+            Gate::Serve { .. } | Gate::Rules => panic!("served"),
+        }
+    }
+
+    #[test]
+    fn the_lockout_is_a_built_in_rule_no_config_rule_can_shadow() {
+        let c = config();
+        let rule = &c.admin_lockout;
+        assert_eq!(rule.name, LOCKOUT_RULE);
+        assert_eq!(rule.key, [KeyPart::Ip]);
+        assert_eq!(rule.limits, [Limit::new(10, 900_000).unwrap()]);
+        assert_eq!(rule.on_error, FailPolicy::Deny);
+        assert!(c.rules.iter().all(|r| r.name != LOCKOUT_RULE), "not matched against requests");
+        let taken = Config::from_json(&json!({"rules": [
+            {"name": LOCKOUT_RULE, "path": "/x", "limits": [{"requests": 1, "window": "1m"}]},
+        ]}));
+        assert!(taken.unwrap_err()[0].to_string().contains("field `name`"), "no config rule can take the name");
+    }
+
+    #[test]
+    fn a_failed_authentication_is_counted_an_authorized_request_only_checked() {
+        assert_eq!(lockout_op(&AdminRoute::Unauthorized), Op::Hit);
+        assert_eq!(lockout_op(&AdminRoute::Invalid(AdminError::NotFound)), Op::Check);
+        let c = config();
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let request = object(parse(&c, "/.tollgate/status", "GET", &q));
+        let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
+        assert_eq!(lockout_op(&call), Op::Check, "a right token never lowers or resets the count");
+    }
+
+    #[test]
+    fn a_locked_out_client_gets_429_even_with_the_right_token() {
+        let c = config();
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let request = object(parse(&c, "/.tollgate/reset", "POST", &q));
+        let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
+        for (route, authorized) in [(&call, true), (&AdminRoute::Unauthorized, false)] {
+            let (response, events) = refused(gate(&lockout(&c), route, Some(&blocked(61_500))));
+            assert_eq!(response.status, 429);
+            assert_eq!(response.header("retry-after"), Some("62"));
+            assert_eq!(response.header("ratelimit-policy"), Some("\"tollgate:admin-auth\";q=10;w=900"));
+            assert_eq!(
+                events,
+                [json!({"tollgate": "admin_locked", "client_hash": "c11e47", "authorized": authorized, "retry_after_ms": 61_500})]
+            );
+        }
+    }
+
+    #[test]
+    fn under_the_limit_the_token_decides() {
+        let c = config();
+        let allowed = Outcome::Allowed { windows: Vec::new(), reservation: None };
+        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Unauthorized, Some(&allowed)));
+        assert_eq!(response, unauthorized());
+        assert_eq!(response.header("www-authenticate"), Some("Bearer realm=\"tollgate\""));
+        assert_eq!(events, [json!({"tollgate": "admin_denied", "client_hash": "c11e47"})]);
+        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Invalid(AdminError::MissingRule), Some(&allowed)));
+        assert_eq!(response.status, 400);
+        assert!(events.is_empty());
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let request = object(parse(&c, "/.tollgate/status", "GET", &q));
+        let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
+        match gate(&lockout(&c), &call, Some(&allowed)) {
+            Gate::Serve { request, id, key_hash } => {
+                assert_eq!((request.rule.name.as_str(), id, key_hash), ("heavy", "heavy\nip=203.0.113.7", "k"));
+                let line: Value = serde_json::from_str(&log_event(request, key_hash, "c11e47").line()).unwrap();
+                assert_eq!(
+                    line,
+                    json!({"tollgate": "admin", "action": "status", "rule": "heavy", "key_hash": "k", "client_hash": "c11e47"})
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_long_right_token_is_served_without_the_lockout_a_short_one_is_not() {
+        assert!(token_passes_lockout(&"a".repeat(32)));
+        assert!(token_passes_lockout(&format!(" {}\n", "0f".repeat(32))), "trimmed as token_matches trims");
+        assert!(!token_passes_lockout(&"a".repeat(31)));
+        assert!(!token_passes_lockout("s3cret-admin-token-for-tests"));
+        let c = config();
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let request = object(parse(&c, "/.tollgate/status", "GET", &q));
+        let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
+        assert!(matches!(gate(&lockout(&c), &call, None), Gate::Serve { .. }), "not asked: served");
+        assert!(matches!(gate(&lockout(&c), &AdminRoute::Rules, None), Gate::Rules));
+        let (response, _) = refused(gate(&lockout(&c), &AdminRoute::Invalid(AdminError::MissingRule), None));
+        assert_eq!(response.status, 400);
+    }
+
+    #[test]
+    fn the_lockout_fails_closed_for_an_authorized_request() {
+        let c = config();
+        let down = Outcome::Failed("timeout".into());
+        let q = CanonicalQuery::parse("rule=heavy&ip=203.0.113.7");
+        let request = object(parse(&c, "/.tollgate/status", "GET", &q));
+        let call = AdminRoute::Call { request, id: "heavy\nip=203.0.113.7".into(), key_hash: "k".into() };
+        let (response, events) = refused(gate(&lockout(&c), &call, Some(&down)));
+        assert_eq!((response.status, response.header("retry-after")), (503, Some("1")));
+        assert_eq!((events[0]["tollgate"].as_str(), events[0]["decision"].as_str()), (Some("counter_error"), Some("deny")));
+        assert_eq!(events[0]["key_hash"], "c11e47");
+        let (response, events) = refused(gate(&lockout(&c), &AdminRoute::Unauthorized, Some(&down)));
+        assert_eq!(response.status, 401, "a wrong token is refused all the same");
+        assert_eq!(events[0]["decision"], "not_recorded");
+        assert_eq!(events[1], json!({"tollgate": "admin_denied", "client_hash": "c11e47"}));
+    }
+}
+
+#[cfg(test)]
+mod plus_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_literal_plus_is_refused_and_naming_the_parameter_and_2b_is_a_plus() {
+        let e = refuse_plus("rule=login&body:email=eve+1@example.com&for=1h").unwrap_err();
+        assert_eq!((e.status(), e.title()), (400, "Bad Request"));
+        assert!(e.to_string().starts_with("`body:email` holds a `+`"), "{e}");
+        assert!(e.to_string().contains("`%2B` for a plus sign and `%20` for a space"), "{e}");
+        assert_eq!(refuse_plus("rule=a&ip+=1").unwrap_err(), AdminError::AmbiguousPlus("ip+".into()));
+        assert_eq!(refuse_plus("rule=a;x=+"), Err(AdminError::AmbiguousPlus("x".into())));
+        for fine in ["", "rule=login&body:email=eve%2B1@example.com", "rule=a&header:x-name=a%20b", "rule=a&ip=1.2.3.4"] {
+            assert_eq!(refuse_plus(fine), Ok(()), "{fine}");
+        }
+        let c = Config::from_json(&json!({"rules": [
+            {"name": "login", "path": "/login", "key": ["body:email"], "limits": [{"requests": 10, "window": "15m"}]},
+        ]}))
+        .unwrap();
+        match parse(&c, "/.tollgate/status", "GET", &CanonicalQuery::parse("rule=login&body:email=eve%2B1@example.com")) {
+            Ok(AdminAsk::Object(r)) => assert_eq!(r.key, format!("body:email={}", crate::request::key::hash_identity("eve+1@example.com").unwrap())),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod failure_tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_change_says_why_and_anything_else_is_unreachable() {
+        let refused = CallFailure::Refused { status: 400, body: r#"{"error":"an end is required"}"#.into() };
+        let own = control_failure(&refused);
+        assert_eq!(own.status, 400);
+        assert!(own.body.contains("an end is required"), "{}", own.body);
+        let timeout = CallFailure::Timeout { ms: 2_000 };
+        for own in [control_failure(&timeout), unreachable(&timeout)] {
+            assert_eq!(own.status, 503);
+            assert!(own.body.contains("The counter cannot be reached"), "{}", own.body);
+            assert!(own.headers.contains(&("retry-after".to_string(), "1".to_string())), "{:?}", own.headers);
+        }
+        assert_eq!(control_failure(&CallFailure::Refused { status: 500, body: String::new() }).status, 503);
+    }
+}
+
+#[cfg(test)]
+mod bucket_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_fallback_bucket_and_the_rules_list() {
+        let c = Config::from_json(&json!({ "rules": [
+            { "name": "api", "path": "/api/*", "key": ["header:x-user"], "fallback_key": ["ip"],
+              "limits": [{ "requests": 120, "window": "1m" }] },
+            { "name": "plain", "path": "/p", "limits": [{ "requests": 1, "window": "1s" }] },
+        ]}))
+        .unwrap();
+        let ask = |q: &str| parse(&c, "/.tollgate/status", "GET", &CanonicalQuery::parse(q));
+        match ask("rule=api&bucket=fallback&ip=2001:db8::7") {
+            Ok(AdminAsk::Object(r)) => assert_eq!(r.key, "ip=2001:db8::/64", "derived as the fallback key is"),
+            other => panic!("{other:?}"),
+        }
+        match ask("rule=api&header:x-user=ann") {
+            Ok(AdminAsk::Object(r)) => assert_eq!(r.key, "header:x-user=ann"),
+            other => panic!("{other:?}"),
+        }
+        let no_fallback = ask("rule=plain&bucket=fallback&ip=1.2.3.4").unwrap_err();
+        assert_eq!((no_fallback.status(), no_fallback.to_string()), (400, "rule `plain` has no fallback_key, so no fallback bucket".into()));
+        assert!(ask("rule=api&bucket=nope").unwrap_err().to_string().contains("use `key` (the default) or `fallback`"));
+        assert!(matches!(parse(&c, "/.tollgate/rules", "GET", &CanonicalQuery::parse("")), Ok(AdminAsk::Rules)));
+        assert_eq!(parse(&c, "/.tollgate/rules", "POST", &CanonicalQuery::parse("")).unwrap_err().status(), 405);
+        let body = rules_body(&c);
+        assert_eq!(body["rules"][0]["fallback_key"], json!(["ip"]));
+        assert_eq!(body["rules"][0]["limits"], json!([{ "requests": 120, "window_ms": 60_000 }]));
+        assert_eq!(body["rules"][1]["key"], json!(["ip"]));
+    }
+}
+
+#[cfg(test)]
+mod control_tests {
+    use super::*;
+    use crate::count::controls::Change;
+    use serde_json::json;
+
+    #[test]
+    fn overrides_and_bans_parse_with_their_ends_and_are_refused_when_malformed() {
+        let c = Config::from_json(&json!({ "rules": [
+            { "name": "api", "path": "/api/*", "cost": 2, "limits": [{ "requests": 10, "window": "1m" }] },
+        ]}))
+        .unwrap();
+        let ask = |path: &str, method: &str, q: &str| parse(&c, path, method, &CanonicalQuery::parse(q));
+        let request = |path: &str, method: &str, q: &str| match ask(path, method, q) {
+            Ok(AdminAsk::Object(r)) => r,
+            other => panic!("{other:?}"),
+        };
+        let o = request("/.tollgate/override", "PUT", "rule=api&ip=203.0.113.7&limit=100/1m&limit=1000/1h&for=2h");
+        assert_eq!(o.action, AdminAction::SetOverride);
+        assert_eq!(o.change(1_000), Some(Change::Override { limits: vec![(100, 60_000), (1000, 3_600_000)], until_ms: Some(1_000 + 7_200_000) }));
+        let forever = request("/.tollgate/override", "PUT", "rule=api&ip=203.0.113.7&limit=100/1m");
+        assert_eq!(forever.change(0), Some(Change::Override { limits: vec![(100, 60_000)], until_ms: None }));
+        let ban = request("/.tollgate/ban", "POST", "rule=api&ip=203.0.113.7&until=1800000000");
+        assert_eq!(ban.change(0), Some(Change::Ban { until_ms: 1_800_000_000_000 }));
+        assert_eq!(request("/.tollgate/ban", "DELETE", "rule=api&ip=203.0.113.7").change(0), Some(Change::ClearBan));
+        assert_eq!(request("/.tollgate/override", "DELETE", "rule=api&ip=203.0.113.7").change(0), Some(Change::ClearOverride));
+        assert_eq!(request("/.tollgate/status", "GET", "rule=api&ip=203.0.113.7").change(0), None);
+        for (path, method, q, says) in [
+            ("/.tollgate/ban", "POST", "rule=api&ip=1.2.3.4", "needs an end"),
+            ("/.tollgate/ban", "POST", "rule=api&ip=1.2.3.4&until=1&for=1h", "not both"),
+            ("/.tollgate/ban", "POST", "rule=api&ip=1.2.3.4&until=tomorrow", "Unix seconds"),
+            ("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4", "limits"),
+            ("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4&limit=100", "REQUESTS/WINDOW"),
+            ("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4&limit=0/1m", "above 0"),
+            ("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4&limit=1/1m", "below the rule's cost"),
+            ("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4&limit=20000/1d", "gcra"),
+        ] {
+            let e = ask(path, method, q).unwrap_err();
+            assert_eq!(e.status(), 400, "{q}");
+            assert!(e.to_string().contains(says), "{q}: {e}");
+        }
+        assert_eq!(ask("/.tollgate/override", "POST", "rule=api&ip=1.2.3.4").unwrap_err().status(), 405);
+        assert_eq!(ask("/.tollgate/ban", "PUT", "rule=api&ip=1.2.3.4").unwrap_err().status(), 405);
+    }
+}

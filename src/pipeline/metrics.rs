@@ -1,0 +1,188 @@
+//! Metrics in Workers Analytics Engine, pure: the data points one request's
+//! decisions make.
+//!
+//! With an `analytics_engine_datasets` binding named [`BINDING`], the
+//! Worker writes one data point per decision of a rule (each identity a
+//! request is charged to is a decision), as a rule's `metrics` selects:
+//! `"off"`, `"limited"` (the default: blocked, shadow, exempt and error
+//! decisions, the ones an operator looks for) or `"all"` (allowed ones
+//! too; billed per data point).
+//!
+//! Sampling: none in the Worker. Every selected decision is written, and
+//! Analytics Engine's own adaptive sampling applies when it stores and
+//! queries them; every query must weigh rows by `_sample_interval`
+//! (`SUM(_sample_interval)`, never `COUNT()`). The index is the rule's name,
+//! the unit Analytics Engine samples fairly by, so a flood on one rule does
+//! not thin out another's points. The cost bound is the volume: `limited`
+//! writes nothing for allowed traffic.
+//!
+//! Layout (positional, as the SQL API reads it; see the guide's queries):
+//!
+//! | column | holds |
+//! |---|---|
+//! | `index1` | rule |
+//! | `blob1` | rule |
+//! | `blob2` | action: `allowed`, `blocked`, `shadow`, `exempt`, `error` |
+//! | `blob3` | colo (`request.cf.colo`) |
+//! | `blob4` | country (`request.cf.country`) |
+//! | `blob5` | key hash (as in the logs: keyed by `TOLLGATE_LOG_KEY`); never the key |
+//! | `blob6` | detail: what exempted (`ip`, `asn`, `verified_bot`, `header`), else empty |
+//! | `double1` | retry-after in ms (blocked and shadow), else 0 |
+//! | `double2` | requests remaining in the tightest window (allowed), else 0 |
+
+use crate::pipeline::plan::{Applied, Matched};
+use crate::config::policy::Action;
+use crate::pipeline::verdict::Outcome;
+
+/// The binding name of the dataset (`[[analytics_engine_datasets]]`).
+pub const BINDING: &str = "TOLLGATE_METRICS";
+
+/// What a rule writes (`metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MetricsLevel {
+    Off,
+    /// Every decision but `allowed`.
+    #[default]
+    Limited,
+    All,
+}
+
+/// One data point, as plain data (the Worker builds the platform's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub index: String,
+    pub blobs: [String; 6],
+    pub doubles: [f64; 2],
+}
+
+/// Where the request was served from (`request.cf`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Place<'a> {
+    pub colo: Option<&'a str>,
+    pub country: Option<&'a str>,
+}
+
+/// The data points of one request: one per exempt matching rule, then one
+/// per checked rule and identity (`outcomes[i]` for `applied[i]`), each if
+/// the rule's level selects it.
+pub fn points(matched: &[Matched<'_>], applied: &[Applied<'_>], outcomes: &[Outcome], place: Place<'_>) -> Vec<Point> {
+    let mut out = Vec::new();
+    for m in matched {
+        if let Some(e) = &m.exempt {
+            if m.rule.metrics != MetricsLevel::Off {
+                out.push(point(&m.rule.name, "exempt", &e.key_hash, e.by.kind(), [0.0, 0.0], place));
+            }
+        }
+    }
+    for (a, outcome) in applied.iter().zip(outcomes) {
+        let (action, doubles) = match outcome {
+            Outcome::Allowed { windows, .. } => {
+                let remaining = windows.iter().map(|w| w.remaining).min().unwrap_or(0);
+                ("allowed", [0.0, remaining as f64])
+            }
+            Outcome::Blocked { retry_after_ms, .. } => {
+                let shadow = a.rule.action == Action::Log;
+                (if shadow { "shadow" } else { "blocked" }, [*retry_after_ms as f64, 0.0])
+            }
+            Outcome::Failed(_) => ("error", [0.0, 0.0]),
+        };
+        let selected = match a.rule.metrics {
+            MetricsLevel::Off => false,
+            MetricsLevel::Limited => action != "allowed",
+            MetricsLevel::All => true,
+        };
+        if selected {
+            out.push(point(&a.rule.name, action, &a.key_hash, "", doubles, place));
+        }
+    }
+    out
+}
+
+fn point(rule: &str, action: &str, key_hash: &str, detail: &str, doubles: [f64; 2], place: Place<'_>) -> Point {
+    Point {
+        index: rule.to_string(),
+        blobs: [
+            rule.to_string(),
+            action.to_string(),
+            place.colo.unwrap_or("").to_string(),
+            place.country.unwrap_or("").to_string(),
+            key_hash.to_string(),
+            detail.to_string(),
+        ],
+        doubles,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::pipeline::plan::{plan, Body, RequestParts, Route};
+    use crate::count::protocol::WireWindow;
+    use serde_json::json;
+    use url::Url;
+
+    fn config() -> Config {
+        let l = json!([{ "requests": 10, "window": "1m" }]);
+        Config::from_json(&json!({ "rules": [
+            { "name": "all", "path": "/p", "metrics": "all", "limits": l },
+            { "name": "limited", "path": "/p", "limits": l },
+            { "name": "shadow", "path": "/p", "action": "log", "limits": l },
+            { "name": "off", "path": "/p", "metrics": "off", "limits": l },
+            { "name": "exempt", "path": "/p", "limits": l, "exempt": { "asns": [64500] } },
+        ]}))
+        .unwrap()
+    }
+
+    fn window(remaining: u64) -> WireWindow {
+        WireWindow { limit: 10, window_ms: 60_000, used: 10 - remaining, remaining, reset_ms: 1 }
+    }
+
+    #[test]
+    fn one_point_per_selected_decision_with_the_hash_never_the_key() {
+        let c = config();
+        let url = Url::parse("https://example.com/p").unwrap();
+        let header = |n: &str| (n == "cf-connecting-ip").then(|| "198.51.100.7".to_string());
+        let parts = RequestParts {
+            country: Some("NZ"),
+            asn: Some(64500),
+            log_key: Some(b"k"),
+            ..RequestParts::plain("GET", url.as_str(), &header, Body::Unread)
+        };
+        let p = plan(&c, &parts);
+        let Route::Check(applied) = &p.route else { panic!("{:?}", p.route) };
+        assert_eq!(applied.len(), 4);
+        let place = Place { colo: Some("AKL"), country: Some("NZ") };
+        let allowed = Outcome::Allowed { windows: vec![window(7)], reservation: None };
+        let blocked = Outcome::Blocked { retry_after_ms: 1500, window: 0, windows: None };
+        let outcomes = [allowed.clone(), allowed, blocked.clone(), blocked];
+        let points = points(&p.matched, applied, &outcomes, place);
+        let rows: Vec<(&str, &str, &str)> = points.iter().map(|p| (p.blobs[0].as_str(), p.blobs[1].as_str(), p.blobs[5].as_str())).collect();
+        assert_eq!(rows, [("exempt", "exempt", "asn"), ("all", "allowed", ""), ("shadow", "shadow", "")], "limited: no allowed; off: none");
+        for point in &points {
+            assert_eq!(point.index, point.blobs[0]);
+            assert_eq!((point.blobs[2].as_str(), point.blobs[3].as_str()), ("AKL", "NZ"));
+            assert_eq!(point.blobs[4], crate::request::key::key_hash("ip=198.51.100.7", Some(b"k")));
+            assert!(!point.blobs.iter().any(|b| b.contains("198.51.100.7")), "never the raw key");
+        }
+        assert_eq!(points[1].doubles, [0.0, 7.0]);
+        assert_eq!(points[2].doubles, [1500.0, 0.0]);
+        let failed = points_of_failure(&c);
+        assert_eq!(failed, ["error"]);
+    }
+
+    fn points_of_failure(c: &Config) -> Vec<String> {
+        let rule = c.rules.iter().find(|r| r.name == "limited").unwrap();
+        let a = Applied {
+            rule,
+            key: "k".into(),
+            id: "limited\nk".into(),
+            key_hash: "h".into(),
+            fell_back: false,
+            own_method: true,
+            device: None,
+            spelling: None,
+        };
+        points(&[], &[a], &[Outcome::Failed("down".into())], Place::default()).into_iter().map(|p| p.blobs[1].clone()).collect()
+    }
+}

@@ -1,0 +1,665 @@
+//! The operator's command line.
+//!
+//! ```text
+//! tollgate check [FILE] [--env NAME]          validate the config offline (every environment,
+//!                                             or NAME); FILE: wrangler.toml / .json / .jsonc
+//!     --app FILE             the app's wrangler config behind `upstream = { service }`:
+//!                            warn while workers_dev, preview_urls or routes reach it
+//! tollgate explain <url> [options]           what the Worker does with one request
+//!     --config FILE          wrangler.toml to read (default: ./wrangler.toml)
+//!     --env NAME             use [env.NAME.vars.TOLLGATE]
+//!     -X, --method M         request method (default GET)
+//!     -H, --header 'K: V'    a request header (repeatable; repeats join with ", ")
+//!     --data TEXT            request body (alias --body); set content-type with -H
+//!     --data-file FILE       request body from a file
+//!     --ip ADDR              client IP, as CF-Connecting-IP
+//!     --country CC           request.cf.country
+//!     --asn N                request.cf.asn
+//!     --verified-bot CAT     request.cf.verifiedBotCategory ("" for a verified bot of no category)
+//!     --secret NAME=VALUE    a Workers secret the Worker would read (an exempt header's,
+//!                            a trusted device's key); repeatable
+//!     --outcome O            what the counters say: allowed (default), blocked or
+//!                            failed; or RULE=O for one rule (repeatable)
+//!     --json                 the plan and verdict as JSON
+//!     --log-key-file FILE    the Worker's TOLLGATE_LOG_KEY secret, so key hashes
+//!                            match its logs (default: the env var TOLLGATE_LOG_KEY)
+//!     --now MS               the Worker's clock, Unix ms (default: now), for
+//!                            reproducible runs (a trusted-device cookie expires)
+//! tollgate hash <key>                        the key_hash the Worker logs for a key
+//! tollgate hash --rule NAME PART=VALUE...    ... for the key a rule derives from raw
+//!                                            values (`ip=203.0.113.7`, `body:email=a@b.io`)
+//!     --config FILE, --env NAME, --log-key-file FILE   as for explain
+//! ```
+//! `check` exits 1 when any config has errors (warnings alone exit 0).
+//!
+//! Key hashes are HMAC-SHA256 under the Worker's `TOLLGATE_LOG_KEY` secret
+//! when it has one: the CLI reads the same key from `--log-key-file` or the
+//! env var `TOLLGATE_LOG_KEY`; with neither, it prints the unkeyed hash, as
+//! a Worker without the secret logs.
+//!
+//! The logic lives here, not in the binary, so that the native binary
+//! (`src/bin/tollgate.rs`) and the npm package's `tollgate` bin for Node
+//! (this crate built for wasm32 with the `cli` feature, driven by
+//! `packages/tollgate/bin/tollgate.mjs`) give the same answers: [`run`]
+//! takes the arguments and a [`Host`] (files, environment variables) and
+//! returns the exit code and what to print, as data.
+
+use serde_json::Value;
+use crate::config::Config;
+use crate::tools::coverage::route_warnings;
+use crate::tools::explain::{explain, explain_json, key_hash, log_key, rule_key, Assumed, Assumptions, ExplainRequest};
+use crate::config::policy::Action;
+use crate::tools::wrangler;
+
+/// What the CLI reads from the machine it runs on.
+pub trait Host {
+    /// The bytes of the file at `path`, or the OS's reason why not
+    /// (`No such file or directory (os error 2)`, as `std::io::Error` says it).
+    fn read_file(&self, path: &str) -> Result<Vec<u8>, String>;
+    /// The environment variable `name`, if set (and valid Unicode).
+    fn env_var(&self, name: &str) -> Option<String>;
+    /// Now, Unix ms: what `explain` judges a trusted-device cookie's
+    /// expiry by, as the Worker does (`--now` overrides it).
+    fn now_ms(&self) -> i64;
+}
+
+/// What one run of the CLI printed, and its exit code.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs the CLI on `args` (without the program name).
+pub fn run(args: &[String], host: &dyn Host) -> Output {
+    let mut cli = Cli { host, out: Output::default() };
+    cli.out.code = cli.run(args);
+    cli.out
+}
+
+/// One run: the host to read from and what it printed so far.
+struct Cli<'h> {
+    host: &'h dyn Host,
+    out: Output,
+}
+
+macro_rules! outln {
+    ($cli:expr, $($arg:tt)*) => {{
+        $cli.out.stdout.push_str(&format!($($arg)*));
+        $cli.out.stdout.push('\n');
+    }};
+}
+
+macro_rules! outs {
+    ($cli:expr, $($arg:tt)*) => {
+        $cli.out.stdout.push_str(&format!($($arg)*))
+    };
+}
+
+macro_rules! errln {
+    ($cli:expr, $($arg:tt)*) => {{
+        $cli.out.stderr.push_str(&format!($($arg)*));
+        $cli.out.stderr.push('\n');
+    }};
+}
+
+impl Cli<'_> {
+    /// A text file, as `std::fs::read_to_string` reads it.
+    fn read_text(&self, path: &str) -> Result<String, String> {
+        let bytes = self.host.read_file(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+        String::from_utf8(bytes).map_err(|_| format!("cannot read {path}: stream did not contain valid UTF-8"))
+    }
+
+    fn run(&mut self, args: &[String]) -> i32 {
+        let rest = args.get(1..).unwrap_or_default();
+        match args.first().map(String::as_str) {
+            Some("check") if wants_help(rest) => self.usage(CHECK_USAGE, 0),
+            Some("explain") if wants_help(rest) => self.usage(EXPLAIN_USAGE, 0),
+            Some("check") => match parse_check(rest) {
+                Ok((file, env, app)) => self.check(&file, env.as_deref(), app.as_deref()),
+                Err(e) => {
+                    errln!(self, "tollgate check: {e}");
+                    self.usage(CHECK_USAGE, 2)
+                }
+            },
+            Some("explain") => match self.parse_explain(rest) {
+                Ok(options) => self.run_explain(&options),
+                Err(e) => {
+                    errln!(self, "tollgate explain: {e}");
+                    self.usage(EXPLAIN_USAGE, 2)
+                }
+            },
+            Some("hash") if wants_help(rest) => self.usage(HASH_USAGE, 0),
+            Some("hash") => match parse_hash(rest) {
+                Ok(options) => self.run_hash(&options),
+                Err(e) => {
+                    errln!(self, "tollgate hash: {e}");
+                    self.usage(HASH_USAGE, 2)
+                }
+            },
+            Some("-h" | "--help" | "help") => self.usage(USAGE, 0),
+            _ => self.usage(USAGE, 2),
+        }
+    }
+
+    /// Writes `text` to stdout for a requested help, else to stderr.
+    fn usage(&mut self, text: &str, code: i32) -> i32 {
+        if code == 0 {
+            outln!(self, "{text}");
+        } else {
+            errln!(self, "{text}");
+        }
+        code
+    }
+
+    fn read_wrangler(&self, path: &str) -> Result<Value, String> {
+        let text = self.read_text(path)?;
+        wrangler::parse(path, &text)
+    }
+
+    fn check(&mut self, path: &str, env: Option<&str>, app: Option<&str>) -> i32 {
+        // The app behind a service upstream: what leaves it reachable around
+        // tollgate (read once; an unreadable file is an error).
+        let app = match app.map(|file| self.read_wrangler(file).map(|w| (file, wrangler::exposures(&w)))).transpose() {
+            Ok(app) => app,
+            Err(e) => {
+                errln!(self, "error: --app: {e}");
+                return 1;
+            }
+        };
+        let parsed = self.read_wrangler(path).and_then(|w| match env {
+            None => Ok(wrangler::sections(&w)),
+            Some(name) => wrangler::select(&w, Some(name).filter(|n| !n.is_empty())).map(|s| vec![s]),
+        });
+        let sections = match parsed {
+            Ok(sections) => sections,
+            Err(e) => {
+                errln!(self, "error: {path}: {e}");
+                return 1;
+            }
+        };
+        let mut failed = false;
+        for section in sections {
+            let label = &section.label;
+            let Some(value) = &section.tollgate else {
+                errln!(self, "error: {path} {label}: no [vars.TOLLGATE] (vars are not inherited by environments); the Worker would answer 503 to everything");
+                failed = true;
+                continue;
+            };
+            match Config::from_json(value) {
+                Ok(config) => {
+                    if let Some(e) = crate::config::upstream::missing_binding(&config.upstream, &section.services) {
+                        errln!(self, "error: {path} {label}: {e}");
+                        failed = true;
+                        continue;
+                    }
+                    outln!(self, "{path} {label}: ok, {} rule(s)", config.rules.len());
+                    for note in config.rules.iter().filter_map(crate::tools::explain::lease_note) {
+                        outln!(self, "note: {path} {label}: {note}");
+                    }
+                    for note in config.rules.iter().filter_map(crate::config::relief_note) {
+                        outln!(self, "note: {path} {label}: {note}");
+                    }
+                    for warning in section_warnings(&section, &config) {
+                        outln!(self, "warning: {path} {label}: {warning}");
+                    }
+                    let app = app.as_ref().map(|(file, open)| (*file, open.as_slice()));
+                    if let Some(warning) = crate::config::upstream::bypass_warning(&config.upstream, app) {
+                        outln!(self, "warning: {path} {label}: {warning}");
+                    }
+                }
+                Err(errors) => {
+                    failed = true;
+                    for e in errors {
+                        errln!(self, "error: {path} {label}: {e}");
+                    }
+                }
+            }
+        }
+        // Once, not per environment: check cannot see secrets, so this is a
+        // reminder, not a finding.
+        outln!(self, 
+            "warning: key_hash in logs and admin output is an unkeyed SHA-256 prefix (reversible for IPv4 keys by \
+             trying every address) unless the Worker has the secret {LOG_KEY_VAR}; check cannot see secrets: \
+             `npx wrangler secret put {LOG_KEY_VAR}` (and `--env NAME` for each environment) if not done yet"
+        );
+        i32::from(failed)
+    }
+
+    /// The log key: the file's content (`--log-key-file`), else the env var
+    /// [`LOG_KEY_VAR`]; `None` with neither (or a blank one): unkeyed, as a
+    /// Worker without the secret. Trimmed as the Worker trims the secret.
+    fn read_log_key(&self, file: Option<&str>) -> Result<Option<Vec<u8>>, String> {
+        match file {
+            Some(path) => {
+                let text = self.read_text(path)?;
+                log_key(&text).map(Some).ok_or_else(|| format!("{path} holds no log key (it is blank)"))
+            }
+            None => Ok(self.host.env_var(LOG_KEY_VAR).and_then(|v| log_key(&v))),
+        }
+    }
+
+    /// The validated config of `path` (its top level, or `[env.NAME]`), or
+    /// the messages saying why there is none.
+    fn load_config(&self, path: &str, env: Option<&str>) -> Result<Config, Vec<String>> {
+        let wrangler = self.read_wrangler(path).map_err(|e| vec![e])?;
+        let section = wrangler::select(&wrangler, env).map_err(|e| vec![format!("{path}: {e}")])?;
+        let value = section
+            .tollgate
+            .ok_or_else(|| vec![format!("{path} {}: no [vars.TOLLGATE] config", section.label)])?;
+        Config::from_json(&value).map_err(|errors| errors.iter().map(ToString::to_string).collect())
+    }
+
+    /// Prints each error on its own `error:` line; the exit code of a run
+    /// that stopped on them (1).
+    fn failed(&mut self, errors: &[String]) -> i32 {
+        for e in errors {
+            errln!(self, "error: {e}");
+        }
+        1
+    }
+
+    /// Prints `HASH  KEY`, as `sha256sum` prints a file's.
+    fn run_hash(&mut self, options: &HashOptions) -> i32 {
+        let log_key = match self.read_log_key(options.log_key_file.as_deref()) {
+            Ok(key) => key,
+            Err(e) => return self.failed(&[e]),
+        };
+        let key = match &options.rule {
+            None => options.args.concat(),
+            Some(rule) => {
+                let config = match self.load_config(&options.config, options.env.as_deref()) {
+                    Ok(config) => config,
+                    Err(errors) => return self.failed(&errors),
+                };
+                let mut values = Vec::new();
+                for arg in &options.args {
+                    let Some((part, value)) = arg.split_once('=') else {
+                        errln!(self, "error: `{arg}` is not PART=VALUE (`ip=203.0.113.7`, `body:email=a@b.io`)");
+                        return 2;
+                    };
+                    values.push((part.to_string(), value.to_string()));
+                }
+                match rule_key(&config, rule, &values) {
+                    Ok(key) => key,
+                    Err(e) => return self.failed(&[e]),
+                }
+            }
+        };
+        if log_key.is_none() {
+            errln!(self, 
+                "note: no log key ({LOG_KEY_VAR} or --log-key-file): this is the unkeyed hash a Worker without the secret logs"
+            );
+        }
+        outln!(self, "{}  {key}", key_hash(&key, log_key.as_deref()));
+        0
+    }
+
+    fn parse_explain(&self, args: &[String]) -> Result<ExplainOptions, String> {
+        let mut options = ExplainOptions {
+            url: None,
+            config: "wrangler.toml".into(),
+            env: None,
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: None,
+            country: None,
+            asn: None,
+            verified_bot: None,
+            secrets: Vec::new(),
+            default_outcome: Assumed::Allowed,
+            outcomes: Vec::new(),
+            json: false,
+            log_key_file: None,
+            now_ms: None,
+        };
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
+            match arg.as_str() {
+                "--config" => options.config = value("--config")?,
+                "--env" => options.env = Some(value("--env")?),
+                "-X" | "--method" => options.method = value(arg)?,
+                "--ip" => options.headers.push(("cf-connecting-ip".into(), value("--ip")?)),
+                "--data" | "--body" => options.body = Some(value(arg)?.into_bytes()),
+                "--data-file" => {
+                    let file = value("--data-file")?;
+                    options.body = Some(self.host.read_file(&file).map_err(|e| format!("cannot read {file}: {e}"))?);
+                }
+                "--country" => options.country = Some(value("--country")?),
+                "--asn" => {
+                    let asn = value("--asn")?;
+                    options.asn = Some(asn.trim().parse().map_err(|_| format!("--asn `{asn}` is not a number"))?);
+                }
+                "--verified-bot" => options.verified_bot = Some(value("--verified-bot")?),
+                "--secret" => {
+                    let pair = value("--secret")?;
+                    let (name, secret) = pair.split_once('=').ok_or(format!("--secret `{pair}` is not NAME=VALUE"))?;
+                    options.secrets.push((name.trim().to_string(), secret.to_string()));
+                }
+                "--outcome" => {
+                    let text = value("--outcome")?;
+                    let bad = || format!("--outcome `{text}`: use allowed, blocked or failed, or RULE=one of them");
+                    match text.split_once('=') {
+                        Some((rule, o)) => options.outcomes.push((rule.to_string(), Assumed::parse(o).ok_or_else(bad)?)),
+                        None => options.default_outcome = Assumed::parse(&text).ok_or_else(bad)?,
+                    }
+                }
+                "--json" => options.json = true,
+                "--now" => {
+                    let now = value("--now")?;
+                    options.now_ms = Some(now.trim().parse().map_err(|_| format!("--now `{now}` is not Unix milliseconds"))?);
+                }
+                "--log-key-file" => options.log_key_file = Some(value("--log-key-file")?),
+                "-H" | "--header" => {
+                    let h = value(arg)?;
+                    let (k, v) = h.split_once(':').ok_or(format!("header `{h}` is not `Name: value`"))?;
+                    options.headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+                }
+                other if other.starts_with('-') && other.len() > 1 => return Err(format!("unknown option {other}")),
+                url if options.url.is_none() => options.url = Some(url.to_string()),
+                extra => return Err(format!("unexpected argument {extra}")),
+            }
+        }
+        if options.url.is_none() {
+            return Err("missing <url>".into());
+        }
+        Ok(options)
+    }
+
+    fn run_explain(&mut self, options: &ExplainOptions) -> i32 {
+        let config = match self.load_config(&options.config, options.env.as_deref()) {
+            Ok(c) => c,
+            Err(errors) => return self.failed(&errors),
+        };
+        let log_key = match self.read_log_key(options.log_key_file.as_deref()) {
+            Ok(key) => key,
+            Err(e) => return self.failed(&[e]),
+        };
+        let request = ExplainRequest {
+            method: &options.method,
+            url: options.url.as_deref().unwrap_or_default(),
+            headers: &options.headers,
+            body: options.body.as_deref(),
+            country: options.country.as_deref(),
+            asn: options.asn,
+            verified_bot: options.verified_bot.as_deref(),
+            secrets: &options.secrets,
+            log_key: log_key.as_deref(),
+            now_ms: options.now_ms.unwrap_or_else(|| self.host.now_ms()),
+        };
+        let assumed = Assumptions { default: options.default_outcome, per_rule: &options.outcomes };
+        if options.json {
+            outln!(self, "{}", explain_json(&config, &request, &assumed));
+        } else {
+            outs!(self, "{}", explain(&config, &request, &assumed));
+        }
+        0
+    }
+}
+
+const USAGE: &str = "usage:
+  tollgate check [FILE] [--env NAME] [--app FILE]
+                                      validate the config offline (FILE: wrangler.toml,
+                                      wrangler.json or wrangler.jsonc; default ./wrangler.toml)
+  tollgate explain <url> [options]        what the Worker does with one request
+  tollgate hash <key> | --rule NAME PART=VALUE...
+                                      a key's hash, as the Worker logs it
+  tollgate <command> --help               the options of a command";
+
+const HASH_USAGE: &str = "usage:
+  tollgate hash <key> [--log-key-file FILE]
+  tollgate hash --rule NAME PART=VALUE... [--config FILE] [--env NAME] [--log-key-file FILE]
+  The key_hash the Worker logs for a key (`ip=203.0.113.7`), or for a rule's key
+  derived from raw values as the rule derives it. The log key: --log-key-file,
+  else the env var TOLLGATE_LOG_KEY; without either, the unkeyed hash.";
+
+/// The Worker secret (and the CLI's env var) that keys log hashes.
+const LOG_KEY_VAR: &str = "TOLLGATE_LOG_KEY";
+
+const CHECK_USAGE: &str = "usage: tollgate check [FILE] [--env NAME] [--app FILE]
+  Validates the TOLLGATE config of every environment in FILE (wrangler.toml,
+  wrangler.json or wrangler.jsonc; default ./wrangler.toml), or only of the
+  environment NAME (--env \"\" for the top level alone).
+  --app FILE: the wrangler config of the app behind `upstream = { service }`,
+  checked for what leaves it reachable around tollgate (workers_dev,
+  preview_urls, routes of its own); without it check only reminds you.
+  Errors name the rule and the field, and exit 1; warnings alone exit 0.";
+
+const EXPLAIN_USAGE: &str = "usage: tollgate explain <url> [options]
+  Runs the Worker's own pipeline on one request, with assumed counter outcomes.
+--config FILE          wrangler.toml / .json / .jsonc to read (default ./wrangler.toml)
+--env NAME             use [env.NAME.vars.TOLLGATE]
+-X, --method M         request method (default GET)
+-H, --header 'K: V'    a request header (repeatable; repeats join with \", \")
+--data TEXT            request body (alias --body); set content-type with -H
+--data-file FILE       request body from a file
+--ip ADDR              client IP, as CF-Connecting-IP
+--country CC           request.cf.country
+--asn N                request.cf.asn
+--verified-bot CAT     request.cf.verifiedBotCategory (\"\" for a verified bot of no category)
+--secret NAME=VALUE    a Workers secret the Worker would read (an exempt header's,
+                       a trusted device's key); repeatable
+--outcome O            what the counters say: allowed (default), blocked or failed;
+                       or RULE=O for one rule (repeatable)
+--json                 the plan and verdict as JSON
+--log-key-file FILE    the TOLLGATE_LOG_KEY secret, so key hashes match the logs
+                       (else the env var TOLLGATE_LOG_KEY)
+--now MS               the Worker's clock, Unix ms (default: now), for reproducible
+                       runs (a trusted-device cookie expires)";
+
+fn wants_help(args: &[String]) -> bool {
+    args.iter().any(|a| a == "-h" || a == "--help")
+}
+
+/// `[FILE] [--env NAME] [--app FILE]`.
+fn parse_check(args: &[String]) -> Result<(String, Option<String>, Option<String>), String> {
+    let mut file = None;
+    let mut env = None;
+    let mut app = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--env" | "-e" => env = Some(it.next().cloned().ok_or("--env needs a value")?),
+            "--app" => app = Some(it.next().cloned().ok_or("--app needs a value")?),
+            other if other.starts_with('-') => return Err(format!("unknown option {other}")),
+            path if file.is_none() => file = Some(path.to_string()),
+            extra => return Err(format!("unexpected argument {extra}")),
+        }
+    }
+    Ok((file.unwrap_or_else(|| "wrangler.toml".into()), env, app))
+}
+
+/// The config's own warnings, then those about where it is deployed.
+fn section_warnings(section: &wrangler::Section, config: &Config) -> Vec<String> {
+    let mut out: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
+    if section.routes.is_empty() {
+        out.push("no routes: the Worker attaches to nothing (as meant when apps call it only over RPC, through a service binding); otherwise add routes = [{ pattern = \"example.com/*\", zone_name = \"example.com\" }]".into());
+    }
+    if !section.logs_kept && config.rules.iter().any(|r| r.action == Action::Log) {
+        out.push("shadow rules (action = \"log\") report only through logs, and [observability] is off: Workers Logs keeps none of them (add [observability] enabled = true)".into());
+    }
+    out.extend(route_warnings(&section.routes, config));
+    out
+}
+
+struct HashOptions {
+    /// The key itself (`ip=203.0.113.7`), or, with `rule`, `PART=VALUE`s.
+    args: Vec<String>,
+    rule: Option<String>,
+    config: String,
+    env: Option<String>,
+    log_key_file: Option<String>,
+}
+
+fn parse_hash(args: &[String]) -> Result<HashOptions, String> {
+    let mut options =
+        HashOptions { args: Vec::new(), rule: None, config: "wrangler.toml".into(), env: None, log_key_file: None };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "--rule" => options.rule = Some(value("--rule")?),
+            "--config" => options.config = value("--config")?,
+            "--env" => options.env = Some(value("--env")?),
+            "--log-key-file" => options.log_key_file = Some(value("--log-key-file")?),
+            other if other.starts_with("--") => return Err(format!("unknown option {other}")),
+            other => options.args.push(other.to_string()),
+        }
+    }
+    match (&options.rule, options.args.len()) {
+        (None, 1) => Ok(options),
+        (None, _) => Err("give one key (`ip=203.0.113.7`), or --rule NAME and its PART=VALUEs".into()),
+        (Some(_), 0) => Err("--rule needs the raw value of each key part (`ip=203.0.113.7`)".into()),
+        (Some(_), _) => Ok(options),
+    }
+}
+
+struct ExplainOptions {
+    url: Option<String>,
+    config: String,
+    env: Option<String>,
+    method: String,
+    headers: Vec<(String, String)>,
+    body: Option<Vec<u8>>,
+    country: Option<String>,
+    asn: Option<u32>,
+    default_outcome: Assumed,
+    outcomes: Vec<(String, Assumed)>,
+    json: bool,
+    log_key_file: Option<String>,
+    verified_bot: Option<String>,
+    secrets: Vec<(String, String)>,
+    /// `--now`; `None`: the host's clock.
+    now_ms: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{run, Host};
+
+    /// A machine of a few in-memory files and environment variables.
+    struct Fake {
+        files: &'static [(&'static str, &'static str)],
+        vars: &'static [(&'static str, &'static str)],
+    }
+
+    impl Host for Fake {
+        fn read_file(&self, path: &str) -> Result<Vec<u8>, String> {
+            self.files
+                .iter()
+                .find(|(name, _)| *name == path)
+                .map(|(_, text)| text.as_bytes().to_vec())
+                .ok_or_else(|| "No such file or directory (os error 2)".to_string())
+        }
+
+        fn now_ms(&self) -> i64 {
+            1_800_000_000_000
+        }
+
+        fn env_var(&self, name: &str) -> Option<String> {
+            self.vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string())
+        }
+    }
+
+    const CONFIG: &str = r#"
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "heavy"
+path = "/api/example"
+key = ["ip"]
+limits = [{ requests = 10, window = "60s" }]
+"#;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn everything_read_comes_from_the_host_and_everything_printed_is_returned() {
+        let host = Fake { files: &[("w.toml", CONFIG)], vars: &[] };
+        let out = run(&args(&["check", "w.toml"]), &host);
+        assert_eq!(out.code, 0, "{out:?}");
+        assert!(out.stdout.starts_with("w.toml top level: ok, 1 rule(s)\n"), "{out:?}");
+        assert_eq!(out.stderr, "");
+
+        let missing = run(&args(&["check", "other.toml"]), &host);
+        assert_eq!(missing.code, 1);
+        assert_eq!(missing.stderr, "error: other.toml: cannot read other.toml: No such file or directory (os error 2)\n");
+    }
+
+    #[test]
+    fn the_log_key_is_the_hosts_environment_variable() {
+        let unkeyed = run(&args(&["hash", "ip=203.0.113.7"]), &Fake { files: &[], vars: &[] });
+        let keyed = run(&args(&["hash", "ip=203.0.113.7"]), &Fake { files: &[], vars: &[("TOLLGATE_LOG_KEY", "k")] });
+        assert_eq!((unkeyed.code, keyed.code), (0, 0));
+        assert!(unkeyed.stderr.contains("no log key"), "{unkeyed:?}");
+        assert_eq!(keyed.stderr, "");
+        assert_ne!(unkeyed.stdout, keyed.stdout);
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_refused_as_std_refuses_it() {
+        struct Bytes;
+        impl Host for Bytes {
+            fn read_file(&self, _: &str) -> Result<Vec<u8>, String> {
+                Ok(vec![0xff, 0xfe])
+            }
+            fn env_var(&self, _: &str) -> Option<String> {
+                None
+            }
+            fn now_ms(&self) -> i64 {
+                0
+            }
+        }
+        let out = run(&args(&["check", "w.toml"]), &Bytes);
+        assert_eq!(out.code, 1);
+        assert_eq!(out.stderr, "error: w.toml: cannot read w.toml: stream did not contain valid UTF-8\n");
+    }
+}
+
+/// The Node bin's entry (`packages/tollgate/bin/tollgate.mjs`): the host is
+/// two JS functions, `readFile(path)` returning a `Uint8Array` or an error
+/// string, and `envVar(name)` returning a string or `undefined`. Returns
+/// `[code, stdout, stderr]`.
+#[cfg(all(target_arch = "wasm32", feature = "cli"))]
+mod node {
+    use super::{run, Host};
+    use wasm_bindgen::prelude::*;
+
+    struct JsHost<'a> {
+        read_file: &'a js_sys::Function,
+        env_var: &'a js_sys::Function,
+    }
+
+    impl Host for JsHost<'_> {
+        fn read_file(&self, path: &str) -> Result<Vec<u8>, String> {
+            match self.read_file.call1(&JsValue::NULL, &JsValue::from_str(path)) {
+                Ok(value) => match value.as_string() {
+                    Some(error) => Err(error),
+                    None => Ok(js_sys::Uint8Array::new(&value).to_vec()),
+                },
+                Err(e) => Err(e.as_string().unwrap_or_else(|| "unreadable".into())),
+            }
+        }
+
+        fn env_var(&self, name: &str) -> Option<String> {
+            self.env_var.call1(&JsValue::NULL, &JsValue::from_str(name)).ok().and_then(|v| v.as_string())
+        }
+
+        fn now_ms(&self) -> i64 {
+            js_sys::Date::now() as i64
+        }
+    }
+
+    #[wasm_bindgen(js_name = runCli)]
+    pub fn run_cli(args: Vec<String>, read_file: &js_sys::Function, env_var: &js_sys::Function) -> js_sys::Array {
+        let output = run(&args, &JsHost { read_file, env_var });
+        js_sys::Array::of3(
+            &JsValue::from(output.code),
+            &JsValue::from_str(&output.stdout),
+            &JsValue::from_str(&output.stderr),
+        )
+    }
+}

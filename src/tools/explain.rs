@@ -1,0 +1,772 @@
+//! `tollgate explain`: what the Worker does with one request, rule by rule.
+//!
+//! Pure, and a thin caller of the same pipeline as the Worker: the request
+//! parts go through [`plan`](crate::pipeline::plan::plan), the assumed counter
+//! outcomes through [`verdict`](crate::pipeline::verdict::verdict). Only the
+//! description of rules that do *not* match (why not) is explain's own.
+//!
+//! Key hashes are the Worker's: given the Worker's `TOLLGATE_LOG_KEY`,
+//! explain prints the very `key_hash` its log lines carry; [`rule_key`] and
+//! [`key_hash`] serve `tollgate hash`.
+
+use crate::config::upstream::Upstream;
+use crate::pipeline::admin;
+use crate::request::canon::{CanonicalQuery, Source};
+use crate::config::Config;
+use crate::config::policy::{Action, Counting, FailPolicy, MissingKey};
+use crate::pipeline::plan::{self, Body, KeyOutcome, Plan, RequestParts, Route};
+use crate::count::protocol::WireWindow;
+use crate::config::rules::{RequestView, Rule};
+use crate::pipeline::verdict::{self, Answer, Outcome, Verdict};
+use serde_json::{json, Value};
+use std::fmt::Write;
+use url::Url;
+
+/// The request `explain` works from: what a request carries.
+pub struct ExplainRequest<'a> {
+    pub method: &'a str,
+    /// An absolute URL, or a path (`/api/x?y`) read against
+    /// `https://example.com`.
+    pub url: &'a str,
+    /// Header names in any case; a name given several times reads as its
+    /// values joined by `", "`, as the Fetch `Headers.get` does.
+    pub headers: &'a [(String, String)],
+    pub body: Option<&'a [u8]>,
+    /// `request.cf.country` and `request.cf.asn`.
+    pub country: Option<&'a str>,
+    pub asn: Option<u32>,
+    /// `request.cf.verifiedBotCategory` (`--verified-bot CATEGORY`; `""`
+    /// for a verified bot of no category).
+    pub verified_bot: Option<&'a str>,
+    /// Workers secrets by name (`--secret NAME=VALUE`): a secret-header
+    /// exemption's, a trusted device's signing key.
+    pub secrets: &'a [(String, String)],
+    /// The Worker's `TOLLGATE_LOG_KEY` ([`log_key`]), so that key hashes
+    /// match its logs; `None`: unkeyed, as a Worker without the secret.
+    pub log_key: Option<&'a [u8]>,
+    /// Now (Unix ms), as the Worker's clock would read it: a trusted-device
+    /// cookie is valid until its expiry (the CLI's real clock, or `--now`).
+    pub now_ms: i64,
+}
+
+pub use crate::request::key::{key_hash, log_key};
+
+/// The key `rule` derives from raw values given as the admin API takes
+/// them (`("ip", "203.0.113.7")`, `("body:email", "a@b.io")`, one per key
+/// part): for `tollgate hash --rule`. The error names what is missing.
+pub fn rule_key(config: &Config, rule: &str, values: &[(String, String)]) -> Result<String, String> {
+    let rule = config
+        .rules
+        .iter()
+        .find(|r| r.name == rule)
+        .ok_or_else(|| format!("no rule named `{rule}`"))?;
+    let encode = |text: &str| percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let pairs: Vec<String> = values.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
+    let params = CanonicalQuery::parse(&pairs.join("&"));
+    admin::admin_key(&rule.key, &params, config.ipv6_prefix)
+        .map_err(|missing| format!("rule `{}`: {missing}: give it as `{}=VALUE`", rule.name, missing.0))
+}
+
+/// What each checked rule's counter is assumed to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Assumed {
+    /// Under the limit: the request is counted and allowed.
+    Allowed,
+    /// Over the limit, waiting the rule's longest window.
+    Blocked,
+    /// The counter cannot be reached: the rule's fail policy.
+    Failed,
+}
+
+impl Assumed {
+    pub fn parse(text: &str) -> Option<Assumed> {
+        match text {
+            "allowed" | "allow" => Some(Assumed::Allowed),
+            "blocked" | "block" => Some(Assumed::Blocked),
+            "failed" | "fail" => Some(Assumed::Failed),
+            _ => None,
+        }
+    }
+
+    fn outcome(self, rule: &Rule, key: &str) -> Outcome {
+        let limits = rule.limits_for(key);
+        let longest = crate::count::window::horizon_ms(limits);
+        match self {
+            Assumed::Allowed => Outcome::Allowed {
+                windows: limits
+                    .iter()
+                    .map(|l| {
+                        let used = u64::from(rule.cost);
+                        let remaining = u64::from(l.requests.get()).saturating_sub(used);
+                        WireWindow { limit: l.requests.get(), window_ms: l.window_ms.get(), used, remaining, reset_ms: l.window_ms.get() }
+                    })
+                    .collect(),
+                reservation: None,
+            },
+            Assumed::Blocked => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None },
+            Assumed::Failed => Outcome::Failed("assumed: the counter cannot be reached".into()),
+        }
+    }
+}
+
+/// The outcome assumed for each rule: `default`, or a per-rule choice.
+pub struct Assumptions<'a> {
+    pub default: Assumed,
+    pub per_rule: &'a [(String, Assumed)],
+}
+
+impl Assumptions<'_> {
+    fn of(&self, rule: &str) -> Assumed {
+        self.per_rule.iter().rev().find(|(r, _)| r == rule).map_or(self.default, |(_, a)| *a)
+    }
+}
+
+/// Everything `explain` found: the plan, and the verdict under the
+/// assumptions (`None` for an admin request or an unparsable URL).
+pub struct Explained<'c> {
+    pub url: Result<Url, String>,
+    pub plan: Option<Plan<'c>>,
+    pub verdict: Option<Verdict>,
+}
+
+/// Runs the pipeline on `request` as the Worker would, with the counters
+/// answering as `assumed`.
+pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> Explained<'c> {
+    let url = match parse_url(request.url) {
+        Ok(url) => url,
+        Err(e) => return Explained { url: Err(e), plan: None, verdict: None },
+    };
+    let header = header_lookup(request.headers);
+    let secret = |name: &str| request.secrets.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    let body = match request.body {
+        Some(bytes) if bytes.len() > config.body_limit as usize => Body::Unusable,
+        Some(bytes) => Body::Read(bytes),
+        None => Body::Read(&[]),
+    };
+    let parts = RequestParts {
+        country: request.country,
+        asn: request.asn,
+        verified_bot: request.verified_bot,
+        log_key: request.log_key,
+        secret: &secret,
+        now_ms: request.now_ms,
+        ..RequestParts::plain(request.method, url.as_str(), &header, body)
+    };
+    let plan = plan::plan(config, &parts);
+    let mut verdict = match &plan.route {
+        Route::Check(applied) if !applied.is_empty() => {
+            let outcomes: Vec<Outcome> = applied.iter().map(|a| assumed.of(&a.rule.name).outcome(a.rule, &a.key)).collect();
+            Some(verdict::verdict_for(applied, &outcomes, crate::config::response::Prefers::from_accept(header("accept").as_deref())))
+        }
+        _ => verdict::early(&plan),
+    };
+    // The Worker writes the exempt lines before the verdict's.
+    if let Some(v) = verdict.as_mut() {
+        let mut events = verdict::exempt_events(&plan.matched);
+        events.append(&mut v.events);
+        v.events = events;
+    }
+    Explained { url: Ok(url), plan: Some(plan), verdict }
+}
+
+/// The URL as the Worker sees it: WHATWG-parsed; a bare path is the path
+/// of `https://example.com` (appended, not resolved: `//api/x` is a path
+/// with an empty first segment, not a host).
+pub fn parse_url(text: &str) -> Result<Url, String> {
+    let parsed = match Url::parse(text) {
+        Err(url::ParseError::RelativeUrlWithoutBase) => {
+            let slash = if text.starts_with(['/', '\\']) { "" } else { "/" };
+            Url::parse(&format!("https://example.com{slash}{text}"))
+        }
+        other => other,
+    };
+    parsed.map_err(|e| format!("`{text}` is not a URL: {e}"))
+}
+
+/// Why `rule` does not apply, under the request's own method (overrides
+/// are shown apart).
+fn why_not(rule: &Rule, plan: &Plan<'_>, header: &dyn Fn(&str) -> Option<String>) -> String {
+    let Some(c) = &plan.canonical else { return "not reached".into() };
+    let method = c.methods.first().map_or("GET", String::as_str);
+    let view = RequestView { method, host: &c.host, path: &c.path, query: &c.query };
+    match rule.evaluate(&view).and_then(|_| rule.headers_hold(header)) {
+        Err(why) => why.to_string(),
+        Ok(()) => "matches under no candidate method".into(),
+    }
+}
+
+fn policy(rule: &Rule) -> String {
+    let action = match rule.action {
+        Action::Block => "block",
+        Action::Log => "log (shadow: never blocks)",
+    };
+    let on_error = match rule.on_error {
+        FailPolicy::Allow => "allow (fail open)",
+        FailPolicy::Deny => "deny (fail closed, 503)",
+    };
+    let counting = match &rule.counting {
+        Counting::All => "every request".to_string(),
+        Counting::Statuses(s) => format!("responses {s:?}"),
+    };
+    format!("action {action}; on_error {on_error}; counts {counting}")
+}
+
+/// What a success would do to the rule for this request.
+fn success(on: &crate::config::policy::OnSuccess, own_method: bool) -> String {
+    let action = match on.action {
+        crate::config::policy::SuccessAction::Clear => "clears the count",
+        crate::config::policy::SuccessAction::Decrement => "forgives one failure",
+    };
+    let identity = match &on.identity_header {
+        Some(h) => format!(" for the account named in `{h}`"),
+        None => " (no success_identity_header: forgeable)".to_string(),
+    };
+    if own_method {
+        format!("{:?} {action}{identity}", on.statuses)
+    } else {
+        "never for this request: not matched by its own method (an override, HEAD for GET, or OPTIONS)".to_string()
+    }
+}
+
+/// The rule's lease mode in one line; for GCRA rules that lease, the
+/// widened bound ([`crate::count::lease`]).
+pub fn lease(rule: &Rule) -> String {
+    let mut line = rule.lease.describe();
+    if let (Some(s), true, crate::count::protocol::Algorithm::Gcra) = (rule.lease.settings(), rule.lease.leases(), rule.algorithm) {
+        let extra: Vec<String> = rule
+            .limits
+            .iter()
+            .map(|l| (s.ttl_ms * u64::from(l.requests.get())).div_ceil(l.window_ms.get()).to_string())
+            .collect();
+        let _ = write!(line, "; GCRA: up to {} more per window (⌈lease_ttl × N / W⌉)", extra.join(", "));
+    }
+    line
+}
+
+/// The rule's lease mode for `explain --json`, with the state it assumes
+/// (no tokens held: the request asks the object).
+fn lease_json(rule: &Rule) -> Value {
+    let mode = match rule.lease {
+        crate::count::lease::LeaseMode::Auto(_) => "auto",
+        crate::count::lease::LeaseMode::Off => "off",
+        crate::count::lease::LeaseMode::ForcedOff(_) => "forced_off",
+    };
+    let mut out = json!({ "mode": mode, "leases": rule.lease.leases(), "assumed_held": 0, "describe": lease(rule) });
+    if let Some(s) = rule.lease.settings() {
+        out["ttl_ms"] = json!(s.ttl_ms);
+        out["max"] = json!(s.max.min(s.ceiling));
+    }
+    out
+}
+
+/// What `tollgate check` says about the rule's leases: only for rules that
+/// lease, or that could but are forced off; `None` for the others (small
+/// limits, `lease = "off"`).
+pub fn lease_note(rule: &Rule) -> Option<String> {
+    let smallest = rule.limits.iter().map(|l| l.requests.get()).min().unwrap_or(1);
+    let could = crate::count::lease::LeaseSettings::new(1, crate::count::lease::DEFAULT_LEASE_MAX, smallest).can_lease();
+    match rule.lease {
+        crate::count::lease::LeaseMode::ForcedOff(_) if could => Some(format!("rule `{}`: lease {}", rule.name, lease(rule))),
+        _ if rule.lease.leases() => Some(format!("rule `{}`: lease {}", rule.name, lease(rule))),
+        _ => None,
+    }
+}
+
+fn limits(limits: &[crate::count::window::Limit]) -> String {
+    let limits: Vec<String> = limits
+        .iter()
+        .map(|l| format!("{} per {} s", l.requests, l.window_ms.get() as f64 / 1000.0))
+        .collect();
+    limits.join(", ")
+}
+
+/// The report as text.
+pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "request:    {} {}", request.method.to_ascii_uppercase(), request.url);
+    let explained = run(config, request, assumed);
+    let plan = match (&explained.url, &explained.plan) {
+        (Err(e), _) => {
+            let _ = writeln!(out, "rejected:   {e}");
+            return out;
+        }
+        (Ok(_), None) => return out,
+        (Ok(_), Some(plan)) => plan,
+    };
+    let Some(c) = &plan.canonical else {
+        if let Some(v) = &explained.verdict {
+            let _ = writeln!(out, "rejected:   {} Bad Request ({}); never reaches the origin", describe(&v.answer, &config.upstream), detail(&v.answer));
+        }
+        return out;
+    };
+    let _ = writeln!(out, "host:       {}", if c.host.is_empty() { "(none)" } else { &c.host });
+    let _ = writeln!(out, "canonical:  {}", c.path);
+    let _ = writeln!(out, "query:      {}", parameters(&c.query));
+    if let Some(why) = &c.unreadable_body {
+        let _ = writeln!(
+            out,
+            "body:       unreadable ({why}): query conditions that read the body hold, and a POST may be any method a rule lists (fail safe)"
+        );
+    }
+    let _ = writeln!(out, "methods:    {}", c.methods.join(", "));
+    if admin::is_admin_path(&config.admin_prefix, &c.path) {
+        let _ = writeln!(out, "admin:      with the secret TOLLGATE_ADMIN_TOKEN set, the admin API answers this path instead");
+    }
+    let header = header_lookup(request.headers);
+    for rule in &config.rules {
+        let Some(m) = plan.matched.iter().find(|m| std::ptr::eq(m.rule, rule)) else {
+            let _ = writeln!(out, "rule {}: no match ({})", rule.name, why_not(rule, plan, &header));
+            continue;
+        };
+        let via = if m.found.matched_path == c.path {
+            String::new()
+        } else {
+            format!(" as {} (format suffix removed)", m.found.matched_path)
+        };
+        let _ = writeln!(out, "rule {}: MATCH (path `{}`{via})", rule.name, rule.path);
+        if let Some(e) = &m.exempt {
+            let _ = writeln!(out, "  exempt:   by {} ({}): not counted, not limited", e.by.kind(), e.by.detail());
+        }
+        let _ = writeln!(out, "  policy:   {}", policy(rule));
+        let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
+        if let Some(r) = &rule.response {
+            let body = if r.has_body() { format!("{} to clients not asking for JSON", r.content_type) } else { "problem+json".to_string() };
+            let _ = writeln!(out, "  response: {} when blocked, {body}", r.status);
+        }
+        match rule.metrics {
+            crate::pipeline::metrics::MetricsLevel::Off => {
+                let _ = writeln!(out, "  metrics:  off");
+            }
+            crate::pipeline::metrics::MetricsLevel::All => {
+                let _ = writeln!(out, "  metrics:  every decision (allowed too)");
+            }
+            crate::pipeline::metrics::MetricsLevel::Limited => {}
+        }
+        if rule.lease.leases() {
+            let _ = writeln!(out, "  lease:    {}", lease(rule));
+            let _ = writeln!(out, "            assumed: this isolate holds no tokens for the key, so this request asks the object");
+        } else {
+            let _ = writeln!(out, "  lease:    {}", lease(rule));
+        }
+        match &m.key {
+            KeyOutcome::Keys { keys, fell_back } => {
+                let how = match request.log_key {
+                    Some(_) => "HMAC-SHA256 with the log key",
+                    None => "unkeyed SHA-256: give the Worker's TOLLGATE_LOG_KEY if it has one",
+                };
+                for (i, key) in keys.iter().enumerate() {
+                    let note = match (fell_back, i) {
+                        (true, _) => " (fallback_key)",
+                        (false, 0) => "",
+                        (false, _) => " (another identity an origin could read: charged too)",
+                    };
+                    let _ = writeln!(out, "  key:      {key}{note}");
+                    let _ = writeln!(out, "  key hash: {} ({how})", key_hash(key, request.log_key));
+                    if let Some(own) = rule.overrides.limits_for(key) {
+                        let _ = writeln!(out, "  limits:   {} (the override for this key)", limits(own));
+                    }
+                }
+            }
+            KeyOutcome::Skipped(missing) => {
+                let _ = writeln!(out, "  key:      {missing}: rule skipped");
+            }
+            KeyOutcome::Rejected(missing) => {
+                let _ = writeln!(out, "  key:      {missing}: answered 400");
+            }
+        }
+        if let Some(on) = &rule.on_success {
+            let _ = writeln!(out, "  success:  {}", success(on, m.own_method));
+        }
+    }
+    if let Some(v) = &explained.verdict {
+        let _ = writeln!(out, "assuming:   {}", describe_assumptions(assumed));
+        let _ = writeln!(out, "answer:     {}", describe(&v.answer, &config.upstream));
+        if let Answer::Respond(r) = &v.answer {
+            let _ = writeln!(out, "body:       {}", r.header("content-type").unwrap_or("(none)"));
+        }
+        for event in &v.events {
+            let _ = writeln!(out, "log:        {}", event.line());
+        }
+    }
+    let _ = writeln!(out, "matching rules: {} of {}", plan.matched.len(), config.rules.len());
+    out
+}
+
+/// The parameters, each but the URL query's marked with where it came
+/// from (`mode=heavy (body)`, `mode=heavy (cookie)`).
+fn parameters(query: &CanonicalQuery) -> String {
+    let pairs: Vec<String> = query
+        .pairs()
+        .iter()
+        .zip(query.sources())
+        .map(|((k, v), source)| match source {
+            Source::Query => format!("{k}={v}"),
+            other => format!("{k}={v} ({})", other.name()),
+        })
+        .collect();
+    if pairs.is_empty() {
+        "(empty)".to_string()
+    } else {
+        pairs.join("  ")
+    }
+}
+
+fn describe_assumptions(assumed: &Assumptions<'_>) -> String {
+    let name = |a: Assumed| match a {
+        Assumed::Allowed => "allows",
+        Assumed::Blocked => "blocks",
+        Assumed::Failed => "fails",
+    };
+    let mut text = format!("every counter {}", name(assumed.default));
+    for (rule, a) in assumed.per_rule {
+        let _ = write!(text, "; `{rule}`'s {}", name(*a));
+    }
+    text
+}
+
+fn describe(answer: &Answer, upstream: &Upstream) -> String {
+    let to = match upstream {
+        Upstream::Origin => "the origin".to_string(),
+        Upstream::Service(binding) => format!("service binding `{binding}` (env.{binding}.fetch)"),
+    };
+    match answer {
+        Answer::Forward { fields } if fields.is_empty() => format!("forward to {to}"),
+        Answer::Forward { fields } => {
+            let names: Vec<String> = fields.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+            format!("forward to {to}, adding {}", names.join("; "))
+        }
+        Answer::Respond(r) => {
+            let retry = r.header("retry-after").map(|s| format!(" (Retry-After: {s})")).unwrap_or_default();
+            format!("{}{retry}", r.status)
+        }
+    }
+}
+
+fn detail(answer: &Answer) -> String {
+    match answer {
+        Answer::Respond(r) => serde_json::from_str::<Value>(&r.body)
+            .ok()
+            .and_then(|b| b.get("detail").and_then(Value::as_str).map(str::to_string))
+            .unwrap_or_default(),
+        Answer::Forward { .. } => String::new(),
+    }
+}
+
+fn header_lookup(headers: &[(String, String)]) -> impl Fn(&str) -> Option<String> + '_ {
+    move |name: &str| {
+        let values: Vec<&str> = headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        (!values.is_empty()).then(|| values.join(", "))
+    }
+}
+
+/// The report as JSON (`tollgate explain --json`): what the differential
+/// test compares with the Worker.
+pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> Value {
+    let explained = run(config, request, assumed);
+    let plan = match (&explained.url, &explained.plan) {
+        (Err(e), _) => return json!({ "error": e }),
+        (_, None) => return json!({ "error": "no plan" }),
+        (Ok(_), Some(plan)) => plan,
+    };
+    let header = header_lookup(request.headers);
+    let canonical = plan.canonical.as_ref().map(|c| {
+        json!({
+            "host": c.host,
+            "path": c.path,
+            "query": c.query.pairs(),
+            "sources": c.query.sources().iter().map(|s| s.name()).collect::<Vec<_>>(),
+            "unreadable_body": c.unreadable_body.as_ref().map(ToString::to_string),
+            "methods": c.methods,
+        })
+    });
+    let rules: Vec<Value> = config
+        .rules
+        .iter()
+        .map(|rule| {
+            let mut entry = json!({
+                "name": rule.name,
+                "action": match rule.action { Action::Block => "block", Action::Log => "log" },
+                "on_error": match rule.on_error { FailPolicy::Allow => "allow", FailPolicy::Deny => "deny" },
+                "count_statuses": match &rule.counting { Counting::All => Value::Null, Counting::Statuses(s) => json!(s) },
+                "on_missing_key": match &rule.on_missing_key {
+                    MissingKey::Reject => "reject", MissingKey::Skip => "skip", MissingKey::Fallback(_) => "fallback"
+                },
+                "lease": lease_json(rule),
+            });
+            match plan.matched.iter().find(|m| std::ptr::eq(m.rule, rule)) {
+                None => {
+                    entry["matched"] = json!(false);
+                    entry["why_not"] = json!(why_not(rule, plan, &header));
+                }
+                Some(m) => {
+                    entry["matched"] = json!(true);
+                    entry["matched_path"] = json!(m.found.matched_path);
+                    entry["own_method"] = json!(m.own_method);
+                    if let Some(e) = &m.exempt {
+                        entry["exempt"] = json!({ "by": e.by.kind(), "detail": e.by.detail() });
+                    }
+                    match &m.key {
+                        KeyOutcome::Keys { keys, fell_back } => {
+                            entry["key"] = json!(keys.first());
+                            entry["key_hash"] = json!(keys.first().map(|k| key_hash(k, request.log_key)));
+                            entry["keys"] = json!(keys);
+                            entry["key_hashes"] = json!(keys.iter().map(|k| key_hash(k, request.log_key)).collect::<Vec<_>>());
+                            entry["fell_back"] = json!(fell_back);
+                        }
+                        KeyOutcome::Skipped(missing) => entry["skipped"] = json!(missing.to_string()),
+                        KeyOutcome::Rejected(missing) => entry["rejected"] = json!(missing.to_string()),
+                    }
+                }
+            }
+            entry
+        })
+        .collect();
+    let checked: Vec<Value> = match &plan.route {
+        Route::Check(applied) => applied
+            .iter()
+            .map(|a| {
+                let limits: Vec<Value> = a.rule.limits_for(&a.key).iter().map(|l| json!([l.requests.get(), l.window_ms.get()])).collect();
+                let source = if a.rule.overrides.limits_for(&a.key).is_some() { "override" } else { "config" };
+                json!({ "rule": a.rule.name, "key_hash": a.key_hash, "limits": limits, "limits_source": source })
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let answer = explained.verdict.as_ref().map(|v| match &v.answer {
+        Answer::Forward { fields } => json!({ "answer": "forward", "fields": fields }),
+        Answer::Respond(r) => json!({ "answer": r.status, "headers": r.headers, "body": serde_json::from_str::<Value>(&r.body).unwrap_or(Value::Null) }),
+    });
+    let events: Vec<Value> = explained
+        .verdict
+        .as_ref()
+        .map(|v| v.events.iter().filter_map(|e| serde_json::from_str(&e.line()).ok()).collect())
+        .unwrap_or_default();
+    json!({
+        "canonical": canonical,
+        "rules": rules,
+        "checked": checked,
+        "verdict": answer,
+        "events": events,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const ALLOWED: Assumptions<'static> = Assumptions { default: Assumed::Allowed, per_rule: &[] };
+
+    fn request<'a>(method: &'a str, url: &'a str, headers: &'a [(String, String)]) -> ExplainRequest<'a> {
+        ExplainRequest { method, url, headers, body: None, country: None, asn: None, verified_bot: None, secrets: &[], log_key: None, now_ms: 0 }
+    }
+
+    #[test]
+    fn explains_a_bypass_variant() {
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "heavy-example", "path": "/api/example", "query": {"mode": "heavy"},
+             "limits": [{"requests": 10, "window": "60s"}]},
+            {"name": "login", "path": "/login", "key": ["body:email"], "limits": [{"requests": 5, "window": "15m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![("cf-connecting-ip".to_string(), "2001:db8::1".to_string())];
+        let text = explain(
+            &config,
+            &request("get", "https://example.com/api/example%2ejson?mode=normal&mode=heavy", &headers),
+            &ALLOWED,
+        );
+        assert!(text.contains("canonical:  /api/example.json\n"), "{text}");
+        assert!(text.contains("query:      mode=normal  mode=heavy\n"), "{text}");
+        assert!(text.contains("rule heavy-example: MATCH (path `/api/example` as /api/example (format suffix removed))"), "{text}");
+        assert!(text.contains("  key:      ip=2001:db8::/64\n"), "{text}");
+        assert!(text.contains("rule login: no match (path `/api/example.json` does not match `/login`)"), "{text}");
+        assert!(text.contains("answer:     forward to the origin\n"), "{text}");
+        assert!(text.ends_with("matching rules: 1 of 2\n"), "{text}");
+
+        let rejected = explain(&config, &request("GET", "/api/example%00", &[]), &ALLOWED);
+        assert!(rejected.contains("rejected:   400 Bad Request"), "{rejected}");
+
+        let no_ip = explain(&config, &request("GET", "/api/example?mode=heavy", &[]), &ALLOWED);
+        assert!(no_ip.contains("no usable `ip`: answered 400"), "{no_ip}");
+        assert!(no_ip.contains("answer:     400"), "{no_ip}");
+    }
+
+    #[test]
+    fn names_the_service_binding_an_allowed_request_goes_to() {
+        let config = Config::from_json(&json!({ "upstream": { "service": "APP" }, "rules": [
+            { "name": "api", "path": "/api/*", "limits": [{ "requests": 10, "window": "60s" }] },
+        ] }))
+        .unwrap();
+        let headers = vec![("cf-connecting-ip".to_string(), "203.0.113.7".to_string())];
+        let text = explain(&config, &request("GET", "https://example.com/api/x", &headers), &ALLOWED);
+        assert!(text.contains("answer:     forward to service binding `APP` (env.APP.fetch)\n"), "{text}");
+    }
+
+    #[test]
+    fn says_whether_a_success_would_settle_the_rule() {
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "login", "path": "/login", "methods": ["POST"], "key": ["header:x-user"], "count_statuses": [401],
+             "clear_on_success": true, "limits": [{"requests": 5, "window": "15m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![("cf-connecting-ip".to_string(), "203.0.113.7".to_string()), ("x-user".to_string(), "ann".to_string())];
+        let own = explain(&config, &request("POST", "/login", &headers), &ALLOWED);
+        assert!(own.contains("  success:  [200, 204] clears the count (no success_identity_header: forgeable)\n"), "{own}");
+        let mut overridden = headers.clone();
+        overridden.push(("x-http-method-override".to_string(), "GET".to_string()));
+        let text = explain(&config, &request("POST", "/login", &overridden), &ALLOWED);
+        assert!(text.contains("  success:  never for this request: not matched by its own method"), "{text}");
+        let json = explain_json(&config, &request("POST", "/login", &overridden), &ALLOWED);
+        assert_eq!(json["rules"][0]["own_method"], false, "{json}");
+    }
+
+    #[test]
+    fn a_method_override_is_limited_as_the_worker_limits_it() {
+        // The drift this module had: a POST overridden to DELETE matched no rule.
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "delete", "path": "/posts/:id", "methods": ["DELETE"], "limits": [{"requests": 3, "window": "1m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![
+            ("cf-connecting-ip".to_string(), "198.51.100.1".to_string()),
+            ("X-HTTP-Method-Override".to_string(), "DELETE".to_string()),
+        ];
+        let blocked = Assumptions { default: Assumed::Blocked, per_rule: &[] };
+        let text = explain(&config, &request("POST", "/posts/7", &headers), &blocked);
+        assert!(text.contains("methods:    POST, DELETE\n"), "{text}");
+        assert!(text.contains("rule delete: MATCH"), "{text}");
+        assert!(text.contains("answer:     429 (Retry-After: 60)"), "{text}");
+        let json = explain_json(&config, &request("POST", "/posts/7", &headers), &blocked);
+        assert_eq!(json["verdict"]["answer"], 429);
+        assert_eq!(json["checked"][0]["rule"], "delete");
+        assert_eq!(json["events"][0]["tollgate"], "block");
+    }
+
+    #[test]
+    fn a_form_body_joins_the_query_and_the_country_comes_from_cf() {
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "heavy", "path": "/api/example", "query": {"mode": "heavy"}, "key": ["country"],
+             "limits": [{"requests": 1, "window": "1m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![("content-type".to_string(), "application/x-www-form-urlencoded".to_string())];
+        let req = ExplainRequest {
+            method: "POST",
+            url: "/api/example",
+            headers: &headers,
+            body: Some(b"mode=heavy"),
+            country: Some("nz"),
+            asn: None,
+            verified_bot: None,
+            secrets: &[],
+            log_key: None,
+            now_ms: 0,
+        };
+        let json = explain_json(&config, &req, &ALLOWED);
+        assert_eq!(json["rules"][0]["matched"], true, "{json}");
+        assert_eq!(json["rules"][0]["key"], "country=NZ", "{json}");
+        // A header cannot stand in for `cf.country`.
+        let spoofed = vec![("cf-ipcountry".to_string(), "NZ".to_string())];
+        let json = explain_json(&config, &request("GET", "/api/example?mode=heavy", &spoofed), &ALLOWED);
+        assert_eq!(json["verdict"]["answer"], 400, "{json}");
+    }
+
+    #[test]
+    fn shows_where_parameters_came_from_and_an_unreadable_body() {
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "heavy", "path": "/api/example", "query": {"mode": "heavy"}, "query_sources": ["query", "body", "cookie"],
+             "limits": [{"requests": 1, "window": "1m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![
+            ("cf-connecting-ip".to_string(), "203.0.113.7".to_string()),
+            ("content-type".to_string(), "multipart/form-data; boundary=b".to_string()),
+            ("cookie".to_string(), "mode=light".to_string()),
+        ];
+        let body = b"--b\r\nContent-Disposition: form-data; name=\"mode\"\r\n\r\nheavy\r\n--b--\r\n";
+        let req = ExplainRequest { body: Some(body), ..request("POST", "/api/example?x=1", &headers) };
+        let text = explain(&config, &req, &ALLOWED);
+        assert!(text.contains("query:      x=1  mode=heavy (body)  mode=light (cookie)\n"), "{text}");
+        assert!(text.contains("rule heavy: MATCH"), "{text}");
+        let json = explain_json(&config, &req, &ALLOWED);
+        assert_eq!(json["canonical"]["sources"], json!(["query", "body", "cookie"]), "{json}");
+        assert_eq!(json["canonical"]["unreadable_body"], Value::Null);
+
+        let mut gzip = headers.clone();
+        gzip.push(("content-encoding".to_string(), "gzip".to_string()));
+        let req = ExplainRequest { body: Some(b"\x1f\x8b"), ..request("POST", "/api/example", &gzip) };
+        let text = explain(&config, &req, &ALLOWED);
+        assert!(text.contains("body:       unreadable (Content-Encoding `gzip`): query conditions that read the body hold"), "{text}");
+        assert!(text.contains("rule heavy: MATCH"), "{text}");
+        let json = explain_json(&config, &req, &ALLOWED);
+        assert_eq!(json["canonical"]["unreadable_body"], "Content-Encoding `gzip`");
+        assert_eq!(json["checked"][0]["rule"], "heavy");
+    }
+
+    #[test]
+    fn key_hashes_are_the_workers_with_or_without_its_log_key() {
+        let config = Config::from_json(&json!({"rules": [
+            {"name": "login", "path": "/login", "key": ["body:email"], "limits": [{"requests": 5, "window": "15m"}]},
+            {"name": "heavy", "path": "/heavy", "limits": [{"requests": 5, "window": "1m"}]},
+        ]}))
+        .unwrap();
+        let headers = vec![("cf-connecting-ip".to_string(), "2002:c000:22d:7::1".to_string())];
+        let keyed = ExplainRequest { log_key: Some(b"log secret"), ..request("GET", "/heavy", &headers) };
+        let json = explain_json(&config, &keyed, &ALLOWED);
+        assert_eq!(json["rules"][1]["key"], "ip=192.0.2.45", "6to4 as its IPv4 address");
+        let expected = key_hash("ip=192.0.2.45", Some(b"log secret"));
+        assert_eq!(json["rules"][1]["key_hash"], expected.as_str());
+        assert_eq!(json["checked"][0]["key_hash"], expected.as_str(), "the plan's hash is the same");
+        let text = explain(&config, &keyed, &ALLOWED);
+        assert!(text.contains(&format!("  key hash: {expected} (HMAC-SHA256 with the log key)")), "{text}");
+        let unkeyed = explain_json(&config, &request("GET", "/heavy", &headers), &ALLOWED);
+        assert_eq!(unkeyed["checked"][0]["key_hash"], key_hash("ip=192.0.2.45", None).as_str());
+
+        // `tollgate hash --rule`: raw values, derived as the rule derives them.
+        let values = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        };
+        let email = rule_key(&config, "login", &values(&[("body:email", " Victim@Example.com")])).unwrap();
+        assert_eq!(email, format!("body:email={}", crate::request::key::hash_identity("victim@example.com").unwrap()));
+        assert_eq!(rule_key(&config, "heavy", &values(&[("ip", "2001:DB8::1")])).unwrap(), "ip=2001:db8::/64");
+        assert_eq!(
+            rule_key(&config, "heavy", &values(&[("ip", "a&b=c")])).unwrap_err(),
+            "rule `heavy`: the request has no usable `ip`: give it as `ip=VALUE`"
+        );
+        assert_eq!(rule_key(&config, "nope", &[]).unwrap_err(), "no rule named `nope`");
+    }
+
+    /// Issue 26: `explain` judges a trusted-device cookie by the clock it is
+    /// given, as the Worker does by its own: valid before its expiry (the
+    /// device's bucket), the account's bucket after it.
+    #[test]
+    fn a_device_cookie_expires_in_explain_as_in_the_worker() {
+        let config = Config::from_json(&json!({"rules": [{
+            "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
+            "on_success": "clear", "trusted_device": { "secret": "DEVICE_KEY", "cookie": "dev" },
+            "limits": [{"requests": 3, "window": "15m"}],
+        }]}))
+        .unwrap();
+        const NOW: i64 = 1_800_000_000_000;
+        let part = crate::request::key::KeyPart::parse("header:x-user").unwrap();
+        let spelling = crate::request::spelling::Spelling::of(&[(&part, vec!["ann".into()])]).tag().unwrap();
+        let token = crate::request::device::token(b"k", "login", "header:x-user=ann", &spelling, NOW / 1000 + 60);
+        let headers = vec![
+            ("cf-connecting-ip".to_string(), "203.0.113.7".to_string()),
+            ("x-user".to_string(), "ann".to_string()),
+            ("cookie".to_string(), format!("dev={token}")),
+        ];
+        let secrets = vec![("DEVICE_KEY".to_string(), "k".to_string())];
+        let at = |now_ms| {
+            let req = ExplainRequest { secrets: &secrets, now_ms, ..request("POST", "/login", &headers) };
+            explain_json(&config, &req, &ALLOWED)["checked"][0]["key_hash"].clone()
+        };
+        let account = key_hash("header:x-user=ann", None);
+        assert_ne!(at(NOW), account, "before its expiry: the device's own bucket");
+        assert_eq!(at(NOW + 60_000), account, "expired: the account's bucket, as the Worker counts it");
+    }
+}
