@@ -53,6 +53,12 @@ impl BlockedUntilCache {
         }
     }
 
+    /// Whether `id` is blocked beyond `now_ms` (read only: an expired
+    /// entry stays until [`BlockedUntilCache::blocked_until`] finds it).
+    pub fn refuses(&self, id: &str, now_ms: i64) -> bool {
+        self.until.get(id).is_some_and(|block| block.until_ms > now_ms)
+    }
+
     /// Records that `id` is blocked as `block` says.
     pub fn insert(&mut self, id: &str, block: Block, now_ms: i64) {
         if block.until_ms <= now_ms {

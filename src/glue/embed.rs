@@ -4,10 +4,10 @@
 //! requests itself instead of tollgate forwarding them.
 //!
 //! ```ignore
-//! let decision = tollgate::glue::embed::check(&req, &env).await?;
+//! let decision = tollgate::embed::check(&req, &env).await?;
 //! if let Some(answer) = decision.response { return Ok(answer.into()); }   // 429 / 503 / 400
 //! let response = my_handler(req).await?;                                 // the app's own work
-//! let cookies = tollgate::glue::embed::settle(&env, &decision.ticket, Some(response.status_code()), &header).await;
+//! let cookies = tollgate::embed::settle(&env, &decision.ticket, Some(response.status_code()), &header).await;
 //! // add decision.headers (RateLimit fields) and cookies to the response
 //! ```
 //!
@@ -27,11 +27,15 @@
 //! `upload_timeout`; a longer body is the app's to read, and to give up on
 //! (`settle` with `None`) once that takes longer than `upload_timeout`.
 
-use crate::glue::edge::{decide, load_config, load_log_key, now_ms, respond, Decided};
-use crate::glue::objects::{send_settlements, settlements};
 use crate::config::policy::FailPolicy;
+use crate::glue::drive::{decide, Decided};
+pub use crate::glue::drive::Client;
+use crate::glue::isolate::{load_config, load_secrets, now_ms, respond};
+use crate::glue::objects::apply_settled;
+use crate::pipeline::facts::HeaderMap;
+use crate::pipeline::machine::Settle;
 pub use crate::pipeline::ticket::Ticket;
-use crate::pipeline::verdict::{self, Answer, Answered};
+use crate::pipeline::verdict::{self, Answer};
 use worker::{web_sys, Env, Request};
 
 /// What [`check`] decided about one request.
@@ -62,15 +66,6 @@ fn answered(response: web_sys::Response) -> Decision {
     Decision { response: Some(response), headers: Vec::new(), ticket: Ticket::default() }
 }
 
-/// What the rules may read of the client that `Request.cf` would say, for
-/// a request that lost its `cf` on the way (RPC does not carry it): each
-/// field set here is used instead of the request's own.
-#[derive(Debug, Clone, Default)]
-pub struct Client {
-    pub country: Option<String>,
-    pub asn: Option<u32>,
-}
-
 /// Runs the request through the config's rules, counting it as the
 /// standalone Worker would (same canonicalization, keys, body reading on a
 /// clone: `req` stays readable). Errors only where the runtime fails.
@@ -89,21 +84,24 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
             return Ok(answered(respond(&verdict::invalid_config())?));
         }
     };
-    let decided = decide(req.inner(), env, config, client).await?;
+    let decision = match decide(req.inner(), env, config, client).await? {
+        Decided::Admin(response) => return Ok(answered(response)),
+        Decided::Decision(decision) => *decision,
+    };
     // No `Context` to defer them to: leased tokens past their expiry go back
     // now (rarely any; each call bounded by its rule's timeout).
     if let Some(refunds) = crate::glue::objects::refunds(env, config) {
         refunds.await;
     }
-    match decided {
-        Decided::Admin(response) => Ok(answered(response)),
-        Decided::Verdict { applied, outcomes, answer: Answer::Respond(own), .. } => {
+    match decision.answer {
+        Answer::Respond(own) => {
             // Not served: every reservation made is released.
-            send_settlements(env, settlements(&applied, &outcomes, None)).await;
+            let secrets = load_secrets(env, Some(config));
+            apply_settled(env, decision.settle.after(None, &secrets, now_ms())).await;
             Ok(answered(respond(&own)?))
         }
-        Decided::Verdict { applied, outcomes, answer: Answer::Forward { fields }, .. } => {
-            Ok(allowed(fields, crate::pipeline::ticket::issue(&applied, &outcomes)))
+        Answer::Forward { fields } => {
+            Ok(allowed(fields, crate::pipeline::ticket::issue(&decision.settle.applied, &decision.settle.outcomes)))
         }
     }
 }
@@ -124,14 +122,13 @@ pub async fn settle(
         return Vec::new();
     }
     let Ok(config) = load_config(env).as_ref() else { return Vec::new() };
-    let log_key = load_log_key(env);
-    let (applied, outcomes) = ticket.applied(config, log_key.as_deref());
-    let answer = status.map(|status| Answered { status, header });
-    let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
-    let cookies = match &answer {
-        Some(a) => verdict::device_cookies(&applied, a, &secret, now_ms()),
-        None => Vec::new(),
-    };
-    send_settlements(env, settlements(&applied, &outcomes, answer.as_ref())).await;
+    let secrets = load_secrets(env, Some(config));
+    let (applied, outcomes) = ticket.applied(config, secrets.log_key.as_deref());
+    let settle = Settle { applied, outcomes };
+    let pairs: Vec<(&str, String)> = settle.response_headers().into_iter().filter_map(|n| Some((n, header(n)?))).collect();
+    let headers = HeaderMap::from_pairs(&pairs);
+    let settled = settle.after(status.map(|s| (s, &headers)), &secrets, now_ms());
+    let cookies = settled.cookies.clone();
+    apply_settled(env, settled).await;
     cookies
 }

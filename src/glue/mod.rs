@@ -2,8 +2,10 @@
 //! limiter Durable Object and the calls to it. Reads, calls and applies;
 //! decides nothing.
 
+pub(crate) mod drive;
 pub(crate) mod edge;
 pub mod embed;
+pub(crate) mod isolate;
 pub(crate) mod limiter;
 pub(crate) mod objects;
 pub(crate) mod origin;

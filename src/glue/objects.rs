@@ -5,10 +5,11 @@
 //! that settle failures-only rules after the request.
 
 use crate::count::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
-use crate::glue::edge::{now_ms, write_logs};
+use crate::glue::isolate::{now_ms, write_logs};
+use crate::pipeline::machine::Settled;
 use crate::pipeline::plan::Applied;
 use crate::count::protocol::{decode_reply_line, decode_rpc_answer, encode_call_url, Call, CallFailure, Op, Reply};
-use crate::pipeline::verdict::{self, Answered, Outcome};
+use crate::pipeline::verdict::{self, Outcome};
 use crate::count::lease::{self, Admit, LeaseSettings, Leases};
 use crate::count::hold::{self, Holds};
 use futures_util::future::{join_all, select, Either};
@@ -28,6 +29,8 @@ thread_local! {
     /// How long this isolate's reservations were held, per rule: the
     /// `Retry-After` of a refusal owed to slots in flight ([`crate::count::hold`]).
     static HOLDS: RefCell<Holds> = RefCell::new(Holds::default());
+    /// The cache was sized to the config's capacity.
+    static SIZED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// How long a request waiting on its key's call in flight sleeps before it
@@ -43,14 +46,16 @@ pub(crate) fn set_cache_capacity(capacity: usize, now_ms: i64) {
     BLOCKED.with(|b| b.borrow_mut().set_capacity(capacity, now_ms));
 }
 
-/// Whether a `block` rule of `applied` is blocked in this isolate's cache
-/// now: the request will be refused whatever else its rules say.
-pub(crate) fn cached_refusal(applied: &[Applied<'_>]) -> bool {
-    let now = now_ms();
-    BLOCKED.with(|b| {
-        let mut cache = b.borrow_mut();
-        applied.iter().any(|a| a.rule.action == crate::config::policy::Action::Block && cache.blocked_until(&a.id, now).is_some())
-    })
+/// Sizes the cache to the config's capacity, once per isolate.
+pub(crate) fn size_cache(capacity: usize) {
+    if !SIZED.replace(true) {
+        set_cache_capacity(capacity, now_ms());
+    }
+}
+
+/// Runs `f` with the isolate's blocked-until cache, read only.
+pub(crate) fn with_cache<T>(f: impl FnOnce(&BlockedUntilCache) -> T) -> T {
+    BLOCKED.with(|b| f(&b.borrow()))
 }
 
 /// Drops a cached block (an admin reset, a success that clears a count).
@@ -58,55 +63,37 @@ pub(crate) fn forget_block(id: &str) {
     BLOCKED.with(|b| b.borrow_mut().remove(id));
 }
 
-/// One call that settles a failures-only rule after the request.
-pub(crate) struct Settlement {
-    id: String,
-    call: Call,
-    timeout_ms: u32,
-    rule: String,
-    key_hash: String,
-}
-
-/// The calls that settle the failures-only rules ([`verdict::settle`]),
-/// given the origin's answer (`None`: not forwarded, or the origin could
-/// not be reached). A success that clears or forgives a count also drops
-/// the key's block from this isolate's cache. How long each reservation
-/// was held is recorded ([`crate::count::hold`]).
-pub(crate) fn settlements(applied: &[Applied<'_>], outcomes: &[Outcome], origin: Option<&Answered<'_>>) -> Vec<Settlement> {
-    let mut calls = Vec::new();
-    for (a, outcome) in applied.iter().zip(outcomes) {
-        let Some(call) = verdict::settle(a, outcome, origin) else { continue };
-        if let (Outcome::Allowed { reservation: Some(id), .. }, Op::Reserve) = (outcome, verdict::check_op(a.rule)) {
-            HOLDS.with(|h| h.borrow_mut().record(&a.rule.name, crate::count::reservation::reserved_at(*id), now_ms()));
-        }
-        if matches!(call.op, Op::Clear | Op::Forgive) {
-            forget_block(&a.id);
-        }
-        let (id, timeout_ms, rule, key_hash) = (a.id.clone(), a.rule.timeout_ms, a.rule.name.clone(), a.key_hash.clone());
-        calls.push(Settlement { id, call, timeout_ms, rule, key_hash });
-    }
-    calls
-}
-
-/// Sends `calls` under `waitUntil` (so they complete even if the client
-/// disconnects and the request is cancelled), and awaits them here too.
-pub(crate) async fn settle(ctx: &Context, env: &Env, calls: Vec<Settlement>) {
-    if calls.is_empty() {
+/// Applies what settling decided ([`crate::pipeline::machine::Settle::after`])
+/// under `waitUntil` (so the calls complete even if the client disconnects
+/// and the request is cancelled), and awaits it here too.
+pub(crate) async fn settle(ctx: &Context, env: &Env, settled: Settled) {
+    if settled.calls.is_empty() {
         return;
     }
     let env = env.clone();
-    let (done, settled) = futures_channel::oneshot::channel::<()>();
+    let (done, finished) = futures_channel::oneshot::channel::<()>();
     ctx.wait_until(async move {
-        send_settlements(&env, calls).await;
+        apply_settled(&env, settled).await;
         let _ = done.send(());
     });
-    let _ = settled.await;
+    let _ = finished.await;
 }
 
-/// Sends every settlement concurrently; a failed one is logged as a
-/// `counter_error` with decision `not_recorded`.
-pub(crate) async fn send_settlements(env: &Env, calls: Vec<Settlement>) {
-    let sends = calls.into_iter().map(|s| async move {
+/// Applies what settling decided: the holds recorded, the stale cached
+/// blocks dropped, every call sent concurrently (a failed one is logged as
+/// a `counter_error` with decision `not_recorded`).
+pub(crate) async fn apply_settled(env: &Env, settled: Settled) {
+    let now = now_ms();
+    HOLDS.with(|h| {
+        let mut holds = h.borrow_mut();
+        for (rule, reserved_at) in &settled.holds {
+            holds.record(rule, *reserved_at, now);
+        }
+    });
+    for id in &settled.forget {
+        forget_block(id);
+    }
+    let sends = settled.calls.into_iter().map(|s| async move {
         if let Err(error) = call_with_timeout(env, &s.id, &s.call, s.timeout_ms).await {
             write_logs(&[verdict::counter_error(&s.rule, &s.key_hash, &error.to_string(), "not_recorded")]);
         }

@@ -71,7 +71,7 @@ pub async fn check(this: JsValue, request: JsValue, options: JsValue) -> Result<
     }
     Reflect::set(&out, &"headers".into(), &pairs(&decision.headers))?;
     if !decision.ticket.is_empty() {
-        let ticket = decision.ticket.encode(ticket_key(&env).as_deref(), crate::glue::edge::now_ms());
+        let ticket = decision.ticket.encode(ticket_key(&env).as_deref(), crate::glue::isolate::now_ms());
         Reflect::set(&out, &"ticket".into(), &ticket.into())?;
     }
     Ok(out.into())
@@ -88,7 +88,7 @@ pub async fn settle(this: JsValue, ticket: JsValue, status: JsValue, headers: Js
     let key = ticket_key(&env);
     let ticket = ticket
         .as_string()
-        .and_then(|t| Ticket::decode(&t, key.as_deref(), crate::glue::edge::now_ms()))
+        .and_then(|t| Ticket::decode(&t, key.as_deref(), crate::glue::isolate::now_ms()))
         .ok_or_else(|| error("settle(ticket): not a ticket from this deployment's check, or over an hour old"))?;
     let status = match status.as_f64() {
         Some(s) if (100.0..=599.0).contains(&s) && s.fract() == 0.0 => Some(s as u16),
@@ -125,13 +125,7 @@ fn ticket_key(env: &Env) -> Option<Rc<[u8]>> {
 }
 
 fn derive_ticket_key(env: &Env) -> Option<Vec<u8>> {
-    let config = crate::glue::edge::load_config(env).as_ref().ok()?;
-    let secrets: Vec<String> = config
-        .rules
-        .iter()
-        .filter_map(|rule| rule.trusted_device.as_ref())
-        .filter_map(|device| env.secret(&device.secret).ok().map(|s| s.to_string()))
-        .filter(|s| !s.trim().is_empty())
-        .collect();
-    crate::pipeline::ticket::signing_key(crate::glue::edge::load_log_key(env).as_deref(), &secrets)
+    let config = crate::glue::isolate::load_config(env).as_ref().ok()?;
+    let secrets = crate::glue::isolate::load_secrets(env, Some(config));
+    crate::pipeline::ticket::signing_key(secrets.log_key.as_deref(), &secrets.device_secrets(config))
 }

@@ -9,6 +9,8 @@ pub(crate) mod episodes;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod memo;
 pub mod metrics;
+pub mod facts;
+pub mod machine;
 pub mod plan;
 pub mod upload;
 pub mod ticket;

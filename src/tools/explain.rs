@@ -14,10 +14,14 @@ use crate::pipeline::admin;
 use crate::request::canon::{CanonicalQuery, Source};
 use crate::config::Config;
 use crate::config::policy::{Action, Counting, FailPolicy, MissingKey};
-use crate::pipeline::plan::{self, Body, KeyOutcome, Plan, RequestParts, Route};
+use crate::pipeline::facts::{self, Facts, HeaderMap, Secrets};
+use crate::pipeline::machine::{self, Machine, Next};
+use crate::pipeline::memo::PlanMemo;
+use crate::pipeline::plan::{KeyOutcome, Plan, Route};
+use crate::pipeline::upload::Receipt;
 use crate::count::protocol::WireWindow;
 use crate::config::rules::{RequestView, Rule};
-use crate::pipeline::verdict::{self, Answer, Outcome, Verdict};
+use crate::pipeline::verdict::{Answer, Outcome, Verdict};
 use serde_json::{json, Value};
 use std::fmt::Write;
 use url::Url;
@@ -125,6 +129,12 @@ impl Assumptions<'_> {
 /// assumptions (`None` for an admin request or an unparsable URL).
 pub struct Explained<'c> {
     pub url: Result<Url, String>,
+    /// No rule's host and path take the URL: the Worker forwards it with
+    /// nothing else read ([`machine::applies`]).
+    pub fast_path: bool,
+    /// The Worker's plan memo would keep this plan for the client's repeats
+    /// (a blocked client, nothing exempt, no body read).
+    pub kept: bool,
     pub plan: Option<Plan<'c>>,
     pub verdict: Option<Verdict>,
 }
@@ -134,44 +144,47 @@ pub struct Explained<'c> {
 pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> Explained<'c> {
     let url = match parse_url(request.url) {
         Ok(url) => url,
-        Err(e) => return Explained { url: Err(e), plan: None, verdict: None },
+        Err(e) => return Explained { url: Err(e), fast_path: false, kept: false, plan: None, verdict: None },
     };
-    let header = header_lookup(request.headers);
-    let secret = |name: &str| request.secrets.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone());
-    let body = match request.body {
-        Some(bytes) if bytes.len() > config.body_limit as usize => Body::Unusable,
-        Some(bytes) => Body::Read(bytes),
-        None => Body::Read(&[]),
-    };
-    let parts = RequestParts {
-        country: request.country,
+    let headers = HeaderMap::from_pairs(request.headers);
+    let client = facts::Client {
+        country: request.country.map(str::to_string),
         asn: request.asn,
-        verified_bot: request.verified_bot,
-        log_key: request.log_key,
-        secret: &secret,
-        now_ms: request.now_ms,
-        ..RequestParts::plain(request.method, url.as_str(), &header, body)
+        verified_bot: request.verified_bot.map(str::to_string),
+        colo: None,
     };
-    let plan = plan::plan(config, &parts);
-    let mut verdict = match &plan.route {
-        Route::Check(applied) if !applied.is_empty() => {
-            let outcomes: Vec<Outcome> = applied.iter().map(|a| assumed.of(&a.rule.name).outcome(a.rule, &a.key)).collect();
-            Some(verdict::verdict_for(applied, &outcomes, crate::config::response::Prefers::from_accept(header("accept").as_deref())))
+    let secrets = Secrets { admin_token: None, log_key: request.log_key.map(<[u8]>::to_vec), named: request.secrets.to_vec() };
+    let facts = Facts { method: request.method, url: url.as_str(), headers: &headers, client: &client, secrets: &secrets, now_ms: request.now_ms };
+    // This process keeps no plans: a request is planned, as the Worker plans
+    // its first.
+    let memo = PlanMemo::new(1);
+    let fast_path = !machine::applies(config, &memo, url.as_str());
+    let mut machine = Machine::new(config, facts, &memo);
+    let decision = loop {
+        match machine.next(None) {
+            // Given up front: what the Worker reads, capped as it caps it.
+            Next::Body { limit } => machine.body(match request.body {
+                Some(bytes) if bytes.len() > limit as usize => None,
+                Some(bytes) => Some(bytes),
+                None => Some(&[]),
+            }),
+            // All here: the Worker would go on to count.
+            Next::Upload(_) => machine.uploaded(Receipt::Complete, request.now_ms),
+            Next::Admin { .. } => {
+                let plan = Some(machine.decided().plan);
+                return Explained { url: Ok(url), fast_path, kept: false, plan, verdict: None };
+            }
+            Next::Count(checks) => {
+                let outcomes = checks.iter().map(|(a, _)| assumed.of(&a.rule.name).outcome(a.rule, &a.key)).collect();
+                break machine.counted(outcomes);
+            }
+            Next::Decided => break machine.decided(),
         }
-        _ => verdict::early(&plan),
     };
-    // The Worker writes the exempt lines before the verdict's.
-    if let Some(v) = verdict.as_mut() {
-        let mut events = verdict::exempt_events(&plan.matched);
-        events.append(&mut v.events);
-        v.events = events;
-    }
-    Explained { url: Ok(url), plan: Some(plan), verdict }
+    let verdict = Some(Verdict { answer: decision.answer, events: decision.logs });
+    Explained { url: Ok(url), fast_path, kept: decision.kept.is_some(), plan: Some(decision.plan), verdict }
 }
 
-/// The URL as the Worker sees it: WHATWG-parsed; a bare path is the path
-/// of `https://example.com` (appended, not resolved: `//api/x` is a path
-/// with an empty first segment, not a host).
 pub fn parse_url(text: &str) -> Result<Url, String> {
     let parsed = match Url::parse(text) {
         Err(url::ParseError::RelativeUrlWithoutBase) => {

@@ -1,0 +1,229 @@
+//! Drives the [decision machine](crate::pipeline::machine) for a live
+//! request: reads the facts it is told, does the I/O its `Next` asks for
+//! (the body, the upload, the counters), and applies its decision's
+//! effects (logs, the memo, metrics). Shared by the standalone Worker
+//! ([`crate::glue::edge`]) and the embedded check ([`crate::glue::embed`]),
+//! so both decide alike; neither decides anything itself.
+
+use crate::config::Config;
+use crate::count::controls::Change;
+use crate::count::protocol::Op;
+use crate::glue::isolate::{load_secrets, now_ms, respond, write_logs, MEMO};
+use crate::glue::objects::{self, call_with_timeout, check};
+use crate::glue::origin::{read_body, receive_body};
+use crate::pipeline::admin::{self, AdminAction, Gate};
+use crate::pipeline::facts::{self, Facts, HeaderMap};
+use crate::pipeline::machine::{self, Decision, Machine, Next};
+use crate::pipeline::metrics;
+use crate::pipeline::plan::{AdminRoute, Applied};
+use crate::pipeline::verdict::LogEvent;
+use futures_util::future::join_all;
+use std::cell::OnceCell;
+use worker::wasm_bindgen::{self, prelude::wasm_bindgen};
+use worker::{web_sys, AnalyticsEngineDataPointBuilder, Env, Response};
+
+/// What the rules may read of the client that `Request.cf` would say, for
+/// a request that lost its `cf` on the way (RPC does not carry it): each
+/// field set here is used instead of the request's own.
+#[derive(Debug, Clone, Default)]
+pub struct Client {
+    pub country: Option<String>,
+    pub asn: Option<u32>,
+}
+
+/// What the machine decided about a request.
+pub(crate) enum Decided {
+    /// The admin API's answer: never forwarded, nothing to settle.
+    Admin(web_sys::Response),
+    /// The decision; its log lines are written, its memo entry kept, its
+    /// metric points written.
+    Decision(Box<Decision<'static>>),
+}
+
+/// Runs `req` through the machine. `client` stands in for `req.cf()` where
+/// it says something (RPC does not carry `cf`).
+pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
+    let url = req.url();
+    if !MEMO.with(|memo| machine::applies(config, &memo.borrow(), &url)) {
+        return Ok(Decided::Decision(Box::new(Decision::pass())));
+    }
+    objects::size_cache(config.blocked_cache_capacity);
+    let method = req.method();
+    let headers = HeaderMap::from_lines(&header_lines(req.headers().as_ref()));
+    let cf = if config.facts.reads_cf { cf_object(req) } else { None };
+    let client = client_facts(cf.as_ref(), client);
+    let secrets = load_secrets(env, Some(config));
+    let facts = Facts { method: &method, url: &url, headers: &headers, client: &client, secrets: &secrets, now_ms: now_ms() };
+    let mut machine = MEMO.with(|memo| Machine::new(config, facts, &memo.borrow()));
+    let decision = loop {
+        match objects::with_cache(|cache| machine.next(Some(cache))) {
+            Next::Body { limit } => {
+                let body = read_body(req, limit).await;
+                machine.body(body.as_deref());
+            }
+            Next::Upload(limits) => {
+                let started = now_ms();
+                let receipt = receive_body(req, limits).await;
+                machine.uploaded(receipt, started);
+            }
+            Next::Admin { lockout, route, lockout_binds } => {
+                return Ok(Decided::Admin(admin_request(env, config, lockout, route, lockout_binds).await?));
+            }
+            Next::Count(checks) => {
+                let outcomes = join_all(checks.into_iter().map(|(applied, op)| check(env, applied, op))).await;
+                break machine.counted(outcomes);
+            }
+            Next::Decided => break machine.decided(),
+        }
+    };
+    apply(&decision, env, req);
+    let mut decision = decision;
+    if let Some(kept) = decision.kept.take() {
+        MEMO.with(|memo| memo.borrow_mut().keep(kept.fingerprint, kept.reads, kept.applied));
+    }
+    Ok(Decided::Decision(Box::new(decision)))
+}
+
+/// The decision's log lines and metric points (to the dataset, when bound).
+fn apply(decision: &Decision<'_>, env: &Env, req: &web_sys::Request) {
+    write_logs(&decision.logs);
+    if let Some(dataset) = metrics_dataset(env).filter(|_| decision.makes_points()) {
+        let cf = cf_object(req);
+        let read = |name: &str| cf.as_ref().and_then(|cf| cf_field(cf, name)?.as_string());
+        write_metrics(&dataset, decision.metric_points(read("colo").as_deref(), read("country").as_deref()));
+    }
+}
+
+/// The client facts: `client`'s where it says something, else `cf`'s.
+fn client_facts(cf: Option<&wasm_bindgen::JsValue>, client: &Client) -> facts::Client {
+    let string = |name: &str| cf.and_then(|cf| cf_field(cf, name)?.as_string());
+    facts::Client {
+        country: client.country.clone().or_else(|| string("country")),
+        asn: client.asn.or_else(|| cf_field(cf?, "asn")?.as_f64().and_then(|n| u32::try_from(n as u64).ok())),
+        verified_bot: cf.and_then(verified_bot),
+        colo: None,
+    }
+}
+
+#[wasm_bindgen(inline_js = r#"
+export function headerLines(headers) {
+  const out = [];
+  for (const [name, value] of headers) out.push(name, value);
+  return out.join("\n");
+}
+"#)]
+extern "C" {
+    /// A `Headers` object's fields in one call: `name\nvalue\n...` (a
+    /// field's name and value never hold a line break).
+    #[wasm_bindgen(js_name = headerLines)]
+    fn header_lines(headers: &wasm_bindgen::JsValue) -> String;
+}
+
+/// A response's fields by the names settling reads, as plain data.
+pub(crate) fn response_headers(response: &web_sys::Response, names: &[&str]) -> HeaderMap {
+    let headers = response.headers();
+    let pairs: Vec<(&str, String)> = names.iter().filter_map(|&n| Some((n, headers.get(n).ok().flatten()?))).collect();
+    HeaderMap::from_pairs(&pairs)
+}
+
+thread_local! {
+    /// Whether a dataset is bound as [`metrics::BINDING`]: looked up once
+    /// per isolate (bindings are fixed for its life).
+    static METRICS_BOUND: OnceCell<bool> = const { OnceCell::new() };
+}
+
+/// The Analytics Engine dataset bound as [`metrics::BINDING`], if any
+/// (not looked up again once found missing).
+fn metrics_dataset(env: &Env) -> Option<worker::AnalyticsEngineDataset> {
+    if METRICS_BOUND.with(|bound| *bound.get_or_init(|| env.analytics_engine(metrics::BINDING).is_ok())) {
+        env.analytics_engine(metrics::BINDING).ok()
+    } else {
+        None
+    }
+}
+
+/// Writes the data points to the dataset. A failed write is dropped: a
+/// metric never fails a request.
+fn write_metrics(dataset: &worker::AnalyticsEngineDataset, points: Vec<metrics::Point>) {
+    for p in points {
+        let _ = AnalyticsEngineDataPointBuilder::new()
+            .indexes([p.index.as_str()])
+            .blobs(p.blobs)
+            .doubles(p.doubles)
+            .write_to(dataset);
+    }
+}
+
+/// `request.cf`, read through `Reflect`: absent in local development,
+/// where the typed getters would panic on a missing field.
+fn cf_object(req: &web_sys::Request) -> Option<wasm_bindgen::JsValue> {
+    js_sys::Reflect::get(req.as_ref(), &"cf".into()).ok().filter(|cf| cf.is_object())
+}
+
+/// A field of `request.cf` (or of an object in it), read through `Reflect`.
+fn cf_field(target: &wasm_bindgen::JsValue, name: &str) -> Option<wasm_bindgen::JsValue> {
+    js_sys::Reflect::get(target, &name.into()).ok().filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+/// `request.cf.verifiedBotCategory` and `request.cf.botManagement.verifiedBot`,
+/// read through `Reflect`, tolerant of absent fields (the typed getter for
+/// `verifiedBot` assumes a boolean is there), for
+/// [`crate::request::exempt::verified_bot`] to decide on.
+fn verified_bot(cf: &wasm_bindgen::JsValue) -> Option<String> {
+    let flag = || cf_field(cf, "botManagement").filter(|m| m.is_object()).and_then(|m| cf_field(&m, "verifiedBot")?.as_bool());
+    crate::request::exempt::verified_bot(cf_field(cf, "verifiedBotCategory").and_then(|v| v.as_string()), flag)
+}
+
+/// Serves the admin API (the token secret exists): first the client's
+/// lockout counter (unless `lockout_binds` is false: a right token that
+/// passes the lockout), then what [`admin::gate`] says. The token is never
+/// logged.
+async fn admin_request(
+    env: &Env,
+    config: &Config,
+    lockout: &Applied<'_>,
+    route: &AdminRoute<'_>,
+    lockout_binds: bool,
+) -> worker::Result<web_sys::Response> {
+    let outcome = if lockout_binds { Some(check(env, lockout, admin::lockout_op(route)).await) } else { None };
+    let (request, id, key_hash) = match admin::gate(lockout, route, outcome.as_ref()) {
+        Gate::Refuse { response, events } => {
+            write_logs(&events);
+            return respond(&response);
+        }
+        Gate::Serve { request, id, key_hash } => (request, id, key_hash),
+        Gate::Rules => {
+            write_logs(&[LogEvent::new("admin", vec![("action", "rules".into()), ("client_hash", lockout.key_hash.as_str().into())])]);
+            return Ok(Response::from_json(&admin::rules_body(config))?.into());
+        }
+    };
+    let now = now_ms();
+    // An override or a ban: set in the key's object, then reported as a
+    // status is.
+    if let Some(change) = request.change(now) {
+        match (&change, objects::control(env, id, &change, request.rule.timeout_ms).await) {
+            (_, Err(e)) => return respond(&admin::control_failure(&e)),
+            (Change::Ban { until_ms }, Ok(_)) => objects::cache_ban(id, *until_ms),
+            (_, Ok(_)) => objects::forget_block(id),
+        }
+    }
+    let op = match request.action {
+        AdminAction::Reset => {
+            objects::forget_block(id);
+            Op::Reset
+        }
+        _ => Op::Status,
+    };
+    let call = request.rule.call_for(op, &request.key);
+    match call_with_timeout(env, id, &call, request.rule.timeout_ms).await {
+        Ok(reply) => {
+            write_logs(&[admin::log_event(request, key_hash, &lockout.key_hash)]);
+            let body = match objects::control(env, id, &Change::Get, request.rule.timeout_ms).await {
+                Ok(controls) => admin::status_with_controls(request, key_hash, &reply, &controls, now),
+                Err(_) => admin::status_body(request, key_hash, &reply),
+            };
+            Ok(Response::from_json(&body)?.into())
+        }
+        Err(e) => respond(&admin::unreachable(&e)),
+    }
+}

@@ -1,0 +1,161 @@
+//! What the decision machine is told about a request and its deployment:
+//! plain data, filled by a driver (the Worker from the live request, the
+//! embedded check from the app's, `tollgate explain` from its command line).
+//! Nothing in here calls back into a driver.
+
+use crate::config::Config;
+
+/// A request's (or a response's) header fields, as the Fetch `Headers`
+/// object lists them: lowercased names, each once, several values of one
+/// name joined by `", "`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderMap(Vec<(String, String)>);
+
+impl HeaderMap {
+    /// From `(name, value)` pairs in any case; a name given several times
+    /// reads as its values joined by `", "` (`Headers.get`).
+    pub fn from_pairs<N: AsRef<str>, V: AsRef<str>>(pairs: &[(N, V)]) -> HeaderMap {
+        let mut map: Vec<(String, String)> = Vec::with_capacity(pairs.len());
+        for (name, value) in pairs {
+            let name = name.as_ref().to_ascii_lowercase();
+            match map.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, joined)) => {
+                    joined.push_str(", ");
+                    joined.push_str(value.as_ref());
+                }
+                None => map.push((name, value.as_ref().to_string())),
+            }
+        }
+        HeaderMap(map)
+    }
+
+    /// From the lines `name`, `value`, `name`, `value`, ... joined by `\n`
+    /// (how the glue takes a `Headers` object over in one call: a field's
+    /// name and value never hold a line break).
+    pub fn from_lines(text: &str) -> HeaderMap {
+        let mut lines = text.split('\n');
+        let mut pairs = Vec::new();
+        while let (Some(name), Some(value)) = (lines.next(), lines.next()) {
+            pairs.push((name, value));
+        }
+        HeaderMap::from_pairs(&pairs)
+    }
+
+    /// The field `name` (lowercased), as `Headers.get` reads it.
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.0.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+    }
+}
+
+/// The deployment's secrets the pipeline reads, by name: read once per
+/// isolate (a changed secret is a new deployment, hence new isolates).
+#[derive(Debug, Clone, Default)]
+pub struct Secrets {
+    /// `TOLLGATE_ADMIN_TOKEN`: `None`, the admin API is off.
+    pub admin_token: Option<String>,
+    /// The key of every `key_hash` ([`crate::request::key::log_key`] of
+    /// `TOLLGATE_LOG_KEY`); `None`: hashes are unkeyed.
+    pub log_key: Option<Vec<u8>>,
+    /// The secrets the config names ([`Secrets::names`]), those that are set.
+    pub named: Vec<(String, String)>,
+}
+
+/// The secret that turns the admin API on.
+pub const ADMIN_TOKEN_SECRET: &str = "TOLLGATE_ADMIN_TOKEN";
+/// The secret that keys every `key_hash` in logs and admin output.
+pub const LOG_KEY_SECRET: &str = "TOLLGATE_LOG_KEY";
+
+impl Secrets {
+    /// The names of the secrets `config` reads besides the two above:
+    /// each `trusted_device` rule's signing key and each exemption's
+    /// secret header value, in config order, each once.
+    pub fn names(config: &Config) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        let exempts = std::iter::once(&config.exempt).chain(config.rules.iter().map(|r| &r.exempt));
+        let headers = exempts.filter_map(|e| e.header.as_ref().map(|h| h.secret.clone()));
+        let devices = config.rules.iter().filter_map(|r| r.trusted_device.as_ref().map(|d| d.secret.clone()));
+        for name in devices.chain(headers) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
+    }
+
+    /// A named secret's value.
+    pub fn get(&self, name: &str) -> Option<String> {
+        self.named.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+    }
+
+    /// The `trusted_device` secrets that are set, in config order (what
+    /// RPC tickets are signed with, beside the log key).
+    pub fn device_secrets(&self, config: &Config) -> Vec<String> {
+        config.rules.iter().filter_map(|r| self.get(&r.trusted_device.as_ref()?.secret)).filter(|s| !s.trim().is_empty()).collect()
+    }
+}
+
+/// What `request.cf` says of the client, as far as the pipeline reads it.
+#[derive(Debug, Clone, Default)]
+pub struct Client {
+    /// `cf.country`.
+    pub country: Option<String>,
+    /// `cf.asn`.
+    pub asn: Option<u32>,
+    /// `Some(category)` when Cloudflare says the client is a verified bot
+    /// ([`crate::request::exempt::verified_bot`]).
+    pub verified_bot: Option<String>,
+    /// `cf.colo`: where the request was served, for metric points only.
+    pub colo: Option<String>,
+}
+
+/// Everything the machine is told about one request.
+#[derive(Debug, Clone)]
+pub struct Facts<'a> {
+    /// The method as sent (not normalized).
+    pub method: &'a str,
+    /// The URL as the runtime serialized it (WHATWG): split, never parsed.
+    pub url: &'a str,
+    pub headers: &'a HeaderMap,
+    pub client: &'a Client,
+    pub secrets: &'a Secrets,
+    /// Now, Unix ms: device cookies expire, reservations are timed.
+    pub now_ms: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_read_as_the_fetch_headers_object_reads_them() {
+        let map = HeaderMap::from_pairs(&[("X-User", "ann"), ("x-user", "bob"), ("Accept", "*/*")]);
+        assert_eq!(map.get("x-user").as_deref(), Some("ann, bob"));
+        assert_eq!(map.get("X-USER").as_deref(), Some("ann, bob"));
+        assert_eq!(map.get("accept").as_deref(), Some("*/*"));
+        assert_eq!(map.get("cookie"), None);
+        let lines = HeaderMap::from_lines("cookie\na=1; b=2\nx-empty\n\nhost\nexample.com");
+        assert_eq!(lines.get("cookie").as_deref(), Some("a=1; b=2"));
+        assert_eq!(lines.get("x-empty").as_deref(), Some(""), "an empty value is a value");
+        assert_eq!(lines.get("host").as_deref(), Some("example.com"));
+        assert_eq!(HeaderMap::from_lines(""), HeaderMap::default(), "no field");
+    }
+
+    #[test]
+    fn the_config_names_the_secrets_it_reads() {
+        let config = Config::from_json(&serde_json::json!({
+            "exempt": { "header": { "name": "x-health", "secret": "HEALTH_KEY" } },
+            "rules": [
+                { "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
+                  "on_success": "clear", "trusted_device": { "secret": "DEVICE_KEY" },
+                  "exempt": { "header": { "name": "x-health", "secret": "HEALTH_KEY" } },
+                  "limits": [{ "requests": 3, "window": "15m" }] },
+            ],
+        }))
+        .unwrap();
+        assert_eq!(Secrets::names(&config), vec!["DEVICE_KEY".to_string(), "HEALTH_KEY".to_string()]);
+        let secrets = Secrets { named: vec![("DEVICE_KEY".into(), "k".into())], ..Secrets::default() };
+        assert_eq!(secrets.get("DEVICE_KEY").as_deref(), Some("k"));
+        assert_eq!(secrets.get("HEALTH_KEY"), None);
+        assert_eq!(secrets.device_secrets(&config), vec!["k".to_string()]);
+    }
+}

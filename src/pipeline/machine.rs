@@ -1,0 +1,394 @@
+//! The decision machine: one request's whole handling, pure and sans-IO
+//! (as quinn-proto and rustls drive their protocols). A driver (the Worker,
+//! the embedded/RPC check, `tollgate explain`) only reads, calls and
+//! applies; every choice is made here:
+//!
+//! ```text
+//! applies(config, memo, url)      false ─▶ Decision::pass(): forward, nothing read
+//! Machine::new(config, facts, memo)                  (the plan, or a kept plan replayed)
+//! loop machine.next(cache):
+//!   Next::Body { limit }     ─▶ read the body (a clone, capped) ─▶ machine.body(..)
+//!   Next::Upload(limits)     ─▶ receive the upload ─▶ machine.uploaded(receipt, started)
+//!   Next::Admin              ─▶ the admin flow ([`crate::pipeline::admin`])
+//!   Next::Count(checks)      ─▶ ask each counter ─▶ machine.counted(outcomes) ─▶ Decision
+//!   Next::Decided            ─▶ machine.decided() ─▶ Decision
+//! Decision: the answer, log lines, metric points, the memo entry, refunds due,
+//!           and the [`Settle`] step for after the answer
+//! settle.after(answer of the origin or app) ─▶ Settled: calls, cookies, cache and hold updates
+//! ```
+
+use crate::config::response::Prefers;
+use crate::config::Config;
+use crate::count::blocked::BlockedUntilCache;
+use crate::count::protocol::{Call, Op};
+use crate::pipeline::facts::{Facts, HeaderMap, Secrets};
+use crate::pipeline::memo::{self, Fingerprint, PlanMemo, Reads};
+use crate::pipeline::metrics::{self, Point};
+use crate::pipeline::plan::{self, AdminRoute, Applied, Body, Plan, RequestParts, Route};
+use crate::pipeline::upload::{self, Receipt, UploadLimits};
+use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
+
+/// Whether a request to `url` needs more than the fast path. `false`: it
+/// is forwarded as [`Decision::pass`] says, with nothing else read (no URL
+/// parse, `cf`, header, secret or clock): a zone-wide route sends every
+/// request of the zone. A URL a kept plan was made for is not asked again.
+pub fn applies(config: &Config, memo: &PlanMemo, url: &str) -> bool {
+    memo.holds_url(url) || plan::may_apply(config, url)
+}
+
+/// One request on its way through the pipeline.
+pub struct Machine<'c, 'f> {
+    config: &'c Config,
+    facts: Facts<'f>,
+    /// The headers the plan read, for the memo.
+    reads: Reads,
+    /// The fingerprint of a plan made here with the body unread: the only
+    /// kind the memo may keep (`None`: replayed, read the body, or the
+    /// config reads the clock).
+    fresh: Option<Fingerprint>,
+    plan: Plan<'c>,
+    /// The upload was received (or needs no receiving).
+    received: bool,
+    upload_deadline: Option<i64>,
+    /// The upload's own answer (408, 400), when it has one.
+    refused: Option<(Answer, LogEvent)>,
+}
+
+/// What the driver does next.
+#[derive(Debug)]
+pub enum Next<'m, 'c> {
+    /// Read the body from a clone, at most `limit` bytes (`None`: over the
+    /// cap or the stream failed), then [`Machine::body`].
+    Body { limit: u32 },
+    /// Receive the body under these limits before anything is reserved,
+    /// then [`Machine::uploaded`] ([`crate::pipeline::upload`]).
+    Upload(UploadLimits),
+    /// An admin request: never forwarded ([`crate::pipeline::admin`]).
+    Admin { lockout: &'m Applied<'c>, route: &'m AdminRoute<'c>, lockout_binds: bool },
+    /// Ask each rule's counter with its op, concurrently, then
+    /// [`Machine::counted`] with the outcomes, index for index.
+    Count(Vec<(&'m Applied<'c>, Op)>),
+    /// Decided without a counter: [`Machine::decided`].
+    Decided,
+}
+
+impl<'c, 'f> Machine<'c, 'f> {
+    /// Plans the request, or replays the plan the memo kept for a request
+    /// with the same fingerprint and header values.
+    pub fn new(config: &'c Config, facts: Facts<'f>, memo: &PlanMemo) -> Machine<'c, 'f> {
+        let client = facts.client;
+        let fingerprint = (!config.facts.reads_clock).then(|| {
+            Fingerprint::new(facts.method, facts.url, client.country.as_deref(), client.asn, client.verified_bot.as_deref())
+        });
+        let header = |name: &str| facts.headers.get(name);
+        let replayed = fingerprint.as_ref().and_then(|fp| memo.replay(fp, &header));
+        let mut machine = Machine {
+            config,
+            facts,
+            reads: Reads::default(),
+            fresh: None,
+            plan: Plan { canonical: None, matched: Vec::new(), route: Route::NeedsBody },
+            received: false,
+            upload_deadline: None,
+            refused: None,
+        };
+        match replayed {
+            Some(plan) => machine.plan = plan,
+            None => {
+                machine.plan = machine.plan_with(Body::Unread);
+                machine.fresh = fingerprint;
+            }
+        }
+        machine
+    }
+
+    fn plan_with(&self, body: Body<'_>) -> Plan<'c> {
+        let facts = &self.facts;
+        let recording = |name: &str| self.reads.read(&|n: &str| facts.headers.get(n), name);
+        let admin_token = || facts.secrets.admin_token.clone();
+        let secret = |name: &str| facts.secrets.get(name);
+        let parts = RequestParts {
+            method: facts.method,
+            url: facts.url,
+            header: &recording,
+            body,
+            country: facts.client.country.as_deref(),
+            asn: facts.client.asn,
+            verified_bot: facts.client.verified_bot.as_deref(),
+            admin_token: &admin_token,
+            log_key: facts.secrets.log_key.as_deref(),
+            secret: &secret,
+            now_ms: facts.now_ms,
+        };
+        plan::plan(self.config, &parts)
+    }
+
+    /// The plan so far (what `explain` reports).
+    pub fn plan(&self) -> &Plan<'c> {
+        &self.plan
+    }
+
+    /// What the driver does next. `cache`: the isolate's blocked-until
+    /// cache, read only (a request it already refuses is not kept waiting
+    /// for its upload).
+    pub fn next(&self, cache: Option<&BlockedUntilCache>) -> Next<'_, 'c> {
+        match &self.plan.route {
+            Route::NeedsBody => Next::Body { limit: self.config.body_limit },
+            Route::Admin { lockout, route, lockout_binds } => {
+                Next::Admin { lockout: lockout.as_ref(), route, lockout_binds: *lockout_binds }
+            }
+            Route::Check(applied) if !applied.is_empty() && self.refused.is_none() => {
+                let refused = cache.is_some_and(|c| refuses(c, applied, self.facts.now_ms));
+                match upload::limits_for(applied) {
+                    Some(limits) if !self.received && !refused => Next::Upload(limits),
+                    _ => Next::Count(applied.iter().map(|a| (a, verdict::check_op(a.rule))).collect()),
+                }
+            }
+            _ => Next::Decided,
+        }
+    }
+
+    /// The body, read after [`Next::Body`] (`None`: over the cap, or the
+    /// stream failed): planned again with it. A plan that read the body is
+    /// never kept.
+    pub fn body(&mut self, body: Option<&[u8]>) {
+        self.fresh = None;
+        self.plan = self.plan_with(body.map_or(Body::Unusable, Body::Read));
+    }
+
+    /// How the upload went after [`Next::Upload`], begun at `started_ms`:
+    /// go on and count (with the deadline of a body over the buffer), or
+    /// answer at once (408, 400), nothing reserved.
+    pub fn uploaded(&mut self, receipt: Receipt, started_ms: i64) {
+        self.received = true;
+        let Route::Check(applied) = &self.plan.route else { return };
+        let Some(limits) = upload::limits_for(applied) else { return };
+        match upload::next(receipt, limits, started_ms) {
+            upload::Next::Check { deadline_ms } => self.upload_deadline = deadline_ms,
+            upload::Next::Answer { response, event } => self.refused = Some((Answer::Respond(response), event)),
+        }
+    }
+
+    /// The decision of a request no counter was asked for.
+    pub fn decided(self) -> Decision<'c> {
+        self.counted(Vec::new())
+    }
+
+    /// The decision, once the counters answered (`outcomes[i]` for the
+    /// `i`-th check of [`Next::Count`]).
+    pub fn counted(self, outcomes: Vec<Outcome>) -> Decision<'c> {
+        let Machine { fresh, reads, plan, facts, upload_deadline, refused, .. } = self;
+        if let Some((answer, event)) = refused {
+            return Decision { answer, logs: vec![event], kept: None, settle: Settle::none(), checked: false, upload_deadline: None, plan, metrics: false };
+        }
+        let blocked = outcomes.iter().any(|o| matches!(o, Outcome::Blocked { .. }));
+        let verdict = match &plan.route {
+            Route::Check(applied) if !applied.is_empty() => {
+                // The client's `Accept` shapes only a block's answer.
+                let prefers = if blocked { Prefers::from_accept(facts.headers.get("accept").as_deref()) } else { Prefers::Other };
+                verdict::verdict_for(applied, &outcomes, prefers)
+            }
+            _ => verdict::early(&plan).unwrap_or_else(|| verdict::Verdict {
+                answer: Answer::Respond(crate::config::headers::OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
+                events: Vec::new(),
+            }),
+        };
+        let mut logs = verdict::exempt_events(&plan.matched);
+        logs.extend(verdict.events);
+        let (applied, checked) = match &plan.route {
+            Route::Check(applied) => (applied.clone(), !applied.is_empty()),
+            _ => (Vec::new(), false),
+        };
+        // A blocked client's plan is kept, for its repeats.
+        let kept = fresh
+            .filter(|_| memo::keeps(&plan.matched, &applied, blocked))
+            .map(|fingerprint| Kept { fingerprint, reads, applied: applied.clone() });
+        Decision {
+            answer: verdict.answer,
+            logs,
+            kept,
+            settle: Settle { applied, outcomes },
+            checked,
+            upload_deadline,
+            metrics: matches!(plan.route, Route::Check(_)),
+            plan,
+        }
+    }
+}
+
+/// Whether the cache refuses one of `applied`'s `block` rules already.
+fn refuses(cache: &BlockedUntilCache, applied: &[Applied<'_>], now_ms: i64) -> bool {
+    applied.iter().any(|a| a.rule.action == crate::config::policy::Action::Block && cache.refuses(&a.id, now_ms))
+}
+
+/// A plan for the memo to keep ([`PlanMemo::keep`]).
+pub struct Kept<'c> {
+    pub fingerprint: Fingerprint,
+    pub reads: Reads,
+    pub applied: Vec<Applied<'c>>,
+}
+
+/// Everything one request's handling does, decided.
+pub struct Decision<'c> {
+    /// Forward (with fields) or tollgate's own answer.
+    pub answer: Answer,
+    /// The log lines, in order (exempt rules first, then the verdict's).
+    pub logs: Vec<LogEvent>,
+    /// A blocked client's plan, for the memo to keep.
+    pub kept: Option<Kept<'c>>,
+    /// What follows the answer ([`Settle::after`]).
+    pub settle: Settle<'c>,
+    /// Some rule's counter was asked: leased tokens past their expiry are
+    /// due back ([`crate::count::lease`]); the non-matching path stays lean.
+    pub checked: bool,
+    /// For a body over a failures-only rule's `upload_buffer`: when the
+    /// rest must have been forwarded (Unix ms).
+    pub upload_deadline: Option<i64>,
+    /// The plan decided on (`explain` reports it).
+    pub plan: Plan<'c>,
+    /// Whether the request makes metric points ([`Decision::metric_points`]).
+    metrics: bool,
+}
+
+impl<'c> Decision<'c> {
+    /// Forward, nothing checked: the fast path's decision.
+    pub fn pass() -> Decision<'c> {
+        Decision {
+            answer: Answer::Forward { fields: Vec::new() },
+            logs: Vec::new(),
+            kept: None,
+            settle: Settle::none(),
+            checked: false,
+            upload_deadline: None,
+            plan: Plan { canonical: None, matched: Vec::new(), route: Route::Check(Vec::new()) },
+            metrics: false,
+        }
+    }
+
+    /// The data points for the metrics dataset, served from `colo` in
+    /// `country` (read only when a dataset is bound).
+    pub fn metric_points(&self, colo: Option<&str>, country: Option<&str>) -> Vec<Point> {
+        if !self.metrics {
+            return Vec::new();
+        }
+        let place = metrics::Place { colo, country };
+        metrics::points(&self.plan.matched, &self.settle.applied, &self.settle.outcomes, place)
+    }
+
+    /// Whether [`Decision::metric_points`] may have any (the `cf` fields
+    /// they need are read only then).
+    pub fn makes_points(&self) -> bool {
+        self.metrics
+    }
+
+    /// Whether the answer must wait for the settlement: a failures-only
+    /// rule reserved, so the request is forwarded and settled as one task.
+    pub fn settles_after_forward(&self) -> bool {
+        self.settle.applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve)
+    }
+}
+
+/// The step after the answer: the checked rules and their outcomes.
+#[derive(Debug, Clone)]
+pub struct Settle<'c> {
+    pub applied: Vec<Applied<'c>>,
+    pub outcomes: Vec<Outcome>,
+}
+
+/// One settling call to a rule's object.
+#[derive(Debug, Clone)]
+pub struct SettleCall {
+    /// The object's name.
+    pub id: String,
+    pub call: Call,
+    pub timeout_ms: u32,
+    /// For the `counter_error` line of a failed call.
+    pub rule: String,
+    pub key_hash: String,
+}
+
+/// What settling decided.
+#[derive(Debug, Default)]
+pub struct Settled {
+    pub calls: Vec<SettleCall>,
+    /// `Set-Cookie` fields of the devices a success made trusted.
+    pub cookies: Vec<(String, String)>,
+    /// Blocked-until cache entries a relief makes stale.
+    pub forget: Vec<String>,
+    /// `(rule, reserved at)` of each settled reservation, for the isolate's
+    /// holds ([`crate::count::hold`]).
+    pub holds: Vec<(String, i64)>,
+}
+
+impl<'c> Settle<'c> {
+    fn none() -> Settle<'c> {
+        Settle { applied: Vec::new(), outcomes: Vec::new() }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.applied.is_empty()
+    }
+
+    /// The response header fields settling reads (each rule's
+    /// `success_identity_header`), for the driver to hand over.
+    pub fn response_headers(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for a in &self.applied {
+            if let Some(name) = a.rule.on_success.as_ref().and_then(|on| on.identity_header.as_deref()) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+        names
+    }
+
+    /// Settles with the answer: `Some((status, headers))` of the origin or
+    /// app, `None` when nothing answered (tollgate answered itself, the
+    /// origin was unreachable, the app gave up): every reservation is then
+    /// released. `now_ms` times the device cookies and the holds.
+    pub fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> Settled {
+        let header = |name: &str| answer.and_then(|(_, headers)| headers.get(name));
+        let answered = answer.map(|(status, _)| Answered { status, header: &header });
+        let mut settled = Settled::default();
+        if let Some(answered) = &answered {
+            let secret = |name: &str| secrets.get(name);
+            settled.cookies = verdict::device_cookies(&self.applied, answered, &secret, now_ms);
+        }
+        for (a, outcome) in self.applied.iter().zip(&self.outcomes) {
+            let Some(call) = verdict::settle(a, outcome, answered.as_ref()) else { continue };
+            if let (Outcome::Allowed { reservation: Some(id), .. }, Op::Reserve) = (outcome, verdict::check_op(a.rule)) {
+                settled.holds.push((a.rule.name.clone(), crate::count::reservation::reserved_at(*id)));
+            }
+            if matches!(call.op, Op::Clear | Op::Forgive) {
+                settled.forget.push(a.id.clone());
+            }
+            let (id, timeout_ms, rule, key_hash) = (a.id.clone(), a.rule.timeout_ms, a.rule.name.clone(), a.key_hash.clone());
+            settled.calls.push(SettleCall { id, call, timeout_ms, rule, key_hash });
+        }
+        settled
+    }
+}
+
+/// The config is invalid: what a request gets. `on_invalid_config = "allow"`
+/// with a readable `upstream` forwards unlimited (`true`); otherwise 503.
+/// The errors are logged at most once a minute per isolate
+/// (`last_logged_ms`, updated), never shown to clients.
+pub fn invalid_config(
+    errors: &[crate::config::ConfigError],
+    forwards: bool,
+    now_ms: i64,
+    last_logged_ms: &mut Option<i64>,
+) -> (Option<crate::config::headers::OwnResponse>, Option<LogEvent>) {
+    let due = last_logged_ms.is_none_or(|at| now_ms - at >= CONFIG_ERROR_LOG_PERIOD_MS);
+    let log = due.then(|| {
+        *last_logged_ms = Some(now_ms);
+        let detail: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        let decision = if forwards { "allow" } else { "deny" };
+        LogEvent::new("config_error", vec![("errors", detail.join("; ").into()), ("decision", decision.into())])
+    });
+    ((!forwards).then(verdict::invalid_config), log)
+}
+
+/// An invalid config is logged at most once per isolate per this period.
+pub const CONFIG_ERROR_LOG_PERIOD_MS: i64 = 60_000;
