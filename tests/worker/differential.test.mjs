@@ -13,7 +13,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync, existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "smol-toml";
-import { withTollgate, tempDir, ROOT, eventsSince } from "./harness.mjs";
+import { withTollgate, tempDir, ROOT, eventsSince, sleep } from "./harness.mjs";
 
 const CLI = join(ROOT, "target", "debug", "tollgate");
 const DATA = JSON.parse(readFileSync(join(ROOT, "tests", "canon_cases.json"), "utf8"));
@@ -123,6 +123,9 @@ function explain(wranglerPath, c, ip, outcomes, logKey) {
   if (c.body !== undefined) args.push("--data", c.body);
   if (c.cf?.country) args.push("--country", c.cf.country);
   if (c.cf?.asn) args.push("--asn", String(c.cf.asn));
+  for (const [name, value] of Object.entries(c.secrets ?? {})) args.push("--secret", `${name}=${value}`);
+  // The Worker judges a device cookie by its own clock: explain by now.
+  args.push("--now", String(Date.now()));
   const env = { ...process.env };
   delete env.TOLLGATE_LOG_KEY;
   if (logKey !== undefined) env.TOLLGATE_LOG_KEY = logKey;
@@ -287,6 +290,84 @@ test("a key header sent with several values is charged to each, in explain and i
       assert.deepEqual(events.map((e) => e.key_hash).sort(), tenant.map((a) => a.key_hash).sort(), "the Worker asks the same three counters");
       const single = explain(wrangler, { ...c, headers: { "x-api-key": "real" } }, "10.3.0.1", ["failed"]);
       assert.ok(tenant.some((a) => a.key_hash === single.checked.find((b) => b.rule === "tenant").key_hash), "one of them is the real key's");
+    }),
+  );
+});
+
+const DEVICE_KEY = "differential device secret";
+/** Trusted devices, a leased rule, an exemption and a static override (issue 26). */
+const MORE_RULES = [
+  { name: "device-long", path: "/dev-long", methods: ["POST"], key: ["header:x-user"], count_statuses: [401],
+    on_success: "clear", trusted_device: { secret: "DEVICE_KEY", cookie: "dl", ttl: "1h" }, limits: LIMIT },
+  { name: "device-short", path: "/dev-short", methods: ["POST"], key: ["header:x-user"], count_statuses: [401],
+    on_success: "clear", trusted_device: { secret: "DEVICE_KEY", cookie: "ds", ttl: "1s" }, limits: LIMIT },
+  { name: "hot", path: "/hot", ratelimit_headers: true, limits: [{ requests: 1000, window: "1m" }] },
+  { name: "exempted", path: "/exempt/*", exempt: { ips: ["10.5.0.0/16"] }, limits: LIMIT },
+  { name: "tiered", path: "/tier", key: ["header:x-tenant"], ratelimit_headers: true,
+    overrides: { acme: [{ requests: 5, window: "1m" }] }, limits: LIMIT },
+];
+
+test("explain and the Worker agree on trusted devices (valid, expired, forged), a lease, an exemption and an override", () => {
+  const config = { rules: MORE_RULES };
+  const secrets = { DEVICE_KEY };
+  return withWrangler(config, (wrangler) =>
+    withTollgate({ config, faults: true, vars: { DEVICE_KEY } }, async (tg) => {
+      // Counters up: a success mints each device its cookie (no log line).
+      const mint = async (path, user) => {
+        const res = await tg.fetch(path, { ip: "10.7.0.1", method: "POST", headers: { "x-user": user } });
+        await res.arrayBuffer();
+        assert.equal(res.status, 200);
+        const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0];
+        assert.match(cookie, /^d[ls]=v2\./, `${path}: a device cookie`);
+        return cookie;
+      };
+      const valid = await mint("/dev-long", "ann");
+      const toForge = await mint("/dev-long", "eve");
+      const short = await mint("/dev-short", "bob");
+      const forged = toForge.slice(0, -1) + (toForge.endsWith("0") ? "1" : "0");
+      // The override and the lease, counters up: the RateLimit fields agree.
+      for (const c of [
+        { url: "/tier", method: "GET", headers: { "x-tenant": "acme" } },
+        { url: "/tier", method: "GET", headers: { "x-tenant": "other" } },
+        { url: "/hot", method: "GET" },
+      ]) {
+        const expected = explain(wrangler, c, "10.7.1.1", ["allowed"]);
+        const worker = await send(tg, c, "10.7.1.1");
+        assertSameAnswer(worker, expected, c.url);
+        assert.ok(expected.verdict.fields.length > 0, `${c.url}: RateLimit fields`);
+        for (const [name, value] of expected.verdict.fields) assert.equal(worker.headers.get(name), value, `${c.url}: ${name}`);
+      }
+      const tier = explain(wrangler, { url: "/tier", method: "GET", headers: { "x-tenant": "acme" } }, "10.7.1.1", ["allowed"]);
+      assert.equal(tier.checked[0].limits_source, "override");
+      assert.match(tier.verdict.fields.find(([n]) => n === "ratelimit-policy")[1], /q=5;/, "the override's limit");
+      // A short device's cookie lapses (its expiry is in whole seconds).
+      await sleep(2_100);
+      await tg.setFault("throw");
+      const cases = [
+        { label: "valid device cookie", url: "/dev-long", method: "POST", headers: { "x-user": "ann", cookie: valid }, secrets },
+        { label: "forged device cookie", url: "/dev-long", method: "POST", headers: { "x-user": "eve", cookie: forged }, secrets },
+        { label: "expired device cookie", url: "/dev-short", method: "POST", headers: { "x-user": "bob", cookie: short }, secrets },
+        { label: "lease", url: "/hot", method: "GET", ip: "10.7.2.1" },
+        { label: "exempt", url: "/exempt/a", method: "GET", ip: "10.5.0.9" },
+        { label: "not exempt", url: "/exempt/a", method: "GET", ip: "10.6.0.9" },
+        { label: "override", url: "/tier", method: "GET", headers: { "x-tenant": "acme" }, ip: "10.7.3.1" },
+      ];
+      const hashes = {};
+      for (const c of cases) {
+        const ip = c.ip ?? "10.7.4.1";
+        const expected = explain(wrangler, c, ip, ["failed"]);
+        const worker = await send(tg, c, ip);
+        assertSameAnswer(worker, expected, c.label);
+        const events = await eventsSince(tg, worker.before, expected.events.length);
+        assert.deepEqual(events.map(comparable).sort(byRule), expected.events.map(comparable).sort(byRule), `${c.label}: log events`);
+        assert.ok(expected.events.length > 0, `${c.label}: a line to compare`);
+        hashes[c.label] = expected.checked.map((a) => a.key_hash);
+      }
+      const account = (user) => explain(wrangler, { url: "/dev-long", method: "POST", headers: { "x-user": user } }, "10.7.4.1", ["failed"]).checked[0].key_hash;
+      assert.notEqual(hashes["valid device cookie"][0], account("ann"), "a valid cookie counts in the device's own bucket");
+      assert.equal(hashes["forged device cookie"][0], account("eve"), "a forged cookie counts in the account's bucket");
+      assert.equal(hashes["expired device cookie"][0], explain(wrangler, { url: "/dev-short", method: "POST", headers: { "x-user": "bob" } }, "10.7.4.1", ["failed"]).checked[0].key_hash, "an expired cookie counts in the account's bucket");
+      assert.deepEqual(hashes.exempt, [], "an exempt request checks nothing");
     }),
   );
 });
