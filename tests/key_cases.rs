@@ -24,7 +24,8 @@ mod common;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use tollgate::config::Config;
-use tollgate::pipeline::plan::{self, Body, KeyOutcome, RequestParts, Route};
+use tollgate::pipeline::applied::KeyOutcome;
+use tollgate::pipeline::plan::{self, Body, RequestParts, Route};
 use tollgate::tools::explain::parse_url;
 
 const CASES: &str = include_str!("key_cases.json");

@@ -7,7 +7,7 @@
 use crate::count::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::glue::isolate::{now_ms, write_logs};
 use crate::pipeline::machine::Settled;
-use crate::pipeline::plan::Applied;
+use crate::pipeline::applied::{object_name, Applied};
 use crate::count::protocol::{decode_reply_line, decode_rpc_answer, encode_call_url, Call, CallFailure, Op, Reply};
 use crate::pipeline::verdict::{self, Outcome};
 use crate::count::lease::{self, Admit, LeaseSettings, Leases};
@@ -149,7 +149,7 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
 /// time when banned; the rule's fail policy when the object cannot say;
 /// `None` otherwise. One more object call per request of a trusted device.
 async fn account_ban(env: &Env, applied: &Applied<'_>) -> Option<Outcome> {
-    let account = crate::pipeline::plan::object_name(applied.rule, &applied.key);
+    let account = object_name(applied.rule, &applied.key);
     let call = applied.rule.call_for(Op::Probe, &applied.key);
     match call_with_timeout(env, &account, &call, applied.rule.timeout_ms).await {
         Ok(reply) if reply.tally.allowed => None,

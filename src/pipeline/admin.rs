@@ -56,7 +56,7 @@ use crate::request::canon::CanonicalQuery;
 use crate::config::Config;
 use crate::config::headers::OwnResponse;
 use crate::request::key::{derive_key, KeyInputs, KeyPart, MissingPart};
-use crate::pipeline::plan::{AdminRoute, Applied};
+use crate::pipeline::applied::Applied;
 use crate::config::policy::FailPolicy;
 use crate::count::protocol::{CallFailure, Op, Reply};
 use crate::config::rules::{Rule, RuleSpec};
@@ -65,6 +65,20 @@ use crate::count::window::Limit;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt;
+
+/// What an admin request asks, once its token is compared.
+#[derive(Debug)]
+pub enum AdminRoute<'c> {
+    /// Missing or wrong bearer token: a failed authentication (401, no
+    /// detail).
+    Unauthorized,
+    /// Authorized but not a valid admin request: its 4xx.
+    Invalid(AdminError),
+    /// Call the object `id` for `request`; logs name its key by `key_hash`.
+    Call { request: AdminRequest<'c>, id: String, key_hash: String },
+    /// List the rules (`GET {prefix}/rules`).
+    Rules,
+}
 
 /// The name of the built-in rule counting failed admin authentications. It
 /// holds a `:`, which no config rule name may, so it never shares a counter
@@ -714,7 +728,7 @@ mod tests {
     fn lockout<'c>(config: &'c Config) -> Applied<'c> {
         let rule = &config.admin_lockout;
         let key = "ip=192.0.2.1".to_string();
-        Applied { rule, id: crate::pipeline::plan::object_name(rule, &key), key_hash: "c11e47".into(), key, fell_back: false, own_method: false, device: None, spelling: None }
+        Applied { rule, id: crate::pipeline::applied::object_name(rule, &key), key_hash: "c11e47".into(), key, fell_back: false, own_method: false, device: None, spelling: None }
     }
 
     fn blocked(ms: u64) -> Outcome {

@@ -18,13 +18,16 @@
 //! ```
 
 use crate::config::response::Prefers;
+use crate::config::headers::OwnResponse;
 use crate::config::Config;
 use crate::count::blocked::BlockedUntilCache;
 use crate::count::protocol::{Call, Op};
 use crate::pipeline::facts::{Facts, HeaderMap, Secrets};
 use crate::pipeline::memo::{self, Fingerprint, PlanMemo, Reads};
 use crate::pipeline::metrics::{self, Point};
-use crate::pipeline::plan::{self, AdminRoute, Applied, Body, Plan, RequestParts, Route};
+use crate::pipeline::admin::AdminRoute;
+use crate::pipeline::applied::Applied;
+use crate::pipeline::plan::{self, Body, Plan, RequestParts, Route};
 use crate::pipeline::upload::{self, Receipt, UploadLimits};
 use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
 
@@ -188,8 +191,8 @@ impl<'c, 'f> Machine<'c, 'f> {
                 let prefers = if blocked { Prefers::from_accept(facts.headers.get("accept").as_deref()) } else { Prefers::Other };
                 verdict::verdict_for(applied, &outcomes, prefers)
             }
-            _ => verdict::early(&plan).unwrap_or_else(|| verdict::Verdict {
-                answer: Answer::Respond(crate::config::headers::OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
+            _ => early(&plan).unwrap_or_else(|| verdict::Verdict {
+                answer: Answer::Respond(OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
                 events: Vec::new(),
             }),
         };
@@ -213,6 +216,37 @@ impl<'c, 'f> Machine<'c, 'f> {
             metrics: matches!(plan.route, Route::Check(_)),
             plan,
         }
+    }
+}
+
+/// The verdict of a plan that needs no counter: a refused path (400), a
+/// missing key (400), or nothing to check (forward). `None` for a plan that
+/// has rules to check, or is admin or needs the body.
+pub(crate) fn early(plan: &Plan<'_>) -> Option<verdict::Verdict> {
+    match &plan.route {
+        Route::Malformed(e) => Some(verdict::Verdict {
+            answer: Answer::Respond(OwnResponse::problem(400, "Bad Request", &e.to_string(), None)),
+            events: Vec::new(),
+        }),
+        Route::MissingKey { rule, missing } => {
+            let why = missing.to_string();
+            Some(verdict::Verdict {
+                answer: Answer::Respond(OwnResponse::problem(
+                    400,
+                    "Bad Request",
+                    &format!("Rule `{}`: {why}.", rule.name),
+                    None,
+                )),
+                events: vec![LogEvent::new(
+                    "missing_key",
+                    vec![("rule", rule.name.as_str().into()), ("detail", why.into())],
+                )],
+            })
+        }
+        Route::Check(applied) if applied.is_empty() => {
+            Some(verdict::Verdict { answer: Answer::Forward { fields: Vec::new() }, events: Vec::new() })
+        }
+        _ => None,
     }
 }
 

@@ -33,7 +33,8 @@
 //! (their repeats are planned again); it cannot change what another
 //! request is planned as.
 
-use crate::pipeline::plan::{Applied, Plan, Matched, Route};
+use crate::pipeline::applied::{Applied, Matched};
+use crate::pipeline::plan::{Plan, Route};
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 

@@ -30,7 +30,7 @@
 //! | `double1` | retry-after in ms (blocked and shadow), else 0 |
 //! | `double2` | requests remaining in the tightest window (allowed), else 0 |
 
-use crate::pipeline::plan::{Applied, Matched};
+use crate::pipeline::applied::{Applied, Matched};
 use crate::config::policy::Action;
 use crate::pipeline::verdict::Outcome;
 

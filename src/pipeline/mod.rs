@@ -4,6 +4,7 @@
 
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod admin;
+pub mod applied;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod episodes;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]

@@ -25,11 +25,12 @@
 //! POST may be overridden to any method a rule lists (fail safe: both only
 //! ever match more).
 
-use crate::pipeline::admin::{self, AdminError, AdminRequest};
+use crate::pipeline::admin::{self, AdminRoute};
+use crate::pipeline::applied::{object_name, Applied, Exempted, KeyOutcome, Matched};
 use crate::request::body::{self, BodyParams, Unreadable};
 use crate::request::canon::{canonical_path, normalize_key, CanonError, CanonicalQuery, RawUrl, Source};
 use crate::config::Config;
-use crate::request::exempt::{ExemptInputs, Exemption};
+use crate::request::exempt::ExemptInputs;
 use crate::config::policy::MissingKey;
 use crate::request::key::{body_field_values, derive_key, derive_keys, key_hash, raw_values, KeyError, KeyInputs};
 use crate::request::spelling::Spelling;
@@ -140,74 +141,6 @@ pub struct Canonical {
     pub unreadable_body: Option<Unreadable>,
 }
 
-/// A rule that matched, and what became of its key.
-#[derive(Debug)]
-pub struct Matched<'c> {
-    pub rule: &'c Rule,
-    pub found: Match,
-    pub key: KeyOutcome,
-    /// A success can settle the rule for this request: it has
-    /// `on_success`, and matched the request's own method, as sent
-    /// ([`own_method`], no override). Always false for a rule without
-    /// `on_success` (nothing else reads it).
-    pub own_method: bool,
-    /// The request is exempt from the rule (the config's or the rule's
-    /// `exempt`): neither counted nor limited, whatever its key.
-    pub exempt: Option<Exempted>,
-    /// How the request spelled its identity, for a rule whose success
-    /// relieves (`on_success`) and a key of its own (not the fallback):
-    /// relief and trusted devices are bound to it ([`crate::request::spelling`]).
-    pub spelling: Option<Spelling>,
-}
-
-/// Why a matching rule is not applied, and under which key hash it is
-/// logged (its first key's; `-` when it has none).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exempted {
-    pub by: Exemption,
-    pub key_hash: String,
-}
-
-/// A matching rule's key, or why it has none.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyOutcome {
-    /// Every key the request is charged to ([`derive_keys`]: one per
-    /// identity an origin could read, at most [`crate::request::key::MAX_IDENTITIES`]);
-    /// `fell_back` when they came from `fallback_key`.
-    Keys { keys: Vec<String>, fell_back: bool },
-    /// A part is missing and the rule skips such requests.
-    Skipped(KeyError),
-    /// A part is missing (of the key, or of the fallback key too) and the
-    /// rule rejects such requests with 400; or the request names too many
-    /// identities (400 whatever the policy: falling back would let a client
-    /// choose its bucket by sending more spellings).
-    Rejected(KeyError),
-}
-
-/// A rule to check, with its key and the object that counts it.
-#[derive(Debug, Clone)]
-pub struct Applied<'c> {
-    pub rule: &'c Rule,
-    /// The raw key (never logged).
-    pub key: String,
-    /// The object's name and the blocked-until cache key ([`object_name`]).
-    pub id: String,
-    /// What logs carry instead of the key ([`key_hash`], keyed by the
-    /// request's `log_key`).
-    pub key_hash: String,
-    /// The key came from `fallback_key`: a success never clears it.
-    pub fell_back: bool,
-    /// From [`Matched::own_method`].
-    pub own_method: bool,
-    /// The trusted device the request came from (a `trusted_device` rule's
-    /// valid cookie for this very account): the request counts in the
-    /// device's own bucket (`id`, `key_hash`), `key` stays the account's.
-    pub device: Option<String>,
-    /// From [`Matched::spelling`]: relief (a clear, a forgive, a device
-    /// cookie) only for this spelling; `None` for a rule without relief.
-    pub spelling: Option<Spelling>,
-}
-
 /// Where the request goes next.
 #[derive(Debug)]
 pub enum Route<'c> {
@@ -232,20 +165,6 @@ pub enum Route<'c> {
     Check(Vec<Applied<'c>>),
 }
 
-/// What an admin request asks, once its token is compared.
-#[derive(Debug)]
-pub enum AdminRoute<'c> {
-    /// Missing or wrong bearer token: a failed authentication (401, no
-    /// detail).
-    Unauthorized,
-    /// Authorized but not a valid admin request: its 4xx.
-    Invalid(AdminError),
-    /// Call the object `id` for `request`; logs name its key by `key_hash`.
-    Call { request: AdminRequest<'c>, id: String, key_hash: String },
-    /// List the rules (`GET {prefix}/rules`).
-    Rules,
-}
-
 /// What tollgate makes of one request before asking any counter.
 #[derive(Debug)]
 pub struct Plan<'c> {
@@ -257,12 +176,6 @@ pub struct Plan<'c> {
     /// then config order), with its key.
     pub matched: Vec<Matched<'c>>,
     pub route: Route<'c>,
-}
-
-/// The name of the object counting `key` for `rule` (also its cache key):
-/// the rule's name and the key, one line each.
-pub fn object_name(rule: &Rule, key: &str) -> String {
-    format!("{}\n{}", rule.name, key)
 }
 
 /// Whether a request to `url` may need more than [`plan`]'s fast path: its
@@ -327,6 +240,21 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     {
         return needs_body();
     }
+    let matched = matched_rules(config, parts, &canonical, found, body_params.as_ref());
+    let route = route_of(&matched, parts.log_key, &|m, key| trusted_device(parts, m.rule, key, m.spelling.as_ref()));
+    Plan { canonical: Some(canonical), matched, route }
+}
+
+/// Every matching rule (`found`, in match order) with its key, spelling,
+/// exemption and whether a success can settle it for this request.
+fn matched_rules<'c>(
+    config: &'c Config,
+    parts: &RequestParts<'_>,
+    canonical: &Canonical,
+    found: Vec<(&'c Rule, Match)>,
+    body_params: Option<&BodyParams>,
+) -> Vec<Matched<'c>> {
+    let header = parts.header;
     // Whether the origin routes the request as it was sent: three override
     // headers looked up, only for a rule a success can settle.
     let routed_as_sent = std::cell::OnceCell::new();
@@ -347,7 +275,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     };
     // Asked once per request, and only when some rule matched.
     let everywhere = if found.is_empty() { None } else { config.exempt.exempts(&exempt_inputs) };
-    let matched: Vec<Matched<'c>> = found
+    found
         .into_iter()
         .map(|(rule, found)| {
             let inputs = KeyInputs {
@@ -364,7 +292,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
             let spelling = relief_spelling(rule, &key, &inputs);
             let own_method = rule.settles_successes()
                 && own_method(rule, parts.method)
-                && *routed_as_sent.get_or_init(|| !overridden(parts, &canonical.query, body_params.as_ref()));
+                && *routed_as_sent.get_or_init(|| !overridden(parts, &canonical.query, body_params));
             let exempt = everywhere.clone().or_else(|| rule.exempt.exempts(&exempt_inputs)).map(|by| Exempted {
                 key_hash: match &key {
                     KeyOutcome::Keys { keys, .. } => keys.first().map_or_else(|| "-".into(), |k| key_hash(k, parts.log_key)),
@@ -374,9 +302,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
             });
             Matched { rule, found, key, own_method, exempt, spelling }
         })
-        .collect();
-    let route = route_of(&matched, parts.log_key, &|m, key| trusted_device(parts, m.rule, key, m.spelling.as_ref()));
-    Plan { canonical: Some(canonical), matched, route }
+        .collect()
 }
 
 fn needs_body<'c>() -> Plan<'c> {
@@ -641,6 +567,7 @@ fn admin_route<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::admin::AdminError;
     use crate::request::canon::canonical_host;
     use url::Url;
     use serde_json::json;

@@ -29,7 +29,7 @@
 
 use crate::config::Config;
 use crate::request::key::key_hash;
-use crate::pipeline::plan::{object_name, Applied};
+use crate::pipeline::applied::{object_name, Applied};
 use crate::config::policy::Counting;
 use crate::pipeline::verdict::Outcome;
 use crate::request::hmac::{hex, hmac_sha256, same_bytes};

@@ -43,7 +43,7 @@
 //! never changes what reaches the origin.
 
 use crate::config::headers::OwnResponse;
-use crate::pipeline::plan::Applied;
+use crate::pipeline::applied::Applied;
 use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;

@@ -21,7 +21,7 @@
 
 use crate::config::policy::{Action, Counting, FailPolicy, SuccessAction};
 use crate::config::headers::{rate_fields, OwnResponse};
-use crate::pipeline::plan::{Applied, Matched, Plan, Route};
+use crate::pipeline::applied::{Applied, Matched};
 use crate::count::protocol::{Call, Op, Reply, WireWindow};
 use crate::config::rules::Rule;
 use crate::request::spelling::Spelling;
@@ -122,37 +122,6 @@ pub struct Verdict {
 /// `on_invalid_config = "deny"`.
 pub fn invalid_config() -> OwnResponse {
     OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1))
-}
-
-/// The verdict of a plan that needs no counter: a refused path (400), a
-/// missing key (400), or nothing to check (forward). `None` for a plan that
-/// has rules to check, or is admin or needs the body.
-pub fn early(plan: &Plan<'_>) -> Option<Verdict> {
-    match &plan.route {
-        Route::Malformed(e) => Some(Verdict {
-            answer: Answer::Respond(OwnResponse::problem(400, "Bad Request", &e.to_string(), None)),
-            events: Vec::new(),
-        }),
-        Route::MissingKey { rule, missing } => {
-            let why = missing.to_string();
-            Some(Verdict {
-                answer: Answer::Respond(OwnResponse::problem(
-                    400,
-                    "Bad Request",
-                    &format!("Rule `{}`: {why}.", rule.name),
-                    None,
-                )),
-                events: vec![LogEvent::new(
-                    "missing_key",
-                    vec![("rule", rule.name.as_str().into()), ("detail", why.into())],
-                )],
-            })
-        }
-        Route::Check(applied) if applied.is_empty() => {
-            Some(Verdict { answer: Answer::Forward { fields: Vec::new() }, events: Vec::new() })
-        }
-        _ => None,
-    }
 }
 
 /// Folds each checked rule's outcome (`outcomes[i]` for `applied[i]`) into
@@ -426,7 +395,7 @@ pub fn counter_error(rule: &str, key_hash: &str, error: &str, decision: &str) ->
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::pipeline::plan::object_name;
+    use crate::pipeline::applied::object_name;
     use serde_json::json;
 
     fn config() -> Config {
@@ -557,11 +526,11 @@ mod tests {
         let url = url::Url::parse("https://example.com/p%00").unwrap();
         let parts = crate::pipeline::plan::RequestParts::plain("GET", url.as_str(), &|_| None, crate::pipeline::plan::Body::Unusable);
         let p = crate::pipeline::plan::plan(&c, &parts);
-        let v = early(&p).unwrap();
+        let v = crate::pipeline::machine::early(&p).unwrap();
         assert!(matches!(&v.answer, Answer::Respond(r) if r.status == 400));
         let url = url::Url::parse("https://example.com/p").unwrap();
         let p = crate::pipeline::plan::plan(&c, &crate::pipeline::plan::RequestParts { url: url.as_str(), ..parts });
-        let v = early(&p).unwrap();
+        let v = crate::pipeline::machine::early(&p).unwrap();
         let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
         assert_eq!(r.status, 400);
         assert!(r.body.contains("Rule `short`: the request has no usable `ip`."), "{}", r.body);

@@ -17,7 +17,10 @@ use crate::config::policy::{Action, Counting, FailPolicy, MissingKey};
 use crate::pipeline::facts::{self, Facts, HeaderMap, Secrets};
 use crate::pipeline::machine::{self, Machine, Next};
 use crate::pipeline::memo::PlanMemo;
-use crate::pipeline::plan::{KeyOutcome, Plan, Route};
+use crate::pipeline::applied::{Applied, KeyOutcome, Matched};
+use crate::pipeline::metrics::MetricsLevel;
+use crate::pipeline::plan::Canonical;
+use crate::pipeline::plan::{Plan, Route};
 use crate::pipeline::upload::Receipt;
 use crate::count::protocol::WireWindow;
 use crate::config::rules::{RequestView, Rule};
@@ -312,6 +315,25 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
         }
         return out;
     };
+    write_canonical(&mut out, config, c, &explained);
+    let header = header_lookup(request.headers);
+    for rule in &config.rules {
+        match plan.matched.iter().find(|m| std::ptr::eq(m.rule, rule)) {
+            None => {
+                let _ = writeln!(out, "rule {}: no match ({})", rule.name, why_not(rule, plan, &header));
+            }
+            Some(m) => write_rule(&mut out, m, c, request),
+        }
+    }
+    if let Some(v) = &explained.verdict {
+        write_verdict(&mut out, config, v, assumed, explained.kept);
+    }
+    let _ = writeln!(out, "matching rules: {} of {}", plan.matched.len(), config.rules.len());
+    out
+}
+
+/// The canonical view's lines: host, path, parameters, methods.
+fn write_canonical(out: &mut String, config: &Config, c: &Canonical, explained: &Explained<'_>) {
     let _ = writeln!(out, "host:       {}", if c.host.is_empty() { "(none)" } else { &c.host });
     let _ = writeln!(out, "canonical:  {}", c.path);
     let _ = writeln!(out, "query:      {}", parameters(&c.query));
@@ -325,84 +347,110 @@ pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumpti
     if admin::is_admin_path(&config.admin_prefix, &c.path) {
         let _ = writeln!(out, "admin:      with the secret TOLLGATE_ADMIN_TOKEN set, the admin API answers this path instead");
     }
-    let header = header_lookup(request.headers);
-    for rule in &config.rules {
-        let Some(m) = plan.matched.iter().find(|m| std::ptr::eq(m.rule, rule)) else {
-            let _ = writeln!(out, "rule {}: no match ({})", rule.name, why_not(rule, plan, &header));
-            continue;
-        };
-        let via = if m.found.matched_path == c.path {
-            String::new()
-        } else {
-            format!(" as {} (format suffix removed)", m.found.matched_path)
-        };
-        let _ = writeln!(out, "rule {}: MATCH (path `{}`{via})", rule.name, rule.path);
-        if let Some(e) = &m.exempt {
-            let _ = writeln!(out, "  exempt:   by {} ({}): not counted, not limited", e.by.kind(), e.by.detail());
+    if explained.fast_path {
+        let _ = writeln!(out, "fast path:  no rule's host and path take it: forwarded with nothing else read (no header, cookie, body or secret)");
+    }
+}
+
+/// A matching rule's lines: how it matched, policy, limits, key, success.
+fn write_rule(out: &mut String, m: &Matched<'_>, c: &Canonical, request: &ExplainRequest<'_>) {
+    let rule = m.rule;
+    let via = how_matched(&c.path, &m.found.matched_path).map(|how| format!(" as {} ({how})", m.found.matched_path)).unwrap_or_default();
+    let _ = writeln!(out, "rule {}: MATCH (path `{}`{via})", rule.name, rule.path);
+    if let Some(e) = &m.exempt {
+        let _ = writeln!(out, "  exempt:   by {} ({}): not counted, not limited", e.by.kind(), e.by.detail());
+    }
+    let _ = writeln!(out, "  policy:   {}", policy(rule));
+    let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
+    if let Some(r) = &rule.response {
+        let body = if r.has_body() { format!("{} to clients not asking for JSON", r.content_type) } else { "problem+json".to_string() };
+        let _ = writeln!(out, "  response: {} when blocked, {body}", r.status);
+    }
+    match rule.metrics {
+        MetricsLevel::Off => {
+            let _ = writeln!(out, "  metrics:  off");
         }
-        let _ = writeln!(out, "  policy:   {}", policy(rule));
-        let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
-        if let Some(r) = &rule.response {
-            let body = if r.has_body() { format!("{} to clients not asking for JSON", r.content_type) } else { "problem+json".to_string() };
-            let _ = writeln!(out, "  response: {} when blocked, {body}", r.status);
+        MetricsLevel::All => {
+            let _ = writeln!(out, "  metrics:  every decision (allowed too)");
         }
-        match rule.metrics {
-            crate::pipeline::metrics::MetricsLevel::Off => {
-                let _ = writeln!(out, "  metrics:  off");
-            }
-            crate::pipeline::metrics::MetricsLevel::All => {
-                let _ = writeln!(out, "  metrics:  every decision (allowed too)");
-            }
-            crate::pipeline::metrics::MetricsLevel::Limited => {}
-        }
-        if rule.lease.leases() {
-            let _ = writeln!(out, "  lease:    {}", lease(rule));
-            let _ = writeln!(out, "            assumed: this isolate holds no tokens for the key, so this request asks the object");
-        } else {
-            let _ = writeln!(out, "  lease:    {}", lease(rule));
-        }
-        match &m.key {
-            KeyOutcome::Keys { keys, fell_back } => {
-                let how = match request.log_key {
-                    Some(_) => "HMAC-SHA256 with the log key",
-                    None => "unkeyed SHA-256: give the Worker's TOLLGATE_LOG_KEY if it has one",
+        MetricsLevel::Limited => {}
+    }
+    let _ = writeln!(out, "  lease:    {}", lease(rule));
+    if rule.lease.leases() {
+        let _ = writeln!(out, "            assumed: this isolate holds no tokens for the key, so this request asks the object");
+    }
+    write_key(out, m, request);
+    if let Some(on) = &rule.on_success {
+        let _ = writeln!(out, "  success:  {}", success(on, m.own_method));
+    }
+}
+
+/// A matching rule's key lines: each key, its hash, its override.
+fn write_key(out: &mut String, m: &Matched<'_>, request: &ExplainRequest<'_>) {
+    match &m.key {
+        KeyOutcome::Keys { keys, fell_back } => {
+            let how = match request.log_key {
+                Some(_) => "HMAC-SHA256 with the log key",
+                None => "unkeyed SHA-256: give the Worker's TOLLGATE_LOG_KEY if it has one",
+            };
+            for (i, key) in keys.iter().enumerate() {
+                let note = match (fell_back, i) {
+                    (true, _) => " (fallback_key)",
+                    (false, 0) => "",
+                    (false, _) => " (another identity an origin could read: charged too)",
                 };
-                for (i, key) in keys.iter().enumerate() {
-                    let note = match (fell_back, i) {
-                        (true, _) => " (fallback_key)",
-                        (false, 0) => "",
-                        (false, _) => " (another identity an origin could read: charged too)",
-                    };
-                    let _ = writeln!(out, "  key:      {key}{note}");
-                    let _ = writeln!(out, "  key hash: {} ({how})", key_hash(key, request.log_key));
-                    if let Some(own) = rule.overrides.limits_for(key) {
-                        let _ = writeln!(out, "  limits:   {} (the override for this key)", limits(own));
-                    }
+                let _ = writeln!(out, "  key:      {key}{note}");
+                let _ = writeln!(out, "  key hash: {} ({how})", key_hash(key, request.log_key));
+                if let Some(own) = m.rule.overrides.limits_for(key) {
+                    let _ = writeln!(out, "  limits:   {} (the override for this key)", limits(own));
                 }
             }
-            KeyOutcome::Skipped(missing) => {
-                let _ = writeln!(out, "  key:      {missing}: rule skipped");
-            }
-            KeyOutcome::Rejected(missing) => {
-                let _ = writeln!(out, "  key:      {missing}: answered 400");
-            }
         }
-        if let Some(on) = &rule.on_success {
-            let _ = writeln!(out, "  success:  {}", success(on, m.own_method));
+        KeyOutcome::Skipped(missing) => {
+            let _ = writeln!(out, "  key:      {missing}: rule skipped");
+        }
+        KeyOutcome::Rejected(missing) => {
+            let _ = writeln!(out, "  key:      {missing}: answered 400");
         }
     }
-    if let Some(v) = &explained.verdict {
-        let _ = writeln!(out, "assuming:   {}", describe_assumptions(assumed));
-        let _ = writeln!(out, "answer:     {}", describe(&v.answer, &config.upstream));
-        if let Answer::Respond(r) = &v.answer {
-            let _ = writeln!(out, "body:       {}", r.header("content-type").unwrap_or("(none)"));
-        }
-        for event in &v.events {
-            let _ = writeln!(out, "log:        {}", event.line());
-        }
+}
+
+/// The verdict's lines: what was assumed, the answer, the log lines.
+fn write_verdict(out: &mut String, config: &Config, v: &Verdict, assumed: &Assumptions<'_>, kept: bool) {
+    let _ = writeln!(out, "assuming:   {}", describe_assumptions(assumed));
+    let _ = writeln!(out, "answer:     {}", describe(&v.answer, &config.upstream));
+    if let Answer::Respond(r) = &v.answer {
+        let _ = writeln!(out, "body:       {}", r.header("content-type").unwrap_or("(none)"));
     }
-    let _ = writeln!(out, "matching rules: {} of {}", plan.matched.len(), config.rules.len());
-    out
+    for event in &v.events {
+        let _ = writeln!(out, "log:        {}", event.line());
+    }
+    if kept {
+        let _ = writeln!(out, "memo:       the Worker keeps this plan: the client's identical repeats skip planning while it is blocked");
+    }
+}
+
+/// How the path a rule matched differs from the canonical path, if it
+/// does: a format suffix removed, a trailing slash added, letters folded
+/// (a case-insensitive rule).
+pub fn how_matched(canonical: &str, matched: &str) -> Option<String> {
+    if canonical == matched {
+        return None;
+    }
+    let (c, m) = (canonical.to_lowercase(), matched.to_lowercase());
+    let slash = m.len() > 1 && m.ends_with('/') && !c.starts_with(&m);
+    let head = if slash { &m[..m.len() - 1] } else { &m[..] };
+    let mut notes = Vec::new();
+    if head.len() < c.len() {
+        notes.push("format suffix removed");
+    }
+    if slash {
+        notes.push("trailing slash added");
+    }
+    if c.starts_with(head) && !canonical.starts_with(&matched[..head.len()]) {
+        notes.push("case-insensitive");
+    }
+    Some(notes.join(", "))
 }
 
 /// The parameters, each but the URL query's marked with where it came
@@ -496,57 +544,9 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
             "methods": c.methods,
         })
     });
-    let rules: Vec<Value> = config
-        .rules
-        .iter()
-        .map(|rule| {
-            let mut entry = json!({
-                "name": rule.name,
-                "action": match rule.action { Action::Block => "block", Action::Log => "log" },
-                "on_error": match rule.on_error { FailPolicy::Allow => "allow", FailPolicy::Deny => "deny" },
-                "count_statuses": match &rule.counting { Counting::All => Value::Null, Counting::Statuses(s) => json!(s) },
-                "on_missing_key": match &rule.on_missing_key {
-                    MissingKey::Reject => "reject", MissingKey::Skip => "skip", MissingKey::Fallback(_) => "fallback"
-                },
-                "lease": lease_json(rule),
-            });
-            match plan.matched.iter().find(|m| std::ptr::eq(m.rule, rule)) {
-                None => {
-                    entry["matched"] = json!(false);
-                    entry["why_not"] = json!(why_not(rule, plan, &header));
-                }
-                Some(m) => {
-                    entry["matched"] = json!(true);
-                    entry["matched_path"] = json!(m.found.matched_path);
-                    entry["own_method"] = json!(m.own_method);
-                    if let Some(e) = &m.exempt {
-                        entry["exempt"] = json!({ "by": e.by.kind(), "detail": e.by.detail() });
-                    }
-                    match &m.key {
-                        KeyOutcome::Keys { keys, fell_back } => {
-                            entry["key"] = json!(keys.first());
-                            entry["key_hash"] = json!(keys.first().map(|k| key_hash(k, request.log_key)));
-                            entry["keys"] = json!(keys);
-                            entry["key_hashes"] = json!(keys.iter().map(|k| key_hash(k, request.log_key)).collect::<Vec<_>>());
-                            entry["fell_back"] = json!(fell_back);
-                        }
-                        KeyOutcome::Skipped(missing) => entry["skipped"] = json!(missing.to_string()),
-                        KeyOutcome::Rejected(missing) => entry["rejected"] = json!(missing.to_string()),
-                    }
-                }
-            }
-            entry
-        })
-        .collect();
+    let rules: Vec<Value> = config.rules.iter().map(|rule| rule_json(rule, plan, &header, request)).collect();
     let checked: Vec<Value> = match &plan.route {
-        Route::Check(applied) => applied
-            .iter()
-            .map(|a| {
-                let limits: Vec<Value> = a.rule.limits_for(&a.key).iter().map(|l| json!([l.requests.get(), l.window_ms.get()])).collect();
-                let source = if a.rule.overrides.limits_for(&a.key).is_some() { "override" } else { "config" };
-                json!({ "rule": a.rule.name, "key_hash": a.key_hash, "limits": limits, "limits_source": source })
-            })
-            .collect(),
+        Route::Check(applied) => applied.iter().map(checked_json).collect(),
         _ => Vec::new(),
     };
     let answer = explained.verdict.as_ref().map(|v| match &v.answer {
@@ -560,11 +560,58 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
         .unwrap_or_default();
     json!({
         "canonical": canonical,
+        "fast_path": explained.fast_path,
         "rules": rules,
         "checked": checked,
         "verdict": answer,
         "events": events,
+        "memo_kept": explained.kept,
     })
+}
+
+/// One rule of the config, and what became of it for this request.
+fn rule_json(rule: &Rule, plan: &Plan<'_>, header: &dyn Fn(&str) -> Option<String>, request: &ExplainRequest<'_>) -> Value {
+    let mut entry = json!({
+        "name": rule.name,
+        "action": match rule.action { Action::Block => "block", Action::Log => "log" },
+        "on_error": match rule.on_error { FailPolicy::Allow => "allow", FailPolicy::Deny => "deny" },
+        "count_statuses": match &rule.counting { Counting::All => Value::Null, Counting::Statuses(s) => json!(s) },
+        "on_missing_key": match &rule.on_missing_key {
+            MissingKey::Reject => "reject", MissingKey::Skip => "skip", MissingKey::Fallback(_) => "fallback"
+        },
+        "lease": lease_json(rule),
+    });
+    let Some(m) = plan.matched.iter().find(|m| std::ptr::eq(m.rule, rule)) else {
+        entry["matched"] = json!(false);
+        entry["why_not"] = json!(why_not(rule, plan, header));
+        return entry;
+    };
+    entry["matched"] = json!(true);
+    entry["matched_path"] = json!(m.found.matched_path);
+    entry["own_method"] = json!(m.own_method);
+    if let Some(e) = &m.exempt {
+        entry["exempt"] = json!({ "by": e.by.kind(), "detail": e.by.detail() });
+    }
+    match &m.key {
+        KeyOutcome::Keys { keys, fell_back } => {
+            entry["key"] = json!(keys.first());
+            entry["key_hash"] = json!(keys.first().map(|k| key_hash(k, request.log_key)));
+            entry["keys"] = json!(keys);
+            entry["key_hashes"] = json!(keys.iter().map(|k| key_hash(k, request.log_key)).collect::<Vec<_>>());
+            entry["fell_back"] = json!(fell_back);
+        }
+        KeyOutcome::Skipped(missing) => entry["skipped"] = json!(missing.to_string()),
+        KeyOutcome::Rejected(missing) => entry["rejected"] = json!(missing.to_string()),
+    }
+    entry
+}
+
+/// A checked rule: the counter asked (its key hash: a trusted device's own
+/// bucket, not the account's), and the limits it counts under.
+fn checked_json(a: &Applied<'_>) -> Value {
+    let limits: Vec<Value> = a.rule.limits_for(&a.key).iter().map(|l| json!([l.requests.get(), l.window_ms.get()])).collect();
+    let source = if a.rule.overrides.limits_for(&a.key).is_some() { "override" } else { "config" };
+    json!({ "rule": a.rule.name, "key_hash": a.key_hash, "device": a.device.is_some(), "limits": limits, "limits_source": source })
 }
 
 #[cfg(test)]
@@ -751,6 +798,16 @@ mod tests {
             "rule `heavy`: the request has no usable `ip`: give it as `ip=VALUE`"
         );
         assert_eq!(rule_key(&config, "nope", &[]).unwrap_err(), "no rule named `nope`");
+    }
+
+    #[test]
+    fn says_how_a_rule_matched_only_what_happened() {
+        assert_eq!(how_matched("/a/b", "/a/b"), None);
+        assert_eq!(how_matched("/a/b.json", "/a/b").as_deref(), Some("format suffix removed"));
+        assert_eq!(how_matched("/a/b", "/a/b/").as_deref(), Some("trailing slash added"));
+        assert_eq!(how_matched("/a/b.json", "/a/b/").as_deref(), Some("format suffix removed, trailing slash added"));
+        assert_eq!(how_matched("/A/B", "/a/b").as_deref(), Some("case-insensitive"));
+        assert_eq!(how_matched("/A/B.JSON", "/a/b").as_deref(), Some("format suffix removed, case-insensitive"));
     }
 
     /// Issue 26: `explain` judges a trusted-device cookie by the clock it is
