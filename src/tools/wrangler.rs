@@ -33,26 +33,11 @@ pub fn strip_jsonc(text: &str) -> String {
         match c {
             '"' => {
                 flush(&mut out, &mut pending_comma);
-                out.push('"');
-                while let Some(s) = chars.next() {
-                    out.push(s);
-                    match s {
-                        '\\' => {
-                            if let Some(escaped) = chars.next() {
-                                out.push(escaped);
-                            }
-                        }
-                        '"' => break,
-                        _ => {}
-                    }
-                }
+                copy_string(&mut out, &mut chars);
             }
             '/' if chars.peek() == Some(&'/') => {
-                for s in chars.by_ref() {
-                    if s == '\n' {
-                        push_ws(&mut out, &mut pending_comma, '\n');
-                        break;
-                    }
+                if chars.by_ref().any(|s| s == '\n') {
+                    push_ws(&mut out, &mut pending_comma, '\n');
                 }
             }
             '/' if chars.peek() == Some(&'*') => {
@@ -85,6 +70,24 @@ pub fn strip_jsonc(text: &str) -> String {
     }
     flush(&mut out, &mut pending_comma);
     out
+}
+
+/// Copies a string literal whose opening `"` was just read, escapes and
+/// all, up to and with its closing `"`.
+fn copy_string(out: &mut String, chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    out.push('"');
+    while let Some(s) = chars.next() {
+        out.push(s);
+        match s {
+            '\\' => {
+                if let Some(escaped) = chars.next() {
+                    out.push(escaped);
+                }
+            }
+            '"' => break,
+            _ => {}
+        }
+    }
 }
 
 fn flush(out: &mut String, pending: &mut Option<String>) {
