@@ -7,17 +7,15 @@
 
 use crate::config::Config;
 use crate::count::controls::Change;
-use crate::count::protocol::Op;
 use crate::glue::isolate::{load_secrets, now_ms, respond, write_logs, MEMO};
 use crate::glue::objects::{self, call_with_timeout, check};
 use crate::glue::origin::{read_body, receive_body};
-use crate::pipeline::admin::{self, AdminAction, Gate};
+use crate::pipeline::admin_flow::{AdminFlow, AdminResponse, AdminStep, CacheEffect};
 use crate::pipeline::facts::{self, Facts, HeaderMap};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
 use crate::pipeline::metrics;
 use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
-use crate::pipeline::verdict::LogEvent;
 use futures_util::future::join_all;
 use std::cell::OnceCell;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen};
@@ -175,10 +173,9 @@ fn verified_bot(cf: &wasm_bindgen::JsValue) -> Option<String> {
     crate::request::exempt::verified_bot(cf_field(cf, "verifiedBotCategory").and_then(|v| v.as_string()), flag)
 }
 
-/// Serves the admin API (the token secret exists): first the client's
-/// lockout counter (unless `lockout_binds` is false: a right token that
-/// passes the lockout), then what [`admin::gate`] says. The token is never
-/// logged.
+/// Serves the admin API (the token secret exists): drives the
+/// [admin flow](crate::pipeline::admin_flow): its counter and object calls,
+/// then its answer, log lines and cache effects. The token is never logged.
 async fn admin_request(
     env: &Env,
     config: &Config,
@@ -186,45 +183,28 @@ async fn admin_request(
     route: &AdminRoute<'_>,
     lockout_binds: bool,
 ) -> worker::Result<web_sys::Response> {
-    let outcome = if lockout_binds { Some(check(env, lockout, admin::lockout_op(route)).await) } else { None };
-    let (request, id, key_hash) = match admin::gate(lockout, route, outcome.as_ref()) {
-        Gate::Refuse { response, events } => {
-            write_logs(&events);
-            return respond(&response);
-        }
-        Gate::Serve { request, id, key_hash } => (request, id, key_hash),
-        Gate::Rules => {
-            write_logs(&[LogEvent::new("admin", vec![("action", "rules".into()), ("client_hash", lockout.key_hash.as_str().into())])]);
-            return Ok(Response::from_json(&admin::rules_body(config))?.into());
-        }
+    let (mut flow, mut step) = AdminFlow::start(config, lockout, route, lockout_binds, now_ms());
+    let answer = loop {
+        step = match step {
+            AdminStep::Lockout(applied, op) => flow.locked(check(env, applied, op).await),
+            AdminStep::Control { id, change, timeout_ms } => {
+                let result = objects::control(env, id, &change, timeout_ms).await;
+                flow.changed(&change, result)
+            }
+            AdminStep::Call { id, call, timeout_ms } => flow.called(call_with_timeout(env, id, &call, timeout_ms).await),
+            AdminStep::ReadControls { id, timeout_ms } => flow.controls(objects::control(env, id, &Change::Get, timeout_ms).await),
+            AdminStep::Done(answer) => break answer,
+        };
     };
-    let now = now_ms();
-    // An override or a ban: set in the key's object, then reported as a
-    // status is.
-    if let Some(change) = request.change(now) {
-        match (&change, objects::control(env, id, &change, request.rule.timeout_ms).await) {
-            (_, Err(e)) => return respond(&admin::control_failure(&e)),
-            (Change::Ban { until_ms }, Ok(_)) => objects::cache_ban(id, *until_ms),
-            (_, Ok(_)) => objects::forget_block(id),
+    write_logs(&answer.logs);
+    for effect in answer.cache {
+        match effect {
+            CacheEffect::Ban { id, until_ms } => objects::cache_ban(&id, until_ms),
+            CacheEffect::Forget(id) => objects::forget_block(&id),
         }
     }
-    let op = match request.action {
-        AdminAction::Reset => {
-            objects::forget_block(id);
-            Op::Reset
-        }
-        _ => Op::Status,
-    };
-    let call = request.rule.call_for(op, &request.key);
-    match call_with_timeout(env, id, &call, request.rule.timeout_ms).await {
-        Ok(reply) => {
-            write_logs(&[admin::log_event(request, key_hash, &lockout.key_hash)]);
-            let body = match objects::control(env, id, &Change::Get, request.rule.timeout_ms).await {
-                Ok(controls) => admin::status_with_controls(request, key_hash, &reply, &controls, now),
-                Err(_) => admin::status_body(request, key_hash, &reply),
-            };
-            Ok(Response::from_json(&body)?.into())
-        }
-        Err(e) => respond(&admin::unreachable(&e)),
+    match answer.response {
+        AdminResponse::Own(own) => respond(&own),
+        AdminResponse::Json(body) => Ok(Response::from_json(&body)?.into()),
     }
 }

@@ -1,0 +1,261 @@
+//! The admin API's flow, sans-IO: the calls one admin request makes, in
+//! order, and the answer with its effects. The driver asks each
+//! [`AdminStep`]'s counter or object and hands the result back; the
+//! choices (the lockout, what to set, what to report) are all made here.
+//!
+//! ```text
+//! AdminFlow::start ─▶ Lockout (unless a long right token passes it) ─▶ locked(outcome)
+//!   ─▶ Done (refused: 429, 401, 503, 4xx; or the rules listed)
+//!   ─▶ Control (an override or ban to set) ─▶ changed(result)
+//!   ─▶ Call (status or reset) ─▶ called(result) ─▶ ReadControls ─▶ controls(result) ─▶ Done
+//! ```
+
+use crate::config::headers::OwnResponse;
+use crate::config::Config;
+use crate::count::controls::{Change, Controls};
+use crate::count::protocol::{Call, CallFailure, Op, Reply};
+use crate::pipeline::admin::{self, AdminAction, AdminRequest, AdminRoute, Gate};
+use crate::pipeline::applied::Applied;
+use crate::pipeline::verdict::{LogEvent, Outcome};
+use serde_json::Value;
+
+/// What the driver does next.
+#[derive(Debug)]
+pub enum AdminStep<'f> {
+    /// Ask the lockout counter with `op`, then [`AdminFlow::locked`].
+    Lockout(&'f Applied<'f>, Op),
+    /// Set `change` in the object `id`, then [`AdminFlow::changed`].
+    Control { id: &'f str, change: Change, timeout_ms: u32 },
+    /// Make `call` to the object `id`, then [`AdminFlow::called`].
+    Call { id: &'f str, call: Call, timeout_ms: u32 },
+    /// Read the object's controls, then [`AdminFlow::controls`].
+    ReadControls { id: &'f str, timeout_ms: u32 },
+    /// Answer, write the log lines, apply the cache effects.
+    Done(AdminAnswer),
+}
+
+/// The admin request's answer and its effects.
+#[derive(Debug)]
+pub struct AdminAnswer {
+    pub response: AdminResponse,
+    pub logs: Vec<LogEvent>,
+    /// What the isolate's blocked-until cache learns.
+    pub cache: Vec<CacheEffect>,
+}
+
+/// An admin answer: tollgate's own (an error), or a JSON body (200).
+#[derive(Debug)]
+pub enum AdminResponse {
+    Own(OwnResponse),
+    Json(Value),
+}
+
+/// A change to the isolate's blocked-until cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheEffect {
+    /// A ban set: the key is refused here until then (Unix ms).
+    Ban { id: String, until_ms: i64 },
+    /// A control changed or the count reset: a cached block is stale.
+    Forget(String),
+}
+
+/// One admin request on its way.
+pub struct AdminFlow<'f> {
+    config: &'f Config,
+    lockout: &'f Applied<'f>,
+    route: &'f AdminRoute<'f>,
+    now_ms: i64,
+    logs: Vec<LogEvent>,
+    cache: Vec<CacheEffect>,
+    reply: Option<Reply>,
+    /// The request the gate let through, its object and key hash.
+    served: Option<(&'f AdminRequest<'f>, &'f str, &'f str)>,
+}
+
+impl<'f> AdminFlow<'f> {
+    /// The flow of an admin request, and its first step.
+    pub fn start(
+        config: &'f Config,
+        lockout: &'f Applied<'f>,
+        route: &'f AdminRoute<'f>,
+        lockout_binds: bool,
+        now_ms: i64,
+    ) -> (AdminFlow<'f>, AdminStep<'f>) {
+        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None };
+        let step = if lockout_binds { AdminStep::Lockout(lockout, admin::lockout_op(route)) } else { flow.gate(None) };
+        (flow, step)
+    }
+
+    /// The lockout counter's outcome.
+    pub fn locked(&mut self, outcome: Outcome) -> AdminStep<'f> {
+        self.gate(Some(&outcome))
+    }
+
+    fn gate(&mut self, outcome: Option<&Outcome>) -> AdminStep<'f> {
+        let (request, id) = match admin::gate(self.lockout, self.route, outcome) {
+            Gate::Refuse { response, events } => {
+                self.logs = events;
+                return self.done(AdminResponse::Own(response));
+            }
+            Gate::Rules => {
+                let client = self.lockout.key_hash.as_str();
+                self.logs.push(LogEvent::new("admin", vec![("action", "rules".into()), ("client_hash", client.into())]));
+                return self.done(AdminResponse::Json(admin::rules_body(self.config)));
+            }
+            Gate::Serve { request, id, key_hash } => {
+                self.served = Some((request, id, key_hash));
+                (request, id)
+            }
+        };
+        // An override or a ban: set in the key's object, then reported as
+        // a status is.
+        match request.change(self.now_ms) {
+            Some(change) => AdminStep::Control { id, change, timeout_ms: request.rule.timeout_ms },
+            None => self.call(),
+        }
+    }
+
+    /// What setting the control gave.
+    pub fn changed(&mut self, change: &Change, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
+        let Some((_, id, _)) = self.serving() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        match (change, result) {
+            (_, Err(e)) => return self.done(AdminResponse::Own(admin::control_failure(&e))),
+            (Change::Ban { until_ms }, Ok(_)) => self.cache.push(CacheEffect::Ban { id: id.to_string(), until_ms: *until_ms }),
+            (_, Ok(_)) => self.cache.push(CacheEffect::Forget(id.to_string())),
+        }
+        self.call()
+    }
+
+    /// The status or reset call.
+    fn call(&mut self) -> AdminStep<'f> {
+        let Some((request, id, _)) = self.serving() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let op = match request.action {
+            AdminAction::Reset => {
+                self.cache.push(CacheEffect::Forget(id.to_string()));
+                Op::Reset
+            }
+            _ => Op::Status,
+        };
+        AdminStep::Call { id, call: request.rule.call_for(op, &request.key), timeout_ms: request.rule.timeout_ms }
+    }
+
+    /// What the status or reset call answered.
+    pub fn called(&mut self, result: Result<Reply, CallFailure>) -> AdminStep<'f> {
+        let Some((request, id, key_hash)) = self.serving() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        match result {
+            Ok(reply) => {
+                self.logs.push(admin::log_event(request, key_hash, &self.lockout.key_hash));
+                self.reply = Some(reply);
+                AdminStep::ReadControls { id, timeout_ms: request.rule.timeout_ms }
+            }
+            Err(e) => self.done(AdminResponse::Own(admin::unreachable(&e))),
+        }
+    }
+
+    /// The object's controls (a failed read: the status without them).
+    pub fn controls(&mut self, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
+        let (Some((request, _, key_hash)), Some(reply)) = (self.serving(), self.reply.take()) else {
+            return self.done(AdminResponse::Own(admin::unauthorized()));
+        };
+        let body = match result {
+            Ok(controls) => admin::status_with_controls(request, key_hash, &reply, &controls, self.now_ms),
+            Err(_) => admin::status_body(request, key_hash, &reply),
+        };
+        self.done(AdminResponse::Json(body))
+    }
+
+    /// The request the gate let through, its object and key hash.
+    fn serving(&self) -> Option<(&'f AdminRequest<'f>, &'f str, &'f str)> {
+        self.served
+    }
+
+    fn done(&mut self, response: AdminResponse) -> AdminStep<'f> {
+        AdminStep::Done(AdminAnswer { response, logs: std::mem::take(&mut self.logs), cache: std::mem::take(&mut self.cache) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::count::protocol::decode_reply_line;
+    use crate::pipeline::facts::{Client, Facts, HeaderMap, Secrets};
+    use crate::pipeline::machine::{Machine, Next};
+    use crate::pipeline::memo::PlanMemo;
+    use serde_json::json;
+
+    const TOKEN: &str = "a token of more than thirty-two characters, long";
+
+    fn config() -> Config {
+        Config::from_json(&json!({ "rules": [{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] }] })).unwrap()
+    }
+
+    /// Runs an admin request through the flow, answering each step with
+    /// `answer`; returns the steps taken (by name) and the answer.
+    fn run(method: &str, url: &str, token: &str, answer: &dyn Fn(&AdminStep<'_>) -> Option<Outcome>) -> (Vec<&'static str>, AdminAnswer) {
+        let config = config();
+        let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("authorization", &format!("Bearer {token}"))]);
+        let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
+        let facts = Facts { method, url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
+        let machine = Machine::new(&config, facts, &PlanMemo::new(1));
+        let Next::Admin { lockout, route, lockout_binds } = machine.next(None) else { panic!("not an admin request") };
+        let (mut flow, mut step) = AdminFlow::start(&config, lockout, route, lockout_binds, 1_000_000);
+        let reply = || decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0 5/60000/1/4/60000").unwrap();
+        let mut steps = Vec::new();
+        loop {
+            step = match &step {
+                AdminStep::Lockout(..) => {
+                    steps.push("lockout");
+                    let outcome = answer(&step).unwrap_or(Outcome::Allowed { windows: Vec::new(), reservation: None });
+                    flow.locked(outcome)
+                }
+                AdminStep::Control { change, .. } => {
+                    steps.push("control");
+                    let change = change.clone();
+                    flow.changed(&change, Ok(Controls::default()))
+                }
+                AdminStep::Call { call, .. } => {
+                    steps.push(if call.op == Op::Reset { "reset" } else { "status" });
+                    flow.called(Ok(reply()))
+                }
+                AdminStep::ReadControls { .. } => {
+                    steps.push("controls");
+                    flow.controls(Ok(Controls::default()))
+                }
+                AdminStep::Done(_) => break,
+            };
+        }
+        let AdminStep::Done(done) = step else { unreachable!() };
+        (steps, done)
+    }
+
+    #[test]
+    fn a_ban_is_set_then_reported_and_the_isolate_refuses_the_key_until_it_ends() {
+        let (steps, done) = run("POST", "https://example.com/.tollgate/ban?rule=a&ip=198.51.100.7&for=10m", TOKEN, &|_| None);
+        assert_eq!(steps, ["control", "status", "controls"], "a long right token passes the lockout");
+        assert_eq!(done.cache, vec![CacheEffect::Ban { id: "a\nip=198.51.100.7".into(), until_ms: 1_000_000 + 600_000 }]);
+        assert!(matches!(done.response, AdminResponse::Json(_)), "{:?}", done.response);
+        assert_eq!(done.logs.len(), 1, "one admin line");
+    }
+
+    #[test]
+    fn a_reset_forgets_the_cached_block_and_a_status_changes_nothing() {
+        let (steps, done) = run("POST", "https://example.com/.tollgate/reset?rule=a&ip=198.51.100.7", TOKEN, &|_| None);
+        assert_eq!(steps, ["reset", "controls"]);
+        assert_eq!(done.cache, vec![CacheEffect::Forget("a\nip=198.51.100.7".into())]);
+        let (steps, done) = run("GET", "https://example.com/.tollgate/status?rule=a&ip=198.51.100.7", TOKEN, &|_| None);
+        assert_eq!(steps, ["status", "controls"]);
+        assert!(done.cache.is_empty());
+    }
+
+    #[test]
+    fn a_locked_out_client_is_refused_before_anything_is_asked() {
+        let blocked = |_: &AdminStep<'_>| Some(Outcome::Blocked { retry_after_ms: 62_000, window: 0, windows: None });
+        let (steps, done) = run("POST", "https://example.com/.tollgate/ban?rule=a&ip=198.51.100.7", "wrong", &blocked);
+        assert_eq!(steps, ["lockout"], "a wrong token asks the lockout counter, and nothing after");
+        assert!(matches!(&done.response, AdminResponse::Own(r) if r.status == 429), "{:?}", done.response);
+        assert!(done.cache.is_empty());
+        let (steps, done) = run("POST", "https://example.com/.tollgate/ban?rule=a&ip=198.51.100.7", "wrong", &|_| None);
+        assert_eq!(steps, ["lockout"]);
+        assert!(matches!(&done.response, AdminResponse::Own(r) if r.status == 401), "{:?}", done.response);
+    }
+}
