@@ -136,8 +136,7 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
     // object would answer "blocked" until then. Shadow rules are cached too:
     // they would block until then just the same. A block owed to requests
     // in flight is not: it lifts as soon as one of them is released.
-    if let (Outcome::Blocked { retry_after_ms, window, .. }, true) = (&outcome, cacheable) {
-        let block = Block { until_ms: now + *retry_after_ms as i64, window: *window };
+    if let Some(block) = outcome.block_to_cache(!cacheable, now) {
         BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
     }
     outcome
@@ -219,9 +218,8 @@ async fn ask(env: &Env, applied: &Applied<'_>, settings: &LeaseSettings, want: u
                 let held = u32::try_from(granted.saturating_sub(u64::from(cost))).unwrap_or(u32::MAX);
                 *windows = lease::with_held(windows, held);
             }
-            if let (Outcome::Blocked { retry_after_ms, window, .. }, false) = (&outcome, reply.tally.in_flight) {
-                let now = now_ms();
-                let block = Block { until_ms: now + *retry_after_ms as i64, window: *window };
+            let now = now_ms();
+            if let Some(block) = outcome.block_to_cache(reply.tally.in_flight, now) {
                 BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
             }
             outcome

@@ -58,6 +58,20 @@ impl Outcome {
         }
     }
 
+    /// What the isolate's blocked-until cache keeps of this outcome, told
+    /// at `now_ms`: a block, unless it is owed to slots in flight
+    /// (`in_flight`: it may lift as soon as one is released, so its wait is
+    /// no promise).
+    pub fn block_to_cache(&self, in_flight: bool, now_ms: i64) -> Option<crate::count::blocked::Block> {
+        match self {
+            Outcome::Blocked { retry_after_ms, window, .. } if !in_flight => {
+                let until_ms = now_ms.saturating_add(i64::try_from(*retry_after_ms).unwrap_or(i64::MAX));
+                Some(crate::count::blocked::Block { until_ms, window: *window })
+            }
+            _ => None,
+        }
+    }
+
     /// The outcome of a block found in the isolate's cache at `now_ms`.
     pub fn from_cache(block: crate::count::blocked::Block, now_ms: i64) -> Outcome {
         Outcome::Blocked {
@@ -518,6 +532,16 @@ mod tests {
         assert_eq!(r.header("ratelimit-policy"), Some("\"long\";q=5;w=3600"));
         let expired = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_000, window: 0 }, 10_000);
         assert!(matches!(expired, Outcome::Blocked { retry_after_ms: 1, .. }), "at least 1 ms");
+    }
+
+    #[test]
+    fn only_a_block_not_owed_to_slots_in_flight_is_cached() {
+        let blocked = Outcome::Blocked { retry_after_ms: 1_500, window: 1, windows: None };
+        assert_eq!(blocked.block_to_cache(false, 10_000), Some(crate::count::blocked::Block { until_ms: 11_500, window: 1 }));
+        assert_eq!(blocked.block_to_cache(true, 10_000), None, "a slot in flight may be released any time");
+        let allowed = Outcome::Allowed { windows: Vec::new(), reservation: None };
+        assert_eq!(allowed.block_to_cache(false, 10_000), None);
+        assert_eq!(Outcome::Failed("down".into()).block_to_cache(false, 10_000), None);
     }
 
     #[test]
