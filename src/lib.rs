@@ -59,6 +59,8 @@ pub mod request;
 pub mod tools;
 #[cfg(target_arch = "wasm32")]
 mod glue;
+#[cfg(test)]
+mod testing;
 
 /// The embedded check: an app Worker that runs tollgate in-process.
 #[cfg(target_arch = "wasm32")]

@@ -666,14 +666,13 @@ mod tests {
     use serde_json::json;
 
     fn config() -> Config {
-        Config::from_json(&json!({"rules": [
+        crate::testing::config(json!([
             {"name": "heavy", "path": "/api/example", "limits": [{"requests": 10, "window": "60s"}]},
             {"name": "login", "path": "/login", "key": ["body:email"], "count_statuses": [401],
              "limits": [{"requests": 10, "window": "15m"}]},
             {"name": "tenant", "path": "/t/:school/*", "key": ["path:school", "header:x-api-key", "cookie:sid", "query:plan"],
              "limits": [{"requests": 300, "window": "1d"}]},
-        ]}))
-        .unwrap()
+        ]))
     }
 
     #[test]
@@ -866,10 +865,9 @@ mod plus_tests {
         for fine in ["", "rule=login&body:email=eve%2B1@example.com", "rule=a&header:x-name=a%20b", "rule=a&ip=1.2.3.4"] {
             assert_eq!(refuse_plus(fine), Ok(()), "{fine}");
         }
-        let c = Config::from_json(&json!({"rules": [
+        let c = crate::testing::config(json!([
             {"name": "login", "path": "/login", "key": ["body:email"], "limits": [{"requests": 10, "window": "15m"}]},
-        ]}))
-        .unwrap();
+        ]));
         match parse(&c, "/.tollgate/status", "GET", &CanonicalQuery::parse("rule=login&body:email=eve%2B1@example.com")) {
             Ok(AdminAsk::Object(r)) => assert_eq!(r.key, format!("body:email={}", crate::request::key::hash_identity("eve+1@example.com").unwrap())),
             other => panic!("{other:?}"),
@@ -904,12 +902,11 @@ mod bucket_tests {
 
     #[test]
     fn the_fallback_bucket_and_the_rules_list() {
-        let c = Config::from_json(&json!({ "rules": [
+        let c = crate::testing::config(json!([
             { "name": "api", "path": "/api/*", "key": ["header:x-user"], "fallback_key": ["ip"],
               "limits": [{ "requests": 120, "window": "1m" }] },
             { "name": "plain", "path": "/p", "limits": [{ "requests": 1, "window": "1s" }] },
-        ]}))
-        .unwrap();
+        ]));
         let ask = |q: &str| parse(&c, "/.tollgate/status", "GET", &CanonicalQuery::parse(q));
         match ask("rule=api&bucket=fallback&ip=2001:db8::7") {
             Ok(AdminAsk::Object(r)) => assert_eq!(r.key, "ip=2001:db8::/64", "derived as the fallback key is"),
@@ -939,10 +936,9 @@ mod control_tests {
 
     #[test]
     fn overrides_and_bans_parse_with_their_ends_and_are_refused_when_malformed() {
-        let c = Config::from_json(&json!({ "rules": [
+        let c = crate::testing::config(json!([
             { "name": "api", "path": "/api/*", "cost": 2, "limits": [{ "requests": 10, "window": "1m" }] },
-        ]}))
-        .unwrap();
+        ]));
         let ask = |path: &str, method: &str, q: &str| parse(&c, path, method, &CanonicalQuery::parse(q));
         let request = |path: &str, method: &str, q: &str| match ask(path, method, q) {
             Ok(AdminAsk::Object(r)) => r,

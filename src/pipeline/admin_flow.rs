@@ -186,7 +186,7 @@ mod tests {
     const TOKEN: &str = "a token of more than thirty-two characters, long";
 
     fn config() -> Config {
-        Config::from_json(&json!({ "rules": [{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] }] })).unwrap()
+        crate::testing::config(json!([{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] }]))
     }
 
     /// Runs an admin request through the flow, answering each step with

@@ -426,3 +426,125 @@ pub fn invalid_config(
 
 /// An invalid config is logged at most once per isolate per this period.
 pub const CONFIG_ERROR_LOG_PERIOD_MS: i64 = 60_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{allowed, blocked, leaked, Req};
+    use serde_json::json;
+
+    fn rules() -> &'static Config {
+        leaked(json!([
+            { "name": "heavy", "path": "/x", "key": ["ip"], "limits": [{ "requests": 1, "window": "1m" }] },
+            { "name": "login", "path": "/login", "methods": ["POST"], "key": ["body:email"], "count_statuses": [401],
+              "on_success": "clear", "success_identity_header": "x-user", "limits": [{ "requests": 3, "window": "15m" }] },
+            { "name": "open", "path": "/open", "exempt": { "ips": ["10.0.0.0/8"] }, "limits": [{ "requests": 1, "window": "1m" }] },
+        ]))
+    }
+
+    #[test]
+    fn a_request_no_rule_takes_is_passed_with_nothing_read() {
+        let memo = PlanMemo::new(4);
+        assert!(!applies(rules(), &memo, "https://example.com/elsewhere?mode=heavy"));
+        assert!(applies(rules(), &memo, "https://example.com/x"));
+        let pass = Decision::pass();
+        assert!(matches!(pass.answer, Answer::Forward { ref fields } if fields.is_empty()));
+        assert!(pass.logs.is_empty() && !pass.checked && pass.settle.is_empty() && !pass.makes_points());
+    }
+
+    #[test]
+    fn a_blocked_clients_plan_is_kept_and_its_repeat_replayed() {
+        let c = rules();
+        let mut memo = PlanMemo::new(4);
+        let req = Req::get("/x").ip("192.0.2.1");
+        let first = req.decide(c, &memo, &allowed);
+        assert!(first.kept.is_none(), "an allowed client's plan is not kept");
+        let second = req.decide(c, &memo, &blocked);
+        assert!(matches!(&second.answer, Answer::Respond(r) if r.status == 429));
+        let mut second = second;
+        let kept = second.kept.take().expect("a blocked client's plan is kept");
+        memo.keep(kept.fingerprint, kept.reads, kept.applied);
+        let third = req.decide(c, &memo, &blocked);
+        assert!(third.plan.canonical.is_none(), "replayed: no canonical view was made");
+        assert!(matches!(&third.answer, Answer::Respond(r) if r.status == 429));
+        // The log lines' key hashes are keyed by the log key, as the plan's.
+        let hash = |d: &Decision<'_>| d.logs.iter().find_map(|e| e.fields.iter().find(|(n, _)| *n == "key_hash").map(|(_, v)| v.clone()));
+        let keyed = req.clone().log_key(b"k").decide(c, &PlanMemo::new(1), &blocked);
+        assert!(hash(&keyed).is_some() && hash(&keyed) != hash(&second), "keyed and unkeyed hashes differ");
+        // Another client (another header value the plan read) plans afresh.
+        let other = Req::get("/x").ip("192.0.2.2").decide(c, &memo, &allowed);
+        assert!(other.plan.canonical.is_some());
+    }
+
+    #[test]
+    fn an_exempt_request_logs_its_exemption_and_is_never_kept() {
+        let d = Req::get("/open").ip("10.1.2.3").decide(rules(), &PlanMemo::new(4), &blocked);
+        assert!(matches!(d.answer, Answer::Forward { .. }));
+        assert_eq!(d.logs.iter().map(|e| e.event).collect::<Vec<_>>(), ["exempt"]);
+        assert!(d.kept.is_none() && !d.checked);
+    }
+
+    #[test]
+    fn a_body_key_reads_the_body_and_settling_follows_the_answer() {
+        let c = rules();
+        let req = Req::post("/login").ip("192.0.2.1").header("content-type", "application/json").body(br#"{"email":"ann@example.com"}"#);
+        let reserved = |_: &Applied<'_>| Outcome::Allowed { windows: Vec::new(), reservation: Some(7) };
+        let d = req.decide(c, &PlanMemo::new(4), &reserved);
+        assert!(d.kept.is_none(), "a plan that read the body is never kept");
+        assert!(d.settles_after_forward());
+        assert_eq!(d.settle.response_headers(), ["x-user"]);
+        let secrets = Secrets::default();
+        let op = |settled: Settled| settled.calls.iter().map(|s| s.call.op).collect::<Vec<_>>();
+        assert_eq!(op(d.settle.after(None, &secrets, 0)), [Op::Release], "not answered: released");
+        let none = HeaderMap::default();
+        assert_eq!(op(d.settle.after(Some((401, &none)), &secrets, 0)), [Op::Commit], "a counted failure");
+        let named = HeaderMap::from_pairs(&[("x-user", "ann@example.com")]);
+        let success = d.settle.after(Some((200, &named)), &secrets, 0);
+        assert_eq!(success.forget.len(), 1, "a cleared count drops the cached block");
+        assert_eq!(op(success), [Op::Clear]);
+        let other = HeaderMap::from_pairs(&[("x-user", "eve@example.com")]);
+        assert_eq!(op(d.settle.after(Some((200, &other)), &secrets, 0)), [Op::Release], "another account's success clears nothing");
+    }
+
+    #[test]
+    fn a_trusted_device_counts_in_its_own_bucket_until_its_cookie_expires() {
+        let c = leaked(json!([{ "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
+            "on_success": "clear", "trusted_device": { "secret": "DEVICE_KEY", "cookie": "dev" },
+            "limits": [{ "requests": 3, "window": "15m" }] }]));
+        const NOW: i64 = 1_800_000_000_000;
+        let login = Req::post("/login").ip("192.0.2.1").header("x-user", "ann").secret("DEVICE_KEY", "k").now(NOW);
+        // A success mints the device its cookie.
+        let first = login.decide(c, &PlanMemo::new(4), &allowed);
+        let settled = first.settle.after(Some((200, &HeaderMap::default())), &login.secrets, NOW);
+        let [(name, cookie)] = settled.cookies.as_slice() else { panic!("{:?}", settled.cookies) };
+        assert_eq!(name, "set-cookie");
+        let value = cookie.split(';').next().unwrap_or_default().to_string();
+        let with_cookie = |now| login.clone().header("cookie", &value).now(now).plan(c);
+        let device = |p: &Plan<'_>| match &p.route {
+            Route::Check(applied) => applied[0].device.is_some(),
+            other => panic!("{other:?}"),
+        };
+        assert!(device(&with_cookie(NOW + 1_000)), "a valid cookie: the device's own bucket");
+        assert!(!device(&with_cookie(NOW + 31 * 24 * 3_600_000)), "expired: the account's");
+        let last = if value.ends_with('0') { '1' } else { '0' };
+        let forged = login.clone().header("cookie", &format!("{}{last}", &value[..value.len() - 1])).now(NOW + 1_000).plan(c);
+        assert!(!device(&forged), "an altered MAC: the account's");
+        let without_secret = Req { secrets: Secrets::default(), ..login.clone().header("cookie", &value) };
+        assert!(!device(&without_secret.now(NOW + 1_000).plan(c)), "no secret: no device");
+    }
+
+    #[test]
+    fn an_invalid_config_is_logged_once_a_minute() {
+        let errors = match Config::from_json(&json!({ "rules": [{ "name": "x" }] })) {
+            Err(errors) => errors,
+            Ok(_) => panic!("valid"),
+        };
+        let mut last = None;
+        let (answer, log) = invalid_config(&errors, false, 1_000, &mut last);
+        assert_eq!(answer.map(|r| r.status), Some(503));
+        assert!(log.is_some());
+        assert!(invalid_config(&errors, false, 60_999, &mut last).1.is_none(), "within the minute");
+        assert!(invalid_config(&errors, true, 61_000, &mut last).1.is_some(), "a minute later");
+        assert!(invalid_config(&errors, true, 61_000, &mut None).0.is_none(), "allow: forwarded");
+    }
+}

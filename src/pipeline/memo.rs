@@ -188,12 +188,11 @@ mod tests {
     use serde_json::json;
 
     fn config() -> &'static Config {
-        let c = Config::from_json(&json!({ "rules": [
+        let c = crate::testing::config(json!([
             { "name": "heavy", "path": "/x", "query": { "mode": "heavy" }, "query_sources": ["query", "cookie"],
               "key": ["ip", "header:x-tenant"], "limits": [{ "requests": 1, "window": "60s" }] },
             { "name": "all", "path": "/x", "key": ["ip"], "limits": [{ "requests": 5, "window": "60s" }] },
-        ]}))
-        .unwrap();
+        ]));
         Box::leak(Box::new(c))
     }
 
@@ -315,11 +314,10 @@ mod tests {
     #[test]
     fn keeps_blocked_plans_without_exemptions() {
         let c: &'static Config = Box::leak(Box::new(
-            Config::from_json(&json!({ "rules": [
+            crate::testing::config(json!([
                 { "name": "all", "path": "/x", "limits": [{ "requests": 1, "window": "60s" }] },
                 { "name": "office", "path": "/x", "exempt": { "ips": ["192.0.2.0/24"] }, "limits": [{ "requests": 1, "window": "60s" }] },
-            ]}))
-            .unwrap(),
+            ])),
         ));
         let planned = |ip: &'static str| {
             let header = move |name: &str| (name == "cf-connecting-ip").then(|| ip.to_string());

@@ -124,14 +124,13 @@ mod tests {
 
     fn config() -> Config {
         let l = json!([{ "requests": 10, "window": "1m" }]);
-        Config::from_json(&json!({ "rules": [
+        crate::testing::config(json!([
             { "name": "all", "path": "/p", "metrics": "all", "limits": l },
             { "name": "limited", "path": "/p", "limits": l },
             { "name": "shadow", "path": "/p", "action": "log", "limits": l },
             { "name": "off", "path": "/p", "metrics": "off", "limits": l },
             { "name": "exempt", "path": "/p", "limits": l, "exempt": { "asns": [64500] } },
-        ]}))
-        .unwrap()
+        ]))
     }
 
     fn window(remaining: u64) -> WireWindow {

@@ -568,12 +568,13 @@ fn admin_route<'c>(
 mod tests {
     use super::*;
     use crate::pipeline::admin::AdminError;
+    use crate::testing::Req;
     use crate::request::canon::canonical_host;
     use url::Url;
     use serde_json::json;
 
     fn config(rules: serde_json::Value) -> Config {
-        Config::from_json(&json!({ "rules": rules })).unwrap()
+        crate::testing::config(json!(rules))
     }
 
     fn limits() -> serde_json::Value {
@@ -591,30 +592,19 @@ mod tests {
         token: Option<&str>,
     ) -> (Plan<'c>, bool) {
         let url = Url::parse(&format!("https://example.com{url}")).unwrap();
-        let header = |name: &str| {
-            let values: Vec<&str> = headers.iter().filter(|(k, _)| *k == name).map(|(_, v)| *v).collect();
-            (!values.is_empty()).then(|| values.join(", "))
-        };
-        let admin_token = || token.map(str::to_string);
-        let parts = |body| RequestParts {
-            method,
-            url: url.as_str(),
-            header: &header,
-            body,
-            country: Some("nz"),
-            asn: Some(64500),
-            verified_bot: None,
-            admin_token: &admin_token,
-            log_key: None,
-            secret: &|_| None,
-            now_ms: 0,
-        };
-        let first = plan(config, &parts(Body::Unread));
+        let mut req = Req::new(method, url.as_str()).country("nz").asn(64500);
+        for (name, value) in headers {
+            req = req.header(name, value);
+        }
+        if let Some(token) = token {
+            req = req.admin_token(token);
+        }
+        let first = req.plan_once(config, Body::Unread);
         if !matches!(first.route, Route::NeedsBody) {
             return (first, false);
         }
         let read = body.map_or(Body::Unusable, Body::Read);
-        let second = plan(config, &parts(read));
+        let second = req.plan_once(config, read);
         assert!(!matches!(second.route, Route::NeedsBody), "a plan with the body never asks again");
         (second, true)
     }
@@ -1101,12 +1091,11 @@ mod device_tests {
 
     #[test]
     fn a_trusted_device_counts_in_its_own_bucket_for_its_account_only() {
-        let config = Config::from_json(&json!({ "rules": [{
+        let config = crate::testing::config(json!([{
             "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
             "on_success": "decrement", "trusted_device": { "secret": "DEVICE_KEY", "cookie": "dev" },
             "limits": [{ "requests": 3, "window": "15m" }],
-        }]}))
-        .unwrap();
+        }]));
         let part = crate::request::key::KeyPart::parse("header:x-user").unwrap();
         let spelled = |value: &str| Spelling::of(&[(&part, vec![value.to_string()])]).tag().unwrap().to_string();
         let ann = spelled("ann");

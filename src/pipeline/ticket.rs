@@ -236,12 +236,11 @@ mod tests {
     const KEY: &[u8] = b"ticket key";
 
     fn config() -> Config {
-        Config::from_json(&json!({ "rules": [
+        crate::testing::config(json!([
             { "name": "login", "path": "/login", "key": ["body:email"], "count_statuses": [401],
               "on_success": "clear", "limits": [{ "requests": 3, "window": "15m" }] },
             { "name": "api", "path": "/*", "limits": [{ "requests": 10, "window": "1m" }] },
-        ] }))
-        .unwrap()
+        ]))
     }
 
     fn applied<'c>(config: &'c Config, name: &str, key: &str) -> Applied<'c> {

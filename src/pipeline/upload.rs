@@ -185,7 +185,7 @@ mod tests {
     use serde_json::json;
 
     fn config(rules: serde_json::Value) -> Config {
-        Config::from_json(&json!({ "rules": rules })).unwrap()
+        crate::testing::config(json!(rules))
     }
 
     fn applied<'a>(config: &'a Config, name: &str) -> Applied<'a> {

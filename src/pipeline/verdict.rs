@@ -407,14 +407,14 @@ pub fn counter_error(rule: &str, key_hash: &str, error: &str, decision: &str) ->
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::config::Config;
+    use super::*;
     use crate::pipeline::applied::object_name;
     use serde_json::json;
 
     fn config() -> Config {
         let l = json!([{ "requests": 10, "window": "1m" }]);
-        Config::from_json(&json!({ "rules": [
+        crate::testing::config(json!([
             { "name": "short", "path": "/p", "limits": l, "ratelimit_headers": true },
             { "name": "long", "path": "/p", "limits": [{ "requests": 5, "window": "1h" }] },
             { "name": "shadow", "path": "/p", "action": "log", "limits": l, "ratelimit_headers": true },
@@ -426,8 +426,7 @@ mod tests {
               "on_success": "decrement", "success_statuses": [200], "success_identity_header": "X-Authenticated-User",
               "limits": l },
             { "name": "quota", "path": "/p", "count_statuses": [200], "limits": l },
-        ]}))
-        .unwrap()
+        ]))
     }
 
     fn applied<'c>(config: &'c Config, name: &str) -> Applied<'c> {
@@ -511,11 +510,10 @@ mod tests {
 
     #[test]
     fn shadow_rules_never_answer_503() {
-        let c = Config::from_json(&json!({ "rules": [
+        let c = crate::testing::config(json!([
             { "name": "shadow-closed", "path": "/p", "action": "log", "on_error": "deny",
               "limits": [{ "requests": 1, "window": "1m" }] },
-        ]}))
-        .unwrap();
+        ]));
         let v = verdict(&[applied(&c, "shadow-closed")], &[Outcome::Failed("down".into())]);
         assert_eq!(v.answer, Answer::Forward { fields: vec![] });
         assert!(v.events[0].line().contains(r#""decision":"allow""#), "{}", v.events[0].line());
@@ -667,17 +665,15 @@ mod tests {
 #[cfg(test)]
 mod device_cookie_tests {
     use super::*;
-    use crate::config::Config;
     use serde_json::json;
 
     #[test]
     fn a_device_earns_its_cookie_by_a_settling_success_only() {
-        let config = Config::from_json(&json!({ "rules": [{
+        let config = crate::testing::config(json!([{
             "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
             "on_success": "clear", "trusted_device": { "secret": "DEVICE_KEY", "ttl": "1d" },
             "limits": [{ "requests": 3, "window": "15m" }],
-        }]}))
-        .unwrap();
+        }]));
         let rule = &config.rules[0];
         let applied = Applied {
             rule,

@@ -115,10 +115,9 @@ mod tests {
     use serde_json::json;
 
     fn config() -> Config {
-        Config::from_json(&json!({"rules": [
+        crate::testing::config(json!([
             {"name": "heavy", "path": "/api/example", "limits": [{"requests": 10, "window": "60s"}]}
-        ]}))
-        .unwrap()
+        ]))
     }
 
     #[test]

@@ -627,12 +627,11 @@ mod tests {
 
     #[test]
     fn explains_a_bypass_variant() {
-        let config = Config::from_json(&json!({"rules": [
+        let config = crate::testing::config(json!([
             {"name": "heavy-example", "path": "/api/example", "query": {"mode": "heavy"},
              "limits": [{"requests": 10, "window": "60s"}]},
             {"name": "login", "path": "/login", "key": ["body:email"], "limits": [{"requests": 5, "window": "15m"}]},
-        ]}))
-        .unwrap();
+        ]));
         let headers = vec![("cf-connecting-ip".to_string(), "2001:db8::1".to_string())];
         let text = explain(
             &config,
@@ -668,11 +667,10 @@ mod tests {
 
     #[test]
     fn says_whether_a_success_would_settle_the_rule() {
-        let config = Config::from_json(&json!({"rules": [
+        let config = crate::testing::config(json!([
             {"name": "login", "path": "/login", "methods": ["POST"], "key": ["header:x-user"], "count_statuses": [401],
              "clear_on_success": true, "limits": [{"requests": 5, "window": "15m"}]},
-        ]}))
-        .unwrap();
+        ]));
         let headers = vec![("cf-connecting-ip".to_string(), "203.0.113.7".to_string()), ("x-user".to_string(), "ann".to_string())];
         let own = explain(&config, &request("POST", "/login", &headers), &ALLOWED);
         assert!(own.contains("  success:  [200, 204] clears the count (no success_identity_header: forgeable)\n"), "{own}");
@@ -687,10 +685,9 @@ mod tests {
     #[test]
     fn a_method_override_is_limited_as_the_worker_limits_it() {
         // The drift this module had: a POST overridden to DELETE matched no rule.
-        let config = Config::from_json(&json!({"rules": [
+        let config = crate::testing::config(json!([
             {"name": "delete", "path": "/posts/:id", "methods": ["DELETE"], "limits": [{"requests": 3, "window": "1m"}]},
-        ]}))
-        .unwrap();
+        ]));
         let headers = vec![
             ("cf-connecting-ip".to_string(), "198.51.100.1".to_string()),
             ("X-HTTP-Method-Override".to_string(), "DELETE".to_string()),
@@ -708,11 +705,10 @@ mod tests {
 
     #[test]
     fn a_form_body_joins_the_query_and_the_country_comes_from_cf() {
-        let config = Config::from_json(&json!({"rules": [
+        let config = crate::testing::config(json!([
             {"name": "heavy", "path": "/api/example", "query": {"mode": "heavy"}, "key": ["country"],
              "limits": [{"requests": 1, "window": "1m"}]},
-        ]}))
-        .unwrap();
+        ]));
         let headers = vec![("content-type".to_string(), "application/x-www-form-urlencoded".to_string())];
         let req = ExplainRequest {
             method: "POST",
@@ -737,11 +733,10 @@ mod tests {
 
     #[test]
     fn shows_where_parameters_came_from_and_an_unreadable_body() {
-        let config = Config::from_json(&json!({"rules": [
+        let config = crate::testing::config(json!([
             {"name": "heavy", "path": "/api/example", "query": {"mode": "heavy"}, "query_sources": ["query", "body", "cookie"],
              "limits": [{"requests": 1, "window": "1m"}]},
-        ]}))
-        .unwrap();
+        ]));
         let headers = vec![
             ("cf-connecting-ip".to_string(), "203.0.113.7".to_string()),
             ("content-type".to_string(), "multipart/form-data; boundary=b".to_string()),
@@ -769,11 +764,10 @@ mod tests {
 
     #[test]
     fn key_hashes_are_the_workers_with_or_without_its_log_key() {
-        let config = Config::from_json(&json!({"rules": [
+        let config = crate::testing::config(json!([
             {"name": "login", "path": "/login", "key": ["body:email"], "limits": [{"requests": 5, "window": "15m"}]},
             {"name": "heavy", "path": "/heavy", "limits": [{"requests": 5, "window": "1m"}]},
-        ]}))
-        .unwrap();
+        ]));
         let headers = vec![("cf-connecting-ip".to_string(), "2002:c000:22d:7::1".to_string())];
         let keyed = ExplainRequest { log_key: Some(b"log secret"), ..request("GET", "/heavy", &headers) };
         let json = explain_json(&config, &keyed, &ALLOWED);
@@ -815,12 +809,11 @@ mod tests {
     /// device's bucket), the account's bucket after it.
     #[test]
     fn a_device_cookie_expires_in_explain_as_in_the_worker() {
-        let config = Config::from_json(&json!({"rules": [{
+        let config = crate::testing::config(json!([{
             "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
             "on_success": "clear", "trusted_device": { "secret": "DEVICE_KEY", "cookie": "dev" },
             "limits": [{"requests": 3, "window": "15m"}],
-        }]}))
-        .unwrap();
+        }]));
         const NOW: i64 = 1_800_000_000_000;
         let part = crate::request::key::KeyPart::parse("header:x-user").unwrap();
         let spelling = crate::request::spelling::Spelling::of(&[(&part, vec!["ann".into()])]).tag().unwrap();

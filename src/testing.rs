@@ -1,0 +1,179 @@
+//! Builders for the unit tests: a config from its rules, and a request as
+//! the decision machine is told it ([`Req`]), planned or decided the way
+//! the Worker plans and decides it.
+
+use crate::config::Config;
+use crate::pipeline::applied::Applied;
+use crate::pipeline::facts::{Client, Facts, HeaderMap, Secrets};
+use crate::pipeline::machine::{Decision, Machine, Next};
+use crate::pipeline::memo::PlanMemo;
+use crate::pipeline::plan::{self, Body, Plan, RequestParts};
+use crate::pipeline::upload::Receipt;
+use crate::pipeline::verdict::Outcome;
+use serde_json::{json, Value};
+
+/// A config of `rules` (a JSON array), valid or the test fails naming why.
+pub fn config(rules: Value) -> Config {
+    config_of(json!({ "rules": rules }))
+}
+
+/// A config from its whole `TOLLGATE` value.
+pub fn config_of(value: Value) -> Config {
+    Config::from_json(&value).unwrap_or_else(|errors| panic!("an invalid test config: {errors:?}"))
+}
+
+/// [`config`], kept for the test's life (for `'static` plans, as the
+/// Worker's isolate keeps its config).
+pub fn leaked(rules: Value) -> &'static Config {
+    Box::leak(Box::new(config(rules)))
+}
+
+/// A request, built up: `Req::get("/x").ip("192.0.2.1").header("x-user", "ann")`.
+/// A URL given as a path is on `https://example.com`.
+#[derive(Debug, Clone)]
+pub struct Req {
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    /// `None`: no body (read as empty when asked for).
+    pub body: Option<Vec<u8>>,
+    pub client: Client,
+    pub secrets: Secrets,
+    pub now_ms: i64,
+}
+
+impl Req {
+    pub fn new(method: &str, url: &str) -> Req {
+        let url = if url.starts_with('/') { format!("https://example.com{url}") } else { url.to_string() };
+        Req {
+            method: method.to_string(),
+            url,
+            headers: Vec::new(),
+            body: None,
+            client: Client::default(),
+            secrets: Secrets::default(),
+            now_ms: 0,
+        }
+    }
+
+    pub fn get(url: &str) -> Req {
+        Req::new("GET", url)
+    }
+
+    pub fn post(url: &str) -> Req {
+        Req::new("POST", url)
+    }
+
+    pub fn header(mut self, name: &str, value: &str) -> Req {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// `CF-Connecting-IP`.
+    pub fn ip(self, ip: &str) -> Req {
+        self.header("cf-connecting-ip", ip)
+    }
+
+    pub fn body(mut self, body: &[u8]) -> Req {
+        self.body = Some(body.to_vec());
+        self
+    }
+
+    pub fn country(mut self, country: &str) -> Req {
+        self.client.country = Some(country.to_string());
+        self
+    }
+
+    pub fn asn(mut self, asn: u32) -> Req {
+        self.client.asn = Some(asn);
+        self
+    }
+
+    pub fn secret(mut self, name: &str, value: &str) -> Req {
+        self.secrets.named.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn admin_token(mut self, token: &str) -> Req {
+        self.secrets.admin_token = Some(token.to_string());
+        self
+    }
+
+    pub fn log_key(mut self, key: &[u8]) -> Req {
+        self.secrets.log_key = Some(key.to_vec());
+        self
+    }
+
+    pub fn now(mut self, now_ms: i64) -> Req {
+        self.now_ms = now_ms;
+        self
+    }
+
+    /// The headers as the machine is told them.
+    pub fn header_map(&self) -> HeaderMap {
+        HeaderMap::from_pairs(&self.headers)
+    }
+
+    /// The plan the Worker ends with: planned without the body, then, if
+    /// that asks for it, with it.
+    pub fn plan<'c>(&self, config: &'c Config) -> Plan<'c> {
+        let first = self.plan_once(config, Body::Unread);
+        match first.route {
+            plan::Route::NeedsBody => self.plan_once(config, Body::Read(self.body.as_deref().unwrap_or_default())),
+            _ => first,
+        }
+    }
+
+    /// One plan, with what is known of the body.
+    pub fn plan_once<'c>(&self, config: &'c Config, body: Body<'_>) -> Plan<'c> {
+        let headers = self.header_map();
+        let header = |name: &str| headers.get(name);
+        let admin_token = || self.secrets.admin_token.clone();
+        let secret = |name: &str| self.secrets.get(name);
+        let parts = RequestParts {
+            method: &self.method,
+            url: &self.url,
+            header: &header,
+            body,
+            country: self.client.country.as_deref(),
+            asn: self.client.asn,
+            verified_bot: self.client.verified_bot.as_deref(),
+            admin_token: &admin_token,
+            log_key: self.secrets.log_key.as_deref(),
+            secret: &secret,
+            now_ms: self.now_ms,
+        };
+        plan::plan(config, &parts)
+    }
+
+    /// The machine's decision, each counter answering `outcome`, the upload
+    /// (if one is awaited) complete; `memo` as the isolate's.
+    pub fn decide<'c>(&self, config: &'c Config, memo: &PlanMemo, outcome: &dyn Fn(&Applied<'_>) -> Outcome) -> Decision<'c> {
+        let headers = self.header_map();
+        let facts =
+            Facts { method: &self.method, url: &self.url, headers: &headers, client: &self.client, secrets: &self.secrets, now_ms: self.now_ms };
+        let mut machine = Machine::new(config, facts, memo);
+        loop {
+            match machine.next(None) {
+                Next::Body { .. } => machine.body(Some(self.body.as_deref().unwrap_or_default())),
+                Next::Upload(_) => machine.uploaded(Receipt::Complete, self.now_ms),
+                Next::Admin { .. } => panic!("an admin request: drive the admin flow"),
+                Next::Count(checks) => {
+                    let outcomes = checks.iter().map(|(a, _)| outcome(a)).collect();
+                    return machine.counted(outcomes);
+                }
+                Next::Decided => return machine.decided(),
+            }
+        }
+    }
+}
+
+/// An outcome under the limit, as the object answers a first request.
+pub fn allowed(_: &Applied<'_>) -> Outcome {
+    Outcome::Allowed { windows: Vec::new(), reservation: None }
+}
+
+/// An outcome over the limit for a minute.
+pub fn blocked(_: &Applied<'_>) -> Outcome {
+    Outcome::Blocked { retry_after_ms: 60_000, window: 0, windows: None }
+}
