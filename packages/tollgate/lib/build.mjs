@@ -1,9 +1,10 @@
 // `tollgate build`: the [build] command of a project made by `tollgate init`.
 //
-//   tollgate build [FILE]             check FILE (wrangler.toml, every
+//   tollgate build [FILE [OPTIONS]]   check FILE (wrangler.toml, every
 //                                     environment), then write the Worker entry
 //                                     .tollgate/worker.mjs (it re-exports this
-//                                     package's prebuilt Worker)
+//                                     package's prebuilt Worker); OPTIONS go to
+//                                     check (--app APP_FILE)
 //   tollgate build [FILE] -- CMD...   check FILE, then run CMD (a Rust app:
 //                                     worker-build --release) to make the entry
 //
@@ -28,9 +29,11 @@ export function build(args, runCheck) {
   const split = args.indexOf("--");
   const own = split < 0 ? args : args.slice(0, split);
   const command = split < 0 ? [] : args.slice(split + 1);
-  const config = own.find((a) => !a.startsWith("-")) ?? "wrangler.toml";
+  // FILE first, then any other `tollgate check` options (--app APP_FILE).
+  const config = own[0] && !own[0].startsWith("-") ? own[0] : "wrangler.toml";
+  const options = own[0] === config ? own.slice(1) : own;
   const entry = command.length ? mainOf(config) : ENTRY;
-  const [code, stdout, stderr] = runCheck(["check", config]);
+  const [code, stdout, stderr] = runCheck(["check", config, ...options]);
   process.stdout.write(stdout);
   process.stderr.write(stderr);
   if (code !== 0) {
@@ -41,6 +44,9 @@ export function build(args, runCheck) {
   }
   if (command.length) {
     const run = spawnSync(command.join(" "), { shell: true, stdio: "inherit" });
+    if (run.status === 127) {
+      console.error(`tollgate: the rules passed, but \`${command[0]}\` is not on PATH (a Rust app needs cargo and worker-build: see README.md)`);
+    }
     return run.status ?? 1;
   }
   mkdirSync(dirname(ENTRY), { recursive: true });

@@ -165,7 +165,7 @@ head_sampling_rate = 1
 # \`wrangler dev\` and \`wrangler deploy\` check the rules first: a config with
 # an error never deploys (the error names the rule and the field).
 [build]
-command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml"
+command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml${preset === "in-front" ? " --app app/wrangler.toml" : ""}"
 
 # One SQLite-backed Durable Object per (rule, key) counts exactly.
 [[durable_objects.bindings]]
