@@ -30,6 +30,7 @@ import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../ports.mjs";
+import { README_PORT, normalize, onPort } from "../../scripts/try-it.mjs";
 
 /** The most the Worker's upload may weigh, gzipped (KiB): see the assertion. */
 const UPLOAD_GATE_KIB = 610;
@@ -517,4 +518,105 @@ console.log(out.join("\\n"));
   ok(run(join(dir, "node_modules", ".bin", "tsc"), ["-p", "."], { cwd: dir }), "tsc");
   const ran = ok(run(process.execPath, ["run.mjs"], { cwd: dir }), "the app");
   assert.equal(ran.stdout, '200 "tg";r=1;t=60\n200 "tg";r=0;t=60\n429 -\n');
+});
+
+/** The commands of README.md: each line of its ```sh blocks (comments dropped), each `$ ` line of its ```console blocks. */
+function readmeCommands() {
+  const text = readFileSync(join(ROOT, "README.md"), "utf8");
+  const commands = [];
+  for (const [, kind, body] of text.matchAll(/^```(sh|console)\n([\s\S]*?)\n```/gm)) {
+    for (const line of body.split("\n")) {
+      if (kind === "console" && line.startsWith("$ ")) commands.push(line.slice(2));
+      if (kind === "sh" && line.trim()) commands.push(line.replace(/\s+#.*$/, "").trim());
+    }
+  }
+  return commands;
+}
+
+/** Output lines as the README shows them, numbers that change with the clock (Retry-After, lengths) folded. */
+const folded = (lines) => normalize(lines).map((line) => line.replace(/\d+/g, "N"));
+
+test("README.md: every command in it runs, against a project that init made", { timeout: 600_000 }, async (t) => {
+  const commands = readmeCommands();
+  const ran = new Set();
+  /** A README command, exactly as the README has it: this test runs it (or its named stand-in). */
+  const said = (command) => {
+    assert.ok(commands.includes(command), `README.md no longer says \`${command}\`: update this test with it`);
+    ran.add(command);
+    return command;
+  };
+  const sh = (command, cwd, env = {}) => run("bash", ["-c", command], { cwd, env: { ...userEnv, ...env } });
+
+  // A folder like the repository's root after scripts/pack: build/npm holds the tarballs.
+  const here = join(work, "readme");
+  mkdirSync(join(here, "build", "npm"), { recursive: true });
+  for (const file of [tarball, createTarball]) symlinkSync(file, join(here, "build", "npm", basename(file)));
+
+  // Install, until tollgate is published: the README's command as it stands.
+  const local = `npx --package ./build/npm/${basename(tarball)} tollgate init my-limiter --tollgate ./build/npm/${basename(tarball)}`;
+  ok(sh(said(local), here), local);
+  const project = join(here, "my-limiter");
+  // Published, `npm create tollgate@latest` runs create-tollgate's bin: here the one from its tarball, offline.
+  const published = join(here, "published", "my-limiter");
+  mkdirSync(dirname(published), { recursive: true });
+  said("npm create tollgate@latest my-limiter");
+  ok(run("npm", ["create", "--offline", "tollgate", published, "--", "--tollgate", tarball, "--no-install"], { cwd: join(work, "cli") }), "npm create tollgate");
+  assert.equal(readFileSync(join(published, "wrangler.toml"), "utf8"), readFileSync(join(project, "wrangler.toml"), "utf8"));
+
+  // Local secrets, as the README says: .dev.vars turns on the admin API.
+  writeFileSync(join(project, ".dev.vars"), "TOLLGATE_ADMIN_TOKEN=local-token\n");
+  for (const command of ["npm run check", "npx tollgate explain '/api/example%2ejson?mode=normal&mode=heavy' --ip 203.0.113.7", "npx tollgate hash ip=203.0.113.7"]) {
+    ok(sh(said(command), project), command);
+  }
+
+  said("cd my-limiter && npm run dev");
+  const dev = await startDev(project);
+  try {
+    const local = (command) => onPort(command.replaceAll("https://example.com", `http://127.0.0.1:${README_PORT}`), dev.port);
+    // The try-it block, and the answer in full, compared with what the README shows.
+    const text = readFileSync(join(ROOT, "README.md"), "utf8");
+    const blocks = [...text.matchAll(/^```console\n([\s\S]*?)\n```/gm)].map(([, body]) => body.split("\n"));
+    assert.ok(blocks.length >= 2, "README.md: the try-it block and one answer in full");
+    for (const lines of blocks) {
+      const steps = [];
+      for (const line of lines) {
+        if (line.startsWith("$ ")) steps.push({ command: line.slice(2), expected: [] });
+        else steps.at(-1).expected.push(line);
+      }
+      for (const { command, expected } of steps) {
+        const out = ok(sh(local(said(command)), project), command);
+        assert.deepEqual(folded(out.stdout.split(/\r?\n/)), folded(expected), `$ ${command}\n${out.stdout}`);
+      }
+    }
+    const headers = ok(sh(local(said("curl -si 'https://example.com/api/example?mode=heavy' | grep -i ratelimit")), project), "ratelimit fields");
+    assert.match(headers.stdout, /^ratelimit-policy: "heavy-example";q=10;w=60/im);
+    const status = sh(
+      local(said(`curl -H "Authorization: Bearer $TOKEN" 'https://example.com/.tollgate/status?rule=heavy-example&ip=203.0.113.7'`)),
+      project,
+      { TOKEN: "local-token" },
+    );
+    assert.match(ok(status, "status").stdout, /heavy-example/);
+    ok(sh(said("npx tollgate explain 'https://example.com/api/example%2ejson?mode=heavy' --ip 203.0.113.7"), project), "explain a URL");
+  } finally {
+    await dev.stop();
+  }
+
+  ok(sh(said("npm run deploy") + " -- --dry-run --outdir .dry", project), "npm run deploy, as a dry run");
+  // They need a Cloudflare account: checked to be wrangler commands that take these arguments.
+  for (const [command, help, flag] of [
+    ["npx wrangler login", "npx wrangler login --help", "--browser"],
+    ["openssl rand -hex 32 | npx wrangler secret put TOLLGATE_LOG_KEY", "npx wrangler secret put --help", "--env"],
+    ["npx wrangler secret put TOLLGATE_ADMIN_TOKEN", "npx wrangler secret put --help", "--env"],
+    ["npx wrangler tail --format json", "npx wrangler tail --help", "--format"],
+  ]) {
+    said(command);
+    const out = ok(sh(help, project), help);
+    assert.ok((out.stdout + out.stderr).includes(flag), `${help} does not mention ${flag}`);
+  }
+  // This repository's two commands: scripts/test is what runs this, and
+  // tests/dev/try-it.test.mjs starts scripts/dev for the README's try-it block.
+  said("scripts/dev");
+  said("scripts/test");
+  assert.deepEqual(commands.filter((c) => !ran.has(c)), [], "README commands no test runs");
+  t.diagnostic(`${ran.size} README commands`);
 });
