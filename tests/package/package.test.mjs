@@ -17,6 +17,10 @@
 //    `npm create tollgate` (create-tollgate's bin) writes the same project.
 // 3. A Hono app importing the client by package name type-checks (tsc) and
 //    runs (Node, with a stand-in tollgate binding).
+// 4. Every command of README.md runs (or, needing a Cloudflare account, is
+//    checked with --help; `npm run deploy` as a dry run) against a project
+//    made by the README's own install command; a README command this test
+//    does not know fails it.
 //
 // npm installs with --prefer-offline: wrangler, hono and typescript come
 // from the npm cache that the repo's own `npm ci` filled.
