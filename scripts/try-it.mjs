@@ -60,23 +60,28 @@ export function normalize(lines) {
 
 const sameArgs = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
 
-/** What scripts/dev prints when it is ready: the try-it lines for these arguments. */
+/**
+ * What scripts/dev prints when it is ready: the try-it blocks written for
+ * exactly these arguments (the root README's for the shipped config, an
+ * example's README's for `--example NAME [--env ENV]`), and none for a
+ * start no README documents (an environment of the shipped config): lines
+ * that would not hold are worse than none.
+ */
 export function banner(port, devArgs) {
   const readme = readmeFor(devArgs);
-  if (!existsSync(readme)) return "";
-  const blocks = tryItBlocks(readme);
-  const mine = blocks.filter((b) => sameArgs(b.args, devArgs));
-  const shown = mine.length ? mine : blocks;
-  if (!shown.length) return "";
-  const out = [`  Try it (from ${relative(ROOT, readme)}; the lines without $ are the expected output):`];
-  for (const block of shown) {
-    if (!mine.length) out.push("", `  with scripts/dev ${block.args.join(" ")}:`);
-    for (const line of block.lines) out.push(`    ${onPort(line, port)}`);
+  const mine = existsSync(readme) ? tryItBlocks(readme).filter((b) => sameArgs(b.args, devArgs)) : [];
+  const out = [];
+  if (mine.length) {
+    out.push(`  Try it (from ${relative(ROOT, readme)}; the lines without $ are the expected output):`);
+    for (const block of mine) for (const line of block.lines) out.push(`    ${onPort(line, port)}`);
+  } else {
+    out.push(`  No try-it lines for scripts/dev ${devArgs.join(" ")}: ${relative(ROOT, readme)} documents other starts.`);
   }
   out.push(
     "",
     "  Counters persist across restarts, per config (in .wrangler/state/, or the --persist-to",
     "  folder): stop scripts/dev and delete that folder to start from zero.",
+    "  Local secrets (TOLLGATE_LOG_KEY, ...) go in .dev.vars, never in wrangler.toml.",
   );
   return out.join("\n");
 }

@@ -1,21 +1,102 @@
-//! tollgate inside an app Worker (glue, `wasm32` only): the same pipeline
-//! as the standalone Worker ([`plan`](crate::pipeline::plan::plan) → counter calls →
-//! [`verdict`](crate::pipeline::verdict::verdict)), but the app answers allowed
-//! requests itself instead of tollgate forwarding them.
+//! tollgate inside an app Worker written in Rust (workers-rs): the app's
+//! own fetch handler asks [`check`] about each request, answers it itself
+//! when allowed, and [`settle`]s failures-only rules with its status. No
+//! second Worker, no extra invocation: the same pipeline as tollgate's
+//! standalone Worker (the [decision machine](crate::pipeline::machine),
+//! driven by the same glue), the same canonical
+//! view of the request, keys, counters and answers (429 problem+json,
+//! `Retry-After`, `RateLimit` fields). `wasm32` only.
 //!
-//! ```ignore
-//! let decision = tollgate::embed::check(&req, &env).await?;
-//! if let Some(answer) = decision.response { return Ok(answer.into()); }   // 429 / 503 / 400
-//! let response = my_handler(req).await?;                                 // the app's own work
-//! let cookies = tollgate::embed::settle(&env, &decision.ticket, Some(response.status_code()), &header).await;
-//! // add decision.headers (RateLimit fields) and cookies to the response
+//! # Setting up
+//!
+//! The app depends on the crate without its default features, which are
+//! the standalone Worker's own `#[event(fetch)]` and RPC entrypoint:
+//!
+//! ```toml
+//! [dependencies]
+//! tollgate = { version = "0.1.0", default-features = false }
+//! worker = "0.8.7"
+//! wasm-bindgen = "=0.2.129"   # the exact version tollgate is built with
 //! ```
 //!
+//! Its `wrangler.toml` holds the rules, the `TOLLGATE` var (the schema is
+//! the standalone Worker's: `tollgate check wrangler.toml` validates it
+//! offline, `npx tollgate check` without Rust), and binds the
+//! [`Limiter`](crate::Limiter) Durable Object as `LIMITER`; the app's
+//! Worker exports the class by linking the crate:
+//!
+//! ```toml
+//! [[durable_objects.bindings]]
+//! name = "LIMITER"
+//! class_name = "Limiter"
+//!
+//! [[migrations]]
+//! tag = "v1"
+//! new_sqlite_classes = ["Limiter"]
+//!
+//! [vars.TOLLGATE]
+//!
+//! [[vars.TOLLGATE.rules]]
+//! name = "api"
+//! path = "/api/*"
+//! key = ["ip"]
+//! limits = [{ requests = 10, window = "1m" }]
+//! ratelimit_headers = true
+//! ```
+//!
+//! `npx tollgate init my-app --preset crate` writes such a project
+//! (Cargo.toml, wrangler.toml, the handler below), with a `[build]` command
+//! that checks the rules before worker-build runs.
+//!
+//! # Example
+//!
+//! Send every request through [`check`], not only the routes to limit: the
+//! rules match a canonical view of the request, and the app's own router
+//! (case-sensitive and literal) would not send `/API/items` or
+//! `/api//items` to a check mounted on `/api/`.
+//!
+//! ```ignore
+//! use tollgate::embed::{self, Decision};
+//! use worker::{event, Context, Env, Headers, Request, Response, Result};
+//!
+//! #[event(fetch)]
+//! async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+//!     let decision = embed::check(&req, &env).await?;
+//!     if let Some(answer) = decision.response {
+//!         return Ok(Response::from(answer)); // tollgate's 429, 503 or 400, as is
+//!     }
+//!     let response = my_handler(req).await?; // the app's own work
+//!     finish(&env, decision, response).await
+//! }
+//!
+//! /// Settles the failures-only rules with the app's status, and adds the
+//! /// `RateLimit` fields and any trusted-device cookie to its response.
+//! async fn finish(env: &Env, decision: Decision, response: Response) -> Result<Response> {
+//!     let headers = response.headers().clone();
+//!     let header = |name: &str| headers.get(name).ok().flatten();
+//!     let cookies = embed::settle(env, &decision.ticket, Some(response.status_code()), &header).await;
+//!     let out = Headers::new();
+//!     for (name, value) in response.headers().entries() {
+//!         out.append(&name, &value)?;
+//!     }
+//!     for (name, value) in decision.headers.iter().chain(&cookies) {
+//!         out.append(name, value)?;
+//!     }
+//!     Ok(response.with_headers(out))
+//! }
+//! ```
+//!
+//! A complete app is `examples/rust-app` in the tollgate repository, and the
+//! operator guide compares this pattern with tollgate in front of the app
+//! (a service binding) and with a TS/JS app calling it over RPC.
+//!
+//! # Contract
+//!
 //! The config is the app's own `TOLLGATE` var, the counters its own
-//! `LIMITER` Durable Object namespace bound to [`crate::Limiter`] (which the
-//! app's Worker exports, as any `#[durable_object]` of a linked crate).
-//! The RPC entrypoint for TS/JS Workers ([`crate::glue::rpc`]) is this module
-//! behind a service binding.
+//! `LIMITER` Durable Object namespace. A config that does not parse is
+//! handled by its `on_invalid_config`: `"deny"` (the default) makes
+//! [`check`] answer 503, `"allow"` lets every request through unlimited.
+//! [`check`] returns an error only where the runtime fails.
 //!
 //! Failures-only rules (`count_statuses`) reserve a slot in [`check`]; the
 //! app must [`settle`] the [`Ticket`] with its answer's status (or `None`
@@ -26,6 +107,10 @@
 //! it from memory), and answers 408 for one that does not arrive within
 //! `upload_timeout`; a longer body is the app's to read, and to give up on
 //! (`settle` with `None`) once that takes longer than `upload_timeout`.
+//!
+//! The RPC entrypoint that TS/JS Workers call over a service binding
+//! (`env.TOLLGATE.check(request)`) is this module too, in the standalone
+//! Worker: [`check_as`] with the [`Client`] facts that RPC does not carry.
 
 use crate::config::policy::FailPolicy;
 use crate::glue::drive::{decide, Decided};

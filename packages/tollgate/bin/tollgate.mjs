@@ -8,11 +8,14 @@ import { readFileSync } from "node:fs";
 
 const NODE_USAGE = `  tollgate init DIR [--preset P | --rules FILE] [--no-install]
                                           write a project deploying tollgate (presets:
-                                          heavy-endpoint, login, tenant-quota, api-keys)
-  tollgate dev [wrangler dev options]     serve the project locally (wrangler dev) in front
+                                          heavy-endpoint, login, tenant-quota, api-keys; for a
+                                          zone that already runs a Worker: in-front, rpc, crate)
+  tollgate dev [--no-origin] [wrangler dev options]
+                                          serve the project locally (wrangler dev) in front
                                           of a demo origin, or of $UPSTREAM
-  tollgate build [FILE]                   check the rules, then write the Worker entry
-                                          (.tollgate/worker.mjs): the project's [build] command`;
+  tollgate build [FILE] [-- COMMAND]      check the rules, then write the Worker entry
+                                          (.tollgate/worker.mjs), or run COMMAND to build it:
+                                          the project's [build] command`;
 
 const args = process.argv.slice(2);
 switch (args[0]) {

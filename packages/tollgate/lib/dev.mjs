@@ -2,6 +2,9 @@
 // origin named by $UPSTREAM, or of a demo origin on 127.0.0.1:$ORIGIN_PORT
 // (8788) that echoes every request as JSON (and answers POST /login 401
 // unless the password is "demo-password"). Other arguments go to wrangler.
+// --no-origin: no demo origin and no UPSTREAM (the project's Workers answer:
+// an app behind tollgate's service binding, or an app calling it over RPC,
+// given to wrangler as more than one -c).
 import { spawn } from "node:child_process";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -10,17 +13,20 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 
 export async function dev(args) {
   if (args.includes("-h") || args.includes("--help")) {
-    console.log(`usage: tollgate dev [wrangler dev options]
+    console.log(`usage: tollgate dev [--no-origin] [wrangler dev options]
   wrangler dev on 127.0.0.1:$PORT (default 8787), forwarding allowed requests to
   $UPSTREAM, or to a demo origin on 127.0.0.1:$ORIGIN_PORT (default 8788).
+  --no-origin: neither (the project's own Workers answer, given as -c FILE -c FILE).
   Counters persist in .wrangler/state: rm -rf .wrangler/state starts from zero.
   Local secrets (TOLLGATE_LOG_KEY, ...) go in .dev.vars.`);
     return 0;
   }
   const port = process.env.PORT ?? "8787";
   const children = [];
+  const noOrigin = args.includes("--no-origin");
+  args = args.filter((a) => a !== "--no-origin");
   let upstream = process.env.UPSTREAM;
-  if (!upstream) {
+  if (!upstream && !noOrigin) {
     const originPort = process.env.ORIGIN_PORT ?? "8788";
     upstream = `http://127.0.0.1:${originPort}`;
     const origin = spawn(process.execPath, [join(HERE, "demo-origin.mjs")], {
@@ -32,7 +38,7 @@ export async function dev(args) {
   }
   const wrangler = spawn(
     "wrangler",
-    ["dev", "--ip", "127.0.0.1", "--port", port, "--var", `UPSTREAM:${upstream}`, ...args],
+    ["dev", "--ip", "127.0.0.1", "--port", port, ...(upstream ? ["--var", `UPSTREAM:${upstream}`] : []), ...args],
     // No fetch of the Request.cf sample from workers.cloudflare.com: local runs need no internet.
     { stdio: "inherit", env: { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env } },
   );

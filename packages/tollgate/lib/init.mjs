@@ -18,6 +18,48 @@ const TRY = {
   login: `for i in $(seq 11); do curl -s -o /dev/null -w '%{http_code}\\n' -d 'email=victim@example.com&password=guess' http://127.0.0.1:8787/login; done | uniq -c`,
   "tenant-quota": `for i in $(seq 6); do curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:8787/api/tenants/7/reports; done | uniq -c`,
   "api-keys": `for i in $(seq 6); do curl -s -o /dev/null -w '%{http_code}\\n' -H 'x-api-key: demo-key' http://127.0.0.1:8787/api/items; done | uniq -c`,
+  "in-front": `for i in $(seq 11); do curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:8787/api/items; done | uniq -c`,
+  rpc: `for i in $(seq 11); do curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:8787/api/items; done | uniq -c`,
+};
+
+/**
+ * The presets for a zone that already runs a Worker (docs/guide.md, "Adding
+ * tollgate to a zone that already has a Worker"): besides tollgate's rules
+ * (presets/NAME.toml), each writes the files of presets/NAME/ ({{...}}
+ * filled in) and its own scripts.
+ *  - in-front: tollgate owns the route and forwards to the app over a
+ *    service binding; app/ is a stand-in app that `npm run dev` serves
+ *    behind tollgate (two Workers, one wrangler dev).
+ *  - rpc: tollgate has no route; app/ is a TS Worker calling it over RPC
+ *    with the package's client; `npm run dev` serves the app in front.
+ *  - crate: a Rust app Worker embedding the tollgate crate: Cargo.toml,
+ *    src/lib.rs, and wrangler.toml with the rules; building it needs cargo.
+ */
+const APP_PRESETS = {
+  "in-front": {
+    files: ["app/wrangler.toml", "app/src/index.js"],
+    scripts: {
+      dev: "tollgate dev --no-origin -c wrangler.toml -c app/wrangler.toml",
+      check: "tollgate check wrangler.toml --app app/wrangler.toml",
+      deploy: "tollgate check wrangler.toml --app app/wrangler.toml && wrangler deploy",
+    },
+    next: "npm run dev        # tollgate on http://127.0.0.1:8787, in front of the stand-in app in app/",
+    deploy: "npm run deploy     # after setting service (your app's name) and routes in wrangler.toml",
+  },
+  rpc: {
+    files: ["app/wrangler.toml", "app/src/index.ts"],
+    scripts: {
+      dev: "tollgate dev --no-origin -c app/wrangler.toml -c wrangler.toml",
+      "deploy:app": "wrangler deploy -c app/wrangler.toml",
+    },
+    next: "npm run dev        # the app on http://127.0.0.1:8787, calling tollgate over RPC",
+    deploy: "npm run deploy     # tollgate, no route (npx wrangler login first); then npm run deploy:app,\n                     # the app, once its routes are set in app/wrangler.toml",
+  },
+  crate: {
+    files: ["Cargo.toml", "src/lib.rs", "README.md"],
+    scripts: { dev: "wrangler dev" },
+    next: "npm run dev        # needs Rust and worker-build: see README.md",
+  },
 };
 
 export const USAGE = `usage: tollgate init DIR [--preset P | --rules FILE] [--name NAME] [--tollgate SPEC] [--no-install]
@@ -25,7 +67,11 @@ export const USAGE = `usage: tollgate init DIR [--preset P | --rules FILE] [--na
   package.json (tollgate, wrangler ${WRANGLER}), wrangler.toml (the Worker, its
   Durable Object and migration, observability, a routes placeholder, your
   rules), .gitignore; then runs npm install (--no-install skips it).
-    --preset P       starter rules: ${presets().join(", ")} (default heavy-endpoint)
+    --preset P       starter rules: ${presets().filter((p) => !APP_PRESETS[p]).join(", ")}
+                     (default heavy-endpoint); for a zone that already runs a
+                     Worker: in-front (tollgate forwards to your app over a
+                     service binding), rpc (your TS app calls tollgate),
+                     crate (your Rust app embeds it)
     --rules FILE     your own rules instead: a TOML file holding [vars.TOLLGATE]
     --name NAME      the Worker's name (default: DIR's name)
     --tollgate SPEC  how package.json names tollgate (default ^${version};
@@ -71,7 +117,34 @@ function dependencySpec(spec) {
   return spec;
 }
 
-function wranglerToml(name, rules) {
+/** The routes placeholder: tollgate's own route, unless the app keeps it (rpc). */
+function routesPart(preset) {
+  if (preset === "rpc") {
+    return `# No routes: the app (app/wrangler.toml) owns the zone's route and asks
+# tollgate about each request over RPC (its service binding TOLLGATE).
+workers_dev = false
+preview_urls = false`;
+  }
+  const app = preset === "in-front" ? "\n# It takes the route your app Worker had: the app keeps none (app/wrangler.toml)." : "";
+  return `# Deploy step: attach tollgate to your proxied zone. Broad routes, narrow
+# rules: send the whole zone and let the rules below pick what to limit (a
+# narrow route like example.com/api/* misses /API/x and /%61pi/x).${app}
+# routes = [{ pattern = "example.com/*", zone_name = "example.com" }]`;
+}
+
+function wranglerToml(name, rules, preset) {
+  if (preset === "crate") return crateWranglerToml(name, rules);
+  const services =
+    preset === "in-front"
+      ? `
+# Your app Worker, reached over a service binding: \`upstream = { service =
+# "APP" }\` below forwards allowed requests to env.APP.fetch(request).
+# \`service\` is the app Worker's name (app/ is a stand-in for local dev).
+[[services]]
+binding = "APP"
+service = "${name}-app"
+`
+      : "";
   return `# tollgate, deployed with wrangler. Written by \`tollgate init\` (tollgate ${version}).
 name = "${name}"
 # The prebuilt tollgate Worker (Rust compiled to Wasm) from the npm package,
@@ -81,10 +154,7 @@ main = ".tollgate/worker.mjs"
 compatibility_date = "${COMPATIBILITY_DATE}"
 minify = true
 
-# Deploy step: attach tollgate to your proxied zone. Broad routes, narrow
-# rules: send the whole zone and let the rules below pick what to limit (a
-# narrow route like example.com/api/* misses /API/x and /%61pi/x).
-# routes = [{ pattern = "example.com/*", zone_name = "example.com" }]
+${routesPart(preset)}
 
 # Workers Logs keeps tollgate's JSON log lines (blocks, shadow blocks, counter
 # errors). head_sampling_rate = 0.1 keeps 10% on a busy zone.
@@ -95,7 +165,7 @@ head_sampling_rate = 1
 # \`wrangler dev\` and \`wrangler deploy\` check the rules first: a config with
 # an error never deploys (the error names the rule and the field).
 [build]
-command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml"
+command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml${preset === "in-front" ? " --app app/wrangler.toml" : ""}"
 
 # One SQLite-backed Durable Object per (rule, key) counts exactly.
 [[durable_objects.bindings]]
@@ -105,31 +175,68 @@ class_name = "Limiter"
 [[migrations]]
 tag = "v1"
 new_sqlite_classes = ["Limiter"]
+${services}
+[vars]
+${preset && APP_PRESETS[preset] ? "" : "# UPSTREAM = \"http://127.0.0.1:8788\"   # local development only: `npm run dev` sets it\n"}
+${rules.trim()}
+`;
+}
+
+/** The crate preset: the app Worker's own config, with tollgate's rules and object. */
+function crateWranglerToml(name, rules) {
+  return `# A Rust app Worker that embeds tollgate (tollgate::embed). Written by
+# \`tollgate init --preset crate\` (tollgate ${version}).
+name = "${name}"
+main = "build/worker/shim.mjs"
+compatibility_date = "${COMPATIBILITY_DATE}"
+
+# Deploy step: the app's route (every request goes through tollgate::embed::check).
+# routes = [{ pattern = "example.com/*", zone_name = "example.com" }]
+
+[observability]
+enabled = true
+head_sampling_rate = 1
+
+# \`tollgate build\` checks the rules, then runs worker-build (which needs
+# cargo): a config with an error stops here, before anything compiles, the
+# rule and the field named once.
+[build]
+command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml -- worker-build --release"
+
+# tollgate's Limiter Durable Object, exported by this Worker (linking the crate).
+[[durable_objects.bindings]]
+name = "LIMITER"
+class_name = "Limiter"
+
+[[migrations]]
+tag = "v1"
+new_sqlite_classes = ["Limiter"]
 
 [vars]
-# UPSTREAM = "http://127.0.0.1:8788"   # local development only: \`npm run dev\` sets it
 
 ${rules.trim()}
 `;
 }
 
-function packageJson(name, tollgate) {
-  return `${JSON.stringify(
-    {
-      name,
-      private: true,
-      type: "module",
-      scripts: {
-        dev: "tollgate dev",
-        check: "tollgate check",
-        explain: "tollgate explain",
-        deploy: "tollgate check && wrangler deploy",
-      },
-      devDependencies: { tollgate, wrangler: WRANGLER },
-    },
-    null,
-    2,
-  )}\n`;
+function packageJson(name, tollgate, preset) {
+  const scripts = {
+    dev: "tollgate dev",
+    check: "tollgate check",
+    explain: "tollgate explain",
+    deploy: "tollgate check && wrangler deploy",
+    ...(APP_PRESETS[preset]?.scripts ?? {}),
+  };
+  return `${JSON.stringify({ name, private: true, type: "module", scripts, devDependencies: { tollgate, wrangler: WRANGLER } }, null, 2)}\n`;
+}
+
+/** An app preset's files (presets/NAME/...), with {{NAME}}, {{APP}}, ... filled in. */
+function writePresetFiles(dir, preset, name) {
+  const values = { NAME: name, APP: `${name}-app`, CRATE: name.replace(/-/g, "_"), VERSION: version, COMPATIBILITY_DATE };
+  for (const file of APP_PRESETS[preset].files) {
+    const text = readFileSync(join(PACKAGE, "presets", preset, file), "utf8");
+    mkdirSync(dirname(join(dir, file)), { recursive: true });
+    writeFileSync(join(dir, file), text.replace(/\{\{([A-Z_]+)\}\}/g, (whole, key) => values[key] ?? whole));
+  }
 }
 
 export async function init(args) {
@@ -162,19 +269,23 @@ export async function init(args) {
   }
   const name = (options.name ?? basename(dir)).toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "") || "tollgate";
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "wrangler.toml"), wranglerToml(name, rules));
-  writeFileSync(join(dir, "package.json"), packageJson(name, dependencySpec(options.tollgate)));
-  writeFileSync(join(dir, ".gitignore"), "node_modules/\n.wrangler/\n.tollgate/\n.dev.vars\n");
+  writeFileSync(join(dir, "wrangler.toml"), wranglerToml(name, rules, options.preset));
+  writeFileSync(join(dir, "package.json"), packageJson(name, dependencySpec(options.tollgate), options.preset));
+  const ignored = options.preset === "crate" ? "target/\nbuild/\n" : ".tollgate/\n";
+  writeFileSync(join(dir, ".gitignore"), `node_modules/\n.wrangler/\n${ignored}.dev.vars\n`);
+  if (APP_PRESETS[options.preset]) writePresetFiles(dir, options.preset, name);
   // The rules are checked now (a --rules file may have errors), as
   // `npm run check` would: the errors name the rule and the field.
   const { runCli } = await import("../cli/tollgate_cli.js");
-  const [code, , stderr] = runCli(["check", join(dir, "wrangler.toml")], (path) => readFileSync(path), () => undefined);
+  const appConfig = options.preset === "in-front" ? ["--app", join(dir, "app", "wrangler.toml")] : [];
+  const [code, , stderr] = runCli(["check", join(dir, "wrangler.toml"), ...appConfig], (path) => readFileSync(path), () => undefined);
   if (code !== 0) {
     process.stderr.write(stderr);
     console.error(`tollgate init: wrote ${options.dir}/, but its rules have the errors above: fix them in wrangler.toml, then npm run check`);
     return 1;
   }
-  console.log(`wrote ${options.dir}/: package.json, wrangler.toml (${options.preset ? `preset ${options.preset}` : `rules of ${options.rules}`}), .gitignore`);
+  const extra = APP_PRESETS[options.preset]?.files.map((f) => `, ${f}`).join("") ?? "";
+  console.log(`wrote ${options.dir}/: package.json, wrangler.toml (${options.preset ? `preset ${options.preset}` : `rules of ${options.rules}`})${extra}, .gitignore`);
 
   if (options.install) {
     console.log(`installing tollgate and wrangler ${WRANGLER} (npm install)`);
@@ -187,8 +298,8 @@ export async function init(args) {
   console.log(`
 next:
   cd ${options.dir}
-${options.install ? "" : "  npm install\n"}  npm run dev        # tollgate on http://127.0.0.1:8787, in front of a demo origin
+${options.install ? "" : "  npm install\n"}  ${APP_PRESETS[options.preset]?.next ?? "npm run dev        # tollgate on http://127.0.0.1:8787, in front of a demo origin"}
 ${TRY[options.preset] ? `  ${TRY[options.preset]}\n` : ""}  npm run check      # validate the rules offline
-  npm run deploy     # after setting routes in wrangler.toml (npx wrangler login first)`);
+  ${APP_PRESETS[options.preset]?.deploy ?? "npm run deploy     # after setting routes in wrangler.toml (npx wrangler login first)"}`);
   return 0;
 }
