@@ -211,7 +211,7 @@ pub fn unreachable(failure: &CallFailure) -> OwnResponse {
 }
 
 /// The answer to a control change that failed: 400 with the object's
-/// reason when it refused the change, else [`unreachable`].
+/// reason when it refused the change, else [`unreachable()`].
 pub fn control_failure(failure: &CallFailure) -> OwnResponse {
     match failure {
         CallFailure::Refused { status: 400, body } => {

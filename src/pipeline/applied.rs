@@ -16,7 +16,7 @@ pub struct Matched<'c> {
     pub key: KeyOutcome,
     /// A success can settle the rule for this request: it has
     /// `on_success`, and matched the request's own method, as sent
-    /// ([`own_method`], no override). Always false for a rule without
+    /// (no override). Always false for a rule without
     /// `on_success` (nothing else reads it).
     pub own_method: bool,
     /// The request is exempt from the rule (the config's or the rule's
@@ -39,7 +39,7 @@ pub struct Exempted {
 /// A matching rule's key, or why it has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyOutcome {
-    /// Every key the request is charged to ([`derive_keys`]: one per
+    /// Every key the request is charged to ([`derive_keys`](crate::request::key::derive_keys): one per
     /// identity an origin could read, at most [`crate::request::key::MAX_IDENTITIES`]);
     /// `fell_back` when they came from `fallback_key`.
     Keys { keys: Vec<String>, fell_back: bool },
@@ -60,7 +60,7 @@ pub struct Applied<'c> {
     pub key: String,
     /// The object's name and the blocked-until cache key ([`object_name`]).
     pub id: String,
-    /// What logs carry instead of the key ([`key_hash`], keyed by the
+    /// What logs carry instead of the key ([`key_hash`](crate::request::key::key_hash), keyed by the
     /// request's `log_key`).
     pub key_hash: String,
     /// The key came from `fallback_key`: a success never clears it.
