@@ -104,7 +104,7 @@ test("a reservation whose request never completes expires; the late answer still
 
 test("a client that disconnects while the origin works is still settled", () => {
   const origin = slow(401, 400);
-  const login = config(rule("login", "/login", { key: ["header:x-account"], count_statuses: [401], limits: limit(5, "1h") }));
+  const logins = config(rule("login", "/login", { key: ["header:x-account"], count_statuses: [401], limits: limit(5, "1h") }));
   return withTollgate({ origin, config: logins }, async (tg) => {
     const status = async () => (await tg.callObject("login\nheader:x-account=ann", { v: 1, op: "status", limits: [[5, 3_600_000]] })).body;
     const abort = new AbortController();
