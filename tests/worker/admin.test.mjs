@@ -83,7 +83,7 @@ test("admin errors are clear, and the token is never logged", () =>
   }));
 
 test("a custom admin prefix", () =>
-  withTollgate({ config: { ...config, admin_prefix: "/_ops/limits" }, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  withTollgate({ config: { ...CONFIG, admin_prefix: "/_ops/limits" }, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     assert.equal((await admin(tg, "/_ops/limits/status?rule=heavy&ip=1.2.3.4")).status, 200);
     const passthrough = await admin(tg, "/.tollgate/status?rule=heavy&ip=1.2.3.4");
     assert.equal(passthrough.headers.get("x-origin"), "mock", "the default prefix is no longer special");
