@@ -4,17 +4,16 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, statuses, mockOrigin } from "./harness.mjs";
+import { config, rule, limit, failedLogins, json } from "./builders.mjs";
 
 test("shadow mode never answers 503, whatever on_error says", () =>
   withTollgate(
     {
       faults: true,
-      config: {
-        rules: [
-          { name: "shadow-closed", path: "/shadow", action: "log", on_error: "deny", limits: [{ requests: 1, window: "1m" }] },
-          { name: "enforced-closed", path: "/enforced", on_error: "deny", limits: [{ requests: 1, window: "1m" }] },
-        ],
-      },
+      config: config(
+        rule("shadow-closed", "/shadow", { action: "log", on_error: "deny", limits: limit(1, "1m") }),
+        rule("enforced-closed", "/enforced", { on_error: "deny", limits: limit(1, "1m") }),
+      ),
     },
     async (tg) => {
       await tg.setFault("throw");
@@ -31,12 +30,10 @@ test("shadow mode never answers 503, whatever on_error says", () =>
 test("CORS preflights are not counted unless a rule lists OPTIONS", () =>
   withTollgate(
     {
-      config: {
-        rules: [
-          { name: "quota", path: "/api/schools/:school/*", key: ["path:school"], limits: [{ requests: 3, window: "1h" }] },
-          { name: "preflights", path: "/preflight", methods: ["OPTIONS"], limits: [{ requests: 2, window: "1h" }] },
-        ],
-      },
+      config: config(
+        rule("quota", "/api/schools/:school/*", { key: ["path:school"], limits: limit(3, "1h") }),
+        rule("preflights", "/preflight", { methods: ["OPTIONS"], limits: limit(2, "1h") }),
+      ),
     },
     async (tg) => {
       const preflight = { method: "OPTIONS", headers: { origin: "https://evil.example", "access-control-request-method": "POST" } };
@@ -56,30 +53,13 @@ test("a known device logs in while its account is under attack (trusted_device)"
     {
       origin,
       vars: { TOLLGATE_DEVICE_KEY: "a device signing secret" },
-      config: {
-        rules: [
-          {
-            name: "login-account",
-            path: "/login",
-            methods: ["POST"],
-            key: ["body:email"],
-            count_statuses: [401],
-            on_success: "decrement",
-            on_error: "deny",
-            trusted_device: { secret: "TOLLGATE_DEVICE_KEY", ttl: "30d" },
-            limits: [{ requests: 3, window: "15m" }],
-          },
-        ],
-      },
+      config: config(
+        failedLogins({ on_success: "decrement", trusted_device: { secret: "TOLLGATE_DEVICE_KEY", ttl: "30d" }, limits: limit(3, "15m") }),
+      ),
     },
     async (tg) => {
       const login = (password, { cookie, ip = "203.0.113.7" } = {}) =>
-        tg.fetch("/login", {
-          ip,
-          method: "POST",
-          headers: { "content-type": "application/json", ...(cookie ? { cookie } : {}) },
-          body: JSON.stringify({ email: "owner@example.com", password }),
-        });
+        tg.fetch("/login", json({ email: "owner@example.com", password }, { ip, headers: cookie ? { cookie } : {} }));
       // The owner logs in from their laptop and gets the device cookie.
       const first = await login("right");
       assert.equal(first.status, 200);

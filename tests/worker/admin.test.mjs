@@ -3,21 +3,20 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, statuses } from "./harness.mjs";
+import { config, rule, limit, limits, json } from "./builders.mjs";
 
 const TOKEN = "s3cret-admin-token-for-tests";
-const config = {
-  rules: [
-    { name: "heavy", path: "/api/example", limits: [{ requests: 3, window: "60s" }, { requests: 10, window: "1h" }] },
-    { name: "login", path: "/login", key: ["body:email"], limits: [{ requests: 2, window: "15m" }] },
-  ],
-};
+const CONFIG = config(
+  rule("heavy", "/api/example", { limits: limits([3, "60s"], [10, "1h"]) }),
+  rule("login", "/login", { key: ["body:email"], limits: limit(2, "15m") }),
+);
 
 
 const admin = (tg, path, { token = TOKEN, method = "GET" } = {}) =>
   tg.fetch(path, { method, ip: "192.0.2.1", headers: token === null ? {} : { authorization: `Bearer ${token}` } });
 
 test("without the secret the admin path is not special", () =>
-  withTollgate({ config }, async (tg) => {
+  withTollgate({ config: CONFIG }, async (tg) => {
     const res = await admin(tg, "/.tollgate/status?rule=heavy&ip=203.0.113.7");
     assert.equal(res.status, 200);
     assert.equal(res.headers.get("x-origin"), "mock");
@@ -25,7 +24,7 @@ test("without the secret the admin path is not special", () =>
   }));
 
 test("missing or wrong token: 401 with no detail about which", () =>
-  withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  withTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     const missing = await admin(tg, "/.tollgate/status?rule=heavy&ip=203.0.113.7", { token: null });
     const wrong = await admin(tg, "/.tollgate/status?rule=heavy&ip=203.0.113.7", { token: TOKEN.slice(0, -1) + "x" });
     const longer = await admin(tg, "/.tollgate/reset?rule=heavy&ip=203.0.113.7", { token: TOKEN + "x", method: "POST" });
@@ -37,7 +36,7 @@ test("missing or wrong token: 401 with no detail about which", () =>
   }));
 
 test("status per window, reset lifting a block, keys derived as the rule would", () =>
-  withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  withTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     assert.deepEqual(await statuses(tg, 4, "/api/example", { ip: "2001:db8:7:7::1" }), [200, 200, 200, 429]);
     // The same /64, spelled differently, names the same key.
     const res = await admin(tg, "/.tollgate/status?rule=heavy&ip=2001:DB8:7:7:0:0:0:99");
@@ -54,7 +53,7 @@ test("status per window, reset lifting a block, keys derived as the rule would",
     assert.equal((await reset.json()).stored_hits, 0);
     assert.deepEqual(await statuses(tg, 4, "/api/example", { ip: "2001:db8:7:7::1" }), [200, 200, 200, 429], "unblocked at once");
     // Body keys: the raw email, hashed as the rule does.
-    const post = () => tg.fetch("/login", { method: "POST", headers: { "content-type": "application/json" }, body: '{"email":"Zed@Example.com"}' });
+    const post = () => tg.fetch("/login", json('{"email":"Zed@Example.com"}'));
     assert.deepEqual([(await post()).status, (await post()).status, (await post()).status], [200, 200, 429]);
     const login = await (await admin(tg, "/.tollgate/status?rule=login&body:email=%20zed@example.COM")).json();
     assert.equal(login.windows[0].used, 2);
@@ -63,7 +62,7 @@ test("status per window, reset lifting a block, keys derived as the rule would",
   }));
 
 test("admin errors are clear, and the token is never logged", () =>
-  withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  withTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     const cases = [
       ["/.tollgate/status?ip=1.2.3.4", "GET", 400, /missing query parameter `rule`/],
       ["/.tollgate/status?rule=nope&ip=1.2.3.4", "GET", 404, /no rule named `nope`/],
@@ -84,14 +83,14 @@ test("admin errors are clear, and the token is never logged", () =>
   }));
 
 test("a custom admin prefix", () =>
-  withTollgate({ config: { ...config, admin_prefix: "/_ops/limits" }, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  withTollgate({ config: { ...CONFIG, admin_prefix: "/_ops/limits" }, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     assert.equal((await admin(tg, "/_ops/limits/status?rule=heavy&ip=1.2.3.4")).status, 200);
     const passthrough = await admin(tg, "/.tollgate/status?rule=heavy&ip=1.2.3.4");
     assert.equal(passthrough.headers.get("x-origin"), "mock", "the default prefix is no longer special");
   }));
 
 test("admin lockout: 10 wrong tokens, then 429 even with the right one; another client still gets in", () =>
-  withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  withTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     const from = (ip, token) =>
       tg.fetch("/.tollgate/status?rule=heavy&ip=203.0.113.7", { ip, headers: { authorization: `Bearer ${token}` } });
     const attacker = "2001:db8:bad:1::1";
@@ -137,11 +136,7 @@ test("a rule's fallback bucket can be inspected and reset, and the rules listed"
   withTollgate(
     {
       vars: { TOLLGATE_ADMIN_TOKEN: TOKEN },
-      config: {
-        rules: [
-          { name: "api-general", path: "/api/*", key: ["header:x-user"], fallback_key: ["ip"], limits: [{ requests: 2, window: "60s" }] },
-        ],
-      },
+      config: config(rule("api-general", "/api/*", { key: ["header:x-user"], fallback_key: ["ip"], limits: limit(2, "60s") })),
     },
     async (tg) => {
       // An anonymous client spends its fallback (per-IP) bucket.
@@ -166,13 +161,13 @@ test("a rule's fallback bucket can be inspected and reset, and the rules listed"
   ));
 
 test("a raw key with a literal `+` is refused (not read as a space); `%2B` bans eve+1, and the answer's key_hash is the one her requests log (issue 25)", () =>
-  withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  withTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     const ban = (email) => admin(tg, `/.tollgate/ban?rule=login&body:email=${email}&for=1h`, { method: "POST" });
     const plus = await ban("eve+1@example.com");
     assert.equal(plus.status, 400, "today's code read `eve 1@example.com` and answered 200");
     assert.match((await plus.json()).detail, /`body:email` holds a `\+`.*`%2B` for a plus sign and `%20` for a space/);
     const login = (email) =>
-      tg.fetch("/login", { method: "POST", ip: "203.0.113.50", headers: { "content-type": "application/json" }, body: JSON.stringify({ email }) });
+      tg.fetch("/login", json({ email }, { ip: "203.0.113.50" }));
     assert.equal((await login("eve+1@example.com")).status, 200, "the refused ban banned nothing");
 
     const encoded = await ban("eve%2B1@example.com");
@@ -203,7 +198,7 @@ test("a neighbour's wrong tokens do not lock out a long right token; wrong token
     for (let i = 0; i < 11; i++) got.push((await status(tg, ip, `guess-${i}`)).status);
     assert.deepEqual(got, [...Array(10).fill(401), 429], "ten wrong tokens, then locked out");
   };
-  await withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: LONG } }, async (tg) => {
+  await withTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: LONG } }, async (tg) => {
     // The admin and a neighbour behind one IPv4 (NAT), then one IPv6 /64.
     for (const [neighbour, adminIp] of [["192.0.2.77", "192.0.2.77"], ["2001:db8:77:1::1", "2001:db8:77:1::2"]]) {
       await neighbourLocksOut(tg, neighbour);
@@ -220,7 +215,7 @@ test("a neighbour's wrong tokens do not lock out a long right token; wrong token
     assert.equal(tg.logEvents().filter((e) => e.tollgate === "admin").length, 2, "both right-token requests served");
   });
   // A token under 32 characters could be guessed: a locked-out client learns nothing, right token or not.
-  await withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  await withTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     await neighbourLocksOut(tg, "192.0.2.78");
     assert.equal((await status(tg, "192.0.2.78", TOKEN)).status, 429);
   });

@@ -8,6 +8,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { gzipSync } from "node:zlib";
 import { withTollgate, shippedConfig, statuses } from "./harness.mjs";
+import { config, rule, limit } from "./builders.mjs";
 
 const FORM = { "content-type": "application/x-www-form-urlencoded" };
 
@@ -107,7 +108,7 @@ test("the query's leading ? is dropped as PHP's built-in server drops it: /api/e
   }));
 
 /** A DELETE rule (limit 3) and no rule with query conditions. */
-const deleteOnly = { rules: [{ name: "delete-post", path: "/posts/:id", methods: ["DELETE"], limits: [{ requests: 3, window: "60s" }] }] };
+const deleteOnly = config(rule("delete-post", "/posts/:id", { methods: ["DELETE"], limits: limit(3, "60s") }));
 const blocksTheFourth = [200, 200, 200, 429];
 
 test("row 6: _method=DELETE in a urlencoded body reaches the DELETE rule, though no rule has query conditions", () =>

@@ -5,6 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, mockOrigin, sleep } from "./harness.mjs";
+import { config, rule, limit, failedLogins, json } from "./builders.mjs";
 
 const slow = (status, ms = 100) => mockOrigin(async () => (await sleep(ms), new Response(status === 200 ? "ok" : "no", { status })));
 const concurrently = (n, send) => Promise.all(Array.from({ length: n }, (_, i) => send(i).then(async (r) => (await r.arrayBuffer(), r.status))));
@@ -13,10 +14,8 @@ const count = (all, status) => all.filter((s) => s === status).length;
 for (const algorithm of ["sliding_log", "gcra"]) {
   test(`quota (${algorithm}): 200 concurrent requests, count_statuses [200], limit 10: the origin is reached exactly 10 times`, () => {
     const origin = slow(200);
-    const config = {
-      rules: [{ name: "quota", path: "/q", key: ["global"], count_statuses: [200], algorithm, limits: [{ requests: 10, window: "1h" }] }],
-    };
-    return withTollgate({ origin, config }, async (tg) => {
+    const quota = config(rule("quota", "/q", { key: ["global"], count_statuses: [200], algorithm, limits: limit(10, "1h") }));
+    return withTollgate({ origin, config: quota }, async (tg) => {
       const all = await concurrently(200, (i) => tg.fetch("/q", { ip: `198.51.100.${i % 250}` }));
       assert.equal(origin.received.length, 10, "exactly the limit reached the origin");
       assert.deepEqual([count(all, 200), count(all, 429)], [10, 190]);
@@ -29,15 +28,11 @@ for (const algorithm of ["sliding_log", "gcra"]) {
 
 test("failures-only login rule: 200 concurrent wrong passwords for one account, limit 10: exactly 10 reach the origin", () => {
   const origin = slow(401);
-  const config = {
-    rules: [
-      { name: "login", path: "/login", methods: ["POST"], key: ["body:email"], count_statuses: [401], on_error: "deny", limits: [{ requests: 10, window: "15m" }] },
-    ],
-  };
-  return withTollgate({ origin, config }, async (tg) => {
+  const logins = config(failedLogins({ name: "login" }));
+  return withTollgate({ origin, config: logins }, async (tg) => {
     const body = JSON.stringify({ email: "victim@example.com", password: "guess" });
     const all = await concurrently(200, (i) =>
-      tg.fetch("/login", { method: "POST", ip: `203.0.113.${i % 250}`, headers: { "content-type": "application/json" }, body }),
+      tg.fetch("/login", json(body, { ip: `203.0.113.${i % 250}` })),
     );
     assert.equal(origin.received.length, 10, "exactly 10 guesses reached the origin");
     assert.deepEqual([count(all, 401), count(all, 429)], [10, 190]);
@@ -46,13 +41,11 @@ test("failures-only login rule: 200 concurrent wrong passwords for one account, 
 
 test("a status that does not count releases its slot at once; a request another rule blocks releases it too", () => {
   const origin = mockOrigin((request, record) => (record.path === "/q/denied" ? new Response("no", { status: 403 }) : undefined));
-  const config = {
-    rules: [
-      { name: "quota", path: "/q/*", key: ["global"], count_statuses: [200], limits: [{ requests: 2, window: "1h" }] },
-      { name: "per-ip", path: "/q/*", key: ["ip"], limits: [{ requests: 2, window: "1h" }] },
-    ],
-  };
-  return withTollgate({ origin, config }, async (tg) => {
+  const quotas = config(
+    rule("quota", "/q/*", { key: ["global"], count_statuses: [200], limits: limit(2, "1h") }),
+    rule("per-ip", "/q/*", { key: ["ip"], limits: limit(2, "1h") }),
+  );
+  return withTollgate({ origin, config: quotas }, async (tg) => {
     const status = async () => (await tg.callObject("quota\nglobal=*", { v: 1, op: "status", limits: [[2, 3_600_000]] })).body;
     assert.equal((await tg.fetch("/q/denied", { ip: "203.0.113.1" })).status, 403);
     assert.equal((await status()).windows[0].used, 0, "a 403 costs nothing");
@@ -76,10 +69,10 @@ test("a reservation whose request never completes expires; the late answer still
   // made within it on a loaded machine; its end is observed by polling the
   // object, and judged against when the object can have reserved.
   const TTL_MS = 6_000;
-  const config = {
-    rules: [{ name: "quota", path: "/q/*", key: ["global"], count_statuses: [200], timeout: "200ms", reservation_ttl: `${TTL_MS}ms`, limits: [{ requests: 1, window: "1h" }] }],
-  };
-  return withTollgate({ origin, config }, async (tg) => {
+  const expiring = config(
+    rule("quota", "/q/*", { key: ["global"], count_statuses: [200], timeout: "200ms", reservation_ttl: `${TTL_MS}ms`, limits: limit(1, "1h") }),
+  );
+  return withTollgate({ origin, config: expiring }, async (tg) => {
     const status = async () => (await tg.callObject("quota\nglobal=*", { v: 1, op: "status", limits: [[1, 3_600_000]] })).body;
     const started = Date.now();
     // Caught, so that a failed assertion is reported as itself, not as this
@@ -111,10 +104,8 @@ test("a reservation whose request never completes expires; the late answer still
 
 test("a client that disconnects while the origin works is still settled", () => {
   const origin = slow(401, 400);
-  const config = {
-    rules: [{ name: "login", path: "/login", key: ["header:x-account"], count_statuses: [401], limits: [{ requests: 5, window: "1h" }] }],
-  };
-  return withTollgate({ origin, config }, async (tg) => {
+  const logins = config(rule("login", "/login", { key: ["header:x-account"], count_statuses: [401], limits: limit(5, "1h") }));
+  return withTollgate({ origin, config: logins }, async (tg) => {
     const status = async () => (await tg.callObject("login\nheader:x-account=ann", { v: 1, op: "status", limits: [[5, 3_600_000]] })).body;
     const abort = new AbortController();
     const gone = tg.fetch("/login", { headers: { "x-account": "ann" }, signal: abort.signal }).catch((e) => e);

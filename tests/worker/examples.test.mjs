@@ -3,6 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, mockOrigin, exampleConfig, statuses } from "./harness.mjs";
+import { json } from "./builders.mjs";
 
 
 test("example 1: the 11th heavy call is blocked while general calls pass", () =>
@@ -31,7 +32,7 @@ test("example 2: failures for an account are blocked from a fresh IP, other acco
   });
   return withTollgate({ origin, config: exampleConfig("login-brute-force") }, async (tg) => {
     const login = async (email, password, ip) =>
-      (await tg.fetch("/login", { method: "POST", ip, headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }) })).status;
+      (await tg.fetch("/login", json({ email, password }, { ip }))).status;
     for (let i = 0; i < 10; i++) assert.equal(await login("victim@example.com", `guess${i}`, `198.51.100.${i + 1}`), 401);
     assert.equal(await login("victim@example.com", "guess10", "192.0.2.200"), 429, "11th failure, from a fresh IP");
     assert.equal(await login("victim@example.com", "victim@example.com-pw", "192.0.2.201"), 429, "even the right password waits");
@@ -44,8 +45,8 @@ test("example 2: failures for an account are blocked from a fresh IP, other acco
     assert.equal(await login("amy@example.com", "nope", "192.0.2.52"), 429);
     // The 429 for a real and for a made-up account is the same answer.
     for (let i = 0; i < 10; i++) await login("ghost@example.com", "nope", "192.0.2.60");
-    const real = await tg.fetch("/login", { method: "POST", ip: "192.0.2.61", headers: { "content-type": "application/json" }, body: '{"email":"amy@example.com"}' });
-    const ghost = await tg.fetch("/login", { method: "POST", ip: "192.0.2.61", headers: { "content-type": "application/json" }, body: '{"email":"ghost@example.com"}' });
+    const real = await tg.fetch("/login", json('{"email":"amy@example.com"}', { ip: "192.0.2.61" }));
+    const ghost = await tg.fetch("/login", json('{"email":"ghost@example.com"}', { ip: "192.0.2.61" }));
     assert.equal(real.status, ghost.status);
     const shape = async (r) => Object.keys(await r.json()).sort().join(",");
     assert.equal(await shape(real), await shape(ghost));

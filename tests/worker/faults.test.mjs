@@ -4,18 +4,17 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { startTollgate, eventsSince } from "./harness.mjs";
+import { config, rule, limit } from "./builders.mjs";
 
-const config = {
-  rules: [
-    { name: "open", path: "/open", limits: [{ requests: 5, window: "60s" }], on_error: "allow", timeout: "300ms" },
-    { name: "closed", path: "/closed", limits: [{ requests: 5, window: "60s" }], on_error: "deny", timeout: "300ms" },
-  ],
-};
+const CONFIG = config(
+  rule("open", "/open", { limits: limit(5, "60s"), on_error: "allow", timeout: "300ms" }),
+  rule("closed", "/closed", { limits: limit(5, "60s"), on_error: "deny", timeout: "300ms" }),
+);
 
 const described = { throw: "throws", hang: "hangs", storage: "fails its storage" };
 for (const mode of ["throw", "hang", "storage"]) {
   test(`counter ${described[mode]}: fail open reaches the origin, fail closed answers 503, never 500 or a hung request`, async () => {
-    const tg = await startTollgate({ config, faults: true });
+    const tg = await startTollgate({ config: CONFIG, faults: true });
     try {
       await tg.setFault(mode);
       const started = Date.now();
@@ -40,7 +39,7 @@ for (const mode of ["throw", "hang", "storage"]) {
 }
 
 test("a counter that recovers is used again at once, with no count lost", async () => {
-  const tg = await startTollgate({ config, faults: true });
+  const tg = await startTollgate({ config: CONFIG, faults: true });
   const status = async (rule) =>
     (await tg.callObject(`${rule}\nip=203.0.113.7`, { v: 1, op: "status", limits: [[5, 60_000]] })).body;
   try {

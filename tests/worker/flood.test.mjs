@@ -5,6 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execSync } from "node:child_process";
 import { startTollgate, sleep } from "./harness.mjs";
+import { config, rule, limit } from "./builders.mjs";
 
 /** Runs `tasks` with at most `limit` in flight; returns their results. */
 async function pool(tasks, limit) {
@@ -65,8 +66,8 @@ test("10,000 distinct keys: bounded cache, every object's storage reclaimed by i
   const keys = Number(process.env.TOLLGATE_FLOOD_KEYS ?? 10_000);
   // Long enough that blocks from the last ~1,100 keys are still in force at the end.
   const windowMs = 120_000;
-  const config = { blocked_cache_capacity: 1_000, rules: [{ name: "flood", path: "/f", timeout: "10s", limits: [{ requests: 1, window: `${windowMs}ms` }] }] };
-  const tg = await startTollgate({ config });
+  const flood = config({ blocked_cache_capacity: 1_000 }, rule("flood", "/f", { timeout: "10s", limits: limit(1, `${windowMs}ms`) }));
+  const tg = await startTollgate({ config: flood });
   const ip = (i) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
   try {
     const rssBefore = workerdRssKiB();

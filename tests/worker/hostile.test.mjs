@@ -4,15 +4,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, statuses } from "./harness.mjs";
+import { config, rule, limit } from "./builders.mjs";
 
-const config = {
-  rules: [
-    { name: "heavy", path: "/api/example", query: { mode: "heavy" }, limits: [{ requests: 2, window: "60s" }] },
-    { name: "keyed", path: "/keyed", key: ["header:x-api-key"], limits: [{ requests: 1, window: "60s" }] },
-  ],
-};
+const CONFIG = config(
+  rule("heavy", "/api/example", { query: { mode: "heavy" }, limits: limit(2, "60s") }),
+  rule("keyed", "/keyed", { key: ["header:x-api-key"], limits: limit(1, "60s") }),
+);
 
-const withShipped = (body) => withTollgate({ config }, body);
+const withShipped = (body) => withTollgate({ config: CONFIG }, body);
 
 // Cloudflare accepts URLs up to 16 KB. Locally, Node's HTTP parser (in
 // Miniflare's loopback to the mocked origin) needs --max-http-header-size

@@ -3,6 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, statuses, mockOrigin, exampleConfig } from "./harness.mjs";
+import { config, rule, limit } from "./builders.mjs";
 
 const json = { "content-type": "application/json" };
 
@@ -71,7 +72,7 @@ test("row 4: an email in a cookie or the query under a decoy form body is charge
 
 test("row 7: a cookie PHP reads under another spelling of its name is charged too", () =>
   withTollgate(
-    { config: { rules: [{ name: "session", path: "/account", key: ["cookie:laravel_session"], limits: [{ requests: 3, window: "1m" }] }] } },
+    { config: config(rule("session", "/account", { key: ["cookie:laravel_session"], limits: limit(3, "1m") })) },
     async (tg) => {
       const got = [];
       for (let i = 0; i < 10; i++) {
@@ -85,9 +86,7 @@ test("row 7: a cookie PHP reads under another spelling of its name is charged to
 test("row 8: a header sent twice charges each value, so a blocked key cannot hide behind a second one", () =>
   withTollgate(
     {
-      config: {
-        rules: [{ name: "api-key", path: "/v1/*", key: ["header:x-api-key"], fallback_key: ["ip"], limits: [{ requests: 3, window: "1m" }] }],
-      },
+      config: config(rule("api-key", "/v1/*", { key: ["header:x-api-key"], fallback_key: ["ip"], limits: limit(3, "1m") })),
     },
     async (tg) => {
       assert.deepEqual(await statuses(tg, 4, "/v1/things", { headers: { "x-api-key": "REAL" } }), [200, 200, 200, 429]);

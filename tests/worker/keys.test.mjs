@@ -4,8 +4,9 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, createHmac } from "node:crypto";
 import { withTollgate, statuses } from "./harness.mjs";
+import { config, rule, limit, json } from "./builders.mjs";
 
-const perIp = (requests) => ({ rules: [{ name: "per-ip", path: "/p/*", limits: [{ requests, window: "60s" }] }] });
+const perIp = (requests) => config(rule("per-ip", "/p/*", { limits: limit(requests, "60s") }));
 
 test("a 6to4 host gets one bucket: 50 hits from 5 /64s of one 2002:V4::/48 against a limit of 10", () =>
   withTollgate({ config: perIp(10) }, async (tg) => {
@@ -63,12 +64,10 @@ test("an admin ban of an IPv4 address covers its Teredo clients on every port (i
     assert.equal(body.key_hash, (await ban.json()).key_hash);
   }));
 
-const LOGIN = {
-  rules: [
-    { name: "per-ip", path: "/p/*", limits: [{ requests: 1, window: "60s" }] },
-    { name: "login", path: "/login", methods: ["POST"], key: ["body:email"], limits: [{ requests: 1, window: "60s" }] },
-  ],
-};
+const LOGIN = config(
+  rule("per-ip", "/p/*", { limits: limit(1, "60s") }),
+  rule("login", "/login", { methods: ["POST"], key: ["body:email"], limits: limit(1, "60s") }),
+);
 const IP = "198.51.100.77";
 const EMAIL = "Victim.Person@Example.com";
 const TOKEN = "admin-token-for-the-keys-test";
@@ -78,7 +77,7 @@ async function blockAndLook(vars) {
   let out;
   await withTollgate({ config: LOGIN, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, ...vars } }, async (tg) => {
     assert.deepEqual(await statuses(tg, 2, "/p/x", { ip: IP }), [200, 429]);
-    const login = { method: "POST", ip: "203.0.113.9", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: EMAIL, password: "pw" }) };
+    const login = json({ email: EMAIL, password: "pw" }, { ip: "203.0.113.9" });
     assert.deepEqual(await statuses(tg, 2, "/login", login), [200, 429]);
     const status = await tg.fetch(`/.tollgate/status?rule=per-ip&ip=${IP}`, { ip: "192.0.2.8", headers: { authorization: `Bearer ${TOKEN}` } });
     assert.equal(status.status, 200);

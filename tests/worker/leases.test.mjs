@@ -6,24 +6,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { startTollgate, mockOrigin, tempDir } from "./harness.mjs";
+import { config, rule, limit } from "./builders.mjs";
 import { rmSync } from "node:fs";
 
 const EDGES = 3; // plus the first worker: 4 isolates
 const LIMIT = 5_000;
 const WINDOW_MS = 60_000;
 
-const config = {
-  rules: [
-    {
-      name: "hot",
-      path: "/api/*",
-      key: ["global"],
-      limits: [{ requests: LIMIT, window: "60s" }],
-      ratelimit_headers: true,
-      lease_ttl: "5s",
-    },
-  ],
-};
+const CONFIG = config(rule("hot", "/api/*", { key: ["global"], limits: limit(LIMIT, "60s"), ratelimit_headers: true, lease_ttl: "5s" }));
 
 /** A mock origin that also notes when each request reached it, by the
  * request's number (`?n=`), and when each was sent (`sent`, by flood). */
@@ -95,7 +85,7 @@ test("hot key, limit 5,000 per 60 s, 20,000 requests from 4 edges, restarted mid
   const statuses = [];
   try {
     // Phase 1: every edge leases tokens for the key, and holds some.
-    let tg = await startTollgate({ config, origin, persist, faults: true, edges: EDGES });
+    let tg = await startTollgate({ config: CONFIG, origin, persist, faults: true, edges: EDGES });
     try {
       statuses.push(...(await flood(tg, 2_000, 40, origin.sent)));
       calls += await tg.objectCalls();
@@ -106,7 +96,7 @@ test("hot key, limit 5,000 per 60 s, 20,000 requests from 4 edges, restarted mid
     assert.ok(afterPhase1 > 0 && afterPhase1 <= 2_000, `phase 1 reached the origin ${afterPhase1} times`);
     // Everything restarts (isolates and objects): the tokens the isolates
     // held are never refunded, and the objects read their rows back.
-    tg = await startTollgate({ config, origin, persist, faults: true, edges: EDGES });
+    tg = await startTollgate({ config: CONFIG, origin, persist, faults: true, edges: EDGES });
     try {
       statuses.push(...(await flood(tg, 18_000, 40, origin.sent)));
       calls += await tg.objectCalls();
@@ -144,7 +134,7 @@ test("hot key, limit 5,000 per 60 s, 20,000 requests from 4 edges, restarted mid
 
 test("per-IP 10 per minute from 4 edges: the same answers and the same object calls with lease = auto as with lease = off", async () => {
   const run = async (lease) => {
-    const perIp = { rules: [{ name: "per-ip", path: "/api/*", key: ["ip"], limits: [{ requests: 10, window: "60s" }], lease }] };
+    const perIp = config(rule("per-ip", "/api/*", { key: ["ip"], limits: limit(10, "60s"), lease }));
     const origin = mockOrigin();
     const tg = await startTollgate({ config: perIp, origin, faults: true, edges: EDGES });
     try {

@@ -3,8 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { startTollgate, withTollgate, statuses, sleep, objectFiles } from "./harness.mjs";
-
-const rule = (name, path, limits, extra = {}) => ({ name, path, key: ["ip"], limits, ...extra });
+import { config, rule, limit, limits } from "./builders.mjs";
 
 test("200 concurrent requests for one key with limit 10: exactly 10 allowed", () =>
   withTollgate({}, async (tg) => {
@@ -17,8 +16,8 @@ test("200 concurrent requests for one key with limit 10: exactly 10 allowed", ()
   }));
 
 test("two windows (3 per 2 s and 5 per 10 s) both bind", async () => {
-  const config = { rules: [rule("two", "/two", [{ requests: 3, window: "2s" }, { requests: 5, window: "10s" }])] };
-  await withTollgate({ config }, async (tg) => {
+  const two = config(rule("two", "/two", { key: ["ip"], limits: limits([3, "2s"], [5, "10s"]) }));
+  await withTollgate({ config: two }, async (tg) => {
     assert.deepEqual(await statuses(tg, 4, "/two"), [200, 200, 200, 429], "the 2 s window binds first");
     const blocked = await tg.fetch("/two");
     assert.equal(blocked.status, 429);
@@ -88,8 +87,8 @@ test("TTL: after the window plus margin the object holds no rows and no alarm", 
   // (first hit + 3 s) and the re-armed one (third hit + 3 s) lie 1.5 s
   // apart, and the test looks halfway between, so a loaded machine's
   // request latency (hundreds of ms) cannot make it look too early or late.
-  const config = { rules: [rule("short", "/short", [{ requests: 5, window: "3s" }])] };
-  const tg = await startTollgate({ config });
+  const short = config(rule("short", "/short", { key: ["ip"], limits: limit(5, "3s") }));
+  const tg = await startTollgate({ config: short });
   const name = "short\nip=203.0.113.7";
   const status = async () => (await tg.callObject(name, { v: 1, op: "status", limits: [[5, 3000]] })).body;
   const until = (t) => sleep(Math.max(0, t - Date.now()));
@@ -144,8 +143,8 @@ test("a GCRA rule: O(1) state, one row written per allowed request, burst then s
   // 3 per 15 s: one unit every T = 5 s. The emission interval is long
   // enough that the requests of each step below are decided within it on
   // a loaded machine; the refill is judged by the object's answers.
-  const config = { rules: [rule("big", "/big", [{ requests: 3, window: "15s" }], { algorithm: "gcra" })] };
-  await withTollgate({ config }, async (tg) => {
+  const gcra = config(rule("big", "/big", { key: ["ip"], limits: limit(3, "15s"), algorithm: "gcra" }));
+  await withTollgate({ config: gcra }, async (tg) => {
     assert.deepEqual(await statuses(tg, 4, "/big"), [200, 200, 200, 429]);
     const blocked = await tg.fetch("/big");
     const wait = Number(blocked.headers.get("retry-after"));

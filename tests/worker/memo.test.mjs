@@ -5,26 +5,23 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, statuses, COMPATIBILITY_DATE } from "./harness.mjs";
+import { config, rule, limit } from "./builders.mjs";
 
 const SECRET = "m0nitor";
-const config = {
-  exempt: { asns: [64512] },
-  rules: [
-    {
-      name: "keyed",
-      path: "/m",
-      query: { mode: "heavy" },
-      query_sources: ["query", "cookie"],
-      key: ["ip", "header:x-api-key"],
-      limits: [{ requests: 2, window: "60s" }],
-      exempt: { header: { name: "x-monitor-key", secret: "MONITOR_KEY" } },
-    },
-  ],
-};
+const CONFIG = config(
+  { exempt: { asns: [64512] } },
+  rule("keyed", "/m", {
+    query: { mode: "heavy" },
+    query_sources: ["query", "cookie"],
+    key: ["ip", "header:x-api-key"],
+    limits: limit(2, "60s"),
+    exempt: { header: { name: "x-monitor-key", secret: "MONITOR_KEY" } },
+  }),
+);
 const BLOCKED = [200, 200, 429, 429];
 
 test("a blocked client's repeat replays its plan only when the method, URL, cf fields and every header the plan read are the same", () =>
-  withTollgate({ config, vars: { MONITOR_KEY: SECRET } }, async (tg) => {
+  withTollgate({ config: CONFIG, vars: { MONITOR_KEY: SECRET } }, async (tg) => {
     const as = (over = {}) => ({ ip: "203.0.113.7", headers: { "x-api-key": "a", ...over.headers }, cf: { asn: 64513 }, ...over.init });
     assert.deepEqual(await statuses(tg, 4, "/m?mode=heavy", as()), BLOCKED);
     // The very same request, with a header the plan never reads: replayed.
@@ -66,7 +63,7 @@ export default {
 test("over RPC, the app's cf fields are part of the fingerprint: the exempt ASN is not answered from a blocked plan", () =>
   withTollgate(
     {
-      config: { exempt: { asns: [64512] }, rules: [{ name: "api", path: "/api/*", key: ["ip"], limits: [{ requests: 2, window: "60s" }] }] },
+      config: config({ exempt: { asns: [64512] } }, rule("api", "/api/*", { key: ["ip"], limits: limit(2, "60s") })),
       entry: "app",
       workers: [{ name: "app", modules: true, script: APP, compatibilityDate: COMPATIBILITY_DATE, serviceBindings: { TOLLGATE: "tollgate" } }],
     },

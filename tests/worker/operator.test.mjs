@@ -3,6 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, mockOrigin, exampleConfig, statuses, objectFiles } from "./harness.mjs";
+import { config, rule, limit } from "./builders.mjs";
 
 const MONITOR_KEY = "m0nitor-s3cret";
 
@@ -76,8 +77,8 @@ test("verified bots: the listed category is exempt (cf.verifiedBotCategory); oth
   }));
 
 test("verified bots: botManagement.verifiedBot exempts under verified_bots = true", () => {
-  const config = { rules: [{ name: "api", path: "/api/*", limits: [{ requests: 2, window: "1m" }], exempt: { verified_bots: true } }] };
-  return withTollgate({ config }, async (tg) => {
+  const bots = config(rule("api", "/api/*", { limits: limit(2, "1m"), exempt: { verified_bots: true } }));
+  return withTollgate({ config: bots }, async (tg) => {
     const bot = await statuses(tg, 5, "/api/x", { ip: "203.0.113.40", cf: { botManagement: { verifiedBot: true, score: 99 } } });
     assert.deepEqual(bot, Array(5).fill(200));
     const human = await statuses(tg, 3, "/api/x", { ip: "203.0.113.41", cf: { botManagement: { verifiedBot: false, score: 99 } } });
@@ -121,14 +122,15 @@ test("static override, the real example (enforce): school 42 gets 1,000 a day (a
 });
 
 test("override by header for a plain-count rule: a tenant's own limit, another's untouched, the RateLimit fields follow", () => {
-  const config = {
-    rules: [{
-      name: "api", path: "/api/*", key: ["header:x-tenant"], ratelimit_headers: true,
-      limits: [{ requests: 3, window: "1m" }],
-      overrides: { acme: [{ requests: 6, window: "1m" }], tiny: [{ requests: 1, window: "1m" }] },
-    }],
-  };
-  return withTollgate({ config }, async (tg) => {
+  const tenants = config(
+    rule("api", "/api/*", {
+      key: ["header:x-tenant"],
+      ratelimit_headers: true,
+      limits: limit(3, "1m"),
+      overrides: { acme: limit(6, "1m"), tiny: limit(1, "1m") },
+    }),
+  );
+  return withTollgate({ config: tenants }, async (tg) => {
     const as = (tenant) => ({ headers: { "x-tenant": tenant } });
     assert.deepEqual(await statuses(tg, 7, "/api/x", as("acme")), [200, 200, 200, 200, 200, 200, 429]);
     assert.deepEqual(await statuses(tg, 4, "/api/x", as("globex")), [200, 200, 200, 429]);
@@ -175,11 +177,13 @@ test("custom response: browsers get the example's page, JSON clients problem+jso
   }));
 
 test("custom response with status 503: the status holds for both bodies", () => {
-  const config = {
-    rules: [{ name: "busy", path: "/b", limits: [{ requests: 1, window: "1m" }],
-      response: { status: 503, content_type: "text/plain; charset=utf-8", body: "busy ({rule}), back in {retry_after}s" } }],
-  };
-  return withTollgate({ config }, async (tg) => {
+  const busy = config(
+    rule("busy", "/b", {
+      limits: limit(1, "1m"),
+      response: { status: 503, content_type: "text/plain; charset=utf-8", body: "busy ({rule}), back in {retry_after}s" },
+    }),
+  );
+  return withTollgate({ config: busy }, async (tg) => {
     assert.equal((await tg.fetch("/b")).status, 200);
     const text = await tg.fetch("/b");
     assert.equal(text.status, 503);
@@ -227,16 +231,14 @@ async function recorded(tg, n) {
 }
 
 test("metrics: one Analytics Engine data point per decision, with rule, action, colo, country and key hash, never the key", () => {
-  const config = {
-    exempt: { asns: [64512] },
-    rules: [
-      { name: "api", path: "/api/*", metrics: "all", limits: [{ requests: 2, window: "1m" }] },
-      { name: "quiet", path: "/api/*", key: ["header:x-user"], on_missing_key: "skip", limits: [{ requests: 5, window: "1m" }] },
-      { name: "trial", path: "/api/*", action: "log", limits: [{ requests: 1, window: "1m" }] },
-      { name: "none", path: "/api/*", metrics: "off", limits: [{ requests: 100, window: "1m" }] },
-    ],
-  };
-  return withRecorder(config, async (tg) => {
+  const metrics = config(
+    { exempt: { asns: [64512] } },
+    rule("api", "/api/*", { metrics: "all", limits: limit(2, "1m") }),
+    rule("quiet", "/api/*", { key: ["header:x-user"], on_missing_key: "skip", limits: limit(5, "1m") }),
+    rule("trial", "/api/*", { action: "log", limits: limit(1, "1m") }),
+    rule("none", "/api/*", { metrics: "off", limits: limit(100, "1m") }),
+  );
+  return withRecorder(metrics, async (tg) => {
     const ip = "198.51.100.23";
     const cf = { colo: "AKL", country: "NZ" };
     const sent = [];
@@ -275,7 +277,7 @@ test("metrics: one Analytics Engine data point per decision, with rule, action, 
 test("metrics: Miniflare's own analyticsEngineDatasets binding is written to without failing a request", () =>
   withTollgate(
     {
-      config: { rules: [{ name: "api", path: "/api/*", metrics: "all", limits: [{ requests: 2, window: "1m" }] }] },
+      config: config(rule("api", "/api/*", { metrics: "all", limits: limit(2, "1m") })),
       workerOptions: { analyticsEngineDatasets: { TOLLGATE_METRICS: { dataset: "tollgate" } } },
     },
     async (tg) => {
@@ -294,8 +296,8 @@ const adminCall = async (tg, path, method = "GET") => {
 const sleepMs = (ms) => new Promise((r) => setTimeout(r, ms));
 
 test("runtime ban: blocks at once (allowed keys, and in another rule's presence), lifts at its time; DELETE lifts it early", () => {
-  const config = { rules: [{ name: "api", path: "/api/*", limits: [{ requests: 100, window: "1m" }] }] };
-  return withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  const ban = config(rule("api", "/api/*", { limits: limit(100, "1m") }));
+  return withTollgate({ config: ban, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     const ip = "203.0.113.60";
     assert.deepEqual(await statuses(tg, 2, "/api/x", { ip }), [200, 200]);
     const ban = await adminCall(tg, `/.tollgate/ban?rule=api&ip=${ip}&for=3s`, "POST");
@@ -324,8 +326,8 @@ test("runtime ban: blocks at once (allowed keys, and in another rule's presence)
 });
 
 test("runtime override: raises a key's limit at once, survives the TTL alarm, and DELETE restores the config's", () => {
-  const config = { rules: [{ name: "api", path: "/api/*", limits: [{ requests: 2, window: "1s" }] }] };
-  return withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  const overrides = config(rule("api", "/api/*", { limits: limit(2, "1s") }));
+  return withTollgate({ config: overrides, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     const ip = "203.0.113.70";
     const set = await adminCall(tg, `/.tollgate/override?rule=api&ip=${ip}&limit=5/1s&for=1h`, "PUT");
     assert.equal(set.status, 200, JSON.stringify(set.body));
@@ -351,8 +353,8 @@ test("runtime override: raises a key's limit at once, survives the TTL alarm, an
 });
 
 test("runtime override until a time: the alarm deletes everything once it has ended", () => {
-  const config = { rules: [{ name: "api", path: "/api/*", limits: [{ requests: 2, window: "1s" }] }] };
-  return withTollgate({ config, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
+  const expiring = config(rule("api", "/api/*", { limits: limit(2, "1s") }));
+  return withTollgate({ config: expiring, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } }, async (tg) => {
     const ip = "203.0.113.80";
     await adminCall(tg, `/.tollgate/override?rule=api&ip=${ip}&limit=3/1s&for=2s`, "PUT");
     assert.deepEqual(await statuses(tg, 4, "/api/x", { ip }), [200, 200, 200, 429]);

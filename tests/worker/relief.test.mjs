@@ -8,6 +8,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { withTollgate, mockOrigin, sleep, COMPATIBILITY_DATE } from "./harness.mjs";
+import { config, failedLogins } from "./builders.mjs";
 
 const VICTIM = "victim@example.com";
 const LOOK_ALIKE = "Victim@example.com"; // the attacker's own account
@@ -48,19 +49,9 @@ function failuresAtOrigin(tg, email) {
   }).length;
 }
 
+/** The failures-only login rule, keyed by `email` read as an email address, with trusted devices. */
 function loginRule(extra = {}) {
-  return {
-    name: "login-account",
-    path: "/login",
-    methods: ["POST"],
-    key: ["body:email:email"],
-    count_statuses: [401],
-    on_success: "decrement",
-    on_error: "deny",
-    trusted_device: { secret: "TOLLGATE_DEVICE_KEY" },
-    limits: [{ requests: 10, window: "15m" }],
-    ...extra,
-  };
+  return failedLogins({ key: ["body:email:email"], on_success: "decrement", trusted_device: { secret: "TOLLGATE_DEVICE_KEY" }, ...extra });
 }
 
 function login(tg, body, { cookie, ip = "198.51.100.20" } = {}) {
@@ -79,7 +70,7 @@ test("a look-alike account's success mints no device cookie for the victim (succ
     {
       origin: loginOrigin(),
       vars: { TOLLGATE_DEVICE_KEY: DEVICE_KEY },
-      config: { rules: [loginRule({ success_identity_header: "x-authenticated-user" })] },
+      config: config(loginRule({ success_identity_header: "x-authenticated-user" })),
     },
     async (tg) => {
       // Six rounds, each in a new second (a cookie's expiry, and so its
@@ -119,7 +110,7 @@ test("a look-alike's success clears nothing of the victim's count (clear, no ide
   withTollgate(
     {
       origin: loginOrigin(),
-      config: { rules: [(({ trusted_device, ...rule }) => rule)(loginRule({ on_success: "clear" }))] },
+      config: config((({ trusted_device, ...rule }) => rule)(loginRule({ on_success: "clear" }))),
     },
     async (tg) => {
       // Before the fix: 9 guesses, a login to the look-alike (the count's
@@ -141,7 +132,7 @@ test("a body naming two accounts (a member given twice) mints no cookie and reli
     {
       origin: loginOrigin(),
       vars: { TOLLGATE_DEVICE_KEY: DEVICE_KEY },
-      config: { rules: [loginRule({ on_success: "clear" })] },
+      config: config(loginRule({ on_success: "clear" })),
     },
     async (tg) => {
       // The origin reads the last member (the attacker's own account, its
@@ -172,7 +163,7 @@ test("an admin ban of an account covers its trusted devices", () =>
     {
       origin: loginOrigin(),
       vars: { TOLLGATE_DEVICE_KEY: DEVICE_KEY, TOLLGATE_ADMIN_TOKEN: TOKEN },
-      config: { rules: [loginRule({ success_identity_header: "x-authenticated-user" })] },
+      config: config(loginRule({ success_identity_header: "x-authenticated-user" })),
     },
     async (tg) => {
       const first = await login(tg, { email: VICTIM, password: PASSWORDS[VICTIM] });
@@ -233,7 +224,7 @@ test("a forged or altered RPC ticket settles nothing and mints no cookie", () =>
     {
       origin: loginOrigin(),
       vars: { TOLLGATE_DEVICE_KEY: DEVICE_KEY },
-      config: { rules: [loginRule({ on_success: "clear" })] },
+      config: config(loginRule({ on_success: "clear" })),
       workers: [{ name: "forger", modules: true, script: FORGER, compatibilityDate: COMPATIBILITY_DATE, serviceBindings: { TOLLGATE: "tollgate" } }],
     },
     async (tg) => {

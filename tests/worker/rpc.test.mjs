@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { buildSync } from "esbuild";
 import { parse as parseToml } from "smol-toml";
 import { withTollgate, mockOrigin, ROOT, COMPATIBILITY_DATE } from "./harness.mjs";
+import { json } from "./builders.mjs";
 
 const EXAMPLE = join(ROOT, "examples", "ts-app");
 const bundle = (entry) =>
@@ -54,7 +55,7 @@ test("TS app over RPC (Hono middleware): 11th call 429 from tollgate, the app se
 test("TS app over RPC: failures-only login counts the app's 401s, releases its successes; the 6th failure is 429", () =>
   withTollgate(options(), async (tg) => {
     const login = (password, email = "a@example.com") =>
-      tg.fetch("/login", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }) });
+      tg.fetch("/login", json({ email, password }));
     for (let i = 0; i < 3; i++) assert.equal((await login("right")).status, 200, "a success is released, not counted");
     for (let i = 0; i < 5; i++) assert.equal((await login("wrong")).status, 401, "the app read the body after check");
     const blocked = await login("right");

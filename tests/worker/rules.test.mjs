@@ -3,10 +3,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, mockOrigin, statuses } from "./harness.mjs";
+import { config, rule, limit, limits, failedLogins, json, form } from "./builders.mjs";
 
-const one = (extra) => ({
-  rules: [{ name: "r", path: "/p/*", limits: [{ requests: 2, window: "60s" }], ...extra }],
-});
+const one = (extra) => config(rule("r", "/p/*", { limits: limit(2, "60s"), ...extra }));
 
 
 test("ip keys: IPv6 grouped by /64, spelling variants and mapped IPv4 are one client, X-Forwarded-For ignored", () =>
@@ -33,14 +32,12 @@ test("ipv6_prefix = 56 groups a whole /56", () =>
 test("header, cookie, query and path-group keys", () =>
   withTollgate(
     {
-      config: {
-        rules: [
-          { name: "h", path: "/h", key: ["header:x-api-key"], limits: [{ requests: 1, window: "60s" }] },
-          { name: "c", path: "/c", key: ["cookie:sid"], limits: [{ requests: 1, window: "60s" }] },
-          { name: "q", path: "/q", key: ["query:tenant"], limits: [{ requests: 1, window: "60s" }] },
-          { name: "g", path: "/t/:school/*", key: ["path:school"], limits: [{ requests: 1, window: "60s" }] },
-        ],
-      },
+      config: config(
+        rule("h", "/h", { key: ["header:x-api-key"], limits: limit(1, "60s") }),
+        rule("c", "/c", { key: ["cookie:sid"], limits: limit(1, "60s") }),
+        rule("q", "/q", { key: ["query:tenant"], limits: limit(1, "60s") }),
+        rule("g", "/t/:school/*", { key: ["path:school"], limits: limit(1, "60s") }),
+      ),
     },
     async (tg) => {
       const s = async (path, headers = {}, ip = "203.0.113.1") => (await tg.fetch(path, { headers, ip })).status;
@@ -54,12 +51,10 @@ test("header, cookie, query and path-group keys", () =>
 test("global, country and asn keys from request.cf", () =>
   withTollgate(
     {
-      config: {
-        rules: [
-          { name: "all", path: "/all", key: ["global"], limits: [{ requests: 2, window: "60s" }] },
-          { name: "geo", path: "/geo", key: ["country", "asn"], limits: [{ requests: 1, window: "60s" }] },
-        ],
-      },
+      config: config(
+        rule("all", "/all", { key: ["global"], limits: limit(2, "60s") }),
+        rule("geo", "/geo", { key: ["country", "asn"], limits: limit(1, "60s") }),
+      ),
     },
     async (tg) => {
       assert.deepEqual(await Promise.all(["203.0.113.1", "203.0.113.2", "203.0.113.3"].map(async (ip) => (await tg.fetch("/all", { ip })).status)).then((s) => s.sort()), [200, 200, 429]);
@@ -73,10 +68,10 @@ test("body keys: JSON and form fields hashed, body reaches the origin intact, ov
   return withTollgate(
     {
       origin,
-      config: {
-        body_limit: 256,
-        rules: [{ name: "login", path: "/login", methods: ["POST"], key: ["body:email"], fallback_key: ["ip"], limits: [{ requests: 2, window: "60s" }] }],
-      },
+      config: config(
+        { body_limit: 256 },
+        rule("login", "/login", { methods: ["POST"], key: ["body:email"], fallback_key: ["ip"], limits: limit(2, "60s") }),
+      ),
     },
     async (tg) => {
       const post = (body, type, ip) => tg.fetch("/login", { method: "POST", body, headers: { "content-type": type }, ip });
@@ -101,12 +96,10 @@ test("body keys: JSON and form fields hashed, body reaches the origin intact, ov
 test("missing key parts: reject with 400 by default, or skip the rule", () =>
   withTollgate(
     {
-      config: {
-        rules: [
-          { name: "strict", path: "/strict", key: ["header:x-api-key"], limits: [{ requests: 1, window: "60s" }] },
-          { name: "lenient", path: "/lenient", key: ["header:x-api-key"], on_missing_key: "skip", limits: [{ requests: 1, window: "60s" }] },
-        ],
-      },
+      config: config(
+        rule("strict", "/strict", { key: ["header:x-api-key"], limits: limit(1, "60s") }),
+        rule("lenient", "/lenient", { key: ["header:x-api-key"], on_missing_key: "skip", limits: limit(1, "60s") }),
+      ),
     },
     async (tg) => {
       const res = await tg.fetch("/strict");
@@ -134,12 +127,10 @@ test("shadow mode never blocks; headers and logs show what would have happened",
 test("RateLimit fields on allowed responses only where the rule asks", () =>
   withTollgate(
     {
-      config: {
-        rules: [
-          { name: "with", path: "/with", ratelimit_headers: true, limits: [{ requests: 3, window: "60s" }, { requests: 10, window: "1h" }] },
-          { name: "without", path: "/without", limits: [{ requests: 3, window: "60s" }] },
-        ],
-      },
+      config: config(
+        rule("with", "/with", { ratelimit_headers: true, limits: limits([3, "60s"], [10, "1h"]) }),
+        rule("without", "/without", { limits: limit(3, "60s") }),
+      ),
     },
     async (tg) => {
       const res = await tg.fetch("/with");
@@ -156,15 +147,12 @@ test("failures only: failed logins count, a success clears the account's count b
     const ok = record.body.toString().includes('"password":"right"');
     return new Response(ok ? "welcome" : "nope", { status: ok ? 200 : 401 });
   });
-  const config = {
-    rules: [
-      { name: "login-account", path: "/login", methods: ["POST"], key: ["body:email"], count_statuses: [401], clear_on_success: true, on_error: "deny", limits: [{ requests: 3, window: "15m" }] },
-      { name: "login-client", path: "/login", methods: ["POST"], key: ["ip"], count_statuses: [401], on_error: "deny", limits: [{ requests: 5, window: "15m" }] },
-    ],
-  };
-  return withTollgate({ origin, config }, async (tg) => {
-    const login = async (email, password, ip) =>
-      (await tg.fetch("/login", { method: "POST", ip, headers: { "content-type": "application/json" }, body: JSON.stringify({ email, password }) })).status;
+  const logins = config(
+    failedLogins({ clear_on_success: true, limits: limit(3, "15m") }),
+    failedLogins({ name: "login-client", key: ["ip"], limits: limit(5, "15m") }),
+  );
+  return withTollgate({ origin, config: logins }, async (tg) => {
+    const login = async (email, password, ip) => (await tg.fetch("/login", json({ email, password }, { ip }))).status;
     // Successes are never counted.
     for (let i = 0; i < 4; i++) assert.equal(await login("ann@example.com", "right", "203.0.113.1"), 200);
     // Three failures for bob from three IPs, then bob is blocked from a fresh IP.
@@ -202,21 +190,19 @@ test("an invalid config fails closed with 503", () =>
 test("HEAD counts as GET, method overrides count, form bodies feed query conditions", () =>
   withTollgate(
     {
-      config: {
-        rules: [
-          { name: "get", path: "/g", methods: ["GET"], limits: [{ requests: 2, window: "60s" }] },
-          { name: "del", path: "/d", methods: ["DELETE"], limits: [{ requests: 1, window: "60s" }] },
-          { name: "heavy", path: "/api/example", query: { mode: "heavy" }, limits: [{ requests: 1, window: "60s" }] },
-        ],
-      },
+      config: config(
+        rule("get", "/g", { methods: ["GET"], limits: limit(2, "60s") }),
+        rule("del", "/d", { methods: ["DELETE"], limits: limit(1, "60s") }),
+        rule("heavy", "/api/example", { query: { mode: "heavy" }, limits: limit(1, "60s") }),
+      ),
     },
     async (tg) => {
       assert.deepEqual([(await tg.fetch("/g", { method: "HEAD" })).status, (await tg.fetch("/g")).status, (await tg.fetch("/g", { method: "HEAD" })).status], [200, 200, 429]);
       const override = { method: "POST", headers: { "x-http-method-override": "DELETE" } };
       assert.deepEqual([(await tg.fetch("/d", override)).status, (await tg.fetch("/d?_method=delete", { method: "POST", ip: "203.0.113.2" })).status], [200, 200]);
       assert.equal((await tg.fetch("/d", override)).status, 429);
-      const form = { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "x=1&mode=heavy" };
-      assert.deepEqual([(await tg.fetch("/api/example", form)).status, (await tg.fetch("/api/example", form)).status], [200, 429]);
+      const heavy = form("x=1&mode=heavy");
+      assert.deepEqual([(await tg.fetch("/api/example", heavy)).status, (await tg.fetch("/api/example", heavy)).status], [200, 429]);
       assert.equal(tg.origin.received.at(-1).body.toString(), "x=1&mode=heavy", "the form body reached the origin intact");
     },
   ));

@@ -5,6 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, mockOrigin, COMPATIBILITY_DATE } from "./harness.mjs";
+import { rule, limit, json } from "./builders.mjs";
 
 // The app: counts requests per path; /login answers 401 unless the password
 // is "right"; /ws accepts a WebSocket and echoes; /__seen reports the count.
@@ -47,7 +48,7 @@ async function seenByApp(tg) {
 }
 
 test("service upstream: 11 calls, the 11th is 429, the app Worker sees exactly 10; the zone origin none", () => {
-  const rules = [{ name: "api", path: "/api/*", key: ["ip"], ratelimit_headers: true, limits: [{ requests: 10, window: "1h" }] }];
+  const rules = [rule("api", "/api/*", { key: ["ip"], ratelimit_headers: true, limits: limit(10, "1h") })];
   return withTollgate(options(rules), async (tg) => {
     for (let i = 1; i <= 10; i++) {
       const res = await tg.fetch("/api/items?x=1", { method: "POST", body: `n=${i}`, headers: { "x-custom": "kept" } });
@@ -75,12 +76,10 @@ test("service upstream: 11 calls, the 11th is 429, the app Worker sees exactly 1
 });
 
 test("service upstream: a failures-only rule counts the app's 401s only, and blocks the 4th failure", () => {
-  const rules = [
-    { name: "login", path: "/login", methods: ["POST"], key: ["body:email"], count_statuses: [401], limits: [{ requests: 3, window: "15m" }] },
-  ];
+  const rules = [rule("login", "/login", { methods: ["POST"], key: ["body:email"], count_statuses: [401], limits: limit(3, "15m") })];
   return withTollgate(options(rules), async (tg) => {
     const login = (password) =>
-      tg.fetch("/login", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "a@example.com", password }) });
+      tg.fetch("/login", json({ email: "a@example.com", password }));
     assert.equal((await login("right")).status, 200, "a success costs nothing");
     for (let i = 0; i < 3; i++) assert.equal((await login("wrong")).status, 401);
     assert.equal((await login("right")).status, 429, "3 failures spent the allowance");
@@ -89,7 +88,7 @@ test("service upstream: a failures-only rule counts the app's 401s only, and blo
 });
 
 test("service upstream: a WebSocket upgrade reaches the app and the socket works", () => {
-  const rules = [{ name: "ws", path: "/ws", key: ["ip"], ratelimit_headers: true, limits: [{ requests: 1, window: "1h" }] }];
+  const rules = [rule("ws", "/ws", { key: ["ip"], ratelimit_headers: true, limits: limit(1, "1h") })];
   return withTollgate(options(rules), async (tg) => {
     const res = await tg.fetch("/ws", { headers: { upgrade: "websocket" } });
     assert.equal(res.status, 101);

@@ -5,6 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { withTollgate, mockOrigin } from "./harness.mjs";
+import { config, failedLogins } from "./builders.mjs";
 
 const VICTIM = "victim@example.com";
 const json = { "content-type": "application/json" };
@@ -32,20 +33,9 @@ function loginOrigin() {
   return { origin, failures };
 }
 
-const loginRule = (extra) => ({
-  name: "login-account",
-  path: "/login",
-  methods: ["POST"],
-  key: ["body:email"],
-  count_statuses: [401],
-  on_error: "deny",
-  limits: [{ requests: 10, window: "15m" }],
-  ...extra,
-});
-
 test("the forged-success loop: three forged successes (OPTIONS with an override, a POST asking to be a GET, plain HTTP redirected) after every 9 guesses, 100 guesses in all: the origin sees 10", () => {
   const { origin, failures } = loginOrigin();
-  return withTollgate({ origin, config: { rules: [loginRule({ clear_on_success: true })] } }, async (tg) => {
+  return withTollgate({ origin, config: config(failedLogins({ clear_on_success: true })) }, async (tg) => {
     const body = (password) => JSON.stringify({ email: VICTIM, password });
     const forged = [
       { method: "OPTIONS", headers: { ...json, "x-http-method-override": "POST" }, body: body("x") },
@@ -72,8 +62,8 @@ test("the forged-success loop: three forged successes (OPTIONS with an override,
 
 test("success_identity_header: a success clears only the account the origin authenticated", () => {
   const { origin, failures } = loginOrigin();
-  const config = { rules: [loginRule({ clear_on_success: true, success_identity_header: "x-authenticated-user" })] };
-  return withTollgate({ origin, config }, async (tg) => {
+  const identified = config(failedLogins({ clear_on_success: true, success_identity_header: "x-authenticated-user" }));
+  return withTollgate({ origin, config: identified }, async (tg) => {
     const login = async (fields, ip = "192.0.2.10") =>
       (await tg.fetch("/login", { method: "POST", ip, headers: json, body: JSON.stringify(fields) })).status;
     for (let i = 0; i < 9; i++) assert.equal(await login({ email: VICTIM, password: `guess${i}` }), 401);
@@ -93,13 +83,11 @@ test("success_identity_header: a success clears only the account the origin auth
 
 test("the owner's success clears with an identity header, and decrement forgives one failure only", () => {
   const { origin } = loginOrigin();
-  const config = {
-    rules: [
-      loginRule({ name: "clear", clear_on_success: true, success_identity_header: "x-authenticated-user" }),
-      loginRule({ name: "lower", path: "/login2", on_success: "decrement", success_identity_header: "x-authenticated-user" }),
-    ],
-  };
-  return withTollgate({ origin, config }, async (tg) => {
+  const settling = config(
+    failedLogins({ name: "clear", clear_on_success: true, success_identity_header: "x-authenticated-user" }),
+    failedLogins({ name: "lower", path: "/login2", on_success: "decrement", success_identity_header: "x-authenticated-user" }),
+  );
+  return withTollgate({ origin, config: settling }, async (tg) => {
     const login = async (path, email, password) =>
       (await tg.fetch(path, { method: "POST", headers: json, body: JSON.stringify({ email, password }) })).status;
     for (const path of ["/login", "/login2"]) {

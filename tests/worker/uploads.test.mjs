@@ -11,6 +11,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
 import { withTollgate, exampleConfig, mockOrigin, sleep } from "./harness.mjs";
+import { rule, limit } from "./builders.mjs";
 
 const PATH = "/api/schools/7/ai/chat";
 const KEY = "ai-quota\npath:school:int=7";
@@ -19,7 +20,7 @@ const TEACHER = { authorization: "Bearer teacher", "content-type": "application/
 /** Example 3 (enforced), `requests` a day, with `extra` rule fields. */
 function quota(requests, extra = {}) {
   const config = exampleConfig("tenant-daily-quota", "enforce");
-  Object.assign(config.rules[0], { limits: [{ requests, window: "1d" }], ...extra });
+  Object.assign(config.rules[0], { limits: limit(requests, "1d"), ...extra });
   return config;
 }
 
@@ -196,7 +197,7 @@ test("a body that does not arrive within upload_timeout is answered 408 and neve
 
 test("a client the isolate already knows to be blocked is refused at once, not kept waiting for its body", () => {
   const config = quota(5);
-  config.rules.push({ name: "per-client", path: "/api/schools/:school/ai/*", key: ["ip"], limits: [{ requests: 1, window: "1h" }] });
+  config.rules.push(rule("per-client", "/api/schools/:school/ai/*", { key: ["ip"], limits: limit(1, "1h") }));
   return withTollgate({ origin: origin(), config }, async (tg) => {
     const ip = "198.51.100.9";
     const call = () => tg.fetch(PATH, { ip, method: "POST", headers: TEACHER, body: "{}" });
