@@ -48,7 +48,7 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     }
     objects::size_cache(config.blocked_cache_capacity);
     let method = req.method();
-    let headers = HeaderMap::from_lines(&header_lines(req.headers().as_ref()));
+    let headers = HeaderMap::from_lines(header_lines(req.headers().as_ref()));
     let cf = if config.facts.reads_cf { cf_object(req) } else { None };
     let client = client_facts(cf.as_ref(), client);
     let secrets = load_secrets(env, Some(config));

@@ -4,46 +4,62 @@
 //! Nothing in here calls back into a driver.
 
 use crate::config::Config;
+use std::ops::Range;
 
 /// A request's (or a response's) header fields, as the Fetch `Headers`
 /// object lists them: lowercased names, each once, several values of one
-/// name joined by `", "`.
+/// name joined by `", "`. Held as one text with the fields' places in it
+/// (one allocation, however many fields).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HeaderMap(Vec<(String, String)>);
+pub struct HeaderMap {
+    text: String,
+    /// Each field's name and value, as ranges of `text`.
+    fields: Vec<(Range<usize>, Range<usize>)>,
+}
 
 impl HeaderMap {
     /// From `(name, value)` pairs in any case; a name given several times
     /// reads as its values joined by `", "` (`Headers.get`).
     pub fn from_pairs<N: AsRef<str>, V: AsRef<str>>(pairs: &[(N, V)]) -> HeaderMap {
-        let mut map: Vec<(String, String)> = Vec::with_capacity(pairs.len());
+        let mut joined: Vec<(String, String)> = Vec::with_capacity(pairs.len());
         for (name, value) in pairs {
             let name = name.as_ref().to_ascii_lowercase();
-            match map.iter_mut().find(|(n, _)| *n == name) {
-                Some((_, joined)) => {
-                    joined.push_str(", ");
-                    joined.push_str(value.as_ref());
+            match joined.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, values)) => {
+                    values.push_str(", ");
+                    values.push_str(value.as_ref());
                 }
-                None => map.push((name, value.as_ref().to_string())),
+                None => joined.push((name, value.as_ref().to_string())),
             }
         }
-        HeaderMap(map)
+        let lines: Vec<&str> = joined.iter().flat_map(|(n, v)| [n.as_str(), v.as_str()]).collect();
+        HeaderMap::from_lines(lines.join("\n"))
     }
 
-    /// From the lines `name`, `value`, `name`, `value`, ... joined by `\n`
-    /// (how the glue takes a `Headers` object over in one call: a field's
-    /// name and value never hold a line break).
-    pub fn from_lines(text: &str) -> HeaderMap {
-        let mut lines = text.split('\n');
-        let mut pairs = Vec::new();
+    /// From the lines `name`, `value`, `name`, `value`, ... joined by `\n`,
+    /// as a `Headers` object iterates (names lowercased, each once): how the
+    /// glue takes one over in a single call (a field's name and value never
+    /// hold a line break).
+    pub fn from_lines(text: String) -> HeaderMap {
+        let mut fields = Vec::new();
+        let mut at = 0;
+        let mut lines = text.split('\n').map(|line| {
+            let range = at..at + line.len();
+            at = range.end + 1;
+            range
+        });
         while let (Some(name), Some(value)) = (lines.next(), lines.next()) {
-            pairs.push((name, value));
+            fields.push((name, value));
         }
-        HeaderMap::from_pairs(&pairs)
+        HeaderMap { text, fields }
     }
 
-    /// The field `name` (lowercased), as `Headers.get` reads it.
+    /// The field `name` (any case), as `Headers.get` reads it.
     pub fn get(&self, name: &str) -> Option<String> {
-        self.0.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+        self.fields
+            .iter()
+            .find(|(n, _)| self.text[n.clone()].eq_ignore_ascii_case(name))
+            .map(|(_, v)| self.text[v.clone()].to_string())
     }
 }
 
@@ -133,11 +149,11 @@ mod tests {
         assert_eq!(map.get("X-USER").as_deref(), Some("ann, bob"));
         assert_eq!(map.get("accept").as_deref(), Some("*/*"));
         assert_eq!(map.get("cookie"), None);
-        let lines = HeaderMap::from_lines("cookie\na=1; b=2\nx-empty\n\nhost\nexample.com");
+        let lines = HeaderMap::from_lines("cookie\na=1; b=2\nx-empty\n\nhost\nexample.com".to_string());
         assert_eq!(lines.get("cookie").as_deref(), Some("a=1; b=2"));
         assert_eq!(lines.get("x-empty").as_deref(), Some(""), "an empty value is a value");
         assert_eq!(lines.get("host").as_deref(), Some("example.com"));
-        assert_eq!(HeaderMap::from_lines(""), HeaderMap::default(), "no field");
+        assert_eq!(HeaderMap::from_lines(String::new()).get(""), None, "no field");
     }
 
     #[test]

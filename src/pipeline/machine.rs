@@ -180,7 +180,7 @@ impl<'c, 'f> Machine<'c, 'f> {
     /// The decision, once the counters answered (`outcomes[i]` for the
     /// `i`-th check of [`Next::Count`]).
     pub fn counted(self, outcomes: Vec<Outcome>) -> Decision<'c> {
-        let Machine { fresh, reads, plan, facts, upload_deadline, refused, .. } = self;
+        let Machine { fresh, reads, mut plan, facts, upload_deadline, refused, .. } = self;
         if let Some((answer, event)) = refused {
             return Decision { answer, logs: vec![event], kept: None, settle: Settle::none(), checked: false, upload_deadline: None, plan, metrics: false };
         }
@@ -198,10 +198,14 @@ impl<'c, 'f> Machine<'c, 'f> {
         };
         let mut logs = verdict::exempt_events(&plan.matched);
         logs.extend(verdict.events);
-        let (applied, checked) = match &plan.route {
-            Route::Check(applied) => (applied.clone(), !applied.is_empty()),
-            _ => (Vec::new(), false),
+        // The checked rules move to the settle step: the plan's route keeps
+        // `Check` with none (what the decision's `settle` holds).
+        let metrics = matches!(plan.route, Route::Check(_));
+        let applied = match &mut plan.route {
+            Route::Check(applied) => std::mem::take(applied),
+            _ => Vec::new(),
         };
+        let checked = !applied.is_empty();
         // A blocked client's plan is kept, for its repeats.
         let kept = fresh
             .filter(|_| memo::keeps(&plan.matched, &applied, blocked))
@@ -213,7 +217,7 @@ impl<'c, 'f> Machine<'c, 'f> {
             settle: Settle { applied, outcomes },
             checked,
             upload_deadline,
-            metrics: matches!(plan.route, Route::Check(_)),
+            metrics,
             plan,
         }
     }
@@ -278,7 +282,8 @@ pub struct Decision<'c> {
     /// For a body over a failures-only rule's `upload_buffer`: when the
     /// rest must have been forwarded (Unix ms).
     pub upload_deadline: Option<i64>,
-    /// The plan decided on (`explain` reports it).
+    /// The plan decided on (`explain` reports it); its checked rules are
+    /// in `settle`.
     pub plan: Plan<'c>,
     /// Whether the request makes metric points ([`Decision::metric_points`]).
     metrics: bool,

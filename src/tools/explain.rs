@@ -20,7 +20,7 @@ use crate::pipeline::memo::PlanMemo;
 use crate::pipeline::applied::{Applied, KeyOutcome, Matched};
 use crate::pipeline::metrics::MetricsLevel;
 use crate::pipeline::plan::Canonical;
-use crate::pipeline::plan::{Plan, Route};
+use crate::pipeline::plan::Plan;
 use crate::pipeline::upload::Receipt;
 use crate::count::protocol::WireWindow;
 use crate::config::rules::{RequestView, Rule};
@@ -138,6 +138,8 @@ pub struct Explained<'c> {
     /// The Worker's plan memo would keep this plan for the client's repeats
     /// (a blocked client, nothing exempt, no body read).
     pub kept: bool,
+    /// The rules whose counters were asked, with their keys.
+    pub checked: Vec<Applied<'c>>,
     pub plan: Option<Plan<'c>>,
     pub verdict: Option<Verdict>,
 }
@@ -147,7 +149,7 @@ pub struct Explained<'c> {
 pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> Explained<'c> {
     let url = match parse_url(request.url) {
         Ok(url) => url,
-        Err(e) => return Explained { url: Err(e), fast_path: false, kept: false, plan: None, verdict: None },
+        Err(e) => return Explained { url: Err(e), fast_path: false, kept: false, checked: Vec::new(), plan: None, verdict: None },
     };
     let headers = HeaderMap::from_pairs(request.headers);
     let client = facts::Client {
@@ -175,7 +177,7 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
             Next::Upload(_) => machine.uploaded(Receipt::Complete, request.now_ms),
             Next::Admin { .. } => {
                 let plan = Some(machine.decided().plan);
-                return Explained { url: Ok(url), fast_path, kept: false, plan, verdict: None };
+                return Explained { url: Ok(url), fast_path, kept: false, checked: Vec::new(), plan, verdict: None };
             }
             Next::Count(checks) => {
                 let outcomes = checks.iter().map(|(a, _)| assumed.of(&a.rule.name).outcome(a.rule, &a.key)).collect();
@@ -185,7 +187,8 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
         }
     };
     let verdict = Some(Verdict { answer: decision.answer, events: decision.logs });
-    Explained { url: Ok(url), fast_path, kept: decision.kept.is_some(), plan: Some(decision.plan), verdict }
+    let kept = decision.kept.is_some();
+    Explained { url: Ok(url), fast_path, kept, checked: decision.settle.applied, plan: Some(decision.plan), verdict }
 }
 
 pub fn parse_url(text: &str) -> Result<Url, String> {
@@ -545,10 +548,7 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
         })
     });
     let rules: Vec<Value> = config.rules.iter().map(|rule| rule_json(rule, plan, &header, request)).collect();
-    let checked: Vec<Value> = match &plan.route {
-        Route::Check(applied) => applied.iter().map(checked_json).collect(),
-        _ => Vec::new(),
-    };
+    let checked: Vec<Value> = explained.checked.iter().map(checked_json).collect();
     let answer = explained.verdict.as_ref().map(|v| match &v.answer {
         Answer::Forward { fields } => json!({ "answer": "forward", "fields": fields }),
         Answer::Respond(r) => json!({ "answer": r.status, "headers": r.headers, "body": serde_json::from_str::<Value>(&r.body).unwrap_or(Value::Null) }),
