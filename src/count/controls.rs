@@ -29,8 +29,8 @@
 //! the counting protocol ([`crate::count::protocol`]) is unchanged.
 
 use crate::count::counter::AlarmAction;
+use crate::count::limit::Limit;
 use crate::count::protocol::{Call, Op, MAX_LIMITS};
-use crate::count::window::Limit;
 use std::num::{NonZeroU32, NonZeroU64};
 
 /// The path of the object's control endpoint.

@@ -3,6 +3,8 @@
 //! reservations, leases), the wire protocol, and the isolate-side caches.
 
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+pub(crate) mod algorithm;
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod blocked;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod controls;
@@ -14,9 +16,11 @@ pub(crate) mod gcra;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod object;
 pub mod lease;
+pub mod limit;
 pub mod protocol;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod reservation;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 pub(crate) mod hold;
+pub mod tally;
 pub mod window;

@@ -23,9 +23,11 @@
 //!   delete it: one horizon from now, every hit it could hold has expired.
 
 use crate::count::controls::{self, Controls, Effective};
-use crate::count::counter::{self, CorruptRow, Tally};
+use crate::count::algorithm::CorruptRow;
+use crate::count::counter;
+use crate::count::limit::horizon_ms;
 use crate::count::protocol::{Call, Op};
-use crate::count::window::horizon_ms;
+use crate::count::tally::Tally;
 
 /// What the object must delete, after storing (if anything is stored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

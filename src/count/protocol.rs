@@ -50,9 +50,11 @@
 //! compact reply line it is a last field `g={g}`, present only in answers to
 //! a lease, so every reply line of the older ops reads as before.
 
-use crate::count::counter::Tally;
+/// Which algorithm counts, as calls name it (`alg`).
+pub use crate::count::algorithm::Algorithm;
+use crate::count::limit::{Limit, WindowState};
+use crate::count::tally::Tally;
 use crate::request::spelling::Spelling;
-use crate::count::window::{Limit, WindowState};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -118,21 +120,6 @@ pub enum Op {
     /// their own, and probe the account's object first, so that a ban of
     /// the account covers its devices (issue 25).
     Probe,
-}
-
-/// How an object counts: the exact sliding log (default) or O(1) GCRA.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Algorithm {
-    #[default]
-    SlidingLog,
-    Gcra,
-}
-
-impl Algorithm {
-    fn is_default(&self) -> bool {
-        *self == Algorithm::SlidingLog
-    }
 }
 
 /// A validated call.

@@ -70,7 +70,7 @@
 //! `<state>;<id>@<expires_at>[*cost],...`. A row without `;` (every row
 //! written before two-phase counting) holds none and reads unchanged.
 
-use crate::count::counter::{excerpt, CorruptRow};
+use crate::count::algorithm::{excerpt, CorruptRow};
 
 /// One request in flight: the cost it holds, until when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
