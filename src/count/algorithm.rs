@@ -28,14 +28,15 @@ impl Algorithm {
 
 /// What both algorithms are to a limiter object: a state kept in one text
 /// row, and pure functions of (state, now, limits) that never read the
-/// clock. [`step`] and [`on_alarm`] are written once over this.
+/// clock. [`crate::count::counter::step`] and
+/// [`crate::count::counter::on_alarm`] are written once over this.
 pub(crate) trait Counter {
     /// The call's `alg` that selects this algorithm.
     const ALGORITHM: Algorithm;
     /// What one row holds; `Default` is the empty row.
     type State: Default + PartialEq;
 
-    /// Reads a row this algorithm wrote (its [`writer`]).
+    /// Reads a row this algorithm wrote (its row's prefix says so).
     fn decode(row: &str) -> Result<Self::State, CorruptRow>;
     /// The row to store; [`Counter::decode`] reads it back unchanged.
     fn encode(state: &Self::State) -> String;
