@@ -122,15 +122,7 @@ fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Cal
     let empty = is_empty::<C>(&state, now_ms, limits);
     let mut mark = if empty { None } else { mark };
     let step = match call.op {
-        // Rules that count every request never reserve; reservations left
-        // by a rule switched from `count_statuses` are carried along.
-        Op::Hit => {
-            let Decision { tally, next } = C::decide(&state, now_ms, limits, call.cost);
-            match next {
-                Some(next) => written::<C>(tally, &next, held, now_ms, limits),
-                None => unchanged::<C>(&state, tally, &held),
-            }
-        }
+        Op::Hit => hit::<C>(&state, held, now_ms, call),
         Op::Check => {
             let tally = reserve_decision::<C>(&state, &held, now_ms, call).tally;
             unchanged::<C>(&state, Tally { windows: C::peek(&state, now_ms, limits), ..tally }, &held)
@@ -160,18 +152,34 @@ fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Cal
         }
         Op::Status | Op::Reset | Op::Probe => unchanged::<C>(&state, Tally::allowing(C::peek(&state, now_ms, limits)), &held),
         Op::Lease => lease_step::<C>(&state, held, now_ms, call),
-        Op::Refund => {
-            let lease_id = call.reservation.and_then(|id| i64::try_from(id).ok()).unwrap_or(i64::MIN);
-            let next = C::refund(&state, now_ms, limits, call.cost, lease_id);
-            let tally = Tally::allowing(C::peek(&next, now_ms, limits));
-            if next == state {
-                unchanged::<C>(&state, tally, &held)
-            } else {
-                written::<C>(tally, &next, held, now_ms, limits)
-            }
-        }
+        Op::Refund => refund::<C>(&state, held, now_ms, call),
     };
     Ok((step, mark))
+}
+
+/// `hit`: check-and-record. Rules that count every request never
+/// reserve; reservations left by a rule switched from `count_statuses`
+/// are carried along.
+fn hit<C: Counter>(state: &C::State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+    let Decision { tally, next } = C::decide(state, now_ms, &call.limits, call.cost);
+    match next {
+        Some(next) => written::<C>(tally, &next, held, now_ms, &call.limits),
+        None => unchanged::<C>(state, tally, &held),
+    }
+}
+
+/// `refund`: up to `call.cost` unspent units of the lease
+/// `call.reservation` given back; written only when that changes the row.
+fn refund<C: Counter>(state: &C::State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+    let limits = &call.limits;
+    let lease_id = call.reservation.and_then(|id| i64::try_from(id).ok()).unwrap_or(i64::MIN);
+    let next = C::refund(state, now_ms, limits, call.cost, lease_id);
+    let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+    if next == *state {
+        unchanged::<C>(state, tally, &held)
+    } else {
+        written::<C>(tally, &next, held, now_ms, limits)
+    }
 }
 
 /// A step that writes nothing.
