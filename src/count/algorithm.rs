@@ -1,5 +1,5 @@
 //! The contract of a counting algorithm: which one counts ([`Algorithm`]),
-//! what each is to a limiter object (the [`Counter`] trait: a state kept in
+//! what each is to a limiter object (the `Counter` trait: a state kept in
 //! one text row and pure functions of state, now and limits), what it
 //! decides ([`Decision`]) and why a row cannot be read back
 //! ([`CorruptRow`]). The sliding log ([`crate::count::window`]) and GCRA

@@ -78,6 +78,8 @@ pub enum Change {
 }
 
 impl Change {
+    /// The change as one line, the `POST /v1/control` body
+    /// ([`Change::decode`] reads it back).
     pub fn encode(&self) -> String {
         match self {
             Change::Get => "get".into(),
@@ -152,6 +154,8 @@ impl Controls {
         Ok(controls)
     }
 
+    /// The controls as one line, `;`-separated [`Change::encode`] lines
+    /// (the object's `controls` row; [`Controls::decode`] reads it back).
     pub fn encode(&self) -> String {
         let over = self.runtime_override.as_ref().map(|o| Change::Override { limits: o.limits.clone(), until_ms: o.until_ms });
         let ban = self.ban.map(|b| Change::Ban { until_ms: b.until_ms });
@@ -177,6 +181,7 @@ impl Controls {
         }
     }
 
+    /// No override and no ban, ended or not.
     pub fn is_empty(&self) -> bool {
         self.runtime_override.is_none() && self.ban.is_none()
     }
@@ -289,6 +294,9 @@ pub enum AlarmPlan {
     RearmAt(i64),
 }
 
+/// Whether the TTL alarm deletes everything, the count only or nothing,
+/// given what the count alone calls for (`count`) and the controls in force
+/// at `now_ms`.
 pub fn alarm(count: AlarmAction, controls: &Controls, now_ms: i64) -> AlarmPlan {
     match (count, controls.keep(now_ms)) {
         (AlarmAction::DeleteAll, Keep::Nothing) => AlarmPlan::DeleteAll,

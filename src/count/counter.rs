@@ -41,6 +41,7 @@ use crate::request::spelling::{self, Mark};
 /// What one call decided, and what to store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
+    /// What the call is answered.
     pub tally: Tally,
     /// The row to write, if anything changes (never for a blocked hit).
     pub write: Option<Write>,
@@ -58,6 +59,7 @@ pub struct Step {
 /// A row to store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Write {
+    /// The row's text, as [`step`] reads it back.
     pub row: String,
     /// When everything in `row` will have expired (Unix ms): the time the
     /// TTL alarm is armed for.

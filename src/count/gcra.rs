@@ -20,7 +20,7 @@
 //!   allows at most `N`. The `gcra_error_bound` test pins this bound.
 //!
 //! Use it when `N` is too large for a log (above
-//! [`crate::config::MAX_SLIDING_LOG_REQUESTS`] per window); the state stays
+//! `config::MAX_SLIDING_LOG_REQUESTS` per window); the state stays
 //! two integers per window whatever the traffic.
 
 use crate::count::algorithm::{excerpt, Algorithm, CorruptRow, Counter, Decision};

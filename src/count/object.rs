@@ -5,7 +5,7 @@
 //! runtime controls), the time and the call, and returns the reply's
 //! fields and every effect the Durable Object must apply, in order: the
 //! row to store, what to delete, and the alarm to make sure of. The glue
-//! ([`crate::glue::limiter`]) runs them, and adds what only storage knows
+//! (`glue::limiter`) runs them, and adds what only storage knows
 //! (rows read and written, whether an alarm is pending).
 //!
 //! The choices made here:
@@ -86,6 +86,8 @@ impl Alarm {
 /// One call's answer and effects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answered {
+    /// What the call is answered: allowed or blocked, the retry-after, the
+    /// windows (a banned call: blocked for the ban's time).
     pub tally: Tally,
     /// Entries in the count after the call (0 after a reset).
     pub stored_hits: u64,
@@ -103,7 +105,9 @@ pub struct Answered {
     pub reads_alarm: bool,
     /// The row to store in place, and the horizon it was written under.
     pub store: Option<(String, u64)>,
+    /// What to delete after storing (a reset).
     pub delete: Option<Delete>,
+    /// The alarm to make sure of, once stored and deleted.
     pub alarm: Option<Alarm>,
 }
 
@@ -126,12 +130,17 @@ impl Answered {
 /// must be pending so that the row does not outlive it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused {
+    /// Why the row cannot be read (the 500's message).
     pub corrupt: CorruptRow,
+    /// The alarm that deletes the row: one horizon from now.
     pub alarm: Alarm,
 }
 
 /// Applies `call` at `now_ms` to the object's stored `row` (empty when
-/// none) under the key's `controls`.
+/// none) under the key's `controls`: the reply's fields and the effects to
+/// apply, in order (store, delete, make sure of the alarm); or, for a
+/// corrupt row, the refusal and the alarm that deletes it. Pure: the same
+/// inputs always give the same answer, and nothing is read but them.
 pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Result<Answered, Refused> {
     let asked_lease = call.op == Op::Lease;
     let (call, banned) = match controls::effective(controls, call, now_ms) {
@@ -205,13 +214,18 @@ pub enum ControlEffect {
     Cleared,
     /// Store the controls, and make sure of the alarm for their end
     /// (`None`: an override for good, kept until cleared).
-    Store { alarm: Option<Alarm> },
+    Store {
+        /// The alarm for the controls' end.
+        alarm: Option<Alarm>,
+    },
 }
 
 /// An admin change applied: the controls after it and its effect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Controlled {
+    /// The key's controls after the change (ended ones dropped).
     pub controls: Controls,
+    /// What the object must store, delete and arm.
     pub effect: ControlEffect,
 }
 

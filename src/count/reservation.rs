@@ -44,7 +44,7 @@
 //! # Expiry
 //! A reservation expires `hold_ms` after it was made (the rule's
 //! `reservation_ttl`; by default twice the rule's `timeout` plus 100 s, see
-//! [`crate::config::ORIGIN_ALLOWANCE_MS`]); it is pruned by the next call
+//! `config::ORIGIN_ALLOWANCE_MS`); it is pruned by the next call
 //! after that, and never counts again. Only a request whose Worker was lost
 //! between forwarding and settling (the isolate evicted, the `waitUntil`
 //! budget exceeded) leaves one. Its slot stays taken until the expiry: the

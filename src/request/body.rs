@@ -13,7 +13,7 @@
 //!   scalar members (and an array member's scalar elements) are the
 //!   parameters ([`crate::request::json::Json::parameters`]).
 //!
-//! Rule conditions and `_method` look in all three ([`crate::pipeline::plan`]). The
+//! Rule conditions and `_method` look in all three (`pipeline::plan`). The
 //! media type is read as PHP reads it: up to the first `;`, `,` or space,
 //! in any case.
 //!
