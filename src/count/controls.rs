@@ -139,6 +139,14 @@ pub enum Keep {
 }
 
 impl Controls {
+    /// The controls the object's stored row holds (`None`: no row). A
+    /// corrupt row reads as none: a runtime control is the operator's to
+    /// set again, and never makes a limit looser than the config's by being
+    /// lost.
+    pub fn stored(row: Option<&str>) -> Controls {
+        row.and_then(|text| Controls::decode(text).ok()).unwrap_or_default()
+    }
+
     /// Reads [`Controls::encode`]'s text; empty is none.
     pub fn decode(text: &str) -> Result<Controls, ControlError> {
         let mut controls = Controls::default();
@@ -374,6 +382,10 @@ mod tests {
         assert!(none.apply(&Change::Override { limits: vec![(0, 1)], until_ms: None }, 0).is_err());
         assert!(none.apply(&Change::Override { limits: vec![(1, 1); 9], until_ms: None }, 0).is_err());
         assert!(Controls::decode("{").is_err());
+        assert_eq!(Controls::stored(Some("{")), Controls::default(), "a corrupt row reads as none");
+        assert_eq!(Controls::stored(None), Controls::default());
+        let ban = Controls::default().apply(&Change::Ban { until_ms: 10 }, 0).unwrap();
+        assert_eq!(Controls::stored(Some(&ban.encode())), ban);
         for change in [
             Change::Get,
             Change::Ban { until_ms: 5 },

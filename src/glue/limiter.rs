@@ -398,9 +398,8 @@ impl Limiter {
         Ok(())
     }
 
-    /// The key's controls: read from storage once per instance (a corrupt
-    /// row reads as none: a runtime control is the operator's to set again,
-    /// and never makes a limit looser than the config's by being lost).
+    /// The key's controls: read from storage once per instance, as
+    /// [`Controls::stored`] reads them (a corrupt row as none).
     fn load_controls(&self) -> worker::Result<Controls> {
         if let Some(kept) = self.controls.borrow().as_ref() {
             return Ok(kept.clone());
@@ -408,7 +407,7 @@ impl Limiter {
         let sql = self.db();
         let kept = if self.tables(sql)?.0.controls {
             let rows: Vec<StoredControls> = sql.exec("SELECT value FROM controls WHERE id = 0", None)?.to_array()?;
-            rows.into_iter().next().and_then(|r| Controls::decode(&r.value).ok()).unwrap_or_default()
+            Controls::stored(rows.first().map(|r| r.value.as_str()))
         } else {
             Controls::default()
         };
