@@ -21,7 +21,9 @@ pub const DEFAULT_CAPACITY: usize = 10_000;
 /// binds (for the `RateLimit` field of the answers given from the cache).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Block {
+    /// When the block ends (Unix ms).
     pub until_ms: i64,
+    /// The index of the binding window among the rule's limits.
     pub window: usize,
 }
 
@@ -33,6 +35,7 @@ pub struct BlockedUntilCache {
 }
 
 impl BlockedUntilCache {
+    /// An empty cache of at most `capacity` entries.
     pub fn new(capacity: usize) -> Self {
         BlockedUntilCache {
             until: HashMap::new(),

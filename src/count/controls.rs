@@ -29,8 +29,8 @@
 //! the counting protocol ([`crate::count::protocol`]) is unchanged.
 
 use crate::count::counter::AlarmAction;
+use crate::count::limit::Limit;
 use crate::count::protocol::{Call, Op, MAX_LIMITS};
-use crate::count::window::Limit;
 use std::num::{NonZeroU32, NonZeroU64};
 
 /// The path of the object's control endpoint.
@@ -78,6 +78,8 @@ pub enum Change {
 }
 
 impl Change {
+    /// The change as one line, the `POST /v1/control` body
+    /// ([`Change::decode`] reads it back).
     pub fn encode(&self) -> String {
         match self {
             Change::Get => "get".into(),
@@ -137,6 +139,14 @@ pub enum Keep {
 }
 
 impl Controls {
+    /// The controls the object's stored row holds (`None`: no row). A
+    /// corrupt row reads as none: a runtime control is the operator's to
+    /// set again, and never makes a limit looser than the config's by being
+    /// lost.
+    pub fn stored(row: Option<&str>) -> Controls {
+        row.and_then(|text| Controls::decode(text).ok()).unwrap_or_default()
+    }
+
     /// Reads [`Controls::encode`]'s text; empty is none.
     pub fn decode(text: &str) -> Result<Controls, ControlError> {
         let mut controls = Controls::default();
@@ -152,6 +162,8 @@ impl Controls {
         Ok(controls)
     }
 
+    /// The controls as one line, `;`-separated [`Change::encode`] lines
+    /// (the object's `controls` row; [`Controls::decode`] reads it back).
     pub fn encode(&self) -> String {
         let over = self.runtime_override.as_ref().map(|o| Change::Override { limits: o.limits.clone(), until_ms: o.until_ms });
         let ban = self.ban.map(|b| Change::Ban { until_ms: b.until_ms });
@@ -177,6 +189,7 @@ impl Controls {
         }
     }
 
+    /// No override and no ban, ended or not.
     pub fn is_empty(&self) -> bool {
         self.runtime_override.is_none() && self.ban.is_none()
     }
@@ -289,6 +302,9 @@ pub enum AlarmPlan {
     RearmAt(i64),
 }
 
+/// Whether the TTL alarm deletes everything, the count only or nothing,
+/// given what the count alone calls for (`count`) and the controls in force
+/// at `now_ms`.
 pub fn alarm(count: AlarmAction, controls: &Controls, now_ms: i64) -> AlarmPlan {
     match (count, controls.keep(now_ms)) {
         (AlarmAction::DeleteAll, Keep::Nothing) => AlarmPlan::DeleteAll,
@@ -366,6 +382,10 @@ mod tests {
         assert!(none.apply(&Change::Override { limits: vec![(0, 1)], until_ms: None }, 0).is_err());
         assert!(none.apply(&Change::Override { limits: vec![(1, 1); 9], until_ms: None }, 0).is_err());
         assert!(Controls::decode("{").is_err());
+        assert_eq!(Controls::stored(Some("{")), Controls::default(), "a corrupt row reads as none");
+        assert_eq!(Controls::stored(None), Controls::default());
+        let ban = Controls::default().apply(&Change::Ban { until_ms: 10 }, 0).unwrap();
+        assert_eq!(Controls::stored(Some(&ban.encode())), ban);
         for change in [
             Change::Get,
             Change::Ban { until_ms: 5 },

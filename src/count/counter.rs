@@ -28,156 +28,20 @@
 //!   ([`on_alarm`]); counting then starts afresh.
 //! - an admin `reset` does not read the row and deletes it at once.
 
+use crate::count::algorithm::{Algorithm, CorruptRow, Counter, Decision};
 use crate::count::gcra::{self, Gcra};
 use crate::count::lease;
-use crate::count::protocol::{Algorithm, Call, Op};
+use crate::count::limit::{horizon_ms, Limit};
+use crate::count::protocol::{Call, Op};
 use crate::count::reservation::{self, Reservation};
+use crate::count::tally::Tally;
+use crate::count::window::SlidingLog;
 use crate::request::spelling::{self, Mark};
-use crate::count::window::{horizon_ms, Limit, SlidingLog, WindowState};
-use serde::{Deserialize, Serialize};
-use std::fmt;
-
-/// What both algorithms are to a limiter object: a state kept in one text
-/// row, and pure functions of (state, now, limits) that never read the
-/// clock. [`step`] and [`on_alarm`] are written once over this.
-pub(crate) trait Counter {
-    /// The call's `alg` that selects this algorithm.
-    const ALGORITHM: Algorithm;
-    /// What one row holds; `Default` is the empty row.
-    type State: Default + PartialEq;
-
-    /// Reads a row this algorithm wrote (its [`writer`]).
-    fn decode(row: &str) -> Result<Self::State, CorruptRow>;
-    /// The row to store; [`Counter::decode`] reads it back unchanged.
-    fn encode(state: &Self::State) -> String;
-    /// Check-and-record: the tally for a request of `cost`, and the state
-    /// to store when it is allowed.
-    fn decide(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Self::State>;
-    /// Records `cost` whatever the limits say (the second half of a
-    /// failures-only rule): the state to store and the windows after it.
-    fn record(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> (Self::State, Vec<WindowState>);
-    /// Takes back `cost` units of what was recorded, the newest first,
-    /// never below nothing (a success on a `decrement` rule).
-    fn forgive(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> Self::State;
-    /// The windows, recording nothing.
-    fn peek(state: &Self::State, now_ms: i64, limits: &[Limit]) -> Vec<WindowState>;
-    /// When everything in `state` has expired (Unix ms), given the longest
-    /// window `horizon_ms`; `None` when it holds nothing.
-    fn expires_at(state: &Self::State, horizon_ms: u64) -> Option<i64>;
-    /// Entries held (hits of a log, windows of a GCRA state): the reply's
-    /// `stored_hits`.
-    fn entries(state: &Self::State) -> u64;
-    /// The most units a request (or a lease) could take at `now_ms`: the
-    /// least room left in any window. `decide` allows a cost iff it is at
-    /// most this.
-    fn room(state: &Self::State, now_ms: i64, limits: &[Limit]) -> u64;
-    /// Debits `units` leased at `now_ms` that may be spent until
-    /// `expires_at` (see [`crate::count::lease`]); the caller checked they fit.
-    fn lease(state: &Self::State, now_ms: i64, limits: &[Limit], units: u32, expires_at: i64) -> Self::State;
-    /// Gives back up to `units` unspent units of the lease that expired (or
-    /// expires) at `lease_id`; never more than that lease debited.
-    fn refund(state: &Self::State, now_ms: i64, limits: &[Limit], units: u32, lease_id: i64) -> Self::State;
-}
-
-/// What a limiter decided for one request, whichever algorithm decided it;
-/// a [`crate::count::protocol::Reply`] carries it to the Worker, with the windows
-/// in their wire form (`W` = [`crate::count::protocol::WireWindow`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tally<W = WindowState> {
-    pub allowed: bool,
-    /// Exact milliseconds (rounded up) until a request of the same cost
-    /// would be allowed; 0 when allowed.
-    pub retry_after_ms: u64,
-    /// One entry per limit of the call, in its order.
-    pub windows: Vec<W>,
-    /// When blocked, the index in `windows` of the window that sets
-    /// `retry_after_ms` (the first of the longest waits).
-    #[serde(rename = "binding_window", default)]
-    pub binding: Option<usize>,
-    /// Blocked only by in-flight requests: the committed hits alone would
-    /// allow, other requests' live reservations do not. Such a block lifts
-    /// as soon as one of them is released, so it is never cached, and its
-    /// `retry_after_ms` is at most the time until a reservation expires.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub in_flight: bool,
-}
-
-fn is_false(flag: &bool) -> bool {
-    !*flag
-}
-
-impl<W> Tally<W> {
-    /// Allowed, nothing to wait for: what a record or a status reports.
-    pub fn allowing(windows: Vec<W>) -> Tally<W> {
-        Tally { allowed: true, retry_after_ms: 0, windows, binding: None, in_flight: false }
-    }
-
-    /// The same tally with each window converted (to its wire form, say).
-    pub fn map_windows<V>(self, convert: impl FnMut(W) -> V) -> Tally<V> {
-        Tally {
-            allowed: self.allowed,
-            retry_after_ms: self.retry_after_ms,
-            windows: self.windows.into_iter().map(convert).collect(),
-            binding: self.binding,
-            in_flight: self.in_flight,
-        }
-    }
-}
-
-/// An algorithm's decision: the tally and, when allowed, the state `S` to
-/// store. A blocked request changes nothing, so its `next` is `None`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision<S> {
-    pub tally: Tally,
-    pub next: Option<S>,
-}
-
-/// Why a stored row cannot be read back. See the module doc for what the
-/// object does then.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CorruptRow {
-    /// Sliding-log entry `index` is not `at` or `at*cost` in whole numbers,
-    /// or its time overflows.
-    UnreadableHit { index: usize, entry: String },
-    /// Sliding-log entry `index` is dated before the one before it.
-    HitOutOfOrder { index: usize, entry: String },
-    /// GCRA cell `index` is not `N/tat` in whole numbers.
-    UnreadableCell { index: usize, cell: String },
-    /// Read as a GCRA state, but the row does not start with `g:`.
-    NotGcra(String),
-    /// Reservation `index` is not `id@expires_at` or `id@expires_at*cost`
-    /// in whole numbers.
-    UnreadableReservation { index: usize, entry: String },
-}
-
-impl fmt::Display for CorruptRow {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "stored row is corrupt: ")?;
-        match self {
-            CorruptRow::UnreadableHit { index, entry } => {
-                write!(f, "hit {index} (`{entry}`) is not `at` or `at*cost` in whole numbers")
-            }
-            CorruptRow::HitOutOfOrder { index, entry } => write!(f, "hit {index} (`{entry}`) goes back in time"),
-            CorruptRow::UnreadableCell { index, cell } => write!(f, "GCRA cell {index} (`{cell}`) is not `N/tat`"),
-            CorruptRow::NotGcra(row) => write!(f, "`{row}` does not start with `g:`"),
-            CorruptRow::UnreadableReservation { index, entry } => {
-                write!(f, "reservation {index} (`{entry}`) is not `id@expires_at` in whole numbers")
-            }
-        }
-    }
-}
-
-impl std::error::Error for CorruptRow {}
-
-/// At most the first 32 characters of `text`: enough to recognise a bad
-/// entry in an error, never a whole row.
-pub(crate) fn excerpt(text: &str) -> String {
-    text.chars().take(32).collect()
-}
 
 /// What one call decided, and what to store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
+    /// What the call is answered.
     pub tally: Tally,
     /// The row to write, if anything changes (never for a blocked hit).
     pub write: Option<Write>,
@@ -195,6 +59,7 @@ pub struct Step {
 /// A row to store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Write {
+    /// The row's text, as [`step`] reads it back.
     pub row: String,
     /// When everything in `row` will have expired (Unix ms): the time the
     /// TTL alarm is armed for.
@@ -259,15 +124,7 @@ fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Cal
     let empty = is_empty::<C>(&state, now_ms, limits);
     let mut mark = if empty { None } else { mark };
     let step = match call.op {
-        // Rules that count every request never reserve; reservations left
-        // by a rule switched from `count_statuses` are carried along.
-        Op::Hit => {
-            let Decision { tally, next } = C::decide(&state, now_ms, limits, call.cost);
-            match next {
-                Some(next) => written::<C>(tally, &next, held, now_ms, limits),
-                None => unchanged::<C>(&state, tally, &held),
-            }
-        }
+        Op::Hit => hit::<C>(&state, held, now_ms, call),
         Op::Check => {
             let tally = reserve_decision::<C>(&state, &held, now_ms, call).tally;
             unchanged::<C>(&state, Tally { windows: C::peek(&state, now_ms, limits), ..tally }, &held)
@@ -297,18 +154,34 @@ fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Cal
         }
         Op::Status | Op::Reset | Op::Probe => unchanged::<C>(&state, Tally::allowing(C::peek(&state, now_ms, limits)), &held),
         Op::Lease => lease_step::<C>(&state, held, now_ms, call),
-        Op::Refund => {
-            let lease_id = call.reservation.and_then(|id| i64::try_from(id).ok()).unwrap_or(i64::MIN);
-            let next = C::refund(&state, now_ms, limits, call.cost, lease_id);
-            let tally = Tally::allowing(C::peek(&next, now_ms, limits));
-            if next == state {
-                unchanged::<C>(&state, tally, &held)
-            } else {
-                written::<C>(tally, &next, held, now_ms, limits)
-            }
-        }
+        Op::Refund => refund::<C>(&state, held, now_ms, call),
     };
     Ok((step, mark))
+}
+
+/// `hit`: check-and-record. Rules that count every request never
+/// reserve; reservations left by a rule switched from `count_statuses`
+/// are carried along.
+fn hit<C: Counter>(state: &C::State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+    let Decision { tally, next } = C::decide(state, now_ms, &call.limits, call.cost);
+    match next {
+        Some(next) => written::<C>(tally, &next, held, now_ms, &call.limits),
+        None => unchanged::<C>(state, tally, &held),
+    }
+}
+
+/// `refund`: up to `call.cost` unspent units of the lease
+/// `call.reservation` given back; written only when that changes the row.
+fn refund<C: Counter>(state: &C::State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+    let limits = &call.limits;
+    let lease_id = call.reservation.and_then(|id| i64::try_from(id).ok()).unwrap_or(i64::MIN);
+    let next = C::refund(state, now_ms, limits, call.cost, lease_id);
+    let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+    if next == *state {
+        unchanged::<C>(state, tally, &held)
+    } else {
+        written::<C>(tally, &next, held, now_ms, limits)
+    }
 }
 
 /// A step that writes nothing.

@@ -20,12 +20,12 @@
 //!   allows at most `N`. The `gcra_error_bound` test pins this bound.
 //!
 //! Use it when `N` is too large for a log (above
-//! [`crate::config::MAX_SLIDING_LOG_REQUESTS`] per window); the state stays
+//! `config::MAX_SLIDING_LOG_REQUESTS` per window); the state stays
 //! two integers per window whatever the traffic.
 
-use crate::count::counter::{excerpt, CorruptRow, Counter, Decision, Tally};
-use crate::count::protocol::Algorithm;
-use crate::count::window::{Limit, WindowState};
+use crate::count::algorithm::{excerpt, Algorithm, CorruptRow, Counter, Decision};
+use crate::count::limit::{Limit, WindowState};
+use crate::count::tally::Tally;
 
 /// The state of one window: its `N` (so a changed limit starts afresh) and
 /// `tat` in units of `1/N` ms.

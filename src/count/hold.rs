@@ -6,7 +6,7 @@
 //! can only bound such a wait by when the first reservation *lapses*
 //! (`reservation_ttl`, 114 s by default), but a reservation ends as soon as
 //! its request is settled: after the origin's answer, or after
-//! `upload_timeout` for an upload that stalls ([`crate::pipeline::upload`]). Issue 25
+//! `upload_timeout` for an upload that stalls (`pipeline::upload`). Issue 25
 //! saw an 8 s hold answered `Retry-After: 103`.
 //!
 //! So the Worker records how long each reservation it settles was held

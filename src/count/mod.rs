@@ -2,21 +2,18 @@
 //! call → the reply, the row, the alarm), its algorithms (sliding log, GCRA,
 //! reservations, leases), the wire protocol, and the isolate-side caches.
 
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod blocked;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod controls;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod counter;
-pub(crate) mod duration;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod gcra;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod object;
-pub mod lease;
-pub mod protocol;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod reservation;
-#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-pub(crate) mod hold;
+// Lowest first: each module uses only those above it (and `request::spelling`).
+pub mod limit;
+pub mod tally;
+pub mod algorithm;
 pub mod window;
+pub mod gcra;
+pub mod reservation;
+pub mod protocol;
+pub mod lease;
+pub mod counter;
+pub mod controls;
+pub mod object;
+pub mod blocked;
+pub mod hold;
+pub(crate) mod duration;

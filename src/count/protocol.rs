@@ -50,9 +50,11 @@
 //! compact reply line it is a last field `g={g}`, present only in answers to
 //! a lease, so every reply line of the older ops reads as before.
 
-use crate::count::counter::Tally;
+/// Which algorithm counts, as calls name it (`alg`).
+pub use crate::count::algorithm::Algorithm;
+use crate::count::limit::{Limit, WindowState};
+use crate::count::tally::Tally;
 use crate::request::spelling::Spelling;
-use crate::count::window::{Limit, WindowState};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -118,21 +120,6 @@ pub enum Op {
     /// their own, and probe the account's object first, so that a ban of
     /// the account covers its devices (issue 25).
     Probe,
-}
-
-/// How an object counts: the exact sliding log (default) or O(1) GCRA.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Algorithm {
-    #[default]
-    SlidingLog,
-    Gcra,
-}
-
-impl Algorithm {
-    fn is_default(&self) -> bool {
-        *self == Algorithm::SlidingLog
-    }
 }
 
 /// A validated call.
@@ -627,8 +614,20 @@ pub fn decode_reply_line(status: u16, body: &str) -> Result<Reply, CallFailure> 
     parse_reply_line(body).ok_or_else(|| CallFailure::Unreadable(format!("not a reply line: {shown}")))
 }
 
+/// Reads a reply line ([`encode_reply_line`]): the fixed fields, then one
+/// field per window, then `g=N` in an answer to a lease.
 fn parse_reply_line(line: &str) -> Option<Reply> {
     let mut fields = line.split(' ');
+    let mut reply = parse_fixed_fields(&mut fields)?;
+    let (windows, granted) = parse_window_fields(fields)?;
+    reply.tally.windows = windows;
+    reply.granted = granted;
+    Some(reply)
+}
+
+/// The reply line's fixed fields, `v` to `held`, in order (the windows
+/// left empty, nothing granted).
+fn parse_fixed_fields<'a>(fields: &mut impl Iterator<Item = &'a str>) -> Option<Reply> {
     let number = |s: Option<&str>| s?.parse::<u64>().ok();
     let flag = |s: Option<&str>| match s? {
         "0" => Some(false),
@@ -651,18 +650,27 @@ fn parse_reply_line(line: &str) -> Option<Reply> {
         None => None,
     };
     let in_flight = flag(fields.next())?;
-    let alarm_pending = flag(fields.next())?;
-    let alarm_set = flag(fields.next())?;
-    let stored_hits = number(fields.next())?;
-    let rows_read = number(fields.next())?;
-    let rows_written = number(fields.next())?;
-    let reservation = optional(fields.next())?;
-    let held = number(fields.next())?;
+    Some(Reply {
+        v,
+        tally: Tally { allowed, retry_after_ms, windows: Vec::new(), binding, in_flight },
+        alarm_pending: flag(fields.next())?,
+        alarm_set: flag(fields.next())?,
+        stored_hits: number(fields.next())?,
+        rows_read: number(fields.next())?,
+        rows_written: number(fields.next())?,
+        reservation: optional(fields.next())?,
+        held: number(fields.next())?,
+        granted: None,
+    })
+}
+
+/// The fields after `held`: one per window, then a last `g=N` only in an
+/// answer to a lease (nothing may follow it).
+fn parse_window_fields<'a>(fields: impl Iterator<Item = &'a str>) -> Option<(Vec<WireWindow>, Option<u64>)> {
     let mut windows = Vec::new();
     let mut granted = None;
     for w in fields {
         if let Some(g) = w.strip_prefix("g=") {
-            // The last field, only in an answer to a lease.
             if granted.replace(g.parse::<u64>().ok()?).is_some() {
                 return None;
             }
@@ -671,32 +679,26 @@ fn parse_reply_line(line: &str) -> Option<Reply> {
         if granted.is_some() {
             return None;
         }
-        let mut parts = w.split('/');
-        let mut part = || parts.next().and_then(|p| p.parse::<u64>().ok());
-        let window = WireWindow {
-            limit: u32::try_from(part()?).ok()?,
-            window_ms: part()?,
-            used: part()?,
-            remaining: part()?,
-            reset_ms: part()?,
-        };
-        if parts.next().is_some() {
-            return None;
-        }
-        windows.push(window);
+        windows.push(parse_wire_window(w)?);
     }
-    Some(Reply {
-        v,
-        tally: Tally { allowed, retry_after_ms, windows, binding, in_flight },
-        alarm_pending,
-        alarm_set,
-        stored_hits,
-        rows_read,
-        rows_written,
-        reservation,
-        held,
-        granted,
-    })
+    Some((windows, granted))
+}
+
+/// One window's field: `limit/window_ms/used/remaining/reset_ms`.
+fn parse_wire_window(field: &str) -> Option<WireWindow> {
+    let mut parts = field.split('/');
+    let mut part = || parts.next().and_then(|p| p.parse::<u64>().ok());
+    let window = WireWindow {
+        limit: u32::try_from(part()?).ok()?,
+        window_ms: part()?,
+        used: part()?,
+        remaining: part()?,
+        reset_ms: part()?,
+    };
+    match parts.next() {
+        Some(_) => None,
+        None => Some(window),
+    }
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@
 //! # Expiry
 //! A reservation expires `hold_ms` after it was made (the rule's
 //! `reservation_ttl`; by default twice the rule's `timeout` plus 100 s, see
-//! [`crate::config::ORIGIN_ALLOWANCE_MS`]); it is pruned by the next call
+//! `config::ORIGIN_ALLOWANCE_MS`); it is pruned by the next call
 //! after that, and never counts again. Only a request whose Worker was lost
 //! between forwarding and settling (the isolate evicted, the `waitUntil`
 //! budget exceeded) leaves one. Its slot stays taken until the expiry: the
@@ -70,7 +70,7 @@
 //! `<state>;<id>@<expires_at>[*cost],...`. A row without `;` (every row
 //! written before two-phase counting) holds none and reads unchanged.
 
-use crate::count::counter::{excerpt, CorruptRow};
+use crate::count::algorithm::{excerpt, CorruptRow};
 
 /// One request in flight: the cost it holds, until when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

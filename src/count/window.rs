@@ -7,47 +7,16 @@
 //! for its cost; a blocked request records nothing, so the log (and the
 //! retry-after computed from it) stays exact.
 
-use crate::count::counter::{excerpt, CorruptRow, Counter, Decision, Tally};
-use crate::count::protocol::Algorithm;
-use std::num::{NonZeroU32, NonZeroU64};
-
-/// One window of a rule: at most `requests` units of cost per `window_ms`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limit {
-    pub requests: NonZeroU32,
-    pub window_ms: NonZeroU64,
-}
-
-impl Limit {
-    /// A limit of `requests` per `window_ms`; `None` if either is zero.
-    pub fn new(requests: u32, window_ms: u64) -> Option<Limit> {
-        Some(Limit { requests: NonZeroU32::new(requests)?, window_ms: NonZeroU64::new(window_ms)? })
-    }
-}
+use crate::count::algorithm::{excerpt, Algorithm, CorruptRow, Counter, Decision};
+use crate::count::tally::Tally;
+/// The vocabulary of limits, where callers have always found it.
+pub use crate::count::limit::{horizon_ms, Limit, WindowState};
 
 /// One recorded request: when it happened (Unix ms) and the cost it used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hit {
     pub at_ms: i64,
     pub cost: u32,
-}
-
-/// The state of one window after a decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WindowState {
-    pub limit: Limit,
-    /// Units used in the window, including this request if it was allowed.
-    pub used: u64,
-    /// Units still available in the window (never negative).
-    pub remaining: u64,
-    /// Milliseconds until the oldest counted hit leaves the window, i.e.
-    /// until `remaining` next grows; 0 when the window is empty.
-    pub reset_ms: u64,
-}
-
-/// Length of the longest window, the horizon beyond which hits are dropped.
-pub fn horizon_ms(limits: &[Limit]) -> u64 {
-    limits.iter().map(|l| l.window_ms.get()).max().unwrap_or(0)
 }
 
 /// Decides whether a request of `cost` is allowed at `now_ms` given `log`

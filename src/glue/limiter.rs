@@ -1,10 +1,12 @@
 //! The limiter Durable Object: one per (rule, key), SQLite-backed.
 //!
 //! Glue only. It loads its row (one row holding the whole log or GCRA
-//! state), lets [`crate::count::counter`] decide, stores the new row in place, and
-//! keeps an alarm that deletes all of its storage once the row has expired.
-//! A corrupt row is refused with 500 and deleted by the alarm, as the
-//! `counter` module doc sets out.
+//! state) and its controls, lets [`crate::count::object`] decide (a call,
+//! the alarm, an admin change), and applies what it returns: the row
+//! stored in place, what to delete, the alarm to make sure of. The alarm
+//! deletes all of its storage once the row has expired. A corrupt row is
+//! refused with 500 and deleted by the alarm, as the `counter` module doc
+//! sets out.
 //!
 //! Costs per call, in SQLite rows: at most 1 read, on an instance's first
 //! call only (the instance is its storage's only writer, so it keeps the
@@ -20,9 +22,8 @@
 //! while controls are set; the alarm keeps them until they end.
 
 use crate::count::controls::{self, AlarmPlan, Change, Controls};
-use crate::count::counter::on_alarm;
-use crate::count::object::{self, Alarm, Delete};
-use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Op, Reply, WireWindow, VERSION};
+use crate::count::object::{self, Alarm, ControlEffect, Delete};
+use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Reply, WireWindow, VERSION};
 use serde::Deserialize;
 use std::cell::{Cell, OnceCell, RefCell};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
@@ -139,21 +140,18 @@ impl DurableObject for Limiter {
             Some(row) => (row.log, u64::try_from(row.horizon_ms).unwrap_or(0)),
             None => (String::new(), 0),
         };
-        let now = now_ms();
         let kept = self.load_controls()?;
-        match controls::alarm(on_alarm(&stored, horizon, now), &kept, now) {
+        match object::on_alarm(&stored, horizon, &kept, now_ms()) {
             AlarmPlan::DeleteAll => self.delete_everything().await?,
             AlarmPlan::DeleteCount { rearm_at } => {
                 self.delete_count(sql)?;
                 self.alarm_pending.set(Some(false));
                 if let Some(at) = rearm_at {
                     self.alarm_pending.set(Some(true));
-                    self.state.storage().set_alarm(at_time(at.max(now + 1))).await?;
+                    self.state.storage().set_alarm(at_time(at)).await?;
                 }
             }
             AlarmPlan::RearmAt(at) => {
-                // Strictly in the future: workerd drops an alarm set for
-                // "now" from inside the alarm handler.
                 self.alarm_pending.set(Some(true));
                 self.state.storage().set_alarm(at_time(at)).await?;
             }
@@ -256,23 +254,20 @@ impl Limiter {
             // storage the alarm deleted stays empty when merely looked at.
             rows_written = self.store(row, *horizon)?;
         }
-        match answered.delete {
-            Some(Delete::Count) => self.delete_count(sql)?,
-            Some(Delete::Everything) => self.delete_everything().await?,
-            None => {}
+        if let Some(delete) = answered.delete {
+            self.delete(delete).await?;
         }
         let alarm_set = match answered.alarm {
             Some(alarm) => self.make_sure(alarm).await?,
             None => false,
         };
-        let alarm_pending = match (answered.banned, call.op, self.alarm_pending.get()) {
-            (true, _, known) => known.unwrap_or(true),
-            (false, Op::Status, _) | (false, _, None) => {
+        let alarm_pending = match answered.alarm_pending(self.alarm_pending.get()) {
+            Some(known) => known,
+            None => {
                 let pending = self.state.storage().get_alarm().await?.is_some();
                 self.alarm_pending.set(Some(pending));
                 pending
             }
-            (false, _, Some(pending)) => pending,
         };
         Ok(Reply {
             v: VERSION,
@@ -288,32 +283,26 @@ impl Limiter {
         })
     }
 
-    /// Makes sure of `alarm`; returns whether it set one.
+    /// Makes sure of `alarm` ([`Alarm::kept_by`]: whether the pending one
+    /// will do); returns whether it set one. The pending alarm is read from
+    /// storage only when its time matters or nothing is known of it.
     async fn make_sure(&self, alarm: Alarm) -> worker::Result<bool> {
-        match alarm {
-            Alarm::Pending(at) => self.ensure_alarm(at).await,
-            Alarm::By(at) => self.ensure_alarm_by(at).await,
-        }
-    }
-
-    /// Arms the TTL alarm for `at` (when the row just written expires),
-    /// unless an alarm is already pending: that one will re-arm itself.
-    /// Returns whether it set one.
-    async fn ensure_alarm(&self, at: i64) -> worker::Result<bool> {
         let known = self.alarm_pending.get();
-        if known == Some(true) {
-            return Ok(false);
-        }
         // Marked pending before the awaits, so concurrent writes do not all
         // arm it; unmarked if arming fails, so the next write tries again
         // instead of leaving a row no alarm will ever delete.
         self.alarm_pending.set(Some(true));
         let storage = self.state.storage();
         let armed = async {
-            if known.is_none() && storage.get_alarm().await?.is_some() {
+            let pending = match known {
+                Some(true) if !alarm.reads_time() => return Ok(false),
+                Some(false) if !alarm.reads_time() => None,
+                _ => storage.get_alarm().await?,
+            };
+            if alarm.kept_by(pending) {
                 return Ok(false);
             }
-            storage.set_alarm(at_time(at)).await?;
+            storage.set_alarm(at_time(alarm.at())).await?;
             Ok(true)
         }
         .await;
@@ -323,18 +312,19 @@ impl Limiter {
         armed
     }
 
-    /// Makes sure an alarm fires by `at`: re-armed for `at` when none is
-    /// pending or the pending one is later. Only while controls are in
-    /// force (it reads the alarm's time).
-    async fn ensure_alarm_by(&self, at: i64) -> worker::Result<bool> {
-        let storage = self.state.storage();
-        if storage.get_alarm().await?.is_some_and(|pending| pending <= at) {
-            self.alarm_pending.set(Some(true));
-            return Ok(false);
+    /// Deletes what `delete` names.
+    async fn delete(&self, delete: Delete) -> worker::Result<()> {
+        let sql = self.db();
+        match delete {
+            Delete::Count => self.delete_count(sql),
+            Delete::Everything => self.delete_everything().await,
+            Delete::Controls => {
+                if self.tables(sql)?.0.controls {
+                    sql.exec("DELETE FROM controls", None)?;
+                }
+                Ok(())
+            }
         }
-        self.alarm_pending.set(Some(true));
-        storage.set_alarm(at_time(at)).await?;
-        Ok(true)
     }
 
     /// The stored row's text (empty when none) and the rows read for it
@@ -408,9 +398,8 @@ impl Limiter {
         Ok(())
     }
 
-    /// The key's controls: read from storage once per instance (a corrupt
-    /// row reads as none: a runtime control is the operator's to set again,
-    /// and never makes a limit looser than the config's by being lost).
+    /// The key's controls: read from storage once per instance, as
+    /// [`Controls::stored`] reads them (a corrupt row as none).
     fn load_controls(&self) -> worker::Result<Controls> {
         if let Some(kept) = self.controls.borrow().as_ref() {
             return Ok(kept.clone());
@@ -418,7 +407,7 @@ impl Limiter {
         let sql = self.db();
         let kept = if self.tables(sql)?.0.controls {
             let rows: Vec<StoredControls> = sql.exec("SELECT value FROM controls WHERE id = 0", None)?.to_array()?;
-            rows.into_iter().next().and_then(|r| Controls::decode(&r.value).ok()).unwrap_or_default()
+            Controls::stored(rows.first().map(|r| r.value.as_str()))
         } else {
             Controls::default()
         };
@@ -426,42 +415,38 @@ impl Limiter {
         Ok(kept)
     }
 
-    /// Applies an admin change to the key's controls and stores them; the
-    /// alarm is armed for their end when none is pending. With nothing
-    /// left (no controls, no count), everything is deleted. `Ok(Err)`: the
-    /// change is refused.
+    /// Applies an admin change to the key's controls as
+    /// [`object::control`] decides: stored (the alarm made sure of for
+    /// their end), or the last one cleared ([`object::after_clearing`]:
+    /// with no count left, everything deleted). `Ok(Err)`: the change is
+    /// refused.
     async fn control(&self, change: &Change) -> worker::Result<Result<Controls, controls::ControlError>> {
-        let now = now_ms();
         let kept = self.load_controls()?;
-        let next = match kept.apply(change, now) {
-            Ok(next) => next,
+        let controlled = match object::control(&kept, change, now_ms()) {
+            Ok(controlled) => controlled,
             Err(refused) => return Ok(Err(refused)),
         };
-        if next == kept {
-            return Ok(Ok(next));
-        }
+        let next = controlled.controls;
         let sql = self.db();
-        if next.is_empty() {
-            let (stored, _) = self.load(sql)?;
-            if stored.is_empty() {
-                self.delete_everything().await?;
-                return Ok(Ok(next));
+        match controlled.effect {
+            ControlEffect::Unchanged => return Ok(Ok(next)),
+            ControlEffect::Cleared => {
+                let (stored, _) = self.load(sql)?;
+                self.delete(object::after_clearing(&stored)).await?;
             }
-            if self.tables(sql)?.0.controls {
-                sql.exec("DELETE FROM controls", None)?;
-            }
-        } else {
-            let (tables, _) = self.tables(sql)?;
-            if !tables.controls {
-                sql.exec(CONTROLS_SCHEMA, None)?;
-                self.tables.set(Some(Tables { controls: true, ..tables }));
-            }
-            sql.exec(
-                "INSERT INTO controls (id, value) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value",
-                vec![SqlStorageValue::from(next.encode())],
-            )?;
-            if let controls::Keep::Until(at) = next.keep(now) {
-                self.ensure_alarm(at).await?;
+            ControlEffect::Store { alarm } => {
+                let (tables, _) = self.tables(sql)?;
+                if !tables.controls {
+                    sql.exec(CONTROLS_SCHEMA, None)?;
+                    self.tables.set(Some(Tables { controls: true, ..tables }));
+                }
+                sql.exec(
+                    "INSERT INTO controls (id, value) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+                    vec![SqlStorageValue::from(next.encode())],
+                )?;
+                if let Some(alarm) = alarm {
+                    self.make_sure(alarm).await?;
+                }
             }
         }
         *self.controls.borrow_mut() = Some(next.clone());

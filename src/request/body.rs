@@ -13,7 +13,7 @@
 //!   scalar members (and an array member's scalar elements) are the
 //!   parameters ([`crate::request::json::Json::parameters`]).
 //!
-//! Rule conditions and `_method` look in all three ([`crate::pipeline::plan`]). The
+//! Rule conditions and `_method` look in all three (`pipeline::plan`). The
 //! media type is read as PHP reads it: up to the first `;`, `,` or space,
 //! in any case.
 //!
@@ -314,27 +314,8 @@ fn param(header: &str, wanted: &str) -> Vec<String> {
         }
         let quoted = bytes.get(at) == Some(&b'"');
         if quoted {
-            let (mut escaped, mut php) = (Vec::new(), Vec::new());
-            at += 1;
-            while let Some(&b) = bytes.get(at) {
-                at += 1;
-                match b {
-                    b'"' => break,
-                    b'\\' => {
-                        let next = bytes.get(at).copied();
-                        at += usize::from(next.is_some());
-                        if !matches!(next, Some(b'\\' | b'"')) {
-                            php.push(b'\\');
-                        }
-                        escaped.extend(next);
-                        php.extend(next);
-                    }
-                    b => {
-                        escaped.push(b);
-                        php.push(b);
-                    }
-                }
-            }
+            let (escaped, php, end) = read_quoted(bytes, at + 1);
+            at = end;
             if found {
                 out.push(String::from_utf8_lossy(&escaped).into_owned());
                 if php != escaped {
@@ -355,6 +336,34 @@ fn param(header: &str, wanted: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// A quoted parameter value from `at` (just past its opening `"`) to its
+/// closing `"` (or the end): read with every backslash escape (RFC 7578
+/// §4.2, busboy), and as PHP reads it (only `\\` and `\"` escaped); and
+/// where reading goes on (past the closing `"`).
+fn read_quoted(bytes: &[u8], mut at: usize) -> (Vec<u8>, Vec<u8>, usize) {
+    let (mut escaped, mut php) = (Vec::new(), Vec::new());
+    while let Some(&b) = bytes.get(at) {
+        at += 1;
+        match b {
+            b'"' => break,
+            b'\\' => {
+                let next = bytes.get(at).copied();
+                at += usize::from(next.is_some());
+                if !matches!(next, Some(b'\\' | b'"')) {
+                    php.push(b'\\');
+                }
+                escaped.extend(next);
+                php.extend(next);
+            }
+            b => {
+                escaped.push(b);
+                php.push(b);
+            }
+        }
+    }
+    (escaped, php, at)
 }
 
 /// Every boundary the content type gives: each `boundary` parameter, then

@@ -259,7 +259,7 @@ impl CanonicalQuery {
     /// Marks the body as one that may hold parameters tollgate could not
     /// read (over the cap, compressed, an unknown charset, malformed): a
     /// rule whose query conditions read the body then matches them (fail
-    /// safe, see [`crate::config::rules::Condition::holds_in_query`]).
+    /// safe, see `config::rules::Condition::holds_in_query`).
     pub fn mark_body_unreadable(&mut self) {
         self.body_unreadable = true;
     }

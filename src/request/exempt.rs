@@ -13,7 +13,7 @@
 //!   A header without a secret is not an exemption anyone can configure:
 //!   every client can send any header.
 //!
-//! The decision belongs to [`crate::pipeline::plan`] (so `tollgate explain` shows it);
+//! The decision belongs to `pipeline::plan` (so `tollgate explain` shows it);
 //! an exempt rule is logged (`exempt`) and asks no counter.
 
 use sha2::{Digest, Sha256};
