@@ -28,6 +28,9 @@ pub fn leaked(rules: Value) -> &'static Config {
     Box::leak(Box::new(config(rules)))
 }
 
+/// Where a URL given as a path is.
+const ORIGIN: &str = "https://example.com";
+
 /// A request, built up: `Req::get("/x").ip("192.0.2.1").header("x-user", "ann")`.
 /// A URL given as a path is on `https://example.com`.
 #[derive(Debug, Clone)]
@@ -44,7 +47,7 @@ pub struct Req {
 
 impl Req {
     pub fn new(method: &str, url: &str) -> Req {
-        let url = if url.starts_with('/') { format!("https://example.com{url}") } else { url.to_string() };
+        let url = if url.starts_with('/') { format!("{ORIGIN}{url}") } else { url.to_string() };
         Req {
             method: method.to_string(),
             url,
