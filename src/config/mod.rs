@@ -20,6 +20,7 @@
 //! ```
 
 pub(crate) mod headers;
+pub mod lockout;
 pub mod overrides;
 pub mod policy;
 pub mod response;
@@ -28,14 +29,13 @@ pub mod upstream;
 
 use crate::count::duration::parse_duration_ms;
 use crate::request::exempt::{Bots, Exemptions, IpRange, SecretHeader};
-use crate::pipeline::metrics::MetricsLevel;
 use crate::config::overrides::{Override, Overrides};
 use crate::config::response::CustomResponse;
 use crate::request::canon::{Source, Sources};
 use crate::request::key::KeyPart;
 use crate::config::policy::{
-    Action, Counting, FailPolicy, MissingKey, OnSuccess, SuccessAction, TrustedDevice, DEFAULT_DEVICE_COOKIE,
-    DEFAULT_DEVICE_TTL_S, DEFAULT_SUCCESS_STATUSES,
+    Action, Counting, FailPolicy, MetricsLevel, MissingKey, OnSuccess, SuccessAction, TrustedDevice, UploadLimits,
+    DEFAULT_DEVICE_COOKIE, DEFAULT_DEVICE_TTL_S, DEFAULT_SUCCESS_STATUSES, MAX_UPLOAD_BUFFER, MAX_UPLOAD_TIMEOUT_MS,
 };
 use crate::count::lease::{LeaseMode, LeaseSettings, DEFAULT_LEASE_MAX, DEFAULT_LEASE_TTL_MS, OFF_ON_SUCCESS, OFF_TWO_PHASE};
 use crate::count::protocol::{Algorithm, MAX_HOLD_MS, MAX_LEASE_TTL_MS, MAX_LEASE_UNITS, MAX_LIMITS};
@@ -94,7 +94,7 @@ pub struct Config {
     /// Most (rule, key) entries the isolate's blocked-until cache holds.
     pub blocked_cache_capacity: usize,
     /// The built-in rule counting failed admin authentications per client
-    /// ([`crate::pipeline::admin::LOCKOUT_RULE`]); not among `rules`, never matched
+    /// ([`lockout::LOCKOUT_RULE`]); not among `rules`, never matched
     /// against a request.
     pub admin_lockout: Rule,
     /// What the Worker does once the config turns out invalid at runtime
@@ -461,7 +461,7 @@ impl RuleDraft {
             on_error: FailPolicy::Allow,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             reservation_ttl_ms: 0,
-            upload: crate::pipeline::upload::UploadLimits::default(),
+            upload: UploadLimits::default(),
             // Built-in rules (the admin lockout) never lease; config rules
             // get theirs in `finish`.
             lease: LeaseMode::Off,
@@ -580,12 +580,12 @@ const RULE_FIELDS: &[Field<RuleDraft>] = &[
     }),
     Field::optional("reservation_ttl", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
     Field::optional("upload_buffer", |d, i| {
-        d.upload_buffer = i.number(0..=u64::from(crate::pipeline::upload::MAX_UPLOAD_BUFFER), "number of bytes");
+        d.upload_buffer = i.number(0..=u64::from(MAX_UPLOAD_BUFFER), "number of bytes");
     }),
     Field::optional("upload_timeout", |d, i| {
         if let Some(ms) = i.duration("\"10s\"") {
             match u32::try_from(ms.get()) {
-                Ok(ms) if ms <= crate::pipeline::upload::MAX_UPLOAD_TIMEOUT_MS => d.upload_timeout_ms = Some(ms),
+                Ok(ms) if ms <= MAX_UPLOAD_TIMEOUT_MS => d.upload_timeout_ms = Some(ms),
                 _ => i.report("must be at most 10m"),
             }
         }
@@ -829,10 +829,10 @@ fn read_secret_header(input: &mut Input<'_>) -> Option<SecretHeader> {
 }
 
 /// The built-in admin lockout rule: a config rule's defaults, with what
-/// [`crate::pipeline::admin::lockout_spec`] sets.
+/// [`lockout::lockout_spec`] sets.
 fn admin_lockout_rule() -> Result<Rule, crate::config::rules::PatternError> {
     let mut spec = RuleDraft::new().spec;
-    crate::pipeline::admin::lockout_spec(&mut spec);
+    lockout::lockout_spec(&mut spec);
     Rule::compile(spec)
 }
 
@@ -1046,8 +1046,8 @@ fn check_on_success(spec: &RuleSpec, flag: bool, errors: &mut Errors) {
 /// How a failures-only rule receives a body before it reserves
 /// ([`crate::pipeline::upload`]): as given, or the defaults; both fields only for
 /// rules that count statuses.
-fn upload_limits(spec: &RuleSpec, buffer: Option<u32>, timeout_ms: Option<u32>, errors: &mut Errors) -> crate::pipeline::upload::UploadLimits {
-    let mut limits = crate::pipeline::upload::UploadLimits::default();
+fn upload_limits(spec: &RuleSpec, buffer: Option<u32>, timeout_ms: Option<u32>, errors: &mut Errors) -> UploadLimits {
+    let mut limits = UploadLimits::default();
     for (field, given) in [("upload_buffer", buffer.is_some()), ("upload_timeout", timeout_ms.is_some())] {
         if given && spec.counting == Counting::All {
             errors.push(field, "only for rules that count statuses (set count_statuses)");
@@ -1631,7 +1631,7 @@ mod tests {
         let on = r.on_success.as_ref().unwrap();
         assert_eq!((on.action, on.statuses.as_slice(), on.identity_header.as_deref()), (SuccessAction::Clear, &[200, 204][..], None));
         assert_eq!(r.reservation_ttl_ms, 114_000, "2 × the 2 s timeout + the 10 s upload_timeout + 100 s");
-        assert_eq!(r.upload, crate::pipeline::upload::UploadLimits { buffer: 262_144, timeout_ms: 10_000 }, "256 KiB, 10 s");
+        assert_eq!(r.upload, UploadLimits { buffer: 262_144, timeout_ms: 10_000 }, "256 KiB, 10 s");
         assert_eq!(r.on_missing_key, MissingKey::Fallback(vec![KeyPart::Header("x-account".into(), None)]));
         assert_eq!(config.admin_prefix, "/.tollgate");
         assert_eq!(config.body_limit, 16 * 1024);
@@ -1653,7 +1653,7 @@ mod tests {
         assert!(config.warnings().is_empty(), "{:?}", config.warnings());
         let limits = |extra: Value| Config::from_json(&rule(extra)).unwrap().rules[0].upload;
         let given = json!({"count_statuses": [200], "upload_buffer": 0, "upload_timeout": "1500ms"});
-        assert_eq!(limits(given), crate::pipeline::upload::UploadLimits { buffer: 0, timeout_ms: 1_500 }, "0: every body streams under the deadline");
+        assert_eq!(limits(given), UploadLimits { buffer: 0, timeout_ms: 1_500 }, "0: every body streams under the deadline");
         let ttl = Config::from_json(&rule(json!({"count_statuses": [200], "upload_timeout": "30s"}))).unwrap().rules[0].reservation_ttl_ms;
         assert_eq!(ttl, 134_000, "the default reservation_ttl covers the upload_timeout");
         let config = Config::from_json(&rule(json!({"key": ["body:email"], "count_statuses": [401], "clear_on_success": false}))).unwrap();
