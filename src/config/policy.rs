@@ -47,6 +47,15 @@ impl MissingKey {
     }
 }
 
+/// What `on_missing_key` says, before `fallback_key` is read with it into
+/// a [`MissingKey`].
+#[derive(Debug, Clone, Copy)]
+pub enum OnMissingKey {
+    Reject,
+    Skip,
+    Fallback,
+}
+
 /// Which requests a rule counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Counting {

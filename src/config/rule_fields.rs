@@ -1,0 +1,386 @@
+//! A rule's table: [`RULE_FIELDS`] (every field a rule accepts, and how it
+//! is read into a [`RuleDraft`]) and the tables only a rule has
+//! (`response`, `trusted_device`). A draft starts out holding the defaults;
+//! [`RuleDraft::finish`] runs the checks that span fields
+//! ([`crate::config::checks`]) and yields the [`RuleSpec`], which
+//! [`parse_rule`] compiles. Every problem is reported under the rule's name.
+
+use crate::config::checks;
+use crate::config::exempt_fields::read_exempt;
+use crate::config::limits::{read_limits, read_overrides};
+use crate::config::overrides::Overrides;
+use crate::config::policy::{
+    Action, Counting, FailPolicy, MetricsLevel, MissingKey, OnMissingKey, SuccessAction, TrustedDevice, UploadLimits, DEFAULT_DEVICE_COOKIE,
+    DEFAULT_DEVICE_TTL_S, MAX_UPLOAD_BUFFER, MAX_UPLOAD_TIMEOUT_MS,
+};
+use crate::config::reader::{valid_cookie_name, valid_header_name, valid_method, valid_name, valid_secret_name, valid_suffix, Errors, Field, Input, read_table};
+use crate::config::response::{self, CustomResponse};
+use crate::config::rules::{Rule, RuleSpec, Target};
+use crate::config::{ConfigError, DEFAULT_SUFFIXES, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
+use crate::count::lease::LeaseMode;
+use crate::count::protocol::{Algorithm, MAX_LEASE_TTL_MS, MAX_LEASE_UNITS};
+use crate::request::canon::Sources;
+use crate::request::exempt::Exemptions;
+use crate::request::key::KeyPart;
+use serde_json::Value;
+use std::num::NonZeroU64;
+
+/// A rule while its table is read: its spec with the defaults, and the
+/// fields that only together say what to do when a key part is missing,
+/// what a success does, and how long a reservation holds.
+pub(super) struct RuleDraft {
+    pub(super) spec: RuleSpec,
+    pub(super) on_missing_key: Option<OnMissingKey>,
+    /// Present (its errors reported) even when some part was invalid, so
+    /// that it is not also reported missing.
+    pub(super) fallback_key: Option<Vec<KeyPart>>,
+    /// `clear_on_success`, the older spelling of `on_success = "clear"`.
+    pub(super) clear_on_success: Option<bool>,
+    pub(super) success_action: Option<SuccessAction>,
+    pub(super) success_statuses: Option<Vec<u16>>,
+    pub(super) identity_header: Option<String>,
+    pub(super) reservation_ttl_ms: Option<u64>,
+    /// `upload_buffer` and `upload_timeout`, as given (for the check that
+    /// they belong to a rule that counts statuses).
+    pub(super) upload_buffer: Option<u32>,
+    pub(super) upload_timeout_ms: Option<u32>,
+    /// `lease`: auto (true) or off (false).
+    pub(super) lease_auto: Option<bool>,
+    pub(super) lease_ttl_ms: Option<u64>,
+    pub(super) lease_max: Option<u32>,
+}
+
+impl RuleDraft {
+    pub(super) fn new() -> RuleDraft {
+        let spec = RuleSpec {
+            name: String::new(),
+            path: String::new(),
+            host: None,
+            methods: Vec::new(),
+            conditions: Vec::new(),
+            query_sources: Sources::DEFAULT,
+            // When in doubt, match: Express, ASP.NET and IIS route paths
+            // case-insensitively, so rules do too unless told otherwise.
+            case_insensitive: true,
+            suffixes: DEFAULT_SUFFIXES.iter().map(|s| s.to_string()).collect(),
+            key: vec![KeyPart::Ip],
+            on_missing_key: MissingKey::Reject,
+            counting: Counting::All,
+            on_success: None,
+            trusted_device: None,
+            ratelimit_headers: false,
+            algorithm: Algorithm::SlidingLog,
+            limits: Vec::new(),
+            cost: 1,
+            action: Action::Block,
+            on_error: FailPolicy::Allow,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            reservation_ttl_ms: 0,
+            upload: UploadLimits::default(),
+            // Built-in rules (the admin lockout) never lease; config rules
+            // get theirs in `finish`.
+            lease: LeaseMode::Off,
+            exempt: Exemptions::default(),
+            overrides: Overrides::default(),
+            response: None,
+            metrics: MetricsLevel::default(),
+        };
+        RuleDraft {
+            spec,
+            on_missing_key: None,
+            fallback_key: None,
+            clear_on_success: None,
+            success_action: None,
+            success_statuses: None,
+            identity_header: None,
+            reservation_ttl_ms: None,
+            upload_buffer: None,
+            upload_timeout_ms: None,
+            lease_auto: None,
+            lease_ttl_ms: None,
+            lease_max: None,
+        }
+    }
+
+    /// The spec, once the checks that span fields have passed.
+    pub(super) fn finish(self, errors: &mut Errors) -> RuleSpec {
+        let mut spec = self.spec;
+        spec.on_missing_key = checks::missing_key(self.on_missing_key, self.fallback_key, errors);
+        let action = checks::success_action(self.clear_on_success, self.success_action, errors);
+        spec.on_success = checks::on_success(&spec, action, self.success_statuses, self.identity_header, errors);
+        spec.upload = checks::upload_limits(&spec, self.upload_buffer, self.upload_timeout_ms, errors);
+        spec.reservation_ttl_ms = checks::reservation_ttl(&spec, self.reservation_ttl_ms, errors);
+        checks::check_on_success(&spec, self.clear_on_success.is_some(), errors);
+        checks::check_trusted_device(&spec, errors);
+        checks::check_cost(&spec, errors);
+        checks::check_algorithm(&spec, errors);
+        spec.lease = checks::lease_mode(&spec, self.lease_auto, self.lease_ttl_ms, self.lease_max, errors);
+        checks::check_overrides(&mut spec, errors);
+        checks::check_query_sources(&spec, errors);
+        spec
+    }
+}
+
+/// Every field a rule accepts, and how it is read.
+pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
+    Field::required("name", "missing", |d, i| {
+        if let Some(name) = i.text(valid_name, "use 1-64 characters from a-z, A-Z, 0-9, `-`, `_`, `.`") {
+            d.spec.name = name;
+        }
+    }),
+    Field::required("path", "missing", |d, i| {
+        if let Some(path) = i.text(|p| p.starts_with('/'), "must be a URLPattern pathname starting with `/`") {
+            d.spec.path = path;
+        }
+    }),
+    Field::optional("host", |d, i| {
+        if let Some(host) = i.text(|h| !h.is_empty(), "must be a non-empty URLPattern hostname") {
+            d.spec.host = Some(host.to_ascii_lowercase());
+        }
+    }),
+    Field::optional("methods", |d, i| {
+        let valid = |list: &[String]| !list.is_empty() && list.iter().all(|m| valid_method(m));
+        let message = "must be a non-empty list of HTTP methods: standard ones in any case, custom ones in upper case as they are sent";
+        if let Some(methods) = i.strings(valid, message) {
+            d.spec.methods = methods.iter().map(|m| m.to_ascii_uppercase()).collect();
+        }
+    }),
+    Field::optional("query", |d, i| {
+        if let Some(conditions) = i.conditions(Target::Query, "must be a table of key = condition") {
+            d.spec.conditions.extend(conditions);
+        }
+    }),
+    Field::optional("query_sources", |d, i| {
+        if let Some(sources) = i.sources() {
+            d.spec.query_sources = sources;
+        }
+    }),
+    Field::optional("header", |d, i| {
+        if let Some(conditions) = i.conditions(Target::Header, "must be a table of header-name = condition") {
+            d.spec.conditions.extend(conditions);
+        }
+    }),
+    Field::optional("case_insensitive", |d, i| {
+        if let Some(on) = i.flag() {
+            d.spec.case_insensitive = on;
+        }
+    }),
+    Field::optional("suffixes", |d, i| {
+        let valid = |list: &[String]| list.iter().all(|s| valid_suffix(s));
+        if let Some(suffixes) = i.strings(valid, "must be a list of extensions such as \"json\"") {
+            d.spec.suffixes = suffixes.iter().map(|s| s.trim_start_matches('.').to_ascii_lowercase()).collect();
+        }
+    }),
+    Field::optional("key", |d, i| d.spec.key = i.key_parts()),
+    Field::optional("on_missing_key", |d, i| {
+        let names = [("reject", OnMissingKey::Reject), ("skip", OnMissingKey::Skip), ("fallback", OnMissingKey::Fallback)];
+        d.on_missing_key = i.choice(&names);
+    }),
+    Field::optional("fallback_key", |d, i| d.fallback_key = Some(i.key_parts())),
+    Field::optional("count_statuses", |d, i| {
+        if let Some(statuses) = i.statuses() {
+            d.spec.counting = Counting::Statuses(statuses);
+        }
+    }),
+    Field::optional("clear_on_success", |d, i| d.clear_on_success = i.flag()),
+    Field::optional("on_success", |d, i| {
+        d.success_action = i.choice(&[("clear", SuccessAction::Clear), ("decrement", SuccessAction::Decrement)]);
+    }),
+    Field::optional("success_statuses", |d, i| d.success_statuses = i.statuses()),
+    Field::optional("success_identity_header", |d, i| {
+        let name = i.text(valid_header_name, "must be a response header name such as \"x-authenticated-user\"");
+        d.identity_header = name.map(|n| n.to_ascii_lowercase());
+    }),
+    Field::optional("reservation_ttl", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
+    Field::optional("upload_buffer", |d, i| {
+        d.upload_buffer = i.number(0..=u64::from(MAX_UPLOAD_BUFFER), "number of bytes");
+    }),
+    Field::optional("upload_timeout", |d, i| {
+        if let Some(ms) = i.duration("\"10s\"") {
+            match u32::try_from(ms.get()) {
+                Ok(ms) if ms <= MAX_UPLOAD_TIMEOUT_MS => d.upload_timeout_ms = Some(ms),
+                _ => i.report("must be at most 10m"),
+            }
+        }
+    }),
+    Field::optional("trusted_device", |d, i| d.spec.trusted_device = read_trusted_device(i)),
+    Field::optional("lease", |d, i| d.lease_auto = i.choice(&[("auto", true), ("off", false)])),
+    Field::optional("lease_ttl", |d, i| {
+        if let Some(ms) = i.duration("\"1s\"") {
+            if ms.get() <= MAX_LEASE_TTL_MS {
+                d.lease_ttl_ms = Some(ms.get());
+            } else {
+                i.report("must be at most 60s");
+            }
+        }
+    }),
+    Field::optional("lease_max", |d, i| {
+        if let Some(max) = i.number(1..=u64::from(MAX_LEASE_UNITS), "whole number") {
+            d.lease_max = Some(max);
+        }
+    }),
+    Field::optional("ratelimit_headers", |d, i| {
+        if let Some(on) = i.flag() {
+            d.spec.ratelimit_headers = on;
+        }
+    }),
+    Field::optional("algorithm", |d, i| {
+        if let Some(algorithm) = i.choice(&[("sliding_log", Algorithm::SlidingLog), ("gcra", Algorithm::Gcra)]) {
+            d.spec.algorithm = algorithm;
+        }
+    }),
+    Field::required("limits", "missing", |d, i| {
+        if let Some(limits) = read_limits(i) {
+            d.spec.limits = limits;
+        }
+    }),
+    Field::optional("cost", |d, i| {
+        if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number") {
+            d.spec.cost = cost;
+        }
+    }),
+    Field::optional("action", |d, i| {
+        if let Some(action) = i.choice(&[("block", Action::Block), ("log", Action::Log)]) {
+            d.spec.action = action;
+        }
+    }),
+    Field::optional("on_error", |d, i| {
+        if let Some(policy) = i.choice(&[("allow", FailPolicy::Allow), ("deny", FailPolicy::Deny)]) {
+            d.spec.on_error = policy;
+        }
+    }),
+    Field::optional("exempt", |d, i| d.spec.exempt = read_exempt(i)),
+    Field::optional("overrides", |d, i| d.spec.overrides = read_overrides(i)),
+    Field::optional("response", |d, i| d.spec.response = read_response(i)),
+    Field::optional("metrics", |d, i| {
+        let names = [("off", MetricsLevel::Off), ("limited", MetricsLevel::Limited), ("all", MetricsLevel::All)];
+        if let Some(level) = i.choice(&names) {
+            d.spec.metrics = level;
+        }
+    }),
+    Field::optional("timeout", |d, i| {
+        if let Some(ms) = i.duration("\"2s\"") {
+            match u32::try_from(ms.get()) {
+                Ok(ms) if ms <= MAX_TIMEOUT_MS => d.spec.timeout_ms = ms,
+                _ => i.report("must be at most 30s"),
+            }
+        }
+    }),
+];
+
+/// `response = { status, content_type, body }` while it is read.
+#[derive(Default)]
+pub(super) struct ResponseDraft {
+    pub(super) status: Option<u16>,
+    pub(super) content_type: Option<String>,
+    pub(super) body: Option<String>,
+}
+
+/// The fields of `response`.
+pub(super) const RESPONSE_FIELDS: &[Field<ResponseDraft>] = &[
+    Field::optional("status", |d, i| {
+        match i.value.as_u64().and_then(|s| u16::try_from(s).ok()).filter(|s| response::STATUSES.contains(s)) {
+            Some(status) => d.status = Some(status),
+            None => i.report("must be 429 or 503 (both carry Retry-After)"),
+        }
+    }),
+    Field::optional("content_type", |d, i| {
+        let valid = |t: &str| t.contains('/') && !t.is_empty() && t.bytes().all(|b| (b' '..=b'~').contains(&b));
+        d.content_type = i.text(valid, "must be a media type such as \"text/html; charset=utf-8\"");
+    }),
+    Field::optional("body", |d, i| {
+        d.body = i.text(|b| b.len() <= response::MAX_BODY_BYTES, "must be text of at most 64 KiB, with {retry_after} and {rule} as placeholders");
+    }),
+];
+
+/// A rule's own block response, its body prepared once here.
+pub(super) fn read_response(input: &mut Input<'_>) -> Option<CustomResponse> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail("must be a table { status = 429, content_type = \"text/html; charset=utf-8\", body = \"... {retry_after} ... {rule} ...\" }");
+    };
+    let mut draft = ResponseDraft::default();
+    let before = input.errors.list.len();
+    read_table(table, RESPONSE_FIELDS, &mut draft, input.errors, &format!("{}.", input.field));
+    if input.errors.list.len() != before {
+        return None;
+    }
+    if draft.content_type.is_some() && draft.body.is_none() {
+        return input.fail("content_type without a body: give the body too");
+    }
+    match CustomResponse::new(draft.status.unwrap_or(429), draft.content_type, draft.body.as_deref()) {
+        Ok(response) => Some(response),
+        Err(message) => input.fail(message),
+    }
+}
+
+/// Reads one rule; `index` names it in errors when it has no name.
+pub(super) fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
+    let label = match raw.get("name").and_then(Value::as_str) {
+        Some(name) => name.to_string(),
+        None => format!("rules[{index}]"),
+    };
+    let mut errors = Errors { rule: Some(label), list: Vec::new() };
+    let Some(table) = raw.as_object() else {
+        errors.push("", "must be a table");
+        return Err(errors.list);
+    };
+    let mut draft = RuleDraft::new();
+    read_table(table, RULE_FIELDS, &mut draft, &mut errors, "");
+    let spec = draft.finish(&mut errors);
+    if errors.list.is_empty() {
+        match Rule::compile(spec) {
+            Ok(rule) => return Ok(rule),
+            Err(e) => errors.push(e.field, e.message),
+        }
+    }
+    Err(errors.list)
+}
+
+/// The `rules` list: every rule, each read on its own.
+pub(super) fn read_rules(input: &mut Input<'_>) -> Option<Vec<Rule>> {
+    let Some(list) = input.value.as_array() else {
+        return input.fail("must be a list of tables");
+    };
+    let mut rules = Vec::new();
+    for (index, raw) in list.iter().enumerate() {
+        match parse_rule(index, raw) {
+            Ok(rule) => rules.push(rule),
+            Err(mut errors) => input.errors.list.append(&mut errors),
+        }
+    }
+    Some(rules)
+}
+
+/// The fields of `trusted_device`, with their defaults.
+pub(super) const DEVICE_FIELDS: &[Field<TrustedDevice>] = &[
+    Field::required("secret", "missing: the name of the Workers secret that signs the cookies, such as \"TOLLGATE_DEVICE_KEY\"", |d, i| {
+        if let Some(secret) = i.text(valid_secret_name, "must be a Workers secret name such as \"TOLLGATE_DEVICE_KEY\"") {
+            d.secret = secret;
+        }
+    }),
+    Field::optional("cookie", |d, i| {
+        if let Some(cookie) = i.text(valid_cookie_name, "must be a cookie name (letters, digits, `_`, `-`)") {
+            d.cookie = cookie;
+        }
+    }),
+    Field::optional("ttl", |d, i| {
+        if let Some(ms) = i.duration("\"30d\"") {
+            d.ttl_s = ms.get().div_ceil(1000);
+        }
+    }),
+];
+
+/// `trusted_device = { secret = "TOLLGATE_DEVICE_KEY", cookie, ttl }`.
+pub(super) fn read_trusted_device(input: &mut Input<'_>) -> Option<TrustedDevice> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail("must be a table { secret = \"TOLLGATE_DEVICE_KEY\", cookie = \"tollgate_device\", ttl = \"30d\" }");
+    };
+    let mut device = TrustedDevice {
+        secret: String::new(),
+        cookie: DEFAULT_DEVICE_COOKIE.to_string(),
+        ttl_s: DEFAULT_DEVICE_TTL_S,
+    };
+    let before = input.errors.list.len();
+    read_table(table, DEVICE_FIELDS, &mut device, input.errors, &format!("{}.", input.field));
+    (input.errors.list.len() == before).then_some(device)
+}
