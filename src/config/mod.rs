@@ -36,7 +36,7 @@ pub use checks::relief_note;
 pub use reader::STANDARD_METHODS;
 
 use crate::config::exempt_fields::read_exempt;
-use crate::config::policy::FailPolicy;
+use crate::config::policy::{FailPolicy, Named};
 use crate::config::reader::{read_table, valid_admin_prefix, Errors, Field};
 use crate::config::rule_fields::{read_rules, RuleDraft};
 use crate::config::rules::Rule;
@@ -169,10 +169,8 @@ impl ConfigFacts {
 /// against no limiting at all; `deny` is the default because a limiter that
 /// silently stops limiting is the failure nobody notices.
 pub fn on_invalid_config(value: &Value) -> FailPolicy {
-    match value.get("on_invalid_config").and_then(Value::as_str) {
-        Some("allow") => FailPolicy::Allow,
-        _ => FailPolicy::Deny,
-    }
+    let named = value.get("on_invalid_config").and_then(Value::as_str).and_then(FailPolicy::from_name);
+    named.unwrap_or(FailPolicy::Deny)
 }
 
 /// One problem found in the config, located by rule and field.
@@ -327,7 +325,7 @@ const TOP_FIELDS: &[Field<Config>] = &[
         Err(message) => i.report(message),
     }),
     Field::optional("on_invalid_config", |c, i| {
-        if let Some(policy) = i.choice(&[("deny", FailPolicy::Deny), ("allow", FailPolicy::Allow)]) {
+        if let Some(policy) = i.choice(Some(FailPolicy::Deny)) {
             c.on_invalid_config = policy;
         }
     }),

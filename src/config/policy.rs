@@ -5,7 +5,75 @@
 //! These are the rule's decisions, apart from how a rule is written
 //! ([`crate::config`]) and which requests it matches ([`crate::config::rules`]).
 
+use crate::count::protocol::Algorithm;
 use crate::request::key::KeyPart;
+
+/// An enum the config spells by name, with its one table of names: the
+/// reader parses by it (`Input::choice`), the rule's JSON
+/// ([`crate::config::describe`]) and log lines write [`Named::name`], and
+/// the schema ([`crate::config::schema`]) lists [`Named::names`]. A name is
+/// spelled nowhere else.
+pub trait Named: Copy + PartialEq + Sized + 'static {
+    /// Every value with its config name, in the order errors list them.
+    const NAMES: &'static [(&'static str, Self)];
+
+    /// The value's name (every value is in [`Named::NAMES`]: a unit test
+    /// of each enum says so).
+    fn name(self) -> &'static str {
+        Self::NAMES.iter().find(|(_, value)| *value == self).map_or("", |(name, _)| name)
+    }
+
+    /// The value named exactly `name`.
+    fn from_name(name: &str) -> Option<Self> {
+        Self::NAMES.iter().find(|(n, _)| *n == name).map(|(_, value)| *value)
+    }
+
+    /// The names, in table order.
+    fn names() -> Vec<&'static str> {
+        Self::NAMES.iter().map(|(name, _)| *name).collect()
+    }
+}
+
+impl Named for Action {
+    const NAMES: &'static [(&'static str, Action)] = &[("block", Action::Block), ("log", Action::Log)];
+}
+
+impl Named for FailPolicy {
+    const NAMES: &'static [(&'static str, FailPolicy)] = &[("allow", FailPolicy::Allow), ("deny", FailPolicy::Deny)];
+}
+
+impl Named for OnMissingKey {
+    const NAMES: &'static [(&'static str, OnMissingKey)] =
+        &[("reject", OnMissingKey::Reject), ("skip", OnMissingKey::Skip), ("fallback", OnMissingKey::Fallback)];
+}
+
+impl Named for SuccessAction {
+    const NAMES: &'static [(&'static str, SuccessAction)] = &[("clear", SuccessAction::Clear), ("decrement", SuccessAction::Decrement)];
+}
+
+impl Named for MetricsLevel {
+    const NAMES: &'static [(&'static str, MetricsLevel)] =
+        &[("off", MetricsLevel::Off), ("limited", MetricsLevel::Limited), ("all", MetricsLevel::All)];
+}
+
+impl Named for LeaseChoice {
+    const NAMES: &'static [(&'static str, LeaseChoice)] = &[("auto", LeaseChoice::Auto), ("off", LeaseChoice::Off)];
+}
+
+/// The counting algorithm's config names (`algorithm`); the object
+/// protocol ([`crate::count::protocol`]) has its own wire spelling.
+impl Named for Algorithm {
+    const NAMES: &'static [(&'static str, Algorithm)] = &[("sliding_log", Algorithm::SlidingLog), ("gcra", Algorithm::Gcra)];
+}
+
+/// What a rule's `lease` says: leased budgets where they can be exact
+/// (`auto`, the default), or never (`off`); the validated mode is a
+/// [`crate::count::lease::LeaseMode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseChoice {
+    Auto,
+    Off,
+}
 
 /// What a rule does when a request is over its limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +117,7 @@ impl MissingKey {
 
 /// What `on_missing_key` says, before `fallback_key` is read with it into
 /// a [`MissingKey`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnMissingKey {
     Reject,
     Skip,
@@ -165,5 +233,29 @@ pub struct UploadLimits {
 impl Default for UploadLimits {
     fn default() -> UploadLimits {
         UploadLimits { buffer: DEFAULT_UPLOAD_BUFFER, timeout_ms: DEFAULT_UPLOAD_TIMEOUT_MS }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trips<T: Named + std::fmt::Debug>(every: &[T]) {
+        assert_eq!(T::NAMES.len(), every.len(), "one name per value");
+        for value in every {
+            assert_eq!(T::from_name(value.name()), Some(*value), "{value:?} is named");
+        }
+    }
+
+    #[test]
+    fn every_value_has_one_name() {
+        round_trips(&[Action::Block, Action::Log]);
+        round_trips(&[FailPolicy::Allow, FailPolicy::Deny]);
+        round_trips(&[OnMissingKey::Reject, OnMissingKey::Skip, OnMissingKey::Fallback]);
+        round_trips(&[SuccessAction::Clear, SuccessAction::Decrement]);
+        round_trips(&[MetricsLevel::Off, MetricsLevel::Limited, MetricsLevel::All]);
+        round_trips(&[LeaseChoice::Auto, LeaseChoice::Off]);
+        round_trips(&[Algorithm::SlidingLog, Algorithm::Gcra]);
+        assert_eq!(FailPolicy::from_name("Deny"), None, "names are exact");
     }
 }

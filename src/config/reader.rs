@@ -7,6 +7,7 @@
 //! problem is collected ([`Errors`]) and parsing goes on. The value checks
 //! that several tables share (`valid_*`) are here too.
 
+use crate::config::policy::Named;
 use crate::config::rules::{Condition, Target, Test};
 use crate::config::ConfigError;
 use crate::count::duration::parse_duration_ms;
@@ -122,13 +123,18 @@ impl Input<'_> {
         }
     }
 
-    /// One of `names`, given by name; the error lists them.
-    pub(super) fn choice<T: Copy>(&mut self, names: &[(&str, T)]) -> Option<T> {
-        let given = self.value.as_str();
-        if let Some((_, value)) = names.iter().find(|(name, _)| Some(*name) == given) {
-            return Some(*value);
+    /// A value of `T`, given by its name ([`Named::NAMES`]); the error
+    /// lists the names in table order, `first` (if any) moved to the front.
+    pub(super) fn choice<T: Named>(&mut self, first: Option<T>) -> Option<T> {
+        if let Some(value) = self.value.as_str().and_then(T::from_name) {
+            return Some(value);
         }
-        let quoted: Vec<String> = names.iter().map(|(name, _)| format!("\"{name}\"")).collect();
+        let mut names = T::names();
+        if let Some(first) = first {
+            names.retain(|name| *name != first.name());
+            names.insert(0, first.name());
+        }
+        let quoted: Vec<String> = names.iter().map(|name| format!("\"{name}\"")).collect();
         let listed = match quoted.split_last() {
             Some((last, [])) => last.clone(),
             Some((last, rest)) => format!("{} or {last}", rest.join(", ")),

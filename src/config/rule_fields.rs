@@ -10,7 +10,7 @@ use crate::config::exempt_fields::read_exempt;
 use crate::config::limits::{read_limits, read_overrides};
 use crate::config::overrides::Overrides;
 use crate::config::policy::{
-    Action, Counting, FailPolicy, MetricsLevel, MissingKey, OnMissingKey, SuccessAction, TrustedDevice, UploadLimits, DEFAULT_DEVICE_COOKIE,
+    Action, Counting, FailPolicy, LeaseChoice, MetricsLevel, MissingKey, OnMissingKey, SuccessAction, TrustedDevice, UploadLimits, DEFAULT_DEVICE_COOKIE,
     DEFAULT_DEVICE_TTL_S, MAX_UPLOAD_BUFFER, MAX_UPLOAD_TIMEOUT_MS,
 };
 use crate::config::reader::{valid_cookie_name, valid_header_name, valid_method, valid_name, valid_secret_name, valid_suffix, Errors, Field, Input, read_table};
@@ -173,8 +173,7 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
     }),
     Field::optional("key", |d, i| d.spec.key = i.key_parts()),
     Field::optional("on_missing_key", |d, i| {
-        let names = [("reject", OnMissingKey::Reject), ("skip", OnMissingKey::Skip), ("fallback", OnMissingKey::Fallback)];
-        d.on_missing_key = i.choice(&names);
+        d.on_missing_key = i.choice::<OnMissingKey>(None);
     }),
     Field::optional("fallback_key", |d, i| d.fallback_key = Some(i.key_parts())),
     Field::optional("count_statuses", |d, i| {
@@ -184,7 +183,7 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
     }),
     Field::optional("clear_on_success", |d, i| d.clear_on_success = i.flag()),
     Field::optional("on_success", |d, i| {
-        d.success_action = i.choice(&[("clear", SuccessAction::Clear), ("decrement", SuccessAction::Decrement)]);
+        d.success_action = i.choice::<SuccessAction>(None);
     }),
     Field::optional("success_statuses", |d, i| d.success_statuses = i.statuses()),
     Field::optional("success_identity_header", |d, i| {
@@ -204,7 +203,7 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
         }
     }),
     Field::optional("trusted_device", |d, i| d.spec.trusted_device = read_trusted_device(i)),
-    Field::optional("lease", |d, i| d.lease_auto = i.choice(&[("auto", true), ("off", false)])),
+    Field::optional("lease", |d, i| d.lease_auto = i.choice::<LeaseChoice>(None).map(|c| c == LeaseChoice::Auto)),
     Field::optional("lease_ttl", |d, i| {
         if let Some(ms) = i.duration("\"1s\"") {
             if ms.get() <= MAX_LEASE_TTL_MS {
@@ -225,7 +224,7 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
         }
     }),
     Field::optional("algorithm", |d, i| {
-        if let Some(algorithm) = i.choice(&[("sliding_log", Algorithm::SlidingLog), ("gcra", Algorithm::Gcra)]) {
+        if let Some(algorithm) = i.choice::<Algorithm>(None) {
             d.spec.algorithm = algorithm;
         }
     }),
@@ -240,12 +239,12 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
         }
     }),
     Field::optional("action", |d, i| {
-        if let Some(action) = i.choice(&[("block", Action::Block), ("log", Action::Log)]) {
+        if let Some(action) = i.choice::<Action>(None) {
             d.spec.action = action;
         }
     }),
     Field::optional("on_error", |d, i| {
-        if let Some(policy) = i.choice(&[("allow", FailPolicy::Allow), ("deny", FailPolicy::Deny)]) {
+        if let Some(policy) = i.choice::<FailPolicy>(None) {
             d.spec.on_error = policy;
         }
     }),
@@ -253,8 +252,7 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
     Field::optional("overrides", |d, i| d.spec.overrides = read_overrides(i)),
     Field::optional("response", |d, i| d.spec.response = read_response(i)),
     Field::optional("metrics", |d, i| {
-        let names = [("off", MetricsLevel::Off), ("limited", MetricsLevel::Limited), ("all", MetricsLevel::All)];
-        if let Some(level) = i.choice(&names) {
+        if let Some(level) = i.choice::<MetricsLevel>(None) {
             d.spec.metrics = level;
         }
     }),
