@@ -5,7 +5,7 @@
 //! ([`cost_error`]), the sliding log's size ([`algorithm_error`]).
 
 use crate::config::overrides::{Override, Overrides};
-use crate::config::reader::{read_table, Field, Input};
+use crate::config::reader::{read_table, Field, Input, Shape};
 use crate::config::MAX_SLIDING_LOG_REQUESTS;
 use crate::count::protocol::{Algorithm, MAX_LIMITS};
 use crate::count::window::Limit;
@@ -20,10 +20,10 @@ pub(super) struct LimitDraft {
 
 /// The fields of one `limits` entry.
 pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
-    Field::required("requests", "missing", |d, i| {
+    Field::required("requests", "missing", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window.", |d, i| {
         d.requests = i.number(1..=u64::from(u32::MAX), "whole number").and_then(NonZeroU32::new);
     }),
-    Field::required("window", "missing", |d, i| {
+    Field::required("window", "missing", Shape::Duration, "The window, e.g. \"60s\", \"1m\", \"1h\", \"1d\" (at most 31 days).", |d, i| {
         d.window_ms = i.duration("\"60s\", \"1m\", \"1h\" or \"1d\"");
     }),
 ];

@@ -26,6 +26,7 @@ mod limits;
 pub mod lockout;
 mod reader;
 mod rule_fields;
+pub mod schema;
 pub mod overrides;
 pub mod policy;
 pub mod response;
@@ -37,7 +38,7 @@ pub use reader::STANDARD_METHODS;
 
 use crate::config::exempt_fields::read_exempt;
 use crate::config::policy::{FailPolicy, Named};
-use crate::config::reader::{read_table, valid_admin_prefix, Errors, Field};
+use crate::config::reader::{read_table, valid_admin_prefix, Errors, Field, Shape};
 use crate::config::rule_fields::{read_rules, RuleDraft};
 use crate::config::rules::Rule;
 use crate::request::canon::Source;
@@ -294,42 +295,42 @@ fn admin_lockout_rule() -> Result<Rule, crate::config::rules::PatternError> {
 
 /// The top level of the `TOLLGATE` var.
 const TOP_FIELDS: &[Field<Config>] = &[
-    Field::optional("ipv6_prefix", |c, i| {
+    Field::optional("ipv6_prefix", Shape::Integer(1, 128), "How many leading bits of an IPv6 client address make one `ip` key (default 64: one subscriber's /64).", |c, i| {
         if let Some(prefix) = i.number(1..=128, "whole number") {
             c.ipv6_prefix = prefix;
         }
     }),
-    Field::required("rules", "missing: list at least one rule", |c, i| {
+    Field::required("rules", "missing: list at least one rule", Shape::List(&Shape::Table(rule_fields::rule_infos), 0), "The rate-limit rules, matched in order; every matching rule is checked.", |c, i| {
         if let Some(rules) = read_rules(i) {
             c.rules = rules;
         }
     }),
-    Field::optional("admin_prefix", |c, i| {
+    Field::optional("admin_prefix", Shape::Text("^/.*[^/]$"), "Path prefix of the admin API, active only with the TOLLGATE_ADMIN_TOKEN secret set (default \"/.tollgate\"; a canonical path, no trailing slash).", |c, i| {
         let message = "must be a canonical path such as \"/.tollgate\" (no trailing slash)";
         if let Some(prefix) = i.text(valid_admin_prefix, message) {
             c.admin_prefix = prefix;
         }
     }),
-    Field::optional("body_limit", |c, i| {
+    Field::optional("body_limit", Shape::Integer(1, 1_048_576), "Most bytes of a request body read for `body:` keys and form parameters (default 16384).", |c, i| {
         if let Some(bytes) = i.number(1..=1_048_576, "number of bytes") {
             c.body_limit = bytes;
         }
     }),
-    Field::optional("blocked_cache_capacity", |c, i| {
+    Field::optional("blocked_cache_capacity", Shape::Integer(1, 1_000_000), "Most (rule, key) entries in each isolate's blocked-until cache (default 10000).", |c, i| {
         if let Some(entries) = i.number(1..=1_000_000, "number of entries") {
             c.blocked_cache_capacity = entries;
         }
     }),
-    Field::optional(crate::config::upstream::FIELD, |c, i| match crate::config::upstream::read(i.value) {
+    Field::optional(crate::config::upstream::FIELD, Shape::Custom(crate::config::upstream::schema), "Where allowed requests go: \"origin\" (the default: the zone's origin) or { service = \"BINDING\" } (a [[services]] binding).", |c, i| match crate::config::upstream::read(i.value) {
         Ok(upstream) => c.upstream = upstream,
         Err(message) => i.report(message),
     }),
-    Field::optional("on_invalid_config", |c, i| {
+    Field::optional("on_invalid_config", Shape::Names(FailPolicy::names), "What the Worker does when this config turns out invalid at runtime: \"deny\" (the default: 503 to everything) or \"allow\" (forward everything, unlimited).", |c, i| {
         if let Some(policy) = i.choice(Some(FailPolicy::Deny)) {
             c.on_invalid_config = policy;
         }
     }),
-    Field::optional("exempt", |c, i| c.exempt = read_exempt(i)),
+    Field::optional("exempt", Shape::Table(exempt_fields::exempt_infos), "Requests no rule counts or limits: { ips, asns, verified_bots, header }.", |c, i| c.exempt = read_exempt(i)),
 ];
 
 #[cfg(test)]

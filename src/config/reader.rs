@@ -44,29 +44,109 @@ impl Errors {
     }
 }
 
-/// One field of a config table: its name, whether it must be present, and
-/// how its value is read into the draft `D`, which starts out holding the
-/// defaults. Each table's fields are listed once ([`TOP_FIELDS`],
-/// [`RULE_FIELDS`], [`LIMIT_FIELDS`]): that list drives parsing and is the
-/// set of names accepted.
+/// One field of a config table: its name, whether it must be present, its
+/// value's [`Shape`] and description (for the schema), and how its value
+/// is read into the draft `D`, which starts out holding the defaults. Each
+/// table's fields are listed once (`TOP_FIELDS`, `RULE_FIELDS`,
+/// `LIMIT_FIELDS`...): that list drives parsing, is the set of names
+/// accepted, and is what `tollgate schema` prints. Adding a field takes its
+/// entry (reader included) and its docs.
 pub(super) struct Field<D> {
     pub(super) name: &'static str,
     /// The error when the field is absent; `None` when it is optional.
     pub(super) required: Option<&'static str>,
+    /// What the value looks like, as far as a JSON Schema can say.
+    pub(super) shape: Shape,
+    /// What the field does, for the schema's `description`.
+    pub(super) doc: &'static str,
     /// Reads a present value; on an error it reports it and leaves the
     /// default.
     pub(super) read: fn(&mut D, &mut Input<'_>),
 }
 
 impl<D> Field<D> {
-    pub(super) const fn optional(name: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
-        Field { name, required: None, read }
+    pub(super) const fn optional(name: &'static str, shape: Shape, doc: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
+        Field { name, required: None, shape, doc, read }
     }
 
-    pub(super) const fn required(name: &'static str, missing: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
-        Field { name, required: Some(missing), read }
+    pub(super) const fn required(
+        name: &'static str,
+        missing: &'static str,
+        shape: Shape,
+        doc: &'static str,
+        read: fn(&mut D, &mut Input<'_>),
+    ) -> Field<D> {
+        Field { name, required: Some(missing), shape, doc, read }
     }
 }
+
+/// A field as the schema sees it: a table's [`Field`]s without their
+/// draft type.
+pub(super) struct FieldInfo {
+    pub(super) name: &'static str,
+    pub(super) required: bool,
+    pub(super) shape: &'static Shape,
+    pub(super) doc: &'static str,
+}
+
+/// The schema's view of a table's fields.
+pub(super) fn infos<D>(fields: &'static [Field<D>]) -> Vec<FieldInfo> {
+    fields.iter().map(|f| FieldInfo { name: f.name, required: f.required.is_some(), shape: &f.shape, doc: f.doc }).collect()
+}
+
+/// What a field's value looks like, as far as a JSON Schema can say it
+/// ([`crate::config::schema`] renders it). Never narrower than the reader:
+/// a value the reader takes must fit its shape (the reader checks more).
+pub(super) enum Shape {
+    /// A string matching this ECMA-262 pattern (`""`: any string).
+    Text(&'static str),
+    /// A non-empty string.
+    NonEmptyText,
+    /// A whole number from the first to the second.
+    Integer(u64, u64),
+    /// One of these numbers.
+    OneOf(&'static [u16]),
+    /// `true` or `false`.
+    Flag,
+    /// `true` only.
+    True,
+    /// A duration: a whole number and a unit (`ms`, `s`, `m`, `h`, `d`;
+    /// none is seconds), as [`parse_duration_ms`] reads it.
+    Duration,
+    /// One of these names (a [`Named`] table's, or [`source_names`]).
+    Names(fn() -> Vec<&'static str>),
+    /// A list of at least this many items of a shape.
+    List(&'static Shape, usize),
+    /// A table read by its own field list: unknown fields refused.
+    Table(fn() -> Vec<FieldInfo>),
+    /// A table of names the config chooses, each to a value of a shape.
+    Map(&'static Shape),
+    /// Any one of these.
+    AnyOf(&'static [Shape]),
+    /// A fragment written by the field's own reader's module.
+    Custom(fn() -> Value),
+}
+
+/// The names of the parameter sources (`query_sources`).
+pub(super) fn source_names() -> Vec<&'static str> {
+    [Source::Query, Source::Body, Source::Cookie].iter().map(|s| s.name()).collect()
+}
+
+/// A query or header condition: `"v"` equals, `["a", "b"]` any of, `true`
+/// present (see [`condition`]).
+pub(super) const CONDITION: Shape = Shape::AnyOf(&[Shape::Text(""), Shape::List(&Shape::Text(""), 1), Shape::True]);
+
+/// A key part such as `"ip"`, `"header:x-api-key"`, `"body:email:lower"`.
+pub(super) const KEY: Shape = Shape::List(&Shape::NonEmptyText, 1);
+
+/// A Workers secret's name: 1-64 of `A-Z a-z 0-9 _` ([`valid_secret_name`]).
+pub(super) const SECRET_NAME: Shape = Shape::Text("^[A-Za-z0-9_]{1,64}$");
+
+/// A header name: visible ASCII without `:` ([`valid_header_name`]).
+pub(super) const HEADER_NAME: Shape = Shape::Text("^[!-9;-~]+$");
+
+/// HTTP statuses, 100 to 599: at least one.
+pub(super) const STATUSES: Shape = Shape::List(&Shape::Integer(100, 599), 1);
 
 /// Reads `table` into `draft` by `fields`; `prefix` starts every field
 /// name in errors (`limits[0].`). An unknown name, or a required field

@@ -13,7 +13,10 @@ use crate::config::policy::{
     Action, Counting, FailPolicy, LeaseChoice, MetricsLevel, MissingKey, OnMissingKey, SuccessAction, TrustedDevice, UploadLimits, DEFAULT_DEVICE_COOKIE,
     DEFAULT_DEVICE_TTL_S, MAX_UPLOAD_BUFFER, MAX_UPLOAD_TIMEOUT_MS,
 };
-use crate::config::reader::{valid_cookie_name, valid_header_name, valid_method, valid_name, valid_secret_name, valid_suffix, Errors, Field, Input, read_table};
+use crate::config::exempt_fields;
+use crate::config::limits::LIMIT_FIELDS;
+use crate::config::policy::Named;
+use crate::config::reader::{infos, source_names, FieldInfo, Shape, CONDITION, HEADER_NAME, KEY, SECRET_NAME, STATUSES, valid_cookie_name, valid_header_name, valid_method, valid_name, valid_secret_name, valid_suffix, Errors, Field, Input, read_table};
 use crate::config::response::{self, CustomResponse};
 use crate::config::rules::{Rule, RuleSpec, Target};
 use crate::config::{ConfigError, DEFAULT_SUFFIXES, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
@@ -123,78 +126,78 @@ impl RuleDraft {
 
 /// Every field a rule accepts, and how it is read.
 pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
-    Field::required("name", "missing", |d, i| {
+    Field::required("name", "missing", Shape::Text("^[A-Za-z0-9._-]{1,64}$"), "The rule's name: 1-64 of a-z A-Z 0-9 - _ . (it names the counters; unique).", |d, i| {
         if let Some(name) = i.text(valid_name, "use 1-64 characters from a-z, A-Z, 0-9, `-`, `_`, `.`") {
             d.spec.name = name;
         }
     }),
-    Field::required("path", "missing", |d, i| {
+    Field::required("path", "missing", Shape::Text("^/"), "URLPattern pathname matched against the canonical path, e.g. \"/api/login\" or \"/api/schools/:school/*\".", |d, i| {
         if let Some(path) = i.text(|p| p.starts_with('/'), "must be a URLPattern pathname starting with `/`") {
             d.spec.path = path;
         }
     }),
-    Field::optional("host", |d, i| {
+    Field::optional("host", Shape::NonEmptyText, "URLPattern hostname the request must have, e.g. \"api.example.com\" or \"*.example.com\" (default: any host).", |d, i| {
         if let Some(host) = i.text(|h| !h.is_empty(), "must be a non-empty URLPattern hostname") {
             d.spec.host = Some(host.to_ascii_lowercase());
         }
     }),
-    Field::optional("methods", |d, i| {
+    Field::optional("methods", Shape::List(&Shape::Text("^[A-Za-z]+$"), 1), "HTTP methods the rule applies to, e.g. [\"POST\"] (standard ones in any case, custom ones in upper case; default: every method). Method overrides are honoured.", |d, i| {
         let valid = |list: &[String]| !list.is_empty() && list.iter().all(|m| valid_method(m));
         let message = "must be a non-empty list of HTTP methods: standard ones in any case, custom ones in upper case as they are sent";
         if let Some(methods) = i.strings(valid, message) {
             d.spec.methods = methods.iter().map(|m| m.to_ascii_uppercase()).collect();
         }
     }),
-    Field::optional("query", |d, i| {
+    Field::optional("query", Shape::Map(&CONDITION), "Query conditions, all of which must hold: name = \"value\" (equals), [\"a\", \"b\"] (any of) or true (present).", |d, i| {
         if let Some(conditions) = i.conditions(Target::Query, "must be a table of key = condition") {
             d.spec.conditions.extend(conditions);
         }
     }),
-    Field::optional("query_sources", |d, i| {
+    Field::optional("query_sources", Shape::List(&Shape::Names(source_names), 1), "Where query conditions look: any of \"query\", \"body\" (form and JSON bodies), \"cookie\" (default [\"query\", \"body\"]).", |d, i| {
         if let Some(sources) = i.sources() {
             d.spec.query_sources = sources;
         }
     }),
-    Field::optional("header", |d, i| {
+    Field::optional("header", Shape::Map(&CONDITION), "Header conditions, all of which must hold: header-name = \"value\" (equals), [\"a\", \"b\"] (any of) or true (present).", |d, i| {
         if let Some(conditions) = i.conditions(Target::Header, "must be a table of header-name = condition") {
             d.spec.conditions.extend(conditions);
         }
     }),
-    Field::optional("case_insensitive", |d, i| {
+    Field::optional("case_insensitive", Shape::Flag, "Whether the path matches in any case (default true, as most routers match).", |d, i| {
         if let Some(on) = i.flag() {
             d.spec.case_insensitive = on;
         }
     }),
-    Field::optional("suffixes", |d, i| {
+    Field::optional("suffixes", Shape::List(&Shape::Text("^\\.?[A-Za-z0-9]+$"), 0), "Format suffixes folded into the bare path (\"/a.json\" is \"/a\"); default [\"json\", \"xml\", \"html\", \"htm\", \"txt\", \"csv\", \"yaml\", \"yml\"].", |d, i| {
         let valid = |list: &[String]| list.iter().all(|s| valid_suffix(s));
         if let Some(suffixes) = i.strings(valid, "must be a list of extensions such as \"json\"") {
             d.spec.suffixes = suffixes.iter().map(|s| s.trim_start_matches('.').to_ascii_lowercase()).collect();
         }
     }),
-    Field::optional("key", |d, i| d.spec.key = i.key_parts()),
-    Field::optional("on_missing_key", |d, i| {
+    Field::optional("key", KEY, "What a client is counted by: a list of parts, e.g. [\"ip\"], [\"header:x-api-key\"], [\"body:email:lower\"], [\"path:school:int\"], [\"cookie:session\"], [\"query:id\"], [\"country\"], [\"asn\"], [\"global\"] (default [\"ip\"]).", |d, i| d.spec.key = i.key_parts()),
+    Field::optional("on_missing_key", Shape::Names(OnMissingKey::names), "When a key part is missing from a request: \"reject\" (400; the default), \"skip\" (the rule does not apply) or \"fallback\" (count by fallback_key).", |d, i| {
         d.on_missing_key = i.choice::<OnMissingKey>(None);
     }),
-    Field::optional("fallback_key", |d, i| d.fallback_key = Some(i.key_parts())),
-    Field::optional("count_statuses", |d, i| {
+    Field::optional("fallback_key", KEY, "The key to count by when a part of key is missing (implies on_missing_key = \"fallback\"), e.g. [\"ip\"].", |d, i| d.fallback_key = Some(i.key_parts())),
+    Field::optional("count_statuses", STATUSES, "Count only requests whose origin answer has one of these statuses (failures-only, e.g. [401, 403]); checked before, counted after the origin answers.", |d, i| {
         if let Some(statuses) = i.statuses() {
             d.spec.counting = Counting::Statuses(statuses);
         }
     }),
-    Field::optional("clear_on_success", |d, i| d.clear_on_success = i.flag()),
-    Field::optional("on_success", |d, i| {
+    Field::optional("clear_on_success", Shape::Flag, "The older spelling of on_success = \"clear\".", |d, i| d.clear_on_success = i.flag()),
+    Field::optional("on_success", Shape::Names(SuccessAction::names), "What a success does to a failures-only rule's count: \"clear\" (forget every failure) or \"decrement\" (forgive one). Needs count_statuses.", |d, i| {
         d.success_action = i.choice::<SuccessAction>(None);
     }),
-    Field::optional("success_statuses", |d, i| d.success_statuses = i.statuses()),
-    Field::optional("success_identity_header", |d, i| {
+    Field::optional("success_statuses", STATUSES, "The statuses that are a success (below 400; default [200, 204]). Needs on_success.", |d, i| d.success_statuses = i.statuses()),
+    Field::optional("success_identity_header", HEADER_NAME, "A response header in which the origin names the account it authenticated: a success applies only to that account. Needs on_success.", |d, i| {
         let name = i.text(valid_header_name, "must be a response header name such as \"x-authenticated-user\"");
         d.identity_header = name.map(|n| n.to_ascii_lowercase());
     }),
-    Field::optional("reservation_ttl", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
-    Field::optional("upload_buffer", |d, i| {
+    Field::optional("reservation_ttl", Shape::Duration, "How long a failures-only rule's reservation holds its slot waiting for the origin, e.g. \"30s\" (default: 2 x timeout + upload_timeout + 100 s).", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
+    Field::optional("upload_buffer", Shape::Integer(0, MAX_UPLOAD_BUFFER as u64), "Bytes of a body received before a failures-only rule reserves (default 262144); a larger body streams under upload_timeout.", |d, i| {
         d.upload_buffer = i.number(0..=u64::from(MAX_UPLOAD_BUFFER), "number of bytes");
     }),
-    Field::optional("upload_timeout", |d, i| {
+    Field::optional("upload_timeout", Shape::Duration, "How long a failures-only rule waits for a whole request body, e.g. \"10s\" (the default; at most 10m).", |d, i| {
         if let Some(ms) = i.duration("\"10s\"") {
             match u32::try_from(ms.get()) {
                 Ok(ms) if ms <= MAX_UPLOAD_TIMEOUT_MS => d.upload_timeout_ms = Some(ms),
@@ -202,9 +205,9 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
             }
         }
     }),
-    Field::optional("trusted_device", |d, i| d.spec.trusted_device = read_trusted_device(i)),
-    Field::optional("lease", |d, i| d.lease_auto = i.choice::<LeaseChoice>(None).map(|c| c == LeaseChoice::Auto)),
-    Field::optional("lease_ttl", |d, i| {
+    Field::optional("trusted_device", Shape::Table(device_infos), "A device that logged in to an account gets a signed cookie and a bucket of its own: { secret, cookie, ttl }. Needs on_success.", |d, i| d.spec.trusted_device = read_trusted_device(i)),
+    Field::optional("lease", Shape::Names(LeaseChoice::names), "Leased budgets: \"auto\" (the default: each isolate takes a share of the budget where that stays exact) or \"off\".", |d, i| d.lease_auto = i.choice::<LeaseChoice>(None).map(|c| c == LeaseChoice::Auto)),
+    Field::optional("lease_ttl", Shape::Duration, "How long a lease lasts, e.g. \"1s\" (the default, or half the shortest window; at most 60s).", |d, i| {
         if let Some(ms) = i.duration("\"1s\"") {
             if ms.get() <= MAX_LEASE_TTL_MS {
                 d.lease_ttl_ms = Some(ms.get());
@@ -213,50 +216,50 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
             }
         }
     }),
-    Field::optional("lease_max", |d, i| {
+    Field::optional("lease_max", Shape::Integer(1, MAX_LEASE_UNITS as u64), "The most units one lease asks for.", |d, i| {
         if let Some(max) = i.number(1..=u64::from(MAX_LEASE_UNITS), "whole number") {
             d.lease_max = Some(max);
         }
     }),
-    Field::optional("ratelimit_headers", |d, i| {
+    Field::optional("ratelimit_headers", Shape::Flag, "Whether allowed responses carry RateLimit and RateLimit-Policy fields (default false; blocked ones always do).", |d, i| {
         if let Some(on) = i.flag() {
             d.spec.ratelimit_headers = on;
         }
     }),
-    Field::optional("algorithm", |d, i| {
+    Field::optional("algorithm", Shape::Names(Algorithm::names), "How the counter counts: \"sliding_log\" (exact; the default; up to 10000 requests per window) or \"gcra\" (O(1) state).", |d, i| {
         if let Some(algorithm) = i.choice::<Algorithm>(None) {
             d.spec.algorithm = algorithm;
         }
     }),
-    Field::required("limits", "missing", |d, i| {
+    Field::required("limits", "missing", Shape::List(&Shape::Table(limit_infos), 1), "The windows, all enforced at once (at most 8): [{ requests = 10, window = \"60s\" }].", |d, i| {
         if let Some(limits) = read_limits(i) {
             d.spec.limits = limits;
         }
     }),
-    Field::optional("cost", |d, i| {
+    Field::optional("cost", Shape::Integer(1, u32::MAX as u64), "Units each request spends (default 1; at most the smallest limit).", |d, i| {
         if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number") {
             d.spec.cost = cost;
         }
     }),
-    Field::optional("action", |d, i| {
+    Field::optional("action", Shape::Names(Action::names), "What a request over the limit gets: \"block\" (429; the default) or \"log\" (shadow mode: logged, never blocked).", |d, i| {
         if let Some(action) = i.choice::<Action>(None) {
             d.spec.action = action;
         }
     }),
-    Field::optional("on_error", |d, i| {
+    Field::optional("on_error", Shape::Names(FailPolicy::names), "When the counter cannot be reached in time: \"allow\" (fail open; the default) or \"deny\" (fail closed: 503).", |d, i| {
         if let Some(policy) = i.choice::<FailPolicy>(None) {
             d.spec.on_error = policy;
         }
     }),
-    Field::optional("exempt", |d, i| d.spec.exempt = read_exempt(i)),
-    Field::optional("overrides", |d, i| d.spec.overrides = read_overrides(i)),
-    Field::optional("response", |d, i| d.spec.response = read_response(i)),
-    Field::optional("metrics", |d, i| {
+    Field::optional("exempt", Shape::Table(exempt_fields::exempt_infos), "Requests this rule does not count or limit: { ips, asns, verified_bots, header }.", |d, i| d.spec.exempt = read_exempt(i)),
+    Field::optional("overrides", Shape::Map(&Shape::List(&Shape::Table(limit_infos), 1)), "A key value's own limits, e.g. { \"42\" = [{ requests = 1000, window = \"1d\" }] } (one-part keys).", |d, i| d.spec.overrides = read_overrides(i)),
+    Field::optional("response", Shape::Table(response_infos), "The rule's own block response: { status = 429 or 503, content_type, body } ({retry_after} and {rule} are placeholders).", |d, i| d.spec.response = read_response(i)),
+    Field::optional("metrics", Shape::Names(MetricsLevel::names), "What the rule writes to the TOLLGATE_METRICS Analytics Engine dataset: \"off\", \"limited\" (the default: all but allowed requests) or \"all\".", |d, i| {
         if let Some(level) = i.choice::<MetricsLevel>(None) {
             d.spec.metrics = level;
         }
     }),
-    Field::optional("timeout", |d, i| {
+    Field::optional("timeout", Shape::Duration, "How long to wait for the counter before on_error applies, e.g. \"2s\" (the default; at most 30s).", |d, i| {
         if let Some(ms) = i.duration("\"2s\"") {
             match u32::try_from(ms.get()) {
                 Ok(ms) if ms <= MAX_TIMEOUT_MS => d.spec.timeout_ms = ms,
@@ -276,17 +279,17 @@ pub(super) struct ResponseDraft {
 
 /// The fields of `response`.
 pub(super) const RESPONSE_FIELDS: &[Field<ResponseDraft>] = &[
-    Field::optional("status", |d, i| {
+    Field::optional("status", Shape::OneOf(&response::STATUSES), "The status of a block: 429 (the default) or 503.", |d, i| {
         match i.value.as_u64().and_then(|s| u16::try_from(s).ok()).filter(|s| response::STATUSES.contains(s)) {
             Some(status) => d.status = Some(status),
             None => i.report("must be 429 or 503 (both carry Retry-After)"),
         }
     }),
-    Field::optional("content_type", |d, i| {
+    Field::optional("content_type", Shape::Text("/"), "The body's media type (default \"text/html; charset=utf-8\"); needs body.", |d, i| {
         let valid = |t: &str| t.contains('/') && !t.is_empty() && t.bytes().all(|b| (b' '..=b'~').contains(&b));
         d.content_type = i.text(valid, "must be a media type such as \"text/html; charset=utf-8\"");
     }),
-    Field::optional("body", |d, i| {
+    Field::optional("body", Shape::Text(""), "The body served to clients that do not ask for JSON (at most 64 KiB); {retry_after} and {rule} are replaced.", |d, i| {
         d.body = i.text(|b| b.len() <= response::MAX_BODY_BYTES, "must be text of at most 64 KiB, with {retry_after} and {rule} as placeholders");
     }),
 ];
@@ -351,17 +354,17 @@ pub(super) fn read_rules(input: &mut Input<'_>) -> Option<Vec<Rule>> {
 
 /// The fields of `trusted_device`, with their defaults.
 pub(super) const DEVICE_FIELDS: &[Field<TrustedDevice>] = &[
-    Field::required("secret", "missing: the name of the Workers secret that signs the cookies, such as \"TOLLGATE_DEVICE_KEY\"", |d, i| {
+    Field::required("secret", "missing: the name of the Workers secret that signs the cookies, such as \"TOLLGATE_DEVICE_KEY\"", SECRET_NAME, "The Workers secret that signs the cookies, e.g. \"TOLLGATE_DEVICE_KEY\".", |d, i| {
         if let Some(secret) = i.text(valid_secret_name, "must be a Workers secret name such as \"TOLLGATE_DEVICE_KEY\"") {
             d.secret = secret;
         }
     }),
-    Field::optional("cookie", |d, i| {
+    Field::optional("cookie", Shape::Text("^[A-Za-z0-9_-]{1,64}$"), "The cookie's name (default \"tollgate_device\").", |d, i| {
         if let Some(cookie) = i.text(valid_cookie_name, "must be a cookie name (letters, digits, `_`, `-`)") {
             d.cookie = cookie;
         }
     }),
-    Field::optional("ttl", |d, i| {
+    Field::optional("ttl", Shape::Duration, "How long a cookie is good for (default \"30d\").", |d, i| {
         if let Some(ms) = i.duration("\"30d\"") {
             d.ttl_s = ms.get().div_ceil(1000);
         }
@@ -381,4 +384,21 @@ pub(super) fn read_trusted_device(input: &mut Input<'_>) -> Option<TrustedDevice
     let before = input.errors.list.len();
     read_table(table, DEVICE_FIELDS, &mut device, input.errors, &format!("{}.", input.field));
     (input.errors.list.len() == before).then_some(device)
+}
+
+/// The schema's view of [`RULE_FIELDS`].
+pub(super) fn rule_infos() -> Vec<FieldInfo> {
+    infos(RULE_FIELDS)
+}
+
+fn limit_infos() -> Vec<FieldInfo> {
+    infos(LIMIT_FIELDS)
+}
+
+fn device_infos() -> Vec<FieldInfo> {
+    infos(DEVICE_FIELDS)
+}
+
+fn response_infos() -> Vec<FieldInfo> {
+    infos(RESPONSE_FIELDS)
 }
