@@ -20,6 +20,7 @@
 //! ```
 
 mod checks;
+pub mod describe;
 mod exempt_fields;
 pub(crate) mod headers;
 mod limits;

@@ -55,7 +55,7 @@
 use crate::request::canon::CanonicalQuery;
 use crate::config::Config;
 use crate::config::headers::OwnResponse;
-use crate::request::key::{KeyPart, MissingPart};
+use crate::request::key::MissingPart;
 use crate::pipeline::plan::{AdminRoute, Applied};
 use crate::count::protocol::{CallFailure, Op, Reply};
 use crate::config::rules::Rule;
@@ -441,30 +441,10 @@ fn control_ask(action: AdminAction, rule: &Rule, query: &CanonicalQuery) -> Resu
     Ok(Some(ControlAsk { limits, until }))
 }
 
-/// The body of `GET {prefix}/rules`: each rule with what it matches, how it
-/// keys and what it allows.
+/// The body of `GET {prefix}/rules`: every rule in the config's own
+/// vocabulary ([`crate::config::describe::rules_listing`]).
 pub fn rules_body(config: &Config) -> serde_json::Value {
-    let rules: Vec<Value> = config
-        .rules
-        .iter()
-        .map(|r| {
-            let parts = |parts: &[KeyPart]| parts.iter().map(ToString::to_string).collect::<Vec<_>>();
-            serde_json::json!({
-                "name": r.name,
-                "path": r.path,
-                "host": r.host,
-                "methods": r.methods,
-                "key": parts(&r.key),
-                "fallback_key": parts(r.on_missing_key.fallback_parts()),
-                "limits": r.limits.iter().map(|l| serde_json::json!({ "requests": l.requests.get(), "window_ms": l.window_ms.get() })).collect::<Vec<_>>(),
-                "cost": r.cost,
-                "action": match r.action { crate::config::policy::Action::Block => "block", crate::config::policy::Action::Log => "log" },
-                "on_error": match r.on_error { crate::config::policy::FailPolicy::Allow => "allow", crate::config::policy::FailPolicy::Deny => "deny" },
-                "count_statuses": match &r.counting { crate::config::policy::Counting::All => Value::Null, crate::config::policy::Counting::Statuses(s) => serde_json::json!(s) },
-            })
-        })
-        .collect();
-    serde_json::json!({ "rules": rules })
+    crate::config::describe::rules_listing(&config.rules)
 }
 
 pub use crate::config::overrides::admin_key;
@@ -561,6 +541,7 @@ mod tests {
     use super::*;
     use crate::config::policy::FailPolicy;
     use crate::count::window::Limit;
+    use crate::request::key::KeyPart;
 
     fn object<'c>(ask: Result<AdminAsk<'c>, AdminError>) -> AdminRequest<'c> {
         match ask {
