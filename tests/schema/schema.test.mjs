@@ -96,3 +96,29 @@ test("a typo'd field and a wrong enum value fail, as check fails them", () => {
   }
   rmSync(work, { recursive: true, force: true });
 });
+
+test("the wrapper that docs/configuration.md gives editors checks a whole wrangler config", () => {
+  // Not strict: the wrapper leaves every other field of the file, and its type, to wrangler.
+  const ajv = new Ajv2020({ allErrors: true, strict: false });
+  ajv.addSchema(schema, "tollgate.schema.json");
+  const tollgateVar = { $ref: "tollgate.schema.json" };
+  // As docs/configuration.md writes it (tollgate-wrangler.schema.json).
+  const wrapper = {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    properties: {
+      vars: { properties: { TOLLGATE: tollgateVar } },
+      env: { additionalProperties: { properties: { vars: { properties: { TOLLGATE: tollgateVar } } } } },
+    },
+  };
+  const docs = readFileSync(join(ROOT, "docs", "configuration.md"), "utf8");
+  const documented = JSON.parse(docs.match(/```json tollgate-wrangler\.schema\.json\n([\s\S]*?)```/)[1]);
+  assert.deepEqual(documented, wrapper, "the docs give this wrapper");
+  const check = ajv.compile(wrapper);
+  for (const file of shippedFiles()) {
+    const wrangler = parseToml(readFileSync(join(ROOT, file), "utf8"));
+    assert.ok(check(wrangler), `${file}:\n${explain(check.errors)}`);
+    const broken = structuredClone(wrangler);
+    broken.env = { staging: { vars: { TOLLGATE: { rules: [], ipv6_prefix: 200 } } } };
+    assert.equal(check(broken), false, `${file} with a broken environment is refused`);
+  }
+});
