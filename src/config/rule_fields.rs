@@ -168,7 +168,7 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
             d.spec.case_insensitive = on;
         }
     }),
-    Field::optional("suffixes", Shape::List(&Shape::Text("^\\.?[A-Za-z0-9]+$"), 0), "Format suffixes folded into the bare path (\"/a.json\" is \"/a\"); default [\"json\", \"xml\", \"html\", \"htm\", \"txt\", \"csv\", \"yaml\", \"yml\"].", |d, i| {
+    Field::optional("suffixes", Shape::List(&Shape::Text("^\\.*[A-Za-z0-9]+$"), 0), "Format suffixes folded into the bare path (\"/a.json\" is \"/a\"); default [\"json\", \"xml\", \"html\", \"htm\", \"txt\", \"csv\", \"yaml\", \"yml\"].", |d, i| {
         let valid = |list: &[String]| list.iter().all(|s| valid_suffix(s));
         if let Some(suffixes) = i.strings(valid, "must be a list of extensions such as \"json\"") {
             d.spec.suffixes = suffixes.iter().map(|s| s.trim_start_matches('.').to_ascii_lowercase()).collect();
