@@ -18,6 +18,16 @@
 //! key = ["ip"]
 //! limits = [{ requests = 10, window = "60s" }]
 //! ```
+//!
+//! This module is the entry ([`Config::from_json`]), the top-level table
+//! and what a whole config is ([`Config`], [`ConfigFacts`], errors and
+//! warnings). The reading is table-driven: `reader` (a `Field` list per
+//! table, read by `read_table`), `rule_fields` (a rule's table), `limits`
+//! (`limits` and `overrides`), `exempt_fields`; `checks` holds what spans
+//! a rule's fields, and `tollgate check`'s warnings and notes. [`describe`]
+//! writes a rule back in the config's vocabulary, [`schema`] writes the
+//! tables as a JSON Schema. The layer uses `request` and `count`, never
+//! `pipeline`.
 
 mod checks;
 pub mod describe;

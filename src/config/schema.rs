@@ -1,7 +1,7 @@
 //! `tollgate schema`: a JSON Schema (draft 2020-12) of the `TOLLGATE` var,
-//! written from the field tables the reader reads by ([`super::TOP_FIELDS`]
-//! and the tables below it): each [`Field`](super::reader::Field)'s name,
-//! [`Shape`] and description. So the schema names exactly the fields the
+//! written from the field tables the reader reads by (`TOP_FIELDS`
+//! and the tables below it): each `Field`'s name,
+//! `Shape` and description. So the schema names exactly the fields the
 //! reader accepts, and refuses the others (`additionalProperties: false` on
 //! every table read by a field list, as `read_table` refuses an unknown
 //! field); enums come from the [`crate::config::policy::Named`] tables.
