@@ -37,6 +37,7 @@ mod limits;
 pub mod lockout;
 mod reader;
 mod rule_fields;
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub mod schema;
 pub mod overrides;
 pub mod policy;

@@ -51,13 +51,20 @@ impl Errors {
 /// `LIMIT_FIELDS`...): that list drives parsing, is the set of names
 /// accepted, and is what `tollgate schema` prints. Adding a field takes its
 /// entry (reader included) and its docs.
+///
+/// The shape and the description are kept only where the schema is
+/// written (natively and in the Node CLI): the Worker's tables hold
+/// neither, so its upload carries no descriptions (the constructors drop
+/// them at compile time).
 pub(super) struct Field<D> {
     pub(super) name: &'static str,
     /// The error when the field is absent; `None` when it is optional.
     pub(super) required: Option<&'static str>,
     /// What the value looks like, as far as a JSON Schema can say.
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
     pub(super) shape: Shape,
     /// What the field does, for the schema's `description`.
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
     pub(super) doc: &'static str,
     /// Reads a present value; on an error it reports it and leaves the
     /// default.
@@ -66,7 +73,7 @@ pub(super) struct Field<D> {
 
 impl<D> Field<D> {
     pub(super) const fn optional(name: &'static str, shape: Shape, doc: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
-        Field { name, required: None, shape, doc, read }
+        Field::new(name, None, shape, doc, read)
     }
 
     pub(super) const fn required(
@@ -76,12 +83,24 @@ impl<D> Field<D> {
         doc: &'static str,
         read: fn(&mut D, &mut Input<'_>),
     ) -> Field<D> {
-        Field { name, required: Some(missing), shape, doc, read }
+        Field::new(name, Some(missing), shape, doc, read)
+    }
+
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+    const fn new(name: &'static str, required: Option<&'static str>, shape: Shape, doc: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
+        Field { name, required, shape, doc, read }
+    }
+
+    /// The Worker's: without the shape and the description.
+    #[cfg(all(target_arch = "wasm32", not(feature = "cli")))]
+    const fn new(name: &'static str, required: Option<&'static str>, _: Shape, _: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
+        Field { name, required, read }
     }
 }
 
 /// A field as the schema sees it: a table's [`Field`]s without their
 /// draft type.
+#[cfg_attr(all(target_arch = "wasm32", not(feature = "cli")), allow(dead_code))]
 pub(super) struct FieldInfo {
     pub(super) name: &'static str,
     pub(super) required: bool,
@@ -90,13 +109,22 @@ pub(super) struct FieldInfo {
 }
 
 /// The schema's view of a table's fields.
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(super) fn infos<D>(fields: &'static [Field<D>]) -> Vec<FieldInfo> {
     fields.iter().map(|f| FieldInfo { name: f.name, required: f.required.is_some(), shape: &f.shape, doc: f.doc }).collect()
+}
+
+/// The Worker writes no schema: its tables hold no shapes.
+#[cfg(all(target_arch = "wasm32", not(feature = "cli")))]
+pub(super) fn infos<D>(_: &'static [Field<D>]) -> Vec<FieldInfo> {
+    Vec::new()
 }
 
 /// What a field's value looks like, as far as a JSON Schema can say it
 /// ([`crate::config::schema`] renders it). Never narrower than the reader:
 /// a value the reader takes must fit its shape (the reader checks more).
+/// (The Worker builds its tables' shapes only to drop them: see [`Field`].)
+#[cfg_attr(all(target_arch = "wasm32", not(feature = "cli")), allow(dead_code))]
 pub(super) enum Shape {
     /// A string matching this ECMA-262 pattern (`""`: any string).
     Text(&'static str),
