@@ -14,6 +14,10 @@
 //!
 //! `GET {admin_prefix}/rules` lists rules with it ([`rules_listing`]);
 //! `tollgate explain --json` describes a rule with it.
+//!
+//! Built from plain `Value`s, not `serde_json::json!`: the Worker carries
+//! this module (for `GET /rules`), and every type `json!` serializes costs
+//! its upload code of its own.
 
 use crate::config::overrides::Overrides;
 use crate::config::policy::{Counting, LeaseChoice, MissingKey, Named, OnMissingKey, TrustedDevice};
@@ -24,7 +28,7 @@ use crate::count::window::Limit;
 use crate::request::canon::Source;
 use crate::request::exempt::{Bots, Exemptions};
 use crate::request::key::KeyPart;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// Every field of `rule`, as the config would write it.
 pub fn rule_json(rule: &RuleSpec) -> Value {
@@ -41,43 +45,43 @@ pub fn rule_json(rule: &RuleSpec) -> Value {
 /// they were so that its readers keep working: `null` or `[]` when unset,
 /// and each limit as `{ requests, window_ms }`.
 pub fn rules_listing(rules: &[Rule]) -> Value {
-    let listed: Vec<Value> = rules
-        .iter()
-        .map(|rule| {
-            let mut out = rule_json(rule);
-            out["host"] = json!(rule.host);
-            out["methods"] = json!(rule.methods);
-            out["fallback_key"] = parts(rule.on_missing_key.fallback_parts());
-            out["count_statuses"] = match &rule.counting {
+    let listed = rules.iter().map(|rule| {
+        let mut out = rule_json(rule);
+        if let Value::Object(fields) = &mut out {
+            fields.insert("host".into(), rule.host.as_deref().map_or(Value::Null, text));
+            fields.insert("methods".into(), texts(&rule.methods));
+            fields.insert("fallback_key".into(), parts(rule.on_missing_key.fallback_parts()));
+            let counted = match &rule.counting {
                 Counting::All => Value::Null,
-                Counting::Statuses(statuses) => json!(statuses),
+                Counting::Statuses(statuses) => numbers(statuses),
             };
-            let window_ms = |l: &Limit| json!({ "requests": l.requests.get(), "window_ms": l.window_ms.get() });
-            out["limits"] = Value::Array(rule.limits.iter().map(window_ms).collect());
-            out
-        })
-        .collect();
-    json!({ "rules": listed })
+            fields.insert("count_statuses".into(), counted);
+            let window_ms = |l: &Limit| table([("requests", l.requests.get().into()), ("window_ms", l.window_ms.get().into())]);
+            fields.insert("limits".into(), rule.limits.iter().map(window_ms).collect());
+        }
+        out
+    });
+    table([("rules", listed.collect())])
 }
 
 /// What the rule matches: name, path, host, methods, conditions, suffixes.
 fn matching(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
-    out.insert("name".into(), json!(rule.name));
-    out.insert("path".into(), json!(rule.path));
+    out.insert("name".into(), text(&rule.name));
+    out.insert("path".into(), text(&rule.path));
     if let Some(host) = &rule.host {
-        out.insert("host".into(), json!(host));
+        out.insert("host".into(), text(host));
     }
     if !rule.methods.is_empty() {
-        out.insert("methods".into(), json!(rule.methods));
+        out.insert("methods".into(), texts(&rule.methods));
     }
     out.insert("query".into(), conditions(&rule.conditions, Target::Query));
     let sources = [Source::Query, Source::Body, Source::Cookie];
     let sources: Vec<&str> = sources.iter().filter(|s| rule.query_sources.contains(**s)).map(|s| s.name()).collect();
-    out.insert("query_sources".into(), json!(sources));
+    out.insert("query_sources".into(), texts(&sources));
     out.insert("header".into(), conditions(&rule.conditions, Target::Header));
-    out.insert("case_insensitive".into(), json!(rule.case_insensitive));
-    out.insert("suffixes".into(), json!(rule.suffixes));
+    out.insert("case_insensitive".into(), rule.case_insensitive.into());
+    out.insert("suffixes".into(), texts(&rule.suffixes));
     out
 }
 
@@ -93,7 +97,7 @@ fn keying(rule: &RuleSpec) -> Map<String, Value> {
             OnMissingKey::Fallback
         }
     };
-    out.insert("on_missing_key".into(), json!(on_missing.name()));
+    out.insert("on_missing_key".into(), on_missing.name().into());
     out
 }
 
@@ -103,16 +107,16 @@ fn keying(rule: &RuleSpec) -> Map<String, Value> {
 fn counting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
     if let Counting::Statuses(statuses) = &rule.counting {
-        out.insert("count_statuses".into(), json!(statuses));
-        out.insert("reservation_ttl".into(), json!(duration(rule.reservation_ttl_ms)));
-        out.insert("upload_buffer".into(), json!(rule.upload.buffer));
-        out.insert("upload_timeout".into(), json!(duration(u64::from(rule.upload.timeout_ms))));
+        out.insert("count_statuses".into(), numbers(statuses));
+        out.insert("reservation_ttl".into(), duration(rule.reservation_ttl_ms).into());
+        out.insert("upload_buffer".into(), rule.upload.buffer.into());
+        out.insert("upload_timeout".into(), duration(u64::from(rule.upload.timeout_ms)).into());
     }
     if let Some(on) = &rule.on_success {
-        out.insert("on_success".into(), json!(on.action.name()));
-        out.insert("success_statuses".into(), json!(on.statuses));
+        out.insert("on_success".into(), on.action.name().into());
+        out.insert("success_statuses".into(), numbers(&on.statuses));
         if let Some(header) = &on.identity_header {
-            out.insert("success_identity_header".into(), json!(header));
+            out.insert("success_identity_header".into(), text(header));
         }
     }
     if let Some(device) = &rule.trusted_device {
@@ -127,19 +131,19 @@ fn counting(rule: &RuleSpec) -> Map<String, Value> {
 /// response, metrics.
 fn limiting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
-    out.insert("algorithm".into(), json!(rule.algorithm.name()));
+    out.insert("algorithm".into(), rule.algorithm.name().into());
     out.insert("limits".into(), limits(&rule.limits));
-    out.insert("cost".into(), json!(rule.cost));
+    out.insert("cost".into(), rule.cost.into());
     out.insert("overrides".into(), overrides(&rule.overrides));
-    out.insert("action".into(), json!(rule.action.name()));
-    out.insert("on_error".into(), json!(rule.on_error.name()));
-    out.insert("timeout".into(), json!(duration(u64::from(rule.timeout_ms))));
-    out.insert("ratelimit_headers".into(), json!(rule.ratelimit_headers));
+    out.insert("action".into(), rule.action.name().into());
+    out.insert("on_error".into(), rule.on_error.name().into());
+    out.insert("timeout".into(), duration(u64::from(rule.timeout_ms)).into());
+    out.insert("ratelimit_headers".into(), rule.ratelimit_headers.into());
     out.insert("exempt".into(), exempt(&rule.exempt));
     if let Some(response) = &rule.response {
         out.insert("response".into(), custom_response(response));
     }
-    out.insert("metrics".into(), json!(rule.metrics.name()));
+    out.insert("metrics".into(), rule.metrics.name().into());
     out
 }
 
@@ -153,32 +157,42 @@ pub fn duration(ms: u64) -> String {
     }
 }
 
+/// A JSON object of `fields`, in their order.
+fn table<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(fields.into_iter().map(|(name, value)| (name.to_string(), value)).collect())
+}
+
+fn text(value: &str) -> Value {
+    Value::String(value.to_string())
+}
+
+fn texts<S: AsRef<str>>(values: &[S]) -> Value {
+    values.iter().map(|v| text(v.as_ref())).collect()
+}
+
+fn numbers(values: &[u16]) -> Value {
+    values.iter().map(|v| Value::from(*v)).collect()
+}
+
 /// Key parts as the config spells them (`"body:email:lower"`).
 fn parts(parts: &[KeyPart]) -> Value {
-    json!(parts.iter().map(ToString::to_string).collect::<Vec<_>>())
+    parts.iter().map(|p| Value::String(p.to_string())).collect()
 }
 
 /// The conditions on `target`: `name = "v"`, `["a", "b"]` or `true`.
 fn conditions(conditions: &[Condition], target: Target) -> Value {
-    let table: Map<String, Value> = conditions
-        .iter()
-        .filter(|c| c.target == target)
-        .map(|c| {
-            let test = match &c.test {
-                Test::Equals(value) => json!(value),
-                Test::AnyOf(values) => json!(values),
-                Test::Present => json!(true),
-            };
-            (c.name.clone(), test)
-        })
-        .collect();
-    Value::Object(table)
+    let test = |test: &Test| match test {
+        Test::Equals(value) => text(value),
+        Test::AnyOf(values) => texts(values),
+        Test::Present => Value::Bool(true),
+    };
+    Value::Object(conditions.iter().filter(|c| c.target == target).map(|c| (c.name.clone(), test(&c.test))).collect())
 }
 
 /// `[{ requests, window }]`.
 fn limits(limits: &[Limit]) -> Value {
-    let limit = |l: &Limit| json!({ "requests": l.requests.get(), "window": duration(l.window_ms.get()) });
-    Value::Array(limits.iter().map(limit).collect())
+    let limit = |l: &Limit| table([("requests", l.requests.get().into()), ("window", duration(l.window_ms.get()).into())]);
+    limits.iter().map(limit).collect()
 }
 
 /// `{ "42" = [{ requests, window }] }`, in config order.
@@ -195,48 +209,50 @@ fn lease(mode: LeaseMode) -> Map<String, Value> {
         LeaseMode::Off => LeaseChoice::Off,
         LeaseMode::ForcedOff(_) => LeaseChoice::Auto,
         LeaseMode::Auto(settings) => {
-            out.insert("lease_ttl".into(), json!(duration(settings.ttl_ms)));
-            out.insert("lease_max".into(), json!(settings.max));
+            out.insert("lease_ttl".into(), duration(settings.ttl_ms).into());
+            out.insert("lease_max".into(), settings.max.into());
             LeaseChoice::Auto
         }
     };
-    out.insert("lease".into(), json!(choice.name()));
+    out.insert("lease".into(), choice.name().into());
     out
 }
 
 /// `{ secret, cookie, ttl }`.
 fn trusted_device(device: &TrustedDevice) -> Value {
-    json!({ "secret": device.secret, "cookie": device.cookie, "ttl": duration(device.ttl_s.saturating_mul(1000)) })
+    let ttl = duration(device.ttl_s.saturating_mul(1000));
+    table([("secret", text(&device.secret)), ("cookie", text(&device.cookie)), ("ttl", ttl.into())])
 }
 
 /// `{ ips, asns, verified_bots, header }`.
 fn exempt(exempt: &Exemptions) -> Value {
     let bots = match &exempt.bots {
-        Bots::None => json!(false),
-        Bots::Any => json!(true),
-        Bots::Categories(categories) => json!(categories),
+        Bots::None => Value::Bool(false),
+        Bots::Any => Value::Bool(true),
+        Bots::Categories(categories) => texts(categories),
     };
-    let ips: Vec<String> = exempt.ips.iter().map(ToString::to_string).collect();
-    let mut out = json!({ "ips": ips, "asns": exempt.asns, "verified_bots": bots });
-    if let Some(header) = &exempt.header {
-        out["header"] = json!({ "name": header.name, "secret": header.secret });
+    let ips = exempt.ips.iter().map(|ip| Value::String(ip.to_string())).collect();
+    let asns = exempt.asns.iter().map(|asn| Value::from(*asn)).collect();
+    let mut out = table([("ips", ips), ("asns", asns), ("verified_bots", bots)]);
+    if let (Some(header), Value::Object(fields)) = (&exempt.header, &mut out) {
+        fields.insert("header".into(), table([("name", text(&header.name)), ("secret", text(&header.secret))]));
     }
     out
 }
 
 /// `{ status, content_type, body }` (the content type only with a body).
 fn custom_response(response: &CustomResponse) -> Value {
-    let mut out = json!({ "status": response.status });
-    if let Some(body) = response.template() {
-        out["content_type"] = json!(response.content_type);
-        out["body"] = json!(body);
+    let status = ("status", Value::from(response.status));
+    match response.template() {
+        Some(body) => table([status, ("content_type", text(&response.content_type)), ("body", body.into())]),
+        None => table([status]),
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use crate::config::rule_fields::rule_infos;
     use crate::config::Config;
 
