@@ -48,16 +48,16 @@ pub fn rules_listing(rules: &[Rule]) -> Value {
     let listed = rules.iter().map(|rule| {
         let mut out = rule_json(rule);
         if let Value::Object(fields) = &mut out {
-            fields.insert("host".into(), rule.host.as_deref().map_or(Value::Null, text));
-            fields.insert("methods".into(), texts(&rule.methods));
-            fields.insert("fallback_key".into(), parts(rule.on_missing_key.fallback_parts()));
+            put(fields, "host", rule.host.as_deref().map_or(Value::Null, text));
+            put(fields, "methods", texts(&rule.methods));
+            put(fields, "fallback_key", parts(rule.on_missing_key.fallback_parts()));
             let counted = match &rule.counting {
                 Counting::All => Value::Null,
                 Counting::Statuses(statuses) => numbers(statuses),
             };
-            fields.insert("count_statuses".into(), counted);
+            put(fields, "count_statuses", counted);
             let window_ms = |l: &Limit| table([("requests", l.requests.get().into()), ("window_ms", l.window_ms.get().into())]);
-            fields.insert("limits".into(), rule.limits.iter().map(window_ms).collect());
+            put(fields, "limits", rule.limits.iter().map(window_ms).collect());
         }
         out
     });
@@ -67,37 +67,37 @@ pub fn rules_listing(rules: &[Rule]) -> Value {
 /// What the rule matches: name, path, host, methods, conditions, suffixes.
 fn matching(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
-    out.insert("name".into(), text(&rule.name));
-    out.insert("path".into(), text(&rule.path));
+    put(&mut out, "name", text(&rule.name));
+    put(&mut out, "path", text(&rule.path));
     if let Some(host) = &rule.host {
-        out.insert("host".into(), text(host));
+        put(&mut out, "host", text(host));
     }
     if !rule.methods.is_empty() {
-        out.insert("methods".into(), texts(&rule.methods));
+        put(&mut out, "methods", texts(&rule.methods));
     }
-    out.insert("query".into(), conditions(&rule.conditions, Target::Query));
+    put(&mut out, "query", conditions(&rule.conditions, Target::Query));
     let sources = [Source::Query, Source::Body, Source::Cookie];
     let sources: Vec<&str> = sources.iter().filter(|s| rule.query_sources.contains(**s)).map(|s| s.name()).collect();
-    out.insert("query_sources".into(), texts(&sources));
-    out.insert("header".into(), conditions(&rule.conditions, Target::Header));
-    out.insert("case_insensitive".into(), rule.case_insensitive.into());
-    out.insert("suffixes".into(), texts(&rule.suffixes));
+    put(&mut out, "query_sources", texts(&sources));
+    put(&mut out, "header", conditions(&rule.conditions, Target::Header));
+    put(&mut out, "case_insensitive", rule.case_insensitive.into());
+    put(&mut out, "suffixes", texts(&rule.suffixes));
     out
 }
 
 /// How the rule keys a request: key, on_missing_key, fallback_key.
 fn keying(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
-    out.insert("key".into(), parts(&rule.key));
+    put(&mut out, "key", parts(&rule.key));
     let on_missing = match &rule.on_missing_key {
         MissingKey::Reject => OnMissingKey::Reject,
         MissingKey::Skip => OnMissingKey::Skip,
         MissingKey::Fallback(fallback) => {
-            out.insert("fallback_key".into(), parts(fallback));
+            put(&mut out, "fallback_key", parts(fallback));
             OnMissingKey::Fallback
         }
     };
-    out.insert("on_missing_key".into(), on_missing.name().into());
+    put(&mut out, "on_missing_key", on_missing.name().into());
     out
 }
 
@@ -107,20 +107,20 @@ fn keying(rule: &RuleSpec) -> Map<String, Value> {
 fn counting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
     if let Counting::Statuses(statuses) = &rule.counting {
-        out.insert("count_statuses".into(), numbers(statuses));
-        out.insert("reservation_ttl".into(), duration(rule.reservation_ttl_ms).into());
-        out.insert("upload_buffer".into(), rule.upload.buffer.into());
-        out.insert("upload_timeout".into(), duration(u64::from(rule.upload.timeout_ms)).into());
+        put(&mut out, "count_statuses", numbers(statuses));
+        put(&mut out, "reservation_ttl", duration(rule.reservation_ttl_ms).into());
+        put(&mut out, "upload_buffer", rule.upload.buffer.into());
+        put(&mut out, "upload_timeout", duration(u64::from(rule.upload.timeout_ms)).into());
     }
     if let Some(on) = &rule.on_success {
-        out.insert("on_success".into(), on.action.name().into());
-        out.insert("success_statuses".into(), numbers(&on.statuses));
+        put(&mut out, "on_success", on.action.name().into());
+        put(&mut out, "success_statuses", numbers(&on.statuses));
         if let Some(header) = &on.identity_header {
-            out.insert("success_identity_header".into(), text(header));
+            put(&mut out, "success_identity_header", text(header));
         }
     }
     if let Some(device) = &rule.trusted_device {
-        out.insert("trusted_device".into(), trusted_device(device));
+        put(&mut out, "trusted_device", trusted_device(device));
     }
     out.extend(lease(rule.lease));
     out
@@ -131,19 +131,19 @@ fn counting(rule: &RuleSpec) -> Map<String, Value> {
 /// response, metrics.
 fn limiting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
-    out.insert("algorithm".into(), rule.algorithm.name().into());
-    out.insert("limits".into(), limits(&rule.limits));
-    out.insert("cost".into(), rule.cost.into());
-    out.insert("overrides".into(), overrides(&rule.overrides));
-    out.insert("action".into(), rule.action.name().into());
-    out.insert("on_error".into(), rule.on_error.name().into());
-    out.insert("timeout".into(), duration(u64::from(rule.timeout_ms)).into());
-    out.insert("ratelimit_headers".into(), rule.ratelimit_headers.into());
-    out.insert("exempt".into(), exempt(&rule.exempt));
+    put(&mut out, "algorithm", rule.algorithm.name().into());
+    put(&mut out, "limits", limits(&rule.limits));
+    put(&mut out, "cost", rule.cost.into());
+    put(&mut out, "overrides", overrides(&rule.overrides));
+    put(&mut out, "action", rule.action.name().into());
+    put(&mut out, "on_error", rule.on_error.name().into());
+    put(&mut out, "timeout", duration(u64::from(rule.timeout_ms)).into());
+    put(&mut out, "ratelimit_headers", rule.ratelimit_headers.into());
+    put(&mut out, "exempt", exempt(&rule.exempt));
     if let Some(response) = &rule.response {
-        out.insert("response".into(), custom_response(response));
+        put(&mut out, "response", custom_response(response));
     }
-    out.insert("metrics".into(), rule.metrics.name().into());
+    put(&mut out, "metrics", rule.metrics.name().into());
     out
 }
 
@@ -155,6 +155,13 @@ pub fn duration(ms: u64) -> String {
         Some((unit, size)) => format!("{}{unit}", ms / size),
         None => format!("{ms}ms"),
     }
+}
+
+/// Sets `name` in `table`; one call, not inlined at each field, keeps the
+/// Worker's code small.
+#[inline(never)]
+fn put(table: &mut Map<String, Value>, name: &str, value: Value) {
+    table.insert(name.to_string(), value);
 }
 
 /// A JSON object of `fields`, in their order.
@@ -209,12 +216,12 @@ fn lease(mode: LeaseMode) -> Map<String, Value> {
         LeaseMode::Off => LeaseChoice::Off,
         LeaseMode::ForcedOff(_) => LeaseChoice::Auto,
         LeaseMode::Auto(settings) => {
-            out.insert("lease_ttl".into(), duration(settings.ttl_ms).into());
-            out.insert("lease_max".into(), settings.max.into());
+            put(&mut out, "lease_ttl", duration(settings.ttl_ms).into());
+            put(&mut out, "lease_max", settings.max.into());
             LeaseChoice::Auto
         }
     };
-    out.insert("lease".into(), choice.name().into());
+    put(&mut out, "lease", choice.name().into());
     out
 }
 
@@ -235,7 +242,7 @@ fn exempt(exempt: &Exemptions) -> Value {
     let asns = exempt.asns.iter().map(|asn| Value::from(*asn)).collect();
     let mut out = table([("ips", ips), ("asns", asns), ("verified_bots", bots)]);
     if let (Some(header), Value::Object(fields)) = (&exempt.header, &mut out) {
-        fields.insert("header".into(), table([("name", text(&header.name)), ("secret", text(&header.secret))]));
+        put(fields, "header", table([("name", text(&header.name)), ("secret", text(&header.secret))]));
     }
     out
 }
