@@ -237,10 +237,16 @@ impl Input<'_> {
         if let Some(value) = self.value.as_str().and_then(T::from_name) {
             return Some(value);
         }
-        let mut names = T::names();
+        self.refuse_choice(T::names(), first.map(T::name));
+        None
+    }
+
+    /// Reports a name that is none of `names` (`first` listed first): one
+    /// function for every [`Named`] type, not one each.
+    fn refuse_choice(&mut self, mut names: Vec<&'static str>, first: Option<&'static str>) {
         if let Some(first) = first {
-            names.retain(|name| *name != first.name());
-            names.insert(0, first.name());
+            names.retain(|name| *name != first);
+            names.insert(0, first);
         }
         let quoted: Vec<String> = names.iter().map(|name| format!("\"{name}\"")).collect();
         let listed = match quoted.split_last() {
@@ -248,7 +254,7 @@ impl Input<'_> {
             Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
             None => String::new(),
         };
-        self.fail(format!("must be {listed}"))
+        self.report(format!("must be {listed}"));
     }
 
     /// `true` or `false`.
