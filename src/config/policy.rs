@@ -4,6 +4,9 @@
 //!
 //! These are the rule's decisions, apart from how a rule is written
 //! ([`crate::config`]) and which requests it matches ([`crate::config::rules`]).
+//!
+//! Each enum the config spells by name has one table of names ([`Named`]),
+//! the only place its names are written.
 
 use crate::count::protocol::Algorithm;
 use crate::request::key::KeyPart;
