@@ -16,7 +16,7 @@
 //! count and needs no propagation.
 
 use crate::request::canon::CanonicalQuery;
-use crate::request::key::KeyPart;
+use crate::request::key::{derive_key, KeyInputs, KeyPart, MissingPart};
 use crate::count::window::Limit;
 use std::collections::HashMap;
 
@@ -104,7 +104,7 @@ impl Overrides {
 }
 
 /// The key of a one-part rule for a request carrying `value` for `part`,
-/// through the admin API's derivation ([`crate::pipeline::admin::admin_key`]),
+/// through the admin API's derivation ([`admin_key`]),
 /// which reads raw values exactly as a request's are read.
 fn key_of(part: &KeyPart, value: &str, ipv6_prefix: u8) -> Option<String> {
     let name = match part {
@@ -120,7 +120,67 @@ fn key_of(part: &KeyPart, value: &str, ipv6_prefix: u8) -> Option<String> {
     };
     let encode = |text: &str| percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string();
     let params = CanonicalQuery::parse(&format!("{}={}", encode(&name), encode(value)));
-    crate::pipeline::admin::admin_key(std::slice::from_ref(part), &params, ipv6_prefix).ok()
+    admin_key(std::slice::from_ref(part), &params, ipv6_prefix).ok()
+}
+
+/// Derives `rule`'s key from raw values given as query parameters named
+/// after the key parts, exactly as the rule derives it from a request.
+pub fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> Result<String, MissingPart> {
+    let param = |name: String| params.values(&name).next().map(str::to_string);
+    let client_ip = param("ip".into());
+    let country = param("country".into());
+    let asn = param("asn".into()).and_then(|a| a.trim().parse::<u32>().ok());
+    let header = |name: &str| param(format!("header:{name}"));
+    let body = |field: &str| param(format!("body:{field}")).into_iter().collect::<Vec<_>>();
+    let query_value = |name: &str| param(format!("query:{name}"));
+    // Cookie and query parts are looked up through the same maps a request
+    // would use, rebuilt from the admin parameters.
+    let mut cookies = String::new();
+    let mut query_pairs = String::new();
+    let mut groups = Vec::new();
+    for part in key {
+        match part {
+            KeyPart::Cookie(name, _) => {
+                if let Some(v) = param(format!("cookie:{name}")) {
+                    cookies.push_str(&format!("{name}={v}; "));
+                }
+            }
+            KeyPart::Query(name, _) => {
+                if let Some(v) = query_value(name) {
+                    query_pairs.push_str(&format!(
+                        "{}={}&",
+                        percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC),
+                        percent_encoding::utf8_percent_encode(&v, percent_encoding::NON_ALPHANUMERIC)
+                    ));
+                }
+            }
+            KeyPart::PathGroup(name, _) => {
+                if let Some(v) = param(format!("path:{name}")) {
+                    groups.push((name.clone(), v));
+                }
+            }
+            _ => {}
+        }
+    }
+    let headers = |name: &str| {
+        if name == "cookie" && !cookies.is_empty() {
+            Some(cookies.clone())
+        } else {
+            header(name)
+        }
+    };
+    let query = CanonicalQuery::parse(&query_pairs);
+    let inputs = KeyInputs {
+        client_ip: client_ip.as_deref(),
+        header: &headers,
+        query: &query,
+        path_groups: &groups,
+        body: &body,
+        country: country.as_deref(),
+        asn,
+        ipv6_prefix,
+    };
+    derive_key(key, &inputs)
 }
 
 #[cfg(test)]

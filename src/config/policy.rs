@@ -4,8 +4,79 @@
 //!
 //! These are the rule's decisions, apart from how a rule is written
 //! ([`crate::config`]) and which requests it matches ([`crate::config::rules`]).
+//!
+//! Each enum the config spells by name has one table of names ([`Named`]),
+//! the only place its names are written.
 
+use crate::count::protocol::Algorithm;
 use crate::request::key::KeyPart;
+
+/// An enum the config spells by name, with its one table of names: the
+/// reader parses by it (`Input::choice`), the rule's JSON
+/// ([`crate::config::describe`]) and log lines write [`Named::name`], and
+/// the schema ([`crate::config::schema`]) lists [`Named::names`]. A name is
+/// spelled nowhere else.
+pub trait Named: Copy + PartialEq + Sized + 'static {
+    /// Every value with its config name, in the order errors list them.
+    const NAMES: &'static [(&'static str, Self)];
+
+    /// The value's name (every value is in [`Named::NAMES`]: a unit test
+    /// of each enum says so).
+    fn name(self) -> &'static str {
+        Self::NAMES.iter().find(|(_, value)| *value == self).map_or("", |(name, _)| name)
+    }
+
+    /// The value named exactly `name`.
+    fn from_name(name: &str) -> Option<Self> {
+        Self::NAMES.iter().find(|(n, _)| *n == name).map(|(_, value)| *value)
+    }
+
+    /// The names, in table order.
+    fn names() -> Vec<&'static str> {
+        Self::NAMES.iter().map(|(name, _)| *name).collect()
+    }
+}
+
+impl Named for Action {
+    const NAMES: &'static [(&'static str, Action)] = &[("block", Action::Block), ("log", Action::Log)];
+}
+
+impl Named for FailPolicy {
+    const NAMES: &'static [(&'static str, FailPolicy)] = &[("allow", FailPolicy::Allow), ("deny", FailPolicy::Deny)];
+}
+
+impl Named for OnMissingKey {
+    const NAMES: &'static [(&'static str, OnMissingKey)] =
+        &[("reject", OnMissingKey::Reject), ("skip", OnMissingKey::Skip), ("fallback", OnMissingKey::Fallback)];
+}
+
+impl Named for SuccessAction {
+    const NAMES: &'static [(&'static str, SuccessAction)] = &[("clear", SuccessAction::Clear), ("decrement", SuccessAction::Decrement)];
+}
+
+impl Named for MetricsLevel {
+    const NAMES: &'static [(&'static str, MetricsLevel)] =
+        &[("off", MetricsLevel::Off), ("limited", MetricsLevel::Limited), ("all", MetricsLevel::All)];
+}
+
+impl Named for LeaseChoice {
+    const NAMES: &'static [(&'static str, LeaseChoice)] = &[("auto", LeaseChoice::Auto), ("off", LeaseChoice::Off)];
+}
+
+/// The counting algorithm's config names (`algorithm`); the object
+/// protocol ([`crate::count::protocol`]) has its own wire spelling.
+impl Named for Algorithm {
+    const NAMES: &'static [(&'static str, Algorithm)] = &[("sliding_log", Algorithm::SlidingLog), ("gcra", Algorithm::Gcra)];
+}
+
+/// What a rule's `lease` says: leased budgets where they can be exact
+/// (`auto`, the default), or never (`off`); the validated mode is a
+/// [`crate::count::lease::LeaseMode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseChoice {
+    Auto,
+    Off,
+}
 
 /// What a rule does when a request is over its limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +116,15 @@ impl MissingKey {
             MissingKey::Reject | MissingKey::Skip => &[],
         }
     }
+}
+
+/// What `on_missing_key` says, before `fallback_key` is read with it into
+/// a [`MissingKey`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMissingKey {
+    Reject,
+    Skip,
+    Fallback,
 }
 
 /// Which requests a rule counts.
@@ -112,3 +192,73 @@ pub const DEFAULT_DEVICE_COOKIE: &str = "tollgate_device";
 
 /// How long a device cookie is good for unless the rule says (30 days).
 pub const DEFAULT_DEVICE_TTL_S: u64 = 30 * 24 * 3600;
+
+/// What a rule writes to Analytics Engine (`metrics`;
+/// [`crate::pipeline::metrics`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MetricsLevel {
+    Off,
+    /// Every decision but `allowed`.
+    #[default]
+    Limited,
+    All,
+}
+
+/// `upload_buffer` by default: 256 KiB. The bytes wait in the isolate
+/// (128 MB for all its requests at once): 100 slow uploads at the cap hold
+/// 25 MB. Bodies of logins, API calls and prompts fit; a file upload over
+/// it streams under the deadline instead.
+pub const DEFAULT_UPLOAD_BUFFER: u32 = 262_144;
+
+/// The largest `upload_buffer`: 16 MiB.
+pub const MAX_UPLOAD_BUFFER: u32 = 16 * 1_048_576;
+
+/// `upload_timeout` by default: 10 s for the whole body, HAProxy's usual
+/// `timeout http-request`. It is the longest a slot waits on a client's
+/// upload (bodies over the buffer only).
+pub const DEFAULT_UPLOAD_TIMEOUT_MS: u32 = 10_000;
+
+/// The longest `upload_timeout`: 10 minutes.
+pub const MAX_UPLOAD_TIMEOUT_MS: u32 = 600_000;
+
+/// How a failures-only rule receives a body before it reserves
+/// ([`crate::pipeline::upload`] states the bound these set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadLimits {
+    /// Bytes received before the reservation (`upload_buffer`); a larger
+    /// body streams under the deadline.
+    pub buffer: u32,
+    /// The whole body must have arrived this long after reading began
+    /// (`upload_timeout`).
+    pub timeout_ms: u32,
+}
+
+impl Default for UploadLimits {
+    fn default() -> UploadLimits {
+        UploadLimits { buffer: DEFAULT_UPLOAD_BUFFER, timeout_ms: DEFAULT_UPLOAD_TIMEOUT_MS }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trips<T: Named + std::fmt::Debug>(every: &[T]) {
+        assert_eq!(T::NAMES.len(), every.len(), "one name per value");
+        for value in every {
+            assert_eq!(T::from_name(value.name()), Some(*value), "{value:?} is named");
+        }
+    }
+
+    #[test]
+    fn every_value_has_one_name() {
+        round_trips(&[Action::Block, Action::Log]);
+        round_trips(&[FailPolicy::Allow, FailPolicy::Deny]);
+        round_trips(&[OnMissingKey::Reject, OnMissingKey::Skip, OnMissingKey::Fallback]);
+        round_trips(&[SuccessAction::Clear, SuccessAction::Decrement]);
+        round_trips(&[MetricsLevel::Off, MetricsLevel::Limited, MetricsLevel::All]);
+        round_trips(&[LeaseChoice::Auto, LeaseChoice::Off]);
+        round_trips(&[Algorithm::SlidingLog, Algorithm::Gcra]);
+        assert_eq!(FailPolicy::from_name("Deny"), None, "names are exact");
+    }
+}

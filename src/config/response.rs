@@ -191,6 +191,17 @@ impl CustomResponse {
         self.body.is_some()
     }
 
+    /// The body as the config wrote it, placeholders and all (`None`: the
+    /// problem+json body is kept).
+    pub fn template(&self) -> Option<String> {
+        let pieces = self.body.as_ref()?;
+        Some(pieces.iter().map(|piece| match piece {
+            Piece::Text(text) => text.as_str(),
+            Piece::RetryAfter => "{retry_after}",
+            Piece::Rule => "{rule}",
+        }).collect())
+    }
+
     /// The body for `rule`, `retry_after_s` seconds to wait.
     pub fn render(&self, rule: &str, retry_after_s: u64) -> Option<String> {
         let pieces = self.body.as_ref()?;

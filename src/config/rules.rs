@@ -191,7 +191,7 @@ pub struct RuleSpec {
     pub reservation_ttl_ms: u64,
     /// How a failures-only rule receives a request body before it reserves
     /// a slot (`upload_buffer`, `upload_timeout`; [`crate::pipeline::upload`]).
-    pub upload: crate::pipeline::upload::UploadLimits,
+    pub upload: crate::config::policy::UploadLimits,
     /// Leased budgets (`lease`, `lease_ttl`, `lease_max`; [`crate::count::lease`]).
     pub lease: crate::count::lease::LeaseMode,
     /// Requests this rule neither counts nor limits (`exempt`).
@@ -201,7 +201,7 @@ pub struct RuleSpec {
     /// The rule's own block response (`response`); `None`: 429 problem+json.
     pub response: Option<crate::config::response::CustomResponse>,
     /// Which decisions go to Analytics Engine (`metrics`).
-    pub metrics: crate::pipeline::metrics::MetricsLevel,
+    pub metrics: crate::config::policy::MetricsLevel,
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.

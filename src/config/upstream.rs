@@ -109,6 +109,21 @@ pub fn bypass_warning(upstream: &Upstream, app: Option<(&str, &[String])>) -> Op
     }
 }
 
+/// The schema of the `upstream` field, as [`read`] reads it.
+pub fn schema() -> Value {
+    serde_json::json!({
+        "anyOf": [
+            { "const": "origin" },
+            {
+                "type": "object",
+                "properties": { "service": { "type": "string", "pattern": "^[A-Za-z_$][A-Za-z0-9_$]*$", "description": "The [[services]] binding's name." } },
+                "required": ["service"],
+                "additionalProperties": false
+            }
+        ]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,13 +55,11 @@
 use crate::request::canon::CanonicalQuery;
 use crate::config::Config;
 use crate::config::headers::OwnResponse;
-use crate::request::key::{derive_key, KeyInputs, KeyPart, MissingPart};
+use crate::request::key::MissingPart;
 use crate::pipeline::applied::Applied;
-use crate::config::policy::FailPolicy;
 use crate::count::protocol::{CallFailure, Op, Reply};
-use crate::config::rules::{Rule, RuleSpec};
+use crate::config::rules::Rule;
 use crate::pipeline::verdict::{self, LogEvent, Outcome};
-use crate::count::window::Limit;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -80,21 +78,10 @@ pub enum AdminRoute<'c> {
     Rules,
 }
 
-/// The name of the built-in rule counting failed admin authentications. It
-/// holds a `:`, which no config rule name may, so it never shares a counter
-/// (an object named `rule \n key`) with one.
-pub const LOCKOUT_RULE: &str = "tollgate:admin-auth";
-
-/// Failed authentications a client may make per [`LOCKOUT_WINDOW_MS`]. Ten
-/// leaves room for typos and a misconfigured script; against a random
-/// 32-byte token any number of guesses is hopeless anyway, so the limit is
-/// there to stop a client hammering the admin API (and to make a leaked but
-/// mistyped token, or a scanner, visible in the logs), not to protect a
-/// weak token.
-pub const LOCKOUT_FAILURES: u32 = 10;
-
-/// The lockout's window: 15 minutes.
-pub const LOCKOUT_WINDOW_MS: u64 = 15 * 60 * 1000;
+/// The built-in lockout rule is the config layer's ([`crate::config::lockout`]);
+/// its name is used here in docs and tests.
+#[allow(unused_imports)]
+pub use crate::config::lockout::LOCKOUT_RULE;
 
 /// The length (in characters, trimmed) from which the right token is
 /// served past a lockout ([`token_passes_lockout`]). 32 random hex digits
@@ -111,18 +98,6 @@ pub const TOKEN_PASSES_LOCKOUT_CHARS: usize = 32;
 /// [`token_matches`] said the presented token is this one.
 pub fn token_passes_lockout(expected: &str) -> bool {
     expected.trim().chars().count() >= TOKEN_PASSES_LOCKOUT_CHARS
-}
-
-/// Makes `spec` (a config rule's defaults) the built-in lockout rule:
-/// [`LOCKOUT_RULE`], keyed by `ip`, [`LOCKOUT_FAILURES`] per
-/// [`LOCKOUT_WINDOW_MS`], failing closed (an authorized request whose
-/// lockout cannot be checked gets 503). Its path is never matched: the
-/// admin route asks its counter directly.
-pub fn lockout_spec(spec: &mut RuleSpec) {
-    spec.name = LOCKOUT_RULE.to_string();
-    spec.key = vec![KeyPart::Ip];
-    spec.limits = Limit::new(LOCKOUT_FAILURES, LOCKOUT_WINDOW_MS).into_iter().collect();
-    spec.on_error = FailPolicy::Deny;
 }
 
 /// The op an admin request asks its client's lockout counter: a failed
@@ -480,91 +455,13 @@ fn control_ask(action: AdminAction, rule: &Rule, query: &CanonicalQuery) -> Resu
     Ok(Some(ControlAsk { limits, until }))
 }
 
-/// The body of `GET {prefix}/rules`: each rule with what it matches, how it
-/// keys and what it allows.
+/// The body of `GET {prefix}/rules`: every rule in the config's own
+/// vocabulary ([`crate::config::describe::rules_listing`]).
 pub fn rules_body(config: &Config) -> serde_json::Value {
-    let rules: Vec<Value> = config
-        .rules
-        .iter()
-        .map(|r| {
-            let parts = |parts: &[KeyPart]| parts.iter().map(ToString::to_string).collect::<Vec<_>>();
-            serde_json::json!({
-                "name": r.name,
-                "path": r.path,
-                "host": r.host,
-                "methods": r.methods,
-                "key": parts(&r.key),
-                "fallback_key": parts(r.on_missing_key.fallback_parts()),
-                "limits": r.limits.iter().map(|l| serde_json::json!({ "requests": l.requests.get(), "window_ms": l.window_ms.get() })).collect::<Vec<_>>(),
-                "cost": r.cost,
-                "action": match r.action { crate::config::policy::Action::Block => "block", crate::config::policy::Action::Log => "log" },
-                "on_error": match r.on_error { crate::config::policy::FailPolicy::Allow => "allow", crate::config::policy::FailPolicy::Deny => "deny" },
-                "count_statuses": match &r.counting { crate::config::policy::Counting::All => Value::Null, crate::config::policy::Counting::Statuses(s) => serde_json::json!(s) },
-            })
-        })
-        .collect();
-    serde_json::json!({ "rules": rules })
+    crate::config::describe::rules_listing(&config.rules)
 }
 
-/// Derives `rule`'s key from raw values given as query parameters named
-/// after the key parts, exactly as the rule derives it from a request.
-pub fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> Result<String, MissingPart> {
-    let param = |name: String| params.values(&name).next().map(str::to_string);
-    let client_ip = param("ip".into());
-    let country = param("country".into());
-    let asn = param("asn".into()).and_then(|a| a.trim().parse::<u32>().ok());
-    let header = |name: &str| param(format!("header:{name}"));
-    let body = |field: &str| param(format!("body:{field}")).into_iter().collect::<Vec<_>>();
-    let query_value = |name: &str| param(format!("query:{name}"));
-    // Cookie and query parts are looked up through the same maps a request
-    // would use, rebuilt from the admin parameters.
-    let mut cookies = String::new();
-    let mut query_pairs = String::new();
-    let mut groups = Vec::new();
-    for part in key {
-        match part {
-            crate::request::key::KeyPart::Cookie(name, _) => {
-                if let Some(v) = param(format!("cookie:{name}")) {
-                    cookies.push_str(&format!("{name}={v}; "));
-                }
-            }
-            crate::request::key::KeyPart::Query(name, _) => {
-                if let Some(v) = query_value(name) {
-                    query_pairs.push_str(&format!(
-                        "{}={}&",
-                        percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC),
-                        percent_encoding::utf8_percent_encode(&v, percent_encoding::NON_ALPHANUMERIC)
-                    ));
-                }
-            }
-            crate::request::key::KeyPart::PathGroup(name, _) => {
-                if let Some(v) = param(format!("path:{name}")) {
-                    groups.push((name.clone(), v));
-                }
-            }
-            _ => {}
-        }
-    }
-    let headers = |name: &str| {
-        if name == "cookie" && !cookies.is_empty() {
-            Some(cookies.clone())
-        } else {
-            header(name)
-        }
-    };
-    let query = CanonicalQuery::parse(&query_pairs);
-    let inputs = KeyInputs {
-        client_ip: client_ip.as_deref(),
-        header: &headers,
-        query: &query,
-        path_groups: &groups,
-        body: &body,
-        country: country.as_deref(),
-        asn,
-        ipv6_prefix,
-    };
-    derive_key(key, &inputs)
-}
+pub use crate::config::overrides::admin_key;
 
 impl AdminAction {
     /// `status`, `reset`, `override`, `clear_override`, `ban` or `clear_ban`.
@@ -656,6 +553,9 @@ pub fn token_matches(expected: &str, authorization: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::policy::FailPolicy;
+    use crate::count::window::Limit;
+    use crate::request::key::KeyPart;
 
     fn object<'c>(ask: Result<AdminAsk<'c>, AdminError>) -> AdminRequest<'c> {
         match ask {

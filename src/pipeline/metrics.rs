@@ -37,15 +37,7 @@ use crate::pipeline::verdict::Outcome;
 /// The binding name of the dataset (`[[analytics_engine_datasets]]`).
 pub const BINDING: &str = "TOLLGATE_METRICS";
 
-/// What a rule writes (`metrics`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum MetricsLevel {
-    Off,
-    /// Every decision but `allowed`.
-    #[default]
-    Limited,
-    All,
-}
+pub use crate::config::policy::MetricsLevel;
 
 /// One data point, as plain data (the Worker builds the platform's).
 #[derive(Debug, Clone, PartialEq)]

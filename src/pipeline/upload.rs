@@ -48,39 +48,7 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-/// `upload_buffer` by default: 256 KiB. The bytes wait in the isolate
-/// (128 MB for all its requests at once): 100 slow uploads at the cap hold
-/// 25 MB. Bodies of logins, API calls and prompts fit; a file upload over
-/// it streams under the deadline instead.
-pub const DEFAULT_UPLOAD_BUFFER: u32 = 262_144;
-
-/// The largest `upload_buffer`: 16 MiB.
-pub const MAX_UPLOAD_BUFFER: u32 = 16 * 1_048_576;
-
-/// `upload_timeout` by default: 10 s for the whole body, HAProxy's usual
-/// `timeout http-request`. It is the longest a slot waits on a client's
-/// upload (bodies over the buffer only).
-pub const DEFAULT_UPLOAD_TIMEOUT_MS: u32 = 10_000;
-
-/// The longest `upload_timeout`: 10 minutes.
-pub const MAX_UPLOAD_TIMEOUT_MS: u32 = 600_000;
-
-/// How a failures-only rule receives a body before it reserves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UploadLimits {
-    /// Bytes received before the reservation (`upload_buffer`); a larger
-    /// body streams under the deadline.
-    pub buffer: u32,
-    /// The whole body must have arrived this long after reading began
-    /// (`upload_timeout`).
-    pub timeout_ms: u32,
-}
-
-impl Default for UploadLimits {
-    fn default() -> UploadLimits {
-        UploadLimits { buffer: DEFAULT_UPLOAD_BUFFER, timeout_ms: DEFAULT_UPLOAD_TIMEOUT_MS }
-    }
-}
+pub use crate::config::policy::{UploadLimits, DEFAULT_UPLOAD_BUFFER, DEFAULT_UPLOAD_TIMEOUT_MS, MAX_UPLOAD_BUFFER, MAX_UPLOAD_TIMEOUT_MS};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,6 +29,8 @@
 //! tollgate hash --rule NAME PART=VALUE...    ... for the key a rule derives from raw
 //!                                            values (`ip=203.0.113.7`, `body:email=a@b.io`)
 //!     --config FILE, --env NAME, --log-key-file FILE   as for explain
+//! tollgate schema                            the JSON Schema (draft 2020-12) of the TOLLGATE
+//!                                            var, from the config's own field tables
 //! ```
 //! `check` exits 1 when any config has errors (warnings alone exit 0).
 //!
@@ -138,9 +140,23 @@ impl Cli<'_> {
                     self.usage(HASH_USAGE, 2)
                 }
             },
+            Some("schema") if wants_help(rest) => self.usage(SCHEMA_USAGE, 0),
+            Some("schema") => self.schema(rest),
             Some("-h" | "--help" | "help") => self.usage(USAGE, 0),
             _ => self.usage(USAGE, 2),
         }
+    }
+
+    /// `tollgate schema`: the JSON Schema of the `TOLLGATE` var
+    /// ([`crate::config::schema`]); no arguments.
+    fn schema(&mut self, args: &[String]) -> i32 {
+        if let Some(extra) = args.first() {
+            errln!(self, "tollgate schema: unexpected argument {extra}");
+            return self.usage(SCHEMA_USAGE, 2);
+        }
+        let schema = crate::config::schema::schema();
+        outln!(self, "{}", serde_json::to_string_pretty(&schema).unwrap_or_default());
+        0
     }
 
     /// Writes `text` to stdout for a requested help, else to stderr.
@@ -158,6 +174,8 @@ impl Cli<'_> {
         wrangler::parse(path, &text)
     }
 
+    /// `tollgate check`: every environment's config of `path` (or `env`'s),
+    /// each on its own; 1 when any has errors.
     fn check(&mut self, path: &str, env: Option<&str>, app: Option<&str>) -> i32 {
         // The app behind a service upstream: what leaves it reachable around
         // tollgate (read once; an unreadable file is an error).
@@ -179,43 +197,10 @@ impl Cli<'_> {
                 return 1;
             }
         };
+        let app = app.as_ref().map(|(file, open)| (*file, open.as_slice()));
         let mut failed = false;
         for section in sections {
-            let label = &section.label;
-            let Some(value) = &section.tollgate else {
-                errln!(self, "error: {path} {label}: no [vars.TOLLGATE] (vars are not inherited by environments); the Worker would answer 503 to everything");
-                failed = true;
-                continue;
-            };
-            match Config::from_json(value) {
-                Ok(config) => {
-                    if let Some(e) = crate::config::upstream::missing_binding(&config.upstream, &section.services) {
-                        errln!(self, "error: {path} {label}: {e}");
-                        failed = true;
-                        continue;
-                    }
-                    outln!(self, "{path} {label}: ok, {} rule(s)", config.rules.len());
-                    for note in config.rules.iter().filter_map(crate::tools::explain::lease_note) {
-                        outln!(self, "note: {path} {label}: {note}");
-                    }
-                    for note in config.rules.iter().filter_map(crate::config::relief_note) {
-                        outln!(self, "note: {path} {label}: {note}");
-                    }
-                    for warning in section_warnings(&section, &config) {
-                        outln!(self, "warning: {path} {label}: {warning}");
-                    }
-                    let app = app.as_ref().map(|(file, open)| (*file, open.as_slice()));
-                    if let Some(warning) = crate::config::upstream::bypass_warning(&config.upstream, app) {
-                        outln!(self, "warning: {path} {label}: {warning}");
-                    }
-                }
-                Err(errors) => {
-                    failed = true;
-                    for e in errors {
-                        errln!(self, "error: {path} {label}: {e}");
-                    }
-                }
-            }
+            failed |= !self.check_section(path, &section, app);
         }
         // Once, not per environment: check cannot see secrets, so this is a
         // reminder, not a finding.
@@ -225,6 +210,44 @@ impl Cli<'_> {
              `npx wrangler secret put {LOG_KEY_VAR}` (and `--env NAME` for each environment) if not done yet"
         );
         i32::from(failed)
+    }
+
+    /// Checks one environment's config: its errors, or `ok` with its notes
+    /// and warnings (`app`: the app's config behind a service upstream, and
+    /// what reaches it). Whether it is valid.
+    fn check_section(&mut self, path: &str, section: &wrangler::Section, app: Option<(&str, &[String])>) -> bool {
+        let label = &section.label;
+        let Some(value) = &section.tollgate else {
+            errln!(self, "error: {path} {label}: no [vars.TOLLGATE] (vars are not inherited by environments); the Worker would answer 503 to everything");
+            return false;
+        };
+        let config = match Config::from_json(value) {
+            Ok(config) => config,
+            Err(errors) => {
+                for e in errors {
+                    errln!(self, "error: {path} {label}: {e}");
+                }
+                return false;
+            }
+        };
+        if let Some(e) = crate::config::upstream::missing_binding(&config.upstream, &section.services) {
+            errln!(self, "error: {path} {label}: {e}");
+            return false;
+        }
+        outln!(self, "{path} {label}: ok, {} rule(s)", config.rules.len());
+        for note in config.rules.iter().filter_map(crate::tools::explain::lease_note) {
+            outln!(self, "note: {path} {label}: {note}");
+        }
+        for note in config.rules.iter().filter_map(crate::config::relief_note) {
+            outln!(self, "note: {path} {label}: {note}");
+        }
+        for warning in section_warnings(section, &config) {
+            outln!(self, "warning: {path} {label}: {warning}");
+        }
+        if let Some(warning) = crate::config::upstream::bypass_warning(&config.upstream, app) {
+            outln!(self, "warning: {path} {label}: {warning}");
+        }
+        true
     }
 
     /// The log key: the file's content (`--log-key-file`), else the env var
@@ -296,67 +319,17 @@ impl Cli<'_> {
         0
     }
 
+    /// `<url> [options]`: the request's options ([`Cli::request_option`])
+    /// and the run's ([`run_option`]).
     fn parse_explain(&self, args: &[String]) -> Result<ExplainOptions, String> {
-        let mut options = ExplainOptions {
-            url: None,
-            config: "wrangler.toml".into(),
-            env: None,
-            method: "GET".into(),
-            headers: Vec::new(),
-            body: None,
-            country: None,
-            asn: None,
-            verified_bot: None,
-            secrets: Vec::new(),
-            default_outcome: Assumed::Allowed,
-            outcomes: Vec::new(),
-            json: false,
-            log_key_file: None,
-            now_ms: None,
-        };
+        let mut options = ExplainOptions::new();
         let mut it = args.iter();
         while let Some(arg) = it.next() {
             let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
+            if self.request_option(&mut options, arg, &mut value)? || run_option(&mut options, arg, &mut value)? {
+                continue;
+            }
             match arg.as_str() {
-                "--config" => options.config = value("--config")?,
-                "--env" => options.env = Some(value("--env")?),
-                "-X" | "--method" => options.method = value(arg)?,
-                "--ip" => options.headers.push(("cf-connecting-ip".into(), value("--ip")?)),
-                "--data" | "--body" => options.body = Some(value(arg)?.into_bytes()),
-                "--data-file" => {
-                    let file = value("--data-file")?;
-                    options.body = Some(self.host.read_file(&file).map_err(|e| format!("cannot read {file}: {e}"))?);
-                }
-                "--country" => options.country = Some(value("--country")?),
-                "--asn" => {
-                    let asn = value("--asn")?;
-                    options.asn = Some(asn.trim().parse().map_err(|_| format!("--asn `{asn}` is not a number"))?);
-                }
-                "--verified-bot" => options.verified_bot = Some(value("--verified-bot")?),
-                "--secret" => {
-                    let pair = value("--secret")?;
-                    let (name, secret) = pair.split_once('=').ok_or(format!("--secret `{pair}` is not NAME=VALUE"))?;
-                    options.secrets.push((name.trim().to_string(), secret.to_string()));
-                }
-                "--outcome" => {
-                    let text = value("--outcome")?;
-                    let bad = || format!("--outcome `{text}`: use allowed, blocked or failed, or RULE=one of them");
-                    match text.split_once('=') {
-                        Some((rule, o)) => options.outcomes.push((rule.to_string(), Assumed::parse(o).ok_or_else(bad)?)),
-                        None => options.default_outcome = Assumed::parse(&text).ok_or_else(bad)?,
-                    }
-                }
-                "--json" => options.json = true,
-                "--now" => {
-                    let now = value("--now")?;
-                    options.now_ms = Some(now.trim().parse().map_err(|_| format!("--now `{now}` is not Unix milliseconds"))?);
-                }
-                "--log-key-file" => options.log_key_file = Some(value("--log-key-file")?),
-                "-H" | "--header" => {
-                    let h = value(arg)?;
-                    let (k, v) = h.split_once(':').ok_or(format!("header `{h}` is not `Name: value`"))?;
-                    options.headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-                }
                 other if other.starts_with('-') && other.len() > 1 => return Err(format!("unknown option {other}")),
                 url if options.url.is_none() => options.url = Some(url.to_string()),
                 extra => return Err(format!("unexpected argument {extra}")),
@@ -366,6 +339,39 @@ impl Cli<'_> {
             return Err("missing <url>".into());
         }
         Ok(options)
+    }
+
+    /// An option of `explain` that describes the request (method, headers,
+    /// body, `cf` fields, secrets), read into `options`; `false` when `arg`
+    /// is none of them. `value` takes the option's value.
+    fn request_option(&self, options: &mut ExplainOptions, arg: &str, value: &mut dyn FnMut(&str) -> Result<String, String>) -> Result<bool, String> {
+        match arg {
+            "-X" | "--method" => options.method = value(arg)?,
+            "--ip" => options.headers.push(("cf-connecting-ip".into(), value("--ip")?)),
+            "--data" | "--body" => options.body = Some(value(arg)?.into_bytes()),
+            "--data-file" => {
+                let file = value("--data-file")?;
+                options.body = Some(self.host.read_file(&file).map_err(|e| format!("cannot read {file}: {e}"))?);
+            }
+            "--country" => options.country = Some(value("--country")?),
+            "--asn" => {
+                let asn = value("--asn")?;
+                options.asn = Some(asn.trim().parse().map_err(|_| format!("--asn `{asn}` is not a number"))?);
+            }
+            "--verified-bot" => options.verified_bot = Some(value("--verified-bot")?),
+            "--secret" => {
+                let pair = value("--secret")?;
+                let (name, secret) = pair.split_once('=').ok_or(format!("--secret `{pair}` is not NAME=VALUE"))?;
+                options.secrets.push((name.trim().to_string(), secret.to_string()));
+            }
+            "-H" | "--header" => {
+                let h = value(arg)?;
+                let (k, v) = h.split_once(':').ok_or(format!("header `{h}` is not `Name: value`"))?;
+                options.headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     fn run_explain(&mut self, options: &ExplainOptions) -> i32 {
@@ -406,7 +412,15 @@ const USAGE: &str = "usage:
   tollgate explain <url> [options]        what the Worker does with one request
   tollgate hash <key> | --rule NAME PART=VALUE...
                                       a key's hash, as the Worker logs it
+  tollgate schema                         the JSON Schema of the TOLLGATE var (for editors)
   tollgate <command> --help               the options of a command";
+
+const SCHEMA_USAGE: &str = "usage: tollgate schema
+  Prints the JSON Schema (draft 2020-12) of the TOLLGATE var, written from the
+  tables the config is read by: every field, its type, its names and what it
+  does. Save it (tollgate schema > tollgate.schema.json) and point an editor at
+  it for completion and typos flagged as you type (docs/configuration.md says
+  how). It is looser than check, which validates every rule in full.";
 
 const HASH_USAGE: &str = "usage:
   tollgate hash <key> [--log-key-file FILE]
@@ -533,6 +547,55 @@ struct ExplainOptions {
     secrets: Vec<(String, String)>,
     /// `--now`; `None`: the host's clock.
     now_ms: Option<i64>,
+}
+
+impl ExplainOptions {
+    /// The defaults: `GET`, `./wrangler.toml`, counters allowing.
+    fn new() -> ExplainOptions {
+        ExplainOptions {
+            url: None,
+            config: "wrangler.toml".into(),
+            env: None,
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: None,
+            country: None,
+            asn: None,
+            verified_bot: None,
+            secrets: Vec::new(),
+            default_outcome: Assumed::Allowed,
+            outcomes: Vec::new(),
+            json: false,
+            log_key_file: None,
+            now_ms: None,
+        }
+    }
+}
+
+/// An option of `explain` that describes the run (config, environment,
+/// assumed outcomes, output, log key, clock), read into `options`; `false`
+/// when `arg` is none of them. `value` takes the option's value.
+fn run_option(options: &mut ExplainOptions, arg: &str, value: &mut dyn FnMut(&str) -> Result<String, String>) -> Result<bool, String> {
+    match arg {
+        "--config" => options.config = value("--config")?,
+        "--env" => options.env = Some(value("--env")?),
+        "--outcome" => {
+            let text = value("--outcome")?;
+            let bad = || format!("--outcome `{text}`: use allowed, blocked or failed, or RULE=one of them");
+            match text.split_once('=') {
+                Some((rule, o)) => options.outcomes.push((rule.to_string(), Assumed::parse(o).ok_or_else(bad)?)),
+                None => options.default_outcome = Assumed::parse(&text).ok_or_else(bad)?,
+            }
+        }
+        "--json" => options.json = true,
+        "--now" => {
+            let now = value("--now")?;
+            options.now_ms = Some(now.trim().parse().map_err(|_| format!("--now `{now}` is not Unix milliseconds"))?);
+        }
+        "--log-key-file" => options.log_key_file = Some(value("--log-key-file")?),
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The `tollgate` command of the npm package. `check`, `explain` and `hash`
+// The `tollgate` command of the npm package. `check`, `explain`, `hash` and `schema`
 // run the Rust CLI itself (tollgate::cli, built for wasm32: cli/), so they
 // answer exactly as the native binary does; `init` and `dev` are Node's own
 // (lib/): they write a project and run `wrangler dev`; `build`, the

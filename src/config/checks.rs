@@ -1,0 +1,310 @@
+//! The checks that span a rule's fields, run once its table is read
+//! ([`crate::config::rule_fields::RuleDraft::finish`]): fields that only
+//! together say what to do (a missing key part, a success, an upload, a
+//! reservation, a lease) and fields that need another (`on_success` needs
+//! `count_statuses`; `query_sources` needs query conditions). Each
+//! resolves the fields into the spec's value, or reports under the field
+//! that is wrong. Then what `tollgate check` says of a valid config:
+//! [`warnings`] (works as written, but probably not what was meant) and
+//! [`relief_note`] (a trade-off left in).
+
+use crate::config::limits::{algorithm_error, cost_error};
+use crate::config::policy::{
+    Action, Counting, FailPolicy, MissingKey, OnMissingKey, OnSuccess, SuccessAction, UploadLimits, DEFAULT_SUCCESS_STATUSES,
+};
+use crate::config::reader::{is_standard_method, Errors};
+use crate::config::rules::{Rule, RuleSpec, Target};
+use crate::config::{ConfigWarning, DEFAULT_IPV6_PREFIX, ORIGIN_ALLOWANCE_MS};
+use crate::count::lease::{LeaseMode, LeaseSettings, DEFAULT_LEASE_MAX, DEFAULT_LEASE_TTL_MS, OFF_ON_SUCCESS, OFF_TWO_PHASE};
+use crate::count::protocol::MAX_HOLD_MS;
+use crate::request::canon::Sources;
+use crate::request::key::KeyPart;
+
+/// An override's limits obey the rule's: cost within the smallest, the
+/// sliding log's size.
+pub(super) fn check_overrides(spec: &mut RuleSpec, errors: &mut Errors) {
+    // Resolved here so that their errors come with the rule's others; again
+    // once the whole config is read, under its `ipv6_prefix`.
+    let key = spec.key.clone();
+    for e in spec.overrides.resolve(&key, spec.case_insensitive, DEFAULT_IPV6_PREFIX) {
+        errors.push(if e.value.is_empty() { "overrides".to_string() } else { format!("overrides.{}", e.value) }, e.message);
+    }
+    for entry in spec.overrides.entries() {
+        let field = format!("overrides.{}", entry.value);
+        for message in [cost_error(&entry.limits, spec.cost), algorithm_error(&entry.limits, spec.algorithm)].into_iter().flatten() {
+            errors.push(field.clone(), message);
+        }
+    }
+}
+
+/// A device cookie is handed out on a proven success and names an account:
+/// the rule must settle successes and be keyed by the account alone.
+pub(super) fn check_trusted_device(spec: &RuleSpec, errors: &mut Errors) {
+    if spec.trusted_device.is_none() {
+        return;
+    }
+    if spec.on_success.is_none() {
+        errors.push("trusted_device", "needs on_success: a device earns its cookie by a success that settles the count");
+    }
+    if let Some(part) = spec.key.iter().find(|p| p.identifies_client()) {
+        errors.push(
+            "trusted_device",
+            format!("the key part `{part}` identifies the client; a device cookie is for a limit per account (e.g. key = [\"body:email\"])"),
+        );
+    }
+}
+
+/// What to do when a key part is missing, from `on_missing_key` and
+/// `fallback_key` together: a fallback key alone means "fallback".
+pub(super) fn missing_key(chosen: Option<OnMissingKey>, fallback: Option<Vec<KeyPart>>, errors: &mut Errors) -> MissingKey {
+    match (chosen, fallback) {
+        (None | Some(OnMissingKey::Reject), None) => MissingKey::Reject,
+        (Some(OnMissingKey::Skip), None) => MissingKey::Skip,
+        (None | Some(OnMissingKey::Fallback), Some(parts)) => MissingKey::Fallback(parts),
+        (Some(OnMissingKey::Fallback), None) => {
+            errors.push("fallback_key", "missing: on_missing_key = \"fallback\" needs a fallback_key such as [\"ip\"]");
+            MissingKey::Reject
+        }
+        (Some(OnMissingKey::Reject | OnMissingKey::Skip), Some(_)) => {
+            errors.push("fallback_key", "only used with on_missing_key = \"fallback\"");
+            MissingKey::Reject
+        }
+    }
+}
+
+/// `on_success`, or its older spelling `clear_on_success = true`; not both.
+pub(super) fn success_action(clear: Option<bool>, action: Option<SuccessAction>, errors: &mut Errors) -> Option<SuccessAction> {
+    match (clear, action) {
+        (Some(_), Some(action)) => {
+            errors.push("on_success", "use on_success alone (clear_on_success = true is on_success = \"clear\")");
+            Some(action)
+        }
+        (Some(true), None) => Some(SuccessAction::Clear),
+        (_, action) => action,
+    }
+}
+
+/// What a success does, from `on_success` and the fields that refine it
+/// (`success_statuses`, `success_identity_header`), which need it.
+pub(super) fn on_success(
+    spec: &RuleSpec,
+    action: Option<SuccessAction>,
+    statuses: Option<Vec<u16>>,
+    identity_header: Option<String>,
+    errors: &mut Errors,
+) -> Option<OnSuccess> {
+    let Some(action) = action else {
+        for (field, given) in [("success_statuses", statuses.is_some()), ("success_identity_header", identity_header.is_some())] {
+            if given {
+                errors.push(field, "only used with on_success (or clear_on_success)");
+            }
+        }
+        return None;
+    };
+    let statuses = statuses.unwrap_or_else(|| DEFAULT_SUCCESS_STATUSES.to_vec());
+    if statuses.iter().any(|s| *s >= 400) {
+        errors.push("success_statuses", "a success is a status below 400");
+    }
+    if let Counting::Statuses(counted) = &spec.counting {
+        if let Some(both) = statuses.iter().find(|s| counted.contains(s)) {
+            errors.push("success_statuses", format!("{both} is also in count_statuses: a status either counts or is a success"));
+        }
+    }
+    if identity_header.is_some() && spec.key.len() != 1 {
+        errors.push(
+            "success_identity_header",
+            "compares the identity the origin names with the key: use a key of one part, the account (e.g. [\"body:email\"])",
+        );
+    }
+    Some(OnSuccess { action, statuses, identity_header })
+}
+
+/// `on_success` only for a failures-only rule keyed by the target of the
+/// attempts, never by the client (who could clear its own count).
+/// `flag`: the rule spelled it `clear_on_success`, which errors then name.
+pub(super) fn check_on_success(spec: &RuleSpec, flag: bool, errors: &mut Errors) {
+    if spec.on_success.is_none() {
+        return;
+    }
+    let field = if flag { "clear_on_success" } else { "on_success" };
+    if spec.counting == Counting::All {
+        errors.push(field, "only for rules that count failures (set count_statuses)");
+    }
+    let fallback = spec.on_missing_key.fallback_parts();
+    if let Some(part) = spec.key.iter().chain(fallback).find(|p| p.identifies_client()) {
+        errors.push(
+            field,
+            format!("the key part `{part}` (in key or fallback_key) identifies the client: a client could clear its own count by succeeding on its own account; clear only a rule keyed by the target (e.g. body:email) with on_missing_key = \"reject\""),
+        );
+    }
+}
+
+/// How a failures-only rule receives a body before it reserves
+/// ([`crate::pipeline::upload`]): as given, or the defaults; both fields only for
+/// rules that count statuses.
+pub(super) fn upload_limits(spec: &RuleSpec, buffer: Option<u32>, timeout_ms: Option<u32>, errors: &mut Errors) -> UploadLimits {
+    let mut limits = UploadLimits::default();
+    for (field, given) in [("upload_buffer", buffer.is_some()), ("upload_timeout", timeout_ms.is_some())] {
+        if given && spec.counting == Counting::All {
+            errors.push(field, "only for rules that count statuses (set count_statuses)");
+        }
+    }
+    limits.buffer = buffer.unwrap_or(limits.buffer);
+    limits.timeout_ms = timeout_ms.unwrap_or(limits.timeout_ms);
+    limits
+}
+
+/// How long a failures-only rule's reservation holds its slot: as given
+/// (longer than the reserve and commit calls' timeouts together, at most
+/// [`MAX_HOLD_MS`]), or `2 × timeout` + `upload_timeout` (the longest the
+/// rest of a body over `upload_buffer` streams after the reserve) +
+/// [`ORIGIN_ALLOWANCE_MS`].
+pub(super) fn reservation_ttl(spec: &RuleSpec, given: Option<u64>, errors: &mut Errors) -> u64 {
+    let calls = 2 * u64::from(spec.timeout_ms);
+    let Some(ms) = given else { return calls + u64::from(spec.upload.timeout_ms) + ORIGIN_ALLOWANCE_MS };
+    if spec.counting == Counting::All {
+        errors.push("reservation_ttl", "only for rules that count statuses (set count_statuses)");
+    } else if ms <= calls || ms > MAX_HOLD_MS {
+        errors.push(
+            "reservation_ttl",
+            format!("must be longer than twice the timeout ({calls} ms: the reserve and the commit calls) and at most 1h"),
+        );
+    }
+    ms
+}
+
+/// A custom method is matched exactly as written: likely a typo.
+pub(super) fn custom_methods(rule: &Rule) -> Vec<ConfigWarning> {
+    rule.methods
+        .iter()
+        .filter(|m| !is_standard_method(m))
+        .map(|custom| ConfigWarning {
+            rule: rule.name.clone(),
+            field: "methods",
+            message: format!(
+                "`{custom}` is not a standard method (a typo?); the rule matches only requests sent with exactly this method"
+            ),
+        })
+        .collect()
+}
+
+/// An id-like key part without a type counts `042` and `42` apart, though
+/// `parseInt`, Werkzeug's `<int:>` and PHP's `(int)` read them as one.
+pub(super) fn untyped_ids(rule: &Rule) -> Vec<ConfigWarning> {
+    rule.key
+        .iter()
+        .chain(rule.on_missing_key.fallback_parts())
+        .filter(|p| p.untyped_id())
+        .map(|p| ConfigWarning {
+            rule: rule.name.clone(),
+            field: "key",
+            message: format!(
+                "`{p}` names an id but has no type: spellings the origin reads as one id (`042`, `+42`, `42 `) would each get a bucket; add `:int`, `:uuid` or `:raw` (`{p}:int`)"
+            ),
+        })
+        .collect()
+}
+
+/// Shadow mode never blocks, so a fail-closed policy on it does nothing.
+pub(super) fn shadow_fail_closed(rule: &Rule) -> Option<ConfigWarning> {
+    (rule.action == Action::Log && rule.on_error == FailPolicy::Deny).then(|| ConfigWarning {
+        rule: rule.name.clone(),
+        field: "on_error",
+        message: "action = \"log\" never blocks, so on_error = \"deny\" is ignored (shadow mode forwards even when the counter is down)".into(),
+    })
+}
+
+/// A success that settles a count without `success_identity_header`:
+/// tollgate cannot tell whom the origin authenticated, so a success for
+/// any request naming the account settles it (issue 16).
+pub(super) fn forgeable_success(rule: &Rule) -> Option<ConfigWarning> {
+    let on = rule.on_success.as_ref().filter(|on| on.identity_header.is_none())?;
+    let effect = match on.action {
+        SuccessAction::Clear => "clears the whole count (a whole limit of new guesses per forged success)",
+        SuccessAction::Decrement => "forgives one failure (one more guess per forged success)",
+    };
+    Some(ConfigWarning {
+        rule: rule.name.clone(),
+        field: "success_identity_header",
+        message: format!(
+            "not set: a success {effect} for the account the request names, spelled as it names it, whoever \
+             the origin logged in (the attacker's own account, named in a field the origin reads and tollgate \
+             does not). Have the origin name the account it authenticated in a response header and set \
+             success_identity_header to it"
+        ),
+    })
+}
+
+/// `tollgate check`'s one line on the trade-off left in a rule whose
+/// success relieves (issue 25): relief is bound to the exact spelling, the
+/// count to the folded key.
+pub fn relief_note(rule: &Rule) -> Option<String> {
+    rule.on_success.as_ref()?;
+    Some(format!(
+        "rule `{}`: a success or device cookie relieves only the account exactly as the request spelled it \
+         (`Victim@example.com` never relieves `victim@example.com`), but spellings the key folds together share \
+         one count: a look-alike's failures count against the account, and a count holding failures of two \
+         spellings is relieved by no success until it expires",
+        rule.name
+    ))
+}
+
+/// `query_sources` says where query conditions look: set without one, it
+/// does nothing.
+pub(super) fn check_query_sources(spec: &RuleSpec, errors: &mut Errors) {
+    if spec.query_sources != Sources::DEFAULT && !spec.conditions.iter().any(|c| c.target == Target::Query) {
+        errors.push("query_sources", "only used with query conditions (set query)");
+    }
+}
+
+/// What `tollgate check` points out in a valid rule: combinations that
+/// work as written but are likely not what the operator means.
+pub(super) fn warnings(rule: &Rule) -> Vec<ConfigWarning> {
+    let mut out = custom_methods(rule);
+    out.extend(untyped_ids(rule));
+    out.extend(shadow_fail_closed(rule));
+    out.extend(forgeable_success(rule));
+    out
+}
+
+/// A cost above the smallest limit would block every request.
+pub(super) fn check_cost(spec: &RuleSpec, errors: &mut Errors) {
+    if let Some(message) = cost_error(&spec.limits, spec.cost) {
+        errors.push("cost", message);
+    }
+}
+
+/// The rule's lease mode: `auto` unless `lease = "off"`, forced off where
+/// leasing cannot be exact (two-phase counting; a success that clears or
+/// forgives). `lease_ttl` must be shorter than the shortest window.
+pub(super) fn lease_mode(spec: &RuleSpec, auto: Option<bool>, ttl_ms: Option<u64>, max: Option<u32>, errors: &mut Errors) -> LeaseMode {
+    let smallest = spec.limits.iter().map(|l| l.requests.get()).min().unwrap_or(1);
+    let shortest = spec.limits.iter().map(|l| l.window_ms.get()).min().unwrap_or(u64::MAX);
+    if auto == Some(false) {
+        for (field, given) in [("lease_ttl", ttl_ms.is_some()), ("lease_max", max.is_some())] {
+            if given {
+                errors.push(field, "only used with lease = \"auto\" (this rule has lease = \"off\")");
+            }
+        }
+        return LeaseMode::Off;
+    }
+    if ttl_ms.is_some_and(|ttl| ttl >= shortest) {
+        errors.push("lease_ttl", format!("must be shorter than the rule's shortest window ({shortest} ms)"));
+    }
+    // By default one second, or half the shortest window if that is less.
+    let ttl_ms = ttl_ms.unwrap_or(DEFAULT_LEASE_TTL_MS.min(shortest / 2).max(1));
+    if spec.counting != Counting::All {
+        return LeaseMode::ForcedOff(OFF_TWO_PHASE);
+    }
+    if spec.on_success.is_some() {
+        return LeaseMode::ForcedOff(OFF_ON_SUCCESS);
+    }
+    LeaseMode::Auto(LeaseSettings::new(ttl_ms, max.unwrap_or(DEFAULT_LEASE_MAX), smallest))
+}
+
+/// The sliding log holds at most [`MAX_SLIDING_LOG_REQUESTS`] per window.
+pub(super) fn check_algorithm(spec: &RuleSpec, errors: &mut Errors) {
+    if let Some(message) = algorithm_error(&spec.limits, spec.algorithm) {
+        errors.push("algorithm", message);
+    }
+}

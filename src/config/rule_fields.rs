@@ -1,0 +1,404 @@
+//! A rule's table: [`RULE_FIELDS`] (every field a rule accepts, and how it
+//! is read into a [`RuleDraft`]) and the tables only a rule has
+//! (`response`, `trusted_device`). A draft starts out holding the defaults;
+//! [`RuleDraft::finish`] runs the checks that span fields
+//! ([`crate::config::checks`]) and yields the [`RuleSpec`], which
+//! [`parse_rule`] compiles. Every problem is reported under the rule's name.
+
+use crate::config::checks;
+use crate::config::exempt_fields::read_exempt;
+use crate::config::limits::{read_limits, read_overrides};
+use crate::config::overrides::Overrides;
+use crate::config::policy::{
+    Action, Counting, FailPolicy, LeaseChoice, MetricsLevel, MissingKey, OnMissingKey, SuccessAction, TrustedDevice, UploadLimits, DEFAULT_DEVICE_COOKIE,
+    DEFAULT_DEVICE_TTL_S, MAX_UPLOAD_BUFFER, MAX_UPLOAD_TIMEOUT_MS,
+};
+use crate::config::exempt_fields;
+use crate::config::limits::LIMIT_FIELDS;
+use crate::config::policy::Named;
+use crate::config::reader::{infos, source_names, FieldInfo, Shape, CONDITION, HEADER_NAME, KEY, SECRET_NAME, STATUSES, valid_cookie_name, valid_header_name, valid_method, valid_name, valid_secret_name, valid_suffix, Errors, Field, Input, read_table};
+use crate::config::response::{self, CustomResponse};
+use crate::config::rules::{Rule, RuleSpec, Target};
+use crate::config::{ConfigError, DEFAULT_SUFFIXES, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
+use crate::count::lease::LeaseMode;
+use crate::count::protocol::{Algorithm, MAX_LEASE_TTL_MS, MAX_LEASE_UNITS};
+use crate::request::canon::Sources;
+use crate::request::exempt::Exemptions;
+use crate::request::key::KeyPart;
+use serde_json::Value;
+use std::num::NonZeroU64;
+
+/// A rule while its table is read: its spec with the defaults, and the
+/// fields that only together say what to do when a key part is missing,
+/// what a success does, and how long a reservation holds.
+pub(super) struct RuleDraft {
+    pub(super) spec: RuleSpec,
+    pub(super) on_missing_key: Option<OnMissingKey>,
+    /// Present (its errors reported) even when some part was invalid, so
+    /// that it is not also reported missing.
+    pub(super) fallback_key: Option<Vec<KeyPart>>,
+    /// `clear_on_success`, the older spelling of `on_success = "clear"`.
+    pub(super) clear_on_success: Option<bool>,
+    pub(super) success_action: Option<SuccessAction>,
+    pub(super) success_statuses: Option<Vec<u16>>,
+    pub(super) identity_header: Option<String>,
+    pub(super) reservation_ttl_ms: Option<u64>,
+    /// `upload_buffer` and `upload_timeout`, as given (for the check that
+    /// they belong to a rule that counts statuses).
+    pub(super) upload_buffer: Option<u32>,
+    pub(super) upload_timeout_ms: Option<u32>,
+    /// `lease`: auto (true) or off (false).
+    pub(super) lease_auto: Option<bool>,
+    pub(super) lease_ttl_ms: Option<u64>,
+    pub(super) lease_max: Option<u32>,
+}
+
+impl RuleDraft {
+    pub(super) fn new() -> RuleDraft {
+        let spec = RuleSpec {
+            name: String::new(),
+            path: String::new(),
+            host: None,
+            methods: Vec::new(),
+            conditions: Vec::new(),
+            query_sources: Sources::DEFAULT,
+            // When in doubt, match: Express, ASP.NET and IIS route paths
+            // case-insensitively, so rules do too unless told otherwise.
+            case_insensitive: true,
+            suffixes: DEFAULT_SUFFIXES.iter().map(|s| s.to_string()).collect(),
+            key: vec![KeyPart::Ip],
+            on_missing_key: MissingKey::Reject,
+            counting: Counting::All,
+            on_success: None,
+            trusted_device: None,
+            ratelimit_headers: false,
+            algorithm: Algorithm::SlidingLog,
+            limits: Vec::new(),
+            cost: 1,
+            action: Action::Block,
+            on_error: FailPolicy::Allow,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            reservation_ttl_ms: 0,
+            upload: UploadLimits::default(),
+            // Built-in rules (the admin lockout) never lease; config rules
+            // get theirs in `finish`.
+            lease: LeaseMode::Off,
+            exempt: Exemptions::default(),
+            overrides: Overrides::default(),
+            response: None,
+            metrics: MetricsLevel::default(),
+        };
+        RuleDraft {
+            spec,
+            on_missing_key: None,
+            fallback_key: None,
+            clear_on_success: None,
+            success_action: None,
+            success_statuses: None,
+            identity_header: None,
+            reservation_ttl_ms: None,
+            upload_buffer: None,
+            upload_timeout_ms: None,
+            lease_auto: None,
+            lease_ttl_ms: None,
+            lease_max: None,
+        }
+    }
+
+    /// The spec, once the checks that span fields have passed.
+    pub(super) fn finish(self, errors: &mut Errors) -> RuleSpec {
+        let mut spec = self.spec;
+        spec.on_missing_key = checks::missing_key(self.on_missing_key, self.fallback_key, errors);
+        let action = checks::success_action(self.clear_on_success, self.success_action, errors);
+        spec.on_success = checks::on_success(&spec, action, self.success_statuses, self.identity_header, errors);
+        spec.upload = checks::upload_limits(&spec, self.upload_buffer, self.upload_timeout_ms, errors);
+        spec.reservation_ttl_ms = checks::reservation_ttl(&spec, self.reservation_ttl_ms, errors);
+        checks::check_on_success(&spec, self.clear_on_success.is_some(), errors);
+        checks::check_trusted_device(&spec, errors);
+        checks::check_cost(&spec, errors);
+        checks::check_algorithm(&spec, errors);
+        spec.lease = checks::lease_mode(&spec, self.lease_auto, self.lease_ttl_ms, self.lease_max, errors);
+        checks::check_overrides(&mut spec, errors);
+        checks::check_query_sources(&spec, errors);
+        spec
+    }
+}
+
+/// Every field a rule accepts, and how it is read.
+pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
+    Field::required("name", "missing", Shape::Text("^[A-Za-z0-9._-]{1,64}$"), "The rule's name: 1-64 of a-z A-Z 0-9 - _ . (it names the counters; unique).", |d, i| {
+        if let Some(name) = i.text(valid_name, "use 1-64 characters from a-z, A-Z, 0-9, `-`, `_`, `.`") {
+            d.spec.name = name;
+        }
+    }),
+    Field::required("path", "missing", Shape::Text("^/"), "URLPattern pathname matched against the canonical path, e.g. \"/api/login\" or \"/api/schools/:school/*\".", |d, i| {
+        if let Some(path) = i.text(|p| p.starts_with('/'), "must be a URLPattern pathname starting with `/`") {
+            d.spec.path = path;
+        }
+    }),
+    Field::optional("host", Shape::NonEmptyText, "URLPattern hostname the request must have, e.g. \"api.example.com\" or \"*.example.com\" (default: any host).", |d, i| {
+        if let Some(host) = i.text(|h| !h.is_empty(), "must be a non-empty URLPattern hostname") {
+            d.spec.host = Some(host.to_ascii_lowercase());
+        }
+    }),
+    Field::optional("methods", Shape::List(&Shape::Text("^[A-Za-z]+$"), 1), "HTTP methods the rule applies to, e.g. [\"POST\"] (standard ones in any case, custom ones in upper case; default: every method). Method overrides are honoured.", |d, i| {
+        let valid = |list: &[String]| !list.is_empty() && list.iter().all(|m| valid_method(m));
+        let message = "must be a non-empty list of HTTP methods: standard ones in any case, custom ones in upper case as they are sent";
+        if let Some(methods) = i.strings(valid, message) {
+            d.spec.methods = methods.iter().map(|m| m.to_ascii_uppercase()).collect();
+        }
+    }),
+    Field::optional("query", Shape::Map(&CONDITION), "Query conditions, all of which must hold: name = \"value\" (equals), [\"a\", \"b\"] (any of) or true (present).", |d, i| {
+        if let Some(conditions) = i.conditions(Target::Query, "must be a table of key = condition") {
+            d.spec.conditions.extend(conditions);
+        }
+    }),
+    Field::optional("query_sources", Shape::List(&Shape::Names(source_names), 1), "Where query conditions look: any of \"query\", \"body\" (form and JSON bodies), \"cookie\" (default [\"query\", \"body\"]).", |d, i| {
+        if let Some(sources) = i.sources() {
+            d.spec.query_sources = sources;
+        }
+    }),
+    Field::optional("header", Shape::Map(&CONDITION), "Header conditions, all of which must hold: header-name = \"value\" (equals), [\"a\", \"b\"] (any of) or true (present).", |d, i| {
+        if let Some(conditions) = i.conditions(Target::Header, "must be a table of header-name = condition") {
+            d.spec.conditions.extend(conditions);
+        }
+    }),
+    Field::optional("case_insensitive", Shape::Flag, "Whether the path matches in any case (default true, as most routers match).", |d, i| {
+        if let Some(on) = i.flag() {
+            d.spec.case_insensitive = on;
+        }
+    }),
+    Field::optional("suffixes", Shape::List(&Shape::Text("^\\.*[A-Za-z0-9]+$"), 0), "Format suffixes folded into the bare path (\"/a.json\" is \"/a\"); default [\"json\", \"xml\", \"html\", \"htm\", \"txt\", \"csv\", \"yaml\", \"yml\"].", |d, i| {
+        let valid = |list: &[String]| list.iter().all(|s| valid_suffix(s));
+        if let Some(suffixes) = i.strings(valid, "must be a list of extensions such as \"json\"") {
+            d.spec.suffixes = suffixes.iter().map(|s| s.trim_start_matches('.').to_ascii_lowercase()).collect();
+        }
+    }),
+    Field::optional("key", KEY, "What a client is counted by: a list of parts, e.g. [\"ip\"], [\"header:x-api-key\"], [\"body:email:lower\"], [\"path:school:int\"], [\"cookie:session\"], [\"query:id\"], [\"country\"], [\"asn\"], [\"global\"] (default [\"ip\"]).", |d, i| d.spec.key = i.key_parts()),
+    Field::optional("on_missing_key", Shape::Names(OnMissingKey::names), "When a key part is missing from a request: \"reject\" (400; the default), \"skip\" (the rule does not apply) or \"fallback\" (count by fallback_key).", |d, i| {
+        d.on_missing_key = i.choice::<OnMissingKey>(None);
+    }),
+    Field::optional("fallback_key", KEY, "The key to count by when a part of key is missing (implies on_missing_key = \"fallback\"), e.g. [\"ip\"].", |d, i| d.fallback_key = Some(i.key_parts())),
+    Field::optional("count_statuses", STATUSES, "Count only requests whose origin answer has one of these statuses (failures-only, e.g. [401, 403]); checked before, counted after the origin answers.", |d, i| {
+        if let Some(statuses) = i.statuses() {
+            d.spec.counting = Counting::Statuses(statuses);
+        }
+    }),
+    Field::optional("clear_on_success", Shape::Flag, "The older spelling of on_success = \"clear\".", |d, i| d.clear_on_success = i.flag()),
+    Field::optional("on_success", Shape::Names(SuccessAction::names), "What a success does to a failures-only rule's count: \"clear\" (forget every failure) or \"decrement\" (forgive one). Needs count_statuses.", |d, i| {
+        d.success_action = i.choice::<SuccessAction>(None);
+    }),
+    Field::optional("success_statuses", STATUSES, "The statuses that are a success (below 400; default [200, 204]). Needs on_success.", |d, i| d.success_statuses = i.statuses()),
+    Field::optional("success_identity_header", HEADER_NAME, "A response header in which the origin names the account it authenticated: a success applies only to that account. Needs on_success.", |d, i| {
+        let name = i.text(valid_header_name, "must be a response header name such as \"x-authenticated-user\"");
+        d.identity_header = name.map(|n| n.to_ascii_lowercase());
+    }),
+    Field::optional("reservation_ttl", Shape::Duration, "How long a failures-only rule's reservation holds its slot waiting for the origin, e.g. \"30s\" (default: 2 x timeout + upload_timeout + 100 s).", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
+    Field::optional("upload_buffer", Shape::Integer(0, MAX_UPLOAD_BUFFER as u64), "Bytes of a body received before a failures-only rule reserves (default 262144); a larger body streams under upload_timeout.", |d, i| {
+        d.upload_buffer = i.number(0..=u64::from(MAX_UPLOAD_BUFFER), "number of bytes");
+    }),
+    Field::optional("upload_timeout", Shape::Duration, "How long a failures-only rule waits for a whole request body, e.g. \"10s\" (the default; at most 10m).", |d, i| {
+        if let Some(ms) = i.duration("\"10s\"") {
+            match u32::try_from(ms.get()) {
+                Ok(ms) if ms <= MAX_UPLOAD_TIMEOUT_MS => d.upload_timeout_ms = Some(ms),
+                _ => i.report("must be at most 10m"),
+            }
+        }
+    }),
+    Field::optional("trusted_device", Shape::Table(device_infos), "A device that logged in to an account gets a signed cookie and a bucket of its own: { secret, cookie, ttl }. Needs on_success.", |d, i| d.spec.trusted_device = read_trusted_device(i)),
+    Field::optional("lease", Shape::Names(LeaseChoice::names), "Leased budgets: \"auto\" (the default: each isolate takes a share of the budget where that stays exact) or \"off\".", |d, i| d.lease_auto = i.choice::<LeaseChoice>(None).map(|c| c == LeaseChoice::Auto)),
+    Field::optional("lease_ttl", Shape::Duration, "How long a lease lasts, e.g. \"1s\" (the default, or half the shortest window; at most 60s).", |d, i| {
+        if let Some(ms) = i.duration("\"1s\"") {
+            if ms.get() <= MAX_LEASE_TTL_MS {
+                d.lease_ttl_ms = Some(ms.get());
+            } else {
+                i.report("must be at most 60s");
+            }
+        }
+    }),
+    Field::optional("lease_max", Shape::Integer(1, MAX_LEASE_UNITS as u64), "The most units one lease asks for.", |d, i| {
+        if let Some(max) = i.number(1..=u64::from(MAX_LEASE_UNITS), "whole number") {
+            d.lease_max = Some(max);
+        }
+    }),
+    Field::optional("ratelimit_headers", Shape::Flag, "Whether allowed responses carry RateLimit and RateLimit-Policy fields (default false; blocked ones always do).", |d, i| {
+        if let Some(on) = i.flag() {
+            d.spec.ratelimit_headers = on;
+        }
+    }),
+    Field::optional("algorithm", Shape::Names(Algorithm::names), "How the counter counts: \"sliding_log\" (exact; the default; up to 10000 requests per window) or \"gcra\" (O(1) state).", |d, i| {
+        if let Some(algorithm) = i.choice::<Algorithm>(None) {
+            d.spec.algorithm = algorithm;
+        }
+    }),
+    Field::required("limits", "missing", Shape::List(&Shape::Table(limit_infos), 1), "The windows, all enforced at once (at most 8): [{ requests = 10, window = \"60s\" }].", |d, i| {
+        if let Some(limits) = read_limits(i) {
+            d.spec.limits = limits;
+        }
+    }),
+    Field::optional("cost", Shape::Integer(1, u32::MAX as u64), "Units each request spends (default 1; at most the smallest limit).", |d, i| {
+        if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number") {
+            d.spec.cost = cost;
+        }
+    }),
+    Field::optional("action", Shape::Names(Action::names), "What a request over the limit gets: \"block\" (429; the default) or \"log\" (shadow mode: logged, never blocked).", |d, i| {
+        if let Some(action) = i.choice::<Action>(None) {
+            d.spec.action = action;
+        }
+    }),
+    Field::optional("on_error", Shape::Names(FailPolicy::names), "When the counter cannot be reached in time: \"allow\" (fail open; the default) or \"deny\" (fail closed: 503).", |d, i| {
+        if let Some(policy) = i.choice::<FailPolicy>(None) {
+            d.spec.on_error = policy;
+        }
+    }),
+    Field::optional("exempt", Shape::Table(exempt_fields::exempt_infos), "Requests this rule does not count or limit: { ips, asns, verified_bots, header }.", |d, i| d.spec.exempt = read_exempt(i)),
+    Field::optional("overrides", Shape::Map(&Shape::List(&Shape::Table(limit_infos), 1)), "A key value's own limits, e.g. { \"42\" = [{ requests = 1000, window = \"1d\" }] } (one-part keys).", |d, i| d.spec.overrides = read_overrides(i)),
+    Field::optional("response", Shape::Table(response_infos), "The rule's own block response: { status = 429 or 503, content_type, body } ({retry_after} and {rule} are placeholders).", |d, i| d.spec.response = read_response(i)),
+    Field::optional("metrics", Shape::Names(MetricsLevel::names), "What the rule writes to the TOLLGATE_METRICS Analytics Engine dataset: \"off\", \"limited\" (the default: all but allowed requests) or \"all\".", |d, i| {
+        if let Some(level) = i.choice::<MetricsLevel>(None) {
+            d.spec.metrics = level;
+        }
+    }),
+    Field::optional("timeout", Shape::Duration, "How long to wait for the counter before on_error applies, e.g. \"2s\" (the default; at most 30s).", |d, i| {
+        if let Some(ms) = i.duration("\"2s\"") {
+            match u32::try_from(ms.get()) {
+                Ok(ms) if ms <= MAX_TIMEOUT_MS => d.spec.timeout_ms = ms,
+                _ => i.report("must be at most 30s"),
+            }
+        }
+    }),
+];
+
+/// `response = { status, content_type, body }` while it is read.
+#[derive(Default)]
+pub(super) struct ResponseDraft {
+    pub(super) status: Option<u16>,
+    pub(super) content_type: Option<String>,
+    pub(super) body: Option<String>,
+}
+
+/// The fields of `response`.
+pub(super) const RESPONSE_FIELDS: &[Field<ResponseDraft>] = &[
+    Field::optional("status", Shape::OneOf(&response::STATUSES), "The status of a block: 429 (the default) or 503.", |d, i| {
+        match i.value.as_u64().and_then(|s| u16::try_from(s).ok()).filter(|s| response::STATUSES.contains(s)) {
+            Some(status) => d.status = Some(status),
+            None => i.report("must be 429 or 503 (both carry Retry-After)"),
+        }
+    }),
+    Field::optional("content_type", Shape::Text("/"), "The body's media type (default \"text/html; charset=utf-8\"); needs body.", |d, i| {
+        let valid = |t: &str| t.contains('/') && !t.is_empty() && t.bytes().all(|b| (b' '..=b'~').contains(&b));
+        d.content_type = i.text(valid, "must be a media type such as \"text/html; charset=utf-8\"");
+    }),
+    Field::optional("body", Shape::Text(""), "The body served to clients that do not ask for JSON (at most 64 KiB); {retry_after} and {rule} are replaced.", |d, i| {
+        d.body = i.text(|b| b.len() <= response::MAX_BODY_BYTES, "must be text of at most 64 KiB, with {retry_after} and {rule} as placeholders");
+    }),
+];
+
+/// A rule's own block response, its body prepared once here.
+pub(super) fn read_response(input: &mut Input<'_>) -> Option<CustomResponse> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail("must be a table { status = 429, content_type = \"text/html; charset=utf-8\", body = \"... {retry_after} ... {rule} ...\" }");
+    };
+    let mut draft = ResponseDraft::default();
+    let before = input.errors.list.len();
+    read_table(table, RESPONSE_FIELDS, &mut draft, input.errors, &format!("{}.", input.field));
+    if input.errors.list.len() != before {
+        return None;
+    }
+    if draft.content_type.is_some() && draft.body.is_none() {
+        return input.fail("content_type without a body: give the body too");
+    }
+    match CustomResponse::new(draft.status.unwrap_or(429), draft.content_type, draft.body.as_deref()) {
+        Ok(response) => Some(response),
+        Err(message) => input.fail(message),
+    }
+}
+
+/// Reads one rule; `index` names it in errors when it has no name.
+pub(super) fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
+    let label = match raw.get("name").and_then(Value::as_str) {
+        Some(name) => name.to_string(),
+        None => format!("rules[{index}]"),
+    };
+    let mut errors = Errors { rule: Some(label), list: Vec::new() };
+    let Some(table) = raw.as_object() else {
+        errors.push("", "must be a table");
+        return Err(errors.list);
+    };
+    let mut draft = RuleDraft::new();
+    read_table(table, RULE_FIELDS, &mut draft, &mut errors, "");
+    let spec = draft.finish(&mut errors);
+    if errors.list.is_empty() {
+        match Rule::compile(spec) {
+            Ok(rule) => return Ok(rule),
+            Err(e) => errors.push(e.field, e.message),
+        }
+    }
+    Err(errors.list)
+}
+
+/// The `rules` list: every rule, each read on its own.
+pub(super) fn read_rules(input: &mut Input<'_>) -> Option<Vec<Rule>> {
+    let Some(list) = input.value.as_array() else {
+        return input.fail("must be a list of tables");
+    };
+    let mut rules = Vec::new();
+    for (index, raw) in list.iter().enumerate() {
+        match parse_rule(index, raw) {
+            Ok(rule) => rules.push(rule),
+            Err(mut errors) => input.errors.list.append(&mut errors),
+        }
+    }
+    Some(rules)
+}
+
+/// The fields of `trusted_device`, with their defaults.
+pub(super) const DEVICE_FIELDS: &[Field<TrustedDevice>] = &[
+    Field::required("secret", "missing: the name of the Workers secret that signs the cookies, such as \"TOLLGATE_DEVICE_KEY\"", SECRET_NAME, "The Workers secret that signs the cookies, e.g. \"TOLLGATE_DEVICE_KEY\".", |d, i| {
+        if let Some(secret) = i.text(valid_secret_name, "must be a Workers secret name such as \"TOLLGATE_DEVICE_KEY\"") {
+            d.secret = secret;
+        }
+    }),
+    Field::optional("cookie", Shape::Text("^[A-Za-z0-9_-]{1,64}$"), "The cookie's name (default \"tollgate_device\").", |d, i| {
+        if let Some(cookie) = i.text(valid_cookie_name, "must be a cookie name (letters, digits, `_`, `-`)") {
+            d.cookie = cookie;
+        }
+    }),
+    Field::optional("ttl", Shape::Duration, "How long a cookie is good for (default \"30d\").", |d, i| {
+        if let Some(ms) = i.duration("\"30d\"") {
+            d.ttl_s = ms.get().div_ceil(1000);
+        }
+    }),
+];
+
+/// `trusted_device = { secret = "TOLLGATE_DEVICE_KEY", cookie, ttl }`.
+pub(super) fn read_trusted_device(input: &mut Input<'_>) -> Option<TrustedDevice> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail("must be a table { secret = \"TOLLGATE_DEVICE_KEY\", cookie = \"tollgate_device\", ttl = \"30d\" }");
+    };
+    let mut device = TrustedDevice {
+        secret: String::new(),
+        cookie: DEFAULT_DEVICE_COOKIE.to_string(),
+        ttl_s: DEFAULT_DEVICE_TTL_S,
+    };
+    let before = input.errors.list.len();
+    read_table(table, DEVICE_FIELDS, &mut device, input.errors, &format!("{}.", input.field));
+    (input.errors.list.len() == before).then_some(device)
+}
+
+/// The schema's view of [`RULE_FIELDS`].
+pub(super) fn rule_infos() -> Vec<FieldInfo> {
+    infos(RULE_FIELDS)
+}
+
+fn limit_infos() -> Vec<FieldInfo> {
+    infos(LIMIT_FIELDS)
+}
+
+fn device_infos() -> Vec<FieldInfo> {
+    infos(DEVICE_FIELDS)
+}
+
+fn response_infos() -> Vec<FieldInfo> {
+    infos(RESPONSE_FIELDS)
+}
