@@ -1,0 +1,132 @@
+//! The layout is the architecture (issue 26): `src/` is in folders by
+//! layer, and a layer uses only the layers below it. This test reads the
+//! source (outside test modules, comments dropped) and fails on a
+//! `crate::` reference that goes up a layer, or on an import cycle between
+//! two files.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+
+/// Each folder's rank: a file may name only folders of a lower rank, or
+/// its own. `glue` and `tools` are the top: drivers, never used below.
+const LAYERS: &[(&str, u8)] = &[("request", 0), ("count", 1), ("config", 2), ("pipeline", 3), ("glue", 4), ("tools", 4)];
+
+/// A file's code: up to its test module, without comments.
+fn code_of(text: &str) -> String {
+    let end = text.find("#[cfg(test)]").unwrap_or(text.len());
+    text[..end].lines().map(|line| line.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
+}
+
+/// `src/a/b.rs` → `["a", "b"]`; `src/a/mod.rs` → `["a"]`.
+fn module_of(path: &Path) -> Vec<String> {
+    let rel = path.strip_prefix("src").unwrap_or(path).with_extension("");
+    let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every `crate::a::b` path in `code`, as its segments.
+fn references(code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let tail = &rest[at + "crate::".len()..];
+        let path: String = tail.chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+        out.push(path.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect());
+        rest = tail;
+    }
+    out
+}
+
+/// The modules (files) of the crate, and which other files each names.
+fn graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    let mut paths = Vec::new();
+    files(Path::new("src"), &mut paths);
+    let modules: BTreeMap<Vec<String>, String> = paths
+        .iter()
+        .filter(|p| !p.starts_with("src/bin"))
+        .map(|p| (module_of(p), code_of(&fs::read_to_string(p).unwrap())))
+        .collect();
+    let mut edges = BTreeMap::new();
+    for (module, code) in &modules {
+        let targets: BTreeSet<Vec<String>> = references(code)
+            .into_iter()
+            .filter_map(|path| (0..=path.len()).rev().map(|k| path[..k].to_vec()).find(|m| modules.contains_key(m)))
+            // A folder's mod.rs and its children declare each other.
+            .filter(|t| t != module && !t.starts_with(module) && !module.starts_with(t))
+            .collect();
+        edges.insert(module.clone(), targets);
+    }
+    edges
+}
+
+fn rank(module: &[String]) -> Option<u8> {
+    let folder = module.first()?;
+    LAYERS.iter().find(|(name, _)| name == folder).map(|(_, rank)| *rank)
+}
+
+#[test]
+fn a_layer_uses_only_the_layers_below_it() {
+    let mut upward = Vec::new();
+    for (module, targets) in graph() {
+        let Some(own) = rank(&module) else { continue };
+        for target in targets {
+            if rank(&target).is_some_and(|r| r > own || (r == own && target[0] != module[0])) {
+                upward.push(format!("{} -> {}", module.join("/"), target.join("/")));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "references up (or across) a layer: {upward:#?}");
+}
+
+#[test]
+fn no_import_cycle_between_files() {
+    let edges = graph();
+    // A cycle exists iff a depth-first search meets a module on its stack.
+    fn visit<'a>(
+        m: &'a Vec<String>,
+        edges: &'a BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+        state: &mut BTreeMap<&'a Vec<String>, u8>,
+        stack: &mut Vec<&'a Vec<String>>,
+    ) -> Option<Vec<String>> {
+        match state.get(m) {
+            Some(2) => return None,
+            Some(1) => {
+                let from = stack.iter().position(|s| *s == m).unwrap_or(0);
+                return Some(stack[from..].iter().map(|s| s.join("/")).collect());
+            }
+            _ => {}
+        }
+        state.insert(m, 1);
+        stack.push(m);
+        for t in edges.get(m).into_iter().flatten() {
+            if let Some(cycle) = visit(t, edges, state, stack) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        state.insert(m, 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for m in edges.keys() {
+        let cycle = visit(m, &edges, &mut state, &mut Vec::new());
+        assert!(cycle.is_none(), "an import cycle: {cycle:?}");
+    }
+}
