@@ -53,6 +53,7 @@
 //! told apart at any rate from that address.
 
 use crate::request::canon::CanonicalQuery;
+use crate::config::policy::{FailPolicy, Named};
 use crate::config::Config;
 use crate::config::headers::OwnResponse;
 use crate::request::key::MissingPart;
@@ -159,7 +160,7 @@ pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: O
                 "The admin lockout counter cannot be reached.",
                 Some(1),
             ),
-            events: vec![verdict::counter_error(&lockout.rule.name, &lockout.key_hash, error, "deny")],
+            events: vec![verdict::counter_error(&lockout.rule.name, &lockout.key_hash, error, FailPolicy::Deny.name())],
         },
         (Outcome::Allowed { .. }, AdminRoute::Unauthorized) => {
             Gate::Refuse { response: unauthorized(), events: vec![LogEvent::new("admin_denied", vec![client()])] }

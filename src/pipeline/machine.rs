@@ -19,6 +19,7 @@
 
 use crate::config::response::Prefers;
 use crate::config::headers::OwnResponse;
+use crate::config::policy::{FailPolicy, Named};
 use crate::config::Config;
 use crate::count::blocked::BlockedUntilCache;
 use crate::count::protocol::{Call, Op};
@@ -423,7 +424,7 @@ pub fn invalid_config(
     let log = due.then(|| {
         *last_logged_ms = Some(now_ms);
         let detail: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        let decision = if forwards { "allow" } else { "deny" };
+        let decision = if forwards { FailPolicy::Allow } else { FailPolicy::Deny }.name();
         LogEvent::new("config_error", vec![("errors", detail.join("; ").into()), ("decision", decision.into())])
     });
     ((!forwards).then(verdict::invalid_config), log)

@@ -19,7 +19,7 @@
 //! - `log` (shadow) rules over their limit only log `shadow_block`;
 //! - otherwise the request is forwarded.
 
-use crate::config::policy::{Action, Counting, FailPolicy, SuccessAction};
+use crate::config::policy::{Action, Counting, FailPolicy, Named, SuccessAction};
 use crate::config::headers::{rate_fields, OwnResponse};
 use crate::pipeline::applied::{Applied, Matched};
 use crate::count::protocol::{Call, Op, Reply, WireWindow};
@@ -181,7 +181,7 @@ pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefe
             Outcome::Failed(error) => {
                 // Shadow mode never blocks, whatever `on_error` says.
                 let deny = a.rule.on_error == FailPolicy::Deny && a.rule.action == Action::Block;
-                let decision = if deny { "deny" } else { "allow" };
+                let decision = if deny { FailPolicy::Deny } else { FailPolicy::Allow }.name();
                 events.push(counter_error(&a.rule.name, &a.key_hash, error, decision));
                 if deny {
                     let detail = format!("Rule `{}` cannot be checked right now.", a.rule.name);

@@ -13,7 +13,8 @@ use crate::config::upstream::Upstream;
 use crate::pipeline::admin;
 use crate::request::canon::{CanonicalQuery, Source};
 use crate::config::Config;
-use crate::config::policy::{Action, Counting, FailPolicy, MissingKey};
+use crate::config::describe;
+use crate::config::policy::{Action, Counting, FailPolicy, Named};
 use crate::pipeline::facts::{self, Facts, HeaderMap, Secrets};
 use crate::pipeline::machine::{self, Machine, Next};
 use crate::pipeline::memo::PlanMemo;
@@ -216,18 +217,18 @@ fn why_not(rule: &Rule, plan: &Plan<'_>, header: &dyn Fn(&str) -> Option<String>
 
 fn policy(rule: &Rule) -> String {
     let action = match rule.action {
-        Action::Block => "block",
-        Action::Log => "log (shadow: never blocks)",
+        Action::Block => "",
+        Action::Log => " (shadow: never blocks)",
     };
     let on_error = match rule.on_error {
-        FailPolicy::Allow => "allow (fail open)",
-        FailPolicy::Deny => "deny (fail closed, 503)",
+        FailPolicy::Allow => " (fail open)",
+        FailPolicy::Deny => " (fail closed, 503)",
     };
     let counting = match &rule.counting {
         Counting::All => "every request".to_string(),
         Counting::Statuses(s) => format!("responses {s:?}"),
     };
-    format!("action {action}; on_error {on_error}; counts {counting}")
+    format!("action {}{action}; on_error {}{on_error}; counts {counting}", rule.action.name(), rule.on_error.name())
 }
 
 /// What a success would do to the rule for this request.
@@ -571,15 +572,17 @@ pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Ass
 
 /// One rule of the config, and what became of it for this request.
 fn rule_json(rule: &Rule, plan: &Plan<'_>, header: &dyn Fn(&str) -> Option<String>, request: &ExplainRequest<'_>) -> Value {
+    // The rule as the config spells it, every field (what `GET /rules`
+    // lists), and the few its verdict turns on, at the top.
+    let config = describe::rule_json(rule);
     let mut entry = json!({
         "name": rule.name,
-        "action": match rule.action { Action::Block => "block", Action::Log => "log" },
-        "on_error": match rule.on_error { FailPolicy::Allow => "allow", FailPolicy::Deny => "deny" },
+        "action": rule.action.name(),
+        "on_error": rule.on_error.name(),
         "count_statuses": match &rule.counting { Counting::All => Value::Null, Counting::Statuses(s) => json!(s) },
-        "on_missing_key": match &rule.on_missing_key {
-            MissingKey::Reject => "reject", MissingKey::Skip => "skip", MissingKey::Fallback(_) => "fallback"
-        },
+        "on_missing_key": config["on_missing_key"],
         "lease": lease_json(rule),
+        "config": config,
     });
     let Some(m) = plan.matched.iter().find(|m| std::ptr::eq(m.rule, rule)) else {
         entry["matched"] = json!(false);
@@ -680,6 +683,9 @@ mod tests {
         assert!(text.contains("  success:  never for this request: not matched by its own method"), "{text}");
         let json = explain_json(&config, &request("POST", "/login", &overridden), &ALLOWED);
         assert_eq!(json["rules"][0]["own_method"], false, "{json}");
+        // Every field of the rule, as `GET /rules` lists it (one function).
+        assert_eq!(json["rules"][0]["config"], describe::rule_json(&config.rules[0]));
+        assert_eq!(json["rules"][0]["config"]["on_success"], "clear", "{json}");
     }
 
     #[test]
