@@ -169,6 +169,8 @@ const OTHER = [
   ["explain"],
   ["explain", "/x", "--bogus"],
   ["hash", "--rule", "nope", "ip=1.2.3.4"],
+  ["schema"],
+  ["schema", "--help"],
 ];
 
 function both(args, env = {}) {
