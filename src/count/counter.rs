@@ -3,7 +3,8 @@
 //! its alarm; everything it decides is decided here, once for both
 //! algorithms: each is a `Counter` (a state kept in one text row, and
 //! pure functions of state, now and limits), and [`step`] and [`on_alarm`]
-//! are written over that trait.
+//! are written over that trait ([`step`] once, over an enum of the two
+//! states that dispatches to it, so the Wasm holds one copy).
 //!
 //! The stored row is a sliding log ([`crate::count::window::encode_log`]) or a
 //! GCRA state (`g:...`, [`crate::count::gcra::encode`]); its prefix says which
