@@ -31,8 +31,6 @@ impl Algorithm {
 /// clock. [`crate::count::counter::step`] and
 /// [`crate::count::counter::on_alarm`] are written once over this.
 pub(crate) trait Counter {
-    /// The call's `alg` that selects this algorithm.
-    const ALGORITHM: Algorithm;
     /// What one row holds; `Default` is the empty row.
     type State: Default + PartialEq;
 

@@ -3,7 +3,8 @@
 //! its alarm; everything it decides is decided here, once for both
 //! algorithms: each is a `Counter` (a state kept in one text row, and
 //! pure functions of state, now and limits), and [`step`] and [`on_alarm`]
-//! are written over that trait.
+//! are written over that trait ([`step`] once, over an enum of the two
+//! states that dispatches to it, so the Wasm holds one copy).
 //!
 //! The stored row is a sliding log ([`crate::count::window::encode_log`]) or a
 //! GCRA state (`g:...`, [`crate::count::gcra::encode`]); its prefix says which
@@ -31,7 +32,7 @@
 use crate::count::algorithm::{Algorithm, CorruptRow, Counter, Decision};
 use crate::count::gcra::{self, Gcra};
 use crate::count::lease;
-use crate::count::limit::{horizon_ms, Limit};
+use crate::count::limit::{horizon_ms, Limit, WindowState};
 use crate::count::protocol::{Call, Op};
 use crate::count::reservation::{self, Reservation};
 use crate::count::tally::Tally;
@@ -71,10 +72,7 @@ pub struct Write {
 /// reads as a status of an empty row, and does not read `row`, so that a
 /// corrupt row can be reset. Any other call on a corrupt row is refused.
 pub fn step(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
-    match call.algorithm {
-        Algorithm::SlidingLog => run::<SlidingLog>(row, now_ms, call),
-        Algorithm::Gcra => run::<Gcra>(row, now_ms, call),
-    }
+    run(row, now_ms, call)
 }
 
 /// A row read back: the counter's state and the reservations still live.
@@ -96,16 +94,16 @@ fn split_mark(row: &str) -> (&str, Option<Mark>) {
 }
 
 /// Whether `state` holds nothing live at `now_ms`.
-fn is_empty<C: Counter>(state: &C::State, now_ms: i64, limits: &[Limit]) -> bool {
-    C::expires_at(state, horizon_ms(limits)).is_none_or(|at| at <= now_ms)
+fn is_empty(state: &State, now_ms: i64, limits: &[Limit]) -> bool {
+    State::expires_at(state, horizon_ms(limits)).is_none_or(|at| at <= now_ms)
 }
 
 /// [`run_marked`], with the row's [`Mark`] read before and written after: a
 /// count that held nothing live has none, a commit marks it, and a clear
 /// that relieved it drops it.
-fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
+fn run(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
     let (row, mark) = split_mark(row);
-    let (mut step, mark) = run_marked::<C>(row, mark, now_ms, call)?;
+    let (mut step, mark) = run_marked(row, mark, now_ms, call)?;
     if let (Some(write), Some(mark)) = (step.write.as_mut(), mark) {
         write.row.push(MARK_SEPARATOR);
         write.row.push_str(&mark.encode());
@@ -113,48 +111,48 @@ fn run<C: Counter>(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptR
     Ok(step)
 }
 
-fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Call) -> Result<(Step, Option<Mark>), CorruptRow> {
+fn run_marked(row: &str, mark: Option<Mark>, now_ms: i64, call: &Call) -> Result<(Step, Option<Mark>), CorruptRow> {
     let limits = &call.limits;
     let Loaded { state, mut held } = if call.op == Op::Reset {
-        Loaded { state: C::State::default(), held: Vec::new() }
+        Loaded { state: State::empty(call.algorithm), held: Vec::new() }
     } else {
         let (state, reservations) = reservation::split_row(row);
-        Loaded { state: load::<C>(state)?, held: reservation::live(reservation::decode(reservations)?, now_ms) }
+        Loaded { state: load(state, call.algorithm)?, held: reservation::live(reservation::decode(reservations)?, now_ms) }
     };
-    let empty = is_empty::<C>(&state, now_ms, limits);
+    let empty = is_empty(&state, now_ms, limits);
     let mut mark = if empty { None } else { mark };
     let step = match call.op {
-        Op::Hit => hit::<C>(&state, held, now_ms, call),
+        Op::Hit => hit(&state, held, now_ms, call),
         Op::Check => {
-            let tally = reserve_decision::<C>(&state, &held, now_ms, call).tally;
-            unchanged::<C>(&state, Tally { windows: C::peek(&state, now_ms, limits), ..tally }, &held)
+            let tally = reserve_decision(&state, &held, now_ms, call).tally;
+            unchanged(&state, Tally { windows: State::peek(&state, now_ms, limits), ..tally }, &held)
         }
         Op::Record => {
-            let (next, windows) = C::record(&state, now_ms, limits, call.cost);
-            written::<C>(Tally::allowing(windows), &next, held, now_ms, limits)
+            let (next, windows) = State::record(&state, now_ms, limits, call.cost);
+            written(Tally::allowing(windows), &next, held, now_ms, limits)
         }
-        Op::Reserve => reserve::<C>(&state, held, now_ms, call),
+        Op::Reserve => reserve(&state, held, now_ms, call),
         Op::Commit => {
             // An unknown (expired) reservation still counts: the origin
             // answered a counted status.
             let cost = reservation::take(&mut held, call.reservation).map_or(call.cost, |r| r.cost);
             mark = spelling::after_commit(mark.as_ref(), empty, call.spelling.as_ref());
-            let (next, windows) = C::record(&state, now_ms, limits, cost);
-            written::<C>(Tally::allowing(windows), &next, held, now_ms, limits)
+            let (next, windows) = State::record(&state, now_ms, limits, cost);
+            written(Tally::allowing(windows), &next, held, now_ms, limits)
         }
         Op::Release | Op::Forgive | Op::Clear => {
             // Only a count of the success's own spelling is relieved: a
             // look-alike's success releases its own slot, nothing more.
             let relief = spelling::relieves(mark.as_ref(), empty, call.spelling.as_ref());
-            let (step, cleared) = settle::<C>(&state, held, now_ms, call, relief);
+            let (step, cleared) = settle(&state, held, now_ms, call, relief);
             if cleared {
                 mark = None;
             }
             step
         }
-        Op::Status | Op::Reset | Op::Probe => unchanged::<C>(&state, Tally::allowing(C::peek(&state, now_ms, limits)), &held),
-        Op::Lease => lease_step::<C>(&state, held, now_ms, call),
-        Op::Refund => refund::<C>(&state, held, now_ms, call),
+        Op::Status | Op::Reset | Op::Probe => unchanged(&state, Tally::allowing(State::peek(&state, now_ms, limits)), &held),
+        Op::Lease => lease_step(&state, held, now_ms, call),
+        Op::Refund => refund(&state, held, now_ms, call),
     };
     Ok((step, mark))
 }
@@ -162,85 +160,85 @@ fn run_marked<C: Counter>(row: &str, mark: Option<Mark>, now_ms: i64, call: &Cal
 /// `hit`: check-and-record. Rules that count every request never
 /// reserve; reservations left by a rule switched from `count_statuses`
 /// are carried along.
-fn hit<C: Counter>(state: &C::State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
-    let Decision { tally, next } = C::decide(state, now_ms, &call.limits, call.cost);
+fn hit(state: &State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+    let Decision { tally, next } = State::decide(state, now_ms, &call.limits, call.cost);
     match next {
-        Some(next) => written::<C>(tally, &next, held, now_ms, &call.limits),
-        None => unchanged::<C>(state, tally, &held),
+        Some(next) => written(tally, &next, held, now_ms, &call.limits),
+        None => unchanged(state, tally, &held),
     }
 }
 
 /// `refund`: up to `call.cost` unspent units of the lease
 /// `call.reservation` given back; written only when that changes the row.
-fn refund<C: Counter>(state: &C::State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+fn refund(state: &State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
     let limits = &call.limits;
     let lease_id = call.reservation.and_then(|id| i64::try_from(id).ok()).unwrap_or(i64::MIN);
-    let next = C::refund(state, now_ms, limits, call.cost, lease_id);
-    let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+    let next = State::refund(state, now_ms, limits, call.cost, lease_id);
+    let tally = Tally::allowing(State::peek(&next, now_ms, limits));
     if next == *state {
-        unchanged::<C>(state, tally, &held)
+        unchanged(state, tally, &held)
     } else {
-        written::<C>(tally, &next, held, now_ms, limits)
+        written(tally, &next, held, now_ms, limits)
     }
 }
 
 /// A step that writes nothing.
-fn unchanged<C: Counter>(state: &C::State, tally: Tally, held: &[Reservation]) -> Step {
-    Step { tally, write: None, stored: C::entries(state), held: held.len() as u64, reservation: None, granted: None }
+fn unchanged(state: &State, tally: Tally, held: &[Reservation]) -> Step {
+    Step { tally, write: None, stored: State::entries(state), held: held.len() as u64, reservation: None, granted: None }
 }
 
 /// `reserve`: a reservation of `call.cost`, if it fits beside `held`.
-fn reserve<C: Counter>(state: &C::State, mut held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
-    let Decision { tally, next } = reserve_decision::<C>(state, &held, now_ms, call);
-    let Some(expires_at) = next else { return unchanged::<C>(state, tally, &held) };
+fn reserve(state: &State, mut held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+    let Decision { tally, next } = reserve_decision(state, &held, now_ms, call);
+    let Some(expires_at) = next else { return unchanged(state, tally, &held) };
     let id = reservation::next_id(&held, now_ms);
     held.push(Reservation { id, expires_at, cost: call.cost });
-    Step { reservation: Some(id), ..written::<C>(tally, state, held, now_ms, &call.limits) }
+    Step { reservation: Some(id), ..written(tally, state, held, now_ms, &call.limits) }
 }
 
 /// `release`, `forgive` and `clear`: the call's reservation released and,
 /// when `relief` (the count is of the success's own spelling), one failure
 /// forgiven or every one cleared. Also says whether the count was cleared.
-fn settle<C: Counter>(state: &C::State, mut held: Vec<Reservation>, now_ms: i64, call: &Call, relief: bool) -> (Step, bool) {
+fn settle(state: &State, mut held: Vec<Reservation>, now_ms: i64, call: &Call, relief: bool) -> (Step, bool) {
     let limits = &call.limits;
     let released = reservation::take(&mut held, call.reservation).is_some();
     let next = match call.op {
-        Op::Forgive if relief => Some(C::forgive(state, now_ms, limits, call.cost)),
-        Op::Clear if relief => Some(C::State::default()),
+        Op::Forgive if relief => Some(State::forgive(state, now_ms, limits, call.cost)),
+        Op::Clear if relief => Some(state.emptied()),
         _ => None,
     }
     .filter(|next| next != state);
     let cleared = call.op == Op::Clear && next.is_some();
     let after = next.as_ref().unwrap_or(state);
-    let tally = Tally::allowing(C::peek(after, now_ms, limits));
+    let tally = Tally::allowing(State::peek(after, now_ms, limits));
     let step = if released || next.is_some() {
-        written::<C>(tally, after, held, now_ms, limits)
+        written(tally, after, held, now_ms, limits)
     } else {
-        unchanged::<C>(state, tally, &held)
+        unchanged(state, tally, &held)
     };
     (step, cleared)
 }
 
 /// `lease`: a grant of `cost` to `want` units, or none.
-fn lease_step<C: Counter>(state: &C::State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
+fn lease_step(state: &State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
     let limits = &call.limits;
     // Reservations of a rule switched from `count_statuses` take their
     // room first; blocked is the algorithm's exact answer for `cost` (with
     // them).
-    let blocked = reserve_decision::<C>(state, &held, now_ms, call);
+    let blocked = reserve_decision(state, &held, now_ms, call);
     if !blocked.tally.allowed {
-        return Step { granted: Some(0), ..unchanged::<C>(state, blocked.tally, &held) };
+        return Step { granted: Some(0), ..unchanged(state, blocked.tally, &held) };
     }
-    let room = C::room(state, now_ms, limits).saturating_sub(reservation::units(&held));
+    let room = State::room(state, now_ms, limits).saturating_sub(reservation::units(&held));
     let granted = lease::grant_size(call.want.unwrap_or(call.cost), call.cost, room);
     let ttl = i64::try_from(call.hold_ms.unwrap_or(1)).unwrap_or(i64::MAX);
     let expires_at = now_ms.saturating_add(ttl);
-    let next = C::lease(state, now_ms, limits, granted, expires_at);
-    let tally = Tally::allowing(C::peek(&next, now_ms, limits));
+    let next = State::lease(state, now_ms, limits, granted, expires_at);
+    let tally = Tally::allowing(State::peek(&next, now_ms, limits));
     Step {
         reservation: u64::try_from(expires_at).ok(),
         granted: Some(u64::from(granted)),
-        ..written::<C>(tally, &next, held, now_ms, limits)
+        ..written(tally, &next, held, now_ms, limits)
     }
 }
 
@@ -252,14 +250,14 @@ fn lease_step<C: Counter>(state: &C::State, held: Vec<Reservation>, now_ms: i64,
 /// [`Tally::in_flight`]: its wait is the algorithm's as if every reservation
 /// were committed now, but at most until the first of them expires (by
 /// then at least one has been settled or has lapsed).
-fn reserve_decision<C: Counter>(state: &C::State, held: &[Reservation], now_ms: i64, call: &Call) -> Decision<i64> {
+fn reserve_decision(state: &State, held: &[Reservation], now_ms: i64, call: &Call) -> Decision<i64> {
     let limits = &call.limits;
-    let committed = C::decide(state, now_ms, limits, call.cost);
+    let committed = State::decide(state, now_ms, limits, call.cost);
     if !committed.tally.allowed {
         return Decision { tally: committed.tally, next: None };
     }
     let held_units = u32::try_from(reservation::units(held)).unwrap_or(u32::MAX);
-    let with_held = C::decide(state, now_ms, limits, call.cost.saturating_add(held_units));
+    let with_held = State::decide(state, now_ms, limits, call.cost.saturating_add(held_units));
     if with_held.tally.allowed {
         let hold = i64::try_from(call.hold_ms.unwrap_or(0)).unwrap_or(i64::MAX);
         return Decision { tally: with_held.tally, next: Some(now_ms.saturating_add(hold)) };
@@ -273,25 +271,126 @@ fn reserve_decision<C: Counter>(state: &C::State, held: &[Reservation], now_ms: 
     Decision { tally, next: None }
 }
 
-fn written<C: Counter>(tally: Tally, next: &C::State, held: Vec<Reservation>, now_ms: i64, limits: &[Limit]) -> Step {
-    let expires_at = C::expires_at(next, horizon_ms(limits)).max(reservation::last_expiry(&held)).unwrap_or(now_ms);
+fn written(tally: Tally, next: &State, held: Vec<Reservation>, now_ms: i64, limits: &[Limit]) -> Step {
+    let expires_at = State::expires_at(next, horizon_ms(limits)).max(reservation::last_expiry(&held)).unwrap_or(now_ms);
     Step {
         tally,
-        write: Some(Write { row: reservation::join_row(C::encode(next), &held), expires_at }),
-        stored: C::entries(next),
+        write: Some(Write { row: reservation::join_row(State::encode(next), &held), expires_at }),
+        stored: State::entries(next),
         held: held.len() as u64,
         reservation: None,
         granted: None,
     }
 }
 
-/// `row` as `C`'s state. A row of the other algorithm reads as empty, but
-/// is still refused if that algorithm cannot read it.
-fn load<C: Counter>(row: &str) -> Result<C::State, CorruptRow> {
-    if writer(row) == C::ALGORITHM {
-        C::decode(row)
-    } else {
-        expiry(row, 0).map(|_| C::State::default())
+/// `row` as the state of `algorithm`. A row of the other algorithm reads
+/// as empty, but is still refused if that algorithm cannot read it.
+fn load(row: &str, algorithm: Algorithm) -> Result<State, CorruptRow> {
+    match (writer(row), algorithm) {
+        (Algorithm::SlidingLog, Algorithm::SlidingLog) => SlidingLog::decode(row).map(State::Log),
+        (Algorithm::Gcra, Algorithm::Gcra) => Gcra::decode(row).map(State::Gcra),
+        _ => expiry(row, 0).map(|_| State::empty(algorithm)),
+    }
+}
+
+/// Either algorithm's state: the step above is compiled once, not once
+/// per [`Counter`] (Wasm size), each operation dispatched on the variant.
+/// A state keeps its algorithm: an empty GCRA row is encoded unlike an
+/// empty log.
+#[derive(PartialEq)]
+enum State {
+    Log(<SlidingLog as Counter>::State),
+    Gcra(<Gcra as Counter>::State),
+}
+
+/// `$op` of the state's own algorithm, with the state first.
+macro_rules! dispatch {
+    ($state:expr, $op:ident($($arg:expr),*)) => {
+        match $state {
+            State::Log(s) => SlidingLog::$op(s, $($arg),*),
+            State::Gcra(s) => Gcra::$op(s, $($arg),*),
+        }
+    };
+    ($state:expr, $op:ident($($arg:expr),*) => State) => {
+        match $state {
+            State::Log(s) => State::Log(SlidingLog::$op(s, $($arg),*)),
+            State::Gcra(s) => State::Gcra(Gcra::$op(s, $($arg),*)),
+        }
+    };
+}
+
+impl State {
+    fn empty(algorithm: Algorithm) -> State {
+        match algorithm {
+            Algorithm::SlidingLog => State::Log(Default::default()),
+            Algorithm::Gcra => State::Gcra(Default::default()),
+        }
+    }
+
+    /// The empty state of the same algorithm.
+    fn emptied(&self) -> State {
+        match self {
+            State::Log(_) => State::Log(Default::default()),
+            State::Gcra(_) => State::Gcra(Default::default()),
+        }
+    }
+
+    fn encode(&self) -> String {
+        dispatch!(self, encode())
+    }
+
+    fn decide(&self, now_ms: i64, limits: &[Limit], cost: u32) -> Decision<State> {
+        match self {
+            State::Log(s) => {
+                let Decision { tally, next } = SlidingLog::decide(s, now_ms, limits, cost);
+                Decision { tally, next: next.map(State::Log) }
+            }
+            State::Gcra(s) => {
+                let Decision { tally, next } = Gcra::decide(s, now_ms, limits, cost);
+                Decision { tally, next: next.map(State::Gcra) }
+            }
+        }
+    }
+
+    fn record(&self, now_ms: i64, limits: &[Limit], cost: u32) -> (State, Vec<WindowState>) {
+        match self {
+            State::Log(s) => {
+                let (next, windows) = SlidingLog::record(s, now_ms, limits, cost);
+                (State::Log(next), windows)
+            }
+            State::Gcra(s) => {
+                let (next, windows) = Gcra::record(s, now_ms, limits, cost);
+                (State::Gcra(next), windows)
+            }
+        }
+    }
+
+    fn forgive(&self, now_ms: i64, limits: &[Limit], cost: u32) -> State {
+        dispatch!(self, forgive(now_ms, limits, cost) => State)
+    }
+
+    fn peek(&self, now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
+        dispatch!(self, peek(now_ms, limits))
+    }
+
+    fn expires_at(&self, horizon_ms: u64) -> Option<i64> {
+        dispatch!(self, expires_at(horizon_ms))
+    }
+
+    fn entries(&self) -> u64 {
+        dispatch!(self, entries())
+    }
+
+    fn room(&self, now_ms: i64, limits: &[Limit]) -> u64 {
+        dispatch!(self, room(now_ms, limits))
+    }
+
+    fn lease(&self, now_ms: i64, limits: &[Limit], units: u32, expires_at: i64) -> State {
+        dispatch!(self, lease(now_ms, limits, units, expires_at) => State)
+    }
+
+    fn refund(&self, now_ms: i64, limits: &[Limit], units: u32, lease_id: i64) -> State {
+        dispatch!(self, refund(now_ms, limits, units, lease_id) => State)
     }
 }
 

@@ -23,7 +23,7 @@
 //! `config::MAX_SLIDING_LOG_REQUESTS` per window); the state stays
 //! two integers per window whatever the traffic.
 
-use crate::count::algorithm::{excerpt, Algorithm, CorruptRow, Counter, Decision};
+use crate::count::algorithm::{excerpt, CorruptRow, Counter, Decision};
 use crate::count::limit::{Limit, WindowState};
 use crate::count::tally::Tally;
 
@@ -200,7 +200,6 @@ pub fn decode(text: &str) -> Result<Vec<Cell>, CorruptRow> {
 pub(crate) struct Gcra;
 
 impl Counter for Gcra {
-    const ALGORITHM: Algorithm = Algorithm::Gcra;
     type State = Vec<Cell>;
 
     fn decode(row: &str) -> Result<Vec<Cell>, CorruptRow> {

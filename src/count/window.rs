@@ -7,7 +7,7 @@
 //! for its cost; a blocked request records nothing, so the log (and the
 //! retry-after computed from it) stays exact.
 
-use crate::count::algorithm::{excerpt, Algorithm, CorruptRow, Counter, Decision};
+use crate::count::algorithm::{excerpt, CorruptRow, Counter, Decision};
 use crate::count::tally::Tally;
 /// The vocabulary of limits, where callers have always found it.
 pub use crate::count::limit::{horizon_ms, Limit, WindowState};
@@ -264,7 +264,6 @@ pub fn decode_log(text: &str) -> Result<Vec<Hit>, CorruptRow> {
 pub(crate) struct SlidingLog;
 
 impl Counter for SlidingLog {
-    const ALGORITHM: Algorithm = Algorithm::SlidingLog;
     type State = Vec<Hit>;
 
     fn decode(row: &str) -> Result<Vec<Hit>, CorruptRow> {

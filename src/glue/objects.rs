@@ -18,7 +18,7 @@ use std::time::Duration;
 use crate::count::controls::{Change, Controls, CONTROL_PATH};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{js_sys, web_sys, Context, Delay, Env, Method, Request, RequestInit};
+use worker::{js_sys, web_sys, Context, Delay, Env};
 
 /// The Durable Object namespace binding of the limiter objects.
 const LIMITER_BINDING: &str = "LIMITER";
@@ -404,14 +404,22 @@ pub(crate) async fn control(env: &Env, id: &str, change: &Change, timeout_ms: u3
 
 async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, CallFailure> {
     let stub = stub(env, id)?;
-    let transport = |e: worker::Error| CallFailure::Transport(e.to_string());
-    let body = change.encode();
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(body.into()));
-    let request = Request::new_with_init(&format!("https://limiter{CONTROL_PATH}"), &init).map_err(transport)?;
-    let mut response = stub.fetch_with_request(request).await.map_err(transport)?;
-    let text = response.text().await.map_err(transport)?;
-    match response.status_code() {
+    let transport = |e: JsValue| CallFailure::Transport(js_error(e));
+    // Built and read through web_sys, as `fetch_call` does: workers-rs's
+    // `RequestInit` conversion and its `Response::text` (a stream read
+    // chunk by chunk) cost Wasm size for the same request and text.
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_redirect(web_sys::RequestRedirect::Follow);
+    init.set_body(&JsValue::from(change.encode()));
+    let request = web_sys::Request::new_with_str_and_init(&format!("https://limiter{CONTROL_PATH}"), &init).map_err(|e| {
+        CallFailure::Transport(e.as_string().unwrap_or_else(|| "invalid URL or options for Request".to_string()))
+    })?;
+    let response = stub.fetch_with_request(request.into()).await.map_err(|e| CallFailure::Transport(e.to_string()))?;
+    let raw: web_sys::Response = response.into();
+    let status = raw.status();
+    let text = JsFuture::from(raw.text().map_err(transport)?).await.map_err(transport)?.as_string().unwrap_or_default();
+    match status {
         200 => Controls::decode(&text).map_err(|e| CallFailure::Unreadable(e.to_string())),
         status => Err(CallFailure::Refused { status, body: text }),
     }
