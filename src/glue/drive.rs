@@ -106,14 +106,15 @@ fn client_facts(cf: Option<&wasm_bindgen::JsValue>, client: &Client) -> facts::C
 
 #[wasm_bindgen(inline_js = r#"
 export function headerLines(headers) {
-  const out = [];
-  for (const [name, value] of headers) out.push(name, value);
-  return out.join("\n");
+  let out = "";
+  headers.forEach((value, name) => { out += name + "\n" + value + "\n"; });
+  return out;
 }
 "#)]
 extern "C" {
-    /// A `Headers` object's fields in one call: `name\nvalue\n...` (a
-    /// field's name and value never hold a line break).
+    /// A `Headers` object's fields in one call: `name\nvalue\n` each (a
+    /// field's name and value never hold a line break; `forEach`, not the
+    /// iterator: no array per field).
     #[wasm_bindgen(js_name = headerLines)]
     fn header_lines(headers: &wasm_bindgen::JsValue) -> String;
 }

@@ -149,7 +149,7 @@ mod tests {
         assert_eq!(map.get("X-USER").as_deref(), Some("ann, bob"));
         assert_eq!(map.get("accept").as_deref(), Some("*/*"));
         assert_eq!(map.get("cookie"), None);
-        let lines = HeaderMap::from_lines("cookie\na=1; b=2\nx-empty\n\nhost\nexample.com".to_string());
+        let lines = HeaderMap::from_lines("cookie\na=1; b=2\nx-empty\n\nhost\nexample.com\n".to_string());
         assert_eq!(lines.get("cookie").as_deref(), Some("a=1; b=2"));
         assert_eq!(lines.get("x-empty").as_deref(), Some(""), "an empty value is a value");
         assert_eq!(lines.get("host").as_deref(), Some("example.com"));
