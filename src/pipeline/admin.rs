@@ -26,7 +26,7 @@
 //! was wrong.
 //!
 //! **Lockout.** Failed authentications are counted per client by
-//! tollgate's own limiter: the built-in rule [`LOCKOUT_RULE`] (10 per 15
+//! tollgate's own limiter: the built-in rule [`LOCKOUT_RULE`](crate::config::lockout::LOCKOUT_RULE) (10 per 15
 //! minutes, keyed by `ip` as any rule is, IPv6 by `ipv6_prefix`, counted in
 //! the `LIMITER` namespace). Every admin request first asks that counter
 //! ([`lockout_op`]): a failed authentication is a check-and-record `hit`
@@ -79,10 +79,6 @@ pub enum AdminRoute<'c> {
     Rules,
 }
 
-/// The built-in lockout rule is the config layer's ([`crate::config::lockout`]);
-/// its name is used here in docs and tests.
-#[allow(unused_imports)]
-pub use crate::config::lockout::LOCKOUT_RULE;
 
 /// The length (in characters, trimmed) from which the right token is
 /// served past a lockout ([`token_passes_lockout`]). 32 random hex digits
@@ -553,6 +549,7 @@ pub fn token_matches(expected: &str, authorization: Option<&str>) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use crate::config::lockout::LOCKOUT_RULE;
     use super::*;
     use crate::config::policy::FailPolicy;
     use crate::count::window::Limit;

@@ -148,7 +148,7 @@ pub enum Route<'c> {
     /// answered 400, never forwarded.
     Malformed(CanonError),
     /// Under the admin prefix with the admin API on: never forwarded.
-    /// First ask `lockout` (the built-in rule [`admin::LOCKOUT_RULE`],
+    /// First ask `lockout` (the built-in rule [`LOCKOUT_RULE`](crate::config::lockout::LOCKOUT_RULE),
     /// keyed by the client's IP) with [`admin::lockout_op`], then act on
     /// `route` as [`admin::gate`] says. A request without a client IP is
     /// [`Route::MissingKey`] of that rule instead (400). `lockout_binds` is
@@ -684,9 +684,9 @@ mod tests {
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP], None, Some("s3cret"));
         match p.route {
             Route::Admin { lockout, route: AdminRoute::Unauthorized, lockout_binds: true } => {
-                assert_eq!(lockout.rule.name, admin::LOCKOUT_RULE);
+                assert_eq!(lockout.rule.name, crate::config::lockout::LOCKOUT_RULE);
                 assert_eq!(lockout.key, "ip=198.51.100.7", "the client's IP, not the one asked about");
-                assert_eq!(lockout.id, format!("{}\nip=198.51.100.7", admin::LOCKOUT_RULE));
+                assert_eq!(lockout.id, format!("{}\nip=198.51.100.7", crate::config::lockout::LOCKOUT_RULE));
                 assert_eq!(lockout.key_hash, key_hash("ip=198.51.100.7", None));
             }
             other => panic!("{other:?}"),
@@ -717,7 +717,7 @@ mod tests {
         // No client IP: the lockout cannot count the client, so it is refused
         // before the token is looked at.
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[auth], None, Some("s3cret"));
-        assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == admin::LOCKOUT_RULE), "{:?}", p.route);
+        assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == crate::config::lockout::LOCKOUT_RULE), "{:?}", p.route);
     }
 
     #[test]
