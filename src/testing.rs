@@ -7,7 +7,7 @@ use crate::pipeline::applied::Applied;
 use crate::pipeline::facts::{Client, Facts, HeaderMap, Secrets};
 use crate::pipeline::machine::{Decision, Machine, Next};
 use crate::pipeline::memo::PlanMemo;
-use crate::pipeline::plan::{self, Body, Plan, RequestParts};
+use crate::pipeline::plan::{self, Body, Plan};
 use crate::pipeline::upload::Receipt;
 use crate::pipeline::verdict::Outcome;
 use serde_json::{json, Value};
@@ -131,31 +131,19 @@ impl Req {
     pub fn plan_once<'c>(&self, config: &'c Config, body: Body<'_>) -> Plan<'c> {
         let headers = self.header_map();
         let header = |name: &str| headers.get(name);
-        let admin_token = || self.secrets.admin_token.clone();
-        let secret = |name: &str| self.secrets.get(name);
-        let parts = RequestParts {
-            method: &self.method,
-            url: &self.url,
-            header: &header,
-            body,
-            country: self.client.country.as_deref(),
-            asn: self.client.asn,
-            verified_bot: self.client.verified_bot.as_deref(),
-            admin_token: &admin_token,
-            log_key: self.secrets.log_key.as_deref(),
-            secret: &secret,
-            now_ms: self.now_ms,
-        };
-        plan::plan(config, &parts)
+        crate::pipeline::machine::plan_facts(config, &self.facts(&headers), &header, body)
+    }
+
+    /// The facts of this request, its headers being `headers`.
+    fn facts<'a>(&'a self, headers: &'a HeaderMap) -> Facts<'a> {
+        Facts { method: &self.method, url: &self.url, headers, client: &self.client, secrets: &self.secrets, now_ms: self.now_ms }
     }
 
     /// The machine's decision, each counter answering `outcome`, the upload
     /// (if one is awaited) complete; `memo` as the isolate's.
     pub fn decide<'c>(&self, config: &'c Config, memo: &PlanMemo, outcome: &dyn Fn(&Applied<'_>) -> Outcome) -> Decision<'c> {
         let headers = self.header_map();
-        let facts =
-            Facts { method: &self.method, url: &self.url, headers: &headers, client: &self.client, secrets: &self.secrets, now_ms: self.now_ms };
-        let mut machine = Machine::new(config, facts, memo);
+        let mut machine = Machine::new(config, self.facts(&headers), memo);
         loop {
             match machine.next(None) {
                 Next::Body { .. } => machine.body(Some(self.body.as_deref().unwrap_or_default())),

@@ -51,7 +51,7 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     let headers = HeaderMap::from_lines(header_lines(req.headers().as_ref()));
     let cf = if config.facts.reads_cf { cf_object(req) } else { None };
     let client = client_facts(cf.as_ref(), client);
-    let secrets = load_secrets(env, Some(config));
+    let secrets = load_secrets(env, config);
     let facts = Facts { method: &method, url: &url, headers: &headers, client: &client, secrets: &secrets, now_ms: now_ms() };
     let mut machine = MEMO.with(|memo| Machine::new(config, facts, &memo.borrow()));
     let decision = loop {
@@ -122,8 +122,7 @@ extern "C" {
 /// A response's fields by the names settling reads, as plain data.
 pub(crate) fn response_headers(response: &web_sys::Response, names: &[&str]) -> HeaderMap {
     let headers = response.headers();
-    let pairs: Vec<(&str, String)> = names.iter().filter_map(|&n| Some((n, headers.get(n).ok().flatten()?))).collect();
-    HeaderMap::from_pairs(&pairs)
+    HeaderMap::of(names, &|name| headers.get(name).ok().flatten())
 }
 
 thread_local! {

@@ -17,7 +17,9 @@ use crate::glue::drive::{decide, response_headers, Client, Decided};
 use crate::glue::isolate::{load_config, load_secrets, now_ms, respond, write_logs, CONFIG_ERROR_LOGGED};
 use crate::glue::objects::{self, apply_settled, settle};
 use crate::glue::origin::{forward, watch_upload, with_fields, UploadWatch};
+use crate::pipeline::facts::Secrets;
 use crate::pipeline::machine::{self, Settle};
+use std::rc::Rc;
 use crate::pipeline::upload;
 use crate::pipeline::verdict::{Answer, LogEvent};
 #[cfg(feature = "standalone")]
@@ -62,7 +64,7 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
     if decision.checked {
         objects::send_refunds(ctx, env, config);
     }
-    let secrets = load_secrets(env, Some(config));
+    let secrets = load_secrets(env, config);
     let reserves = decision.settles_after_forward();
     let (answer, settlement, deadline) = (decision.answer, decision.settle, decision.upload_deadline);
     let mut fields = match answer {
@@ -84,7 +86,7 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
             }
         };
         let timeout_ms = upload::limits_for(&settlement.applied).map_or(0, |l| l.timeout_ms);
-        match forward_and_settle(ctx, env, req, &config.upstream, settlement, watch).await? {
+        match forward_and_settle(ctx, env, req, &config.upstream, settlement, secrets, watch).await? {
             Forwarded::Answered(response, cookies) => {
                 fields.extend(cookies);
                 response
@@ -122,6 +124,7 @@ async fn forward_and_settle(
     req: web_sys::Request,
     upstream: &'static Upstream,
     settlement: Settle<'static>,
+    secrets: Rc<Secrets>,
     watch: Option<UploadWatch>,
 ) -> worker::Result<Forwarded> {
     let env = env.clone();
@@ -136,7 +139,6 @@ async fn forward_and_settle(
         // would abort the response's body.
         let too_slow = watch.is_some_and(|stop| stop.fired());
         let response = if too_slow { Err(worker::Error::RustError("the upload did not finish in time".into())) } else { response };
-        let secrets = load_secrets(&env, None);
         let settled = match &response {
             Ok(r) => {
                 let headers = response_headers(r, &settlement.response_headers());

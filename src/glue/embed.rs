@@ -181,7 +181,7 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
     match decision.answer {
         Answer::Respond(own) => {
             // Not served: every reservation made is released.
-            let secrets = load_secrets(env, Some(config));
+            let secrets = load_secrets(env, config);
             apply_settled(env, decision.settle.after(None, &secrets, now_ms())).await;
             Ok(answered(respond(&own)?))
         }
@@ -207,11 +207,10 @@ pub async fn settle(
         return Vec::new();
     }
     let Ok(config) = load_config(env).as_ref() else { return Vec::new() };
-    let secrets = load_secrets(env, Some(config));
+    let secrets = load_secrets(env, config);
     let (applied, outcomes) = ticket.applied(config, secrets.log_key.as_deref());
     let settle = Settle { applied, outcomes };
-    let pairs: Vec<(&str, String)> = settle.response_headers().into_iter().filter_map(|n| Some((n, header(n)?))).collect();
-    let headers = HeaderMap::from_pairs(&pairs);
+    let headers = HeaderMap::of(&settle.response_headers(), header);
     let settled = settle.after(status.map(|s| (s, &headers)), &secrets, now_ms());
     let cookies = settled.cookies.clone();
     apply_settled(env, settled).await;

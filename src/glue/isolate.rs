@@ -63,11 +63,11 @@ pub(crate) fn load_config(env: &Env) -> LoadedConfig {
 
 /// The secrets the pipeline reads ([`Secrets`]), read once per isolate:
 /// the admin token, the log key, and the secrets `config` names.
-pub(crate) fn load_secrets(env: &Env, config: Option<&Config>) -> Rc<Secrets> {
+pub(crate) fn load_secrets(env: &Env, config: &Config) -> Rc<Secrets> {
     SECRETS.with(|cell| {
         cell.get_or_init(|| {
             let read = |name: &str| env.secret(name).ok().map(|s| s.to_string());
-            let named = config.map(Secrets::names).unwrap_or_default();
+            let named = Secrets::names(config);
             Rc::new(Secrets {
                 admin_token: read(ADMIN_TOKEN_SECRET),
                 log_key: read(LOG_KEY_SECRET).and_then(|s| log_key(&s)),

@@ -126,6 +126,6 @@ fn ticket_key(env: &Env) -> Option<Rc<[u8]>> {
 
 fn derive_ticket_key(env: &Env) -> Option<Vec<u8>> {
     let config = crate::glue::isolate::load_config(env).as_ref().ok()?;
-    let secrets = crate::glue::isolate::load_secrets(env, Some(config));
+    let secrets = crate::glue::isolate::load_secrets(env, config);
     crate::pipeline::ticket::signing_key(secrets.log_key.as_deref(), &secrets.device_secrets(config))
 }

@@ -54,6 +54,13 @@ impl HeaderMap {
         HeaderMap { text, fields }
     }
 
+    /// The fields `names`, each as `lookup` reads it (a field it does not
+    /// find is left out): how a driver hands over the few a step names.
+    pub fn of(names: &[&str], lookup: &dyn Fn(&str) -> Option<String>) -> HeaderMap {
+        let pairs: Vec<(&str, String)> = names.iter().filter_map(|&name| Some((name, lookup(name)?))).collect();
+        HeaderMap::from_pairs(&pairs)
+    }
+
     /// The field `name` (any case), as `Headers.get` reads it.
     pub fn get(&self, name: &str) -> Option<String> {
         self.fields

@@ -107,24 +107,9 @@ impl<'c, 'f> Machine<'c, 'f> {
     }
 
     fn plan_with(&self, body: Body<'_>) -> Plan<'c> {
-        let facts = &self.facts;
-        let recording = |name: &str| self.reads.read(&|n: &str| facts.headers.get(n), name);
-        let admin_token = || facts.secrets.admin_token.clone();
-        let secret = |name: &str| facts.secrets.get(name);
-        let parts = RequestParts {
-            method: facts.method,
-            url: facts.url,
-            header: &recording,
-            body,
-            country: facts.client.country.as_deref(),
-            asn: facts.client.asn,
-            verified_bot: facts.client.verified_bot.as_deref(),
-            admin_token: &admin_token,
-            log_key: facts.secrets.log_key.as_deref(),
-            secret: &secret,
-            now_ms: facts.now_ms,
-        };
-        plan::plan(self.config, &parts)
+        let headers = self.facts.headers;
+        let recording = |name: &str| self.reads.read(&|n: &str| headers.get(n), name);
+        plan_facts(self.config, &self.facts, &recording, body)
     }
 
     /// The plan so far (what `explain` reports).
@@ -253,6 +238,27 @@ pub(crate) fn early(plan: &Plan<'_>) -> Option<verdict::Verdict> {
         }
         _ => None,
     }
+}
+
+/// [`plan::plan`] of what `facts` say, its headers read through `header`
+/// (the machine records them for the memo) and `body` as known so far.
+pub(crate) fn plan_facts<'c>(config: &'c Config, facts: &Facts<'_>, header: &dyn Fn(&str) -> Option<String>, body: Body<'_>) -> Plan<'c> {
+    let admin_token = || facts.secrets.admin_token.clone();
+    let secret = |name: &str| facts.secrets.get(name);
+    let parts = RequestParts {
+        method: facts.method,
+        url: facts.url,
+        header,
+        body,
+        country: facts.client.country.as_deref(),
+        asn: facts.client.asn,
+        verified_bot: facts.client.verified_bot.as_deref(),
+        admin_token: &admin_token,
+        log_key: facts.secrets.log_key.as_deref(),
+        secret: &secret,
+        now_ms: facts.now_ms,
+    };
+    plan::plan(config, &parts)
 }
 
 /// Whether the cache refuses one of `applied`'s `block` rules already.
