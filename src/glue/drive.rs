@@ -50,9 +50,9 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     let method = req.method();
     let headers = HeaderMap::from_lines(header_lines(req.headers().as_ref()));
     let cf = if config.facts.reads_cf { cf_object(req) } else { None };
-    let client = client_facts(cf.as_ref(), client);
+    let known = client_facts(cf.as_ref(), client);
     let secrets = load_secrets(env, config);
-    let facts = Facts { method: &method, url: &url, headers: &headers, client: &client, secrets: &secrets, now_ms: now_ms() };
+    let facts = Facts { method: &method, url: &url, headers: &headers, client: &known, secrets: &secrets, now_ms: now_ms() };
     let mut machine = MEMO.with(|memo| Machine::new(config, facts, &memo.borrow()));
     let decision = loop {
         match objects::with_cache(|cache| machine.next(Some(cache))) {
@@ -75,8 +75,12 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
             Next::Decided => break machine.decided(),
         }
     };
-    apply(&decision, env, req);
     let mut decision = decision;
+    if !config.facts.reads_cf && !decision.logs.is_empty() {
+        // Log lines say where the client is, even where the rules did not ask.
+        crate::pipeline::who::locate(&mut decision.logs, &client_facts(cf_object(req).as_ref(), client));
+    }
+    apply(&decision, env, req);
     if let Some(kept) = decision.kept.take() {
         MEMO.with(|memo| memo.borrow_mut().keep(kept.fingerprint, kept.reads, kept.applied));
     }
@@ -100,7 +104,7 @@ fn client_facts(cf: Option<&wasm_bindgen::JsValue>, client: &Client) -> facts::C
         country: client.country.clone().or_else(|| string("country")),
         asn: client.asn.or_else(|| cf_field(cf?, "asn")?.as_f64().and_then(|n| u32::try_from(n as u64).ok())),
         verified_bot: cf.and_then(verified_bot),
-        colo: None,
+        colo: string("colo"),
     }
 }
 

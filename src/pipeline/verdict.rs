@@ -364,6 +364,7 @@ fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64) -> LogEvent {
             ("decision", if shadow { "would_block" } else { "block" }.into()),
             ("retry_after_ms", retry_after_ms.into()),
             ("remaining", 0.into()),
+            ("reason", "limit".into()),
         ],
     )
 }
@@ -392,17 +393,19 @@ pub fn exempt_events(matched: &[Matched<'_>]) -> Vec<LogEvent> {
         .collect()
 }
 
-/// A `counter_error` line: `decision` is `allow`, `deny` or `not_recorded`.
+/// A `counter_error` line: `decision` is `allow`, `deny` or `not_recorded`;
+/// a `deny` says why it refused (`reason: fail_closed`).
 pub fn counter_error(rule: &str, key_hash: &str, error: &str, decision: &str) -> LogEvent {
-    LogEvent::new(
-        "counter_error",
-        vec![
-            ("rule", rule.into()),
-            ("key_hash", key_hash.into()),
-            ("error", error.into()),
-            ("decision", decision.into()),
-        ],
-    )
+    let mut fields = vec![
+        ("rule", rule.into()),
+        ("key_hash", key_hash.into()),
+        ("error", error.into()),
+        ("decision", decision.into()),
+    ];
+    if decision == "deny" {
+        fields.push(("reason", "fail_closed".into()));
+    }
+    LogEvent::new("counter_error", fields)
 }
 
 #[cfg(test)]
