@@ -99,6 +99,10 @@ pub const DEFAULT_BODY_LIMIT: u32 = 16 * 1024;
 /// (event, rule, key) per minute ([`crate::pipeline::episodes`]).
 pub const DEFAULT_LOG_EPISODE_MS: i64 = 60_000;
 
+/// How often an isolate writes its allowed totals by default
+/// (`metrics_interval`; [`crate::pipeline::metrics::AllowedTotals`]).
+pub const DEFAULT_METRICS_INTERVAL_MS: i64 = 60_000;
+
 /// The whole validated config.
 #[derive(Debug)]
 pub struct Config {
@@ -112,6 +116,8 @@ pub struct Config {
     pub blocked_cache_capacity: usize,
     /// How long one log episode of a (rule, key) lasts (`log_episode`).
     pub log_episode_ms: i64,
+    /// How often an isolate writes its allowed totals (`metrics_interval`).
+    pub metrics_interval_ms: i64,
     /// The built-in rule counting failed admin authentications per client
     /// ([`lockout::LOCKOUT_RULE`]); not among `rules`, never matched
     /// against a request.
@@ -243,6 +249,7 @@ impl Config {
             body_limit: DEFAULT_BODY_LIMIT,
             blocked_cache_capacity: crate::count::blocked::DEFAULT_CAPACITY,
             log_episode_ms: DEFAULT_LOG_EPISODE_MS,
+            metrics_interval_ms: DEFAULT_METRICS_INTERVAL_MS,
             on_invalid_config: FailPolicy::Deny,
             admin_lockout,
             facts: ConfigFacts::default(),
@@ -344,6 +351,14 @@ const TOP_FIELDS: &[Field<Config>] = &[
         if let Some(ms) = i.duration("\"1m\"") {
             match i64::try_from(ms.get()) {
                 Ok(ms) if (1_000..=3_600_000).contains(&ms) => c.log_episode_ms = ms,
+                _ => i.report("must be from 1s to 1h"),
+            }
+        }
+    }),
+    Field::optional("metrics_interval", Shape::Duration, "How often each isolate writes the allowed totals of rules whose metrics are \"limited\": one allowed_total data point per rule per interval (default \"1m\"; 1s to 1h).", |c, i| {
+        if let Some(ms) = i.duration("\"1m\"") {
+            match i64::try_from(ms.get()) {
+                Ok(ms) if (1_000..=3_600_000).contains(&ms) => c.metrics_interval_ms = ms,
                 _ => i.report("must be from 1s to 1h"),
             }
         }

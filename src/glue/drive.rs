@@ -80,7 +80,7 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         // Log lines say where the client is, even where the rules did not ask.
         crate::pipeline::who::locate(&mut decision.logs, &client_facts(cf_object(req).as_ref(), client));
     }
-    apply(&decision, env, req);
+    apply(&decision, env, req, config);
     if let Some(kept) = decision.kept.take() {
         MEMO.with(|memo| memo.borrow_mut().keep(kept.fingerprint, kept.reads, kept.applied));
     }
@@ -88,12 +88,20 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
 }
 
 /// The decision's log lines and metric points (to the dataset, when bound).
-fn apply(decision: &Decision<'_>, env: &Env, req: &web_sys::Request) {
+fn apply(decision: &Decision<'_>, env: &Env, req: &web_sys::Request, config: &Config) {
     write_logs(&decision.logs);
     if let Some(dataset) = metrics_dataset(env).filter(|_| decision.makes_points()) {
         let cf = cf_object(req);
         let read = |name: &str| cf.as_ref().and_then(|cf| cf_field(cf, name)?.as_string());
-        write_metrics(&dataset, decision.metric_points(read("colo").as_deref(), read("country").as_deref()));
+        let colo = read("colo");
+        write_metrics(&dataset, decision.metric_points(colo.as_deref(), read("country").as_deref()));
+        let now = now_ms();
+        let due = TOTALS.with(|totals| {
+            let mut totals = totals.borrow_mut();
+            decision.count_allowed(&mut totals, now);
+            totals.due(now, config.metrics_interval_ms, metrics::Place { colo: colo.as_deref(), country: None })
+        });
+        write_metrics(&dataset, due);
     }
 }
 
@@ -133,6 +141,8 @@ thread_local! {
     /// Whether a dataset is bound as [`metrics::BINDING`]: looked up once
     /// per isolate (bindings are fixed for its life).
     static METRICS_BOUND: OnceCell<bool> = const { OnceCell::new() };
+    /// The allowed decisions of `"limited"` rules not written yet.
+    static TOTALS: std::cell::RefCell<metrics::AllowedTotals> = std::cell::RefCell::new(metrics::AllowedTotals::default());
 }
 
 /// The Analytics Engine dataset bound as [`metrics::BINDING`], if any

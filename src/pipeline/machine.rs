@@ -324,6 +324,14 @@ impl<'c> Decision<'c> {
         metrics::points(&self.plan.matched, &self.settle.applied, &self.settle.outcomes, place)
     }
 
+    /// Counts this decision's allowed outcomes of `"limited"` rules into
+    /// the isolate's `totals` ([`metrics::AllowedTotals`]).
+    pub fn count_allowed(&self, totals: &mut metrics::AllowedTotals, now_ms: i64) {
+        if self.metrics {
+            totals.count(&self.settle.applied, &self.settle.outcomes, now_ms);
+        }
+    }
+
     /// Whether [`Decision::metric_points`] may have any (the `cf` fields
     /// they need are read only then).
     pub fn makes_points(&self) -> bool {
