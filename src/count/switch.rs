@@ -25,7 +25,7 @@
 //! Reservations (`;`) and a relief mark (`~`) follow the state and are
 //! carried over unchanged ([`crate::count::counter`]).
 
-use crate::count::gcra::Cell;
+use crate::count::gcra::{self, Cell};
 use crate::count::limit::Limit;
 use crate::count::window::Hit;
 
@@ -55,10 +55,9 @@ pub fn log_from_gcra(cells: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<Hit> 
     let mut hits: Vec<i64> = Vec::new();
     for (cell, limit) in cells.iter().zip(limits) {
         let (n, w) = (i128::from(limit.requests.get()), i128::from(limit.window_ms.get()));
-        if cell.requests != limit.requests.get() {
-            continue;
-        }
-        let owed = cell.tat - i128::from(now_ms) * n;
+        // A cell of another limit carries its units as GCRA reads it.
+        let tat = gcra::tat_of(Some(cell), limit, now_ms);
+        let owed = tat - i128::from(now_ms) * n;
         // Units still owed, rounded up, at most N: a window holding N
         // refuses every request, so the units past N (the first to leave)
         // change no answer, and the row stays bounded by the limits.
@@ -66,7 +65,7 @@ pub fn log_from_gcra(cells: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<Hit> 
         for j in 0..units {
             // Leaves the window once GCRA owes at most j units: at the
             // instant ⌈(tat − j·W) / N⌉ ms.
-            let leaves = (cell.tat - j * w + n - 1).div_euclid(n);
+            let leaves = (tat - j * w + n - 1).div_euclid(n);
             hits.push(i64::try_from(leaves - w).unwrap_or(i64::MAX));
         }
     }
@@ -84,7 +83,7 @@ pub fn log_from_gcra(cells: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<Hit> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::count::{gcra, window};
+    use crate::count::window;
 
     fn limits(pairs: &[(u32, u64)]) -> Vec<Limit> {
         pairs.iter().map(|&(r, w)| Limit::new(r, w).unwrap()).collect()
@@ -157,7 +156,8 @@ mod tests {
         assert_eq!(log.iter().map(|h| u64::from(h.cost)).sum::<u64>(), 10);
         assert_eq!(window::room(&log, 1_000, &l), 0);
         assert!(log_from_gcra(&[Cell { requests: 10, tat: 5 }], 1_000, &l).is_empty(), "tat in the past");
-        assert!(log_from_gcra(&[Cell { requests: 11, tat: i128::MAX / 4 }], 1_000, &l).is_empty(), "another requests");
+        let other = log_from_gcra(&[Cell { requests: 5, tat: 1_000 * 5 + 3 * 60_000 }], 1_000, &l);
+        assert_eq!(other.iter().map(|h| h.cost).sum::<u32>(), 3, "another limit's 3 units owed carry over");
         assert_eq!(gcra::room(&gcra_from_log(&[], &l), 1_000, &l), 10);
     }
 }

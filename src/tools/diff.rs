@@ -43,11 +43,14 @@ pub enum Change {
     /// from zero, IPv4 clients carry over.
     Ipv6Prefix { from: u8, to: u8 },
     /// A window's limit lowered: keys already over it are blocked at once
-    /// (a GCRA window starts from zero instead: its cell is kept per limit).
+    /// (of a GCRA row, the units owed carry over, drained at the new rate).
     Tightened { window_ms: u64, from: u32, to: u32, algorithm: Algorithm },
-    /// A window's limit raised: blocked keys get room at once (a GCRA
-    /// window starts from zero).
+    /// A window's limit raised: blocked keys get room at once.
     Loosened { window_ms: u64, from: u32, to: u32, algorithm: Algorithm },
+    /// Of a GCRA row, a window now in another place among the limits: it
+    /// reads the state of the window that was in its place (GCRA keeps
+    /// one cell per place).
+    Moved { window_ms: u64 },
     /// A window only NEW has: it counts the hits the row still holds (a
     /// GCRA window starts from zero).
     WindowAdded { window_ms: u64, requests: u32, algorithm: Algorithm },
@@ -72,9 +75,7 @@ impl Change {
     pub fn resets(&self) -> bool {
         match self {
             Change::Added | Change::Renamed { .. } | Change::KeyChanged { .. } | Change::Ipv6Prefix { .. } => true,
-            Change::Tightened { algorithm, .. } | Change::Loosened { algorithm, .. } | Change::WindowAdded { algorithm, .. } => {
-                *algorithm == Algorithm::Gcra
-            }
+            Change::WindowAdded { algorithm, .. } => *algorithm == Algorithm::Gcra,
             _ => false,
         }
     }
@@ -95,24 +96,28 @@ impl fmt::Display for Change {
             Change::Renamed { from } => write!(f, "renamed from `{from}`: every key starts from zero (counts are kept per rule name)"),
             Change::KeyChanged { from, to } => write!(f, "key [{from}] -> [{to}]: every key starts from zero"),
             Change::Ipv6Prefix { from, to } => write!(f, "ipv6_prefix /{from} -> /{to}: IPv6 clients start from zero; IPv4 clients carry over"),
-            Change::Tightened { window_ms, from, to, algorithm: Algorithm::SlidingLog } => {
-                write!(f, "tightens {from} -> {to} per {}: keys already over {to} are blocked at once", duration(*window_ms))
-            }
-            Change::Loosened { window_ms, from, to, algorithm: Algorithm::SlidingLog } => {
+            Change::Tightened { window_ms, from, to, algorithm } => write!(
+                f,
+                "tightens {from} -> {to} per {}: keys already over {to} are blocked at once{}",
+                duration(*window_ms),
+                if *algorithm == Algorithm::Gcra { " (the units they owe drain at the new rate)" } else { "" }
+            ),
+            Change::Loosened { window_ms, from, to, .. } => {
                 write!(f, "loosens {from} -> {to} per {}: blocked keys get room at once", duration(*window_ms))
             }
-            Change::Tightened { window_ms, from, to, .. } | Change::Loosened { window_ms, from, to, .. } => write!(
+            Change::Moved { window_ms } => write!(
                 f,
-                "{} {from} -> {to} per {}: this GCRA window starts from zero for every key (its state is kept per limit)",
-                if to < from { "tightens" } else { "loosens" },
+                "the {} window moved among the limits: GCRA keeps its state by place, so it reads the units of the window that was in its place",
                 duration(*window_ms)
             ),
             Change::WindowAdded { window_ms, requests, algorithm: Algorithm::SlidingLog } => {
                 write!(f, "new window {requests} per {}: counts the hits each row still holds", duration(*window_ms))
             }
-            Change::WindowAdded { window_ms, requests, .. } => {
-                write!(f, "new window {requests} per {}: this GCRA window starts from zero for every key", duration(*window_ms))
-            }
+            Change::WindowAdded { window_ms, requests, .. } => write!(
+                f,
+                "new window {requests} per {}: this GCRA window starts from zero for every key (or from the units of the window that was in its place)",
+                duration(*window_ms)
+            ),
             Change::WindowRemoved { window_ms, requests } => write!(f, "window {requests} per {} removed", duration(*window_ms)),
             Change::Algorithm { from, to } => write!(
                 f,
@@ -197,8 +202,8 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
 }
 
 /// Windows matched by length: raised, lowered, added, removed. Of a GCRA
-/// row (`algorithm`: the one that wrote the rows), a window keeps its
-/// state only while its place and its limit stay.
+/// row (`algorithm`: the one that wrote the rows), a window's state is
+/// kept by its place among the limits.
 fn limit_changes(old: &[Limit], new: &[Limit], algorithm: Algorithm, changes: &mut Vec<Change>) {
     for (i, limit) in new.iter().enumerate() {
         let window_ms = limit.window_ms.get();
@@ -207,12 +212,13 @@ fn limit_changes(old: &[Limit], new: &[Limit], algorithm: Algorithm, changes: &m
             None => changes.push(Change::WindowAdded { window_ms, requests: to, algorithm }),
             Some(at) => {
                 let from = old[at].requests.get();
-                // GCRA reads cell i with the i-th limit: a window moved to
-                // another place starts afresh even at the same limit.
-                let moved = algorithm == Algorithm::Gcra && at != i;
-                if to < from || (moved && to <= from) {
+                // GCRA reads cell i with the i-th limit.
+                if algorithm == Algorithm::Gcra && at != i {
+                    changes.push(Change::Moved { window_ms });
+                }
+                if to < from {
                     changes.push(Change::Tightened { window_ms, from, to, algorithm });
-                } else if to > from || moved {
+                } else if to > from {
                     changes.push(Change::Loosened { window_ms, from, to, algorithm });
                 }
             }
@@ -332,12 +338,17 @@ mod tests {
     }
 
     #[test]
-    fn a_gcra_window_whose_limit_changes_starts_from_zero() {
+    fn a_gcra_window_whose_limit_changes_carries_the_units_owed() {
         let gcra = |requests: u32| api(json!({ "algorithm": "gcra", "limits": [{ "requests": requests, "window": "1m" }] }));
         let c = one(gcra(10), gcra(5));
         assert_eq!(c, vec![Change::Tightened { window_ms: 60_000, from: 10, to: 5, algorithm: Algorithm::Gcra }]);
-        assert!(c[0].resets() && c[0].to_string().contains("starts from zero"));
-        assert!(one(gcra(10), gcra(20))[0].resets());
+        assert!(!c[0].resets());
+        assert!(c[0].to_string().ends_with("blocked at once (the units they owe drain at the new rate)"), "{}", c[0]);
+        assert!(!one(gcra(10), gcra(20))[0].resets());
+        let two = |first: Value, second: Value| api(json!({ "algorithm": "gcra", "limits": [first, second] }));
+        let (s, h) = (json!({ "requests": 10, "window": "1s" }), json!({ "requests": 100, "window": "1h" }));
+        let swapped = one(two(s.clone(), h.clone()), two(h, s));
+        assert_eq!(swapped, vec![Change::Moved { window_ms: 3_600_000 }, Change::Moved { window_ms: 1_000 }]);
     }
 
     #[test]
@@ -348,12 +359,11 @@ mod tests {
         assert!(to_gcra[0].to_string().contains("read towards blocking, never as empty"));
         let to_log = one(api(json!({ "algorithm": "gcra" })), api(json!({})));
         assert_eq!(to_log, vec![Change::Algorithm { from: Algorithm::Gcra, to: Algorithm::SlidingLog }]);
-        // A limit changed with it: a log is converted for the new limits; a
-        // GCRA cell of another limit is not.
+        // A limit changed with it carries over too.
         let both = one(api(json!({})), api(json!({ "algorithm": "gcra", "limits": [{ "requests": 5, "window": "1m" }] })));
         assert!(!both.iter().any(Change::resets), "{both:?}");
         let back = one(api(json!({ "algorithm": "gcra" })), api(json!({ "limits": [{ "requests": 5, "window": "1m" }] })));
-        assert!(back.iter().any(Change::resets), "{back:?}");
+        assert!(!back.iter().any(Change::resets), "{back:?}");
     }
 
     #[test]

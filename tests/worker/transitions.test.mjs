@@ -60,6 +60,20 @@ const CASES = [
     after: [[{ ip: V4 }, 429]],
   },
   {
+    name: "a gcra limit tightens (5 -> 3): the units a key owes carry over, never counted afresh",
+    old: api({ algorithm: "gcra" }),
+    new: api({ algorithm: "gcra", limits: limit(3, "1m") }),
+    before: times(4),
+    after: [[{ ip: V4 }, 429]],
+  },
+  {
+    name: "a gcra limit loosens (3 -> 5): a blocked key gets room at once, no more than the new limit allows",
+    old: api({ algorithm: "gcra", limits: limit(3, "1m") }),
+    new: api({ algorithm: "gcra" }),
+    before: [...times(3), { ip: V4, status: 429 }],
+    after: [[{ ip: V4 }, 200], [{ ip: V4 }, 200], [{ ip: V4 }, 429]],
+  },
+  {
     name: "a limit loosens (3 -> 5): a blocked key gets room at once",
     old: api({ limits: limit(3, "1m") }),
     new: api(),
