@@ -289,13 +289,15 @@ fn written(tally: Tally, next: &State, held: Vec<Reservation>, now_ms: i64, limi
 /// algorithm is read towards blocking ([`crate::count::switch`]), and
 /// refused if that algorithm cannot read it.
 fn load(row: &str, now_ms: i64, call: &Call) -> Result<State, CorruptRow> {
-    let limits = &call.limits;
-    match (writer(row), call.algorithm) {
-        (Algorithm::SlidingLog, Algorithm::SlidingLog) => SlidingLog::decode(row).map(State::Log),
-        (Algorithm::Gcra, Algorithm::Gcra) => Gcra::decode(row).map(State::Gcra),
-        (Algorithm::SlidingLog, Algorithm::Gcra) => SlidingLog::decode(row).map(|log| State::Gcra(switch::gcra_from_log(&log, limits))),
-        (Algorithm::Gcra, Algorithm::SlidingLog) => Gcra::decode(row).map(|cells| State::Log(switch::log_from_gcra(&cells, now_ms, limits))),
-    }
+    let written = match writer(row) {
+        Algorithm::SlidingLog => State::Log(SlidingLog::decode(row)?),
+        Algorithm::Gcra => State::Gcra(Gcra::decode(row)?),
+    };
+    Ok(match (written, call.algorithm) {
+        (State::Log(log), Algorithm::Gcra) => State::Gcra(switch::gcra_from_log(&log, &call.limits)),
+        (State::Gcra(cells), Algorithm::SlidingLog) => State::Log(switch::log_from_gcra(&cells, now_ms, &call.limits)),
+        (state, _) => state,
+    })
 }
 
 /// Either algorithm's state: the step above is compiled once, not once

@@ -54,6 +54,7 @@ fn current(state: &[Cell], i: usize, limit: &Limit, now_ms: i64) -> i128 {
 /// still owes, read at this window's length, into this limit: a key over
 /// a lowered limit stays blocked until GCRA has drained them at the new
 /// rate, never counted afresh (before 0.2.0 it was).
+#[inline(never)]
 pub fn tat_of(cell: Option<&Cell>, limit: &Limit, now_ms: i64) -> i128 {
     let now = i128::from(now_ms) * scale(limit);
     match cell {

@@ -52,7 +52,7 @@ pub fn gcra_from_log(log: &[Hit], limits: &[Limit]) -> Vec<Cell> {
 /// The sliding log counting at least what the GCRA `cells` still count
 /// at `now_ms`, oldest hit first.
 pub fn log_from_gcra(cells: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<Hit> {
-    let mut hits: Vec<i64> = Vec::new();
+    let mut log: Vec<Hit> = Vec::new();
     for (cell, limit) in cells.iter().zip(limits) {
         let (n, w) = (i128::from(limit.requests.get()), i128::from(limit.window_ms.get()));
         // A cell of another limit carries its units as GCRA reads it.
@@ -62,22 +62,36 @@ pub fn log_from_gcra(cells: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<Hit> 
         // refuses every request, so the units past N (the first to leave)
         // change no answer, and the row stays bounded by the limits.
         let units = ((owed.max(0) + w - 1) / w).min(n);
-        for j in 0..units {
-            // Leaves the window once GCRA owes at most j units: at the
-            // instant ⌈(tat − j·W) / N⌉ ms.
+        // The j-th unit leaves the window once GCRA owes at most j units:
+        // at the instant ⌈(tat − j·W) / N⌉ ms; oldest (largest j) first.
+        let run = (0..units).rev().map(|j| {
             let leaves = (tat - j * w + n - 1).div_euclid(n);
-            hits.push(i64::try_from(leaves - w).unwrap_or(i64::MAX));
-        }
-    }
-    hits.sort_unstable();
-    let mut log: Vec<Hit> = Vec::with_capacity(hits.len());
-    for at_ms in hits {
-        match log.last_mut() {
-            Some(last) if last.at_ms == at_ms => last.cost = last.cost.saturating_add(1),
-            _ => log.push(Hit { at_ms, cost: 1 }),
-        }
+            i64::try_from(leaves - w).unwrap_or(i64::MAX)
+        });
+        log = merge(&log, run);
     }
     log
+}
+
+/// `log` and the hits of cost 1 at the times `run` yields (ascending),
+/// merged in order; hits at the same time are one hit.
+fn merge(log: &[Hit], run: impl Iterator<Item = i64>) -> Vec<Hit> {
+    let mut out: Vec<Hit> = Vec::with_capacity(log.len());
+    let mut next = 0;
+    for at_ms in run.map(Some).chain([None]) {
+        // Every hit of `log` up to `at_ms` (all of them after the run), then
+        // the run's own.
+        let upto = at_ms.map_or(log.len(), |at| next + log[next..].partition_point(|h| h.at_ms <= at));
+        let hits = log[next..upto].iter().copied().chain(at_ms.map(|at_ms| Hit { at_ms, cost: 1 }));
+        next = upto;
+        for hit in hits {
+            match out.last_mut() {
+                Some(last) if last.at_ms == hit.at_ms => last.cost = last.cost.saturating_add(hit.cost),
+                _ => out.push(hit),
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
