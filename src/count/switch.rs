@@ -15,12 +15,12 @@
 //!   drains linearly what the log releases at once, so a key near its
 //!   limit waits up to one more window.
 //! - A GCRA row met by a `sliding_log` rule: each window's `u` units still
-//!   owed (`tat` ahead of now) become `u` hits of cost 1, the `j`-th (from
-//!   1) dated to leave the window when GCRA has drained all but `j − 1`
-//!   of them: at every instant the log holds at least the units GCRA still
-//!   counts (up to `N`, which refuses all), so it admits nothing GCRA
-//!   would refuse. A cell kept for
-//!   another `requests` counts nothing, as GCRA reads it.
+//!   owed (`tat` ahead of now) become `u` hits of cost 1, hit `j` (counted
+//!   from 1) dated to leave the window when GCRA has drained all but
+//!   `j − 1` of them: at every instant the log holds at least the units
+//!   GCRA still counts (up to `N`, which refuses all), so it admits nothing
+//!   GCRA would refuse. A cell kept for another `requests` is read as GCRA
+//!   reads it ([`crate::count::gcra::tat_of`]).
 //!
 //! Reservations (`;`) and a relief mark (`~`) follow the state and are
 //! carried over unchanged ([`crate::count::counter`]).
