@@ -7,9 +7,11 @@
 // index.js and gzipped Wasm, and the entry that wraps its object for RPC);
 // scripts/release refreshes it. Each case runs three phases on the same
 // persistence folder, so the rows one version wrote are read by the other:
-//   1. rollout:    objects PREVIOUS, edges PREVIOUS (tollgate) and today's (edge-1)
-//   2. rolled out: objects today's, edges both (rows written by PREVIOUS)
-//   3. rollback:   objects PREVIOUS again (rows written by today's), edges both
+// the objects of one build (a rollout's start), of the other (rolled out),
+// of the first again (a rollback); in every phase requests go through an
+// edge of each build (`via` 0: the objects' own build, 1: the other). Both
+// orders run: objects previous → today → previous, and today → previous →
+// today.
 // What must hold in each: no request over-admitted, no count lost, no 500;
 // a call the other side does not understand is refused with a versioned
 // error, and the Worker applies the rule's on_error.
@@ -102,11 +104,15 @@ function startSkew({ objects, edge, cfg, persist, origin, future = false }) {
   });
 }
 
-const PHASES = [
-  { name: "rollout: objects previous", objects: "previous" },
-  { name: "rolled out: objects today's, rows of previous", objects: "today" },
-  { name: "rollback: objects previous, rows of today's", objects: "previous" },
-];
+/** The three phases, the objects' builds `first`, the other, `first` again. */
+const phasesFrom = (first) => {
+  const other = first === "previous" ? "today" : "previous";
+  return [
+    { name: `phase 1: objects ${first}`, objects: first },
+    { name: `phase 2: objects ${other}, rows of ${first}`, objects: other },
+    { name: `phase 3: objects ${first} again, rows of ${other}`, objects: first },
+  ];
+};
 
 const admin = (path, method = "GET") => ({ path, init: { method, ip: "192.0.2.1", headers: { authorization: `Bearer ${TOKEN}` } } });
 const get = (path, ip) => ({ path, init: { ip } });
@@ -184,7 +190,7 @@ async function countStatus(tg, query) {
 // Both directions of rows: the objects' builds previous → today → previous,
 // and today → previous → today. Calls go both ways in every phase.
 for (const first of ["previous", "today"]) {
-  const phases = first === "previous" ? PHASES : PHASES.map((p) => ({ ...p, objects: p.objects === "previous" ? "today" : "previous" }));
+  const phases = phasesFrom(first);
   for (const c of CASES) {
     test(`skew ${PREVIOUS} ⇄ today, objects ${phases.map((p) => p.objects).join(" → ")}: ${c.name}`, { timeout: 90_000 }, async () => {
       const persist = tempDir();
