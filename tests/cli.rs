@@ -480,3 +480,45 @@ fn explain_takes_the_clock_from_now() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--now `soon` is not Unix milliseconds"), "{err}");
 }
+
+#[test]
+fn version_prints_the_crate_and_the_protocol_version() {
+    let (code, out, _) = tollgate(&["--version"]);
+    assert_eq!(code, 0);
+    assert_eq!(out, format!("tollgate {} (object protocol v1)\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn diff_reads_toml_and_json_with_env_and_exits_3_on_reset_only_when_asked() {
+    let old = temp_toml(
+        "diff-old.toml",
+        r#"name = "t"
+[env.production.vars.TOLLGATE]
+rules = [{ name = "login", path = "/login", key = ["body:email"], limits = [{ requests = 10, window = "15m" }] }]
+"#,
+    );
+    let new = temp_toml(
+        "diff-new.json",
+        r#"{ "env": { "production": { "vars": { "TOLLGATE": { "rules": [
+  { "name": "login", "path": "/login", "key": ["body:email"], "limits": [{ "requests": 5, "window": "15m" }] },
+  { "name": "api", "path": "/api/*", "limits": [{ "requests": 10, "window": "1m" }] } ] } } } } }"#,
+    );
+    let (old, new) = (old.to_str().unwrap(), new.to_str().unwrap());
+    let (code, out, err) = tollgate(&["diff", old, new, "--env", "production"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(
+        out,
+        "rule `login`:\n        tightens 10 -> 5 per 15m: keys already over 5 are blocked at once\n\
+         rule `api`:\n  RESET new rule: every key starts from zero\n"
+    );
+    let (code, _, err) = tollgate(&["diff", old, new, "--env", "production", "--fail-on-reset"]);
+    assert_eq!(code, 3, "{err}");
+    let (code, out, _) = tollgate(&["diff", new, new, "--env", "production", "--fail-on-reset"]);
+    assert_eq!((code, out.as_str()), (0, "no rule changes: every count carries over as it is\n"));
+    // An invalid side names its file; a missing argument is a usage error.
+    let bad = temp_toml("diff-bad.json", r#"{ "vars": { "TOLLGATE": { "rules": [{ "name": "x", "path": "/x" }] } } }"#);
+    let (code, _, err) = tollgate(&["diff", bad.to_str().unwrap(), "wrangler.toml"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("diff-bad.json") && err.contains("rule `x`"), "{err}");
+    assert_eq!(tollgate(&["diff", "wrangler.toml"]).0, 2);
+}

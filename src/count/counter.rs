@@ -9,7 +9,8 @@
 //! The stored row is a sliding log ([`crate::count::window::encode_log`]) or a
 //! GCRA state (`g:...`, [`crate::count::gcra::encode`]); its prefix says which
 //! algorithm wrote it. A row of the other kind (the rule's algorithm was
-//! changed in the config) reads as empty. The reservations of two-phase
+//! changed in the config) is read towards blocking, never as empty
+//! ([`crate::count::switch`]; before 0.2.0 it read as empty). The reservations of two-phase
 //! counting ([`crate::count::reservation`]) follow the state after a `;`, for
 //! either algorithm. Rows written by earlier versions read unchanged: both
 //! formats are as they were, and a row without `;` holds no reservation.
@@ -35,6 +36,7 @@ use crate::count::lease;
 use crate::count::limit::{horizon_ms, Limit, WindowState};
 use crate::count::protocol::{Call, Op};
 use crate::count::reservation::{self, Reservation};
+use crate::count::switch;
 use crate::count::tally::Tally;
 use crate::count::window::SlidingLog;
 use crate::request::spelling::{self, Mark};
@@ -117,7 +119,7 @@ fn run_marked(row: &str, mark: Option<Mark>, now_ms: i64, call: &Call) -> Result
         Loaded { state: State::empty(call.algorithm), held: Vec::new() }
     } else {
         let (state, reservations) = reservation::split_row(row);
-        Loaded { state: load(state, call.algorithm)?, held: reservation::live(reservation::decode(reservations)?, now_ms) }
+        Loaded { state: load(state, now_ms, call)?, held: reservation::live(reservation::decode(reservations)?, now_ms) }
     };
     let empty = is_empty(&state, now_ms, limits);
     let mut mark = if empty { None } else { mark };
@@ -283,14 +285,19 @@ fn written(tally: Tally, next: &State, held: Vec<Reservation>, now_ms: i64, limi
     }
 }
 
-/// `row` as the state of `algorithm`. A row of the other algorithm reads
-/// as empty, but is still refused if that algorithm cannot read it.
-fn load(row: &str, algorithm: Algorithm) -> Result<State, CorruptRow> {
-    match (writer(row), algorithm) {
-        (Algorithm::SlidingLog, Algorithm::SlidingLog) => SlidingLog::decode(row).map(State::Log),
-        (Algorithm::Gcra, Algorithm::Gcra) => Gcra::decode(row).map(State::Gcra),
-        _ => expiry(row, 0).map(|_| State::empty(algorithm)),
-    }
+/// `row` as the state of the call's algorithm. A row of the other
+/// algorithm is read towards blocking ([`crate::count::switch`]), and
+/// refused if that algorithm cannot read it.
+fn load(row: &str, now_ms: i64, call: &Call) -> Result<State, CorruptRow> {
+    let written = match writer(row) {
+        Algorithm::SlidingLog => State::Log(SlidingLog::decode(row)?),
+        Algorithm::Gcra => State::Gcra(Gcra::decode(row)?),
+    };
+    Ok(match (written, call.algorithm) {
+        (State::Log(log), Algorithm::Gcra) => State::Gcra(switch::gcra_from_log(&log, &call.limits)),
+        (State::Gcra(cells), Algorithm::SlidingLog) => State::Log(switch::log_from_gcra(&cells, now_ms, &call.limits)),
+        (state, _) => state,
+    })
 }
 
 /// Either algorithm's state: the step above is compiled once, not once
@@ -515,12 +522,20 @@ mod tests {
         assert!(!c.tally.allowed);
         assert_eq!(c.tally.retry_after_ms, 500);
         assert_eq!(expiry("g:2/2000", 1_000), Ok(Some(1_000)));
-        // A log row read by a GCRA rule (or the reverse) starts afresh.
+        // A log row read by a GCRA rule (or the reverse) is read towards
+        // blocking (count::switch), never as empty: the log's two hits
+        // (at 0 and 10) fill 2 per second, and GCRA waits as the log would.
         let switched = step("0,10", 20, &hit).unwrap();
-        assert!(switched.tally.allowed);
-        assert_eq!(row(&switched), Some("g:2/1040"));
-        let switched = step("g:2/99999", 20, &call(Op::Hit, Algorithm::SlidingLog)).unwrap();
-        assert!(switched.tally.allowed);
+        assert!(!switched.tally.allowed);
+        assert_eq!((switched.tally.retry_after_ms, switched.write), (980, None));
+        assert!(step("0,10", 1_000, &hit).unwrap().tally.allowed, "free once the log's first hit left");
+        let owed = step("g:2/3000", 20, &call(Op::Hit, Algorithm::SlidingLog)).unwrap();
+        assert!(!owed.tally.allowed, "GCRA owes 2 units until 500 ms: the log holds 2 hits");
+        // GCRA (tat 1500 ms, 500 ms a unit) admits again at 1000 ms: so does the log.
+        assert!(!step("g:2/3000", 999, &call(Op::Hit, Algorithm::SlidingLog)).unwrap().tally.allowed);
+        assert!(step("g:2/3000", 1_000, &call(Op::Hit, Algorithm::SlidingLog)).unwrap().tally.allowed);
+        let switched = step("g:2/40", 20, &call(Op::Hit, Algorithm::SlidingLog)).unwrap();
+        assert!(switched.tally.allowed, "a drained GCRA row carries nothing");
         assert_eq!(row(&switched), Some("20"));
     }
 

@@ -27,8 +27,8 @@ use crate::count::algorithm::{excerpt, CorruptRow, Counter, Decision};
 use crate::count::limit::{Limit, WindowState};
 use crate::count::tally::Tally;
 
-/// The state of one window: its `N` (so a changed limit starts afresh) and
-/// `tat` in units of `1/N` ms.
+/// The state of one window: its `N` (a changed limit carries the units
+/// owed over, [`tat_of`]) and `tat` in units of `1/N` ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cell {
     pub requests: u32,
@@ -43,13 +43,27 @@ fn window(limit: &Limit) -> i128 {
     i128::from(limit.window_ms.get())
 }
 
-/// `tat` of window `i` at `now_ms`, in `1/N` ms: the stored one if it is for
-/// the same `N` and in the future, else `now`.
+/// `tat` of window `i` at `now_ms`, in `1/N` ms: [`tat_of`] its cell.
 fn current(state: &[Cell], i: usize, limit: &Limit, now_ms: i64) -> i128 {
+    tat_of(state.get(i), limit, now_ms)
+}
+
+/// A cell's `tat` at `now_ms` for `limit`, in `1/N` ms: the stored one if
+/// it is for the same `N` and in the future, else `now`. A cell kept for
+/// another `N` (the limit changed in the config) carries the units it
+/// still owes, read at this window's length, into this limit: a key over
+/// a lowered limit stays blocked until GCRA has drained them at the new
+/// rate, never counted afresh (before 0.2.0 it was).
+#[inline(never)]
+pub fn tat_of(cell: Option<&Cell>, limit: &Limit, now_ms: i64) -> i128 {
     let now = i128::from(now_ms) * scale(limit);
-    match state.get(i) {
+    match cell {
         Some(cell) if cell.requests == limit.requests.get() => cell.tat.max(now),
-        _ => now,
+        Some(cell) => {
+            let owed = (cell.tat - i128::from(now_ms) * i128::from(cell.requests)).max(0);
+            now + div_ceil(owed, window(limit)) * window(limit)
+        }
+        None => now,
     }
 }
 
@@ -343,14 +357,22 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_limit_starts_afresh_and_codec_round_trips() {
+    fn a_changed_limit_carries_the_units_owed_and_codec_round_trips() {
         let (s, w) = record(&[], 0, &[limit(2, 1_000)], 1);
         let (s, _) = record(&s, 0, &[limit(2, 1_000)], 1);
         let (s, w2) = record(&s, 0, &[limit(2, 1_000)], 1);
         assert_eq!(w[0].remaining, 1);
         assert_eq!(w2[0].remaining, 0);
         assert!(!decide(&s, 0, &[limit(2, 1_000)], 1).tally.allowed);
-        assert!(decide(&s, 0, &[limit(3, 1_000)], 1).tally.allowed, "another N is another limit");
+        // Another N: the 3 units owed carry over, never counted afresh.
+        assert!(!decide(&s, 0, &[limit(3, 1_000)], 1).tally.allowed, "3 units owed fill a limit of 3");
+        assert_eq!(peek(&s, 0, &[limit(3, 1_000)])[0].used, 3);
+        assert!(decide(&s, 0, &[limit(4, 1_000)], 1).tally.allowed, "a raised limit has room at once");
+        assert!(!decide(&s, 0, &[limit(1, 1_000)], 1).tally.allowed, "a lowered one none");
+        // Until a write re-dates it, the cell drains at its own rate: at
+        // 1 s it still owes 1 unit (of 2 a second), at 1.5 s none.
+        assert!(!decide(&s, 1_000, &[limit(1, 1_000)], 1).tally.allowed);
+        assert!(decide(&s, 1_500, &[limit(1, 1_000)], 1).tally.allowed);
         assert_eq!(decode(&encode(&s)), Ok(s));
         assert_eq!(decode("g:"), Ok(vec![]));
         assert_eq!(decode("g:1,2"), Err(CorruptRow::UnreadableCell { index: 0, cell: "1".into() }));

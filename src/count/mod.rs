@@ -11,6 +11,7 @@ pub mod gcra;
 pub mod reservation;
 pub mod protocol;
 pub mod lease;
+pub mod switch;
 pub mod counter;
 pub mod controls;
 pub mod object;

@@ -10,9 +10,11 @@
 //!   on either side;
 //! - **JSON** (before it; still answered, for tools, tests and a Worker of
 //!   the build before): a `POST` body, answered with a JSON [`Reply`].
-//!   Objects and Workers deploy together; an object of the build before
-//!   this one refuses a compact call as malformed (400), which the Worker
-//!   treats as a counter failure (the rule's `on_error`).
+//!   During a deploy a Worker and the objects it calls may run different
+//!   releases; release N and N−1 interoperate both ways
+//!   (`tests/worker/skew.test.mjs`). A call an object does not understand
+//!   (a newer op or version) is refused, 400 with a versioned error, which
+//!   the Worker treats as a counter failure (the rule's `on_error`).
 //!
 //! The JSON form:
 //!

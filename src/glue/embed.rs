@@ -14,7 +14,7 @@
 //!
 //! ```toml
 //! [dependencies]
-//! tollgate = { version = "0.1.0", default-features = false }
+//! tollgate = { version = "0.2.0", default-features = false }
 //! worker = "0.8.7"
 //! wasm-bindgen = "=0.2.129"   # the exact version tollgate is built with
 //! ```

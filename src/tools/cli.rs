@@ -29,6 +29,9 @@
 //! tollgate hash --rule NAME PART=VALUE...    ... for the key a rule derives from raw
 //!                                            values (`ip=203.0.113.7`, `body:email=a@b.io`)
 //!     --config FILE, --env NAME, --log-key-file FILE   as for explain
+//! tollgate diff OLD NEW [--env NAME]         what deploying NEW over OLD does to live
+//!     [--fail-on-reset]                      counts, rule by rule (tools::diff)
+//! tollgate --version                         the version, and the object protocol's
 //! tollgate schema                            the JSON Schema (draft 2020-12) of the TOLLGATE
 //!                                            var, from the config's own field tables
 //! ```
@@ -140,6 +143,18 @@ impl Cli<'_> {
                     self.usage(HASH_USAGE, 2)
                 }
             },
+            Some("diff") if wants_help(rest) => self.usage(DIFF_USAGE, 0),
+            Some("diff") => match parse_diff(rest) {
+                Ok(options) => self.run_diff(&options),
+                Err(e) => {
+                    errln!(self, "tollgate diff: {e}");
+                    self.usage(DIFF_USAGE, 2)
+                }
+            },
+            Some("-V" | "--version" | "version") => {
+                outln!(self, "{}", version());
+                0
+            }
             Some("schema") if wants_help(rest) => self.usage(SCHEMA_USAGE, 0),
             Some("schema") => self.schema(rest),
             Some("-h" | "--help" | "help") => self.usage(USAGE, 0),
@@ -283,6 +298,32 @@ impl Cli<'_> {
         1
     }
 
+    /// `tollgate diff`: what deploying NEW over OLD does to live counts;
+    /// 1 when either config is invalid, 3 with `--fail-on-reset` when some
+    /// keys' counts start from zero, else 0.
+    fn run_diff(&mut self, options: &DiffOptions) -> i32 {
+        let load = |path: &str| {
+            let named = |e: String| if e.starts_with(path) { e } else { format!("{path}: {e}") };
+            self.load_config(path, options.env.as_deref()).map_err(|errors| errors.into_iter().map(named).collect::<Vec<_>>())
+        };
+        let (old, new) = (load(&options.old), load(&options.new));
+        let (old, new) = match (old, new) {
+            (Ok(old), Ok(new)) => (old, new),
+            (old, new) => {
+                let errors: Vec<String> = [old.err(), new.err()].into_iter().flatten().flatten().collect();
+                return self.failed(&errors);
+            }
+        };
+        let diffs = crate::tools::diff::diff(&old, &new);
+        outs!(self, "{}", crate::tools::diff::report(&diffs));
+        let resets = diffs.iter().flat_map(|d| &d.changes).any(crate::tools::diff::Change::resets);
+        if options.fail_on_reset && resets {
+            errln!(self, "tollgate diff: some keys' counts start from zero (RESET above)");
+            return 3;
+        }
+        0
+    }
+
     /// Prints `HASH  KEY`, as `sha256sum` prints a file's.
     fn run_hash(&mut self, options: &HashOptions) -> i32 {
         let log_key = match self.read_log_key(options.log_key_file.as_deref()) {
@@ -413,7 +454,25 @@ const USAGE: &str = "usage:
   tollgate hash <key> | --rule NAME PART=VALUE...
                                       a key's hash, as the Worker logs it
   tollgate schema                         the JSON Schema of the TOLLGATE var (for editors)
+  tollgate diff OLD NEW [--env NAME]      what deploying NEW over OLD does to live counts
+  tollgate --version                      the version, and the object protocol's
   tollgate <command> --help               the options of a command";
+
+const DIFF_USAGE: &str = "usage: tollgate diff OLD NEW [--env NAME] [--fail-on-reset]
+  What deploying the config NEW over OLD does to the counts already kept, rule
+  by rule (each file: wrangler.toml, wrangler.json or wrangler.jsonc; --env
+  NAME reads [env.NAME] of both): which counts start from zero (a renamed rule,
+  a changed key or ipv6_prefix: marked RESET), which limits tighten (keys over
+  them are blocked at once) or loosen, what an algorithm change does to rows of
+  the other algorithm, which static overrides appear or vanish, and whether
+  two-phase counting or leases switch on or off.
+  Exits 0; 1 when a config is invalid; 3 with --fail-on-reset when some counts
+  start from zero (a gate for CI).";
+
+/// `tollgate --version`: the crate's version and the call format's.
+pub fn version() -> String {
+    format!("tollgate {} (object protocol v{})", env!("CARGO_PKG_VERSION"), crate::count::protocol::VERSION)
+}
 
 const SCHEMA_USAGE: &str = "usage: tollgate schema
   Prints the JSON Schema (draft 2020-12) of the TOLLGATE var, written from the
@@ -462,6 +521,33 @@ const EXPLAIN_USAGE: &str = "usage: tollgate explain <url> [options]
                        (else the env var TOLLGATE_LOG_KEY)
 --now MS               the Worker's clock, Unix ms (default: now), for reproducible
                        runs (a trusted-device cookie expires)";
+
+/// `tollgate diff`'s arguments.
+#[derive(Debug, Default)]
+struct DiffOptions {
+    old: String,
+    new: String,
+    env: Option<String>,
+    fail_on_reset: bool,
+}
+
+/// `OLD NEW [--env NAME] [--fail-on-reset]`.
+fn parse_diff(args: &[String]) -> Result<DiffOptions, String> {
+    let mut options = DiffOptions::default();
+    let mut files = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--env" => options.env = Some(it.next().ok_or("--env needs a value")?.clone()),
+            "--fail-on-reset" => options.fail_on_reset = true,
+            flag if flag.starts_with('-') => return Err(format!("unknown option {flag}")),
+            file => files.push(file.to_string()),
+        }
+    }
+    let [old, new] = <[String; 2]>::try_from(files).map_err(|f| format!("needs two files, OLD and NEW (got {})", f.len()))?;
+    (options.old, options.new) = (old, new);
+    Ok(options)
+}
 
 fn wants_help(args: &[String]) -> bool {
     args.iter().any(|a| a == "-h" || a == "--help")

@@ -171,6 +171,10 @@ const OTHER = [
   ["hash", "--rule", "nope", "ip=1.2.3.4"],
   ["schema"],
   ["schema", "--help"],
+  ["--version"],
+  ["diff", "--help"],
+  ["diff", "wrangler.toml", "examples/login-brute-force/wrangler.toml"],
+  ["diff", "wrangler.toml", "wrangler.toml", "--fail-on-reset"],
 ];
 
 function both(args, env = {}) {

@@ -1,0 +1,177 @@
+//! A row of the other algorithm (the rule's `algorithm` changed in the
+//! config), read towards blocking: the state of the rule's algorithm that
+//! counts, at every instant from now on, at least what the row's own
+//! algorithm counts of it. Only what the switch carries over is bounded
+//! this way; the hits after it are counted by the rule's new algorithm, as
+//! configured.
+//!
+//! - A sliding log met by a `gcra` rule: per window of `N` per `W`, the
+//!   `tat` is the latest, over the log's hits newest first, of
+//!   `(at + W)·N + (C − 1)·W` (in `1/N` ms, [`crate::count::gcra`]), `C`
+//!   the units of that hit and every newer one. While a hit's window holds
+//!   `C` units, GCRA then admits none that the log would refuse, and the
+//!   `tat` is never before the one GCRA reaches by counting the same hits
+//!   itself (each term exceeds GCRA's own by `(N − 1)·W`). The price: GCRA
+//!   drains linearly what the log releases at once, so a key near its
+//!   limit waits up to one more window.
+//! - A GCRA row met by a `sliding_log` rule: each window's `u` units still
+//!   owed (`tat` ahead of now) become `u` hits of cost 1, hit `j` (counted
+//!   from 1) dated to leave the window when GCRA has drained all but
+//!   `j − 1` of them: at every instant the log holds at least the units
+//!   GCRA still counts (up to `N`, which refuses all), so it admits nothing
+//!   GCRA would refuse. A cell kept for another `requests` is read as GCRA
+//!   reads it ([`crate::count::gcra::tat_of`]).
+//!
+//! Reservations (`;`) and a relief mark (`~`) follow the state and are
+//! carried over unchanged ([`crate::count::counter`]).
+
+use crate::count::gcra::{self, Cell};
+use crate::count::limit::Limit;
+use crate::count::window::Hit;
+
+/// The GCRA state counting at least what `log` counts, window by window.
+pub fn gcra_from_log(log: &[Hit], limits: &[Limit]) -> Vec<Cell> {
+    if log.is_empty() {
+        return Vec::new();
+    }
+    limits
+        .iter()
+        .map(|limit| {
+            let (n, w) = (i128::from(limit.requests.get()), i128::from(limit.window_ms.get()));
+            let mut units = 0i128;
+            let mut tat = i128::MIN;
+            for hit in log.iter().rev() {
+                units += i128::from(hit.cost);
+                tat = tat.max((i128::from(hit.at_ms) + w) * n + (units - 1) * w);
+            }
+            Cell { requests: limit.requests.get(), tat }
+        })
+        .collect()
+}
+
+/// The sliding log counting at least what the GCRA `cells` still count
+/// at `now_ms`, oldest hit first.
+pub fn log_from_gcra(cells: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<Hit> {
+    let mut log: Vec<Hit> = Vec::new();
+    for (cell, limit) in cells.iter().zip(limits) {
+        let (n, w) = (i128::from(limit.requests.get()), i128::from(limit.window_ms.get()));
+        // A cell of another limit carries its units as GCRA reads it.
+        let tat = gcra::tat_of(Some(cell), limit, now_ms);
+        let owed = tat - i128::from(now_ms) * n;
+        // Units still owed, rounded up, at most N: a window holding N
+        // refuses every request, so the units past N (the first to leave)
+        // change no answer, and the row stays bounded by the limits.
+        let units = ((owed.max(0) + w - 1) / w).min(n);
+        // The j-th unit leaves the window once GCRA owes at most j units:
+        // at the instant ⌈(tat − j·W) / N⌉ ms; oldest (largest j) first.
+        let run = (0..units).rev().map(|j| {
+            let leaves = (tat - j * w + n - 1).div_euclid(n);
+            i64::try_from(leaves - w).unwrap_or(i64::MAX)
+        });
+        log = merge(&log, run);
+    }
+    log
+}
+
+/// `log` and the hits of cost 1 at the times `run` yields (ascending),
+/// merged in order; hits at the same time are one hit.
+fn merge(log: &[Hit], run: impl Iterator<Item = i64>) -> Vec<Hit> {
+    let mut out: Vec<Hit> = Vec::with_capacity(log.len());
+    let mut next = 0;
+    for at_ms in run.map(Some).chain([None]) {
+        // Every hit of `log` up to `at_ms` (all of them after the run), then
+        // the run's own.
+        let upto = at_ms.map_or(log.len(), |at| next + log[next..].partition_point(|h| h.at_ms <= at));
+        let hits = log[next..upto].iter().copied().chain(at_ms.map(|at_ms| Hit { at_ms, cost: 1 }));
+        next = upto;
+        for hit in hits {
+            match out.last_mut() {
+                Some(last) if last.at_ms == hit.at_ms => last.cost = last.cost.saturating_add(hit.cost),
+                _ => out.push(hit),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::count::window;
+
+    fn limits(pairs: &[(u32, u64)]) -> Vec<Limit> {
+        pairs.iter().map(|&(r, w)| Limit::new(r, w).unwrap()).collect()
+    }
+
+    /// How many units of cost 1 each reading admits, one at a time, at `t`.
+    fn admits_log(log: &[Hit], t: i64, limits: &[Limit]) -> u64 {
+        window::room(log, t, limits)
+    }
+
+    fn admits_gcra(cells: &[Cell], t: i64, limits: &[Limit]) -> u64 {
+        gcra::room(cells, t, limits)
+    }
+
+    /// GCRA's own reading of the same hits: them counted by GCRA.
+    fn gcra_replay(log: &[Hit], limits: &[Limit]) -> Vec<Cell> {
+        let mut cells = Vec::new();
+        for hit in log {
+            cells = gcra::record(&cells, hit.at_ms, limits, hit.cost).0;
+        }
+        cells
+    }
+
+    #[test]
+    fn a_log_read_by_gcra_admits_no_more_than_either_reading_at_any_time() {
+        let now = 1_000_000;
+        let cases: Vec<(Vec<Limit>, Vec<Hit>)> = vec![
+            (limits(&[(10, 60_000)]), (0..10).map(|i| Hit { at_ms: now - 1_000 + i, cost: 1 }).collect()),
+            (limits(&[(10, 60_000)]), (0..4).map(|i| Hit { at_ms: now - 50_000 + i * 10_000, cost: 2 }).collect()),
+            (limits(&[(5, 1_000), (20, 60_000)]), (0..20).map(|i| Hit { at_ms: now - 59_000 + i * 2_900, cost: 1 }).collect()),
+            (limits(&[(3, 10_000)]), vec![Hit { at_ms: now + 5_000, cost: 3 }]), // a lease, dated ahead
+        ];
+        for (limits, log) in cases {
+            let converted = gcra_from_log(&log, &limits);
+            let replayed = gcra_replay(&log, &limits);
+            for t in (now..now + 130_000).step_by(250) {
+                let got = admits_gcra(&converted, t, &limits);
+                assert!(got <= admits_log(&log, t, &limits), "{limits:?} {log:?} at {t}: {got} over the log's reading");
+                assert!(got <= admits_gcra(&replayed, t, &limits), "{limits:?} {log:?} at {t}: {got} over GCRA's reading");
+            }
+            // Bounded: two windows after the newest hit, everything is free.
+            let free = log.last().unwrap().at_ms + 2 * limits.iter().map(|l| l.window_ms.get() as i64).max().unwrap();
+            assert_eq!(admits_gcra(&converted, free, &limits), admits_log(&[], free, &limits));
+        }
+    }
+
+    #[test]
+    fn a_gcra_row_read_as_a_log_admits_no_more_than_gcra_at_any_time() {
+        let now = 1_000_000;
+        for (pairs, burst) in [(vec![(10, 60_000)], 10u32), (vec![(10, 60_000)], 4), (vec![(7, 1_000), (30, 60_000)], 7), (vec![(600, 1_000)], 450)] {
+            let limits = limits(&pairs);
+            let mut cells = Vec::new();
+            for i in 0..burst {
+                cells = gcra::record(&cells, now - 900 + i64::from(i), &limits, 1).0;
+            }
+            let log = log_from_gcra(&cells, now, &limits);
+            assert!(log.windows(2).all(|p| p[0].at_ms < p[1].at_ms), "sorted, merged");
+            for t in (now..now + 70_000).step_by(97) {
+                let got = admits_log(&log, t, &limits);
+                assert!(got <= admits_gcra(&cells, t, &limits), "{pairs:?} burst {burst} at {t}: {got} over GCRA's reading");
+            }
+        }
+    }
+
+    #[test]
+    fn an_idle_or_foreign_row_converts_to_nothing_and_a_huge_one_to_at_most_n_hits() {
+        let l = limits(&[(10, 60_000)]);
+        let owed_a_lot = [Cell { requests: 10, tat: 1_000 * 10 + 60_000 * 1_000 }];
+        let log = log_from_gcra(&owed_a_lot, 1_000, &l);
+        assert_eq!(log.iter().map(|h| u64::from(h.cost)).sum::<u64>(), 10);
+        assert_eq!(window::room(&log, 1_000, &l), 0);
+        assert!(log_from_gcra(&[Cell { requests: 10, tat: 5 }], 1_000, &l).is_empty(), "tat in the past");
+        let other = log_from_gcra(&[Cell { requests: 5, tat: 1_000 * 5 + 3 * 60_000 }], 1_000, &l);
+        assert_eq!(other.iter().map(|h| h.cost).sum::<u32>(), 3, "another limit's 3 units owed carry over");
+        assert_eq!(gcra::room(&gcra_from_log(&[], &l), 1_000, &l), 10);
+    }
+}

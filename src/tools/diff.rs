@@ -1,0 +1,392 @@
+//! `tollgate diff OLD NEW`: what a deploy of the config NEW over the
+//! config OLD does to the state already counted, rule by rule. Pure: two
+//! validated [`Config`]s in, the [`RuleDiff`]s out; `tools::cli` reads
+//! the files and prints them.
+//!
+//! A count lives in the object named by the rule's name and the key
+//! ([`crate::pipeline::applied::object_name`]), so a renamed rule, a
+//! changed key or a changed `ipv6_prefix` starts counting from zero; the
+//! limits travel with every call, so a changed limit applies to the counts
+//! already there at once. Rules are matched by name; a rule gone and a
+//! rule new with the same path, host and methods is reported as renamed.
+
+use crate::config::describe::duration;
+use crate::config::policy::{Action, Counting};
+use crate::config::rules::Rule;
+use crate::config::Config;
+use crate::count::limit::Limit;
+use crate::count::protocol::Algorithm;
+use crate::request::key::KeyPart;
+use std::fmt;
+
+/// One rule's changes, in the order a reader wants them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleDiff {
+    /// The rule's name in NEW (in OLD for a removed rule).
+    pub rule: String,
+    pub changes: Vec<Change>,
+}
+
+/// What a deploy does to one rule's live state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A rule only NEW has: every key starts from zero.
+    Added,
+    /// A rule only OLD has: its counts are no longer read, and expire.
+    Removed,
+    /// The same path, host and methods under a new name: every key starts
+    /// from zero (the objects are named by the rule).
+    Renamed { from: String },
+    /// Another key: every key starts from zero.
+    KeyChanged { from: String, to: String },
+    /// `ipv6_prefix` changed and the rule keys on `ip`: IPv6 clients start
+    /// from zero, IPv4 clients carry over.
+    Ipv6Prefix { from: u8, to: u8 },
+    /// A window's limit lowered: keys already over it are blocked at once
+    /// (of a GCRA row, the units owed carry over, drained at the new rate).
+    Tightened { window_ms: u64, from: u32, to: u32, algorithm: Algorithm },
+    /// A window's limit raised: blocked keys get room at once.
+    Loosened { window_ms: u64, from: u32, to: u32, algorithm: Algorithm },
+    /// Of a GCRA row, a window now in another place among the limits: it
+    /// reads the state of the window that was in its place (GCRA keeps
+    /// one cell per place).
+    Moved { window_ms: u64 },
+    /// A window only NEW has: it counts the hits the row still holds (a
+    /// GCRA window starts from zero).
+    WindowAdded { window_ms: u64, requests: u32, algorithm: Algorithm },
+    /// A window only OLD has: no longer enforced.
+    WindowRemoved { window_ms: u64, requests: u32 },
+    /// `algorithm` changed: the other algorithm's rows are read towards
+    /// blocking ([`crate::count::switch`]).
+    Algorithm { from: Algorithm, to: Algorithm },
+    /// A static override that appears, vanishes or changes its limits
+    /// (`value` as written, limits as `N/window`).
+    Override { value: String, from: Option<String>, to: Option<String> },
+    /// `count_statuses` switched on (`Some` statuses) or off.
+    TwoPhase { on: bool },
+    /// Leases switched on or off.
+    Leases { on: bool },
+    /// `action` changed between `block` and `log` (shadow).
+    Action { blocks: bool },
+}
+
+impl Change {
+    /// Whether some keys' counts start from zero.
+    pub fn resets(&self) -> bool {
+        match self {
+            Change::Added | Change::Renamed { .. } | Change::KeyChanged { .. } | Change::Ipv6Prefix { .. } => true,
+            Change::WindowAdded { algorithm, .. } => *algorithm == Algorithm::Gcra,
+            _ => false,
+        }
+    }
+}
+
+fn alg(a: Algorithm) -> &'static str {
+    match a {
+        Algorithm::SlidingLog => "sliding_log",
+        Algorithm::Gcra => "gcra",
+    }
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Change::Added => write!(f, "new rule: every key starts from zero"),
+            Change::Removed => write!(f, "removed: its counts are no longer read (they expire with their alarms)"),
+            Change::Renamed { from } => write!(f, "renamed from `{from}`: every key starts from zero (counts are kept per rule name)"),
+            Change::KeyChanged { from, to } => write!(f, "key [{from}] -> [{to}]: every key starts from zero"),
+            Change::Ipv6Prefix { from, to } => write!(f, "ipv6_prefix /{from} -> /{to}: IPv6 clients start from zero; IPv4 clients carry over"),
+            Change::Tightened { window_ms, from, to, algorithm } => write!(
+                f,
+                "tightens {from} -> {to} per {}: keys already over {to} are blocked at once{}",
+                duration(*window_ms),
+                if *algorithm == Algorithm::Gcra { " (the units they owe drain at the new rate)" } else { "" }
+            ),
+            Change::Loosened { window_ms, from, to, .. } => {
+                write!(f, "loosens {from} -> {to} per {}: blocked keys get room at once", duration(*window_ms))
+            }
+            Change::Moved { window_ms } => write!(
+                f,
+                "the {} window moved among the limits: GCRA keeps its state by place, so it reads the units of the window that was in its place",
+                duration(*window_ms)
+            ),
+            Change::WindowAdded { window_ms, requests, algorithm: Algorithm::SlidingLog } => {
+                write!(f, "new window {requests} per {}: counts the hits each row still holds", duration(*window_ms))
+            }
+            Change::WindowAdded { window_ms, requests, .. } => write!(
+                f,
+                "new window {requests} per {}: this GCRA window starts from zero for every key (or from the units of the window that was in its place)",
+                duration(*window_ms)
+            ),
+            Change::WindowRemoved { window_ms, requests } => write!(f, "window {requests} per {} removed", duration(*window_ms)),
+            Change::Algorithm { from, to } => write!(
+                f,
+                "algorithm {} -> {}: each {} row is read towards blocking, never as empty (no key gains room; one near its limit may wait up to one window more)",
+                alg(*from),
+                alg(*to),
+                alg(*from)
+            ),
+            Change::Override { value, from: None, to: Some(to) } => write!(f, "override `{value}` appears: {to}, at once"),
+            Change::Override { value, from: Some(from), to: None } => write!(f, "override `{value}` vanishes: {from} -> the rule's limits, at once"),
+            Change::Override { value, from, to } => write!(f, "override `{value}`: {} -> {}, at once", from.as_deref().unwrap_or("-"), to.as_deref().unwrap_or("-")),
+            Change::TwoPhase { on: true } => write!(f, "two-phase counting on (count_statuses): only the listed statuses count from now; hits so far stay counted"),
+            Change::TwoPhase { on: false } => write!(f, "two-phase counting off: every request counts from now; reservations in flight hold until they settle or lapse"),
+            Change::Leases { on } => write!(f, "leases {}: counts carry over", if *on { "on" } else { "off" }),
+            Change::Action { blocks: true } => write!(f, "action log -> block: keys already over the limit are blocked at once"),
+            Change::Action { blocks: false } => write!(f, "action block -> log (shadow): nothing is blocked any more"),
+        }
+    }
+}
+
+/// The rules' changes from `old` to `new`: NEW's rules in order, then the
+/// removed ones; rules without a change are left out.
+pub fn diff(old: &Config, new: &Config) -> Vec<RuleDiff> {
+    let in_old = |name: &str| old.rules.iter().find(|r| r.name == name);
+    let in_new = |name: &str| new.rules.iter().find(|r| r.name == name);
+    let mut out = Vec::new();
+    for rule in &new.rules {
+        let changes = match in_old(&rule.name) {
+            Some(before) => rule_changes(before, rule, old.ipv6_prefix, new.ipv6_prefix),
+            None => match old.rules.iter().find(|r| in_new(&r.name).is_none() && same_route(r, rule)) {
+                Some(before) => vec![Change::Renamed { from: before.name.clone() }],
+                None => vec![Change::Added],
+            },
+        };
+        if !changes.is_empty() {
+            out.push(RuleDiff { rule: rule.name.clone(), changes });
+        }
+    }
+    for rule in old.rules.iter().filter(|r| in_new(&r.name).is_none()) {
+        let renamed = new.rules.iter().any(|n| in_old(&n.name).is_none() && same_route(rule, n));
+        if !renamed {
+            out.push(RuleDiff { rule: rule.name.clone(), changes: vec![Change::Removed] });
+        }
+    }
+    out
+}
+
+fn same_route(a: &Rule, b: &Rule) -> bool {
+    a.path == b.path && a.host == b.host && a.methods == b.methods
+}
+
+fn key_text(key: &[KeyPart]) -> String {
+    key.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The changes of one rule kept under its name.
+fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<Change> {
+    let mut changes = Vec::new();
+    if old.key != new.key {
+        changes.push(Change::KeyChanged { from: key_text(&old.key), to: key_text(&new.key) });
+    } else if old_prefix != new_prefix && new.key.contains(&KeyPart::Ip) {
+        changes.push(Change::Ipv6Prefix { from: old_prefix, to: new_prefix });
+    }
+    if old.algorithm != new.algorithm {
+        changes.push(Change::Algorithm { from: old.algorithm, to: new.algorithm });
+    }
+    // The state a changed limit meets is the old algorithm's: a GCRA cell
+    // is kept per limit (read by either algorithm), a log is read anew.
+    limit_changes(&old.limits, &new.limits, old.algorithm, &mut changes);
+    override_changes(old, new, &mut changes);
+    let two_phase = |r: &Rule| matches!(r.counting, Counting::Statuses(_));
+    if two_phase(old) != two_phase(new) {
+        changes.push(Change::TwoPhase { on: two_phase(new) });
+    }
+    if old.lease.leases() != new.lease.leases() {
+        changes.push(Change::Leases { on: new.lease.leases() });
+    }
+    if old.action != new.action {
+        changes.push(Change::Action { blocks: new.action == Action::Block });
+    }
+    changes
+}
+
+/// Windows matched by length: raised, lowered, added, removed. Of a GCRA
+/// row (`algorithm`: the one that wrote the rows), a window's state is
+/// kept by its place among the limits.
+fn limit_changes(old: &[Limit], new: &[Limit], algorithm: Algorithm, changes: &mut Vec<Change>) {
+    for (i, limit) in new.iter().enumerate() {
+        let window_ms = limit.window_ms.get();
+        let to = limit.requests.get();
+        match old.iter().position(|l| l.window_ms.get() == window_ms) {
+            None => changes.push(Change::WindowAdded { window_ms, requests: to, algorithm }),
+            Some(at) => {
+                let from = old[at].requests.get();
+                // GCRA reads cell i with the i-th limit.
+                if algorithm == Algorithm::Gcra && at != i {
+                    changes.push(Change::Moved { window_ms });
+                }
+                if to < from {
+                    changes.push(Change::Tightened { window_ms, from, to, algorithm });
+                } else if to > from {
+                    changes.push(Change::Loosened { window_ms, from, to, algorithm });
+                }
+            }
+        }
+    }
+    for limit in old.iter().filter(|l| !new.iter().any(|n| n.window_ms == l.window_ms)) {
+        changes.push(Change::WindowRemoved { window_ms: limit.window_ms.get(), requests: limit.requests.get() });
+    }
+}
+
+fn limits_text(limits: &[Limit]) -> String {
+    limits.iter().map(|l| format!("{}/{}", l.requests.get(), duration(l.window_ms.get()))).collect::<Vec<_>>().join(", ")
+}
+
+/// Static overrides, matched by the key they resolve to.
+fn override_changes(old: &Rule, new: &Rule, changes: &mut Vec<Change>) {
+    let key_of = |o: &crate::config::overrides::Override| o.key.clone().unwrap_or_else(|| o.value.clone());
+    for o in new.overrides.entries() {
+        let before = old.overrides.entries().iter().find(|b| key_of(b) == key_of(o));
+        let to = Some(limits_text(&o.limits));
+        let from = before.map(|b| limits_text(&b.limits));
+        if from != to {
+            changes.push(Change::Override { value: o.value.clone(), from, to });
+        }
+    }
+    for o in old.overrides.entries().iter().filter(|b| !new.overrides.entries().iter().any(|n| key_of(n) == key_of(b))) {
+        changes.push(Change::Override { value: o.value.clone(), from: Some(limits_text(&o.limits)), to: None });
+    }
+}
+
+/// The report `tollgate diff` prints: one block per changed rule.
+pub fn report(diffs: &[RuleDiff]) -> String {
+    if diffs.is_empty() {
+        return "no rule changes: every count carries over as it is\n".to_string();
+    }
+    let mut out = String::new();
+    for d in diffs {
+        out.push_str(&format!("rule `{}`:\n", d.rule));
+        for c in &d.changes {
+            let mark = if c.resets() { "RESET" } else { "     " };
+            out.push_str(&format!("  {mark} {c}\n"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn config(value: Value) -> Config {
+        Config::from_json(&value).unwrap()
+    }
+
+    fn api(extra: Value) -> Value {
+        let mut rule = json!({ "name": "api", "path": "/api/*", "limits": [{ "requests": 10, "window": "1m" }] });
+        rule.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        rule
+    }
+
+    /// The changes of `api` (or of every rule) from OLD to NEW rules.
+    fn changes(old: Value, new: Value) -> Vec<RuleDiff> {
+        diff(&config(json!({ "rules": old })), &config(json!({ "rules": new })))
+    }
+
+    fn one(old: Value, new: Value) -> Vec<Change> {
+        let diffs = changes(json!([old]), json!([new]));
+        diffs.into_iter().flat_map(|d| d.changes).collect()
+    }
+
+    #[test]
+    fn an_unchanged_config_changes_nothing() {
+        assert!(one(api(json!({})), api(json!({ "ratelimit_headers": true }))).is_empty());
+        assert_eq!(report(&[]), "no rule changes: every count carries over as it is\n");
+    }
+
+    #[test]
+    fn a_renamed_rule_starts_from_zero_and_an_added_or_removed_one_is_said() {
+        let d = changes(json!([api(json!({}))]), json!([api(json!({ "name": "api-v2" }))]));
+        assert_eq!(d, vec![RuleDiff { rule: "api-v2".into(), changes: vec![Change::Renamed { from: "api".into() }] }]);
+        assert!(d[0].changes[0].resets());
+        let d = changes(json!([api(json!({}))]), json!([api(json!({ "name": "other", "path": "/other" }))]));
+        assert_eq!(d.iter().map(|d| (d.rule.as_str(), d.changes.clone())).collect::<Vec<_>>(), vec![("other", vec![Change::Added]), ("api", vec![Change::Removed])]);
+        assert!(report(&d).contains("RESET new rule: every key starts from zero"), "{}", report(&d));
+    }
+
+    #[test]
+    fn a_changed_key_or_ipv6_prefix_starts_from_zero() {
+        let key = one(api(json!({})), api(json!({ "key": ["header:x-api-key"] })));
+        assert_eq!(key, vec![Change::KeyChanged { from: "ip".into(), to: "header:x-api-key".into() }]);
+        assert!(key[0].resets());
+        let rules = json!([api(json!({})), api(json!({ "name": "tenant", "path": "/t", "key": ["header:x-tenant"] }))]);
+        let d = diff(&config(json!({ "rules": rules })), &config(json!({ "ipv6_prefix": 48, "rules": rules })));
+        assert_eq!(d, vec![RuleDiff { rule: "api".into(), changes: vec![Change::Ipv6Prefix { from: 64, to: 48 }] }], "only the rule keyed on ip");
+        assert!(d[0].changes[0].to_string().contains("IPv4 clients carry over"));
+    }
+
+    #[test]
+    fn limits_tighten_loosen_appear_and_vanish() {
+        let limits = |pairs: Value| api(json!({ "limits": pairs }));
+        let old = limits(json!([{ "requests": 10, "window": "1m" }, { "requests": 100, "window": "1h" }]));
+        let new = limits(json!([{ "requests": 5, "window": "1m" }, { "requests": 1000, "window": "1d" }]));
+        let c = one(old.clone(), new);
+        assert_eq!(
+            c,
+            vec![
+                Change::Tightened { window_ms: 60_000, from: 10, to: 5, algorithm: Algorithm::SlidingLog },
+                Change::WindowAdded { window_ms: 86_400_000, requests: 1000, algorithm: Algorithm::SlidingLog },
+                Change::WindowRemoved { window_ms: 3_600_000, requests: 100 },
+            ]
+        );
+        assert_eq!(c[0].to_string(), "tightens 10 -> 5 per 1m: keys already over 5 are blocked at once");
+        assert!(!c.iter().any(Change::resets), "a log's hits carry over");
+        let up = one(old, limits(json!([{ "requests": 20, "window": "1m" }, { "requests": 100, "window": "1h" }])));
+        assert_eq!(up, vec![Change::Loosened { window_ms: 60_000, from: 10, to: 20, algorithm: Algorithm::SlidingLog }]);
+    }
+
+    #[test]
+    fn a_gcra_window_whose_limit_changes_carries_the_units_owed() {
+        let gcra = |requests: u32| api(json!({ "algorithm": "gcra", "limits": [{ "requests": requests, "window": "1m" }] }));
+        let c = one(gcra(10), gcra(5));
+        assert_eq!(c, vec![Change::Tightened { window_ms: 60_000, from: 10, to: 5, algorithm: Algorithm::Gcra }]);
+        assert!(!c[0].resets());
+        assert!(c[0].to_string().ends_with("blocked at once (the units they owe drain at the new rate)"), "{}", c[0]);
+        assert!(!one(gcra(10), gcra(20))[0].resets());
+        let two = |first: Value, second: Value| api(json!({ "algorithm": "gcra", "limits": [first, second] }));
+        let (s, h) = (json!({ "requests": 10, "window": "1s" }), json!({ "requests": 100, "window": "1h" }));
+        let swapped = one(two(s.clone(), h.clone()), two(h, s));
+        assert_eq!(swapped, vec![Change::Moved { window_ms: 3_600_000 }, Change::Moved { window_ms: 1_000 }]);
+    }
+
+    #[test]
+    fn an_algorithm_switch_reads_the_other_rows_towards_blocking() {
+        let to_gcra = one(api(json!({})), api(json!({ "algorithm": "gcra" })));
+        assert_eq!(to_gcra, vec![Change::Algorithm { from: Algorithm::SlidingLog, to: Algorithm::Gcra }]);
+        assert!(!to_gcra[0].resets());
+        assert!(to_gcra[0].to_string().contains("read towards blocking, never as empty"));
+        let to_log = one(api(json!({ "algorithm": "gcra" })), api(json!({})));
+        assert_eq!(to_log, vec![Change::Algorithm { from: Algorithm::Gcra, to: Algorithm::SlidingLog }]);
+        // A limit changed with it carries over too.
+        let both = one(api(json!({})), api(json!({ "algorithm": "gcra", "limits": [{ "requests": 5, "window": "1m" }] })));
+        assert!(!both.iter().any(Change::resets), "{both:?}");
+        let back = one(api(json!({ "algorithm": "gcra" })), api(json!({ "limits": [{ "requests": 5, "window": "1m" }] })));
+        assert!(!back.iter().any(Change::resets), "{back:?}");
+    }
+
+    #[test]
+    fn static_overrides_appear_vanish_and_change() {
+        let with = |o: Value| api(json!({ "key": ["header:x-tenant"], "overrides": o }));
+        let old = with(json!({ "acme": [{ "requests": 100, "window": "1m" }], "umbrella": [{ "requests": 50, "window": "1m" }] }));
+        let new = with(json!({ "acme": [{ "requests": 200, "window": "1m" }], "initech": [{ "requests": 5, "window": "1s" }] }));
+        let c = one(old, new);
+        let by = |v: &str| c.iter().find(|c| matches!(c, Change::Override { value, .. } if value == v)).unwrap().to_string();
+        assert_eq!(by("acme"), "override `acme`: 100/1m -> 200/1m, at once");
+        assert_eq!(by("initech"), "override `initech` appears: 5/1s, at once");
+        assert_eq!(by("umbrella"), "override `umbrella` vanishes: 50/1m -> the rule's limits, at once");
+    }
+
+    #[test]
+    fn two_phase_counting_leases_and_shadow_mode_switching() {
+        let two_phase = one(api(json!({})), api(json!({ "count_statuses": [401] })));
+        assert!(two_phase.contains(&Change::TwoPhase { on: true }), "{two_phase:?}");
+        assert_eq!(one(api(json!({ "count_statuses": [401] })), api(json!({}))), vec![Change::TwoPhase { on: false }]);
+        let big = |lease: &str| api(json!({ "key": ["global"], "limits": [{ "requests": 5000, "window": "1m" }], "lease": lease }));
+        assert_eq!(one(big("off"), big("auto")), vec![Change::Leases { on: true }]);
+        assert_eq!(one(big("auto"), big("off")), vec![Change::Leases { on: false }]);
+        assert_eq!(one(api(json!({ "action": "log" })), api(json!({}))), vec![Change::Action { blocks: true }]);
+        assert_eq!(one(api(json!({})), api(json!({ "action": "log" }))), vec![Change::Action { blocks: false }]);
+    }
+}
