@@ -302,6 +302,18 @@ pub(super) fn lease_mode(spec: &RuleSpec, auto: Option<bool>, ttl_ms: Option<u64
     LeaseMode::Auto(LeaseSettings::new(ttl_ms, max.unwrap_or(DEFAULT_LEASE_MAX), smallest))
 }
 
+/// A `penalty` must last at least the rule's longest window (its
+/// overrides' included): shorter, it would end while the window that
+/// refused is still full, and mean nothing.
+pub(super) fn check_penalty(spec: &RuleSpec, errors: &mut Errors) {
+    let Some(penalty) = spec.penalty_ms else { return };
+    let overrides = spec.overrides.entries().iter().flat_map(|o| o.limits.iter());
+    let longest = spec.limits.iter().chain(overrides).map(|l| l.window_ms.get()).max().unwrap_or(0);
+    if penalty < longest {
+        errors.push("penalty", format!("must be at least the rule's longest window ({longest} ms)"));
+    }
+}
+
 /// The sliding log holds at most [`MAX_SLIDING_LOG_REQUESTS`] per window.
 pub(super) fn check_algorithm(spec: &RuleSpec, errors: &mut Errors) {
     if let Some(message) = algorithm_error(&spec.limits, spec.algorithm) {

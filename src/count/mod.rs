@@ -13,6 +13,7 @@ pub mod protocol;
 pub mod lease;
 pub mod counter;
 pub mod controls;
+pub mod penalty;
 pub mod object;
 pub mod blocked;
 pub mod hold;

@@ -145,7 +145,7 @@ mod tests {
         assert_eq!(applied.len(), 4);
         let place = Place { colo: Some("AKL"), country: Some("NZ") };
         let allowed = Outcome::Allowed { windows: vec![window(7)], reservation: None };
-        let blocked = Outcome::Blocked { retry_after_ms: 1500, window: 0, windows: None };
+        let blocked = Outcome::Blocked { retry_after_ms: 1500, window: 0, windows: None, penalty: false };
         let outcomes = [allowed.clone(), allowed, blocked.clone(), blocked];
         let points = points(&p.matched, applied, &outcomes, place);
         let rows: Vec<(&str, &str, &str)> = points.iter().map(|p| (p.blobs[0].as_str(), p.blobs[1].as_str(), p.blobs[5].as_str())).collect();

@@ -37,8 +37,10 @@ pub enum Outcome {
     Allowed { windows: Vec<WireWindow>, reservation: Option<u64> },
     /// Over the limit: wait `retry_after_ms`; `window` is the index of the
     /// binding window; `windows` is `None` when the isolate's blocked-until
-    /// cache answered (no object call).
-    Blocked { retry_after_ms: u64, window: usize, windows: Option<Vec<WireWindow>> },
+    /// cache answered (no object call); `penalty`: the key is refused by its
+    /// rule's penalty ([`crate::count::penalty`]), until `retry_after_ms`
+    /// from now.
+    Blocked { retry_after_ms: u64, window: usize, windows: Option<Vec<WireWindow>>, penalty: bool },
     /// The counter could not be asked in time: the rule's fail policy.
     Failed(String),
 }
@@ -54,6 +56,7 @@ impl Outcome {
                 retry_after_ms: tally.retry_after_ms,
                 window: tally.binding.unwrap_or(0),
                 windows: Some(tally.windows),
+                penalty: reply.penalty_until_ms.is_some(),
             }
         }
     }
@@ -64,9 +67,9 @@ impl Outcome {
     /// no promise).
     pub fn block_to_cache(&self, in_flight: bool, now_ms: i64) -> Option<crate::count::blocked::Block> {
         match self {
-            Outcome::Blocked { retry_after_ms, window, .. } if !in_flight => {
+            Outcome::Blocked { retry_after_ms, window, penalty, .. } if !in_flight => {
                 let until_ms = now_ms.saturating_add(i64::try_from(*retry_after_ms).unwrap_or(i64::MAX));
-                Some(crate::count::blocked::Block { until_ms, window: *window })
+                Some(crate::count::blocked::Block { until_ms, window: *window, penalty: *penalty })
             }
             _ => None,
         }
@@ -78,6 +81,7 @@ impl Outcome {
             retry_after_ms: (block.until_ms - now_ms).max(1) as u64,
             window: block.window,
             windows: None,
+            penalty: block.penalty,
         }
     }
 }
@@ -166,9 +170,9 @@ pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefe
                     fields.extend(rate_fields(&a.rule.name, windows, None));
                 }
             }
-            Outcome::Blocked { retry_after_ms, window, windows } => {
+            Outcome::Blocked { retry_after_ms, window, windows, penalty } => {
                 let shadow = a.rule.action == Action::Log;
-                events.push(block_event(a, shadow, *retry_after_ms));
+                events.push(block_event(a, shadow, *retry_after_ms, *penalty));
                 if shadow {
                     if report {
                         let windows = windows_of(a.rule.limits_for(&a.key), *retry_after_ms, windows.as_deref());
@@ -355,17 +359,21 @@ fn windows_of(limits: &[Limit], retry_after_ms: u64, windows: Option<&[WireWindo
     }
 }
 
-fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64) -> LogEvent {
-    LogEvent::new(
-        if shadow { "shadow_block" } else { "block" },
-        vec![
-            ("rule", a.rule.name.as_str().into()),
-            ("key_hash", a.key_hash.as_str().into()),
-            ("decision", if shadow { "would_block" } else { "block" }.into()),
-            ("retry_after_ms", retry_after_ms.into()),
-            ("remaining", 0.into()),
-        ],
-    )
+/// A `block` or `shadow_block` line; a refusal by the rule's penalty
+/// (issue 29) adds `reason: "penalty"` (a shadow rule's: the penalty it
+/// would apply, `retry_after_ms` its time left).
+fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64, penalty: bool) -> LogEvent {
+    let mut fields = vec![
+        ("rule", a.rule.name.as_str().into()),
+        ("key_hash", a.key_hash.as_str().into()),
+        ("decision", if shadow { "would_block" } else { "block" }.into()),
+        ("retry_after_ms", retry_after_ms.into()),
+        ("remaining", 0.into()),
+    ];
+    if penalty {
+        fields.push(("reason", "penalty".into()));
+    }
+    LogEvent::new(if shadow { "shadow_block" } else { "block" }, fields)
 }
 
 /// One `exempt` line per matching rule the request is exempt from: the
@@ -439,7 +447,7 @@ mod tests {
     }
 
     fn blocked(ms: u64) -> Outcome {
-        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: Some(vec![window(10, 0)]) }
+        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: Some(vec![window(10, 0)]), penalty: false }
     }
 
     #[test]
@@ -522,20 +530,20 @@ mod tests {
     #[test]
     fn a_cached_block_reports_the_rules_limits() {
         let c = config();
-        let from_cache = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_400, window: 0 }, 10_000);
-        assert_eq!(from_cache, Outcome::Blocked { retry_after_ms: 400, window: 0, windows: None });
+        let from_cache = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_400, window: 0, penalty: false }, 10_000);
+        assert_eq!(from_cache, Outcome::Blocked { retry_after_ms: 400, window: 0, windows: None, penalty: false });
         let v = verdict(&[applied(&c, "long")], &[from_cache]);
         let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
         assert_eq!(r.header("ratelimit"), Some("\"long\";r=0;t=1"));
         assert_eq!(r.header("ratelimit-policy"), Some("\"long\";q=5;w=3600"));
-        let expired = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_000, window: 0 }, 10_000);
+        let expired = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_000, window: 0, penalty: false }, 10_000);
         assert!(matches!(expired, Outcome::Blocked { retry_after_ms: 1, .. }), "at least 1 ms");
     }
 
     #[test]
     fn only_a_block_not_owed_to_slots_in_flight_is_cached() {
-        let blocked = Outcome::Blocked { retry_after_ms: 1_500, window: 1, windows: None };
-        assert_eq!(blocked.block_to_cache(false, 10_000), Some(crate::count::blocked::Block { until_ms: 11_500, window: 1 }));
+        let blocked = Outcome::Blocked { retry_after_ms: 1_500, window: 1, windows: None, penalty: false };
+        assert_eq!(blocked.block_to_cache(false, 10_000), Some(crate::count::blocked::Block { until_ms: 11_500, window: 1, penalty: false }));
         assert_eq!(blocked.block_to_cache(true, 10_000), None, "a slot in flight may be released any time");
         let allowed = Outcome::Allowed { windows: Vec::new(), reservation: None };
         assert_eq!(allowed.block_to_cache(false, 10_000), None);

@@ -111,7 +111,12 @@ impl Assumed {
                     .collect(),
                 reservation: None,
             },
-            Assumed::Blocked => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None },
+            // A rule with a penalty: the refusal that starts it, for the
+            // whole penalty (as the Worker's object answers it).
+            Assumed::Blocked => match rule.penalty_ms {
+                Some(penalty) => Outcome::Blocked { retry_after_ms: longest.max(penalty), window: 0, windows: None, penalty: true },
+                None => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None, penalty: false },
+            },
             Assumed::Failed => Outcome::Failed("assumed: the counter cannot be reached".into()),
         }
     }
