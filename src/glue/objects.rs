@@ -274,6 +274,7 @@ pub(crate) fn refunds(env: &Env, config: &'static crate::config::Config) -> Opti
                 reservation: Some(refund.lease_id),
                 hold_ms: None,
                 want: None,
+                penalty_ms: None,
                 ..rule.call_for(Op::Hit, key)
             };
             let (env, timeout_ms) = (env.clone(), rule.timeout_ms);
