@@ -984,6 +984,57 @@ mod tests {
         assert_eq!(CallFailure::Timeout { ms: 250 }.to_string(), "no answer within 250 ms");
     }
 
+    /// A penalty travels as `p=` (`penalty_ms` in JSON) on a call, and as
+    /// a last `p=UNTIL` in the reply line of an answer to such a call; an
+    /// object of an earlier build refuses the field as unknown.
+    #[test]
+    fn penalty_calls_and_replies() {
+        let hit = Call {
+            op: Op::Hit,
+            algorithm: Algorithm::SlidingLog,
+            limits: vec![Limit::new(2, 2_000).unwrap()],
+            cost: 1,
+            hold_ms: None,
+            reservation: None,
+            want: None,
+            spelling: None,
+            penalty_ms: Some(600_000),
+        };
+        assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=2x2000&p=600000");
+        assert_eq!(decode_call_url(&encode_call_url(&hit)), Ok(hit.clone()));
+        assert_eq!(encode_call(&hit), r#"{"v":1,"op":"hit","limits":[[2,2000]],"cost":1,"penalty_ms":600000}"#);
+        assert_eq!(decode_call(&encode_call(&hit)), Ok(hit));
+        for url in ["https://limiter/v1/hit?l=2x2000&p=0", "https://limiter/v1/hit?l=2x2000&p=2678400001"] {
+            assert_eq!(decode_call_url(url), Err(CallError::InvalidPenalty), "{url}");
+        }
+        assert!(matches!(decode_call_url("https://limiter/v1/hit?l=2x2000&p=1&p=1"), Err(CallError::Malformed(_))));
+        assert!(matches!(decode_call_url("https://limiter/v1/hit?l=2x2000&p=-1"), Err(CallError::Malformed(_))));
+        let window = WireWindow { limit: 2, window_ms: 2_000, used: 0, remaining: 0, reset_ms: 600_000 };
+        let blocked = Reply {
+            v: VERSION,
+            tally: Tally { allowed: false, retry_after_ms: 600_000, windows: vec![window], binding: Some(0), in_flight: false },
+            alarm_pending: true,
+            alarm_set: false,
+            stored_hits: 2,
+            rows_read: 0,
+            rows_written: 1,
+            reservation: None,
+            held: 0,
+            granted: None,
+            penalty_until_ms: Some(1_700_000_600_000),
+        };
+        let line = encode_reply_line(&blocked);
+        assert!(line.ends_with(" 2/2000/0/0/600000 p=1700000600000"), "{line}");
+        let leased = Reply { granted: Some(0), ..blocked.clone() };
+        assert!(encode_reply_line(&leased).ends_with(" g=0 p=1700000600000"));
+        for reply in [blocked, leased] {
+            assert_eq!(decode_reply_line(200, &encode_reply_line(&reply)), Ok(reply));
+        }
+        for body in ["1 b 1 0 0 1 0 2 0 1 - 0 p=1 2/2000/0/0/1", "1 b 1 0 0 1 0 2 0 1 - 0 p=1 g=0", "1 b 1 0 0 1 0 2 0 1 - 0 p=1 p=2", "1 b 1 0 0 1 0 2 0 1 - 0 p=x"] {
+            assert!(decode_reply_line(200, body).is_err(), "{body:?}: the penalty comes last, once, as a number");
+        }
+    }
+
     /// The lease ops travel in both forms, and a lease or refund that says
     /// too little (or too much) is refused.
     #[test]

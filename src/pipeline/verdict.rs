@@ -472,6 +472,30 @@ mod tests {
         assert!(v.events.is_empty());
     }
 
+    /// A refusal by the rule's penalty is logged with its reason, cached
+    /// as one, and answered from the cache as one.
+    #[test]
+    fn a_penalty_is_the_reason_of_its_block_lines_and_survives_the_cache() {
+        let c = config();
+        let penalty = Outcome::Blocked { retry_after_ms: 600_000, window: 0, windows: Some(vec![window(10, 0)]), penalty: true };
+        let v = verdict(&[applied(&c, "short"), applied(&c, "shadow")], &[penalty.clone(), penalty.clone()]);
+        let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
+        assert_eq!(r.header("retry-after"), Some("600"));
+        assert_eq!(v.events.len(), 2);
+        for (event, name) in v.events.iter().zip(["block", "shadow_block"]) {
+            assert_eq!(event.event, name);
+            assert!(event.line().contains(r#""reason":"penalty""#), "{}", event.line());
+            assert!(event.line().contains(r#""retry_after_ms":600000"#), "{}", event.line());
+        }
+        let plain = verdict(&[applied(&c, "short")], &[blocked(5_000)]);
+        assert!(!plain.events[0].line().contains("reason"), "a plain block has no reason");
+        let cached = penalty.block_to_cache(false, 10_000).unwrap();
+        assert!(cached.penalty && cached.until_ms == 610_000);
+        assert_eq!(Outcome::from_cache(cached, 310_000), Outcome::Blocked { retry_after_ms: 300_000, window: 0, windows: None, penalty: true });
+        let reply = crate::count::protocol::decode_reply_line(200, "1 b 600000 0 0 1 0 2 0 1 - 0 10/60000/2/0/600000 p=1700000600000").unwrap();
+        assert!(matches!(Outcome::from_reply(reply), Outcome::Blocked { penalty: true, retry_after_ms: 600_000, .. }));
+    }
+
     #[test]
     fn the_longest_block_wins_and_every_block_is_logged() {
         let c = config();
