@@ -49,6 +49,21 @@
 //! units of the lease `reservation`. In the reply, `granted` is `g`; in the
 //! compact reply line it is a last field `g={g}`, present only in answers to
 //! a lease, so every reply line of the older ops reads as before.
+//!
+//! Penalties ([`crate::count::penalty`], issue 29) were added the same way:
+//! a rule's `penalty` travels as `penalty_ms` (`p=` in the compact form) on
+//! `hit`, `check`, `reserve`, `lease` and `status`:
+//!
+//! ```json
+//! {"v":1,"op":"hit","limits":[[2,2000]],"cost":1,"penalty_ms":600000}
+//! ```
+//! The answer to such a call says when the key's penalty in force ends
+//! (`penalty_until_ms`, the object's Unix ms; in the reply line a last field
+//! `p={until}`, after `g=`), only when one is: an answer to a call without
+//! it is as before. An object of an earlier build refuses `p=` as an
+//! unknown field (400: the rule's `on_error`), so a penalty is never
+//! silently dropped by an older object in the compact form; the JSON form
+//! (which the Worker does not send) would ignore it.
 
 /// Which algorithm counts, as calls name it (`alg`).
 pub use crate::count::algorithm::Algorithm;
@@ -301,7 +316,7 @@ fn op_name(op: Op) -> &'static str {
 /// The path is `/v{version}/{op}`; the query holds `l` (the limits,
 /// `{requests}x{window_ms}` joined by `,`, required), and only when they say
 /// something: `c` (cost, default 1), `a` (`gcra`; the sliding log is the
-/// default), `h` (hold_ms), `r` (reservation) and `w` (want), each at most once, in any
+/// default), `h` (hold_ms), `r` (reservation), `w` (want), `s` (spelling) and `p` (penalty_ms), each at most once, in any
 /// order. The same version and the same checks as the JSON form (which the
 /// object still accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
