@@ -155,10 +155,13 @@ pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Resul
     let (rest, stored) = penalty::split(row).map_err(corrupt)?;
     let kept = penalty::in_force(stored, now_ms);
     let banned = controls.banned_until(now_ms).is_some();
-    match (kept, call.penalty_ms) {
-        (Some(until), Some(_)) if penalty::refuses(call.op) && !banned => return penalised(rest, controls, now_ms, call, until),
-        _ => {}
+    if let (Some(until), Some(_), false) = (kept, call.penalty_ms, banned) {
+        if penalty::refuses(call.op) {
+            return penalised(rest, controls, now_ms, call, until);
+        }
     }
+    // A blocked count writes nothing: the refusal that starts a penalty
+    // writes the row as it is, marked.
     let mut answered = count(rest, controls, now_ms, call)?;
     let tally = &answered.tally;
     let starts = !answered.banned && !tally.allowed && kept.is_none() && penalty::starts(call.op, tally.in_flight);
@@ -168,10 +171,10 @@ pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Resul
     };
     if let (Some(until), None) = (until, answered.delete) {
         if kept.is_none() {
-            // The refusal that starts it: the count's row as it is, marked.
             let left = penalty::left_ms(until, now_ms);
             let t = &mut answered.tally;
-            (t.retry_after_ms, t.windows) = (t.retry_after_ms.max(left), penalty::windows(std::mem::take(&mut t.windows), left));
+            t.retry_after_ms = t.retry_after_ms.max(left);
+            penalty::windows(&mut t.windows, left);
             answered.store = Some((rest.to_string(), horizon_ms(&call.limits)));
         }
         if let Some((row, _)) = answered.store.as_mut() {
@@ -190,9 +193,10 @@ pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Resul
 /// stored (a corrupt count is still refused as such).
 fn penalised(rest: &str, controls: &Controls, now_ms: i64, call: &Call, until: i64) -> Result<Answered, Refused> {
     let look = Call { op: Op::Status, ..call.clone() };
-    let seen = count(rest, controls, now_ms, &look)?;
+    let mut seen = count(rest, controls, now_ms, &look)?;
     let left = penalty::left_ms(until, now_ms);
-    let windows = penalty::windows(seen.tally.windows, left);
+    let mut windows = std::mem::take(&mut seen.tally.windows);
+    penalty::windows(&mut windows, left);
     Ok(Answered {
         tally: Tally { allowed: false, retry_after_ms: left, windows, binding: Some(0), in_flight: false },
         reservation: None,

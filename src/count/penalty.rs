@@ -101,8 +101,10 @@ pub fn left_ms(until: i64, now_ms: i64) -> u64 {
 
 /// The windows a penalised answer reports: as they are, but with nothing
 /// remaining until the penalty's end, `left_ms` from now.
-pub fn windows(windows: Vec<WindowState>, left_ms: u64) -> Vec<WindowState> {
-    windows.into_iter().map(|w| WindowState { remaining: 0, reset_ms: w.reset_ms.max(left_ms), ..w }).collect()
+pub fn windows(windows: &mut [WindowState], left_ms: u64) {
+    for w in windows {
+        (w.remaining, w.reset_ms) = (0, w.reset_ms.max(left_ms));
+    }
 }
 
 /// What the TTL alarm does with a row whose count alone calls for `count`
@@ -159,7 +161,9 @@ mod tests {
         assert_eq!((left_ms(601_000, 1_000), left_ms(5, 5)), (600_000, 1));
         let limit = Limit::new(2, 2_000).unwrap();
         let w = WindowState { limit, used: 1, remaining: 1, reset_ms: 1_500 };
-        assert_eq!(windows(vec![w], 9_000), vec![WindowState { remaining: 0, reset_ms: 9_000, ..w }]);
+        let mut ws = [w];
+        windows(&mut ws, 9_000);
+        assert_eq!(ws, [WindowState { remaining: 0, reset_ms: 9_000, ..w }]);
         assert_eq!(alarm(AlarmAction::DeleteAll, Some(9_000), 1_000), AlarmAction::RearmAt(9_000), "kept to its end");
         assert_eq!(alarm(AlarmAction::RearmAt(3_000), Some(9_000), 1_000), AlarmAction::RearmAt(9_000));
         assert_eq!(alarm(AlarmAction::RearmAt(12_000), Some(9_000), 1_000), AlarmAction::RearmAt(12_000));
