@@ -184,7 +184,8 @@ pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Resul
             answered.alarm = Some(if live_controls { Alarm::By(at) } else { Alarm::Pending(at) });
         }
     }
-    answered.penalty_until_ms = call.penalty_ms.and(until).filter(|_| answered.delete.is_none());
+    // A ban's refusal is the ban's, not the penalty's.
+    answered.penalty_until_ms = call.penalty_ms.and(until).filter(|_| answered.delete.is_none() && !answered.banned);
     Ok(answered)
 }
 
@@ -554,7 +555,7 @@ mod tests {
         assert!(banned.banned && banned.store.is_none() && banned.penalty_until_ms.is_none());
         let penalised = format!("!{}|", NOW + 9_000);
         let both = answer(&penalised, &banned_until(NOW + 4_000), NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Hit) }).unwrap();
-        assert_eq!((both.banned, both.tally.retry_after_ms), (true, 3_990), "a ban answers first");
+        assert_eq!((both.banned, both.tally.retry_after_ms, both.penalty_until_ms), (true, 3_990, None), "a ban answers first, as a ban");
         let five = (0..5).fold(String::new(), |row, _| answer(&row, &Controls::default(), NOW, &Call { limits: limits_of(&[(5, 1_000)]).unwrap(), ..call(Op::Hit) }).unwrap().store.unwrap().0);
         let controlled = answer(&five, &overridden(), NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Hit) }).unwrap();
         assert_eq!(controlled.penalty_until_ms, Some(NOW + 10_010), "refused under the override's 5");

@@ -120,9 +120,11 @@ test("a leased rule's refusal starts the penalty too: refused after the window e
   // 40 per 2 s leases (a limit of 32 or more); the object refuses a lease or
   // hit once not even one unit fits, and that refusal starts the penalty.
   const leased = config(rule("api", "/api/*", { limits: limit(40, "2s"), penalty: "1h" }));
-  return withTollgate({ config: leased }, async (tg) => {
+  return withTollgate({ config: leased, faults: true }, async (tg) => {
     const ip = "203.0.113.100";
-    const codes = await statuses(tg, 60, "/api/x", { ip });
+    const codes = await statuses(tg, 40, "/api/x", { ip });
+    assert.ok((await tg.objectCalls()) < 40, "leased: fewer object calls than requests");
+    codes.push(...(await statuses(tg, 20, "/api/x", { ip })));
     assert.ok(codes.filter((c) => c === 200).length <= 40, "never past the limit");
     assert.equal(codes.at(-1), 429);
     const status = await objectStatus(tg, ip, [[40, 2_000]], 3_600_000);
