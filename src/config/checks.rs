@@ -16,6 +16,7 @@ use crate::config::reader::{is_standard_method, Errors};
 use crate::config::rules::{Rule, RuleSpec, Target};
 use crate::config::{ConfigWarning, DEFAULT_IPV6_PREFIX, ORIGIN_ALLOWANCE_MS};
 use crate::count::lease::{LeaseMode, LeaseSettings, DEFAULT_LEASE_MAX, DEFAULT_LEASE_TTL_MS, OFF_ON_SUCCESS, OFF_TWO_PHASE};
+use crate::count::limit::horizon_ms;
 use crate::count::protocol::MAX_HOLD_MS;
 use crate::request::canon::Sources;
 use crate::request::key::KeyPart;
@@ -307,8 +308,10 @@ pub(super) fn lease_mode(spec: &RuleSpec, auto: Option<bool>, ttl_ms: Option<u64
 /// refused is still full, and mean nothing.
 pub(super) fn check_penalty(spec: &RuleSpec, errors: &mut Errors) {
     let Some(penalty) = spec.penalty_ms else { return };
-    let overrides = spec.overrides.entries().iter().flat_map(|o| o.limits.iter());
-    let longest = spec.limits.iter().chain(overrides).map(|l| l.window_ms.get()).max().unwrap_or(0);
+    let mut longest = horizon_ms(&spec.limits);
+    for o in spec.overrides.entries() {
+        longest = longest.max(horizon_ms(&o.limits));
+    }
     if penalty < longest {
         errors.push("penalty", format!("must be at least the rule's longest window ({longest} ms)"));
     }
