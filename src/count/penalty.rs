@@ -36,6 +36,13 @@
 //! - **Lifting**: an admin `reset` deletes the row, penalty and count
 //!   together (lifting the penalty while keeping a full window would only
 //!   start a new one at the next request).
+//! - **Isolates**: a penalty's refusal is cached by the isolate that got it
+//!   to the penalty's end (exact: nothing but a reset lifts it earlier;
+//!   other isolates' caches outlive a reset, as for any block). An isolate
+//!   holding leased tokens ([`crate::count::lease`]) spends them until its
+//!   lease ends, at most `lease_ttl` into a penalty another isolate
+//!   started: they were debited before the refusal, so this never admits
+//!   past the limit.
 
 use crate::count::algorithm::{excerpt, CorruptRow};
 use crate::count::counter::AlarmAction;
