@@ -90,8 +90,9 @@ export const ASSUMPTIONS = {
   // call is counted as an invocation with its own execution log too.
   executionLogsPerWorkerRequest: 1,
   executionLogsPerObjectCall: 1,
-  // Workers Logs enabled with head_sampling_rate = 1 for every system, as
-  // tollgate's wrangler.toml ships it.
+  // Workers Logs enabled with head_sampling_rate = 1 for every system: a
+  // like-for-like comparison. tollgate ships 0.1 (issue 28; the guide's
+  // "What observability costs" and bench/observability.mjs price the rates).
   logSampling: 1,
   // The Rate Limiting binding has no price on the Workers pricing page.
   rateLimitBindingUsd: 0,

@@ -95,6 +95,14 @@ pub const DEFAULT_ADMIN_PREFIX: &str = "/.tollgate";
 /// signup forms are far smaller; anything larger is not buffered.
 pub const DEFAULT_BODY_LIMIT: u32 = 16 * 1024;
 
+/// How long a log episode lasts by default (`log_episode`): one line per
+/// (event, rule, key) per minute ([`crate::pipeline::episodes`]).
+pub const DEFAULT_LOG_EPISODE_MS: i64 = 60_000;
+
+/// How often an isolate writes its allowed totals by default
+/// (`metrics_interval`; [`crate::pipeline::metrics::AllowedTotals`]).
+pub const DEFAULT_METRICS_INTERVAL_MS: i64 = 60_000;
+
 /// The whole validated config.
 #[derive(Debug)]
 pub struct Config {
@@ -106,6 +114,10 @@ pub struct Config {
     pub body_limit: u32,
     /// Most (rule, key) entries the isolate's blocked-until cache holds.
     pub blocked_cache_capacity: usize,
+    /// How long one log episode of a (rule, key) lasts (`log_episode`).
+    pub log_episode_ms: i64,
+    /// How often an isolate writes its allowed totals (`metrics_interval`).
+    pub metrics_interval_ms: i64,
     /// The built-in rule counting failed admin authentications per client
     /// ([`lockout::LOCKOUT_RULE`]); not among `rules`, never matched
     /// against a request.
@@ -236,6 +248,8 @@ impl Config {
             admin_prefix: DEFAULT_ADMIN_PREFIX.to_string(),
             body_limit: DEFAULT_BODY_LIMIT,
             blocked_cache_capacity: crate::count::blocked::DEFAULT_CAPACITY,
+            log_episode_ms: DEFAULT_LOG_EPISODE_MS,
+            metrics_interval_ms: DEFAULT_METRICS_INTERVAL_MS,
             on_invalid_config: FailPolicy::Deny,
             admin_lockout,
             facts: ConfigFacts::default(),
@@ -331,6 +345,22 @@ const TOP_FIELDS: &[Field<Config>] = &[
     Field::optional("blocked_cache_capacity", Shape::Integer(1, 1_000_000), "Most (rule, key) entries in each isolate's blocked-until cache (default 10000).", |c, i| {
         if let Some(entries) = i.number(1..=1_000_000, "number of entries") {
             c.blocked_cache_capacity = entries;
+        }
+    }),
+    Field::optional("log_episode", Shape::Duration, "How long one log episode of a (rule, key) lasts: its first block, shadow_block, counter_error or exempt line is written, the repeats are counted into a summary (default \"1m\"; 1s to 1h).", |c, i| {
+        if let Some(ms) = i.duration("\"1m\"") {
+            match i64::try_from(ms.get()) {
+                Ok(ms) if (1_000..=3_600_000).contains(&ms) => c.log_episode_ms = ms,
+                _ => i.report("must be from 1s to 1h"),
+            }
+        }
+    }),
+    Field::optional("metrics_interval", Shape::Duration, "How often each isolate writes the allowed totals of rules whose metrics are \"limited\": one allowed_total data point per rule per interval (default \"1m\"; 1s to 1h).", |c, i| {
+        if let Some(ms) = i.duration("\"1m\"") {
+            match i64::try_from(ms.get()) {
+                Ok(ms) if (1_000..=3_600_000).contains(&ms) => c.metrics_interval_ms = ms,
+                _ => i.report("must be from 1s to 1h"),
+            }
         }
     }),
     Field::optional(crate::config::upstream::FIELD, Shape::Custom(crate::config::upstream::schema), "Where allowed requests go: \"origin\" (the default: the zone's origin) or { service = \"BINDING\" } (a [[services]] binding).", |c, i| match crate::config::upstream::read(i.value) {
@@ -440,6 +470,11 @@ mod tests {
         assert_eq!(
             errors(json!({"rules": [], "blocked_cache_capacity": 0})),
             ["field `blocked_cache_capacity`: must be a number of entries from 1 to 1000000"]
+        );
+        assert_eq!(errors(json!({"rules": [], "log_episode": "500ms"})), ["field `log_episode`: must be from 1s to 1h"]);
+        assert_eq!(
+            Config::from_json(&json!({"rules": [], "log_episode": "5s"})).map(|c| c.log_episode_ms).ok(),
+            Some(5_000)
         );
         assert_eq!(
             errors(json!({"rules": [], "body_limit": 0})),

@@ -50,9 +50,9 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     let method = req.method();
     let headers = HeaderMap::from_lines(header_lines(req.headers().as_ref()));
     let cf = if config.facts.reads_cf { cf_object(req) } else { None };
-    let client = client_facts(cf.as_ref(), client);
+    let known = client_facts(cf.as_ref(), client);
     let secrets = load_secrets(env, config);
-    let facts = Facts { method: &method, url: &url, headers: &headers, client: &client, secrets: &secrets, now_ms: now_ms() };
+    let facts = Facts { method: &method, url: &url, headers: &headers, client: &known, secrets: &secrets, now_ms: now_ms() };
     let mut machine = MEMO.with(|memo| Machine::new(config, facts, &memo.borrow()));
     let decision = loop {
         match objects::with_cache(|cache| machine.next(Some(cache))) {
@@ -75,8 +75,12 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
             Next::Decided => break machine.decided(),
         }
     };
-    apply(&decision, env, req);
     let mut decision = decision;
+    if !config.facts.reads_cf && !decision.logs.is_empty() {
+        // Log lines say where the client is, even where the rules did not ask.
+        crate::pipeline::who::locate(&mut decision.logs, &client_facts(cf_object(req).as_ref(), client));
+    }
+    apply(&decision, env, req, config);
     if let Some(kept) = decision.kept.take() {
         MEMO.with(|memo| memo.borrow_mut().keep(kept.fingerprint, kept.reads, kept.applied));
     }
@@ -84,12 +88,20 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
 }
 
 /// The decision's log lines and metric points (to the dataset, when bound).
-fn apply(decision: &Decision<'_>, env: &Env, req: &web_sys::Request) {
+fn apply(decision: &Decision<'_>, env: &Env, req: &web_sys::Request, config: &Config) {
     write_logs(&decision.logs);
     if let Some(dataset) = metrics_dataset(env).filter(|_| decision.makes_points()) {
         let cf = cf_object(req);
         let read = |name: &str| cf.as_ref().and_then(|cf| cf_field(cf, name)?.as_string());
-        write_metrics(&dataset, decision.metric_points(read("colo").as_deref(), read("country").as_deref()));
+        let colo = read("colo");
+        write_metrics(&dataset, decision.metric_points(colo.as_deref(), read("country").as_deref()));
+        let now = now_ms();
+        let due = TOTALS.with(|totals| {
+            let mut totals = totals.borrow_mut();
+            decision.count_allowed(&mut totals, now);
+            totals.due(now, config.metrics_interval_ms, metrics::Place { colo: colo.as_deref(), country: None })
+        });
+        write_metrics(&dataset, due);
     }
 }
 
@@ -100,7 +112,7 @@ fn client_facts(cf: Option<&wasm_bindgen::JsValue>, client: &Client) -> facts::C
         country: client.country.clone().or_else(|| string("country")),
         asn: client.asn.or_else(|| cf_field(cf?, "asn")?.as_f64().and_then(|n| u32::try_from(n as u64).ok())),
         verified_bot: cf.and_then(verified_bot),
-        colo: None,
+        colo: string("colo"),
     }
 }
 
@@ -129,6 +141,8 @@ thread_local! {
     /// Whether a dataset is bound as [`metrics::BINDING`]: looked up once
     /// per isolate (bindings are fixed for its life).
     static METRICS_BOUND: OnceCell<bool> = const { OnceCell::new() };
+    /// The allowed decisions of `"limited"` rules not written yet.
+    static TOTALS: std::cell::RefCell<metrics::AllowedTotals> = std::cell::RefCell::new(metrics::AllowedTotals::default());
 }
 
 /// The Analytics Engine dataset bound as [`metrics::BINDING`], if any

@@ -31,6 +31,7 @@ use worker::{web_sys, Context, Env};
 #[cfg_attr(feature = "standalone", event(fetch))]
 #[cfg_attr(not(feature = "standalone"), allow(dead_code))]
 pub async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
+    crate::glue::isolate::write_ended_episodes();
     let config = match load_config(&env).as_ref() {
         Ok(config) => config,
         Err((errors, policy, upstream)) => {

@@ -161,6 +161,7 @@ pub async fn check(req: &Request, env: &Env) -> worker::Result<Decision> {
 /// [`check`], with `client` standing in for `req.cf()` where it says
 /// something.
 pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Result<Decision> {
+    crate::glue::isolate::write_ended_episodes();
     let config = match load_config(env).as_ref() {
         Ok(config) => config,
         // Logged by the standalone Worker's path only; here the policy.

@@ -55,6 +55,9 @@ pub(crate) fn load_config(env: &Env) -> LoadedConfig {
                 None,
             )),
         };
+        if let Ok(config) = &parsed {
+            EPISODES.with(|e| e.borrow_mut().set_period(config.log_episode_ms));
+        }
         let loaded: LoadedConfig = Box::leak(Box::new(parsed));
         *cell.borrow_mut() = Some(loaded);
         loaded
@@ -103,6 +106,16 @@ pub(crate) fn write_logs(events: &[LogEvent]) {
         return;
     }
     let lines = EPISODES.with(|e| e.borrow_mut().filter(events, now_ms()));
+    for event in &lines {
+        console_log!("{}", event.line());
+    }
+}
+
+/// Writes the `summary` lines of log episodes that have ended: asked at the
+/// start of every request the isolate serves, whatever it is (one
+/// comparison while none is due).
+pub(crate) fn write_ended_episodes() {
+    let lines = EPISODES.with(|e| e.borrow_mut().ended(now_ms()));
     for event in &lines {
         console_log!("{}", event.line());
     }

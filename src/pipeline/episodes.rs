@@ -9,8 +9,12 @@
 //! - the next such event is written again, with `suppressed`: how many were
 //!   suppressed in the episode before (a new episode starts with it);
 //! - or, if none comes, a `summary` line reports the count (`event`, `rule`,
-//!   `key_hash`, `suppressed`, `period_ms`), written with the next log lines
-//!   of the isolate (ended episodes are swept at most once per period).
+//!   `key_hash`, `suppressed`, `period_ms`), written at the first request
+//!   the isolate serves once the episode has ended, whatever that request
+//!   is ([`Episodes::ended`], which the Worker asks on every request: one
+//!   comparison until a summary is due). Sweeps are at most one per
+//!   [`SWEEP_EVERY_MS`], so under steady traffic a summary comes at most
+//!   that long after its episode's end.
 //!
 //! Every other event (`missing_key`, `admin*`, `config_error`,
 //! `edge_error`) passes through unchanged: they are not per-request floods
@@ -29,9 +33,14 @@ use crate::pipeline::verdict::LogEvent;
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// How long an episode lasts: one line per (event, rule, key) per minute at
-/// most, plus at most one `summary` line.
-pub const PERIOD_MS: i64 = 60_000;
+/// How long an episode lasts by default (the config's `log_episode`): one
+/// line per (event, rule, key) per minute at most, plus at most one
+/// `summary` line.
+pub const PERIOD_MS: i64 = crate::config::DEFAULT_LOG_EPISODE_MS;
+
+/// The least time between two sweeps of ended episodes (each one scans
+/// the map).
+pub const SWEEP_EVERY_MS: i64 = 1_000;
 
 /// Default capacity, like the blocked-until cache's
 /// ([`crate::count::blocked::DEFAULT_CAPACITY`]): ~100 bytes per entry.
@@ -56,18 +65,27 @@ pub struct Episodes {
     period_ms: i64,
     /// When ended episodes were last swept.
     swept_ms: i64,
+    /// When the first episode that suppressed lines ends: a `summary` is
+    /// due then (`None`: none is).
+    due_ms: Option<i64>,
 }
 
 impl Episodes {
     /// At most `capacity` (at least 1) episodes of `period_ms` each.
     pub fn new(capacity: usize, period_ms: i64) -> Self {
-        Episodes { open: HashMap::new(), capacity: capacity.max(1), period_ms, swept_ms: i64::MIN }
+        Episodes { open: HashMap::new(), capacity: capacity.max(1), period_ms, swept_ms: i64::MIN, due_ms: None }
+    }
+
+    /// Episodes of `period_ms` from now on (the config's `log_episode`,
+    /// set once the isolate has read it); open ones keep their start.
+    pub fn set_period(&mut self, period_ms: i64) {
+        self.period_ms = period_ms.max(1);
     }
 
     /// The lines to write for `events`, at `now_ms`: episodic events that
     /// open an episode (with `suppressed` when one ended before them),
     /// every other event as it is, then the `summary` lines of episodes
-    /// that ended (swept at most once per period) or were evicted.
+    /// that ended ([`Episodes::ended`]) or were evicted.
     pub fn filter(&mut self, events: &[LogEvent], now_ms: i64) -> Vec<LogEvent> {
         let mut out = Vec::with_capacity(events.len());
         let mut summaries = Vec::new();
@@ -77,7 +95,13 @@ impl Episodes {
                 continue;
             };
             match self.open.get_mut(&id) {
-                Some(episode) if now_ms - episode.started_ms < self.period_ms => episode.suppressed += 1,
+                Some(episode) if now_ms - episode.started_ms < self.period_ms => {
+                    if episode.suppressed == 0 {
+                        let end = episode.started_ms + self.period_ms;
+                        self.due_ms = Some(self.due_ms.map_or(end, |due| due.min(end)));
+                    }
+                    episode.suppressed += 1;
+                }
                 Some(episode) => {
                     let suppressed = episode.suppressed;
                     *episode = Episode { started_ms: now_ms, suppressed: 0 };
@@ -94,24 +118,41 @@ impl Episodes {
                 }
             }
         }
-        if now_ms.saturating_sub(self.swept_ms) >= self.period_ms {
-            self.swept_ms = now_ms;
-            self.drop_ended(now_ms, &mut summaries);
-        }
         out.append(&mut summaries);
+        out.append(&mut self.ended(now_ms));
         out
     }
 
-    /// Drops ended episodes, summarizing those that suppressed lines.
+    /// The `summary` lines due at `now_ms`: of the episodes that have ended
+    /// since the last sweep and suppressed lines. One comparison while none
+    /// is due; a sweep at most once per [`SWEEP_EVERY_MS`].
+    pub fn ended(&mut self, now_ms: i64) -> Vec<LogEvent> {
+        let mut out = Vec::new();
+        let due = self.due_ms.is_some_and(|due| due <= now_ms);
+        if due && now_ms.saturating_sub(self.swept_ms) >= SWEEP_EVERY_MS {
+            self.swept_ms = now_ms;
+            self.drop_ended(now_ms, &mut out);
+        }
+        out
+    }
+
+    /// Drops ended episodes, summarizing those that suppressed lines, and
+    /// works out when the next summary is due.
     fn drop_ended(&mut self, now_ms: i64, out: &mut Vec<LogEvent>) {
         let period_ms = self.period_ms;
+        let mut due: Option<i64> = None;
         self.open.retain(|id, episode| {
             let live = now_ms - episode.started_ms < period_ms;
             if !live && episode.suppressed > 0 {
                 out.push(summary(id, episode.suppressed, period_ms));
             }
+            if live && episode.suppressed > 0 {
+                let end = episode.started_ms + period_ms;
+                due = Some(due.map_or(end, |d| d.min(end)));
+            }
             live
         });
+        self.due_ms = due;
     }
 
     /// Makes room for one more episode: drops ended ones, then (still full)
@@ -239,6 +280,37 @@ mod tests {
         assert_eq!(episodes.len(), 1, "only the live episode is kept");
         // Reported once: the next line of the key opens a fresh episode.
         assert_eq!(episodes.filter(&[error("r", "k")], PERIOD_MS + 20), vec![error("r", "k")]);
+    }
+
+    #[test]
+    fn a_summary_comes_with_the_first_request_after_its_episode_ends_whatever_it_is() {
+        let mut episodes = Episodes::new(100, PERIOD_MS);
+        episodes.filter(&[block("r", "k")], 0);
+        episodes.filter(&[block("r", "k")], 10);
+        assert_eq!(episodes.ended(PERIOD_MS - 1), vec![], "not yet ended");
+        let out = episodes.ended(PERIOD_MS);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].event, "summary");
+        assert_eq!(field(&out[0], "suppressed"), Some(&Value::from(1)));
+        assert_eq!(episodes.ended(PERIOD_MS + 5_000), vec![], "reported once");
+        assert_eq!(episodes.len(), 0);
+        // An episode that suppressed nothing is never due: no sweep at all.
+        episodes.filter(&[block("r", "quiet")], 100_000);
+        assert_eq!(episodes.due_ms, None);
+    }
+
+    #[test]
+    fn sweeps_are_at_most_one_per_second_and_none_is_lost() {
+        let mut episodes = Episodes::new(100, PERIOD_MS);
+        for (i, t) in [(0, 0), (1, 300), (2, 600)] {
+            let key = format!("k{i}");
+            episodes.filter(&[block("r", &key)], t);
+            episodes.filter(&[block("r", &key)], t + 1);
+        }
+        assert_eq!(episodes.ended(PERIOD_MS).len(), 1, "k0 ended");
+        assert_eq!(episodes.ended(PERIOD_MS + 700).len(), 0, "k1 and k2 ended, but the last sweep was under a second ago");
+        assert_eq!(episodes.ended(PERIOD_MS + SWEEP_EVERY_MS).len(), 2, "both, at the next sweep");
+        assert_eq!(episodes.due_ms, None);
     }
 
     #[test]

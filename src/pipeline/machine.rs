@@ -166,9 +166,11 @@ impl<'c, 'f> Machine<'c, 'f> {
     /// The decision, once the counters answered (`outcomes[i]` for the
     /// `i`-th check of [`Next::Count`]).
     pub fn counted(self, outcomes: Vec<Outcome>) -> Decision<'c> {
-        let Machine { fresh, reads, mut plan, facts, upload_deadline, refused, .. } = self;
+        let Machine { config, fresh, reads, mut plan, facts, upload_deadline, refused, .. } = self;
         if let Some((answer, event)) = refused {
-            return Decision { answer, logs: vec![event], kept: None, settle: Settle::none(), checked: false, upload_deadline: None, plan, metrics: false };
+            let mut logs = vec![event];
+            crate::pipeline::who::annotate(&mut logs, &facts, config);
+            return Decision { answer, logs, kept: None, settle: Settle::none(), checked: false, upload_deadline: None, plan, metrics: false };
         }
         let blocked = outcomes.iter().any(|o| matches!(o, Outcome::Blocked { .. }));
         let verdict = match &plan.route {
@@ -184,6 +186,7 @@ impl<'c, 'f> Machine<'c, 'f> {
         };
         let mut logs = verdict::exempt_events(&plan.matched);
         logs.extend(verdict.events);
+        crate::pipeline::who::annotate(&mut logs, &facts, config);
         // The checked rules move to the settle step: the plan's route keeps
         // `Check` with none (what the decision's `settle` holds).
         let metrics = matches!(plan.route, Route::Check(_));
@@ -229,7 +232,7 @@ pub(crate) fn early(plan: &Plan<'_>) -> Option<verdict::Verdict> {
                 )),
                 events: vec![LogEvent::new(
                     "missing_key",
-                    vec![("rule", rule.name.as_str().into()), ("detail", why.into())],
+                    vec![("rule", rule.name.as_str().into()), ("detail", why.into()), ("reason", "missing_key".into())],
                 )],
             })
         }
@@ -319,6 +322,14 @@ impl<'c> Decision<'c> {
         }
         let place = metrics::Place { colo, country };
         metrics::points(&self.plan.matched, &self.settle.applied, &self.settle.outcomes, place)
+    }
+
+    /// Counts this decision's allowed outcomes of `"limited"` rules into
+    /// the isolate's `totals` ([`metrics::AllowedTotals`]).
+    pub fn count_allowed(&self, totals: &mut metrics::AllowedTotals, now_ms: i64) {
+        if self.metrics {
+            totals.count(&self.settle.applied, &self.settle.outcomes, now_ms);
+        }
     }
 
     /// Whether [`Decision::metric_points`] may have any (the `cf` fields

@@ -8,6 +8,15 @@
 //! decisions, the ones an operator looks for) or `"all"` (allowed ones
 //! too; billed per data point).
 //!
+//! Allowed traffic under `"limited"` is not lost: each isolate counts its
+//! allowed decisions per rule ([`AllowedTotals`]) and writes one
+//! `allowed_total` point per rule at most once per `metrics_interval` (a
+//! minute by default),
+//! standing for `double1` decisions. So rules are seen matching before the
+//! first block, at most one point per (isolate, rule, minute) — never more
+//! points than `"all"` would write. Best effort: an isolate that ends takes
+//! its unwritten minute with it.
+//!
 //! Sampling: none in the Worker. Every selected decision is written, and
 //! Analytics Engine's own adaptive sampling applies when it stores and
 //! queries them; every query must weigh rows by `_sample_interval`
@@ -22,12 +31,12 @@
 //! |---|---|
 //! | `index1` | rule |
 //! | `blob1` | rule |
-//! | `blob2` | action: `allowed`, `blocked`, `shadow`, `exempt`, `error` |
+//! | `blob2` | action: `allowed`, `blocked`, `shadow`, `exempt`, `error`, `allowed_total` |
 //! | `blob3` | colo (`request.cf.colo`) |
 //! | `blob4` | country (`request.cf.country`) |
-//! | `blob5` | key hash (as in the logs: keyed by `TOLLGATE_LOG_KEY`); never the key |
+//! | `blob5` | key hash (as in the logs: keyed by `TOLLGATE_LOG_KEY`); never the key; empty for `allowed_total` |
 //! | `blob6` | detail: what exempted (`ip`, `asn`, `verified_bot`, `header`), else empty |
-//! | `double1` | retry-after in ms (blocked and shadow), else 0 |
+//! | `double1` | retry-after in ms (blocked and shadow); for `allowed_total`, how many allowed decisions the point stands for; else 0 |
 //! | `double2` | requests remaining in the tightest window (allowed), else 0 |
 
 use crate::pipeline::applied::{Applied, Matched};
@@ -88,6 +97,45 @@ pub fn points(matched: &[Matched<'_>], applied: &[Applied<'_>], outcomes: &[Outc
         }
     }
     out
+}
+
+/// The allowed decisions of `"limited"` rules an isolate has not written
+/// yet, per rule (a handful of rules: a list, in first-seen order).
+#[derive(Debug, Default)]
+pub struct AllowedTotals {
+    counts: Vec<(String, u64)>,
+    /// When the oldest unwritten decision was counted.
+    since_ms: Option<i64>,
+}
+
+impl AllowedTotals {
+    /// Counts the allowed decisions among `outcomes` (for `applied`, index
+    /// for index) of rules whose level is `"limited"`: the ones [`points`]
+    /// leaves out.
+    pub fn count(&mut self, applied: &[Applied<'_>], outcomes: &[Outcome], now_ms: i64) {
+        for (a, outcome) in applied.iter().zip(outcomes) {
+            if a.rule.metrics != MetricsLevel::Limited || !matches!(outcome, Outcome::Allowed { .. }) {
+                continue;
+            }
+            match self.counts.iter_mut().find(|(rule, _)| *rule == a.rule.name) {
+                Some((_, n)) => *n += 1,
+                None => self.counts.push((a.rule.name.clone(), 1)),
+            }
+            self.since_ms.get_or_insert(now_ms);
+        }
+    }
+
+    /// The `allowed_total` points due at `now_ms` (one per rule counted,
+    /// once `every_ms`, the config's `metrics_interval`, has passed since
+    /// the oldest count), the totals emptied; none before.
+    pub fn due(&mut self, now_ms: i64, every_ms: i64, place: Place<'_>) -> Vec<Point> {
+        if self.since_ms.is_none_or(|since| now_ms - since < every_ms) {
+            return Vec::new();
+        }
+        self.since_ms = None;
+        let place = Place { country: None, ..place };
+        self.counts.drain(..).map(|(rule, n)| point(&rule, "allowed_total", "", "", [n as f64, 0.0], place)).collect()
+    }
 }
 
 fn point(rule: &str, action: &str, key_hash: &str, detail: &str, doubles: [f64; 2], place: Place<'_>) -> Point {
@@ -160,6 +208,37 @@ mod tests {
         assert_eq!(points[2].doubles, [1500.0, 0.0]);
         let failed = points_of_failure(&c);
         assert_eq!(failed, ["error"]);
+    }
+
+    #[test]
+    fn allowed_decisions_of_limited_rules_are_totalled_once_a_minute() {
+        let c = config();
+        let rule = |name: &str| c.rules.iter().find(|r| r.name == name).unwrap();
+        let applied = |name: &str| Applied {
+            rule: rule(name),
+            key: "k".into(),
+            id: format!("{name}\nk"),
+            key_hash: "h".into(),
+            fell_back: false,
+            own_method: true,
+            device: None,
+            spelling: None,
+        };
+        let allowed = Outcome::Allowed { windows: vec![window(3)], reservation: None };
+        let blocked = Outcome::Blocked { retry_after_ms: 5, window: 0, windows: None, penalty: false };
+        let checked = [applied("limited"), applied("all"), applied("off"), applied("limited")];
+        let mut totals = AllowedTotals::default();
+        totals.count(&checked, &[allowed.clone(), allowed.clone(), allowed.clone(), blocked], 1_000);
+        totals.count(&checked[..1], std::slice::from_ref(&allowed), 2_000);
+        let place = Place { colo: Some("AKL"), country: Some("NZ") };
+        let every = crate::config::DEFAULT_METRICS_INTERVAL_MS;
+        assert_eq!(totals.due(1_000 + every - 1, every, place), vec![], "not a minute yet");
+        let due = totals.due(1_000 + every, every, place);
+        assert_eq!(due.len(), 1, "only the limited rule: `all` wrote its own, `off` none, a block is a point of its own");
+        assert_eq!((due[0].blobs[0].as_str(), due[0].blobs[1].as_str(), due[0].blobs[4].as_str()), ("limited", "allowed_total", ""));
+        assert_eq!((due[0].blobs[2].as_str(), due[0].blobs[3].as_str()), ("AKL", ""), "the isolate's colo; no one client's country");
+        assert_eq!(due[0].doubles, [2.0, 0.0], "two allowed decisions");
+        assert_eq!(totals.due(10 * every, every, place), vec![], "written once");
     }
 
     fn points_of_failure(c: &Config) -> Vec<String> {

@@ -14,3 +14,4 @@ pub mod plan;
 pub mod upload;
 pub mod ticket;
 pub mod verdict;
+pub mod who;

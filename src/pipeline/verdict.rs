@@ -359,21 +359,22 @@ fn windows_of(limits: &[Limit], retry_after_ms: u64, windows: Option<&[WireWindo
     }
 }
 
-/// A `block` or `shadow_block` line; a refusal by the rule's penalty
-/// (issue 29) adds `reason: "penalty"` (a shadow rule's: the penalty it
-/// would apply, `retry_after_ms` its time left).
+/// A `block` or `shadow_block` line; `reason` is `limit` (a window of the
+/// rule is full), or `penalty` (issue 29) when the rule's penalty refused
+/// it (a shadow rule's: the penalty it would apply, `retry_after_ms` its
+/// time left).
 fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64, penalty: bool) -> LogEvent {
-    let mut fields = vec![
-        ("rule", a.rule.name.as_str().into()),
-        ("key_hash", a.key_hash.as_str().into()),
-        ("decision", if shadow { "would_block" } else { "block" }.into()),
-        ("retry_after_ms", retry_after_ms.into()),
-        ("remaining", 0.into()),
-    ];
-    if penalty {
-        fields.push(("reason", "penalty".into()));
-    }
-    LogEvent::new(if shadow { "shadow_block" } else { "block" }, fields)
+    LogEvent::new(
+        if shadow { "shadow_block" } else { "block" },
+        vec![
+            ("rule", a.rule.name.as_str().into()),
+            ("key_hash", a.key_hash.as_str().into()),
+            ("decision", if shadow { "would_block" } else { "block" }.into()),
+            ("retry_after_ms", retry_after_ms.into()),
+            ("remaining", 0.into()),
+            ("reason", if penalty { "penalty" } else { "limit" }.into()),
+        ],
+    )
 }
 
 /// One `exempt` line per matching rule the request is exempt from: the
@@ -400,17 +401,19 @@ pub fn exempt_events(matched: &[Matched<'_>]) -> Vec<LogEvent> {
         .collect()
 }
 
-/// A `counter_error` line: `decision` is `allow`, `deny` or `not_recorded`.
+/// A `counter_error` line: `decision` is `allow`, `deny` or `not_recorded`;
+/// a `deny` says why it refused (`reason: fail_closed`).
 pub fn counter_error(rule: &str, key_hash: &str, error: &str, decision: &str) -> LogEvent {
-    LogEvent::new(
-        "counter_error",
-        vec![
-            ("rule", rule.into()),
-            ("key_hash", key_hash.into()),
-            ("error", error.into()),
-            ("decision", decision.into()),
-        ],
-    )
+    let mut fields = vec![
+        ("rule", rule.into()),
+        ("key_hash", key_hash.into()),
+        ("error", error.into()),
+        ("decision", decision.into()),
+    ];
+    if decision == "deny" {
+        fields.push(("reason", "fail_closed".into()));
+    }
+    LogEvent::new("counter_error", fields)
 }
 
 #[cfg(test)]
@@ -488,7 +491,7 @@ mod tests {
             assert!(event.line().contains(r#""retry_after_ms":600000"#), "{}", event.line());
         }
         let plain = verdict(&[applied(&c, "short")], &[blocked(5_000)]);
-        assert!(!plain.events[0].line().contains("reason"), "a plain block has no reason");
+        assert!(plain.events[0].line().contains(r#""reason":"limit""#), "a plain block's reason is its limit");
         let cached = penalty.block_to_cache(false, 10_000).unwrap();
         assert!(cached.penalty && cached.until_ms == 610_000);
         assert_eq!(Outcome::from_cache(cached, 310_000), Outcome::Blocked { retry_after_ms: 300_000, window: 0, windows: None, penalty: true });

@@ -274,6 +274,31 @@ test("metrics: one Analytics Engine data point per decision, with rule, action, 
   });
 });
 
+test("metrics: allowed traffic of a limited rule shows as one allowed_total point per rule per interval, not one per request", () => {
+  const metrics = config(
+    { metrics_interval: "1s" },
+    rule("api", "/api/*", { limits: limit(100, "1m") }),
+    rule("everything", "/api/*", { metrics: "all", limits: limit(100, "1m") }),
+  );
+  return withRecorder(metrics, async (tg) => {
+    const cf = { colo: "AKL", country: "NZ" };
+    for (let i = 0; i < 5; i++) assert.equal((await tg.fetch("/api/x", { ip: `198.51.100.${i}`, cf })).status, 200);
+    // Before the interval has passed: only `everything`'s own points.
+    const early = await recorded(tg, 5);
+    assert.deepEqual(early.map((p) => p.blobs[1]), Array(5).fill("allowed"));
+    assert.ok(early.every((p) => p.blobs[0] === "everything"));
+    // Past the interval (as the Worker's clock reads it: sleeping only
+    // overshoots), the next decision writes the total of the five.
+    await new Promise((r) => setTimeout(r, 1_300));
+    assert.equal((await tg.fetch("/api/x", { ip: "198.51.100.9", cf })).status, 200);
+    const all = await recorded(tg, 7);
+    const totals = all.filter((p) => p.blobs[1] === "allowed_total");
+    assert.equal(totals.length, 1, JSON.stringify(all));
+    assert.deepEqual([totals[0].blobs[0], totals[0].blobs[2], totals[0].blobs[3], totals[0].blobs[4]], ["api", "AKL", "", ""], "the rule and the colo; no country, no key");
+    assert.ok(totals[0].doubles[0] === 5 || totals[0].doubles[0] === 6, `the allowed decisions it stands for: ${totals[0].doubles[0]}`);
+  });
+});
+
 test("metrics: Miniflare's own analyticsEngineDatasets binding is written to without failing a request", () =>
   withTollgate(
     {
