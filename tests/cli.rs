@@ -422,6 +422,26 @@ lease_ttl = "2m"
     assert!(err.contains("rule `tenant`, field `lease`") && err.contains("rule `tenant`, field `lease_ttl`: must be at most 60s"), "{err}");
 }
 
+/// Issue 29: `check` refuses a penalty shorter than the rule's longest
+/// window, naming the rule and the field once.
+#[test]
+fn check_refuses_a_penalty_shorter_than_the_longest_window() {
+    let short = temp_toml(
+        "short-penalty.toml",
+        r#"
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "search"
+path = "/search"
+limits = [{ requests = 10, window = "1m" }, { requests = 100, window = "1h" }]
+penalty = "10m"
+"#,
+    );
+    let (code, _, err) = tollgate(&["check", short.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(err.matches("rule `search`, field `penalty`: must be at least the rule's longest window (3600000 ms)").count(), 1, "{err}");
+}
+
 /// Issue 25: the app behind `upstream = { service }` answers at its
 /// workers.dev and Preview URLs, around tollgate, unless its own config
 /// turns them off; `check` says so, and with `--app` reads the app's config.

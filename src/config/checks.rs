@@ -16,6 +16,7 @@ use crate::config::reader::{is_standard_method, Errors};
 use crate::config::rules::{Rule, RuleSpec, Target};
 use crate::config::{ConfigWarning, DEFAULT_IPV6_PREFIX, ORIGIN_ALLOWANCE_MS};
 use crate::count::lease::{LeaseMode, LeaseSettings, DEFAULT_LEASE_MAX, DEFAULT_LEASE_TTL_MS, OFF_ON_SUCCESS, OFF_TWO_PHASE};
+use crate::count::limit::horizon_ms;
 use crate::count::protocol::MAX_HOLD_MS;
 use crate::request::canon::Sources;
 use crate::request::key::KeyPart;
@@ -300,6 +301,20 @@ pub(super) fn lease_mode(spec: &RuleSpec, auto: Option<bool>, ttl_ms: Option<u64
         return LeaseMode::ForcedOff(OFF_ON_SUCCESS);
     }
     LeaseMode::Auto(LeaseSettings::new(ttl_ms, max.unwrap_or(DEFAULT_LEASE_MAX), smallest))
+}
+
+/// A `penalty` must last at least the rule's longest window (its
+/// overrides' included): shorter, it would end while the window that
+/// refused is still full, and mean nothing.
+pub(super) fn check_penalty(spec: &RuleSpec, errors: &mut Errors) {
+    let Some(penalty) = spec.penalty_ms else { return };
+    let mut longest = horizon_ms(&spec.limits);
+    for o in spec.overrides.entries() {
+        longest = longest.max(horizon_ms(&o.limits));
+    }
+    if penalty < longest {
+        errors.push("penalty", format!("must be at least the rule's longest window ({longest} ms)"));
+    }
 }
 
 /// The sliding log holds at most [`MAX_SLIDING_LOG_REQUESTS`] per window.

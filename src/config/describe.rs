@@ -6,7 +6,7 @@
 //!
 //! A field is left out only where no value means what its absence means
 //! (no `host`, no `fallback_key`, no `count_statuses`, no `on_success`, no
-//! `trusted_device`, no `response`), or where the rule's other fields make
+//! `trusted_device`, no `response`, no `penalty`), or where the rule's other fields make
 //! it refused (the upload and reservation fields without `count_statuses`,
 //! `lease_ttl` and `lease_max` where the rule does not lease). Names of
 //! enum values come from their [`Named`] tables; `clear_on_success` (the
@@ -144,6 +144,9 @@ fn limiting(rule: &RuleSpec) -> Map<String, Value> {
         put(&mut out, "response", custom_response(response));
     }
     put(&mut out, "metrics", rule.metrics.name().into());
+    if let Some(penalty) = rule.penalty_ms {
+        put(&mut out, "penalty", duration(penalty).into());
+    }
     out
 }
 
@@ -289,7 +292,7 @@ mod tests {
                 "success_statuses": [200], "success_identity_header": "x-user",
                 "reservation_ttl": "2m", "upload_buffer": 1024, "upload_timeout": "5s",
                 "trusted_device": { "secret": "TOLLGATE_DEVICE_KEY", "cookie": "dev", "ttl": "7d" },
-                "limits": [{ "requests": 5, "window": "15m" }], "on_error": "deny", "timeout": "1500ms",
+                "limits": [{ "requests": 5, "window": "15m" }], "on_error": "deny", "timeout": "1500ms", "penalty": "1h",
                 "response": { "status": 503, "content_type": "text/plain", "body": "wait {retry_after} s ({rule}) {x}" }
             },
             {
@@ -365,6 +368,7 @@ mod tests {
         assert_eq!((a.lease, &a.response, a.upload), (b.lease, &b.response, b.upload));
         let (a, b) = (&config.rules[0], &again.rules[0]);
         assert_eq!((&a.on_success, &a.trusted_device, a.lease, a.reservation_ttl_ms), (&b.on_success, &b.trusted_device, b.lease, b.reservation_ttl_ms));
+        assert_eq!((a.penalty_ms, b.penalty_ms), (Some(3_600_000), Some(3_600_000)));
     }
 
     #[test]

@@ -559,6 +559,12 @@ mod tests {
             (json!({"lease_max": 1_000_001}), "lease_max"),
             (json!({"lease": "off", "lease_max": 10}), "lease_max"),
             (json!({"lease": "off", "lease_ttl": "1s"}), "lease_ttl"),
+            (json!({"penalty": "59s"}), "penalty"),
+            (json!({"penalty": "10m", "limits": [{"requests": 1, "window": "1s"}, {"requests": 10, "window": "1h"}]}), "penalty"),
+            (json!({"penalty": "10m", "overrides": {"1.2.3.4": [{"requests": 1, "window": "1d"}]}}), "penalty"),
+            (json!({"penalty": "0s"}), "penalty"),
+            (json!({"penalty": "32d"}), "penalty"),
+            (json!({"penalty": true}), "penalty"),
         ];
         for (extra, field) in cases {
             let errs = errors(rule(extra.clone()));
@@ -661,6 +667,25 @@ mod tests {
             errors(json!({"rules": [r.clone(), r]})),
             ["rule `a`, field `name`: another rule has the same name; names key the counters"]
         );
+    }
+
+    #[test]
+    fn a_penalty_of_at_least_the_longest_window_is_read_and_sent_with_the_calls_that_count() {
+        let config = Config::from_json(&rule(json!({"penalty": "10m"}))).unwrap();
+        let r = &config.rules[0];
+        assert_eq!(r.penalty_ms, Some(600_000));
+        let err = errors(rule(json!({"penalty": "30s"})));
+        assert_eq!(err, vec!["rule `r`, field `penalty`: must be at least the rule's longest window (60000 ms)".to_string()], "the rule and field, once");
+        assert_eq!(Config::from_json(&rule(json!({"penalty": "60s"}))).unwrap().rules[0].penalty_ms, Some(60_000), "equal to the window");
+        use crate::count::protocol::Op;
+        for op in [Op::Hit, Op::Check, Op::Reserve, Op::Lease, Op::Status] {
+            assert_eq!(r.call_for(op, "k").penalty_ms, Some(600_000), "{op:?}");
+        }
+        for op in [Op::Commit, Op::Release, Op::Forgive, Op::Clear, Op::Record, Op::Refund, Op::Reset, Op::Probe] {
+            assert_eq!(r.call_for(op, "k").penalty_ms, None, "{op:?}: settlements, resets and probes carry none");
+        }
+        let plain = Config::from_json(&rule(json!({}))).unwrap();
+        assert_eq!(plain.rules[0].call_for(Op::Hit, "k").penalty_ms, None);
     }
 
     #[test]

@@ -87,6 +87,7 @@ impl RuleDraft {
             overrides: Overrides::default(),
             response: None,
             metrics: MetricsLevel::default(),
+            penalty_ms: None,
         };
         RuleDraft {
             spec,
@@ -120,6 +121,7 @@ impl RuleDraft {
         spec.lease = checks::lease_mode(&spec, self.lease_auto, self.lease_ttl_ms, self.lease_max, errors);
         checks::check_overrides(&mut spec, errors);
         checks::check_query_sources(&spec, errors);
+        checks::check_penalty(&spec, errors);
         spec
     }
 }
@@ -259,6 +261,7 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
             d.spec.metrics = level;
         }
     }),
+    Field::optional("penalty", Shape::Duration, "How long a key refused by one of the rule's limits stays refused, from that first refusal, e.g. \"10m\" (at least the longest window; default: none).", |d, i| d.spec.penalty_ms = i.duration("\"10m\"").map(NonZeroU64::get)),
     Field::optional("timeout", Shape::Duration, "How long to wait for the counter before on_error applies, e.g. \"2s\" (the default; at most 30s).", |d, i| {
         if let Some(ms) = i.duration("\"2s\"") {
             match u32::try_from(ms.get()) {

@@ -202,6 +202,9 @@ pub struct RuleSpec {
     pub response: Option<crate::config::response::CustomResponse>,
     /// Which decisions go to Analytics Engine (`metrics`).
     pub metrics: crate::config::policy::MetricsLevel,
+    /// How long a refusal keeps the key refused (`penalty`;
+    /// [`crate::count::penalty`]); `None`: no penalty.
+    pub penalty_ms: Option<u64>,
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.
@@ -514,6 +517,7 @@ impl Rule {
             reservation: None,
             want: None,
             spelling: None,
+            penalty_ms: self.penalty_ms.filter(|_| crate::count::penalty::carried_by(op)),
         }
     }
 

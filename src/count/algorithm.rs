@@ -91,6 +91,9 @@ pub enum CorruptRow {
     /// Reservation `index` is not `id@expires_at` or `id@expires_at*cost`
     /// in whole numbers.
     UnreadableReservation { index: usize, entry: String },
+    /// A penalty's prefix ([`crate::count::penalty`]) that is not
+    /// `!{until_ms}|` (an excerpt of the row).
+    UnreadablePenalty(String),
 }
 
 impl fmt::Display for CorruptRow {
@@ -106,6 +109,7 @@ impl fmt::Display for CorruptRow {
             CorruptRow::UnreadableReservation { index, entry } => {
                 write!(f, "reservation {index} (`{entry}`) is not `id@expires_at` in whole numbers")
             }
+            CorruptRow::UnreadablePenalty(row) => write!(f, "the penalty of `{row}` is not `!until_ms|`"),
         }
     }
 }

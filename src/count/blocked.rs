@@ -25,6 +25,9 @@ pub struct Block {
     pub until_ms: i64,
     /// The index of the binding window among the rule's limits.
     pub window: usize,
+    /// A penalty's refusal ([`crate::count::penalty`]): cached to its end,
+    /// as any block (nothing but an admin reset lifts it earlier).
+    pub penalty: bool,
 }
 
 /// A capped map from (rule, key) to the block in force.
@@ -119,7 +122,7 @@ mod tests {
     use super::*;
 
     fn until(until_ms: i64) -> Block {
-        Block { until_ms, window: 0 }
+        Block { until_ms, window: 0, penalty: false }
     }
 
     #[test]

@@ -477,6 +477,7 @@ mod tests {
             reservation: None,
             want: None,
             spelling: None,
+            penalty_ms: None,
         }
     }
 
@@ -783,7 +784,7 @@ mod tests {
                 if op == Op::Commit && reservation.is_none() {
                     continue; // a commit without a live reservation records beyond the limit, by design
                 }
-                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None, spelling: None };
+                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None, spelling: None, penalty_ms: None };
                 apply(&mut row, now, &call);
                 let (state, held) = reservation::split_row(&row);
                 let units = reservation::units(&reservation::live(reservation::decode(held).unwrap(), now));
@@ -813,7 +814,7 @@ mod tests {
             for (op, dt, cost, settle_last) in calls {
                 now += dt;
                 let reservation = if settle_last { last } else { None };
-                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None, spelling: None };
+                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None, spelling: None, penalty_ms: None };
                 let step = step(&stored, now, &call).unwrap();
                 last = step.reservation.or(last);
                 if op == Op::Reset {
@@ -847,6 +848,7 @@ mod tests {
             reservation: None,
             want: Some(want),
             spelling: None,
+            penalty_ms: None,
         }
     }
 

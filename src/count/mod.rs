@@ -14,6 +14,7 @@ pub mod lease;
 pub mod switch;
 pub mod counter;
 pub mod controls;
+pub mod penalty;
 pub mod object;
 pub mod blocked;
 pub mod hold;

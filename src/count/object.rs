@@ -32,6 +32,7 @@
 use crate::count::controls::{self, AlarmPlan, Change, ControlError, Controls, Effective, Keep};
 use crate::count::algorithm::CorruptRow;
 use crate::count::counter;
+use crate::count::penalty;
 use crate::count::limit::horizon_ms;
 use crate::count::protocol::{Call, Op};
 use crate::count::tally::Tally;
@@ -109,6 +110,9 @@ pub struct Answered {
     pub delete: Option<Delete>,
     /// The alarm to make sure of, once stored and deleted.
     pub alarm: Option<Alarm>,
+    /// For a call carrying a penalty: when the penalty in force after it
+    /// ends (Unix ms); the reply's `penalty_until_ms`.
+    pub penalty_until_ms: Option<i64>,
 }
 
 impl Answered {
@@ -141,17 +145,84 @@ pub struct Refused {
 /// apply, in order (store, delete, make sure of the alarm); or, for a
 /// corrupt row, the refusal and the alarm that deletes it. Pure: the same
 /// inputs always give the same answer, and nothing is read but them.
+///
+/// A penalty ([`crate::count::penalty`]) is read from the row's prefix and
+/// decided here, after a ban: a call carrying one is refused while one is
+/// in force, and starts one when the count refuses it; every row written
+/// keeps a penalty in force, and its alarm keeps the row until it ends.
 pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Result<Answered, Refused> {
+    let corrupt = |corrupt| refused(corrupt, now_ms, &call.limits);
+    let (rest, stored) = penalty::split(row).map_err(corrupt)?;
+    let kept = penalty::in_force(stored, now_ms);
+    let banned = controls.banned_until(now_ms).is_some();
+    if let (Some(until), Some(_), false) = (kept, call.penalty_ms, banned) {
+        if penalty::refuses(call.op) {
+            return penalised(rest, controls, now_ms, call, until);
+        }
+    }
+    // A blocked count writes nothing: the refusal that starts a penalty
+    // writes the row as it is, marked.
+    let mut answered = count(rest, controls, now_ms, call)?;
+    let tally = &answered.tally;
+    let starts = !answered.banned && !tally.allowed && kept.is_none() && penalty::starts(call.op, tally.in_flight);
+    let until = match call.penalty_ms {
+        Some(ms) if starts => Some(penalty::until(now_ms, ms)),
+        _ => kept,
+    };
+    if let (Some(until), None) = (until, answered.delete) {
+        if kept.is_none() {
+            let left = penalty::left_ms(until, now_ms);
+            let t = &mut answered.tally;
+            t.retry_after_ms = t.retry_after_ms.max(left);
+            penalty::windows(&mut t.windows, left);
+            answered.store = Some((rest.to_string(), horizon_ms(&call.limits)));
+        }
+        if let Some((row, _)) = answered.store.as_mut() {
+            *row = penalty::join(row, Some(until));
+            let live_controls = !controls.live(now_ms).is_empty();
+            let at = answered.alarm.map_or(until, |a| a.at().max(until));
+            answered.alarm = Some(if live_controls { Alarm::By(at) } else { Alarm::Pending(at) });
+        }
+    }
+    // A ban's refusal is the ban's, not the penalty's.
+    answered.penalty_until_ms = call.penalty_ms.and(until).filter(|_| answered.delete.is_none() && !answered.banned);
+    Ok(answered)
+}
+
+/// A call refused by the penalty in force until `until`: blocked for the
+/// time left, the windows as they are with nothing remaining, nothing
+/// stored (a corrupt count is still refused as such).
+fn penalised(rest: &str, controls: &Controls, now_ms: i64, call: &Call, until: i64) -> Result<Answered, Refused> {
+    let look = Call { op: Op::Status, ..call.clone() };
+    let mut seen = count(rest, controls, now_ms, &look)?;
+    let left = penalty::left_ms(until, now_ms);
+    let mut windows = std::mem::take(&mut seen.tally.windows);
+    penalty::windows(&mut windows, left);
+    Ok(Answered {
+        tally: Tally { allowed: false, retry_after_ms: left, windows, binding: Some(0), in_flight: false },
+        reservation: None,
+        granted: (call.op == Op::Lease).then_some(0),
+        reads_alarm: false,
+        penalty_until_ms: Some(until),
+        ..seen
+    })
+}
+
+/// The refusal of a corrupt row, with an alarm one horizon ahead.
+fn refused(corrupt: CorruptRow, now_ms: i64, limits: &[crate::count::limit::Limit]) -> Refused {
+    let horizon = horizon_ms(limits);
+    Refused { corrupt, alarm: Alarm::Pending(now_ms.saturating_add(i64::try_from(horizon).unwrap_or(i64::MAX))) }
+}
+
+/// [`answer`] for the count's own row (the penalty's prefix removed).
+fn count(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Result<Answered, Refused> {
     let asked_lease = call.op == Op::Lease;
     let (call, banned) = match controls::effective(controls, call, now_ms) {
         Effective::Count(call) => (call, None),
         Effective::Banned { retry_after_ms, call } => (Call { op: Op::Status, ..call }, Some(retry_after_ms)),
     };
     let horizon = horizon_ms(&call.limits);
-    let step = counter::step(row, now_ms, &call).map_err(|corrupt| Refused {
-        corrupt,
-        alarm: Alarm::Pending(now_ms.saturating_add(i64::try_from(horizon).unwrap_or(i64::MAX))),
-    })?;
+    let step = counter::step(row, now_ms, &call).map_err(|corrupt| refused(corrupt, now_ms, &call.limits))?;
     if let Some(retry_after_ms) = banned {
         let tally = Tally { allowed: false, retry_after_ms, windows: step.tally.windows, binding: Some(0), in_flight: false };
         return Ok(Answered {
@@ -165,6 +236,7 @@ pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Resul
             store: None,
             delete: None,
             alarm: None,
+            penalty_until_ms: None,
         });
     }
     let live_controls = !controls.live(now_ms).is_empty();
@@ -186,6 +258,7 @@ pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Resul
         delete,
         alarm,
         tally: step.tally,
+        penalty_until_ms: None,
     })
 }
 
@@ -198,7 +271,12 @@ pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Resul
 /// "now" from inside the alarm handler. Idempotent: alarms are
 /// at-least-once.
 pub fn on_alarm(row: &str, horizon_ms: u64, controls: &Controls, now_ms: i64) -> AlarmPlan {
-    match controls::alarm(counter::on_alarm(row, horizon_ms, now_ms), controls, now_ms) {
+    // A corrupt penalty reads as a corrupt row: deleted.
+    let count = match penalty::split(row) {
+        Ok((rest, until)) => penalty::alarm(counter::on_alarm(rest, horizon_ms, now_ms), until, now_ms),
+        Err(_) => counter::AlarmAction::DeleteAll,
+    };
+    match controls::alarm(count, controls, now_ms) {
         AlarmPlan::DeleteCount { rearm_at } => AlarmPlan::DeleteCount { rearm_at: rearm_at.map(|at| at.max(now_ms + 1)) },
         plan => plan,
     }
@@ -268,7 +346,7 @@ mod tests {
 
     fn call(op: Op) -> Call {
         let hold_ms = matches!(op, Op::Reserve | Op::Lease).then_some(500);
-        Call { op, algorithm: Algorithm::SlidingLog, limits: limits_of(&[(2, 1_000)]).unwrap(), cost: 1, hold_ms, want: None, reservation: None, spelling: None }
+        Call { op, algorithm: Algorithm::SlidingLog, limits: limits_of(&[(2, 1_000)]).unwrap(), cost: 1, hold_ms, want: None, reservation: None, spelling: None, penalty_ms: None }
     }
 
     fn banned_until(until_ms: i64) -> Controls {
@@ -404,6 +482,99 @@ mod tests {
         assert_eq!(kept.effect, ControlEffect::Store { alarm: Some(Alarm::Pending(NOW + 9_000)) }, "the override stays");
         assert!(control(&none, &Change::Ban { until_ms: NOW }, NOW).is_err(), "an end not in the future");
         assert!(control(&none, &Change::Override { limits: vec![(0, 1_000)], until_ms: None }, NOW).is_err());
+    }
+
+    /// The row after two hits at `NOW`: the 2 per second full.
+    fn full() -> String {
+        let once = answer("", &Controls::default(), NOW, &call(Op::Hit)).unwrap().store.unwrap().0;
+        answer(&once, &Controls::default(), NOW, &call(Op::Hit)).unwrap().store.unwrap().0
+    }
+
+    /// A penalty of 10 s on 2 per second: one refusal keeps the key
+    /// refused after its window has emptied, never extended, until its
+    /// end; then the row is counted as before.
+    #[test]
+    fn a_penalty_outlives_the_window_from_its_first_refusal() {
+        let none = Controls::default();
+        let hit = Call { penalty_ms: Some(10_000), ..call(Op::Hit) };
+        let full = full();
+        let first = answer(&full, &none, NOW + 10, &hit).unwrap();
+        assert!(!first.tally.allowed);
+        assert_eq!((first.tally.retry_after_ms, first.penalty_until_ms), (10_000, Some(NOW + 10_010)));
+        assert!(first.tally.windows.iter().all(|w| w.remaining == 0 && w.reset_ms == 10_000));
+        let (row, _) = first.store.clone().expect("the refusal that starts it writes the row");
+        assert_eq!(row, format!("!{}|{full}", NOW + 10_010));
+        assert_eq!(first.alarm, Some(Alarm::Pending(NOW + 10_010)), "the alarm keeps the row to the penalty's end");
+        // The window has long emptied: still refused, for the time left, writing nothing.
+        let later = answer(&row, &none, NOW + 5_010, &hit).unwrap();
+        assert_eq!((later.tally.allowed, later.tally.retry_after_ms, later.penalty_until_ms), (false, 5_000, Some(NOW + 10_010)));
+        assert_eq!((later.store, later.alarm), (None, None), "a refusal during the penalty does not extend it");
+        assert_eq!(later.tally.windows[0].used, 0, "the windows as they are");
+        let after = answer(&row, &none, NOW + 10_010, &hit).unwrap();
+        assert!(after.tally.allowed && after.penalty_until_ms.is_none(), "ended at its time");
+        assert_eq!(after.store.map(|(row, _)| row), Some((NOW + 10_010).to_string()), "the ended penalty is dropped");
+        for op in [Op::Reserve, Op::Lease, Op::Check] {
+            let c = Call { penalty_ms: Some(10_000), ..call(op) };
+            let a = answer(&row, &none, NOW + 20, &c).unwrap();
+            assert!(!a.tally.allowed && a.store.is_none(), "{op:?}");
+            assert_eq!(a.granted, (op == Op::Lease).then_some(0), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn a_call_without_a_penalty_is_answered_as_before() {
+        let none = Controls::default();
+        let full = full();
+        let plain = answer(&full, &none, NOW + 10, &call(Op::Hit)).unwrap();
+        assert_eq!((plain.tally.retry_after_ms, plain.store, plain.penalty_until_ms), (990, None, None));
+        let row = format!("!{}|{NOW}", NOW + 9_000);
+        let old = answer(&row, &none, NOW + 10, &call(Op::Hit)).unwrap();
+        assert!(old.tally.allowed && old.penalty_until_ms.is_none(), "an older Worker (or a rule whose penalty was removed)");
+        assert!(old.store.is_some_and(|(r, _)| r.starts_with(&format!("!{}|", NOW + 9_000))), "every write keeps the penalty");
+        let commit = answer(&row, &none, NOW + 10, &call(Op::Commit)).unwrap();
+        assert!(commit.store.is_some_and(|(r, _)| r.starts_with(&format!("!{}|", NOW + 9_000))));
+        assert_eq!(commit.alarm, Some(Alarm::Pending(NOW + 9_000)));
+        let status = answer(&row, &none, NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Status) }).unwrap();
+        assert!(status.tally.allowed, "a status is never refused");
+        assert_eq!(status.penalty_until_ms, Some(NOW + 9_000), "and shows the penalty");
+        let probe = answer(&row, &none, NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Probe) }).unwrap();
+        assert!(probe.tally.allowed, "a trusted device's probe does not see the account's penalty");
+    }
+
+    #[test]
+    fn a_refusal_owed_to_slots_in_flight_or_a_ban_starts_no_penalty() {
+        let none = Controls::default();
+        let reserve = Call { penalty_ms: Some(10_000), ..call(Op::Reserve) };
+        let held = format!("{NOW};1@{}", NOW + 5_000);
+        let in_flight = answer(&held, &none, NOW + 10, &reserve).unwrap();
+        assert!(!in_flight.tally.allowed && in_flight.tally.in_flight);
+        assert_eq!((in_flight.store, in_flight.penalty_until_ms), (None, None));
+        let committed = answer(&full(), &none, NOW + 10, &reserve).unwrap();
+        assert_eq!(committed.penalty_until_ms, Some(NOW + 10_010), "refused by the committed count: it starts");
+        let banned = answer(&full(), &banned_until(NOW + 4_000), NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Hit) }).unwrap();
+        assert!(banned.banned && banned.store.is_none() && banned.penalty_until_ms.is_none());
+        let penalised = format!("!{}|", NOW + 9_000);
+        let both = answer(&penalised, &banned_until(NOW + 4_000), NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Hit) }).unwrap();
+        assert_eq!((both.banned, both.tally.retry_after_ms, both.penalty_until_ms), (true, 3_990, None), "a ban answers first, as a ban");
+        let five = (0..5).fold(String::new(), |row, _| answer(&row, &Controls::default(), NOW, &Call { limits: limits_of(&[(5, 1_000)]).unwrap(), ..call(Op::Hit) }).unwrap().store.unwrap().0);
+        let controlled = answer(&five, &overridden(), NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Hit) }).unwrap();
+        assert_eq!(controlled.penalty_until_ms, Some(NOW + 10_010), "refused under the override's 5");
+        assert_eq!(controlled.alarm, Some(Alarm::By(NOW + 10_010)), "with controls, an alarm that fires by its end");
+    }
+
+    #[test]
+    fn a_reset_lifts_a_penalty_and_the_alarm_keeps_it_to_its_end() {
+        let none = Controls::default();
+        let row = format!("!{}|{NOW}", NOW + 9_000);
+        let reset = answer(&row, &none, NOW + 10, &call(Op::Reset)).unwrap();
+        assert_eq!((reset.delete, reset.store, reset.penalty_until_ms), (Some(Delete::Everything), None, None));
+        assert_eq!(on_alarm(&row, 1_000, &none, NOW + 1_000), AlarmPlan::RearmAt(NOW + 9_000), "the count expired, the penalty not");
+        assert_eq!(on_alarm(&row, 1_000, &none, NOW + 9_000), AlarmPlan::DeleteAll, "ended: deleted");
+        let ban = banned_until(NOW + 20_000);
+        assert_eq!(on_alarm(&row, 1_000, &ban, NOW + 1_000), AlarmPlan::RearmAt(NOW + 9_000));
+        assert_eq!(on_alarm("!x|", 1_000, &none, NOW), AlarmPlan::DeleteAll, "corrupt: deleted");
+        let corrupt = answer("!x|", &none, NOW, &call(Op::Hit)).unwrap_err();
+        assert_eq!(corrupt.alarm, Alarm::Pending(NOW + 1_000));
     }
 
     #[test]

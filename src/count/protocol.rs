@@ -51,6 +51,21 @@
 //! units of the lease `reservation`. In the reply, `granted` is `g`; in the
 //! compact reply line it is a last field `g={g}`, present only in answers to
 //! a lease, so every reply line of the older ops reads as before.
+//!
+//! Penalties ([`crate::count::penalty`], issue 29) were added the same way:
+//! a rule's `penalty` travels as `penalty_ms` (`p=` in the compact form) on
+//! `hit`, `check`, `reserve`, `lease` and `status`:
+//!
+//! ```json
+//! {"v":1,"op":"hit","limits":[[2,2000]],"cost":1,"penalty_ms":600000}
+//! ```
+//! The answer to such a call says when the key's penalty in force ends
+//! (`penalty_until_ms`, the object's Unix ms; in the reply line a last field
+//! `p={until}`, after `g=`), only when one is: an answer to a call without
+//! it is as before. An object of an earlier build refuses `p=` as an
+//! unknown field (400: the rule's `on_error`), so a penalty is never
+//! silently dropped by an older object in the compact form; the JSON form
+//! (which the Worker does not send) would ignore it.
 
 /// Which algorithm counts, as calls name it (`alg`).
 pub use crate::count::algorithm::Algorithm;
@@ -146,6 +161,11 @@ pub struct Call {
     /// it; a clear or forgive relieves only a count marked with its own
     /// spelling ([`crate::request::spelling`]). Ignored by the other ops.
     pub spelling: Option<Spelling>,
+    /// For `hit`, `check`, `reserve`, `lease` and `status` of a rule with a
+    /// `penalty` ([`crate::count::penalty`]): how long a refusal keeps the
+    /// key refused, 1 ms to [`crate::count::duration::MAX_WINDOW_MS`].
+    /// Ignored by the other ops.
+    pub penalty_ms: Option<u64>,
 }
 
 impl Call {
@@ -173,6 +193,8 @@ struct WireCall {
     /// [`Spelling::encode`]'s form.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     spelling: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    penalty_ms: Option<u64>,
 }
 
 fn one() -> u32 {
@@ -195,6 +217,7 @@ pub fn encode_call(call: &Call) -> String {
         reservation: call.reservation,
         want: call.want,
         spelling: call.spelling.as_ref().map(|s| s.encode().to_string()),
+        penalty_ms: call.penalty_ms,
     };
     serde_json::to_string(&wire).unwrap_or_default()
 }
@@ -246,6 +269,9 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
         None => None,
         Some(text) => Some(Spelling::decode(text).ok_or(CallError::InvalidSpelling)?),
     };
+    if wire.penalty_ms.is_some_and(|ms| ms == 0 || ms > crate::count::duration::MAX_WINDOW_MS) {
+        return Err(CallError::InvalidPenalty);
+    }
     Ok(Call {
         op: wire.op,
         algorithm: wire.alg,
@@ -255,6 +281,7 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
         reservation: wire.reservation,
         want: wire.want,
         spelling,
+        penalty_ms: wire.penalty_ms,
     })
 }
 
@@ -291,7 +318,7 @@ fn op_name(op: Op) -> &'static str {
 /// The path is `/v{version}/{op}`; the query holds `l` (the limits,
 /// `{requests}x{window_ms}` joined by `,`, required), and only when they say
 /// something: `c` (cost, default 1), `a` (`gcra`; the sliding log is the
-/// default), `h` (hold_ms), `r` (reservation) and `w` (want), each at most once, in any
+/// default), `h` (hold_ms), `r` (reservation), `w` (want), `s` (spelling) and `p` (penalty_ms), each at most once, in any
 /// order. The same version and the same checks as the JSON form (which the
 /// object still accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
@@ -319,6 +346,9 @@ pub fn encode_call_url(call: &Call) -> String {
     if let Some(spelling) = &call.spelling {
         let _ = write!(url, "&s={}", spelling.encode());
     }
+    if let Some(ms) = call.penalty_ms {
+        let _ = write!(url, "&p={ms}");
+    }
     url
 }
 
@@ -340,7 +370,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         .map(|(op, _)| *op)
         .ok_or_else(|| CallError::Malformed(format!("unknown op `{op}`")))?;
     let (mut limits, mut cost, mut alg, mut hold_ms, mut reservation, mut want) = (None, None, None, None, None, None);
-    let mut spelling = None;
+    let (mut spelling, mut penalty_ms) = (None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
         let number = |what: &str| value.parse::<u64>().map_err(|_| CallError::Malformed(format!("{what} is not a number")));
@@ -352,6 +382,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
             "r" => reservation.replace(number("r")?).is_some(),
             "w" => want.replace(u32::try_from(number("w")?).map_err(|_| malformed("w is too large"))?).is_some(),
             "s" => spelling.replace(value.to_string()).is_some(),
+            "p" => penalty_ms.replace(number("p")?).is_some(),
             _ => return Err(CallError::Malformed(format!("unknown field `{name}`"))),
         };
         if given_twice {
@@ -368,6 +399,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         reservation,
         want,
         spelling,
+        penalty_ms,
     })
 }
 
@@ -418,6 +450,8 @@ pub enum CallError {
     InvalidWant,
     /// A `spelling` that is neither 16 lowercase hex digits nor `-`.
     InvalidSpelling,
+    /// A `penalty_ms` of 0 or above [`crate::count::duration::MAX_WINDOW_MS`].
+    InvalidPenalty,
 }
 
 impl fmt::Display for CallError {
@@ -435,6 +469,7 @@ impl fmt::Display for CallError {
             CallError::InvalidLeaseTtl => write!(f, "lease needs hold_ms from 1 to {MAX_LEASE_TTL_MS}"),
             CallError::InvalidWant => write!(f, "lease needs want from cost to {MAX_LEASE_UNITS}"),
             CallError::InvalidSpelling => write!(f, "a spelling is 16 lowercase hex digits or `-`"),
+            CallError::InvalidPenalty => write!(f, "a penalty is 1 ms to 31 days"),
         }
     }
 }
@@ -495,6 +530,10 @@ pub struct Reply {
     /// The units a `lease` granted (0 when blocked); `None` for other ops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub granted: Option<u64>,
+    /// To a call carrying a penalty: when the key's penalty in force after
+    /// the call ends (Unix ms, the object's clock); `None`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub penalty_until_ms: Option<i64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -575,6 +614,9 @@ pub fn encode_reply_line(reply: &Reply) -> String {
     if let Some(granted) = reply.granted {
         let _ = write!(line, " g={granted}");
     }
+    if let Some(until) = reply.penalty_until_ms {
+        let _ = write!(line, " p={until}");
+    }
     line
 }
 
@@ -621,9 +663,10 @@ pub fn decode_reply_line(status: u16, body: &str) -> Result<Reply, CallFailure> 
 fn parse_reply_line(line: &str) -> Option<Reply> {
     let mut fields = line.split(' ');
     let mut reply = parse_fixed_fields(&mut fields)?;
-    let (windows, granted) = parse_window_fields(fields)?;
+    let (windows, granted, penalty) = parse_window_fields(fields)?;
     reply.tally.windows = windows;
     reply.granted = granted;
+    reply.penalty_until_ms = penalty;
     Some(reply)
 }
 
@@ -663,15 +706,24 @@ fn parse_fixed_fields<'a>(fields: &mut impl Iterator<Item = &'a str>) -> Option<
         reservation: optional(fields.next())?,
         held: number(fields.next())?,
         granted: None,
+        penalty_until_ms: None,
     })
 }
 
-/// The fields after `held`: one per window, then a last `g=N` only in an
-/// answer to a lease (nothing may follow it).
-fn parse_window_fields<'a>(fields: impl Iterator<Item = &'a str>) -> Option<(Vec<WireWindow>, Option<u64>)> {
+/// The fields after `held`: one per window, then `g=N` only in an answer
+/// to a lease, then `p=UNTIL` only in an answer to a call carrying a
+/// penalty, each at most once and in that order.
+fn parse_window_fields<'a>(fields: impl Iterator<Item = &'a str>) -> Option<(Vec<WireWindow>, Option<u64>, Option<i64>)> {
     let mut windows = Vec::new();
-    let mut granted = None;
+    let (mut granted, mut penalty) = (None, None);
     for w in fields {
+        if penalty.is_some() {
+            return None;
+        }
+        if let Some(p) = w.strip_prefix("p=") {
+            penalty = Some(p.parse::<i64>().ok()?);
+            continue;
+        }
         if let Some(g) = w.strip_prefix("g=") {
             if granted.replace(g.parse::<u64>().ok()?).is_some() {
                 return None;
@@ -683,7 +735,7 @@ fn parse_window_fields<'a>(fields: impl Iterator<Item = &'a str>) -> Option<(Vec
         }
         windows.push(parse_wire_window(w)?);
     }
-    Some((windows, granted))
+    Some((windows, granted, penalty))
 }
 
 /// One window's field: `limit/window_ms/used/remaining/reset_ms`.
@@ -718,6 +770,7 @@ mod tests {
             reservation: None,
             want: None,
             spelling: None,
+            penalty_ms: None,
         };
         let text = encode_call(&call);
         assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#, "as before two-phase counting");
@@ -762,6 +815,7 @@ mod tests {
             reservation: None,
             held: 0,
             granted: None,
+            penalty_until_ms: None,
         };
         let text = serde_json::to_string(&reply).unwrap();
         assert_eq!(
@@ -821,7 +875,7 @@ mod tests {
     #[test]
     fn call_url_wire_format() {
         let limits = vec![Limit::new(10, 60_000).unwrap()];
-        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None };
+        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None, penalty_ms: None };
         assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=10x60000");
         let reserve = Call {
             op: Op::Reserve,
@@ -832,6 +886,7 @@ mod tests {
             reservation: None,
             want: None,
             spelling: None,
+            penalty_ms: None,
         };
         assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
         let commit = Call { op: Op::Commit, hold_ms: None, ..hit.clone() }.settling(Some(1_700_000_000_000_000));
@@ -893,6 +948,7 @@ mod tests {
             reservation: None,
             held: 0,
             granted: None,
+            penalty_until_ms: None,
         };
         assert_eq!(encode_reply_line(&blocked), "1 b 980 0 0 1 0 2 1 0 - 0 2/1000/2/0/980");
         let reserved = Reply {
@@ -945,6 +1001,57 @@ mod tests {
         assert_eq!(CallFailure::Timeout { ms: 250 }.to_string(), "no answer within 250 ms");
     }
 
+    /// A penalty travels as `p=` (`penalty_ms` in JSON) on a call, and as
+    /// a last `p=UNTIL` in the reply line of an answer to such a call; an
+    /// object of an earlier build refuses the field as unknown.
+    #[test]
+    fn penalty_calls_and_replies() {
+        let hit = Call {
+            op: Op::Hit,
+            algorithm: Algorithm::SlidingLog,
+            limits: vec![Limit::new(2, 2_000).unwrap()],
+            cost: 1,
+            hold_ms: None,
+            reservation: None,
+            want: None,
+            spelling: None,
+            penalty_ms: Some(600_000),
+        };
+        assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=2x2000&p=600000");
+        assert_eq!(decode_call_url(&encode_call_url(&hit)), Ok(hit.clone()));
+        assert_eq!(encode_call(&hit), r#"{"v":1,"op":"hit","limits":[[2,2000]],"cost":1,"penalty_ms":600000}"#);
+        assert_eq!(decode_call(&encode_call(&hit)), Ok(hit));
+        for url in ["https://limiter/v1/hit?l=2x2000&p=0", "https://limiter/v1/hit?l=2x2000&p=2678400001"] {
+            assert_eq!(decode_call_url(url), Err(CallError::InvalidPenalty), "{url}");
+        }
+        assert!(matches!(decode_call_url("https://limiter/v1/hit?l=2x2000&p=1&p=1"), Err(CallError::Malformed(_))));
+        assert!(matches!(decode_call_url("https://limiter/v1/hit?l=2x2000&p=-1"), Err(CallError::Malformed(_))));
+        let window = WireWindow { limit: 2, window_ms: 2_000, used: 0, remaining: 0, reset_ms: 600_000 };
+        let blocked = Reply {
+            v: VERSION,
+            tally: Tally { allowed: false, retry_after_ms: 600_000, windows: vec![window], binding: Some(0), in_flight: false },
+            alarm_pending: true,
+            alarm_set: false,
+            stored_hits: 2,
+            rows_read: 0,
+            rows_written: 1,
+            reservation: None,
+            held: 0,
+            granted: None,
+            penalty_until_ms: Some(1_700_000_600_000),
+        };
+        let line = encode_reply_line(&blocked);
+        assert!(line.ends_with(" 2/2000/0/0/600000 p=1700000600000"), "{line}");
+        let leased = Reply { granted: Some(0), ..blocked.clone() };
+        assert!(encode_reply_line(&leased).ends_with(" g=0 p=1700000600000"));
+        for reply in [blocked, leased] {
+            assert_eq!(decode_reply_line(200, &encode_reply_line(&reply)), Ok(reply));
+        }
+        for body in ["1 b 1 0 0 1 0 2 0 1 - 0 p=1 2/2000/0/0/1", "1 b 1 0 0 1 0 2 0 1 - 0 p=1 g=0", "1 b 1 0 0 1 0 2 0 1 - 0 p=1 p=2", "1 b 1 0 0 1 0 2 0 1 - 0 p=x"] {
+            assert!(decode_reply_line(200, body).is_err(), "{body:?}: the penalty comes last, once, as a number");
+        }
+    }
+
     /// The lease ops travel in both forms, and a lease or refund that says
     /// too little (or too much) is refused.
     #[test]
@@ -958,6 +1065,7 @@ mod tests {
             reservation: None,
             want: Some(40),
             spelling: None,
+            penalty_ms: None,
         };
         assert_eq!(encode_call_url(&lease), "https://limiter/v1/lease?l=5000x60000&a=gcra&h=1000&w=40");
         assert_eq!(decode_call_url(&encode_call_url(&lease)), Ok(lease.clone()));

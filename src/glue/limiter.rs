@@ -280,6 +280,7 @@ impl Limiter {
             reservation: answered.reservation,
             held: answered.held,
             granted: answered.granted,
+            penalty_until_ms: answered.penalty_until_ms,
         })
     }
 

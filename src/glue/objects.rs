@@ -183,7 +183,7 @@ async fn leased(env: &Env, applied: &Applied<'_>, settings: LeaseSettings) -> Ou
             Admit::Local { windows } => return Outcome::Allowed { windows, reservation: None },
             Admit::Unavailable => return Outcome::Failed("backing off after failed calls; no tokens held".into()),
             Admit::Scarce { retry_after_ms, windows } => {
-                return Outcome::Blocked { retry_after_ms, window: 0, windows: Some(windows) }
+                return Outcome::Blocked { retry_after_ms, window: 0, windows: Some(windows), penalty: false }
             }
             Admit::Wait => {
                 waits += 1;
@@ -274,6 +274,7 @@ pub(crate) fn refunds(env: &Env, config: &'static crate::config::Config) -> Opti
                 reservation: Some(refund.lease_id),
                 hold_ms: None,
                 want: None,
+                penalty_ms: None,
                 ..rule.call_for(Op::Hit, key)
             };
             let (env, timeout_ms) = (env.clone(), rule.timeout_ms);
@@ -430,6 +431,6 @@ async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, 
 pub(crate) fn cache_ban(id: &str, until_ms: i64) {
     let now = now_ms();
     if until_ms > now {
-        BLOCKED.with(|b| b.borrow_mut().insert(id, Block { until_ms, window: 0 }, now));
+        BLOCKED.with(|b| b.borrow_mut().insert(id, Block { until_ms, window: 0, penalty: false }, now));
     }
 }

@@ -135,7 +135,7 @@ pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: O
     let authorized = !matches!(route, AdminRoute::Unauthorized);
     let not_asked = Outcome::Allowed { windows: Vec::new(), reservation: None };
     match (outcome.unwrap_or(&not_asked), route) {
-        (Outcome::Blocked { retry_after_ms, window, windows }, _) => Gate::Refuse {
+        (Outcome::Blocked { retry_after_ms, window, windows, .. }, _) => Gate::Refuse {
             response: verdict::too_many_requests(lockout.rule, *retry_after_ms, *window, windows.as_deref()),
             events: vec![LogEvent::new(
                 "admin_locked",
@@ -498,6 +498,8 @@ pub fn status_body(request: &AdminRequest<'_>, key_hash: &str, reply: &Reply) ->
         "windows": reply.tally.windows,
         "alarm_pending": reply.alarm_pending,
         "stored_hits": reply.stored_hits,
+        // The rule's penalty in force (issue 29; `POST /reset` lifts it).
+        "penalty_until_ms": reply.penalty_until_ms,
     })
 }
 
@@ -629,7 +631,7 @@ mod tests {
     }
 
     fn blocked(ms: u64) -> Outcome {
-        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: None }
+        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: None, penalty: false }
     }
 
     /// The response and the log lines, parsed back (fields unordered).

@@ -111,7 +111,12 @@ impl Assumed {
                     .collect(),
                 reservation: None,
             },
-            Assumed::Blocked => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None },
+            // A rule with a penalty: the refusal that starts it, for the
+            // whole penalty (as the Worker's object answers it).
+            Assumed::Blocked => match rule.penalty_ms {
+                Some(penalty) => Outcome::Blocked { retry_after_ms: longest.max(penalty), window: 0, windows: None, penalty: true },
+                None => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None, penalty: false },
+            },
             Assumed::Failed => Outcome::Failed("assumed: the counter cannot be reached".into()),
         }
     }
@@ -228,7 +233,11 @@ fn policy(rule: &Rule) -> String {
         Counting::All => "every request".to_string(),
         Counting::Statuses(s) => format!("responses {s:?}"),
     };
-    format!("action {}{action}; on_error {}{on_error}; counts {counting}", rule.action.name(), rule.on_error.name())
+    let mut line = format!("action {}{action}; on_error {}{on_error}; counts {counting}", rule.action.name(), rule.on_error.name());
+    if let Some(ms) = rule.penalty_ms {
+        let _ = write!(line, "; penalty {} (a refusal keeps the key refused that long)", crate::config::describe::duration(ms));
+    }
+    line
 }
 
 /// What a success would do to the rule for this request.
@@ -707,6 +716,21 @@ mod tests {
         assert_eq!(json["verdict"]["answer"], 429);
         assert_eq!(json["checked"][0]["rule"], "delete");
         assert_eq!(json["events"][0]["tollgate"], "block");
+    }
+
+    #[test]
+    fn a_penalty_is_shown_and_a_refusal_is_assumed_to_start_it() {
+        let config = crate::testing::config(json!([
+            {"name": "search", "path": "/search", "limits": [{"requests": 3, "window": "1m"}], "penalty": "10m"},
+        ]));
+        let headers = vec![("cf-connecting-ip".to_string(), "198.51.100.1".to_string())];
+        let blocked = Assumptions { default: Assumed::Blocked, per_rule: &[] };
+        let text = explain(&config, &request("GET", "/search", &headers), &blocked);
+        assert!(text.contains("; penalty 10m (a refusal keeps the key refused that long)"), "{text}");
+        assert!(text.contains("answer:     429 (Retry-After: 600)"), "{text}");
+        let json = explain_json(&config, &request("GET", "/search", &headers), &blocked);
+        assert_eq!(json["rules"][0]["config"]["penalty"], "10m", "{json}");
+        assert_eq!((&json["events"][0]["reason"], &json["events"][0]["retry_after_ms"]), (&json!("penalty"), &json!(600_000)));
     }
 
     #[test]

@@ -392,6 +392,7 @@ impl<'s> Sim<'s> {
             reservation: None,
             want: None,
             spelling: None,
+            penalty_ms: None,
         }
     }
 
@@ -490,7 +491,7 @@ impl<'s> Sim<'s> {
                     iso.leases.granted(&id, &settings, sent_ms, 1, *granted, *lease_id, windows);
                 }
                 if !allowed {
-                    iso.blocked.insert(&id, Block { until_ms: now_ms + *retry_after as i64, window: 0 }, now_ms);
+                    iso.blocked.insert(&id, Block { until_ms: now_ms + *retry_after as i64, window: 0, penalty: false }, now_ms);
                 }
                 (*allowed, false)
             }

@@ -53,7 +53,7 @@ const explain = (errors) => (errors ?? []).map((e) => `${e.instancePath} ${e.mes
 test("the schema is draft 2020-12 and names every rule field", () => {
   assert.equal(schema.$schema, "https://json-schema.org/draft/2020-12/schema");
   const rule = schema.properties.rules.items;
-  for (const field of ["name", "path", "key", "limits", "on_error", "action", "count_statuses", "on_success", "lease", "metrics", "timeout"]) {
+  for (const field of ["name", "path", "key", "limits", "on_error", "action", "count_statuses", "on_success", "lease", "metrics", "timeout", "penalty"]) {
     assert.ok(rule.properties[field]?.description, `rules[].${field} is described`);
   }
   assert.deepEqual(rule.properties.on_error.enum, ["allow", "deny"]);

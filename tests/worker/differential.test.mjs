@@ -371,3 +371,21 @@ test("explain and the Worker agree on trusted devices (valid, expired, forged), 
     }),
   );
 });
+
+test("explain and the Worker agree on a penalty's refusal: its Retry-After, the whole penalty, and the block line's reason (issue 29)", () => {
+  const config = { rules: [{ name: "penal", path: "/penal", limits: [{ requests: 1, window: "1m" }], penalty: "10m" }] };
+  return withWrangler(config, (wrangler) =>
+    withTollgate({ config }, async (tg) => {
+      const c = { url: "/penal", method: "GET" };
+      assertSameAnswer(await send(tg, c, "10.8.0.1"), explain(wrangler, c, "10.8.0.1", ["allowed"]), "allowed");
+      const expected = explain(wrangler, c, "10.8.0.1", ["blocked"]);
+      const worker = await send(tg, c, "10.8.0.1");
+      assertSameAnswer(worker, expected, "the refusal that starts the penalty");
+      assert.equal(worker.headers.get("retry-after"), "600");
+      assert.deepEqual(expected.verdict.headers.find(([n]) => n === "retry-after"), ["retry-after", "600"]);
+      const events = await eventsSince(tg, worker.before, expected.events.length);
+      assert.deepEqual(events.map(comparable), expected.events.map(comparable));
+      assert.deepEqual([events[0].reason, expected.events[0].reason], ["penalty", "penalty"]);
+    }),
+  );
+});

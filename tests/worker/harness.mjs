@@ -107,13 +107,14 @@ export function mockOrigin(respond) {
  * A call's compact form, as the Worker sends it (src/count/protocol.rs
  * `encode_call_url`), from the fields of the call's JSON form.
  */
-export function callUrl({ v = 1, op, alg, limits, cost, hold_ms, reservation, want }) {
+export function callUrl({ v = 1, op, alg, limits, cost, hold_ms, reservation, want, penalty_ms }) {
   let url = `https://limiter/v${v}/${op}?l=${limits.map(([requests, windowMs]) => `${requests}x${windowMs}`).join(",")}`;
   if (cost !== undefined && cost !== 1) url += `&c=${cost}`;
   if (alg !== undefined && alg !== "sliding_log") url += `&a=${alg}`;
   if (hold_ms !== undefined) url += `&h=${hold_ms}`;
   if (reservation !== undefined) url += `&r=${reservation}`;
   if (want !== undefined) url += `&w=${want}`;
+  if (penalty_ms !== undefined) url += `&p=${penalty_ms}`;
   return url;
 }
 
@@ -128,6 +129,7 @@ export function readAnswer(answer) {
     return { status: Number(answer.slice(1, space)), body: JSON.parse(answer.slice(space + 1)) };
   }
   const fields = answer.split(" ");
+  const penalty = fields.at(-1).startsWith("p=") ? Number(fields.pop().slice(2)) : undefined;
   const granted = fields.at(-1).startsWith("g=") ? Number(fields.pop().slice(2)) : undefined;
   const [v, allowed, retryAfter, binding, inFlight, alarmPending, alarmSet, storedHits, rowsRead, rowsWritten, reservation, held, ...windows] = fields;
   const body = {
@@ -150,6 +152,7 @@ export function readAnswer(answer) {
   if (held !== "0") body.held = Number(held);
   if (reservation !== "-") body.reservation = Number(reservation);
   if (granted !== undefined) body.granted = granted;
+  if (penalty !== undefined) body.penalty_until_ms = penalty;
   return { status: 200, body };
 }
 
