@@ -14,6 +14,7 @@ pub mod lease;
 pub mod counter;
 pub mod controls;
 pub mod object;
+pub mod registry;
 pub mod blocked;
 pub mod hold;
 pub(crate) mod duration;

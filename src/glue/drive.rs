@@ -7,6 +7,7 @@
 
 use crate::config::Config;
 use crate::count::controls::Change;
+use crate::count::registry::RegistryCall;
 use crate::glue::isolate::{load_secrets, now_ms, respond, write_logs, MEMO};
 use crate::glue::objects::{self, call_with_timeout, check};
 use crate::glue::origin::{read_body, receive_body};
@@ -193,6 +194,11 @@ async fn admin_request(
             }
             AdminStep::Call { id, call, timeout_ms } => flow.called(call_with_timeout(env, id, &call, timeout_ms).await),
             AdminStep::ReadControls { id, timeout_ms } => flow.controls(objects::control(env, id, &Change::Get, timeout_ms).await),
+            AdminStep::Register { call, timeout_ms } => flow.registered(objects::registry(env, &call, timeout_ms).await),
+            AdminStep::ListRegistry { timeout_ms } => flow.listed(objects::registry(env, &RegistryCall::List, timeout_ms).await),
+            AdminStep::ReadEach { ids, timeout_ms } => {
+                flow.read_each(join_all(ids.iter().map(|id| objects::control(env, id, &Change::Get, timeout_ms))).await)
+            }
             AdminStep::Done(answer) => break answer,
         };
     };

@@ -22,6 +22,7 @@
 //! while controls are set; the alarm keeps them until they end.
 
 use crate::count::controls::{self, AlarmPlan, Change, Controls};
+use crate::count::registry::{self, RegistryCall};
 use crate::count::object::{self, Alarm, ControlEffect, Delete};
 use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Reply, WireWindow, VERSION};
 use serde::Deserialize;
@@ -31,6 +32,15 @@ use worker::{
     durable_object, js_sys, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
     SqlStorageValue, State,
 };
+
+const REGISTRY_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS registry (
+    id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    until_ms INTEGER,
+    set_ms INTEGER NOT NULL,
+    PRIMARY KEY (id, kind)
+)";
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS hit_log (
     id INTEGER PRIMARY KEY CHECK (id = 0),
@@ -117,6 +127,15 @@ impl DurableObject for Limiter {
     /// call's URL, answered by a reply line, or 400 (refused) / 500
     /// (failed) with a JSON `{"v":1,"error":...}`.
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        if req.path() == registry::REGISTRY_PATH {
+            let Some(call) = RegistryCall::decode(&req.text().await?) else {
+                return error_reply(400, "malformed registry call");
+            };
+            return match self.registry(&call) {
+                Ok(text) => Response::ok(text),
+                Err(e) => error_reply(500, &e.to_string()),
+            };
+        }
         if req.path() == controls::CONTROL_PATH {
             let Some(change) = Change::decode(&req.text().await?) else {
                 return error_reply(400, "malformed control");
@@ -451,6 +470,48 @@ impl Limiter {
         }
         *self.controls.borrow_mut() = Some(next.clone());
         Ok(Ok(next))
+    }
+}
+
+impl Limiter {
+    /// The controls registry's side ([`crate::count::registry`]), only ever
+    /// asked of the object named [`registry::REGISTRY_OBJECT`]: a put or a
+    /// remove (ended entries deleted first), or the live entries, oldest
+    /// first, one line each. It never sets an alarm (the `Limiter`'s alarm
+    /// would delete all storage of an object with no count).
+    fn registry(&self, call: &RegistryCall) -> worker::Result<String> {
+        let sql = self.db();
+        sql.exec(REGISTRY_SCHEMA, None)?;
+        let now = SqlStorageValue::Integer(now_ms());
+        let prune = || sql.exec("DELETE FROM registry WHERE until_ms IS NOT NULL AND until_ms <= ?", vec![now.clone()]);
+        match call {
+            RegistryCall::Put(entry) => {
+                prune()?;
+                let until = entry.until_ms.map_or(SqlStorageValue::Null, SqlStorageValue::Integer);
+                sql.exec(
+                    "INSERT OR REPLACE INTO registry (id, kind, value, until_ms, set_ms) VALUES (?, ?, ?, ?, ?)",
+                    vec![
+                        SqlStorageValue::from(entry.id.clone()),
+                        SqlStorageValue::from(entry.kind.name().to_string()),
+                        SqlStorageValue::from(entry.encode()),
+                        until,
+                        SqlStorageValue::Integer(entry.set_ms),
+                    ],
+                )?;
+                Ok(String::new())
+            }
+            RegistryCall::Remove { id, kind } => {
+                prune()?;
+                let args = vec![SqlStorageValue::from(id.clone()), SqlStorageValue::from(kind.name().to_string())];
+                sql.exec("DELETE FROM registry WHERE id = ? AND kind = ?", args)?;
+                Ok(String::new())
+            }
+            RegistryCall::List => {
+                let query = "SELECT value FROM registry WHERE until_ms IS NULL OR until_ms > ? ORDER BY set_ms LIMIT 500";
+                let rows: Vec<StoredControls> = sql.exec(query, vec![now.clone()])?.to_array()?;
+                Ok(rows.iter().map(|r| r.value.as_str()).collect::<Vec<_>>().join("\n"))
+            }
+        }
     }
 }
 
