@@ -50,7 +50,7 @@ pub fn html(status: u16, body: String) -> OwnResponse {
         ("content-security-policy", CSP),
         ("x-frame-options", "DENY"),
         ("x-content-type-options", "nosniff"),
-        ("referrer-policy", "no-referrer"),
+        ("referrer-policy", "same-origin"),
         ("cache-control", "no-store"),
     ];
     OwnResponse { status, headers: headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(), body }
