@@ -77,6 +77,9 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         }
     };
     apply(&decision, env, req);
+    if decision.makes_points() && metrics_dataset(env).is_none() && crate::glue::traffic::sink_on(env) {
+        crate::glue::traffic::sink(env, &decision.metric_points(None, None)).await;
+    }
     let mut decision = decision;
     if let Some(kept) = decision.kept.take() {
         MEMO.with(|memo| memo.borrow_mut().keep(kept.fingerprint, kept.reads, kept.applied));
@@ -196,6 +199,7 @@ async fn admin_request(
             AdminStep::ReadControls { id, timeout_ms } => flow.controls(objects::control(env, id, &Change::Get, timeout_ms).await),
             AdminStep::Register { call, timeout_ms } => flow.registered(objects::registry(env, &call, timeout_ms).await),
             AdminStep::ListRegistry { timeout_ms } => flow.listed(objects::registry(env, &RegistryCall::List, timeout_ms).await),
+            AdminStep::Traffic(range) => flow.traffic(crate::glue::traffic::answers(env, range).await),
             AdminStep::ReadEach { ids, timeout_ms } => {
                 flow.read_each(join_all(ids.iter().map(|id| objects::control(env, id, &Change::Get, timeout_ms))).await)
             }

@@ -416,7 +416,7 @@ pub(crate) async fn registry(env: &Env, call: &RegistryCall, timeout_ms: u32) ->
 
 /// `POST`s `body` to the object `id` on `path`: the answer's text when
 /// 200, else `Refused`.
-async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Result<String, CallFailure> {
+pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Result<String, CallFailure> {
     let stub = stub(env, id)?;
     let transport = |e: JsValue| CallFailure::Transport(js_error(e));
     // Built and read through web_sys, as `fetch_call` does: workers-rs's

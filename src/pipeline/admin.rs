@@ -62,6 +62,7 @@ use crate::count::protocol::{CallFailure, Op, Reply};
 use crate::config::rules::Rule;
 use crate::pipeline::verdict::{self, LogEvent, Outcome};
 use crate::pipeline::console::{Auth, ConsoleRoute};
+use crate::pipeline::console::traffic::Range;
 use crate::count::controls::Controls;
 use crate::count::registry::{Entry, Kind, RegistryCall};
 use serde_json::Value;
@@ -82,6 +83,8 @@ pub enum AdminRoute<'c> {
     Rules,
     /// List the runtime controls in force (`GET {prefix}/controls`).
     Controls,
+    /// The traffic over a range (`GET {prefix}/traffic?range=hour|day|week`).
+    Traffic(Range),
     /// A console page ([`crate::pipeline::console`]), with the admin route
     /// it shows.
     Console(Box<ConsoleRoute<AdminRoute<'c>>>),
@@ -114,7 +117,9 @@ pub fn lockout_op(route: &AdminRoute<'_>) -> Op {
     match route {
         AdminRoute::Unauthorized => Op::Hit,
         AdminRoute::Console(console) if console.auth == Auth::WrongToken => Op::Hit,
-        AdminRoute::Invalid(_) | AdminRoute::Call { .. } | AdminRoute::Rules | AdminRoute::Controls | AdminRoute::Console(_) => Op::Check,
+        AdminRoute::Invalid(_) | AdminRoute::Call { .. } | AdminRoute::Rules | AdminRoute::Controls | AdminRoute::Traffic(_) | AdminRoute::Console(_) => {
+            Op::Check
+        }
     }
 }
 
@@ -130,6 +135,8 @@ pub enum Gate<'r, 'c> {
     Rules,
     /// Authorized, not locked out: list the controls.
     Controls,
+    /// Authorized, not locked out: read the traffic.
+    Traffic(Range),
     /// Not locked out: a console page, which the admin flow serves.
     Console(&'r ConsoleRoute<AdminRoute<'c>>),
 }
@@ -185,6 +192,7 @@ pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: O
         (Outcome::Allowed { .. }, AdminRoute::Call { request, id, key_hash }) => Gate::Serve { request, id, key_hash },
         (Outcome::Allowed { .. }, AdminRoute::Rules) => Gate::Rules,
         (Outcome::Allowed { .. }, AdminRoute::Controls) => Gate::Controls,
+        (Outcome::Allowed { .. }, AdminRoute::Traffic(range)) => Gate::Traffic(*range),
         (Outcome::Allowed { .. }, AdminRoute::Console(console)) => Gate::Console(console),
     }
 }
@@ -325,7 +333,7 @@ impl AdminError {
 impl fmt::Display for AdminError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AdminError::NotFound => write!(f, "unknown admin endpoint (use /status, /reset, /override, /ban, /rules or /controls)"),
+            AdminError::NotFound => write!(f, "unknown admin endpoint (use /status, /reset, /override, /ban, /rules, /controls or /traffic)"),
             AdminError::InvalidControl(why) => f.write_str(why),
             AdminError::AmbiguousPlus(name) => write!(
                 f,
@@ -395,6 +403,8 @@ pub enum AdminAsk<'c> {
     Rules,
     /// `GET {prefix}/controls`: the controls in force, from the registry.
     Controls,
+    /// `GET {prefix}/traffic`: the traffic charts' data.
+    Traffic(Range),
 }
 
 /// Parses an admin request (already known to be under the prefix):
@@ -416,11 +426,12 @@ pub fn parse<'c>(
         ("/reset", "POST") => AdminAction::Reset,
         ("/rules", "GET") => return Ok(AdminAsk::Rules),
         ("/controls", "GET") => return Ok(AdminAsk::Controls),
+        ("/traffic", "GET") => return Ok(AdminAsk::Traffic(Range::parse(query.values("range").next()))),
         ("/override", "PUT") => AdminAction::SetOverride,
         ("/override", "DELETE") => AdminAction::ClearOverride,
         ("/ban", "POST") => AdminAction::Ban,
         ("/ban", "DELETE") => AdminAction::ClearBan,
-        ("/status" | "/rules" | "/controls", _) => return Err(AdminError::MethodNotAllowed { allowed: "GET" }),
+        ("/status" | "/rules" | "/controls" | "/traffic", _) => return Err(AdminError::MethodNotAllowed { allowed: "GET" }),
         ("/reset", _) => return Err(AdminError::MethodNotAllowed { allowed: "POST" }),
         ("/override", _) => return Err(AdminError::MethodNotAllowed { allowed: "PUT or DELETE" }),
         ("/ban", _) => return Err(AdminError::MethodNotAllowed { allowed: "POST or DELETE" }),
@@ -733,7 +744,7 @@ mod tests {
             Gate::Refuse { response, events } => {
                 (response, events.iter().map(|e| serde_json::from_str(&e.line()).unwrap()).collect())
             }
-            Gate::Serve { .. } | Gate::Rules | Gate::Controls | Gate::Console(_) => panic!("served"),
+            Gate::Serve { .. } | Gate::Rules | Gate::Controls | Gate::Traffic(_) | Gate::Console(_) => panic!("served"),
         }
     }
 

@@ -19,6 +19,7 @@ use crate::pipeline::applied::Applied;
 use crate::pipeline::verdict::{LogEvent, Outcome};
 use crate::count::registry::{self, Entry, RegistryCall};
 use crate::pipeline::console::session;
+use crate::pipeline::console::traffic::{self, Range};
 use crate::pipeline::console::{html, Auth, ConsoleRoute, Page};
 use serde_json::Value;
 
@@ -40,6 +41,9 @@ pub enum AdminStep<'f> {
     /// Read the controls of each of these objects (concurrently), then
     /// [`AdminFlow::read_each`].
     ReadEach { ids: Vec<String>, timeout_ms: u32 },
+    /// Ask the traffic's source (the SQL API, or the local sink) the
+    /// range's [`traffic::queries`], then [`AdminFlow::traffic`].
+    Traffic(Range),
     /// Answer, write the log lines, apply the cache effects.
     Done(AdminAnswer),
 }
@@ -85,6 +89,8 @@ pub struct AdminFlow<'f> {
     /// The signed-in console page whose admin answer is rendered, and its
     /// CSRF token.
     console: Option<(&'f ConsoleRoute<AdminRoute<'f>>, &'f str)>,
+    /// The traffic range asked.
+    range: Range,
 }
 
 impl<'f> AdminFlow<'f> {
@@ -96,7 +102,7 @@ impl<'f> AdminFlow<'f> {
         lockout_binds: bool,
         now_ms: i64,
     ) -> (AdminFlow<'f>, AdminStep<'f>) {
-        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, listed: Vec::new(), console: None };
+        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, listed: Vec::new(), console: None, range: Range::Hour };
         let step = if lockout_binds { AdminStep::Lockout(lockout, admin::lockout_op(route)) } else { flow.gate(None) };
         (flow, step)
     }
@@ -165,6 +171,12 @@ impl<'f> AdminFlow<'f> {
                 self.logs.push(LogEvent::new("admin", vec![("action", "controls".into()), ("client_hash", client.into())]));
                 return AdminStep::ListRegistry { timeout_ms: self.config.admin_lockout.timeout_ms };
             }
+            Gate::Traffic(range) => {
+                let client = self.lockout.key_hash.as_str();
+                self.logs.push(LogEvent::new("admin", vec![("action", "traffic".into()), ("client_hash", client.into())]));
+                self.range = range;
+                return AdminStep::Traffic(range);
+            }
             Gate::Console(_) => return self.done(AdminResponse::Own(admin::unauthorized())),
             Gate::Serve { request, id, key_hash } => {
                 self.served = Some((request, id, key_hash));
@@ -212,6 +224,12 @@ impl<'f> AdminFlow<'f> {
             }
             Err(e) => self.done(AdminResponse::Own(admin::unreachable(&e))),
         }
+    }
+
+    /// The traffic source's three answers (`Err`: why there are none).
+    pub fn traffic(&mut self, answers: Result<[String; 3], String>) -> AdminStep<'f> {
+        let now_s = u64::try_from(self.now_ms / 1000).unwrap_or(0);
+        self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers)))
     }
 
     /// The listed objects' controls, in the listing's order.
@@ -327,6 +345,10 @@ mod tests {
                 AdminStep::ListRegistry { .. } => {
                     steps.push("list");
                     flow.listed(Ok(String::new()))
+                }
+                AdminStep::Traffic(_) => {
+                    steps.push("traffic");
+                    flow.traffic(Err("none".into()))
                 }
                 AdminStep::ReadEach { ids, .. } => {
                     steps.push("read_each");

@@ -564,6 +564,7 @@ fn admin_route<'c>(
         match admin::refuse_plus(raw_query).and_then(|()| admin::parse(config, path, parts.method, query)) {
             Ok(admin::AdminAsk::Rules) => AdminRoute::Rules,
             Ok(admin::AdminAsk::Controls) => AdminRoute::Controls,
+            Ok(admin::AdminAsk::Traffic(range)) => AdminRoute::Traffic(range),
             Ok(admin::AdminAsk::Object(request)) => AdminRoute::Call {
                 id: object_name(request.rule, &request.key),
                 key_hash: key_hash(&request.key, parts.log_key),

@@ -13,7 +13,7 @@ import { createServer } from "node:http";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import puppeteer from "puppeteer-core";
-import { startTollgate, tempDir, ROOT } from "./harness.mjs";
+import { startTollgate, tempDir, mockOrigin, ROOT } from "./harness.mjs";
 import { config, rule, limit } from "./builders.mjs";
 
 const TOKEN = "console-test-token"; // under 32 characters: the lockout binds it too
@@ -24,6 +24,39 @@ const CONFIG = config(
 );
 const BANNED = "198.51.100.7";
 const SHOTS = process.env.TOLLGATE_SCREENSHOTS === "1";
+
+/**
+ * The Analytics Engine SQL API, answered at the network edge in its JSON
+ * format (ClickHouse's: `meta`, `data` with 64-bit integers quoted, `rows`,
+ * `rows_before_limit_at_least`), for the three queries the Traffic page asks.
+ */
+function sqlApi(asked) {
+  return async (request, record) => {
+    const url = new URL(request.url);
+    if (url.host !== "api.cloudflare.com") return null;
+    const query = record.body.toString();
+    asked.push({ path: url.pathname, authorization: record.headers.authorization, query });
+    const minute = Math.floor(Date.now() / 60_000) * 60 - 60;
+    const col = (name, type) => ({ name, type });
+    let meta, data;
+    if (query.includes("AS action")) {
+      meta = [col("rule", "String"), col("action", "String"), col("t", "UInt64"), col("n", "UInt64")];
+      data = [
+        { rule: "api", action: "blocked", t: String(minute - 120), n: "7" },
+        { rule: "api", action: "blocked", t: String(minute), n: "42" },
+        { rule: "api", action: "exempt", t: String(minute - 60), n: "3" },
+        { rule: "login", action: "shadow", t: String(minute), n: "5" },
+      ];
+    } else if (query.includes("key_hash")) {
+      meta = [col("rule", "String"), col("key_hash", "String"), col("n", "UInt64")];
+      data = [{ rule: "api", key_hash: "88fc262cb3e5792f", n: "49" }];
+    } else {
+      meta = [col("country", "String"), col("colo", "String"), col("n", "UInt64")];
+      data = [{ country: "NL", colo: "AMS", n: "40" }, { country: "US", colo: "IAD", n: "17" }];
+    }
+    return Response.json({ meta, data, rows: data.length, rows_before_limit_at_least: data.length });
+  };
+}
 
 /** The session cookie the Worker would issue, ending at `endMs` (session.rs). */
 function sessionCookie(token, endMs) {
@@ -67,7 +100,13 @@ const shot = async (page, name) => {
 };
 
 test("the console in a real browser: sign in, rules, ban with a reason, Controls, 429, lift; CSP holds", { skip: !existsSync(CHROMIUM) && "no chromium (scripts/setup installs it)", timeout: 240_000 }, async () => {
-  const tg = await startTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN }, miniflare: { host: "127.0.0.1", port: 0 } });
+  const asked = [];
+  const tg = await startTollgate({
+    config: CONFIG,
+    origin: mockOrigin(sqlApi(asked)),
+    vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, TOLLGATE_ACCOUNT_ID: "0123456789abcdef0123456789abcdef", TOLLGATE_ANALYTICS_TOKEN: "ae-read-token" },
+    miniflare: { host: "127.0.0.1", port: 0 },
+  });
   const base = new URL("/.tollgate", tg.url).href;
   try {
     await withBrowser(async (browser) => {
@@ -139,7 +178,23 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       assert.match(await page.content(), /No ban or override is in force/);
       assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200);
 
-      await page.goto(`${base}/ui/traffic`);
+      // Traffic: charts drawn on the server from the SQL API's answers.
+      res = await page.goto(`${base}/ui/traffic?range=hour`);
+      assert.equal(res.status(), 200);
+      const charts = await page.$$eval("svg.chart", (svgs) => svgs.map((s) => [s.getAttribute("aria-label"), [...s.querySelectorAll("polyline")].map((p) => p.getAttribute("class"))]));
+      assert.deepEqual(charts, [["api", ["blocked", "exempt"]], ["login", ["shadow"]]]);
+      const peak = await page.$eval("svg.chart polyline.blocked", (p) => p.getAttribute("points").split(" ").map((xy) => Number(xy.split(",")[1])));
+      assert.equal(Math.min(...peak), 14, "the 42 is the chart's top");
+      assert.match(await page.$eval("#top-keys", (t) => t.textContent), /88fc262cb3e5792f\s*49/);
+      assert.match(await page.$eval("#top-places", (t) => t.textContent), /NL\s*AMS\s*40/);
+      assert.equal(asked.length, 3, "three queries a page");
+      for (const a of asked) {
+        assert.equal(a.path, "/client/v4/accounts/0123456789abcdef0123456789abcdef/analytics_engine/sql");
+        assert.equal(a.authorization, "Bearer ae-read-token");
+        assert.match(a.query, /SUM\(_sample_interval\)/);
+        assert.match(a.query, /FROM tollgate /);
+      }
+      await shot(page, "traffic");
       assert.deepEqual(problems, [], "no console error and no CSP violation on any page");
 
       // A cross-site form post: another origin's page submits a ban form to
@@ -213,6 +268,34 @@ test("rotating the token ends every session", { timeout: 120_000 }, async () => 
     const res = await tg.fetch("/.tollgate/ui/rules", { headers: { cookie } });
     assert.equal(res.status, 401);
     assert.match(await res.text(), /Sign in/);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+test("under scripts/dev (no dataset, the local sink on), the Traffic page shows the Worker's own points", { timeout: 120_000 }, async () => {
+  const tg = await startTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, TOLLGATE_LOCAL_METRICS: "1" } });
+  try {
+    const ban = await tg.fetch(`/.tollgate/ban?rule=api&ip=${BANNED}&for=10m`, { method: "POST", ip: "192.0.2.1", headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(ban.status, 200);
+    for (let i = 0; i < 4; i++) assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 429);
+    const res = await tg.fetch("/.tollgate/traffic?range=hour", { ip: "192.0.2.1", headers: { authorization: `Bearer ${TOKEN}` } });
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    const blocked = body.rules.api.blocked;
+    assert.equal(blocked.length, 60);
+    assert.equal(blocked.reduce((a, b) => a + b, 0), 4, JSON.stringify(body));
+    assert.equal(body.top_keys[0].n, 4);
+    assert.match(body.top_keys[0].key_hash, /^[0-9a-f]{16}$/);
+    const none = await startTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } });
+    try {
+      const off = await none.fetch("/.tollgate/traffic", { ip: "192.0.2.1", headers: { authorization: `Bearer ${TOKEN}` } });
+      assert.match((await off.json()).error, /not set up/);
+    } finally {
+      await none.dispose();
+      none.cleanup();
+    }
   } finally {
     await tg.dispose();
     tg.cleanup();

@@ -6,7 +6,7 @@
 
 use crate::config::headers::OwnResponse;
 use crate::pipeline::console::route::param_name;
-use crate::pipeline::console::{ConsoleRoute, Page};
+use crate::pipeline::console::{traffic, ConsoleRoute, Page};
 use crate::config::Config;
 use serde_json::Value;
 use std::fmt::Write;
@@ -130,7 +130,7 @@ pub fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answer: Opt
         Page::Rules => ("Rules", json.map(rules).unwrap_or_default()),
         Page::Controls => ("Controls", json.map(controls).unwrap_or_default()),
         Page::Keys | Page::KeysAction => ("Keys", keys(config, route, csrf, json)),
-        _ => ("Traffic", traffic()),
+        _ => ("Traffic", traffic(&route.prefix, json)),
     };
     let status = match answer {
         Some(Err(problem)) if route.page != Page::KeysAction || problem.status >= 500 => problem.status,
@@ -199,10 +199,43 @@ fn controls(body: &Value) -> String {
     out + "</table>"
 }
 
-fn traffic() -> String {
+fn traffic(prefix: &str, body: Option<&Value>) -> String {
+    let range = body.and_then(|b| b["range"].as_str()).unwrap_or("hour");
+    let mut out = String::from("<p class=\"tabs\">");
+    for r in ["hour", "day", "week"] {
+        let current = if r == range { " aria-current=\"page\"" } else { "" };
+        let _ = write!(out, "<a href=\"{}/ui/traffic?range={r}\"{current}>Last {r}</a> ", esc(prefix));
+    }
+    out.push_str("</p>");
+    let Some(body) = body.filter(|b| b.get("error").is_none()) else {
+        let why = body.and_then(|b| b["error"].as_str()).unwrap_or_default();
+        return format!("{out}<p class=\"err\">{}</p>{}", esc(why), how_to());
+    };
+    let rules = body["rules"].as_object().filter(|r| !r.is_empty());
+    match rules {
+        None => out.push_str("<p>No points in this range.</p>"),
+        Some(rules) => {
+            for (rule, per_action) in rules {
+                let _ = write!(out, "<section><h2>{}</h2>{}</section>", esc(rule), traffic::chart(rule, per_action));
+            }
+        }
+    }
+    out.push_str("<section><h2>Top blocked keys</h2><table id=\"top-keys\"><tr><th>Rule</th><th>Key hash</th><th>Blocked</th></tr>");
+    for k in body["top_keys"].as_array().into_iter().flatten() {
+        let _ = write!(out, "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>", esc(&text(&k["rule"])), esc(&text(&k["key_hash"])), k["n"]);
+    }
+    out.push_str("</table></section><section><h2>Top countries and colos (limited traffic)</h2><table id=\"top-places\"><tr><th>Country</th><th>Colo</th><th>Decisions</th></tr>");
+    for p in body["top_places"].as_array().into_iter().flatten() {
+        let _ = write!(out, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&text(&p["country"])), esc(&text(&p["colo"])), p["n"]);
+    }
+    out + "</table></section>"
+}
+
+fn how_to() -> String {
     "<p>Traffic charts read the Analytics Engine dataset bound as <code>TOLLGATE_METRICS</code> through its SQL API. \
 Set the var <code>TOLLGATE_ACCOUNT_ID</code> and the secret <code>TOLLGATE_ANALYTICS_TOKEN</code> (an API token with \
-Account Analytics: Read) to turn them on; the guide's queries answer the same questions meanwhile.</p>"
+Account Analytics: Read) to turn them on (and <code>TOLLGATE_ANALYTICS_DATASET</code> when the dataset is not \
+named <code>tollgate</code>). Under <code>scripts/dev</code> the Worker keeps the same points in a local sink instead.</p>"
         .into()
 }
 

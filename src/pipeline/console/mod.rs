@@ -17,6 +17,7 @@
 pub mod html;
 pub mod route;
 pub mod session;
+pub mod traffic;
 
 /// A console page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

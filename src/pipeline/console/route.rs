@@ -7,6 +7,7 @@ use crate::config::Config;
 use crate::pipeline::admin::{self, AdminRoute};
 use crate::pipeline::applied::object_name;
 use crate::pipeline::console::session::{self, Session};
+use crate::pipeline::console::traffic::Range;
 use crate::pipeline::console::{Auth, ConsoleRoute, Page};
 use crate::request::canon::CanonicalQuery;
 use crate::request::key::{key_hash, KeyPart};
@@ -82,6 +83,7 @@ fn inner<'c>(config: &'c Config, page: Page, params: &CanonicalQuery, log_key: O
     let (endpoint, method) = match page {
         Page::Rules => return Some(AdminRoute::Rules),
         Page::Controls => return Some(AdminRoute::Controls),
+        Page::Traffic => return Some(AdminRoute::Traffic(Range::parse(params.values("range").next()))),
         Page::Keys if params.values("rule").next().is_some() => ("/status", "GET"),
         Page::KeysAction => match params.values("do").next()? {
             "reset" => ("/reset", "POST"),
@@ -103,6 +105,7 @@ fn inner<'c>(config: &'c Config, page: Page, params: &CanonicalQuery, log_key: O
         }
         Ok(admin::AdminAsk::Rules) => AdminRoute::Rules,
         Ok(admin::AdminAsk::Controls) => AdminRoute::Controls,
+        Ok(admin::AdminAsk::Traffic(range)) => AdminRoute::Traffic(range),
         Err(e) => AdminRoute::Invalid(e),
     })
 }
