@@ -4,7 +4,9 @@
 // lifts set through two isolates (edges) that share the limiter objects.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { withTollgate } from "./harness.mjs";
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { withTollgate, ROOT } from "./harness.mjs";
 import { config, rule, limit } from "./builders.mjs";
 
 const TOKEN = "a-long-admin-token-for-the-controls-test-0123456789";
@@ -68,4 +70,41 @@ test("GET /controls needs the token, and only GET", () =>
     assert.equal((await tg.fetch("/.tollgate/controls", { ip: "192.0.2.9" })).status, 401);
     assert.equal((await admin(tg, 0, "/controls", "POST")).status, 405);
     assert.deepEqual(await json(await admin(tg, 0, "/controls")), { controls: [] });
+  }));
+
+test("tollgate admin (the npm package's CLI) bans, lists, reports and lifts against the Worker", { timeout: 120_000 }, () =>
+  withTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN }, miniflare: { host: "127.0.0.1", port: 0 } }, async (tg) => {
+    const cli = (...args) =>
+      new Promise((resolve) => {
+        execFile(process.execPath, [join(ROOT, "packages", "tollgate", "bin", "tollgate.mjs"), "admin", tg.url.href, ...args], {
+          env: { ...process.env, TOLLGATE_ADMIN_TOKEN: TOKEN },
+        }, (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stdout, stderr }));
+      });
+    let run = await cli("ban", "--rule", "search", "header:x-api-key=k+1 two", "--for", "10m", "--reason", "abuse + spam");
+    assert.equal(run.code, 0, run.stderr);
+    const banned = JSON.parse(run.stdout);
+    assert.equal(banned.limits_source, "ban");
+    assert.deepEqual([banned.reason, banned.by], ["abuse + spam", "cli"]);
+    run = await cli("controls");
+    const [listed] = JSON.parse(run.stdout).controls;
+    assert.deepEqual([listed.kind, listed.reason, listed.by, listed.key_hash], ["ban", "abuse + spam", "cli", banned.key_hash]);
+    // The key was sent exactly (a plus and a space, percent-encoded): the
+    // Worker refuses that key, not another.
+    assert.equal((await tg.fetch("/search", { headers: { "x-api-key": "k+1 two" } })).status, 429);
+    assert.equal((await tg.fetch("/search", { headers: { "x-api-key": "k 1 two" } })).status, 200);
+    run = await cli("status", "--rule", "search", "header:x-api-key=k+1 two");
+    assert.equal(JSON.parse(run.stdout).ban.until_ms, listed.until_ms);
+    run = await cli("lift", "--rule", "search", "header:x-api-key=k+1 two");
+    assert.equal(run.code, 0, run.stderr);
+    assert.deepEqual(JSON.parse((await cli("controls")).stdout).controls, []);
+    run = await cli("ban", "--rule", "nope", "ip=1.2.3.4", "--for", "1m");
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /404: no rule named `nope`/);
+    const wrong = await new Promise((resolve) =>
+      execFile(process.execPath, [join(ROOT, "packages", "tollgate", "bin", "tollgate.mjs"), "admin", tg.url.href, "controls"], { env: { ...process.env, TOLLGATE_ADMIN_TOKEN: "wrong" } }, (error, stdout, stderr) =>
+        resolve({ code: error ? error.code : 0, stderr }),
+      ),
+    );
+    assert.equal(wrong.code, 1);
+    assert.match(wrong.stderr, /^401/);
   }));
