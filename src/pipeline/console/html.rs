@@ -6,7 +6,7 @@
 
 use crate::config::headers::OwnResponse;
 use crate::pipeline::console::route::param_name;
-use crate::pipeline::console::{traffic, ConsoleRoute, Page};
+use crate::pipeline::console::{esc, traffic, ConsoleRoute, Page};
 use crate::config::Config;
 use serde_json::Value;
 use std::fmt::Write;
@@ -26,22 +26,6 @@ code{background:#eef1f4;padding:0 .25em;border-radius:3px}.err{color:#a30d1b;fon
 form.inline{display:inline-flex;gap:.4em;flex-wrap:wrap;align-items:center;margin:.3em 0}input{padding:.25em .4em}\
 button{padding:.3em .8em;border:1px solid #55606e;border-radius:4px;background:#fff;cursor:pointer}\
 .signin{max-width:24em;margin:4em auto}svg{background:#fff;border:1px solid #dde1e6}";
-
-/// `text` escaped for HTML text and quoted attribute values.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// A console answer: `status`, the HTML `body`, the console's headers.
 pub fn html(status: u16, body: String) -> OwnResponse {

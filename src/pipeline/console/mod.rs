@@ -19,6 +19,22 @@ pub mod route;
 pub mod session;
 pub mod traffic;
 
+/// `text` escaped for HTML text and quoted attribute values.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// A console page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Page {

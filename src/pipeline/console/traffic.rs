@@ -184,7 +184,7 @@ pub fn chart(rule: &str, per_action: &Value) -> String {
     let mut svg = format!(
         "<svg class=\"chart\" role=\"img\" aria-label=\"{rule}\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\">\
 <line x1=\"{PAD}\" y1=\"{H}\" x2=\"{w}\" y2=\"{H}\" stroke=\"#999\"/><text x=\"2\" y=\"12\" font-size=\"10\">{top}</text>",
-        rule = crate::pipeline::console::html::esc(rule),
+        rule = crate::pipeline::console::esc(rule),
         w = W + PAD,
         h = H + 16,
     );
