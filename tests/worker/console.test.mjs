@@ -197,6 +197,13 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       await shot(page, "traffic");
       assert.deepEqual(problems, [], "no console error and no CSP violation on any page");
 
+      // Signing out ends the session in this browser.
+      res = await submit(page, "header form[action$='/ui/signout']");
+      assert.ok(page.url().endsWith("/.tollgate/"), page.url());
+      assert.ok(await page.$("input[name=token]"), "the sign-in form again");
+      assert.equal((await page.cookies()).find((c) => c.name === "tollgate_session"), undefined);
+      assert.equal((await page.goto(`${base}/ui/controls`)).status(), 401);
+
       // A cross-site form post: another origin's page submits a ban form to
       // the console. SameSite=Strict keeps the cookie off it, and it carries
       // no CSRF token: refused, nothing banned.
