@@ -8,7 +8,6 @@ use crate::count::protocol::CallFailure;
 use crate::glue::objects::post_line;
 use crate::pipeline::console::traffic::{self, Dialect, Range, ACCOUNT_VAR, DATASET_VAR, SINK_OBJECT, SINK_PATH, SINK_VAR, TOKEN_SECRET};
 use crate::pipeline::metrics::Point;
-use futures_util::future::join_all;
 use std::cell::OnceCell;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
@@ -45,27 +44,23 @@ pub(crate) async fn sink(env: &Env, points: &[Point]) {
 pub(crate) async fn answers(env: &Env, range: Range) -> Result<[String; 3], String> {
     let (account, token) = (text_binding(env, ACCOUNT_VAR), text_binding(env, TOKEN_SECRET));
     let dataset = traffic::dataset(text_binding(env, DATASET_VAR).as_deref());
-    let results: Vec<Result<String, String>> = match (account, token) {
+    // One query after another: a console view, not a request's path (and
+    // no join of three futures in the Wasm).
+    let mut out: [String; 3] = Default::default();
+    match (account, token) {
         (Some(account), Some(token)) => {
-            let queries = traffic::queries(Dialect::AnalyticsEngine, &dataset, range);
-            join_all(queries.iter().map(|q| sql_api(&account, &token, q))).await
+            for (slot, q) in out.iter_mut().zip(traffic::queries(Dialect::AnalyticsEngine, &dataset, range)) {
+                *slot = sql_api(&account, &token, &q).await?;
+            }
         }
         _ if sink_on(env) => {
-            let queries = traffic::queries(Dialect::Sqlite, &dataset, range);
-            join_all(queries.into_iter().map(|q| sink_query(env, q))).await
+            for (slot, q) in out.iter_mut().zip(traffic::queries(Dialect::Sqlite, &dataset, range)) {
+                *slot = post_line(env, SINK_OBJECT, SINK_PATH, &format!("query\n{q}")).await.map_err(|e: CallFailure| e.to_string())?;
+            }
         }
         _ => return Err(format!("Analytics Engine is not set up: {ACCOUNT_VAR} or {TOKEN_SECRET} is missing.")),
-    };
-    let mut out: [String; 3] = Default::default();
-    for (slot, result) in out.iter_mut().zip(results) {
-        *slot = result?;
     }
     Ok(out)
-}
-
-/// One query to the local sink.
-async fn sink_query(env: &Env, query: String) -> Result<String, String> {
-    post_line(env, SINK_OBJECT, SINK_PATH, &format!("query\n{query}")).await.map_err(|e: CallFailure| e.to_string())
 }
 
 /// One query to the SQL API: its answer's text when 200, else the status.

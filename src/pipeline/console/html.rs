@@ -139,18 +139,22 @@ fn rules(body: &Value) -> String {
         let name = text(&rule["name"]);
         let _ = write!(out, "<section><h2 id=\"rule-{n}\">{n}</h2><table>", n = esc(&name));
         for (field, value) in rule.as_object().into_iter().flatten() {
-            if field != "name" && !value.is_null() && value != &Value::Array(Vec::new()) {
-                let _ = write!(out, "<tr><th>{}</th><td><code>{}</code></td></tr>", esc(field), esc(&text(value)));
+            let shown = match (field.as_str(), value.as_array()) {
+                ("limits", Some(limits)) => limits.iter().map(|l| format!("{}/{}", l["requests"], duration(l["window_ms"].as_u64().unwrap_or(0)))).collect::<Vec<_>>().join(", "),
+                _ => text(value),
+            };
+            if field != "name" && !value.is_null() && !value.as_array().is_some_and(Vec::is_empty) {
+                let _ = write!(out, "<tr><th>{}</th><td><code>{}</code></td></tr>", esc(field), esc(&shown));
             }
         }
         let host = rule["host"].as_str().unwrap_or("example.com");
-        let path = rule["path"].as_str().unwrap_or("/");
+        let path = rule["path"].as_str().unwrap_or("/").replace('*', "x");
         let method = rule["methods"].get(0).and_then(Value::as_str).unwrap_or("GET");
         let _ = write!(
             out,
             "</table><p>Try it: <code>tollgate explain https://{}{} -X {} --ip 203.0.113.7</code></p></section>",
             esc(host),
-            esc(path),
+            esc(&path),
             esc(method)
         );
     }
@@ -237,7 +241,7 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
     let mut out = String::new();
     if let Some(s) = status {
         let _ = write!(out, "<section id=\"status\"><h2>{} · <code>{}</code></h2>", esc(&text(&s["rule"])), esc(&text(&s["key_hash"])));
-        if s["action"] != "status" {
+        if s["action"].as_str() != Some("status") {
             let _ = write!(out, "<p class=\"ok\">Done: {}.</p>", esc(&text(&s["action"])));
         }
         let _ = write!(out, "<p>Limits from: <code>{}</code></p><table><tr><th>Window</th><th>Used</th><th>Remaining</th><th>Resets in</th></tr>", esc(&text(&s["limits_source"])));

@@ -109,11 +109,8 @@ pub fn dataset(name: Option<&str>) -> String {
 
 /// An answer's rows (`data`); a malformed answer: none.
 fn rows(answer: &str) -> Vec<Value> {
-    match serde_json::from_str::<Value>(answer) {
-        Ok(Value::Object(mut fields)) => match fields.remove("data") {
-            Some(Value::Array(rows)) => rows,
-            _ => Vec::new(),
-        },
+    match serde_json::from_str::<Value>(answer).ok().as_mut().and_then(|v| v.get_mut("data")).map(Value::take) {
+        Some(Value::Array(rows)) => rows,
         _ => Vec::new(),
     }
 }
