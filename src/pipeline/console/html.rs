@@ -117,7 +117,6 @@ pub fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answer: Opt
         _ => ("Traffic", traffic(&route.prefix, json)),
     };
     let status = match answer {
-        Some(Err(problem)) if route.page != Page::KeysAction || problem.status >= 500 => problem.status,
         Some(Err(problem)) => problem.status,
         _ => 200,
     };
