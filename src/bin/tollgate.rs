@@ -6,6 +6,15 @@
 #[cfg(not(target_arch = "wasm32"))]
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "admin") {
+        // The admin API is HTTP; this binary carries no HTTP client (nor
+        // TLS), so the npm package's Node CLI, with fetch built in, has it.
+        eprintln!(
+            "tollgate admin is a command of the npm package's CLI: npx tollgate admin URL status|ban|override|reset|controls ...\n\
+             (the token from TOLLGATE_ADMIN_TOKEN), or call the admin API directly: docs/guide.md, \"The operator console\""
+        );
+        std::process::exit(2);
+    }
     let output = tollgate::tools::cli::run(&args, &native::Machine);
     native::print(&output);
     std::process::exit(output.code);

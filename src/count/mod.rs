@@ -16,6 +16,7 @@ pub mod counter;
 pub mod controls;
 pub mod penalty;
 pub mod object;
+pub mod registry;
 pub mod blocked;
 pub mod hold;
 pub(crate) mod duration;

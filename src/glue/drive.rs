@@ -7,6 +7,7 @@
 
 use crate::config::Config;
 use crate::count::controls::Change;
+use crate::count::registry::RegistryCall;
 use crate::glue::isolate::{load_secrets, now_ms, respond, write_logs, MEMO};
 use crate::glue::objects::{self, call_with_timeout, check};
 use crate::glue::origin::{read_body, receive_body};
@@ -81,6 +82,17 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         crate::pipeline::who::locate(&mut decision.logs, &client_facts(cf_object(req).as_ref(), client));
     }
     apply(&decision, env, req, config);
+    if decision.makes_points() && metrics_dataset(env).is_none() && crate::glue::traffic::sink_on(env) {
+        // Local development: the same points, allowed totals too, to the local sink.
+        let now = now_ms();
+        let mut points = decision.metric_points(None, None);
+        points.extend(TOTALS.with(|totals| {
+            let mut totals = totals.borrow_mut();
+            decision.count_allowed(&mut totals, now);
+            totals.due(now, config.metrics_interval_ms, metrics::Place::default())
+        }));
+        crate::glue::traffic::sink(env, &points).await;
+    }
     if let Some(kept) = decision.kept.take() {
         MEMO.with(|memo| memo.borrow_mut().keep(kept.fingerprint, kept.reads, kept.applied));
     }
@@ -207,6 +219,12 @@ async fn admin_request(
             }
             AdminStep::Call { id, call, timeout_ms } => flow.called(call_with_timeout(env, id, &call, timeout_ms).await),
             AdminStep::ReadControls { id, timeout_ms } => flow.controls(objects::control(env, id, &Change::Get, timeout_ms).await),
+            AdminStep::Register { call, timeout_ms } => flow.registered(objects::registry(env, &call, timeout_ms).await),
+            AdminStep::ListRegistry { timeout_ms } => flow.listed(objects::registry(env, &RegistryCall::List, timeout_ms).await),
+            AdminStep::Traffic(range) => flow.traffic(crate::glue::traffic::answers(env, range).await),
+            AdminStep::ReadEach { ids, timeout_ms } => {
+                flow.read_each(join_all(ids.iter().map(|id| objects::control(env, id, &Change::Get, timeout_ms))).await)
+            }
             AdminStep::Done(answer) => break answer,
         };
     };

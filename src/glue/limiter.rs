@@ -22,6 +22,8 @@
 //! while controls are set; the alarm keeps them until they end.
 
 use crate::count::controls::{self, AlarmPlan, Change, Controls};
+use crate::count::registry::{self, RegistryCall};
+use crate::pipeline::console::traffic::{SINK_PATH, SINK_VAR};
 use crate::count::object::{self, Alarm, ControlEffect, Delete};
 use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Reply, WireWindow, VERSION};
 use serde::Deserialize;
@@ -31,6 +33,15 @@ use worker::{
     durable_object, js_sys, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
     SqlStorageValue, State,
 };
+
+const REGISTRY_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS registry (
+    id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    until_ms INTEGER,
+    set_ms INTEGER NOT NULL,
+    PRIMARY KEY (id, kind)
+)";
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS hit_log (
     id INTEGER PRIMARY KEY CHECK (id = 0),
@@ -57,6 +68,34 @@ extern "C" {
     /// stays on that side instead of being copied out of Wasm per call).
     #[wasm_bindgen(catch, js_name = storeLog)]
     fn store_log(sql: &JsValue, log: &str, horizon_ms: f64) -> Result<f64, JsValue>;
+}
+
+#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen, inline_js = r#"
+const POINTS = "CREATE TABLE IF NOT EXISTS points (timestamp INTEGER NOT NULL, index1 TEXT, blob1 TEXT, blob2 TEXT, blob3 TEXT, blob4 TEXT, blob5 TEXT, blob6 TEXT, double1 REAL, double2 REAL, _sample_interval INTEGER NOT NULL DEFAULT 1)";
+export function sinkWrite(sql, lines) {
+  sql.exec(POINTS);
+  const now = Math.floor(Date.now() / 1000);
+  for (const line of lines.split("\n")) {
+    const f = line.split("\t");
+    if (f.length !== 9) continue;
+    sql.exec("INSERT INTO points VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)", now, ...f.slice(0, 7), Number(f[7]), Number(f[8]));
+  }
+  sql.exec("DELETE FROM points WHERE timestamp < ?", now - 8 * 86400);
+}
+export function sinkQuery(sql, query) {
+  sql.exec(POINTS);
+  const data = [...sql.exec(query)];
+  return JSON.stringify({ meta: [], data, rows: data.length });
+}
+"#)]
+extern "C" {
+    /// The local sink's write: one point a line (index, six blobs, two
+    /// doubles, tab-separated), dated now; points older than 8 days dropped.
+    #[wasm_bindgen(catch, js_name = sinkWrite)]
+    fn sink_write(sql: &JsValue, lines: &str) -> Result<(), JsValue>;
+    /// The local sink's query, answered in the SQL API's JSON format.
+    #[wasm_bindgen(catch, js_name = sinkQuery)]
+    fn sink_query(sql: &JsValue, query: &str) -> Result<String, JsValue>;
 }
 
 /// Which of this object's tables exist.
@@ -97,12 +136,15 @@ pub struct Limiter {
     /// costs one statement (the write), or none when blocked. `None` until
     /// read, and again after a failed write (read anew).
     row: RefCell<Option<Option<StoredRow>>>,
+    /// The bindings: read only for the local sink's var.
+    env: Env,
 }
 
 impl DurableObject for Limiter {
-    fn new(state: State, _env: Env) -> Self {
+    fn new(state: State, env: Env) -> Self {
         Limiter {
             state,
+            env,
             db: OnceCell::new(),
             tables: Cell::new(None),
             alarm_pending: Cell::new(None),
@@ -117,6 +159,18 @@ impl DurableObject for Limiter {
     /// call's URL, answered by a reply line, or 400 (refused) / 500
     /// (failed) with a JSON `{"v":1,"error":...}`.
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        if req.path() == SINK_PATH {
+            return self.sink(&req.text().await?);
+        }
+        if req.path() == registry::REGISTRY_PATH {
+            let Some(call) = RegistryCall::decode(&req.text().await?) else {
+                return error_reply(400, "malformed registry call");
+            };
+            return match self.registry(&call) {
+                Ok(text) => Response::ok(text),
+                Err(e) => error_reply(500, &e.to_string()),
+            };
+        }
         if req.path() == controls::CONTROL_PATH {
             let Some(change) = Change::decode(&req.text().await?) else {
                 return error_reply(400, "malformed control");
@@ -452,6 +506,68 @@ impl Limiter {
         }
         *self.controls.borrow_mut() = Some(next.clone());
         Ok(Ok(next))
+    }
+}
+
+impl Limiter {
+    /// The local sink of metric points (local development, issue 28): only
+    /// when the var [`SINK_VAR`] is set (else 404), `write\n<points>` or
+    /// `query\n<SQL>` (the console's own queries, built in
+    /// [`crate::pipeline::console::traffic`]).
+    fn sink(&self, body: &str) -> worker::Result<Response> {
+        if self.env.secret(SINK_VAR).is_err() {
+            return error_reply(404, "no local sink");
+        }
+        let sql: &JsValue = self.db().as_ref();
+        let answer = match body.split_once('\n') {
+            Some(("write", lines)) => sink_write(sql, lines).map(|()| String::new()),
+            Some(("query", query)) => sink_query(sql, query),
+            _ => return error_reply(400, "malformed sink call"),
+        };
+        match answer {
+            Ok(text) => Response::ok(text),
+            Err(e) => error_reply(500, &worker::Error::from(e).to_string()),
+        }
+    }
+
+    /// The controls registry's side ([`crate::count::registry`]), only ever
+    /// asked of the object named [`registry::REGISTRY_OBJECT`]: a put or a
+    /// remove (ended entries deleted first), or the live entries, oldest
+    /// first, one line each. It never sets an alarm (the `Limiter`'s alarm
+    /// would delete all storage of an object with no count).
+    fn registry(&self, call: &RegistryCall) -> worker::Result<String> {
+        let sql = self.db();
+        sql.exec(REGISTRY_SCHEMA, None)?;
+        let now = SqlStorageValue::Integer(now_ms());
+        let prune = || sql.exec("DELETE FROM registry WHERE until_ms IS NOT NULL AND until_ms <= ?", vec![now.clone()]);
+        match call {
+            RegistryCall::Put(entry) => {
+                prune()?;
+                let until = entry.until_ms.map_or(SqlStorageValue::Null, SqlStorageValue::Integer);
+                sql.exec(
+                    "INSERT OR REPLACE INTO registry (id, kind, value, until_ms, set_ms) VALUES (?, ?, ?, ?, ?)",
+                    vec![
+                        SqlStorageValue::from(entry.id.clone()),
+                        SqlStorageValue::from(entry.kind.name().to_string()),
+                        SqlStorageValue::from(entry.encode()),
+                        until,
+                        SqlStorageValue::Integer(entry.set_ms),
+                    ],
+                )?;
+                Ok(String::new())
+            }
+            RegistryCall::Remove { id, kind } => {
+                prune()?;
+                let args = vec![SqlStorageValue::from(id.clone()), SqlStorageValue::from(kind.name().to_string())];
+                sql.exec("DELETE FROM registry WHERE id = ? AND kind = ?", args)?;
+                Ok(String::new())
+            }
+            RegistryCall::List => {
+                let query = "SELECT value FROM registry WHERE until_ms IS NULL OR until_ms > ? ORDER BY set_ms LIMIT 500";
+                let rows: Vec<StoredControls> = sql.exec(query, vec![now.clone()])?.to_array()?;
+                Ok(rows.iter().map(|r| r.value.as_str()).collect::<Vec<_>>().join("\n"))
+            }
+        }
     }
 }
 

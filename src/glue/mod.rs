@@ -9,5 +9,6 @@ pub(crate) mod isolate;
 pub(crate) mod limiter;
 pub(crate) mod objects;
 pub(crate) mod origin;
+pub(crate) mod traffic;
 #[cfg(feature = "standalone")]
 pub(crate) mod rpc;

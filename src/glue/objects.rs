@@ -16,6 +16,7 @@ use futures_util::future::{join_all, select, Either};
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 use crate::count::controls::{Change, Controls, CONTROL_PATH};
+use crate::count::registry::{RegistryCall, REGISTRY_OBJECT, REGISTRY_PATH};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{js_sys, web_sys, Context, Delay, Env};
@@ -404,6 +405,19 @@ pub(crate) async fn control(env: &Env, id: &str, change: &Change, timeout_ms: u3
 }
 
 async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, CallFailure> {
+    let text = post_line(env, id, CONTROL_PATH, &change.encode()).await?;
+    Controls::decode(&text).map_err(|e| CallFailure::Unreadable(e.to_string()))
+}
+
+/// Asks the controls registry ([`crate::count::registry`], its own object)
+/// within `timeout_ms`: the answer's text (a listing, or empty).
+pub(crate) async fn registry(env: &Env, call: &RegistryCall, timeout_ms: u32) -> Result<String, CallFailure> {
+    within(timeout_ms, post_line(env, REGISTRY_OBJECT, REGISTRY_PATH, &call.encode())).await
+}
+
+/// `POST`s `body` to the object `id` on `path`: the answer's text when
+/// 200, else `Refused`.
+pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Result<String, CallFailure> {
     let stub = stub(env, id)?;
     let transport = |e: JsValue| CallFailure::Transport(js_error(e));
     // Built and read through web_sys, as `fetch_call` does: workers-rs's
@@ -412,8 +426,8 @@ async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, 
     let init = web_sys::RequestInit::new();
     init.set_method("POST");
     init.set_redirect(web_sys::RequestRedirect::Follow);
-    init.set_body(&JsValue::from(change.encode()));
-    let request = web_sys::Request::new_with_str_and_init(&format!("https://limiter{CONTROL_PATH}"), &init).map_err(|e| {
+    init.set_body(&JsValue::from(body));
+    let request = web_sys::Request::new_with_str_and_init(&format!("https://limiter{path}"), &init).map_err(|e| {
         CallFailure::Transport(e.as_string().unwrap_or_else(|| "invalid URL or options for Request".to_string()))
     })?;
     let response = stub.fetch_with_request(request.into()).await.map_err(|e| CallFailure::Transport(e.to_string()))?;
@@ -421,7 +435,7 @@ async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, 
     let status = raw.status();
     let text = JsFuture::from(raw.text().map_err(transport)?).await.map_err(transport)?.as_string().unwrap_or_default();
     match status {
-        200 => Controls::decode(&text).map_err(|e| CallFailure::Unreadable(e.to_string())),
+        200 => Ok(text),
         status => Err(CallFailure::Refused { status, body: text }),
     }
 }

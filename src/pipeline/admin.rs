@@ -61,6 +61,10 @@ use crate::pipeline::applied::Applied;
 use crate::count::protocol::{CallFailure, Op, Reply};
 use crate::config::rules::Rule;
 use crate::pipeline::verdict::{self, LogEvent, Outcome};
+use crate::pipeline::console::{Auth, ConsoleRoute};
+use crate::pipeline::console::traffic::Range;
+use crate::count::controls::Controls;
+use crate::count::registry::{Entry, Kind, RegistryCall};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -77,6 +81,13 @@ pub enum AdminRoute<'c> {
     Call { request: AdminRequest<'c>, id: String, key_hash: String },
     /// List the rules (`GET {prefix}/rules`).
     Rules,
+    /// List the runtime controls in force (`GET {prefix}/controls`).
+    Controls,
+    /// The traffic over a range (`GET {prefix}/traffic?range=hour|day|week`).
+    Traffic(Range),
+    /// A console page ([`crate::pipeline::console`]), with the admin route
+    /// it shows.
+    Console(Box<ConsoleRoute<AdminRoute<'c>>>),
 }
 
 
@@ -105,7 +116,10 @@ pub fn token_passes_lockout(expected: &str) -> bool {
 pub fn lockout_op(route: &AdminRoute<'_>) -> Op {
     match route {
         AdminRoute::Unauthorized => Op::Hit,
-        AdminRoute::Invalid(_) | AdminRoute::Call { .. } | AdminRoute::Rules => Op::Check,
+        AdminRoute::Console(console) if console.auth == Auth::WrongToken => Op::Hit,
+        AdminRoute::Invalid(_) | AdminRoute::Call { .. } | AdminRoute::Rules | AdminRoute::Controls | AdminRoute::Traffic(_) | AdminRoute::Console(_) => {
+            Op::Check
+        }
     }
 }
 
@@ -119,6 +133,12 @@ pub enum Gate<'r, 'c> {
     Serve { request: &'r AdminRequest<'c>, id: &'r str, key_hash: &'r str },
     /// Authorized, not locked out: answer the rules ([`rules_body`]).
     Rules,
+    /// Authorized, not locked out: list the controls.
+    Controls,
+    /// Authorized, not locked out: read the traffic.
+    Traffic(Range),
+    /// Not locked out: a console page, which the admin flow serves.
+    Console(&'r ConsoleRoute<AdminRoute<'c>>),
 }
 
 /// Acts on `route` given what the client's lockout counter (`lockout`,
@@ -132,7 +152,11 @@ pub enum Gate<'r, 'c> {
 ///   `admin_denied`), the 4xx of an invalid request, or serve it.
 pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: Option<&Outcome>) -> Gate<'r, 'c> {
     let client = || ("client_hash", Value::from(lockout.key_hash.as_str()));
-    let authorized = !matches!(route, AdminRoute::Unauthorized);
+    let authorized = match route {
+        AdminRoute::Unauthorized => false,
+        AdminRoute::Console(console) => console.auth.authorized(),
+        _ => true,
+    };
     let not_asked = Outcome::Allowed { windows: Vec::new(), reservation: None };
     match (outcome.unwrap_or(&not_asked), route) {
         (Outcome::Blocked { retry_after_ms, window, windows, .. }, _) => Gate::Refuse {
@@ -142,7 +166,7 @@ pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: O
                 vec![client(), ("authorized", authorized.into()), ("retry_after_ms", (*retry_after_ms).into())],
             )],
         },
-        (Outcome::Failed(error), AdminRoute::Unauthorized) => Gate::Refuse {
+        (Outcome::Failed(error), _) if !authorized => Gate::Refuse {
             response: unauthorized(),
             events: vec![
                 verdict::counter_error(&lockout.rule.name, &lockout.key_hash, error, "not_recorded"),
@@ -167,6 +191,9 @@ pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: O
         },
         (Outcome::Allowed { .. }, AdminRoute::Call { request, id, key_hash }) => Gate::Serve { request, id, key_hash },
         (Outcome::Allowed { .. }, AdminRoute::Rules) => Gate::Rules,
+        (Outcome::Allowed { .. }, AdminRoute::Controls) => Gate::Controls,
+        (Outcome::Allowed { .. }, AdminRoute::Traffic(range)) => Gate::Traffic(*range),
+        (Outcome::Allowed { .. }, AdminRoute::Console(console)) => Gate::Console(console),
     }
 }
 
@@ -236,6 +263,11 @@ pub struct ControlAsk {
     /// `[requests, window_ms]` pairs (an override).
     pub limits: Vec<(u32, u64)>,
     pub until: Until,
+    /// `reason=`: why (kept in the controls registry, at most 200 characters).
+    pub reason: String,
+    /// Who set it: `by=` (at most 32 characters), else `api`; the console
+    /// sets `console`, the CLI `cli`.
+    pub by: String,
 }
 
 impl AdminRequest<'_> {
@@ -301,7 +333,7 @@ impl AdminError {
 impl fmt::Display for AdminError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AdminError::NotFound => write!(f, "unknown admin endpoint (use /status, /reset, /override, /ban or /rules)"),
+            AdminError::NotFound => write!(f, "unknown admin endpoint (use /status, /reset, /override, /ban, /rules, /controls or /traffic)"),
             AdminError::InvalidControl(why) => f.write_str(why),
             AdminError::AmbiguousPlus(name) => write!(
                 f,
@@ -369,6 +401,10 @@ pub enum AdminAsk<'c> {
     Object(AdminRequest<'c>),
     /// `GET {prefix}/rules`: the rules and their limits, no object call.
     Rules,
+    /// `GET {prefix}/controls`: the controls in force, from the registry.
+    Controls,
+    /// `GET {prefix}/traffic`: the traffic charts' data.
+    Traffic(Range),
 }
 
 /// Parses an admin request (already known to be under the prefix):
@@ -389,11 +425,13 @@ pub fn parse<'c>(
         ("/status", "GET") => AdminAction::Status,
         ("/reset", "POST") => AdminAction::Reset,
         ("/rules", "GET") => return Ok(AdminAsk::Rules),
+        ("/controls", "GET") => return Ok(AdminAsk::Controls),
+        ("/traffic", "GET") => return Ok(AdminAsk::Traffic(Range::parse(query.values("range").next()))),
         ("/override", "PUT") => AdminAction::SetOverride,
         ("/override", "DELETE") => AdminAction::ClearOverride,
         ("/ban", "POST") => AdminAction::Ban,
         ("/ban", "DELETE") => AdminAction::ClearBan,
-        ("/status" | "/rules", _) => return Err(AdminError::MethodNotAllowed { allowed: "GET" }),
+        ("/status" | "/rules" | "/controls" | "/traffic", _) => return Err(AdminError::MethodNotAllowed { allowed: "GET" }),
         ("/reset", _) => return Err(AdminError::MethodNotAllowed { allowed: "POST" }),
         ("/override", _) => return Err(AdminError::MethodNotAllowed { allowed: "PUT or DELETE" }),
         ("/ban", _) => return Err(AdminError::MethodNotAllowed { allowed: "POST or DELETE" }),
@@ -449,7 +487,10 @@ fn control_ask(action: AdminAction, rule: &Rule, query: &CanonicalQuery) -> Resu
             return Err(invalid(format!("above {} requests the rule would need algorithm = \"gcra\"", crate::config::MAX_SLIDING_LOG_REQUESTS)));
         }
     }
-    Ok(Some(ControlAsk { limits, until }))
+    let text = |name: &str, max: usize| query.values(name).next().map(|t| crate::count::registry::clean_text(t, max));
+    let reason = text("reason", 200).unwrap_or_default();
+    let by = text("by", 32).filter(|b| !b.is_empty()).unwrap_or_else(|| "api".into());
+    Ok(Some(ControlAsk { limits, until, reason, by }))
 }
 
 /// The body of `GET {prefix}/rules`: every rule in the config's own
@@ -526,7 +567,72 @@ pub fn status_with_controls(
     let live = live.to_json();
     body["override"] = live["override"].clone();
     body["ban"] = live["ban"].clone();
+    if let Some(ask) = &request.control {
+        body["reason"] = ask.reason.as_str().into();
+        body["by"] = ask.by.as_str().into();
+    }
     body
+}
+
+impl AdminRequest<'_> {
+    /// What the controls registry ([`crate::count::registry`]) learns once
+    /// the key's object `id` took this request's change at `now_ms`: an
+    /// entry put for a ban or an override, removed for a lift; `None` for
+    /// status and reset.
+    pub fn registry_call(&self, id: &str, key_hash: &str, now_ms: i64) -> Option<RegistryCall> {
+        let entry = |kind, ask: &ControlAsk, until_ms: Option<i64>, limits: Vec<(u32, u64)>| Entry {
+            id: id.to_string(),
+            kind,
+            rule: self.rule.name.clone(),
+            key_hash: key_hash.to_string(),
+            until_ms,
+            limits,
+            reason: ask.reason.clone(),
+            by: ask.by.clone(),
+            set_ms: now_ms,
+        };
+        let ask = self.control.as_ref();
+        Some(match (self.action, ask) {
+            (AdminAction::SetOverride, Some(ask)) => RegistryCall::Put(entry(Kind::Override, ask, ask.until.resolve(now_ms), ask.limits.clone())),
+            (AdminAction::Ban, Some(ask)) => RegistryCall::Put(entry(Kind::Ban, ask, Some(ask.until.resolve(now_ms).unwrap_or(now_ms)), Vec::new())),
+            (AdminAction::ClearOverride, _) => RegistryCall::Remove { id: id.to_string(), kind: Kind::Override },
+            (AdminAction::ClearBan, _) => RegistryCall::Remove { id: id.to_string(), kind: Kind::Ban },
+            _ => return None,
+        })
+    }
+}
+
+/// The body of `GET {prefix}/controls`: each registry entry whose key's
+/// object holds that kind of control at `now_ms` (its end and limits as
+/// the object says; the reason and who set it as the registry says), in
+/// the registry's order; an entry whose object could not be read
+/// (`None`) is listed as the registry has it, with `"checked": false`.
+/// Keys only as their hashes.
+pub fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -> Value {
+    let mut out = Vec::new();
+    for (entry, controls) in listed {
+        let (until_ms, limits, checked) = match controls.as_ref().map(|c| c.live(now_ms)) {
+            None => (entry.until_ms, entry.limits.clone(), false),
+            Some(live) => match (entry.kind, live.ban, live.runtime_override) {
+                (Kind::Ban, Some(ban), _) => (Some(ban.until_ms), Vec::new(), true),
+                (Kind::Override, _, Some(o)) => (o.until_ms, o.limits, true),
+                _ => continue,
+            },
+        };
+        let limits: Vec<Value> = limits.iter().map(|(n, w)| serde_json::json!([n, w])).collect();
+        out.push(serde_json::json!({
+            "rule": entry.rule,
+            "key_hash": entry.key_hash,
+            "kind": entry.kind.name(),
+            "until_ms": until_ms,
+            "limits": limits,
+            "reason": entry.reason,
+            "by": entry.by,
+            "set_ms": entry.set_ms,
+            "checked": checked,
+        }));
+    }
+    serde_json::json!({ "controls": out })
 }
 
 /// Whether `authorization` is `Bearer <expected>`, compared in constant
@@ -640,7 +746,7 @@ mod tests {
             Gate::Refuse { response, events } => {
                 (response, events.iter().map(|e| serde_json::from_str(&e.line()).unwrap()).collect())
             }
-            Gate::Serve { .. } | Gate::Rules => panic!("served"),
+            Gate::Serve { .. } | Gate::Rules | Gate::Controls | Gate::Traffic(_) | Gate::Console(_) => panic!("served"),
         }
     }
 

@@ -17,6 +17,10 @@ use crate::count::protocol::{Call, CallFailure, Op, Reply};
 use crate::pipeline::admin::{self, AdminAction, AdminRequest, AdminRoute, Gate};
 use crate::pipeline::applied::Applied;
 use crate::pipeline::verdict::{LogEvent, Outcome};
+use crate::count::registry::{self, Entry, RegistryCall};
+use crate::pipeline::console::session;
+use crate::pipeline::console::traffic::{self, Range};
+use crate::pipeline::console::{html, Auth, ConsoleRoute, Page};
 use serde_json::Value;
 
 /// What the driver does next.
@@ -30,6 +34,16 @@ pub enum AdminStep<'f> {
     Call { id: &'f str, call: Call, timeout_ms: u32 },
     /// Read the object's controls, then [`AdminFlow::controls`].
     ReadControls { id: &'f str, timeout_ms: u32 },
+    /// Tell the controls registry, then [`AdminFlow::registered`].
+    Register { call: RegistryCall, timeout_ms: u32 },
+    /// List the controls registry, then [`AdminFlow::listed`].
+    ListRegistry { timeout_ms: u32 },
+    /// Read the controls of each of these objects (concurrently), then
+    /// [`AdminFlow::read_each`].
+    ReadEach { ids: Vec<String>, timeout_ms: u32 },
+    /// Ask the traffic's source (the SQL API, or the local sink) the
+    /// range's [`traffic::queries`], then [`AdminFlow::traffic`].
+    Traffic(Range),
     /// Answer, write the log lines, apply the cache effects.
     Done(AdminAnswer),
 }
@@ -70,6 +84,13 @@ pub struct AdminFlow<'f> {
     reply: Option<Reply>,
     /// The request the gate let through, its object and key hash.
     served: Option<(&'f AdminRequest<'f>, &'f str, &'f str)>,
+    /// The registry's entries, while their objects are read.
+    listed: Vec<Entry>,
+    /// The signed-in console page whose admin answer is rendered, and its
+    /// CSRF token.
+    console: Option<(&'f ConsoleRoute<AdminRoute<'f>>, &'f str)>,
+    /// The traffic range asked.
+    range: Range,
 }
 
 impl<'f> AdminFlow<'f> {
@@ -81,7 +102,7 @@ impl<'f> AdminFlow<'f> {
         lockout_binds: bool,
         now_ms: i64,
     ) -> (AdminFlow<'f>, AdminStep<'f>) {
-        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None };
+        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, listed: Vec::new(), console: None, range: Range::Hour };
         let step = if lockout_binds { AdminStep::Lockout(lockout, admin::lockout_op(route)) } else { flow.gate(None) };
         (flow, step)
     }
@@ -92,7 +113,50 @@ impl<'f> AdminFlow<'f> {
     }
 
     fn gate(&mut self, outcome: Option<&Outcome>) -> AdminStep<'f> {
-        let (request, id) = match admin::gate(self.lockout, self.route, outcome) {
+        match admin::gate(self.lockout, self.route, outcome) {
+            Gate::Console(console) => self.console(console),
+            other => self.serve(other),
+        }
+    }
+
+    /// A console page past the lockout: its own answer (the style sheet,
+    /// a sign-in, a refusal, a redirect), or the admin route it shows,
+    /// served as the API serves it and rendered at [`AdminFlow::done`].
+    fn console(&mut self, console: &'f ConsoleRoute<AdminRoute<'f>>) -> AdminStep<'f> {
+        let prefix = console.prefix.as_str();
+        let client = || ("client_hash", Value::from(self.lockout.key_hash.as_str()));
+        let own = match &console.auth {
+            Auth::Public => html::style(),
+            Auth::SignedIn { cookie } => {
+                self.logs.push(LogEvent::new("admin", vec![("action", "sign_in".into()), client()]));
+                html::redirect(&format!("{prefix}{}", Page::Rules.path()), Some(session::set_cookie(Some(cookie), prefix)))
+            }
+            Auth::WrongToken => {
+                self.logs.push(LogEvent::new("admin_denied", vec![client()]));
+                html::sign_in(prefix, 401, Some("That is not the admin token."))
+            }
+            Auth::SignedOut { expired } => {
+                let status = if console.page == Page::Home && !expired { 200 } else { 401 };
+                html::sign_in(prefix, status, expired.then_some("Your session has ended: sign in again."))
+            }
+            Auth::Forged => html::forged(prefix),
+            Auth::Session { csrf } => match (console.page, &console.inner) {
+                (Page::SignOut, _) => html::redirect(&format!("{prefix}/"), Some(session::set_cookie(None, prefix))),
+                (Page::Home, _) => html::redirect(&format!("{prefix}{}", Page::Rules.path()), None),
+                (_, inner) => {
+                    self.console = Some((console, csrf.as_str()));
+                    match inner {
+                        Some(inner) => return self.serve(admin::gate(self.lockout, inner, None)),
+                        None => html::page(self.config, console, csrf, None),
+                    }
+                }
+            },
+        };
+        self.done(AdminResponse::Own(own))
+    }
+
+    fn serve(&mut self, gate: Gate<'f, 'f>) -> AdminStep<'f> {
+        let (request, id) = match gate {
             Gate::Refuse { response, events } => {
                 self.logs = events;
                 return self.done(AdminResponse::Own(response));
@@ -102,6 +166,18 @@ impl<'f> AdminFlow<'f> {
                 self.logs.push(LogEvent::new("admin", vec![("action", "rules".into()), ("client_hash", client.into())]));
                 return self.done(AdminResponse::Json(admin::rules_body(self.config)));
             }
+            Gate::Controls => {
+                let client = self.lockout.key_hash.as_str();
+                self.logs.push(LogEvent::new("admin", vec![("action", "controls".into()), ("client_hash", client.into())]));
+                return AdminStep::ListRegistry { timeout_ms: self.config.admin_lockout.timeout_ms };
+            }
+            Gate::Traffic(range) => {
+                let client = self.lockout.key_hash.as_str();
+                self.logs.push(LogEvent::new("admin", vec![("action", "traffic".into()), ("client_hash", client.into())]));
+                self.range = range;
+                return AdminStep::Traffic(range);
+            }
+            Gate::Console(_) => return self.done(AdminResponse::Own(admin::unauthorized())),
             Gate::Serve { request, id, key_hash } => {
                 self.served = Some((request, id, key_hash));
                 (request, id)
@@ -117,13 +193,49 @@ impl<'f> AdminFlow<'f> {
 
     /// What setting the control gave.
     pub fn changed(&mut self, change: &Change, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
-        let Some((_, id, _)) = self.serving() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let Some((request, id, key_hash)) = self.serving() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
         match (change, result) {
             (_, Err(e)) => return self.done(AdminResponse::Own(admin::control_failure(&e))),
             (Change::Ban { until_ms }, Ok(_)) => self.cache.push(CacheEffect::Ban { id: id.to_string(), until_ms: *until_ms }),
             (_, Ok(_)) => self.cache.push(CacheEffect::Forget(id.to_string())),
         }
+        match request.registry_call(id, key_hash, self.now_ms) {
+            Some(call) => AdminStep::Register { call, timeout_ms: request.rule.timeout_ms },
+            None => self.call(),
+        }
+    }
+
+    /// What the registry said to the change (the key's control is in force
+    /// either way; a failure is logged, `registry_error`).
+    pub fn registered(&mut self, result: Result<String, CallFailure>) -> AdminStep<'f> {
+        if let Err(e) = result {
+            self.logs.push(LogEvent::new("registry_error", vec![("error", e.to_string().into())]));
+        }
         self.call()
+    }
+
+    /// The registry's listing: each listed key's object is read next.
+    pub fn listed(&mut self, result: Result<String, CallFailure>) -> AdminStep<'f> {
+        match result {
+            Ok(text) => {
+                self.listed = registry::decode_listing(&text, self.now_ms);
+                let ids = self.listed.iter().map(|e| e.id.clone()).collect();
+                AdminStep::ReadEach { ids, timeout_ms: self.config.admin_lockout.timeout_ms }
+            }
+            Err(e) => self.done(AdminResponse::Own(admin::unreachable(&e))),
+        }
+    }
+
+    /// The traffic source's three answers (`Err`: why there are none).
+    pub fn traffic(&mut self, answers: Result<[String; 3], String>) -> AdminStep<'f> {
+        let now_s = u64::try_from(self.now_ms / 1000).unwrap_or(0);
+        self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers)))
+    }
+
+    /// The listed objects' controls, in the listing's order.
+    pub fn read_each(&mut self, results: Vec<Result<Controls, CallFailure>>) -> AdminStep<'f> {
+        let listed: Vec<(Entry, Option<Controls>)> = std::mem::take(&mut self.listed).into_iter().zip(results.into_iter().map(Result::ok)).collect();
+        self.done(AdminResponse::Json(admin::controls_body(&listed, self.now_ms)))
     }
 
     /// The status or reset call.
@@ -170,6 +282,11 @@ impl<'f> AdminFlow<'f> {
     }
 
     fn done(&mut self, response: AdminResponse) -> AdminStep<'f> {
+        let response = match (self.console.take(), response) {
+            (Some((console, csrf)), AdminResponse::Json(body)) => AdminResponse::Own(html::page(self.config, console, csrf, Some(Ok(&body)))),
+            (Some((console, csrf)), AdminResponse::Own(problem)) => AdminResponse::Own(html::page(self.config, console, csrf, Some(Err(&problem)))),
+            (None, response) => response,
+        };
         AdminStep::Done(AdminAnswer { response, logs: std::mem::take(&mut self.logs), cache: std::mem::take(&mut self.cache) })
     }
 }
@@ -221,6 +338,23 @@ mod tests {
                     steps.push("controls");
                     flow.controls(Ok(Controls::default()))
                 }
+                AdminStep::Register { .. } => {
+                    steps.push("register");
+                    flow.registered(Ok(String::new()))
+                }
+                AdminStep::ListRegistry { .. } => {
+                    steps.push("list");
+                    flow.listed(Ok(String::new()))
+                }
+                AdminStep::Traffic(_) => {
+                    steps.push("traffic");
+                    flow.traffic(Err("none".into()))
+                }
+                AdminStep::ReadEach { ids, .. } => {
+                    steps.push("read_each");
+                    let n = ids.len();
+                    flow.read_each((0..n).map(|_| Ok(Controls::default())).collect())
+                }
                 AdminStep::Done(_) => break,
             };
         }
@@ -231,7 +365,7 @@ mod tests {
     #[test]
     fn a_ban_is_set_then_reported_and_the_isolate_refuses_the_key_until_it_ends() {
         let (steps, done) = run("POST", "https://example.com/.tollgate/ban?rule=a&ip=198.51.100.7&for=10m", TOKEN, &|_| None);
-        assert_eq!(steps, ["control", "status", "controls"], "a long right token passes the lockout");
+        assert_eq!(steps, ["control", "register", "status", "controls"], "a long right token passes the lockout");
         assert_eq!(done.cache, vec![CacheEffect::Ban { id: "a\nip=198.51.100.7".into(), until_ms: 1_000_000 + 600_000 }]);
         assert!(matches!(done.response, AdminResponse::Json(_)), "{:?}", done.response);
         assert_eq!(done.logs.len(), 1, "one admin line");

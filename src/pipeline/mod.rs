@@ -5,6 +5,7 @@
 pub mod admin;
 pub mod admin_flow;
 pub mod applied;
+pub mod console;
 pub mod episodes;
 pub mod memo;
 pub mod metrics;

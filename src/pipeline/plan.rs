@@ -26,6 +26,7 @@
 //! ever match more).
 
 use crate::pipeline::admin::{self, AdminRoute};
+use crate::pipeline::console;
 use crate::pipeline::applied::{object_name, Applied, Exempted, KeyOutcome, Matched};
 use crate::request::body::{self, BodyParams, Unreadable};
 use crate::request::canon::{canonical_path, normalize_key, CanonError, CanonicalQuery, RawUrl, Source};
@@ -208,7 +209,11 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     if admin::is_admin_path(&config.admin_prefix, &path) {
         if let Some(token) = (parts.admin_token)() {
             let query = CanonicalQuery::parse(raw_query);
-            let route = admin_route(config, parts, &token, &path, raw_query, &query);
+            let page = console::page(&config.admin_prefix, &path, parts.method);
+            if page.is_some_and(console::Page::changes_state) && parts.body == Body::Unread {
+                return needs_body();
+            }
+            let route = admin_route(config, parts, &token, &path, raw_query, &query, page);
             let methods = vec![parts.method.to_ascii_uppercase()];
             let canonical = Canonical { host, path, query, methods, unreadable_body: None };
             return Plan { canonical: Some(canonical), matched: Vec::new(), route };
@@ -518,6 +523,7 @@ fn admin_route<'c>(
     path: &str,
     raw_query: &str,
     query: &CanonicalQuery,
+    page: Option<console::Page>,
 ) -> Route<'c> {
     let rule = &config.admin_lockout;
     let client_ip = (parts.header)("cf-connecting-ip");
@@ -546,6 +552,10 @@ fn admin_route<'c>(
         device: None,
         spelling: None,
     };
+    if let Some(page) = page {
+        let (route, lockout_binds) = console_route(config, parts, token, page, query);
+        return Route::Admin { lockout: Box::new(lockout), route: AdminRoute::Console(Box::new(route)), lockout_binds };
+    }
     let authorized = admin::token_matches(token, (parts.header)("authorization").as_deref());
     let lockout_binds = !(authorized && admin::token_passes_lockout(token));
     let route = if !authorized {
@@ -553,6 +563,8 @@ fn admin_route<'c>(
     } else {
         match admin::refuse_plus(raw_query).and_then(|()| admin::parse(config, path, parts.method, query)) {
             Ok(admin::AdminAsk::Rules) => AdminRoute::Rules,
+            Ok(admin::AdminAsk::Controls) => AdminRoute::Controls,
+            Ok(admin::AdminAsk::Traffic(range)) => AdminRoute::Traffic(range),
             Ok(admin::AdminAsk::Object(request)) => AdminRoute::Call {
                 id: object_name(request.rule, &request.key),
                 key_hash: key_hash(&request.key, parts.log_key),
@@ -562,6 +574,38 @@ fn admin_route<'c>(
         }
     };
     Route::Admin { lockout: Box::new(lockout), route, lockout_binds }
+}
+
+/// A console page's route ([`console::route::plan`]): the cookie, the
+/// fetch metadata, the form (a POST's urlencoded body) and the request's
+/// own origin, read here.
+fn console_route<'c>(
+    config: &'c Config,
+    parts: &RequestParts<'_>,
+    token: &str,
+    page: console::Page,
+    query: &CanonicalQuery,
+) -> (console::ConsoleRoute<AdminRoute<'c>>, bool) {
+    let form = match parts.body {
+        Body::Read(bytes) => Some(CanonicalQuery::parse(&String::from_utf8_lossy(bytes))),
+        _ => None,
+    };
+    let own_origin = parts.url.find("://").map_or("", |at| {
+        let rest = &parts.url[at + 3..];
+        &parts.url[..at + 3 + rest.find('/').unwrap_or(rest.len())]
+    });
+    let (cookie, fetch_site, origin) = ((parts.header)("cookie"), (parts.header)("sec-fetch-site"), (parts.header)("origin"));
+    let request = console::route::ConsoleRequest {
+        cookie: cookie.as_deref(),
+        fetch_site: fetch_site.as_deref(),
+        origin: origin.as_deref(),
+        own_origin,
+        query,
+        form: form.as_ref(),
+        log_key: parts.log_key,
+        now_ms: parts.now_ms,
+    };
+    console::route::plan(config, page, token, &request)
 }
 
 #[cfg(test)]

@@ -169,6 +169,7 @@ export function readAnswer(answer) {
  * tollgate, with the same bindings: TOLLGATE and LIMITER). workerOptions:
  * more Miniflare options of the tollgate Worker (analyticsEngineDatasets,
  * serviceBindings); extraWorkers: as workers.
+ * miniflare: more top-level Miniflare options (host, port).
  * edges (a number of extra Workers running the same
  * built script, named edge-1..edge-N: separate isolates sharing the
  * first one's limiter objects; `fetchVia(i, ...)` sends to edge i).
@@ -224,6 +225,8 @@ export async function startTollgate(options = {}) {
   const logs = [];
   let lastOutputAt = 0;
   const mf = new Miniflare({
+    // More top-level Miniflare options (host, port: a browser's way in).
+    ...(options.miniflare ?? {}),
     workers,
     durableObjectsPersist: persist,
     // Keep workerd's output (the Worker's structured log lines) for assertions.
@@ -236,9 +239,11 @@ export async function startTollgate(options = {}) {
       stderr.on("data", keep);
     },
   });
-  await mf.ready;
+  const url = await mf.ready;
   return {
     mf,
+    /** Where Miniflare listens (a URL): the way in for a browser. */
+    url,
     persist,
     origin,
     /**

@@ -3,8 +3,10 @@
 // run the Rust CLI itself (tollgate::cli, built for wasm32: cli/), so they
 // answer exactly as the native binary does; `init` and `dev` are Node's own
 // (lib/): they write a project and run `wrangler dev`; `build`, the
-// project's [build] command, checks the rules and writes its Worker entry.
+// project's [build] command, checks the rules and writes its Worker entry;
+// `admin` calls a deployed Worker's admin API (lib/admin.mjs).
 import { readFileSync } from "node:fs";
+import { ADMIN_USAGE } from "../lib/admin.mjs";
 
 const NODE_USAGE = `  tollgate init DIR [--preset P | --rules FILE] [--no-install]
                                           write a project deploying tollgate (presets:
@@ -15,7 +17,8 @@ const NODE_USAGE = `  tollgate init DIR [--preset P | --rules FILE] [--no-instal
                                           of a demo origin, or of $UPSTREAM
   tollgate build [FILE] [-- COMMAND]      check the rules, then write the Worker entry
                                           (.tollgate/worker.mjs), or run COMMAND to build it:
-                                          the project's [build] command`;
+                                          the project's [build] command
+${ADMIN_USAGE}`;
 
 const args = process.argv.slice(2);
 switch (args[0]) {
@@ -33,6 +36,11 @@ switch (args[0]) {
     const { build } = await import("../lib/build.mjs");
     const { runCli } = await import("../cli/tollgate_cli.js");
     process.exitCode = build(args.slice(1), (check) => runCli(check, readFile, (name) => process.env[name]));
+    break;
+  }
+  case "admin": {
+    const { admin } = await import("../lib/admin.mjs");
+    process.exitCode = await admin(args.slice(1));
     break;
   }
   default: {

@@ -1,0 +1,242 @@
+//! The controls registry, pure: which keys have a runtime ban or override,
+//! for the console's Controls page and `GET {prefix}/controls` (issue 28).
+//!
+//! A key's controls live in the key's own object ([`crate::count::controls`]),
+//! which is the truth. The registry is one more object of the same
+//! `Limiter` class, reached by the fixed name [`REGISTRY_OBJECT`] (no rule's
+//! object name can be it: those are `rule \n key`), holding one entry per
+//! (object, kind): the rule, the key's hash, the end, the limits, and what
+//! only the registry keeps, the operator's `reason` and who set it (`by`).
+//! The admin flow writes an entry after the key's object took the change
+//! and removes it after a lift; nothing on the request path touches it.
+//!
+//! Entries expire with their control: an entry past its end is never
+//! listed, and is deleted at the registry's next write. The listing is
+//! checked against each key's object before it is shown (the admin flow
+//! reads every listed key's controls), so a registry write lost or reordered
+//! between two isolates never shows a control that is not in force.
+//!
+//! The object is called on its own path ([`REGISTRY_PATH`], a `POST` of one
+//! [`RegistryCall`] line); an object of an older release answers that path
+//! as a malformed counting call (400), which the admin flow reports and
+//! otherwise ignores: the key's control is set either way.
+//!
+//! The raw key is in the entry's object name ([`Entry::id`]), which the
+//! registry needs to read the key's object; it is never rendered or
+//! answered (the listing names keys by `key_hash`).
+
+/// The path of the registry's endpoint on the object.
+pub const REGISTRY_PATH: &str = "/v1/registry";
+
+/// The registry object's name: no `rule \n key` object name is this.
+pub const REGISTRY_OBJECT: &str = "tollgate:controls-registry";
+
+/// At most this many entries are listed (the newest ends last).
+pub const MAX_LISTED: usize = 500;
+
+/// A ban or an override.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Ban,
+    Override,
+}
+
+impl Kind {
+    /// `ban` or `override`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Ban => "ban",
+            Kind::Override => "override",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Kind> {
+        match text {
+            "ban" => Some(Kind::Ban),
+            "override" => Some(Kind::Override),
+            _ => None,
+        }
+    }
+}
+
+/// One control, as the registry keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The key's object name (`rule \n key`): never shown.
+    pub id: String,
+    pub kind: Kind,
+    pub rule: String,
+    pub key_hash: String,
+    /// The end (Unix ms); `None`: an override for good.
+    pub until_ms: Option<i64>,
+    /// An override's `[requests, window_ms]` pairs.
+    pub limits: Vec<(u32, u64)>,
+    /// The operator's reason (may be empty).
+    pub reason: String,
+    /// Who set it: `api`, `console`, `cli`, or the operator's label.
+    pub by: String,
+    /// When it was set (Unix ms).
+    pub set_ms: i64,
+}
+
+/// What the admin flow asks the registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RegistryCall {
+    Put(Entry),
+    Remove { id: String, kind: Kind },
+    List,
+}
+
+/// Escapes a field for the tab-separated line: `%`, tab and line breaks.
+fn escape(text: &str) -> String {
+    text.replace('%', "%25").replace('\t', "%09").replace('\n', "%0A").replace('\r', "%0D")
+}
+
+fn unescape(text: &str) -> String {
+    text.replace("%0D", "\r").replace("%0A", "\n").replace("%09", "\t").replace("%25", "%")
+}
+
+impl Entry {
+    /// The entry as one line of tab-separated, escaped fields.
+    pub fn encode(&self) -> String {
+        let until = self.until_ms.map_or_else(|| "-".to_string(), |u| u.to_string());
+        let limits: Vec<String> = self.limits.iter().map(|(n, w)| format!("{n}x{w}")).collect();
+        let fields = [
+            escape(&self.id),
+            self.kind.name().to_string(),
+            escape(&self.rule),
+            escape(&self.key_hash),
+            until,
+            limits.join(","),
+            escape(&self.reason),
+            escape(&self.by),
+            self.set_ms.to_string(),
+        ];
+        fields.join("\t")
+    }
+
+    /// Reads [`Entry::encode`]'s line; `None` for anything else.
+    pub fn decode(line: &str) -> Option<Entry> {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [id, kind, rule, key_hash, until, limits, reason, by, set] = f.as_slice() else { return None };
+        let limits = if limits.is_empty() {
+            Vec::new()
+        } else {
+            limits
+                .split(',')
+                .map(|l| {
+                    let (n, w) = l.split_once('x')?;
+                    Some((n.parse().ok()?, w.parse().ok()?))
+                })
+                .collect::<Option<Vec<(u32, u64)>>>()?
+        };
+        Some(Entry {
+            id: unescape(id),
+            kind: Kind::parse(kind)?,
+            rule: unescape(rule),
+            key_hash: unescape(key_hash),
+            until_ms: if *until == "-" { None } else { Some(until.parse().ok()?) },
+            limits,
+            reason: unescape(reason),
+            by: unescape(by),
+            set_ms: set.parse().ok()?,
+        })
+    }
+
+    /// Whether the entry is still in force at `now_ms`.
+    pub fn live(&self, now_ms: i64) -> bool {
+        self.until_ms.is_none_or(|u| u > now_ms)
+    }
+}
+
+impl RegistryCall {
+    /// The call as the `POST` body: `put\t<entry>`, `remove\t<id>\t<kind>`, `list`.
+    pub fn encode(&self) -> String {
+        match self {
+            RegistryCall::Put(entry) => format!("put\t{}", entry.encode()),
+            RegistryCall::Remove { id, kind } => format!("remove\t{}\t{}", escape(id), kind.name()),
+            RegistryCall::List => "list".into(),
+        }
+    }
+
+    /// Reads [`RegistryCall::encode`]'s body; `None` for anything else.
+    pub fn decode(text: &str) -> Option<RegistryCall> {
+        let (op, rest) = text.split_once('\t').unwrap_or((text, ""));
+        match op {
+            "put" => Entry::decode(rest).map(RegistryCall::Put),
+            "remove" => {
+                let (id, kind) = rest.split_once('\t')?;
+                Some(RegistryCall::Remove { id: unescape(id), kind: Kind::parse(kind)? })
+            }
+            "list" if rest.is_empty() => Some(RegistryCall::List),
+            _ => None,
+        }
+    }
+}
+
+/// The registry's answer to a list: one entry line each.
+pub fn encode_listing(entries: &[Entry]) -> String {
+    entries.iter().map(Entry::encode).collect::<Vec<_>>().join("\n")
+}
+
+/// Reads [`encode_listing`]'s text: the entries live at `now_ms`, a line
+/// that does not decode skipped, at most [`MAX_LISTED`].
+pub fn decode_listing(text: &str, now_ms: i64) -> Vec<Entry> {
+    text.lines().filter_map(Entry::decode).filter(|e| e.live(now_ms)).take(MAX_LISTED).collect()
+}
+
+/// A reason or a label as stored: control characters dropped, at most
+/// `max` characters.
+pub fn clean_text(text: &str, max: usize) -> String {
+    text.chars().filter(|c| !c.is_control()).take(max).collect::<String>().trim().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry {
+        Entry {
+            id: "login\nip=203.0.113.7\t%".into(),
+            kind: Kind::Override,
+            rule: "login".into(),
+            key_hash: "274be81a020a0956".into(),
+            until_ms: Some(2_000),
+            limits: vec![(5, 1000), (100, 60_000)],
+            reason: "credential stuffing; ticket #42".into(),
+            by: "console".into(),
+            set_ms: 1_000,
+        }
+    }
+
+    #[test]
+    fn an_entry_and_every_call_read_back_as_written() {
+        let e = entry();
+        assert_eq!(Entry::decode(&e.encode()), Some(e.clone()));
+        let ban = Entry { kind: Kind::Ban, until_ms: Some(9), limits: Vec::new(), ..e.clone() };
+        assert_eq!(Entry::decode(&ban.encode()), Some(ban.clone()));
+        let forever = Entry { until_ms: None, ..e.clone() };
+        assert_eq!(Entry::decode(&forever.encode()), Some(forever));
+        for call in [RegistryCall::Put(e.clone()), RegistryCall::Remove { id: e.id.clone(), kind: Kind::Ban }, RegistryCall::List] {
+            assert_eq!(RegistryCall::decode(&call.encode()), Some(call));
+        }
+        assert!(!e.encode().contains('\n'), "one line, whatever the key holds");
+    }
+
+    #[test]
+    fn anything_else_is_refused_and_ended_entries_are_not_listed() {
+        for bad in ["", "get", "list\tx", "remove\tid", "remove\tid\tmute", "put\ta\tban", "ban 1767225600000"] {
+            assert_eq!(RegistryCall::decode(bad), None, "{bad:?}");
+        }
+        let live = entry();
+        let ended = Entry { until_ms: Some(500), ..entry() };
+        let listing = format!("{}\ngarbage\n{}", live.encode(), ended.encode());
+        assert_eq!(decode_listing(&listing, 1_000), vec![live]);
+    }
+
+    #[test]
+    fn reasons_lose_control_characters_and_are_capped() {
+        assert_eq!(clean_text(" a\nb\tc\u{7}d ", 200), "abcd");
+        assert_eq!(clean_text("abcdef", 3), "abc");
+    }
+}

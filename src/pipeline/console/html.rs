@@ -1,0 +1,352 @@
+//! The console's HTML, pure: each page rendered from its admin JSON twin,
+//! escaped, with the headers every console answer carries (a strict
+//! `Content-Security-Policy` allowing no script at all, no framing,
+//! forms only to the console itself; `no-store`). Keys appear only as
+//! their hashes, except the parts the operator typed on the Keys page.
+
+use crate::config::headers::OwnResponse;
+use crate::pipeline::console::route::param_name;
+use crate::pipeline::console::{esc, traffic, ConsoleRoute, Page};
+use crate::config::Config;
+use serde_json::Value;
+use std::fmt::Write;
+
+/// The console's `Content-Security-Policy`: no script, styles only from
+/// the console's own sheet, forms only to itself, never framed.
+pub const CSP: &str =
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The style sheet (`{prefix}/ui/style.css`).
+pub const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2228;background:#f6f7f9}\
+header{display:flex;gap:1.5em;align-items:center;padding:.6em 1.5em;background:#1d2228;color:#fff}\
+header a{color:#cfe3ff;text-decoration:none}header form{margin:0 0 0 auto}nav{display:flex;gap:1em}\
+main{padding:1em 1.5em;max-width:70em}section{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:.6em 1em;margin:.8em 0}\
+table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #e5e8eb;padding:.3em .5em;text-align:left;vertical-align:top}\
+code{background:#eef1f4;padding:0 .25em;border-radius:3px}.err{color:#a30d1b;font-weight:600}.ok{color:#176b2c;font-weight:600}\
+form.inline{display:inline-flex;gap:.4em;flex-wrap:wrap;align-items:center;margin:.3em 0}input{padding:.25em .4em}\
+button{padding:.3em .8em;border:1px solid #55606e;border-radius:4px;background:#fff;cursor:pointer}\
+.signin{max-width:24em;margin:4em auto}svg{background:#fff;border:1px solid #dde1e6}";
+
+/// A console answer: `status`, the HTML `body`, the console's headers.
+pub fn html(status: u16, body: String) -> OwnResponse {
+    let headers = [
+        ("content-type", "text/html; charset=utf-8"),
+        ("content-security-policy", CSP),
+        ("x-frame-options", "DENY"),
+        ("x-content-type-options", "nosniff"),
+        ("referrer-policy", "same-origin"),
+        ("cache-control", "no-store"),
+    ];
+    OwnResponse { status, headers: headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(), body }
+}
+
+/// The style sheet's answer.
+pub fn style() -> OwnResponse {
+    let mut own = html(200, STYLE.to_string());
+    own.headers[0].1 = "text/css; charset=utf-8".into();
+    own.headers.retain(|(n, _)| n != "cache-control");
+    own.headers.push(("cache-control".into(), "max-age=300".into()));
+    own
+}
+
+/// A `303 See Other` to `location`, setting `cookie` when given.
+pub fn redirect(location: &str, cookie: Option<String>) -> OwnResponse {
+    let mut own = html(303, String::new());
+    own.headers.push(("location".into(), location.to_string()));
+    if let Some(c) = cookie {
+        own.headers.push(("set-cookie".into(), c));
+    }
+    own
+}
+
+fn document(prefix: &str, title: &str, csrf: Option<&str>, content: &str) -> String {
+    let mut nav = String::new();
+    if let Some(csrf) = csrf {
+        for (page, name) in [(Page::Rules, "Rules"), (Page::Traffic, "Traffic"), (Page::Keys, "Keys"), (Page::Controls, "Controls")] {
+            let _ = write!(nav, "<a href=\"{}{}\">{name}</a>", esc(prefix), page.path());
+        }
+        let _ = write!(
+            nav,
+            "</nav><form method=\"post\" action=\"{}/ui/signout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button>Sign out</button></form><nav>",
+            esc(prefix),
+            esc(csrf)
+        );
+    }
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+<title>tollgate · {t}</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"{p}/ui/style.css\"></head>\
+<body><header><strong>tollgate</strong><nav>{nav}</nav></header><main><h1>{t}</h1>{content}</main></body></html>",
+        t = esc(title),
+        p = esc(prefix)
+    )
+}
+
+/// The sign-in page, with a message (a wrong token, an ended session).
+pub fn sign_in(prefix: &str, status: u16, message: Option<&str>) -> OwnResponse {
+    let note = message.map(|m| format!("<p class=\"err\">{}</p>", esc(m))).unwrap_or_default();
+    let form = format!(
+        "<section class=\"signin\">{note}<form method=\"post\" action=\"{}/ui/signin\"><p><label>Admin token<br>\
+<input type=\"password\" name=\"token\" autocomplete=\"current-password\" required autofocus></label></p>\
+<p><button>Sign in</button></p></form></section>",
+        esc(prefix)
+    );
+    html(status, document(prefix, "Sign in", None, &form))
+}
+
+/// A refused post (another site, no CSRF token).
+pub fn forged(prefix: &str) -> OwnResponse {
+    let text = "<p class=\"err\">Refused: this form did not come from the console (cross-site, or without its CSRF token).</p>";
+    html(403, document(prefix, "Refused", None, text))
+}
+
+/// A page of the signed-in console, from its admin answer: `Ok(json)`, or
+/// `Err(problem)` (an error the API would answer, shown on the page).
+pub fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answer: Option<Result<&Value, &OwnResponse>>) -> OwnResponse {
+    let error = match answer {
+        Some(Err(problem)) => {
+            let detail = serde_json::from_str::<Value>(&problem.body).ok().and_then(|v| v.get("detail").and_then(Value::as_str).map(str::to_string));
+            format!("<p class=\"err\">{} {}</p>", problem.status, esc(&detail.unwrap_or_default()))
+        }
+        _ => String::new(),
+    };
+    let json = answer.and_then(Result::ok);
+    let (title, content) = match route.page {
+        Page::Rules => ("Rules", json.map(rules).unwrap_or_default()),
+        Page::Controls => ("Controls", json.map(controls).unwrap_or_default()),
+        Page::Keys | Page::KeysAction => ("Keys", keys(config, route, csrf, json)),
+        _ => ("Traffic", traffic(&route.prefix, json)),
+    };
+    let status = match answer {
+        Some(Err(problem)) => problem.status,
+        _ => 200,
+    };
+    html(status, document(&route.prefix, title, Some(csrf), &format!("{error}{content}")))
+}
+
+/// A JSON value as short text: strings as they are, `null` as `-`.
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+fn rules(body: &Value) -> String {
+    let mut out = String::new();
+    for rule in body["rules"].as_array().into_iter().flatten() {
+        let name = text(&rule["name"]);
+        let _ = write!(out, "<section><h2 id=\"rule-{n}\">{n}</h2><table>", n = esc(&name));
+        for (field, value) in rule.as_object().into_iter().flatten() {
+            let shown = match (field.as_str(), value.as_array()) {
+                ("limits", Some(limits)) => limits.iter().map(|l| format!("{}/{}", l["requests"], duration(l["window_ms"].as_u64().unwrap_or(0)))).collect::<Vec<_>>().join(", "),
+                _ => text(value),
+            };
+            if field != "name" && !value.is_null() && !value.as_array().is_some_and(Vec::is_empty) {
+                let _ = write!(out, "<tr><th>{}</th><td><code>{}</code></td></tr>", esc(field), esc(&shown));
+            }
+        }
+        let host = rule["host"].as_str().unwrap_or("example.com");
+        let path = rule["path"].as_str().unwrap_or("/").replace('*', "x");
+        let method = rule["methods"].get(0).and_then(Value::as_str).unwrap_or("GET");
+        let _ = write!(
+            out,
+            "</table><p>Try it: <code>tollgate explain https://{}{} -X {} --ip 203.0.113.7</code></p></section>",
+            esc(host),
+            esc(&path),
+            esc(method)
+        );
+    }
+    out
+}
+
+fn controls(body: &Value) -> String {
+    let list = body["controls"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if list.is_empty() {
+        return "<p>No ban or override is in force.</p>".into();
+    }
+    let mut out = String::from(
+        "<table id=\"controls\"><tr><th>Rule</th><th>Key hash</th><th>Control</th><th>Limits</th><th>Ends</th><th>Reason</th><th>Set by</th><th>Set</th></tr>",
+    );
+    for c in list {
+        let limits: Vec<String> = c["limits"].as_array().into_iter().flatten().map(|l| format!("{}/{}", l[0], duration(l[1].as_u64().unwrap_or(0)))).collect();
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&text(&c["rule"])),
+            esc(&text(&c["key_hash"])),
+            esc(&text(&c["kind"])),
+            esc(&limits.join(", ")),
+            c["until_ms"].as_i64().map_or_else(|| "never".to_string(), time),
+            esc(&text(&c["reason"])),
+            esc(&text(&c["by"])),
+            c["set_ms"].as_i64().map_or_else(String::new, time),
+        );
+    }
+    out + "</table>"
+}
+
+fn traffic(prefix: &str, body: Option<&Value>) -> String {
+    let range = body.and_then(|b| b["range"].as_str()).unwrap_or("hour");
+    let mut out = String::from("<p class=\"tabs\">");
+    for r in ["hour", "day", "week"] {
+        let current = if r == range { " aria-current=\"page\"" } else { "" };
+        let _ = write!(out, "<a href=\"{}/ui/traffic?range={r}\"{current}>Last {r}</a> ", esc(prefix));
+    }
+    out.push_str("</p>");
+    let Some(body) = body.filter(|b| b.get("error").is_none()) else {
+        let why = body.and_then(|b| b["error"].as_str()).unwrap_or_default();
+        return format!("{out}<p class=\"err\">{}</p>{}", esc(why), how_to());
+    };
+    let rules = body["rules"].as_object().filter(|r| !r.is_empty());
+    match rules {
+        None => out.push_str("<p>No points in this range.</p>"),
+        Some(rules) => {
+            for (rule, per_action) in rules {
+                let _ = write!(out, "<section><h2>{}</h2>{}</section>", esc(rule), traffic::chart(rule, per_action));
+            }
+        }
+    }
+    out.push_str("<section><h2>Top blocked keys</h2><table id=\"top-keys\"><tr><th>Rule</th><th>Key hash</th><th>Blocked</th></tr>");
+    for k in body["top_keys"].as_array().into_iter().flatten() {
+        let _ = write!(out, "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>", esc(&text(&k["rule"])), esc(&text(&k["key_hash"])), k["n"]);
+    }
+    out.push_str("</table></section><section><h2>Top countries and colos (limited traffic)</h2><table id=\"top-places\"><tr><th>Country</th><th>Colo</th><th>Decisions</th></tr>");
+    for p in body["top_places"].as_array().into_iter().flatten() {
+        let _ = write!(out, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&text(&p["country"])), esc(&text(&p["colo"])), p["n"]);
+    }
+    out + "</table></section>"
+}
+
+fn how_to() -> String {
+    "<p>Traffic charts read the Analytics Engine dataset bound as <code>TOLLGATE_METRICS</code> through its SQL API. \
+Set the var <code>TOLLGATE_ACCOUNT_ID</code> and the secret <code>TOLLGATE_ANALYTICS_TOKEN</code> (an API token with \
+Account Analytics: Read) to turn them on (and <code>TOLLGATE_ANALYTICS_DATASET</code> when the dataset is not \
+named <code>tollgate</code>). Under <code>scripts/dev</code> the Worker keeps the same points in a local sink instead.</p>"
+        .into()
+}
+
+/// Hidden inputs of the key the operator typed, and the CSRF token.
+fn hidden(route_typed: &[(String, String)], csrf: &str) -> String {
+    let mut out = format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", esc(csrf));
+    for (name, value) in route_typed {
+        let _ = write!(out, "<input type=\"hidden\" name=\"{}\" value=\"{}\">", esc(name), esc(value));
+    }
+    out
+}
+
+fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<&Value>) -> String {
+    let p = esc(&route.prefix);
+    let mut out = String::new();
+    if let Some(s) = status {
+        let _ = write!(out, "<section id=\"status\"><h2>{} · <code>{}</code></h2>", esc(&text(&s["rule"])), esc(&text(&s["key_hash"])));
+        if s["action"].as_str() != Some("status") {
+            let _ = write!(out, "<p class=\"ok\">Done: {}.</p>", esc(&text(&s["action"])));
+        }
+        let _ = write!(out, "<p>Limits from: <code>{}</code></p><table><tr><th>Window</th><th>Used</th><th>Remaining</th><th>Resets in</th></tr>", esc(&text(&s["limits_source"])));
+        for w in s["windows"].as_array().into_iter().flatten() {
+            let _ = write!(
+                out,
+                "<tr><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                w["limit"],
+                duration(w["window_ms"].as_u64().unwrap_or(0)),
+                w["used"],
+                w["remaining"],
+                duration(w["reset_ms"].as_u64().unwrap_or(0))
+            );
+        }
+        out.push_str("</table>");
+        if let Some(until) = s["ban"]["until_ms"].as_i64() {
+            let _ = write!(out, "<p class=\"err\" id=\"banned\">Banned until {}</p>", time(until));
+        }
+        if s["override"].is_object() {
+            let _ = write!(out, "<p id=\"overridden\">Override: <code>{}</code></p>", esc(&s["override"].to_string()));
+        }
+        let h = hidden(&route.typed, csrf);
+        let _ = write!(
+            out,
+            "<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"ban\">\
+<label>Ban for <input name=\"for\" value=\"1h\" size=\"5\"></label><label>Reason <input name=\"reason\" size=\"30\"></label><button>Ban</button></form>\
+<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"lift\"><button>Lift ban</button></form>\
+<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"override\">\
+<label>Limit <input name=\"limit\" value=\"1000/1d\" size=\"9\"></label><label>for <input name=\"for\" size=\"5\"></label>\
+<label>Reason <input name=\"reason\" size=\"20\"></label><button>Override</button></form>\
+<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"clear_override\"><button>Clear override</button></form>\
+<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"reset\"><button>Reset count</button></form></section>"
+        );
+    }
+    for rule in &config.rules {
+        let _ = write!(out, "<section><h2>{n}</h2><form class=\"inline\" method=\"get\" action=\"{p}/ui/keys\"><input type=\"hidden\" name=\"rule\" value=\"{n}\">", n = esc(&rule.name));
+        let typed = |name: &str| route.typed.iter().find(|(n, _)| n == name && route.typed.first().is_some_and(|(_, r)| *r == rule.name)).map(|(_, v)| v.as_str());
+        for name in rule.key.iter().filter_map(param_name) {
+            let _ = write!(out, "<label>{n} <input name=\"{n}\" value=\"{}\"></label>", esc(typed(&name).unwrap_or("")), n = esc(&name));
+        }
+        out.push_str("<button>Look up</button></form></section>");
+    }
+    out
+}
+
+/// A duration in ms as the config writes one (`90s`, `15m`, `2h`, `1d`).
+pub fn duration(ms: u64) -> String {
+    match ms {
+        0 => "0s".into(),
+        ms if ms % 86_400_000 == 0 => format!("{}d", ms / 86_400_000),
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+/// Unix ms as `YYYY-MM-DD HH:MM:SS UTC`, in integers (no float formatting).
+pub fn time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_is_escaped_and_times_and_durations_read_as_written() {
+        assert_eq!(esc("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
+        assert_eq!(time(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(time(1_796_083_199_000), "2026-11-30 23:59:59 UTC");
+        assert_eq!(time(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        assert_eq!(duration(900_000), "15m");
+        assert_eq!(duration(86_400_000), "1d");
+        assert_eq!(duration(1500), "1500ms");
+    }
+
+    #[test]
+    fn the_controls_page_names_keys_by_hash_and_escapes_reasons() {
+        let body = json!({ "controls": [{ "rule": "login", "key_hash": "274be81a020a0956", "kind": "ban", "until_ms": 0,
+            "limits": [], "reason": "<script>alert(1)</script>", "by": "console", "set_ms": 0, "checked": true }] });
+        let page = controls(&body);
+        assert!(page.contains("274be81a020a0956") && page.contains("&lt;script&gt;") && !page.contains("<script>"));
+        assert_eq!(controls(&json!({ "controls": [] })), "<p>No ban or override is in force.</p>");
+    }
+
+    #[test]
+    fn every_console_answer_forbids_script_and_framing() {
+        let own = sign_in("/.tollgate", 401, Some("Wrong token."));
+        assert_eq!(own.header("content-security-policy"), Some(CSP));
+        assert!(CSP.contains("default-src 'none'") && !CSP.contains("script-src") && CSP.contains("frame-ancestors 'none'"));
+        assert_eq!(own.header("x-frame-options"), Some("DENY"));
+        assert!(!own.body.contains("<script"), "no script at all");
+        assert_eq!(redirect("/x", Some("c=1".into())).header("set-cookie"), Some("c=1"));
+    }
+}

@@ -1,0 +1,148 @@
+//! The operator console (issue 28): server-rendered HTML pages under the
+//! admin prefix, served only when `TOLLGATE_ADMIN_TOKEN` is set, never on
+//! the request path of rate-limited traffic.
+//!
+//! Each page is the HTML of one admin API answer (its JSON twin): Rules of
+//! `GET {prefix}/rules`, Keys of `GET {prefix}/status` and of the
+//! override, ban and reset calls, Controls of `GET {prefix}/controls`. The
+//! planner ([`route`]) turns a console request into that admin route once
+//! the session holds ([`session`]); the admin flow runs it as it runs the
+//! API's, and renders its answer through [`html`]. No page carries script:
+//! the `Content-Security-Policy` allows none.
+//!
+//! Paths: `{prefix}/` (the sign-in form, or on to Rules), `{prefix}/ui/signin`
+//! and `/ui/signout` (POST), `/ui/rules`, `/ui/traffic`, `/ui/keys` (GET a
+//! lookup, POST an action), `/ui/controls`, `/ui/style.css`.
+
+pub mod html;
+pub mod route;
+pub mod session;
+pub mod traffic;
+
+/// `text` escaped for HTML text and quoted attribute values.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A console page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Page {
+    Home,
+    SignIn,
+    SignOut,
+    Rules,
+    Traffic,
+    Keys,
+    /// A form on the Keys page: reset, ban, override, lift.
+    KeysAction,
+    Controls,
+    Style,
+}
+
+impl Page {
+    /// The page's path under the prefix.
+    pub fn path(self) -> &'static str {
+        match self {
+            Page::Home => "/",
+            Page::SignIn => "/ui/signin",
+            Page::SignOut => "/ui/signout",
+            Page::Rules => "/ui/rules",
+            Page::Traffic => "/ui/traffic",
+            Page::Keys | Page::KeysAction => "/ui/keys",
+            Page::Controls => "/ui/controls",
+            Page::Style => "/ui/style.css",
+        }
+    }
+
+    /// Whether the page changes state (a POST with a form).
+    pub fn changes_state(self) -> bool {
+        matches!(self, Page::SignIn | Page::SignOut | Page::KeysAction)
+    }
+}
+
+/// The console page at `canonical_path` for `method`, if it is one.
+pub fn page(prefix: &str, canonical_path: &str, method: &str) -> Option<Page> {
+    let rest = canonical_path.strip_prefix(prefix)?;
+    let post = method.eq_ignore_ascii_case("POST");
+    let get = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
+    Some(match (rest, get, post) {
+        ("" | "/", true, _) => Page::Home,
+        ("/ui/signin", _, true) => Page::SignIn,
+        ("/ui/signout", _, true) => Page::SignOut,
+        ("/ui/rules", true, _) => Page::Rules,
+        ("/ui/traffic", true, _) => Page::Traffic,
+        ("/ui/keys", true, _) => Page::Keys,
+        ("/ui/keys", _, true) => Page::KeysAction,
+        ("/ui/controls", true, _) => Page::Controls,
+        ("/ui/style.css", true, _) => Page::Style,
+        _ => return None,
+    })
+}
+
+/// Who the console request is, once its cookie and form are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// The style sheet: no session needed.
+    Public,
+    /// A valid session, and its CSRF token for the page's forms.
+    Session { csrf: String },
+    /// The right token in the sign-in form: the session cookie to set.
+    SignedIn { cookie: String },
+    /// A wrong token in the sign-in form (counted by the lockout).
+    WrongToken,
+    /// No valid session (`expired`: a well-signed one that ended).
+    SignedOut { expired: bool },
+    /// A state-changing post from another site, or without the session's
+    /// CSRF token: refused, nothing done.
+    Forged,
+}
+
+impl Auth {
+    /// Whether the request is the operator's.
+    pub fn authorized(&self) -> bool {
+        matches!(self, Auth::Session { .. } | Auth::SignedIn { .. })
+    }
+}
+
+/// A console request, planned: `R` is the admin route the page asks
+/// (`AdminRoute`; generic so that this module names no admin type).
+#[derive(Debug)]
+pub struct ConsoleRoute<R> {
+    pub page: Page,
+    pub auth: Auth,
+    /// The admin prefix (links, the cookie's path).
+    pub prefix: String,
+    /// The admin route the page shows (None: the page asks nothing).
+    pub inner: Option<R>,
+    /// The raw key parts the operator typed on the Keys page, to fill its
+    /// forms again (`name`, `value`).
+    pub typed: Vec<(String, String)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_are_known_by_path_and_method() {
+        assert_eq!(page("/.tollgate", "/.tollgate/", "GET"), Some(Page::Home));
+        assert_eq!(page("/.tollgate", "/.tollgate", "GET"), Some(Page::Home));
+        assert_eq!(page("/.tollgate", "/.tollgate/ui/keys", "POST"), Some(Page::KeysAction));
+        assert_eq!(page("/.tollgate", "/.tollgate/ui/keys", "GET"), Some(Page::Keys));
+        assert_eq!(page("/.tollgate", "/.tollgate/ui/signin", "GET"), None);
+        assert_eq!(page("/.tollgate", "/.tollgate/status", "GET"), None, "the API's own paths are not pages");
+        assert_eq!(page("/.tollgate", "/.tollgate/", "POST"), None);
+        assert!(Page::KeysAction.changes_state() && !Page::Keys.changes_state());
+    }
+}

@@ -1,0 +1,205 @@
+//! Plans a console request (pure): who it is ([`Auth`]: the session
+//! cookie, the sign-in form's token, the CSRF token and the request's
+//! origin) and the admin route its page asks, which the admin flow then
+//! runs as it runs the API's.
+
+use crate::config::Config;
+use crate::pipeline::admin::{self, AdminRoute};
+use crate::pipeline::applied::object_name;
+use crate::pipeline::console::session::{self, Session};
+use crate::pipeline::console::traffic::Range;
+use crate::pipeline::console::{Auth, ConsoleRoute, Page};
+use crate::request::canon::CanonicalQuery;
+use crate::request::key::{key_hash, KeyPart};
+
+/// What the planner reads of a console request.
+pub struct ConsoleRequest<'a> {
+    /// The `Cookie` field.
+    pub cookie: Option<&'a str>,
+    /// `Sec-Fetch-Site` and `Origin`.
+    pub fetch_site: Option<&'a str>,
+    pub origin: Option<&'a str>,
+    /// `scheme://host` of the request's own URL.
+    pub own_origin: &'a str,
+    /// The URL's query, and a POST's form body (urlencoded).
+    pub query: &'a CanonicalQuery,
+    pub form: Option<&'a CanonicalQuery>,
+    pub log_key: Option<&'a [u8]>,
+    pub now_ms: i64,
+}
+
+/// The console route of `page` under the configured `token`, and whether
+/// the lockout counter is asked: a wrong sign-in is counted; a signed-in
+/// request is checked as an authorized API request is (unless the token
+/// is long enough to pass the lockout); a page shown signed out, a forged
+/// post and the style sheet ask nothing.
+pub fn plan<'c>(config: &'c Config, page: Page, token: &str, req: &ConsoleRequest<'_>) -> (ConsoleRoute<AdminRoute<'c>>, bool) {
+    let auth = auth(page, token, req);
+    let binds = match &auth {
+        Auth::WrongToken => true,
+        Auth::Session { .. } | Auth::SignedIn { .. } => !admin::token_passes_lockout(token),
+        Auth::Public | Auth::SignedOut { .. } | Auth::Forged => false,
+    };
+    let params = req.form.unwrap_or(req.query);
+    let typed = typed_parts(config, params);
+    let inner = if auth.authorized() { inner(config, page, params, req.log_key) } else { None };
+    let route = ConsoleRoute { page, auth, prefix: config.admin_prefix.clone(), inner, typed };
+    (route, binds)
+}
+
+fn auth(page: Page, token: &str, req: &ConsoleRequest<'_>) -> Auth {
+    let same_site = session::same_site(req.fetch_site, req.origin, req.own_origin);
+    let field = |name: &str| req.form.and_then(|f| f.values(name).next());
+    match page {
+        Page::Style => return Auth::Public,
+        Page::SignIn if !same_site => return Auth::Forged,
+        Page::SignIn => {
+            let presented = field("token").unwrap_or("");
+            return if admin::token_matches(token, Some(&format!("Bearer {presented}"))) {
+                Auth::SignedIn { cookie: session::issue(token, req.now_ms) }
+            } else {
+                Auth::WrongToken
+            };
+        }
+        _ => {}
+    }
+    match session::verify(token, req.cookie, req.now_ms) {
+        Session::Valid { end_ms } => {
+            if page.changes_state() && !(same_site && session::csrf_holds(token, end_ms, field("csrf"))) {
+                Auth::Forged
+            } else {
+                Auth::Session { csrf: session::csrf_token(token, end_ms) }
+            }
+        }
+        Session::Expired => Auth::SignedOut { expired: true },
+        Session::None => Auth::SignedOut { expired: false },
+    }
+}
+
+/// The admin route a signed-in page shows: the rules, the controls, a
+/// key's status (a Keys lookup with a `rule`), or a Keys form's action
+/// (`do`: `reset`, `ban`, `lift`, `override`, `clear_override`).
+fn inner<'c>(config: &'c Config, page: Page, params: &CanonicalQuery, log_key: Option<&[u8]>) -> Option<AdminRoute<'c>> {
+    let (endpoint, method) = match page {
+        Page::Rules => return Some(AdminRoute::Rules),
+        Page::Controls => return Some(AdminRoute::Controls),
+        Page::Traffic => return Some(AdminRoute::Traffic(Range::parse(params.values("range").next()))),
+        Page::Keys if params.values("rule").next().is_some() => ("/status", "GET"),
+        Page::KeysAction => match params.values("do").next()? {
+            "reset" => ("/reset", "POST"),
+            "ban" => ("/ban", "POST"),
+            "lift" => ("/ban", "DELETE"),
+            "override" => ("/override", "PUT"),
+            "clear_override" => ("/override", "DELETE"),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let path = format!("{}{endpoint}", config.admin_prefix);
+    Some(match admin::parse(config, &path, method, params) {
+        Ok(admin::AdminAsk::Object(mut request)) => {
+            if let Some(control) = request.control.as_mut() {
+                control.by = "console".into();
+            }
+            AdminRoute::Call { id: object_name(request.rule, &request.key), key_hash: key_hash(&request.key, log_key), request }
+        }
+        Ok(admin::AdminAsk::Rules) => AdminRoute::Rules,
+        Ok(admin::AdminAsk::Controls) => AdminRoute::Controls,
+        Ok(admin::AdminAsk::Traffic(range)) => AdminRoute::Traffic(range),
+        Err(e) => AdminRoute::Invalid(e),
+    })
+}
+
+/// The admin query parameter of a key part (`ip`, `header:NAME`, ...);
+/// `None` for `global`.
+pub fn param_name(part: &KeyPart) -> Option<String> {
+    Some(match part {
+        KeyPart::Global => return None,
+        KeyPart::Ip => "ip".into(),
+        KeyPart::Country => "country".into(),
+        KeyPart::Asn => "asn".into(),
+        KeyPart::Body(n, _) => format!("body:{n}"),
+        KeyPart::Header(n, _) => format!("header:{n}"),
+        KeyPart::Cookie(n, _) => format!("cookie:{n}"),
+        KeyPart::Query(n, _) => format!("query:{n}"),
+        KeyPart::PathGroup(n, _) => format!("path:{n}"),
+    })
+}
+
+/// The key parts the operator typed (for the named rule), to fill the
+/// page's forms again: they are the operator's own.
+fn typed_parts(config: &Config, params: &CanonicalQuery) -> Vec<(String, String)> {
+    let Some(rule) = params.values("rule").next().and_then(|name| config.rules.iter().find(|r| r.name == name)) else {
+        return Vec::new();
+    };
+    let mut typed = vec![("rule".to_string(), rule.name.clone())];
+    for name in rule.key.iter().filter_map(param_name) {
+        if let Some(value) = params.values(&name).next() {
+            typed.push((name, value.to_string()));
+        }
+    }
+    typed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const TOKEN: &str = "short token";
+
+    fn config() -> Config {
+        crate::testing::config(json!([{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] }]))
+    }
+
+    fn plan_of(page: Page, cookie: Option<&str>, form: Option<&str>, site: Option<&str>) -> (Auth, bool, Option<String>) {
+        let config = config();
+        let query = CanonicalQuery::parse("");
+        let form = form.map(CanonicalQuery::parse);
+        let req = ConsoleRequest {
+            cookie,
+            fetch_site: site,
+            origin: None,
+            own_origin: "https://example.com",
+            query: &query,
+            form: form.as_ref(),
+            log_key: None,
+            now_ms: 10_000,
+        };
+        let (route, binds) = plan(&config, page, TOKEN, &req);
+        let inner = route.inner.as_ref().map(|r| format!("{r:?}").split([' ', '(', '{']).next().unwrap_or("").to_string());
+        (route.auth, binds, inner)
+    }
+
+    #[test]
+    fn signing_in_counts_a_wrong_token_and_sets_a_session_for_the_right_one() {
+        let (auth, binds, _) = plan_of(Page::SignIn, None, Some("token=nope"), Some("same-origin"));
+        assert_eq!((auth, binds), (Auth::WrongToken, true));
+        let (auth, binds, _) = plan_of(Page::SignIn, None, Some("token=short%20token"), Some("same-origin"));
+        assert!(matches!(auth, Auth::SignedIn { .. }), "{auth:?}");
+        assert!(binds, "a short token keeps the lockout's check");
+        let (auth, binds, _) = plan_of(Page::SignIn, None, Some("token=short%20token"), Some("cross-site"));
+        assert_eq!((auth, binds), (Auth::Forged, false), "a cross-site sign-in is not even counted");
+    }
+
+    #[test]
+    fn a_session_shows_pages_and_a_post_needs_its_csrf_token() {
+        let cookie = format!("{}={}", session::COOKIE, session::issue(TOKEN, 9_000));
+        let (auth, _, inner) = plan_of(Page::Rules, Some(&cookie), None, None);
+        assert!(matches!(auth, Auth::Session { .. }));
+        assert_eq!(inner.as_deref(), Some("Rules"));
+        let Auth::Session { csrf } = auth else { unreachable!() };
+        let form = format!("do=ban&rule=a&ip=198.51.100.7&for=10m&reason=abuse&csrf={csrf}");
+        let (auth, _, inner) = plan_of(Page::KeysAction, Some(&cookie), Some(&form), Some("same-origin"));
+        assert!(matches!(auth, Auth::Session { .. }));
+        assert_eq!(inner.as_deref(), Some("Call"));
+        let (auth, _, inner) = plan_of(Page::KeysAction, Some(&cookie), Some("do=ban&rule=a&ip=198.51.100.7&for=10m"), Some("same-origin"));
+        assert_eq!((auth, inner), (Auth::Forged, None), "no CSRF token");
+        let (auth, _, _) = plan_of(Page::KeysAction, Some(&cookie), Some(&form), Some("cross-site"));
+        assert_eq!(auth, Auth::Forged, "the right CSRF token from another site");
+        let (auth, binds, inner) = plan_of(Page::Controls, None, None, None);
+        assert_eq!((auth, binds, inner), (Auth::SignedOut { expired: false }, false, None));
+        let ended = format!("{}={}", session::COOKIE, session::issue(TOKEN, 10_000 - session::SESSION_MS));
+        assert_eq!(plan_of(Page::Rules, Some(&ended), None, None).0, Auth::SignedOut { expired: true });
+    }
+}

@@ -1,0 +1,272 @@
+//! The Traffic page's data, pure (issue 28): the SQL it asks, the answers
+//! read back, and the charts drawn as SVG with integer coordinates.
+//!
+//! The data is the Analytics Engine points the Worker writes
+//! ([`crate::pipeline::metrics`]), read through the SQL API (the var
+//! [`ACCOUNT_VAR`], the secret [`TOKEN_SECRET`], the dataset named by
+//! [`DATASET_VAR`], `tollgate` unless set), or, in local development, from
+//! the local sink ([`Dialect::Sqlite`]: the same points in the SQLite table
+//! `points` of one object, written when the var [`SINK_VAR`] is set and no
+//! dataset is bound). Every count is `SUM(_sample_interval)`, but allowed
+//! decisions of a `limited` rule, which come as `allowed_total` points
+//! standing for `double1` each: `SUM(_sample_interval * double1)`.
+//!
+//! Answers are read in the SQL API's JSON format (`{"meta": [...],
+//! "data": [{column: value}], "rows": n, ...}`, 64-bit integers quoted as
+//! strings); a malformed answer reads as no rows.
+
+use serde_json::Value;
+use std::fmt::Write;
+
+/// The var holding the Cloudflare account id of the SQL API.
+pub const ACCOUNT_VAR: &str = "TOLLGATE_ACCOUNT_ID";
+/// The secret holding an API token with Account Analytics: Read.
+pub const TOKEN_SECRET: &str = "TOLLGATE_ANALYTICS_TOKEN";
+/// The var naming the dataset (the binding's `dataset`), `tollgate` unless set.
+pub const DATASET_VAR: &str = "TOLLGATE_ANALYTICS_DATASET";
+/// The var that turns on the local sink (scripts/dev sets it).
+pub const SINK_VAR: &str = "TOLLGATE_LOCAL_METRICS";
+/// The local sink's object name and its path.
+pub const SINK_OBJECT: &str = "tollgate:local-metrics";
+pub const SINK_PATH: &str = "/v1/sink";
+
+/// The actions a point records, in the charts' order, with their colours.
+pub const ACTIONS: [(&str, &str); 5] =
+    [("allowed", "#2b7bb9"), ("blocked", "#c62828"), ("shadow", "#ef8f00"), ("exempt", "#6a8a3a"), ("error", "#7b1fa2")];
+
+/// Which SQL the answers come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// The Analytics Engine SQL API.
+    AnalyticsEngine,
+    /// The local sink's SQLite (`timestamp` in Unix seconds).
+    Sqlite,
+}
+
+/// The span a page shows: the last hour, day or week.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Range {
+    Hour,
+    Day,
+    Week,
+}
+
+impl Range {
+    /// `range=hour|day|week` (anything else: the hour).
+    pub fn parse(text: Option<&str>) -> Range {
+        match text {
+            Some("day") => Range::Day,
+            Some("week") => Range::Week,
+            _ => Range::Hour,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Range::Hour => "hour",
+            Range::Day => "day",
+            Range::Week => "week",
+        }
+    }
+
+    /// The span and the bucket, in seconds (60 buckets a chart, or so).
+    pub fn seconds(self) -> (u64, u64) {
+        match self {
+            Range::Hour => (3_600, 60),
+            Range::Day => (86_400, 1_800),
+            Range::Week => (604_800, 10_800),
+        }
+    }
+}
+
+/// The three queries of a page: counts per rule, action and bucket; the
+/// top blocked key hashes; the top countries and colos.
+pub fn queries(dialect: Dialect, dataset: &str, range: Range) -> [String; 3] {
+    let (span, bucket) = range.seconds();
+    let (since, t) = match dialect {
+        Dialect::AnalyticsEngine => (
+            format!("timestamp > NOW() - INTERVAL '{span}' SECOND"),
+            format!("intDiv(toUInt32(timestamp), {bucket}) * {bucket}"),
+        ),
+        Dialect::Sqlite => (format!("timestamp > unixepoch() - {span}"), format!("(timestamp / {bucket}) * {bucket}")),
+    };
+    let table = if dialect == Dialect::Sqlite { "points" } else { dataset };
+    [
+        format!(
+            "SELECT blob1 AS rule, blob2 AS action, {t} AS t, SUM(_sample_interval) AS n, SUM(_sample_interval * double1) AS w FROM {table} WHERE {since} GROUP BY rule, action, t ORDER BY t"
+        ),
+        format!(
+            "SELECT blob1 AS rule, blob5 AS key_hash, SUM(_sample_interval) AS n FROM {table} WHERE blob2 = 'blocked' AND {since} GROUP BY rule, key_hash ORDER BY n DESC LIMIT 10"
+        ),
+        format!(
+            "SELECT blob4 AS country, blob3 AS colo, SUM(_sample_interval) AS n FROM {table} WHERE {since} AND blob2 != 'allowed' AND blob2 != 'allowed_total' GROUP BY country, colo ORDER BY n DESC LIMIT 10"
+        ),
+    ]
+}
+
+/// A dataset name as a query may hold it (letters, digits, `_`), else `tollgate`.
+pub fn dataset(name: Option<&str>) -> String {
+    name.filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).unwrap_or("tollgate").to_string()
+}
+
+/// An answer's rows (`data`); a malformed answer: none.
+fn rows(answer: &str) -> Vec<Value> {
+    match serde_json::from_str::<Value>(answer).ok().as_mut().and_then(|v| v.get_mut("data")).map(Value::take) {
+        Some(Value::Array(rows)) => rows,
+        _ => Vec::new(),
+    }
+}
+
+/// A count as the SQL API writes one: a number or a quoted integer.
+fn count(v: &Value) -> u64 {
+    match v {
+        Value::String(s) => s.parse().unwrap_or(0),
+        other => other.as_u64().or_else(|| other.as_f64().map(|f| f as u64)).unwrap_or(0),
+    }
+}
+
+fn field(row: &Value, name: &str) -> String {
+    match &row[name] {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// The page's JSON twin (`GET {prefix}/traffic?range=`), from the three
+/// answers (`Err`: why there are none): per rule, per action, the counts of
+/// each bucket from `now_s - span` (oldest first); the top blocked key
+/// hashes; the top countries and colos.
+pub fn body(range: Range, now_s: u64, answers: Result<[String; 3], String>) -> Value {
+    let answers = match answers {
+        Ok(a) => a,
+        Err(why) => return serde_json::json!({ "range": range.name(), "error": why }),
+    };
+    let (span, bucket) = range.seconds();
+    let buckets = span / bucket;
+    let first = (now_s.saturating_sub(span) / bucket + 1) * bucket;
+    let mut series = serde_json::Map::new();
+    for row in rows(&answers[0]) {
+        let (rule, mut action, t) = (field(&row, "rule"), field(&row, "action"), count(&row["t"]));
+        // A `limited` rule's allowed decisions come as totals, each point
+        // standing for `double1` of them.
+        let n = if action == "allowed_total" {
+            action = "allowed".to_string();
+            count(&row["w"])
+        } else {
+            count(&row["n"])
+        };
+        let Some(slot) = t.checked_sub(first).map(|d| d / bucket).filter(|s| *s < buckets) else { continue };
+        let per_rule = series.entry(rule).or_insert_with(|| Value::Object(serde_json::Map::new()));
+        let counts = &mut per_rule[action.as_str()];
+        if !counts.is_array() {
+            *counts = Value::Array(vec![Value::from(0u64); buckets as usize]);
+        }
+        counts[slot as usize] = Value::from(count(&counts[slot as usize]) + n);
+    }
+    let top = |answer: &str, a: &str, b: &str| -> Vec<Value> {
+        rows(answer).iter().map(|r| serde_json::json!({ a: field(r, a), b: field(r, b), "n": count(&r["n"]) })).collect()
+    };
+    serde_json::json!({
+        "range": range.name(),
+        "from_s": first,
+        "bucket_s": bucket,
+        "rules": series,
+        "top_keys": top(&answers[1], "rule", "key_hash"),
+        "top_places": top(&answers[2], "country", "colo"),
+    })
+}
+
+/// One rule's chart: a line per action that has points, integer
+/// coordinates, the scale's top labelled.
+pub fn chart(rule: &str, per_action: &Value) -> String {
+    const W: u64 = 600;
+    const H: u64 = 140;
+    const PAD: u64 = 28;
+    let lines: Vec<(&str, &str, Vec<u64>)> = ACTIONS
+        .iter()
+        .filter_map(|(action, colour)| Some((*action, *colour, per_action.get(*action)?.as_array()?.iter().map(count).collect())))
+        .collect();
+    let top = lines.iter().flat_map(|(_, _, c)| c.iter().copied()).max().unwrap_or(0).max(1);
+    let mut svg = format!(
+        "<svg class=\"chart\" role=\"img\" aria-label=\"{rule}\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\">\
+<line x1=\"{PAD}\" y1=\"{H}\" x2=\"{w}\" y2=\"{H}\" stroke=\"#999\"/><text x=\"2\" y=\"12\" font-size=\"10\">{top}</text>",
+        rule = crate::pipeline::console::esc(rule),
+        w = W + PAD,
+        h = H + 16,
+    );
+    let mut legend = PAD;
+    for (action, colour, counts) in &lines {
+        let n = counts.len().max(2) as u64 - 1;
+        let points: Vec<String> =
+            counts.iter().enumerate().map(|(i, c)| format!("{},{}", PAD + i as u64 * W / n, H - c * (H - 14) / top)).collect();
+        let _ = write!(
+            svg,
+            "<polyline class=\"{action}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>\
+<text x=\"{legend}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{action}</text>",
+            points.join(" "),
+            H + 13
+        );
+        legend += 70;
+    }
+    svg + "</svg>"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn both_dialects_count_by_sample_interval_over_the_range() {
+        for dialect in [Dialect::AnalyticsEngine, Dialect::Sqlite] {
+            for q in queries(dialect, "tollgate", Range::Day) {
+                assert!(q.contains("SUM(_sample_interval)"), "{q}");
+                assert!(q.contains("86400"), "{q}");
+            }
+        }
+        assert!(queries(Dialect::AnalyticsEngine, "tg_metrics", Range::Hour)[0].contains("FROM tg_metrics"));
+        assert!(queries(Dialect::Sqlite, "tg_metrics", Range::Hour)[0].contains("FROM points"));
+        assert_eq!(dataset(Some("x; DROP")), "tollgate", "a name no query can be made of");
+        assert_eq!(Range::parse(Some("week")), Range::Week);
+        assert_eq!(Range::parse(Some("year")), Range::Hour);
+    }
+
+    #[test]
+    fn answers_in_the_sql_apis_format_become_series_and_tops() {
+        let now = 1_796_083_200; // a minute boundary
+        let series = json!({ "meta": [{ "name": "rule", "type": "String" }, { "name": "n", "type": "UInt64" }],
+            "data": [
+                { "rule": "api", "action": "blocked", "t": now - 60, "n": "12" },
+                { "rule": "api", "action": "blocked", "t": now - 120, "n": "3" },
+                { "rule": "api", "action": "exempt", "t": now - 60, "n": 2 },
+                { "rule": "api", "action": "blocked", "t": now - 7200, "n": "99" },
+                { "rule": "api", "action": "allowed_total", "t": now - 60, "n": "2", "w": "41" },
+                { "rule": "all", "action": "allowed", "t": now - 60, "n": "5", "w": "0" }
+            ], "rows": 6, "rows_before_limit_at_least": 6 });
+        let top = json!({ "data": [{ "rule": "api", "key_hash": "88fc262cb3e5792f", "n": "15" }], "rows": 1 });
+        let places = json!({ "data": [{ "country": "NL", "colo": "AMS", "n": "17" }], "rows": 1 });
+        let b = body(Range::Hour, now, Ok([series.to_string(), top.to_string(), places.to_string()]));
+        let blocked = b["rules"]["api"]["blocked"].as_array().unwrap();
+        assert_eq!(blocked.len(), 60);
+        assert_eq!(blocked[58], 12, "the last whole minute but one");
+        assert_eq!(blocked[57], 3);
+        assert_eq!(blocked.iter().map(count).sum::<u64>(), 15, "a point outside the range is dropped");
+        assert_eq!(b["rules"]["api"]["allowed"][58], 41, "two allowed_total points standing for 41 decisions");
+        assert_eq!(b["rules"]["all"]["allowed"][58], 5, "an `all` rule's own points, one each");
+        assert_eq!(b["top_keys"][0]["n"], 15);
+        assert_eq!(b["top_places"][0]["colo"], "AMS");
+        assert_eq!(body(Range::Hour, now, Ok(["nope".into(), String::new(), "{}".into()]))["rules"], json!({}));
+        assert_eq!(body(Range::Hour, now, Err("not set".into()))["error"], "not set");
+    }
+
+    #[test]
+    fn a_chart_is_integer_svg_with_a_line_per_action() {
+        let svg = chart("api<1>", &json!({ "blocked": [0, 5, 10], "exempt": [1, 1, 1] }));
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains("points=\"28,140 328,77 628,14\""), "{svg}");
+        assert!(svg.contains("api&lt;1&gt;"));
+        assert!(!svg.contains('.'), "no float anywhere: {svg}");
+    }
+}

@@ -1,0 +1,311 @@
+// The operator console (issue 28), used as a person would: Debian's
+// Chromium (scripts/setup installs it), driven by puppeteer-core, against
+// the built Worker in Miniflare over a real port. Signs in with a wrong
+// token then the right one, reads the rules, bans a key with a reason,
+// finds it under Controls, sees the Worker answer that key 429, lifts the
+// ban; the pages' CSP holds with no console error. Then the attacks: a
+// cross-site form post, an expired session, the lockout on sign-in, a
+// rotated token. TOLLGATE_SCREENSHOTS=1 saves the pages into docs/.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createHmac } from "node:crypto";
+import { createServer } from "node:http";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import puppeteer from "puppeteer-core";
+import { startTollgate, tempDir, mockOrigin, ROOT } from "./harness.mjs";
+import { config, rule, limit } from "./builders.mjs";
+
+const TOKEN = "console-test-token"; // under 32 characters: the lockout binds it too
+const CHROMIUM = process.env.TOLLGATE_CHROMIUM ?? "/usr/bin/chromium";
+const CONFIG = config(
+  rule("api", "/api/*", { key: ["ip"], limits: limit(100, "1m") }),
+  rule("login", "/login", { methods: ["POST"], key: ["body:email"], limits: limit(5, "15m"), on_error: "deny" }),
+);
+const BANNED = "198.51.100.7";
+const SHOTS = process.env.TOLLGATE_SCREENSHOTS === "1";
+
+/**
+ * The Analytics Engine SQL API, answered at the network edge in its JSON
+ * format (ClickHouse's: `meta`, `data` with 64-bit integers quoted, `rows`,
+ * `rows_before_limit_at_least`), for the three queries the Traffic page asks.
+ */
+function sqlApi(asked) {
+  return async (request, record) => {
+    const url = new URL(request.url);
+    if (url.host !== "api.cloudflare.com") return null;
+    const query = record.body.toString();
+    asked.push({ path: url.pathname, authorization: record.headers.authorization, query });
+    const minute = Math.floor(Date.now() / 60_000) * 60 - 60;
+    const col = (name, type) => ({ name, type });
+    let meta, data;
+    if (query.includes("AS action")) {
+      meta = [col("rule", "String"), col("action", "String"), col("t", "UInt64"), col("n", "UInt64")];
+      data = [
+        { rule: "api", action: "blocked", t: String(minute - 120), n: "7" },
+        { rule: "api", action: "blocked", t: String(minute), n: "42" },
+        { rule: "api", action: "exempt", t: String(minute - 60), n: "3" },
+        { rule: "login", action: "shadow", t: String(minute), n: "5" },
+      ];
+    } else if (query.includes("key_hash")) {
+      meta = [col("rule", "String"), col("key_hash", "String"), col("n", "UInt64")];
+      data = [{ rule: "api", key_hash: "88fc262cb3e5792f", n: "49" }];
+    } else {
+      meta = [col("country", "String"), col("colo", "String"), col("n", "UInt64")];
+      data = [{ country: "NL", colo: "AMS", n: "40" }, { country: "US", colo: "IAD", n: "17" }];
+    }
+    return Response.json({ meta, data, rows: data.length, rows_before_limit_at_least: data.length });
+  };
+}
+
+/** The session cookie the Worker would issue, ending at `endMs` (session.rs). */
+function sessionCookie(token, endMs) {
+  const key = createHmac("sha256", token).update("tollgate console session v1").digest();
+  const mac = createHmac("sha256", key).update(`session.${endMs}`).digest("hex");
+  return `v1.${endMs}.${mac}`;
+}
+
+async function withBrowser(body) {
+  const browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+  });
+  try {
+    await body(browser);
+  } finally {
+    await browser.close();
+  }
+}
+
+/** A page that records console errors, page errors and CSP violations. */
+async function watchedPage(browser) {
+  const page = await browser.newPage();
+  page.setDefaultTimeout(30_000);
+  const problems = [];
+  page.on("console", (m) => {
+    if (m.type() === "error" || /Content.Security.Policy|Refused to/i.test(m.text())) problems.push(m.text());
+  });
+  page.on("pageerror", (e) => problems.push(String(e)));
+  return { page, problems };
+}
+
+async function submit(page, formSelector) {
+  const [response] = await Promise.all([page.waitForNavigation(), page.$eval(formSelector, (f) => f.requestSubmit())]);
+  return response;
+}
+
+const shot = async (page, name) => {
+  if (SHOTS) await page.screenshot({ path: join(ROOT, "docs", `console-${name}.png`), fullPage: true });
+};
+
+test("the console in a real browser: sign in, rules, ban with a reason, Controls, 429, lift; CSP holds", { timeout: 240_000 }, async () => {
+  assert.ok(existsSync(CHROMIUM), `no browser at ${CHROMIUM}: scripts/setup installs Debian's chromium (or set TOLLGATE_CHROMIUM)`);
+  const asked = [];
+  const tg = await startTollgate({
+    config: CONFIG,
+    origin: mockOrigin(sqlApi(asked)),
+    vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, TOLLGATE_ACCOUNT_ID: "0123456789abcdef0123456789abcdef", TOLLGATE_ANALYTICS_TOKEN: "ae-read-token" },
+    miniflare: { host: "127.0.0.1", port: 0 },
+  });
+  const base = new URL("/.tollgate", tg.url).href;
+  try {
+    await withBrowser(async (browser) => {
+      const { page, problems } = await watchedPage(browser);
+      await page.setViewport({ width: 1100, height: 760 });
+      let res = await page.goto(`${base}/`);
+      assert.equal(res.status(), 200);
+      const csp = res.headers()["content-security-policy"];
+      assert.match(csp, /default-src 'none'/);
+      assert.match(csp, /frame-ancestors 'none'/);
+      assert.doesNotMatch(csp, /unsafe-inline|script-src/, "no script is allowed at all");
+      assert.equal(res.headers()["x-frame-options"], "DENY");
+      await shot(page, "signin");
+
+      // A wrong token, then the right one.
+      await page.type("input[name=token]", "not-the-token");
+      res = await submit(page, "form[action$='/ui/signin']");
+      assert.equal(res.status(), 401);
+      assert.match(await page.content(), /not the admin token/);
+      // Chromium reports the 401 itself as a console error: that one is expected.
+      assert.deepEqual(problems.splice(0).map((p) => p.replace(/\(.*\)/, "")), ["Failed to load resource: the server responded with a status of 401 "]);
+      await page.type("input[name=token]", TOKEN);
+      res = await submit(page, "form[action$='/ui/signin']");
+      assert.equal(res.status(), 200);
+      assert.ok(page.url().endsWith("/.tollgate/ui/rules"), page.url());
+      const cookie = (await page.cookies()).find((c) => c.name === "tollgate_session");
+      assert.ok(cookie, "a session cookie");
+      assert.equal(cookie.httpOnly, true);
+      assert.equal(cookie.secure, true);
+      assert.equal(cookie.sameSite, "Strict");
+      assert.equal(cookie.path, "/.tollgate", "never sent to the origin");
+      const rules = await page.$$eval("main h2", (hs) => hs.map((h) => h.textContent));
+      assert.deepEqual(rules, ["api", "login"]);
+      assert.match(await page.content(), /tollgate explain https:\/\/example\.com\/api\/x/);
+      await shot(page, "rules");
+
+      // Look the key up, ban it with a reason.
+      res = await page.goto(`${base}/ui/keys?rule=api&ip=${BANNED}`);
+      assert.equal(res.status(), 200);
+      assert.ok(await page.$("#status"), "the key's status");
+      await page.type("form:has(input[value=ban]) input[name=reason]", "scraping the catalogue");
+      res = await page.$eval("form:has(input[value=ban]) input[name=for]", (i) => (i.value = "10m"));
+      res = await submit(page, "form:has(input[value=ban])");
+      assert.equal(res.status(), 200);
+      assert.ok(await page.$("#banned"), await page.content());
+      await shot(page, "keys");
+
+      // Under Controls: the reason, who set it, the key only as its hash.
+      await page.goto(`${base}/ui/controls`);
+      const rows = await page.$$eval("#controls tr", (trs) => trs.slice(1).map((tr) => [...tr.cells].map((c) => c.textContent)));
+      assert.equal(rows.length, 1, JSON.stringify(rows));
+      const [ruleName, keyHash, kind, , ends, reason, by] = rows[0];
+      assert.deepEqual([ruleName, kind, reason, by], ["api", "ban", "scraping the catalogue", "console"]);
+      assert.match(keyHash, /^[0-9a-f]{16}$/);
+      assert.match(ends, /UTC$/);
+      assert.ok(!(await page.content()).includes(BANNED), "no raw key on the Controls page");
+      await shot(page, "controls");
+
+      // The Worker refuses that key, and not another.
+      assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 429);
+      assert.equal((await tg.fetch("/api/items", { ip: "198.51.100.8" })).status, 200);
+
+      // Lift it: gone from Controls, served again.
+      await page.goto(`${base}/ui/keys?rule=api&ip=${BANNED}`);
+      res = await submit(page, "form:has(input[value=lift])");
+      assert.equal(res.status(), 200);
+      assert.equal(await page.$("#banned"), null);
+      await page.goto(`${base}/ui/controls`);
+      assert.match(await page.content(), /No ban or override is in force/);
+      assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200);
+
+      // Traffic: charts drawn on the server from the SQL API's answers.
+      res = await page.goto(`${base}/ui/traffic?range=hour`);
+      assert.equal(res.status(), 200);
+      const charts = await page.$$eval("svg.chart", (svgs) => svgs.map((s) => [s.getAttribute("aria-label"), [...s.querySelectorAll("polyline")].map((p) => p.getAttribute("class"))]));
+      assert.deepEqual(charts, [["api", ["blocked", "exempt"]], ["login", ["shadow"]]]);
+      const peak = await page.$eval("svg.chart polyline.blocked", (p) => p.getAttribute("points").split(" ").map((xy) => Number(xy.split(",")[1])));
+      assert.equal(Math.min(...peak), 14, "the 42 is the chart's top");
+      assert.match(await page.$eval("#top-keys", (t) => t.textContent), /88fc262cb3e5792f\s*49/);
+      assert.match(await page.$eval("#top-places", (t) => t.textContent), /NL\s*AMS\s*40/);
+      assert.equal(asked.length, 3, "three queries a page");
+      for (const a of asked) {
+        assert.equal(a.path, "/client/v4/accounts/0123456789abcdef0123456789abcdef/analytics_engine/sql");
+        assert.equal(a.authorization, "Bearer ae-read-token");
+        assert.match(a.query, /SUM\(_sample_interval\)/);
+        assert.match(a.query, /FROM tollgate /);
+      }
+      await shot(page, "traffic");
+      assert.deepEqual(problems, [], "no console error and no CSP violation on any page");
+
+      // Signing out ends the session in this browser.
+      res = await submit(page, "header form[action$='/ui/signout']");
+      assert.ok(page.url().endsWith("/.tollgate/"), page.url());
+      assert.ok(await page.$("input[name=token]"), "the sign-in form again");
+      assert.equal((await page.cookies()).find((c) => c.name === "tollgate_session"), undefined);
+      assert.equal((await page.goto(`${base}/ui/controls`)).status(), 401);
+
+      // A cross-site form post: another origin's page submits a ban form to
+      // the console. SameSite=Strict keeps the cookie off it, and it carries
+      // no CSRF token: refused, nothing banned.
+      const evil = createServer((_, out) => {
+        out.setHeader("content-type", "text/html");
+        out.end(`<form id="f" method="post" action="${base}/ui/keys"><input name="do" value="ban"><input name="rule" value="api">
+          <input name="ip" value="${BANNED}"><input name="for" value="1h"><button>go</button></form>`);
+      });
+      await new Promise((r) => evil.listen(0, "localhost", r));
+      try {
+        await page.goto(`http://localhost:${evil.address().port}/`);
+        res = await submit(page, "#f");
+        assert.ok([401, 403].includes(res.status()), `refused: ${res.status()}`);
+      } finally {
+        evil.close();
+      }
+      assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200, "nothing was banned");
+
+      // An expired session, correctly signed: refused.
+      await page.setCookie({ name: "tollgate_session", value: sessionCookie(TOKEN, Date.now() - 1000), url: base, path: "/.tollgate" });
+      res = await page.goto(`${base}/ui/controls`);
+      assert.equal(res.status(), 401);
+      assert.match(await page.content(), /session has ended/);
+    });
+
+    // The same cross-site post with a valid session cookie forced onto it
+    // (a browser without SameSite): the CSRF token and Origin still refuse it.
+    const good = `tollgate_session=${sessionCookie(TOKEN, Date.now() + 600_000)}`;
+    let res = await tg.fetch(`${base}/ui/keys`, {
+      ip: "203.0.113.50",
+      method: "POST",
+      headers: { cookie: good, "content-type": "application/x-www-form-urlencoded", origin: "http://evil.example", "sec-fetch-site": "cross-site" },
+      body: `do=ban&rule=api&ip=${BANNED}&for=1h`,
+    });
+    assert.equal(res.status, 403);
+    assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200);
+
+    // The lockout counts failed sign-ins: ten wrong tokens, then even the
+    // right one (shorter than 32 characters) gets 429.
+    const signIn = (token) =>
+      tg.fetch(`${base}/ui/signin`, {
+        ip: "203.0.113.99",
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded" },
+        body: `token=${encodeURIComponent(token)}`,
+      });
+    for (let i = 0; i < 10; i++) assert.equal((await signIn(`wrong-${i}`)).status, 401);
+    res = await signIn(TOKEN);
+    assert.equal(res.status, 429);
+    assert.ok(!res.headers.get("set-cookie"), "no session for a locked-out client");
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+test("rotating the token ends every session", { timeout: 120_000 }, async () => {
+  const persist = tempDir();
+  const cookie = `tollgate_session=${sessionCookie(TOKEN, Date.now() + 600_000)}`;
+  let tg = await startTollgate({ config: CONFIG, persist, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } });
+  try {
+    const res = await tg.fetch("/.tollgate/ui/rules", { headers: { cookie } });
+    assert.equal(res.status, 200, "the session holds under its token");
+  } finally {
+    await tg.dispose();
+  }
+  tg = await startTollgate({ config: CONFIG, persist, vars: { TOLLGATE_ADMIN_TOKEN: "the-rotated-token" } });
+  try {
+    const res = await tg.fetch("/.tollgate/ui/rules", { headers: { cookie } });
+    assert.equal(res.status, 401);
+    assert.match(await res.text(), /Sign in/);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+test("under scripts/dev (no dataset, the local sink on), the Traffic page shows the Worker's own points", { timeout: 120_000 }, async () => {
+  const tg = await startTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, TOLLGATE_LOCAL_METRICS: "1" } });
+  try {
+    const ban = await tg.fetch(`/.tollgate/ban?rule=api&ip=${BANNED}&for=10m`, { method: "POST", ip: "192.0.2.1", headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(ban.status, 200);
+    for (let i = 0; i < 4; i++) assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 429);
+    const res = await tg.fetch("/.tollgate/traffic?range=hour", { ip: "192.0.2.1", headers: { authorization: `Bearer ${TOKEN}` } });
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    const blocked = body.rules.api.blocked;
+    assert.equal(blocked.length, 60);
+    assert.equal(blocked.reduce((a, b) => a + b, 0), 4, JSON.stringify(body));
+    assert.equal(body.top_keys[0].n, 4);
+    assert.match(body.top_keys[0].key_hash, /^[0-9a-f]{16}$/);
+    const none = await startTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } });
+    try {
+      const off = await none.fetch("/.tollgate/traffic", { ip: "192.0.2.1", headers: { authorization: `Bearer ${TOKEN}` } });
+      assert.match((await off.json()).error, /not set up/);
+    } finally {
+      await none.dispose();
+      none.cleanup();
+    }
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
