@@ -25,9 +25,45 @@ pub struct Block {
     pub until_ms: i64,
     /// The index of the binding window among the rule's limits.
     pub window: usize,
-    /// A penalty's refusal ([`crate::count::penalty`]): cached to its end,
-    /// as any block (nothing but an admin reset lifts it earlier).
-    pub penalty: bool,
+    /// Why the key is refused: its count, a ban, or a penalty
+    /// ([`crate::count::penalty`]; cached to its end, as any block: nothing
+    /// but an admin reset lifts it earlier).
+    pub by: Refusal,
+}
+
+/// Why a counter refused a key (the `reason` of its block lines).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Refusal {
+    /// A window of the rule is full.
+    #[default]
+    Limit,
+    /// An operator banned the key (admin API): the object's answer binds
+    /// no window.
+    Ban,
+    /// The rule's penalty is in force (the answer carries its end).
+    Penalty,
+}
+
+impl Refusal {
+    /// Why the object refused, from its answer: a penalty's end, or a
+    /// refusal that binds no window (a ban: the limits did not refuse),
+    /// else the count.
+    pub fn of(binding: Option<usize>, penalty_until_ms: Option<i64>) -> Refusal {
+        match (penalty_until_ms, binding) {
+            (Some(_), _) => Refusal::Penalty,
+            (None, None) => Refusal::Ban,
+            (None, Some(_)) => Refusal::Limit,
+        }
+    }
+
+    /// Its name in log lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::Limit => "limit",
+            Refusal::Ban => "ban",
+            Refusal::Penalty => "penalty",
+        }
+    }
 }
 
 /// A capped map from (rule, key) to the block in force.
@@ -122,7 +158,7 @@ mod tests {
     use super::*;
 
     fn until(until_ms: i64) -> Block {
-        Block { until_ms, window: 0, penalty: false }
+        Block { until_ms, window: 0, by: Refusal::Limit }
     }
 
     #[test]

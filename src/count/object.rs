@@ -224,7 +224,10 @@ fn count(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Result<Ans
     let horizon = horizon_ms(&call.limits);
     let step = counter::step(row, now_ms, &call).map_err(|corrupt| refused(corrupt, now_ms, &call.limits))?;
     if let Some(retry_after_ms) = banned {
-        let tally = Tally { allowed: false, retry_after_ms, windows: step.tally.windows, binding: Some(0), in_flight: false };
+        // A ban binds no window (`binding` absent): how the Worker tells a
+        // ban from a full window in its block lines (`Refusal::of`); an
+        // older Worker reads the absent binding as window 0, as before.
+        let tally = Tally { allowed: false, retry_after_ms, windows: step.tally.windows, binding: None, in_flight: false };
         return Ok(Answered {
             tally,
             stored_hits: step.stored,
@@ -381,7 +384,7 @@ mod tests {
         let controls = banned_until(NOW + 4_000);
         for op in [Op::Hit, Op::Check, Op::Reserve, Op::Probe, Op::Lease] {
             let a = answer(&NOW.to_string(), &controls, NOW, &call(op)).unwrap();
-            assert!(a.banned && !a.tally.allowed, "{op:?}");
+            assert!(a.banned && !a.tally.allowed && a.tally.binding.is_none(), "{op:?}: a ban binds no window");
             assert_eq!(a.tally.retry_after_ms, 4_000, "{op:?}");
             assert_eq!(a.tally.windows[0].used, 1, "{op:?}: the windows as they are");
             assert_eq!((a.store.is_some(), a.delete, a.alarm), (false, None, None), "{op:?}");

@@ -737,7 +737,7 @@ mod tests {
     }
 
     fn blocked(ms: u64) -> Outcome {
-        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: None, penalty: false }
+        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: None, by: crate::count::blocked::Refusal::Limit }
     }
 
     /// The response and the log lines, parsed back (fields unordered).

@@ -383,7 +383,7 @@ mod tests {
 
     #[test]
     fn a_locked_out_client_is_refused_before_anything_is_asked() {
-        let blocked = |_: &AdminStep<'_>| Some(Outcome::Blocked { retry_after_ms: 62_000, window: 0, windows: None, penalty: false });
+        let blocked = |_: &AdminStep<'_>| Some(Outcome::Blocked { retry_after_ms: 62_000, window: 0, windows: None, by: crate::count::blocked::Refusal::Limit });
         let (steps, done) = run("POST", "https://example.com/.tollgate/ban?rule=a&ip=198.51.100.7", "wrong", &blocked);
         assert_eq!(steps, ["lockout"], "a wrong token asks the lockout counter, and nothing after");
         assert!(matches!(&done.response, AdminResponse::Own(r) if r.status == 429), "{:?}", done.response);

@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(applied.len(), 4);
         let place = Place { colo: Some("AKL"), country: Some("NZ") };
         let allowed = Outcome::Allowed { windows: vec![window(7)], reservation: None };
-        let blocked = Outcome::Blocked { retry_after_ms: 1500, window: 0, windows: None, penalty: false };
+        let blocked = Outcome::Blocked { retry_after_ms: 1500, window: 0, windows: None, by: crate::count::blocked::Refusal::Limit };
         let outcomes = [allowed.clone(), allowed, blocked.clone(), blocked];
         let points = points(&p.matched, applied, &outcomes, place);
         let rows: Vec<(&str, &str, &str)> = points.iter().map(|p| (p.blobs[0].as_str(), p.blobs[1].as_str(), p.blobs[5].as_str())).collect();
@@ -225,7 +225,7 @@ mod tests {
             spelling: None,
         };
         let allowed = Outcome::Allowed { windows: vec![window(3)], reservation: None };
-        let blocked = Outcome::Blocked { retry_after_ms: 5, window: 0, windows: None, penalty: false };
+        let blocked = Outcome::Blocked { retry_after_ms: 5, window: 0, windows: None, by: crate::count::blocked::Refusal::Limit };
         let checked = [applied("limited"), applied("all"), applied("off"), applied("limited")];
         let mut totals = AllowedTotals::default();
         totals.count(&checked, &[allowed.clone(), allowed.clone(), allowed.clone(), blocked], 1_000);

@@ -40,7 +40,7 @@ pub enum Outcome {
     /// cache answered (no object call); `penalty`: the key is refused by its
     /// rule's penalty ([`crate::count::penalty`]), until `retry_after_ms`
     /// from now.
-    Blocked { retry_after_ms: u64, window: usize, windows: Option<Vec<WireWindow>>, penalty: bool },
+    Blocked { retry_after_ms: u64, window: usize, windows: Option<Vec<WireWindow>>, by: crate::count::blocked::Refusal },
     /// The counter could not be asked in time: the rule's fail policy.
     Failed(String),
 }
@@ -56,7 +56,7 @@ impl Outcome {
                 retry_after_ms: tally.retry_after_ms,
                 window: tally.binding.unwrap_or(0),
                 windows: Some(tally.windows),
-                penalty: reply.penalty_until_ms.is_some(),
+                by: crate::count::blocked::Refusal::of(tally.binding, reply.penalty_until_ms),
             }
         }
     }
@@ -67,9 +67,9 @@ impl Outcome {
     /// no promise).
     pub fn block_to_cache(&self, in_flight: bool, now_ms: i64) -> Option<crate::count::blocked::Block> {
         match self {
-            Outcome::Blocked { retry_after_ms, window, penalty, .. } if !in_flight => {
+            Outcome::Blocked { retry_after_ms, window, by, .. } if !in_flight => {
                 let until_ms = now_ms.saturating_add(i64::try_from(*retry_after_ms).unwrap_or(i64::MAX));
-                Some(crate::count::blocked::Block { until_ms, window: *window, penalty: *penalty })
+                Some(crate::count::blocked::Block { until_ms, window: *window, by: *by })
             }
             _ => None,
         }
@@ -81,7 +81,7 @@ impl Outcome {
             retry_after_ms: (block.until_ms - now_ms).max(1) as u64,
             window: block.window,
             windows: None,
-            penalty: block.penalty,
+            by: block.by,
         }
     }
 }
@@ -170,9 +170,9 @@ pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefe
                     fields.extend(rate_fields(&a.rule.name, windows, None));
                 }
             }
-            Outcome::Blocked { retry_after_ms, window, windows, penalty } => {
+            Outcome::Blocked { retry_after_ms, window, windows, by } => {
                 let shadow = a.rule.action == Action::Log;
-                events.push(block_event(a, shadow, *retry_after_ms, *penalty));
+                events.push(block_event(a, shadow, *retry_after_ms, *by));
                 if shadow {
                     if report {
                         let windows = windows_of(a.rule.limits_for(&a.key), *retry_after_ms, windows.as_deref());
@@ -363,7 +363,7 @@ fn windows_of(limits: &[Limit], retry_after_ms: u64, windows: Option<&[WireWindo
 /// rule is full), or `penalty` (issue 29) when the rule's penalty refused
 /// it (a shadow rule's: the penalty it would apply, `retry_after_ms` its
 /// time left).
-fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64, penalty: bool) -> LogEvent {
+fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64, by: crate::count::blocked::Refusal) -> LogEvent {
     LogEvent::new(
         if shadow { "shadow_block" } else { "block" },
         vec![
@@ -372,7 +372,7 @@ fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64, penalty: bool
             ("decision", if shadow { "would_block" } else { "block" }.into()),
             ("retry_after_ms", retry_after_ms.into()),
             ("remaining", 0.into()),
-            ("reason", if penalty { "penalty" } else { "limit" }.into()),
+            ("reason", by.name().into()),
         ],
     )
 }
@@ -450,7 +450,7 @@ mod tests {
     }
 
     fn blocked(ms: u64) -> Outcome {
-        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: Some(vec![window(10, 0)]), penalty: false }
+        Outcome::Blocked { retry_after_ms: ms, window: 0, windows: Some(vec![window(10, 0)]), by: crate::count::blocked::Refusal::Limit }
     }
 
     #[test]
@@ -480,7 +480,7 @@ mod tests {
     #[test]
     fn a_penalty_is_the_reason_of_its_block_lines_and_survives_the_cache() {
         let c = config();
-        let penalty = Outcome::Blocked { retry_after_ms: 600_000, window: 0, windows: Some(vec![window(10, 0)]), penalty: true };
+        let penalty = Outcome::Blocked { retry_after_ms: 600_000, window: 0, windows: Some(vec![window(10, 0)]), by: crate::count::blocked::Refusal::Penalty };
         let v = verdict(&[applied(&c, "short"), applied(&c, "shadow")], &[penalty.clone(), penalty.clone()]);
         let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
         assert_eq!(r.header("retry-after"), Some("600"));
@@ -493,10 +493,10 @@ mod tests {
         let plain = verdict(&[applied(&c, "short")], &[blocked(5_000)]);
         assert!(plain.events[0].line().contains(r#""reason":"limit""#), "a plain block's reason is its limit");
         let cached = penalty.block_to_cache(false, 10_000).unwrap();
-        assert!(cached.penalty && cached.until_ms == 610_000);
-        assert_eq!(Outcome::from_cache(cached, 310_000), Outcome::Blocked { retry_after_ms: 300_000, window: 0, windows: None, penalty: true });
+        assert!(cached.by == crate::count::blocked::Refusal::Penalty && cached.until_ms == 610_000);
+        assert_eq!(Outcome::from_cache(cached, 310_000), Outcome::Blocked { retry_after_ms: 300_000, window: 0, windows: None, by: crate::count::blocked::Refusal::Penalty });
         let reply = crate::count::protocol::decode_reply_line(200, "1 b 600000 0 0 1 0 2 0 1 - 0 10/60000/2/0/600000 p=1700000600000").unwrap();
-        assert!(matches!(Outcome::from_reply(reply), Outcome::Blocked { penalty: true, retry_after_ms: 600_000, .. }));
+        assert!(matches!(Outcome::from_reply(reply), Outcome::Blocked { by: crate::count::blocked::Refusal::Penalty, retry_after_ms: 600_000, .. }));
     }
 
     #[test]
@@ -557,20 +557,20 @@ mod tests {
     #[test]
     fn a_cached_block_reports_the_rules_limits() {
         let c = config();
-        let from_cache = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_400, window: 0, penalty: false }, 10_000);
-        assert_eq!(from_cache, Outcome::Blocked { retry_after_ms: 400, window: 0, windows: None, penalty: false });
+        let from_cache = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_400, window: 0, by: crate::count::blocked::Refusal::Limit }, 10_000);
+        assert_eq!(from_cache, Outcome::Blocked { retry_after_ms: 400, window: 0, windows: None, by: crate::count::blocked::Refusal::Limit });
         let v = verdict(&[applied(&c, "long")], &[from_cache]);
         let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
         assert_eq!(r.header("ratelimit"), Some("\"long\";r=0;t=1"));
         assert_eq!(r.header("ratelimit-policy"), Some("\"long\";q=5;w=3600"));
-        let expired = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_000, window: 0, penalty: false }, 10_000);
+        let expired = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_000, window: 0, by: crate::count::blocked::Refusal::Limit }, 10_000);
         assert!(matches!(expired, Outcome::Blocked { retry_after_ms: 1, .. }), "at least 1 ms");
     }
 
     #[test]
     fn only_a_block_not_owed_to_slots_in_flight_is_cached() {
-        let blocked = Outcome::Blocked { retry_after_ms: 1_500, window: 1, windows: None, penalty: false };
-        assert_eq!(blocked.block_to_cache(false, 10_000), Some(crate::count::blocked::Block { until_ms: 11_500, window: 1, penalty: false }));
+        let blocked = Outcome::Blocked { retry_after_ms: 1_500, window: 1, windows: None, by: crate::count::blocked::Refusal::Limit };
+        assert_eq!(blocked.block_to_cache(false, 10_000), Some(crate::count::blocked::Block { until_ms: 11_500, window: 1, by: crate::count::blocked::Refusal::Limit }));
         assert_eq!(blocked.block_to_cache(true, 10_000), None, "a slot in flight may be released any time");
         let allowed = Outcome::Allowed { windows: Vec::new(), reservation: None };
         assert_eq!(allowed.block_to_cache(false, 10_000), None);

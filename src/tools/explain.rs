@@ -114,8 +114,8 @@ impl Assumed {
             // A rule with a penalty: the refusal that starts it, for the
             // whole penalty (as the Worker's object answers it).
             Assumed::Blocked => match rule.penalty_ms {
-                Some(penalty) => Outcome::Blocked { retry_after_ms: longest.max(penalty), window: 0, windows: None, penalty: true },
-                None => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None, penalty: false },
+                Some(penalty) => Outcome::Blocked { retry_after_ms: longest.max(penalty), window: 0, windows: None, by: crate::count::blocked::Refusal::Penalty },
+                None => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None, by: crate::count::blocked::Refusal::Limit },
             },
             Assumed::Failed => Outcome::Failed("assumed: the counter cannot be reached".into()),
         }

@@ -70,3 +70,18 @@ test("an ended episode's summary comes with the next request, whatever it is", (
       ["block", "items", blocks[0].key_hash, 2, 1000],
     );
   }));
+
+test("a ban's block line says ban; a full window's says limit (the same rule, two keys)", () => {
+  const token = "s3cret-admin-token-for-logs";
+  return withTollgate({ config: config(rule("api", "/api/*", { key: ["ip"], limits: limit(1, "1m") })), vars: { TOLLGATE_ADMIN_TOKEN: token } }, async (tg) => {
+    const banned = "203.0.113.61";
+    const full = "203.0.113.62";
+    const ban = await tg.fetch(`/.tollgate/ban?rule=api&ip=${banned}&for=1h`, { method: "POST", ip: "192.0.2.1", headers: { authorization: `Bearer ${token}` } });
+    assert.equal(ban.status, 200, await ban.text());
+    assert.equal((await tg.fetch("/api/x", { ip: banned, cf: CF })).status, 429);
+    assert.deepEqual(await statuses(tg, 2, "/api/x", { ip: full, cf: CF }), [200, 429]);
+    await tg.settled();
+    const reasons = tg.logEvents().filter((e) => e.tollgate === "block").map((e) => e.reason);
+    assert.deepEqual(reasons.sort(), ["ban", "limit"], tg.logs());
+  });
+});
