@@ -155,14 +155,14 @@ pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Resul
     let (rest, stored) = penalty::split(row).map_err(corrupt)?;
     let kept = penalty::in_force(stored, now_ms);
     let banned = controls.banned_until(now_ms).is_some();
-    if let (Some(until), Some(_), false) = (kept, call.penalty_ms, banned) {
-        if penalty::refuses(call.op) {
-            return penalised(rest, controls, now_ms, call, until);
-        }
+    let refused_by = kept.filter(|_| call.penalty_ms.is_some() && !banned && penalty::refuses(call.op));
+    // Refused by the penalty in force: the count is only looked at.
+    let mut answered = count(rest, controls, now_ms, call, refused_by.is_some())?;
+    if let Some(until) = refused_by {
+        return Ok(penalised(answered, call.op, now_ms, until));
     }
     // A blocked count writes nothing: the refusal that starts a penalty
     // writes the row as it is, marked.
-    let mut answered = count(rest, controls, now_ms, call)?;
     let tally = &answered.tally;
     let starts = !answered.banned && !tally.allowed && kept.is_none() && penalty::starts(call.op, tally.in_flight);
     let until = match call.penalty_ms {
@@ -179,9 +179,10 @@ pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Resul
         }
         if let Some((row, _)) = answered.store.as_mut() {
             *row = penalty::join(row, Some(until));
-            let live_controls = !controls.live(now_ms).is_empty();
+            // With controls (live or ended: `By` only reads the pending
+            // alarm's time), one that fires by the row's expiry.
             let at = answered.alarm.map_or(until, |a| a.at().max(until));
-            answered.alarm = Some(if live_controls { Alarm::By(at) } else { Alarm::Pending(at) });
+            answered.alarm = Some(if controls.is_empty() { Alarm::Pending(at) } else { Alarm::By(at) });
         }
     }
     // A ban's refusal is the ban's, not the penalty's.
@@ -189,23 +190,22 @@ pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Resul
     Ok(answered)
 }
 
-/// A call refused by the penalty in force until `until`: blocked for the
-/// time left, the windows as they are with nothing remaining, nothing
-/// stored (a corrupt count is still refused as such).
-fn penalised(rest: &str, controls: &Controls, now_ms: i64, call: &Call, until: i64) -> Result<Answered, Refused> {
-    let look = Call { op: Op::Status, ..call.clone() };
-    let mut seen = count(rest, controls, now_ms, &look)?;
+/// A call of `op` refused by the penalty in force until `until`, from
+/// what a status of the count (`seen`) found: blocked for the time left,
+/// the windows as they are with nothing remaining, nothing stored (a
+/// corrupt count was still refused as such).
+fn penalised(mut seen: Answered, op: Op, now_ms: i64, until: i64) -> Answered {
     let left = penalty::left_ms(until, now_ms);
     let mut windows = std::mem::take(&mut seen.tally.windows);
     penalty::windows(&mut windows, left);
-    Ok(Answered {
+    Answered {
         tally: Tally { allowed: false, retry_after_ms: left, windows, binding: Some(0), in_flight: false },
         reservation: None,
-        granted: (call.op == Op::Lease).then_some(0),
+        granted: (op == Op::Lease).then_some(0),
         reads_alarm: false,
         penalty_until_ms: Some(until),
         ..seen
-    })
+    }
 }
 
 /// The refusal of a corrupt row, with an alarm one horizon ahead.
@@ -214,10 +214,12 @@ fn refused(corrupt: CorruptRow, now_ms: i64, limits: &[crate::count::limit::Limi
     Refused { corrupt, alarm: Alarm::Pending(now_ms.saturating_add(i64::try_from(horizon).unwrap_or(i64::MAX))) }
 }
 
-/// [`answer`] for the count's own row (the penalty's prefix removed).
-fn count(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Result<Answered, Refused> {
+/// [`answer`] for the count's own row (the penalty's prefix removed); a
+/// status of it when `look` (the call is refused by a penalty).
+fn count(row: &str, controls: &Controls, now_ms: i64, call: &Call, look: bool) -> Result<Answered, Refused> {
     let asked_lease = call.op == Op::Lease;
     let (call, banned) = match controls::effective(controls, call, now_ms) {
+        Effective::Count(call) if look => (Call { op: Op::Status, ..call }, None),
         Effective::Count(call) => (call, None),
         Effective::Banned { retry_after_ms, call } => (Call { op: Op::Status, ..call }, Some(retry_after_ms)),
     };
