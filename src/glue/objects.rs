@@ -184,7 +184,7 @@ async fn leased(env: &Env, applied: &Applied<'_>, settings: LeaseSettings) -> Ou
             Admit::Local { windows } => return Outcome::Allowed { windows, reservation: None },
             Admit::Unavailable => return Outcome::Failed("backing off after failed calls; no tokens held".into()),
             Admit::Scarce { retry_after_ms, windows } => {
-                return Outcome::Blocked { retry_after_ms, window: 0, windows: Some(windows), penalty: false }
+                return Outcome::Blocked { retry_after_ms, window: 0, windows: Some(windows), by: crate::count::blocked::Refusal::Limit }
             }
             Admit::Wait => {
                 waits += 1;
@@ -445,6 +445,6 @@ pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Re
 pub(crate) fn cache_ban(id: &str, until_ms: i64) {
     let now = now_ms();
     if until_ms > now {
-        BLOCKED.with(|b| b.borrow_mut().insert(id, Block { until_ms, window: 0, penalty: false }, now));
+        BLOCKED.with(|b| b.borrow_mut().insert(id, Block { until_ms, window: 0, by: crate::count::blocked::Refusal::Ban }, now));
     }
 }
