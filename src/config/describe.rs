@@ -108,6 +108,8 @@ fn counting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
     if let Counting::Statuses(statuses) = &rule.counting {
         put(&mut out, "count_statuses", numbers(statuses));
+    }
+    if rule.reserves() {
         put(&mut out, "reservation_ttl", duration(rule.reservation_ttl_ms).into());
         put(&mut out, "upload_buffer", rule.upload.buffer.into());
         put(&mut out, "upload_timeout", duration(u64::from(rule.upload.timeout_ms)).into());
@@ -133,7 +135,11 @@ fn limiting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
     put(&mut out, "algorithm", rule.algorithm.name().into());
     put(&mut out, "limits", limits(&rule.limits));
-    put(&mut out, "cost", rule.cost.into());
+    let cost = match &rule.usage {
+        Some(u) => table([("header", text(&u.header)), ("reserve", u.reserve.into()), ("max", u.max.into()), ("expose", u.expose.into())]),
+        None => rule.cost.into(),
+    };
+    put(&mut out, "cost", cost);
     put(&mut out, "overrides", overrides(&rule.overrides));
     put(&mut out, "action", rule.action.name().into());
     put(&mut out, "on_error", rule.on_error.name().into());

@@ -87,6 +87,7 @@ impl RuleDraft {
             overrides: Overrides::default(),
             response: None,
             metrics: MetricsLevel::default(),
+            usage: None,
         };
         RuleDraft {
             spec,
@@ -236,8 +237,13 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
             d.spec.limits = limits;
         }
     }),
-    Field::optional("cost", Shape::Integer(1, u32::MAX as u64), "Units each request spends (default 1; at most the smallest limit).", |d, i| {
-        if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number") {
+    Field::optional("cost", Shape::AnyOf(&[Shape::Integer(1, u32::MAX as u64), Shape::Table(crate::config::cost_fields::usage_infos)]), "Units each request spends (default 1; at most the smallest limit), or usage reported by the origin: { header = \"x-usage-units\", reserve = 1000, max = 100000, expose = false }.", |d, i| {
+        if i.value.is_object() {
+            if let Some(usage) = crate::config::cost_fields::read_usage(i) {
+                d.spec.cost = usage.reserve;
+                d.spec.usage = Some(usage);
+            }
+        } else if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number") {
             d.spec.cost = cost;
         }
     }),

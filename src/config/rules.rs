@@ -202,6 +202,18 @@ pub struct RuleSpec {
     pub response: Option<crate::config::response::CustomResponse>,
     /// Which decisions go to Analytics Engine (`metrics`).
     pub metrics: crate::config::policy::MetricsLevel,
+    /// Usage reported by the origin (`cost = { header, reserve, max }`;
+    /// [`crate::config::cost`]): `cost` is then its `reserve`.
+    pub usage: Option<crate::config::cost::Usage>,
+}
+
+impl RuleSpec {
+    /// Whether the rule counts in two phases, reserving before forwarding
+    /// and settling after ([`crate::count::reservation`]): it counts only
+    /// some statuses, or usage the origin reports.
+    pub fn reserves(&self) -> bool {
+        self.counting != crate::config::policy::Counting::All || self.usage.is_some()
+    }
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.
@@ -514,6 +526,7 @@ impl Rule {
             reservation: None,
             want: None,
             spelling: None,
+            used: None,
         }
     }
 

@@ -144,6 +144,10 @@ pub struct Call {
     /// it; a clear or forgive relieves only a count marked with its own
     /// spelling ([`crate::request::spelling`]). Ignored by the other ops.
     pub spelling: Option<Spelling>,
+    /// For `commit` of a rule whose origin reports usage (issue 29): the
+    /// units to count instead of the reservation's cost (0: the
+    /// reservation is released, nothing counted). Ignored by the other ops.
+    pub used: Option<u32>,
 }
 
 impl Call {
@@ -171,6 +175,8 @@ struct WireCall {
     /// [`Spelling::encode`]'s form.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     spelling: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    used: Option<u32>,
 }
 
 fn one() -> u32 {
@@ -193,6 +199,7 @@ pub fn encode_call(call: &Call) -> String {
         reservation: call.reservation,
         want: call.want,
         spelling: call.spelling.as_ref().map(|s| s.encode().to_string()),
+        used: call.used,
     };
     serde_json::to_string(&wire).unwrap_or_default()
 }
@@ -253,6 +260,7 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
         reservation: wire.reservation,
         want: wire.want,
         spelling,
+        used: wire.used,
     })
 }
 
@@ -317,6 +325,9 @@ pub fn encode_call_url(call: &Call) -> String {
     if let Some(spelling) = &call.spelling {
         let _ = write!(url, "&s={}", spelling.encode());
     }
+    if let Some(used) = call.used {
+        let _ = write!(url, "&u={used}");
+    }
     url
 }
 
@@ -338,7 +349,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         .map(|(op, _)| *op)
         .ok_or_else(|| CallError::Malformed(format!("unknown op `{op}`")))?;
     let (mut limits, mut cost, mut alg, mut hold_ms, mut reservation, mut want) = (None, None, None, None, None, None);
-    let mut spelling = None;
+    let (mut spelling, mut used) = (None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
         let number = |what: &str| value.parse::<u64>().map_err(|_| CallError::Malformed(format!("{what} is not a number")));
@@ -350,6 +361,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
             "r" => reservation.replace(number("r")?).is_some(),
             "w" => want.replace(u32::try_from(number("w")?).map_err(|_| malformed("w is too large"))?).is_some(),
             "s" => spelling.replace(value.to_string()).is_some(),
+            "u" => used.replace(u32::try_from(number("u")?).map_err(|_| malformed("u is too large"))?).is_some(),
             _ => return Err(CallError::Malformed(format!("unknown field `{name}`"))),
         };
         if given_twice {
@@ -366,6 +378,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         reservation,
         want,
         spelling,
+        used,
     })
 }
 
@@ -716,6 +729,7 @@ mod tests {
             reservation: None,
             want: None,
             spelling: None,
+            used: None,
         };
         let text = encode_call(&call);
         assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#, "as before two-phase counting");
@@ -819,7 +833,7 @@ mod tests {
     #[test]
     fn call_url_wire_format() {
         let limits = vec![Limit::new(10, 60_000).unwrap()];
-        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None };
+        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None, used: None };
         assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=10x60000");
         let reserve = Call {
             op: Op::Reserve,
@@ -830,6 +844,7 @@ mod tests {
             reservation: None,
             want: None,
             spelling: None,
+            used: None,
         };
         assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
         let commit = Call { op: Op::Commit, hold_ms: None, ..hit.clone() }.settling(Some(1_700_000_000_000_000));
@@ -956,6 +971,7 @@ mod tests {
             reservation: None,
             want: Some(40),
             spelling: None,
+            used: None,
         };
         assert_eq!(encode_call_url(&lease), "https://limiter/v1/lease?l=5000x60000&a=gcra&h=1000&w=40");
         assert_eq!(decode_call_url(&encode_call_url(&lease)), Ok(lease.clone()));

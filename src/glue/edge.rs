@@ -67,6 +67,8 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
     let secrets = load_secrets(env, config);
     let reserves = decision.settles_after_forward();
     let (answer, settlement, deadline) = (decision.answer, decision.settle, decision.upload_deadline);
+    // The usage headers the client never sees (kept with `expose`).
+    let hidden: Vec<&'static str> = settlement.hidden_headers();
     let mut fields = match answer {
         Answer::Respond(own) => {
             // Not forwarded: every reservation made is released.
@@ -100,10 +102,11 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
         forward(req, env, &config.upstream).await?
     };
     // A WebSocket upgrade (101) cannot be rebuilt with extra fields.
-    if fields.is_empty() || response.status() == 101 {
+    let hides = hidden.iter().any(|name| response.headers().has(name).unwrap_or(false));
+    if (fields.is_empty() && !hides) || response.status() == 101 {
         Ok(response)
     } else {
-        with_fields(response, &fields)
+        with_fields(response, &fields, &hidden)
     }
 }
 

@@ -213,10 +213,14 @@ pub(crate) async fn forward(
     Ok(response.unchecked_into())
 }
 
-/// The origin's response with `fields` added (its headers are immutable, so
-/// status, headers and body stream move to a new response).
-pub(crate) fn with_fields(raw: web_sys::Response, fields: &[(String, String)]) -> worker::Result<web_sys::Response> {
+/// The origin's response with `fields` added and the fields named `hidden`
+/// removed (its headers are immutable, so status, headers and body stream
+/// move to a new response).
+pub(crate) fn with_fields(raw: web_sys::Response, fields: &[(String, String)], hidden: &[&str]) -> worker::Result<web_sys::Response> {
     let headers = web_sys::Headers::new_with_headers(&raw.headers()).map_err(worker::Error::from)?;
+    for name in hidden {
+        headers.delete(name).map_err(worker::Error::from)?;
+    }
     for (name, value) in fields {
         headers.append(name, value).map_err(worker::Error::from)?;
     }

@@ -38,7 +38,7 @@ pub const PERIOD_MS: i64 = 60_000;
 pub const DEFAULT_CAPACITY: usize = 10_000;
 
 /// The events written once per episode.
-const EPISODIC: [&str; 4] = ["block", "shadow_block", "counter_error", "exempt"];
+const EPISODIC: [&str; 5] = ["block", "shadow_block", "counter_error", "exempt", "usage_missing"];
 
 /// One open episode: when its line was written, how many were suppressed
 /// since.

@@ -224,10 +224,16 @@ fn policy(rule: &Rule) -> String {
         FailPolicy::Allow => " (fail open)",
         FailPolicy::Deny => " (fail closed, 503)",
     };
-    let counting = match &rule.counting {
+    let mut counting = match &rule.counting {
         Counting::All => "every request".to_string(),
         Counting::Statuses(s) => format!("responses {s:?}"),
     };
+    if let Some(u) = &rule.usage {
+        counting.push_str(&format!(
+            ", in units the origin reports in `{}` (reserves {} before forwarding; commits the header's value clamped to [0, {}], or {} when it is missing)",
+            u.header, u.reserve, u.max, u.reserve
+        ));
+    }
     format!("action {}{action}; on_error {}{on_error}; counts {counting}", rule.action.name(), rule.on_error.name())
 }
 

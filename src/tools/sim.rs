@@ -392,6 +392,7 @@ impl<'s> Sim<'s> {
             reservation: None,
             want: None,
             spelling: None,
+            used: None,
         }
     }
 
