@@ -49,6 +49,19 @@
 //! units of the lease `reservation`. In the reply, `granted` is `g`; in the
 //! compact reply line it is a last field `g={g}`, present only in answers to
 //! a lease, so every reply line of the older ops reads as before.
+//!
+//! Usage reported by the origin ([`crate::config::cost`], issue 29) added
+//! one field the same way: `used` (compact `u`) on a `commit`, the units to
+//! count instead of the reservation's cost (0: released, nothing counted):
+//!
+//! ```json
+//! {"v":1,"op":"commit","limits":[[10000,86400000]],"cost":3000,"reservation":1700000000000000,"used":1234}
+//! ```
+//! A commit without it counts as before. An object of the build before
+//! refuses a compact call carrying `u` (unknown field, 400): the Worker logs
+//! the commit's `counter_error` and the reservation holds until it
+//! expires, on the safe side. (Its JSON form ignores unknown fields and
+//! would commit the reservation's cost: the Worker sends the compact form.)
 
 /// Which algorithm counts, as calls name it (`alg`).
 pub use crate::count::algorithm::Algorithm;
@@ -297,9 +310,10 @@ fn op_name(op: Op) -> &'static str {
 /// The path is `/v{version}/{op}`; the query holds `l` (the limits,
 /// `{requests}x{window_ms}` joined by `,`, required), and only when they say
 /// something: `c` (cost, default 1), `a` (`gcra`; the sliding log is the
-/// default), `h` (hold_ms), `r` (reservation) and `w` (want), each at most once, in any
-/// order. The same version and the same checks as the JSON form (which the
-/// object still accepts, as a `POST` body).
+/// default), `h` (hold_ms), `r` (reservation), `w` (want), `s` (spelling)
+/// and `u` (used, issue 29), each at most once, in any order. The same
+/// version and the same checks as the JSON form (which the object still
+/// accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
     use std::fmt::Write;
     let mut url = format!("https://limiter/v{VERSION}/{}?l=", op_name(call.op));
@@ -849,6 +863,13 @@ mod tests {
         assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
         let commit = Call { op: Op::Commit, hold_ms: None, ..hit.clone() }.settling(Some(1_700_000_000_000_000));
         assert_eq!(encode_call_url(&commit), "https://limiter/v1/commit?l=10x60000&r=1700000000000000");
+        // Issue 29: the usage an origin reported rides on the commit, as `u`
+        // (an object of the build before refuses it: unknown field, 400).
+        let used = Call { used: Some(1_234), ..commit.clone() };
+        assert_eq!(encode_call_url(&used), "https://limiter/v1/commit?l=10x60000&r=1700000000000000&u=1234");
+        assert_eq!(decode_call_url(&encode_call_url(&used)), Ok(used.clone()));
+        assert_eq!(decode_call(&encode_call(&used)), Ok(used));
+        assert_eq!(decode_call_url("https://limiter/v1/commit?l=1x1&u=0").map(|c| c.used), Ok(Some(0)));
         for (op, _) in OPS {
             let call = Call { op, hold_ms: Some(5), reservation: Some(9), ..reserve.clone() };
             assert_eq!(decode_call_url(&encode_call_url(&call)), Ok(call.clone()), "{op:?}");
@@ -882,6 +903,8 @@ mod tests {
             ("https://limiter/v1/reserve?l=1x1", "reserve needs hold_ms"),
             ("https://limiter/v1/release?l=1x1", "release needs the reservation"),
             ("https://limiter/v1/commit?l=1x1&r=-1", "r is not a number"),
+            ("https://limiter/v1/commit?l=1x1&u=4294967296", "u is too large"),
+            ("https://limiter/v1/commit?l=1x1&u=1&u=2", "`u` given twice"),
         ] {
             let err = decode_call_url(url).unwrap_err().to_string();
             assert!(err.contains(why), "{url}: {err}");
