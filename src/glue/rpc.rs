@@ -80,7 +80,8 @@ pub async fn check(this: JsValue, request: JsValue, options: JsValue) -> Result<
 /// `settle(ticket, status?, headers?)` → `{ headers }`: `status` is the
 /// app's answer (`null`/absent: none, reservations released); `headers`
 /// its response headers (`Headers` or a plain object), read for
-/// `success_identity_header`. The returned `headers` are `Set-Cookie`
+/// `success_identity_header` and a usage rule's header (issue 29: the
+/// units committed). The returned `headers` are `Set-Cookie`
 /// fields of trusted devices, for the app's response.
 #[wasm_bindgen(this)]
 pub async fn settle(this: JsValue, ticket: JsValue, status: JsValue, headers: JsValue) -> Result<JsValue, JsValue> {
