@@ -146,7 +146,7 @@ pub(super) fn upload_limits(spec: &RuleSpec, buffer: Option<u32>, timeout_ms: Op
     let mut limits = UploadLimits::default();
     for (field, given) in [("upload_buffer", buffer.is_some()), ("upload_timeout", timeout_ms.is_some())] {
         if given && !spec.reserves() {
-            errors.push(field, "only for rules that count statuses or usage (set count_statuses, or cost = { header, reserve, max })");
+            errors.push(field, "only for rules that reserve (set count_statuses, cost = { header, reserve, max } or concurrency)");
         }
     }
     limits.buffer = buffer.unwrap_or(limits.buffer);
@@ -163,7 +163,7 @@ pub(super) fn reservation_ttl(spec: &RuleSpec, given: Option<u64>, errors: &mut 
     let calls = 2 * u64::from(spec.timeout_ms);
     let Some(ms) = given else { return calls + u64::from(spec.upload.timeout_ms) + ORIGIN_ALLOWANCE_MS };
     if !spec.reserves() {
-        errors.push("reservation_ttl", "only for rules that count statuses or usage (set count_statuses, or cost = { header, reserve, max })");
+        errors.push("reservation_ttl", "only for rules that reserve (set count_statuses, cost = { header, reserve, max } or concurrency)");
     } else if ms <= calls || ms > MAX_HOLD_MS {
         errors.push(
             "reservation_ttl",

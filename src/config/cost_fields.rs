@@ -1,8 +1,12 @@
-//! A rule's `cost` table ([`crate::config::cost::Usage`]): its fields, and
-//! how it is read (`reserve > max` refused).
+//! The metering fields of a rule (issue 29): the `cost` table
+//! ([`crate::config::cost::Usage`]), its fields and how it is read
+//! (`reserve > max` refused), and what `concurrency` refuses
+//! ([`check_concurrency`]).
 
 use crate::config::cost::Usage;
-use crate::config::reader::{infos, read_table, valid_header_name, Field, FieldInfo, Input, Shape, HEADER_NAME};
+use crate::config::policy::MissingKey;
+use crate::config::reader::{infos, read_table, valid_header_name, Errors, Field, FieldInfo, Input, Shape, HEADER_NAME};
+use crate::config::rules::RuleSpec;
 
 /// A `cost` table while it is read.
 struct UsageDraft {
@@ -53,6 +57,20 @@ pub(super) fn read_usage(input: &mut Input<'_>) -> Option<Usage> {
         return None;
     }
     Some(Usage { header, reserve, max, expose: draft.expose })
+}
+
+/// `concurrency` needs a key every request holds a slot by: with
+/// `on_missing_key = "skip"` a request without a key part would take no
+/// slot at all, so a client escapes the limit by leaving the part out.
+/// (`reject` refuses such a request; `fallback` holds a slot by the
+/// fallback key.)
+pub(super) fn check_concurrency(spec: &RuleSpec, errors: &mut Errors) {
+    if spec.concurrency.is_some() && spec.on_missing_key == MissingKey::Skip {
+        errors.push(
+            "concurrency",
+            "a request without the key would hold no slot (on_missing_key = \"skip\"): a client escapes the limit by leaving the key out; use \"reject\" or a fallback_key",
+        );
+    }
 }
 
 #[cfg(test)]
@@ -107,5 +125,27 @@ mod tests {
             assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{cost}: {errs:?}");
         }
         assert!(errors(json!({ "cost": { "header": "x-t", "reserve": 10, "max": 10 } }))[..].is_empty(), "reserve = max is the exact setting");
+    }
+
+    #[test]
+    fn concurrency_is_read_reserves_and_refuses_a_key_that_may_hold_no_slot() {
+        let config = Config::from_json(&rule(json!({ "concurrency": 3, "key": ["header:x-api-key"] }))).unwrap();
+        let r = &config.rules[0];
+        assert_eq!((r.concurrency, r.reserves()), (Some(3), true));
+        assert!(matches!(r.lease, LeaseMode::ForcedOff(_)));
+        use crate::count::protocol::Op;
+        assert_eq!((r.call(Op::Reserve).concurrency, r.call(Op::Check).concurrency, r.call(Op::Release).concurrency), (Some(3), Some(3), None));
+        assert_eq!(crate::config::describe::rule_json(r)["concurrency"], json!(3));
+        for (extra, field) in [
+            (json!({ "concurrency": 0 }), "concurrency"),
+            (json!({ "concurrency": 1_001 }), "concurrency"),
+            (json!({ "concurrency": 2, "key": ["header:x-api-key"], "on_missing_key": "skip" }), "concurrency"),
+        ] {
+            let errs = errors(extra.clone());
+            assert_eq!(errs.len(), 1, "{extra}: {errs:?}");
+            assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{extra}: {errs:?}");
+        }
+        let fallback = json!({ "concurrency": 2, "key": ["header:x-api-key"], "fallback_key": ["ip"], "reservation_ttl": "10m" });
+        assert!(errors(fallback).is_empty(), "a fallback key holds the slot; reservation_ttl bounds a lost one");
     }
 }

@@ -140,6 +140,9 @@ fn limiting(rule: &RuleSpec) -> Map<String, Value> {
         None => rule.cost.into(),
     };
     put(&mut out, "cost", cost);
+    if let Some(n) = rule.concurrency {
+        put(&mut out, "concurrency", n.into());
+    }
     put(&mut out, "overrides", overrides(&rule.overrides));
     put(&mut out, "action", rule.action.name().into());
     put(&mut out, "on_error", rule.on_error.name().into());
@@ -313,7 +316,7 @@ mod tests {
             },
             {
                 "name": "otp", "path": "/otp", "key": ["body:phone"], "count_statuses": [401], "on_success": "decrement",
-                "limits": [{ "requests": 3, "window": "1h" }]
+                "limits": [{ "requests": 3, "window": "1h" }], "concurrency": 2
             }
         ])
     }

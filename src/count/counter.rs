@@ -34,6 +34,7 @@ use crate::count::gcra::{self, Gcra};
 use crate::count::lease;
 use crate::count::limit::{horizon_ms, Limit, WindowState};
 use crate::count::protocol::{Call, Op};
+use crate::count::slots;
 use crate::count::reservation::{self, Reservation};
 use crate::count::tally::Tally;
 use crate::count::window::SlidingLog;
@@ -266,6 +267,9 @@ fn reserve_decision(state: &State, held: &[Reservation], now_ms: i64, call: &Cal
     }
     let held_units = u32::try_from(reservation::units(held)).unwrap_or(u32::MAX);
     let with_held = State::decide(state, now_ms, limits, call.cost.saturating_add(held_units));
+    if with_held.tally.allowed && slots::full(held, call.concurrency) {
+        return Decision { tally: slots::refused(with_held.tally, held, now_ms), next: None };
+    }
     if with_held.tally.allowed {
         let hold = i64::try_from(call.hold_ms.unwrap_or(0)).unwrap_or(i64::MAX);
         return Decision { tally: with_held.tally, next: Some(now_ms.saturating_add(hold)) };
@@ -479,6 +483,7 @@ mod tests {
             want: None,
             spelling: None,
             used: None,
+            concurrency: None,
         }
     }
 
@@ -777,7 +782,7 @@ mod tests {
                 if op == Op::Commit && reservation.is_none() {
                     continue; // a commit without a live reservation records beyond the limit, by design
                 }
-                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None, spelling: None, used: None };
+                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None, spelling: None, used: None, concurrency: None };
                 apply(&mut row, now, &call);
                 let (state, held) = reservation::split_row(&row);
                 let units = reservation::units(&reservation::live(reservation::decode(held).unwrap(), now));
@@ -807,7 +812,7 @@ mod tests {
             for (op, dt, cost, settle_last) in calls {
                 now += dt;
                 let reservation = if settle_last { last } else { None };
-                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None, spelling: None, used: None };
+                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None, spelling: None, used: None, concurrency: None };
                 let step = step(&stored, now, &call).unwrap();
                 last = step.reservation.or(last);
                 if op == Op::Reset {
@@ -842,6 +847,7 @@ mod tests {
             want: Some(want),
             spelling: None,
             used: None,
+            concurrency: None,
         }
     }
 

@@ -62,6 +62,12 @@
 //! the commit's `counter_error` and the reservation holds until it
 //! expires, on the safe side. (Its JSON form ignores unknown fields and
 //! would commit the reservation's cost: the Worker sends the compact form.)
+//!
+//! Concurrency limits (issue 29) added `concurrency` (compact `n`) to a
+//! `reserve` (and `check`): refused while the key holds that many live
+//! reservations ([`crate::count::slots`]); the slot is given back by the
+//! usual `commit` or `release`. An older object refuses `n` (400): the
+//! rule's `on_error`.
 
 /// Which algorithm counts, as calls name it (`alg`).
 pub use crate::count::algorithm::Algorithm;
@@ -88,6 +94,10 @@ pub const MAX_LEASE_TTL_MS: u64 = 60_000;
 
 /// The most units one lease may ask for (`want`).
 pub const MAX_LEASE_UNITS: u32 = 1_000_000;
+
+/// The most requests of one key a rule's `concurrency` may let in flight
+/// (each is a reservation in the key's row).
+pub const MAX_CONCURRENCY: u32 = 1_000;
 
 /// What the Worker asks of the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,6 +171,11 @@ pub struct Call {
     /// units to count instead of the reservation's cost (0: the
     /// reservation is released, nothing counted). Ignored by the other ops.
     pub used: Option<u32>,
+    /// For `reserve` and `check` of a rule with `concurrency` (issue 29):
+    /// the most reservations the key may hold at once, 1 to
+    /// [`MAX_CONCURRENCY`]; a reserve is refused while that many are live
+    /// ([`crate::count::slots`]). Ignored by the other ops.
+    pub concurrency: Option<u32>,
 }
 
 impl Call {
@@ -190,6 +205,8 @@ struct WireCall {
     spelling: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     used: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    concurrency: Option<u32>,
 }
 
 fn one() -> u32 {
@@ -213,6 +230,7 @@ pub fn encode_call(call: &Call) -> String {
         want: call.want,
         spelling: call.spelling.as_ref().map(|s| s.encode().to_string()),
         used: call.used,
+        concurrency: call.concurrency,
     };
     serde_json::to_string(&wire).unwrap_or_default()
 }
@@ -249,6 +267,9 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
     if wire.op == Op::Reserve && !wire.hold_ms.is_some_and(|ms| (1..=MAX_HOLD_MS).contains(&ms)) {
         return Err(CallError::InvalidHold);
     }
+    if wire.concurrency.is_some_and(|n| !(1..=MAX_CONCURRENCY).contains(&n)) {
+        return Err(CallError::InvalidConcurrency);
+    }
     if matches!(wire.op, Op::Release | Op::Refund) && wire.reservation.is_none() {
         return Err(CallError::MissingReservation);
     }
@@ -274,6 +295,7 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
         want: wire.want,
         spelling,
         used: wire.used,
+        concurrency: wire.concurrency,
     })
 }
 
@@ -310,8 +332,8 @@ fn op_name(op: Op) -> &'static str {
 /// The path is `/v{version}/{op}`; the query holds `l` (the limits,
 /// `{requests}x{window_ms}` joined by `,`, required), and only when they say
 /// something: `c` (cost, default 1), `a` (`gcra`; the sliding log is the
-/// default), `h` (hold_ms), `r` (reservation), `w` (want), `s` (spelling)
-/// and `u` (used, issue 29), each at most once, in any order. The same
+/// default), `h` (hold_ms), `r` (reservation), `w` (want), `s` (spelling),
+/// `u` (used) and `n` (concurrency; issue 29), each at most once, in any order. The same
 /// version and the same checks as the JSON form (which the object still
 /// accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
@@ -342,6 +364,9 @@ pub fn encode_call_url(call: &Call) -> String {
     if let Some(used) = call.used {
         let _ = write!(url, "&u={used}");
     }
+    if let Some(n) = call.concurrency {
+        let _ = write!(url, "&n={n}");
+    }
     url
 }
 
@@ -363,7 +388,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         .map(|(op, _)| *op)
         .ok_or_else(|| CallError::Malformed(format!("unknown op `{op}`")))?;
     let (mut limits, mut cost, mut alg, mut hold_ms, mut reservation, mut want) = (None, None, None, None, None, None);
-    let (mut spelling, mut used) = (None, None);
+    let (mut spelling, mut used, mut concurrency) = (None, None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
         let number = |what: &str| value.parse::<u64>().map_err(|_| CallError::Malformed(format!("{what} is not a number")));
@@ -376,6 +401,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
             "w" => want.replace(u32::try_from(number("w")?).map_err(|_| malformed("w is too large"))?).is_some(),
             "s" => spelling.replace(value.to_string()).is_some(),
             "u" => used.replace(u32::try_from(number("u")?).map_err(|_| malformed("u is too large"))?).is_some(),
+            "n" => concurrency.replace(u32::try_from(number("n")?).map_err(|_| malformed("n is too large"))?).is_some(),
             _ => return Err(CallError::Malformed(format!("unknown field `{name}`"))),
         };
         if given_twice {
@@ -393,6 +419,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         want,
         spelling,
         used,
+        concurrency,
     })
 }
 
@@ -443,6 +470,8 @@ pub enum CallError {
     InvalidWant,
     /// A `spelling` that is neither 16 lowercase hex digits nor `-`.
     InvalidSpelling,
+    /// A `concurrency` outside 1 to [`MAX_CONCURRENCY`].
+    InvalidConcurrency,
 }
 
 impl fmt::Display for CallError {
@@ -460,6 +489,7 @@ impl fmt::Display for CallError {
             CallError::InvalidLeaseTtl => write!(f, "lease needs hold_ms from 1 to {MAX_LEASE_TTL_MS}"),
             CallError::InvalidWant => write!(f, "lease needs want from cost to {MAX_LEASE_UNITS}"),
             CallError::InvalidSpelling => write!(f, "a spelling is 16 lowercase hex digits or `-`"),
+            CallError::InvalidConcurrency => write!(f, "concurrency must be from 1 to {MAX_CONCURRENCY}"),
         }
     }
 }
@@ -744,6 +774,7 @@ mod tests {
             want: None,
             spelling: None,
             used: None,
+            concurrency: None,
         };
         let text = encode_call(&call);
         assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#, "as before two-phase counting");
@@ -847,7 +878,7 @@ mod tests {
     #[test]
     fn call_url_wire_format() {
         let limits = vec![Limit::new(10, 60_000).unwrap()];
-        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None, used: None };
+        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None, used: None, concurrency: None };
         assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=10x60000");
         let reserve = Call {
             op: Op::Reserve,
@@ -859,6 +890,7 @@ mod tests {
             want: None,
             spelling: None,
             used: None,
+            concurrency: None,
         };
         assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
         let commit = Call { op: Op::Commit, hold_ms: None, ..hit.clone() }.settling(Some(1_700_000_000_000_000));
@@ -995,6 +1027,7 @@ mod tests {
             want: Some(40),
             spelling: None,
             used: None,
+            concurrency: None,
         };
         assert_eq!(encode_call_url(&lease), "https://limiter/v1/lease?l=5000x60000&a=gcra&h=1000&w=40");
         assert_eq!(decode_call_url(&encode_call_url(&lease)), Ok(lease.clone()));

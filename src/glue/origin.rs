@@ -115,6 +115,35 @@ export function watchUpload(request, ms) {
   const stop = () => { clearTimeout(timer); return fired; };
   return [outbound, stop];
 }
+
+export function watchBody(response) {
+  if (response.body === null || response.status === 101) return [response, Promise.resolve()];
+  let finish;
+  const finished = new Promise((resolve) => { finish = resolve; });
+  const reader = response.body.getReader();
+  const body = new ReadableStream({
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) {
+          controller.close();
+          finish();
+        } else {
+          controller.enqueue(value);
+        }
+      } catch (e) {
+        controller.error(e);
+        finish();
+      }
+    },
+    cancel(reason) {
+      finish();
+      return reader.cancel(reason).catch(() => {});
+    },
+  });
+  const init = { status: response.status, statusText: response.statusText, headers: response.headers };
+  return [new Response(body, init), finished];
+}
 "#)]
 extern "C" {
     /// Reads a clone of `request`'s body (the original, teed, keeps every
@@ -131,6 +160,23 @@ extern "C" {
     /// function that stops the watch, saying whether it fired.
     #[wasm_bindgen(catch, js_name = watchUpload)]
     fn watch_upload_js(request: &web_sys::Request, ms: u32) -> Result<js_sys::Array, JsValue>;
+
+    /// A response like `response` whose body streams through a watch, and
+    /// a promise that resolves once the body has ended, failed or been
+    /// cancelled (the client went away); at once for no body or a 101.
+    #[wasm_bindgen(catch, js_name = watchBody)]
+    fn watch_body_js(response: &web_sys::Response) -> Result<js_sys::Array, JsValue>;
+}
+
+/// `response` with its body watched ([`crate::count::slots`]: a concurrency
+/// slot is held until the answer has been sent): the response to send, and
+/// what resolves once its body is done (ended, failed, or cancelled by a
+/// client that went away). `None`: the runtime refused to build it.
+pub(crate) fn watch_body(response: &web_sys::Response) -> Option<(web_sys::Response, js_sys::Promise)> {
+    let pair = watch_body_js(response).ok()?;
+    let watched = pair.get(0).dyn_into::<web_sys::Response>().ok()?;
+    let finished = pair.get(1).dyn_into::<js_sys::Promise>().ok()?;
+    Some((watched, finished))
 }
 
 /// Receives the body before a failures-only rule reserves

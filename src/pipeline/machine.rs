@@ -393,6 +393,13 @@ impl<'c> Settle<'c> {
         names
     }
 
+    /// Whether settling waits until the response body has been sent (or
+    /// the client went away): a rule with `concurrency` holds its slot
+    /// while the answer streams ([`crate::count::slots`]).
+    pub fn holds_until_sent(&self) -> bool {
+        self.applied.iter().any(|a| a.rule.concurrency.is_some())
+    }
+
     /// The usage headers to remove from the client's response (those of
     /// usage rules without `expose`; [`crate::config::cost`]).
     pub fn hidden_headers(&self) -> Vec<&'c str> {

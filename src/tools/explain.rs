@@ -228,6 +228,9 @@ fn policy(rule: &Rule) -> String {
         Counting::All => "every request".to_string(),
         Counting::Statuses(s) => format!("responses {s:?}"),
     };
+    if let Some(n) = rule.concurrency {
+        counting.push_str(&format!("; at most {n} in flight per key (a slot held until the response is sent)"));
+    }
     if let Some(u) = &rule.usage {
         counting.push_str(&format!(
             ", in units the origin reports in `{}` (reserves {} before forwarding; commits the header's value clamped to [0, {}], or {} when it is missing)",

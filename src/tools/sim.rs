@@ -393,6 +393,7 @@ impl<'s> Sim<'s> {
             want: None,
             spelling: None,
             used: None,
+            concurrency: None,
         }
     }
 
