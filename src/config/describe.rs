@@ -136,7 +136,14 @@ fn limiting(rule: &RuleSpec) -> Map<String, Value> {
     put(&mut out, "algorithm", rule.algorithm.name().into());
     put(&mut out, "limits", limits(&rule.limits));
     let cost = match &rule.usage {
-        Some(u) => table([("header", text(&u.header)), ("reserve", u.reserve.into()), ("max", u.max.into()), ("expose", u.expose.into())]),
+        Some(u) => {
+            // Three at a time: `table` of four would be one more copy of it.
+            let mut cost = table([("header", text(&u.header)), ("reserve", u.reserve.into()), ("max", u.max.into())]);
+            if let Value::Object(fields) = &mut cost {
+                put(fields, "expose", u.expose.into());
+            }
+            cost
+        }
         None => rule.cost.into(),
     };
     put(&mut out, "cost", cost);

@@ -119,30 +119,18 @@ export function watchUpload(request, ms) {
 export function watchBody(response) {
   if (response.body === null || response.status === 101) return [response, Promise.resolve()];
   let finish;
-  const finished = new Promise((resolve) => { finish = resolve; });
+  const finished = new Promise((r) => { finish = r; });
   const reader = response.body.getReader();
   const body = new ReadableStream({
-    async pull(controller) {
+    async pull(c) {
       try {
         const { done, value } = await reader.read();
-        if (done) {
-          controller.close();
-          finish();
-        } else {
-          controller.enqueue(value);
-        }
-      } catch (e) {
-        controller.error(e);
-        finish();
-      }
+        if (done) { c.close(); finish(); } else c.enqueue(value);
+      } catch (e) { c.error(e); finish(); }
     },
-    cancel(reason) {
-      finish();
-      return reader.cancel(reason).catch(() => {});
-    },
+    cancel(reason) { finish(); return reader.cancel(reason).catch(() => {}); },
   });
-  const init = { status: response.status, statusText: response.statusText, headers: response.headers };
-  return [new Response(body, init), finished];
+  return [new Response(body, response), finished];
 }
 "#)]
 extern "C" {
@@ -173,10 +161,9 @@ extern "C" {
 /// what resolves once its body is done (ended, failed, or cancelled by a
 /// client that went away). `None`: the runtime refused to build it.
 pub(crate) fn watch_body(response: &web_sys::Response) -> Option<(web_sys::Response, js_sys::Promise)> {
+    // What `watchBody` returns, always: no `instanceof` checks to carry.
     let pair = watch_body_js(response).ok()?;
-    let watched = pair.get(0).dyn_into::<web_sys::Response>().ok()?;
-    let finished = pair.get(1).dyn_into::<js_sys::Promise>().ok()?;
-    Some((watched, finished))
+    Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
 }
 
 /// Receives the body before a failures-only rule reserves
