@@ -4,6 +4,8 @@
 //   login-brute-force  POST /login answers 401 {"error":"invalid email or password"}
 //                      unless the password is "demo-password" (200), for any email;
 //                      the body may be a form (curl -d) or JSON.
+//   ai-budget          POST /v1/chat/* answers 401 without an x-api-key, else 200
+//                      reporting the tokens used in x-usage-tokens: ?tokens=N, or 2500.
 // Usage: ORIGIN_PORT=8788 DEMO_EXAMPLE=NAME node scripts/demo-origin.mjs
 import { createServer } from "node:http";
 
@@ -34,6 +36,11 @@ function exampleAnswer(req, url, body) {
     return fields.password === DEMO_PASSWORD
       ? [200, { ok: true }, { "x-authenticated-user": String(fields.email ?? "") }]
       : [401, { error: "invalid email or password" }];
+  }
+  if (example === "ai-budget" && url.pathname.startsWith("/v1/chat/") && req.method === "POST") {
+    if (!req.headers["x-api-key"]) return [401, { error: "no API key" }];
+    const tokens = url.searchParams.get("tokens") ?? "2500";
+    return [200, { choices: [{ message: { role: "assistant", content: "…" } }], usage: { total_tokens: Number(tokens) } }, { "x-usage-tokens": tokens }];
   }
   return undefined;
 }

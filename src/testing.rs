@@ -166,5 +166,5 @@ pub fn allowed(_: &Applied<'_>) -> Outcome {
 
 /// An outcome over the limit for a minute.
 pub fn blocked(_: &Applied<'_>) -> Outcome {
-    Outcome::Blocked { retry_after_ms: 60_000, window: 0, windows: None, penalty: false }
+    Outcome::Blocked { retry_after_ms: 60_000, window: 0, windows: None, by: crate::count::blocked::Refusal::Limit }
 }

@@ -146,8 +146,8 @@ pub(super) fn check_on_success(spec: &RuleSpec, flag: bool, errors: &mut Errors)
 pub(super) fn upload_limits(spec: &RuleSpec, buffer: Option<u32>, timeout_ms: Option<u32>, errors: &mut Errors) -> UploadLimits {
     let mut limits = UploadLimits::default();
     for (field, given) in [("upload_buffer", buffer.is_some()), ("upload_timeout", timeout_ms.is_some())] {
-        if given && spec.counting == Counting::All {
-            errors.push(field, "only for rules that count statuses (set count_statuses)");
+        if given && !spec.reserves() {
+            errors.push(field, "only for rules that reserve (set count_statuses, cost = { header, reserve, max } or concurrency)");
         }
     }
     limits.buffer = buffer.unwrap_or(limits.buffer);
@@ -163,8 +163,8 @@ pub(super) fn upload_limits(spec: &RuleSpec, buffer: Option<u32>, timeout_ms: Op
 pub(super) fn reservation_ttl(spec: &RuleSpec, given: Option<u64>, errors: &mut Errors) -> u64 {
     let calls = 2 * u64::from(spec.timeout_ms);
     let Some(ms) = given else { return calls + u64::from(spec.upload.timeout_ms) + ORIGIN_ALLOWANCE_MS };
-    if spec.counting == Counting::All {
-        errors.push("reservation_ttl", "only for rules that count statuses (set count_statuses)");
+    if !spec.reserves() {
+        errors.push("reservation_ttl", "only for rules that reserve (set count_statuses, cost = { header, reserve, max } or concurrency)");
     } else if ms <= calls || ms > MAX_HOLD_MS {
         errors.push(
             "reservation_ttl",
@@ -294,7 +294,7 @@ pub(super) fn lease_mode(spec: &RuleSpec, auto: Option<bool>, ttl_ms: Option<u64
     }
     // By default one second, or half the shortest window if that is less.
     let ttl_ms = ttl_ms.unwrap_or(DEFAULT_LEASE_TTL_MS.min(shortest / 2).max(1));
-    if spec.counting != Counting::All {
+    if spec.reserves() {
         return LeaseMode::ForcedOff(OFF_TWO_PHASE);
     }
     if spec.on_success.is_some() {

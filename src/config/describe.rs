@@ -108,6 +108,8 @@ fn counting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
     if let Counting::Statuses(statuses) = &rule.counting {
         put(&mut out, "count_statuses", numbers(statuses));
+    }
+    if rule.reserves() {
         put(&mut out, "reservation_ttl", duration(rule.reservation_ttl_ms).into());
         put(&mut out, "upload_buffer", rule.upload.buffer.into());
         put(&mut out, "upload_timeout", duration(u64::from(rule.upload.timeout_ms)).into());
@@ -133,7 +135,21 @@ fn limiting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
     put(&mut out, "algorithm", rule.algorithm.name().into());
     put(&mut out, "limits", limits(&rule.limits));
-    put(&mut out, "cost", rule.cost.into());
+    let cost = match &rule.usage {
+        Some(u) => {
+            // Three at a time: `table` of four would be one more copy of it.
+            let mut cost = table([("header", text(&u.header)), ("reserve", u.reserve.into()), ("max", u.max.into())]);
+            if let Value::Object(fields) = &mut cost {
+                put(fields, "expose", u.expose.into());
+            }
+            cost
+        }
+        None => rule.cost.into(),
+    };
+    put(&mut out, "cost", cost);
+    if let Some(n) = rule.concurrency {
+        put(&mut out, "concurrency", n.into());
+    }
     put(&mut out, "overrides", overrides(&rule.overrides));
     put(&mut out, "action", rule.action.name().into());
     put(&mut out, "on_error", rule.on_error.name().into());
@@ -310,7 +326,7 @@ mod tests {
             },
             {
                 "name": "otp", "path": "/otp", "key": ["body:phone"], "count_statuses": [401], "on_success": "decrement",
-                "limits": [{ "requests": 3, "window": "1h" }]
+                "limits": [{ "requests": 3, "window": "1h" }], "concurrency": 2
             }
         ])
     }

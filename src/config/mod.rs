@@ -30,6 +30,8 @@
 //! `pipeline`.
 
 mod checks;
+pub mod cost;
+mod cost_fields;
 pub mod describe;
 mod exempt_fields;
 pub(crate) mod headers;

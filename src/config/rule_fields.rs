@@ -21,7 +21,7 @@ use crate::config::response::{self, CustomResponse};
 use crate::config::rules::{Rule, RuleSpec, Target};
 use crate::config::{ConfigError, DEFAULT_SUFFIXES, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
 use crate::count::lease::LeaseMode;
-use crate::count::protocol::{Algorithm, MAX_LEASE_TTL_MS, MAX_LEASE_UNITS};
+use crate::count::protocol::{Algorithm, MAX_CONCURRENCY, MAX_LEASE_TTL_MS, MAX_LEASE_UNITS};
 use crate::request::canon::Sources;
 use crate::request::exempt::Exemptions;
 use crate::request::key::KeyPart;
@@ -88,6 +88,8 @@ impl RuleDraft {
             response: None,
             metrics: MetricsLevel::default(),
             penalty_ms: None,
+            usage: None,
+            concurrency: None,
         };
         RuleDraft {
             spec,
@@ -117,6 +119,7 @@ impl RuleDraft {
         checks::check_on_success(&spec, self.clear_on_success.is_some(), errors);
         checks::check_trusted_device(&spec, errors);
         checks::check_cost(&spec, errors);
+        crate::config::cost_fields::check_concurrency(&spec, errors);
         checks::check_algorithm(&spec, errors);
         spec.lease = checks::lease_mode(&spec, self.lease_auto, self.lease_ttl_ms, self.lease_max, errors);
         checks::check_overrides(&mut spec, errors);
@@ -238,10 +241,18 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
             d.spec.limits = limits;
         }
     }),
-    Field::optional("cost", Shape::Integer(1, u32::MAX as u64), "Units each request spends (default 1; at most the smallest limit).", |d, i| {
-        if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number") {
+    Field::optional("cost", Shape::AnyOf(&[Shape::Integer(1, u32::MAX as u64), Shape::Table(crate::config::cost_fields::usage_infos)]), "Units each request spends (default 1; at most the smallest limit), or usage reported by the origin: { header = \"x-usage-units\", reserve = 1000, max = 100000, expose = false }.", |d, i| {
+        if i.value.is_object() {
+            if let Some(usage) = crate::config::cost_fields::read_usage(i) {
+                d.spec.cost = usage.reserve;
+                d.spec.usage = Some(usage);
+            }
+        } else if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number") {
             d.spec.cost = cost;
         }
+    }),
+    Field::optional("concurrency", Shape::Integer(1, MAX_CONCURRENCY as u64), "At most this many requests of one key in flight at once, across every isolate (a slot is held until the response has been sent, or the client went away; reservation_ttl frees a lost one).", |d, i| {
+        d.spec.concurrency = i.number(1..=u64::from(MAX_CONCURRENCY), "whole number");
     }),
     Field::optional("action", Shape::Names(Action::names), "What a request over the limit gets: \"block\" (429; the default) or \"log\" (shadow mode: logged, never blocked).", |d, i| {
         if let Some(action) = i.choice::<Action>(None) {

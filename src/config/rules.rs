@@ -205,6 +205,22 @@ pub struct RuleSpec {
     /// How long a refusal keeps the key refused (`penalty`;
     /// [`crate::count::penalty`]); `None`: no penalty.
     pub penalty_ms: Option<u64>,
+    /// Usage reported by the origin (`cost = { header, reserve, max }`;
+    /// [`crate::config::cost`]): `cost` is then its `reserve`.
+    pub usage: Option<crate::config::cost::Usage>,
+    /// At most this many requests of one key in flight at once
+    /// (`concurrency`; [`crate::count::slots`]).
+    pub concurrency: Option<u32>,
+}
+
+impl RuleSpec {
+    /// Whether the rule counts in two phases, reserving before forwarding
+    /// and settling after ([`crate::count::reservation`]): it counts only
+    /// some statuses, or usage the origin reports, or holds a slot while a
+    /// request is in flight (`concurrency`).
+    pub fn reserves(&self) -> bool {
+        self.counting != crate::config::policy::Counting::All || self.usage.is_some() || self.concurrency.is_some()
+    }
 }
 
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.
@@ -514,10 +530,12 @@ impl Rule {
             limits: self.limits.clone(),
             cost: self.cost,
             hold_ms: (op == crate::count::protocol::Op::Reserve).then_some(self.reservation_ttl_ms),
+            concurrency: self.concurrency.filter(|_| matches!(op, crate::count::protocol::Op::Reserve | crate::count::protocol::Op::Check)),
             reservation: None,
             want: None,
             spelling: None,
             penalty_ms: self.penalty_ms.filter(|_| crate::count::penalty::carried_by(op)),
+            used: None,
         }
     }
 

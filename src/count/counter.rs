@@ -35,6 +35,7 @@ use crate::count::gcra::{self, Gcra};
 use crate::count::lease;
 use crate::count::limit::{horizon_ms, Limit, WindowState};
 use crate::count::protocol::{Call, Op};
+use crate::count::slots;
 use crate::count::reservation::{self, Reservation};
 use crate::count::switch;
 use crate::count::tally::Tally;
@@ -136,8 +137,16 @@ fn run_marked(row: &str, mark: Option<Mark>, now_ms: i64, call: &Call) -> Result
         Op::Reserve => reserve(&state, held, now_ms, call),
         Op::Commit => {
             // An unknown (expired) reservation still counts: the origin
-            // answered a counted status.
-            let cost = reservation::take(&mut held, call.reservation).map_or(call.cost, |r| r.cost);
+            // answered a counted status. The origin's usage, when the call
+            // carries it, counts instead of the reservation's cost.
+            let taken = reservation::take(&mut held, call.reservation);
+            let cost = call.used.unwrap_or_else(|| taken.map_or(call.cost, |r| r.cost));
+            if cost == 0 {
+                // Nothing used: as a release.
+                let tally = Tally::allowing(State::peek(&state, now_ms, limits));
+                let step = if taken.is_some() { written(tally, &state, held, now_ms, limits) } else { unchanged(&state, tally, &held) };
+                return Ok((step, mark));
+            }
             mark = spelling::after_commit(mark.as_ref(), empty, call.spelling.as_ref());
             let (next, windows) = State::record(&state, now_ms, limits, cost);
             written(Tally::allowing(windows), &next, held, now_ms, limits)
@@ -260,6 +269,9 @@ fn reserve_decision(state: &State, held: &[Reservation], now_ms: i64, call: &Cal
     }
     let held_units = u32::try_from(reservation::units(held)).unwrap_or(u32::MAX);
     let with_held = State::decide(state, now_ms, limits, call.cost.saturating_add(held_units));
+    if with_held.tally.allowed && slots::full(held, call.concurrency) {
+        return Decision { tally: slots::refused(with_held.tally, held, now_ms), next: None };
+    }
     if with_held.tally.allowed {
         let hold = i64::try_from(call.hold_ms.unwrap_or(0)).unwrap_or(i64::MAX);
         return Decision { tally: with_held.tally, next: Some(now_ms.saturating_add(hold)) };
@@ -478,6 +490,8 @@ mod tests {
             want: None,
             spelling: None,
             penalty_ms: None,
+            used: None,
+            concurrency: None,
         }
     }
 
@@ -784,7 +798,7 @@ mod tests {
                 if op == Op::Commit && reservation.is_none() {
                     continue; // a commit without a live reservation records beyond the limit, by design
                 }
-                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None, spelling: None, penalty_ms: None };
+                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None, spelling: None, penalty_ms: None, used: None, concurrency: None };
                 apply(&mut row, now, &call);
                 let (state, held) = reservation::split_row(&row);
                 let units = reservation::units(&reservation::live(reservation::decode(held).unwrap(), now));
@@ -814,7 +828,7 @@ mod tests {
             for (op, dt, cost, settle_last) in calls {
                 now += dt;
                 let reservation = if settle_last { last } else { None };
-                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None, spelling: None, penalty_ms: None };
+                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None, spelling: None, penalty_ms: None, used: None, concurrency: None };
                 let step = step(&stored, now, &call).unwrap();
                 last = step.reservation.or(last);
                 if op == Op::Reset {
@@ -849,6 +863,8 @@ mod tests {
             want: Some(want),
             spelling: None,
             penalty_ms: None,
+            used: None,
+            concurrency: None,
         }
     }
 
@@ -1017,6 +1033,63 @@ mod tests {
             let admitted = run_leases(Algorithm::Gcra, &limits, ttl, &events);
             let bound = 2 * n - 1 + (ttl * n).div_ceil(w);
             prop_assert!(worst_window(&admitted, w as i64) as u64 <= bound, "{:?}", admitted);
+        }
+    }
+
+    /// Usage reported by the origin (issue 29): a commit counts `used`
+    /// instead of the reservation's cost; 0 releases.
+    #[test]
+    fn a_commit_counts_the_usage_the_origin_reported() {
+        for algorithm in BOTH {
+            let budget = |op| Call { limits: vec![Limit::new(10, 1_000).unwrap()], cost: 4, ..call(op, algorithm) };
+            let mut row = String::new();
+            let a = apply(&mut row, 0, &budget(Op::Reserve)).reservation;
+            let b = apply(&mut row, 0, &budget(Op::Reserve)).reservation;
+            assert!(!apply(&mut row, 0, &budget(Op::Reserve)).tally.allowed, "{algorithm:?}: 8 held, 4 more do not fit");
+            let used = apply(&mut row, 1, &Call { reservation: a, used: Some(1), ..budget(Op::Commit) });
+            assert_eq!((used.held, used.tally.windows[0].used), (1, 1), "{algorithm:?}: 1 committed (4 still held)");
+            let nothing = apply(&mut row, 2, &Call { reservation: b, used: Some(0), ..budget(Op::Commit) });
+            assert_eq!((nothing.held, nothing.tally.windows[0].used), (0, 1), "{algorithm:?}: 0 used: released");
+            let c = apply(&mut row, 3, &budget(Op::Reserve)).reservation;
+            let missing = apply(&mut row, 3, &Call { reservation: c, ..budget(Op::Commit) });
+            assert_eq!(missing.tally.windows[0].used, 5, "{algorithm:?}: no usage: the reservation's cost");
+            let unknown = apply(&mut row, 4, &Call { reservation: Some(1), used: Some(0), ..budget(Op::Commit) });
+            assert!(unknown.write.is_none(), "{algorithm:?}: nothing used, nothing held: nothing written");
+        }
+    }
+
+    proptest! {
+        /// The over-commit bound: requests admitted with `reserve` held that
+        /// each commit at most `max` exceed the limit by at most (requests
+        /// in flight) × (`max` − `reserve`); by nothing with `reserve = max`.
+        #[test]
+        fn usage_overcommits_at_most_in_flight_times_max_minus_reserve(
+            reserve in 1u32..=5, extra in 0u32..=5, events in prop::collection::vec((any::<bool>(), 0u32..=10, 0usize..8), 1..60),
+        ) {
+            let (limit, max) = (10u64, reserve + extra);
+            for algorithm in BOTH {
+                let budget = |op| Call { limits: vec![Limit::new(limit as u32, 1_000_000).unwrap()], cost: reserve, ..call(op, algorithm) };
+                let (mut row, mut in_flight, mut committed, mut most_in_flight) = (String::new(), Vec::new(), 0u64, 0u64);
+                for (t, (reserve_now, used, pick)) in events.iter().enumerate() {
+                    let now = t as i64;
+                    if *reserve_now || in_flight.is_empty() {
+                        if let Some(id) = apply(&mut row, now, &budget(Op::Reserve)).reservation {
+                            in_flight.push(id);
+                            most_in_flight = most_in_flight.max(in_flight.len() as u64);
+                        }
+                    } else {
+                        let id = in_flight.remove(pick % in_flight.len());
+                        let used = (*used).min(max);
+                        apply(&mut row, now, &Call { reservation: Some(id), used: Some(used), ..budget(Op::Commit) });
+                        committed += u64::from(used);
+                    }
+                }
+                let bound = limit + most_in_flight * u64::from(max - reserve);
+                prop_assert!(committed <= bound, "{algorithm:?}: {committed} > {bound}");
+                if extra == 0 {
+                    prop_assert!(committed <= limit, "{algorithm:?}: reserve = max is exact");
+                }
+            }
         }
     }
 }

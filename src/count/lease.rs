@@ -183,7 +183,7 @@ impl LeaseMode {
 }
 
 /// Why `count_statuses` rules never lease.
-pub const OFF_TWO_PHASE: &str = "count_statuses counts after the origin answers; a lease debits before";
+pub const OFF_TWO_PHASE: &str = "count_statuses, a usage cost or concurrency settles after the origin answers; a lease debits before";
 /// Why rules whose success clears or forgives never lease.
 pub const OFF_ON_SUCCESS: &str =
     "a success clears or forgives the count, which would drop tokens other isolates still hold and may spend";

@@ -351,7 +351,7 @@ mod tests {
 
     fn call(op: Op) -> Call {
         let hold_ms = matches!(op, Op::Reserve | Op::Lease).then_some(500);
-        Call { op, algorithm: Algorithm::SlidingLog, limits: limits_of(&[(2, 1_000)]).unwrap(), cost: 1, hold_ms, want: None, reservation: None, spelling: None, penalty_ms: None }
+        Call { op, algorithm: Algorithm::SlidingLog, limits: limits_of(&[(2, 1_000)]).unwrap(), cost: 1, hold_ms, want: None, reservation: None, spelling: None, penalty_ms: None, used: None, concurrency: None }
     }
 
     fn banned_until(until_ms: i64) -> Controls {

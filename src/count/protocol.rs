@@ -66,6 +66,25 @@
 //! unknown field (400: the rule's `on_error`), so a penalty is never
 //! silently dropped by an older object in the compact form; the JSON form
 //! (which the Worker does not send) would ignore it.
+//!
+//! Usage reported by the origin ([`crate::config::cost`], issue 29) added
+//! one field the same way: `used` (compact `u`) on a `commit`, the units to
+//! count instead of the reservation's cost (0: released, nothing counted):
+//!
+//! ```json
+//! {"v":1,"op":"commit","limits":[[10000,86400000]],"cost":3000,"reservation":1700000000000000,"used":1234}
+//! ```
+//! A commit without it counts as before. An object of the build before
+//! refuses a compact call carrying `u` (unknown field, 400): the Worker logs
+//! the commit's `counter_error` and the reservation holds until it
+//! expires, on the safe side. (Its JSON form ignores unknown fields and
+//! would commit the reservation's cost: the Worker sends the compact form.)
+//!
+//! Concurrency limits (issue 29) added `concurrency` (compact `n`) to a
+//! `reserve` (and `check`): refused while the key holds that many live
+//! reservations ([`crate::count::slots`]); the slot is given back by the
+//! usual `commit` or `release`. An older object refuses `n` (400): the
+//! rule's `on_error`.
 
 /// Which algorithm counts, as calls name it (`alg`).
 pub use crate::count::algorithm::Algorithm;
@@ -92,6 +111,10 @@ pub const MAX_LEASE_TTL_MS: u64 = 60_000;
 
 /// The most units one lease may ask for (`want`).
 pub const MAX_LEASE_UNITS: u32 = 1_000_000;
+
+/// The most requests of one key a rule's `concurrency` may let in flight
+/// (each is a reservation in the key's row).
+pub const MAX_CONCURRENCY: u32 = 1_000;
 
 /// What the Worker asks of the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,6 +189,15 @@ pub struct Call {
     /// key refused, 1 ms to [`crate::count::duration::MAX_WINDOW_MS`].
     /// Ignored by the other ops.
     pub penalty_ms: Option<u64>,
+    /// For `commit` of a rule whose origin reports usage (issue 29): the
+    /// units to count instead of the reservation's cost (0: the
+    /// reservation is released, nothing counted). Ignored by the other ops.
+    pub used: Option<u32>,
+    /// For `reserve` and `check` of a rule with `concurrency` (issue 29):
+    /// the most reservations the key may hold at once, 1 to
+    /// [`MAX_CONCURRENCY`]; a reserve is refused while that many are live
+    /// ([`crate::count::slots`]). Ignored by the other ops.
+    pub concurrency: Option<u32>,
 }
 
 impl Call {
@@ -195,6 +227,10 @@ struct WireCall {
     spelling: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     penalty_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    used: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    concurrency: Option<u32>,
 }
 
 fn one() -> u32 {
@@ -218,6 +254,8 @@ pub fn encode_call(call: &Call) -> String {
         want: call.want,
         spelling: call.spelling.as_ref().map(|s| s.encode().to_string()),
         penalty_ms: call.penalty_ms,
+        used: call.used,
+        concurrency: call.concurrency,
     };
     serde_json::to_string(&wire).unwrap_or_default()
 }
@@ -254,6 +292,9 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
     if wire.op == Op::Reserve && !wire.hold_ms.is_some_and(|ms| (1..=MAX_HOLD_MS).contains(&ms)) {
         return Err(CallError::InvalidHold);
     }
+    if wire.concurrency.is_some_and(|n| !(1..=MAX_CONCURRENCY).contains(&n)) {
+        return Err(CallError::InvalidConcurrency);
+    }
     if matches!(wire.op, Op::Release | Op::Refund) && wire.reservation.is_none() {
         return Err(CallError::MissingReservation);
     }
@@ -282,6 +323,8 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
         want: wire.want,
         spelling,
         penalty_ms: wire.penalty_ms,
+        used: wire.used,
+        concurrency: wire.concurrency,
     })
 }
 
@@ -318,9 +361,10 @@ fn op_name(op: Op) -> &'static str {
 /// The path is `/v{version}/{op}`; the query holds `l` (the limits,
 /// `{requests}x{window_ms}` joined by `,`, required), and only when they say
 /// something: `c` (cost, default 1), `a` (`gcra`; the sliding log is the
-/// default), `h` (hold_ms), `r` (reservation), `w` (want), `s` (spelling) and `p` (penalty_ms), each at most once, in any
-/// order. The same version and the same checks as the JSON form (which the
-/// object still accepts, as a `POST` body).
+/// default), `h` (hold_ms), `r` (reservation), `w` (want), `s` (spelling),
+/// `u` (used), `n` (concurrency; issue 29) and `p` (penalty_ms), each at most once, in any order. The same
+/// version and the same checks as the JSON form (which the object still
+/// accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
     use std::fmt::Write;
     let mut url = format!("https://limiter/v{VERSION}/{}?l=", op_name(call.op));
@@ -349,6 +393,12 @@ pub fn encode_call_url(call: &Call) -> String {
     if let Some(ms) = call.penalty_ms {
         let _ = write!(url, "&p={ms}");
     }
+    if let Some(used) = call.used {
+        let _ = write!(url, "&u={used}");
+    }
+    if let Some(n) = call.concurrency {
+        let _ = write!(url, "&n={n}");
+    }
     url
 }
 
@@ -370,7 +420,7 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         .map(|(op, _)| *op)
         .ok_or_else(|| CallError::Malformed(format!("unknown op `{op}`")))?;
     let (mut limits, mut cost, mut alg, mut hold_ms, mut reservation, mut want) = (None, None, None, None, None, None);
-    let (mut spelling, mut penalty_ms) = (None, None);
+    let (mut spelling, mut penalty_ms, mut used, mut concurrency) = (None, None, None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
         let number = |what: &str| value.parse::<u64>().map_err(|_| CallError::Malformed(format!("{what} is not a number")));
@@ -383,6 +433,8 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
             "w" => want.replace(u32::try_from(number("w")?).map_err(|_| malformed("w is too large"))?).is_some(),
             "s" => spelling.replace(value.to_string()).is_some(),
             "p" => penalty_ms.replace(number("p")?).is_some(),
+            "u" => used.replace(u32::try_from(number("u")?).map_err(|_| malformed("u is too large"))?).is_some(),
+            "n" => concurrency.replace(u32::try_from(number("n")?).map_err(|_| malformed("n is too large"))?).is_some(),
             _ => return Err(CallError::Malformed(format!("unknown field `{name}`"))),
         };
         if given_twice {
@@ -400,6 +452,8 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         want,
         spelling,
         penalty_ms,
+        used,
+        concurrency,
     })
 }
 
@@ -452,6 +506,8 @@ pub enum CallError {
     InvalidSpelling,
     /// A `penalty_ms` of 0 or above [`crate::count::duration::MAX_WINDOW_MS`].
     InvalidPenalty,
+    /// A `concurrency` outside 1 to [`MAX_CONCURRENCY`].
+    InvalidConcurrency,
 }
 
 impl fmt::Display for CallError {
@@ -470,6 +526,7 @@ impl fmt::Display for CallError {
             CallError::InvalidWant => write!(f, "lease needs want from cost to {MAX_LEASE_UNITS}"),
             CallError::InvalidSpelling => write!(f, "a spelling is 16 lowercase hex digits or `-`"),
             CallError::InvalidPenalty => write!(f, "a penalty is 1 ms to 31 days"),
+            CallError::InvalidConcurrency => write!(f, "concurrency must be from 1 to {MAX_CONCURRENCY}"),
         }
     }
 }
@@ -771,6 +828,8 @@ mod tests {
             want: None,
             spelling: None,
             penalty_ms: None,
+            used: None,
+            concurrency: None,
         };
         let text = encode_call(&call);
         assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#, "as before two-phase counting");
@@ -875,7 +934,7 @@ mod tests {
     #[test]
     fn call_url_wire_format() {
         let limits = vec![Limit::new(10, 60_000).unwrap()];
-        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None, penalty_ms: None };
+        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None, penalty_ms: None, used: None, concurrency: None };
         assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=10x60000");
         let reserve = Call {
             op: Op::Reserve,
@@ -887,10 +946,19 @@ mod tests {
             want: None,
             spelling: None,
             penalty_ms: None,
+            used: None,
+            concurrency: None,
         };
         assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
         let commit = Call { op: Op::Commit, hold_ms: None, ..hit.clone() }.settling(Some(1_700_000_000_000_000));
         assert_eq!(encode_call_url(&commit), "https://limiter/v1/commit?l=10x60000&r=1700000000000000");
+        // Issue 29: the usage an origin reported rides on the commit, as `u`
+        // (an object of the build before refuses it: unknown field, 400).
+        let used = Call { used: Some(1_234), ..commit.clone() };
+        assert_eq!(encode_call_url(&used), "https://limiter/v1/commit?l=10x60000&r=1700000000000000&u=1234");
+        assert_eq!(decode_call_url(&encode_call_url(&used)), Ok(used.clone()));
+        assert_eq!(decode_call(&encode_call(&used)), Ok(used));
+        assert_eq!(decode_call_url("https://limiter/v1/commit?l=1x1&u=0").map(|c| c.used), Ok(Some(0)));
         for (op, _) in OPS {
             let call = Call { op, hold_ms: Some(5), reservation: Some(9), ..reserve.clone() };
             assert_eq!(decode_call_url(&encode_call_url(&call)), Ok(call.clone()), "{op:?}");
@@ -924,6 +992,8 @@ mod tests {
             ("https://limiter/v1/reserve?l=1x1", "reserve needs hold_ms"),
             ("https://limiter/v1/release?l=1x1", "release needs the reservation"),
             ("https://limiter/v1/commit?l=1x1&r=-1", "r is not a number"),
+            ("https://limiter/v1/commit?l=1x1&u=4294967296", "u is too large"),
+            ("https://limiter/v1/commit?l=1x1&u=1&u=2", "`u` given twice"),
         ] {
             let err = decode_call_url(url).unwrap_err().to_string();
             assert!(err.contains(why), "{url}: {err}");
@@ -1016,6 +1086,8 @@ mod tests {
             want: None,
             spelling: None,
             penalty_ms: Some(600_000),
+            used: None,
+            concurrency: None,
         };
         assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=2x2000&p=600000");
         assert_eq!(decode_call_url(&encode_call_url(&hit)), Ok(hit.clone()));
@@ -1066,6 +1138,8 @@ mod tests {
             want: Some(40),
             spelling: None,
             penalty_ms: None,
+            used: None,
+            concurrency: None,
         };
         assert_eq!(encode_call_url(&lease), "https://limiter/v1/lease?l=5000x60000&a=gcra&h=1000&w=40");
         assert_eq!(decode_call_url(&encode_call_url(&lease)), Ok(lease.clone()));

@@ -16,7 +16,8 @@ use crate::config::Config;
 use crate::glue::drive::{decide, response_headers, Client, Decided};
 use crate::glue::isolate::{load_config, load_secrets, now_ms, respond, write_logs, CONFIG_ERROR_LOGGED};
 use crate::glue::objects::{self, apply_settled, settle};
-use crate::glue::origin::{forward, watch_upload, with_fields, UploadWatch};
+use crate::glue::origin::{forward, watch_body, watch_upload, with_fields, UploadWatch};
+use worker::wasm_bindgen_futures::JsFuture;
 use crate::pipeline::facts::Secrets;
 use crate::pipeline::machine::{self, Settle};
 use std::rc::Rc;
@@ -68,6 +69,8 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
     let secrets = load_secrets(env, config);
     let reserves = decision.settles_after_forward();
     let (answer, settlement, deadline) = (decision.answer, decision.settle, decision.upload_deadline);
+    // The usage headers the client never sees (kept with `expose`).
+    let hidden: Vec<&'static str> = settlement.hidden_headers();
     let mut fields = match answer {
         Answer::Respond(own) => {
             // Not forwarded: every reservation made is released.
@@ -101,10 +104,11 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
         forward(req, env, &config.upstream).await?
     };
     // A WebSocket upgrade (101) cannot be rebuilt with extra fields.
-    if fields.is_empty() || response.status() == 101 {
+    let hides = hidden.iter().any(|name| response.headers().has(name).unwrap_or(false));
+    if (fields.is_empty() && !hides) || response.status() == 101 {
         Ok(response)
     } else {
-        with_fields(response, &fields)
+        with_fields(response, &fields, &hidden)
     }
 }
 
@@ -114,7 +118,11 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
 /// reservation to hold the slot until it expires (and, without two-phase
 /// counting, its failure uncounted). The response is handed back once
 /// settled, so the next request of the same client sees the count, with
-/// the `Set-Cookie` fields of the devices a success made trusted.
+/// the `Set-Cookie` fields of the devices a success made trusted. A rule
+/// with `concurrency` is the exception ([`crate::count::slots`]): its
+/// response goes first, its body watched, and the settlement (which gives
+/// the slot back) follows once the body has been sent or the client went
+/// away.
 ///
 /// With `watch` (a body over the buffer), the watched request is forwarded
 /// instead, and a forward the watch aborted is [`Forwarded::UploadTooSlow`]
@@ -148,6 +156,19 @@ async fn forward_and_settle(
             Err(_) => settlement.after(None, &secrets, now_ms()),
         };
         let cookies = settled.cookies.clone();
+        // A concurrency slot is held until the answer has been sent, or
+        // the client went away: the response goes first, then the
+        // settlement, once its body is done.
+        let watched = match (&response, too_slow || !settlement.holds_until_sent()) {
+            (Ok(r), false) => watch_body(r),
+            _ => None,
+        };
+        if let Some((response, finished)) = watched {
+            let _ = done.send(Ok(Forwarded::Answered(response, cookies)));
+            let _ = JsFuture::from(finished).await;
+            apply_settled(&env, settled).await;
+            return;
+        }
         apply_settled(&env, settled).await;
         let _ = done.send(if too_slow { Ok(Forwarded::UploadTooSlow) } else { response.map(|r| Forwarded::Answered(r, cookies)) });
     });

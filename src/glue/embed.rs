@@ -195,7 +195,10 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
 /// Settles a [`check`]'s failures-only rules with the app's answer:
 /// `status` (`None`: no answer, every reservation is released) and its
 /// response header by lowercased name (`header`, read for
-/// `success_identity_header`). Returns the `Set-Cookie` fields of the
+/// `success_identity_header` and a usage rule's header). A `concurrency`
+/// rule's slot, taken by `check`, is given back here: call it once the
+/// response is done, or the slot is held until `reservation_ttl`. Returns
+/// the `Set-Cookie` fields of the
 /// trusted devices a success made (`trusted_device` rules), for the app to
 /// add. A failed counter call is logged (`counter_error`, `not_recorded`).
 pub async fn settle(

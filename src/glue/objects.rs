@@ -84,6 +84,7 @@ pub(crate) async fn settle(ctx: &Context, env: &Env, settled: Settled) {
 /// blocks dropped, every call sent concurrently (a failed one is logged as
 /// a `counter_error` with decision `not_recorded`).
 pub(crate) async fn apply_settled(env: &Env, settled: Settled) {
+    write_logs(&settled.events);
     let now = now_ms();
     HOLDS.with(|h| {
         let mut holds = h.borrow_mut();

@@ -115,6 +115,23 @@ export function watchUpload(request, ms) {
   const stop = () => { clearTimeout(timer); return fired; };
   return [outbound, stop];
 }
+
+export function watchBody(response) {
+  if (response.body === null || response.status === 101) return [response, Promise.resolve()];
+  let finish;
+  const finished = new Promise((r) => { finish = r; });
+  const reader = response.body.getReader();
+  const body = new ReadableStream({
+    async pull(c) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) { c.close(); finish(); } else c.enqueue(value);
+      } catch (e) { c.error(e); finish(); }
+    },
+    cancel(reason) { finish(); return reader.cancel(reason).catch(() => {}); },
+  });
+  return [new Response(body, response), finished];
+}
 "#)]
 extern "C" {
     /// Reads a clone of `request`'s body (the original, teed, keeps every
@@ -131,6 +148,22 @@ extern "C" {
     /// function that stops the watch, saying whether it fired.
     #[wasm_bindgen(catch, js_name = watchUpload)]
     fn watch_upload_js(request: &web_sys::Request, ms: u32) -> Result<js_sys::Array, JsValue>;
+
+    /// A response like `response` whose body streams through a watch, and
+    /// a promise that resolves once the body has ended, failed or been
+    /// cancelled (the client went away); at once for no body or a 101.
+    #[wasm_bindgen(catch, js_name = watchBody)]
+    fn watch_body_js(response: &web_sys::Response) -> Result<js_sys::Array, JsValue>;
+}
+
+/// `response` with its body watched ([`crate::count::slots`]: a concurrency
+/// slot is held until the answer has been sent): the response to send, and
+/// what resolves once its body is done (ended, failed, or cancelled by a
+/// client that went away). `None`: the runtime refused to build it.
+pub(crate) fn watch_body(response: &web_sys::Response) -> Option<(web_sys::Response, js_sys::Promise)> {
+    // What `watchBody` returns, always: no `instanceof` checks to carry.
+    let pair = watch_body_js(response).ok()?;
+    Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
 }
 
 /// Receives the body before a failures-only rule reserves
@@ -213,10 +246,14 @@ pub(crate) async fn forward(
     Ok(response.unchecked_into())
 }
 
-/// The origin's response with `fields` added (its headers are immutable, so
-/// status, headers and body stream move to a new response).
-pub(crate) fn with_fields(raw: web_sys::Response, fields: &[(String, String)]) -> worker::Result<web_sys::Response> {
+/// The origin's response with `fields` added and the fields named `hidden`
+/// removed (its headers are immutable, so status, headers and body stream
+/// move to a new response).
+pub(crate) fn with_fields(raw: web_sys::Response, fields: &[(String, String)], hidden: &[&str]) -> worker::Result<web_sys::Response> {
     let headers = web_sys::Headers::new_with_headers(&raw.headers()).map_err(worker::Error::from)?;
+    for name in hidden {
+        headers.delete(name).map_err(worker::Error::from)?;
+    }
     for (name, value) in fields {
         headers.append(name, value).map_err(worker::Error::from)?;
     }

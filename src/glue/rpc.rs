@@ -80,7 +80,11 @@ pub async fn check(this: JsValue, request: JsValue, options: JsValue) -> Result<
 /// `settle(ticket, status?, headers?)` → `{ headers }`: `status` is the
 /// app's answer (`null`/absent: none, reservations released); `headers`
 /// its response headers (`Headers` or a plain object), read for
-/// `success_identity_header`. The returned `headers` are `Set-Cookie`
+/// `success_identity_header` and a usage rule's header (issue 29: the
+/// units committed). A `concurrency` rule's slot, taken by `check`, is
+/// given back by `settle`: the app must settle once its response is done
+/// (after a streamed body, to hold the slot while it streams), or the slot
+/// stays taken until the rule's `reservation_ttl`. The returned `headers` are `Set-Cookie`
 /// fields of trusted devices, for the app's response.
 #[wasm_bindgen(this)]
 pub async fn settle(this: JsValue, ticket: JsValue, status: JsValue, headers: JsValue) -> Result<JsValue, JsValue> {

@@ -2,8 +2,8 @@
 //!
 //! A client hammering a blocked endpoint would otherwise write one `block`
 //! line per request, and Workers Logs bills per line (issue 13). So the
-//! first `block`, `shadow_block` or `counter_error` of a (rule, key) in this
-//! isolate is written and opens an *episode* of [`PERIOD_MS`]; the same
+//! first `block`, `shadow_block`, `counter_error`, `exempt` or
+//! `usage_missing` (issue 29) of a (rule, key) in this isolate is written and opens an *episode* of [`PERIOD_MS`]; the same
 //! event for the same (rule, key) within it is suppressed and counted. Once
 //! the period is over:
 //! - the next such event is written again, with `suppressed`: how many were
@@ -47,7 +47,7 @@ pub const SWEEP_EVERY_MS: i64 = 1_000;
 pub const DEFAULT_CAPACITY: usize = 10_000;
 
 /// The events written once per episode.
-const EPISODIC: [&str; 4] = ["block", "shadow_block", "counter_error", "exempt"];
+const EPISODIC: [&str; 5] = ["block", "shadow_block", "counter_error", "exempt", "usage_missing"];
 
 /// One open episode: when its line was written, how many were suppressed
 /// since.

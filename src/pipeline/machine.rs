@@ -375,6 +375,8 @@ pub struct Settled {
     /// `(rule, reserved at)` of each settled reservation, for the isolate's
     /// holds ([`crate::count::hold`]).
     pub holds: Vec<(String, i64)>,
+    /// Log lines settling makes (`usage_missing`).
+    pub events: Vec<LogEvent>,
 }
 
 impl<'c> Settle<'c> {
@@ -391,10 +393,32 @@ impl<'c> Settle<'c> {
     pub fn response_headers(&self) -> Vec<&str> {
         let mut names: Vec<&str> = Vec::new();
         for a in &self.applied {
-            if let Some(name) = a.rule.on_success.as_ref().and_then(|on| on.identity_header.as_deref()) {
+            let identity = a.rule.on_success.as_ref().and_then(|on| on.identity_header.as_deref());
+            let usage = a.rule.usage.as_ref().map(|u| u.header.as_str());
+            for name in identity.into_iter().chain(usage) {
                 if !names.contains(&name) {
                     names.push(name);
                 }
+            }
+        }
+        names
+    }
+
+    /// Whether settling waits until the response body has been sent (or
+    /// the client went away): a rule with `concurrency` holds its slot
+    /// while the answer streams ([`crate::count::slots`]).
+    pub fn holds_until_sent(&self) -> bool {
+        self.applied.iter().any(|a| a.rule.concurrency.is_some())
+    }
+
+    /// The usage headers to remove from the client's response (those of
+    /// usage rules without `expose`; [`crate::config::cost`]).
+    pub fn hidden_headers(&self) -> Vec<&'c str> {
+        let mut names: Vec<&'c str> = Vec::new();
+        let rules = self.applied.iter().map(|a| -> &'c crate::config::rules::Rule { a.rule });
+        for usage in rules.filter_map(|rule| rule.usage.as_ref()).filter(|u| !u.expose) {
+            if !names.contains(&usage.header.as_str()) {
+                names.push(&usage.header);
             }
         }
         names
@@ -414,6 +438,11 @@ impl<'c> Settle<'c> {
         }
         for (a, outcome) in self.applied.iter().zip(&self.outcomes) {
             let Some(call) = verdict::settle(a, outcome, answered.as_ref()) else { continue };
+            if let (Op::Commit, Some(answered)) = (call.op, &answered) {
+                if verdict::usage(a, answered) == Some(None) {
+                    settled.events.push(verdict::usage_missing(a, answered.status));
+                }
+            }
             if let (Outcome::Allowed { reservation: Some(id), .. }, Op::Reserve) = (outcome, verdict::check_op(a.rule)) {
                 settled.holds.push((a.rule.name.clone(), crate::count::reservation::reserved_at(*id)));
             }

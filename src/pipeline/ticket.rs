@@ -30,7 +30,6 @@
 use crate::config::Config;
 use crate::request::key::key_hash;
 use crate::pipeline::applied::{object_name, Applied};
-use crate::config::policy::Counting;
 use crate::pipeline::verdict::Outcome;
 use crate::request::hmac::{hex, hmac_sha256, same_bytes};
 use crate::request::spelling::Spelling;
@@ -120,7 +119,7 @@ pub fn issue(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Ticket {
     let entries = applied
         .iter()
         .zip(outcomes)
-        .filter(|(a, _)| matches!(a.rule.counting, Counting::Statuses(_)))
+        .filter(|(a, _)| a.rule.reserves())
         .map(|(a, outcome)| Entry {
             rule: a.rule.name.clone(),
             key: a.key.clone(),
@@ -202,7 +201,7 @@ impl Ticket {
         let mut outcomes = Vec::new();
         for e in &self.entries {
             let Some(rule) = config.rules.iter().find(|r| r.name == e.rule) else { continue };
-            if !matches!(rule.counting, Counting::Statuses(_)) {
+            if !rule.reserves() {
                 continue;
             }
             let counted = match &e.device {

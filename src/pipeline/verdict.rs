@@ -223,14 +223,24 @@ pub struct Answered<'a> {
 /// - anything else releases the reservation, if one was made.
 ///
 /// Rules counting every request have nothing to settle.
+///
+/// A rule whose origin reports usage ([`crate::config::cost`]) counts every
+/// answer (or those of `count_statuses`) the same way, its commit carrying
+/// the units the header reports ([`usage`]).
 pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered<'_>>) -> Option<Call> {
-    let Counting::Statuses(counted) = &applied.rule.counting else { return None };
+    if !applied.rule.reserves() {
+        return None;
+    }
     let reservation = match outcome {
         Outcome::Allowed { reservation, .. } => *reservation,
         Outcome::Blocked { .. } | Outcome::Failed(_) => None,
     };
+    let counts = |status: &u16| match &applied.rule.counting {
+        Counting::All => true,
+        Counting::Statuses(counted) => counted.contains(status),
+    };
     let op = match (origin, &applied.rule.on_success) {
-        (Some(answered), _) if counted.contains(&answered.status) => Op::Commit,
+        (Some(answered), _) if counts(&answered.status) => Op::Commit,
         (Some(answered), Some(on)) if success_settles(applied, answered) => match on.action {
             SuccessAction::Clear => Op::Clear,
             SuccessAction::Decrement => Op::Forgive,
@@ -245,7 +255,36 @@ pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered
     // relieved only by a success of the same ([`crate::request::spelling`]).
     let marks = matches!(op, Op::Commit | Op::Clear | Op::Forgive) && applied.rule.settles_successes();
     let spelling = marks.then(|| applied.spelling.unwrap_or(Spelling::Several));
-    Some(Call { spelling, ..call })
+    let used = match (op, origin) {
+        (Op::Commit, Some(answered)) => usage(applied, answered).flatten(),
+        _ => None,
+    };
+    Some(Call { spelling, used, ..call })
+}
+
+/// The units the origin reported for a usage rule ([`crate::config::cost`]):
+/// `None` for another rule; `Some(None)` when the header is missing or
+/// malformed (the reservation is then committed at `reserve`, and
+/// [`usage_missing`] logged).
+pub fn usage(applied: &Applied<'_>, answered: &Answered<'_>) -> Option<Option<u32>> {
+    let usage = applied.rule.usage.as_ref()?;
+    Some(usage.units((answered.header)(&usage.header).as_deref()))
+}
+
+/// The warning a usage rule's missing or malformed header makes: one per
+/// (rule, key) episode ([`crate::pipeline::episodes`]).
+pub fn usage_missing(applied: &Applied<'_>, status: u16) -> LogEvent {
+    let header = applied.rule.usage.as_ref().map_or("", |u| u.header.as_str());
+    LogEvent::new(
+        "usage_missing",
+        vec![
+            ("rule", applied.rule.name.as_str().into()),
+            ("key_hash", applied.key_hash.as_str().into()),
+            ("header", header.into()),
+            ("status", status.into()),
+            ("committed", applied.rule.cost.into()),
+        ],
+    )
 }
 
 /// Whether the origin's answer is a success that settles the rule's count
@@ -328,9 +367,10 @@ pub fn device_cookies(
 /// The op that checks a rule: rules counting every request check and
 /// record at once; failures-only rules reserve a slot before forwarding.
 pub fn check_op(rule: &Rule) -> Op {
-    match rule.counting {
-        Counting::All => Op::Hit,
-        Counting::Statuses(_) => Op::Reserve,
+    if rule.reserves() {
+        Op::Reserve
+    } else {
+        Op::Hit
     }
 }
 
@@ -743,5 +783,53 @@ mod device_cookie_tests {
         let both = device_cookies(&[applied.clone(), other], &answered(200), &secret, 1_000_000);
         assert_eq!(both.len(), 1, "one cookie per name: the first identity proved");
         assert_eq!(both[0], device_cookie(&applied, &answered(200), &secret, 1_000_000).unwrap());
+    }
+
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::pipeline::applied::object_name;
+    use serde_json::json;
+
+    fn applied<'c>(config: &'c Config, name: &str) -> Applied<'c> {
+        let rule = config.rules.iter().find(|r| r.name == name).unwrap();
+        Applied { rule, key: "k".into(), id: object_name(rule, "k"), key_hash: "h".into(), fell_back: false, own_method: true, device: None, spelling: None }
+    }
+
+    fn reserved(id: u64) -> Outcome {
+        Outcome::Allowed { windows: vec![], reservation: Some(id) }
+    }
+
+    /// Issue 29: a usage rule reserves `reserve` and commits what the
+    /// origin reports, clamped; a missing header commits `reserve`.
+    #[test]
+    fn a_usage_rule_commits_the_units_the_origin_reports() {
+        let l = json!([{ "requests": 10_000, "window": "1d" }]);
+        let cost = json!({ "header": "X-Tokens", "reserve": 500, "max": 3_000 });
+        let c = crate::testing::config(json!([
+            { "name": "tokens", "path": "/p", "limits": l, "cost": cost },
+            { "name": "billed", "path": "/p", "limits": l, "cost": cost, "count_statuses": [200] },
+        ]));
+        let (a, billed) = (applied(&c, "tokens"), applied(&c, "billed"));
+        let a = &a;
+        assert_eq!((check_op(a.rule), a.rule.call(Op::Reserve).cost), (Op::Reserve, 500), "reserves `reserve`");
+        let used = |a: &Applied<'_>, status: u16, headers: &[(&str, &str)]| {
+            let header = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
+            settle(a, &reserved(7), Some(&Answered { status, header: &header })).map(|call| (call.op, call.used))
+        };
+        assert_eq!(used(a, 200, &[("x-tokens", "1234")]), Some((Op::Commit, Some(1_234))));
+        assert_eq!(used(a, 500, &[("x-tokens", "99999")]), Some((Op::Commit, Some(3_000))), "every answer counts; clamped to max");
+        assert_eq!(used(a, 200, &[("x-tokens", "-3")]), Some((Op::Commit, Some(0))), "clamped to 0");
+        assert_eq!(used(a, 200, &[]), Some((Op::Commit, None)), "missing: the reservation's `reserve`");
+        assert_eq!(used(&billed, 500, &[("x-tokens", "10")]), Some((Op::Release, None)), "count_statuses still selects");
+        assert_eq!(used(&billed, 200, &[("x-tokens", "10")]), Some((Op::Commit, Some(10))));
+        assert_eq!(settle(a, &reserved(7), None).map(|c| (c.op, c.reservation)), Some((Op::Release, Some(7))), "not answered: released");
+        let header = |_: &str| None;
+        let event = usage_missing(a, 200);
+        assert_eq!((event.event, usage(a, &Answered { status: 200, header: &header })), ("usage_missing", Some(None)));
+        assert!(event.line().contains("\"committed\":500"), "{}", event.line());
     }
 }

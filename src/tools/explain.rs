@@ -229,10 +229,19 @@ fn policy(rule: &Rule) -> String {
         FailPolicy::Allow => " (fail open)",
         FailPolicy::Deny => " (fail closed, 503)",
     };
-    let counting = match &rule.counting {
+    let mut counting = match &rule.counting {
         Counting::All => "every request".to_string(),
         Counting::Statuses(s) => format!("responses {s:?}"),
     };
+    if let Some(n) = rule.concurrency {
+        counting.push_str(&format!("; at most {n} in flight per key (a slot held until the response is sent)"));
+    }
+    if let Some(u) = &rule.usage {
+        counting.push_str(&format!(
+            ", in units the origin reports in `{}` (reserves {} before forwarding; commits the header's value clamped to [0, {}], or {} when it is missing)",
+            u.header, u.reserve, u.max, u.reserve
+        ));
+    }
     let mut line = format!("action {}{action}; on_error {}{on_error}; counts {counting}", rule.action.name(), rule.on_error.name());
     if let Some(ms) = rule.penalty_ms {
         let _ = write!(line, "; penalty {} (a refusal keeps the key refused that long)", crate::config::describe::duration(ms));

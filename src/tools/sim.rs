@@ -393,6 +393,8 @@ impl<'s> Sim<'s> {
             want: None,
             spelling: None,
             penalty_ms: None,
+            used: None,
+            concurrency: None,
         }
     }
 

@@ -94,3 +94,39 @@ test("example 3 (enforce environment): unauthenticated requests cannot spend a s
     assert.deepEqual(served, [...Array(300).fill(200), 429], "the quota was whole: 300 served, the 301st blocked");
   });
 });
+
+test("ai-budget: 100 concurrent calls of 1,200-3,000 tokens never exceed the key's 10,000 a day; a stranger's 401s spend nothing", () => {
+  // The app: 401 for a key it does not know; else 200, reporting the tokens
+  // used (a fixed pseudo-random sequence), after a while.
+  let n = 0;
+  let reported = 0;
+  const origin = mockOrigin(async (request, record) => {
+    if (record.headers["x-api-key"] !== "key-1") return new Response("unknown key", { status: 401 });
+    const tokens = 1_200 + ((n++ * 617) % 1_801);
+    await new Promise((r) => setTimeout(r, 20 + (n % 5) * 20));
+    reported += tokens;
+    return new Response("{}", { status: 200, headers: { "x-usage-tokens": String(tokens) } });
+  });
+  return withTollgate({ origin, config: exampleConfig("ai-budget") }, async (tg) => {
+    const call = (key) => tg.fetch("/v1/chat/completions", { method: "POST", headers: { "x-api-key": key }, body: "{}" });
+    const stranger = [];
+    for (let i = 0; i < 20; i++) {
+      const res = await call("key-1-guess");
+      await res.arrayBuffer();
+      stranger.push(res.status);
+    }
+    assert.deepEqual(stranger, Array(20).fill(401), "refused by the origin, never charged (60,000 tokens had they counted)");
+    const answers = await Promise.all(
+      Array.from({ length: 100 }, async () => {
+        const res = await call("key-1");
+        await res.arrayBuffer();
+        return { status: res.status, header: res.headers.get("x-usage-tokens") };
+      }),
+    );
+    const served = answers.filter((a) => a.status === 200).length;
+    assert.ok(served >= 3, `${served} served`);
+    assert.ok(answers.every((a) => a.header === null), "the usage header stays with tollgate");
+    assert.ok(reported <= 10_000, `the origin reported ${reported} tokens`);
+    assert.equal((await call("key-2")).status, 401, "another key is not limited by key-1's spending (the origin refuses it)");
+  });
+});

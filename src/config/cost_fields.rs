@@ -1,0 +1,151 @@
+//! The metering fields of a rule (issue 29): the `cost` table
+//! ([`crate::config::cost::Usage`]), its fields and how it is read
+//! (`reserve > max` refused), and what `concurrency` refuses
+//! ([`check_concurrency`]).
+
+use crate::config::cost::Usage;
+use crate::config::policy::MissingKey;
+use crate::config::reader::{infos, read_table, valid_header_name, Errors, Field, FieldInfo, Input, Shape, HEADER_NAME};
+use crate::config::rules::RuleSpec;
+
+/// A `cost` table while it is read.
+struct UsageDraft {
+    header: Option<String>,
+    reserve: Option<u32>,
+    max: Option<u32>,
+    expose: bool,
+}
+
+const USAGE_FIELDS: &[Field<UsageDraft>] = &[
+    Field::required("header", "missing", HEADER_NAME, "The response header in which the origin reports the units a request used, e.g. \"x-usage-units\".", |d, i| {
+        let name = i.text(valid_header_name, "must be a response header name such as \"x-usage-units\"");
+        d.header = name.map(|n| n.to_ascii_lowercase());
+    }),
+    Field::required("reserve", "missing", Shape::Integer(1, u32::MAX as u64), "Units reserved before forwarding: refused (429) unless they fit every window beside the committed units and those held in flight.", |d, i| {
+        d.reserve = i.number(1..=u64::from(u32::MAX), "whole number");
+    }),
+    Field::required("max", "missing", Shape::Integer(1, u32::MAX as u64), "The most units one answer commits (the header's value is clamped to [0, max]; at least reserve).", |d, i| {
+        d.max = i.number(1..=u64::from(u32::MAX), "whole number");
+    }),
+    Field::optional("expose", Shape::Flag, "Whether the client's response keeps the usage header (default false: removed).", |d, i| {
+        if let Some(on) = i.flag() {
+            d.expose = on;
+        }
+    }),
+];
+
+/// The schema's view of a `cost` table.
+pub(super) fn usage_infos() -> Vec<FieldInfo> {
+    infos(USAGE_FIELDS)
+}
+
+/// Reads a `cost` table; `None` (reported under `cost.<field>`) when it
+/// is not one, and `reserve > max` refused.
+pub(super) fn read_usage(input: &mut Input<'_>) -> Option<Usage> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail("must be a whole number or a table { header = \"x-usage-units\", reserve = 1000, max = 100000 }");
+    };
+    let mut draft = UsageDraft { header: None, reserve: None, max: None, expose: false };
+    let before = input.errors.list.len();
+    read_table(table, USAGE_FIELDS, &mut draft, input.errors, &format!("{}.", input.field));
+    if input.errors.list.len() != before {
+        return None;
+    }
+    let (header, reserve, max) = (draft.header?, draft.reserve?, draft.max?);
+    if reserve > max {
+        input.errors.push(format!("{}.reserve", input.field), format!("{reserve} is above max ({max}): every answer would commit less than it reserved"));
+        return None;
+    }
+    Some(Usage { header, reserve, max, expose: draft.expose })
+}
+
+/// `concurrency` needs a key every request holds a slot by: with
+/// `on_missing_key = "skip"` a request without a key part would take no
+/// slot at all, so a client escapes the limit by leaving the part out.
+/// (`reject` refuses such a request; `fallback` holds a slot by the
+/// fallback key.)
+pub(super) fn check_concurrency(spec: &RuleSpec, errors: &mut Errors) {
+    if spec.concurrency.is_some() && spec.on_missing_key == MissingKey::Skip {
+        errors.push(
+            "concurrency",
+            "a request without the key would hold no slot (on_missing_key = \"skip\"): a client escapes the limit by leaving the key out; use \"reject\" or a fallback_key",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::count::lease::LeaseMode;
+    use serde_json::{json, Value};
+
+    fn rule(extra: Value) -> Value {
+        let mut rule = json!({ "name": "r", "path": "/ai", "limits": [{ "requests": 10_000, "window": "1d" }] });
+        rule.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        json!({ "rules": [rule] })
+    }
+
+    fn errors(extra: Value) -> Vec<String> {
+        Config::from_json(&rule(extra)).err().unwrap_or_default().iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn a_usage_cost_is_read_and_reserves_its_reserve() {
+        let cost = json!({ "cost": { "header": "X-Tokens", "reserve": 3_000, "max": 3_000 }, "reservation_ttl": "2m" });
+        let config = Config::from_json(&rule(cost)).unwrap();
+        let r = &config.rules[0];
+        let usage = r.usage.as_ref().unwrap();
+        assert_eq!((usage.header.as_str(), usage.reserve, usage.max, usage.expose), ("x-tokens", 3_000, 3_000, false));
+        assert_eq!((r.cost, r.reserves(), r.reservation_ttl_ms), (3_000, true, 120_000));
+        assert!(matches!(r.lease, LeaseMode::ForcedOff(_)), "a usage rule never leases: it settles after the answer");
+        let described = crate::config::describe::rule_json(r);
+        assert_eq!(described["cost"], json!({ "header": "x-tokens", "reserve": 3_000, "max": 3_000, "expose": false }));
+        let again = Config::from_json(&json!({ "rules": [described] })).unwrap();
+        assert_eq!((&again.rules[0].usage, again.rules[0].reservation_ttl_ms), (&r.usage, 120_000), "described as read");
+        let plain = Config::from_json(&rule(json!({ "cost": 2 }))).unwrap();
+        assert!(plain.rules[0].usage.is_none() && !plain.rules[0].reserves());
+    }
+
+    #[test]
+    fn nonsense_is_refused_naming_the_field_once() {
+        for (cost, field) in [
+            (json!({ "header": "x-t", "reserve": 5_000, "max": 1_000 }), "cost.reserve"),
+            (json!({ "reserve": 5, "max": 10 }), "cost.header"),
+            (json!({ "header": "x t", "reserve": 5, "max": 10 }), "cost.header"),
+            (json!({ "header": "x-t", "max": 10 }), "cost.reserve"),
+            (json!({ "header": "x-t", "reserve": 0, "max": 10 }), "cost.reserve"),
+            (json!({ "header": "x-t", "reserve": 5 }), "cost.max"),
+            (json!({ "header": "x-t", "reserve": 5, "max": 10, "expose": "yes" }), "cost.expose"),
+            (json!({ "header": "x-t", "reserve": 5, "max": 10, "colour": 1 }), "cost.colour"),
+            (json!({ "header": "x-t", "reserve": 20_000, "max": 20_000 }), "cost"),
+            (json!("lots"), "cost"),
+        ] {
+            let errs = errors(json!({ "cost": cost }));
+            assert_eq!(errs.len(), 1, "{cost}: {errs:?}");
+            assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{cost}: {errs:?}");
+        }
+        assert!(errors(json!({ "cost": { "header": "x-t", "reserve": 10, "max": 10 } }))[..].is_empty(), "reserve = max is the exact setting");
+    }
+
+    #[test]
+    fn concurrency_is_read_reserves_and_refuses_a_key_that_may_hold_no_slot() {
+        let config = Config::from_json(&rule(json!({ "concurrency": 3, "key": ["header:x-api-key"] }))).unwrap();
+        let r = &config.rules[0];
+        assert_eq!((r.concurrency, r.reserves()), (Some(3), true));
+        assert!(matches!(r.lease, LeaseMode::ForcedOff(_)));
+        use crate::count::protocol::Op;
+        assert_eq!((r.call(Op::Reserve).concurrency, r.call(Op::Check).concurrency, r.call(Op::Release).concurrency), (Some(3), Some(3), None));
+        assert_eq!(crate::config::describe::rule_json(r)["concurrency"], json!(3));
+        for (extra, field) in [
+            (json!({ "concurrency": 0 }), "concurrency"),
+            (json!({ "concurrency": 1_001 }), "concurrency"),
+            (json!({ "concurrency": 2, "key": ["header:x-api-key"], "on_missing_key": "skip" }), "concurrency"),
+        ] {
+            let errs = errors(extra.clone());
+            assert_eq!(errs.len(), 1, "{extra}: {errs:?}");
+            assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{extra}: {errs:?}");
+        }
+        let fallback = json!({ "concurrency": 2, "key": ["header:x-api-key"], "fallback_key": ["ip"], "reservation_ttl": "10m" });
+        assert!(errors(fallback).is_empty(), "a fallback key holds the slot; reservation_ttl bounds a lost one");
+    }
+}

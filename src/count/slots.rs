@@ -1,0 +1,115 @@
+//! Concurrency limits (issue 29): at most `concurrency` requests of one key
+//! in flight at once, across every isolate and location. Pure.
+//!
+//! A request in flight is a [`Reservation`] in the key's row (two-phase
+//! counting, [`crate::count::reservation`]): the `reserve` made before
+//! forwarding is the slot, and the `commit` or `release` that settles the
+//! request gives it back. So the slots live where the counts do, in the
+//! key's object, and a rule with `limits` and `concurrency` takes both in
+//! the same call: a reserve is allowed only if the request fits every window
+//! *and* fewer than `concurrency` reservations are live.
+//!
+//! The Worker settles a concurrency rule once the response body has been
+//! fully sent or the client went away, not when the origin's headers
+//! arrive, so a streamed answer holds its slot while it streams. A slot
+//! whose Worker was lost is freed when its reservation expires
+//! (`reservation_ttl`): until then the key has one slot fewer, never one
+//! more.
+//!
+//! A refusal owed to full slots is [`Tally::in_flight`]: never cached (a
+//! release frees a slot at once), its wait at most until the first slot
+//! lapses (the Worker shortens it from the holds it has seen,
+//! [`crate::count::hold`]).
+
+use crate::count::reservation::{self, Reservation};
+use crate::count::tally::Tally;
+
+/// Whether `held` leaves no slot for one more request under `concurrency`
+/// (`None`: the rule has no concurrency limit, never full).
+pub fn full(held: &[Reservation], concurrency: Option<u32>) -> bool {
+    concurrency.is_some_and(|n| held.len() >= n as usize)
+}
+
+/// The refusal of a request when every slot is taken, at `now_ms`, given
+/// the tally the windows would have allowed it with: blocked, owed to
+/// requests in flight, until the first slot lapses at the latest.
+pub fn refused(allowed: Tally, held: &[Reservation], now_ms: i64) -> Tally {
+    let lapse = reservation::first_expiry(held).map_or(1, |at| u64::try_from(at.saturating_sub(now_ms)).unwrap_or(0));
+    Tally { allowed: false, retry_after_ms: lapse.max(1), in_flight: true, binding: None, ..allowed }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::count::algorithm::Algorithm;
+    use crate::count::counter::step;
+    use crate::count::limit::Limit;
+    use crate::count::protocol::{Call, Op};
+
+    fn call(op: Op, algorithm: Algorithm, concurrency: Option<u32>) -> Call {
+        Call {
+            op,
+            algorithm,
+            limits: vec![Limit::new(100, 60_000).unwrap()],
+            cost: 1,
+            hold_ms: Some(5_000),
+            reservation: None,
+            want: None,
+            spelling: None,
+            used: None,
+            concurrency,
+            penalty_ms: None,
+        }
+    }
+
+    #[test]
+    fn full_counts_live_reservations() {
+        let r = |id| Reservation { id, expires_at: 10, cost: 1 };
+        assert!(!full(&[r(1), r(2)], None), "no limit");
+        assert!(!full(&[r(1), r(2)], Some(3)));
+        assert!(full(&[r(1), r(2), r(3)], Some(3)));
+        assert!(full(&[], Some(0)), "a call never carries 0 (refused by the protocol)");
+    }
+
+    /// N slots per key: the N+1th reserve waits, uncached, until one is
+    /// settled (committed or released) or lapses; the windows still apply.
+    #[test]
+    fn at_most_n_in_flight_and_a_settled_or_lapsed_slot_is_free_again() {
+        for algorithm in [Algorithm::SlidingLog, Algorithm::Gcra] {
+            let mut row = String::new();
+            let mut apply = |now: i64, call: &Call| {
+                let s = step(&row, now, call).unwrap();
+                if let Some(w) = &s.write {
+                    row = w.row.clone();
+                }
+                s
+            };
+            let reserve = call(Op::Reserve, algorithm, Some(3));
+            let ids: Vec<_> = (0..3).map(|t| apply(t, &reserve).reservation.unwrap()).collect();
+            let fourth = apply(3, &reserve);
+            assert!(!fourth.tally.allowed && fourth.tally.in_flight && fourth.write.is_none(), "{algorithm:?}");
+            assert_eq!(fourth.tally.retry_after_ms, 5_000 - 3, "{algorithm:?}: until the first slot lapses");
+            assert!(!apply(3, &Call { op: Op::Check, ..reserve.clone() }).tally.allowed, "{algorithm:?}: check agrees");
+            apply(4, &Call { reservation: Some(ids[1]), ..call(Op::Release, algorithm, None) });
+            assert!(apply(5, &reserve).tally.allowed, "{algorithm:?}: a released slot");
+            assert!(!apply(6, &reserve).tally.allowed, "{algorithm:?}: full again");
+            apply(7, &Call { reservation: Some(ids[0]), ..call(Op::Commit, algorithm, None) });
+            assert!(apply(8, &reserve).tally.allowed, "{algorithm:?}: a committed slot");
+            let lapsed = apply(5_003, &reserve);
+            assert!(lapsed.tally.allowed, "{algorithm:?}: slots of lost requests lapse at reservation_ttl");
+            assert!(apply(5_003, &call(Op::Reserve, algorithm, None)).tally.allowed, "{algorithm:?}: a call without concurrency ignores slots");
+        }
+    }
+
+    #[test]
+    fn the_windows_still_bind_beside_the_slots() {
+        let limited = Call { limits: vec![Limit::new(2, 60_000).unwrap()], ..call(Op::Reserve, Algorithm::SlidingLog, Some(5)) };
+        let mut row = String::new();
+        for t in 0..2 {
+            let s = step(&row, t, &limited).unwrap();
+            row = s.write.unwrap().row;
+        }
+        let third = step(&row, 2, &limited).unwrap();
+        assert!(!third.tally.allowed && third.tally.in_flight, "2 reserved fill a limit of 2, with 3 slots left");
+    }
+}
