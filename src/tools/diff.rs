@@ -68,6 +68,11 @@ pub enum Change {
     Leases { on: bool },
     /// `action` changed between `block` and `log` (shadow).
     Action { blocks: bool },
+    /// A field of metering expensive work (`penalty`, `concurrency`, a
+    /// usage `cost`) switched on or off: its calls carry a field objects of
+    /// 0.1.0 refuse (the rule's `on_error`), so it is turned on in a deploy
+    /// of its own once every object runs this release.
+    Metering { field: &'static str, on: bool },
 }
 
 impl Change {
@@ -134,6 +139,11 @@ impl fmt::Display for Change {
             Change::Leases { on } => write!(f, "leases {}: counts carry over", if *on { "on" } else { "off" }),
             Change::Action { blocks: true } => write!(f, "action log -> block: keys already over the limit are blocked at once"),
             Change::Action { blocks: false } => write!(f, "action block -> log (shadow): nothing is blocked any more"),
+            Change::Metering { field, on: true } => write!(
+                f,
+                "`{field}` on: objects of a release before 0.2.0 refuse its calls (the rule's on_error) — deploy it once every object runs 0.2.0 or later"
+            ),
+            Change::Metering { field, on: false } => write!(f, "`{field}` off: counts carry over"),
         }
     }
 }
@@ -197,6 +207,13 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
     }
     if old.action != new.action {
         changes.push(Change::Action { blocks: new.action == Action::Block });
+    }
+    let metering: [(&'static str, fn(&Rule) -> bool); 3] =
+        [("penalty", |r| r.penalty_ms.is_some()), ("concurrency", |r| r.concurrency.is_some()), ("cost.header", |r| r.usage.is_some())];
+    for (field, on) in metering {
+        if on(old) != on(new) {
+            changes.push(Change::Metering { field, on: on(new) });
+        }
     }
     changes
 }
@@ -388,5 +405,14 @@ mod tests {
         assert_eq!(one(big("auto"), big("off")), vec![Change::Leases { on: false }]);
         assert_eq!(one(api(json!({ "action": "log" })), api(json!({}))), vec![Change::Action { blocks: true }]);
         assert_eq!(one(api(json!({})), api(json!({ "action": "log" }))), vec![Change::Action { blocks: false }]);
+    }
+
+    #[test]
+    fn metering_fields_switched_on_say_to_wait_for_the_objects() {
+        let on = one(api(json!({})), api(json!({ "penalty": "1h", "concurrency": 3 })));
+        assert_eq!(on, vec![Change::Metering { field: "penalty", on: true }, Change::Metering { field: "concurrency", on: true }]);
+        assert!(on[0].to_string().contains("deploy it once every object runs 0.2.0"), "{}", on[0]);
+        let usage = api(json!({ "cost": { "header": "x-units", "reserve": 5, "max": 5 } }));
+        assert_eq!(one(usage, api(json!({}))), vec![Change::Metering { field: "cost.header", on: false }]);
     }
 }
