@@ -183,6 +183,9 @@ fn key_text(key: &[KeyPart]) -> String {
     key.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
 
+/// A metering field's name in the config, and whether a rule uses it.
+type Metered = (&'static str, fn(&Rule) -> bool);
+
 /// The changes of one rule kept under its name.
 fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<Change> {
     let mut changes = Vec::new();
@@ -208,7 +211,7 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
     if old.action != new.action {
         changes.push(Change::Action { blocks: new.action == Action::Block });
     }
-    let metering: [(&'static str, fn(&Rule) -> bool); 3] =
+    let metering: [Metered; 3] =
         [("penalty", |r| r.penalty_ms.is_some()), ("concurrency", |r| r.concurrency.is_some()), ("cost.header", |r| r.usage.is_some())];
     for (field, on) in metering {
         if on(old) != on(new) {
