@@ -64,9 +64,13 @@ export default { fetch: () => new Response("future") };
 /**
  * Tollgate with its objects (worker `tollgate`, also an edge: `via` 0) of
  * build `objects`, and a second edge (`via` 1) of build `edge`, sharing them.
+ * `cfg`: one config for both builds, or `{ previous, today }`, each build's
+ * own (the previous build refuses a config with today's new fields).
  * `future`: the second edge's calls go through FutureLimiter.
  */
-function startSkew({ objects, edge, cfg, persist, origin, future = false }) {
+function startSkew({ objects, edge, cfg: given, persist, origin, future = false }) {
+  const cfgOf = (build) => (given.rules ? given : given[build]);
+  const cfg = cfgOf(objects);
   const vars = { TOLLGATE_ADMIN_TOKEN: TOKEN };
   const edgeWorker = {
     name: "edge-1",
@@ -77,7 +81,7 @@ function startSkew({ objects, edge, cfg, persist, origin, future = false }) {
       { type: "CompiledWasm", include: ["**/*.wasm"] },
     ],
     compatibilityDate: COMPATIBILITY_DATE,
-    bindings: { TOLLGATE: cfg, ...vars },
+    bindings: { TOLLGATE: cfgOf(edge), ...vars },
     durableObjects: { LIMITER: future ? { className: "FutureLimiter", scriptName: "future" } : { className: "Limiter", scriptName: "tollgate" } },
     outboundService: origin.outboundService,
     stripCfConnectingIp: false,
@@ -270,3 +274,224 @@ for (const objects of ["previous", "today"]) {
     }
   });
 }
+
+// Fields added to version 1 since release 0.1.0 (src/count/protocol.rs):
+// `p=` (a rule's `penalty`), `u=` (the usage an origin reports, on a
+// commit), `n=` (`concurrency`), the penalty row prefix `!{until}|`, a
+// ban's reply with no binding window, and the controls registry. Today's
+// config uses them; the previous build is given the same rules without them
+// (its config reader refuses fields it does not know).
+const NEW_FIELDS = ["penalty", "concurrency", "cost"];
+const withoutNewFields = (cfg) => ({ ...cfg, rules: cfg.rules.map((r) => Object.fromEntries(Object.entries(r).filter(([k]) => !NEW_FIELDS.includes(k)))) });
+const NEW_RULES = config(
+  rule("pen-deny", "/pd/*", { limits: limit(3, "1m"), penalty: "10m", on_error: "deny" }),
+  rule("pen-allow", "/pa/*", { limits: limit(3, "1m"), penalty: "10m", on_error: "allow" }),
+  rule("conc-deny", "/cd/*", { limits: limit(3, "1m"), concurrency: 2, on_error: "deny" }),
+  rule("conc-allow", "/ca/*", { limits: limit(3, "1m"), concurrency: 2, on_error: "allow" }),
+  rule("usage", "/u/*", { limits: limit(5, "1m"), cost: { header: "x-usage", reserve: 2, max: 4 }, count_statuses: [200], on_error: "deny" }),
+  rule("api", "/api/*", { limits: limit(100, "1m") }),
+);
+const BOTH = { today: NEW_RULES, previous: withoutNewFields(NEW_RULES) };
+const usageOrigin = () => mockOrigin(() => new Response("ok", { headers: { "x-usage": "1" } }));
+const IP = "203.0.113.50";
+const noServerError = (tg) => assert.ok(!/panicked|RuntimeError: unreachable/i.test(tg.logs()), "no panic");
+
+/** Sends `path`s through edge `via`; returns their statuses. */
+async function send(tg, via, paths, ip = IP) {
+  const out = [];
+  for (const path of paths) {
+    const res = await tg.fetchVia(via, path, { ip });
+    await res.arrayBuffer();
+    out.push(res.status);
+  }
+  return out;
+}
+const errorsOf = (tg, rule) => tg.logEvents().filter((e) => e.tollgate === "counter_error" && e.rule === rule);
+
+// (a) Today's Worker, the previous object: every call carrying a new field
+// is refused (400, versioned), and the Worker applies the rule's on_error:
+// deny answers 503, allow forwards; nothing is counted by a refused call,
+// nothing is admitted past a deny rule. A usage commit (`u=`) refused: the
+// reservation holds until it expires (towards blocking), logged as a
+// counter_error with decision not_recorded.
+test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} object: versioned refusal, on_error applied`, { timeout: 60_000 }, async () => {
+  const tg = await startSkew({ objects: "previous", edge: "today", cfg: BOTH, persist: tempDir(), origin: usageOrigin() });
+  try {
+    const refused = await tg.callObject(`pen-deny\nip=${IP}`, { op: "hit", limits: [[3, 60_000]], penalty_ms: 600_000 });
+    assert.equal(refused.status, 400, "the previous object refuses p=");
+    assert.equal(refused.body.v, 1, `a versioned error: ${JSON.stringify(refused.body)}`);
+    assert.deepEqual(await send(tg, 1, ["/pd/1", "/pd/2", "/pd/3", "/pd/4"]), [503, 503, 503, 503], "penalty, on_error deny");
+    assert.deepEqual(await send(tg, 1, ["/pa/1", "/pa/2", "/pa/3", "/pa/4"]), [200, 200, 200, 200], "penalty, on_error allow");
+    assert.deepEqual(await send(tg, 1, ["/cd/1", "/cd/2"]), [503, 503], "concurrency, on_error deny");
+    assert.deepEqual(await send(tg, 1, ["/ca/1", "/ca/2"]), [200, 200], "concurrency, on_error allow");
+    // Usage: the reserve (no new field) is taken, the commit's u= refused:
+    // each request's 2 units stay held, so the third (2 + 4 > 5) is blocked.
+    assert.deepEqual(await send(tg, 1, ["/u/1", "/u/2", "/u/3"]), [200, 200, 429], "usage: reservations held");
+    await tg.settled();
+    for (const [name, decision] of [["pen-deny", "deny"], ["pen-allow", "allow"], ["conc-deny", "deny"], ["conc-allow", "allow"], ["usage", "not_recorded"]]) {
+      const errors = errorsOf(tg, name);
+      assert.ok(errors.length >= 1, `${name}: a counter_error`);
+      for (const e of errors) assert.equal(e.decision, decision, `${name}: ${JSON.stringify(e)}`);
+    }
+    // Nothing counted by the refused calls; the usage reservations held.
+    for (const [name, l] of [["pen-deny", [3, 60_000]], ["pen-allow", [3, 60_000]], ["conc-deny", [3, 60_000]]]) {
+      const s = await tg.callObject(`${name}\nip=${IP}`, { op: "status", limits: [l] });
+      assert.equal(s.body.windows[0].used, 0, `${name}: nothing counted`);
+    }
+    const u = await tg.callObject(`usage\nip=${IP}`, { op: "status", limits: [[5, 60_000]] });
+    assert.equal(u.body.windows[0].used, 0, `usage: no commit recorded: ${JSON.stringify(u.body)}`);
+    assert.equal(u.body.held, 2, `usage: both reservations still held: ${JSON.stringify(u.body)}`);
+    noServerError(tg);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+// (b) The previous Worker, today's object, the same rules without the new
+// fields: counted exactly as before (every call is one the previous build
+// sent, answered as it was).
+test(`skew: the ${PREVIOUS} Worker calls today's object with the same rules minus the new fields: counted as before`, { timeout: 60_000 }, async () => {
+  const tg = await startSkew({ objects: "today", edge: "previous", cfg: BOTH, persist: tempDir(), origin: usageOrigin() });
+  try {
+    assert.deepEqual(await send(tg, 1, ["/pd/1", "/pd/2", "/pd/3", "/pd/4", "/pd/5"]), [200, 200, 200, 429, 429], "penalty rule");
+    assert.deepEqual(await send(tg, 1, ["/cd/1", "/cd/2", "/cd/3", "/cd/4"]), [200, 200, 200, 429], "concurrency rule");
+    assert.deepEqual(await send(tg, 1, ["/u/1", "/u/2", "/u/3", "/u/4", "/u/5", "/u/6"]), [200, 200, 200, 200, 200, 429], "usage rule");
+    await tg.settled();
+    const errors = tg.logEvents().filter((e) => ["counter_error", "edge_error", "config_error"].includes(e.tollgate));
+    assert.deepEqual(errors, [], "no counter, edge or config error");
+    for (const [name, l, used] of [["pen-deny", [3, 60_000], 3], ["conc-deny", [3, 60_000], 3], ["usage", [5, 60_000], 5]]) {
+      const s = await tg.callObject(`${name}\nip=${IP}`, { op: "status", limits: [l] });
+      assert.equal(s.body.windows[0].used, used, `${name}: no count lost, none added`);
+      assert.equal(s.body.held ?? 0, 0, `${name}: nothing left held`);
+    }
+    noServerError(tg);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+// (c) A row today's object wrote with a penalty in force (the `!{until}|`
+// prefix), read by the previous object: its Worker (no penalty in its
+// config) must not admit past the limit, and today's Worker's `p=` call is
+// refused (on_error deny: 503). Rolled forward again, the penalty is still
+// in force. Objects today → previous → today.
+test(`skew: a penalty row written by today's object, read by the ${PREVIOUS} object, never admits past the limit`, { timeout: 90_000 }, async () => {
+  const persist = tempDir();
+  const origin = usageOrigin();
+  const seen = [];
+  try {
+    let tg = await startSkew({ objects: "today", edge: "previous", cfg: BOTH, persist, origin });
+    try {
+      seen.push(...(await send(tg, 0, ["/pd/1", "/pd/2", "/pd/3", "/pd/4"])));
+      assert.deepEqual(seen, [200, 200, 200, 429], "today: the limit, then the penalty starts");
+      assert.deepEqual(await send(tg, 0, ["/pa/1", "/pa/2", "/pa/3", "/pa/4"]), [200, 200, 200, 429], "on_error allow: the same");
+      const s = await tg.callObject(`pen-deny\nip=${IP}`, { op: "status", limits: [[3, 60_000]], penalty_ms: 600_000 });
+      assert.ok(s.body.penalty_until_ms > Date.now() + 60_000, `a penalty in force: ${JSON.stringify(s.body)}`);
+    } finally {
+      await tg.dispose();
+    }
+    tg = await startSkew({ objects: "previous", edge: "today", cfg: BOTH, persist, origin });
+    try {
+      const old = await send(tg, 0, ["/pd/5", "/pd/6"]);
+      seen.push(...old);
+      console.log(`the ${PREVIOUS} Worker and object on a penalty row: ${old}`);
+      for (const status of old) assert.ok([429, 503].includes(status), `the ${PREVIOUS} object on a penalty row: blocked or refused, got ${status}`);
+      const direct = await tg.callObject(`pen-deny\nip=${IP}`, { op: "hit", limits: [[3, 60_000]] });
+      console.log(`the ${PREVIOUS} object's answer to a hit on a penalty row: ${JSON.stringify(direct)}`);
+      // What happens: the previous object refuses the row as corrupt (an
+      // error answer, `{"v":1,"error":...}`), neither admitting nor
+      // rewriting it; its Worker applies on_error.
+      assert.ok(direct.status >= 400 && direct.body.v === 1, `refused, versioned: ${JSON.stringify(direct)}`);
+      assert.match(direct.body.error, /corrupt/);
+      await tg.settled();
+      const logged = errorsOf(tg, "pen-deny");
+      assert.ok(logged.length >= 1 && logged.every((e) => e.decision === "deny"), `the ${PREVIOUS} Worker logs the refusal: ${JSON.stringify(logged)}`);
+      // A rule failing open (on_error allow) forwards while the previous
+      // object cannot read its row, as for any counter failure; not counted.
+      assert.deepEqual(await send(tg, 0, ["/pa/5"]), [200], "on_error allow: forwarded (the rule's own choice)");
+      const today = await send(tg, 1, ["/pd/7"]);
+      seen.push(...today);
+      assert.deepEqual(today, [503], "today's Worker (p=) on the previous object: on_error deny");
+      await tg.settled();
+      noServerError(tg);
+    } finally {
+      await tg.dispose();
+    }
+    tg = await startSkew({ objects: "today", edge: "previous", cfg: BOTH, persist, origin });
+    try {
+      const back = await send(tg, 0, ["/pd/8"]);
+      seen.push(...back);
+      assert.deepEqual(back, [429], "rolled forward: the penalty still in force");
+      const res = await tg.fetchVia(0, "/pd/9", { ip: IP });
+      await res.arrayBuffer();
+      seen.push(res.status);
+      assert.equal(res.status, 429);
+      assert.ok(Number(res.headers.get("retry-after")) > 60, `the penalty's time left: ${res.headers.get("retry-after")}`);
+      const prev = await send(tg, 1, ["/pd/10"]);
+      seen.push(...prev);
+      assert.deepEqual(prev, [429], `the ${PREVIOUS} Worker on the penalty row`);
+      for (const name of ["pen-deny", "pen-allow"]) {
+        const s = await tg.callObject(`${name}\nip=${IP}`, { op: "status", limits: [[3, 60_000]], penalty_ms: 600_000 });
+        assert.equal(s.body.windows[0].used, 3, `${name}: no count lost, none added (the row was not rewritten)`);
+        assert.ok(s.body.penalty_until_ms > Date.now() + 60_000, `${name}: the penalty still in force`);
+      }
+      assert.deepEqual(await send(tg, 0, ["/pa/6"]), [429], "on_error allow: blocked again once read");
+      noServerError(tg);
+    } finally {
+      await tg.dispose();
+    }
+    assert.equal(seen.filter((x) => x === 200).length, 3, `admitted exactly the limit: ${seen}`);
+    assert.ok(!seen.includes(500), `no 500: ${seen}`);
+  } finally {
+    rmSync(persist, { recursive: true, force: true });
+  }
+});
+
+// (d) A ban through today's admin API with the previous object behind it:
+// the ban is set in the key's object and applies; the registry write
+// (`POST /v1/registry`, which the previous object does not know) is refused
+// and logged, `registry_error`, never a 500. And a ban set in today's object
+// (its reply binds no window, `-`) still blocks through the previous Worker.
+test(`skew: a ban through today's admin API with the ${PREVIOUS} object behind it still applies; registry refused, logged`, { timeout: 60_000 }, async () => {
+  const tg = await startSkew({ objects: "previous", edge: "today", cfg: BOTH, persist: tempDir(), origin: usageOrigin() });
+  try {
+    const { path, init } = admin(`/.tollgate/ban?rule=api&ip=${IP}&for=1h`, "POST");
+    const res = await tg.fetchVia(1, path, init);
+    const body = await res.text();
+    assert.equal(res.status, 200, `the ban is set: ${body}`);
+    await tg.settled();
+    const logged = tg.logEvents().filter((e) => e.tollgate === "registry_error");
+    assert.equal(logged.length, 1, `registry_error logged: ${JSON.stringify(tg.logEvents())}`);
+    assert.deepEqual(await send(tg, 1, ["/api/a", "/api/b"]), [429, 429], "today's Worker: banned");
+    assert.deepEqual(await send(tg, 0, ["/api/a", "/api/b"]), [429, 429], `the ${PREVIOUS} Worker: banned`);
+    assert.deepEqual(await send(tg, 1, ["/api/a"], "203.0.113.51"), [200], "another key: not banned");
+    noServerError(tg);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+test(`skew: a ban reply from today's object (no binding window) still blocks through the ${PREVIOUS} Worker`, { timeout: 60_000 }, async () => {
+  const tg = await startSkew({ objects: "today", edge: "previous", cfg: BOTH, persist: tempDir(), origin: usageOrigin() });
+  try {
+    const { path, init } = admin(`/.tollgate/ban?rule=api&ip=${IP}&for=1h`, "POST");
+    const res = await tg.fetchVia(0, path, init);
+    assert.equal(res.status, 200, await res.text());
+    const direct = await tg.callObject(`api\nip=${IP}`, { op: "hit", limits: [[100, 60_000]] });
+    assert.equal(direct.body.allowed, false);
+    assert.equal(direct.body.binding_window, null, `a ban binds no window: ${JSON.stringify(direct.body)}`);
+    assert.deepEqual(await send(tg, 1, ["/api/a", "/api/b"]), [429, 429], `the ${PREVIOUS} Worker: banned`);
+    assert.deepEqual(await send(tg, 0, ["/api/a"]), [429], "today's Worker: banned");
+    assert.deepEqual(await send(tg, 1, ["/api/a"], "203.0.113.51"), [200], "another key: not banned");
+    await tg.settled();
+    const errors = tg.logEvents().filter((e) => ["counter_error", "edge_error", "config_error", "registry_error"].includes(e.tollgate));
+    assert.deepEqual(errors, [], "no error logged");
+    noServerError(tg);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
