@@ -24,7 +24,7 @@ import { mkdtempSync, readFileSync, writeFileSync, copyFileSync, rmSync } from "
 import { gunzipSync } from "node:zlib";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startTollgate, mockOrigin, tempDir, ROOT, COMPATIBILITY_DATE, eventsSince, sleep } from "./harness.mjs";
+import { startTollgate, mockOrigin, tempDir, ROOT, COMPATIBILITY_DATE, eventsSince, sleep, readAnswer } from "./harness.mjs";
 import { config, rule, limit, failedLogins, json } from "./builders.mjs";
 
 /** The release whose build is kept under tests/skew/ (scripts/release sets it). */
@@ -288,7 +288,7 @@ const NEW_RULES = config(
   rule("pen-allow", "/pa/*", { limits: limit(3, "1m"), penalty: "10m", on_error: "allow" }),
   rule("conc-deny", "/cd/*", { limits: limit(3, "1m"), concurrency: 2, on_error: "deny" }),
   rule("conc-allow", "/ca/*", { limits: limit(3, "1m"), concurrency: 2, on_error: "allow" }),
-  rule("usage", "/u/*", { limits: limit(5, "1m"), cost: { header: "x-usage", reserve: 2, max: 4 }, count_statuses: [200], on_error: "deny" }),
+  rule("usage", "/u/*", { limits: limit(5, "1m"), cost: { header: "x-usage", reserve: 2, max: 4 }, count_statuses: [200], reservation_ttl: "12s", on_error: "deny" }),
   rule("api", "/api/*", { limits: limit(100, "1m") }),
 );
 const BOTH = { today: NEW_RULES, previous: withoutNewFields(NEW_RULES) };
@@ -306,6 +306,20 @@ async function send(tg, via, paths, ip = IP) {
   }
   return out;
 }
+/** Sends the compact call `url` to object `name`, as the Worker does; reads the answer. */
+async function rawCall(tg, name, url) {
+  const ns = await tg.mf.getDurableObjectNamespace("LIMITER", "tollgate");
+  return readAnswer(await ns.get(ns.idFromName(name)).answer(url));
+}
+/** Every op that carries each new field, in its compact form. */
+const NEW_FIELD_CALLS = [
+  ...["hit", "check", "status"].map((op) => `https://limiter/v1/${op}?l=3x60000&p=600000`),
+  "https://limiter/v1/reserve?l=3x60000&h=10000&p=600000",
+  "https://limiter/v1/lease?l=3x60000&h=1000&w=2&p=600000",
+  "https://limiter/v1/reserve?l=3x60000&h=10000&n=2",
+  "https://limiter/v1/check?l=3x60000&n=2",
+  "https://limiter/v1/commit?l=5x60000&c=2&r=1&u=1",
+];
 const errorsOf = (tg, rule) => tg.logEvents().filter((e) => e.tollgate === "counter_error" && e.rule === rule);
 
 // (a) Today's Worker, the previous object: every call carrying a new field
@@ -317,9 +331,14 @@ const errorsOf = (tg, rule) => tg.logEvents().filter((e) => e.tollgate === "coun
 test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} object: versioned refusal, on_error applied`, { timeout: 60_000 }, async () => {
   const tg = await startSkew({ objects: "previous", edge: "today", cfg: BOTH, persist: tempDir(), origin: usageOrigin() });
   try {
-    const refused = await tg.callObject(`pen-deny\nip=${IP}`, { op: "hit", limits: [[3, 60_000]], penalty_ms: 600_000 });
-    assert.equal(refused.status, 400, "the previous object refuses p=");
-    assert.equal(refused.body.v, 1, `a versioned error: ${JSON.stringify(refused.body)}`);
+    for (const url of NEW_FIELD_CALLS) {
+      const refused = await rawCall(tg, "direct\nip=203.0.113.59", url);
+      assert.equal(refused.status, 400, `the previous object refuses ${url}: ${JSON.stringify(refused)}`);
+      assert.equal(refused.body.v, 1, `a versioned error: ${JSON.stringify(refused.body)}`);
+      assert.match(refused.body.error, /unknown field `[pnu]`/, url);
+    }
+    const untouched = await tg.callObject("direct\nip=203.0.113.59", { op: "status", limits: [[3, 60_000]] });
+    assert.deepEqual([untouched.body.windows[0].used, untouched.body.held ?? 0], [0, 0], "the refused calls changed nothing");
     assert.deepEqual(await send(tg, 1, ["/pd/1", "/pd/2", "/pd/3", "/pd/4"]), [503, 503, 503, 503], "penalty, on_error deny");
     assert.deepEqual(await send(tg, 1, ["/pa/1", "/pa/2", "/pa/3", "/pa/4"]), [200, 200, 200, 200], "penalty, on_error allow");
     assert.deepEqual(await send(tg, 1, ["/cd/1", "/cd/2"]), [503, 503], "concurrency, on_error deny");
@@ -331,7 +350,10 @@ test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} ob
     for (const [name, decision] of [["pen-deny", "deny"], ["pen-allow", "allow"], ["conc-deny", "deny"], ["conc-allow", "allow"], ["usage", "not_recorded"]]) {
       const errors = errorsOf(tg, name);
       assert.ok(errors.length >= 1, `${name}: a counter_error`);
-      for (const e of errors) assert.equal(e.decision, decision, `${name}: ${JSON.stringify(e)}`);
+      for (const e of errors) {
+        assert.equal(e.decision, decision, `${name}: ${JSON.stringify(e)}`);
+        assert.match(JSON.stringify(e), /unknown field/, `${name}: the refusal named`);
+      }
     }
     // Nothing counted by the refused calls; the usage reservations held.
     for (const [name, l] of [["pen-deny", [3, 60_000]], ["pen-allow", [3, 60_000]], ["conc-deny", [3, 60_000]]]) {
@@ -341,6 +363,15 @@ test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} ob
     const u = await tg.callObject(`usage\nip=${IP}`, { op: "status", limits: [[5, 60_000]] });
     assert.equal(u.body.windows[0].used, 0, `usage: no commit recorded: ${JSON.stringify(u.body)}`);
     assert.equal(u.body.held, 2, `usage: both reservations still held: ${JSON.stringify(u.body)}`);
+    // ... until they expire (reservation_ttl 12 s): then the key is free
+    // again, nothing counted. Bounded: at most 60 s.
+    let held = u.body.held;
+    for (let i = 0; i < 120 && held > 0; i++) {
+      await sleep(500);
+      held = (await tg.callObject(`usage\nip=${IP}`, { op: "status", limits: [[5, 60_000]] })).body.held ?? 0;
+    }
+    assert.equal(held, 0, "the reservations expire");
+    assert.deepEqual(await send(tg, 1, ["/u/4"]), [200], "usage: admitted once they expired");
     noServerError(tg);
   } finally {
     await tg.dispose();
