@@ -343,6 +343,13 @@ test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} ob
     assert.deepEqual(await send(tg, 1, ["/pa/1", "/pa/2", "/pa/3", "/pa/4"]), [200, 200, 200, 200], "penalty, on_error allow");
     assert.deepEqual(await send(tg, 1, ["/cd/1", "/cd/2"]), [503, 503], "concurrency, on_error deny");
     assert.deepEqual(await send(tg, 1, ["/ca/1", "/ca/2"]), [200, 200], "concurrency, on_error allow");
+    // The admin status of a penalty rule (p= on a status call).
+    const { path, init } = admin(`/.tollgate/status?rule=pen-deny&ip=${IP}`);
+    const status = await tg.fetchVia(1, path, init);
+    const statusBody = await status.text();
+    console.log(`today's admin status of a penalty rule, ${PREVIOUS} object: ${status.status} ${statusBody}`);
+    assert.equal(status.status, 503, `refused, not a 500: ${statusBody}`);
+    assert.match(statusBody, /unknown field `p`/, "the refusal named");
     // Usage: the reserve (no new field) is taken, the commit's u= refused:
     // each request's 2 units stay held, so the third (2 + 4 > 5) is blocked.
     assert.deepEqual(await send(tg, 1, ["/u/1", "/u/2", "/u/3"]), [200, 200, 429], "usage: reservations held");
