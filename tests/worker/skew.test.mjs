@@ -17,7 +17,11 @@
 // error, and the Worker applies the rule's on_error.
 //
 // To cover a new kind of counting, add a case to CASES: its config and its
-// three phases' requests, each with the statuses expected.
+// three phases' requests, each with the statuses expected. Fields added to
+// version 1 since the previous release (penalty, usage, concurrency, the
+// penalty row, the ban reply, the registry) have their own tests below the
+// CASES: each build is given its own config (`startSkew`'s `cfg`), since
+// the previous build refuses fields it does not know.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, writeFileSync, copyFileSync, rmSync } from "node:fs";
