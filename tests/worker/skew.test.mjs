@@ -292,7 +292,7 @@ const NEW_RULES = config(
   rule("pen-allow", "/pa/*", { limits: limit(3, "1m"), penalty: "10m", on_error: "allow" }),
   rule("conc-deny", "/cd/*", { limits: limit(3, "1m"), concurrency: 2, on_error: "deny" }),
   rule("conc-allow", "/ca/*", { limits: limit(3, "1m"), concurrency: 2, on_error: "allow" }),
-  rule("usage", "/u/*", { limits: limit(5, "1m"), cost: { header: "x-usage", reserve: 2, max: 4 }, count_statuses: [200], reservation_ttl: "12s", on_error: "deny" }),
+  rule("usage", "/u/*", { limits: limit(5, "1m"), cost: { header: "x-usage", reserve: 2, max: 4 }, count_statuses: [200], reservation_ttl: "20s", on_error: "deny" }),
   rule("api", "/api/*", { limits: limit(100, "1m") }),
 );
 const BOTH = { today: NEW_RULES, previous: withoutNewFields(NEW_RULES) };
@@ -374,8 +374,9 @@ test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} ob
     const u = await tg.callObject(`usage\nip=${IP}`, { op: "status", limits: [[5, 60_000]] });
     assert.equal(u.body.windows[0].used, 0, `usage: no commit recorded: ${JSON.stringify(u.body)}`);
     assert.equal(u.body.held, 2, `usage: both reservations still held: ${JSON.stringify(u.body)}`);
-    // ... until they expire (reservation_ttl 12 s): then the key is free
-    // again, nothing counted. Bounded: at most 60 s.
+    // ... until they expire (reservation_ttl 20 s: ample for the steps
+    // above at load 8): then the key is free again, nothing counted.
+    // Bounded: at most 60 s.
     let held = u.body.held;
     for (let i = 0; i < 120 && held > 0; i++) {
       await sleep(500);
