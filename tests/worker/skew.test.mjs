@@ -538,3 +538,49 @@ test(`skew: a ban reply from today's object (no binding window) still blocks thr
     tg.cleanup();
   }
 });
+
+// (c, continued) The penalty row's end under the previous object. What
+// happens: it refuses the row (on_error deny: 503) until the alarm today's
+// object set at the count's expiry (the window's end) fires; the previous
+// build's alarm, which cannot read the prefix, deletes the row, penalty and
+// all. From then it counts from zero, exactly: the limit, then blocked. So
+// under the previous object the penalty is dropped at the window's end (the
+// previous build has no penalties), but the limit itself is never exceeded.
+// Limit 2 per 15 s (the restart between the phases takes far less, even at
+// load 8), penalty 1 min; the wait is a bounded poll (a refused call counts
+// nothing).
+test(`skew: a penalty row under the ${PREVIOUS} object: refused until its count expires, then counted from zero, exactly`, { timeout: 90_000 }, async () => {
+  const short = config(rule("pd", "/pd/*", { limits: limit(2, "15s"), penalty: "1m", on_error: "deny" }));
+  const cfg = { today: short, previous: withoutNewFields(short) };
+  const persist = tempDir();
+  const origin = mockOrigin();
+  try {
+    let tg = await startSkew({ objects: "today", edge: "previous", cfg, persist, origin });
+    try {
+      assert.deepEqual(await send(tg, 0, ["/pd/1", "/pd/2", "/pd/3"]), [200, 200, 429], "today: the limit, then the penalty");
+    } finally {
+      await tg.dispose();
+    }
+    tg = await startSkew({ objects: "previous", edge: "today", cfg, persist, origin });
+    try {
+      const during = [];
+      let status = 503;
+      for (let i = 0; i < 120 && status === 503; i++) {
+        [status] = await send(tg, 0, [`/pd/p${i}`]);
+        during.push(status);
+        if (status === 503) await sleep(500);
+      }
+      console.log(`the ${PREVIOUS} object on a penalty row, polled: ${during}`);
+      assert.equal(during[0], 503, `refused while the penalty row is there: ${during}`);
+      assert.ok(during.slice(0, -1).every((s) => s === 503), `only refusals before: ${during}`);
+      // The first call past the refusals was counted: the limit's second, then blocked.
+      assert.deepEqual([status, ...(await send(tg, 0, ["/pd/a", "/pd/b"]))], [200, 200, 429], `counted from zero, exactly: ${during}`);
+      await tg.settled();
+      noServerError(tg);
+    } finally {
+      await tg.dispose();
+    }
+  } finally {
+    rmSync(persist, { recursive: true, force: true });
+  }
+});
