@@ -37,7 +37,7 @@ import { freePort } from "../ports.mjs";
 import { README_PORT, normalize, onPort } from "../../scripts/try-it.mjs";
 
 /** The most the Worker's upload may weigh, gzipped (KiB): see the assertion. */
-const UPLOAD_GATE_KIB = 600;
+const UPLOAD_GATE_KIB = 640;
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const NATIVE = join(ROOT, "target", "debug", "tollgate");
@@ -334,7 +334,9 @@ test("init: each preset's project checks, dry-runs, refuses a typo, and serves 4
     const checked = ok(run("npm", ["run", "--silent", "check"], { cwd: dir }), `${preset}: npm run check`);
     assert.match(checked.stdout, /wrangler\.toml top level: ok, \d rule\(s\)/);
     const gzip = dryRun(dir, preset);
-    // The target is 600 KiB (issue 13), held again by issue 26 (598.5 KiB).
+    // The target was 600 KiB (issue 13, held by issue 26 at 598.5); issue 28's
+    // console inside the Worker (+26 KiB) and issue 29's metering (+6) moved
+    // the gate to 640 (2026-12-01: 632 KiB).
     assert.ok(gzip && Number(gzip[1]) <= UPLOAD_GATE_KIB, `${preset}: upload over ${UPLOAD_GATE_KIB} KiB gzip or unknown`);
     if (first) t.diagnostic(`upload ${gzip[0]} (gate ${UPLOAD_GATE_KIB} KiB); tarball: ${(statSync(tarball).size / 1024).toFixed(0)} KiB`);
   }
