@@ -6,6 +6,7 @@
 //! so both decide alike; neither decides anything itself.
 
 use crate::config::Config;
+use crate::config::headers::OwnResponse;
 use crate::count::controls::Change;
 use crate::count::registry::RegistryCall;
 use crate::glue::isolate::{load_secrets, now_ms, respond, write_logs, MEMO};
@@ -20,7 +21,7 @@ use crate::pipeline::applied::Applied;
 use futures_util::future::join_all;
 use std::cell::OnceCell;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen};
-use worker::{web_sys, AnalyticsEngineDataPointBuilder, Env, Response};
+use worker::{web_sys, AnalyticsEngineDataPointBuilder, Env};
 
 /// What the rules may read of the client that `Request.cf` would say, for
 /// a request that lost its `cf` on the way (RPC does not carry it): each
@@ -86,11 +87,7 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         // Local development: the same points, allowed totals too, to the local sink.
         let now = now_ms();
         let mut points = decision.metric_points(None, None);
-        points.extend(TOTALS.with(|totals| {
-            let mut totals = totals.borrow_mut();
-            decision.count_allowed(&mut totals, now);
-            totals.due(now, config.metrics_interval_ms, metrics::Place::default())
-        }));
+        points.extend(due_totals(&decision, now, config, metrics::Place::default()));
         crate::glue::traffic::sink(env, &points).await;
     }
     if let Some(kept) = decision.kept.take() {
@@ -108,13 +105,18 @@ fn apply(decision: &Decision<'_>, env: &Env, req: &web_sys::Request, config: &Co
         let colo = read("colo");
         write_metrics(&dataset, decision.metric_points(colo.as_deref(), read("country").as_deref()));
         let now = now_ms();
-        let due = TOTALS.with(|totals| {
-            let mut totals = totals.borrow_mut();
-            decision.count_allowed(&mut totals, now);
-            totals.due(now, config.metrics_interval_ms, metrics::Place { colo: colo.as_deref(), country: None })
-        });
-        write_metrics(&dataset, due);
+        write_metrics(&dataset, due_totals(decision, now, config, metrics::Place { colo: colo.as_deref(), country: None }));
     }
+}
+
+/// Counts `decision`'s allowed requests into the isolate's totals; the
+/// totals' points now due, at `place`.
+fn due_totals(decision: &Decision<'_>, now: i64, config: &Config, place: metrics::Place<'_>) -> Vec<metrics::Point> {
+    TOTALS.with(|totals| {
+        let mut totals = totals.borrow_mut();
+        decision.count_allowed(&mut totals, now);
+        totals.due(now, config.metrics_interval_ms, place)
+    })
 }
 
 /// The client facts: `client`'s where it says something, else `cf`'s.
@@ -237,6 +239,11 @@ async fn admin_request(
     }
     match answer.response {
         AdminResponse::Own(own) => respond(&own),
-        AdminResponse::Json(body) => Ok(Response::from_json(&body)?.into()),
+        // As workers-rs `Response::from_json` would answer, without its builder (code size).
+        AdminResponse::Json(body) => respond(&OwnResponse {
+            status: 200,
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: body.to_string(),
+        }),
     }
 }

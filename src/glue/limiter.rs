@@ -159,27 +159,11 @@ impl DurableObject for Limiter {
     /// call's URL, answered by a reply line, or 400 (refused) / 500
     /// (failed) with a JSON `{"v":1,"error":...}`.
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        if req.path() == SINK_PATH {
-            return self.sink(&req.text().await?);
-        }
-        if req.path() == registry::REGISTRY_PATH {
-            let Some(call) = RegistryCall::decode(&req.text().await?) else {
-                return error_reply(400, "malformed registry call");
-            };
-            return match self.registry(&call) {
-                Ok(text) => Response::ok(text),
-                Err(e) => error_reply(500, &e.to_string()),
-            };
-        }
-        if req.path() == controls::CONTROL_PATH {
-            let Some(change) = Change::decode(&req.text().await?) else {
-                return error_reply(400, "malformed control");
-            };
-            return match self.control(&change).await {
-                Ok(Ok(controls)) => Response::ok(controls.encode()),
-                Ok(Err(refused)) => error_reply(400, &refused.to_string()),
-                Err(e) => error_reply(500, &e.to_string()),
-            };
+        let path = req.path();
+        if [SINK_PATH, registry::REGISTRY_PATH, controls::CONTROL_PATH].contains(&path.as_str()) {
+            // One read of the body for the three posted forms (code size).
+            let text = req.text().await?;
+            return self.posted(&path, &text).await;
         }
         let (status, body) = self.compact(&req.inner().url()).await;
         Ok(Response::ok(body)?.with_status(status))
@@ -211,6 +195,33 @@ impl DurableObject for Limiter {
             }
         }
         Response::ok("")
+    }
+}
+
+impl Limiter {
+    /// Answers a posted `text` on `path`: a sink line, a registry call or a
+    /// control change.
+    async fn posted(&self, path: &str, text: &str) -> worker::Result<Response> {
+        if path == SINK_PATH {
+            return self.sink(text);
+        }
+        if path == registry::REGISTRY_PATH {
+            let Some(call) = RegistryCall::decode(text) else {
+                return error_reply(400, "malformed registry call");
+            };
+            return match self.registry(&call) {
+                Ok(text) => Response::ok(text),
+                Err(e) => error_reply(500, &e.to_string()),
+            };
+        }
+        let Some(change) = Change::decode(text) else {
+            return error_reply(400, "malformed control");
+        };
+        match self.control(&change).await {
+            Ok(Ok(controls)) => Response::ok(controls.encode()),
+            Ok(Err(refused)) => error_reply(400, &refused.to_string()),
+            Err(e) => error_reply(500, &e.to_string()),
+        }
     }
 }
 
@@ -582,7 +593,8 @@ fn at_time(epoch_ms: i64) -> ScheduledTime {
 }
 
 fn error_body(message: &str) -> String {
-    serde_json::json!({ "v": VERSION, "error": message }).to_string()
+    // `{"error":...,"v":1}`, as `json!` wrote it (keys sorted), without building a map.
+    format!("{{\"error\":{},\"v\":{VERSION}}}", serde_json::Value::from(message))
 }
 
 fn error_reply(status: u16, message: &str) -> worker::Result<Response> {

@@ -235,6 +235,19 @@ fn hidden(route_typed: &[(String, String)], csrf: &str) -> String {
     out
 }
 
+/// The Keys page's forms on a key: the `do` action, then its fields.
+const KEY_FORMS: [(&str, &str); 5] = [
+    ("ban", "<label>Ban for <input name=\"for\" value=\"1h\" size=\"5\"></label><label>Reason <input name=\"reason\" size=\"30\"></label><button>Ban</button>"),
+    ("lift", "<button>Lift ban</button>"),
+    (
+        "override",
+        "<label>Limit <input name=\"limit\" value=\"1000/1d\" size=\"9\"></label><label>for <input name=\"for\" size=\"5\"></label>\
+<label>Reason <input name=\"reason\" size=\"20\"></label><button>Override</button>",
+    ),
+    ("clear_override", "<button>Clear override</button>"),
+    ("reset", "<button>Reset count</button>"),
+];
+
 fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<&Value>) -> String {
     let p = esc(&route.prefix);
     let mut out = String::new();
@@ -263,17 +276,10 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
             let _ = write!(out, "<p id=\"overridden\">Override: <code>{}</code></p>", esc(&s["override"].to_string()));
         }
         let h = hidden(&route.typed, csrf);
-        let _ = write!(
-            out,
-            "<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"ban\">\
-<label>Ban for <input name=\"for\" value=\"1h\" size=\"5\"></label><label>Reason <input name=\"reason\" size=\"30\"></label><button>Ban</button></form>\
-<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"lift\"><button>Lift ban</button></form>\
-<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"override\">\
-<label>Limit <input name=\"limit\" value=\"1000/1d\" size=\"9\"></label><label>for <input name=\"for\" size=\"5\"></label>\
-<label>Reason <input name=\"reason\" size=\"20\"></label><button>Override</button></form>\
-<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"clear_override\"><button>Clear override</button></form>\
-<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"reset\"><button>Reset count</button></form></section>"
-        );
+        for (action, fields) in KEY_FORMS {
+            let _ = write!(out, "<form class=\"inline\" method=\"post\" action=\"{p}/ui/keys\">{h}<input type=\"hidden\" name=\"do\" value=\"{action}\">{fields}</form>");
+        }
+        out.push_str("</section>");
     }
     for rule in &config.rules {
         let _ = write!(out, "<section><h2>{n}</h2><form class=\"inline\" method=\"get\" action=\"{p}/ui/keys\"><input type=\"hidden\" name=\"rule\" value=\"{n}\">", n = esc(&rule.name));
