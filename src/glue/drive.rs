@@ -78,12 +78,17 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         }
     };
     let mut decision = decision;
+    let dataset = metrics_dataset(env).filter(|_| decision.makes_points());
+    // `request.cf`, read once: above when the rules read it, else here when
+    // the log lines or the metric points say where the client is.
+    let cf = if config.facts.reads_cf || (decision.logs.is_empty() && dataset.is_none()) { cf } else { cf_object(req) };
     if !config.facts.reads_cf && !decision.logs.is_empty() {
         // Log lines say where the client is, even where the rules did not ask.
-        crate::pipeline::who::locate(&mut decision.logs, &client_facts(cf_object(req).as_ref(), client));
+        crate::pipeline::who::locate(&mut decision.logs, &client_facts(cf.as_ref(), client));
     }
-    apply(&decision, env, req, config);
-    if decision.makes_points() && metrics_dataset(env).is_none() && crate::glue::traffic::sink_on(env) {
+    let sink = dataset.is_none() && decision.makes_points() && crate::glue::traffic::sink_on(env);
+    apply(&decision, dataset, cf.as_ref(), config);
+    if sink {
         // Local development: the same points, allowed totals too, to the local sink.
         let now = now_ms();
         let mut points = decision.metric_points(None, None);
@@ -96,12 +101,12 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     Ok(Decided::Decision(Box::new(decision)))
 }
 
-/// The decision's log lines and metric points (to the dataset, when bound).
-fn apply(decision: &Decision<'_>, env: &Env, req: &web_sys::Request, config: &Config) {
+/// The decision's log lines and metric points (to `dataset`, when bound and
+/// the decision makes points; `cf`: the request's, when read).
+fn apply(decision: &Decision<'_>, dataset: Option<worker::AnalyticsEngineDataset>, cf: Option<&wasm_bindgen::JsValue>, config: &Config) {
     write_logs(&decision.logs);
-    if let Some(dataset) = metrics_dataset(env).filter(|_| decision.makes_points()) {
-        let cf = cf_object(req);
-        let read = |name: &str| cf.as_ref().and_then(|cf| cf_field(cf, name)?.as_string());
+    if let Some(dataset) = dataset {
+        let read = |name: &str| cf.and_then(|cf| cf_field(cf, name)?.as_string());
         let colo = read("colo");
         write_metrics(&dataset, decision.metric_points(colo.as_deref(), read("country").as_deref()));
         let now = now_ms();
