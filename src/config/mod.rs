@@ -52,7 +52,7 @@ pub use reader::STANDARD_METHODS;
 
 use crate::config::exempt_fields::read_exempt;
 use crate::config::policy::{FailPolicy, Named};
-use crate::config::reader::{read_table, valid_admin_prefix, Errors, Field, Shape};
+use crate::config::reader::{read_table, valid_admin_prefix, Errors, Field, Input, Shape};
 use crate::config::rule_fields::{read_rules, RuleDraft};
 use crate::config::rules::Rule;
 use crate::request::canon::Source;
@@ -321,6 +321,15 @@ fn admin_lockout_rule() -> Result<Rule, crate::config::rules::PatternError> {
     Rule::compile(spec)
 }
 
+/// A duration from 1s to 1h, in ms (`log_episode`, `metrics_interval`).
+fn second_to_hour(i: &mut Input<'_>) -> Option<i64> {
+    let ms = i64::try_from(i.duration("\"1m\"")?.get()).ok().filter(|ms| (1_000..=3_600_000).contains(ms));
+    if ms.is_none() {
+        i.report("must be from 1s to 1h");
+    }
+    ms
+}
+
 /// The top level of the `TOLLGATE` var.
 const TOP_FIELDS: &[Field<Config>] = &[
     Field::optional("ipv6_prefix", Shape::Integer(1, 128), "How many leading bits of an IPv6 client address make one `ip` key (default 64: one subscriber's /64).", |c, i| {
@@ -350,19 +359,13 @@ const TOP_FIELDS: &[Field<Config>] = &[
         }
     }),
     Field::optional("log_episode", Shape::Duration, "How long one log episode of a (rule, key) lasts: its first block, shadow_block, counter_error or exempt line is written, the repeats are counted into a summary (default \"1m\"; 1s to 1h).", |c, i| {
-        if let Some(ms) = i.duration("\"1m\"") {
-            match i64::try_from(ms.get()) {
-                Ok(ms) if (1_000..=3_600_000).contains(&ms) => c.log_episode_ms = ms,
-                _ => i.report("must be from 1s to 1h"),
-            }
+        if let Some(ms) = second_to_hour(i) {
+            c.log_episode_ms = ms;
         }
     }),
     Field::optional("metrics_interval", Shape::Duration, "How often each isolate writes the allowed totals of rules whose metrics are \"limited\": one allowed_total data point per rule per interval (default \"1m\"; 1s to 1h).", |c, i| {
-        if let Some(ms) = i.duration("\"1m\"") {
-            match i64::try_from(ms.get()) {
-                Ok(ms) if (1_000..=3_600_000).contains(&ms) => c.metrics_interval_ms = ms,
-                _ => i.report("must be from 1s to 1h"),
-            }
+        if let Some(ms) = second_to_hour(i) {
+            c.metrics_interval_ms = ms;
         }
     }),
     Field::optional(crate::config::upstream::FIELD, Shape::Custom(crate::config::upstream::schema), "Where allowed requests go: \"origin\" (the default: the zone's origin) or { service = \"BINDING\" } (a [[services]] binding).", |c, i| match crate::config::upstream::read(i.value) {
