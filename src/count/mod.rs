@@ -11,6 +11,7 @@ pub mod gcra;
 pub mod reservation;
 pub mod slots;
 pub mod protocol;
+pub mod older;
 pub mod lease;
 pub mod switch;
 pub mod counter;

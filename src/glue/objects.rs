@@ -8,6 +8,7 @@ use crate::count::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
 use crate::glue::isolate::{now_ms, write_logs};
 use crate::pipeline::machine::Settled;
 use crate::pipeline::applied::{object_name, Applied};
+use crate::count::older;
 use crate::count::protocol::{decode_reply_line, decode_rpc_answer, encode_call_url, Call, CallFailure, Op, Reply};
 use crate::pipeline::verdict::{self, Outcome};
 use crate::count::lease::{self, Admit, LeaseSettings, Leases};
@@ -96,7 +97,7 @@ pub(crate) async fn apply_settled(env: &Env, settled: Settled) {
         forget_block(id);
     }
     let sends = settled.calls.into_iter().map(|s| async move {
-        if let Err(error) = call_with_timeout(env, &s.id, &s.call, s.timeout_ms).await {
+        if let Err(error) = call_any_release(env, &s.id, &s.call, s.timeout_ms, (&s.rule, &s.key_hash)).await {
             write_logs(&[verdict::counter_error(&s.rule, &s.key_hash, &error.to_string(), "not_recorded")]);
         }
     });
@@ -120,7 +121,8 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
         return leased(env, applied, *settings).await;
     }
     let call = applied.rule.call_for(op, &applied.key);
-    let (outcome, cacheable) = match call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await {
+    let who = (applied.rule.name.as_str(), applied.key_hash.as_str());
+    let (outcome, cacheable) = match call_any_release(env, &applied.id, &call, applied.rule.timeout_ms, who).await {
         Ok(reply) => {
             let cacheable = !reply.tally.in_flight;
             let mut outcome = Outcome::from_reply(reply);
@@ -132,7 +134,7 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
             }
             (outcome, cacheable)
         }
-        Err(e) => (Outcome::Failed(e.to_string()), false),
+        Err(e) => (Outcome::Failed(older::failure_text(&call, &e)), false),
     };
     // Exact for the sliding log: a blocked request records nothing, so the
     // object would answer "blocked" until then. Shadow rules are cached too:
@@ -206,7 +208,8 @@ async fn ask(env: &Env, applied: &Applied<'_>, settings: &LeaseSettings, want: u
     } else {
         applied.rule.call_for(Op::Hit, &applied.key)
     };
-    let result = call_with_timeout(env, &applied.id, &call, applied.rule.timeout_ms).await;
+    let who = (applied.rule.name.as_str(), applied.key_hash.as_str());
+    let result = call_any_release(env, &applied.id, &call, applied.rule.timeout_ms, who).await;
     flight.finished = true;
     match result {
         Ok(reply) => {
@@ -228,7 +231,7 @@ async fn ask(env: &Env, applied: &Applied<'_>, settings: &LeaseSettings, want: u
         }
         Err(e) => {
             LEASES.with(|l| l.borrow_mut().failed(&applied.id, now_ms()));
-            Outcome::Failed(e.to_string())
+            Outcome::Failed(older::failure_text(&call, &e))
         }
     }
 }
@@ -286,6 +289,31 @@ pub(crate) fn refunds(env: &Env, config: &'static crate::config::Config) -> Opti
         });
         join_all(sends).await;
     })
+}
+
+/// One call to the object named `id`, as [`call_with_timeout`], that an
+/// object of the release before may refuse for a field it does not know
+/// ([`older`], issue 35): then the calls it takes instead are sent, in
+/// order, each within `timeout_ms`, and the refusal is logged once per
+/// episode (`counter_error`, decision `older_form`; `who`: the rule and
+/// the key hash). The last call's result, or the first failure; a call
+/// with no older form fails with the older object's refusal. Bounded: each
+/// refusal drops one of the three newer fields, so at most five calls.
+async fn call_any_release(env: &Env, id: &str, call: &Call, timeout_ms: u32, who: (&str, &str)) -> Result<Reply, CallFailure> {
+    let mut queue = std::collections::VecDeque::from([call.clone()]);
+    let mut result = Err(CallFailure::Transport("no call sent".into()));
+    for _ in 0..5 {
+        let Some(next) = queue.pop_front() else { break };
+        result = call_with_timeout(env, id, &next, timeout_ms).await;
+        let Err(failure) = &result else { continue };
+        let Some(field) = older::refused_field(&next, failure) else { return result };
+        let Some(calls) = older::instead(&next, field) else { return result };
+        write_logs(&[verdict::counter_error(who.0, who.1, &failure.to_string(), "older_form")]);
+        for c in calls.into_iter().rev() {
+            queue.push_front(c);
+        }
+    }
+    result
 }
 
 /// One call to the object named `id`, in the compact form

@@ -17,7 +17,9 @@
 //!   that long after its episode's end.
 //!
 //! Every other event (`missing_key`, `admin*`, `config_error`,
-//! `edge_error`) passes through unchanged: they are not per-request floods
+//! `edge_error`, and a `counter_error` with decision `not_recorded`: a
+//! settlement that could not be sent, at most one per forwarded request)
+//! passes through unchanged: they are not per-request floods
 //! of one key (`config_error` is already once a minute; admin lines are
 //! the audit trail and must all be written).
 //!
@@ -191,6 +193,12 @@ impl Episodes {
 fn episode_id(event: &LogEvent) -> Option<(&'static str, String, String)> {
     let kind = EPISODIC.iter().find(|k| **k == event.event)?;
     let field = |name: &str| event.fields.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_str());
+    // A settlement that could not be sent is a count lost (or a usage
+    // charge dropped), one per forwarded request at most: each is written
+    // (issue 35: one line stood for 15 unrecorded commits).
+    if field("decision") == Some("not_recorded") {
+        return None;
+    }
     Some((kind, field("rule")?.to_string(), field("key_hash")?.to_string()))
 }
 
@@ -249,6 +257,18 @@ mod tests {
         let events = [block("r", "k"), block("r", "other"), block("s", "k"), error("r", "k")];
         assert_eq!(episodes.filter(&events, 0), events.to_vec());
         assert_eq!(episodes.filter(&events, 10), vec![]);
+    }
+
+    /// Issue 35: 15 commits refused in 20 s were one line.
+    #[test]
+    fn every_unrecorded_settlement_is_written() {
+        let mut episodes = Episodes::new(100, PERIOD_MS);
+        let lost = crate::pipeline::verdict::counter_error("usage", "k", "limiter answered 400", "not_recorded");
+        for t in 0..15 {
+            assert_eq!(episodes.filter(&[lost.clone()], t * 1_000), vec![lost.clone()], "at {t} s");
+        }
+        assert_eq!(episodes.filter(&[error("usage", "k")], 16_000), vec![error("usage", "k")], "a check's error opens its episode");
+        assert_eq!(episodes.filter(&[error("usage", "k")], 17_000), vec![]);
     }
 
     #[test]

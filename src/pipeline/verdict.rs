@@ -183,8 +183,11 @@ pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefe
                 }
             }
             Outcome::Failed(error) => {
-                // Shadow mode never blocks, whatever `on_error` says.
-                let deny = a.rule.on_error == FailPolicy::Deny && a.rule.action == Action::Block;
+                // Shadow mode never blocks, whatever `on_error` says. An
+                // object too old to hold a concurrency slot refuses (issue
+                // 35): no limit would bound the requests in flight.
+                let fails_closed = a.rule.on_error == FailPolicy::Deny || crate::count::older::cannot_hold_slot(error);
+                let deny = fails_closed && a.rule.action == Action::Block;
                 let decision = if deny { FailPolicy::Deny } else { FailPolicy::Allow }.name();
                 events.push(counter_error(&a.rule.name, &a.key_hash, error, decision));
                 if deny {
@@ -581,6 +584,13 @@ mod tests {
         assert_eq!((r.status, r.header("retry-after")), (503, Some("1")));
         let events: Vec<&str> = v.events.iter().map(|e| e.event).collect();
         assert_eq!(events, ["block", "counter_error"]);
+        // Issue 35: an object too old to hold a concurrency slot refuses
+        // an `on_error = "allow"` rule too.
+        let old = Outcome::Failed(format!("{}: limiter answered 400", crate::count::older::NO_SLOT));
+        let v = verdict(&[applied(&c, "open")], &[old]);
+        let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
+        assert_eq!(r.status, 503);
+        assert!(v.events[0].line().contains(r#""decision":"deny""#), "{:?}", v.events);
     }
 
     #[test]

@@ -86,6 +86,32 @@ impl Change {
     }
 }
 
+impl Change {
+    /// Why this change must reach every edge at once (issue 35): during a
+    /// gradual deployment (a versions split), edges of the old version
+    /// run the old config and call the same objects, so a field they lack
+    /// is not applied to their requests, and a count moved to other
+    /// objects gives each client both budgets. `None`: a split only
+    /// mixes the two configs' limits, as any gradual deploy does.
+    pub fn needs_all_at_once(&self) -> Option<&'static str> {
+        match self {
+            Change::Renamed { .. } | Change::KeyChanged { .. } | Change::Ipv6Prefix { .. } => {
+                Some("the two versions count a client in different objects, so while both serve it gets both budgets")
+            }
+            Change::Metering { field: "penalty", on: true } => {
+                Some("edges of the old version send no penalty: they admit a penalised key up to its limit (12 of 45 requests inside a 30 s penalty)")
+            }
+            Change::Metering { field: "concurrency", on: true } => {
+                Some("edges of the old version hold no slot: their requests in flight are neither bounded nor seen by the new edges' slots")
+            }
+            Change::Metering { on: true, .. } => {
+                Some("edges of the old version charge each request its fixed cost, not the units the origin reports")
+            }
+            _ => None,
+        }
+    }
+}
+
 fn alg(a: Algorithm) -> &'static str {
     match a {
         Algorithm::SlidingLog => "sliding_log",
@@ -280,6 +306,9 @@ pub fn report(diffs: &[RuleDiff]) -> String {
         for c in &d.changes {
             let mark = if c.resets() { "RESET" } else { "     " };
             out.push_str(&format!("  {mark} {c}\n"));
+            if let Some(why) = c.needs_all_at_once() {
+                out.push_str(&format!("  100%  deploy this to 100% at once, never as a gradual deployment (a versions split): {why}\n"));
+            }
         }
     }
     out
@@ -417,5 +446,31 @@ mod tests {
         assert!(on[0].to_string().contains("deploy it once every object runs 0.2.0"), "{}", on[0]);
         let usage = api(json!({ "cost": { "header": "x-units", "reserve": 5, "max": 5 } }));
         assert_eq!(one(usage, api(json!({}))), vec![Change::Metering { field: "cost.header", on: false }]);
+    }
+
+    /// Issue 35: during a gradual deployment an old edge whose config
+    /// lacked `penalty` admitted 12 of 45 requests inside a 30 s penalty.
+    #[test]
+    fn fields_old_edges_cannot_apply_and_moved_counts_go_to_100_percent_at_once() {
+        let usage = api(json!({ "cost": { "header": "x-units", "reserve": 5, "max": 5 } }));
+        let added = [api(json!({ "penalty": "5m" })), api(json!({ "concurrency": 1 })), usage.clone(), api(json!({ "key": ["header:x-user"] }))];
+        for new in added {
+            let c = one(api(json!({})), new.clone());
+            assert!(c.iter().any(|c| c.needs_all_at_once().is_some()), "{new}: {c:?}");
+            let text = report(&changes(json!([api(json!({}))]), json!([new])));
+            assert!(text.contains("100%  deploy this to 100% at once, never as a gradual deployment"), "{text}");
+        }
+        assert!(report(&changes(json!([api(json!({}))]), json!([api(json!({ "name": "v2" }))]))).contains("both budgets"));
+        // Taking them away, or a change both versions count alike, splits safely.
+        let safe = [
+            one(api(json!({ "penalty": "5m" })), api(json!({}))),
+            one(usage, api(json!({}))),
+            one(api(json!({})), api(json!({ "limits": [{ "requests": 5, "window": "1m" }] }))),
+            one(api(json!({})), api(json!({ "algorithm": "gcra" }))),
+            one(api(json!({})), api(json!({ "count_statuses": [401] }))),
+        ];
+        for c in safe {
+            assert!(c.iter().all(|c| c.needs_all_at_once().is_none()), "{c:?}");
+        }
     }
 }

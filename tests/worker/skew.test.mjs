@@ -327,12 +327,15 @@ const NEW_FIELD_CALLS = [
 const errorsOf = (tg, rule) => tg.logEvents().filter((e) => e.tollgate === "counter_error" && e.rule === rule);
 
 // (a) Today's Worker, the previous object: every call carrying a new field
-// is refused (400, versioned), and the Worker applies the rule's on_error:
-// deny answers 503, allow forwards; nothing is counted by a refused call,
-// nothing is admitted past a deny rule. A usage commit (`u=`) refused: the
-// reservation holds until it expires (towards blocking), logged as a
-// counter_error with decision not_recorded.
-test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} object: versioned refusal, on_error applied`, { timeout: 60_000 }, async () => {
+// is refused (400, versioned), and refused calls change nothing. The
+// Worker reads the refusal as an older object's (src/count/older.rs,
+// issue 35) and sends what it takes instead: a penalty rule's call again
+// without `p=` (the limit counted exactly, whatever on_error; the penalty
+// lost), a usage commit as a `record` of the units used and a `release`
+// (charged exactly); a concurrency rule, whose slot no older op holds, is
+// refused (503) even with on_error allow. Each fallback is logged
+// (counter_error, decision older_form; a refused slot: deny).
+test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} object: versioned refusal, an older form or a refusal, never over the limit`, { timeout: 60_000 }, async () => {
   const tg = await startSkew({ objects: "previous", edge: "today", cfg: BOTH, persist: tempDir(), origin: usageOrigin() });
   try {
     for (const url of NEW_FIELD_CALLS) {
@@ -343,10 +346,10 @@ test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} ob
     }
     const untouched = await tg.callObject("direct\nip=203.0.113.59", { op: "status", limits: [[3, 60_000]] });
     assert.deepEqual([untouched.body.windows[0].used, untouched.body.held ?? 0], [0, 0], "the refused calls changed nothing");
-    assert.deepEqual(await send(tg, 1, ["/pd/1", "/pd/2", "/pd/3", "/pd/4"]), [503, 503, 503, 503], "penalty, on_error deny");
-    assert.deepEqual(await send(tg, 1, ["/pa/1", "/pa/2", "/pa/3", "/pa/4"]), [200, 200, 200, 200], "penalty, on_error allow");
+    assert.deepEqual(await send(tg, 1, ["/pd/1", "/pd/2", "/pd/3", "/pd/4"]), [200, 200, 200, 429], "penalty, on_error deny: the limit holds");
+    assert.deepEqual(await send(tg, 1, ["/pa/1", "/pa/2", "/pa/3", "/pa/4"]), [200, 200, 200, 429], "penalty, on_error allow: the limit holds");
     assert.deepEqual(await send(tg, 1, ["/cd/1", "/cd/2"]), [503, 503], "concurrency, on_error deny");
-    assert.deepEqual(await send(tg, 1, ["/ca/1", "/ca/2"]), [200, 200], "concurrency, on_error allow");
+    assert.deepEqual(await send(tg, 1, ["/ca/1", "/ca/2"]), [503, 503], "concurrency, on_error allow: no older object holds a slot");
     // The admin status of a penalty rule (p= on a status call).
     const { path, init } = admin(`/.tollgate/status?rule=pen-deny&ip=${IP}`);
     const status = await tg.fetchVia(1, path, init);
@@ -354,11 +357,12 @@ test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} ob
     console.log(`today's admin status of a penalty rule, ${PREVIOUS} object: ${status.status} ${statusBody}`);
     assert.equal(status.status, 503, `refused, not a 500: ${statusBody}`);
     assert.match(statusBody, /unknown field `p`/, "the refusal named");
-    // Usage: the reserve (no new field) is taken, the commit's u= refused:
-    // each request's 2 units stay held, so the third (2 + 4 > 5) is blocked.
-    assert.deepEqual(await send(tg, 1, ["/u/1", "/u/2", "/u/3"]), [200, 200, 429], "usage: reservations held");
+    // Usage: the reserve (no new field) is taken, the commit's u= refused,
+    // then the 1 unit the origin reported recorded and the reservation
+    // released: 1 per request, as today's object counts it.
+    assert.deepEqual(await send(tg, 1, ["/u/1", "/u/2", "/u/3", "/u/4", "/u/5", "/u/6"]), [200, 200, 200, 200, 200, 429], "usage: 1 unit each");
     await tg.settled();
-    for (const [name, decision] of [["pen-deny", "deny"], ["pen-allow", "allow"], ["conc-deny", "deny"], ["conc-allow", "allow"], ["usage", "not_recorded"]]) {
+    for (const [name, decision] of [["pen-deny", "older_form"], ["pen-allow", "older_form"], ["conc-deny", "deny"], ["conc-allow", "deny"], ["usage", "older_form"]]) {
       const errors = errorsOf(tg, name);
       assert.ok(errors.length >= 1, `${name}: a counter_error`);
       for (const e of errors) {
@@ -366,24 +370,61 @@ test(`skew: today's Worker with new fields (p=, n=, u=) calls the ${PREVIOUS} ob
         assert.match(JSON.stringify(e), /unknown field/, `${name}: the refusal named`);
       }
     }
-    // Nothing counted by the refused calls; the usage reservations held.
-    for (const [name, l] of [["pen-deny", [3, 60_000]], ["pen-allow", [3, 60_000]], ["conc-deny", [3, 60_000]]]) {
+    assert.deepEqual(tg.logEvents().filter((e) => e.decision === "not_recorded"), [], "every settlement recorded");
+    for (const [name, l, used] of [["pen-deny", [3, 60_000], 3], ["pen-allow", [3, 60_000], 3], ["conc-deny", [3, 60_000], 0], ["conc-allow", [3, 60_000], 0], ["usage", [5, 60_000], 5]]) {
       const s = await tg.callObject(`${name}\nip=${IP}`, { op: "status", limits: [l] });
-      assert.equal(s.body.windows[0].used, 0, `${name}: nothing counted`);
+      assert.equal(s.body.windows[0].used, used, `${name}: counted ${used}: ${JSON.stringify(s.body)}`);
+      assert.equal(s.body.held ?? 0, 0, `${name}: nothing left held: ${JSON.stringify(s.body)}`);
     }
-    const u = await tg.callObject(`usage\nip=${IP}`, { op: "status", limits: [[5, 60_000]] });
-    assert.equal(u.body.windows[0].used, 0, `usage: no commit recorded: ${JSON.stringify(u.body)}`);
-    assert.equal(u.body.held, 2, `usage: both reservations still held: ${JSON.stringify(u.body)}`);
-    // ... until they expire (reservation_ttl 20 s: ample for the steps
-    // above at load 8): then the key is free again, nothing counted.
-    // Bounded: at most 60 s.
-    let held = u.body.held;
-    for (let i = 0; i < 120 && held > 0; i++) {
-      await sleep(500);
-      held = (await tg.callObject(`usage\nip=${IP}`, { op: "status", limits: [[5, 60_000]] })).body.held ?? 0;
+    noServerError(tg);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+// Issue 35, break 1: a usage rule in front of the previous release's
+// objects charged nothing (the reserve taken, the commit's u= refused, the
+// reservation lapsing at reservation_ttl): one call every 250 ms served 15
+// calls of 3,000 tokens in 20 s against 10,000 a day. Now the units used
+// are recorded: 3 calls (9,000) are served, every later one refused, for
+// more than two reservation_ttl. And an origin reporting more than the
+// reserve is charged all of it, as today's object charges it.
+test(`skew: a usage rule in front of ${PREVIOUS} objects never serves more than its budget`, { timeout: 120_000 }, async () => {
+  const tokens = (reserve, max) => ({ cost: { header: "x-tokens", reserve, max }, count_statuses: [200], reservation_ttl: "4s", on_error: "deny" });
+  const usage = config(
+    rule("llm", "/llm/*", { limits: limit(10_000, "1d"), ...tokens(3_000, 3_000) }),
+    rule("over", "/over/*", { limits: limit(10, "1d"), ...tokens(2, 10) }),
+  );
+  const origin = mockOrigin((request) => new Response("ok", { headers: { "x-tokens": new URL(request.url).pathname.startsWith("/over/") ? "4" : "3000" } }));
+  const tg = await startSkew({ objects: "previous", edge: "today", cfg: { today: usage, previous: withoutNewFields(usage) }, persist: tempDir(), origin });
+  try {
+    const started = Date.now();
+    const seen = [];
+    // 40 calls, one every 250 ms at least: over two reservation_ttl
+    // whatever the load (a lapsed reservation would free its 3,000).
+    for (let i = 0; i < 40; i++) {
+      const [status] = await send(tg, 1, [`/llm/${i}`]);
+      seen.push(status);
+      await sleep(250);
     }
-    assert.equal(held, 0, "the reservations expire");
-    assert.deepEqual(await send(tg, 1, ["/u/4"]), [200], "usage: admitted once they expired");
+    const elapsed = Date.now() - started;
+    const served = seen.filter((s) => s === 200).length;
+    console.log(`usage against ${PREVIOUS} objects: ${served} served (${served * 3_000} tokens) of ${seen.length} in ${elapsed} ms: ${seen}`);
+    assert.ok(elapsed > 8_000, `over two reservation_ttl: ${elapsed} ms`);
+    assert.deepEqual(seen.slice(0, 3), [200, 200, 200], "the budget's 3 calls");
+    assert.equal(served * 3_000, 9_000, `served within the 10,000 budget: ${seen}`);
+    assert.ok(seen.slice(3).every((s) => s === 429), `then refused, never 503 or served: ${seen}`);
+    await tg.settled();
+    const llm = await tg.callObject(`llm\nip=${IP}`, { op: "status", limits: [[10_000, 86_400_000]] });
+    assert.deepEqual([llm.body.windows[0].used, llm.body.held ?? 0], [9_000, 0], `charged what was served: ${JSON.stringify(llm.body)}`);
+    // Reserve 2, the origin reporting 4: charged 4 each (2, 4 and 8 fit the
+    // reserve's 2 under 10; the fourth does not), as today's object does.
+    assert.deepEqual(await send(tg, 1, ["/over/1", "/over/2", "/over/3", "/over/4"]), [200, 200, 200, 429], "charged the units reported");
+    await tg.settled();
+    const over = await tg.callObject(`over\nip=${IP}`, { op: "status", limits: [[10, 86_400_000]] });
+    assert.deepEqual([over.body.windows[0].used, over.body.held ?? 0], [12, 0], `the units reported, not the reserve: ${JSON.stringify(over.body)}`);
+    assert.deepEqual(tg.logEvents().filter((e) => e.decision === "not_recorded"), [], "every commit recorded");
     noServerError(tg);
   } finally {
     await tg.dispose();
