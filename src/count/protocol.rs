@@ -63,9 +63,10 @@
 //! (`penalty_until_ms`, the object's Unix ms; in the reply line a last field
 //! `p={until}`, after `g=`), only when one is: an answer to a call without
 //! it is as before. An object of an earlier build refuses `p=` as an
-//! unknown field (400: the rule's `on_error`), so a penalty is never
-//! silently dropped by an older object in the compact form; the JSON form
-//! (which the Worker does not send) would ignore it.
+//! unknown field (400), so a penalty is never silently dropped by an older
+//! object in the compact form (the JSON form, which the Worker does not
+//! send, would ignore it); the Worker then sends the call again without it
+//! ([`crate::count::older`]): the limits counted, the penalty not held.
 //!
 //! Usage reported by the origin ([`crate::config::cost`], issue 29) added
 //! one field the same way: `used` (compact `u`) on a `commit`, the units to
@@ -75,16 +76,18 @@
 //! {"v":1,"op":"commit","limits":[[10000,86400000]],"cost":3000,"reservation":1700000000000000,"used":1234}
 //! ```
 //! A commit without it counts as before. An object of the build before
-//! refuses a compact call carrying `u` (unknown field, 400): the Worker logs
-//! the commit's `counter_error` and the reservation holds until it
-//! expires, on the safe side. (Its JSON form ignores unknown fields and
-//! would commit the reservation's cost: the Worker sends the compact form.)
+//! refuses a compact call carrying `u` (unknown field, 400; its JSON form
+//! would ignore it and commit the reservation's cost): the Worker then
+//! sends a `record` of the units used and a `release` of the reservation
+//! ([`crate::count::older`]; issue 35: letting the reservation lapse
+//! charged nothing).
 //!
 //! Concurrency limits (issue 29) added `concurrency` (compact `n`) to a
 //! `reserve` (and `check`): refused while the key holds that many live
 //! reservations ([`crate::count::slots`]); the slot is given back by the
-//! usual `commit` or `release`. An older object refuses `n` (400): the
-//! rule's `on_error`.
+//! usual `commit` or `release`. An older object refuses `n` (400), and
+//! no op of it holds a slot: the rule refuses (503), whatever its
+//! `on_error` ([`crate::count::older`]).
 
 /// Which algorithm counts, as calls name it (`alg`).
 pub use crate::count::algorithm::Algorithm;
