@@ -542,3 +542,25 @@ rules = [{ name = "login", path = "/login", key = ["body:email"], limits = [{ re
     assert!(err.contains("diff-bad.json") && err.contains("rule `x`"), "{err}");
     assert_eq!(tollgate(&["diff", "wrangler.toml"]).0, 2);
 }
+
+/// Issue 35: during a gradual deployment an old edge whose config lacked
+/// `penalty` admitted 12 of 45 requests inside a 30 s penalty.
+#[test]
+fn diff_says_a_deploy_adding_penalty_concurrency_or_a_usage_cost_goes_to_100_percent_at_once() {
+    let rule = |extra: &str| {
+        format!(r#"{{ "vars": {{ "TOLLGATE": {{ "rules": [{{ "name": "llm", "path": "/v1/*", "key": ["header:x-user"], "limits": [{{ "requests": 10000, "window": "1d" }}]{extra} }}] }} }} }}"#)
+    };
+    let old = temp_toml("diff-100-old.json", &rule(""));
+    let added = r#", "penalty": "2d", "concurrency": 2, "cost": { "header": "x-tokens", "reserve": 3000, "max": 3000 }"#;
+    let new = temp_toml("diff-100-new.json", &rule(added));
+    let (code, out, err) = tollgate(&["diff", old.to_str().unwrap(), new.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let at_once = out.lines().filter(|l| l.starts_with("  100%  deploy this to 100% at once, never as a gradual deployment")).count();
+    assert_eq!(at_once, 3, "penalty, concurrency and the usage cost: {out}");
+    for said in ["send no penalty", "hold no slot", "not the units the origin reports"] {
+        assert!(out.contains(said), "{said}: {out}");
+    }
+    // Taking them away splits safely: nothing to say at once.
+    let (_, back, _) = tollgate(&["diff", new.to_str().unwrap(), old.to_str().unwrap()]);
+    assert!(!back.contains("100%"), "{back}");
+}
