@@ -265,7 +265,7 @@ mod tests {
         let mut episodes = Episodes::new(100, PERIOD_MS);
         let lost = crate::pipeline::verdict::counter_error("usage", "k", "limiter answered 400", "not_recorded");
         for t in 0..15 {
-            assert_eq!(episodes.filter(&[lost.clone()], t * 1_000), vec![lost.clone()], "at {t} s");
+            assert_eq!(episodes.filter(std::slice::from_ref(&lost), t * 1_000), vec![lost.clone()], "at {t} s");
         }
         assert_eq!(episodes.filter(&[error("usage", "k")], 16_000), vec![error("usage", "k")], "a check's error opens its episode");
         assert_eq!(episodes.filter(&[error("usage", "k")], 17_000), vec![]);
