@@ -14,7 +14,9 @@
 // today.
 // What must hold in each: no request over-admitted, no count lost, no 500;
 // a call the other side does not understand is refused with a versioned
-// error, and the Worker applies the rule's on_error.
+// error, and the Worker applies the rule's on_error (or, for a field added
+// since the previous release, sends what the older object takes instead:
+// src/count/older.rs).
 //
 // To cover a new kind of counting, add a case to CASES: its config and its
 // three phases' requests, each with the statuses expected. Fields added to
