@@ -16,6 +16,7 @@ use crate::pipeline::admin_flow::{AdminFlow, AdminResponse, AdminStep, CacheEffe
 use crate::pipeline::facts::{self, Facts, HeaderMap};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
 use crate::pipeline::metrics;
+use crate::pipeline::upload::{self, Receipt, UploadLimits};
 use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
 use futures_util::future::join_all;
@@ -65,10 +66,7 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
                 machine.body(body.as_deref());
             }
             Next::Upload(limits) => {
-                let started = now_ms();
-                let client = crate::pipeline::upload::client_of(headers.get("cf-connecting-ip").as_deref(), config.ipv6_prefix);
-                let (receipt, held, note) = receive_upload(req, config.upload_budget, &client, limits, started).await;
-                write_logs(note.as_slice());
+                let (receipt, started, held) = receive(req, config, &headers, limits).await;
                 hold = held;
                 machine.uploaded(receipt, started);
             }
@@ -104,6 +102,18 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         MEMO.with(|memo| memo.borrow_mut().keep(kept.fingerprint, kept.reads, kept.applied));
     }
     Ok(Decided::Decision(Box::new(decision), hold))
+}
+
+/// Receives the upload within the isolate's budget, charged to the
+/// client's address ([`crate::pipeline::upload`]): the receipt, when it
+/// began, and the hold to keep until the request ends; the line of an
+/// upload granted less than it wanted is written.
+async fn receive(req: &web_sys::Request, config: &Config, headers: &HeaderMap, limits: UploadLimits) -> (Receipt, i64, Option<BudgetHold>) {
+    let started = now_ms();
+    let client = upload::client_of(headers.get("cf-connecting-ip").as_deref(), config.ipv6_prefix);
+    let (receipt, hold, note) = receive_upload(req, config.upload_budget, &client, limits, started).await;
+    write_logs(note.as_slice());
+    (receipt, started, hold)
 }
 
 /// The decision's log lines and metric points (to `dataset`, when bound and
