@@ -51,7 +51,7 @@ pub use checks::relief_note;
 pub use reader::STANDARD_METHODS;
 
 use crate::config::exempt_fields::read_exempt;
-use crate::config::policy::{FailPolicy, Named};
+use crate::config::policy::{FailPolicy, Named, DEFAULT_UPLOAD_BUDGET, MAX_UPLOAD_BUDGET, MIN_UPLOAD_BUDGET, UPLOAD_CLIENT_SHARES};
 use crate::config::reader::{read_table, valid_admin_prefix, Errors, Field, Input, Shape};
 use crate::config::rule_fields::{read_rules, RuleDraft};
 use crate::config::rules::Rule;
@@ -114,6 +114,9 @@ pub struct Config {
     pub admin_prefix: String,
     /// Most body bytes read for `body:` keys.
     pub body_limit: u32,
+    /// Most bytes of received uploads the isolate holds at once
+    /// (`upload_budget`; [`crate::pipeline::upload::UploadBudget`]).
+    pub upload_budget: u32,
     /// Most (rule, key) entries the isolate's blocked-until cache holds.
     pub blocked_cache_capacity: usize,
     /// How long one log episode of a (rule, key) lasts (`log_episode`).
@@ -249,6 +252,7 @@ impl Config {
             rules: Vec::new(),
             admin_prefix: DEFAULT_ADMIN_PREFIX.to_string(),
             body_limit: DEFAULT_BODY_LIMIT,
+            upload_budget: DEFAULT_UPLOAD_BUDGET,
             blocked_cache_capacity: crate::count::blocked::DEFAULT_CAPACITY,
             log_episode_ms: DEFAULT_LOG_EPISODE_MS,
             metrics_interval_ms: DEFAULT_METRICS_INTERVAL_MS,
@@ -268,6 +272,7 @@ impl Config {
                 errors.list.push(ConfigError { rule: Some(rule.name.clone()), field, message: e.message });
             }
         }
+        upload_buffers_fit(&config, &mut errors);
         let mut seen = std::collections::HashSet::new();
         for rule in &config.rules {
             if !seen.insert(rule.name.as_str()) {
@@ -313,6 +318,20 @@ fn top_error(field: &str, message: &str) -> ConfigError {
     }
 }
 
+/// Every rule's `upload_buffer` within a client's share of
+/// `upload_budget` (a larger buffer could never be filled: the upload
+/// would stream past the share, whatever the buffer says).
+fn upload_buffers_fit(config: &Config, errors: &mut Errors) {
+    let share = config.upload_budget / UPLOAD_CLIENT_SHARES;
+    for rule in config.rules.iter().filter(|r| r.upload.buffer > share) {
+        let message = format!(
+            "{} bytes is over a client's share of upload_budget ({share}: a quarter of {}); lower it, or raise upload_budget (at most {MAX_UPLOAD_BUDGET})",
+            rule.upload.buffer, config.upload_budget
+        );
+        errors.list.push(ConfigError { rule: Some(rule.name.clone()), field: "upload_buffer".into(), message });
+    }
+}
+
 /// The built-in admin lockout rule: a config rule's defaults, with what
 /// [`lockout::lockout_spec`] sets.
 fn admin_lockout_rule() -> Result<Rule, crate::config::rules::PatternError> {
@@ -351,6 +370,11 @@ const TOP_FIELDS: &[Field<Config>] = &[
     Field::optional("body_limit", Shape::Integer(1, 1_048_576), "Most bytes of a request body read for `body:` keys and form parameters (default 16384).", |c, i| {
         if let Some(bytes) = i.number(1..=1_048_576, "number of bytes") {
             c.body_limit = bytes;
+        }
+    }),
+    Field::optional("upload_budget", Shape::Integer(MIN_UPLOAD_BUDGET as u64, MAX_UPLOAD_BUDGET as u64), "Most bytes of received uploads (bodies waiting for a failures-only rule's check) each isolate holds at once; past it, or past a client's quarter of it, an upload streams under upload_timeout (default 33554432, 32 MiB; 1 MiB to 64 MiB of the isolate's 128 MB).", |c, i| {
+        if let Some(bytes) = i.number(u64::from(MIN_UPLOAD_BUDGET)..=u64::from(MAX_UPLOAD_BUDGET), "number of bytes") {
+            c.upload_budget = bytes;
         }
     }),
     Field::optional("blocked_cache_capacity", Shape::Integer(1, 1_000_000), "Most (rule, key) entries in each isolate's blocked-until cache (default 10000).", |c, i| {
@@ -543,6 +567,7 @@ mod tests {
             (json!({"count_statuses": [200], "upload_buffer": -1}), "upload_buffer"),
             (json!({"count_statuses": [200], "upload_buffer": 16_777_217}), "upload_buffer"),
             (json!({"count_statuses": [200], "upload_buffer": "1MB"}), "upload_buffer"),
+            (json!({"count_statuses": [200], "upload_buffer": 8_388_609}), "upload_buffer"),
             (json!({"count_statuses": [200], "upload_timeout": "11m"}), "upload_timeout"),
             (json!({"count_statuses": [200], "upload_timeout": 10}), "upload_timeout"),
             (json!({"limits": [{"requests": 0, "window": "1s"}]}), "limits[0].requests"),
@@ -643,6 +668,29 @@ mod tests {
         assert_eq!(ttl, 134_000, "the default reservation_ttl covers the upload_timeout");
         let config = Config::from_json(&rule(json!({"key": ["body:email"], "count_statuses": [401], "clear_on_success": false}))).unwrap();
         assert_eq!(config.rules[0].on_success, None);
+    }
+
+    /// Issue 35, break 7: the isolate's upload budget, and a buffer no
+    /// client's share of it could hold.
+    #[test]
+    fn upload_budget_bounds_every_upload_buffer() {
+        let with = |budget: Value, buffer: u32| {
+            let mut c = rule(json!({"count_statuses": [200], "upload_buffer": buffer}));
+            c["upload_budget"] = budget;
+            c
+        };
+        let config = Config::from_json(&rule(json!({}))).unwrap();
+        assert_eq!(config.upload_budget, 32 * 1_048_576, "32 MiB by default");
+        let largest = Config::from_json(&with(json!(64 * 1_048_576), 16 * 1_048_576)).unwrap();
+        assert_eq!((largest.upload_budget, largest.rules[0].upload.buffer), (64 * 1_048_576, 16 * 1_048_576), "16 MiB fits a 64 MiB budget's quarter");
+        assert_eq!(
+            errors(with(json!(32 * 1_048_576), 16 * 1_048_576)),
+            ["rule `r`, field `upload_buffer`: 16777216 bytes is over a client's share of upload_budget (8388608: a quarter of 33554432); lower it, or raise upload_budget (at most 67108864)"]
+        );
+        for bad in [json!(1_048_575), json!(64 * 1_048_576 + 1), json!("32MiB"), json!(-1)] {
+            assert_eq!(errors(with(bad.clone(), 1024)), ["field `upload_budget`: must be a number of bytes from 1048576 to 67108864"], "{bad}");
+        }
+        assert!(errors(with(json!(1_048_576), 262_144)).is_empty(), "the smallest budget still holds the default buffer");
     }
 
     /// A success that anyone could forge is worth a warning, not an error:

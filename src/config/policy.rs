@@ -210,8 +210,31 @@ pub enum MetricsLevel {
 /// it streams under the deadline instead.
 pub const DEFAULT_UPLOAD_BUFFER: u32 = 262_144;
 
-/// The largest `upload_buffer`: 16 MiB.
+/// The largest `upload_buffer`: 16 MiB, and then only with an
+/// `upload_budget` of 64 MiB (a buffer is at most a client's share of the
+/// budget, [`UPLOAD_CLIENT_SHARES`]).
 pub const MAX_UPLOAD_BUFFER: u32 = 16 * 1_048_576;
+
+/// `upload_budget` by default: 32 MiB, the bytes of received uploads all
+/// of an isolate's requests may hold at once ([`crate::pipeline::upload`]).
+/// An isolate has 128 MB for everything (code, heap, Wasm memory, every
+/// request); a buffered upload of n bytes costs about n of it (measured in
+/// workerd: 16.7 MB of RSS per stalled 16 MiB − 1 KiB upload), so the
+/// default keeps uploads to a quarter of it.
+pub const DEFAULT_UPLOAD_BUDGET: u32 = 32 * 1_048_576;
+
+/// The largest `upload_budget`: 64 MiB, half of the isolate's 128 MB; the
+/// other half is the Worker's (and, embedded, the app's).
+pub const MAX_UPLOAD_BUDGET: u32 = 64 * 1_048_576;
+
+/// The smallest `upload_budget`: 1 MiB (a client's share then still holds
+/// the default `upload_buffer`).
+pub const MIN_UPLOAD_BUDGET: u32 = 1_048_576;
+
+/// One client (its address, IPv6 by `ipv6_prefix`) holds at most
+/// 1/`UPLOAD_CLIENT_SHARES` of the budget: a single client cannot push
+/// every other client's uploads out of the buffer.
+pub const UPLOAD_CLIENT_SHARES: u32 = 4;
 
 /// `upload_timeout` by default: 10 s for the whole body, HAProxy's usual
 /// `timeout http-request`. It is the longest a slot waits on a client's

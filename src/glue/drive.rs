@@ -11,11 +11,12 @@ use crate::count::controls::Change;
 use crate::count::registry::RegistryCall;
 use crate::glue::isolate::{load_secrets, now_ms, respond, write_logs, MEMO};
 use crate::glue::objects::{self, call_with_timeout, check};
-use crate::glue::origin::{read_body, receive_body};
+use crate::glue::origin::{read_body, receive_upload, BudgetHold};
 use crate::pipeline::admin_flow::{AdminFlow, AdminResponse, AdminStep, CacheEffect};
 use crate::pipeline::facts::{self, Facts, HeaderMap};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
 use crate::pipeline::metrics;
+use crate::pipeline::upload::{self, Receipt, UploadLimits};
 use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
 use futures_util::future::join_all;
@@ -37,8 +38,9 @@ pub(crate) enum Decided {
     /// The admin API's answer: never forwarded, nothing to settle.
     Admin(web_sys::Response),
     /// The decision; its log lines are written, its memo entry kept, its
-    /// metric points written.
-    Decision(Box<Decision<'static>>),
+    /// metric points written. With the upload's hold in the isolate's
+    /// budget, if any: keep it until the request is forwarded or answered.
+    Decision(Box<Decision<'static>>, Option<BudgetHold>),
 }
 
 /// Runs `req` through the machine. `client` stands in for `req.cf()` where
@@ -46,7 +48,7 @@ pub(crate) enum Decided {
 pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
     let url = req.url();
     if !MEMO.with(|memo| machine::applies(config, &memo.borrow(), &url)) {
-        return Ok(Decided::Decision(Box::new(Decision::pass())));
+        return Ok(Decided::Decision(Box::new(Decision::pass()), None));
     }
     objects::size_cache(config.blocked_cache_capacity);
     let method = req.method();
@@ -56,6 +58,7 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     let secrets = load_secrets(env, config);
     let facts = Facts { method: &method, url: &url, headers: &headers, client: &known, secrets: &secrets, now_ms: now_ms() };
     let mut machine = MEMO.with(|memo| Machine::new(config, facts, &memo.borrow()));
+    let mut hold = None;
     let decision = loop {
         match objects::with_cache(|cache| machine.next(Some(cache))) {
             Next::Body { limit } => {
@@ -63,8 +66,8 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
                 machine.body(body.as_deref());
             }
             Next::Upload(limits) => {
-                let started = now_ms();
-                let receipt = receive_body(req, limits).await;
+                let (receipt, started, held) = receive(req, config, &headers, limits).await;
+                hold = held;
                 machine.uploaded(receipt, started);
             }
             Next::Admin { lockout, route, lockout_binds } => {
@@ -98,7 +101,19 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     if let Some(kept) = decision.kept.take() {
         MEMO.with(|memo| memo.borrow_mut().keep(kept.fingerprint, kept.reads, kept.applied));
     }
-    Ok(Decided::Decision(Box::new(decision)))
+    Ok(Decided::Decision(Box::new(decision), hold))
+}
+
+/// Receives the upload within the isolate's budget, charged to the
+/// client's address ([`crate::pipeline::upload`]): the receipt, when it
+/// began, and the hold to keep until the request ends; the line of an
+/// upload granted less than it wanted is written.
+async fn receive(req: &web_sys::Request, config: &Config, headers: &HeaderMap, limits: UploadLimits) -> (Receipt, i64, Option<BudgetHold>) {
+    let started = now_ms();
+    let client = upload::client_of(headers.get("cf-connecting-ip").as_deref(), config.ipv6_prefix);
+    let (receipt, hold, note) = receive_upload(req, config.upload_budget, &client, limits, started).await;
+    write_logs(note.as_slice());
+    (receipt, started, hold)
 }
 
 /// The decision's log lines and metric points (to `dataset`, when bound and

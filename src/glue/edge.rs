@@ -59,9 +59,11 @@ pub async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Res
 /// The request's flow: the machine's decision, then forward (and settle
 /// failures-only rules) or answer.
 async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
-    let decision = match decide(&req, env, config, &Client::default()).await? {
+    // `_upload`: the upload's hold in the isolate's budget, given back
+    // when this returns (forwarded, answered, or failed).
+    let (decision, _upload) = match decide(&req, env, config, &Client::default()).await? {
         Decided::Admin(response) => return Ok(response),
-        Decided::Decision(decision) => *decision,
+        Decided::Decision(decision, hold) => (*decision, hold),
     };
     if decision.checked {
         objects::send_refunds(ctx, env, config);

@@ -172,7 +172,8 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
     };
     let decision = match decide(req.inner(), env, config, client).await? {
         Decided::Admin(response) => return Ok(answered(response)),
-        Decided::Decision(decision) => *decision,
+        // The upload's hold ends here: the app reads the body from now on.
+        Decided::Decision(decision, _upload) => *decision,
     };
     // No `Context` to defer them to: leased tokens past their expiry go back
     // now (rarely any; each call bounded by its rule's timeout).

@@ -7,7 +7,8 @@
 use futures_util::StreamExt;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use crate::pipeline::upload::{Receipt, UploadLimits};
+use crate::pipeline::upload::{self, Receipt, Reception, UploadBudget, UploadLimits};
+use crate::pipeline::verdict::LogEvent;
 use crate::config::upstream::Upstream;
 use worker::{js_sys, web_sys, Env, Request};
 
@@ -168,11 +169,50 @@ pub(crate) fn watch_body(response: &web_sys::Response) -> Option<(web_sys::Respo
 
 /// Receives the body before a failures-only rule reserves
 /// ([`crate::pipeline::upload`]): how far it got within `limits`.
-pub(crate) async fn receive_body(req: &web_sys::Request, limits: UploadLimits) -> Receipt {
+async fn receive_body(req: &web_sys::Request, limits: UploadLimits) -> Receipt {
     match JsFuture::from(receive_body_js(req, limits.buffer, limits.timeout_ms)).await {
         Ok(word) => Receipt::from_word(&word.as_string().unwrap_or_default()),
         Err(_) => Receipt::Broken,
     }
+}
+
+thread_local! {
+    /// The isolate's budget of received-upload bytes: held here, decided
+    /// by [`UploadBudget`].
+    static UPLOAD_BUDGET: std::cell::RefCell<UploadBudget> = const { std::cell::RefCell::new(UploadBudget::new()) };
+}
+
+/// An upload's bytes held in the isolate's budget, given back when
+/// dropped (the request ended, however: keep it until the forward
+/// returned or tollgate answered).
+pub(crate) struct BudgetHold(u64);
+
+impl Drop for BudgetHold {
+    fn drop(&mut self) {
+        UPLOAD_BUDGET.with(|budget| budget.borrow_mut().give_back(self.0));
+    }
+}
+
+/// Receives the upload within what the isolate's budget grants `client`
+/// ([`crate::pipeline::upload`]): the receipt (`OverBuffer` at once when
+/// there is no room), the hold to keep while the request lasts, and the
+/// line to log when less than wanted was granted.
+pub(crate) async fn receive_upload(
+    req: &web_sys::Request,
+    budget: u32,
+    client: &str,
+    limits: UploadLimits,
+    now_ms: i64,
+) -> (Receipt, Option<BudgetHold>, Option<LogEvent>) {
+    let length = req.headers().get("content-length").ok().flatten();
+    let want = upload::wanted(limits, length.as_deref());
+    let taken = UPLOAD_BUDGET.with(|b| b.borrow_mut().take(budget, client, limits, want, now_ms));
+    let hold = taken.hold.map(BudgetHold);
+    let receipt = match taken.reception {
+        Reception::Read(granted) => receive_body(req, granted).await,
+        Reception::Stream => Receipt::OverBuffer,
+    };
+    (receipt, hold, taken.note)
 }
 
 /// A body over the buffer, forwarded as it streams in, under a deadline

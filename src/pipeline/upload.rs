@@ -41,6 +41,32 @@
 //!
 //! Shadow (`action = "log"`) rules never wait for a body: shadow mode
 //! never changes what reaches the origin.
+//!
+//! # The isolate's budget (issue 35, break 7)
+//! The received bytes wait in the isolate (the original request's stream
+//! keeps them for the origin), and an isolate has 128 MB for everything:
+//! six stalled uploads at a 16 MiB buffer added 101 MB of workerd RSS, and
+//! about eight would have killed the isolate with every request in it. So
+//! every upload takes its bytes from the isolate's [`UploadBudget`]
+//! (`upload_budget`, 32 MiB by default) before it is read, and one client
+//! (its address, [`client_of`]) at most a quarter of it:
+//! - the bytes it may need ([`wanted`]: the announced `Content-Length`,
+//!   capped by the buffer, all or nothing; without a length, the buffer,
+//!   or what is left of it) are held while it is received and until its
+//!   forward returned (or tollgate answered);
+//! - an upload that finds no room ([`Reception::Stream`]) is not buffered:
+//!   it is handled as a body over the buffer at once (reserve, stream
+//!   under `upload_timeout`, 408 if not all in by then), and logged as an
+//!   `upload` line with `outcome = "over_budget"`. The client is served as
+//!   usual; it only loses the slow-upload protection above.
+//! - a hold is given back when its request ends, whatever the path
+//!   (the glue's guard), and lapses by itself `upload_timeout` +
+//!   [`HOLD_GRACE_MS`] after the upload began, for a request whose end the
+//!   runtime never reported.
+//!
+//! So an isolate holds at most `upload_budget` bytes of uploads (plus one
+//! read's chunk per upload past its hold, cancelled there), and a client
+//! at most a quarter of that, however many connections it opens.
 
 use crate::config::headers::OwnResponse;
 use crate::pipeline::applied::Applied;
@@ -48,7 +74,7 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-pub use crate::config::policy::{UploadLimits, DEFAULT_UPLOAD_BUFFER, DEFAULT_UPLOAD_TIMEOUT_MS, MAX_UPLOAD_BUFFER, MAX_UPLOAD_TIMEOUT_MS};
+pub use crate::config::policy::{UploadLimits, DEFAULT_UPLOAD_BUFFER, DEFAULT_UPLOAD_TIMEOUT_MS, MAX_UPLOAD_BUFFER, MAX_UPLOAD_TIMEOUT_MS, UPLOAD_CLIENT_SHARES};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +122,134 @@ pub fn limits_for(applied: &[Applied<'_>]) -> Option<UploadLimits> {
             UploadLimits { timeout_ms: a.rule.upload.timeout_ms.min(within_hold), ..a.rule.upload }
         })
         .reduce(|a, b| UploadLimits { buffer: a.buffer.max(b.buffer), timeout_ms: a.timeout_ms.min(b.timeout_ms) })
+}
+
+/// A hold lapses this long after its upload's `upload_timeout` (the time
+/// for the counter calls and for the origin to take the bytes), even if its
+/// request never ended in a way the glue saw.
+pub const HOLD_GRACE_MS: i64 = 60_000;
+
+/// The client an upload's bytes are charged to: the `CF-Connecting-IP`
+/// address as an `ip` key would read it (IPv6 by `ipv6_prefix`), or one
+/// shared `unknown` client without it.
+pub fn client_of(connecting_ip: Option<&str>, ipv6_prefix: u8) -> String {
+    connecting_ip.and_then(|raw| crate::request::key::client_ip_key(raw, ipv6_prefix)).unwrap_or_else(|| "unknown".into())
+}
+
+/// The bytes an upload may need to hold while it is received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want {
+    pub bytes: u32,
+    /// All of `bytes` or none (the length was announced: less could not
+    /// hold the body).
+    pub whole: bool,
+}
+
+/// What an upload under `limits` asks of the budget, given its
+/// `Content-Length` (if any): the announced length when it fits the
+/// buffer, else the buffer (a longer body streams past it anyway).
+pub fn wanted(limits: UploadLimits, content_length: Option<&str>) -> Want {
+    let announced = content_length.map(str::trim).filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()));
+    match announced.map(|l| l.parse::<u64>().unwrap_or(u64::MAX)) {
+        Some(length) => Want { bytes: u32::try_from(length.min(u64::from(limits.buffer))).unwrap_or(limits.buffer), whole: true },
+        None => Want { bytes: limits.buffer, whole: false },
+    }
+}
+
+/// How to receive an upload, given what the budget granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reception {
+    /// Read it within these limits (the buffer: what was granted).
+    Read(UploadLimits),
+    /// No room: read nothing, go on as [`Receipt::OverBuffer`] (stream).
+    Stream,
+}
+
+/// What [`UploadBudget::take`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Taken {
+    /// The hold to give back ([`UploadBudget::give_back`]); `None` when
+    /// nothing is held.
+    pub hold: Option<u64>,
+    pub reception: Reception,
+    /// The `upload` line of an upload granted less than it wanted.
+    pub note: Option<LogEvent>,
+}
+
+/// One upload's bytes, held.
+#[derive(Debug, Clone)]
+struct Hold {
+    id: u64,
+    client: String,
+    bytes: u64,
+    until_ms: i64,
+}
+
+/// The isolate's budget of received-upload bytes (isolate state: the glue
+/// keeps one, [`crate::glue`]'s only part is to hold it and give holds
+/// back). Linear in the uploads being received, which an isolate's
+/// concurrent requests bound.
+#[derive(Debug, Default)]
+pub struct UploadBudget {
+    holds: Vec<Hold>,
+    next_id: u64,
+}
+
+impl UploadBudget {
+    pub const fn new() -> UploadBudget {
+        UploadBudget { holds: Vec::new(), next_id: 0 }
+    }
+
+    /// Bytes held at `now_ms` (lapsed holds dropped), in all and by `client`.
+    pub fn held(&mut self, client: &str, now_ms: i64) -> (u64, u64) {
+        self.holds.retain(|h| h.until_ms > now_ms);
+        let all = self.holds.iter().map(|h| h.bytes).sum();
+        (all, self.holds.iter().filter(|h| h.client == client).map(|h| h.bytes).sum())
+    }
+
+    /// Takes what `client`'s upload under `limits` wants, within `budget`
+    /// for the isolate and a [`UPLOAD_CLIENT_SHARES`]th of it for the
+    /// client, at `now_ms`: the hold lapses `upload_timeout` +
+    /// [`HOLD_GRACE_MS`] later.
+    pub fn take(&mut self, budget: u32, client: &str, limits: UploadLimits, want: Want, now_ms: i64) -> Taken {
+        let (all, mine) = self.held(client, now_ms);
+        let share = u64::from(budget / UPLOAD_CLIENT_SHARES);
+        let room = u64::from(budget).saturating_sub(all).min(share.saturating_sub(mine));
+        let wants = u64::from(want.bytes);
+        let granted = if want.whole && room < wants { 0 } else { wants.min(room) };
+        let note = (granted < wants).then(|| over_budget(want, granted, all, mine, budget));
+        if granted == 0 && wants > 0 {
+            return Taken { hold: None, reception: Reception::Stream, note };
+        }
+        let buffer = u32::try_from(granted).unwrap_or(limits.buffer);
+        let hold = (granted > 0).then(|| {
+            self.next_id += 1;
+            let until_ms = now_ms.saturating_add(i64::from(limits.timeout_ms)).saturating_add(HOLD_GRACE_MS);
+            self.holds.push(Hold { id: self.next_id, client: client.to_string(), bytes: granted, until_ms });
+            self.next_id
+        });
+        Taken { hold, reception: Reception::Read(UploadLimits { buffer, ..limits }), note }
+    }
+
+    /// Gives the hold `id` back (nothing if it lapsed).
+    pub fn give_back(&mut self, id: u64) {
+        self.holds.retain(|h| h.id != id);
+    }
+}
+
+/// The `upload` line of an upload the budget could not hold whole.
+fn over_budget(want: Want, granted: u64, all: u64, mine: u64, budget: u32) -> LogEvent {
+    LogEvent::new(
+        "upload",
+        vec![
+            ("outcome", "over_budget".into()),
+            ("wanted", want.bytes.into()),
+            ("buffered", granted.into()),
+            ("isolate_held", all.into()),
+            ("client_held", mine.into()),
+            ("upload_budget", budget.into()),
+        ],
+    )
 }
 
 /// What the Worker does once the body was read as far as `limits` allow.
@@ -200,6 +354,81 @@ mod tests {
         let Next::Answer { response, .. } = next(Receipt::Broken, limits, 1_000) else { panic!("broken is answered") };
         assert_eq!(response.status, 400);
         assert_eq!(deadline(Receipt::OverBuffer, i64::MAX), Some(Some(i64::MAX)), "never overflows");
+    }
+
+    const MIB: u32 = 1_048_576;
+
+    fn taken_bytes(t: &Taken) -> Option<u32> {
+        match t.reception {
+            Reception::Read(limits) => Some(limits.buffer),
+            Reception::Stream => None,
+        }
+    }
+
+    /// Issue 35, break 7: six stalled 16 MiB − 1 KiB uploads at the
+    /// largest buffer filled an isolate's 128 MB; under a 64 MiB budget the
+    /// fifth and sixth stream, one client gets a quarter, and every hold
+    /// comes back.
+    #[test]
+    fn six_16_mib_uploads_stay_within_the_isolate_budget() {
+        let limits = UploadLimits { buffer: 16 * MIB, timeout_ms: 10_000 };
+        let length = (16 * MIB - 1024).to_string();
+        let want = wanted(limits, Some(&length));
+        assert_eq!(want, Want { bytes: 16 * MIB - 1024, whole: true });
+        let mut budget = UploadBudget::new();
+        let taken: Vec<Taken> = (0..6).map(|i| budget.take(64 * MIB, &format!("198.51.100.{i}"), limits, want, 0)).collect();
+        let read: Vec<Option<u32>> = taken.iter().map(taken_bytes).collect();
+        assert_eq!(read, [Some(want.bytes), Some(want.bytes), Some(want.bytes), Some(want.bytes), None, None]);
+        assert!(budget.held("x", 0).0 <= u64::from(64 * MIB), "within the budget");
+        assert!(taken[..4].iter().all(|t| t.note.is_none()));
+        let note = taken[4].note.as_ref().map(LogEvent::line).unwrap_or_default();
+        assert!(note.contains(r#""outcome":"over_budget""#) && note.contains(r#""buffered":0"#), "{note}");
+        // One client: a quarter of the budget, whatever it opens.
+        let mine = budget.take(64 * MIB, "198.51.100.0", limits, Want { bytes: 1025, whole: true }, 0);
+        assert_eq!(mine.reception, Reception::Stream, "1 KiB left of its 16 MiB share");
+        // Given back (an upload ended): a new upload is buffered again.
+        for t in &taken {
+            if let Some(id) = t.hold {
+                budget.give_back(id);
+            }
+        }
+        assert_eq!(budget.held("x", 0), (0, 0));
+        assert_eq!(taken_bytes(&budget.take(64 * MIB, "203.0.113.9", limits, want, 0)), Some(want.bytes));
+    }
+
+    #[test]
+    fn a_hold_lapses_by_itself_when_its_request_never_ends() {
+        let limits = UploadLimits { buffer: 8 * MIB, timeout_ms: 10_000 };
+        let want = Want { bytes: 8 * MIB, whole: true };
+        let mut budget = UploadBudget::new();
+        for i in 0..4 {
+            assert!(budget.take(32 * MIB, &format!("c{i}"), limits, want, 0).hold.is_some());
+        }
+        let lapses = 10_000 + HOLD_GRACE_MS;
+        assert_eq!(budget.take(32 * MIB, "late", limits, want, lapses - 1).reception, Reception::Stream, "still held");
+        assert_eq!(taken_bytes(&budget.take(32 * MIB, "late", limits, want, lapses)), Some(8 * MIB), "lapsed: room again");
+        budget.give_back(1);
+        budget.give_back(1);
+        assert_eq!(budget.held("late", lapses).1, u64::from(8 * MIB), "a lapsed or doubled give-back changes nothing");
+    }
+
+    #[test]
+    fn an_unannounced_length_takes_what_is_left() {
+        let limits = UploadLimits { buffer: 8 * MIB, timeout_ms: 1_000 };
+        assert_eq!(wanted(limits, None), Want { bytes: 8 * MIB, whole: false });
+        assert_eq!(wanted(limits, Some(" 100 ")), Want { bytes: 100, whole: true });
+        assert_eq!(wanted(limits, Some("99999999999999999999999")), Want { bytes: 8 * MIB, whole: true }, "over the buffer");
+        assert_eq!(wanted(limits, Some("-1")), Want { bytes: 8 * MIB, whole: false }, "not a length");
+        assert_eq!(wanted(limits, Some("0")), Want { bytes: 0, whole: true });
+        let mut budget = UploadBudget::new();
+        budget.take(16 * MIB, "a", limits, Want { bytes: 3 * MIB, whole: true }, 0);
+        let rest = budget.take(16 * MIB, "a", limits, wanted(limits, None), 0);
+        assert_eq!(taken_bytes(&rest), Some(MIB), "the client's 4 MiB share, less 3");
+        assert!(rest.note.is_some(), "less than wanted is logged");
+        let empty = budget.take(16 * MIB, "a", limits, Want { bytes: 0, whole: true }, 0);
+        assert_eq!((taken_bytes(&empty), empty.hold, empty.note), (Some(0), None, None), "an empty body needs no room");
+        assert_eq!(client_of(Some("2001:db8:1:2:3:4:5:6"), 64), "2001:db8:1:2::/64");
+        assert_eq!(client_of(None, 64), "unknown");
     }
 
     #[test]

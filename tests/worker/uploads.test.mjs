@@ -241,3 +241,103 @@ test("Retry-After under a hold: a refusal owed to a request in flight says how l
     const served = await teacher(tg);
     assert.equal(served.status, 200, "served once the hold ended");
   }));
+
+// Issue 35, break 7: the bytes a received upload waits with are the
+// isolate's (128 MB for everything); six stalled uploads at a 16 MiB buffer
+// added 101 MB of workerd RSS. Each upload takes its bytes from the
+// isolate's upload_budget first, a client at most a quarter of it; one that
+// finds no room streams (an `over_budget` line), and every hold comes back
+// when its request ends.
+
+const MIB = 1_048_576;
+
+/** A stalled upload: `length` announced, `sent` bytes sent, then nothing. */
+const stalled = (base, ip, length, sent) =>
+  slowUpload(base, { ip, first: Buffer.alloc(sent, "x"), headers: { "content-length": String(length) }, everyMs: 1e9 });
+
+const overBudget = (tg) => tg.logEvents().filter((e) => e.tollgate === "upload" && e.outcome === "over_budget");
+
+/** Polls (at most `ms`) until `done()` holds. */
+async function until(ms, done) {
+  for (const end = Date.now() + ms; Date.now() < end && !(await done()); ) await sleep(100);
+}
+
+/**
+ * A whole upload of `bytes` by the teacher from a fresh address, until one
+ * is buffered (no new `over_budget` line) or `tries` were made: how many it
+ * took (0: never buffered).
+ */
+async function untilBuffered(tg, bytes, tries) {
+  for (let i = 1; i <= tries; i++) {
+    const before = overBudget(tg).length;
+    const r = await tg.fetch(PATH, { ip: `203.0.113.${100 + i}`, method: "POST", headers: TEACHER, body: Buffer.alloc(bytes, "y") });
+    await r.arrayBuffer();
+    assert.equal(r.status, 200, "served, buffered or not");
+    await tg.settled();
+    if (overBudget(tg).length === before) return i;
+    await sleep(250);
+  }
+  return 0;
+}
+
+test("six stalled 16 MiB uploads stay within a 64 MiB upload_budget: four are buffered, two stream (over_budget), and once their clients went away a new upload is buffered again", (t) => {
+  const config = quota(10, { upload_buffer: 16 * MIB, upload_timeout: "60s" });
+  config.upload_budget = 64 * MIB;
+  return withTollgate({ origin: origin(), config }, async (tg) => {
+    const base = await tg.mf.ready;
+    const uploads = Array.from({ length: 6 }, (_, i) => stalled(base, `198.51.100.${i + 1}`, 16 * MIB, 16 * MIB - 1024));
+    try {
+      // Nothing ends before the 60 s upload_timeout: all six are in flight.
+      await until(30_000, async () => overBudget(tg).length >= 2 && ((await status(tg, 10)).held ?? 0) >= 2);
+      const over = overBudget(tg);
+      assert.equal(over.length, 2, "the fifth and sixth found no room");
+      for (const e of over) {
+        assert.deepEqual([e.wanted, e.buffered, e.isolate_held, e.upload_budget], [16 * MIB, 0, 4 * 16 * MIB, 64 * MIB]);
+      }
+      assert.equal((await status(tg, 10)).held, 2, "the two streamed reserved (their bodies go on to the origin under the deadline)");
+    } finally {
+      for (const u of uploads) u.stop();
+    }
+    // The clients went away: every hold is given back; a new upload is
+    // buffered again (bounded: 20 tries).
+    await within(10_000, Promise.all(uploads.map((u) => u.response)));
+    const tries = await untilBuffered(tg, 16 * MIB - 1024, 20);
+    assert.ok(tries > 0, "a new 16 MiB upload is buffered once the stalled ones ended");
+    t.diagnostic(`buffered again at try ${tries}`);
+  });
+});
+
+test("one client holds at most a quarter of upload_budget: its second upload streams, another client's is buffered, and its share is back once its uploads timed out", () => {
+  const config = quota(10, { upload_buffer: MIB, upload_timeout: "2s" });
+  config.upload_budget = 4 * MIB;
+  return withTollgate({ origin: origin(), config }, async (tg) => {
+    const base = await tg.mf.ready;
+    const uploads = [
+      stalled(base, "198.51.100.1", MIB, MIB - 1024),
+      stalled(base, "198.51.100.1", MIB, MIB - 1024),
+      stalled(base, "198.51.100.2", MIB, MIB - 1024),
+    ];
+    let statuses;
+    try {
+      // The bound: the 2 s upload_timeout, with 8 s of margin.
+      statuses = await within(10_000, Promise.all(uploads.map((u) => u.response)));
+    } finally {
+      for (const u of uploads) u.stop();
+    }
+    assert.deepEqual(statuses, [408, 408, 408], "each stalled upload ends with 408 at upload_timeout");
+    await tg.settled();
+    const over = overBudget(tg);
+    assert.equal(over.length, 1, "only the first client's second upload found no room");
+    assert.deepEqual([over[0].client_held, over[0].isolate_held, over[0].buffered], [MIB, MIB, 0], "its own quarter was full, the isolate was not");
+    const outcomes = tg.logEvents().filter((e) => e.tollgate === "upload").map((e) => e.outcome).sort();
+    assert.deepEqual(outcomes, ["aborted", "over_budget", "stalled", "stalled"], "two buffered (408 unreserved), one streamed (408, its forward aborted)");
+    // Released on timeout: the same client's next upload is buffered.
+    const before = over.length;
+    const r = await tg.fetch(PATH, { ip: "198.51.100.1", method: "POST", headers: TEACHER, body: Buffer.alloc(MIB - 1024, "y") });
+    await r.arrayBuffer();
+    assert.equal(r.status, 200);
+    await tg.settled();
+    assert.equal(overBudget(tg).length, before, "its share is back: buffered");
+    assert.deepEqual([(await status(tg, 10)).held ?? 0], [0], "no slot left held");
+  });
+});
