@@ -539,32 +539,9 @@ struct AdminPath<'a> {
 /// answered 401 uncounted.
 fn admin_route<'c>(config: &'c Config, parts: &RequestParts<'_>, token: &str, asked: &AdminPath<'_>) -> Route<'c> {
     let AdminPath { path, raw_query, query, page, leaves } = *asked;
-    let rule = &config.admin_lockout;
-    let client_ip = (parts.header)("cf-connecting-ip");
-    let inputs = KeyInputs {
-        client_ip: client_ip.as_deref(),
-        header: parts.header,
-        query,
-        path_groups: &[],
-        body: &|_| Vec::new(),
-        country: parts.country,
-        asn: parts.asn,
-        ipv6_prefix: config.ipv6_prefix,
-    };
-    let key = match derive_key(&rule.key, &inputs) {
-        Ok(key) => key,
-        Err(missing) => return Route::MissingKey { rule, missing: KeyError::Missing(missing) },
-    };
-    let lockout = Applied {
-        rule,
-        id: object_name(rule, &key),
-        key_hash: key_hash(&key, parts.log_key),
-        key,
-        fell_back: false,
-        // Counts every request (hit or check): there is no success to settle.
-        own_method: false,
-        device: None,
-        spelling: None,
+    let lockout = match lockout_of(config, parts, query) {
+        Ok(lockout) => lockout,
+        Err(route) => return route,
     };
     let refuse = |e: AdminError| Route::Admin { lockout: Box::new(lockout.clone()), route: AdminRoute::Invalid(e), lockout_binds: false };
     if leaves {
@@ -597,6 +574,35 @@ fn admin_route<'c>(config: &'c Config, parts: &RequestParts<'_>, token: &str, as
         }
     };
     Route::Admin { lockout: Box::new(lockout), route, lockout_binds }
+}
+
+/// The client's lockout counter: the built-in rule keyed as any `ip` rule
+/// is; a request without a client IP is its [`Route::MissingKey`].
+fn lockout_of<'c>(config: &'c Config, parts: &RequestParts<'_>, query: &CanonicalQuery) -> Result<Applied<'c>, Route<'c>> {
+    let rule = &config.admin_lockout;
+    let client_ip = (parts.header)("cf-connecting-ip");
+    let inputs = KeyInputs {
+        client_ip: client_ip.as_deref(),
+        header: parts.header,
+        query,
+        path_groups: &[],
+        body: &|_| Vec::new(),
+        country: parts.country,
+        asn: parts.asn,
+        ipv6_prefix: config.ipv6_prefix,
+    };
+    let key = derive_key(&rule.key, &inputs).map_err(|missing| Route::MissingKey { rule, missing: KeyError::Missing(missing) })?;
+    Ok(Applied {
+        rule,
+        id: object_name(rule, &key),
+        key_hash: key_hash(&key, parts.log_key),
+        key,
+        fell_back: false,
+        // Counts every request (hit or check): there is no success to settle.
+        own_method: false,
+        device: None,
+        spelling: None,
+    })
 }
 
 /// A console page's route ([`console::route::plan`]): the cookie, the
