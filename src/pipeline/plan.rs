@@ -541,7 +541,7 @@ fn admin_route<'c>(config: &'c Config, parts: &RequestParts<'_>, token: &str, as
     let AdminPath { path, raw_query, query, page, leaves } = *asked;
     let lockout = match lockout_of(config, parts, query) {
         Ok(lockout) => lockout,
-        Err(route) => return route,
+        Err(missing) => return Route::MissingKey { rule: &config.admin_lockout, missing },
     };
     let refuse = |e: AdminError| Route::Admin { lockout: Box::new(lockout.clone()), route: AdminRoute::Invalid(e), lockout_binds: false };
     if leaves {
@@ -577,8 +577,8 @@ fn admin_route<'c>(config: &'c Config, parts: &RequestParts<'_>, token: &str, as
 }
 
 /// The client's lockout counter: the built-in rule keyed as any `ip` rule
-/// is; a request without a client IP is its [`Route::MissingKey`].
-fn lockout_of<'c>(config: &'c Config, parts: &RequestParts<'_>, query: &CanonicalQuery) -> Result<Applied<'c>, Route<'c>> {
+/// is; a request without a client IP has none (its [`Route::MissingKey`]).
+fn lockout_of<'c>(config: &'c Config, parts: &RequestParts<'_>, query: &CanonicalQuery) -> Result<Applied<'c>, KeyError> {
     let rule = &config.admin_lockout;
     let client_ip = (parts.header)("cf-connecting-ip");
     let inputs = KeyInputs {
@@ -591,7 +591,7 @@ fn lockout_of<'c>(config: &'c Config, parts: &RequestParts<'_>, query: &Canonica
         asn: parts.asn,
         ipv6_prefix: config.ipv6_prefix,
     };
-    let key = derive_key(&rule.key, &inputs).map_err(|missing| Route::MissingKey { rule, missing: KeyError::Missing(missing) })?;
+    let key = derive_key(&rule.key, &inputs).map_err(KeyError::Missing)?;
     Ok(Applied {
         rule,
         id: object_name(rule, &key),
