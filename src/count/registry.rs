@@ -85,6 +85,23 @@ pub enum RegistryCall {
     Put(Entry),
     Remove { id: String, kind: Kind },
     List,
+    /// The console was signed out at `at_ms` (issue 35): every session
+    /// issued until then is void. Kept as one row (the latest sign-out
+    /// wins) until `at_ms` + `keep_ms` (a session's length: by then every
+    /// session it voids has ended on its own); never listed.
+    SignOut { at_ms: i64, keep_ms: i64 },
+    /// The last sign-out still kept: answered with its time, or nothing.
+    SignedOut,
+}
+
+/// The registry row of the last console sign-out: its `id` and `kind`
+/// (no key's object name is `console`: those are `rule \n key`).
+pub const SIGN_OUT_ROW: (&str, &str) = ("console", "signout");
+
+/// Reads the answer to [`RegistryCall::SignedOut`]: the sign-out's time,
+/// `None` when none is kept (or the answer is not a time).
+pub fn signed_out_at(answer: &str) -> Option<i64> {
+    answer.trim().parse().ok()
 }
 
 /// Escapes a field for the tab-separated line: `%`, tab and line breaks.
@@ -150,12 +167,15 @@ impl Entry {
 }
 
 impl RegistryCall {
-    /// The call as the `POST` body: `put\t<entry>`, `remove\t<id>\t<kind>`, `list`.
+    /// The call as the `POST` body: `put\t<entry>`, `remove\t<id>\t<kind>`,
+    /// `list`, `signout\t<at_ms>\t<keep_ms>`, `signedout`.
     pub fn encode(&self) -> String {
         match self {
             RegistryCall::Put(entry) => format!("put\t{}", entry.encode()),
             RegistryCall::Remove { id, kind } => format!("remove\t{}\t{}", escape(id), kind.name()),
             RegistryCall::List => "list".into(),
+            RegistryCall::SignOut { at_ms, keep_ms } => format!("signout\t{at_ms}\t{keep_ms}"),
+            RegistryCall::SignedOut => "signedout".into(),
         }
     }
 
@@ -169,6 +189,11 @@ impl RegistryCall {
                 Some(RegistryCall::Remove { id: unescape(id), kind: Kind::parse(kind)? })
             }
             "list" if rest.is_empty() => Some(RegistryCall::List),
+            "signedout" if rest.is_empty() => Some(RegistryCall::SignedOut),
+            "signout" => {
+                let (at, keep) = rest.split_once('\t')?;
+                Some(RegistryCall::SignOut { at_ms: at.parse().ok()?, keep_ms: keep.parse().ok()? })
+            }
             _ => None,
         }
     }
@@ -217,7 +242,7 @@ mod tests {
         assert_eq!(Entry::decode(&ban.encode()), Some(ban.clone()));
         let forever = Entry { until_ms: None, ..e.clone() };
         assert_eq!(Entry::decode(&forever.encode()), Some(forever));
-        for call in [RegistryCall::Put(e.clone()), RegistryCall::Remove { id: e.id.clone(), kind: Kind::Ban }, RegistryCall::List] {
+        for call in [RegistryCall::Put(e.clone()), RegistryCall::Remove { id: e.id.clone(), kind: Kind::Ban }, RegistryCall::List, RegistryCall::SignOut { at_ms: 1_700_000_000_000, keep_ms: 3_600_000 }, RegistryCall::SignedOut] {
             assert_eq!(RegistryCall::decode(&call.encode()), Some(call));
         }
         assert!(!e.encode().contains('\n'), "one line, whatever the key holds");

@@ -172,6 +172,9 @@ pub(crate) fn response_headers(response: &web_sys::Response, names: &[&str]) -> 
 }
 
 thread_local! {
+    /// Whether this isolate has looked at the admin token's length (and
+    /// logged `admin_token_short` when it is short).
+    static SHORT_TOKEN_TOLD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Whether a dataset is bound as [`metrics::BINDING`]: looked up once
     /// per isolate (bindings are fixed for its life).
     static METRICS_BOUND: OnceCell<bool> = const { OnceCell::new() };
@@ -231,6 +234,11 @@ async fn admin_request(
     route: &AdminRoute<'_>,
     lockout_binds: bool,
 ) -> worker::Result<web_sys::Response> {
+    if !SHORT_TOKEN_TOLD.replace(true) {
+        // Once per isolate, at its first admin request: no deploy-time check sees the secret.
+        let token = load_secrets(env, config).admin_token.clone().unwrap_or_default();
+        write_logs(crate::pipeline::admin::short_token_event(&token).as_slice());
+    }
     let (mut flow, mut step) = AdminFlow::start(config, lockout, route, lockout_binds, now_ms());
     let answer = loop {
         step = match step {
@@ -243,6 +251,7 @@ async fn admin_request(
             AdminStep::ReadControls { id, timeout_ms } => flow.controls(objects::control(env, id, &Change::Get, timeout_ms).await),
             AdminStep::Register { call, timeout_ms } => flow.registered(objects::registry(env, &call, timeout_ms).await),
             AdminStep::ListRegistry { timeout_ms } => flow.listed(objects::registry(env, &RegistryCall::List, timeout_ms).await),
+            AdminStep::Sessions { call, timeout_ms } => flow.sessions(objects::registry(env, &call, timeout_ms).await),
             AdminStep::Traffic(range) => flow.traffic(crate::glue::traffic::answers(env, range).await),
             AdminStep::ReadEach { ids, timeout_ms } => {
                 flow.read_each(join_all(ids.iter().map(|id| objects::control(env, id, &Change::Get, timeout_ms))).await)

@@ -42,7 +42,10 @@ pub async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Res
             CONFIG_ERROR_LOGGED.set(last);
             write_logs(log.as_slice());
             return match (answer, upstream) {
-                (None, Some(upstream)) => forward(req, &env, upstream).await,
+                (None, Some(upstream)) => {
+                    let token = env.secret(crate::pipeline::facts::ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
+                    forward(req, &env, upstream, token.as_deref()).await
+                }
                 (answer, _) => respond(&answer.unwrap_or_else(crate::pipeline::verdict::invalid_config)),
             };
         }
@@ -103,7 +106,7 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
             }
         }
     } else {
-        forward(req, env, &config.upstream).await?
+        forward(req, env, &config.upstream, secrets.admin_token.as_deref()).await?
     };
     // A WebSocket upgrade (101) cannot be rebuilt with extra fields.
     let hides = hidden.iter().any(|name| response.headers().has(name).unwrap_or(false));
@@ -145,7 +148,7 @@ async fn forward_and_settle(
             Some(UploadWatch { request, stop }) => (request, Some(stop)),
             None => (req, None),
         };
-        let response = forward(outbound, &env, upstream).await;
+        let response = forward(outbound, &env, upstream, secrets.admin_token.as_deref()).await;
         // Stopped as soon as the origin answers: a watch firing later
         // would abort the response's body.
         let too_slow = watch.is_some_and(|stop| stop.fired());

@@ -544,7 +544,8 @@ impl Limiter {
     /// The controls registry's side ([`crate::count::registry`]), only ever
     /// asked of the object named [`registry::REGISTRY_OBJECT`]: a put or a
     /// remove (ended entries deleted first), or the live entries, oldest
-    /// first, one line each. It never sets an alarm (the `Limiter`'s alarm
+    /// first, one line each; the console's last sign-out, kept or read
+    /// ([`Self::sign_out`]). It never sets an alarm (the `Limiter`'s alarm
     /// would delete all storage of an object with no count).
     fn registry(&self, call: &RegistryCall) -> worker::Result<String> {
         let sql = self.db();
@@ -573,11 +574,48 @@ impl Limiter {
                 sql.exec("DELETE FROM registry WHERE id = ? AND kind = ?", args)?;
                 Ok(String::new())
             }
+            RegistryCall::SignOut { .. } | RegistryCall::SignedOut => self.sign_out(call),
             RegistryCall::List => {
-                let query = "SELECT value FROM registry WHERE until_ms IS NULL OR until_ms > ? ORDER BY set_ms LIMIT 500";
+                // Every row but the console's sign-out.
+                let query = "SELECT value FROM registry WHERE (until_ms IS NULL OR until_ms > ?) AND kind != 'signout' ORDER BY set_ms LIMIT 500";
                 let rows: Vec<StoredControls> = sql.exec(query, vec![now.clone()])?.to_array()?;
                 Ok(rows.iter().map(|r| r.value.as_str()).collect::<Vec<_>>().join("\n"))
             }
+        }
+    }
+
+    /// The console's last sign-out (issue 35): one registry row,
+    /// [`registry::SIGN_OUT_ROW`], never listed, kept a session's length.
+    fn sign_out(&self, call: &RegistryCall) -> worker::Result<String> {
+        let sql = self.db();
+        let now = SqlStorageValue::Integer(now_ms());
+        match call {
+            RegistryCall::SignOut { at_ms, keep_ms } => {
+                sql.exec("DELETE FROM registry WHERE until_ms IS NOT NULL AND until_ms <= ?", vec![now.clone()])?;
+                let (id, kind) = registry::SIGN_OUT_ROW;
+                // The latest sign-out wins (isolates' clocks differ a little).
+                sql.exec(
+                    "INSERT INTO registry (id, kind, value, until_ms, set_ms) VALUES (?, ?, ?, ?, ?) \
+                     ON CONFLICT (id, kind) DO UPDATE SET value = excluded.value, until_ms = excluded.until_ms, set_ms = excluded.set_ms \
+                     WHERE excluded.set_ms > registry.set_ms",
+                    vec![
+                        SqlStorageValue::from(id.to_string()),
+                        SqlStorageValue::from(kind.to_string()),
+                        SqlStorageValue::from(at_ms.to_string()),
+                        SqlStorageValue::Integer(at_ms.saturating_add(*keep_ms)),
+                        SqlStorageValue::Integer(*at_ms),
+                    ],
+                )?;
+                Ok(String::new())
+            }
+            RegistryCall::SignedOut => {
+                let (id, kind) = registry::SIGN_OUT_ROW;
+                let query = "SELECT value FROM registry WHERE id = ? AND kind = ? AND until_ms > ?";
+                let args = vec![SqlStorageValue::from(id.to_string()), SqlStorageValue::from(kind.to_string()), now.clone()];
+                let rows: Vec<StoredControls> = sql.exec(query, args)?.to_array()?;
+                Ok(rows.first().map(|r| r.value.clone()).unwrap_or_default())
+            }
+            _ => Ok(String::new()),
         }
     }
 }

@@ -244,16 +244,24 @@ pub(crate) fn watch_upload(req: &web_sys::Request, left_ms: u32) -> Option<Uploa
     Some(UploadWatch { request, stop: WatchStop(stop) })
 }
 
-/// Forwards the original request, unchanged: to the Worker behind the
+/// Forwards the original request, unchanged but for tollgate's own
+/// credentials ([`without_own_credentials`]): to the Worker behind the
 /// config's service binding (`upstream = { service = "APP" }`:
 /// `env.APP.fetch(request)`, the very request object), else to the zone's
 /// origin, or to `UPSTREAM` (scheme, host and port replaced; path, query,
-/// method, headers and body kept) when that var is set.
+/// method, headers and body kept) when that var is set. `admin_token`: the
+/// `TOLLGATE_ADMIN_TOKEN` secret (`None`: the admin API is off, tollgate
+/// has no credential of its own to take out).
 pub(crate) async fn forward(
     req: web_sys::Request,
     env: &Env,
     upstream: &Upstream,
+    admin_token: Option<&str>,
 ) -> worker::Result<web_sys::Response> {
+    let req = match admin_token {
+        Some(token) => without_own_credentials(req, token)?,
+        None => req,
+    };
     if let Upstream::Service(binding) = upstream {
         let service: worker::worker_sys::Fetcher = env.service(binding)?.into_rpc();
         let response = JsFuture::from(service.fetch(&req)?).await?;
@@ -284,6 +292,34 @@ pub(crate) async fn forward(
     let global: web_sys::WorkerGlobalScope = js_sys::global().unchecked_into();
     let response = JsFuture::from(global.fetch_with_request(&outbound)).await?;
     Ok(response.unchecked_into())
+}
+
+/// `req` without tollgate's own credentials, as
+/// [`admin::own_credentials`](crate::pipeline::admin::own_credentials) says
+/// (the session cookie's pairs, an `Authorization` with the admin token):
+/// the very object when it carries neither (two header reads), else a new
+/// `Request` over it (`new Request(req, { headers })`: the same method, URL,
+/// body stream, `redirect` and `cf`) with those fields changed, nothing else.
+fn without_own_credentials(req: web_sys::Request, token: &str) -> worker::Result<web_sys::Request> {
+    use crate::pipeline::console::session::CookieRewrite;
+    let headers = req.headers();
+    let (cookie, authorization) = (headers.get("cookie")?, headers.get("authorization")?);
+    let strip = crate::pipeline::admin::own_credentials(token, cookie.as_deref(), authorization.as_deref());
+    if strip.nothing() {
+        return Ok(req);
+    }
+    let fresh = web_sys::Headers::new_with_headers(&headers)?;
+    match strip.cookie {
+        CookieRewrite::Keep => {}
+        CookieRewrite::Remove => fresh.delete("cookie")?,
+        CookieRewrite::Set(kept) => fresh.set("cookie", &kept)?,
+    }
+    if strip.authorization {
+        fresh.delete("authorization")?;
+    }
+    let init = web_sys::RequestInit::new();
+    init.set_headers(&fresh);
+    Ok(web_sys::Request::new_with_request_and_init(&req, &init)?)
 }
 
 /// The origin's response with `fields` added and the fields named `hidden`

@@ -303,6 +303,14 @@ pub enum AdminError {
     /// The query string holds a literal `+` (in this parameter's name or
     /// value): see [`refuse_plus`].
     AmbiguousPlus(String),
+    /// The raw path enters the admin prefix and its dot segments lead out
+    /// of it ([`crate::request::canon::canonical_path_entering`]): answered
+    /// 400 by tollgate, never forwarded (issue 35).
+    LeavesPrefix,
+    /// A request another site's page made (`Sec-Fetch-Site` other than
+    /// `same-origin` or `none`, or a foreign `Origin`): 403, before any
+    /// token is compared or counted (issue 35).
+    CrossSite,
 }
 
 impl AdminError {
@@ -325,7 +333,9 @@ impl AdminError {
             | AdminError::MissingKeyPart(_)
             | AdminError::UnknownBucket { .. }
             | AdminError::InvalidControl(_)
-            | AdminError::AmbiguousPlus(_) => 400,
+            | AdminError::AmbiguousPlus(_)
+            | AdminError::LeavesPrefix => 400,
+            AdminError::CrossSite => 403,
         }
     }
 }
@@ -333,6 +343,8 @@ impl AdminError {
 impl fmt::Display for AdminError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            AdminError::LeavesPrefix => f.write_str("the path enters the admin prefix and leaves it again (dot segments): tollgate answers it, never the origin"),
+            AdminError::CrossSite => f.write_str("the admin API takes no request from another site (Sec-Fetch-Site or Origin)"),
             AdminError::NotFound => write!(f, "unknown admin endpoint (use /status, /reset, /override, /ban, /rules, /controls or /traffic)"),
             AdminError::InvalidControl(why) => f.write_str(why),
             AdminError::AmbiguousPlus(name) => write!(
@@ -386,12 +398,86 @@ pub fn refuse_plus(raw_query: &str) -> Result<(), AdminError> {
     }
 }
 
-/// Whether `canonical_path` is under `prefix` (the prefix itself or below).
+/// Whether `canonical_path` is under `prefix` (the prefix itself or below),
+/// the prefix compared in any ASCII case: `/.TOLLGATE/status` is tollgate's
+/// as `/.tollgate/status` is (an origin may route paths case-insensitively,
+/// and a bearer token sent there must not reach it; issue 35).
 pub fn is_admin_path(prefix: &str, canonical_path: &str) -> bool {
-    canonical_path == prefix
-        || canonical_path
-            .strip_prefix(prefix)
-            .is_some_and(|rest| rest.starts_with('/'))
+    admin_rest(prefix, canonical_path).is_some()
+}
+
+/// What follows the admin prefix in `canonical_path` (`""` or `/...`), the
+/// prefix compared in any ASCII case; `None` when the path is not under it.
+pub fn admin_rest<'p>(prefix: &str, canonical_path: &'p str) -> Option<&'p str> {
+    crate::request::canon::under_prefix(prefix, canonical_path)
+}
+
+/// Whether an admin request comes from another site's page, as its fetch
+/// metadata says: `Sec-Fetch-Site` (when sent) other than `same-origin` or
+/// `none` (typed, bookmarked), or an `Origin` (when sent) other than the
+/// request's own. What a page elsewhere makes a browser send (`<img>`,
+/// a form, a `fetch`) says so; a script or `curl` sends neither.
+pub fn cross_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own_origin: &str) -> bool {
+    !crate::pipeline::console::session::same_site(sec_fetch_site, origin, own_origin)
+}
+
+/// Whether an `Authorization` field presents a credential (any non-blank
+/// value): only such a request is counted by the lockout when wrong. A
+/// request with none cannot be a guess, and counting it let ten `<img>`
+/// tags on any site lock the operator out (issue 35).
+pub fn presents_credential(authorization: Option<&str>) -> bool {
+    authorization.is_some_and(|a| !a.trim().is_empty())
+}
+
+/// What to take out of a request before it is forwarded: tollgate's own
+/// credentials, and nothing else (issue 35). The session cookie
+/// ([`session::without_session`](crate::pipeline::console::session::without_session):
+/// its pairs only, every other cookie byte for byte) and an `Authorization`
+/// with the admin token as its bearer (any item of a field sent twice). Asked
+/// of every forwarded request while the admin API is on (`token`): a browser
+/// sends the cookie with any raw path under the prefix, and a client may send
+/// the token anywhere.
+pub fn own_credentials(token: &str, cookie: Option<&str>, authorization: Option<&str>) -> Strip {
+    use crate::pipeline::console::session::{without_session, CookieRewrite};
+    let authorization =
+        authorization.is_some_and(|a| token_matches(token, Some(a)) || a.split(',').any(|item| token_matches(token, Some(item))));
+    let cookie = cookie.map_or(CookieRewrite::Keep, without_session);
+    Strip { cookie, authorization }
+}
+
+/// [`own_credentials`]'s answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Strip {
+    /// What becomes of the `Cookie` field.
+    pub cookie: crate::pipeline::console::session::CookieRewrite,
+    /// Whether the `Authorization` field is removed.
+    pub authorization: bool,
+}
+
+impl Strip {
+    /// Whether the request goes as it came.
+    pub fn nothing(&self) -> bool {
+        !self.authorization && self.cookie == crate::pipeline::console::session::CookieRewrite::Keep
+    }
+}
+
+/// The log line written once per isolate, at its first admin request, when
+/// the admin token is shorter than [`TOKEN_PASSES_LOCKOUT_CHARS`]: such a
+/// token keeps the lockout's full force (ten wrong tokens from a client's
+/// address, or its IPv6 /64, shut the right one out there for 15 minutes)
+/// and is the one a guess could find. `None` for a long token. No
+/// deploy-time check can see a secret, so this (and the console's banner)
+/// is where the operator is told.
+pub fn short_token_event(token: &str) -> Option<LogEvent> {
+    (!token_passes_lockout(token)).then(|| {
+        LogEvent::new(
+            "admin_token_short",
+            vec![
+                ("chars", token.trim().chars().count().into()),
+                ("advice", format!("use at least {TOKEN_PASSES_LOCKOUT_CHARS} random characters: openssl rand -hex 32").into()),
+            ],
+        )
+    })
 }
 
 /// What an authorized admin request asks for.
@@ -418,9 +504,7 @@ pub fn parse<'c>(
     method: &str,
     query: &CanonicalQuery,
 ) -> Result<AdminAsk<'c>, AdminError> {
-    let endpoint = canonical_path
-        .strip_prefix(config.admin_prefix.as_str())
-        .unwrap_or("");
+    let endpoint = admin_rest(&config.admin_prefix, canonical_path).unwrap_or("");
     let action = match (endpoint, method.to_ascii_uppercase().as_str()) {
         ("/status", "GET") => AdminAction::Status,
         ("/reset", "POST") => AdminAction::Reset,
@@ -852,6 +936,42 @@ mod tests {
         assert_eq!(response.status, 401, "a wrong token is refused all the same");
         assert_eq!(events[0]["decision"], "not_recorded");
         assert_eq!(events[1], json!({"tollgate": "admin_denied", "client_hash": "c11e47"}));
+    }
+}
+
+#[cfg(test)]
+mod credential_tests {
+    use super::*;
+    use crate::pipeline::console::session::CookieRewrite;
+
+    #[test]
+    fn only_tollgates_own_credentials_are_taken_out() {
+        let t = "s3cret";
+        let none = own_credentials(t, Some("a=1; b=2"), Some("Bearer app-token"));
+        assert!(none.nothing(), "{none:?}");
+        assert!(own_credentials(t, None, None).nothing());
+        let both = own_credentials(t, Some("a=1; tollgate_session=v2.1.x"), Some("Bearer s3cret"));
+        assert_eq!(both, Strip { cookie: CookieRewrite::Set("a=1".into()), authorization: true });
+        for spelled in ["bearer  s3cret ", "Bearer app, Bearer s3cret", "BEARER s3cret"] {
+            assert!(own_credentials(t, None, Some(spelled)).authorization, "{spelled}");
+        }
+        for other in ["Bearer s3cretx", "Basic s3cret", "s3cret", "Bearer "] {
+            assert!(!own_credentials(t, None, Some(other)).authorization, "{other}");
+        }
+    }
+
+    #[test]
+    fn only_a_presented_credential_is_counted_and_a_short_token_is_told() {
+        assert!(!presents_credential(None));
+        assert!(!presents_credential(Some("  ")));
+        assert!(presents_credential(Some("Bearer x")));
+        assert!(presents_credential(Some("Basic eA==")));
+        assert!(short_token_event(&"a".repeat(32)).is_none());
+        let line: Value = serde_json::from_str(&short_token_event("short").unwrap().line()).unwrap();
+        assert_eq!((line["tollgate"].as_str(), line["chars"].as_u64()), (Some("admin_token_short"), Some(5)));
+        assert!(cross_site(Some("cross-site"), None, "https://example.com"));
+        assert!(!cross_site(Some("none"), None, "https://example.com"));
+        assert!(!cross_site(None, None, "https://example.com"));
     }
 }
 

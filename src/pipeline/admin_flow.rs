@@ -4,8 +4,11 @@
 //! choices (the lockout, what to set, what to report) are all made here.
 //!
 //! ```text
-//! AdminFlow::start ─▶ Lockout (unless a long right token passes it) ─▶ locked(outcome)
-//!   ─▶ Done (refused: 429, 401, 503, 4xx; or the rules listed)
+//! AdminFlow::start ─▶ Lockout (a wrong credential, or a short right token) ─▶ locked(outcome)
+//!   ─▶ Done (refused: 429, 401, 403, 503, 4xx; or the rules listed)
+//!   ─▶ a console session: Sessions (the last sign-out) ─▶ sessions(result)
+//!      ─▶ Done (signed out since: the sign-in page) or on, as below;
+//!      signing out: Sessions (record it) ─▶ sessions(result) ─▶ Done
 //!   ─▶ Control (an override or ban to set) ─▶ changed(result)
 //!   ─▶ Call (status or reset) ─▶ called(result) ─▶ ReadControls ─▶ controls(result) ─▶ Done
 //! ```
@@ -41,6 +44,9 @@ pub enum AdminStep<'f> {
     /// Read the controls of each of these objects (concurrently), then
     /// [`AdminFlow::read_each`].
     ReadEach { ids: Vec<String>, timeout_ms: u32 },
+    /// Ask the controls registry's object about console sign-outs (read the
+    /// last, or record one), then [`AdminFlow::sessions`].
+    Sessions { call: RegistryCall, timeout_ms: u32 },
     /// Ask the traffic's source (the SQL API, or the local sink) the
     /// range's [`traffic::queries`], then [`AdminFlow::traffic`].
     Traffic(Range),
@@ -91,6 +97,10 @@ pub struct AdminFlow<'f> {
     console: Option<(&'f ConsoleRoute<AdminRoute<'f>>, &'f str)>,
     /// The traffic range asked.
     range: Range,
+    /// The console request whose session is being checked, or signed out.
+    session: Option<&'f ConsoleRoute<AdminRoute<'f>>>,
+    /// The session was found not signed out.
+    session_holds: bool,
 }
 
 impl<'f> AdminFlow<'f> {
@@ -102,7 +112,7 @@ impl<'f> AdminFlow<'f> {
         lockout_binds: bool,
         now_ms: i64,
     ) -> (AdminFlow<'f>, AdminStep<'f>) {
-        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, listed: Vec::new(), console: None, range: Range::Hour };
+        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, listed: Vec::new(), console: None, range: Range::Hour, session: None, session_holds: false };
         let step = if lockout_binds { AdminStep::Lockout(lockout, admin::lockout_op(route)) } else { flow.gate(None) };
         (flow, step)
     }
@@ -140,8 +150,17 @@ impl<'f> AdminFlow<'f> {
                 html::sign_in(prefix, status, expired.then_some("Your session has ended: sign in again."))
             }
             Auth::Forged => html::forged(prefix),
-            Auth::Session { csrf } => match (console.page, &console.inner) {
-                (Page::SignOut, _) => html::redirect(&format!("{prefix}/"), Some(session::set_cookie(None, prefix))),
+            Auth::Session { .. } if !self.session_holds => {
+                // Signed out since? (issue 35: asked of every session request)
+                self.session = Some(console);
+                return AdminStep::Sessions { call: RegistryCall::SignedOut, timeout_ms: self.config.admin_lockout.timeout_ms };
+            }
+            Auth::Session { csrf, .. } => match (console.page, &console.inner) {
+                (Page::SignOut, _) => {
+                    self.logs.push(LogEvent::new("admin", vec![("action", "sign_out".into()), client()]));
+                    let call = RegistryCall::SignOut { at_ms: self.now_ms, keep_ms: session::SESSION_MS };
+                    return AdminStep::Sessions { call, timeout_ms: self.config.admin_lockout.timeout_ms };
+                }
                 (Page::Home, _) => html::redirect(&format!("{prefix}{}", Page::Rules.path()), None),
                 (_, inner) => {
                     self.console = Some((console, csrf.as_str()));
@@ -153,6 +172,49 @@ impl<'f> AdminFlow<'f> {
             },
         };
         self.done(AdminResponse::Own(own))
+    }
+
+    /// What the registry said of sign-outs: the session goes on (not
+    /// signed out since), or ends (signed out: the sign-in page, nothing
+    /// done; unreadable: 503, the console fails closed); a sign-out
+    /// recorded redirects to the sign-in page, cookie cleared (not
+    /// recorded: 503, cookie cleared all the same).
+    pub fn sessions(&mut self, result: Result<String, CallFailure>) -> AdminStep<'f> {
+        let Some(console) = self.session else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let prefix = console.prefix.as_str();
+        let Auth::Session { end_ms, .. } = console.auth else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let clear = || ("set-cookie".to_string(), session::set_cookie(None, prefix));
+        if self.session_holds {
+            // The sign-out's own answer.
+            let own = match result {
+                Ok(_) => html::redirect(&format!("{prefix}/"), Some(session::set_cookie(None, prefix))),
+                Err(e) => {
+                    self.logs.push(LogEvent::new("registry_error", vec![("error", e.to_string().into())]));
+                    let mut own = html::sign_in(prefix, 503, Some("Signing out could not be recorded: this browser is signed out, a copy of its cookie may not be. Sign out again."));
+                    own.headers.push(clear());
+                    own
+                }
+            };
+            return self.done(AdminResponse::Own(own));
+        }
+        match result.map(|answer| registry::signed_out_at(&answer)) {
+            Ok(at) if session::revoked(end_ms, at) => {
+                let client = ("client_hash", Value::from(self.lockout.key_hash.as_str()));
+                self.logs.push(LogEvent::new("admin_denied", vec![client, ("reason", "signed_out".into())]));
+                let mut own = html::sign_in(prefix, 401, Some("Your session has ended: sign in again."));
+                own.headers.push(clear());
+                self.done(AdminResponse::Own(own))
+            }
+            Ok(_) => {
+                self.session_holds = true;
+                self.console(console)
+            }
+            Err(e) => {
+                self.logs.push(LogEvent::new("registry_error", vec![("error", e.to_string().into())]));
+                let own = OwnResponse::problem(503, "Service Unavailable", "The console's sessions cannot be checked.", Some(1));
+                self.done(AdminResponse::Own(own))
+            }
+        }
     }
 
     fn serve(&mut self, gate: Gate<'f, 'f>) -> AdminStep<'f> {
@@ -346,6 +408,10 @@ mod tests {
                     steps.push("list");
                     flow.listed(Ok(String::new()))
                 }
+                AdminStep::Sessions { .. } => {
+                    steps.push("sessions");
+                    flow.sessions(Ok(String::new()))
+                }
                 AdminStep::Traffic(_) => {
                     steps.push("traffic");
                     flow.traffic(Err("none".into()))
@@ -392,4 +458,52 @@ mod tests {
         assert_eq!(steps, ["lockout"]);
         assert!(matches!(&done.response, AdminResponse::Own(r) if r.status == 401), "{:?}", done.response);
     }
+
+    /// A console request with the session `cookie` (and a form `body`), to
+    /// its first admin step.
+    fn console_step<'c>(config: &'c Config, method: &str, path: &str, cookie: &str, body: Option<&[u8]>, run: &dyn Fn(AdminFlow<'_>, AdminStep<'_>)) {
+        let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("cookie", cookie), ("sec-fetch-site", "same-origin")]);
+        let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
+        let url = format!("https://example.com{path}");
+        let facts = Facts { method, url: &url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
+        let mut machine = Machine::new(config, facts, &PlanMemo::new(1));
+        if let Next::Body { .. } = machine.next(None) {
+            machine.body(body);
+        }
+        let Next::Admin { lockout, route, lockout_binds } = machine.next(None) else { panic!("not an admin request") };
+        assert!(!lockout_binds, "a session asks no lockout counter");
+        let (flow, step) = AdminFlow::start(config, lockout, route, lockout_binds, 1_000_000);
+        run(flow, step);
+    }
+
+    #[test]
+    fn a_session_replayed_after_sign_out_gets_no_page_and_a_sign_out_is_recorded() {
+        let config = config();
+        let issued = 1_000_000 - 5_000;
+        let value = session::issue(TOKEN, issued, "ip=203.0.113.9");
+        let cookie = format!("tollgate_session={value}");
+        for (signed_out, status) in [(Some(issued + 1), 401), (Some(issued), 401), (Some(issued - 1), 200), (None, 200)] {
+            console_step(&config, "GET", "/.tollgate/ui/rules", &cookie, None, &|mut flow, step| {
+                assert!(matches!(step, AdminStep::Sessions { call: RegistryCall::SignedOut, .. }), "{step:?}");
+                let AdminStep::Done(done) = flow.sessions(Ok(signed_out.map(|t: i64| t.to_string()).unwrap_or_default())) else { panic!("more steps") };
+                let AdminResponse::Own(own) = done.response else { panic!("not a page") };
+                assert_eq!(own.status, status, "signed out at {signed_out:?}");
+                assert_eq!(own.header("set-cookie").is_some_and(|c| c.contains("Max-Age=0")), status == 401);
+            });
+        }
+        console_step(&config, "GET", "/.tollgate/ui/rules", &cookie, None, &|mut flow, _| {
+            let AdminStep::Done(done) = flow.sessions(Err(CallFailure::Timeout { ms: 5 })) else { panic!("more steps") };
+            assert!(matches!(done.response, AdminResponse::Own(ref own) if own.status == 503), "fails closed");
+        });
+        // Signing out: the session is checked, then the sign-out recorded at now.
+        let form = format!("csrf={}", session::csrf_token(TOKEN, issued + session::SESSION_MS));
+        console_step(&config, "POST", "/.tollgate/ui/signout", &cookie, Some(form.as_bytes()), &|mut flow, step| {
+            assert!(matches!(step, AdminStep::Sessions { call: RegistryCall::SignedOut, .. }), "{step:?}");
+            let step = flow.sessions(Ok(String::new()));
+            assert!(matches!(step, AdminStep::Sessions { call: RegistryCall::SignOut { at_ms: 1_000_000, keep_ms: session::SESSION_MS }, .. }), "{step:?}");
+            let AdminStep::Done(done) = flow.sessions(Ok(String::new())) else { panic!("more steps") };
+            assert!(matches!(done.response, AdminResponse::Own(ref own) if own.status == 303 && own.header("set-cookie").is_some_and(|c| c.contains("Max-Age=0"))));
+        });
+    }
+
 }

@@ -25,11 +25,11 @@
 //! POST may be overridden to any method a rule lists (fail safe: both only
 //! ever match more).
 
-use crate::pipeline::admin::{self, AdminRoute};
+use crate::pipeline::admin::{self, AdminError, AdminRoute};
 use crate::pipeline::console;
 use crate::pipeline::applied::{object_name, Applied, Exempted, KeyOutcome, Matched};
 use crate::request::body::{self, BodyParams, Unreadable};
-use crate::request::canon::{canonical_path, normalize_key, CanonError, CanonicalQuery, RawUrl, Source};
+use crate::request::canon::{canonical_path_entering, normalize_key, CanonError, CanonicalQuery, RawUrl, Source};
 use crate::config::Config;
 use crate::request::exempt::ExemptInputs;
 use crate::config::policy::MissingKey;
@@ -126,7 +126,7 @@ pub enum Body<'a> {
 pub struct Canonical {
     /// Lowercased host, one trailing dot removed.
     pub host: String,
-    /// From [`canonical_path`].
+    /// From [`crate::request::canon::canonical_path`].
     pub path: String,
     /// The request's parameters, each tagged with its [`Source`]: the URL
     /// query, joined by a form body's parameters when some rule has query
@@ -180,7 +180,8 @@ pub struct Plan<'c> {
 }
 
 /// Whether a request to `url` may need more than [`plan`]'s fast path: its
-/// path is malformed (a 400), under the admin prefix, or taken by some
+/// path is malformed (a 400), enters the admin prefix (under it, or
+/// passing through it: [`canonical_path_entering`]), or is taken by some
 /// rule's host and path. `false`: the plan checks nothing and reads nothing
 /// more, so the Worker forwards the request without parsing its URL or
 /// reading `cf`, secrets or the clock (a zone-wide route sends every
@@ -189,8 +190,8 @@ pub struct Plan<'c> {
 /// path are what a parsed [`url::Url`] gives.
 pub fn may_apply(config: &Config, url: &str) -> bool {
     let raw = RawUrl::split(url);
-    let Ok(path) = canonical_path(raw.path) else { return true };
-    admin::is_admin_path(&config.admin_prefix, &path) || rules_take(config, &raw.host, &path)
+    let Ok((path, entered)) = canonical_path_entering(raw.path, &config.admin_prefix) else { return true };
+    entered || rules_take(config, &raw.host, &path)
 }
 
 /// Whether some rule's host and path take the request ([`Rule::takes`]).
@@ -201,19 +202,23 @@ fn rules_take(config: &Config, host: &str, path: &str) -> bool {
 /// Plans one request. Pure: the same config and parts give the same plan.
 pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     let RawUrl { host, path: raw_path, query: raw_query } = RawUrl::split(parts.url);
-    let path = match canonical_path(raw_path) {
-        Ok(path) => path,
+    let (path, entered) = match canonical_path_entering(raw_path, &config.admin_prefix) {
+        Ok(walked) => walked,
         Err(e) => return Plan { canonical: None, matched: Vec::new(), route: Route::Malformed(e) },
     };
 
-    if admin::is_admin_path(&config.admin_prefix, &path) {
+    // A path that enters the admin prefix is tollgate's, wherever its dot
+    // segments lead: a browser sends the session cookie with it (issue 35).
+    if entered {
         if let Some(token) = (parts.admin_token)() {
             let query = CanonicalQuery::parse(raw_query);
-            let page = console::page(&config.admin_prefix, &path, parts.method);
+            let under = admin::is_admin_path(&config.admin_prefix, &path);
+            let page = if under { console::page(&config.admin_prefix, &path, parts.method) } else { None };
             if page.is_some_and(console::Page::changes_state) && parts.body == Body::Unread {
                 return needs_body();
             }
-            let route = admin_route(config, parts, &token, &path, raw_query, &query, page);
+            let asked = AdminPath { path: &path, raw_query, query: &query, page, leaves: !under };
+            let route = admin_route(config, parts, &token, &asked);
             let methods = vec![parts.method.to_ascii_uppercase()];
             let canonical = Canonical { host, path, query, methods, unreadable_body: None };
             return Plan { canonical: Some(canonical), matched: Vec::new(), route };
@@ -511,53 +516,48 @@ fn route_of<'c>(
     Route::Check(applied)
 }
 
-/// An admin request: the client's lockout counter (keyed as any `ip` rule
-/// is) and what the token allows. The token is compared here, but the
-/// answer waits for the lockout counter ([`admin::gate`]): a client locked
-/// out gets 429 even with the right token, unless that token is long
-/// enough to pass the lockout ([`admin::token_passes_lockout`]).
-fn admin_route<'c>(
-    config: &'c Config,
-    parts: &RequestParts<'_>,
-    token: &str,
-    path: &str,
-    raw_query: &str,
-    query: &CanonicalQuery,
+/// What an admin request asks, by its path.
+struct AdminPath<'a> {
+    /// The canonical path.
+    path: &'a str,
+    raw_query: &'a str,
+    query: &'a CanonicalQuery,
+    /// The console page, if it is one.
     page: Option<console::Page>,
-) -> Route<'c> {
-    let rule = &config.admin_lockout;
-    let client_ip = (parts.header)("cf-connecting-ip");
-    let inputs = KeyInputs {
-        client_ip: client_ip.as_deref(),
-        header: parts.header,
-        query,
-        path_groups: &[],
-        body: &|_| Vec::new(),
-        country: parts.country,
-        asn: parts.asn,
-        ipv6_prefix: config.ipv6_prefix,
+    /// The raw path entered the prefix and its dot segments left it.
+    leaves: bool,
+}
+
+/// An admin request: the client's lockout counter (keyed as any `ip` rule
+/// is) and what the token allows. A path that left the prefix is 400, and a
+/// cross-site API request 403, before any token is compared or counted. The
+/// token is compared here, but the answer waits for the lockout counter
+/// ([`admin::gate`]), asked only for a request that presents a credential
+/// (issue 35): a client locked out gets 429 even with the right token,
+/// unless that token is long enough to pass the lockout
+/// ([`admin::token_passes_lockout`]); a request with no `Authorization` is
+/// answered 401 uncounted.
+fn admin_route<'c>(config: &'c Config, parts: &RequestParts<'_>, token: &str, asked: &AdminPath<'_>) -> Route<'c> {
+    let AdminPath { path, raw_query, query, page, leaves } = *asked;
+    let lockout = match lockout_of(config, parts, query) {
+        Ok(lockout) => lockout,
+        Err(missing) => return Route::MissingKey { rule: &config.admin_lockout, missing },
     };
-    let key = match derive_key(&rule.key, &inputs) {
-        Ok(key) => key,
-        Err(missing) => return Route::MissingKey { rule, missing: KeyError::Missing(missing) },
-    };
-    let lockout = Applied {
-        rule,
-        id: object_name(rule, &key),
-        key_hash: key_hash(&key, parts.log_key),
-        key,
-        fell_back: false,
-        // Counts every request (hit or check): there is no success to settle.
-        own_method: false,
-        device: None,
-        spelling: None,
-    };
+    let refuse = |e: AdminError| Route::Admin { lockout: Box::new(lockout.clone()), route: AdminRoute::Invalid(e), lockout_binds: false };
+    if leaves {
+        return refuse(AdminError::LeavesPrefix);
+    }
     if let Some(page) = page {
-        let (route, lockout_binds) = console_route(config, parts, token, page, query);
+        let (route, lockout_binds) = console_route(config, parts, token, page, query, &lockout.key);
         return Route::Admin { lockout: Box::new(lockout), route: AdminRoute::Console(Box::new(route)), lockout_binds };
     }
-    let authorized = admin::token_matches(token, (parts.header)("authorization").as_deref());
-    let lockout_binds = !(authorized && admin::token_passes_lockout(token));
+    let (fetch_site, origin) = ((parts.header)("sec-fetch-site"), (parts.header)("origin"));
+    if admin::cross_site(fetch_site.as_deref(), origin.as_deref(), own_origin(parts.url)) {
+        return refuse(AdminError::CrossSite);
+    }
+    let authorization = (parts.header)("authorization");
+    let authorized = admin::token_matches(token, authorization.as_deref());
+    let lockout_binds = if authorized { !admin::token_passes_lockout(token) } else { admin::presents_credential(authorization.as_deref()) };
     let route = if !authorized {
         AdminRoute::Unauthorized
     } else {
@@ -576,6 +576,35 @@ fn admin_route<'c>(
     Route::Admin { lockout: Box::new(lockout), route, lockout_binds }
 }
 
+/// The client's lockout counter: the built-in rule keyed as any `ip` rule
+/// is; a request without a client IP has none (its [`Route::MissingKey`]).
+fn lockout_of<'c>(config: &'c Config, parts: &RequestParts<'_>, query: &CanonicalQuery) -> Result<Applied<'c>, KeyError> {
+    let rule = &config.admin_lockout;
+    let client_ip = (parts.header)("cf-connecting-ip");
+    let inputs = KeyInputs {
+        client_ip: client_ip.as_deref(),
+        header: parts.header,
+        query,
+        path_groups: &[],
+        body: &|_| Vec::new(),
+        country: parts.country,
+        asn: parts.asn,
+        ipv6_prefix: config.ipv6_prefix,
+    };
+    let key = derive_key(&rule.key, &inputs).map_err(KeyError::Missing)?;
+    Ok(Applied {
+        rule,
+        id: object_name(rule, &key),
+        key_hash: key_hash(&key, parts.log_key),
+        key,
+        fell_back: false,
+        // Counts every request (hit or check): there is no success to settle.
+        own_method: false,
+        device: None,
+        spelling: None,
+    })
+}
+
 /// A console page's route ([`console::route::plan`]): the cookie, the
 /// fetch metadata, the form (a POST's urlencoded body) and the request's
 /// own origin, read here.
@@ -585,33 +614,38 @@ fn console_route<'c>(
     token: &str,
     page: console::Page,
     query: &CanonicalQuery,
+    client: &str,
 ) -> (console::ConsoleRoute<AdminRoute<'c>>, bool) {
     let form = match parts.body {
         Body::Read(bytes) => Some(CanonicalQuery::parse(&String::from_utf8_lossy(bytes))),
         _ => None,
     };
-    let own_origin = parts.url.find("://").map_or("", |at| {
-        let rest = &parts.url[at + 3..];
-        &parts.url[..at + 3 + rest.find('/').unwrap_or(rest.len())]
-    });
     let (cookie, fetch_site, origin) = ((parts.header)("cookie"), (parts.header)("sec-fetch-site"), (parts.header)("origin"));
     let request = console::route::ConsoleRequest {
         cookie: cookie.as_deref(),
         fetch_site: fetch_site.as_deref(),
         origin: origin.as_deref(),
-        own_origin,
+        own_origin: own_origin(parts.url),
         query,
         form: form.as_ref(),
         log_key: parts.log_key,
+        client,
         now_ms: parts.now_ms,
     };
     console::route::plan(config, page, token, &request)
 }
 
+/// `scheme://host[:port]` of a serialized URL: the request's own origin.
+fn own_origin(url: &str) -> &str {
+    url.find("://").map_or("", |at| {
+        let rest = &url[at + 3..];
+        &url[..at + 3 + rest.find('/').unwrap_or(rest.len())]
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::admin::AdminError;
     use crate::testing::Req;
     use crate::request::canon::canonical_host;
     use url::Url;
@@ -726,6 +760,9 @@ mod tests {
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP], None, None);
         assert!(matches!(p.route, Route::Check(ref a) if a.is_empty()), "off: the path is the origin's");
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP], None, Some("s3cret"));
+        assert!(matches!(p.route, Route::Admin { route: AdminRoute::Unauthorized, lockout_binds: false, .. }), "no credential: 401, uncounted");
+        let wrong = ("authorization", "Bearer guess");
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP, wrong], None, Some("s3cret"));
         match p.route {
             Route::Admin { lockout, route: AdminRoute::Unauthorized, lockout_binds: true } => {
                 assert_eq!(lockout.rule.name, crate::config::lockout::LOCKOUT_RULE);
@@ -762,6 +799,34 @@ mod tests {
         // before the token is looked at.
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[auth], None, Some("s3cret"));
         assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == crate::config::lockout::LOCKOUT_RULE), "{:?}", p.route);
+    }
+
+    #[test]
+    fn a_path_that_enters_the_admin_prefix_is_tollgates_wherever_it_leads() {
+        let c = config(json!([{ "name": "a", "path": "/api/*", "limits": limits() }]));
+        let auth = ("authorization", "Bearer s3cret");
+        for raw in ["/.tollgate/..%2fapi/echo", "/.tollgate/..;/x", "/.tollgate/..%5cx", "/.tollgate/..%252fx", "/.tollgate/ui/..%2f..%2fx", "/.TOLLGATE/..%2fapi/x"] {
+            assert!(may_apply(&c, &format!("https://example.com{raw}")), "{raw}: off the fast path");
+            let (p, _) = plan_of(&c, "GET", raw, &[IP, auth], None, Some("s3cret"));
+            assert!(
+                matches!(p.route, Route::Admin { route: AdminRoute::Invalid(AdminError::LeavesPrefix), lockout_binds: false, .. }),
+                "{raw}: {:?}",
+                p.route
+            );
+            let (p, _) = plan_of(&c, "GET", raw, &[IP], None, None);
+            assert!(!matches!(p.route, Route::Admin { .. }), "{raw}: the admin API off, the path is the origin's");
+        }
+        for raw in ["/.TOLLGATE/status?rule=a&ip=1.2.3.4", "/.Tollgate/status?rule=a&ip=1.2.3.4"] {
+            let (p, _) = plan_of(&c, "GET", raw, &[IP, auth], None, Some("s3cret"));
+            assert!(matches!(p.route, Route::Admin { route: AdminRoute::Call { .. }, .. }), "{raw}: {:?}", p.route);
+        }
+        // A cross-site request is refused before its token is compared or counted.
+        for site in [("sec-fetch-site", "cross-site"), ("sec-fetch-site", "same-site"), ("origin", "https://evil.example")] {
+            let (p, _) = plan_of(&c, "GET", "/.tollgate/rules", &[IP, ("authorization", "Bearer guess"), site], None, Some("s3cret"));
+            assert!(matches!(p.route, Route::Admin { route: AdminRoute::Invalid(AdminError::CrossSite), lockout_binds: false, .. }), "{site:?}: {:?}", p.route);
+        }
+        let (p, _) = plan_of(&c, "GET", "/.tollgate/rules", &[IP, auth, ("sec-fetch-site", "same-origin"), ("origin", "https://example.com")], None, Some("s3cret"));
+        assert!(matches!(p.route, Route::Admin { route: AdminRoute::Rules, .. }), "{:?}", p.route);
     }
 
     #[test]

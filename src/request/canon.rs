@@ -103,11 +103,30 @@ pub fn decode_fully(input: &[u8]) -> Cow<'_, [u8]> {
 /// The result always starts with `/` and never ends with `/` unless it is
 /// the root.
 pub fn canonical_path(raw_path: &str) -> Result<String, CanonError> {
+    canonical_walk(raw_path, &[]).map(|(path, _)| path)
+}
+
+/// [`canonical_path`], and whether the walk to it ever stood on `prefix`
+/// (a canonical path such as `/.tollgate`, compared in any ASCII case):
+/// after some segment, the segments kept so far were exactly the prefix's.
+/// `/.tollgate/..%2fapi`, `/.TOLLGATE/..;/x` and `/a/..%2f.tollgate/..%2fx`
+/// enter it (and leave); `/api` and `/.tollgatex` do not. A browser scopes a
+/// cookie of `Path=/.tollgate` by the raw path, so every request it sends
+/// such a cookie with enters the prefix, wherever its dot segments lead
+/// (issue 35). An empty prefix (`/`) is never entered.
+pub fn canonical_path_entering(raw_path: &str, prefix: &str) -> Result<(String, bool), CanonError> {
+    let prefix = decode_fully(prefix.as_bytes());
+    let prefix: Vec<&[u8]> = prefix.split(|&b| b == b'/').filter(|s| !s.is_empty()).collect();
+    canonical_walk(raw_path, &prefix)
+}
+
+fn canonical_walk(raw_path: &str, prefix: &[&[u8]]) -> Result<(String, bool), CanonError> {
     let decoded = decode_fully(raw_path.as_bytes());
     if let Some(&byte) = decoded.iter().find(|&&b| b < 0x20 || b == 0x7f) {
         return Err(CanonError::ControlCharacter { byte });
     }
     let mut segments: Vec<&[u8]> = Vec::new();
+    let mut entered = false;
     for segment in decoded.split(|&b| b == b'/' || b == b'\\') {
         let segment = match segment.iter().position(|&b| b == b';') {
             Some(end) => &segment[..end],
@@ -118,7 +137,13 @@ pub fn canonical_path(raw_path: &str) -> Result<String, CanonError> {
             b".." => {
                 segments.pop();
             }
-            _ => segments.push(segment),
+            _ => {
+                segments.push(segment);
+                entered = entered
+                    || (!prefix.is_empty()
+                        && segments.len() == prefix.len()
+                        && segments.iter().zip(prefix).all(|(s, p)| s.eq_ignore_ascii_case(p)));
+            }
         }
     }
     let mut path = String::with_capacity(decoded.len() + 1);
@@ -129,7 +154,16 @@ pub fn canonical_path(raw_path: &str) -> Result<String, CanonError> {
         path.push('/');
         path.extend(percent_encode(segment, CANONICAL_PATH_ENCODE));
     }
-    Ok(path)
+    Ok((path, entered))
+}
+
+/// What follows `prefix` in `canonical_path` (`""` or `/...`), the prefix
+/// compared in any ASCII case; `None` when the path is not under it
+/// (`/.tollgatex` is not under `/.tollgate`).
+pub fn under_prefix<'p>(prefix: &str, canonical_path: &'p str) -> Option<&'p str> {
+    let head = canonical_path.get(..prefix.len())?;
+    let rest = canonical_path.get(prefix.len()..)?;
+    (head.eq_ignore_ascii_case(prefix) && (rest.is_empty() || rest.starts_with('/'))).then_some(rest)
 }
 
 /// Where a request parameter came from. A rule's `query_sources` says
@@ -459,6 +493,34 @@ mod tests {
         assert_eq!(path("/api%2fexample"), "/api/example");
         assert_eq!(path(""), "/");
         assert_eq!(path("/"), "/");
+    }
+
+    #[test]
+    fn a_walk_that_stands_on_the_admin_prefix_is_told_apart() {
+        let enters = |raw: &str| canonical_path_entering(raw, "/.tollgate").unwrap();
+        for (raw, canonical) in [
+            ("/.tollgate/..%2fapi/echo", "/api/echo"),
+            ("/.tollgate/..;/x", "/x"),
+            ("/.tollgate/..%5cx", "/x"),
+            ("/.tollgate/..%252fx", "/x"),
+            ("/.tollgate/ui/..%2f..%2fx", "/x"),
+            ("/.TOLLGATE/..%2fx", "/x"),
+            ("/%2etollgate/..%2fx", "/x"),
+            ("/a/..%2f.tollgate/..%2fx", "/x"),
+            ("/.Tollgate/status", "/.Tollgate/status"),
+            ("/.tollgate", "/.tollgate"),
+        ] {
+            assert_eq!(enters(raw), (canonical.to_string(), true), "{raw}");
+        }
+        for raw in ["/api", "/.tollgatex/y", "/x/.tollgate", "/", "/a/b/../c"] {
+            assert!(!enters(raw).1, "{raw}");
+        }
+        assert_eq!(canonical_path_entering("/x", "/").unwrap(), ("/x".to_string(), false), "no prefix, never entered");
+        assert_eq!(canonical_path_entering("/%00", "/.tollgate"), Err(CanonError::ControlCharacter { byte: 0 }));
+        assert_eq!(under_prefix("/.tollgate", "/.TollGate/ui/keys"), Some("/ui/keys"));
+        assert_eq!(under_prefix("/.tollgate", "/.tollgate"), Some(""));
+        assert_eq!(under_prefix("/.tollgate", "/.tollgatex"), None);
+        assert_eq!(under_prefix("/.tollgate", "/.toll"), None);
     }
 
     #[test]

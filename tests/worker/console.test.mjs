@@ -58,11 +58,14 @@ function sqlApi(asked) {
   };
 }
 
-/** The session cookie the Worker would issue, ending at `endMs` (session.rs). */
-function sessionCookie(token, endMs) {
+/**
+ * The session cookie the Worker would issue, ending at `endMs`, to the
+ * client at `ip` (session.rs: bound to the lockout's key of the client).
+ */
+function sessionCookie(token, endMs, ip) {
   const key = createHmac("sha256", token).update("tollgate console session v1").digest();
-  const mac = createHmac("sha256", key).update(`session.${endMs}`).digest("hex");
-  return `v1.${endMs}.${mac}`;
+  const mac = createHmac("sha256", key).update(`session.${endMs}.ip=${ip}`).digest("hex");
+  return `v2.${endMs}.${mac}`;
 }
 
 async function withBrowser(body) {
@@ -224,7 +227,7 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200, "nothing was banned");
 
       // An expired session, correctly signed: refused.
-      await page.setCookie({ name: "tollgate_session", value: sessionCookie(TOKEN, Date.now() - 1000), url: base, path: "/.tollgate" });
+      await page.setCookie({ name: "tollgate_session", value: sessionCookie(TOKEN, Date.now() - 1000, "127.0.0.1"), url: base, path: "/.tollgate" });
       res = await page.goto(`${base}/ui/controls`);
       assert.equal(res.status(), 401);
       assert.match(await page.content(), /session has ended/);
@@ -232,7 +235,7 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
 
     // The same cross-site post with a valid session cookie forced onto it
     // (a browser without SameSite): the CSRF token and Origin still refuse it.
-    const good = `tollgate_session=${sessionCookie(TOKEN, Date.now() + 600_000)}`;
+    const good = `tollgate_session=${sessionCookie(TOKEN, Date.now() + 600_000, "203.0.113.50")}`;
     let res = await tg.fetch(`${base}/ui/keys`, {
       ip: "203.0.113.50",
       method: "POST",
@@ -263,7 +266,7 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
 
 test("rotating the token ends every session", { timeout: 120_000 }, async () => {
   const persist = tempDir();
-  const cookie = `tollgate_session=${sessionCookie(TOKEN, Date.now() + 600_000)}`;
+  const cookie = `tollgate_session=${sessionCookie(TOKEN, Date.now() + 600_000, "203.0.113.7")}`;
   let tg = await startTollgate({ config: CONFIG, persist, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN } });
   try {
     const res = await tg.fetch("/.tollgate/ui/rules", { headers: { cookie } });

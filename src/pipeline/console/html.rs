@@ -120,7 +120,19 @@ pub fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answer: Opt
         Some(Err(problem)) => problem.status,
         _ => 200,
     };
-    html(status, document(&route.prefix, title, Some(csrf), &format!("{error}{content}")))
+    let banner = if route.short_token { short_token_banner() } else { String::new() };
+    html(status, document(&route.prefix, title, Some(csrf), &format!("{banner}{error}{content}")))
+}
+
+/// The banner of every signed-in page while the admin token is short
+/// ([`crate::pipeline::admin::short_token_event`] says why).
+fn short_token_banner() -> String {
+    format!(
+        "<p class=\"err\" id=\"short-token\">The admin token is shorter than {} characters: ten wrong tokens from your \
+address (or its IPv6 /64) lock the API and the sign-in out there for 15 minutes, and a short token can be guessed. \
+Set a long one: <code>openssl rand -hex 32 | wrangler secret put TOLLGATE_ADMIN_TOKEN</code>.</p>",
+        crate::pipeline::admin::TOKEN_PASSES_LOCKOUT_CHARS
+    )
 }
 
 /// A JSON value as short text: strings as they are, `null` as `-`.

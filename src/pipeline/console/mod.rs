@@ -73,7 +73,7 @@ impl Page {
 
 /// The console page at `canonical_path` for `method`, if it is one.
 pub fn page(prefix: &str, canonical_path: &str, method: &str) -> Option<Page> {
-    let rest = canonical_path.strip_prefix(prefix)?;
+    let rest = crate::request::canon::under_prefix(prefix, canonical_path)?;
     let post = method.eq_ignore_ascii_case("POST");
     let get = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
     Some(match (rest, get, post) {
@@ -95,8 +95,9 @@ pub fn page(prefix: &str, canonical_path: &str, method: &str) -> Option<Page> {
 pub enum Auth {
     /// The style sheet: no session needed.
     Public,
-    /// A valid session, and its CSRF token for the page's forms.
-    Session { csrf: String },
+    /// A valid session (unless signed out since: the admin flow asks), its
+    /// end and its CSRF token for the page's forms.
+    Session { csrf: String, end_ms: i64 },
     /// The right token in the sign-in form: the session cookie to set.
     SignedIn { cookie: String },
     /// A wrong token in the sign-in form (counted by the lockout).
@@ -128,6 +129,10 @@ pub struct ConsoleRoute<R> {
     /// The raw key parts the operator typed on the Keys page, to fill its
     /// forms again (`name`, `value`).
     pub typed: Vec<(String, String)>,
+    /// The admin token is shorter than the lockout's bar
+    /// ([`TOKEN_PASSES_LOCKOUT_CHARS`](crate::pipeline::admin::TOKEN_PASSES_LOCKOUT_CHARS)):
+    /// every page says so.
+    pub short_token: bool,
 }
 
 #[cfg(test)]
@@ -143,6 +148,7 @@ mod tests {
         assert_eq!(page("/.tollgate", "/.tollgate/ui/signin", "GET"), None);
         assert_eq!(page("/.tollgate", "/.tollgate/status", "GET"), None, "the API's own paths are not pages");
         assert_eq!(page("/.tollgate", "/.tollgate/", "POST"), None);
+        assert_eq!(page("/.tollgate", "/.TOLLGATE/ui/keys", "GET"), Some(Page::Keys), "the prefix in any case");
         assert!(Page::KeysAction.changes_state() && !Page::Keys.changes_state());
     }
 }

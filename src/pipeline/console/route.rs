@@ -25,25 +25,29 @@ pub struct ConsoleRequest<'a> {
     pub query: &'a CanonicalQuery,
     pub form: Option<&'a CanonicalQuery>,
     pub log_key: Option<&'a [u8]>,
+    /// The client as the admin lockout keys it: a session is bound to it.
+    pub client: &'a str,
     pub now_ms: i64,
 }
 
 /// The console route of `page` under the configured `token`, and whether
-/// the lockout counter is asked: a wrong sign-in is counted; a signed-in
-/// request is checked as an authorized API request is (unless the token
-/// is long enough to pass the lockout); a page shown signed out, a forged
-/// post and the style sheet ask nothing.
+/// the lockout counter is asked: a wrong sign-in is counted; the right one
+/// is checked as an authorized API request is (unless the token is long
+/// enough to pass the lockout); a session asks nothing (issue 35: its MAC
+/// is no guess, so a neighbour's wrong tokens cannot shut it out), nor do
+/// a page shown signed out, a forged post and the style sheet.
 pub fn plan<'c>(config: &'c Config, page: Page, token: &str, req: &ConsoleRequest<'_>) -> (ConsoleRoute<AdminRoute<'c>>, bool) {
     let auth = auth(page, token, req);
     let binds = match &auth {
         Auth::WrongToken => true,
-        Auth::Session { .. } | Auth::SignedIn { .. } => !admin::token_passes_lockout(token),
-        Auth::Public | Auth::SignedOut { .. } | Auth::Forged => false,
+        Auth::SignedIn { .. } => !admin::token_passes_lockout(token),
+        Auth::Session { .. } | Auth::Public | Auth::SignedOut { .. } | Auth::Forged => false,
     };
     let params = req.form.unwrap_or(req.query);
     let typed = typed_parts(config, params);
     let inner = if auth.authorized() { inner(config, page, params, req.log_key) } else { None };
-    let route = ConsoleRoute { page, auth, prefix: config.admin_prefix.clone(), inner, typed };
+    let short_token = !admin::token_passes_lockout(token);
+    let route = ConsoleRoute { page, auth, prefix: config.admin_prefix.clone(), inner, typed, short_token };
     (route, binds)
 }
 
@@ -56,19 +60,19 @@ fn auth(page: Page, token: &str, req: &ConsoleRequest<'_>) -> Auth {
         Page::SignIn => {
             let presented = field("token").unwrap_or("");
             return if admin::token_matches(token, Some(&format!("Bearer {presented}"))) {
-                Auth::SignedIn { cookie: session::issue(token, req.now_ms) }
+                Auth::SignedIn { cookie: session::issue(token, req.now_ms, req.client) }
             } else {
                 Auth::WrongToken
             };
         }
         _ => {}
     }
-    match session::verify(token, req.cookie, req.now_ms) {
+    match session::verify(token, req.cookie, req.client, req.now_ms) {
         Session::Valid { end_ms } => {
             if page.changes_state() && !(same_site && session::csrf_holds(token, end_ms, field("csrf"))) {
                 Auth::Forged
             } else {
-                Auth::Session { csrf: session::csrf_token(token, end_ms) }
+                Auth::Session { csrf: session::csrf_token(token, end_ms), end_ms }
             }
         }
         Session::Expired => Auth::SignedOut { expired: true },
@@ -164,6 +168,7 @@ mod tests {
             query: &query,
             form: form.as_ref(),
             log_key: None,
+            client: "ip=203.0.113.7",
             now_ms: 10_000,
         };
         let (route, binds) = plan(&config, page, TOKEN, &req);
@@ -177,18 +182,21 @@ mod tests {
         assert_eq!((auth, binds), (Auth::WrongToken, true));
         let (auth, binds, _) = plan_of(Page::SignIn, None, Some("token=short%20token"), Some("same-origin"));
         assert!(matches!(auth, Auth::SignedIn { .. }), "{auth:?}");
-        assert!(binds, "a short token keeps the lockout's check");
+        assert!(binds, "a short token keeps the lockout's check at sign-in");
         let (auth, binds, _) = plan_of(Page::SignIn, None, Some("token=short%20token"), Some("cross-site"));
         assert_eq!((auth, binds), (Auth::Forged, false), "a cross-site sign-in is not even counted");
     }
 
     #[test]
     fn a_session_shows_pages_and_a_post_needs_its_csrf_token() {
-        let cookie = format!("{}={}", session::COOKIE, session::issue(TOKEN, 9_000));
-        let (auth, _, inner) = plan_of(Page::Rules, Some(&cookie), None, None);
+        let cookie = format!("{}={}", session::COOKIE, session::issue(TOKEN, 9_000, "ip=203.0.113.7"));
+        let (auth, binds, inner) = plan_of(Page::Rules, Some(&cookie), None, None);
         assert!(matches!(auth, Auth::Session { .. }));
+        assert!(!binds, "a session is not subject to the wrong-token lockout, even under a short token");
+        let elsewhere = format!("{}={}", session::COOKIE, session::issue(TOKEN, 9_000, "ip=198.51.100.1"));
+        assert_eq!(plan_of(Page::Rules, Some(&elsewhere), None, None).0, Auth::SignedOut { expired: false }, "bound to the client");
         assert_eq!(inner.as_deref(), Some("Rules"));
-        let Auth::Session { csrf } = auth else { unreachable!() };
+        let Auth::Session { csrf, .. } = auth else { unreachable!() };
         let form = format!("do=ban&rule=a&ip=198.51.100.7&for=10m&reason=abuse&csrf={csrf}");
         let (auth, _, inner) = plan_of(Page::KeysAction, Some(&cookie), Some(&form), Some("same-origin"));
         assert!(matches!(auth, Auth::Session { .. }));
@@ -199,7 +207,7 @@ mod tests {
         assert_eq!(auth, Auth::Forged, "the right CSRF token from another site");
         let (auth, binds, inner) = plan_of(Page::Controls, None, None, None);
         assert_eq!((auth, binds, inner), (Auth::SignedOut { expired: false }, false, None));
-        let ended = format!("{}={}", session::COOKIE, session::issue(TOKEN, 10_000 - session::SESSION_MS));
+        let ended = format!("{}={}", session::COOKIE, session::issue(TOKEN, 10_000 - session::SESSION_MS, "ip=203.0.113.7"));
         assert_eq!(plan_of(Page::Rules, Some(&ended), None, None).0, Auth::SignedOut { expired: true });
     }
 }

@@ -1,14 +1,22 @@
 //! Console sessions and CSRF tokens, pure (issue 28).
 //!
-//! Signing in with the admin token sets one cookie, [`COOKIE`]: `v1.<end>.<MAC>`,
+//! Signing in with the admin token sets one cookie, [`COOKIE`]: `v2.<end>.<MAC>`,
 //! the end in Unix ms ([`SESSION_MS`] after sign-in) and the MAC an
-//! HMAC-SHA256 of `session.<end>` under a key derived from the token
-//! ([`session_key`]). Nothing is stored: a cookie is valid while its MAC
-//! holds and its end has not passed, so rotating the token ends every
-//! session at once (the key changes), and a cookie cannot be stretched
-//! (the end is under the MAC). The cookie is `HttpOnly`, `Secure`,
-//! `SameSite=Strict` and scoped to the admin prefix, so it is never sent
-//! to the origin, and a cross-site form post arrives without it.
+//! HMAC-SHA256 of `session.<end>.<client>` under a key derived from the
+//! token ([`session_key`]); `<client>` is the client as the admin lockout
+//! keys it (`ip=203.0.113.7`, an IPv6 address by its /64), so a cookie
+//! copied to another address is no session there (issue 35; a client
+//! whose address changes signs in again). A cookie is valid while its MAC
+//! holds, its end has not passed and it was issued after the last sign-out
+//! ([`revoked`]): rotating the token ends every session at once (the key
+//! changes), a cookie cannot be stretched (the end is under the MAC), and
+//! signing out ends every session issued until then (the admin flow keeps
+//! the time in the controls registry's object). The cookie is `HttpOnly`,
+//! `Secure`, `SameSite=Strict` and scoped to the admin prefix; a browser
+//! scopes it by the raw path, so it also comes with
+//! `/.tollgate/..%2fapp` spellings: those are answered by tollgate, and
+//! the cookie is taken out of every request forwarded
+//! ([`without_session`]). A cross-site form post arrives without it.
 //!
 //! Every state-changing form carries [`csrf_token`]: the HMAC of
 //! `csrf.<end>` under the same key, bound to the one session; a post
@@ -32,16 +40,34 @@ fn mac(token: &str, what: &str, end_ms: i64) -> String {
     hex(&hmac_sha256(&session_key(token), format!("{what}.{end_ms}").as_bytes()))
 }
 
-/// The cookie value of a session signed in at `now_ms`.
-pub fn issue(token: &str, now_ms: i64) -> String {
+fn session_mac(token: &str, end_ms: i64, client: &str) -> String {
+    hex(&hmac_sha256(&session_key(token), format!("session.{end_ms}.{client}").as_bytes()))
+}
+
+/// The cookie value of a session signed in at `now_ms` by `client` (the
+/// lockout's key of the client).
+pub fn issue(token: &str, now_ms: i64, client: &str) -> String {
     let end = now_ms.saturating_add(SESSION_MS);
-    format!("v1.{end}.{}", mac(token, "session", end))
+    format!("v2.{end}.{}", session_mac(token, end, client))
+}
+
+/// When a session ending at `end_ms` was issued.
+pub fn issued_ms(end_ms: i64) -> i64 {
+    end_ms.saturating_sub(SESSION_MS)
+}
+
+/// Whether the session ending at `end_ms` was signed out: issued at or
+/// before the last sign-out (`signed_out_ms`, `None`: none within a
+/// session's length).
+pub fn revoked(end_ms: i64, signed_out_ms: Option<i64>) -> bool {
+    signed_out_ms.is_some_and(|at| issued_ms(end_ms) <= at)
 }
 
 /// What a request's cookie says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Session {
-    /// A valid session, ending then (Unix ms).
+    /// A valid session (unless signed out since: [`revoked`]), ending then
+    /// (Unix ms).
     Valid { end_ms: i64 },
     /// A well-signed session that has ended.
     Expired,
@@ -49,14 +75,15 @@ pub enum Session {
     None,
 }
 
-/// Checks the session cookie in `cookie_header` (the `Cookie` field) at
-/// `now_ms`. An end further ahead than [`SESSION_MS`] is refused too.
-pub fn verify(token: &str, cookie_header: Option<&str>, now_ms: i64) -> Session {
+/// Checks the session cookie in `cookie_header` (the `Cookie` field) of
+/// `client` at `now_ms`. An end further ahead than [`SESSION_MS`] is
+/// refused too, and so is a `v1` cookie (not bound to a client).
+pub fn verify(token: &str, cookie_header: Option<&str>, client: &str, now_ms: i64) -> Session {
     let Some(value) = cookie_header.and_then(|h| cookie_value(h, COOKIE)) else { return Session::None };
     let mut parts = value.splitn(3, '.');
-    let (Some("v1"), Some(end), Some(presented)) = (parts.next(), parts.next(), parts.next()) else { return Session::None };
+    let (Some("v2"), Some(end), Some(presented)) = (parts.next(), parts.next(), parts.next()) else { return Session::None };
     let Ok(end_ms) = end.parse::<i64>() else { return Session::None };
-    if token.trim().is_empty() || !same_bytes(mac(token, "session", end_ms).as_bytes(), presented.as_bytes()) {
+    if token.trim().is_empty() || !same_bytes(session_mac(token, end_ms, client).as_bytes(), presented.as_bytes()) {
         return Session::None;
     }
     if end_ms <= now_ms {
@@ -87,6 +114,59 @@ pub fn set_cookie(value: Option<&str>, path: &str) -> String {
     }
 }
 
+/// What becomes of a `Cookie` field once the session cookie is taken out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CookieRewrite {
+    /// No session cookie in it: as it came.
+    Keep,
+    /// Nothing but session cookies: the field goes.
+    Remove,
+    /// The other cookies, each byte as it came, with their separators.
+    Set(String),
+}
+
+/// The `Cookie` field without any [`COOKIE`] pair (issue 35). Pairs are
+/// separated by `;`; a `,` also ends a pair when a session cookie is on
+/// either side of it (a field sent twice, joined by `", "`; a session's
+/// value holds no `,`). Every other byte stays: a
+/// kept pair keeps the separator and spaces before it, the first kept pair
+/// loses only its leading spaces.
+pub fn without_session(header: &str) -> CookieRewrite {
+    if !header.contains(COOKIE) {
+        return CookieRewrite::Keep;
+    }
+    let ours = |piece: &str| piece.split_once('=').is_some_and(|(name, _)| name.trim() == COOKIE);
+    // (the separator before the piece, the piece)
+    let mut pieces: Vec<(Option<char>, &str)> = Vec::new();
+    let (mut start, mut sep) = (0, None);
+    for (at, c) in header.char_indices() {
+        let ends = c == ';'
+            || (c == ',' && (ours(&header[start..at]) || ours(header[at + 1..].trim_start().split([';', ',']).next().unwrap_or(""))));
+        if ends {
+            pieces.push((sep, &header[start..at]));
+            (start, sep) = (at + 1, Some(c));
+        }
+    }
+    pieces.push((sep, &header[start..]));
+    let kept: Vec<&(Option<char>, &str)> = pieces.iter().filter(|(_, piece)| !ours(piece)).collect();
+    if kept.len() == pieces.len() {
+        return CookieRewrite::Keep;
+    }
+    if kept.iter().all(|(_, piece)| piece.trim().is_empty()) {
+        return CookieRewrite::Remove;
+    }
+    let mut out = String::with_capacity(header.len());
+    for (i, (sep, piece)) in kept.iter().enumerate() {
+        if i == 0 {
+            out.push_str(piece.trim_start());
+        } else {
+            out.push(sep.unwrap_or(';'));
+            out.push_str(piece);
+        }
+    }
+    CookieRewrite::Set(out)
+}
+
 /// A cookie's value from a `Cookie` field (`a=1; b=2`); the first of that name.
 fn cookie_value<'h>(header: &'h str, name: &str) -> Option<&'h str> {
     header.split(';').filter_map(|pair| pair.trim().split_once('=')).find(|(n, _)| *n == name).map(|(_, v)| v.trim())
@@ -106,6 +186,7 @@ mod tests {
     use super::*;
 
     const TOKEN: &str = "a console token";
+    const CLIENT: &str = "ip=203.0.113.7";
 
     fn cookie(value: &str) -> String {
         format!("other=1; {COOKIE}={value}")
@@ -113,27 +194,59 @@ mod tests {
 
     #[test]
     fn a_session_holds_until_its_end_and_not_under_another_token() {
-        let value = issue(TOKEN, 1_000);
+        let value = issue(TOKEN, 1_000, CLIENT);
         let end_ms = 1_000 + SESSION_MS;
-        assert_eq!(verify(TOKEN, Some(&cookie(&value)), 2_000), Session::Valid { end_ms });
-        assert_eq!(verify(&format!(" {TOKEN}\n"), Some(&cookie(&value)), 2_000), Session::Valid { end_ms }, "the token is trimmed");
-        assert_eq!(verify(TOKEN, Some(&cookie(&value)), end_ms), Session::Expired);
-        assert_eq!(verify("the rotated token", Some(&cookie(&value)), 2_000), Session::None, "rotating the token ends it");
-        assert_eq!(verify(TOKEN, None, 2_000), Session::None);
+        assert_eq!(verify(TOKEN, Some(&cookie(&value)), CLIENT, 2_000), Session::Valid { end_ms });
+        assert_eq!(verify(&format!(" {TOKEN}\n"), Some(&cookie(&value)), CLIENT, 2_000), Session::Valid { end_ms }, "the token is trimmed");
+        assert_eq!(verify(TOKEN, Some(&cookie(&value)), CLIENT, end_ms), Session::Expired);
+        assert_eq!(verify("the rotated token", Some(&cookie(&value)), CLIENT, 2_000), Session::None, "rotating the token ends it");
+        assert_eq!(verify(TOKEN, None, CLIENT, 2_000), Session::None);
+        assert_eq!(verify(TOKEN, Some(&cookie(&value)), "ip=198.51.100.1", 2_000), Session::None, "a cookie copied to another address");
+        let v1 = format!("v1.{end_ms}.{}", mac(TOKEN, "session", end_ms));
+        assert_eq!(verify(TOKEN, Some(&cookie(&v1)), CLIENT, 2_000), Session::None, "v1 was bound to no client");
     }
 
     #[test]
     fn a_forged_or_stretched_session_is_refused() {
-        let value = issue(TOKEN, 1_000);
+        let value = issue(TOKEN, 1_000, CLIENT);
         let (_, mac) = value.rsplit_once('.').unwrap();
-        let stretched = format!("v1.{}.{mac}", 1_000 + 10 * SESSION_MS);
-        assert_eq!(verify(TOKEN, Some(&cookie(&stretched)), 2_000), Session::None, "the end is under the MAC");
-        let far = issue(TOKEN, 1_000 + 5 * SESSION_MS);
-        assert_eq!(verify(TOKEN, Some(&cookie(&far)), 2_000), Session::None, "no end beyond one session ahead");
-        for bad in ["", "v1", "v1.x.y", "v2.1.2", "v1.3600999."] {
-            assert_eq!(verify(TOKEN, Some(&cookie(bad)), 2_000), Session::None, "{bad:?}");
+        let stretched = format!("v2.{}.{mac}", 1_000 + 10 * SESSION_MS);
+        assert_eq!(verify(TOKEN, Some(&cookie(&stretched)), CLIENT, 2_000), Session::None, "the end is under the MAC");
+        let far = issue(TOKEN, 1_000 + 5 * SESSION_MS, CLIENT);
+        assert_eq!(verify(TOKEN, Some(&cookie(&far)), CLIENT, 2_000), Session::None, "no end beyond one session ahead");
+        for bad in ["", "v1", "v2.x.y", "v3.1.2", "v2.3600999."] {
+            assert_eq!(verify(TOKEN, Some(&cookie(bad)), CLIENT, 2_000), Session::None, "{bad:?}");
         }
-        assert_eq!(verify("", Some(&cookie(&issue("", 1_000))), 2_000), Session::None, "no empty token");
+        assert_eq!(verify("", Some(&cookie(&issue("", 1_000, CLIENT))), CLIENT, 2_000), Session::None, "no empty token");
+    }
+
+    #[test]
+    fn a_sign_out_ends_every_session_issued_until_then() {
+        let end = 1_000 + SESSION_MS;
+        assert!(!revoked(end, None));
+        assert!(revoked(end, Some(1_000)), "issued at the sign-out's millisecond");
+        assert!(revoked(end, Some(5_000)));
+        assert!(!revoked(end, Some(999)), "signed in after the sign-out");
+    }
+
+    #[test]
+    fn the_session_cookie_is_taken_out_and_every_other_byte_kept() {
+        let s = "tollgate_session=v2.1.ab";
+        assert_eq!(without_session("a=1; b=2"), CookieRewrite::Keep);
+        assert_eq!(without_session(s), CookieRewrite::Remove);
+        assert_eq!(without_session(&format!("{s}; {s}")), CookieRewrite::Remove, "two paths, two pairs");
+        for (header, kept) in [
+            (format!("a=1; {s}; b=2"), "a=1; b=2"),
+            (format!("{s}; a=1;b=\"x y\""), "a=1;b=\"x y\""),
+            (format!("a=1;{s}"), "a=1"),
+            (format!("a=1, {s}"), "a=1"),
+            (format!("{s}, a=1; c=x,y"), "a=1; c=x,y"),
+            (format!("my_tollgate_session=1; {s}; tollgate_session2=3"), "my_tollgate_session=1; tollgate_session2=3"),
+            (format!("a=1; {s} ; b=2"), "a=1; b=2"),
+        ] {
+            assert_eq!(without_session(&header), CookieRewrite::Set(kept.to_string()), "{header}");
+        }
+        assert_eq!(without_session("x=tollgate_session"), CookieRewrite::Keep, "a value that names it is not it");
     }
 
     #[test]
