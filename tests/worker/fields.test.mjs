@@ -146,6 +146,7 @@ test("a concurrency refusal states the slots: its own policy (qu=\"concurrent-re
   return withTollgate({ origin, config: cfg }, async (tg) => {
     const headers = { "x-tenant": "acme" };
     const first = tg.fetch("/slow", { headers });
+    first.catch(() => {}); // awaited below, unless an assertion fails first
     try {
       for (let i = 0; i < 500 && state.inFlight === 0; i++) await sleep(10);
       assert.equal(state.inFlight, 1, "the first request holds the slot at the origin");
