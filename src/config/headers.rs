@@ -54,6 +54,7 @@ pub struct Policies<'a> {
     pub concurrency: Option<u32>,
 }
 
+#[cfg(test)]
 impl<'a> Policies<'a> {
     /// A rule counting requests, without slots.
     pub fn of_requests(rule: &'a str) -> Policies<'a> {
