@@ -37,8 +37,21 @@ impl Usage {
     /// number clamped to `[0, max]` (a negative one is 0, one too large for
     /// any integer is `max`); `None` when the header is missing or is not
     /// a whole number (the reservation is then committed at `reserve`).
+    ///
+    /// A header the origin sent more than once reaches tollgate combined,
+    /// `50, 50` (RFC 9110 §5.3): each member is read as above, and the
+    /// largest is committed (the one value when they agree; when they
+    /// differ, none is known to be the true one, and the largest never
+    /// charges less than the origin reported: towards blocking). Any
+    /// member that is not a whole number makes the whole header malformed.
+    /// Issue 35: `50, 50` was committed at `reserve`.
     pub fn units(&self, value: Option<&str>) -> Option<u32> {
-        let text = value?.trim();
+        value?.split(',').map(|member| self.member_units(member)).try_fold(0, |most, units| Some(most.max(units?)))
+    }
+
+    /// One member of the header's value, as [`Usage::units`] reads it.
+    fn member_units(&self, member: &str) -> Option<u32> {
+        let text = member.trim();
         let (negative, digits) = match text.strip_prefix('-') {
             Some(rest) => (true, rest),
             None => (false, text.strip_prefix('+').unwrap_or(text)),
@@ -76,6 +89,27 @@ mod tests {
             (None, None),
         ] {
             assert_eq!(usage.units(value), units, "{value:?}");
+        }
+    }
+
+    /// Issue 35: a usage header sent twice (`50`, `50`) reached tollgate
+    /// as `50, 50` and was committed at `reserve`.
+    #[test]
+    fn a_header_sent_twice_commits_its_largest_value() {
+        let usage = Usage { header: "x-usage".into(), reserve: 100, max: 3_000, expose: false };
+        for (value, units) in [
+            ("50, 50", Some(50)),
+            ("50,50,50", Some(50)),
+            ("50, 70", Some(70)),
+            ("70, 50", Some(70)),
+            ("-5, 20", Some(20)),
+            ("10, 99999", Some(3_000)),
+            ("50, ", None),
+            (", 50", None),
+            ("50, ten", None),
+            (",", None),
+        ] {
+            assert_eq!(usage.units(Some(value)), units, "{value:?}");
         }
     }
 }

@@ -2,10 +2,36 @@
 //!
 //! - `Retry-After` (RFC 9110 §10.2.3) as an integer of seconds, rounded up.
 //! - `RateLimit-Policy` and `RateLimit` as Structured Fields (RFC 9651
-//!   Lists of Items), following draft-ietf-httpapi-ratelimit-headers-11:
+//!   Lists of Items), following draft-ietf-httpapi-ratelimit-headers-11
+//!   (23 May 2026, the newest revision published when this was written;
+//!   §3 the policy item: `q` required, `qu` the quota unit, `w` whole
+//!   seconds; §4 the service limit item: `r` required, `t` optional):
 //!   `RateLimit-Policy: "heavy-example";q=10;w=60` and
 //!   `RateLimit: "heavy-example";r=0;t=42`.
 //! - The 429 / 503 body as RFC 9457 `application/problem+json`.
+//!
+//! Every field states what decided ([`rate_fields`]):
+//! - **Names are unique by construction.** A rule with one window is
+//!   named by the rule; each window of a rule with several is
+//!   `rule/60s` (`rule/500ms` for one not whole seconds, `rule/60s/2` for
+//!   the second of two equal windows); its `concurrency` is
+//!   `rule/concurrency`. A rule name never holds a `/` (`A-Z a-z 0-9 - _ .`),
+//!   and rule names are unique, so no two items of a response share a name,
+//!   whatever the config or a runtime override says.
+//! - **Units** (§3.1.2): a usage rule's quota is in the units its origin
+//!   reports, not requests (the draft's default), so its items carry
+//!   `qu` = the usage header's name (`qu="x-tokens"`). The draft's registry
+//!   has only `requests`, `content-bytes` and `concurrent-requests`; a
+//!   client that knows no other must not read such a `q` as requests.
+//! - **Concurrency** (§3.1.2 `concurrent-requests`): a rule's slots are a
+//!   policy of their own, `"rule/concurrency";q=N;qu="concurrent-requests"`
+//!   (no window: slots are not counted over time). A refusal owed to the
+//!   slots reports that policy, `r=0` (no slot free) and no `t`: a slot is
+//!   back when a request in flight ends, which no one can foresee.
+//! - **Windows** (§3.1.3): `w` is a whole number of seconds and the draft
+//!   supports no sub-second precision: a window that is not whole seconds
+//!   (`500ms`, `1500ms`) is stated without `w` rather than rounded (`w=1`
+//!   for 500 ms would claim half the rate the limiter allows).
 
 use crate::count::protocol::WireWindow;
 use serde_json::json;
@@ -15,59 +41,112 @@ pub fn seconds_ceil(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
 
-/// The policy name of one window: the rule's name when it has a single
-/// window, else the rule's name and the window length (`login-900s`, or
-/// `burst-500ms` for a window that is not whole seconds), so every item of
-/// `RateLimit-Policy` has a distinct name.
-pub fn policy_name(rule: &str, window_ms: u64, windows: usize) -> String {
-    if windows <= 1 {
-        rule.to_string()
-    } else if window_ms.is_multiple_of(1000) {
-        format!("{rule}-{}s", window_ms / 1000)
-    } else {
-        format!("{rule}-{window_ms}ms")
+/// What a rule's `RateLimit` items state besides its windows: the name,
+/// the unit of its quota, its slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policies<'a> {
+    /// The rule's name (`A-Z a-z 0-9 - _ .`, or tollgate's own `:` names).
+    pub rule: &'a str,
+    /// A usage rule's header, the unit its quota counts (`qu`); `None`:
+    /// requests, the draft's default.
+    pub unit: Option<&'a str>,
+    /// The rule's `concurrency`: a `concurrent-requests` policy of its own.
+    pub concurrency: Option<u32>,
+}
+
+#[cfg(test)]
+impl<'a> Policies<'a> {
+    /// A rule counting requests, without slots.
+    pub fn of_requests(rule: &'a str) -> Policies<'a> {
+        Policies { rule, unit: None, concurrency: None }
     }
 }
 
-/// `RateLimit-Policy` items, one per window: quota `q` and window `w` in
-/// seconds.
-pub fn ratelimit_policy(rule: &str, windows: &[WireWindow]) -> Vec<String> {
-    windows
-        .iter()
-        .map(|w| {
-            format!(
-                "\"{}\";q={};w={}",
-                policy_name(rule, w.window_ms, windows.len()),
-                w.limit,
-                seconds_ceil(w.window_ms)
-            )
-        })
-        .collect()
+/// What the `RateLimit` item reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// Not refused: the most constraining window (least remaining, then
+    /// latest reset), `t` until it grows.
+    Allowed,
+    /// Refused by the window at `index` (a ban or a penalty names window
+    /// 0, or the one the penalty followed): `r` is that window's, `t` the
+    /// wait (`Retry-After`'s).
+    Window { index: usize, retry_after_ms: u64 },
+    /// Refused because every slot is taken (`concurrency`): the slots'
+    /// policy, `r=0`, no `t`.
+    NoSlot,
 }
 
-/// The `RateLimit` item of one window: `r` remaining units, `t` seconds
-/// until they grow. For a blocked request pass the binding window's index
-/// and the retry-after, which becomes `t`; otherwise the most constraining
-/// window (least remaining, then latest reset) is reported.
-pub fn ratelimit(
-    rule: &str,
-    windows: &[WireWindow],
-    blocked: Option<(usize, u64)>,
-) -> Option<String> {
-    let retry_after_ms = blocked.map(|(_, ms)| ms);
-    let tightest = match blocked.and_then(|(index, _)| windows.get(index)) {
-        Some(binding) => binding,
-        None => windows
-            .iter()
-            .min_by(|a, b| a.remaining.cmp(&b.remaining).then(b.reset_ms.cmp(&a.reset_ms)))?,
+/// The name of the window at `index` of `windows`: the rule's when it has
+/// one, else `rule/60s` (`rule/500ms` when not whole seconds; `rule/60s/2`
+/// for the second window of the same length), unique as the module says.
+pub fn policy_name(rule: &str, windows: &[WireWindow], index: usize) -> String {
+    let Some(window) = windows.get(index).filter(|_| windows.len() > 1) else {
+        return rule.to_string();
     };
-    let t = seconds_ceil(retry_after_ms.unwrap_or(tightest.reset_ms));
-    Some(format!(
-        "\"{}\";r={};t={}",
-        policy_name(rule, tightest.window_ms, windows.len()),
-        tightest.remaining,
-        t
-    ))
+    let ms = window.window_ms;
+    let length = if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{ms}ms") };
+    match windows[..index].iter().filter(|w| w.window_ms == ms).count() {
+        0 => format!("{rule}/{length}"),
+        earlier => format!("{rule}/{length}/{}", earlier + 1),
+    }
+}
+
+/// The name of a rule's `concurrency` policy.
+pub fn concurrency_name(rule: &str) -> String {
+    format!("{rule}/concurrency")
+}
+
+/// `text` as an RFC 9651 String (§3.3.3): quoted, `"` and `\` escaped.
+/// Rule and header names hold neither, and only printable ASCII.
+fn sf_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars().filter(|c| (' '..='~').contains(c)) {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// `RateLimit-Policy` items: one per window (quota `q`, the unit `qu` of a
+/// usage rule, window `w` in whole seconds, none when not whole), then the
+/// slots of a `concurrency` rule.
+pub fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) -> Vec<String> {
+    let unit = policies.unit.map(|u| format!(";qu={}", sf_string(u))).unwrap_or_default();
+    let per_window = windows.iter().enumerate().map(|(i, w)| {
+        let seconds = if w.window_ms.is_multiple_of(1000) && w.window_ms > 0 { format!(";w={}", w.window_ms / 1000) } else { String::new() };
+        format!("{};q={}{unit}{seconds}", sf_string(&policy_name(policies.rule, windows, i)), w.limit)
+    });
+    let slots = policies.concurrency.map(|n| format!("{};q={n};qu=\"concurrent-requests\"", sf_string(&concurrency_name(policies.rule))));
+    per_window.chain(slots).collect()
+}
+
+/// The `RateLimit` item ([`Report`] says which): `r` the units remaining,
+/// `t` the seconds (rounded up) until they grow; for a refusal owed to
+/// slots, `r=0` of the slots' policy and no `t`.
+pub fn ratelimit(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Option<String> {
+    let (index, retry_after_ms) = match report {
+        Report::NoSlot => return Some(format!("{};r=0", sf_string(&concurrency_name(policies.rule)))),
+        Report::Window { index, retry_after_ms } if index < windows.len() => (index, Some(retry_after_ms)),
+        Report::Window { retry_after_ms, .. } => (tightest(windows)?, Some(retry_after_ms)),
+        Report::Allowed => (tightest(windows)?, None),
+    };
+    let window = windows.get(index)?;
+    let t = seconds_ceil(retry_after_ms.unwrap_or(window.reset_ms));
+    Some(format!("{};r={};t={t}", sf_string(&policy_name(policies.rule, windows, index)), window.remaining))
+}
+
+/// The index of the most constraining window: least remaining, then the
+/// latest reset.
+fn tightest(windows: &[WireWindow]) -> Option<usize> {
+    (0..windows.len()).min_by(|&a, &b| {
+        let (a, b) = (&windows[a], &windows[b]);
+        a.remaining.cmp(&b.remaining).then(b.reset_ms.cmp(&a.reset_ms))
+    })
 }
 
 /// The RFC 9457 body of any other error tollgate answers itself.
@@ -107,11 +186,16 @@ impl OwnResponse {
     }
 }
 
-/// `RateLimit-Policy` and `RateLimit` for one rule's windows; `blocked` as
-/// in [`ratelimit`].
-pub fn rate_fields(rule: &str, windows: &[WireWindow], blocked: Option<(usize, u64)>) -> Vec<(String, String)> {
-    let mut out = vec![("ratelimit-policy".to_string(), ratelimit_policy(rule, windows).join(", "))];
-    if let Some(value) = ratelimit(rule, windows, blocked) {
+/// `RateLimit-Policy` and `RateLimit` for one rule's windows, as
+/// [`Report`] says; no `RateLimit-Policy` when it would be empty (the
+/// draft's list is non-empty).
+pub fn rate_fields(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Vec<(String, String)> {
+    let mut out = Vec::with_capacity(2);
+    let items = ratelimit_policy(policies, windows);
+    if !items.is_empty() {
+        out.push(("ratelimit-policy".to_string(), items.join(", ")));
+    }
+    if let Some(value) = ratelimit(policies, windows, report) {
         out.push(("ratelimit".to_string(), value));
     }
     out
@@ -125,29 +209,84 @@ mod tests {
         WireWindow { limit, window_ms, used: u64::from(limit) - remaining, remaining, reset_ms }
     }
 
+    fn plain(rule: &str) -> Policies<'_> {
+        Policies::of_requests(rule)
+    }
+
     #[test]
     fn exact_syntax_single_window() {
         let w = [window(10, 60_000, 0, 41_001)];
-        assert_eq!(ratelimit_policy("heavy-example", &w), ["\"heavy-example\";q=10;w=60"]);
-        assert_eq!(ratelimit("heavy-example", &w, None).unwrap(), "\"heavy-example\";r=0;t=42");
-        assert_eq!(ratelimit("heavy-example", &w, Some((0, 1))).unwrap(), "\"heavy-example\";r=0;t=1");
+        let p = plain("heavy-example");
+        assert_eq!(ratelimit_policy(&p, &w), ["\"heavy-example\";q=10;w=60"]);
+        assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"heavy-example\";r=0;t=42");
+        assert_eq!(ratelimit(&p, &w, Report::Window { index: 0, retry_after_ms: 1 }).unwrap(), "\"heavy-example\";r=0;t=1");
     }
 
     #[test]
     fn exact_syntax_several_windows() {
         let w = [window(3, 60_000, 2, 60_000), window(20, 3_600_000, 1, 10_000)];
-        assert_eq!(
-            ratelimit_policy("heavy", &w),
-            ["\"heavy-60s\";q=3;w=60", "\"heavy-3600s\";q=20;w=3600"]
-        );
-        assert_eq!(ratelimit("heavy", &w, None).unwrap(), "\"heavy-3600s\";r=1;t=10");
-        assert_eq!(ratelimit("heavy", &w, Some((0, 5_000))).unwrap(), "\"heavy-60s\";r=2;t=5");
+        let p = plain("heavy");
+        assert_eq!(ratelimit_policy(&p, &w), ["\"heavy/60s\";q=3;w=60", "\"heavy/3600s\";q=20;w=3600"]);
+        assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"heavy/3600s\";r=1;t=10");
+        assert_eq!(ratelimit(&p, &w, Report::Window { index: 0, retry_after_ms: 5_000 }).unwrap(), "\"heavy/60s\";r=2;t=5");
+        assert_eq!(ratelimit(&p, &w, Report::Window { index: 9, retry_after_ms: 5_000 }).unwrap(), "\"heavy/3600s\";r=1;t=5", "an index past the windows: the tightest");
+        assert_eq!(rate_fields(&p, &[], Report::Allowed), Vec::<(String, String)>::new(), "no empty list");
+    }
+
+    /// Issue 35: sub-second windows were stated as `w=1` (half the rate
+    /// the limiter allows for 500 ms); the draft has no sub-second `w`.
+    #[test]
+    fn a_window_that_is_not_whole_seconds_has_no_w() {
+        let w = [window(5, 500, 5, 0), window(8, 1_000, 8, 0), window(9, 1_500, 9, 0)];
+        assert_eq!(ratelimit_policy(&plain("burst"), &w), ["\"burst/500ms\";q=5", "\"burst/1s\";q=8;w=1", "\"burst/1500ms\";q=9"]);
+        assert_eq!(ratelimit_policy(&plain("one"), &w[..1]), ["\"one\";q=5"]);
+    }
+
+    /// Issue 35: `60s` and `1m` in one rule gave two `"dup-60s"`; a rule
+    /// named `api-60s` beside rule `api`'s 60 s window gave two `"api-60s"`.
+    #[test]
+    fn no_two_items_share_a_name() {
+        let dup = [window(10, 60_000, 10, 0), window(20, 60_000, 20, 0), window(30, 60_000, 30, 0)];
+        assert_eq!(ratelimit_policy(&plain("dup"), &dup), ["\"dup/60s\";q=10;w=60", "\"dup/60s/2\";q=20;w=60", "\"dup/60s/3\";q=30;w=60"]);
+        assert_eq!(ratelimit(&plain("dup"), &dup, Report::Window { index: 1, retry_after_ms: 1 }).unwrap(), "\"dup/60s/2\";r=20;t=1");
+        // Rule names are unique and hold no `/`: a derived name is never
+        // another rule's name, nor another rule's derived name.
+        let two = [window(1, 60_000, 1, 0), window(2, 3_600_000, 2, 0)];
+        let names = |rule: &str, w: &[WireWindow]| (0..w.len()).map(|i| policy_name(rule, w, i)).collect::<Vec<_>>();
+        let mut all = names("api", &two);
+        all.extend(names("api-60s", &two[..1]));
+        all.extend(names("api-60s", &two));
+        all.push(concurrency_name("api"));
+        all.push(concurrency_name("api-60s"));
+        let mut unique = all.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), all.len(), "{all:?}");
+    }
+
+    /// Issue 35: a usage rule's quota is in the origin's units.
+    #[test]
+    fn a_usage_rule_states_its_unit() {
+        let p = Policies { rule: "ai", unit: Some("x-tokens"), concurrency: None };
+        let w = [window(10_000, 86_400_000, 5_766, 1_000)];
+        assert_eq!(ratelimit_policy(&p, &w), ["\"ai\";q=10000;qu=\"x-tokens\";w=86400"]);
+        assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"ai\";r=5766;t=1");
+    }
+
+    /// Issue 35: a refusal by the slots named a window (`r=98`).
+    #[test]
+    fn the_slots_are_a_policy_of_their_own() {
+        let p = Policies { rule: "conc", unit: None, concurrency: Some(2) };
+        let w = [window(100, 60_000, 98, 30_000)];
+        let fields = rate_fields(&p, &w, Report::NoSlot);
+        assert_eq!(fields[0].1, "\"conc\";q=100;w=60, \"conc/concurrency\";q=2;qu=\"concurrent-requests\"");
+        assert_eq!(fields[1].1, "\"conc/concurrency\";r=0", "no slot free, no `t`");
+        assert_eq!(rate_fields(&p, &w, Report::Allowed)[1].1, "\"conc\";r=98;t=30", "allowed: the window");
     }
 
     #[test]
-    fn sub_second_windows_keep_distinct_names() {
-        let w = [window(5, 500, 5, 0), window(8, 1_000, 8, 0)];
-        assert_eq!(ratelimit_policy("burst", &w), ["\"burst-500ms\";q=5;w=1", "\"burst-1s\";q=8;w=1"]);
+    fn strings_are_escaped() {
+        assert_eq!(sf_string("a\"b\\c\u{1}é"), "\"a\\\"b\\\\c\"");
     }
 
     #[test]

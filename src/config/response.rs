@@ -19,8 +19,7 @@
 //! status; anything else (a browser's `text/html`, `*/*`, no `Accept`) gets
 //! the custom body. `Retry-After` and the `RateLimit` fields are on both.
 
-use crate::config::headers::{self, rate_fields, OwnResponse};
-use crate::count::protocol::WireWindow;
+use crate::config::headers::{self, OwnResponse};
 
 /// A rule's problem+json bodies (429 and 503), prepared once when the rule
 /// is compiled ([`crate::config::rules::Rule::compile`]): a block then only writes
@@ -242,17 +241,16 @@ fn prepare(body: &str) -> Vec<Piece> {
 }
 
 /// A block's response for `rule`: `Retry-After` in whole seconds (at
-/// least 1) and the rule's `RateLimit` fields (`windows`, the binding
-/// window `window`) always; the status and body the rule's `custom`
-/// response and the client's preference choose.
+/// least 1) and the rule's `RateLimit` fields (`fields`,
+/// [`headers::rate_fields`] of what refused) always; the status and body
+/// the rule's `custom` response and the client's preference choose.
 pub fn blocked(
     rule: &str,
     custom: Option<&CustomResponse>,
     problems: &Problems,
     prefers: Prefers,
     retry_after_ms: u64,
-    window: usize,
-    windows: &[WireWindow],
+    fields: Vec<(String, String)>,
 ) -> OwnResponse {
     let retry_after_s = headers::seconds_ceil(retry_after_ms).max(1);
     let status = custom.map_or(429, |c| c.status);
@@ -265,7 +263,7 @@ pub fn blocked(
         None => ("application/problem+json".to_string(), problems.body(status, retry_after_s)),
     };
     let mut out = vec![("content-type".to_string(), content_type), ("retry-after".to_string(), retry_after_s.to_string())];
-    out.extend(rate_fields(rule, windows, Some((window, retry_after_ms))));
+    out.extend(fields);
     OwnResponse { status, headers: out, body }
 }
 
@@ -334,25 +332,26 @@ mod tests {
 
     #[test]
     fn a_block_always_carries_retry_after_and_the_ratelimit_fields() {
-        let windows = [WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500 }];
+        let windows = [crate::count::protocol::WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500 }];
+        let fields = || headers::rate_fields(&headers::Policies::of_requests("api"), &windows, headers::Report::Window { index: 0, retry_after_ms: 1_500 });
         let page = CustomResponse::new(503, Some("text/plain".into()), Some("busy, {retry_after}s")).unwrap();
         for (prefers, custom, status, content_type) in [
             (Prefers::Other, Some(&page), 503, "text/plain"),
             (Prefers::Json, Some(&page), 503, "application/problem+json"),
             (Prefers::Other, None, 429, "application/problem+json"),
         ] {
-            let r = blocked("api", custom, &Problems::new("api"), prefers, 1_500, 0, &windows);
+            let r = blocked("api", custom, &Problems::new("api"), prefers, 1_500, fields());
             assert_eq!(r.status, status);
             assert_eq!(r.header("content-type"), Some(content_type));
             assert_eq!(r.header("retry-after"), Some("2"));
             assert_eq!(r.header("ratelimit-policy"), Some("\"api\";q=10;w=60"));
             assert_eq!(r.header("ratelimit"), Some("\"api\";r=0;t=2"));
         }
-        let json = blocked("api", Some(&page), &Problems::new("api"), Prefers::Json, 1_500, 0, &windows);
+        let json = blocked("api", Some(&page), &Problems::new("api"), Prefers::Json, 1_500, fields());
         let body: serde_json::Value = serde_json::from_str(&json.body).unwrap();
         assert_eq!((body["status"].as_u64(), body["title"].as_str()), (Some(503), Some("Service Unavailable")));
-        assert_eq!(blocked("api", Some(&page), &Problems::new("api"), Prefers::Other, 1_500, 0, &windows).body, "busy, 2s");
+        assert_eq!(blocked("api", Some(&page), &Problems::new("api"), Prefers::Other, 1_500, fields()).body, "busy, 2s");
         let status_only = CustomResponse::new(503, None, None).unwrap();
-        assert_eq!(blocked("api", Some(&status_only), &Problems::new("api"), Prefers::Other, 1_500, 0, &windows).header("content-type"), Some("application/problem+json"));
+        assert_eq!(blocked("api", Some(&status_only), &Problems::new("api"), Prefers::Other, 1_500, fields()).header("content-type"), Some("application/problem+json"));
     }
 }

@@ -13,18 +13,24 @@
 
 use std::collections::HashMap;
 
-/// Default capacity: 10,000 keys of ~100 bytes is about 1-2 MB of an
-/// isolate's 128 MB.
+/// Default capacity: 10,000 keys of ~100 bytes, plus 16 bytes per window
+/// of the limits kept (at most 8), is about 1-3 MB of an isolate's 128 MB.
 pub const DEFAULT_CAPACITY: usize = 10_000;
 
-/// A cached block: until when (Unix ms), and which of the rule's windows
-/// binds (for the `RateLimit` field of the answers given from the cache).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A cached block: until when (Unix ms), which window binds and the
+/// limits that decided (for the `RateLimit` fields of the answers given
+/// from the cache: issue 35, a runtime override's 2 per 30 s was reported
+/// as the config's 10 per 60 s once the block came from the cache).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Block {
     /// When the block ends (Unix ms).
     pub until_ms: i64,
-    /// The index of the binding window among the rule's limits.
+    /// The index of the binding window among `limits`.
     pub window: usize,
+    /// The `(requests, window_ms)` of every window the object decided by
+    /// (the key's own limits under an override), in order; empty when not
+    /// known (a ban cached by the admin call): the rule's are reported.
+    pub limits: Vec<(u32, u64)>,
     /// Why the key is refused: its count, a ban, or a penalty
     /// ([`crate::count::penalty`]; cached to its end, as any block: nothing
     /// but an admin reset lifts it earlier).
@@ -42,17 +48,22 @@ pub enum Refusal {
     Ban,
     /// The rule's penalty is in force (the answer carries its end).
     Penalty,
+    /// Every slot of the rule's `concurrency` is taken (never cached: a
+    /// slot is back as soon as a request in flight ends).
+    Concurrency,
 }
 
 impl Refusal {
-    /// Why the object refused, from its answer: a penalty's end, or a
-    /// refusal that binds no window (a ban: the limits did not refuse),
-    /// else the count.
-    pub fn of(binding: Option<usize>, penalty_until_ms: Option<i64>) -> Refusal {
-        match (penalty_until_ms, binding) {
-            (Some(_), _) => Refusal::Penalty,
-            (None, None) => Refusal::Ban,
-            (None, Some(_)) => Refusal::Limit,
+    /// Why the object refused, from its answer: a penalty's end; a
+    /// refusal that binds no window, owed to requests in flight (the
+    /// slots: [`crate::count::slots::refused`]) or not (a ban: the limits
+    /// did not refuse); else the count.
+    pub fn of(binding: Option<usize>, penalty_until_ms: Option<i64>, in_flight: bool) -> Refusal {
+        match (penalty_until_ms, binding, in_flight) {
+            (Some(_), _, _) => Refusal::Penalty,
+            (None, None, true) => Refusal::Concurrency,
+            (None, None, false) => Refusal::Ban,
+            (None, Some(_), _) => Refusal::Limit,
         }
     }
 
@@ -62,6 +73,7 @@ impl Refusal {
             Refusal::Limit => "limit",
             Refusal::Ban => "ban",
             Refusal::Penalty => "penalty",
+            Refusal::Concurrency => "concurrency",
         }
     }
 }
@@ -86,7 +98,7 @@ impl BlockedUntilCache {
     /// Expired entries are removed as they are found.
     pub fn blocked_until(&mut self, id: &str, now_ms: i64) -> Option<Block> {
         match self.until.get(id) {
-            Some(&block) if block.until_ms > now_ms => Some(block),
+            Some(block) if block.until_ms > now_ms => Some(block.clone()),
             Some(_) => {
                 self.until.remove(id);
                 None
@@ -158,7 +170,17 @@ mod tests {
     use super::*;
 
     fn until(until_ms: i64) -> Block {
-        Block { until_ms, window: 0, by: Refusal::Limit }
+        Block { until_ms, window: 0, limits: vec![(10, 60_000)], by: Refusal::Limit }
+    }
+
+    #[test]
+    fn why_a_key_was_refused() {
+        assert_eq!(Refusal::of(Some(0), None, false), Refusal::Limit);
+        assert_eq!(Refusal::of(Some(1), None, true), Refusal::Limit, "reservations in flight fill a window");
+        assert_eq!(Refusal::of(None, None, false), Refusal::Ban);
+        assert_eq!(Refusal::of(None, None, true), Refusal::Concurrency, "issue 35: a full set of slots was logged as a ban");
+        assert_eq!(Refusal::of(Some(0), Some(1), false), Refusal::Penalty);
+        assert_eq!(Refusal::Concurrency.name(), "concurrency");
     }
 
     #[test]

@@ -65,6 +65,20 @@ impl Holds {
     }
 }
 
+/// What [`in_flight_retry_ms`] answers before this isolate has seen a
+/// hold of the rule: for a refusal by a window the reservations fill,
+/// `upload_timeout_ms` (the longest a slot waits on a client's upload);
+/// for one by `concurrency`'s slots, nothing ([`MIN_ESTIMATE_MS`]): a slot
+/// is back when any request in flight ends, which is not known, and the
+/// refusal is never cached, so a retry costs one object call and writes
+/// nothing (issue 35: `Retry-After: 10` for a slot back after 1.5 s).
+pub fn unseen_wait_ms(by: crate::count::blocked::Refusal, upload_timeout_ms: u32) -> u32 {
+    match by {
+        crate::count::blocked::Refusal::Concurrency => 0,
+        _ => upload_timeout_ms,
+    }
+}
+
 /// The wait to answer for a refusal owed to slots in flight: the
 /// longest recent hold (`longest`), else `upload_timeout_ms`; at least 1 s,
 /// at most the object's bound (`object_ms`: until the first reservation
@@ -107,5 +121,16 @@ mod tests {
         assert_eq!(in_flight_retry_ms(103_000, Some(40), 10_000), 1_000, "at least 1 s");
         assert_eq!(in_flight_retry_ms(2_500, Some(8_000), 10_000), 2_500, "never past the object's bound");
         assert_eq!(in_flight_retry_ms(0, None, 0), 1);
+    }
+
+    /// Issue 35: a fresh isolate answered a full set of slots with
+    /// `upload_timeout` (10 s) for a slot back after 1.5 s.
+    #[test]
+    fn a_refusal_by_the_slots_claims_no_wait_it_has_not_seen() {
+        use crate::count::blocked::Refusal;
+        let unseen = |by| in_flight_retry_ms(103_000, None, unseen_wait_ms(by, 10_000));
+        assert_eq!(unseen(Refusal::Concurrency), 1_000, "nothing seen: the shortest wait");
+        assert_eq!(unseen(Refusal::Limit), 10_000, "a window full of reservations: upload_timeout, as before");
+        assert_eq!(in_flight_retry_ms(103_000, Some(1_500), unseen_wait_ms(Refusal::Concurrency, 10_000)), 1_500, "seen: the longest hold");
     }
 }

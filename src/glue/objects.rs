@@ -128,9 +128,9 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
             let mut outcome = Outcome::from_reply(reply);
             // Owed to slots in flight: the object can only say when the
             // first lapses; the holds seen say when one is likely back.
-            if let (Outcome::Blocked { retry_after_ms, .. }, false) = (&mut outcome, cacheable) {
+            if let (Outcome::Blocked { retry_after_ms, by, .. }, false) = (&mut outcome, cacheable) {
                 let longest = HOLDS.with(|h| h.borrow().longest(&applied.rule.name));
-                *retry_after_ms = hold::in_flight_retry_ms(*retry_after_ms, longest, applied.rule.upload.timeout_ms);
+                *retry_after_ms = hold::in_flight_retry_ms(*retry_after_ms, longest, hold::unseen_wait_ms(*by, applied.rule.upload.timeout_ms));
             }
             (outcome, cacheable)
         }
@@ -474,6 +474,6 @@ pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Re
 pub(crate) fn cache_ban(id: &str, until_ms: i64) {
     let now = now_ms();
     if until_ms > now {
-        BLOCKED.with(|b| b.borrow_mut().insert(id, Block { until_ms, window: 0, by: crate::count::blocked::Refusal::Ban }, now));
+        BLOCKED.with(|b| b.borrow_mut().insert(id, Block { until_ms, window: 0, limits: Vec::new(), by: crate::count::blocked::Refusal::Ban }, now));
     }
 }

@@ -20,7 +20,8 @@
 //! - otherwise the request is forwarded.
 
 use crate::config::policy::{Action, Counting, FailPolicy, Named, SuccessAction};
-use crate::config::headers::{rate_fields, OwnResponse};
+use crate::config::headers::{rate_fields, OwnResponse, Policies, Report};
+use crate::count::blocked::Refusal;
 use crate::pipeline::applied::{Applied, Matched};
 use crate::count::protocol::{Call, Op, Reply, WireWindow};
 use crate::config::rules::Rule;
@@ -56,7 +57,7 @@ impl Outcome {
                 retry_after_ms: tally.retry_after_ms,
                 window: tally.binding.unwrap_or(0),
                 windows: Some(tally.windows),
-                by: crate::count::blocked::Refusal::of(tally.binding, reply.penalty_until_ms),
+                by: Refusal::of(tally.binding, reply.penalty_until_ms, tally.in_flight),
             }
         }
     }
@@ -64,25 +65,32 @@ impl Outcome {
     /// What the isolate's blocked-until cache keeps of this outcome, told
     /// at `now_ms`: a block, unless it is owed to slots in flight
     /// (`in_flight`: it may lift as soon as one is released, so its wait is
-    /// no promise).
+    /// no promise), with the limits the object decided by (issue 35: the
+    /// cached answers state a runtime override as the first did).
     pub fn block_to_cache(&self, in_flight: bool, now_ms: i64) -> Option<crate::count::blocked::Block> {
         match self {
-            Outcome::Blocked { retry_after_ms, window, by, .. } if !in_flight => {
+            Outcome::Blocked { retry_after_ms, window, by, windows } if !in_flight => {
                 let until_ms = now_ms.saturating_add(i64::try_from(*retry_after_ms).unwrap_or(i64::MAX));
-                Some(crate::count::blocked::Block { until_ms, window: *window, by: *by })
+                let limits = windows.iter().flatten().map(|w| (w.limit, w.window_ms)).collect();
+                Some(crate::count::blocked::Block { until_ms, window: *window, limits, by: *by })
             }
             _ => None,
         }
     }
 
-    /// The outcome of a block found in the isolate's cache at `now_ms`.
+    /// The outcome of a block found in the isolate's cache at `now_ms`:
+    /// the cached limits with nothing remaining until the block ends (the
+    /// rule's own, [`windows_of`], when the cache kept none).
     pub fn from_cache(block: crate::count::blocked::Block, now_ms: i64) -> Outcome {
-        Outcome::Blocked {
-            retry_after_ms: (block.until_ms - now_ms).max(1) as u64,
-            window: block.window,
-            windows: None,
-            by: block.by,
-        }
+        let retry_after_ms = (block.until_ms - now_ms).max(1) as u64;
+        let windows = (!block.limits.is_empty()).then(|| {
+            block
+                .limits
+                .iter()
+                .map(|&(limit, window_ms)| WireWindow { limit, window_ms, used: u64::from(limit), remaining: 0, reset_ms: retry_after_ms })
+                .collect()
+        });
+        Outcome::Blocked { retry_after_ms, window: block.window, windows, by: block.by }
     }
 }
 
@@ -155,7 +163,7 @@ pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
 pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefers) -> Verdict {
     let mut events = Vec::new();
     let mut fields: Vec<(String, String)> = Vec::new();
-    let mut block: Option<(&Applied<'_>, u64, usize, &Option<Vec<WireWindow>>)> = None;
+    let mut block: Option<(&Applied<'_>, u64, Report, &Option<Vec<WireWindow>>)> = None;
     // A rule charged to several identities reports the fields of the first
     // (one `RateLimit` item per policy name).
     let mut reported: Vec<&str> = Vec::new();
@@ -167,7 +175,7 @@ pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefe
         match outcome {
             Outcome::Allowed { windows, .. } => {
                 if report {
-                    fields.extend(rate_fields(&a.rule.name, windows, None));
+                    fields.extend(rate_fields(&policies(a.rule), windows, Report::Allowed));
                 }
             }
             Outcome::Blocked { retry_after_ms, window, windows, by } => {
@@ -176,10 +184,10 @@ pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefe
                 if shadow {
                     if report {
                         let windows = windows_of(a.rule.limits_for(&a.key), *retry_after_ms, windows.as_deref());
-                        fields.extend(rate_fields(&a.rule.name, &windows, Some((*window, *retry_after_ms))));
+                        fields.extend(rate_fields(&policies(a.rule), &windows, refused(*by, *window, *retry_after_ms)));
                     }
                 } else if block.is_none_or(|(_, ms, _, _)| *retry_after_ms > ms) {
-                    block = Some((a, *retry_after_ms, *window, windows));
+                    block = Some((a, *retry_after_ms, refused(*by, *window, *retry_after_ms), windows));
                 }
             }
             Outcome::Failed(error) => {
@@ -199,9 +207,10 @@ pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefe
         }
     }
     let answer = match block {
-        Some((a, retry_after_ms, window, windows)) => {
+        Some((a, retry_after_ms, report, windows)) => {
             let windows = windows_of(a.rule.limits_for(&a.key), retry_after_ms, windows.as_deref());
-            Answer::Respond(crate::config::response::blocked(&a.rule.name, a.rule.response.as_ref(), &a.rule.problems, prefers, retry_after_ms, window, &windows))
+            let fields = rate_fields(&policies(a.rule), &windows, report);
+            Answer::Respond(crate::config::response::blocked(&a.rule.name, a.rule.response.as_ref(), &a.rule.problems, prefers, retry_after_ms, fields))
         }
         None => Answer::Forward { fields },
     };
@@ -381,7 +390,23 @@ pub fn check_op(rule: &Rule) -> Op {
 /// the rule's `RateLimit` fields with the binding window.
 pub fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize, windows: Option<&[WireWindow]>) -> OwnResponse {
     let windows = windows_of(&rule.limits, retry_after_ms, windows);
-    crate::config::response::blocked(&rule.name, None, &rule.problems, Prefers::Json, retry_after_ms, window, &windows)
+    let fields = rate_fields(&policies(rule), &windows, Report::Window { index: window, retry_after_ms });
+    crate::config::response::blocked(&rule.name, None, &rule.problems, Prefers::Json, retry_after_ms, fields)
+}
+
+/// The `RateLimit` policies of `rule` ([`crate::config::headers`]): its
+/// name, a usage rule's unit, its slots.
+fn policies(rule: &Rule) -> Policies<'_> {
+    Policies { rule: &rule.name, unit: rule.usage.as_ref().map(|u| u.header.as_str()), concurrency: rule.concurrency }
+}
+
+/// What the `RateLimit` item of a refusal `by` reports: the slots for a
+/// refusal owed to them, else the binding `window` and the wait.
+fn refused(by: Refusal, window: usize, retry_after_ms: u64) -> Report {
+    match by {
+        Refusal::Concurrency => Report::NoSlot,
+        Refusal::Limit | Refusal::Ban | Refusal::Penalty => Report::Window { index: window, retry_after_ms },
+    }
 }
 
 /// The windows to report: the object's, or (answered from the cache) the
@@ -403,10 +428,11 @@ fn windows_of(limits: &[Limit], retry_after_ms: u64, windows: Option<&[WireWindo
 }
 
 /// A `block` or `shadow_block` line; `reason` is `limit` (a window of the
-/// rule is full), or `penalty` (issue 29) when the rule's penalty refused
-/// it (a shadow rule's: the penalty it would apply, `retry_after_ms` its
-/// time left).
-fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64, by: crate::count::blocked::Refusal) -> LogEvent {
+/// rule is full), `ban` (an operator's), `concurrency` (every slot taken;
+/// issue 35: it was logged as `ban`), or `penalty` (issue 29) when the
+/// rule's penalty refused it (a shadow rule's: the penalty it would apply,
+/// `retry_after_ms` its time left).
+fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64, by: Refusal) -> LogEvent {
     LogEvent::new(
         if shadow { "shadow_block" } else { "block" },
         vec![
@@ -537,7 +563,8 @@ mod tests {
         assert!(plain.events[0].line().contains(r#""reason":"limit""#), "a plain block's reason is its limit");
         let cached = penalty.block_to_cache(false, 10_000).unwrap();
         assert!(cached.by == crate::count::blocked::Refusal::Penalty && cached.until_ms == 610_000);
-        assert_eq!(Outcome::from_cache(cached, 310_000), Outcome::Blocked { retry_after_ms: 300_000, window: 0, windows: None, by: crate::count::blocked::Refusal::Penalty });
+        let windows = Some(vec![WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 300_000 }]);
+        assert_eq!(Outcome::from_cache(cached, 310_000), Outcome::Blocked { retry_after_ms: 300_000, window: 0, windows, by: crate::count::blocked::Refusal::Penalty });
         let reply = crate::count::protocol::decode_reply_line(200, "1 b 600000 0 0 1 0 2 0 1 - 0 10/60000/2/0/600000 p=1700000600000").unwrap();
         assert!(matches!(Outcome::from_reply(reply), Outcome::Blocked { by: crate::count::blocked::Refusal::Penalty, retry_after_ms: 600_000, .. }));
     }
@@ -605,22 +632,65 @@ mod tests {
     }
 
     #[test]
-    fn a_cached_block_reports_the_rules_limits() {
+    fn a_cached_block_without_limits_reports_the_rules() {
         let c = config();
-        let from_cache = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_400, window: 0, by: crate::count::blocked::Refusal::Limit }, 10_000);
-        assert_eq!(from_cache, Outcome::Blocked { retry_after_ms: 400, window: 0, windows: None, by: crate::count::blocked::Refusal::Limit });
+        let ban = crate::count::blocked::Block { until_ms: 10_400, window: 0, limits: Vec::new(), by: Refusal::Ban };
+        let from_cache = Outcome::from_cache(ban.clone(), 10_000);
+        assert_eq!(from_cache, Outcome::Blocked { retry_after_ms: 400, window: 0, windows: None, by: Refusal::Ban });
         let v = verdict(&[applied(&c, "long")], &[from_cache]);
         let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
         assert_eq!(r.header("ratelimit"), Some("\"long\";r=0;t=1"));
         assert_eq!(r.header("ratelimit-policy"), Some("\"long\";q=5;w=3600"));
-        let expired = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_000, window: 0, by: crate::count::blocked::Refusal::Limit }, 10_000);
+        let expired = Outcome::from_cache(crate::count::blocked::Block { until_ms: 10_000, ..ban }, 10_000);
         assert!(matches!(expired, Outcome::Blocked { retry_after_ms: 1, .. }), "at least 1 ms");
+    }
+
+    /// Issue 35: after `PUT override` of 2 per 30 s on a 10 per 1 m rule,
+    /// the first 429 stated the override and every cached one the rule's
+    /// limits. The cache keeps the limits that decided.
+    #[test]
+    fn a_cached_block_states_the_limits_that_decided() {
+        let c = config();
+        let overridden = WireWindow { limit: 2, window_ms: 30_000, used: 2, remaining: 0, reset_ms: 25_000 };
+        let first = Outcome::Blocked { retry_after_ms: 25_000, window: 0, windows: Some(vec![overridden]), by: Refusal::Limit };
+        let answer = |outcome: &Outcome| match verdict(&[applied(&c, "short")], std::slice::from_ref(outcome)).answer {
+            Answer::Respond(r) => (r.header("ratelimit-policy").map(str::to_string), r.header("ratelimit").map(str::to_string)),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(answer(&first).0.as_deref(), Some("\"short\";q=2;w=30"), "from the object");
+        let cached = first.block_to_cache(false, 100_000).unwrap();
+        assert_eq!(cached.limits, [(2, 30_000)]);
+        let later = Outcome::from_cache(cached, 110_000);
+        assert_eq!(answer(&later), (Some("\"short\";q=2;w=30".into()), Some("\"short\";r=0;t=15".into())), "from the cache: the override still");
+    }
+
+    /// Issue 35: a refusal by the slots sent `"conc";r=98;t=10` (a window
+    /// with room) and was logged as a ban.
+    #[test]
+    fn a_refusal_by_the_slots_states_the_slots() {
+        let c = crate::testing::config(json!([
+            { "name": "conc", "path": "/p", "key": ["header:x-tenant"], "limits": [{ "requests": 100, "window": "1m" }], "concurrency": 2, "ratelimit_headers": true },
+        ]));
+        let reply = crate::count::protocol::decode_reply_line(200, "1 b 10000 - 1 0 0 2 1 0 - 2 100/60000/2/98/60000").unwrap();
+        let outcome = Outcome::from_reply(reply);
+        assert!(matches!(outcome, Outcome::Blocked { by: Refusal::Concurrency, .. }), "{outcome:?}");
+        assert_eq!(outcome.block_to_cache(true, 0), None, "never cached");
+        let v = verdict(&[applied(&c, "conc")], std::slice::from_ref(&outcome));
+        let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
+        assert_eq!(r.header("ratelimit-policy"), Some("\"conc\";q=100;w=60, \"conc/concurrency\";q=2;qu=\"concurrent-requests\""));
+        assert_eq!(r.header("ratelimit"), Some("\"conc/concurrency\";r=0"));
+        assert_eq!(r.header("retry-after"), Some("10"), "the wait the Worker set (glue: hold::unseen_wait_ms)");
+        assert!(v.events[0].line().contains(r#""reason":"concurrency""#), "{}", v.events[0].line());
+        let allowed = Outcome::Allowed { windows: vec![WireWindow { limit: 100, window_ms: 60_000, used: 1, remaining: 99, reset_ms: 60_000 }], reservation: Some(1) };
+        let Answer::Forward { fields } = verdict(&[applied(&c, "conc")], &[allowed]).answer else { panic!() };
+        assert_eq!(fields[0].1, "\"conc\";q=100;w=60, \"conc/concurrency\";q=2;qu=\"concurrent-requests\"", "the same policies on every answer");
+        assert_eq!(fields[1].1, "\"conc\";r=99;t=60");
     }
 
     #[test]
     fn only_a_block_not_owed_to_slots_in_flight_is_cached() {
         let blocked = Outcome::Blocked { retry_after_ms: 1_500, window: 1, windows: None, by: crate::count::blocked::Refusal::Limit };
-        assert_eq!(blocked.block_to_cache(false, 10_000), Some(crate::count::blocked::Block { until_ms: 11_500, window: 1, by: crate::count::blocked::Refusal::Limit }));
+        assert_eq!(blocked.block_to_cache(false, 10_000), Some(crate::count::blocked::Block { until_ms: 11_500, window: 1, limits: Vec::new(), by: crate::count::blocked::Refusal::Limit }));
         assert_eq!(blocked.block_to_cache(true, 10_000), None, "a slot in flight may be released any time");
         let allowed = Outcome::Allowed { windows: Vec::new(), reservation: None };
         assert_eq!(allowed.block_to_cache(false, 10_000), None);

@@ -493,7 +493,7 @@ impl<'s> Sim<'s> {
                     iso.leases.granted(&id, &settings, sent_ms, 1, *granted, *lease_id, windows);
                 }
                 if !allowed {
-                    iso.blocked.insert(&id, Block { until_ms: now_ms + *retry_after as i64, window: 0, by: crate::count::blocked::Refusal::Limit }, now_ms);
+                    iso.blocked.insert(&id, Block { until_ms: now_ms + *retry_after as i64, window: 0, limits: Vec::new(), by: crate::count::blocked::Refusal::Limit }, now_ms);
                 }
                 (*allowed, false)
             }

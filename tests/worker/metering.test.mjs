@@ -153,7 +153,7 @@ test("expose = true keeps the header; RateLimit fields count units", () => {
     await second.arrayBuffer();
     // Reserved 3,000 beside 1,234 committed: 10,000 − 4,234 remain.
     assert.match(second.headers.get("ratelimit") ?? "", /^"ai-tokens";r=5766;t=\d+$/);
-    assert.equal(second.headers.get("ratelimit-policy"), '"ai-tokens";q=10000;w=86400');
+    assert.equal(second.headers.get("ratelimit-policy"), '"ai-tokens";q=10000;qu="x-tokens";w=86400', "in the origin's units, not requests");
     assert.equal(reported.acme, 2 * 1_234);
   });
 });

@@ -134,8 +134,8 @@ test("RateLimit fields on allowed responses only where the rule asks", () =>
     },
     async (tg) => {
       const res = await tg.fetch("/with");
-      assert.equal(res.headers.get("ratelimit-policy"), '"with-60s";q=3;w=60, "with-3600s";q=10;w=3600');
-      assert.equal(res.headers.get("ratelimit"), '"with-60s";r=2;t=60');
+      assert.equal(res.headers.get("ratelimit-policy"), '"with/60s";q=3;w=60, "with/3600s";q=10;w=3600');
+      assert.equal(res.headers.get("ratelimit"), '"with/60s";r=2;t=60');
       const plain = await tg.fetch("/without");
       assert.equal(plain.headers.get("ratelimit"), null);
       assert.equal(plain.headers.get("ratelimit-policy"), null);
