@@ -126,6 +126,8 @@ export function watchBody(response, idleMs, leftMs) {
   let ended = false;
   let idle;
   let out;
+  let rest = null;
+  const PIECE = 65536;
   const end = (word) => {
     if (ended) return false;
     ended = true;
@@ -144,15 +146,21 @@ export function watchBody(response, idleMs, leftMs) {
   const lapse = setTimeout(() => cut("lapsed"), leftMs);
   const body = new ReadableStream({
     start(c) { out = c; },
-    // Called when the client has taken what was queued: a chunk that
-    // waits idleMs for the next call is one the client stopped reading.
+    // Called when the client has taken what was queued: a piece (at most
+    // 64 KiB of the origin's chunk) that waits idleMs for the next call is
+    // one the client stopped reading.
     async pull(c) {
       clearTimeout(idle);
       try {
-        const { done, value } = await reader.read();
-        if (ended) return;
-        if (done) { c.close(); end("ended"); return; }
-        c.enqueue(value);
+        if (rest === null) {
+          const { done, value } = await reader.read();
+          if (ended) return;
+          if (done) { c.close(); end("ended"); return; }
+          rest = value;
+        }
+        const whole = !(rest instanceof Uint8Array) || rest.byteLength <= PIECE;
+        c.enqueue(whole ? rest : rest.subarray(0, PIECE));
+        rest = whole ? null : rest.subarray(PIECE);
         idle = setTimeout(() => cut("idle"), idleMs);
       } catch (e) {
         if (end("failed")) c.error(e);
