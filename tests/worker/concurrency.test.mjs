@@ -61,8 +61,21 @@ export default {
       for (const end of ends.splice(0)) end();
       return new Response("ended");
     }
-    if (url.pathname !== "/export/stream") return new Response("report");
     const encoder = new TextEncoder();
+    if (url.pathname === "/export/slow") {
+      // Three parts 1.5 s apart: an origin slower than idle_release.
+      const { readable, writable } = new TransformStream();
+      const writer = writable.getWriter();
+      (async () => {
+        for (const part of ["one ", "two ", "three"]) {
+          await writer.write(encoder.encode(part));
+          if (part !== "three") await new Promise((r) => setTimeout(r, 1_500));
+        }
+        await writer.close();
+      })();
+      return new Response(readable);
+    }
+    if (url.pathname !== "/export/stream") return new Response("report");
     let timer;
     const body = new ReadableStream({
       start(controller) {
@@ -79,9 +92,9 @@ export default {
 };
 `;
 
-const streaming = (n) => ({
+const streaming = (n, fields = {}) => ({
   origin: mockOrigin(),
-  config: { upstream: { service: "APP" }, rules: [slots(n)] },
+  config: { upstream: { service: "APP" }, rules: [slots(n, fields)] },
   services: { APP: "app" },
   workers: [{ name: "app", modules: true, script: STREAMING_APP, compatibilityDate: COMPATIBILITY_DATE }],
 });
@@ -128,6 +141,15 @@ test("a client that goes away mid-stream frees its slot", () =>
     const after = await untilServed(tg, "/export/x", "acme", { tries: 100, pause: 50 });
     assert.equal(after.status, 200, "the slot came back when the client went away");
     await app(tg, "/__end");
+  }));
+
+test("idle_release times the client, not the origin: an origin slower than it is streamed whole to a client that reads", () =>
+  withTollgate(streaming(1, { timeout: "1s", idle_release: "1s" }), async (tg) => {
+    const res = await tg.fetch("/export/slow", { headers: { "x-tenant": "acme" } });
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), "one two three", "not cut while the origin took 3 s with gaps over idle_release");
+    await tg.settled();
+    assert.deepEqual(tg.logEvents().filter((e) => e.tollgate === "answer_cut"), []);
   }));
 
 // Over RPC: `check` takes the slot, `settle` gives it back; a caller that
@@ -318,12 +340,13 @@ async function untilHeldIs(tg, name, want, tries) {
   return now;
 }
 
-test("a client that never reads a counted 64 MiB answer loses its slot after idle_release, far under reservation_ttl (10m); the tenant is served", () => {
+test("a client that never reads a counted 64 MiB answer loses its slot after idle_release, far under reservation_ttl (10m); the tenant is served", (t) => {
   const rules = [slots(2, { timeout: "1s", reservation_ttl: "10m", idle_release: "1s" })];
   return withTollgate({ origin: large(200), config: config(...rules) }, async (tg) => {
     const strangers = [neverRead(tg, "/export/x", "acme"), neverRead(tg, "/export/x", "acme")];
     try {
       assert.deepEqual(await Promise.all(strangers.map((s) => s.status)), [200, 200], "both answered, counted (every status counts)");
+      const answered = Date.now();
       const blocked = await tg.fetch("/export/x", { headers: { "x-tenant": "acme" } });
       assert.equal(blocked.status, 429, "both slots held while the answers are unread");
       await blocked.arrayBuffer();
@@ -331,6 +354,7 @@ test("a client that never reads a counted 64 MiB answer loses its slot after idl
       // bound is 1 s after the socket buffers fill, plus one settle call.
       // 300 polls of 100 ms (30 s) is far under the 10 minutes it took.
       assert.equal(await untilHeldIs(tg, "exports", 0, 300), 0, "both slots given back before reservation_ttl");
+      t.diagnostic(`both slots free ${Date.now() - answered} ms after the headers (idle_release 1 s)`);
       await tg.settled();
       const cuts = tg.logEvents().filter((e) => e.tollgate === "answer_cut");
       assert.deepEqual(cuts.map((e) => [e.rule, e.reason]), [["exports", "idle_release"], ["exports", "idle_release"]]);
