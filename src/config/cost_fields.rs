@@ -73,6 +73,21 @@ pub(super) fn check_concurrency(spec: &RuleSpec, errors: &mut Errors) {
     }
 }
 
+/// How long a `concurrency` rule's answer keeps its slot once the client
+/// stops reading it: as given (only with `concurrency`, at most
+/// `reservation_ttl`, which cuts the answer anyway), else
+/// [`DEFAULT_IDLE_RELEASE_MS`](crate::config::DEFAULT_IDLE_RELEASE_MS),
+/// at most `reservation_ttl`.
+pub(super) fn idle_release(spec: &RuleSpec, given: Option<u64>, errors: &mut Errors) -> u64 {
+    let Some(ms) = given else { return crate::config::DEFAULT_IDLE_RELEASE_MS.min(spec.reservation_ttl_ms) };
+    if spec.concurrency.is_none() {
+        errors.push("idle_release", "only for rules with concurrency (it bounds how long an unread answer holds a slot)");
+    } else if ms > spec.reservation_ttl_ms {
+        errors.push("idle_release", format!("must be at most reservation_ttl ({} ms), which ends every hold", spec.reservation_ttl_ms));
+    }
+    ms
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::Config;
@@ -144,6 +159,19 @@ mod tests {
             let errs = errors(extra.clone());
             assert_eq!(errs.len(), 1, "{extra}: {errs:?}");
             assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{extra}: {errs:?}");
+        }
+        let read = |extra: Value| Config::from_json(&rule(extra)).map(|c| c.rules[0].idle_release_ms).map_err(|e| e[0].to_string());
+        assert_eq!(read(json!({ "concurrency": 2, "key": ["header:x-api-key"] })), Ok(10_000), "the default");
+        assert_eq!(read(json!({ "concurrency": 2, "key": ["header:x-api-key"], "idle_release": "1500ms" })), Ok(1_500));
+        assert_eq!(read(json!({ "concurrency": 2, "key": ["header:x-api-key"], "reservation_ttl": "5s" })), Ok(5_000), "at most reservation_ttl");
+        for (extra, message) in [
+            (json!({ "idle_release": "5s" }), "only for rules with concurrency"),
+            (json!({ "concurrency": 2, "key": ["header:x-api-key"], "idle_release": "6s", "reservation_ttl": "5s" }), "at most reservation_ttl"),
+            (json!({ "concurrency": 2, "key": ["header:x-api-key"], "idle_release": "soon" }), "idle_release"),
+            (json!({ "concurrency": 2, "key": ["header:x-api-key"], "idle_release": 5 }), "idle_release"),
+        ] {
+            let e = read(extra.clone()).expect_err("refused");
+            assert!(e.contains("rule `r`, field `idle_release`") && e.contains(message), "{extra}: {e}");
         }
         let fallback = json!({ "concurrency": 2, "key": ["header:x-api-key"], "fallback_key": ["ip"], "reservation_ttl": "10m" });
         assert!(errors(fallback).is_empty(), "a fallback key holds the slot; reservation_ttl bounds a lost one");

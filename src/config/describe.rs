@@ -149,6 +149,7 @@ fn limiting(rule: &RuleSpec) -> Map<String, Value> {
     put(&mut out, "cost", cost);
     if let Some(n) = rule.concurrency {
         put(&mut out, "concurrency", n.into());
+        put(&mut out, "idle_release", duration(rule.idle_release_ms).into());
     }
     put(&mut out, "overrides", overrides(&rule.overrides));
     put(&mut out, "action", rule.action.name().into());
@@ -326,7 +327,7 @@ mod tests {
             },
             {
                 "name": "otp", "path": "/otp", "key": ["body:phone"], "count_statuses": [401], "on_success": "decrement",
-                "limits": [{ "requests": 3, "window": "1h" }], "concurrency": 2
+                "limits": [{ "requests": 3, "window": "1h" }], "concurrency": 2, "idle_release": "3s"
             }
         ])
     }

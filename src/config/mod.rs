@@ -81,6 +81,13 @@ pub const MAX_TIMEOUT_MS: u32 = 30_000;
 /// this; set it lower for a short limit window whose origin is fast.
 pub const ORIGIN_ALLOWANCE_MS: u64 = 100_000;
 
+/// How long, by default, a `concurrency` rule's answer keeps its slot once
+/// the client has stopped reading it (`idle_release`): 10 s, so a client
+/// that reads at all (64 KiB in 10 s is 6.5 KB/s) keeps its answer, and a
+/// stranger that asks for a large answer and never reads it holds the
+/// key's slot for seconds, not `reservation_ttl` ([`crate::count::slots`]).
+pub const DEFAULT_IDLE_RELEASE_MS: u64 = 10_000;
+
 /// Format suffixes folded into the bare path unless a rule lists its own
 /// (`/api/example.json` is `/api/example`, as Rails and Express routers do).
 pub const DEFAULT_SUFFIXES: &[&str] = &["json", "xml", "html", "htm", "txt", "csv", "yaml", "yml"];

@@ -138,6 +138,16 @@ pub enum Counting {
     Statuses(Vec<u16>),
 }
 
+impl Counting {
+    /// Whether an answer of `status` is counted.
+    pub fn counts(&self, status: u16) -> bool {
+        match self {
+            Counting::All => true,
+            Counting::Statuses(counted) => counted.contains(&status),
+        }
+    }
+}
+
 /// What a success does to a failures-only rule's count (`on_success`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SuccessAction {

@@ -43,6 +43,9 @@ pub(super) struct RuleDraft {
     pub(super) success_statuses: Option<Vec<u16>>,
     pub(super) identity_header: Option<String>,
     pub(super) reservation_ttl_ms: Option<u64>,
+    /// `idle_release`, as given (checked against `concurrency` and
+    /// `reservation_ttl` in [`RuleDraft::finish`]).
+    pub(super) idle_release_ms: Option<u64>,
     /// `upload_buffer` and `upload_timeout`, as given (for the check that
     /// they belong to a rule that counts statuses).
     pub(super) upload_buffer: Option<u32>,
@@ -79,6 +82,7 @@ impl RuleDraft {
             on_error: FailPolicy::Allow,
             timeout_ms: DEFAULT_TIMEOUT_MS,
             reservation_ttl_ms: 0,
+            idle_release_ms: crate::config::DEFAULT_IDLE_RELEASE_MS,
             upload: UploadLimits::default(),
             // Built-in rules (the admin lockout) never lease; config rules
             // get theirs in `finish`.
@@ -100,6 +104,7 @@ impl RuleDraft {
             success_statuses: None,
             identity_header: None,
             reservation_ttl_ms: None,
+            idle_release_ms: None,
             upload_buffer: None,
             upload_timeout_ms: None,
             lease_auto: None,
@@ -116,6 +121,7 @@ impl RuleDraft {
         spec.on_success = checks::on_success(&spec, action, self.success_statuses, self.identity_header, errors);
         spec.upload = checks::upload_limits(&spec, self.upload_buffer, self.upload_timeout_ms, errors);
         spec.reservation_ttl_ms = checks::reservation_ttl(&spec, self.reservation_ttl_ms, errors);
+        spec.idle_release_ms = crate::config::cost_fields::idle_release(&spec, self.idle_release_ms, errors);
         checks::check_on_success(&spec, self.clear_on_success.is_some(), errors);
         checks::check_trusted_device(&spec, errors);
         checks::check_cost(&spec, errors);
@@ -254,6 +260,7 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
     Field::optional("concurrency", Shape::Integer(1, MAX_CONCURRENCY as u64), "At most this many requests of one key in flight at once, across every isolate (a slot is held until the response has been sent, or the client went away; reservation_ttl frees a lost one).", |d, i| {
         d.spec.concurrency = i.number(1..=u64::from(MAX_CONCURRENCY), "whole number");
     }),
+    Field::optional("idle_release", Shape::Duration, "With concurrency: an answer the client stops reading for this long is cut and its slot given back, e.g. \"5s\" (default: 10 s; at most reservation_ttl).", |d, i| d.idle_release_ms = i.duration("\"5s\"").map(NonZeroU64::get)),
     Field::optional("action", Shape::Names(Action::names), "What a request over the limit gets: \"block\" (429; the default) or \"log\" (shadow mode: logged, never blocked).", |d, i| {
         if let Some(action) = i.choice::<Action>(None) {
             d.spec.action = action;

@@ -189,6 +189,10 @@ pub struct RuleSpec {
     /// How long a reservation of a failures-only rule holds its slot
     /// waiting for the origin's answer ([`crate::count::reservation`]).
     pub reservation_ttl_ms: u64,
+    /// With `concurrency`: how long an answer the client has stopped
+    /// reading keeps its slot before it is cut (`idle_release`;
+    /// [`crate::count::slots`]).
+    pub idle_release_ms: u64,
     /// How a failures-only rule receives a request body before it reserves
     /// a slot (`upload_buffer`, `upload_timeout`; [`crate::pipeline::upload`]).
     pub upload: crate::config::policy::UploadLimits,

@@ -9,10 +9,26 @@
 //! the same call: a reserve is allowed only if the request fits every window
 //! *and* fewer than `concurrency` reservations are live.
 //!
-//! The Worker settles a concurrency rule once the response body has been
-//! fully sent or the client went away, not when the origin's headers
-//! arrive, so a streamed answer holds its slot while it streams. A slot
-//! whose Worker was lost is freed when its reservation expires
+//! When the Worker gives a slot back (issues 29 and 35), by the origin's
+//! answer:
+//!
+//! - a status the rule does not count (`count_statuses`): at its headers,
+//!   as any failures-only rule settles: a stranger's 401 holds no slot;
+//! - a counted status: once the body has been fully sent or the client
+//!   went away, so a streamed answer holds its slot while it streams; but
+//!   an answer the Worker has a chunk of ready that the client has not
+//!   taken for `idle_release` (10 s by default) is cut and its slot given
+//!   back: a client that stops reading holds the slot at most that long
+//!   after its last read (plus one settling call);
+//! - a WebSocket upgrade (101, whatever the statuses counted): once either
+//!   side closed the session, which the Worker relays for it (the session
+//!   *is* the work in flight);
+//! - every hold ends [`LAPSE_MARGIN_MS`] before the first of its
+//!   reservations would lapse ([`hold_left_ms`]): the answer is cut, the
+//!   session closed, since the object frees the slot at `reservation_ttl`
+//!   whatever the Worker does, and the origin would then have one more.
+//!
+//! A slot whose Worker was lost is freed when its reservation expires
 //! (`reservation_ttl`): until then the key has one slot fewer, never one
 //! more.
 //!
@@ -38,6 +54,25 @@ pub fn refused(allowed: Tally, held: &[Reservation], now_ms: i64) -> Tally {
     Tally { allowed: false, retry_after_ms: lapse.max(1), in_flight: true, binding: None, ..allowed }
 }
 
+/// How long before its reservation lapses (by the object's clock) the
+/// Worker ends an answer holding a slot: the object frees the slot at the
+/// expiry whatever the Worker does, so the origin must be done before it.
+/// It covers a difference between the Worker's and the object's clocks
+/// and the close reaching the origin.
+pub const LAPSE_MARGIN_MS: i64 = 1_000;
+
+/// How long an answer holding `reservations` (each: its id, which carries
+/// the object's reserve time, and its `reservation_ttl`) may go on at
+/// `now_ms`: until the first lapses, less [`LAPSE_MARGIN_MS`]; 0: end it
+/// now. `None`: it holds none.
+pub fn hold_left_ms(reservations: impl IntoIterator<Item = (u64, u64)>, now_ms: i64) -> Option<u64> {
+    let first = reservations
+        .into_iter()
+        .map(|(id, ttl_ms)| reservation::reserved_at(id).saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX)))
+        .min()?;
+    Some(u64::try_from(first.saturating_sub(LAPSE_MARGIN_MS).saturating_sub(now_ms)).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,6 +95,17 @@ mod tests {
             concurrency,
             penalty_ms: None,
         }
+    }
+
+    #[test]
+    fn a_hold_ends_a_margin_before_its_first_reservation_lapses() {
+        let at = |reserved_at: i64| reservation::next_id(&[], reserved_at);
+        assert_eq!(hold_left_ms([], 0), None);
+        let (a, b) = (at(10_000), at(12_000));
+        assert_eq!(reservation::reserved_at(a), 10_000);
+        assert_eq!(hold_left_ms([(a, 60_000), (b, 5_000)], 11_000), Some(12_000 + 5_000 - 1_000 - 11_000), "the first to lapse");
+        assert_eq!(hold_left_ms([(a, 60_000)], 69_500), Some(0), "inside the margin: now");
+        assert_eq!(hold_left_ms([(a, 60_000)], 99_000), Some(0), "past it");
     }
 
     #[test]

@@ -123,11 +123,12 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
 /// reservation to hold the slot until it expires (and, without two-phase
 /// counting, its failure uncounted). The response is handed back once
 /// settled, so the next request of the same client sees the count, with
-/// the `Set-Cookie` fields of the devices a success made trusted. A rule
-/// with `concurrency` is the exception ([`crate::count::slots`]): its
-/// response goes first, its body watched, and the settlement (which gives
-/// the slot back) follows once the body has been sent or the client went
-/// away.
+/// the `Set-Cookie` fields of the devices a success made trusted. A
+/// `concurrency` rule's counted answer is the exception
+/// ([`crate::count::slots`], [`Settle::hold`]): its response goes first,
+/// its body watched (cut when the client stops reading for
+/// `idle_release`) or its WebSocket session relayed, and the settlement
+/// (which gives the slot back) follows once it is done.
 ///
 /// With `watch` (a body over the buffer), the watched request is forwarded
 /// instead, and a forward the watch aborted is [`Forwarded::UploadTooSlow`]
@@ -161,16 +162,17 @@ async fn forward_and_settle(
             Err(_) => settlement.after(None, &secrets, now_ms()),
         };
         let cookies = settled.cookies.clone();
-        // A concurrency slot is held until the answer has been sent, or
-        // the client went away: the response goes first, then the
-        // settlement, once its body is done.
-        let watched = match (&response, too_slow || !settlement.holds_until_sent()) {
-            (Ok(r), false) => watch_body(r),
+        // A concurrency slot is held until the answer has been sent (or
+        // cut), or its session closed: the response goes first, then the
+        // settlement, once it is done.
+        let watched = match &response {
+            Ok(r) if !too_slow => watch_body(r, settlement.hold(r.status(), now_ms())),
             _ => None,
         };
         if let Some((response, finished)) = watched {
             let _ = done.send(Ok(Forwarded::Answered(response, cookies)));
-            let _ = JsFuture::from(finished).await;
+            let why = JsFuture::from(finished).await.ok().and_then(|word| word.as_string()).unwrap_or_default();
+            write_logs(&settlement.cut_events(&why));
             apply_settled(&env, settled).await;
             return;
         }

@@ -7,6 +7,7 @@
 use futures_util::StreamExt;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
+use crate::pipeline::machine::Hold;
 use crate::pipeline::upload::{self, Receipt, Reception, UploadBudget, UploadLimits};
 use crate::pipeline::verdict::LogEvent;
 use crate::config::upstream::Upstream;
@@ -117,21 +118,92 @@ export function watchUpload(request, ms) {
   return [outbound, stop];
 }
 
-export function watchBody(response) {
-  if (response.body === null || response.status === 101) return [response, Promise.resolve()];
+export function watchBody(response, idleMs, leftMs) {
+  if (response.status === 101) return relaySession(response, leftMs);
+  if (response.body === null) return [response, Promise.resolve("ended")];
   let finish;
   const finished = new Promise((r) => { finish = r; });
   const reader = response.body.getReader();
+  let ended = false;
+  let idle;
+  let out;
+  let rest = null;
+  const PIECE = 65536;
+  const end = (word) => {
+    if (ended) return false;
+    ended = true;
+    clearTimeout(idle);
+    clearTimeout(lapse);
+    finish(word);
+    return true;
+  };
+  // The client's answer broken off, the origin's cancelled: the slot is free.
+  const cut = (word) => {
+    if (!end(word)) return;
+    const reason = new Error(`tollgate: the answer was cut (${word})`);
+    try { out.error(reason); } catch {}
+    reader.cancel(reason).catch(() => {});
+  };
+  const lapse = setTimeout(() => cut("lapsed"), leftMs);
   const body = new ReadableStream({
+    start(c) { out = c; },
+    // Called when the client has taken what was queued: a piece (at most
+    // 64 KiB of the origin's chunk) that waits idleMs for the next call is
+    // one the client stopped reading.
     async pull(c) {
+      clearTimeout(idle);
       try {
-        const { done, value } = await reader.read();
-        if (done) { c.close(); finish(); } else c.enqueue(value);
-      } catch (e) { c.error(e); finish(); }
+        if (rest === null) {
+          const { done, value } = await reader.read();
+          if (ended) return;
+          if (done) { c.close(); end("ended"); return; }
+          rest = value;
+        }
+        const whole = !(rest instanceof Uint8Array) || rest.byteLength <= PIECE;
+        c.enqueue(whole ? rest : rest.subarray(0, PIECE));
+        rest = whole ? null : rest.subarray(PIECE);
+        idle = setTimeout(() => cut("idle"), idleMs);
+      } catch (e) {
+        if (end("failed")) c.error(e);
+      }
     },
-    cancel(reason) { finish(); return reader.cancel(reason).catch(() => {}); },
+    cancel(reason) { end("cancelled"); return reader.cancel(reason).catch(() => {}); },
   });
   return [new Response(body, response), finished];
+}
+
+// A 101's WebSocket, relayed through a pair whose client end goes to the
+// client: the promise resolves once either side closed (or failed), or
+// leftMs passed (both closed).
+function relaySession(response, leftMs) {
+  const upstream = response.webSocket;
+  if (!upstream) return [response, Promise.resolve("ended")];
+  const [client, server] = Object.values(new WebSocketPair());
+  upstream.accept();
+  server.accept();
+  let finish;
+  const finished = new Promise((r) => { finish = r; });
+  let over = false;
+  const close = (socket, code, reason) => {
+    try { socket.close(code, reason); } catch { try { socket.close(); } catch {} }
+  };
+  const end = (word, code, reason) => {
+    if (over) return;
+    over = true;
+    clearTimeout(lapse);
+    close(upstream, code, reason);
+    close(server, code, reason);
+    finish(word);
+  };
+  const lapse = setTimeout(() => end("lapsed", 1013, "tollgate: the session's slot lapsed (reservation_ttl)"), leftMs);
+  for (const [from, to] of [[upstream, server], [server, upstream]]) {
+    from.addEventListener("message", (e) => { try { to.send(e.data); } catch {} });
+    from.addEventListener("close", (e) => end("closed", e.code, e.reason));
+    from.addEventListener("error", () => end("failed", 1011, "tollgate: the session failed"));
+  }
+  const headers = new Headers(response.headers);
+  for (const name of ["upgrade", "connection", "sec-websocket-accept", "sec-websocket-extensions"]) headers.delete(name);
+  return [new Response(null, { status: 101, webSocket: client, headers }), finished];
 }
 "#)]
 extern "C" {
@@ -151,19 +223,29 @@ extern "C" {
     fn watch_upload_js(request: &web_sys::Request, ms: u32) -> Result<js_sys::Array, JsValue>;
 
     /// A response like `response` whose body streams through a watch, and
-    /// a promise that resolves once the body has ended, failed or been
-    /// cancelled (the client went away); at once for no body or a 101.
+    /// a promise that resolves once the body is done: `ended`, `failed`,
+    /// `cancelled` (the client went away), or cut: `idle` (a chunk waited
+    /// `idle_ms` for the client to take it) or `lapsed` (`left_ms` passed).
+    /// A 101's WebSocket is relayed instead: `closed` (by either side),
+    /// `failed` or `lapsed` (both sides closed). At once (`ended`) for no
+    /// body.
     #[wasm_bindgen(catch, js_name = watchBody)]
-    fn watch_body_js(response: &web_sys::Response) -> Result<js_sys::Array, JsValue>;
+    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64) -> Result<js_sys::Array, JsValue>;
 }
 
-/// `response` with its body watched ([`crate::count::slots`]: a concurrency
-/// slot is held until the answer has been sent): the response to send, and
-/// what resolves once its body is done (ended, failed, or cancelled by a
-/// client that went away). `None`: the runtime refused to build it.
-pub(crate) fn watch_body(response: &web_sys::Response) -> Option<(web_sys::Response, js_sys::Promise)> {
+/// `response` with its body watched, or its WebSocket session relayed, as
+/// `hold` says ([`crate::count::slots`]: a concurrency slot is held until
+/// the answer has been sent, or the session closed): the response to send,
+/// and what resolves, with the word of why, once it is done. `None`: no
+/// hold, or the runtime refused to build it.
+pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold) -> Option<(web_sys::Response, js_sys::Promise)> {
+    let (idle_ms, left_ms) = match hold {
+        Hold::Headers => return None,
+        Hold::Body { idle_ms, left_ms } => (idle_ms, left_ms),
+        Hold::Session { left_ms } => (0, left_ms),
+    };
     // What `watchBody` returns, always: no `instanceof` checks to carry.
-    let pair = watch_body_js(response).ok()?;
+    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64).ok()?;
     Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
 }
 

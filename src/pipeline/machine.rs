@@ -30,6 +30,7 @@ use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
 use crate::pipeline::plan::{self, Body, Plan, RequestParts, Route};
 use crate::pipeline::upload::{self, Receipt, UploadLimits};
+use crate::pipeline::upgrade;
 use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
 
 /// Whether a request to `url` needs more than the fast path. `false`: it
@@ -127,6 +128,9 @@ impl<'c, 'f> Machine<'c, 'f> {
                 Next::Admin { lockout: lockout.as_ref(), route, lockout_binds: *lockout_binds }
             }
             Route::Check(applied) if !applied.is_empty() && self.refused.is_none() => {
+                if upgrade::refusing(applied, self.facts.headers).is_some() {
+                    return Next::Decided;
+                }
                 let refused = cache.is_some_and(|c| refuses(c, applied, self.facts.now_ms));
                 match upload::limits_for(applied) {
                     Some(limits) if !self.received && !refused => Next::Upload(limits),
@@ -167,6 +171,7 @@ impl<'c, 'f> Machine<'c, 'f> {
     /// `i`-th check of [`Next::Count`]).
     pub fn counted(self, outcomes: Vec<Outcome>) -> Decision<'c> {
         let Machine { config, fresh, reads, mut plan, facts, upload_deadline, refused, .. } = self;
+        let refused = refused.or_else(|| upgrade_refusal(&plan, facts.headers));
         if let Some((answer, event)) = refused {
             let mut logs = vec![event];
             crate::pipeline::who::annotate(&mut logs, &facts, config);
@@ -210,6 +215,14 @@ impl<'c, 'f> Machine<'c, 'f> {
             plan,
         }
     }
+}
+
+/// The answer to an upgrade a usage rule of the plan refuses
+/// ([`crate::pipeline::upgrade`]).
+fn upgrade_refusal(plan: &Plan<'_>, headers: &HeaderMap) -> Option<(Answer, LogEvent)> {
+    let Route::Check(applied) = &plan.route else { return None };
+    let (response, event) = upgrade::refusal(upgrade::refusing(applied, headers)?);
+    Some((Answer::Respond(response), event))
 }
 
 /// The verdict of a plan that needs no counter: a refused path (400), a
@@ -352,6 +365,21 @@ pub struct Settle<'c> {
     pub outcomes: Vec<Outcome>,
 }
 
+/// How an answer holds its request's concurrency slots ([`Settle::hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Settled at the headers: no slot is held past them.
+    Headers,
+    /// Settled once the body has been sent or the client went away; cut
+    /// (the client's answer broken off, the origin's cancelled) once a
+    /// chunk has waited `idle_ms` for the client to take it, or after
+    /// `left_ms`.
+    Body { idle_ms: u64, left_ms: u64 },
+    /// A WebSocket session (101): relayed, settled once either side closed
+    /// it, closed by tollgate after `left_ms`.
+    Session { left_ms: u64 },
+}
+
 /// One settling call to a rule's object.
 #[derive(Debug, Clone)]
 pub struct SettleCall {
@@ -404,11 +432,49 @@ impl<'c> Settle<'c> {
         names
     }
 
-    /// Whether settling waits until the response body has been sent (or
-    /// the client went away): a rule with `concurrency` holds its slot
-    /// while the answer streams ([`crate::count::slots`]).
-    pub fn holds_until_sent(&self) -> bool {
-        self.applied.iter().any(|a| a.rule.concurrency.is_some())
+    /// How the origin's answer of `status`, at `now_ms`, holds the slots of
+    /// this request's `concurrency` rules ([`crate::count::slots`]): not
+    /// past its headers when no such rule counts the status (or none holds
+    /// a reservation); otherwise until the body has been sent (cut when
+    /// the client stops reading for the shortest `idle_release`), or, for
+    /// a 101, until the session closes; either cut before the first
+    /// reservation lapses.
+    pub fn hold(&self, status: u16, now_ms: i64) -> Hold {
+        let holding: Vec<(&Applied<'c>, u64)> = self
+            .applied
+            .iter()
+            .zip(&self.outcomes)
+            .filter(|(a, _)| a.rule.concurrency.is_some() && (status == 101 || a.rule.counting.counts(status)))
+            .filter_map(|(a, outcome)| match outcome {
+                Outcome::Allowed { reservation: Some(id), .. } => Some((a, *id)),
+                _ => None,
+            })
+            .collect();
+        let reservations = holding.iter().map(|(a, id)| (*id, a.rule.reservation_ttl_ms));
+        let Some(left_ms) = crate::count::slots::hold_left_ms(reservations, now_ms) else { return Hold::Headers };
+        match holding.iter().map(|(a, _)| a.rule.idle_release_ms).min() {
+            Some(idle_ms) if status != 101 => Hold::Body { idle_ms, left_ms },
+            _ => Hold::Session { left_ms },
+        }
+    }
+
+    /// The log lines of a held answer that tollgate cut, by the word its
+    /// watch ended with ([`Hold`]): `idle` (the client stopped reading for
+    /// `idle_release`) or `lapsed` (its slot would lapse); one
+    /// `answer_cut` per concurrency rule. None for any other end.
+    pub fn cut_events(&self, why: &str) -> Vec<LogEvent> {
+        let reason = match why {
+            "idle" => "idle_release",
+            "lapsed" => "reservation_ttl",
+            _ => return Vec::new(),
+        };
+        let rules = self.applied.iter().filter(|a| a.rule.concurrency.is_some());
+        rules
+            .map(|a| {
+                let fields = vec![("rule", a.rule.name.as_str().into()), ("key_hash", a.key_hash.as_str().into()), ("reason", reason.into())];
+                LogEvent::new("answer_cut", fields)
+            })
+            .collect()
     }
 
     /// The usage headers to remove from the client's response (those of
@@ -583,6 +649,29 @@ mod tests {
         assert!(!device(&forged), "an altered MAC: the account's");
         let without_secret = Req { secrets: Secrets::default(), ..login.clone().header("cookie", &value) };
         assert!(!device(&without_secret.now(NOW + 1_000).plan(c)), "no secret: no device");
+    }
+
+    /// Issue 35: an answer the rule does not count gives the slot back at
+    /// its headers; a counted one holds it (cut after `idle_release` unread),
+    /// a 101 for its session; every hold ends before the slot lapses.
+    #[test]
+    fn an_answer_holds_its_slot_only_when_counted_and_never_past_its_reservation() {
+        let c = leaked(json!([{ "name": "exports", "path": "/export", "key": ["header:x-tenant"], "count_statuses": [200],
+            "limits": [{ "requests": 100, "window": "1m" }], "concurrency": 2, "reservation_ttl": "15s", "idle_release": "2s" }]));
+        const NOW: i64 = 1_800_000_000_000;
+        let id = crate::count::reservation::next_id(&[], NOW);
+        let reserved = |_: &Applied<'_>| Outcome::Allowed { windows: Vec::new(), reservation: Some(id) };
+        let d = Req::get("/export").ip("192.0.2.1").header("x-tenant", "acme").decide(c, &PlanMemo::new(1), &reserved);
+        let later = NOW + 3_000;
+        assert_eq!(d.settle.hold(401, later), Hold::Headers, "a stranger's 401 is not counted: no hold");
+        assert_eq!(d.settle.hold(200, later), Hold::Body { idle_ms: 2_000, left_ms: 15_000 - 1_000 - 3_000 });
+        assert_eq!(d.settle.hold(101, later), Hold::Session { left_ms: 11_000 }, "a session holds whatever the statuses");
+        assert_eq!(d.settle.hold(200, NOW + 20_000), Hold::Body { idle_ms: 2_000, left_ms: 0 }, "lapsed: cut at once");
+        let failed = Req::get("/export").ip("192.0.2.1").header("x-tenant", "acme").decide(c, &PlanMemo::new(1), &|_| Outcome::Failed("down".into()));
+        assert_eq!(failed.settle.hold(200, later), Hold::Headers, "no reservation, no slot to hold");
+        let cut = |why| d.settle.cut_events(why).iter().map(|e| e.fields.iter().find(|(n, _)| *n == "reason").map(|(_, v)| v.to_string())).collect::<Vec<_>>();
+        assert_eq!(cut("idle").len(), 1);
+        assert!(cut("ended").is_empty() && cut("cancelled").is_empty() && cut("closed").is_empty());
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod facts;
 pub mod machine;
 pub mod plan;
 pub mod upload;
+pub mod upgrade;
 pub mod ticket;
 pub mod verdict;
 pub mod who;

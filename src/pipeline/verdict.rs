@@ -19,7 +19,7 @@
 //! - `log` (shadow) rules over their limit only log `shadow_block`;
 //! - otherwise the request is forwarded.
 
-use crate::config::policy::{Action, Counting, FailPolicy, Named, SuccessAction};
+use crate::config::policy::{Action, FailPolicy, Named, SuccessAction};
 use crate::config::headers::{rate_fields, OwnResponse, Policies, Report};
 use crate::count::blocked::Refusal;
 use crate::pipeline::applied::{Applied, Matched};
@@ -247,12 +247,8 @@ pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered
         Outcome::Allowed { reservation, .. } => *reservation,
         Outcome::Blocked { .. } | Outcome::Failed(_) => None,
     };
-    let counts = |status: &u16| match &applied.rule.counting {
-        Counting::All => true,
-        Counting::Statuses(counted) => counted.contains(status),
-    };
     let op = match (origin, &applied.rule.on_success) {
-        (Some(answered), _) if counts(&answered.status) => Op::Commit,
+        (Some(answered), _) if applied.rule.counting.counts(answered.status) => Op::Commit,
         (Some(answered), Some(on)) if success_settles(applied, answered) => match on.action {
             SuccessAction::Clear => Op::Clear,
             SuccessAction::Decrement => Op::Forgive,
