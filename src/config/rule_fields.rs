@@ -303,7 +303,7 @@ pub(super) const RESPONSE_FIELDS: &[Field<ResponseDraft>] = &[
         let valid = |t: &str| t.contains('/') && !t.is_empty() && t.bytes().all(|b| (b' '..=b'~').contains(&b));
         d.content_type = i.text(valid, "must be a media type such as \"text/html; charset=utf-8\"");
     }),
-    Field::optional("body", Shape::Text(""), "The body served to clients that do not ask for JSON (at most 64 KiB); {retry_after} and {rule} are replaced.", |d, i| {
+    Field::optional("body", Shape::Text(""), "The body served to clients that do not ask for JSON, and to every client when content_type is JSON (at most 64 KiB); {retry_after} and {rule} are replaced.", |d, i| {
         d.body = i.text(|b| b.len() <= response::MAX_BODY_BYTES, "must be text of at most 64 KiB, with {retry_after} and {rule} as placeholders");
     }),
 ];
