@@ -68,6 +68,7 @@ impl RuleDraft {
             suffixes: DEFAULT_SUFFIXES.iter().map(|s| s.to_string()).collect(),
             key: vec![KeyPart::Ip],
             on_missing_key: MissingKey::Reject,
+            missing_key_given: false,
             counting: Counting::All,
             on_success: None,
             trusted_device: None,
@@ -111,6 +112,7 @@ impl RuleDraft {
     /// The spec, once the checks that span fields have passed.
     pub(super) fn finish(self, errors: &mut Errors) -> RuleSpec {
         let mut spec = self.spec;
+        spec.missing_key_given = self.on_missing_key.is_some() || self.fallback_key.is_some();
         spec.on_missing_key = checks::missing_key(self.on_missing_key, self.fallback_key, errors);
         let action = checks::success_action(self.clear_on_success, self.success_action, errors);
         spec.on_success = checks::on_success(&spec, action, self.success_statuses, self.identity_header, errors);

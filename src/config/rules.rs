@@ -171,6 +171,9 @@ pub struct RuleSpec {
     pub suffixes: Vec<String>,
     pub key: Vec<KeyPart>,
     pub on_missing_key: MissingKey,
+    /// `on_missing_key` (or `fallback_key`) was written, not defaulted:
+    /// `tollgate check` then keeps quiet about a broad path's 400s.
+    pub missing_key_given: bool,
     pub counting: Counting,
     /// What a success does to a failures-only rule's count; `None`:
     /// nothing (`on_success`, `clear_on_success`).
