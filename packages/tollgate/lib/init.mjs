@@ -224,6 +224,16 @@ ${rules.trim()}
 `;
 }
 
+/**
+ * npm 11's allowScripts (npm 12 runs no dependency's install script unless
+ * it is listed): wrangler's esbuild and workerd check or fetch their
+ * platform binary in theirs; sharp (an optional image library of
+ * miniflare, unused here) needs none with its prebuilt binaries. Listed by
+ * name, so a newer wrangler's versions stay covered; without the field,
+ * every install warns that their scripts are "not yet covered".
+ */
+const ALLOW_SCRIPTS = { esbuild: true, workerd: true, sharp: false };
+
 function packageJson(name, tollgate, preset) {
   const scripts = {
     dev: "tollgate dev",
@@ -232,7 +242,8 @@ function packageJson(name, tollgate, preset) {
     deploy: "tollgate check && wrangler deploy",
     ...(APP_PRESETS[preset]?.scripts ?? {}),
   };
-  return `${JSON.stringify({ name, private: true, type: "module", scripts, devDependencies: { tollgate, wrangler: WRANGLER } }, null, 2)}\n`;
+  const project = { name, private: true, type: "module", scripts, devDependencies: { tollgate, wrangler: WRANGLER }, allowScripts: ALLOW_SCRIPTS };
+  return `${JSON.stringify(project, null, 2)}\n`;
 }
 
 /** An app preset's files (presets/NAME/...), with {{NAME}}, {{APP}}, ... filled in. */
