@@ -129,7 +129,11 @@ preview_urls = false`;
   return `# Deploy step: attach tollgate to your proxied zone. Broad routes, narrow
 # rules: send the whole zone and let the rules below pick what to limit (a
 # narrow route like example.com/api/* misses /API/x and /%61pi/x).${app}
-# routes = [{ pattern = "example.com/*", zone_name = "example.com" }]`;
+# routes = [{ pattern = "example.com/*", zone_name = "example.com" }]
+# No NAME.SUBDOMAIN.workers.dev URL: tollgate answers on the zone's route,
+# where the origin is; on workers.dev there is none to forward to.
+workers_dev = false
+preview_urls = false`;
 }
 
 function wranglerToml(name, rules, preset) {
