@@ -173,7 +173,9 @@ binding = "TOLLGATE_METRICS"
 dataset = "tollgate"
 
 # \`wrangler dev\` and \`wrangler deploy\` check the rules first: a config with
-# an error never deploys (the error names the rule and the field).
+# an error never deploys (the error names the rule and the field). wrangler
+# dev runs it twice at start, the second time when its file watcher is ready
+# ("The file src changed, restarting build": wrangler's own; harmless).
 [build]
 command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml${preset === "in-front" ? " --app app/wrangler.toml" : ""}"
 
