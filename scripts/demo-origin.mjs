@@ -7,6 +7,7 @@
 //   ai-budget          POST /v1/chat/* answers 401 without an x-api-key, else 200
 //                      reporting the tokens used in x-usage-tokens: ?tokens=N, or 2500.
 // Usage: ORIGIN_PORT=8788 DEMO_EXAMPLE=NAME node scripts/demo-origin.mjs
+// (DEMO_LABEL: what its first line calls it, instead of the example's name)
 import { createServer } from "node:http";
 
 const DEMO_PASSWORD = "demo-password";
@@ -66,5 +67,5 @@ createServer((req, res) => {
     res.end(JSON.stringify(json) + "\n");
   });
 }).listen(port, "127.0.0.1", () =>
-  console.log(`demo origin${example ? ` (${example})` : ""} listening on http://127.0.0.1:${port}`),
+  console.log(`demo origin${process.env.DEMO_LABEL ?? (example ? ` (${example})` : "")} listening on http://127.0.0.1:${port}`),
 );

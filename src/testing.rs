@@ -142,10 +142,21 @@ impl Req {
     /// The machine's decision, each counter answering `outcome`, the upload
     /// (if one is awaited) complete; `memo` as the isolate's.
     pub fn decide<'c>(&self, config: &'c Config, memo: &PlanMemo, outcome: &dyn Fn(&Applied<'_>) -> Outcome) -> Decision<'c> {
+        self.decide_cached(config, memo, None, outcome)
+    }
+
+    /// [`Req::decide`] with the isolate's blocked-until `cache`.
+    pub fn decide_cached<'c>(
+        &self,
+        config: &'c Config,
+        memo: &PlanMemo,
+        cache: Option<&crate::count::blocked::BlockedUntilCache>,
+        outcome: &dyn Fn(&Applied<'_>) -> Outcome,
+    ) -> Decision<'c> {
         let headers = self.header_map();
         let mut machine = Machine::new(config, self.facts(&headers), memo);
         loop {
-            match machine.next(None) {
+            match machine.next(cache) {
                 Next::Body { .. } => machine.body(Some(self.body.as_deref().unwrap_or_default())),
                 Next::Upload(_) => machine.uploaded(Receipt::Complete, self.now_ms),
                 Next::Admin { .. } => panic!("an admin request: drive the admin flow"),

@@ -206,6 +206,27 @@ pub(super) fn untyped_ids(rule: &Rule) -> Vec<ConfigWarning> {
         .collect()
 }
 
+/// The default `on_missing_key = "reject"` on a broad path (a wildcard,
+/// such as `/api/*`) with a key part a request may lack (a header, cookie,
+/// query parameter or body field): every request without it is answered
+/// 400, public pages and health checks included (issue 39). Said only when
+/// the policy was left to its default.
+pub(super) fn broad_rejection(rule: &Rule) -> Option<ConfigWarning> {
+    let missable = |p: &&KeyPart| matches!(p, KeyPart::Header(..) | KeyPart::Cookie(..) | KeyPart::Query(..) | KeyPart::Body(..));
+    let part = rule.key.iter().find(missable)?;
+    let broad = rule.path.contains('*');
+    (broad && !rule.missing_key_given && rule.on_missing_key == MissingKey::Reject).then(|| ConfigWarning {
+        rule: rule.name.clone(),
+        field: "on_missing_key",
+        message: format!(
+            "not set, so \"reject\": every request to `{}` without `{part}` is answered 400 and never reaches the \
+             origin (a public page, a health check, a client before it signs in); set fallback_key = [\"ip\"] to \
+             count those by address, on_missing_key = \"skip\" to leave them to other rules, or \"reject\" to keep it",
+            rule.path
+        ),
+    })
+}
+
 /// Shadow mode never blocks, so a fail-closed policy on it does nothing.
 pub(super) fn shadow_fail_closed(rule: &Rule) -> Option<ConfigWarning> {
     (rule.action == Action::Log && rule.on_error == FailPolicy::Deny).then(|| ConfigWarning {
@@ -265,6 +286,7 @@ pub(super) fn warnings(rule: &Rule) -> Vec<ConfigWarning> {
     out.extend(untyped_ids(rule));
     out.extend(shadow_fail_closed(rule));
     out.extend(forgeable_success(rule));
+    out.extend(broad_rejection(rule));
     out
 }
 

@@ -720,6 +720,24 @@ mod tests {
         assert!(warnings[1].contains("one failure"), "{}", warnings[1]);
     }
 
+    /// Issue 39 item 7: the default reject on `/api/*` keyed by a header
+    /// turns every header-less call into 400: `check` says so, unless the
+    /// policy was written, the path is narrow or the key cannot be missing.
+    #[test]
+    fn a_default_reject_on_a_broad_path_is_warned_about() {
+        let config = Config::from_json(&json!({ "rules": [
+            { "name": "api", "path": "/api/*", "key": ["header:x-api-key"], "limits": [{ "requests": 10, "window": "1m" }] },
+            { "name": "meant", "path": "/api/*", "key": ["header:x-api-key"], "on_missing_key": "reject", "limits": [{ "requests": 10, "window": "1m" }] },
+            { "name": "fallback", "path": "/api/*", "key": ["header:x-api-key"], "fallback_key": ["ip"], "limits": [{ "requests": 10, "window": "1m" }] },
+            { "name": "narrow", "path": "/api/export", "key": ["header:x-api-key"], "limits": [{ "requests": 10, "window": "1m" }] },
+            { "name": "by-ip", "path": "/*", "key": ["ip"], "limits": [{ "requests": 10, "window": "1m" }] },
+        ]}))
+        .unwrap();
+        let warnings: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].starts_with("rule `api`, field `on_missing_key`: not set, so \"reject\": every request to `/api/*` without `header:x-api-key` is answered 400"), "{}", warnings[0]);
+    }
+
     #[test]
     fn duplicate_names_are_refused() {
         let r = json!({"name": "a", "path": "/a", "limits": [{"requests": 1, "window": "1s"}]});

@@ -66,7 +66,8 @@ impl Overrides {
 
     /// Derives each entry's key as a request carrying its value would
     /// derive it, for a rule keyed by `parts` (one part), lowercasing path
-    /// groups of a `case_insensitive` rule as its matcher captures them.
+    /// groups of a `case_insensitive` rule as its matcher captures them
+    /// (but a `:raw` one, [`KeyPart::folds_with_match`]).
     /// Every value that names no key, or the same key as another, is an
     /// error.
     pub fn resolve(&mut self, parts: &[KeyPart], case_insensitive: bool, ipv6_prefix: u8) -> Vec<UnresolvedOverride> {
@@ -83,7 +84,7 @@ impl Overrides {
         };
         for (i, entry) in self.entries.iter_mut().enumerate() {
             let value = match part {
-                KeyPart::PathGroup(..) if case_insensitive => entry.value.to_lowercase(),
+                _ if case_insensitive && part.folds_with_match() => entry.value.to_lowercase(),
                 _ => entry.value.clone(),
             };
             entry.key = key_of(part, &value, ipv6_prefix);
@@ -175,6 +176,7 @@ pub fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> R
         header: &headers,
         query: &query,
         path_groups: &groups,
+        fold_path_groups: false,
         body: &body,
         country: country.as_deref(),
         asn,

@@ -16,8 +16,11 @@
 //! Negotiation ([`Prefers::from_accept`]): a client that asks for JSON
 //! (`application/json`, `application/problem+json` or any `+json` type, at a
 //! quality at least that of `text/html`) gets problem+json, with the rule's
-//! status; anything else (a browser's `text/html`, `*/*`, no `Accept`) gets
-//! the custom body. `Retry-After` and the `RateLimit` fields are on both.
+//! status, unless the rule's own body is JSON itself (its `content_type`
+//! `application/json` or `+json`: an app's own error shape, such as
+//! Laravel's `{"message": …}`), which every client gets; anything else (a
+//! browser's `text/html`, `*/*`, no `Accept`) gets the custom body.
+//! `Retry-After` and the `RateLimit` fields are on both.
 
 use crate::config::headers::{self, OwnResponse};
 
@@ -135,8 +138,7 @@ impl Prefers {
                 .map(quality)
                 .next()
                 .unwrap_or(1000);
-            let is_json = media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"));
-            if is_json {
+            if is_json_media(&media) {
                 json = json.max(q);
             } else if media == "text/html" || media == "application/xhtml+xml" {
                 html = html.max(q);
@@ -148,6 +150,12 @@ impl Prefers {
             Prefers::Other
         }
     }
+}
+
+/// Whether a lowercased media type (no parameters) is JSON:
+/// `application/json` or any `application/…+json` (RFC 6839 §3.1).
+fn is_json_media(media: &str) -> bool {
+    media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"))
 }
 
 /// A quality value in thousandths (`0.8` is 800), as RFC 9110 §12.4.2
@@ -188,6 +196,13 @@ impl CustomResponse {
     /// Whether the rule has a body of its own (else only its status).
     pub fn has_body(&self) -> bool {
         self.body.is_some()
+    }
+
+    /// Whether the body is JSON (`application/json` or a `+json` type,
+    /// parameters aside): a JSON client then gets it rather than
+    /// problem+json.
+    pub fn is_json(&self) -> bool {
+        is_json_media(&self.content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
     }
 
     /// The body as the config wrote it, placeholders and all (`None`: the
@@ -254,10 +269,9 @@ pub fn blocked(
 ) -> OwnResponse {
     let retry_after_s = headers::seconds_ceil(retry_after_ms).max(1);
     let status = custom.map_or(429, |c| c.status);
-    let own_body = match prefers {
-        Prefers::Json => None,
-        Prefers::Other => custom.and_then(|c| Some((c.content_type.clone(), c.render(rule, retry_after_s)?))),
-    };
+    let own_body = custom
+        .filter(|c| prefers == Prefers::Other || c.is_json())
+        .and_then(|c| Some((c.content_type.clone(), c.render(rule, retry_after_s)?)));
     let (content_type, body) = match own_body {
         Some(own) => own,
         None => ("application/problem+json".to_string(), problems.body(status, retry_after_s)),
@@ -330,6 +344,28 @@ mod tests {
         assert!(CustomResponse::new(429, None, Some(&"x".repeat(MAX_BODY_BYTES + 1))).is_err());
     }
 
+    /// Issue 39: an app's own JSON error shape reaches a JSON client; an
+    /// HTML page does not (problem+json stays the default).
+    #[test]
+    fn a_json_body_of_the_rules_own_wins_over_problem_json() {
+        let windows = [crate::count::protocol::WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500 }];
+        let fields = || headers::rate_fields(&headers::Policies::of_requests("login"), &windows, headers::Report::Window { index: 0, retry_after_ms: 1_500 });
+        let laravel = CustomResponse::new(429, Some("application/json".into()), Some(r#"{"message":"Too Many Attempts.","retry":{retry_after}}"#)).unwrap();
+        let vendor = CustomResponse::new(429, Some("Application/Vnd.Api+JSON; charset=utf-8".into()), Some("{}")).unwrap();
+        let page = CustomResponse::new(429, None, Some("<p>wait</p>")).unwrap();
+        assert!(laravel.is_json() && vendor.is_json() && !page.is_json());
+        for prefers in [Prefers::Json, Prefers::Other] {
+            let r = blocked("login", Some(&laravel), &Problems::new("login"), prefers, 1_500, fields());
+            assert_eq!((r.status, r.header("content-type")), (429, Some("application/json")));
+            assert_eq!(r.body, r#"{"message":"Too Many Attempts.","retry":2}"#);
+            assert_eq!((r.header("retry-after"), r.header("ratelimit")), (Some("2"), Some("\"login\";r=0;t=2")));
+            let v = blocked("login", Some(&vendor), &Problems::new("login"), prefers, 1_500, fields());
+            assert_eq!(v.body, "{}");
+        }
+        let to_json = blocked("login", Some(&page), &Problems::new("login"), Prefers::Json, 1_500, fields());
+        assert_eq!(to_json.header("content-type"), Some("application/problem+json"));
+    }
+
     #[test]
     fn a_block_always_carries_retry_after_and_the_ratelimit_fields() {
         let windows = [crate::count::protocol::WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500 }];
@@ -352,6 +388,7 @@ mod tests {
         assert_eq!((body["status"].as_u64(), body["title"].as_str()), (Some(503), Some("Service Unavailable")));
         assert_eq!(blocked("api", Some(&page), &Problems::new("api"), Prefers::Other, 1_500, fields()).body, "busy, 2s");
         let status_only = CustomResponse::new(503, None, None).unwrap();
+        assert!(!status_only.is_json());
         assert_eq!(blocked("api", Some(&status_only), &Problems::new("api"), Prefers::Other, 1_500, fields()).header("content-type"), Some("application/problem+json"));
     }
 }

@@ -71,6 +71,7 @@ impl RuleDraft {
             suffixes: DEFAULT_SUFFIXES.iter().map(|s| s.to_string()).collect(),
             key: vec![KeyPart::Ip],
             on_missing_key: MissingKey::Reject,
+            missing_key_given: false,
             counting: Counting::All,
             on_success: None,
             trusted_device: None,
@@ -116,6 +117,7 @@ impl RuleDraft {
     /// The spec, once the checks that span fields have passed.
     pub(super) fn finish(self, errors: &mut Errors) -> RuleSpec {
         let mut spec = self.spec;
+        spec.missing_key_given = self.on_missing_key.is_some() || self.fallback_key.is_some();
         spec.on_missing_key = checks::missing_key(self.on_missing_key, self.fallback_key, errors);
         let action = checks::success_action(self.clear_on_success, self.success_action, errors);
         spec.on_success = checks::on_success(&spec, action, self.success_statuses, self.identity_header, errors);
@@ -310,7 +312,7 @@ pub(super) const RESPONSE_FIELDS: &[Field<ResponseDraft>] = &[
         let valid = |t: &str| t.contains('/') && !t.is_empty() && t.bytes().all(|b| (b' '..=b'~').contains(&b));
         d.content_type = i.text(valid, "must be a media type such as \"text/html; charset=utf-8\"");
     }),
-    Field::optional("body", Shape::Text(""), "The body served to clients that do not ask for JSON (at most 64 KiB); {retry_after} and {rule} are replaced.", |d, i| {
+    Field::optional("body", Shape::Text(""), "The body served to clients that do not ask for JSON, and to every client when content_type is JSON (at most 64 KiB); {retry_after} and {rule} are replaced.", |d, i| {
         d.body = i.text(|b| b.len() <= response::MAX_BODY_BYTES, "must be text of at most 64 KiB, with {retry_after} and {rule} as placeholders");
     }),
 ];

@@ -171,6 +171,9 @@ pub struct RuleSpec {
     pub suffixes: Vec<String>,
     pub key: Vec<KeyPart>,
     pub on_missing_key: MissingKey,
+    /// `on_missing_key` (or `fallback_key`) was written, not defaulted:
+    /// `tollgate check` then keeps quiet about a broad path's 400s.
+    pub missing_key_given: bool,
     pub counting: Counting,
     /// What a success does to a failures-only rule's count; `None`:
     /// nothing (`on_success`, `clear_on_success`).
@@ -262,8 +265,13 @@ pub struct RequestView<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Match {
     /// The path the pattern matched: the canonical path, or it with a
-    /// format suffix removed.
+    /// format suffix removed (lowercased for a case-insensitive rule).
     pub matched_path: String,
+    /// Each group's value in the case the request sent it, though a
+    /// case-insensitive rule matched the path folded (issue 39:
+    /// `path:link:raw` on `/chat/AbC123` is `AbC123`). An untyped group of
+    /// such a rule is folded again where its key is read
+    /// ([`crate::request::key::KeyInputs::fold_path_groups`]).
     pub groups: Vec<(String, String)>,
 }
 
@@ -477,11 +485,21 @@ impl Rule {
             return None;
         }
         let candidate = form.build();
+        let captured = pathname.matcher.matches(&candidate)?;
+        // A folded form has the bytes of the path as sent, lowercased one
+        // for one (ASCII): each capture, a slice of the candidate, is the
+        // same range of the form as sent.
+        let sent = (form.fold && !captured.is_empty()).then(|| Form { fold: false, ..*form }.build());
+        let as_sent = |value: &str| -> String {
+            let at = (value.as_ptr() as usize).checked_sub(candidate.as_ptr() as usize);
+            let range = at.and_then(|at| Some(at..at.checked_add(value.len())?));
+            sent.as_deref().zip(range).and_then(|(sent, range)| sent.get(range)).unwrap_or(value).to_string()
+        };
         let groups = pathname
             .group_name_list
             .iter()
-            .zip(pathname.matcher.matches(&candidate)?)
-            .filter_map(|(name, value)| Some((name.clone(), value?.to_string())))
+            .zip(captured)
+            .filter_map(|(name, value)| Some((name.clone(), as_sent(value?))))
             .collect();
         Some(Match { matched_path: candidate, groups })
     }
@@ -572,13 +590,13 @@ impl Rule {
 
     /// The key this one-part rule would give a request carrying `value`
     /// for its key part, derived exactly as the request's key is (see
-    /// [`crate::request::key::identity_key`]; path groups lowercased for a
-    /// case-insensitive rule, as its matcher captures them). `None` for a
+    /// [`crate::request::key::identity_key`]; path groups but `:raw` ones
+    /// lowercased for a case-insensitive rule, as its matcher captures them). `None` for a
     /// rule of several parts, or a value that would be missing.
     pub fn identity_key(&self, value: &str) -> Option<String> {
         let [part] = self.key.as_slice() else { return None };
         let value = match part {
-            KeyPart::PathGroup(..) if self.case_insensitive => value.to_lowercase(),
+            _ if self.case_insensitive && part.folds_with_match() => value.to_lowercase(),
             _ => value.to_string(),
         };
         crate::request::key::identity_key(part, &value)
@@ -828,7 +846,8 @@ mod tests {
 
     /// The matching this module did before it screened forms: every form
     /// built (lowercased for a case-insensitive rule), each given to
-    /// urlpattern.
+    /// urlpattern; its groups are the form's, the screened match's are as
+    /// sent (equal but for ASCII case).
     fn path_match_by_building(rule: &Rule, path: &str) -> Option<Match> {
         let strip = |path: &str| -> Option<String> {
             let last_slash = path.rfind('/')?;
@@ -848,6 +867,35 @@ mod tests {
             let groups = groups.filter_map(|(name, value)| Some((name.clone(), value?.to_string()))).collect();
             Some(Match { matched_path: form, groups })
         })
+    }
+
+    /// A match's groups as a case-insensitive rule's folded form holds
+    /// them (ASCII paths: the canonical path is ASCII).
+    fn folded(rule: &Rule, found: Option<Match>) -> Option<Match> {
+        let mut found = found?;
+        if rule.case_insensitive {
+            for (_, value) in &mut found.groups {
+                *value = value.to_lowercase();
+            }
+        }
+        Some(found)
+    }
+
+    /// Issue 39: a case-insensitive rule matches `/chat/AbC123` folded but
+    /// captures `AbC123` as sent; a case-sensitive one is unchanged.
+    #[test]
+    fn groups_keep_the_case_sent() {
+        let config = crate::config::Config::from_json(&json!({"rules": [
+            {"name": "any-case", "path": "/Chat/:link", "limits": [{"requests": 1, "window": "1s"}]},
+            {"name": "exact", "path": "/chat/:link/:rest*", "case_insensitive": false, "limits": [{"requests": 1, "window": "1s"}]},
+            {"name": "suffixed", "path": "/files/:name", "suffixes": ["json"], "limits": [{"requests": 1, "window": "1s"}]}
+        ]})).unwrap();
+        let groups = |rule: usize, path: &str| config.rules[rule].path_match(path).map(|m| m.groups);
+        let pair = |name: &str, value: &str| (name.to_string(), value.to_string());
+        assert_eq!(groups(0, "/CHAT/AbC123"), Some(vec![pair("link", "AbC123")]));
+        assert_eq!(groups(1, "/chat/AbC/x/Y"), Some(vec![pair("link", "AbC"), pair("rest", "x/Y")]));
+        assert_eq!(groups(2, "/FILES/Report.JSON"), Some(vec![pair("name", "Report")]));
+        assert_eq!(groups(2, "/files/Ab%2Fc"), Some(vec![pair("name", "Ab%2Fc")]));
     }
 
     /// Where [`screen`] answers, urlpattern agrees.
@@ -874,7 +922,7 @@ mod tests {
             host in "[a-zA-Z0-9.:-]{0,16}",
         ) {
             for rule in &shapes().rules {
-                proptest::prop_assert_eq!(rule.path_match(&path), path_match_by_building(rule, &path), "{}", rule.path);
+                proptest::prop_assert_eq!(folded(rule, rule.path_match(&path)), path_match_by_building(rule, &path), "{}", rule.path);
                 let urlpattern = rule.host.is_none() || rule.pattern.hostname.matcher.matches(&host).is_some();
                 proptest::prop_assert_eq!(rule.host_matches(&host), urlpattern, "{:?}", rule.host);
                 assert_screen_agrees(rule, &path, &host);
@@ -893,7 +941,7 @@ mod tests {
         let hosts = ["", "example.com", "api.example.com", "API.EXAMPLE.COM", "a.b.example.com", "www.example.com", "éx.example.com", ".example.com", "example.com."];
         for rule in &shapes().rules {
             for path in paths {
-                assert_eq!(rule.path_match(path), path_match_by_building(rule, path), "{} on {path}", rule.path);
+                assert_eq!(folded(rule, rule.path_match(path)), path_match_by_building(rule, path), "{} on {path}", rule.path);
             }
             for host in hosts {
                 let urlpattern = rule.host.is_none() || rule.pattern.hostname.matcher.matches(host).is_some();

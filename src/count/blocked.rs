@@ -110,7 +110,13 @@ impl BlockedUntilCache {
     /// Whether `id` is blocked beyond `now_ms` (read only: an expired
     /// entry stays until [`BlockedUntilCache::blocked_until`] finds it).
     pub fn refuses(&self, id: &str, now_ms: i64) -> bool {
-        self.until.get(id).is_some_and(|block| block.until_ms > now_ms)
+        self.peek(id, now_ms).is_some()
+    }
+
+    /// The block on `id`, if it lasts beyond `now_ms` (read only, as
+    /// [`BlockedUntilCache::refuses`]).
+    pub fn peek(&self, id: &str, now_ms: i64) -> Option<Block> {
+        self.until.get(id).filter(|block| block.until_ms > now_ms).cloned()
     }
 
     /// Records that `id` is blocked as `block` says.

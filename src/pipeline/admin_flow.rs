@@ -375,7 +375,7 @@ mod tests {
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("authorization", &format!("Bearer {token}"))]);
         let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let facts = Facts { method, url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
-        let machine = Machine::new(&config, facts, &PlanMemo::new(1));
+        let mut machine = Machine::new(&config, facts, &PlanMemo::new(1));
         let Next::Admin { lockout, route, lockout_binds } = machine.next(None) else { panic!("not an admin request") };
         let (mut flow, mut step) = AdminFlow::start(&config, lockout, route, lockout_binds, 1_000_000);
         let reply = || decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0 5/60000/1/4/60000").unwrap();

@@ -57,6 +57,11 @@ pub struct Machine<'c, 'f> {
     upload_deadline: Option<i64>,
     /// The upload's own answer (408, 400), when it has one.
     refused: Option<(Answer, LogEvent)>,
+    /// The `block` rules the isolate's blocked-until cache refused already
+    /// (index into the checked rules, and the outcome), when one did: the
+    /// request is refused asking no counter, so no other rule is charged
+    /// for it ([`cached_refusals`]).
+    known: Option<Vec<(usize, Outcome)>>,
 }
 
 /// What the driver does next.
@@ -96,6 +101,7 @@ impl<'c, 'f> Machine<'c, 'f> {
             received: false,
             upload_deadline: None,
             refused: None,
+            known: None,
         };
         match replayed {
             Some(plan) => machine.plan = plan,
@@ -119,21 +125,24 @@ impl<'c, 'f> Machine<'c, 'f> {
     }
 
     /// What the driver does next. `cache`: the isolate's blocked-until
-    /// cache, read only (a request it already refuses is not kept waiting
-    /// for its upload).
-    pub fn next(&self, cache: Option<&BlockedUntilCache>) -> Next<'_, 'c> {
+    /// cache, read only: a request it already refuses (a `block` rule's
+    /// block lasting past the request's `now`) is decided from it, no
+    /// counter asked and no upload waited for ([`cached_refusals`]).
+    pub fn next(&mut self, cache: Option<&BlockedUntilCache>) -> Next<'_, 'c> {
+        if let (Route::Check(applied), Some(cache), None) = (&self.plan.route, cache, &self.refused) {
+            self.known = cached_refusals(cache, applied, self.facts.now_ms);
+        }
         match &self.plan.route {
             Route::NeedsBody => Next::Body { limit: self.config.body_limit },
             Route::Admin { lockout, route, lockout_binds } => {
                 Next::Admin { lockout: lockout.as_ref(), route, lockout_binds: *lockout_binds }
             }
-            Route::Check(applied) if !applied.is_empty() && self.refused.is_none() => {
+            Route::Check(applied) if !applied.is_empty() && self.refused.is_none() && self.known.is_none() => {
                 if upgrade::refusing(applied, self.facts.headers).is_some() {
                     return Next::Decided;
                 }
-                let refused = cache.is_some_and(|c| refuses(c, applied, self.facts.now_ms));
                 match upload::limits_for(applied) {
-                    Some(limits) if !self.received && !refused => Next::Upload(limits),
+                    Some(limits) if !self.received => Next::Upload(limits),
                     _ => Next::Count(applied.iter().map(|a| (a, verdict::check_op(a.rule))).collect()),
                 }
             }
@@ -170,16 +179,24 @@ impl<'c, 'f> Machine<'c, 'f> {
     /// The decision, once the counters answered (`outcomes[i]` for the
     /// `i`-th check of [`Next::Count`]).
     pub fn counted(self, outcomes: Vec<Outcome>) -> Decision<'c> {
-        let Machine { config, fresh, reads, mut plan, facts, upload_deadline, refused, .. } = self;
+        let Machine { config, fresh, reads, mut plan, facts, upload_deadline, refused, known, .. } = self;
         let refused = refused.or_else(|| upgrade_refusal(&plan, facts.headers));
         if let Some((answer, event)) = refused {
             let mut logs = vec![event];
             crate::pipeline::who::annotate(&mut logs, &facts, config);
             return Decision { answer, logs, kept: None, settle: Settle::none(), checked: false, upload_deadline: None, plan, metrics: false };
         }
+        let (narrowed, outcomes) = match known {
+            Some(known) => refusing(&plan.route, known),
+            None => (None, outcomes),
+        };
         let blocked = outcomes.iter().any(|o| matches!(o, Outcome::Blocked { .. }));
-        let verdict = match &plan.route {
-            Route::Check(applied) if !applied.is_empty() => {
+        let checks = match &plan.route {
+            Route::Check(applied) => Some(narrowed.as_deref().unwrap_or(applied)),
+            _ => None,
+        };
+        let verdict = match checks {
+            Some(applied) if !applied.is_empty() => {
                 // The client's `Accept` shapes only a block's answer.
                 let prefers = if blocked { Prefers::from_accept(facts.headers.get("accept").as_deref()) } else { Prefers::Other };
                 verdict::verdict_for(applied, &outcomes, prefers)
@@ -200,10 +217,11 @@ impl<'c, 'f> Machine<'c, 'f> {
             _ => Vec::new(),
         };
         let checked = !applied.is_empty();
-        // A blocked client's plan is kept, for its repeats.
+        // A blocked client's plan is kept, for its repeats: every rule of it.
         let kept = fresh
             .filter(|_| memo::keeps(&plan.matched, &applied, blocked))
             .map(|fingerprint| Kept { fingerprint, reads, applied: applied.clone() });
+        let applied = narrowed.unwrap_or(applied);
         Decision {
             answer: verdict.answer,
             logs,
@@ -277,9 +295,36 @@ pub(crate) fn plan_facts<'c>(config: &'c Config, facts: &Facts<'_>, header: &dyn
     plan::plan(config, &parts)
 }
 
-/// Whether the cache refuses one of `applied`'s `block` rules already.
-fn refuses(cache: &BlockedUntilCache, applied: &[Applied<'_>], now_ms: i64) -> bool {
-    applied.iter().any(|a| a.rule.action == crate::config::policy::Action::Block && cache.refuses(&a.id, now_ms))
+/// The `block` rules of `applied` the cache refuses at `now_ms` (their
+/// index and outcome), `None` when it refuses none (issue 39).
+///
+/// Such a request is refused whatever the other rules' counters would say,
+/// so none is asked: a request refused by one rule is charged by no other
+/// (it never reaches the origin), shadow rules included, and it costs no
+/// object call. Exact: a cached block is the object's own answer, kept to
+/// its end ([`crate::count::blocked`]), and the verdict is taken at the
+/// same `now` the cache was read at; the glue asks no counter, so a block
+/// that ends in between cannot let the request through uncharged. The
+/// refusal the object itself answers (the first of a block, per isolate)
+/// was asked of every rule at once, and the others counted it: see the
+/// guide's "A request refused by one rule".
+fn cached_refusals(cache: &BlockedUntilCache, applied: &[Applied<'_>], now_ms: i64) -> Option<Vec<(usize, Outcome)>> {
+    let refusals: Vec<(usize, Outcome)> = applied
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.rule.action == crate::config::policy::Action::Block)
+        .filter_map(|(i, a)| Some((i, Outcome::from_cache(cache.peek(&a.id, now_ms)?, now_ms))))
+        .collect();
+    (!refusals.is_empty()).then_some(refusals)
+}
+
+/// Refused from the cache ([`cached_refusals`]): the refusing rules of
+/// `route`, the only ones checked, and their outcomes (the plan keeps every
+/// rule, for the memo).
+fn refusing<'c>(route: &Route<'c>, known: Vec<(usize, Outcome)>) -> (Option<Vec<Applied<'c>>>, Vec<Outcome>) {
+    let Route::Check(applied) = route else { return (None, Vec::new()) };
+    let (at, outcomes): (Vec<usize>, Vec<Outcome>) = known.into_iter().unzip();
+    (Some(at.iter().filter_map(|&i| applied.get(i).cloned()).collect()), outcomes)
 }
 
 /// A plan for the memo to keep ([`PlanMemo::keep`]).
@@ -592,6 +637,42 @@ mod tests {
         // Another client (another header value the plan read) plans afresh.
         let other = Req::get("/x").ip("192.0.2.2").decide(c, &memo, &allowed);
         assert!(other.plan.canonical.is_some());
+    }
+
+    /// Issue 39 item 3: a request the cache refuses for one rule asks no
+    /// counter, so no other rule (block or shadow) is charged for it; the
+    /// memo keeps every rule, so its repeat after the block is charged to
+    /// all again.
+    #[test]
+    fn a_request_the_cache_refuses_is_charged_by_no_other_rule() {
+        use crate::count::blocked::{Block, BlockedUntilCache, Refusal};
+        let c = leaked(json!([
+            { "name": "api", "path": "/api/*", "key": ["header:x-user"], "limits": [{ "requests": 10, "window": "1m" }] },
+            { "name": "export", "path": "/api/export", "key": ["header:x-user"], "limits": [{ "requests": 2, "window": "1m" }] },
+            { "name": "watch", "path": "/api/*", "key": ["ip"], "action": "log", "limits": [{ "requests": 1, "window": "1m" }] },
+        ]));
+        let req = Req::get("/api/export").ip("192.0.2.1").header("x-user", "ann").now(1_000);
+        let asked = std::cell::RefCell::new(Vec::new());
+        let count = |a: &Applied<'_>| {
+            asked.borrow_mut().push(a.rule.name.clone());
+            allowed(a)
+        };
+        let mut cache = BlockedUntilCache::new(8);
+        let Route::Check(applied) = req.plan(c).route else { panic!("a check") };
+        let export_id = applied[1].id.clone();
+        cache.insert(&export_id, Block { until_ms: 31_000, window: 0, limits: Vec::new(), by: Refusal::Limit }, 1_000);
+        let d = req.decide_cached(c, &PlanMemo::new(4), Some(&cache), &count);
+        assert!(asked.borrow().is_empty(), "no counter asked: {:?}", asked.borrow());
+        assert!(matches!(&d.answer, Answer::Respond(r) if r.status == 429 && r.header("retry-after") == Some("30")));
+        let checked: Vec<&str> = d.settle.applied.iter().map(|a| a.rule.name.as_str()).collect();
+        assert_eq!(checked, ["export"]);
+        assert_eq!(d.logs.iter().map(|e| e.event).collect::<Vec<_>>(), ["block"], "no shadow line for a refused request");
+        let kept = d.kept.expect("a blocked client's plan is kept");
+        assert_eq!(kept.applied.len(), 3, "the memo keeps every rule");
+        // Past the block, every rule is asked again.
+        let later = req.clone().now(31_000).decide_cached(c, &PlanMemo::new(4), Some(&cache), &count);
+        assert!(matches!(later.answer, Answer::Forward { .. }));
+        assert_eq!(*asked.borrow(), ["api", "export", "watch"]);
     }
 
     #[test]

@@ -293,6 +293,7 @@ fn matched_rules<'c>(
                 header,
                 query: &canonical.query,
                 path_groups: &found.groups,
+                fold_path_groups: rule.case_insensitive,
                 body: &body_lookup,
                 country: parts.country,
                 asn: parts.asn,
@@ -586,6 +587,7 @@ fn lockout_of<'c>(config: &'c Config, parts: &RequestParts<'_>, query: &Canonica
         header: parts.header,
         query,
         path_groups: &[],
+        fold_path_groups: false,
         body: &|_| Vec::new(),
         country: parts.country,
         asn: parts.asn,
@@ -1038,6 +1040,30 @@ mod tests {
         // The fallback missing too: rejected.
         let (p, _) = plan_of(&c, "GET", "/p", &[], None, None);
         assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == "fall"));
+    }
+
+    /// Issue 39: `:raw` is the group as sent on a case-insensitive rule;
+    /// an untyped or folding type is read as the rule matched (one count
+    /// for `/chat/AbC` and `/chat/abc`, as before); overrides agree.
+    #[test]
+    fn a_raw_path_group_keeps_the_case_sent() {
+        let c = config(json!([
+            {"name": "raw", "path": "/chat/:link", "key": ["path:link:raw"], "limits": limits(),
+             "overrides": {"AbC123": [{"requests": 5, "window": "1m"}]}},
+            {"name": "plain", "path": "/chat/:link", "key": ["path:link"], "limits": limits()},
+            {"name": "lower", "path": "/chat/:link", "key": ["path:link:lower"], "limits": limits()}
+        ]));
+        let keys = |path: &str| checked(&plan_of(&c, "GET", path, &[IP], None, None).0);
+        let pair = |rule: &str, key: &str| (rule.to_string(), key.to_string());
+        assert_eq!(
+            keys("/CHAT/AbC123"),
+            vec![pair("raw", "path:link:raw=AbC123"), pair("plain", "path:link=abc123"), pair("lower", "path:link:lower=abc123")]
+        );
+        assert_eq!(keys("/chat/abc123")[0], pair("raw", "path:link:raw=abc123"));
+        assert_eq!(c.rules[0].limits_for("path:link:raw=AbC123")[0].requests.get(), 5, "the override names the key as sent");
+        assert_eq!(c.rules[0].limits_for("path:link:raw=abc123")[0].requests.get(), 1);
+        assert_eq!(c.rules[0].identity_key("AbC123").as_deref(), Some("path:link:raw=AbC123"));
+        assert_eq!(c.rules[1].identity_key("AbC123").as_deref(), Some("path:link=abc123"));
     }
 
     #[test]

@@ -312,6 +312,15 @@ impl KeyPart {
         }
     }
 
+    /// Whether the part is a path group read in the case its rule matched
+    /// it: lowercased on a `case_insensitive` rule, as a case-insensitive
+    /// router finds one resource for `/chat/AbC` and `/chat/abc`. Every
+    /// path group but a `:raw` one, which is the value as sent (an origin
+    /// that tells `AbC123` from `abc123` apart: issue 39).
+    pub fn folds_with_match(&self) -> bool {
+        matches!(self, KeyPart::PathGroup(_, t) if *t != Some(ValueType::Raw))
+    }
+
     /// Whether the part names an id (`id`, `*_id`, `*Id`, `*-id`) but
     /// declares no type: `tollgate check` warns that spellings an origin
     /// reads as one id (`042`, `42`) would count apart.
@@ -426,8 +435,12 @@ pub struct KeyInputs<'a> {
     /// Looks up a request header by lowercased name.
     pub header: &'a dyn Fn(&str) -> Option<String>,
     pub query: &'a CanonicalQuery,
-    /// Groups captured by the rule's URLPattern.
+    /// Groups captured by the rule's URLPattern, as sent
+    /// ([`crate::config::rules::Match::groups`]).
     pub path_groups: &'a [(String, String)],
+    /// The rule matches paths in any case: a group read as matched
+    /// ([`KeyPart::folds_with_match`]) is lowercased.
+    pub fold_path_groups: bool,
     /// Every raw value a body field could be read as (see
     /// [`body_field_values`]).
     pub body: &'a dyn Fn(&str) -> Vec<String>,
@@ -560,9 +573,12 @@ pub(crate) fn raw_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> 
             .path_groups
             .iter()
             .filter(|(n, _)| n == name)
-            .map(|(_, v)| match value_type {
-                Some(_) => String::from_utf8_lossy(&crate::request::canon::decode_fully(v.as_bytes())).into_owned(),
-                None => v.clone(),
+            .map(|(_, v)| {
+                let v = if inputs.fold_path_groups && part.folds_with_match() { v.to_lowercase() } else { v.clone() };
+                match value_type {
+                    Some(_) => String::from_utf8_lossy(&crate::request::canon::decode_fully(v.as_bytes())).into_owned(),
+                    None => v,
+                }
             })
             .collect(),
         // PHP's `$_REQUEST` (cookies over the body over the query, with
@@ -914,6 +930,7 @@ mod tests {
             header,
             query,
             path_groups: &[],
+            fold_path_groups: false,
             body,
             country: Some("de"),
             asn: Some(64_500),
@@ -1159,6 +1176,7 @@ mod tests {
             header: &|_| None,
             query: &CanonicalQuery::parse(""),
             path_groups: &[],
+            fold_path_groups: false,
             body: &|_| vec![" Ann@Example.com".to_string()],
             country: None,
             asn: None,

@@ -458,6 +458,22 @@ test("npm create tollgate (create-tollgate's bin) writes the project tollgate in
   }
 });
 
+test("npm publish --dry-run is clean for both tarballs; create-tollgate alone takes a tollgate tarball", { timeout: 300_000 }, () => {
+  for (const file of [tarball, createTarball]) {
+    const dry = ok(run("npm", ["publish", "--dry-run", file], { cwd: work }), `npm publish --dry-run ${basename(file)}`);
+    // Only the dry run's own note that nobody is logged in.
+    const warnings = (dry.stdout + dry.stderr).split("\n").filter((l) => /npm warn/.test(l) && !/requires you to be logged in/.test(l));
+    assert.deepEqual(warnings, [], `${basename(file)}: ${dry.stderr}`);
+  }
+  // create-tollgate's tollgate is optional: where it cannot come from the
+  // registry, the tarball named by --tollgate runs init (through npx).
+  const dir = join(work, "create-alone");
+  mkdirSync(dir);
+  const made = run("npx", ["--yes", "--offline", "--package", createTarball, "create-tollgate", "my-limiter", "--tollgate", tarball, "--no-install"], { cwd: dir });
+  ok(made, "create-tollgate from its tarball alone");
+  assert.match(readFileSync(join(dir, "my-limiter", "package.json"), "utf8"), /"tollgate": "file:/);
+});
+
 test("a Hono app imports the client by package name: it type-checks and runs", { timeout: 300_000 }, () => {
   const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8")).packages;
   const version = (name) => lock[`node_modules/${name}`]?.version;
@@ -563,10 +579,20 @@ test("README.md: every command in it runs, against a project that init made", { 
   mkdirSync(join(here, "build", "npm"), { recursive: true });
   for (const file of [tarball, createTarball]) symlinkSync(file, join(here, "build", "npm", basename(file)));
 
-  // Install, until tollgate is published: the README's command as it stands.
-  const local = `npx --package ./build/npm/${basename(tarball)} tollgate init my-limiter --tollgate ./build/npm/${basename(tarball)}`;
-  ok(sh(said(local), here), local);
-  const project = join(here, "my-limiter");
+  // Install, until tollgate is published: the README's block as it stands,
+  // from the repository's root (scripts/pack ran in before()), into a new
+  // folder of the user's HOME, outside the repository.
+  said("scripts/pack");
+  const version = basename(tarball).match(/^tollgate-(.*)\.tgz$/)[1];
+  const install = [
+    `export TGZ="$PWD/build/npm/tollgate-${version}.tgz"`,
+    "mkdir ~/limiter-demo && cd ~/limiter-demo",
+    'npx --yes --package "$TGZ" tollgate init my-limiter --tollgate "$TGZ"',
+  ];
+  const installed = ok(sh(install.map(said).join("\n"), here), "the README's install block");
+  assert.doesNotMatch(installed.stdout + installed.stderr, /install-scripts|allowScripts/, "init's npm install warns of no install script");
+  const project = join(userEnv.HOME, "limiter-demo", "my-limiter");
+  assert.ok(existsSync(join(project, "wrangler.toml")), "the project is in the new folder");
   // Published, `npm create tollgate@latest` runs create-tollgate's bin: here the one from its tarball, offline.
   const published = join(here, "published", "my-limiter");
   mkdirSync(dirname(published), { recursive: true });

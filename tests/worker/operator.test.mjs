@@ -196,6 +196,33 @@ test("custom response with status 503: the status holds for both bodies", () => 
   });
 });
 
+// Issue 39 item 2: an app's own JSON error shape (Laravel's throttle
+// answer) reaches the JSON client that asked for JSON; the 429's headers
+// are those of every block.
+test("a rule's own JSON body reaches an Accept: application/json client", () => {
+  const laravel = config(
+    rule("login", "/login", {
+      limits: limit(1, "1m"),
+      response: { content_type: "application/json", body: '{"message":"Too Many Attempts.","errors":{"email":["Retry in {retry_after} s."]}}' },
+    }),
+  );
+  return withTollgate({ config: laravel }, async (tg) => {
+    assert.equal((await tg.fetch("/login")).status, 200);
+    for (const accept of ["application/json", "application/json, text/plain, */*", undefined]) {
+      const res = await tg.fetch("/login", { headers: accept ? { accept } : {} });
+      assert.equal(res.status, 429);
+      assert.equal(res.headers.get("content-type"), "application/json", `Accept: ${accept}`);
+      const retry = Number(res.headers.get("retry-after"));
+      assert.ok(retry >= 1 && retry <= 60, `Retry-After ${retry}`);
+      assert.equal(res.headers.get("ratelimit-policy"), '"login";q=1;w=60');
+      assert.match(res.headers.get("ratelimit"), /^"login";r=0;t=\d+$/);
+      const body = await res.json();
+      assert.equal(body.message, "Too Many Attempts.");
+      assert.deepEqual(body.errors, { email: [`Retry in ${retry} s.`] });
+    }
+  });
+});
+
 // Stands in for the Analytics Engine dataset: the Worker's binding is a
 // service binding to this entrypoint, whose writeDataPoint records each
 // point (Miniflare's own dataset discards them); GET / returns them.

@@ -206,3 +206,40 @@ test("HEAD counts as GET, method overrides count, form bodies feed query conditi
       assert.equal(tg.origin.received.at(-1).body.toString(), "x=1&mode=heavy", "the form body reached the origin intact");
     },
   ));
+
+// Issue 39 item 3: `/api/*` 10 a minute and `/api/export` 2 a minute per
+// user; six exports (2 served, 4 refused), then 8 plain calls. The first
+// refusal is the object's, asked of both rules at once, so `/api/*`
+// counts it; the three after it are refused from the isolate's cache,
+// asking no counter, so no rule counts them: 7 of the 8 plain calls are
+// served (4 before: every refused export used the general budget).
+test("a request refused from the cache by one rule is charged by no other", () => {
+  const origin = mockOrigin();
+  const api = config(
+    rule("api", "/api/*", { key: ["header:x-user"], limits: limit(10, "1m") }),
+    rule("export", "/api/export", { key: ["header:x-user"], limits: limit(2, "1m") }),
+  );
+  return withTollgate({ origin, config: api }, async (tg) => {
+    const as = { headers: { "x-user": "ann" } };
+    const exports = [];
+    for (let i = 0; i < 6; i++) exports.push((await tg.fetch("/api/export", as)).status);
+    assert.deepEqual(exports, [200, 200, 429, 429, 429, 429]);
+    const plain = [];
+    for (let i = 0; i < 8; i++) plain.push((await tg.fetch("/api/items", as)).status);
+    assert.deepEqual(plain, [200, 200, 200, 200, 200, 200, 200, 429], "only the object's own refusal used the general budget");
+    assert.equal(origin.received.length, 9, "2 exports and 7 plain calls reached the origin");
+    const status = await tg.callObject("api\nheader:x-user=ann", { v: 1, op: "status", limits: [[10, 60_000]] });
+    assert.equal(status.body.windows[0].used, 10);
+  });
+});
+
+// Issue 39 item 4: a case-insensitive rule matches the path in any case,
+// but `path:NAME:raw` counts the group as sent.
+test("path:NAME:raw keeps the case sent; the match still folds", () =>
+  withTollgate({ config: config(rule("link", "/chat/:link", { key: ["path:link:raw"], limits: limit(1, "1m") })) }, async (tg) => {
+    assert.equal((await tg.fetch("/chat/AbC123")).status, 200);
+    assert.equal((await tg.fetch("/chat/abc123")).status, 200, "another link: another count");
+    assert.equal((await tg.fetch("/CHAT/AbC123")).status, 429, "the path matched in another case: the same link");
+    const status = await tg.callObject("link\npath:link:raw=AbC123", { v: 1, op: "status", limits: [[1, 60_000]] });
+    assert.equal(status.body.windows[0].used, 1);
+  }));

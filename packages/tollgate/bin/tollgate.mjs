@@ -8,10 +8,12 @@
 import { readFileSync } from "node:fs";
 import { ADMIN_USAGE } from "../lib/admin.mjs";
 
-const NODE_USAGE = `  tollgate init DIR [--preset P | --rules FILE] [--no-install]
+const NODE_USAGE = `  tollgate init DIR [--preset P | --rules FILE] [--name NAME] [--tollgate SPEC] [--no-install]
                                           write a project deploying tollgate (presets:
                                           heavy-endpoint, login, tenant-quota, api-keys; for a
-                                          zone that already runs a Worker: in-front, rpc, crate)
+                                          zone that already runs a Worker: in-front, rpc, crate);
+                                          --tollgate: the tollgate its package.json installs
+                                          (a tarball's path, file:..., a version)
   tollgate dev [--no-origin] [wrangler dev options]
                                           serve the project locally (wrangler dev) in front
                                           of a demo origin, or of $UPSTREAM

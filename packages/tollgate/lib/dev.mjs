@@ -30,7 +30,7 @@ export async function dev(args) {
     const originPort = process.env.ORIGIN_PORT ?? "8788";
     upstream = `http://127.0.0.1:${originPort}`;
     const origin = spawn(process.execPath, [join(HERE, "demo-origin.mjs")], {
-      env: { ...process.env, ORIGIN_PORT: originPort, DEMO_EXAMPLE: "login-brute-force" },
+      env: { ...process.env, ORIGIN_PORT: originPort, DEMO_EXAMPLE: "login-brute-force", DEMO_LABEL: " (POST /login: 401 unless the password is demo-password)" },
       stdio: "inherit",
     });
     children.push(origin);

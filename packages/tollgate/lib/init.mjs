@@ -129,7 +129,11 @@ preview_urls = false`;
   return `# Deploy step: attach tollgate to your proxied zone. Broad routes, narrow
 # rules: send the whole zone and let the rules below pick what to limit (a
 # narrow route like example.com/api/* misses /API/x and /%61pi/x).${app}
-# routes = [{ pattern = "example.com/*", zone_name = "example.com" }]`;
+# routes = [{ pattern = "example.com/*", zone_name = "example.com" }]
+# No NAME.SUBDOMAIN.workers.dev URL: tollgate answers on the zone's route,
+# where the origin is; on workers.dev there is none to forward to.
+workers_dev = false
+preview_urls = false`;
 }
 
 function wranglerToml(name, rules, preset) {
@@ -169,7 +173,9 @@ binding = "TOLLGATE_METRICS"
 dataset = "tollgate"
 
 # \`wrangler dev\` and \`wrangler deploy\` check the rules first: a config with
-# an error never deploys (the error names the rule and the field).
+# an error never deploys (the error names the rule and the field). wrangler
+# dev runs it twice at start, the second time when its file watcher is ready
+# ("The file src changed, restarting build": wrangler's own; harmless).
 [build]
 command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml${preset === "in-front" ? " --app app/wrangler.toml" : ""}"
 
@@ -224,6 +230,16 @@ ${rules.trim()}
 `;
 }
 
+/**
+ * npm 11's allowScripts (npm 12 runs no dependency's install script unless
+ * it is listed): wrangler's esbuild and workerd check or fetch their
+ * platform binary in theirs; sharp (an optional image library of
+ * miniflare, unused here) needs none with its prebuilt binaries. Listed by
+ * name, so a newer wrangler's versions stay covered; without the field,
+ * every install warns that their scripts are "not yet covered".
+ */
+const ALLOW_SCRIPTS = { esbuild: true, workerd: true, sharp: false };
+
 function packageJson(name, tollgate, preset) {
   const scripts = {
     dev: "tollgate dev",
@@ -232,7 +248,8 @@ function packageJson(name, tollgate, preset) {
     deploy: "tollgate check && wrangler deploy",
     ...(APP_PRESETS[preset]?.scripts ?? {}),
   };
-  return `${JSON.stringify({ name, private: true, type: "module", scripts, devDependencies: { tollgate, wrangler: WRANGLER } }, null, 2)}\n`;
+  const project = { name, private: true, type: "module", scripts, devDependencies: { tollgate, wrangler: WRANGLER }, allowScripts: ALLOW_SCRIPTS };
+  return `${JSON.stringify(project, null, 2)}\n`;
 }
 
 /** An app preset's files (presets/NAME/...), with {{NAME}}, {{APP}}, ... filled in. */
