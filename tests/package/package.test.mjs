@@ -37,7 +37,7 @@ import { freePort } from "../ports.mjs";
 import { README_PORT, normalize, onPort } from "../../scripts/try-it.mjs";
 
 /** The most the Worker's upload may weigh, gzipped (KiB): see the assertion. */
-const UPLOAD_GATE_KIB = 640;
+const UPLOAD_GATE_KIB = 650;
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const NATIVE = join(ROOT, "target", "debug", "tollgate");
@@ -336,7 +336,9 @@ test("init: each preset's project checks, dry-runs, refuses a typo, and serves 4
     const gzip = dryRun(dir, preset);
     // The target was 600 KiB (issue 13, held by issue 26 at 598.5); issue 28's
     // console inside the Worker (+26 KiB) and issue 29's metering (+6) moved
-    // the gate to 640 (2026-12-01: 631.7 KiB).
+    // the gate to 640 (2026-12-01: 631.7 KiB); issue 35's seams (+12.5) to
+    // 650 (2026-12-02: 644.2 KiB), until issue 38 takes the admin plane off
+    // the zone's Worker (target 580).
     assert.ok(gzip && Number(gzip[1]) <= UPLOAD_GATE_KIB, `${preset}: upload over ${UPLOAD_GATE_KIB} KiB gzip or unknown`);
     if (first) t.diagnostic(`upload ${gzip[0]} (gate ${UPLOAD_GATE_KIB} KiB); tarball: ${(statSync(tarball).size / 1024).toFixed(0)} KiB`);
   }
