@@ -157,6 +157,12 @@ async function send(tg, c, ip) {
   return { status: res.status, forwarded, body, before, headers: res.headers };
 }
 
+/** The decision's lines since `before`: a settlement's `not_recorded`
+ * (written under waitUntil once the origin answered, every one since issue
+ * 35) is the driver's, after the decision explain models, and arrives
+ * whenever the settling call fails: left out of the comparison. */
+const decisionEvents = async (tg, before, count) =>
+  (await eventsSince(tg, before, count)).filter((e) => e.decision !== "not_recorded");
 const comparable = (e) => ({ tollgate: e.tollgate, rule: e.rule, key_hash: e.key_hash, decision: e.decision, detail: e.detail });
 const byRule = (a, b) => `${a.rule}${a.key_hash}`.localeCompare(`${b.rule}${b.key_hash}`);
 
@@ -199,7 +205,7 @@ function countersDown(cases, logKey) {
         const expected = explain(wrangler, c, ip, ["failed"], logKey);
         const worker = await send(tg, c, ip);
         assertSameAnswer(worker, expected, label);
-        const events = await eventsSince(tg, worker.before, expected.events.length);
+        const events = await decisionEvents(tg, worker.before, expected.events.length);
         assert.deepEqual(
           events.map(comparable).sort(byRule),
           expected.events.map(comparable).sort(byRule),
@@ -358,7 +364,7 @@ test("explain and the Worker agree on trusted devices (valid, expired, forged), 
         const expected = explain(wrangler, c, ip, ["failed"]);
         const worker = await send(tg, c, ip);
         assertSameAnswer(worker, expected, c.label);
-        const events = await eventsSince(tg, worker.before, expected.events.length);
+        const events = await decisionEvents(tg, worker.before, expected.events.length);
         assert.deepEqual(events.map(comparable).sort(byRule), expected.events.map(comparable).sort(byRule), `${c.label}: log events`);
         assert.ok(expected.events.length > 0, `${c.label}: a line to compare`);
         hashes[c.label] = expected.checked.map((a) => a.key_hash);
@@ -383,7 +389,7 @@ test("explain and the Worker agree on a penalty's refusal: its Retry-After, the 
       assertSameAnswer(worker, expected, "the refusal that starts the penalty");
       assert.equal(worker.headers.get("retry-after"), "600");
       assert.deepEqual(expected.verdict.headers.find(([n]) => n === "retry-after"), ["retry-after", "600"]);
-      const events = await eventsSince(tg, worker.before, expected.events.length);
+      const events = await decisionEvents(tg, worker.before, expected.events.length);
       assert.deepEqual(events.map(comparable), expected.events.map(comparable));
       assert.deepEqual([events[0].reason, expected.events[0].reason], ["penalty", "penalty"]);
     }),
