@@ -111,7 +111,8 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
 async fn receive(req: &web_sys::Request, config: &Config, headers: &HeaderMap, limits: UploadLimits) -> (Receipt, i64, Option<BudgetHold>) {
     let started = now_ms();
     let client = upload::client_of(headers.get("cf-connecting-ip").as_deref(), config.ipv6_prefix);
-    let (receipt, hold, note) = receive_upload(req, config.upload_budget, &client, limits, started).await;
+    let want = upload::wanted(limits, headers.get("content-length").as_deref());
+    let (receipt, hold, note) = receive_upload(req, config.upload_budget, &client, limits, want, started).await;
     write_logs(note.as_slice());
     (receipt, started, hold)
 }

@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use crate::pipeline::machine::Hold;
-use crate::pipeline::upload::{self, Receipt, Reception, UploadBudget, UploadLimits};
+use crate::pipeline::upload::{Receipt, Reception, UploadBudget, UploadLimits, Want};
 use crate::pipeline::verdict::LogEvent;
 use crate::config::upstream::Upstream;
 use worker::{js_sys, web_sys, Env, Request};
@@ -276,18 +276,17 @@ impl Drop for BudgetHold {
 }
 
 /// Receives the upload within what the isolate's budget grants `client`
-/// ([`crate::pipeline::upload`]): the receipt (`OverBuffer` at once when
-/// there is no room), the hold to keep while the request lasts, and the
-/// line to log when less than wanted was granted.
+/// for `want` ([`crate::pipeline::upload`]): the receipt (`OverBuffer` at
+/// once when there is no room), the hold to keep while the request lasts,
+/// and the line to log when less than wanted was granted.
 pub(crate) async fn receive_upload(
     req: &web_sys::Request,
     budget: u32,
     client: &str,
     limits: UploadLimits,
+    want: Want,
     now_ms: i64,
 ) -> (Receipt, Option<BudgetHold>, Option<LogEvent>) {
-    let length = req.headers().get("content-length").ok().flatten();
-    let want = upload::wanted(limits, length.as_deref());
     let taken = UPLOAD_BUDGET.with(|b| b.borrow_mut().take(budget, client, limits, want, now_ms));
     let hold = taken.hold.map(BudgetHold);
     let receipt = match taken.reception {
