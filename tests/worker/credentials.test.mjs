@@ -62,6 +62,27 @@ async function withBrowser(body) {
   }
 }
 
+/** tollgate with the admin API on (`token`), on loopback so a browser reaches
+ * it, for `body({ tg, site, base })`; disposed after. */
+async function withConsole(token, options, body) {
+  const tg = await startTollgate({ config: CONFIG, ...options, vars: { TOLLGATE_ADMIN_TOKEN: token }, miniflare: { host: "127.0.0.1", port: 0 } });
+  const site = new URL(tg.url).origin;
+  try {
+    await body({ tg, site, base: `${site}/.tollgate` });
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+}
+
+/** A page of a fresh browser (30 s timeouts), for `body(page, browser)`. */
+const withPage = (body) =>
+  withBrowser(async (browser) => {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(30_000);
+    await body(page, browser);
+  });
+
 async function submit(page, formSelector) {
   const [response] = await Promise.all([page.waitForNavigation(), page.$eval(formSelector, (f) => f.requestSubmit())]);
   return response;
@@ -99,13 +120,8 @@ function leaked(origin, token) {
 
 test("no spelling of the admin prefix delivers the session cookie or the admin token to the origin (Chromium)", { timeout: 240_000 }, async () => {
   const origin = mockOrigin(appPages());
-  const tg = await startTollgate({ config: CONFIG, origin, vars: { TOLLGATE_ADMIN_TOKEN: SHORT }, miniflare: { host: "127.0.0.1", port: 0 } });
-  const site = new URL(tg.url).origin;
-  const base = `${site}/.tollgate`;
-  try {
-    await withBrowser(async (browser) => {
-      const page = await browser.newPage();
-      page.setDefaultTimeout(30_000);
+  await withConsole(SHORT, { origin }, async ({ tg, site, base }) => {
+    await withPage(async (page) => {
       await signIn(page, base, SHORT);
       // Navigations: each spelling is answered by tollgate itself.
       for (const spelling of SPELLINGS) {
@@ -151,20 +167,12 @@ test("no spelling of the admin prefix delivers the session cookie or the admin t
     }
     assert.deepEqual(leaked(origin, SHORT), [], "nothing of tollgate's reached the origin");
     assert.ok(origin.received.length >= 4, "the origin was reached (the test can see a leak)");
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
+  });
 });
 
 test("a session replayed after sign-out gets no page and posts no ban; a copied cookie is no session elsewhere", { timeout: 240_000 }, async () => {
-  const tg = await startTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: SHORT }, miniflare: { host: "127.0.0.1", port: 0 } });
-  const site = new URL(tg.url).origin;
-  const base = `${site}/.tollgate`;
-  try {
-    await withBrowser(async (browser) => {
-      const page = await browser.newPage();
-      page.setDefaultTimeout(30_000);
+  await withConsole(SHORT, {}, async ({ tg, base }) => {
+    await withPage(async (page) => {
       const cookie = await signIn(page, base, SHORT);
       await page.goto(`${base}/ui/keys?rule=api&ip=${BANNED}`);
       const csrf = await page.$eval("form:has(input[value=ban]) input[name=csrf]", (i) => i.value);
@@ -217,58 +225,50 @@ test("a session replayed after sign-out gets no page and posts no ban; a copied 
       await signIn(page, base, SHORT);
       assert.equal((await page.goto(`${base}/ui/controls`)).status(), 200);
     });
-  } finally {
-    await tg.dispose();
-    tg.cleanup();
-  }
+  });
 });
 
 for (const [name, token] of [["short", SHORT], ["long", LONG]]) {
   test(`cross-site and token-less requests lock nothing out (a ${name} token); a neighbour's wrong tokens do not end a session`, { timeout: 240_000 }, async () => {
-    const tg = await startTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: token }, miniflare: { host: "127.0.0.1", port: 0 } });
-    const site = new URL(tg.url).origin;
-    const base = `${site}/.tollgate`;
-    // Another site's page with twelve images pointing at the admin API.
-    const evil = createServer((_, out) => {
-      out.setHeader("content-type", "text/html");
-      out.end(Array.from({ length: 12 }, (_, i) => `<img src="${base}/rules?i=${i}"><img src="${base}/status?rule=api&ip=1.2.3.${i}">`).join(""));
-    });
-    await new Promise((r) => evil.listen(0, "localhost", r));
-    try {
-      await withBrowser(async (browser) => {
-        const page = await browser.newPage();
-        page.setDefaultTimeout(30_000);
-        const ip = (await signIn(page, base, token)) && "127.0.0.1";
-        await loadImages(page, `http://localhost:${evil.address().port}/`, 24);
-        // And twelve token-less requests from the operator's own address.
-        for (let i = 0; i < 12; i++) assert.equal((await tg.fetch("/.tollgate/rules", { ip })).status, 401);
-        const api = (from, t) => tg.fetch("/.tollgate/rules", { ip: from, headers: { authorization: `Bearer ${t}` } });
-        assert.equal((await api(ip, token)).status, 200, "the admin API");
-        assert.equal((await page.goto(`${base}/ui/rules`)).status(), 200, "the existing session");
-        // Signing in again works too.
-        const context = await (browser.createBrowserContext ?? browser.createIncognitoBrowserContext).call(browser);
-        await signIn(await context.newPage(), base, token);
-        await context.close();
-        // A neighbour (the same address) sends wrong tokens, credentials this
-        // time: the session holds whatever the token's length.
-        for (let i = 0; i < 11; i++) await api(ip, `guess-${i}`);
-        assert.equal((await page.goto(`${base}/ui/rules`)).status(), 200, "a session is not subject to the wrong-token lockout");
-        assert.equal((await api(ip, token)).status, token === LONG ? 200 : 429, "a short right token keeps the full lockout (documented)");
+    await withConsole(token, {}, async ({ tg, base }) => {
+      // Another site's page with twelve images pointing at the admin API.
+      const evil = createServer((_, out) => {
+        out.setHeader("content-type", "text/html");
+        out.end(Array.from({ length: 12 }, (_, i) => `<img src="${base}/rules?i=${i}"><img src="${base}/status?rule=api&ip=1.2.3.${i}">`).join(""));
       });
-      // A cross-site request is refused before it is counted.
-      const crossSite = { "sec-fetch-site": "cross-site", origin: "http://evil.example" };
-      for (let i = 0; i < 12; i++) {
-        const res = await tg.fetch("/.tollgate/rules", { ip: "192.0.2.40", headers: { ...crossSite, authorization: `Bearer guess-${i}` } });
-        assert.equal(res.status, 403);
+      await new Promise((r) => evil.listen(0, "localhost", r));
+      try {
+        await withPage(async (page, browser) => {
+          const ip = (await signIn(page, base, token)) && "127.0.0.1";
+          await loadImages(page, `http://localhost:${evil.address().port}/`, 24);
+          // And twelve token-less requests from the operator's own address.
+          for (let i = 0; i < 12; i++) assert.equal((await tg.fetch("/.tollgate/rules", { ip })).status, 401);
+          const api = (from, t) => tg.fetch("/.tollgate/rules", { ip: from, headers: { authorization: `Bearer ${t}` } });
+          assert.equal((await api(ip, token)).status, 200, "the admin API");
+          assert.equal((await page.goto(`${base}/ui/rules`)).status(), 200, "the existing session");
+          // Signing in again works too.
+          const context = await (browser.createBrowserContext ?? browser.createIncognitoBrowserContext).call(browser);
+          await signIn(await context.newPage(), base, token);
+          await context.close();
+          // A neighbour (the same address) sends wrong tokens, credentials this
+          // time: the session holds whatever the token's length.
+          for (let i = 0; i < 11; i++) await api(ip, `guess-${i}`);
+          assert.equal((await page.goto(`${base}/ui/rules`)).status(), 200, "a session is not subject to the wrong-token lockout");
+          assert.equal((await api(ip, token)).status, token === LONG ? 200 : 429, "a short right token keeps the full lockout (documented)");
+        });
+        // A cross-site request is refused before it is counted.
+        const crossSite = { "sec-fetch-site": "cross-site", origin: "http://evil.example" };
+        for (let i = 0; i < 12; i++) {
+          const res = await tg.fetch("/.tollgate/rules", { ip: "192.0.2.40", headers: { ...crossSite, authorization: `Bearer guess-${i}` } });
+          assert.equal(res.status, 403);
+        }
+        assert.equal((await tg.fetch("/.tollgate/rules", { ip: "192.0.2.40", headers: { authorization: `Bearer ${token}` } })).status, 200);
+        await tg.settled();
+        const short = tg.logEvents().filter((e) => e.tollgate === "admin_token_short");
+        assert.equal(short.length, token === LONG ? 0 : 1, "a short token is told once per isolate");
+      } finally {
+        evil.close();
       }
-      assert.equal((await tg.fetch("/.tollgate/rules", { ip: "192.0.2.40", headers: { authorization: `Bearer ${token}` } })).status, 200);
-      await tg.settled();
-      const short = tg.logEvents().filter((e) => e.tollgate === "admin_token_short");
-      assert.equal(short.length, token === LONG ? 0 : 1, "a short token is told once per isolate");
-    } finally {
-      evil.close();
-      await tg.dispose();
-      tg.cleanup();
-    }
+    });
   });
 }
