@@ -1,25 +1,22 @@
-//! HMAC-SHA256 (RFC 2104), built on the `sha2` crate the Worker already
-//! carries: a dozen lines instead of another dependency in the bundle.
-//! Checked against the RFC 4231 test vectors.
+//! HMAC-SHA256 (RFC 2104) from RustCrypto's `hmac` over the `sha2` the
+//! Worker already carries, and `subtle`'s constant-time comparison (issue
+//! 36: the hand-written compare before had no optimization barrier, so the
+//! compiler was free to stop at the first difference). Checked against the
+//! RFC 4231 test vectors.
 
-use sha2::{Digest, Sha256};
-
-/// SHA-256's block size in bytes (the `B` of RFC 2104 §2).
-const BLOCK: usize = 64;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 /// HMAC-SHA256 of `message` under `key` (RFC 2104 §2): a key longer than
-/// the block is hashed first, a shorter one padded with zeros; then
-/// `H((K ^ opad) || H((K ^ ipad) || message))`.
+/// the block (64 bytes) is hashed first, a shorter one padded with zeros.
 pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    let mut block = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        block[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        block[..key.len()].copy_from_slice(key);
+    // HMAC takes a key of any length: `new_from_slice` has no error to
+    // give for it (its `InvalidLength` is for fixed-size-key MACs).
+    match Hmac::<Sha256>::new_from_slice(key) {
+        Ok(mac) => mac.chain_update(message).finalize().into_bytes().into(),
+        Err(_) => [0; 32],
     }
-    let padded = |pad: u8| block.map(|b| b ^ pad);
-    let inner = Sha256::new().chain_update(padded(0x36)).chain_update(message).finalize();
-    Sha256::new().chain_update(padded(0x5c)).chain_update(inner).finalize().into()
 }
 
 /// `bytes` as lowercase hex, two digits a byte: how digests and MACs are
@@ -31,13 +28,17 @@ pub fn hex(bytes: &[u8]) -> String {
 /// Whether `a` and `b` are the same bytes, in a time that depends on their
 /// lengths only (never on where they first differ): for a MAC or a digest
 /// of a secret against the one presented.
+///
+/// `subtle`'s `ct_eq` hides the bytes from the optimizer (its `black_box`
+/// barrier), so the comparison cannot be turned back into an early exit.
 pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    bool::from(a.ct_eq(b))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::Digest;
 
     #[test]
     fn same_bytes_compares_whole_values() {
