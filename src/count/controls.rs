@@ -334,7 +334,7 @@ mod tests {
     use crate::count::protocol::Algorithm;
 
     fn call(op: Op) -> Call {
-        Call { op, algorithm: Algorithm::SlidingLog, limits: limits_of(&[(2, 1_000)]).unwrap(), cost: 1, hold_ms: None, want: None, reservation: None, spelling: None, penalty_ms: None, used: None, concurrency: None }
+        Call::new(op, Algorithm::SlidingLog, limits_of(&[(2, 1_000)]).unwrap())
     }
 
     #[test]

@@ -480,19 +480,7 @@ mod tests {
     ];
 
     fn call(op: Op, algorithm: Algorithm) -> Call {
-        Call {
-            op,
-            algorithm,
-            limits: vec![Limit::new(2, 1_000).unwrap()],
-            cost: 1,
-            hold_ms: Some(5_000),
-            reservation: None,
-            want: None,
-            spelling: None,
-            penalty_ms: None,
-            used: None,
-            concurrency: None,
-        }
+        Call::new(op, algorithm, vec![Limit::new(2, 1_000).unwrap()]).with_hold_ms(5_000)
     }
 
     fn row(step: &Step) -> Option<&str> {
@@ -599,7 +587,7 @@ mod tests {
 
     /// A call of `op` for limit 2 per 1 s, holding reservations 5 s.
     fn settle_call(op: Op, algorithm: Algorithm, reservation: Option<u64>) -> Call {
-        Call { reservation, ..call(op, algorithm) }
+        call(op, algorithm).with_reservation(reservation)
     }
 
     /// Applies `call` to `row` at `now` like the object: the row written,
@@ -649,10 +637,10 @@ mod tests {
     /// the origin's answer is a whole window old.
     #[test]
     fn a_commit_dates_its_hit_at_commit_time() {
-        let one = |op| Call { limits: vec![Limit::new(1, 1_000).unwrap()], ..call(op, Algorithm::SlidingLog) };
+        let one = |op| call(op, Algorithm::SlidingLog).with_limits(vec![Limit::new(1, 1_000).unwrap()]);
         let mut row = String::new();
         let id = apply(&mut row, 0, &one(Op::Reserve)).reservation;
-        apply(&mut row, 900, &Call { reservation: id, ..one(Op::Commit) });
+        apply(&mut row, 900, &one(Op::Commit).with_reservation(id));
         assert_eq!(row, "900");
         let later = apply(&mut row, 1_500, &one(Op::Reserve));
         assert!(!later.tally.allowed, "reserved at 0, answered at 900: counted until 1 900");
@@ -680,7 +668,7 @@ mod tests {
     }
 
     fn spelled(op: Op, algorithm: Algorithm, reservation: Option<u64>, tag: &str) -> Call {
-        Call { spelling: Spelling::decode(tag), ..settle_call(op, algorithm, reservation) }
+        settle_call(op, algorithm, reservation).with_spelling(Spelling::decode(tag))
     }
 
     const ANN: &str = "00000000000000a1";
@@ -693,8 +681,8 @@ mod tests {
             for t in [0, 1] {
                 apply(&mut row, t, &spelled(Op::Commit, algorithm, None, ANN));
             }
-            let own = apply(&mut row, 2, &Call { limits: vec![Limit::new(4, 1_000).unwrap()], ..call(Op::Reserve, algorithm) });
-            let other = apply(&mut row, 2, &Call { limits: vec![Limit::new(4, 1_000).unwrap()], ..call(Op::Reserve, algorithm) });
+            let own = apply(&mut row, 2, &call(Op::Reserve, algorithm).with_limits(vec![Limit::new(4, 1_000).unwrap()]));
+            let other = apply(&mut row, 2, &call(Op::Reserve, algorithm).with_limits(vec![Limit::new(4, 1_000).unwrap()]));
             assert!(own.tally.allowed && other.tally.allowed, "{algorithm:?}");
             let forgiven = apply(&mut row, 3, &spelled(Op::Forgive, algorithm, own.reservation, ANN));
             assert_eq!((forgiven.held, forgiven.tally.windows[0].used), (1, 1), "{algorithm:?}: one failure forgiven");
@@ -798,7 +786,7 @@ mod tests {
                 if op == Op::Commit && reservation.is_none() {
                     continue; // a commit without a live reservation records beyond the limit, by design
                 }
-                let call = Call { op, algorithm, limits: limits.clone(), cost: 1, hold_ms: Some(700), reservation, want: None, spelling: None, penalty_ms: None, used: None, concurrency: None };
+                let call = Call::new(op, algorithm, limits.clone()).with_hold_ms(700).with_reservation(reservation);
                 apply(&mut row, now, &call);
                 let (state, held) = reservation::split_row(&row);
                 let units = reservation::units(&reservation::live(reservation::decode(held).unwrap(), now));
@@ -828,7 +816,7 @@ mod tests {
             for (op, dt, cost, settle_last) in calls {
                 now += dt;
                 let reservation = if settle_last { last } else { None };
-                let call = Call { op, algorithm, limits: limits.clone(), cost, hold_ms: Some(300), reservation, want: None, spelling: None, penalty_ms: None, used: None, concurrency: None };
+                let call = Call::new(op, algorithm, limits.clone()).with_cost(cost).with_hold_ms(300).with_reservation(reservation);
                 let step = step(&stored, now, &call).unwrap();
                 last = step.reservation.or(last);
                 if op == Op::Reset {
@@ -853,23 +841,11 @@ mod tests {
     }
 
     fn lease_call(algorithm: Algorithm, limit: u32, window_ms: u64, want: u32, ttl_ms: u64) -> Call {
-        Call {
-            op: Op::Lease,
-            algorithm,
-            limits: vec![Limit::new(limit, window_ms).unwrap()],
-            cost: 1,
-            hold_ms: Some(ttl_ms),
-            reservation: None,
-            want: Some(want),
-            spelling: None,
-            penalty_ms: None,
-            used: None,
-            concurrency: None,
-        }
+        Call::new(Op::Lease, algorithm, vec![Limit::new(limit, window_ms).unwrap()]).with_hold_ms(ttl_ms).with_want(want)
     }
 
     fn refund_call(algorithm: Algorithm, limit: u32, window_ms: u64, units: u32, lease_id: u64) -> Call {
-        Call { op: Op::Refund, cost: units, hold_ms: None, want: None, reservation: Some(lease_id), ..lease_call(algorithm, limit, window_ms, 1, 1) }
+        lease_call(algorithm, limit, window_ms, 1, 1).with_op(Op::Refund).with_cost(units).with_hold_ms(None).with_want(None).with_reservation(lease_id)
     }
 
     /// A lease debits its grant at once, dated at its expiry; a refund
@@ -881,7 +857,7 @@ mod tests {
         assert_eq!((a.granted, a.reservation), (Some(25), Some(11_000)), "a quarter of the room");
         assert_eq!(row, "11000*25");
         assert_eq!(a.tally.windows[0].used, 25);
-        let hit = Call { limits: vec![Limit::new(100, 60_000).unwrap()], ..call(Op::Hit, Algorithm::SlidingLog) };
+        let hit = call(Op::Hit, Algorithm::SlidingLog).with_limits(vec![Limit::new(100, 60_000).unwrap()]);
         let h = apply(&mut row, 10_500, &hit);
         assert!(h.tally.allowed);
         assert_eq!(row, "11000*25,0", "a hit behind a lease is dated at it, the log stays sorted");
@@ -960,8 +936,8 @@ mod tests {
                 LeaseEvent::Ask { isolate, want, delay } => {
                     // Sent at `now`, seen by the object `delay` ms later.
                     let sent = now;
-                    let call = Call { want: Some(want), limits: limits.to_vec(), ..lease_call(algorithm, 1, 1, 1, ttl) };
-                    let call = if want == 1 { Call { op: Op::Hit, want: None, hold_ms: None, ..call } } else { call };
+                    let call = lease_call(algorithm, 1, 1, 1, ttl).with_want(want).with_limits(limits.to_vec());
+                    let call = if want == 1 { call.with_op(Op::Hit).with_want(None).with_hold_ms(None) } else { call };
                     let s = apply(&mut row, now + delay, &call);
                     if s.tally.allowed {
                         admitted.push(now + delay);
@@ -979,7 +955,7 @@ mod tests {
                 }
                 LeaseEvent::Refund(i) => {
                     if let Some(h) = held[i].take_if(|h| now >= h.expires_at) {
-                        let call = Call { limits: limits.to_vec(), ..refund_call(algorithm, 1, 1, h.units.max(1), h.lease_id) };
+                        let call = refund_call(algorithm, 1, 1, h.units.max(1), h.lease_id).with_limits(limits.to_vec());
                         if h.units > 0 {
                             apply(&mut row, now, &call);
                         }
@@ -1041,19 +1017,19 @@ mod tests {
     #[test]
     fn a_commit_counts_the_usage_the_origin_reported() {
         for algorithm in BOTH {
-            let budget = |op| Call { limits: vec![Limit::new(10, 1_000).unwrap()], cost: 4, ..call(op, algorithm) };
+            let budget = |op| call(op, algorithm).with_limits(vec![Limit::new(10, 1_000).unwrap()]).with_cost(4);
             let mut row = String::new();
             let a = apply(&mut row, 0, &budget(Op::Reserve)).reservation;
             let b = apply(&mut row, 0, &budget(Op::Reserve)).reservation;
             assert!(!apply(&mut row, 0, &budget(Op::Reserve)).tally.allowed, "{algorithm:?}: 8 held, 4 more do not fit");
-            let used = apply(&mut row, 1, &Call { reservation: a, used: Some(1), ..budget(Op::Commit) });
+            let used = apply(&mut row, 1, &budget(Op::Commit).with_reservation(a).with_used(1));
             assert_eq!((used.held, used.tally.windows[0].used), (1, 1), "{algorithm:?}: 1 committed (4 still held)");
-            let nothing = apply(&mut row, 2, &Call { reservation: b, used: Some(0), ..budget(Op::Commit) });
+            let nothing = apply(&mut row, 2, &budget(Op::Commit).with_reservation(b).with_used(0));
             assert_eq!((nothing.held, nothing.tally.windows[0].used), (0, 1), "{algorithm:?}: 0 used: released");
             let c = apply(&mut row, 3, &budget(Op::Reserve)).reservation;
-            let missing = apply(&mut row, 3, &Call { reservation: c, ..budget(Op::Commit) });
+            let missing = apply(&mut row, 3, &budget(Op::Commit).with_reservation(c));
             assert_eq!(missing.tally.windows[0].used, 5, "{algorithm:?}: no usage: the reservation's cost");
-            let unknown = apply(&mut row, 4, &Call { reservation: Some(1), used: Some(0), ..budget(Op::Commit) });
+            let unknown = apply(&mut row, 4, &budget(Op::Commit).with_reservation(1).with_used(0));
             assert!(unknown.write.is_none(), "{algorithm:?}: nothing used, nothing held: nothing written");
         }
     }
@@ -1068,7 +1044,7 @@ mod tests {
         ) {
             let (limit, max) = (10u64, reserve + extra);
             for algorithm in BOTH {
-                let budget = |op| Call { limits: vec![Limit::new(limit as u32, 1_000_000).unwrap()], cost: reserve, ..call(op, algorithm) };
+                let budget = |op| call(op, algorithm).with_limits(vec![Limit::new(limit as u32, 1_000_000).unwrap()]).with_cost(reserve);
                 let (mut row, mut in_flight, mut committed, mut most_in_flight) = (String::new(), Vec::new(), 0u64, 0u64);
                 for (t, (reserve_now, used, pick)) in events.iter().enumerate() {
                     let now = t as i64;
@@ -1080,7 +1056,7 @@ mod tests {
                     } else {
                         let id = in_flight.remove(pick % in_flight.len());
                         let used = (*used).min(max);
-                        apply(&mut row, now, &Call { reservation: Some(id), used: Some(used), ..budget(Op::Commit) });
+                        apply(&mut row, now, &budget(Op::Commit).with_reservation(id).with_used(used));
                         committed += u64::from(used);
                     }
                 }

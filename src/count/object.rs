@@ -219,9 +219,9 @@ fn refused(corrupt: CorruptRow, now_ms: i64, limits: &[crate::count::limit::Limi
 fn count(row: &str, controls: &Controls, now_ms: i64, call: &Call, look: bool) -> Result<Answered, Refused> {
     let asked_lease = call.op == Op::Lease;
     let (call, banned) = match controls::effective(controls, call, now_ms) {
-        Effective::Count(call) if look => (Call { op: Op::Status, ..call }, None),
+        Effective::Count(call) if look => (call.with_op(Op::Status), None),
         Effective::Count(call) => (call, None),
-        Effective::Banned { retry_after_ms, call } => (Call { op: Op::Status, ..call }, Some(retry_after_ms)),
+        Effective::Banned { retry_after_ms, call } => (call.with_op(Op::Status), Some(retry_after_ms)),
     };
     let horizon = horizon_ms(&call.limits);
     let step = counter::step(row, now_ms, &call).map_err(|corrupt| refused(corrupt, now_ms, &call.limits))?;
@@ -351,7 +351,7 @@ mod tests {
 
     fn call(op: Op) -> Call {
         let hold_ms = matches!(op, Op::Reserve | Op::Lease).then_some(500);
-        Call { op, algorithm: Algorithm::SlidingLog, limits: limits_of(&[(2, 1_000)]).unwrap(), cost: 1, hold_ms, want: None, reservation: None, spelling: None, penalty_ms: None, used: None, concurrency: None }
+        Call::new(op, Algorithm::SlidingLog, limits_of(&[(2, 1_000)]).unwrap()).with_hold_ms(hold_ms)
     }
 
     fn banned_until(until_ms: i64) -> Controls {
@@ -501,7 +501,7 @@ mod tests {
     #[test]
     fn a_penalty_outlives_the_window_from_its_first_refusal() {
         let none = Controls::default();
-        let hit = Call { penalty_ms: Some(10_000), ..call(Op::Hit) };
+        let hit = call(Op::Hit).with_penalty_ms(10_000);
         let full = full();
         let first = answer(&full, &none, NOW + 10, &hit).unwrap();
         assert!(!first.tally.allowed);
@@ -519,7 +519,7 @@ mod tests {
         assert!(after.tally.allowed && after.penalty_until_ms.is_none(), "ended at its time");
         assert_eq!(after.store.map(|(row, _)| row), Some((NOW + 10_010).to_string()), "the ended penalty is dropped");
         for op in [Op::Reserve, Op::Lease, Op::Check] {
-            let c = Call { penalty_ms: Some(10_000), ..call(op) };
+            let c = call(op).with_penalty_ms(10_000);
             let a = answer(&row, &none, NOW + 20, &c).unwrap();
             assert!(!a.tally.allowed && a.store.is_none(), "{op:?}");
             assert_eq!(a.granted, (op == Op::Lease).then_some(0), "{op:?}");
@@ -539,30 +539,30 @@ mod tests {
         let commit = answer(&row, &none, NOW + 10, &call(Op::Commit)).unwrap();
         assert!(commit.store.is_some_and(|(r, _)| r.starts_with(&format!("!{}|", NOW + 9_000))));
         assert_eq!(commit.alarm, Some(Alarm::Pending(NOW + 9_000)));
-        let status = answer(&row, &none, NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Status) }).unwrap();
+        let status = answer(&row, &none, NOW + 10, &call(Op::Status).with_penalty_ms(10_000)).unwrap();
         assert!(status.tally.allowed, "a status is never refused");
         assert_eq!(status.penalty_until_ms, Some(NOW + 9_000), "and shows the penalty");
-        let probe = answer(&row, &none, NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Probe) }).unwrap();
+        let probe = answer(&row, &none, NOW + 10, &call(Op::Probe).with_penalty_ms(10_000)).unwrap();
         assert!(probe.tally.allowed, "a trusted device's probe does not see the account's penalty");
     }
 
     #[test]
     fn a_refusal_owed_to_slots_in_flight_or_a_ban_starts_no_penalty() {
         let none = Controls::default();
-        let reserve = Call { penalty_ms: Some(10_000), ..call(Op::Reserve) };
+        let reserve = call(Op::Reserve).with_penalty_ms(10_000);
         let held = format!("{NOW};1@{}", NOW + 5_000);
         let in_flight = answer(&held, &none, NOW + 10, &reserve).unwrap();
         assert!(!in_flight.tally.allowed && in_flight.tally.in_flight);
         assert_eq!((in_flight.store, in_flight.penalty_until_ms), (None, None));
         let committed = answer(&full(), &none, NOW + 10, &reserve).unwrap();
         assert_eq!(committed.penalty_until_ms, Some(NOW + 10_010), "refused by the committed count: it starts");
-        let banned = answer(&full(), &banned_until(NOW + 4_000), NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Hit) }).unwrap();
+        let banned = answer(&full(), &banned_until(NOW + 4_000), NOW + 10, &call(Op::Hit).with_penalty_ms(10_000)).unwrap();
         assert!(banned.banned && banned.store.is_none() && banned.penalty_until_ms.is_none());
         let penalised = format!("!{}|", NOW + 9_000);
-        let both = answer(&penalised, &banned_until(NOW + 4_000), NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Hit) }).unwrap();
+        let both = answer(&penalised, &banned_until(NOW + 4_000), NOW + 10, &call(Op::Hit).with_penalty_ms(10_000)).unwrap();
         assert_eq!((both.banned, both.tally.retry_after_ms, both.penalty_until_ms), (true, 3_990, None), "a ban answers first, as a ban");
-        let five = (0..5).fold(String::new(), |row, _| answer(&row, &Controls::default(), NOW, &Call { limits: limits_of(&[(5, 1_000)]).unwrap(), ..call(Op::Hit) }).unwrap().store.unwrap().0);
-        let controlled = answer(&five, &overridden(), NOW + 10, &Call { penalty_ms: Some(10_000), ..call(Op::Hit) }).unwrap();
+        let five = (0..5).fold(String::new(), |row, _| answer(&row, &Controls::default(), NOW, &call(Op::Hit).with_limits(limits_of(&[(5, 1_000)]).unwrap())).unwrap().store.unwrap().0);
+        let controlled = answer(&five, &overridden(), NOW + 10, &call(Op::Hit).with_penalty_ms(10_000)).unwrap();
         assert_eq!(controlled.penalty_until_ms, Some(NOW + 10_010), "refused under the override's 5");
         assert_eq!(controlled.alarm, Some(Alarm::By(NOW + 10_010)), "with controls, an alarm that fires by its end");
     }

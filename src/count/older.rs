@@ -106,15 +106,15 @@ fn carries(call: &Call, field: NewerField) -> bool {
 /// call it takes does what `call` does (a concurrency slot).
 pub fn instead(call: &Call, field: NewerField) -> Option<Vec<Call>> {
     match field {
-        NewerField::Penalty => Some(vec![Call { penalty_ms: None, ..call.clone() }]),
+        NewerField::Penalty => Some(vec![call.clone().with_penalty_ms(None)]),
         NewerField::Concurrency => None,
         NewerField::Used => {
             let used = call.used.unwrap_or(0);
-            let release = Call { op: Op::Release, used: None, ..call.clone() };
+            let release = call.clone().with_op(Op::Release).with_used(None);
             if used == 0 || call.op != Op::Commit {
                 return Some(vec![release]);
             }
-            let record = Call { op: Op::Record, cost: used, reservation: None, used: None, ..call.clone() };
+            let record = call.clone().with_op(Op::Record).with_cost(used).with_reservation(None).with_used(None);
             Some(match call.reservation {
                 Some(_) => vec![record, release],
                 // A commit of no reservation records its units all the same.
@@ -131,19 +131,7 @@ mod tests {
     use crate::count::protocol::{decode_call_url, encode_call_url, Algorithm};
 
     fn commit(used: Option<u32>, reservation: Option<u64>) -> Call {
-        Call {
-            op: Op::Commit,
-            algorithm: Algorithm::SlidingLog,
-            limits: vec![Limit::new(10_000, 86_400_000).unwrap()],
-            cost: 3_000,
-            hold_ms: None,
-            reservation,
-            want: None,
-            spelling: None,
-            penalty_ms: None,
-            used,
-            concurrency: None,
-        }
+        Call::new(Op::Commit, Algorithm::SlidingLog, vec![Limit::new(10_000, 86_400_000).unwrap()]).with_cost(3_000).with_reservation(reservation).with_used(used)
     }
 
     /// The refusal of release 0.1.0 (tests/worker/skew.test.mjs reads it
@@ -163,7 +151,7 @@ mod tests {
         assert_eq!(refused_field(&c, &other(400, "unknown field `u`")), None, "not a versioned error");
         assert_eq!(refused_field(&c, &other(400, r#"{"v":1,"error":"corrupt row; unknown field `u` x"}"#)), None);
         assert_eq!(refused_field(&c, &CallFailure::Timeout { ms: 50 }), None);
-        let penalised = Call { op: Op::Hit, penalty_ms: Some(600_000), concurrency: Some(2), ..commit(None, None) };
+        let penalised = commit(None, None).with_op(Op::Hit).with_penalty_ms(600_000).with_concurrency(2);
         assert_eq!(refused_field(&penalised, &refusal('p')), Some(NewerField::Penalty));
         assert_eq!(refused_field(&penalised, &refusal('n')), Some(NewerField::Concurrency));
     }
@@ -189,9 +177,9 @@ mod tests {
 
     #[test]
     fn a_penalty_is_dropped_and_a_slot_has_no_older_form() {
-        let hit = Call { op: Op::Hit, penalty_ms: Some(600_000), concurrency: Some(2), ..commit(None, None) };
+        let hit = commit(None, None).with_op(Op::Hit).with_penalty_ms(600_000).with_concurrency(2);
         let sent = instead(&hit, NewerField::Penalty).unwrap();
-        assert_eq!(sent, [Call { penalty_ms: None, ..hit.clone() }], "only p dropped: n is refused next");
+        assert_eq!(sent, [hit.clone().with_penalty_ms(None)], "only p dropped: n is refused next");
         assert_eq!(instead(&hit, NewerField::Concurrency), None);
         let failure = failure_text(&hit, &refusal('n'));
         assert!(cannot_hold_slot(&failure), "{failure}");

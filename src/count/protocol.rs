@@ -203,10 +203,76 @@ pub struct Call {
     pub concurrency: Option<u32>,
 }
 
+/// Sets one optional field of a [`Call`], builder-style: `Some(value)`,
+/// a plain value, or `None` to drop it.
+macro_rules! with {
+    ($($(#[$doc:meta])* $with:ident: $field:ident: $t:ty;)*) => {
+        $($(#[$doc])* pub fn $with(self, $field: impl Into<Option<$t>>) -> Call {
+            Call { $field: $field.into(), ..self }
+        })*
+    };
+}
+
 impl Call {
+    /// A call of `op` counting `cost` 1 against `limits` with `algorithm`,
+    /// every optional field absent: the one place a new call field gets
+    /// its default (add a `with_*` below for it).
+    pub fn new(op: Op, algorithm: Algorithm, limits: Vec<Limit>) -> Call {
+        Call {
+            op,
+            algorithm,
+            limits,
+            cost: 1,
+            hold_ms: None,
+            reservation: None,
+            want: None,
+            spelling: None,
+            penalty_ms: None,
+            used: None,
+            concurrency: None,
+        }
+    }
+
+    /// The same call as another op.
+    pub fn with_op(self, op: Op) -> Call {
+        Call { op, ..self }
+    }
+
+    /// The same call counted by `algorithm`.
+    pub fn with_algorithm(self, algorithm: Algorithm) -> Call {
+        Call { algorithm, ..self }
+    }
+
+    /// The same call counting `cost`.
+    pub fn with_cost(self, cost: u32) -> Call {
+        Call { cost, ..self }
+    }
+
+    /// The same call against `limits`.
+    pub fn with_limits(self, limits: Vec<Limit>) -> Call {
+        Call { limits, ..self }
+    }
+
+    with! {
+        /// The same call holding its reservation (or lease) `hold_ms`.
+        with_hold_ms: hold_ms: u64;
+        /// The same call settling (or refunding) `reservation`.
+        with_reservation: reservation: u64;
+        /// The same lease wanting `want` units.
+        with_want: want: u32;
+        /// The same call under `spelling`.
+        with_spelling: spelling: Spelling;
+        /// The same call carrying a penalty of `penalty_ms`.
+        with_penalty_ms: penalty_ms: u64;
+        /// The same commit counting `used` units.
+        with_used: used: u32;
+        /// The same call with at most `concurrency` reservations in flight.
+        with_concurrency: concurrency: u32;
+    }
+
     /// The same call, settling `reservation`.
     pub fn settling(self, reservation: Option<u64>) -> Call {
-        Call { reservation, ..self }
+        self.with_reservation(reservation)
     }
 }
 
@@ -821,31 +887,19 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let call = Call {
-            op: Op::Hit,
-            algorithm: Algorithm::SlidingLog,
-            limits: vec![Limit::new(10, 60_000).unwrap()],
-            cost: 2,
-            hold_ms: None,
-            reservation: None,
-            want: None,
-            spelling: None,
-            penalty_ms: None,
-            used: None,
-            concurrency: None,
-        };
+        let call = Call::new(Op::Hit, Algorithm::SlidingLog, vec![Limit::new(10, 60_000).unwrap()]).with_cost(2);
         let text = encode_call(&call);
         assert_eq!(text, r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":2}"#, "as before two-phase counting");
         assert_eq!(decode_call(&text), Ok(call.clone()));
-        let gcra = Call { algorithm: Algorithm::Gcra, ..call.clone() };
+        let gcra = call.clone().with_algorithm(Algorithm::Gcra);
         let text = encode_call(&gcra);
         assert_eq!(text, r#"{"v":1,"op":"hit","alg":"gcra","limits":[[10,60000]],"cost":2}"#);
         assert_eq!(decode_call(&text), Ok(gcra));
-        let reserve = Call { op: Op::Reserve, hold_ms: Some(104_000), ..call.clone() };
+        let reserve = call.clone().with_op(Op::Reserve).with_hold_ms(104_000);
         let text = encode_call(&reserve);
         assert_eq!(text, r#"{"v":1,"op":"reserve","limits":[[10,60000]],"cost":2,"hold_ms":104000}"#);
         assert_eq!(decode_call(&text), Ok(reserve));
-        let commit = Call { op: Op::Commit, ..call }.settling(Some(1_700_000_000_000_000));
+        let commit = call.with_op(Op::Commit).settling(Some(1_700_000_000_000_000));
         let text = encode_call(&commit);
         assert_eq!(text, r#"{"v":1,"op":"commit","limits":[[10,60000]],"cost":2,"reservation":1700000000000000}"#);
         assert_eq!(decode_call(&text), Ok(commit));
@@ -937,33 +991,21 @@ mod tests {
     #[test]
     fn call_url_wire_format() {
         let limits = vec![Limit::new(10, 60_000).unwrap()];
-        let hit = Call { op: Op::Hit, algorithm: Algorithm::SlidingLog, limits, cost: 1, hold_ms: None, reservation: None, want: None, spelling: None, penalty_ms: None, used: None, concurrency: None };
+        let hit = Call::new(Op::Hit, Algorithm::SlidingLog, limits);
         assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=10x60000");
-        let reserve = Call {
-            op: Op::Reserve,
-            algorithm: Algorithm::Gcra,
-            limits: vec![Limit::new(10, 900_000).unwrap(), Limit::new(100, 86_400_000).unwrap()],
-            cost: 2,
-            hold_ms: Some(104_000),
-            reservation: None,
-            want: None,
-            spelling: None,
-            penalty_ms: None,
-            used: None,
-            concurrency: None,
-        };
+        let reserve = Call::new(Op::Reserve, Algorithm::Gcra, vec![Limit::new(10, 900_000).unwrap(), Limit::new(100, 86_400_000).unwrap()]).with_cost(2).with_hold_ms(104_000);
         assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
-        let commit = Call { op: Op::Commit, hold_ms: None, ..hit.clone() }.settling(Some(1_700_000_000_000_000));
+        let commit = hit.clone().with_op(Op::Commit).with_hold_ms(None).settling(Some(1_700_000_000_000_000));
         assert_eq!(encode_call_url(&commit), "https://limiter/v1/commit?l=10x60000&r=1700000000000000");
         // Issue 29: the usage an origin reported rides on the commit, as `u`
         // (an object of the build before refuses it: unknown field, 400).
-        let used = Call { used: Some(1_234), ..commit.clone() };
+        let used = commit.clone().with_used(1_234);
         assert_eq!(encode_call_url(&used), "https://limiter/v1/commit?l=10x60000&r=1700000000000000&u=1234");
         assert_eq!(decode_call_url(&encode_call_url(&used)), Ok(used.clone()));
         assert_eq!(decode_call(&encode_call(&used)), Ok(used));
         assert_eq!(decode_call_url("https://limiter/v1/commit?l=1x1&u=0").map(|c| c.used), Ok(Some(0)));
         for (op, _) in OPS {
-            let call = Call { op, hold_ms: Some(5), reservation: Some(9), ..reserve.clone() };
+            let call = reserve.clone().with_op(op).with_hold_ms(5).with_reservation(9);
             assert_eq!(decode_call_url(&encode_call_url(&call)), Ok(call.clone()), "{op:?}");
             assert_eq!(decode_call(&encode_call(&call)), Ok(call), "{op:?}");
         }
@@ -1079,19 +1121,7 @@ mod tests {
     /// object of an earlier build refuses the field as unknown.
     #[test]
     fn penalty_calls_and_replies() {
-        let hit = Call {
-            op: Op::Hit,
-            algorithm: Algorithm::SlidingLog,
-            limits: vec![Limit::new(2, 2_000).unwrap()],
-            cost: 1,
-            hold_ms: None,
-            reservation: None,
-            want: None,
-            spelling: None,
-            penalty_ms: Some(600_000),
-            used: None,
-            concurrency: None,
-        };
+        let hit = Call::new(Op::Hit, Algorithm::SlidingLog, vec![Limit::new(2, 2_000).unwrap()]).with_penalty_ms(600_000);
         assert_eq!(encode_call_url(&hit), "https://limiter/v1/hit?l=2x2000&p=600000");
         assert_eq!(decode_call_url(&encode_call_url(&hit)), Ok(hit.clone()));
         assert_eq!(encode_call(&hit), r#"{"v":1,"op":"hit","limits":[[2,2000]],"cost":1,"penalty_ms":600000}"#);
@@ -1131,24 +1161,12 @@ mod tests {
     /// too little (or too much) is refused.
     #[test]
     fn lease_calls() {
-        let lease = Call {
-            op: Op::Lease,
-            algorithm: Algorithm::Gcra,
-            limits: vec![Limit::new(5_000, 60_000).unwrap()],
-            cost: 1,
-            hold_ms: Some(1_000),
-            reservation: None,
-            want: Some(40),
-            spelling: None,
-            penalty_ms: None,
-            used: None,
-            concurrency: None,
-        };
+        let lease = Call::new(Op::Lease, Algorithm::Gcra, vec![Limit::new(5_000, 60_000).unwrap()]).with_hold_ms(1_000).with_want(40);
         assert_eq!(encode_call_url(&lease), "https://limiter/v1/lease?l=5000x60000&a=gcra&h=1000&w=40");
         assert_eq!(decode_call_url(&encode_call_url(&lease)), Ok(lease.clone()));
         assert_eq!(encode_call(&lease), r#"{"v":1,"op":"lease","alg":"gcra","limits":[[5000,60000]],"cost":1,"hold_ms":1000,"want":40}"#);
         assert_eq!(decode_call(&encode_call(&lease)), Ok(lease.clone()));
-        let refund = Call { op: Op::Refund, hold_ms: None, want: None, cost: 12, reservation: Some(1_700_000_001_000), ..lease.clone() };
+        let refund = lease.clone().with_op(Op::Refund).with_hold_ms(None).with_want(None).with_cost(12).with_reservation(1_700_000_001_000);
         assert_eq!(decode_call_url(&encode_call_url(&refund)), Ok(refund.clone()));
         let refused = [
             ("https://limiter/v1/lease?l=10x1000&w=4", CallError::InvalidLeaseTtl),
@@ -1162,5 +1180,87 @@ mod tests {
         }
         assert!(matches!(decode_call_url("https://limiter/v1/lease?l=10x1000&h=100&w=1&w=2"), Err(CallError::Malformed(_))));
         assert_eq!(decode_call_url("https://limiter/v1/lease?l=10x1000&h=100").map(|c| c.want), Ok(None), "want defaults to the cost");
+    }
+}
+
+/// The wire forms of a set of calls, captured from the build before the
+/// compact form became a table (issue 36): both forms must stay byte for
+/// byte what older objects read and what the skew tests replay.
+#[cfg(test)]
+mod wire_unchanged {
+    use super::*;
+    use crate::request::spelling::Spelling;
+
+    fn calls() -> Vec<Call> {
+        let one = vec![Limit::new(10, 60_000).unwrap()];
+        let two = vec![Limit::new(10, 900_000).unwrap(), Limit::new(100, 86_400_000).unwrap()];
+        let base = Call::new(Op::Hit, Algorithm::SlidingLog, one);
+        let tag = Spelling::decode("00000000deadbeef");
+        let mut calls = Vec::new();
+        for (op, _) in OPS {
+            calls.push(base.clone().with_op(op));
+        }
+        calls.extend([
+            base.clone().with_cost(3).with_algorithm(Algorithm::Gcra).with_penalty_ms(600_000),
+            base.clone().with_op(Op::Reserve).with_limits(two.clone()).with_cost(2).with_hold_ms(104_000).with_concurrency(4),
+            base.clone().with_op(Op::Check).with_concurrency(1_000).with_penalty_ms(1),
+            base.clone().with_op(Op::Commit).with_reservation(1_700_000_000_000_000).with_spelling(tag.clone()).with_used(0),
+            base.clone().with_op(Op::Commit).with_reservation(u64::MAX).with_used(u32::MAX).with_cost(u32::MAX),
+            base.clone().with_op(Op::Release).with_reservation(7).with_spelling(Spelling::Several),
+            base.clone().with_op(Op::Forgive).with_spelling(tag.clone()).with_cost(2),
+            base.clone().with_op(Op::Clear).with_reservation(9).with_spelling(tag),
+            base.clone().with_op(Op::Lease).with_algorithm(Algorithm::Gcra).with_limits(vec![Limit::new(5_000, 60_000).unwrap()]).with_hold_ms(1_000).with_want(40).with_penalty_ms(2_000),
+            base.clone().with_op(Op::Refund).with_cost(12).with_reservation(1_700_000_001_000),
+            base.clone().with_op(Op::Status).with_limits(two).with_penalty_ms(5).with_algorithm(Algorithm::Gcra),
+            base.with_op(Op::Record).with_cost(1_234).with_hold_ms(1).with_reservation(2).with_want(3).with_penalty_ms(4).with_used(5).with_concurrency(6),
+        ]);
+        calls
+    }
+
+    /// Captured with the code before the table (`print`ed, not derived
+    /// from the code under test).
+    const CAPTURED: [(&str, &str); 25] = [
+        ("https://limiter/v1/hit?l=10x60000", r#"{"v":1,"op":"hit","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/check?l=10x60000", r#"{"v":1,"op":"check","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/record?l=10x60000", r#"{"v":1,"op":"record","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/status?l=10x60000", r#"{"v":1,"op":"status","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/reset?l=10x60000", r#"{"v":1,"op":"reset","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/reserve?l=10x60000", r#"{"v":1,"op":"reserve","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/commit?l=10x60000", r#"{"v":1,"op":"commit","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/release?l=10x60000", r#"{"v":1,"op":"release","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/forgive?l=10x60000", r#"{"v":1,"op":"forgive","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/clear?l=10x60000", r#"{"v":1,"op":"clear","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/lease?l=10x60000", r#"{"v":1,"op":"lease","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/refund?l=10x60000", r#"{"v":1,"op":"refund","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/probe?l=10x60000", r#"{"v":1,"op":"probe","limits":[[10,60000]],"cost":1}"#),
+        ("https://limiter/v1/hit?l=10x60000&c=3&a=gcra&p=600000", r#"{"v":1,"op":"hit","alg":"gcra","limits":[[10,60000]],"cost":3,"penalty_ms":600000}"#),
+        ("https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&h=104000&n=4", r#"{"v":1,"op":"reserve","limits":[[10,900000],[100,86400000]],"cost":2,"hold_ms":104000,"concurrency":4}"#),
+        ("https://limiter/v1/check?l=10x60000&p=1&n=1000", r#"{"v":1,"op":"check","limits":[[10,60000]],"cost":1,"penalty_ms":1,"concurrency":1000}"#),
+        ("https://limiter/v1/commit?l=10x60000&r=1700000000000000&s=00000000deadbeef&u=0", r#"{"v":1,"op":"commit","limits":[[10,60000]],"cost":1,"reservation":1700000000000000,"spelling":"00000000deadbeef","used":0}"#),
+        ("https://limiter/v1/commit?l=10x60000&c=4294967295&r=18446744073709551615&u=4294967295", r#"{"v":1,"op":"commit","limits":[[10,60000]],"cost":4294967295,"reservation":18446744073709551615,"used":4294967295}"#),
+        ("https://limiter/v1/release?l=10x60000&r=7&s=-", r#"{"v":1,"op":"release","limits":[[10,60000]],"cost":1,"reservation":7,"spelling":"-"}"#),
+        ("https://limiter/v1/forgive?l=10x60000&c=2&s=00000000deadbeef", r#"{"v":1,"op":"forgive","limits":[[10,60000]],"cost":2,"spelling":"00000000deadbeef"}"#),
+        ("https://limiter/v1/clear?l=10x60000&r=9&s=00000000deadbeef", r#"{"v":1,"op":"clear","limits":[[10,60000]],"cost":1,"reservation":9,"spelling":"00000000deadbeef"}"#),
+        ("https://limiter/v1/lease?l=5000x60000&a=gcra&h=1000&w=40&p=2000", r#"{"v":1,"op":"lease","alg":"gcra","limits":[[5000,60000]],"cost":1,"hold_ms":1000,"want":40,"penalty_ms":2000}"#),
+        ("https://limiter/v1/refund?l=10x60000&c=12&r=1700000001000", r#"{"v":1,"op":"refund","limits":[[10,60000]],"cost":12,"reservation":1700000001000}"#),
+        ("https://limiter/v1/status?l=10x900000,100x86400000&a=gcra&p=5", r#"{"v":1,"op":"status","alg":"gcra","limits":[[10,900000],[100,86400000]],"cost":1,"penalty_ms":5}"#),
+        ("https://limiter/v1/record?l=10x60000&c=1234&h=1&r=2&w=3&p=4&u=5&n=6", r#"{"v":1,"op":"record","limits":[[10,60000]],"cost":1234,"hold_ms":1,"reservation":2,"want":3,"penalty_ms":4,"used":5,"concurrency":6}"#),
+    ];
+
+    #[test]
+    fn both_forms_are_byte_identical_to_the_build_before() {
+        let calls = calls();
+        assert_eq!(calls.len(), CAPTURED.len());
+        for (call, (url, json)) in calls.iter().zip(CAPTURED) {
+            assert_eq!(encode_call_url(call), url);
+            assert_eq!(encode_call(call), json);
+            // What decodes (a valid call) comes back whole from both forms.
+            if let Ok(decoded) = decode_call_url(url) {
+                assert_eq!(&decoded, call, "{url}");
+                assert_eq!(decode_call(json).as_ref(), Ok(call), "{json}");
+            } else {
+                assert_eq!(decode_call_url(url).map_err(|e| e.to_string()), decode_call(json).map_err(|e| e.to_string()), "{url}");
+            }
+        }
     }
 }

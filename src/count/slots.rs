@@ -82,19 +82,7 @@ mod tests {
     use crate::count::protocol::{Call, Op};
 
     fn call(op: Op, algorithm: Algorithm, concurrency: Option<u32>) -> Call {
-        Call {
-            op,
-            algorithm,
-            limits: vec![Limit::new(100, 60_000).unwrap()],
-            cost: 1,
-            hold_ms: Some(5_000),
-            reservation: None,
-            want: None,
-            spelling: None,
-            used: None,
-            concurrency,
-            penalty_ms: None,
-        }
+        Call::new(op, algorithm, vec![Limit::new(100, 60_000).unwrap()]).with_hold_ms(5_000).with_concurrency(concurrency)
     }
 
     #[test]
@@ -135,11 +123,11 @@ mod tests {
             let fourth = apply(3, &reserve);
             assert!(!fourth.tally.allowed && fourth.tally.in_flight && fourth.write.is_none(), "{algorithm:?}");
             assert_eq!(fourth.tally.retry_after_ms, 5_000 - 3, "{algorithm:?}: until the first slot lapses");
-            assert!(!apply(3, &Call { op: Op::Check, ..reserve.clone() }).tally.allowed, "{algorithm:?}: check agrees");
-            apply(4, &Call { reservation: Some(ids[1]), ..call(Op::Release, algorithm, None) });
+            assert!(!apply(3, &reserve.clone().with_op(Op::Check)).tally.allowed, "{algorithm:?}: check agrees");
+            apply(4, &call(Op::Release, algorithm, None).with_reservation(ids[1]));
             assert!(apply(5, &reserve).tally.allowed, "{algorithm:?}: a released slot");
             assert!(!apply(6, &reserve).tally.allowed, "{algorithm:?}: full again");
-            apply(7, &Call { reservation: Some(ids[0]), ..call(Op::Commit, algorithm, None) });
+            apply(7, &call(Op::Commit, algorithm, None).with_reservation(ids[0]));
             assert!(apply(8, &reserve).tally.allowed, "{algorithm:?}: a committed slot");
             let lapsed = apply(5_003, &reserve);
             assert!(lapsed.tally.allowed, "{algorithm:?}: slots of lost requests lapse at reservation_ttl");
@@ -149,7 +137,7 @@ mod tests {
 
     #[test]
     fn the_windows_still_bind_beside_the_slots() {
-        let limited = Call { limits: vec![Limit::new(2, 60_000).unwrap()], ..call(Op::Reserve, Algorithm::SlidingLog, Some(5)) };
+        let limited = call(Op::Reserve, Algorithm::SlidingLog, Some(5)).with_limits(vec![Limit::new(2, 60_000).unwrap()]);
         let mut row = String::new();
         for t in 0..2 {
             let s = step(&row, t, &limited).unwrap();

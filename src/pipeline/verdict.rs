@@ -267,7 +267,7 @@ pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered
         (Op::Commit, Some(answered)) => usage(applied, answered).flatten(),
         _ => None,
     };
-    Some(Call { spelling, used, ..call })
+    Some(call.with_spelling(spelling).with_used(used))
 }
 
 /// The units the origin reported for a usage rule ([`crate::config::cost`]):
