@@ -333,19 +333,34 @@ pub fn encode_call(call: &Call) -> String {
 /// wrong with it.
 pub fn decode_call(body: &str) -> Result<Call, CallError> {
     let wire: WireCall = serde_json::from_str(body).map_err(|e| CallError::Malformed(e.to_string()))?;
-    validate(wire)
+    let limits = checked_limits(wire.v, wire.limits)?;
+    let spelling = match wire.spelling.as_deref() {
+        None => None,
+        Some(text) => Some(Spelling::decode(text).ok_or(CallError::InvalidSpelling)?),
+    };
+    let call = Call::new(wire.op, wire.alg, limits)
+        .with_cost(wire.cost)
+        .with_hold_ms(wire.hold_ms)
+        .with_reservation(wire.reservation)
+        .with_want(wire.want)
+        .with_spelling(spelling)
+        .with_penalty_ms(wire.penalty_ms)
+        .with_used(wire.used)
+        .with_concurrency(wire.concurrency);
+    checked(call)
 }
 
-/// The call's fields, checked: both forms are held to the same rules.
-fn validate(wire: WireCall) -> Result<Call, CallError> {
-    if wire.v != VERSION {
-        return Err(CallError::UnsupportedVersion(wire.v));
+/// The version and the limits of a call, checked: both forms are held to
+/// the same rules (the fields' own checks are in [`FIELDS`]).
+fn checked_limits(v: u32, pairs: Vec<(u64, u64)>) -> Result<Vec<Limit>, CallError> {
+    if v != VERSION {
+        return Err(CallError::UnsupportedVersion(v));
     }
-    if wire.limits.is_empty() || wire.limits.len() > MAX_LIMITS {
-        return Err(CallError::LimitCount(wire.limits.len()));
+    if pairs.is_empty() || pairs.len() > MAX_LIMITS {
+        return Err(CallError::LimitCount(pairs.len()));
     }
-    let mut limits = Vec::with_capacity(wire.limits.len());
-    for (requests, window_ms) in wire.limits {
+    let mut limits = Vec::with_capacity(pairs.len());
+    for (requests, window_ms) in pairs {
         let limit = u32::try_from(requests)
             .ok()
             .filter(|_| window_ms <= crate::count::duration::MAX_WINDOW_MS)
@@ -355,46 +370,14 @@ fn validate(wire: WireCall) -> Result<Call, CallError> {
             None => return Err(CallError::InvalidLimit { requests, window_ms }),
         }
     }
-    if wire.cost == 0 {
-        return Err(CallError::ZeroCost);
-    }
-    if wire.op == Op::Reserve && !wire.hold_ms.is_some_and(|ms| (1..=MAX_HOLD_MS).contains(&ms)) {
-        return Err(CallError::InvalidHold);
-    }
-    if wire.concurrency.is_some_and(|n| !(1..=MAX_CONCURRENCY).contains(&n)) {
-        return Err(CallError::InvalidConcurrency);
-    }
-    if matches!(wire.op, Op::Release | Op::Refund) && wire.reservation.is_none() {
-        return Err(CallError::MissingReservation);
-    }
-    if wire.op == Op::Lease {
-        if !wire.hold_ms.is_some_and(|ms| (1..=MAX_LEASE_TTL_MS).contains(&ms)) {
-            return Err(CallError::InvalidLeaseTtl);
-        }
-        if wire.want.is_some_and(|want| want < wire.cost || want > MAX_LEASE_UNITS) {
-            return Err(CallError::InvalidWant);
-        }
-    }
-    let spelling = match wire.spelling.as_deref() {
-        None => None,
-        Some(text) => Some(Spelling::decode(text).ok_or(CallError::InvalidSpelling)?),
-    };
-    if wire.penalty_ms.is_some_and(|ms| ms == 0 || ms > crate::count::duration::MAX_WINDOW_MS) {
-        return Err(CallError::InvalidPenalty);
-    }
-    Ok(Call {
-        op: wire.op,
-        algorithm: wire.alg,
-        limits,
-        cost: wire.cost,
-        hold_ms: wire.hold_ms,
-        reservation: wire.reservation,
-        want: wire.want,
-        spelling,
-        penalty_ms: wire.penalty_ms,
-        used: wire.used,
-        concurrency: wire.concurrency,
-    })
+    Ok(limits)
+}
+
+/// `call` once every field's check in [`FIELDS`] passed, in the table's
+/// order (the first to fail is the error).
+fn checked(call: Call) -> Result<Call, CallError> {
+    FIELDS.iter().try_for_each(|field| (field.check)(&call))?;
+    Ok(call)
 }
 
 /// The ops by their wire names (the same in both forms).
@@ -418,6 +401,102 @@ fn op_name(op: Op) -> &'static str {
     OPS.iter().find(|(o, _)| *o == op).map_or("hit", |(_, name)| name)
 }
 
+/// One field of a call after its limits, as the compact form spells it:
+/// its letter, how its value is read from a call and written into one, and
+/// its check. The table drives [`encode_call_url`], [`decode_call_url`] and
+/// both forms' checks: a new call field is one row here (and its
+/// `Call::with_*`, and its `WireCall` field for the JSON form).
+struct Field {
+    letter: char,
+    value: Value,
+    /// The field's own rule, on the whole call (the op decides what is
+    /// required); `Ok` for a field without one.
+    check: fn(&Call) -> Result<(), CallError>,
+}
+
+/// How a field's value is spelled.
+enum Value {
+    /// A whole number of at most `max`, written only when `get` says
+    /// something (a default is not written).
+    Number { get: fn(&Call) -> Option<u64>, set: fn(&mut Call, u64), max: u64 },
+    /// A word: `show` writes it (when it says something), `read` takes it.
+    Text { show: fn(&Call) -> Option<String>, read: fn(&mut Call, &str) -> Result<(), CallError> },
+}
+
+const U32: u64 = u32::MAX as u64;
+
+fn no_check(_: &Call) -> Result<(), CallError> {
+    Ok(())
+}
+
+/// The fields in the order the compact form writes them (the order of the
+/// build before the table: the wire form is byte for byte the same).
+const FIELDS: [Field; 9] = [
+    Field {
+        letter: 'c',
+        value: Value::Number { get: |c| Some(u64::from(c.cost)).filter(|n| *n != 1), set: |c, n| c.cost = n as u32, max: U32 },
+        check: |c| if c.cost == 0 { Err(CallError::ZeroCost) } else { Ok(()) },
+    },
+    Field {
+        letter: 'a',
+        value: Value::Text { show: |c| (c.algorithm == Algorithm::Gcra).then(|| "gcra".to_string()), read: |c, v| algorithm(v).map(|a| c.algorithm = a) },
+        check: no_check,
+    },
+    Field { letter: 'h', value: Value::Number { get: |c| c.hold_ms, set: |c, n| c.hold_ms = Some(n), max: u64::MAX }, check: check_hold },
+    Field {
+        letter: 'r',
+        value: Value::Number { get: |c| c.reservation, set: |c, n| c.reservation = Some(n), max: u64::MAX },
+        check: |c| match (c.op, c.reservation) {
+            (Op::Release | Op::Refund, None) => Err(CallError::MissingReservation),
+            _ => Ok(()),
+        },
+    },
+    Field {
+        letter: 'w',
+        value: Value::Number { get: |c| c.want.map(u64::from), set: |c, n| c.want = Some(n as u32), max: U32 },
+        check: |c| match c.want {
+            Some(want) if c.op == Op::Lease && (want < c.cost || want > MAX_LEASE_UNITS) => Err(CallError::InvalidWant),
+            _ => Ok(()),
+        },
+    },
+    Field {
+        letter: 's',
+        value: Value::Text {
+            show: |c| c.spelling.as_ref().map(Spelling::encode),
+            read: |c, v| Spelling::decode(v).map(|s| c.spelling = Some(s)).ok_or(CallError::InvalidSpelling),
+        },
+        check: no_check,
+    },
+    Field {
+        letter: 'p',
+        value: Value::Number { get: |c| c.penalty_ms, set: |c, n| c.penalty_ms = Some(n), max: u64::MAX },
+        check: |c| match c.penalty_ms {
+            Some(ms) if ms == 0 || ms > crate::count::duration::MAX_WINDOW_MS => Err(CallError::InvalidPenalty),
+            _ => Ok(()),
+        },
+    },
+    Field { letter: 'u', value: Value::Number { get: |c| c.used.map(u64::from), set: |c, n| c.used = Some(n as u32), max: U32 }, check: no_check },
+    Field {
+        letter: 'n',
+        value: Value::Number { get: |c| c.concurrency.map(u64::from), set: |c, n| c.concurrency = Some(n as u32), max: U32 },
+        check: |c| match c.concurrency {
+            Some(n) if !(1..=MAX_CONCURRENCY).contains(&n) => Err(CallError::InvalidConcurrency),
+            _ => Ok(()),
+        },
+    },
+];
+
+/// `reserve` holds 1 ms to [`MAX_HOLD_MS`], `lease` 1 ms to
+/// [`MAX_LEASE_TTL_MS`]; other ops ignore `hold_ms`.
+fn check_hold(call: &Call) -> Result<(), CallError> {
+    let within = |max: u64| call.hold_ms.is_some_and(|ms| (1..=max).contains(&ms));
+    match call.op {
+        Op::Reserve if !within(MAX_HOLD_MS) => Err(CallError::InvalidHold),
+        Op::Lease if !within(MAX_LEASE_TTL_MS) => Err(CallError::InvalidLeaseTtl),
+        _ => Ok(()),
+    }
+}
+
 /// The call in its compact form: the URL of a `GET`, so the Worker sends it
 /// with `Stub::fetch_with_str` (no `Request`, `RequestInit` or body to
 /// build, no JSON on either side):
@@ -429,9 +508,10 @@ fn op_name(op: Op) -> &'static str {
 /// ```
 /// The path is `/v{version}/{op}`; the query holds `l` (the limits,
 /// `{requests}x{window_ms}` joined by `,`, required), and only when they say
-/// something: `c` (cost, default 1), `a` (`gcra`; the sliding log is the
-/// default), `h` (hold_ms), `r` (reservation), `w` (want), `s` (spelling),
-/// `u` (used), `n` (concurrency; issue 29) and `p` (penalty_ms), each at most once, in any order. The same
+/// something, the [`FIELDS`]: `c` (cost, default 1), `a` (`gcra`; the
+/// sliding log is the default), `h` (hold_ms), `r` (reservation), `w`
+/// (want), `s` (spelling), `p` (penalty_ms), `u` (used) and `n`
+/// (concurrency; issue 29), each at most once, in any order. The same
 /// version and the same checks as the JSON form (which the object still
 /// accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
@@ -441,32 +521,12 @@ pub fn encode_call_url(call: &Call) -> String {
         let sep = if i == 0 { "" } else { "," };
         let _ = write!(url, "{sep}{}x{}", l.requests.get(), l.window_ms.get());
     }
-    if call.cost != 1 {
-        let _ = write!(url, "&c={}", call.cost);
-    }
-    if call.algorithm == Algorithm::Gcra {
-        url.push_str("&a=gcra");
-    }
-    if let Some(ms) = call.hold_ms {
-        let _ = write!(url, "&h={ms}");
-    }
-    if let Some(id) = call.reservation {
-        let _ = write!(url, "&r={id}");
-    }
-    if let Some(want) = call.want {
-        let _ = write!(url, "&w={want}");
-    }
-    if let Some(spelling) = &call.spelling {
-        let _ = write!(url, "&s={}", spelling.encode());
-    }
-    if let Some(ms) = call.penalty_ms {
-        let _ = write!(url, "&p={ms}");
-    }
-    if let Some(used) = call.used {
-        let _ = write!(url, "&u={used}");
-    }
-    if let Some(n) = call.concurrency {
-        let _ = write!(url, "&n={n}");
+    for field in &FIELDS {
+        let letter = field.letter;
+        let _ = match &field.value {
+            Value::Number { get, .. } => get(call).map(|n| write!(url, "&{letter}={n}")),
+            Value::Text { show, .. } => show(call).map(|text| write!(url, "&{letter}={text}")),
+        };
     }
     url
 }
@@ -488,42 +548,48 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
         .find(|(_, name)| *name == op)
         .map(|(op, _)| *op)
         .ok_or_else(|| CallError::Malformed(format!("unknown op `{op}`")))?;
-    let (mut limits, mut cost, mut alg, mut hold_ms, mut reservation, mut want) = (None, None, None, None, None, None);
-    let (mut spelling, mut penalty_ms, mut used, mut concurrency) = (None, None, None, None);
+    let mut call = Call::new(op, Algorithm::default(), Vec::new());
+    let mut limits = None;
+    // Bit i: FIELDS[i] was given; the limits are read apart.
+    let mut given = 0u16;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
-        let number = |what: &str| value.parse::<u64>().map_err(|_| CallError::Malformed(format!("{what} is not a number")));
-        let given_twice = match name {
-            "l" => limits.replace(parse_limits(value)?).is_some(),
-            "c" => cost.replace(u32::try_from(number("c")?).map_err(|_| malformed("c is too large"))?).is_some(),
-            "a" => alg.replace(algorithm(value)?).is_some(),
-            "h" => hold_ms.replace(number("h")?).is_some(),
-            "r" => reservation.replace(number("r")?).is_some(),
-            "w" => want.replace(u32::try_from(number("w")?).map_err(|_| malformed("w is too large"))?).is_some(),
-            "s" => spelling.replace(value.to_string()).is_some(),
-            "p" => penalty_ms.replace(number("p")?).is_some(),
-            "u" => used.replace(u32::try_from(number("u")?).map_err(|_| malformed("u is too large"))?).is_some(),
-            "n" => concurrency.replace(u32::try_from(number("n")?).map_err(|_| malformed("n is too large"))?).is_some(),
-            _ => return Err(CallError::Malformed(format!("unknown field `{name}`"))),
-        };
-        if given_twice {
-            return Err(CallError::Malformed(format!("`{name}` given twice")));
+        let twice = || CallError::Malformed(format!("`{name}` given twice"));
+        if name == "l" {
+            if limits.replace(parse_limits(value)?).is_some() {
+                return Err(twice());
+            }
+            continue;
         }
+        let (index, field) = FIELDS
+            .iter()
+            .enumerate()
+            .find(|(_, f)| name.len() == 1 && name.starts_with(f.letter))
+            .ok_or_else(|| CallError::Malformed(format!("unknown field `{name}`")))?;
+        if given & (1 << index) != 0 {
+            return Err(twice());
+        }
+        given |= 1 << index;
+        read_field(&mut call, field, value)?;
     }
-    validate(WireCall {
-        v,
-        op,
-        alg: alg.unwrap_or_default(),
-        limits: limits.ok_or_else(|| malformed("no limits (`l`)"))?,
-        cost: cost.unwrap_or(1),
-        hold_ms,
-        reservation,
-        want,
-        spelling,
-        penalty_ms,
-        used,
-        concurrency,
-    })
+    call.limits = checked_limits(v, limits.ok_or_else(|| malformed("no limits (`l`)"))?)?;
+    checked(call)
+}
+
+/// Reads `value` into `call` as `field` spells it.
+fn read_field(call: &mut Call, field: &Field, value: &str) -> Result<(), CallError> {
+    match &field.value {
+        Value::Number { set, max, .. } => {
+            let letter = field.letter;
+            let n: u64 = value.parse().map_err(|_| CallError::Malformed(format!("{letter} is not a number")))?;
+            if n > *max {
+                return Err(CallError::Malformed(format!("{letter} is too large")));
+            }
+            set(call, n);
+            Ok(())
+        }
+        Value::Text { read, .. } => read(call, value),
+    }
 }
 
 fn algorithm(name: &str) -> Result<Algorithm, CallError> {
@@ -1204,10 +1270,10 @@ mod wire_unchanged {
             base.clone().with_cost(3).with_algorithm(Algorithm::Gcra).with_penalty_ms(600_000),
             base.clone().with_op(Op::Reserve).with_limits(two.clone()).with_cost(2).with_hold_ms(104_000).with_concurrency(4),
             base.clone().with_op(Op::Check).with_concurrency(1_000).with_penalty_ms(1),
-            base.clone().with_op(Op::Commit).with_reservation(1_700_000_000_000_000).with_spelling(tag.clone()).with_used(0),
+            base.clone().with_op(Op::Commit).with_reservation(1_700_000_000_000_000).with_spelling(tag).with_used(0),
             base.clone().with_op(Op::Commit).with_reservation(u64::MAX).with_used(u32::MAX).with_cost(u32::MAX),
             base.clone().with_op(Op::Release).with_reservation(7).with_spelling(Spelling::Several),
-            base.clone().with_op(Op::Forgive).with_spelling(tag.clone()).with_cost(2),
+            base.clone().with_op(Op::Forgive).with_spelling(tag).with_cost(2),
             base.clone().with_op(Op::Clear).with_reservation(9).with_spelling(tag),
             base.clone().with_op(Op::Lease).with_algorithm(Algorithm::Gcra).with_limits(vec![Limit::new(5_000, 60_000).unwrap()]).with_hold_ms(1_000).with_want(40).with_penalty_ms(2_000),
             base.clone().with_op(Op::Refund).with_cost(12).with_reservation(1_700_000_001_000),
