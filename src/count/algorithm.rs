@@ -94,6 +94,9 @@ pub enum CorruptRow {
     /// A penalty's prefix ([`crate::count::penalty`]) that is not
     /// `!{until_ms}|` (an excerpt of the row).
     UnreadablePenalty(String),
+    /// A row of a spelling after version 1 (`#{version}|...`,
+    /// [`crate::count::row`]), written by a later release (an excerpt).
+    NewerRow(String),
 }
 
 impl fmt::Display for CorruptRow {
@@ -110,6 +113,7 @@ impl fmt::Display for CorruptRow {
                 write!(f, "reservation {index} (`{entry}`) is not `id@expires_at` in whole numbers")
             }
             CorruptRow::UnreadablePenalty(row) => write!(f, "the penalty of `{row}` is not `!until_ms|`"),
+            CorruptRow::NewerRow(row) => write!(f, "`{row}` is of a later version than this object reads"),
         }
     }
 }

@@ -37,6 +37,7 @@ use crate::count::limit::{horizon_ms, Limit, WindowState};
 use crate::count::protocol::{Call, Op};
 use crate::count::slots;
 use crate::count::reservation::{self, Reservation};
+use crate::count::row::{self, CountRow};
 use crate::count::switch;
 use crate::count::tally::Tally;
 use crate::count::window::SlidingLog;
@@ -84,18 +85,6 @@ struct Loaded<S> {
     held: Vec<Reservation>,
 }
 
-/// What separates a relief rule's [`Mark`] from the rest of its row:
-/// `<state>[;<reservations>][~<mark>]`. Rows of other rules never hold one.
-const MARK_SEPARATOR: char = '~';
-
-/// The row without its mark, and the mark.
-fn split_mark(row: &str) -> (&str, Option<Mark>) {
-    match row.rsplit_once(MARK_SEPARATOR) {
-        Some((rest, mark)) => (rest, Some(Mark::decode(mark))),
-        None => (row, None),
-    }
-}
-
 /// Whether `state` holds nothing live at `now_ms`.
 fn is_empty(state: &State, now_ms: i64, limits: &[Limit]) -> bool {
     State::expires_at(state, horizon_ms(limits)).is_none_or(|at| at <= now_ms)
@@ -104,26 +93,26 @@ fn is_empty(state: &State, now_ms: i64, limits: &[Limit]) -> bool {
 /// [`run_marked`], with the row's [`Mark`] read before and written after: a
 /// count that held nothing live has none, a commit marks it, and a clear
 /// that relieved it drops it.
-fn run(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
-    let (row, mark) = split_mark(row);
-    let (mut step, mark) = run_marked(row, mark, now_ms, call)?;
-    if let (Some(write), Some(mark)) = (step.write.as_mut(), mark) {
-        write.row.push(MARK_SEPARATOR);
-        write.row.push_str(&mark.encode());
+/// The row is read and written by [`crate::count::row`]'s codec.
+fn run(text: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
+    // A reset does not read the row, so that a corrupt one can be reset.
+    let stored = if call.op == Op::Reset { CountRow::default() } else { row::decode_count(text)? };
+    let (mut step, mark) = run_marked(stored, now_ms, call)?;
+    if let Some(write) = step.write.as_mut() {
+        write.row = row::with_mark(std::mem::take(&mut write.row), mark);
     }
     Ok(step)
 }
 
-fn run_marked(row: &str, mark: Option<Mark>, now_ms: i64, call: &Call) -> Result<(Step, Option<Mark>), CorruptRow> {
+fn run_marked(stored: CountRow<'_>, now_ms: i64, call: &Call) -> Result<(Step, Option<Mark>), CorruptRow> {
     let limits = &call.limits;
     let Loaded { state, mut held } = if call.op == Op::Reset {
         Loaded { state: State::empty(call.algorithm), held: Vec::new() }
     } else {
-        let (state, reservations) = reservation::split_row(row);
-        Loaded { state: load(state, now_ms, call)?, held: reservation::live(reservation::decode(reservations)?, now_ms) }
+        Loaded { state: load(stored.state, now_ms, call)?, held: reservation::live(stored.held, now_ms) }
     };
     let empty = is_empty(&state, now_ms, limits);
-    let mut mark = if empty { None } else { mark };
+    let mut mark = if empty { None } else { stored.mark };
     let step = match call.op {
         Op::Hit => hit(&state, held, now_ms, call),
         Op::Check => {
@@ -289,7 +278,7 @@ fn written(tally: Tally, next: &State, held: Vec<Reservation>, now_ms: i64, limi
     let expires_at = State::expires_at(next, horizon_ms(limits)).max(reservation::last_expiry(&held)).unwrap_or(now_ms);
     Step {
         tally,
-        write: Some(Write { row: reservation::join_row(State::encode(next), &held), expires_at }),
+        write: Some(Write { row: row::encode_count(State::encode(next), &held), expires_at }),
         stored: State::entries(next),
         held: held.len() as u64,
         reservation: None,
@@ -426,16 +415,16 @@ fn writer(row: &str) -> Algorithm {
 /// When everything in `row` has expired, its state read by the algorithm
 /// that wrote it (given the longest window `horizon_ms`) and its
 /// reservations; `None` for an empty row.
-fn expiry(row: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
+fn expiry(text: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
     fn read<C: Counter>(state: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
         Ok(C::expires_at(&C::decode(state)?, horizon_ms))
     }
-    let (state, reservations) = reservation::split_row(split_mark(row).0);
-    let state_expiry = match writer(state) {
-        Algorithm::SlidingLog => read::<SlidingLog>(state, horizon_ms),
-        Algorithm::Gcra => read::<Gcra>(state, horizon_ms),
+    let count = row::decode_count(text)?;
+    let state_expiry = match writer(count.state) {
+        Algorithm::SlidingLog => read::<SlidingLog>(count.state, horizon_ms),
+        Algorithm::Gcra => read::<Gcra>(count.state, horizon_ms),
     }?;
-    Ok(state_expiry.max(reservation::last_expiry(&reservation::decode(reservations)?)))
+    Ok(state_expiry.max(reservation::last_expiry(&count.held)))
 }
 
 /// What the TTL alarm does.
@@ -779,7 +768,7 @@ mod tests {
                 let (op, reservation) = match event {
                     Event::Reserve => (Op::Reserve, None),
                     Event::Settle(op, i) => {
-                        let held = reservation::live(reservation::decode(reservation::split_row(&row).1).unwrap(), now);
+                        let held = reservation::live(row::decode_count(&row).unwrap().held, now);
                         (op, held.get(i).map(|r| r.id))
                     }
                 };
@@ -788,8 +777,8 @@ mod tests {
                 }
                 let call = Call::new(op, algorithm, limits.clone()).with_hold_ms(700).with_reservation(reservation);
                 apply(&mut row, now, &call);
-                let (state, held) = reservation::split_row(&row);
-                let units = reservation::units(&reservation::live(reservation::decode(held).unwrap(), now));
+                let CountRow { state, held, .. } = row::decode_count(&row).unwrap();
+                let units = reservation::units(&reservation::live(held, now));
                 if units > 0 {
                     let fits = match algorithm {
                         Algorithm::SlidingLog => SlidingLog::decide(&SlidingLog::decode(state).unwrap(), now, &limits, units as u32).tally.allowed,
@@ -826,13 +815,12 @@ mod tests {
                     // A row left empty (cleared, all forgiven) expires at once.
                     let expires = expiry(&write.row, horizon_ms(&limits)).map(|at| at.unwrap_or(now));
                     prop_assert_eq!(expires, Ok(write.expires_at));
-                    let (state, held) = reservation::split_row(&write.row);
+                    let CountRow { state, held, .. } = row::decode_count(&write.row).unwrap();
                     let state = match algorithm {
                         Algorithm::SlidingLog => SlidingLog::decode(state).map(|s| SlidingLog::encode(&s)),
                         Algorithm::Gcra => Gcra::decode(state).map(|s| Gcra::encode(&s)),
                     };
-                    let held = reservation::decode(held).unwrap();
-                    let reread = state.map(|s| reservation::join_row(s, &held));
+                    let reread = state.map(|s| row::encode_count(s, &held));
                     prop_assert_eq!(reread.as_deref(), Ok(write.row.as_str()));
                     stored = write.row;
                 }

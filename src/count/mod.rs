@@ -9,6 +9,7 @@ pub mod algorithm;
 pub mod window;
 pub mod gcra;
 pub mod reservation;
+pub mod row;
 pub mod slots;
 pub mod protocol;
 pub mod older;

@@ -25,7 +25,7 @@
 //!   a penalty of its own; settlements (commit, release, forgive, clear)
 //!   go through, as under a ban.
 //! - **Where it is kept**: in the count's row, as a prefix
-//!   `!{until_ms}|` ([`split`], [`join`]), written once, by the refusal that
+//!   `!{until_ms}|` ([`crate::count::row`]'s codec; [`split`], [`join`]), written once, by the refusal that
 //!   starts it (a blocked call that otherwise writes nothing), and kept by
 //!   every later write until it ends. A row without the prefix is read as
 //!   always (rows of rules without a penalty never hold one). An object of
@@ -44,34 +44,23 @@
 //!   started: they were debited before the refusal, so this never admits
 //!   past the limit.
 
-use crate::count::algorithm::{excerpt, CorruptRow};
+use crate::count::algorithm::CorruptRow;
 use crate::count::counter::AlarmAction;
 use crate::count::limit::WindowState;
 use crate::count::protocol::Op;
-
-/// What starts the prefix of a penalised row.
-const PREFIX: char = '!';
-/// What ends it.
-const END: char = '|';
+use crate::count::row;
 
 /// The count's row without its penalty, and the penalty's end (Unix ms),
-/// ended or not; a prefix that does not read as one is a corrupt row.
-pub fn split(row: &str) -> Result<(&str, Option<i64>), CorruptRow> {
-    let Some(tail) = row.strip_prefix(PREFIX) else { return Ok((row, None)) };
-    let read = tail.split_once(END).and_then(|(until, rest)| Some((rest, until.parse::<i64>().ok()?)));
-    match read {
-        Some((rest, until)) => Ok((rest, Some(until))),
-        None => Err(CorruptRow::UnreadablePenalty(excerpt(row))),
-    }
+/// ended or not; a prefix that does not read as one is a corrupt row
+/// ([`row::split_penalty`]).
+pub fn split(text: &str) -> Result<(&str, Option<i64>), CorruptRow> {
+    row::split_penalty(text)
 }
 
 /// The row holding `rest` (the count's own row) and the penalty ending at
-/// `until` (none: `rest` as it is).
+/// `until` (none: `rest` as it is; [`row::join_penalty`]).
 pub fn join(rest: &str, until: Option<i64>) -> String {
-    match until {
-        Some(until) => format!("{PREFIX}{until}{END}{rest}"),
-        None => rest.to_string(),
-    }
+    row::join_penalty(rest, until)
 }
 
 /// The penalty's end when it is still in force at `now_ms`.

@@ -66,9 +66,10 @@
 //! newer one (unless the clock stepped back while none was live).
 //!
 //! # Row format
-//! Reservations follow the counter's state in the same row, after a `;`:
-//! `<state>;<id>@<expires_at>[*cost],...`. A row without `;` (every row
-//! written before two-phase counting) holds none and reads unchanged.
+//! Reservations follow the counter's state in the same row, after a `;`
+//! ([`crate::count::row`] places them): `<state>;<id>@<expires_at>[*cost],...`.
+//! A row without `;` (every row written before two-phase counting) holds
+//! none and reads unchanged.
 
 use crate::count::algorithm::{excerpt, CorruptRow};
 
@@ -79,25 +80,6 @@ pub struct Reservation {
     /// Unix ms after which it no longer counts.
     pub expires_at: i64,
     pub cost: u32,
-}
-
-/// What separates the counter's state from the reservations in a row.
-const SEPARATOR: char = ';';
-
-/// The counter's state and the reservations' text of a stored row (the
-/// latter empty when there are none).
-pub fn split_row(row: &str) -> (&str, &str) {
-    row.split_once(SEPARATOR).unwrap_or((row, ""))
-}
-
-/// The row holding `state` (the counter's encoding) and `held`; just
-/// `state` when nothing is held, as rows always were.
-pub fn join_row(mut state: String, held: &[Reservation]) -> String {
-    if !held.is_empty() {
-        state.push(SEPARATOR);
-        state.push_str(&encode(held));
-    }
-    state
 }
 
 /// `id@expires_at` or `id@expires_at*cost`, comma-separated.
@@ -183,14 +165,15 @@ mod tests {
 
     #[test]
     fn rows_split_and_join_and_old_rows_hold_nothing() {
-        assert_eq!(split_row("0,10"), ("0,10", ""), "a row from before two-phase counting");
-        assert_eq!(split_row("g:2/1000"), ("g:2/1000", ""));
-        let row = join_row("0,10".into(), &[A, B]);
+        use crate::count::row::{decode_count, encode_count};
+        assert!(decode_count("0,10").unwrap().held.is_empty(), "a row from before two-phase counting");
+        assert_eq!(decode_count("g:2/1000").unwrap().state, "g:2/1000");
+        let row = encode_count("0,10".into(), &[A, B]);
         assert_eq!(row, "0,10;5000@100,5001@300*3");
-        assert_eq!(split_row(&row), ("0,10", "5000@100,5001@300*3"));
-        assert_eq!(decode(split_row(&row).1), Ok(vec![A, B]));
-        assert_eq!(join_row("g:".into(), &[]), "g:", "nothing held: the state alone");
-        assert_eq!(join_row(String::new(), &[A]), ";5000@100");
+        assert_eq!(encode(&[A, B]), "5000@100,5001@300*3");
+        assert_eq!((decode_count(&row).unwrap().state, decode_count(&row).unwrap().held), ("0,10", vec![A, B]));
+        assert_eq!(encode_count("g:".into(), &[]), "g:", "nothing held: the state alone");
+        assert_eq!(encode_count(String::new(), &[A]), ";5000@100");
         assert_eq!(decode(""), Ok(vec![]));
     }
 
