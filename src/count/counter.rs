@@ -12,8 +12,10 @@
 //! changed in the config) is read towards blocking, never as empty
 //! ([`crate::count::switch`]; before 0.2.0 it read as empty). The reservations of two-phase
 //! counting ([`crate::count::reservation`]) follow the state after a `;`, for
-//! either algorithm. Rows written by earlier versions read unchanged: both
-//! formats are as they were, and a row without `;` holds no reservation.
+//! either algorithm, and a relief rule's mark comes last: the row's
+//! wrappers are read and written by one codec, [`crate::count::row`]. Rows
+//! written by earlier versions read unchanged: both formats are as they
+//! were, and a row without `;` holds no reservation.
 //!
 //! # Corrupt rows
 //! A row that the algorithm which wrote it cannot read back is corrupt
