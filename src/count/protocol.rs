@@ -95,6 +95,7 @@ use crate::count::limit::{Limit, WindowState};
 use crate::count::tally::Tally;
 use crate::request::spelling::Spelling;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 
 /// The only version this build speaks.
@@ -420,7 +421,7 @@ enum Value {
     /// something (a default is not written).
     Number { get: fn(&Call) -> Option<u64>, set: fn(&mut Call, u64), max: u64 },
     /// A word: `show` writes it (when it says something), `read` takes it.
-    Text { show: fn(&Call) -> Option<String>, read: fn(&mut Call, &str) -> Result<(), CallError> },
+    Text { show: fn(&Call) -> Option<Cow<'static, str>>, read: fn(&mut Call, &str) -> Result<(), CallError> },
 }
 
 const U32: u64 = u32::MAX as u64;
@@ -439,7 +440,7 @@ const FIELDS: [Field; 9] = [
     },
     Field {
         letter: 'a',
-        value: Value::Text { show: |c| (c.algorithm == Algorithm::Gcra).then(|| "gcra".to_string()), read: |c, v| algorithm(v).map(|a| c.algorithm = a) },
+        value: Value::Text { show: |c| (c.algorithm == Algorithm::Gcra).then_some(Cow::Borrowed("gcra")), read: |c, v| algorithm(v).map(|a| c.algorithm = a) },
         check: no_check,
     },
     Field { letter: 'h', value: Value::Number { get: |c| c.hold_ms, set: |c, n| c.hold_ms = Some(n), max: u64::MAX }, check: check_hold },
@@ -462,7 +463,7 @@ const FIELDS: [Field; 9] = [
     Field {
         letter: 's',
         value: Value::Text {
-            show: |c| c.spelling.as_ref().map(Spelling::encode),
+            show: |c| c.spelling.as_ref().map(|s| Cow::Owned(s.encode())),
             read: |c, v| Spelling::decode(v).map(|s| c.spelling = Some(s)).ok_or(CallError::InvalidSpelling),
         },
         check: no_check,
