@@ -62,7 +62,9 @@ pub fn of_alarm(plan: AlarmPlan) -> Vec<Effect<'static>> {
 /// The effects of an admin change, given the count's stored `row` (empty
 /// when none): nothing, the last control cleared
 /// ([`object::after_clearing`]), or the controls stored and the alarm for
-/// their end made sure of.
+/// their end made sure of. `row` is read only when the change is
+/// [`ControlEffect::Cleared`]: a storage that must read it to know it may
+/// pass `""` for any other.
 pub fn of_control<'a>(controlled: &'a Controlled, row: &str) -> Vec<Effect<'a>> {
     match controlled.effect {
         ControlEffect::Unchanged => Vec::new(),
