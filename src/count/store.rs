@@ -246,6 +246,29 @@ mod tests {
         assert!(s.row.is_some() && s.controls.is_empty(), "the count and its alarm stay: {s:?}");
     }
 
+    /// counting.test.mjs:122 natively: a reserve, a commit and a release
+    /// write one row each; a blocked reserve and a stale release none.
+    #[test]
+    fn two_phase_calls_write_one_row_each_and_a_refusal_none() {
+        let mut s = Storage::default();
+        let reserve = Call { hold_ms: Some(60_000), limits: limits_of(&[(2, 60_000)]).unwrap(), ..call(Op::Reserve) };
+        let a = s.answer(&reserve, NOW).unwrap();
+        let b = s.answer(&reserve, NOW + 1).unwrap();
+        assert_eq!((a.tally.allowed, a.rows_written, a.alarm_set, a.held), (true, 1, true, 1));
+        assert_eq!((b.tally.allowed, b.rows_written, b.alarm_set, b.held), (true, 1, false, 2));
+        assert_ne!(a.reservation, b.reservation);
+        let full = s.answer(&reserve, NOW + 2).unwrap();
+        assert_eq!((full.tally.allowed, full.tally.in_flight, full.rows_written), (false, true, 0), "held in flight: nothing written");
+        let settle = |op, id| Call { op, hold_ms: None, ..reserve.clone() }.settling(id);
+        let commit = s.answer(&settle(Op::Commit, a.reservation), NOW + 3).unwrap();
+        assert_eq!((commit.rows_written, commit.stored_hits, commit.held), (1, 1, 1));
+        let release = s.answer(&settle(Op::Release, b.reservation), NOW + 4).unwrap();
+        assert_eq!((release.rows_written, release.held), (1, 0));
+        let stale = s.answer(&settle(Op::Release, b.reservation), NOW + 5).unwrap();
+        assert_eq!(stale.rows_written, 0, "released once");
+        assert_eq!(s.rows_written, 4);
+    }
+
     #[test]
     fn a_corrupt_row_is_refused_and_left_with_its_alarm() {
         let mut s = Storage { row: Some(("x,y".into(), 1_000)), ..Storage::default() };

@@ -163,6 +163,23 @@ fn a_failures_only_rule_reserves_before_forwarding_so_concurrent_guesses_never_p
     assert_eq!(pair.request(login("other")).status, 200, "another account is untouched");
 }
 
+/// counting.test.mjs:15 natively, for both algorithms: 200 requests at
+/// once on a quota counting its 200s, limit 10: exactly 10 forwarded,
+/// every reservation committed.
+#[test]
+fn a_quota_counting_successes_forwards_exactly_its_limit_under_both_algorithms() {
+    for algorithm in ["sliding_log", "gcra"] {
+        let rules = json!([{ "name": "quota", "path": "/q", "key": ["global"], "count_statuses": [200], "algorithm": algorithm,
+            "limits": [{ "requests": 10, "window": "1h" }] }]);
+        let mut pair = Pair::new(rules);
+        let all: Vec<Exchange> = (0..200).map(|i| pair.request(Req::get("/q").ip(&format!("198.51.100.{}", i % 250)))).collect();
+        assert_eq!([count(&all, 200), count(&all, 429)], [10, 190], "{algorithm}");
+        all.iter().filter(|e| e.status == 200).for_each(|e| drop(pair.settle(e, Some(200), &[])));
+        let status = pair.status("quota", "global=*").expect("a status");
+        assert_eq!((status.held, status.tally.windows[0].used), (0, 10), "{algorithm}: every reservation committed");
+    }
+}
+
 /// counting.test.mjs:42 natively: an uncounted status releases its
 /// reservation at once; so does a request another rule blocks (nothing
 /// answered).
@@ -232,6 +249,31 @@ fn a_success_clears_only_the_account_the_origin_named() {
     assert_eq!(ann, Some(3), "ann's count is hers until she succeeds");
     pair.advance(15 * 60_000);
     assert!(pair.object_rows("login").is_empty(), "the alarms deleted every row once its window passed");
+}
+
+/// success.test.mjs:84 natively: the owner's success clears the count
+/// (a whole new allowance, the cached block dropped); `decrement`
+/// forgives one failure only.
+#[test]
+fn the_owners_success_clears_and_decrement_forgives_one_failure() {
+    let rule = |name: &str, path: &str, on_success: &str| {
+        json!({ "name": name, "path": path, "methods": ["POST"], "key": ["header:x-user"], "count_statuses": [401],
+            "on_success": on_success, "success_identity_header": "x-authenticated", "limits": [{ "requests": 10, "window": "15m" }] })
+    };
+    let mut pair = Pair::new(json!([rule("clear", "/login", "clear"), rule("lower", "/login2", "decrement")]));
+    let amy = |path: &str| Req::post(path).ip("192.0.2.1").header("x-user", "amy");
+    for path in ["/login", "/login2"] {
+        assert_eq!(statuses(&served(&mut pair, 0, 9, 401, &|_| amy(path))), [200; 9], "{path}: 9 failures forwarded");
+        let success = pair.request(amy(path));
+        assert_eq!(success.status, 200);
+        pair.settle(&success, Some(200), &[("x-authenticated", "amy")]);
+    }
+    let cleared = served(&mut pair, 0, 11, 401, &|_| amy("/login"));
+    assert_eq!(count(&cleared, 200), 10, "cleared: a whole new allowance of 10");
+    assert_eq!(cleared[10].status, 429);
+    let lowered = served(&mut pair, 0, 3, 401, &|_| amy("/login2"));
+    assert_eq!(statuses(&lowered), [200, 200, 429], "one failure forgiven, not all");
+    assert!(calls(&pair, Op::Clear) == 1 && calls(&pair, Op::Forgive) == 1, "{:?}", pair.object_calls());
 }
 
 // ---- Concurrency slots (concurrency.test.mjs) ----
