@@ -12,6 +12,8 @@ use crate::pipeline::upload::Receipt;
 use crate::pipeline::verdict::Outcome;
 use serde_json::{json, Value};
 
+pub mod pair;
+
 /// A config of `rules` (a JSON array), valid or the test fails naming why.
 pub fn config(rules: Value) -> Config {
     config_of(json!({ "rules": rules }))

@@ -19,6 +19,7 @@ pub mod counter;
 pub mod controls;
 pub mod penalty;
 pub mod object;
+pub mod store;
 pub mod registry;
 pub mod blocked;
 pub mod hold;

@@ -1,9 +1,10 @@
 //! `tollgate explain`: what the Worker does with one request, rule by rule.
 //!
 //! Pure, and a thin caller of the same pipeline as the Worker: the request
-//! parts go through [`plan`](crate::pipeline::plan::plan), the assumed counter
-//! outcomes through [`verdict`](crate::pipeline::verdict::verdict). Only the
-//! description of rules that do *not* match (why not) is explain's own.
+//! goes through the decision [`Machine`], and each counter's assumed answer
+//! is the limiter object's own step on an in-memory row set up to the
+//! assumed state ([`Assumed`]). Only the description of rules that do
+//! *not* match (why not) is explain's own.
 //!
 //! Key hashes are the Worker's: given the Worker's `TOLLGATE_LOG_KEY`,
 //! explain prints the very `key_hash` its log lines carry; [`rule_key`] and
@@ -23,7 +24,9 @@ use crate::pipeline::metrics::MetricsLevel;
 use crate::pipeline::plan::Canonical;
 use crate::pipeline::plan::Plan;
 use crate::pipeline::upload::Receipt;
-use crate::count::protocol::WireWindow;
+use crate::count::limit::Limit;
+use crate::count::protocol::{Call, Op};
+use crate::count::store::Storage;
 use crate::config::rules::{RequestView, Rule};
 use crate::pipeline::verdict::{Answer, Outcome, Verdict};
 use serde_json::{json, Value};
@@ -96,28 +99,33 @@ impl Assumed {
         }
     }
 
-    fn outcome(self, rule: &Rule, key: &str) -> Outcome {
-        let limits = rule.limits_for(key);
-        let longest = crate::count::window::horizon_ms(limits);
-        match self {
-            Assumed::Allowed => Outcome::Allowed {
-                windows: limits
-                    .iter()
-                    .map(|l| {
-                        let used = u64::from(rule.cost);
-                        let remaining = u64::from(l.requests.get()).saturating_sub(used);
-                        WireWindow { limit: l.requests.get(), window_ms: l.window_ms.get(), used, remaining, reset_ms: l.window_ms.get() }
-                    })
-                    .collect(),
-                reservation: None,
-            },
-            // A rule with a penalty: the refusal that starts it, for the
-            // whole penalty (as the Worker's object answers it).
-            Assumed::Blocked => match rule.penalty_ms {
-                Some(penalty) => Outcome::Blocked { retry_after_ms: longest.max(penalty), window: 0, windows: None, by: crate::count::blocked::Refusal::Penalty },
-                None => Outcome::Blocked { retry_after_ms: longest, window: 0, windows: None, by: crate::count::blocked::Refusal::Limit },
-            },
-            Assumed::Failed => Outcome::Failed("assumed: the counter cannot be reached".into()),
+    /// What the rule's object answers the machine's `op` for `key` at
+    /// `now_ms`, in the state assumed: the object's own step
+    /// ([`crate::count::store::Storage::answer`], the Durable Object's
+    /// effects on an in-memory row), so that `explain` has no model of the
+    /// object. Allowed: the key's first request (nothing stored). Blocked:
+    /// the key's count full, every window's hits made just now, so the
+    /// refusal waits the longest window (and, with a penalty, starts it).
+    fn outcome(self, rule: &Rule, key: &str, op: Op, now_ms: i64) -> Outcome {
+        let mut object = Storage::default();
+        let call = rule.call_for(op, key);
+        if self == Assumed::Failed {
+            return Outcome::Failed("assumed: the counter cannot be reached".into());
+        }
+        if self == Assumed::Blocked {
+            // One hit of the largest limit's units over the longest window
+            // fills every window at once.
+            let requests = call.limits.iter().map(|l| l.requests).max();
+            let window_ms = call.limits.iter().map(|l| l.window_ms).max();
+            if let (Some(requests), Some(window_ms)) = (requests, window_ms) {
+                let limits = vec![Limit { requests, window_ms }];
+                let fill = Call { op: Op::Hit, limits, cost: requests.get(), penalty_ms: None, ..rule.call(Op::Hit) };
+                let _ = object.answer(&fill, now_ms);
+            }
+        }
+        match object.answer(&call, now_ms) {
+            Ok(reply) => Outcome::from_reply(reply),
+            Err(corrupt) => Outcome::Failed(corrupt),
         }
     }
 }
@@ -186,7 +194,7 @@ pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assum
                 return Explained { url: Ok(url), fast_path, kept: false, checked: Vec::new(), plan, verdict: None };
             }
             Next::Count(checks) => {
-                let outcomes = checks.iter().map(|(a, _)| assumed.of(&a.rule.name).outcome(a.rule, &a.key)).collect();
+                let outcomes = checks.iter().map(|(a, op)| assumed.of(&a.rule.name).outcome(a.rule, &a.key, *op, request.now_ms)).collect();
                 break machine.counted(outcomes);
             }
             Next::Decided => break machine.decided(),
@@ -725,6 +733,27 @@ mod tests {
         assert_eq!(json["verdict"]["answer"], 429);
         assert_eq!(json["checked"][0]["rule"], "delete");
         assert_eq!(json["events"][0]["tollgate"], "block");
+    }
+
+    /// Issue 36: the assumed answers are the object's own step, so they
+    /// say what the Worker's object says: the binding window named (the
+    /// longest, whose wait it is), and a GCRA key refused for one emission
+    /// interval (it refills continuously), not for the longest window.
+    #[test]
+    fn an_assumed_refusal_is_the_objects_own_answer() {
+        let config = crate::testing::config(json!([
+            {"name": "reports", "path": "/r", "ratelimit_headers": true, "limits": [{"requests": 3, "window": "1m"}, {"requests": 20, "window": "1h"}]},
+            {"name": "bulk", "path": "/g", "algorithm": "gcra", "limits": [{"requests": 50_000, "window": "1m"}]},
+        ]));
+        let headers = vec![("cf-connecting-ip".to_string(), "198.51.100.1".to_string())];
+        let blocked = Assumptions { default: Assumed::Blocked, per_rule: &[] };
+        let ratelimit = |json: &Value, list: &str| json["verdict"][list].as_array().and_then(|fields| fields.iter().find(|f| f[0] == "ratelimit")).cloned();
+        let json = explain_json(&config, &request("GET", "/r", &headers), &blocked);
+        assert_eq!(ratelimit(&json, "headers"), Some(json!(["ratelimit", "\"reports/3600s\";r=0;t=3600"])), "{json}");
+        let allowed = explain_json(&config, &request("GET", "/r", &headers), &ALLOWED);
+        assert_eq!(ratelimit(&allowed, "fields"), Some(json!(["ratelimit", "\"reports/60s\";r=2;t=60"])), "{allowed}");
+        let text = explain(&config, &request("GET", "/g", &headers), &blocked);
+        assert!(text.contains("answer:     429 (Retry-After: 1)"), "{text}");
     }
 
     #[test]
