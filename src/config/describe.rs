@@ -5,12 +5,13 @@
 //! the same rule: a unit test parses it again.
 //!
 //! A field is left out only where no value means what its absence means
-//! (no `host`, no `fallback_key`, no `count_statuses`, no `on_success`, no
-//! `trusted_device`, no `response`, no `penalty`), or where the rule's other fields make
-//! it refused (the upload and reservation fields without `count_statuses`,
-//! `lease_ttl` and `lease_max` where the rule does not lease). Names of
-//! enum values come from their [`Named`] tables; `clear_on_success` (the
-//! older spelling) is written `on_success = "clear"`.
+//! (no `host`, no `fallback_key`, no `counting.statuses`, no `on_success`, no
+//! `trusted_device`, no `response`, no `penalty`, no `metering`), or where the
+//! rule's other fields make it refused (the reservation and upload fields
+//! under `counting = { mode = "request" }`, `lease_ttl` and `lease_max`
+//! where the rule does not lease, `cost` beside `metering`). Names of enum
+//! values come from their [`Named`] tables. A rule read from the 0.2.0
+//! spelling ([`crate::config::spelling`]) is written in the current one.
 //!
 //! `GET {admin_prefix}/rules` lists rules with it ([`rules_listing`]);
 //! `tollgate explain --json` describes a rule with it.
@@ -20,9 +21,10 @@
 //! its upload code of its own.
 
 use crate::config::overrides::Overrides;
-use crate::config::policy::{Counting, LeaseChoice, MissingKey, Named, OnMissingKey, TrustedDevice};
+use crate::config::policy::{Counting, CountingMode, LeaseChoice, MissingKey, Named, OnMissingKey, TrustedDevice};
 use crate::config::response::CustomResponse;
 use crate::config::rules::{Condition, Rule, RuleSpec, Target, Test};
+use crate::config::spelling::COUNTING;
 use crate::count::lease::LeaseMode;
 use crate::count::window::Limit;
 use crate::request::canon::Source;
@@ -101,19 +103,12 @@ fn keying(rule: &RuleSpec) -> Map<String, Value> {
     out
 }
 
-/// What the rule counts, and what settles a count: count_statuses, the
-/// success fields, the reservation and upload fields, trusted_device,
-/// lease.
+/// What the rule counts, and what settles a count: the counting mode (and
+/// under it the statuses, reservation and upload fields), the success
+/// fields, trusted_device, lease.
 fn counting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
-    if let Counting::Statuses(statuses) = &rule.counting {
-        put(&mut out, "count_statuses", numbers(statuses));
-    }
-    if rule.reserves() {
-        put(&mut out, "reservation_ttl", duration(rule.reservation_ttl_ms).into());
-        put(&mut out, "upload_buffer", rule.upload.buffer.into());
-        put(&mut out, "upload_timeout", duration(u64::from(rule.upload.timeout_ms)).into());
-    }
+    put(&mut out, COUNTING, counting_mode(rule));
     if let Some(on) = &rule.on_success {
         put(&mut out, "on_success", on.action.name().into());
         put(&mut out, "success_statuses", numbers(&on.statuses));
@@ -128,25 +123,41 @@ fn counting(rule: &RuleSpec) -> Map<String, Value> {
     out
 }
 
-/// What the rule allows and does over it: algorithm, limits, cost,
+/// `counting = { mode, ... }`: the two-phase settings only under the mode
+/// that uses them.
+fn counting_mode(rule: &RuleSpec) -> Value {
+    if !rule.reserves() {
+        return table([("mode", CountingMode::Request.name().into())]);
+    }
+    let mut out = Map::new();
+    put(&mut out, "mode", CountingMode::Response.name().into());
+    if let Counting::Statuses(statuses) = &rule.counting {
+        put(&mut out, "statuses", numbers(statuses));
+    }
+    put(&mut out, "reservation_ttl", duration(rule.reservation_ttl_ms).into());
+    put(&mut out, "upload_buffer", rule.upload.buffer.into());
+    put(&mut out, "upload_timeout", duration(u64::from(rule.upload.timeout_ms)).into());
+    Value::Object(out)
+}
+
+/// What the rule allows and does over it: algorithm, limits, cost or metering,
 /// overrides, action, on_error, timeout, ratelimit_headers, exempt,
 /// response, metrics.
 fn limiting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
     put(&mut out, "algorithm", rule.algorithm.name().into());
     put(&mut out, "limits", limits(&rule.limits));
-    let cost = match &rule.usage {
+    match &rule.usage {
         Some(u) => {
             // Three at a time: `table` of four would be one more copy of it.
-            let mut cost = table([("header", text(&u.header)), ("reserve", u.reserve.into()), ("max", u.max.into())]);
-            if let Value::Object(fields) = &mut cost {
+            let mut metering = table([("header", text(&u.header)), ("reserve", u.reserve.into()), ("max", u.max.into())]);
+            if let Value::Object(fields) = &mut metering {
                 put(fields, "expose", u.expose.into());
             }
-            cost
+            put(&mut out, "metering", metering);
         }
-        None => rule.cost.into(),
-    };
-    put(&mut out, "cost", cost);
+        None => put(&mut out, "cost", rule.cost.into()),
+    }
     if let Some(n) = rule.concurrency {
         put(&mut out, "concurrency", n.into());
         put(&mut out, "idle_release", duration(rule.idle_release_ms).into());
@@ -298,16 +309,15 @@ mod tests {
     use crate::config::Config;
 
     /// Rules that set every field between them (a failures-only rule
-    /// cannot lease; a leasing one cannot settle successes; `on_success` and
-    /// `clear_on_success` exclude each other).
+    /// cannot lease; a leasing one cannot settle successes; `cost` and
+    /// `metering` exclude each other).
     fn full_rules() -> Value {
         json!([
             {
                 "name": "login", "path": "/login", "methods": ["POST"],
                 "key": ["body:email:lower"], "on_missing_key": "reject",
-                "count_statuses": [401, 403], "clear_on_success": true,
-                "success_statuses": [200], "success_identity_header": "x-user",
-                "reservation_ttl": "2m", "upload_buffer": 1024, "upload_timeout": "5s",
+                "counting": { "mode": "response", "statuses": [401, 403], "reservation_ttl": "2m", "upload_buffer": 1024, "upload_timeout": "5s" },
+                "on_success": "clear", "success_statuses": [200], "success_identity_header": "x-user",
                 "trusted_device": { "secret": "TOLLGATE_DEVICE_KEY", "cookie": "dev", "ttl": "7d" },
                 "limits": [{ "requests": 5, "window": "15m" }], "on_error": "deny", "timeout": "1500ms", "penalty": "1h",
                 "response": { "status": 503, "content_type": "text/plain", "body": "wait {retry_after} s ({rule}) {x}" }
@@ -326,8 +336,12 @@ mod tests {
                 "metrics": "all"
             },
             {
-                "name": "otp", "path": "/otp", "key": ["body:phone"], "count_statuses": [401], "on_success": "decrement",
+                "name": "otp", "path": "/otp", "key": ["body:phone"], "counting": { "mode": "response", "statuses": [401] }, "on_success": "decrement",
                 "limits": [{ "requests": 3, "window": "1h" }], "concurrency": 2, "idle_release": "3s"
+            },
+            {
+                "name": "metered", "path": "/ai", "counting": { "mode": "response" }, "limits": [{ "requests": 1000, "window": "1h" }],
+                "metering": { "header": "x-usage", "reserve": 10, "max": 100 }
             }
         ])
     }
@@ -344,9 +358,7 @@ mod tests {
         for (given, rule) in rules.as_array().unwrap().iter().zip(&config.rules) {
             let described = rule_json(rule);
             for field in given.as_object().unwrap().keys() {
-                // The older spelling is written as the newer one.
-                let written = if field == "clear_on_success" { "on_success" } else { field.as_str() };
-                assert!(described.get(written).is_some(), "{field} of {} is in {described}", rule.name);
+                assert!(described.get(field).is_some(), "{field} of {} is in {described}", rule.name);
                 seen.insert(field.clone());
             }
         }
@@ -362,7 +374,9 @@ mod tests {
         assert_eq!(api["lease_ttl"], "500ms");
         let login = rule_json(&config.rules[0]);
         assert_eq!(login["on_success"], "clear");
-        assert_eq!(login["lease"], "auto", "forced off by count_statuses, written as asked");
+        assert_eq!(login["lease"], "auto", "forced off by the two-phase mode, written as asked");
+        assert_eq!(login["counting"], json!({ "mode": "response", "statuses": [401, 403], "reservation_ttl": "2m", "upload_buffer": 1024, "upload_timeout": "5s" }));
+        assert_eq!(api["counting"], json!({ "mode": "request" }), "the mode is written, and nothing it does not use");
         assert_eq!(login["response"]["body"], "wait {retry_after} s ({rule}) {x}");
     }
 
@@ -395,7 +409,7 @@ mod tests {
         let expect = [
             ("key", json!(["ip"])), ("on_missing_key", json!("reject")), ("on_error", json!("allow")), ("action", json!("block")),
             ("timeout", json!("2s")), ("algorithm", json!("sliding_log")), ("metrics", json!("limited")), ("lease", json!("auto")),
-            ("lease_ttl", json!("500ms")), ("cost", json!(1)), ("case_insensitive", json!(true)), ("query_sources", json!(["query", "body"])),
+            ("lease_ttl", json!("500ms")), ("cost", json!(1)), ("counting", json!({ "mode": "request" })), ("case_insensitive", json!(true)), ("query_sources", json!(["query", "body"])),
         ];
         for (field, value) in expect {
             assert_eq!(plain[field], value, "{field}");

@@ -15,11 +15,12 @@ use crate::config::policy::{
 };
 use crate::config::exempt_fields;
 use crate::config::limits::LIMIT_FIELDS;
-use crate::config::policy::Named;
+use crate::config::policy::{CountingMode, Named};
+use crate::config::spelling;
 use crate::config::reader::{infos, source_names, FieldInfo, Shape, CONDITION, HEADER_NAME, KEY, SECRET_NAME, STATUSES, valid_cookie_name, valid_header_name, valid_method, valid_name, valid_secret_name, valid_suffix, Errors, Field, Input, read_table};
 use crate::config::response::{self, CustomResponse};
 use crate::config::rules::{Rule, RuleSpec, Target};
-use crate::config::{ConfigError, DEFAULT_SUFFIXES, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
+use crate::config::{ConfigError, ConfigWarning, DEFAULT_SUFFIXES, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS};
 use crate::count::lease::LeaseMode;
 use crate::count::protocol::{Algorithm, MAX_CONCURRENCY, MAX_LEASE_TTL_MS, MAX_LEASE_UNITS};
 use crate::request::canon::Sources;
@@ -37,8 +38,9 @@ pub(super) struct RuleDraft {
     /// Present (its errors reported) even when some part was invalid, so
     /// that it is not also reported missing.
     pub(super) fallback_key: Option<Vec<KeyPart>>,
-    /// `clear_on_success`, the older spelling of `on_success = "clear"`.
-    pub(super) clear_on_success: Option<bool>,
+    /// `counting.mode`, as given (checked against the fields that count
+    /// in two phases in [`RuleDraft::finish`]).
+    pub(super) mode: Option<CountingMode>,
     pub(super) success_action: Option<SuccessAction>,
     pub(super) success_statuses: Option<Vec<u16>>,
     pub(super) identity_header: Option<String>,
@@ -54,6 +56,12 @@ pub(super) struct RuleDraft {
     pub(super) lease_auto: Option<bool>,
     pub(super) lease_ttl_ms: Option<u64>,
     pub(super) lease_max: Option<u32>,
+    /// `cost` was written (refused beside `metering`, whose `reserve` is
+    /// what a request spends).
+    pub(super) cost_given: bool,
+    /// `counting.statuses`, `metering` or `concurrency` was written (valid
+    /// or not): `mode = "response"` is then not refused for want of them.
+    pub(super) two_phase_given: bool,
 }
 
 impl RuleDraft {
@@ -100,7 +108,7 @@ impl RuleDraft {
             spec,
             on_missing_key: None,
             fallback_key: None,
-            clear_on_success: None,
+            mode: None,
             success_action: None,
             success_statuses: None,
             identity_header: None,
@@ -111,6 +119,8 @@ impl RuleDraft {
             lease_auto: None,
             lease_ttl_ms: None,
             lease_max: None,
+            cost_given: false,
+            two_phase_given: false,
         }
     }
 
@@ -119,14 +129,14 @@ impl RuleDraft {
         let mut spec = self.spec;
         spec.missing_key_given = self.on_missing_key.is_some() || self.fallback_key.is_some();
         spec.on_missing_key = checks::missing_key(self.on_missing_key, self.fallback_key, errors);
-        let action = checks::success_action(self.clear_on_success, self.success_action, errors);
-        spec.on_success = checks::on_success(&spec, action, self.success_statuses, self.identity_header, errors);
+        checks::counting_mode(&spec, self.mode, self.two_phase_given, errors);
+        spec.on_success = checks::on_success(&spec, self.success_action, self.success_statuses, self.identity_header, errors);
         spec.upload = checks::upload_limits(&spec, self.upload_buffer, self.upload_timeout_ms, errors);
         spec.reservation_ttl_ms = checks::reservation_ttl(&spec, self.reservation_ttl_ms, errors);
         spec.idle_release_ms = crate::config::cost_fields::idle_release(&spec, self.idle_release_ms, errors);
-        checks::check_on_success(&spec, self.clear_on_success.is_some(), errors);
+        checks::check_on_success(&spec, errors);
         checks::check_trusted_device(&spec, errors);
-        checks::check_cost(&spec, errors);
+        checks::check_cost(&mut spec, self.cost_given, errors);
         crate::config::cost_fields::check_concurrency(&spec, errors);
         checks::check_algorithm(&spec, errors);
         spec.lease = checks::lease_mode(&spec, self.lease_auto, self.lease_ttl_ms, self.lease_max, errors);
@@ -192,31 +202,14 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
         d.on_missing_key = i.choice::<OnMissingKey>(None);
     }),
     Field::optional("fallback_key", KEY, "The key to count by when a part of key is missing (implies on_missing_key = \"fallback\"), e.g. [\"ip\"].", |d, i| d.fallback_key = Some(i.key_parts())),
-    Field::optional("count_statuses", STATUSES, "Count only requests whose origin answer has one of these statuses (failures-only, e.g. [401, 403]); checked before, counted after the origin answers.", |d, i| {
-        if let Some(statuses) = i.statuses() {
-            d.spec.counting = Counting::Statuses(statuses);
-        }
-    }),
-    Field::optional("clear_on_success", Shape::Flag, "The older spelling of on_success = \"clear\".", |d, i| d.clear_on_success = i.flag()),
-    Field::optional("on_success", Shape::Names(SuccessAction::names), "What a success does to a failures-only rule's count: \"clear\" (forget every failure) or \"decrement\" (forgive one). Needs count_statuses.", |d, i| {
+    Field::optional(spelling::COUNTING, Shape::Table(counting_infos), "When a request is counted: { mode = \"request\" } (the default: as it arrives; may lease) or { mode = \"response\", statuses, reservation_ttl, upload_buffer, upload_timeout } (reserved as it arrives, settled once the origin answered: for statuses, metering and concurrency; never leases).", |d, i| read_counting(d, i)),
+    Field::optional("on_success", Shape::Names(SuccessAction::names), "What a success does to a failures-only rule's count: \"clear\" (forget every failure) or \"decrement\" (forgive one). Needs counting.statuses.", |d, i| {
         d.success_action = i.choice::<SuccessAction>(None);
     }),
     Field::optional("success_statuses", STATUSES, "The statuses that are a success (below 400; default [200, 204]). Needs on_success.", |d, i| d.success_statuses = i.statuses()),
     Field::optional("success_identity_header", HEADER_NAME, "A response header in which the origin names the account it authenticated: a success applies only to that account. Needs on_success.", |d, i| {
         let name = i.text(valid_header_name, "must be a response header name such as \"x-authenticated-user\"");
         d.identity_header = name.map(|n| n.to_ascii_lowercase());
-    }),
-    Field::optional("reservation_ttl", Shape::Duration, "How long a failures-only rule's reservation holds its slot waiting for the origin, e.g. \"30s\" (default: 2 x timeout + upload_timeout + 100 s).", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
-    Field::optional("upload_buffer", Shape::Integer(0, MAX_UPLOAD_BUFFER as u64), "Bytes of a body received before a failures-only rule reserves (default 262144); a larger body streams under upload_timeout.", |d, i| {
-        d.upload_buffer = i.number(0..=u64::from(MAX_UPLOAD_BUFFER), "number of bytes");
-    }),
-    Field::optional("upload_timeout", Shape::Duration, "How long a failures-only rule waits for a whole request body, e.g. \"10s\" (the default; at most 10m).", |d, i| {
-        if let Some(ms) = i.duration("\"10s\"") {
-            match u32::try_from(ms.get()) {
-                Ok(ms) if ms <= MAX_UPLOAD_TIMEOUT_MS => d.upload_timeout_ms = Some(ms),
-                _ => i.report("must be at most 10m"),
-            }
-        }
     }),
     Field::optional("trusted_device", Shape::Table(device_infos), "A device that logged in to an account gets a signed cookie and a bucket of its own: { secret, cookie, ttl }. Needs on_success.", |d, i| d.spec.trusted_device = read_trusted_device(i)),
     Field::optional("lease", Shape::Names(LeaseChoice::names), "Leased budgets: \"auto\" (the default: each isolate takes a share of the budget where that stays exact) or \"off\".", |d, i| d.lease_auto = i.choice::<LeaseChoice>(None).map(|c| c == LeaseChoice::Auto)),
@@ -249,20 +242,23 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
             d.spec.limits = limits;
         }
     }),
-    Field::optional("cost", Shape::AnyOf(&[Shape::Integer(1, u32::MAX as u64), Shape::Table(crate::config::cost_fields::usage_infos)]), "Units each request spends (default 1; at most the smallest limit), or usage reported by the origin: { header = \"x-usage-units\", reserve = 1000, max = 100000, expose = false }.", |d, i| {
-        if i.value.is_object() {
-            if let Some(usage) = crate::config::cost_fields::read_usage(i) {
-                d.spec.cost = usage.reserve;
-                d.spec.usage = Some(usage);
-            }
-        } else if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number") {
+    Field::optional("cost", Shape::Integer(1, u32::MAX as u64), "Units each request spends (default 1; at most the smallest limit). Usage the origin reports is metering.", |d, i| {
+        if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number (usage the origin reports is metering = { header, reserve, max })") {
             d.spec.cost = cost;
+            d.cost_given = true;
         }
     }),
-    Field::optional("concurrency", Shape::Integer(1, MAX_CONCURRENCY as u64), "At most this many requests of one key in flight at once, across every isolate (a slot is held until the response has been sent, or the client went away; reservation_ttl frees a lost one).", |d, i| {
+    Field::optional("metering", Shape::Table(crate::config::cost_fields::usage_infos), "Usage reported by the origin, counted in two phases (needs counting = { mode = \"response\" }): { header = \"x-usage-units\", reserve = 1000, max = 100000, expose = false }.", |d, i| {
+        d.two_phase_given = true;
+        if let Some(usage) = crate::config::cost_fields::read_usage(i) {
+            d.spec.usage = Some(usage);
+        }
+    }),
+    Field::optional("concurrency", Shape::Integer(1, MAX_CONCURRENCY as u64), "At most this many requests of one key in flight at once, across every isolate (needs counting = { mode = \"response\" }: a slot is held until the response has been sent, or the client went away; counting.reservation_ttl frees a lost one).", |d, i| {
+        d.two_phase_given = true;
         d.spec.concurrency = i.number(1..=u64::from(MAX_CONCURRENCY), "whole number");
     }),
-    Field::optional("idle_release", Shape::Duration, "With concurrency: an answer the client stops reading for this long is cut and its slot given back, e.g. \"5s\" (default: 10 s; at most reservation_ttl).", |d, i| d.idle_release_ms = i.duration("\"5s\"").map(NonZeroU64::get)),
+    Field::optional("idle_release", Shape::Duration, "With concurrency: an answer the client stops reading for this long is cut and its slot given back, e.g. \"5s\" (default: 10 s; at most counting.reservation_ttl).", |d, i| d.idle_release_ms = i.duration("\"5s\"").map(NonZeroU64::get)),
     Field::optional("action", Shape::Names(Action::names), "What a request over the limit gets: \"block\" (429; the default) or \"log\" (shadow mode: logged, never blocked).", |d, i| {
         if let Some(action) = i.choice::<Action>(None) {
             d.spec.action = action;
@@ -291,6 +287,44 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
         }
     }),
 ];
+
+/// The fields of `counting`, read into the rule's draft: the mode and
+/// what the two-phase mode unlocks.
+const COUNTING_FIELDS: &[Field<RuleDraft>] = &[
+    Field::required("mode", "missing: \"request\" (counted as it arrives) or \"response\" (reserved, then settled once the origin answered)", Shape::Names(CountingMode::names), "\"request\" (counted as the request arrives; the default) or \"response\" (reserved as it arrives, settled once the origin answered).", |d, i| {
+        d.mode = i.choice::<CountingMode>(None);
+    }),
+    Field::optional("statuses", STATUSES, "Count only requests whose origin answer has one of these statuses (failures-only, e.g. [401, 403]); checked before, counted after the origin answers.", |d, i| {
+        d.two_phase_given = true;
+        if let Some(statuses) = i.statuses() {
+            d.spec.counting = Counting::Statuses(statuses);
+        }
+    }),
+    Field::optional("reservation_ttl", Shape::Duration, "How long a reservation holds its slot waiting for the origin, e.g. \"30s\" (default: 2 x timeout + upload_timeout + 100 s).", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
+    Field::optional("upload_buffer", Shape::Integer(0, MAX_UPLOAD_BUFFER as u64), "Bytes of a body received before the reservation (default 262144); a larger body streams under upload_timeout.", |d, i| {
+        d.upload_buffer = i.number(0..=u64::from(MAX_UPLOAD_BUFFER), "number of bytes");
+    }),
+    Field::optional("upload_timeout", Shape::Duration, "How long a two-phase rule waits for a whole request body, e.g. \"10s\" (the default; at most 10m).", |d, i| {
+        if let Some(ms) = i.duration("\"10s\"") {
+            match u32::try_from(ms.get()) {
+                Ok(ms) if ms <= MAX_UPLOAD_TIMEOUT_MS => d.upload_timeout_ms = Some(ms),
+                _ => i.report("must be at most 10m"),
+            }
+        }
+    }),
+];
+
+/// `counting = { mode, ... }`, read into the rule's own draft.
+fn read_counting(draft: &mut RuleDraft, input: &mut Input<'_>) {
+    let Some(table) = input.value.as_object() else {
+        return input.report("must be a table { mode = \"request\" } or { mode = \"response\", statuses = [401, 403] }");
+    };
+    read_table(table, COUNTING_FIELDS, draft, input.errors, &format!("{}.", input.field));
+}
+
+fn counting_infos() -> Vec<FieldInfo> {
+    infos(COUNTING_FIELDS)
+}
 
 /// `response = { status, content_type, body }` while it is read.
 #[derive(Default)]
@@ -337,42 +371,60 @@ pub(super) fn read_response(input: &mut Input<'_>) -> Option<CustomResponse> {
     }
 }
 
-/// Reads one rule; `index` names it in errors when it has no name.
-pub(super) fn parse_rule(index: usize, raw: &Value) -> Result<Rule, Vec<ConfigError>> {
+/// Reads one rule; `index` names it in errors when it has no name. A rule
+/// in the 0.2.0 spelling is respelled first ([`spelling::plan`]): each old
+/// field is one warning, or one error where its new spelling is given too.
+pub(super) fn parse_rule(index: usize, raw: &Value) -> Result<(Rule, Vec<ConfigWarning>), Vec<ConfigError>> {
     let label = match raw.get("name").and_then(Value::as_str) {
         Some(name) => name.to_string(),
         None => format!("rules[{index}]"),
     };
-    let mut errors = Errors { rule: Some(label), list: Vec::new() };
-    let Some(table) = raw.as_object() else {
+    let mut errors = Errors { rule: Some(label.clone()), list: Vec::new() };
+    let Some(given) = raw.as_object() else {
         errors.push("", "must be a table");
         return Err(errors.list);
     };
+    let (steps, notes) = spelling::plan(given);
+    let mut table = given.clone();
+    spelling::apply(&mut table, &steps);
+    let mut warnings = Vec::new();
+    for note in notes {
+        if note.refused {
+            table.remove(note.field);
+            errors.push(note.field, note.message);
+        } else {
+            warnings.push(ConfigWarning { rule: label.clone(), field: note.field, message: note.message });
+        }
+    }
     let mut draft = RuleDraft::new();
-    read_table(table, RULE_FIELDS, &mut draft, &mut errors, "");
+    read_table(&table, RULE_FIELDS, &mut draft, &mut errors, "");
     let spec = draft.finish(&mut errors);
     if errors.list.is_empty() {
         match Rule::compile(spec) {
-            Ok(rule) => return Ok(rule),
+            Ok(rule) => return Ok((rule, warnings)),
             Err(e) => errors.push(e.field, e.message),
         }
     }
     Err(errors.list)
 }
 
-/// The `rules` list: every rule, each read on its own.
-pub(super) fn read_rules(input: &mut Input<'_>) -> Option<Vec<Rule>> {
+/// The `rules` list: every rule, each read on its own, and the warnings of
+/// the 0.2.0 spellings they use.
+pub(super) fn read_rules(input: &mut Input<'_>) -> Option<(Vec<Rule>, Vec<ConfigWarning>)> {
     let Some(list) = input.value.as_array() else {
         return input.fail("must be a list of tables");
     };
-    let mut rules = Vec::new();
+    let (mut rules, mut warnings) = (Vec::new(), Vec::new());
     for (index, raw) in list.iter().enumerate() {
         match parse_rule(index, raw) {
-            Ok(rule) => rules.push(rule),
+            Ok((rule, mut respelled)) => {
+                rules.push(rule);
+                warnings.append(&mut respelled);
+            }
             Err(mut errors) => input.errors.list.append(&mut errors),
         }
     }
-    Some(rules)
+    Some((rules, warnings))
 }
 
 /// The fields of `trusted_device`, with their defaults.
