@@ -17,7 +17,8 @@ use crate::config::rules::{Rule, RuleSpec, Target};
 use crate::config::{ConfigWarning, DEFAULT_IPV6_PREFIX, ORIGIN_ALLOWANCE_MS};
 use crate::count::lease::{LeaseMode, LeaseSettings, DEFAULT_LEASE_MAX, DEFAULT_LEASE_TTL_MS, OFF_ON_SUCCESS, OFF_TWO_PHASE};
 use crate::count::limit::horizon_ms;
-use crate::count::protocol::MAX_HOLD_MS;
+use crate::count::limit::Limit;
+use crate::count::protocol::{Algorithm, MAX_HOLD_MS};
 use crate::request::canon::Sources;
 use crate::request::key::KeyPart;
 
@@ -150,6 +151,30 @@ pub(super) fn check_on_success(spec: &RuleSpec, errors: &mut Errors) {
         );
     }
 }
+
+/// `limits` is required, but for a `concurrency` rule, which then limits
+/// only what is in flight: its calls (which always carry a window) carry
+/// [`UNBOUND_WINDOW`] under GCRA, whose exact arithmetic admits its
+/// 4,294,967,295 per second, so it never refuses (and costs one O(1)
+/// state). `algorithm` is then refused: there is no window to count by.
+pub(super) fn windowless(spec: &mut RuleSpec, limits_given: bool, algorithm_given: bool, errors: &mut Errors) {
+    if limits_given {
+        return;
+    }
+    if spec.concurrency.is_none() {
+        return errors.push("limits", "missing: give the windows, e.g. [{ requests = 10, window = \"60s\" }] (a concurrency rule may leave them out)");
+    }
+    if algorithm_given {
+        errors.push("algorithm", "only with limits (this concurrency rule counts no window)");
+    }
+    spec.limits = Limit::new(UNBOUND_WINDOW.0, UNBOUND_WINDOW.1).into_iter().collect();
+    spec.algorithm = Algorithm::Gcra;
+    spec.windowless = true;
+}
+
+/// The window a `concurrency` rule without `limits` carries: `u32::MAX`
+/// requests per second, more than one key could send.
+pub(crate) const UNBOUND_WINDOW: (u32, u64) = (u32::MAX, 1_000);
 
 /// What a two-phase setting given to a rule that counts on arrival is told.
 const ONLY_TWO_PHASE: &str = "only for rules that count in two phases (mode = \"response\" with statuses, metering or concurrency)";

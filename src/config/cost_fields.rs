@@ -186,6 +186,24 @@ mod tests {
             let e = read(extra.clone()).expect_err("refused");
             assert!(e.contains("rule `r`, field `idle_release`") && e.contains(message), "{extra}: {e}");
         }
+        // Issue 36: concurrency needs no dummy limit.
+        let slots = json!({ "rules": [{ "name": "s", "path": "/s", "key": ["header:x-k"], "concurrency": 2, "counting": { "mode": "response" } }] });
+        let config = Config::from_json(&slots).unwrap();
+        let s = &config.rules[0];
+        assert!(s.windowless && s.algorithm == crate::count::protocol::Algorithm::Gcra, "{s:?}");
+        assert_eq!((s.limits.len(), s.limits[0].requests.get(), s.limits[0].window_ms.get()), (1, u32::MAX, 1_000), "a window no key could fill");
+        let described = crate::config::describe::rule_json(s);
+        assert_eq!((described.get("limits"), described.get("algorithm")), (None, None), "written as given: {described}");
+        assert!(Config::from_json(&json!({ "rules": [described] })).unwrap().rules[0].windowless, "read back the same");
+        let without = |extra: Value| {
+            let mut rule = json!({ "name": "s", "path": "/s", "key": ["header:x-k"] });
+            rule.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            Config::from_json(&json!({ "rules": [rule] })).err().unwrap_or_default().iter().map(|e| e.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(without(json!({})), ["rule `s`, field `limits`: missing: give the windows, e.g. [{ requests = 10, window = \"60s\" }] (a concurrency rule may leave them out)"]);
+        let algorithm = without(json!({ "concurrency": 2, "counting": { "mode": "response" }, "algorithm": "gcra" }));
+        assert_eq!(algorithm.len(), 1, "{algorithm:?}");
+        assert!(algorithm[0].starts_with("rule `s`, field `algorithm`: only with limits"), "{algorithm:?}");
         let fallback = json!({"concurrency": 2, "key": ["header:x-api-key"], "fallback_key": ["ip"], "counting": {"mode": "response", "reservation_ttl": "10m"}});
         assert!(errors(fallback).is_empty(), "a fallback key holds the slot; reservation_ttl bounds a lost one");
     }

@@ -145,8 +145,10 @@ fn counting_mode(rule: &RuleSpec) -> Value {
 /// response, metrics.
 fn limiting(rule: &RuleSpec) -> Map<String, Value> {
     let mut out = Map::new();
-    put(&mut out, "algorithm", rule.algorithm.name().into());
-    put(&mut out, "limits", limits(&rule.limits));
+    if !rule.windowless {
+        put(&mut out, "algorithm", rule.algorithm.name().into());
+        put(&mut out, "limits", limits(&rule.limits));
+    }
     match &rule.usage {
         Some(u) => {
             // Three at a time: `table` of four would be one more copy of it.

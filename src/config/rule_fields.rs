@@ -62,6 +62,10 @@ pub(super) struct RuleDraft {
     /// `counting.statuses`, `metering` or `concurrency` was written (valid
     /// or not): `mode = "response"` is then not refused for want of them.
     pub(super) two_phase_given: bool,
+    /// `limits` was written (valid or not).
+    pub(super) limits_given: bool,
+    /// `algorithm` was written (refused on a rule without `limits`).
+    pub(super) algorithm_given: bool,
 }
 
 impl RuleDraft {
@@ -103,6 +107,7 @@ impl RuleDraft {
             penalty_ms: None,
             usage: None,
             concurrency: None,
+            windowless: false,
         };
         RuleDraft {
             spec,
@@ -121,6 +126,8 @@ impl RuleDraft {
             lease_max: None,
             cost_given: false,
             two_phase_given: false,
+            limits_given: false,
+            algorithm_given: false,
         }
     }
 
@@ -130,6 +137,7 @@ impl RuleDraft {
         spec.missing_key_given = self.on_missing_key.is_some() || self.fallback_key.is_some();
         spec.on_missing_key = checks::missing_key(self.on_missing_key, self.fallback_key, errors);
         checks::counting_mode(&spec, self.mode, self.two_phase_given, errors);
+        checks::windowless(&mut spec, self.limits_given, self.algorithm_given, errors);
         spec.on_success = checks::on_success(&spec, self.success_action, self.success_statuses, self.identity_header, errors);
         spec.upload = checks::upload_limits(&spec, self.upload_buffer, self.upload_timeout_ms, errors);
         spec.reservation_ttl_ms = checks::reservation_ttl(&spec, self.reservation_ttl_ms, errors);
@@ -233,11 +241,13 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
         }
     }),
     Field::optional("algorithm", Shape::Names(Algorithm::names), "How the counter counts: \"sliding_log\" (exact; the default; up to 10000 requests per window) or \"gcra\" (O(1) state).", |d, i| {
+        d.algorithm_given = true;
         if let Some(algorithm) = i.choice::<Algorithm>(None) {
             d.spec.algorithm = algorithm;
         }
     }),
-    Field::required("limits", "missing", Shape::List(&Shape::Table(limit_infos), 1), "The windows, all enforced at once (at most 8): [{ requests = 10, window = \"60s\" }].", |d, i| {
+    Field::optional("limits", Shape::List(&Shape::Table(limit_infos), 1), "The windows, all enforced at once (at most 8): [{ requests = 10, window = \"60s\" }]. Required, but for a concurrency rule that limits only what is in flight.", |d, i| {
+        d.limits_given = true;
         if let Some(limits) = read_limits(i) {
             d.spec.limits = limits;
         }

@@ -218,6 +218,10 @@ pub struct RuleSpec {
     /// At most this many requests of one key in flight at once
     /// (`concurrency`; [`crate::count::slots`]).
     pub concurrency: Option<u32>,
+    /// A `concurrency` rule written without `limits`: it limits only what
+    /// is in flight. Its calls carry one window that never binds
+    /// ([`crate::config::checks`]'s `windowless`), which `describe` leaves out.
+    pub windowless: bool,
 }
 
 impl RuleSpec {

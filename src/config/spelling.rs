@@ -45,6 +45,19 @@ const MOVED_INTO_COUNTING: [(&str, &str); 4] = [
     ("upload_timeout", "upload_timeout"),
 ];
 
+/// `value` as TOML writes it in a config (`[401, 403]`, `"2m"`,
+/// `{ header = "x-usage", reserve = 10 }`), for the notes.
+fn toml_text(value: &Value) -> String {
+    match value {
+        Value::Array(items) => format!("[{}]", items.iter().map(toml_text).collect::<Vec<_>>().join(", ")),
+        Value::Object(fields) => {
+            let fields: Vec<String> = fields.iter().map(|(k, v)| format!("{k} = {}", toml_text(v))).collect();
+            format!("{{ {} }}", fields.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
 /// One edit of a rule's table, from the 0.2.0 spelling to the current one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -103,7 +116,7 @@ pub fn plan(rule: &Map<String, Value>) -> (Vec<Step>, Vec<Note>) {
         steps.push(Step::Move { from: old, into: Some(COUNTING), to: new });
         two_phase |= two_phase_by(old);
         let mode = if two_phase_by(old) && !mode_given { format!("mode = \"{TWO_PHASE}\", ") } else { String::new() };
-        notes.push(Note::respelled(old, format!("{COUNTING} = {{ {mode}{new} = {value} }}")));
+        notes.push(Note::respelled(old, format!("{COUNTING} = {{ {mode}{new} = {} }}", toml_text(value))));
     }
     if let Some(cost) = rule.get("cost").filter(|c| c.is_object()) {
         if rule.contains_key("metering") {
@@ -111,7 +124,7 @@ pub fn plan(rule: &Map<String, Value>) -> (Vec<Step>, Vec<Note>) {
         } else {
             steps.push(Step::Move { from: "cost", into: None, to: "metering" });
             let mode = if mode_given { String::new() } else { format!(" and {COUNTING} = {{ mode = \"{TWO_PHASE}\" }}") };
-            notes.push(Note::respelled("cost", format!("metering = {cost}{mode} (cost is a weight: a number)")));
+            notes.push(Note::respelled("cost", format!("metering = {}{mode} (cost is a weight: a number)", toml_text(cost))));
             two_phase = true;
         }
     }
