@@ -203,6 +203,9 @@ impl Cli<'_> {
         for refused in &out.refused {
             errln!(self, "error: {path} {refused}");
         }
+        for hint in &out.hints {
+            errln!(self, "note: {path} {hint}");
+        }
         if let Some(lost) = &out.lost {
             errln!(self, "warning: lost {lost}");
         }
@@ -363,6 +366,9 @@ impl Cli<'_> {
             }
         };
         let diffs = crate::tools::diff::diff(&old, &new);
+        if let Some(note) = crate::tools::diff::spelling_note(&old, &new) {
+            outs!(self, "{note}");
+        }
         outs!(self, "{}", crate::tools::diff::report(&diffs));
         let resets = diffs.iter().flat_map(|d| &d.changes).any(crate::tools::diff::Change::resets);
         if options.fail_on_reset && resets {

@@ -28,6 +28,10 @@ pub struct Migrated {
     pub refused: Vec<String>,
     /// What the rewrite could not keep (a `.jsonc`'s comments).
     pub lost: Option<String>,
+    /// What is left to the operator: a `concurrency` rule's `limits`, which
+    /// 0.2.0 required and the current spelling does not (only the operator
+    /// knows whether they were there for that alone).
+    pub hints: Vec<String>,
 }
 
 /// Migrates the Wrangler config `text` read from `path` (its name says
@@ -113,7 +117,7 @@ fn respell_config_json(config: &mut Json, section: &str, out: &mut Migrated) -> 
         let (steps, notes) = spelling::plan(table);
         spelling::apply(table, &steps);
         changed |= !steps.is_empty();
-        report(&name_of(table, index), section, notes, out);
+        report(table, &name_of(table, index), section, notes, out);
     }
     changed
 }
@@ -123,7 +127,13 @@ fn name_of(rule: &Map<String, Json>, index: usize) -> String {
     rule.get("name").and_then(Json::as_str).map_or_else(|| format!("rules[{index}]"), str::to_string)
 }
 
-fn report(rule: &str, section: &str, notes: Vec<Note>, out: &mut Migrated) {
+fn report(view: &Map<String, Json>, rule: &str, section: &str, notes: Vec<Note>, out: &mut Migrated) {
+    if view.contains_key("concurrency") && view.contains_key("limits") {
+        out.hints.push(format!(
+            "{section}: rule `{rule}`: concurrency needs no limits in the {} spelling; drop limits (and algorithm) if they were there only because 0.2.0 required them",
+            spelling::SPELLING
+        ));
+    }
     for note in notes {
         if note.refused {
             out.refused.push(format!("{section}: rule `{rule}`, field `{}`: {}", note.field, note.message));
@@ -155,7 +165,7 @@ impl RuleToml for InlineTable {
 fn respell_rule(rule: &mut dyn RuleToml, index: usize, section: &str, out: &mut Migrated) {
     let Json::Object(view) = json_of_table(rule) else { return };
     let (steps, notes) = spelling::plan(&view);
-    report(&name_of(&view, index), section, notes, out);
+    report(&view, &name_of(&view, index), section, notes, out);
     if steps.is_empty() {
         return;
     }
