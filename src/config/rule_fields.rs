@@ -29,11 +29,19 @@ use crate::request::key::KeyPart;
 use serde_json::Value;
 use std::num::NonZeroU64;
 
-/// A rule while its table is read: its spec with the defaults, and the
-/// fields that only together say what to do when a key part is missing,
-/// what a success does, and how long a reservation holds.
+/// A rule while its table is read: its spec with the defaults, and what
+/// was written of the fields that only together say what to do ([`Given`]).
 pub(super) struct RuleDraft {
     pub(super) spec: RuleSpec,
+    pub(super) given: Given,
+}
+
+/// The fields that only together say what to do when a key part is
+/// missing, what a success does, how a rule counts, how long a
+/// reservation holds and whether it leases: as written, for
+/// [`RuleDraft::finish`].
+#[derive(Default)]
+pub(super) struct Given {
     pub(super) on_missing_key: Option<OnMissingKey>,
     /// Present (its errors reported) even when some part was invalid, so
     /// that it is not also reported missing.
@@ -109,45 +117,26 @@ impl RuleDraft {
             concurrency: None,
             windowless: false,
         };
-        RuleDraft {
-            spec,
-            on_missing_key: None,
-            fallback_key: None,
-            mode: None,
-            success_action: None,
-            success_statuses: None,
-            identity_header: None,
-            reservation_ttl_ms: None,
-            idle_release_ms: None,
-            upload_buffer: None,
-            upload_timeout_ms: None,
-            lease_auto: None,
-            lease_ttl_ms: None,
-            lease_max: None,
-            cost_given: false,
-            two_phase_given: false,
-            limits_given: false,
-            algorithm_given: false,
-        }
+        RuleDraft { spec, given: Given::default() }
     }
 
     /// The spec, once the checks that span fields have passed.
     pub(super) fn finish(self, errors: &mut Errors) -> RuleSpec {
-        let mut spec = self.spec;
-        spec.missing_key_given = self.on_missing_key.is_some() || self.fallback_key.is_some();
-        spec.on_missing_key = checks::missing_key(self.on_missing_key, self.fallback_key, errors);
-        checks::counting_mode(&spec, self.mode, self.two_phase_given, errors);
-        checks::windowless(&mut spec, self.limits_given, self.algorithm_given, errors);
-        spec.on_success = checks::on_success(&spec, self.success_action, self.success_statuses, self.identity_header, errors);
-        spec.upload = checks::upload_limits(&spec, self.upload_buffer, self.upload_timeout_ms, errors);
-        spec.reservation_ttl_ms = checks::reservation_ttl(&spec, self.reservation_ttl_ms, errors);
-        spec.idle_release_ms = crate::config::cost_fields::idle_release(&spec, self.idle_release_ms, errors);
+        let RuleDraft { mut spec, given } = self;
+        spec.missing_key_given = given.on_missing_key.is_some() || given.fallback_key.is_some();
+        spec.on_missing_key = checks::missing_key(given.on_missing_key, given.fallback_key, errors);
+        checks::counting_mode(&spec, given.mode, given.two_phase_given, errors);
+        checks::windowless(&mut spec, given.limits_given, given.algorithm_given, errors);
+        spec.on_success = checks::on_success(&spec, given.success_action, given.success_statuses, given.identity_header, errors);
+        spec.upload = checks::upload_limits(&spec, given.upload_buffer, given.upload_timeout_ms, errors);
+        spec.reservation_ttl_ms = checks::reservation_ttl(&spec, given.reservation_ttl_ms, errors);
+        spec.idle_release_ms = crate::config::cost_fields::idle_release(&spec, given.idle_release_ms, errors);
         checks::check_on_success(&spec, errors);
         checks::check_trusted_device(&spec, errors);
-        checks::check_cost(&mut spec, self.cost_given, errors);
+        checks::check_cost(&mut spec, given.cost_given, errors);
         crate::config::cost_fields::check_concurrency(&spec, errors);
         checks::check_algorithm(&spec, errors);
-        spec.lease = checks::lease_mode(&spec, self.lease_auto, self.lease_ttl_ms, self.lease_max, errors);
+        spec.lease = checks::lease_mode(&spec, given.lease_auto, given.lease_ttl_ms, given.lease_max, errors);
         checks::check_overrides(&mut spec, errors);
         checks::check_query_sources(&spec, errors);
         checks::check_penalty(&spec, errors);
@@ -207,24 +196,24 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
     }),
     Field::optional("key", KEY, "What a client is counted by: a list of parts, e.g. [\"ip\"], [\"header:x-api-key\"], [\"body:email:lower\"], [\"path:school:int\"], [\"cookie:session\"], [\"query:id\"], [\"country\"], [\"asn\"], [\"global\"] (default [\"ip\"]).", |d, i| d.spec.key = i.key_parts()),
     Field::optional("on_missing_key", Shape::Names(OnMissingKey::names), "When a key part is missing from a request: \"reject\" (400; the default), \"skip\" (the rule does not apply) or \"fallback\" (count by fallback_key).", |d, i| {
-        d.on_missing_key = i.choice::<OnMissingKey>(None);
+        d.given.on_missing_key = i.choice::<OnMissingKey>(None);
     }),
-    Field::optional("fallback_key", KEY, "The key to count by when a part of key is missing (implies on_missing_key = \"fallback\"), e.g. [\"ip\"].", |d, i| d.fallback_key = Some(i.key_parts())),
-    Field::optional(spelling::COUNTING, Shape::Table(counting_infos), "When a request is counted: { mode = \"request\" } (the default: as it arrives; may lease) or { mode = \"response\", statuses, reservation_ttl, upload_buffer, upload_timeout } (reserved as it arrives, settled once the origin answered: for statuses, metering and concurrency; never leases).", |d, i| read_counting(d, i)),
+    Field::optional("fallback_key", KEY, "The key to count by when a part of key is missing (implies on_missing_key = \"fallback\"), e.g. [\"ip\"].", |d, i| d.given.fallback_key = Some(i.key_parts())),
+    Field::optional(spelling::COUNTING, Shape::Table(counting_infos), "When a request is counted: { mode = \"request\" } (the default: as it arrives; may lease) or { mode = \"response\", statuses, reservation_ttl, upload_buffer, upload_timeout } (reserved as it arrives, settled once the origin answered: for statuses, metering and concurrency; never leases).", read_counting),
     Field::optional("on_success", Shape::Names(SuccessAction::names), "What a success does to a failures-only rule's count: \"clear\" (forget every failure) or \"decrement\" (forgive one). Needs counting.statuses.", |d, i| {
-        d.success_action = i.choice::<SuccessAction>(None);
+        d.given.success_action = i.choice::<SuccessAction>(None);
     }),
-    Field::optional("success_statuses", STATUSES, "The statuses that are a success (below 400; default [200, 204]). Needs on_success.", |d, i| d.success_statuses = i.statuses()),
+    Field::optional("success_statuses", STATUSES, "The statuses that are a success (below 400; default [200, 204]). Needs on_success.", |d, i| d.given.success_statuses = i.statuses()),
     Field::optional("success_identity_header", HEADER_NAME, "A response header in which the origin names the account it authenticated: a success applies only to that account. Needs on_success.", |d, i| {
         let name = i.text(valid_header_name, "must be a response header name such as \"x-authenticated-user\"");
-        d.identity_header = name.map(|n| n.to_ascii_lowercase());
+        d.given.identity_header = name.map(|n| n.to_ascii_lowercase());
     }),
     Field::optional("trusted_device", Shape::Table(device_infos), "A device that logged in to an account gets a signed cookie and a bucket of its own: { secret, cookie, ttl }. Needs on_success.", |d, i| d.spec.trusted_device = read_trusted_device(i)),
-    Field::optional("lease", Shape::Names(LeaseChoice::names), "Leased budgets: \"auto\" (the default: each isolate takes a share of the budget where that stays exact) or \"off\".", |d, i| d.lease_auto = i.choice::<LeaseChoice>(None).map(|c| c == LeaseChoice::Auto)),
+    Field::optional("lease", Shape::Names(LeaseChoice::names), "Leased budgets: \"auto\" (the default: each isolate takes a share of the budget where that stays exact) or \"off\".", |d, i| d.given.lease_auto = i.choice::<LeaseChoice>(None).map(|c| c == LeaseChoice::Auto)),
     Field::optional("lease_ttl", Shape::Duration, "How long a lease lasts, e.g. \"1s\" (the default, or half the shortest window; at most 60s).", |d, i| {
         if let Some(ms) = i.duration("\"1s\"") {
             if ms.get() <= MAX_LEASE_TTL_MS {
-                d.lease_ttl_ms = Some(ms.get());
+                d.given.lease_ttl_ms = Some(ms.get());
             } else {
                 i.report("must be at most 60s");
             }
@@ -232,7 +221,7 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
     }),
     Field::optional("lease_max", Shape::Integer(1, MAX_LEASE_UNITS as u64), "The most units one lease asks for.", |d, i| {
         if let Some(max) = i.number(1..=u64::from(MAX_LEASE_UNITS), "whole number") {
-            d.lease_max = Some(max);
+            d.given.lease_max = Some(max);
         }
     }),
     Field::optional("ratelimit_headers", Shape::Flag, "Whether allowed responses carry RateLimit and RateLimit-Policy fields (default false; blocked ones always do).", |d, i| {
@@ -241,13 +230,13 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
         }
     }),
     Field::optional("algorithm", Shape::Names(Algorithm::names), "How the counter counts: \"sliding_log\" (exact; the default; up to 10000 requests per window) or \"gcra\" (O(1) state).", |d, i| {
-        d.algorithm_given = true;
+        d.given.algorithm_given = true;
         if let Some(algorithm) = i.choice::<Algorithm>(None) {
             d.spec.algorithm = algorithm;
         }
     }),
     Field::optional("limits", Shape::List(&Shape::Table(limit_infos), 1), "The windows, all enforced at once (at most 8): [{ requests = 10, window = \"60s\" }]. Required, but for a concurrency rule that limits only what is in flight.", |d, i| {
-        d.limits_given = true;
+        d.given.limits_given = true;
         if let Some(limits) = read_limits(i) {
             d.spec.limits = limits;
         }
@@ -255,20 +244,20 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
     Field::optional("cost", Shape::Integer(1, u32::MAX as u64), "Units each request spends (default 1; at most the smallest limit). Usage the origin reports is metering.", |d, i| {
         if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number (usage the origin reports is metering = { header, reserve, max })") {
             d.spec.cost = cost;
-            d.cost_given = true;
+            d.given.cost_given = true;
         }
     }),
     Field::optional("metering", Shape::Table(crate::config::cost_fields::usage_infos), "Usage reported by the origin, counted in two phases (needs counting = { mode = \"response\" }): { header = \"x-usage-units\", reserve = 1000, max = 100000, expose = false }.", |d, i| {
-        d.two_phase_given = true;
+        d.given.two_phase_given = true;
         if let Some(usage) = crate::config::cost_fields::read_usage(i) {
             d.spec.usage = Some(usage);
         }
     }),
     Field::optional("concurrency", Shape::Integer(1, MAX_CONCURRENCY as u64), "At most this many requests of one key in flight at once, across every isolate (needs counting = { mode = \"response\" }: a slot is held until the response has been sent, or the client went away; counting.reservation_ttl frees a lost one).", |d, i| {
-        d.two_phase_given = true;
+        d.given.two_phase_given = true;
         d.spec.concurrency = i.number(1..=u64::from(MAX_CONCURRENCY), "whole number");
     }),
-    Field::optional("idle_release", Shape::Duration, "With concurrency: an answer the client stops reading for this long is cut and its slot given back, e.g. \"5s\" (default: 10 s; at most counting.reservation_ttl).", |d, i| d.idle_release_ms = i.duration("\"5s\"").map(NonZeroU64::get)),
+    Field::optional("idle_release", Shape::Duration, "With concurrency: an answer the client stops reading for this long is cut and its slot given back, e.g. \"5s\" (default: 10 s; at most counting.reservation_ttl).", |d, i| d.given.idle_release_ms = i.duration("\"5s\"").map(NonZeroU64::get)),
     Field::optional("action", Shape::Names(Action::names), "What a request over the limit gets: \"block\" (429; the default) or \"log\" (shadow mode: logged, never blocked).", |d, i| {
         if let Some(action) = i.choice::<Action>(None) {
             d.spec.action = action;
@@ -302,22 +291,22 @@ pub(super) const RULE_FIELDS: &[Field<RuleDraft>] = &[
 /// what the two-phase mode unlocks.
 const COUNTING_FIELDS: &[Field<RuleDraft>] = &[
     Field::required("mode", "missing: \"request\" (counted as it arrives) or \"response\" (reserved, then settled once the origin answered)", Shape::Names(CountingMode::names), "\"request\" (counted as the request arrives; the default) or \"response\" (reserved as it arrives, settled once the origin answered).", |d, i| {
-        d.mode = i.choice::<CountingMode>(None);
+        d.given.mode = i.choice::<CountingMode>(None);
     }),
     Field::optional("statuses", STATUSES, "Count only requests whose origin answer has one of these statuses (failures-only, e.g. [401, 403]); checked before, counted after the origin answers.", |d, i| {
-        d.two_phase_given = true;
+        d.given.two_phase_given = true;
         if let Some(statuses) = i.statuses() {
             d.spec.counting = Counting::Statuses(statuses);
         }
     }),
-    Field::optional("reservation_ttl", Shape::Duration, "How long a reservation holds its slot waiting for the origin, e.g. \"30s\" (default: 2 x timeout + upload_timeout + 100 s).", |d, i| d.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
+    Field::optional("reservation_ttl", Shape::Duration, "How long a reservation holds its slot waiting for the origin, e.g. \"30s\" (default: 2 x timeout + upload_timeout + 100 s).", |d, i| d.given.reservation_ttl_ms = i.duration("\"30s\"").map(NonZeroU64::get)),
     Field::optional("upload_buffer", Shape::Integer(0, MAX_UPLOAD_BUFFER as u64), "Bytes of a body received before the reservation (default 262144); a larger body streams under upload_timeout.", |d, i| {
-        d.upload_buffer = i.number(0..=u64::from(MAX_UPLOAD_BUFFER), "number of bytes");
+        d.given.upload_buffer = i.number(0..=u64::from(MAX_UPLOAD_BUFFER), "number of bytes");
     }),
     Field::optional("upload_timeout", Shape::Duration, "How long a two-phase rule waits for a whole request body, e.g. \"10s\" (the default; at most 10m).", |d, i| {
         if let Some(ms) = i.duration("\"10s\"") {
             match u32::try_from(ms.get()) {
-                Ok(ms) if ms <= MAX_UPLOAD_TIMEOUT_MS => d.upload_timeout_ms = Some(ms),
+                Ok(ms) if ms <= MAX_UPLOAD_TIMEOUT_MS => d.given.upload_timeout_ms = Some(ms),
                 _ => i.report("must be at most 10m"),
             }
         }
