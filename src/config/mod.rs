@@ -47,6 +47,7 @@ pub mod response;
 pub mod rules;
 pub mod spelling;
 pub mod upstream;
+mod written;
 
 pub use checks::relief_note;
 pub use reader::STANDARD_METHODS;
