@@ -238,6 +238,35 @@ mod tests {
         assert_eq!((rule, notes.len()), (json!({}), 1));
     }
 
+    /// The reader's side: a 0.2.0 rule is the rule its current spelling
+    /// is, with one warning per old field naming rule, field and spelling.
+    #[test]
+    fn a_0_2_0_rule_reads_as_its_current_spelling() {
+        use crate::config::Config;
+        let limits = json!([{ "requests": 100, "window": "1h" }]);
+        let old = json!({ "rules": [
+            { "name": "login", "path": "/login", "key": ["body:email"], "count_statuses": [401], "clear_on_success": true,
+              "upload_timeout": "5s", "limits": limits },
+            { "name": "ai", "path": "/ai", "cost": { "header": "x-u", "reserve": 10, "max": 20 }, "limits": limits },
+            { "name": "slots", "path": "/s", "key": ["header:x-k"], "concurrency": 2, "limits": limits }
+        ] });
+        let new = json!({ "rules": [
+            { "name": "login", "path": "/login", "key": ["body:email"], "counting": { "mode": "response", "statuses": [401], "upload_timeout": "5s" },
+              "on_success": "clear", "limits": limits },
+            { "name": "ai", "path": "/ai", "counting": { "mode": "response" }, "metering": { "header": "x-u", "reserve": 10, "max": 20 }, "limits": limits },
+            { "name": "slots", "path": "/s", "key": ["header:x-k"], "counting": { "mode": "response" }, "concurrency": 2, "limits": limits }
+        ] });
+        let (old, new) = (Config::from_json(&old).unwrap(), Config::from_json(&new).unwrap());
+        for (a, b) in old.rules.iter().zip(&new.rules) {
+            assert_eq!(crate::config::describe::rule_json(a), crate::config::describe::rule_json(b), "{}", a.name);
+            assert_eq!((a.reserves(), a.lease, a.usage.as_ref(), a.upload), (b.reserves(), b.lease, b.usage.as_ref(), b.upload), "{}", a.name);
+        }
+        let warned: Vec<String> = old.respelled.iter().map(|w| format!("{}.{}", w.rule, w.field)).collect();
+        assert_eq!(warned, ["login.count_statuses", "login.upload_timeout", "login.clear_on_success", "ai.cost", "slots.concurrency"]);
+        assert!(old.respelled[0].to_string().starts_with("rule `login`, field `count_statuses`: the 0.2.0 spelling: write counting = { mode = \"response\", statuses = [401] }"), "{}", old.respelled[0]);
+        assert!(new.respelled.is_empty());
+    }
+
     #[test]
     fn both_spellings_at_once_are_refused_and_left_for_the_reader() {
         for (rule, field) in [
