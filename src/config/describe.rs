@@ -74,42 +74,13 @@ mod tests {
     use crate::config::rule_fields::rule_infos;
     use crate::config::Config;
 
-    /// Rules that set every field between them (a failures-only rule
-    /// cannot lease; a leasing one cannot settle successes; `cost` and
-    /// `metering` exclude each other).
+    /// `tests/schema/every_rule_field.json`: rules that set every field
+    /// between them (a failures-only rule cannot lease; a leasing one
+    /// cannot settle successes; `cost` and `metering` exclude each other).
+    /// A data file, so a new rule field adds its line there, not here
+    /// (`tests/schema` also validates it against the schema).
     fn full_rules() -> Value {
-        json!([
-            {
-                "name": "login", "path": "/login", "methods": ["POST"],
-                "key": ["body:email:lower"], "on_missing_key": "reject",
-                "counting": { "mode": "response", "statuses": [401, 403], "reservation_ttl": "2m", "upload_buffer": 1024, "upload_timeout": "5s" },
-                "on_success": "clear", "success_statuses": [200], "success_identity_header": "x-user",
-                "trusted_device": { "secret": "TOLLGATE_DEVICE_KEY", "cookie": "dev", "ttl": "7d" },
-                "limits": [{ "requests": 5, "window": "15m" }], "on_error": "deny", "timeout": "1500ms", "penalty": "1h",
-                "response": { "status": 503, "content_type": "text/plain", "body": "wait {retry_after} s ({rule}) {x}" }
-            },
-            {
-                "name": "api", "path": "/api/:id", "host": "api.example.com", "methods": ["get", "PSOT"],
-                "query": { "mode": "heavy", "kind": ["a", "b"], "flag": true }, "query_sources": ["query", "cookie"],
-                "header": { "X-Plan": "free" }, "case_insensitive": false, "suffixes": [".JSON", "xml"],
-                "key": ["header:x-api-key"], "on_missing_key": "fallback", "fallback_key": ["ip"],
-                "lease": "auto", "lease_ttl": "500ms", "lease_max": 20, "ratelimit_headers": true,
-                "algorithm": "gcra", "limits": [{ "requests": 100, "window": "60" }, { "requests": 20000, "window": "1d" }],
-                "cost": 2, "action": "log",
-                "exempt": { "ips": ["10.0.0.0/8"], "asns": [13335], "verified_bots": ["Search Engine Crawler"],
-                            "header": { "name": "x-exempt", "secret": "TOLLGATE_EXEMPT_KEY" } },
-                "overrides": { "k1": [{ "requests": 1000, "window": "1d" }] },
-                "metrics": "all"
-            },
-            {
-                "name": "otp", "path": "/otp", "key": ["body:phone"], "counting": { "mode": "response", "statuses": [401] }, "on_success": "decrement",
-                "limits": [{ "requests": 3, "window": "1h" }], "concurrency": 2, "idle_release": "3s"
-            },
-            {
-                "name": "metered", "path": "/ai", "counting": { "mode": "response" }, "limits": [{ "requests": 1000, "window": "1h" }],
-                "metering": { "header": "x-usage", "reserve": 10, "max": 100 }
-            }
-        ])
+        serde_json::from_str(include_str!("../../tests/schema/every_rule_field.json")).unwrap()
     }
 
     fn parse(rules: Value) -> Config {

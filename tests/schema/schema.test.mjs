@@ -62,6 +62,13 @@ test("the schema is draft 2020-12 and names every rule field", () => {
   assert.equal(rule.additionalProperties, false);
 });
 
+test("the rules that set every rule field between them (the describe test's data) validate", () => {
+  const rules = JSON.parse(readFileSync(join(ROOT, "tests", "schema", "every_rule_field.json"), "utf8"));
+  assert.ok(validate({ rules }), explain(validate.errors));
+  const set = new Set(rules.flatMap((r) => Object.keys(r)));
+  for (const field of Object.keys(schema.properties.rules.items.properties)) assert.ok(set.has(field), `${field} is set by one of them`);
+});
+
 test("every config tollgate ships, which check accepts, validates", () => {
   const files = shippedFiles();
   assert.ok(files.length >= 10, `found the shipped configs: ${files.join(", ")}`);
