@@ -93,15 +93,15 @@ fn check_warns_that_a_success_without_an_identity_header_can_be_forged() {
 name = "login"
 path = "/login"
 key = ["body:email"]
-count_statuses = [401]
-clear_on_success = true
+counting = { mode = "response", statuses = [401] }
+on_success = "clear"
 limits = [{ requests = 10, window = "15m" }]
 
 [[vars.TOLLGATE.rules]]
 name = "login-checked"
 path = "/login"
 key = ["body:email"]
-count_statuses = [401]
+counting = { mode = "response", statuses = [401] }
 on_success = "decrement"
 success_identity_header = "x-authenticated-user"
 limits = [{ requests = 10, window = "15m" }]
@@ -391,7 +391,7 @@ limits = [{ requests = 10, window = "60s" }]
 [[vars.TOLLGATE.rules]]
 name = "failures"
 path = "/login"
-count_statuses = [401]
+counting = { mode = "response", statuses = [401] }
 limits = [{ requests = 1000, window = "60s" }]
 "#,
     );
@@ -502,10 +502,10 @@ fn explain_takes_the_clock_from_now() {
 }
 
 #[test]
-fn version_prints_the_crate_and_the_protocol_version() {
+fn version_prints_the_crate_the_protocol_and_the_config_spelling() {
     let (code, out, _) = tollgate(&["--version"]);
     assert_eq!(code, 0);
-    assert_eq!(out, format!("tollgate {} (object protocol v1)\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(out, format!("tollgate {} (object protocol v1, config spelling 0.3)\n", env!("CARGO_PKG_VERSION")));
 }
 
 #[test]
@@ -551,7 +551,7 @@ fn diff_says_a_deploy_adding_penalty_concurrency_or_a_usage_cost_goes_to_100_per
         format!(r#"{{ "vars": {{ "TOLLGATE": {{ "rules": [{{ "name": "llm", "path": "/v1/*", "key": ["header:x-user"], "limits": [{{ "requests": 10000, "window": "1d" }}]{extra} }}] }} }} }}"#)
     };
     let old = temp_toml("diff-100-old.json", &rule(""));
-    let added = r#", "penalty": "2d", "concurrency": 2, "cost": { "header": "x-tokens", "reserve": 3000, "max": 3000 }"#;
+    let added = r#", "penalty": "2d", "concurrency": 2, "metering": { "header": "x-tokens", "reserve": 3000, "max": 3000 }, "counting": { "mode": "response" }"#;
     let new = temp_toml("diff-100-new.json", &rule(added));
     let (code, out, err) = tollgate(&["diff", old.to_str().unwrap(), new.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
@@ -563,4 +563,78 @@ fn diff_says_a_deploy_adding_penalty_concurrency_or_a_usage_cost_goes_to_100_per
     // Taking them away splits safely: nothing to say at once.
     let (_, back, _) = tollgate(&["diff", new.to_str().unwrap(), old.to_str().unwrap()]);
     assert!(!back.contains("100%"), "{back}");
+}
+
+/// Issue 36: a 0.2.0 config (`clear_on_success`, a `cost` table, a
+/// `concurrency` rule with a limit only there because 0.2.0 required one)
+/// migrates into the current spelling, which check reads without a
+/// respelling warning, and which diff says changes no count; the dummy
+/// limit can then go.
+#[test]
+fn migrate_rewrites_a_0_2_0_config_that_check_then_passes() {
+    let old = temp_toml(
+        "migrate-old.toml",
+        r#"name = "app"
+
+[vars.TOLLGATE]
+# Failed logins, cleared by a success.
+[[vars.TOLLGATE.rules]]
+name = "login"
+path = "/login"
+methods = ["POST"]
+key = ["body:email"]
+count_statuses = [401]
+clear_on_success = true
+success_identity_header = "x-authenticated-user"
+limits = [{ requests = 5, window = "15m" }]
+
+[[vars.TOLLGATE.rules]]
+name = "tokens"
+path = "/v1/*"
+key = ["header:x-api-key"]
+limits = [{ requests = 100000, window = "1d" }]
+algorithm = "gcra"
+cost = { header = "x-usage-tokens", reserve = 2000, max = 2000 }   # what the model reports
+
+[[vars.TOLLGATE.rules]]
+name = "exports"
+path = "/export"
+key = ["header:x-api-key"]
+concurrency = 3
+limits = [{ requests = 1000000, window = "1d" }]   # only because 0.2.0 required limits
+algorithm = "gcra"
+"#,
+    );
+    let (code, out, err) = tollgate(&["check", old.to_str().unwrap()]);
+    assert_eq!(code, 0, "0.2.0 still reads: {out}{err}");
+    for field in ["count_statuses", "clear_on_success", "cost", "concurrency"] {
+        let warned = out.lines().filter(|l| l.contains(&format!("field `{field}`: the 0.2.0 spelling"))).count();
+        assert_eq!(warned, 1, "one warning for {field}: {out}");
+    }
+    let (code, migrated, notes) = tollgate(&["migrate", old.to_str().unwrap()]);
+    assert_eq!(code, 0, "{notes}");
+    assert_eq!(notes.lines().filter(|l| l.starts_with("migrated: ")).count(), 4, "{notes}");
+    assert!(notes.contains("4 field(s) respelled into the config's 0.3 spelling; check reads it"), "{notes}");
+    assert!(notes.contains("note: ") && notes.contains("rule `exports`: concurrency needs no limits"), "{notes}");
+    for kept in ["# Failed logins, cleared by a success.", "# only because 0.2.0 required limits", "name = \"app\""] {
+        assert!(migrated.contains(kept), "{kept}: {migrated}");
+    }
+    assert!(migrated.contains("counting = { mode = \"response\", statuses = [401] }\non_success = \"clear\"\n"), "{migrated}");
+    assert!(migrated.contains("metering = { header = \"x-usage-tokens\", reserve = 2000, max = 2000 }"), "{migrated}");
+    assert!(migrated.contains("concurrency = 3\nlimits") && migrated.contains("counting = { mode = \"response\" }"), "{migrated}");
+    let new = temp_toml("migrate-new.toml", &migrated);
+    let (code, out, err) = tollgate(&["check", new.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("ok, 3 rule(s)") && !out.contains("0.2.0 spelling"), "{out}");
+    let (code, diff, err) = tollgate(&["diff", old.to_str().unwrap(), new.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(diff.contains("OLD writes 4 field(s) in the 0.2.0 spelling") && diff.contains("no rule changes"), "{diff}");
+    // The current spelling needs no dummy limit beside concurrency.
+    let lean = migrated.replace("limits = [{ requests = 1000000, window = \"1d\" }]   # only because 0.2.0 required limits\nalgorithm = \"gcra\"\n", "");
+    assert_ne!(lean, migrated);
+    let lean = temp_toml("migrate-lean.toml", &lean);
+    let (code, out, err) = tollgate(&["check", lean.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, again, notes) = tollgate(&["migrate", new.to_str().unwrap()]);
+    assert_eq!((again.as_str(), notes.lines().filter(|l| l.starts_with("migrated: ")).count()), (migrated.as_str(), 0), "nothing left to migrate");
 }

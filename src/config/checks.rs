@@ -2,7 +2,7 @@
 //! ([`crate::config::rule_fields::RuleDraft::finish`]): fields that only
 //! together say what to do (a missing key part, a success, an upload, a
 //! reservation, a lease) and fields that need another (`on_success` needs
-//! `count_statuses`; `query_sources` needs query conditions). Each
+//! `counting.statuses`; `query_sources` needs query conditions). Each
 //! resolves the fields into the spec's value, or reports under the field
 //! that is wrong. Then what `tollgate check` says of a valid config:
 //! [`warnings`] (works as written, but probably not what was meant) and
@@ -10,14 +10,15 @@
 
 use crate::config::limits::{algorithm_error, cost_error};
 use crate::config::policy::{
-    Action, Counting, FailPolicy, MissingKey, OnMissingKey, OnSuccess, SuccessAction, UploadLimits, DEFAULT_SUCCESS_STATUSES,
+    Action, Counting, CountingMode, FailPolicy, MissingKey, OnMissingKey, OnSuccess, SuccessAction, UploadLimits, DEFAULT_SUCCESS_STATUSES,
 };
 use crate::config::reader::{is_standard_method, Errors};
 use crate::config::rules::{Rule, RuleSpec, Target};
 use crate::config::{ConfigWarning, DEFAULT_IPV6_PREFIX, ORIGIN_ALLOWANCE_MS};
 use crate::count::lease::{LeaseMode, LeaseSettings, DEFAULT_LEASE_MAX, DEFAULT_LEASE_TTL_MS, OFF_ON_SUCCESS, OFF_TWO_PHASE};
 use crate::count::limit::horizon_ms;
-use crate::count::protocol::MAX_HOLD_MS;
+use crate::count::limit::Limit;
+use crate::count::protocol::{Algorithm, MAX_HOLD_MS};
 use crate::request::canon::Sources;
 use crate::request::key::KeyPart;
 
@@ -73,15 +74,27 @@ pub(super) fn missing_key(chosen: Option<OnMissingKey>, fallback: Option<Vec<Key
     }
 }
 
-/// `on_success`, or its older spelling `clear_on_success = true`; not both.
-pub(super) fn success_action(clear: Option<bool>, action: Option<SuccessAction>, errors: &mut Errors) -> Option<SuccessAction> {
-    match (clear, action) {
-        (Some(_), Some(action)) => {
-            errors.push("on_success", "use on_success alone (clear_on_success = true is on_success = \"clear\")");
-            Some(action)
+/// The counting mode as written agrees with the fields that count in two
+/// phases: `counting.statuses`, `metering` and `concurrency` each need
+/// `mode = "response"`, and that mode needs one of them (alone it would
+/// reserve and settle what counting on arrival counts the same).
+pub(super) fn counting_mode(spec: &RuleSpec, mode: Option<CountingMode>, two_phase_given: bool, errors: &mut Errors) {
+    let two_phase = [
+        ("counting.statuses", spec.counting != Counting::All),
+        ("metering", spec.usage.is_some()),
+        ("concurrency", spec.concurrency.is_some()),
+    ];
+    match mode {
+        Some(CountingMode::Response) if !two_phase_given => errors.push(
+            "counting.mode",
+            "\"response\" reserves as a request arrives and settles once the origin answered: give counting.statuses, metering or concurrency (else mode = \"request\")",
+        ),
+        Some(CountingMode::Response) => {}
+        _ => {
+            for (field, _) in two_phase.into_iter().filter(|(_, given)| *given) {
+                errors.push(field, "counts in two phases (reserved as the request arrives, settled once the origin answered): needs counting = { mode = \"response\" }");
+            }
         }
-        (Some(true), None) => Some(SuccessAction::Clear),
-        (_, action) => action,
     }
 }
 
@@ -97,7 +110,7 @@ pub(super) fn on_success(
     let Some(action) = action else {
         for (field, given) in [("success_statuses", statuses.is_some()), ("success_identity_header", identity_header.is_some())] {
             if given {
-                errors.push(field, "only used with on_success (or clear_on_success)");
+                errors.push(field, "only used with on_success");
             }
         }
         return None;
@@ -108,7 +121,7 @@ pub(super) fn on_success(
     }
     if let Counting::Statuses(counted) = &spec.counting {
         if let Some(both) = statuses.iter().find(|s| counted.contains(s)) {
-            errors.push("success_statuses", format!("{both} is also in count_statuses: a status either counts or is a success"));
+            errors.push("success_statuses", format!("{both} is also in counting.statuses: a status either counts or is a success"));
         }
     }
     if identity_header.is_some() && spec.key.len() != 1 {
@@ -122,14 +135,13 @@ pub(super) fn on_success(
 
 /// `on_success` only for a failures-only rule keyed by the target of the
 /// attempts, never by the client (who could clear its own count).
-/// `flag`: the rule spelled it `clear_on_success`, which errors then name.
-pub(super) fn check_on_success(spec: &RuleSpec, flag: bool, errors: &mut Errors) {
+pub(super) fn check_on_success(spec: &RuleSpec, errors: &mut Errors) {
     if spec.on_success.is_none() {
         return;
     }
-    let field = if flag { "clear_on_success" } else { "on_success" };
+    let field = "on_success";
     if spec.counting == Counting::All {
-        errors.push(field, "only for rules that count failures (set count_statuses)");
+        errors.push(field, "only for rules that count failures (set counting = { mode = \"response\", statuses = [...] })");
     }
     let fallback = spec.on_missing_key.fallback_parts();
     if let Some(part) = spec.key.iter().chain(fallback).find(|p| p.identifies_client()) {
@@ -140,14 +152,41 @@ pub(super) fn check_on_success(spec: &RuleSpec, flag: bool, errors: &mut Errors)
     }
 }
 
+/// `limits` is required, but for a `concurrency` rule, which then limits
+/// only what is in flight: its calls (which always carry a window) carry
+/// [`UNBOUND_WINDOW`] under GCRA, whose exact arithmetic admits its
+/// 4,294,967,295 per second, so it never refuses (and costs one O(1)
+/// state). `algorithm` is then refused: there is no window to count by.
+pub(super) fn windowless(spec: &mut RuleSpec, limits_given: bool, algorithm_given: bool, errors: &mut Errors) {
+    if limits_given {
+        return;
+    }
+    if spec.concurrency.is_none() {
+        return errors.push("limits", "missing: give the windows, e.g. [{ requests = 10, window = \"60s\" }] (a concurrency rule may leave them out)");
+    }
+    if algorithm_given {
+        errors.push("algorithm", "only with limits (this concurrency rule counts no window)");
+    }
+    spec.limits = Limit::new(UNBOUND_WINDOW.0, UNBOUND_WINDOW.1).into_iter().collect();
+    spec.algorithm = Algorithm::Gcra;
+    spec.windowless = true;
+}
+
+/// The window a `concurrency` rule without `limits` carries: `u32::MAX`
+/// requests per second, more than one key could send.
+pub(crate) const UNBOUND_WINDOW: (u32, u64) = (u32::MAX, 1_000);
+
+/// What a two-phase setting given to a rule that counts on arrival is told.
+const ONLY_TWO_PHASE: &str = "only for rules that count in two phases (mode = \"response\" with statuses, metering or concurrency)";
+
 /// How a failures-only rule receives a body before it reserves
 /// ([`crate::pipeline::upload`]): as given, or the defaults; both fields only for
 /// rules that count statuses.
 pub(super) fn upload_limits(spec: &RuleSpec, buffer: Option<u32>, timeout_ms: Option<u32>, errors: &mut Errors) -> UploadLimits {
     let mut limits = UploadLimits::default();
-    for (field, given) in [("upload_buffer", buffer.is_some()), ("upload_timeout", timeout_ms.is_some())] {
+    for (field, given) in [("counting.upload_buffer", buffer.is_some()), ("counting.upload_timeout", timeout_ms.is_some())] {
         if given && !spec.reserves() {
-            errors.push(field, "only for rules that reserve (set count_statuses, cost = { header, reserve, max } or concurrency)");
+            errors.push(field, ONLY_TWO_PHASE);
         }
     }
     limits.buffer = buffer.unwrap_or(limits.buffer);
@@ -164,10 +203,10 @@ pub(super) fn reservation_ttl(spec: &RuleSpec, given: Option<u64>, errors: &mut 
     let calls = 2 * u64::from(spec.timeout_ms);
     let Some(ms) = given else { return calls + u64::from(spec.upload.timeout_ms) + ORIGIN_ALLOWANCE_MS };
     if !spec.reserves() {
-        errors.push("reservation_ttl", "only for rules that reserve (set count_statuses, cost = { header, reserve, max } or concurrency)");
+        errors.push("counting.reservation_ttl", ONLY_TWO_PHASE);
     } else if ms <= calls || ms > MAX_HOLD_MS {
         errors.push(
-            "reservation_ttl",
+            "counting.reservation_ttl",
             format!("must be longer than twice the timeout ({calls} ms: the reserve and the commit calls) and at most 1h"),
         );
     }
@@ -290,10 +329,19 @@ pub(super) fn warnings(rule: &Rule) -> Vec<ConfigWarning> {
     out
 }
 
-/// A cost above the smallest limit would block every request.
-pub(super) fn check_cost(spec: &RuleSpec, errors: &mut Errors) {
+/// A cost above the smallest limit would block every request. With
+/// `metering`, what a request spends is its `reserve` (a `cost` beside it
+/// is refused: which one is meant?).
+pub(super) fn check_cost(spec: &mut RuleSpec, cost_given: bool, errors: &mut Errors) {
+    if let Some(reserve) = spec.usage.as_ref().map(|u| u.reserve) {
+        if cost_given {
+            errors.push("cost", "beside metering: a request spends metering.reserve; leave cost out");
+        }
+        spec.cost = reserve;
+    }
+    let field = if spec.usage.is_some() { "metering" } else { "cost" };
     if let Some(message) = cost_error(&spec.limits, spec.cost) {
-        errors.push("cost", message);
+        errors.push(field, message);
     }
 }
 

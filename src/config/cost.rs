@@ -1,13 +1,14 @@
 //! Usage reported by the origin (issue 29): a rule's
-//! `cost = { header = "x-usage-units", reserve = 1000, max = 100000 }`, next
-//! to today's `cost = N`.
+//! `metering = { header = "x-usage-units", reserve = 1000, max = 100000 }`
+//! (with `counting = { mode = "response" }`; a `cost` table in the 0.2.0
+//! spelling), apart from `cost = N`, a weight.
 //!
 //! Such a rule counts in two phases ([`crate::count::reservation`]), like a
 //! failures-only rule: before forwarding it reserves `reserve` units, which
 //! must fit every window beside what is committed and what requests in
 //! flight hold; once the origin answered, the reservation is committed at
 //! [`Usage::units`] of the header's value (clamped to `[0, max]`), or at
-//! `reserve` when the header is missing or malformed. `count_statuses`, when
+//! `reserve` when the header is missing or malformed. `counting.statuses`, when
 //! given, still selects which answers count at all.
 //!
 //! # Over-commit bound
@@ -17,7 +18,7 @@
 //!
 //! The table is read by `config::cost_fields`.
 
-/// A rule's `cost` table: the response header the origin reports usage in,
+/// A rule's `metering` table: the response header the origin reports usage in,
 /// what a request reserves before forwarding, the most one answer commits,
 /// and whether the client sees the header.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,14 +1,14 @@
-//! The metering fields of a rule (issue 29): the `cost` table
-//! ([`crate::config::cost::Usage`]), its fields and how it is read
-//! (`reserve > max` refused), and what `concurrency` refuses
-//! ([`check_concurrency`]).
+//! The metering fields of a rule (issue 29): the `metering` table
+//! ([`crate::config::cost::Usage`]; a `cost` table in the 0.2.0 spelling),
+//! its fields and how it is read (`reserve > max` refused), and what
+//! `concurrency` refuses ([`check_concurrency`]).
 
 use crate::config::cost::Usage;
 use crate::config::policy::MissingKey;
 use crate::config::reader::{infos, read_table, valid_header_name, Errors, Field, FieldInfo, Input, Shape, HEADER_NAME};
 use crate::config::rules::RuleSpec;
 
-/// A `cost` table while it is read.
+/// A `metering` table while it is read.
 struct UsageDraft {
     header: Option<String>,
     reserve: Option<u32>,
@@ -34,16 +34,16 @@ const USAGE_FIELDS: &[Field<UsageDraft>] = &[
     }),
 ];
 
-/// The schema's view of a `cost` table.
+/// The schema's view of a `metering` table.
 pub(super) fn usage_infos() -> Vec<FieldInfo> {
     infos(USAGE_FIELDS)
 }
 
-/// Reads a `cost` table; `None` (reported under `cost.<field>`) when it
+/// Reads a `metering` table; `None` (reported under `metering.<field>`) when it
 /// is not one, and `reserve > max` refused.
 pub(super) fn read_usage(input: &mut Input<'_>) -> Option<Usage> {
     let Some(table) = input.value.as_object() else {
-        return input.fail("must be a whole number or a table { header = \"x-usage-units\", reserve = 1000, max = 100000 }");
+        return input.fail("must be a table { header = \"x-usage-units\", reserve = 1000, max = 100000 }");
     };
     let mut draft = UsageDraft { header: None, reserve: None, max: None, expose: false };
     let before = input.errors.list.len();
@@ -106,7 +106,7 @@ mod tests {
 
     #[test]
     fn a_usage_cost_is_read_and_reserves_its_reserve() {
-        let cost = json!({ "cost": { "header": "X-Tokens", "reserve": 3_000, "max": 3_000 }, "reservation_ttl": "2m" });
+        let cost = json!({"metering": {"header": "X-Tokens", "reserve": 3000, "max": 3000}, "counting": {"mode": "response", "reservation_ttl": "2m"}});
         let config = Config::from_json(&rule(cost)).unwrap();
         let r = &config.rules[0];
         let usage = r.usage.as_ref().unwrap();
@@ -114,7 +114,8 @@ mod tests {
         assert_eq!((r.cost, r.reserves(), r.reservation_ttl_ms), (3_000, true, 120_000));
         assert!(matches!(r.lease, LeaseMode::ForcedOff(_)), "a usage rule never leases: it settles after the answer");
         let described = crate::config::describe::rule_json(r);
-        assert_eq!(described["cost"], json!({ "header": "x-tokens", "reserve": 3_000, "max": 3_000, "expose": false }));
+        assert_eq!((&described["cost"], &described["counting"]["mode"]), (&Value::Null, &json!("response")), "a metered rule spends its reserve");
+        assert_eq!(described["metering"], json!({ "header": "x-tokens", "reserve": 3_000, "max": 3_000, "expose": false }));
         let again = Config::from_json(&json!({ "rules": [described] })).unwrap();
         assert_eq!((&again.rules[0].usage, again.rules[0].reservation_ttl_ms), (&r.usage, 120_000), "described as read");
         let plain = Config::from_json(&rule(json!({ "cost": 2 }))).unwrap();
@@ -123,28 +124,40 @@ mod tests {
 
     #[test]
     fn nonsense_is_refused_naming_the_field_once() {
-        for (cost, field) in [
-            (json!({ "header": "x-t", "reserve": 5_000, "max": 1_000 }), "cost.reserve"),
-            (json!({ "reserve": 5, "max": 10 }), "cost.header"),
-            (json!({ "header": "x t", "reserve": 5, "max": 10 }), "cost.header"),
-            (json!({ "header": "x-t", "max": 10 }), "cost.reserve"),
-            (json!({ "header": "x-t", "reserve": 0, "max": 10 }), "cost.reserve"),
-            (json!({ "header": "x-t", "reserve": 5 }), "cost.max"),
-            (json!({ "header": "x-t", "reserve": 5, "max": 10, "expose": "yes" }), "cost.expose"),
-            (json!({ "header": "x-t", "reserve": 5, "max": 10, "colour": 1 }), "cost.colour"),
-            (json!({ "header": "x-t", "reserve": 20_000, "max": 20_000 }), "cost"),
-            (json!("lots"), "cost"),
+        for (metering, field) in [
+            (json!({ "header": "x-t", "reserve": 5_000, "max": 1_000 }), "metering.reserve"),
+            (json!({ "reserve": 5, "max": 10 }), "metering.header"),
+            (json!({ "header": "x t", "reserve": 5, "max": 10 }), "metering.header"),
+            (json!({ "header": "x-t", "max": 10 }), "metering.reserve"),
+            (json!({ "header": "x-t", "reserve": 0, "max": 10 }), "metering.reserve"),
+            (json!({ "header": "x-t", "reserve": 5 }), "metering.max"),
+            (json!({ "header": "x-t", "reserve": 5, "max": 10, "expose": "yes" }), "metering.expose"),
+            (json!({ "header": "x-t", "reserve": 5, "max": 10, "colour": 1 }), "metering.colour"),
+            (json!({ "header": "x-t", "reserve": 20_000, "max": 20_000 }), "metering"),
+            (json!("lots"), "metering"),
         ] {
-            let errs = errors(json!({ "cost": cost }));
-            assert_eq!(errs.len(), 1, "{cost}: {errs:?}");
-            assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{cost}: {errs:?}");
+            let errs = errors(json!({ "metering": metering, "counting": { "mode": "response" } }));
+            assert_eq!(errs.len(), 1, "{metering}: {errs:?}");
+            assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{metering}: {errs:?}");
         }
-        assert!(errors(json!({ "cost": { "header": "x-t", "reserve": 10, "max": 10 } }))[..].is_empty(), "reserve = max is the exact setting");
+        let usage = json!({ "header": "x-t", "reserve": 5, "max": 10 });
+        for (extra, field) in [
+            (json!({ "cost": "lots" }), "cost"),
+            (json!({ "metering": usage }), "metering"),
+            (json!({ "metering": usage, "counting": { "mode": "request" } }), "metering"),
+            (json!({ "metering": usage, "cost": 5, "counting": { "mode": "response" } }), "cost"),
+            (json!({ "cost": usage, "metering": usage, "counting": { "mode": "response" } }), "cost"),
+        ] {
+            let errs = errors(extra.clone());
+            assert_eq!(errs.len(), 1, "{extra}: {errs:?}");
+            assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{extra}: {errs:?}");
+        }
+        assert!(errors(json!({"metering": {"header": "x-t", "reserve": 10, "max": 10}, "counting": {"mode": "response"}}))[..].is_empty(), "reserve = max is the exact setting");
     }
 
     #[test]
     fn concurrency_is_read_reserves_and_refuses_a_key_that_may_hold_no_slot() {
-        let config = Config::from_json(&rule(json!({ "concurrency": 3, "key": ["header:x-api-key"] }))).unwrap();
+        let config = Config::from_json(&rule(json!({"concurrency": 3, "key": ["header:x-api-key"], "counting": {"mode": "response"}}))).unwrap();
         let r = &config.rules[0];
         assert_eq!((r.concurrency, r.reserves()), (Some(3), true));
         assert!(matches!(r.lease, LeaseMode::ForcedOff(_)));
@@ -152,28 +165,46 @@ mod tests {
         assert_eq!((r.call(Op::Reserve).concurrency, r.call(Op::Check).concurrency, r.call(Op::Release).concurrency), (Some(3), Some(3), None));
         assert_eq!(crate::config::describe::rule_json(r)["concurrency"], json!(3));
         for (extra, field) in [
-            (json!({ "concurrency": 0 }), "concurrency"),
-            (json!({ "concurrency": 1_001 }), "concurrency"),
-            (json!({ "concurrency": 2, "key": ["header:x-api-key"], "on_missing_key": "skip" }), "concurrency"),
+            (json!({"concurrency": 0, "counting": {"mode": "response"}}), "concurrency"),
+            (json!({"concurrency": 1001, "counting": {"mode": "response"}}), "concurrency"),
+            (json!({"concurrency": 2, "key": ["header:x-api-key"], "on_missing_key": "skip", "counting": {"mode": "response"}}), "concurrency"),
         ] {
             let errs = errors(extra.clone());
             assert_eq!(errs.len(), 1, "{extra}: {errs:?}");
             assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{extra}: {errs:?}");
         }
         let read = |extra: Value| Config::from_json(&rule(extra)).map(|c| c.rules[0].idle_release_ms).map_err(|e| e[0].to_string());
-        assert_eq!(read(json!({ "concurrency": 2, "key": ["header:x-api-key"] })), Ok(10_000), "the default");
-        assert_eq!(read(json!({ "concurrency": 2, "key": ["header:x-api-key"], "idle_release": "1500ms" })), Ok(1_500));
-        assert_eq!(read(json!({ "concurrency": 2, "key": ["header:x-api-key"], "reservation_ttl": "5s" })), Ok(5_000), "at most reservation_ttl");
+        assert_eq!(read(json!({"concurrency": 2, "key": ["header:x-api-key"], "counting": {"mode": "response"}})), Ok(10_000), "the default");
+        assert_eq!(read(json!({"concurrency": 2, "key": ["header:x-api-key"], "idle_release": "1500ms", "counting": {"mode": "response"}})), Ok(1_500));
+        assert_eq!(read(json!({"concurrency": 2, "key": ["header:x-api-key"], "counting": {"mode": "response", "reservation_ttl": "5s"}})), Ok(5_000), "at most reservation_ttl");
         for (extra, message) in [
             (json!({ "idle_release": "5s" }), "only for rules with concurrency"),
-            (json!({ "concurrency": 2, "key": ["header:x-api-key"], "idle_release": "6s", "reservation_ttl": "5s" }), "at most reservation_ttl"),
-            (json!({ "concurrency": 2, "key": ["header:x-api-key"], "idle_release": "soon" }), "idle_release"),
-            (json!({ "concurrency": 2, "key": ["header:x-api-key"], "idle_release": 5 }), "idle_release"),
+            (json!({"concurrency": 2, "key": ["header:x-api-key"], "idle_release": "6s", "counting": {"mode": "response", "reservation_ttl": "5s"}}), "at most reservation_ttl"),
+            (json!({"concurrency": 2, "key": ["header:x-api-key"], "idle_release": "soon", "counting": {"mode": "response"}}), "idle_release"),
+            (json!({"concurrency": 2, "key": ["header:x-api-key"], "idle_release": 5, "counting": {"mode": "response"}}), "idle_release"),
         ] {
             let e = read(extra.clone()).expect_err("refused");
             assert!(e.contains("rule `r`, field `idle_release`") && e.contains(message), "{extra}: {e}");
         }
-        let fallback = json!({ "concurrency": 2, "key": ["header:x-api-key"], "fallback_key": ["ip"], "reservation_ttl": "10m" });
+        // Issue 36: concurrency needs no dummy limit.
+        let slots = json!({ "rules": [{ "name": "s", "path": "/s", "key": ["header:x-k"], "concurrency": 2, "counting": { "mode": "response" } }] });
+        let config = Config::from_json(&slots).unwrap();
+        let s = &config.rules[0];
+        assert!(s.windowless && s.algorithm == crate::count::protocol::Algorithm::Gcra, "{s:?}");
+        assert_eq!((s.limits.len(), s.limits[0].requests.get(), s.limits[0].window_ms.get()), (1, u32::MAX, 1_000), "a window no key could fill");
+        let described = crate::config::describe::rule_json(s);
+        assert_eq!((described.get("limits"), described.get("algorithm")), (None, None), "written as given: {described}");
+        assert!(Config::from_json(&json!({ "rules": [described] })).unwrap().rules[0].windowless, "read back the same");
+        let without = |extra: Value| {
+            let mut rule = json!({ "name": "s", "path": "/s", "key": ["header:x-k"] });
+            rule.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            Config::from_json(&json!({ "rules": [rule] })).err().unwrap_or_default().iter().map(|e| e.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(without(json!({})), ["rule `s`, field `limits`: missing: give the windows, e.g. [{ requests = 10, window = \"60s\" }] (a concurrency rule may leave them out)"]);
+        let algorithm = without(json!({ "concurrency": 2, "counting": { "mode": "response" }, "algorithm": "gcra" }));
+        assert_eq!(algorithm.len(), 1, "{algorithm:?}");
+        assert!(algorithm[0].starts_with("rule `s`, field `algorithm`: only with limits"), "{algorithm:?}");
+        let fallback = json!({"concurrency": 2, "key": ["header:x-api-key"], "fallback_key": ["ip"], "counting": {"mode": "response", "reservation_ttl": "10m"}});
         assert!(errors(fallback).is_empty(), "a fallback key holds the slot; reservation_ttl bounds a lost one");
     }
 }

@@ -5,39 +5,42 @@
 //! the same rule: a unit test parses it again.
 //!
 //! A field is left out only where no value means what its absence means
-//! (no `host`, no `fallback_key`, no `count_statuses`, no `on_success`, no
-//! `trusted_device`, no `response`, no `penalty`), or where the rule's other fields make
-//! it refused (the upload and reservation fields without `count_statuses`,
-//! `lease_ttl` and `lease_max` where the rule does not lease). Names of
-//! enum values come from their [`Named`] tables; `clear_on_success` (the
-//! older spelling) is written `on_success = "clear"`.
+//! (no `host`, no `fallback_key`, no `counting.statuses`, no `on_success`, no
+//! `trusted_device`, no `response`, no `penalty`, no `metering`), or where the
+//! rule's other fields make it refused (the reservation and upload fields
+//! under `counting = { mode = "request" }`, `lease_ttl` and `lease_max`
+//! where the rule does not lease, `cost` beside `metering`). Names of enum
+//! values come from their [`crate::config::policy::Named`] tables. A rule read from the 0.2.0
+//! spelling ([`crate::config::spelling`]) is written in the current one.
 //!
 //! `GET {admin_prefix}/rules` lists rules with it ([`rules_listing`]);
 //! `tollgate explain --json` describes a rule with it.
 //!
-//! Built from plain `Value`s, not `serde_json::json!`: the Worker carries
-//! this module (for `GET /rules`), and every type `json!` serializes costs
-//! its upload code of its own.
+//! Each field writes itself: `RULE_FIELDS` holds, beside each field's
+//! reader, its writer (`.writes(...)`, in the vocabulary of
+//! [`crate::config::written`]), so a new rule field is read and described
+//! in one entry.
 
-use crate::config::overrides::Overrides;
-use crate::config::policy::{Counting, LeaseChoice, MissingKey, Named, OnMissingKey, TrustedDevice};
-use crate::config::response::CustomResponse;
-use crate::config::rules::{Condition, Rule, RuleSpec, Target, Test};
-use crate::count::lease::LeaseMode;
+use crate::config::policy::Counting;
+use crate::config::rule_fields::RULE_FIELDS;
+use crate::config::rules::{Rule, RuleSpec};
+use crate::config::written::{numbers, parts, put, table, text, texts};
 use crate::count::window::Limit;
-use crate::request::canon::Source;
-use crate::request::exempt::{Bots, Exemptions};
-use crate::request::key::KeyPart;
 use serde_json::{Map, Value};
 
-/// Every field of `rule`, as the config would write it.
+/// Every field of `rule`, as the config would write it: each field of
+/// `RULE_FIELDS` that its writer gives a value.
 pub fn rule_json(rule: &RuleSpec) -> Value {
-    let mut out = matching(rule);
-    out.extend(keying(rule));
-    out.extend(counting(rule));
-    out.extend(limiting(rule));
+    let mut out = Map::new();
+    for field in RULE_FIELDS {
+        if let Some(value) = field.write.and_then(|write| write(rule)) {
+            put(&mut out, field.name, value);
+        }
+    }
     Value::Object(out)
 }
+
+pub use crate::config::written::duration;
 
 /// The body of `GET {admin_prefix}/rules`: `{ "rules": [...] }`, each rule
 /// as [`rule_json`] writes it, but for the keys the listing had before it
@@ -64,232 +67,6 @@ pub fn rules_listing(rules: &[Rule]) -> Value {
     table([("rules", listed.collect())])
 }
 
-/// What the rule matches: name, path, host, methods, conditions, suffixes.
-fn matching(rule: &RuleSpec) -> Map<String, Value> {
-    let mut out = Map::new();
-    put(&mut out, "name", text(&rule.name));
-    put(&mut out, "path", text(&rule.path));
-    if let Some(host) = &rule.host {
-        put(&mut out, "host", text(host));
-    }
-    if !rule.methods.is_empty() {
-        put(&mut out, "methods", texts(&rule.methods));
-    }
-    put(&mut out, "query", conditions(&rule.conditions, Target::Query));
-    let sources = [Source::Query, Source::Body, Source::Cookie];
-    let sources: Vec<&str> = sources.iter().filter(|s| rule.query_sources.contains(**s)).map(|s| s.name()).collect();
-    put(&mut out, "query_sources", texts(&sources));
-    put(&mut out, "header", conditions(&rule.conditions, Target::Header));
-    put(&mut out, "case_insensitive", rule.case_insensitive.into());
-    put(&mut out, "suffixes", texts(&rule.suffixes));
-    out
-}
-
-/// How the rule keys a request: key, on_missing_key, fallback_key.
-fn keying(rule: &RuleSpec) -> Map<String, Value> {
-    let mut out = Map::new();
-    put(&mut out, "key", parts(&rule.key));
-    let on_missing = match &rule.on_missing_key {
-        MissingKey::Reject => OnMissingKey::Reject,
-        MissingKey::Skip => OnMissingKey::Skip,
-        MissingKey::Fallback(fallback) => {
-            put(&mut out, "fallback_key", parts(fallback));
-            OnMissingKey::Fallback
-        }
-    };
-    put(&mut out, "on_missing_key", on_missing.name().into());
-    out
-}
-
-/// What the rule counts, and what settles a count: count_statuses, the
-/// success fields, the reservation and upload fields, trusted_device,
-/// lease.
-fn counting(rule: &RuleSpec) -> Map<String, Value> {
-    let mut out = Map::new();
-    if let Counting::Statuses(statuses) = &rule.counting {
-        put(&mut out, "count_statuses", numbers(statuses));
-    }
-    if rule.reserves() {
-        put(&mut out, "reservation_ttl", duration(rule.reservation_ttl_ms).into());
-        put(&mut out, "upload_buffer", rule.upload.buffer.into());
-        put(&mut out, "upload_timeout", duration(u64::from(rule.upload.timeout_ms)).into());
-    }
-    if let Some(on) = &rule.on_success {
-        put(&mut out, "on_success", on.action.name().into());
-        put(&mut out, "success_statuses", numbers(&on.statuses));
-        if let Some(header) = &on.identity_header {
-            put(&mut out, "success_identity_header", text(header));
-        }
-    }
-    if let Some(device) = &rule.trusted_device {
-        put(&mut out, "trusted_device", trusted_device(device));
-    }
-    out.extend(lease(rule.lease));
-    out
-}
-
-/// What the rule allows and does over it: algorithm, limits, cost,
-/// overrides, action, on_error, timeout, ratelimit_headers, exempt,
-/// response, metrics.
-fn limiting(rule: &RuleSpec) -> Map<String, Value> {
-    let mut out = Map::new();
-    put(&mut out, "algorithm", rule.algorithm.name().into());
-    put(&mut out, "limits", limits(&rule.limits));
-    let cost = match &rule.usage {
-        Some(u) => {
-            // Three at a time: `table` of four would be one more copy of it.
-            let mut cost = table([("header", text(&u.header)), ("reserve", u.reserve.into()), ("max", u.max.into())]);
-            if let Value::Object(fields) = &mut cost {
-                put(fields, "expose", u.expose.into());
-            }
-            cost
-        }
-        None => rule.cost.into(),
-    };
-    put(&mut out, "cost", cost);
-    if let Some(n) = rule.concurrency {
-        put(&mut out, "concurrency", n.into());
-        put(&mut out, "idle_release", duration(rule.idle_release_ms).into());
-    }
-    put(&mut out, "overrides", overrides(&rule.overrides));
-    put(&mut out, "action", rule.action.name().into());
-    put(&mut out, "on_error", rule.on_error.name().into());
-    put(&mut out, "timeout", duration(u64::from(rule.timeout_ms)).into());
-    put(&mut out, "ratelimit_headers", rule.ratelimit_headers.into());
-    put(&mut out, "exempt", exempt(&rule.exempt));
-    if let Some(response) = &rule.response {
-        put(&mut out, "response", custom_response(response));
-    }
-    put(&mut out, "metrics", rule.metrics.name().into());
-    if let Some(penalty) = rule.penalty_ms {
-        put(&mut out, "penalty", duration(penalty).into());
-    }
-    out
-}
-
-/// A duration as the config writes one: the largest unit that divides it
-/// (`"1d"`, `"90s"`, `"1500ms"`).
-pub fn duration(ms: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)];
-    match UNITS.iter().find(|(_, size)| ms > 0 && ms.is_multiple_of(*size)) {
-        Some((unit, size)) => format!("{}{unit}", ms / size),
-        None => format!("{ms}ms"),
-    }
-}
-
-/// Sets `name` in `table`; one call, not inlined at each field, keeps the
-/// Worker's code small.
-#[inline(never)]
-fn put(table: &mut Map<String, Value>, name: &str, value: Value) {
-    table.insert(name.to_string(), value);
-}
-
-/// A JSON object of `fields`, in their order.
-fn table<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    // Inserted one by one: collecting into a map sorts (a stable sort's
-    // code, ~7 KB of Wasm, for nothing: the map orders its keys anyway).
-    let mut out = Map::new();
-    for (name, value) in fields {
-        out.insert(name.to_string(), value);
-    }
-    Value::Object(out)
-}
-
-fn text(value: &str) -> Value {
-    Value::String(value.to_string())
-}
-
-fn texts<S: AsRef<str>>(values: &[S]) -> Value {
-    values.iter().map(|v| text(v.as_ref())).collect()
-}
-
-fn numbers(values: &[u16]) -> Value {
-    values.iter().map(|v| Value::from(*v)).collect()
-}
-
-/// Key parts as the config spells them (`"body:email:lower"`).
-fn parts(parts: &[KeyPart]) -> Value {
-    parts.iter().map(|p| Value::String(p.to_string())).collect()
-}
-
-/// The conditions on `target`: `name = "v"`, `["a", "b"]` or `true`.
-fn conditions(conditions: &[Condition], target: Target) -> Value {
-    let test = |test: &Test| match test {
-        Test::Equals(value) => text(value),
-        Test::AnyOf(values) => texts(values),
-        Test::Present => Value::Bool(true),
-    };
-    let mut out = Map::new();
-    for c in conditions.iter().filter(|c| c.target == target) {
-        out.insert(c.name.clone(), test(&c.test));
-    }
-    Value::Object(out)
-}
-
-/// `[{ requests, window }]`.
-fn limits(limits: &[Limit]) -> Value {
-    let limit = |l: &Limit| table([("requests", l.requests.get().into()), ("window", duration(l.window_ms.get()).into())]);
-    limits.iter().map(limit).collect()
-}
-
-/// `{ "42" = [{ requests, window }] }`, in config order.
-fn overrides(overrides: &Overrides) -> Value {
-    let mut out = Map::new();
-    for o in overrides.entries() {
-        out.insert(o.value.clone(), limits(&o.limits));
-    }
-    Value::Object(out)
-}
-
-/// `lease`, and where the rule leases, `lease_ttl` and `lease_max`. A
-/// lease forced off by the rule's other fields is written as asked
-/// (`"auto"`): read back, the same fields force it off again.
-fn lease(mode: LeaseMode) -> Map<String, Value> {
-    let mut out = Map::new();
-    let choice = match mode {
-        LeaseMode::Off => LeaseChoice::Off,
-        LeaseMode::ForcedOff(_) => LeaseChoice::Auto,
-        LeaseMode::Auto(settings) => {
-            put(&mut out, "lease_ttl", duration(settings.ttl_ms).into());
-            put(&mut out, "lease_max", settings.max.into());
-            LeaseChoice::Auto
-        }
-    };
-    put(&mut out, "lease", choice.name().into());
-    out
-}
-
-/// `{ secret, cookie, ttl }`.
-fn trusted_device(device: &TrustedDevice) -> Value {
-    let ttl = duration(device.ttl_s.saturating_mul(1000));
-    table([("secret", text(&device.secret)), ("cookie", text(&device.cookie)), ("ttl", ttl.into())])
-}
-
-/// `{ ips, asns, verified_bots, header }`.
-fn exempt(exempt: &Exemptions) -> Value {
-    let bots = match &exempt.bots {
-        Bots::None => Value::Bool(false),
-        Bots::Any => Value::Bool(true),
-        Bots::Categories(categories) => texts(categories),
-    };
-    let ips = exempt.ips.iter().map(|ip| Value::String(ip.to_string())).collect();
-    let asns = exempt.asns.iter().map(|asn| Value::from(*asn)).collect();
-    let mut out = table([("ips", ips), ("asns", asns), ("verified_bots", bots)]);
-    if let (Some(header), Value::Object(fields)) = (&exempt.header, &mut out) {
-        put(fields, "header", table([("name", text(&header.name)), ("secret", text(&header.secret))]));
-    }
-    out
-}
-
-/// `{ status, content_type, body }` (the content type only with a body).
-fn custom_response(response: &CustomResponse) -> Value {
-    let status = ("status", Value::from(response.status));
-    match response.template() {
-        Some(body) => table([status, ("content_type", text(&response.content_type)), ("body", body.into())]),
-        None => table([status]),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,39 +74,13 @@ mod tests {
     use crate::config::rule_fields::rule_infos;
     use crate::config::Config;
 
-    /// Rules that set every field between them (a failures-only rule
-    /// cannot lease; a leasing one cannot settle successes; `on_success` and
-    /// `clear_on_success` exclude each other).
+    /// `tests/schema/every_rule_field.json`: rules that set every field
+    /// between them (a failures-only rule cannot lease; a leasing one
+    /// cannot settle successes; `cost` and `metering` exclude each other).
+    /// A data file, so a new rule field adds its line there, not here
+    /// (`tests/schema` also validates it against the schema).
     fn full_rules() -> Value {
-        json!([
-            {
-                "name": "login", "path": "/login", "methods": ["POST"],
-                "key": ["body:email:lower"], "on_missing_key": "reject",
-                "count_statuses": [401, 403], "clear_on_success": true,
-                "success_statuses": [200], "success_identity_header": "x-user",
-                "reservation_ttl": "2m", "upload_buffer": 1024, "upload_timeout": "5s",
-                "trusted_device": { "secret": "TOLLGATE_DEVICE_KEY", "cookie": "dev", "ttl": "7d" },
-                "limits": [{ "requests": 5, "window": "15m" }], "on_error": "deny", "timeout": "1500ms", "penalty": "1h",
-                "response": { "status": 503, "content_type": "text/plain", "body": "wait {retry_after} s ({rule}) {x}" }
-            },
-            {
-                "name": "api", "path": "/api/:id", "host": "api.example.com", "methods": ["get", "PSOT"],
-                "query": { "mode": "heavy", "kind": ["a", "b"], "flag": true }, "query_sources": ["query", "cookie"],
-                "header": { "X-Plan": "free" }, "case_insensitive": false, "suffixes": [".JSON", "xml"],
-                "key": ["header:x-api-key"], "on_missing_key": "fallback", "fallback_key": ["ip"],
-                "lease": "auto", "lease_ttl": "500ms", "lease_max": 20, "ratelimit_headers": true,
-                "algorithm": "gcra", "limits": [{ "requests": 100, "window": "60" }, { "requests": 20000, "window": "1d" }],
-                "cost": 2, "action": "log",
-                "exempt": { "ips": ["10.0.0.0/8"], "asns": [13335], "verified_bots": ["Search Engine Crawler"],
-                            "header": { "name": "x-exempt", "secret": "TOLLGATE_EXEMPT_KEY" } },
-                "overrides": { "k1": [{ "requests": 1000, "window": "1d" }] },
-                "metrics": "all"
-            },
-            {
-                "name": "otp", "path": "/otp", "key": ["body:phone"], "count_statuses": [401], "on_success": "decrement",
-                "limits": [{ "requests": 3, "window": "1h" }], "concurrency": 2, "idle_release": "3s"
-            }
-        ])
+        serde_json::from_str(include_str!("../../tests/schema/every_rule_field.json")).unwrap()
     }
 
     fn parse(rules: Value) -> Config {
@@ -344,9 +95,7 @@ mod tests {
         for (given, rule) in rules.as_array().unwrap().iter().zip(&config.rules) {
             let described = rule_json(rule);
             for field in given.as_object().unwrap().keys() {
-                // The older spelling is written as the newer one.
-                let written = if field == "clear_on_success" { "on_success" } else { field.as_str() };
-                assert!(described.get(written).is_some(), "{field} of {} is in {described}", rule.name);
+                assert!(described.get(field).is_some(), "{field} of {} is in {described}", rule.name);
                 seen.insert(field.clone());
             }
         }
@@ -362,7 +111,9 @@ mod tests {
         assert_eq!(api["lease_ttl"], "500ms");
         let login = rule_json(&config.rules[0]);
         assert_eq!(login["on_success"], "clear");
-        assert_eq!(login["lease"], "auto", "forced off by count_statuses, written as asked");
+        assert_eq!(login["lease"], "auto", "forced off by the two-phase mode, written as asked");
+        assert_eq!(login["counting"], json!({ "mode": "response", "statuses": [401, 403], "reservation_ttl": "2m", "upload_buffer": 1024, "upload_timeout": "5s" }));
+        assert_eq!(api["counting"], json!({ "mode": "request" }), "the mode is written, and nothing it does not use");
         assert_eq!(login["response"]["body"], "wait {retry_after} s ({rule}) {x}");
     }
 
@@ -388,6 +139,15 @@ mod tests {
         assert_eq!((a.penalty_ms, b.penalty_ms), (Some(3_600_000), Some(3_600_000)));
     }
 
+    /// The table is the one place a rule field is declared: each has its
+    /// writer beside its reader, so none can be read and never described.
+    #[test]
+    fn every_rule_field_has_its_writer() {
+        for field in RULE_FIELDS {
+            assert!(field.write.is_some(), "{} writes itself back", field.name);
+        }
+    }
+
     #[test]
     fn defaults_are_written_out() {
         let config = parse(json!([{ "name": "plain", "path": "/", "limits": [{ "requests": 1, "window": "1s" }] }]));
@@ -395,7 +155,7 @@ mod tests {
         let expect = [
             ("key", json!(["ip"])), ("on_missing_key", json!("reject")), ("on_error", json!("allow")), ("action", json!("block")),
             ("timeout", json!("2s")), ("algorithm", json!("sliding_log")), ("metrics", json!("limited")), ("lease", json!("auto")),
-            ("lease_ttl", json!("500ms")), ("cost", json!(1)), ("case_insensitive", json!(true)), ("query_sources", json!(["query", "body"])),
+            ("lease_ttl", json!("500ms")), ("cost", json!(1)), ("counting", json!({ "mode": "request" })), ("case_insensitive", json!(true)), ("query_sources", json!(["query", "body"])),
         ];
         for (field, value) in expect {
             assert_eq!(plain[field], value, "{field}");

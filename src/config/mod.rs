@@ -45,7 +45,9 @@ pub mod overrides;
 pub mod policy;
 pub mod response;
 pub mod rules;
+pub mod spelling;
 pub mod upstream;
+mod written;
 
 pub use checks::relief_note;
 pub use reader::STANDARD_METHODS;
@@ -143,6 +145,9 @@ pub struct Config {
     pub exempt: Exemptions,
     /// Where allowed requests go: the origin, or a service binding.
     pub upstream: crate::config::upstream::Upstream,
+    /// One warning per field a rule wrote in the 0.2.0 spelling
+    /// ([`spelling`]), read as its current spelling.
+    pub respelled: Vec<ConfigWarning>,
 }
 
 /// Facts about the rules that decide what the plan reads of a request,
@@ -268,6 +273,7 @@ impl Config {
             facts: ConfigFacts::default(),
             exempt: Exemptions::default(),
             upstream: crate::config::upstream::Upstream::Origin,
+            respelled: Vec::new(),
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
@@ -306,7 +312,9 @@ impl Config {
     /// combinations that work as written but are likely not what the
     /// operator means (route coverage is [`crate::tools::coverage::route_warnings`]).
     pub fn warnings(&self) -> Vec<ConfigWarning> {
-        self.rules.iter().flat_map(checks::warnings).collect()
+        let mut out = self.respelled.clone();
+        out.extend(self.rules.iter().flat_map(checks::warnings));
+        out
     }
 
     /// Parses the config from JSON text.
@@ -335,7 +343,7 @@ fn upload_buffers_fit(config: &Config, errors: &mut Errors) {
             "{} bytes is over a client's share of upload_budget ({share}: a quarter of {}); lower it, or raise upload_budget (at most {MAX_UPLOAD_BUDGET})",
             rule.upload.buffer, config.upload_budget
         );
-        errors.list.push(ConfigError { rule: Some(rule.name.clone()), field: "upload_buffer".into(), message });
+        errors.list.push(ConfigError { rule: Some(rule.name.clone()), field: "counting.upload_buffer".into(), message });
     }
 }
 
@@ -364,8 +372,9 @@ const TOP_FIELDS: &[Field<Config>] = &[
         }
     }),
     Field::required("rules", "missing: list at least one rule", Shape::List(&Shape::Table(rule_fields::rule_infos), 0), "The rate-limit rules, matched in order; every matching rule is checked.", |c, i| {
-        if let Some(rules) = read_rules(i) {
+        if let Some((rules, respelled)) = read_rules(i) {
             c.rules = rules;
+            c.respelled = respelled;
         }
     }),
     Field::optional("admin_prefix", Shape::Text("^/.*[^/]$"), "Path prefix of the admin API, active only with the TOLLGATE_ADMIN_TOKEN secret set (default \"/.tollgate\"; a canonical path, no trailing slash).", |c, i| {
@@ -539,10 +548,10 @@ mod tests {
             (json!({"on_missing_key": "fallback"}), "fallback_key"),
             (json!({"on_missing_key": "skip", "fallback_key": ["ip"]}), "fallback_key"),
             (json!({"fallback_key": ["nope"]}), "fallback_key[0]"),
-            (json!({"count_statuses": [401, 700]}), "count_statuses"),
-            (json!({"count_statuses": []}), "count_statuses"),
-            (json!({"clear_on_success": true, "key": ["body:email"]}), "clear_on_success"),
-            (json!({"clear_on_success": true, "count_statuses": [401], "key": ["ip", "body:email"]}), "clear_on_success"),
+            (json!({"counting": {"mode": "response", "statuses": [401, 700]}}), "counting.statuses"),
+            (json!({"counting": {"mode": "response", "statuses": []}}), "counting.statuses"),
+            (json!({"clear_on_success": true, "key": ["body:email"]}), "on_success"),
+            (json!({"clear_on_success": true, "count_statuses": [401], "key": ["ip", "body:email"]}), "on_success"),
             (json!({"clear_on_success": "yes"}), "clear_on_success"),
             (json!({"ratelimit_headers": 1}), "ratelimit_headers"),
             (json!({"header": {"x-plan": 1}}), "header.x-plan"),
@@ -552,31 +561,31 @@ mod tests {
             (json!({"limits": [{"requests": 100000, "window": "1h"}]}), "algorithm"),
             (json!({"limits": []}), "limits"),
             (json!({"limits": vec![json!({"requests": 1, "window": "1s"}); 9]}), "limits"),
-            (json!({"key": ["body:email"], "fallback_key": ["ip"], "count_statuses": [401], "clear_on_success": true}), "clear_on_success"),
-            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "forget"}), "on_success"),
-            (json!({"key": ["ip"], "count_statuses": [401], "on_success": "decrement"}), "on_success"),
+            (json!({"key": ["body:email"], "fallback_key": ["ip"], "count_statuses": [401], "clear_on_success": true}), "on_success"),
+            (json!({"key": ["body:email"], "on_success": "forget", "counting": {"mode": "response", "statuses": [401]}}), "on_success"),
+            (json!({"key": ["ip"], "on_success": "decrement", "counting": {"mode": "response", "statuses": [401]}}), "on_success"),
             (json!({"key": ["body:email"], "on_success": "clear"}), "on_success"),
-            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "clear", "clear_on_success": true}), "on_success"),
-            (json!({"key": ["body:email"], "count_statuses": [401], "success_statuses": [200]}), "success_statuses"),
-            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "clear", "success_statuses": []}), "success_statuses"),
-            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "clear", "success_statuses": [200, 450]}), "success_statuses"),
-            (json!({"key": ["body:email"], "count_statuses": [200], "on_success": "clear"}), "success_statuses"),
-            (json!({"key": ["body:email"], "count_statuses": [401], "success_identity_header": "x-user"}), "success_identity_header"),
-            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "clear", "success_identity_header": "x user"}), "success_identity_header"),
-            (json!({"key": ["body:email", "path:tenant"], "path": "/t/:tenant", "count_statuses": [401], "on_success": "clear", "success_identity_header": "x-user"}), "success_identity_header"),
-            (json!({"reservation_ttl": "30s"}), "reservation_ttl"),
-            (json!({"count_statuses": [200], "reservation_ttl": "4s"}), "reservation_ttl"),
-            (json!({"count_statuses": [200], "timeout": "1s", "reservation_ttl": "2s"}), "reservation_ttl"),
-            (json!({"count_statuses": [200], "reservation_ttl": "2h"}), "reservation_ttl"),
-            (json!({"count_statuses": [200], "reservation_ttl": 30}), "reservation_ttl"),
-            (json!({"upload_buffer": 1024}), "upload_buffer"),
-            (json!({"upload_timeout": "5s"}), "upload_timeout"),
-            (json!({"count_statuses": [200], "upload_buffer": -1}), "upload_buffer"),
-            (json!({"count_statuses": [200], "upload_buffer": 16_777_217}), "upload_buffer"),
-            (json!({"count_statuses": [200], "upload_buffer": "1MB"}), "upload_buffer"),
-            (json!({"count_statuses": [200], "upload_buffer": 8_388_609}), "upload_buffer"),
-            (json!({"count_statuses": [200], "upload_timeout": "11m"}), "upload_timeout"),
-            (json!({"count_statuses": [200], "upload_timeout": 10}), "upload_timeout"),
+            (json!({"key": ["body:email"], "count_statuses": [401], "on_success": "clear", "clear_on_success": true}), "clear_on_success"),
+            (json!({"key": ["body:email"], "success_statuses": [200], "counting": {"mode": "response", "statuses": [401]}}), "success_statuses"),
+            (json!({"key": ["body:email"], "on_success": "clear", "success_statuses": [], "counting": {"mode": "response", "statuses": [401]}}), "success_statuses"),
+            (json!({"key": ["body:email"], "on_success": "clear", "success_statuses": [200, 450], "counting": {"mode": "response", "statuses": [401]}}), "success_statuses"),
+            (json!({"key": ["body:email"], "on_success": "clear", "counting": {"mode": "response", "statuses": [200]}}), "success_statuses"),
+            (json!({"key": ["body:email"], "success_identity_header": "x-user", "counting": {"mode": "response", "statuses": [401]}}), "success_identity_header"),
+            (json!({"key": ["body:email"], "on_success": "clear", "success_identity_header": "x user", "counting": {"mode": "response", "statuses": [401]}}), "success_identity_header"),
+            (json!({"key": ["body:email", "path:tenant"], "path": "/t/:tenant", "on_success": "clear", "success_identity_header": "x-user", "counting": {"mode": "response", "statuses": [401]}}), "success_identity_header"),
+            (json!({"counting": {"mode": "request", "reservation_ttl": "30s"}}), "counting.reservation_ttl"),
+            (json!({"counting": {"mode": "response", "statuses": [200], "reservation_ttl": "4s"}}), "counting.reservation_ttl"),
+            (json!({"timeout": "1s", "counting": {"mode": "response", "statuses": [200], "reservation_ttl": "2s"}}), "counting.reservation_ttl"),
+            (json!({"counting": {"mode": "response", "statuses": [200], "reservation_ttl": "2h"}}), "counting.reservation_ttl"),
+            (json!({"counting": {"mode": "response", "statuses": [200], "reservation_ttl": 30}}), "counting.reservation_ttl"),
+            (json!({"counting": {"mode": "request", "upload_buffer": 1024}}), "counting.upload_buffer"),
+            (json!({"counting": {"mode": "request", "upload_timeout": "5s"}}), "counting.upload_timeout"),
+            (json!({"counting": {"mode": "response", "statuses": [200], "upload_buffer": -1}}), "counting.upload_buffer"),
+            (json!({"counting": {"mode": "response", "statuses": [200], "upload_buffer": 16777217}}), "counting.upload_buffer"),
+            (json!({"counting": {"mode": "response", "statuses": [200], "upload_buffer": "1MB"}}), "counting.upload_buffer"),
+            (json!({"counting": {"mode": "response", "statuses": [200], "upload_buffer": 8388609}}), "counting.upload_buffer"),
+            (json!({"counting": {"mode": "response", "statuses": [200], "upload_timeout": "11m"}}), "counting.upload_timeout"),
+            (json!({"counting": {"mode": "response", "statuses": [200], "upload_timeout": 10}}), "counting.upload_timeout"),
             (json!({"limits": [{"requests": 0, "window": "1s"}]}), "limits[0].requests"),
             (json!({"limits": [{"requests": 1, "window": "1w"}]}), "limits[0].window"),
             (json!({"limits": [{"requests": 1, "window": 60}]}), "limits[0].window"),
@@ -628,15 +637,17 @@ mod tests {
         );
         assert_eq!(mode(json!({"limits": [{"requests": 5000, "window": "1s"}]})).settings().map(|s| s.ttl_ms), Some(500), "half a short window");
         assert_eq!(mode(json!({"limits": big, "lease": "off"})), LeaseMode::Off);
-        assert_eq!(mode(json!({"limits": big, "count_statuses": [401]})), LeaseMode::ForcedOff(OFF_TWO_PHASE));
-        let clears = json!({"limits": big, "key": ["body:email"], "count_statuses": [401], "on_success": "clear"});
+        assert_eq!(mode(json!({"limits": big, "counting": {"mode": "response", "statuses": [401]}})), LeaseMode::ForcedOff(OFF_TWO_PHASE));
+        let clears = json!({"limits": big, "key": ["body:email"], "counting": {"mode": "response", "statuses": [401]}, "on_success": "clear"});
         assert!(matches!(mode(clears), LeaseMode::ForcedOff(_)));
         assert!(mode(json!({"limits": big, "lease": "off"})).describe().starts_with("off"));
-        assert!(mode(json!({"limits": big, "count_statuses": [401]})).describe().contains("count_statuses"));
+        assert!(mode(json!({"limits": big, "counting": {"mode": "response", "statuses": [401]}})).describe().contains("count_statuses"));
     }
 
     #[test]
     fn failures_only_and_fallback_parse() {
+        // The 0.2.0 spelling, kept here to show it still reads, one warning
+        // per old field (`spelling`).
         let config = Config::from_json(&rule(json!({
             "key": ["body:email"], "count_statuses": [401, 403], "clear_on_success": true,
             "fallback_key": ["header:x-account"], "ratelimit_headers": true
@@ -652,13 +663,16 @@ mod tests {
         assert_eq!(r.on_missing_key, MissingKey::Fallback(vec![KeyPart::Header("x-account".into(), None)]));
         assert_eq!(config.admin_prefix, "/.tollgate");
         assert_eq!(config.body_limit, 16 * 1024);
+        let respelled: Vec<&str> = config.respelled.iter().map(|w| w.field).collect();
+        assert_eq!(respelled, ["count_statuses", "clear_on_success"]);
+        assert!(config.warnings().iter().any(|w| w.field == "success_identity_header"), "and the warnings of the rule itself");
     }
 
     #[test]
     fn success_and_reservation_fields_parse() {
         let config = Config::from_json(&rule(json!({
-            "key": ["body:email"], "count_statuses": [401], "on_success": "decrement", "success_statuses": [200, 302],
-            "success_identity_header": "X-Authenticated-User", "timeout": "500ms", "reservation_ttl": "1100ms"
+            "key": ["body:email"], "counting": {"mode": "response", "statuses": [401], "reservation_ttl": "1100ms"}, "on_success": "decrement", "success_statuses": [200, 302],
+            "success_identity_header": "X-Authenticated-User", "timeout": "500ms"
         })))
         .unwrap();
         let r = &config.rules[0];
@@ -669,11 +683,11 @@ mod tests {
         assert_eq!(r.reservation_ttl_ms, 1_100);
         assert!(config.warnings().is_empty(), "{:?}", config.warnings());
         let limits = |extra: Value| Config::from_json(&rule(extra)).unwrap().rules[0].upload;
-        let given = json!({"count_statuses": [200], "upload_buffer": 0, "upload_timeout": "1500ms"});
+        let given = json!({"counting": {"mode": "response", "statuses": [200], "upload_buffer": 0, "upload_timeout": "1500ms"}});
         assert_eq!(limits(given), UploadLimits { buffer: 0, timeout_ms: 1_500 }, "0: every body streams under the deadline");
-        let ttl = Config::from_json(&rule(json!({"count_statuses": [200], "upload_timeout": "30s"}))).unwrap().rules[0].reservation_ttl_ms;
+        let ttl = Config::from_json(&rule(json!({"counting": {"mode": "response", "statuses": [200], "upload_timeout": "30s"}}))).unwrap().rules[0].reservation_ttl_ms;
         assert_eq!(ttl, 134_000, "the default reservation_ttl covers the upload_timeout");
-        let config = Config::from_json(&rule(json!({"key": ["body:email"], "count_statuses": [401], "clear_on_success": false}))).unwrap();
+        let config = Config::from_json(&rule(json!({"key": ["body:email"], "counting": {"mode": "response", "statuses": [401]}}))).unwrap();
         assert_eq!(config.rules[0].on_success, None);
     }
 
@@ -682,7 +696,7 @@ mod tests {
     #[test]
     fn upload_budget_bounds_every_upload_buffer() {
         let with = |budget: Value, buffer: u32| {
-            let mut c = rule(json!({"count_statuses": [200], "upload_buffer": buffer}));
+            let mut c = rule(json!({"counting": {"mode": "response", "statuses": [200], "upload_buffer": buffer}}));
             c["upload_budget"] = budget;
             c
         };
@@ -692,7 +706,7 @@ mod tests {
         assert_eq!((largest.upload_budget, largest.rules[0].upload.buffer), (64 * 1_048_576, 16 * 1_048_576), "16 MiB fits a 64 MiB budget's quarter");
         assert_eq!(
             errors(with(json!(32 * 1_048_576), 16 * 1_048_576)),
-            ["rule `r`, field `upload_buffer`: 16777216 bytes is over a client's share of upload_budget (8388608: a quarter of 33554432); lower it, or raise upload_budget (at most 67108864)"]
+            ["rule `r`, field `counting.upload_buffer`: 16777216 bytes is over a client's share of upload_budget (8388608: a quarter of 33554432); lower it, or raise upload_budget (at most 67108864)"]
         );
         for bad in [json!(1_048_575), json!(64 * 1_048_576 + 1), json!("32MiB"), json!(-1)] {
             assert_eq!(errors(with(bad.clone(), 1024)), ["field `upload_budget`: must be a number of bytes from 1048576 to 67108864"], "{bad}");
@@ -705,11 +719,11 @@ mod tests {
     #[test]
     fn forgeable_successes_are_warned_about() {
         let config = Config::from_json(&json!({ "rules": [
-            { "name": "clear", "path": "/login", "key": ["body:email"], "count_statuses": [401], "clear_on_success": true,
+            { "name": "clear", "path": "/login", "key": ["body:email"], "counting": { "mode": "response", "statuses": [401] }, "on_success": "clear",
               "limits": [{ "requests": 10, "window": "15m" }] },
-            { "name": "lower", "path": "/login", "key": ["body:email"], "count_statuses": [401], "on_success": "decrement",
+            { "name": "lower", "path": "/login", "key": ["body:email"], "counting": { "mode": "response", "statuses": [401] }, "on_success": "decrement",
               "limits": [{ "requests": 10, "window": "15m" }] },
-            { "name": "quota", "path": "/q", "count_statuses": [200], "limits": [{ "requests": 10, "window": "1d" }] },
+            { "name": "quota", "path": "/q", "counting": { "mode": "response", "statuses": [200] }, "limits": [{ "requests": 10, "window": "1d" }] },
         ]}))
         .unwrap();
         let warnings: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
@@ -822,7 +836,7 @@ mod tests {
     fn reads_the_clock_only_for_trusted_devices() {
         let clock = |value: Value| Config::from_json(&value).unwrap().facts.reads_clock;
         assert!(!clock(rule(json!({ "key": ["ip", "country"], "exempt": { "asns": [13335] } }))));
-        assert!(clock(rule(json!({ "key": ["body:user"], "methods": ["POST"], "count_statuses": [401], "on_success": "decrement",
+        assert!(clock(rule(json!({ "key": ["body:user"], "methods": ["POST"], "counting": { "mode": "response", "statuses": [401] }, "on_success": "decrement",
             "trusted_device": { "secret": "DEVICE_KEY", "cookie": "dev" } }))));
     }
 

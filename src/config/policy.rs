@@ -59,6 +59,10 @@ impl Named for MetricsLevel {
         &[("off", MetricsLevel::Off), ("limited", MetricsLevel::Limited), ("all", MetricsLevel::All)];
 }
 
+impl Named for CountingMode {
+    const NAMES: &'static [(&'static str, CountingMode)] = &[("request", CountingMode::Request), ("response", CountingMode::Response)];
+}
+
 impl Named for LeaseChoice {
     const NAMES: &'static [(&'static str, LeaseChoice)] = &[("auto", LeaseChoice::Auto), ("off", LeaseChoice::Off)];
 }
@@ -67,6 +71,17 @@ impl Named for LeaseChoice {
 /// protocol ([`crate::count::protocol`]) has its own wire spelling.
 impl Named for Algorithm {
     const NAMES: &'static [(&'static str, Algorithm)] = &[("sliding_log", Algorithm::SlidingLog), ("gcra", Algorithm::Gcra)];
+}
+
+/// What a rule's `counting.mode` says: counted as the request arrives
+/// (`request`, the default), or reserved as it arrives and settled once
+/// the origin answered (`response`: two-phase counting,
+/// [`crate::count::reservation`]). The validated mode is
+/// [`crate::config::rules::RuleSpec::reserves`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountingMode {
+    Request,
+    Response,
 }
 
 /// What a rule's `lease` says: leased budgets where they can be exact
@@ -291,6 +306,7 @@ mod tests {
         round_trips(&[SuccessAction::Clear, SuccessAction::Decrement]);
         round_trips(&[MetricsLevel::Off, MetricsLevel::Limited, MetricsLevel::All]);
         round_trips(&[LeaseChoice::Auto, LeaseChoice::Off]);
+        round_trips(&[CountingMode::Request, CountingMode::Response]);
         round_trips(&[Algorithm::SlidingLog, Algorithm::Gcra]);
         assert_eq!(FailPolicy::from_name("Deny"), None, "names are exact");
     }

@@ -56,7 +56,7 @@ impl Errors {
 /// written (natively and in the Node CLI): the Worker's tables hold
 /// neither, so its upload carries no descriptions (the constructors drop
 /// them at compile time).
-pub(super) struct Field<D> {
+pub(super) struct Field<D, S = ()> {
     pub(super) name: &'static str,
     /// The error when the field is absent; `None` when it is optional.
     pub(super) required: Option<&'static str>,
@@ -69,10 +69,21 @@ pub(super) struct Field<D> {
     /// Reads a present value; on an error it reports it and leaves the
     /// default.
     pub(super) read: fn(&mut D, &mut Input<'_>),
+    /// Writes the field back from what the table was read into (`S`: a
+    /// rule's [`crate::config::rules::RuleSpec`]), in the config's own
+    /// spelling; `None` where no value means what its absence means.
+    /// [`crate::config::describe::rule_json`] is every field's writer.
+    pub(super) write: Option<fn(&S) -> Option<Value>>,
 }
 
-impl<D> Field<D> {
-    pub(super) const fn optional(name: &'static str, shape: Shape, doc: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
+impl<D, S> Field<D, S> {
+    /// The field written back by `write` (a rule's fields all are).
+    pub(super) const fn writes(mut self, write: fn(&S) -> Option<Value>) -> Field<D, S> {
+        self.write = Some(write);
+        self
+    }
+
+    pub(super) const fn optional(name: &'static str, shape: Shape, doc: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D, S> {
         Field::new(name, None, shape, doc, read)
     }
 
@@ -82,19 +93,19 @@ impl<D> Field<D> {
         shape: Shape,
         doc: &'static str,
         read: fn(&mut D, &mut Input<'_>),
-    ) -> Field<D> {
+    ) -> Field<D, S> {
         Field::new(name, Some(missing), shape, doc, read)
     }
 
     #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-    const fn new(name: &'static str, required: Option<&'static str>, shape: Shape, doc: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
-        Field { name, required, shape, doc, read }
+    const fn new(name: &'static str, required: Option<&'static str>, shape: Shape, doc: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D, S> {
+        Field { name, required, shape, doc, read, write: None }
     }
 
     /// The Worker's: without the shape and the description.
     #[cfg(all(target_arch = "wasm32", not(feature = "cli")))]
-    const fn new(name: &'static str, required: Option<&'static str>, _: Shape, _: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D> {
-        Field { name, required, read }
+    const fn new(name: &'static str, required: Option<&'static str>, _: Shape, _: &'static str, read: fn(&mut D, &mut Input<'_>)) -> Field<D, S> {
+        Field { name, required, read, write: None }
     }
 }
 
@@ -110,13 +121,13 @@ pub(super) struct FieldInfo {
 
 /// The schema's view of a table's fields.
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub(super) fn infos<D>(fields: &'static [Field<D>]) -> Vec<FieldInfo> {
+pub(super) fn infos<D, S>(fields: &'static [Field<D, S>]) -> Vec<FieldInfo> {
     fields.iter().map(|f| FieldInfo { name: f.name, required: f.required.is_some(), shape: &f.shape, doc: f.doc }).collect()
 }
 
 /// The Worker writes no schema: its tables hold no shapes.
 #[cfg(all(target_arch = "wasm32", not(feature = "cli")))]
-pub(super) fn infos<D>(_: &'static [Field<D>]) -> Vec<FieldInfo> {
+pub(super) fn infos<D, S>(_: &'static [Field<D, S>]) -> Vec<FieldInfo> {
     Vec::new()
 }
 
@@ -179,7 +190,7 @@ pub(super) const STATUSES: Shape = Shape::List(&Shape::Integer(100, 599), 1);
 /// Reads `table` into `draft` by `fields`; `prefix` starts every field
 /// name in errors (`limits[0].`). An unknown name, or a required field
 /// absent, is an error; an optional field absent keeps the draft's default.
-pub(super) fn read_table<D>(table: &Map<String, Value>, fields: &[Field<D>], draft: &mut D, errors: &mut Errors, prefix: &str) {
+pub(super) fn read_table<D, S>(table: &Map<String, Value>, fields: &[Field<D, S>], draft: &mut D, errors: &mut Errors, prefix: &str) {
     for (name, value) in table {
         let field = format!("{prefix}{name}");
         match fields.iter().find(|f| f.name == name) {

@@ -176,7 +176,7 @@ pub struct RuleSpec {
     pub missing_key_given: bool,
     pub counting: Counting,
     /// What a success does to a failures-only rule's count; `None`:
-    /// nothing (`on_success`, `clear_on_success`).
+    /// nothing (`on_success`; 0.2.0's `clear_on_success`).
     pub on_success: Option<OnSuccess>,
     /// Device cookies for lockout-resistant account limits (needs
     /// `on_success`: the cookie is handed out on the same proven success).
@@ -189,8 +189,9 @@ pub struct RuleSpec {
     pub action: Action,
     pub on_error: FailPolicy,
     pub timeout_ms: u32,
-    /// How long a reservation of a failures-only rule holds its slot
-    /// waiting for the origin's answer ([`crate::count::reservation`]).
+    /// How long a reservation of a two-phase rule holds its slot waiting
+    /// for the origin's answer (`counting.reservation_ttl`;
+    /// [`crate::count::reservation`]).
     pub reservation_ttl_ms: u64,
     /// With `concurrency`: how long an answer the client has stopped
     /// reading keeps its slot before it is cut (`idle_release`;
@@ -212,12 +213,16 @@ pub struct RuleSpec {
     /// How long a refusal keeps the key refused (`penalty`;
     /// [`crate::count::penalty`]); `None`: no penalty.
     pub penalty_ms: Option<u64>,
-    /// Usage reported by the origin (`cost = { header, reserve, max }`;
+    /// Usage reported by the origin (`metering = { header, reserve, max }`;
     /// [`crate::config::cost`]): `cost` is then its `reserve`.
     pub usage: Option<crate::config::cost::Usage>,
     /// At most this many requests of one key in flight at once
     /// (`concurrency`; [`crate::count::slots`]).
     pub concurrency: Option<u32>,
+    /// A `concurrency` rule written without `limits`: it limits only what
+    /// is in flight. Its calls carry one window that never binds
+    /// ([`crate::config::checks`]'s `windowless`), which `describe` leaves out.
+    pub windowless: bool,
 }
 
 impl RuleSpec {

@@ -34,7 +34,14 @@ pub fn schema() -> Value {
          Written by `tollgate schema`; `tollgate check` validates further."
             .into(),
     );
-    if let Value::Object(table) = object(&infos(super::TOP_FIELDS)) {
+    if let Value::Object(mut table) = object(&infos(super::TOP_FIELDS)) {
+        // A rule needs `limits` unless it has `concurrency` (the reader's
+        // `checks::windowless`): not a field's shape, so said here.
+        if let Some(Value::Object(rule)) = table.get_mut("properties").and_then(|p| p.pointer_mut("/rules/items")) {
+            // Each branch names the property it requires (ajv's strict mode).
+            let needs = |field: &str| json!({ "properties": { field: true }, "required": [field] });
+            rule.insert("anyOf".into(), json!([needs("limits"), needs("concurrency")]));
+        }
         root.extend(table);
     }
     Value::Object(root)
@@ -101,7 +108,16 @@ mod tests {
             assert!(listed.contains(&name), "{name} is in the schema");
             assert!(rule["properties"][name]["description"].as_str().is_some_and(|d| !d.is_empty()), "{name} is described");
         }
-        assert_eq!(rule["required"], json!(["name", "path", "limits"]));
+        assert_eq!(rule["required"], json!(["name", "path"]));
+        let required: Vec<&Value> = rule["anyOf"].as_array().unwrap().iter().map(|b| &b["required"]).collect();
+        assert_eq!(required, [&json!(["limits"]), &json!(["concurrency"])], "limits, but for a concurrency rule");
+        assert_eq!(rule["properties"]["counting"]["properties"]["mode"]["enum"], json!(["request", "response"]));
+        assert_eq!(rule["properties"]["counting"]["required"], json!(["mode"]));
+        assert_eq!(rule["properties"]["cost"]["type"], "integer", "a weight only; metering is its own table");
+        assert!(rule["properties"]["metering"]["properties"]["header"].is_object());
+        for old in ["count_statuses", "clear_on_success", "reservation_ttl", "upload_buffer", "upload_timeout"] {
+            assert!(rule["properties"].get(old).is_none(), "{old}: the 0.2.0 spelling is read, never suggested");
+        }
         assert_eq!(rule["properties"]["on_error"]["enum"], json!(["allow", "deny"]));
         assert_eq!(rule["properties"]["limits"]["items"]["required"], json!(["requests", "window"]));
     }
@@ -121,7 +137,9 @@ mod tests {
                     walk(inner, &format!("{path}[]"));
                 }
             }
-            for inner in value.get("anyOf").and_then(Value::as_array).into_iter().flatten() {
+            // A branch with a type is a value's shape; one without only
+            // requires a field (`limits` or `concurrency`).
+            for inner in value.get("anyOf").and_then(Value::as_array).into_iter().flatten().filter(|b| b.get("type").is_some()) {
                 walk(inner, path);
             }
         }

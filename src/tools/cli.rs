@@ -31,7 +31,10 @@
 //!     --config FILE, --env NAME, --log-key-file FILE   as for explain
 //! tollgate diff OLD NEW [--env NAME]         what deploying NEW over OLD does to live
 //!     [--fail-on-reset]                      counts, rule by rule (tools::diff)
-//! tollgate --version                         the version, and the object protocol's
+//! tollgate migrate FILE                      FILE in the config's current spelling
+//!                                            (tools::migrate), on stdout
+//! tollgate --version                         the version, the object protocol's
+//!                                            and the config spelling's
 //! tollgate schema                            the JSON Schema (draft 2020-12) of the TOLLGATE
 //!                                            var, from the config's own field tables
 //! ```
@@ -151,6 +154,14 @@ impl Cli<'_> {
                     self.usage(DIFF_USAGE, 2)
                 }
             },
+            Some("migrate") if wants_help(rest) => self.usage(MIGRATE_USAGE, 0),
+            Some("migrate") => match rest {
+                [file] if !file.starts_with('-') => self.migrate(file),
+                _ => {
+                    errln!(self, "tollgate migrate: give one FILE");
+                    self.usage(MIGRATE_USAGE, 2)
+                }
+            },
             Some("-V" | "--version" | "version") => {
                 outln!(self, "{}", version());
                 0
@@ -172,6 +183,46 @@ impl Cli<'_> {
         let schema = crate::config::schema::schema();
         outln!(self, "{}", serde_json::to_string_pretty(&schema).unwrap_or_default());
         0
+    }
+
+    /// `tollgate migrate FILE`: the file in the current spelling on stdout
+    /// ([`crate::tools::migrate`]), what changed on stderr, and each
+    /// section of the result read as `check` reads it. 1 when a field was
+    /// left as written or the result does not pass.
+    fn migrate(&mut self, path: &str) -> i32 {
+        let migrated = self.read_text(path).and_then(|text| crate::tools::migrate::migrate(path, &text));
+        let out = match migrated {
+            Ok(out) => out,
+            Err(e) => return self.failed(&[e]),
+        };
+        outs!(self, "{}", out.text);
+        let spelling = crate::config::spelling::SPELLING;
+        for change in &out.changes {
+            errln!(self, "migrated: {path} {change}");
+        }
+        for refused in &out.refused {
+            errln!(self, "error: {path} {refused}");
+        }
+        for hint in &out.hints {
+            errln!(self, "note: {path} {hint}");
+        }
+        if let Some(lost) = &out.lost {
+            errln!(self, "warning: lost {lost}");
+        }
+        let mut failed = !out.refused.is_empty();
+        let sections = wrangler::parse(path, &out.text).map(|w| wrangler::sections(&w));
+        for section in sections.unwrap_or_default() {
+            let Some(value) = &section.tollgate else { continue };
+            if let Err(errors) = Config::from_json(value) {
+                failed = true;
+                for e in errors {
+                    errln!(self, "error: {path} {} (migrated): {e}", section.label);
+                }
+            }
+        }
+        let verdict = if failed { "left errors for check to name" } else { "check reads it" };
+        errln!(self, "{path}: {} field(s) respelled into the config's {spelling} spelling; {verdict}", out.changes.len());
+        i32::from(failed)
     }
 
     /// Writes `text` to stdout for a requested help, else to stderr.
@@ -315,6 +366,9 @@ impl Cli<'_> {
             }
         };
         let diffs = crate::tools::diff::diff(&old, &new);
+        if let Some(note) = crate::tools::diff::spelling_note(&old, &new) {
+            outs!(self, "{note}");
+        }
         outs!(self, "{}", crate::tools::diff::report(&diffs));
         let resets = diffs.iter().flat_map(|d| &d.changes).any(crate::tools::diff::Change::resets);
         if options.fail_on_reset && resets {
@@ -455,6 +509,7 @@ const USAGE: &str = "usage:
                                       a key's hash, as the Worker logs it
   tollgate schema                         the JSON Schema of the TOLLGATE var (for editors)
   tollgate diff OLD NEW [--env NAME]      what deploying NEW over OLD does to live counts
+  tollgate migrate FILE                   FILE in the config's current spelling, on stdout
   tollgate --version                      the version, and the object protocol's
   tollgate <command> --help               the options of a command";
 
@@ -469,10 +524,24 @@ const DIFF_USAGE: &str = "usage: tollgate diff OLD NEW [--env NAME] [--fail-on-r
   Exits 0; 1 when a config is invalid; 3 with --fail-on-reset when some counts
   start from zero (a gate for CI).";
 
-/// `tollgate --version`: the crate's version and the call format's.
+/// `tollgate --version`: the crate's version, the call format's and the
+/// config spelling's.
 pub fn version() -> String {
-    format!("tollgate {} (object protocol v{})", env!("CARGO_PKG_VERSION"), crate::count::protocol::VERSION)
+    let spelling = crate::config::spelling::SPELLING;
+    format!("tollgate {} (object protocol v{}, config spelling {spelling})", env!("CARGO_PKG_VERSION"), crate::count::protocol::VERSION)
 }
+
+const MIGRATE_USAGE: &str = "usage: tollgate migrate FILE > NEW
+  Prints FILE (wrangler.toml, wrangler.json or wrangler.jsonc) with every
+  TOLLGATE config (the top level's and each [env.NAME]'s) in the config's
+  current spelling: count_statuses, reservation_ttl, upload_buffer and
+  upload_timeout move under counting = { mode = \"response\", ... }, a cost
+  table becomes metering, a concurrency rule gets counting = { mode =
+  \"response\" }, clear_on_success = true becomes on_success = \"clear\".
+  A TOML file keeps its comments and layout; a value moved into an inline table
+  loses the comment at the end of its line. What changed goes to stderr.
+  Exits 1 when a field names both spellings (left as written) or the result
+  does not pass check.";
 
 const SCHEMA_USAGE: &str = "usage: tollgate schema
   Prints the JSON Schema (draft 2020-12) of the TOLLGATE var, written from the

@@ -62,14 +62,14 @@ pub enum Change {
     /// A static override that appears, vanishes or changes its limits
     /// (`value` as written, limits as `N/window`).
     Override { value: String, from: Option<String>, to: Option<String> },
-    /// `count_statuses` switched on (`Some` statuses) or off.
+    /// `counting.statuses` switched on or off.
     TwoPhase { on: bool },
     /// Leases switched on or off.
     Leases { on: bool },
     /// `action` changed between `block` and `log` (shadow).
     Action { blocks: bool },
-    /// A field of metering expensive work (`penalty`, `concurrency`, a
-    /// usage `cost`) switched on or off: its calls carry a field objects of
+    /// A field of metering expensive work (`penalty`, `concurrency`,
+    /// `metering`) switched on or off: its calls carry a field objects of
     /// 0.1.0 refuse (the rule's `on_error`), so it is turned on in a deploy
     /// of its own once every object runs this release.
     Metering { field: &'static str, on: bool },
@@ -160,7 +160,7 @@ impl fmt::Display for Change {
             Change::Override { value, from: None, to: Some(to) } => write!(f, "override `{value}` appears: {to}, at once"),
             Change::Override { value, from: Some(from), to: None } => write!(f, "override `{value}` vanishes: {from} -> the rule's limits, at once"),
             Change::Override { value, from, to } => write!(f, "override `{value}`: {} -> {}, at once", from.as_deref().unwrap_or("-"), to.as_deref().unwrap_or("-")),
-            Change::TwoPhase { on: true } => write!(f, "two-phase counting on (count_statuses): only the listed statuses count from now; hits so far stay counted"),
+            Change::TwoPhase { on: true } => write!(f, "two-phase counting on (counting.statuses): only the listed statuses count from now; hits so far stay counted"),
             Change::TwoPhase { on: false } => write!(f, "two-phase counting off: every request counts from now; reservations in flight hold until they settle or lapse"),
             Change::Leases { on } => write!(f, "leases {}: counts carry over", if *on { "on" } else { "off" }),
             Change::Action { blocks: true } => write!(f, "action log -> block: keys already over the limit are blocked at once"),
@@ -238,7 +238,7 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
         changes.push(Change::Action { blocks: new.action == Action::Block });
     }
     let metering: [Metered; 3] =
-        [("penalty", |r| r.penalty_ms.is_some()), ("concurrency", |r| r.concurrency.is_some()), ("cost.header", |r| r.usage.is_some())];
+        [("penalty", |r| r.penalty_ms.is_some()), ("concurrency", |r| r.concurrency.is_some()), ("metering", |r| r.usage.is_some())];
     for (field, on) in metering {
         if on(old) != on(new) {
             changes.push(Change::Metering { field, on: on(new) });
@@ -292,6 +292,24 @@ fn override_changes(old: &Rule, new: &Rule, changes: &mut Vec<Change>) {
     }
     for o in old.overrides.entries().iter().filter(|b| !new.overrides.entries().iter().any(|n| key_of(n) == key_of(b))) {
         changes.push(Change::Override { value: o.value.clone(), from: Some(limits_text(&o.limits)), to: None });
+    }
+}
+
+/// What `tollgate diff` says of the configs' spellings
+/// ([`crate::config::spelling`]): a config read from the 0.2.0 spelling
+/// is the same rules as its current spelling, so a migration changes no
+/// count (the rules' diff says nothing of it); `None` when neither uses it.
+pub fn spelling_note(old: &Config, new: &Config) -> Option<String> {
+    use crate::config::spelling::{OLD_SPELLING, SPELLING};
+    let fields = |c: &Config| c.respelled.len();
+    match (fields(old), fields(new)) {
+        (0, 0) => None,
+        (n, 0) => Some(format!(
+            "spelling: OLD writes {n} field(s) in the {OLD_SPELLING} spelling, NEW is in the {SPELLING} spelling: the same rules, read alike by this release (a respelling alone changes no count)\n"
+        )),
+        (_, n) => Some(format!(
+            "spelling: NEW writes {n} field(s) in the {OLD_SPELLING} spelling (read, with a warning each; `tollgate migrate` rewrites them into the {SPELLING} spelling)\n"
+        )),
     }
 }
 
@@ -444,8 +462,21 @@ mod tests {
         let on = one(api(json!({})), api(json!({ "penalty": "1h", "concurrency": 3 })));
         assert_eq!(on, vec![Change::Metering { field: "penalty", on: true }, Change::Metering { field: "concurrency", on: true }]);
         assert!(on[0].to_string().contains("deploy it once every object runs 0.2.0"), "{}", on[0]);
-        let usage = api(json!({ "cost": { "header": "x-units", "reserve": 5, "max": 5 } }));
-        assert_eq!(one(usage, api(json!({}))), vec![Change::Metering { field: "cost.header", on: false }]);
+        let usage = api(json!({ "metering": { "header": "x-units", "reserve": 5, "max": 5 }, "counting": { "mode": "response" } }));
+        assert_eq!(one(usage, api(json!({}))), vec![Change::Metering { field: "metering", on: false }]);
+    }
+
+    /// Issue 36: the 0.2.0 spelling and the current one are the same rules.
+    #[test]
+    fn a_respelled_config_changes_no_count_and_the_spelling_is_said() {
+        let usage = json!({ "header": "x-units", "reserve": 5, "max": 5 });
+        let old = config(json!({ "rules": [api(json!({ "count_statuses": [401], "cost": usage, "key": ["header:k"], "concurrency": 2 }))] }));
+        let new = config(json!({ "rules": [api(json!({ "counting": { "mode": "response", "statuses": [401] }, "metering": usage, "key": ["header:k"], "concurrency": 2 }))] }));
+        assert_eq!(diff(&old, &new), vec![]);
+        let migrated = spelling_note(&old, &new).unwrap_or_default();
+        assert!(migrated.contains("OLD writes 2 field(s) in the 0.2.0 spelling") && migrated.contains("changes no count"), "{migrated}");
+        assert!(spelling_note(&new, &old).unwrap_or_default().contains("`tollgate migrate` rewrites them"));
+        assert_eq!(spelling_note(&new, &new), None);
     }
 
     /// Issue 35: during a gradual deployment an old edge whose config

@@ -53,11 +53,20 @@ const explain = (errors) => (errors ?? []).map((e) => `${e.instancePath} ${e.mes
 test("the schema is draft 2020-12 and names every rule field", () => {
   assert.equal(schema.$schema, "https://json-schema.org/draft/2020-12/schema");
   const rule = schema.properties.rules.items;
-  for (const field of ["name", "path", "key", "limits", "on_error", "action", "count_statuses", "on_success", "lease", "metrics", "timeout", "penalty"]) {
+  for (const field of ["name", "path", "key", "limits", "on_error", "action", "counting", "metering", "on_success", "lease", "metrics", "timeout", "penalty"]) {
     assert.ok(rule.properties[field]?.description, `rules[].${field} is described`);
   }
   assert.deepEqual(rule.properties.on_error.enum, ["allow", "deny"]);
+  assert.deepEqual(rule.properties.counting.properties.mode.enum, ["request", "response"]);
+  assert.equal(rule.properties.count_statuses, undefined, "the 0.2.0 spelling is read by check, never offered by the schema");
   assert.equal(rule.additionalProperties, false);
+});
+
+test("the rules that set every rule field between them (the describe test's data) validate", () => {
+  const rules = JSON.parse(readFileSync(join(ROOT, "tests", "schema", "every_rule_field.json"), "utf8"));
+  assert.ok(validate({ rules }), explain(validate.errors));
+  const set = new Set(rules.flatMap((r) => Object.keys(r)));
+  for (const field of Object.keys(schema.properties.rules.items.properties)) assert.ok(set.has(field), `${field} is set by one of them`);
 });
 
 test("every config tollgate ships, which check accepts, validates", () => {
@@ -70,6 +79,8 @@ test("every config tollgate ships, which check accepts, validates", () => {
     // package test checks that project); the preset's rules file alone lacks it.
     const needsProject = file.includes(join("packages", "tollgate", "presets")) && /is not declared in this environment's \[\[services\]\]/.test(checked.stderr);
     if (!needsProject) assert.equal(checked.status, 0, `tollgate check ${file} accepts it:\n${checked.stderr}`);
+    // Issue 36: every shipped config is in the current spelling.
+    assert.doesNotMatch(checked.stdout, /the 0\.2\.0 spelling/, `${file} is in the current spelling (tollgate migrate ${file})`);
     const found = sections(file);
     assert.ok(found.length > 0, `${file} has a TOLLGATE var`);
     for (const [label, config] of found) {
