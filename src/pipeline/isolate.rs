@@ -572,6 +572,17 @@ mod tests {
     }
 
     #[test]
+    fn a_failure_names_its_kind_in_the_counter_error_line() {
+        let line = |f: Failure| verdict::counter_error("r", "h", &f, "allow").line();
+        assert!(line(Failure::Call(CallFailure::Timeout { ms: 300 })).contains(r#""failure":"timeout""#));
+        assert!(line(Failure::Call(CallFailure::Transport("gone".into()))).contains(r#""failure":"unreachable""#));
+        let refused = line(Failure::Call(CallFailure::Refused { status: 500, body: "corrupt".into() }));
+        assert!(refused.contains(r#""failure":"refused""#) && refused.contains(r#""error":"limiter answered 500: corrupt""#), "{refused}");
+        assert!(line(Failure::BackingOff).contains(r#""failure":"backoff""#));
+        assert!(Failure::NoSlot(CallFailure::Timeout { ms: 1 }).cannot_hold_slot());
+    }
+
+    #[test]
     fn settling_records_holds_and_drops_stale_blocks() {
         let mut iso = Isolate::new();
         iso.blocked.insert("r\nk", Block { until_ms: 9_000, window: 0, limits: Vec::new(), by: Refusal::Limit }, 0);
