@@ -9,10 +9,10 @@ use crate::config::Config;
 use crate::config::headers::OwnResponse;
 use crate::count::controls::Change;
 use crate::count::registry::RegistryCall;
-use crate::glue::isolate::{load_secrets, now_ms, respond, write_logs, MEMO};
+use crate::glue::isolate::{bindings, load_secrets, now_ms, respond, with_isolate, write_logs};
 use crate::glue::objects::{self, call_with_timeout, check};
 use crate::glue::origin::{read_body, receive_upload, BudgetHold};
-use crate::pipeline::admin_flow::{AdminFlow, AdminResponse, AdminStep, CacheEffect};
+use crate::pipeline::admin_flow::{AdminFlow, AdminResponse, AdminStep};
 use crate::pipeline::facts::{self, Facts, HeaderMap};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
 use crate::pipeline::metrics;
@@ -20,7 +20,6 @@ use crate::pipeline::upload::{self, Receipt, UploadLimits};
 use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
 use futures_util::future::join_all;
-use std::cell::OnceCell;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen};
 use worker::{web_sys, AnalyticsEngineDataPointBuilder, Env};
 
@@ -47,20 +46,19 @@ pub(crate) enum Decided {
 /// it says something (RPC does not carry `cf`).
 pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
     let url = req.url();
-    if !MEMO.with(|memo| machine::applies(config, &memo.borrow(), &url)) {
+    if !with_isolate(|isolate| machine::applies(config, &isolate.memo, &url)) {
         return Ok(Decided::Decision(Box::new(Decision::pass()), None));
     }
-    objects::size_cache(config.blocked_cache_capacity);
     let method = req.method();
     let headers = HeaderMap::from_lines(header_lines(req.headers().as_ref()));
     let cf = if config.facts.reads_cf { cf_object(req) } else { None };
     let known = client_facts(cf.as_ref(), client);
     let secrets = load_secrets(env, config);
     let facts = Facts { method: &method, url: &url, headers: &headers, client: &known, secrets: &secrets, now_ms: now_ms() };
-    let mut machine = MEMO.with(|memo| Machine::new(config, facts, &memo.borrow()));
+    let mut machine = with_isolate(|isolate| Machine::new(config, facts, &isolate.memo));
     let mut hold = None;
     let decision = loop {
-        match objects::with_cache(|cache| machine.next(Some(cache))) {
+        match with_isolate(|isolate| machine.next(Some(&isolate.blocked))) {
             Next::Body { limit } => {
                 let body = read_body(req, limit).await;
                 machine.body(body.as_deref());
@@ -98,9 +96,7 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         points.extend(due_totals(&decision, now, config, metrics::Place::default()));
         crate::glue::traffic::sink(env, &points).await;
     }
-    if let Some(kept) = decision.kept.take() {
-        MEMO.with(|memo| memo.borrow_mut().keep(kept.fingerprint, kept.reads, kept.applied));
-    }
+    with_isolate(|isolate| isolate.keep(&mut decision));
     Ok(Decided::Decision(Box::new(decision), hold))
 }
 
@@ -133,11 +129,7 @@ fn apply(decision: &Decision<'_>, dataset: Option<worker::AnalyticsEngineDataset
 /// Counts `decision`'s allowed requests into the isolate's totals; the
 /// totals' points now due, at `place`.
 fn due_totals(decision: &Decision<'_>, now: i64, config: &Config, place: metrics::Place<'_>) -> Vec<metrics::Point> {
-    TOTALS.with(|totals| {
-        let mut totals = totals.borrow_mut();
-        decision.count_allowed(&mut totals, now);
-        totals.due(now, config.metrics_interval_ms, place)
-    })
+    with_isolate(|isolate| isolate.due_totals(decision, config, now, place))
 }
 
 /// The client facts: `client`'s where it says something, else `cf`'s.
@@ -172,21 +164,10 @@ pub(crate) fn response_headers(response: &web_sys::Response, names: &[&str]) -> 
     HeaderMap::of(names, &|name| headers.get(name).ok().flatten())
 }
 
-thread_local! {
-    /// Whether this isolate has looked at the admin token's length (and
-    /// logged `admin_token_short` when it is short).
-    static SHORT_TOKEN_TOLD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    /// Whether a dataset is bound as [`metrics::BINDING`]: looked up once
-    /// per isolate (bindings are fixed for its life).
-    static METRICS_BOUND: OnceCell<bool> = const { OnceCell::new() };
-    /// The allowed decisions of `"limited"` rules not written yet.
-    static TOTALS: std::cell::RefCell<metrics::AllowedTotals> = std::cell::RefCell::new(metrics::AllowedTotals::default());
-}
-
 /// The Analytics Engine dataset bound as [`metrics::BINDING`], if any
 /// (not looked up again once found missing).
 fn metrics_dataset(env: &Env) -> Option<worker::AnalyticsEngineDataset> {
-    if METRICS_BOUND.with(|bound| *bound.get_or_init(|| env.analytics_engine(metrics::BINDING).is_ok())) {
+    if bindings(|b| *b.metrics_bound.get_or_init(|| env.analytics_engine(metrics::BINDING).is_ok())) {
         env.analytics_engine(metrics::BINDING).ok()
     } else {
         None
@@ -235,7 +216,7 @@ async fn admin_request(
     route: &AdminRoute<'_>,
     lockout_binds: bool,
 ) -> worker::Result<web_sys::Response> {
-    if !SHORT_TOKEN_TOLD.replace(true) {
+    if with_isolate(|isolate| isolate.first_admin()) {
         // Once per isolate, at its first admin request: no deploy-time check sees the secret.
         let token = load_secrets(env, config).admin_token.clone().unwrap_or_default();
         write_logs(crate::pipeline::admin::short_token_event(&token).as_slice());
@@ -261,12 +242,8 @@ async fn admin_request(
         };
     };
     write_logs(&answer.logs);
-    for effect in answer.cache {
-        match effect {
-            CacheEffect::Ban { id, until_ms } => objects::cache_ban(&id, until_ms),
-            CacheEffect::Forget(id) => objects::forget_block(&id),
-        }
-    }
+    let now = now_ms();
+    with_isolate(|isolate| answer.cache.iter().for_each(|effect| isolate.cache_effect(effect, now)));
     match answer.response {
         AdminResponse::Own(own) => respond(&own),
         // As workers-rs `Response::from_json` would answer, without its builder (code size).

@@ -14,7 +14,7 @@ use crate::config::headers::OwnResponse;
 use crate::config::upstream::Upstream;
 use crate::config::Config;
 use crate::glue::drive::{decide, response_headers, Client, Decided};
-use crate::glue::isolate::{load_config, load_secrets, now_ms, respond, write_logs, CONFIG_ERROR_LOGGED};
+use crate::glue::isolate::{load_config, load_secrets, now_ms, respond, with_isolate, write_logs};
 use crate::glue::objects::{self, apply_settled, settle};
 use crate::glue::origin::{forward, watch_body, watch_upload, with_fields, UploadWatch};
 use worker::wasm_bindgen_futures::JsFuture;
@@ -37,9 +37,8 @@ pub async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Res
         Ok(config) => config,
         Err((errors, policy, upstream)) => {
             let upstream = upstream.as_ref().filter(|_| *policy == crate::config::policy::FailPolicy::Allow);
-            let mut last = CONFIG_ERROR_LOGGED.get();
-            let (answer, log) = machine::invalid_config(errors, upstream.is_some(), now_ms(), &mut last);
-            CONFIG_ERROR_LOGGED.set(last);
+            let now = now_ms();
+            let (answer, log) = with_isolate(|isolate| machine::invalid_config(errors, upstream.is_some(), now, &mut isolate.config_error_logged));
             write_logs(log.as_slice());
             return match (answer, upstream) {
                 (None, Some(upstream)) => {

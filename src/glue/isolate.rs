@@ -1,14 +1,14 @@
 //! What an isolate keeps for its life, and its few platform helpers: the
-//! config (parsed once), the secrets (read once), the plan memo, the log
-//! episodes, the clock, and tollgate's own responses.
+//! core's [`Isolate`] (one thread-local), what was read once from the
+//! bindings (the config, parsed once; the secrets; the vars), the clock,
+//! the log lines, and tollgate's own responses.
 
 use crate::config::policy::FailPolicy;
 use crate::config::upstream::{self, Upstream};
 use crate::config::{self, Config, ConfigError};
 use crate::config::headers::OwnResponse;
-use crate::pipeline::episodes::{self, Episodes};
 use crate::pipeline::facts::{Secrets, ADMIN_TOKEN_SECRET, LOG_KEY_SECRET};
-use crate::pipeline::memo::{self, PlanMemo};
+use crate::pipeline::isolate::Isolate;
 use crate::pipeline::verdict::LogEvent;
 use crate::request::key::log_key;
 use std::cell::{Cell, OnceCell, RefCell};
@@ -25,59 +25,85 @@ const CONFIG_VAR: &str = "TOLLGATE";
 /// invalid, so requests are denied).
 pub(crate) type LoadedConfig = &'static Result<Config, (Vec<ConfigError>, FailPolicy, Option<Upstream>)>;
 
+/// What the isolate read once from its bindings, fixed for its life (a
+/// changed var or secret is a new deployment, hence new isolates): kept
+/// so that JavaScript is not asked again.
+#[derive(Default)]
+pub(crate) struct Bindings {
+    /// URLPatterns are compiled here, not per request.
+    config: OnceCell<LoadedConfig>,
+    secrets: OnceCell<Rc<Secrets>>,
+    /// The `UPSTREAM` var ([`crate::glue::origin`]).
+    pub(crate) upstream: OnceCell<Option<Rc<str>>>,
+    /// The RPC ticket signing key ([`crate::glue::rpc`], feature `standalone`).
+    #[cfg_attr(not(feature = "standalone"), allow(dead_code))]
+    pub(crate) ticket_key: OnceCell<Option<Rc<[u8]>>>,
+    /// Whether a metrics dataset is bound ([`crate::glue::drive`]).
+    pub(crate) metrics_bound: OnceCell<bool>,
+    /// Whether the local metrics sink is on ([`crate::glue::traffic`]).
+    pub(crate) sink_on: OnceCell<bool>,
+    /// Whether the limiter class takes RPC calls: false once one is
+    /// refused as such ([`crate::glue::objects`]).
+    pub(crate) rpc_refused: Cell<bool>,
+}
+
 thread_local! {
-    /// Parsed once per isolate: URLPatterns are compiled here, not per request.
-    static CONFIG: RefCell<Option<LoadedConfig>> = const { RefCell::new(None) };
-    /// Read once per isolate, like the config (a changed secret is a new
-    /// deployment, hence new isolates).
-    static SECRETS: OnceCell<Rc<Secrets>> = const { OnceCell::new() };
-    /// One log line per block or counter-error episode of a (rule, key).
-    static EPISODES: RefCell<Episodes> =
-        RefCell::new(Episodes::new(episodes::DEFAULT_CAPACITY, episodes::PERIOD_MS));
-    /// Blocked clients' plans, replayed for their repeats.
-    pub(crate) static MEMO: RefCell<PlanMemo> = RefCell::new(PlanMemo::new(memo::DEFAULT_CAPACITY));
-    /// When the invalid config was last logged (Unix ms).
-    pub(crate) static CONFIG_ERROR_LOGGED: Cell<Option<i64>> = const { Cell::new(None) };
+    /// The isolate's state: every decision about it is the core's
+    /// ([`Isolate`]). Borrowed for one step at a time, never across an
+    /// `await` (see [`with_isolate`]).
+    static ISOLATE: RefCell<Isolate> = RefCell::new(Isolate::new());
+    /// What was read once from the bindings.
+    static BINDINGS: Bindings = Bindings::default();
+}
+
+/// Runs `f` with the isolate's state. `f` must not call back into the glue
+/// (no logs, no other `with_isolate`): it only steps the core.
+pub(crate) fn with_isolate<T>(f: impl FnOnce(&mut Isolate) -> T) -> T {
+    ISOLATE.with(|isolate| f(&mut isolate.borrow_mut()))
+}
+
+/// Runs `f` with what was read once from the bindings.
+pub(crate) fn bindings<T>(f: impl FnOnce(&Bindings) -> T) -> T {
+    BINDINGS.with(f)
 }
 
 pub(crate) fn load_config(env: &Env) -> LoadedConfig {
-    CONFIG.with(|cell| {
-        if let Some(config) = *cell.borrow() {
-            return config;
-        }
-        let parsed = match env.object_var::<serde_json::Value>(CONFIG_VAR) {
-            Ok(value) => Config::from_json(&value).map_err(|errors| {
-                (errors, config::on_invalid_config(&value), upstream::of_invalid_config(&value))
-            }),
-            Err(e) => Err((
-                vec![ConfigError { rule: None, field: CONFIG_VAR.into(), message: format!("cannot read the var: {e}") }],
-                FailPolicy::Deny,
-                None,
-            )),
-        };
-        if let Ok(config) = &parsed {
-            EPISODES.with(|e| e.borrow_mut().set_period(config.log_episode_ms));
-        }
-        let loaded: LoadedConfig = Box::leak(Box::new(parsed));
-        *cell.borrow_mut() = Some(loaded);
-        loaded
-    })
+    if let Some(config) = bindings(|b| b.config.get().copied()) {
+        return config;
+    }
+    let parsed = match env.object_var::<serde_json::Value>(CONFIG_VAR) {
+        Ok(value) => Config::from_json(&value).map_err(|errors| {
+            (errors, config::on_invalid_config(&value), upstream::of_invalid_config(&value))
+        }),
+        Err(e) => Err((
+            vec![ConfigError { rule: None, field: CONFIG_VAR.into(), message: format!("cannot read the var: {e}") }],
+            FailPolicy::Deny,
+            None,
+        )),
+    };
+    if let Ok(config) = &parsed {
+        let now = now_ms();
+        with_isolate(|isolate| isolate.configure(config, now));
+    }
+    let loaded: LoadedConfig = Box::leak(Box::new(parsed));
+    bindings(|b| *b.config.get_or_init(|| loaded))
 }
 
 /// The secrets the pipeline reads ([`Secrets`]), read once per isolate:
 /// the admin token, the log key, and the secrets `config` names.
 pub(crate) fn load_secrets(env: &Env, config: &Config) -> Rc<Secrets> {
-    SECRETS.with(|cell| {
-        cell.get_or_init(|| {
-            let read = |name: &str| env.secret(name).ok().map(|s| s.to_string());
-            let named = Secrets::names(config);
-            Rc::new(Secrets {
-                admin_token: read(ADMIN_TOKEN_SECRET),
-                log_key: read(LOG_KEY_SECRET).and_then(|s| log_key(&s)),
-                named: named.into_iter().filter_map(|name| Some((name.clone(), read(&name)?))).collect(),
+    bindings(|b| {
+        b.secrets
+            .get_or_init(|| {
+                let read = |name: &str| env.secret(name).ok().map(|s| s.to_string());
+                let named = Secrets::names(config);
+                Rc::new(Secrets {
+                    admin_token: read(ADMIN_TOKEN_SECRET),
+                    log_key: read(LOG_KEY_SECRET).and_then(|s| log_key(&s)),
+                    named: named.into_iter().filter_map(|name| Some((name.clone(), read(&name)?))).collect(),
+                })
             })
-        })
-        .clone()
+            .clone()
     })
 }
 
@@ -105,7 +131,8 @@ pub(crate) fn write_logs(events: &[LogEvent]) {
     if events.is_empty() {
         return;
     }
-    let lines = EPISODES.with(|e| e.borrow_mut().filter(events, now_ms()));
+    let now = now_ms();
+    let lines = with_isolate(|isolate| isolate.episodes.filter(events, now));
     for event in &lines {
         console_log!("{}", event.line());
     }
@@ -115,7 +142,8 @@ pub(crate) fn write_logs(events: &[LogEvent]) {
 /// start of every request the isolate serves, whatever it is (one
 /// comparison while none is due).
 pub(crate) fn write_ended_episodes() {
-    let lines = EPISODES.with(|e| e.borrow_mut().ended(now_ms()));
+    let now = now_ms();
+    let lines = with_isolate(|isolate| isolate.episodes.ended(now));
     for event in &lines {
         console_log!("{}", event.line());
     }

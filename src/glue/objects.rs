@@ -1,20 +1,17 @@
-//! Calls to the limiter objects (glue, `wasm32` only): the isolate's
-//! blocked-until cache in front of them, its lease book ([`crate::count::lease`]:
-//! tokens held, one call in flight per key, refunds), one call with the
-//! rule's timeout in the compact form ([`crate::count::protocol`]), and the calls
-//! that settle failures-only rules after the request.
+//! Calls to the limiter objects (glue, `wasm32` only): transport. A rule's
+//! counter is driven here as the core's [`Counter`] asks (its calls sent,
+//! its waits slept, its replies handed back); every decision about the
+//! cache, the lease book and the holds is the core's
+//! ([`crate::pipeline::isolate`]). One call goes with the rule's timeout in
+//! the compact form ([`crate::count::protocol`]).
 
-use crate::count::blocked::{Block, BlockedUntilCache, DEFAULT_CAPACITY};
-use crate::glue::isolate::{now_ms, write_logs};
+use crate::glue::isolate::{bindings, now_ms, with_isolate, write_logs};
 use crate::pipeline::machine::Settled;
-use crate::pipeline::applied::{object_name, Applied};
-use crate::count::older;
+use crate::pipeline::applied::Applied;
 use crate::count::protocol::{decode_reply_line, decode_rpc_answer, encode_call_url, Call, CallFailure, Op, Reply};
-use crate::pipeline::verdict::{self, Outcome};
-use crate::count::lease::{self, Admit, LeaseSettings, Leases};
-use crate::count::hold::{self, Holds};
+use crate::pipeline::isolate::{Counter, Exchange, ObjectCall, Step};
+use crate::pipeline::verdict::{self, Failure, Outcome};
 use futures_util::future::{join_all, select, Either};
-use std::cell::{Cell, RefCell};
 use std::time::Duration;
 use crate::count::controls::{Change, Controls, CONTROL_PATH};
 use crate::count::registry::{RegistryCall, REGISTRY_OBJECT, REGISTRY_PATH};
@@ -24,46 +21,6 @@ use worker::{js_sys, web_sys, Context, Delay, Env};
 
 /// The Durable Object namespace binding of the limiter objects.
 const LIMITER_BINDING: &str = "LIMITER";
-
-thread_local! {
-    static BLOCKED: RefCell<BlockedUntilCache> = RefCell::new(BlockedUntilCache::new(DEFAULT_CAPACITY));
-    static LEASES: RefCell<Leases> = RefCell::new(Leases::new(lease::DEFAULT_CAPACITY));
-    /// How long this isolate's reservations were held, per rule: the
-    /// `Retry-After` of a refusal owed to slots in flight ([`crate::count::hold`]).
-    static HOLDS: RefCell<Holds> = RefCell::new(Holds::default());
-    /// The cache was sized to the config's capacity.
-    static SIZED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// How long a request waiting on its key's call in flight sleeps before it
-/// looks again. It polls on a timer of its own: a request woken from
-/// another request's handler would run (and do its I/O) in that request's
-/// context, which workerd refuses ("Cannot perform I/O on behalf of a
-/// different request").
-const POLL_MS: u64 = 5;
-
-/// Sizes the isolate's blocked-until cache (the config's
-/// `blocked_cache_capacity`).
-pub(crate) fn set_cache_capacity(capacity: usize, now_ms: i64) {
-    BLOCKED.with(|b| b.borrow_mut().set_capacity(capacity, now_ms));
-}
-
-/// Sizes the cache to the config's capacity, once per isolate.
-pub(crate) fn size_cache(capacity: usize) {
-    if !SIZED.replace(true) {
-        set_cache_capacity(capacity, now_ms());
-    }
-}
-
-/// Runs `f` with the isolate's blocked-until cache, read only.
-pub(crate) fn with_cache<T>(f: impl FnOnce(&BlockedUntilCache) -> T) -> T {
-    BLOCKED.with(|b| f(&b.borrow()))
-}
-
-/// Drops a cached block (an admin reset, a success that clears a count).
-pub(crate) fn forget_block(id: &str) {
-    BLOCKED.with(|b| b.borrow_mut().remove(id));
-}
 
 /// Applies what settling decided ([`crate::pipeline::machine::Settle::after`])
 /// under `waitUntil` (so the calls complete even if the client disconnects
@@ -81,179 +38,61 @@ pub(crate) async fn settle(ctx: &Context, env: &Env, settled: Settled) {
     let _ = finished.await;
 }
 
-/// Applies what settling decided: the holds recorded, the stale cached
-/// blocks dropped, every call sent concurrently (a failed one is logged as
-/// a `counter_error` with decision `not_recorded`).
+/// Applies what settling decided: the isolate told ([`crate::pipeline::isolate::Isolate::settled`]:
+/// holds, stale blocks), every call sent concurrently (a failed one is
+/// logged as a `counter_error` with decision `not_recorded`).
 pub(crate) async fn apply_settled(env: &Env, settled: Settled) {
     write_logs(&settled.events);
     let now = now_ms();
-    HOLDS.with(|h| {
-        let mut holds = h.borrow_mut();
-        for (rule, reserved_at) in &settled.holds {
-            holds.record(rule, *reserved_at, now);
-        }
-    });
-    for id in &settled.forget {
-        forget_block(id);
-    }
+    with_isolate(|isolate| isolate.settled(&settled, now));
     let sends = settled.calls.into_iter().map(|s| async move {
-        if let Err(error) = call_any_release(env, &s.id, &s.call, s.timeout_ms, (&s.rule, &s.key_hash)).await {
-            write_logs(&[verdict::counter_error(&s.rule, &s.key_hash, &error.to_string(), "not_recorded")]);
+        if let Err(error) = exchange(env, &s.id, &s.call, s.timeout_ms, (&s.rule, &s.key_hash)).await {
+            write_logs(&[verdict::counter_error(&s.rule, &s.key_hash, &Failure::Call(error), "not_recorded")]);
         }
     });
     join_all(sends).await;
 }
 
-/// Asks the blocked-until cache, then the rule's object (`op`: what
-/// [`verdict::check_op`] or [`admin::lockout_op`] says: a hit, a reserve for
-/// failures-only rules, a read-only check), bounded by the rule's timeout.
+/// Asks a rule's counter with `op` ([`verdict::check_op`] or the admin
+/// lockout's): drives the core's [`Counter`] to its outcome, sending the
+/// calls it asks for and sleeping the waits it asks for.
 pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
-    if applied.device.is_some() {
-        if let Some(ban) = account_ban(env, applied).await {
-            return ban;
-        }
-    }
+    let mut driving = Driving(Counter::new(applied, op));
     let now = now_ms();
-    if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(&applied.id, now)) {
-        return Outcome::from_cache(block, now);
-    }
-    if let (Op::Hit, Some(settings)) = (op, applied.rule.lease.settings().filter(|s| s.can_lease())) {
-        return leased(env, applied, *settings).await;
-    }
-    let call = applied.rule.call_for(op, &applied.key);
-    let who = (applied.rule.name.as_str(), applied.key_hash.as_str());
-    let (outcome, cacheable) = match call_any_release(env, &applied.id, &call, applied.rule.timeout_ms, who).await {
-        Ok(reply) => {
-            let cacheable = !reply.tally.in_flight;
-            let mut outcome = Outcome::from_reply(reply);
-            // Owed to slots in flight: the object can only say when the
-            // first lapses; the holds seen say when one is likely back.
-            if let (Outcome::Blocked { retry_after_ms, by, .. }, false) = (&mut outcome, cacheable) {
-                let longest = HOLDS.with(|h| h.borrow().longest(&applied.rule.name));
-                *retry_after_ms = hold::in_flight_retry_ms(*retry_after_ms, longest, hold::unseen_wait_ms(*by, applied.rule.upload.timeout_ms));
-            }
-            (outcome, cacheable)
-        }
-        Err(e) => (Outcome::Failed(older::failure_text(&call, &e)), false),
-    };
-    // Exact for the sliding log: a blocked request records nothing, so the
-    // object would answer "blocked" until then. Shadow rules are cached too:
-    // they would block until then just the same. A block owed to requests
-    // in flight is not: it lifts as soon as one of them is released.
-    if let Some(block) = outcome.block_to_cache(!cacheable, now) {
-        BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
-    }
-    outcome
-}
-
-/// A trusted device counts in a bucket of its own, but a ban of its
-/// account covers it (issue 25): the account's object is asked first,
-/// with `probe` (nothing recorded, never cached). Blocked for the ban's
-/// time when banned; the rule's fail policy when the object cannot say;
-/// `None` otherwise. One more object call per request of a trusted device.
-async fn account_ban(env: &Env, applied: &Applied<'_>) -> Option<Outcome> {
-    let account = object_name(applied.rule, &applied.key);
-    let call = applied.rule.call_for(Op::Probe, &applied.key);
-    match call_with_timeout(env, &account, &call, applied.rule.timeout_ms).await {
-        Ok(reply) if reply.tally.allowed => None,
-        Ok(reply) => Some(Outcome::from_reply(reply)),
-        Err(e) => Some(Outcome::Failed(e.to_string())),
-    }
-}
-
-/// A rule that leases: spend a token this isolate holds, or wait for the
-/// key's call in flight, or ask (a `hit`, or a `lease` once the key's rate
-/// calls for one); the lease book decides ([`Leases::admit`]).
-async fn leased(env: &Env, applied: &Applied<'_>, settings: LeaseSettings) -> Outcome {
-    let cost = applied.rule.cost;
-    let id = &applied.id;
-    // A call in flight ends within the rule's timeout; polling twice that
-    // long is a safety net, after which the request asks on its own.
-    let max_waits = (2 * u64::from(applied.rule.timeout_ms)).div_ceil(POLL_MS).max(1);
-    let mut waits = 0;
+    let mut step = with_isolate(|isolate| driving.0.start(isolate, now));
     loop {
-        let now = now_ms();
-        if waits > 0 {
-            if let Some(block) = BLOCKED.with(|b| b.borrow_mut().blocked_until(id, now)) {
-                return Outcome::from_cache(block, now);
+        step = match step {
+            Step::Call(ObjectCall { id, call, timeout_ms }) => {
+                let result = call_with_timeout(env, &id, &call, timeout_ms).await;
+                let now = now_ms();
+                with_isolate(|isolate| driving.0.replied(isolate, result, now))
             }
-        }
-        let admit = if waits >= max_waits {
-            Admit::Ask { want: cost }
-        } else {
-            LEASES.with(|l| l.borrow_mut().admit(id, &settings, cost, now, waits == 0))
+            // A timer of this request's own (see `pipeline::isolate::POLL_MS`).
+            Step::Wait { ms } => {
+                Delay::from(Duration::from_millis(ms)).await;
+                let now = now_ms();
+                with_isolate(|isolate| driving.0.waited(isolate, now))
+            }
+            Step::Done(outcome) => {
+                write_logs(&std::mem::take(&mut driving.0.logs));
+                return outcome;
+            }
         };
-        match admit {
-            Admit::Local { windows } => return Outcome::Allowed { windows, reservation: None },
-            Admit::Unavailable => return Outcome::Failed("backing off after failed calls; no tokens held".into()),
-            Admit::Scarce { retry_after_ms, windows } => {
-                return Outcome::Blocked { retry_after_ms, window: 0, windows: Some(windows), by: crate::count::blocked::Refusal::Limit }
-            }
-            Admit::Wait => {
-                waits += 1;
-                Delay::from(Duration::from_millis(POLL_MS)).await;
-            }
-            Admit::Ask { want } => return ask(env, applied, &settings, want, now).await,
-        }
     }
 }
 
-/// The one call in flight for a key: a `hit`, or a `lease` of `want`.
-/// Dropped with a cancelled request, it tells the lease book ([`Flight`]).
-async fn ask(env: &Env, applied: &Applied<'_>, settings: &LeaseSettings, want: u32, sent_at: i64) -> Outcome {
-    let cost = applied.rule.cost;
-    let mut flight = Flight { id: applied.id.clone(), finished: false };
-    let call = if want > cost {
-        Call { op: Op::Lease, want: Some(want), hold_ms: Some(settings.ttl_ms), ..applied.rule.call_for(Op::Hit, &applied.key) }
-    } else {
-        applied.rule.call_for(Op::Hit, &applied.key)
-    };
-    let who = (applied.rule.name.as_str(), applied.key_hash.as_str());
-    let result = call_any_release(env, &applied.id, &call, applied.rule.timeout_ms, who).await;
-    flight.finished = true;
-    match result {
-        Ok(reply) => {
-            let granted = reply.granted.unwrap_or(if reply.tally.allowed { u64::from(cost) } else { 0 });
-            LEASES.with(|l| {
-                l.borrow_mut().granted(&applied.id, settings, sent_at, cost, granted, reply.reservation, &reply.tally.windows)
-            });
-            let mut outcome = Outcome::from_reply(reply.clone());
-            if let Outcome::Allowed { windows, .. } = &mut outcome {
-                // The rest of the grant is this isolate's: remaining to it.
-                let held = u32::try_from(granted.saturating_sub(u64::from(cost))).unwrap_or(u32::MAX);
-                *windows = lease::with_held(windows, held);
-            }
-            let now = now_ms();
-            if let Some(block) = outcome.block_to_cache(reply.tally.in_flight, now) {
-                BLOCKED.with(|b| b.borrow_mut().insert(&applied.id, block, now));
-            }
-            outcome
-        }
-        Err(e) => {
-            LEASES.with(|l| l.borrow_mut().failed(&applied.id, now_ms()));
-            Outcome::Failed(older::failure_text(&call, &e))
-        }
-    }
-}
+/// A counter being driven. Dropped before its outcome (cancelled with its
+/// request), it tells the core ([`Counter::cancelled`]).
+struct Driving<'a, 'c>(Counter<'a, 'c>);
 
-/// A key's call in flight. Dropped before it finished (cancelled with its
-/// request), it tells the lease book, so the next request asks again.
-struct Flight {
-    id: String,
-    finished: bool,
-}
-
-impl Drop for Flight {
+impl Drop for Driving<'_, '_> {
     fn drop(&mut self) {
-        if !self.finished {
-            LEASES.with(|l| l.borrow_mut().abandon(&self.id));
-        }
+        with_isolate(|isolate| self.0.cancelled(isolate));
     }
 }
 
 /// Gives back, under `waitUntil`, the unspent tokens of the leases that
-/// expired (lazily: when the isolate next runs). A refund that fails is
-/// not retried: its tokens lapse with their window.
+/// expired ([`crate::pipeline::isolate::Isolate::refunds`]).
 pub(crate) fn send_refunds(ctx: &Context, env: &Env, config: &'static crate::config::Config) {
     if let Some(refunds) = refunds(env, config) {
         ctx.wait_until(refunds);
@@ -264,56 +103,37 @@ pub(crate) fn send_refunds(ctx: &Context, env: &Env, config: &'static crate::con
 /// without a `Context` to run them under (the embedded check awaits it);
 /// `None` when none is due.
 pub(crate) fn refunds(env: &Env, config: &'static crate::config::Config) -> Option<impl std::future::Future<Output = ()> + 'static> {
-    let due = LEASES.with(|l| l.borrow_mut().due_refunds(now_ms(), lease::DEFAULT_LEASE_TTL_MS));
+    let now = now_ms();
+    let due = with_isolate(|isolate| isolate.refunds(config, now));
     if due.is_empty() {
         return None;
     }
     let env = env.clone();
     Some(async move {
-        let sends = due.into_iter().filter_map(|refund| {
-            let (rule_name, key) = refund.id.split_once('\n')?;
-            let rule = config.rules.iter().find(|r| r.name == rule_name)?;
-            let call = Call {
-                op: Op::Refund,
-                cost: refund.units,
-                reservation: Some(refund.lease_id),
-                hold_ms: None,
-                want: None,
-                penalty_ms: None,
-                ..rule.call_for(Op::Hit, key)
-            };
-            let (env, timeout_ms) = (env.clone(), rule.timeout_ms);
-            Some(async move {
-                let _ = call_with_timeout(&env, &refund.id, &call, timeout_ms).await;
-            })
+        let sends = due.into_iter().map(|refund| {
+            let env = env.clone();
+            async move {
+                let _ = call_with_timeout(&env, &refund.id, &refund.call, refund.timeout_ms).await;
+            }
         });
         join_all(sends).await;
     })
 }
 
-/// One call to the object named `id`, as [`call_with_timeout`], that an
-/// object of the release before may refuse for a field it does not know
-/// ([`older`], issue 35): then the calls it takes instead are sent, in
-/// order, each within `timeout_ms`, and the refusal is logged once per
-/// episode (`counter_error`, decision `older_form`; `who`: the rule and
-/// the key hash). The last call's result, or the first failure; a call
-/// with no older form fails with the older object's refusal. Bounded: each
-/// refusal drops one of the three newer fields, so at most five calls.
-async fn call_any_release(env: &Env, id: &str, call: &Call, timeout_ms: u32, who: (&str, &str)) -> Result<Reply, CallFailure> {
-    let mut queue = std::collections::VecDeque::from([call.clone()]);
-    let mut result = Err(CallFailure::Transport("no call sent".into()));
-    for _ in 0..5 {
-        let Some(next) = queue.pop_front() else { break };
-        result = call_with_timeout(env, id, &next, timeout_ms).await;
-        let Err(failure) = &result else { continue };
-        let Some(field) = older::refused_field(&next, failure) else { return result };
-        let Some(calls) = older::instead(&next, field) else { return result };
-        write_logs(&[verdict::counter_error(who.0, who.1, &failure.to_string(), "older_form")]);
-        for c in calls.into_iter().rev() {
-            queue.push_front(c);
+/// One call to the object named `id` that an object of the release before
+/// may refuse for a field it does not know: the core's [`Exchange`] says
+/// what to send instead, and the `older_form` line to write (`who`: the
+/// rule and the key hash). The last call's result, or the first failure.
+async fn exchange(env: &Env, id: &str, call: &Call, timeout_ms: u32, who: (&str, &str)) -> Result<Reply, CallFailure> {
+    let mut exchange = Exchange::new(call.clone());
+    let mut logs = Vec::new();
+    loop {
+        let result = call_with_timeout(env, id, exchange.call(), timeout_ms).await;
+        if let Some(result) = exchange.answered(result, who, &mut logs) {
+            write_logs(&logs);
+            return result;
         }
     }
-    result
 }
 
 /// One call to the object named `id`, in the compact form
@@ -324,12 +144,12 @@ async fn call_any_release(env: &Env, id: &str, call: &Call, timeout_ms: u32, who
 pub(crate) async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_ms: u32) -> Result<Reply, CallFailure> {
     let url = encode_call_url(call);
     let mut budget_ms = timeout_ms;
-    if RPC.get() {
+    if !bindings(|b| b.rpc_refused.get()) {
         let sent_at = now_ms();
         match rpc(stub(env, id)?, &url, timeout_ms).await {
             Ok(Some(answer)) => return decode_rpc_answer(&answer),
             Ok(None) => return Err(CallFailure::Timeout { ms: timeout_ms }),
-            Err(e) if refused_as_rpc(&e) => RPC.set(false),
+            Err(e) if refused_as_rpc(&e) => bindings(|b| b.rpc_refused.set(true)),
             Err(e) => return Err(CallFailure::Transport(e)),
         }
         // Refused before it reached the object: the fetch gets what is
@@ -372,13 +192,6 @@ async fn fetch_call(env: &Env, id: &str, url: &str) -> Result<Reply, CallFailure
     let status = raw.status();
     let body = JsFuture::from(raw.text().map_err(transport)?).await.map_err(transport)?;
     decode_reply_line(status, &body.as_string().unwrap_or_default())
-}
-
-thread_local! {
-    /// Whether this isolate's limiter class takes RPC calls: true until one
-    /// is refused as such (an app that exports the Rust class as it is,
-    /// without `src/entry.mjs`'s wrapper), then every call is a fetch.
-    static RPC: Cell<bool> = const { Cell::new(true) };
 }
 
 #[wasm_bindgen(inline_js = r#"
@@ -466,14 +279,5 @@ pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Re
     match status {
         200 => Ok(text),
         status => Err(CallFailure::Refused { status, body: text }),
-    }
-}
-
-/// Caches a ban in this isolate at once (other isolates see it at their
-/// next call to the object, or once their cached block ends).
-pub(crate) fn cache_ban(id: &str, until_ms: i64) {
-    let now = now_ms();
-    if until_ms > now {
-        BLOCKED.with(|b| b.borrow_mut().insert(id, Block { until_ms, window: 0, limits: Vec::new(), by: crate::count::blocked::Refusal::Ban }, now));
     }
 }

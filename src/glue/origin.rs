@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use crate::pipeline::machine::Hold;
-use crate::pipeline::upload::{Receipt, Reception, UploadBudget, UploadLimits, Want};
+use crate::pipeline::upload::{Receipt, Reception, UploadLimits, Want};
 use crate::pipeline::verdict::LogEvent;
 use crate::config::upstream::Upstream;
 use worker::{js_sys, web_sys, Env, Request};
@@ -17,15 +17,12 @@ use worker::{js_sys, web_sys, Env, Request};
 /// to instead of the zone's origin; unset in production.
 const UPSTREAM_VAR: &str = "UPSTREAM";
 
-thread_local! {
-    /// The `UPSTREAM` var, read once per isolate (vars are fixed for its life).
-    static UPSTREAM: std::cell::OnceCell<Option<std::rc::Rc<str>>> = const { std::cell::OnceCell::new() };
-}
-
 /// The `UPSTREAM` var (local development only), if set and not blank.
 fn upstream_var(env: &Env) -> Option<std::rc::Rc<str>> {
-    UPSTREAM.with(|cell| {
-        cell.get_or_init(|| env.var(UPSTREAM_VAR).ok().map(|v| v.to_string()).filter(|v| !v.trim().is_empty()).map(Into::into))
+    // Read once per isolate (vars are fixed for its life).
+    crate::glue::isolate::bindings(|b| {
+        b.upstream
+            .get_or_init(|| env.var(UPSTREAM_VAR).ok().map(|v| v.to_string()).filter(|v| !v.trim().is_empty()).map(Into::into))
             .clone()
     })
 }
@@ -258,20 +255,15 @@ async fn receive_body(req: &web_sys::Request, limits: UploadLimits) -> Receipt {
     }
 }
 
-thread_local! {
-    /// The isolate's budget of received-upload bytes: held here, decided
-    /// by [`UploadBudget`].
-    static UPLOAD_BUDGET: std::cell::RefCell<UploadBudget> = const { std::cell::RefCell::new(UploadBudget::new()) };
-}
-
-/// An upload's bytes held in the isolate's budget, given back when
+/// An upload's bytes held in the isolate's budget (the core's
+/// [`crate::pipeline::isolate::Isolate::upload_budget`]), given back when
 /// dropped (the request ended, however: keep it until the forward
 /// returned or tollgate answered).
 pub(crate) struct BudgetHold(u64);
 
 impl Drop for BudgetHold {
     fn drop(&mut self) {
-        UPLOAD_BUDGET.with(|budget| budget.borrow_mut().give_back(self.0));
+        crate::glue::isolate::with_isolate(|isolate| isolate.upload_budget.give_back(self.0));
     }
 }
 
@@ -287,7 +279,7 @@ pub(crate) async fn receive_upload(
     want: Want,
     now_ms: i64,
 ) -> (Receipt, Option<BudgetHold>, Option<LogEvent>) {
-    let taken = UPLOAD_BUDGET.with(|b| b.borrow_mut().take(budget, client, limits, want, now_ms));
+    let taken = crate::glue::isolate::with_isolate(|isolate| isolate.upload_budget.take(budget, client, limits, want, now_ms));
     let hold = taken.hold.map(BudgetHold);
     let receipt = match taken.reception {
         Reception::Read(granted) => receive_body(req, granted).await,

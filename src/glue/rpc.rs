@@ -25,7 +25,6 @@ use worker::wasm_bindgen::prelude::*;
 use worker::wasm_bindgen::JsCast;
 // The `#[wasm_bindgen]` of an async fn names this crate unqualified.
 use worker::wasm_bindgen_futures;
-use std::cell::OnceCell;
 use std::rc::Rc;
 use worker::{web_sys, Env, Request};
 
@@ -115,17 +114,12 @@ pub async fn settle(this: JsValue, ticket: JsValue, status: JsValue, headers: Js
     Ok(out.into())
 }
 
-thread_local! {
-    /// The ticket signing key, derived once per isolate, as the log key is
-    /// read (a changed secret is a new deployment, hence new isolates).
-    static TICKET_KEY: OnceCell<Option<Rc<[u8]>>> = const { OnceCell::new() };
-}
-
 /// The key RPC tickets are signed with ([`crate::pipeline::ticket::signing_key`]):
 /// from the log key and the config's `trusted_device` secrets; `None`
-/// without a config or any of them.
+/// without a config or any of them. Derived once per isolate, as the log
+/// key is read (a changed secret is a new deployment, hence new isolates).
 fn ticket_key(env: &Env) -> Option<Rc<[u8]>> {
-    TICKET_KEY.with(|cell| cell.get_or_init(|| derive_ticket_key(env).map(Rc::from)).clone())
+    crate::glue::isolate::bindings(|b| b.ticket_key.get_or_init(|| derive_ticket_key(env).map(Rc::from)).clone())
 }
 
 fn derive_ticket_key(env: &Env) -> Option<Vec<u8>> {

@@ -8,23 +8,18 @@ use crate::count::protocol::CallFailure;
 use crate::glue::objects::post_line;
 use crate::pipeline::console::traffic::{self, Dialect, Range, ACCOUNT_VAR, DATASET_VAR, SINK_OBJECT, SINK_PATH, SINK_VAR, TOKEN_SECRET};
 use crate::pipeline::metrics::Point;
-use std::cell::OnceCell;
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{js_sys, web_sys, Env};
-
-thread_local! {
-    /// Whether the local sink is on ([`SINK_VAR`]), looked up once per isolate.
-    static SINK_ON: OnceCell<bool> = const { OnceCell::new() };
-}
 
 fn text_binding(env: &Env, name: &str) -> Option<String> {
     env.secret(name).ok().map(|s| s.to_string()).filter(|s| !s.trim().is_empty())
 }
 
-/// Whether points go to the local sink (no dataset bound, [`SINK_VAR`] set).
+/// Whether points go to the local sink (no dataset bound, [`SINK_VAR`]
+/// set), looked up once per isolate.
 pub(crate) fn sink_on(env: &Env) -> bool {
-    SINK_ON.with(|on| *on.get_or_init(|| text_binding(env, SINK_VAR).is_some()))
+    crate::glue::isolate::bindings(|b| *b.sink_on.get_or_init(|| text_binding(env, SINK_VAR).is_some()))
 }
 
 /// Writes `points` to the local sink (awaited: local development only).

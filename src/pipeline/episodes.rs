@@ -227,7 +227,7 @@ mod tests {
     }
 
     fn error(rule: &str, key: &str) -> LogEvent {
-        crate::pipeline::verdict::counter_error(rule, key, "no answer within 300 ms", "allow")
+        crate::pipeline::verdict::counter_error(rule, key, &"no answer within 300 ms".into(), "allow")
     }
 
     fn field<'a>(event: &'a LogEvent, name: &str) -> Option<&'a Value> {
@@ -263,7 +263,7 @@ mod tests {
     #[test]
     fn every_unrecorded_settlement_is_written() {
         let mut episodes = Episodes::new(100, PERIOD_MS);
-        let lost = crate::pipeline::verdict::counter_error("usage", "k", "limiter answered 400", "not_recorded");
+        let lost = crate::pipeline::verdict::counter_error("usage", "k", &"limiter answered 400".into(), "not_recorded");
         for t in 0..15 {
             assert_eq!(episodes.filter(std::slice::from_ref(&lost), t * 1_000), vec![lost.clone()], "at {t} s");
         }

@@ -76,16 +76,17 @@ pub fn points(matched: &[Matched<'_>], applied: &[Applied<'_>], outcomes: &[Outc
         }
     }
     for (a, outcome) in applied.iter().zip(outcomes) {
-        let (action, doubles) = match outcome {
+        let (action, doubles, detail) = match outcome {
             Outcome::Allowed { windows, .. } => {
                 let remaining = windows.iter().map(|w| w.remaining).min().unwrap_or(0);
-                ("allowed", [0.0, remaining as f64])
+                ("allowed", [0.0, remaining as f64], "")
             }
             Outcome::Blocked { retry_after_ms, .. } => {
                 let shadow = a.rule.action == Action::Log;
-                (if shadow { "shadow" } else { "blocked" }, [*retry_after_ms as f64, 0.0])
+                (if shadow { "shadow" } else { "blocked" }, [*retry_after_ms as f64, 0.0], "")
             }
-            Outcome::Failed(_) => ("error", [0.0, 0.0]),
+            // What failed: timeout, refused, unreachable, ... (`Failure::kind`).
+            Outcome::Failed(failure) => ("error", [0.0, 0.0], failure.kind()),
         };
         let selected = match a.rule.metrics {
             MetricsLevel::Off => false,
@@ -93,7 +94,7 @@ pub fn points(matched: &[Matched<'_>], applied: &[Applied<'_>], outcomes: &[Outc
             MetricsLevel::All => true,
         };
         if selected {
-            out.push(point(&a.rule.name, action, &a.key_hash, "", doubles, place));
+            out.push(point(&a.rule.name, action, &a.key_hash, detail, doubles, place));
         }
     }
     out
@@ -207,7 +208,7 @@ mod tests {
         assert_eq!(points[1].doubles, [0.0, 7.0]);
         assert_eq!(points[2].doubles, [1500.0, 0.0]);
         let failed = points_of_failure(&c);
-        assert_eq!(failed, ["error"]);
+        assert_eq!(failed, ["error timeout"], "an error point names its failure in blob6");
     }
 
     #[test]
@@ -253,6 +254,7 @@ mod tests {
             device: None,
             spelling: None,
         };
-        points(&[], &[a], &[Outcome::Failed("down".into())], Place::default()).into_iter().map(|p| p.blobs[1].clone()).collect()
+        let timeout = Outcome::Failed(crate::pipeline::verdict::Failure::Call(crate::count::protocol::CallFailure::Timeout { ms: 300 }));
+        points(&[], &[a], &[timeout], Place::default()).into_iter().map(|p| format!("{} {}", p.blobs[1], p.blobs[5])).collect()
     }
 }

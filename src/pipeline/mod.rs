@@ -10,6 +10,7 @@ pub mod episodes;
 pub mod memo;
 pub mod metrics;
 pub mod facts;
+pub mod isolate;
 pub mod machine;
 pub mod plan;
 pub mod upload;

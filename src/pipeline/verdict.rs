@@ -23,7 +23,7 @@ use crate::config::policy::{Action, FailPolicy, Named, SuccessAction};
 use crate::config::headers::{rate_fields, OwnResponse, Policies, Report};
 use crate::count::blocked::Refusal;
 use crate::pipeline::applied::{Applied, Matched};
-use crate::count::protocol::{Call, Op, Reply, WireWindow};
+use crate::count::protocol::{Call, CallFailure, Op, Reply, WireWindow};
 use crate::config::rules::Rule;
 use crate::request::spelling::Spelling;
 use crate::config::response::Prefers;
@@ -43,7 +43,70 @@ pub enum Outcome {
     /// from now.
     Blocked { retry_after_ms: u64, window: usize, windows: Option<Vec<WireWindow>>, by: crate::count::blocked::Refusal },
     /// The counter could not be asked in time: the rule's fail policy.
-    Failed(String),
+    Failed(Failure),
+}
+
+/// Why a rule's counter could not say (issue 36): the typed failure of its
+/// call, so logs name a timeout, a refusal or an unreachable object apart
+/// (`counter_error`'s `failure` field, [`Failure::kind`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The call to the object failed.
+    Call(CallFailure),
+    /// An object of an older release refused the call's concurrency slot
+    /// ([`crate::count::older`]): no limit would bound the requests in
+    /// flight, so the rule refuses whatever its `on_error` says.
+    NoSlot(CallFailure),
+    /// A leased key backing off after failed calls, with no tokens held
+    /// ([`crate::count::lease::Admit::Unavailable`]): no call was sent.
+    BackingOff,
+}
+
+impl Failure {
+    /// The failure of `call`: [`Failure::NoSlot`] when an older object
+    /// refused its concurrency field, else [`Failure::Call`].
+    pub fn of(call: &Call, failure: CallFailure) -> Failure {
+        match crate::count::older::refused_field(call, &failure) {
+            Some(crate::count::older::NewerField::Concurrency) => Failure::NoSlot(failure),
+            _ => Failure::Call(failure),
+        }
+    }
+
+    /// One word for logs: `timeout`, `refused`, `unreachable`,
+    /// `unreadable`, `no_binding`, `older_release` or `backoff`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Failure::Call(CallFailure::Timeout { .. }) => "timeout",
+            Failure::Call(CallFailure::Refused { .. }) => "refused",
+            Failure::Call(CallFailure::Transport(_)) => "unreachable",
+            Failure::Call(CallFailure::Unreadable(_)) => "unreadable",
+            Failure::Call(CallFailure::NoBinding(_)) => "no_binding",
+            Failure::NoSlot(_) => "older_release",
+            Failure::BackingOff => "backoff",
+        }
+    }
+
+    /// Whether the object is too old to hold the rule's concurrency slot.
+    pub fn cannot_hold_slot(&self) -> bool {
+        matches!(self, Failure::NoSlot(_))
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Call(e) => write!(f, "{e}"),
+            Failure::NoSlot(e) => write!(f, "{}: {e}", crate::count::older::NO_SLOT),
+            Failure::BackingOff => write!(f, "backing off after failed calls; no tokens held"),
+        }
+    }
+}
+
+/// A failure told in words (`explain`'s assumed outage): unreachable.
+impl From<&str> for Failure {
+    fn from(text: &str) -> Failure {
+        Failure::Call(CallFailure::Transport(text.to_string()))
+    }
 }
 
 impl Outcome {
@@ -194,7 +257,7 @@ pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefe
                 // Shadow mode never blocks, whatever `on_error` says. An
                 // object too old to hold a concurrency slot refuses (issue
                 // 35): no limit would bound the requests in flight.
-                let fails_closed = a.rule.on_error == FailPolicy::Deny || crate::count::older::cannot_hold_slot(error);
+                let fails_closed = a.rule.on_error == FailPolicy::Deny || error.cannot_hold_slot();
                 let deny = fails_closed && a.rule.action == Action::Block;
                 let decision = if deny { FailPolicy::Deny } else { FailPolicy::Allow }.name();
                 events.push(counter_error(&a.rule.name, &a.key_hash, error, decision));
@@ -468,11 +531,12 @@ pub fn exempt_events(matched: &[Matched<'_>]) -> Vec<LogEvent> {
 
 /// A `counter_error` line: `decision` is `allow`, `deny` or `not_recorded`;
 /// a `deny` says why it refused (`reason: fail_closed`).
-pub fn counter_error(rule: &str, key_hash: &str, error: &str, decision: &str) -> LogEvent {
+pub fn counter_error(rule: &str, key_hash: &str, failure: &Failure, decision: &str) -> LogEvent {
     let mut fields = vec![
         ("rule", rule.into()),
         ("key_hash", key_hash.into()),
-        ("error", error.into()),
+        ("error", failure.to_string().into()),
+        ("failure", failure.kind().into()),
         ("decision", decision.into()),
     ];
     if decision == "deny" {
@@ -609,7 +673,7 @@ mod tests {
         assert_eq!(events, ["block", "counter_error"]);
         // Issue 35: an object too old to hold a concurrency slot refuses
         // an `on_error = "allow"` rule too.
-        let old = Outcome::Failed(format!("{}: limiter answered 400", crate::count::older::NO_SLOT));
+        let old = Outcome::Failed(Failure::NoSlot(CallFailure::Refused { status: 400, body: String::new() }));
         let v = verdict(&[applied(&c, "open")], &[old]);
         let Answer::Respond(r) = &v.answer else { panic!("{v:?}") };
         assert_eq!(r.status, 503);

@@ -31,6 +31,9 @@ for (const mode of ["throw", "hang", "storage"]) {
       const errors = (await eventsSince(tg, 0, 2)).filter((e) => e.tollgate === "counter_error");
       assert.deepEqual(errors.map((e) => [e.rule, e.decision]), [["open", "allow"], ["closed", "deny"]]);
       if (mode === "hang") assert.match(errors[0].error, /no answer within 300 ms/);
+      // The failure is typed: a throw is unreachable, a hang a timeout, a 500 a refusal.
+      const kind = { throw: "unreachable", hang: "timeout", storage: "refused" }[mode];
+      assert.deepEqual(errors.map((e) => e.failure), [kind, kind]);
     } finally {
       await tg.dispose();
       tg.cleanup();

@@ -44,6 +44,7 @@ test("a missing key and a counter that fails closed say why", () =>
       assert.deepEqual([missing.reason, missing.method, missing.route, missing.country], ["missing_key", "GET", "/t/export", "NL"]);
       const failed = tg.logEvents().find((e) => e.tollgate === "counter_error");
       assert.deepEqual([failed.decision, failed.reason, failed.method, failed.route, failed.colo], ["deny", "fail_closed", "PUT", "/strict", "AMS"]);
+      assert.equal(failed.failure, "unreachable", "a counter that threw: typed as unreachable");
     },
   ));
 
