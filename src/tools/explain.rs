@@ -25,10 +25,10 @@ use crate::pipeline::plan::Canonical;
 use crate::pipeline::plan::Plan;
 use crate::pipeline::upload::Receipt;
 use crate::count::limit::Limit;
-use crate::count::protocol::{Call, Op};
+use crate::count::protocol::{Call, CallFailure, Op};
 use crate::count::store::Storage;
 use crate::config::rules::{RequestView, Rule};
-use crate::pipeline::verdict::{Answer, Outcome, Verdict};
+use crate::pipeline::verdict::{Answer, Failure, Outcome, Verdict};
 use serde_json::{json, Value};
 use std::fmt::Write;
 use url::Url;
@@ -125,7 +125,7 @@ impl Assumed {
         }
         match object.answer(&call, now_ms) {
             Ok(reply) => Outcome::from_reply(reply),
-            Err(corrupt) => Outcome::Failed(corrupt),
+            Err(corrupt) => Outcome::Failed(Failure::Call(CallFailure::Refused { status: 500, body: corrupt })),
         }
     }
 }

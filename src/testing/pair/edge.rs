@@ -15,13 +15,12 @@ use crate::config::Config;
 use crate::count::blocked::{BlockedUntilCache, Refusal};
 use crate::count::hold::{self, Holds};
 use crate::count::lease::{self, Admit, LeaseSettings, Leases};
-use crate::count::older;
 use crate::count::protocol::{Call, CallFailure, Op, Reply};
 use crate::pipeline::applied::{object_name, Applied};
 use crate::pipeline::machine::{Decision, Machine, Next, Settled};
 use crate::pipeline::memo::PlanMemo;
 use crate::pipeline::upload::Receipt;
-use crate::pipeline::verdict::Outcome;
+use crate::pipeline::verdict::{Failure, Outcome};
 use crate::testing::Req;
 
 /// Sends one call to the object named by the first argument: the harness's
@@ -89,7 +88,7 @@ impl Edge {
             match send(&object_name(applied.rule, &applied.key), &call) {
                 Ok(reply) if reply.tally.allowed => {}
                 Ok(reply) => return Outcome::from_reply(reply),
-                Err(e) => return Outcome::Failed(e.to_string()),
+                Err(e) => return Outcome::Failed(Failure::Call(e)),
             }
         }
         if let Some(block) = self.cache.blocked_until(&applied.id, now) {
@@ -109,7 +108,7 @@ impl Edge {
                 }
                 (outcome, cacheable)
             }
-            Err(e) => (Outcome::Failed(older::failure_text(&call, &e)), false),
+            Err(e) => (Outcome::Failed(Failure::of(&call, e)), false),
         };
         if let Some(block) = outcome.block_to_cache(!cacheable, now) {
             self.cache.insert(&applied.id, block, now);
@@ -124,7 +123,7 @@ impl Edge {
         let cost = applied.rule.cost;
         let want = match self.leases.admit(&applied.id, &settings, cost, now, true) {
             Admit::Local { windows } => return Outcome::Allowed { windows, reservation: None },
-            Admit::Unavailable => return Outcome::Failed("backing off after failed calls; no tokens held".into()),
+            Admit::Unavailable => return Outcome::Failed(Failure::BackingOff),
             Admit::Scarce { retry_after_ms, windows } => {
                 return Outcome::Blocked { retry_after_ms, window: 0, windows: Some(windows), by: Refusal::Limit }
             }
@@ -150,7 +149,7 @@ impl Edge {
             }
             Err(e) => {
                 self.leases.failed(&applied.id, now);
-                Outcome::Failed(older::failure_text(&call, &e))
+                Outcome::Failed(Failure::of(&call, e))
             }
         }
     }
