@@ -8,10 +8,14 @@
 //
 // An app that exports the Rust class without this wrapper still works:
 // its Worker finds that the class refuses RPC and sends fetches instead.
+//
+// The controls registry and the local metrics sink are classes of their
+// own (bound as TOLLGATE_REGISTRY and TOLLGATE_METRICS_SINK), called by
+// fetch only: exported as the Rust build makes them.
 import { DurableObject } from "cloudflare:workers";
 import { Limiter as RustLimiter } from "../build/index.js";
 
-export { default } from "../build/index.js";
+export { default, Registry, MetricsSink } from "../build/index.js";
 
 export class Limiter extends DurableObject {
   constructor(ctx, env) {

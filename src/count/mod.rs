@@ -19,6 +19,7 @@ pub mod controls;
 pub mod penalty;
 pub mod object;
 pub mod registry;
+pub(crate) mod classes;
 pub mod blocked;
 pub mod hold;
 pub(crate) mod duration;

@@ -6,6 +6,7 @@
 //! `route` and `observability` are (an environment that sets its own
 //! replaces the top level's).
 
+use crate::count::classes::{self, ObjectClass};
 use serde_json::Value;
 
 /// A Wrangler config, parsed by its file name: `.json` and `.jsonc` as JSON
@@ -119,6 +120,12 @@ pub struct Section {
     /// The binding names of this section's `[[services]]` (not inherited:
     /// Wrangler treats bindings per environment).
     pub services: Vec<String>,
+    /// This section's `[[durable_objects.bindings]]` (not inherited), as
+    /// (name, class_name).
+    pub objects: Vec<(String, String)>,
+    /// The Durable Object classes its migrations create or rename to (the
+    /// `[[migrations]]` or declarative `exports`; inherited unless set).
+    pub migrated: Vec<String>,
 }
 
 /// Every section to validate: the top level, then each `[env.NAME]`.
@@ -201,7 +208,105 @@ fn section(label: String, value: &Value, top: Option<&Section>) -> Section {
         .and_then(Value::as_array)
         .map(|list| list.iter().filter_map(|s| s.get("binding").and_then(Value::as_str).map(str::to_string)).collect())
         .unwrap_or_default();
-    Section { label, tollgate, routes, logs_kept, services }
+    let objects = value
+        .pointer("/durable_objects/bindings")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(|b| Some((b.get("name")?.as_str()?.to_string(), b.get("class_name")?.as_str()?.to_string()))).collect())
+        .unwrap_or_default();
+    let migrated = migrated(value).or_else(|| top.map(|t| t.migrated.clone())).unwrap_or_default();
+    Section { label, tollgate, routes, logs_kept, services, objects, migrated }
+}
+
+/// The classes `[[migrations]]` create (`new_sqlite_classes`,
+/// `new_classes`) or rename to, or the declarative `exports` declare live;
+/// `None` when the section sets neither.
+fn migrated(value: &Value) -> Option<Vec<String>> {
+    let names = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array).map(|l| l.iter().filter_map(|c| c.as_str().map(str::to_string)).collect()).unwrap_or_default()
+    };
+    if let Some(exports) = value.get("exports").and_then(Value::as_object) {
+        let live = |e: &Value| e.get("type").and_then(Value::as_str) == Some("durable-object") && e.get("state").and_then(Value::as_str).is_none_or(|s| s == "created");
+        return Some(exports.iter().filter(|(_, e)| live(e)).map(|(name, _)| name.clone()).collect());
+    }
+    let migrations = value.get("migrations").and_then(Value::as_array)?;
+    let mut out = Vec::new();
+    for m in migrations {
+        out.extend(names(m.get("new_sqlite_classes")));
+        out.extend(names(m.get("new_classes")));
+        let renamed = m.get("renamed_classes").and_then(Value::as_array).into_iter().flatten();
+        out.extend(renamed.filter_map(|r| r.get("to").and_then(Value::as_str).map(str::to_string)));
+    }
+    Some(out)
+}
+
+/// What a section lacks of tollgate's Durable Objects
+/// ([`classes::ALL`]), as one message that names each binding and the
+/// lines to add (the optional ones too, once something required is
+/// missing): `None` when nothing required is missing. A section with
+/// no Durable Object bindings at all is a fragment to merge (the
+/// examples): [`object_warnings`] reminds of them instead.
+pub fn missing_objects(section: &Section) -> Option<String> {
+    if section.objects.is_empty() {
+        return None;
+    }
+    let mut problems = object_problems(section, true);
+    if problems.is_empty() {
+        return None;
+    }
+    // The optional ones too, so that one edit adds everything.
+    problems.extend(object_problems(section, false));
+    Some(problems.join("; "))
+}
+
+/// The warnings about tollgate's Durable Objects: the optional ones a
+/// section lacks, or, with none bound at all, every one.
+pub fn object_warnings(section: &Section) -> Vec<String> {
+    if section.objects.is_empty() {
+        let all: Vec<&str> = classes::ALL.iter().map(|c| c.binding).collect();
+        return vec![format!(
+            "no [[durable_objects.bindings]]: a Worker deployed from this config reaches no counter (a fragment to merge into a full config is fine); tollgate binds {}",
+            all.join(", ")
+        )];
+    }
+    object_problems(section, false)
+}
+
+/// Each class of [`classes::ALL`] that is `required` (or not) and is
+/// unbound or bound to another class; then the migration to add, for
+/// every class no migration creates (one migration for all of them), with
+/// the errors when a required one is among them, else with the warnings.
+fn object_problems(section: &Section, required: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for class in classes::ALL.iter().filter(|c| c.required == required) {
+        match section.objects.iter().find(|(name, _)| name == class.binding) {
+            None => out.push(format!(
+                "the Durable Object binding {} ({}) is missing: add [[durable_objects.bindings]] name = \"{}\" class_name = \"{}\"",
+                class.binding, class.role, class.binding, class.class
+            )),
+            Some((_, bound)) if bound != class.class => {
+                out.push(format!("the Durable Object binding {} names class `{bound}`, not `{}`", class.binding, class.class));
+            }
+            Some(_) => {}
+        }
+    }
+    let unmigrated: Vec<&ObjectClass> = classes::ALL.iter().filter(|c| !section.migrated.iter().any(|m| m == c.class)).collect();
+    if unmigrated.iter().any(|c| c.required) == required && !unmigrated.is_empty() {
+        out.push(migration_hint(&unmigrated));
+    }
+    out
+}
+
+/// The migration that creates `missing` (classes of [`classes::ALL`]):
+/// tag `v1` with the limiter, else the split's tag.
+fn migration_hint(missing: &[&ObjectClass]) -> String {
+    let tag = if missing.iter().any(|c| *c == &classes::LIMITER) { "v1" } else { classes::SPLIT_TAG };
+    let names: Vec<&str> = missing.iter().map(|c| c.class).collect();
+    let quoted: Vec<String> = names.iter().map(|c| format!("\"{c}\"")).collect();
+    format!(
+        "no migration creates the class(es) {}: add [[migrations]] tag = \"{tag}\" new_sqlite_classes = [{}] (a tag of its own, after the migrations already there)",
+        names.join(", "),
+        quoted.join(", ")
+    )
 }
 
 fn routes(section: &Value) -> Option<Vec<String>> {
@@ -253,6 +358,40 @@ mod tests {
             ["env `prod`: it has routes of its own (app.example.com/*)", "env `staging`: workers_dev is not false (its *.workers.dev URL)"],
             "inherited unless set"
         );
+    }
+
+    #[test]
+    fn check_names_each_missing_object_binding_and_the_migration_to_add() {
+        let w = |text: &str| select(&parse("w.toml", text).unwrap(), None).unwrap();
+        let limiter = "[[durable_objects.bindings]]\nname = \"LIMITER\"\nclass_name = \"Limiter\"\n[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Limiter\"]\n";
+        // 0.2.0's config: the limiter alone.
+        let old = missing_objects(&w(limiter)).expect("the registry is required");
+        assert!(old.contains("binding TOLLGATE_REGISTRY") && old.contains("class_name = \"Registry\""), "{old}");
+        assert!(old.contains("tag = \"v2\" new_sqlite_classes = [\"Registry\", \"MetricsSink\"]"), "one migration for both: {old}");
+        assert!(old.contains("binding TOLLGATE_METRICS_SINK"), "the optional one too, for one edit: {old}");
+        let warned = object_warnings(&w(limiter));
+        assert!(warned.len() == 1 && warned[0].contains("TOLLGATE_METRICS_SINK"), "{warned:?}");
+        let full = format!(
+            "{limiter}[[durable_objects.bindings]]\nname = \"TOLLGATE_REGISTRY\"\nclass_name = \"Registry\"\n[[durable_objects.bindings]]\nname = \"TOLLGATE_METRICS_SINK\"\nclass_name = \"MetricsSink\"\n[[migrations]]\ntag = \"v2\"\nnew_sqlite_classes = [\"Registry\", \"MetricsSink\"]\n"
+        );
+        assert_eq!((missing_objects(&w(&full)), object_warnings(&w(&full))), (None, Vec::<String>::new()));
+        // Bound but created by no migration: named, and only it.
+        let unmigrated = full.replace("new_sqlite_classes = [\"Registry\", \"MetricsSink\"]", "new_sqlite_classes = [\"MetricsSink\"]");
+        let e = missing_objects(&w(&unmigrated)).unwrap();
+        assert!(e.contains("class(es) Registry:") && !e.contains("binding"), "{e}");
+        let no_sink = full.replace("name = \"TOLLGATE_METRICS_SINK\"", "name = \"OTHER\"");
+        assert_eq!(missing_objects(&w(&no_sink)), None, "the sink alone is optional");
+        assert!(object_warnings(&w(&no_sink))[0].contains("binding TOLLGATE_METRICS_SINK (the local metrics sink of scripts/dev) is missing"));
+        let wrong = full.replace("class_name = \"Registry\"", "class_name = \"Limiter\"");
+        assert!(missing_objects(&w(&wrong)).unwrap().contains("TOLLGATE_REGISTRY names class `Limiter`, not `Registry`"));
+        // The declarative exports stand for the migrations.
+        let exports = "exports = { Limiter = { type = \"durable-object\" }, Registry = { type = \"durable-object\" } }\n";
+        let bindings: String = ["LIMITER", "TOLLGATE_REGISTRY"].iter().zip(["Limiter", "Registry"]).map(|(n, c)| format!("[[durable_objects.bindings]]\nname = \"{n}\"\nclass_name = \"{c}\"\n")).collect();
+        let declared = format!("{exports}{bindings}");
+        assert_eq!(missing_objects(&w(&declared)), None, "{declared}");
+        // A fragment (no bindings at all): a reminder, never an error.
+        assert_eq!(missing_objects(&w("name = \"x\"")), None);
+        assert!(object_warnings(&w("name = \"x\""))[0].contains("LIMITER, TOLLGATE_REGISTRY, TOLLGATE_METRICS_SINK"));
     }
 
     #[test]
