@@ -661,6 +661,87 @@ test("skew: registry rows a Limiter kept before the split are moved into the Reg
   }
 });
 
+// (f) The deploy's first minutes: the Limiter object that was the registry
+// still runs the release before the split (which kept the registry in it),
+// stood in for here by a class that answers its registry calls as that
+// code did. The Registry's handover is refused (400); it reads that object
+// with `list` and `signedout`, merges them, sends a new sign-out there too
+// (that release's Workers read it there), and asks again at its next call.
+const PRE_SPLIT = `
+import { DurableObject } from "cloudflare:workers";
+const seen = [];
+export class PreSplit extends DurableObject {
+  async fetch(request) {
+    const body = await request.text();
+    seen.push(body.split("\\t")[0]);
+    if (body === "list") return new Response(globalThis.LISTING);
+    if (body === "signedout") return new Response(globalThis.SIGNED_OUT);
+    if (body.startsWith("signout\\t")) return new Response("");
+    return new Response(JSON.stringify({ v: 1, error: "malformed registry call" }), { status: 400 });
+  }
+}
+export default {
+  async fetch(request) {
+    const url = new URL(request.url);
+    if (url.pathname === "/set") {
+      globalThis.LISTING = url.searchParams.get("listing");
+      globalThis.SIGNED_OUT = url.searchParams.get("signed_out");
+    }
+    return new Response(JSON.stringify(seen));
+  },
+};
+`;
+test("skew: a Limiter registry still on the code before the split is read with its own calls and merged, a sign-out sent there too", { timeout: 60_000 }, async () => {
+  const now = Date.now();
+  const live = { id: `api\nip=${IP}`, kind: "ban", rule: "api", keyHash: "00112233aabbccdd", until: now + 3_600_000, reason: "pre-split reason", by: "api", set: now - 5_000 };
+  const signedOut = now - 3_000;
+  const own = Object.fromEntries(Object.entries(shippedObjects()).filter(([name]) => name !== "LIMITER"));
+  const elsewhere = Object.fromEntries(Object.entries(shippedObjects("classes")).filter(([name]) => name !== "LIMITER"));
+  const worker = (name) => ({ name, modules: true, compatibilityDate: COMPATIBILITY_DATE });
+  const tg = await startTollgate({
+    config: NEW_RULES,
+    vars: { TOLLGATE_ADMIN_TOKEN: TOKEN },
+    origin: usageOrigin(),
+    workerOptions: { durableObjects: { LIMITER: { className: "Limiter", useSQLite: true }, ...elsewhere } },
+    extraWorkers: [
+      { ...worker("presplit"), script: PRE_SPLIT, durableObjects: { PRE: { className: "PreSplit", useSQLite: true } } },
+      {
+        ...worker("classes"),
+        scriptPath: BUILDS.today.scriptPath,
+        modulesRoot: BUILDS.today.modulesRoot,
+        modulesRules: [
+          { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+          { type: "CompiledWasm", include: ["**/*.wasm"] },
+        ],
+        bindings: { TOLLGATE: NEW_RULES },
+        durableObjects: { LIMITER: { className: "PreSplit", scriptName: "presplit" }, ...own },
+      },
+    ],
+  });
+  try {
+    const presplit = await tg.mf.getWorker("presplit");
+    const query = new URLSearchParams({ listing: entryLine(live), signed_out: String(signedOut) });
+    await (await presplit.fetch(`http://presplit/set?${query}`)).text();
+    const ns = await tg.mf.getDurableObjectNamespace("LIMITER", "tollgate");
+    const control = await ns.get(ns.idFromName(live.id)).fetch("https://limiter/v1/control", { method: "POST", body: `ban ${live.until}` });
+    assert.equal(control.status, 200, await control.text());
+    const listed = JSON.parse(await (await tg.fetch("/.tollgate/controls", admin("").init)).text());
+    assert.deepEqual(listed.controls.map((c) => [c.key_hash, c.reason, c.by, c.checked]), [[live.keyHash, "pre-split reason", "api", true]], JSON.stringify(listed));
+    const registry = await tg.mf.getDurableObjectNamespace("TOLLGATE_REGISTRY", "classes");
+    const ask = async (body) => (await registry.get(registry.idFromName(REGISTRY_OBJECT)).fetch("https://limiter/v1/registry", { method: "POST", body })).text();
+    assert.equal(await ask("signedout"), String(signedOut), "the older sign-out merged");
+    assert.equal(await ask(`signout\t${now}\t3600000`), "");
+    assert.equal(await ask("signedout"), String(now), "the later sign-out wins");
+    const seen = JSON.parse(await (await presplit.fetch("http://presplit/")).text());
+    assert.deepEqual(seen.filter((s) => s === "handover").length, 4, `asked again at every call until moved: ${seen}`);
+    assert.ok(seen.includes("signout"), `the sign-out sent to the older registry too: ${seen}`);
+    noServerError(tg);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
 test(`skew: a ban reply from today's object (no binding window) still blocks through the ${PREVIOUS} Worker`, { timeout: 60_000 }, async () => {
   const tg = await startSkew({ objects: "today", edge: "previous", cfg: BOTH, persist: tempDir(), origin: usageOrigin() });
   try {
