@@ -311,7 +311,7 @@ mod tests {
         let calls = decode_handover(&format!("{text}\nlist\nremove\tx\tban\ngarbage"));
         assert_eq!(calls, vec![RegistryCall::Put(e.clone()), RegistryCall::Put(ban), RegistryCall::SignOut { at_ms: 1_000, keep_ms: 3_600 }]);
         assert!(decode_handover(&encode_handover(&[], None)).is_empty());
-        let older = from_older(&encode_listing(&[e.clone()]), "1500\n", 3_600_000, 1_000);
+        let older = from_older(&encode_listing(std::slice::from_ref(&e)), "1500\n", 3_600_000, 1_000);
         assert_eq!(older, vec![RegistryCall::Put(e), RegistryCall::SignOut { at_ms: 1_500, keep_ms: 3_600_000 }]);
         assert!(from_older("", "", 1, 0).is_empty(), "nothing kept: nothing to merge");
     }

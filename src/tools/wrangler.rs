@@ -299,7 +299,7 @@ fn object_problems(section: &Section, required: bool) -> Vec<String> {
 /// The migration that creates `missing` (classes of [`classes::ALL`]):
 /// tag `v1` with the limiter, else the split's tag.
 fn migration_hint(missing: &[&ObjectClass]) -> String {
-    let tag = if missing.iter().any(|c| *c == &classes::LIMITER) { "v1" } else { classes::SPLIT_TAG };
+    let tag = if missing.contains(&&classes::LIMITER) { "v1" } else { classes::SPLIT_TAG };
     let names: Vec<&str> = missing.iter().map(|c| c.class).collect();
     let quoted: Vec<String> = names.iter().map(|c| format!("\"{c}\"")).collect();
     format!(
