@@ -11,7 +11,9 @@
 //!   the index of controls and the console's last sign-out. The class has no
 //!   alarm at all: nothing can delete its rows but their own end.
 //! - [`METRICS_SINK`]: one object, the local sink of metric points
-//!   (`TOLLGATE_LOCAL_METRICS`, local development only).
+//!   (`TOLLGATE_LOCAL_METRICS`, local development only), written in
+//!   JavaScript in `src/entry.mjs` (no Wasm in the upload for it): only the
+//!   standalone Worker exports it, so a config may leave it out.
 
 /// One Durable Object class and its binding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,8 +24,8 @@ pub(crate) struct ObjectClass {
     pub(crate) class: &'static str,
     /// What it is for, as `tollgate check` names it.
     pub(crate) role: &'static str,
-    /// Whether a config without the binding is an error (else a warning):
-    /// the sink is for local development only.
+    /// Whether a config without the binding is an error (else it may be
+    /// left out, but when bound, it must be to this class, migrated).
     pub(crate) required: bool,
 }
 

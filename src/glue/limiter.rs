@@ -23,7 +23,7 @@
 //!
 //! This class holds counts and controls only (issue 36): the controls
 //! registry and the local metrics sink are classes of their own
-//! ([`crate::glue::registry`], [`crate::glue::sink`]). The one object that
+//! ([`crate::glue::registry`], and `MetricsSink` in `src/entry.mjs`). The one object that
 //! was the registry before keeps its rows, read-only: it answers the
 //! registry's handover ([`registry::HANDOVER`]) and refuses every other
 //! registry call.
@@ -85,7 +85,7 @@ struct StoredRow {
     horizon_ms: i64,
 }
 
-#[durable_object]
+#[durable_object(alarm)]
 pub struct Limiter {
     state: State,
     /// The database handle (`ctx.storage.sql`), fetched on first use.

@@ -1,6 +1,6 @@
 //! The wasm32 glue: the Worker entry, the embedded and RPC checks, the
-//! Durable Objects (one class per role: the limiter, the controls registry,
-//! the local metrics sink) and the calls to them. Reads, calls and applies;
+//! Durable Objects (one class per role: the limiter, the controls registry;
+//! the local metrics sink is src/entry.mjs's) and the calls to them. Reads, calls and applies;
 //! decides nothing.
 
 pub(crate) mod drive;
@@ -11,7 +11,6 @@ pub(crate) mod limiter;
 pub(crate) mod objects;
 pub(crate) mod origin;
 pub(crate) mod registry;
-pub(crate) mod sink;
 pub(crate) mod traffic;
 #[cfg(feature = "standalone")]
 pub(crate) mod rpc;

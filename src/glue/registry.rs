@@ -43,7 +43,7 @@ struct Value {
     value: String,
 }
 
-#[durable_object]
+#[durable_object(fetch)]
 pub struct Registry {
     state: State,
     /// The bindings: the `Limiter` object the rows are moved from.

@@ -241,59 +241,56 @@ fn migrated(value: &Value) -> Option<Vec<String>> {
 
 /// What a section lacks of tollgate's Durable Objects
 /// ([`classes::ALL`]), as one message that names each binding and the
-/// lines to add (the optional ones too, once something required is
-/// missing): `None` when nothing required is missing. A section with
-/// no Durable Object bindings at all is a fragment to merge (the
-/// examples): [`object_warnings`] reminds of them instead.
+/// lines to add: a required one unbound, one bound to another class, or
+/// one bound that no migration creates. `None` when nothing is wrong. A
+/// section with no Durable Object bindings at all is a fragment to merge
+/// (the examples): [`object_warnings`] reminds of them instead.
 pub fn missing_objects(section: &Section) -> Option<String> {
     if section.objects.is_empty() {
         return None;
     }
-    let mut problems = object_problems(section, true);
-    if problems.is_empty() {
-        return None;
-    }
-    // The optional ones too, so that one edit adds everything.
-    problems.extend(object_problems(section, false));
-    Some(problems.join("; "))
-}
-
-/// The warnings about tollgate's Durable Objects: the optional ones a
-/// section lacks, or, with none bound at all, every one.
-pub fn object_warnings(section: &Section) -> Vec<String> {
-    if section.objects.is_empty() {
-        let all: Vec<&str> = classes::ALL.iter().map(|c| c.binding).collect();
-        return vec![format!(
-            "no [[durable_objects.bindings]]: a Worker deployed from this config reaches no counter (a fragment to merge into a full config is fine); tollgate binds {}",
-            all.join(", ")
-        )];
-    }
-    object_problems(section, false)
-}
-
-/// Each class of [`classes::ALL`] that is `required` (or not) and is
-/// unbound or bound to another class; then the migration to add, for
-/// every class no migration creates (one migration for all of them), with
-/// the errors when a required one is among them, else with the warnings.
-fn object_problems(section: &Section, required: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    for class in classes::ALL.iter().filter(|c| c.required == required) {
-        match section.objects.iter().find(|(name, _)| name == class.binding) {
-            None => out.push(format!(
+    let bound = |c: &ObjectClass| section.objects.iter().find(|(name, _)| name == c.binding).map(|(_, class)| class.as_str());
+    let mut problems = Vec::new();
+    for class in &classes::ALL {
+        match bound(class) {
+            None if class.required => problems.push(format!(
                 "the Durable Object binding {} ({}) is missing: add [[durable_objects.bindings]] name = \"{}\" class_name = \"{}\"",
                 class.binding, class.role, class.binding, class.class
             )),
-            Some((_, bound)) if bound != class.class => {
-                out.push(format!("the Durable Object binding {} names class `{bound}`, not `{}`", class.binding, class.class));
+            Some(other) if other != class.class => {
+                problems.push(format!("the Durable Object binding {} names class `{other}`, not `{}`", class.binding, class.class));
             }
-            Some(_) => {}
+            _ => {}
         }
     }
-    let unmigrated: Vec<&ObjectClass> = classes::ALL.iter().filter(|c| !section.migrated.iter().any(|m| m == c.class)).collect();
-    if unmigrated.iter().any(|c| c.required) == required && !unmigrated.is_empty() {
-        out.push(migration_hint(&unmigrated));
+    let needed = |c: &&ObjectClass| c.required || bound(c).is_some();
+    let unmigrated: Vec<&ObjectClass> = classes::ALL.iter().filter(needed).filter(|c| !section.migrated.iter().any(|m| m == c.class)).collect();
+    if !unmigrated.is_empty() {
+        problems.push(migration_hint(&unmigrated));
     }
-    out
+    if problems.is_empty() {
+        return None;
+    }
+    if bound(&classes::METRICS_SINK).is_none() {
+        let sink = classes::METRICS_SINK;
+        problems.push(format!(
+            "the standalone Worker also exports {} ({}): bind it as {} and create it in the same migration",
+            sink.class, sink.role, sink.binding
+        ));
+    }
+    Some(problems.join("; "))
+}
+
+/// The reminder for a section with no Durable Object bindings at all.
+pub fn object_warnings(section: &Section) -> Vec<String> {
+    if !section.objects.is_empty() {
+        return Vec::new();
+    }
+    let required: Vec<&str> = classes::ALL.iter().filter(|c| c.required).map(|c| c.binding).collect();
+    vec![format!(
+        "no [[durable_objects.bindings]]: a Worker deployed from this config reaches no counter (a fragment to merge into a full config is fine); tollgate needs {}",
+        required.join(" and ")
+    )]
 }
 
 /// The migration that creates `missing` (classes of [`classes::ALL`]):
@@ -363,35 +360,33 @@ mod tests {
     #[test]
     fn check_names_each_missing_object_binding_and_the_migration_to_add() {
         let w = |text: &str| select(&parse("w.toml", text).unwrap(), None).unwrap();
-        let limiter = "[[durable_objects.bindings]]\nname = \"LIMITER\"\nclass_name = \"Limiter\"\n[[migrations]]\ntag = \"v1\"\nnew_sqlite_classes = [\"Limiter\"]\n";
+        let bind = |n: &str, c: &str| format!("[[durable_objects.bindings]]\nname = \"{n}\"\nclass_name = \"{c}\"\n");
+        let migrate = |tag: &str, classes: &str| format!("[[migrations]]\ntag = \"{tag}\"\nnew_sqlite_classes = [{classes}]\n");
+        let limiter = format!("{}{}", bind("LIMITER", "Limiter"), migrate("v1", "\"Limiter\""));
         // 0.2.0's config: the limiter alone.
-        let old = missing_objects(&w(limiter)).expect("the registry is required");
+        let old = missing_objects(&w(&limiter)).expect("the registry is required");
         assert!(old.contains("binding TOLLGATE_REGISTRY") && old.contains("class_name = \"Registry\""), "{old}");
-        assert!(old.contains("tag = \"v2\" new_sqlite_classes = [\"Registry\", \"MetricsSink\"]"), "one migration for both: {old}");
-        assert!(old.contains("binding TOLLGATE_METRICS_SINK"), "the optional one too, for one edit: {old}");
-        let warned = object_warnings(&w(limiter));
-        assert!(warned.len() == 1 && warned[0].contains("TOLLGATE_METRICS_SINK"), "{warned:?}");
-        let full = format!(
-            "{limiter}[[durable_objects.bindings]]\nname = \"TOLLGATE_REGISTRY\"\nclass_name = \"Registry\"\n[[durable_objects.bindings]]\nname = \"TOLLGATE_METRICS_SINK\"\nclass_name = \"MetricsSink\"\n[[migrations]]\ntag = \"v2\"\nnew_sqlite_classes = [\"Registry\", \"MetricsSink\"]\n"
-        );
-        assert_eq!((missing_objects(&w(&full)), object_warnings(&w(&full))), (None, Vec::<String>::new()));
+        assert!(old.contains("tag = \"v2\" new_sqlite_classes = [\"Registry\"]"), "{old}");
+        assert!(old.contains("also exports MetricsSink") && old.contains("TOLLGATE_METRICS_SINK"), "the sink named, for one edit: {old}");
+        // The standalone Worker's, and an app's (which has no sink).
+        let with_registry = format!("{limiter}{}", bind("TOLLGATE_REGISTRY", "Registry"));
+        let full = format!("{with_registry}{}{}", bind("TOLLGATE_METRICS_SINK", "MetricsSink"), migrate("v2", "\"Registry\", \"MetricsSink\""));
+        let app = format!("{with_registry}{}", migrate("v2", "\"Registry\""));
+        for ok in [&full, &app] {
+            assert_eq!((missing_objects(&w(ok)), object_warnings(&w(ok))), (None, Vec::<String>::new()), "{ok}");
+        }
         // Bound but created by no migration: named, and only it.
-        let unmigrated = full.replace("new_sqlite_classes = [\"Registry\", \"MetricsSink\"]", "new_sqlite_classes = [\"MetricsSink\"]");
-        let e = missing_objects(&w(&unmigrated)).unwrap();
-        assert!(e.contains("class(es) Registry:") && !e.contains("binding"), "{e}");
-        let no_sink = full.replace("name = \"TOLLGATE_METRICS_SINK\"", "name = \"OTHER\"");
-        assert_eq!(missing_objects(&w(&no_sink)), None, "the sink alone is optional");
-        assert!(object_warnings(&w(&no_sink))[0].contains("binding TOLLGATE_METRICS_SINK (the local metrics sink of scripts/dev) is missing"));
+        let e = missing_objects(&w(&format!("{with_registry}{}", bind("TOLLGATE_METRICS_SINK", "MetricsSink")))).unwrap();
+        assert!(e.contains("class(es) Registry, MetricsSink:") && !e.contains("is missing"), "{e}");
         let wrong = full.replace("class_name = \"Registry\"", "class_name = \"Limiter\"");
         assert!(missing_objects(&w(&wrong)).unwrap().contains("TOLLGATE_REGISTRY names class `Limiter`, not `Registry`"));
         // The declarative exports stand for the migrations.
         let exports = "exports = { Limiter = { type = \"durable-object\" }, Registry = { type = \"durable-object\" } }\n";
-        let bindings: String = ["LIMITER", "TOLLGATE_REGISTRY"].iter().zip(["Limiter", "Registry"]).map(|(n, c)| format!("[[durable_objects.bindings]]\nname = \"{n}\"\nclass_name = \"{c}\"\n")).collect();
-        let declared = format!("{exports}{bindings}");
+        let declared = format!("{exports}{}{}", bind("LIMITER", "Limiter"), bind("TOLLGATE_REGISTRY", "Registry"));
         assert_eq!(missing_objects(&w(&declared)), None, "{declared}");
         // A fragment (no bindings at all): a reminder, never an error.
         assert_eq!(missing_objects(&w("name = \"x\"")), None);
-        assert!(object_warnings(&w("name = \"x\""))[0].contains("LIMITER, TOLLGATE_REGISTRY, TOLLGATE_METRICS_SINK"));
+        assert!(object_warnings(&w("name = \"x\""))[0].contains("LIMITER and TOLLGATE_REGISTRY"));
     }
 
     #[test]
