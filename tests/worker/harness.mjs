@@ -60,10 +60,11 @@ export const COMPATIBILITY_DATE = WRANGLER.compatibility_date;
  * The Durable Object bindings of the shipped wrangler.toml (one class per
  * role: LIMITER, TOLLGATE_REGISTRY, TOLLGATE_METRICS_SINK) as Miniflare's
  * `durableObjects`, on SQLite; `scriptName`: the classes of that worker
- * (another edge's, sharing its objects).
+ * (another edge's, sharing its objects). `wrangler`: another parsed config
+ * (an example app's, whose Worker exports its own classes).
  */
-export function shippedObjects(scriptName) {
-  const entries = WRANGLER.durable_objects.bindings.map(({ name, class_name }) => [
+export function shippedObjects(scriptName, wrangler = WRANGLER) {
+  const entries = wrangler.durable_objects.bindings.map(({ name, class_name }) => [
     name,
     scriptName ? { className: class_name, scriptName } : { className: class_name, useSQLite: true },
   ]);
@@ -76,6 +77,11 @@ export function shippedConfig() {
 }
 
 /** The TOLLGATE config of examples/NAME/wrangler.toml (or of its env). */
+/** The Durable Object bindings of examples/NAME/wrangler.toml, as `shippedObjects`. */
+export function exampleObjects(name) {
+  return shippedObjects(undefined, parseToml(readFileSync(join(ROOT, "examples", name, "wrangler.toml"), "utf8")));
+}
+
 export function exampleConfig(name, env) {
   const toml = parseToml(readFileSync(join(ROOT, "examples", name, "wrangler.toml"), "utf8"));
   const section = env ? toml.env[env] : toml;
