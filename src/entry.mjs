@@ -8,10 +8,16 @@
 //
 // An app that exports the Rust class without this wrapper still works:
 // its Worker finds that the class refuses RPC and sends fetches instead.
+//
+// The controls registry is a class of its own (bound as TOLLGATE_REGISTRY),
+// called by fetch only: exported as the Rust build makes it. The local
+// metrics sink (TOLLGATE_METRICS_SINK) is written here, in JavaScript: it
+// is SQL statements only, and a Rust class costs the Worker's upload Wasm
+// for what local development alone uses.
 import { DurableObject } from "cloudflare:workers";
 import { Limiter as RustLimiter } from "../build/index.js";
 
-export { default } from "../build/index.js";
+export { default, Registry } from "../build/index.js";
 
 export class Limiter extends DurableObject {
   constructor(ctx, env) {
@@ -32,5 +38,51 @@ export class Limiter extends DurableObject {
   /** The TTL alarm. */
   alarm(info) {
     return this.limiter.alarm(info);
+  }
+}
+
+// The local sink's table, as Analytics Engine's columns (the console's
+// queries, src/pipeline/console/traffic.rs, read it).
+const POINTS =
+  "CREATE TABLE IF NOT EXISTS points (timestamp INTEGER NOT NULL, index1 TEXT, blob1 TEXT, blob2 TEXT, blob3 TEXT, blob4 TEXT, blob5 TEXT, blob6 TEXT, double1 REAL, double2 REAL, _sample_interval INTEGER NOT NULL DEFAULT 1)";
+const sinkError = (status, error) => new Response(JSON.stringify({ error, v: 1 }), { status, headers: { "content-type": "application/json" } });
+
+/**
+ * The local metrics sink (issue 28; a class of its own since issue 36):
+ * one object, `tollgate:local-metrics`, keeping the points Analytics Engine
+ * would, for the console's Traffic page, when TOLLGATE_LOCAL_METRICS is set
+ * (scripts/dev; else 404). `POST /v1/sink` (SINK_PATH) of `write\n<points>`
+ * (one a line: index, six blobs, two doubles, tab-separated; dated now;
+ * points older than 8 days dropped) or `query\n<SQL>` (answered in the SQL
+ * API's JSON format). No alarm.
+ */
+export class MetricsSink extends DurableObject {
+  async fetch(request) {
+    if (this.env.TOLLGATE_LOCAL_METRICS === undefined) return sinkError(404, "no local sink");
+    if (new URL(request.url).pathname !== "/v1/sink") return sinkError(404, "not a sink path");
+    const body = await request.text();
+    const at = body.indexOf("\n");
+    const [op, rest] = at < 0 ? [body, ""] : [body.slice(0, at), body.slice(at + 1)];
+    const sql = this.ctx.storage.sql;
+    try {
+      sql.exec(POINTS);
+      if (op === "write") {
+        const now = Math.floor(Date.now() / 1000);
+        for (const line of rest.split("\n")) {
+          const f = line.split("\t");
+          if (f.length !== 9) continue;
+          sql.exec("INSERT INTO points VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)", now, ...f.slice(0, 7), Number(f[7]), Number(f[8]));
+        }
+        sql.exec("DELETE FROM points WHERE timestamp < ?", now - 8 * 86400);
+        return new Response("");
+      }
+      if (op === "query") {
+        const data = [...sql.exec(rest)];
+        return new Response(JSON.stringify({ meta: [], data, rows: data.length }));
+      }
+      return sinkError(400, "malformed sink call");
+    } catch (e) {
+      return sinkError(500, String(e));
+    }
   }
 }

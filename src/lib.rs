@@ -37,3 +37,8 @@ pub use glue::embed;
 /// `LIMITER` (`class_name = "Limiter"`); its Worker exports the class.
 #[cfg(target_arch = "wasm32")]
 pub use glue::limiter::Limiter;
+/// The controls registry's Durable Object: an app binds it as
+/// `TOLLGATE_REGISTRY` (`class_name = "Registry"`), one class per role
+/// (`tollgate check` names what a config lacks).
+#[cfg(target_arch = "wasm32")]
+pub use glue::registry::Registry;

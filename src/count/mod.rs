@@ -21,6 +21,7 @@ pub mod penalty;
 pub mod object;
 pub mod store;
 pub mod registry;
+pub(crate) mod classes;
 pub mod blocked;
 pub mod hold;
 pub(crate) mod duration;

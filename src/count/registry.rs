@@ -2,9 +2,10 @@
 //! for the console's Controls page and `GET {prefix}/controls` (issue 28).
 //!
 //! A key's controls live in the key's own object ([`crate::count::controls`]),
-//! which is the truth. The registry is one more object of the same
-//! `Limiter` class, reached by the fixed name [`REGISTRY_OBJECT`] (no rule's
-//! object name can be it: those are `rule \n key`), holding one entry per
+//! which is the truth. The registry is one object of its own class,
+//! `Registry` ([`crate::count::classes::REGISTRY`]: a class with no alarm,
+//! so nothing but an entry's own end deletes it), reached by the fixed name
+//! [`REGISTRY_OBJECT`], holding one entry per
 //! (object, kind): the rule, the key's hash, the end, the limits, and what
 //! only the registry keeps, the operator's `reason` and who set it (`by`).
 //! The admin flow writes an entry after the key's object took the change
@@ -17,9 +18,19 @@
 //! between two isolates never shows a control that is not in force.
 //!
 //! The object is called on its own path ([`REGISTRY_PATH`], a `POST` of one
-//! [`RegistryCall`] line); an object of an older release answers that path
-//! as a malformed counting call (400), which the admin flow reports and
-//! otherwise ignores: the key's control is set either way.
+//! [`RegistryCall`] line).
+//!
+//! Until issue 36 the registry was a `Limiter` object of the same name. Its
+//! rows are moved once ([`HANDOVER`]): the `Registry` object, until it has
+//! them, asks that `Limiter` object for its rows, which it answers read-only
+//! ([`encode_handover`]) and keeps (a rollback reads them again). While
+//! that object still runs the release before (a deploy's first minutes), it
+//! refuses the handover (400), and the registry reads it with the calls
+//! that release knows (`list`, `signedout`) and merges what it learns, the
+//! newer of two entries kept, the later sign-out kept; it asks again at its
+//! next call. A Worker of the release before calls the `Limiter` object,
+//! which, once updated, refuses every registry call (400): that Worker
+//! reports it and its console fails closed, as it did with an older object.
 //!
 //! The raw key is in the entry's object name ([`Entry::id`]), which the
 //! registry needs to read the key's object; it is never rendered or
@@ -97,6 +108,39 @@ pub enum RegistryCall {
 /// The registry row of the last console sign-out: its `id` and `kind`
 /// (no key's object name is `console`: those are `rule \n key`).
 pub const SIGN_OUT_ROW: (&str, &str) = ("console", "signout");
+
+/// The body that asks the `Limiter` object named [`REGISTRY_OBJECT`] (the
+/// registry before issue 36) for the rows it holds: answered by
+/// [`encode_handover`]; refused (400) by a release before.
+pub const HANDOVER: &str = "handover";
+
+/// The `Limiter`'s answer to [`HANDOVER`]: its live rows as the calls that
+/// would write them again, one line each (`put` per entry, `signout` for
+/// the sign-out, `keep_ms` what is left of it).
+pub fn encode_handover(entries: &[Entry], sign_out: Option<(i64, i64)>) -> String {
+    let puts = entries.iter().map(|e| RegistryCall::Put(e.clone()));
+    let sign_out = sign_out.map(|(at_ms, until_ms)| RegistryCall::SignOut { at_ms, keep_ms: until_ms.saturating_sub(at_ms) });
+    puts.chain(sign_out).map(|c| c.encode()).collect::<Vec<_>>().join("\n")
+}
+
+/// Reads [`encode_handover`]'s text: the `put` and `signout` calls in it,
+/// any other line skipped.
+pub fn decode_handover(text: &str) -> Vec<RegistryCall> {
+    text.lines()
+        .filter_map(RegistryCall::decode)
+        .filter(|c| matches!(c, RegistryCall::Put(_) | RegistryCall::SignOut { .. }))
+        .collect()
+}
+
+/// What the registry learns from an older `Limiter` registry's answers to
+/// `list` and `signedout`: its entries as `put`s, its sign-out as a
+/// `signout` kept a session's length from its time (`keep_ms`), as it was
+/// written.
+pub fn from_older(listing: &str, signed_out: &str, keep_ms: i64, now_ms: i64) -> Vec<RegistryCall> {
+    let puts = decode_listing(listing, now_ms).into_iter().map(RegistryCall::Put);
+    let sign_out = signed_out_at(signed_out).map(|at_ms| RegistryCall::SignOut { at_ms, keep_ms });
+    puts.chain(sign_out).collect()
+}
 
 /// Reads the answer to [`RegistryCall::SignedOut`]: the sign-out's time,
 /// `None` when none is kept (or the answer is not a time).
@@ -257,6 +301,19 @@ mod tests {
         let ended = Entry { until_ms: Some(500), ..entry() };
         let listing = format!("{}\ngarbage\n{}", live.encode(), ended.encode());
         assert_eq!(decode_listing(&listing, 1_000), vec![live]);
+    }
+
+    #[test]
+    fn a_handover_carries_every_entry_and_the_sign_out_and_nothing_else() {
+        let e = entry();
+        let ban = Entry { kind: Kind::Ban, limits: Vec::new(), ..entry() };
+        let text = encode_handover(&[e.clone(), ban.clone()], Some((1_000, 4_600)));
+        let calls = decode_handover(&format!("{text}\nlist\nremove\tx\tban\ngarbage"));
+        assert_eq!(calls, vec![RegistryCall::Put(e.clone()), RegistryCall::Put(ban), RegistryCall::SignOut { at_ms: 1_000, keep_ms: 3_600 }]);
+        assert!(decode_handover(&encode_handover(&[], None)).is_empty());
+        let older = from_older(&encode_listing(std::slice::from_ref(&e)), "1500\n", 3_600_000, 1_000);
+        assert_eq!(older, vec![RegistryCall::Put(e), RegistryCall::SignOut { at_ms: 1_500, keep_ms: 3_600_000 }]);
+        assert!(from_older("", "", 1, 0).is_empty(), "nothing kept: nothing to merge");
     }
 
     #[test]

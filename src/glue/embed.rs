@@ -22,17 +22,27 @@
 //! Its `wrangler.toml` holds the rules, the `TOLLGATE` var (the schema is
 //! the standalone Worker's: `tollgate check wrangler.toml` validates it
 //! offline, `npx tollgate check` without Rust), and binds the
-//! [`Limiter`](crate::Limiter) Durable Object as `LIMITER`; the app's
-//! Worker exports the class by linking the crate:
+//! [`Limiter`](crate::Limiter) Durable Object as `LIMITER` and the
+//! [`Registry`](crate::Registry) as `TOLLGATE_REGISTRY` (one class per
+//! role; the local metrics sink is the standalone Worker's only); the app's
+//! Worker exports the classes by linking the crate:
 //!
 //! ```toml
 //! [[durable_objects.bindings]]
 //! name = "LIMITER"
 //! class_name = "Limiter"
 //!
+//! [[durable_objects.bindings]]
+//! name = "TOLLGATE_REGISTRY"
+//! class_name = "Registry"
+//!
 //! [[migrations]]
 //! tag = "v1"
 //! new_sqlite_classes = ["Limiter"]
+//!
+//! [[migrations]]
+//! tag = "v2"
+//! new_sqlite_classes = ["Registry"]
 //!
 //! [vars.TOLLGATE]
 //!

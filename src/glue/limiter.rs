@@ -20,10 +20,16 @@
 //! its only writer) and changed through `POST /v1/control`. They apply in
 //! the same synchronous step as the count; a reset deletes only the count
 //! while controls are set; the alarm keeps them until they end.
+//!
+//! This class holds counts and controls only (issue 36): the controls
+//! registry and the local metrics sink are classes of their own
+//! ([`crate::glue::registry`], and `MetricsSink` in `src/entry.mjs`). The one object that
+//! was the registry before keeps its rows, read-only: it answers the
+//! registry's handover ([`registry::HANDOVER`]) and refuses every other
+//! registry call.
 
 use crate::count::controls::{self, AlarmPlan, Change, Controls};
-use crate::count::registry::{self, RegistryCall};
-use crate::pipeline::console::traffic::{SINK_PATH, SINK_VAR};
+use crate::count::registry::{self, Entry};
 use crate::count::object::{self, Alarm, ControlEffect, Delete};
 use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Reply, WireWindow, VERSION};
 use serde::Deserialize;
@@ -33,15 +39,6 @@ use worker::{
     durable_object, js_sys, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
     SqlStorageValue, State,
 };
-
-const REGISTRY_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS registry (
-    id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    value TEXT NOT NULL,
-    until_ms INTEGER,
-    set_ms INTEGER NOT NULL,
-    PRIMARY KEY (id, kind)
-)";
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS hit_log (
     id INTEGER PRIMARY KEY CHECK (id = 0),
@@ -70,34 +67,6 @@ extern "C" {
     fn store_log(sql: &JsValue, log: &str, horizon_ms: f64) -> Result<f64, JsValue>;
 }
 
-#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen, inline_js = r#"
-const POINTS = "CREATE TABLE IF NOT EXISTS points (timestamp INTEGER NOT NULL, index1 TEXT, blob1 TEXT, blob2 TEXT, blob3 TEXT, blob4 TEXT, blob5 TEXT, blob6 TEXT, double1 REAL, double2 REAL, _sample_interval INTEGER NOT NULL DEFAULT 1)";
-export function sinkWrite(sql, lines) {
-  sql.exec(POINTS);
-  const now = Math.floor(Date.now() / 1000);
-  for (const line of lines.split("\n")) {
-    const f = line.split("\t");
-    if (f.length !== 9) continue;
-    sql.exec("INSERT INTO points VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)", now, ...f.slice(0, 7), Number(f[7]), Number(f[8]));
-  }
-  sql.exec("DELETE FROM points WHERE timestamp < ?", now - 8 * 86400);
-}
-export function sinkQuery(sql, query) {
-  sql.exec(POINTS);
-  const data = [...sql.exec(query)];
-  return JSON.stringify({ meta: [], data, rows: data.length });
-}
-"#)]
-extern "C" {
-    /// The local sink's write: one point a line (index, six blobs, two
-    /// doubles, tab-separated), dated now; points older than 8 days dropped.
-    #[wasm_bindgen(catch, js_name = sinkWrite)]
-    fn sink_write(sql: &JsValue, lines: &str) -> Result<(), JsValue>;
-    /// The local sink's query, answered in the SQL API's JSON format.
-    #[wasm_bindgen(catch, js_name = sinkQuery)]
-    fn sink_query(sql: &JsValue, query: &str) -> Result<String, JsValue>;
-}
-
 /// Which of this object's tables exist.
 #[derive(Clone, Copy, Default)]
 struct Tables {
@@ -116,7 +85,7 @@ struct StoredRow {
     horizon_ms: i64,
 }
 
-#[durable_object]
+#[durable_object(alarm)]
 pub struct Limiter {
     state: State,
     /// The database handle (`ctx.storage.sql`), fetched on first use.
@@ -136,15 +105,12 @@ pub struct Limiter {
     /// costs one statement (the write), or none when blocked. `None` until
     /// read, and again after a failed write (read anew).
     row: RefCell<Option<Option<StoredRow>>>,
-    /// The bindings: read only for the local sink's var.
-    env: Env,
 }
 
 impl DurableObject for Limiter {
-    fn new(state: State, env: Env) -> Self {
+    fn new(state: State, _env: Env) -> Self {
         Limiter {
             state,
-            env,
             db: OnceCell::new(),
             tables: Cell::new(None),
             alarm_pending: Cell::new(None),
@@ -160,8 +126,8 @@ impl DurableObject for Limiter {
     /// (failed) with a JSON `{"v":1,"error":...}`.
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         let path = req.path();
-        if [SINK_PATH, registry::REGISTRY_PATH, controls::CONTROL_PATH].contains(&path.as_str()) {
-            // One read of the body for the three posted forms (code size).
+        if [registry::REGISTRY_PATH, controls::CONTROL_PATH].contains(&path.as_str()) {
+            // One read of the body for the two posted forms (code size).
             let text = req.text().await?;
             return self.posted(&path, &text).await;
         }
@@ -199,17 +165,14 @@ impl DurableObject for Limiter {
 }
 
 impl Limiter {
-    /// Answers a posted `text` on `path`: a sink line, a registry call or a
-    /// control change.
+    /// Answers a posted `text` on `path`: the registry's handover (any
+    /// other registry call refused, 400) or a control change.
     async fn posted(&self, path: &str, text: &str) -> worker::Result<Response> {
-        if path == SINK_PATH {
-            return self.sink(text);
-        }
         if path == registry::REGISTRY_PATH {
-            let Some(call) = RegistryCall::decode(text) else {
-                return error_reply(400, "malformed registry call");
-            };
-            return match self.registry(&call) {
+            if text != registry::HANDOVER {
+                return error_reply(400, "malformed registry call: the controls registry is the Registry class's");
+            }
+            return match self.handover() {
                 Ok(text) => Response::ok(text),
                 Err(e) => error_reply(500, &e.to_string()),
             };
@@ -521,102 +484,28 @@ impl Limiter {
 }
 
 impl Limiter {
-    /// The local sink of metric points (local development, issue 28): only
-    /// when the var [`SINK_VAR`] is set (else 404), `write\n<points>` or
-    /// `query\n<SQL>` (the console's own queries, built in
-    /// [`crate::pipeline::console::traffic`]).
-    fn sink(&self, body: &str) -> worker::Result<Response> {
-        if self.env.secret(SINK_VAR).is_err() {
-            return error_reply(404, "no local sink");
+    /// The registry's rows this object kept before issue 36 (only the object
+    /// named [`registry::REGISTRY_OBJECT`] has any), read, never changed
+    /// (a rollback reads them again): [`registry::encode_handover`]'s text,
+    /// empty without the table.
+    fn handover(&self) -> worker::Result<String> {
+        #[derive(Deserialize)]
+        struct Row {
+            value: String,
+            kind: String,
+            until_ms: Option<i64>,
         }
-        let sql: &JsValue = self.db().as_ref();
-        let answer = match body.split_once('\n') {
-            Some(("write", lines)) => sink_write(sql, lines).map(|()| String::new()),
-            Some(("query", query)) => sink_query(sql, query),
-            _ => return error_reply(400, "malformed sink call"),
-        };
-        match answer {
-            Ok(text) => Response::ok(text),
-            Err(e) => error_reply(500, &worker::Error::from(e).to_string()),
-        }
-    }
-
-    /// The controls registry's side ([`crate::count::registry`]), only ever
-    /// asked of the object named [`registry::REGISTRY_OBJECT`]: a put or a
-    /// remove (ended entries deleted first), or the live entries, oldest
-    /// first, one line each; the console's last sign-out, kept or read
-    /// ([`Self::sign_out`]). It never sets an alarm (the `Limiter`'s alarm
-    /// would delete all storage of an object with no count).
-    fn registry(&self, call: &RegistryCall) -> worker::Result<String> {
         let sql = self.db();
-        sql.exec(REGISTRY_SCHEMA, None)?;
-        let now = SqlStorageValue::Integer(now_ms());
-        let prune = || sql.exec("DELETE FROM registry WHERE until_ms IS NOT NULL AND until_ms <= ?", vec![now.clone()]);
-        match call {
-            RegistryCall::Put(entry) => {
-                prune()?;
-                let until = entry.until_ms.map_or(SqlStorageValue::Null, SqlStorageValue::Integer);
-                sql.exec(
-                    "INSERT OR REPLACE INTO registry (id, kind, value, until_ms, set_ms) VALUES (?, ?, ?, ?, ?)",
-                    vec![
-                        SqlStorageValue::from(entry.id.clone()),
-                        SqlStorageValue::from(entry.kind.name().to_string()),
-                        SqlStorageValue::from(entry.encode()),
-                        until,
-                        SqlStorageValue::Integer(entry.set_ms),
-                    ],
-                )?;
-                Ok(String::new())
-            }
-            RegistryCall::Remove { id, kind } => {
-                prune()?;
-                let args = vec![SqlStorageValue::from(id.clone()), SqlStorageValue::from(kind.name().to_string())];
-                sql.exec("DELETE FROM registry WHERE id = ? AND kind = ?", args)?;
-                Ok(String::new())
-            }
-            RegistryCall::SignOut { .. } | RegistryCall::SignedOut => self.sign_out(call),
-            RegistryCall::List => {
-                // Every row but the console's sign-out.
-                let query = "SELECT value FROM registry WHERE (until_ms IS NULL OR until_ms > ?) AND kind != 'signout' ORDER BY set_ms LIMIT 500";
-                let rows: Vec<StoredControls> = sql.exec(query, vec![now.clone()])?.to_array()?;
-                Ok(rows.iter().map(|r| r.value.as_str()).collect::<Vec<_>>().join("\n"))
-            }
+        let table = "SELECT name AS value FROM sqlite_master WHERE type = 'table' AND name = 'registry'";
+        if sql.exec(table, None)?.to_array::<StoredControls>()?.is_empty() {
+            return Ok(String::new());
         }
-    }
-
-    /// The console's last sign-out (issue 35): one registry row,
-    /// [`registry::SIGN_OUT_ROW`], never listed, kept a session's length.
-    fn sign_out(&self, call: &RegistryCall) -> worker::Result<String> {
-        let sql = self.db();
-        let now = SqlStorageValue::Integer(now_ms());
-        match call {
-            RegistryCall::SignOut { at_ms, keep_ms } => {
-                sql.exec("DELETE FROM registry WHERE until_ms IS NOT NULL AND until_ms <= ?", vec![now.clone()])?;
-                let (id, kind) = registry::SIGN_OUT_ROW;
-                // The latest sign-out wins (isolates' clocks differ a little).
-                sql.exec(
-                    "INSERT INTO registry (id, kind, value, until_ms, set_ms) VALUES (?, ?, ?, ?, ?) \
-                     ON CONFLICT (id, kind) DO UPDATE SET value = excluded.value, until_ms = excluded.until_ms, set_ms = excluded.set_ms \
-                     WHERE excluded.set_ms > registry.set_ms",
-                    vec![
-                        SqlStorageValue::from(id.to_string()),
-                        SqlStorageValue::from(kind.to_string()),
-                        SqlStorageValue::from(at_ms.to_string()),
-                        SqlStorageValue::Integer(at_ms.saturating_add(*keep_ms)),
-                        SqlStorageValue::Integer(*at_ms),
-                    ],
-                )?;
-                Ok(String::new())
-            }
-            RegistryCall::SignedOut => {
-                let (id, kind) = registry::SIGN_OUT_ROW;
-                let query = "SELECT value FROM registry WHERE id = ? AND kind = ? AND until_ms > ?";
-                let args = vec![SqlStorageValue::from(id.to_string()), SqlStorageValue::from(kind.to_string()), now.clone()];
-                let rows: Vec<StoredControls> = sql.exec(query, args)?.to_array()?;
-                Ok(rows.first().map(|r| r.value.clone()).unwrap_or_default())
-            }
-            _ => Ok(String::new()),
-        }
+        let query = "SELECT value, kind, until_ms FROM registry WHERE until_ms IS NULL OR until_ms > ? ORDER BY set_ms";
+        let rows: Vec<Row> = sql.exec(query, vec![SqlStorageValue::Integer(now_ms())])?.to_array()?;
+        let (_, sign_out_kind) = registry::SIGN_OUT_ROW;
+        let sign_out = rows.iter().find(|r| r.kind == sign_out_kind).and_then(|r| Some((r.value.parse().ok()?, r.until_ms?)));
+        let entries: Vec<Entry> = rows.iter().filter(|r| r.kind != sign_out_kind).filter_map(|r| Entry::decode(&r.value)).collect();
+        Ok(registry::encode_handover(&entries, sign_out))
     }
 }
 
@@ -635,7 +524,8 @@ fn error_body(message: &str) -> String {
     format!("{{\"error\":{},\"v\":{VERSION}}}", serde_json::Value::from(message))
 }
 
-fn error_reply(status: u16, message: &str) -> worker::Result<Response> {
+/// A JSON `{"error":...,"v":1}` answer with `status` (every class's).
+pub(crate) fn error_reply(status: u16, message: &str) -> worker::Result<Response> {
     let headers = worker::Headers::new();
     headers.set("content-type", "application/json")?;
     Ok(Response::ok(error_body(message))?.with_status(status).with_headers(headers))

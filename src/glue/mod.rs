@@ -1,5 +1,6 @@
 //! The wasm32 glue: the Worker entry, the embedded and RPC checks, the
-//! limiter Durable Object and the calls to it. Reads, calls and applies;
+//! Durable Objects (one class per role: the limiter, the controls registry;
+//! the local metrics sink is src/entry.mjs's) and the calls to them. Reads, calls and applies;
 //! decides nothing.
 
 pub(crate) mod drive;
@@ -9,6 +10,7 @@ pub(crate) mod isolate;
 pub(crate) mod limiter;
 pub(crate) mod objects;
 pub(crate) mod origin;
+pub(crate) mod registry;
 pub(crate) mod traffic;
 #[cfg(feature = "standalone")]
 pub(crate) mod rpc;

@@ -19,8 +19,7 @@ use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{js_sys, web_sys, Context, Delay, Env};
 
-/// The Durable Object namespace binding of the limiter objects.
-const LIMITER_BINDING: &str = "LIMITER";
+use crate::count::classes::{self, ObjectClass};
 
 /// Applies what settling decided ([`crate::pipeline::machine::Settle::after`])
 /// under `waitUntil` (so the calls complete even if the client disconnects
@@ -172,12 +171,17 @@ async fn within<T>(timeout_ms: u32, request: impl std::future::Future<Output = R
     }
 }
 
-/// The stub of the limiter object named `id` (`getByName`: the object
-/// `get(idFromName(id))` names, in one call, without an id object).
+/// The stub of the limiter object named `id`.
 fn stub(env: &Env, id: &str) -> Result<worker::Stub, CallFailure> {
-    env.durable_object(LIMITER_BINDING)
-        .and_then(|ns| ns.get_by_name(id))
-        .map_err(|e| CallFailure::NoBinding(e.to_string()))
+    stub_of(env, classes::LIMITER, id)
+}
+
+/// The stub of the object of `class` named `id` (`getByName`: the object
+/// `get(idFromName(id))` names, in one call, without an id object). A
+/// binding missing from the config is named, with its class.
+fn stub_of(env: &Env, class: ObjectClass, id: &str) -> Result<worker::Stub, CallFailure> {
+    let missing = |e: worker::Error| CallFailure::NoBinding(format!("{} (class {}, {}): {e}", class.binding, class.class, class.role));
+    env.durable_object(class.binding).and_then(|ns| ns.get_by_name(id)).map_err(missing)
 }
 
 /// Sends one call to the object named `id` as a `GET` of the call's URL
@@ -254,13 +258,19 @@ async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, 
 /// Asks the controls registry ([`crate::count::registry`], its own object)
 /// within `timeout_ms`: the answer's text (a listing, or empty).
 pub(crate) async fn registry(env: &Env, call: &RegistryCall, timeout_ms: u32) -> Result<String, CallFailure> {
-    within(timeout_ms, post_line(env, REGISTRY_OBJECT, REGISTRY_PATH, &call.encode())).await
+    within(timeout_ms, post_to(env, classes::REGISTRY, REGISTRY_OBJECT, REGISTRY_PATH, call.encode())).await
 }
 
-/// `POST`s `body` to the object `id` on `path`: the answer's text when
-/// 200, else `Refused`.
+/// `POST`s `body` to the limiter object `id` on `path`: the answer's text
+/// when 200, else `Refused`.
 pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Result<String, CallFailure> {
-    let stub = stub(env, id)?;
+    post_to(env, classes::LIMITER, id, path, body.to_string()).await
+}
+
+/// `POST`s `body` to the object of `class` named `id` on `path`: the
+/// answer's text when 200, else `Refused`.
+pub(crate) async fn post_to(env: &Env, class: ObjectClass, id: &str, path: &str, body: String) -> Result<String, CallFailure> {
+    let stub = stub_of(env, class, id)?;
     let transport = |e: JsValue| CallFailure::Transport(js_error(e));
     // Built and read through web_sys, as `fetch_call` does: workers-rs's
     // `RequestInit` conversion and its `Response::text` (a stream read
@@ -268,7 +278,7 @@ pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Re
     let init = web_sys::RequestInit::new();
     init.set_method("POST");
     init.set_redirect(web_sys::RequestRedirect::Follow);
-    init.set_body(&JsValue::from(body));
+    init.set_body(&JsValue::from(body.as_str()));
     let request = web_sys::Request::new_with_str_and_init(&format!("https://limiter{path}"), &init).map_err(|e| {
         CallFailure::Transport(e.as_string().unwrap_or_else(|| "invalid URL or options for Request".to_string()))
     })?;

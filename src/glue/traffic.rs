@@ -5,7 +5,8 @@
 //! in local development, where no dataset is bound. Decides nothing.
 
 use crate::count::protocol::CallFailure;
-use crate::glue::objects::post_line;
+use crate::count::classes::METRICS_SINK;
+use crate::glue::objects::post_to;
 use crate::pipeline::console::traffic::{self, Dialect, Range, ACCOUNT_VAR, DATASET_VAR, SINK_OBJECT, SINK_PATH, SINK_VAR, TOKEN_SECRET};
 use crate::pipeline::metrics::Point;
 use worker::wasm_bindgen::{JsCast, JsValue};
@@ -31,7 +32,7 @@ pub(crate) async fn sink(env: &Env, points: &[Point]) {
         let blobs: Vec<String> = p.blobs.iter().map(|b| clean(b)).collect();
         body.push_str(&format!("{}\t{}\t{}\t{}\n", clean(&p.index), blobs.join("\t"), p.doubles[0] as i64, p.doubles[1] as i64));
     }
-    let _ = post_line(env, SINK_OBJECT, SINK_PATH, &body).await;
+    let _ = post_to(env, METRICS_SINK, SINK_OBJECT, SINK_PATH, body).await;
 }
 
 /// The range's three answers: from the SQL API when the account id and
@@ -50,7 +51,7 @@ pub(crate) async fn answers(env: &Env, range: Range) -> Result<[String; 3], Stri
         }
         _ if sink_on(env) => {
             for (slot, q) in out.iter_mut().zip(traffic::queries(Dialect::Sqlite, &dataset, range)) {
-                *slot = post_line(env, SINK_OBJECT, SINK_PATH, &format!("query\n{q}")).await.map_err(|e: CallFailure| e.to_string())?;
+                *slot = post_to(env, METRICS_SINK, SINK_OBJECT, SINK_PATH, format!("query\n{q}")).await.map_err(|e: CallFailure| e.to_string())?;
             }
         }
         _ => return Err(format!("Analytics Engine is not set up: {ACCOUNT_VAR} or {TOKEN_SECRET} is missing.")),

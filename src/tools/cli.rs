@@ -296,7 +296,7 @@ impl Cli<'_> {
                 return false;
             }
         };
-        if let Some(e) = crate::config::upstream::missing_binding(&config.upstream, &section.services) {
+        if let Some(e) = wrangler::missing_objects(section).or_else(|| crate::config::upstream::missing_binding(&config.upstream, &section.services)) {
             errln!(self, "error: {path} {label}: {e}");
             return false;
         }
@@ -649,6 +649,7 @@ fn section_warnings(section: &wrangler::Section, config: &Config) -> Vec<String>
     if !section.logs_kept && config.rules.iter().any(|r| r.action == Action::Log) {
         out.push("shadow rules (action = \"log\") report only through logs, and [observability] is off: Workers Logs keeps none of them (add [observability] enabled = true)".into());
     }
+    out.extend(wrangler::object_warnings(section));
     out.extend(route_warnings(&section.routes, config));
     out
 }

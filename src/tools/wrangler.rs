@@ -6,6 +6,7 @@
 //! `route` and `observability` are (an environment that sets its own
 //! replaces the top level's).
 
+use crate::count::classes::{self, ObjectClass};
 use serde_json::Value;
 
 /// A Wrangler config, parsed by its file name: `.json` and `.jsonc` as JSON
@@ -119,6 +120,12 @@ pub struct Section {
     /// The binding names of this section's `[[services]]` (not inherited:
     /// Wrangler treats bindings per environment).
     pub services: Vec<String>,
+    /// This section's `[[durable_objects.bindings]]` (not inherited), as
+    /// (name, class_name).
+    pub objects: Vec<(String, String)>,
+    /// The Durable Object classes its migrations create or rename to (the
+    /// `[[migrations]]` or declarative `exports`; inherited unless set).
+    pub migrated: Vec<String>,
 }
 
 /// Every section to validate: the top level, then each `[env.NAME]`.
@@ -201,7 +208,102 @@ fn section(label: String, value: &Value, top: Option<&Section>) -> Section {
         .and_then(Value::as_array)
         .map(|list| list.iter().filter_map(|s| s.get("binding").and_then(Value::as_str).map(str::to_string)).collect())
         .unwrap_or_default();
-    Section { label, tollgate, routes, logs_kept, services }
+    let objects = value
+        .pointer("/durable_objects/bindings")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(|b| Some((b.get("name")?.as_str()?.to_string(), b.get("class_name")?.as_str()?.to_string()))).collect())
+        .unwrap_or_default();
+    let migrated = migrated(value).or_else(|| top.map(|t| t.migrated.clone())).unwrap_or_default();
+    Section { label, tollgate, routes, logs_kept, services, objects, migrated }
+}
+
+/// The classes `[[migrations]]` create (`new_sqlite_classes`,
+/// `new_classes`) or rename to, or the declarative `exports` declare live;
+/// `None` when the section sets neither.
+fn migrated(value: &Value) -> Option<Vec<String>> {
+    let names = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array).map(|l| l.iter().filter_map(|c| c.as_str().map(str::to_string)).collect()).unwrap_or_default()
+    };
+    if let Some(exports) = value.get("exports").and_then(Value::as_object) {
+        let live = |e: &Value| e.get("type").and_then(Value::as_str) == Some("durable-object") && e.get("state").and_then(Value::as_str).is_none_or(|s| s == "created");
+        return Some(exports.iter().filter(|(_, e)| live(e)).map(|(name, _)| name.clone()).collect());
+    }
+    let migrations = value.get("migrations").and_then(Value::as_array)?;
+    let mut out = Vec::new();
+    for m in migrations {
+        out.extend(names(m.get("new_sqlite_classes")));
+        out.extend(names(m.get("new_classes")));
+        let renamed = m.get("renamed_classes").and_then(Value::as_array).into_iter().flatten();
+        out.extend(renamed.filter_map(|r| r.get("to").and_then(Value::as_str).map(str::to_string)));
+    }
+    Some(out)
+}
+
+/// What a section lacks of tollgate's Durable Objects
+/// ([`classes::ALL`]), as one message that names each binding and the
+/// lines to add: a required one unbound, one bound to another class, or
+/// one bound that no migration creates. `None` when nothing is wrong. A
+/// section with no Durable Object bindings at all is a fragment to merge
+/// (the examples): [`object_warnings`] reminds of them instead.
+pub fn missing_objects(section: &Section) -> Option<String> {
+    if section.objects.is_empty() {
+        return None;
+    }
+    let bound = |c: &ObjectClass| section.objects.iter().find(|(name, _)| name == c.binding).map(|(_, class)| class.as_str());
+    let mut problems = Vec::new();
+    for class in &classes::ALL {
+        match bound(class) {
+            None if class.required => problems.push(format!(
+                "the Durable Object binding {} ({}) is missing: add [[durable_objects.bindings]] name = \"{}\" class_name = \"{}\"",
+                class.binding, class.role, class.binding, class.class
+            )),
+            Some(other) if other != class.class => {
+                problems.push(format!("the Durable Object binding {} names class `{other}`, not `{}`", class.binding, class.class));
+            }
+            _ => {}
+        }
+    }
+    let needed = |c: &&ObjectClass| c.required || bound(c).is_some();
+    let unmigrated: Vec<&ObjectClass> = classes::ALL.iter().filter(needed).filter(|c| !section.migrated.iter().any(|m| m == c.class)).collect();
+    if !unmigrated.is_empty() {
+        problems.push(migration_hint(&unmigrated));
+    }
+    if problems.is_empty() {
+        return None;
+    }
+    if bound(&classes::METRICS_SINK).is_none() {
+        let sink = classes::METRICS_SINK;
+        problems.push(format!(
+            "the standalone Worker also exports {} ({}): bind it as {} and create it in the same migration",
+            sink.class, sink.role, sink.binding
+        ));
+    }
+    Some(problems.join("; "))
+}
+
+/// The reminder for a section with no Durable Object bindings at all.
+pub fn object_warnings(section: &Section) -> Vec<String> {
+    if !section.objects.is_empty() {
+        return Vec::new();
+    }
+    let required: Vec<&str> = classes::ALL.iter().filter(|c| c.required).map(|c| c.binding).collect();
+    vec![format!(
+        "no [[durable_objects.bindings]]: a Worker deployed from this config reaches no counter (a fragment to merge into a full config is fine); tollgate needs {}",
+        required.join(" and ")
+    )]
+}
+
+/// The migration that creates `missing` (classes of [`classes::ALL`]):
+/// tag `v1` with the limiter, else the split's tag.
+fn migration_hint(missing: &[&ObjectClass]) -> String {
+    let tag = if missing.contains(&&classes::LIMITER) { "v1" } else { classes::SPLIT_TAG };
+    let names: Vec<&str> = missing.iter().map(|c| c.class).collect();
+    let quoted: Vec<String> = names.iter().map(|c| format!("\"{c}\"")).collect();
+    format!(
+        "no migration creates the class(es) {}: add [[migrations]] tag = \"{tag}\" new_sqlite_classes = [{}] (a tag of its own, after the migrations already there)",
+        names.join(", "),
+        quoted.join(", ")
+    )
 }
 
 fn routes(section: &Value) -> Option<Vec<String>> {
@@ -253,6 +355,38 @@ mod tests {
             ["env `prod`: it has routes of its own (app.example.com/*)", "env `staging`: workers_dev is not false (its *.workers.dev URL)"],
             "inherited unless set"
         );
+    }
+
+    #[test]
+    fn check_names_each_missing_object_binding_and_the_migration_to_add() {
+        let w = |text: &str| select(&parse("w.toml", text).unwrap(), None).unwrap();
+        let bind = |n: &str, c: &str| format!("[[durable_objects.bindings]]\nname = \"{n}\"\nclass_name = \"{c}\"\n");
+        let migrate = |tag: &str, classes: &str| format!("[[migrations]]\ntag = \"{tag}\"\nnew_sqlite_classes = [{classes}]\n");
+        let limiter = format!("{}{}", bind("LIMITER", "Limiter"), migrate("v1", "\"Limiter\""));
+        // 0.2.0's config: the limiter alone.
+        let old = missing_objects(&w(&limiter)).expect("the registry is required");
+        assert!(old.contains("binding TOLLGATE_REGISTRY") && old.contains("class_name = \"Registry\""), "{old}");
+        assert!(old.contains("tag = \"v2\" new_sqlite_classes = [\"Registry\"]"), "{old}");
+        assert!(old.contains("also exports MetricsSink") && old.contains("TOLLGATE_METRICS_SINK"), "the sink named, for one edit: {old}");
+        // The standalone Worker's, and an app's (which has no sink).
+        let with_registry = format!("{limiter}{}", bind("TOLLGATE_REGISTRY", "Registry"));
+        let full = format!("{with_registry}{}{}", bind("TOLLGATE_METRICS_SINK", "MetricsSink"), migrate("v2", "\"Registry\", \"MetricsSink\""));
+        let app = format!("{with_registry}{}", migrate("v2", "\"Registry\""));
+        for ok in [&full, &app] {
+            assert_eq!((missing_objects(&w(ok)), object_warnings(&w(ok))), (None, Vec::<String>::new()), "{ok}");
+        }
+        // Bound but created by no migration: named, and only it.
+        let e = missing_objects(&w(&format!("{with_registry}{}", bind("TOLLGATE_METRICS_SINK", "MetricsSink")))).unwrap();
+        assert!(e.contains("class(es) Registry, MetricsSink:") && !e.contains("is missing"), "{e}");
+        let wrong = full.replace("class_name = \"Registry\"", "class_name = \"Limiter\"");
+        assert!(missing_objects(&w(&wrong)).unwrap().contains("TOLLGATE_REGISTRY names class `Limiter`, not `Registry`"));
+        // The declarative exports stand for the migrations.
+        let exports = "exports = { Limiter = { type = \"durable-object\" }, Registry = { type = \"durable-object\" } }\n";
+        let declared = format!("{exports}{}{}", bind("LIMITER", "Limiter"), bind("TOLLGATE_REGISTRY", "Registry"));
+        assert_eq!(missing_objects(&w(&declared)), None, "{declared}");
+        // A fragment (no bindings at all): a reminder, never an error.
+        assert_eq!(missing_objects(&w("name = \"x\"")), None);
+        assert!(object_warnings(&w("name = \"x\""))[0].contains("LIMITER and TOLLGATE_REGISTRY"));
     }
 
     #[test]

@@ -108,3 +108,19 @@ test("tollgate admin (the npm package's CLI) bans, lists, reports and lifts agai
     assert.equal(wrong.code, 1);
     assert.match(wrong.stderr, /^401/);
   }));
+
+// A config without the registry's binding (a wrangler.toml of a release
+// before the split, deployed without `tollgate check`): the ban still
+// applies in the key's object; the registry's failure is logged naming the
+// binding to add, never a panic or a 500; the listing fails closed (503).
+test("without the TOLLGATE_REGISTRY binding, a ban applies, the failure names the binding, and the listing answers 503", () =>
+  withTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN }, workerOptions: { durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } } } }, async (tg) => {
+    await json(await admin(tg, 0, "/ban?rule=api&ip=198.51.100.9&for=10m", "POST"));
+    assert.equal((await tg.fetch("/api/x", { ip: "198.51.100.9" })).status, 429, "the ban applies");
+    await tg.settled();
+    const failed = tg.logEvents().filter((e) => e.tollgate === "registry_error");
+    assert.equal(failed.length, 1, JSON.stringify(tg.logEvents()));
+    assert.match(JSON.stringify(failed[0]), /TOLLGATE_REGISTRY \(class Registry/);
+    const listing = await admin(tg, 0, "/controls");
+    assert.equal(listing.status, 503, await listing.text());
+  }));

@@ -56,12 +56,32 @@ const WRANGLER = parseToml(readFileSync(join(ROOT, "wrangler.toml"), "utf8"));
 /** The compatibility date of the shipped wrangler.toml, for extra workers. */
 export const COMPATIBILITY_DATE = WRANGLER.compatibility_date;
 
+/**
+ * The Durable Object bindings of the shipped wrangler.toml (one class per
+ * role: LIMITER, TOLLGATE_REGISTRY, TOLLGATE_METRICS_SINK) as Miniflare's
+ * `durableObjects`, on SQLite; `scriptName`: the classes of that worker
+ * (another edge's, sharing its objects). `wrangler`: another parsed config
+ * (an example app's, whose Worker exports its own classes).
+ */
+export function shippedObjects(scriptName, wrangler = WRANGLER) {
+  const entries = wrangler.durable_objects.bindings.map(({ name, class_name }) => [
+    name,
+    scriptName ? { className: class_name, scriptName } : { className: class_name, useSQLite: true },
+  ]);
+  return Object.fromEntries(entries);
+}
+
 /** The TOLLGATE config shipped in wrangler.toml. */
 export function shippedConfig() {
   return structuredClone(WRANGLER.vars.TOLLGATE);
 }
 
 /** The TOLLGATE config of examples/NAME/wrangler.toml (or of its env). */
+/** The Durable Object bindings of examples/NAME/wrangler.toml, as `shippedObjects`. */
+export function exampleObjects(name) {
+  return shippedObjects(undefined, parseToml(readFileSync(join(ROOT, "examples", name, "wrangler.toml"), "utf8")));
+}
+
 export function exampleConfig(name, env) {
   const toml = parseToml(readFileSync(join(ROOT, "examples", name, "wrangler.toml"), "utf8"));
   const section = env ? toml.env[env] : toml;
@@ -166,7 +186,7 @@ export function readAnswer(answer) {
  * e.g. the app Worker behind a service binding, or one that binds tollgate).
  * Requests go to the first worker, tollgate, unless `entry` names another.
  * scriptPath: another built Worker in tollgate's place (one that embeds
- * tollgate, with the same bindings: TOLLGATE and LIMITER). workerOptions:
+ * tollgate, with the same bindings: TOLLGATE and its objects). workerOptions:
  * more Miniflare options of the tollgate Worker (analyticsEngineDatasets,
  * serviceBindings); extraWorkers: as workers.
  * miniflare: more top-level Miniflare options (host, port).
@@ -188,7 +208,7 @@ export async function startTollgate(options = {}) {
     ],
     compatibilityDate: WRANGLER.compatibility_date,
     bindings: { TOLLGATE: options.config ?? shippedConfig(), ...(options.vars ?? {}) },
-    durableObjects: { LIMITER: { className: "Limiter", useSQLite: true } },
+    durableObjects: shippedObjects(),
     outboundService: origin.outboundService,
     stripCfConnectingIp: false,
     serviceBindings: options.services ?? {},
@@ -200,6 +220,7 @@ export async function startTollgate(options = {}) {
     // The Worker's LIMITER binding goes to FaultyLimiter, which passes calls
     // through to the real Limiter unless told to throw, hang or fail.
     tollgate.durableObjects = {
+      ...tollgate.durableObjects,
       LIMITER: { className: "FaultyLimiter", scriptName: "faults" },
       REAL_LIMITER: { className: "Limiter", useSQLite: true },
     };
@@ -220,7 +241,8 @@ export async function startTollgate(options = {}) {
     const { className, scriptName = "tollgate" } = tollgate.durableObjects.LIMITER;
     // Reached by host (dispatchFetch routes it), so every edge is driven
     // the same way as the first.
-    workers.push({ ...tollgate, name: `edge-${i}`, routes: [`edge-${i}.example.com/*`], durableObjects: { LIMITER: { className, scriptName } } });
+    const durableObjects = { ...shippedObjects("tollgate"), LIMITER: { className, scriptName } };
+    workers.push({ ...tollgate, name: `edge-${i}`, routes: [`edge-${i}.example.com/*`], durableObjects });
   }
   const logs = [];
   let lastOutputAt = 0;

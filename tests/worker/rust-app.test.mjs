@@ -6,10 +6,11 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { withTollgate, mockOrigin, exampleConfig, ROOT } from "./harness.mjs";
+import { withTollgate, mockOrigin, exampleConfig, exampleObjects, ROOT } from "./harness.mjs";
 
 const scriptPath = join(ROOT, "examples", "rust-app", "build", "index.js");
-const options = () => ({ scriptPath, config: exampleConfig("rust-app"), origin: mockOrigin() });
+// Its own bindings: the app exports Limiter and Registry, not the standalone Worker's sink.
+const options = () => ({ scriptPath, config: exampleConfig("rust-app"), origin: mockOrigin(), workerOptions: { durableObjects: exampleObjects("rust-app") } });
 
 test("the Rust app is built (scripts/build-example rust-app)", () => {
   assert.ok(existsSync(scriptPath), `${scriptPath} is missing: run scripts/build-example rust-app`);

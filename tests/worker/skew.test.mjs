@@ -25,12 +25,13 @@
 // CASES: each build is given its own config (`startSkew`'s `cfg`), since
 // the previous build refuses fields it does not know.
 import { test } from "node:test";
+import { Miniflare } from "miniflare";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, writeFileSync, copyFileSync, rmSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startTollgate, mockOrigin, tempDir, ROOT, COMPATIBILITY_DATE, eventsSince, sleep, readAnswer } from "./harness.mjs";
+import { startTollgate, mockOrigin, tempDir, ROOT, COMPATIBILITY_DATE, eventsSince, sleep, readAnswer, shippedObjects } from "./harness.mjs";
 import { config, rule, limit, failedLogins, json } from "./builders.mjs";
 
 /** The release whose build is kept under tests/skew/ (scripts/release sets it). */
@@ -78,22 +79,41 @@ function startSkew({ objects, edge, cfg: given, persist, origin, future = false 
   const cfgOf = (build) => (given.rules ? given : given[build]);
   const cfg = cfgOf(objects);
   const vars = { TOLLGATE_ADMIN_TOKEN: TOKEN };
-  const edgeWorker = {
-    name: "edge-1",
+  // The classes added since the previous release (the registry, the sink)
+  // run today's code in every phase, as after the deploy that creates them
+  // (a new class has no older code): in the tollgate worker when its build
+  // is today's, else in a worker of today's build, `classes`, whose
+  // LIMITER is the tollgate worker's (the previous build's) objects.
+  const classesIn = objects === "today" ? "tollgate" : "classes";
+  const newClasses = Object.fromEntries(Object.entries(shippedObjects(classesIn)).filter(([name]) => name !== "LIMITER"));
+  const build = (name) => ({
+    name,
     modules: true,
-    ...BUILDS[edge],
     modulesRules: [
       { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
       { type: "CompiledWasm", include: ["**/*.wasm"] },
     ],
     compatibilityDate: COMPATIBILITY_DATE,
+  });
+  const edgeWorker = {
+    ...build("edge-1"),
+    ...BUILDS[edge],
     bindings: { TOLLGATE: cfgOf(edge), ...vars },
-    durableObjects: { LIMITER: future ? { className: "FutureLimiter", scriptName: "future" } : { className: "Limiter", scriptName: "tollgate" } },
+    durableObjects: { LIMITER: future ? { className: "FutureLimiter", scriptName: "future" } : { className: "Limiter", scriptName: "tollgate" }, ...newClasses },
     outboundService: origin.outboundService,
     stripCfConnectingIp: false,
     routes: ["edge-1.example.com/*"],
   };
   const extraWorkers = [edgeWorker];
+  if (classesIn === "classes") {
+    const own = Object.fromEntries(Object.entries(shippedObjects()).filter(([name]) => name !== "LIMITER"));
+    extraWorkers.push({
+      ...build("classes"),
+      ...BUILDS.today,
+      bindings: { TOLLGATE: cfgOf("today"), ...vars },
+      durableObjects: { LIMITER: { className: "Limiter", scriptName: "tollgate" }, ...own },
+    });
+  }
   if (future) {
     extraWorkers.push({
       name: "future",
@@ -109,7 +129,10 @@ function startSkew({ objects, edge, cfg: given, persist, origin, future = false 
     origin,
     vars,
     scriptPath: BUILDS[objects].scriptPath,
-    workerOptions: { modulesRoot: BUILDS[objects].modulesRoot },
+    workerOptions: {
+      modulesRoot: BUILDS[objects].modulesRoot,
+      durableObjects: { LIMITER: { className: "Limiter", useSQLite: true }, ...(classesIn === "tollgate" ? shippedObjects() : newClasses) },
+    },
     extraWorkers,
   });
 }
@@ -538,23 +561,180 @@ test(`skew: a penalty row written by today's object, read by the ${PREVIOUS} obj
 });
 
 // (d) A ban through today's admin API with the previous object behind it:
-// the ban is set in the key's object and applies; the registry write
-// (`POST /v1/registry`, which the previous object does not know) is refused
-// and logged, `registry_error`, never a 500. And a ban set in today's object
-// (its reply binds no window, `-`) still blocks through the previous Worker.
-test(`skew: a ban through today's admin API with the ${PREVIOUS} object behind it still applies; registry refused, logged`, { timeout: 60_000 }, async () => {
+// the ban is set in the key's object and applies; the registry entry goes
+// to the registry's own class (issue 36), which runs today's code from the
+// deploy that creates it, and is listed. Its one-time handover from the
+// previous Limiter object is refused (400: that build has no registry) and
+// leaves nothing to merge, never a 500 or a registry_error. And a ban set
+// in today's object (its reply binds no window, `-`) still blocks through
+// the previous Worker.
+test(`skew: a ban through today's admin API with the ${PREVIOUS} object behind it applies and is listed by today's registry`, { timeout: 60_000 }, async () => {
   const tg = await startSkew({ objects: "previous", edge: "today", cfg: BOTH, persist: tempDir(), origin: usageOrigin() });
   try {
-    const { path, init } = admin(`/.tollgate/ban?rule=api&ip=${IP}&for=1h`, "POST");
+    const { path, init } = admin(`/.tollgate/ban?rule=api&ip=${IP}&for=1h&reason=skew`, "POST");
     const res = await tg.fetchVia(1, path, init);
     const body = await res.text();
     assert.equal(res.status, 200, `the ban is set: ${body}`);
     await tg.settled();
-    const logged = tg.logEvents().filter((e) => e.tollgate === "registry_error");
-    assert.equal(logged.length, 1, `registry_error logged: ${JSON.stringify(tg.logEvents())}`);
+    const errors = tg.logEvents().filter((e) => ["registry_error", "edge_error"].includes(e.tollgate));
+    assert.deepEqual(errors, [], "the registry took the entry");
+    const listing = await tg.fetchVia(1, "/.tollgate/controls", admin("").init);
+    const listed = JSON.parse(await listing.text());
+    assert.deepEqual(listed.controls.map((c) => [c.rule, c.kind, c.reason, c.checked]), [["api", "ban", "skew", true]], JSON.stringify(listed));
     assert.deepEqual(await send(tg, 1, ["/api/a", "/api/b"]), [429, 429], "today's Worker: banned");
     assert.deepEqual(await send(tg, 0, ["/api/a", "/api/b"]), [429, 429], `the ${PREVIOUS} Worker: banned`);
     assert.deepEqual(await send(tg, 1, ["/api/a"], "203.0.113.51"), [200], "another key: not banned");
+    noServerError(tg);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+// (e) Registry rows kept in a Limiter object, as releases before the split
+// kept them (one `registry` table in the Limiter named
+// `tollgate:controls-registry`), planted through a stand-in class that
+// shares the Limiter's storage (the same unique key), then read by today's
+// build: the Registry takes them over at its first call (the live entry
+// listed with its reason, the ended one not; the console's last sign-out
+// kept), and the old object keeps its copy for a rollback while refusing
+// every other registry call, as an older Worker would send it.
+const REGISTRY_OBJECT = "tollgate:controls-registry";
+const PLANT = `
+import { DurableObject } from "cloudflare:workers";
+export class Plant extends DurableObject {
+  async fetch(request) {
+    const sql = this.ctx.storage.sql;
+    sql.exec("CREATE TABLE registry (id TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL, until_ms INTEGER, set_ms INTEGER NOT NULL, PRIMARY KEY (id, kind))");
+    for (const r of await request.json()) sql.exec("INSERT INTO registry VALUES (?, ?, ?, ?, ?)", r.id, r.kind, r.value, r.until_ms, r.set_ms);
+    return new Response([...sql.exec("SELECT count(*) AS n FROM registry")][0].n.toString());
+  }
+}
+export default { fetch: (request, env) => env.PLANT.get(env.PLANT.idFromName("${REGISTRY_OBJECT}")).fetch(request) };
+`;
+/** An entry's registry line (src/count/registry.rs, Entry::encode). */
+const entryLine = ({ id, kind, rule: ruleName, keyHash, until, reason, by, set }) =>
+  [id.replaceAll("%", "%25").replaceAll("\n", "%0A"), kind, ruleName, keyHash, until ?? "-", "", reason, by, set].join("\t");
+
+test("skew: registry rows a Limiter kept before the split are moved into the Registry class; the old object keeps them, refuses registry writes", { timeout: 60_000 }, async () => {
+  const persist = tempDir();
+  const now = Date.now();
+  const live = { id: `api\nip=${IP}`, kind: "ban", rule: "api", keyHash: "0123456789abcdef", until: now + 3_600_000, reason: "legacy reason", by: "console", set: now - 2_000 };
+  const ended = { ...live, id: "api\nip=203.0.113.61", keyHash: "fedcba9876543210", until: now - 1, reason: "ended" };
+  const signedOut = now - 1_000;
+  const rows = [
+    ...[live, ended].map((e) => ({ id: e.id, kind: e.kind, value: entryLine(e), until_ms: e.until, set_ms: e.set })),
+    { id: "console", kind: "signout", value: String(signedOut), until_ms: signedOut + 3_600_000, set_ms: signedOut },
+  ];
+  const plant = new Miniflare({
+    workers: [{ name: "plant", modules: true, script: PLANT, compatibilityDate: COMPATIBILITY_DATE, durableObjects: { PLANT: { className: "Plant", useSQLite: true, unsafeUniqueKey: "tollgate-Limiter" } } }],
+    durableObjectsPersist: persist,
+  });
+  assert.equal(await (await plant.dispatchFetch("http://plant/", { method: "POST", body: JSON.stringify(rows) })).text(), "3");
+  await plant.dispose();
+
+  const tg = await startTollgate({ config: NEW_RULES, persist, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN }, origin: usageOrigin() });
+  try {
+    const post = async (binding, name, path, body) => {
+      const ns = await tg.mf.getDurableObjectNamespace(binding, "tollgate");
+      const res = await ns.get(ns.idFromName(name)).fetch(`https://limiter${path}`, { method: "POST", body });
+      return { status: res.status, text: await res.text() };
+    };
+    // The ban itself is the key's object's (the truth the listing is checked against).
+    assert.equal((await post("LIMITER", live.id, "/v1/control", `ban ${live.until}`)).status, 200);
+    const listing = await tg.fetch("/.tollgate/controls", admin("").init);
+    const listed = JSON.parse(await listing.text());
+    assert.deepEqual(listed.controls.map((c) => [c.rule, c.kind, c.key_hash, c.reason, c.by, c.checked]), [["api", "ban", live.keyHash, "legacy reason", "console", true]], JSON.stringify(listed));
+    assert.deepEqual(await post("TOLLGATE_REGISTRY", REGISTRY_OBJECT, "/v1/registry", "signedout"), { status: 200, text: String(signedOut) }, "the sign-out moved");
+    const kept = await post("LIMITER", REGISTRY_OBJECT, "/v1/registry", "handover");
+    assert.equal(kept.status, 200);
+    assert.ok(kept.text.includes("legacy reason") && kept.text.includes(`signout\t${signedOut}\t`) && !kept.text.includes("ended"), kept.text);
+    for (const older of ["list", "signedout", `signout\t${now}\t1000`]) {
+      const refused = await post("LIMITER", REGISTRY_OBJECT, "/v1/registry", older);
+      assert.equal(refused.status, 400, `an older Worker's ${older}: ${refused.text}`);
+    }
+    assert.equal((await tg.fetch("/api/x", { ip: IP })).status, 429, "banned");
+    noServerError(tg);
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+// (f) The deploy's first minutes: the Limiter object that was the registry
+// still runs the release before the split (which kept the registry in it),
+// stood in for here by a class that answers its registry calls as that
+// code did. The Registry's handover is refused (400); it reads that object
+// with `list` and `signedout`, merges them, sends a new sign-out there too
+// (that release's Workers read it there), and asks again at its next call.
+const PRE_SPLIT = `
+import { DurableObject } from "cloudflare:workers";
+const seen = [];
+export class PreSplit extends DurableObject {
+  async fetch(request) {
+    const body = await request.text();
+    seen.push(body.split("\\t")[0]);
+    if (body === "list") return new Response(globalThis.LISTING);
+    if (body === "signedout") return new Response(globalThis.SIGNED_OUT);
+    if (body.startsWith("signout\\t")) return new Response("");
+    return new Response(JSON.stringify({ v: 1, error: "malformed registry call" }), { status: 400 });
+  }
+}
+export default {
+  async fetch(request) {
+    const url = new URL(request.url);
+    if (url.pathname === "/set") {
+      globalThis.LISTING = url.searchParams.get("listing");
+      globalThis.SIGNED_OUT = url.searchParams.get("signed_out");
+    }
+    return new Response(JSON.stringify(seen));
+  },
+};
+`;
+test("skew: a Limiter registry still on the code before the split is read with its own calls and merged, a sign-out sent there too", { timeout: 60_000 }, async () => {
+  const now = Date.now();
+  const live = { id: `api\nip=${IP}`, kind: "ban", rule: "api", keyHash: "00112233aabbccdd", until: now + 3_600_000, reason: "pre-split reason", by: "api", set: now - 5_000 };
+  const signedOut = now - 3_000;
+  const own = Object.fromEntries(Object.entries(shippedObjects()).filter(([name]) => name !== "LIMITER"));
+  const elsewhere = Object.fromEntries(Object.entries(shippedObjects("classes")).filter(([name]) => name !== "LIMITER"));
+  const worker = (name) => ({ name, modules: true, compatibilityDate: COMPATIBILITY_DATE });
+  const tg = await startTollgate({
+    config: NEW_RULES,
+    vars: { TOLLGATE_ADMIN_TOKEN: TOKEN },
+    origin: usageOrigin(),
+    workerOptions: { durableObjects: { LIMITER: { className: "Limiter", useSQLite: true }, ...elsewhere } },
+    extraWorkers: [
+      { ...worker("presplit"), script: PRE_SPLIT, durableObjects: { PRE: { className: "PreSplit", useSQLite: true } } },
+      {
+        ...worker("classes"),
+        scriptPath: BUILDS.today.scriptPath,
+        modulesRoot: BUILDS.today.modulesRoot,
+        modulesRules: [
+          { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+          { type: "CompiledWasm", include: ["**/*.wasm"] },
+        ],
+        bindings: { TOLLGATE: NEW_RULES },
+        durableObjects: { LIMITER: { className: "PreSplit", scriptName: "presplit" }, ...own },
+      },
+    ],
+  });
+  try {
+    const presplit = await tg.mf.getWorker("presplit");
+    const query = new URLSearchParams({ listing: entryLine(live), signed_out: String(signedOut) });
+    await (await presplit.fetch(`http://presplit/set?${query}`)).text();
+    const ns = await tg.mf.getDurableObjectNamespace("LIMITER", "tollgate");
+    const control = await ns.get(ns.idFromName(live.id)).fetch("https://limiter/v1/control", { method: "POST", body: `ban ${live.until}` });
+    assert.equal(control.status, 200, await control.text());
+    const listed = JSON.parse(await (await tg.fetch("/.tollgate/controls", admin("").init)).text());
+    assert.deepEqual(listed.controls.map((c) => [c.key_hash, c.reason, c.by, c.checked]), [[live.keyHash, "pre-split reason", "api", true]], JSON.stringify(listed));
+    const registry = await tg.mf.getDurableObjectNamespace("TOLLGATE_REGISTRY", "classes");
+    const ask = async (body) => (await registry.get(registry.idFromName(REGISTRY_OBJECT)).fetch("https://limiter/v1/registry", { method: "POST", body })).text();
+    assert.equal(await ask("signedout"), String(signedOut), "the older sign-out merged");
+    assert.equal(await ask(`signout\t${now}\t3600000`), "");
+    assert.equal(await ask("signedout"), String(now), "the later sign-out wins");
+    const seen = JSON.parse(await (await presplit.fetch("http://presplit/")).text());
+    assert.deepEqual(seen.filter((s) => s === "handover").length, 4, `asked again at every call until moved: ${seen}`);
+    assert.ok(seen.includes("signout"), `the sign-out sent to the older registry too: ${seen}`);
     noServerError(tg);
   } finally {
     await tg.dispose();

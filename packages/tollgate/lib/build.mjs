@@ -52,7 +52,7 @@ export function build(args, runCheck) {
   mkdirSync(dirname(ENTRY), { recursive: true });
   writeFileSync(
     ENTRY,
-    `// Written by \`tollgate build\` once the rules passed \`tollgate check\`: the prebuilt Worker of the tollgate package.\nexport { default, Limiter } from "tollgate/worker";\n`,
+    `// Written by \`tollgate build\` once the rules passed \`tollgate check\`: the prebuilt Worker of the tollgate package.\nexport { default, Limiter, Registry, MetricsSink } from "tollgate/worker";\n`,
   );
   return 0;
 }

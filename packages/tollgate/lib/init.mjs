@@ -184,9 +184,24 @@ command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml${pres
 name = "LIMITER"
 class_name = "Limiter"
 
+# One class per role: the controls registry (and the console's sign-out),
+# and the local metrics sink of \`scripts/dev\`. \`tollgate check\` names what
+# a config lacks.
+[[durable_objects.bindings]]
+name = "TOLLGATE_REGISTRY"
+class_name = "Registry"
+
+[[durable_objects.bindings]]
+name = "TOLLGATE_METRICS_SINK"
+class_name = "MetricsSink"
+
 [[migrations]]
 tag = "v1"
 new_sqlite_classes = ["Limiter"]
+
+[[migrations]]
+tag = "v2"
+new_sqlite_classes = ["Registry", "MetricsSink"]
 ${services}
 [vars]
 ${preset && APP_PRESETS[preset] ? "" : "# UPSTREAM = \"http://127.0.0.1:8788\"   # local development only: `npm run dev` sets it\n"}
@@ -220,9 +235,19 @@ command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.toml -- wo
 name = "LIMITER"
 class_name = "Limiter"
 
+# One class per role: the controls registry (and the console's sign-out).
+# \`tollgate check\` names what a config lacks.
+[[durable_objects.bindings]]
+name = "TOLLGATE_REGISTRY"
+class_name = "Registry"
+
 [[migrations]]
 tag = "v1"
 new_sqlite_classes = ["Limiter"]
+
+[[migrations]]
+tag = "v2"
+new_sqlite_classes = ["Registry"]
 
 [vars]
 
