@@ -250,6 +250,7 @@ class File:
         self.uses = []  # (modpath, [(target, name)], pub offset or None, test)
         self.mods = []  # (modpath list, name, test, inline?)
         self.impls = []  # pub records needing self-type resolution
+        self.defs = []  # every item's path, whatever its visibility
         self.walk(test)
 
     def walk(self, file_test):
@@ -308,6 +309,8 @@ class File:
                     self.pubs[-1].update(leaves=leaves, modpath=list(top.path))
                 i = end
                 continue
+            if val in ITEM_KW and val != "use" and top.kind in ("mod", "impl", "struct") and toks[i + 1][0] == "ident":
+                self.defs.append(top.path + [toks[i + 1][1]])
             if val == "mod" and top.kind == "mod" and toks[i + 2][1] == ";":
                 self.mods.append((list(top.path), toks[i + 1][1], test_here))
             if val == "(":
@@ -392,9 +395,7 @@ class Crate:
                 for target, name in leaves:
                     if name != "*":
                         self.uses[(tuple(modpath), name)] = (target, is_pub, modpath)
-            for p in f.pubs:
-                if p["path"]:
-                    self.defs.add(tuple(p["path"]))
+            self.defs.update(tuple(p) for p in f.defs)
         for f in self.files:
             for rec in f.impls:
                 ty = self.resolve(rec["modpath"], rec["self_type"] or ["?"], follow=False)
@@ -455,16 +456,30 @@ class Crate:
         return tuple(path)
 
     def kept(self):
+        """The kept definitions' paths, and the re-export links they go through.
+
+        `TYPE::*` keeps the type and its members. A kept `pub use` keeps
+        every name it re-exports (a re-export is not split)."""
         paths, via = set(), set()
         for entry in KEEP:
             segs = entry.split("::")
-            star = segs[-1] == "*"
-            if star:
-                segs = segs[:-1]
-            target = self.resolve([], segs, via=via)
+            target = self.resolve([], segs[:-1] if segs[-1] == "*" else segs, via=via)
             if target is None:
                 sys.exit(f"narrow-pub: KEEP names {entry!r}, which resolves to nothing")
-            paths.add(target + (("*",) if star else ()))
+            paths.add(target)
+            if segs[-1] == "*":
+                paths.add(target + ("*",))
+        done = set()
+        while via - done:
+            for key in sorted(via - done):
+                done.add(key)
+                for f in self.files:
+                    for rec in f.pubs:
+                        if rec["kind"] == "use" and (tuple(rec["modpath"]), key[1]) == key:
+                            for _, name in rec["leaves"]:
+                                target = self.resolve(key[0], [name], via=via)
+                                if target is not None:
+                                    paths.add(target)
         return paths, via
 
     def decide(self):
