@@ -68,7 +68,8 @@ KEEP = [
     "internals::body", "internals::body::form_field_values", "internals::body::parameters",
     "internals::body::needs_bytes", "internals::body::BodyParams::*", "internals::body::Unreadable",
     "internals::rules", "internals::rules::RequestView::*", "internals::rules::Rule",
-    "internals::rules::Rule::name", "internals::rules::Rule::matches", "internals::rules::Match::matched_path",
+    "internals::rules::RuleSpec", "internals::rules::RuleSpec::name", "internals::rules::Rule::matches",
+    "internals::rules::Match", "internals::rules::Match::matched_path",
     "internals::rules::NoMatch", "Config::matching", "Config::rules",
     "internals::DEFAULT_SUFFIXES", "internals::MAX_SLIDING_LOG_REQUESTS",
     "internals::plan", "internals::plan::plan", "internals::plan::Body", "internals::plan::RequestParts::*",
@@ -84,6 +85,24 @@ KEEP = [
     "internals::protocol::encode_call", "internals::protocol::encode_call_url",
     "internals::protocol::encode_reply_line", "internals::protocol::encode_rpc_answer",
     "internals::protocol::CallFailure", "internals::protocol::Algorithm",
+    # ... and what those names' signatures and fields name (the compiler's
+    # `private_interfaces` warnings list them).
+    "internals::protocol::Call", "internals::protocol::CallError", "internals::protocol::Reply",
+    "internals::window::Decision", "internals::applied::Applied", "internals::plan::Plan", "internals::applied::Applied::rule", "internals::applied::Applied::key",
+    "internals::plan::Plan::route", "internals::plan::Plan::matched", "internals::plan::Plan::canonical",
+    "internals::canon::CanonError", "internals::canon::Sources", "internals::body::Malformed",
+    "internals::rules::Condition", "internals::sim::Arrivals", "internals::sim::Report",
+    "internals::wrangler::Section", "internals::applied::KeyError", "internals::plan::AdminRoute",
+    # --interfaces (definition paths: named by a kept signature, not by a caller)
+    "request::key::ValueType",
+    "pipeline::admin::AdminError",
+    "pipeline::admin::AdminRequest",
+    "pipeline::applied::Matched",
+    "pipeline::console::ConsoleRoute",
+    "pipeline::console::traffic::Range",
+    "pipeline::plan::Canonical",
+    "request::key::KeyPart",
+    "request::key::MissingPart",
 ]
 
 # Outside callers' paths, rewritten in order (the first match wins per
@@ -99,7 +118,14 @@ CALLER_PATHS = [
     ("tollgate::pipeline::", "tollgate::internals::"),
     ("tollgate::tools::", "tollgate::internals::"),
 ]
-CALLER_DIRS = ["tests", "benches", "fuzz/fuzz_targets", "examples"]
+CALLER_DIRS = ["tests", "benches", "fuzz/fuzz_targets", "examples", "src/bin"]
+
+# The builds whose `private_interfaces` warnings `--interfaces` reads.
+CHECKS = [
+    ["cargo", "check", "--locked", "--all-targets"],
+    ["cargo", "check", "--locked", "--lib", "--target", "wasm32-unknown-unknown"],
+    ["cargo", "check", "--locked", "--lib", "--target", "wasm32-unknown-unknown", "--no-default-features", "--features", "cli"],
+]
 
 ENTRY_ATTRS = re.compile(r"^#\s*\[\s*(wasm_bindgen|durable_object|event)\b")
 TEST_ATTR = re.compile(r"^#!?\s*\[\s*cfg\s*\((.*)\)\s*\]$", re.S)
@@ -413,7 +439,7 @@ class Crate:
                     self.load(cand, parent + [name], mod_test, nextdir)
                     break
 
-    def absolute(self, modpath, segs):
+    def absolute(self, modpath, segs, via=None):
         """Segments as written in module `modpath`, made absolute (None: another crate)."""
         segs = list(segs)
         if segs[0] == "crate":
@@ -427,7 +453,9 @@ class Crate:
             return base + segs
         if (tuple(modpath), segs[0]) in self.uses:
             target, _, where = self.uses[(tuple(modpath), segs[0])]
-            head = self.absolute(where, target)
+            if via is not None:
+                via.add((tuple(modpath), segs[0]))
+            head = self.absolute(where, target, via)
             return None if head is None else head + segs[1:]
         if tuple(modpath + [segs[0]]) in self.defs or any(
             tuple(modpath + [segs[0]]) == tuple(f.modpath) for f in self.files
@@ -437,7 +465,7 @@ class Crate:
 
     def resolve(self, modpath, segs, follow=True, via=None):
         """The definition's path of `segs` (seen from `modpath`), through re-exports."""
-        path = self.absolute(modpath, segs)
+        path = self.absolute(modpath, segs, via)
         if path is None:
             return None
         changed = True
@@ -447,7 +475,7 @@ class Crate:
                 key = (tuple(path[: n - 1]), path[n - 1])
                 if key in self.uses:
                     target, is_pub, where = self.uses[key]
-                    head = self.absolute(where, target)
+                    head = self.absolute(where, target, via)
                     if head is not None and head != path[:n]:
                         if via is not None:
                             via.add(key)
@@ -475,7 +503,7 @@ class Crate:
                 done.add(key)
                 for f in self.files:
                     for rec in f.pubs:
-                        if rec["kind"] == "use" and (tuple(rec["modpath"]), key[1]) == key:
+                        if rec["kind"] == "use" and tuple(rec["modpath"]) == key[0] and key[1] in [n for _, n in rec["leaves"]]:
                             for _, name in rec["leaves"]:
                                 target = self.resolve(key[0], [name], via=via)
                                 if target is not None:
@@ -566,11 +594,39 @@ def rewrite_callers(apply):
     return changed
 
 
+def interfaces(crate):
+    """The paths a kept item's signature names but --apply narrowed: KEEP them."""
+    import json
+    import subprocess
+
+    modpath = {os.path.relpath(f.path, ROOT): f.modpath for f in crate.files}
+    found = set()
+    for cmd in CHECKS:
+        out = subprocess.run(cmd + ["--message-format=json"], cwd=ROOT, capture_output=True, text=True).stdout
+        for raw in out.splitlines():
+            msg = json.loads(raw)
+            d = msg.get("message") or {}
+            if (d.get("code") or {}).get("code") not in ("private_interfaces", "private_bounds"):
+                continue
+            for child in d["children"]:
+                for span in child["spans"]:
+                    found.add((span["file_name"], span["line_start"], child["message"]))
+    paths = set()
+    for file, line, message in sorted(found):
+        name = re.sub(r"<.*", "", re.search(r"`([^`]*)`", message).group(1)).split("::")[-1]
+        paths.add("::".join(modpath.get(file, ["?"]) + [name]))
+    for path in sorted(paths):
+        print(f'    "{path}",')
+    return 1 if paths else 0
+
+
 def main(argv):
     mode = argv[1] if len(argv) > 1 else "--count"
     crate = Crate()
     if mode == "--count":
         count(crate)
+    elif mode == "--interfaces":
+        return interfaces(crate)
     elif mode in ("--check", "--apply"):
         n, per_file = rewrite_src(crate, mode == "--apply")
         callers = rewrite_callers(mode == "--apply")
