@@ -31,7 +31,7 @@ use crate::request::key::KeyPart;
 use serde_json::{Map, Value};
 
 /// Every field of `rule`, as the config would write it.
-pub fn rule_json(rule: &RuleSpec) -> Value {
+pub(crate) fn rule_json(rule: &RuleSpec) -> Value {
     let mut out = matching(rule);
     out.extend(keying(rule));
     out.extend(counting(rule));
@@ -44,7 +44,7 @@ pub fn rule_json(rule: &RuleSpec) -> Value {
 /// (`host`, `methods`, `fallback_key`, `count_statuses`, `limits`), kept as
 /// they were so that its readers keep working: `null` or `[]` when unset,
 /// and each limit as `{ requests, window_ms }`.
-pub fn rules_listing(rules: &[Rule]) -> Value {
+pub(crate) fn rules_listing(rules: &[Rule]) -> Value {
     let listed = rules.iter().map(|rule| {
         let mut out = rule_json(rule);
         if let Value::Object(fields) = &mut out {
@@ -169,7 +169,7 @@ fn limiting(rule: &RuleSpec) -> Map<String, Value> {
 
 /// A duration as the config writes one: the largest unit that divides it
 /// (`"1d"`, `"90s"`, `"1500ms"`).
-pub fn duration(ms: u64) -> String {
+pub(crate) fn duration(ms: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)];
     match UNITS.iter().find(|(_, size)| ms > 0 && ms.is_multiple_of(*size)) {
         Some((unit, size)) => format!("{}{unit}", ms / size),

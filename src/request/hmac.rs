@@ -10,7 +10,7 @@ const BLOCK: usize = 64;
 /// HMAC-SHA256 of `message` under `key` (RFC 2104 §2): a key longer than
 /// the block is hashed first, a shorter one padded with zeros; then
 /// `H((K ^ opad) || H((K ^ ipad) || message))`.
-pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+pub(crate) fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     let mut block = [0u8; BLOCK];
     if key.len() > BLOCK {
         block[..32].copy_from_slice(&Sha256::digest(key));
@@ -24,14 +24,14 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 
 /// `bytes` as lowercase hex, two digits a byte: how digests and MACs are
 /// written into keys, cookies, tickets and logs.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether `a` and `b` are the same bytes, in a time that depends on their
 /// lengths only (never on where they first differ): for a MAC or a digest
 /// of a secret against the one presented.
-pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -470,7 +470,7 @@ const DIFF_USAGE: &str = "usage: tollgate diff OLD NEW [--env NAME] [--fail-on-r
   start from zero (a gate for CI).";
 
 /// `tollgate --version`: the crate's version and the call format's.
-pub fn version() -> String {
+pub(crate) fn version() -> String {
     format!("tollgate {} (object protocol v{})", env!("CARGO_PKG_VERSION"), crate::count::protocol::VERSION)
 }
 

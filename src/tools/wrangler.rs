@@ -23,7 +23,7 @@ pub fn parse(path: &str, text: &str) -> Result<Value, String> {
 /// JSONC → JSON: `//` and `/* */` comments and trailing commas (before `}`
 /// or `]`) removed, outside strings only. Everything else is kept, so
 /// error positions stay close to the original.
-pub fn strip_jsonc(text: &str) -> String {
+pub(crate) fn strip_jsonc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     // A comma seen outside a string, held back until we know whether a
@@ -112,17 +112,17 @@ pub struct Section {
     /// `vars.TOLLGATE` of this section (not inherited).
     pub tollgate: Option<Value>,
     /// Route patterns (inherited from the top level unless set).
-    pub routes: Vec<String>,
+    pub(crate) routes: Vec<String>,
     /// `observability.enabled` (inherited unless set): whether Workers Logs
     /// keeps the Worker's log lines.
-    pub logs_kept: bool,
+    pub(crate) logs_kept: bool,
     /// The binding names of this section's `[[services]]` (not inherited:
     /// Wrangler treats bindings per environment).
-    pub services: Vec<String>,
+    pub(crate) services: Vec<String>,
 }
 
 /// Every section to validate: the top level, then each `[env.NAME]`.
-pub fn sections(wrangler: &Value) -> Vec<Section> {
+pub(crate) fn sections(wrangler: &Value) -> Vec<Section> {
     let top = section("top level".to_string(), wrangler, None);
     let mut out = vec![top.clone()];
     if let Some(envs) = wrangler.get("env").and_then(Value::as_object) {
@@ -160,7 +160,7 @@ pub fn select(wrangler: &Value, env: Option<&str>) -> Result<Section, String> {
 /// (Wrangler 4.44 and later; older versions turned it on regardless, so
 /// only an explicit `false` is certain). Routes or a custom domain of its
 /// own also reach it directly.
-pub fn exposures(app: &Value) -> Vec<String> {
+pub(crate) fn exposures(app: &Value) -> Vec<String> {
     let flag = |v: &Value, key: &str| v.get(key).and_then(Value::as_bool);
     let mut out = Vec::new();
     let mut check = |label: &str, section: &Value, top: Option<&Value>| {
