@@ -181,6 +181,7 @@ impl OwnResponse {
     }
 
     /// A header's value, by lowercased name.
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
     pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }

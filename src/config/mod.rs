@@ -47,8 +47,8 @@ pub(crate) mod response;
 pub mod rules;
 pub(crate) mod upstream;
 
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) use checks::relief_note;
-pub(crate) use reader::STANDARD_METHODS;
 
 use crate::config::exempt_fields::read_exempt;
 use crate::config::policy::{FailPolicy, Named, DEFAULT_UPLOAD_BUDGET, MAX_UPLOAD_BUDGET, MIN_UPLOAD_BUDGET, UPLOAD_CLIENT_SHARES};

@@ -194,6 +194,7 @@ impl CustomResponse {
     }
 
     /// Whether the rule has a body of its own (else only its status).
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
     pub(crate) fn has_body(&self) -> bool {
         self.body.is_some()
     }

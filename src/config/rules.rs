@@ -607,10 +607,6 @@ impl Rule {
         self.key.iter().chain(self.on_missing_key.fallback_parts()).any(|p| matches!(p, KeyPart::Body(..)))
     }
 
-    /// The longest window of the rule: how long a key's log can live.
-    pub(crate) fn horizon_ms(&self) -> u64 {
-        crate::count::window::horizon_ms(&self.limits)
-    }
 }
 
 /// One form of a path a pattern is tried on, compared without being built:

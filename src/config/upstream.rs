@@ -68,6 +68,7 @@ pub(crate) fn valid_binding(name: &str) -> bool {
 /// For `tollgate check`: the error when `upstream` names a service binding
 /// that `bindings` (the `[[services]]` binding names of the same wrangler
 /// environment, which does not inherit them from the top level) lacks.
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) fn missing_binding(upstream: &Upstream, bindings: &[String]) -> Option<String> {
     match upstream {
         Upstream::Service(name) if !bindings.iter().any(|b| b == name) => {
@@ -92,6 +93,7 @@ pub(crate) fn missing_binding(upstream: &Upstream, bindings: &[String]) -> Optio
 /// what [`crate::tools::wrangler::exposures`] found in the app's config (`file`),
 /// when check was given it (`--app`): no warning when it found nothing;
 /// without it, the reminder. `None` for the origin upstream.
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) fn bypass_warning(upstream: &Upstream, app: Option<(&str, &[String])>) -> Option<String> {
     let Upstream::Service(binding) = upstream else { return None };
     const FIX: &str = "set workers_dev = false and preview_urls = false in the app's wrangler config (and give it no routes)";

@@ -107,12 +107,6 @@ impl BlockedUntilCache {
         }
     }
 
-    /// Whether `id` is blocked beyond `now_ms` (read only: an expired
-    /// entry stays until [`BlockedUntilCache::blocked_until`] finds it).
-    pub(crate) fn refuses(&self, id: &str, now_ms: i64) -> bool {
-        self.peek(id, now_ms).is_some()
-    }
-
     /// The block on `id`, if it lasts beyond `now_ms` (read only, as
     /// [`BlockedUntilCache::refuses`]).
     pub(crate) fn peek(&self, id: &str, now_ms: i64) -> Option<Block> {

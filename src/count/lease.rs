@@ -159,10 +159,12 @@ impl LeaseMode {
     }
 
     /// Whether the rule can ever lease more than one unit.
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
     pub(crate) fn leases(&self) -> bool {
         self.settings().is_some_and(LeaseSettings::can_lease)
     }
 
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
     /// One line for `tollgate check` and `explain`.
     pub(crate) fn describe(&self) -> String {
         match self {
@@ -294,15 +296,18 @@ impl Leases {
     }
 
     /// Keys tracked.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.keys.len()
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
 
     /// Tokens held for `id` at `now` (0 once expired).
+    #[cfg(test)]
     pub(crate) fn held(&self, id: &str, now: i64) -> u32 {
         self.keys.get(id).filter(|k| now < k.expires_at).map_or(0, |k| k.held)
     }

@@ -632,6 +632,7 @@ impl fmt::Display for CallFailure {
 impl std::error::Error for CallFailure {}
 
 /// Reads an object's answer: a 200 with a [`Reply`], or why not.
+#[cfg(test)]
 pub(crate) fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure> {
     if status != 200 {
         return Err(CallFailure::Refused { status, body: body.to_string() });

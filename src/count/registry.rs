@@ -199,11 +199,6 @@ impl RegistryCall {
     }
 }
 
-/// The registry's answer to a list: one entry line each.
-pub(crate) fn encode_listing(entries: &[Entry]) -> String {
-    entries.iter().map(Entry::encode).collect::<Vec<_>>().join("\n")
-}
-
 /// Reads [`encode_listing`]'s text: the entries live at `now_ms`, a line
 /// that does not decode skipped, at most [`MAX_LISTED`].
 pub(crate) fn decode_listing(text: &str, now_ms: i64) -> Vec<Entry> {

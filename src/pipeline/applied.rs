@@ -12,6 +12,8 @@ use crate::request::spelling::Spelling;
 #[derive(Debug)]
 pub struct Matched<'c> {
     pub rule: &'c Rule,
+    /// How it matched (read by `explain`).
+    #[cfg_attr(all(target_arch = "wasm32", not(feature = "cli")), allow(dead_code))]
     pub(crate) found: Match,
     pub key: KeyOutcome,
     /// A success can settle the rule for this request: it has

@@ -119,11 +119,6 @@ impl<'c, 'f> Machine<'c, 'f> {
         plan_facts(self.config, &self.facts, &recording, body)
     }
 
-    /// The plan so far (what `explain` reports).
-    pub(crate) fn plan(&self) -> &Plan<'c> {
-        &self.plan
-    }
-
     /// What the driver does next. `cache`: the isolate's blocked-until
     /// cache, read only: a request it already refuses (a `block` rule's
     /// block lasting past the request's `now`) is decided from it, no
@@ -457,6 +452,7 @@ impl<'c> Settle<'c> {
         Settle { applied: Vec::new(), outcomes: Vec::new() }
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.applied.is_empty()
     }

@@ -74,7 +74,7 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-pub(crate) use crate::config::policy::{UploadLimits, DEFAULT_UPLOAD_BUFFER, DEFAULT_UPLOAD_TIMEOUT_MS, MAX_UPLOAD_BUFFER, MAX_UPLOAD_TIMEOUT_MS, UPLOAD_CLIENT_SHARES};
+pub(crate) use crate::config::policy::{UploadLimits, UPLOAD_CLIENT_SHARES};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -128,13 +128,6 @@ pub(crate) enum Answer {
 }
 
 impl Answer {
-    /// `forward`, or the status answered.
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Answer::Forward { .. } => "forward".to_string(),
-            Answer::Respond(r) => r.status.to_string(),
-        }
-    }
 }
 
 /// The answer and the log events of one request.
@@ -153,6 +146,7 @@ pub(crate) fn invalid_config() -> OwnResponse {
 /// Folds each checked rule's outcome (`outcomes[i]` for `applied[i]`) into
 /// the answer, as the module documentation describes, for a client that
 /// sent no `Accept` (a blocking rule's own response body, if it has one).
+#[cfg(test)]
 pub(crate) fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
     verdict_for(applied, outcomes, Prefers::Other)
 }

@@ -1,7 +1,10 @@
 //! The tools: the `tollgate` CLI (check, explain, hash, schema, diff), the
 //! wrangler file reader, route coverage and the lease simulator.
 
+// The CLI's: none of it is in the Worker's build.
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) mod coverage;
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub mod explain;
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub mod wrangler;
