@@ -4,6 +4,8 @@
     scripts/narrow-pub.py --count     # plain `pub` items and fields, per layer
     scripts/narrow-pub.py --check     # exit 1 if a rewrite is due (lists them)
     scripts/narrow-pub.py --apply     # rewrite src/ and the outside callers
+    scripts/narrow-pub.py --list      # the plain `pub` items that stay, with their paths
+    scripts/narrow-pub.py --interfaces  # cargo check x3: names kept signatures leak (add to KEEP)
 
 What it does. It walks the library's module tree from `src/lib.rs` (following
 `mod NAME;` to its file; `src/bin` is another crate and is left alone) with a
@@ -631,6 +633,13 @@ def main(argv):
     crate = Crate()
     if mode == "--count":
         count(crate)
+    elif mode == "--list":
+        for rec, keep in crate.decide():
+            if keep:
+                where = os.path.relpath(rec["file"].path, ROOT)
+                line = rec["file"].text.count("\n", 0, rec["offset"]) + 1
+                name = "::".join(rec["path"]) if rec["path"] else rec["kind"]
+                print(f"{where}:{line}: {rec['kind']} {name}{' (JS entry)' if rec['entry'] else ''}")
     elif mode == "--interfaces":
         return interfaces(crate)
     elif mode in ("--check", "--apply"):
