@@ -8,10 +8,10 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use serde_json::json;
 use std::num::{NonZeroU32, NonZeroU64};
-use tollgate::request::canon::{canonical_path, CanonicalQuery, RawUrl};
-use tollgate::config::Config;
-use tollgate::config::rules::RequestView;
-use tollgate::count::window::{decide, Hit, Limit};
+use tollgate::internals::canon::{canonical_path, CanonicalQuery, RawUrl};
+use tollgate::Config;
+use tollgate::internals::rules::RequestView;
+use tollgate::internals::window::{decide, Hit, Limit};
 
 /// The config `wrangler.toml` ships (`[vars.TOLLGATE]`).
 fn shipped() -> Config {

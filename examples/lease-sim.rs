@@ -4,9 +4,9 @@
 //! lease = "auto" and, for comparison, lease = "off" (with GCRA where the
 //! limit is above the sliding log's ceiling, as the config requires).
 
-use tollgate::config::MAX_SLIDING_LOG_REQUESTS;
-use tollgate::count::protocol::Algorithm;
-use tollgate::tools::sim::{run, scenarios, Scenario};
+use tollgate::internals::MAX_SLIDING_LOG_REQUESTS;
+use tollgate::internals::protocol::Algorithm;
+use tollgate::internals::sim::{run, scenarios, Scenario};
 
 fn main() {
     let scale = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1.0);

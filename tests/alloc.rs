@@ -16,9 +16,9 @@
 use serde_json::json;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use tollgate::request::canon::{canonical_path, CanonicalQuery, RawUrl};
-use tollgate::config::Config;
-use tollgate::config::rules::RequestView;
+use tollgate::internals::canon::{canonical_path, CanonicalQuery, RawUrl};
+use tollgate::Config;
+use tollgate::internals::rules::RequestView;
 
 thread_local! {
     static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };

@@ -16,9 +16,9 @@ mod common;
 
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use tollgate::request::canon::{canonical_path, CanonicalQuery, RawUrl};
-use tollgate::config::Config;
-use tollgate::config::rules::RequestView;
+use tollgate::internals::canon::{canonical_path, CanonicalQuery, RawUrl};
+use tollgate::Config;
+use tollgate::internals::rules::RequestView;
 
 const CASES: &str = include_str!("canon_cases.json");
 

@@ -15,9 +15,9 @@
 
 use proptest::prelude::*;
 use serde_json::json;
-use tollgate::request::canon::{canonical_path, decode_fully, CanonicalQuery, RawUrl};
-use tollgate::config::{Config, DEFAULT_SUFFIXES};
-use tollgate::config::rules::RequestView;
+use tollgate::internals::canon::{canonical_path, decode_fully, CanonicalQuery, RawUrl};
+use tollgate::{Config, internals::DEFAULT_SUFFIXES};
+use tollgate::internals::rules::RequestView;
 
 /// A plain protected path: 1 to 5 segments of `[a-z0-9_-]`.
 fn plain_path() -> impl Strategy<Value = Vec<String>> {

@@ -6,10 +6,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Instant;
-use tollgate::request::body::{form_field_values, parameters, BodyParams};
-use tollgate::request::canon::{canonical_path, CanonicalQuery, RawUrl};
-use tollgate::config::Config;
-use tollgate::config::rules::RequestView;
+use tollgate::internals::body::{form_field_values, parameters, BodyParams};
+use tollgate::internals::canon::{canonical_path, CanonicalQuery, RawUrl};
+use tollgate::Config;
+use tollgate::internals::rules::RequestView;
 
 fn shipped() -> Config {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/wrangler.toml")).unwrap();

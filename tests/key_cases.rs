@@ -23,10 +23,10 @@ mod common;
 
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use tollgate::config::Config;
-use tollgate::pipeline::applied::KeyOutcome;
-use tollgate::pipeline::plan::{self, Body, RequestParts, Route};
-use tollgate::tools::explain::parse_url;
+use tollgate::Config;
+use tollgate::internals::applied::KeyOutcome;
+use tollgate::internals::plan::{self, Body, RequestParts, Route};
+use tollgate::internals::explain::parse_url;
 
 const CASES: &str = include_str!("key_cases.json");
 
@@ -486,8 +486,8 @@ fn copied_configs_are_the_wrangler_toml_configs() {
     let file = load();
     let mut real_rules: BTreeMap<String, Value> = BTreeMap::new();
     for (name, path, env, text) in COPIES {
-        let wrangler = tollgate::tools::wrangler::parse(path, text).unwrap_or_else(|e| panic!("{e}"));
-        let section = tollgate::tools::wrangler::select(&wrangler, env).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let wrangler = tollgate::internals::wrangler::parse(path, text).unwrap_or_else(|e| panic!("{e}"));
+        let section = tollgate::internals::wrangler::select(&wrangler, env).unwrap_or_else(|e| panic!("{path}: {e}"));
         let tollgate = section.tollgate.unwrap_or_else(|| panic!("{path} {}: no vars.TOLLGATE", section.label));
         assert_eq!(
             file.configs[name], tollgate,

@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tollgate::request::body::{form_field_values, needs_bytes, parameters, BodyParams, Unreadable};
-use tollgate::request::canon::{CanonicalQuery, Source};
+use tollgate::internals::body::{form_field_values, needs_bytes, parameters, BodyParams, Unreadable};
+use tollgate::internals::canon::{CanonicalQuery, Source};
 
 fuzz_target!(|data: &[u8]| {
     let split = data.iter().position(|&b| b == b'\n').unwrap_or(data.len());

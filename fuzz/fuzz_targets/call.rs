@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tollgate::count::protocol::{
+use tollgate::internals::protocol::{
     decode_call, decode_call_url, decode_reply_line, decode_rpc_answer, encode_call, encode_call_url, encode_reply_line,
     encode_rpc_answer, CallFailure,
 };

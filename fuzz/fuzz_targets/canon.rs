@@ -7,9 +7,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
-use tollgate::request::canon::{canonical_path, decode_fully, CanonicalQuery, RawUrl};
-use tollgate::config::Config;
-use tollgate::config::rules::RequestView;
+use tollgate::internals::canon::{canonical_path, decode_fully, CanonicalQuery, RawUrl};
+use tollgate::Config;
+use tollgate::internals::rules::RequestView;
 
 fn shipped() -> &'static Config {
     static CONFIG: OnceLock<Config> = OnceLock::new();
@@ -47,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
         let split = RawUrl::split(parsed.as_str());
         assert_eq!(
             (split.host.as_str(), split.path, split.query),
-            (tollgate::request::canon::canonical_host(parsed.host_str().unwrap_or("")).as_str(), parsed.path(), parsed.query().unwrap_or("")),
+            (tollgate::internals::canon::canonical_host(parsed.host_str().unwrap_or("")).as_str(), parsed.path(), parsed.query().unwrap_or("")),
             "{url:?}"
         );
     }

@@ -5,6 +5,6 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = tollgate::config::Config::from_json_str(text);
+        let _ = tollgate::Config::from_json_str(text);
     }
 });

@@ -1,6 +1,6 @@
 //! The operator's command line: `tollgate check`, `explain` and `hash`.
 //!
-//! Its logic and its usage are [`tollgate::tools::cli`], shared with the npm
+//! Its logic and its usage are [`tollgate::cli`], shared with the npm
 //! package's `tollgate` bin for Node (the same code, built for wasm32).
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -15,7 +15,7 @@ fn main() {
         );
         std::process::exit(2);
     }
-    let output = tollgate::tools::cli::run(&args, &native::Machine);
+    let output = tollgate::cli::run(&args, &native::Machine);
     native::print(&output);
     std::process::exit(output.code);
 }
@@ -23,12 +23,12 @@ fn main() {
 #[cfg(target_arch = "wasm32")]
 fn main() {}
 
-/// The CLI's logic is `tollgate::tools::cli`; this binary only reads the machine
+/// The CLI's logic is `tollgate::cli`; this binary only reads the machine
 /// and prints.
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
     use std::io::Write;
-    use tollgate::tools::cli::{Host, Output};
+    use tollgate::cli::{Host, Output};
 
     /// Files and environment variables of this machine.
     pub struct Machine;

@@ -299,7 +299,8 @@ pub(super) fn forgeable_success(rule: &Rule) -> Option<ConfigWarning> {
 /// `tollgate check`'s one line on the trade-off left in a rule whose
 /// success relieves (issue 25): relief is bound to the exact spelling, the
 /// count to the folded key.
-pub fn relief_note(rule: &Rule) -> Option<String> {
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+pub(crate) fn relief_note(rule: &Rule) -> Option<String> {
     rule.on_success.as_ref()?;
     Some(format!(
         "rule `{}`: a success or device cookie relieves only the account exactly as the request spelled it \

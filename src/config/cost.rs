@@ -22,15 +22,15 @@
 /// what a request reserves before forwarding, the most one answer commits,
 /// and whether the client sees the header.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Usage {
+pub(crate) struct Usage {
     /// Lowercased response header name.
-    pub header: String,
+    pub(crate) header: String,
     /// Units reserved before forwarding (the rule's `cost`, as calls carry it).
-    pub reserve: u32,
+    pub(crate) reserve: u32,
     /// The most units one answer commits.
-    pub max: u32,
+    pub(crate) max: u32,
     /// Whether the header reaches the client (default: removed).
-    pub expose: bool,
+    pub(crate) expose: bool,
 }
 
 impl Usage {
@@ -46,7 +46,7 @@ impl Usage {
     /// charges less than the origin reported: towards blocking). Any
     /// member that is not a whole number makes the whole header malformed.
     /// Issue 35: `50, 50` was committed at `reserve`.
-    pub fn units(&self, value: Option<&str>) -> Option<u32> {
+    pub(crate) fn units(&self, value: Option<&str>) -> Option<u32> {
         value?.split(',').map(|member| self.member_units(member)).try_fold(0, |most, units| Some(most.max(units?)))
     }
 

@@ -37,21 +37,21 @@ use crate::count::protocol::WireWindow;
 use serde_json::json;
 
 /// Whole seconds, rounded up, at least 1 for any positive wait.
-pub fn seconds_ceil(ms: u64) -> u64 {
+pub(crate) fn seconds_ceil(ms: u64) -> u64 {
     ms.div_ceil(1000)
 }
 
 /// What a rule's `RateLimit` items state besides its windows: the name,
 /// the unit of its quota, its slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policies<'a> {
+pub(crate) struct Policies<'a> {
     /// The rule's name (`A-Z a-z 0-9 - _ .`, or tollgate's own `:` names).
-    pub rule: &'a str,
+    pub(crate) rule: &'a str,
     /// A usage rule's header, the unit its quota counts (`qu`); `None`:
     /// requests, the draft's default.
-    pub unit: Option<&'a str>,
+    pub(crate) unit: Option<&'a str>,
     /// The rule's `concurrency`: a `concurrent-requests` policy of its own.
-    pub concurrency: Option<u32>,
+    pub(crate) concurrency: Option<u32>,
 }
 
 #[cfg(test)]
@@ -64,7 +64,7 @@ impl<'a> Policies<'a> {
 
 /// What the `RateLimit` item reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Report {
+pub(crate) enum Report {
     /// Not refused: the most constraining window (least remaining, then
     /// latest reset), `t` until it grows.
     Allowed,
@@ -80,7 +80,7 @@ pub enum Report {
 /// The name of the window at `index` of `windows`: the rule's when it has
 /// one, else `rule/60s` (`rule/500ms` when not whole seconds; `rule/60s/2`
 /// for the second window of the same length), unique as the module says.
-pub fn policy_name(rule: &str, windows: &[WireWindow], index: usize) -> String {
+pub(crate) fn policy_name(rule: &str, windows: &[WireWindow], index: usize) -> String {
     let Some(window) = windows.get(index).filter(|_| windows.len() > 1) else {
         return rule.to_string();
     };
@@ -93,7 +93,7 @@ pub fn policy_name(rule: &str, windows: &[WireWindow], index: usize) -> String {
 }
 
 /// The name of a rule's `concurrency` policy.
-pub fn concurrency_name(rule: &str) -> String {
+pub(crate) fn concurrency_name(rule: &str) -> String {
     format!("{rule}/concurrency")
 }
 
@@ -115,7 +115,7 @@ fn sf_string(text: &str) -> String {
 /// `RateLimit-Policy` items: one per window (quota `q`, the unit `qu` of a
 /// usage rule, window `w` in whole seconds, none when not whole), then the
 /// slots of a `concurrency` rule.
-pub fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) -> Vec<String> {
+pub(crate) fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) -> Vec<String> {
     let unit = policies.unit.map(|u| format!(";qu={}", sf_string(u))).unwrap_or_default();
     let per_window = windows.iter().enumerate().map(|(i, w)| {
         let seconds = if w.window_ms.is_multiple_of(1000) && w.window_ms > 0 { format!(";w={}", w.window_ms / 1000) } else { String::new() };
@@ -128,7 +128,7 @@ pub fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) -> Vec<
 /// The `RateLimit` item ([`Report`] says which): `r` the units remaining,
 /// `t` the seconds (rounded up) until they grow; for a refusal owed to
 /// slots, `r=0` of the slots' policy and no `t`.
-pub fn ratelimit(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Option<String> {
+pub(crate) fn ratelimit(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Option<String> {
     let (index, retry_after_ms) = match report {
         Report::NoSlot => return Some(format!("{};r=0", sf_string(&concurrency_name(policies.rule)))),
         Report::Window { index, retry_after_ms } if index < windows.len() => (index, Some(retry_after_ms)),
@@ -150,7 +150,7 @@ fn tightest(windows: &[WireWindow]) -> Option<usize> {
 }
 
 /// The RFC 9457 body of any other error tollgate answers itself.
-pub fn problem_body(status: u16, title: &str, detail: &str) -> String {
+pub(crate) fn problem_body(status: u16, title: &str, detail: &str) -> String {
     json!({
         "type": "about:blank",
         "title": title,
@@ -163,16 +163,16 @@ pub fn problem_body(status: u16, title: &str, detail: &str) -> String {
 /// A response tollgate answers itself, as plain data: the Worker turns it
 /// into a platform response, `explain` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnResponse {
-    pub status: u16,
+pub(crate) struct OwnResponse {
+    pub(crate) status: u16,
     /// Lowercased names, in order.
-    pub headers: Vec<(String, String)>,
-    pub body: String,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) body: String,
 }
 
 impl OwnResponse {
     /// An RFC 9457 problem, with `Retry-After` when given.
-    pub fn problem(status: u16, title: &str, detail: &str, retry_after_s: Option<u64>) -> OwnResponse {
+    pub(crate) fn problem(status: u16, title: &str, detail: &str, retry_after_s: Option<u64>) -> OwnResponse {
         let mut headers = vec![("content-type".to_string(), "application/problem+json".to_string())];
         if let Some(s) = retry_after_s {
             headers.push(("retry-after".to_string(), s.to_string()));
@@ -181,7 +181,8 @@ impl OwnResponse {
     }
 
     /// A header's value, by lowercased name.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 }
@@ -189,7 +190,7 @@ impl OwnResponse {
 /// `RateLimit-Policy` and `RateLimit` for one rule's windows, as
 /// [`Report`] says; no `RateLimit-Policy` when it would be empty (the
 /// draft's list is non-empty).
-pub fn rate_fields(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Vec<(String, String)> {
+pub(crate) fn rate_fields(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Vec<(String, String)> {
     let mut out = Vec::with_capacity(2);
     let items = ratelimit_policy(policies, windows);
     if !items.is_empty() {

@@ -12,7 +12,7 @@ use crate::request::key::KeyPart;
 /// The name of the built-in rule counting failed admin authentications. It
 /// holds a `:`, which no config rule name may, so it never shares a counter
 /// (an object named `rule \n key`) with one.
-pub const LOCKOUT_RULE: &str = "tollgate:admin-auth";
+pub(crate) const LOCKOUT_RULE: &str = "tollgate:admin-auth";
 
 /// Failed authentications a client may make per [`LOCKOUT_WINDOW_MS`]. Ten
 /// leaves room for typos and a misconfigured script; against a random
@@ -20,17 +20,17 @@ pub const LOCKOUT_RULE: &str = "tollgate:admin-auth";
 /// there to stop a client hammering the admin API (and to make a leaked but
 /// mistyped token, or a scanner, visible in the logs), not to protect a
 /// weak token.
-pub const LOCKOUT_FAILURES: u32 = 10;
+pub(crate) const LOCKOUT_FAILURES: u32 = 10;
 
 /// The lockout's window: 15 minutes.
-pub const LOCKOUT_WINDOW_MS: u64 = 15 * 60 * 1000;
+pub(crate) const LOCKOUT_WINDOW_MS: u64 = 15 * 60 * 1000;
 
 /// Makes `spec` (a config rule's defaults) the built-in lockout rule:
 /// [`LOCKOUT_RULE`], keyed by `ip`, [`LOCKOUT_FAILURES`] per
 /// [`LOCKOUT_WINDOW_MS`], failing closed (an authorized request whose
 /// lockout cannot be checked gets 503). Its path is never matched: the
 /// admin route asks its counter directly.
-pub fn lockout_spec(spec: &mut RuleSpec) {
+pub(crate) fn lockout_spec(spec: &mut RuleSpec) {
     spec.name = LOCKOUT_RULE.to_string();
     spec.key = vec![KeyPart::Ip];
     spec.limits = Limit::new(LOCKOUT_FAILURES, LOCKOUT_WINDOW_MS).into_iter().collect();

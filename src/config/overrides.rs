@@ -22,45 +22,45 @@ use std::collections::HashMap;
 
 /// One `overrides` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Override {
+pub(crate) struct Override {
     /// As written in the config (`"042"`).
-    pub value: String,
+    pub(crate) value: String,
     /// The key it stands for (`path:school:int=42`), once resolved.
-    pub key: Option<String>,
-    pub limits: Vec<Limit>,
+    pub(crate) key: Option<String>,
+    pub(crate) limits: Vec<Limit>,
 }
 
 /// A rule's overrides, looked up by key.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Overrides {
+pub(crate) struct Overrides {
     entries: Vec<Override>,
     by_key: HashMap<String, usize>,
 }
 
 /// Why an override's value names no key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnresolvedOverride {
-    pub value: String,
-    pub message: String,
+pub(crate) struct UnresolvedOverride {
+    pub(crate) value: String,
+    pub(crate) message: String,
 }
 
 impl Overrides {
     /// Unresolved entries, in config order; [`Overrides::resolve`] keys them.
-    pub fn new(entries: Vec<Override>) -> Overrides {
+    pub(crate) fn new(entries: Vec<Override>) -> Overrides {
         Overrides { entries, by_key: HashMap::new() }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
-    pub fn entries(&self) -> &[Override] {
+    pub(crate) fn entries(&self) -> &[Override] {
         &self.entries
     }
 
     /// The limits for `key` (a key as [`crate::pipeline::plan::Applied::key`] holds
     /// it), if an override names it.
-    pub fn limits_for(&self, key: &str) -> Option<&[Limit]> {
+    pub(crate) fn limits_for(&self, key: &str) -> Option<&[Limit]> {
         self.by_key.get(key).and_then(|&i| self.entries.get(i)).map(|o| o.limits.as_slice())
     }
 
@@ -70,7 +70,7 @@ impl Overrides {
     /// (but a `:raw` one, [`KeyPart::folds_with_match`]).
     /// Every value that names no key, or the same key as another, is an
     /// error.
-    pub fn resolve(&mut self, parts: &[KeyPart], case_insensitive: bool, ipv6_prefix: u8) -> Vec<UnresolvedOverride> {
+    pub(crate) fn resolve(&mut self, parts: &[KeyPart], case_insensitive: bool, ipv6_prefix: u8) -> Vec<UnresolvedOverride> {
         let mut errors = Vec::new();
         self.by_key.clear();
         let [part] = parts else {
@@ -126,7 +126,7 @@ fn key_of(part: &KeyPart, value: &str, ipv6_prefix: u8) -> Option<String> {
 
 /// Derives `rule`'s key from raw values given as query parameters named
 /// after the key parts, exactly as the rule derives it from a request.
-pub fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> Result<String, MissingPart> {
+pub(crate) fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> Result<String, MissingPart> {
     let param = |name: String| params.values(&name).next().map(str::to_string);
     let client_ip = param("ip".into());
     let country = param("country".into());

@@ -16,7 +16,7 @@ use crate::request::key::KeyPart;
 /// ([`crate::config::describe`]) and log lines write [`Named::name`], and
 /// the schema ([`crate::config::schema`]) lists [`Named::names`]. A name is
 /// spelled nowhere else.
-pub trait Named: Copy + PartialEq + Sized + 'static {
+pub(crate) trait Named: Copy + PartialEq + Sized + 'static {
     /// Every value with its config name, in the order errors list them.
     const NAMES: &'static [(&'static str, Self)];
 
@@ -88,14 +88,14 @@ pub enum CountingMode {
 /// (`auto`, the default), or never (`off`); the validated mode is a
 /// [`crate::count::lease::LeaseMode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseChoice {
+pub(crate) enum LeaseChoice {
     Auto,
     Off,
 }
 
 /// What a rule does when a request is over its limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// Answer 429 (the default).
     Block,
     /// Shadow mode: never block, only log what would have happened.
@@ -104,7 +104,7 @@ pub enum Action {
 
 /// What a rule does when its counter cannot be reached in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailPolicy {
+pub(crate) enum FailPolicy {
     /// Fail open: forward the request (resource protection; the default).
     Allow,
     /// Fail closed: answer 503 (abuse prevention: login, SMS, paid calls).
@@ -113,7 +113,7 @@ pub enum FailPolicy {
 
 /// What a rule does when a part of its key is missing from the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MissingKey {
+pub(crate) enum MissingKey {
     /// Answer 400 (the default): never a shared empty-key bucket.
     Reject,
     /// Do not apply the rule to this request.
@@ -125,7 +125,7 @@ pub enum MissingKey {
 
 impl MissingKey {
     /// The fallback key's parts; none unless [`MissingKey::Fallback`].
-    pub fn fallback_parts(&self) -> &[KeyPart] {
+    pub(crate) fn fallback_parts(&self) -> &[KeyPart] {
         match self {
             MissingKey::Fallback(parts) => parts,
             MissingKey::Reject | MissingKey::Skip => &[],
@@ -136,7 +136,7 @@ impl MissingKey {
 /// What `on_missing_key` says, before `fallback_key` is read with it into
 /// a [`MissingKey`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnMissingKey {
+pub(crate) enum OnMissingKey {
     Reject,
     Skip,
     Fallback,
@@ -144,7 +144,7 @@ pub enum OnMissingKey {
 
 /// Which requests a rule counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Counting {
+pub(crate) enum Counting {
     /// Every request that matches (checked and recorded at once).
     All,
     /// Only requests whose origin response has one of these statuses: the
@@ -155,7 +155,7 @@ pub enum Counting {
 
 impl Counting {
     /// Whether an answer of `status` is counted.
-    pub fn counts(&self, status: u16) -> bool {
+    pub(crate) fn counts(&self, status: u16) -> bool {
         match self {
             Counting::All => true,
             Counting::Statuses(counted) => counted.contains(&status),
@@ -165,7 +165,7 @@ impl Counting {
 
 /// What a success does to a failures-only rule's count (`on_success`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SuccessAction {
+pub(crate) enum SuccessAction {
     /// Forget every counted failure (`"clear"`, or `clear_on_success =
     /// true`): a success forged for the key buys a whole limit of guesses.
     Clear,
@@ -177,7 +177,7 @@ pub enum SuccessAction {
 /// The statuses that are a success unless a rule lists its own: the
 /// answers of a completed login, never a redirect (a plain-HTTP request
 /// redirected to HTTPS is no login) or a page served instead.
-pub const DEFAULT_SUCCESS_STATUSES: [u16; 2] = [200, 204];
+pub(crate) const DEFAULT_SUCCESS_STATUSES: [u16; 2] = [200, 204];
 
 /// When a success settles a failures-only rule, and how. A success counts
 /// only for a request the rule matched by its own method (no override, no
@@ -185,15 +185,15 @@ pub const DEFAULT_SUCCESS_STATUSES: [u16; 2] = [200, 204];
 /// fallback), and, with `identity_header`, only for the identity the origin
 /// says it authenticated.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OnSuccess {
-    pub action: SuccessAction,
+pub(crate) struct OnSuccess {
+    pub(crate) action: SuccessAction,
     /// `success_statuses` ([`DEFAULT_SUCCESS_STATUSES`]).
-    pub statuses: Vec<u16>,
+    pub(crate) statuses: Vec<u16>,
     /// `success_identity_header`: a response header in which the origin
     /// names the account it authenticated; the success applies only when
     /// that value, derived as the rule's key part derives the request's
     /// (a `body:` value normalized and hashed), is the request's key.
-    pub identity_header: Option<String>,
+    pub(crate) identity_header: Option<String>,
 }
 
 /// `trusted_device`: a browser that logged in to an account successfully
@@ -202,26 +202,26 @@ pub struct OnSuccess {
 /// not lock the owner out of a device they used before
 /// ([`crate::request::device`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TrustedDevice {
+pub(crate) struct TrustedDevice {
     /// The Workers secret that signs the cookies (e.g.
     /// `TOLLGATE_DEVICE_KEY`); without it the rule works as if unset.
-    pub secret: String,
+    pub(crate) secret: String,
     /// The cookie's name ([`DEFAULT_DEVICE_COOKIE`]).
-    pub cookie: String,
+    pub(crate) cookie: String,
     /// How long a cookie is good for, in seconds (30 days).
-    pub ttl_s: u64,
+    pub(crate) ttl_s: u64,
 }
 
 /// The device cookie's name unless the rule sets one.
-pub const DEFAULT_DEVICE_COOKIE: &str = "tollgate_device";
+pub(crate) const DEFAULT_DEVICE_COOKIE: &str = "tollgate_device";
 
 /// How long a device cookie is good for unless the rule says (30 days).
-pub const DEFAULT_DEVICE_TTL_S: u64 = 30 * 24 * 3600;
+pub(crate) const DEFAULT_DEVICE_TTL_S: u64 = 30 * 24 * 3600;
 
 /// What a rule writes to Analytics Engine (`metrics`;
 /// [`crate::pipeline::metrics`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum MetricsLevel {
+pub(crate) enum MetricsLevel {
     Off,
     /// Every decision but `allowed`.
     #[default]
@@ -233,12 +233,12 @@ pub enum MetricsLevel {
 /// (128 MB for all its requests at once): 100 slow uploads at the cap hold
 /// 25 MB. Bodies of logins, API calls and prompts fit; a file upload over
 /// it streams under the deadline instead.
-pub const DEFAULT_UPLOAD_BUFFER: u32 = 262_144;
+pub(crate) const DEFAULT_UPLOAD_BUFFER: u32 = 262_144;
 
 /// The largest `upload_buffer`: 16 MiB, and then only with an
 /// `upload_budget` of 64 MiB (a buffer is at most a client's share of the
 /// budget, [`UPLOAD_CLIENT_SHARES`]).
-pub const MAX_UPLOAD_BUFFER: u32 = 16 * 1_048_576;
+pub(crate) const MAX_UPLOAD_BUFFER: u32 = 16 * 1_048_576;
 
 /// `upload_budget` by default: 32 MiB, the bytes of received uploads all
 /// of an isolate's requests may hold at once ([`crate::pipeline::upload`]).
@@ -246,39 +246,39 @@ pub const MAX_UPLOAD_BUFFER: u32 = 16 * 1_048_576;
 /// request); a buffered upload of n bytes costs about n of it (measured in
 /// workerd: 16.7 MB of RSS per stalled 16 MiB − 1 KiB upload), so the
 /// default keeps uploads to a quarter of it.
-pub const DEFAULT_UPLOAD_BUDGET: u32 = 32 * 1_048_576;
+pub(crate) const DEFAULT_UPLOAD_BUDGET: u32 = 32 * 1_048_576;
 
 /// The largest `upload_budget`: 64 MiB, half of the isolate's 128 MB; the
 /// other half is the Worker's (and, embedded, the app's).
-pub const MAX_UPLOAD_BUDGET: u32 = 64 * 1_048_576;
+pub(crate) const MAX_UPLOAD_BUDGET: u32 = 64 * 1_048_576;
 
 /// The smallest `upload_budget`: 1 MiB (a client's share then still holds
 /// the default `upload_buffer`).
-pub const MIN_UPLOAD_BUDGET: u32 = 1_048_576;
+pub(crate) const MIN_UPLOAD_BUDGET: u32 = 1_048_576;
 
 /// One client (its address, IPv6 by `ipv6_prefix`) holds at most
 /// 1/`UPLOAD_CLIENT_SHARES` of the budget: a single client cannot push
 /// every other client's uploads out of the buffer.
-pub const UPLOAD_CLIENT_SHARES: u32 = 4;
+pub(crate) const UPLOAD_CLIENT_SHARES: u32 = 4;
 
 /// `upload_timeout` by default: 10 s for the whole body, HAProxy's usual
 /// `timeout http-request`. It is the longest a slot waits on a client's
 /// upload (bodies over the buffer only).
-pub const DEFAULT_UPLOAD_TIMEOUT_MS: u32 = 10_000;
+pub(crate) const DEFAULT_UPLOAD_TIMEOUT_MS: u32 = 10_000;
 
 /// The longest `upload_timeout`: 10 minutes.
-pub const MAX_UPLOAD_TIMEOUT_MS: u32 = 600_000;
+pub(crate) const MAX_UPLOAD_TIMEOUT_MS: u32 = 600_000;
 
 /// How a failures-only rule receives a body before it reserves
 /// ([`crate::pipeline::upload`] states the bound these set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UploadLimits {
+pub(crate) struct UploadLimits {
     /// Bytes received before the reservation (`upload_buffer`); a larger
     /// body streams under the deadline.
-    pub buffer: u32,
+    pub(crate) buffer: u32,
     /// The whole body must have arrived this long after reading began
     /// (`upload_timeout`).
-    pub timeout_ms: u32,
+    pub(crate) timeout_ms: u32,
 }
 
 impl Default for UploadLimits {

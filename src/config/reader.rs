@@ -389,7 +389,7 @@ pub(super) fn valid_name(name: &str) -> bool {
 }
 
 /// The methods of RFC 9110 §9 and PATCH (RFC 5789), matched in any case.
-pub const STANDARD_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
+pub(crate) const STANDARD_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
 
 /// A standard method in any case, or a custom one written as it is sent:
 /// upper-case letters only (`PSOT` passes, with a warning from

@@ -28,13 +28,13 @@ use crate::config::headers::{self, OwnResponse};
 /// is compiled ([`crate::config::rules::Rule::compile`]): a block then only writes
 /// its retry-after into them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problems {
+pub(crate) struct Problems {
     too_many: ProblemTemplate,
     unavailable: ProblemTemplate,
 }
 
 impl Problems {
-    pub fn new(rule: &str) -> Problems {
+    pub(crate) fn new(rule: &str) -> Problems {
         Problems {
             too_many: ProblemTemplate::new(rule, 429, "Too Many Requests"),
             unavailable: ProblemTemplate::new(rule, 503, "Service Unavailable"),
@@ -42,7 +42,7 @@ impl Problems {
     }
 
     /// The body of a block answered with `status` (429, or 503).
-    pub fn body(&self, status: u16, retry_after_s: u64) -> String {
+    pub(crate) fn body(&self, status: u16, retry_after_s: u64) -> String {
         let template = if status == 429 { &self.too_many } else { &self.unavailable };
         template.render(retry_after_s)
     }
@@ -88,13 +88,13 @@ impl ProblemTemplate {
 /// The statuses a block may answer with: 429 (Too Many Requests, RFC 6585
 /// §4) or 503 (Service Unavailable, RFC 9110 §15.6.4), both of which
 /// `Retry-After` applies to.
-pub const STATUSES: [u16; 2] = [429, 503];
+pub(crate) const STATUSES: [u16; 2] = [429, 503];
 
 /// The largest custom body, in bytes: a page, not an asset.
-pub const MAX_BODY_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// The default content type of a custom body.
-pub const DEFAULT_CONTENT_TYPE: &str = "text/html; charset=utf-8";
+pub(crate) const DEFAULT_CONTENT_TYPE: &str = "text/html; charset=utf-8";
 
 /// One piece of a prepared body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,16 +106,16 @@ enum Piece {
 
 /// A rule's own block response, its body prepared.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CustomResponse {
-    pub status: u16,
-    pub content_type: String,
+pub(crate) struct CustomResponse {
+    pub(crate) status: u16,
+    pub(crate) content_type: String,
     /// `None`: only the status is the rule's; the body stays problem+json.
     body: Option<Vec<Piece>>,
 }
 
 /// What the client asked for in `Accept`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Prefers {
+pub(crate) enum Prefers {
     /// JSON ranks at least as high as HTML: problem+json.
     Json,
     /// Anything else: the rule's custom body, if it has one.
@@ -127,7 +127,7 @@ impl Prefers {
     /// JSON type against the highest given to `text/html` or
     /// `application/xhtml+xml`; wildcards favour neither. Malformed
     /// parameters read as quality 1.
-    pub fn from_accept(accept: Option<&str>) -> Prefers {
+    pub(crate) fn from_accept(accept: Option<&str>) -> Prefers {
         let Some(accept) = accept else { return Prefers::Other };
         let (mut json, mut html) = (0u16, 0u16);
         for range in accept.split(',') {
@@ -180,7 +180,7 @@ impl CustomResponse {
     /// Prepares a rule's response: `status` one of [`STATUSES`], `body` at
     /// most [`MAX_BODY_BYTES`] (`None`: keep the problem+json body). The
     /// error says what is wrong.
-    pub fn new(status: u16, content_type: Option<String>, body: Option<&str>) -> Result<CustomResponse, String> {
+    pub(crate) fn new(status: u16, content_type: Option<String>, body: Option<&str>) -> Result<CustomResponse, String> {
         if !STATUSES.contains(&status) {
             return Err(format!("status must be 429 or 503 (both carry Retry-After), not {status}"));
         }
@@ -194,20 +194,21 @@ impl CustomResponse {
     }
 
     /// Whether the rule has a body of its own (else only its status).
-    pub fn has_body(&self) -> bool {
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+    pub(crate) fn has_body(&self) -> bool {
         self.body.is_some()
     }
 
     /// Whether the body is JSON (`application/json` or a `+json` type,
     /// parameters aside): a JSON client then gets it rather than
     /// problem+json.
-    pub fn is_json(&self) -> bool {
+    pub(crate) fn is_json(&self) -> bool {
         is_json_media(&self.content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
     }
 
     /// The body as the config wrote it, placeholders and all (`None`: the
     /// problem+json body is kept).
-    pub fn template(&self) -> Option<String> {
+    pub(crate) fn template(&self) -> Option<String> {
         let pieces = self.body.as_ref()?;
         Some(pieces.iter().map(|piece| match piece {
             Piece::Text(text) => text.as_str(),
@@ -217,7 +218,7 @@ impl CustomResponse {
     }
 
     /// The body for `rule`, `retry_after_s` seconds to wait.
-    pub fn render(&self, rule: &str, retry_after_s: u64) -> Option<String> {
+    pub(crate) fn render(&self, rule: &str, retry_after_s: u64) -> Option<String> {
         let pieces = self.body.as_ref()?;
         let mut out = String::new();
         for piece in pieces {
@@ -259,7 +260,7 @@ fn prepare(body: &str) -> Vec<Piece> {
 /// least 1) and the rule's `RateLimit` fields (`fields`,
 /// [`headers::rate_fields`] of what refused) always; the status and body
 /// the rule's `custom` response and the client's preference choose.
-pub fn blocked(
+pub(crate) fn blocked(
     rule: &str,
     custom: Option<&CustomResponse>,
     problems: &Problems,

@@ -20,11 +20,11 @@ use serde_json::{json, Map, Value};
 const DURATION_PATTERN: &str = r"^\s*[0-9]+\s*(ms|s|m|h|d)?\s*$";
 
 /// The dialect the schema is written in.
-pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
+pub(crate) const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 
 /// The schema of the `TOLLGATE` var (its JSON form: what `env.TOLLGATE`
 /// holds, or `[vars.TOLLGATE]` of `wrangler.toml` read as JSON).
-pub fn schema() -> Value {
+pub(crate) fn schema() -> Value {
     let mut root = Map::new();
     root.insert("$schema".into(), DIALECT.into());
     root.insert("title".into(), "TOLLGATE".into());

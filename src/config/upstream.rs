@@ -11,11 +11,11 @@
 use serde_json::Value;
 
 /// The config field naming the upstream.
-pub const FIELD: &str = "upstream";
+pub(crate) const FIELD: &str = "upstream";
 
 /// Where an allowed request is forwarded.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Upstream {
+pub(crate) enum Upstream {
     /// The zone's origin: `fetch(request)` (or the `UPSTREAM` var's origin
     /// in local development).
     #[default]
@@ -27,7 +27,7 @@ pub enum Upstream {
 /// Reads the `upstream` field's value: `{ service = "NAME" }`, where `NAME`
 /// is a binding name (a JavaScript identifier, as wrangler requires), or
 /// `"origin"`, the default spelled out. The error says what is accepted.
-pub fn read(value: &Value) -> Result<Upstream, String> {
+pub(crate) fn read(value: &Value) -> Result<Upstream, String> {
     const SHAPE: &str = "must be { service = \"BINDING\" } (a [[services]] binding) or \"origin\"";
     match value {
         Value::String(s) if s == "origin" => Ok(Upstream::Origin),
@@ -51,7 +51,7 @@ pub fn read(value: &Value) -> Result<Upstream, String> {
 /// "allow"`: `Some` when its `upstream` field (or its absence) is readable,
 /// `None` when that field is itself invalid: the Worker then cannot know
 /// where to forward and answers 503 instead.
-pub fn of_invalid_config(value: &Value) -> Option<Upstream> {
+pub(crate) fn of_invalid_config(value: &Value) -> Option<Upstream> {
     match value.get(FIELD) {
         None => Some(Upstream::Origin),
         Some(v) => read(v).ok(),
@@ -59,7 +59,7 @@ pub fn of_invalid_config(value: &Value) -> Option<Upstream> {
 }
 
 /// Whether `name` can name a binding: a JavaScript identifier.
-pub fn valid_binding(name: &str) -> bool {
+pub(crate) fn valid_binding(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
@@ -68,7 +68,8 @@ pub fn valid_binding(name: &str) -> bool {
 /// For `tollgate check`: the error when `upstream` names a service binding
 /// that `bindings` (the `[[services]]` binding names of the same wrangler
 /// environment, which does not inherit them from the top level) lacks.
-pub fn missing_binding(upstream: &Upstream, bindings: &[String]) -> Option<String> {
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+pub(crate) fn missing_binding(upstream: &Upstream, bindings: &[String]) -> Option<String> {
     match upstream {
         Upstream::Service(name) if !bindings.iter().any(|b| b == name) => {
             let declared = if bindings.is_empty() {
@@ -92,7 +93,8 @@ pub fn missing_binding(upstream: &Upstream, bindings: &[String]) -> Option<Strin
 /// what [`crate::tools::wrangler::exposures`] found in the app's config (`file`),
 /// when check was given it (`--app`): no warning when it found nothing;
 /// without it, the reminder. `None` for the origin upstream.
-pub fn bypass_warning(upstream: &Upstream, app: Option<(&str, &[String])>) -> Option<String> {
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+pub(crate) fn bypass_warning(upstream: &Upstream, app: Option<(&str, &[String])>) -> Option<String> {
     let Upstream::Service(binding) = upstream else { return None };
     const FIX: &str = "set workers_dev = false and preview_urls = false in the app's wrangler config (and give it no routes)";
     match app {
@@ -110,7 +112,7 @@ pub fn bypass_warning(upstream: &Upstream, app: Option<(&str, &[String])>) -> Op
 }
 
 /// The schema of the `upstream` field, as [`read`] reads it.
-pub fn schema() -> Value {
+pub(crate) fn schema() -> Value {
     serde_json::json!({
         "anyOf": [
             { "const": "origin" },

@@ -72,13 +72,13 @@ pub(crate) trait Counter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision<S> {
     pub tally: Tally,
-    pub next: Option<S>,
+    pub(crate) next: Option<S>,
 }
 
 /// Why a stored row cannot be read back. See the module doc for what the
 /// object does then.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CorruptRow {
+pub(crate) enum CorruptRow {
     /// Sliding-log entry `index` is not `at` or `at*cost` in whole numbers,
     /// or its time overflows.
     UnreadableHit { index: usize, entry: String },

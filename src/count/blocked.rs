@@ -15,31 +15,31 @@ use std::collections::HashMap;
 
 /// Default capacity: 10,000 keys of ~100 bytes, plus 16 bytes per window
 /// of the limits kept (at most 8), is about 1-3 MB of an isolate's 128 MB.
-pub const DEFAULT_CAPACITY: usize = 10_000;
+pub(crate) const DEFAULT_CAPACITY: usize = 10_000;
 
 /// A cached block: until when (Unix ms), which window binds and the
 /// limits that decided (for the `RateLimit` fields of the answers given
 /// from the cache: issue 35, a runtime override's 2 per 30 s was reported
 /// as the config's 10 per 60 s once the block came from the cache).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Block {
+pub(crate) struct Block {
     /// When the block ends (Unix ms).
-    pub until_ms: i64,
+    pub(crate) until_ms: i64,
     /// The index of the binding window among `limits`.
-    pub window: usize,
+    pub(crate) window: usize,
     /// The `(requests, window_ms)` of every window the object decided by
     /// (the key's own limits under an override), in order; empty when not
     /// known (a ban cached by the admin call): the rule's are reported.
-    pub limits: Vec<(u32, u64)>,
+    pub(crate) limits: Vec<(u32, u64)>,
     /// Why the key is refused: its count, a ban, or a penalty
     /// ([`crate::count::penalty`]; cached to its end, as any block: nothing
     /// but an admin reset lifts it earlier).
-    pub by: Refusal,
+    pub(crate) by: Refusal,
 }
 
 /// Why a counter refused a key (the `reason` of its block lines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// A window of the rule is full.
     #[default]
     Limit,
@@ -58,7 +58,7 @@ impl Refusal {
     /// refusal that binds no window, owed to requests in flight (the
     /// slots: [`crate::count::slots::refused`]) or not (a ban: the limits
     /// did not refuse); else the count.
-    pub fn of(binding: Option<usize>, penalty_until_ms: Option<i64>, in_flight: bool) -> Refusal {
+    pub(crate) fn of(binding: Option<usize>, penalty_until_ms: Option<i64>, in_flight: bool) -> Refusal {
         match (penalty_until_ms, binding, in_flight) {
             (Some(_), _, _) => Refusal::Penalty,
             (None, None, true) => Refusal::Concurrency,
@@ -68,7 +68,7 @@ impl Refusal {
     }
 
     /// Its name in log lines.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Refusal::Limit => "limit",
             Refusal::Ban => "ban",
@@ -80,14 +80,14 @@ impl Refusal {
 
 /// A capped map from (rule, key) to the block in force.
 #[derive(Debug)]
-pub struct BlockedUntilCache {
+pub(crate) struct BlockedUntilCache {
     until: HashMap<String, Block>,
     capacity: usize,
 }
 
 impl BlockedUntilCache {
     /// An empty cache of at most `capacity` entries.
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         BlockedUntilCache {
             until: HashMap::new(),
             capacity: capacity.max(1),
@@ -96,7 +96,7 @@ impl BlockedUntilCache {
 
     /// The block on `id`, if it lasts beyond `now_ms`.
     /// Expired entries are removed as they are found.
-    pub fn blocked_until(&mut self, id: &str, now_ms: i64) -> Option<Block> {
+    pub(crate) fn blocked_until(&mut self, id: &str, now_ms: i64) -> Option<Block> {
         match self.until.get(id) {
             Some(block) if block.until_ms > now_ms => Some(block.clone()),
             Some(_) => {
@@ -107,20 +107,14 @@ impl BlockedUntilCache {
         }
     }
 
-    /// Whether `id` is blocked beyond `now_ms` (read only: an expired
-    /// entry stays until [`BlockedUntilCache::blocked_until`] finds it).
-    pub fn refuses(&self, id: &str, now_ms: i64) -> bool {
-        self.peek(id, now_ms).is_some()
-    }
-
     /// The block on `id`, if it lasts beyond `now_ms` (read only, as
     /// [`BlockedUntilCache::refuses`]).
-    pub fn peek(&self, id: &str, now_ms: i64) -> Option<Block> {
+    pub(crate) fn peek(&self, id: &str, now_ms: i64) -> Option<Block> {
         self.until.get(id).filter(|block| block.until_ms > now_ms).cloned()
     }
 
     /// Records that `id` is blocked as `block` says.
-    pub fn insert(&mut self, id: &str, block: Block, now_ms: i64) {
+    pub(crate) fn insert(&mut self, id: &str, block: Block, now_ms: i64) {
         if block.until_ms <= now_ms {
             return;
         }
@@ -135,7 +129,7 @@ impl BlockedUntilCache {
 
     /// Changes the capacity, evicting expired entries, then the soonest to
     /// expire, until the cache fits.
-    pub fn set_capacity(&mut self, capacity: usize, now_ms: i64) {
+    pub(crate) fn set_capacity(&mut self, capacity: usize, now_ms: i64) {
         self.capacity = capacity.max(1);
         if self.until.len() > self.capacity {
             self.until.retain(|_, b| b.until_ms > now_ms);
@@ -156,7 +150,7 @@ impl BlockedUntilCache {
     }
 
     /// Forgets `id` (after an operator reset, or an allowed answer).
-    pub fn remove(&mut self, id: &str) {
+    pub(crate) fn remove(&mut self, id: &str) {
         self.until.remove(id);
     }
 

@@ -34,21 +34,21 @@ use crate::count::protocol::{Call, Op, MAX_LIMITS};
 use std::num::{NonZeroU32, NonZeroU64};
 
 /// The path of the object's control endpoint.
-pub const CONTROL_PATH: &str = "/v1/control";
+pub(crate) const CONTROL_PATH: &str = "/v1/control";
 
 /// A runtime override: the key's own limits, until `until_ms` (Unix ms)
 /// or for good (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeOverride {
+pub(crate) struct RuntimeOverride {
     /// `[requests, window_ms]` pairs, as calls carry them.
-    pub limits: Vec<(u32, u64)>,
-    pub until_ms: Option<i64>,
+    pub(crate) limits: Vec<(u32, u64)>,
+    pub(crate) until_ms: Option<i64>,
 }
 
 /// A ban, until `until_ms` (Unix ms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ban {
-    pub until_ms: i64,
+pub(crate) struct Ban {
+    pub(crate) until_ms: i64,
 }
 
 /// What an operator set on one key.
@@ -58,9 +58,9 @@ pub struct Ban {
 /// `ban 1767225600000`, joined by `;`), hand-written to keep serde's
 /// generated code out of the Wasm.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Controls {
-    pub runtime_override: Option<RuntimeOverride>,
-    pub ban: Option<Ban>,
+pub(crate) struct Controls {
+    pub(crate) runtime_override: Option<RuntimeOverride>,
+    pub(crate) ban: Option<Ban>,
 }
 
 /// What the admin API asks the object: one line of text
@@ -68,7 +68,7 @@ pub struct Controls {
 /// `clear_override`, `clear_ban`; hand-written rather than a tagged serde
 /// enum, whose buffering deserializer costs Wasm size).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     /// Only read them.
     Get,
     Override { limits: Vec<(u32, u64)>, until_ms: Option<i64> },
@@ -80,7 +80,7 @@ pub enum Change {
 impl Change {
     /// The change as one line, the `POST /v1/control` body
     /// ([`Change::decode`] reads it back).
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         match self {
             Change::Get => "get".into(),
             Change::Ban { until_ms } => format!("ban {until_ms}"),
@@ -95,7 +95,7 @@ impl Change {
     }
 
     /// Reads [`Change::encode`]'s line; `None` for anything else.
-    pub fn decode(text: &str) -> Option<Change> {
+    pub(crate) fn decode(text: &str) -> Option<Change> {
         let mut words = text.split_ascii_whitespace();
         let change = match (words.next()?, words.next(), words.next()) {
             ("get", None, None) => Change::Get,
@@ -120,7 +120,7 @@ impl Change {
 
 /// Why a control change is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControlError(pub String);
+pub(crate) struct ControlError(pub(crate) String);
 
 impl std::fmt::Display for ControlError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -132,7 +132,7 @@ impl std::error::Error for ControlError {}
 
 /// How long an object must keep its storage for its controls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Keep {
+pub(crate) enum Keep {
     Nothing,
     Until(i64),
     Forever,
@@ -143,12 +143,12 @@ impl Controls {
     /// corrupt row reads as none: a runtime control is the operator's to
     /// set again, and never makes a limit looser than the config's by being
     /// lost.
-    pub fn stored(row: Option<&str>) -> Controls {
+    pub(crate) fn stored(row: Option<&str>) -> Controls {
         row.and_then(|text| Controls::decode(text).ok()).unwrap_or_default()
     }
 
     /// Reads [`Controls::encode`]'s text; empty is none.
-    pub fn decode(text: &str) -> Result<Controls, ControlError> {
+    pub(crate) fn decode(text: &str) -> Result<Controls, ControlError> {
         let mut controls = Controls::default();
         for part in text.split(';').filter(|p| !p.trim().is_empty()) {
             match Change::decode(part) {
@@ -164,7 +164,7 @@ impl Controls {
 
     /// The controls as one line, `;`-separated [`Change::encode`] lines
     /// (the object's `controls` row; [`Controls::decode`] reads it back).
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let over = self.runtime_override.as_ref().map(|o| Change::Override { limits: o.limits.clone(), until_ms: o.until_ms });
         let ban = self.ban.map(|b| Change::Ban { until_ms: b.until_ms });
         over.into_iter().chain(ban).map(|c| c.encode()).collect::<Vec<_>>().join(";")
@@ -172,7 +172,7 @@ impl Controls {
 
     /// As JSON, for the admin API: `{"override": {"limits": [[5, 1000]],
     /// "until_ms": …} | null, "ban": {"until_ms": …} | null}`.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let over = self.runtime_override.as_ref().map(|o| {
             let limits: Vec<serde_json::Value> = o.limits.iter().map(|(n, w)| serde_json::json!([n, w])).collect();
             serde_json::json!({ "limits": limits, "until_ms": o.until_ms })
@@ -182,7 +182,7 @@ impl Controls {
     }
 
     /// The controls still in force at `now_ms` (those ended dropped).
-    pub fn live(&self, now_ms: i64) -> Controls {
+    pub(crate) fn live(&self, now_ms: i64) -> Controls {
         Controls {
             runtime_override: self.runtime_override.clone().filter(|o| o.until_ms.is_none_or(|u| u > now_ms)),
             ban: self.ban.filter(|b| b.until_ms > now_ms),
@@ -190,23 +190,23 @@ impl Controls {
     }
 
     /// No override and no ban, ended or not.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.runtime_override.is_none() && self.ban.is_none()
     }
 
     /// The override's limits in force at `now_ms`.
-    pub fn limits(&self, now_ms: i64) -> Option<Vec<Limit>> {
+    pub(crate) fn limits(&self, now_ms: i64) -> Option<Vec<Limit>> {
         let o = self.live(now_ms).runtime_override?;
         limits_of(&o.limits).ok()
     }
 
     /// When the ban in force at `now_ms` ends.
-    pub fn banned_until(&self, now_ms: i64) -> Option<i64> {
+    pub(crate) fn banned_until(&self, now_ms: i64) -> Option<i64> {
         self.live(now_ms).ban.map(|b| b.until_ms)
     }
 
     /// How long the storage must stay for the controls in force.
-    pub fn keep(&self, now_ms: i64) -> Keep {
+    pub(crate) fn keep(&self, now_ms: i64) -> Keep {
         let live = self.live(now_ms);
         match (&live.runtime_override, live.ban) {
             (Some(RuntimeOverride { until_ms: None, .. }), _) => Keep::Forever,
@@ -220,7 +220,7 @@ impl Controls {
     /// The controls after `change` at `now_ms` (ended ones dropped), or why
     /// it is refused: limits that are no valid call's, a time not in the
     /// future.
-    pub fn apply(&self, change: &Change, now_ms: i64) -> Result<Controls, ControlError> {
+    pub(crate) fn apply(&self, change: &Change, now_ms: i64) -> Result<Controls, ControlError> {
         let mut next = self.live(now_ms);
         match change {
             Change::Get => {}
@@ -252,7 +252,7 @@ fn future(until_ms: i64, now_ms: i64) -> Result<(), ControlError> {
 
 /// Validated limits from `[requests, window_ms]` pairs: 1 to
 /// [`MAX_LIMITS`], each non-zero.
-pub fn limits_of(pairs: &[(u32, u64)]) -> Result<Vec<Limit>, ControlError> {
+pub(crate) fn limits_of(pairs: &[(u32, u64)]) -> Result<Vec<Limit>, ControlError> {
     if pairs.is_empty() || pairs.len() > MAX_LIMITS {
         return Err(ControlError(format!("give 1 to {MAX_LIMITS} limits")));
     }
@@ -267,7 +267,7 @@ pub fn limits_of(pairs: &[(u32, u64)]) -> Result<Vec<Limit>, ControlError> {
 
 /// What the object does with a call, given its controls.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Effective {
+pub(crate) enum Effective {
     /// Count as the call says, with these limits (the runtime override's,
     /// or the call's own).
     Count(Call),
@@ -276,7 +276,7 @@ pub enum Effective {
 }
 
 /// The call the object counts, under the controls in force at `now_ms`.
-pub fn effective(controls: &Controls, call: &Call, now_ms: i64) -> Effective {
+pub(crate) fn effective(controls: &Controls, call: &Call, now_ms: i64) -> Effective {
     let mut call = call.clone();
     if let Some(limits) = controls.limits(now_ms) {
         call.limits = limits;
@@ -292,7 +292,7 @@ pub fn effective(controls: &Controls, call: &Call, now_ms: i64) -> Effective {
 /// What the TTL alarm does, given what the count alone would
 /// ([`crate::count::counter::on_alarm`]) and the controls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlarmPlan {
+pub(crate) enum AlarmPlan {
     /// Nothing left: delete all storage (which clears the alarm).
     DeleteAll,
     /// The count has expired, a control has not: delete the count's row
@@ -305,7 +305,7 @@ pub enum AlarmPlan {
 /// Whether the TTL alarm deletes everything, the count only or nothing,
 /// given what the count alone calls for (`count`) and the controls in force
 /// at `now_ms`.
-pub fn alarm(count: AlarmAction, controls: &Controls, now_ms: i64) -> AlarmPlan {
+pub(crate) fn alarm(count: AlarmAction, controls: &Controls, now_ms: i64) -> AlarmPlan {
     match (count, controls.keep(now_ms)) {
         (AlarmAction::DeleteAll, Keep::Nothing) => AlarmPlan::DeleteAll,
         (AlarmAction::DeleteAll, Keep::Until(at)) => AlarmPlan::DeleteCount { rearm_at: Some(at) },
@@ -315,7 +315,7 @@ pub fn alarm(count: AlarmAction, controls: &Controls, now_ms: i64) -> AlarmPlan 
 }
 
 /// Where a key's limits come from, for `GET status`.
-pub fn source(controls: &Controls, static_override: bool, now_ms: i64) -> &'static str {
+pub(crate) fn source(controls: &Controls, static_override: bool, now_ms: i64) -> &'static str {
     let live = controls.live(now_ms);
     if live.ban.is_some() {
         "ban"

@@ -47,37 +47,37 @@ use crate::request::spelling::{self, Mark};
 
 /// What one call decided, and what to store.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Step {
+pub(crate) struct Step {
     /// What the call is answered.
-    pub tally: Tally,
+    pub(crate) tally: Tally,
     /// The row to write, if anything changes (never for a blocked hit).
-    pub write: Option<Write>,
+    pub(crate) write: Option<Write>,
     /// Entries (hits, or GCRA windows) in the row after this step.
-    pub stored: u64,
+    pub(crate) stored: u64,
     /// Live reservations in the row after this step.
-    pub held: u64,
+    pub(crate) held: u64,
     /// The reservation an allowed `reserve` made, or the id (expiry) of
     /// the lease a `lease` granted.
-    pub reservation: Option<u64>,
+    pub(crate) reservation: Option<u64>,
     /// The units a `lease` granted (0 when blocked); `None` for other ops.
-    pub granted: Option<u64>,
+    pub(crate) granted: Option<u64>,
 }
 
 /// A row to store.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Write {
+pub(crate) struct Write {
     /// The row's text, as [`step`] reads it back.
-    pub row: String,
+    pub(crate) row: String,
     /// When everything in `row` will have expired (Unix ms): the time the
     /// TTL alarm is armed for.
-    pub expires_at: i64,
+    pub(crate) expires_at: i64,
 }
 
 /// Applies `call` at `now_ms` to the stored `row` (empty when none).
 /// `Op::Reset` is the object's business (it deletes its storage); here it
 /// reads as a status of an empty row, and does not read `row`, so that a
 /// corrupt row can be reset. Any other call on a corrupt row is refused.
-pub fn step(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
+pub(crate) fn step(row: &str, now_ms: i64, call: &Call) -> Result<Step, CorruptRow> {
     run(row, now_ms, call)
 }
 
@@ -431,7 +431,7 @@ fn expiry(text: &str, horizon_ms: u64) -> Result<Option<i64>, CorruptRow> {
 
 /// What the TTL alarm does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlarmAction {
+pub(crate) enum AlarmAction {
     /// Delete all storage (the alarm goes with it): the row is empty,
     /// expired, or corrupt.
     DeleteAll,
@@ -442,7 +442,7 @@ pub enum AlarmAction {
 
 /// What the alarm firing at `now_ms` does with the stored `row` (empty when
 /// none), whose longest window was `horizon_ms` when it was written.
-pub fn on_alarm(row: &str, horizon_ms: u64, now_ms: i64) -> AlarmAction {
+pub(crate) fn on_alarm(row: &str, horizon_ms: u64, now_ms: i64) -> AlarmAction {
     match expiry(row, horizon_ms) {
         Ok(Some(at)) if at > now_ms => AlarmAction::RearmAt(at),
         // Empty, expired, or corrupt (see the module doc).

@@ -6,11 +6,11 @@ use std::num::NonZeroU64;
 
 /// The longest window accepted: 31 days. Longer windows would keep a client's
 /// log (and its storage) alive for more than a month.
-pub const MAX_WINDOW_MS: u64 = 31 * 24 * 3600 * 1000;
+pub(crate) const MAX_WINDOW_MS: u64 = 31 * 24 * 3600 * 1000;
 
 /// Why a duration string was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DurationError {
+pub(crate) enum DurationError {
     Empty,
     BadNumber(String),
     UnknownUnit(String),
@@ -36,7 +36,7 @@ impl std::error::Error for DurationError {}
 
 /// Parses `"<whole number><unit>"` with unit `ms`, `s`, `m`, `h` or `d` into
 /// milliseconds. A bare number is seconds.
-pub fn parse_duration_ms(text: &str) -> Result<NonZeroU64, DurationError> {
+pub(crate) fn parse_duration_ms(text: &str) -> Result<NonZeroU64, DurationError> {
     let text = text.trim();
     if text.is_empty() {
         return Err(DurationError::Empty);

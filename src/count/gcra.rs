@@ -30,9 +30,9 @@ use crate::count::tally::Tally;
 /// The state of one window: its `N` (a changed limit carries the units
 /// owed over, [`tat_of`]) and `tat` in units of `1/N` ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cell {
-    pub requests: u32,
-    pub tat: i128,
+pub(crate) struct Cell {
+    pub(crate) requests: u32,
+    pub(crate) tat: i128,
 }
 
 fn scale(limit: &Limit) -> i128 {
@@ -55,7 +55,7 @@ fn current(state: &[Cell], i: usize, limit: &Limit, now_ms: i64) -> i128 {
 /// a lowered limit stays blocked until GCRA has drained them at the new
 /// rate, never counted afresh (before 0.2.0 it was).
 #[inline(never)]
-pub fn tat_of(cell: Option<&Cell>, limit: &Limit, now_ms: i64) -> i128 {
+pub(crate) fn tat_of(cell: Option<&Cell>, limit: &Limit, now_ms: i64) -> i128 {
     let now = i128::from(now_ms) * scale(limit);
     match cell {
         Some(cell) if cell.requests == limit.requests.get() => cell.tat.max(now),
@@ -75,7 +75,7 @@ fn div_ceil(x: i128, d: i128) -> i128 {
 /// One GCRA step over every window at once. `retry_after_ms` is exact,
 /// rounded up to the ms; the state to store (`next`, one cell per limit) is
 /// there only when allowed: a blocked request changes nothing.
-pub fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Cell>> {
+pub(crate) fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Cell>> {
     let mut allowed = true;
     let mut retry_after_ms = 0u64;
     let mut binding = None;
@@ -106,7 +106,7 @@ pub fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Decis
 }
 
 /// Records `cost` whatever the limits say (failures-only rules).
-pub fn record(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Cell>, Vec<WindowState>) {
+pub(crate) fn record(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Cell>, Vec<WindowState>) {
     let next: Vec<Cell> = limits
         .iter()
         .enumerate()
@@ -122,7 +122,7 @@ pub fn record(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<
 /// Takes back `cost` units (a success on a `decrement` rule): each `tat`
 /// moves back `cost` emission intervals, never before now (an idle cell
 /// has nothing to give back, and no credit is banked).
-pub fn forgive(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Cell> {
+pub(crate) fn forgive(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Cell> {
     limits
         .iter()
         .enumerate()
@@ -136,7 +136,7 @@ pub fn forgive(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<
 /// The most units a request could take at `now_ms`: per window
 /// `⌊(now·N + W·N − tat) / W⌋` (in `1/N` ms), the least of them. `decide`
 /// allows a cost iff it is at most this.
-pub fn room(state: &[Cell], now_ms: i64, limits: &[Limit]) -> u64 {
+pub(crate) fn room(state: &[Cell], now_ms: i64, limits: &[Limit]) -> u64 {
     limits
         .iter()
         .enumerate()
@@ -150,7 +150,7 @@ pub fn room(state: &[Cell], now_ms: i64, limits: &[Limit]) -> u64 {
 }
 
 /// The windows' state without recording.
-pub fn peek(state: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
+pub(crate) fn peek(state: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
     limits
         .iter()
         .enumerate()
@@ -160,7 +160,7 @@ pub fn peek(state: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
 
 /// When the state is idle again (every `tat` in the past), in Unix ms,
 /// rounded up: the TTL.
-pub fn expires_at(state: &[Cell]) -> Option<i64> {
+pub(crate) fn expires_at(state: &[Cell]) -> Option<i64> {
     state
         .iter()
         .map(|c| div_ceil(c.tat.max(0), i128::from(c.requests.max(1))))
@@ -183,17 +183,17 @@ fn window_state(limit: Limit, tat: i128, now_ms: i64) -> WindowState {
 }
 
 /// What every GCRA row starts with; a row without it is a sliding log.
-pub const ROW_PREFIX: &str = "g:";
+pub(crate) const ROW_PREFIX: &str = "g:";
 
 /// Serializes the state as `g:N/tat,N/tat,...`, one row's worth.
-pub fn encode(state: &[Cell]) -> String {
+pub(crate) fn encode(state: &[Cell]) -> String {
     let cells: Vec<String> = state.iter().map(|c| format!("{}/{}", c.requests, c.tat)).collect();
     format!("{ROW_PREFIX}{}", cells.join(","))
 }
 
 /// Reads back what [`encode`] wrote. Rejects anything else, naming the
 /// first cell it cannot take.
-pub fn decode(text: &str) -> Result<Vec<Cell>, CorruptRow> {
+pub(crate) fn decode(text: &str) -> Result<Vec<Cell>, CorruptRow> {
     let body = text.strip_prefix(ROW_PREFIX).ok_or_else(|| CorruptRow::NotGcra(excerpt(text)))?;
     if body.is_empty() {
         return Ok(Vec::new());

@@ -23,14 +23,14 @@
 use std::collections::HashMap;
 
 /// Holds kept per rule: the last eight.
-pub const SAMPLES: usize = 8;
+pub(crate) const SAMPLES: usize = 8;
 
 /// The shortest estimate: `Retry-After` counts whole seconds.
 const MIN_ESTIMATE_MS: u64 = 1_000;
 
 /// The rules (by name) a config has are few; each keeps [`SAMPLES`] holds.
 #[derive(Debug, Default)]
-pub struct Holds {
+pub(crate) struct Holds {
     by_rule: HashMap<String, Recent>,
 }
 
@@ -47,7 +47,7 @@ struct Recent {
 impl Holds {
     /// Records that a reservation of `rule` made at `reserved_ms` was
     /// settled at `now_ms` (a clock step back counts as 0).
-    pub fn record(&mut self, rule: &str, reserved_ms: i64, now_ms: i64) {
+    pub(crate) fn record(&mut self, rule: &str, reserved_ms: i64, now_ms: i64) {
         let held = u64::try_from(now_ms.saturating_sub(reserved_ms)).unwrap_or(0);
         let recent = match self.by_rule.get_mut(rule) {
             Some(recent) => recent,
@@ -59,7 +59,7 @@ impl Holds {
     }
 
     /// The longest of `rule`'s recent holds; `None` before the first.
-    pub fn longest(&self, rule: &str) -> Option<u64> {
+    pub(crate) fn longest(&self, rule: &str) -> Option<u64> {
         let recent = self.by_rule.get(rule)?;
         recent.held_ms[..recent.filled].iter().copied().max()
     }
@@ -72,7 +72,7 @@ impl Holds {
 /// is back when any request in flight ends, which is not known, and the
 /// refusal is never cached, so a retry costs one object call and writes
 /// nothing (issue 35: `Retry-After: 10` for a slot back after 1.5 s).
-pub fn unseen_wait_ms(by: crate::count::blocked::Refusal, upload_timeout_ms: u32) -> u32 {
+pub(crate) fn unseen_wait_ms(by: crate::count::blocked::Refusal, upload_timeout_ms: u32) -> u32 {
     match by {
         crate::count::blocked::Refusal::Concurrency => 0,
         _ => upload_timeout_ms,
@@ -83,7 +83,7 @@ pub fn unseen_wait_ms(by: crate::count::blocked::Refusal, upload_timeout_ms: u32
 /// longest recent hold (`longest`), else `upload_timeout_ms`; at least 1 s,
 /// at most the object's bound (`object_ms`: until the first reservation
 /// lapses, or the algorithm's own wait).
-pub fn in_flight_retry_ms(object_ms: u64, longest: Option<u64>, upload_timeout_ms: u32) -> u64 {
+pub(crate) fn in_flight_retry_ms(object_ms: u64, longest: Option<u64>, upload_timeout_ms: u32) -> u64 {
     let estimate = longest.unwrap_or(u64::from(upload_timeout_ms)).max(MIN_ESTIMATE_MS);
     object_ms.min(estimate).max(1)
 }

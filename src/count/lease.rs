@@ -74,36 +74,36 @@ use std::collections::HashMap;
 /// The isolate asks for at most 1/`LEASE_FRACTION` of a rule's smallest
 /// limit: a limit under `2 × LEASE_FRACTION` never leases (each request is
 /// one `hit`, as before leases), and a limit of 5,000 leases at most 312.
-pub const LEASE_FRACTION: u32 = 16;
+pub(crate) const LEASE_FRACTION: u32 = 16;
 
 /// The object grants at most 1/`GRANT_SPREAD` of the room left (and at
 /// least the request's cost): the last tokens are spread over the isolates
 /// that ask instead of going to the first.
-pub const GRANT_SPREAD: u64 = 4;
+pub(crate) const GRANT_SPREAD: u64 = 4;
 
 /// The smallest lease worth asking for: below it the isolate sends a plain
 /// `hit` (a lease of 2 saves one call, and dates its tokens a lease later),
 /// so keys at a few requests per `lease_ttl` behave exactly as before.
-pub const MIN_LEASE: u32 = 4;
+pub(crate) const MIN_LEASE: u32 = 4;
 
 /// The first back-off after a failed call; it doubles per failure.
-pub const BACKOFF_MIN_MS: i64 = 50;
+pub(crate) const BACKOFF_MIN_MS: i64 = 50;
 /// The longest back-off.
-pub const BACKOFF_MAX_MS: i64 = 2_000;
+pub(crate) const BACKOFF_MAX_MS: i64 = 2_000;
 
 /// Default `lease_ttl`: one second. Leased tokens stay debited this much
 /// longer than hits; one second is 1.7% of a one-minute window.
-pub const DEFAULT_LEASE_TTL_MS: u64 = 1_000;
+pub(crate) const DEFAULT_LEASE_TTL_MS: u64 = 1_000;
 /// Default `lease_max`.
-pub const DEFAULT_LEASE_MAX: u32 = 1_000;
+pub(crate) const DEFAULT_LEASE_MAX: u32 = 1_000;
 
 /// Keys an isolate tracks at most; idle ones are dropped first.
-pub const DEFAULT_CAPACITY: usize = 4_096;
+pub(crate) const DEFAULT_CAPACITY: usize = 4_096;
 
 /// How many units a `lease` of `want` (for a request of `cost`) gets when
 /// `room` is left: 0 if not even `cost` fits; else `want`, but at most
 /// 1/[`GRANT_SPREAD`] of the room, never below `cost`.
-pub fn grant_size(want: u32, cost: u32, room: u64) -> u32 {
+pub(crate) fn grant_size(want: u32, cost: u32, room: u64) -> u32 {
     if room < u64::from(cost) {
         return 0;
     }
@@ -114,31 +114,31 @@ pub fn grant_size(want: u32, cost: u32, room: u64) -> u32 {
 /// A rule's lease settings, validated (`lease`, `lease_ttl`, `lease_max`
 /// in the config; `None` on the rule when `lease = "off"` or forced off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseSettings {
+pub(crate) struct LeaseSettings {
     /// How long a lease lasts, from when its call is sent.
-    pub ttl_ms: u64,
+    pub(crate) ttl_ms: u64,
     /// The most units one lease asks for.
-    pub max: u32,
+    pub(crate) max: u32,
     /// `max(1, smallest limit / LEASE_FRACTION)`: the most any lease of
     /// this rule asks for, whatever `max` says.
-    pub ceiling: u32,
+    pub(crate) ceiling: u32,
 }
 
 impl LeaseSettings {
     /// The settings of a rule whose smallest limit is `smallest_limit`.
-    pub fn new(ttl_ms: u64, max: u32, smallest_limit: u32) -> LeaseSettings {
+    pub(crate) fn new(ttl_ms: u64, max: u32, smallest_limit: u32) -> LeaseSettings {
         LeaseSettings { ttl_ms, max, ceiling: (smallest_limit / LEASE_FRACTION).max(1) }
     }
 
     /// Whether this rule can ever lease more than one unit.
-    pub fn can_lease(&self) -> bool {
+    pub(crate) fn can_lease(&self) -> bool {
         self.ceiling > 1 && self.max > 1
     }
 }
 
 /// A rule's `lease` setting, as validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LeaseMode {
+pub(crate) enum LeaseMode {
     /// `lease = "auto"` (the default): leases sized to the key's rate in
     /// each isolate, one unit (a plain hit) at low rates.
     Auto(LeaseSettings),
@@ -151,7 +151,7 @@ pub enum LeaseMode {
 
 impl LeaseMode {
     /// The settings when the rule leases.
-    pub fn settings(&self) -> Option<&LeaseSettings> {
+    pub(crate) fn settings(&self) -> Option<&LeaseSettings> {
         match self {
             LeaseMode::Auto(settings) => Some(settings),
             _ => None,
@@ -159,12 +159,14 @@ impl LeaseMode {
     }
 
     /// Whether the rule can ever lease more than one unit.
-    pub fn leases(&self) -> bool {
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+    pub(crate) fn leases(&self) -> bool {
         self.settings().is_some_and(LeaseSettings::can_lease)
     }
 
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
     /// One line for `tollgate check` and `explain`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             LeaseMode::Auto(s) if s.can_lease() => format!(
                 "auto: up to {} units per lease (lease_max {}, 1/{LEASE_FRACTION} of the smallest limit {}), for {} ms from the call; one unit (a plain hit) at low rates",
@@ -183,14 +185,14 @@ impl LeaseMode {
 }
 
 /// Why `count_statuses` rules never lease.
-pub const OFF_TWO_PHASE: &str = "count_statuses, a usage cost or concurrency settles after the origin answers; a lease debits before";
+pub(crate) const OFF_TWO_PHASE: &str = "count_statuses, a usage cost or concurrency settles after the origin answers; a lease debits before";
 /// Why rules whose success clears or forgives never lease.
-pub const OFF_ON_SUCCESS: &str =
+pub(crate) const OFF_ON_SUCCESS: &str =
     "a success clears or forgives the count, which would drop tokens other isolates still hold and may spend";
 
 /// What a request for a leased (rule, key) does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Admit {
+pub(crate) enum Admit {
     /// Admitted from tokens this isolate holds: no object call. `windows`
     /// are the last reply's, with the tokens still held counted as
     /// remaining (for the `RateLimit` fields).
@@ -215,11 +217,11 @@ pub enum Admit {
 
 /// Unspent tokens to give back to the object named `id`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refund {
-    pub id: String,
+pub(crate) struct Refund {
+    pub(crate) id: String,
     /// The lease's id (its expiry, as the object dated it).
-    pub lease_id: u64,
-    pub units: u32,
+    pub(crate) lease_id: u64,
+    pub(crate) units: u32,
 }
 
 /// One (rule, key)'s lease state in this isolate.
@@ -281,7 +283,7 @@ impl KeyLease {
 /// The isolate's lease book: (rule, key) → tokens held, rate, flight,
 /// back-off; and the refunds owed. Capped at `capacity` keys.
 #[derive(Debug)]
-pub struct Leases {
+pub(crate) struct Leases {
     keys: HashMap<String, KeyLease>,
     capacity: usize,
     refunds: Vec<Refund>,
@@ -289,28 +291,31 @@ pub struct Leases {
 }
 
 impl Leases {
-    pub fn new(capacity: usize) -> Leases {
+    pub(crate) fn new(capacity: usize) -> Leases {
         Leases { keys: HashMap::new(), capacity, refunds: Vec::new(), next_sweep: i64::MIN }
     }
 
     /// Keys tracked.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.keys.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
 
     /// Tokens held for `id` at `now` (0 once expired).
-    pub fn held(&self, id: &str, now: i64) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn held(&self, id: &str, now: i64) -> u32 {
         self.keys.get(id).filter(|k| now < k.expires_at).map_or(0, |k| k.held)
     }
 
     /// What a request of `cost` on `id` does at `now`. `first` is false
     /// when the same request asks again after waiting ([`Admit::Wait`]):
     /// it is not counted twice in the rate.
-    pub fn admit(&mut self, id: &str, settings: &LeaseSettings, cost: u32, now: i64, first: bool) -> Admit {
+    pub(crate) fn admit(&mut self, id: &str, settings: &LeaseSettings, cost: u32, now: i64, first: bool) -> Admit {
         let ttl = i64::try_from(settings.ttl_ms).unwrap_or(i64::MAX).max(1);
         if !self.keys.contains_key(id) {
             if self.keys.len() >= self.capacity {
@@ -361,7 +366,7 @@ impl Leases {
     /// request spends `cost` of them (it is admitted iff `granted ≥ cost`);
     /// the rest are held until `sent_at + ttl`.
     #[allow(clippy::too_many_arguments)]
-    pub fn granted(
+    pub(crate) fn granted(
         &mut self,
         id: &str,
         settings: &LeaseSettings,
@@ -398,7 +403,7 @@ impl Leases {
 
     /// The call for `id` failed at `now` (unreachable, overloaded, timed
     /// out): back off before the next, doubling per failure in a row.
-    pub fn failed(&mut self, id: &str, now: i64) {
+    pub(crate) fn failed(&mut self, id: &str, now: i64) {
         if let Some(key) = self.keys.get_mut(id) {
             key.in_flight_since = None;
             key.failures = key.failures.saturating_add(1);
@@ -410,7 +415,7 @@ impl Leases {
     /// The call in flight for `id` was dropped before it finished (its
     /// request was cancelled): the next request asks again, with no
     /// back-off (nothing failed).
-    pub fn abandon(&mut self, id: &str) {
+    pub(crate) fn abandon(&mut self, id: &str) {
         if let Some(key) = self.keys.get_mut(id) {
             key.in_flight_since = None;
         }
@@ -419,7 +424,7 @@ impl Leases {
     /// The refunds owed at `now`: tokens of expired leases, and tokens
     /// set aside before. Lazy: an isolate sweeps every key at most once
     /// per `ttl_ms`, and only when it runs.
-    pub fn due_refunds(&mut self, now: i64, ttl_ms: u64) -> Vec<Refund> {
+    pub(crate) fn due_refunds(&mut self, now: i64, ttl_ms: u64) -> Vec<Refund> {
         if now >= self.next_sweep {
             let ttl = i64::try_from(ttl_ms).unwrap_or(i64::MAX).max(1);
             self.sweep(now, ttl, false);
@@ -459,7 +464,7 @@ fn stale_after(ttl: i64) -> i64 {
 /// The last reply's windows with `held` tokens counted as remaining (they
 /// are this isolate's to spend), never above the limit: the `RateLimit`
 /// fields of a request admitted from a lease, or that took one.
-pub fn with_held(windows: &[WireWindow], held: u32) -> Vec<WireWindow> {
+pub(crate) fn with_held(windows: &[WireWindow], held: u32) -> Vec<WireWindow> {
     windows
         .iter()
         .map(|w| WireWindow {

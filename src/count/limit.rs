@@ -21,14 +21,14 @@ impl Limit {
 /// The state of one window after a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowState {
-    pub limit: Limit,
+    pub(crate) limit: Limit,
     /// Units used in the window, including this request if it was allowed.
-    pub used: u64,
+    pub(crate) used: u64,
     /// Units still available in the window (never negative).
-    pub remaining: u64,
+    pub(crate) remaining: u64,
     /// Milliseconds until the oldest counted hit leaves the window, i.e.
     /// until `remaining` next grows; 0 when the window is empty.
-    pub reset_ms: u64,
+    pub(crate) reset_ms: u64,
 }
 
 /// Length of the longest window, the horizon beyond which hits are dropped.

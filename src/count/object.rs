@@ -39,7 +39,7 @@ use crate::count::tally::Tally;
 
 /// What the object must delete, after storing (if anything is stored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delete {
+pub(crate) enum Delete {
     /// The count's row only: controls are in force.
     Count,
     /// All storage (which also clears the alarm).
@@ -51,7 +51,7 @@ pub enum Delete {
 
 /// The alarm the object must make sure of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Alarm {
+pub(crate) enum Alarm {
     /// One pending at all: arm it for this time (Unix ms) if none is.
     Pending(i64),
     /// One that fires by this time: re-armed when none is pending or the
@@ -61,7 +61,7 @@ pub enum Alarm {
 
 impl Alarm {
     /// The time to arm the alarm for, when it must be set.
-    pub fn at(self) -> i64 {
+    pub(crate) fn at(self) -> i64 {
         match self {
             Alarm::Pending(at) | Alarm::By(at) => at,
         }
@@ -69,7 +69,7 @@ impl Alarm {
 
     /// Whether the alarm `pending` (its time; `None`: none) already does:
     /// then nothing is set. `Pending` takes any; `By` one due by its time.
-    pub fn kept_by(self, pending: Option<i64>) -> bool {
+    pub(crate) fn kept_by(self, pending: Option<i64>) -> bool {
         match self {
             Alarm::Pending(_) => pending.is_some(),
             Alarm::By(at) => pending.is_some_and(|pending| pending <= at),
@@ -79,40 +79,40 @@ impl Alarm {
     /// Whether making sure of this alarm reads the pending alarm's time
     /// (`By`: it may be a control's end, later than the row's expiry);
     /// `Pending` needs only to know whether one is pending.
-    pub fn reads_time(self) -> bool {
+    pub(crate) fn reads_time(self) -> bool {
         matches!(self, Alarm::By(_))
     }
 }
 
 /// One call's answer and effects.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answered {
+pub(crate) struct Answered {
     /// What the call is answered: allowed or blocked, the retry-after, the
     /// windows (a banned call: blocked for the ban's time).
-    pub tally: Tally,
+    pub(crate) tally: Tally,
     /// Entries in the count after the call (0 after a reset).
-    pub stored_hits: u64,
+    pub(crate) stored_hits: u64,
     /// Live reservations after the call.
-    pub held: u64,
+    pub(crate) held: u64,
     /// The reservation a `reserve` made, or the lease a `lease` granted.
-    pub reservation: Option<u64>,
+    pub(crate) reservation: Option<u64>,
     /// The units a `lease` granted (0 when blocked or banned).
-    pub granted: Option<u64>,
+    pub(crate) granted: Option<u64>,
     /// Banned: the glue answers from what it knows of the alarm, asking
     /// storage nothing.
-    pub banned: bool,
+    pub(crate) banned: bool,
     /// A `status`: its reply reads the alarm from storage, never from what
     /// the instance remembers.
-    pub reads_alarm: bool,
+    pub(crate) reads_alarm: bool,
     /// The row to store in place, and the horizon it was written under.
-    pub store: Option<(String, u64)>,
+    pub(crate) store: Option<(String, u64)>,
     /// What to delete after storing (a reset).
-    pub delete: Option<Delete>,
+    pub(crate) delete: Option<Delete>,
     /// The alarm to make sure of, once stored and deleted.
-    pub alarm: Option<Alarm>,
+    pub(crate) alarm: Option<Alarm>,
     /// For a call carrying a penalty: when the penalty in force after it
     /// ends (Unix ms); the reply's `penalty_until_ms`.
-    pub penalty_until_ms: Option<i64>,
+    pub(crate) penalty_until_ms: Option<i64>,
 }
 
 impl Answered {
@@ -121,7 +121,7 @@ impl Answered {
     /// when storage must be asked. A banned call asks storage nothing (an
     /// unknown alarm reads as pending: a ban keeps its storage); a
     /// `status` always asks.
-    pub fn alarm_pending(&self, known: Option<bool>) -> Option<bool> {
+    pub(crate) fn alarm_pending(&self, known: Option<bool>) -> Option<bool> {
         match (self.banned, self.reads_alarm, known) {
             (true, _, known) => Some(known.unwrap_or(true)),
             (false, true, _) | (false, _, None) => None,
@@ -133,11 +133,11 @@ impl Answered {
 /// A call refused because the stored row is corrupt, and the alarm that
 /// must be pending so that the row does not outlive it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
+pub(crate) struct Refused {
     /// Why the row cannot be read (the 500's message).
-    pub corrupt: CorruptRow,
+    pub(crate) corrupt: CorruptRow,
     /// The alarm that deletes the row: one horizon from now.
-    pub alarm: Alarm,
+    pub(crate) alarm: Alarm,
 }
 
 /// Applies `call` at `now_ms` to the object's stored `row` (empty when
@@ -150,7 +150,7 @@ pub struct Refused {
 /// decided here, after a ban: a call carrying one is refused while one is
 /// in force, and starts one when the count refuses it; every row written
 /// keeps a penalty in force, and its alarm keeps the row until it ends.
-pub fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Result<Answered, Refused> {
+pub(crate) fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Result<Answered, Refused> {
     let corrupt = |corrupt| refused(corrupt, now_ms, &call.limits);
     let (rest, stored) = penalty::split(row).map_err(corrupt)?;
     let kept = penalty::in_force(stored, now_ms);
@@ -275,7 +275,7 @@ fn count(row: &str, controls: &Controls, now_ms: i64, call: &Call, look: bool) -
 /// re-arm for is strictly in the future: workerd drops an alarm set for
 /// "now" from inside the alarm handler. Idempotent: alarms are
 /// at-least-once.
-pub fn on_alarm(row: &str, horizon_ms: u64, controls: &Controls, now_ms: i64) -> AlarmPlan {
+pub(crate) fn on_alarm(row: &str, horizon_ms: u64, controls: &Controls, now_ms: i64) -> AlarmPlan {
     // A corrupt penalty reads as a corrupt row: deleted.
     let count = match penalty::split(row) {
         Ok((rest, until)) => penalty::alarm(counter::on_alarm(rest, horizon_ms, now_ms), until, now_ms),
@@ -289,7 +289,7 @@ pub fn on_alarm(row: &str, horizon_ms: u64, controls: &Controls, now_ms: i64) ->
 
 /// What an admin change does to the object's storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ControlEffect {
+pub(crate) enum ControlEffect {
     /// The controls are as they were: nothing written.
     Unchanged,
     /// The last control is gone: [`after_clearing`] says what to delete,
@@ -305,16 +305,16 @@ pub enum ControlEffect {
 
 /// An admin change applied: the controls after it and its effect.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Controlled {
+pub(crate) struct Controlled {
     /// The key's controls after the change (ended ones dropped).
-    pub controls: Controls,
+    pub(crate) controls: Controls,
     /// What the object must store, delete and arm.
-    pub effect: ControlEffect,
+    pub(crate) effect: ControlEffect,
 }
 
 /// Applies the admin `change` at `now_ms` to the key's `kept` controls, or
 /// refuses it (limits no call could carry, an end not in the future).
-pub fn control(kept: &Controls, change: &Change, now_ms: i64) -> Result<Controlled, ControlError> {
+pub(crate) fn control(kept: &Controls, change: &Change, now_ms: i64) -> Result<Controlled, ControlError> {
     let next = kept.apply(change, now_ms)?;
     let effect = if next == *kept {
         ControlEffect::Unchanged
@@ -333,7 +333,7 @@ pub fn control(kept: &Controls, change: &Change, now_ms: i64) -> Result<Controll
 /// What clearing the last control deletes, given the count's stored `row`
 /// (empty when none): everything when no count is left, else the controls'
 /// row only (the count and its alarm stay).
-pub fn after_clearing(row: &str) -> Delete {
+pub(crate) fn after_clearing(row: &str) -> Delete {
     if row.is_empty() {
         Delete::Everything
     } else {

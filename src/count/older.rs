@@ -34,7 +34,7 @@ use crate::count::protocol::{Call, CallFailure, Op};
 
 /// A field of version 1 that objects of release 0.1.0 do not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NewerField {
+pub(crate) enum NewerField {
     /// `p`: a rule's `penalty`.
     Penalty,
     /// `u`: the usage an origin reported, on a commit.
@@ -45,7 +45,7 @@ pub enum NewerField {
 
 impl NewerField {
     /// The field's name in the compact form.
-    pub fn name(self) -> char {
+    pub(crate) fn name(self) -> char {
         match self {
             NewerField::Penalty => 'p',
             NewerField::Used => 'u',
@@ -58,18 +58,18 @@ impl NewerField {
 /// concurrency slot: the verdict refuses such a rule (503) whatever its
 /// `on_error` says ([`crate::pipeline::verdict`]). One place for the words
 /// the glue writes and the verdict reads.
-pub const NO_SLOT: &str = "an object of an older release cannot hold a concurrency slot";
+pub(crate) const NO_SLOT: &str = "an object of an older release cannot hold a concurrency slot";
 
 /// Whether a counter failure's text (`Outcome::Failed`) says the object
 /// cannot hold a concurrency slot ([`NO_SLOT`]).
-pub fn cannot_hold_slot(failure: &str) -> bool {
+pub(crate) fn cannot_hold_slot(failure: &str) -> bool {
     failure.starts_with(NO_SLOT)
 }
 
 /// The text of a counter failure of `call` (`Outcome::Failed`): the
 /// failure's, after [`NO_SLOT`] when an older object refused the call's
 /// concurrency.
-pub fn failure_text(call: &Call, failure: &CallFailure) -> String {
+pub(crate) fn failure_text(call: &Call, failure: &CallFailure) -> String {
     match refused_field(call, failure) {
         Some(NewerField::Concurrency) => format!("{NO_SLOT}: {failure}"),
         _ => failure.to_string(),
@@ -80,7 +80,7 @@ pub fn failure_text(call: &Call, failure: &CallFailure) -> String {
 /// older release: a 400 whose versioned error names it as unknown. `None`
 /// for any other failure (an outage, a timeout, a corrupt row, a field the
 /// call does not carry).
-pub fn refused_field(call: &Call, failure: &CallFailure) -> Option<NewerField> {
+pub(crate) fn refused_field(call: &Call, failure: &CallFailure) -> Option<NewerField> {
     let CallFailure::Refused { status: 400, body } = failure else {
         return None;
     };
@@ -104,7 +104,7 @@ fn carries(call: &Call, field: NewerField) -> bool {
 /// What to send, in order, to an object of an older release instead of
 /// `call`, which it refused for `field` (the module's table); `None`: no
 /// call it takes does what `call` does (a concurrency slot).
-pub fn instead(call: &Call, field: NewerField) -> Option<Vec<Call>> {
+pub(crate) fn instead(call: &Call, field: NewerField) -> Option<Vec<Call>> {
     match field {
         NewerField::Penalty => Some(vec![call.clone().with_penalty_ms(None)]),
         NewerField::Concurrency => None,

@@ -37,24 +37,24 @@
 //! answered (the listing names keys by `key_hash`).
 
 /// The path of the registry's endpoint on the object.
-pub const REGISTRY_PATH: &str = "/v1/registry";
+pub(crate) const REGISTRY_PATH: &str = "/v1/registry";
 
 /// The registry object's name: no `rule \n key` object name is this.
-pub const REGISTRY_OBJECT: &str = "tollgate:controls-registry";
+pub(crate) const REGISTRY_OBJECT: &str = "tollgate:controls-registry";
 
 /// At most this many entries are listed (the newest ends last).
-pub const MAX_LISTED: usize = 500;
+pub(crate) const MAX_LISTED: usize = 500;
 
 /// A ban or an override.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     Ban,
     Override,
 }
 
 impl Kind {
     /// `ban` or `override`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Ban => "ban",
             Kind::Override => "override",
@@ -72,27 +72,27 @@ impl Kind {
 
 /// One control, as the registry keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The key's object name (`rule \n key`): never shown.
-    pub id: String,
-    pub kind: Kind,
-    pub rule: String,
-    pub key_hash: String,
+    pub(crate) id: String,
+    pub(crate) kind: Kind,
+    pub(crate) rule: String,
+    pub(crate) key_hash: String,
     /// The end (Unix ms); `None`: an override for good.
-    pub until_ms: Option<i64>,
+    pub(crate) until_ms: Option<i64>,
     /// An override's `[requests, window_ms]` pairs.
-    pub limits: Vec<(u32, u64)>,
+    pub(crate) limits: Vec<(u32, u64)>,
     /// The operator's reason (may be empty).
-    pub reason: String,
+    pub(crate) reason: String,
     /// Who set it: `api`, `console`, `cli`, or the operator's label.
-    pub by: String,
+    pub(crate) by: String,
     /// When it was set (Unix ms).
-    pub set_ms: i64,
+    pub(crate) set_ms: i64,
 }
 
 /// What the admin flow asks the registry.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RegistryCall {
+pub(crate) enum RegistryCall {
     Put(Entry),
     Remove { id: String, kind: Kind },
     List,
@@ -107,7 +107,7 @@ pub enum RegistryCall {
 
 /// The registry row of the last console sign-out: its `id` and `kind`
 /// (no key's object name is `console`: those are `rule \n key`).
-pub const SIGN_OUT_ROW: (&str, &str) = ("console", "signout");
+pub(crate) const SIGN_OUT_ROW: (&str, &str) = ("console", "signout");
 
 /// The body that asks the `Limiter` object named [`REGISTRY_OBJECT`] (the
 /// registry before issue 36) for the rows it holds: answered by
@@ -144,7 +144,7 @@ pub fn from_older(listing: &str, signed_out: &str, keep_ms: i64, now_ms: i64) ->
 
 /// Reads the answer to [`RegistryCall::SignedOut`]: the sign-out's time,
 /// `None` when none is kept (or the answer is not a time).
-pub fn signed_out_at(answer: &str) -> Option<i64> {
+pub(crate) fn signed_out_at(answer: &str) -> Option<i64> {
     answer.trim().parse().ok()
 }
 
@@ -159,7 +159,7 @@ fn unescape(text: &str) -> String {
 
 impl Entry {
     /// The entry as one line of tab-separated, escaped fields.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let until = self.until_ms.map_or_else(|| "-".to_string(), |u| u.to_string());
         let limits: Vec<String> = self.limits.iter().map(|(n, w)| format!("{n}x{w}")).collect();
         let fields = [
@@ -177,7 +177,7 @@ impl Entry {
     }
 
     /// Reads [`Entry::encode`]'s line; `None` for anything else.
-    pub fn decode(line: &str) -> Option<Entry> {
+    pub(crate) fn decode(line: &str) -> Option<Entry> {
         let f: Vec<&str> = line.split('\t').collect();
         let [id, kind, rule, key_hash, until, limits, reason, by, set] = f.as_slice() else { return None };
         let limits = if limits.is_empty() {
@@ -205,7 +205,7 @@ impl Entry {
     }
 
     /// Whether the entry is still in force at `now_ms`.
-    pub fn live(&self, now_ms: i64) -> bool {
+    pub(crate) fn live(&self, now_ms: i64) -> bool {
         self.until_ms.is_none_or(|u| u > now_ms)
     }
 }
@@ -213,7 +213,7 @@ impl Entry {
 impl RegistryCall {
     /// The call as the `POST` body: `put\t<entry>`, `remove\t<id>\t<kind>`,
     /// `list`, `signout\t<at_ms>\t<keep_ms>`, `signedout`.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         match self {
             RegistryCall::Put(entry) => format!("put\t{}", entry.encode()),
             RegistryCall::Remove { id, kind } => format!("remove\t{}\t{}", escape(id), kind.name()),
@@ -224,7 +224,7 @@ impl RegistryCall {
     }
 
     /// Reads [`RegistryCall::encode`]'s body; `None` for anything else.
-    pub fn decode(text: &str) -> Option<RegistryCall> {
+    pub(crate) fn decode(text: &str) -> Option<RegistryCall> {
         let (op, rest) = text.split_once('\t').unwrap_or((text, ""));
         match op {
             "put" => Entry::decode(rest).map(RegistryCall::Put),
@@ -243,20 +243,15 @@ impl RegistryCall {
     }
 }
 
-/// The registry's answer to a list: one entry line each.
-pub fn encode_listing(entries: &[Entry]) -> String {
-    entries.iter().map(Entry::encode).collect::<Vec<_>>().join("\n")
-}
-
 /// Reads [`encode_listing`]'s text: the entries live at `now_ms`, a line
 /// that does not decode skipped, at most [`MAX_LISTED`].
-pub fn decode_listing(text: &str, now_ms: i64) -> Vec<Entry> {
+pub(crate) fn decode_listing(text: &str, now_ms: i64) -> Vec<Entry> {
     text.lines().filter_map(Entry::decode).filter(|e| e.live(now_ms)).take(MAX_LISTED).collect()
 }
 
 /// A reason or a label as stored: control characters dropped, at most
 /// `max` characters.
-pub fn clean_text(text: &str, max: usize) -> String {
+pub(crate) fn clean_text(text: &str, max: usize) -> String {
     text.chars().filter(|c| !c.is_control()).take(max).collect::<String>().trim().to_string()
 }
 

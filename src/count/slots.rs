@@ -42,14 +42,14 @@ use crate::count::tally::Tally;
 
 /// Whether `held` leaves no slot for one more request under `concurrency`
 /// (`None`: the rule has no concurrency limit, never full).
-pub fn full(held: &[Reservation], concurrency: Option<u32>) -> bool {
+pub(crate) fn full(held: &[Reservation], concurrency: Option<u32>) -> bool {
     concurrency.is_some_and(|n| held.len() >= n as usize)
 }
 
 /// The refusal of a request when every slot is taken, at `now_ms`, given
 /// the tally the windows would have allowed it with: blocked, owed to
 /// requests in flight, until the first slot lapses at the latest.
-pub fn refused(allowed: Tally, held: &[Reservation], now_ms: i64) -> Tally {
+pub(crate) fn refused(allowed: Tally, held: &[Reservation], now_ms: i64) -> Tally {
     let lapse = reservation::first_expiry(held).map_or(1, |at| u64::try_from(at.saturating_sub(now_ms)).unwrap_or(0));
     Tally { allowed: false, retry_after_ms: lapse.max(1), in_flight: true, binding: None, ..allowed }
 }
@@ -59,13 +59,13 @@ pub fn refused(allowed: Tally, held: &[Reservation], now_ms: i64) -> Tally {
 /// expiry whatever the Worker does, so the origin must be done before it.
 /// It covers a difference between the Worker's and the object's clocks
 /// and the close reaching the origin.
-pub const LAPSE_MARGIN_MS: i64 = 1_000;
+pub(crate) const LAPSE_MARGIN_MS: i64 = 1_000;
 
 /// How long an answer holding `reservations` (each: its id, which carries
 /// the object's reserve time, and its `reservation_ttl`) may go on at
 /// `now_ms`: until the first lapses, less [`LAPSE_MARGIN_MS`]; 0: end it
 /// now. `None`: it holds none.
-pub fn hold_left_ms(reservations: impl IntoIterator<Item = (u64, u64)>, now_ms: i64) -> Option<u64> {
+pub(crate) fn hold_left_ms(reservations: impl IntoIterator<Item = (u64, u64)>, now_ms: i64) -> Option<u64> {
     let first = reservations
         .into_iter()
         .map(|(id, ttl_ms)| reservation::reserved_at(id).saturating_add(i64::try_from(ttl_ms).unwrap_or(i64::MAX)))

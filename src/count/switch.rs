@@ -30,7 +30,7 @@ use crate::count::limit::Limit;
 use crate::count::window::Hit;
 
 /// The GCRA state counting at least what `log` counts, window by window.
-pub fn gcra_from_log(log: &[Hit], limits: &[Limit]) -> Vec<Cell> {
+pub(crate) fn gcra_from_log(log: &[Hit], limits: &[Limit]) -> Vec<Cell> {
     if log.is_empty() {
         return Vec::new();
     }
@@ -51,7 +51,7 @@ pub fn gcra_from_log(log: &[Hit], limits: &[Limit]) -> Vec<Cell> {
 
 /// The sliding log counting at least what the GCRA `cells` still count
 /// at `now_ms`, oldest hit first.
-pub fn log_from_gcra(cells: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<Hit> {
+pub(crate) fn log_from_gcra(cells: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<Hit> {
     let mut log: Vec<Hit> = Vec::new();
     for (cell, limit) in cells.iter().zip(limits) {
         let (n, w) = (i128::from(limit.requests.get()), i128::from(limit.window_ms.get()));

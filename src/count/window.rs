@@ -95,7 +95,7 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
 /// Appends a hit of `cost` at `now_ms` whatever the limits say, pruning
 /// expired hits: the record step of a failures-only rule, taken after the
 /// origin answered. Returns the new log (sorted) and the windows' state.
-pub fn record(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Hit>, Vec<WindowState>) {
+pub(crate) fn record(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Hit>, Vec<WindowState>) {
     let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
     let mut live = prune(log, now_ms, horizon_ms(limits));
     live.push(Hit { at_ms: now_ms.max(newest), cost });
@@ -106,7 +106,7 @@ pub fn record(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> (Vec<Hit
 /// Takes back `cost` units from the newest live hits (a success on a
 /// `decrement` rule forgives one failure), never below an empty log;
 /// expired hits are pruned. The log stays sorted.
-pub fn forgive(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Hit> {
+pub(crate) fn forgive(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Hit> {
     let mut live = prune(log, now_ms, horizon_ms(limits));
     let mut owed = cost;
     while owed > 0 {
@@ -122,13 +122,13 @@ pub fn forgive(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Vec<Hit
 }
 
 /// The windows' state without recording anything (for status queries).
-pub fn peek(log: &[Hit], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
+pub(crate) fn peek(log: &[Hit], now_ms: i64, limits: &[Limit]) -> Vec<WindowState> {
     limits.iter().map(|l| window_state(log, now_ms, *l)).collect()
 }
 
 /// The most units a request could take at `now_ms`: the least room of any
 /// window (hits dated in the future count).
-pub fn room(log: &[Hit], now_ms: i64, limits: &[Limit]) -> u64 {
+pub(crate) fn room(log: &[Hit], now_ms: i64, limits: &[Limit]) -> u64 {
     limits.iter().map(|l| window_state(log, now_ms, *l).remaining).min().unwrap_or(0)
 }
 
@@ -136,7 +136,7 @@ pub fn room(log: &[Hit], now_ms: i64, limits: &[Limit]) -> u64 {
 /// expiry `expires_at`, sorted in: the latest moment they can be spent, so
 /// a token spent late still counts in every window it belongs to
 /// ([`crate::count::lease`] proves it).
-pub fn lease(log: &[Hit], now_ms: i64, limits: &[Limit], units: u32, expires_at: i64) -> Vec<Hit> {
+pub(crate) fn lease(log: &[Hit], now_ms: i64, limits: &[Limit], units: u32, expires_at: i64) -> Vec<Hit> {
     let mut live = prune(log, now_ms, horizon_ms(limits));
     let at = live.partition_point(|h| h.at_ms <= expires_at);
     live.insert(at, Hit { at_ms: expires_at, cost: units });
@@ -148,7 +148,7 @@ pub fn lease(log: &[Hit], now_ms: i64, limits: &[Limit], units: u32, expires_at:
 /// that time that were not leased could be taken too, but the Worker
 /// refunds only what it leased and never spent, at most what the lease
 /// debited.
-pub fn refund(log: &[Hit], now_ms: i64, limits: &[Limit], units: u32, lease_id: i64) -> Vec<Hit> {
+pub(crate) fn refund(log: &[Hit], now_ms: i64, limits: &[Limit], units: u32, lease_id: i64) -> Vec<Hit> {
     let mut live = prune(log, now_ms, horizon_ms(limits));
     let mut owed = units;
     let mut i = live.partition_point(|h| h.at_ms <= lease_id);
@@ -167,13 +167,13 @@ pub fn refund(log: &[Hit], now_ms: i64, limits: &[Limit], units: u32, lease_id: 
 
 /// Milliseconds until the last hit of `log` leaves a window of `horizon_ms`,
 /// i.e. when the whole log has expired; `None` for an empty log.
-pub fn expires_at(log: &[Hit], horizon_ms: u64) -> Option<i64> {
+pub(crate) fn expires_at(log: &[Hit], horizon_ms: u64) -> Option<i64> {
     log.last()
         .map(|h| h.at_ms.saturating_add(i64::try_from(horizon_ms).unwrap_or(i64::MAX)))
 }
 
 /// Drops every hit that has left a window of `horizon_ms` at `now_ms`.
-pub fn prune(log: &[Hit], now_ms: i64, horizon_ms: u64) -> Vec<Hit> {
+pub(crate) fn prune(log: &[Hit], now_ms: i64, horizon_ms: u64) -> Vec<Hit> {
     log.iter()
         .copied()
         .filter(|h| age(now_ms, h.at_ms) < horizon_ms)
@@ -216,7 +216,7 @@ fn age(now: i64, at: i64) -> u64 {
 /// Serializes a log as compact text, one row's worth: `at` or `at*cost`,
 /// comma-separated, each `at` after the first stored as a delta from the
 /// previous one (`1700000000000,15,3*2`). About 3-14 bytes per hit.
-pub fn encode_log(log: &[Hit]) -> String {
+pub(crate) fn encode_log(log: &[Hit]) -> String {
     let mut out = String::with_capacity(log.len() * 6 + 14);
     let mut previous = 0i64;
     for (i, hit) in log.iter().enumerate() {
@@ -236,7 +236,7 @@ pub fn encode_log(log: &[Hit]) -> String {
 
 /// Reads back what [`encode_log`] wrote. Rejects anything else, including
 /// an unsorted log, naming the first entry it cannot take.
-pub fn decode_log(text: &str) -> Result<Vec<Hit>, CorruptRow> {
+pub(crate) fn decode_log(text: &str) -> Result<Vec<Hit>, CorruptRow> {
     let mut log = Vec::new();
     if text.is_empty() {
         return Ok(log);

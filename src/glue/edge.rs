@@ -31,7 +31,7 @@ use worker::{web_sys, Context, Env};
 /// the client as the very object `fetch` produced, never rebuilt.
 #[cfg_attr(feature = "standalone", event(fetch))]
 #[cfg_attr(not(feature = "standalone"), allow(dead_code))]
-pub async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
+pub(crate) async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<web_sys::Response> {
     crate::glue::isolate::write_ended_episodes();
     let config = match load_config(&env).as_ref() {
         Ok(config) => config,

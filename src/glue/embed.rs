@@ -2,7 +2,7 @@
 //! own fetch handler asks [`check`] about each request, answers it itself
 //! when allowed, and [`settle`]s failures-only rules with its status. No
 //! second Worker, no extra invocation: the same pipeline as tollgate's
-//! standalone Worker (the [decision machine](crate::pipeline::machine),
+//! standalone Worker (the decision machine, `pipeline::machine`,
 //! driven by the same glue), the same canonical
 //! view of the request, keys, counters and answers (429 problem+json,
 //! `Retry-After`, `RateLimit` fields). `wasm32` only.
@@ -113,7 +113,7 @@
 //! when it gave up), else the slot stays held until the rule's
 //! `reservation_ttl` expires: towards blocking, never towards admitting.
 //! Before it reserves, [`check`] receives a body within the rule's
-//! `upload_buffer` ([`crate::pipeline::upload`]: from a clone, so the app then reads
+//! `upload_buffer` (`pipeline::upload`: from a clone, so the app then reads
 //! it from memory), and answers 408 for one that does not arrive within
 //! `upload_timeout`; a longer body is the app's to read, and to give up on
 //! (`settle` with `None`) once that takes longer than `upload_timeout`.

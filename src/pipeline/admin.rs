@@ -98,13 +98,13 @@ pub enum AdminRoute<'c> {
 /// on guesses no longer protects the token and a neighbour's lockout would
 /// only deny its owner. A shorter token keeps the lockout for the right
 /// token too.
-pub const TOKEN_PASSES_LOCKOUT_CHARS: usize = 32;
+pub(crate) const TOKEN_PASSES_LOCKOUT_CHARS: usize = 32;
 
 /// Whether the configured admin token (`expected`, the secret) is long
 /// enough that a request presenting it skips the lockout counter
 /// ([`TOKEN_PASSES_LOCKOUT_CHARS`]). Only ever asked after
 /// [`token_matches`] said the presented token is this one.
-pub fn token_passes_lockout(expected: &str) -> bool {
+pub(crate) fn token_passes_lockout(expected: &str) -> bool {
     expected.trim().chars().count() >= TOKEN_PASSES_LOCKOUT_CHARS
 }
 
@@ -113,7 +113,7 @@ pub fn token_passes_lockout(expected: &str) -> bool {
 /// authorized request only checked (`check`: recorded never). This relies
 /// on `check` being a pure peek that writes nothing (`counter::step`); were
 /// it to reserve a slot, a right token would spend one.
-pub fn lockout_op(route: &AdminRoute<'_>) -> Op {
+pub(crate) fn lockout_op(route: &AdminRoute<'_>) -> Op {
     match route {
         AdminRoute::Unauthorized => Op::Hit,
         AdminRoute::Console(console) if console.auth == Auth::WrongToken => Op::Hit,
@@ -125,7 +125,7 @@ pub fn lockout_op(route: &AdminRoute<'_>) -> Op {
 
 /// What an admin request gets once its lockout counter answered.
 #[derive(Debug)]
-pub enum Gate<'r, 'c> {
+pub(crate) enum Gate<'r, 'c> {
     /// Answer `response` (429 locked out, 401, 503, or an invalid request's
     /// 4xx) and write `events`; nothing else is asked.
     Refuse { response: OwnResponse, events: Vec<LogEvent> },
@@ -150,7 +150,7 @@ pub enum Gate<'r, 'c> {
 ///   closed), an unauthorized one its 401 (logged `counter_error`);
 /// - otherwise (or not asked): 401 for a failed authentication (logged
 ///   `admin_denied`), the 4xx of an invalid request, or serve it.
-pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: Option<&Outcome>) -> Gate<'r, 'c> {
+pub(crate) fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: Option<&Outcome>) -> Gate<'r, 'c> {
     let client = || ("client_hash", Value::from(lockout.key_hash.as_str()));
     let authorized = match route {
         AdminRoute::Unauthorized => false,
@@ -198,20 +198,20 @@ pub fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, outcome: O
 }
 
 /// The 401 of a missing or wrong token: the same whichever it was.
-pub fn unauthorized() -> OwnResponse {
+pub(crate) fn unauthorized() -> OwnResponse {
     let mut own = OwnResponse::problem(401, "Unauthorized", "A valid bearer token is required.", None);
     own.headers.push(("www-authenticate".into(), "Bearer realm=\"tollgate\"".into()));
     own
 }
 
 /// The 503 of an admin call whose counter could not be asked.
-pub fn unreachable(failure: &CallFailure) -> OwnResponse {
+pub(crate) fn unreachable(failure: &CallFailure) -> OwnResponse {
     OwnResponse::problem(503, "Service Unavailable", &format!("The counter cannot be reached: {failure}"), Some(1))
 }
 
 /// The answer to a control change that failed: 400 with the object's
 /// reason when it refused the change, else [`unreachable()`].
-pub fn control_failure(failure: &CallFailure) -> OwnResponse {
+pub(crate) fn control_failure(failure: &CallFailure) -> OwnResponse {
     match failure {
         CallFailure::Refused { status: 400, body } => {
             let why = serde_json::from_str::<Value>(body)
@@ -226,7 +226,7 @@ pub fn control_failure(failure: &CallFailure) -> OwnResponse {
 
 /// What an admin request asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdminAction {
+pub(crate) enum AdminAction {
     Status,
     Reset,
     SetOverride,
@@ -237,7 +237,7 @@ pub enum AdminAction {
 
 /// When a runtime override or ban ends, as the admin request says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Until {
+pub(crate) enum Until {
     /// No end (an override only).
     Never,
     /// `until=`: Unix seconds.
@@ -248,7 +248,7 @@ pub enum Until {
 
 impl Until {
     /// The end in Unix ms, given now; `None` for no end.
-    pub fn resolve(self, now_ms: i64) -> Option<i64> {
+    pub(crate) fn resolve(self, now_ms: i64) -> Option<i64> {
         match self {
             Until::Never => None,
             Until::At(s) => Some(s.saturating_mul(1000)),
@@ -259,21 +259,21 @@ impl Until {
 
 /// What an override or ban request sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControlAsk {
+pub(crate) struct ControlAsk {
     /// `[requests, window_ms]` pairs (an override).
-    pub limits: Vec<(u32, u64)>,
-    pub until: Until,
+    pub(crate) limits: Vec<(u32, u64)>,
+    pub(crate) until: Until,
     /// `reason=`: why (kept in the controls registry, at most 200 characters).
-    pub reason: String,
+    pub(crate) reason: String,
     /// Who set it: `by=` (at most 32 characters), else `api`; the console
     /// sets `console`, the CLI `cli`.
-    pub by: String,
+    pub(crate) by: String,
 }
 
 impl AdminRequest<'_> {
     /// The change to send the key's object, at `now_ms`; `None` for status
     /// and reset.
-    pub fn change(&self, now_ms: i64) -> Option<crate::count::controls::Change> {
+    pub(crate) fn change(&self, now_ms: i64) -> Option<crate::count::controls::Change> {
         use crate::count::controls::Change;
         let ask = self.control.as_ref();
         let until = ask.and_then(|a| a.until.resolve(now_ms));
@@ -316,7 +316,7 @@ pub enum AdminError {
 impl AdminError {
     /// The status phrase (RFC 9457 §4.2.1: the title of an `about:blank`
     /// problem is the status phrase).
-    pub fn title(&self) -> &'static str {
+    pub(crate) fn title(&self) -> &'static str {
         match self.status() {
             404 => "Not Found",
             405 => "Method Not Allowed",
@@ -325,7 +325,7 @@ impl AdminError {
     }
 
     /// The HTTP status this error is answered with.
-    pub fn status(&self) -> u16 {
+    pub(crate) fn status(&self) -> u16 {
         match self {
             AdminError::NotFound | AdminError::UnknownRule(_) => 404,
             AdminError::MethodNotAllowed { .. } => 405,
@@ -375,11 +375,11 @@ impl std::error::Error for AdminError {}
 /// A parsed admin request: the action, the rule, and the key it targets.
 #[derive(Debug)]
 pub struct AdminRequest<'c> {
-    pub action: AdminAction,
-    pub rule: &'c Rule,
-    pub key: String,
+    pub(crate) action: AdminAction,
+    pub(crate) rule: &'c Rule,
+    pub(crate) key: String,
     /// For `override` and `ban`: what to set.
-    pub control: Option<ControlAsk>,
+    pub(crate) control: Option<ControlAsk>,
 }
 
 /// Refuses an admin query string with a literal `+` anywhere in it (issue
@@ -391,7 +391,7 @@ pub struct AdminRequest<'c> {
 /// `%2B` (a plus) and `%20` (a space) are unambiguous and accepted. No rule
 /// name, limit, duration or end holds a `+`, so nothing else is lost. The
 /// error names the parameter (as written, up to its `=`).
-pub fn refuse_plus(raw_query: &str) -> Result<(), AdminError> {
+pub(crate) fn refuse_plus(raw_query: &str) -> Result<(), AdminError> {
     match raw_query.split(['&', ';']).find(|pair| pair.contains('+')) {
         Some(pair) => Err(AdminError::AmbiguousPlus(pair.split('=').next().unwrap_or(pair).to_string())),
         None => Ok(()),
@@ -402,13 +402,13 @@ pub fn refuse_plus(raw_query: &str) -> Result<(), AdminError> {
 /// the prefix compared in any ASCII case: `/.TOLLGATE/status` is tollgate's
 /// as `/.tollgate/status` is (an origin may route paths case-insensitively,
 /// and a bearer token sent there must not reach it; issue 35).
-pub fn is_admin_path(prefix: &str, canonical_path: &str) -> bool {
+pub(crate) fn is_admin_path(prefix: &str, canonical_path: &str) -> bool {
     admin_rest(prefix, canonical_path).is_some()
 }
 
 /// What follows the admin prefix in `canonical_path` (`""` or `/...`), the
 /// prefix compared in any ASCII case; `None` when the path is not under it.
-pub fn admin_rest<'p>(prefix: &str, canonical_path: &'p str) -> Option<&'p str> {
+pub(crate) fn admin_rest<'p>(prefix: &str, canonical_path: &'p str) -> Option<&'p str> {
     crate::request::canon::under_prefix(prefix, canonical_path)
 }
 
@@ -417,7 +417,7 @@ pub fn admin_rest<'p>(prefix: &str, canonical_path: &'p str) -> Option<&'p str> 
 /// `none` (typed, bookmarked), or an `Origin` (when sent) other than the
 /// request's own. What a page elsewhere makes a browser send (`<img>`,
 /// a form, a `fetch`) says so; a script or `curl` sends neither.
-pub fn cross_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own_origin: &str) -> bool {
+pub(crate) fn cross_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own_origin: &str) -> bool {
     !crate::pipeline::console::session::same_site(sec_fetch_site, origin, own_origin)
 }
 
@@ -425,7 +425,7 @@ pub fn cross_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own_origin
 /// value): only such a request is counted by the lockout when wrong. A
 /// request with none cannot be a guess, and counting it let ten `<img>`
 /// tags on any site lock the operator out (issue 35).
-pub fn presents_credential(authorization: Option<&str>) -> bool {
+pub(crate) fn presents_credential(authorization: Option<&str>) -> bool {
     authorization.is_some_and(|a| !a.trim().is_empty())
 }
 
@@ -437,7 +437,7 @@ pub fn presents_credential(authorization: Option<&str>) -> bool {
 /// of every forwarded request while the admin API is on (`token`): a browser
 /// sends the cookie with any raw path under the prefix, and a client may send
 /// the token anywhere.
-pub fn own_credentials(token: &str, cookie: Option<&str>, authorization: Option<&str>) -> Strip {
+pub(crate) fn own_credentials(token: &str, cookie: Option<&str>, authorization: Option<&str>) -> Strip {
     use crate::pipeline::console::session::{without_session, CookieRewrite};
     let authorization =
         authorization.is_some_and(|a| token_matches(token, Some(a)) || a.split(',').any(|item| token_matches(token, Some(item))));
@@ -447,16 +447,16 @@ pub fn own_credentials(token: &str, cookie: Option<&str>, authorization: Option<
 
 /// [`own_credentials`]'s answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Strip {
+pub(crate) struct Strip {
     /// What becomes of the `Cookie` field.
-    pub cookie: crate::pipeline::console::session::CookieRewrite,
+    pub(crate) cookie: crate::pipeline::console::session::CookieRewrite,
     /// Whether the `Authorization` field is removed.
-    pub authorization: bool,
+    pub(crate) authorization: bool,
 }
 
 impl Strip {
     /// Whether the request goes as it came.
-    pub fn nothing(&self) -> bool {
+    pub(crate) fn nothing(&self) -> bool {
         !self.authorization && self.cookie == crate::pipeline::console::session::CookieRewrite::Keep
     }
 }
@@ -468,7 +468,7 @@ impl Strip {
 /// and is the one a guess could find. `None` for a long token. No
 /// deploy-time check can see a secret, so this (and the console's banner)
 /// is where the operator is told.
-pub fn short_token_event(token: &str) -> Option<LogEvent> {
+pub(crate) fn short_token_event(token: &str) -> Option<LogEvent> {
     (!token_passes_lockout(token)).then(|| {
         LogEvent::new(
             "admin_token_short",
@@ -482,7 +482,7 @@ pub fn short_token_event(token: &str) -> Option<LogEvent> {
 
 /// What an authorized admin request asks for.
 #[derive(Debug)]
-pub enum AdminAsk<'c> {
+pub(crate) enum AdminAsk<'c> {
     /// A status or reset of one (rule, key) object.
     Object(AdminRequest<'c>),
     /// `GET {prefix}/rules`: the rules and their limits, no object call.
@@ -498,7 +498,7 @@ pub enum AdminAsk<'c> {
 /// key part, and optionally `bucket=fallback` to address the bucket of the
 /// rule's `fallback_key` (the anonymous clients of a rule keyed by a user,
 /// say); `GET /rules`.
-pub fn parse<'c>(
+pub(crate) fn parse<'c>(
     config: &'c Config,
     canonical_path: &str,
     method: &str,
@@ -579,15 +579,15 @@ fn control_ask(action: AdminAction, rule: &Rule, query: &CanonicalQuery) -> Resu
 
 /// The body of `GET {prefix}/rules`: every rule in the config's own
 /// vocabulary ([`crate::config::describe::rules_listing`]).
-pub fn rules_body(config: &Config) -> serde_json::Value {
+pub(crate) fn rules_body(config: &Config) -> serde_json::Value {
     crate::config::describe::rules_listing(&config.rules)
 }
 
-pub use crate::config::overrides::admin_key;
+pub(crate) use crate::config::overrides::admin_key;
 
 impl AdminAction {
     /// `status`, `reset`, `override`, `clear_override`, `ban` or `clear_ban`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             AdminAction::Status => "status",
             AdminAction::Reset => "reset",
@@ -601,7 +601,7 @@ impl AdminAction {
 
 /// The `admin` log line of a served request: the key only as its hash
 /// (`key_hash`, from the plan), the client as its own (`client_hash`).
-pub fn log_event(request: &AdminRequest<'_>, key_hash: &str, client_hash: &str) -> LogEvent {
+pub(crate) fn log_event(request: &AdminRequest<'_>, key_hash: &str, client_hash: &str) -> LogEvent {
     LogEvent::new(
         "admin",
         vec![
@@ -615,7 +615,7 @@ pub fn log_event(request: &AdminRequest<'_>, key_hash: &str, client_hash: &str) 
 
 /// The JSON body answering a served request: the key's windows as its
 /// object reported them, the key as `key_hash` (from the plan).
-pub fn status_body(request: &AdminRequest<'_>, key_hash: &str, reply: &Reply) -> serde_json::Value {
+pub(crate) fn status_body(request: &AdminRequest<'_>, key_hash: &str, reply: &Reply) -> serde_json::Value {
     serde_json::json!({
         "rule": request.rule.name,
         "key_hash": key_hash,
@@ -632,7 +632,7 @@ pub fn status_body(request: &AdminRequest<'_>, key_hash: &str, reply: &Reply) ->
 /// as `[requests, window_ms]`), `limits_source` (`config`,
 /// `config_override`, `override` or `ban`), and the `override` and `ban`
 /// set at runtime, if any (ends in Unix ms).
-pub fn status_with_controls(
+pub(crate) fn status_with_controls(
     request: &AdminRequest<'_>,
     key_hash: &str,
     reply: &Reply,
@@ -663,7 +663,7 @@ impl AdminRequest<'_> {
     /// the key's object `id` took this request's change at `now_ms`: an
     /// entry put for a ban or an override, removed for a lift; `None` for
     /// status and reset.
-    pub fn registry_call(&self, id: &str, key_hash: &str, now_ms: i64) -> Option<RegistryCall> {
+    pub(crate) fn registry_call(&self, id: &str, key_hash: &str, now_ms: i64) -> Option<RegistryCall> {
         let entry = |kind, ask: &ControlAsk, until_ms: Option<i64>, limits: Vec<(u32, u64)>| Entry {
             id: id.to_string(),
             kind,
@@ -692,7 +692,7 @@ impl AdminRequest<'_> {
 /// the registry's order; an entry whose object could not be read
 /// (`None`) is listed as the registry has it, with `"checked": false`.
 /// Keys only as their hashes.
-pub fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -> Value {
+pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -> Value {
     let mut out = Vec::new();
     for (entry, controls) in listed {
         let (until_ms, limits, checked) = match controls.as_ref().map(|c| c.live(now_ms)) {
@@ -722,7 +722,7 @@ pub fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -> Value
 /// Whether `authorization` is `Bearer <expected>`, compared in constant
 /// time: both sides are hashed with SHA-256 first, so neither the length nor
 /// the position of the first difference leaks through timing.
-pub fn token_matches(expected: &str, authorization: Option<&str>) -> bool {
+pub(crate) fn token_matches(expected: &str, authorization: Option<&str>) -> bool {
     let presented = authorization
         .and_then(|h| {
             let h = h.trim();

@@ -28,7 +28,7 @@ use serde_json::Value;
 
 /// What the driver does next.
 #[derive(Debug)]
-pub enum AdminStep<'f> {
+pub(crate) enum AdminStep<'f> {
     /// Ask the lockout counter with `op`, then [`AdminFlow::locked`].
     Lockout(&'f Applied<'f>, Op),
     /// Set `change` in the object `id`, then [`AdminFlow::changed`].
@@ -56,23 +56,23 @@ pub enum AdminStep<'f> {
 
 /// The admin request's answer and its effects.
 #[derive(Debug)]
-pub struct AdminAnswer {
-    pub response: AdminResponse,
-    pub logs: Vec<LogEvent>,
+pub(crate) struct AdminAnswer {
+    pub(crate) response: AdminResponse,
+    pub(crate) logs: Vec<LogEvent>,
     /// What the isolate's blocked-until cache learns.
-    pub cache: Vec<CacheEffect>,
+    pub(crate) cache: Vec<CacheEffect>,
 }
 
 /// An admin answer: tollgate's own (an error), or a JSON body (200).
 #[derive(Debug)]
-pub enum AdminResponse {
+pub(crate) enum AdminResponse {
     Own(OwnResponse),
     Json(Value),
 }
 
 /// A change to the isolate's blocked-until cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CacheEffect {
+pub(crate) enum CacheEffect {
     /// A ban set: the key is refused here until then (Unix ms).
     Ban { id: String, until_ms: i64 },
     /// A control changed or the count reset: a cached block is stale.
@@ -80,7 +80,7 @@ pub enum CacheEffect {
 }
 
 /// One admin request on its way.
-pub struct AdminFlow<'f> {
+pub(crate) struct AdminFlow<'f> {
     config: &'f Config,
     lockout: &'f Applied<'f>,
     route: &'f AdminRoute<'f>,
@@ -105,7 +105,7 @@ pub struct AdminFlow<'f> {
 
 impl<'f> AdminFlow<'f> {
     /// The flow of an admin request, and its first step.
-    pub fn start(
+    pub(crate) fn start(
         config: &'f Config,
         lockout: &'f Applied<'f>,
         route: &'f AdminRoute<'f>,
@@ -118,7 +118,7 @@ impl<'f> AdminFlow<'f> {
     }
 
     /// The lockout counter's outcome.
-    pub fn locked(&mut self, outcome: Outcome) -> AdminStep<'f> {
+    pub(crate) fn locked(&mut self, outcome: Outcome) -> AdminStep<'f> {
         self.gate(Some(&outcome))
     }
 
@@ -179,7 +179,7 @@ impl<'f> AdminFlow<'f> {
     /// done; unreadable: 503, the console fails closed); a sign-out
     /// recorded redirects to the sign-in page, cookie cleared (not
     /// recorded: 503, cookie cleared all the same).
-    pub fn sessions(&mut self, result: Result<String, CallFailure>) -> AdminStep<'f> {
+    pub(crate) fn sessions(&mut self, result: Result<String, CallFailure>) -> AdminStep<'f> {
         let Some(console) = self.session else { return self.done(AdminResponse::Own(admin::unauthorized())) };
         let prefix = console.prefix.as_str();
         let Auth::Session { end_ms, .. } = console.auth else { return self.done(AdminResponse::Own(admin::unauthorized())) };
@@ -254,7 +254,7 @@ impl<'f> AdminFlow<'f> {
     }
 
     /// What setting the control gave.
-    pub fn changed(&mut self, change: &Change, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
+    pub(crate) fn changed(&mut self, change: &Change, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
         let Some((request, id, key_hash)) = self.serving() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
         match (change, result) {
             (_, Err(e)) => return self.done(AdminResponse::Own(admin::control_failure(&e))),
@@ -269,7 +269,7 @@ impl<'f> AdminFlow<'f> {
 
     /// What the registry said to the change (the key's control is in force
     /// either way; a failure is logged, `registry_error`).
-    pub fn registered(&mut self, result: Result<String, CallFailure>) -> AdminStep<'f> {
+    pub(crate) fn registered(&mut self, result: Result<String, CallFailure>) -> AdminStep<'f> {
         if let Err(e) = result {
             self.logs.push(LogEvent::new("registry_error", vec![("error", e.to_string().into())]));
         }
@@ -277,7 +277,7 @@ impl<'f> AdminFlow<'f> {
     }
 
     /// The registry's listing: each listed key's object is read next.
-    pub fn listed(&mut self, result: Result<String, CallFailure>) -> AdminStep<'f> {
+    pub(crate) fn listed(&mut self, result: Result<String, CallFailure>) -> AdminStep<'f> {
         match result {
             Ok(text) => {
                 self.listed = registry::decode_listing(&text, self.now_ms);
@@ -289,13 +289,13 @@ impl<'f> AdminFlow<'f> {
     }
 
     /// The traffic source's three answers (`Err`: why there are none).
-    pub fn traffic(&mut self, answers: Result<[String; 3], String>) -> AdminStep<'f> {
+    pub(crate) fn traffic(&mut self, answers: Result<[String; 3], String>) -> AdminStep<'f> {
         let now_s = u64::try_from(self.now_ms / 1000).unwrap_or(0);
         self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers)))
     }
 
     /// The listed objects' controls, in the listing's order.
-    pub fn read_each(&mut self, results: Vec<Result<Controls, CallFailure>>) -> AdminStep<'f> {
+    pub(crate) fn read_each(&mut self, results: Vec<Result<Controls, CallFailure>>) -> AdminStep<'f> {
         let listed: Vec<(Entry, Option<Controls>)> = std::mem::take(&mut self.listed).into_iter().zip(results.into_iter().map(Result::ok)).collect();
         self.done(AdminResponse::Json(admin::controls_body(&listed, self.now_ms)))
     }
@@ -314,7 +314,7 @@ impl<'f> AdminFlow<'f> {
     }
 
     /// What the status or reset call answered.
-    pub fn called(&mut self, result: Result<Reply, CallFailure>) -> AdminStep<'f> {
+    pub(crate) fn called(&mut self, result: Result<Reply, CallFailure>) -> AdminStep<'f> {
         let Some((request, id, key_hash)) = self.serving() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
         match result {
             Ok(reply) => {
@@ -327,7 +327,7 @@ impl<'f> AdminFlow<'f> {
     }
 
     /// The object's controls (a failed read: the status without them).
-    pub fn controls(&mut self, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
+    pub(crate) fn controls(&mut self, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
         let (Some((request, _, key_hash)), Some(reply)) = (self.serving(), self.reply.take()) else {
             return self.done(AdminResponse::Own(admin::unauthorized()));
         };

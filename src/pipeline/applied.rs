@@ -12,28 +12,30 @@ use crate::request::spelling::Spelling;
 #[derive(Debug)]
 pub struct Matched<'c> {
     pub rule: &'c Rule,
-    pub found: Match,
+    /// How it matched (read by `explain`).
+    #[cfg_attr(all(target_arch = "wasm32", not(feature = "cli")), allow(dead_code))]
+    pub(crate) found: Match,
     pub key: KeyOutcome,
     /// A success can settle the rule for this request: it has
     /// `on_success`, and matched the request's own method, as sent
     /// (no override). Always false for a rule without
     /// `on_success` (nothing else reads it).
-    pub own_method: bool,
+    pub(crate) own_method: bool,
     /// The request is exempt from the rule (the config's or the rule's
     /// `exempt`): neither counted nor limited, whatever its key.
-    pub exempt: Option<Exempted>,
+    pub(crate) exempt: Option<Exempted>,
     /// How the request spelled its identity, for a rule whose success
     /// relieves (`on_success`) and a key of its own (not the fallback):
     /// relief and trusted devices are bound to it ([`crate::request::spelling`]).
-    pub spelling: Option<Spelling>,
+    pub(crate) spelling: Option<Spelling>,
 }
 
 /// Why a matching rule is not applied, and under which key hash it is
 /// logged (its first key's; `-` when it has none).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exempted {
-    pub by: Exemption,
-    pub key_hash: String,
+pub(crate) struct Exempted {
+    pub(crate) by: Exemption,
+    pub(crate) key_hash: String,
 }
 
 /// A matching rule's key, or why it has none.
@@ -59,26 +61,26 @@ pub struct Applied<'c> {
     /// The raw key (never logged).
     pub key: String,
     /// The object's name and the blocked-until cache key ([`object_name`]).
-    pub id: String,
+    pub(crate) id: String,
     /// What logs carry instead of the key ([`key_hash`](crate::request::key::key_hash), keyed by the
     /// request's `log_key`).
-    pub key_hash: String,
+    pub(crate) key_hash: String,
     /// The key came from `fallback_key`: a success never clears it.
-    pub fell_back: bool,
+    pub(crate) fell_back: bool,
     /// From [`Matched::own_method`].
-    pub own_method: bool,
+    pub(crate) own_method: bool,
     /// The trusted device the request came from (a `trusted_device` rule's
     /// valid cookie for this very account): the request counts in the
     /// device's own bucket (`id`, `key_hash`), `key` stays the account's.
-    pub device: Option<String>,
+    pub(crate) device: Option<String>,
     /// From [`Matched::spelling`]: relief (a clear, a forgive, a device
     /// cookie) only for this spelling; `None` for a rule without relief.
-    pub spelling: Option<Spelling>,
+    pub(crate) spelling: Option<Spelling>,
 }
 
 /// The name of the object counting `key` for `rule` (also its cache key):
 /// the rule's name and the key, one line each.
-pub fn object_name(rule: &Rule, key: &str) -> String {
+pub(crate) fn object_name(rule: &Rule, key: &str) -> String {
     format!("{}\n{}", rule.name, key)
 }
 

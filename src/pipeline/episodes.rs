@@ -38,15 +38,15 @@ use std::collections::HashMap;
 /// How long an episode lasts by default (the config's `log_episode`): one
 /// line per (event, rule, key) per minute at most, plus at most one
 /// `summary` line.
-pub const PERIOD_MS: i64 = crate::config::DEFAULT_LOG_EPISODE_MS;
+pub(crate) const PERIOD_MS: i64 = crate::config::DEFAULT_LOG_EPISODE_MS;
 
 /// The least time between two sweeps of ended episodes (each one scans
 /// the map).
-pub const SWEEP_EVERY_MS: i64 = 1_000;
+pub(crate) const SWEEP_EVERY_MS: i64 = 1_000;
 
 /// Default capacity, like the blocked-until cache's
 /// ([`crate::count::blocked::DEFAULT_CAPACITY`]): ~100 bytes per entry.
-pub const DEFAULT_CAPACITY: usize = 10_000;
+pub(crate) const DEFAULT_CAPACITY: usize = 10_000;
 
 /// The events written once per episode.
 const EPISODIC: [&str; 5] = ["block", "shadow_block", "counter_error", "exempt", "usage_missing"];
@@ -61,7 +61,7 @@ struct Episode {
 
 /// A capped map from (event, rule, key_hash) to its open episode.
 #[derive(Debug)]
-pub struct Episodes {
+pub(crate) struct Episodes {
     open: HashMap<(&'static str, String, String), Episode>,
     capacity: usize,
     period_ms: i64,
@@ -74,13 +74,13 @@ pub struct Episodes {
 
 impl Episodes {
     /// At most `capacity` (at least 1) episodes of `period_ms` each.
-    pub fn new(capacity: usize, period_ms: i64) -> Self {
+    pub(crate) fn new(capacity: usize, period_ms: i64) -> Self {
         Episodes { open: HashMap::new(), capacity: capacity.max(1), period_ms, swept_ms: i64::MIN, due_ms: None }
     }
 
     /// Episodes of `period_ms` from now on (the config's `log_episode`,
     /// set once the isolate has read it); open ones keep their start.
-    pub fn set_period(&mut self, period_ms: i64) {
+    pub(crate) fn set_period(&mut self, period_ms: i64) {
         self.period_ms = period_ms.max(1);
     }
 
@@ -88,7 +88,7 @@ impl Episodes {
     /// open an episode (with `suppressed` when one ended before them),
     /// every other event as it is, then the `summary` lines of episodes
     /// that ended ([`Episodes::ended`]) or were evicted.
-    pub fn filter(&mut self, events: &[LogEvent], now_ms: i64) -> Vec<LogEvent> {
+    pub(crate) fn filter(&mut self, events: &[LogEvent], now_ms: i64) -> Vec<LogEvent> {
         let mut out = Vec::with_capacity(events.len());
         let mut summaries = Vec::new();
         for event in events {
@@ -128,7 +128,7 @@ impl Episodes {
     /// The `summary` lines due at `now_ms`: of the episodes that have ended
     /// since the last sweep and suppressed lines. One comparison while none
     /// is due; a sweep at most once per [`SWEEP_EVERY_MS`].
-    pub fn ended(&mut self, now_ms: i64) -> Vec<LogEvent> {
+    pub(crate) fn ended(&mut self, now_ms: i64) -> Vec<LogEvent> {
         let mut out = Vec::new();
         let due = self.due_ms.is_some_and(|due| due <= now_ms);
         if due && now_ms.saturating_sub(self.swept_ms) >= SWEEP_EVERY_MS {

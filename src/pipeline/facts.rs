@@ -11,7 +11,7 @@ use std::ops::Range;
 /// name joined by `", "`. Held as one text with the fields' places in it
 /// (one allocation, however many fields).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HeaderMap {
+pub(crate) struct HeaderMap {
     text: String,
     /// Each field's name and value, as ranges of `text`.
     fields: Vec<(Range<usize>, Range<usize>)>,
@@ -20,7 +20,7 @@ pub struct HeaderMap {
 impl HeaderMap {
     /// From `(name, value)` pairs in any case; a name given several times
     /// reads as its values joined by `", "` (`Headers.get`).
-    pub fn from_pairs<N: AsRef<str>, V: AsRef<str>>(pairs: &[(N, V)]) -> HeaderMap {
+    pub(crate) fn from_pairs<N: AsRef<str>, V: AsRef<str>>(pairs: &[(N, V)]) -> HeaderMap {
         let mut joined: Vec<(String, String)> = Vec::with_capacity(pairs.len());
         for (name, value) in pairs {
             let name = name.as_ref().to_ascii_lowercase();
@@ -40,7 +40,7 @@ impl HeaderMap {
     /// as a `Headers` object iterates (names lowercased, each once): how the
     /// glue takes one over in a single call (a field's name and value never
     /// hold a line break).
-    pub fn from_lines(text: String) -> HeaderMap {
+    pub(crate) fn from_lines(text: String) -> HeaderMap {
         let mut fields = Vec::new();
         let mut at = 0;
         let mut lines = text.split('\n').map(|line| {
@@ -56,13 +56,13 @@ impl HeaderMap {
 
     /// The fields `names`, each as `lookup` reads it (a field it does not
     /// find is left out): how a driver hands over the few a step names.
-    pub fn of(names: &[&str], lookup: &dyn Fn(&str) -> Option<String>) -> HeaderMap {
+    pub(crate) fn of(names: &[&str], lookup: &dyn Fn(&str) -> Option<String>) -> HeaderMap {
         let pairs: Vec<(&str, String)> = names.iter().filter_map(|&name| Some((name, lookup(name)?))).collect();
         HeaderMap::from_pairs(&pairs)
     }
 
     /// The field `name` (any case), as `Headers.get` reads it.
-    pub fn get(&self, name: &str) -> Option<String> {
+    pub(crate) fn get(&self, name: &str) -> Option<String> {
         self.fields
             .iter()
             .find(|(n, _)| self.text[n.clone()].eq_ignore_ascii_case(name))
@@ -73,26 +73,26 @@ impl HeaderMap {
 /// The deployment's secrets the pipeline reads, by name: read once per
 /// isolate (a changed secret is a new deployment, hence new isolates).
 #[derive(Debug, Clone, Default)]
-pub struct Secrets {
+pub(crate) struct Secrets {
     /// `TOLLGATE_ADMIN_TOKEN`: `None`, the admin API is off.
-    pub admin_token: Option<String>,
+    pub(crate) admin_token: Option<String>,
     /// The key of every `key_hash` ([`crate::request::key::log_key`] of
     /// `TOLLGATE_LOG_KEY`); `None`: hashes are unkeyed.
-    pub log_key: Option<Vec<u8>>,
+    pub(crate) log_key: Option<Vec<u8>>,
     /// The secrets the config names ([`Secrets::names`]), those that are set.
-    pub named: Vec<(String, String)>,
+    pub(crate) named: Vec<(String, String)>,
 }
 
 /// The secret that turns the admin API on.
-pub const ADMIN_TOKEN_SECRET: &str = "TOLLGATE_ADMIN_TOKEN";
+pub(crate) const ADMIN_TOKEN_SECRET: &str = "TOLLGATE_ADMIN_TOKEN";
 /// The secret that keys every `key_hash` in logs and admin output.
-pub const LOG_KEY_SECRET: &str = "TOLLGATE_LOG_KEY";
+pub(crate) const LOG_KEY_SECRET: &str = "TOLLGATE_LOG_KEY";
 
 impl Secrets {
     /// The names of the secrets `config` reads besides the two above:
     /// each `trusted_device` rule's signing key and each exemption's
     /// secret header value, in config order, each once.
-    pub fn names(config: &Config) -> Vec<String> {
+    pub(crate) fn names(config: &Config) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
         let exempts = std::iter::once(&config.exempt).chain(config.rules.iter().map(|r| &r.exempt));
         let headers = exempts.filter_map(|e| e.header.as_ref().map(|h| h.secret.clone()));
@@ -106,43 +106,43 @@ impl Secrets {
     }
 
     /// A named secret's value.
-    pub fn get(&self, name: &str) -> Option<String> {
+    pub(crate) fn get(&self, name: &str) -> Option<String> {
         self.named.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.clone())
     }
 
     /// The `trusted_device` secrets that are set, in config order (what
     /// RPC tickets are signed with, beside the log key).
-    pub fn device_secrets(&self, config: &Config) -> Vec<String> {
+    pub(crate) fn device_secrets(&self, config: &Config) -> Vec<String> {
         config.rules.iter().filter_map(|r| self.get(&r.trusted_device.as_ref()?.secret)).filter(|s| !s.trim().is_empty()).collect()
     }
 }
 
 /// What `request.cf` says of the client, as far as the pipeline reads it.
 #[derive(Debug, Clone, Default)]
-pub struct Client {
+pub(crate) struct Client {
     /// `cf.country`.
-    pub country: Option<String>,
+    pub(crate) country: Option<String>,
     /// `cf.asn`.
-    pub asn: Option<u32>,
+    pub(crate) asn: Option<u32>,
     /// `Some(category)` when Cloudflare says the client is a verified bot
     /// ([`crate::request::exempt::verified_bot`]).
-    pub verified_bot: Option<String>,
+    pub(crate) verified_bot: Option<String>,
     /// `cf.colo`: where the request was served, for metric points only.
-    pub colo: Option<String>,
+    pub(crate) colo: Option<String>,
 }
 
 /// Everything the machine is told about one request.
 #[derive(Debug, Clone)]
-pub struct Facts<'a> {
+pub(crate) struct Facts<'a> {
     /// The method as sent (not normalized).
-    pub method: &'a str,
+    pub(crate) method: &'a str,
     /// The URL as the runtime serialized it (WHATWG): split, never parsed.
-    pub url: &'a str,
-    pub headers: &'a HeaderMap,
-    pub client: &'a Client,
-    pub secrets: &'a Secrets,
+    pub(crate) url: &'a str,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) client: &'a Client,
+    pub(crate) secrets: &'a Secrets,
     /// Now, Unix ms: device cookies expire, reservations are timed.
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
 }
 
 #[cfg(test)]

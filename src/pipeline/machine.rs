@@ -37,12 +37,12 @@ use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
 /// is forwarded as [`Decision::pass`] says, with nothing else read (no URL
 /// parse, `cf`, header, secret or clock): a zone-wide route sends every
 /// request of the zone. A URL a kept plan was made for is not asked again.
-pub fn applies(config: &Config, memo: &PlanMemo, url: &str) -> bool {
+pub(crate) fn applies(config: &Config, memo: &PlanMemo, url: &str) -> bool {
     memo.holds_url(url) || plan::may_apply(config, url)
 }
 
 /// One request on its way through the pipeline.
-pub struct Machine<'c, 'f> {
+pub(crate) struct Machine<'c, 'f> {
     config: &'c Config,
     facts: Facts<'f>,
     /// The headers the plan read, for the memo.
@@ -66,7 +66,7 @@ pub struct Machine<'c, 'f> {
 
 /// What the driver does next.
 #[derive(Debug)]
-pub enum Next<'m, 'c> {
+pub(crate) enum Next<'m, 'c> {
     /// Read the body from a clone, at most `limit` bytes (`None`: over the
     /// cap or the stream failed), then [`Machine::body`].
     Body { limit: u32 },
@@ -85,7 +85,7 @@ pub enum Next<'m, 'c> {
 impl<'c, 'f> Machine<'c, 'f> {
     /// Plans the request, or replays the plan the memo kept for a request
     /// with the same fingerprint and header values.
-    pub fn new(config: &'c Config, facts: Facts<'f>, memo: &PlanMemo) -> Machine<'c, 'f> {
+    pub(crate) fn new(config: &'c Config, facts: Facts<'f>, memo: &PlanMemo) -> Machine<'c, 'f> {
         let client = facts.client;
         let fingerprint = (!config.facts.reads_clock).then(|| {
             Fingerprint::new(facts.method, facts.url, client.country.as_deref(), client.asn, client.verified_bot.as_deref())
@@ -119,16 +119,11 @@ impl<'c, 'f> Machine<'c, 'f> {
         plan_facts(self.config, &self.facts, &recording, body)
     }
 
-    /// The plan so far (what `explain` reports).
-    pub fn plan(&self) -> &Plan<'c> {
-        &self.plan
-    }
-
     /// What the driver does next. `cache`: the isolate's blocked-until
     /// cache, read only: a request it already refuses (a `block` rule's
     /// block lasting past the request's `now`) is decided from it, no
     /// counter asked and no upload waited for ([`cached_refusals`]).
-    pub fn next(&mut self, cache: Option<&BlockedUntilCache>) -> Next<'_, 'c> {
+    pub(crate) fn next(&mut self, cache: Option<&BlockedUntilCache>) -> Next<'_, 'c> {
         if let (Route::Check(applied), Some(cache), None) = (&self.plan.route, cache, &self.refused) {
             self.known = cached_refusals(cache, applied, self.facts.now_ms);
         }
@@ -153,7 +148,7 @@ impl<'c, 'f> Machine<'c, 'f> {
     /// The body, read after [`Next::Body`] (`None`: over the cap, or the
     /// stream failed): planned again with it. A plan that read the body is
     /// never kept.
-    pub fn body(&mut self, body: Option<&[u8]>) {
+    pub(crate) fn body(&mut self, body: Option<&[u8]>) {
         self.fresh = None;
         self.plan = self.plan_with(body.map_or(Body::Unusable, Body::Read));
     }
@@ -161,7 +156,7 @@ impl<'c, 'f> Machine<'c, 'f> {
     /// How the upload went after [`Next::Upload`], begun at `started_ms`:
     /// go on and count (with the deadline of a body over the buffer), or
     /// answer at once (408, 400), nothing reserved.
-    pub fn uploaded(&mut self, receipt: Receipt, started_ms: i64) {
+    pub(crate) fn uploaded(&mut self, receipt: Receipt, started_ms: i64) {
         self.received = true;
         let Route::Check(applied) = &self.plan.route else { return };
         let Some(limits) = upload::limits_for(applied) else { return };
@@ -172,13 +167,13 @@ impl<'c, 'f> Machine<'c, 'f> {
     }
 
     /// The decision of a request no counter was asked for.
-    pub fn decided(self) -> Decision<'c> {
+    pub(crate) fn decided(self) -> Decision<'c> {
         self.counted(Vec::new())
     }
 
     /// The decision, once the counters answered (`outcomes[i]` for the
     /// `i`-th check of [`Next::Count`]).
-    pub fn counted(self, outcomes: Vec<Outcome>) -> Decision<'c> {
+    pub(crate) fn counted(self, outcomes: Vec<Outcome>) -> Decision<'c> {
         let Machine { config, fresh, reads, mut plan, facts, upload_deadline, refused, known, .. } = self;
         let refused = refused.or_else(|| upgrade_refusal(&plan, facts.headers));
         if let Some((answer, event)) = refused {
@@ -328,38 +323,38 @@ fn refusing<'c>(route: &Route<'c>, known: Vec<(usize, Outcome)>) -> (Option<Vec<
 }
 
 /// A plan for the memo to keep ([`PlanMemo::keep`]).
-pub struct Kept<'c> {
-    pub fingerprint: Fingerprint,
-    pub reads: Reads,
-    pub applied: Vec<Applied<'c>>,
+pub(crate) struct Kept<'c> {
+    pub(crate) fingerprint: Fingerprint,
+    pub(crate) reads: Reads,
+    pub(crate) applied: Vec<Applied<'c>>,
 }
 
 /// Everything one request's handling does, decided.
-pub struct Decision<'c> {
+pub(crate) struct Decision<'c> {
     /// Forward (with fields) or tollgate's own answer.
-    pub answer: Answer,
+    pub(crate) answer: Answer,
     /// The log lines, in order (exempt rules first, then the verdict's).
-    pub logs: Vec<LogEvent>,
+    pub(crate) logs: Vec<LogEvent>,
     /// A blocked client's plan, for the memo to keep.
-    pub kept: Option<Kept<'c>>,
+    pub(crate) kept: Option<Kept<'c>>,
     /// What follows the answer ([`Settle::after`]).
-    pub settle: Settle<'c>,
+    pub(crate) settle: Settle<'c>,
     /// Some rule's counter was asked: leased tokens past their expiry are
     /// due back ([`crate::count::lease`]); the non-matching path stays lean.
-    pub checked: bool,
+    pub(crate) checked: bool,
     /// For a body over a failures-only rule's `upload_buffer`: when the
     /// rest must have been forwarded (Unix ms).
-    pub upload_deadline: Option<i64>,
+    pub(crate) upload_deadline: Option<i64>,
     /// The plan decided on (`explain` reports it); its checked rules are
     /// in `settle`.
-    pub plan: Plan<'c>,
+    pub(crate) plan: Plan<'c>,
     /// Whether the request makes metric points ([`Decision::metric_points`]).
     metrics: bool,
 }
 
 impl<'c> Decision<'c> {
     /// Forward, nothing checked: the fast path's decision.
-    pub fn pass() -> Decision<'c> {
+    pub(crate) fn pass() -> Decision<'c> {
         Decision {
             answer: Answer::Forward { fields: Vec::new() },
             logs: Vec::new(),
@@ -374,7 +369,7 @@ impl<'c> Decision<'c> {
 
     /// The data points for the metrics dataset, served from `colo` in
     /// `country` (read only when a dataset is bound).
-    pub fn metric_points(&self, colo: Option<&str>, country: Option<&str>) -> Vec<Point> {
+    pub(crate) fn metric_points(&self, colo: Option<&str>, country: Option<&str>) -> Vec<Point> {
         if !self.metrics {
             return Vec::new();
         }
@@ -384,7 +379,7 @@ impl<'c> Decision<'c> {
 
     /// Counts this decision's allowed outcomes of `"limited"` rules into
     /// the isolate's `totals` ([`metrics::AllowedTotals`]).
-    pub fn count_allowed(&self, totals: &mut metrics::AllowedTotals, now_ms: i64) {
+    pub(crate) fn count_allowed(&self, totals: &mut metrics::AllowedTotals, now_ms: i64) {
         if self.metrics {
             totals.count(&self.settle.applied, &self.settle.outcomes, now_ms);
         }
@@ -392,27 +387,27 @@ impl<'c> Decision<'c> {
 
     /// Whether [`Decision::metric_points`] may have any (the `cf` fields
     /// they need are read only then).
-    pub fn makes_points(&self) -> bool {
+    pub(crate) fn makes_points(&self) -> bool {
         self.metrics
     }
 
     /// Whether the answer must wait for the settlement: a failures-only
     /// rule reserved, so the request is forwarded and settled as one task.
-    pub fn settles_after_forward(&self) -> bool {
+    pub(crate) fn settles_after_forward(&self) -> bool {
         self.settle.applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve)
     }
 }
 
 /// The step after the answer: the checked rules and their outcomes.
 #[derive(Debug, Clone)]
-pub struct Settle<'c> {
-    pub applied: Vec<Applied<'c>>,
-    pub outcomes: Vec<Outcome>,
+pub(crate) struct Settle<'c> {
+    pub(crate) applied: Vec<Applied<'c>>,
+    pub(crate) outcomes: Vec<Outcome>,
 }
 
 /// How an answer holds its request's concurrency slots ([`Settle::hold`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hold {
+pub(crate) enum Hold {
     /// Settled at the headers: no slot is held past them.
     Headers,
     /// Settled once the body has been sent or the client went away; cut
@@ -427,29 +422,29 @@ pub enum Hold {
 
 /// One settling call to a rule's object.
 #[derive(Debug, Clone)]
-pub struct SettleCall {
+pub(crate) struct SettleCall {
     /// The object's name.
-    pub id: String,
-    pub call: Call,
-    pub timeout_ms: u32,
+    pub(crate) id: String,
+    pub(crate) call: Call,
+    pub(crate) timeout_ms: u32,
     /// For the `counter_error` line of a failed call.
-    pub rule: String,
-    pub key_hash: String,
+    pub(crate) rule: String,
+    pub(crate) key_hash: String,
 }
 
 /// What settling decided.
 #[derive(Debug, Default)]
-pub struct Settled {
-    pub calls: Vec<SettleCall>,
+pub(crate) struct Settled {
+    pub(crate) calls: Vec<SettleCall>,
     /// `Set-Cookie` fields of the devices a success made trusted.
-    pub cookies: Vec<(String, String)>,
+    pub(crate) cookies: Vec<(String, String)>,
     /// Blocked-until cache entries a relief makes stale.
-    pub forget: Vec<String>,
+    pub(crate) forget: Vec<String>,
     /// `(rule, reserved at)` of each settled reservation, for the isolate's
     /// holds ([`crate::count::hold`]).
-    pub holds: Vec<(String, i64)>,
+    pub(crate) holds: Vec<(String, i64)>,
     /// Log lines settling makes (`usage_missing`).
-    pub events: Vec<LogEvent>,
+    pub(crate) events: Vec<LogEvent>,
 }
 
 impl<'c> Settle<'c> {
@@ -457,13 +452,14 @@ impl<'c> Settle<'c> {
         Settle { applied: Vec::new(), outcomes: Vec::new() }
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.applied.is_empty()
     }
 
     /// The response header fields settling reads (each rule's
     /// `success_identity_header`), for the driver to hand over.
-    pub fn response_headers(&self) -> Vec<&str> {
+    pub(crate) fn response_headers(&self) -> Vec<&str> {
         let mut names: Vec<&str> = Vec::new();
         for a in &self.applied {
             let identity = a.rule.on_success.as_ref().and_then(|on| on.identity_header.as_deref());
@@ -484,7 +480,7 @@ impl<'c> Settle<'c> {
     /// the client stops reading for the shortest `idle_release`), or, for
     /// a 101, until the session closes; either cut before the first
     /// reservation lapses.
-    pub fn hold(&self, status: u16, now_ms: i64) -> Hold {
+    pub(crate) fn hold(&self, status: u16, now_ms: i64) -> Hold {
         let holding: Vec<(&Applied<'c>, u64)> = self
             .applied
             .iter()
@@ -507,7 +503,7 @@ impl<'c> Settle<'c> {
     /// watch ended with ([`Hold`]): `idle` (the client stopped reading for
     /// `idle_release`) or `lapsed` (its slot would lapse); one
     /// `answer_cut` per concurrency rule. None for any other end.
-    pub fn cut_events(&self, why: &str) -> Vec<LogEvent> {
+    pub(crate) fn cut_events(&self, why: &str) -> Vec<LogEvent> {
         let reason = match why {
             "idle" => "idle_release",
             "lapsed" => "reservation_ttl",
@@ -524,7 +520,7 @@ impl<'c> Settle<'c> {
 
     /// The usage headers to remove from the client's response (those of
     /// usage rules without `expose`; [`crate::config::cost`]).
-    pub fn hidden_headers(&self) -> Vec<&'c str> {
+    pub(crate) fn hidden_headers(&self) -> Vec<&'c str> {
         let mut names: Vec<&'c str> = Vec::new();
         let rules = self.applied.iter().map(|a| -> &'c crate::config::rules::Rule { a.rule });
         for usage in rules.filter_map(|rule| rule.usage.as_ref()).filter(|u| !u.expose) {
@@ -539,7 +535,7 @@ impl<'c> Settle<'c> {
     /// app, `None` when nothing answered (tollgate answered itself, the
     /// origin was unreachable, the app gave up): every reservation is then
     /// released. `now_ms` times the device cookies and the holds.
-    pub fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> Settled {
+    pub(crate) fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> Settled {
         let header = |name: &str| answer.and_then(|(_, headers)| headers.get(name));
         let answered = answer.map(|(status, _)| Answered { status, header: &header });
         let mut settled = Settled::default();
@@ -571,7 +567,7 @@ impl<'c> Settle<'c> {
 /// with a readable `upstream` forwards unlimited (`true`); otherwise 503.
 /// The errors are logged at most once a minute per isolate
 /// (`last_logged_ms`, updated), never shown to clients.
-pub fn invalid_config(
+pub(crate) fn invalid_config(
     errors: &[crate::config::ConfigError],
     forwards: bool,
     now_ms: i64,
@@ -588,7 +584,7 @@ pub fn invalid_config(
 }
 
 /// An invalid config is logged at most once per isolate per this period.
-pub const CONFIG_ERROR_LOG_PERIOD_MS: i64 = 60_000;
+pub(crate) const CONFIG_ERROR_LOG_PERIOD_MS: i64 = 60_000;
 
 #[cfg(test)]
 mod tests {

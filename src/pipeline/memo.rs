@@ -39,24 +39,24 @@ use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 
 /// Entries kept by default: a few hundred blocked clients' repeats.
-pub const DEFAULT_CAPACITY: usize = 512;
+pub(crate) const DEFAULT_CAPACITY: usize = 512;
 
 /// An entry whose fingerprint and header values exceed this many bytes is
 /// not kept (bounds the memo's memory at `capacity` × this).
-pub const MAX_ENTRY_BYTES: usize = 4096;
+pub(crate) const MAX_ENTRY_BYTES: usize = 4096;
 
 /// What the plan reads besides headers and body, as one string: the method
 /// as sent, the URL as serialized, the `cf` fields the plan takes. Two
 /// requests have the same fingerprint only if all of these are equal.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Fingerprint {
+pub(crate) struct Fingerprint {
     line: String,
     /// Where the URL is in `line`.
     url: std::ops::Range<usize>,
 }
 
 impl Fingerprint {
-    pub fn new(method: &str, url: &str, country: Option<&str>, asn: Option<u32>, verified_bot: Option<&str>) -> Fingerprint {
+    pub(crate) fn new(method: &str, url: &str, country: Option<&str>, asn: Option<u32>, verified_bot: Option<&str>) -> Fingerprint {
         // Each field length-prefixed, so that no two requests share one
         // (whatever their fields hold); absent differs from empty.
         let mut line = String::with_capacity(method.len() + url.len() + 24);
@@ -87,11 +87,11 @@ impl Fingerprint {
 
 /// The headers a plan read, in order, with the values it got.
 #[derive(Debug, Default)]
-pub struct Reads(RefCell<Vec<(String, Option<String>)>>);
+pub(crate) struct Reads(RefCell<Vec<(String, Option<String>)>>);
 
 impl Reads {
     /// Looks `name` up with `header` and records what it read.
-    pub fn read(&self, header: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
+    pub(crate) fn read(&self, header: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
         let value = header(name);
         self.0.borrow_mut().push((name.to_string(), value.clone()));
         value
@@ -105,7 +105,7 @@ impl Reads {
 /// Whether a fresh plan, planned with the body unread, is one the memo
 /// keeps: it checked rules, none of its matching rules exempted the
 /// request, and a counter found the client `blocked` (the flood case).
-pub fn keeps(matched: &[Matched<'_>], applied: &[Applied<'_>], blocked: bool) -> bool {
+pub(crate) fn keeps(matched: &[Matched<'_>], applied: &[Applied<'_>], blocked: bool) -> bool {
     blocked && !applied.is_empty() && matched.iter().all(|m| m.exempt.is_none())
 }
 
@@ -115,7 +115,7 @@ struct Entry {
 }
 
 /// A capped map from fingerprint to the plan's checked rules.
-pub struct PlanMemo {
+pub(crate) struct PlanMemo {
     entries: HashMap<Fingerprint, Entry>,
     order: VecDeque<Fingerprint>,
     /// The URLs of the entries, each with its number of entries.
@@ -124,14 +124,14 @@ pub struct PlanMemo {
 }
 
 impl PlanMemo {
-    pub fn new(capacity: usize) -> PlanMemo {
+    pub(crate) fn new(capacity: usize) -> PlanMemo {
         PlanMemo { entries: HashMap::new(), order: VecDeque::new(), urls: HashMap::new(), capacity: capacity.max(1) }
     }
 
     /// Whether some kept plan is of a request to `url`. Such a plan checked
     /// rules, so some rule takes `url`: [`crate::pipeline::plan::may_apply`], a
     /// function of the URL alone, is true of it and need not be asked.
-    pub fn holds_url(&self, url: &str) -> bool {
+    pub(crate) fn holds_url(&self, url: &str) -> bool {
         self.urls.contains_key(url)
     }
 
@@ -140,7 +140,7 @@ impl PlanMemo {
     /// as `Route::Check` (no canonical view, no matched rules: a kept plan
     /// exempted none, so its checked rules are all the rest of a request's
     /// handling reads of it).
-    pub fn replay(&self, fingerprint: &Fingerprint, header: &dyn Fn(&str) -> Option<String>) -> Option<Plan<'static>> {
+    pub(crate) fn replay(&self, fingerprint: &Fingerprint, header: &dyn Fn(&str) -> Option<String>) -> Option<Plan<'static>> {
         let entry = self.entries.get(fingerprint)?;
         entry
             .reads
@@ -152,7 +152,7 @@ impl PlanMemo {
     /// Keeps `applied`, the rules a plan checked, for `fingerprint` and the
     /// headers it read (`reads`); the caller has made sure the plan is one
     /// to keep ([`keeps`] and the module doc). Too large: not kept.
-    pub fn keep(&mut self, fingerprint: Fingerprint, reads: Reads, applied: Vec<Applied<'static>>) {
+    pub(crate) fn keep(&mut self, fingerprint: Fingerprint, reads: Reads, applied: Vec<Applied<'static>>) {
         if applied.is_empty() || fingerprint.line.len() + reads.bytes() > MAX_ENTRY_BYTES {
             return;
         }

@@ -44,29 +44,29 @@ use crate::config::policy::Action;
 use crate::pipeline::verdict::Outcome;
 
 /// The binding name of the dataset (`[[analytics_engine_datasets]]`).
-pub const BINDING: &str = "TOLLGATE_METRICS";
+pub(crate) const BINDING: &str = "TOLLGATE_METRICS";
 
-pub use crate::config::policy::MetricsLevel;
+pub(crate) use crate::config::policy::MetricsLevel;
 
 /// One data point, as plain data (the Worker builds the platform's).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Point {
-    pub index: String,
-    pub blobs: [String; 6],
-    pub doubles: [f64; 2],
+pub(crate) struct Point {
+    pub(crate) index: String,
+    pub(crate) blobs: [String; 6],
+    pub(crate) doubles: [f64; 2],
 }
 
 /// Where the request was served from (`request.cf`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Place<'a> {
-    pub colo: Option<&'a str>,
-    pub country: Option<&'a str>,
+pub(crate) struct Place<'a> {
+    pub(crate) colo: Option<&'a str>,
+    pub(crate) country: Option<&'a str>,
 }
 
 /// The data points of one request: one per exempt matching rule, then one
 /// per checked rule and identity (`outcomes[i]` for `applied[i]`), each if
 /// the rule's level selects it.
-pub fn points(matched: &[Matched<'_>], applied: &[Applied<'_>], outcomes: &[Outcome], place: Place<'_>) -> Vec<Point> {
+pub(crate) fn points(matched: &[Matched<'_>], applied: &[Applied<'_>], outcomes: &[Outcome], place: Place<'_>) -> Vec<Point> {
     let mut out = Vec::new();
     for m in matched {
         if let Some(e) = &m.exempt {
@@ -103,7 +103,7 @@ pub fn points(matched: &[Matched<'_>], applied: &[Applied<'_>], outcomes: &[Outc
 /// The allowed decisions of `"limited"` rules an isolate has not written
 /// yet, per rule (a handful of rules: a list, in first-seen order).
 #[derive(Debug, Default)]
-pub struct AllowedTotals {
+pub(crate) struct AllowedTotals {
     counts: Vec<(String, u64)>,
     /// When the oldest unwritten decision was counted.
     since_ms: Option<i64>,
@@ -113,7 +113,7 @@ impl AllowedTotals {
     /// Counts the allowed decisions among `outcomes` (for `applied`, index
     /// for index) of rules whose level is `"limited"`: the ones [`points`]
     /// leaves out.
-    pub fn count(&mut self, applied: &[Applied<'_>], outcomes: &[Outcome], now_ms: i64) {
+    pub(crate) fn count(&mut self, applied: &[Applied<'_>], outcomes: &[Outcome], now_ms: i64) {
         for (a, outcome) in applied.iter().zip(outcomes) {
             if a.rule.metrics != MetricsLevel::Limited || !matches!(outcome, Outcome::Allowed { .. }) {
                 continue;
@@ -129,7 +129,7 @@ impl AllowedTotals {
     /// The `allowed_total` points due at `now_ms` (one per rule counted,
     /// once `every_ms`, the config's `metrics_interval`, has passed since
     /// the oldest count), the totals emptied; none before.
-    pub fn due(&mut self, now_ms: i64, every_ms: i64, place: Place<'_>) -> Vec<Point> {
+    pub(crate) fn due(&mut self, now_ms: i64, every_ms: i64, place: Place<'_>) -> Vec<Point> {
         if self.since_ms.is_none_or(|since| now_ms - since < every_ms) {
             return Vec::new();
         }

@@ -40,7 +40,7 @@ use crate::config::rules::{method_candidates, Match, RequestView, Rule};
 /// Request headers that name the method an origin may route a request as
 /// (Rails, Express's method-override, Symfony and others), besides
 /// Laravel's `_method` query or form field.
-pub const METHOD_OVERRIDE_HEADERS: [&str; 3] = ["x-http-method-override", "x-http-method", "x-method-override"];
+pub(crate) const METHOD_OVERRIDE_HEADERS: [&str; 3] = ["x-http-method-override", "x-http-method", "x-method-override"];
 
 /// The request as both callers can describe it: plain data, no platform
 /// types.
@@ -125,7 +125,7 @@ pub enum Body<'a> {
 #[derive(Debug, Clone)]
 pub struct Canonical {
     /// Lowercased host, one trailing dot removed.
-    pub host: String,
+    pub(crate) host: String,
     /// From [`crate::request::canon::canonical_path`].
     pub path: String,
     /// The request's parameters, each tagged with its [`Source`]: the URL
@@ -188,7 +188,7 @@ pub struct Plan<'c> {
 /// request of the zone). `url` is the request's URL as the runtime
 /// serializes it (WHATWG): split as it is ([`RawUrl::split`]), its host and
 /// path are what a parsed [`url::Url`] gives.
-pub fn may_apply(config: &Config, url: &str) -> bool {
+pub(crate) fn may_apply(config: &Config, url: &str) -> bool {
     let raw = RawUrl::split(url);
     let Ok((path, entered)) = canonical_path_entering(raw.path, &config.admin_prefix) else { return true };
     entered || rules_take(config, &raw.host, &path)
@@ -418,7 +418,7 @@ fn overridden(parts: &RequestParts<'_>, query: &CanonicalQuery, body: Option<&Bo
 /// Whether `rule` matches `method` as sent: one of its methods exactly (no
 /// HEAD for GET), never OPTIONS (a CORS preflight is no attempt at what
 /// the rule guards, and many origins answer it 200).
-pub fn own_method(rule: &Rule, method: &str) -> bool {
+pub(crate) fn own_method(rule: &Rule, method: &str) -> bool {
     !method.eq_ignore_ascii_case("OPTIONS") && rule.lists_method(method)
 }
 

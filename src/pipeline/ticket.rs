@@ -65,13 +65,13 @@ const VERSION: u64 = 2;
 
 /// The oldest ticket [`Ticket::decode`] takes: an hour, the longest a
 /// reservation may hold ([`crate::count::protocol::MAX_HOLD_MS`]).
-pub const MAX_AGE_MS: i64 = crate::count::protocol::MAX_HOLD_MS as i64;
+pub(crate) const MAX_AGE_MS: i64 = crate::count::protocol::MAX_HOLD_MS as i64;
 
 /// The key tickets are signed with: HMAC-SHA256 under a label, over the
 /// log key and each `trusted_device` secret (in config order), each
 /// length-prefixed. `None` when the deployment has none of them: tickets
 /// are then unsigned (`tollgate check` already asks for a log key).
-pub fn signing_key(log_key: Option<&[u8]>, device_secrets: &[String]) -> Option<Vec<u8>> {
+pub(crate) fn signing_key(log_key: Option<&[u8]>, device_secrets: &[String]) -> Option<Vec<u8>> {
     if log_key.is_none() && device_secrets.is_empty() {
         return None;
     }
@@ -115,7 +115,7 @@ struct Entry {
 /// The ticket for `applied` and their `outcomes` (in the same order): one
 /// entry per failures-only rule, whatever its outcome (a counted status
 /// records a hit even when the counter could not be asked before).
-pub fn issue(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Ticket {
+pub(crate) fn issue(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Ticket {
     let entries = applied
         .iter()
         .zip(outcomes)
@@ -138,7 +138,7 @@ pub fn issue(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Ticket {
 
 impl Ticket {
     /// Whether there is nothing to settle: no failures-only rule applied.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
@@ -148,7 +148,7 @@ impl Ticket {
     /// spelling], ...],"m":"<hex MAC>"}` (flags: 1 fell back, 2 own method).
     /// Built on `serde_json::Value`, which the config parser links anyway
     /// (a derive would add its own code to the Worker's upload).
-    pub fn encode(&self, key: Option<&[u8]>, now_ms: i64) -> String {
+    pub(crate) fn encode(&self, key: Option<&[u8]>, now_ms: i64) -> String {
         let entries: Vec<Value> = self
             .entries
             .iter()
@@ -169,7 +169,7 @@ impl Ticket {
     /// `None` for anything else: another version, malformed, a signature
     /// missing or not `key`'s (compared in constant time), or issued over
     /// [`MAX_AGE_MS`] ago or in the future.
-    pub fn decode(text: &str, key: Option<&[u8]>, now_ms: i64) -> Option<Ticket> {
+    pub(crate) fn decode(text: &str, key: Option<&[u8]>, now_ms: i64) -> Option<Ticket> {
         let value: Value = serde_json::from_str(text).ok()?;
         if value.get("v")?.as_u64()? != VERSION {
             return None;
@@ -196,7 +196,7 @@ impl Ticket {
     /// rule (object name and log hash derived again, with `log_key`) and an
     /// outcome holding its reservation. Entries naming no failures-only rule
     /// of `config` (a ticket from another config, or altered) are dropped.
-    pub fn applied<'c>(&self, config: &'c Config, log_key: Option<&[u8]>) -> (Vec<Applied<'c>>, Vec<Outcome>) {
+    pub(crate) fn applied<'c>(&self, config: &'c Config, log_key: Option<&[u8]>) -> (Vec<Applied<'c>>, Vec<Outcome>) {
         let mut applied = Vec::new();
         let mut outcomes = Vec::new();
         for e in &self.entries {

@@ -21,7 +21,7 @@ use crate::pipeline::verdict::LogEvent;
 /// Whether the request asks for a WebSocket upgrade: `Upgrade` lists the
 /// token `websocket`, in any case (RFC 6455 §4.2.1; workerd upgrades on
 /// exactly this header).
-pub fn asks_websocket(headers: &HeaderMap) -> bool {
+pub(crate) fn asks_websocket(headers: &HeaderMap) -> bool {
     headers
         .get("upgrade")
         .is_some_and(|value| value.split(',').any(|token| token.trim().eq_ignore_ascii_case("websocket")))
@@ -29,13 +29,13 @@ pub fn asks_websocket(headers: &HeaderMap) -> bool {
 
 /// The first `block` usage rule of `applied` that refuses this request's
 /// upgrade; `None`: not an upgrade, or no such rule.
-pub fn refusing<'a, 'c>(applied: &'a [Applied<'c>], headers: &HeaderMap) -> Option<&'a Applied<'c>> {
+pub(crate) fn refusing<'a, 'c>(applied: &'a [Applied<'c>], headers: &HeaderMap) -> Option<&'a Applied<'c>> {
     let refuses = |a: &&Applied<'c>| a.rule.usage.is_some() && a.rule.action == Action::Block;
     applied.iter().find(refuses).filter(|_| asks_websocket(headers))
 }
 
 /// tollgate's answer to an upgrade a usage rule refuses, and its log line.
-pub fn refusal(applied: &Applied<'_>) -> (OwnResponse, LogEvent) {
+pub(crate) fn refusal(applied: &Applied<'_>) -> (OwnResponse, LogEvent) {
     let header = applied.rule.usage.as_ref().map_or("", |u| u.header.as_str());
     let detail = format!(
         "Rule `{}` charges the usage each answer reports in `{header}`; a WebSocket session reports none, so it is not opened.",

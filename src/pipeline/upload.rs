@@ -74,11 +74,11 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-pub use crate::config::policy::{UploadLimits, DEFAULT_UPLOAD_BUFFER, DEFAULT_UPLOAD_TIMEOUT_MS, MAX_UPLOAD_BUFFER, MAX_UPLOAD_TIMEOUT_MS, UPLOAD_CLIENT_SHARES};
+pub(crate) use crate::config::policy::{UploadLimits, UPLOAD_CLIENT_SHARES};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Receipt {
+pub(crate) enum Receipt {
     /// No body (a GET, a bodiless POST).
     NoBody,
     /// The whole body arrived, within the buffer and the time.
@@ -94,7 +94,7 @@ pub enum Receipt {
 impl Receipt {
     /// The glue's word for a receipt (`none`, `complete`, `over`,
     /// `stalled`); anything else is [`Receipt::Broken`].
-    pub fn from_word(word: &str) -> Receipt {
+    pub(crate) fn from_word(word: &str) -> Receipt {
         match word {
             "none" => Receipt::NoBody,
             "complete" => Receipt::Complete,
@@ -112,7 +112,7 @@ impl Receipt {
 /// the reserve and settle calls' `timeout`s, so that a body streaming
 /// under the deadline never outlasts its reservation (a lapsed slot would
 /// admit another request while this one may still be served).
-pub fn limits_for(applied: &[Applied<'_>]) -> Option<UploadLimits> {
+pub(crate) fn limits_for(applied: &[Applied<'_>]) -> Option<UploadLimits> {
     applied
         .iter()
         .filter(|a| a.rule.action == Action::Block && check_op(a.rule) == Op::Reserve)
@@ -127,28 +127,28 @@ pub fn limits_for(applied: &[Applied<'_>]) -> Option<UploadLimits> {
 /// A hold lapses this long after its upload's `upload_timeout` (the time
 /// for the counter calls and for the origin to take the bytes), even if its
 /// request never ended in a way the glue saw.
-pub const HOLD_GRACE_MS: i64 = 60_000;
+pub(crate) const HOLD_GRACE_MS: i64 = 60_000;
 
 /// The client an upload's bytes are charged to: the `CF-Connecting-IP`
 /// address as an `ip` key would read it (IPv6 by `ipv6_prefix`), or one
 /// shared `unknown` client without it.
-pub fn client_of(connecting_ip: Option<&str>, ipv6_prefix: u8) -> String {
+pub(crate) fn client_of(connecting_ip: Option<&str>, ipv6_prefix: u8) -> String {
     connecting_ip.and_then(|raw| crate::request::key::client_ip_key(raw, ipv6_prefix)).unwrap_or_else(|| "unknown".into())
 }
 
 /// The bytes an upload may need to hold while it is received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Want {
-    pub bytes: u32,
+pub(crate) struct Want {
+    pub(crate) bytes: u32,
     /// All of `bytes` or none (the length was announced: less could not
     /// hold the body).
-    pub whole: bool,
+    pub(crate) whole: bool,
 }
 
 /// What an upload under `limits` asks of the budget, given its
 /// `Content-Length` (if any): the announced length when it fits the
 /// buffer, else the buffer (a longer body streams past it anyway).
-pub fn wanted(limits: UploadLimits, content_length: Option<&str>) -> Want {
+pub(crate) fn wanted(limits: UploadLimits, content_length: Option<&str>) -> Want {
     let announced = content_length.map(str::trim).filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()));
     match announced.map(|l| l.parse::<u64>().unwrap_or(u64::MAX)) {
         Some(length) => Want { bytes: u32::try_from(length.min(u64::from(limits.buffer))).unwrap_or(limits.buffer), whole: true },
@@ -158,7 +158,7 @@ pub fn wanted(limits: UploadLimits, content_length: Option<&str>) -> Want {
 
 /// How to receive an upload, given what the budget granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reception {
+pub(crate) enum Reception {
     /// Read it within these limits (the buffer: what was granted).
     Read(UploadLimits),
     /// No room: read nothing, go on as [`Receipt::OverBuffer`] (stream).
@@ -167,13 +167,13 @@ pub enum Reception {
 
 /// What [`UploadBudget::take`] decided.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Taken {
+pub(crate) struct Taken {
     /// The hold to give back ([`UploadBudget::give_back`]); `None` when
     /// nothing is held.
-    pub hold: Option<u64>,
-    pub reception: Reception,
+    pub(crate) hold: Option<u64>,
+    pub(crate) reception: Reception,
     /// The `upload` line of an upload granted less than it wanted.
-    pub note: Option<LogEvent>,
+    pub(crate) note: Option<LogEvent>,
 }
 
 /// One upload's bytes, held.
@@ -190,18 +190,18 @@ struct Hold {
 /// back). Linear in the uploads being received, which an isolate's
 /// concurrent requests bound.
 #[derive(Debug, Default)]
-pub struct UploadBudget {
+pub(crate) struct UploadBudget {
     holds: Vec<Hold>,
     next_id: u64,
 }
 
 impl UploadBudget {
-    pub const fn new() -> UploadBudget {
+    pub(crate) const fn new() -> UploadBudget {
         UploadBudget { holds: Vec::new(), next_id: 0 }
     }
 
     /// Bytes held at `now_ms` (lapsed holds dropped), in all and by `client`.
-    pub fn held(&mut self, client: &str, now_ms: i64) -> (u64, u64) {
+    pub(crate) fn held(&mut self, client: &str, now_ms: i64) -> (u64, u64) {
         self.holds.retain(|h| h.until_ms > now_ms);
         let all = self.holds.iter().map(|h| h.bytes).sum();
         (all, self.holds.iter().filter(|h| h.client == client).map(|h| h.bytes).sum())
@@ -211,7 +211,7 @@ impl UploadBudget {
     /// for the isolate and a [`UPLOAD_CLIENT_SHARES`]th of it for the
     /// client, at `now_ms`: the hold lapses `upload_timeout` +
     /// [`HOLD_GRACE_MS`] later.
-    pub fn take(&mut self, budget: u32, client: &str, limits: UploadLimits, want: Want, now_ms: i64) -> Taken {
+    pub(crate) fn take(&mut self, budget: u32, client: &str, limits: UploadLimits, want: Want, now_ms: i64) -> Taken {
         let (all, mine) = self.held(client, now_ms);
         let share = u64::from(budget / UPLOAD_CLIENT_SHARES);
         let room = u64::from(budget).saturating_sub(all).min(share.saturating_sub(mine));
@@ -232,7 +232,7 @@ impl UploadBudget {
     }
 
     /// Gives the hold `id` back (nothing if it lapsed).
-    pub fn give_back(&mut self, id: u64) {
+    pub(crate) fn give_back(&mut self, id: u64) {
         self.holds.retain(|h| h.id != id);
     }
 }
@@ -254,7 +254,7 @@ fn over_budget(want: Want, granted: u64, all: u64, mine: u64, budget: u32) -> Lo
 
 /// What the Worker does once the body was read as far as `limits` allow.
 #[derive(Debug, Clone)]
-pub enum Next {
+pub(crate) enum Next {
     /// Check the rules (reserve). `deadline_ms`: the Unix ms by which the
     /// rest of the body must have been forwarded, for a body over the
     /// buffer (`None`: the body is all here, or there is none).
@@ -264,7 +264,7 @@ pub enum Next {
 }
 
 /// What follows `receipt`, read under `limits` from `started_ms` on.
-pub fn next(receipt: Receipt, limits: UploadLimits, started_ms: i64) -> Next {
+pub(crate) fn next(receipt: Receipt, limits: UploadLimits, started_ms: i64) -> Next {
     match receipt {
         Receipt::NoBody | Receipt::Complete => Next::Check { deadline_ms: None },
         Receipt::OverBuffer => Next::Check { deadline_ms: Some(started_ms.saturating_add(i64::from(limits.timeout_ms))) },
@@ -277,19 +277,19 @@ pub fn next(receipt: Receipt, limits: UploadLimits, started_ms: i64) -> Next {
 }
 
 /// The time left until `deadline_ms` at `now_ms`, in whole ms (0 when past).
-pub fn left_ms(deadline_ms: i64, now_ms: i64) -> u32 {
+pub(crate) fn left_ms(deadline_ms: i64, now_ms: i64) -> u32 {
     u32::try_from(deadline_ms.saturating_sub(now_ms).max(0)).unwrap_or(u32::MAX)
 }
 
 /// 408: the body did not arrive within `timeout_ms`.
-pub fn too_slow(timeout_ms: u32) -> OwnResponse {
+pub(crate) fn too_slow(timeout_ms: u32) -> OwnResponse {
     let detail = format!("The request body did not arrive within {} s.", crate::config::headers::seconds_ceil(u64::from(timeout_ms)));
     OwnResponse::problem(408, "Request Timeout", &detail, None)
 }
 
 /// The log line of a body that stalled after its slot was reserved (the
 /// forward aborted, the slot released).
-pub fn aborted_event(timeout_ms: u32) -> LogEvent {
+pub(crate) fn aborted_event(timeout_ms: u32) -> LogEvent {
     LogEvent::new("upload", vec![("outcome", "aborted".into()), ("upload_timeout_ms", timeout_ms.into())])
 }
 

@@ -26,7 +26,7 @@ use serde_json::Value;
 const METHOD_CHARS: usize = 16;
 
 /// Adds who and what to each of `events`, one request's lines.
-pub fn annotate(events: &mut [LogEvent], facts: &Facts<'_>, config: &Config) {
+pub(crate) fn annotate(events: &mut [LogEvent], facts: &Facts<'_>, config: &Config) {
     let method: String = facts.method.chars().take(METHOD_CHARS).collect();
     for event in events.iter_mut() {
         let route = event
@@ -47,7 +47,7 @@ pub fn annotate(events: &mut [LogEvent], facts: &Facts<'_>, config: &Config) {
 /// Adds where the client is (`country`, `colo`, `asn`) to each of `events`
 /// that does not say it yet: the Worker reads `request.cf` for its log
 /// lines only when there are some, if the rules did not read it already.
-pub fn locate(events: &mut [LogEvent], client: &Client) {
+pub(crate) fn locate(events: &mut [LogEvent], client: &Client) {
     for event in events {
         let has = |fields: &[(&'static str, Value)], name: &str| fields.iter().any(|(n, _)| *n == name);
         if let Some(country) = client.country.as_deref().filter(|_| !has(&event.fields, "country")) {

@@ -394,7 +394,7 @@ fn boundaries(content_type: &str) -> Vec<String> {
 /// The most boundary readings a multipart body is parsed under: each is a
 /// pass over the body, and a content type can repeat `boundary` hundreds of
 /// times. Browsers and curl give one; more is malformed (fail safe).
-pub const MAX_BOUNDARIES: usize = 4;
+pub(crate) const MAX_BOUNDARIES: usize = 4;
 
 /// One reading of a multipart field's name, and its value (`None` for a
 /// file).

@@ -21,13 +21,13 @@ use std::fmt;
 /// so that an origin (or a proxy in front of it) that decodes twice cannot be
 /// shown a protected path that tollgate missed. Four rounds cover any chain
 /// seen in practice while bounding work on hostile input.
-pub const MAX_DECODE_ROUNDS: usize = 4;
+pub(crate) const MAX_DECODE_ROUNDS: usize = 4;
 
 /// Bytes re-encoded in the canonical path: the WHATWG URL "path
 /// percent-encode set" (C0 controls, space, `"`, `#`, `<`, `>`, `?`, `` ` ``,
 /// `{`, `}`), plus `%` itself so that a literal percent left by an invalid
 /// escape is unambiguous. Bytes ≥ 0x80 are always encoded.
-pub const CANONICAL_PATH_ENCODE: &AsciiSet = &CONTROLS
+pub(crate) const CANONICAL_PATH_ENCODE: &AsciiSet = &CONTROLS
     .add(b' ')
     .add(b'"')
     .add(b'#')
@@ -114,7 +114,7 @@ pub fn canonical_path(raw_path: &str) -> Result<String, CanonError> {
 /// cookie of `Path=/.tollgate` by the raw path, so every request it sends
 /// such a cookie with enters the prefix, wherever its dot segments lead
 /// (issue 35). An empty prefix (`/`) is never entered.
-pub fn canonical_path_entering(raw_path: &str, prefix: &str) -> Result<(String, bool), CanonError> {
+pub(crate) fn canonical_path_entering(raw_path: &str, prefix: &str) -> Result<(String, bool), CanonError> {
     let prefix = decode_fully(prefix.as_bytes());
     let prefix: Vec<&[u8]> = prefix.split(|&b| b == b'/').filter(|s| !s.is_empty()).collect();
     canonical_walk(raw_path, &prefix)
@@ -160,7 +160,7 @@ fn canonical_walk(raw_path: &str, prefix: &[&[u8]]) -> Result<(String, bool), Ca
 /// What follows `prefix` in `canonical_path` (`""` or `/...`), the prefix
 /// compared in any ASCII case; `None` when the path is not under it
 /// (`/.tollgatex` is not under `/.tollgate`).
-pub fn under_prefix<'p>(prefix: &str, canonical_path: &'p str) -> Option<&'p str> {
+pub(crate) fn under_prefix<'p>(prefix: &str, canonical_path: &'p str) -> Option<&'p str> {
     let head = canonical_path.get(..prefix.len())?;
     let rest = canonical_path.get(prefix.len()..)?;
     (head.eq_ignore_ascii_case(prefix) && (rest.is_empty() || rest.starts_with('/'))).then_some(rest)
@@ -181,7 +181,7 @@ pub enum Source {
 
 impl Source {
     /// The name a config and `explain` use: `query`, `body`, `cookie`.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Source::Query => "query",
             Source::Body => "body",
@@ -198,8 +198,8 @@ impl Sources {
     /// `["query", "body"]`, the default: what PHP's `$_REQUEST` holds under
     /// php.ini-production's `request_order = "GP"`, Laravel's `input()`,
     /// Rails' `params`.
-    pub const DEFAULT: Sources = Sources(1 | 2);
-    pub const NONE: Sources = Sources(0);
+    pub(crate) const DEFAULT: Sources = Sources(1 | 2);
+    pub(crate) const NONE: Sources = Sources(0);
 
     fn bit(source: Source) -> u8 {
         match source {
@@ -210,11 +210,11 @@ impl Sources {
     }
 
     /// This set and `source`.
-    pub fn with(self, source: Source) -> Sources {
+    pub(crate) fn with(self, source: Source) -> Sources {
         Sources(self.0 | Sources::bit(source))
     }
 
-    pub fn contains(self, source: Source) -> bool {
+    pub(crate) fn contains(self, source: Source) -> bool {
         self.0 & Sources::bit(source) != 0
     }
 }

@@ -38,7 +38,7 @@ fn mac_hex(secret: &[u8], rule: &str, key: &str, spelling: &str, expires_s: i64)
 
 /// The cookie value for `key` spelled `spelling` (its tag) under `rule`,
 /// good until `expires_s`.
-pub fn token(secret: &[u8], rule: &str, key: &str, spelling: &str, expires_s: i64) -> String {
+pub(crate) fn token(secret: &[u8], rule: &str, key: &str, spelling: &str, expires_s: i64) -> String {
     format!("{VERSION}.{expires_s}.{}", mac_hex(secret, rule, key, spelling, expires_s))
 }
 
@@ -46,7 +46,7 @@ pub fn token(secret: &[u8], rule: &str, key: &str, spelling: &str, expires_s: i6
 /// spelled `spelling` under `rule` at `now_ms`; `None` for anything else
 /// (malformed, expired, signed for another rule, account or spelling, or
 /// not by `secret`). The MAC is compared in constant time.
-pub fn verify(secret: &[u8], rule: &str, key: &str, spelling: &str, value: &str, now_ms: i64) -> Option<String> {
+pub(crate) fn verify(secret: &[u8], rule: &str, key: &str, spelling: &str, value: &str, now_ms: i64) -> Option<String> {
     let mut parts = value.trim().splitn(3, '.');
     let (version, expires, mac) = (parts.next()?, parts.next()?, parts.next()?);
     let expires_s: i64 = expires.parse().ok()?;
@@ -59,13 +59,13 @@ pub fn verify(secret: &[u8], rule: &str, key: &str, spelling: &str, value: &str,
 
 /// The key a trusted device's requests count under: the account's, plus
 /// the device.
-pub fn device_key(key: &str, device: &str) -> String {
+pub(crate) fn device_key(key: &str, device: &str) -> String {
     format!("{key}|device={device}")
 }
 
 /// The `Set-Cookie` value that hands a device its cookie: `HttpOnly`,
 /// `Secure`, `SameSite=Lax`, for the whole site, for `ttl_s`.
-pub fn set_cookie(name: &str, token: &str, ttl_s: u64) -> String {
+pub(crate) fn set_cookie(name: &str, token: &str, ttl_s: u64) -> String {
     format!("{name}={token}; Max-Age={ttl_s}; Path=/; HttpOnly; Secure; SameSite=Lax")
 }
 

@@ -22,7 +22,7 @@ use std::net::IpAddr;
 
 /// An IPv4 or IPv6 CIDR range, its address masked to the prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IpRange {
+pub(crate) struct IpRange {
     /// The network, as a 128-bit number (IPv4 in the low 32 bits).
     network: u128,
     prefix: u8,
@@ -33,7 +33,7 @@ impl IpRange {
     /// `"10.0.0.0/8"`, `"2001:db8::/32"`, or a single address (`/32`,
     /// `/128`). Bits set past the prefix are refused: `10.1.0.0/8` is
     /// likely a typo for a narrower range.
-    pub fn parse(text: &str) -> Result<IpRange, String> {
+    pub(crate) fn parse(text: &str) -> Result<IpRange, String> {
         let (addr, prefix) = match text.split_once('/') {
             Some((addr, prefix)) => (addr, Some(prefix)),
             None => (text, None),
@@ -60,7 +60,7 @@ impl IpRange {
 
     /// Whether `addr` is in the range. An IPv4-mapped IPv6 address
     /// (`::ffff:a.b.c.d`) is its IPv4 address; nothing else crosses families.
-    pub fn contains(&self, addr: IpAddr) -> bool {
+    pub(crate) fn contains(&self, addr: IpAddr) -> bool {
         let (bits, v4) = match addr {
             IpAddr::V4(v4) => (u128::from(u32::from(v4)), true),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -95,7 +95,7 @@ fn mask(prefix: u8, width: u8) -> u128 {
 
 /// Which verified bots are exempt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Bots {
+pub(crate) enum Bots {
     #[default]
     None,
     /// Every verified bot (`verified_bots = true`).
@@ -108,38 +108,38 @@ pub enum Bots {
 /// `exempt_header = { name, secret }`: requests whose header `name` holds
 /// the value of the Workers secret `secret`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SecretHeader {
+pub(crate) struct SecretHeader {
     /// Lowercased.
-    pub name: String,
+    pub(crate) name: String,
     /// The Workers secret's name (never its value).
-    pub secret: String,
+    pub(crate) secret: String,
 }
 
 /// An `exempt` table (top level or per rule). Empty by default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Exemptions {
-    pub ips: Vec<IpRange>,
-    pub asns: Vec<u32>,
-    pub bots: Bots,
-    pub header: Option<SecretHeader>,
+pub(crate) struct Exemptions {
+    pub(crate) ips: Vec<IpRange>,
+    pub(crate) asns: Vec<u32>,
+    pub(crate) bots: Bots,
+    pub(crate) header: Option<SecretHeader>,
 }
 
 /// What a request shows that exemptions look at.
-pub struct ExemptInputs<'a> {
+pub(crate) struct ExemptInputs<'a> {
     /// The raw `CF-Connecting-IP`.
-    pub client_ip: Option<&'a str>,
-    pub asn: Option<u32>,
+    pub(crate) client_ip: Option<&'a str>,
+    pub(crate) asn: Option<u32>,
     /// `Some(category)` when Cloudflare says the client is a verified bot
     /// (the category empty when only `botManagement.verifiedBot` said so).
-    pub verified_bot: Option<&'a str>,
-    pub header: &'a dyn Fn(&str) -> Option<String>,
+    pub(crate) verified_bot: Option<&'a str>,
+    pub(crate) header: &'a dyn Fn(&str) -> Option<String>,
     /// A Workers secret by name.
-    pub secret: &'a dyn Fn(&str) -> Option<String>,
+    pub(crate) secret: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// Why a request is exempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Exemption {
+pub(crate) enum Exemption {
     Ip(IpRange),
     Asn(u32),
     VerifiedBot(String),
@@ -149,7 +149,7 @@ pub enum Exemption {
 
 impl Exemption {
     /// `ip`, `asn`, `verified_bot` or `header`: the `by` of the log line.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Exemption::Ip(_) => "ip",
             Exemption::Asn(_) => "asn",
@@ -160,7 +160,7 @@ impl Exemption {
 
     /// What matched: the range, the ASN, the bot category, the header's
     /// name (never its value).
-    pub fn detail(&self) -> String {
+    pub(crate) fn detail(&self) -> String {
         match self {
             Exemption::Ip(range) => range.to_string(),
             Exemption::Asn(asn) => asn.to_string(),
@@ -177,19 +177,19 @@ impl fmt::Display for Exemption {
 }
 
 impl Exemptions {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.ips.is_empty() && self.asns.is_empty() && self.bots == Bots::None && self.header.is_none()
     }
 
     /// Whether deciding them reads `request.cf` (the ASN, verified bots).
-    pub fn reads_cf(&self) -> bool {
+    pub(crate) fn reads_cf(&self) -> bool {
         !self.asns.is_empty() || self.bots != Bots::None
     }
 
     /// The first exemption the request meets, checked in this order: IP
     /// range, ASN, verified bot, secret header. A secret that is unset or
     /// blank exempts nobody.
-    pub fn exempts(&self, inputs: &ExemptInputs<'_>) -> Option<Exemption> {
+    pub(crate) fn exempts(&self, inputs: &ExemptInputs<'_>) -> Option<Exemption> {
         if self.is_empty() {
             return None;
         }
@@ -224,7 +224,7 @@ impl Exemptions {
 /// sides hashed first (so neither length nor a common prefix shows in the
 /// time taken), surrounding whitespace ignored (a secret stored with a
 /// trailing newline), an empty secret matching nothing.
-pub fn secret_matches(expected: &str, presented: &str) -> bool {
+pub(crate) fn secret_matches(expected: &str, presented: &str) -> bool {
     let (expected, presented) = (expected.trim(), presented.trim());
     crate::request::hmac::same_bytes(&Sha256::digest(expected.as_bytes()), &Sha256::digest(presented.as_bytes())) && !expected.is_empty()
 }
@@ -233,7 +233,7 @@ pub fn secret_matches(expected: &str, presented: &str) -> bool {
 /// `request.cf` holds: `Some(category)` for a non-blank
 /// `verifiedBotCategory`; else `Some("")` when Bot Management's
 /// `botManagement.verifiedBot` is `true` (asked only then); else `None`.
-pub fn verified_bot(category: Option<String>, bot_management_verified: impl FnOnce() -> Option<bool>) -> Option<String> {
+pub(crate) fn verified_bot(category: Option<String>, bot_management_verified: impl FnOnce() -> Option<bool>) -> Option<String> {
     match category.filter(|c| !c.trim().is_empty()) {
         Some(category) => Some(category),
         None => (bot_management_verified() == Some(true)).then(String::new),

@@ -92,7 +92,7 @@ impl ValueType {
     /// Every value an origin could read (an `int` may read several ways,
     /// see [`int_readings`]); the first is [`ValueType::read`]'s. Empty
     /// when no origin would read an identity from it.
-    pub fn readings(self, value: &str) -> Vec<String> {
+    pub(crate) fn readings(self, value: &str) -> Vec<String> {
         match self {
             ValueType::Int => int_readings(value),
             _ => self.read(value).into_iter().collect(),
@@ -101,7 +101,7 @@ impl ValueType {
 
     /// The value as the origin reads it; `None` when the origin would read
     /// no identity from it.
-    pub fn read(self, value: &str) -> Option<String> {
+    pub(crate) fn read(self, value: &str) -> Option<String> {
         let read = match self {
             ValueType::Raw => value.to_string(),
             ValueType::Lower => value.trim().to_lowercase(),
@@ -213,7 +213,7 @@ fn read_uuid(value: &str) -> Option<String> {
 /// row: ASCII case, fullwidth ASCII (U+FF01–FF5E), the accented letters of
 /// Latin-1 and Latin Extended-A, and the default-ignorable characters that
 /// render as nothing. Other scripts are kept as they are (lowercased).
-pub fn fold_email(value: &str) -> String {
+pub(crate) fn fold_email(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.trim().chars() {
         if is_default_ignorable(c) {
@@ -288,13 +288,13 @@ impl KeyPart {
     /// Whether the part identifies the client (as opposed to the target of
     /// the request). Clearing a count on success must never touch these, or
     /// a client could reset its own count by succeeding on its own account.
-    pub fn identifies_client(&self) -> bool {
+    pub(crate) fn identifies_client(&self) -> bool {
         matches!(self, KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn)
     }
 
     /// The name of a part that has one (`header:`, `cookie:`, `query:`,
     /// `path:`, `body:`), with its declared type.
-    pub fn named(&self) -> Option<(&str, Option<ValueType>)> {
+    pub(crate) fn named(&self) -> Option<(&str, Option<ValueType>)> {
         match self {
             KeyPart::Header(n, t) | KeyPart::Cookie(n, t) | KeyPart::Query(n, t) | KeyPart::PathGroup(n, t) | KeyPart::Body(n, t) => {
                 Some((n, *t))
@@ -305,7 +305,7 @@ impl KeyPart {
 
     /// The type its values are read as: the declared one, else the kind's
     /// default (`lower` for body fields, `raw` for the rest).
-    pub fn value_type(&self) -> ValueType {
+    pub(crate) fn value_type(&self) -> ValueType {
         match self {
             KeyPart::Body(_, t) => t.unwrap_or(ValueType::Lower),
             other => other.named().and_then(|(_, t)| t).unwrap_or(ValueType::Raw),
@@ -317,14 +317,14 @@ impl KeyPart {
     /// router finds one resource for `/chat/AbC` and `/chat/abc`. Every
     /// path group but a `:raw` one, which is the value as sent (an origin
     /// that tells `AbC123` from `abc123` apart: issue 39).
-    pub fn folds_with_match(&self) -> bool {
+    pub(crate) fn folds_with_match(&self) -> bool {
         matches!(self, KeyPart::PathGroup(_, t) if *t != Some(ValueType::Raw))
     }
 
     /// Whether the part names an id (`id`, `*_id`, `*Id`, `*-id`) but
     /// declares no type: `tollgate check` warns that spellings an origin
     /// reads as one id (`042`, `42`) would count apart.
-    pub fn untyped_id(&self) -> bool {
+    pub(crate) fn untyped_id(&self) -> bool {
         let Some((name, None)) = self.named() else { return false };
         let last = name.rsplit('.').next().unwrap_or(name);
         let lower = last.to_ascii_lowercase();
@@ -337,7 +337,7 @@ impl KeyPart {
     /// `cookie:NAME`, `query:NAME`, `path:GROUP` or `body:FIELD`, each of
     /// the named ones optionally followed by `:TYPE` (`raw`, `lower`, `int`,
     /// `uuid`, `email`): `path:school:int`.
-    pub fn parse(text: &str) -> Result<KeyPart, KeyPartError> {
+    pub(crate) fn parse(text: &str) -> Result<KeyPart, KeyPartError> {
         let (kind, name) = match text.split_once(':') {
             Some((kind, name)) => (kind, Some(name)),
             None => (text, None),
@@ -371,7 +371,7 @@ impl KeyPart {
 
 /// Why a key part written in the config was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyPartError {
+pub(crate) enum KeyPartError {
     /// `header:`, `cookie:`, `query:`, `path:` or `body:` without a name
     /// of visible ASCII after the colon (`text` is the whole part).
     MissingName { text: String, kind: String },
@@ -429,35 +429,35 @@ impl fmt::Display for KeyPart {
 }
 
 /// The request values a key can be built from.
-pub struct KeyInputs<'a> {
+pub(crate) struct KeyInputs<'a> {
     /// The raw `CF-Connecting-IP` header, if any.
-    pub client_ip: Option<&'a str>,
+    pub(crate) client_ip: Option<&'a str>,
     /// Looks up a request header by lowercased name.
-    pub header: &'a dyn Fn(&str) -> Option<String>,
-    pub query: &'a CanonicalQuery,
+    pub(crate) header: &'a dyn Fn(&str) -> Option<String>,
+    pub(crate) query: &'a CanonicalQuery,
     /// Groups captured by the rule's URLPattern, as sent
     /// ([`crate::config::rules::Match::groups`]).
-    pub path_groups: &'a [(String, String)],
+    pub(crate) path_groups: &'a [(String, String)],
     /// The rule matches paths in any case: a group read as matched
     /// ([`KeyPart::folds_with_match`]) is lowercased.
-    pub fold_path_groups: bool,
+    pub(crate) fold_path_groups: bool,
     /// Every raw value a body field could be read as (see
     /// [`body_field_values`]).
-    pub body: &'a dyn Fn(&str) -> Vec<String>,
+    pub(crate) body: &'a dyn Fn(&str) -> Vec<String>,
     /// `request.cf.country` and `request.cf.asn`.
-    pub country: Option<&'a str>,
-    pub asn: Option<u32>,
-    pub ipv6_prefix: u8,
+    pub(crate) country: Option<&'a str>,
+    pub(crate) asn: Option<u32>,
+    pub(crate) ipv6_prefix: u8,
 }
 
 /// Most identities one request is charged to for one rule. Past it the
 /// request is refused (400): a client sending many spellings of a key
 /// would otherwise cost one object call each.
-pub const MAX_IDENTITIES: usize = 4;
+pub(crate) const MAX_IDENTITIES: usize = 4;
 
 /// A key part the request does not carry (or carries unusably).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingPart(pub KeyPart);
+pub struct MissingPart(pub(crate) KeyPart);
 
 impl fmt::Display for MissingPart {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -500,7 +500,7 @@ impl std::error::Error for KeyError {}
 /// are one key. A part with no usable value is [`KeyError::Missing`]: the
 /// caller applies the rule's missing-key policy, so absent values never
 /// share one empty-key bucket by accident.
-pub fn derive_keys(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<Vec<String>, KeyError> {
+pub(crate) fn derive_keys(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<Vec<String>, KeyError> {
     let mut keys = vec![String::new()];
     for part in parts {
         let values = part_values(part, inputs);
@@ -525,7 +525,7 @@ pub fn derive_keys(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<Vec<Stri
 
 /// The one key of a request whose parts each have one value (the admin
 /// API's, given raw): the first of [`derive_keys`].
-pub fn derive_key(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<String, MissingPart> {
+pub(crate) fn derive_key(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<String, MissingPart> {
     match derive_keys(parts, inputs) {
         Ok(keys) => keys.into_iter().next().ok_or_else(|| MissingPart(parts.first().cloned().unwrap_or(KeyPart::Global))),
         Err(KeyError::Missing(missing)) => Err(missing),
@@ -636,7 +636,7 @@ fn header_values(joined: &str) -> Vec<String> {
 /// `body:` value hashed); a header naming several different items names no
 /// one. `None` for a value that would be missing, and for `ip`, `global`,
 /// `country` and `asn`, which no request value names.
-pub fn identity_key(part: &KeyPart, value: &str) -> Option<String> {
+pub(crate) fn identity_key(part: &KeyPart, value: &str) -> Option<String> {
     let value = match part {
         KeyPart::Header(..) => {
             let items = header_values(value);
@@ -681,7 +681,7 @@ fn sha256_hex(text: &str) -> String {
 ///
 /// Anything else (text, malformed JSON, invalid UTF-8) has none: the rule's
 /// missing-key policy then applies.
-pub fn body_field_values(content_type: &str, body: &[u8], field: &str) -> Vec<String> {
+pub(crate) fn body_field_values(content_type: &str, body: &[u8], field: &str) -> Vec<String> {
     let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if crate::request::body::is_json(&media) {
         let Some(json) = crate::request::json::parse(body) else { return Vec::new() };
@@ -708,7 +708,7 @@ pub fn body_field_values(content_type: &str, body: &[u8], field: &str) -> Vec<St
 /// only a holder of the secret can compute or test a label (`tollgate
 /// hash`). Both have the same length, so log queries and dashboards do not
 /// change when the secret is added; the labels themselves do.
-pub fn key_hash(key: &str, log_key: Option<&[u8]>) -> String {
+pub(crate) fn key_hash(key: &str, log_key: Option<&[u8]>) -> String {
     use sha2::{Digest, Sha256};
     let digest: [u8; 32] = match log_key {
         Some(secret) => crate::request::hmac::hmac_sha256(secret, key.as_bytes()),
@@ -721,7 +721,7 @@ pub fn key_hash(key: &str, log_key: Option<&[u8]>) -> String {
 /// surrounding whitespace trimmed (a secret stored with a trailing newline,
 /// `echo key | wrangler secret put`, or read from a file, is the same key).
 /// `None` for a blank secret, which keys nothing.
-pub fn log_key(secret: &str) -> Option<Vec<u8>> {
+pub(crate) fn log_key(secret: &str) -> Option<Vec<u8>> {
     let trimmed = secret.trim();
     (!trimmed.is_empty()).then(|| trimmed.as_bytes().to_vec())
 }
@@ -735,7 +735,7 @@ pub fn log_key(secret: &str) -> Option<Vec<u8>> {
 /// `$_COOKIE`, the first kept: `laravel.session` and `laravel[session` are
 /// `laravel_session`), or in another case
 /// (nginx's `$cookie_NAME` ignores case).
-pub fn cookie_values(header: &str, name: &str) -> Vec<String> {
+pub(crate) fn cookie_values(header: &str, name: &str) -> Vec<String> {
     // PHP also reads a first `[` without a `]` after it as `_`.
     let php = |n: &str| {
         let n = n.trim();
@@ -764,7 +764,7 @@ pub fn cookie_values(header: &str, name: &str) -> Vec<String> {
 
 /// The value of cookie `name` when the header gives it exactly one
 /// ([`cookie_values`]).
-pub fn cookie_value(header: &str, name: &str) -> Option<String> {
+pub(crate) fn cookie_value(header: &str, name: &str) -> Option<String> {
     let mut values = cookie_values(header, name);
     (values.len() == 1).then(|| values.pop()).flatten()
 }
@@ -791,7 +791,7 @@ pub fn cookie_value(header: &str, name: &str) -> Option<String> {
 ///   client cannot rotate through the addresses of its own subnet.
 ///
 /// `None` when `raw` is not an IP address.
-pub fn client_ip_key(raw: &str, ipv6_prefix: u8) -> Option<String> {
+pub(crate) fn client_ip_key(raw: &str, ipv6_prefix: u8) -> Option<String> {
     match raw.trim().parse::<IpAddr>().ok()? {
         IpAddr::V4(v4) => Some(v4.to_string()),
         IpAddr::V6(v6) => {

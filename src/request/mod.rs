@@ -4,9 +4,9 @@
 
 pub mod body;
 pub mod canon;
-pub mod exempt;
+pub(crate) mod exempt;
 pub(crate) mod hmac;
 pub(crate) mod device;
-pub mod spelling;
+pub(crate) mod spelling;
 pub(crate) mod json;
 pub(crate) mod key;

@@ -34,11 +34,11 @@ use crate::request::key::KeyPart;
 use sha2::{Digest, Sha256};
 
 /// Hex digits of a spelling's tag.
-pub const TAG_HEX: usize = 16;
+pub(crate) const TAG_HEX: usize = 16;
 
 /// How a request spelled the identity a relief rule keys on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Spelling {
+pub(crate) enum Spelling {
     /// One spelling: its tag.
     One(u64),
     /// Several (or none that a value carries): no relief.
@@ -51,7 +51,7 @@ impl Spelling {
     /// order found): [`Spelling::One`] when every named part has exactly
     /// one distinct raw value. Unnamed parts (`ip`, `global`, `country`,
     /// `asn`) are not spellings and are left out.
-    pub fn of(values: &[(&KeyPart, Vec<String>)]) -> Spelling {
+    pub(crate) fn of(values: &[(&KeyPart, Vec<String>)]) -> Spelling {
         let mut hasher = Sha256::new();
         hasher.update(b"tollgate-spelling");
         for (part, raw) in values.iter().filter(|(part, _)| part.named().is_some()) {
@@ -73,12 +73,12 @@ impl Spelling {
     /// trimmed first, as HTTP field values are (RFC 9110 §5.5): a header
     /// cannot name surrounding spaces, so a request spelled with them is
     /// never named.
-    pub fn names(&self, part: &KeyPart, value: &str) -> bool {
+    pub(crate) fn names(&self, part: &KeyPart, value: &str) -> bool {
         matches!(self, Spelling::One(_)) && *self == Spelling::of(&[(part, vec![value.trim().to_string()])])
     }
 
     /// The tag as [`TAG_HEX`] lowercase hex digits, for one spelling.
-    pub fn tag(&self) -> Option<String> {
+    pub(crate) fn tag(&self) -> Option<String> {
         match self {
             Spelling::One(tag) => Some(format!("{tag:016x}")),
             Spelling::Several => None,
@@ -86,12 +86,12 @@ impl Spelling {
     }
 
     /// The wire form: the tag, or `-` for several.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         self.tag().unwrap_or_else(|| "-".to_string())
     }
 
     /// Reads [`Spelling::encode`]'s form; `None` for anything else.
-    pub fn decode(text: &str) -> Option<Spelling> {
+    pub(crate) fn decode(text: &str) -> Option<Spelling> {
         if text == "-" {
             return Some(Spelling::Several);
         }
@@ -103,7 +103,7 @@ impl Spelling {
 /// What a limiter object knows of the spellings its count was committed
 /// under (kept in the row only for relief rules).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mark {
+pub(crate) enum Mark {
     /// Every failure in the count was committed under this tag.
     One(u64),
     /// Under several, or under one the object was not told.
@@ -112,7 +112,7 @@ pub enum Mark {
 
 impl Mark {
     /// The row's form: the tag, or `*`.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         match self {
             Mark::One(tag) => Spelling::One(*tag).encode(),
             Mark::Mixed => "*".to_string(),
@@ -121,7 +121,7 @@ impl Mark {
 
     /// Reads [`Mark::encode`]'s form; anything else reads as
     /// [`Mark::Mixed`] (never as a spelling that could earn relief).
-    pub fn decode(text: &str) -> Mark {
+    pub(crate) fn decode(text: &str) -> Mark {
         match Spelling::decode(text) {
             Some(Spelling::One(tag)) => Mark::One(tag),
             _ => Mark::Mixed,
@@ -135,7 +135,7 @@ impl Mark {
 /// - a count of one spelling keeps it for the same spelling;
 /// - anything else mixes; a count that held failures without a mark (an
 ///   older row, a rule given `on_success` since) mixes too.
-pub fn after_commit(mark: Option<&Mark>, empty: bool, spelling: Option<&Spelling>) -> Option<Mark> {
+pub(crate) fn after_commit(mark: Option<&Mark>, empty: bool, spelling: Option<&Spelling>) -> Option<Mark> {
     let told = spelling.map(|s| match s {
         Spelling::One(tag) => Mark::One(*tag),
         Spelling::Several => Mark::Mixed,
@@ -154,7 +154,7 @@ pub fn after_commit(mark: Option<&Mark>, empty: bool, spelling: Option<&Spelling
 /// `mark` that is `empty` or not: only a count every failure of which was
 /// committed under that very spelling (an empty count has nothing to
 /// give back either way).
-pub fn relieves(mark: Option<&Mark>, empty: bool, spelling: Option<&Spelling>) -> bool {
+pub(crate) fn relieves(mark: Option<&Mark>, empty: bool, spelling: Option<&Spelling>) -> bool {
     match (mark, spelling) {
         _ if empty => true,
         (Some(Mark::One(kept)), Some(Spelling::One(tag))) => kept == tag,

@@ -12,15 +12,15 @@ use crate::config::Config;
 
 /// A parsed Workers route pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RoutePattern {
-    pub pattern: String,
+pub(crate) struct RoutePattern {
+    pub(crate) pattern: String,
     host: String,
     path: String,
 }
 
 impl RoutePattern {
     /// Parses `[scheme://][*]host[/path[*]]`.
-    pub fn parse(pattern: &str) -> RoutePattern {
+    pub(crate) fn parse(pattern: &str) -> RoutePattern {
         let rest = pattern.split_once("://").map_or(pattern, |(_, r)| r);
         let (host, path) = match rest.find('/') {
             Some(at) => (&rest[..at], &rest[at..]),
@@ -35,7 +35,7 @@ impl RoutePattern {
 
     /// Whether the route sends `path` (raw) on `host` (`None`: any host the
     /// route names) to the Worker.
-    pub fn covers(&self, host: Option<&str>, path: &str) -> bool {
+    pub(crate) fn covers(&self, host: Option<&str>, path: &str) -> bool {
         let host_ok = match host {
             None => true,
             Some(h) => match self.host.strip_prefix('*') {
@@ -80,7 +80,7 @@ fn variants(path: &str) -> Vec<(String, &'static str)> {
 
 /// Warnings for rules that the routes would not (fully) send to the Worker.
 /// No routes at all (workers.dev, or routes set elsewhere) gives none.
-pub fn route_warnings(routes: &[String], config: &Config) -> Vec<String> {
+pub(crate) fn route_warnings(routes: &[String], config: &Config) -> Vec<String> {
     if routes.is_empty() {
         return Vec::new();
     }

@@ -21,15 +21,15 @@ use std::fmt;
 
 /// One rule's changes, in the order a reader wants them.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuleDiff {
+pub(crate) struct RuleDiff {
     /// The rule's name in NEW (in OLD for a removed rule).
-    pub rule: String,
-    pub changes: Vec<Change>,
+    pub(crate) rule: String,
+    pub(crate) changes: Vec<Change>,
 }
 
 /// What a deploy does to one rule's live state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     /// A rule only NEW has: every key starts from zero.
     Added,
     /// A rule only OLD has: its counts are no longer read, and expire.
@@ -77,7 +77,7 @@ pub enum Change {
 
 impl Change {
     /// Whether some keys' counts start from zero.
-    pub fn resets(&self) -> bool {
+    pub(crate) fn resets(&self) -> bool {
         match self {
             Change::Added | Change::Renamed { .. } | Change::KeyChanged { .. } | Change::Ipv6Prefix { .. } => true,
             Change::WindowAdded { algorithm, .. } => *algorithm == Algorithm::Gcra,
@@ -93,7 +93,7 @@ impl Change {
     /// is not applied to their requests, and a count moved to other
     /// objects gives each client both budgets. `None`: a split only
     /// mixes the two configs' limits, as any gradual deploy does.
-    pub fn needs_all_at_once(&self) -> Option<&'static str> {
+    pub(crate) fn needs_all_at_once(&self) -> Option<&'static str> {
         match self {
             Change::Renamed { .. } | Change::KeyChanged { .. } | Change::Ipv6Prefix { .. } => {
                 Some("the two versions count a client in different objects, so while both serve it gets both budgets")
@@ -176,7 +176,7 @@ impl fmt::Display for Change {
 
 /// The rules' changes from `old` to `new`: NEW's rules in order, then the
 /// removed ones; rules without a change are left out.
-pub fn diff(old: &Config, new: &Config) -> Vec<RuleDiff> {
+pub(crate) fn diff(old: &Config, new: &Config) -> Vec<RuleDiff> {
     let in_old = |name: &str| old.rules.iter().find(|r| r.name == name);
     let in_new = |name: &str| new.rules.iter().find(|r| r.name == name);
     let mut out = Vec::new();
@@ -314,7 +314,7 @@ pub fn spelling_note(old: &Config, new: &Config) -> Option<String> {
 }
 
 /// The report `tollgate diff` prints: one block per changed rule.
-pub fn report(diffs: &[RuleDiff]) -> String {
+pub(crate) fn report(diffs: &[RuleDiff]) -> String {
     if diffs.is_empty() {
         return "no rule changes: every count carries over as it is\n".to_string();
     }

@@ -34,38 +34,38 @@ use std::fmt::Write;
 use url::Url;
 
 /// The request `explain` works from: what a request carries.
-pub struct ExplainRequest<'a> {
-    pub method: &'a str,
+pub(crate) struct ExplainRequest<'a> {
+    pub(crate) method: &'a str,
     /// An absolute URL, or a path (`/api/x?y`) read against
     /// `https://example.com`.
-    pub url: &'a str,
+    pub(crate) url: &'a str,
     /// Header names in any case; a name given several times reads as its
     /// values joined by `", "`, as the Fetch `Headers.get` does.
-    pub headers: &'a [(String, String)],
-    pub body: Option<&'a [u8]>,
+    pub(crate) headers: &'a [(String, String)],
+    pub(crate) body: Option<&'a [u8]>,
     /// `request.cf.country` and `request.cf.asn`.
-    pub country: Option<&'a str>,
-    pub asn: Option<u32>,
+    pub(crate) country: Option<&'a str>,
+    pub(crate) asn: Option<u32>,
     /// `request.cf.verifiedBotCategory` (`--verified-bot CATEGORY`; `""`
     /// for a verified bot of no category).
-    pub verified_bot: Option<&'a str>,
+    pub(crate) verified_bot: Option<&'a str>,
     /// Workers secrets by name (`--secret NAME=VALUE`): a secret-header
     /// exemption's, a trusted device's signing key.
-    pub secrets: &'a [(String, String)],
+    pub(crate) secrets: &'a [(String, String)],
     /// The Worker's `TOLLGATE_LOG_KEY` ([`log_key`]), so that key hashes
     /// match its logs; `None`: unkeyed, as a Worker without the secret.
-    pub log_key: Option<&'a [u8]>,
+    pub(crate) log_key: Option<&'a [u8]>,
     /// Now (Unix ms), as the Worker's clock would read it: a trusted-device
     /// cookie is valid until its expiry (the CLI's real clock, or `--now`).
-    pub now_ms: i64,
+    pub(crate) now_ms: i64,
 }
 
-pub use crate::request::key::{key_hash, log_key};
+pub(crate) use crate::request::key::{key_hash, log_key};
 
 /// The key `rule` derives from raw values given as the admin API takes
 /// them (`("ip", "203.0.113.7")`, `("body:email", "a@b.io")`, one per key
 /// part): for `tollgate hash --rule`. The error names what is missing.
-pub fn rule_key(config: &Config, rule: &str, values: &[(String, String)]) -> Result<String, String> {
+pub(crate) fn rule_key(config: &Config, rule: &str, values: &[(String, String)]) -> Result<String, String> {
     let rule = config
         .rules
         .iter()
@@ -80,7 +80,7 @@ pub fn rule_key(config: &Config, rule: &str, values: &[(String, String)]) -> Res
 
 /// What each checked rule's counter is assumed to say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Assumed {
+pub(crate) enum Assumed {
     /// Under the limit: the request is counted and allowed.
     Allowed,
     /// Over the limit, waiting the rule's longest window.
@@ -90,7 +90,7 @@ pub enum Assumed {
 }
 
 impl Assumed {
-    pub fn parse(text: &str) -> Option<Assumed> {
+    pub(crate) fn parse(text: &str) -> Option<Assumed> {
         match text {
             "allowed" | "allow" => Some(Assumed::Allowed),
             "blocked" | "block" => Some(Assumed::Blocked),
@@ -131,9 +131,9 @@ impl Assumed {
 }
 
 /// The outcome assumed for each rule: `default`, or a per-rule choice.
-pub struct Assumptions<'a> {
-    pub default: Assumed,
-    pub per_rule: &'a [(String, Assumed)],
+pub(crate) struct Assumptions<'a> {
+    pub(crate) default: Assumed,
+    pub(crate) per_rule: &'a [(String, Assumed)],
 }
 
 impl Assumptions<'_> {
@@ -144,23 +144,23 @@ impl Assumptions<'_> {
 
 /// Everything `explain` found: the plan, and the verdict under the
 /// assumptions (`None` for an admin request or an unparsable URL).
-pub struct Explained<'c> {
-    pub url: Result<Url, String>,
+pub(crate) struct Explained<'c> {
+    pub(crate) url: Result<Url, String>,
     /// No rule's host and path take the URL: the Worker forwards it with
     /// nothing else read ([`machine::applies`]).
-    pub fast_path: bool,
+    pub(crate) fast_path: bool,
     /// The Worker's plan memo would keep this plan for the client's repeats
     /// (a blocked client, nothing exempt, no body read).
-    pub kept: bool,
+    pub(crate) kept: bool,
     /// The rules whose counters were asked, with their keys.
-    pub checked: Vec<Applied<'c>>,
-    pub plan: Option<Plan<'c>>,
-    pub verdict: Option<Verdict>,
+    pub(crate) checked: Vec<Applied<'c>>,
+    pub(crate) plan: Option<Plan<'c>>,
+    pub(crate) verdict: Option<Verdict>,
 }
 
 /// Runs the pipeline on `request` as the Worker would, with the counters
 /// answering as `assumed`.
-pub fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> Explained<'c> {
+pub(crate) fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> Explained<'c> {
     let url = match parse_url(request.url) {
         Ok(url) => url,
         Err(e) => return Explained { url: Err(e), fast_path: false, kept: false, checked: Vec::new(), plan: None, verdict: None },
@@ -276,7 +276,7 @@ fn success(on: &crate::config::policy::OnSuccess, own_method: bool) -> String {
 
 /// The rule's lease mode in one line; for GCRA rules that lease, the
 /// widened bound ([`crate::count::lease`]).
-pub fn lease(rule: &Rule) -> String {
+pub(crate) fn lease(rule: &Rule) -> String {
     let mut line = rule.lease.describe();
     if let (Some(s), true, crate::count::protocol::Algorithm::Gcra) = (rule.lease.settings(), rule.lease.leases(), rule.algorithm) {
         let extra: Vec<String> = rule
@@ -308,7 +308,7 @@ fn lease_json(rule: &Rule) -> Value {
 /// What `tollgate check` says about the rule's leases: only for rules that
 /// lease, or that could but are forced off; `None` for the others (small
 /// limits, `lease = "off"`).
-pub fn lease_note(rule: &Rule) -> Option<String> {
+pub(crate) fn lease_note(rule: &Rule) -> Option<String> {
     let smallest = rule.limits.iter().map(|l| l.requests.get()).min().unwrap_or(1);
     let could = crate::count::lease::LeaseSettings::new(1, crate::count::lease::DEFAULT_LEASE_MAX, smallest).can_lease();
     match rule.lease {
@@ -327,7 +327,7 @@ fn limits(limits: &[crate::count::window::Limit]) -> String {
 }
 
 /// The report as text.
-pub fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> String {
+pub(crate) fn explain(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "request:    {} {}", request.method.to_ascii_uppercase(), request.url);
     let explained = run(config, request, assumed);
@@ -463,7 +463,7 @@ fn write_verdict(out: &mut String, config: &Config, v: &Verdict, assumed: &Assum
 /// How the path a rule matched differs from the canonical path, if it
 /// does: a format suffix removed, a trailing slash added, letters folded
 /// (a case-insensitive rule).
-pub fn how_matched(canonical: &str, matched: &str) -> Option<String> {
+pub(crate) fn how_matched(canonical: &str, matched: &str) -> Option<String> {
     if canonical == matched {
         return None;
     }
@@ -556,7 +556,7 @@ fn header_lookup(headers: &[(String, String)]) -> impl Fn(&str) -> Option<String
 
 /// The report as JSON (`tollgate explain --json`): what the differential
 /// test compares with the Worker.
-pub fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> Value {
+pub(crate) fn explain_json(config: &Config, request: &ExplainRequest<'_>, assumed: &Assumptions<'_>) -> Value {
     let explained = run(config, request, assumed);
     let plan = match (&explained.url, &explained.plan) {
         (Err(e), _) => return json!({ "error": e }),

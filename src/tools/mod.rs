@@ -2,12 +2,15 @@
 //! migrate), the
 //! wrangler file reader, route coverage and the lease simulator.
 
-pub mod coverage;
+// The CLI's: none of it is in the Worker's build.
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+pub(crate) mod coverage;
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub mod explain;
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub mod wrangler;
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub mod diff;
+pub(crate) mod diff;
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub mod cli;
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]

@@ -30,13 +30,13 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 /// Deterministic pseudo-random numbers (splitmix64).
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed)
     }
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -44,11 +44,11 @@ impl Rng {
         z ^ (z >> 31)
     }
     /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
     /// Uniform in [lo, hi].
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+    pub(crate) fn range(&mut self, lo: i64, hi: i64) -> i64 {
         lo + (self.next_u64() % (hi - lo + 1) as u64) as i64
     }
     /// Exponential gap with mean `mean_us`.

@@ -13,11 +13,11 @@ use std::fmt::Write;
 
 /// The console's `Content-Security-Policy`: no script, styles only from
 /// the console's own sheet, forms only to itself, never framed.
-pub const CSP: &str =
+pub(crate) const CSP: &str =
     "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The style sheet (`{prefix}/ui/style.css`).
-pub const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2228;background:#f6f7f9}\
+pub(crate) const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2228;background:#f6f7f9}\
 header{display:flex;gap:1.5em;align-items:center;padding:.6em 1.5em;background:#1d2228;color:#fff}\
 header a{color:#cfe3ff;text-decoration:none}header form{margin:0 0 0 auto}nav{display:flex;gap:1em}\
 main{padding:1em 1.5em;max-width:70em}section{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:.6em 1em;margin:.8em 0}\
@@ -28,7 +28,7 @@ button{padding:.3em .8em;border:1px solid #55606e;border-radius:4px;background:#
 .signin{max-width:24em;margin:4em auto}svg{background:#fff;border:1px solid #dde1e6}";
 
 /// A console answer: `status`, the HTML `body`, the console's headers.
-pub fn html(status: u16, body: String) -> OwnResponse {
+pub(crate) fn html(status: u16, body: String) -> OwnResponse {
     let headers = [
         ("content-type", "text/html; charset=utf-8"),
         ("content-security-policy", CSP),
@@ -41,7 +41,7 @@ pub fn html(status: u16, body: String) -> OwnResponse {
 }
 
 /// The style sheet's answer.
-pub fn style() -> OwnResponse {
+pub(crate) fn style() -> OwnResponse {
     let mut own = html(200, STYLE.to_string());
     own.headers[0].1 = "text/css; charset=utf-8".into();
     own.headers.retain(|(n, _)| n != "cache-control");
@@ -50,7 +50,7 @@ pub fn style() -> OwnResponse {
 }
 
 /// A `303 See Other` to `location`, setting `cookie` when given.
-pub fn redirect(location: &str, cookie: Option<String>) -> OwnResponse {
+pub(crate) fn redirect(location: &str, cookie: Option<String>) -> OwnResponse {
     let mut own = html(303, String::new());
     own.headers.push(("location".into(), location.to_string()));
     if let Some(c) = cookie {
@@ -82,7 +82,7 @@ fn document(prefix: &str, title: &str, csrf: Option<&str>, content: &str) -> Str
 }
 
 /// The sign-in page, with a message (a wrong token, an ended session).
-pub fn sign_in(prefix: &str, status: u16, message: Option<&str>) -> OwnResponse {
+pub(crate) fn sign_in(prefix: &str, status: u16, message: Option<&str>) -> OwnResponse {
     let note = message.map(|m| format!("<p class=\"err\">{}</p>", esc(m))).unwrap_or_default();
     let form = format!(
         "<section class=\"signin\">{note}<form method=\"post\" action=\"{}/ui/signin\"><p><label>Admin token<br>\
@@ -94,14 +94,14 @@ pub fn sign_in(prefix: &str, status: u16, message: Option<&str>) -> OwnResponse 
 }
 
 /// A refused post (another site, no CSRF token).
-pub fn forged(prefix: &str) -> OwnResponse {
+pub(crate) fn forged(prefix: &str) -> OwnResponse {
     let text = "<p class=\"err\">Refused: this form did not come from the console (cross-site, or without its CSRF token).</p>";
     html(403, document(prefix, "Refused", None, text))
 }
 
 /// A page of the signed-in console, from its admin answer: `Ok(json)`, or
 /// `Err(problem)` (an error the API would answer, shown on the page).
-pub fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answer: Option<Result<&Value, &OwnResponse>>) -> OwnResponse {
+pub(crate) fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answer: Option<Result<&Value, &OwnResponse>>) -> OwnResponse {
     let error = match answer {
         Some(Err(problem)) => {
             let detail = serde_json::from_str::<Value>(&problem.body).ok().and_then(|v| v.get("detail").and_then(Value::as_str).map(str::to_string));
@@ -305,7 +305,7 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
 }
 
 /// A duration in ms as the config writes one (`90s`, `15m`, `2h`, `1d`).
-pub fn duration(ms: u64) -> String {
+pub(crate) fn duration(ms: u64) -> String {
     match ms {
         0 => "0s".into(),
         ms if ms % 86_400_000 == 0 => format!("{}d", ms / 86_400_000),
@@ -317,7 +317,7 @@ pub fn duration(ms: u64) -> String {
 }
 
 /// Unix ms as `YYYY-MM-DD HH:MM:SS UTC`, in integers (no float formatting).
-pub fn time(ms: i64) -> String {
+pub(crate) fn time(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Howard Hinnant's civil_from_days.

@@ -14,13 +14,13 @@
 //! and `/ui/signout` (POST), `/ui/rules`, `/ui/traffic`, `/ui/keys` (GET a
 //! lookup, POST an action), `/ui/controls`, `/ui/style.css`.
 
-pub mod html;
-pub mod route;
-pub mod session;
-pub mod traffic;
+pub(crate) mod html;
+pub(crate) mod route;
+pub(crate) mod session;
+pub(crate) mod traffic;
 
 /// `text` escaped for HTML text and quoted attribute values.
-pub fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -37,7 +37,7 @@ pub fn esc(text: &str) -> String {
 
 /// A console page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Page {
+pub(crate) enum Page {
     Home,
     SignIn,
     SignOut,
@@ -52,7 +52,7 @@ pub enum Page {
 
 impl Page {
     /// The page's path under the prefix.
-    pub fn path(self) -> &'static str {
+    pub(crate) fn path(self) -> &'static str {
         match self {
             Page::Home => "/",
             Page::SignIn => "/ui/signin",
@@ -66,13 +66,13 @@ impl Page {
     }
 
     /// Whether the page changes state (a POST with a form).
-    pub fn changes_state(self) -> bool {
+    pub(crate) fn changes_state(self) -> bool {
         matches!(self, Page::SignIn | Page::SignOut | Page::KeysAction)
     }
 }
 
 /// The console page at `canonical_path` for `method`, if it is one.
-pub fn page(prefix: &str, canonical_path: &str, method: &str) -> Option<Page> {
+pub(crate) fn page(prefix: &str, canonical_path: &str, method: &str) -> Option<Page> {
     let rest = crate::request::canon::under_prefix(prefix, canonical_path)?;
     let post = method.eq_ignore_ascii_case("POST");
     let get = method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD");
@@ -92,7 +92,7 @@ pub fn page(prefix: &str, canonical_path: &str, method: &str) -> Option<Page> {
 
 /// Who the console request is, once its cookie and form are read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Auth {
+pub(crate) enum Auth {
     /// The style sheet: no session needed.
     Public,
     /// A valid session (unless signed out since: the admin flow asks), its
@@ -111,7 +111,7 @@ pub enum Auth {
 
 impl Auth {
     /// Whether the request is the operator's.
-    pub fn authorized(&self) -> bool {
+    pub(crate) fn authorized(&self) -> bool {
         matches!(self, Auth::Session { .. } | Auth::SignedIn { .. })
     }
 }
@@ -120,19 +120,19 @@ impl Auth {
 /// (`AdminRoute`; generic so that this module names no admin type).
 #[derive(Debug)]
 pub struct ConsoleRoute<R> {
-    pub page: Page,
-    pub auth: Auth,
+    pub(crate) page: Page,
+    pub(crate) auth: Auth,
     /// The admin prefix (links, the cookie's path).
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// The admin route the page shows (None: the page asks nothing).
-    pub inner: Option<R>,
+    pub(crate) inner: Option<R>,
     /// The raw key parts the operator typed on the Keys page, to fill its
     /// forms again (`name`, `value`).
-    pub typed: Vec<(String, String)>,
+    pub(crate) typed: Vec<(String, String)>,
     /// The admin token is shorter than the lockout's bar
     /// ([`TOKEN_PASSES_LOCKOUT_CHARS`](crate::pipeline::admin::TOKEN_PASSES_LOCKOUT_CHARS)):
     /// every page says so.
-    pub short_token: bool,
+    pub(crate) short_token: bool,
 }
 
 #[cfg(test)]

@@ -13,21 +13,21 @@ use crate::request::canon::CanonicalQuery;
 use crate::request::key::{key_hash, KeyPart};
 
 /// What the planner reads of a console request.
-pub struct ConsoleRequest<'a> {
+pub(crate) struct ConsoleRequest<'a> {
     /// The `Cookie` field.
-    pub cookie: Option<&'a str>,
+    pub(crate) cookie: Option<&'a str>,
     /// `Sec-Fetch-Site` and `Origin`.
-    pub fetch_site: Option<&'a str>,
-    pub origin: Option<&'a str>,
+    pub(crate) fetch_site: Option<&'a str>,
+    pub(crate) origin: Option<&'a str>,
     /// `scheme://host` of the request's own URL.
-    pub own_origin: &'a str,
+    pub(crate) own_origin: &'a str,
     /// The URL's query, and a POST's form body (urlencoded).
-    pub query: &'a CanonicalQuery,
-    pub form: Option<&'a CanonicalQuery>,
-    pub log_key: Option<&'a [u8]>,
+    pub(crate) query: &'a CanonicalQuery,
+    pub(crate) form: Option<&'a CanonicalQuery>,
+    pub(crate) log_key: Option<&'a [u8]>,
     /// The client as the admin lockout keys it: a session is bound to it.
-    pub client: &'a str,
-    pub now_ms: i64,
+    pub(crate) client: &'a str,
+    pub(crate) now_ms: i64,
 }
 
 /// The console route of `page` under the configured `token`, and whether
@@ -36,7 +36,7 @@ pub struct ConsoleRequest<'a> {
 /// enough to pass the lockout); a session asks nothing (issue 35: its MAC
 /// is no guess, so a neighbour's wrong tokens cannot shut it out), nor do
 /// a page shown signed out, a forged post and the style sheet.
-pub fn plan<'c>(config: &'c Config, page: Page, token: &str, req: &ConsoleRequest<'_>) -> (ConsoleRoute<AdminRoute<'c>>, bool) {
+pub(crate) fn plan<'c>(config: &'c Config, page: Page, token: &str, req: &ConsoleRequest<'_>) -> (ConsoleRoute<AdminRoute<'c>>, bool) {
     let auth = auth(page, token, req);
     let binds = match &auth {
         Auth::WrongToken => true,
@@ -116,7 +116,7 @@ fn inner<'c>(config: &'c Config, page: Page, params: &CanonicalQuery, log_key: O
 
 /// The admin query parameter of a key part (`ip`, `header:NAME`, ...);
 /// `None` for `global`.
-pub fn param_name(part: &KeyPart) -> Option<String> {
+pub(crate) fn param_name(part: &KeyPart) -> Option<String> {
     Some(match part {
         KeyPart::Global => return None,
         KeyPart::Ip => "ip".into(),

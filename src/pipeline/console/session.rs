@@ -25,14 +25,14 @@
 use crate::request::hmac::{hex, hmac_sha256, same_bytes};
 
 /// The session cookie's name.
-pub const COOKIE: &str = "tollgate_session";
+pub(crate) const COOKIE: &str = "tollgate_session";
 
 /// How long a session lasts: one hour.
-pub const SESSION_MS: i64 = 3_600_000;
+pub(crate) const SESSION_MS: i64 = 3_600_000;
 
 /// The key that signs sessions and CSRF tokens, derived from the token
 /// (trimmed, as the admin API compares it).
-pub fn session_key(token: &str) -> [u8; 32] {
+pub(crate) fn session_key(token: &str) -> [u8; 32] {
     hmac_sha256(token.trim().as_bytes(), b"tollgate console session v1")
 }
 
@@ -46,26 +46,26 @@ fn session_mac(token: &str, end_ms: i64, client: &str) -> String {
 
 /// The cookie value of a session signed in at `now_ms` by `client` (the
 /// lockout's key of the client).
-pub fn issue(token: &str, now_ms: i64, client: &str) -> String {
+pub(crate) fn issue(token: &str, now_ms: i64, client: &str) -> String {
     let end = now_ms.saturating_add(SESSION_MS);
     format!("v2.{end}.{}", session_mac(token, end, client))
 }
 
 /// When a session ending at `end_ms` was issued.
-pub fn issued_ms(end_ms: i64) -> i64 {
+pub(crate) fn issued_ms(end_ms: i64) -> i64 {
     end_ms.saturating_sub(SESSION_MS)
 }
 
 /// Whether the session ending at `end_ms` was signed out: issued at or
 /// before the last sign-out (`signed_out_ms`, `None`: none within a
 /// session's length).
-pub fn revoked(end_ms: i64, signed_out_ms: Option<i64>) -> bool {
+pub(crate) fn revoked(end_ms: i64, signed_out_ms: Option<i64>) -> bool {
     signed_out_ms.is_some_and(|at| issued_ms(end_ms) <= at)
 }
 
 /// What a request's cookie says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Session {
+pub(crate) enum Session {
     /// A valid session (unless signed out since: [`revoked`]), ending then
     /// (Unix ms).
     Valid { end_ms: i64 },
@@ -78,7 +78,7 @@ pub enum Session {
 /// Checks the session cookie in `cookie_header` (the `Cookie` field) of
 /// `client` at `now_ms`. An end further ahead than [`SESSION_MS`] is
 /// refused too, and so is a `v1` cookie (not bound to a client).
-pub fn verify(token: &str, cookie_header: Option<&str>, client: &str, now_ms: i64) -> Session {
+pub(crate) fn verify(token: &str, cookie_header: Option<&str>, client: &str, now_ms: i64) -> Session {
     let Some(value) = cookie_header.and_then(|h| cookie_value(h, COOKIE)) else { return Session::None };
     let mut parts = value.splitn(3, '.');
     let (Some("v2"), Some(end), Some(presented)) = (parts.next(), parts.next(), parts.next()) else { return Session::None };
@@ -96,18 +96,18 @@ pub fn verify(token: &str, cookie_header: Option<&str>, client: &str, now_ms: i6
 }
 
 /// The CSRF token of the session ending at `end_ms`.
-pub fn csrf_token(token: &str, end_ms: i64) -> String {
+pub(crate) fn csrf_token(token: &str, end_ms: i64) -> String {
     mac(token, "csrf", end_ms)
 }
 
 /// Whether `presented` is the CSRF token of the session ending at `end_ms`.
-pub fn csrf_holds(token: &str, end_ms: i64, presented: Option<&str>) -> bool {
+pub(crate) fn csrf_holds(token: &str, end_ms: i64, presented: Option<&str>) -> bool {
     presented.is_some_and(|p| same_bytes(csrf_token(token, end_ms).as_bytes(), p.as_bytes()))
 }
 
 /// The `Set-Cookie` value of a session (`value`), or of its removal
 /// (`None`), scoped to `path` (the admin prefix).
-pub fn set_cookie(value: Option<&str>, path: &str) -> String {
+pub(crate) fn set_cookie(value: Option<&str>, path: &str) -> String {
     match value {
         Some(v) => format!("{COOKIE}={v}; Path={path}; Max-Age={}; HttpOnly; Secure; SameSite=Strict", SESSION_MS / 1000),
         None => format!("{COOKIE}=; Path={path}; Max-Age=0; HttpOnly; Secure; SameSite=Strict"),
@@ -116,7 +116,7 @@ pub fn set_cookie(value: Option<&str>, path: &str) -> String {
 
 /// What becomes of a `Cookie` field once the session cookie is taken out.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CookieRewrite {
+pub(crate) enum CookieRewrite {
     /// No session cookie in it: as it came.
     Keep,
     /// Nothing but session cookies: the field goes.
@@ -131,7 +131,7 @@ pub enum CookieRewrite {
 /// value holds no `,`). Every other byte stays: a
 /// kept pair keeps the separator and spaces before it, the first kept pair
 /// loses only its leading spaces.
-pub fn without_session(header: &str) -> CookieRewrite {
+pub(crate) fn without_session(header: &str) -> CookieRewrite {
     if !header.contains(COOKIE) {
         return CookieRewrite::Keep;
     }
@@ -175,7 +175,7 @@ fn cookie_value<'h>(header: &'h str, name: &str) -> Option<&'h str> {
 /// Whether a state-changing request comes from the console's own pages:
 /// `Sec-Fetch-Site` (when sent) is `same-origin` (or `none`, typed by the
 /// operator), and `Origin` (when sent) is the request's own.
-pub fn same_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own_origin: &str) -> bool {
+pub(crate) fn same_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own_origin: &str) -> bool {
     let site_ok = sec_fetch_site.is_none_or(|s| matches!(s, "same-origin" | "none"));
     let origin_ok = origin.is_none_or(|o| o.eq_ignore_ascii_case(own_origin));
     site_ok && origin_ok

@@ -19,24 +19,24 @@ use serde_json::Value;
 use std::fmt::Write;
 
 /// The var holding the Cloudflare account id of the SQL API.
-pub const ACCOUNT_VAR: &str = "TOLLGATE_ACCOUNT_ID";
+pub(crate) const ACCOUNT_VAR: &str = "TOLLGATE_ACCOUNT_ID";
 /// The secret holding an API token with Account Analytics: Read.
-pub const TOKEN_SECRET: &str = "TOLLGATE_ANALYTICS_TOKEN";
+pub(crate) const TOKEN_SECRET: &str = "TOLLGATE_ANALYTICS_TOKEN";
 /// The var naming the dataset (the binding's `dataset`), `tollgate` unless set.
-pub const DATASET_VAR: &str = "TOLLGATE_ANALYTICS_DATASET";
+pub(crate) const DATASET_VAR: &str = "TOLLGATE_ANALYTICS_DATASET";
 /// The var that turns on the local sink (scripts/dev sets it).
-pub const SINK_VAR: &str = "TOLLGATE_LOCAL_METRICS";
+pub(crate) const SINK_VAR: &str = "TOLLGATE_LOCAL_METRICS";
 /// The local sink's object name and its path.
-pub const SINK_OBJECT: &str = "tollgate:local-metrics";
-pub const SINK_PATH: &str = "/v1/sink";
+pub(crate) const SINK_OBJECT: &str = "tollgate:local-metrics";
+pub(crate) const SINK_PATH: &str = "/v1/sink";
 
 /// The actions a point records, in the charts' order, with their colours.
-pub const ACTIONS: [(&str, &str); 5] =
+pub(crate) const ACTIONS: [(&str, &str); 5] =
     [("allowed", "#2b7bb9"), ("blocked", "#c62828"), ("shadow", "#ef8f00"), ("exempt", "#6a8a3a"), ("error", "#7b1fa2")];
 
 /// Which SQL the answers come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
+pub(crate) enum Dialect {
     /// The Analytics Engine SQL API.
     AnalyticsEngine,
     /// The local sink's SQLite (`timestamp` in Unix seconds).
@@ -53,7 +53,7 @@ pub enum Range {
 
 impl Range {
     /// `range=hour|day|week` (anything else: the hour).
-    pub fn parse(text: Option<&str>) -> Range {
+    pub(crate) fn parse(text: Option<&str>) -> Range {
         match text {
             Some("day") => Range::Day,
             Some("week") => Range::Week,
@@ -61,7 +61,7 @@ impl Range {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Range::Hour => "hour",
             Range::Day => "day",
@@ -70,7 +70,7 @@ impl Range {
     }
 
     /// The span and the bucket, in seconds (60 buckets a chart, or so).
-    pub fn seconds(self) -> (u64, u64) {
+    pub(crate) fn seconds(self) -> (u64, u64) {
         match self {
             Range::Hour => (3_600, 60),
             Range::Day => (86_400, 1_800),
@@ -81,7 +81,7 @@ impl Range {
 
 /// The three queries of a page: counts per rule, action and bucket; the
 /// top blocked key hashes; the top countries and colos.
-pub fn queries(dialect: Dialect, dataset: &str, range: Range) -> [String; 3] {
+pub(crate) fn queries(dialect: Dialect, dataset: &str, range: Range) -> [String; 3] {
     let (span, bucket) = range.seconds();
     let (since, t) = match dialect {
         Dialect::AnalyticsEngine => (
@@ -105,7 +105,7 @@ pub fn queries(dialect: Dialect, dataset: &str, range: Range) -> [String; 3] {
 }
 
 /// A dataset name as a query may hold it (letters, digits, `_`), else `tollgate`.
-pub fn dataset(name: Option<&str>) -> String {
+pub(crate) fn dataset(name: Option<&str>) -> String {
     name.filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).unwrap_or("tollgate").to_string()
 }
 
@@ -137,7 +137,7 @@ fn field(row: &Value, name: &str) -> String {
 /// answers (`Err`: why there are none): per rule, per action, the counts of
 /// each bucket from `now_s - span` (oldest first); the top blocked key
 /// hashes; the top countries and colos.
-pub fn body(range: Range, now_s: u64, answers: Result<[String; 3], String>) -> Value {
+pub(crate) fn body(range: Range, now_s: u64, answers: Result<[String; 3], String>) -> Value {
     let answers = match answers {
         Ok(a) => a,
         Err(why) => return serde_json::json!({ "range": range.name(), "error": why }),
@@ -179,7 +179,7 @@ pub fn body(range: Range, now_s: u64, answers: Result<[String; 3], String>) -> V
 
 /// One rule's chart: a line per action that has points, integer
 /// coordinates, the scale's top labelled.
-pub fn chart(rule: &str, per_action: &Value) -> String {
+pub(crate) fn chart(rule: &str, per_action: &Value) -> String {
     const W: u64 = 600;
     const H: u64 = 140;
     const PAD: u64 = 28;
