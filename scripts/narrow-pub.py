@@ -56,6 +56,8 @@ KEEP = [
     "embed::Decision::*", "embed::Client::*", "embed::Ticket",
     # The limiter Durable Object an embedding app binds as LIMITER.
     "Limiter",
+    # The controls registry's Durable Object, bound as TOLLGATE_REGISTRY.
+    "Registry",
     # The config reader.
     "Config", "Config::from_json", "Config::from_json_str", "Config::warnings",
     "ConfigError::*", "ConfigWarning::*",
@@ -111,6 +113,7 @@ KEEP = [
     "pipeline::plan::Canonical",
     "request::key::KeyPart",
     "request::key::MissingPart",
+    "request::spelling::Spelling",
 ]
 
 # Outside callers' paths, rewritten in order (the first match wins per

@@ -30,7 +30,7 @@ use serde_json::{Map, Value};
 
 /// Every field of `rule`, as the config would write it: each field of
 /// `RULE_FIELDS` that its writer gives a value.
-pub fn rule_json(rule: &RuleSpec) -> Value {
+pub(crate) fn rule_json(rule: &RuleSpec) -> Value {
     let mut out = Map::new();
     for field in RULE_FIELDS {
         if let Some(value) = field.write.and_then(|write| write(rule)) {
@@ -40,14 +40,15 @@ pub fn rule_json(rule: &RuleSpec) -> Value {
     Value::Object(out)
 }
 
-pub use crate::config::written::duration;
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+pub(crate) use crate::config::written::duration;
 
 /// The body of `GET {admin_prefix}/rules`: `{ "rules": [...] }`, each rule
 /// as [`rule_json`] writes it, but for the keys the listing had before it
 /// (`host`, `methods`, `fallback_key`, `count_statuses`, `limits`), kept as
 /// they were so that its readers keep working: `null` or `[]` when unset,
 /// and each limit as `{ requests, window_ms }`.
-pub fn rules_listing(rules: &[Rule]) -> Value {
+pub(crate) fn rules_listing(rules: &[Rule]) -> Value {
     let listed = rules.iter().map(|rule| {
         let mut out = rule_json(rule);
         if let Value::Object(fields) = &mut out {

@@ -30,27 +30,27 @@
 //! `pipeline`.
 
 mod checks;
-pub mod cost;
+pub(crate) mod cost;
 mod cost_fields;
-pub mod describe;
+pub(crate) mod describe;
 mod exempt_fields;
 pub(crate) mod headers;
 mod limits;
-pub mod lockout;
+pub(crate) mod lockout;
 mod reader;
 mod rule_fields;
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub mod schema;
-pub mod overrides;
-pub mod policy;
-pub mod response;
+pub(crate) mod schema;
+pub(crate) mod overrides;
+pub(crate) mod policy;
+pub(crate) mod response;
 pub mod rules;
-pub mod spelling;
-pub mod upstream;
+pub(crate) mod spelling;
+pub(crate) mod upstream;
 mod written;
 
-pub use checks::relief_note;
-pub use reader::STANDARD_METHODS;
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+pub(crate) use checks::relief_note;
 
 use crate::config::exempt_fields::read_exempt;
 use crate::config::policy::{FailPolicy, Named, DEFAULT_UPLOAD_BUDGET, MAX_UPLOAD_BUDGET, MIN_UPLOAD_BUDGET, UPLOAD_CLIENT_SHARES};
@@ -66,13 +66,13 @@ use std::fmt;
 /// Default IPv6 grouping: one /64 is what a single subscriber is usually
 /// given, so keying on the full address would let a client rotate through
 /// 2^64 keys.
-pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+pub(crate) const DEFAULT_IPV6_PREFIX: u8 = 64;
 
 /// Default wait for the counter before the rule's fail policy applies.
-pub const DEFAULT_TIMEOUT_MS: u32 = 2_000;
+pub(crate) const DEFAULT_TIMEOUT_MS: u32 = 2_000;
 
 /// The longest `timeout` a rule may set.
-pub const MAX_TIMEOUT_MS: u32 = 30_000;
+pub(crate) const MAX_TIMEOUT_MS: u32 = 30_000;
 
 /// How long a reservation waits for the origin by default, beyond the
 /// reserve and commit calls' own `timeout`s: 100 s, after which Cloudflare
@@ -81,14 +81,14 @@ pub const MAX_TIMEOUT_MS: u32 = 30_000;
 /// than a slow origin frees the slot before the answer commits (towards
 /// admitting). So the default rule `reservation_ttl` is `2 × timeout` plus
 /// this; set it lower for a short limit window whose origin is fast.
-pub const ORIGIN_ALLOWANCE_MS: u64 = 100_000;
+pub(crate) const ORIGIN_ALLOWANCE_MS: u64 = 100_000;
 
 /// How long, by default, a `concurrency` rule's answer keeps its slot once
 /// the client has stopped reading it (`idle_release`): 10 s, so a client
 /// that reads at all (64 KiB in 10 s is 6.5 KB/s) keeps its answer, and a
 /// stranger that asks for a large answer and never reads it holds the
 /// key's slot for seconds, not `reservation_ttl` ([`crate::count::slots`]).
-pub const DEFAULT_IDLE_RELEASE_MS: u64 = 10_000;
+pub(crate) const DEFAULT_IDLE_RELEASE_MS: u64 = 10_000;
 
 /// Format suffixes folded into the bare path unless a rule lists its own
 /// (`/api/example.json` is `/api/example`, as Rails and Express routers do).
@@ -100,84 +100,84 @@ pub const DEFAULT_SUFFIXES: &[&str] = &["json", "xml", "html", "htm", "txt", "cs
 pub const MAX_SLIDING_LOG_REQUESTS: u32 = 10_000;
 
 /// Default prefix of the admin API (active only with a token set).
-pub const DEFAULT_ADMIN_PREFIX: &str = "/.tollgate";
+pub(crate) const DEFAULT_ADMIN_PREFIX: &str = "/.tollgate";
 
 /// Default cap on the bytes read to find a `body:` key (16 KiB): login and
 /// signup forms are far smaller; anything larger is not buffered.
-pub const DEFAULT_BODY_LIMIT: u32 = 16 * 1024;
+pub(crate) const DEFAULT_BODY_LIMIT: u32 = 16 * 1024;
 
 /// How long a log episode lasts by default (`log_episode`): one line per
 /// (event, rule, key) per minute ([`crate::pipeline::episodes`]).
-pub const DEFAULT_LOG_EPISODE_MS: i64 = 60_000;
+pub(crate) const DEFAULT_LOG_EPISODE_MS: i64 = 60_000;
 
 /// How often an isolate writes its allowed totals by default
 /// (`metrics_interval`; [`crate::pipeline::metrics::AllowedTotals`]).
-pub const DEFAULT_METRICS_INTERVAL_MS: i64 = 60_000;
+pub(crate) const DEFAULT_METRICS_INTERVAL_MS: i64 = 60_000;
 
 /// The whole validated config.
 #[derive(Debug)]
 pub struct Config {
-    pub ipv6_prefix: u8,
+    pub(crate) ipv6_prefix: u8,
     pub rules: Vec<Rule>,
     /// Path prefix of the admin API, e.g. `/.tollgate`.
-    pub admin_prefix: String,
+    pub(crate) admin_prefix: String,
     /// Most body bytes read for `body:` keys.
     pub body_limit: u32,
     /// Most bytes of received uploads the isolate holds at once
     /// (`upload_budget`; [`crate::pipeline::upload::UploadBudget`]).
-    pub upload_budget: u32,
+    pub(crate) upload_budget: u32,
     /// Most (rule, key) entries the isolate's blocked-until cache holds.
-    pub blocked_cache_capacity: usize,
+    pub(crate) blocked_cache_capacity: usize,
     /// How long one log episode of a (rule, key) lasts (`log_episode`).
-    pub log_episode_ms: i64,
+    pub(crate) log_episode_ms: i64,
     /// How often an isolate writes its allowed totals (`metrics_interval`).
-    pub metrics_interval_ms: i64,
+    pub(crate) metrics_interval_ms: i64,
     /// The built-in rule counting failed admin authentications per client
     /// ([`lockout::LOCKOUT_RULE`]); not among `rules`, never matched
     /// against a request.
-    pub admin_lockout: Rule,
+    pub(crate) admin_lockout: Rule,
     /// What the Worker does once the config turns out invalid at runtime
     /// (vars edited in the dashboard): see [`on_invalid_config`].
-    pub on_invalid_config: FailPolicy,
+    pub(crate) on_invalid_config: FailPolicy,
     /// What the rules ask of requests, computed once from `rules`.
-    pub facts: ConfigFacts,
+    pub(crate) facts: ConfigFacts,
     /// Requests no rule counts or limits (`exempt` at the top level).
-    pub exempt: Exemptions,
+    pub(crate) exempt: Exemptions,
     /// Where allowed requests go: the origin, or a service binding.
-    pub upstream: crate::config::upstream::Upstream,
+    pub(crate) upstream: crate::config::upstream::Upstream,
     /// One warning per field a rule wrote in the 0.2.0 spelling
     /// ([`spelling`]), read as its current spelling.
-    pub respelled: Vec<ConfigWarning>,
+    pub(crate) respelled: Vec<ConfigWarning>,
 }
 
 /// Facts about the rules that decide what the plan reads of a request,
 /// computed once when the config is parsed: a request that no rule could
 /// concern costs no pass over the rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ConfigFacts {
+pub(crate) struct ConfigFacts {
     /// Some rule has query conditions: a form body's parameters can change
     /// a match, so the body is read.
-    pub any_query_conditions: bool,
+    pub(crate) any_query_conditions: bool,
     /// Some rule lists `methods`: overrides (headers, `_method` in the
     /// query or a form body) can change a match, so they are read.
-    pub any_method_restriction: bool,
+    pub(crate) any_method_restriction: bool,
     /// Every method some rule lists, each once, in config order: what a
     /// POST whose form body tollgate cannot read may be overridden to.
-    pub listed_methods: Vec<String>,
+    pub(crate) listed_methods: Vec<String>,
     /// Some rule with query conditions reads cookies (`query_sources`).
-    pub any_cookie_source: bool,
+    pub(crate) any_cookie_source: bool,
     /// Some key or exemption reads `request.cf` (a `country` or `asn` key
     /// part, an `asns` or `verified_bots` exemption, top-level or per
     /// rule): otherwise the Worker never reads it.
-    pub reads_cf: bool,
+    pub(crate) reads_cf: bool,
     /// Some rule has a `trusted_device`, whose cookies expire: the plan
     /// reads the clock, so it is never replayed ([`crate::pipeline::memo`]).
-    pub reads_clock: bool,
+    pub(crate) reads_clock: bool,
 }
 
 impl ConfigFacts {
     /// The facts of `rules` under the top-level exemptions `exempt`.
-    pub fn of(rules: &[Rule], exempt: &Exemptions) -> ConfigFacts {
+    pub(crate) fn of(rules: &[Rule], exempt: &Exemptions) -> ConfigFacts {
         let mut facts = ConfigFacts { reads_cf: exempt.reads_cf(), ..ConfigFacts::default() };
         for rule in rules {
             for method in &rule.methods {
@@ -199,7 +199,7 @@ impl ConfigFacts {
 
     /// Whether a form body's parameters can change a match: the body of a
     /// request that may have one is then read before matching.
-    pub fn reads_body_parameters(&self) -> bool {
+    pub(crate) fn reads_body_parameters(&self) -> bool {
         self.any_query_conditions || self.any_method_restriction
     }
 }
@@ -210,7 +210,7 @@ impl ConfigFacts {
 /// the reading of anything else: answer 503). The trade-off is an outage
 /// against no limiting at all; `deny` is the default because a limiter that
 /// silently stops limiting is the failure nobody notices.
-pub fn on_invalid_config(value: &Value) -> FailPolicy {
+pub(crate) fn on_invalid_config(value: &Value) -> FailPolicy {
     let named = value.get("on_invalid_config").and_then(Value::as_str).and_then(FailPolicy::from_name);
     named.unwrap_or(FailPolicy::Deny)
 }

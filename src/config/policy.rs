@@ -79,7 +79,7 @@ impl Named for Algorithm {
 /// [`crate::count::reservation`]). The validated mode is
 /// [`crate::config::rules::RuleSpec::reserves`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CountingMode {
+pub(crate) enum CountingMode {
     Request,
     Response,
 }

@@ -16,7 +16,7 @@ use urlpattern::{UrlPattern, UrlPatternInit, UrlPatternOptions};
 
 /// Where a [`Condition`] looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     /// The canonical query. Keys compare as [`CanonicalQuery`] stores them
     /// (case-insensitively, bracket suffixes removed, ...); values exactly.
     Query,
@@ -28,7 +28,7 @@ pub enum Target {
 
 /// What a [`Condition`] asks of the values found under its name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Test {
+pub(crate) enum Test {
     /// Some value equals this one.
     Equals(String),
     /// Some value equals one of these.
@@ -42,11 +42,11 @@ pub enum Test {
 /// values does: a client cannot hide a value behind another one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
-    pub target: Target,
+    pub(crate) target: Target,
     /// The name as the config wrote it (a header name lowercased), as
     /// [`Condition`]'s `Display` shows it.
-    pub name: String,
-    pub test: Test,
+    pub(crate) name: String,
+    pub(crate) test: Test,
     /// The name as requests are searched for it, computed once: the query
     /// key normalized as [`CanonicalQuery`] normalizes keys, or the
     /// lowercased header name.
@@ -57,7 +57,7 @@ impl Condition {
     /// A condition on `name`. A header name must be visible ASCII without
     /// `:` (RFC 9110 §5.1 allows less, but nothing more could be sent);
     /// `Err` says why it is not.
-    pub fn new(target: Target, name: &str, test: Test) -> Result<Condition, &'static str> {
+    pub(crate) fn new(target: Target, name: &str, test: Test) -> Result<Condition, &'static str> {
         let (name, key) = match target {
             Target::Query => (name.to_string(), crate::request::canon::normalize_key(name)),
             Target::Header => {
@@ -82,7 +82,7 @@ impl Condition {
     /// `$_REQUEST` (`request_order = "GP"`) and Laravel's `input()` let a
     /// body value win over the URL's. There are no negative conditions, so
     /// this only ever matches more.
-    pub fn holds_in_query(&self, query: &CanonicalQuery, sources: Sources) -> bool {
+    pub(crate) fn holds_in_query(&self, query: &CanonicalQuery, sources: Sources) -> bool {
         self.target == Target::Query
             && ((sources.contains(crate::request::canon::Source::Body) && query.body_unreadable())
                 || self.passes(query.pairs_from(sources).filter(|(k, _)| *k == self.key).map(|(_, v)| v.as_str())))
@@ -90,7 +90,7 @@ impl Condition {
 
     /// Whether the headers satisfy this condition (`false` for a query
     /// condition); `header` looks a header up by lowercased name.
-    pub fn holds_in_headers(&self, header: &dyn Fn(&str) -> Option<String>) -> bool {
+    pub(crate) fn holds_in_headers(&self, header: &dyn Fn(&str) -> Option<String>) -> bool {
         if self.target != Target::Header {
             return false;
         }
@@ -134,7 +134,7 @@ impl fmt::Display for Condition {
 /// method-override and Symfony read its first item, other readers another,
 /// so every item is a candidate. Items that are not letters alone can name
 /// no rule's method and are dropped.
-pub fn method_candidates(method: &str, overrides: impl Iterator<Item = String>) -> Vec<String> {
+pub(crate) fn method_candidates(method: &str, overrides: impl Iterator<Item = String>) -> Vec<String> {
     let mut out = vec![method.to_ascii_uppercase()];
     for o in overrides {
         for item in o.split(',') {
@@ -155,74 +155,74 @@ pub struct RuleSpec {
     /// Names the rule in logs, errors and counter keys (unique per config).
     pub name: String,
     /// URLPattern pathname, matched on the canonical path.
-    pub path: String,
+    pub(crate) path: String,
     /// URLPattern hostname, lowercased; `None` for any host.
-    pub host: Option<String>,
+    pub(crate) host: Option<String>,
     /// Uppercase method names; empty for any method.
-    pub methods: Vec<String>,
+    pub(crate) methods: Vec<String>,
     /// Conditions on the query and on request headers, all of which must
     /// hold.
-    pub conditions: Vec<Condition>,
+    pub(crate) conditions: Vec<Condition>,
     /// Where query conditions look (`query_sources`): the URL query and
     /// the body by default, cookies too when listed.
-    pub query_sources: Sources,
-    pub case_insensitive: bool,
+    pub(crate) query_sources: Sources,
+    pub(crate) case_insensitive: bool,
     /// Format suffixes (`json`, lowercase, no dot) folded into the bare path.
-    pub suffixes: Vec<String>,
-    pub key: Vec<KeyPart>,
-    pub on_missing_key: MissingKey,
+    pub(crate) suffixes: Vec<String>,
+    pub(crate) key: Vec<KeyPart>,
+    pub(crate) on_missing_key: MissingKey,
     /// `on_missing_key` (or `fallback_key`) was written, not defaulted:
     /// `tollgate check` then keeps quiet about a broad path's 400s.
-    pub missing_key_given: bool,
-    pub counting: Counting,
+    pub(crate) missing_key_given: bool,
+    pub(crate) counting: Counting,
     /// What a success does to a failures-only rule's count; `None`:
     /// nothing (`on_success`; 0.2.0's `clear_on_success`).
-    pub on_success: Option<OnSuccess>,
+    pub(crate) on_success: Option<OnSuccess>,
     /// Device cookies for lockout-resistant account limits (needs
     /// `on_success`: the cookie is handed out on the same proven success).
-    pub trusted_device: Option<TrustedDevice>,
+    pub(crate) trusted_device: Option<TrustedDevice>,
     /// Add `RateLimit` / `RateLimit-Policy` to allowed responses.
-    pub ratelimit_headers: bool,
-    pub algorithm: crate::count::protocol::Algorithm,
-    pub limits: Vec<Limit>,
-    pub cost: u32,
-    pub action: Action,
-    pub on_error: FailPolicy,
-    pub timeout_ms: u32,
+    pub(crate) ratelimit_headers: bool,
+    pub(crate) algorithm: crate::count::protocol::Algorithm,
+    pub(crate) limits: Vec<Limit>,
+    pub(crate) cost: u32,
+    pub(crate) action: Action,
+    pub(crate) on_error: FailPolicy,
+    pub(crate) timeout_ms: u32,
     /// How long a reservation of a two-phase rule holds its slot waiting
     /// for the origin's answer (`counting.reservation_ttl`;
     /// [`crate::count::reservation`]).
-    pub reservation_ttl_ms: u64,
+    pub(crate) reservation_ttl_ms: u64,
     /// With `concurrency`: how long an answer the client has stopped
     /// reading keeps its slot before it is cut (`idle_release`;
     /// [`crate::count::slots`]).
-    pub idle_release_ms: u64,
+    pub(crate) idle_release_ms: u64,
     /// How a failures-only rule receives a request body before it reserves
     /// a slot (`upload_buffer`, `upload_timeout`; [`crate::pipeline::upload`]).
-    pub upload: crate::config::policy::UploadLimits,
+    pub(crate) upload: crate::config::policy::UploadLimits,
     /// Leased budgets (`lease`, `lease_ttl`, `lease_max`; [`crate::count::lease`]).
-    pub lease: crate::count::lease::LeaseMode,
+    pub(crate) lease: crate::count::lease::LeaseMode,
     /// Requests this rule neither counts nor limits (`exempt`).
-    pub exempt: crate::request::exempt::Exemptions,
+    pub(crate) exempt: crate::request::exempt::Exemptions,
     /// Keys with limits of their own (`overrides`).
-    pub overrides: crate::config::overrides::Overrides,
+    pub(crate) overrides: crate::config::overrides::Overrides,
     /// The rule's own block response (`response`); `None`: 429 problem+json.
-    pub response: Option<crate::config::response::CustomResponse>,
+    pub(crate) response: Option<crate::config::response::CustomResponse>,
     /// Which decisions go to Analytics Engine (`metrics`).
-    pub metrics: crate::config::policy::MetricsLevel,
+    pub(crate) metrics: crate::config::policy::MetricsLevel,
     /// How long a refusal keeps the key refused (`penalty`;
     /// [`crate::count::penalty`]); `None`: no penalty.
-    pub penalty_ms: Option<u64>,
+    pub(crate) penalty_ms: Option<u64>,
     /// Usage reported by the origin (`metering = { header, reserve, max }`;
     /// [`crate::config::cost`]): `cost` is then its `reserve`.
-    pub usage: Option<crate::config::cost::Usage>,
+    pub(crate) usage: Option<crate::config::cost::Usage>,
     /// At most this many requests of one key in flight at once
     /// (`concurrency`; [`crate::count::slots`]).
-    pub concurrency: Option<u32>,
+    pub(crate) concurrency: Option<u32>,
     /// A `concurrency` rule written without `limits`: it limits only what
     /// is in flight. Its calls carry one window that never binds
     /// ([`crate::config::checks`]'s `windowless`), which `describe` leaves out.
-    pub windowless: bool,
+    pub(crate) windowless: bool,
 }
 
 impl RuleSpec {
@@ -230,7 +230,7 @@ impl RuleSpec {
     /// and settling after ([`crate::count::reservation`]): it counts only
     /// some statuses, or usage the origin reports, or holds a slot while a
     /// request is in flight (`concurrency`).
-    pub fn reserves(&self) -> bool {
+    pub(crate) fn reserves(&self) -> bool {
         self.counting != crate::config::policy::Counting::All || self.usage.is_some() || self.concurrency.is_some()
     }
 }
@@ -238,10 +238,10 @@ impl RuleSpec {
 /// A compiled rule: its [`RuleSpec`] and the URLPattern built from it.
 #[derive(Debug)]
 pub struct Rule {
-    pub spec: RuleSpec,
+    pub(crate) spec: RuleSpec,
     pattern: UrlPattern,
     /// Its problem+json block bodies, prepared once.
-    pub problems: crate::config::response::Problems,
+    pub(crate) problems: crate::config::response::Problems,
 }
 
 /// A rule reads as its spec (`rule.name`, `rule.limits`): every reader
@@ -307,10 +307,10 @@ impl std::error::Error for NoMatch {}
 
 /// A rule's path or host is not a valid URLPattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PatternError {
+pub(crate) struct PatternError {
     /// `path`, or `path or host` when urlpattern does not say which.
-    pub field: &'static str,
-    pub message: String,
+    pub(crate) field: &'static str,
+    pub(crate) message: String,
 }
 
 impl fmt::Display for PatternError {
@@ -324,7 +324,7 @@ impl std::error::Error for PatternError {}
 impl Rule {
     /// Compiles the rule's URLPatterns. On failure, says which field is at
     /// fault and why.
-    pub fn compile(spec: RuleSpec) -> Result<Rule, PatternError> {
+    pub(crate) fn compile(spec: RuleSpec) -> Result<Rule, PatternError> {
         // The Worker sees a request's host in its ASCII form (punycode), and
         // the build carries no IDNA tables to convert a pattern's (the
         // `idna_adapter` 1.0 stub: 49 KiB less gzipped upload).
@@ -410,13 +410,13 @@ impl Rule {
     /// method, parameters and headers: [`Rule::matches`] can hold only if
     /// this does. The plan's fast path asks it first, so a request no rule
     /// takes costs no query parsing, header lookup or body read.
-    pub fn takes(&self, host: &str, path: &str) -> bool {
+    pub(crate) fn takes(&self, host: &str, path: &str) -> bool {
         self.host_matches(host) && self.path_match(path).is_some()
     }
 
     /// Whether the rule has query conditions: a form body, which joins the
     /// query, must then be read before matching ([`crate::config::ConfigFacts`]).
-    pub fn has_query_conditions(&self) -> bool {
+    pub(crate) fn has_query_conditions(&self) -> bool {
         self.conditions_on(Target::Query).next().is_some()
     }
 
@@ -540,7 +540,7 @@ impl Rule {
     /// Whether the rule's header conditions hold (checked apart from
     /// [`Rule::matches`], which sees only the canonical URL); `Err` names the
     /// first condition that does not.
-    pub fn headers_hold(&self, header: &dyn Fn(&str) -> Option<String>) -> Result<(), NoMatch> {
+    pub(crate) fn headers_hold(&self, header: &dyn Fn(&str) -> Option<String>) -> Result<(), NoMatch> {
         match self.conditions_on(Target::Header).find(|c| !c.holds_in_headers(header)) {
             Some(failed) => Err(NoMatch::Condition(failed.clone())),
             None => Ok(()),
@@ -550,7 +550,7 @@ impl Rule {
     /// The call that asks this rule's object to do `op`, with the rule's
     /// algorithm, limits and cost (limits travel with every call), and for
     /// a reserve how long to hold the slot (`reservation_ttl`).
-    pub fn call(&self, op: crate::count::protocol::Op) -> crate::count::protocol::Call {
+    pub(crate) fn call(&self, op: crate::count::protocol::Op) -> crate::count::protocol::Call {
         crate::count::protocol::Call {
             op,
             algorithm: self.algorithm,
@@ -567,13 +567,13 @@ impl Rule {
     }
 
     /// The limits that apply to `key`: its override's, or the rule's.
-    pub fn limits_for(&self, key: &str) -> &[Limit] {
+    pub(crate) fn limits_for(&self, key: &str) -> &[Limit] {
         self.overrides.limits_for(key).unwrap_or(&self.limits)
     }
 
     /// [`Rule::call`] for `key`, with the limits that apply to it
     /// ([`Rule::limits_for`]).
-    pub fn call_for(&self, op: crate::count::protocol::Op, key: &str) -> crate::count::protocol::Call {
+    pub(crate) fn call_for(&self, op: crate::count::protocol::Op, key: &str) -> crate::count::protocol::Call {
         let mut call = self.call(op);
         if let Some(limits) = self.overrides.limits_for(key) {
             call.limits = limits.to_vec();
@@ -583,13 +583,13 @@ impl Rule {
 
     /// Whether the rule settles successes (`on_success`): a form body must
     /// then be read, to see a `_method` override in it.
-    pub fn settles_successes(&self) -> bool {
+    pub(crate) fn settles_successes(&self) -> bool {
         self.on_success.is_some()
     }
 
     /// Whether `method`, exactly, is one of the rule's methods (any, when
     /// it lists none): no HEAD for GET, no override.
-    pub fn lists_method(&self, method: &str) -> bool {
+    pub(crate) fn lists_method(&self, method: &str) -> bool {
         self.methods.is_empty() || self.methods.iter().any(|m| m.eq_ignore_ascii_case(method))
     }
 
@@ -598,7 +598,7 @@ impl Rule {
     /// [`crate::request::key::identity_key`]; path groups but `:raw` ones
     /// lowercased for a case-insensitive rule, as its matcher captures them). `None` for a
     /// rule of several parts, or a value that would be missing.
-    pub fn identity_key(&self, value: &str) -> Option<String> {
+    pub(crate) fn identity_key(&self, value: &str) -> Option<String> {
         let [part] = self.key.as_slice() else { return None };
         let value = match part {
             _ if self.case_insensitive && part.folds_with_match() => value.to_lowercase(),
@@ -608,13 +608,8 @@ impl Rule {
     }
 
     /// Whether any part of the rule's key (or fallback key) reads the body.
-    pub fn reads_body(&self) -> bool {
+    pub(crate) fn reads_body(&self) -> bool {
         self.key.iter().chain(self.on_missing_key.fallback_parts()).any(|p| matches!(p, KeyPart::Body(..)))
-    }
-
-    /// The longest window of the rule: how long a key's log can live.
-    pub fn horizon_ms(&self) -> u64 {
-        crate::count::window::horizon_ms(&self.limits)
     }
 }
 

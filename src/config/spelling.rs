@@ -25,17 +25,18 @@ use serde_json::{Map, Value};
 /// The config's current spelling, as `tollgate --version` and
 /// `tollgate diff` name it. 0.3: the counting mode is a field
 /// (`counting`), metering is `metering`, `cost` is a weight only.
-pub const SPELLING: &str = "0.3";
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+pub(crate) const SPELLING: &str = "0.3";
 
 /// The spelling [`plan`] reads besides the current one.
-pub const OLD_SPELLING: &str = "0.2.0";
+pub(crate) const OLD_SPELLING: &str = "0.2.0";
 
 /// The group that holds the counting mode and what the two-phase mode
 /// unlocks.
-pub const COUNTING: &str = "counting";
+pub(crate) const COUNTING: &str = "counting";
 
 /// The two-phase mode's name (`counting.mode`).
-pub const TWO_PHASE: &str = "response";
+pub(crate) const TWO_PHASE: &str = "response";
 
 /// The 0.2.0 fields moved into `counting` as they are.
 const MOVED_INTO_COUNTING: [(&str, &str); 4] = [
@@ -60,7 +61,7 @@ fn toml_text(value: &Value) -> String {
 
 /// One edit of a rule's table, from the 0.2.0 spelling to the current one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Move the value at `from` to `to`, inside the group `into` (created
     /// when missing) or at the rule's top level.
     Move { from: &'static str, into: Option<&'static str>, to: &'static str },
@@ -74,15 +75,15 @@ pub enum Step {
 
 /// What a 0.2.0 field became, or why it could not be respelled.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
+pub(crate) struct Note {
     /// The 0.2.0 field.
-    pub field: &'static str,
+    pub(crate) field: &'static str,
     /// What it is now written as (`counting = { ... }`), for
     /// `tollgate migrate` to list; empty when refused.
-    pub now: String,
-    pub message: String,
+    pub(crate) now: String,
+    pub(crate) message: String,
     /// The old spelling stands beside the new one: an error, not a warning.
-    pub refused: bool,
+    pub(crate) refused: bool,
 }
 
 impl Note {
@@ -100,7 +101,7 @@ impl Note {
 /// current spelling, and one note per 0.2.0 field. A field whose new
 /// spelling is given too is left where it is, with a refusing note. A
 /// rule in the current spelling yields nothing.
-pub fn plan(rule: &Map<String, Value>) -> (Vec<Step>, Vec<Note>) {
+pub(crate) fn plan(rule: &Map<String, Value>) -> (Vec<Step>, Vec<Note>) {
     let mut steps = Vec::new();
     let mut notes = Vec::new();
     let group = rule.get(COUNTING).and_then(Value::as_object);
@@ -162,7 +163,7 @@ fn clear_on_success(rule: &Map<String, Value>, steps: &mut Vec<Step>, notes: &mu
 }
 
 /// Applies `steps` (from [`plan`] of the same table) to a rule's JSON.
-pub fn apply(rule: &mut Map<String, Value>, steps: &[Step]) {
+pub(crate) fn apply(rule: &mut Map<String, Value>, steps: &[Step]) {
     for step in steps {
         match *step {
             Step::Move { from, into, to } => {

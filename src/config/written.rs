@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 /// A duration as the config writes one: the largest unit that divides it
 /// (`"1d"`, `"90s"`, `"1500ms"`).
-pub fn duration(ms: u64) -> String {
+pub(crate) fn duration(ms: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)];
     match UNITS.iter().find(|(_, size)| ms > 0 && ms.is_multiple_of(*size)) {
         Some((unit, size)) => format!("{}{unit}", ms / size),

@@ -3,25 +3,25 @@
 //! reservations, leases), the wire protocol, and the isolate-side caches.
 
 // Lowest first: each module uses only those above it (and `request::spelling`).
-pub mod limit;
-pub mod tally;
-pub mod algorithm;
+pub(crate) mod limit;
+pub(crate) mod tally;
+pub(crate) mod algorithm;
 pub mod window;
-pub mod gcra;
-pub mod reservation;
-pub mod row;
-pub mod slots;
+pub(crate) mod gcra;
+pub(crate) mod reservation;
+pub(crate) mod row;
+pub(crate) mod slots;
 pub mod protocol;
-pub mod older;
-pub mod lease;
-pub mod switch;
-pub mod counter;
-pub mod controls;
-pub mod penalty;
-pub mod object;
-pub mod store;
-pub mod registry;
+pub(crate) mod older;
+pub(crate) mod lease;
+pub(crate) mod switch;
+pub(crate) mod counter;
+pub(crate) mod controls;
+pub(crate) mod penalty;
+pub(crate) mod object;
+pub(crate) mod store;
+pub(crate) mod registry;
 pub(crate) mod classes;
-pub mod blocked;
-pub mod hold;
+pub(crate) mod blocked;
+pub(crate) mod hold;
 pub(crate) mod duration;

@@ -60,22 +60,6 @@ impl NewerField {
 /// the glue writes and the verdict reads.
 pub(crate) const NO_SLOT: &str = "an object of an older release cannot hold a concurrency slot";
 
-/// Whether a counter failure's text (`Outcome::Failed`) says the object
-/// cannot hold a concurrency slot ([`NO_SLOT`]).
-pub(crate) fn cannot_hold_slot(failure: &str) -> bool {
-    failure.starts_with(NO_SLOT)
-}
-
-/// The text of a counter failure of `call` (`Outcome::Failed`): the
-/// failure's, after [`NO_SLOT`] when an older object refused the call's
-/// concurrency.
-pub(crate) fn failure_text(call: &Call, failure: &CallFailure) -> String {
-    match refused_field(call, failure) {
-        Some(NewerField::Concurrency) => format!("{NO_SLOT}: {failure}"),
-        _ => failure.to_string(),
-    }
-}
-
 /// The field `call` carries that the object refused because it is of an
 /// older release: a 400 whose versioned error names it as unknown. `None`
 /// for any other failure (an outage, a timeout, a corrupt row, a field the
@@ -181,10 +165,8 @@ mod tests {
         let sent = instead(&hit, NewerField::Penalty).unwrap();
         assert_eq!(sent, [hit.clone().with_penalty_ms(None)], "only p dropped: n is refused next");
         assert_eq!(instead(&hit, NewerField::Concurrency), None);
-        let failure = failure_text(&hit, &refusal('n'));
-        assert!(cannot_hold_slot(&failure), "{failure}");
-        assert!(!cannot_hold_slot(&failure_text(&hit, &refusal('p'))), "a penalty has an older form");
-        assert!(!cannot_hold_slot(&failure_text(&hit, &CallFailure::Timeout { ms: 50 })), "an outage: the rule's on_error");
-        assert!(!cannot_hold_slot("limiter answered 400: unknown field `n`"));
+        assert_eq!(refused_field(&hit, &refusal('n')), Some(NewerField::Concurrency));
+        assert_eq!(refused_field(&hit, &refusal('p')), Some(NewerField::Penalty), "a penalty has an older form");
+        assert_eq!(refused_field(&hit, &CallFailure::Timeout { ms: 50 }), None, "an outage: the rule's on_error");
     }
 }

@@ -53,51 +53,51 @@ use crate::count::row;
 /// The count's row without its penalty, and the penalty's end (Unix ms),
 /// ended or not; a prefix that does not read as one is a corrupt row
 /// ([`row::split_penalty`]).
-pub fn split(text: &str) -> Result<(&str, Option<i64>), CorruptRow> {
+pub(crate) fn split(text: &str) -> Result<(&str, Option<i64>), CorruptRow> {
     row::split_penalty(text)
 }
 
 /// The row holding `rest` (the count's own row) and the penalty ending at
 /// `until` (none: `rest` as it is; [`row::join_penalty`]).
-pub fn join(rest: &str, until: Option<i64>) -> String {
+pub(crate) fn join(rest: &str, until: Option<i64>) -> String {
     row::join_penalty(rest, until)
 }
 
 /// The penalty's end when it is still in force at `now_ms`.
-pub fn in_force(until: Option<i64>, now_ms: i64) -> Option<i64> {
+pub(crate) fn in_force(until: Option<i64>, now_ms: i64) -> Option<i64> {
     until.filter(|until| *until > now_ms)
 }
 
 /// Whether the Worker sends a rule's penalty with `op`: the calls that
 /// count or look (a `status` carrying one is answered with it).
-pub fn carried_by(op: Op) -> bool {
+pub(crate) fn carried_by(op: Op) -> bool {
     matches!(op, Op::Hit | Op::Check | Op::Reserve | Op::Lease | Op::Status)
 }
 
 /// Whether a penalty in force refuses `op` (when the call carries one).
-pub fn refuses(op: Op) -> bool {
+pub(crate) fn refuses(op: Op) -> bool {
     matches!(op, Op::Hit | Op::Check | Op::Reserve | Op::Lease)
 }
 
 /// Whether the count's refusal of `op` (not owed to slots in flight)
 /// starts a penalty (when the call carries one).
-pub fn starts(op: Op, in_flight: bool) -> bool {
+pub(crate) fn starts(op: Op, in_flight: bool) -> bool {
     matches!(op, Op::Hit | Op::Reserve | Op::Lease) && !in_flight
 }
 
 /// The end of a penalty of `penalty_ms` starting at `now_ms`.
-pub fn until(now_ms: i64, penalty_ms: u64) -> i64 {
+pub(crate) fn until(now_ms: i64, penalty_ms: u64) -> i64 {
     now_ms.saturating_add(i64::try_from(penalty_ms).unwrap_or(i64::MAX))
 }
 
 /// Milliseconds left of a penalty ending at `until` (at least 1).
-pub fn left_ms(until: i64, now_ms: i64) -> u64 {
+pub(crate) fn left_ms(until: i64, now_ms: i64) -> u64 {
     u64::try_from(until.saturating_sub(now_ms)).unwrap_or(0).max(1)
 }
 
 /// The windows a penalised answer reports: as they are, but with nothing
 /// remaining until the penalty's end, `left_ms` from now.
-pub fn windows(windows: &mut [WindowState], left_ms: u64) {
+pub(crate) fn windows(windows: &mut [WindowState], left_ms: u64) {
     for w in windows {
         (w.remaining, w.reset_ms) = (0, w.reset_ms.max(left_ms));
     }
@@ -106,7 +106,7 @@ pub fn windows(windows: &mut [WindowState], left_ms: u64) {
 /// What the TTL alarm does with a row whose count alone calls for `count`
 /// and whose penalty ends at `until`: kept (re-armed) until both have
 /// ended.
-pub fn alarm(count: AlarmAction, until: Option<i64>, now_ms: i64) -> AlarmAction {
+pub(crate) fn alarm(count: AlarmAction, until: Option<i64>, now_ms: i64) -> AlarmAction {
     match (count, in_force(until, now_ms)) {
         (count, None) => count,
         (AlarmAction::DeleteAll, Some(until)) => AlarmAction::RearmAt(until),

@@ -99,31 +99,31 @@ use std::borrow::Cow;
 use std::fmt;
 
 /// The only version this build speaks.
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// The most windows a call may carry.
-pub const MAX_LIMITS: usize = 8;
+pub(crate) const MAX_LIMITS: usize = 8;
 
 /// The longest a reservation may be held (`hold_ms`): one hour. A lost
 /// reservation keeps its slot, and its object's row, this long at most.
-pub const MAX_HOLD_MS: u64 = 3_600_000;
+pub(crate) const MAX_HOLD_MS: u64 = 3_600_000;
 
 /// The longest a lease may last (`hold_ms` of a `lease`): one minute. Its
 /// tokens stay debited this much longer than a hit's would (they are dated
 /// at the lease's expiry), so a long lease under-admits for longer.
-pub const MAX_LEASE_TTL_MS: u64 = 60_000;
+pub(crate) const MAX_LEASE_TTL_MS: u64 = 60_000;
 
 /// The most units one lease may ask for (`want`).
-pub const MAX_LEASE_UNITS: u32 = 1_000_000;
+pub(crate) const MAX_LEASE_UNITS: u32 = 1_000_000;
 
 /// The most requests of one key a rule's `concurrency` may let in flight
 /// (each is a reservation in the key's row).
-pub const MAX_CONCURRENCY: u32 = 1_000;
+pub(crate) const MAX_CONCURRENCY: u32 = 1_000;
 
 /// What the Worker asks of the object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Op {
+pub(crate) enum Op {
     /// Check-and-record: decide and, if allowed, record `cost`.
     Hit,
     /// Decide without recording (the first half of a failures-only rule).
@@ -169,46 +169,46 @@ pub enum Op {
 /// A validated call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
-    pub op: Op,
-    pub algorithm: Algorithm,
-    pub limits: Vec<Limit>,
-    pub cost: u32,
+    pub(crate) op: Op,
+    pub(crate) algorithm: Algorithm,
+    pub(crate) limits: Vec<Limit>,
+    pub(crate) cost: u32,
     /// For `reserve` (required): how long the reservation holds its slot,
     /// 1 ms to [`MAX_HOLD_MS`]. Ignored by the other ops.
-    pub hold_ms: Option<u64>,
+    pub(crate) hold_ms: Option<u64>,
     /// For `commit` and `release` (required), `forgive` and `clear`
     /// (optional): the id `reserve` granted; for `refund` (required), the
     /// lease's id. Ignored by the other ops.
-    pub reservation: Option<u64>,
+    pub(crate) reservation: Option<u64>,
     /// For `lease`: the most units wanted, `cost` to [`MAX_LEASE_UNITS`]
     /// (default `cost`). Ignored by the other ops.
-    pub want: Option<u32>,
+    pub(crate) want: Option<u32>,
     /// For `commit`, `clear` and `forgive` of a rule whose success relieves:
     /// how the request spelled its identity. A commit marks the count with
     /// it; a clear or forgive relieves only a count marked with its own
     /// spelling ([`crate::request::spelling`]). Ignored by the other ops.
-    pub spelling: Option<Spelling>,
+    pub(crate) spelling: Option<Spelling>,
     /// For `hit`, `check`, `reserve`, `lease` and `status` of a rule with a
     /// `penalty` ([`crate::count::penalty`]): how long a refusal keeps the
     /// key refused, 1 ms to [`crate::count::duration::MAX_WINDOW_MS`].
     /// Ignored by the other ops.
-    pub penalty_ms: Option<u64>,
+    pub(crate) penalty_ms: Option<u64>,
     /// For `commit` of a rule whose origin reports usage (issue 29): the
     /// units to count instead of the reservation's cost (0: the
     /// reservation is released, nothing counted). Ignored by the other ops.
-    pub used: Option<u32>,
+    pub(crate) used: Option<u32>,
     /// For `reserve` and `check` of a rule with `concurrency` (issue 29):
     /// the most reservations the key may hold at once, 1 to
     /// [`MAX_CONCURRENCY`]; a reserve is refused while that many are live
     /// ([`crate::count::slots`]). Ignored by the other ops.
-    pub concurrency: Option<u32>,
+    pub(crate) concurrency: Option<u32>,
 }
 
 /// Sets one optional field of a [`Call`], builder-style: `Some(value)`,
 /// a plain value, or `None` to drop it.
 macro_rules! with {
     ($($(#[$doc:meta])* $with:ident: $field:ident: $t:ty;)*) => {
-        $($(#[$doc])* pub fn $with(self, $field: impl Into<Option<$t>>) -> Call {
+        $($(#[$doc])* pub(crate) fn $with(self, $field: impl Into<Option<$t>>) -> Call {
             Call { $field: $field.into(), ..self }
         })*
     };
@@ -218,7 +218,7 @@ impl Call {
     /// A call of `op` counting `cost` 1 against `limits` with `algorithm`,
     /// every optional field absent: the one place a new call field gets
     /// its default (add a `with_*` below for it).
-    pub fn new(op: Op, algorithm: Algorithm, limits: Vec<Limit>) -> Call {
+    pub(crate) fn new(op: Op, algorithm: Algorithm, limits: Vec<Limit>) -> Call {
         Call {
             op,
             algorithm,
@@ -235,22 +235,24 @@ impl Call {
     }
 
     /// The same call as another op.
-    pub fn with_op(self, op: Op) -> Call {
+    pub(crate) fn with_op(self, op: Op) -> Call {
         Call { op, ..self }
     }
 
     /// The same call counted by `algorithm`.
-    pub fn with_algorithm(self, algorithm: Algorithm) -> Call {
+    #[cfg(test)]
+    pub(crate) fn with_algorithm(self, algorithm: Algorithm) -> Call {
         Call { algorithm, ..self }
     }
 
     /// The same call counting `cost`.
-    pub fn with_cost(self, cost: u32) -> Call {
+    pub(crate) fn with_cost(self, cost: u32) -> Call {
         Call { cost, ..self }
     }
 
     /// The same call against `limits`.
-    pub fn with_limits(self, limits: Vec<Limit>) -> Call {
+    #[cfg(test)]
+    pub(crate) fn with_limits(self, limits: Vec<Limit>) -> Call {
         Call { limits, ..self }
     }
 
@@ -272,7 +274,7 @@ impl Call {
     }
 
     /// The same call, settling `reservation`.
-    pub fn settling(self, reservation: Option<u64>) -> Call {
+    pub(crate) fn settling(self, reservation: Option<u64>) -> Call {
         self.with_reservation(reservation)
     }
 }
@@ -671,12 +673,12 @@ impl std::error::Error for CallError {}
 
 /// One window in a reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WireWindow {
-    pub limit: u32,
-    pub window_ms: u64,
-    pub used: u64,
-    pub remaining: u64,
-    pub reset_ms: u64,
+pub(crate) struct WireWindow {
+    pub(crate) limit: u32,
+    pub(crate) window_ms: u64,
+    pub(crate) used: u64,
+    pub(crate) remaining: u64,
+    pub(crate) reset_ms: u64,
 }
 
 impl From<&WindowState> for WireWindow {
@@ -700,33 +702,33 @@ impl From<&WindowState> for WireWindow {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reply {
-    pub v: u32,
+    pub(crate) v: u32,
     /// `allowed`, `retry_after_ms`, `windows` and `binding_window`.
     #[serde(flatten)]
-    pub tally: Tally<WireWindow>,
+    pub(crate) tally: Tally<WireWindow>,
     /// Whether an alarm (the storage TTL) is pending after this call.
-    pub alarm_pending: bool,
+    pub(crate) alarm_pending: bool,
     /// Whether this call armed the alarm (only when none was pending).
-    pub alarm_set: bool,
+    pub(crate) alarm_set: bool,
     /// Hits held in storage after this call (pruned or not).
-    pub stored_hits: u64,
+    pub(crate) stored_hits: u64,
     /// SQLite rows read and written by this call, from the cursors.
-    pub rows_read: u64,
-    pub rows_written: u64,
+    pub(crate) rows_read: u64,
+    pub(crate) rows_written: u64,
     /// The id of the reservation an allowed `reserve` made; the Worker
     /// sends it back with `commit` or `release`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reservation: Option<u64>,
+    pub(crate) reservation: Option<u64>,
     /// Live (unexpired) reservations after this call.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub held: u64,
+    pub(crate) held: u64,
     /// The units a `lease` granted (0 when blocked); `None` for other ops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub granted: Option<u64>,
+    pub(crate) granted: Option<u64>,
     /// To a call carrying a penalty: when the key's penalty in force after
     /// the call ends (Unix ms, the object's clock); `None`: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub penalty_until_ms: Option<i64>,
+    pub(crate) penalty_until_ms: Option<i64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -765,7 +767,8 @@ impl fmt::Display for CallFailure {
 impl std::error::Error for CallFailure {}
 
 /// Reads an object's answer: a 200 with a [`Reply`], or why not.
-pub fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure> {
+#[cfg(test)]
+pub(crate) fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure> {
     if status != 200 {
         return Err(CallFailure::Refused { status, body: body.to_string() });
     }

@@ -112,12 +112,12 @@ pub(crate) const SIGN_OUT_ROW: (&str, &str) = ("console", "signout");
 /// The body that asks the `Limiter` object named [`REGISTRY_OBJECT`] (the
 /// registry before issue 36) for the rows it holds: answered by
 /// [`encode_handover`]; refused (400) by a release before.
-pub const HANDOVER: &str = "handover";
+pub(crate) const HANDOVER: &str = "handover";
 
 /// The `Limiter`'s answer to [`HANDOVER`]: its live rows as the calls that
 /// would write them again, one line each (`put` per entry, `signout` for
 /// the sign-out, `keep_ms` what is left of it).
-pub fn encode_handover(entries: &[Entry], sign_out: Option<(i64, i64)>) -> String {
+pub(crate) fn encode_handover(entries: &[Entry], sign_out: Option<(i64, i64)>) -> String {
     let puts = entries.iter().map(|e| RegistryCall::Put(e.clone()));
     let sign_out = sign_out.map(|(at_ms, until_ms)| RegistryCall::SignOut { at_ms, keep_ms: until_ms.saturating_sub(at_ms) });
     puts.chain(sign_out).map(|c| c.encode()).collect::<Vec<_>>().join("\n")
@@ -125,7 +125,7 @@ pub fn encode_handover(entries: &[Entry], sign_out: Option<(i64, i64)>) -> Strin
 
 /// Reads [`encode_handover`]'s text: the `put` and `signout` calls in it,
 /// any other line skipped.
-pub fn decode_handover(text: &str) -> Vec<RegistryCall> {
+pub(crate) fn decode_handover(text: &str) -> Vec<RegistryCall> {
     text.lines()
         .filter_map(RegistryCall::decode)
         .filter(|c| matches!(c, RegistryCall::Put(_) | RegistryCall::SignOut { .. }))
@@ -136,7 +136,7 @@ pub fn decode_handover(text: &str) -> Vec<RegistryCall> {
 /// `list` and `signedout`: its entries as `put`s, its sign-out as a
 /// `signout` kept a session's length from its time (`keep_ms`), as it was
 /// written.
-pub fn from_older(listing: &str, signed_out: &str, keep_ms: i64, now_ms: i64) -> Vec<RegistryCall> {
+pub(crate) fn from_older(listing: &str, signed_out: &str, keep_ms: i64, now_ms: i64) -> Vec<RegistryCall> {
     let puts = decode_listing(listing, now_ms).into_iter().map(RegistryCall::Put);
     let sign_out = signed_out_at(signed_out).map(|at_ms| RegistryCall::SignOut { at_ms, keep_ms });
     puts.chain(sign_out).collect()
@@ -243,7 +243,14 @@ impl RegistryCall {
     }
 }
 
-/// Reads [`encode_listing`]'s text: the entries live at `now_ms`, a line
+/// The registry's answer to a list: one entry line each (the object
+/// writes the same lines; the tests read them back).
+#[cfg(test)]
+fn encode_listing(entries: &[Entry]) -> String {
+    entries.iter().map(Entry::encode).collect::<Vec<_>>().join("\n")
+}
+
+/// Reads a listing's text (one entry line each): the entries live at `now_ms`, a line
 /// that does not decode skipped, at most [`MAX_LISTED`].
 pub(crate) fn decode_listing(text: &str, now_ms: i64) -> Vec<Entry> {
     text.lines().filter_map(Entry::decode).filter(|e| e.live(now_ms)).take(MAX_LISTED).collect()

@@ -75,15 +75,15 @@ use crate::count::algorithm::{excerpt, CorruptRow};
 
 /// One request in flight: the cost it holds, until when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reservation {
-    pub id: u64,
+pub(crate) struct Reservation {
+    pub(crate) id: u64,
     /// Unix ms after which it no longer counts.
-    pub expires_at: i64,
-    pub cost: u32,
+    pub(crate) expires_at: i64,
+    pub(crate) cost: u32,
 }
 
 /// `id@expires_at` or `id@expires_at*cost`, comma-separated.
-pub fn encode(held: &[Reservation]) -> String {
+pub(crate) fn encode(held: &[Reservation]) -> String {
     let entries: Vec<String> = held
         .iter()
         .map(|r| match r.cost {
@@ -95,7 +95,7 @@ pub fn encode(held: &[Reservation]) -> String {
 }
 
 /// Reads back what [`encode`] wrote, naming the first entry it cannot take.
-pub fn decode(text: &str) -> Result<Vec<Reservation>, CorruptRow> {
+pub(crate) fn decode(text: &str) -> Result<Vec<Reservation>, CorruptRow> {
     if text.is_empty() {
         return Ok(Vec::new());
     }
@@ -115,12 +115,12 @@ pub fn decode(text: &str) -> Result<Vec<Reservation>, CorruptRow> {
 }
 
 /// The reservations still live at `now_ms`: expired ones never count again.
-pub fn live(held: Vec<Reservation>, now_ms: i64) -> Vec<Reservation> {
+pub(crate) fn live(held: Vec<Reservation>, now_ms: i64) -> Vec<Reservation> {
     held.into_iter().filter(|r| r.expires_at > now_ms).collect()
 }
 
 /// The units `held` holds.
-pub fn units(held: &[Reservation]) -> u64 {
+pub(crate) fn units(held: &[Reservation]) -> u64 {
     held.iter().map(|r| u64::from(r.cost)).sum()
 }
 
@@ -129,30 +129,30 @@ pub fn units(held: &[Reservation]) -> u64 {
 const IDS_PER_MS: u64 = 1_000;
 
 /// A fresh id at `now_ms` (see the module doc).
-pub fn next_id(held: &[Reservation], now_ms: i64) -> u64 {
+pub(crate) fn next_id(held: &[Reservation], now_ms: i64) -> u64 {
     let from_clock = u64::try_from(now_ms).unwrap_or(0).saturating_mul(IDS_PER_MS);
     held.iter().map(|r| r.id.saturating_add(1)).fold(from_clock, u64::max)
 }
 
 /// The reserve time (Unix ms) reservation `id` carries: [`next_id`]'s
 /// inverse (a bumped id reads as its millisecond).
-pub fn reserved_at(id: u64) -> i64 {
+pub(crate) fn reserved_at(id: u64) -> i64 {
     i64::try_from(id / IDS_PER_MS).unwrap_or(i64::MAX)
 }
 
 /// Removes and returns reservation `id`, if it is held.
-pub fn take(held: &mut Vec<Reservation>, id: Option<u64>) -> Option<Reservation> {
+pub(crate) fn take(held: &mut Vec<Reservation>, id: Option<u64>) -> Option<Reservation> {
     let at = held.iter().position(|r| Some(r.id) == id)?;
     Some(held.remove(at))
 }
 
 /// When the last of `held` expires; `None` when nothing is held.
-pub fn last_expiry(held: &[Reservation]) -> Option<i64> {
+pub(crate) fn last_expiry(held: &[Reservation]) -> Option<i64> {
     held.iter().map(|r| r.expires_at).max()
 }
 
 /// When the first of `held` expires; `None` when nothing is held.
-pub fn first_expiry(held: &[Reservation]) -> Option<i64> {
+pub(crate) fn first_expiry(held: &[Reservation]) -> Option<i64> {
     held.iter().map(|r| r.expires_at).min()
 }
 

@@ -53,41 +53,44 @@ const VERSIONED: char = '#';
 
 /// A whole stored row, read: the penalty (the object's part) and the
 /// count (the counter's part).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredRow<'a> {
+pub(crate) struct StoredRow<'a> {
     /// When the key's penalty ends (Unix ms), ended or not.
-    pub penalty_until: Option<i64>,
-    pub count: CountRow<'a>,
+    pub(crate) penalty_until: Option<i64>,
+    pub(crate) count: CountRow<'a>,
 }
 
 /// The count's part of a row.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct CountRow<'a> {
+pub(crate) struct CountRow<'a> {
     /// The algorithm's encoding of its state (empty: nothing counted).
-    pub state: &'a str,
+    pub(crate) state: &'a str,
     /// Every reservation written, live or expired (the counter prunes).
-    pub held: Vec<Reservation>,
+    pub(crate) held: Vec<Reservation>,
     /// A relief rule's mark of the spellings its count was committed under.
-    pub mark: Option<Mark>,
+    pub(crate) mark: Option<Mark>,
 }
 
 /// Reads a whole row; a wrapper that does not read as its spelling is a
 /// corrupt row (the state itself is the counter's to read).
-pub fn decode(text: &str) -> Result<StoredRow<'_>, CorruptRow> {
+#[cfg(test)]
+pub(crate) fn decode(text: &str) -> Result<StoredRow<'_>, CorruptRow> {
     let (rest, penalty_until) = split_penalty(text)?;
     Ok(StoredRow { penalty_until, count: decode_count(rest)? })
 }
 
+#[cfg(test)]
 impl StoredRow<'_> {
     /// The row's text, as [`decode`] reads it back.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         join_penalty(&self.count.encode(), self.penalty_until)
     }
 }
 
 /// The row without its penalty, and the penalty's end; a prefix that does
 /// not read as one is a corrupt row (as is a row of a later version).
-pub fn split_penalty(text: &str) -> Result<(&str, Option<i64>), CorruptRow> {
+pub(crate) fn split_penalty(text: &str) -> Result<(&str, Option<i64>), CorruptRow> {
     if text.starts_with(VERSIONED) {
         return Err(CorruptRow::NewerRow(excerpt(text)));
     }
@@ -101,7 +104,7 @@ pub fn split_penalty(text: &str) -> Result<(&str, Option<i64>), CorruptRow> {
 
 /// The row holding the count's text `rest` and the penalty ending at
 /// `until` (none: `rest` as it is).
-pub fn join_penalty(rest: &str, until: Option<i64>) -> String {
+pub(crate) fn join_penalty(rest: &str, until: Option<i64>) -> String {
     match until {
         Some(until) => format!("{PENALTY}{until}{PENALTY_END}{rest}"),
         None => rest.to_string(),
@@ -109,7 +112,7 @@ pub fn join_penalty(rest: &str, until: Option<i64>) -> String {
 }
 
 /// Reads the count's part of a row (the penalty's prefix removed).
-pub fn decode_count(text: &str) -> Result<CountRow<'_>, CorruptRow> {
+pub(crate) fn decode_count(text: &str) -> Result<CountRow<'_>, CorruptRow> {
     let (rest, mark) = match text.rsplit_once(MARK) {
         Some((rest, mark)) => (rest, Some(Mark::decode(mark))),
         None => (text, None),
@@ -118,17 +121,18 @@ pub fn decode_count(text: &str) -> Result<CountRow<'_>, CorruptRow> {
     Ok(CountRow { state, held: reservation::decode(held)?, mark })
 }
 
+#[cfg(test)]
 impl CountRow<'_> {
     /// The count's text, as [`decode_count`] reads it back: the state,
     /// then the reservations and the mark when there are any.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         with_mark(encode_count(self.state.to_string(), &self.held), self.mark)
     }
 }
 
 /// The count's text of `state` (the counter's encoding) and `held`, with
 /// no mark: just `state` when nothing is held.
-pub fn encode_count(mut state: String, held: &[Reservation]) -> String {
+pub(crate) fn encode_count(mut state: String, held: &[Reservation]) -> String {
     if !held.is_empty() {
         state.push(RESERVATIONS);
         state.push_str(&reservation::encode(held));
@@ -137,7 +141,7 @@ pub fn encode_count(mut state: String, held: &[Reservation]) -> String {
 }
 
 /// `count` (an [`encode_count`]) with `mark` after it, if any.
-pub fn with_mark(mut count: String, mark: Option<Mark>) -> String {
+pub(crate) fn with_mark(mut count: String, mark: Option<Mark>) -> String {
     if let Some(mark) = mark {
         count.push(MARK);
         count.push_str(&mark.encode());

@@ -17,7 +17,7 @@ use crate::count::protocol::{Call, Reply, WireWindow, VERSION};
 
 /// One thing the object's storage does, in the order given.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Effect<'a> {
+pub(crate) enum Effect<'a> {
     /// Writes the count's row in place, with the horizon (the longest
     /// window, ms) it was written under.
     Store { row: &'a str, horizon_ms: u64 },
@@ -36,7 +36,7 @@ pub enum Effect<'a> {
 
 /// The effects of a call's answer: the row stored, what is deleted, the
 /// alarm made sure of, in that order.
-pub fn of_answer(answered: &Answered) -> Vec<Effect<'_>> {
+pub(crate) fn of_answer(answered: &Answered) -> Vec<Effect<'_>> {
     let store = answered.store.as_ref().map(|(row, horizon_ms)| Effect::Store { row, horizon_ms: *horizon_ms });
     let delete = answered.delete.map(Effect::Delete);
     let alarm = answered.alarm.map(Effect::MakeSure);
@@ -45,13 +45,13 @@ pub fn of_answer(answered: &Answered) -> Vec<Effect<'_>> {
 
 /// The effects of a call refused for a corrupt row: the alarm that
 /// deletes the row made sure of.
-pub fn of_refusal(refused: &Refused) -> Vec<Effect<'static>> {
+pub(crate) fn of_refusal(refused: &Refused) -> Vec<Effect<'static>> {
     vec![Effect::MakeSure(refused.alarm)]
 }
 
 /// The effects of the TTL alarm's plan, once the alarm fired (no alarm is
 /// pending then).
-pub fn of_alarm(plan: AlarmPlan) -> Vec<Effect<'static>> {
+pub(crate) fn of_alarm(plan: AlarmPlan) -> Vec<Effect<'static>> {
     match plan {
         AlarmPlan::DeleteAll => vec![Effect::Delete(Delete::Everything)],
         AlarmPlan::DeleteCount { rearm_at } => std::iter::once(Effect::Delete(Delete::Count)).chain(rearm_at.map(Effect::Arm)).collect(),
@@ -65,7 +65,7 @@ pub fn of_alarm(plan: AlarmPlan) -> Vec<Effect<'static>> {
 /// their end made sure of. `row` is read only when the change is
 /// [`ControlEffect::Cleared`]: a storage that must read it to know it may
 /// pass `""` for any other.
-pub fn of_control<'a>(controlled: &'a Controlled, row: &str) -> Vec<Effect<'a>> {
+pub(crate) fn of_control<'a>(controlled: &'a Controlled, row: &str) -> Vec<Effect<'a>> {
     match controlled.effect {
         ControlEffect::Unchanged => Vec::new(),
         ControlEffect::Cleared => vec![Effect::Delete(object::after_clearing(row))],
@@ -78,7 +78,7 @@ pub fn of_control<'a>(controlled: &'a Controlled, row: &str) -> Vec<Effect<'a>> 
 /// The reply to a call answered `answered`, once its effects were applied:
 /// `alarm_pending` after them, whether they set the alarm, and the rows
 /// read and written.
-pub fn reply(answered: Answered, alarm_pending: bool, alarm_set: bool, rows_read: u64, rows_written: u64) -> Reply {
+pub(crate) fn reply(answered: Answered, alarm_pending: bool, alarm_set: bool, rows_read: u64, rows_written: u64) -> Reply {
     Reply {
         v: VERSION,
         tally: answered.tally.map_windows(|w| WireWindow::from(&w)),
@@ -98,37 +98,37 @@ pub fn reply(answered: Answered, alarm_pending: bool, alarm_set: bool, rows_read
 /// horizon), the key's controls and the pending alarm. What the Durable
 /// Object keeps in SQLite, for the native harness.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Storage {
+pub(crate) struct Storage {
     /// The count's row and the horizon it was written under.
-    pub row: Option<(String, u64)>,
-    pub controls: Controls,
+    pub(crate) row: Option<(String, u64)>,
+    pub(crate) controls: Controls,
     /// The pending alarm's time (Unix ms).
-    pub alarm: Option<i64>,
+    pub(crate) alarm: Option<i64>,
     /// Rows written over the storage's life (the count's and the controls').
-    pub rows_written: u64,
+    pub(crate) rows_written: u64,
 }
 
 /// What applying effects did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Applied {
-    pub rows_written: u64,
-    pub alarm_set: bool,
+pub(crate) struct Applied {
+    pub(crate) rows_written: u64,
+    pub(crate) alarm_set: bool,
 }
 
 impl Storage {
     /// Nothing stored and no alarm pending: what the alarm leaves once a
     /// key's count and controls have expired.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.row.is_none() && self.controls.is_empty() && self.alarm.is_none()
     }
 
     /// The count's row text (empty when none).
-    pub fn row_text(&self) -> &str {
+    pub(crate) fn row_text(&self) -> &str {
         self.row.as_ref().map_or("", |(row, _)| row.as_str())
     }
 
     /// Applies `effects` in order, as the Durable Object does.
-    pub fn apply(&mut self, effects: &[Effect<'_>]) -> Applied {
+    pub(crate) fn apply(&mut self, effects: &[Effect<'_>]) -> Applied {
         let mut applied = Applied::default();
         for effect in effects {
             match effect {
@@ -159,7 +159,7 @@ impl Storage {
     /// [`object::answer`], its effects applied, the reply built by
     /// [`reply`]; a corrupt row's refusal (the 500's message) after its
     /// alarm was made sure of.
-    pub fn answer(&mut self, call: &Call, now_ms: i64) -> Result<Reply, String> {
+    pub(crate) fn answer(&mut self, call: &Call, now_ms: i64) -> Result<Reply, String> {
         let answered = match object::answer(self.row_text(), &self.controls, now_ms, call) {
             Ok(answered) => answered,
             Err(refused) => {
@@ -174,7 +174,7 @@ impl Storage {
 
     /// The alarm firing at `now_ms`: consumed, then [`object::on_alarm`]'s
     /// plan applied.
-    pub fn fire_alarm(&mut self, now_ms: i64) {
+    pub(crate) fn fire_alarm(&mut self, now_ms: i64) {
         self.alarm = None;
         let (row, horizon) = self.row.clone().unwrap_or_default();
         let plan = object::on_alarm(&row, horizon, &self.controls, now_ms);
@@ -183,7 +183,7 @@ impl Storage {
 
     /// An admin change at `now_ms`, as [`object::control`] decides: the
     /// controls in force after it, or why it is refused.
-    pub fn control(&mut self, change: &Change, now_ms: i64) -> Result<Controls, ControlError> {
+    pub(crate) fn control(&mut self, change: &Change, now_ms: i64) -> Result<Controls, ControlError> {
         let controlled = object::control(&self.controls, change, now_ms)?;
         let row = self.row_text().to_string();
         self.apply(&of_control(&controlled, &row));

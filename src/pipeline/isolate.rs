@@ -44,29 +44,29 @@ use std::collections::VecDeque;
 /// from another request's handler would run (and do its I/O) in that
 /// request's context, which workerd refuses ("Cannot perform I/O on behalf
 /// of a different request").
-pub const POLL_MS: u64 = 5;
+pub(crate) const POLL_MS: u64 = 5;
 
 /// What one isolate keeps between requests.
-pub struct Isolate {
+pub(crate) struct Isolate {
     /// Blocks the objects answered, kept to their end.
-    pub blocked: BlockedUntilCache,
+    pub(crate) blocked: BlockedUntilCache,
     /// The cache was sized to the config's capacity.
     sized: bool,
-    pub leases: Leases,
+    pub(crate) leases: Leases,
     /// How long this isolate's reservations were held, per rule.
-    pub holds: Holds,
+    pub(crate) holds: Holds,
     /// Blocked clients' plans, replayed for their repeats.
-    pub memo: PlanMemo,
+    pub(crate) memo: PlanMemo,
     /// One log line per block or counter-error episode of a (rule, key).
-    pub episodes: Episodes,
+    pub(crate) episodes: Episodes,
     /// When the invalid config was last logged (Unix ms).
-    pub config_error_logged: Option<i64>,
+    pub(crate) config_error_logged: Option<i64>,
     /// The allowed decisions of `"limited"` rules not written yet.
-    pub totals: AllowedTotals,
+    pub(crate) totals: AllowedTotals,
     /// The admin token's length was looked at (`admin_token_short`).
     admin_seen: bool,
     /// The received-upload bytes held ([`crate::pipeline::upload`]).
-    pub upload_budget: UploadBudget,
+    pub(crate) upload_budget: UploadBudget,
 }
 
 impl Default for Isolate {
@@ -76,7 +76,7 @@ impl Default for Isolate {
 }
 
 impl Isolate {
-    pub fn new() -> Isolate {
+    pub(crate) fn new() -> Isolate {
         Isolate {
             blocked: BlockedUntilCache::new(DEFAULT_CAPACITY),
             sized: false,
@@ -93,13 +93,13 @@ impl Isolate {
 
     /// The config was read: its log episode period, and (once) its cache
     /// capacity.
-    pub fn configure(&mut self, config: &Config, now_ms: i64) {
+    pub(crate) fn configure(&mut self, config: &Config, now_ms: i64) {
         self.episodes.set_period(config.log_episode_ms);
         self.size(config.blocked_cache_capacity, now_ms);
     }
 
     /// Sizes the blocked-until cache to `capacity`, once per isolate.
-    pub fn size(&mut self, capacity: usize, now_ms: i64) {
+    pub(crate) fn size(&mut self, capacity: usize, now_ms: i64) {
         if !std::mem::replace(&mut self.sized, true) {
             self.blocked.set_capacity(capacity, now_ms);
         }
@@ -107,14 +107,14 @@ impl Isolate {
 
     /// Whether this is the isolate's first admin request (then the driver
     /// logs a short admin token, [`crate::pipeline::admin::short_token_event`]).
-    pub fn first_admin(&mut self) -> bool {
+    pub(crate) fn first_admin(&mut self) -> bool {
         !std::mem::replace(&mut self.admin_seen, true)
     }
 
     /// Applies what settling decided to the isolate: each settled
     /// reservation's hold recorded, the cached blocks a relief made stale
     /// dropped. The calls are the driver's to send.
-    pub fn settled(&mut self, settled: &Settled, now_ms: i64) {
+    pub(crate) fn settled(&mut self, settled: &Settled, now_ms: i64) {
         for (rule, reserved_at) in &settled.holds {
             self.holds.record(rule, *reserved_at, now_ms);
         }
@@ -126,7 +126,7 @@ impl Isolate {
     /// Applies an admin answer's cache effect: a ban is cached here at once
     /// (other isolates see it at their next call to the object, or once
     /// their cached block ends); a changed key's cached block is dropped.
-    pub fn cache_effect(&mut self, effect: &CacheEffect, now_ms: i64) {
+    pub(crate) fn cache_effect(&mut self, effect: &CacheEffect, now_ms: i64) {
         match effect {
             CacheEffect::Ban { id, until_ms } if *until_ms > now_ms => {
                 let block = Block { until_ms: *until_ms, window: 0, limits: Vec::new(), by: Refusal::Ban };
@@ -138,7 +138,7 @@ impl Isolate {
     }
 
     /// Keeps the decision's plan in the memo, if it made one to keep.
-    pub fn keep(&mut self, decision: &mut Decision<'static>) {
+    pub(crate) fn keep(&mut self, decision: &mut Decision<'static>) {
         if let Some(kept) = decision.kept.take() {
             self.memo.keep(kept.fingerprint, kept.reads, kept.applied);
         }
@@ -146,7 +146,7 @@ impl Isolate {
 
     /// Counts `decision`'s allowed requests into the totals; the totals'
     /// points now due, at `place`.
-    pub fn due_totals(&mut self, decision: &Decision<'_>, config: &Config, now_ms: i64, place: metrics::Place<'_>) -> Vec<Point> {
+    pub(crate) fn due_totals(&mut self, decision: &Decision<'_>, config: &Config, now_ms: i64, place: metrics::Place<'_>) -> Vec<Point> {
         decision.count_allowed(&mut self.totals, now_ms);
         self.totals.due(now_ms, config.metrics_interval_ms, place)
     }
@@ -154,7 +154,7 @@ impl Isolate {
     /// The refunds due now: the unspent tokens of the leases that expired
     /// (lazily: when the isolate next runs), one `refund` call each. A
     /// refund that fails is not retried: its tokens lapse with their window.
-    pub fn refunds(&mut self, config: &Config, now_ms: i64) -> Vec<ObjectCall> {
+    pub(crate) fn refunds(&mut self, config: &Config, now_ms: i64) -> Vec<ObjectCall> {
         let due = self.leases.due_refunds(now_ms, lease::DEFAULT_LEASE_TTL_MS);
         due.into_iter()
             .filter_map(|refund| {
@@ -177,15 +177,15 @@ impl Isolate {
 
 /// One call to the object named `id`, within `timeout_ms`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectCall {
-    pub id: String,
-    pub call: Call,
-    pub timeout_ms: u32,
+pub(crate) struct ObjectCall {
+    pub(crate) id: String,
+    pub(crate) call: Call,
+    pub(crate) timeout_ms: u32,
 }
 
 /// What a [`Counter`] needs next.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Send this call, then [`Counter::replied`] with its result.
     Call(ObjectCall),
     /// Sleep `ms` on a timer of the driver's own, then [`Counter::waited`].
@@ -200,7 +200,7 @@ pub enum Step {
 /// `older_form`). Bounded: each refusal drops one of the three newer
 /// fields, so at most five calls.
 #[derive(Debug, Clone)]
-pub struct Exchange {
+pub(crate) struct Exchange {
     /// The call as first sent (its failure is told by it, [`Failure::of`]).
     first: Call,
     current: Call,
@@ -209,17 +209,17 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    pub fn new(call: Call) -> Exchange {
+    pub(crate) fn new(call: Call) -> Exchange {
         Exchange { first: call.clone(), current: call, queue: VecDeque::new(), sent: 1 }
     }
 
     /// The call to send now.
-    pub fn call(&self) -> &Call {
+    pub(crate) fn call(&self) -> &Call {
         &self.current
     }
 
     /// The call as first sent.
-    pub fn first(&self) -> &Call {
+    pub(crate) fn first(&self) -> &Call {
         &self.first
     }
 
@@ -227,7 +227,7 @@ impl Exchange {
     /// the first failure) when the exchange is over; `None` when another
     /// call is to be sent. `who` (the rule, the key hash) names the
     /// `older_form` line pushed to `logs`.
-    pub fn answered(&mut self, result: Result<Reply, CallFailure>, who: (&str, &str), logs: &mut Vec<LogEvent>) -> Option<Result<Reply, CallFailure>> {
+    pub(crate) fn answered(&mut self, result: Result<Reply, CallFailure>, who: (&str, &str), logs: &mut Vec<LogEvent>) -> Option<Result<Reply, CallFailure>> {
         if let Err(failure) = &result {
             let field = older::refused_field(&self.current, failure);
             let Some(calls) = field.and_then(|field| older::instead(&self.current, field)) else { return Some(result) };
@@ -266,24 +266,24 @@ enum Stage {
 /// admin lockout's): the cache, the ban probe, the lease and the hold are
 /// decided here; the driver only sends and sleeps.
 #[derive(Debug)]
-pub struct Counter<'a, 'c> {
+pub(crate) struct Counter<'a, 'c> {
     applied: &'a Applied<'c>,
     op: Op,
     stage: Stage,
     /// Log lines the calls made (an older object's refusal): the driver
     /// writes them.
-    pub logs: Vec<LogEvent>,
+    pub(crate) logs: Vec<LogEvent>,
 }
 
 impl<'a, 'c> Counter<'a, 'c> {
-    pub fn new(applied: &'a Applied<'c>, op: Op) -> Counter<'a, 'c> {
+    pub(crate) fn new(applied: &'a Applied<'c>, op: Op) -> Counter<'a, 'c> {
         Counter { applied, op, stage: Stage::Start, logs: Vec::new() }
     }
 
     /// The first step. A trusted device counts in a bucket of its own, but
     /// a ban of its account covers it (issue 25): the account's object is
     /// probed first (nothing recorded, never cached).
-    pub fn start(&mut self, isolate: &mut Isolate, now_ms: i64) -> Step {
+    pub(crate) fn start(&mut self, isolate: &mut Isolate, now_ms: i64) -> Step {
         if self.applied.device.is_some() {
             self.stage = Stage::Probe;
             let (rule, key) = (self.applied.rule, &self.applied.key);
@@ -318,7 +318,7 @@ impl<'a, 'c> Counter<'a, 'c> {
     }
 
     /// The driver slept as [`Step::Wait`] asked.
-    pub fn waited(&mut self, isolate: &mut Isolate, now_ms: i64) -> Step {
+    pub(crate) fn waited(&mut self, isolate: &mut Isolate, now_ms: i64) -> Step {
         self.poll(isolate, now_ms)
     }
 
@@ -358,7 +358,7 @@ impl<'a, 'c> Counter<'a, 'c> {
     }
 
     /// The result of the call [`Step::Call`] asked for.
-    pub fn replied(&mut self, isolate: &mut Isolate, result: Result<Reply, CallFailure>, now_ms: i64) -> Step {
+    pub(crate) fn replied(&mut self, isolate: &mut Isolate, result: Result<Reply, CallFailure>, now_ms: i64) -> Step {
         let who = (self.applied.rule.name.as_str(), self.applied.key_hash.as_str());
         match std::mem::replace(&mut self.stage, Stage::Done) {
             Stage::Probe => match result {
@@ -450,7 +450,7 @@ impl<'a, 'c> Counter<'a, 'c> {
     /// The driver dropped the counter before it was done (its request was
     /// cancelled): a key's call in flight is forgotten, so the next request
     /// asks again (with no back-off: nothing failed).
-    pub fn cancelled(&mut self, isolate: &mut Isolate) {
+    pub(crate) fn cancelled(&mut self, isolate: &mut Isolate) {
         if let Stage::Ask { .. } = self.stage {
             isolate.leases.abandon(&self.applied.id);
         }

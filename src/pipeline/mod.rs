@@ -2,19 +2,19 @@
 //! the counters' outcomes → the verdict, and every effect of it (logs,
 //! metrics, memo, settlements, admin answers).
 
-pub mod admin;
-pub mod admin_flow;
+pub(crate) mod admin;
+pub(crate) mod admin_flow;
 pub mod applied;
-pub mod console;
-pub mod episodes;
-pub mod memo;
-pub mod metrics;
-pub mod facts;
-pub mod isolate;
-pub mod machine;
+pub(crate) mod console;
+pub(crate) mod episodes;
+pub(crate) mod memo;
+pub(crate) mod metrics;
+pub(crate) mod facts;
+pub(crate) mod isolate;
+pub(crate) mod machine;
 pub mod plan;
-pub mod upload;
-pub mod upgrade;
-pub mod ticket;
-pub mod verdict;
-pub mod who;
+pub(crate) mod upload;
+pub(crate) mod upgrade;
+pub(crate) mod ticket;
+pub(crate) mod verdict;
+pub(crate) mod who;

@@ -32,7 +32,7 @@ use serde_json::Value;
 
 /// What one rule's counter said.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Under the limit (and recorded, for rules that count every request;
     /// holding `reservation`, for rules that count some statuses).
     Allowed { windows: Vec<WireWindow>, reservation: Option<u64> },
@@ -50,7 +50,7 @@ pub enum Outcome {
 /// call, so logs name a timeout, a refusal or an unreachable object apart
 /// (`counter_error`'s `failure` field, [`Failure::kind`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The call to the object failed.
     Call(CallFailure),
     /// An object of an older release refused the call's concurrency slot
@@ -65,7 +65,7 @@ pub enum Failure {
 impl Failure {
     /// The failure of `call`: [`Failure::NoSlot`] when an older object
     /// refused its concurrency field, else [`Failure::Call`].
-    pub fn of(call: &Call, failure: CallFailure) -> Failure {
+    pub(crate) fn of(call: &Call, failure: CallFailure) -> Failure {
         match crate::count::older::refused_field(call, &failure) {
             Some(crate::count::older::NewerField::Concurrency) => Failure::NoSlot(failure),
             _ => Failure::Call(failure),
@@ -74,7 +74,7 @@ impl Failure {
 
     /// One word for logs: `timeout`, `refused`, `unreachable`,
     /// `unreadable`, `no_binding`, `older_release` or `backoff`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Failure::Call(CallFailure::Timeout { .. }) => "timeout",
             Failure::Call(CallFailure::Refused { .. }) => "refused",
@@ -87,7 +87,7 @@ impl Failure {
     }
 
     /// Whether the object is too old to hold the rule's concurrency slot.
-    pub fn cannot_hold_slot(&self) -> bool {
+    pub(crate) fn cannot_hold_slot(&self) -> bool {
         matches!(self, Failure::NoSlot(_))
     }
 }
@@ -111,7 +111,7 @@ impl From<&str> for Failure {
 
 impl Outcome {
     /// The outcome an object's reply stands for.
-    pub fn from_reply(reply: Reply) -> Outcome {
+    pub(crate) fn from_reply(reply: Reply) -> Outcome {
         let tally = reply.tally;
         if tally.allowed {
             Outcome::Allowed { windows: tally.windows, reservation: reply.reservation }
@@ -130,7 +130,7 @@ impl Outcome {
     /// (`in_flight`: it may lift as soon as one is released, so its wait is
     /// no promise), with the limits the object decided by (issue 35: the
     /// cached answers state a runtime override as the first did).
-    pub fn block_to_cache(&self, in_flight: bool, now_ms: i64) -> Option<crate::count::blocked::Block> {
+    pub(crate) fn block_to_cache(&self, in_flight: bool, now_ms: i64) -> Option<crate::count::blocked::Block> {
         match self {
             Outcome::Blocked { retry_after_ms, window, by, windows } if !in_flight => {
                 let until_ms = now_ms.saturating_add(i64::try_from(*retry_after_ms).unwrap_or(i64::MAX));
@@ -144,7 +144,7 @@ impl Outcome {
     /// The outcome of a block found in the isolate's cache at `now_ms`:
     /// the cached limits with nothing remaining until the block ends (the
     /// rule's own, [`windows_of`], when the cache kept none).
-    pub fn from_cache(block: crate::count::blocked::Block, now_ms: i64) -> Outcome {
+    pub(crate) fn from_cache(block: crate::count::blocked::Block, now_ms: i64) -> Outcome {
         let retry_after_ms = (block.until_ms - now_ms).max(1) as u64;
         let windows = (!block.limits.is_empty()).then(|| {
             block
@@ -159,18 +159,18 @@ impl Outcome {
 
 /// One structured log line: `{"tollgate": event, ...fields}`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LogEvent {
-    pub event: &'static str,
-    pub fields: Vec<(&'static str, Value)>,
+pub(crate) struct LogEvent {
+    pub(crate) event: &'static str,
+    pub(crate) fields: Vec<(&'static str, Value)>,
 }
 
 impl LogEvent {
-    pub fn new(event: &'static str, fields: Vec<(&'static str, Value)>) -> LogEvent {
+    pub(crate) fn new(event: &'static str, fields: Vec<(&'static str, Value)>) -> LogEvent {
         LogEvent { event, fields }
     }
 
     /// The JSON line (Workers Logs indexes its fields).
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let mut line = serde_json::Map::new();
         line.insert("tollgate".into(), self.event.into());
         for (k, v) in &self.fields {
@@ -182,7 +182,7 @@ impl LogEvent {
 
 /// What the request gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// Forward the original request; add these fields to the origin's
     /// response (none for a WebSocket upgrade, which cannot be rebuilt).
     Forward { fields: Vec<(String, String)> },
@@ -190,40 +190,31 @@ pub enum Answer {
     Respond(OwnResponse),
 }
 
-impl Answer {
-    /// `forward`, or the status answered.
-    pub fn describe(&self) -> String {
-        match self {
-            Answer::Forward { .. } => "forward".to_string(),
-            Answer::Respond(r) => r.status.to_string(),
-        }
-    }
-}
-
 /// The answer and the log events of one request.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
-    pub answer: Answer,
-    pub events: Vec<LogEvent>,
+pub(crate) struct Verdict {
+    pub(crate) answer: Answer,
+    pub(crate) events: Vec<LogEvent>,
 }
 
 /// The 503 answered to every request while the config is invalid and
 /// `on_invalid_config = "deny"`.
-pub fn invalid_config() -> OwnResponse {
+pub(crate) fn invalid_config() -> OwnResponse {
     OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1))
 }
 
 /// Folds each checked rule's outcome (`outcomes[i]` for `applied[i]`) into
 /// the answer, as the module documentation describes, for a client that
 /// sent no `Accept` (a blocking rule's own response body, if it has one).
-pub fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
+#[cfg(test)]
+pub(crate) fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
     verdict_for(applied, outcomes, Prefers::Other)
 }
 
 /// [`verdict`] for a client that `prefers` (its `Accept`,
 /// [`Prefers::from_accept`]) JSON or not: the block response negotiated as
 /// [`crate::config::response`] says.
-pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefers) -> Verdict {
+pub(crate) fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefers) -> Verdict {
     let mut events = Vec::new();
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut block: Option<(&Applied<'_>, u64, Report, &Option<Vec<WireWindow>>)> = None;
@@ -281,10 +272,10 @@ pub fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefe
 }
 
 /// The origin's answer, as [`settle`] reads it.
-pub struct Answered<'a> {
-    pub status: u16,
+pub(crate) struct Answered<'a> {
+    pub(crate) status: u16,
     /// A response header by lowercased name.
-    pub header: &'a dyn Fn(&str) -> Option<String>,
+    pub(crate) header: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// What a failures-only rule tells its object once the request is done,
@@ -302,7 +293,7 @@ pub struct Answered<'a> {
 /// A rule whose origin reports usage ([`crate::config::cost`]) counts every
 /// answer (or those of `count_statuses`) the same way, its commit carrying
 /// the units the header reports ([`usage`]).
-pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered<'_>>) -> Option<Call> {
+pub(crate) fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered<'_>>) -> Option<Call> {
     if !applied.rule.reserves() {
         return None;
     }
@@ -337,14 +328,14 @@ pub fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered
 /// `None` for another rule; `Some(None)` when the header is missing or
 /// malformed (the reservation is then committed at `reserve`, and
 /// [`usage_missing`] logged).
-pub fn usage(applied: &Applied<'_>, answered: &Answered<'_>) -> Option<Option<u32>> {
+pub(crate) fn usage(applied: &Applied<'_>, answered: &Answered<'_>) -> Option<Option<u32>> {
     let usage = applied.rule.usage.as_ref()?;
     Some(usage.units((answered.header)(&usage.header).as_deref()))
 }
 
 /// The warning a usage rule's missing or malformed header makes: one per
 /// (rule, key) episode ([`crate::pipeline::episodes`]).
-pub fn usage_missing(applied: &Applied<'_>, status: u16) -> LogEvent {
+pub(crate) fn usage_missing(applied: &Applied<'_>, status: u16) -> LogEvent {
     let header = applied.rule.usage.as_ref().map_or("", |u| u.header.as_str());
     LogEvent::new(
         "usage_missing",
@@ -376,7 +367,7 @@ pub fn usage_missing(applied: &Applied<'_>, status: u16) -> LogEvent {
 ///
 /// What a settling success relieves is bound to the spelling too: the
 /// object relieves only a count all of whose failures were spelled so.
-pub fn success_settles(applied: &Applied<'_>, answered: &Answered<'_>) -> bool {
+pub(crate) fn success_settles(applied: &Applied<'_>, answered: &Answered<'_>) -> bool {
     let Some(on) = &applied.rule.on_success else { return false };
     let Some(spelling @ Spelling::One(_)) = &applied.spelling else { return false };
     let authenticated = match &on.identity_header {
@@ -394,7 +385,7 @@ pub fn success_settles(applied: &Applied<'_>, answered: &Answered<'_>) -> bool {
 /// ([`success_settles`]): a cookie signed under the rule's secret (`secret`
 /// looks it up), good for the rule's `ttl` from `now_ms`. `None` without the
 /// secret, for another answer, or a rule without `trusted_device`.
-pub fn device_cookie(
+pub(crate) fn device_cookie(
     applied: &Applied<'_>,
     answered: &Answered<'_>,
     secret: &dyn Fn(&str) -> Option<String>,
@@ -414,7 +405,7 @@ pub fn device_cookie(
 /// Every [`device_cookie`] the answer earns, one per cookie name: a rule
 /// charged to several identities trusts the device for the first it
 /// proved (a browser keeps only the last `Set-Cookie` of a name).
-pub fn device_cookies(
+pub(crate) fn device_cookies(
     applied: &[Applied<'_>],
     answered: &Answered<'_>,
     secret: &dyn Fn(&str) -> Option<String>,
@@ -437,7 +428,7 @@ pub fn device_cookies(
 
 /// The op that checks a rule: rules counting every request check and
 /// record at once; failures-only rules reserve a slot before forwarding.
-pub fn check_op(rule: &Rule) -> Op {
+pub(crate) fn check_op(rule: &Rule) -> Op {
     if rule.reserves() {
         Op::Reserve
     } else {
@@ -447,7 +438,7 @@ pub fn check_op(rule: &Rule) -> Op {
 
 /// The 429: problem+json, `Retry-After` in whole seconds (at least 1), and
 /// the rule's `RateLimit` fields with the binding window.
-pub fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize, windows: Option<&[WireWindow]>) -> OwnResponse {
+pub(crate) fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize, windows: Option<&[WireWindow]>) -> OwnResponse {
     let windows = windows_of(&rule.limits, retry_after_ms, windows);
     let fields = rate_fields(&policies(rule), &windows, Report::Window { index: window, retry_after_ms });
     crate::config::response::blocked(&rule.name, None, &rule.problems, Prefers::Json, retry_after_ms, fields)
@@ -511,7 +502,7 @@ fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64, by: Refusal) 
 /// name, never a secret). Written before the verdict's own events, by the
 /// Worker and by `explain` alike; repeats of a (rule, key) are counted as
 /// block episodes are ([`crate::pipeline::episodes`]).
-pub fn exempt_events(matched: &[Matched<'_>]) -> Vec<LogEvent> {
+pub(crate) fn exempt_events(matched: &[Matched<'_>]) -> Vec<LogEvent> {
     matched
         .iter()
         .filter_map(|m| {
@@ -531,7 +522,7 @@ pub fn exempt_events(matched: &[Matched<'_>]) -> Vec<LogEvent> {
 
 /// A `counter_error` line: `decision` is `allow`, `deny` or `not_recorded`;
 /// a `deny` says why it refused (`reason: fail_closed`).
-pub fn counter_error(rule: &str, key_hash: &str, failure: &Failure, decision: &str) -> LogEvent {
+pub(crate) fn counter_error(rule: &str, key_hash: &str, failure: &Failure, decision: &str) -> LogEvent {
     let mut fields = vec![
         ("rule", rule.into()),
         ("key_hash", key_hash.into()),

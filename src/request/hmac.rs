@@ -10,7 +10,7 @@ use subtle::ConstantTimeEq;
 
 /// HMAC-SHA256 of `message` under `key` (RFC 2104 §2): a key longer than
 /// the block (64 bytes) is hashed first, a shorter one padded with zeros.
-pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+pub(crate) fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
     // HMAC takes a key of any length: `new_from_slice` has no error to
     // give for it (its `InvalidLength` is for fixed-size-key MACs).
     match Hmac::<Sha256>::new_from_slice(key) {
@@ -21,7 +21,7 @@ pub fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 
 /// `bytes` as lowercase hex, two digits a byte: how digests and MACs are
 /// written into keys, cookies, tickets and logs.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -31,7 +31,7 @@ pub fn hex(bytes: &[u8]) -> String {
 ///
 /// `subtle`'s `ct_eq` hides the bytes from the optimizer (its `black_box`
 /// barrier), so the comparison cannot be turned back into an early exit.
-pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     bool::from(a.ct_eq(b))
 }
 

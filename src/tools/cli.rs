@@ -526,7 +526,7 @@ const DIFF_USAGE: &str = "usage: tollgate diff OLD NEW [--env NAME] [--fail-on-r
 
 /// `tollgate --version`: the crate's version, the call format's and the
 /// config spelling's.
-pub fn version() -> String {
+pub(crate) fn version() -> String {
     let spelling = crate::config::spelling::SPELLING;
     format!("tollgate {} (object protocol v{}, config spelling {spelling})", env!("CARGO_PKG_VERSION"), crate::count::protocol::VERSION)
 }

@@ -299,7 +299,7 @@ fn override_changes(old: &Rule, new: &Rule, changes: &mut Vec<Change>) {
 /// ([`crate::config::spelling`]): a config read from the 0.2.0 spelling
 /// is the same rules as its current spelling, so a migration changes no
 /// count (the rules' diff says nothing of it); `None` when neither uses it.
-pub fn spelling_note(old: &Config, new: &Config) -> Option<String> {
+pub(crate) fn spelling_note(old: &Config, new: &Config) -> Option<String> {
     use crate::config::spelling::{OLD_SPELLING, SPELLING};
     let fields = |c: &Config| c.respelled.len();
     match (fields(old), fields(new)) {

@@ -20,23 +20,23 @@ use toml_edit::{DocumentMut, InlineTable, Item, TableLike, Value};
 
 /// A migrated file: its new text, what changed, and what could not be.
 #[derive(Debug, Default)]
-pub struct Migrated {
-    pub text: String,
+pub(crate) struct Migrated {
+    pub(crate) text: String,
     /// One line per respelled field: section, rule, field and its new spelling.
-    pub changes: Vec<String>,
+    pub(crate) changes: Vec<String>,
     /// Fields left as written (both spellings given): `check` refuses them.
-    pub refused: Vec<String>,
+    pub(crate) refused: Vec<String>,
     /// What the rewrite could not keep (a `.jsonc`'s comments).
-    pub lost: Option<String>,
+    pub(crate) lost: Option<String>,
     /// What is left to the operator: a `concurrency` rule's `limits`, which
     /// 0.2.0 required and the current spelling does not (only the operator
     /// knows whether they were there for that alone).
-    pub hints: Vec<String>,
+    pub(crate) hints: Vec<String>,
 }
 
 /// Migrates the Wrangler config `text` read from `path` (its name says
 /// TOML or JSON, as [`wrangler::parse`] reads it).
-pub fn migrate(path: &str, text: &str) -> Result<Migrated, String> {
+pub(crate) fn migrate(path: &str, text: &str) -> Result<Migrated, String> {
     if path.ends_with(".json") || path.ends_with(".jsonc") {
         let mut file: Json = serde_json::from_str(&wrangler::strip_jsonc(text)).map_err(|e| format!("{path} is not valid JSON(C): {e}"))?;
         let mut out = Migrated::default();

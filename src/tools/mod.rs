@@ -14,6 +14,6 @@ pub(crate) mod diff;
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub mod cli;
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub mod migrate;
+pub(crate) mod migrate;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod sim;

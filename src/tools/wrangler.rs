@@ -24,7 +24,7 @@ pub fn parse(path: &str, text: &str) -> Result<Value, String> {
 /// JSONC → JSON: `//` and `/* */` comments and trailing commas (before `}`
 /// or `]`) removed, outside strings only. Everything else is kept, so
 /// error positions stay close to the original.
-pub fn strip_jsonc(text: &str) -> String {
+pub(crate) fn strip_jsonc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars().peekable();
     // A comma seen outside a string, held back until we know whether a
@@ -113,23 +113,23 @@ pub struct Section {
     /// `vars.TOLLGATE` of this section (not inherited).
     pub tollgate: Option<Value>,
     /// Route patterns (inherited from the top level unless set).
-    pub routes: Vec<String>,
+    pub(crate) routes: Vec<String>,
     /// `observability.enabled` (inherited unless set): whether Workers Logs
     /// keeps the Worker's log lines.
-    pub logs_kept: bool,
+    pub(crate) logs_kept: bool,
     /// The binding names of this section's `[[services]]` (not inherited:
     /// Wrangler treats bindings per environment).
-    pub services: Vec<String>,
+    pub(crate) services: Vec<String>,
     /// This section's `[[durable_objects.bindings]]` (not inherited), as
     /// (name, class_name).
-    pub objects: Vec<(String, String)>,
+    pub(crate) objects: Vec<(String, String)>,
     /// The Durable Object classes its migrations create or rename to (the
     /// `[[migrations]]` or declarative `exports`; inherited unless set).
-    pub migrated: Vec<String>,
+    pub(crate) migrated: Vec<String>,
 }
 
 /// Every section to validate: the top level, then each `[env.NAME]`.
-pub fn sections(wrangler: &Value) -> Vec<Section> {
+pub(crate) fn sections(wrangler: &Value) -> Vec<Section> {
     let top = section("top level".to_string(), wrangler, None);
     let mut out = vec![top.clone()];
     if let Some(envs) = wrangler.get("env").and_then(Value::as_object) {
@@ -167,7 +167,7 @@ pub fn select(wrangler: &Value, env: Option<&str>) -> Result<Section, String> {
 /// (Wrangler 4.44 and later; older versions turned it on regardless, so
 /// only an explicit `false` is certain). Routes or a custom domain of its
 /// own also reach it directly.
-pub fn exposures(app: &Value) -> Vec<String> {
+pub(crate) fn exposures(app: &Value) -> Vec<String> {
     let flag = |v: &Value, key: &str| v.get(key).and_then(Value::as_bool);
     let mut out = Vec::new();
     let mut check = |label: &str, section: &Value, top: Option<&Value>| {
@@ -245,7 +245,7 @@ fn migrated(value: &Value) -> Option<Vec<String>> {
 /// one bound that no migration creates. `None` when nothing is wrong. A
 /// section with no Durable Object bindings at all is a fragment to merge
 /// (the examples): [`object_warnings`] reminds of them instead.
-pub fn missing_objects(section: &Section) -> Option<String> {
+pub(crate) fn missing_objects(section: &Section) -> Option<String> {
     if section.objects.is_empty() {
         return None;
     }
@@ -282,7 +282,7 @@ pub fn missing_objects(section: &Section) -> Option<String> {
 }
 
 /// The reminder for a section with no Durable Object bindings at all.
-pub fn object_warnings(section: &Section) -> Vec<String> {
+pub(crate) fn object_warnings(section: &Section) -> Vec<String> {
     if !section.objects.is_empty() {
         return Vec::new();
     }
