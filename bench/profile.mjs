@@ -13,6 +13,12 @@
 //       medians, and the first system over each other as the median of
 //       paired round ratios. On a shared machine a round's CPU drifts by
 //       ±20%; paired rounds cancel most of the drift.
+//   node bench/profile.mjs --ab targets [SECONDS] [tollgate|tollgate@ENTRY] [--rounds N]
+//       issue 36's targets, three paired A/Bs: blocked against the Rust
+//       floor's 429 (≤ 1.10×), allowed against the Rust floor with its
+//       object in Rust (floor-rs, ≤ 1.05×), nonmatch against the Rust
+//       forwarder (floor, ≤ 1.05×); then the build's size (gzip) and the
+//       machine (CPU model, cores, load average before and after).
 //
 // Systems: tollgate is src/entry.mjs over build/ (build it with
 // TOLLGATE_KEEP_NAMES=1 scripts/build to see Rust function names in a
@@ -34,6 +40,7 @@ import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import WebSocket from "ws";
+import { gzipSync } from "node:zlib";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
@@ -41,7 +48,7 @@ const ab = args[0] === "--ab";
 const positional = args.filter((a, i) => !a.startsWith("--") && args[i - 1] !== "--rounds");
 const roundsAt = args.indexOf("--rounds");
 const rounds = roundsAt >= 0 ? Math.min(Number(args[roundsAt + 1]), 40) : 10;
-const scenarioName = positional[0] ?? "allowed";
+let scenarioName = positional[0] ?? "allowed";
 const seconds = Math.min(Number(positional[1] ?? (ab ? 2 : 5)), 30);
 const systemNames = positional.slice(2).length ? positional.slice(2) : ["tollgate"];
 const system = systemNames[0];
@@ -178,9 +185,12 @@ async function load(ms) {
   return sent;
 }
 
-if (ab) {
+/** One paired A/B of `names` on `scenarioName`: each system's rounds of
+ * CPU µs per request, printed, and the first over each other as the median
+ * of paired round ratios (returned by name). */
+async function abRun(names) {
   const systems = [];
-  for (const name of systemNames) systems.push(await start(name, false));
+  for (const name of names) systems.push(await start(name, false));
   for (const sys of systems) {
     base = sys.url;
     await load(1000);
@@ -199,10 +209,55 @@ if (ab) {
   console.log(`${scenarioName}, ${rounds} rounds of ${seconds} s, CPU µs per request (median; rounds):`);
   for (const [name, a] of results) console.log(`  ${name.padEnd(10)} ${median(a).toFixed(0).padStart(6)}   ${a.map((x) => x.toFixed(0)).join(" ")}`);
   const [first, ...others] = [...results];
+  const ratios = {};
   for (const [name, a] of others) {
-    console.log(`  ${first[0]} ÷ ${name}: ${median(first[1].map((x, i) => x / a[i])).toFixed(3)} (median of paired rounds)`);
+    ratios[name] = median(first[1].map((x, i) => x / a[i]));
+    console.log(`  ${first[0]} ÷ ${name}: ${ratios[name].toFixed(3)} (median of paired rounds)`);
   }
   for (const sys of systems) await sys.mf.dispose();
+  return ratios;
+}
+
+/** The machine: CPU model, cores, load average (1 min). */
+function machine() {
+  const cpuinfo = readFileSync("/proc/cpuinfo", "utf8");
+  const model = /model name\s*:\s*(.*)/.exec(cpuinfo)?.[1] ?? "?";
+  const cores = (cpuinfo.match(/^processor\s*:/gm) ?? []).length;
+  return `${model}, ${cores} cores, load average ${readFileSync("/proc/loadavg", "utf8").split(" ")[0]}`;
+}
+
+/** The release build's bytes and gzipped bytes (index.js + index_bg.wasm),
+ * in KiB: what the upload's gzip figure is made of, without wrangler. */
+function bundleKiB() {
+  const parts = ["index.js", "index_bg.wasm"].map((f) => readFileSync(join(ROOT, "build", f)));
+  const raw = parts.reduce((n, b) => n + b.length, 0);
+  const gz = parts.reduce((n, b) => n + gzipSync(b, { level: 9 }).length, 0);
+  return `${(raw / 1024).toFixed(2)} KiB, gzip ${(gz / 1024).toFixed(2)} KiB`;
+}
+
+// `--ab targets`: issue 36's three paired A/Bs, each path against its floor.
+const TARGETS = [
+  { scenario: "blocked", floor: "floor", most: 1.1, what: "blocked ÷ the Rust floor answering 429" },
+  { scenario: "allowed", floor: "floor-rs", most: 1.05, what: "allowed ÷ the Rust floor with its object in Rust" },
+  { scenario: "nonmatch", floor: "floor", most: 1.05, what: "non-matching ÷ the Rust forwarder" },
+];
+
+if (ab && scenarioName === "targets") {
+  const first = systemNames[0] === "tollgate" || systemNames[0].startsWith("tollgate@") ? systemNames[0] : "tollgate";
+  console.log(`machine: ${machine()}`);
+  const rows = [];
+  for (const t of TARGETS) {
+    scenarioName = t.scenario;
+    const ratio = (await abRun([first, t.floor]))[t.floor];
+    rows.push(`  ${t.what}: ${ratio.toFixed(3)} (target ≤ ${t.most}: ${ratio <= t.most ? "met" : "missed"})`);
+  }
+  console.log(`targets (${first}; machine at the end: ${machine()}):\n${rows.join("\n")}\n  bundle: ${bundleKiB()}`);
+  agent.destroy();
+  process.exit(0);
+}
+
+if (ab) {
+  await abRun(systemNames);
   agent.destroy();
   process.exit(0);
 }
