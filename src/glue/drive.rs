@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::config::headers::OwnResponse;
 use crate::count::controls::Change;
 use crate::count::registry::RegistryCall;
-use crate::glue::isolate::{bindings, load_secrets, now_ms, respond, with_isolate, write_logs};
+use crate::glue::isolate::{bindings, load_secrets, now_ms, respond, with_isolate, write_lines, write_logs};
 use crate::glue::objects::{self, call_with_timeout, check};
 use crate::glue::origin::{read_body, receive_upload, BudgetHold};
 use crate::pipeline::admin_flow::{AdminFlow, AdminResponse, AdminStep};
@@ -51,8 +51,8 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     }
     let method = req.method();
     let headers = HeaderMap::from_lines(header_lines(req.headers().as_ref()));
-    let cf = if config.facts.reads_cf { cf_object(req) } else { None };
-    let known = client_facts(cf.as_ref(), client);
+    let cf = if config.facts.reads_cf { cf_facts(req.as_ref()) } else { None };
+    let known = client_facts(cf.as_deref(), client);
     let secrets = load_secrets(env, config);
     let facts = Facts { method: &method, url: &url, headers: &headers, client: &known, secrets: &secrets, now_ms: now_ms() };
     let mut machine = with_isolate(|isolate| Machine::new(config, facts, &isolate.memo));
@@ -80,15 +80,21 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     };
     let mut decision = decision;
     let dataset = metrics_dataset(env).filter(|_| decision.makes_points());
+    // The lines the log episodes let through, first: a block folded into an
+    // episode needs nothing more read.
+    let (mut lines, summaries) = with_isolate(|isolate| isolate.episodes.filter_parts(&decision.logs, now_ms()));
     // `request.cf`, read once: above when the rules read it, else here when
-    // the log lines or the metric points say where the client is.
-    let cf = if config.facts.reads_cf || (decision.logs.is_empty() && dataset.is_none()) { cf } else { cf_object(req) };
-    if !config.facts.reads_cf && !decision.logs.is_empty() {
+    // a line written or the metric points say where the client is.
+    let cf = if config.facts.reads_cf || (lines.is_empty() && dataset.is_none()) { cf } else { cf_facts(req.as_ref()) };
+    let place = client_facts(cf.as_deref(), client);
+    if !config.facts.reads_cf {
         // Log lines say where the client is, even where the rules did not ask.
-        crate::pipeline::who::locate(&mut decision.logs, &client_facts(cf.as_ref(), client));
+        crate::pipeline::who::locate(&mut lines, &place);
     }
+    write_lines(&lines);
+    write_lines(&summaries);
     let sink = dataset.is_none() && decision.makes_points() && crate::glue::traffic::sink_on(env);
-    apply(&decision, dataset, cf.as_ref(), config);
+    apply(&decision, dataset, &place, config);
     if sink {
         // Local development: the same points, allowed totals too, to the local sink.
         let now = now_ms();
@@ -113,16 +119,14 @@ async fn receive(req: &web_sys::Request, config: &Config, headers: &HeaderMap, l
     (receipt, started, hold)
 }
 
-/// The decision's log lines and metric points (to `dataset`, when bound and
-/// the decision makes points; `cf`: the request's, when read).
-fn apply(decision: &Decision<'_>, dataset: Option<worker::AnalyticsEngineDataset>, cf: Option<&wasm_bindgen::JsValue>, config: &Config) {
-    write_logs(&decision.logs);
+/// The decision's metric points (to `dataset`, when bound and the
+/// decision makes points), at the client's `place` (`request.cf`'s).
+fn apply(decision: &Decision<'_>, dataset: Option<worker::AnalyticsEngineDataset>, place: &facts::Client, config: &Config) {
     if let Some(dataset) = dataset {
-        let read = |name: &str| cf.and_then(|cf| cf_field(cf, name)?.as_string());
-        let colo = read("colo");
-        write_metrics(&dataset, decision.metric_points(colo.as_deref(), read("country").as_deref()));
+        let colo = place.colo.as_deref();
+        write_metrics(&dataset, decision.metric_points(colo, place.country.as_deref()));
         let now = now_ms();
-        write_metrics(&dataset, due_totals(decision, now, config, metrics::Place { colo: colo.as_deref(), country: None }));
+        write_metrics(&dataset, due_totals(decision, now, config, metrics::Place { colo, country: None }));
     }
 }
 
@@ -132,18 +136,31 @@ fn due_totals(decision: &Decision<'_>, now: i64, config: &Config, place: metrics
     with_isolate(|isolate| isolate.due_totals(decision, config, now, place))
 }
 
-/// The client facts: `client`'s where it says something, else `cf`'s.
-fn client_facts(cf: Option<&wasm_bindgen::JsValue>, client: &Client) -> facts::Client {
-    let string = |name: &str| cf.and_then(|cf| cf_field(cf, name)?.as_string());
+/// The client facts: `client`'s where it says something, else those of
+/// `cf` ([`cf_facts`]'s text).
+fn client_facts(cf: Option<&str>, client: &Client) -> facts::Client {
+    let mut fields = cf.unwrap_or_default().splitn(5, '\n');
+    let mut next = || fields.next().filter(|f| !f.is_empty()).map(str::to_string);
+    let (country, colo, asn, flag, category) = (next(), next(), next(), next(), next());
+    let flag = || flag.as_deref().map(|f| f == "1");
     facts::Client {
-        country: client.country.clone().or_else(|| string("country")),
-        asn: client.asn.or_else(|| cf_field(cf?, "asn")?.as_f64().and_then(|n| u32::try_from(n as u64).ok())),
-        verified_bot: cf.and_then(verified_bot),
-        colo: string("colo"),
+        country: client.country.clone().or(country),
+        asn: client.asn.or_else(|| asn?.parse().ok()),
+        verified_bot: cf.and_then(|_| crate::request::exempt::verified_bot(category, flag)),
+        colo,
     }
 }
 
 #[wasm_bindgen(inline_js = r#"
+export function cfFacts(req) {
+  const cf = req.cf;
+  if (cf === null || typeof cf !== "object") return undefined;
+  const text = (v) => (typeof v === "string" ? v : "");
+  const asn = Number.isInteger(cf.asn) && cf.asn >= 0 && cf.asn <= 4294967295 ? String(cf.asn) : "";
+  const bm = cf.botManagement;
+  const flag = bm !== null && typeof bm === "object" && typeof bm.verifiedBot === "boolean" ? (bm.verifiedBot ? "1" : "0") : "";
+  return text(cf.country) + "\n" + text(cf.colo) + "\n" + asn + "\n" + flag + "\n" + text(cf.verifiedBotCategory);
+}
 export function headerLines(headers) {
   let out = "";
   headers.forEach((value, name) => { out += name + "\n" + value + "\n"; });
@@ -156,6 +173,13 @@ extern "C" {
     /// iterator: no array per field).
     #[wasm_bindgen(js_name = headerLines)]
     fn header_lines(headers: &wasm_bindgen::JsValue) -> String;
+    /// What tollgate reads of `request.cf`, in one call (not a `Reflect`
+    /// per field): `country`, `colo`, `asn`, `botManagement.verifiedBot`
+    /// (`1`/`0`) and `verifiedBotCategory`, one line each, empty where
+    /// absent or of another type (the category last: only it is free
+    /// text); `None` without `cf` (local development, RPC).
+    #[wasm_bindgen(js_name = cfFacts)]
+    fn cf_facts(req: &wasm_bindgen::JsValue) -> Option<String>;
 }
 
 /// A response's fields by the names settling reads, as plain data.
@@ -184,26 +208,6 @@ fn write_metrics(dataset: &worker::AnalyticsEngineDataset, points: Vec<metrics::
             .doubles(p.doubles)
             .write_to(dataset);
     }
-}
-
-/// `request.cf`, read through `Reflect`: absent in local development,
-/// where the typed getters would panic on a missing field.
-fn cf_object(req: &web_sys::Request) -> Option<wasm_bindgen::JsValue> {
-    js_sys::Reflect::get(req.as_ref(), &"cf".into()).ok().filter(|cf| cf.is_object())
-}
-
-/// A field of `request.cf` (or of an object in it), read through `Reflect`.
-fn cf_field(target: &wasm_bindgen::JsValue, name: &str) -> Option<wasm_bindgen::JsValue> {
-    js_sys::Reflect::get(target, &name.into()).ok().filter(|v| !v.is_undefined() && !v.is_null())
-}
-
-/// `request.cf.verifiedBotCategory` and `request.cf.botManagement.verifiedBot`,
-/// read through `Reflect`, tolerant of absent fields (the typed getter for
-/// `verifiedBot` assumes a boolean is there), for
-/// [`crate::request::exempt::verified_bot`] to decide on.
-fn verified_bot(cf: &wasm_bindgen::JsValue) -> Option<String> {
-    let flag = || cf_field(cf, "botManagement").filter(|m| m.is_object()).and_then(|m| cf_field(&m, "verifiedBot")?.as_bool());
-    crate::request::exempt::verified_bot(cf_field(cf, "verifiedBotCategory").and_then(|v| v.as_string()), flag)
 }
 
 /// Serves the admin API (the token secret exists): drives the

@@ -138,6 +138,13 @@ pub(crate) fn write_logs(events: &[LogEvent]) {
     }
 }
 
+/// Writes `lines` as they are (already through the episodes' filter).
+pub(crate) fn write_lines(lines: &[LogEvent]) {
+    for event in lines {
+        console_log!("{}", event.line());
+    }
+}
+
 /// Writes the `summary` lines of log episodes that have ended: asked at the
 /// start of every request the isolate serves, whatever it is (one
 /// comparison while none is due).

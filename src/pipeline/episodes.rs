@@ -89,6 +89,16 @@ impl Episodes {
     /// every other event as it is, then the `summary` lines of episodes
     /// that ended ([`Episodes::ended`]) or were evicted.
     pub(crate) fn filter(&mut self, events: &[LogEvent], now_ms: i64) -> Vec<LogEvent> {
+        let (mut out, mut summaries) = self.filter_parts(events, now_ms);
+        out.append(&mut summaries);
+        out
+    }
+
+    /// [`Episodes::filter`] in its two parts: the lines of `events` to
+    /// write, and the `summary` lines due (of other requests' episodes:
+    /// what the driver adds of this request, such as where the client is,
+    /// goes on the first part only).
+    pub(crate) fn filter_parts(&mut self, events: &[LogEvent], now_ms: i64) -> (Vec<LogEvent>, Vec<LogEvent>) {
         let mut out = Vec::with_capacity(events.len());
         let mut summaries = Vec::new();
         for event in events {
@@ -120,9 +130,8 @@ impl Episodes {
                 }
             }
         }
-        out.append(&mut summaries);
-        out.append(&mut self.ended(now_ms));
-        out
+        summaries.append(&mut self.ended(now_ms));
+        (out, summaries)
     }
 
     /// The `summary` lines due at `now_ms`: of the episodes that have ended
