@@ -28,7 +28,8 @@ use crate::count::limit::Limit;
 use crate::count::protocol::{Call, CallFailure, Op};
 use crate::count::store::Storage;
 use crate::config::rules::{RequestView, Rule};
-use crate::pipeline::verdict::{Answer, Failure, Outcome, Verdict};
+use crate::pipeline::isolate::{Counter, Isolate, ObjectCall, Step};
+use crate::pipeline::verdict::{Answer, Outcome, Verdict};
 use serde_json::{json, Value};
 use std::fmt::Write;
 use url::Url;
@@ -99,34 +100,53 @@ impl Assumed {
         }
     }
 
-    /// What the rule's object answers the machine's `op` for `key` at
-    /// `now_ms`, in the state assumed: the object's own step
+    /// What the rule's counter answers the machine's `op` at `now_ms`, in
+    /// the state assumed: the core's own [`Counter`] on a fresh
+    /// [`Isolate`] (the ban probe, the cache, the lease, the hold), its
+    /// calls answered by the object's own step
     /// ([`crate::count::store::Storage::answer`], the Durable Object's
     /// effects on an in-memory row), so that `explain` has no model of the
-    /// object. Allowed: the key's first request (nothing stored). Blocked:
-    /// the key's count full, every window's hits made just now, so the
-    /// refusal waits the longest window (and, with a penalty, starts it).
-    fn outcome(self, rule: &Rule, key: &str, op: Op, now_ms: i64) -> Outcome {
+    /// isolate or the object. Allowed: the key's first request (nothing
+    /// stored). Blocked: the key's count full, every window's hits made
+    /// just now, so the refusal waits the longest window (and, with a
+    /// penalty, starts it). Failed: every call unreachable.
+    fn outcome(self, applied: &Applied<'_>, op: Op, now_ms: i64) -> Outcome {
+        let mut objects: std::collections::BTreeMap<String, Storage> = std::collections::BTreeMap::new();
+        let mut isolate = Isolate::new();
+        let mut counter = Counter::new(applied, op);
+        let mut at = now_ms;
+        let mut step = counter.start(&mut isolate, at);
+        loop {
+            step = match step {
+                Step::Call(ObjectCall { id, call, .. }) => {
+                    let object = objects.entry(id).or_insert_with(|| self.storage(&call, now_ms));
+                    let result = match self {
+                        Assumed::Failed => Err(CallFailure::Transport("assumed: the counter cannot be reached".into())),
+                        _ => object.answer(&call, at).map_err(|corrupt| CallFailure::Refused { status: 500, body: corrupt }),
+                    };
+                    counter.replied(&mut isolate, result, at)
+                }
+                Step::Wait { ms } => {
+                    at += i64::try_from(ms).unwrap_or(i64::MAX / 2);
+                    counter.waited(&mut isolate, at)
+                }
+                Step::Done(outcome) => return outcome,
+            };
+        }
+    }
+
+    /// An object's storage in the state assumed, for a call like `call`:
+    /// nothing stored; or, blocked, one hit of the largest limit's units
+    /// over the longest window, which fills every window at once.
+    fn storage(self, call: &Call, now_ms: i64) -> Storage {
         let mut object = Storage::default();
-        let call = rule.call_for(op, key);
-        if self == Assumed::Failed {
-            return Outcome::Failed("assumed: the counter cannot be reached".into());
+        let requests = call.limits.iter().map(|l| l.requests).max();
+        let window_ms = call.limits.iter().map(|l| l.window_ms).max();
+        if let (Assumed::Blocked, Some(requests), Some(window_ms)) = (self, requests, window_ms) {
+            let fill = Call::new(Op::Hit, call.algorithm, vec![Limit { requests, window_ms }]).with_cost(requests.get());
+            let _ = object.answer(&fill, now_ms);
         }
-        if self == Assumed::Blocked {
-            // One hit of the largest limit's units over the longest window
-            // fills every window at once.
-            let requests = call.limits.iter().map(|l| l.requests).max();
-            let window_ms = call.limits.iter().map(|l| l.window_ms).max();
-            if let (Some(requests), Some(window_ms)) = (requests, window_ms) {
-                let limits = vec![Limit { requests, window_ms }];
-                let fill = Call { op: Op::Hit, limits, cost: requests.get(), penalty_ms: None, ..rule.call(Op::Hit) };
-                let _ = object.answer(&fill, now_ms);
-            }
-        }
-        match object.answer(&call, now_ms) {
-            Ok(reply) => Outcome::from_reply(reply),
-            Err(corrupt) => Outcome::Failed(Failure::Call(CallFailure::Refused { status: 500, body: corrupt })),
-        }
+        object
     }
 }
 
@@ -194,7 +214,7 @@ pub(crate) fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed:
                 return Explained { url: Ok(url), fast_path, kept: false, checked: Vec::new(), plan, verdict: None };
             }
             Next::Count(checks) => {
-                let outcomes = checks.iter().map(|(a, op)| assumed.of(&a.rule.name).outcome(a.rule, &a.key, *op, request.now_ms)).collect();
+                let outcomes = checks.iter().map(|(a, op)| assumed.of(&a.rule.name).outcome(a, *op, request.now_ms)).collect();
                 break machine.counted(outcomes);
             }
             Next::Decided => break machine.decided(),

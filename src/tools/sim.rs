@@ -1,11 +1,16 @@
 //! A deterministic simulator of leased budgets (issue 12), native only:
-//! N isolates, each with its own arrival process, its own lease book
-//! ([`crate::count::lease::Leases`]) and blocked-until cache, calling limiter
-//! objects that run the real object step ([`crate::count::counter::step`], on the
-//! stored row as text) behind a FIFO queue with a fixed service time (the
-//! object's capacity), over round trips of 1–100 ms; isolates are evicted
-//! and objects restart. Time is simulated in microseconds; nothing reads a
-//! clock, and a seed fixes every random choice.
+//! N isolates, each with its own arrival process, each the core's
+//! [`Isolate`] (lease book, blocked-until cache, holds), every request
+//! decided by the core's [`Counter`] as the Worker's glue drives it (its
+//! calls sent, its waits of [`crate::pipeline::isolate::POLL_MS`] slept as
+//! events, its refunds sent beside the next request), calling limiter
+//! objects that run the object's real step ([`Storage`]:
+//! [`crate::count::object::answer`] and its effects, on the stored row)
+//! behind a FIFO queue with a fixed service time (the object's capacity),
+//! over round trips of 1–100 ms; isolates are evicted and objects restart.
+//! Nothing here decides for the isolate or the object (issue 36). Time is
+//! simulated in microseconds; nothing reads a clock, and a seed fixes
+//! every random choice.
 //!
 //! It checks, for every scenario:
 //! - **over-admission**: the most units admitted in any real-time window of
@@ -20,11 +25,14 @@
 //! issue 12 and prints the table in `bench/RESULTS.md`; `cargo test` runs
 //! short ones (`tests` below).
 
-use crate::count::blocked::{Block, BlockedUntilCache};
-use crate::count::counter::step;
-use crate::count::lease::{Admit, LeaseSettings, Leases};
-use crate::count::protocol::{Algorithm, Call, Op};
+use crate::config::Config;
+use crate::count::lease::{LeaseMode, LeaseSettings};
+use crate::count::protocol::{Algorithm, CallFailure, Op, Reply};
+use crate::count::store::Storage;
 use crate::count::window::Limit;
+use crate::pipeline::applied::{object_name, Applied};
+use crate::pipeline::isolate::{Counter, Isolate, ObjectCall, Step};
+use crate::pipeline::verdict::Outcome;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
@@ -180,81 +188,118 @@ enum Event {
     Arrival { isolate: usize },
     AtObject { call: usize },
     Answer { call: usize },
+    /// A request's [`Step::Wait`] is over.
+    Wake { request: usize },
     Evict { isolate: usize },
 }
 
-/// An object's answer as the isolate reads it: allowed, retry-after (ms),
-/// the lease's id, units granted, the windows.
-type Answered = (bool, u64, Option<u64>, u64, Vec<crate::count::protocol::WireWindow>);
-
-#[derive(Debug, Clone)]
-struct Pending {
-    isolate: usize,
-    generation: u64,
-    key: usize,
-    /// The requests waiting on the answer: their arrival times (µs) and
-    /// indexes; the first asked.
-    sent_us: i64,
-    rtt_us: i64,
-    call: Call,
-    want: u32,
-    result: Option<Result<Answered, ()>>,
-    requester: Who,
-}
-
-/// A request: when it arrived (µs), its index, how often it waited.
+/// A request: when it arrived (µs) and its index.
 #[derive(Debug, Clone, Copy)]
 struct Who {
     arrived: i64,
     index: usize,
-    waits: u32,
 }
 
-const NOBODY: Who = Who { arrived: 0, index: usize::MAX, waits: 0 };
+/// A request being decided: its rule's counter, in the isolate (of the
+/// generation) it arrived at.
+struct Request<'s> {
+    counter: Counter<'s, 's>,
+    isolate: usize,
+    generation: u64,
+    key: usize,
+    who: Who,
+}
 
-/// A request waits on at most this many calls in flight, then asks on its
-/// own. The sim wakes waiters when the answer comes; the Worker
-/// (`objects.rs`) has them poll every 5 ms (not modelled), for as long as
-/// twice the rule's timeout.
-const MAX_WAITS: u32 = 4;
+/// One call on its way: sent by `requester` (a request's slot; `None`: a
+/// refund), answered `result`, decided by the object at `decided_us`.
+struct Pending {
+    isolate: usize,
+    generation: u64,
+    key: usize,
+    sent_us: i64,
+    rtt_us: i64,
+    call: ObjectCall,
+    requester: Option<usize>,
+    decided_us: i64,
+    result: Option<Result<Reply, CallFailure>>,
+}
 
-struct Isolate {
-    leases: Leases,
-    blocked: BlockedUntilCache,
-    /// Requests waiting on a key's call in flight.
-    waiting: HashMap<usize, Vec<Who>>,
+/// One isolate: the core's [`Isolate`], and how often it was evicted.
+struct Edge {
+    isolate: Isolate,
     generation: u64,
 }
 
-impl Isolate {
-    fn new(generation: u64) -> Isolate {
-        Isolate { leases: Leases::new(4_096), blocked: BlockedUntilCache::new(10_000), waiting: HashMap::new(), generation }
+impl Edge {
+    fn new(config: &Config, generation: u64) -> Edge {
+        let mut isolate = Isolate::new();
+        isolate.configure(config, 0);
+        Edge { isolate, generation }
     }
 }
 
+/// One limiter object: its storage ([`Storage`], the object's real step)
+/// behind a FIFO queue of fixed service time.
+#[derive(Default)]
 struct Object {
-    row: String,
+    storage: Storage,
     busy_until_us: i64,
 }
 
-fn object_id(key: usize) -> String {
-    format!("sim\nkey-{key}")
+/// The scenario's rule, as the Worker reads it: built from JSON, then
+/// given the scenario's limit, algorithm, lease and timeout directly (a
+/// sliding log over 10,000, as a "lease off" comparison, is what the
+/// config's checks would refuse).
+fn config_of(s: &Scenario) -> Config {
+    let rule = serde_json::json!({ "name": "sim", "path": "/*", "key": ["global"], "limits": [{ "requests": 10, "window": "1m" }] });
+    let mut config = match Config::from_json(&serde_json::json!({ "rules": [rule] })) {
+        Ok(config) => config,
+        Err(errors) => panic!("the simulator's own rule is refused: {errors:?}"),
+    };
+    for rule in config.rules.iter_mut().map(|r| &mut r.spec) {
+        rule.limits = vec![s.limit];
+        rule.algorithm = s.algorithm;
+        rule.timeout_ms = u32::try_from(s.timeout_ms).unwrap_or(u32::MAX);
+        rule.lease = match s.lease {
+            Some((ttl_ms, max)) => LeaseMode::Auto(LeaseSettings::new(ttl_ms, max, s.limit.requests.get())),
+            None => LeaseMode::Off,
+        };
+    }
+    config
+}
+
+/// Each key's rule to check, as the plan would apply it.
+fn applied_of<'c>(config: &'c Config, keys: usize) -> Vec<Applied<'c>> {
+    let Some(rule) = config.rules.first() else { return Vec::new() };
+    (0..keys)
+        .map(|k| {
+            let key = format!("key-{k}");
+            let id = object_name(rule, &key);
+            Applied { rule, key, id, key_hash: format!("{k}"), fell_back: false, own_method: true, device: None, spelling: None }
+        })
+        .collect()
 }
 
 /// Runs `scenario`.
 pub fn run(scenario: &Scenario) -> Report {
-    Sim::new(scenario).run()
+    let config = config_of(scenario);
+    let applied = applied_of(&config, scenario.keys);
+    Sim::new(scenario, &config, &applied).run()
 }
 
 struct Sim<'s> {
     s: &'s Scenario,
+    config: &'s Config,
+    applied: &'s [Applied<'s>],
+    /// The key of each object's name.
+    keys: HashMap<&'s str, usize>,
     rng: Rng,
     events: BinaryHeap<Reverse<(i64, u64, Event)>>,
     seq: u64,
-    isolates: Vec<Isolate>,
+    isolates: Vec<Edge>,
     objects: HashMap<usize, Object>,
     calls: Vec<Pending>,
-    settings: Option<LeaseSettings>,
+    requests: Vec<Option<Request<'s>>>,
     // Measurements.
     arrivals: Vec<(i64, usize)>,
     decisions: Vec<Option<bool>>,
@@ -265,17 +310,19 @@ struct Sim<'s> {
 }
 
 impl<'s> Sim<'s> {
-    fn new(s: &'s Scenario) -> Sim<'s> {
-        let settings = s.lease.map(|(ttl, max)| LeaseSettings::new(ttl, max, s.limit.requests.get()));
+    fn new(s: &'s Scenario, config: &'s Config, applied: &'s [Applied<'s>]) -> Sim<'s> {
         Sim {
             s,
+            config,
+            applied,
+            keys: applied.iter().enumerate().map(|(k, a)| (a.id.as_str(), k)).collect(),
             rng: Rng::new(s.seed),
             events: BinaryHeap::new(),
             seq: 0,
-            isolates: (0..s.isolates).map(|_| Isolate::new(0)).collect(),
+            isolates: (0..s.isolates).map(|_| Edge::new(config, 0)).collect(),
             objects: HashMap::new(),
             calls: Vec::new(),
-            settings,
+            requests: Vec::new(),
             arrivals: Vec::new(),
             decisions: Vec::new(),
             admitted_at: vec![Vec::new(); s.keys],
@@ -304,224 +351,159 @@ impl<'s> Sim<'s> {
                 i += 1;
             }
         }
-        let end_us = self.s.duration_ms * 1_000;
         while let Some(Reverse((t, _, event))) = self.events.pop() {
             match event {
-                Event::Arrival { isolate } => {
-                    if t >= end_us {
-                        continue;
-                    }
-                    let next = self.s.arrivals[isolate % self.s.arrivals.len()].next(t, &mut self.rng);
-                    self.at(next, Event::Arrival { isolate });
-                    let key = if self.s.keys == 1 { 0 } else { self.rng.range(0, self.s.keys as i64 - 1) as usize };
-                    let index = self.arrivals.len();
-                    self.arrivals.push((t, key));
-                    self.decisions.push(None);
-                    self.request(t, isolate, key, Who { arrived: t, index, waits: 0 });
-                }
+                Event::Arrival { isolate } => self.arrival(t, isolate),
                 Event::AtObject { call } => self.at_object(t, call),
                 Event::Answer { call } => self.answer(t, call),
+                Event::Wake { request } => self.wake(t, request),
                 Event::Evict { isolate } => {
+                    // Requests waiting in the evicted isolate are lost with
+                    // it (at their next look).
                     let generation = self.isolates[isolate].generation + 1;
-                    // Requests waiting in the evicted isolate are lost with it.
-                    let lost: Vec<_> = self.isolates[isolate].waiting.drain().collect();
-                    for (_, waiting) in lost {
-                        for who in waiting {
-                            self.decide(who, t, None);
-                        }
-                    }
-                    self.isolates[isolate] = Isolate::new(generation);
+                    self.isolates[isolate] = Edge::new(self.config, generation);
                 }
             }
         }
         self.finish()
     }
 
-    /// A request (or one woken after waiting) in `isolate` at `t`.
-    fn request(&mut self, t: i64, isolate: usize, key: usize, who: Who) {
+    /// A request arriving at `isolate` at `t`: the refunds due sent (as
+    /// the Worker sends them, beside the request), then its counter started.
+    fn arrival(&mut self, t: i64, isolate: usize) {
+        if t >= self.s.duration_ms * 1_000 {
+            return;
+        }
+        let next = self.s.arrivals[isolate % self.s.arrivals.len()].next(t, &mut self.rng);
+        self.at(next, Event::Arrival { isolate });
+        let key = if self.s.keys == 1 { 0 } else { self.rng.range(0, self.s.keys as i64 - 1) as usize };
+        let index = self.arrivals.len();
+        self.arrivals.push((t, key));
+        self.decisions.push(None);
         let now_ms = t / 1_000;
-        let first = who.waits == 0;
-        let id = object_id(key);
-        let iso = &mut self.isolates[isolate];
-        if iso.blocked.blocked_until(&id, now_ms).is_some() {
-            self.decide(who, t, Some(false));
-            return;
-        }
-        let Some(settings) = self.settings.filter(LeaseSettings::can_lease) else {
-            self.send(t, isolate, key, 1, who);
-            return;
-        };
-        for refund in iso.leases.due_refunds(now_ms, settings.ttl_ms) {
+        for refund in self.isolates[isolate].isolate.refunds(self.config, now_ms) {
             self.report.refunds += 1;
-            let call = Call {
-                op: Op::Refund,
-                cost: refund.units,
-                reservation: Some(refund.lease_id),
-                want: None,
-                hold_ms: None,
-                ..self.call(Op::Hit)
-            };
-            let k: usize = refund.id.rsplit('-').next().and_then(|k| k.parse().ok()).unwrap_or(0);
-            self.send_call(t, isolate, k, call, 0, NOBODY);
+            let k = self.keys.get(refund.id.as_str()).copied().unwrap_or(0);
+            self.send(t, isolate, k, refund, None);
         }
-        let iso = &mut self.isolates[isolate];
-        let admit = if who.waits >= MAX_WAITS { Admit::Ask { want: 1 } } else { iso.leases.admit(&id, &settings, 1, now_ms, first) };
-        match admit {
-            Admit::Local { .. } => {
-                // Spent at the isolate's (millisecond) clock.
-                self.admitted_at[key].push(now_ms * 1_000);
-                self.decide(who, t, Some(true));
+        let edge = &mut self.isolates[isolate];
+        let mut counter = Counter::new(&self.applied[key], Op::Hit);
+        let step = counter.start(&mut edge.isolate, now_ms);
+        let request = Request { counter, isolate, generation: edge.generation, key, who: Who { arrived: t, index } };
+        self.requests.push(None);
+        self.stepped(self.requests.len() - 1, request, t, step, now_ms * 1_000);
+    }
+
+    /// What request `slot`'s counter asked for at `t`: a call sent, a wait
+    /// slept, or its outcome recorded (an admission at `counted_us`: the
+    /// object's decision, or the isolate's spending of a token held).
+    fn stepped(&mut self, slot: usize, request: Request<'s>, t: i64, step: Step, counted_us: i64) {
+        match step {
+            Step::Call(call) => {
+                let (isolate, key) = (request.isolate, request.key);
+                self.requests[slot] = Some(request);
+                self.send(t, isolate, key, call, Some(slot));
             }
-            Admit::Wait => iso.waiting.entry(key).or_default().push(Who { waits: who.waits + 1, ..who }),
-            Admit::Unavailable => {
-                self.report.on_error += 1;
-                self.decide(who, t, None);
+            Step::Wait { ms } => {
+                self.requests[slot] = Some(request);
+                self.at(t + i64::try_from(ms).unwrap_or(i64::MAX / 2) * 1_000, Event::Wake { request: slot });
             }
-            Admit::Scarce { .. } => self.decide(who, t, Some(false)),
-            Admit::Ask { want } => self.send(t, isolate, key, want, who),
+            Step::Done(outcome) => {
+                let admitted = match outcome {
+                    Outcome::Allowed { .. } => Some(true),
+                    Outcome::Blocked { .. } => Some(false),
+                    Outcome::Failed(_) => {
+                        self.report.on_error += 1;
+                        None
+                    }
+                };
+                if admitted == Some(true) {
+                    self.admitted_at[request.key].push(counted_us);
+                }
+                self.decide(request.who, t, admitted);
+            }
         }
     }
 
-    fn call(&self, op: Op) -> Call {
-        Call {
-            op,
-            algorithm: self.s.algorithm,
-            limits: vec![self.s.limit],
-            cost: 1,
-            hold_ms: None,
-            reservation: None,
-            want: None,
-            spelling: None,
-            penalty_ms: None,
-            used: None,
-            concurrency: None,
+    /// Request `slot`'s wait is over: its counter looks again, unless its
+    /// isolate was evicted meanwhile (then it is lost: fail closed).
+    fn wake(&mut self, t: i64, slot: usize) {
+        let Some(mut request) = self.requests[slot].take() else { return };
+        let edge = &mut self.isolates[request.isolate];
+        if edge.generation != request.generation {
+            self.decide(request.who, t, None);
+            return;
         }
+        let now_ms = t / 1_000;
+        let step = request.counter.waited(&mut edge.isolate, now_ms);
+        self.stepped(slot, request, t, step, now_ms * 1_000);
     }
 
-    fn send(&mut self, t: i64, isolate: usize, key: usize, want: u32, who: Who) {
-        let call = match self.settings {
-            Some(s) if want > 1 => Call { op: Op::Lease, want: Some(want), hold_ms: Some(s.ttl_ms), ..self.call(Op::Hit) },
-            _ => self.call(Op::Hit),
-        };
-        self.send_call(t, isolate, key, call, want, who);
-    }
-
-    fn send_call(&mut self, t: i64, isolate: usize, key: usize, call: Call, want: u32, who: Who) {
+    fn send(&mut self, t: i64, isolate: usize, key: usize, call: ObjectCall, requester: Option<usize>) {
         let rtt_us = self.rng.range(self.s.rtt_ms.0 * 1_000, self.s.rtt_ms.1 * 1_000);
         *self.call_seconds.entry(t / 1_000_000).or_default() += 1;
         self.report.object_calls += 1;
-        self.calls.push(Pending {
-            isolate,
-            generation: self.isolates[isolate].generation,
-            key,
-            sent_us: t,
-            rtt_us,
-            call,
-            want,
-            result: None,
-            requester: who,
-        });
+        let generation = self.isolates[isolate].generation;
+        self.calls.push(Pending { isolate, generation, key, sent_us: t, rtt_us, call, requester, decided_us: t, result: None });
         let call = self.calls.len() - 1;
         self.at(t + rtt_us / 2, Event::AtObject { call });
     }
 
+    /// A call reaching its object at `t`: refused at once while the object
+    /// restarts or when it would wait past its timeout (Cloudflare answers
+    /// "overloaded"); else queued, then answered by the object's step.
     fn at_object(&mut self, t: i64, index: usize) {
         let restarting = self.s.restart.is_some_and(|(every, down)| (t / 1_000) % every < down && t / 1_000 >= every);
-        let pending = &self.calls[index];
-        let (timeout_us, sent, rtt) = (self.s.timeout_ms * 1_000, pending.sent_us, pending.rtt_us);
-        if restarting {
-            // Refused at once: the isolate hears of it after the way back.
-            self.calls[index].result = Some(Err(()));
-            self.at(t + rtt / 2, Event::Answer { call: index });
-            return;
-        }
-        let object = self.objects.entry(pending.key).or_insert(Object { row: String::new(), busy_until_us: 0 });
-        if object.busy_until_us - t > timeout_us {
-            // Overloaded: the call would wait past its timeout; refused at
-            // once (Cloudflare answers "overloaded"), and not served.
-            self.calls[index].result = Some(Err(()));
-            self.at(t + rtt / 2, Event::Answer { call: index });
+        let timeout_us = self.s.timeout_ms * 1_000;
+        let pending = &mut self.calls[index];
+        let object = self.objects.entry(pending.key).or_default();
+        let refused = if restarting { Some("restarting") } else { (object.busy_until_us - t > timeout_us).then_some("overloaded") };
+        if let Some(why) = refused {
+            // The isolate hears of it after the way back.
+            pending.result = Some(Err(CallFailure::Transport(why.into())));
+            let back = t + pending.rtt_us / 2;
+            self.at(back, Event::Answer { call: index });
             return;
         }
         let start = t.max(object.busy_until_us);
         object.busy_until_us = start + self.s.service_us;
         self.report.max_queue_ms = self.report.max_queue_ms.max((start - t) as f64 / 1_000.0);
-        let decided_ms = start / 1_000;
-        let result = match step(&object.row, decided_ms, &pending.call) {
-            Ok(stepped) => {
-                if let Some(write) = stepped.write {
-                    object.row = write.row;
-                }
-                let granted = stepped.granted.unwrap_or(if stepped.tally.allowed { 1 } else { 0 });
-                let windows = stepped.tally.windows.iter().map(crate::count::protocol::WireWindow::from).collect();
-                Ok((stepped.tally.allowed, stepped.tally.retry_after_ms, stepped.reservation, granted, windows))
-            }
-            Err(_) => Err(()),
-        };
-        // The requester's unit (a hit, or the first of a lease) counts when
-        // the object decided it, if the isolate is still there to hear.
-        let answered = start + self.s.service_us + rtt / 2;
-        let late = answered - sent > timeout_us;
-        if let (Ok((true, ..)), false) = (&result, late) {
-            if pending.call.op != Op::Refund && pending.requester.index != usize::MAX {
-                // At the object's (millisecond) clock, when it decided.
-                self.admitted_at[pending.key].push(decided_ms * 1_000);
-            }
-        }
-        self.calls[index].result = Some(if late { Err(()) } else { result });
-        self.at(if late { sent + timeout_us } else { answered }, Event::Answer { call: index });
+        let result = object.storage.answer(&pending.call.call, start / 1_000).map_err(|body| CallFailure::Refused { status: 500, body });
+        let answered = start + self.s.service_us + pending.rtt_us / 2;
+        let late = answered - pending.sent_us > timeout_us;
+        pending.decided_us = start / 1_000 * 1_000;
+        pending.result = Some(if late { Err(CallFailure::Timeout { ms: pending.call.timeout_ms }) } else { result });
+        let when = if late { pending.sent_us + timeout_us } else { answered };
+        self.at(when, Event::Answer { call: index });
     }
 
+    /// A call's answer back at its isolate at `t`: handed to the counter
+    /// that asked; a request whose isolate was evicted meanwhile is
+    /// answered by the reply alone.
     fn answer(&mut self, t: i64, index: usize) {
-        let pending = self.calls[index].clone();
-        if pending.call.op == Op::Refund {
+        let pending = &mut self.calls[index];
+        let result = pending.result.take().unwrap_or_else(|| Err(CallFailure::Transport("no answer".into())));
+        let (requester, decided_us) = (pending.requester, pending.decided_us);
+        let same = self.isolates[pending.isolate].generation == pending.generation;
+        if result.is_err() {
+            self.report.failed_calls += 1;
+        }
+        let Some(slot) = requester else { return };
+        let Some(mut request) = self.requests[slot].take() else { return };
+        if !same {
+            let admitted = matches!(&result, Ok(reply) if reply.tally.allowed);
+            if admitted {
+                self.admitted_at[request.key].push(decided_us);
+            }
+            self.decide(request.who, t, admitted.then_some(true));
             return;
         }
-        let iso = &mut self.isolates[pending.isolate];
-        if iso.generation != pending.generation {
-            // Evicted meanwhile: the answer has no one to go to.
-            let admitted = matches!(pending.result, Some(Ok((true, ..))));
-            self.decide(pending.requester, t, admitted.then_some(true));
-            return;
-        }
-        let id = object_id(pending.key);
-        let now_ms = t / 1_000;
-        let sent_ms = pending.sent_us / 1_000;
-        let (requester_admitted, on_error) = match &pending.result {
-            Some(Ok((allowed, retry_after, lease_id, granted, windows))) => {
-                if let Some(settings) = self.settings {
-                    iso.leases.granted(&id, &settings, sent_ms, 1, *granted, *lease_id, windows);
-                }
-                if !allowed {
-                    iso.blocked.insert(&id, Block { until_ms: now_ms + *retry_after as i64, window: 0, limits: Vec::new(), by: crate::count::blocked::Refusal::Limit }, now_ms);
-                }
-                (*allowed, false)
-            }
-            _ => {
-                self.report.failed_calls += 1;
-                iso.leases.failed(&id, now_ms);
-                (false, true)
-            }
-        };
-        let _ = pending.want;
-        if on_error {
-            self.report.on_error += 1;
-            self.decide(pending.requester, t, None);
-        } else {
-            self.decide(pending.requester, t, Some(requester_admitted));
-        }
-        // Wake the requests waiting on this call.
-        let waiting = self.isolates[pending.isolate].waiting.remove(&pending.key).unwrap_or_default();
-        for who in waiting {
-            self.request(t, pending.isolate, pending.key, who);
-        }
+        let step = request.counter.replied(&mut self.isolates[request.isolate].isolate, result, t / 1_000);
+        self.stepped(slot, request, t, step, decided_us);
     }
 
-    /// Records request `index`'s answer (`None`: on_error, fail closed).
+    /// Records request `who`'s answer (`None`: on_error, fail closed).
     fn decide(&mut self, who: Who, t: i64, admitted: Option<bool>) {
-        if who.index == usize::MAX {
-            return;
-        }
         self.decisions[who.index] = Some(admitted == Some(true));
         self.latencies.push(t - who.arrived);
     }
