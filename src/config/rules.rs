@@ -551,19 +551,12 @@ impl Rule {
     /// algorithm, limits and cost (limits travel with every call), and for
     /// a reserve how long to hold the slot (`reservation_ttl`).
     pub(crate) fn call(&self, op: crate::count::protocol::Op) -> crate::count::protocol::Call {
-        crate::count::protocol::Call {
-            op,
-            algorithm: self.algorithm,
-            limits: self.limits.clone(),
-            cost: self.cost,
-            hold_ms: (op == crate::count::protocol::Op::Reserve).then_some(self.reservation_ttl_ms),
-            concurrency: self.concurrency.filter(|_| matches!(op, crate::count::protocol::Op::Reserve | crate::count::protocol::Op::Check)),
-            reservation: None,
-            want: None,
-            spelling: None,
-            penalty_ms: self.penalty_ms.filter(|_| crate::count::penalty::carried_by(op)),
-            used: None,
-        }
+        use crate::count::protocol::{Call, Op};
+        Call::new(op, self.algorithm, self.limits.clone())
+            .with_cost(self.cost)
+            .with_hold_ms((op == Op::Reserve).then_some(self.reservation_ttl_ms))
+            .with_concurrency(self.concurrency.filter(|_| matches!(op, Op::Reserve | Op::Check)))
+            .with_penalty_ms(self.penalty_ms.filter(|_| crate::count::penalty::carried_by(op)))
     }
 
     /// The limits that apply to `key`: its override's, or the rule's.

@@ -160,15 +160,14 @@ impl Isolate {
             .filter_map(|refund| {
                 let (rule_name, key) = refund.id.split_once('\n')?;
                 let rule = config.rules.iter().find(|r| r.name == rule_name)?;
-                let call = Call {
-                    op: Op::Refund,
-                    cost: refund.units,
-                    reservation: Some(refund.lease_id),
-                    hold_ms: None,
-                    want: None,
-                    penalty_ms: None,
-                    ..rule.call_for(Op::Hit, key)
-                };
+                let call = rule
+                    .call_for(Op::Hit, key)
+                    .with_op(Op::Refund)
+                    .with_cost(refund.units)
+                    .with_reservation(refund.lease_id)
+                    .with_hold_ms(None)
+                    .with_want(None)
+                    .with_penalty_ms(None);
                 Some(ObjectCall { id: refund.id, call, timeout_ms: rule.timeout_ms })
             })
             .collect()
@@ -348,7 +347,7 @@ impl<'a, 'c> Counter<'a, 'c> {
             }
             Admit::Ask { want } => {
                 let hit = a.rule.call_for(Op::Hit, &a.key);
-                let call = if want > cost { Call { op: Op::Lease, want: Some(want), hold_ms: Some(settings.ttl_ms), ..hit } } else { hit };
+                let call = if want > cost { hit.with_op(Op::Lease).with_want(want).with_hold_ms(settings.ttl_ms) } else { hit };
                 let exchange = Exchange::new(call);
                 let step = self.send(&exchange);
                 self.stage = Stage::Ask { settings, exchange, sent_at: now_ms };
