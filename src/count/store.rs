@@ -108,11 +108,20 @@ pub struct Storage {
     pub rows_written: u64,
 }
 
-/// What applying effects did.
+/// What applying effects did: the rows written, and whether an effect set
+/// the alarm (a [`Effect::MakeSure`] that found none that would do). Both
+/// storages add up their effects' with `+=`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Applied {
     pub rows_written: u64,
     pub alarm_set: bool,
+}
+
+impl std::ops::AddAssign for Applied {
+    fn add_assign(&mut self, one: Applied) {
+        self.rows_written += one.rows_written;
+        self.alarm_set |= one.alarm_set;
+    }
 }
 
 impl Storage {
@@ -131,28 +140,35 @@ impl Storage {
     pub fn apply(&mut self, effects: &[Effect<'_>]) -> Applied {
         let mut applied = Applied::default();
         for effect in effects {
-            match effect {
-                Effect::Store { row, horizon_ms } => {
-                    self.row = Some((row.to_string(), *horizon_ms));
-                    applied.rows_written += 1;
-                }
-                Effect::StoreControls(controls) => {
-                    self.controls = (*controls).clone();
-                    applied.rows_written += 1;
-                }
-                Effect::Delete(Delete::Count) => self.row = None,
-                Effect::Delete(Delete::Controls) => self.controls = Controls::default(),
-                Effect::Delete(Delete::Everything) => *self = Storage { rows_written: self.rows_written, ..Storage::default() },
-                Effect::MakeSure(alarm) if alarm.kept_by(self.alarm) => {}
-                Effect::MakeSure(alarm) => {
-                    self.alarm = Some(alarm.at());
-                    applied.alarm_set = true;
-                }
-                Effect::Arm(at) => self.alarm = Some(*at),
-            }
+            applied += self.apply_one(effect);
         }
         self.rows_written += applied.rows_written;
         applied
+    }
+
+    /// Applies one effect, as `glue::limiter`'s `apply` does in SQLite.
+    fn apply_one(&mut self, effect: &Effect<'_>) -> Applied {
+        let written = Applied { rows_written: 1, alarm_set: false };
+        match effect {
+            Effect::Store { row, horizon_ms } => {
+                self.row = Some((row.to_string(), *horizon_ms));
+                return written;
+            }
+            Effect::StoreControls(controls) => {
+                self.controls = (*controls).clone();
+                return written;
+            }
+            Effect::Delete(Delete::Count) => self.row = None,
+            Effect::Delete(Delete::Controls) => self.controls = Controls::default(),
+            Effect::Delete(Delete::Everything) => *self = Storage { rows_written: self.rows_written, ..Storage::default() },
+            Effect::MakeSure(alarm) if alarm.kept_by(self.alarm) => {}
+            Effect::MakeSure(alarm) => {
+                self.alarm = Some(alarm.at());
+                return Applied { rows_written: 0, alarm_set: true };
+            }
+            Effect::Arm(at) => self.alarm = Some(*at),
+        }
+        Applied::default()
     }
 
     /// Answers `call` at `now_ms` as the Durable Object does: decided by
