@@ -37,10 +37,18 @@ pub enum Effect<'a> {
 /// The effects of a call's answer: the row stored, what is deleted, the
 /// alarm made sure of, in that order.
 pub fn of_answer(answered: &Answered) -> Vec<Effect<'_>> {
-    let store = answered.store.as_ref().map(|(row, horizon_ms)| Effect::Store { row, horizon_ms: *horizon_ms });
-    let delete = answered.delete.map(Effect::Delete);
-    let alarm = answered.alarm.map(Effect::MakeSure);
-    store.into_iter().chain(delete).chain(alarm).collect()
+    // Pushed one by one, not an iterator chain collected (Wasm size).
+    let mut effects = Vec::new();
+    if let Some((row, horizon_ms)) = &answered.store {
+        effects.push(Effect::Store { row, horizon_ms: *horizon_ms });
+    }
+    if let Some(delete) = answered.delete {
+        effects.push(Effect::Delete(delete));
+    }
+    if let Some(alarm) = answered.alarm {
+        effects.push(Effect::MakeSure(alarm));
+    }
+    effects
 }
 
 /// The effects of a call refused for a corrupt row: the alarm that
@@ -54,7 +62,8 @@ pub fn of_refusal(refused: &Refused) -> Vec<Effect<'static>> {
 pub fn of_alarm(plan: AlarmPlan) -> Vec<Effect<'static>> {
     match plan {
         AlarmPlan::DeleteAll => vec![Effect::Delete(Delete::Everything)],
-        AlarmPlan::DeleteCount { rearm_at } => std::iter::once(Effect::Delete(Delete::Count)).chain(rearm_at.map(Effect::Arm)).collect(),
+        AlarmPlan::DeleteCount { rearm_at: None } => vec![Effect::Delete(Delete::Count)],
+        AlarmPlan::DeleteCount { rearm_at: Some(at) } => vec![Effect::Delete(Delete::Count), Effect::Arm(at)],
         AlarmPlan::RearmAt(at) => vec![Effect::Arm(at)],
     }
 }
@@ -69,9 +78,8 @@ pub fn of_control<'a>(controlled: &'a Controlled, row: &str) -> Vec<Effect<'a>> 
     match controlled.effect {
         ControlEffect::Unchanged => Vec::new(),
         ControlEffect::Cleared => vec![Effect::Delete(object::after_clearing(row))],
-        ControlEffect::Store { alarm } => {
-            std::iter::once(Effect::StoreControls(&controlled.controls)).chain(alarm.map(Effect::MakeSure)).collect()
-        }
+        ControlEffect::Store { alarm: None } => vec![Effect::StoreControls(&controlled.controls)],
+        ControlEffect::Store { alarm: Some(alarm) } => vec![Effect::StoreControls(&controlled.controls), Effect::MakeSure(alarm)],
     }
 }
 
