@@ -238,6 +238,18 @@ mod tests {
     }
 
     #[test]
+    fn the_alarms_and_a_controls_effects_come_in_order() {
+        assert_eq!(of_alarm(AlarmPlan::DeleteCount { rearm_at: Some(NOW) }), [Effect::Delete(Delete::Count), Effect::Arm(NOW)]);
+        assert_eq!(of_alarm(AlarmPlan::DeleteCount { rearm_at: None }), [Effect::Delete(Delete::Count)]);
+        assert_eq!(of_alarm(AlarmPlan::RearmAt(NOW)), [Effect::Arm(NOW)]);
+        let ban = object::control(&Controls::default(), &Change::Ban { until_ms: NOW + 4_000 }, NOW).unwrap();
+        assert_eq!(of_control(&ban, ""), [Effect::StoreControls(&ban.controls), Effect::MakeSure(Alarm::Pending(NOW + 4_000))]);
+        let cleared = object::control(&ban.controls, &Change::ClearBan, NOW).unwrap();
+        assert_eq!(of_control(&cleared, "1"), [Effect::Delete(Delete::Controls)], "the count stays");
+        assert_eq!(of_control(&cleared, ""), [Effect::Delete(Delete::Everything)]);
+    }
+
+    #[test]
     fn the_storage_keeps_its_row_until_the_alarm_deletes_it() {
         let mut s = Storage::default();
         let first = s.answer(&call(Op::Hit), NOW).unwrap();
