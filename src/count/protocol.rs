@@ -739,7 +739,9 @@ fn is_zero(n: &u64) -> bool {
 /// applies the rule's fail policy and logs this as `counter_error`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallFailure {
-    /// The `LIMITER` binding or the object's stub is missing.
+    /// A Durable Object class's binding or the object's stub is missing:
+    /// the text names the binding, its class and role
+    /// (`count::classes`) and the runtime's error.
     NoBinding(String),
     /// The call could not be sent or its reply read.
     Transport(String),
@@ -755,7 +757,7 @@ pub enum CallFailure {
 impl fmt::Display for CallFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CallFailure::NoBinding(e) => write!(f, "no limiter binding: {e}"),
+            CallFailure::NoBinding(e) => write!(f, "no Durable Object binding {e}"),
             CallFailure::Transport(e) => write!(f, "{e}"),
             CallFailure::Timeout { ms } => write!(f, "no answer within {ms} ms"),
             CallFailure::Refused { status, body } => write!(f, "limiter answered {status}: {body}"),

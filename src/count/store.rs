@@ -11,9 +11,13 @@
 //! harness runs the object (`testing::pair`), alarms firing on simulated
 //! time.
 
-use crate::count::controls::{AlarmPlan, Change, ControlError, Controls};
+use crate::count::controls::{AlarmPlan, Controls};
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+use crate::count::controls::{Change, ControlError};
 use crate::count::object::{self, Alarm, Answered, ControlEffect, Controlled, Delete, Refused};
-use crate::count::protocol::{Call, Reply, WireWindow, VERSION};
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+use crate::count::protocol::Call;
+use crate::count::protocol::{Reply, WireWindow, VERSION};
 
 /// One thing the object's storage does, in the order given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,10 +41,18 @@ pub(crate) enum Effect<'a> {
 /// The effects of a call's answer: the row stored, what is deleted, the
 /// alarm made sure of, in that order.
 pub(crate) fn of_answer(answered: &Answered) -> Vec<Effect<'_>> {
-    let store = answered.store.as_ref().map(|(row, horizon_ms)| Effect::Store { row, horizon_ms: *horizon_ms });
-    let delete = answered.delete.map(Effect::Delete);
-    let alarm = answered.alarm.map(Effect::MakeSure);
-    store.into_iter().chain(delete).chain(alarm).collect()
+    // Pushed one by one, not an iterator chain collected (Wasm size).
+    let mut effects = Vec::new();
+    if let Some((row, horizon_ms)) = &answered.store {
+        effects.push(Effect::Store { row, horizon_ms: *horizon_ms });
+    }
+    if let Some(delete) = answered.delete {
+        effects.push(Effect::Delete(delete));
+    }
+    if let Some(alarm) = answered.alarm {
+        effects.push(Effect::MakeSure(alarm));
+    }
+    effects
 }
 
 /// The effects of a call refused for a corrupt row: the alarm that
@@ -54,7 +66,8 @@ pub(crate) fn of_refusal(refused: &Refused) -> Vec<Effect<'static>> {
 pub(crate) fn of_alarm(plan: AlarmPlan) -> Vec<Effect<'static>> {
     match plan {
         AlarmPlan::DeleteAll => vec![Effect::Delete(Delete::Everything)],
-        AlarmPlan::DeleteCount { rearm_at } => std::iter::once(Effect::Delete(Delete::Count)).chain(rearm_at.map(Effect::Arm)).collect(),
+        AlarmPlan::DeleteCount { rearm_at: None } => vec![Effect::Delete(Delete::Count)],
+        AlarmPlan::DeleteCount { rearm_at: Some(at) } => vec![Effect::Delete(Delete::Count), Effect::Arm(at)],
         AlarmPlan::RearmAt(at) => vec![Effect::Arm(at)],
     }
 }
@@ -69,9 +82,8 @@ pub(crate) fn of_control<'a>(controlled: &'a Controlled, row: &str) -> Vec<Effec
     match controlled.effect {
         ControlEffect::Unchanged => Vec::new(),
         ControlEffect::Cleared => vec![Effect::Delete(object::after_clearing(row))],
-        ControlEffect::Store { alarm } => {
-            std::iter::once(Effect::StoreControls(&controlled.controls)).chain(alarm.map(Effect::MakeSure)).collect()
-        }
+        ControlEffect::Store { alarm: None } => vec![Effect::StoreControls(&controlled.controls)],
+        ControlEffect::Store { alarm: Some(alarm) } => vec![Effect::StoreControls(&controlled.controls), Effect::MakeSure(alarm)],
     }
 }
 
@@ -96,7 +108,9 @@ pub(crate) fn reply(answered: Answered, alarm_pending: bool, alarm_set: bool, ro
 
 /// One limiter object's storage, in memory: the count's row (with its
 /// horizon), the key's controls and the pending alarm. What the Durable
-/// Object keeps in SQLite, for the native harness.
+/// Object keeps in SQLite, for the native harness and the CLI's `explain`
+/// (not in the Worker, whose object is the Durable Object).
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Storage {
     /// The count's row and the horizon it was written under.
@@ -108,13 +122,23 @@ pub(crate) struct Storage {
     pub(crate) rows_written: u64,
 }
 
-/// What applying effects did.
+/// What applying effects did: the rows written, and whether an effect set
+/// the alarm (a [`Effect::MakeSure`] that found none that would do). Both
+/// storages add up their effects' with `+=`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Applied {
     pub(crate) rows_written: u64,
     pub(crate) alarm_set: bool,
 }
 
+impl std::ops::AddAssign for Applied {
+    fn add_assign(&mut self, one: Applied) {
+        self.rows_written += one.rows_written;
+        self.alarm_set |= one.alarm_set;
+    }
+}
+
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 impl Storage {
     /// Nothing stored and no alarm pending: what the alarm leaves once a
     /// key's count and controls have expired.
@@ -131,28 +155,35 @@ impl Storage {
     pub(crate) fn apply(&mut self, effects: &[Effect<'_>]) -> Applied {
         let mut applied = Applied::default();
         for effect in effects {
-            match effect {
-                Effect::Store { row, horizon_ms } => {
-                    self.row = Some((row.to_string(), *horizon_ms));
-                    applied.rows_written += 1;
-                }
-                Effect::StoreControls(controls) => {
-                    self.controls = (*controls).clone();
-                    applied.rows_written += 1;
-                }
-                Effect::Delete(Delete::Count) => self.row = None,
-                Effect::Delete(Delete::Controls) => self.controls = Controls::default(),
-                Effect::Delete(Delete::Everything) => *self = Storage { rows_written: self.rows_written, ..Storage::default() },
-                Effect::MakeSure(alarm) if alarm.kept_by(self.alarm) => {}
-                Effect::MakeSure(alarm) => {
-                    self.alarm = Some(alarm.at());
-                    applied.alarm_set = true;
-                }
-                Effect::Arm(at) => self.alarm = Some(*at),
-            }
+            applied += self.apply_one(effect);
         }
         self.rows_written += applied.rows_written;
         applied
+    }
+
+    /// Applies one effect, as `glue::limiter`'s `apply` does in SQLite.
+    fn apply_one(&mut self, effect: &Effect<'_>) -> Applied {
+        let written = Applied { rows_written: 1, alarm_set: false };
+        match effect {
+            Effect::Store { row, horizon_ms } => {
+                self.row = Some((row.to_string(), *horizon_ms));
+                return written;
+            }
+            Effect::StoreControls(controls) => {
+                self.controls = (*controls).clone();
+                return written;
+            }
+            Effect::Delete(Delete::Count) => self.row = None,
+            Effect::Delete(Delete::Controls) => self.controls = Controls::default(),
+            Effect::Delete(Delete::Everything) => *self = Storage { rows_written: self.rows_written, ..Storage::default() },
+            Effect::MakeSure(alarm) if alarm.kept_by(self.alarm) => {}
+            Effect::MakeSure(alarm) => {
+                self.alarm = Some(alarm.at());
+                return Applied { rows_written: 0, alarm_set: true };
+            }
+            Effect::Arm(at) => self.alarm = Some(*at),
+        }
+        Applied::default()
     }
 
     /// Answers `call` at `now_ms` as the Durable Object does: decided by
@@ -201,7 +232,7 @@ mod tests {
 
     fn call(op: Op) -> Call {
         let hold_ms = matches!(op, Op::Reserve | Op::Lease).then_some(500);
-        Call { op, algorithm: Algorithm::SlidingLog, limits: limits_of(&[(2, 1_000)]).unwrap(), cost: 1, hold_ms, want: None, reservation: None, spelling: None, penalty_ms: None, used: None, concurrency: None }
+        Call::new(op, Algorithm::SlidingLog, limits_of(&[(2, 1_000)]).unwrap()).with_hold_ms(hold_ms)
     }
 
     #[test]
@@ -211,6 +242,18 @@ mod tests {
         assert_eq!(of_answer(&a), [Effect::Store { row: &row, horizon_ms: 1_000 }, Effect::MakeSure(Alarm::Pending(NOW + 1_000))]);
         let reset = object::answer(&row, &Controls::default(), NOW, &call(Op::Reset)).unwrap();
         assert_eq!(of_answer(&reset), [Effect::Delete(Delete::Everything)]);
+    }
+
+    #[test]
+    fn the_alarms_and_a_controls_effects_come_in_order() {
+        assert_eq!(of_alarm(AlarmPlan::DeleteCount { rearm_at: Some(NOW) }), [Effect::Delete(Delete::Count), Effect::Arm(NOW)]);
+        assert_eq!(of_alarm(AlarmPlan::DeleteCount { rearm_at: None }), [Effect::Delete(Delete::Count)]);
+        assert_eq!(of_alarm(AlarmPlan::RearmAt(NOW)), [Effect::Arm(NOW)]);
+        let ban = object::control(&Controls::default(), &Change::Ban { until_ms: NOW + 4_000 }, NOW).unwrap();
+        assert_eq!(of_control(&ban, ""), [Effect::StoreControls(&ban.controls), Effect::MakeSure(Alarm::Pending(NOW + 4_000))]);
+        let cleared = object::control(&ban.controls, &Change::ClearBan, NOW).unwrap();
+        assert_eq!(of_control(&cleared, "1"), [Effect::Delete(Delete::Controls)], "the count stays");
+        assert_eq!(of_control(&cleared, ""), [Effect::Delete(Delete::Everything)]);
     }
 
     #[test]
@@ -251,7 +294,7 @@ mod tests {
     #[test]
     fn two_phase_calls_write_one_row_each_and_a_refusal_none() {
         let mut s = Storage::default();
-        let reserve = Call { hold_ms: Some(60_000), limits: limits_of(&[(2, 60_000)]).unwrap(), ..call(Op::Reserve) };
+        let reserve = call(Op::Reserve).with_hold_ms(60_000).with_limits(limits_of(&[(2, 60_000)]).unwrap());
         let a = s.answer(&reserve, NOW).unwrap();
         let b = s.answer(&reserve, NOW + 1).unwrap();
         assert_eq!((a.tally.allowed, a.rows_written, a.alarm_set, a.held), (true, 1, true, 1));
@@ -259,7 +302,7 @@ mod tests {
         assert_ne!(a.reservation, b.reservation);
         let full = s.answer(&reserve, NOW + 2).unwrap();
         assert_eq!((full.tally.allowed, full.tally.in_flight, full.rows_written), (false, true, 0), "held in flight: nothing written");
-        let settle = |op, id| Call { op, hold_ms: None, ..reserve.clone() }.settling(id);
+        let settle = |op, id| reserve.clone().with_op(op).with_hold_ms(None).settling(id);
         let commit = s.answer(&settle(Op::Commit, a.reservation), NOW + 3).unwrap();
         assert_eq!((commit.rows_written, commit.stored_hits, commit.held), (1, 1, 1));
         let release = s.answer(&settle(Op::Release, b.reservation), NOW + 4).unwrap();

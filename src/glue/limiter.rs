@@ -21,6 +21,11 @@
 //! the same synchronous step as the count; a reset deletes only the count
 //! while controls are set; the alarm keeps them until they end.
 //!
+//! What each decision does to storage, and in which order, is
+//! [`crate::count::store`]'s: this object applies its [`Effect`]s one by
+//! one ([`Limiter::apply`]), as the in-memory [`store::Storage`] of the
+//! native harness does, and builds its reply with [`store::reply`].
+//!
 //! This class holds counts and controls only (issue 36): the controls
 //! registry and the local metrics sink are classes of their own
 //! ([`crate::glue::registry`], and `MetricsSink` in `src/entry.mjs`). The one object that
@@ -28,10 +33,11 @@
 //! registry's handover ([`registry::HANDOVER`]) and refuses every other
 //! registry call.
 
-use crate::count::controls::{self, AlarmPlan, Change, Controls};
+use crate::count::controls::{self, Change, Controls};
 use crate::count::registry::{self, Entry};
 use crate::count::object::{self, Alarm, ControlEffect, Delete};
-use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Reply, WireWindow, VERSION};
+use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Reply, VERSION};
+use crate::count::store::{self, Applied, Effect};
 use serde::Deserialize;
 use std::cell::{Cell, OnceCell, RefCell};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
@@ -145,21 +151,10 @@ impl DurableObject for Limiter {
             None => (String::new(), 0),
         };
         let kept = self.load_controls()?;
-        match object::on_alarm(&stored, horizon, &kept, now_ms()) {
-            AlarmPlan::DeleteAll => self.delete_everything().await?,
-            AlarmPlan::DeleteCount { rearm_at } => {
-                self.delete_count(sql)?;
-                self.alarm_pending.set(Some(false));
-                if let Some(at) = rearm_at {
-                    self.alarm_pending.set(Some(true));
-                    self.state.storage().set_alarm(at_time(at)).await?;
-                }
-            }
-            AlarmPlan::RearmAt(at) => {
-                self.alarm_pending.set(Some(true));
-                self.state.storage().set_alarm(at_time(at)).await?;
-            }
-        }
+        let plan = object::on_alarm(&stored, horizon, &kept, now_ms());
+        // The alarm fired: none is pending until the plan arms one.
+        self.alarm_pending.set(Some(false));
+        self.apply_all(&store::of_alarm(plan)).await?;
         Response::ok("")
     }
 }
@@ -252,8 +247,9 @@ impl Limiter {
         Ok((known, cursor.rows_read() as u64))
     }
 
-    /// Loads, lets [`object::answer`] decide, and applies its effects: the
-    /// row stored, what to delete, the alarm made sure of.
+    /// Loads, lets [`object::answer`] decide, and applies its effects
+    /// ([`store::of_answer`]: the row stored, what to delete, the alarm
+    /// made sure of); the reply is [`store::reply`]'s.
     async fn answer(&self, call: &Call) -> worker::Result<Reply> {
         let sql = self.db();
         // Read, decide, write: synchronous, no `.await` in between, so no
@@ -265,30 +261,17 @@ impl Limiter {
             // first write need not ask.
             self.alarm_pending.set(Some(false));
         }
-        let now = now_ms();
         let kept = self.load_controls()?;
-        let answered = match object::answer(&stored, &kept, now, call) {
+        let answered = match object::answer(&stored, &kept, now_ms(), call) {
             Ok(answered) => answered,
             Err(refused) => {
                 // Refused (500: the Worker applies the rule's fail policy),
                 // and never left without an alarm to delete it.
-                self.make_sure(refused.alarm).await?;
+                self.apply_all(&store::of_refusal(&refused)).await?;
                 return Err(worker::Error::RustError(refused.corrupt.to_string()));
             }
         };
-        let mut rows_written = 0;
-        if let Some((row, horizon)) = &answered.store {
-            // Only a call that writes creates the schema: an object whose
-            // storage the alarm deleted stays empty when merely looked at.
-            rows_written = self.store(row, *horizon)?;
-        }
-        if let Some(delete) = answered.delete {
-            self.delete(delete).await?;
-        }
-        let alarm_set = match answered.alarm {
-            Some(alarm) => self.make_sure(alarm).await?,
-            None => false,
-        };
+        let applied = self.apply_all(&store::of_answer(&answered)).await?;
         let alarm_pending = match answered.alarm_pending(self.alarm_pending.get()) {
             Some(known) => known,
             None => {
@@ -297,19 +280,37 @@ impl Limiter {
                 pending
             }
         };
-        Ok(Reply {
-            v: VERSION,
-            tally: answered.tally.map_windows(|w| WireWindow::from(&w)),
-            alarm_pending,
-            alarm_set,
-            stored_hits: answered.stored_hits,
-            rows_read,
-            rows_written,
-            reservation: answered.reservation,
-            held: answered.held,
-            granted: answered.granted,
-            penalty_until_ms: answered.penalty_until_ms,
-        })
+        Ok(store::reply(answered, alarm_pending, applied.alarm_set, rows_read, applied.rows_written))
+    }
+
+    /// Applies `effects` in order ([`Limiter::apply`]); stops at the first
+    /// that fails.
+    async fn apply_all(&self, effects: &[Effect<'_>]) -> worker::Result<Applied> {
+        let mut applied = Applied::default();
+        for effect in effects {
+            applied += self.apply(effect).await?;
+        }
+        Ok(applied)
+    }
+
+    /// Applies one of [`crate::count::store`]'s effects to SQLite and the
+    /// alarm, keeping what this instance remembers (row, controls, alarm)
+    /// in step: the rows it wrote, and whether it set the alarm.
+    async fn apply(&self, effect: &Effect<'_>) -> worker::Result<Applied> {
+        let mut applied = Applied::default();
+        match effect {
+            // Only a call that writes creates the schema: an object whose
+            // storage the alarm deleted stays empty when merely looked at.
+            Effect::Store { row, horizon_ms } => applied.rows_written = self.store(row, *horizon_ms)?,
+            Effect::StoreControls(controls) => applied.rows_written = self.store_controls(controls)?,
+            Effect::Delete(delete) => self.delete(*delete).await?,
+            Effect::MakeSure(alarm) => applied.alarm_set = self.make_sure(*alarm).await?,
+            Effect::Arm(at) => {
+                self.alarm_pending.set(Some(true));
+                self.state.storage().set_alarm(at_time(*at)).await?;
+            }
+        }
+        Ok(applied)
     }
 
     /// Makes sure of `alarm` ([`Alarm::kept_by`]: whether the pending one
@@ -351,6 +352,7 @@ impl Limiter {
                 if self.tables(sql)?.0.controls {
                     sql.exec("DELETE FROM controls", None)?;
                 }
+                *self.controls.borrow_mut() = Some(Controls::default());
                 Ok(())
             }
         }
@@ -444,42 +446,41 @@ impl Limiter {
         Ok(kept)
     }
 
+    /// Writes the key's controls in place (the table first, once per
+    /// instance); returns the rows written.
+    fn store_controls(&self, next: &Controls) -> worker::Result<u64> {
+        let sql = self.db();
+        let (tables, _) = self.tables(sql)?;
+        if !tables.controls {
+            sql.exec(CONTROLS_SCHEMA, None)?;
+            self.tables.set(Some(Tables { controls: true, ..tables }));
+        }
+        let cursor = sql.exec(
+            "INSERT INTO controls (id, value) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+            vec![SqlStorageValue::from(next.encode())],
+        )?;
+        *self.controls.borrow_mut() = Some(next.clone());
+        Ok(cursor.rows_written() as u64)
+    }
+
     /// Applies an admin change to the key's controls as
-    /// [`object::control`] decides: stored (the alarm made sure of for
-    /// their end), or the last one cleared ([`object::after_clearing`]:
-    /// with no count left, everything deleted). `Ok(Err)`: the change is
-    /// refused.
+    /// [`object::control`] decides, with [`store::of_control`]'s effects:
+    /// stored (the alarm made sure of for their end), or the last one
+    /// cleared ([`object::after_clearing`]: with no count left, everything
+    /// deleted). `Ok(Err)`: the change is refused.
     async fn control(&self, change: &Change) -> worker::Result<Result<Controls, controls::ControlError>> {
         let kept = self.load_controls()?;
         let controlled = match object::control(&kept, change, now_ms()) {
             Ok(controlled) => controlled,
             Err(refused) => return Ok(Err(refused)),
         };
-        let next = controlled.controls;
-        let sql = self.db();
-        match controlled.effect {
-            ControlEffect::Unchanged => return Ok(Ok(next)),
-            ControlEffect::Cleared => {
-                let (stored, _) = self.load(sql)?;
-                self.delete(object::after_clearing(&stored)).await?;
-            }
-            ControlEffect::Store { alarm } => {
-                let (tables, _) = self.tables(sql)?;
-                if !tables.controls {
-                    sql.exec(CONTROLS_SCHEMA, None)?;
-                    self.tables.set(Some(Tables { controls: true, ..tables }));
-                }
-                sql.exec(
-                    "INSERT INTO controls (id, value) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET value = excluded.value",
-                    vec![SqlStorageValue::from(next.encode())],
-                )?;
-                if let Some(alarm) = alarm {
-                    self.make_sure(alarm).await?;
-                }
-            }
-        }
-        *self.controls.borrow_mut() = Some(next.clone());
-        Ok(Ok(next))
+        // The count's row is read only when clearing needs it.
+        let row = match controlled.effect {
+            ControlEffect::Cleared => self.load(self.db())?.0,
+            ControlEffect::Unchanged | ControlEffect::Store { .. } => String::new(),
+        };
+        self.apply_all(&store::of_control(&controlled, &row)).await?;
+        Ok(Ok(controlled.controls))
     }
 }
 
