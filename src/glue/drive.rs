@@ -79,6 +79,14 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
         }
     };
     let mut decision = decision;
+    record(req, env, config, client, cf, &decision).await;
+    with_isolate(|isolate| isolate.keep(&mut decision));
+    Ok(Decided::Decision(Box::new(decision), hold))
+}
+
+/// Writes `decision`'s log lines and metric points. `cf`: what
+/// [`cf_facts`] read of `request.cf` for the rules, if they read it.
+async fn record(req: &web_sys::Request, env: &Env, config: &Config, client: &Client, cf: Option<String>, decision: &Decision<'_>) {
     let dataset = metrics_dataset(env).filter(|_| decision.makes_points());
     // The lines the log episodes let through, first: a block folded into an
     // episode needs nothing more read.
@@ -94,16 +102,14 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     write_lines(&lines);
     write_lines(&summaries);
     let sink = dataset.is_none() && decision.makes_points() && crate::glue::traffic::sink_on(env);
-    apply(&decision, dataset, &place, config);
+    apply(decision, dataset, &place, config);
     if sink {
         // Local development: the same points, allowed totals too, to the local sink.
         let now = now_ms();
         let mut points = decision.metric_points(None, None);
-        points.extend(due_totals(&decision, now, config, metrics::Place::default()));
+        points.extend(due_totals(decision, now, config, metrics::Place::default()));
         crate::glue::traffic::sink(env, &points).await;
     }
-    with_isolate(|isolate| isolate.keep(&mut decision));
-    Ok(Decided::Decision(Box::new(decision), hold))
 }
 
 /// Receives the upload within the isolate's budget, charged to the
