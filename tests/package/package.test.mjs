@@ -37,7 +37,7 @@ import { freePort } from "../ports.mjs";
 import { README_PORT, normalize, onPort } from "../../scripts/try-it.mjs";
 
 /** The most the Worker's upload may weigh, gzipped (KiB): see the assertion. */
-const UPLOAD_GATE_KIB = 650;
+const UPLOAD_GATE_KIB = 660;
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const NATIVE = join(ROOT, "target", "debug", "tollgate");
@@ -337,8 +337,10 @@ test("init: each preset's project checks, dry-runs, refuses a typo, and serves 4
     // The target was 600 KiB (issue 13, held by issue 26 at 598.5); issue 28's
     // console inside the Worker (+26 KiB) and issue 29's metering (+6) moved
     // the gate to 640 (2026-12-01: 631.7 KiB); issue 35's seams (+12.5) to
-    // 650 (2026-12-02: 644.2 KiB), until issue 38 takes the admin plane off
-    // the zone's Worker (target 580).
+    // 650 (2026-12-02: 644.2 KiB); issue 36's redesign (+9.3: the 0.3 config
+    // spelling and its 0.2.0 reader, the Registry class, the store effects,
+    // RustCrypto HMAC) to 660 (653.4 KiB), until issue 38 takes the admin
+    // plane off the zone's Worker (target 580).
     assert.ok(gzip && Number(gzip[1]) <= UPLOAD_GATE_KIB, `${preset}: upload over ${UPLOAD_GATE_KIB} KiB gzip or unknown`);
     if (first) t.diagnostic(`upload ${gzip[0]} (gate ${UPLOAD_GATE_KIB} KiB); tarball: ${(statSync(tarball).size / 1024).toFixed(0)} KiB`);
   }
