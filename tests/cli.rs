@@ -400,7 +400,7 @@ limits = [{ requests = 1000, window = "60s" }]
     assert!(out.contains("rule `tenant`: lease auto: up to 200 units per lease") && out.contains("for 500 ms"), "{out}");
     assert!(out.contains("rule `global`: lease auto") && out.contains("GCRA: up to 5000 more per window"), "{out}");
     assert!(!out.contains("rule `per-ip`"), "a small limit never leases: nothing to say: {out}");
-    assert!(out.contains("rule `failures`: lease off (count_statuses"), "{out}");
+    assert!(out.contains("rule `failures`: lease off (counting = { mode = \"response\" }"), "{out}");
     let (code, out, err) = tollgate(&["explain", "https://example.com/api/x", "--config", path.to_str().unwrap(), "-H", "x-api-key: k"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("  lease:    auto: up to 200 units") && out.contains("assumed: this isolate holds no tokens"), "{out}");

@@ -185,7 +185,7 @@ impl LeaseMode {
 }
 
 /// Why `count_statuses` rules never lease.
-pub(crate) const OFF_TWO_PHASE: &str = "count_statuses, a usage cost or concurrency settles after the origin answers; a lease debits before";
+pub(crate) const OFF_TWO_PHASE: &str = "counting = { mode = \"response\" } settles after the origin answers; a lease debits before";
 /// Why rules whose success clears or forgives never lease.
 pub(crate) const OFF_ON_SUCCESS: &str =
     "a success clears or forgives the count, which would drop tokens other isolates still hold and may spend";
