@@ -455,6 +455,30 @@ impl<'a, 'c> Counter<'a, 'c> {
         }
         self.stage = Stage::Done;
     }
+
+    /// Drives the counter to its outcome from `now_ms` with calls that
+    /// answer at once (`send(call, at)`: the native tools, `explain` and the
+    /// test harness, whose objects are in memory): a wait advances the
+    /// counter's own clock by its length. The Worker drives it instead
+    /// through the network (`glue::objects::check`).
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+    pub(crate) fn run(&mut self, isolate: &mut Isolate, now_ms: i64, mut send: impl FnMut(&ObjectCall, i64) -> Result<Reply, CallFailure>) -> Outcome {
+        let mut at = now_ms;
+        let mut step = self.start(isolate, at);
+        loop {
+            step = match step {
+                Step::Call(call) => {
+                    let result = send(&call, at);
+                    self.replied(isolate, result, at)
+                }
+                Step::Wait { ms } => {
+                    at = at.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX));
+                    self.waited(isolate, at)
+                }
+                Step::Done(outcome) => return outcome,
+            };
+        }
+    }
 }
 
 #[cfg(test)]

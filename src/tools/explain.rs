@@ -28,7 +28,7 @@ use crate::count::limit::Limit;
 use crate::count::protocol::{Call, CallFailure, Op};
 use crate::count::store::Storage;
 use crate::config::rules::{RequestView, Rule};
-use crate::pipeline::isolate::{Counter, Isolate, ObjectCall, Step};
+use crate::pipeline::isolate::{Counter, Isolate, ObjectCall};
 use crate::pipeline::verdict::{Answer, Outcome, Verdict};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -113,26 +113,13 @@ impl Assumed {
     fn outcome(self, applied: &Applied<'_>, op: Op, now_ms: i64) -> Outcome {
         let mut objects: std::collections::BTreeMap<String, Storage> = std::collections::BTreeMap::new();
         let mut isolate = Isolate::new();
-        let mut counter = Counter::new(applied, op);
-        let mut at = now_ms;
-        let mut step = counter.start(&mut isolate, at);
-        loop {
-            step = match step {
-                Step::Call(ObjectCall { id, call, .. }) => {
-                    let object = objects.entry(id).or_insert_with(|| self.storage(&call, now_ms));
-                    let result = match self {
-                        Assumed::Failed => Err(CallFailure::Transport("assumed: the counter cannot be reached".into())),
-                        _ => object.answer(&call, at).map_err(|corrupt| CallFailure::Refused { status: 500, body: corrupt }),
-                    };
-                    counter.replied(&mut isolate, result, at)
-                }
-                Step::Wait { ms } => {
-                    at += i64::try_from(ms).unwrap_or(i64::MAX / 2);
-                    counter.waited(&mut isolate, at)
-                }
-                Step::Done(outcome) => return outcome,
-            };
-        }
+        Counter::new(applied, op).run(&mut isolate, now_ms, |ObjectCall { id, call, .. }, at| {
+            let object = objects.entry(id.clone()).or_insert_with(|| self.storage(call, now_ms));
+            match self {
+                Assumed::Failed => Err(CallFailure::Transport("assumed: the counter cannot be reached".into())),
+                _ => object.answer(call, at).map_err(|corrupt| CallFailure::Refused { status: 500, body: corrupt }),
+            }
+        })
     }
 
     /// An object's storage in the state assumed, for a call like `call`:

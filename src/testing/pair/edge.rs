@@ -12,7 +12,7 @@
 use crate::config::Config;
 use crate::count::protocol::{Call, CallFailure, Op, Reply};
 use crate::pipeline::applied::Applied;
-use crate::pipeline::isolate::{Counter, Isolate, ObjectCall, Step};
+use crate::pipeline::isolate::{Counter, Isolate, ObjectCall};
 use crate::pipeline::machine::{Decision, Machine, Next, Settled};
 use crate::pipeline::upload::Receipt;
 use crate::pipeline::verdict::{LogEvent, Outcome};
@@ -78,21 +78,9 @@ impl Edge {
     /// answer at once, so a wait ends at the next look).
     fn check(&mut self, applied: &Applied<'_>, op: Op, now: i64, send: &mut Send<'_>, logs: &mut Vec<LogEvent>) -> Outcome {
         let mut counter = Counter::new(applied, op);
-        let mut at = now;
-        let mut step = counter.start(&mut self.isolate, at);
-        loop {
-            step = match step {
-                Step::Call(ObjectCall { id, call, .. }) => counter.replied(&mut self.isolate, send(&id, &call), at),
-                Step::Wait { ms } => {
-                    at += i64::try_from(ms).unwrap_or(i64::MAX);
-                    counter.waited(&mut self.isolate, at)
-                }
-                Step::Done(outcome) => {
-                    logs.append(&mut counter.logs);
-                    return outcome;
-                }
-            };
-        }
+        let outcome = counter.run(&mut self.isolate, now, |ObjectCall { id, call, .. }, _| send(id, call));
+        logs.append(&mut counter.logs);
+        outcome
     }
 
     /// Applies what settling decided at `now` (`glue::objects::apply_settled`):
