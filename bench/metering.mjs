@@ -1,7 +1,7 @@
 // Metering rules next to a plain one (issue 29): CPU per request and
 // limiter-object calls per request for
 //   plain   a rule counting every request (hit; lease off, as the others)
-//   usage   cost = { header, reserve, max }: reserve, then commit the
+//   usage   metering = { header, reserve, max }: reserve, then commit the
 //           origin's reported units
 //   slots   concurrency = 8: reserve (the slot), then commit once the body
 //           has been sent
@@ -23,7 +23,7 @@ const limits = [{ requests: 1_000_000, window: "1h" }];
 const base = { key: ["header:x-client"], algorithm: "gcra", limits, lease: "off", ratelimit_headers: true };
 const RULES = {
   plain: { name: "plain", path: "/plain", ...base },
-  usage: { name: "usage", path: "/usage", ...base, cost: { header: "x-usage", reserve: 10, max: 10 } },
+  usage: { name: "usage", path: "/usage", ...base, counting: { mode: "response" }, metering: { header: "x-usage", reserve: 10, max: 10 } },
   slots: { name: "slots", path: "/slots", ...base, concurrency: 8 },
 };
 

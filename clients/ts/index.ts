@@ -21,7 +21,7 @@ export interface TollgateDecision {
   response?: Response;
   /** Fields to add to the app's response (`RateLimit`, `RateLimit-Policy`). */
   headers: [string, string][];
-  /** Present when a failures-only rule (`count_statuses`) applied: pass it to `settle`. */
+  /** Present when a failures-only rule (`counting.statuses`) applied: pass it to `settle`. */
   ticket?: string;
 }
 

@@ -160,7 +160,7 @@ fn run_marked(stored: CountRow<'_>, now_ms: i64, call: &Call) -> Result<(Step, O
 }
 
 /// `hit`: check-and-record. Rules that count every request never
-/// reserve; reservations left by a rule switched from `count_statuses`
+/// reserve; reservations left by a rule switched from `counting.statuses`
 /// are carried along.
 fn hit(state: &State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
     let Decision { tally, next } = State::decide(state, now_ms, &call.limits, call.cost);
@@ -224,7 +224,7 @@ fn settle(state: &State, mut held: Vec<Reservation>, now_ms: i64, call: &Call, r
 /// `lease`: a grant of `cost` to `want` units, or none.
 fn lease_step(state: &State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
     let limits = &call.limits;
-    // Reservations of a rule switched from `count_statuses` take their
+    // Reservations of a rule switched from `counting.statuses` take their
     // room first; blocked is the algorithm's exact answer for `cost` (with
     // them).
     let blocked = reserve_decision(state, &held, now_ms, call);

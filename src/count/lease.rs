@@ -184,7 +184,7 @@ impl LeaseMode {
     }
 }
 
-/// Why `count_statuses` rules never lease.
+/// Why `counting.statuses` rules never lease.
 pub(crate) const OFF_TWO_PHASE: &str = "counting = { mode = \"response\" } settles after the origin answers; a lease debits before";
 /// Why rules whose success clears or forgives never lease.
 pub(crate) const OFF_ON_SUCCESS: &str =

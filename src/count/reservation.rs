@@ -1,6 +1,6 @@
 //! Reservations: the first phase of two-phase counting, pure.
 //!
-//! A failures-only rule (`count_statuses`) cannot know before forwarding
+//! A failures-only rule (`counting.statuses`) cannot know before forwarding
 //! whether a request will count: the origin's status decides. Checking
 //! first and recording after the origin answers lets every request in
 //! flight pass the same check, so concurrent requests overshoot the limit

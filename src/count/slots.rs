@@ -12,7 +12,7 @@
 //! When the Worker gives a slot back (issues 29 and 35), by the origin's
 //! answer:
 //!
-//! - a status the rule does not count (`count_statuses`): at its headers,
+//! - a status the rule does not count (`counting.statuses`): at its headers,
 //!   as any failures-only rule settles: a stranger's 401 holds no slot;
 //! - a counted status: once the body has been fully sent or the client
 //!   went away, so a streamed answer holds its slot while it streams; but

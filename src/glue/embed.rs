@@ -108,7 +108,7 @@
 //! [`check`] answer 503, `"allow"` lets every request through unlimited.
 //! [`check`] returns an error only where the runtime fails.
 //!
-//! Failures-only rules (`count_statuses`) reserve a slot in [`check`]; the
+//! Failures-only rules (`counting.statuses`) reserve a slot in [`check`]; the
 //! app must [`settle`] the [`Ticket`] with its answer's status (or `None`
 //! when it gave up), else the slot stays held until the rule's
 //! `reservation_ttl` expires: towards blocking, never towards admitting.

@@ -2,7 +2,7 @@
 //! failures-only rules once it has answered (issue 18).
 //!
 //! In front of an origin, tollgate sees the origin's answer and settles
-//! `count_statuses` rules itself ([`crate::pipeline::verdict::settle`]). Called from
+//! `counting.statuses` rules itself ([`crate::pipeline::verdict::settle`]). Called from
 //! inside an app (the Rust crate API, or RPC from a TS/JS Worker), it does
 //! not: [`issue`] turns the checked rules into a [`Ticket`] the app keeps,
 //! and passes back with its response status; [`Ticket::applied`] rebuilds

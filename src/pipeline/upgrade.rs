@@ -4,7 +4,7 @@
 //! - A `concurrency` rule holds the slot for the whole session: the Worker
 //!   relays it and gives the slot back once either side closed it
 //!   ([`crate::count::slots`]).
-//! - A usage rule (`cost = { header, reserve, max }`) reads the units spent
+//! - A usage rule (`metering = { header, reserve, max }`) reads the units spent
 //!   from the answer's header, and a session has one answer (its 101) for
 //!   any number of messages: whatever it charged (the 101's header, or
 //!   `reserve`), one session could spend any amount against the budget. So

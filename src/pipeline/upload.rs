@@ -3,7 +3,7 @@
 //! says what each outcome means).
 //!
 //! # Why (issue 25, finding 2)
-//! A `count_statuses` rule reserves a slot before forwarding
+//! A `counting.statuses` rule reserves a slot before forwarding
 //! ([`crate::count::reservation`]), and the slot stays held until the origin
 //! answers. An origin waits for the whole body before it answers, so a
 //! client that sends its body one byte at a time held a slot for as long

@@ -291,7 +291,7 @@ pub(crate) struct Answered<'a> {
 /// Rules counting every request have nothing to settle.
 ///
 /// A rule whose origin reports usage ([`crate::config::cost`]) counts every
-/// answer (or those of `count_statuses`) the same way, its commit carrying
+/// answer (or those of `counting.statuses`) the same way, its commit carrying
 /// the units the header reports ([`usage`]).
 pub(crate) fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&Answered<'_>>) -> Option<Call> {
     if !applied.rule.reserves() {
