@@ -52,13 +52,17 @@ pub(crate) struct Policies<'a> {
     pub(crate) unit: Option<&'a str>,
     /// The rule's `concurrency`: a `concurrent-requests` policy of its own.
     pub(crate) concurrency: Option<u32>,
+    /// A `concurrency` rule without `limits`: its one window is a stand-in
+    /// no key could fill (`checks::UNBOUND_WINDOW`), so no item names it:
+    /// the slots are its only policy.
+    pub(crate) windowless: bool,
 }
 
 #[cfg(test)]
 impl<'a> Policies<'a> {
     /// A rule counting requests, without slots.
     pub fn of_requests(rule: &'a str) -> Policies<'a> {
-        Policies { rule, unit: None, concurrency: None }
+        Policies { rule, unit: None, concurrency: None, windowless: false }
     }
 }
 
@@ -114,8 +118,9 @@ fn sf_string(text: &str) -> String {
 
 /// `RateLimit-Policy` items: one per window (quota `q`, the unit `qu` of a
 /// usage rule, window `w` in whole seconds, none when not whole), then the
-/// slots of a `concurrency` rule.
+/// slots of a `concurrency` rule (only those, for a windowless one).
 pub(crate) fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) -> Vec<String> {
+    let windows: &[WireWindow] = if policies.windowless { &[] } else { windows };
     let unit = policies.unit.map(|u| format!(";qu={}", sf_string(u))).unwrap_or_default();
     let per_window = windows.iter().enumerate().map(|(i, w)| {
         let seconds = if w.window_ms.is_multiple_of(1000) && w.window_ms > 0 { format!(";w={}", w.window_ms / 1000) } else { String::new() };
@@ -127,8 +132,10 @@ pub(crate) fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) 
 
 /// The `RateLimit` item ([`Report`] says which): `r` the units remaining,
 /// `t` the seconds (rounded up) until they grow; for a refusal owed to
-/// slots, `r=0` of the slots' policy and no `t`.
+/// slots, `r=0` of the slots' policy and no `t`; none for a windowless
+/// rule that was not refused (its free slots are not known at the edge).
 pub(crate) fn ratelimit(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Option<String> {
+    let windows: &[WireWindow] = if policies.windowless { &[] } else { windows };
     let (index, retry_after_ms) = match report {
         Report::NoSlot => return Some(format!("{};r=0", sf_string(&concurrency_name(policies.rule)))),
         Report::Window { index, retry_after_ms } if index < windows.len() => (index, Some(retry_after_ms)),
@@ -268,7 +275,7 @@ mod tests {
     /// Issue 35: a usage rule's quota is in the origin's units.
     #[test]
     fn a_usage_rule_states_its_unit() {
-        let p = Policies { rule: "ai", unit: Some("x-tokens"), concurrency: None };
+        let p = Policies { rule: "ai", unit: Some("x-tokens"), concurrency: None, windowless: false };
         let w = [window(10_000, 86_400_000, 5_766, 1_000)];
         assert_eq!(ratelimit_policy(&p, &w), ["\"ai\";q=10000;qu=\"x-tokens\";w=86400"]);
         assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"ai\";r=5766;t=1");
@@ -277,12 +284,25 @@ mod tests {
     /// Issue 35: a refusal by the slots named a window (`r=98`).
     #[test]
     fn the_slots_are_a_policy_of_their_own() {
-        let p = Policies { rule: "conc", unit: None, concurrency: Some(2) };
+        let p = Policies { rule: "conc", unit: None, concurrency: Some(2), windowless: false };
         let w = [window(100, 60_000, 98, 30_000)];
         let fields = rate_fields(&p, &w, Report::NoSlot);
         assert_eq!(fields[0].1, "\"conc\";q=100;w=60, \"conc/concurrency\";q=2;qu=\"concurrent-requests\"");
         assert_eq!(fields[1].1, "\"conc/concurrency\";r=0", "no slot free, no `t`");
         assert_eq!(rate_fields(&p, &w, Report::Allowed)[1].1, "\"conc\";r=98;t=30", "allowed: the window");
+    }
+
+    /// A `concurrency` rule without `limits` carries a stand-in window of
+    /// u32::MAX a second: no field may name it (it showed `q=4294967295;w=1`).
+    #[test]
+    fn a_windowless_rule_states_only_its_slots() {
+        let p = Policies { rule: "conc", unit: None, concurrency: Some(2), windowless: true };
+        let w = [window(u32::MAX, 1_000, u64::from(u32::MAX - 1), 1_000)];
+        let refused = rate_fields(&p, &w, Report::NoSlot);
+        assert_eq!(refused[0], ("ratelimit-policy".to_string(), "\"conc/concurrency\";q=2;qu=\"concurrent-requests\"".to_string()));
+        assert_eq!(refused[1].1, "\"conc/concurrency\";r=0");
+        let allowed = rate_fields(&p, &w, Report::Allowed);
+        assert_eq!(allowed, [("ratelimit-policy".to_string(), "\"conc/concurrency\";q=2;qu=\"concurrent-requests\"".to_string())], "no window item, no r of a stand-in");
     }
 
     #[test]

@@ -447,7 +447,7 @@ pub(crate) fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize,
 /// The `RateLimit` policies of `rule` ([`crate::config::headers`]): its
 /// name, a usage rule's unit, its slots.
 fn policies(rule: &Rule) -> Policies<'_> {
-    Policies { rule: &rule.name, unit: rule.usage.as_ref().map(|u| u.header.as_str()), concurrency: rule.concurrency }
+    Policies { rule: &rule.name, unit: rule.usage.as_ref().map(|u| u.header.as_str()), concurrency: rule.concurrency, windowless: rule.windowless }
 }
 
 /// What the `RateLimit` item of a refusal `by` reports: the slots for a

@@ -191,6 +191,20 @@ test("a concurrency refusal states the slots: its own policy (qu=\"concurrent-re
   });
 });
 
+test("a concurrency rule without limits states only its slots: no stand-in window (q=4294967295) in either field", () => {
+  const { origin, release } = gatedOrigin();
+  release();
+  const cfg = config({ name: "slots", path: "/slow", key: ["header:x-tenant"], concurrency: 2, counting: { mode: "response" }, ratelimit_headers: true });
+  return withTollgate({ origin, config: cfg }, async (tg) => {
+    const served = await tg.fetch("/slow", { headers: { "x-tenant": "acme" } });
+    await served.arrayBuffer();
+    assert.equal(served.status, 200);
+    const { policy, limit: rate } = fields(served);
+    assert.deepEqual(policy, [{ name: "slots/concurrency", params: { q: 2, qu: "concurrent-requests" } }]);
+    assert.equal(rate, null, "no RateLimit field: free slots are not known at the edge, and the window is a stand-in");
+  });
+});
+
 test("a usage rule's policy is in the origin's units; a usage header sent twice is read, not charged reserve", () => {
   let values = ["50", "50"];
   const origin = mockOrigin(async (request, record) => {
