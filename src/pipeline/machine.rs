@@ -463,7 +463,7 @@ impl<'c> Settle<'c> {
         let mut names: Vec<&str> = Vec::new();
         for a in &self.applied {
             let identity = a.rule.on_success.as_ref().and_then(|on| on.identity_header.as_deref());
-            let usage = a.rule.usage.as_ref().map(|u| u.header.as_str());
+            let usage = a.rule.usage.as_ref().and_then(|u| u.header());
             for name in identity.into_iter().chain(usage) {
                 if !names.contains(&name) {
                     names.push(name);
@@ -523,9 +523,9 @@ impl<'c> Settle<'c> {
     pub(crate) fn hidden_headers(&self) -> Vec<&'c str> {
         let mut names: Vec<&'c str> = Vec::new();
         let rules = self.applied.iter().map(|a| -> &'c crate::config::rules::Rule { a.rule });
-        for usage in rules.filter_map(|rule| rule.usage.as_ref()).filter(|u| !u.expose) {
-            if !names.contains(&usage.header.as_str()) {
-                names.push(&usage.header);
+        for header in rules.filter_map(|rule| rule.usage.as_ref()).filter(|u| !u.expose).filter_map(|u| u.header()) {
+            if !names.contains(&header) {
+                names.push(header);
             }
         }
         names
@@ -536,8 +536,15 @@ impl<'c> Settle<'c> {
     /// origin was unreachable, the app gave up): every reservation is then
     /// released. `now_ms` times the device cookies and the holds.
     pub(crate) fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> Settled {
+        self.after_reading(answer, &|_| None, secrets, now_ms)
+    }
+
+    /// [`Settle::after`] once the body was read (issue 37): `body` says the
+    /// tokens each usage rule read from it, by rule name
+    /// ([`crate::pipeline::usage::BodyUsage::tokens`]).
+    pub(crate) fn after_reading(&self, answer: Option<(u16, &HeaderMap)>, body: &dyn Fn(&str) -> Option<u64>, secrets: &Secrets, now_ms: i64) -> Settled {
         let header = |name: &str| answer.and_then(|(_, headers)| headers.get(name));
-        let answered = answer.map(|(status, _)| Answered { status, header: &header });
+        let answered = answer.map(|(status, _)| Answered { status, header: &header, body });
         let mut settled = Settled::default();
         if let Some(answered) = &answered {
             let secret = |name: &str| secrets.get(name);
