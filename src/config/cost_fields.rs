@@ -240,6 +240,52 @@ mod tests {
         assert!(errors(json!({"metering": {"header": "x-t", "reserve": 10, "max": 10}, "counting": {"mode": "response"}}))[..].is_empty(), "reserve = max is the exact setting");
     }
 
+    /// Issue 37: usage read from the body, its count and cut, written back
+    /// as read; `header` and `usage` exclusive.
+    #[test]
+    fn a_body_usage_is_read_described_as_read_and_its_fields_refused_where_they_mean_nothing() {
+        use crate::config::cost::{Count, Provider, Reading, Source};
+        let read = |metering: Value| {
+            let config = Config::from_json(&rule(json!({ "metering": metering, "counting": { "mode": "response" } }))).unwrap();
+            let r = config.rules[0].clone();
+            let described = crate::config::describe::rule_json(&r);
+            let again = Config::from_json(&json!({ "rules": [described.clone()] })).unwrap();
+            assert_eq!(again.rules[0].usage, r.usage, "described as read: {described}");
+            (r.usage.unwrap(), described["metering"].clone())
+        };
+        let (u, described) = read(json!({ "usage": "anthropic", "reserve": 1000, "max": 1000 }));
+        assert_eq!((&u.source, u.count, u.cut, u.header()), (&Source::Body(Reading::Provider(Provider::Anthropic)), Count::Total, false, None));
+        assert_eq!(described, json!({ "usage": "anthropic", "reserve": 1000, "max": 1000, "count": "total", "cut": false }));
+        let (u, _) = read(json!({ "usage": "gemini", "reserve": 10, "max": 20, "count": { "input": 1, "output": 4 }, "cut": true }));
+        assert_eq!((u.count, u.cut, u.unit(), u.missing_units()), (Count::Weighted { input: 1, output: 4 }, true, "tokens", 20));
+        let (u, described) = read(json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 10, "max": 20 }));
+        assert_eq!((&u.source, u.unit()), (&Source::Body(Reading::Json("usage.total_tokens".into())), "usage.total_tokens"));
+        assert_eq!(described, json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 10, "max": 20, "cut": false }));
+        let (u, _) = read(json!({ "usage": "openai", "reserve": 10, "max": 20, "count": "output" }));
+        assert_eq!(u.count, Count::Output);
+        let (u, _) = read(json!({ "header": "x-t", "reserve": 10, "max": 20 }));
+        assert_eq!((u.unit(), u.missing_units()), ("x-t", 10), "a header's missing usage still commits reserve");
+        for (metering, field) in [
+            (json!({ "header": "x-t", "usage": "openai", "reserve": 5, "max": 10 }), "metering.usage"),
+            (json!({ "usage": "mistral", "reserve": 5, "max": 10 }), "metering.usage"),
+            (json!({ "usage": { "json": "" }, "reserve": 5, "max": 10 }), "metering.usage.json"),
+            (json!({ "usage": { "json": "a..b" }, "reserve": 5, "max": 10 }), "metering.usage.json"),
+            (json!({ "usage": "openai", "reserve": 5, "max": 10, "expose": true }), "metering.expose"),
+            (json!({ "header": "x-t", "reserve": 5, "max": 10, "count": "output" }), "metering.count"),
+            (json!({ "header": "x-t", "reserve": 5, "max": 10, "cut": true }), "metering.cut"),
+            (json!({ "usage": { "json": "a.b" }, "reserve": 5, "max": 10, "count": "input" }), "metering.count"),
+            (json!({ "usage": "openai", "reserve": 5, "max": 10, "count": "most" }), "metering.count"),
+            (json!({ "usage": "openai", "reserve": 5, "max": 10, "count": { "input": 1 } }), "metering.count.output"),
+            (json!({ "usage": "openai", "reserve": 5, "max": 10, "cut": "yes" }), "metering.cut"),
+            (json!({ "usage": "openai", "reserve": 50, "max": 10 }), "metering.reserve"),
+            (json!({ "reserve": 50, "max": 100 }), "metering.header"),
+        ] {
+            let errs = errors(json!({ "metering": metering, "counting": { "mode": "response" } }));
+            assert_eq!(errs.len(), 1, "{metering}: {errs:?}");
+            assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{metering}: {errs:?}");
+        }
+    }
+
     #[test]
     fn concurrency_is_read_reserves_and_refuses_a_key_that_may_hold_no_slot() {
         let config = Config::from_json(&rule(json!({"concurrency": 3, "key": ["header:x-api-key"], "counting": {"mode": "response"}}))).unwrap();

@@ -480,12 +480,20 @@ impl<'c> Settle<'c> {
     /// the client stops reading for the shortest `idle_release`), or, for
     /// a 101, until the session closes; either cut before the first
     /// reservation lapses.
+    ///
+    /// A usage rule reading the body (issue 37, [`crate::pipeline::usage`])
+    /// holds its reservation the same way, until the body ended, and cuts
+    /// it before the reservation lapses; no idle cut of its own.
     pub(crate) fn hold(&self, status: u16, now_ms: i64) -> Hold {
+        let holds = |a: &Applied<'c>| {
+            let slot = a.rule.concurrency.is_some() && (status == 101 || a.rule.counting.counts(status));
+            slot || (status != 101 && a.rule.counting.counts(status) && crate::pipeline::usage::reads_body(a.rule))
+        };
         let holding: Vec<(&Applied<'c>, u64)> = self
             .applied
             .iter()
             .zip(&self.outcomes)
-            .filter(|(a, _)| a.rule.concurrency.is_some() && (status == 101 || a.rule.counting.counts(status)))
+            .filter(|(a, _)| holds(a))
             .filter_map(|(a, outcome)| match outcome {
                 Outcome::Allowed { reservation: Some(id), .. } => Some((a, *id)),
                 _ => None,
@@ -493,9 +501,10 @@ impl<'c> Settle<'c> {
             .collect();
         let reservations = holding.iter().map(|(a, id)| (*id, a.rule.reservation_ttl_ms));
         let Some(left_ms) = crate::count::slots::hold_left_ms(reservations, now_ms) else { return Hold::Headers };
-        match holding.iter().map(|(a, _)| a.rule.idle_release_ms).min() {
-            Some(idle_ms) if status != 101 => Hold::Body { idle_ms, left_ms },
-            _ => Hold::Session { left_ms },
+        let idle = holding.iter().filter(|(a, _)| a.rule.concurrency.is_some()).map(|(a, _)| a.rule.idle_release_ms).min();
+        match status {
+            101 => Hold::Session { left_ms },
+            _ => Hold::Body { idle_ms: idle.unwrap_or(left_ms), left_ms },
         }
     }
 
@@ -503,13 +512,23 @@ impl<'c> Settle<'c> {
     /// watch ended with ([`Hold`]): `idle` (the client stopped reading for
     /// `idle_release`) or `lapsed` (its slot would lapse); one
     /// `answer_cut` per concurrency rule. None for any other end.
+    ///
+    /// A usage rule reading the body logs `answer_cut` too: `lapsed`, and
+    /// `cut` (reason `usage`: its stream passed the reserve) for a `cut` rule.
     pub(crate) fn cut_events(&self, why: &str) -> Vec<LogEvent> {
         let reason = match why {
             "idle" => "idle_release",
             "lapsed" => "reservation_ttl",
+            "cut" => "usage",
             _ => return Vec::new(),
         };
-        let rules = self.applied.iter().filter(|a| a.rule.concurrency.is_some());
+        let reads = crate::pipeline::usage::reads_body;
+        let cuts = |a: &&Applied<'c>| match why {
+            "cut" => a.rule.usage.as_ref().is_some_and(|u| u.cut && reads(a.rule)),
+            "lapsed" => a.rule.concurrency.is_some() || reads(a.rule),
+            _ => a.rule.concurrency.is_some(),
+        };
+        let rules = self.applied.iter().filter(cuts);
         rules
             .map(|a| {
                 let fields = vec![("rule", a.rule.name.as_str().into()), ("key_hash", a.key_hash.as_str().into()), ("reason", reason.into())];

@@ -73,7 +73,9 @@
 //! With `reserve < max`, each end may also over-commit by `max − reserve`
 //! per stream in flight ([`crate::config::cost`]'s bound).
 
-use crate::config::cost::{Count, Provider, Reading, Usage};
+use crate::config::cost::{Count, Provider, Reading, Source, Usage};
+use crate::config::rules::Rule;
+use crate::pipeline::applied::Applied;
 use serde_json::Value;
 
 /// The most bytes of one SSE event's data (or one line) kept; a larger
@@ -417,6 +419,26 @@ impl BodyUsage {
         }
         self.readers.iter().find(|(name, _)| name == rule).and_then(|(_, r)| r.units())
     }
+}
+
+/// Whether `rule`'s usage is read from the answer's body.
+pub(crate) fn reads_body(rule: &Rule) -> bool {
+    rule.usage.as_ref().is_some_and(|u| matches!(u.source, Source::Body(_)))
+}
+
+/// The readers of an answer of `status` and `content_type` for the
+/// `applied` rules that read usage from the body and count the status;
+/// `None` when none does (the body is then not read).
+pub(crate) fn body_usage(applied: &[Applied<'_>], status: u16, content_type: Option<&str>) -> Option<BodyUsage> {
+    let rules: Vec<(&str, &Usage, &Reading)> = applied
+        .iter()
+        .filter(|a| a.rule.counting.counts(status))
+        .filter_map(|a| match a.rule.usage.as_ref() {
+            Some(u @ Usage { source: Source::Body(reading), .. }) => Some((a.rule.name.as_str(), u, reading)),
+            _ => None,
+        })
+        .collect();
+    (!rules.is_empty()).then(|| BodyUsage::new(rules, content_type))
 }
 
 fn is_event_stream(content_type: Option<&str>) -> bool {
