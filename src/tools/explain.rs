@@ -647,6 +647,24 @@ fn checked_json(a: &Applied<'_>) -> Value {
     json!({ "rule": a.rule.name, "key_hash": a.key_hash, "device": a.device.is_some(), "limits": limits, "limits_source": source })
 }
 
+/// How `explain` says a usage rule counts.
+fn usage_text(u: &crate::config::cost::Usage) -> String {
+    match u.header() {
+        Some(header) => format!(
+            ", in units the origin reports in `{header}` (reserves {} before forwarding; commits the header's value clamped to [0, {}], or {} when it is missing)",
+            u.reserve, u.max, u.reserve
+        ),
+        None => format!(
+            ", in {} the answer's body reports (reserves {} before forwarding; commits the usage read once the body ended, clamped to [0, {}], or {} when none was read, the client went away or the origin failed{})",
+            u.unit(),
+            u.reserve,
+            u.max,
+            u.max,
+            if u.cut { "; a stream whose usage passes the reserve is cut" } else { "" }
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -906,20 +924,3 @@ mod tests {
     }
 }
 
-/// How `explain` says a usage rule counts.
-fn usage_text(u: &crate::config::cost::Usage) -> String {
-    match u.header() {
-        Some(header) => format!(
-            ", in units the origin reports in `{header}` (reserves {} before forwarding; commits the header's value clamped to [0, {}], or {} when it is missing)",
-            u.reserve, u.max, u.reserve
-        ),
-        None => format!(
-            ", in {} the answer's body reports (reserves {} before forwarding; commits the usage read once the body ended, clamped to [0, {}], or {} when none was read, the client went away or the origin failed{})",
-            u.unit(),
-            u.reserve,
-            u.max,
-            u.max,
-            if u.cut { "; a stream whose usage passes the reserve is cut" } else { "" }
-        ),
-    }
-}
