@@ -263,6 +263,14 @@ mod tests {
         assert_eq!(described, json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 10, "max": 20, "cut": false }));
         let (u, _) = read(json!({ "usage": "openai", "reserve": 10, "max": 20, "count": "output" }));
         assert_eq!(u.count, Count::Output);
+        let warnings = |metering: Value, counting: Value| {
+            let config = Config::from_json(&rule(json!({ "metering": metering, "counting": counting }))).unwrap();
+            config.warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>()
+        };
+        let short = warnings(json!({ "usage": "openai", "reserve": 10, "max": 20, "cut": true }), json!({ "mode": "response" }));
+        assert_eq!(short.len(), 2, "{short:?}");
+        assert!(short[0].contains("`metering.cut`") && short[1].contains("`counting.reservation_ttl`"), "{short:?}");
+        assert!(warnings(json!({ "usage": "gemini", "reserve": 10, "max": 20, "cut": true }), json!({ "mode": "response", "reservation_ttl": "10m" })).is_empty());
         let (u, _) = read(json!({ "header": "x-t", "reserve": 10, "max": 20 }));
         assert_eq!((u.unit(), u.missing_units()), ("x-t", 10), "a header's missing usage still commits reserve");
         for (metering, field) in [

@@ -245,7 +245,7 @@ impl UsageReader {
                 }
             }
             Framing::Json(Some(body)) => {
-                if let Ok(value) = serde_json::from_slice::<Value>(&body) {
+                if let Some(value) = parse(&body) {
                     match value {
                         Value::Array(items) => items.iter().for_each(|item| self.read_value(item)),
                         other => self.read_value(&other),
@@ -269,7 +269,7 @@ impl UsageReader {
         if !contains(data, self.needle().as_bytes()) {
             return;
         }
-        if let Ok(value) = serde_json::from_slice::<Value>(data) {
+        if let Some(value) = parse(data) {
             self.read_value(&value);
         }
     }
@@ -443,6 +443,12 @@ pub(crate) fn body_usage(applied: &[Applied<'_>], status: u16, content_type: Opt
 
 fn is_event_stream(content_type: Option<&str>) -> bool {
     content_type.is_some_and(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/event-stream"))
+}
+
+/// A JSON value (UTF-8 only, as JSON is: RFC 8259 §8.1). Read as a `str`:
+/// the Worker already carries serde_json's `str` reader of a `Value`.
+fn parse(bytes: &[u8]) -> Option<Value> {
+    serde_json::from_str(std::str::from_utf8(bytes).ok()?).ok()
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

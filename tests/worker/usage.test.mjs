@@ -154,7 +154,7 @@ const tokens = () => 100 + Math.floor(((seed = (seed * 1_103_515_245 + 12_345) %
 
 for (const style of ["openai", "anthropic", "json"]) {
   for (const mode of ["sequential", "20 at once"]) {
-    test(`${style}: a 10,000-token daily budget under reserve = max = 1,000, calls of 100-700, ${mode}: never exceeded, at least 80% usable`, { timeout: 120_000 }, () => {
+    test(`${style}: a 10,000-token daily budget under reserve = max = 1,000, calls of 100-700, ${mode}: never exceeded, at least 80% usable`, { timeout: 120_000 }, (t) => {
       const cfg = config(tokensRule(10_000, { usage: "openai" === style || style === "json" ? "openai" : "anthropic", reserve: 1_000, max: 1_000 }));
       return withLlm(cfg, async (tg, origin) => {
         const headers = { "x-style": style };
@@ -167,6 +167,7 @@ for (const style of ["openai", "anthropic", "json"]) {
         const used = origin.served.school;
         assert.ok(used <= 10_000, `served ${used} tokens of a 10,000 budget`);
         assert.ok(used >= 8_000, `at least 80% usable: served ${used}`);
+        t.diagnostic(`served ${used} of 10,000; at most ${origin.mostInFlight()} in flight`);
         assert.ok(origin.mostInFlight() <= 10, `reservations fit the budget: at most 10 of 1,000 in flight, saw ${origin.mostInFlight()}`);
       });
     });
