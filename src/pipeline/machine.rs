@@ -777,6 +777,35 @@ mod tests {
         assert!(cut("ended").is_empty() && cut("cancelled").is_empty() && cut("closed").is_empty());
     }
 
+    /// Issue 37: a usage read from the body holds its reservation until the
+    /// body ended (no idle cut), cut before it lapses; settled with the
+    /// tokens its reader saw, `max` without.
+    #[test]
+    fn a_usage_read_from_the_body_holds_until_the_body_ended_and_commits_what_it_read() {
+        let c = leaked(json!([{ "name": "llm", "path": "/v1/*", "key": ["header:x-school"], "limits": [{ "requests": 10_000, "window": "1d" }],
+            "counting": { "mode": "response", "statuses": [200], "reservation_ttl": "10m" }, "metering": { "usage": "openai", "reserve": 1000, "max": 1000, "cut": true } }]));
+        const NOW: i64 = 1_800_000_000_000;
+        let id = crate::count::reservation::next_id(&[], NOW);
+        let reserved = |_: &Applied<'_>| Outcome::Allowed { windows: Vec::new(), reservation: Some(id) };
+        let d = Req::get("/v1/chat").ip("192.0.2.1").header("x-school", "s1").decide(c, &PlanMemo::new(1), &reserved);
+        let left = 600_000 - 1_000 - 3_000;
+        assert_eq!(d.settle.hold(200, NOW + 3_000), Hold::Body { idle_ms: left as u64, left_ms: left as u64 });
+        assert_eq!(d.settle.hold(400, NOW + 3_000), Hold::Headers, "an uncounted status is released at its headers");
+        assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 400, None).is_none());
+        assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 200, Some("text/event-stream")).is_some());
+        let used = |tokens: Option<u64>| {
+            let settled = d.settle.after_reading(Some((200, &HeaderMap::default())), &|_| tokens, &Secrets::default(), NOW);
+            (settled.calls[0].call.op, settled.calls[0].call.used, settled.events.len())
+        };
+        assert_eq!(used(Some(420)), (Op::Commit, Some(420), 0));
+        assert_eq!(used(Some(5_000)), (Op::Commit, Some(1_000), 0), "clamped to max");
+        assert_eq!(used(None), (Op::Commit, Some(1_000), 1), "none read: max, and a usage_missing line");
+        let reasons = |why| d.settle.cut_events(why).iter().map(|e| e.line()).collect::<Vec<_>>();
+        assert!(reasons("cut")[0].contains("\"reason\":\"usage\""), "{:?}", reasons("cut"));
+        assert!(reasons("lapsed")[0].contains("\"reason\":\"reservation_ttl\""));
+        assert!(reasons("ended").is_empty());
+    }
+
     #[test]
     fn an_invalid_config_is_logged_once_a_minute() {
         let errors = match Config::from_json(&json!({ "rules": [{ "name": "x" }] })) {

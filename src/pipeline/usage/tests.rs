@@ -228,3 +228,40 @@ fn a_cut_rule_ends_the_stream_after_the_event_that_passed_its_reserve() {
     let json = usage(GEMINI, Count::Total, true, 1);
     assert_eq!(BodyUsage::new([("ai", &json, &GEMINI)], JSON).feed(br#"{"usageMetadata":{"totalTokenCount":9}}"#), None, "a JSON body is never cut");
 }
+
+use proptest::prelude::*;
+
+/// Pieces a hostile or broken stream is made of.
+fn piece() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        Just(b"data: {\"usage\":{\"total_tokens\":7}}\n\n".to_vec()),
+        Just(b"data: {\"usageMetadata\":{\"totalTokenCount\":9}}\r\n\r\n".to_vec()),
+        Just(b"event: message_delta\rdata: {\"usage\":{\"output_tokens\":3}}\r\r".to_vec()),
+        Just(b": comment\n".to_vec()),
+        Just(b"data: [DONE]\n\n".to_vec()),
+        Just(b"\r".to_vec()),
+        Just(b"\n".to_vec()),
+        Just(b"data:".to_vec()),
+        prop::collection::vec(any::<u8>(), 0..40),
+    ]
+}
+
+proptest! {
+    /// Any bytes, split anywhere: no panic, and the same units as read whole
+    /// (the framing never depends on where the chunks end).
+    #[test]
+    fn any_stream_split_anywhere_reads_as_it_does_whole(
+        pieces in prop::collection::vec(piece(), 0..12),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        sse in any::<bool>(),
+    ) {
+        let body: Vec<u8> = pieces.concat();
+        let mut at: Vec<usize> = cuts.iter().map(|i| i.index(body.len() + 1)).collect();
+        at.sort_unstable();
+        let content_type = if sse { SSE } else { JSON };
+        for reading in [&OPENAI, &ANTHROPIC, &GEMINI, &Reading::Json("usage.total_tokens".into())] {
+            let whole = read(reading, Count::Total, content_type, &body);
+            prop_assert_eq!(read_split(reading, Count::Total, content_type, &body, &at), whole);
+        }
+    }
+}
