@@ -327,6 +327,25 @@ pub(super) fn warnings(rule: &Rule) -> Vec<ConfigWarning> {
     out.extend(shadow_fail_closed(rule));
     out.extend(forgeable_success(rule));
     out.extend(broad_rejection(rule));
+    out.extend(body_usage(rule));
+    out
+}
+
+/// A usage read from the body (issue 37): `cut` on OpenAI's usage, which
+/// arrives only at the stream's end, never cuts; a `reservation_ttl` under
+/// 5 minutes cuts LLM answers that run longer (charged `max`).
+pub(super) fn body_usage(rule: &Rule) -> Vec<ConfigWarning> {
+    use crate::config::cost::{Provider, Reading, Source};
+    let Some(Source::Body(reading)) = rule.usage.as_ref().map(|u| &u.source) else { return Vec::new() };
+    let warn = |field: &'static str, message: String| ConfigWarning { rule: rule.name.clone(), field, message };
+    let mut out = Vec::new();
+    if rule.usage.as_ref().is_some_and(|u| u.cut) && *reading == Reading::Provider(Provider::OpenAi) {
+        out.push(warn("metering.cut", "OpenAI streams report usage only in their last chunk: there is nothing to cut on before the end".into()));
+    }
+    if rule.reservation_ttl_ms < 300_000 {
+        let ttl = rule.reservation_ttl_ms / 1000;
+        out.push(warn("counting.reservation_ttl", format!("{ttl} s: an answer streaming longer is cut 1 s before its reservation lapses (and charged max); LLM answers can take minutes: set it above the longest (at most 1h)")));
+    }
     out
 }
 

@@ -1,15 +1,21 @@
-//! Usage reported by the origin (issue 29): a rule's
+//! Usage reported by the origin (issues 29, 37): a rule's
 //! `metering = { header = "x-usage-units", reserve = 1000, max = 100000 }`
 //! (with `counting = { mode = "response" }`; a `cost` table in the 0.2.0
-//! spelling), apart from `cost = N`, a weight.
+//! spelling), apart from `cost = N`, a weight; or, read from the answer's
+//! body (issue 37), `metering = { usage = "openai" | "anthropic" | "gemini",
+//! reserve, max, count, cut }` or `usage = { json = "usage.total_tokens" }`
+//! ([`Source`]; the reader is [`crate::pipeline::usage`]).
 //!
 //! Such a rule counts in two phases ([`crate::count::reservation`]), like a
 //! failures-only rule: before forwarding it reserves `reserve` units, which
 //! must fit every window beside what is committed and what requests in
 //! flight hold; once the origin answered, the reservation is committed at
 //! [`Usage::units`] of the header's value (clamped to `[0, max]`), or at
-//! `reserve` when the header is missing or malformed. `counting.statuses`, when
-//! given, still selects which answers count at all.
+//! `reserve` when the header is missing or malformed. A usage read from the
+//! body commits once the body ended, and at `max` when none was read
+//! ([`Usage::missing_units`]; the bound of each end of a stream is in
+//! [`crate::pipeline::usage`]). `counting.statuses`, when given, still
+//! selects which answers count at all.
 //!
 //! # Over-commit bound
 //! A request admitted with `reserve` units held may commit up to `max`: the
@@ -18,22 +24,117 @@
 //!
 //! The table is read by `config::cost_fields`.
 
-/// A rule's `metering` table: the response header the origin reports usage in,
-/// what a request reserves before forwarding, the most one answer commits,
-/// and whether the client sees the header.
+use crate::config::policy::Named;
+
+/// Where a usage rule reads the units an answer used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A response header (lowercased name), read at the answer's headers.
+    Header(String),
+    /// The answer's body (a JSON body or an SSE stream), read as it passes.
+    Body(Reading),
+}
+
+/// What a body-read usage looks for ([`crate::pipeline::usage`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// A provider's own usage objects.
+    Provider(Provider),
+    /// A path of member names (or array indexes) to a whole number, into a
+    /// JSON body or into each SSE `data:` event: `usage.total_tokens`, as
+    /// written (dots between non-empty names).
+    Json(String),
+}
+
+/// The LLM APIs whose usage objects tollgate reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Provider {
+    /// Chat Completions (`usage`, the final chunk with
+    /// `stream_options.include_usage`) and the Responses API
+    /// (`response.completed`'s `response.usage`).
+    OpenAi,
+    /// Messages: `message_start.message.usage` (input),
+    /// `message_delta.usage` (cumulative output).
+    Anthropic,
+    /// `usageMetadata`, the last one seen.
+    Gemini,
+}
+
+impl Named for Provider {
+    const NAMES: &'static [(&'static str, Self)] = &[("openai", Provider::OpenAi), ("anthropic", Provider::Anthropic), ("gemini", Provider::Gemini)];
+}
+
+/// Which tokens a body-read usage commits (`metering.count`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Count {
+    /// The total (the provider's, else input + output): the default.
+    Total,
+    Input,
+    Output,
+    /// `{ input = a, output = b }`: a × input + b × output.
+    Weighted { input: u32, output: u32 },
+}
+
+impl Named for Count {
+    /// The simple choices by name (a weighted count is a table).
+    const NAMES: &'static [(&'static str, Self)] = &[("total", Count::Total), ("input", Count::Input), ("output", Count::Output)];
+}
+
+/// A rule's `metering` table: where the origin reports usage (a header or
+/// the body), what a request reserves before forwarding, the most one
+/// answer commits, whether the client sees the header, and for a body
+/// which tokens count and whether a stream past its reserve is cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Usage {
-    /// Lowercased response header name.
-    pub(crate) header: String,
+    pub(crate) source: Source,
     /// Units reserved before forwarding (the rule's `cost`, as calls carry it).
     pub(crate) reserve: u32,
     /// The most units one answer commits.
     pub(crate) max: u32,
     /// Whether the header reaches the client (default: removed).
     pub(crate) expose: bool,
+    /// Which tokens a body-read usage commits (`Total` for a header).
+    pub(crate) count: Count,
+    /// Whether a stream whose usage passes `reserve` is ended there (issue
+    /// 37, item 3; body-read usage only).
+    pub(crate) cut: bool,
 }
 
 impl Usage {
+    /// The response header the origin reports usage in (`None`: the body).
+    pub(crate) fn header(&self) -> Option<&str> {
+        match &self.source {
+            Source::Header(name) => Some(name),
+            Source::Body(_) => None,
+        }
+    }
+
+    /// What the `RateLimit-Policy` names as the quota's unit: the header,
+    /// else `tokens` (a provider's) or the JSON path.
+    pub(crate) fn unit(&self) -> &str {
+        match &self.source {
+            Source::Header(name) | Source::Body(Reading::Json(name)) => name,
+            Source::Body(Reading::Provider(_)) => "tokens",
+        }
+    }
+
+    /// What an answer with no usage commits: `reserve` for a header (as
+    /// before issue 37), `max` for a body: a stream that ended without a
+    /// usage event may have spent anything up to the cap the origin was
+    /// given, and charging less could admit past the budget as the origin
+    /// counts it.
+    pub(crate) fn missing_units(&self) -> u32 {
+        match self.source {
+            Source::Header(_) => self.reserve,
+            Source::Body(_) => self.max,
+        }
+    }
+
+    /// Tokens read from a body, clamped to `[0, max]`.
+    pub(crate) fn clamp(&self, tokens: u64) -> u32 {
+        u32::try_from(tokens).unwrap_or(u32::MAX).min(self.max)
+    }
+
     /// The units an answer whose header holds `value` commits: a whole
     /// number clamped to `[0, max]` (a negative one is 0, one too large for
     /// any integer is `max`); `None` when the header is missing or is not
@@ -73,7 +174,7 @@ mod tests {
 
     #[test]
     fn the_header_is_clamped_to_zero_and_max_and_anything_else_is_missing() {
-        let usage = Usage { header: "x-usage".into(), reserve: 100, max: 3_000, expose: false };
+        let usage = Usage { source: Source::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false };
         for (value, units) in [
             (Some("1200"), Some(1_200)),
             (Some(" 42 "), Some(42)),
@@ -97,7 +198,7 @@ mod tests {
     /// as `50, 50` and was committed at `reserve`.
     #[test]
     fn a_header_sent_twice_commits_its_largest_value() {
-        let usage = Usage { header: "x-usage".into(), reserve: 100, max: 3_000, expose: false };
+        let usage = Usage { source: Source::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false };
         for (value, units) in [
             ("50, 50", Some(50)),
             ("50,50,50", Some(50)),

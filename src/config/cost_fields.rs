@@ -3,7 +3,8 @@
 //! its fields and how it is read (`reserve > max` refused), and what
 //! `concurrency` refuses ([`check_concurrency`]).
 
-use crate::config::cost::Usage;
+use crate::config::cost::{Count, Provider, Reading, Source, Usage};
+use crate::config::policy::Named;
 use crate::config::policy::MissingKey;
 use crate::config::reader::{infos, read_table, valid_header_name, Errors, Field, FieldInfo, Input, Shape, HEADER_NAME};
 use crate::config::rules::RuleSpec;
@@ -11,28 +12,86 @@ use crate::config::rules::RuleSpec;
 /// A `metering` table while it is read.
 struct UsageDraft {
     header: Option<String>,
+    body: Option<Reading>,
     reserve: Option<u32>,
     max: Option<u32>,
-    expose: bool,
+    expose: Option<bool>,
+    count: Option<Count>,
+    cut: Option<bool>,
 }
 
+/// `usage`: a provider's name, or `{ json = "a.b" }`.
+const USAGE_SHAPE: Shape = Shape::AnyOf(&[Shape::Names(Provider::names), Shape::Table(json_infos)]);
+/// `count`: `"total"`, `"input"`, `"output"` or `{ input = 1, output = 4 }`.
+const COUNT_SHAPE: Shape = Shape::AnyOf(&[Shape::Names(Count::names), Shape::Table(weight_infos)]);
+
 const USAGE_FIELDS: &[Field<UsageDraft>] = &[
-    Field::required("header", "missing", HEADER_NAME, "The response header in which the origin reports the units a request used, e.g. \"x-usage-units\".", |d, i| {
+    Field::optional("header", HEADER_NAME, "The response header in which the origin reports the units a request used, e.g. \"x-usage-units\" (or usage: the body).", |d, i| {
         let name = i.text(valid_header_name, "must be a response header name such as \"x-usage-units\"");
         d.header = name.map(|n| n.to_ascii_lowercase());
+    }),
+    Field::optional("usage", USAGE_SHAPE, "Usage read from the answer's body as it passes (a JSON body or an SSE stream), committed at its end: \"openai\", \"anthropic\", \"gemini\", or { json = \"usage.total_tokens\" } (a path into the body or each SSE data: event). An answer with none commits max.", |d, i| {
+        d.body = read_reading(i);
     }),
     Field::required("reserve", "missing", Shape::Integer(1, u32::MAX as u64), "Units reserved before forwarding: refused (429) unless they fit every window beside the committed units and those held in flight.", |d, i| {
         d.reserve = i.number(1..=u64::from(u32::MAX), "whole number");
     }),
-    Field::required("max", "missing", Shape::Integer(1, u32::MAX as u64), "The most units one answer commits (the header's value is clamped to [0, max]; at least reserve).", |d, i| {
+    Field::required("max", "missing", Shape::Integer(1, u32::MAX as u64), "The most units one answer commits (the usage is clamped to [0, max]; at least reserve).", |d, i| {
         d.max = i.number(1..=u64::from(u32::MAX), "whole number");
     }),
-    Field::optional("expose", Shape::Flag, "Whether the client's response keeps the usage header (default false: removed).", |d, i| {
-        if let Some(on) = i.flag() {
-            d.expose = on;
-        }
+    Field::optional("expose", Shape::Flag, "Whether the client's response keeps the usage header (default false: removed). Only with header.", |d, i| {
+        d.expose = i.flag();
+    }),
+    Field::optional("count", COUNT_SHAPE, "Which tokens a usage read from the body commits: \"total\" (the default), \"input\", \"output\" or { input = 1, output = 4 } (weights). Only with a provider's usage.", |d, i| {
+        d.count = read_count(i);
+    }),
+    Field::optional("cut", Shape::Flag, "End a stream (with an SSE error event) once the usage it reports as it goes passes reserve, committing what it reported (at most max). Only with usage (default false).", |d, i| {
+        d.cut = i.flag();
     }),
 ];
+
+/// `usage = { json = ... }`.
+const JSON_FIELDS: &[Field<Option<String>>] = &[Field::required("json", "missing", Shape::Text("^[^.]+(\\.[^.]+)*$"), "A path of member names (or array indexes) separated by dots to a whole number, e.g. \"usage.total_tokens\".", |d, i| {
+    *d = i.text(|t| !t.is_empty() && t.split('.').all(|p| !p.is_empty()), "must be a path of member names separated by dots, e.g. \"usage.total_tokens\"");
+})];
+
+/// `count = { input, output }`.
+const WEIGHT_FIELDS: &[Field<(Option<u32>, Option<u32>)>] = &[
+    Field::required("input", "missing", Shape::Integer(0, 1_000_000), "Units per input token.", |d, i| d.0 = i.number(0..=1_000_000, "whole number")),
+    Field::required("output", "missing", Shape::Integer(0, 1_000_000), "Units per output token.", |d, i| d.1 = i.number(0..=1_000_000, "whole number")),
+];
+
+fn json_infos() -> Vec<FieldInfo> {
+    infos(JSON_FIELDS)
+}
+
+fn weight_infos() -> Vec<FieldInfo> {
+    infos(WEIGHT_FIELDS)
+}
+
+/// `usage`'s value.
+fn read_reading(input: &mut Input<'_>) -> Option<Reading> {
+    let Some(table) = input.value.as_object() else { return input.choice::<Provider>(None).map(Reading::Provider) };
+    let mut path = None;
+    let before = input.errors.list.len();
+    read_table(table, JSON_FIELDS, &mut path, input.errors, &format!("{}.", input.field));
+    if input.errors.list.len() != before {
+        return None;
+    }
+    path.map(Reading::Json)
+}
+
+/// `count`'s value.
+fn read_count(input: &mut Input<'_>) -> Option<Count> {
+    let Some(table) = input.value.as_object() else { return input.choice::<Count>(None) };
+    let mut weights = (None, None);
+    let before = input.errors.list.len();
+    read_table(table, WEIGHT_FIELDS, &mut weights, input.errors, &format!("{}.", input.field));
+    if input.errors.list.len() != before {
+        return None;
+    }
+    Some(Count::Weighted { input: weights.0?, output: weights.1? })
+}
 
 /// The schema's view of a `metering` table.
 pub(super) fn usage_infos() -> Vec<FieldInfo> {
@@ -40,23 +99,49 @@ pub(super) fn usage_infos() -> Vec<FieldInfo> {
 }
 
 /// Reads a `metering` table; `None` (reported under `metering.<field>`) when it
-/// is not one, and `reserve > max` refused.
+/// is not one: `header` and `usage` exclusive (one needed), `reserve > max`
+/// refused, `expose` only with a header, `count` only with a provider's
+/// usage, `cut` only with usage.
 pub(super) fn read_usage(input: &mut Input<'_>) -> Option<Usage> {
     let Some(table) = input.value.as_object() else {
-        return input.fail("must be a table { header = \"x-usage-units\", reserve = 1000, max = 100000 }");
+        return input.fail("must be a table { header = \"x-usage-units\", reserve = 1000, max = 100000 } or { usage = \"openai\", reserve = 1000, max = 1000 }");
     };
-    let mut draft = UsageDraft { header: None, reserve: None, max: None, expose: false };
+    let mut draft = UsageDraft { header: None, body: None, reserve: None, max: None, expose: None, count: None, cut: None };
     let before = input.errors.list.len();
     read_table(table, USAGE_FIELDS, &mut draft, input.errors, &format!("{}.", input.field));
     if input.errors.list.len() != before {
         return None;
     }
-    let (header, reserve, max) = (draft.header?, draft.reserve?, draft.max?);
+    let (reserve, max) = (draft.reserve?, draft.max?);
+    let source = source(input, &draft)?;
     if reserve > max {
         input.errors.push(format!("{}.reserve", input.field), format!("{reserve} is above max ({max}): every answer would commit less than it reserved"));
         return None;
     }
-    Some(Usage { header, reserve, max, expose: draft.expose })
+    let (expose, count, cut) = (draft.expose.unwrap_or(false), draft.count.unwrap_or(Count::Total), draft.cut.unwrap_or(false));
+    Some(Usage { source, reserve, max, expose, count, cut })
+}
+
+/// The draft's source, its exclusive fields refused once each.
+fn source(input: &mut Input<'_>, draft: &UsageDraft) -> Option<Source> {
+    let field = input.field.to_string();
+    let wrong = match (&draft.header, &draft.body) {
+        (Some(_), Some(_)) => Some(("usage", "beside header: the usage is read from a header or from the body, not both")),
+        (None, None) => Some(("header", "missing: give header (a response header) or usage (read from the body)")),
+        (Some(_), None) if draft.count.is_some() => Some(("count", "only with usage (a header reports one number)")),
+        (Some(_), None) if draft.cut.is_some() => Some(("cut", "only with usage (a header arrives before the body)")),
+        (None, Some(_)) if draft.expose.is_some() => Some(("expose", "only with header (a usage read from the body is passed as it is)")),
+        (None, Some(Reading::Json(_))) if draft.count.is_some_and(|c| c != Count::Total) => Some(("count", "only with a provider's usage (a JSON path reads one number)")),
+        _ => None,
+    };
+    if let Some((name, message)) = wrong {
+        input.errors.push(format!("{field}.{name}"), message);
+        return None;
+    }
+    match (&draft.header, &draft.body) {
+        (Some(header), _) => Some(Source::Header(header.clone())),
+        (None, body) => body.clone().map(Source::Body),
+    }
 }
 
 /// `concurrency` needs a key every request holds a slot by: with
@@ -110,7 +195,7 @@ mod tests {
         let config = Config::from_json(&rule(cost)).unwrap();
         let r = &config.rules[0];
         let usage = r.usage.as_ref().unwrap();
-        assert_eq!((usage.header.as_str(), usage.reserve, usage.max, usage.expose), ("x-tokens", 3_000, 3_000, false));
+        assert_eq!((usage.header(), usage.reserve, usage.max, usage.expose), (Some("x-tokens"), 3_000, 3_000, false));
         assert_eq!((r.cost, r.reserves(), r.reservation_ttl_ms), (3_000, true, 120_000));
         assert!(matches!(r.lease, LeaseMode::ForcedOff(_)), "a usage rule never leases: it settles after the answer");
         let described = crate::config::describe::rule_json(r);
@@ -153,6 +238,60 @@ mod tests {
             assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{extra}: {errs:?}");
         }
         assert!(errors(json!({"metering": {"header": "x-t", "reserve": 10, "max": 10}, "counting": {"mode": "response"}}))[..].is_empty(), "reserve = max is the exact setting");
+    }
+
+    /// Issue 37: usage read from the body, its count and cut, written back
+    /// as read; `header` and `usage` exclusive.
+    #[test]
+    fn a_body_usage_is_read_described_as_read_and_its_fields_refused_where_they_mean_nothing() {
+        use crate::config::cost::{Count, Provider, Reading, Source};
+        let read = |metering: Value| {
+            let config = Config::from_json(&rule(json!({ "metering": metering, "counting": { "mode": "response" } }))).unwrap();
+            let r = config.rules[0].clone();
+            let described = crate::config::describe::rule_json(&r);
+            let again = Config::from_json(&json!({ "rules": [described.clone()] })).unwrap();
+            assert_eq!(again.rules[0].usage, r.usage, "described as read: {described}");
+            (r.usage.unwrap(), described["metering"].clone())
+        };
+        let (u, described) = read(json!({ "usage": "anthropic", "reserve": 1000, "max": 1000 }));
+        assert_eq!((&u.source, u.count, u.cut, u.header()), (&Source::Body(Reading::Provider(Provider::Anthropic)), Count::Total, false, None));
+        assert_eq!(described, json!({ "usage": "anthropic", "reserve": 1000, "max": 1000, "count": "total", "cut": false }));
+        let (u, _) = read(json!({ "usage": "gemini", "reserve": 10, "max": 20, "count": { "input": 1, "output": 4 }, "cut": true }));
+        assert_eq!((u.count, u.cut, u.unit(), u.missing_units()), (Count::Weighted { input: 1, output: 4 }, true, "tokens", 20));
+        let (u, described) = read(json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 10, "max": 20 }));
+        assert_eq!((&u.source, u.unit()), (&Source::Body(Reading::Json("usage.total_tokens".into())), "usage.total_tokens"));
+        assert_eq!(described, json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 10, "max": 20, "cut": false }));
+        let (u, _) = read(json!({ "usage": "openai", "reserve": 10, "max": 20, "count": "output" }));
+        assert_eq!(u.count, Count::Output);
+        let warnings = |metering: Value, counting: Value| {
+            let config = Config::from_json(&rule(json!({ "metering": metering, "counting": counting }))).unwrap();
+            config.warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>()
+        };
+        let short = warnings(json!({ "usage": "openai", "reserve": 10, "max": 20, "cut": true }), json!({ "mode": "response" }));
+        assert_eq!(short.len(), 2, "{short:?}");
+        assert!(short[0].contains("`metering.cut`") && short[1].contains("`counting.reservation_ttl`"), "{short:?}");
+        assert!(warnings(json!({ "usage": "gemini", "reserve": 10, "max": 20, "cut": true }), json!({ "mode": "response", "reservation_ttl": "10m" })).is_empty());
+        let (u, _) = read(json!({ "header": "x-t", "reserve": 10, "max": 20 }));
+        assert_eq!((u.unit(), u.missing_units()), ("x-t", 10), "a header's missing usage still commits reserve");
+        for (metering, field) in [
+            (json!({ "header": "x-t", "usage": "openai", "reserve": 5, "max": 10 }), "metering.usage"),
+            (json!({ "usage": "mistral", "reserve": 5, "max": 10 }), "metering.usage"),
+            (json!({ "usage": { "json": "" }, "reserve": 5, "max": 10 }), "metering.usage.json"),
+            (json!({ "usage": { "json": "a..b" }, "reserve": 5, "max": 10 }), "metering.usage.json"),
+            (json!({ "usage": "openai", "reserve": 5, "max": 10, "expose": true }), "metering.expose"),
+            (json!({ "header": "x-t", "reserve": 5, "max": 10, "count": "output" }), "metering.count"),
+            (json!({ "header": "x-t", "reserve": 5, "max": 10, "cut": true }), "metering.cut"),
+            (json!({ "usage": { "json": "a.b" }, "reserve": 5, "max": 10, "count": "input" }), "metering.count"),
+            (json!({ "usage": "openai", "reserve": 5, "max": 10, "count": "most" }), "metering.count"),
+            (json!({ "usage": "openai", "reserve": 5, "max": 10, "count": { "input": 1 } }), "metering.count.output"),
+            (json!({ "usage": "openai", "reserve": 5, "max": 10, "cut": "yes" }), "metering.cut"),
+            (json!({ "usage": "openai", "reserve": 50, "max": 10 }), "metering.reserve"),
+            (json!({ "reserve": 50, "max": 100 }), "metering.header"),
+        ] {
+            let errs = errors(json!({ "metering": metering, "counting": { "mode": "response" } }));
+            assert_eq!(errs.len(), 1, "{metering}: {errs:?}");
+            assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{metering}: {errs:?}");
+        }
     }
 
     #[test]

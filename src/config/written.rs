@@ -153,12 +153,29 @@ pub(super) fn counting_mode(rule: &RuleSpec) -> Value {
 
 /// `metering = { header, reserve, max, expose }`.
 pub(super) fn metering(u: &crate::config::cost::Usage) -> Value {
-    // Three at a time: `table` of four would be one more copy of it.
-    let mut metering = table([("header", text(&u.header)), ("reserve", u.reserve.into()), ("max", u.max.into())]);
-    if let Value::Object(fields) = &mut metering {
-        put(fields, "expose", u.expose.into());
+    use crate::config::cost::{Count, Reading, Source};
+    use crate::config::policy::Named;
+    let mut fields = Map::new();
+    match &u.source {
+        Source::Header(name) => put(&mut fields, "header", text(name)),
+        Source::Body(Reading::Provider(p)) => put(&mut fields, "usage", p.name().into()),
+        Source::Body(Reading::Json(path)) => put(&mut fields, "usage", table([("json", text(path))])),
     }
-    metering
+    put(&mut fields, "reserve", u.reserve.into());
+    put(&mut fields, "max", u.max.into());
+    if u.header().is_some() {
+        put(&mut fields, "expose", u.expose.into());
+        return Value::Object(fields);
+    }
+    let count = match u.count {
+        Count::Weighted { input, output } => table([("input", input.into()), ("output", output.into())]),
+        simple => simple.name().into(),
+    };
+    if !matches!(u.source, Source::Body(Reading::Json(_))) {
+        put(&mut fields, "count", count);
+    }
+    put(&mut fields, "cut", u.cut.into());
+    Value::Object(fields)
 }
 
 /// `on_missing_key`'s name (a fallback's key is `fallback_key`'s).

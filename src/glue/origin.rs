@@ -8,6 +8,10 @@ use futures_util::StreamExt;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use crate::pipeline::machine::Hold;
+use crate::pipeline::usage::BodyUsage;
+use std::cell::RefCell;
+use std::rc::Rc;
+use worker::wasm_bindgen::closure::Closure;
 use crate::pipeline::upload::{Receipt, Reception, UploadLimits, Want};
 use crate::pipeline::verdict::LogEvent;
 use crate::config::upstream::Upstream;
@@ -115,7 +119,7 @@ export function watchUpload(request, ms) {
   return [outbound, stop];
 }
 
-export function watchBody(response, idleMs, leftMs) {
+export function watchBody(response, idleMs, leftMs, onChunk) {
   if (response.status === 101) return relaySession(response, leftMs);
   if (response.body === null) return [response, Promise.resolve("ended")];
   let finish;
@@ -125,6 +129,8 @@ export function watchBody(response, idleMs, leftMs) {
   let idle;
   let out;
   let rest = null;
+  // A usage reader's cut: the event that ends the client's stream.
+  let tail = null;
   const PIECE = 65536;
   const end = (word) => {
     if (ended) return false;
@@ -155,10 +161,20 @@ export function watchBody(response, idleMs, leftMs) {
           if (ended) return;
           if (done) { c.close(); end("ended"); return; }
           rest = value;
+          // Each chunk of the origin's, as it is, to the usage reader
+          // (issue 37); passed on unchanged unless the reader cuts.
+          const cut = onChunk && value instanceof Uint8Array ? onChunk(value) : undefined;
+          if (cut) {
+            rest = value.subarray(0, cut[0]);
+            tail = cut[1];
+            reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
+          }
         }
         const whole = !(rest instanceof Uint8Array) || rest.byteLength <= PIECE;
-        c.enqueue(whole ? rest : rest.subarray(0, PIECE));
+        const piece = whole ? rest : rest.subarray(0, PIECE);
+        if (!(piece instanceof Uint8Array) || piece.byteLength > 0) c.enqueue(piece);
         rest = whole ? null : rest.subarray(PIECE);
+        if (rest === null && tail !== null) { c.enqueue(tail); c.close(); end("cut"); return; }
         idle = setTimeout(() => cut("idle"), idleMs);
       } catch (e) {
         if (end("failed")) c.error(e);
@@ -225,9 +241,12 @@ extern "C" {
     /// `idle_ms` for the client to take it) or `lapsed` (`left_ms` passed).
     /// A 101's WebSocket is relayed instead: `closed` (by either side),
     /// `failed` or `lapsed` (both sides closed). At once (`ended`) for no
-    /// body.
+    /// body. `on_chunk` (or null) is handed each chunk of the origin's and
+    /// returns nothing, or `[keep, event]`: pass the chunk's first `keep`
+    /// bytes and `event`, end the client's stream, cancel the origin's
+    /// (`cut`).
     #[wasm_bindgen(catch, js_name = watchBody)]
-    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64) -> Result<js_sys::Array, JsValue>;
+    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue) -> Result<js_sys::Array, JsValue>;
 }
 
 /// `response` with its body watched, or its WebSocket session relayed, as
@@ -235,14 +254,15 @@ extern "C" {
 /// the answer has been sent, or the session closed): the response to send,
 /// and what resolves, with the word of why, once it is done. `None`: no
 /// hold, or the runtime refused to build it.
-pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold) -> Option<(web_sys::Response, js_sys::Promise)> {
+pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold, reading: Option<&UsageFeed>) -> Option<(web_sys::Response, js_sys::Promise)> {
     let (idle_ms, left_ms) = match hold {
         Hold::Headers => return None,
         Hold::Body { idle_ms, left_ms } => (idle_ms, left_ms),
         Hold::Session { left_ms } => (0, left_ms),
     };
     // What `watchBody` returns, always: no `instanceof` checks to carry.
-    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64).ok()?;
+    let on_chunk = reading.map_or(JsValue::NULL, |feed| feed.closure.as_ref().clone());
+    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk).ok()?;
     Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
 }
 
@@ -411,4 +431,28 @@ pub(crate) fn with_fields(raw: web_sys::Response, fields: &[(String, String)], h
     init.set_status_text(&raw.status_text());
     init.set_headers(&headers);
     web_sys::Response::new_with_opt_readable_stream_and_init(raw.body().as_ref(), &init).map_err(worker::Error::from)
+}
+
+/// The usage readers of one answer's body (issue 37,
+/// [`crate::pipeline::usage`]) and the function `watchBody` hands each
+/// chunk to: the chunk copied into Wasm and read; a cut answered as
+/// `[keep, event]`. Keep it until the watch is done.
+pub(crate) struct UsageFeed {
+    pub(crate) usage: Rc<RefCell<BodyUsage>>,
+    closure: Closure<dyn FnMut(js_sys::Uint8Array) -> JsValue>,
+}
+
+impl UsageFeed {
+    pub(crate) fn new(usage: BodyUsage) -> UsageFeed {
+        let usage = Rc::new(RefCell::new(usage));
+        let read = usage.clone();
+        let closure = Closure::new(move |chunk: js_sys::Uint8Array| -> JsValue {
+            let Ok(mut reading) = read.try_borrow_mut() else { return JsValue::UNDEFINED };
+            match reading.feed(&chunk.to_vec()) {
+                None => JsValue::UNDEFINED,
+                Some(cut) => js_sys::Array::of2(&JsValue::from(cut.keep as f64), &js_sys::Uint8Array::from(&cut.event[..])).into(),
+            }
+        });
+        UsageFeed { usage, closure }
+    }
 }

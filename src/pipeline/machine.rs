@@ -463,7 +463,7 @@ impl<'c> Settle<'c> {
         let mut names: Vec<&str> = Vec::new();
         for a in &self.applied {
             let identity = a.rule.on_success.as_ref().and_then(|on| on.identity_header.as_deref());
-            let usage = a.rule.usage.as_ref().map(|u| u.header.as_str());
+            let usage = a.rule.usage.as_ref().and_then(|u| u.header());
             for name in identity.into_iter().chain(usage) {
                 if !names.contains(&name) {
                     names.push(name);
@@ -480,12 +480,20 @@ impl<'c> Settle<'c> {
     /// the client stops reading for the shortest `idle_release`), or, for
     /// a 101, until the session closes; either cut before the first
     /// reservation lapses.
+    ///
+    /// A usage rule reading the body (issue 37, [`crate::pipeline::usage`])
+    /// holds its reservation the same way, until the body ended, and cuts
+    /// it before the reservation lapses; no idle cut of its own.
     pub(crate) fn hold(&self, status: u16, now_ms: i64) -> Hold {
+        let holds = |a: &Applied<'c>| {
+            let slot = a.rule.concurrency.is_some() && (status == 101 || a.rule.counting.counts(status));
+            slot || (status != 101 && a.rule.counting.counts(status) && crate::pipeline::usage::reads_body(a.rule))
+        };
         let holding: Vec<(&Applied<'c>, u64)> = self
             .applied
             .iter()
             .zip(&self.outcomes)
-            .filter(|(a, _)| a.rule.concurrency.is_some() && (status == 101 || a.rule.counting.counts(status)))
+            .filter(|(a, _)| holds(a))
             .filter_map(|(a, outcome)| match outcome {
                 Outcome::Allowed { reservation: Some(id), .. } => Some((a, *id)),
                 _ => None,
@@ -493,9 +501,10 @@ impl<'c> Settle<'c> {
             .collect();
         let reservations = holding.iter().map(|(a, id)| (*id, a.rule.reservation_ttl_ms));
         let Some(left_ms) = crate::count::slots::hold_left_ms(reservations, now_ms) else { return Hold::Headers };
-        match holding.iter().map(|(a, _)| a.rule.idle_release_ms).min() {
-            Some(idle_ms) if status != 101 => Hold::Body { idle_ms, left_ms },
-            _ => Hold::Session { left_ms },
+        let idle = holding.iter().filter(|(a, _)| a.rule.concurrency.is_some()).map(|(a, _)| a.rule.idle_release_ms).min();
+        match status {
+            101 => Hold::Session { left_ms },
+            _ => Hold::Body { idle_ms: idle.unwrap_or(left_ms), left_ms },
         }
     }
 
@@ -503,13 +512,23 @@ impl<'c> Settle<'c> {
     /// watch ended with ([`Hold`]): `idle` (the client stopped reading for
     /// `idle_release`) or `lapsed` (its slot would lapse); one
     /// `answer_cut` per concurrency rule. None for any other end.
+    ///
+    /// A usage rule reading the body logs `answer_cut` too: `lapsed`, and
+    /// `cut` (reason `usage`: its stream passed the reserve) for a `cut` rule.
     pub(crate) fn cut_events(&self, why: &str) -> Vec<LogEvent> {
         let reason = match why {
             "idle" => "idle_release",
             "lapsed" => "reservation_ttl",
+            "cut" => "usage",
             _ => return Vec::new(),
         };
-        let rules = self.applied.iter().filter(|a| a.rule.concurrency.is_some());
+        let reads = crate::pipeline::usage::reads_body;
+        let cuts = |a: &&Applied<'c>| match why {
+            "cut" => a.rule.usage.as_ref().is_some_and(|u| u.cut && reads(a.rule)),
+            "lapsed" => a.rule.concurrency.is_some() || reads(a.rule),
+            _ => a.rule.concurrency.is_some(),
+        };
+        let rules = self.applied.iter().filter(cuts);
         rules
             .map(|a| {
                 let fields = vec![("rule", a.rule.name.as_str().into()), ("key_hash", a.key_hash.as_str().into()), ("reason", reason.into())];
@@ -523,9 +542,9 @@ impl<'c> Settle<'c> {
     pub(crate) fn hidden_headers(&self) -> Vec<&'c str> {
         let mut names: Vec<&'c str> = Vec::new();
         let rules = self.applied.iter().map(|a| -> &'c crate::config::rules::Rule { a.rule });
-        for usage in rules.filter_map(|rule| rule.usage.as_ref()).filter(|u| !u.expose) {
-            if !names.contains(&usage.header.as_str()) {
-                names.push(&usage.header);
+        for header in rules.filter_map(|rule| rule.usage.as_ref()).filter(|u| !u.expose).filter_map(|u| u.header()) {
+            if !names.contains(&header) {
+                names.push(header);
             }
         }
         names
@@ -536,8 +555,15 @@ impl<'c> Settle<'c> {
     /// origin was unreachable, the app gave up): every reservation is then
     /// released. `now_ms` times the device cookies and the holds.
     pub(crate) fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> Settled {
+        self.after_reading(answer, &|_| None, secrets, now_ms)
+    }
+
+    /// [`Settle::after`] once the body was read (issue 37): `body` says the
+    /// tokens each usage rule read from it, by rule name
+    /// ([`crate::pipeline::usage::BodyUsage::tokens`]).
+    pub(crate) fn after_reading(&self, answer: Option<(u16, &HeaderMap)>, body: &dyn Fn(&str) -> Option<u64>, secrets: &Secrets, now_ms: i64) -> Settled {
         let header = |name: &str| answer.and_then(|(_, headers)| headers.get(name));
-        let answered = answer.map(|(status, _)| Answered { status, header: &header });
+        let answered = answer.map(|(status, _)| Answered { status, header: &header, body });
         let mut settled = Settled::default();
         if let Some(answered) = &answered {
             let secret = |name: &str| secrets.get(name);
@@ -749,6 +775,35 @@ mod tests {
         let cut = |why| d.settle.cut_events(why).iter().map(|e| e.fields.iter().find(|(n, _)| *n == "reason").map(|(_, v)| v.to_string())).collect::<Vec<_>>();
         assert_eq!(cut("idle").len(), 1);
         assert!(cut("ended").is_empty() && cut("cancelled").is_empty() && cut("closed").is_empty());
+    }
+
+    /// Issue 37: a usage read from the body holds its reservation until the
+    /// body ended (no idle cut), cut before it lapses; settled with the
+    /// tokens its reader saw, `max` without.
+    #[test]
+    fn a_usage_read_from_the_body_holds_until_the_body_ended_and_commits_what_it_read() {
+        let c = leaked(json!([{ "name": "llm", "path": "/v1/*", "key": ["header:x-school"], "limits": [{ "requests": 10_000, "window": "1d" }],
+            "counting": { "mode": "response", "statuses": [200], "reservation_ttl": "10m" }, "metering": { "usage": "openai", "reserve": 1000, "max": 1000, "cut": true } }]));
+        const NOW: i64 = 1_800_000_000_000;
+        let id = crate::count::reservation::next_id(&[], NOW);
+        let reserved = |_: &Applied<'_>| Outcome::Allowed { windows: Vec::new(), reservation: Some(id) };
+        let d = Req::get("/v1/chat").ip("192.0.2.1").header("x-school", "s1").decide(c, &PlanMemo::new(1), &reserved);
+        let left = 600_000 - 1_000 - 3_000;
+        assert_eq!(d.settle.hold(200, NOW + 3_000), Hold::Body { idle_ms: left as u64, left_ms: left as u64 });
+        assert_eq!(d.settle.hold(400, NOW + 3_000), Hold::Headers, "an uncounted status is released at its headers");
+        assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 400, None).is_none());
+        assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 200, Some("text/event-stream")).is_some());
+        let used = |tokens: Option<u64>| {
+            let settled = d.settle.after_reading(Some((200, &HeaderMap::default())), &|_| tokens, &Secrets::default(), NOW);
+            (settled.calls[0].call.op, settled.calls[0].call.used, settled.events.len())
+        };
+        assert_eq!(used(Some(420)), (Op::Commit, Some(420), 0));
+        assert_eq!(used(Some(5_000)), (Op::Commit, Some(1_000), 0), "clamped to max");
+        assert_eq!(used(None), (Op::Commit, Some(1_000), 1), "none read: max, and a usage_missing line");
+        let reasons = |why| d.settle.cut_events(why).iter().map(|e| e.line()).collect::<Vec<_>>();
+        assert!(reasons("cut")[0].contains("\"reason\":\"usage\""), "{:?}", reasons("cut"));
+        assert!(reasons("lapsed")[0].contains("\"reason\":\"reservation_ttl\""));
+        assert!(reasons("ended").is_empty());
     }
 
     #[test]

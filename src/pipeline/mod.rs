@@ -15,6 +15,7 @@ pub(crate) mod machine;
 pub mod plan;
 pub(crate) mod upload;
 pub(crate) mod upgrade;
+pub(crate) mod usage;
 pub(crate) mod ticket;
 pub(crate) mod verdict;
 pub(crate) mod who;

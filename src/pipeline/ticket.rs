@@ -276,7 +276,7 @@ mod tests {
         assert_eq!(rebuilt[0].spelling, checked[1].spelling, "the spelling travels");
         let header = |_: &str| None;
         for (status, op) in [(401, Op::Commit), (200, Op::Clear), (500, Op::Release)] {
-            let answered = Answered { status, header: &header };
+            let answered = Answered { status, header: &header, body: &|_| None };
             let direct = settle(&checked[1], &outcomes[1], Some(&answered)).unwrap();
             let via_ticket = settle(&rebuilt[0], &rebuilt_outcomes[0], Some(&answered)).unwrap();
             assert_eq!(direct, via_ticket, "status {status}");

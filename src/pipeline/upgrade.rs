@@ -36,7 +36,7 @@ pub(crate) fn refusing<'a, 'c>(applied: &'a [Applied<'c>], headers: &HeaderMap) 
 
 /// tollgate's answer to an upgrade a usage rule refuses, and its log line.
 pub(crate) fn refusal(applied: &Applied<'_>) -> (OwnResponse, LogEvent) {
-    let header = applied.rule.usage.as_ref().map_or("", |u| u.header.as_str());
+    let header = applied.rule.usage.as_ref().map_or("", |u| u.unit());
     let detail = format!(
         "Rule `{}` charges the usage each answer reports in `{header}`; a WebSocket session reports none, so it is not opened.",
         applied.rule.name

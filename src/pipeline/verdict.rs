@@ -276,6 +276,10 @@ pub(crate) struct Answered<'a> {
     pub(crate) status: u16,
     /// A response header by lowercased name.
     pub(crate) header: &'a dyn Fn(&str) -> Option<String>,
+    /// The tokens a rule's usage read from the body (by rule name; issue
+    /// 37, [`crate::pipeline::usage`]): `None` when none was read (or the
+    /// body was not read).
+    pub(crate) body: &'a dyn Fn(&str) -> Option<u64>,
 }
 
 /// What a failures-only rule tells its object once the request is done,
@@ -318,7 +322,7 @@ pub(crate) fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&A
     let marks = matches!(op, Op::Commit | Op::Clear | Op::Forgive) && applied.rule.settles_successes();
     let spelling = marks.then(|| applied.spelling.unwrap_or(Spelling::Several));
     let used = match (op, origin) {
-        (Op::Commit, Some(answered)) => usage(applied, answered).flatten(),
+        (Op::Commit, Some(answered)) => committed_units(applied, answered),
         _ => None,
     };
     Some(call.with_spelling(spelling).with_used(used))
@@ -330,13 +334,29 @@ pub(crate) fn settle(applied: &Applied<'_>, outcome: &Outcome, origin: Option<&A
 /// [`usage_missing`] logged).
 pub(crate) fn usage(applied: &Applied<'_>, answered: &Answered<'_>) -> Option<Option<u32>> {
     let usage = applied.rule.usage.as_ref()?;
-    Some(usage.units((answered.header)(&usage.header).as_deref()))
+    Some(match usage.header() {
+        Some(header) => usage.units((answered.header)(header).as_deref()),
+        None => (answered.body)(&applied.rule.name).map(|tokens| usage.clamp(tokens)),
+    })
+}
+
+/// The units a usage rule's commit carries: what was reported; with none,
+/// nothing for a header (the object commits `reserve`, as before issue 37)
+/// and `max` for a body ([`crate::config::cost::Usage::missing_units`]).
+fn committed_units(applied: &Applied<'_>, answered: &Answered<'_>) -> Option<u32> {
+    let usage = applied.rule.usage.as_ref()?;
+    let reported = self::usage(applied, answered).flatten();
+    match usage.header() {
+        Some(_) => reported,
+        None => Some(reported.unwrap_or(usage.max)),
+    }
 }
 
 /// The warning a usage rule's missing or malformed header makes: one per
 /// (rule, key) episode ([`crate::pipeline::episodes`]).
 pub(crate) fn usage_missing(applied: &Applied<'_>, status: u16) -> LogEvent {
-    let header = applied.rule.usage.as_ref().map_or("", |u| u.header.as_str());
+    let header = applied.rule.usage.as_ref().map_or("", |u| u.unit());
+    let committed = applied.rule.usage.as_ref().map_or(applied.rule.cost, |u| u.missing_units());
     LogEvent::new(
         "usage_missing",
         vec![
@@ -344,7 +364,7 @@ pub(crate) fn usage_missing(applied: &Applied<'_>, status: u16) -> LogEvent {
             ("key_hash", applied.key_hash.as_str().into()),
             ("header", header.into()),
             ("status", status.into()),
-            ("committed", applied.rule.cost.into()),
+            ("committed", committed.into()),
         ],
     )
 }
@@ -447,7 +467,7 @@ pub(crate) fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize,
 /// The `RateLimit` policies of `rule` ([`crate::config::headers`]): its
 /// name, a usage rule's unit, its slots.
 fn policies(rule: &Rule) -> Policies<'_> {
-    Policies { rule: &rule.name, unit: rule.usage.as_ref().map(|u| u.header.as_str()), concurrency: rule.concurrency, windowless: rule.windowless }
+    Policies { rule: &rule.name, unit: rule.usage.as_ref().map(|u| u.unit()), concurrency: rule.concurrency, windowless: rule.windowless }
 }
 
 /// What the `RateLimit` item of a refusal `by` reports: the slots for a
@@ -771,7 +791,7 @@ mod tests {
             None => settle(a, outcome, None),
             Some((status, headers)) => {
                 let header = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
-                settle(a, outcome, Some(&Answered { status, header: &header }))
+                settle(a, outcome, Some(&Answered { status, header: &header, body: &|_| None }))
             }
         }?;
         assert_eq!(call.limits, a.rule.limits, "the rule's call");
@@ -832,7 +852,7 @@ mod tests {
         let spelled = Spelling::One(0x0123_4567_89ab_cdef);
         let a = Applied { spelling: Some(spelled), ..applied(&c, "failures") };
         let none: &[(&str, &str)] = &[];
-        let call = |a: &Applied<'_>, status| settle(a, &reserved(3), Some(&Answered { status, header: &|_| None })).unwrap();
+        let call = |a: &Applied<'_>, status| settle(a, &reserved(3), Some(&Answered { status, header: &|_| None, body: &|_| None })).unwrap();
         assert_eq!(call(&a, 401).spelling, Some(spelled), "a commit marks the count");
         assert_eq!(call(&a, 200).spelling, Some(spelled), "a clear names whose failures it clears");
         assert_eq!(call(&a, 500).spelling, None, "a release needs none");
@@ -893,7 +913,7 @@ mod device_cookie_tests {
         };
         let tag = applied.spelling.as_ref().and_then(Spelling::tag).unwrap().to_string();
         let secret = |name: &str| (name == "DEVICE_KEY").then(|| "k".to_string());
-        let answered = |status| Answered { status, header: &|_| None };
+        let answered = |status| Answered { status, header: &|_| None, body: &|_| None };
         let (name, value) = device_cookie(&applied, &answered(200), &secret, 1_000_000).unwrap();
         assert_eq!(name, "set-cookie");
         let token = value.split(';').next().unwrap().strip_prefix("tollgate_device=").unwrap();
@@ -949,7 +969,7 @@ mod usage_tests {
         assert_eq!((check_op(a.rule), a.rule.call(Op::Reserve).cost), (Op::Reserve, 500), "reserves `reserve`");
         let used = |a: &Applied<'_>, status: u16, headers: &[(&str, &str)]| {
             let header = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
-            settle(a, &reserved(7), Some(&Answered { status, header: &header })).map(|call| (call.op, call.used))
+            settle(a, &reserved(7), Some(&Answered { status, header: &header, body: &|_| None })).map(|call| (call.op, call.used))
         };
         assert_eq!(used(a, 200, &[("x-tokens", "1234")]), Some((Op::Commit, Some(1_234))));
         assert_eq!(used(a, 500, &[("x-tokens", "99999")]), Some((Op::Commit, Some(3_000))), "every answer counts; clamped to max");
@@ -960,7 +980,7 @@ mod usage_tests {
         assert_eq!(settle(a, &reserved(7), None).map(|c| (c.op, c.reservation)), Some((Op::Release, Some(7))), "not answered: released");
         let header = |_: &str| None;
         let event = usage_missing(a, 200);
-        assert_eq!((event.event, usage(a, &Answered { status: 200, header: &header })), ("usage_missing", Some(None)));
+        assert_eq!((event.event, usage(a, &Answered { status: 200, header: &header, body: &|_| None })), ("usage_missing", Some(None)));
         assert!(event.line().contains("\"committed\":500"), "{}", event.line());
     }
 }

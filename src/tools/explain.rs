@@ -252,10 +252,7 @@ fn policy(rule: &Rule) -> String {
         counting.push_str(&format!("; at most {n} in flight per key (a slot held until the response is sent)"));
     }
     if let Some(u) = &rule.usage {
-        counting.push_str(&format!(
-            ", in units the origin reports in `{}` (reserves {} before forwarding; commits the header's value clamped to [0, {}], or {} when it is missing)",
-            u.header, u.reserve, u.max, u.reserve
-        ));
+        counting.push_str(&usage_text(u));
     }
     let mut line = format!("action {}{action}; on_error {}{on_error}; counts {counting}", rule.action.name(), rule.on_error.name());
     if let Some(ms) = rule.penalty_ms {
@@ -650,6 +647,24 @@ fn checked_json(a: &Applied<'_>) -> Value {
     json!({ "rule": a.rule.name, "key_hash": a.key_hash, "device": a.device.is_some(), "limits": limits, "limits_source": source })
 }
 
+/// How `explain` says a usage rule counts.
+fn usage_text(u: &crate::config::cost::Usage) -> String {
+    match u.header() {
+        Some(header) => format!(
+            ", in units the origin reports in `{header}` (reserves {} before forwarding; commits the header's value clamped to [0, {}], or {} when it is missing)",
+            u.reserve, u.max, u.reserve
+        ),
+        None => format!(
+            ", in {} the answer's body reports (reserves {} before forwarding; commits the usage read once the body ended, clamped to [0, {}], or {} when none was read, the client went away or the origin failed{})",
+            u.unit(),
+            u.reserve,
+            u.max,
+            u.max,
+            if u.cut { "; a stream whose usage passes the reserve is cut" } else { "" }
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -908,3 +923,4 @@ mod tests {
         assert_eq!(at(NOW + 60_000), account, "expired: the account's bucket, as the Worker counts it");
     }
 }
+
