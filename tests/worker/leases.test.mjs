@@ -137,8 +137,19 @@ test("hot key, limit 5,000 per 60 s, 20,000 requests from 4 edges, restarted mid
   const blocked = statuses.filter(([s]) => s === 429).length;
   const by = {};
   for (const [s] of statuses) by[s] = (by[s] ?? 0) + 1;
-  assert.equal(passed + blocked, requests, `every request answered 200 or 429: ${JSON.stringify(by)}; the Worker's errors: ${JSON.stringify(tally(failures))}`);
-  assert.equal(origin.received.length, passed);
+  // A 502 is the Worker's answer when the forward itself fails. On a
+  // machine at load 12 (scripts/test --under-load beside builds), workerd's
+  // link to the test's origin (Miniflare's outbound service, in this Node
+  // process) dropped 256 of 20,000 forwards: "Network connection lost.",
+  // the answer a client gets from an origin that drops its connection.
+  // Those, and only those, are allowed here; every other error fails.
+  const lost = failures.filter((e) => e === "Error: Network connection lost.").length;
+  const errors = `${JSON.stringify(by)}; the Worker's errors: ${JSON.stringify(tally(failures))}`;
+  assert.equal(lost, failures.length, `the only Worker errors are lost origin connections: ${errors}`);
+  assert.equal(by[502] ?? 0, lost, `each 502 is a lost origin connection: ${errors}`);
+  assert.equal(passed + blocked + lost, requests, `every request answered 200 or 429, or 502 for a lost origin connection: ${errors}`);
+  // A lost forward may have reached the origin before its answer was lost.
+  assert.ok(origin.received.length >= passed && origin.received.length <= passed + lost, `${origin.received.length} reached the origin, ${passed} served, ${lost} lost`);
   // Exactness: the limit holds in every 60 s window of the limiter's
   // decisions; seen at the origin, in every window shorter by the longest
   // forward (the whole run, if it took less than that).
@@ -152,7 +163,7 @@ test("hot key, limit 5,000 per 60 s, 20,000 requests from 4 edges, restarted mid
     const r = field && /;r=(\d+)/.exec(field);
     if (r) assert.ok(Number(r[1]) <= LIMIT, field);
   }
-  console.log(`leases: ${passed} passed, ${blocked} blocked, ${calls} object calls for ${requests} requests; worst window ${worst} (60 s less the longest forward, ${forward} ms)`);
+  console.log(`leases: ${passed} passed, ${blocked} blocked, ${lost} lost at the origin link, ${calls} object calls for ${requests} requests; worst window ${worst} (60 s less the longest forward, ${forward} ms)`);
 });
 
 test("per-IP 10 per minute from 4 edges: the same answers and the same object calls with lease = auto as with lease = off", async () => {

@@ -63,7 +63,11 @@ test("steady state with pruning still writes one row per allowed request", async
       const b = (await tg.callObject("prune-probe", call)).body;
       assert.equal(a.allowed && b.allowed, true, `round ${round}`);
       assert.equal(a.rows_written + b.rows_written, 2);
-      assert.equal(b.stored_hits, 2, "expired hits were pruned in the same write");
+      // Pruned in the same write: the row keeps exactly the hits its window
+      // still counts, as the object decided (on a loaded machine the two
+      // calls can fall more than 300 ms apart, and then `a` is gone too).
+      assert.equal(b.stored_hits, b.windows[0].used, "expired hits were pruned in the same write");
+      assert.ok(b.stored_hits >= 1 && b.stored_hits <= 2, `round ${round}: ${b.stored_hits} stored (the last round's hits are 350 ms old)`);
       await sleep(350);
     }
   } finally {
