@@ -45,28 +45,26 @@ fn one(config: &'static Config, isolate: &mut Isolate, objects: &mut BTreeMap<St
     let secrets = std::rc::Rc::new(Secrets::default());
     let facts = Facts { method: "GET", url, headers: &headers, client: &client, secrets: &secrets, now_ms: now };
     let mut machine = Machine::new(config, facts, &isolate.memo);
-    let mut decision: Decision<'static> = loop {
-        match machine.next(Some(&isolate.blocked)) {
-            Next::Count(checks) => {
-                let outcomes = checks
-                    .iter()
-                    .map(|(applied, op)| {
-                        let mut counter = Counter::new(applied, *op);
-                        counter.run(isolate, now, |ObjectCall { id, call, .. }, at| {
-                            let call = decode_call_url(&encode_call_url(call)).unwrap_or_else(|e| panic!("{e}"));
-                            let reply = objects.entry(id.clone()).or_default().answer(&call, at).unwrap_or_else(|e| panic!("{e}"));
-                            decode_reply_line(200, &encode_reply_line(&reply))
-                        })
+    let mut decision: Decision<'static> = match machine.next(Some(&isolate.blocked)) {
+        Next::Count(checks) => {
+            let outcomes = checks
+                .iter()
+                .map(|(applied, op)| {
+                    let mut counter = Counter::new(applied, *op);
+                    counter.run(isolate, now, |ObjectCall { id, call, .. }, at| {
+                        let call = decode_call_url(&encode_call_url(call)).unwrap_or_else(|e| panic!("{e}"));
+                        let reply = objects.entry(id.clone()).or_default().answer(&call, at).unwrap_or_else(|e| panic!("{e}"));
+                        decode_reply_line(200, &encode_reply_line(&reply))
                     })
-                    .collect();
-                break machine.counted(outcomes);
-            }
-            Next::Decided => break machine.decided(),
-            other => panic!("not on the bench's path: {other:?}"),
+                })
+                .collect();
+            machine.counted(outcomes)
         }
+        Next::Decided => machine.decided(),
+        other => panic!("not on the bench's path: {other:?}"),
     };
     let (lines, summaries) = isolate.episodes.filter_parts(&decision.logs, now);
-    std::hint::black_box((lines.iter().map(|l| l.line()).count(), summaries.len()));
+    std::hint::black_box((lines.iter().map(|l| l.line().len()).sum::<usize>(), summaries.len()));
     isolate.keep(&mut decision);
     if decision.checked {
         std::hint::black_box(isolate.refunds(config, now));
