@@ -41,7 +41,7 @@ impl HeaderMap {
     /// glue takes one over in a single call (a field's name and value never
     /// hold a line break).
     pub(crate) fn from_lines(text: String) -> HeaderMap {
-        let mut fields = Vec::with_capacity(text.bytes().filter(|&b| b == b'\n').count() / 2);
+        let mut fields = Vec::new();
         let mut at = 0;
         let mut lines = text.split('\n').map(|line| {
             let range = at..at + line.len();
