@@ -296,7 +296,7 @@ agent.destroy();
 
 const profile = result.profile;
 mkdirSync(join(ROOT, "bench", "tmp"), { recursive: true });
-const out = join(ROOT, "bench", "tmp", `${system}-${scenarioName}.cpuprofile`);
+const out = join(ROOT, "bench", "tmp", `${system.replace(/[^A-Za-z0-9-]/g, "-")}-${scenarioName}.cpuprofile`);
 writeFileSync(out, JSON.stringify(profile));
 
 // Self and total time per function name, from the samples.

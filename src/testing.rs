@@ -13,6 +13,7 @@ use crate::pipeline::verdict::Outcome;
 use serde_json::{json, Value};
 
 pub mod pair;
+mod perf;
 
 /// A config of `rules` (a JSON array), valid or the test fails naming why.
 pub fn config(rules: Value) -> Config {

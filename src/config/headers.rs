@@ -85,14 +85,46 @@ pub(crate) enum Report {
 /// one, else `rule/60s` (`rule/500ms` when not whole seconds; `rule/60s/2`
 /// for the second window of the same length), unique as the module says.
 pub(crate) fn policy_name(rule: &str, windows: &[WireWindow], index: usize) -> String {
-    let Some(window) = windows.get(index).filter(|_| windows.len() > 1) else {
-        return rule.to_string();
-    };
+    let mut out = String::with_capacity(rule.len() + 12);
+    push_policy_name(&mut out, rule, windows, index);
+    out
+}
+
+/// [`policy_name`], appended to `out` (no `format!`: the blocked path
+/// builds these per request, issue 36).
+fn push_policy_name(out: &mut String, rule: &str, windows: &[WireWindow], index: usize) {
+    out.push_str(rule);
+    let Some(window) = windows.get(index).filter(|_| windows.len() > 1) else { return };
     let ms = window.window_ms;
-    let length = if ms.is_multiple_of(1000) { format!("{}s", ms / 1000) } else { format!("{ms}ms") };
-    match windows[..index].iter().filter(|w| w.window_ms == ms).count() {
-        0 => format!("{rule}/{length}"),
-        earlier => format!("{rule}/{length}/{}", earlier + 1),
+    out.push('/');
+    if ms.is_multiple_of(1000) {
+        push_u64(out, ms / 1000);
+        out.push('s');
+    } else {
+        push_u64(out, ms);
+        out.push_str("ms");
+    }
+    let earlier = windows[..index].iter().filter(|w| w.window_ms == ms).count();
+    if earlier > 0 {
+        out.push('/');
+        push_u64(out, earlier as u64 + 1);
+    }
+}
+
+/// `n` in decimal, appended to `out` (as `n.to_string()` writes it).
+pub(crate) fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
     }
 }
 
@@ -105,15 +137,50 @@ pub(crate) fn concurrency_name(rule: &str) -> String {
 /// Rule and header names hold neither, and only printable ASCII.
 fn sf_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
+    push_sf_string(&mut out, text);
+    out
+}
+
+/// [`sf_string`], appended to `out`.
+fn push_sf_string(out: &mut String, text: &str) {
     out.push('"');
+    push_sf_inner(out, text);
+    out.push('"');
+}
+
+/// Whether [`sf_string`] would only quote `text` (printable ASCII, no `"`
+/// or `\`).
+fn sf_plain(text: &str) -> bool {
+    text.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+}
+
+/// [`policy_name`] as an RFC 9651 String, appended to `out`: the name's
+/// window suffix is digits, `s`, `ms` and `/`, so a plain rule name makes
+/// a plain policy name.
+fn push_sf_policy_name(out: &mut String, rule: &str, windows: &[WireWindow], index: usize) {
+    if sf_plain(rule) {
+        out.push('"');
+        push_policy_name(out, rule, windows, index);
+        out.push('"');
+    } else {
+        push_sf_string(out, &policy_name(rule, windows, index));
+    }
+}
+
+/// The inside of [`sf_string`]: `text`'s printable ASCII, `"` and `\`
+/// escaped (a text of only such characters, the usual name, is copied
+/// whole).
+fn push_sf_inner(out: &mut String, text: &str) {
+    if sf_plain(text) {
+        out.push_str(text);
+        return;
+    }
     for c in text.chars().filter(|c| (' '..='~').contains(c)) {
         if c == '"' || c == '\\' {
             out.push('\\');
         }
         out.push(c);
     }
-    out.push('"');
-    out
 }
 
 /// `RateLimit-Policy` items: one per window (quota `q`, the unit `qu` of a
@@ -121,13 +188,31 @@ fn sf_string(text: &str) -> String {
 /// slots of a `concurrency` rule (only those, for a windowless one).
 pub(crate) fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) -> Vec<String> {
     let windows: &[WireWindow] = if policies.windowless { &[] } else { windows };
-    let unit = policies.unit.map(|u| format!(";qu={}", sf_string(u))).unwrap_or_default();
-    let per_window = windows.iter().enumerate().map(|(i, w)| {
-        let seconds = if w.window_ms.is_multiple_of(1000) && w.window_ms > 0 { format!(";w={}", w.window_ms / 1000) } else { String::new() };
-        format!("{};q={}{unit}{seconds}", sf_string(&policy_name(policies.rule, windows, i)), w.limit)
-    });
-    let slots = policies.concurrency.map(|n| format!("{};q={n};qu=\"concurrent-requests\"", sf_string(&concurrency_name(policies.rule))));
-    per_window.chain(slots).collect()
+    let mut items = Vec::with_capacity(windows.len() + usize::from(policies.concurrency.is_some()));
+    for (i, w) in windows.iter().enumerate() {
+        let mut item = String::with_capacity(policies.rule.len() + 24);
+        push_sf_policy_name(&mut item, policies.rule, windows, i);
+        item.push_str(";q=");
+        push_u64(&mut item, u64::from(w.limit));
+        if let Some(unit) = policies.unit {
+            item.push_str(";qu=");
+            push_sf_string(&mut item, unit);
+        }
+        if w.window_ms.is_multiple_of(1000) && w.window_ms > 0 {
+            item.push_str(";w=");
+            push_u64(&mut item, w.window_ms / 1000);
+        }
+        items.push(item);
+    }
+    if let Some(n) = policies.concurrency {
+        let mut item = String::with_capacity(policies.rule.len() + 48);
+        push_sf_string(&mut item, &concurrency_name(policies.rule));
+        item.push_str(";q=");
+        push_u64(&mut item, u64::from(n));
+        item.push_str(";qu=\"concurrent-requests\"");
+        items.push(item);
+    }
+    items
 }
 
 /// The `RateLimit` item ([`Report`] says which): `r` the units remaining,
@@ -144,7 +229,13 @@ pub(crate) fn ratelimit(policies: &Policies<'_>, windows: &[WireWindow], report:
     };
     let window = windows.get(index)?;
     let t = seconds_ceil(retry_after_ms.unwrap_or(window.reset_ms));
-    Some(format!("{};r={};t={t}", sf_string(&policy_name(policies.rule, windows, index)), window.remaining))
+    let mut out = String::with_capacity(policies.rule.len() + 24);
+    push_sf_policy_name(&mut out, policies.rule, windows, index);
+    out.push_str(";r=");
+    push_u64(&mut out, window.remaining);
+    out.push_str(";t=");
+    push_u64(&mut out, t);
+    Some(out)
 }
 
 /// The index of the most constraining window: least remaining, then the
@@ -239,6 +330,66 @@ mod tests {
         assert_eq!(ratelimit(&p, &w, Report::Window { index: 0, retry_after_ms: 5_000 }).unwrap(), "\"heavy/60s\";r=2;t=5");
         assert_eq!(ratelimit(&p, &w, Report::Window { index: 9, retry_after_ms: 5_000 }).unwrap(), "\"heavy/3600s\";r=1;t=5", "an index past the windows: the tightest");
         assert_eq!(rate_fields(&p, &[], Report::Allowed), Vec::<(String, String)>::new(), "no empty list");
+    }
+
+    /// The items are built without `format!` (issue 36's blocked path):
+    /// byte for byte what the `format!` forms they replaced write, for plain
+    /// and escaped names, units, several windows and every integer width.
+    #[test]
+    fn the_fast_writers_equal_the_format_forms() {
+        for n in [0, 1, 9, 10, 99, 100, 59_999, 4_294_967_295, u64::MAX] {
+            let mut out = String::from("x");
+            push_u64(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+        let reference_name = |rule: &str, windows: &[WireWindow], index: usize| -> String {
+            let Some(window) = windows.get(index).filter(|_| windows.len() > 1) else { return rule.to_string() };
+            let ms = window.window_ms;
+            let length = if ms % 1000 == 0 { format!("{}s", ms / 1000) } else { format!("{ms}ms") };
+            match windows[..index].iter().filter(|w| w.window_ms == ms).count() {
+                0 => format!("{rule}/{length}"),
+                earlier => format!("{rule}/{length}/{}", earlier + 1),
+            }
+        };
+        let reference_sf = |text: &str| -> String {
+            let mut out = String::from("\"");
+            for c in text.chars().filter(|c| (' '..='~').contains(c)) {
+                if c == '"' || c == '\\' {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+            out.push('"');
+            out
+        };
+        let windows = [window(10, 60_000, 3, 41_001), window(5, 500, 0, 200), window(7, 60_000, 7, 0), window(1, 0, 1, 0)];
+        for rule in ["heavy-example", "tollgate:admin-auth", "a\"b\\c", "é\u{1}x"] {
+            for unit in [None, Some("x-tokens"), Some("we\"ird")] {
+                for concurrency in [None, Some(3)] {
+                    let p = Policies { rule, unit, concurrency, windowless: false };
+                    for count in 1..=windows.len() {
+                        let w = &windows[..count];
+                        let expected: Vec<String> = w
+                            .iter()
+                            .enumerate()
+                            .map(|(i, x)| {
+                                let unit = unit.map(|u| format!(";qu={}", reference_sf(u))).unwrap_or_default();
+                                let secs = if x.window_ms % 1000 == 0 && x.window_ms > 0 { format!(";w={}", x.window_ms / 1000) } else { String::new() };
+                                format!("{};q={}{unit}{secs}", reference_sf(&reference_name(rule, w, i)), x.limit)
+                            })
+                            .chain(concurrency.map(|n| format!("{};q={n};qu=\"concurrent-requests\"", reference_sf(&format!("{rule}/concurrency")))))
+                            .collect();
+                        assert_eq!(ratelimit_policy(&p, w), expected);
+                        for i in 0..count {
+                            let report = Report::Window { index: i, retry_after_ms: 1_234 };
+                            let expected = format!("{};r={};t=2", reference_sf(&reference_name(rule, w, i)), w[i].remaining);
+                            assert_eq!(ratelimit(&p, w, report), Some(expected));
+                            assert_eq!(policy_name(rule, w, i), reference_name(rule, w, i));
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Issue 35: sub-second windows were stated as `w=1` (half the rate

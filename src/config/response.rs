@@ -76,11 +76,12 @@ impl ProblemTemplate {
     }
 
     fn render(&self, retry_after_s: u64) -> String {
-        let n = retry_after_s.to_string();
-        let mut body = String::with_capacity(self.head.len() + self.middle.len() + self.tail.len() + 2 * n.len());
-        for piece in [self.head.as_str(), &n, self.middle, &n, &self.tail] {
-            body.push_str(piece);
-        }
+        let mut body = String::with_capacity(self.head.len() + self.middle.len() + self.tail.len() + 40);
+        body.push_str(&self.head);
+        headers::push_u64(&mut body, retry_after_s);
+        body.push_str(self.middle);
+        headers::push_u64(&mut body, retry_after_s);
+        body.push_str(&self.tail);
         body
     }
 }
@@ -277,7 +278,11 @@ pub(crate) fn blocked(
         Some(own) => own,
         None => ("application/problem+json".to_string(), problems.body(status, retry_after_s)),
     };
-    let mut out = vec![("content-type".to_string(), content_type), ("retry-after".to_string(), retry_after_s.to_string())];
+    let mut retry_after = String::with_capacity(6);
+    headers::push_u64(&mut retry_after, retry_after_s);
+    let mut out = Vec::with_capacity(2 + fields.len());
+    out.push(("content-type".to_string(), content_type));
+    out.push(("retry-after".to_string(), retry_after));
     out.extend(fields);
     OwnResponse { status, headers: out, body }
 }

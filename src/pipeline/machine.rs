@@ -181,42 +181,44 @@ impl<'c, 'f> Machine<'c, 'f> {
             crate::pipeline::who::annotate(&mut logs, &facts, config);
             return Decision { answer, logs, kept: None, settle: Settle::none(), checked: false, upload_deadline: None, plan, metrics: false };
         }
-        let (narrowed, outcomes) = match known {
-            Some(known) => refusing(&plan.route, known),
+        let (refusing_at, outcomes) = match known {
+            Some(known) => {
+                let (at, outcomes): (Vec<usize>, Vec<Outcome>) = known.into_iter().unzip();
+                (Some(at), outcomes)
+            }
             None => (None, outcomes),
         };
         let blocked = outcomes.iter().any(|o| matches!(o, Outcome::Blocked { .. }));
-        let checks = match &plan.route {
-            Route::Check(applied) => Some(narrowed.as_deref().unwrap_or(applied)),
-            _ => None,
+        // The checked rules move to the settle step: the plan's route keeps
+        // `Check` with none (what the decision's `settle` holds).
+        let metrics = matches!(plan.route, Route::Check(_));
+        let all = match &mut plan.route {
+            Route::Check(applied) => std::mem::take(applied),
+            _ => Vec::new(),
         };
-        let verdict = match checks {
-            Some(applied) if !applied.is_empty() => {
-                // The client's `Accept` shapes only a block's answer.
-                let prefers = if blocked { Prefers::from_accept(facts.headers.get("accept").as_deref()) } else { Prefers::Other };
-                verdict::verdict_for(applied, &outcomes, prefers)
-            }
-            _ => early(&plan).unwrap_or_else(|| verdict::Verdict {
+        let checked = !all.is_empty();
+        // A blocked client's plan is kept, for its repeats: every rule of it.
+        let kept = fresh
+            .filter(|_| memo::keeps(&plan.matched, &all, blocked))
+            .map(|fingerprint| Kept { fingerprint, reads, applied: all.clone() });
+        // Refused from the cache: only the refusing rules are checked.
+        let applied = match refusing_at {
+            Some(at) => refusing(all, &at),
+            None => all,
+        };
+        let verdict = if metrics && !applied.is_empty() {
+            // The client's `Accept` shapes only a block's answer.
+            let prefers = if blocked { Prefers::from_accept(facts.headers.get("accept").as_deref()) } else { Prefers::Other };
+            verdict::verdict_for(&applied, &outcomes, prefers)
+        } else {
+            early(&plan).unwrap_or_else(|| verdict::Verdict {
                 answer: Answer::Respond(OwnResponse::problem(500, "Internal Server Error", "No verdict.", None)),
                 events: Vec::new(),
-            }),
+            })
         };
         let mut logs = verdict::exempt_events(&plan.matched);
         logs.extend(verdict.events);
         crate::pipeline::who::annotate(&mut logs, &facts, config);
-        // The checked rules move to the settle step: the plan's route keeps
-        // `Check` with none (what the decision's `settle` holds).
-        let metrics = matches!(plan.route, Route::Check(_));
-        let applied = match &mut plan.route {
-            Route::Check(applied) => std::mem::take(applied),
-            _ => Vec::new(),
-        };
-        let checked = !applied.is_empty();
-        // A blocked client's plan is kept, for its repeats: every rule of it.
-        let kept = fresh
-            .filter(|_| memo::keeps(&plan.matched, &applied, blocked))
-            .map(|fingerprint| Kept { fingerprint, reads, applied: applied.clone() });
-        let applied = narrowed.unwrap_or(applied);
         Decision {
             answer: verdict.answer,
             logs,
@@ -314,12 +316,10 @@ fn cached_refusals(cache: &BlockedUntilCache, applied: &[Applied<'_>], now_ms: i
 }
 
 /// Refused from the cache ([`cached_refusals`]): the refusing rules of
-/// `route`, the only ones checked, and their outcomes (the plan keeps every
-/// rule, for the memo).
-fn refusing<'c>(route: &Route<'c>, known: Vec<(usize, Outcome)>) -> (Option<Vec<Applied<'c>>>, Vec<Outcome>) {
-    let Route::Check(applied) = route else { return (None, Vec::new()) };
-    let (at, outcomes): (Vec<usize>, Vec<Outcome>) = known.into_iter().unzip();
-    (Some(at.iter().filter_map(|&i| applied.get(i).cloned()).collect()), outcomes)
+/// `applied` (at the indices `at`, ascending), the only ones checked (the
+/// memo keeps every rule, taken before this).
+fn refusing<'c>(applied: Vec<Applied<'c>>, at: &[usize]) -> Vec<Applied<'c>> {
+    applied.into_iter().enumerate().filter(|(i, _)| at.contains(i)).map(|(_, a)| a).collect()
 }
 
 /// A plan for the memo to keep ([`PlanMemo::keep`]).

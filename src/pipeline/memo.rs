@@ -64,7 +64,7 @@ impl Fingerprint {
         for (i, field) in [Some(method), Some(url), country, verified_bot].into_iter().enumerate() {
             match field {
                 Some(v) => {
-                    line.push_str(&v.len().to_string());
+                    crate::config::headers::push_u64(&mut line, v.len() as u64);
                     line.push(':');
                     if i == 1 {
                         at = line.len()..line.len() + v.len();
@@ -75,7 +75,7 @@ impl Fingerprint {
             }
         }
         if let Some(asn) = asn {
-            line.push_str(&asn.to_string());
+            crate::config::headers::push_u64(&mut line, u64::from(asn));
         }
         Fingerprint { line, url: at }
     }

@@ -27,7 +27,8 @@ const METHOD_CHARS: usize = 16;
 
 /// Adds who and what to each of `events`, one request's lines.
 pub(crate) fn annotate(events: &mut [LogEvent], facts: &Facts<'_>, config: &Config) {
-    let method: String = facts.method.chars().take(METHOD_CHARS).collect();
+    let end = facts.method.char_indices().nth(METHOD_CHARS).map_or(facts.method.len(), |(at, _)| at);
+    let method = &facts.method[..end];
     for event in events.iter_mut() {
         let route = event
             .fields
@@ -36,7 +37,7 @@ pub(crate) fn annotate(events: &mut [LogEvent], facts: &Facts<'_>, config: &Conf
             .and_then(|(_, rule)| rule.as_str())
             .and_then(|name| config.rules.iter().find(|r| r.name == name))
             .map(|rule| rule.path.clone());
-        event.fields.push(("method", method.as_str().into()));
+        event.fields.push(("method", method.into()));
         if let Some(route) = route {
             event.fields.push(("route", route.into()));
         }

@@ -22,7 +22,13 @@ pub(crate) fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 /// `bytes` as lowercase hex, two digits a byte: how digests and MACs are
 /// written into keys, cookies, tickets and logs.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(2 * bytes.len());
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 /// Whether `a` and `b` are the same bytes, in a time that depends on their
@@ -47,6 +53,13 @@ mod tests {
         assert!(!same_bytes(b"abc", b"abd"));
         assert!(!same_bytes(b"abc", b"ab"), "a prefix is not the value");
         assert_eq!(hex(&[0x00, 0x0f, 0xa5]), "000fa5");
+    }
+
+    /// Written without `format!` (issue 36): the same text for every byte.
+    #[test]
+    fn hex_writes_every_byte_as_format_does() {
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(hex(&all), all.iter().map(|b| format!("{b:02x}")).collect::<String>());
     }
 
     /// RFC 4231 §4.2-4.8, every case but 5 (a truncated output).
