@@ -325,4 +325,4 @@ impl Keys {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

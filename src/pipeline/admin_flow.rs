@@ -572,4 +572,72 @@ mod tests {
         });
     }
 
+
+    /// An admin request under `admin_access` with the Access token of
+    /// `claims` (its signature left to the driver), run to its end with the
+    /// signature's check answering `verified`; the steps and the answer.
+    fn run_access(url: &str, claims: serde_json::Value, verified: Result<(), Refusal>) -> (Vec<&'static str>, AdminAnswer) {
+        let mut value = json!({ "rules": [{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] }] });
+        value["admin_access"] = json!({ "team_domain": "acme.cloudflareaccess.com", "audience": "aud-tag" });
+        let config = Config::from_json(&value).unwrap();
+        let jwt = crate::pipeline::access::tests::token(&json!({ "alg": "RS256", "kid": "k1" }), &claims);
+        let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("cf-access-jwt-assertion", &jwt), ("authorization", "Bearer a wrong token")]);
+        let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
+        let facts = Facts { method: "GET", url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
+        let mut machine = Machine::new(&config, facts, &PlanMemo::new(1));
+        let Next::Admin { lockout, route, lockout_binds, access } = machine.next(None) else { panic!("not an admin request") };
+        assert!(!lockout_binds, "an Access token asks no lockout counter, and the bearer beside it is not compared");
+        let (mut flow, mut step) = AdminFlow::start(&config, lockout, route, lockout_binds, access, 1_000_000);
+        let mut steps = Vec::new();
+        loop {
+            step = match step {
+                AdminStep::VerifyAccess(proof) => {
+                    steps.push("verify");
+                    assert_eq!(proof.kid, "k1");
+                    flow.verified(proof, verified.clone())
+                }
+                AdminStep::ReadControls { .. } => {
+                    steps.push("controls");
+                    flow.controls(Ok(Controls::default()))
+                }
+                AdminStep::Call { .. } => {
+                    steps.push("status");
+                    flow.called(Ok(decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0 5/60000/1/4/60000").unwrap()))
+                }
+                AdminStep::Done(done) => return (steps, done),
+                other => panic!("{other:?}"),
+            };
+        }
+    }
+
+    #[test]
+    fn an_access_token_is_verified_first_and_its_operator_named_on_every_admin_line() {
+        let claims = json!({ "aud": ["aud-tag"], "iss": "https://acme.cloudflareaccess.com", "exp": 1_300, "email": "ann@example.com" });
+        let (steps, done) = run_access("https://example.com/.tollgate/status?rule=a&ip=198.51.100.7", claims.clone(), Ok(()));
+        assert_eq!(steps, ["verify", "status", "controls"]);
+        assert!(matches!(done.response, AdminResponse::Json(_)), "{:?}", done.response);
+        let lines: Vec<serde_json::Value> = done.logs.iter().map(|l| serde_json::from_str(&l.line()).unwrap()).collect();
+        assert_eq!(lines.len(), 1);
+        assert_eq!((lines[0]["action"].as_str(), lines[0]["operator"].as_str()), (Some("status"), Some("ann@example.com")));
+        // The signature refused: 401, nothing asked, the reason logged.
+        let (steps, done) = run_access("https://example.com/.tollgate/status?rule=a&ip=198.51.100.7", claims.clone(), Err(Refusal::Signature));
+        assert_eq!(steps, ["verify"]);
+        assert!(matches!(&done.response, AdminResponse::Own(r) if r.status == 401), "{:?}", done.response);
+        let line: serde_json::Value = serde_json::from_str(&done.logs[0].line()).unwrap();
+        assert_eq!((line["tollgate"].as_str(), line["access"].as_str()), (Some("admin_denied"), Some("signature")));
+        // Claims that do not hold: refused before any key is looked at.
+        let mut expired = claims.clone();
+        expired["exp"] = json!(900);
+        let (steps, done) = run_access("https://example.com/.tollgate/rules", expired, Ok(()));
+        assert!(steps.is_empty(), "{steps:?}");
+        assert!(matches!(&done.response, AdminResponse::Own(r) if r.status == 401));
+        assert!(done.logs[0].line().contains("\"access\":\"expired\""), "{}", done.logs[0].line());
+        // The console: the page, with who signed in.
+        let (steps, done) = run_access("https://example.com/.tollgate/ui/rules", claims, Ok(()));
+        assert_eq!(steps[0], "verify");
+        let AdminResponse::Own(own) = done.response else { panic!("not a page") };
+        assert!(own.body.contains("<span id=\"who\""), "{}", own.body);
+        assert!(own.body.contains("ann@example.com"));
+    }
+
 }

@@ -10,7 +10,7 @@ fn access() -> AdminAccess {
 }
 
 /// base64url without padding, for building tokens.
-fn encode(bytes: &[u8]) -> String {
+pub(crate) fn encode(bytes: &[u8]) -> String {
     const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
@@ -22,7 +22,7 @@ fn encode(bytes: &[u8]) -> String {
     out
 }
 
-fn token(header: &Value, claims: &Value) -> String {
+pub(crate) fn token(header: &Value, claims: &Value) -> String {
     format!("{}.{}.{}", encode(header.to_string().as_bytes()), encode(claims.to_string().as_bytes()), encode(&[7; 256]))
 }
 
