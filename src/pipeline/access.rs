@@ -28,7 +28,7 @@
 
 use crate::config::access::AdminAccess;
 use crate::request::hmac::{hex, hmac_sha256};
-use serde::Deserialize;
+use serde_json::Value;
 
 /// The request header Access puts its token in.
 pub(crate) const ASSERTION_HEADER: &str = "cf-access-jwt-assertion";
@@ -111,28 +111,13 @@ pub enum AccessCheck {
     Refused(Refusal),
 }
 
-#[derive(Deserialize)]
-struct Header {
-    alg: String,
-    kid: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Audience {
-    One(String),
-    Many(Vec<String>),
-}
-
-#[derive(Deserialize)]
-struct Claims {
-    aud: Option<Audience>,
-    iss: Option<String>,
-    exp: Option<i64>,
-    nbf: Option<i64>,
-    email: Option<String>,
-    common_name: Option<String>,
-    sub: Option<String>,
+/// A part of the token as a JSON object (`serde_json::Value`, which the
+/// Worker's Wasm holds already: no deserializer of its own).
+fn object(part: &str) -> Option<serde_json::Map<String, Value>> {
+    match serde_json::from_str(std::str::from_utf8(&decode(part)?).ok()?).ok()? {
+        Value::Object(map) => Some(map),
+        _ => None,
+    }
 }
 
 /// Reads the token `jwt` (the header's value) for `access` at `now_ms`:
@@ -147,41 +132,45 @@ pub(crate) fn check(jwt: &str, access: &AdminAccess, now_ms: i64) -> Result<Proo
     let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
         return Err(Refusal::Malformed("parts"));
     };
-    let header: Header = decode(h).and_then(|b| serde_json::from_slice(&b).ok()).ok_or(Refusal::Malformed("header"))?;
-    if header.alg != "RS256" {
+    let header = object(h).ok_or(Refusal::Malformed("header"))?;
+    if header.get("alg").and_then(Value::as_str) != Some("RS256") {
         return Err(Refusal::Algorithm);
     }
-    let kid = header.kid.filter(|k| (1..=256).contains(&k.len())).ok_or(Refusal::Malformed("kid"))?;
-    let claims: Claims = decode(p).and_then(|b| serde_json::from_slice(&b).ok()).ok_or(Refusal::Malformed("claims"))?;
+    let kid = header.get("kid").and_then(Value::as_str).filter(|k| (1..=256).contains(&k.len())).ok_or(Refusal::Malformed("kid"))?;
+    let claims = object(p).ok_or(Refusal::Malformed("claims"))?;
     let identity = claims_hold(&claims, access, now_ms)?;
     let signature = decode(s).filter(|s| !s.is_empty()).ok_or(Refusal::Malformed("signature"))?;
     let signed = jwt.as_bytes().get(..h.len() + 1 + p.len()).unwrap_or_default().to_vec();
-    Ok(Proof { kid, signed, signature, identity, csrf: csrf_of(jwt) })
+    Ok(Proof { kid: kid.to_string(), signed, signature, identity, csrf: csrf_of(jwt) })
 }
 
 /// The claims' checks, in order: issuer, audience, expiry, not-before;
 /// the identity.
-fn claims_hold(claims: &Claims, access: &AdminAccess, now_ms: i64) -> Result<String, Refusal> {
-    if claims.iss.as_deref() != Some(access.issuer().as_str()) {
+fn claims_hold(claims: &serde_json::Map<String, Value>, access: &AdminAccess, now_ms: i64) -> Result<String, Refusal> {
+    let text = |name: &str| claims.get(name).and_then(Value::as_str);
+    if text("iss") != Some(access.issuer().as_str()) {
         return Err(Refusal::Issuer);
     }
-    let held = match &claims.aud {
-        Some(Audience::One(one)) => access.audience.iter().any(|a| a == one),
-        Some(Audience::Many(many)) => many.iter().any(|m| access.audience.iter().any(|a| a == m)),
+    let ours = |v: &Value| v.as_str().is_some_and(|tag| access.audience.iter().any(|a| a == tag));
+    let held = match claims.get("aud") {
+        Some(Value::Array(many)) => many.iter().any(ours),
+        Some(one) => ours(one),
         None => false,
     };
     if !held {
         return Err(Refusal::Audience);
     }
     let now_s = now_ms.div_euclid(1000);
-    match claims.exp {
+    match claims.get("exp").and_then(Value::as_i64) {
         Some(exp) if now_s < exp.saturating_add(LEEWAY_S) => {}
         _ => return Err(Refusal::Expired),
     }
-    if claims.nbf.is_some_and(|nbf| nbf > now_s.saturating_add(LEEWAY_S)) {
-        return Err(Refusal::NotYetValid);
+    match claims.get("nbf") {
+        None => {}
+        Some(nbf) if nbf.as_i64().is_some_and(|nbf| nbf <= now_s.saturating_add(LEEWAY_S)) => {}
+        Some(_) => return Err(Refusal::NotYetValid),
     }
-    let named = [&claims.email, &claims.common_name, &claims.sub].into_iter().flatten().find(|n| !n.trim().is_empty());
+    let named = ["email", "common_name", "sub"].into_iter().filter_map(text).find(|n| !n.trim().is_empty());
     Ok(named.map(|n| crate::count::registry::clean_text(n, 254)).unwrap_or_else(|| "access".into()))
 }
 
@@ -229,37 +218,23 @@ pub(crate) struct Jwk {
     pub(crate) e: String,
 }
 
-#[derive(Deserialize)]
-struct RawKey {
-    kid: Option<String>,
-    kty: Option<String>,
-    alg: Option<String>,
-    #[serde(rename = "use")]
-    usage: Option<String>,
-    n: Option<String>,
-    e: Option<String>,
-}
-
 /// The RSA signature keys of a JWKS document (`{ "keys": [...] }`): `kty`
 /// `RSA`, `alg` (when given) `RS256`, `use` (when given) `sig`, `n` and `e`
-/// base64url; others skipped. `None`: not such a document, or no such key.
+/// base64url (`n` of 1024 bits or more); others skipped. `None`: not such
+/// a document, or no such key in it.
 pub(crate) fn parse_keys(text: &str) -> Option<Vec<Jwk>> {
-    #[derive(Deserialize)]
-    struct Doc {
-        keys: Vec<serde_json::Value>,
-    }
-    let doc: Doc = serde_json::from_str(text).ok()?;
-    let keys: Vec<Jwk> = doc
-        .keys
-        .into_iter()
-        .filter_map(|v| serde_json::from_value::<RawKey>(v).ok())
-        .filter(|k| k.kty.as_deref() == Some("RSA") && k.alg.as_deref().is_none_or(|a| a == "RS256") && k.usage.as_deref().is_none_or(|u| u == "sig"))
-        .filter_map(|k| {
-            let (kid, n, e) = (k.kid?, k.n?, k.e?);
-            (!kid.is_empty() && decode(&n).is_some_and(|b| b.len() >= 128) && decode(&e).is_some_and(|b| !b.is_empty())).then_some(Jwk { kid, n, e })
-        })
-        .take(MAX_KEYS)
-        .collect();
+    let doc: Value = serde_json::from_str(text).ok()?;
+    let key = |k: &Value| {
+        let field = |name: &str| k.get(name).and_then(Value::as_str);
+        let optional = |name: &str, want: &str| k.get(name).is_none_or(|v| v.as_str() == Some(want));
+        if field("kty") != Some("RSA") || !optional("alg", "RS256") || !optional("use", "sig") {
+            return None;
+        }
+        let (kid, n, e) = (field("kid")?, field("n")?, field("e")?);
+        let sound = !kid.is_empty() && decode(n).is_some_and(|b| b.len() >= 128) && decode(e).is_some_and(|b| !b.is_empty());
+        sound.then(|| Jwk { kid: kid.to_string(), n: n.to_string(), e: e.to_string() })
+    };
+    let keys: Vec<Jwk> = doc.get("keys")?.as_array()?.iter().filter_map(key).take(MAX_KEYS).collect();
     (!keys.is_empty()).then_some(keys)
 }
 

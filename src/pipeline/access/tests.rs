@@ -111,12 +111,29 @@ fn malformed_tokens_are_refused() {
         format!("x{h}.{rest}"),
         format!("{}.{rest}", encode(b"not json")),
         format!("{}.{rest}", encode(br#"{"alg":"RS256","alg":"none","kid":"k1"}"#)),
-        format!("{h}.{}.AAAA", encode(br#"{"exp":"tomorrow"}"#)),
         format!("{h}.{}.AAAA", encode(b"[]")),
         "x".repeat(MAX_TOKEN_BYTES + 1),
     ] {
         assert!(matches!(check(&bad, &access(), NOW_MS), Err(Refusal::Malformed(_) | Refusal::Algorithm)), "{bad:.80}");
     }
+}
+
+#[test]
+fn claims_of_the_wrong_type_are_refused() {
+    for (field, value, refusal) in [
+        ("exp", json!("tomorrow"), Refusal::Expired),
+        ("exp", json!(1.8e12), Refusal::Expired),
+        ("nbf", json!("now"), Refusal::NotYetValid),
+        ("aud", json!({"aud-tag": true}), Refusal::Audience),
+        ("aud", json!([7]), Refusal::Audience),
+        ("iss", json!(["https://acme.cloudflareaccess.com"]), Refusal::Issuer),
+    ] {
+        assert_eq!(check(&token(&header(), &with(claims(), field, value.clone())), &access(), NOW_MS), Err(refusal), "{field}: {value}");
+    }
+    assert_eq!(check(&token(&with(header(), "kid", json!(5)), &claims()), &access(), NOW_MS), Err(Refusal::Malformed("kid")));
+    assert_eq!(check(&token(&with(header(), "alg", json!(["RS256"])), &claims()), &access(), NOW_MS), Err(Refusal::Algorithm));
+    let no_one = with(with(claims(), "email", Value::Null), "sub", json!(" "));
+    assert_eq!(check(&token(&header(), &no_one), &access(), NOW_MS).unwrap().identity, "access", "no name: still the operator, named as such");
 }
 
 #[test]
