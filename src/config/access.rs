@@ -26,6 +26,16 @@ impl AdminAccess {
         format!("https://{}", self.team_domain)
     }
 
+    /// What `tollgate check` notes of it, for the admin prefix `prefix`.
+    pub(crate) fn note(&self, prefix: &str) -> String {
+        format!(
+            "admin: Cloudflare Access signs operators in under {prefix} (tokens of {}, audience {}): put the Access application on {prefix}; \
+             tollgate checks every token itself, so a request Access did not let through opens nothing",
+            self.issuer(),
+            self.audience.join(", ")
+        )
+    }
+
     /// The team's signing keys (JWKS): `https://<team domain>/cdn-cgi/access/certs`.
     pub(crate) fn certs_url(&self) -> String {
         format!("https://{}/cdn-cgi/access/certs", self.team_domain)
@@ -103,6 +113,7 @@ mod tests {
         assert_eq!((a.team_domain.as_str(), a.audience.as_slice()), ("acme.cloudflareaccess.com", ["aud1".to_string()].as_slice()));
         assert_eq!(a.issuer(), "https://acme.cloudflareaccess.com");
         assert_eq!(a.certs_url(), "https://acme.cloudflareaccess.com/cdn-cgi/access/certs");
+        assert!(a.note("/.tollgate").starts_with("admin: Cloudflare Access signs operators in under /.tollgate (tokens of https://acme.cloudflareaccess.com, audience aud1)"));
         assert_eq!(read(json!({ "team_domain": "acme.cloudflareaccess.com", "audience": ["a", "b"] })).unwrap().unwrap().audience, ["a", "b"]);
         assert_eq!(Config::from_json(&json!({ "rules": [] })).unwrap().admin_access, None, "off by default");
         for (access, says) in [
