@@ -26,7 +26,9 @@ impl AdminAccess {
         format!("https://{}", self.team_domain)
     }
 
-    /// What `tollgate check` notes of it, for the admin prefix `prefix`.
+    /// What `tollgate check` notes of it, for the admin prefix `prefix`
+    /// (not in the Worker's build).
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
     pub(crate) fn note(&self, prefix: &str) -> String {
         format!(
             "admin: Cloudflare Access signs operators in under {prefix} (tokens of {}, audience {}): put the Access application on {prefix}; \
