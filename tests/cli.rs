@@ -638,3 +638,18 @@ algorithm = "gcra"
     let (_, again, notes) = tollgate(&["migrate", new.to_str().unwrap()]);
     assert_eq!((again.as_str(), notes.lines().filter(|l| l.starts_with("migrated: ")).count()), (migrated.as_str(), 0), "nothing left to migrate");
 }
+
+#[test]
+fn check_notes_cloudflare_access_and_refuses_a_team_domain_that_is_not_one() {
+    let config = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/wrangler.toml")).unwrap();
+    let with = |team: &str| config.replacen("[vars.TOLLGATE]\n", &format!("[vars.TOLLGATE]\nadmin_access = {{ team_domain = \"{team}\", audience = \"aud-tag\" }}\n"), 1);
+    assert!(with("x").contains("admin_access"), "the shipped config has a [vars.TOLLGATE] table");
+    let path = temp_toml("access.toml", &with("acme.cloudflareaccess.com"));
+    let (code, out, err) = tollgate(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("note: ") && out.contains("admin: Cloudflare Access signs operators in under /.tollgate (tokens of https://acme.cloudflareaccess.com, audience aud-tag)"), "{out}");
+    let path = temp_toml("access-bad.toml", &with("acme.example.com"));
+    let (code, _out, err) = tollgate(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(err.matches("field `admin_access.team_domain`: must be the Zero Trust team domain").count(), 1, "{err}");
+}

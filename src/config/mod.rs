@@ -29,6 +29,7 @@
 //! tables as a JSON Schema. The layer uses `request` and `count`, never
 //! `pipeline`.
 
+pub(crate) mod access;
 mod checks;
 pub(crate) mod cost;
 mod cost_fields;
@@ -121,6 +122,9 @@ pub struct Config {
     pub rules: Vec<Rule>,
     /// Path prefix of the admin API, e.g. `/.tollgate`.
     pub(crate) admin_prefix: String,
+    /// The Cloudflare Access application in front of the admin prefix
+    /// (`admin_access`): its tokens sign the operator in (issue 38).
+    pub(crate) admin_access: Option<access::AdminAccess>,
     /// Most body bytes read for `body:` keys.
     pub body_limit: u32,
     /// Most bytes of received uploads the isolate holds at once
@@ -263,6 +267,7 @@ impl Config {
             ipv6_prefix: DEFAULT_IPV6_PREFIX,
             rules: Vec::new(),
             admin_prefix: DEFAULT_ADMIN_PREFIX.to_string(),
+            admin_access: None,
             body_limit: DEFAULT_BODY_LIMIT,
             upload_budget: DEFAULT_UPLOAD_BUDGET,
             blocked_cache_capacity: crate::count::blocked::DEFAULT_CAPACITY,
@@ -377,11 +382,14 @@ const TOP_FIELDS: &[Field<Config>] = &[
             c.respelled = respelled;
         }
     }),
-    Field::optional("admin_prefix", Shape::Text("^/.*[^/]$"), "Path prefix of the admin API, active only with the TOLLGATE_ADMIN_TOKEN secret set (default \"/.tollgate\"; a canonical path, no trailing slash).", |c, i| {
+    Field::optional("admin_prefix", Shape::Text("^/.*[^/]$"), "Path prefix of the admin API, active only with the TOLLGATE_ADMIN_TOKEN secret set or admin_access (default \"/.tollgate\"; a canonical path, no trailing slash).", |c, i| {
         let message = "must be a canonical path such as \"/.tollgate\" (no trailing slash)";
         if let Some(prefix) = i.text(valid_admin_prefix, message) {
             c.admin_prefix = prefix;
         }
+    }),
+    Field::optional("admin_access", Shape::Table(access::access_infos), "Cloudflare Access in front of the console and the admin API: { team_domain, audience }. A request under admin_prefix whose Cf-Access-Jwt-Assertion holds a valid token of that application is the operator's (the admin API is then on even without TOLLGATE_ADMIN_TOKEN, which stays for API clients and the CLI).", |c, i| {
+        c.admin_access = access::read_access(i);
     }),
     Field::optional("body_limit", Shape::Integer(1, 1_048_576), "Most bytes of a request body read for `body:` keys and form parameters (default 16384).", |c, i| {
         if let Some(bytes) = i.number(1..=1_048_576, "number of bytes") {

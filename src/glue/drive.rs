@@ -17,6 +17,7 @@ use crate::pipeline::facts::{self, Facts, HeaderMap};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
 use crate::pipeline::metrics;
 use crate::pipeline::upload::{self, Receipt, UploadLimits};
+use crate::pipeline::access::AccessCheck;
 use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
 use futures_util::future::join_all;
@@ -68,8 +69,8 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
                 hold = held;
                 machine.uploaded(receipt, started);
             }
-            Next::Admin { lockout, route, lockout_binds } => {
-                return Ok(Decided::Admin(admin_request(env, config, lockout, route, lockout_binds).await?));
+            Next::Admin { lockout, route, lockout_binds, access } => {
+                return Ok(Decided::Admin(admin_request(env, config, (lockout, route, lockout_binds), access).await?));
             }
             Next::Count(checks) => {
                 let outcomes = join_all(checks.into_iter().map(|(applied, op)| check(env, applied, op))).await;
@@ -222,18 +223,19 @@ fn write_metrics(dataset: &worker::AnalyticsEngineDataset, points: Vec<metrics::
 async fn admin_request(
     env: &Env,
     config: &Config,
-    lockout: &Applied<'_>,
-    route: &AdminRoute<'_>,
-    lockout_binds: bool,
+    (lockout, route, lockout_binds): (&Applied<'_>, &AdminRoute<'_>, bool),
+    access: Option<&AccessCheck>,
 ) -> worker::Result<web_sys::Response> {
     if with_isolate(|isolate| isolate.first_admin()) {
         // Once per isolate, at its first admin request: no deploy-time check sees the secret.
-        let token = load_secrets(env, config).admin_token.clone().unwrap_or_default();
-        write_logs(crate::pipeline::admin::short_token_event(&token).as_slice());
+        if let Some(token) = load_secrets(env, config).admin_token.clone() {
+            write_logs(crate::pipeline::admin::short_token_event(&token).as_slice());
+        }
     }
-    let (mut flow, mut step) = AdminFlow::start(config, lockout, route, lockout_binds, now_ms());
+    let (mut flow, mut step) = AdminFlow::start(config, lockout, route, lockout_binds, access, now_ms());
     let answer = loop {
         step = match step {
+            AdminStep::VerifyAccess(proof) => flow.verified(proof, crate::glue::access::verify(config, proof).await),
             AdminStep::Lockout(applied, op) => flow.locked(check(env, applied, op).await),
             AdminStep::Control { id, change, timeout_ms } => {
                 let result = objects::control(env, id, &change, timeout_ms).await;

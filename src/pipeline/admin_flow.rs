@@ -4,7 +4,9 @@
 //! choices (the lockout, what to set, what to report) are all made here.
 //!
 //! ```text
-//! AdminFlow::start ─▶ Lockout (a wrong credential, or a short right token) ─▶ locked(outcome)
+//! AdminFlow::start ─▶ VerifyAccess (a Cloudflare Access token whose claims
+//!   hold) ─▶ verified(result) ─▶ on as below, no lockout asked; refused: Done
+//!   ─▶ Lockout (a wrong credential, or a short right token) ─▶ locked(outcome)
 //!   ─▶ Done (refused: 429, 401, 403, 503, 4xx; or the rules listed)
 //!   ─▶ a console session: Sessions (the last sign-out) ─▶ sessions(result)
 //!      ─▶ Done (signed out since: the sign-in page) or on, as below;
@@ -18,6 +20,7 @@ use crate::config::Config;
 use crate::count::controls::{Change, Controls};
 use crate::count::protocol::{Call, CallFailure, Op, Reply};
 use crate::pipeline::admin::{self, AdminAction, AdminRequest, AdminRoute, Gate};
+use crate::pipeline::access::{AccessCheck, Proof, Refusal};
 use crate::pipeline::applied::Applied;
 use crate::pipeline::verdict::{LogEvent, Outcome};
 use crate::count::registry::{self, Entry, RegistryCall};
@@ -26,9 +29,17 @@ use crate::pipeline::console::traffic::{self, Range};
 use crate::pipeline::console::{html, Auth, ConsoleRoute, Page};
 use serde_json::Value;
 
+/// Where Cloudflare Access signs out on the console's host.
+pub(crate) const ACCESS_LOGOUT: &str = "/cdn-cgi/access/logout";
+
 /// What the driver does next.
 #[derive(Debug)]
 pub(crate) enum AdminStep<'f> {
+    /// Verify the Access token's RS256 signature with the team's key of
+    /// `proof.kid` (the driver fetches the keys when
+    /// [`Keys::step`](crate::pipeline::access::Keys::step) says so), then
+    /// [`AdminFlow::verified`].
+    VerifyAccess(&'f Proof),
     /// Ask the lockout counter with `op`, then [`AdminFlow::locked`].
     Lockout(&'f Applied<'f>, Op),
     /// Set `change` in the object `id`, then [`AdminFlow::changed`].
@@ -101,6 +112,9 @@ pub(crate) struct AdminFlow<'f> {
     session: Option<&'f ConsoleRoute<AdminRoute<'f>>>,
     /// The session was found not signed out.
     session_holds: bool,
+    /// Who Cloudflare Access signed in, once the token's signature held:
+    /// every `admin` line names them (`operator`).
+    operator: Option<&'f str>,
 }
 
 impl<'f> AdminFlow<'f> {
@@ -110,11 +124,42 @@ impl<'f> AdminFlow<'f> {
         lockout: &'f Applied<'f>,
         route: &'f AdminRoute<'f>,
         lockout_binds: bool,
+        access: Option<&'f AccessCheck>,
         now_ms: i64,
     ) -> (AdminFlow<'f>, AdminStep<'f>) {
-        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, listed: Vec::new(), console: None, range: Range::Hour, session: None, session_holds: false };
-        let step = if lockout_binds { AdminStep::Lockout(lockout, admin::lockout_op(route)) } else { flow.gate(None) };
+        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, listed: Vec::new(), console: None, range: Range::Hour, session: None, session_holds: false, operator: None };
+        let step = match access {
+            Some(AccessCheck::Pending(proof)) => AdminStep::VerifyAccess(proof),
+            Some(AccessCheck::Refused(refusal)) => flow.access_refused(refusal),
+            None if lockout_binds => AdminStep::Lockout(lockout, admin::lockout_op(route)),
+            None => flow.gate(None),
+        };
         (flow, step)
+    }
+
+    /// What verifying the Access token's signature gave: the request goes
+    /// on as the operator's (no lockout asked: a signature is no guess),
+    /// or is refused.
+    pub(crate) fn verified(&mut self, proof: &'f Proof, result: Result<(), Refusal>) -> AdminStep<'f> {
+        match result {
+            Ok(()) => {
+                self.operator = Some(proof.identity.as_str());
+                self.gate(None)
+            }
+            Err(refusal) => self.access_refused(&refusal),
+        }
+    }
+
+    /// An Access token refused: 401 (the API), or the sign-in page (the
+    /// console); logged `admin_denied` with the reason (`access`).
+    fn access_refused(&mut self, refusal: &Refusal) -> AdminStep<'f> {
+        let fields = vec![("client_hash", Value::from(self.lockout.key_hash.as_str())), ("access", refusal.reason().into())];
+        self.logs.push(LogEvent::new("admin_denied", fields));
+        let own = match self.route {
+            AdminRoute::Console(console) => html::sign_in(&console.prefix, 401, Some("Cloudflare Access's sign-in could not be verified: open the console through Access again.")),
+            _ => admin::unauthorized(),
+        };
+        self.done(AdminResponse::Own(own))
     }
 
     /// The lockout counter's outcome.
@@ -155,21 +200,33 @@ impl<'f> AdminFlow<'f> {
                 self.session = Some(console);
                 return AdminStep::Sessions { call: RegistryCall::SignedOut, timeout_ms: self.config.admin_lockout.timeout_ms };
             }
-            Auth::Session { csrf, .. } => match (console.page, &console.inner) {
-                (Page::SignOut, _) => {
-                    self.logs.push(LogEvent::new("admin", vec![("action", "sign_out".into()), client()]));
-                    let call = RegistryCall::SignOut { at_ms: self.now_ms, keep_ms: session::SESSION_MS };
-                    return AdminStep::Sessions { call, timeout_ms: self.config.admin_lockout.timeout_ms };
+            Auth::Session { .. } if console.page == Page::SignOut => {
+                self.logs.push(LogEvent::new("admin", vec![("action", "sign_out".into()), client()]));
+                let call = RegistryCall::SignOut { at_ms: self.now_ms, keep_ms: session::SESSION_MS };
+                return AdminStep::Sessions { call, timeout_ms: self.config.admin_lockout.timeout_ms };
+            }
+            // Access signs out at the host's own logout path.
+            Auth::Access { .. } if console.page == Page::SignOut => {
+                self.logs.push(LogEvent::new("admin", vec![("action", "sign_out".into()), client()]));
+                html::redirect(ACCESS_LOGOUT, None)
+            }
+            Auth::Session { csrf, .. } | Auth::Access { csrf, .. } => return self.signed_in(console, csrf),
+        };
+        self.done(AdminResponse::Own(own))
+    }
+
+    /// A signed-in console page: the sign-in page or home lead on to Rules;
+    /// any other shows its admin route's answer, or nothing asked.
+    fn signed_in(&mut self, console: &'f ConsoleRoute<AdminRoute<'f>>, csrf: &'f str) -> AdminStep<'f> {
+        let own = match (console.page, &console.inner) {
+            (Page::Home | Page::SignIn, _) => html::redirect(&format!("{}{}", console.prefix, Page::Rules.path()), None),
+            (_, inner) => {
+                self.console = Some((console, csrf));
+                match inner {
+                    Some(inner) => return self.serve(admin::gate(self.lockout, inner, None)),
+                    None => html::page(self.config, console, csrf, None),
                 }
-                (Page::Home, _) => html::redirect(&format!("{prefix}{}", Page::Rules.path()), None),
-                (_, inner) => {
-                    self.console = Some((console, csrf.as_str()));
-                    match inner {
-                        Some(inner) => return self.serve(admin::gate(self.lockout, inner, None)),
-                        None => html::page(self.config, console, csrf, None),
-                    }
-                }
-            },
+            }
         };
         self.done(AdminResponse::Own(own))
     }
@@ -344,6 +401,11 @@ impl<'f> AdminFlow<'f> {
     }
 
     fn done(&mut self, response: AdminResponse) -> AdminStep<'f> {
+        if let Some(operator) = self.operator {
+            for log in self.logs.iter_mut().filter(|l| l.event == "admin") {
+                log.fields.push(("operator", operator.into()));
+            }
+        }
         let response = match (self.console.take(), response) {
             (Some((console, csrf)), AdminResponse::Json(body)) => AdminResponse::Own(html::page(self.config, console, csrf, Some(Ok(&body)))),
             (Some((console, csrf)), AdminResponse::Own(problem)) => AdminResponse::Own(html::page(self.config, console, csrf, Some(Err(&problem)))),
@@ -376,12 +438,16 @@ mod tests {
         let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let facts = Facts { method, url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
         let mut machine = Machine::new(&config, facts, &PlanMemo::new(1));
-        let Next::Admin { lockout, route, lockout_binds } = machine.next(None) else { panic!("not an admin request") };
-        let (mut flow, mut step) = AdminFlow::start(&config, lockout, route, lockout_binds, 1_000_000);
+        let Next::Admin { lockout, route, lockout_binds, access } = machine.next(None) else { panic!("not an admin request") };
+        let (mut flow, mut step) = AdminFlow::start(&config, lockout, route, lockout_binds, access, 1_000_000);
         let reply = || decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0 5/60000/1/4/60000").unwrap();
         let mut steps = Vec::new();
         loop {
             step = match &step {
+                AdminStep::VerifyAccess(proof) => {
+                    steps.push("verify");
+                    flow.verified(proof, Ok(()))
+                }
                 AdminStep::Lockout(..) => {
                     steps.push("lockout");
                     let outcome = answer(&step).unwrap_or(Outcome::Allowed { windows: Vec::new(), reservation: None });
@@ -470,9 +536,9 @@ mod tests {
         if let Next::Body { .. } = machine.next(None) {
             machine.body(body);
         }
-        let Next::Admin { lockout, route, lockout_binds } = machine.next(None) else { panic!("not an admin request") };
+        let Next::Admin { lockout, route, lockout_binds, access } = machine.next(None) else { panic!("not an admin request") };
         assert!(!lockout_binds, "a session asks no lockout counter");
-        let (flow, step) = AdminFlow::start(config, lockout, route, lockout_binds, 1_000_000);
+        let (flow, step) = AdminFlow::start(config, lockout, route, lockout_binds, access, 1_000_000);
         run(flow, step);
     }
 
@@ -504,6 +570,74 @@ mod tests {
             let AdminStep::Done(done) = flow.sessions(Ok(String::new())) else { panic!("more steps") };
             assert!(matches!(done.response, AdminResponse::Own(ref own) if own.status == 303 && own.header("set-cookie").is_some_and(|c| c.contains("Max-Age=0"))));
         });
+    }
+
+
+    /// An admin request under `admin_access` with the Access token of
+    /// `claims` (its signature left to the driver), run to its end with the
+    /// signature's check answering `verified`; the steps and the answer.
+    fn run_access(url: &str, claims: serde_json::Value, verified: Result<(), Refusal>) -> (Vec<&'static str>, AdminAnswer) {
+        let mut value = json!({ "rules": [{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] }] });
+        value["admin_access"] = json!({ "team_domain": "acme.cloudflareaccess.com", "audience": "aud-tag" });
+        let config = Config::from_json(&value).unwrap();
+        let jwt = crate::pipeline::access::tests::token(&json!({ "alg": "RS256", "kid": "k1" }), &claims);
+        let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("cf-access-jwt-assertion", &jwt), ("authorization", "Bearer a wrong token")]);
+        let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
+        let facts = Facts { method: "GET", url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
+        let mut machine = Machine::new(&config, facts, &PlanMemo::new(1));
+        let Next::Admin { lockout, route, lockout_binds, access } = machine.next(None) else { panic!("not an admin request") };
+        assert!(!lockout_binds, "an Access token asks no lockout counter, and the bearer beside it is not compared");
+        let (mut flow, mut step) = AdminFlow::start(&config, lockout, route, lockout_binds, access, 1_000_000);
+        let mut steps = Vec::new();
+        loop {
+            step = match step {
+                AdminStep::VerifyAccess(proof) => {
+                    steps.push("verify");
+                    assert_eq!(proof.kid, "k1");
+                    flow.verified(proof, verified.clone())
+                }
+                AdminStep::ReadControls { .. } => {
+                    steps.push("controls");
+                    flow.controls(Ok(Controls::default()))
+                }
+                AdminStep::Call { .. } => {
+                    steps.push("status");
+                    flow.called(Ok(decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0 5/60000/1/4/60000").unwrap()))
+                }
+                AdminStep::Done(done) => return (steps, done),
+                other => panic!("{other:?}"),
+            };
+        }
+    }
+
+    #[test]
+    fn an_access_token_is_verified_first_and_its_operator_named_on_every_admin_line() {
+        let claims = json!({ "aud": ["aud-tag"], "iss": "https://acme.cloudflareaccess.com", "exp": 1_300, "email": "ann@example.com" });
+        let (steps, done) = run_access("https://example.com/.tollgate/status?rule=a&ip=198.51.100.7", claims.clone(), Ok(()));
+        assert_eq!(steps, ["verify", "status", "controls"]);
+        assert!(matches!(done.response, AdminResponse::Json(_)), "{:?}", done.response);
+        let lines: Vec<serde_json::Value> = done.logs.iter().map(|l| serde_json::from_str(&l.line()).unwrap()).collect();
+        assert_eq!(lines.len(), 1);
+        assert_eq!((lines[0]["action"].as_str(), lines[0]["operator"].as_str()), (Some("status"), Some("ann@example.com")));
+        // The signature refused: 401, nothing asked, the reason logged.
+        let (steps, done) = run_access("https://example.com/.tollgate/status?rule=a&ip=198.51.100.7", claims.clone(), Err(Refusal::Signature));
+        assert_eq!(steps, ["verify"]);
+        assert!(matches!(&done.response, AdminResponse::Own(r) if r.status == 401), "{:?}", done.response);
+        let line: serde_json::Value = serde_json::from_str(&done.logs[0].line()).unwrap();
+        assert_eq!((line["tollgate"].as_str(), line["access"].as_str()), (Some("admin_denied"), Some("signature")));
+        // Claims that do not hold: refused before any key is looked at.
+        let mut expired = claims.clone();
+        expired["exp"] = json!(900);
+        let (steps, done) = run_access("https://example.com/.tollgate/rules", expired, Ok(()));
+        assert!(steps.is_empty(), "{steps:?}");
+        assert!(matches!(&done.response, AdminResponse::Own(r) if r.status == 401));
+        assert!(done.logs[0].line().contains("\"access\":\"expired\""), "{}", done.logs[0].line());
+        // The console: the page, with who signed in.
+        let (steps, done) = run_access("https://example.com/.tollgate/ui/rules", claims, Ok(()));
+        assert_eq!(steps[0], "verify");
+        let AdminResponse::Own(own) = done.response else { panic!("not a page") };
+        assert!(own.body.contains("<span id=\"who\""), "{}", own.body);
+        assert!(own.body.contains("ann@example.com"));
     }
 
 }

@@ -67,6 +67,8 @@ pub(crate) struct Isolate {
     admin_seen: bool,
     /// The received-upload bytes held ([`crate::pipeline::upload`]).
     pub(crate) upload_budget: UploadBudget,
+    /// The Cloudflare Access team's signing keys ([`crate::pipeline::access`]).
+    pub(crate) access_keys: crate::pipeline::access::Keys,
 }
 
 impl Default for Isolate {
@@ -88,6 +90,7 @@ impl Isolate {
             totals: AllowedTotals::default(),
             admin_seen: false,
             upload_budget: UploadBudget::new(),
+            access_keys: crate::pipeline::access::Keys::default(),
         }
     }
 

@@ -74,7 +74,8 @@ pub(crate) enum Next<'m, 'c> {
     /// then [`Machine::uploaded`] ([`crate::pipeline::upload`]).
     Upload(UploadLimits),
     /// An admin request: never forwarded ([`crate::pipeline::admin`]).
-    Admin { lockout: &'m Applied<'c>, route: &'m AdminRoute<'c>, lockout_binds: bool },
+    /// `access`: its Cloudflare Access token, read, if any.
+    Admin { lockout: &'m Applied<'c>, route: &'m AdminRoute<'c>, lockout_binds: bool, access: Option<&'m crate::pipeline::access::AccessCheck> },
     /// Ask each rule's counter with its op, concurrently, then
     /// [`Machine::counted`] with the outcomes, index for index.
     Count(Vec<(&'m Applied<'c>, Op)>),
@@ -129,8 +130,8 @@ impl<'c, 'f> Machine<'c, 'f> {
         }
         match &self.plan.route {
             Route::NeedsBody => Next::Body { limit: self.config.body_limit },
-            Route::Admin { lockout, route, lockout_binds } => {
-                Next::Admin { lockout: lockout.as_ref(), route, lockout_binds: *lockout_binds }
+            Route::Admin { lockout, route, lockout_binds, access } => {
+                Next::Admin { lockout: lockout.as_ref(), route, lockout_binds: *lockout_binds, access: access.as_ref() }
             }
             Route::Check(applied) if !applied.is_empty() && self.refused.is_none() && self.known.is_none() => {
                 if upgrade::refusing(applied, self.facts.headers).is_some() {

@@ -2,6 +2,7 @@
 //! the counters' outcomes → the verdict, and every effect of it (logs,
 //! metrics, memo, settlements, admin answers).
 
+pub(crate) mod access;
 pub(crate) mod admin;
 pub(crate) mod admin_flow;
 pub mod applied;

@@ -27,6 +27,7 @@
 
 use crate::pipeline::admin::{self, AdminError, AdminRoute};
 use crate::pipeline::console;
+use crate::pipeline::access::{self, AccessCheck};
 use crate::pipeline::applied::{object_name, Applied, Exempted, KeyOutcome, Matched};
 use crate::request::body::{self, BodyParams, Unreadable};
 use crate::request::canon::{canonical_path_entering, normalize_key, CanonError, CanonicalQuery, RawUrl, Source};
@@ -155,8 +156,12 @@ pub enum Route<'c> {
     /// [`Route::MissingKey`] of that rule instead (400). `lockout_binds` is
     /// false for the right token when it is long enough to
     /// [pass the lockout](admin::token_passes_lockout): its counter is then
-    /// not asked.
-    Admin { lockout: Box<Applied<'c>>, route: AdminRoute<'c>, lockout_binds: bool },
+    /// not asked. `access`: what the request's Cloudflare Access token
+    /// says ([`crate::pipeline::access`]), when `admin_access` is set and
+    /// the request carries one: then it alone signs the operator in (the
+    /// route is planned as authorized; the admin flow verifies the
+    /// signature before serving it), and no lockout counter is asked.
+    Admin { lockout: Box<Applied<'c>>, route: AdminRoute<'c>, lockout_binds: bool, access: Option<AccessCheck> },
     /// Plan again with the body read (capped).
     NeedsBody,
     /// A matching rule's key is missing and the rule rejects: 400. The
@@ -210,7 +215,10 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     // A path that enters the admin prefix is tollgate's, wherever its dot
     // segments lead: a browser sends the session cookie with it (issue 35).
     if entered {
-        if let Some(token) = (parts.admin_token)() {
+        let token = (parts.admin_token)();
+        if token.is_some() || config.admin_access.is_some() {
+            // Access only: no token matches "" (`token_matches`, `session::verify`).
+            let token = token.unwrap_or_default();
             let query = CanonicalQuery::parse(raw_query);
             let under = admin::is_admin_path(&config.admin_prefix, &path);
             let page = if under { console::page(&config.admin_prefix, &path, parts.method) } else { None };
@@ -544,21 +552,28 @@ fn admin_route<'c>(config: &'c Config, parts: &RequestParts<'_>, token: &str, as
         Ok(lockout) => lockout,
         Err(missing) => return Route::MissingKey { rule: &config.admin_lockout, missing },
     };
-    let refuse = |e: AdminError| Route::Admin { lockout: Box::new(lockout.clone()), route: AdminRoute::Invalid(e), lockout_binds: false };
+    let refuse = |e: AdminError| Route::Admin { lockout: Box::new(lockout.clone()), route: AdminRoute::Invalid(e), lockout_binds: false, access: None };
     if leaves {
         return refuse(AdminError::LeavesPrefix);
     }
+    let access = access_check(config, parts);
     if let Some(page) = page {
-        let (route, lockout_binds) = console_route(config, parts, token, page, query, &lockout.key);
-        return Route::Admin { lockout: Box::new(lockout), route: AdminRoute::Console(Box::new(route)), lockout_binds };
+        let (route, lockout_binds) = console_route(config, parts, token, page, query, &lockout.key, access.as_ref());
+        return Route::Admin { lockout: Box::new(lockout), route: AdminRoute::Console(Box::new(route)), lockout_binds, access };
     }
     let (fetch_site, origin) = ((parts.header)("sec-fetch-site"), (parts.header)("origin"));
     if admin::cross_site(fetch_site.as_deref(), origin.as_deref(), own_origin(parts.url)) {
         return refuse(AdminError::CrossSite);
     }
     let authorization = (parts.header)("authorization");
-    let authorized = admin::token_matches(token, authorization.as_deref());
-    let lockout_binds = if authorized { !admin::token_passes_lockout(token) } else { admin::presents_credential(authorization.as_deref()) };
+    let (authorized, lockout_binds) = match &access {
+        // The Access token alone decides; no guess of the admin token is made.
+        Some(check) => (matches!(check, AccessCheck::Pending(_)), false),
+        None => {
+            let authorized = admin::token_matches(token, authorization.as_deref());
+            (authorized, if authorized { !admin::token_passes_lockout(token) } else { admin::presents_credential(authorization.as_deref()) })
+        }
+    };
     let route = if !authorized {
         AdminRoute::Unauthorized
     } else {
@@ -574,7 +589,18 @@ fn admin_route<'c>(config: &'c Config, parts: &RequestParts<'_>, token: &str, as
             Err(e) => AdminRoute::Invalid(e),
         }
     };
-    Route::Admin { lockout: Box::new(lockout), route, lockout_binds }
+    Route::Admin { lockout: Box::new(lockout), route, lockout_binds, access }
+}
+
+/// The request's Cloudflare Access token, read ([`access::check`]), when
+/// the config names an Access application and the request carries one.
+fn access_check(config: &Config, parts: &RequestParts<'_>) -> Option<AccessCheck> {
+    let settings = config.admin_access.as_ref()?;
+    let jwt = (parts.header)(access::ASSERTION_HEADER).filter(|j| !j.trim().is_empty())?;
+    Some(match access::check(&jwt, settings, parts.now_ms) {
+        Ok(proof) => AccessCheck::Pending(Box::new(proof)),
+        Err(refusal) => AccessCheck::Refused(refusal),
+    })
 }
 
 /// The client's lockout counter: the built-in rule keyed as any `ip` rule
@@ -617,6 +643,7 @@ fn console_route<'c>(
     page: console::Page,
     query: &CanonicalQuery,
     client: &str,
+    access: Option<&AccessCheck>,
 ) -> (console::ConsoleRoute<AdminRoute<'c>>, bool) {
     let form = match parts.body {
         Body::Read(bytes) => Some(CanonicalQuery::parse(&String::from_utf8_lossy(bytes))),
@@ -633,6 +660,7 @@ fn console_route<'c>(
         log_key: parts.log_key,
         client,
         now_ms: parts.now_ms,
+        access,
     };
     console::route::plan(config, page, token, &request)
 }
@@ -766,7 +794,7 @@ mod tests {
         let wrong = ("authorization", "Bearer guess");
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4", &[IP, wrong], None, Some("s3cret"));
         match p.route {
-            Route::Admin { lockout, route: AdminRoute::Unauthorized, lockout_binds: true } => {
+            Route::Admin { lockout, route: AdminRoute::Unauthorized, lockout_binds: true, .. } => {
                 assert_eq!(lockout.rule.name, crate::config::lockout::LOCKOUT_RULE);
                 assert_eq!(lockout.key, "ip=198.51.100.7", "the client's IP, not the one asked about");
                 assert_eq!(lockout.id, format!("{}\nip=198.51.100.7", crate::config::lockout::LOCKOUT_RULE));

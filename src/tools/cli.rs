@@ -307,6 +307,9 @@ impl Cli<'_> {
         for note in config.rules.iter().filter_map(crate::config::relief_note) {
             outln!(self, "note: {path} {label}: {note}");
         }
+        if let Some(access) = &config.admin_access {
+            outln!(self, "note: {path} {label}: {}", access.note(&config.admin_prefix));
+        }
         for warning in section_warnings(section, &config) {
             outln!(self, "warning: {path} {label}: {warning}");
         }

@@ -59,7 +59,9 @@ pub(crate) fn redirect(location: &str, cookie: Option<String>) -> OwnResponse {
     own
 }
 
-fn document(prefix: &str, title: &str, csrf: Option<&str>, content: &str) -> String {
+/// A page: `csrf` for a signed-in one (its navigation and Sign out), with
+/// `who` Cloudflare Access signed in, when it did.
+fn document(prefix: &str, title: &str, csrf: Option<&str>, who: Option<&str>, content: &str) -> String {
     let mut nav = String::new();
     if let Some(csrf) = csrf {
         for (page, name) in [(Page::Rules, "Rules"), (Page::Traffic, "Traffic"), (Page::Keys, "Keys"), (Page::Controls, "Controls")] {
@@ -67,9 +69,10 @@ fn document(prefix: &str, title: &str, csrf: Option<&str>, content: &str) -> Str
         }
         let _ = write!(
             nav,
-            "</nav><form method=\"post\" action=\"{}/ui/signout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button>Sign out</button></form><nav>",
+            "</nav><form method=\"post\" action=\"{}/ui/signout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">{}<button>Sign out</button></form><nav>",
             esc(prefix),
-            esc(csrf)
+            esc(csrf),
+            who.map(|w| format!("<span id=\"who\" title=\"Signed in by Cloudflare Access\">{}</span> ", esc(w))).unwrap_or_default()
         );
     }
     format!(
@@ -90,13 +93,13 @@ pub(crate) fn sign_in(prefix: &str, status: u16, message: Option<&str>) -> OwnRe
 <p><button>Sign in</button></p></form></section>",
         esc(prefix)
     );
-    html(status, document(prefix, "Sign in", None, &form))
+    html(status, document(prefix, "Sign in", None, None, &form))
 }
 
 /// A refused post (another site, no CSRF token).
 pub(crate) fn forged(prefix: &str) -> OwnResponse {
     let text = "<p class=\"err\">Refused: this form did not come from the console (cross-site, or without its CSRF token).</p>";
-    html(403, document(prefix, "Refused", None, text))
+    html(403, document(prefix, "Refused", None, None, text))
 }
 
 /// A page of the signed-in console, from its admin answer: `Ok(json)`, or
@@ -121,7 +124,7 @@ pub(crate) fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answ
         _ => 200,
     };
     let banner = if route.short_token { short_token_banner() } else { String::new() };
-    html(status, document(&route.prefix, title, Some(csrf), &format!("{banner}{error}{content}")))
+    html(status, document(&route.prefix, title, Some(csrf), route.who.as_deref(), &format!("{banner}{error}{content}")))
 }
 
 /// The banner of every signed-in page while the admin token is short

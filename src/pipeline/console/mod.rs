@@ -98,6 +98,10 @@ pub(crate) enum Auth {
     /// A valid session (unless signed out since: the admin flow asks), its
     /// end and its CSRF token for the page's forms.
     Session { csrf: String, end_ms: i64 },
+    /// Signed in by Cloudflare Access (its token's claims hold; the admin
+    /// flow verifies its signature first): who, and the CSRF token of the
+    /// page's forms ([`crate::pipeline::access::csrf_of`]).
+    Access { identity: String, csrf: String },
     /// The right token in the sign-in form: the session cookie to set.
     SignedIn { cookie: String },
     /// A wrong token in the sign-in form (counted by the lockout).
@@ -112,7 +116,7 @@ pub(crate) enum Auth {
 impl Auth {
     /// Whether the request is the operator's.
     pub(crate) fn authorized(&self) -> bool {
-        matches!(self, Auth::Session { .. } | Auth::SignedIn { .. })
+        matches!(self, Auth::Session { .. } | Auth::SignedIn { .. } | Auth::Access { .. })
     }
 }
 
@@ -133,6 +137,9 @@ pub struct ConsoleRoute<R> {
     /// ([`TOKEN_PASSES_LOCKOUT_CHARS`](crate::pipeline::admin::TOKEN_PASSES_LOCKOUT_CHARS)):
     /// every page says so.
     pub(crate) short_token: bool,
+    /// Who signed in, when Cloudflare Access says (its `email`): shown
+    /// beside Sign out.
+    pub(crate) who: Option<String>,
 }
 
 #[cfg(test)]

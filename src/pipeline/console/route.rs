@@ -6,6 +6,7 @@
 use crate::config::Config;
 use crate::pipeline::admin::{self, AdminRoute};
 use crate::pipeline::applied::object_name;
+use crate::pipeline::access::AccessCheck;
 use crate::pipeline::console::session::{self, Session};
 use crate::pipeline::console::traffic::Range;
 use crate::pipeline::console::{Auth, ConsoleRoute, Page};
@@ -28,6 +29,9 @@ pub(crate) struct ConsoleRequest<'a> {
     /// The client as the admin lockout keys it: a session is bound to it.
     pub(crate) client: &'a str,
     pub(crate) now_ms: i64,
+    /// The request's Cloudflare Access token, read (with `admin_access`
+    /// set): it alone decides who the request is.
+    pub(crate) access: Option<&'a AccessCheck>,
 }
 
 /// The console route of `page` under the configured `token`, and whether
@@ -41,21 +45,40 @@ pub(crate) fn plan<'c>(config: &'c Config, page: Page, token: &str, req: &Consol
     let binds = match &auth {
         Auth::WrongToken => true,
         Auth::SignedIn { .. } => !admin::token_passes_lockout(token),
-        Auth::Session { .. } | Auth::Public | Auth::SignedOut { .. } | Auth::Forged => false,
+        Auth::Session { .. } | Auth::Access { .. } | Auth::Public | Auth::SignedOut { .. } | Auth::Forged => false,
     };
     let params = req.form.unwrap_or(req.query);
     let typed = typed_parts(config, params);
     let inner = if auth.authorized() { inner(config, page, params, req.log_key) } else { None };
-    let short_token = !admin::token_passes_lockout(token);
-    let route = ConsoleRoute { page, auth, prefix: config.admin_prefix.clone(), inner, typed, short_token };
+    // Access only (no token): no banner about a token there is not.
+    let short_token = !token.trim().is_empty() && !admin::token_passes_lockout(token);
+    let who = match &auth {
+        Auth::Access { identity, .. } => Some(identity.clone()),
+        _ => None,
+    };
+    let route = ConsoleRoute { page, auth, prefix: config.admin_prefix.clone(), inner, typed, short_token, who };
     (route, binds)
 }
 
 fn auth(page: Page, token: &str, req: &ConsoleRequest<'_>) -> Auth {
     let same_site = session::same_site(req.fetch_site, req.origin, req.own_origin);
     let field = |name: &str| req.form.and_then(|f| f.values(name).next());
+    match (page, req.access) {
+        (Page::Style, _) => return Auth::Public,
+        // Behind Access, its token alone: a form needs the token's CSRF
+        // token (signing in changes nothing: Access signed in already).
+        (_, Some(AccessCheck::Pending(proof))) => {
+            let csrf_ok = || same_site && field("csrf").is_some_and(|c| crate::request::hmac::same_bytes(c.as_bytes(), proof.csrf.as_bytes()));
+            return if page.changes_state() && page != Page::SignIn && !csrf_ok() {
+                Auth::Forged
+            } else {
+                Auth::Access { identity: proof.identity.clone(), csrf: proof.csrf.clone() }
+            };
+        }
+        (_, Some(AccessCheck::Refused(_))) => return Auth::SignedOut { expired: false },
+        _ => {}
+    }
     match page {
-        Page::Style => return Auth::Public,
         Page::SignIn if !same_site => return Auth::Forged,
         Page::SignIn => {
             let presented = field("token").unwrap_or("");
@@ -170,6 +193,7 @@ mod tests {
             log_key: None,
             client: "ip=203.0.113.7",
             now_ms: 10_000,
+            access: None,
         };
         let (route, binds) = plan(&config, page, TOKEN, &req);
         let inner = route.inner.as_ref().map(|r| format!("{r:?}").split([' ', '(', '{']).next().unwrap_or("").to_string());
