@@ -105,6 +105,7 @@ KEEP = [
     # --interfaces (definition paths: named by a kept signature, not by a caller)
     "count::tally::Tally", "count::tally::Tally::allowed",
     "request::key::ValueType",
+    "pipeline::access::AccessCheck",
     "pipeline::admin::AdminError",
     "pipeline::admin::AdminRequest",
     "pipeline::applied::Matched",

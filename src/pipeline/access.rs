@@ -104,7 +104,7 @@ pub(crate) struct Proof {
 
 /// What an admin request's Access token says, once read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum AccessCheck {
+pub enum AccessCheck {
     /// The claims hold: verify the signature.
     Pending(Box<Proof>),
     /// Refused already.
