@@ -106,6 +106,8 @@ KEEP = [
     "count::tally::Tally", "count::tally::Tally::allowed",
     "request::key::ValueType",
     "pipeline::access::AccessCheck",
+    "pipeline::access::Proof",
+    "pipeline::access::Refusal",
     "pipeline::admin::AdminError",
     "pipeline::admin::AdminRequest",
     "pipeline::applied::Matched",

@@ -54,7 +54,7 @@ const MAX_KEYS: usize = 16;
 /// Why a token was refused. Logged (`reason`), never shown in detail to
 /// the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub enum Refusal {
     /// Not a JWT as Access writes one (the part that is wrong).
     Malformed(&'static str),
     /// An `alg` other than `RS256`.
@@ -90,7 +90,7 @@ impl Refusal {
 
 /// A token whose claims hold, its signature still to verify.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Proof {
+pub struct Proof {
     /// The key it names.
     pub(crate) kid: String,
     /// The signed bytes: `header.payload` as sent.
