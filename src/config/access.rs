@@ -6,7 +6,7 @@
 //! operator's ([`crate::pipeline::access`]); the admin token stays for API
 //! clients and the CLI.
 
-use crate::config::reader::{infos, read_table, Field, FieldInfo, Input, Shape};
+use crate::config::reader::{infos, Field, FieldInfo, Input, Shape};
 
 /// The suffix of every Zero Trust team domain.
 pub(crate) const TEAM_SUFFIX: &str = ".cloudflareaccess.com";
@@ -89,9 +89,7 @@ pub(super) fn read_access(input: &mut Input<'_>) -> Option<AdminAccess> {
         return input.fail("must be a table { team_domain = \"acme.cloudflareaccess.com\", audience = \"<AUD tag>\" }");
     };
     let mut access = AdminAccess::default();
-    let before = input.errors.list.len();
-    read_table(table, ACCESS_FIELDS, &mut access, input.errors, &format!("{}.", input.field));
-    (input.errors.list.len() == before).then_some(access)
+    input.read_fields(table, ACCESS_FIELDS, &mut access).then_some(access)
 }
 
 /// The schema's view of [`ACCESS_FIELDS`].

@@ -6,7 +6,7 @@
 use crate::config::cost::{Count, Provider, Reading, Source, Usage};
 use crate::config::policy::Named;
 use crate::config::policy::MissingKey;
-use crate::config::reader::{infos, read_table, valid_header_name, Errors, Field, FieldInfo, Input, Shape, HEADER_NAME};
+use crate::config::reader::{infos, valid_header_name, Errors, Field, FieldInfo, Input, Shape, HEADER_NAME};
 use crate::config::rules::RuleSpec;
 
 /// A `metering` table while it is read.
@@ -73,9 +73,7 @@ fn weight_infos() -> Vec<FieldInfo> {
 fn read_reading(input: &mut Input<'_>) -> Option<Reading> {
     let Some(table) = input.value.as_object() else { return input.choice::<Provider>(None).map(Reading::Provider) };
     let mut path = None;
-    let before = input.errors.list.len();
-    read_table(table, JSON_FIELDS, &mut path, input.errors, &format!("{}.", input.field));
-    if input.errors.list.len() != before {
+    if !input.read_fields(table, JSON_FIELDS, &mut path) {
         return None;
     }
     path.map(Reading::Json)
@@ -85,9 +83,7 @@ fn read_reading(input: &mut Input<'_>) -> Option<Reading> {
 fn read_count(input: &mut Input<'_>) -> Option<Count> {
     let Some(table) = input.value.as_object() else { return input.choice::<Count>(None) };
     let mut weights = (None, None);
-    let before = input.errors.list.len();
-    read_table(table, WEIGHT_FIELDS, &mut weights, input.errors, &format!("{}.", input.field));
-    if input.errors.list.len() != before {
+    if !input.read_fields(table, WEIGHT_FIELDS, &mut weights) {
         return None;
     }
     Some(Count::Weighted { input: weights.0?, output: weights.1? })
@@ -107,9 +103,7 @@ pub(super) fn read_usage(input: &mut Input<'_>) -> Option<Usage> {
         return input.fail("must be a table { header = \"x-usage-units\", reserve = 1000, max = 100000 } or { usage = \"openai\", reserve = 1000, max = 1000 }");
     };
     let mut draft = UsageDraft { header: None, body: None, reserve: None, max: None, expose: None, count: None, cut: None };
-    let before = input.errors.list.len();
-    read_table(table, USAGE_FIELDS, &mut draft, input.errors, &format!("{}.", input.field));
-    if input.errors.list.len() != before {
+    if !input.read_fields(table, USAGE_FIELDS, &mut draft) {
         return None;
     }
     let (reserve, max) = (draft.reserve?, draft.max?);

@@ -77,9 +77,7 @@ pub(super) fn read_secret_header(input: &mut Input<'_>) -> Option<SecretHeader> 
         return input.fail(format!("must be a table {{ name, secret }}; a bare header name is spoofable ({SPOOFABLE_HEADER})"));
     };
     let mut header = SecretHeader { name: String::new(), secret: String::new() };
-    let before = input.errors.list.len();
-    read_table(table, SECRET_HEADER_FIELDS, &mut header, input.errors, &format!("{}.", input.field));
-    (input.errors.list.len() == before).then_some(header)
+    input.read_fields(table, SECRET_HEADER_FIELDS, &mut header).then_some(header)
 }
 
 /// The schema's view of [`EXEMPT_FIELDS`].

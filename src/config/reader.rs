@@ -233,6 +233,15 @@ impl Input<'_> {
         None
     }
 
+    /// `table` (this field's value) read with `fields` into `draft`, each
+    /// error under `<field>.<name>`: `true` when no field was wrong. What a
+    /// value that is no table means is the caller's.
+    pub(super) fn read_fields<D, S>(&mut self, table: &Map<String, Value>, fields: &[Field<D, S>], draft: &mut D) -> bool {
+        let before = self.errors.list.len();
+        read_table(table, fields, draft, self.errors, &format!("{}.", self.field));
+        self.errors.list.len() == before
+    }
+
     /// A whole number in `range`, `what` naming it in the error ("number of
     /// bytes").
     pub(super) fn number<T: TryFrom<u64>>(&mut self, range: RangeInclusive<u64>, what: &str) -> Option<T> {

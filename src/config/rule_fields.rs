@@ -364,9 +364,7 @@ pub(super) fn read_response(input: &mut Input<'_>) -> Option<CustomResponse> {
         return input.fail("must be a table { status = 429, content_type = \"text/html; charset=utf-8\", body = \"... {retry_after} ... {rule} ...\" }");
     };
     let mut draft = ResponseDraft::default();
-    let before = input.errors.list.len();
-    read_table(table, RESPONSE_FIELDS, &mut draft, input.errors, &format!("{}.", input.field));
-    if input.errors.list.len() != before {
+    if !input.read_fields(table, RESPONSE_FIELDS, &mut draft) {
         return None;
     }
     if draft.content_type.is_some() && draft.body.is_none() {
@@ -463,9 +461,7 @@ pub(super) fn read_trusted_device(input: &mut Input<'_>) -> Option<TrustedDevice
         cookie: DEFAULT_DEVICE_COOKIE.to_string(),
         ttl_s: DEFAULT_DEVICE_TTL_S,
     };
-    let before = input.errors.list.len();
-    read_table(table, DEVICE_FIELDS, &mut device, input.errors, &format!("{}.", input.field));
-    (input.errors.list.len() == before).then_some(device)
+    input.read_fields(table, DEVICE_FIELDS, &mut device).then_some(device)
 }
 
 /// The schema's view of [`RULE_FIELDS`].
