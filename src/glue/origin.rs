@@ -163,10 +163,10 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
           rest = value;
           // Each chunk of the origin's, as it is, to the usage reader
           // (issue 37); passed on unchanged unless the reader cuts.
-          const cut = onChunk && value instanceof Uint8Array ? onChunk(value) : undefined;
-          if (cut) {
-            rest = value.subarray(0, cut[0]);
-            tail = cut[1];
+          const asked = onChunk && value instanceof Uint8Array ? onChunk(value) : undefined;
+          if (asked) {
+            rest = value.subarray(0, asked[0]);
+            tail = asked[1];
             reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
           }
         }
