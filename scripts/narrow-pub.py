@@ -52,7 +52,8 @@ SRC = os.path.join(ROOT, "src")
 # "Public surface", lists the same). Everything else becomes `pub(crate)`.
 KEEP = [
     # The embed API (wasm32): an app Worker's check and settle.
-    "embed", "embed::check", "embed::check_as", "embed::settle",
+    "embed", "embed::check", "embed::check_as", "embed::settle", "embed::settle_response",
+    "embed::Settled::*",
     "embed::Decision::*", "embed::Client::*", "embed::Ticket",
     # The limiter Durable Object an embedding app binds as LIMITER.
     "Limiter",

@@ -8,6 +8,7 @@ export function tollgate(binding: (c: Context) => Tollgate): MiddlewareHandler {
     const decision = await tg.check(c.req.raw.clone(), clientOf(c.req.raw));
     if (decision.response) return decision.response;
     await next();
-    c.res = withFields(c.res, await settleWith(tg, decision, c.res));
+    const [sent, fields] = await settleWith(tg, decision, c.res);
+    c.res = withFields(sent ?? c.res, fields);
   };
 }

@@ -23,12 +23,21 @@ export interface TollgateDecision {
   headers: [string, string][];
   /** Present when a failures-only rule (`counting.statuses`) applied: pass it to `settle`. */
   ticket?: string;
+  /**
+   * True when the settlement reads the response's body (a usage rule reading
+   * an LLM's JSON or SSE answer, a `concurrency` slot held while it is sent):
+   * settle with the whole response, `settle(ticket, response)`, and send the
+   * response it hands back.
+   */
+  settleWithResponse?: boolean;
 }
 
 /** `settle`'s answer. */
 export interface TollgateSettlement {
   /** `Set-Cookie` fields of trusted devices (`trusted_device` rules), for the app's response. */
   headers: [string, string][];
+  /** With `settle(ticket, response)`: the response to send (its body is the one tollgate reads). */
+  response?: Response;
 }
 
 /** The RPC methods of the tollgate service binding. */
@@ -41,6 +50,13 @@ export interface Tollgate {
    * rule's `reservation_ttl`.
    */
   settle(ticket: string, status: number | null, headers?: Record<string, string>): Promise<TollgateSettlement>;
+  /**
+   * Settles a ticket with the app's whole response, as tollgate in front of
+   * an origin settles its answer: usage read from the JSON or SSE body as it
+   * streams, a `concurrency` slot held until it is sent, the settlement once
+   * the body is done. Send the `response` it returns.
+   */
+  settle(ticket: string, response: Response): Promise<TollgateSettlement & { response: Response }>;
 }
 
 /** `request.cf`'s country and ASN, for `check`. */
@@ -62,12 +78,24 @@ export function withFields(response: Response, fields: [string, string][]): Resp
   return out;
 }
 
-/** Settles `decision`'s ticket, if any, with `response` (`null`: none); the fields for the response. */
-export async function settleWith(tollgate: Tollgate, decision: TollgateDecision, response: Response | null): Promise<[string, string][]> {
-  if (decision.ticket === undefined) return decision.headers;
+/**
+ * Settles `decision`'s ticket, if any, with `response` (`null`: none): the
+ * response to send (the one tollgate hands back when it reads the body) and
+ * the fields to add to it.
+ */
+export async function settleWith(
+  tollgate: Tollgate,
+  decision: TollgateDecision,
+  response: Response | null,
+): Promise<[Response | null, [string, string][]]> {
+  if (decision.ticket === undefined) return [response, decision.headers];
+  if (response && decision.settleWithResponse) {
+    const settled = await tollgate.settle(decision.ticket, response);
+    return [settled.response, [...decision.headers, ...settled.headers]];
+  }
   const headers = response ? Object.fromEntries(response.headers) : undefined;
   const settled = await tollgate.settle(decision.ticket, response ? response.status : null, headers);
-  return [...decision.headers, ...settled.headers];
+  return [response, [...decision.headers, ...settled.headers]];
 }
 
 /**
@@ -90,6 +118,7 @@ export function limited<Env>(
       await settleWith(tollgate, decision, null);
       throw e;
     }
-    return withFields(response, await settleWith(tollgate, decision, response));
+    const [sent, fields] = await settleWith(tollgate, decision, response);
+    return withFields(sent ?? response, fields);
   };
 }

@@ -13,14 +13,13 @@
 use crate::config::headers::OwnResponse;
 use crate::config::upstream::Upstream;
 use crate::config::Config;
-use crate::glue::drive::{decide, response_headers, Client, Decided};
+use crate::glue::drive::{decide, Client, Decided};
 use crate::glue::isolate::{load_config, load_secrets, now_ms, respond, with_isolate, write_logs};
 use crate::glue::objects::{self, apply_settled, settle};
-use crate::glue::origin::{forward, watch_body, watch_upload, with_fields, UploadWatch, UsageFeed};
-use worker::wasm_bindgen_futures::JsFuture;
-use crate::pipeline::facts::{HeaderMap, Secrets};
-use crate::pipeline::machine::{self, Settle, Settled};
-use crate::pipeline::usage;
+use crate::glue::answer::answering;
+use crate::glue::origin::{forward, watch_upload, with_fields, UploadWatch};
+use crate::pipeline::facts::Secrets;
+use crate::pipeline::machine::{self, Settle};
 use std::rc::Rc;
 use crate::pipeline::upload;
 use crate::pipeline::verdict::{Answer, LogEvent};
@@ -153,49 +152,30 @@ async fn forward_and_settle(
         // Stopped as soon as the origin answers: a watch firing later
         // would abort the response's body.
         let too_slow = watch.is_some_and(|stop| stop.fired());
-        let response = if too_slow { Err(worker::Error::RustError("the upload did not finish in time".into())) } else { response };
-        let answer = response.as_ref().ok().map(|r| (r.status(), response_headers(r, &settlement.response_headers())));
-        let settled = settlement.after(answer.as_ref().map(|(status, headers)| (*status, headers)), &secrets, now_ms());
-        let cookies = settled.cookies.clone();
-        // A concurrency slot is held until the answer has been sent (or
-        // cut), or its session closed; a usage read from the body until it
-        // ended: the response goes first, then the settlement, once it is
-        // done.
-        let reading = match &response {
-            Ok(r) if !too_slow => usage::body_usage(&settlement.applied, r.status(), r.headers().get("content-type").ok().flatten().as_deref()).map(UsageFeed::new),
-            _ => None,
-        };
-        let watched = match &response {
-            Ok(r) if !too_slow => watch_body(r, settlement.hold(r.status(), now_ms()), reading.as_ref()),
-            _ => None,
-        };
-        if let Some((response, finished)) = watched {
-            let _ = done.send(Ok(Forwarded::Answered(response, cookies)));
-            let why = JsFuture::from(finished).await.ok().and_then(|word| word.as_string()).unwrap_or_default();
-            write_logs(&settlement.cut_events(&why));
-            let settled = match (reading, &answer) {
-                (Some(feed), Some((status, headers))) => after_body(&settlement, feed, &why, (*status, headers), &secrets),
-                _ => settled,
-            };
-            apply_settled(&env, settled).await;
-            return;
+        match response {
+            Ok(response) if !too_slow => {
+                // A watched answer goes first, then its settlement, once
+                // the body is done; any other is settled, then sent.
+                let answering = answering(&env, settlement, response, secrets);
+                let sent = Forwarded::Answered(answering.response, answering.cookies);
+                if answering.watched {
+                    let _ = done.send(Ok(sent));
+                    answering.settling.await;
+                } else {
+                    answering.settling.await;
+                    let _ = done.send(Ok(sent));
+                }
+            }
+            failed => {
+                apply_settled(&env, settlement.after(None, &secrets, now_ms())).await;
+                let _ = done.send(if too_slow { Ok(Forwarded::UploadTooSlow) } else { failed.map(|r| Forwarded::Answered(r, Vec::new())) });
+            }
         }
-        apply_settled(&env, settled).await;
-        let _ = done.send(if too_slow { Ok(Forwarded::UploadTooSlow) } else { response.map(|r| Forwarded::Answered(r, cookies)) });
     });
     match answered.await {
         Ok(answer) => answer,
         Err(_) => Err(worker::Error::RustError("the forwarding task ended without a response".into())),
     }
-}
-
-/// The settlement once a body whose usage was read ended (`why`, the
-/// watch's word; issue 37): each usage rule commits what its reader says
-/// of that end ([`usage::BodyUsage::tokens`]; none: `max`).
-fn after_body(settlement: &Settle<'static>, feed: UsageFeed, why: &str, answer: (u16, &HeaderMap), secrets: &Secrets) -> Settled {
-    let mut reading = feed.usage.borrow_mut();
-    reading.end(usage::End::from_word(why));
-    settlement.after_reading(Some(answer), &|rule| reading.tokens(rule), secrets, now_ms())
 }
 
 /// What [`forward_and_settle`] got.

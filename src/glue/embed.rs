@@ -144,6 +144,10 @@ pub struct Decision {
     pub headers: Vec<(String, String)>,
     /// What [`settle`] needs for failures-only rules (empty otherwise).
     pub ticket: Ticket,
+    /// Whether the settlement reads the response's body (a usage rule
+    /// reading an LLM's answer, a `concurrency` slot held while it is
+    /// sent): settle with [`settle_response`], which watches it.
+    pub needs_body: bool,
 }
 
 impl Decision {
@@ -153,12 +157,12 @@ impl Decision {
     }
 }
 
-fn allowed(headers: Vec<(String, String)>, ticket: Ticket) -> Decision {
-    Decision { response: None, headers, ticket }
+fn allowed(headers: Vec<(String, String)>, ticket: Ticket, needs_body: bool) -> Decision {
+    Decision { response: None, headers, ticket, needs_body }
 }
 
 fn answered(response: web_sys::Response) -> Decision {
-    Decision { response: Some(response), headers: Vec::new(), ticket: Ticket::default() }
+    Decision { response: Some(response), headers: Vec::new(), ticket: Ticket::default(), needs_body: false }
 }
 
 /// Runs the request through the config's rules, counting it as the
@@ -175,7 +179,7 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
     let config = match load_config(env).as_ref() {
         Ok(config) => config,
         // Logged by the standalone Worker's path only; here the policy.
-        Err((_, FailPolicy::Allow, _)) => return Ok(allowed(Vec::new(), Ticket::default())),
+        Err((_, FailPolicy::Allow, _)) => return Ok(allowed(Vec::new(), Ticket::default(), false)),
         Err(_) => {
             return Ok(answered(respond(&verdict::invalid_config())?));
         }
@@ -198,7 +202,8 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
             Ok(answered(respond(&own)?))
         }
         Answer::Forward { fields } => {
-            Ok(allowed(fields, crate::pipeline::ticket::issue(&decision.settle.applied, &decision.settle.outcomes)))
+            let needs_body = decision.settle.needs_body();
+            Ok(allowed(fields, crate::pipeline::ticket::issue(&decision.settle.applied, &decision.settle.outcomes), needs_body))
         }
     }
 }
@@ -231,3 +236,41 @@ pub async fn settle(
     apply_settled(env, settled).await;
     cookies
 }
+
+/// What [`settle_response`] hands back: the response to send and the
+/// `Set-Cookie` fields of the devices a success made trusted, for the app
+/// to add (with the [`Decision`]'s `headers`).
+#[derive(Debug)]
+pub struct Settled {
+    /// The app's response, or the same with its body watched (a usage rule
+    /// reading it, a concurrency slot held until it is sent).
+    pub response: web_sys::Response,
+    /// `Set-Cookie` fields (`trusted_device` rules).
+    pub cookies: Vec<(String, String)>,
+}
+
+/// Settles a [`check`]'s rules with the app's whole `response`, the way the
+/// standalone Worker settles the origin's answer: from its status and
+/// headers, and, for a rule that reads usage from the body (`metering.usage`:
+/// an LLM's JSON or SSE answer) or holds a `concurrency` slot, from its body
+/// as it streams to the client, unchanged. Send [`Settled::response`] (not
+/// the one handed in): its body is what is read. The settlement that waits
+/// for the body is kept alive with `ctx.wait_until` and runs once the body
+/// ended, was cut, or the client went away; any other is done when this
+/// returns. A ticket with nothing to settle gives the response back as is.
+pub async fn settle_response(env: &Env, ctx: &worker::Context, ticket: &Ticket, response: web_sys::Response) -> Settled {
+    if ticket.is_empty() {
+        return Settled { response, cookies: Vec::new() };
+    }
+    let Ok(config) = load_config(env).as_ref() else { return Settled { response, cookies: Vec::new() } };
+    let secrets = load_secrets(env, config);
+    let (applied, outcomes) = ticket.applied(config, secrets.log_key.as_deref());
+    let answering = crate::glue::answer::answering(env, Settle { applied, outcomes }, response, secrets);
+    if answering.watched {
+        ctx.wait_until(answering.settling);
+    } else {
+        answering.settling.await;
+    }
+    Settled { response: answering.response, cookies: answering.cookies }
+}
+

@@ -4,6 +4,7 @@
 //! decides nothing.
 
 pub(crate) mod access;
+pub(crate) mod answer;
 pub(crate) mod drive;
 pub(crate) mod edge;
 pub mod embed;

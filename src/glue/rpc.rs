@@ -36,6 +36,15 @@ fn entry_env(this: &JsValue) -> Result<Env, JsValue> {
     Ok(env.unchecked_into())
 }
 
+/// The entrypoint's `ctx` (its `waitUntil`).
+fn entry_context(this: &JsValue) -> Result<worker::Context, JsValue> {
+    let ctx = Reflect::get(this, &"ctx".into())?;
+    if !ctx.is_object() {
+        return Err(js_sys::Error::new("tollgate: called without an entrypoint ctx").into());
+    }
+    Ok(worker::Context::new(ctx.unchecked_into()))
+}
+
 fn error(e: impl std::fmt::Display) -> JsValue {
     js_sys::Error::new(&format!("tollgate: {e}")).into()
 }
@@ -55,8 +64,10 @@ fn client(options: &JsValue) -> Client {
     Client { country, asn }
 }
 
-/// `check(request, options?)` → `{ allowed, response?, headers, ticket? }`:
-/// `ticket` only when a failures-only rule applied (then `settle` it).
+/// `check(request, options?)` → `{ allowed, response?, headers, ticket?, settleWithResponse? }`:
+/// `ticket` only when a failures-only rule applied (then `settle` it);
+/// `settleWithResponse` (true) when its settlement reads the response's
+/// body: settle it with the whole response, `settle(ticket, response)`.
 #[wasm_bindgen(this)]
 pub async fn check(this: JsValue, request: JsValue, options: JsValue) -> Result<JsValue, JsValue> {
     let env = entry_env(&this)?;
@@ -72,6 +83,9 @@ pub async fn check(this: JsValue, request: JsValue, options: JsValue) -> Result<
     if !decision.ticket.is_empty() {
         let ticket = decision.ticket.encode(ticket_key(&env).as_deref(), crate::glue::isolate::now_ms());
         Reflect::set(&out, &"ticket".into(), &ticket.into())?;
+        if decision.needs_body {
+            Reflect::set(&out, &"settleWithResponse".into(), &true.into())?;
+        }
     }
     Ok(out.into())
 }
@@ -85,6 +99,14 @@ pub async fn check(this: JsValue, request: JsValue, options: JsValue) -> Result<
 /// (after a streamed body, to hold the slot while it streams), or the slot
 /// stays taken until the rule's `reservation_ttl`. The returned `headers` are `Set-Cookie`
 /// fields of trusted devices, for the app's response.
+///
+/// `settle(ticket, response)` → `{ headers, response }`: with the app's
+/// whole `Response` instead, tollgate settles it as the standalone Worker
+/// settles the origin's answer (issue 37): a usage rule reads the tokens
+/// from its JSON or SSE body as it streams, a `concurrency` slot is held
+/// until it is sent, and the settlement follows the body's end
+/// (`waitUntil`). The app must send the `response` handed back: its body
+/// is the one read (the one handed in was moved over RPC).
 #[wasm_bindgen(this)]
 pub async fn settle(this: JsValue, ticket: JsValue, status: JsValue, headers: JsValue) -> Result<JsValue, JsValue> {
     let env = entry_env(&this)?;
@@ -93,6 +115,10 @@ pub async fn settle(this: JsValue, ticket: JsValue, status: JsValue, headers: Js
         .as_string()
         .and_then(|t| Ticket::decode(&t, key.as_deref(), crate::glue::isolate::now_ms()))
         .ok_or_else(|| error("settle(ticket): not a ticket from this deployment's check, or over an hour old"))?;
+    let status = match status.dyn_into::<web_sys::Response>() {
+        Ok(response) => return settle_response(&this, &env, &ticket, response).await,
+        Err(status) => status,
+    };
     let status = match status.as_f64() {
         Some(s) if (100.0..=599.0).contains(&s) && s.fract() == 0.0 => Some(s as u16),
         Some(_) => return Err(error("settle(ticket, status): status must be an HTTP status (100-599)")),
@@ -111,6 +137,16 @@ pub async fn settle(this: JsValue, ticket: JsValue, status: JsValue, headers: Js
     let cookies = embed::settle(&env, &ticket, status, &read).await;
     let out = Object::new();
     Reflect::set(&out, &"headers".into(), &pairs(&cookies))?;
+    Ok(out.into())
+}
+
+/// `settle(ticket, response)`: the app's whole response settled
+/// ([`embed::settle_response`]), handed back to be sent.
+async fn settle_response(this: &JsValue, env: &Env, ticket: &Ticket, response: web_sys::Response) -> Result<JsValue, JsValue> {
+    let settled = embed::settle_response(env, &entry_context(this)?, ticket, response).await;
+    let out = Object::new();
+    Reflect::set(&out, &"headers".into(), &pairs(&settled.cookies))?;
+    Reflect::set(&out, &"response".into(), &settled.response)?;
     Ok(out.into())
 }
 

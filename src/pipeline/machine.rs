@@ -509,6 +509,15 @@ impl<'c> Settle<'c> {
         }
     }
 
+    /// Whether settling needs the answer's body, not only its status and
+    /// headers: a usage rule reads it (`metering.usage`), or a
+    /// `concurrency` slot is held while it is sent ([`Settle::hold`]). An
+    /// app settling itself (the crate, RPC) then hands tollgate its whole
+    /// response.
+    pub(crate) fn needs_body(&self) -> bool {
+        self.applied.iter().any(|a| a.rule.concurrency.is_some() || crate::pipeline::usage::reads_body(a.rule))
+    }
+
     /// The log lines of a held answer that tollgate cut, by the word its
     /// watch ended with ([`Hold`]): `idle` (the client stopped reading for
     /// `idle_release`) or `lapsed` (its slot would lapse); one
@@ -556,20 +565,33 @@ impl<'c> Settle<'c> {
     /// origin was unreachable, the app gave up): every reservation is then
     /// released. `now_ms` times the device cookies and the holds.
     pub(crate) fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> Settled {
-        self.after_reading(answer, &|_| None, secrets, now_ms)
+        let mut settled = self.after_reading(answer, &|_| None);
+        if let Some(answer) = answer {
+            settled.cookies = self.cookies(answer, secrets, now_ms);
+        }
+        settled
     }
 
-    /// [`Settle::after`] once the body was read (issue 37): `body` says the
-    /// tokens each usage rule read from it, by rule name
+    /// The `Set-Cookie` fields of the devices the answer's success made
+    /// trusted (`trusted_device` rules; read from its status and headers
+    /// only): what [`Settle::after`] puts in [`Settled::cookies`], asked
+    /// apart when the settlement waits for the body
+    /// ([`Settle::after_reading`]) and the cookies must go with the headers.
+    pub(crate) fn cookies(&self, answer: (u16, &HeaderMap), secrets: &Secrets, now_ms: i64) -> Vec<(String, String)> {
+        let header = |name: &str| answer.1.get(name);
+        let answered = Answered { status: answer.0, header: &header, body: &|_| None };
+        let secret = |name: &str| secrets.get(name);
+        verdict::device_cookies(&self.applied, &answered, &secret, now_ms)
+    }
+
+    /// [`Settle::after`] once the body was read (issue 37), without the
+    /// cookies (asked at the headers: [`Settle::cookies`]): `body` says
+    /// the tokens each usage rule read from it, by rule name
     /// ([`crate::pipeline::usage::BodyUsage::tokens`]).
-    pub(crate) fn after_reading(&self, answer: Option<(u16, &HeaderMap)>, body: &dyn Fn(&str) -> Option<u64>, secrets: &Secrets, now_ms: i64) -> Settled {
+    pub(crate) fn after_reading(&self, answer: Option<(u16, &HeaderMap)>, body: &dyn Fn(&str) -> Option<u64>) -> Settled {
         let header = |name: &str| answer.and_then(|(_, headers)| headers.get(name));
         let answered = answer.map(|(status, _)| Answered { status, header: &header, body });
         let mut settled = Settled::default();
-        if let Some(answered) = &answered {
-            let secret = |name: &str| secrets.get(name);
-            settled.cookies = verdict::device_cookies(&self.applied, answered, &secret, now_ms);
-        }
         for (a, outcome) in self.applied.iter().zip(&self.outcomes) {
             let Some(call) = verdict::settle(a, outcome, answered.as_ref()) else { continue };
             if let (Op::Commit, Some(answered)) = (call.op, &answered) {
@@ -795,7 +817,7 @@ mod tests {
         assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 400, None).is_none());
         assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 200, Some("text/event-stream")).is_some());
         let used = |tokens: Option<u64>| {
-            let settled = d.settle.after_reading(Some((200, &HeaderMap::default())), &|_| tokens, &Secrets::default(), NOW);
+            let settled = d.settle.after_reading(Some((200, &HeaderMap::default())), &|_| tokens);
             (settled.calls[0].call.op, settled.calls[0].call.used, settled.events.len())
         };
         assert_eq!(used(Some(420)), (Op::Commit, Some(420), 0));

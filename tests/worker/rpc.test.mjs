@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildSync } from "esbuild";
 import { parse as parseToml } from "smol-toml";
-import { withTollgate, mockOrigin, ROOT, COMPATIBILITY_DATE } from "./harness.mjs";
+import { withTollgate, mockOrigin, ROOT, COMPATIBILITY_DATE, sleep } from "./harness.mjs";
 import { json } from "./builders.mjs";
 
 const EXAMPLE = join(ROOT, "examples", "ts-app");
@@ -88,6 +88,45 @@ test("plain fetch wrapper over RPC: the same limits, failures-only and RateLimit
     for (let i = 0; i < 3; i++) assert.equal((await login("right")).status, 200);
     for (let i = 0; i < 5; i++) assert.equal((await login("wrong")).status, 401);
     assert.equal((await login("right")).status, 429);
+  }));
+
+// Issue 37 item 6: an app settling over RPC reads usage the same way as
+// tollgate in front of an origin. The Hono app streams OpenAI-style SSE
+// (usage in the final chunk) and settles with its whole response
+// (clients/ts: `settleWithResponse`); the rule's budget is 2,500 tokens a
+// day with reserve = max = 1,000. Answers of 500 tokens: read from the
+// stream, 4 fit (2,000 committed; a 5th's reserve would pass 2,500); were
+// the usage not read (each charged max), 2 would.
+test("TS app over RPC: a streamed answer's usage is read from the response handed to settle, the stream passes unchanged, the budget admits exactly 4 of 500 tokens", { timeout: 60_000 }, () =>
+  withTollgate(options(), async (tg) => {
+    const ask = () => tg.fetch("/v1/chat", { method: "POST", body: "{}", headers: { "x-tenant": "school", "x-tokens": "500" } });
+    const first = await ask();
+    assert.equal(first.status, 200);
+    assert.equal(first.headers.get("content-type"), "text/event-stream");
+    const text = await first.text();
+    assert.equal(text.split("\n\n").filter(Boolean).length, 4, "every event reached the client");
+    assert.match(text, /"total_tokens":500/);
+    assert.ok(text.endsWith("data: [DONE]\n\n"), "the stream's own end");
+    let served = 1;
+    let refusals = 0;
+    // A refusal may meet the previous answer's reservation still held while
+    // its commit lands: retried after a pause; three in a row end it.
+    for (let i = 0; i < 20 && refusals < 3; i++) {
+      const res = await ask();
+      await res.arrayBuffer();
+      if (res.status === 200) {
+        served++;
+        refusals = 0;
+      } else {
+        assert.equal(res.status, 429);
+        refusals++;
+        await sleep(300);
+      }
+    }
+    assert.equal(served, 4, "2,000 of 2,500 tokens committed from the streams' usage; the 5th reserve does not fit");
+    await tg.settled();
+    const missing = tg.logEvents().filter((e) => e.tollgate === "usage_missing");
+    assert.equal(missing.length, 0, "every stream reported its usage");
   }));
 
 // A Worker bound to tollgate that calls its RPC methods with bad arguments.

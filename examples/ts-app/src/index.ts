@@ -18,6 +18,28 @@ app.post("/login", async (c) => {
   const { password } = await c.req.json<{ email: string; password: string }>();
   return password === "right" ? c.text("welcome") : c.text("wrong password", 401);
 });
+// A streamed LLM-style answer (OpenAI's SSE: usage in the final chunk) of
+// `x-tokens` tokens: tollgate reads the usage as the stream passes.
+app.post("/v1/chat", (c) => {
+  const tokens = Number(c.req.header("x-tokens") ?? 0);
+  const events = [
+    { choices: [{ index: 0, delta: { content: "Hel" } }], usage: null },
+    { choices: [{ index: 0, delta: { content: "lo" } }], usage: null },
+    { choices: [], usage: { prompt_tokens: 0, completion_tokens: tokens, total_tokens: tokens } },
+  ];
+  const encoder = new TextEncoder();
+  const body = new ReadableStream({
+    async start(controller) {
+      for (const event of events) {
+        controller.enqueue(encoder.encode(`data: ${JSON.stringify(event)}\n\n`));
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      controller.enqueue(encoder.encode("data: [DONE]\n\n"));
+      controller.close();
+    },
+  });
+  return new Response(body, { headers: { "content-type": "text/event-stream" } });
+});
 app.get("/", (c) => c.text("home (not limited)"));
 app.get("/stats", (c) => c.json({ served }));
 
