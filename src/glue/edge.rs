@@ -19,7 +19,7 @@ use crate::glue::objects::{self, apply_settled, settle};
 use crate::glue::answer::answering;
 use crate::glue::origin::{forward, watch_upload, with_fields, UploadWatch};
 use crate::pipeline::facts::Secrets;
-use crate::pipeline::machine::{self, Settle};
+use crate::pipeline::machine::{self, Forwarding, Settle};
 use std::rc::Rc;
 use crate::pipeline::upload;
 use crate::pipeline::verdict::{Answer, LogEvent};
@@ -71,10 +71,8 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
         objects::send_refunds(ctx, env, config);
     }
     let secrets = load_secrets(env, config);
-    let reserves = decision.settles_after_forward();
-    let (answer, settlement, deadline) = (decision.answer, decision.settle, decision.upload_deadline);
-    // The usage headers the client never sees (kept with `expose`).
-    let hidden: Vec<&'static str> = settlement.hidden_headers();
+    let machine::Decision { answer, settle: settlement, forwarding, .. } = decision;
+    let Forwarding { settles, hidden, upload: watched_upload } = forwarding;
     let mut fields = match answer {
         Answer::Respond(own) => {
             // Not forwarded: every reservation made is released.
@@ -83,9 +81,9 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
         }
         Answer::Forward { fields } => fields,
     };
-    let response = if reserves {
+    let response = if settles {
         // The rest of a body over the buffer streams under the deadline.
-        let watch = match deadline.map(|deadline| watch_upload(&req, upload::left_ms(deadline, now_ms()))) {
+        let watch = match watched_upload.map(|w| watch_upload(&req, upload::left_ms(w.deadline_ms, now_ms()))) {
             None => None,
             Some(Some(watch)) => Some(watch),
             Some(None) => {
@@ -93,7 +91,7 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
                 return respond(&OwnResponse::problem(400, "Bad Request", "The request body cannot be forwarded.", None));
             }
         };
-        let timeout_ms = upload::limits_for(&settlement.applied).map_or(0, |l| l.timeout_ms);
+        let timeout_ms = watched_upload.map_or(0, |w| w.timeout_ms);
         match forward_and_settle(ctx, env, req, &config.upstream, settlement, secrets, watch).await? {
             Forwarded::Answered(response, cookies) => {
                 fields.extend(cookies);

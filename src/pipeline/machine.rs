@@ -180,7 +180,8 @@ impl<'c, 'f> Machine<'c, 'f> {
         if let Some((answer, event)) = refused {
             let mut logs = vec![event];
             crate::pipeline::who::annotate(&mut logs, &facts, config);
-            return Decision { answer, logs, kept: None, settle: Settle::none(), checked: false, upload_deadline: None, plan, metrics: false };
+            let forwarding = Forwarding::default();
+            return Decision { answer, logs, kept: None, settle: Settle::none(), checked: false, forwarding, plan, metrics: false };
         }
         let (refusing_at, outcomes) = match known {
             Some(known) => {
@@ -220,16 +221,9 @@ impl<'c, 'f> Machine<'c, 'f> {
         let mut logs = verdict::exempt_events(&plan.matched);
         logs.extend(verdict.events);
         crate::pipeline::who::annotate(&mut logs, &facts, config);
-        Decision {
-            answer: verdict.answer,
-            logs,
-            kept,
-            settle: Settle { applied, outcomes },
-            checked,
-            upload_deadline,
-            metrics,
-            plan,
-        }
+        let settle = Settle { applied, outcomes };
+        let forwarding = Forwarding::of(&settle, upload_deadline);
+        Decision { answer: verdict.answer, logs, kept, settle, checked, forwarding, metrics, plan }
     }
 }
 
@@ -343,9 +337,8 @@ pub(crate) struct Decision<'c> {
     /// Some rule's counter was asked: leased tokens past their expiry are
     /// due back ([`crate::count::lease`]); the non-matching path stays lean.
     pub(crate) checked: bool,
-    /// For a body over a failures-only rule's `upload_buffer`: when the
-    /// rest must have been forwarded (Unix ms).
-    pub(crate) upload_deadline: Option<i64>,
+    /// How a forwarded request is sent and settled ([`Forwarding`]).
+    pub(crate) forwarding: Forwarding<'c>,
     /// The plan decided on (`explain` reports it); its checked rules are
     /// in `settle`.
     pub(crate) plan: Plan<'c>,
@@ -362,7 +355,7 @@ impl<'c> Decision<'c> {
             kept: None,
             settle: Settle::none(),
             checked: false,
-            upload_deadline: None,
+            forwarding: Forwarding::default(),
             plan: Plan { canonical: None, matched: Vec::new(), route: Route::Check(Vec::new()) },
             metrics: false,
         }
@@ -391,11 +384,43 @@ impl<'c> Decision<'c> {
     pub(crate) fn makes_points(&self) -> bool {
         self.metrics
     }
+}
 
-    /// Whether the answer must wait for the settlement: a failures-only
-    /// rule reserved, so the request is forwarded and settled as one task.
-    pub(crate) fn settles_after_forward(&self) -> bool {
-        self.settle.applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve)
+/// How a forwarded request is sent and settled, decided with its answer:
+/// what the driver does besides adding [`Answer::Forward`]'s fields.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Forwarding<'c> {
+    /// Forwarded and settled as one task: a failures-only rule reserved,
+    /// so the origin's answer is settled ([`Settle::after`]) before the
+    /// client gets it, or after, when its body is watched ([`Settle::hold`]).
+    /// Otherwise the request is forwarded alone, nothing to settle.
+    pub(crate) settles: bool,
+    /// The usage headers removed from the client's response (those of
+    /// usage rules without `expose`; [`crate::config::cost`]).
+    pub(crate) hidden: Vec<&'c str>,
+    /// A body over a failures-only rule's `upload_buffer` streams to the
+    /// origin under a watch: it must have been forwarded by this deadline,
+    /// else the request is answered [`crate::pipeline::upload::too_slow`].
+    pub(crate) upload: Option<UploadWatch>,
+}
+
+/// The watch of an upload streamed past its buffer ([`Forwarding::upload`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct UploadWatch {
+    /// When the body must have been forwarded (Unix ms).
+    pub(crate) deadline_ms: i64,
+    /// The rule's `upload_timeout`, for the 408 and its log line.
+    pub(crate) timeout_ms: u32,
+}
+
+impl<'c> Forwarding<'c> {
+    fn of(settle: &Settle<'c>, upload_deadline: Option<i64>) -> Forwarding<'c> {
+        let timeout_ms = || upload::limits_for(&settle.applied).map_or(0, |l| l.timeout_ms);
+        Forwarding {
+            settles: settle.applied.iter().any(|a| verdict::check_op(a.rule) == Op::Reserve),
+            hidden: settle.hidden_headers(),
+            upload: upload_deadline.map(|deadline_ms| UploadWatch { deadline_ms, timeout_ms: timeout_ms() }),
+        }
     }
 }
 
@@ -549,7 +574,7 @@ impl<'c> Settle<'c> {
 
     /// The usage headers to remove from the client's response (those of
     /// usage rules without `expose`; [`crate::config::cost`]).
-    pub(crate) fn hidden_headers(&self) -> Vec<&'c str> {
+    fn hidden_headers(&self) -> Vec<&'c str> {
         let mut names: Vec<&'c str> = Vec::new();
         let rules = self.applied.iter().map(|a| -> &'c crate::config::rules::Rule { a.rule });
         for header in rules.filter_map(|rule| rule.usage.as_ref()).filter(|u| !u.expose).filter_map(|u| u.header()) {
@@ -726,6 +751,7 @@ mod tests {
         assert!(matches!(d.answer, Answer::Forward { .. }));
         assert_eq!(d.logs.iter().map(|e| e.event).collect::<Vec<_>>(), ["exempt"]);
         assert!(d.kept.is_none() && !d.checked);
+        assert_eq!(d.forwarding, Forwarding::default(), "forwarded alone, nothing to settle");
     }
 
     #[test]
@@ -735,7 +761,7 @@ mod tests {
         let reserved = |_: &Applied<'_>| Outcome::Allowed { windows: Vec::new(), reservation: Some(7) };
         let d = req.decide(c, &PlanMemo::new(4), &reserved);
         assert!(d.kept.is_none(), "a plan that read the body is never kept");
-        assert!(d.settles_after_forward());
+        assert_eq!(d.forwarding, Forwarding { settles: true, hidden: Vec::new(), upload: None }, "forwarded and settled as one task");
         assert_eq!(d.settle.response_headers(), ["x-user"]);
         let secrets = Secrets::default();
         let op = |settled: Settled| settled.calls.iter().map(|s| s.call.op).collect::<Vec<_>>();
@@ -816,6 +842,7 @@ mod tests {
         assert_eq!(d.settle.hold(400, NOW + 3_000), Hold::Headers, "an uncounted status is released at its headers");
         assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 400, None).is_none());
         assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 200, Some("text/event-stream")).is_some());
+        assert!(d.settle.needs_body() && d.forwarding.settles, "settled with its body, as one task with the forward");
         let used = |tokens: Option<u64>| {
             let settled = d.settle.after_reading(Some((200, &HeaderMap::default())), &|_| tokens);
             (settled.calls[0].call.op, settled.calls[0].call.used, settled.events.len())

@@ -84,7 +84,7 @@ mod tests {
         let d = ws("/ai/chat").decide(c, &PlanMemo::new(1), &counting);
         assert_eq!(asked.get(), 0, "no counter is asked");
         assert!(matches!(&d.answer, Answer::Respond(r) if r.status == 403), "{:?}", d.answer);
-        assert!(d.settle.is_empty() && !d.settles_after_forward(), "nothing reserved, nothing to settle");
+        assert!(d.settle.is_empty() && !d.forwarding.settles, "nothing reserved, nothing to settle");
         assert_eq!(d.logs.iter().map(|e| e.event).collect::<Vec<_>>(), ["upgrade_refused"]);
         for path in ["/shadow/chat", "/ws/chat"] {
             let d = ws(path).decide(c, &PlanMemo::new(1), &allowed);

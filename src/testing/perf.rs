@@ -69,9 +69,7 @@ fn one(config: &'static Config, isolate: &mut Isolate, objects: &mut BTreeMap<St
     if decision.checked {
         std::hint::black_box(isolate.refunds(config, now));
     }
-    let reserves = decision.settles_after_forward();
-    let hidden = decision.settle.hidden_headers();
-    std::hint::black_box((reserves, hidden));
+    std::hint::black_box(&decision.forwarding);
     match &decision.answer {
         Answer::Respond(own) => {
             let settled = decision.settle.after(None, &secrets, now);
