@@ -16,6 +16,7 @@
 
 pub(crate) mod html;
 pub(crate) mod route;
+pub(crate) mod rules;
 pub(crate) mod session;
 pub(crate) mod traffic;
 
