@@ -164,7 +164,7 @@ fn controls(body: &Value) -> String {
         return "<p>No ban or override is in force.</p>".into();
     }
     let mut out = String::from(
-        "<table id=\"controls\"><tr><th>Rule</th><th>Key hash</th><th>Control</th><th>Limits</th><th>Ends</th><th>Reason</th><th>Set by</th><th>Set</th></tr>",
+        "<table id=\"controls\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Control</th><th scope=\"col\">Limits</th><th scope=\"col\">Ends</th><th scope=\"col\">Reason</th><th scope=\"col\">Set by</th><th scope=\"col\">Set</th></tr>",
     );
     for c in list {
         let limits: Vec<String> = c["limits"].as_array().into_iter().flatten().map(|l| format!("{}/{}", l[0], duration(l[1].as_u64().unwrap_or(0)))).collect();
@@ -200,16 +200,25 @@ fn traffic(prefix: &str, body: Option<&Value>) -> String {
     match rules {
         None => out.push_str("<p>No points in this range.</p>"),
         Some(rules) => {
+            let bucket = body["bucket_s"].as_u64().unwrap_or(60);
+            let _ = write!(out, "<p>Decisions per {} (times in UTC), each line an action; the table under a chart gives its numbers.</p>", human(bucket * 1000));
             for (rule, per_action) in rules {
-                let _ = write!(out, "<section><h2>{}</h2>{}</section>", esc(rule), traffic::chart(rule, per_action));
+                let (from, bucket) = (body["from_s"].as_u64().unwrap_or(0), body["bucket_s"].as_u64().unwrap_or(60));
+                let _ = write!(
+                    out,
+                    "<section><h2>{}</h2>{}{}</section>",
+                    esc(rule),
+                    traffic::chart(rule, per_action, from, bucket),
+                    traffic::table(per_action, from, bucket)
+                );
             }
         }
     }
-    out.push_str("<section><h2>Top blocked keys</h2><table id=\"top-keys\"><tr><th>Rule</th><th>Key hash</th><th>Blocked</th></tr>");
+    out.push_str("<section><h2>Top blocked keys</h2><table id=\"top-keys\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Blocked</th></tr>");
     for k in body["top_keys"].as_array().into_iter().flatten() {
         let _ = write!(out, "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>", esc(&text(&k["rule"])), esc(&text(&k["key_hash"])), k["n"]);
     }
-    out.push_str("</table></section><section><h2>Top countries and colos (limited traffic)</h2><table id=\"top-places\"><tr><th>Country</th><th>Colo</th><th>Decisions</th></tr>");
+    out.push_str("</table></section><section><h2>Top countries and colos (limited traffic)</h2><table id=\"top-places\"><tr><th scope=\"col\">Country</th><th scope=\"col\">Colo</th><th scope=\"col\">Decisions</th></tr>");
     for p in body["top_places"].as_array().into_iter().flatten() {
         let _ = write!(out, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&text(&p["country"])), esc(&text(&p["colo"])), p["n"]);
     }
@@ -251,8 +260,8 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
     let mut out = String::new();
     if let Some(s) = status {
         let _ = write!(out, "<section id=\"status\"><h2>{} · <code>{}</code></h2>", esc(&text(&s["rule"])), esc(&text(&s["key_hash"])));
-        if s["action"].as_str() != Some("status") {
-            let _ = write!(out, "<p class=\"ok\">Done: {}.</p>", esc(&text(&s["action"])));
+        if let Some(done) = done(s["action"].as_str()) {
+            let _ = write!(out, "<p class=\"ok\" role=\"status\">Done: {done}.</p>");
         }
         let _ = write!(out, "<p>Limits from: <code>{}</code></p>", esc(&text(&s["limits_source"])));
         out.push_str(&windows(s));
@@ -274,6 +283,19 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
         out.push_str("<button>Look up</button></form></section>");
     }
     out
+}
+
+/// What an action did, in words (`None`: a status, nothing done).
+fn done(action: Option<&str>) -> Option<&'static str> {
+    Some(match action? {
+        "ban" => "banned",
+        "clear_ban" => "ban lifted",
+        "override" => "override set",
+        "clear_override" => "override cleared",
+        "reset" => "count reset",
+        "status" => return None,
+        _ => "done",
+    })
 }
 
 /// The key's windows: what it used and when each resets; on a banned key,
@@ -355,6 +377,23 @@ mod tests {
         assert_eq!(duration(900_000), "15m");
         assert_eq!(duration(86_400_000), "1d");
         assert_eq!(duration(1500), "1500ms");
+        assert_eq!(human(879_805), "14m 40s", "the issue's own: not 879805ms");
+        assert_eq!(human(3_600_000), "1h");
+        assert_eq!(human(3_660_000), "1h 1m");
+        assert_eq!(human(90_061_000), "1d 1h", "two units at most");
+        assert_eq!(human(400), "1s", "rounded up: never sooner than it says");
+        assert_eq!(human(0), "0s");
+    }
+
+    #[test]
+    fn a_banned_key_shows_the_ban_not_what_remains() {
+        let status = json!({ "ban": { "until_ms": 0, "reason": "<x>" }, "windows": [{ "limit": 10, "window_ms": 60_000, "used": 0, "remaining": 10, "reset_ms": 0 }] });
+        let shown = windows(&status);
+        assert!(shown.contains("Banned until 1970-01-01 00:00:00 UTC (&lt;x&gt;)") && !shown.contains("Remaining"), "{shown}");
+        let open = windows(&json!({ "windows": [{ "limit": 10, "window_ms": 900_000, "used": 3, "remaining": 7, "reset_ms": 879_805 }] }));
+        assert!(open.contains("<td>10/15m</td><td>3</td><td>7</td><td>14m 40s</td>"), "{open}");
+        assert_eq!(done(Some("clear_ban")), Some("ban lifted"));
+        assert_eq!(done(Some("status")), None);
     }
 
     #[test]

@@ -325,5 +325,11 @@ mod tests {
         assert!(html.contains("q=%3Cb%3E%27"), "the sample's query is encoded: {html}");
         assert!(html.contains(&esc(&words::lease(&r))), "the lease line is explain's");
         assert!(html.contains("3 per 60 s"), "{html}");
+        // `tollgate check` says a rule whose success clears the count never
+        // leases: so does its page (before issue 38 it read `lease auto`).
+        let login = rule(json!({ "name": "login", "path": "/login", "methods": ["POST"], "counting": { "mode": "response", "statuses": [401] },
+            "key": ["body:email"], "on_missing_key": "reject", "on_success": "clear", "limits": [{ "requests": 1000, "window": "15m" }] }));
+        let page = section(&login, &[]);
+        assert!(page.contains("<th scope=\"row\">Lease</th><td>off ("), "{page}");
     }
 }
