@@ -227,6 +227,12 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       assert.match(ends, /UTC$/);
       assert.ok(!(await page.content()).includes(BANNED), "no raw key on the Controls page");
       await shot(page, "controls");
+      if (SHOTS) {
+        await page.setViewport({ width: 390, height: 800 });
+        await page.goto(`${base}/ui/keys?rule=api&ip=${BANNED}`);
+        await shot(page, "keys-390");
+        await page.setViewport({ width: 1280, height: 800 });
+      }
       await auditAll(browser, [`${base}/ui/rules`, `${base}/ui/keys?rule=api&ip=${BANNED}`, `${base}/ui/keys`, `${base}/ui/controls`, `${base}/ui/traffic?range=hour`]);
       asked.splice(0);
 
@@ -249,7 +255,12 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       res = await page.goto(`${base}/ui/traffic?range=hour`);
       assert.equal(res.status(), 200);
       const charts = await page.$$eval("svg.chart", (svgs) => svgs.map((s) => [s.getAttribute("aria-label"), [...s.querySelectorAll("polyline")].map((p) => p.getAttribute("class"))]));
-      assert.deepEqual(charts, [["api", ["blocked", "exempt"]], ["login", ["shadow"]]]);
+      // Each chart's text alternative: every line's total, as the SQL API answered.
+      assert.deepEqual(charts, [["api: blocked 49, exempt 3", ["blocked", "exempt"]], ["login: shadow 5", ["shadow"]]]);
+      const axis = await page.$eval("svg.chart", (svg) => [...svg.querySelectorAll("text[text-anchor]")].map((t) => t.textContent));
+      assert.equal(axis.length, 5, "five times on the axis");
+      for (const t of axis) assert.match(t, /^\d\d:\d\d$/);
+      assert.match(await page.$eval("table.numbers", (t) => t.textContent), /blocked4942 at \d\d:\d\d/);
       const peak = await page.$eval("svg.chart polyline.blocked", (p) => p.getAttribute("points").split(" ").map((xy) => Number(xy.split(",")[1])));
       assert.equal(Math.min(...peak), 14, "the 42 is the chart's top");
       assert.match(await page.$eval("#top-keys", (t) => t.textContent), /88fc262cb3e5792f\s*49/);

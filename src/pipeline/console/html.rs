@@ -26,7 +26,7 @@ header a{color:#cfe3ff;text-decoration:none}header a[aria-current]{color:#fff;te
 header form{margin:0 0 0 auto}nav{display:flex;flex-wrap:wrap;gap:1em}\
 main{padding:1em 1.5em;max-width:70em;box-sizing:border-box}section{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:.6em 1em;margin:.8em 0}\
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #e5e8eb;padding:.3em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}\
-code{background:#eef1f4;padding:0 .25em;border-radius:3px;overflow-wrap:anywhere}pre.try{white-space:pre-wrap;overflow-wrap:anywhere;margin:.2em 0}\
+code{background:#eef1f4;padding:0 .25em;border-radius:3px;overflow-wrap:anywhere}pre.try{white-space:pre-wrap;overflow-wrap:anywhere;margin:.2em 0}th[scope=row]{width:1%;white-space:nowrap;overflow-wrap:normal}\
 .err{color:#a30d1b;font-weight:600}.ok{color:#176b2c;font-weight:600}\
 form.inline{display:flex;gap:.4em;flex-wrap:wrap;align-items:center;margin:.3em 0}input{padding:.25em .4em;max-width:100%;box-sizing:border-box}\
 button{padding:.3em .8em;border:1px solid #55606e;border-radius:4px;background:#fff;color:#1d2228;cursor:pointer}\
