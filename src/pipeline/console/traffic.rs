@@ -192,7 +192,7 @@ fn dashes(action: &str) -> &'static str {
 /// A bucket's start as the axis writes it: `HH:MM` (UTC), with the day
 /// (`MM-DD HH:MM`) when buckets are hours or longer.
 fn clock(t_s: u64, bucket_s: u64) -> String {
-    let full = crate::pipeline::console::html::time(i64::try_from(t_s.saturating_mul(1000)).unwrap_or(i64::MAX));
+    let full = crate::pipeline::console::time(i64::try_from(t_s.saturating_mul(1000)).unwrap_or(i64::MAX));
     let from = if bucket_s >= 3_600 { 5 } else { 11 };
     full.get(from..16).unwrap_or_default().to_string()
 }
