@@ -49,6 +49,7 @@ pub mod rules;
 pub(crate) mod spelling;
 pub(crate) mod upstream;
 mod written;
+pub(crate) mod words;
 
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) use checks::relief_note;

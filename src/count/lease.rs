@@ -159,13 +159,11 @@ impl LeaseMode {
     }
 
     /// Whether the rule can ever lease more than one unit.
-    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
     pub(crate) fn leases(&self) -> bool {
         self.settings().is_some_and(LeaseSettings::can_lease)
     }
 
-    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-    /// One line for `tollgate check` and `explain`.
+    /// One line for `tollgate check`, `explain` and the console's Rules page.
     pub(crate) fn describe(&self) -> String {
         match self {
             LeaseMode::Auto(s) if s.can_lease() => format!(

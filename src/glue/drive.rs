@@ -88,7 +88,10 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
 /// Writes `decision`'s log lines and metric points. `cf`: what
 /// [`cf_facts`] read of `request.cf` for the rules, if they read it.
 async fn record(req: &web_sys::Request, env: &Env, config: &Config, client: &Client, cf: Option<String>, decision: &Decision<'_>) {
-    let dataset = metrics_dataset(env).filter(|_| decision.makes_points());
+    // With the local sink on (local development), the points go there
+    // instead: `wrangler dev` binds a dataset that keeps nothing.
+    let sink = decision.makes_points() && crate::glue::traffic::sink_on(env);
+    let dataset = metrics_dataset(env).filter(|_| decision.makes_points() && !sink);
     // The lines the log episodes let through, first: a block folded into an
     // episode needs nothing more read.
     let (mut lines, summaries) = with_isolate(|isolate| isolate.episodes.filter_parts(&decision.logs, now_ms()));
@@ -102,7 +105,6 @@ async fn record(req: &web_sys::Request, env: &Env, config: &Config, client: &Cli
     }
     write_lines(&lines);
     write_lines(&summaries);
-    let sink = dataset.is_none() && decision.makes_points() && crate::glue::traffic::sink_on(env);
     apply(decision, dataset, &place, config);
     if sink {
         // Local development: the same points, allowed totals too, to the local sink.

@@ -15,7 +15,8 @@ use crate::pipeline::admin;
 use crate::request::canon::{CanonicalQuery, Source};
 use crate::config::Config;
 use crate::config::describe;
-use crate::config::policy::{Action, Counting, FailPolicy, Named};
+use crate::config::words::{lease, limits, policy};
+use crate::config::policy::{Counting, Named};
 use crate::pipeline::facts::{self, Facts, HeaderMap, Secrets};
 use crate::pipeline::machine::{self, Machine, Next};
 use crate::pipeline::memo::PlanMemo;
@@ -235,32 +236,6 @@ fn why_not(rule: &Rule, plan: &Plan<'_>, header: &dyn Fn(&str) -> Option<String>
     }
 }
 
-fn policy(rule: &Rule) -> String {
-    let action = match rule.action {
-        Action::Block => "",
-        Action::Log => " (shadow: never blocks)",
-    };
-    let on_error = match rule.on_error {
-        FailPolicy::Allow => " (fail open)",
-        FailPolicy::Deny => " (fail closed, 503)",
-    };
-    let mut counting = match &rule.counting {
-        Counting::All => "every request".to_string(),
-        Counting::Statuses(s) => format!("responses {s:?}"),
-    };
-    if let Some(n) = rule.concurrency {
-        counting.push_str(&format!("; at most {n} in flight per key (a slot held until the response is sent)"));
-    }
-    if let Some(u) = &rule.usage {
-        counting.push_str(&usage_text(u));
-    }
-    let mut line = format!("action {}{action}; on_error {}{on_error}; counts {counting}", rule.action.name(), rule.on_error.name());
-    if let Some(ms) = rule.penalty_ms {
-        let _ = write!(line, "; penalty {} (a refusal keeps the key refused that long)", crate::config::describe::duration(ms));
-    }
-    line
-}
-
 /// What a success would do to the rule for this request.
 fn success(on: &crate::config::policy::OnSuccess, own_method: bool) -> String {
     let action = match on.action {
@@ -276,21 +251,6 @@ fn success(on: &crate::config::policy::OnSuccess, own_method: bool) -> String {
     } else {
         "never for this request: not matched by its own method (an override, HEAD for GET, or OPTIONS)".to_string()
     }
-}
-
-/// The rule's lease mode in one line; for GCRA rules that lease, the
-/// widened bound ([`crate::count::lease`]).
-pub(crate) fn lease(rule: &Rule) -> String {
-    let mut line = rule.lease.describe();
-    if let (Some(s), true, crate::count::protocol::Algorithm::Gcra) = (rule.lease.settings(), rule.lease.leases(), rule.algorithm) {
-        let extra: Vec<String> = rule
-            .limits
-            .iter()
-            .map(|l| (s.ttl_ms * u64::from(l.requests.get())).div_ceil(l.window_ms.get()).to_string())
-            .collect();
-        let _ = write!(line, "; GCRA: up to {} more per window (⌈lease_ttl × N / W⌉)", extra.join(", "));
-    }
-    line
 }
 
 /// The rule's lease mode for `explain --json`, with the state it assumes
@@ -320,14 +280,6 @@ pub(crate) fn lease_note(rule: &Rule) -> Option<String> {
         _ if rule.lease.leases() => Some(format!("rule `{}`: lease {}", rule.name, lease(rule))),
         _ => None,
     }
-}
-
-fn limits(limits: &[crate::count::window::Limit]) -> String {
-    let limits: Vec<String> = limits
-        .iter()
-        .map(|l| format!("{} per {} s", l.requests, l.window_ms.get() as f64 / 1000.0))
-        .collect();
-    limits.join(", ")
 }
 
 /// The report as text.
@@ -648,23 +600,6 @@ fn checked_json(a: &Applied<'_>) -> Value {
 }
 
 /// How `explain` says a usage rule counts.
-fn usage_text(u: &crate::config::cost::Usage) -> String {
-    match u.header() {
-        Some(header) => format!(
-            ", in units the origin reports in `{header}` (reserves {} before forwarding; commits the header's value clamped to [0, {}], or {} when it is missing)",
-            u.reserve, u.max, u.reserve
-        ),
-        None => format!(
-            ", in {} the answer's body reports (reserves {} before forwarding; commits the usage read once the body ended, clamped to [0, {}], or {} when none was read, the client went away or the origin failed{})",
-            u.unit(),
-            u.reserve,
-            u.max,
-            u.max,
-            if u.cut { "; a stream whose usage passes the reserve is cut" } else { "" }
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -674,6 +609,43 @@ mod tests {
 
     fn request<'a>(method: &'a str, url: &'a str, headers: &'a [(String, String)]) -> ExplainRequest<'a> {
         ExplainRequest { method, url, headers, body: None, country: None, asn: None, verified_bot: None, secrets: &[], log_key: None, now_ms: 0 }
+    }
+
+    /// The console's "Try it" (issue 38): for every rule of the shipped
+    /// config, the presets and the examples, `explain` of the sample request
+    /// matches that rule and reads its whole key (no `answered 400`).
+    #[test]
+    fn the_consoles_try_it_matches_its_rule_in_explain() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let mut files = vec![format!("{root}/wrangler.toml")];
+        for dir in ["packages/tollgate/presets", "examples"] {
+            for entry in std::fs::read_dir(format!("{root}/{dir}")).unwrap().flatten() {
+                let path = entry.path();
+                let toml = if path.is_dir() { path.join("wrangler.toml") } else { path };
+                if toml.extension().is_some_and(|e| e == "toml") && toml.exists() {
+                    files.push(toml.display().to_string());
+                }
+            }
+        }
+        let mut tried = 0;
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let Ok(wrangler) = crate::tools::wrangler::parse(&file, &text) else { continue };
+            let Some(rules) = wrangler.pointer("/vars/TOLLGATE").cloned() else { continue };
+            let Ok(config) = Config::from_json(&rules) else { continue };
+            for rule in &config.rules {
+                let sample = crate::pipeline::console::rules::sample(rule, &config.rules).unwrap_or_else(|e| panic!("{file}: {}: {e}", rule.name));
+                let mut headers = sample.headers.clone();
+                headers.push(("cf-connecting-ip".into(), crate::pipeline::console::rules::SAMPLE_IP.into()));
+                let url = format!("https://{}{}", sample.host, sample.path_and_query);
+                let request = ExplainRequest { method: &sample.method, url: &url, headers: &headers, body: sample.body.as_deref().map(str::as_bytes), country: sample.country, asn: sample.asn, verified_bot: None, secrets: &[], log_key: None, now_ms: 0 };
+                let text = explain(&config, &request, &ALLOWED);
+                assert!(text.contains(&format!("rule {}: MATCH", rule.name)), "{file}: {}\n{}\n{text}", rule.name, sample.command());
+                assert!(!text.contains("answered 400"), "{file}: {}\n{}\n{text}", rule.name, sample.command());
+                tried += 1;
+            }
+        }
+        assert!(tried >= 10, "the presets and examples were read: {tried}");
     }
 
     #[test]

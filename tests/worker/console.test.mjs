@@ -5,12 +5,15 @@
 // finds it under Controls, sees the Worker answer that key 429, lifts the
 // ban; the pages' CSP holds with no console error. Then the attacks: a
 // cross-site form post, an expired session, the lockout on sign-in, a
-// rotated token. TOLLGATE_SCREENSHOTS=1 saves the pages into docs/.
+// rotated token. Every page at 1280 and 390 px: axe-core finds no
+// violation, nothing is wider than the window, Sign out is in view.
+// TOLLGATE_SCREENSHOTS=1 saves the pages into docs/.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { createHmac } from "node:crypto";
 import { createServer } from "node:http";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 import puppeteer from "puppeteer-core";
 import { startTollgate, tempDir, mockOrigin, ROOT } from "./harness.mjs";
@@ -24,6 +27,9 @@ const CONFIG = config(
 );
 const BANNED = "198.51.100.7";
 const SHOTS = process.env.TOLLGATE_SCREENSHOTS === "1";
+// axe-core from npm (a dev dependency), read as a file and injected.
+const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
+const WIDTHS = [1280, 390];
 
 /**
  * The Analytics Engine SQL API, answered at the network edge in its JSON
@@ -98,6 +104,44 @@ async function submit(page, formSelector) {
   return response;
 }
 
+/**
+ * axe-core's audit of `url` at `width` px, and the page's layout there.
+ * The console's CSP allows no script at all, so axe's own script could not
+ * run: this page, used for the audit only, bypasses the CSP
+ * (`setBypassCSP`). Every other page of these tests runs under the CSP and
+ * asserts that nothing violated it.
+ */
+async function audit(browser, url, width) {
+  const page = await browser.newPage();
+  try {
+    await page.setBypassCSP(true);
+    await page.setViewport({ width, height: 800 });
+    const res = await page.goto(url);
+    await page.addScriptTag({ path: AXE });
+    const { violations } = await page.evaluate(() => window.axe.run(document, { resultTypes: ["violations"] }));
+    const layout = await page.evaluate(() => ({
+      wide: document.documentElement.scrollWidth,
+      signOut: document.querySelector("header button")?.getBoundingClientRect().right ?? 0,
+    }));
+    return { status: res.status(), violations: violations.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`), layout };
+  } finally {
+    await page.close();
+  }
+}
+
+/** Every page of `urls` at every width: no axe violation, no sideways scroll. */
+async function auditAll(browser, urls) {
+  for (const url of urls) {
+    for (const width of WIDTHS) {
+      const { status, violations, layout } = await audit(browser, url, width);
+      assert.ok(status < 500, `${url}: ${status}`);
+      assert.deepEqual(violations, [], `${url} at ${width} px`);
+      assert.ok(layout.wide <= width, `${url} at ${width} px is ${layout.wide} px wide`);
+      assert.ok(layout.signOut <= width, `${url} at ${width} px: Sign out ends at ${layout.signOut} px`);
+    }
+  }
+}
+
 const shot = async (page, name) => {
   if (SHOTS) await page.screenshot({ path: join(ROOT, "docs", `console-${name}.png`), fullPage: true });
 };
@@ -115,7 +159,7 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
   try {
     await withBrowser(async (browser) => {
       const { page, problems } = await watchedPage(browser);
-      await page.setViewport({ width: 1100, height: 760 });
+      await page.setViewport({ width: 1280, height: 800 });
       let res = await page.goto(`${base}/`);
       assert.equal(res.status(), 200);
       const csp = res.headers()["content-security-policy"];
@@ -124,6 +168,7 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       assert.doesNotMatch(csp, /unsafe-inline|script-src/, "no script is allowed at all");
       assert.equal(res.headers()["x-frame-options"], "DENY");
       await shot(page, "signin");
+      await auditAll(browser, [`${base}/`]);
 
       // A wrong token, then the right one.
       await page.type("input[name=token]", "not-the-token");
@@ -144,18 +189,32 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       assert.equal(cookie.path, "/.tollgate", "never sent to the origin");
       const rules = await page.$$eval("main h2", (hs) => hs.map((h) => h.textContent));
       assert.deepEqual(rules, ["api", "login"]);
-      assert.match(await page.content(), /tollgate explain https:\/\/example\.com\/api\/x/);
+      // Try it: an explain of a request each rule takes (tools/explain.rs
+      // checks every preset's against explain itself).
+      assert.deepEqual(await page.$$eval("main pre.try", (ps) => ps.map((p) => p.textContent)), [
+        "tollgate explain 'https://example.com/api/x' -X GET --ip 203.0.113.7",
+        "tollgate explain 'https://example.com/login' -X POST -H 'content-type: application/x-www-form-urlencoded' --data 'email=demo' --ip 203.0.113.7",
+      ]);
+      const ruleRows = await page.$$eval("section:first-of-type table.rule tr", (trs) => trs.map((tr) => tr.cells[0].textContent));
+      assert.deepEqual(ruleRows, ["Matches", "Limits", "Key", "Policy", "Lease"], "rules in explain's words, not a dump of fields");
       await shot(page, "rules");
 
-      // Look the key up, ban it with a reason.
+      // Look the key up (after two requests of its own), ban it with a reason.
+      for (let i = 0; i < 2; i++) assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200);
       res = await page.goto(`${base}/ui/keys?rule=api&ip=${BANNED}`);
       assert.equal(res.status(), 200);
       assert.ok(await page.$("#status"), "the key's status");
+      assert.deepEqual(await page.$$eval("main .err:not(#short-token)", (es) => es.map((e) => e.outerHTML)), [], "no stray status line");
+      const [used, resets] = await page.$eval("#windows tr:nth-child(2)", (tr) => [tr.cells[1].textContent, tr.cells[3].textContent]);
+      assert.equal(used, "2");
+      assert.match(resets, /^[1-9]\d?s$|^1m$/, "a person's units, not milliseconds");
       await page.type("form:has(input[value=ban]) input[name=reason]", "scraping the catalogue");
       res = await page.$eval("form:has(input[value=ban]) input[name=for]", (i) => (i.value = "10m"));
       res = await submit(page, "form:has(input[value=ban])");
       assert.equal(res.status(), 200);
       assert.ok(await page.$("#banned"), await page.content());
+      assert.match(await page.$eval("#banned", (p) => p.textContent), /scraping the catalogue/);
+      assert.doesNotMatch(await page.$eval("#status", (s) => s.textContent), /Remaining/, "nothing remains for a banned key");
       await shot(page, "keys");
 
       // Under Controls: the reason, who set it, the key only as its hash.
@@ -168,6 +227,14 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       assert.match(ends, /UTC$/);
       assert.ok(!(await page.content()).includes(BANNED), "no raw key on the Controls page");
       await shot(page, "controls");
+      if (SHOTS) {
+        await page.setViewport({ width: 390, height: 800 });
+        await page.goto(`${base}/ui/keys?rule=api&ip=${BANNED}`);
+        await shot(page, "keys-390");
+        await page.setViewport({ width: 1280, height: 800 });
+      }
+      await auditAll(browser, [`${base}/ui/rules`, `${base}/ui/keys?rule=api&ip=${BANNED}`, `${base}/ui/keys`, `${base}/ui/controls`, `${base}/ui/traffic?range=hour`]);
+      asked.splice(0);
 
       // The Worker refuses that key, and not another.
       assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 429);
@@ -178,6 +245,8 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       res = await submit(page, "form:has(input[value=lift])");
       assert.equal(res.status(), 200);
       assert.equal(await page.$("#banned"), null);
+      assert.match(await page.$eval("#status .ok", (p) => p.textContent), /Done: ban lifted/);
+      assert.deepEqual(await page.$$eval("main .err:not(#short-token)", (es) => es.map((e) => e.outerHTML)), [], "a lift is no error");
       await page.goto(`${base}/ui/controls`);
       assert.match(await page.content(), /No ban or override is in force/);
       assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200);
@@ -186,7 +255,12 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       res = await page.goto(`${base}/ui/traffic?range=hour`);
       assert.equal(res.status(), 200);
       const charts = await page.$$eval("svg.chart", (svgs) => svgs.map((s) => [s.getAttribute("aria-label"), [...s.querySelectorAll("polyline")].map((p) => p.getAttribute("class"))]));
-      assert.deepEqual(charts, [["api", ["blocked", "exempt"]], ["login", ["shadow"]]]);
+      // Each chart's text alternative: every line's total, as the SQL API answered.
+      assert.deepEqual(charts, [["api: blocked 49, exempt 3", ["blocked", "exempt"]], ["login: shadow 5", ["shadow"]]]);
+      const axis = await page.$eval("svg.chart", (svg) => [...svg.querySelectorAll("text[text-anchor]")].map((t) => t.textContent));
+      assert.equal(axis.length, 5, "five times on the axis");
+      for (const t of axis) assert.match(t, /^\d\d:\d\d$/);
+      assert.match(await page.$eval("table.numbers", (t) => t.textContent), /blocked4942 at \d\d:\d\d/);
       const peak = await page.$eval("svg.chart polyline.blocked", (p) => p.getAttribute("points").split(" ").map((xy) => Number(xy.split(",")[1])));
       assert.equal(Math.min(...peak), 14, "the 42 is the chart's top");
       assert.match(await page.$eval("#top-keys", (t) => t.textContent), /88fc262cb3e5792f\s*49/);
@@ -285,8 +359,16 @@ test("rotating the token ends every session", { timeout: 120_000 }, async () => 
   }
 });
 
-test("under scripts/dev (no dataset, the local sink on), the Traffic page shows the Worker's own points", { timeout: 120_000 }, async () => {
-  const tg = await startTollgate({ config: CONFIG, vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, TOLLGATE_LOCAL_METRICS: "1" } });
+// Issue 38: a project of `tollgate init` binds an Analytics Engine dataset,
+// which `wrangler dev` keeps nothing of; `tollgate dev` (npm run dev) sets
+// TOLLGATE_LOCAL_METRICS, and the points then go to the local sink instead.
+test("under npm run dev (a dataset bound as init writes it, the local sink on), the Traffic page shows the Worker's own points", { timeout: 120_000 }, async () => {
+  assert.match(readFileSync(join(ROOT, "packages", "tollgate", "lib", "dev.mjs"), "utf8"), /"--var", "TOLLGATE_LOCAL_METRICS:on"/, "tollgate dev turns the sink on");
+  const tg = await startTollgate({
+    config: CONFIG,
+    vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, TOLLGATE_LOCAL_METRICS: "on" },
+    workerOptions: { analyticsEngineDatasets: { TOLLGATE_METRICS: { dataset: "tollgate" } } },
+  });
   try {
     const ban = await tg.fetch(`/.tollgate/ban?rule=api&ip=${BANNED}&for=10m`, { method: "POST", ip: "192.0.2.1", headers: { authorization: `Bearer ${TOKEN}` } });
     assert.equal(ban.status, 200);

@@ -38,7 +38,9 @@ export async function dev(args) {
   }
   const wrangler = spawn(
     "wrangler",
-    ["dev", "--ip", "127.0.0.1", "--port", port, ...(upstream ? ["--var", `UPSTREAM:${upstream}`] : []), ...args],
+    // TOLLGATE_LOCAL_METRICS: the decisions' points kept in the local sink,
+    // for the console's Traffic page (wrangler dev's dataset keeps nothing).
+    ["dev", "--ip", "127.0.0.1", "--port", port, ...(upstream ? ["--var", `UPSTREAM:${upstream}`] : []), "--var", "TOLLGATE_LOCAL_METRICS:on", ...args],
     // No fetch of the Request.cf sample from workers.cloudflare.com: local runs need no internet.
     { stdio: "inherit", env: { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env } },
   );

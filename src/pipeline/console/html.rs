@@ -6,7 +6,7 @@
 
 use crate::config::headers::OwnResponse;
 use crate::pipeline::console::route::param_name;
-use crate::pipeline::console::{esc, traffic, ConsoleRoute, Page};
+use crate::pipeline::console::{esc, time, traffic, ConsoleRoute, Page};
 use crate::config::Config;
 use serde_json::Value;
 use std::fmt::Write;
@@ -17,15 +17,21 @@ pub(crate) const CSP: &str =
     "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// The style sheet (`{prefix}/ui/style.css`).
+///
+/// At any width down to 320 px the pages reflow (WCAG 2.2 SC 1.4.10): the
+/// header wraps, cells break long hashes and commands, charts scale down.
 pub(crate) const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2228;background:#f6f7f9}\
-header{display:flex;gap:1.5em;align-items:center;padding:.6em 1.5em;background:#1d2228;color:#fff}\
-header a{color:#cfe3ff;text-decoration:none}header form{margin:0 0 0 auto}nav{display:flex;gap:1em}\
-main{padding:1em 1.5em;max-width:70em}section{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:.6em 1em;margin:.8em 0}\
-table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #e5e8eb;padding:.3em .5em;text-align:left;vertical-align:top}\
-code{background:#eef1f4;padding:0 .25em;border-radius:3px}.err{color:#a30d1b;font-weight:600}.ok{color:#176b2c;font-weight:600}\
-form.inline{display:inline-flex;gap:.4em;flex-wrap:wrap;align-items:center;margin:.3em 0}input{padding:.25em .4em}\
-button{padding:.3em .8em;border:1px solid #55606e;border-radius:4px;background:#fff;cursor:pointer}\
-.signin{max-width:24em;margin:4em auto}svg{background:#fff;border:1px solid #dde1e6}";
+header{display:flex;flex-wrap:wrap;gap:.4em 1.5em;align-items:center;padding:.6em 1.5em;background:#1d2228;color:#fff}\
+header a{color:#cfe3ff;text-decoration:none}header a[aria-current]{color:#fff;text-decoration:underline}\
+header form{margin:0 0 0 auto}nav{display:flex;flex-wrap:wrap;gap:1em}\
+main{padding:1em 1.5em;max-width:70em;box-sizing:border-box}section{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:.6em 1em;margin:.8em 0}\
+table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #e5e8eb;padding:.3em .5em;text-align:left;vertical-align:top;overflow-wrap:anywhere}\
+code{background:#eef1f4;padding:0 .25em;border-radius:3px;overflow-wrap:anywhere}pre.try{white-space:pre-wrap;overflow-wrap:anywhere;margin:.2em 0}th[scope=row]{width:1%;white-space:nowrap;overflow-wrap:normal}\
+.err{color:#a30d1b;font-weight:600}.ok{color:#176b2c;font-weight:600}\
+form.inline{display:flex;gap:.4em;flex-wrap:wrap;align-items:center;margin:.3em 0}input{padding:.25em .4em;max-width:100%;box-sizing:border-box}\
+button{padding:.3em .8em;border:1px solid #55606e;border-radius:4px;background:#fff;color:#1d2228;cursor:pointer}\
+.signin{max-width:24em;margin:4em auto}svg{background:#fff;border:1px solid #dde1e6;max-width:100%;height:auto}\
+@media (max-width:40em){header{padding:.5em .8em;gap:.3em 1em}main{padding:.5em .8em}section{padding:.5em .6em}td,th{padding:.25em .3em}}";
 
 /// A console answer: `status`, the HTML `body`, the console's headers.
 pub(crate) fn html(status: u16, body: String) -> OwnResponse {
@@ -59,26 +65,29 @@ pub(crate) fn redirect(location: &str, cookie: Option<String>) -> OwnResponse {
     own
 }
 
-/// A page: `csrf` for a signed-in one (its navigation and Sign out), with
-/// `who` Cloudflare Access signed in, when it did.
+/// A page: `csrf` for a signed-in one (its navigation, the current page
+/// marked, and Sign out), with `who` Cloudflare Access signed in, when it
+/// did. One `<nav>`, only when there are links in it.
 fn document(prefix: &str, title: &str, csrf: Option<&str>, who: Option<&str>, content: &str) -> String {
-    let mut nav = String::new();
+    let mut bar = String::new();
     if let Some(csrf) = csrf {
+        bar.push_str("<nav aria-label=\"Console\">");
         for (page, name) in [(Page::Rules, "Rules"), (Page::Traffic, "Traffic"), (Page::Keys, "Keys"), (Page::Controls, "Controls")] {
-            let _ = write!(nav, "<a href=\"{}{}\">{name}</a>", esc(prefix), page.path());
+            let current = if name == title { " aria-current=\"page\"" } else { "" };
+            let _ = write!(bar, "<a href=\"{}{}\"{current}>{name}</a>", esc(prefix), page.path());
         }
         let _ = write!(
-            nav,
-            "</nav><form method=\"post\" action=\"{}/ui/signout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">{}<button>Sign out</button></form><nav>",
+            bar,
+            "</nav><form method=\"post\" action=\"{}/ui/signout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">{}<button>Sign out</button></form>",
             esc(prefix),
             esc(csrf),
             who.map(|w| format!("<span id=\"who\" title=\"Signed in by Cloudflare Access\">{}</span> ", esc(w))).unwrap_or_default()
         );
     }
     format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>tollgate · {t}</title><link rel=\"icon\" href=\"data:,\"><link rel=\"stylesheet\" href=\"{p}/ui/style.css\"></head>\
-<body><header><strong>tollgate</strong><nav>{nav}</nav></header><main><h1>{t}</h1>{content}</main></body></html>",
+<body><header><strong>tollgate</strong>{bar}</header><main><h1>{t}</h1>{content}</main></body></html>",
         t = esc(title),
         p = esc(prefix)
     )
@@ -105,8 +114,10 @@ pub(crate) fn forged(prefix: &str) -> OwnResponse {
 /// A page of the signed-in console, from its admin answer: `Ok(json)`, or
 /// `Err(problem)` (an error the API would answer, shown on the page).
 pub(crate) fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answer: Option<Result<&Value, &OwnResponse>>) -> OwnResponse {
+    // A problem the API would answer (4xx, 5xx) is shown; an answer of its
+    // own that is no problem (a 2xx or 3xx) says nothing.
     let error = match answer {
-        Some(Err(problem)) => {
+        Some(Err(problem)) if problem.status >= 400 => {
             let detail = serde_json::from_str::<Value>(&problem.body).ok().and_then(|v| v.get("detail").and_then(Value::as_str).map(str::to_string));
             format!("<p class=\"err\">{} {}</p>", problem.status, esc(&detail.unwrap_or_default()))
         }
@@ -114,13 +125,13 @@ pub(crate) fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answ
     };
     let json = answer.and_then(Result::ok);
     let (title, content) = match route.page {
-        Page::Rules => ("Rules", json.map(rules).unwrap_or_default()),
+        Page::Rules => ("Rules", crate::pipeline::console::rules::page(&config.rules)),
         Page::Controls => ("Controls", json.map(controls).unwrap_or_default()),
         Page::Keys | Page::KeysAction => ("Keys", keys(config, route, csrf, json)),
         _ => ("Traffic", traffic(&route.prefix, json)),
     };
     let status = match answer {
-        Some(Err(problem)) => problem.status,
+        Some(Err(problem)) if problem.status >= 400 => problem.status,
         _ => 200,
     };
     let banner = if route.short_token { short_token_banner() } else { String::new() };
@@ -147,41 +158,13 @@ fn text(v: &Value) -> String {
     }
 }
 
-fn rules(body: &Value) -> String {
-    let mut out = String::new();
-    for rule in body["rules"].as_array().into_iter().flatten() {
-        let name = text(&rule["name"]);
-        let _ = write!(out, "<section><h2 id=\"rule-{n}\">{n}</h2><table>", n = esc(&name));
-        for (field, value) in rule.as_object().into_iter().flatten() {
-            let shown = match (field.as_str(), value.as_array()) {
-                ("limits", Some(limits)) => limits.iter().map(|l| format!("{}/{}", l["requests"], duration(l["window_ms"].as_u64().unwrap_or(0)))).collect::<Vec<_>>().join(", "),
-                _ => text(value),
-            };
-            if field != "name" && !value.is_null() && !value.as_array().is_some_and(Vec::is_empty) {
-                let _ = write!(out, "<tr><th>{}</th><td><code>{}</code></td></tr>", esc(field), esc(&shown));
-            }
-        }
-        let host = rule["host"].as_str().unwrap_or("example.com");
-        let path = rule["path"].as_str().unwrap_or("/").replace('*', "x");
-        let method = rule["methods"].get(0).and_then(Value::as_str).unwrap_or("GET");
-        let _ = write!(
-            out,
-            "</table><p>Try it: <code>tollgate explain https://{}{} -X {} --ip 203.0.113.7</code></p></section>",
-            esc(host),
-            esc(&path),
-            esc(method)
-        );
-    }
-    out
-}
-
 fn controls(body: &Value) -> String {
     let list = body["controls"].as_array().map(Vec::as_slice).unwrap_or_default();
     if list.is_empty() {
         return "<p>No ban or override is in force.</p>".into();
     }
     let mut out = String::from(
-        "<table id=\"controls\"><tr><th>Rule</th><th>Key hash</th><th>Control</th><th>Limits</th><th>Ends</th><th>Reason</th><th>Set by</th><th>Set</th></tr>",
+        "<table id=\"controls\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Control</th><th scope=\"col\">Limits</th><th scope=\"col\">Ends</th><th scope=\"col\">Reason</th><th scope=\"col\">Set by</th><th scope=\"col\">Set</th></tr>",
     );
     for c in list {
         let limits: Vec<String> = c["limits"].as_array().into_iter().flatten().map(|l| format!("{}/{}", l[0], duration(l[1].as_u64().unwrap_or(0)))).collect();
@@ -217,16 +200,25 @@ fn traffic(prefix: &str, body: Option<&Value>) -> String {
     match rules {
         None => out.push_str("<p>No points in this range.</p>"),
         Some(rules) => {
+            let bucket = body["bucket_s"].as_u64().unwrap_or(60);
+            let _ = write!(out, "<p>Decisions per {} (times in UTC), each line an action; the table under a chart gives its numbers.</p>", human(bucket * 1000));
             for (rule, per_action) in rules {
-                let _ = write!(out, "<section><h2>{}</h2>{}</section>", esc(rule), traffic::chart(rule, per_action));
+                let (from, bucket) = (body["from_s"].as_u64().unwrap_or(0), body["bucket_s"].as_u64().unwrap_or(60));
+                let _ = write!(
+                    out,
+                    "<section><h2>{}</h2>{}{}</section>",
+                    esc(rule),
+                    traffic::chart(rule, per_action, from, bucket),
+                    traffic::table(per_action, from, bucket)
+                );
             }
         }
     }
-    out.push_str("<section><h2>Top blocked keys</h2><table id=\"top-keys\"><tr><th>Rule</th><th>Key hash</th><th>Blocked</th></tr>");
+    out.push_str("<section><h2>Top blocked keys</h2><table id=\"top-keys\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Blocked</th></tr>");
     for k in body["top_keys"].as_array().into_iter().flatten() {
         let _ = write!(out, "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>", esc(&text(&k["rule"])), esc(&text(&k["key_hash"])), k["n"]);
     }
-    out.push_str("</table></section><section><h2>Top countries and colos (limited traffic)</h2><table id=\"top-places\"><tr><th>Country</th><th>Colo</th><th>Decisions</th></tr>");
+    out.push_str("</table></section><section><h2>Top countries and colos (limited traffic)</h2><table id=\"top-places\"><tr><th scope=\"col\">Country</th><th scope=\"col\">Colo</th><th scope=\"col\">Decisions</th></tr>");
     for p in body["top_places"].as_array().into_iter().flatten() {
         let _ = write!(out, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&text(&p["country"])), esc(&text(&p["colo"])), p["n"]);
     }
@@ -268,25 +260,11 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
     let mut out = String::new();
     if let Some(s) = status {
         let _ = write!(out, "<section id=\"status\"><h2>{} · <code>{}</code></h2>", esc(&text(&s["rule"])), esc(&text(&s["key_hash"])));
-        if s["action"].as_str() != Some("status") {
-            let _ = write!(out, "<p class=\"ok\">Done: {}.</p>", esc(&text(&s["action"])));
+        if let Some(done) = done(s["action"].as_str()) {
+            let _ = write!(out, "<p class=\"ok\" role=\"status\">Done: {done}.</p>");
         }
-        let _ = write!(out, "<p>Limits from: <code>{}</code></p><table><tr><th>Window</th><th>Used</th><th>Remaining</th><th>Resets in</th></tr>", esc(&text(&s["limits_source"])));
-        for w in s["windows"].as_array().into_iter().flatten() {
-            let _ = write!(
-                out,
-                "<tr><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                w["limit"],
-                duration(w["window_ms"].as_u64().unwrap_or(0)),
-                w["used"],
-                w["remaining"],
-                duration(w["reset_ms"].as_u64().unwrap_or(0))
-            );
-        }
-        out.push_str("</table>");
-        if let Some(until) = s["ban"]["until_ms"].as_i64() {
-            let _ = write!(out, "<p class=\"err\" id=\"banned\">Banned until {}</p>", time(until));
-        }
+        let _ = write!(out, "<p>Limits from: <code>{}</code></p>", esc(&text(&s["limits_source"])));
+        out.push_str(&windows(s));
         if s["override"].is_object() {
             let _ = write!(out, "<p id=\"overridden\">Override: <code>{}</code></p>", esc(&s["override"].to_string()));
         }
@@ -307,6 +285,55 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
     out
 }
 
+/// What an action did, in words (`None`: a status, nothing done).
+fn done(action: Option<&str>) -> Option<&'static str> {
+    Some(match action? {
+        "ban" => "banned",
+        "clear_ban" => "ban lifted",
+        "override" => "override set",
+        "clear_override" => "override cleared",
+        "reset" => "count reset",
+        "status" => return None,
+        _ => "done",
+    })
+}
+
+/// The key's windows: what it used and when each resets; on a banned key,
+/// the ban in their place (nothing remains while it lasts).
+fn windows(status: &Value) -> String {
+    if let Some(until) = status["ban"]["until_ms"].as_i64() {
+        let reason = status["ban"]["reason"].as_str().or(status["reason"].as_str()).filter(|r| !r.is_empty());
+        let why = reason.map(|r| format!(" ({})", esc(r))).unwrap_or_default();
+        return format!("<p class=\"err\" id=\"banned\">Banned until {}{why}: every request of this key is refused.</p>", time(until));
+    }
+    let mut out = String::from("<table id=\"windows\"><tr><th scope=\"col\">Window</th><th scope=\"col\">Used</th><th scope=\"col\">Remaining</th><th scope=\"col\">Resets in</th></tr>");
+    for w in status["windows"].as_array().into_iter().flatten() {
+        let reset = match w["reset_ms"].as_u64() {
+            Some(ms) if ms > 0 && w["used"].as_u64() != Some(0) => human(ms),
+            _ => "-".into(),
+        };
+        let _ = write!(
+            out,
+            "<tr><td>{}/{}</td><td>{}</td><td>{}</td><td>{reset}</td></tr>",
+            w["limit"],
+            duration(w["window_ms"].as_u64().unwrap_or(0)),
+            w["used"],
+            w["remaining"],
+        );
+    }
+    out + "</table>"
+}
+
+/// A span in ms for a person: its two largest units, the seconds rounded
+/// up (`879805` → `14m 40s`, `90000` → `1m 30s`, `3600000` → `1h`, `400` → `1s`).
+pub(crate) fn human(ms: u64) -> String {
+    let secs = ms.div_ceil(1000);
+    let units = [(secs / 86_400, "d"), (secs % 86_400 / 3600, "h"), (secs % 3600 / 60, "m"), (secs % 60, "s")];
+    let Some(first) = units.iter().position(|(n, _)| *n > 0) else { return "0s".into() };
+    let shown: Vec<String> = units[first..].iter().take(2).filter(|(n, _)| *n > 0).map(|(n, u)| format!("{n}{u}")).collect();
+    shown.join(" ")
+}
+
 /// A duration in ms as the config writes one (`90s`, `15m`, `2h`, `1d`).
 pub(crate) fn duration(ms: u64) -> String {
     match ms {
@@ -317,23 +344,6 @@ pub(crate) fn duration(ms: u64) -> String {
         ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
         ms => format!("{ms}ms"),
     }
-}
-
-/// Unix ms as `YYYY-MM-DD HH:MM:SS UTC`, in integers (no float formatting).
-pub(crate) fn time(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]
@@ -350,6 +360,23 @@ mod tests {
         assert_eq!(duration(900_000), "15m");
         assert_eq!(duration(86_400_000), "1d");
         assert_eq!(duration(1500), "1500ms");
+        assert_eq!(human(879_805), "14m 40s", "the issue's own: not 879805ms");
+        assert_eq!(human(3_600_000), "1h");
+        assert_eq!(human(3_660_000), "1h 1m");
+        assert_eq!(human(90_061_000), "1d 1h", "two units at most");
+        assert_eq!(human(400), "1s", "rounded up: never sooner than it says");
+        assert_eq!(human(0), "0s");
+    }
+
+    #[test]
+    fn a_banned_key_shows_the_ban_not_what_remains() {
+        let status = json!({ "ban": { "until_ms": 0, "reason": "<x>" }, "windows": [{ "limit": 10, "window_ms": 60_000, "used": 0, "remaining": 10, "reset_ms": 0 }] });
+        let shown = windows(&status);
+        assert!(shown.contains("Banned until 1970-01-01 00:00:00 UTC (&lt;x&gt;)") && !shown.contains("Remaining"), "{shown}");
+        let open = windows(&json!({ "windows": [{ "limit": 10, "window_ms": 900_000, "used": 3, "remaining": 7, "reset_ms": 879_805 }] }));
+        assert!(open.contains("<td>10/15m</td><td>3</td><td>7</td><td>14m 40s</td>"), "{open}");
+        assert_eq!(done(Some("clear_ban")), Some("ban lifted"));
+        assert_eq!(done(Some("status")), None);
     }
 
     #[test]

@@ -177,39 +177,102 @@ pub(crate) fn body(range: Range, now_s: u64, answers: Result<[String; 3], String
     })
 }
 
+/// Each action's line style: its colour and dash pattern, so that no
+/// series is told apart by colour alone (WCAG 2.2 SC 1.4.1).
+fn dashes(action: &str) -> &'static str {
+    match action {
+        "blocked" => "",
+        "allowed" => "1 3",
+        "shadow" => "6 3",
+        "exempt" => "2 2",
+        _ => "8 3 2 3",
+    }
+}
+
+/// A bucket's start as the axis writes it: `HH:MM` (UTC), with the day
+/// (`MM-DD HH:MM`) when buckets are hours or longer.
+fn clock(t_s: u64, bucket_s: u64) -> String {
+    let full = crate::pipeline::console::time(i64::try_from(t_s.saturating_mul(1000)).unwrap_or(i64::MAX));
+    let from = if bucket_s >= 3_600 { 5 } else { 11 };
+    full.get(from..16).unwrap_or_default().to_string()
+}
+
+/// The lines of a chart: each action that has counts, in [`ACTIONS`]' order.
+fn lines(per_action: &Value) -> Vec<(&'static str, &'static str, Vec<u64>)> {
+    ACTIONS
+        .iter()
+        .filter_map(|(action, colour)| Some((*action, *colour, per_action.get(*action)?.as_array()?.iter().map(count).collect())))
+        .collect()
+}
+
 /// One rule's chart: a line per action that has points, integer
-/// coordinates, the scale's top labelled.
-pub(crate) fn chart(rule: &str, per_action: &Value) -> String {
+/// coordinates, the scale's top labelled, a time axis (UTC) under it, and
+/// a legend naming each line (its colour and dash); `from_s` and
+/// `bucket_s` date the buckets.
+pub(crate) fn chart(rule: &str, per_action: &Value, from_s: u64, bucket_s: u64) -> String {
     const W: u64 = 600;
     const H: u64 = 140;
     const PAD: u64 = 28;
-    let lines: Vec<(&str, &str, Vec<u64>)> = ACTIONS
-        .iter()
-        .filter_map(|(action, colour)| Some((*action, *colour, per_action.get(*action)?.as_array()?.iter().map(count).collect())))
-        .collect();
+    let lines = lines(per_action);
     let top = lines.iter().flat_map(|(_, _, c)| c.iter().copied()).max().unwrap_or(0).max(1);
+    let n = lines.iter().map(|(_, _, c)| c.len()).max().unwrap_or(0).max(2) as u64 - 1;
     let mut svg = format!(
-        "<svg class=\"chart\" role=\"img\" aria-label=\"{rule}\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\">\
-<line x1=\"{PAD}\" y1=\"{H}\" x2=\"{w}\" y2=\"{H}\" stroke=\"#999\"/><text x=\"2\" y=\"12\" font-size=\"10\">{top}</text>",
-        rule = crate::pipeline::console::esc(rule),
+        "<svg class=\"chart\" role=\"img\" aria-label=\"{label}\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\">\
+<line x1=\"{PAD}\" y1=\"{H}\" x2=\"{w}\" y2=\"{H}\" stroke=\"#666\"/><text x=\"2\" y=\"12\" font-size=\"10\">{top}</text>",
+        label = crate::pipeline::console::esc(&summary(rule, &lines)),
         w = W + PAD,
-        h = H + 16,
+        h = H + 40,
     );
-    let mut legend = PAD;
-    for (action, colour, counts) in &lines {
-        let n = counts.len().max(2) as u64 - 1;
-        let points: Vec<String> =
-            counts.iter().enumerate().map(|(i, c)| format!("{},{}", PAD + i as u64 * W / n, H - c * (H - 14) / top)).collect();
+    for tick in [0, n / 4, n / 2, 3 * n / 4, n] {
+        let x = PAD + tick * W / n;
+        let anchor = if tick == 0 { "start" } else if tick == n { "end" } else { "middle" };
         let _ = write!(
             svg,
-            "<polyline class=\"{action}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>\
-<text x=\"{legend}\" y=\"{}\" font-size=\"11\" fill=\"{colour}\">{action}</text>",
-            points.join(" "),
-            H + 13
+            "<line x1=\"{x}\" y1=\"{H}\" x2=\"{x}\" y2=\"{}\" stroke=\"#666\"/><text x=\"{x}\" y=\"{}\" font-size=\"10\" text-anchor=\"{anchor}\">{}</text>",
+            H + 4,
+            H + 15,
+            clock(from_s + tick * bucket_s, bucket_s)
         );
-        legend += 70;
+    }
+    let mut legend = PAD;
+    for (action, colour, counts) in &lines {
+        let points: Vec<String> =
+            counts.iter().enumerate().map(|(i, c)| format!("{},{}", PAD + i as u64 * W / n, H - c * (H - 14) / top)).collect();
+        let dash = match dashes(action) {
+            "" => String::new(),
+            d => format!(" stroke-dasharray=\"{d}\""),
+        };
+        let _ = write!(
+            svg,
+            "<polyline class=\"{action}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash} points=\"{}\"/>\
+<line x1=\"{legend}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{colour}\" stroke-width=\"2\"{dash}/><text x=\"{}\" y=\"{}\" font-size=\"11\">{action}</text>",
+            points.join(" "),
+            legend + 18,
+            legend + 22,
+            H + 35,
+            y = H + 31
+        );
+        legend += 90;
     }
     svg + "</svg>"
+}
+
+/// The chart in words, its text alternative: each line's total.
+fn summary(rule: &str, lines: &[(&str, &str, Vec<u64>)]) -> String {
+    let totals: Vec<String> = lines.iter().map(|(action, _, c)| format!("{action} {}", c.iter().sum::<u64>())).collect();
+    format!("{rule}: {}", totals.join(", "))
+}
+
+/// The chart's numbers as a table (its text alternative for a reader who
+/// wants more than totals): per action, the total and the busiest bucket.
+pub(crate) fn table(per_action: &Value, from_s: u64, bucket_s: u64) -> String {
+    let mut out = String::from("<table class=\"numbers\"><tr><th scope=\"col\">Action</th><th scope=\"col\">Total</th><th scope=\"col\">Busiest (UTC)</th></tr>");
+    for (action, _, counts) in lines(per_action) {
+        let (peak_at, peak) = counts.iter().enumerate().max_by_key(|(i, c)| (**c, usize::MAX - i)).map_or((0, 0), |(i, c)| (i as u64, *c));
+        let busiest = if peak == 0 { "-".to_string() } else { format!("{peak} at {}", clock(from_s + peak_at * bucket_s, bucket_s)) };
+        let _ = write!(out, "<tr><td>{action}</td><td>{}</td><td>{busiest}</td></tr>", counts.iter().sum::<u64>());
+    }
+    out + "</table>"
 }
 
 #[cfg(test)]
@@ -262,11 +325,15 @@ mod tests {
 
     #[test]
     fn a_chart_is_integer_svg_with_a_line_per_action() {
-        let svg = chart("api<1>", &json!({ "blocked": [0, 5, 10], "exempt": [1, 1, 1] }));
+        let svg = chart("api<1>", &json!({ "blocked": [0, 5, 10], "exempt": [1, 1, 1] }), 1_796_083_200, 60);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert!(svg.contains("points=\"28,140 328,77 628,14\""), "{svg}");
-        assert!(svg.contains("api&lt;1&gt;"));
+        assert!(svg.contains("aria-label=\"api&lt;1&gt;: blocked 15, exempt 3\""), "the text alternative: {svg}");
+        assert!(svg.contains(">00:00</text>") && svg.contains(">00:02</text>"), "a time axis in UTC: {svg}");
+        assert!(svg.contains("stroke-dasharray=\"2 2\""), "exempt is dashed, not only another colour");
+        let numbers = table(&json!({ "blocked": [0, 5, 10] }), 1_796_083_200, 60);
+        assert!(numbers.contains("<td>blocked</td><td>15</td><td>10 at 00:02</td>"), "{numbers}");
         assert!(!svg.contains('.'), "no float anywhere: {svg}");
     }
 }
