@@ -49,14 +49,14 @@ export interface Tollgate {
    * `success_identity_header`. Unsettled tickets hold their slot until the
    * rule's `reservation_ttl`.
    */
-  settle(ticket: string, status: number | null, headers?: Record<string, string>): Promise<TollgateSettlement>;
-  /**
-   * Settles a ticket with the app's whole response, as tollgate in front of
-   * an origin settles its answer: usage read from the JSON or SSE body as it
-   * streams, a `concurrency` slot held until it is sent, the settlement once
-   * the body is done. Send the `response` it returns.
+  /*
+   * Or with the app's whole `Response` in place of the status (no
+   * `headers`): settled as tollgate in front of an origin settles its
+   * answer, usage read from the JSON or SSE body as it streams, a
+   * `concurrency` slot held until it is sent, the settlement once the body
+   * is done. Send the `response` it returns (RPC moved the body).
    */
-  settle(ticket: string, response: Response): Promise<TollgateSettlement & { response: Response }>;
+  settle(ticket: string, status: number | Response | null, headers?: Record<string, string>): Promise<TollgateSettlement>;
 }
 
 /** `request.cf`'s country and ASN, for `check`. */
@@ -91,7 +91,7 @@ export async function settleWith(
   if (decision.ticket === undefined) return [response, decision.headers];
   if (response && decision.settleWithResponse) {
     const settled = await tollgate.settle(decision.ticket, response);
-    return [settled.response, [...decision.headers, ...settled.headers]];
+    return [settled.response ?? response, [...decision.headers, ...settled.headers]];
   }
   const headers = response ? Object.fromEntries(response.headers) : undefined;
   const settled = await tollgate.settle(decision.ticket, response ? response.status : null, headers);
