@@ -223,13 +223,7 @@ pub async fn settle(
     status: Option<u16>,
     header: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(String, String)> {
-    if ticket.is_empty() {
-        return Vec::new();
-    }
-    let Ok(config) = load_config(env).as_ref() else { return Vec::new() };
-    let secrets = load_secrets(env, config);
-    let (applied, outcomes) = ticket.applied(config, secrets.log_key.as_deref());
-    let settle = Settle { applied, outcomes };
+    let Some((settle, secrets)) = ticket_settle(env, ticket) else { return Vec::new() };
     let headers = HeaderMap::of(&settle.response_headers(), header);
     let settled = settle.after(status.map(|s| (s, &headers)), &secrets, now_ms());
     let cookies = settled.cookies.clone();
@@ -259,13 +253,8 @@ pub struct Settled {
 /// ended, was cut, or the client went away; any other is done when this
 /// returns. A ticket with nothing to settle gives the response back as is.
 pub async fn settle_response(env: &Env, ctx: &worker::Context, ticket: &Ticket, response: web_sys::Response) -> Settled {
-    if ticket.is_empty() {
-        return Settled { response, cookies: Vec::new() };
-    }
-    let Ok(config) = load_config(env).as_ref() else { return Settled { response, cookies: Vec::new() } };
-    let secrets = load_secrets(env, config);
-    let (applied, outcomes) = ticket.applied(config, secrets.log_key.as_deref());
-    let answering = crate::glue::answer::answering(env, Settle { applied, outcomes }, response, secrets);
+    let Some((settle, secrets)) = ticket_settle(env, ticket) else { return Settled { response, cookies: Vec::new() } };
+    let answering = crate::glue::answer::answering(env, settle, response, secrets);
     if answering.watched {
         ctx.wait_until(answering.settling);
     } else {
@@ -274,3 +263,15 @@ pub async fn settle_response(env: &Env, ctx: &worker::Context, ticket: &Ticket, 
     Settled { response: answering.response, cookies: answering.cookies }
 }
 
+/// The `Settle` step `ticket` names, rebuilt from the config, with the
+/// isolate's secrets; `None` for an empty ticket or without a config
+/// (nothing to settle).
+fn ticket_settle(env: &Env, ticket: &Ticket) -> Option<(Settle<'static>, std::rc::Rc<crate::pipeline::facts::Secrets>)> {
+    if ticket.is_empty() {
+        return None;
+    }
+    let config = load_config(env).as_ref().ok()?;
+    let secrets = load_secrets(env, config);
+    let (applied, outcomes) = ticket.applied(config, secrets.log_key.as_deref());
+    Some((Settle { applied, outcomes }, secrets))
+}

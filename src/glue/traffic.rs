@@ -17,8 +17,8 @@ fn text_binding(env: &Env, name: &str) -> Option<String> {
     env.secret(name).ok().map(|s| s.to_string()).filter(|s| !s.trim().is_empty())
 }
 
-/// Whether points go to the local sink (no dataset bound, [`SINK_VAR`]
-/// set), looked up once per isolate.
+/// Whether points go to the local sink ([`SINK_VAR`] set; in place of a
+/// bound dataset, which `wrangler dev` stubs), looked up once per isolate.
 pub(crate) fn sink_on(env: &Env) -> bool {
     crate::glue::isolate::bindings(|b| *b.sink_on.get_or_init(|| text_binding(env, SINK_VAR).is_some()))
 }
