@@ -289,7 +289,7 @@ mod tests {
         assert!(s.row.is_some() && s.controls.is_empty(), "the count and its alarm stay: {s:?}");
     }
 
-    /// counting.test.mjs:122 natively: a reserve, a commit and a release
+    /// counting.test.mjs's row-cost test, natively: a reserve, a commit and a release
     /// write one row each; a blocked reserve and a stale release none.
     #[test]
     fn two_phase_calls_write_one_row_each_and_a_refusal_none() {

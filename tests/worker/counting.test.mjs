@@ -8,99 +8,12 @@ import { withTollgate, mockOrigin, sleep } from "./harness.mjs";
 import { config, rule, limit, failedLogins, json } from "./builders.mjs";
 
 const slow = (status, ms = 100) => mockOrigin(async () => (await sleep(ms), new Response(status === 200 ? "ok" : "no", { status })));
-const concurrently = (n, send) => Promise.all(Array.from({ length: n }, (_, i) => send(i).then(async (r) => (await r.arrayBuffer(), r.status))));
-const count = (all, status) => all.filter((s) => s === status).length;
 
-for (const algorithm of ["sliding_log", "gcra"]) {
-  test(`quota (${algorithm}): 200 concurrent requests, count_statuses [200], limit 10: the origin is reached exactly 10 times`, () => {
-    const origin = slow(200);
-    const quota = config(rule("quota", "/q", { key: ["global"], count_statuses: [200], algorithm, limits: limit(10, "1h") }));
-    return withTollgate({ origin, config: quota }, async (tg) => {
-      const all = await concurrently(200, (i) => tg.fetch("/q", { ip: `198.51.100.${i % 250}` }));
-      assert.equal(origin.received.length, 10, "exactly the limit reached the origin");
-      assert.deepEqual([count(all, 200), count(all, 429)], [10, 190]);
-      const status = await tg.callObject("quota\nglobal=*", { v: 1, op: "status", alg: algorithm, limits: [[10, 3_600_000]] });
-      assert.equal(status.body.held, undefined, "every reservation was committed: none held");
-      assert.equal(status.body.windows[0].used, 10);
-    });
-  });
-}
-
-test("failures-only login rule: 200 concurrent wrong passwords for one account, limit 10: exactly 10 reach the origin", () => {
-  const origin = slow(401);
-  const logins = config(failedLogins({ name: "login" }));
-  return withTollgate({ origin, config: logins }, async (tg) => {
-    const body = JSON.stringify({ email: "victim@example.com", password: "guess" });
-    const all = await concurrently(200, (i) =>
-      tg.fetch("/login", json(body, { ip: `203.0.113.${i % 250}` })),
-    );
-    assert.equal(origin.received.length, 10, "exactly 10 guesses reached the origin");
-    assert.deepEqual([count(all, 401), count(all, 429)], [10, 190]);
-  });
-});
-
-test("a status that does not count releases its slot at once; a request another rule blocks releases it too", () => {
-  const origin = mockOrigin((request, record) => (record.path === "/q/denied" ? new Response("no", { status: 403 }) : undefined));
-  const quotas = config(
-    rule("quota", "/q/*", { key: ["global"], count_statuses: [200], limits: limit(2, "1h") }),
-    rule("per-ip", "/q/*", { key: ["ip"], limits: limit(2, "1h") }),
-  );
-  return withTollgate({ origin, config: quotas }, async (tg) => {
-    const status = async () => (await tg.callObject("quota\nglobal=*", { v: 1, op: "status", limits: [[2, 3_600_000]] })).body;
-    assert.equal((await tg.fetch("/q/denied", { ip: "203.0.113.1" })).status, 403);
-    assert.equal((await status()).windows[0].used, 0, "a 403 costs nothing");
-    assert.equal((await tg.fetch("/q/ok", { ip: "203.0.113.1" })).status, 200);
-    assert.equal((await tg.fetch("/q/ok", { ip: "203.0.113.1" })).status, 429, "per-ip blocks: quota's reservation is released");
-    let s = await status();
-    assert.deepEqual([s.windows[0].used, s.held ?? 0], [1, 0]);
-    assert.equal((await tg.fetch("/q/ok", { ip: "203.0.113.2" })).status, 200, "the released slot is free for another client");
-    assert.equal((await tg.fetch("/q/ok", { ip: "203.0.113.3" })).status, 429, "the quota is spent: 2 served");
-    s = await status();
-    assert.deepEqual([s.windows[0].used, s.held ?? 0], [2, 0]);
-    assert.equal(origin.received.filter((r) => r.path === "/q/ok").length, 2);
-  });
-});
-
-test("a reservation whose request never completes expires; the late answer still counts", () => {
-  let open;
-  const gate = new Promise((resolve) => (open = resolve));
-  const origin = mockOrigin(async (request, record) => (record.path === "/q/slow" ? (await gate, new Response("late")) : undefined));
-  // The hold is long enough (6 s) that the checks made while it holds are
-  // made within it on a loaded machine; its end is observed by polling the
-  // object, and judged against when the object can have reserved.
-  const TTL_MS = 6_000;
-  const expiring = config(
-    rule("quota", "/q/*", { key: ["global"], count_statuses: [200], timeout: "200ms", reservation_ttl: `${TTL_MS}ms`, limits: limit(1, "1h") }),
-  );
-  return withTollgate({ origin, config: expiring }, async (tg) => {
-    const status = async () => (await tg.callObject("quota\nglobal=*", { v: 1, op: "status", limits: [[1, 3_600_000]] })).body;
-    const started = Date.now();
-    // Caught, so that a failed assertion is reported as itself, not as this
-    // request torn down with the runtime.
-    const stuck = tg.fetch("/q/slow").catch((e) => e);
-    // Until the object holds the slot (the request reached the origin).
-    for (let i = 0; i < 100 && origin.received.length === 0; i++) await sleep(50);
-    const held = await status();
-    assert.deepEqual([held.held, held.stored_hits], [1, 0], "held, not committed");
-    const waiting = await tg.fetch("/q/fast");
-    assert.equal(waiting.status, 429, "the slot is held by the request in flight");
-    assert.ok(Number(waiting.headers.get("retry-after")) <= TTL_MS / 1000 + 1, `at most until the reservation lapses: ${waiting.headers.get("retry-after")}`);
-    // Until it lapses and the alarm deletes the row it kept alive (bounded).
-    let lapsed = held;
-    for (let i = 0; i < 150 && (lapsed.held !== undefined || lapsed.alarm_pending !== false); i++) {
-      await sleep(100);
-      lapsed = await status();
-    }
-    assert.deepEqual([lapsed.held, lapsed.alarm_pending], [undefined, false], "expired, and the alarm deleted the row it kept alive");
-    assert.ok(Date.now() - started >= TTL_MS, "not before the hold's end: the object reserved after the test started");
-    assert.equal((await tg.fetch("/q/fast")).status, 200, "the lapsed slot is free again");
-    open();
-    assert.equal((await stuck).status, 200);
-    const s = await status();
-    assert.equal(s.stored_hits, 2, "the late answer was committed as a hit all the same");
-    assert.equal(origin.received.length, 2);
-  });
-});
+// Exactness under 200 concurrent requests (a quota under both algorithms,
+// failures-only logins), the release of an uncounted status or another
+// rule's block, and a reservation that lapses are tested natively on the
+// Pair (src/testing/pair/tests.rs, issue 36). What stays here needs the
+// runtime: a client gone while the origin works, and SQLite's row counts.
 
 test("a client that disconnects while the origin works is still settled", () => {
   const origin = slow(401, 400);

@@ -1,7 +1,10 @@
 //! Leases, settling, concurrency slots and penalties, tested natively on
 //! the [`Pair`] (issue 36): the Miniflare tests of
-//! `tests/worker/{leases,counting,concurrency,penalty}.test.mjs` that
-//! need no runtime, in milliseconds.
+//! `tests/worker/{leases,counting,concurrency,penalty,success}.test.mjs`
+//! that need no runtime, in milliseconds. Eight of them were then deleted
+//! from Miniflare (the hot key, a quota under both algorithms, failures-only
+//! logins, releases, a lapsed reservation, two penalties): their doc says
+//! "only here".
 
 use super::{Exchange, Pair};
 use crate::count::protocol::Op;
@@ -36,7 +39,7 @@ fn calls(pair: &Pair, op: Op) -> usize {
 
 // ---- Leases (leases.test.mjs) ----
 
-/// leases.test.mjs:81 natively: a hot key of 5,000 per 60 s, 20,000
+/// Only here (it was leases.test.mjs's hot-key test): a hot key of 5,000 per 60 s, 20,000
 /// requests from 4 edges over 5 s, every edge restarted mid-lease (after
 /// 2,000), as the Miniflare test restarts everything. Never
 /// past the limit; under it by exactly the tokens the restart stranded and
@@ -73,7 +76,7 @@ fn a_hot_key_leased_from_four_edges_restarted_mid_lease_never_passes_its_limit()
     assert!(calls(&pair, Op::Lease) > 0, "leased");
 }
 
-/// leases.test.mjs:135 natively: a per-IP limit of 10 a minute from 4
+/// leases.test.mjs's per-IP test, natively: a per-IP limit of 10 a minute from 4
 /// edges gets the same answers and the same object calls with
 /// `lease = "auto"` as with `lease = "off"` (too small a limit to lease):
 /// 10 allowed hits, then one blocked answer per edge (each caches it).
@@ -143,7 +146,7 @@ fn login(user: &str) -> Req {
     Req::post("/login").ip("203.0.113.9").header("x-user", user)
 }
 
-/// counting.test.mjs:29 natively: 200 wrong passwords for one account at
+/// Only here (it was in counting.test.mjs): 200 wrong passwords for one account at
 /// once (none settled before all are decided), limit 10: exactly 10 are
 /// forwarded, each reserved, then committed by its 401.
 #[test]
@@ -163,7 +166,7 @@ fn a_failures_only_rule_reserves_before_forwarding_so_concurrent_guesses_never_p
     assert_eq!(pair.request(login("other")).status, 200, "another account is untouched");
 }
 
-/// counting.test.mjs:15 natively, for both algorithms: 200 requests at
+/// Only here (it was in counting.test.mjs), for both algorithms: 200 requests at
 /// once on a quota counting its 200s, limit 10: exactly 10 forwarded,
 /// every reservation committed.
 #[test]
@@ -180,7 +183,7 @@ fn a_quota_counting_successes_forwards_exactly_its_limit_under_both_algorithms()
     }
 }
 
-/// counting.test.mjs:42 natively: an uncounted status releases its
+/// Only here (it was in counting.test.mjs): an uncounted status releases its
 /// reservation at once; so does a request another rule blocks (nothing
 /// answered).
 #[test]
@@ -208,7 +211,7 @@ fn an_uncounted_status_or_another_rules_block_releases_the_reservation() {
     assert_eq!(status(&pair), Some((2, 0)));
 }
 
-/// counting.test.mjs:64 natively: a reservation whose request never
+/// Only here (it was in counting.test.mjs): a reservation whose request never
 /// completes lapses at `reservation_ttl`, freeing its room; the late
 /// answer still counts.
 #[test]
@@ -230,7 +233,7 @@ fn a_reservation_never_settled_lapses_and_its_late_answer_still_counts() {
     assert_eq!(pair.status("login", "header:x-user=ann").map(|s| s.tally.windows[0].used), Some(2), "both counted: the lapse under-protects, by one");
 }
 
-/// success.test.mjs:63 natively: a success names the account it
+/// success.test.mjs's identity-header test, natively: a success names the account it
 /// authenticated; only that account's count is cleared (and its cached
 /// block dropped).
 #[test]
@@ -251,7 +254,7 @@ fn a_success_clears_only_the_account_the_origin_named() {
     assert!(pair.object_rows("login").is_empty(), "the alarms deleted every row once its window passed");
 }
 
-/// success.test.mjs:84 natively: the owner's success clears the count
+/// success.test.mjs's owner test, natively: the owner's success clears the count
 /// (a whole new allowance, the cached block dropped); `decrement`
 /// forgives one failure only.
 #[test]
@@ -346,7 +349,7 @@ fn a_slot_never_settled_lapses_at_its_reservation_ttl_and_an_uncounted_answer_fr
 
 // ---- Penalties (penalty.test.mjs) ----
 
-/// penalty.test.mjs:42 natively: a refusal starts a 10 s penalty that
+/// Only here (it was in penalty.test.mjs): a refusal starts a 10 s penalty that
 /// outlives the 2 s window, seen by another isolate too, never extended
 /// by the refusals during it, then ended at its time.
 #[test]
@@ -372,7 +375,7 @@ fn a_penalty_outlives_the_window_in_every_isolate_and_ends_at_its_time() {
     assert_eq!([0, 1].map(|e| pair.request_on(e, Req::get("/api/x").ip(ip)).status), [200, 200], "ended at its time");
 }
 
-/// penalty.test.mjs:119 natively: a leased rule's refusal starts the
+/// Only here (it was in penalty.test.mjs): a leased rule's refusal starts the
 /// penalty too; 60 requests at once serve at most 40, in fewer object
 /// calls than requests; after the window the penalty still refuses.
 #[test]
@@ -396,7 +399,7 @@ fn a_leased_rules_refusal_starts_the_penalty() {
     }
 }
 
-/// The issue's question about penalty.test.mjs:119: 60 requests spread
+/// The issue's question about the leased penalty test (once penalty.test.mjs:119): 60 requests spread
 /// past the 2 s window are more than 40 served without any refusal, and
 /// without passing the limit in any 2 s: the test's clock, not an answer
 /// that over-admits.
