@@ -790,22 +790,24 @@ pub(crate) fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure
 pub fn encode_reply_line(reply: &Reply) -> String {
     use std::fmt::Write;
     let t = &reply.tally;
-    let opt = |n: Option<u64>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
-    let mut line = format!(
-        "{} {} {} {} {} {} {} {} {} {} {} {}",
-        reply.v,
-        if t.allowed { "a" } else { "b" },
-        t.retry_after_ms,
-        opt(t.binding.map(|b| b as u64)),
-        u8::from(t.in_flight),
-        u8::from(reply.alarm_pending),
-        u8::from(reply.alarm_set),
-        reply.stored_hits,
-        reply.rows_read,
-        reply.rows_written,
-        opt(reply.reservation),
-        reply.held,
-    );
+    // Field by field into one buffer: no `format!` of twelve arguments and
+    // no string per optional field, on every call's reply.
+    let mut line = String::with_capacity(48 + 24 * t.windows.len());
+    let put = |line: &mut String, n: Option<u64>| match n {
+        Some(n) => drop(write!(line, "{n} ")),
+        None => line.push_str("- "),
+    };
+    put(&mut line, Some(u64::from(reply.v)));
+    line.push_str(if t.allowed { "a " } else { "b " });
+    put(&mut line, Some(t.retry_after_ms));
+    put(&mut line, t.binding.map(|b| b as u64));
+    for flag in [t.in_flight, reply.alarm_pending, reply.alarm_set] {
+        line.push_str(if flag { "1 " } else { "0 " });
+    }
+    for n in [Some(reply.stored_hits), Some(reply.rows_read), Some(reply.rows_written), reply.reservation] {
+        put(&mut line, n);
+    }
+    let _ = write!(line, "{}", reply.held);
     for w in &t.windows {
         let _ = write!(line, " {}/{}/{}/{}/{}", w.limit, w.window_ms, w.used, w.remaining, w.reset_ms);
     }
@@ -852,8 +854,10 @@ pub fn decode_reply_line(status: u16, body: &str) -> Result<Reply, CallFailure> 
     if status != 200 {
         return Err(CallFailure::Refused { status, body: body.to_string() });
     }
-    let shown: String = body.chars().take(200).collect();
-    parse_reply_line(body).ok_or_else(|| CallFailure::Unreadable(format!("not a reply line: {shown}")))
+    parse_reply_line(body).ok_or_else(|| {
+        let shown: String = body.chars().take(200).collect();
+        CallFailure::Unreadable(format!("not a reply line: {shown}"))
+    })
 }
 
 /// Reads a reply line ([`encode_reply_line`]): the fixed fields, then one
