@@ -203,8 +203,9 @@ pub(crate) enum Step {
 /// fields, so at most five calls.
 #[derive(Debug, Clone)]
 pub(crate) struct Exchange {
-    /// The call as first sent (its failure is told by it, [`Failure::of`]).
-    first: Call,
+    /// The call as first sent (its failure is told by it, [`Failure::of`]),
+    /// once another has replaced it; `None`: `current` is the first.
+    first: Option<Call>,
     current: Call,
     queue: VecDeque<Call>,
     sent: u8,
@@ -212,7 +213,7 @@ pub(crate) struct Exchange {
 
 impl Exchange {
     pub(crate) fn new(call: Call) -> Exchange {
-        Exchange { first: call.clone(), current: call, queue: VecDeque::new(), sent: 1 }
+        Exchange { first: None, current: call, queue: VecDeque::new(), sent: 1 }
     }
 
     /// The call to send now.
@@ -222,7 +223,7 @@ impl Exchange {
 
     /// The call as first sent.
     pub(crate) fn first(&self) -> &Call {
-        &self.first
+        self.first.as_ref().unwrap_or(&self.current)
     }
 
     /// The result of [`Exchange::call`]: `Some` (the last call's result, or
@@ -240,7 +241,8 @@ impl Exchange {
         }
         match self.queue.pop_front() {
             Some(next) if self.sent < 5 => {
-                self.current = next;
+                let sent = std::mem::replace(&mut self.current, next);
+                self.first.get_or_insert(sent);
                 self.sent += 1;
                 None
             }
