@@ -226,7 +226,7 @@ function echo(req, url, body) {
  * server, not yet listening. `chunkMs`: the pause between streamed chunks.
  */
 export function demoOrigin(examples, { chunkMs = 40 } = {}) {
-  return createServer((req, res) => {
+  const server = createServer((req, res) => {
     const url = new URL(req.url, "http://origin.local");
     const chunks = [];
     req.on("data", (c) => chunks.push(c));
@@ -238,6 +238,10 @@ export function demoOrigin(examples, { chunkMs = 40 } = {}) {
       res.end(JSON.stringify(json) + "\n");
     });
   });
+  // Idle connections kept longer than the proxy in front keeps them (Node's
+  // 5 s default races workerd reusing one: a reset, the client's 502).
+  server.keepAliveTimeout = 65_000;
+  return server;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
