@@ -173,16 +173,18 @@ test("300 answered questions per school a day: invalid questions, out of scope o
     const kinds = [];
     for (let i = 0; i < quota; i++) {
       kinds.push("answer");
-      if (i % 30 === 0) kinds.push("invalid");
+      if (i % 30 === 0) kinds.push(i % 60 ? "not json" : "empty question");
       if (i % 30 === 10) kinds.push("out of scope");
-      if (i % 30 === 20) kinds.push("other school");
+      if (i % 30 === 20) kinds.push(i % 60 === 20 ? "other school" : "school 4.2e1");
     }
     const plans = kinds.map((kind, i) => {
       const p = slot(i);
-      if (kind === "invalid") return { ...p, text: i % 2 ? null : "" };
+      if (kind === "not json") return { ...p, text: null };
+      if (kind === "empty question") return { ...p, text: " " };
       if (kind === "out of scope") return { ...p, text: "any bitcoin tips for tonight?" };
       // The path names school 42 (or 4.2e1: 4 and 42 to tollgate's :int), the link is school 4's: 403.
-      if (kind === "other school") return { ...p, school: i % 2 ? "42" : "4.2e1", link: demoLink(4, i) };
+      if (kind === "other school") return { ...p, link: demoLink(4, i) };
+      if (kind === "school 4.2e1") return { ...p, school: "4.2e1", link: demoLink(4, i) };
       return { ...p, maxTokens: 5 };
     });
     // In waves far from the quota; the last 20 questions one by one, each
@@ -193,7 +195,7 @@ test("300 answered questions per school a day: invalid questions, out of scope o
     for (const [j, plan] of plans.slice(tail).entries()) {
       answers.push(await askSettled(tg, plan, slot(kinds.length + 20 + j), "school-questions", 42));
     }
-    const expected = { answer: 200, invalid: 400, "out of scope": 200, "other school": 403 };
+    const expected = { answer: 200, "not json": 400, "empty question": 400, "out of scope": 200, "other school": 403, "school 4.2e1": 403 };
     assert.deepEqual(statusesOf(answers), kinds.map((k) => expected[k]));
     for (const [i, a] of answers.entries()) {
       if (kinds[i] === "out of scope") assert.equal(a.usage?.total_tokens, 0, "an out of scope answer costs nothing");
