@@ -68,7 +68,12 @@ pub(crate) const FRESH_MS: i64 = 5_000;
 /// `log` (sorted, pruned at `now_ms`) as stored: unchanged while it has at
 /// most [`EXACT_ENTRIES`] entries, else [`coalesce`]d.
 pub(crate) fn bounded(log: Vec<Hit>, now_ms: i64, limits: &[Limit]) -> Vec<Hit> {
-    if log.len() <= EXACT_ENTRIES {
+    bounded_at(log, now_ms, limits, EXACT_ENTRIES)
+}
+
+/// [`bounded`] with another cap (the tests coalesce small logs).
+fn bounded_at(log: Vec<Hit>, now_ms: i64, limits: &[Limit], cap: usize) -> Vec<Hit> {
+    if log.len() <= cap {
         return log;
     }
     coalesce(&log, now_ms, limits)
@@ -180,5 +185,111 @@ mod tests {
         let log = vec![Hit { at_ms: first, cost: 1 }, Hit { at_ms: second, cost: 1 }];
         assert_eq!(coalesce(&log, now, &l), log);
         assert_eq!(coalesce(&log, now + 100, &l), vec![Hit { at_ms: second, cost: 2 }], "both out of the first window: one entry");
+    }
+
+    /// The property test's operations, applied to both logs at `now`.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Hit(u32),
+        Record(u32),
+        Forgive(u32),
+        Lease(u32, i64),
+        Wait(i64),
+    }
+
+    fn any_op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => (1u32..12).prop_map(Op::Hit),
+            1 => (1u32..6).prop_map(Op::Record),
+            1 => (1u32..8).prop_map(Op::Forgive),
+            1 => ((4u32..30), (100i64..1_000)).prop_map(|(u, ttl)| Op::Lease(u, ttl)),
+            6 => (0i64..400).prop_map(Op::Wait),
+            1 => (0i64..200_000).prop_map(Op::Wait),
+        ]
+    }
+
+    fn any_limits() -> impl Strategy<Value = Vec<Limit>> {
+        let windows = prop::sample::subsequence(vec![2_000u64, 10_000, 60_000, 600_000], 1..=3);
+        (windows, 20u32..200).prop_map(|(ws, base)| {
+            ws.iter().enumerate().map(|(i, w)| Limit::new(base * (i as u32 + 1) * 2, *w).unwrap()).collect()
+        })
+    }
+
+    /// Units `log` counts in a window of `w` read at `t` (future hits count).
+    fn counted(log: &[Hit], t: i64, w: u64) -> u64 {
+        log.iter().filter(|h| u64::try_from(t - h.at_ms).unwrap_or(0) < w).map(|h| u64::from(h.cost)).sum()
+    }
+
+    use crate::count::window;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+        /// The coalesced log (coalesced past 12 entries here) against the
+        /// exact log of what it admitted, on random hits, records,
+        /// forgives, leases and their refunds (sent within a second of the
+        /// lease's expiry, as the Worker sends them): in every window, read
+        /// now and later, it counts at least what the exact log counts (so
+        /// it admits nothing the exact log would refuse), and at most what
+        /// the exact log counts over the window lengthened by its granule
+        /// (every unit freed at most `g(w)` late).
+        #[test]
+        fn the_coalesced_log_admits_no_more_than_the_exact_log_and_frees_units_at_most_a_granule_late(
+            limits in any_limits(), ops in prop::collection::vec(any_op(), 50..400)
+        ) {
+            let mut now = 1_000_000_000i64;
+            let (mut exact, mut merged): (Vec<Hit>, Vec<Hit>) = (Vec::new(), Vec::new());
+            let mut refunds: Vec<(i64, u32)> = Vec::new();
+            for op in ops {
+                let keep = |log: Vec<Hit>, now: i64| bounded_at(log, now, &limits, 12);
+                match op {
+                    Op::Hit(cost) => {
+                        let d = window::decide(&merged, now, &limits, cost);
+                        if let Some(next) = d.next {
+                            prop_assert!(window::decide(&exact, now, &limits, cost).tally.allowed, "admitted what the exact log refuses");
+                            merged = keep(next, now);
+                            exact = window::record(&exact, now, &limits, cost).0;
+                        }
+                    }
+                    Op::Record(cost) => {
+                        merged = keep(window::record(&merged, now, &limits, cost).0, now);
+                        exact = window::record(&exact, now, &limits, cost).0;
+                    }
+                    Op::Forgive(cost) => {
+                        merged = window::forgive(&merged, now, &limits, cost);
+                        exact = window::forgive(&exact, now, &limits, cost);
+                    }
+                    Op::Lease(units, ttl) => {
+                        if window::room(&merged, now, &limits) >= u64::from(units) {
+                            prop_assert!(window::room(&exact, now, &limits) >= u64::from(units), "leased what the exact log refuses");
+                            merged = keep(window::lease(&merged, now, &limits, units, now + ttl), now);
+                            exact = window::lease(&exact, now, &limits, units, now + ttl);
+                            refunds.push((now + ttl, units / 2));
+                        }
+                    }
+                    Op::Wait(ms) => {
+                        // Refunds of the leases that expired, within a second.
+                        for (lease_id, units) in refunds.iter().filter(|(at, _)| *at <= now + ms && *at + 1_000 > now) {
+                            let at = now.max(*lease_id);
+                            merged = window::refund(&merged, at, &limits, *units, *lease_id);
+                            exact = window::refund(&exact, at, &limits, *units, *lease_id);
+                        }
+                        refunds.retain(|(at, _)| *at > now + ms);
+                        now += ms;
+                    }
+                }
+                prop_assert!(merged.len() <= 12 + 2 * (2 * GRANULES_PER_WINDOW as usize + 2) * limits.len(), "bounded");
+                for limit in &limits {
+                    let w = limit.window_ms.get();
+                    let g = granule_ms(w);
+                    for t in [now, now + 1, now + g as i64, now + (w / 3) as i64, now + w as i64 - 1] {
+                        let (c, e) = (counted(&merged, t, w), counted(&exact, t, w));
+                        prop_assert!(c >= e, "window {} at {}: counts {} < exact {}", w, t - now, c, e);
+                        let late = counted(&exact, t, w + g);
+                        prop_assert!(c <= late, "window {} at {}: counts {} > exact over w + {}: {}", w, t - now, c, g, late);
+                    }
+                }
+            }
+        }
     }
 }

@@ -20,7 +20,12 @@
 //!   `j − 1` of them: at every instant the log holds at least the units
 //!   GCRA still counts (up to `N`, which refuses all), so it admits nothing
 //!   GCRA would refuse. A cell kept for another `requests` is read as GCRA
-//!   reads it ([`crate::count::gcra::tat_of`]).
+//!   reads it ([`crate::count::gcra::tat_of`]). Past
+//!   [`crate::count::coalesce::EXACT_ENTRIES`] units (a limit above
+//!   10,000), the units leaving in one granule of the window
+//!   ([`crate::count::coalesce::granule_ms`]) are one hit dated to leave at
+//!   the granule's end: never before GCRA frees them, at most one granule
+//!   (≤ W/1000) after, at most `2 × 1000 + 1` hits per window.
 //!
 //! Reservations (`;`) and a relief mark (`~`) follow the state and are
 //! carried over unchanged ([`crate::count::counter`]).
@@ -106,7 +111,7 @@ fn granule_run(tat: i128, n: i128, w: i128, units: i128, window_ms: u64) -> Vec<
         let cost = upto - before;
         if cost > 0 {
             let cost = u32::try_from(cost).unwrap_or(u32::MAX);
-            out.push(Hit { at_ms: i64::try_from(end.max(last) - w).unwrap_or(i64::MAX), cost });
+            out.push(Hit { at_ms: i64::try_from(end - w).unwrap_or(i64::MAX), cost });
         }
         before = upto;
         end += g;
@@ -214,5 +219,26 @@ mod tests {
         let other = log_from_gcra(&[Cell { requests: 5, tat: 1_000 * 5 + 3 * 60_000 }], 1_000, &l);
         assert_eq!(other.iter().map(|h| h.cost).sum::<u32>(), 3, "another limit's 3 units owed carry over");
         assert_eq!(gcra::room(&gcra_from_log(&[], &l), 1_000, &l), 10);
+    }
+
+    #[test]
+    fn a_gcra_row_of_a_daily_billion_reads_as_a_log_of_one_hit_per_granule() {
+        let day = 86_400_000i64;
+        let l = limits(&[(1_000_000_000, day as u64)]);
+        let now = 100 * day;
+        let mut cells = Vec::new();
+        for i in 0..50 {
+            cells = gcra::record(&cells, now - 3_000_000 + i * 60_000, &l, 12_000_000).0;
+        }
+        let log = log_from_gcra(&cells, now, &l);
+        assert!(log.len() <= 2 * 1_000 + 2, "{} hits", log.len());
+        assert!(log.windows(2).all(|p| p[0].at_ms < p[1].at_ms), "sorted, merged");
+        assert_eq!(window::room(&log, now, &l), admits_gcra(&cells, now, &l), "the units GCRA owes, now");
+        let g = crate::count::coalesce::granule_ms(day as u64) as i64;
+        for t in (now..now + day + 3_600_000).step_by(1_234_567) {
+            let got = admits_log(&log, t, &l);
+            assert!(got <= admits_gcra(&cells, t, &l), "at {t}: {got} over GCRA's reading");
+            assert!(got >= admits_gcra(&cells, t - g, &l), "at {t}: {got}, freed more than a granule after GCRA");
+        }
     }
 }
