@@ -76,7 +76,7 @@ KEEP = [
     "internals::rules::RuleSpec", "internals::rules::RuleSpec::name", "internals::rules::Rule::matches", "internals::rules::Rule::evaluate",
     "internals::rules::Match", "internals::rules::Match::matched_path",
     "internals::rules::NoMatch", "Config::matching", "Config::rules", "Config::body_limit",
-    "internals::DEFAULT_SUFFIXES", "internals::MAX_SLIDING_LOG_REQUESTS",
+    "internals::DEFAULT_SUFFIXES",
     "internals::plan", "internals::plan::plan", "internals::plan::Body", "internals::plan::RequestParts::*",
     "internals::plan::Route",
     "internals::applied", "internals::applied::KeyOutcome",

@@ -70,7 +70,7 @@ pub use glue::registry::Registry;
 #[doc(hidden)]
 pub mod internals {
     pub use crate::config::rules;
-    pub use crate::config::{DEFAULT_SUFFIXES, MAX_SLIDING_LOG_REQUESTS};
+    pub use crate::config::DEFAULT_SUFFIXES;
     pub use crate::count::{protocol, window};
     pub use crate::pipeline::{applied, plan};
     pub use crate::request::{body, canon};

@@ -65,6 +65,26 @@ OTHER = "1"
 }
 
 #[test]
+fn check_takes_a_daily_token_budget_of_a_billion_on_the_default_algorithm() {
+    let path = temp_toml(
+        "budget.toml",
+        r#"
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "tokens"
+path = "/v1/*"
+key = ["header:x-api-key"]
+limits = [{ requests = 1000000000, window = "1d" }]
+counting = { mode = "response" }
+metering = { header = "x-usage-tokens", reserve = 300000, max = 300000 }
+"#,
+    );
+    let (code, out, err) = tollgate(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!format!("{out}{err}").contains("gcra"), "no longer sent to GCRA: {out}{err}");
+}
+
+#[test]
 fn check_warns_about_narrow_routes() {
     let path = temp_toml(
         "narrow.toml",

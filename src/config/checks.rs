@@ -8,7 +8,7 @@
 //! [`warnings`] (works as written, but probably not what was meant) and
 //! [`relief_note`] (a trade-off left in).
 
-use crate::config::limits::{algorithm_error, cost_error};
+use crate::config::limits::cost_error;
 use crate::config::policy::{
     Action, Counting, CountingMode, FailPolicy, MissingKey, OnMissingKey, OnSuccess, SuccessAction, UploadLimits, DEFAULT_SUCCESS_STATUSES,
 };
@@ -22,8 +22,7 @@ use crate::count::protocol::{Algorithm, MAX_HOLD_MS};
 use crate::request::canon::Sources;
 use crate::request::key::KeyPart;
 
-/// An override's limits obey the rule's: cost within the smallest, the
-/// sliding log's size.
+/// An override's limits obey the rule's: cost within the smallest.
 pub(super) fn check_overrides(spec: &mut RuleSpec, errors: &mut Errors) {
     // Resolved here so that their errors come with the rule's others; again
     // once the whole config is read, under its `ipv6_prefix`.
@@ -33,8 +32,8 @@ pub(super) fn check_overrides(spec: &mut RuleSpec, errors: &mut Errors) {
     }
     for entry in spec.overrides.entries() {
         let field = format!("overrides.{}", entry.value);
-        for message in [cost_error(&entry.limits, spec.cost), algorithm_error(&entry.limits, spec.algorithm)].into_iter().flatten() {
-            errors.push(field.clone(), message);
+        if let Some(message) = cost_error(&entry.limits, spec.cost) {
+            errors.push(field, message);
         }
     }
 }
@@ -407,9 +406,3 @@ pub(super) fn check_penalty(spec: &RuleSpec, errors: &mut Errors) {
     }
 }
 
-/// The sliding log holds at most [`MAX_SLIDING_LOG_REQUESTS`] per window.
-pub(super) fn check_algorithm(spec: &RuleSpec, errors: &mut Errors) {
-    if let Some(message) = algorithm_error(&spec.limits, spec.algorithm) {
-        errors.push("algorithm", message);
-    }
-}

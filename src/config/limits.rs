@@ -2,12 +2,12 @@
 //! `{ requests, window }`, [`LIMIT_FIELDS`]), `overrides` (a key value's
 //! own limits, read as `limits` is), and what any list of limits must obey
 //! with the rule's other fields: a cost within the smallest limit
-//! ([`cost_error`]), the sliding log's size ([`algorithm_error`]).
+//! ([`cost_error`]). Either algorithm takes a limit of any size (the
+//! sliding log coalesces past 10,000 entries, [`crate::count::coalesce`]).
 
 use crate::config::overrides::{Override, Overrides};
 use crate::config::reader::{read_table, Field, Input, Shape};
-use crate::config::MAX_SLIDING_LOG_REQUESTS;
-use crate::count::protocol::{Algorithm, MAX_LIMITS};
+use crate::count::protocol::MAX_LIMITS;
 use crate::count::window::Limit;
 use std::num::{NonZeroU32, NonZeroU64};
 
@@ -75,15 +75,4 @@ pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
 pub(super) fn cost_error(limits: &[Limit], cost: u32) -> Option<String> {
     let smallest = limits.iter().map(|l| l.requests.get()).min()?;
     (cost > smallest).then(|| format!("{cost} is above the smallest limit ({smallest}): every request would be blocked"))
-}
-
-pub(super) fn algorithm_error(limits: &[Limit], algorithm: Algorithm) -> Option<String> {
-    if algorithm != Algorithm::SlidingLog {
-        return None;
-    }
-    let big = limits.iter().find(|l| l.requests.get() > MAX_SLIDING_LOG_REQUESTS)?;
-    Some(format!(
-        "a limit of {} requests is too large for the sliding log (at most {MAX_SLIDING_LOG_REQUESTS}); set algorithm = \"gcra\"",
-        big.requests
-    ))
 }

@@ -96,11 +96,6 @@ pub(crate) const DEFAULT_IDLE_RELEASE_MS: u64 = 10_000;
 /// (`/api/example.json` is `/api/example`, as Rails and Express routers do).
 pub const DEFAULT_SUFFIXES: &[&str] = &["json", "xml", "html", "htm", "txt", "csv", "yaml", "yml"];
 
-/// The largest `requests` per window the sliding log accepts. The log keeps
-/// one entry per hit, read and rewritten on every request: 10,000 entries is
-/// ~50-140 KB per call. Above this, use `algorithm = "gcra"` (O(1) state).
-pub const MAX_SLIDING_LOG_REQUESTS: u32 = 10_000;
-
 /// Default prefix of the admin API (active only with a token set).
 pub(crate) const DEFAULT_ADMIN_PREFIX: &str = "/.tollgate";
 
@@ -567,7 +562,6 @@ mod tests {
             (json!({"header": {"bad name": "x"}}), "header.bad name"),
             (json!({"header": "x-plan"}), "header"),
             (json!({"algorithm": "token_bucket"}), "algorithm"),
-            (json!({"limits": [{"requests": 100000, "window": "1h"}]}), "algorithm"),
             (json!({"limits": []}), "limits"),
             (json!({"limits": vec![json!({"requests": 1, "window": "1s"}); 9]}), "limits"),
             (json!({"key": ["body:email"], "fallback_key": ["ip"], "count_statuses": [401], "clear_on_success": true}), "on_success"),
@@ -850,6 +844,15 @@ mod tests {
     }
 
     #[test]
+    fn the_sliding_log_takes_a_daily_budget_of_a_billion() {
+        let c = Config::from_json(&rule(json!({ "limits": [{ "requests": 1_000_000_000u32, "window": "1d" }, { "requests": 50_000_000, "window": "1h" }] })))
+            .unwrap();
+        assert_eq!(c.rules[0].algorithm, crate::count::protocol::Algorithm::SlidingLog, "the default, no longer sent to GCRA");
+        assert_eq!(c.rules[0].limits[0].requests.get(), 1_000_000_000);
+        assert!(c.warnings().iter().all(|w| !w.to_string().contains("gcra")), "{:?}", c.warnings());
+    }
+
+    #[test]
     fn overrides_parse_resolve_typed_and_name_their_value_in_errors() {
         let c = Config::from_json(&rule(json!({ "key": ["path:school:int"], "path": "/s/:school/*",
             "overrides": { "042": [{ "requests": 1000, "window": "1d" }] } })))
@@ -861,10 +864,10 @@ mod tests {
             "1": [{ "requests": 0, "window": "1d" }],
             "2": [{ "requests": 20000, "window": "1d" }],
             "3": [{ "requests": 5, "window": "1d" }], "+3": [{ "requests": 5, "window": "1d" }] } })));
-        for (field, says) in [("overrides.x", "not a value"), ("overrides.1[0].requests", "whole number"),
-            ("overrides.2", "sliding log"), ("overrides.3", "same key")] {
+        for (field, says) in [("overrides.x", "not a value"), ("overrides.1[0].requests", "whole number"), ("overrides.3", "same key")] {
             assert!(bad.iter().any(|e| e.contains(&format!("field `{field}`")) && e.contains(says)), "{field}: {bad:?}");
         }
+        assert!(!bad.iter().any(|e| e.contains("overrides.2")), "a sliding log takes an override of any size: {bad:?}");
         let two = errors(rule(json!({ "key": ["ip", "header:x-a"], "overrides": { "a": [{ "requests": 1, "window": "1d" }] } })));
         assert!(two[0].contains("field `overrides`: only for a rule whose key has one part"), "{two:?}");
         let cost = errors(rule(json!({ "cost": 5, "overrides": { "1.2.3.4": [{ "requests": 2, "window": "1d" }] } })));

@@ -136,7 +136,6 @@ impl RuleDraft {
         checks::check_trusted_device(&spec, errors);
         checks::check_cost(&mut spec, given.cost_given, errors);
         crate::config::cost_fields::check_concurrency(&spec, errors);
-        checks::check_algorithm(&spec, errors);
         spec.lease = checks::lease_mode(&spec, given.lease_auto, given.lease_ttl_ms, given.lease_max, errors);
         checks::check_overrides(&mut spec, errors);
         checks::check_query_sources(&spec, errors);

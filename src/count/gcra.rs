@@ -19,9 +19,10 @@
 //!   burst at its start, then the steady refill), where the sliding log
 //!   allows at most `N`. The `gcra_error_bound` test pins this bound.
 //!
-//! Use it when `N` is too large for a log (above
-//! `config::MAX_SLIDING_LOG_REQUESTS` per window); the state stays
-//! two integers per window whatever the traffic.
+//! Use it when a row of two integers per window whatever the traffic is
+//! worth the `2N − 1`: the sliding log takes limits of any size, exact up
+//! to 10,000 entries and coalesced past that (up to about 10,000 entries,
+//! each unit freed at most `W/1000` late: [`crate::count::coalesce`]).
 
 use crate::count::algorithm::{excerpt, CorruptRow, Counter, Decision};
 use crate::count::limit::{Limit, WindowState};

@@ -18,6 +18,15 @@ impl Limit {
     }
 }
 
+/// One recorded request of a sliding log: when it happened (Unix ms) and
+/// the cost it used (a coalesced entry: the newest member's time, the
+/// members' summed cost, [`crate::count::coalesce`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit {
+    pub at_ms: i64,
+    pub cost: u32,
+}
+
 /// The state of one window after a decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowState {

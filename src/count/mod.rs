@@ -6,6 +6,7 @@
 pub(crate) mod limit;
 pub(crate) mod tally;
 pub(crate) mod algorithm;
+pub(crate) mod coalesce;
 pub mod window;
 pub(crate) mod gcra;
 pub(crate) mod reservation;

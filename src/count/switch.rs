@@ -20,11 +20,17 @@
 //!   `j − 1` of them: at every instant the log holds at least the units
 //!   GCRA still counts (up to `N`, which refuses all), so it admits nothing
 //!   GCRA would refuse. A cell kept for another `requests` is read as GCRA
-//!   reads it ([`crate::count::gcra::tat_of`]).
+//!   reads it ([`crate::count::gcra::tat_of`]). Past
+//!   [`crate::count::coalesce::EXACT_ENTRIES`] units (a limit above
+//!   10,000), the units leaving in one granule of the window
+//!   ([`crate::count::coalesce::granule_ms`]) are one hit dated to leave at
+//!   the granule's end: never before GCRA frees them, at most one granule
+//!   (≤ W/1000) after, at most `2 × 1000 + 1` hits per window.
 //!
 //! Reservations (`;`) and a relief mark (`~`) follow the state and are
 //! carried over unchanged ([`crate::count::counter`]).
 
+use crate::count::coalesce;
 use crate::count::gcra::{self, Cell};
 use crate::count::limit::Limit;
 use crate::count::window::Hit;
@@ -50,7 +56,8 @@ pub(crate) fn gcra_from_log(log: &[Hit], limits: &[Limit]) -> Vec<Cell> {
 }
 
 /// The sliding log counting at least what the GCRA `cells` still count
-/// at `now_ms`, oldest hit first.
+/// at `now_ms`, oldest hit first; coalesced past
+/// [`coalesce::EXACT_ENTRIES`] entries.
 pub(crate) fn log_from_gcra(cells: &[Cell], now_ms: i64, limits: &[Limit]) -> Vec<Hit> {
     let mut log: Vec<Hit> = Vec::new();
     for (cell, limit) in cells.iter().zip(limits) {
@@ -62,27 +69,66 @@ pub(crate) fn log_from_gcra(cells: &[Cell], now_ms: i64, limits: &[Limit]) -> Ve
         // refuses every request, so the units past N (the first to leave)
         // change no answer, and the row stays bounded by the limits.
         let units = ((owed.max(0) + w - 1) / w).min(n);
-        // The j-th unit leaves the window once GCRA owes at most j units:
-        // at the instant ⌈(tat − j·W) / N⌉ ms; oldest (largest j) first.
-        let run = (0..units).rev().map(|j| {
-            let leaves = (tat - j * w + n - 1).div_euclid(n);
-            i64::try_from(leaves - w).unwrap_or(i64::MAX)
-        });
+        let run = if units <= coalesce::EXACT_ENTRIES as i128 {
+            unit_run(tat, n, w, units)
+        } else {
+            granule_run(tat, n, w, units, limit.window_ms.get())
+        };
         log = merge(&log, run);
     }
-    log
+    coalesce::bounded(log, now_ms, limits)
 }
 
-/// `log` and the hits of cost 1 at the times `run` yields (ascending),
-/// merged in order; hits at the same time are one hit.
-fn merge(log: &[Hit], run: impl Iterator<Item = i64>) -> Vec<Hit> {
-    let mut out: Vec<Hit> = Vec::with_capacity(log.len());
+/// The `units` owed as hits of cost 1: the j-th unit leaves the window
+/// once GCRA owes at most j units, at the instant ⌈(tat − j·W) / N⌉ ms;
+/// oldest (largest j) first.
+fn unit_run(tat: i128, n: i128, w: i128, units: i128) -> Vec<Hit> {
+    (0..units)
+        .rev()
+        .map(|j| {
+            let leaves = (tat - j * w + n - 1).div_euclid(n);
+            Hit { at_ms: i64::try_from(leaves - w).unwrap_or(i64::MAX), cost: 1 }
+        })
+        .collect()
+}
+
+/// The `units` owed (more than [`coalesce::EXACT_ENTRIES`]) as one hit per
+/// granule of the window ([`coalesce::granule_ms`]): each unit of
+/// [`unit_run`] made to leave at the end of its granule (never earlier
+/// than GCRA frees it, at most one granule later), at most
+/// `2 × GRANULES_PER_WINDOW + 1` hits. The units leaving by `b` are those
+/// `j ≥ ⌈(tat − b·N) / W⌉`.
+fn granule_run(tat: i128, n: i128, w: i128, units: i128, window_ms: u64) -> Vec<Hit> {
+    let g = i128::from(coalesce::granule_ms(window_ms));
+    let leaves = |j: i128| (tat - j * w + n - 1).div_euclid(n);
+    let left_by = |b: i128| units - ((tat - b * n + w - 1).div_euclid(w)).clamp(0, units);
+    let (first, last) = (leaves(units - 1), leaves(0));
+    let mut out = Vec::new();
+    let mut before = 0i128;
+    let mut end = (first + g - 1).div_euclid(g) * g;
+    while before < units {
+        let upto = if end >= last { units } else { left_by(end) };
+        let cost = upto - before;
+        if cost > 0 {
+            let cost = u32::try_from(cost).unwrap_or(u32::MAX);
+            out.push(Hit { at_ms: i64::try_from(end - w).unwrap_or(i64::MAX), cost });
+        }
+        before = upto;
+        end += g;
+    }
+    out
+}
+
+/// `log` and the hits of `run` (ascending), merged in order; hits at the
+/// same time are one hit.
+fn merge(log: &[Hit], run: Vec<Hit>) -> Vec<Hit> {
+    let mut out: Vec<Hit> = Vec::with_capacity(log.len() + run.len());
     let mut next = 0;
-    for at_ms in run.map(Some).chain([None]) {
-        // Every hit of `log` up to `at_ms` (all of them after the run), then
-        // the run's own.
-        let upto = at_ms.map_or(log.len(), |at| next + log[next..].partition_point(|h| h.at_ms <= at));
-        let hits = log[next..upto].iter().copied().chain(at_ms.map(|at_ms| Hit { at_ms, cost: 1 }));
+    for item in run.into_iter().map(Some).chain([None]) {
+        // Every hit of `log` up to the run's hit (all of them after the
+        // run), then the run's own.
+        let upto = item.map_or(log.len(), |h| next + log[next..].partition_point(|l| l.at_ms <= h.at_ms));
+        let hits = log[next..upto].iter().copied().chain(item);
         next = upto;
         for hit in hits {
             match out.last_mut() {
@@ -173,5 +219,26 @@ mod tests {
         let other = log_from_gcra(&[Cell { requests: 5, tat: 1_000 * 5 + 3 * 60_000 }], 1_000, &l);
         assert_eq!(other.iter().map(|h| h.cost).sum::<u32>(), 3, "another limit's 3 units owed carry over");
         assert_eq!(gcra::room(&gcra_from_log(&[], &l), 1_000, &l), 10);
+    }
+
+    #[test]
+    fn a_gcra_row_of_a_daily_billion_reads_as_a_log_of_one_hit_per_granule() {
+        let day = 86_400_000i64;
+        let l = limits(&[(1_000_000_000, day as u64)]);
+        let now = 100 * day;
+        let mut cells = Vec::new();
+        for i in 0..50 {
+            cells = gcra::record(&cells, now - 3_000_000 + i * 60_000, &l, 12_000_000).0;
+        }
+        let log = log_from_gcra(&cells, now, &l);
+        assert!(log.len() <= 2 * 1_000 + 2, "{} hits", log.len());
+        assert!(log.windows(2).all(|p| p[0].at_ms < p[1].at_ms), "sorted, merged");
+        assert_eq!(window::room(&log, now, &l), admits_gcra(&cells, now, &l), "the units GCRA owes, now");
+        let g = crate::count::coalesce::granule_ms(day as u64) as i64;
+        for t in (now..now + day + 3_600_000).step_by(1_234_567) {
+            let got = admits_log(&log, t, &l);
+            assert!(got <= admits_gcra(&cells, t, &l), "at {t}: {got} over GCRA's reading");
+            assert!(got >= admits_gcra(&cells, t - g, &l), "at {t}: {got}, freed more than a granule after GCRA");
+        }
     }
 }

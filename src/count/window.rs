@@ -6,18 +6,18 @@
 //! is checked at once and a request is allowed only if all of them have room
 //! for its cost; a blocked request records nothing, so the log (and the
 //! retry-after computed from it) stays exact.
+//!
+//! A log past [`crate::count::coalesce::EXACT_ENTRIES`] entries (a limit
+//! above 10,000) is coalesced as it is stored ([`decide`], [`record`],
+//! [`lease`]): entries merged at their newest time, never admitting more
+//! than the exact log, each unit freed at most `window / 1000` late
+//! ([`crate::count::coalesce`] proves both).
 
 use crate::count::algorithm::{excerpt, CorruptRow, Counter, Decision};
+use crate::count::coalesce::bounded;
 use crate::count::tally::Tally;
 /// The vocabulary of limits, where callers have always found it.
-pub use crate::count::limit::{horizon_ms, Limit, WindowState};
-
-/// One recorded request: when it happened (Unix ms) and the cost it used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hit {
-    pub at_ms: i64,
-    pub cost: u32,
-}
+pub use crate::count::limit::{horizon_ms, Hit, Limit, WindowState};
 
 /// Decides whether a request of `cost` is allowed at `now_ms` given `log`
 /// (sorted oldest first, as this function always returns it).
@@ -81,6 +81,7 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
     let mut stored = live;
     if allowed {
         stored.push(Hit { at_ms: now.max(newest), cost });
+        stored = bounded(stored, now, limits);
     }
     let windows = limits
         .iter()
@@ -99,6 +100,7 @@ pub(crate) fn record(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> (
     let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
     let mut live = prune(log, now_ms, horizon_ms(limits));
     live.push(Hit { at_ms: now_ms.max(newest), cost });
+    let live = bounded(live, now_ms, limits);
     let windows = limits.iter().map(|l| window_state(&live, now_ms, *l)).collect();
     (live, windows)
 }
@@ -140,7 +142,7 @@ pub(crate) fn lease(log: &[Hit], now_ms: i64, limits: &[Limit], units: u32, expi
     let mut live = prune(log, now_ms, horizon_ms(limits));
     let at = live.partition_point(|h| h.at_ms <= expires_at);
     live.insert(at, Hit { at_ms: expires_at, cost: units });
-    live
+    bounded(live, now_ms, limits)
 }
 
 /// Takes back up to `units` from the hits dated exactly `lease_id` (a

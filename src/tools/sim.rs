@@ -247,9 +247,7 @@ struct Object {
 }
 
 /// The scenario's rule, as the Worker reads it: built from JSON, then
-/// given the scenario's limit, algorithm, lease and timeout directly (a
-/// sliding log over 10,000, as a "lease off" comparison, is what the
-/// config's checks would refuse).
+/// given the scenario's limit, algorithm, lease and timeout directly.
 fn config_of(s: &Scenario) -> Config {
     let rule = serde_json::json!({ "name": "sim", "path": "/*", "key": ["global"], "limits": [{ "requests": 10, "window": "1m" }] });
     let mut config = match Config::from_json(&serde_json::json!({ "rules": [rule] })) {

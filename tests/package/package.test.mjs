@@ -42,7 +42,7 @@ const UPLOAD_GATE_KIB = 675;
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const NATIVE = join(ROOT, "target", "debug", "tollgate");
 /** The presets of rules for the standalone Worker (their files are read by the parity test too). */
-const PRESETS = ["heavy-endpoint", "login", "tenant-quota", "api-keys"];
+const PRESETS = ["heavy-endpoint", "login", "tenant-quota", "api-keys", "llm"];
 const READY_TIMEOUT_MS = 90_000;
 const STEP_TIMEOUT_MS = 180_000;
 
@@ -234,6 +234,13 @@ const TRIES = {
   },
   "tenant-quota": { path: "/api/tenants/007/reports", allowed: 5, status: 200 },
   "api-keys": { path: "/api/items", init: { headers: { "x-api-key": "demo-key" } }, allowed: 5, status: 200 },
+  // A magic link of school 42 that the demo origin issued, one device: 10 questions a minute.
+  llm: {
+    path: "/s/42/2-6557f037b898/chat",
+    init: { method: "POST", headers: { "content-type": "application/json", cookie: "device=d1" }, body: '{"messages":[{"role":"user","content":"why is the sky blue?"}],"stream":true}' },
+    allowed: 10,
+    status: 200,
+  },
 };
 
 /** `npm run dev` in `dir`, in its own process group; resolves once it answers. */

@@ -1,7 +1,8 @@
 // `tollgate dev`: `wrangler dev` on 127.0.0.1:$PORT (8787) in front of the
 // origin named by $UPSTREAM, or of a demo origin on 127.0.0.1:$ORIGIN_PORT
 // (8788) that echoes every request as JSON (and answers POST /login 401
-// unless the password is "demo-password"). Other arguments go to wrangler.
+// unless the password is "demo-password", and /s/SCHOOL/LINK/chat as the
+// llm preset's school chat: an LLM-like stream). Other arguments go to wrangler.
 // --no-origin: no demo origin and no UPSTREAM (the project's Workers answer:
 // an app behind tollgate's service binding, or an app calling it over RPC,
 // given to wrangler as more than one -c).
@@ -30,7 +31,7 @@ export async function dev(args) {
     const originPort = process.env.ORIGIN_PORT ?? "8788";
     upstream = `http://127.0.0.1:${originPort}`;
     const origin = spawn(process.execPath, [join(HERE, "demo-origin.mjs")], {
-      env: { ...process.env, ORIGIN_PORT: originPort, DEMO_EXAMPLE: "login-brute-force", DEMO_LABEL: " (POST /login: 401 unless the password is demo-password)" },
+      env: { ...process.env, ORIGIN_PORT: originPort, DEMO_EXAMPLE: "login-brute-force,student-chat", DEMO_LABEL: " (POST /login: 401 unless the password is demo-password; /s/SCHOOL/LINK/chat: a school's LLM chat)" },
       stdio: "inherit",
     });
     children.push(origin);

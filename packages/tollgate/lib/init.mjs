@@ -18,6 +18,8 @@ const TRY = {
   login: `for i in $(seq 11); do curl -s -o /dev/null -w '%{http_code}\\n' -d 'email=victim@example.com&password=guess' http://127.0.0.1:8787/login; done | uniq -c`,
   "tenant-quota": `for i in $(seq 6); do curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:8787/api/tenants/7/reports; done | uniq -c`,
   "api-keys": `for i in $(seq 6); do curl -s -o /dev/null -w '%{http_code}\\n' -H 'x-api-key: demo-key' http://127.0.0.1:8787/api/items; done | uniq -c`,
+  // One magic link of school 42 (the demo origin's), 11 devices: 10 answers, then 429.
+  llm: `for i in $(seq 11); do curl -s -o /dev/null -w '%{http_code}\\n' -b device=d$i -d '{"messages":[{"role":"user","content":"why is the sky blue?"}]}' http://127.0.0.1:8787/s/42/2-6557f037b898/chat; done | uniq -c`,
   "in-front": `for i in $(seq 11); do curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:8787/api/items; done | uniq -c`,
   rpc: `for i in $(seq 11); do curl -s -o /dev/null -w '%{http_code}\\n' http://127.0.0.1:8787/api/items; done | uniq -c`,
 };
