@@ -23,7 +23,9 @@ use crate::glue::embed::{self, Client, Ticket};
 use worker::js_sys::{self, Array, Object, Reflect};
 use worker::wasm_bindgen::prelude::*;
 use worker::wasm_bindgen::JsCast;
-// The `#[wasm_bindgen]` of an async fn names this crate unqualified.
+// The `#[wasm_bindgen]` of an async fn names this crate unqualified (the
+// release build's expansion does not, hence the allow).
+#[allow(unused_imports)]
 use worker::wasm_bindgen_futures;
 use std::rc::Rc;
 use worker::{web_sys, Env, Request};
