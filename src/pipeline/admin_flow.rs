@@ -345,10 +345,13 @@ impl<'f> AdminFlow<'f> {
         }
     }
 
-    /// The traffic source's three answers (`Err`: why there are none).
-    pub(crate) fn traffic(&mut self, answers: Result<[String; 3], String>) -> AdminStep<'f> {
+    /// The traffic source's answers (`Err`: why there are none). A raw key
+    /// is shown only on a rule whose `metrics_raw_key` is on now.
+    pub(crate) fn traffic(&mut self, answers: Result<traffic::Answers, String>) -> AdminStep<'f> {
         let now_s = u64::try_from(self.now_ms / 1000).unwrap_or(0);
-        self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers)))
+        let rules = &self.config.rules;
+        let shows_key = |name: &str| rules.iter().any(|r| r.name == name && r.metrics_raw_key);
+        self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers, &shows_key)))
     }
 
     /// The listed objects' controls, in the listing's order.

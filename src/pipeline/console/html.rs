@@ -72,7 +72,7 @@ fn document(prefix: &str, title: &str, csrf: Option<&str>, who: Option<&str>, co
     let mut bar = String::new();
     if let Some(csrf) = csrf {
         bar.push_str("<nav aria-label=\"Console\">");
-        for (page, name) in [(Page::Rules, "Rules"), (Page::Traffic, "Traffic"), (Page::Keys, "Keys"), (Page::Controls, "Controls")] {
+        for (page, name) in [(Page::Rules, "Rules"), (Page::Traffic, "Traffic"), (Page::Events, "Events"), (Page::Keys, "Keys"), (Page::Controls, "Controls")] {
             let current = if name == title { " aria-current=\"page\"" } else { "" };
             let _ = write!(bar, "<a href=\"{}{}\"{current}>{name}</a>", esc(prefix), page.path());
         }
@@ -128,6 +128,7 @@ pub(crate) fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answ
         Page::Rules => ("Rules", crate::pipeline::console::rules::page(&config.rules)),
         Page::Controls => ("Controls", json.map(controls).unwrap_or_default()),
         Page::Keys | Page::KeysAction => ("Keys", keys(config, route, csrf, json)),
+        Page::Events => ("Events", traffic::events_page(&route.prefix, json)),
         _ => ("Traffic", traffic(&route.prefix, json)),
     };
     let status = match answer {
@@ -150,7 +151,7 @@ Set a long one: <code>openssl rand -hex 32 | wrangler secret put TOLLGATE_ADMIN_
 }
 
 /// A JSON value as short text: strings as they are, `null` as `-`.
-fn text(v: &Value) -> String {
+pub(crate) fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "-".into(),
@@ -184,26 +185,51 @@ fn controls(body: &Value) -> String {
     out + "</table>"
 }
 
-fn traffic(prefix: &str, body: Option<&Value>) -> String {
+/// The range tabs of a traffic page (`page`: Traffic or Events), the
+/// current one marked.
+pub(crate) fn range_tabs(prefix: &str, page: Page, body: Option<&Value>) -> String {
     let range = body.and_then(|b| b["range"].as_str()).unwrap_or("hour");
     let mut out = String::from("<p class=\"tabs\">");
     for r in ["hour", "day", "week"] {
         let current = if r == range { " aria-current=\"page\"" } else { "" };
-        let _ = write!(out, "<a href=\"{}/ui/traffic?range={r}\"{current}>Last {r}</a> ", esc(prefix));
+        let _ = write!(out, "<a href=\"{}{}?range={r}\"{current}>Last {r}</a> ", esc(prefix), page.path());
     }
-    out.push_str("</p>");
-    let Some(body) = body.filter(|b| b.get("error").is_none()) else {
-        let why = body.and_then(|b| b["error"].as_str()).unwrap_or_default();
-        return format!("{out}<p class=\"err\">{}</p>{}", esc(why), how_to());
+    out + "</p>"
+}
+
+/// The traffic's answer, or why there is none (its error and how to set
+/// the source up).
+pub(crate) fn traffic_body(body: Option<&Value>) -> Result<&Value, String> {
+    match body.filter(|b| b.get("error").is_none()) {
+        Some(body) => Ok(body),
+        None => Err(format!("<p class=\"err\">{}</p>{}", esc(body.and_then(|b| b["error"].as_str()).unwrap_or_default()), how_to())),
+    }
+}
+
+/// A link to the Keys page of `rule`'s key of `key_hash` (found through
+/// the controls registry: [`crate::pipeline::console::route`]).
+pub(crate) fn key_link(prefix: &str, rule: &str, key_hash: &str) -> String {
+    if key_hash.is_empty() || key_hash == "-" {
+        return "-".into();
+    }
+    let href = format!("{prefix}/ui/keys?rule={}&key_hash={}", crate::pipeline::console::rules::form_escape(rule), crate::pipeline::console::rules::form_escape(key_hash));
+    format!("<a href=\"{}\"><code>{}</code></a>", esc(&href), esc(key_hash))
+}
+
+fn traffic(prefix: &str, body: Option<&Value>) -> String {
+    let mut out = range_tabs(prefix, Page::Traffic, body);
+    let body = match traffic_body(body) {
+        Ok(body) => body,
+        Err(why) => return out + &why,
     };
     let rules = body["rules"].as_object().filter(|r| !r.is_empty());
     match rules {
         None => out.push_str("<p>No points in this range.</p>"),
         Some(rules) => {
-            let bucket = body["bucket_s"].as_u64().unwrap_or(60);
+            let (from, bucket) = (body["from_s"].as_u64().unwrap_or(0), body["bucket_s"].as_u64().unwrap_or(60));
+            out.push_str(&traffic::allowed_blocked(&body["totals"]));
             let _ = write!(out, "<p>Decisions per {} (times in UTC), each line an action; the table under a chart gives its numbers.</p>", human(bucket * 1000));
             for (rule, per_action) in rules {
-                let (from, bucket) = (body["from_s"].as_u64().unwrap_or(0), body["bucket_s"].as_u64().unwrap_or(60));
                 let _ = write!(
                     out,
                     "<section><h2>{}</h2>{}{}</section>",
@@ -214,9 +240,10 @@ fn traffic(prefix: &str, body: Option<&Value>) -> String {
             }
         }
     }
-    out.push_str("<section><h2>Top blocked keys</h2><table id=\"top-keys\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Blocked</th></tr>");
+    out.push_str("<section><h2>Top blocked keys</h2><p>Each key hash leads to its page on Keys when the key has a ban or an override.</p><table id=\"top-keys\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Blocked</th></tr>");
     for k in body["top_keys"].as_array().into_iter().flatten() {
-        let _ = write!(out, "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>", esc(&text(&k["rule"])), esc(&text(&k["key_hash"])), k["n"]);
+        let (rule, hash) = (text(&k["rule"]), text(&k["key_hash"]));
+        let _ = write!(out, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&rule), key_link(prefix, &rule, &hash), k["n"]);
     }
     out.push_str("</table></section><section><h2>Top countries and colos (limited traffic)</h2><table id=\"top-places\"><tr><th scope=\"col\">Country</th><th scope=\"col\">Colo</th><th scope=\"col\">Decisions</th></tr>");
     for p in body["top_places"].as_array().into_iter().flatten() {

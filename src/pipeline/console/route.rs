@@ -110,7 +110,7 @@ fn inner<'c>(config: &'c Config, page: Page, params: &CanonicalQuery, log_key: O
     let (endpoint, method) = match page {
         Page::Rules => return Some(AdminRoute::Rules),
         Page::Controls => return Some(AdminRoute::Controls),
-        Page::Traffic => return Some(AdminRoute::Traffic(Range::parse(params.values("range").next()))),
+        Page::Traffic | Page::Events => return Some(AdminRoute::Traffic(Range::parse(params.values("range").next()))),
         Page::Keys if params.values("rule").next().is_some() => ("/status", "GET"),
         Page::KeysAction => match params.values("do").next()? {
             "reset" => ("/reset", "POST"),
