@@ -241,11 +241,11 @@ async fn admin_request(
             AdminStep::VerifyAccess(proof) => flow.verified(proof, crate::glue::access::verify(config, proof).await),
             AdminStep::Lockout(applied, op) => flow.locked(check(env, applied, op).await),
             AdminStep::Control { id, change, timeout_ms } => {
-                let result = objects::control(env, id, &change, timeout_ms).await;
+                let result = objects::control(env, &id, &change, timeout_ms).await;
                 flow.changed(&change, result)
             }
-            AdminStep::Call { id, call, timeout_ms } => flow.called(call_with_timeout(env, id, &call, timeout_ms).await),
-            AdminStep::ReadControls { id, timeout_ms } => flow.controls(objects::control(env, id, &Change::Get, timeout_ms).await),
+            AdminStep::Call { id, call, timeout_ms } => flow.called(call_with_timeout(env, &id, &call, timeout_ms).await),
+            AdminStep::ReadControls { id, timeout_ms } => flow.controls(objects::control(env, &id, &Change::Get, timeout_ms).await),
             AdminStep::Register { call, timeout_ms } => flow.registered(objects::registry(env, &call, timeout_ms).await),
             AdminStep::ListRegistry { timeout_ms } => flow.listed(objects::registry(env, &RegistryCall::List, timeout_ms).await),
             AdminStep::Sessions { call, timeout_ms } => flow.sessions(objects::registry(env, &call, timeout_ms).await),

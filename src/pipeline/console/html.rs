@@ -126,7 +126,7 @@ pub(crate) fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answ
     let json = answer.and_then(Result::ok);
     let (title, content) = match route.page {
         Page::Rules => ("Rules", crate::pipeline::console::rules::page(&config.rules)),
-        Page::Controls => ("Controls", json.map(controls).unwrap_or_default()),
+        Page::Controls => ("Controls", json.map(|body| controls(&route.prefix, csrf, body)).unwrap_or_default()),
         Page::Keys | Page::KeysAction => ("Keys", keys(config, route, csrf, json)),
         Page::Events => ("Events", traffic::events_page(&route.prefix, json)),
         _ => ("Traffic", traffic(&route.prefix, json)),
@@ -159,30 +159,54 @@ pub(crate) fn text(v: &Value) -> String {
     }
 }
 
-fn controls(body: &Value) -> String {
+/// The Controls page: every ban and override in force, each key leading
+/// to its page, each with its button (Lift ban, Clear override: a Keys
+/// form by key hash, with the session's CSRF token).
+fn controls(prefix: &str, csrf: &str, body: &Value) -> String {
     let list = body["controls"].as_array().map(Vec::as_slice).unwrap_or_default();
     if list.is_empty() {
         return "<p>No ban or override is in force.</p>".into();
     }
     let mut out = String::from(
-        "<table id=\"controls\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Control</th><th scope=\"col\">Limits</th><th scope=\"col\">Ends</th><th scope=\"col\">Reason</th><th scope=\"col\">Set by</th><th scope=\"col\">Set</th></tr>",
+        "<table id=\"controls\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Control</th><th scope=\"col\">Limits</th><th scope=\"col\">Ends</th><th scope=\"col\">Reason</th><th scope=\"col\">Set by</th><th scope=\"col\">Set</th><th scope=\"col\">Action</th></tr>",
     );
     for c in list {
         let limits: Vec<String> = c["limits"].as_array().into_iter().flatten().map(|l| format!("{}/{}", l[0], duration(l[1].as_u64().unwrap_or(0)))).collect();
+        let (rule, hash, kind) = (text(&c["rule"]), text(&c["key_hash"]), text(&c["kind"]));
         let _ = write!(
             out,
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&text(&c["rule"])),
-            esc(&text(&c["key_hash"])),
-            esc(&text(&c["kind"])),
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&rule),
+            key_link(prefix, &rule, &hash),
+            esc(&kind),
             esc(&limits.join(", ")),
             c["until_ms"].as_i64().map_or_else(|| "never".to_string(), time),
             esc(&text(&c["reason"])),
             esc(&text(&c["by"])),
             c["set_ms"].as_i64().map_or_else(String::new, time),
+            lift_form(prefix, csrf, &rule, &hash, &kind),
         );
     }
     out + "</table>"
+}
+
+/// The button that ends a control (`kind`: `ban` or `override`) of the key
+/// of `rule` whose hash is `hash`, through the Keys page's own form.
+fn lift_form(prefix: &str, csrf: &str, rule: &str, hash: &str, kind: &str) -> String {
+    let (action, label) = match kind {
+        "ban" => ("lift", "Lift ban"),
+        "override" => ("clear_override", "Clear override"),
+        _ => return String::new(),
+    };
+    format!(
+        "<form class=\"inline\" method=\"post\" action=\"{}/ui/keys\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+<input type=\"hidden\" name=\"rule\" value=\"{r}\"><input type=\"hidden\" name=\"key_hash\" value=\"{h}\"><input type=\"hidden\" name=\"do\" value=\"{action}\">\
+<button aria-label=\"{label} on {r} {h}\">{label}</button></form>",
+        esc(prefix),
+        esc(csrf),
+        r = esc(rule),
+        h = esc(hash),
+    )
 }
 
 /// The range tabs of a traffic page (`page`: Traffic or Events), the
@@ -410,9 +434,13 @@ mod tests {
     fn the_controls_page_names_keys_by_hash_and_escapes_reasons() {
         let body = json!({ "controls": [{ "rule": "login", "key_hash": "274be81a020a0956", "kind": "ban", "until_ms": 0,
             "limits": [], "reason": "<script>alert(1)</script>", "by": "console", "set_ms": 0, "checked": true }] });
-        let page = controls(&body);
+        let page = controls("/.tollgate", "c5rf", &body);
         assert!(page.contains("274be81a020a0956") && page.contains("&lt;script&gt;") && !page.contains("<script>"));
-        assert_eq!(controls(&json!({ "controls": [] })), "<p>No ban or override is in force.</p>");
+        assert!(page.contains("href=\"/.tollgate/ui/keys?rule=login&amp;key_hash=274be81a020a0956\""), "the key leads to its page: {page}");
+        for field in ["name=\"csrf\" value=\"c5rf\"", "name=\"key_hash\" value=\"274be81a020a0956\"", "name=\"do\" value=\"lift\"", ">Lift ban</button>"] {
+            assert!(page.contains(field), "the lift form holds {field}: {page}");
+        }
+        assert_eq!(controls("/.tollgate", "c", &json!({ "controls": [] })), "<p>No ban or override is in force.</p>");
     }
 
     #[test]
