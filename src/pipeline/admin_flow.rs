@@ -553,7 +553,7 @@ mod tests {
 
     /// A console request with the session `cookie` (and a form `body`), to
     /// its first admin step.
-    fn console_step<'c>(config: &'c Config, method: &str, path: &str, cookie: &str, body: Option<&[u8]>, run: &dyn for<'f> Fn(AdminFlow<'f>, AdminStep<'f>)) {
+    fn console_step(config: &Config, method: &str, path: &str, cookie: &str, body: Option<&[u8]>, run: &dyn for<'f> Fn(AdminFlow<'f>, AdminStep<'f>)) {
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("cookie", cookie), ("sec-fetch-site", "same-origin")]);
         let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let url = format!("https://example.com{path}");

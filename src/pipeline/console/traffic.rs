@@ -363,66 +363,6 @@ pub(crate) fn allowed_blocked(totals: &Value) -> String {
     out + "</table><p>In the bar, red is blocked and blue allowed; the numbers are beside it.</p></section>"
 }
 
-/// The Events page: the range tabs, then per rule (in the order of its
-/// newest refusal) a table of its refusals, newest first: when, why, the
-/// action, method, route, country, colo, ASN, the key's hash (leading to
-/// its Keys page) and, only on a rule that writes it, the raw key.
-pub(crate) fn events_page(prefix: &str, body: Option<&Value>) -> String {
-    use crate::pipeline::console::esc;
-    use crate::pipeline::console::html::{key_link, range_tabs, text, traffic_body};
-    let mut out = range_tabs(prefix, crate::pipeline::console::Page::Events, body);
-    let body = match traffic_body(body) {
-        Ok(body) => body,
-        Err(why) => return out + &why,
-    };
-    let events = body["events"].as_array().map(Vec::as_slice).unwrap_or_default();
-    if events.is_empty() {
-        return out + "<p>No refusals in this range.</p>";
-    }
-    let _ = write!(out, "<p>The newest {EVENTS_LISTED} refusals at most (blocked, shadow and fail-closed decisions; times in UTC). Keys show as their hashes; a rule with <code>metrics_raw_key = true</code> shows the key too.</p>");
-    let mut rules: Vec<&str> = Vec::new();
-    for e in events {
-        let rule = e["rule"].as_str().unwrap_or_default();
-        if !rules.contains(&rule) {
-            rules.push(rule);
-        }
-    }
-    for rule in rules {
-        let of_rule: Vec<&Value> = events.iter().filter(|e| e["rule"].as_str() == Some(rule)).collect();
-        let with_key = of_rule.iter().any(|e| e.get("key").is_some());
-        let _ = write!(
-            out,
-            "<section><h2>{r}</h2><table class=\"events\" data-rule=\"{r}\"><tr><th scope=\"col\">Time</th><th scope=\"col\">Reason</th><th scope=\"col\">Action</th>\
-<th scope=\"col\">Method</th><th scope=\"col\">Route</th><th scope=\"col\">Country</th><th scope=\"col\">Colo</th><th scope=\"col\">ASN</th><th scope=\"col\">Key hash</th>{k}</tr>",
-            r = esc(rule),
-            k = if with_key { "<th scope=\"col\">Key</th>" } else { "" }
-        );
-        for e in of_rule {
-            let at = i64::try_from(count(&e["t"]).saturating_mul(1000)).unwrap_or(i64::MAX);
-            let cell = |name: &str| esc(&Some(text(&e[name])).filter(|t| !t.is_empty()).unwrap_or_else(|| "-".into()));
-            let _ = write!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
-                crate::pipeline::console::time(at),
-                cell("reason"),
-                cell("action"),
-                cell("method"),
-                cell("route"),
-                cell("country"),
-                cell("colo"),
-                cell("asn"),
-                key_link(prefix, rule, e["key_hash"].as_str().unwrap_or_default()),
-            );
-            if with_key {
-                let _ = write!(out, "<td class=\"raw-key\"><code>{}</code></td>", e.get("key").map(|k| esc(&text(k))).unwrap_or_else(|| "-".into()));
-            }
-            out.push_str("</tr>");
-        }
-        out.push_str("</table></section>");
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -517,22 +457,4 @@ mod tests {
         assert!(table.contains("<td>idle</td><td>0</td><td>0</td><td>0</td><td>0%</td>"), "no decisions: no division by zero");
     }
 
-    #[test]
-    fn the_events_page_lists_refusals_per_rule_and_the_raw_key_only_when_given() {
-        let body = json!({ "range": "hour", "events": [
-            { "t": 1_796_083_200, "rule": "login", "action": "blocked", "reason": "ban", "method": "POST", "route": "/login", "country": "NL", "colo": "AMS", "asn": "64500", "key_hash": "aa", "key": "ip=<b>" },
-            { "t": 1_796_083_100, "rule": "api", "action": "blocked", "reason": "missing_key", "method": "GET", "route": "/api/*", "country": "", "colo": "", "asn": "", "key_hash": "" },
-            { "t": 1_796_083_000, "rule": "login", "action": "shadow", "reason": "limit", "method": "POST", "route": "/login", "country": "NL", "colo": "AMS", "asn": "", "key_hash": "bb" }
-        ] });
-        let page = events_page("/.tollgate", Some(&body));
-        assert_eq!(page.matches("<table class=\"events\"").count(), 2, "a table per rule: {page}");
-        assert!(page.find("data-rule=\"login\"") < page.find("data-rule=\"api\""), "the rule refused last comes first");
-        assert!(page.contains("<td>2026-12-01 00:00:00 UTC</td><td>ban</td><td>blocked</td><td>POST</td><td><code>/login</code></td><td>NL</td><td>AMS</td><td>64500</td>"), "{page}");
-        assert!(page.contains("href=\"/.tollgate/ui/keys?rule=login&amp;key_hash=aa\""), "the hash leads to the key's page: {page}");
-        assert!(page.contains("<td class=\"raw-key\"><code>ip=&lt;b&gt;</code></td>"), "escaped: {page}");
-        assert_eq!(page.matches("<th scope=\"col\">Key</th>").count(), 1, "only the rule that writes raw keys has the column");
-        assert!(page.contains("<td>missing_key</td>") && page.contains("<td>-</td><td>-</td><td>-</td><td>-</td></tr>"), "{page}");
-        assert!(events_page("/.tollgate", Some(&json!({ "range": "day", "events": [] }))).contains("No refusals in this range."));
-        assert!(events_page("/.tollgate", Some(&json!({ "range": "hour", "error": "not set" }))).contains("not set"));
-    }
 }
