@@ -42,9 +42,15 @@ export class Limiter extends DurableObject {
 }
 
 // The local sink's table, as Analytics Engine's columns (the console's
-// queries, src/pipeline/console/traffic.rs, read it).
-const POINTS =
-  "CREATE TABLE IF NOT EXISTS points (timestamp INTEGER NOT NULL, index1 TEXT, blob1 TEXT, blob2 TEXT, blob3 TEXT, blob4 TEXT, blob5 TEXT, blob6 TEXT, double1 REAL, double2 REAL, _sample_interval INTEGER NOT NULL DEFAULT 1)";
+// queries, src/pipeline/console/traffic.rs, read it; the layout is
+// src/pipeline/metrics.rs's). A table made by an older release gets the
+// columns added since (ADDED), empty in its old rows.
+const BLOBS = 11;
+const blobColumns = Array.from({ length: BLOBS }, (_, i) => `blob${i + 1} TEXT`).join(", ");
+const POINTS = `CREATE TABLE IF NOT EXISTS points (timestamp INTEGER NOT NULL, index1 TEXT, ${blobColumns}, double1 REAL, double2 REAL, _sample_interval INTEGER NOT NULL DEFAULT 1)`;
+const ADDED = Array.from({ length: BLOBS - 6 }, (_, i) => `blob${i + 7}`);
+const FIELDS = 1 + BLOBS + 2;
+const INSERT = `INSERT INTO points (timestamp, index1, ${Array.from({ length: BLOBS }, (_, i) => `blob${i + 1}`).join(", ")}, double1, double2, _sample_interval) VALUES (${Array(FIELDS + 1).fill("?").join(", ")}, 1)`;
 const sinkError = (status, error) => new Response(JSON.stringify({ error, v: 1 }), { status, headers: { "content-type": "application/json" } });
 
 /**
@@ -52,7 +58,7 @@ const sinkError = (status, error) => new Response(JSON.stringify({ error, v: 1 }
  * one object, `tollgate:local-metrics`, keeping the points Analytics Engine
  * would, for the console's Traffic page, when TOLLGATE_LOCAL_METRICS is set
  * (scripts/dev; else 404). `POST /v1/sink` (SINK_PATH) of `write\n<points>`
- * (one a line: index, six blobs, two doubles, tab-separated; dated now;
+ * (one a line: index, eleven blobs, two doubles, tab-separated; dated now;
  * points older than 8 days dropped) or `query\n<SQL>` (answered in the SQL
  * API's JSON format). No alarm.
  */
@@ -66,12 +72,14 @@ export class MetricsSink extends DurableObject {
     const sql = this.ctx.storage.sql;
     try {
       sql.exec(POINTS);
+      const have = new Set([...sql.exec("PRAGMA table_info(points)")].map((c) => c.name));
+      for (const column of ADDED.filter((c) => !have.has(c))) sql.exec(`ALTER TABLE points ADD COLUMN ${column} TEXT`);
       if (op === "write") {
         const now = Math.floor(Date.now() / 1000);
         for (const line of rest.split("\n")) {
           const f = line.split("\t");
-          if (f.length !== 9) continue;
-          sql.exec("INSERT INTO points VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)", now, ...f.slice(0, 7), Number(f[7]), Number(f[8]));
+          if (f.length !== FIELDS) continue;
+          sql.exec(INSERT, now, ...f.slice(0, FIELDS - 2), Number(f[FIELDS - 2]), Number(f[FIELDS - 1]));
         }
         sql.exec("DELETE FROM points WHERE timestamp < ?", now - 8 * 86400);
         return new Response("");

@@ -113,6 +113,7 @@ impl RuleDraft {
             overrides: Overrides::default(),
             response: None,
             metrics: MetricsLevel::default(),
+            metrics_raw_key: false,
             penalty_ms: None,
             usage: None,
             concurrency: None,
@@ -283,6 +284,11 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
             d.spec.metrics = level;
         }
     }).writes(|r| Some(r.metrics.name().into())),
+    RuleField::optional("metrics_raw_key", Shape::Flag, "Whether the rule's metric points carry the raw key beside its hash, for the console's events view (default false: only the hash; a raw key is personal data, such as an IP address or an account id).", |d, i| {
+        if let Some(on) = i.flag() {
+            d.spec.metrics_raw_key = on;
+        }
+    }).writes(|r| Some(r.metrics_raw_key.into())),
     RuleField::optional("penalty", Shape::Duration, "How long a key refused by one of the rule's limits stays refused, from that first refusal, e.g. \"10m\" (at least the longest window; default: none).", |d, i| d.spec.penalty_ms = i.duration("\"10m\"").map(NonZeroU64::get)).writes(|r| r.penalty_ms.map(|ms| written::duration(ms).into())),
     RuleField::optional("timeout", Shape::Duration, "How long to wait for the counter before on_error applies, e.g. \"2s\" (the default; at most 30s).", |d, i| {
         if let Some(ms) = i.duration("\"2s\"") {

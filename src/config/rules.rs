@@ -210,6 +210,10 @@ pub struct RuleSpec {
     pub(crate) response: Option<crate::config::response::CustomResponse>,
     /// Which decisions go to Analytics Engine (`metrics`).
     pub(crate) metrics: crate::config::policy::MetricsLevel,
+    /// Whether the rule's metric points carry the raw key beside its hash
+    /// (`metrics_raw_key`, off by default): the console's events view then
+    /// shows who was refused, not only a hash.
+    pub(crate) metrics_raw_key: bool,
     /// How long a refusal keeps the key refused (`penalty`;
     /// [`crate::count::penalty`]); `None`: no penalty.
     pub(crate) penalty_ms: Option<u64>,

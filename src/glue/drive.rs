@@ -97,7 +97,7 @@ async fn record(req: &web_sys::Request, env: &Env, config: &Config, client: &Cli
     let (mut lines, summaries) = with_isolate(|isolate| isolate.episodes.filter_parts(&decision.logs, now_ms()));
     // `request.cf`, read once: above when the rules read it, else here when
     // a line written or the metric points say where the client is.
-    let cf = if config.facts.reads_cf || (lines.is_empty() && dataset.is_none()) { cf } else { cf_facts(req.as_ref()) };
+    let cf = if config.facts.reads_cf || (lines.is_empty() && dataset.is_none() && !sink) { cf } else { cf_facts(req.as_ref()) };
     let place = client_facts(cf.as_deref(), client);
     if !config.facts.reads_cf {
         // Log lines say where the client is, even where the rules did not ask.
@@ -105,12 +105,14 @@ async fn record(req: &web_sys::Request, env: &Env, config: &Config, client: &Cli
     }
     write_lines(&lines);
     write_lines(&summaries);
-    apply(decision, dataset, &place, config);
+    let method = req.method();
+    let at = metrics::Place { colo: place.colo.as_deref(), country: place.country.as_deref(), asn: place.asn, method: &method };
+    apply(decision, dataset, at, config);
     if sink {
         // Local development: the same points, allowed totals too, to the local sink.
         let now = now_ms();
-        let mut points = decision.metric_points(None, None);
-        points.extend(due_totals(decision, now, config, metrics::Place::default()));
+        let mut points = decision.metric_points(at);
+        points.extend(due_totals(decision, now, config, at));
         crate::glue::traffic::sink(env, &points).await;
     }
 }
@@ -130,12 +132,11 @@ async fn receive(req: &web_sys::Request, config: &Config, headers: &HeaderMap, l
 
 /// The decision's metric points (to `dataset`, when bound and the
 /// decision makes points), at the client's `place` (`request.cf`'s).
-fn apply(decision: &Decision<'_>, dataset: Option<worker::AnalyticsEngineDataset>, place: &facts::Client, config: &Config) {
+fn apply(decision: &Decision<'_>, dataset: Option<worker::AnalyticsEngineDataset>, place: metrics::Place<'_>, config: &Config) {
     if let Some(dataset) = dataset {
-        let colo = place.colo.as_deref();
-        write_metrics(&dataset, decision.metric_points(colo, place.country.as_deref()));
+        write_metrics(&dataset, decision.metric_points(place));
         let now = now_ms();
-        write_metrics(&dataset, due_totals(decision, now, config, metrics::Place { colo, country: None }));
+        write_metrics(&dataset, due_totals(decision, now, config, place));
     }
 }
 
@@ -240,11 +241,11 @@ async fn admin_request(
             AdminStep::VerifyAccess(proof) => flow.verified(proof, crate::glue::access::verify(config, proof).await),
             AdminStep::Lockout(applied, op) => flow.locked(check(env, applied, op).await),
             AdminStep::Control { id, change, timeout_ms } => {
-                let result = objects::control(env, id, &change, timeout_ms).await;
+                let result = objects::control(env, &id, &change, timeout_ms).await;
                 flow.changed(&change, result)
             }
-            AdminStep::Call { id, call, timeout_ms } => flow.called(call_with_timeout(env, id, &call, timeout_ms).await),
-            AdminStep::ReadControls { id, timeout_ms } => flow.controls(objects::control(env, id, &Change::Get, timeout_ms).await),
+            AdminStep::Call { id, call, timeout_ms } => flow.called(call_with_timeout(env, &id, &call, timeout_ms).await),
+            AdminStep::ReadControls { id, timeout_ms } => flow.controls(objects::control(env, &id, &Change::Get, timeout_ms).await),
             AdminStep::Register { call, timeout_ms } => flow.registered(objects::registry(env, &call, timeout_ms).await),
             AdminStep::ListRegistry { timeout_ms } => flow.listed(objects::registry(env, &RegistryCall::List, timeout_ms).await),
             AdminStep::Sessions { call, timeout_ms } => flow.sessions(objects::registry(env, &call, timeout_ms).await),

@@ -1,4 +1,4 @@
-//! The Traffic page's I/O (issue 28): the three queries of
+//! The Traffic and Events pages' I/O (issue 28): the queries of
 //! [`crate::pipeline::console::traffic`] sent to the Analytics Engine SQL
 //! API (the account id var and the API-token secret), or, without them and
 //! with the local sink on, to the sink object; and the writes to that sink
@@ -35,14 +35,14 @@ pub(crate) async fn sink(env: &Env, points: &[Point]) {
     let _ = post_to(env, METRICS_SINK, SINK_OBJECT, SINK_PATH, body).await;
 }
 
-/// The range's three answers: from the SQL API when the account id and
+/// The range's answers ([`traffic::queries`]): from the SQL API when the account id and
 /// token are set, else from the local sink when it is on; else why not.
-pub(crate) async fn answers(env: &Env, range: Range) -> Result<[String; 3], String> {
+pub(crate) async fn answers(env: &Env, range: Range) -> Result<traffic::Answers, String> {
     let (account, token) = (text_binding(env, ACCOUNT_VAR), text_binding(env, TOKEN_SECRET));
     let dataset = traffic::dataset(text_binding(env, DATASET_VAR).as_deref());
     // One query after another: a console view, not a request's path (and
-    // no join of three futures in the Wasm).
-    let mut out: [String; 3] = Default::default();
+    // no join of futures in the Wasm).
+    let mut out: traffic::Answers = Default::default();
     match (account, token) {
         (Some(account), Some(token)) => {
             for (slot, q) in out.iter_mut().zip(traffic::queries(Dialect::AnalyticsEngine, &dataset, range)) {

@@ -88,6 +88,58 @@ pub enum AdminRoute<'c> {
     /// A console page ([`crate::pipeline::console`]), with the admin route
     /// it shows.
     Console(Box<ConsoleRoute<AdminRoute<'c>>>),
+    /// A console ask of a key known by its hash: found in the controls
+    /// registry, then served as [`AdminRoute::Call`] is.
+    ByHash(ByHash<'c>),
+}
+
+/// An ask of the key of `rule` whose hash is `key_hash` (as the Traffic,
+/// Events and Controls pages show keys). The raw key is only in the
+/// registry's entry of a key with a ban or an override, whose object name
+/// holds it: a key with neither is not found (404), and is looked up by
+/// its parts instead.
+#[derive(Debug)]
+pub struct ByHash<'c> {
+    pub(crate) action: AdminAction,
+    pub(crate) rule: &'c Rule,
+    pub(crate) key_hash: String,
+    pub(crate) control: Option<ControlAsk>,
+}
+
+/// The longest key hash asked by ([`ByHash`]): a hash is 16 hex digits.
+const KEY_HASH_CHARS: usize = 64;
+
+/// Parses a console ask by key hash: `rule`, `key_hash`, and what the
+/// `action` sets (as [`parse`] reads it).
+pub(crate) fn parse_by_hash<'c>(config: &'c Config, action: AdminAction, query: &CanonicalQuery) -> Result<ByHash<'c>, AdminError> {
+    let name = query.values("rule").next().ok_or(AdminError::MissingRule)?;
+    let rule = config.rules.iter().find(|r| r.name == name).ok_or_else(|| AdminError::UnknownRule(name.to_string()))?;
+    let key_hash: String = query.values("key_hash").next().unwrap_or_default().chars().take(KEY_HASH_CHARS).collect();
+    let control = control_ask(action, rule, query)?;
+    Ok(ByHash { action, rule, key_hash, control })
+}
+
+impl ByHash<'_> {
+    /// The registry's entry of the key, if it holds one (a ban or an
+    /// override of `rule` whose hash is `key_hash`).
+    pub(crate) fn find<'e>(&self, listed: &'e [Entry]) -> Option<&'e Entry> {
+        listed.iter().find(|e| e.rule == self.rule.name && !self.key_hash.is_empty() && e.key_hash == self.key_hash)
+    }
+
+    /// The request it asks of the key of `entry` (`rule \n key`).
+    pub(crate) fn request(&self, entry: &Entry) -> Option<AdminRequest<'_>> {
+        let key = entry.id.strip_prefix(&format!("{}\n", self.rule.name))?;
+        Some(AdminRequest { action: self.action, rule: self.rule, key: key.to_string(), control: self.control.clone() })
+    }
+}
+
+/// The 404 of a key hash the registry holds no entry of.
+pub(crate) fn not_in_registry(ask: &ByHash<'_>) -> OwnResponse {
+    let detail = format!(
+        "Rule `{}`: no ban or override holds the key {}, so its page cannot be found by its hash (the raw key is kept only where a control is). Look the key up by its parts.",
+        ask.rule.name, ask.key_hash
+    );
+    OwnResponse::problem(404, "Not Found", &detail, None)
 }
 
 
@@ -117,9 +169,13 @@ pub(crate) fn lockout_op(route: &AdminRoute<'_>) -> Op {
     match route {
         AdminRoute::Unauthorized => Op::Hit,
         AdminRoute::Console(console) if console.auth == Auth::WrongToken => Op::Hit,
-        AdminRoute::Invalid(_) | AdminRoute::Call { .. } | AdminRoute::Rules | AdminRoute::Controls | AdminRoute::Traffic(_) | AdminRoute::Console(_) => {
-            Op::Check
-        }
+        AdminRoute::Invalid(_)
+        | AdminRoute::Call { .. }
+        | AdminRoute::Rules
+        | AdminRoute::Controls
+        | AdminRoute::Traffic(_)
+        | AdminRoute::Console(_)
+        | AdminRoute::ByHash(_) => Op::Check,
     }
 }
 
@@ -139,6 +195,8 @@ pub(crate) enum Gate<'r, 'c> {
     Traffic(Range),
     /// Not locked out: a console page, which the admin flow serves.
     Console(&'r ConsoleRoute<AdminRoute<'c>>),
+    /// Authorized, not locked out: find the key in the registry, then serve.
+    ByHash(&'r ByHash<'c>),
 }
 
 /// Acts on `route` given what the client's lockout counter (`lockout`,
@@ -194,6 +252,7 @@ pub(crate) fn gate<'r, 'c>(lockout: &Applied<'_>, route: &'r AdminRoute<'c>, out
         (Outcome::Allowed { .. }, AdminRoute::Controls) => Gate::Controls,
         (Outcome::Allowed { .. }, AdminRoute::Traffic(range)) => Gate::Traffic(*range),
         (Outcome::Allowed { .. }, AdminRoute::Console(console)) => Gate::Console(console),
+        (Outcome::Allowed { .. }, AdminRoute::ByHash(ask)) => Gate::ByHash(ask),
     }
 }
 
@@ -373,7 +432,7 @@ impl fmt::Display for AdminError {
 impl std::error::Error for AdminError {}
 
 /// A parsed admin request: the action, the rule, and the key it targets.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct AdminRequest<'c> {
     pub(crate) action: AdminAction,
     pub(crate) rule: &'c Rule,
@@ -825,7 +884,7 @@ mod tests {
             Gate::Refuse { response, events } => {
                 (response, events.iter().map(|e| serde_json::from_str(&e.line()).unwrap()).collect())
             }
-            Gate::Serve { .. } | Gate::Rules | Gate::Controls | Gate::Traffic(_) | Gate::Console(_) => panic!("served"),
+            Gate::Serve { .. } | Gate::Rules | Gate::Controls | Gate::Traffic(_) | Gate::Console(_) | Gate::ByHash(_) => panic!("served"),
         }
     }
 

@@ -13,13 +13,15 @@
 //!      signing out: Sessions (record it) ─▶ sessions(result) ─▶ Done
 //!   ─▶ Control (an override or ban to set) ─▶ changed(result)
 //!   ─▶ Call (status or reset) ─▶ called(result) ─▶ ReadControls ─▶ controls(result) ─▶ Done
+//!   a key by its hash (a console link): ListRegistry ─▶ listed(result)
+//!      ─▶ its entry's key, served as above (Control or Call); none: Done (404)
 //! ```
 
 use crate::config::headers::OwnResponse;
 use crate::config::Config;
 use crate::count::controls::{Change, Controls};
 use crate::count::protocol::{Call, CallFailure, Op, Reply};
-use crate::pipeline::admin::{self, AdminAction, AdminRequest, AdminRoute, Gate};
+use crate::pipeline::admin::{self, AdminAction, AdminRequest, AdminRoute, ByHash, Gate};
 use crate::pipeline::access::{AccessCheck, Proof, Refusal};
 use crate::pipeline::applied::Applied;
 use crate::pipeline::verdict::{LogEvent, Outcome};
@@ -43,11 +45,11 @@ pub(crate) enum AdminStep<'f> {
     /// Ask the lockout counter with `op`, then [`AdminFlow::locked`].
     Lockout(&'f Applied<'f>, Op),
     /// Set `change` in the object `id`, then [`AdminFlow::changed`].
-    Control { id: &'f str, change: Change, timeout_ms: u32 },
+    Control { id: String, change: Change, timeout_ms: u32 },
     /// Make `call` to the object `id`, then [`AdminFlow::called`].
-    Call { id: &'f str, call: Call, timeout_ms: u32 },
+    Call { id: String, call: Call, timeout_ms: u32 },
     /// Read the object's controls, then [`AdminFlow::controls`].
-    ReadControls { id: &'f str, timeout_ms: u32 },
+    ReadControls { id: String, timeout_ms: u32 },
     /// Tell the controls registry, then [`AdminFlow::registered`].
     Register { call: RegistryCall, timeout_ms: u32 },
     /// List the controls registry, then [`AdminFlow::listed`].
@@ -99,8 +101,11 @@ pub(crate) struct AdminFlow<'f> {
     logs: Vec<LogEvent>,
     cache: Vec<CacheEffect>,
     reply: Option<Reply>,
-    /// The request the gate let through, its object and key hash.
-    served: Option<(&'f AdminRequest<'f>, &'f str, &'f str)>,
+    /// The request the gate let through, its object and key hash (its
+    /// own: a key asked by hash is found in the registry).
+    served: Option<(AdminRequest<'f>, String, String)>,
+    /// A key asked by its hash, while the registry is read.
+    by_hash: Option<&'f ByHash<'f>>,
     /// The registry's entries, while their objects are read.
     listed: Vec<Entry>,
     /// The signed-in console page whose admin answer is rendered, and its
@@ -127,7 +132,7 @@ impl<'f> AdminFlow<'f> {
         access: Option<&'f AccessCheck>,
         now_ms: i64,
     ) -> (AdminFlow<'f>, AdminStep<'f>) {
-        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, listed: Vec::new(), console: None, range: Range::Hour, session: None, session_holds: false, operator: None };
+        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, by_hash: None, listed: Vec::new(), console: None, range: Range::Hour, session: None, session_holds: false, operator: None };
         let step = match access {
             Some(AccessCheck::Pending(proof)) => AdminStep::VerifyAccess(proof),
             Some(AccessCheck::Refused(refusal)) => flow.access_refused(refusal),
@@ -275,7 +280,7 @@ impl<'f> AdminFlow<'f> {
     }
 
     fn serve(&mut self, gate: Gate<'f, 'f>) -> AdminStep<'f> {
-        let (request, id) = match gate {
+        let served = match gate {
             Gate::Refuse { response, events } => {
                 self.logs = events;
                 return self.done(AdminResponse::Own(response));
@@ -297,31 +302,37 @@ impl<'f> AdminFlow<'f> {
                 return AdminStep::Traffic(range);
             }
             Gate::Console(_) => return self.done(AdminResponse::Own(admin::unauthorized())),
-            Gate::Serve { request, id, key_hash } => {
-                self.served = Some((request, id, key_hash));
-                (request, id)
+            Gate::ByHash(ask) => {
+                self.by_hash = Some(ask);
+                return AdminStep::ListRegistry { timeout_ms: self.config.admin_lockout.timeout_ms };
             }
+            Gate::Serve { request, id, key_hash } => (request.clone(), id.to_string(), key_hash.to_string()),
         };
-        // An override or a ban: set in the key's object, then reported as
-        // a status is.
-        match request.change(self.now_ms) {
-            Some(change) => AdminStep::Control { id, change, timeout_ms: request.rule.timeout_ms },
-            None => self.call(),
-        }
+        self.serve_request(served)
+    }
+
+    /// Serves `request` on the object `id`: an override or a ban is set in
+    /// the key's object, then reported as a status is.
+    fn serve_request(&mut self, served: (AdminRequest<'f>, String, String)) -> AdminStep<'f> {
+        let step = served.0.change(self.now_ms).map(|change| AdminStep::Control { id: served.1.clone(), change, timeout_ms: served.0.rule.timeout_ms });
+        self.served = Some(served);
+        step.unwrap_or_else(|| self.call())
     }
 
     /// What setting the control gave.
     pub(crate) fn changed(&mut self, change: &Change, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
-        let Some((request, id, key_hash)) = self.serving() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
-        match (change, result) {
-            (_, Err(e)) => return self.done(AdminResponse::Own(admin::control_failure(&e))),
-            (Change::Ban { until_ms }, Ok(_)) => self.cache.push(CacheEffect::Ban { id: id.to_string(), until_ms: *until_ms }),
-            (_, Ok(_)) => self.cache.push(CacheEffect::Forget(id.to_string())),
+        let Some((request, id, key_hash)) = self.served.as_ref() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let effect = match (change, &result) {
+            (_, Err(_)) => None,
+            (Change::Ban { until_ms }, Ok(_)) => Some(CacheEffect::Ban { id: id.clone(), until_ms: *until_ms }),
+            (_, Ok(_)) => Some(CacheEffect::Forget(id.clone())),
+        };
+        let register = request.registry_call(id, key_hash, self.now_ms).map(|call| AdminStep::Register { call, timeout_ms: request.rule.timeout_ms });
+        if let Err(e) = result {
+            return self.done(AdminResponse::Own(admin::control_failure(&e)));
         }
-        match request.registry_call(id, key_hash, self.now_ms) {
-            Some(call) => AdminStep::Register { call, timeout_ms: request.rule.timeout_ms },
-            None => self.call(),
-        }
+        self.cache.extend(effect);
+        register.unwrap_or_else(|| self.call())
     }
 
     /// What the registry said to the change (the key's control is in force
@@ -338,6 +349,9 @@ impl<'f> AdminFlow<'f> {
         match result {
             Ok(text) => {
                 self.listed = registry::decode_listing(&text, self.now_ms);
+                if let Some(ask) = self.by_hash {
+                    return self.found(ask);
+                }
                 let ids = self.listed.iter().map(|e| e.id.clone()).collect();
                 AdminStep::ReadEach { ids, timeout_ms: self.config.admin_lockout.timeout_ms }
             }
@@ -345,10 +359,24 @@ impl<'f> AdminFlow<'f> {
         }
     }
 
-    /// The traffic source's three answers (`Err`: why there are none).
-    pub(crate) fn traffic(&mut self, answers: Result<[String; 3], String>) -> AdminStep<'f> {
+    /// A key asked by its hash, in the registry's listing: served as a
+    /// key asked by its parts is; not listed: 404.
+    fn found(&mut self, ask: &'f ByHash<'f>) -> AdminStep<'f> {
+        let listed = std::mem::take(&mut self.listed);
+        let Some((entry, request)) = ask.find(&listed).and_then(|entry| Some((entry, ask.request(entry)?))) else {
+            return self.done(AdminResponse::Own(admin::not_in_registry(ask)));
+        };
+        let served = (request, entry.id.clone(), entry.key_hash.clone());
+        self.serve_request(served)
+    }
+
+    /// The traffic source's answers (`Err`: why there are none). A raw key
+    /// is shown only on a rule whose `metrics_raw_key` is on now.
+    pub(crate) fn traffic(&mut self, answers: Result<traffic::Answers, String>) -> AdminStep<'f> {
         let now_s = u64::try_from(self.now_ms / 1000).unwrap_or(0);
-        self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers)))
+        let rules = &self.config.rules;
+        let shows_key = |name: &str| rules.iter().any(|r| r.name == name && r.metrics_raw_key);
+        self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers, &shows_key)))
     }
 
     /// The listed objects' controls, in the listing's order.
@@ -359,25 +387,27 @@ impl<'f> AdminFlow<'f> {
 
     /// The status or reset call.
     fn call(&mut self) -> AdminStep<'f> {
-        let Some((request, id, _)) = self.serving() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let Some((request, id, _)) = self.served.as_ref() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
         let op = match request.action {
-            AdminAction::Reset => {
-                self.cache.push(CacheEffect::Forget(id.to_string()));
-                Op::Reset
-            }
+            AdminAction::Reset => Op::Reset,
             _ => Op::Status,
         };
-        AdminStep::Call { id, call: request.rule.call_for(op, &request.key), timeout_ms: request.rule.timeout_ms }
+        let step = AdminStep::Call { id: id.clone(), call: request.rule.call_for(op, &request.key), timeout_ms: request.rule.timeout_ms };
+        if op == Op::Reset {
+            self.cache.push(CacheEffect::Forget(id.clone()));
+        }
+        step
     }
 
     /// What the status or reset call answered.
     pub(crate) fn called(&mut self, result: Result<Reply, CallFailure>) -> AdminStep<'f> {
-        let Some((request, id, key_hash)) = self.serving() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let Some((request, id, key_hash)) = self.served.as_ref() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
         match result {
             Ok(reply) => {
-                self.logs.push(admin::log_event(request, key_hash, &self.lockout.key_hash));
+                let (line, step) = (admin::log_event(request, key_hash, &self.lockout.key_hash), AdminStep::ReadControls { id: id.clone(), timeout_ms: request.rule.timeout_ms });
+                self.logs.push(line);
                 self.reply = Some(reply);
-                AdminStep::ReadControls { id, timeout_ms: request.rule.timeout_ms }
+                step
             }
             Err(e) => self.done(AdminResponse::Own(admin::unreachable(&e))),
         }
@@ -385,7 +415,8 @@ impl<'f> AdminFlow<'f> {
 
     /// The object's controls (a failed read: the status without them).
     pub(crate) fn controls(&mut self, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
-        let (Some((request, _, key_hash)), Some(reply)) = (self.serving(), self.reply.take()) else {
+        let reply = self.reply.take();
+        let (Some((request, _, key_hash)), Some(reply)) = (self.served.as_ref(), reply) else {
             return self.done(AdminResponse::Own(admin::unauthorized()));
         };
         let body = match result {
@@ -393,11 +424,6 @@ impl<'f> AdminFlow<'f> {
             Err(_) => admin::status_body(request, key_hash, &reply),
         };
         self.done(AdminResponse::Json(body))
-    }
-
-    /// The request the gate let through, its object and key hash.
-    fn serving(&self) -> Option<(&'f AdminRequest<'f>, &'f str, &'f str)> {
-        self.served
     }
 
     fn done(&mut self, response: AdminResponse) -> AdminStep<'f> {
@@ -527,7 +553,7 @@ mod tests {
 
     /// A console request with the session `cookie` (and a form `body`), to
     /// its first admin step.
-    fn console_step<'c>(config: &'c Config, method: &str, path: &str, cookie: &str, body: Option<&[u8]>, run: &dyn Fn(AdminFlow<'_>, AdminStep<'_>)) {
+    fn console_step(config: &Config, method: &str, path: &str, cookie: &str, body: Option<&[u8]>, run: &dyn for<'f> Fn(AdminFlow<'f>, AdminStep<'f>)) {
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("cookie", cookie), ("sec-fetch-site", "same-origin")]);
         let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let url = format!("https://example.com{path}");
@@ -572,6 +598,66 @@ mod tests {
         });
     }
 
+
+    /// A console request run to its end, each step answered as a key of
+    /// rule `a` banned (`ip=198.51.100.7`, hash `hash`) would: the steps
+    /// taken and the page.
+    fn console_run(method: &str, path: &str, body: Option<&str>, hash: &str) -> (Vec<String>, OwnResponse) {
+        let config = config();
+        let issued = 1_000_000 - 5_000;
+        let cookie = format!("tollgate_session={}", session::issue(TOKEN, issued, "ip=203.0.113.9"));
+        let csrf = session::csrf_token(TOKEN, issued + session::SESSION_MS);
+        let body = body.map(|b| format!("csrf={csrf}&{b}"));
+        let entry = Entry { id: "a\nip=198.51.100.7".into(), kind: registry::Kind::Ban, rule: "a".into(), key_hash: hash.into(), until_ms: Some(9_000_000), limits: Vec::new(), reason: String::new(), by: "api".into(), set_ms: 1 };
+        let out = std::cell::RefCell::new(None);
+        console_step(&config, method, path, &cookie, body.as_deref().map(str::as_bytes), &|mut flow, mut step| {
+            let mut steps = Vec::new();
+            loop {
+                step = match step {
+                    AdminStep::Sessions { .. } => flow.sessions(Ok(String::new())),
+                    AdminStep::ListRegistry { .. } => flow.listed(Ok(entry.encode())),
+                    AdminStep::Control { id, change, .. } => {
+                        steps.push(format!("control {change:?} {id:?}"));
+                        flow.changed(&change, Ok(Controls::default()))
+                    }
+                    AdminStep::Register { call, .. } => {
+                        steps.push(format!("register {}", call.encode().split('\t').next().unwrap_or_default()));
+                        flow.registered(Ok(String::new()))
+                    }
+                    AdminStep::Call { id, .. } => {
+                        steps.push(format!("status {id:?}"));
+                        flow.called(Ok(decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0 5/60000/1/4/60000").unwrap()))
+                    }
+                    AdminStep::ReadControls { .. } => flow.controls(Ok(Controls::default())),
+                    AdminStep::Done(done) => {
+                        let AdminResponse::Own(own) = done.response else { panic!("not a page") };
+                        *out.borrow_mut() = Some((steps, own));
+                        return;
+                    }
+                    other => panic!("{other:?}"),
+                };
+            }
+        });
+        out.into_inner().unwrap()
+    }
+
+    #[test]
+    fn a_key_known_by_its_hash_is_found_in_the_registry_and_lifted_there() {
+        let (steps, page) = console_run("GET", "/.tollgate/ui/keys?rule=a&key_hash=88fc262cb3e5792f", None, "88fc262cb3e5792f");
+        assert_eq!(steps, ["status \"a\\nip=198.51.100.7\""], "the registry's entry names the object");
+        assert_eq!(page.status, 200);
+        assert!(page.body.contains("name=\"key_hash\" value=\"88fc262cb3e5792f\""), "the page's forms ask by the hash too: {}", page.body);
+        assert!(!page.body.contains("198.51.100.7"), "the raw key is never shown");
+        let (steps, page) = console_run("POST", "/.tollgate/ui/keys", Some("rule=a&key_hash=88fc262cb3e5792f&do=lift"), "88fc262cb3e5792f");
+        assert_eq!(steps, ["control ClearBan \"a\\nip=198.51.100.7\"", "register remove", "status \"a\\nip=198.51.100.7\""], "lifted in the key's object, then the registry");
+        assert!(page.body.contains("Done: ban lifted."), "{}", page.body);
+        let (steps, page) = console_run("GET", "/.tollgate/ui/keys?rule=a&key_hash=0000", None, "88fc262cb3e5792f");
+        assert!(steps.is_empty(), "{steps:?}");
+        assert_eq!(page.status, 404);
+        assert!(page.body.contains("no ban or override holds the key 0000"), "{}", page.body);
+        let (steps, _) = console_run("POST", "/.tollgate/ui/keys", Some("rule=b&key_hash=88fc262cb3e5792f&do=lift"), "88fc262cb3e5792f");
+        assert!(steps.is_empty(), "an unknown rule lifts nothing: {steps:?}");
+    }
 
     /// An admin request under `admin_access` with the Access token of
     /// `claims` (its signature left to the driver), run to its end with the

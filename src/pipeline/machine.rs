@@ -193,7 +193,8 @@ impl<'c, 'f> Machine<'c, 'f> {
         let blocked = outcomes.iter().any(|o| matches!(o, Outcome::Blocked { .. }));
         // The checked rules move to the settle step: the plan's route keeps
         // `Check` with none (what the decision's `settle` holds).
-        let metrics = matches!(plan.route, Route::Check(_));
+        // A missing key's refusal is a point too (the events view's).
+        let metrics = matches!(plan.route, Route::Check(_) | Route::MissingKey { .. });
         let all = match &mut plan.route {
             Route::Check(applied) => std::mem::take(applied),
             _ => Vec::new(),
@@ -361,13 +362,15 @@ impl<'c> Decision<'c> {
         }
     }
 
-    /// The data points for the metrics dataset, served from `colo` in
-    /// `country` (read only when a dataset is bound).
-    pub(crate) fn metric_points(&self, colo: Option<&str>, country: Option<&str>) -> Vec<Point> {
+    /// The data points for the metrics dataset, at `place` (the client's
+    /// `request.cf`, read only when points are written).
+    pub(crate) fn metric_points(&self, place: metrics::Place<'_>) -> Vec<Point> {
         if !self.metrics {
             return Vec::new();
         }
-        let place = metrics::Place { colo, country };
+        if let Route::MissingKey { rule, .. } = &self.plan.route {
+            return metrics::missing_key(rule, place).into_iter().collect();
+        }
         metrics::points(&self.plan.matched, &self.settle.applied, &self.settle.outcomes, place)
     }
 

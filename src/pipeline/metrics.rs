@@ -36,11 +36,24 @@
 //! | `blob4` | country (`request.cf.country`) |
 //! | `blob5` | key hash (as in the logs: keyed by `TOLLGATE_LOG_KEY`); never the key; empty for `allowed_total` |
 //! | `blob6` | detail: what exempted (`ip`, `asn`, `verified_bot`, `header`), else empty |
+//! | `blob7` | why (the decision's typed reason, [`Reason`]): `limit`, `ban`, `penalty`, `concurrency` (blocked and shadow), `missing_key` (blocked: a 400 for a key part the request lacks), `fail_closed` or `fail_open` (error); else empty |
+//! | `blob8` | the method as sent (at most 16 characters); empty for `allowed_total` |
+//! | `blob9` | the route: the rule's `path` pattern, never the request's own path or query (they may hold a raw key) |
+//! | `blob10` | the client's ASN (`request.cf.asn`), in decimal; empty when unknown and for `allowed_total` |
+//! | `blob11` | the raw key, only on a rule with `metrics_raw_key = true` (at most [`RAW_KEY_BYTES`]); else empty |
 //! | `double1` | retry-after in ms (blocked and shadow); for `allowed_total`, how many allowed decisions the point stands for; else 0 |
 //! | `double2` | requests remaining in the tightest window (allowed), else 0 |
+//!
+//! Analytics Engine takes at most 20 blobs, 20 doubles and one index (of at
+//! most 96 bytes) per point, its blobs together at most 16 KB: eleven blobs,
+//! the raw key cut at [`RAW_KEY_BYTES`] and the method at 16 characters,
+//! leave the rest to the config's names and patterns. The local sink
+//! (`src/entry.mjs`) keeps the same columns.
 
 use crate::pipeline::applied::{Applied, Matched};
 use crate::config::policy::Action;
+use crate::config::rules::Rule;
+use crate::count::blocked::Refusal;
 use crate::pipeline::verdict::Outcome;
 
 /// The binding name of the dataset (`[[analytics_engine_datasets]]`).
@@ -48,19 +61,66 @@ pub(crate) const BINDING: &str = "TOLLGATE_METRICS";
 
 pub(crate) use crate::config::policy::MetricsLevel;
 
+/// How many blobs a point has (the layout above).
+pub(crate) const BLOBS: usize = 11;
+
+/// The longest raw key a point carries, in bytes (cut at a character's
+/// boundary): a key is the config's parts, but a header or cookie value
+/// is the client's own length.
+pub(crate) const RAW_KEY_BYTES: usize = 512;
+
+/// Why a decision refused (or, for an error, whether it did): `blob7`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// The object's refusal: a full window, a ban, a penalty, no slot.
+    Refused(Refusal),
+    /// A key part the rule needs is missing (`on_missing_key = "reject"`).
+    MissingKey,
+    /// The counter failed and the rule refused (`on_error = "deny"`, 503).
+    FailClosed,
+    /// The counter failed and the request went on (`on_error = "allow"`).
+    FailOpen,
+}
+
+impl Reason {
+    /// Its name in `blob7`, as the log lines' `reason` spells it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Reason::Refused(by) => by.name(),
+            Reason::MissingKey => "missing_key",
+            Reason::FailClosed => "fail_closed",
+            Reason::FailOpen => "fail_open",
+        }
+    }
+}
+
 /// One data point, as plain data (the Worker builds the platform's).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Point {
     pub(crate) index: String,
-    pub(crate) blobs: [String; 6],
+    pub(crate) blobs: [String; BLOBS],
     pub(crate) doubles: [f64; 2],
 }
 
-/// Where the request was served from (`request.cf`).
+/// Where the request was served from and who sent it (`request.cf`), and
+/// how (its method).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Place<'a> {
     pub(crate) colo: Option<&'a str>,
     pub(crate) country: Option<&'a str>,
+    pub(crate) asn: Option<u32>,
+    /// The method as sent (cut at 16 characters when written).
+    pub(crate) method: &'a str,
+}
+
+/// What one point says beyond its rule and place.
+struct Said<'a> {
+    action: &'a str,
+    key_hash: &'a str,
+    detail: &'a str,
+    reason: Option<Reason>,
+    raw_key: &'a str,
+    doubles: [f64; 2],
 }
 
 /// The data points of one request: one per exempt matching rule, then one
@@ -71,22 +131,26 @@ pub(crate) fn points(matched: &[Matched<'_>], applied: &[Applied<'_>], outcomes:
     for m in matched {
         if let Some(e) = &m.exempt {
             if m.rule.metrics != MetricsLevel::Off {
-                out.push(point(&m.rule.name, "exempt", &e.key_hash, e.by.kind(), [0.0, 0.0], place));
+                let said = Said { action: "exempt", key_hash: &e.key_hash, detail: e.by.kind(), reason: None, raw_key: "", doubles: [0.0, 0.0] };
+                out.push(point(m.rule, &said, place));
             }
         }
     }
     for (a, outcome) in applied.iter().zip(outcomes) {
-        let (action, doubles, detail) = match outcome {
+        let (action, doubles, detail, reason) = match outcome {
             Outcome::Allowed { windows, .. } => {
                 let remaining = windows.iter().map(|w| w.remaining).min().unwrap_or(0);
-                ("allowed", [0.0, remaining as f64], "")
+                ("allowed", [0.0, remaining as f64], "", None)
             }
-            Outcome::Blocked { retry_after_ms, .. } => {
+            Outcome::Blocked { retry_after_ms, by, .. } => {
                 let shadow = a.rule.action == Action::Log;
-                (if shadow { "shadow" } else { "blocked" }, [*retry_after_ms as f64, 0.0], "")
+                (if shadow { "shadow" } else { "blocked" }, [*retry_after_ms as f64, 0.0], "", Some(Reason::Refused(*by)))
             }
             // What failed: timeout, refused, unreachable, ... (`Failure::kind`).
-            Outcome::Failed(failure) => ("error", [0.0, 0.0], failure.kind()),
+            Outcome::Failed(failure) => {
+                let reason = if crate::pipeline::verdict::denies(a.rule, failure) { Reason::FailClosed } else { Reason::FailOpen };
+                ("error", [0.0, 0.0], failure.kind(), Some(reason))
+            }
         };
         let selected = match a.rule.metrics {
             MetricsLevel::Off => false,
@@ -94,10 +158,18 @@ pub(crate) fn points(matched: &[Matched<'_>], applied: &[Applied<'_>], outcomes:
             MetricsLevel::All => true,
         };
         if selected {
-            out.push(point(&a.rule.name, action, &a.key_hash, detail, doubles, place));
+            let raw_key = if a.rule.metrics_raw_key { a.key.as_str() } else { "" };
+            out.push(point(a.rule, &Said { action, key_hash: &a.key_hash, detail, reason, raw_key, doubles }, place));
         }
     }
     out
+}
+
+/// The point of a request refused for a key part `rule` needs (400, no
+/// counter asked): `blocked`, no key hash (there is no key).
+pub(crate) fn missing_key(rule: &Rule, place: Place<'_>) -> Option<Point> {
+    let said = Said { action: "blocked", key_hash: "", detail: "", reason: Some(Reason::MissingKey), raw_key: "", doubles: [0.0, 0.0] };
+    (rule.metrics != MetricsLevel::Off).then(|| point(rule, &said, place))
 }
 
 /// The allowed decisions of `"limited"` rules an isolate has not written
@@ -134,24 +206,43 @@ impl AllowedTotals {
             return Vec::new();
         }
         self.since_ms = None;
-        let place = Place { country: None, ..place };
-        self.counts.drain(..).map(|(rule, n)| point(&rule, "allowed_total", "", "", [n as f64, 0.0], place)).collect()
+        // A total is many clients: the isolate's colo, nobody's country,
+        // network or method.
+        let place = Place { colo: place.colo, ..Place::default() };
+        self.counts.drain(..).map(|(rule, n)| total(&rule, "allowed_total", [n as f64, 0.0], place)).collect()
     }
 }
 
-fn point(rule: &str, action: &str, key_hash: &str, detail: &str, doubles: [f64; 2], place: Place<'_>) -> Point {
-    Point {
-        index: rule.to_string(),
-        blobs: [
-            rule.to_string(),
-            action.to_string(),
-            place.colo.unwrap_or("").to_string(),
-            place.country.unwrap_or("").to_string(),
-            key_hash.to_string(),
-            detail.to_string(),
-        ],
-        doubles,
+fn point(rule: &Rule, said: &Said<'_>, place: Place<'_>) -> Point {
+    let mut point = total(&rule.name, said.action, said.doubles, place);
+    point.blobs[4] = said.key_hash.to_string();
+    point.blobs[5] = said.detail.to_string();
+    point.blobs[6] = said.reason.map(Reason::name).unwrap_or_default().to_string();
+    point.blobs[7] = crate::pipeline::who::bounded_method(place.method).to_string();
+    point.blobs[8] = rule.path.clone();
+    point.blobs[9] = place.asn.map(|a| a.to_string()).unwrap_or_default();
+    point.blobs[10] = cut(said.raw_key, RAW_KEY_BYTES).to_string();
+    point
+}
+
+/// A point of `rule`'s with only its action, place and doubles (an
+/// `allowed_total`, or the start of any other).
+fn total(rule: &str, action: &str, doubles: [f64; 2], place: Place<'_>) -> Point {
+    let mut blobs: [String; BLOBS] = Default::default();
+    blobs[0] = rule.to_string();
+    blobs[1] = action.to_string();
+    blobs[2] = place.colo.unwrap_or("").to_string();
+    blobs[3] = place.country.unwrap_or("").to_string();
+    Point { index: rule.to_string(), blobs, doubles }
+}
+
+/// `text` cut to at most `max` bytes, at a character's boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
     }
+    &text[..end]
 }
 
 #[cfg(test)]
@@ -192,7 +283,7 @@ mod tests {
         let p = plan(&c, &parts);
         let Route::Check(applied) = &p.route else { panic!("{:?}", p.route) };
         assert_eq!(applied.len(), 4);
-        let place = Place { colo: Some("AKL"), country: Some("NZ") };
+        let place = Place { colo: Some("AKL"), country: Some("NZ"), asn: Some(64_500), method: "GET" };
         let allowed = Outcome::Allowed { windows: vec![window(7)], reservation: None };
         let blocked = Outcome::Blocked { retry_after_ms: 1500, window: 0, windows: None, by: crate::count::blocked::Refusal::Limit };
         let outcomes = [allowed.clone(), allowed, blocked.clone(), blocked];
@@ -231,7 +322,7 @@ mod tests {
         let mut totals = AllowedTotals::default();
         totals.count(&checked, &[allowed.clone(), allowed.clone(), allowed.clone(), blocked], 1_000);
         totals.count(&checked[..1], std::slice::from_ref(&allowed), 2_000);
-        let place = Place { colo: Some("AKL"), country: Some("NZ") };
+        let place = Place { colo: Some("AKL"), country: Some("NZ"), asn: Some(64_500), method: "GET" };
         let every = crate::config::DEFAULT_METRICS_INTERVAL_MS;
         assert_eq!(totals.due(1_000 + every - 1, every, place), vec![], "not a minute yet");
         let due = totals.due(1_000 + every, every, place);
@@ -240,6 +331,44 @@ mod tests {
         assert_eq!((due[0].blobs[2].as_str(), due[0].blobs[3].as_str()), ("AKL", ""), "the isolate's colo; no one client's country");
         assert_eq!(due[0].doubles, [2.0, 0.0], "two allowed decisions");
         assert_eq!(totals.due(10 * every, every, place), vec![], "written once");
+    }
+
+    #[test]
+    fn a_refusal_says_why_how_and_where_and_the_raw_key_only_when_the_rule_asks() {
+        let l = json!([{ "requests": 1, "window": "1m" }]);
+        let c = crate::testing::config(json!([
+            { "name": "plain", "path": "/p/*", "limits": l },
+            { "name": "asks", "path": "/p/*", "limits": l, "metrics_raw_key": true },
+            { "name": "closed", "path": "/p/*", "limits": l, "on_error": "deny" },
+            { "name": "open", "path": "/p/*", "limits": l },
+        ]));
+        let url = Url::parse("https://example.com/p/secret?token=x").unwrap();
+        let header = |n: &str| (n == "cf-connecting-ip").then(|| "198.51.100.7".to_string());
+        let parts = RequestParts { log_key: Some(b"k"), ..RequestParts::plain("POST", url.as_str(), &header, Body::Unread) };
+        let p = plan(&c, &parts);
+        let Route::Check(applied) = &p.route else { panic!("{:?}", p.route) };
+        let blocked = |by| Outcome::Blocked { retry_after_ms: 10, window: 0, windows: None, by };
+        let timeout = || Outcome::Failed(crate::pipeline::verdict::Failure::Call(crate::count::protocol::CallFailure::Timeout { ms: 300 }));
+        let outcomes = [blocked(Refusal::Penalty), blocked(Refusal::Ban), timeout(), timeout()];
+        let place = Place { colo: Some("AMS"), country: Some("NL"), asn: Some(64_500), method: "POST-AND-A-VERY-LONG-METHOD" };
+        let points = points(&p.matched, applied, &outcomes, place);
+        let row = |p: &Point| (p.blobs[0].clone(), p.blobs[6].clone(), p.blobs[7].clone(), p.blobs[8].clone(), p.blobs[9].clone());
+        let n = |s: &str| s.to_string();
+        assert_eq!(points.iter().map(row).collect::<Vec<_>>(), [
+            (n("plain"), n("penalty"), n("POST-AND-A-VERY-"), n("/p/*"), n("64500")),
+            (n("asks"), n("ban"), n("POST-AND-A-VERY-"), n("/p/*"), n("64500")),
+            (n("closed"), n("fail_closed"), n("POST-AND-A-VERY-"), n("/p/*"), n("64500")),
+            (n("open"), n("fail_open"), n("POST-AND-A-VERY-"), n("/p/*"), n("64500")),
+        ], "the typed reason; the method cut at 16; the route is the rule's pattern");
+        assert_eq!(points[1].blobs[10], "ip=198.51.100.7", "the rule that asks gets its raw key");
+        for point in points.iter().filter(|p| p.blobs[0] != "asks") {
+            assert_eq!(point.blobs[10], "", "{}: no raw key unless asked", point.blobs[0]);
+            assert!(!point.blobs.iter().any(|b| b.contains("198.51.100.7") || b.contains("secret") || b.contains("token")), "never the key, the path or the query: {point:?}");
+        }
+        let missing = missing_key(&c.rules[0], place).unwrap();
+        assert_eq!((missing.blobs[1].as_str(), missing.blobs[4].as_str(), missing.blobs[6].as_str()), ("blocked", "", "missing_key"));
+        assert_eq!(cut("ab\u{e9}", 3), "ab", "a raw key is cut at a character's boundary");
+        assert!(points.iter().all(|p| p.blobs.iter().map(String::len).sum::<usize>() <= 16 * 1024 && p.index.len() <= 96), "Analytics Engine's limits");
     }
 
     fn points_of_failure(c: &Config) -> Vec<String> {

@@ -248,8 +248,7 @@ pub(crate) fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers
                 // Shadow mode never blocks, whatever `on_error` says. An
                 // object too old to hold a concurrency slot refuses (issue
                 // 35): no limit would bound the requests in flight.
-                let fails_closed = a.rule.on_error == FailPolicy::Deny || error.cannot_hold_slot();
-                let deny = fails_closed && a.rule.action == Action::Block;
+                let deny = denies(a.rule, error);
                 let decision = if deny { FailPolicy::Deny } else { FailPolicy::Allow }.name();
                 events.push(counter_error(&a.rule.name, &a.key_hash, error, decision));
                 if deny {
@@ -538,6 +537,13 @@ pub(crate) fn exempt_events(matched: &[Matched<'_>]) -> Vec<LogEvent> {
             ))
         })
         .collect()
+}
+
+/// Whether `rule` refuses a request whose counter failed with `error`:
+/// fail closed (`on_error = "deny"`), or an object too old to hold its
+/// concurrency slot; never a shadow rule.
+pub(crate) fn denies(rule: &Rule, error: &Failure) -> bool {
+    (rule.on_error == FailPolicy::Deny || error.cannot_hold_slot()) && rule.action == Action::Block
 }
 
 /// A `counter_error` line: `decision` is `allow`, `deny` or `not_recorded`;

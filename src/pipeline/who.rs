@@ -25,10 +25,16 @@ use serde_json::Value;
 /// runtime already checked; this only bounds the line).
 const METHOD_CHARS: usize = 16;
 
+/// `method` cut at [`METHOD_CHARS`] characters, as lines and metric
+/// points write it.
+pub(crate) fn bounded_method(method: &str) -> &str {
+    let end = method.char_indices().nth(METHOD_CHARS).map_or(method.len(), |(at, _)| at);
+    &method[..end]
+}
+
 /// Adds who and what to each of `events`, one request's lines.
 pub(crate) fn annotate(events: &mut [LogEvent], facts: &Facts<'_>, config: &Config) {
-    let end = facts.method.char_indices().nth(METHOD_CHARS).map_or(facts.method.len(), |(at, _)| at);
-    let method = &facts.method[..end];
+    let method = bounded_method(facts.method);
     for event in events.iter_mut() {
         let route = event
             .fields

@@ -36,7 +36,7 @@ const WIDTHS = [1280, 390];
  * format (ClickHouse's: `meta`, `data` with 64-bit integers quoted, `rows`,
  * `rows_before_limit_at_least`), for the three queries the Traffic page asks.
  */
-function sqlApi(asked) {
+function sqlApi(asked, top = { hash: "88fc262cb3e5792f" }) {
   return async (request, record) => {
     const url = new URL(request.url);
     if (url.host !== "api.cloudflare.com") return null;
@@ -45,17 +45,25 @@ function sqlApi(asked) {
     const minute = Math.floor(Date.now() / 60_000) * 60 - 60;
     const col = (name, type) => ({ name, type });
     let meta, data;
-    if (query.includes("AS action")) {
+    if (query.includes("AS reason")) {
+      meta = ["t", "rule", "action", "reason", "method", "route", "country", "colo", "asn", "key_hash", "raw_key", "retry_ms", "n"].map((n) => col(n, "String"));
+      const at = String(minute + 30);
+      data = [
+        { t: at, rule: "api", action: "blocked", reason: "ban", method: "GET", route: "/api/*", country: "NL", colo: "AMS", asn: "64500", key_hash: top.hash, raw_key: "", retry_ms: "0", n: "1" },
+        { t: at, rule: "login", action: "blocked", reason: "missing_key", method: "POST", route: "/login", country: "US", colo: "IAD", asn: "", key_hash: "", raw_key: "", retry_ms: "0", n: "1" },
+      ];
+    } else if (query.includes("AS action")) {
       meta = [col("rule", "String"), col("action", "String"), col("t", "UInt64"), col("n", "UInt64")];
       data = [
         { rule: "api", action: "blocked", t: String(minute - 120), n: "7" },
         { rule: "api", action: "blocked", t: String(minute), n: "42" },
         { rule: "api", action: "exempt", t: String(minute - 60), n: "3" },
+        { rule: "api", action: "allowed_total", t: String(minute - 60), n: "1", w: "147" },
         { rule: "login", action: "shadow", t: String(minute), n: "5" },
       ];
     } else if (query.includes("key_hash")) {
       meta = [col("rule", "String"), col("key_hash", "String"), col("n", "UInt64")];
-      data = [{ rule: "api", key_hash: "88fc262cb3e5792f", n: "49" }];
+      data = [{ rule: "api", key_hash: top.hash, n: "49" }];
     } else {
       meta = [col("country", "String"), col("colo", "String"), col("n", "UInt64")];
       data = [{ country: "NL", colo: "AMS", n: "40" }, { country: "US", colo: "IAD", n: "17" }];
@@ -149,9 +157,10 @@ const shot = async (page, name) => {
 test("the console in a real browser: sign in, rules, ban with a reason, Controls, 429, lift; CSP holds", { timeout: 240_000 }, async () => {
   assert.ok(existsSync(CHROMIUM), `no browser at ${CHROMIUM}: scripts/setup installs Debian's chromium (or set TOLLGATE_CHROMIUM)`);
   const asked = [];
+  const top = { hash: "88fc262cb3e5792f" };
   const tg = await startTollgate({
     config: CONFIG,
-    origin: mockOrigin(sqlApi(asked)),
+    origin: mockOrigin(sqlApi(asked, top)),
     vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, TOLLGATE_ACCOUNT_ID: "0123456789abcdef0123456789abcdef", TOLLGATE_ANALYTICS_TOKEN: "ae-read-token" },
     miniflare: { host: "127.0.0.1", port: 0 },
   });
@@ -226,23 +235,37 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       assert.match(keyHash, /^[0-9a-f]{16}$/);
       assert.match(ends, /UTC$/);
       assert.ok(!(await page.content()).includes(BANNED), "no raw key on the Controls page");
+      const lift = await page.$$eval("#controls form", (fs) => fs.map((f) => [f.method, new URL(f.action).pathname, ...[...f.elements].filter((e) => e.type === "hidden").map((e) => `${e.name}=${e.value.length > 20 ? "…" : e.value}`)]));
+      assert.deepEqual(lift, [["post", "/.tollgate/ui/keys", "csrf=…", "rule=api", `key_hash=${keyHash}`, "do=lift"]], "a Lift ban button per ban, with the session's CSRF token");
       await shot(page, "controls");
+      top.hash = keyHash;
       if (SHOTS) {
         await page.setViewport({ width: 390, height: 800 });
         await page.goto(`${base}/ui/keys?rule=api&ip=${BANNED}`);
         await shot(page, "keys-390");
         await page.setViewport({ width: 1280, height: 800 });
       }
-      await auditAll(browser, [`${base}/ui/rules`, `${base}/ui/keys?rule=api&ip=${BANNED}`, `${base}/ui/keys`, `${base}/ui/controls`, `${base}/ui/traffic?range=hour`]);
+      await auditAll(browser, [
+        `${base}/ui/rules`, `${base}/ui/keys?rule=api&ip=${BANNED}`, `${base}/ui/keys`, `${base}/ui/controls`, `${base}/ui/traffic?range=hour`,
+        `${base}/ui/events?range=hour`, `${base}/ui/keys?rule=api&key_hash=${keyHash}`, `${base}/ui/keys?rule=api&key_hash=0000000000000000`,
+      ]);
       asked.splice(0);
 
       // The Worker refuses that key, and not another.
       assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 429);
       assert.equal((await tg.fetch("/api/items", { ip: "198.51.100.8" })).status, 200);
 
-      // Lift it: gone from Controls, served again.
-      await page.goto(`${base}/ui/keys?rule=api&ip=${BANNED}`);
-      res = await submit(page, "form:has(input[value=lift])");
+      // From the top blocked key (Traffic) to its page: its ban, by its hash.
+      await page.goto(`${base}/ui/traffic?range=hour`);
+      await Promise.all([page.waitForNavigation(), page.click(`#top-keys a[href*='key_hash=${keyHash}']`)]);
+      assert.equal(new URL(page.url()).searchParams.get("key_hash"), keyHash);
+      assert.ok(await page.$("#banned"), "the key's page shows its ban");
+      assert.match(await page.$eval("#status h2", (h) => h.textContent), new RegExp(`api · ${keyHash}`));
+      assert.ok(!(await page.content()).includes(BANNED), "found by its hash: the raw key is not shown");
+
+      // Lift it with the Controls page's button: gone from Controls, served again.
+      await page.goto(`${base}/ui/controls`);
+      res = await submit(page, "#controls form");
       assert.equal(res.status(), 200);
       assert.equal(await page.$("#banned"), null);
       assert.match(await page.$eval("#status .ok", (p) => p.textContent), /Done: ban lifted/);
@@ -252,27 +275,38 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200);
 
       // Traffic: charts drawn on the server from the SQL API's answers.
+      asked.splice(0);
       res = await page.goto(`${base}/ui/traffic?range=hour`);
       assert.equal(res.status(), 200);
       const charts = await page.$$eval("svg.chart", (svgs) => svgs.map((s) => [s.getAttribute("aria-label"), [...s.querySelectorAll("polyline")].map((p) => p.getAttribute("class"))]));
       // Each chart's text alternative: every line's total, as the SQL API answered.
-      assert.deepEqual(charts, [["api: blocked 49, exempt 3", ["blocked", "exempt"]], ["login: shadow 5", ["shadow"]]]);
+      assert.deepEqual(charts, [["api: allowed 147, blocked 49, exempt 3", ["allowed", "blocked", "exempt"]], ["login: shadow 5", ["shadow"]]]);
       const axis = await page.$eval("svg.chart", (svg) => [...svg.querySelectorAll("text[text-anchor]")].map((t) => t.textContent));
       assert.equal(axis.length, 5, "five times on the axis");
       for (const t of axis) assert.match(t, /^\d\d:\d\d$/);
       assert.match(await page.$eval("table.numbers", (t) => t.textContent), /blocked4942 at \d\d:\d\d/);
-      const peak = await page.$eval("svg.chart polyline.blocked", (p) => p.getAttribute("points").split(" ").map((xy) => Number(xy.split(",")[1])));
-      assert.equal(Math.min(...peak), 14, "the 42 is the chart's top");
-      assert.match(await page.$eval("#top-keys", (t) => t.textContent), /88fc262cb3e5792f\s*49/);
+      const peak = await page.$eval("svg.chart polyline.allowed", (p) => p.getAttribute("points").split(" ").map((xy) => Number(xy.split(",")[1])));
+      assert.equal(Math.min(...peak), 14, "the 147 allowed (one point standing for them) is the chart's top");
+      assert.match(await page.$eval("#top-keys", (t) => t.textContent), new RegExp(`${keyHash}\\s*49`));
+      const shares = await page.$$eval("#allowed-blocked tr", (trs) => trs.slice(1).map((tr) => [...tr.cells].slice(0, 5).map((c) => c.textContent)));
+      assert.deepEqual(shares, [["api", "147", "49", "0", "25%"], ["login", "0", "0", "5", "0%"]], "allowed vs blocked per rule");
+      assert.equal(await page.$eval("#allowed-blocked svg", (s) => s.getAttribute("aria-label")), "api: 147 allowed, 49 blocked (25%)");
       assert.match(await page.$eval("#top-places", (t) => t.textContent), /NL\s*AMS\s*40/);
-      assert.equal(asked.length, 3, "three queries a page");
+      assert.equal(asked.length, 4, "four queries a page");
       for (const a of asked) {
         assert.equal(a.path, "/client/v4/accounts/0123456789abcdef0123456789abcdef/analytics_engine/sql");
         assert.equal(a.authorization, "Bearer ae-read-token");
-        assert.match(a.query, /SUM\(_sample_interval\)/);
+        assert.match(a.query, /_sample_interval/);
         assert.match(a.query, /FROM tollgate /);
       }
       await shot(page, "traffic");
+      // Events: the refusals the SQL API answered, per rule.
+      res = await page.goto(`${base}/ui/events?range=hour`);
+      assert.equal(res.status(), 200);
+      assert.deepEqual(await page.$$eval("table.events", (ts) => ts.map((t) => t.dataset.rule)), ["api", "login"]);
+      const apiEvent = await page.$eval("table.events[data-rule=api] tr:nth-child(2)", (tr) => [...tr.cells].map((c) => c.textContent));
+      assert.deepEqual(apiEvent.slice(1), ["ban", "blocked", "GET", "/api/*", "NL", "AMS", "64500", keyHash]);
+      assert.match(apiEvent[0], /UTC$/);
       assert.deepEqual(problems, [], "no console error and no CSP violation on any page");
 
       // Signing out ends the session in this browser.
@@ -389,6 +423,80 @@ test("under npm run dev (a dataset bound as init writes it, the local sink on), 
       await none.dispose();
       none.cleanup();
     }
+  } finally {
+    await tg.dispose();
+    tg.cleanup();
+  }
+});
+
+// Issue 38 item 4: who is blocked, and why. The Worker's own points (the
+// local sink, as under npm run dev) in the Events view, in Chromium: each
+// refusal with its reason (limit, ban, missing key), method, route (the
+// rule's pattern, never the request's path or query), country, colo and
+// ASN as `request.cf` gave them, and the key's hash; the raw key only on
+// the rule with `metrics_raw_key = true`. Refusals are written as they
+// happen: no metrics interval to wait for (only allowed totals wait).
+test("the events view lists a blocked client's refusals with reason, route and country, the raw key only where the rule asks", { timeout: 180_000 }, async () => {
+  const RAW = "k-partner-0042";
+  const events = config(
+    rule("api", "/api/*", { key: ["ip"], limits: limit(2, "1m") }),
+    rule("partners", "/partners/*", { key: ["header:x-api-key"], limits: limit(1, "1m"), metrics_raw_key: true }),
+    rule("login", "/login", { methods: ["POST"], key: ["body:email"], limits: limit(5, "15m") }),
+  );
+  const tg = await startTollgate({
+    config: events,
+    vars: { TOLLGATE_ADMIN_TOKEN: TOKEN, TOLLGATE_LOCAL_METRICS: "on" },
+    miniflare: { host: "127.0.0.1", port: 0 },
+  });
+  const base = new URL("/.tollgate", tg.url).href;
+  const cf = { country: "NL", colo: "AMS", asn: 64500 };
+  try {
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push((await tg.fetch("/api/items?email=eve@example.com", { ip: BANNED, cf })).status);
+    const ban = await tg.fetch(`/.tollgate/ban?rule=api&ip=198.51.100.9&for=10m`, { method: "POST", ip: "192.0.2.1", headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(ban.status, 200);
+    statuses.push((await tg.fetch("/api/items", { ip: "198.51.100.9", cf: { country: "US", colo: "IAD", asn: 64501 } })).status);
+    for (let i = 0; i < 2; i++) statuses.push((await tg.fetch("/partners/feed", { ip: "203.0.113.20", headers: { "x-api-key": RAW }, cf })).status);
+    statuses.push((await tg.fetch("/login", { method: "POST", ip: "203.0.113.21", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "name=x", cf })).status);
+    assert.deepEqual(statuses, [200, 200, 429, 429, 200, 429, 400], "limit, ban, limit, missing key");
+    await withBrowser(async (browser) => {
+      const { page, problems } = await watchedPage(browser);
+      await page.setViewport({ width: 1280, height: 800 });
+      await page.goto(`${base}/`);
+      await page.type("input[name=token]", TOKEN);
+      await submit(page, "form[action$='/ui/signin']");
+      const res = await page.goto(`${base}/ui/events?range=hour`);
+      assert.equal(res.status(), 200);
+      const rows = await page.$$eval("table.events", (ts) =>
+        ts.map((t) => [t.dataset.rule, [...t.rows].slice(1).map((tr) => [...tr.cells].slice(1).map((c) => c.textContent))]),
+      );
+      const byRule = Object.fromEntries(rows);
+      // (Newest first, but both within the same second: in either order.)
+      assert.deepEqual(byRule.api.map((r) => r.slice(0, 7)).sort(), [
+        ["ban", "blocked", "GET", "/api/*", "US", "IAD", "64501"],
+        ["limit", "blocked", "GET", "/api/*", "NL", "AMS", "64500"],
+      ], "the ban and the limit, each where request.cf says");
+      assert.deepEqual(byRule.login.map((r) => r.slice(0, 8)), [["missing_key", "blocked", "POST", "/login", "NL", "AMS", "64500", "-"]], "a missing key has no hash");
+      assert.deepEqual(byRule.partners.map((r) => [r[0], r[3], r.at(-1)]), [["limit", "/partners/*", `header:x-api-key=${RAW}`]], "the rule that asks shows its raw key, as the key is made");
+      for (const r of byRule.api) assert.match(r[7], /^[0-9a-f]{16}$/, "the key as its hash");
+      const html = await page.content();
+      assert.ok(!html.includes(BANNED) && !html.includes("198.51.100.9") && !html.includes("eve@example.com"), "no raw key, path or query of a rule that did not ask");
+      assert.equal((await page.$$("th")).filter(Boolean).length > 0, true);
+      assert.equal(await page.$$eval("table.events[data-rule=api] th", (ths) => ths.some((th) => th.textContent === "Key")), false);
+      await shot(page, "events");
+      if (SHOTS) {
+        await page.setViewport({ width: 390, height: 800 });
+        await page.reload();
+        await shot(page, "events-390");
+        await page.setViewport({ width: 1280, height: 800 });
+      }
+      // Allowed vs blocked per rule, from the same points.
+      await page.goto(`${base}/ui/traffic?range=hour`);
+      const shares = await page.$$eval("#allowed-blocked tr", (trs) => trs.slice(1).map((tr) => [...tr.cells].slice(0, 3).map((c) => c.textContent)));
+      assert.deepEqual(shares.find((r) => r[0] === "api"), ["api", "0", "2"], "limited: allowed decisions wait for their interval's total; the blocks are there at once");
+      await auditAll(browser, [`${base}/ui/events?range=hour`, `${base}/ui/traffic?range=hour`]);
+      assert.deepEqual(problems, [], "no console error and no CSP violation");
+    });
   } finally {
     await tg.dispose();
     tg.cleanup();

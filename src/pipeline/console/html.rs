@@ -19,7 +19,9 @@ pub(crate) const CSP: &str =
 /// The style sheet (`{prefix}/ui/style.css`).
 ///
 /// At any width down to 320 px the pages reflow (WCAG 2.2 SC 1.4.10): the
-/// header wraps, cells break long hashes and commands, charts scale down.
+/// header wraps, cells break long hashes and commands, charts scale down;
+/// an events or controls table, a row per refusal or control, scrolls
+/// within its own box.
 pub(crate) const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2228;background:#f6f7f9}\
 header{display:flex;flex-wrap:wrap;gap:.4em 1.5em;align-items:center;padding:.6em 1.5em;background:#1d2228;color:#fff}\
 header a{color:#cfe3ff;text-decoration:none}header a[aria-current]{color:#fff;text-decoration:underline}\
@@ -30,6 +32,7 @@ code{background:#eef1f4;padding:0 .25em;border-radius:3px;overflow-wrap:anywhere
 .err{color:#a30d1b;font-weight:600}.ok{color:#176b2c;font-weight:600}\
 form.inline{display:flex;gap:.4em;flex-wrap:wrap;align-items:center;margin:.3em 0}input{padding:.25em .4em;max-width:100%;box-sizing:border-box}\
 button{padding:.3em .8em;border:1px solid #55606e;border-radius:4px;background:#fff;color:#1d2228;cursor:pointer}\
+.scroll{overflow-x:auto;max-width:100%}.scroll td,.scroll th{overflow-wrap:normal}table.events td,table.events th{white-space:nowrap}table.events td.raw-key{white-space:normal;overflow-wrap:anywhere;min-width:12em}\
 .signin{max-width:24em;margin:4em auto}svg{background:#fff;border:1px solid #dde1e6;max-width:100%;height:auto}\
 @media (max-width:40em){header{padding:.5em .8em;gap:.3em 1em}main{padding:.5em .8em}section{padding:.5em .6em}td,th{padding:.25em .3em}}";
 
@@ -72,7 +75,7 @@ fn document(prefix: &str, title: &str, csrf: Option<&str>, who: Option<&str>, co
     let mut bar = String::new();
     if let Some(csrf) = csrf {
         bar.push_str("<nav aria-label=\"Console\">");
-        for (page, name) in [(Page::Rules, "Rules"), (Page::Traffic, "Traffic"), (Page::Keys, "Keys"), (Page::Controls, "Controls")] {
+        for (page, name) in [(Page::Rules, "Rules"), (Page::Traffic, "Traffic"), (Page::Events, "Events"), (Page::Keys, "Keys"), (Page::Controls, "Controls")] {
             let current = if name == title { " aria-current=\"page\"" } else { "" };
             let _ = write!(bar, "<a href=\"{}{}\"{current}>{name}</a>", esc(prefix), page.path());
         }
@@ -126,8 +129,9 @@ pub(crate) fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answ
     let json = answer.and_then(Result::ok);
     let (title, content) = match route.page {
         Page::Rules => ("Rules", crate::pipeline::console::rules::page(&config.rules)),
-        Page::Controls => ("Controls", json.map(controls).unwrap_or_default()),
+        Page::Controls => ("Controls", json.map(|body| controls(&route.prefix, csrf, body)).unwrap_or_default()),
         Page::Keys | Page::KeysAction => ("Keys", keys(config, route, csrf, json)),
+        Page::Events => ("Events", events_page(&route.prefix, json)),
         _ => ("Traffic", traffic(&route.prefix, json)),
     };
     let status = match answer {
@@ -158,52 +162,101 @@ fn text(v: &Value) -> String {
     }
 }
 
-fn controls(body: &Value) -> String {
+/// The Controls page: every ban and override in force, each key leading
+/// to its page, each with its button (Lift ban, Clear override: a Keys
+/// form by key hash, with the session's CSRF token).
+fn controls(prefix: &str, csrf: &str, body: &Value) -> String {
     let list = body["controls"].as_array().map(Vec::as_slice).unwrap_or_default();
     if list.is_empty() {
         return "<p>No ban or override is in force.</p>".into();
     }
     let mut out = String::from(
-        "<table id=\"controls\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Control</th><th scope=\"col\">Limits</th><th scope=\"col\">Ends</th><th scope=\"col\">Reason</th><th scope=\"col\">Set by</th><th scope=\"col\">Set</th></tr>",
+        "<div class=\"scroll\" role=\"region\" aria-label=\"Controls in force\" tabindex=\"0\"><table id=\"controls\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Control</th><th scope=\"col\">Limits</th><th scope=\"col\">Ends</th><th scope=\"col\">Reason</th><th scope=\"col\">Set by</th><th scope=\"col\">Set</th><th scope=\"col\">Action</th></tr>",
     );
     for c in list {
         let limits: Vec<String> = c["limits"].as_array().into_iter().flatten().map(|l| format!("{}/{}", l[0], duration(l[1].as_u64().unwrap_or(0)))).collect();
+        let (rule, hash, kind) = (text(&c["rule"]), text(&c["key_hash"]), text(&c["kind"]));
         let _ = write!(
             out,
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&text(&c["rule"])),
-            esc(&text(&c["key_hash"])),
-            esc(&text(&c["kind"])),
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&rule),
+            key_link(prefix, &rule, &hash),
+            esc(&kind),
             esc(&limits.join(", ")),
             c["until_ms"].as_i64().map_or_else(|| "never".to_string(), time),
             esc(&text(&c["reason"])),
             esc(&text(&c["by"])),
             c["set_ms"].as_i64().map_or_else(String::new, time),
+            lift_form(prefix, csrf, &rule, &hash, &kind),
         );
     }
-    out + "</table>"
+    out + "</table></div>"
 }
 
-fn traffic(prefix: &str, body: Option<&Value>) -> String {
+/// The button that ends a control (`kind`: `ban` or `override`) of the key
+/// of `rule` whose hash is `hash`, through the Keys page's own form.
+fn lift_form(prefix: &str, csrf: &str, rule: &str, hash: &str, kind: &str) -> String {
+    let (action, label) = match kind {
+        "ban" => ("lift", "Lift ban"),
+        "override" => ("clear_override", "Clear override"),
+        _ => return String::new(),
+    };
+    format!(
+        "<form class=\"inline\" method=\"post\" action=\"{}/ui/keys\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+<input type=\"hidden\" name=\"rule\" value=\"{r}\"><input type=\"hidden\" name=\"key_hash\" value=\"{h}\"><input type=\"hidden\" name=\"do\" value=\"{action}\">\
+<button aria-label=\"{label} on {r} {h}\">{label}</button></form>",
+        esc(prefix),
+        esc(csrf),
+        r = esc(rule),
+        h = esc(hash),
+    )
+}
+
+/// The range tabs of a traffic page (`page`: Traffic or Events), the
+/// current one marked.
+fn range_tabs(prefix: &str, page: Page, body: Option<&Value>) -> String {
     let range = body.and_then(|b| b["range"].as_str()).unwrap_or("hour");
     let mut out = String::from("<p class=\"tabs\">");
     for r in ["hour", "day", "week"] {
         let current = if r == range { " aria-current=\"page\"" } else { "" };
-        let _ = write!(out, "<a href=\"{}/ui/traffic?range={r}\"{current}>Last {r}</a> ", esc(prefix));
+        let _ = write!(out, "<a href=\"{}{}?range={r}\"{current}>Last {r}</a> ", esc(prefix), page.path());
     }
-    out.push_str("</p>");
-    let Some(body) = body.filter(|b| b.get("error").is_none()) else {
-        let why = body.and_then(|b| b["error"].as_str()).unwrap_or_default();
-        return format!("{out}<p class=\"err\">{}</p>{}", esc(why), how_to());
+    out + "</p>"
+}
+
+/// The traffic's answer, or why there is none (its error and how to set
+/// the source up).
+fn traffic_body(body: Option<&Value>) -> Result<&Value, String> {
+    match body.filter(|b| b.get("error").is_none()) {
+        Some(body) => Ok(body),
+        None => Err(format!("<p class=\"err\">{}</p>{}", esc(body.and_then(|b| b["error"].as_str()).unwrap_or_default()), how_to())),
+    }
+}
+
+/// A link to the Keys page of `rule`'s key of `key_hash` (found through
+/// the controls registry: [`crate::pipeline::console::route`]).
+fn key_link(prefix: &str, rule: &str, key_hash: &str) -> String {
+    if key_hash.is_empty() || key_hash == "-" {
+        return "-".into();
+    }
+    let href = format!("{prefix}/ui/keys?rule={}&key_hash={}", crate::pipeline::console::rules::form_escape(rule), crate::pipeline::console::rules::form_escape(key_hash));
+    format!("<a href=\"{}\"><code>{}</code></a>", esc(&href), esc(key_hash))
+}
+
+fn traffic(prefix: &str, body: Option<&Value>) -> String {
+    let mut out = range_tabs(prefix, Page::Traffic, body);
+    let body = match traffic_body(body) {
+        Ok(body) => body,
+        Err(why) => return out + &why,
     };
     let rules = body["rules"].as_object().filter(|r| !r.is_empty());
     match rules {
         None => out.push_str("<p>No points in this range.</p>"),
         Some(rules) => {
-            let bucket = body["bucket_s"].as_u64().unwrap_or(60);
+            let (from, bucket) = (body["from_s"].as_u64().unwrap_or(0), body["bucket_s"].as_u64().unwrap_or(60));
+            out.push_str(&traffic::allowed_blocked(&body["totals"]));
             let _ = write!(out, "<p>Decisions per {} (times in UTC), each line an action; the table under a chart gives its numbers.</p>", human(bucket * 1000));
             for (rule, per_action) in rules {
-                let (from, bucket) = (body["from_s"].as_u64().unwrap_or(0), body["bucket_s"].as_u64().unwrap_or(60));
                 let _ = write!(
                     out,
                     "<section><h2>{}</h2>{}{}</section>",
@@ -214,15 +267,79 @@ fn traffic(prefix: &str, body: Option<&Value>) -> String {
             }
         }
     }
-    out.push_str("<section><h2>Top blocked keys</h2><table id=\"top-keys\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Blocked</th></tr>");
+    out.push_str("<section><h2>Top blocked keys</h2><p>Each key hash leads to its page on Keys when the key has a ban or an override.</p><table id=\"top-keys\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Blocked</th></tr>");
     for k in body["top_keys"].as_array().into_iter().flatten() {
-        let _ = write!(out, "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>", esc(&text(&k["rule"])), esc(&text(&k["key_hash"])), k["n"]);
+        let (rule, hash) = (text(&k["rule"]), text(&k["key_hash"]));
+        let _ = write!(out, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&rule), key_link(prefix, &rule, &hash), k["n"]);
     }
     out.push_str("</table></section><section><h2>Top countries and colos (limited traffic)</h2><table id=\"top-places\"><tr><th scope=\"col\">Country</th><th scope=\"col\">Colo</th><th scope=\"col\">Decisions</th></tr>");
     for p in body["top_places"].as_array().into_iter().flatten() {
         let _ = write!(out, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&text(&p["country"])), esc(&text(&p["colo"])), p["n"]);
     }
     out + "</table></section>"
+}
+
+/// The Events page: the range tabs, then per rule (in the order of its
+/// newest refusal) a table of its refusals, newest first: when, why, the
+/// action, method, route, country, colo, ASN, the key's hash (leading to
+/// its Keys page) and, only on a rule that writes it, the raw key.
+pub(crate) fn events_page(prefix: &str, body: Option<&Value>) -> String {
+    let mut out = range_tabs(prefix, Page::Events, body);
+    let body = match traffic_body(body) {
+        Ok(body) => body,
+        Err(why) => return out + &why,
+    };
+    let events = body["events"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if events.is_empty() {
+        return out + "<p>No refusals in this range.</p>";
+    }
+    let _ = write!(out, "<p>The newest {} refusals at most (blocked, shadow and fail-closed decisions; times in UTC). Keys show as their hashes; a rule with <code>metrics_raw_key = true</code> shows the key too.</p>", traffic::EVENTS_LISTED);
+    let mut rules: Vec<&str> = Vec::new();
+    for e in events {
+        let rule = e["rule"].as_str().unwrap_or_default();
+        if !rules.contains(&rule) {
+            rules.push(rule);
+        }
+    }
+    for rule in rules {
+        let of_rule: Vec<&Value> = events.iter().filter(|e| e["rule"].as_str() == Some(rule)).collect();
+        let with_key = of_rule.iter().any(|e| e.get("key").is_some());
+        let _ = write!(
+            out,
+            "<section><h2>{r}</h2><div class=\"scroll\" role=\"region\" aria-label=\"Refusals of {r}\" tabindex=\"0\"><table class=\"events\" data-rule=\"{r}\">\
+<tr><th scope=\"col\">Time</th><th scope=\"col\">Reason</th><th scope=\"col\">Action</th><th scope=\"col\">Method</th><th scope=\"col\">Route</th>\
+<th scope=\"col\">Country</th><th scope=\"col\">Colo</th><th scope=\"col\">ASN</th><th scope=\"col\">Key hash</th>{k}</tr>",
+            r = esc(rule),
+            k = if with_key { "<th scope=\"col\">Key</th>" } else { "" }
+        );
+        for e in of_rule {
+            out.push_str(&event_row(prefix, rule, e, with_key));
+        }
+        out.push_str("</table></div></section>");
+    }
+    out
+}
+
+/// One refusal's row of the Events page (`-` for what is unknown).
+fn event_row(prefix: &str, rule: &str, e: &Value, with_key: bool) -> String {
+    let at = e["t"].as_i64().unwrap_or(0).saturating_mul(1000);
+    let cell = |name: &str| esc(&Some(text(&e[name])).filter(|t| !t.is_empty()).unwrap_or_else(|| "-".into()));
+    let mut row = format!(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+        time(at),
+        cell("reason"),
+        cell("action"),
+        cell("method"),
+        cell("route"),
+        cell("country"),
+        cell("colo"),
+        cell("asn"),
+        key_link(prefix, rule, e["key_hash"].as_str().unwrap_or_default()),
+    );
+    if with_key {
+        let _ = write!(row, "<td class=\"raw-key\"><code>{}</code></td>", e.get("key").map(|k| esc(&text(k))).unwrap_or_else(|| "-".into()));
+    }
+    row + "</tr>"
 }
 
 fn how_to() -> String {
@@ -383,9 +500,32 @@ mod tests {
     fn the_controls_page_names_keys_by_hash_and_escapes_reasons() {
         let body = json!({ "controls": [{ "rule": "login", "key_hash": "274be81a020a0956", "kind": "ban", "until_ms": 0,
             "limits": [], "reason": "<script>alert(1)</script>", "by": "console", "set_ms": 0, "checked": true }] });
-        let page = controls(&body);
+        let page = controls("/.tollgate", "c5rf", &body);
         assert!(page.contains("274be81a020a0956") && page.contains("&lt;script&gt;") && !page.contains("<script>"));
-        assert_eq!(controls(&json!({ "controls": [] })), "<p>No ban or override is in force.</p>");
+        assert!(page.contains("href=\"/.tollgate/ui/keys?rule=login&amp;key_hash=274be81a020a0956\""), "the key leads to its page: {page}");
+        for field in ["name=\"csrf\" value=\"c5rf\"", "name=\"key_hash\" value=\"274be81a020a0956\"", "name=\"do\" value=\"lift\"", ">Lift ban</button>"] {
+            assert!(page.contains(field), "the lift form holds {field}: {page}");
+        }
+        assert_eq!(controls("/.tollgate", "c", &json!({ "controls": [] })), "<p>No ban or override is in force.</p>");
+    }
+
+    #[test]
+    fn the_events_page_lists_refusals_per_rule_and_the_raw_key_only_when_given() {
+        let body = json!({ "range": "hour", "events": [
+            { "t": 1_796_083_200, "rule": "login", "action": "blocked", "reason": "ban", "method": "POST", "route": "/login", "country": "NL", "colo": "AMS", "asn": "64500", "key_hash": "aa", "key": "ip=<b>" },
+            { "t": 1_796_083_100, "rule": "api", "action": "blocked", "reason": "missing_key", "method": "GET", "route": "/api/*", "country": "", "colo": "", "asn": "", "key_hash": "" },
+            { "t": 1_796_083_000, "rule": "login", "action": "shadow", "reason": "limit", "method": "POST", "route": "/login", "country": "NL", "colo": "AMS", "asn": "", "key_hash": "bb" }
+        ] });
+        let page = events_page("/.tollgate", Some(&body));
+        assert_eq!(page.matches("<table class=\"events\"").count(), 2, "a table per rule: {page}");
+        assert!(page.find("data-rule=\"login\"") < page.find("data-rule=\"api\""), "the rule refused last comes first");
+        assert!(page.contains("<td>2026-12-01 00:00:00 UTC</td><td>ban</td><td>blocked</td><td>POST</td><td><code>/login</code></td><td>NL</td><td>AMS</td><td>64500</td>"), "{page}");
+        assert!(page.contains("href=\"/.tollgate/ui/keys?rule=login&amp;key_hash=aa\""), "the hash leads to the key's page: {page}");
+        assert!(page.contains("<td class=\"raw-key\"><code>ip=&lt;b&gt;</code></td>"), "escaped: {page}");
+        assert_eq!(page.matches("<th scope=\"col\">Key</th>").count(), 1, "only the rule that writes raw keys has the column");
+        assert!(page.contains("<td>missing_key</td>") && page.contains("<td>-</td><td>-</td><td>-</td><td>-</td></tr>"), "{page}");
+        assert!(events_page("/.tollgate", Some(&json!({ "range": "day", "events": [] }))).contains("No refusals in this range."));
+        assert!(events_page("/.tollgate", Some(&json!({ "range": "hour", "error": "not set" }))).contains("not set"));
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //! the `Content-Security-Policy` allows none.
 //!
 //! Paths: `{prefix}/` (the sign-in form, or on to Rules), `{prefix}/ui/signin`
-//! and `/ui/signout` (POST), `/ui/rules`, `/ui/traffic`, `/ui/keys` (GET a
-//! lookup, POST an action), `/ui/controls`, `/ui/style.css`.
+//! and `/ui/signout` (POST), `/ui/rules`, `/ui/traffic`, `/ui/events` (the
+//! traffic's newest refusals), `/ui/keys` (GET a lookup, POST an action),
+//! `/ui/controls`, `/ui/style.css`.
 
 pub(crate) mod html;
 pub(crate) mod route;
@@ -61,6 +62,8 @@ pub(crate) enum Page {
     SignOut,
     Rules,
     Traffic,
+    /// The security events: the newest refusals, per rule.
+    Events,
     Keys,
     /// A form on the Keys page: reset, ban, override, lift.
     KeysAction,
@@ -77,6 +80,7 @@ impl Page {
             Page::SignOut => "/ui/signout",
             Page::Rules => "/ui/rules",
             Page::Traffic => "/ui/traffic",
+            Page::Events => "/ui/events",
             Page::Keys | Page::KeysAction => "/ui/keys",
             Page::Controls => "/ui/controls",
             Page::Style => "/ui/style.css",
@@ -100,6 +104,7 @@ pub(crate) fn page(prefix: &str, canonical_path: &str, method: &str) -> Option<P
         ("/ui/signout", _, true) => Page::SignOut,
         ("/ui/rules", true, _) => Page::Rules,
         ("/ui/traffic", true, _) => Page::Traffic,
+        ("/ui/events", true, _) => Page::Events,
         ("/ui/keys", true, _) => Page::Keys,
         ("/ui/keys", _, true) => Page::KeysAction,
         ("/ui/controls", true, _) => Page::Controls,

@@ -4,7 +4,7 @@
 //! runs as it runs the API's.
 
 use crate::config::Config;
-use crate::pipeline::admin::{self, AdminRoute};
+use crate::pipeline::admin::{self, AdminAction, AdminRoute};
 use crate::pipeline::applied::object_name;
 use crate::pipeline::access::AccessCheck;
 use crate::pipeline::console::session::{self, Session};
@@ -107,19 +107,23 @@ fn auth(page: Page, token: &str, req: &ConsoleRequest<'_>) -> Auth {
 /// key's status (a Keys lookup with a `rule`), or a Keys form's action
 /// (`do`: `reset`, `ban`, `lift`, `override`, `clear_override`).
 fn inner<'c>(config: &'c Config, page: Page, params: &CanonicalQuery, log_key: Option<&[u8]>) -> Option<AdminRoute<'c>> {
+    if let Some(action) = by_hash_action(config, page, params) {
+        return Some(match admin::parse_by_hash(config, action, params) {
+            Ok(mut ask) => {
+                if let Some(control) = ask.control.as_mut() {
+                    control.by = "console".into();
+                }
+                AdminRoute::ByHash(ask)
+            }
+            Err(e) => AdminRoute::Invalid(e),
+        });
+    }
     let (endpoint, method) = match page {
         Page::Rules => return Some(AdminRoute::Rules),
         Page::Controls => return Some(AdminRoute::Controls),
-        Page::Traffic => return Some(AdminRoute::Traffic(Range::parse(params.values("range").next()))),
+        Page::Traffic | Page::Events => return Some(AdminRoute::Traffic(Range::parse(params.values("range").next()))),
         Page::Keys if params.values("rule").next().is_some() => ("/status", "GET"),
-        Page::KeysAction => match params.values("do").next()? {
-            "reset" => ("/reset", "POST"),
-            "ban" => ("/ban", "POST"),
-            "lift" => ("/ban", "DELETE"),
-            "override" => ("/override", "PUT"),
-            "clear_override" => ("/override", "DELETE"),
-            _ => return None,
-        },
+        Page::KeysAction => form(params).map(|(_, endpoint, method, _)| (endpoint, method))?,
         _ => return None,
     };
     let path = format!("{}{endpoint}", config.admin_prefix);
@@ -134,6 +138,38 @@ fn inner<'c>(config: &'c Config, page: Page, params: &CanonicalQuery, log_key: O
         Ok(admin::AdminAsk::Controls) => AdminRoute::Controls,
         Ok(admin::AdminAsk::Traffic(range)) => AdminRoute::Traffic(range),
         Err(e) => AdminRoute::Invalid(e),
+    })
+}
+
+/// The Keys page's forms: `do`, the admin endpoint and method it posts
+/// as, and its action.
+const FORMS: [(&str, &str, &str, AdminAction); 5] = [
+    ("reset", "/reset", "POST", AdminAction::Reset),
+    ("ban", "/ban", "POST", AdminAction::Ban),
+    ("lift", "/ban", "DELETE", AdminAction::ClearBan),
+    ("override", "/override", "PUT", AdminAction::SetOverride),
+    ("clear_override", "/override", "DELETE", AdminAction::ClearOverride),
+];
+
+/// The form a Keys post names (`do`).
+fn form(params: &CanonicalQuery) -> Option<(&'static str, &'static str, &'static str, AdminAction)> {
+    let asked = params.values("do").next()?;
+    FORMS.into_iter().find(|(name, ..)| *name == asked)
+}
+
+/// The action of a Keys page (or form) that names its key by `key_hash`
+/// and none of its rule's parts (a link from Traffic, Events or Controls):
+/// the key is then found through the controls registry.
+fn by_hash_action(config: &Config, page: Page, params: &CanonicalQuery) -> Option<AdminAction> {
+    params.values("key_hash").next()?;
+    let rule = params.values("rule").next().and_then(|name| config.rules.iter().find(|r| r.name == name));
+    if rule.is_some_and(|r| r.key.iter().filter_map(param_name).any(|n| params.values(&n).next().is_some())) {
+        return None;
+    }
+    Some(match page {
+        Page::Keys => AdminAction::Status,
+        Page::KeysAction => form(params)?.3,
+        _ => return None,
     })
 }
 
@@ -164,6 +200,10 @@ fn typed_parts(config: &Config, params: &CanonicalQuery) -> Vec<(String, String)
         if let Some(value) = params.values(&name).next() {
             typed.push((name, value.to_string()));
         }
+    }
+    // A key asked by its hash: its forms ask by it too.
+    if let (1, Some(hash)) = (typed.len(), params.values("key_hash").next()) {
+        typed.push(("key_hash".into(), hash.to_string()));
     }
     typed
 }

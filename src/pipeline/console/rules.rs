@@ -161,7 +161,7 @@ fn body_of(fields: &[(String, String)]) -> (String, &'static str) {
 
 /// `application/x-www-form-urlencoded` escaping (the WHATWG URL Standard's
 /// set: alphanumerics and `*-._` kept, space as `+`).
-fn form_escape(text: &str) -> String {
+pub(crate) fn form_escape(text: &str) -> String {
     let mut out = String::new();
     for b in text.bytes() {
         match b {

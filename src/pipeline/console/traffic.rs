@@ -79,16 +79,26 @@ impl Range {
     }
 }
 
-/// The three queries of a page: counts per rule, action and bucket; the
-/// top blocked key hashes; the top countries and colos.
-pub(crate) fn queries(dialect: Dialect, dataset: &str, range: Range) -> [String; 3] {
+/// How many queries a page asks ([`queries`]), and their answers.
+pub(crate) const QUERIES: usize = 4;
+pub(crate) type Answers = [String; QUERIES];
+
+/// The most refusals the events view lists (the newest).
+pub(crate) const EVENTS_LISTED: usize = 100;
+
+/// The queries of a page: counts per rule, action and bucket; the top
+/// blocked key hashes; the top countries and colos; the newest refusals
+/// (blocked, shadow and fail-closed points), each with its reason, method,
+/// route, place and key hash (and raw key, where the rule wrote it).
+pub(crate) fn queries(dialect: Dialect, dataset: &str, range: Range) -> Answers {
     let (span, bucket) = range.seconds();
-    let (since, t) = match dialect {
+    let (since, t, at) = match dialect {
         Dialect::AnalyticsEngine => (
             format!("timestamp > NOW() - INTERVAL '{span}' SECOND"),
             format!("intDiv(toUInt32(timestamp), {bucket}) * {bucket}"),
+            "toUInt32(timestamp)",
         ),
-        Dialect::Sqlite => (format!("timestamp > unixepoch() - {span}"), format!("(timestamp / {bucket}) * {bucket}")),
+        Dialect::Sqlite => (format!("timestamp > unixepoch() - {span}"), format!("(timestamp / {bucket}) * {bucket}"), "timestamp"),
     };
     let table = if dialect == Dialect::Sqlite { "points" } else { dataset };
     [
@@ -96,10 +106,13 @@ pub(crate) fn queries(dialect: Dialect, dataset: &str, range: Range) -> [String;
             "SELECT blob1 AS rule, blob2 AS action, {t} AS t, SUM(_sample_interval) AS n, SUM(_sample_interval * double1) AS w FROM {table} WHERE {since} GROUP BY rule, action, t ORDER BY t"
         ),
         format!(
-            "SELECT blob1 AS rule, blob5 AS key_hash, SUM(_sample_interval) AS n FROM {table} WHERE blob2 = 'blocked' AND {since} GROUP BY rule, key_hash ORDER BY n DESC LIMIT 10"
+            "SELECT blob1 AS rule, blob5 AS key_hash, SUM(_sample_interval) AS n FROM {table} WHERE blob2 = 'blocked' AND blob5 != '' AND {since} GROUP BY rule, key_hash ORDER BY n DESC LIMIT 10"
         ),
         format!(
             "SELECT blob4 AS country, blob3 AS colo, SUM(_sample_interval) AS n FROM {table} WHERE {since} AND blob2 != 'allowed' AND blob2 != 'allowed_total' GROUP BY country, colo ORDER BY n DESC LIMIT 10"
+        ),
+        format!(
+            "SELECT {at} AS t, blob1 AS rule, blob2 AS action, blob7 AS reason, blob8 AS method, blob9 AS route, blob4 AS country, blob3 AS colo, blob10 AS asn, blob5 AS key_hash, blob11 AS raw_key, double1 AS retry_ms, _sample_interval AS n FROM {table} WHERE {since} AND (blob2 = 'blocked' OR blob2 = 'shadow' OR blob7 = 'fail_closed') ORDER BY t DESC LIMIT {EVENTS_LISTED}"
         ),
     ]
 }
@@ -133,20 +146,47 @@ fn field(row: &Value, name: &str) -> String {
     }
 }
 
-/// The page's JSON twin (`GET {prefix}/traffic?range=`), from the three
+/// The page's JSON twin (`GET {prefix}/traffic?range=`), from the
 /// answers (`Err`: why there are none): per rule, per action, the counts of
-/// each bucket from `now_s - span` (oldest first); the top blocked key
-/// hashes; the top countries and colos.
-pub(crate) fn body(range: Range, now_s: u64, answers: Result<[String; 3], String>) -> Value {
+/// each bucket from `now_s - span` (oldest first) and their totals; the top
+/// blocked key hashes; the top countries and colos; the newest refusals
+/// ([`events`]: the raw key only of the rules `shows_key` names, those
+/// whose `metrics_raw_key` is on now).
+pub(crate) fn body(range: Range, now_s: u64, answers: Result<Answers, String>, shows_key: &dyn Fn(&str) -> bool) -> Value {
     let answers = match answers {
         Ok(a) => a,
         Err(why) => return serde_json::json!({ "range": range.name(), "error": why }),
     };
     let (span, bucket) = range.seconds();
-    let buckets = span / bucket;
     let first = (now_s.saturating_sub(span) / bucket + 1) * bucket;
+    let series = series(&answers[0], first, bucket, span / bucket);
+    let totals: serde_json::Map<String, Value> = series
+        .iter()
+        .map(|(rule, per_action)| {
+            let sums = per_action.as_object().into_iter().flatten().map(|(a, c)| (a.clone(), Value::from(c.as_array().into_iter().flatten().map(count).sum::<u64>())));
+            (rule.clone(), Value::Object(sums.collect()))
+        })
+        .collect();
+    let top = |answer: &str, a: &str, b: &str| -> Vec<Value> {
+        rows(answer).iter().map(|r| serde_json::json!({ a: field(r, a), b: field(r, b), "n": count(&r["n"]) })).collect()
+    };
+    serde_json::json!({
+        "range": range.name(),
+        "from_s": first,
+        "bucket_s": bucket,
+        "rules": series,
+        "totals": totals,
+        "top_keys": top(&answers[1], "rule", "key_hash"),
+        "top_places": top(&answers[2], "country", "colo"),
+        "events": events(&answers[3], shows_key),
+    })
+}
+
+/// Per rule, per action, the counts of the `buckets` buckets of `bucket`
+/// seconds from `first`.
+fn series(answer: &str, first: u64, bucket: u64, buckets: u64) -> serde_json::Map<String, Value> {
     let mut series = serde_json::Map::new();
-    for row in rows(&answers[0]) {
+    for row in rows(answer) {
         let (rule, mut action, t) = (field(&row, "rule"), field(&row, "action"), count(&row["t"]));
         // A `limited` rule's allowed decisions come as totals, each point
         // standing for `double1` of them.
@@ -164,17 +204,32 @@ pub(crate) fn body(range: Range, now_s: u64, answers: Result<[String; 3], String
         }
         counts[slot as usize] = Value::from(count(&counts[slot as usize]) + n);
     }
-    let top = |answer: &str, a: &str, b: &str| -> Vec<Value> {
-        rows(answer).iter().map(|r| serde_json::json!({ a: field(r, a), b: field(r, b), "n": count(&r["n"]) })).collect()
-    };
-    serde_json::json!({
-        "range": range.name(),
-        "from_s": first,
-        "bucket_s": bucket,
-        "rules": series,
-        "top_keys": top(&answers[1], "rule", "key_hash"),
-        "top_places": top(&answers[2], "country", "colo"),
-    })
+    series
+}
+
+/// The newest refusals, newest first: when (`t`, Unix seconds), the rule,
+/// the action, why (`reason`), the method, the route (the rule's pattern),
+/// the country, colo and ASN, the key hash, and `key`, the raw key, only
+/// where the point holds one and `shows_key` names its rule.
+fn events(answer: &str, shows_key: &dyn Fn(&str) -> bool) -> Vec<Value> {
+    let names = ["rule", "action", "reason", "method", "route", "country", "colo", "asn", "key_hash"];
+    rows(answer)
+        .iter()
+        .map(|r| {
+            let mut event = serde_json::Map::new();
+            event.insert("t".into(), Value::from(count(&r["t"])));
+            for name in names {
+                event.insert(name.into(), Value::from(field(r, name)));
+            }
+            event.insert("retry_ms".into(), Value::from(count(&r["retry_ms"])));
+            event.insert("n".into(), Value::from(count(&r["n"]).max(1)));
+            let key = field(r, "raw_key");
+            if !key.is_empty() && shows_key(&field(r, "rule")) {
+                event.insert("key".into(), Value::from(key));
+            }
+            Value::Object(event)
+        })
+        .collect()
 }
 
 /// Each action's line style: its colour and dash pattern, so that no
@@ -275,6 +330,39 @@ pub(crate) fn table(per_action: &Value, from_s: u64, bucket_s: u64) -> String {
     out + "</table>"
 }
 
+/// The share of `part` in `whole`, in whole percent (rounded down; 0 of 0).
+fn percent(part: u64, whole: u64) -> u64 {
+    part.saturating_mul(100).checked_div(whole).unwrap_or(0)
+}
+
+/// The "Allowed vs blocked per rule" table of the Traffic page, from the
+/// body's `totals`: per rule, its allowed, blocked and shadow decisions,
+/// the blocked share, and a bar of the two (its text alternative the
+/// row's numbers, in its label).
+pub(crate) fn allowed_blocked(totals: &Value) -> String {
+    const W: u64 = 200;
+    let mut out = String::from(
+        "<section><h2>Allowed vs blocked per rule</h2><table id=\"allowed-blocked\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Allowed</th>\
+<th scope=\"col\">Blocked</th><th scope=\"col\">Shadow</th><th scope=\"col\">Blocked share</th><th scope=\"col\">Bar</th></tr>",
+    );
+    for (rule, per_action) in totals.as_object().into_iter().flatten() {
+        let n = |action: &str| per_action.get(action).map(count).unwrap_or(0);
+        let (allowed, blocked, shadow) = (n("allowed"), n("blocked"), n("shadow"));
+        let share = percent(blocked, allowed + blocked);
+        let blocked_w = (blocked * W).checked_div(allowed + blocked).unwrap_or(0);
+        let label = crate::pipeline::console::esc(&format!("{rule}: {allowed} allowed, {blocked} blocked ({share}%)"));
+        let _ = write!(
+            out,
+            "<tr><td>{r}</td><td>{allowed}</td><td>{blocked}</td><td>{shadow}</td><td>{share}%</td><td><svg class=\"bar\" role=\"img\" aria-label=\"{label}\" viewBox=\"0 0 {W} 12\" width=\"{W}\" height=\"12\">\
+<rect width=\"{W}\" height=\"12\" fill=\"{a}\"/><rect width=\"{blocked_w}\" height=\"12\" fill=\"{b}\"/></svg></td></tr>",
+            r = crate::pipeline::console::esc(rule),
+            a = ACTIONS[0].1,
+            b = ACTIONS[1].1,
+        );
+    }
+    out + "</table><p>In the bar, red is blocked and blue allowed; the numbers are beside it.</p></section>"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,13 +371,22 @@ mod tests {
     #[test]
     fn both_dialects_count_by_sample_interval_over_the_range() {
         for dialect in [Dialect::AnalyticsEngine, Dialect::Sqlite] {
-            for q in queries(dialect, "tollgate", Range::Day) {
+            let [series, top, places, events] = queries(dialect, "tollgate", Range::Day);
+            assert!(events.contains("_sample_interval AS n") && events.contains("86400"), "each listed refusal stands for its sample interval: {events}");
+            for q in [series, top, places] {
                 assert!(q.contains("SUM(_sample_interval)"), "{q}");
                 assert!(q.contains("86400"), "{q}");
             }
         }
         assert!(queries(Dialect::AnalyticsEngine, "tg_metrics", Range::Hour)[0].contains("FROM tg_metrics"));
         assert!(queries(Dialect::Sqlite, "tg_metrics", Range::Hour)[0].contains("FROM points"));
+        for dialect in [Dialect::AnalyticsEngine, Dialect::Sqlite] {
+            let q = &queries(dialect, "tollgate", Range::Hour)[3];
+            for column in ["blob7 AS reason", "blob8 AS method", "blob9 AS route", "blob10 AS asn", "blob11 AS raw_key", "ORDER BY t DESC"] {
+                assert!(q.contains(column), "the events query reads {column}: {q}");
+            }
+            assert!(queries(dialect, "tollgate", Range::Hour)[1].contains("blob5 != ''"), "a missing key's refusal has no key to top the list");
+        }
         assert_eq!(dataset(Some("x; DROP")), "tollgate", "a name no query can be made of");
         assert_eq!(Range::parse(Some("week")), Range::Week);
         assert_eq!(Range::parse(Some("year")), Range::Hour);
@@ -309,7 +406,14 @@ mod tests {
             ], "rows": 6, "rows_before_limit_at_least": 6 });
         let top = json!({ "data": [{ "rule": "api", "key_hash": "88fc262cb3e5792f", "n": "15" }], "rows": 1 });
         let places = json!({ "data": [{ "country": "NL", "colo": "AMS", "n": "17" }], "rows": 1 });
-        let b = body(Range::Hour, now, Ok([series.to_string(), top.to_string(), places.to_string()]));
+        let events = json!({ "data": [
+            { "t": now - 5, "rule": "login", "action": "blocked", "reason": "penalty", "method": "POST", "route": "/login", "country": "NL",
+              "colo": "AMS", "asn": "64500", "key_hash": "88fc262cb3e5792f", "raw_key": "ip=203.0.113.7", "retry_ms": 9000.0, "n": 1 },
+            { "t": now - 9, "rule": "api", "action": "blocked", "reason": "limit", "method": "GET", "route": "/api/*", "country": "NL",
+              "colo": "AMS", "asn": "", "key_hash": "0f0f", "raw_key": "ip=203.0.113.7", "retry_ms": 0, "n": "1" }
+        ] });
+        let shows = |rule: &str| rule == "login";
+        let b = body(Range::Hour, now, Ok([series.to_string(), top.to_string(), places.to_string(), events.to_string()]), &shows);
         let blocked = b["rules"]["api"]["blocked"].as_array().unwrap();
         assert_eq!(blocked.len(), 60);
         assert_eq!(blocked[58], 12, "the last whole minute but one");
@@ -319,8 +423,15 @@ mod tests {
         assert_eq!(b["rules"]["all"]["allowed"][58], 5, "an `all` rule's own points, one each");
         assert_eq!(b["top_keys"][0]["n"], 15);
         assert_eq!(b["top_places"][0]["colo"], "AMS");
-        assert_eq!(body(Range::Hour, now, Ok(["nope".into(), String::new(), "{}".into()]))["rules"], json!({}));
-        assert_eq!(body(Range::Hour, now, Err("not set".into()))["error"], "not set");
+        assert_eq!(b["totals"]["api"], json!({ "blocked": 15, "exempt": 2, "allowed": 41 }), "each action's sum over the range");
+        let e = &b["events"];
+        assert_eq!((e[0]["rule"].as_str(), e[0]["reason"].as_str(), e[0]["route"].as_str(), e[0]["country"].as_str()), (Some("login"), Some("penalty"), Some("/login"), Some("NL")));
+        assert_eq!((e[0]["t"].as_u64(), e[0]["retry_ms"].as_u64(), e[0]["asn"].as_str()), (Some(now - 5), Some(9000), Some("64500")));
+        assert_eq!(e[0]["key"], "ip=203.0.113.7", "the rule asks for its raw key");
+        assert!(e[1].get("key").is_none(), "a rule that does not ask shows no raw key, even if a point holds one: {}", e[1]);
+        let nothing = ["nope".to_string(), String::new(), "{}".to_string(), "[]".to_string()];
+        assert_eq!(body(Range::Hour, now, Ok(nothing), &shows)["rules"], json!({}));
+        assert_eq!(body(Range::Hour, now, Err("not set".into()), &shows)["error"], "not set");
     }
 
     #[test]
@@ -336,4 +447,14 @@ mod tests {
         assert!(numbers.contains("<td>blocked</td><td>15</td><td>10 at 00:02</td>"), "{numbers}");
         assert!(!svg.contains('.'), "no float anywhere: {svg}");
     }
+
+    #[test]
+    fn allowed_vs_blocked_is_a_row_per_rule_with_its_share() {
+        let table = allowed_blocked(&json!({ "api": { "allowed": 30, "blocked": 10, "shadow": 2 }, "idle": {} }));
+        assert!(table.contains("<td>api</td><td>30</td><td>10</td><td>2</td><td>25%</td>"), "{table}");
+        assert!(table.contains("<rect width=\"50\""), "a quarter of the 200-wide bar is blocked: {table}");
+        assert!(table.contains("aria-label=\"api: 30 allowed, 10 blocked (25%)\""), "{table}");
+        assert!(table.contains("<td>idle</td><td>0</td><td>0</td><td>0</td><td>0%</td>"), "no decisions: no division by zero");
+    }
+
 }
