@@ -35,7 +35,7 @@
 //! counted, in a tier whose width is at most `g(w)`). So the coalesced log
 //! admits everything an exact log whose every window is `g(w)` longer
 //! would admit: the room a unit frees comes back at most `g(w)` late
-//! (86.4 s / 1.5 = 65.5 s for a day, 32 ms for a minute). A limit change in
+//! (65.5 s for a day, 2 s for an hour, 32 ms for a minute). A limit change in
 //! the config keeps the granules already merged under the old windows.
 //! Leases' unspent units are refunded by their date ([`crate::count::window::refund`]):
 //! a refund that comes later than [`FRESH_MS`] after a lease expired may
