@@ -26,16 +26,16 @@ function fields(res) {
         .split(";")
         .slice(1)
         .map((p) => p.split("="))
-        .map(([k, v]) => [k, Number(v)]),
+        .map(([k, v]) => [k, v.startsWith('"') ? JSON.parse(v) : Number(v)]),
     );
   return { name: (res.headers.get("ratelimit") ?? "").split(";")[0], rate: params("ratelimit"), policy: params("ratelimit-policy") };
 }
 
 const call = (tg) => tg.fetch("/v1/chat", { headers: { "x-api-key": "sk-school-7" } });
 
-for (const [how, fieldsOf] of [
-  ["the origin's reported usage (metering, reserve = max = 300,000)", { counting: { mode: "response" }, metering: { header: "x-usage-tokens", reserve: 300_000, max: 300_000 } }],
-  ["a fixed cost of 300,000", { cost: 300_000 }],
+for (const [how, fieldsOf, unit] of [
+  ["the origin's reported usage (metering, reserve = max = 300,000)", { counting: { mode: "response" }, metering: { header: "x-usage-tokens", reserve: 300_000, max: 300_000 } }, { qu: "x-usage-tokens" }],
+  ["a fixed cost of 300,000", { cost: 300_000 }, {}],
 ]) {
   test(`a 1,000,000-token daily budget on the default algorithm serves exactly 3 calls of 300,000 by ${how}; the 4th is refused with the day's RateLimit fields`, () => {
     const cfg = config(rule("tokens", "/v1/*", { key: ["header:x-api-key"], limits: limit(1_000_000, "1d"), ratelimit_headers: true, ...fieldsOf }));
@@ -48,7 +48,7 @@ for (const [how, fieldsOf] of [
       }
       assert.deepEqual(served.map((r) => r.status), [200, 200, 200], "three calls of 300,000 fit in 1,000,000");
       assert.deepEqual(served.map((r) => fields(r).rate.r), [700_000, 400_000, 100_000], "each call's 300,000 counted");
-      assert.deepEqual(fields(served[0]).policy, { q: 1_000_000, w: DAY_S }, "the policy is the day's million");
+      assert.deepEqual(fields(served[0]).policy, { q: 1_000_000, w: DAY_S, ...unit }, "the policy is the day's million");
       const fourth = await call(tg);
       const problem = await fourth.json();
       assert.equal(fourth.status, 429, JSON.stringify(problem));
@@ -56,7 +56,7 @@ for (const [how, fieldsOf] of [
       assert.ok(retry > DAY_S - 60 && retry <= DAY_S, `until the first call is a day old: ${retry} s`);
       const { name, rate, policy } = fields(fourth);
       assert.equal(name, '"tokens"');
-      assert.deepEqual(policy, { q: 1_000_000, w: DAY_S });
+      assert.deepEqual(policy, { q: 1_000_000, w: DAY_S, ...unit });
       assert.equal(rate.r, 100_000, "100,000 left, not enough for 300,000");
       assert.equal(rate.t, retry, "t is the wait");
       assert.equal(tg.origin.received.length, 3, "the origin saw three calls");
