@@ -55,7 +55,7 @@ use crate::count::limit::{horizon_ms, Hit, Limit};
 /// Entries a log may hold before it is coalesced: up to this many, it is
 /// the exact sliding log of every release before (the former cap of a
 /// sliding-log limit, 10,000 requests per window).
-pub const EXACT_ENTRIES: usize = 10_000;
+pub(crate) const EXACT_ENTRIES: usize = 10_000;
 
 /// A window's granules: a unit is counted at most `window / 1000` late.
 pub(crate) const GRANULES_PER_WINDOW: u64 = 1_000;
