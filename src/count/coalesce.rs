@@ -35,7 +35,7 @@
 //! counted, in a tier whose width is at most `g(w)`). So the coalesced log
 //! admits everything an exact log whose every window is `g(w)` longer
 //! would admit: the room a unit frees comes back at most `g(w)` late
-//! (86.4 s / 1.5 = 65.5 s for a day, 32 ms for a minute). A limit change in
+//! (65.5 s for a day, 2 s for an hour, 32 ms for a minute). A limit change in
 //! the config keeps the granules already merged under the old windows.
 //! Leases' unspent units are refunded by their date ([`crate::count::window::refund`]):
 //! a refund that comes later than [`FRESH_MS`] after a lease expired may
@@ -55,7 +55,7 @@ use crate::count::limit::{horizon_ms, Hit, Limit};
 /// Entries a log may hold before it is coalesced: up to this many, it is
 /// the exact sliding log of every release before (the former cap of a
 /// sliding-log limit, 10,000 requests per window).
-pub const EXACT_ENTRIES: usize = 10_000;
+pub(crate) const EXACT_ENTRIES: usize = 10_000;
 
 /// A window's granules: a unit is counted at most `window / 1000` late.
 pub(crate) const GRANULES_PER_WINDOW: u64 = 1_000;
@@ -239,6 +239,10 @@ mod tests {
         ) {
             let mut now = 1_000_000_000i64;
             let (mut exact, mut merged): (Vec<Hit>, Vec<Hit>) = (Vec::new(), Vec::new());
+            // The same exact log, pruned only past each window lengthened by
+            // its granule: the reference of the lateness bound.
+            let long: Vec<Limit> = limits.iter().map(|l| Limit::new(l.requests.get(), l.window_ms.get() + granule_ms(l.window_ms.get())).unwrap()).collect();
+            let mut exact_long: Vec<Hit> = Vec::new();
             let mut refunds: Vec<(i64, u32)> = Vec::new();
             for op in ops {
                 let keep = |log: Vec<Hit>, now: i64| bounded_at(log, now, &limits, 12);
@@ -249,21 +253,25 @@ mod tests {
                             prop_assert!(window::decide(&exact, now, &limits, cost).tally.allowed, "admitted what the exact log refuses");
                             merged = keep(next, now);
                             exact = window::record(&exact, now, &limits, cost).0;
+                            exact_long = window::record(&exact_long, now, &long, cost).0;
                         }
                     }
                     Op::Record(cost) => {
                         merged = keep(window::record(&merged, now, &limits, cost).0, now);
                         exact = window::record(&exact, now, &limits, cost).0;
+                        exact_long = window::record(&exact_long, now, &long, cost).0;
                     }
                     Op::Forgive(cost) => {
                         merged = window::forgive(&merged, now, &limits, cost);
                         exact = window::forgive(&exact, now, &limits, cost);
+                        exact_long = window::forgive(&exact_long, now, &long, cost);
                     }
                     Op::Lease(units, ttl) => {
                         if window::room(&merged, now, &limits) >= u64::from(units) {
                             prop_assert!(window::room(&exact, now, &limits) >= u64::from(units), "leased what the exact log refuses");
                             merged = keep(window::lease(&merged, now, &limits, units, now + ttl), now);
                             exact = window::lease(&exact, now, &limits, units, now + ttl);
+                            exact_long = window::lease(&exact_long, now, &long, units, now + ttl);
                             refunds.push((now + ttl, units / 2));
                         }
                     }
@@ -273,6 +281,7 @@ mod tests {
                             let at = now.max(*lease_id);
                             merged = window::refund(&merged, at, &limits, *units, *lease_id);
                             exact = window::refund(&exact, at, &limits, *units, *lease_id);
+                            exact_long = window::refund(&exact_long, at, &long, *units, *lease_id);
                         }
                         refunds.retain(|(at, _)| *at > now + ms);
                         now += ms;
@@ -285,7 +294,7 @@ mod tests {
                     for t in [now, now + 1, now + g as i64, now + (w / 3) as i64, now + w as i64 - 1] {
                         let (c, e) = (counted(&merged, t, w), counted(&exact, t, w));
                         prop_assert!(c >= e, "window {} at {}: counts {} < exact {}", w, t - now, c, e);
-                        let late = counted(&exact, t, w + g);
+                        let late = counted(&exact_long, t, w + g);
                         prop_assert!(c <= late, "window {} at {}: counts {} > exact over w + {}: {}", w, t - now, c, g, late);
                     }
                 }

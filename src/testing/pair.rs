@@ -13,6 +13,8 @@
 
 pub mod edge;
 #[cfg(test)]
+mod budget;
+#[cfg(test)]
 mod tests;
 
 use crate::config::Config;

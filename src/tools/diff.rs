@@ -14,6 +14,7 @@ use crate::config::describe::duration;
 use crate::config::policy::{Action, Counting};
 use crate::config::rules::Rule;
 use crate::config::Config;
+use crate::count::coalesce::EXACT_ENTRIES;
 use crate::count::limit::Limit;
 use crate::count::protocol::Algorithm;
 use crate::request::key::KeyPart;
@@ -73,6 +74,10 @@ pub(crate) enum Change {
     /// 0.1.0 refuse (the rule's `on_error`), so it is turned on in a deploy
     /// of its own once every object runs this release.
     Metering { field: &'static str, on: bool },
+    /// A sliding-log limit above 10,000 (the rule's or an override's)
+    /// where OLD had none: the release before refused such a config, and
+    /// its objects do not coalesce ([`crate::count::coalesce`]).
+    LargeLog,
 }
 
 impl Change {
@@ -170,6 +175,10 @@ impl fmt::Display for Change {
                 "`{field}` on: objects of a release before 0.2.0 refuse its calls (the rule's on_error) — deploy it once every object runs 0.2.0 or later"
             ),
             Change::Metering { field, on: false } => write!(f, "`{field}` off: counts carry over"),
+            Change::LargeLog => write!(
+                f,
+                "a sliding_log limit above 10,000: objects of the release before keep one entry per call (no coalescing; a busy key's row grows toward SQLite's 2 MB) and its `tollgate check` refuses the config — deploy it once every object runs this release, and lower it before rolling back"
+            ),
         }
     }
 }
@@ -181,13 +190,16 @@ pub(crate) fn diff(old: &Config, new: &Config) -> Vec<RuleDiff> {
     let in_new = |name: &str| new.rules.iter().find(|r| r.name == name);
     let mut out = Vec::new();
     for rule in &new.rules {
-        let changes = match in_old(&rule.name) {
+        let mut changes = match in_old(&rule.name) {
             Some(before) => rule_changes(before, rule, old.ipv6_prefix, new.ipv6_prefix),
             None => match old.rules.iter().find(|r| in_new(&r.name).is_none() && same_route(r, rule)) {
                 Some(before) => vec![Change::Renamed { from: before.name.clone() }],
                 None => vec![Change::Added],
             },
         };
+        if large_log(rule) && !in_old(&rule.name).is_some_and(large_log) {
+            changes.push(Change::LargeLog);
+        }
         if !changes.is_empty() {
             out.push(RuleDiff { rule: rule.name.clone(), changes });
         }
@@ -199,6 +211,13 @@ pub(crate) fn diff(old: &Config, new: &Config) -> Vec<RuleDiff> {
         }
     }
     out
+}
+
+/// Whether `rule` counts on the sliding log past its exact size: a limit
+/// (its own or an override's) above [`EXACT_ENTRIES`].
+fn large_log(rule: &Rule) -> bool {
+    let large = |limits: &[Limit]| limits.iter().any(|l| l.requests.get() as usize > EXACT_ENTRIES);
+    rule.algorithm == Algorithm::SlidingLog && (large(&rule.limits) || rule.overrides.entries().iter().any(|o| large(&o.limits)))
 }
 
 fn same_route(a: &Rule, b: &Rule) -> bool {
@@ -464,6 +483,18 @@ mod tests {
         assert!(on[0].to_string().contains("deploy it once every object runs 0.2.0"), "{}", on[0]);
         let usage = api(json!({ "metering": { "header": "x-units", "reserve": 5, "max": 5 }, "counting": { "mode": "response" } }));
         assert_eq!(one(usage, api(json!({}))), vec![Change::Metering { field: "metering", on: false }]);
+    }
+
+    /// Issue 37 item 4: a sliding log past 10,000 needs this release's
+    /// objects (they coalesce) and its config reader.
+    #[test]
+    fn a_sliding_log_limit_raised_past_10_000_says_to_wait_for_the_objects() {
+        let day = |n: u32| json!([{ "requests": n, "window": "1d" }]);
+        let raised = one(api(json!({ "limits": day(10_000) })), api(json!({ "limits": day(1_000_000) })));
+        assert_eq!(raised.last(), Some(&Change::LargeLog), "{raised:?}");
+        assert!(raised.last().unwrap().to_string().contains("deploy it once every object runs this release"));
+        assert!(!one(api(json!({ "limits": day(1_000_000) })), api(json!({ "limits": day(2_000_000) }))).contains(&Change::LargeLog), "already large");
+        assert!(!one(api(json!({ "limits": day(10_000) })), api(json!({ "limits": day(1_000_000) , "algorithm": "gcra" }))).contains(&Change::LargeLog), "GCRA");
     }
 
     /// Issue 36: the 0.2.0 spelling and the current one are the same rules.
