@@ -303,7 +303,7 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       } finally {
         evil.close();
       }
-      assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200, "nothing was banned");
+      assert.equal((await tg.fetchVia(1, "/api/items", { ip: BANNED })).status, 200, "nothing was banned");
 
       // An expired session, correctly signed: refused.
       await page.setCookie({ name: "tollgate_session", value: sessionCookie(TOKEN, Date.now() - 1000, "127.0.0.1"), url: base, path: "/.tollgate" });
@@ -322,7 +322,7 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       body: `do=ban&rule=api&ip=${BANNED}&for=1h`,
     });
     assert.equal(res.status, 403);
-    assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200);
+    assert.equal((await tg.fetchVia(1, "/api/items", { ip: BANNED })).status, 200);
 
     // The lockout counts failed sign-ins: ten wrong tokens, then even the
     // right one (shorter than 32 characters) gets 429.
