@@ -368,6 +368,30 @@ const ADMIN_BUILD = join(ROOT, "build-admin", "entry.mjs");
  * bindings and vars, its objects tollgate's (set once the LIMITER binding is
  * known), the same mock origin (which it must never reach).
  */
+/**
+ * The admin Worker beside `worker` (a Miniflare worker of today's zone
+ * build): its config and vars, its Durable Object bindings as the zone
+ * Worker's (`script_name`), answering on `routes`. For tests that assemble
+ * their own workers (skew.test.mjs).
+ */
+export function adminWorkerBeside(worker, routes) {
+  assert.ok(existsSync(ADMIN_BUILD), `${ADMIN_BUILD} is missing: run scripts/build admin`);
+  const bound = Object.entries(worker.durableObjects ?? {}).map(([name, { className, scriptName = worker.name }]) => [name, { className, scriptName }]);
+  return {
+    ...worker,
+    name: ADMIN_WORKER,
+    scriptPath: ADMIN_BUILD,
+    modulesRoot: ROOT,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    durableObjects: Object.fromEntries(bound),
+    routes,
+    serviceBindings: {},
+  };
+}
+
 function adminWorker(tollgate, options) {
   assert.ok(existsSync(ADMIN_BUILD), `${ADMIN_BUILD} is missing: run scripts/build admin`);
   const prefix = (options.config ?? shippedConfig()).admin_prefix ?? "/.tollgate";
