@@ -214,17 +214,15 @@ pub(crate) fn rules_take(config: &Config, host: &str, path: &str) -> bool {
 /// Plans one request. Pure: the same config and parts give the same plan.
 pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     let RawUrl { host, path: raw_path, query: raw_query } = RawUrl::split(parts.url);
+    #[cfg_attr(not(any(feature = "admin", feature = "cli", not(target_arch = "wasm32"))), allow(unused_variables))]
     let (path, entered) = match canonical_path_entering(raw_path, &config.admin_prefix) {
         Ok(walked) => walked,
         Err(e) => return Plan { canonical: None, matched: Vec::new(), route: Route::Malformed(e) },
     };
 
     // A path that enters the admin prefix is tollgate's, wherever its dot
-    // segments lead: a browser sends the session cookie with it (issue 35).
-    // The zone's Worker never plans one (`plane`: its own 404), and is
-    // built without the admin API.
-    #[cfg(not(any(feature = "admin", feature = "cli", not(target_arch = "wasm32"))))]
-    let _ = entered;
+    // segments lead: a browser sends the session cookie with it (issue 35;
+    // the zone's Worker, built without the admin API, never plans one).
     #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
     if entered {
         let token = (parts.admin_token)();

@@ -400,6 +400,21 @@ mod tests {
     }
 
     #[test]
+    fn the_admin_workers_bindings_to_the_zone_workers_objects_need_no_migration_of_its_own() {
+        let w = |text: &str| select(&parse("w.toml", text).unwrap(), None).unwrap();
+        let bind = |n: &str, c: &str| format!("[[durable_objects.bindings]]\nname = \"{n}\"\nclass_name = \"{c}\"\nscript_name = \"tollgate\"\n");
+        let admin = format!("{}{}{}", bind("LIMITER", "Limiter"), bind("TOLLGATE_REGISTRY", "Registry"), bind("TOLLGATE_METRICS_SINK", "MetricsSink"));
+        let section = w(&admin);
+        assert_eq!(section.elsewhere, ["LIMITER", "TOLLGATE_REGISTRY", "TOLLGATE_METRICS_SINK"]);
+        assert_eq!(missing_objects(&section), None, "wrangler.admin.toml's shape");
+        // Still checked: a required binding missing, or the wrong class.
+        let partial = w(&bind("LIMITER", "Limiter"));
+        assert!(missing_objects(&partial).unwrap().contains("binding TOLLGATE_REGISTRY"), "the registry is still required");
+        let wrong = w(&admin.replace("class_name = \"Registry\"", "class_name = \"Limiter\""));
+        assert!(missing_objects(&wrong).unwrap().contains("names class `Limiter`"));
+    }
+
+    #[test]
     fn services_are_per_environment() {
         let w = json!({
             "services": [{ "binding": "APP", "service": "app" }],
