@@ -43,6 +43,8 @@ pub(crate) async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> work
             let (answer, log) = with_isolate(|isolate| machine::invalid_config(errors, upstream.is_some(), now, &mut isolate.config_error_logged));
             write_logs(log.as_slice());
             return match (answer, upstream) {
+                // Unlimited, but never the admin prefix (the zone's own 404).
+                (None, Some(_)) if crate::pipeline::plane::enters_default(&req.url()) => respond(&crate::pipeline::plane::not_here()),
                 (None, Some(upstream)) => {
                     let token = env.secret(crate::pipeline::facts::ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
                     forward(req, &env, upstream, token.as_deref()).await

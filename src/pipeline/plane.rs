@@ -61,6 +61,14 @@ pub(crate) fn entry(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&st
     }
 }
 
+/// Whether `url`'s path enters the default admin prefix, in any spelling:
+/// with an invalid config and `on_invalid_config = "allow"`, the zone's
+/// Worker answers it [`not_here`] rather than forwarding it unlimited (the
+/// config, which may name another prefix, could not be read).
+pub(crate) fn enters_default(url: &str) -> bool {
+    canonical_path_entering(RawUrl::split(url).path, crate::config::DEFAULT_ADMIN_PREFIX).is_ok_and(|(_, entered)| entered)
+}
+
 /// Tollgate's own 404 for a request this Worker does not serve.
 pub(crate) fn not_here() -> OwnResponse {
     OwnResponse::problem(404, "Not Found", "There is nothing here.", None)
@@ -118,5 +126,6 @@ mod tests {
         assert_eq!(entry(&config, "https://example.com/.tollgatex", Plane::Zone, &rules), Entry::Pass);
         assert_eq!(entry(&config, "https://example.com/%00", Plane::Zone, &rules), Entry::Plan, "malformed: planned, 400");
         assert_eq!(not_here().status, 404);
+        assert!(enters_default("https://example.com/%2eTOLLGATE//ui") && !enters_default("https://example.com/api/echo"));
     }
 }
