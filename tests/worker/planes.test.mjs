@@ -122,3 +122,20 @@ test("the admin Worker without a token or Access answers 404 under the prefix to
     }
     assert.equal(tg.origin.received.length, 0);
   }));
+
+test("an invalid config failing open still keeps the admin prefix off the origin; the admin Worker fails closed", () =>
+  withTollgate(
+    { config: { on_invalid_config: "allow", rules: [{ name: "heavy", path: "/x", limts: [{ requests: 1, window: "1m" }] }] }, vars: VARS, adminRoutes: [] },
+    async (tg) => {
+      for (const path of ["/.tollgate/rules", "/.TOLLGATE/ui/rules", "//%2etollgate/status"]) {
+        const res = await tg.fetch(path, { headers: CREDENTIALS });
+        assert.equal(res.status, 404, path);
+      }
+      assert.equal(tg.origin.received.length, 0, "no spelling of the prefix forwarded");
+      assert.equal((await tg.fetch("/x")).status, 200, "everything else forwarded unlimited");
+      assert.equal(tg.origin.received.length, 1);
+      const admin = await tg.admin("/.tollgate/rules", { headers: { authorization: `Bearer ${TOKEN}` } });
+      assert.equal(admin.status, 503, "the admin Worker has no origin to fail open to");
+      assert.equal(tg.origin.received.length, 1);
+    },
+  ));
