@@ -54,7 +54,7 @@ export async function dev(args) {
     const adminPort = process.env.ADMIN_PORT ?? "8789";
     const admin = spawn(
       "wrangler",
-      ["dev", "-c", "wrangler.admin.toml", "--ip", "127.0.0.1", "--port", adminPort, "--var", "TOLLGATE_LOCAL_METRICS:on", "--persist-to", ".wrangler/state-admin"],
+      ["dev", "-c", "wrangler.admin.toml", "--ip", "127.0.0.1", "--port", adminPort, "--var", "TOLLGATE_LOCAL_METRICS:on", "--persist-to", ".wrangler/state-admin", "--inspector-port", process.env.ADMIN_INSPECTOR_PORT ?? String(Number(adminPort) + 1000)],
       { stdio: "inherit", env: { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env } },
     );
     children.push(admin);
