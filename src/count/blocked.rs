@@ -167,7 +167,8 @@ impl BlockedUntilCache {
     /// Drops the entry that expires soonest (the least valuable one);
     /// whether there was one.
     fn evict_soonest(&mut self) -> bool {
-        let soonest = self.until.iter().min_by_key(|(_, c)| c.block.until_ms.min(c.ask_at)).map(|(k, _)| k.clone());
+        // The first to stop being trusted; of those, the block that ends first.
+        let soonest = self.until.iter().min_by_key(|(_, c)| (c.block.until_ms.min(c.ask_at), c.block.until_ms)).map(|(k, _)| k.clone());
         soonest.is_some_and(|k| self.until.remove(&k).is_some())
     }
 
