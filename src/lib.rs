@@ -27,17 +27,18 @@
 // config, counting, the decision pipeline, the wasm32 glue and the tools.
 // None is public: the API is the re-exports below (docs/ARCHITECTURE.md,
 // "Public surface"); scripts/narrow-pub.py keeps the rest `pub(crate)`.
-// The core's dead code is found in the build that has its drivers, the
-// wasm32 Worker (`standalone`): natively and in the embedded or Node CLI
-// builds, code only the glue calls would read as dead. The tools are
+// The core's dead code is found in the build that has all its drivers, the
+// wasm32 admin Worker (`admin`, which has the zone's code too): natively,
+// in the zone's Worker and in the embedded or Node CLI builds, code only
+// the glue calls (or only the admin API uses) would read as dead. The tools are
 // checked natively.
-#[cfg_attr(not(all(target_arch = "wasm32", feature = "standalone")), allow(dead_code))]
+#[cfg_attr(not(all(target_arch = "wasm32", feature = "admin")), allow(dead_code))]
 mod config;
-#[cfg_attr(not(all(target_arch = "wasm32", feature = "standalone")), allow(dead_code))]
+#[cfg_attr(not(all(target_arch = "wasm32", feature = "admin")), allow(dead_code))]
 mod count;
-#[cfg_attr(not(all(target_arch = "wasm32", feature = "standalone")), allow(dead_code))]
+#[cfg_attr(not(all(target_arch = "wasm32", feature = "admin")), allow(dead_code))]
 mod pipeline;
-#[cfg_attr(not(all(target_arch = "wasm32", feature = "standalone")), allow(dead_code))]
+#[cfg_attr(not(all(target_arch = "wasm32", feature = "admin")), allow(dead_code))]
 mod request;
 mod tools;
 #[cfg(target_arch = "wasm32")]

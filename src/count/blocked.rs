@@ -7,6 +7,15 @@
 //! nothing, so nothing the object would do could unblock the key earlier
 //! (except an operator's reset, which reaches only the object).
 //!
+//! An entry is trusted for at most [`RECHECK_MS`] (issue 38): past that, the
+//! next request of the key asks the object again, which refuses it again
+//! (and the cache keeps the new answer) unless an operator reset or lifted
+//! the key meanwhile. The admin API is served by a Worker of its own, which
+//! reaches no isolate of the zone's Worker: this bounds how long a reset,
+//! a lifted ban or a cleared penalty goes unseen by an isolate that cached
+//! the key's block, at one object call per blocked key per isolate every
+//! 10 s.
+//!
 //! The cache holds at most `capacity` entries so a flood of distinct keys
 //! cannot grow the isolate's memory. When full, expired entries are dropped
 //! first, then the entry that expires soonest (the least valuable one).
@@ -16,6 +25,10 @@ use std::collections::HashMap;
 /// Default capacity: 10,000 keys of ~100 bytes, plus 16 bytes per window
 /// of the limits kept (at most 8), is about 1-3 MB of an isolate's 128 MB.
 pub(crate) const DEFAULT_CAPACITY: usize = 10_000;
+
+/// How long a cached block is trusted before the object is asked again
+/// (a reset or lift made elsewhere is seen within it).
+pub(crate) const RECHECK_MS: i64 = 10_000;
 
 /// A cached block: until when (Unix ms), which window binds and the
 /// limits that decided (for the `RateLimit` fields of the answers given
@@ -81,8 +94,22 @@ impl Refusal {
 /// A capped map from (rule, key) to the block in force.
 #[derive(Debug)]
 pub(crate) struct BlockedUntilCache {
-    until: HashMap<String, Block>,
+    until: HashMap<String, Cached>,
     capacity: usize,
+}
+
+/// A block as cached: trusted until `ask_at` (at most [`RECHECK_MS`] after
+/// it was cached), never past its end.
+#[derive(Debug)]
+struct Cached {
+    block: Block,
+    ask_at: i64,
+}
+
+impl Cached {
+    fn holds(&self, now_ms: i64) -> bool {
+        self.block.until_ms.min(self.ask_at) > now_ms
+    }
 }
 
 impl BlockedUntilCache {
@@ -98,7 +125,7 @@ impl BlockedUntilCache {
     /// Expired entries are removed as they are found.
     pub(crate) fn blocked_until(&mut self, id: &str, now_ms: i64) -> Option<Block> {
         match self.until.get(id) {
-            Some(block) if block.until_ms > now_ms => Some(block.clone()),
+            Some(cached) if cached.holds(now_ms) => Some(cached.block.clone()),
             Some(_) => {
                 self.until.remove(id);
                 None
@@ -110,7 +137,7 @@ impl BlockedUntilCache {
     /// The block on `id`, if it lasts beyond `now_ms` (read only, as
     /// [`BlockedUntilCache::refuses`]).
     pub(crate) fn peek(&self, id: &str, now_ms: i64) -> Option<Block> {
-        self.until.get(id).filter(|block| block.until_ms > now_ms).cloned()
+        self.until.get(id).filter(|cached| cached.holds(now_ms)).map(|cached| cached.block.clone())
     }
 
     /// Records that `id` is blocked as `block` says.
@@ -119,12 +146,12 @@ impl BlockedUntilCache {
             return;
         }
         if !self.until.contains_key(id) && self.until.len() >= self.capacity {
-            self.until.retain(|_, b| b.until_ms > now_ms);
+            self.until.retain(|_, c| c.holds(now_ms));
             if self.until.len() >= self.capacity {
                 self.evict_soonest();
             }
         }
-        self.until.insert(id.to_string(), block);
+        self.until.insert(id.to_string(), Cached { block, ask_at: now_ms + RECHECK_MS });
     }
 
     /// Changes the capacity, evicting expired entries, then the soonest to
@@ -132,7 +159,7 @@ impl BlockedUntilCache {
     pub(crate) fn set_capacity(&mut self, capacity: usize, now_ms: i64) {
         self.capacity = capacity.max(1);
         if self.until.len() > self.capacity {
-            self.until.retain(|_, b| b.until_ms > now_ms);
+            self.until.retain(|_, c| c.holds(now_ms));
         }
         while self.until.len() > self.capacity && self.evict_soonest() {}
     }
@@ -140,7 +167,8 @@ impl BlockedUntilCache {
     /// Drops the entry that expires soonest (the least valuable one);
     /// whether there was one.
     fn evict_soonest(&mut self) -> bool {
-        let soonest = self.until.iter().min_by_key(|(_, b)| b.until_ms).map(|(k, _)| k.clone());
+        // The first to stop being trusted; of those, the block that ends first.
+        let soonest = self.until.iter().min_by_key(|(_, c)| (c.block.until_ms.min(c.ask_at), c.block.until_ms)).map(|(k, _)| k.clone());
         soonest.is_some_and(|k| self.until.remove(&k).is_some())
     }
 
@@ -181,6 +209,18 @@ mod tests {
         assert_eq!(Refusal::of(None, None, true), Refusal::Concurrency, "issue 35: a full set of slots was logged as a ban");
         assert_eq!(Refusal::of(Some(0), Some(1), false), Refusal::Penalty);
         assert_eq!(Refusal::Concurrency.name(), "concurrency");
+    }
+
+    #[test]
+    fn a_block_is_trusted_for_at_most_the_recheck_time() {
+        let mut cache = BlockedUntilCache::new(10);
+        cache.insert("r|ip=1", until(3_600_000), 1_000);
+        assert_eq!(cache.peek("r|ip=1", 1_000 + RECHECK_MS - 1), Some(until(3_600_000)));
+        assert_eq!(cache.peek("r|ip=1", 1_000 + RECHECK_MS), None, "the object is asked again");
+        assert_eq!(cache.blocked_until("r|ip=1", 1_000 + RECHECK_MS), None);
+        assert!(cache.is_empty(), "and the stale entry dropped");
+        cache.insert("r|ip=1", until(3_600_000), 20_000);
+        assert_eq!(cache.blocked_until("r|ip=1", 29_999), Some(until(3_600_000)), "the object's new answer is cached anew");
     }
 
     #[test]

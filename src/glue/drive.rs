@@ -6,19 +6,29 @@
 //! so both decide alike; neither decides anything itself.
 
 use crate::config::Config;
+#[cfg(feature = "admin")]
 use crate::config::headers::OwnResponse;
+#[cfg(feature = "admin")]
 use crate::count::controls::Change;
+#[cfg(feature = "admin")]
 use crate::count::registry::RegistryCall;
 use crate::glue::isolate::{bindings, load_secrets, now_ms, respond, with_isolate, write_lines, write_logs};
-use crate::glue::objects::{self, call_with_timeout, check};
+#[cfg(feature = "admin")]
+use crate::glue::objects::{self, call_with_timeout};
+use crate::glue::objects::check;
 use crate::glue::origin::{read_body, receive_upload, BudgetHold};
+#[cfg(feature = "admin")]
 use crate::pipeline::admin_flow::{AdminFlow, AdminResponse, AdminStep};
 use crate::pipeline::facts::{self, Facts, HeaderMap};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
+use crate::pipeline::plane::{self, Entry, Plane};
 use crate::pipeline::metrics;
 use crate::pipeline::upload::{self, Receipt, UploadLimits};
+#[cfg(feature = "admin")]
 use crate::pipeline::access::AccessCheck;
+#[cfg(feature = "admin")]
 use crate::pipeline::admin::AdminRoute;
+#[cfg(feature = "admin")]
 use crate::pipeline::applied::Applied;
 use futures_util::future::join_all;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen};
@@ -35,20 +45,25 @@ pub struct Client {
 
 /// What the machine decided about a request.
 pub(crate) enum Decided {
-    /// The admin API's answer: never forwarded, nothing to settle.
-    Admin(web_sys::Response),
+    /// Tollgate's own answer before any rule: the admin API's (the admin
+    /// Worker), or the 404 of a request the other Worker serves
+    /// ([`plane`]). Never forwarded, nothing to settle.
+    Answered(web_sys::Response),
     /// The decision; its log lines are written, its memo entry kept, its
     /// metric points written. With the upload's hold in the isolate's
     /// budget, if any: keep it until the request is forwarded or answered.
     Decision(Box<Decision<'static>>, Option<BudgetHold>),
 }
 
-/// Runs `req` through the machine. `client` stands in for `req.cf()` where
-/// it says something (RPC does not carry `cf`).
-pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client) -> worker::Result<Decided> {
+/// Runs `req` through the machine, as the Worker on `plane` serves it.
+/// `client` stands in for `req.cf()` where it says something (RPC does not
+/// carry `cf`).
+pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client, plane: Plane) -> worker::Result<Decided> {
     let url = req.url();
-    if !with_isolate(|isolate| machine::applies(config, &isolate.memo, &url)) {
-        return Ok(Decided::Decision(Box::new(Decision::pass()), None));
+    match with_isolate(|isolate| machine::entry(config, &isolate.memo, &url, plane)) {
+        Entry::NotHere => return Ok(Decided::Answered(respond(&plane::not_here())?)),
+        Entry::Pass => return Ok(Decided::Decision(Box::new(Decision::pass()), None)),
+        Entry::Plan => {}
     }
     let method = req.method();
     let headers = HeaderMap::from_lines(header_lines(req.headers().as_ref()));
@@ -69,8 +84,12 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
                 hold = held;
                 machine.uploaded(receipt, started);
             }
+            // The Node CLI's build has the admin plan (for `explain`), not its I/O.
+            #[cfg(all(feature = "cli", not(feature = "admin")))]
+            Next::Admin { .. } => return Ok(Decided::Answered(respond(&plane::not_here())?)),
+            #[cfg(feature = "admin")]
             Next::Admin { lockout, route, lockout_binds, access } => {
-                return Ok(Decided::Admin(admin_request(env, config, (lockout, route, lockout_binds), access).await?));
+                return Ok(Decided::Answered(admin_request(env, config, (lockout, route, lockout_binds), access).await?));
             }
             Next::Count(checks) => {
                 let outcomes = join_all(checks.into_iter().map(|(applied, op)| check(env, applied, op))).await;
@@ -220,6 +239,7 @@ fn write_metrics(dataset: &worker::AnalyticsEngineDataset, points: Vec<metrics::
     }
 }
 
+#[cfg(feature = "admin")]
 /// Serves the admin API (the token secret exists): drives the
 /// [admin flow](crate::pipeline::admin_flow): its counter and object calls,
 /// then its answer, log lines and cache effects. The token is never logged.

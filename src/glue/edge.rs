@@ -20,6 +20,7 @@ use crate::glue::answer::answering;
 use crate::glue::origin::{forward, watch_upload, with_fields, UploadWatch};
 use crate::pipeline::facts::Secrets;
 use crate::pipeline::machine::{self, Forwarding, Settle};
+use crate::pipeline::plane::Plane;
 use std::rc::Rc;
 use crate::pipeline::upload;
 use crate::pipeline::verdict::{Answer, LogEvent};
@@ -36,11 +37,14 @@ pub(crate) async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> work
     let config = match load_config(&env).as_ref() {
         Ok(config) => config,
         Err((errors, policy, upstream)) => {
-            let upstream = upstream.as_ref().filter(|_| *policy == crate::config::policy::FailPolicy::Allow);
+            // The admin Worker has no origin: it fails closed whatever the policy.
+            let upstream = upstream.as_ref().filter(|_| *policy == crate::config::policy::FailPolicy::Allow && !cfg!(feature = "admin"));
             let now = now_ms();
             let (answer, log) = with_isolate(|isolate| machine::invalid_config(errors, upstream.is_some(), now, &mut isolate.config_error_logged));
             write_logs(log.as_slice());
             return match (answer, upstream) {
+                // Unlimited, but never the admin prefix (the zone's own 404).
+                (None, Some(_)) if crate::pipeline::plane::enters_default(&req.url()) => respond(&crate::pipeline::plane::not_here()),
                 (None, Some(upstream)) => {
                     let token = env.secret(crate::pipeline::facts::ADMIN_TOKEN_SECRET).ok().map(|s| s.to_string());
                     forward(req, &env, upstream, token.as_deref()).await
@@ -63,8 +67,8 @@ pub(crate) async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> work
 async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
     // `_upload`: the upload's hold in the isolate's budget, given back
     // when this returns (forwarded, answered, or failed).
-    let (decision, _upload) = match decide(&req, env, config, &Client::default()).await? {
-        Decided::Admin(response) => return Ok(response),
+    let (decision, _upload) = match decide(&req, env, config, &Client::default(), plane(env, config)).await? {
+        Decided::Answered(response) => return Ok(response),
         Decided::Decision(decision, hold) => (*decision, hold),
     };
     if decision.checked {
@@ -111,6 +115,17 @@ async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static
         Ok(response)
     } else {
         with_fields(response, &fields, &hidden)
+    }
+}
+
+/// The Worker this build is ([`crate::pipeline::plane`]): the admin
+/// Worker (the `admin` feature), the admin API on when its token secret is
+/// set or the config names `admin_access`; else the zone's.
+fn plane(env: &Env, config: &Config) -> Plane {
+    if cfg!(feature = "admin") {
+        Plane::Admin { on: config.admin_access.is_some() || load_secrets(env, config).admin_token.is_some() }
+    } else {
+        Plane::Zone
     }
 }
 

@@ -123,6 +123,7 @@
 //! Worker: [`check_as`] with the [`Client`] facts that RPC does not carry.
 
 use crate::config::policy::FailPolicy;
+use crate::pipeline::plane::Plane;
 use crate::glue::drive::{decide, Decided};
 pub use crate::glue::drive::Client;
 use crate::glue::isolate::{load_config, load_secrets, now_ms, respond};
@@ -184,8 +185,9 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
             return Ok(answered(respond(&verdict::invalid_config())?));
         }
     };
-    let decision = match decide(req.inner(), env, config, client).await? {
-        Decided::Admin(response) => return Ok(answered(response)),
+    // An app's own check is the zone's: the admin API is the admin Worker's.
+    let decision = match decide(req.inner(), env, config, client, Plane::Zone).await? {
+        Decided::Answered(response) => return Ok(answered(response)),
         // The upload's hold ends here: the app reads the body from now on.
         Decided::Decision(decision, _upload) => *decision,
     };

@@ -3,6 +3,7 @@
 //! the local metrics sink is src/entry.mjs's) and the calls to them. Reads, calls and applies;
 //! decides nothing.
 
+#[cfg(feature = "admin")]
 pub(crate) mod access;
 pub(crate) mod answer;
 pub(crate) mod drive;

@@ -13,7 +13,9 @@ use crate::pipeline::isolate::{Counter, Exchange, ObjectCall, Step};
 use crate::pipeline::verdict::{self, Failure, Outcome};
 use futures_util::future::{join_all, select, Either};
 use std::time::Duration;
+#[cfg(feature = "admin")]
 use crate::count::controls::{Change, Controls, CONTROL_PATH};
+#[cfg(feature = "admin")]
 use crate::count::registry::{RegistryCall, REGISTRY_OBJECT, REGISTRY_PATH};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
@@ -246,10 +248,12 @@ fn js_error(e: JsValue) -> String {
 /// (`POST /v1/control`, [`crate::count::controls`]) within `timeout_ms`; the
 /// controls in force after it. A refused change is
 /// [`CallFailure::Refused`] with status 400.
+#[cfg(feature = "admin")]
 pub(crate) async fn control(env: &Env, id: &str, change: &Change, timeout_ms: u32) -> Result<Controls, CallFailure> {
     within(timeout_ms, send_control(env, id, change)).await
 }
 
+#[cfg(feature = "admin")]
 async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, CallFailure> {
     let text = post_line(env, id, CONTROL_PATH, &change.encode()).await?;
     Controls::decode(&text).map_err(|e| CallFailure::Unreadable(e.to_string()))
@@ -257,12 +261,14 @@ async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, 
 
 /// Asks the controls registry ([`crate::count::registry`], its own object)
 /// within `timeout_ms`: the answer's text (a listing, or empty).
+#[cfg(feature = "admin")]
 pub(crate) async fn registry(env: &Env, call: &RegistryCall, timeout_ms: u32) -> Result<String, CallFailure> {
     within(timeout_ms, post_to(env, classes::REGISTRY, REGISTRY_OBJECT, REGISTRY_PATH, call.encode())).await
 }
 
 /// `POST`s `body` to the limiter object `id` on `path`: the answer's text
 /// when 200, else `Refused`.
+#[cfg(feature = "admin")]
 pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Result<String, CallFailure> {
     post_to(env, classes::LIMITER, id, path, body.to_string()).await
 }

@@ -4,14 +4,21 @@
 //! with the local sink on, to the sink object; and the writes to that sink
 //! in local development, where no dataset is bound. Decides nothing.
 
+#[cfg(feature = "admin")]
 use crate::count::protocol::CallFailure;
 use crate::count::classes::METRICS_SINK;
 use crate::glue::objects::post_to;
-use crate::pipeline::console::traffic::{self, Dialect, Range, ACCOUNT_VAR, DATASET_VAR, SINK_OBJECT, SINK_PATH, SINK_VAR, TOKEN_SECRET};
+#[cfg(feature = "admin")]
+use crate::pipeline::console::traffic::{self, Dialect, Range, ACCOUNT_VAR, DATASET_VAR, TOKEN_SECRET};
+use crate::pipeline::console::traffic::{SINK_OBJECT, SINK_PATH, SINK_VAR};
 use crate::pipeline::metrics::Point;
+#[cfg(feature = "admin")]
 use worker::wasm_bindgen::{JsCast, JsValue};
+#[cfg(feature = "admin")]
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{js_sys, web_sys, Env};
+#[cfg(feature = "admin")]
+use worker::{js_sys, web_sys};
+use worker::Env;
 
 fn text_binding(env: &Env, name: &str) -> Option<String> {
     env.secret(name).ok().map(|s| s.to_string()).filter(|s| !s.trim().is_empty())
@@ -35,8 +42,10 @@ pub(crate) async fn sink(env: &Env, points: &[Point]) {
     let _ = post_to(env, METRICS_SINK, SINK_OBJECT, SINK_PATH, body).await;
 }
 
-/// The range's answers ([`traffic::queries`]): from the SQL API when the account id and
-/// token are set, else from the local sink when it is on; else why not.
+/// The range's answers ([`traffic::queries`]; the admin Worker's: the
+/// console reads them): from the SQL API when the account id and token are
+/// set, else from the local sink when it is on; else why not.
+#[cfg(feature = "admin")]
 pub(crate) async fn answers(env: &Env, range: Range) -> Result<traffic::Answers, String> {
     let (account, token) = (text_binding(env, ACCOUNT_VAR), text_binding(env, TOKEN_SECRET));
     let dataset = traffic::dataset(text_binding(env, DATASET_VAR).as_deref());
@@ -60,6 +69,7 @@ pub(crate) async fn answers(env: &Env, range: Range) -> Result<traffic::Answers,
 }
 
 /// One query to the SQL API: its answer's text when 200, else the status.
+#[cfg(feature = "admin")]
 async fn sql_api(account: &str, token: &str, query: &str) -> Result<String, String> {
     let failed = |e: JsValue| e.as_string().unwrap_or_else(|| "the SQL API cannot be reached".to_string());
     let headers = web_sys::Headers::new().map_err(failed)?;

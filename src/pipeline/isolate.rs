@@ -24,11 +24,14 @@
 //! ```
 
 use crate::config::Config;
-use crate::count::blocked::{Block, BlockedUntilCache, Refusal, DEFAULT_CAPACITY};
+use crate::count::blocked::{BlockedUntilCache, Refusal, DEFAULT_CAPACITY};
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
+use crate::count::blocked::Block;
 use crate::count::hold::{self, Holds};
 use crate::count::lease::{self, Admit, LeaseSettings, Leases};
 use crate::count::older;
 use crate::count::protocol::{Call, CallFailure, Op, Reply};
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 use crate::pipeline::admin_flow::CacheEffect;
 use crate::pipeline::applied::{object_name, Applied};
 use crate::pipeline::episodes::{self, Episodes};
@@ -126,6 +129,7 @@ impl Isolate {
         }
     }
 
+    #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
     /// Applies an admin answer's cache effect: a ban is cached here at once
     /// (other isolates see it at their next call to the object, or once
     /// their cached block ends); a changed key's cached block is dropped.

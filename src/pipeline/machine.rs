@@ -4,7 +4,8 @@
 //! applies; every choice is made here:
 //!
 //! ```text
-//! applies(config, memo, url)      false ─▶ Decision::pass(): forward, nothing read
+//! entry(config, memo, url, plane) NotHere ─▶ tollgate's 404 (plane.rs: the other Worker's)
+//!                                 Pass ─▶ Decision::pass(): forward, nothing read
 //! Machine::new(config, facts, memo)                  (the plan, or a kept plan replayed)
 //! loop machine.next(cache):
 //!   Next::Body { limit }     ─▶ read the body (a clone, capped) ─▶ machine.body(..)
@@ -26,8 +27,10 @@ use crate::count::protocol::{Call, Op};
 use crate::pipeline::facts::{Facts, HeaderMap, Secrets};
 use crate::pipeline::memo::{self, Fingerprint, PlanMemo, Reads};
 use crate::pipeline::metrics::{self, Point};
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
+use crate::pipeline::plane::{self, Entry, Plane};
 use crate::pipeline::plan::{self, Body, Plan, RequestParts, Route};
 use crate::pipeline::upload::{self, Receipt, UploadLimits};
 use crate::pipeline::upgrade;
@@ -37,8 +40,21 @@ use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
 /// is forwarded as [`Decision::pass`] says, with nothing else read (no URL
 /// parse, `cf`, header, secret or clock): a zone-wide route sends every
 /// request of the zone. A URL a kept plan was made for is not asked again.
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) fn applies(config: &Config, memo: &PlanMemo, url: &str) -> bool {
     memo.holds_url(url) || plan::may_apply(config, url)
+}
+
+/// What the Worker on `plane` does with a request to `url` before reading
+/// anything else ([`plane::entry`]): answer it 404 (the other Worker's),
+/// plan it, or (the zone's fast path, as [`applies`]) forward it. A URL a
+/// kept plan was made for is planned without walking it again (the zone
+/// keeps plans only of the requests it counts).
+pub(crate) fn entry(config: &Config, memo: &PlanMemo, url: &str, plane: Plane) -> Entry {
+    if plane == Plane::Zone && memo.holds_url(url) {
+        return Entry::Plan;
+    }
+    plane::entry(config, url, plane, &|host, path| plan::rules_take(config, host, path))
 }
 
 /// One request on its way through the pipeline.
@@ -74,7 +90,9 @@ pub(crate) enum Next<'m, 'c> {
     /// then [`Machine::uploaded`] ([`crate::pipeline::upload`]).
     Upload(UploadLimits),
     /// An admin request: never forwarded ([`crate::pipeline::admin`]).
-    /// `access`: its Cloudflare Access token, read, if any.
+    /// `access`: its Cloudflare Access token, read, if any. Only in the
+    /// admin Worker's build (and natively).
+    #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
     Admin { lockout: &'m Applied<'c>, route: &'m AdminRoute<'c>, lockout_binds: bool, access: Option<&'m crate::pipeline::access::AccessCheck> },
     /// Ask each rule's counter with its op, concurrently, then
     /// [`Machine::counted`] with the outcomes, index for index.
@@ -130,6 +148,7 @@ impl<'c, 'f> Machine<'c, 'f> {
         }
         match &self.plan.route {
             Route::NeedsBody => Next::Body { limit: self.config.body_limit },
+            #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
             Route::Admin { lockout, route, lockout_binds, access } => {
                 Next::Admin { lockout: lockout.as_ref(), route, lockout_binds: *lockout_binds, access: access.as_ref() }
             }

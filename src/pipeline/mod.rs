@@ -4,6 +4,7 @@
 
 pub(crate) mod access;
 pub(crate) mod admin;
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 pub(crate) mod admin_flow;
 pub mod applied;
 pub(crate) mod console;
@@ -14,6 +15,7 @@ pub(crate) mod facts;
 pub(crate) mod isolate;
 pub(crate) mod machine;
 pub mod plan;
+pub(crate) mod plane;
 pub(crate) mod upload;
 pub(crate) mod upgrade;
 pub(crate) mod usage;

@@ -25,8 +25,11 @@
 //! POST may be overridden to any method a rule lists (fail safe: both only
 //! ever match more).
 
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 use crate::pipeline::admin::{self, AdminError, AdminRoute};
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 use crate::pipeline::console;
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 use crate::pipeline::access::{self, AccessCheck};
 use crate::pipeline::applied::{object_name, Applied, Exempted, KeyOutcome, Matched};
 use crate::request::body::{self, BodyParams, Unreadable};
@@ -34,7 +37,9 @@ use crate::request::canon::{canonical_path_entering, normalize_key, CanonError, 
 use crate::config::Config;
 use crate::request::exempt::ExemptInputs;
 use crate::config::policy::MissingKey;
-use crate::request::key::{body_field_values, derive_key, derive_keys, key_hash, raw_values, KeyError, KeyInputs};
+use crate::request::key::{body_field_values, derive_keys, key_hash, raw_values, KeyError, KeyInputs};
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
+use crate::request::key::derive_key;
 use crate::request::spelling::Spelling;
 use crate::config::rules::{method_candidates, Match, RequestView, Rule};
 
@@ -161,6 +166,7 @@ pub enum Route<'c> {
     /// the request carries one: then it alone signs the operator in (the
     /// route is planned as authorized; the admin flow verifies the
     /// signature before serving it), and no lockout counter is asked.
+    #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
     Admin { lockout: Box<Applied<'c>>, route: AdminRoute<'c>, lockout_binds: bool, access: Option<AccessCheck> },
     /// Plan again with the body read (capped).
     NeedsBody,
@@ -193,6 +199,7 @@ pub struct Plan<'c> {
 /// request of the zone). `url` is the request's URL as the runtime
 /// serializes it (WHATWG): split as it is ([`RawUrl::split`]), its host and
 /// path are what a parsed [`url::Url`] gives.
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) fn may_apply(config: &Config, url: &str) -> bool {
     let raw = RawUrl::split(url);
     let Ok((path, entered)) = canonical_path_entering(raw.path, &config.admin_prefix) else { return true };
@@ -200,20 +207,23 @@ pub(crate) fn may_apply(config: &Config, url: &str) -> bool {
 }
 
 /// Whether some rule's host and path take the request ([`Rule::takes`]).
-fn rules_take(config: &Config, host: &str, path: &str) -> bool {
+pub(crate) fn rules_take(config: &Config, host: &str, path: &str) -> bool {
     config.rules.iter().any(|rule| rule.takes(host, path))
 }
 
 /// Plans one request. Pure: the same config and parts give the same plan.
 pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     let RawUrl { host, path: raw_path, query: raw_query } = RawUrl::split(parts.url);
+    #[cfg_attr(not(any(feature = "admin", feature = "cli", not(target_arch = "wasm32"))), allow(unused_variables))]
     let (path, entered) = match canonical_path_entering(raw_path, &config.admin_prefix) {
         Ok(walked) => walked,
         Err(e) => return Plan { canonical: None, matched: Vec::new(), route: Route::Malformed(e) },
     };
 
     // A path that enters the admin prefix is tollgate's, wherever its dot
-    // segments lead: a browser sends the session cookie with it (issue 35).
+    // segments lead: a browser sends the session cookie with it (issue 35;
+    // the zone's Worker, built without the admin API, never plans one).
+    #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
     if entered {
         let token = (parts.admin_token)();
         if token.is_some() || config.admin_access.is_some() {
@@ -525,6 +535,7 @@ fn route_of<'c>(
     Route::Check(applied)
 }
 
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 /// What an admin request asks, by its path.
 struct AdminPath<'a> {
     /// The canonical path.
@@ -537,6 +548,7 @@ struct AdminPath<'a> {
     leaves: bool,
 }
 
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 /// An admin request: the client's lockout counter (keyed as any `ip` rule
 /// is) and what the token allows. A path that left the prefix is 400, and a
 /// cross-site API request 403, before any token is compared or counted. The
@@ -592,6 +604,7 @@ fn admin_route<'c>(config: &'c Config, parts: &RequestParts<'_>, token: &str, as
     Route::Admin { lockout: Box::new(lockout), route, lockout_binds, access }
 }
 
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 /// The request's Cloudflare Access token, read ([`access::check`]), when
 /// the config names an Access application and the request carries one.
 fn access_check(config: &Config, parts: &RequestParts<'_>) -> Option<AccessCheck> {
@@ -603,6 +616,7 @@ fn access_check(config: &Config, parts: &RequestParts<'_>) -> Option<AccessCheck
     })
 }
 
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 /// The client's lockout counter: the built-in rule keyed as any `ip` rule
 /// is; a request without a client IP has none (its [`Route::MissingKey`]).
 fn lockout_of<'c>(config: &'c Config, parts: &RequestParts<'_>, query: &CanonicalQuery) -> Result<Applied<'c>, KeyError> {
@@ -633,6 +647,7 @@ fn lockout_of<'c>(config: &'c Config, parts: &RequestParts<'_>, query: &Canonica
     })
 }
 
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 /// A console page's route ([`console::route::plan`]): the cookie, the
 /// fetch metadata, the form (a POST's urlencoded body) and the request's
 /// own origin, read here.
@@ -665,6 +680,7 @@ fn console_route<'c>(
     console::route::plan(config, page, token, &request)
 }
 
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 /// `scheme://host[:port]` of a serialized URL: the request's own origin.
 fn own_origin(url: &str) -> &str {
     url.find("://").map_or("", |at| {

@@ -646,7 +646,8 @@ fn parse_check(args: &[String]) -> Result<(String, Option<String>, Option<String
 /// The config's own warnings, then those about where it is deployed.
 fn section_warnings(section: &wrangler::Section, config: &Config) -> Vec<String> {
     let mut out: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
-    if section.routes.is_empty() {
+    // The admin Worker (its objects the zone Worker's) is served on its workers.dev name.
+    if section.routes.is_empty() && section.elsewhere.is_empty() {
         out.push("no routes: the Worker attaches to nothing (as meant when apps call it only over RPC, through a service binding); otherwise add routes = [{ pattern = \"example.com/*\", zone_name = \"example.com\" }]".into());
     }
     if !section.logs_kept && config.rules.iter().any(|r| r.action == Action::Log) {

@@ -126,6 +126,10 @@ pub struct Section {
     /// The Durable Object classes its migrations create or rename to (the
     /// `[[migrations]]` or declarative `exports`; inherited unless set).
     pub(crate) migrated: Vec<String>,
+    /// The bindings of `objects` whose class another Worker exports
+    /// (`script_name`: the admin Worker's, wrangler.admin.toml): that
+    /// Worker's migrations create it, not this section's.
+    pub(crate) elsewhere: Vec<String>,
 }
 
 /// Every section to validate: the top level, then each `[env.NAME]`.
@@ -214,7 +218,12 @@ fn section(label: String, value: &Value, top: Option<&Section>) -> Section {
         .map(|list| list.iter().filter_map(|b| Some((b.get("name")?.as_str()?.to_string(), b.get("class_name")?.as_str()?.to_string()))).collect())
         .unwrap_or_default();
     let migrated = migrated(value).or_else(|| top.map(|t| t.migrated.clone())).unwrap_or_default();
-    Section { label, tollgate, routes, logs_kept, services, objects, migrated }
+    let elsewhere = value
+        .pointer("/durable_objects/bindings")
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter(|b| b.get("script_name").is_some()).filter_map(|b| Some(b.get("name")?.as_str()?.to_string())).collect())
+        .unwrap_or_default();
+    Section { label, tollgate, routes, logs_kept, services, objects, migrated, elsewhere }
 }
 
 /// The classes `[[migrations]]` create (`new_sqlite_classes`,
@@ -263,7 +272,8 @@ pub(crate) fn missing_objects(section: &Section) -> Option<String> {
             _ => {}
         }
     }
-    let needed = |c: &&ObjectClass| c.required || bound(c).is_some();
+    let here = |c: &&ObjectClass| !section.elsewhere.iter().any(|b| b == c.binding);
+    let needed = |c: &&ObjectClass| (c.required || bound(c).is_some()) && here(c);
     let unmigrated: Vec<&ObjectClass> = classes::ALL.iter().filter(needed).filter(|c| !section.migrated.iter().any(|m| m == c.class)).collect();
     if !unmigrated.is_empty() {
         problems.push(migration_hint(&unmigrated));
@@ -387,6 +397,21 @@ mod tests {
         // A fragment (no bindings at all): a reminder, never an error.
         assert_eq!(missing_objects(&w("name = \"x\"")), None);
         assert!(object_warnings(&w("name = \"x\""))[0].contains("LIMITER and TOLLGATE_REGISTRY"));
+    }
+
+    #[test]
+    fn the_admin_workers_bindings_to_the_zone_workers_objects_need_no_migration_of_its_own() {
+        let w = |text: &str| select(&parse("w.toml", text).unwrap(), None).unwrap();
+        let bind = |n: &str, c: &str| format!("[[durable_objects.bindings]]\nname = \"{n}\"\nclass_name = \"{c}\"\nscript_name = \"tollgate\"\n");
+        let admin = format!("{}{}{}", bind("LIMITER", "Limiter"), bind("TOLLGATE_REGISTRY", "Registry"), bind("TOLLGATE_METRICS_SINK", "MetricsSink"));
+        let section = w(&admin);
+        assert_eq!(section.elsewhere, ["LIMITER", "TOLLGATE_REGISTRY", "TOLLGATE_METRICS_SINK"]);
+        assert_eq!(missing_objects(&section), None, "wrangler.admin.toml's shape");
+        // Still checked: a required binding missing, or the wrong class.
+        let partial = w(&bind("LIMITER", "Limiter"));
+        assert!(missing_objects(&partial).unwrap().contains("binding TOLLGATE_REGISTRY"), "the registry is still required");
+        let wrong = w(&admin.replace("class_name = \"Registry\"", "class_name = \"Limiter\""));
+        assert!(missing_objects(&wrong).unwrap().contains("names class `Limiter`"));
     }
 
     #[test]

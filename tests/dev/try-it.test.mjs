@@ -34,14 +34,14 @@ const readmes = [join(ROOT, "README.md"), ...examples.map((name) => join(ROOT, "
 
 /** Starts scripts/dev in its own process group; resolves once it prints that tollgate is ready. */
 async function startDev(args) {
-  const [port, originPort, inspectorPort] = [await freePort(), await freePort(), await freePort()];
+  const [port, originPort, inspectorPort, adminPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const state = mkdtempSync(join(tmpdir(), "tollgate-dev-"));
   const child = spawn(
     join(ROOT, "scripts", "dev"),
     [...args, "--persist-to", state, "--inspector-port", String(inspectorPort)],
     {
       cwd: ROOT,
-      env: { ...process.env, PORT: String(port), ORIGIN_PORT: String(originPort) },
+      env: { ...process.env, PORT: String(port), ORIGIN_PORT: String(originPort), ADMIN_PORT: String(adminPort) },
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],
     },

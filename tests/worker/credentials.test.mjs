@@ -21,6 +21,7 @@ import { existsSync } from "node:fs";
 import puppeteer from "puppeteer-core";
 import { startTollgate, mockOrigin } from "./harness.mjs";
 import { config, rule, limit } from "./builders.mjs";
+import { LEAVING } from "./spellings.mjs";
 
 const SHORT = "console-test-token"; // under 32 characters
 const LONG = "0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -29,17 +30,7 @@ const CONFIG = config(rule("api", "/api/*", { key: ["ip"], limits: limit(1000, "
 const BANNED = "198.51.100.7";
 
 /** Every spelling that enters the admin prefix and leaves it, or changes its case. */
-const SPELLINGS = [
-  "/.tollgate/..%2fapi/echo",
-  "/.tollgate/..;/api/echo",
-  "/.tollgate/..%5capi/echo",
-  "/.tollgate/..%252fapi/echo",
-  "/.tollgate/ui/..%2f..%2fapi/echo",
-  "/.tollgate/ui/..;/..;/api/echo",
-  "/.tollgate/..%2F..%2Fapi/echo",
-  "/.TOLLGATE/..%2fapi/echo",
-  "/.Tollgate/ui/..%2f..%2fapi/echo",
-];
+const SPELLINGS = LEAVING;
 
 /** An ordinary app page (served by the origin) that loads `srcs` as images. */
 function appPages() {
@@ -138,11 +129,13 @@ test("no spelling of the admin prefix delivers the session cookie or the admin t
       // The session still works (nothing above signed it out).
       assert.equal((await page.goto(`${base}/ui/rules`)).status(), 200);
     });
-    // The bearer token under any case of the prefix: tollgate's, never forwarded.
+    // The bearer token under any case of the prefix: tollgate's, never
+    // forwarded: the plain spelling is the admin Worker's (the harness routes
+    // it there), every other the zone Worker's own 404 (issue 38).
     for (const prefix of ["/.TOLLGATE", "/.Tollgate", "/.tollgate"]) {
       const res = await tg.fetch(`${prefix}/rules`, { headers: { authorization: `Bearer ${SHORT}` } });
-      assert.equal(res.status, 200, `${prefix}/rules`);
-      assert.ok(Array.isArray((await res.json()).rules));
+      assert.equal(res.status, prefix === "/.tollgate" ? 200 : 404, `${prefix}/rules`);
+      if (res.status === 200) assert.ok(Array.isArray((await res.json()).rules));
       for (const spelling of SPELLINGS) {
         const res = await tg.fetch(spelling, { headers: { authorization: `Bearer ${SHORT}` } });
         assert.notEqual(res.headers.get("x-origin"), "mock", `${spelling} reached the origin`);
@@ -171,7 +164,8 @@ test("no spelling of the admin prefix delivers the session cookie or the admin t
 });
 
 test("a session replayed after sign-out gets no page and posts no ban; a copied cookie is no session elsewhere", { timeout: 240_000 }, async () => {
-  await withConsole(SHORT, {}, async ({ tg, base }) => {
+  // edges: a second zone isolate, which never cached the ban, sees the lift at once.
+  await withConsole(SHORT, { edges: 1 }, async ({ tg, base }) => {
     await withPage(async (page) => {
       const cookie = await signIn(page, base, SHORT);
       await page.goto(`${base}/ui/keys?rule=api&ip=${BANNED}`);
@@ -203,7 +197,7 @@ test("a session replayed after sign-out gets no page and posts no ban; a copied 
       assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 429, "banned");
       res = await tg.fetch(`/.tollgate/ban?rule=api&ip=${BANNED}`, { method: "DELETE", headers: { authorization: `Bearer ${SHORT}` } });
       assert.equal(res.status, 200);
-      assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200, "lifted");
+      assert.equal((await tg.fetchVia(1, "/api/items", { ip: BANNED })).status, 200, "lifted");
       // A copy of the cookie sent from another address is no session.
       res = await tg.fetch("/.tollgate/ui/rules", { ip: "198.51.100.77", headers: { cookie: `tollgate_session=${cookie.value}` } });
       assert.equal(res.status, 401, "a stolen cookie from another address");
@@ -218,7 +212,7 @@ test("a session replayed after sign-out gets no page and posts no ban; a copied 
       await page.setCookie(cookie);
       res = await replayBan();
       assert.equal(res.status(), 401, `no ban after sign-out: ${await page.content()}`);
-      assert.equal((await tg.fetch("/api/items", { ip: BANNED })).status, 200, "nothing was banned");
+      assert.equal((await tg.fetchVia(1, "/api/items", { ip: BANNED })).status, 200, "nothing was banned");
       const controls = await (await tg.fetch("/.tollgate/controls", { headers: { authorization: `Bearer ${SHORT}` } })).json();
       assert.deepEqual(controls.controls, [], JSON.stringify(controls));
       // Signing in again gives a session that holds.

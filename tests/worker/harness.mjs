@@ -1,5 +1,7 @@
 // Test harness: runs the built Worker (src/entry.mjs, the deployed entry,
-// over build/index.js + its Wasm) in workerd
+// over build/index.js + its Wasm) and the admin Worker (build-admin/entry.mjs,
+// `scripts/build admin`: the console and the admin API, bound to the first
+// one's Durable Objects as wrangler.admin.toml binds them) in workerd
 // through Miniflare, with the limiter Durable Object on SQLite, persistence
 // in a temporary folder, and the origin mocked at the network edge
 // (outboundService) so tests see exactly what reached it.
@@ -190,6 +192,12 @@ export function readAnswer(answer) {
  * more Miniflare options of the tollgate Worker (analyticsEngineDatasets,
  * serviceBindings); extraWorkers: as workers.
  * miniflare: more top-level Miniflare options (host, port).
+ * admin (default true): also run the admin Worker, `tollgate-admin`, with
+ * the same config and vars (the same tokens), bound to tollgate's objects,
+ * on `adminRoutes` (default: every host's `{admin_prefix}*`, as an operator
+ * may route the zone's `example.com/.tollgate*` to it; the other spellings
+ * of the prefix still reach the zone's Worker) and on admin.example.com
+ * (`tg.admin(path)`); false: the zone's Worker alone.
  * edges (a number of extra Workers running the same
  * built script, named edge-1..edge-N: separate isolates sharing the
  * first one's limiter objects; `fetchVia(i, ...)` sends to edge i).
@@ -215,6 +223,7 @@ export async function startTollgate(options = {}) {
     ...(options.workerOptions ?? {}),
   };
   const workers = [tollgate, ...(options.workers ?? []), ...(options.extraWorkers ?? [])];
+  if (options.admin ?? !options.scriptPath) workers.push(adminWorker(tollgate, options));
   if (options.entry) workers.unshift(...workers.splice(workers.findIndex((w) => w.name === options.entry), 1));
   if (options.faults) {
     // The Worker's LIMITER binding goes to FaultyLimiter, which passes calls
@@ -234,6 +243,12 @@ export async function startTollgate(options = {}) {
         REAL: { className: "Limiter", scriptName: "tollgate", useSQLite: true },
       },
     });
+  }
+  const admin = workers.find((w) => w.name === ADMIN_WORKER);
+  if (admin) {
+    // Every object binding of tollgate's, as the zone Worker's own (script_name).
+    const bound = Object.entries(tollgate.durableObjects).map(([name, { className, scriptName = "tollgate" }]) => [name, { className, scriptName }]);
+    admin.durableObjects = Object.fromEntries(bound);
   }
   for (let i = 1; i <= (options.edges ?? 0); i++) {
     // Another edge: its own isolate (own lease book, own caches), the same
@@ -298,6 +313,12 @@ export async function startTollgate(options = {}) {
       if (ip !== null) h["cf-connecting-ip"] = ip;
       return mf.dispatchFetch(url, { ...init, headers: h, redirect: "manual" });
     },
+    /** Sends a request to the admin Worker (admin.example.com) as client `ip`. */
+    async admin(path, { ip = "203.0.113.7", headers = {}, ...init } = {}) {
+      const h = { ...headers };
+      if (ip !== null) h["cf-connecting-ip"] = ip;
+      return mf.dispatchFetch(`https://${ADMIN_HOST}${path}`, { ...init, headers: h, redirect: "manual" });
+    },
     /** Sends a request through edge `i` (0: the first worker). */
     async fetchVia(i, path, { ip = "203.0.113.7", headers = {}, ...init } = {}) {
       const host = i === 0 ? "example.com" : `edge-${i}.example.com`;
@@ -334,6 +355,52 @@ export async function startTollgate(options = {}) {
     cleanup() {
       rmSync(persist, { recursive: true, force: true });
     },
+  };
+}
+
+/** The admin Worker's name in Miniflare, and its own host. */
+export const ADMIN_WORKER = "tollgate-admin";
+export const ADMIN_HOST = "admin.example.com";
+const ADMIN_BUILD = join(ROOT, "build-admin", "entry.mjs");
+
+/**
+ * The admin Worker beside `tollgate` (its Miniflare options): the same
+ * bindings and vars, its objects tollgate's (set once the LIMITER binding is
+ * known), the same mock origin (which it must never reach).
+ */
+/**
+ * The admin Worker beside `worker` (a Miniflare worker of today's zone
+ * build): its config and vars, its Durable Object bindings as the zone
+ * Worker's (`script_name`), answering on `routes`. For tests that assemble
+ * their own workers (skew.test.mjs).
+ */
+export function adminWorkerBeside(worker, routes) {
+  assert.ok(existsSync(ADMIN_BUILD), `${ADMIN_BUILD} is missing: run scripts/build admin`);
+  const bound = Object.entries(worker.durableObjects ?? {}).map(([name, { className, scriptName = worker.name }]) => [name, { className, scriptName }]);
+  return {
+    ...worker,
+    name: ADMIN_WORKER,
+    scriptPath: ADMIN_BUILD,
+    modulesRoot: ROOT,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    durableObjects: Object.fromEntries(bound),
+    routes,
+    serviceBindings: {},
+  };
+}
+
+function adminWorker(tollgate, options) {
+  assert.ok(existsSync(ADMIN_BUILD), `${ADMIN_BUILD} is missing: run scripts/build admin`);
+  const prefix = (options.config ?? shippedConfig()).admin_prefix ?? "/.tollgate";
+  return {
+    ...tollgate,
+    name: ADMIN_WORKER,
+    scriptPath: ADMIN_BUILD,
+    routes: [...(options.adminRoutes ?? [`*${prefix}*`]), `${ADMIN_HOST}/*`],
+    serviceBindings: {},
   };
 }
 

@@ -31,7 +31,7 @@ import { mkdtempSync, readFileSync, writeFileSync, copyFileSync, rmSync } from "
 import { gunzipSync } from "node:zlib";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startTollgate, mockOrigin, tempDir, ROOT, COMPATIBILITY_DATE, eventsSince, sleep, readAnswer, shippedObjects } from "./harness.mjs";
+import { startTollgate, mockOrigin, tempDir, ROOT, COMPATIBILITY_DATE, eventsSince, sleep, readAnswer, shippedObjects, adminWorkerBeside } from "./harness.mjs";
 import { config, rule, limit, failedLogins, json } from "./builders.mjs";
 
 /** The release whose build is kept under tests/skew/ (scripts/release sets it). */
@@ -123,16 +123,21 @@ function startSkew({ objects, edge, cfg: given, persist, origin, future = false 
       durableObjects: { FUTURE: { className: "FutureLimiter" }, REAL: { className: "Limiter", scriptName: "tollgate", useSQLite: true } },
     });
   }
+  const durableObjects = { LIMITER: { className: "Limiter", useSQLite: true }, ...(classesIn === "tollgate" ? shippedObjects() : newClasses) };
+  // Today's admin API is the admin Worker's (issue 38): beside whichever
+  // worker runs today's build, on that worker's host and the plain prefix.
+  extraWorkers.push(
+    objects === "today"
+      ? adminWorkerBeside({ ...build("tollgate"), bindings: { TOLLGATE: cfgOf("today"), ...vars }, durableObjects, outboundService: origin.outboundService }, ["example.com/.tollgate*"])
+      : adminWorkerBeside(edgeWorker, ["edge-1.example.com/.tollgate*"]),
+  );
   return startTollgate({
     config: cfg,
     persist,
     origin,
     vars,
     scriptPath: BUILDS[objects].scriptPath,
-    workerOptions: {
-      modulesRoot: BUILDS[objects].modulesRoot,
-      durableObjects: { LIMITER: { className: "Limiter", useSQLite: true }, ...(classesIn === "tollgate" ? shippedObjects() : newClasses) },
-    },
+    workerOptions: { modulesRoot: BUILDS[objects].modulesRoot, durableObjects },
     extraWorkers,
   });
 }

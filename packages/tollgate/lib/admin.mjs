@@ -6,7 +6,7 @@
 export const ADMIN_USAGE = `  tollgate admin URL status|reset|ban|lift|override|clear-override --rule NAME PART=VALUE...
                   [--for 1h | --until UNIX_S] [--limit N/WINDOW]... [--reason TEXT] [--by LABEL]
   tollgate admin URL controls | rules | traffic [--range hour|day|week]
-                                          the admin API of the Worker at URL (its
+                                          the admin API of the admin Worker at URL (its
                                           origin), the token from $TOLLGATE_ADMIN_TOKEN;
                                           --prefix P when admin_prefix is not /.tollgate`;
 

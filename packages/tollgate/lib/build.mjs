@@ -17,6 +17,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { dirname } from "node:path";
 
 export const ENTRY = ".tollgate/worker.mjs";
+/** The admin Worker's entry (wrangler.admin.toml's `main`): the console and the admin API. */
+export const ADMIN_ENTRY = ".tollgate/admin.mjs";
 
 /** The top-level `main` of a wrangler.toml (before its first table), if any. */
 function mainOf(config) {
@@ -32,7 +34,8 @@ export function build(args, runCheck) {
   // FILE first, then any other `tollgate check` options (--app APP_FILE).
   const config = own[0] && !own[0].startsWith("-") ? own[0] : "wrangler.toml";
   const options = own[0] === config ? own.slice(1) : own;
-  const entry = command.length ? mainOf(config) : ENTRY;
+  const admin = !command.length && mainOf(config) === ADMIN_ENTRY;
+  const entry = command.length ? mainOf(config) : admin ? ADMIN_ENTRY : ENTRY;
   const [code, stdout, stderr] = runCheck(["check", config, ...options]);
   process.stdout.write(stdout);
   process.stderr.write(stderr);
@@ -49,10 +52,8 @@ export function build(args, runCheck) {
     }
     return run.status ?? 1;
   }
-  mkdirSync(dirname(ENTRY), { recursive: true });
-  writeFileSync(
-    ENTRY,
-    `// Written by \`tollgate build\` once the rules passed \`tollgate check\`: the prebuilt Worker of the tollgate package.\nexport { default, Limiter, Registry, MetricsSink } from "tollgate/worker";\n`,
-  );
+  mkdirSync(dirname(entry), { recursive: true });
+  const exported = admin ? `export { default } from "tollgate/admin-worker";` : `export { default, Limiter, Registry, MetricsSink } from "tollgate/worker";`;
+  writeFileSync(entry, `// Written by \`tollgate build\` once the rules passed \`tollgate check\`: the prebuilt ${admin ? "admin " : ""}Worker of the tollgate package.\n${exported}\n`);
   return 0;
 }

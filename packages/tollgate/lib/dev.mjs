@@ -6,7 +6,11 @@
 // --no-origin: no demo origin and no UPSTREAM (the project's Workers answer:
 // an app behind tollgate's service binding, or an app calling it over RPC,
 // given to wrangler as more than one -c).
+// With a wrangler.admin.toml (the admin Worker, issue 38), a second wrangler
+// dev serves it on 127.0.0.1:$ADMIN_PORT (8789): the console and the admin
+// API, bound to the first one's Durable Objects.
 import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -18,6 +22,7 @@ export async function dev(args) {
   wrangler dev on 127.0.0.1:$PORT (default 8787), forwarding allowed requests to
   $UPSTREAM, or to a demo origin on 127.0.0.1:$ORIGIN_PORT (default 8788).
   --no-origin: neither (the project's own Workers answer, given as -c FILE -c FILE).
+  With wrangler.admin.toml, the console on 127.0.0.1:$ADMIN_PORT/.tollgate/ (default 8789).
   Counters persist in .wrangler/state: rm -rf .wrangler/state starts from zero.
   Local secrets (TOLLGATE_LOG_KEY, ...) go in .dev.vars.`);
     return 0;
@@ -46,6 +51,16 @@ export async function dev(args) {
     { stdio: "inherit", env: { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env } },
   );
   children.push(wrangler);
+  if (existsSync("wrangler.admin.toml") && !args.some((a) => a === "-c" || a === "--config" || a.startsWith("--config="))) {
+    const adminPort = process.env.ADMIN_PORT ?? "8789";
+    const admin = spawn(
+      "wrangler",
+      ["dev", "-c", "wrangler.admin.toml", "--ip", "127.0.0.1", "--port", adminPort, "--var", "TOLLGATE_LOCAL_METRICS:on", "--persist-to", ".wrangler/state-admin", "--inspector-port", process.env.ADMIN_INSPECTOR_PORT ?? String(Number(adminPort) + 1000)],
+      { stdio: "inherit", env: { WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", ...process.env } },
+    );
+    children.push(admin);
+    console.log(`the console and the admin API: http://127.0.0.1:${adminPort}/.tollgate/ (the admin Worker)`);
+  }
   const stop = () => children.forEach((child) => child.kill("SIGTERM"));
   process.on("SIGINT", stop);
   process.on("SIGTERM", stop);

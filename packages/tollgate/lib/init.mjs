@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { basename, dirname, join, resolve } from "node:path";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { ADMIN_ENTRY } from "./build.mjs";
 
 const PACKAGE = join(dirname(fileURLToPath(import.meta.url)), "..");
 const { version } = JSON.parse(readFileSync(join(PACKAGE, "package.json"), "utf8"));
@@ -211,6 +212,56 @@ ${rules.trim()}
 `;
 }
 
+/**
+ * The admin Worker's config (issue 38): the console and the admin API of
+ * the package's prebuilt admin Worker, its Durable Objects those of the
+ * Worker `name` (script_name), the same rules (the admin API names rules
+ * and derives keys as that Worker counts them: edit both, or copy).
+ */
+function adminWranglerToml(name, rules) {
+  return `# The admin Worker: the console and the admin API, apart from the Worker in
+# wrangler.toml (which answers every spelling of the admin prefix 404).
+# Written by \`tollgate init\` (tollgate ${version}). Deploy it after that one:
+# \`npm run deploy:admin\`; set TOLLGATE_ADMIN_TOKEN (and TOLLGATE_LOG_KEY, the
+# same as the other Worker's) with \`npx wrangler secret put NAME -c wrangler.admin.toml\`.
+name = "${name}-admin"
+main = "${ADMIN_ENTRY}"
+compatibility_date = "${COMPATIBILITY_DATE}"
+minify = true
+# Served on ${name}-admin.SUBDOMAIN.workers.dev; or workers_dev = false and a
+# custom domain of its own, with Cloudflare Access in front.
+workers_dev = true
+preview_urls = false
+
+[observability]
+enabled = true
+
+[build]
+command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.admin.toml"
+
+# The objects of the Worker in wrangler.toml: the same counters, bans and sign-outs; no migrations here.
+[[durable_objects.bindings]]
+name = "LIMITER"
+class_name = "Limiter"
+script_name = "${name}"
+
+[[durable_objects.bindings]]
+name = "TOLLGATE_REGISTRY"
+class_name = "Registry"
+script_name = "${name}"
+
+[[durable_objects.bindings]]
+name = "TOLLGATE_METRICS_SINK"
+class_name = "MetricsSink"
+script_name = "${name}"
+
+[vars]
+
+# The same rules as wrangler.toml's: keep the two equal.
+${rules.trim()}
+`;
+}
+
 /** The crate preset: the app Worker's own config, with tollgate's rules and object. */
 function crateWranglerToml(name, rules) {
   return `# A Rust app Worker that embeds tollgate (tollgate::embed). Written by
@@ -273,6 +324,7 @@ function packageJson(name, tollgate, preset) {
     check: "tollgate check",
     explain: "tollgate explain",
     deploy: "tollgate check && wrangler deploy",
+    ...(preset === "crate" ? {} : { "deploy:admin": "tollgate check wrangler.admin.toml && wrangler deploy -c wrangler.admin.toml" }),
     ...(APP_PRESETS[preset]?.scripts ?? {}),
   };
   const project = { name, private: true, type: "module", scripts, devDependencies: { tollgate, wrangler: WRANGLER }, allowScripts: ALLOW_SCRIPTS };
@@ -320,6 +372,8 @@ export async function init(args) {
   const name = (options.name ?? basename(dir)).toLowerCase().replace(/[^a-z0-9-]+/g, "-").replace(/^-+|-+$/g, "") || "tollgate";
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, "wrangler.toml"), wranglerToml(name, rules, options.preset));
+  // The console and the admin API: a Worker of their own (not for a Rust app, which builds its own).
+  if (options.preset !== "crate") writeFileSync(join(dir, "wrangler.admin.toml"), adminWranglerToml(name, rules));
   writeFileSync(join(dir, "package.json"), packageJson(name, dependencySpec(options.tollgate), options.preset));
   const ignored = options.preset === "crate" ? "target/\nbuild/\n" : ".tollgate/\n";
   writeFileSync(join(dir, ".gitignore"), `node_modules/\n.wrangler/\n${ignored}.dev.vars\n`);
@@ -335,7 +389,8 @@ export async function init(args) {
     return 1;
   }
   const extra = APP_PRESETS[options.preset]?.files.map((f) => `, ${f}`).join("") ?? "";
-  console.log(`wrote ${options.dir}/: package.json, wrangler.toml (${options.preset ? `preset ${options.preset}` : `rules of ${options.rules}`})${extra}, .gitignore`);
+  const admin = options.preset === "crate" ? "" : ", wrangler.admin.toml (the console and the admin API)";
+  console.log(`wrote ${options.dir}/: package.json, wrangler.toml (${options.preset ? `preset ${options.preset}` : `rules of ${options.rules}`})${admin}${extra}, .gitignore`);
 
   if (options.install) {
     console.log(`installing tollgate and wrangler ${WRANGLER} (npm install)`);
