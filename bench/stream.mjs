@@ -1,0 +1,436 @@
+// Streamed LLM answers through tollgate (issue 37 item 7): what reading the
+// usage out of a streamed (SSE) answer costs, against a rule that only
+// counts requests on the same path, paired.
+//
+// Systems, each in its own workerd (the harness of tests/worker: the built
+// Worker, SQLite objects), all in front of one real local HTTP origin
+// (node:http in this process, reached through UPSTREAM, as
+// tests/worker/usage.test.mjs does: the network edge) that streams an
+// LLM-style SSE answer of K text events, each written on its own, SPACING_MS
+// apart, the same for every system:
+//   floor    a rule on another path: nothing matches (the passthrough)
+//   plain    a request-counted rule on the path (no body reading)
+//   usage    counting = { mode = "response" }, metering = { usage = "openai",
+//            reserve = 1000, max = 1000 }: the final chunk's usage committed
+//   plain-a  as plain, on the Anthropic-style stream
+//   cut      metering = { usage = "anthropic", reserve = 1000, max = 1000,
+//            cut = true } on the Anthropic-style stream (never past reserve:
+//            nothing is cut, the reading is measured)
+// Every answer commits 300 tokens (60 input, 240 output).
+//
+// Phase 1 (CPU, time to first byte): 8 clients, each its own key, closed
+// loop; rounds interleaved over every (system, K) cell in a rotating order;
+// CPU is the workerd process's user + system time (/proc/PID/stat) per
+// answer, objects included, origin and client excluded (they run here). Time
+// to first byte is client-side: dispatchFetch called → first body chunk read.
+// Per chunk: the paired difference over plain at two K, slope over K.
+// Phase 2 (object calls, rows): the same systems started again with a
+// pass-through proxy in front of the limiter (not in phase 1: the proxy
+// costs CPU per call) reading each answer's rows fields; answers one at a
+// time. Prices from bench/prices.mjs.
+//
+//   node bench/stream.mjs [SECONDS] [ROUNDS]     (after scripts/build)
+// Writes bench/RESULTS.stream.md and prints the same tables.
+import { readFileSync, readdirSync, writeFileSync, mkdirSync } from "node:fs";
+import { createServer } from "node:http";
+import { execFileSync } from "node:child_process";
+import { cpus } from "node:os";
+import { join } from "node:path";
+import { startTollgate, shippedObjects, COMPATIBILITY_DATE, ROOT } from "../tests/worker/harness.mjs";
+import { costPerMillion } from "./prices.mjs";
+
+const seconds = Number(process.argv[2] ?? 3);
+const rounds = Number(process.argv[3] ?? 5);
+const KS = [10, 50];
+const SPACING_MS = 1;
+const CLIENTS = 8;
+const INPUT = 60;
+const OUTPUT = 240;
+// A bound on the whole run, whatever happens.
+setTimeout(() => {
+  console.error("stream.mjs: over its 300 s bound, stopping");
+  process.exit(2);
+}, 300_000).unref();
+
+const limits = [{ requests: 1_000_000, window: "1h" }];
+const base = { path: "/v1/chat", key: ["header:x-client"], algorithm: "gcra", limits, lease: "off", ratelimit_headers: true };
+const metered = (usage, extra = {}) => ({
+  ...base,
+  counting: { mode: "response", reservation_ttl: "10m" },
+  metering: { usage, reserve: 1000, max: 1000, ...extra },
+});
+const SYSTEMS = {
+  floor: { style: "openai", rule: { ...base, name: "elsewhere", path: "/elsewhere" } },
+  plain: { style: "openai", rule: { ...base, name: "plain" } },
+  usage: { style: "openai", rule: { name: "usage", ...metered("openai") } },
+  "plain-a": { style: "anthropic", rule: { ...base, name: "plain-a" } },
+  cut: { style: "anthropic", rule: { name: "cut", ...metered("anthropic", { cut: true }) } },
+};
+const PAIRS = { usage: "plain", cut: "plain-a", plain: "floor" };
+
+// ---- the origin -----------------------------------------------------------
+
+const sse = (data, event) => `${event ? `event: ${event}\n` : ""}data: ${JSON.stringify(data)}\n\n`;
+
+/** The events of one answer: K text events, then the usage, by style. */
+function events(style, k) {
+  const text = Array.from({ length: k }, (_, i) => `w${String(i).padStart(3, "0")} `);
+  if (style === "openai") {
+    return [
+      ...text.map((t) => sse({ choices: [{ index: 0, delta: { content: t } }] })),
+      sse({ choices: [], usage: { prompt_tokens: INPUT, completion_tokens: OUTPUT, total_tokens: INPUT + OUTPUT } }),
+      "data: [DONE]\n\n",
+    ];
+  }
+  return [
+    sse({ type: "message_start", message: { id: "m", usage: { input_tokens: INPUT, output_tokens: 1 } } }, "message_start"),
+    ...text.map((t) => sse({ type: "content_block_delta", index: 0, delta: { type: "text_delta", text: t } }, "content_block_delta")),
+    sse({ type: "message_delta", delta: { stop_reason: "end_turn" }, usage: { output_tokens: OUTPUT } }, "message_delta"),
+    sse({ type: "message_stop" }, "message_stop"),
+  ];
+}
+
+const wait = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function llmOrigin() {
+  const cache = new Map();
+  const server = createServer(async (req, res) => {
+    for await (const _ of req);
+    const style = req.headers["x-style"] ?? "openai";
+    const k = Number(req.headers["x-chunks"] ?? 50);
+    const key = `${style}/${k}`;
+    if (!cache.has(key)) cache.set(key, events(style, k));
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    for (const event of cache.get(key)) {
+      res.write(event);
+      await wait(SPACING_MS);
+    }
+    res.end();
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => server.close(r)) };
+}
+
+// ---- processes and CPU ----------------------------------------------------
+
+const TICK_US = 1e6 / Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim());
+
+/** This process's workerd children. */
+function workerdPids() {
+  const out = new Set();
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (stat.includes("(workerd)") && ppid === process.pid) out.add(d);
+    } catch {}
+  }
+  return out;
+}
+
+function cpuUs(pid) {
+  const st = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) * TICK_US;
+}
+
+/** The machine's busy CPU time (µs) from /proc/stat. */
+function machineBusyUs() {
+  const f = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+  const [user, nice, system, , , irq, softirq, steal] = f;
+  return (user + nice + system + irq + softirq + steal) * TICK_US;
+}
+
+// ---- the systems ----------------------------------------------------------
+
+// A pass-through proxy in front of the limiter (phase 2): counts the
+// Worker's calls and reads each reply's rows fields and alarm flag
+// (src/count/protocol.rs `encode_reply_line`: v allowed retry binding
+// in_flight alarm_pending alarm_set stored_hits rows_read rows_written ...).
+const METER = `
+import { DurableObject } from "cloudflare:workers";
+const m = { calls: 0, fetches: 0, errors: 0, rowsRead: 0, rowsWritten: 0, alarmsSet: 0 };
+export class MeterLimiter extends DurableObject {
+  real() {
+    const real = this.env.REAL;
+    return real.get(real.idFromName(this.ctx.id.name ?? this.ctx.id.toString()));
+  }
+  async answer(url) {
+    m.calls++;
+    const a = await this.real().answer(url);
+    if (a.startsWith("!")) { m.errors++; return a; }
+    const f = a.split(" ");
+    if (f[6] === "1") m.alarmsSet++;
+    m.rowsRead += Number(f[8]);
+    m.rowsWritten += Number(f[9]);
+    return a;
+  }
+  async fetch(request) {
+    m.fetches++;
+    return this.real().fetch(request);
+  }
+}
+export default { fetch: () => Response.json(m) };
+`;
+
+async function start(name, origin, { meter = false } = {}) {
+  const before = workerdPids();
+  const options = {
+    config: { rules: [SYSTEMS[name].rule] },
+    vars: { UPSTREAM: origin.url },
+    workerOptions: { outboundService: undefined },
+    admin: false,
+  };
+  if (meter) {
+    options.workerOptions.durableObjects = {
+      ...shippedObjects(),
+      LIMITER: { className: "MeterLimiter", scriptName: "meter" },
+      REAL_LIMITER: { className: "Limiter", useSQLite: true },
+    };
+    options.extraWorkers = [
+      {
+        name: "meter",
+        modules: true,
+        script: METER,
+        compatibilityDate: COMPATIBILITY_DATE,
+        durableObjects: { REAL: { className: "Limiter", scriptName: "tollgate", useSQLite: true } },
+      },
+    ];
+  }
+  const tg = await startTollgate(options);
+  const pid = [...workerdPids()].find((p) => !before.has(p));
+  return { name, style: SYSTEMS[name].style, tg, pid, statuses: {}, chunksSeen: [], fields: null };
+}
+
+async function meterTotals(sys) {
+  const w = await sys.tg.mf.getWorker("meter");
+  return (await w.fetch("http://meter/")).json();
+}
+
+/** One answer, read to its end: status, ms to the first body chunk, chunks read, the text. */
+async function answer(sys, client, k) {
+  const t0 = performance.now();
+  const res = await sys.tg.fetch("/v1/chat", {
+    method: "POST",
+    body: '{"stream":true,"stream_options":{"include_usage":true},"max_tokens":1000}',
+    headers: { "x-client": `c${client}`, "x-style": sys.style, "x-chunks": String(k), "content-type": "application/json" },
+  });
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let ttfb = null;
+  let chunks = 0;
+  let text = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    if (ttfb === null) ttfb = performance.now() - t0;
+    chunks++;
+    text += decoder.decode(value, { stream: true });
+  }
+  if (!sys.fields) sys.fields = { policy: res.headers.get("ratelimit-policy"), ratelimit: res.headers.get("ratelimit") };
+  sys.statuses[res.status] = (sys.statuses[res.status] ?? 0) + 1;
+  return { status: res.status, ttfb, chunks, text };
+}
+
+/** The closed loop: CLIENTS clients for `ms`. Returns answers complete (200) and their ttfbs. */
+async function load(sys, k, ms) {
+  const until = Date.now() + ms;
+  const ttfbs = [];
+  let served = 0;
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async (_, client) => {
+      while (Date.now() < until) {
+        const a = await answer(sys, client, k);
+        const complete = a.text.endsWith(sys.style === "openai" ? "data: [DONE]\n\n" : "message_stop\n\n");
+        if (a.status === 200 && complete) {
+          served++;
+          ttfbs.push(a.ttfb);
+          sys.chunksSeen.push(a.chunks);
+        }
+      }
+    }),
+  );
+  return { served, ttfbs };
+}
+
+// ---- statistics -----------------------------------------------------------
+
+const quantile = (a, q) => {
+  const s = [...a].sort((x, y) => x - y);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
+};
+const median = (a) => quantile(a, 0.5);
+
+// ---- phase 1 --------------------------------------------------------------
+
+const startedAt = new Date();
+const load0 = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+const origin = await llmOrigin();
+const names = Object.keys(SYSTEMS);
+const systems = [];
+for (const name of names) systems.push(await start(name, origin));
+for (const sys of systems) for (const k of KS) await load(sys, k, 600);
+const cells = [];
+for (const sys of systems) for (const k of KS) cells.push({ sys, k, cpu: [], ttfbMedian: [], ttfbs: [], aps: [] });
+const cellOf = (name, k) => cells.find((c) => c.sys.name === name && c.k === k);
+const ownUs = () => {
+  const me = process.cpuUsage();
+  return me.user + me.system + systems.reduce((s, x) => s + cpuUs(x.pid), 0);
+};
+const phase1 = { busy0: machineBusyUs(), own0: ownUs(), t0: performance.now() };
+for (let r = 0; r < rounds; r++) {
+  // Rotate the order each round, and reverse every other one.
+  const order = cells.map((_, i) => cells[(i + r * 3) % cells.length]);
+  for (const cell of r % 2 ? order.reverse() : order) {
+    const t0 = cpuUs(cell.sys.pid);
+    const { served, ttfbs } = await load(cell.sys, cell.k, seconds * 1_000);
+    await wait(200); // the commit after the answer's end
+    cell.cpu.push((cpuUs(cell.sys.pid) - t0) / served);
+    cell.ttfbMedian.push(median(ttfbs));
+    cell.ttfbs.push(...ttfbs);
+    cell.aps.push(served / seconds);
+  }
+}
+const elapsedUs = (performance.now() - phase1.t0) * 1_000;
+const othersShare = (machineBusyUs() - phase1.busy0 - (ownUs() - phase1.own0)) / (elapsedUs * cpus().length);
+const logLines = Object.fromEntries(systems.map((s) => [s.name, s.tg.logs().split("\n").filter((l) => l.trim()).length]));
+for (const sys of systems) {
+  await sys.tg.dispose();
+  sys.tg.cleanup();
+}
+
+// ---- phase 2: object calls and rows ---------------------------------------
+
+const METERED_ANSWERS = 40;
+const meterBy = {};
+for (const name of names) {
+  const sys = await start(name, origin, { meter: true });
+  for (let i = 0; i < 4; i++) await answer(sys, 0, 50); // the key's object made, its table created
+  await wait(200);
+  const before = await meterTotals(sys);
+  for (let i = 0; i < METERED_ANSWERS; i++) await answer(sys, i % CLIENTS, 50);
+  await wait(300);
+  const after = await meterTotals(sys);
+  const d = Object.fromEntries(Object.keys(after).map((f) => [f, after[f] - before[f]]));
+  meterBy[name] = { ...d, perAnswer: d.calls / METERED_ANSWERS, fields: sys.fields, statuses: sys.statuses };
+  await sys.tg.dispose();
+  sys.tg.cleanup();
+}
+await origin.close();
+const load1 = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+
+// ---- results --------------------------------------------------------------
+
+const cpuModel = (() => {
+  try {
+    return execFileSync("lscpu").toString().match(/Model name:\s*(.+)/)?.[1]?.trim() ?? cpus()[0].model;
+  } catch {
+    return cpus()[0].model;
+  }
+})();
+const commit = (() => {
+  try {
+    return execFileSync("git", ["-C", ROOT, "rev-parse", "--short", "HEAD"]).toString().trim();
+  } catch {
+    return "?";
+  }
+})();
+const paired = (name, k, field) => {
+  const a = cellOf(name, k)[field];
+  const b = cellOf(PAIRS[name], k)[field];
+  return median(a.map((x, i) => x - b[i]));
+};
+const f0 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(0));
+const f1 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(1));
+const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
+const [kLo, kHi] = KS;
+const out = [];
+const p = (s = "") => out.push(s);
+p("# Streamed LLM answers through tollgate (issue 37 item 7)");
+p();
+p(`\`node bench/stream.mjs ${seconds} ${rounds}\` on ${commit}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModel}; load average ${load0} before, ${load1} after; other processes used ${(othersShare * 100).toFixed(0)} % of the machine during phase 1.`);
+p();
+p(`Each system in its own workerd (the built Worker, SQLite objects, tests/worker/harness.mjs) in front of one local HTTP origin (node:http, the network edge) streaming K text events of about 60 bytes (OpenAI style: \`data: {"choices":[{"index":0,"delta":{"content":"w012 "}}]}\`; Anthropic style: \`event: content_block_delta\` lines, about 120 bytes), each written on its own ${SPACING_MS} ms apart, then the usage (OpenAI: the \`stream_options.include_usage\` final chunk, then \`data: [DONE]\`; Anthropic: \`message_start\` input, \`message_delta\` cumulative output, \`message_stop\`): 300 tokens an answer. ${CLIENTS} clients, each its own key, closed loop; ${rounds} rounds of ${seconds} s per (system, K), cells interleaved in a rotating order. CPU: the workerd process's user + system time per answer (Worker, objects, Miniflare's entry; not the origin or the client). Time to first byte: client-side, \`dispatchFetch\` called → first body chunk read. The client read ${f1(median(systems.flatMap((s) => s.chunksSeen)))} chunks per answer (median), so the chunks stayed apart.`);
+p();
+p("| rule | what |");
+p("|---|---|");
+p("| floor | a rule on another path: nothing matches, the answer forwarded as is |");
+p("| plain | a request-counted rule on the path (`gcra`, `lease = \"off\"`): one object call before forwarding, no body reading |");
+p("| usage | `counting = { mode = \"response\" }`, `metering = { usage = \"openai\", reserve = 1000, max = 1000 }`: reserve 1,000, read the stream, commit the final chunk's 300 |");
+p("| plain-a | as plain, on the Anthropic-style stream |");
+p("| cut | `metering = { usage = \"anthropic\", reserve = 1000, max = 1000, cut = true }` on the Anthropic-style stream (300 < reserve: never cut) |");
+p();
+p("## CPU per answer and per streamed chunk");
+p();
+p(`µs per answer, median of rounds (per-round figures in brackets); "over its pair": median of the paired round differences (usage − plain, cut − plain-a, plain − floor); per chunk: (over its pair at K=${kHi} − at K=${kLo}) ÷ ${kHi - kLo}, and the issue's simpler "over its pair at K=${kHi} ÷ ${kHi}" (an upper bound: it spreads the per-answer commit over the chunks).`);
+p();
+p(`| rule | K=${kLo} µs | K=${kHi} µs | over its pair K=${kLo} | over its pair K=${kHi} | µs per chunk (slope) | µs per chunk (÷ K=${kHi}) | answers/s K=${kHi} |`);
+p("|---|---|---|---|---|---|---|---|");
+for (const name of names) {
+  const lo = cellOf(name, kLo);
+  const hi = cellOf(name, kHi);
+  const pair = PAIRS[name];
+  const dLo = pair ? paired(name, kLo, "cpu") : undefined;
+  const dHi = pair ? paired(name, kHi, "cpu") : undefined;
+  p(`| ${name} | ${f0(median(lo.cpu))} (${lo.cpu.map(f0).join(" ")}) | ${f0(median(hi.cpu))} (${hi.cpu.map(f0).join(" ")}) | ${pair ? f0(dLo) : "–"} | ${pair ? f0(dHi) : "–"} | ${pair ? f2((dHi - dLo) / (kHi - kLo)) : "–"} | ${pair ? f2(dHi / kHi) : "–"} | ${f0(median(hi.aps))} |`);
+}
+p();
+p("## Time to first byte");
+p();
+p(`ms, client-side, over every answer of the rounds; "added": median of the paired round medians' differences, as above.`);
+p();
+p(`| rule | K=${kHi} median | K=${kHi} p90 | added median K=${kHi} | added median K=${kLo} | answers |`);
+p("|---|---|---|---|---|---|");
+for (const name of names) {
+  const hi = cellOf(name, kHi);
+  const pair = PAIRS[name];
+  p(`| ${name} | ${f2(median(hi.ttfbs))} | ${f2(quantile(hi.ttfbs, 0.9))} | ${pair ? f2(paired(name, kHi, "ttfbMedian")) : "–"} | ${pair ? f2(paired(name, kLo, "ttfbMedian")) : "–"} | ${hi.ttfbs.length + cellOf(name, kLo).ttfbs.length} |`);
+}
+p();
+p("## Object calls, rows, dollars");
+p();
+p(`Phase 2: each system again with a pass-through proxy in front of the limiter that counts the Worker's calls and reads each reply's \`rows_read\` / \`rows_written\` (the object's SQL cursor counts) and \`alarm_set\`; ${METERED_ANSWERS} answers (K=50) one after another on ${CLIENTS} keys, after 4 unmeasured ones. $ per million answers: bench/prices.mjs's \`costPerMillion\` with phase 1's CPU at K=50 and the console lines the Worker printed in phase 1 (${names.map((n) => `${n} ${logLines[n]}`).join(", ")} over the whole phase: none per answer).`);
+p();
+p("| rule | object calls per answer | rows written per call | rows read per call | alarms set per answer | $ per million answers | of which object requests + duration | statuses |");
+p("|---|---|---|---|---|---|---|---|");
+const json = { seconds, rounds, ks: KS, spacingMs: SPACING_MS, othersShare, load: [load0, load1], cells: {}, meter: meterBy, cost: {} };
+for (const name of names) {
+  const m = meterBy[name];
+  const answers = METERED_ANSWERS;
+  const cpu = median(cellOf(name, kHi).cpu);
+  const served = cells.filter((c) => c.sys.name === name).reduce((s, c) => s + c.ttfbs.length, 0);
+  const cost = costPerMillion({
+    cpuUs: cpu,
+    objectCalls: m.calls / answers,
+    alarmsSet: m.alarmsSet / answers,
+    rowsWritten: m.rowsWritten / answers,
+    rowsRead: m.rowsRead / answers,
+    logLines: logLines[name] / served,
+    logBytes: 0,
+  });
+  json.cost[name] = cost;
+  const perCall = (x) => (m.calls ? f2(x / m.calls) : "–");
+  p(`| ${name} | ${f2(m.calls / answers)} | ${perCall(m.rowsWritten)} | ${perCall(m.rowsRead)} | ${f2(m.alarmsSet / answers)} | ${cost.total.toFixed(3)} | ${(cost.usd.objectRequests + cost.usd.objectDuration).toFixed(3)} | ${JSON.stringify(m.statuses)} |`);
+}
+for (const c of cells) json.cells[`${c.sys.name}/${c.k}`] = { cpuUs: c.cpu, ttfbMedianMs: c.ttfbMedian, answersPerSecond: c.aps, statuses: c.sys.statuses };
+p();
+p("## The RateLimit fields as sent");
+p();
+p("The first answer's `RateLimit-Policy` and `RateLimit` (`ratelimit_headers = true`):");
+p();
+p("| rule | RateLimit-Policy | RateLimit |");
+p("|---|---|---|");
+for (const name of names) {
+  const f = meterBy[name].fields ?? {};
+  p(`| ${name} | \`${f.policy ?? "(none)"}\` | \`${f.ratelimit ?? "(none)"}\` |`);
+}
+p();
+p("A usage rule's quota is in tokens, and its policy item says so with `qu=\"tokens\"` (draft-ietf-httpapi-ratelimit-headers §3.1.2; the provider sources' unit, src/config/cost.rs `Usage::unit`); a request-counted rule's items carry no `qu` (the draft's default, requests).");
+const text = out.join("\n") + "\n";
+console.log(text);
+writeFileSync(join(ROOT, "bench", "RESULTS.stream.md"), text);
+mkdirSync(join(ROOT, "bench", "tmp"), { recursive: true });
+writeFileSync(join(ROOT, "bench", "tmp", "stream.json"), JSON.stringify(json, null, 2));
+process.exit(0);
