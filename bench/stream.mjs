@@ -10,6 +10,8 @@
 // apart, the same for every system:
 //   floor    a rule on another path: nothing matches (the passthrough)
 //   plain    a request-counted rule on the path (no body reading)
+//   response counting = { mode = "response", statuses = [200] } alone: reserve, then commit at
+//            the status (usage's object calls without its body reading)
 //   usage    counting = { mode = "response" }, metering = { usage = "openai",
 //            reserve = 1000, max = 1000 }: the final chunk's usage committed
 //   plain-a  as plain, on the Anthropic-style stream
@@ -42,6 +44,7 @@ import { costPerMillion } from "./prices.mjs";
 const seconds = Number(process.argv[2] ?? 3);
 const rounds = Number(process.argv[3] ?? 5);
 const KS = [10, 50];
+const [kLo, kHi] = KS;
 const SPACING_MS = 1;
 const CLIENTS = 8;
 const INPUT = 60;
@@ -62,11 +65,13 @@ const metered = (usage, extra = {}) => ({
 const SYSTEMS = {
   floor: { style: "openai", rule: { ...base, name: "elsewhere", path: "/elsewhere" } },
   plain: { style: "openai", rule: { ...base, name: "plain" } },
+  response: { style: "openai", rule: { ...base, name: "response", counting: { mode: "response", statuses: [200], reservation_ttl: "10m" } } },
   usage: { style: "openai", rule: { name: "usage", ...metered("openai") } },
   "plain-a": { style: "anthropic", rule: { ...base, name: "plain-a" } },
   cut: { style: "anthropic", rule: { name: "cut", ...metered("anthropic", { cut: true }) } },
 };
-const PAIRS = { usage: "plain", cut: "plain-a", plain: "floor" };
+// (a, b): a's cost over b's, paired round by round.
+const PAIRS = [["plain", "floor"], ["response", "plain"], ["usage", "plain"], ["usage", "response"], ["cut", "plain-a"]];
 
 // ---- the origin -----------------------------------------------------------
 
@@ -243,16 +248,26 @@ async function load(sys, k, ms) {
     Array.from({ length: CLIENTS }, async (_, client) => {
       while (Date.now() < until) {
         const a = await answer(sys, client, k);
-        const complete = a.text.endsWith(sys.style === "openai" ? "data: [DONE]\n\n" : "message_stop\n\n");
+        const complete = a.text.endsWith(sys.style === "openai" ? "data: [DONE]\n\n" : '{"type":"message_stop"}\n\n');
         if (a.status === 200 && complete) {
           served++;
           ttfbs.push(a.ttfb);
-          sys.chunksSeen.push(a.chunks);
+          sys.chunksSeen.push({ k, chunks: a.chunks });
         }
       }
     }),
   );
   return { served, ttfbs };
+}
+
+/** One client, one answer at a time: the time to first byte without queueing. */
+async function sequential(sys, k, n) {
+  const ttfbs = [];
+  for (let i = 0; i < n; i++) {
+    const a = await answer(sys, 0, k);
+    if (a.status === 200) ttfbs.push(a.ttfb);
+  }
+  return ttfbs;
 }
 
 // ---- statistics -----------------------------------------------------------
@@ -274,6 +289,8 @@ for (const name of names) systems.push(await start(name, origin));
 for (const sys of systems) for (const k of KS) await load(sys, k, 600);
 const cells = [];
 for (const sys of systems) for (const k of KS) cells.push({ sys, k, cpu: [], ttfbMedian: [], ttfbs: [], aps: [] });
+const SEQUENTIAL = 20;
+const alone = new Map(systems.map((s) => [s.name, { ttfbMedian: [], ttfbs: [] }]));
 const cellOf = (name, k) => cells.find((c) => c.sys.name === name && c.k === k);
 const ownUs = () => {
   const me = process.cpuUsage();
@@ -291,6 +308,11 @@ for (let r = 0; r < rounds; r++) {
     cell.ttfbMedian.push(median(ttfbs));
     cell.ttfbs.push(...ttfbs);
     cell.aps.push(served / seconds);
+  }
+  for (const sys of r % 2 ? [...systems].reverse() : systems) {
+    const ttfbs = await sequential(sys, kLo, SEQUENTIAL);
+    alone.get(sys.name).ttfbMedian.push(median(ttfbs));
+    alone.get(sys.name).ttfbs.push(...ttfbs);
   }
 }
 const elapsedUs = (performance.now() - phase1.t0) * 1_000;
@@ -337,71 +359,78 @@ const commit = (() => {
     return "?";
   }
 })();
-const paired = (name, k, field) => {
-  const a = cellOf(name, k)[field];
-  const b = cellOf(PAIRS[name], k)[field];
-  return median(a.map((x, i) => x - b[i]));
-};
+const pairedBy = (a, b) => median(a.map((x, i) => x - b[i]));
+const paired = (a, b, k, field) => pairedBy(cellOf(a, k)[field], cellOf(b, k)[field]);
 const f0 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(0));
 const f1 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(1));
 const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
-const [kLo, kHi] = KS;
 const out = [];
 const p = (s = "") => out.push(s);
 p("# Streamed LLM answers through tollgate (issue 37 item 7)");
 p();
 p(`\`node bench/stream.mjs ${seconds} ${rounds}\` on ${commit}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModel}; load average ${load0} before, ${load1} after; other processes used ${(othersShare * 100).toFixed(0)} % of the machine during phase 1.`);
 p();
-p(`Each system in its own workerd (the built Worker, SQLite objects, tests/worker/harness.mjs) in front of one local HTTP origin (node:http, the network edge) streaming K text events of about 60 bytes (OpenAI style: \`data: {"choices":[{"index":0,"delta":{"content":"w012 "}}]}\`; Anthropic style: \`event: content_block_delta\` lines, about 120 bytes), each written on its own ${SPACING_MS} ms apart, then the usage (OpenAI: the \`stream_options.include_usage\` final chunk, then \`data: [DONE]\`; Anthropic: \`message_start\` input, \`message_delta\` cumulative output, \`message_stop\`): 300 tokens an answer. ${CLIENTS} clients, each its own key, closed loop; ${rounds} rounds of ${seconds} s per (system, K), cells interleaved in a rotating order. CPU: the workerd process's user + system time per answer (Worker, objects, Miniflare's entry; not the origin or the client). Time to first byte: client-side, \`dispatchFetch\` called → first body chunk read. The client read ${f1(median(systems.flatMap((s) => s.chunksSeen)))} chunks per answer (median), so the chunks stayed apart.`);
+p(`Each system in its own workerd (the built Worker, SQLite objects, tests/worker/harness.mjs) in front of one local HTTP origin (node:http, the network edge) streaming K text events of about 60 bytes (OpenAI style: \`data: {"choices":[{"index":0,"delta":{"content":"w012 "}}]}\`; Anthropic style: \`event: content_block_delta\` lines, about 120 bytes), each written on its own ${SPACING_MS} ms apart, then the usage (OpenAI: the \`stream_options.include_usage\` final chunk, then \`data: [DONE]\`; Anthropic: \`message_start\` input, \`message_delta\` cumulative output, \`message_stop\`): 300 tokens an answer. ${CLIENTS} clients, each its own key, closed loop; ${rounds} rounds of ${seconds} s per (system, K), cells interleaved in a rotating order. CPU: the workerd process's user + system time per answer (Worker, objects, Miniflare's entry; not the origin or the client). Time to first byte: client-side, \`dispatchFetch\` called → first body chunk read. The client read ${KS.map((k) => `${f1(median(systems.flatMap((s) => s.chunksSeen.filter((c) => c.k === k).map((c) => c.chunks))))} body chunks per answer at K=${k}`).join(", ")} (medians; the origin writes K + 2 or K + 3 events): the events stay apart, mostly.`);
 p();
 p("| rule | what |");
 p("|---|---|");
 p("| floor | a rule on another path: nothing matches, the answer forwarded as is |");
 p("| plain | a request-counted rule on the path (`gcra`, `lease = \"off\"`): one object call before forwarding, no body reading |");
+p("| response | `counting = { mode = \"response\" }`, no metering: a unit reserved before forwarding, committed once the status is known: the same object calls as usage, no body reading |");
 p("| usage | `counting = { mode = \"response\" }`, `metering = { usage = \"openai\", reserve = 1000, max = 1000 }`: reserve 1,000, read the stream, commit the final chunk's 300 |");
 p("| plain-a | as plain, on the Anthropic-style stream |");
 p("| cut | `metering = { usage = \"anthropic\", reserve = 1000, max = 1000, cut = true }` on the Anthropic-style stream (300 < reserve: never cut) |");
 p();
 p("## CPU per answer and per streamed chunk");
 p();
-p(`µs per answer, median of rounds (per-round figures in brackets); "over its pair": median of the paired round differences (usage − plain, cut − plain-a, plain − floor); per chunk: (over its pair at K=${kHi} − at K=${kLo}) ÷ ${kHi - kLo}, and the issue's simpler "over its pair at K=${kHi} ÷ ${kHi}" (an upper bound: it spreads the per-answer commit over the chunks).`);
+p("µs per answer (workerd), median of rounds, the rounds in brackets:");
 p();
-p(`| rule | K=${kLo} µs | K=${kHi} µs | over its pair K=${kLo} | over its pair K=${kHi} | µs per chunk (slope) | µs per chunk (÷ K=${kHi}) | answers/s K=${kHi} |`);
-p("|---|---|---|---|---|---|---|---|");
+p(`| rule | K=${kLo} | K=${kHi} | answers/s K=${kHi} |`);
+p("|---|---|---|---|");
 for (const name of names) {
-  const lo = cellOf(name, kLo);
-  const hi = cellOf(name, kHi);
-  const pair = PAIRS[name];
-  const dLo = pair ? paired(name, kLo, "cpu") : undefined;
-  const dHi = pair ? paired(name, kHi, "cpu") : undefined;
-  p(`| ${name} | ${f0(median(lo.cpu))} (${lo.cpu.map(f0).join(" ")}) | ${f0(median(hi.cpu))} (${hi.cpu.map(f0).join(" ")}) | ${pair ? f0(dLo) : "–"} | ${pair ? f0(dHi) : "–"} | ${pair ? f2((dHi - dLo) / (kHi - kLo)) : "–"} | ${pair ? f2(dHi / kHi) : "–"} | ${f0(median(hi.aps))} |`);
+  const [lo, hi] = [cellOf(name, kLo), cellOf(name, kHi)];
+  p(`| ${name} | ${f0(median(lo.cpu))} (${lo.cpu.map(f0).join(" ")}) | ${f0(median(hi.cpu))} (${hi.cpu.map(f0).join(" ")}) | ${f0(median(hi.aps))} |`);
+}
+p();
+p(`Paired: the median of the round-by-round differences (a − b, same round). Per chunk: (a − b at K=${kHi} − a − b at K=${kLo}) ÷ ${kHi - kLo}, what each more chunk costs; and the issue's simpler (a − b at K=${kHi}) ÷ ${kHi}, an upper bound (it spreads the per-answer costs, the second object call among them, over the chunks).`);
+p();
+p(`| a − b | K=${kLo} µs | K=${kHi} µs | µs per chunk (slope) | µs per chunk (÷ ${kHi}) |`);
+p("|---|---|---|---|---|");
+for (const [a, b] of PAIRS) {
+  const [dLo, dHi] = [paired(a, b, kLo, "cpu"), paired(a, b, kHi, "cpu")];
+  p(`| ${a} − ${b} | ${f0(dLo)} | ${f0(dHi)} | ${f2((dHi - dLo) / (kHi - kLo))} | ${f2(dHi / kHi)} |`);
 }
 p();
 p("## Time to first byte");
 p();
-p(`ms, client-side, over every answer of the rounds; "added": median of the paired round medians' differences, as above.`);
+p(`ms, client-side, \`dispatchFetch\` called → first body chunk read. Alone: one client, ${SEQUENTIAL} answers one after another (K=${kLo}) per system per round, no queueing. Under load: every answer of the CPU rounds (${CLIENTS} clients, closed loop: queueing included, so a system that takes more CPU also waits more). Added: the median of the paired round medians' differences.`);
 p();
-p(`| rule | K=${kHi} median | K=${kHi} p90 | added median K=${kHi} | added median K=${kLo} | answers |`);
+p(`| rule | alone median | alone p90 | under load K=${kHi} median | p90 | answers |`);
 p("|---|---|---|---|---|---|");
 for (const name of names) {
-  const hi = cellOf(name, kHi);
-  const pair = PAIRS[name];
-  p(`| ${name} | ${f2(median(hi.ttfbs))} | ${f2(quantile(hi.ttfbs, 0.9))} | ${pair ? f2(paired(name, kHi, "ttfbMedian")) : "–"} | ${pair ? f2(paired(name, kLo, "ttfbMedian")) : "–"} | ${hi.ttfbs.length + cellOf(name, kLo).ttfbs.length} |`);
+  const [a, hi] = [alone.get(name), cellOf(name, kHi)];
+  p(`| ${name} | ${f2(median(a.ttfbs))} | ${f2(quantile(a.ttfbs, 0.9))} | ${f2(median(hi.ttfbs))} | ${f2(quantile(hi.ttfbs, 0.9))} | ${a.ttfbs.length} + ${hi.ttfbs.length + cellOf(name, kLo).ttfbs.length} |`);
+}
+p();
+p(`| a − b | added alone | added under load K=${kLo} | added under load K=${kHi} |`);
+p("|---|---|---|---|");
+for (const [a, b] of PAIRS) {
+  p(`| ${a} − ${b} | ${f2(pairedBy(alone.get(a).ttfbMedian, alone.get(b).ttfbMedian))} | ${f2(paired(a, b, kLo, "ttfbMedian"))} | ${f2(paired(a, b, kHi, "ttfbMedian"))} |`);
 }
 p();
 p("## Object calls, rows, dollars");
 p();
-p(`Phase 2: each system again with a pass-through proxy in front of the limiter that counts the Worker's calls and reads each reply's \`rows_read\` / \`rows_written\` (the object's SQL cursor counts) and \`alarm_set\`; ${METERED_ANSWERS} answers (K=50) one after another on ${CLIENTS} keys, after 4 unmeasured ones. $ per million answers: bench/prices.mjs's \`costPerMillion\` with phase 1's CPU at K=50 and the console lines the Worker printed in phase 1 (${names.map((n) => `${n} ${logLines[n]}`).join(", ")} over the whole phase: none per answer).`);
+p(`Phase 2: each system again with a pass-through proxy in front of the limiter that counts the Worker's calls and reads each reply's \`rows_read\` / \`rows_written\` (the object's SQL cursor counts) and \`alarm_set\`; ${METERED_ANSWERS} answers (K=50) one after another on ${CLIENTS} keys, after 4 unmeasured ones. $ per million answers: bench/prices.mjs's \`costPerMillion\` with phase 1's CPU at K=50 and the console lines the Worker printed in phase 1 (${names.map((n) => `${n} ${logLines[n]}`).join(", ")} over the whole phase). Each \`setAlarm\` is billed as a row written; "$ per million answers" counts no alarm run (a key's next call moves its alarm, which runs once after the key's last call: per busy key, next to nothing per answer), "$ if every alarm set fires" prices one run per alarm set (bench/prices.mjs's assumption, an upper bound). Workers Logs at \`head_sampling_rate = 1\` (prices.mjs's), one execution log per Worker request and object call.`);
 p();
-p("| rule | object calls per answer | rows written per call | rows read per call | alarms set per answer | $ per million answers | of which object requests + duration | statuses |");
-p("|---|---|---|---|---|---|---|---|");
+p("| rule | object calls per answer | rows written per call | rows read per call | alarms set per answer | $ per million answers | $ if every alarm set fires | of which object requests + duration | of which CPU | statuses |");
+p("|---|---|---|---|---|---|---|---|---|---|");
 const json = { seconds, rounds, ks: KS, spacingMs: SPACING_MS, othersShare, load: [load0, load1], cells: {}, meter: meterBy, cost: {} };
 for (const name of names) {
   const m = meterBy[name];
   const answers = METERED_ANSWERS;
   const cpu = median(cellOf(name, kHi).cpu);
   const served = cells.filter((c) => c.sys.name === name).reduce((s, c) => s + c.ttfbs.length, 0);
-  const cost = costPerMillion({
+  const measured = {
     cpuUs: cpu,
     objectCalls: m.calls / answers,
     alarmsSet: m.alarmsSet / answers,
@@ -409,12 +438,18 @@ for (const name of names) {
     rowsRead: m.rowsRead / answers,
     logLines: logLines[name] / served,
     logBytes: 0,
-  });
-  json.cost[name] = cost;
+  };
+  // Each alarm set runs once later (bench/prices.mjs's assumption), or is
+  // moved by the key's next call and runs once after its last: its write
+  // billed, its run not.
+  const fires = costPerMillion(measured);
+  const moved = costPerMillion({ ...measured, alarmsSet: 0, rowsWritten: measured.rowsWritten + measured.alarmsSet });
+  json.cost[name] = { measured, fires, moved };
   const perCall = (x) => (m.calls ? f2(x / m.calls) : "–");
-  p(`| ${name} | ${f2(m.calls / answers)} | ${perCall(m.rowsWritten)} | ${perCall(m.rowsRead)} | ${f2(m.alarmsSet / answers)} | ${cost.total.toFixed(3)} | ${(cost.usd.objectRequests + cost.usd.objectDuration).toFixed(3)} | ${JSON.stringify(m.statuses)} |`);
+  p(`| ${name} | ${f2(m.calls / answers)} | ${perCall(m.rowsWritten)} | ${perCall(m.rowsRead)} | ${f2(m.alarmsSet / answers)} | ${moved.total.toFixed(2)} | ${fires.total.toFixed(2)} | ${(moved.usd.objectRequests + moved.usd.objectDuration).toFixed(2)} | ${moved.usd.workersCpu.toFixed(3)} | ${JSON.stringify(m.statuses)} |`);
 }
 for (const c of cells) json.cells[`${c.sys.name}/${c.k}`] = { cpuUs: c.cpu, ttfbMedianMs: c.ttfbMedian, answersPerSecond: c.aps, statuses: c.sys.statuses };
+for (const [name, a] of alone) json.cells[`${name}/alone`] = { ttfbMedianMs: a.ttfbMedian };
 p();
 p("## The RateLimit fields as sent");
 p();
