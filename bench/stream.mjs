@@ -376,7 +376,7 @@ p("| rule | what |");
 p("|---|---|");
 p("| floor | a rule on another path: nothing matches, the answer forwarded as is |");
 p("| plain | a request-counted rule on the path (`gcra`, `lease = \"off\"`): one object call before forwarding, no body reading |");
-p("| response | `counting = { mode = \"response\" }`, no metering: a unit reserved before forwarding, committed once the status is known: the same object calls as usage, no body reading |");
+p("| response | `counting = { mode = \"response\", statuses = [200] }`, no metering: a unit reserved before forwarding, committed once the status is known: the same object calls as usage, no body reading |");
 p("| usage | `counting = { mode = \"response\" }`, `metering = { usage = \"openai\", reserve = 1000, max = 1000 }`: reserve 1,000, read the stream, commit the final chunk's 300 |");
 p("| plain-a | as plain, on the Anthropic-style stream |");
 p("| cut | `metering = { usage = \"anthropic\", reserve = 1000, max = 1000, cut = true }` on the Anthropic-style stream (300 < reserve: never cut) |");
