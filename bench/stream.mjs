@@ -10,8 +10,9 @@
 // apart, the same for every system:
 //   floor    a rule on another path: nothing matches (the passthrough)
 //   plain    a request-counted rule on the path (no body reading)
-//   response counting = { mode = "response", statuses = [200] } alone: reserve, then commit at
-//            the status (usage's object calls without its body reading)
+//   response counting = { mode = "response", statuses = [200] } alone:
+//            reserve, then commit at the status (usage's object calls
+//            without its body reading)
 //   usage    counting = { mode = "response" }, metering = { usage = "openai",
 //            reserve = 1000, max = 1000 }: the final chunk's usage committed
 //   plain-a  as plain, on the Anthropic-style stream
@@ -25,11 +26,12 @@
 // CPU is the workerd process's user + system time (/proc/PID/stat) per
 // answer, objects included, origin and client excluded (they run here). Time
 // to first byte is client-side: dispatchFetch called → first body chunk read.
-// Per chunk: the paired difference over plain at two K, slope over K.
+// Per chunk: a pair's round-by-round difference at two K, its slope over
+// K. Time to first byte also alone: one client, one answer at a time.
 // Phase 2 (object calls, rows): the same systems started again with a
 // pass-through proxy in front of the limiter (not in phase 1: the proxy
-// costs CPU per call) reading each answer's rows fields; answers one at a
-// time. Prices from bench/prices.mjs.
+// costs CPU per call) reading each reply's rows fields and alarm flag,
+// under phase 1's load. Prices from bench/prices.mjs.
 //
 //   node bench/stream.mjs [SECONDS] [ROUNDS]     (after scripts/build)
 // Writes bench/RESULTS.stream.md and prints the same tables.
