@@ -14,7 +14,7 @@
 // the same for every rule). Rounds interleaved; medians.
 //
 //   node bench/metering.mjs [SECONDS] [ROUNDS]     (after scripts/build)
-import { readFileSync, readdirSync } from "node:fs";
+import { workerdPids, cpuUs } from "./procs.mjs";
 import { startTollgate, mockOrigin } from "../tests/worker/harness.mjs";
 
 const seconds = Number(process.argv[2] ?? 3);
@@ -27,25 +27,6 @@ const RULES = {
   slots: { name: "slots", path: "/slots", ...base, concurrency: 8 },
 };
 
-/** This process's workerd children (other workerds on a shared machine come and go). */
-function workerdPids() {
-  const out = new Set();
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (stat.includes("(workerd)") && ppid === process.pid) out.add(d);
-    } catch {}
-  }
-  return out;
-}
-
-function cpuUs(pid) {
-  const st = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) * 10_000;
-}
 
 async function start(name) {
   const before = workerdPids();

@@ -35,13 +35,14 @@
 //
 //   node bench/stream.mjs [SECONDS] [ROUNDS]     (after scripts/build)
 // Writes bench/RESULTS.stream.md and prints the same tables.
-import { readFileSync, readdirSync, writeFileSync, mkdirSync } from "node:fs";
+import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { createServer } from "node:http";
 import { execFileSync } from "node:child_process";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { startTollgate, shippedObjects, COMPATIBILITY_DATE, ROOT } from "../tests/worker/harness.mjs";
 import { costPerMillion } from "./prices.mjs";
+import { workerdPids, cpuUs, TICK_US } from "./procs.mjs";
 
 const seconds = Number(process.argv[2] ?? 2.5);
 const rounds = Number(process.argv[3] ?? 5);
@@ -126,29 +127,7 @@ async function llmOrigin() {
   return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => server.close(r)) };
 }
 
-// ---- processes and CPU ----------------------------------------------------
-
-const TICK_US = 1e6 / Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim());
-
-/** This process's workerd children. */
-function workerdPids() {
-  const out = new Set();
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (stat.includes("(workerd)") && ppid === process.pid) out.add(d);
-    } catch {}
-  }
-  return out;
-}
-
-function cpuUs(pid) {
-  const st = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) * TICK_US;
-}
+// ---- processes and CPU (bench/procs.mjs reads each workerd's) ---------------
 
 /** The machine's busy CPU time (µs) from /proc/stat. */
 function machineBusyUs() {

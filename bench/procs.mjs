@@ -1,0 +1,29 @@
+// The benchmarks' reading of /proc: which workerd processes this Node
+// process started, and how much CPU each has used (Linux only).
+import { readFileSync, readdirSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+
+/** Microseconds per clock tick of /proc's CPU times. */
+export const TICK_US = 1e6 / (Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim()) || 100);
+
+/** This process's workerd children, by pid (as /proc names them); other
+ * workerds on a shared machine come and go. */
+export function workerdPids() {
+  const out = new Set();
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (stat.includes("(workerd)") && ppid === process.pid) out.add(d);
+    } catch {}
+  }
+  return out;
+}
+
+/** The user + system CPU time of `pid` so far, in µs. */
+export function cpuUs(pid) {
+  const st = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) * TICK_US;
+}
