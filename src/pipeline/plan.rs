@@ -198,12 +198,13 @@ pub struct Plan<'c> {
 /// reading `cf`, secrets or the clock (a zone-wide route sends every
 /// request of the zone). `url` is the request's URL as the runtime
 /// serializes it (WHATWG): split as it is ([`RawUrl::split`]), its host and
-/// path are what a parsed [`url::Url`] gives.
+/// path are what a parsed [`url::Url`] gives. The zone Worker's own
+/// [`crate::pipeline::plane::entry`] short of `Entry::Pass`: one walk
+/// decides both.
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) fn may_apply(config: &Config, url: &str) -> bool {
-    let raw = RawUrl::split(url);
-    let Ok((path, entered)) = canonical_path_entering(raw.path, &config.admin_prefix) else { return true };
-    entered || rules_take(config, &raw.host, &path)
+    use crate::pipeline::plane::{self, Entry, Plane};
+    plane::entry(config, url, Plane::Zone, &|host, path| rules_take(config, host, path)) != Entry::Pass
 }
 
 /// Whether some rule's host and path take the request ([`Rule::takes`]).
