@@ -44,6 +44,7 @@ mod rule_fields;
 pub(crate) mod schema;
 pub(crate) mod overrides;
 pub(crate) mod policy;
+mod regexp;
 pub(crate) mod response;
 pub mod rules;
 pub(crate) mod spelling;

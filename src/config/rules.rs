@@ -12,7 +12,8 @@ use std::fmt;
 use std::ops::Range;
 use urlpattern::matcher::{InnerMatcher, Matcher};
 use urlpattern::regexp::RegExp;
-use urlpattern::{UrlPattern, UrlPatternInit, UrlPatternOptions};
+use urlpattern::{UrlPatternInit, UrlPatternOptions};
+use crate::config::regexp::Pattern;
 
 /// Where a [`Condition`] looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,7 +244,7 @@ impl RuleSpec {
 #[derive(Debug)]
 pub struct Rule {
     pub(crate) spec: RuleSpec,
-    pattern: UrlPattern,
+    pattern: Pattern,
     /// Its problem+json block bodies, prepared once.
     pub(crate) problems: crate::config::response::Problems,
 }
@@ -358,13 +359,17 @@ impl Rule {
             ignore_case: spec.case_insensitive,
             ..Default::default()
         };
-        let pattern = <UrlPattern>::parse(init, options).map_err(|e| {
+        let pattern = Pattern::parse(init, options).map_err(|e| {
             let field = if spec.host.is_some() && !e.to_string().contains("pathname") {
                 "path or host"
             } else {
                 "path"
             };
-            PatternError { field, message: format!("not a valid URLPattern: {e}") }
+            let message = match e {
+                urlpattern::Error::RegExp(()) => crate::config::regexp::REFUSED.to_string(),
+                e => format!("not a valid URLPattern: {e}"),
+            };
+            PatternError { field, message }
         })?;
         let problems = crate::config::response::Problems::new(&spec.name);
         Ok(Rule { spec, pattern, problems })
