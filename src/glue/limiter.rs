@@ -35,14 +35,12 @@
 
 use crate::count::controls::{self, Change, Controls};
 use crate::count::registry::{self, Entry};
-use crate::count::object::{self, Alarm, Answered, ControlEffect, Delete, Refused};
+use crate::count::object::{self, Alarm, ControlEffect, Delete};
 use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Reply, VERSION};
 use crate::count::store::{self, Applied, Effect};
 use serde::Deserialize;
 use std::cell::{Cell, OnceCell, RefCell};
-use std::rc::Rc;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
-use worker::wasm_bindgen_futures::future_to_promise;
 use worker::{
     durable_object, js_sys, DurableObject, Env, Request, Response, ScheduledTime, SqlStorage,
     SqlStorageValue, State,
@@ -95,12 +93,6 @@ struct StoredRow {
 
 #[durable_object(alarm)]
 pub struct Limiter {
-    core: Rc<Core>,
-}
-
-/// The object's state, shared with a call that goes on after its RPC
-/// method returned ([`Limiter::rpc_answer`]: a promise owns a handle).
-pub struct Core {
     state: State,
     /// The database handle (`ctx.storage.sql`), fetched on first use.
     db: OnceCell<SqlStorage>,
@@ -124,14 +116,12 @@ pub struct Core {
 impl DurableObject for Limiter {
     fn new(state: State, _env: Env) -> Self {
         Limiter {
-            core: Rc::new(Core {
-                state,
-                db: OnceCell::new(),
-                tables: Cell::new(None),
-                alarm_pending: Cell::new(None),
-                controls: RefCell::new(None),
-                row: RefCell::new(None),
-            }),
+            state,
+            db: OnceCell::new(),
+            tables: Cell::new(None),
+            alarm_pending: Cell::new(None),
+            controls: RefCell::new(None),
+            row: RefCell::new(None),
         }
     }
 
@@ -169,14 +159,7 @@ impl DurableObject for Limiter {
     }
 }
 
-impl std::ops::Deref for Limiter {
-    type Target = Core;
-    fn deref(&self) -> &Core {
-        &self.core
-    }
-}
-
-impl Core {
+impl Limiter {
     /// Answers a posted `text` on `path`: the registry's handover (any
     /// other registry call refused, 400) or a control change.
     async fn posted(&self, path: &str, text: &str) -> worker::Result<Response> {
@@ -207,83 +190,27 @@ impl Core {
 #[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen, wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
 impl Limiter {
     /// Answers the call in `url` ([`crate::count::protocol::encode_call_url`]) with
-    /// [`encode_rpc_answer`]: the reply line, or `!{status} {body}`. A call
-    /// whose effects wait on nothing (the row written, the alarm known
-    /// pending: most calls) is answered here, synchronously, as a string;
-    /// one that waits (an alarm to set or read, everything deleted) as a
-    /// promise of it, the rest applied there in the same order. A string
-    /// costs the object no promise, future or microtask per call.
+    /// [`encode_rpc_answer`]: the reply line, or `!{status} {body}`.
     #[wasm_bindgen(js_name = answer)]
-    pub fn rpc_answer(&self, url: String) -> JsValue {
-        match self.answer_now(&url) {
-            Ok((status, body)) => JsValue::from_str(&encode_rpc_answer(status, &body)),
-            Err(later) => {
-                let core = Rc::clone(&self.core);
-                let promise = future_to_promise(async move {
-                    let (status, body) = core.answer_later(later).await;
-                    Ok(JsValue::from_str(&encode_rpc_answer(status, &body)))
-                });
-                promise.into()
-            }
-        }
+    pub async fn rpc_answer(&self, url: String) -> Result<JsValue, JsValue> {
+        let (status, body) = self.compact(&url).await;
+        Ok(JsValue::from_str(&encode_rpc_answer(status, &body)))
     }
 }
 
-/// A call decided but not yet answered: its effects wait on the runtime.
-enum Later {
-    /// Refused for a corrupt row: the alarm to make sure of, then 500.
-    Refused(Refused),
-    /// Allowed or blocked: the effects to apply, the rows read to load it.
-    Answered(Box<Answered>, u64),
-}
-
-impl Core {
+impl Limiter {
     /// A compact call (its URL) answered as a status and body: 200 with
     /// the reply line, 400 when refused, 500 when it failed, the last two
     /// with a JSON `{"v":1,"error":...}`.
     async fn compact(&self, url: &str) -> (u16, String) {
-        match self.answer_now(url) {
-            Ok(answered) => answered,
-            Err(later) => self.answer_later(later).await,
-        }
-    }
-
-    /// A compact call answered without waiting ([`compact`](Self::compact)'s
-    /// status and body), or what is left to do when its effects wait on the
-    /// runtime ([`Later`]; nothing of them applied yet). Loading and
-    /// deciding are synchronous either way.
-    fn answer_now(&self, url: &str) -> Result<(u16, String), Later> {
         let call = match decode_call_url(url) {
             Ok(call) => call,
-            Err(refused) => return Ok((400, error_body(&refused.to_string()))),
+            Err(refused) => return (400, error_body(&refused.to_string())),
         };
-        let (answered, rows_read) = match self.decide(&call) {
-            Ok(Ok(decided)) => decided,
-            Ok(Err(refused)) => return Err(Later::Refused(refused)),
-            Err(e) => return Ok(replied(Err(e))),
-        };
-        let effects = store::of_answer(&answered);
-        let known = self.alarm_pending.get();
-        if !effects.iter().all(|e| waits_not(e, known)) || answered.alarm_pending(known).is_none() {
-            return Err(Later::Answered(Box::new(answered), rows_read));
+        match self.answer(&call).await {
+            Ok(reply) => (200, encode_reply_line(&reply)),
+            Err(e) => (500, error_body(&e.to_string())),
         }
-        let mut applied = Applied::default();
-        for effect in &effects {
-            match self.apply_now(effect) {
-                Ok(done) => applied += done,
-                Err(e) => return Ok(replied(Err(e))),
-            }
-        }
-        let alarm_pending = answered.alarm_pending(known).unwrap_or(true);
-        Ok(replied(Ok(store::reply(answered, alarm_pending, applied.alarm_set, rows_read, applied.rows_written))))
-    }
-
-    /// Applies what [`answer_now`](Self::answer_now) left, in order.
-    async fn answer_later(&self, later: Later) -> (u16, String) {
-        replied(match later {
-            Later::Refused(refused) => self.refuse(&refused).await,
-            Later::Answered(answered, rows_read) => self.finish(*answered, rows_read).await,
-        })
     }
 
     /// The database, with the count's table created if it is missing.
@@ -320,12 +247,13 @@ impl Core {
         Ok((known, cursor.rows_read() as u64))
     }
 
-    /// Loads and lets [`object::answer`] decide: the answer and the rows
-    /// read to load, or the refusal of a corrupt row. Synchronous: read,
-    /// decide and the writes that follow with no `.await` in between, so
-    /// no other request to this object can interleave.
-    fn decide(&self, call: &Call) -> worker::Result<Result<(Answered, u64), Refused>> {
+    /// Loads, lets [`object::answer`] decide, and applies its effects
+    /// ([`store::of_answer`]: the row stored, what to delete, the alarm
+    /// made sure of); the reply is [`store::reply`]'s.
+    async fn answer(&self, call: &Call) -> worker::Result<Reply> {
         let sql = self.db();
+        // Read, decide, write: synchronous, no `.await` in between, so no
+        // other request to this object can interleave.
         let (stored, rows_read) = self.load(sql)?;
         if stored.is_empty() && self.alarm_pending.get().is_none() {
             // No row: never written, or deleted with its alarm by `deleteAll`
@@ -334,20 +262,15 @@ impl Core {
             self.alarm_pending.set(Some(false));
         }
         let kept = self.load_controls()?;
-        Ok(object::answer(&stored, &kept, now_ms(), call).map(|answered| (answered, rows_read)))
-    }
-
-    /// Refused (500: the Worker applies the rule's fail policy), and never
-    /// left without an alarm to delete it.
-    async fn refuse(&self, refused: &Refused) -> worker::Result<Reply> {
-        self.apply_all(&store::of_refusal(refused)).await?;
-        Err(worker::Error::RustError(refused.corrupt.to_string()))
-    }
-
-    /// Applies an answer's effects ([`store::of_answer`]: the row stored,
-    /// what to delete, the alarm made sure of); the reply is
-    /// [`store::reply`]'s.
-    async fn finish(&self, answered: Answered, rows_read: u64) -> worker::Result<Reply> {
+        let answered = match object::answer(&stored, &kept, now_ms(), call) {
+            Ok(answered) => answered,
+            Err(refused) => {
+                // Refused (500: the Worker applies the rule's fail policy),
+                // and never left without an alarm to delete it.
+                self.apply_all(&store::of_refusal(&refused)).await?;
+                return Err(worker::Error::RustError(refused.corrupt.to_string()));
+            }
+        };
         let applied = self.apply_all(&store::of_answer(&answered)).await?;
         let alarm_pending = match answered.alarm_pending(self.alarm_pending.get()) {
             Some(known) => known,
@@ -376,37 +299,16 @@ impl Core {
     async fn apply(&self, effect: &Effect<'_>) -> worker::Result<Applied> {
         let mut applied = Applied::default();
         match effect {
-            Effect::Delete(Delete::Everything) => self.delete_everything().await?,
+            // Only a call that writes creates the schema: an object whose
+            // storage the alarm deleted stays empty when merely looked at.
+            Effect::Store { row, horizon_ms } => applied.rows_written = self.store(row, *horizon_ms)?,
+            Effect::StoreControls(controls) => applied.rows_written = self.store_controls(controls)?,
+            Effect::Delete(delete) => self.delete(*delete).await?,
             Effect::MakeSure(alarm) => applied.alarm_set = self.make_sure(*alarm).await?,
             Effect::Arm(at) => {
                 self.alarm_pending.set(Some(true));
                 self.state.storage().set_alarm(at_time(*at)).await?;
             }
-            other => return self.apply_now(other),
-        }
-        Ok(applied)
-    }
-
-    /// Applies an effect that waits on nothing ([`waits_not`]) as
-    /// [`apply`](Self::apply) does: the row or controls written, the count
-    /// or the controls deleted; a `MakeSure` of an alarm known pending
-    /// ([`make_sure`](Self::make_sure)'s first case) does nothing.
-    fn apply_now(&self, effect: &Effect<'_>) -> worker::Result<Applied> {
-        let mut applied = Applied::default();
-        let sql = self.db();
-        match effect {
-            // Only a call that writes creates the schema: an object whose
-            // storage the alarm deleted stays empty when merely looked at.
-            Effect::Store { row, horizon_ms } => applied.rows_written = self.store(row, *horizon_ms)?,
-            Effect::StoreControls(controls) => applied.rows_written = self.store_controls(controls)?,
-            Effect::Delete(Delete::Count) => self.delete_count(sql)?,
-            Effect::Delete(Delete::Controls) => {
-                if self.tables(sql)?.0.controls {
-                    sql.exec("DELETE FROM controls", None)?;
-                }
-                *self.controls.borrow_mut() = Some(Controls::default());
-            }
-            Effect::MakeSure(_) | Effect::Delete(Delete::Everything) | Effect::Arm(_) => {}
         }
         Ok(applied)
     }
@@ -438,6 +340,22 @@ impl Core {
             self.alarm_pending.set(None);
         }
         armed
+    }
+
+    /// Deletes what `delete` names.
+    async fn delete(&self, delete: Delete) -> worker::Result<()> {
+        let sql = self.db();
+        match delete {
+            Delete::Count => self.delete_count(sql),
+            Delete::Everything => self.delete_everything().await,
+            Delete::Controls => {
+                if self.tables(sql)?.0.controls {
+                    sql.exec("DELETE FROM controls", None)?;
+                }
+                *self.controls.borrow_mut() = Some(Controls::default());
+                Ok(())
+            }
+        }
     }
 
     /// The stored row's text (empty when none) and the rows read for it
@@ -566,7 +484,7 @@ impl Core {
     }
 }
 
-impl Core {
+impl Limiter {
     /// The registry's rows this object kept before issue 36 (only the object
     /// named [`registry::REGISTRY_OBJECT`] has any), read, never changed
     /// (a rollback reads them again): [`registry::encode_handover`]'s text,
@@ -589,26 +507,6 @@ impl Core {
         let sign_out = rows.iter().find(|r| r.kind == sign_out_kind).and_then(|r| Some((r.value.parse().ok()?, r.until_ms?)));
         let entries: Vec<Entry> = rows.iter().filter(|r| r.kind != sign_out_kind).filter_map(|r| Entry::decode(&r.value)).collect();
         Ok(registry::encode_handover(&entries, sign_out))
-    }
-}
-
-/// Whether `effect` applies without waiting on the runtime
-/// ([`Core::apply_now`]), the alarm `known` pending or not: a write or a
-/// delete of the row or the controls, or a `MakeSure` that the pending
-/// alarm keeps without reading its time.
-fn waits_not(effect: &Effect<'_>, known: Option<bool>) -> bool {
-    match effect {
-        Effect::Store { .. } | Effect::StoreControls(_) | Effect::Delete(Delete::Count | Delete::Controls) => true,
-        Effect::MakeSure(alarm) => known == Some(true) && !alarm.reads_time(),
-        Effect::Delete(Delete::Everything) | Effect::Arm(_) => false,
-    }
-}
-
-/// A call's result as a status and body ([`Core::compact`]'s).
-fn replied(result: worker::Result<Reply>) -> (u16, String) {
-    match result {
-        Ok(reply) => (200, encode_reply_line(&reply)),
-        Err(e) => (500, error_body(&e.to_string())),
     }
 }
 
