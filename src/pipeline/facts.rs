@@ -41,7 +41,8 @@ impl HeaderMap {
     /// glue takes one over in a single call (a field's name and value never
     /// hold a line break).
     pub(crate) fn from_lines(text: String) -> HeaderMap {
-        let mut fields = Vec::new();
+        // `2n - 1` line breaks (`2n` with a trailing one) for `n` fields.
+        let mut fields = Vec::with_capacity((text.bytes().filter(|&b| b == b'\n').count() + 1) / 2);
         let mut at = 0;
         let mut lines = text.split('\n').map(|line| {
             let range = at..at + line.len();
@@ -63,10 +64,12 @@ impl HeaderMap {
 
     /// The field `name` (any case), as `Headers.get` reads it.
     pub(crate) fn get(&self, name: &str) -> Option<String> {
-        self.fields
-            .iter()
-            .find(|(n, _)| self.text[n.clone()].eq_ignore_ascii_case(name))
-            .map(|(_, v)| self.text[v.clone()].to_string())
+        self.get_str(name).map(str::to_string)
+    }
+
+    /// [`HeaderMap::get`], borrowed from the map.
+    pub(crate) fn get_str(&self, name: &str) -> Option<&str> {
+        self.fields.iter().find(|(n, _)| self.text[n.clone()].eq_ignore_ascii_case(name)).map(|(_, v)| &self.text[v.clone()])
     }
 }
 
