@@ -325,7 +325,7 @@ fn cached_refusals(cache: &BlockedUntilCache, applied: &[Applied<'_>], now_ms: i
         .iter()
         .enumerate()
         .filter(|(_, a)| a.rule.action == crate::config::policy::Action::Block)
-        .filter_map(|(i, a)| Some((i, Outcome::from_cache(cache.peek(&a.id, now_ms)?, now_ms))))
+        .filter_map(|(i, a)| Some((i, Outcome::from_cache(cache.get(&a.id, now_ms)?, now_ms))))
         .collect();
     (!refusals.is_empty()).then_some(refusals)
 }
