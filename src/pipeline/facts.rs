@@ -41,8 +41,9 @@ impl HeaderMap {
     /// glue takes one over in a single call (a field's name and value never
     /// hold a line break).
     pub(crate) fn from_lines(text: String) -> HeaderMap {
-        // `2n - 1` line breaks (`2n` with a trailing one) for `n` fields.
-        let mut fields = Vec::with_capacity((text.bytes().filter(|&b| b == b'\n').count() + 1) / 2);
+        // Room for as many fields as the text can hold (`n` need `2n - 1`
+        // bytes), up to 16, more than most requests carry: no regrowth.
+        let mut fields = Vec::with_capacity(text.len().div_ceil(2).min(16));
         let mut at = 0;
         let mut lines = text.split('\n').map(|line| {
             let range = at..at + line.len();
