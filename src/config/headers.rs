@@ -290,9 +290,11 @@ impl OwnResponse {
 /// draft's list is non-empty).
 pub(crate) fn rate_fields(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Vec<(String, String)> {
     let mut out = Vec::with_capacity(2);
-    let items = ratelimit_policy(policies, windows);
-    if !items.is_empty() {
-        out.push(("ratelimit-policy".to_string(), items.join(", ")));
+    let mut items = ratelimit_policy(policies, windows);
+    // One item (the common case) is the field as it is: not joined anew.
+    let policy = if items.len() == 1 { items.pop() } else { (!items.is_empty()).then(|| items.join(", ")) };
+    if let Some(policy) = policy {
+        out.push(("ratelimit-policy".to_string(), policy));
     }
     if let Some(value) = ratelimit(policies, windows, report) {
         out.push(("ratelimit".to_string(), value));

@@ -136,8 +136,14 @@ impl BlockedUntilCache {
 
     /// The block on `id`, if it lasts beyond `now_ms` (read only, as
     /// [`BlockedUntilCache::refuses`]).
+    pub(crate) fn get(&self, id: &str, now_ms: i64) -> Option<&Block> {
+        self.until.get(id).filter(|cached| cached.holds(now_ms)).map(|cached| &cached.block)
+    }
+
+    /// [`BlockedUntilCache::get`], cloned.
+    #[cfg(test)]
     pub(crate) fn peek(&self, id: &str, now_ms: i64) -> Option<Block> {
-        self.until.get(id).filter(|cached| cached.holds(now_ms)).map(|cached| cached.block.clone())
+        self.get(id, now_ms).cloned()
     }
 
     /// Records that `id` is blocked as `block` says.

@@ -33,7 +33,9 @@
 
 use crate::pipeline::verdict::LogEvent;
 use serde_json::Value;
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
 /// How long an episode lasts by default (the config's `log_episode`): one
 /// line per (event, rule, key) per minute at most, plus at most one
@@ -59,10 +61,64 @@ struct Episode {
     suppressed: u64,
 }
 
+/// An episode's (event, rule, key_hash), as the map holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Id {
+    event: &'static str,
+    rule: String,
+    key_hash: String,
+}
+
+/// An episode's (event, rule, key_hash), owned ([`Id`]) or borrowed from
+/// its event (`(&str, &str, &str)`): the map is looked up without building
+/// an owned key, one is built only to open an episode.
+trait Parts {
+    fn parts(&self) -> (&str, &str, &str);
+}
+
+impl Parts for Id {
+    fn parts(&self) -> (&str, &str, &str) {
+        (self.event, &self.rule, &self.key_hash)
+    }
+}
+
+impl Parts for (&str, &str, &str) {
+    fn parts(&self) -> (&str, &str, &str) {
+        *self
+    }
+}
+
+impl<'a> Borrow<dyn Parts + 'a> for Id {
+    fn borrow(&self) -> &(dyn Parts + 'a) {
+        self
+    }
+}
+
+// One hash and one equality for both forms (what `Borrow` requires).
+impl Hash for dyn Parts + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.parts().hash(state);
+    }
+}
+
+impl PartialEq for dyn Parts + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn Parts + '_ {}
+
+impl Hash for Id {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self as &dyn Parts).hash(state);
+    }
+}
+
 /// A capped map from (event, rule, key_hash) to its open episode.
 #[derive(Debug)]
 pub(crate) struct Episodes {
-    open: HashMap<(&'static str, String, String), Episode>,
+    open: HashMap<Id, Episode>,
     capacity: usize,
     period_ms: i64,
     /// When ended episodes were last swept.
@@ -99,14 +155,15 @@ impl Episodes {
     /// what the driver adds of this request, such as where the client is,
     /// goes on the first part only).
     pub(crate) fn filter_parts(&mut self, events: &[LogEvent], now_ms: i64) -> (Vec<LogEvent>, Vec<LogEvent>) {
-        let mut out = Vec::with_capacity(events.len());
+        // Grown as lines are written: none, for a suppressed repeat.
+        let mut out = Vec::new();
         let mut summaries = Vec::new();
         for event in events {
             let Some(id) = episode_id(event) else {
                 out.push(event.clone());
                 continue;
             };
-            match self.open.get_mut(&id) {
+            match self.open.get_mut(&id as &dyn Parts) {
                 Some(episode) if now_ms - episode.started_ms < self.period_ms => {
                     if episode.suppressed == 0 {
                         let end = episode.started_ms + self.period_ms;
@@ -125,6 +182,8 @@ impl Episodes {
                 }
                 None => {
                     self.make_room(now_ms, &mut summaries);
+                    let (kind, rule, key_hash) = id;
+                    let id = Id { event: kind, rule: rule.to_string(), key_hash: key_hash.to_string() };
                     self.open.insert(id, Episode { started_ms: now_ms, suppressed: 0 });
                     out.push(event.clone());
                 }
@@ -199,7 +258,7 @@ impl Episodes {
 
 /// The episode an event belongs to: episodic events with a rule and a key
 /// hash; `None` for any other.
-fn episode_id(event: &LogEvent) -> Option<(&'static str, String, String)> {
+fn episode_id(event: &LogEvent) -> Option<(&'static str, &str, &str)> {
     let kind = EPISODIC.iter().find(|k| **k == event.event)?;
     let field = |name: &str| event.fields.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_str());
     // A settlement that could not be sent is a count lost (or a usage
@@ -208,10 +267,10 @@ fn episode_id(event: &LogEvent) -> Option<(&'static str, String, String)> {
     if field("decision") == Some("not_recorded") {
         return None;
     }
-    Some((kind, field("rule")?.to_string(), field("key_hash")?.to_string()))
+    Some((kind, field("rule")?, field("key_hash")?))
 }
 
-fn summary((event, rule, key_hash): &(&'static str, String, String), suppressed: u64, period_ms: i64) -> LogEvent {
+fn summary(Id { event, rule, key_hash }: &Id, suppressed: u64, period_ms: i64) -> LogEvent {
     LogEvent::new(
         "summary",
         vec![

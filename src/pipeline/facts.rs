@@ -41,7 +41,9 @@ impl HeaderMap {
     /// glue takes one over in a single call (a field's name and value never
     /// hold a line break).
     pub(crate) fn from_lines(text: String) -> HeaderMap {
-        let mut fields = Vec::new();
+        // Room for as many fields as the text can hold (`n` need `2n - 1`
+        // bytes), up to 16, more than most requests carry: no regrowth.
+        let mut fields = Vec::with_capacity(text.len().div_ceil(2).min(16));
         let mut at = 0;
         let mut lines = text.split('\n').map(|line| {
             let range = at..at + line.len();
@@ -63,10 +65,12 @@ impl HeaderMap {
 
     /// The field `name` (any case), as `Headers.get` reads it.
     pub(crate) fn get(&self, name: &str) -> Option<String> {
-        self.fields
-            .iter()
-            .find(|(n, _)| self.text[n.clone()].eq_ignore_ascii_case(name))
-            .map(|(_, v)| self.text[v.clone()].to_string())
+        self.get_str(name).map(str::to_string)
+    }
+
+    /// [`HeaderMap::get`], borrowed from the map.
+    pub(crate) fn get_str(&self, name: &str) -> Option<&str> {
+        self.fields.iter().find(|(n, _)| self.text[n.clone()].eq_ignore_ascii_case(name)).map(|(_, v)| &self.text[v.clone()])
     }
 }
 

@@ -109,7 +109,7 @@ impl<'c, 'f> Machine<'c, 'f> {
         let fingerprint = (!config.facts.reads_clock).then(|| {
             Fingerprint::new(facts.method, facts.url, client.country.as_deref(), client.asn, client.verified_bot.as_deref())
         });
-        let header = |name: &str| facts.headers.get(name);
+        let header = |name: &str| facts.headers.get_str(name);
         let replayed = fingerprint.as_ref().and_then(|fp| memo.replay(fp, &header));
         let mut machine = Machine {
             config,
@@ -230,7 +230,7 @@ impl<'c, 'f> Machine<'c, 'f> {
         };
         let verdict = if metrics && !applied.is_empty() {
             // The client's `Accept` shapes only a block's answer.
-            let prefers = if blocked { Prefers::from_accept(facts.headers.get("accept").as_deref()) } else { Prefers::Other };
+            let prefers = if blocked { Prefers::from_accept(facts.headers.get_str("accept")) } else { Prefers::Other };
             verdict::verdict_for(&applied, &outcomes, prefers)
         } else {
             early(&plan).unwrap_or_else(|| verdict::Verdict {
@@ -325,7 +325,7 @@ fn cached_refusals(cache: &BlockedUntilCache, applied: &[Applied<'_>], now_ms: i
         .iter()
         .enumerate()
         .filter(|(_, a)| a.rule.action == crate::config::policy::Action::Block)
-        .filter_map(|(i, a)| Some((i, Outcome::from_cache(cache.peek(&a.id, now_ms)?, now_ms))))
+        .filter_map(|(i, a)| Some((i, Outcome::from_cache(cache.get(&a.id, now_ms)?, now_ms))))
         .collect();
     (!refusals.is_empty()).then_some(refusals)
 }

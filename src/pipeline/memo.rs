@@ -140,12 +140,12 @@ impl PlanMemo {
     /// as `Route::Check` (no canonical view, no matched rules: a kept plan
     /// exempted none, so its checked rules are all the rest of a request's
     /// handling reads of it).
-    pub(crate) fn replay(&self, fingerprint: &Fingerprint, header: &dyn Fn(&str) -> Option<String>) -> Option<Plan<'static>> {
+    pub(crate) fn replay<V: AsRef<str>>(&self, fingerprint: &Fingerprint, header: &dyn Fn(&str) -> Option<V>) -> Option<Plan<'static>> {
         let entry = self.entries.get(fingerprint)?;
         entry
             .reads
             .iter()
-            .all(|(name, value)| header(name) == *value)
+            .all(|(name, value)| header(name).as_ref().map(AsRef::as_ref) == value.as_deref())
             .then(|| Plan { canonical: None, matched: Vec::new(), route: Route::Check(entry.applied.clone()) })
     }
 

@@ -29,6 +29,7 @@ use crate::request::spelling::Spelling;
 use crate::config::response::Prefers;
 use crate::count::window::Limit;
 use serde_json::Value;
+use std::borrow::{Borrow, Cow};
 
 /// What one rule's counter said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,7 +145,8 @@ impl Outcome {
     /// The outcome of a block found in the isolate's cache at `now_ms`:
     /// the cached limits with nothing remaining until the block ends (the
     /// rule's own, [`windows_of`], when the cache kept none).
-    pub(crate) fn from_cache(block: crate::count::blocked::Block, now_ms: i64) -> Outcome {
+    pub(crate) fn from_cache(block: impl Borrow<crate::count::blocked::Block>, now_ms: i64) -> Outcome {
+        let block = block.borrow();
         let retry_after_ms = (block.until_ms - now_ms).max(1) as u64;
         let windows = (!block.limits.is_empty()).then(|| {
             block
@@ -480,10 +482,10 @@ fn refused(by: Refusal, window: usize, retry_after_ms: u64) -> Report {
 
 /// The windows to report: the object's, or (answered from the cache) the
 /// rule's limits with nothing remaining.
-fn windows_of(limits: &[Limit], retry_after_ms: u64, windows: Option<&[WireWindow]>) -> Vec<WireWindow> {
+fn windows_of<'w>(limits: &[Limit], retry_after_ms: u64, windows: Option<&'w [WireWindow]>) -> Cow<'w, [WireWindow]> {
     match windows {
-        Some(w) => w.to_vec(),
-        None => limits
+        Some(w) => Cow::Borrowed(w),
+        None => Cow::Owned(limits
             .iter()
             .map(|l| WireWindow {
                 limit: l.requests.get(),
@@ -492,7 +494,7 @@ fn windows_of(limits: &[Limit], retry_after_ms: u64, windows: Option<&[WireWindo
                 remaining: 0,
                 reset_ms: retry_after_ms,
             })
-            .collect(),
+            .collect()),
     }
 }
 
