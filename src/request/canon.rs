@@ -430,7 +430,9 @@ pub fn canonical_host(host: &str) -> String {
 /// a multi-byte UTF-8 sequence, so the index is a char boundary), without
 /// decoding every char (`RawUrl::split` runs twice per counted request).
 fn find_ascii(s: &str, any: &[u8]) -> Option<usize> {
-    s.bytes().position(|b| any.contains(&b))
+    // Compared in a loop rather than with `<[u8]>::contains`, which calls
+    // `memchr` on `any` for every byte of `s`.
+    s.bytes().position(|b| any.iter().any(|&a| a == b))
 }
 
 /// Where `://` first occurs in `s`: `s.find("://")`, found from the `:`s
@@ -471,11 +473,11 @@ impl<'a> RawUrl<'a> {
                 let authority = &rest[..path_start];
                 let host_port = authority.rsplit('@').next().unwrap_or(authority);
                 let host = if host_port.starts_with('[') {
-                    host_port.split(']').next().map(|h| format!("{h}]")).unwrap_or_default()
+                    canonical_host(&host_port.split(']').next().map(|h| format!("{h}]")).unwrap_or_default())
                 } else {
-                    host_port.split(':').next().unwrap_or("").to_string()
+                    canonical_host(host_port.split(':').next().unwrap_or(""))
                 };
-                (canonical_host(&host), &rest[path_start..])
+                (host, &rest[path_start..])
             }
             None => (String::new(), before_query),
         };
