@@ -793,13 +793,13 @@ pub(crate) fn cookie_value(header: &str, name: &str) -> Option<String> {
 /// `None` when `raw` is not an IP address.
 pub(crate) fn client_ip_key(raw: &str, ipv6_prefix: u8) -> Option<String> {
     match raw.trim().parse::<IpAddr>().ok()? {
-        IpAddr::V4(v4) => Some(v4.to_string()),
+        IpAddr::V4(v4) => Some(ipv4_text(v4)),
         IpAddr::V6(v6) => {
             if let Some(v4) = embedded_ipv4(&v6) {
-                return Some(v4.to_string());
+                return Some(ipv4_text(v4));
             }
             if let Some(v4) = teredo_client(&v6) {
-                return Some(v4.to_string());
+                return Some(ipv4_text(v4));
             }
             let prefix = u32::from(ipv6_prefix.min(128));
             let bits = u128::from(v6);
@@ -807,6 +807,25 @@ pub(crate) fn client_ip_key(raw: &str, ipv6_prefix: u8) -> Option<String> {
             Some(format!("{}/{}", Ipv6Addr::from(bits & mask), prefix))
         }
     }
+}
+
+/// `v4.to_string()` (dotted decimal, no leading zeros), written without
+/// the formatter.
+fn ipv4_text(v4: Ipv4Addr) -> String {
+    let mut out = String::with_capacity(15);
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        if octet >= 100 {
+            out.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            out.push(char::from(b'0' + octet / 10 % 10));
+        }
+        out.push(char::from(b'0' + octet % 10));
+    }
+    out
 }
 
 /// The IPv4 address a mapped, NAT64 or 6to4 address stands for.
@@ -860,6 +879,14 @@ mod tests {
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
         assert_eq!(log_key(" s3cret\n").as_deref(), Some(&b"s3cret"[..]));
         assert_eq!(log_key(" \n"), None, "a blank secret keys nothing");
+    }
+
+    #[test]
+    fn ipv4_text_is_the_display_form() {
+        for v4 in (0..=255u8).map(|o| [o, 255 - o, o / 2, o % 10]) {
+            let v4 = Ipv4Addr::from(v4);
+            assert_eq!(ipv4_text(v4), v4.to_string());
+        }
     }
 
     #[test]
