@@ -91,6 +91,7 @@
 
 /// Which algorithm counts, as calls name it (`alg`).
 pub use crate::count::algorithm::Algorithm;
+use crate::count::algorithm::{push_i64, push_u64};
 use crate::count::limit::{Limit, WindowState};
 use crate::count::tally::Tally;
 use crate::request::spelling::Spelling;
@@ -788,13 +789,16 @@ pub(crate) fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure
 /// rows_read, rows_written, reservation, held, then one
 /// `limit/window_ms/used/remaining/reset_ms` per window.
 pub fn encode_reply_line(reply: &Reply) -> String {
-    use std::fmt::Write;
     let t = &reply.tally;
-    // Field by field into one buffer: no `format!` of twelve arguments and
-    // no string per optional field, on every call's reply.
+    // Field by field into one buffer, numbers without the formatter: no
+    // `format!` of twelve arguments and no string per optional field, on
+    // every call's reply.
     let mut line = String::with_capacity(48 + 24 * t.windows.len());
     let put = |line: &mut String, n: Option<u64>| match n {
-        Some(n) => drop(write!(line, "{n} ")),
+        Some(n) => {
+            push_u64(line, n);
+            line.push(' ');
+        }
         None => line.push_str("- "),
     };
     put(&mut line, Some(u64::from(reply.v)));
@@ -807,15 +811,20 @@ pub fn encode_reply_line(reply: &Reply) -> String {
     for n in [Some(reply.stored_hits), Some(reply.rows_read), Some(reply.rows_written), reply.reservation] {
         put(&mut line, n);
     }
-    let _ = write!(line, "{}", reply.held);
+    push_u64(&mut line, reply.held);
     for w in &t.windows {
-        let _ = write!(line, " {}/{}/{}/{}/{}", w.limit, w.window_ms, w.used, w.remaining, w.reset_ms);
+        for (i, n) in [u64::from(w.limit), w.window_ms, w.used, w.remaining, w.reset_ms].into_iter().enumerate() {
+            line.push(if i == 0 { ' ' } else { '/' });
+            push_u64(&mut line, n);
+        }
     }
     if let Some(granted) = reply.granted {
-        let _ = write!(line, " g={granted}");
+        line.push_str(" g=");
+        push_u64(&mut line, granted);
     }
     if let Some(until) = reply.penalty_until_ms {
-        let _ = write!(line, " p={until}");
+        line.push_str(" p=");
+        push_i64(&mut line, until);
     }
     line
 }

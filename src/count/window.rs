@@ -13,7 +13,7 @@
 //! than the exact log, each unit freed at most `window / 1000` late
 //! ([`crate::count::coalesce`] proves both).
 
-use crate::count::algorithm::{excerpt, CorruptRow, Counter, Decision};
+use crate::count::algorithm::{excerpt, push_i64, push_u64, CorruptRow, Counter, Decision};
 use crate::count::coalesce::bounded;
 use crate::count::tally::Tally;
 /// The vocabulary of limits, where callers have always found it.
@@ -226,10 +226,10 @@ pub(crate) fn encode_log(log: &[Hit]) -> String {
             out.push(',');
         }
         let value = if i == 0 { hit.at_ms } else { hit.at_ms - previous };
-        out.push_str(&value.to_string());
+        push_i64(&mut out, value);
         if hit.cost != 1 {
             out.push('*');
-            out.push_str(&hit.cost.to_string());
+            push_u64(&mut out, u64::from(hit.cost));
         }
         previous = hit.at_ms;
     }
