@@ -519,18 +519,42 @@ fn check_hold(call: &Call) -> Result<(), CallError> {
 /// version and the same checks as the JSON form (which the object still
 /// accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
-    use std::fmt::Write;
-    let mut url = format!("https://limiter/v{VERSION}/{}?l=", op_name(call.op));
+    // Into one buffer, numbers without the formatter.
+    let op = op_name(call.op);
+    let mut url = String::with_capacity(32 + op.len() + 16 * call.limits.len());
+    url.push_str("https://limiter/v");
+    push_u64(&mut url, u64::from(VERSION));
+    url.push('/');
+    url.push_str(op);
+    url.push_str("?l=");
     for (i, l) in call.limits.iter().enumerate() {
-        let sep = if i == 0 { "" } else { "," };
-        let _ = write!(url, "{sep}{}x{}", l.requests.get(), l.window_ms.get());
+        if i > 0 {
+            url.push(',');
+        }
+        push_u64(&mut url, u64::from(l.requests.get()));
+        url.push('x');
+        push_u64(&mut url, l.window_ms.get());
     }
     for field in &FIELDS {
-        let letter = field.letter;
-        let _ = match &field.value {
-            Value::Number { get, .. } => get(call).map(|n| write!(url, "&{letter}={n}")),
-            Value::Text { show, .. } => show(call).map(|text| write!(url, "&{letter}={text}")),
+        let item = |url: &mut String| {
+            url.push('&');
+            url.push(field.letter);
+            url.push('=');
         };
+        match &field.value {
+            Value::Number { get, .. } => {
+                if let Some(n) = get(call) {
+                    item(&mut url);
+                    push_u64(&mut url, n);
+                }
+            }
+            Value::Text { show, .. } => {
+                if let Some(text) = show(call) {
+                    item(&mut url);
+                    url.push_str(&text);
+                }
+            }
+        }
     }
     url
 }
