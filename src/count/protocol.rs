@@ -94,6 +94,7 @@ pub use crate::count::algorithm::Algorithm;
 use crate::count::algorithm::{push_i64, push_u64};
 use crate::count::limit::{Limit, WindowState};
 use crate::count::tally::Tally;
+use crate::request::canon::split_ascii;
 use crate::request::spelling::Spelling;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -896,7 +897,7 @@ pub fn decode_reply_line(status: u16, body: &str) -> Result<Reply, CallFailure> 
 /// Reads a reply line ([`encode_reply_line`]): the fixed fields, then one
 /// field per window, then `g=N` in an answer to a lease.
 fn parse_reply_line(line: &str) -> Option<Reply> {
-    let mut fields = line.split(' ');
+    let mut fields = split_ascii(line, b' ');
     let mut reply = parse_fixed_fields(&mut fields)?;
     let (windows, granted, penalty) = parse_window_fields(fields)?;
     reply.tally.windows = windows;
@@ -975,7 +976,7 @@ fn parse_window_fields<'a>(fields: impl Iterator<Item = &'a str>) -> Option<(Vec
 
 /// One window's field: `limit/window_ms/used/remaining/reset_ms`.
 fn parse_wire_window(field: &str) -> Option<WireWindow> {
-    let mut parts = field.split('/');
+    let mut parts = split_ascii(field, b'/');
     let mut part = || parts.next().and_then(|p| p.parse::<u64>().ok());
     let window = WireWindow {
         limit: u32::try_from(part()?).ok()?,

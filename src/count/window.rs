@@ -16,6 +16,7 @@
 use crate::count::algorithm::{excerpt, push_i64, push_u64, CorruptRow, Counter, Decision};
 use crate::count::coalesce::bounded;
 use crate::count::tally::Tally;
+use crate::request::canon::split_ascii;
 /// The vocabulary of limits, where callers have always found it.
 pub use crate::count::limit::{horizon_ms, Hit, Limit, WindowState};
 
@@ -244,7 +245,7 @@ pub(crate) fn decode_log(text: &str) -> Result<Vec<Hit>, CorruptRow> {
         return Ok(log);
     }
     let mut previous = 0i64;
-    for (index, entry) in text.split(',').enumerate() {
+    for (index, entry) in split_ascii(text, b',').enumerate() {
         let unreadable = || CorruptRow::UnreadableHit { index, entry: excerpt(entry) };
         let (at, cost) = match entry.split_once('*') {
             Some((at, cost)) => (at, cost.parse::<u32>().map_err(|_| unreadable())?),

@@ -435,6 +435,28 @@ fn find_ascii(s: &str, any: &[u8]) -> Option<usize> {
     s.bytes().position(|b| any.iter().any(|&a| a == b))
 }
 
+/// The pieces of `s` between the ASCII byte `separator`s: what
+/// `s.split(char::from(separator))` yields (an empty piece at either end
+/// or between two separators included), found a byte at a time instead of
+/// through a char searcher set up per call (short, many pieces: a reply
+/// line, a row, the header lines).
+pub(crate) fn split_ascii(s: &str, separator: u8) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        match text.bytes().position(|b| b == separator) {
+            Some(at) => {
+                rest = text.get(at + 1..);
+                text.get(..at)
+            }
+            None => {
+                rest = None;
+                Some(text)
+            }
+        }
+    })
+}
+
 /// Where `://` first occurs in `s`: `s.find("://")`, found from the `:`s
 /// (a `memchr` each) instead of a substring searcher built per call.
 fn scheme_end(s: &str) -> Option<usize> {
@@ -657,6 +679,18 @@ mod tests {
         assert_eq!(u.host, "[::1]");
         let u = RawUrl::split("/api/x=://../example?q=http://h/");
         assert_eq!((u.host.as_str(), u.path, u.query), ("", "/api/x=://../example", "q=http://h/"));
+    }
+
+    #[test]
+    fn split_ascii_answers_as_str_split() {
+        let inputs = ["", " ", "  ", "a", "a b", " a", "a ", "a  b", "1 a 0 - 0 0 0 1 1 0 - 0 10/60000/1/9/60000", "é ü\n日 本", "\n\n"];
+        for s in inputs {
+            for separator in [b' ', b'\n', b',', b'/'] {
+                let ours: Vec<&str> = split_ascii(s, separator).collect();
+                let std: Vec<&str> = s.split(char::from(separator)).collect();
+                assert_eq!(ours, std, "{s:?} by {separator}");
+            }
+        }
     }
 
     #[test]
