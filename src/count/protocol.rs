@@ -94,7 +94,7 @@ pub use crate::count::algorithm::Algorithm;
 use crate::count::algorithm::{push_i64, push_u64};
 use crate::count::limit::{Limit, WindowState};
 use crate::count::tally::Tally;
-use crate::request::canon::split_ascii;
+use crate::request::canon::{split_ascii, split_once_ascii};
 use crate::request::spelling::Spelling;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -566,10 +566,10 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
     let malformed = |why: &str| CallError::Malformed(why.to_string());
     let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
     let path_and_query = after_scheme.find('/').map_or("", |at| &after_scheme[at..]);
-    let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+    let (path, query) = split_once_ascii(path_and_query, b'?').unwrap_or((path_and_query, ""));
     let (version, op) = path
         .strip_prefix("/v")
-        .and_then(|rest| rest.split_once('/'))
+        .and_then(|rest| split_once_ascii(rest, b'/'))
         .ok_or_else(|| malformed("the path is not /v{version}/{op}"))?;
     let v: u32 = version.parse().map_err(|_| malformed("the version is not a number"))?;
     let op = OPS
@@ -581,8 +581,8 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
     let mut limits = None;
     // Bit i: FIELDS[i] was given; the limits are read apart.
     let mut given = 0u16;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
+    for pair in split_ascii(query, b'&').filter(|p| !p.is_empty()) {
+        let (name, value) = split_once_ascii(pair, b'=').ok_or_else(|| malformed("a query item without `=`"))?;
         let twice = || CallError::Malformed(format!("`{name}` given twice"));
         if name == "l" {
             if limits.replace(parse_limits(value)?).is_some() {
@@ -634,8 +634,8 @@ fn algorithm(name: &str) -> Result<Algorithm, CallError> {
 /// reading all of it.
 fn parse_limits(value: &str) -> Result<Vec<(u64, u64)>, CallError> {
     let mut limits = Vec::new();
-    for pair in value.split(',').take(MAX_LIMITS + 1) {
-        let parsed = pair.split_once('x').and_then(|(q, w)| Some((q.parse().ok()?, w.parse().ok()?)));
+    for pair in split_ascii(value, b',').take(MAX_LIMITS + 1) {
+        let parsed = split_once_ascii(pair, b'x').and_then(|(q, w)| Some((q.parse().ok()?, w.parse().ok()?)));
         let why = || CallError::Malformed(format!("limit `{pair}` is not {{requests}}x{{window_ms}}"));
         limits.push(parsed.ok_or_else(why)?);
     }

@@ -16,7 +16,7 @@
 use crate::count::algorithm::{excerpt, push_i64, push_u64, CorruptRow, Counter, Decision};
 use crate::count::coalesce::bounded;
 use crate::count::tally::Tally;
-use crate::request::canon::split_ascii;
+use crate::request::canon::{split_ascii, split_once_ascii};
 /// The vocabulary of limits, where callers have always found it.
 pub use crate::count::limit::{horizon_ms, Hit, Limit, WindowState};
 
@@ -247,7 +247,7 @@ pub(crate) fn decode_log(text: &str) -> Result<Vec<Hit>, CorruptRow> {
     let mut previous = 0i64;
     for (index, entry) in split_ascii(text, b',').enumerate() {
         let unreadable = || CorruptRow::UnreadableHit { index, entry: excerpt(entry) };
-        let (at, cost) = match entry.split_once('*') {
+        let (at, cost) = match split_once_ascii(entry, b'*') {
             Some((at, cost)) => (at, cost.parse::<u32>().map_err(|_| unreadable())?),
             None => (entry, 1),
         };
