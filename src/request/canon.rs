@@ -432,7 +432,14 @@ pub fn canonical_host(host: &str) -> String {
 fn find_ascii(s: &str, any: &[u8]) -> Option<usize> {
     // Compared in a loop rather than with `<[u8]>::contains`, which calls
     // `memchr` on `any` for every byte of `s`.
-    s.bytes().position(|b| any.iter().any(|&a| a == b))
+    for (at, b) in s.bytes().enumerate() {
+        for &a in any {
+            if a == b {
+                return Some(at);
+            }
+        }
+    }
+    None
 }
 
 /// Where the ASCII byte `byte` first occurs in `s`: `s.find(char::from(byte))`,
