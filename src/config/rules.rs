@@ -545,16 +545,17 @@ impl Rule {
         let mut next = Some(self.shortest_end(path));
         std::iter::from_fn(move || {
             let end = next?;
-            next = (end < path.len()).then(|| path[end + 1..].find('.').map_or(path.len(), |at| end + 1 + at));
+            next = (end < path.len()).then(|| path.as_bytes()[end + 1..].iter().position(|&b| b == b'.').map_or(path.len(), |at| end + 1 + at));
             Some(end)
         })
     }
 
     /// The end of `path` with every listed suffix removed.
     fn shortest_end(&self, path: &str) -> usize {
-        let Some(last_slash) = path.rfind('/') else { return path.len() };
+        // Found by byte, not by char searchers: `/` and `.` are ASCII.
+        let Some(last_slash) = path.bytes().rposition(|b| b == b'/') else { return path.len() };
         let mut end = path.len();
-        while let Some(dot) = path[..end].rfind('.').filter(|&dot| dot > last_slash + 1) {
+        while let Some(dot) = path.as_bytes()[..end].iter().rposition(|&b| b == b'.').filter(|&dot| dot > last_slash + 1) {
             let extension = &path[dot + 1..end];
             if !self.suffixes.iter().any(|s| s.eq_ignore_ascii_case(extension)) {
                 break;
