@@ -408,6 +408,32 @@ impl From<KeyPartError> for String {
     }
 }
 
+impl KeyPart {
+    /// Appends the part as [`fmt::Display`] writes it (`ip`, `header:x-user`,
+    /// `query:id:int`), without the formatter: every key of every counted
+    /// request spells its parts ([`derive_keys`]).
+    fn push_name(&self, out: &mut String) {
+        let (kind, name, value_type) = match self {
+            KeyPart::Ip => return out.push_str("ip"),
+            KeyPart::Global => return out.push_str("global"),
+            KeyPart::Country => return out.push_str("country"),
+            KeyPart::Asn => return out.push_str("asn"),
+            KeyPart::Body(n, t) => ("body", n, t),
+            KeyPart::Header(n, t) => ("header", n, t),
+            KeyPart::Cookie(n, t) => ("cookie", n, t),
+            KeyPart::Query(n, t) => ("query", n, t),
+            KeyPart::PathGroup(n, t) => ("path", n, t),
+        };
+        out.push_str(kind);
+        out.push(':');
+        out.push_str(name);
+        if let Some(t) = value_type {
+            out.push(':');
+            out.push_str(t.name());
+        }
+    }
+}
+
 impl fmt::Display for KeyPart {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (kind, name, value_type) = match self {
@@ -514,8 +540,16 @@ pub(crate) fn derive_keys(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<V
             .iter()
             .flat_map(|key| {
                 values.iter().map(move |value| {
-                    let separator = if key.is_empty() { "" } else { "|" };
-                    format!("{key}{separator}{part}={value}")
+                    // `{key}|{part}={value}` (no `|` after an empty key), in one buffer.
+                    let mut identity = String::with_capacity(key.len() + 24 + value.len());
+                    identity.push_str(key);
+                    if !key.is_empty() {
+                        identity.push('|');
+                    }
+                    part.push_name(&mut identity);
+                    identity.push('=');
+                    identity.push_str(value);
+                    identity
                 })
             })
             .collect();
@@ -879,6 +913,17 @@ mod tests {
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
         assert_eq!(log_key(" s3cret\n").as_deref(), Some(&b"s3cret"[..]));
         assert_eq!(log_key(" \n"), None, "a blank secret keys nothing");
+    }
+
+    #[test]
+    fn a_part_is_spelled_as_display_writes_it() {
+        let texts = ["ip", "global", "country", "asn", "header:x-user", "cookie:sid", "query:id:int", "path:tenant:raw", "body:email:email", "header:x-a:lower"];
+        for text in texts {
+            let part = KeyPart::parse(text).unwrap();
+            let mut spelled = String::from("k|");
+            part.push_name(&mut spelled);
+            assert_eq!(spelled, format!("k|{part}"), "{text}");
+        }
     }
 
     #[test]
