@@ -94,7 +94,7 @@ pub use crate::count::algorithm::Algorithm;
 use crate::count::algorithm::{push_i64, push_u64};
 use crate::count::limit::{Limit, WindowState};
 use crate::count::tally::Tally;
-use crate::request::canon::{split_ascii, split_once_ascii};
+use crate::request::canon::{find_byte, scheme_end, split_ascii, split_once_ascii};
 use crate::request::spelling::Spelling;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -564,8 +564,8 @@ pub fn encode_call_url(call: &Call) -> String {
 /// given the whole URL (any scheme and host); the error says what is wrong.
 pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
     let malformed = |why: &str| CallError::Malformed(why.to_string());
-    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let path_and_query = after_scheme.find('/').map_or("", |at| &after_scheme[at..]);
+    let after_scheme = scheme_end(url).and_then(|at| url.get(at + 3..)).unwrap_or(url);
+    let path_and_query = find_byte(after_scheme, b'/').map_or("", |at| &after_scheme[at..]);
     let (path, query) = split_once_ascii(path_and_query, b'?').unwrap_or((path_and_query, ""));
     let (version, op) = path
         .strip_prefix("/v")

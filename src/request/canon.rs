@@ -399,7 +399,7 @@ fn decode_form(raw: &str) -> String {
 /// that would normalize to nothing (`[]`) is only lowercased.
 pub(crate) fn normalize_key(key: &str) -> String {
     let name = key.trim_start_matches(' ').trim_start_matches(['[', ']']);
-    let name = &name[..name.find(['[', ']']).unwrap_or(name.len())];
+    let name = &name[..name.bytes().position(|b| b == b'[' || b == b']').unwrap_or(name.len())];
     let name = if name.is_empty() { key } else { name };
     name.chars()
         .map(|c| match c {
@@ -479,7 +479,7 @@ pub(crate) fn split_ascii(s: &str, separator: u8) -> impl Iterator<Item = &str> 
 
 /// Where `://` first occurs in `s`: `s.find("://")`, found from the `:`s
 /// (a `memchr` each) instead of a substring searcher built per call.
-fn scheme_end(s: &str) -> Option<usize> {
+pub(crate) fn scheme_end(s: &str) -> Option<usize> {
     s.match_indices(':').map(|(at, _)| at).find(|&at| s[at..].starts_with("://"))
 }
 
