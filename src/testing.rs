@@ -134,7 +134,7 @@ impl Req {
     pub fn plan_once<'c>(&self, config: &'c Config, body: Body<'_>) -> Plan<'c> {
         let headers = self.header_map();
         let header = |name: &str| headers.get(name);
-        crate::pipeline::machine::plan_facts(config, &self.facts(&headers), &header, body)
+        crate::pipeline::machine::plan_facts(config, &self.facts(&headers), &header, body, None)
     }
 
     /// The facts of this request, its headers being `headers`.

@@ -111,22 +111,7 @@ fn push_policy_name(out: &mut String, rule: &str, windows: &[WireWindow], index:
     }
 }
 
-/// `n` in decimal, appended to `out` (as `n.to_string()` writes it).
-pub(crate) fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for &d in &digits[at..] {
-        out.push(char::from(d));
-    }
-}
+pub(crate) use crate::count::algorithm::push_u64;
 
 /// The name of a rule's `concurrency` policy.
 pub(crate) fn concurrency_name(rule: &str) -> String {

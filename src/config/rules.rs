@@ -420,7 +420,7 @@ impl Rule {
     /// this does. The plan's fast path asks it first, so a request no rule
     /// takes costs no query parsing, header lookup or body read.
     pub(crate) fn takes(&self, host: &str, path: &str) -> bool {
-        self.host_matches(host) && self.path_match(path).is_some()
+        self.host_matches(host) && self.first_form(path, &mut |form| self.form_takes(form).then_some(())).is_some()
     }
 
     /// Whether the rule has query conditions: a form body, which joins the
@@ -470,6 +470,12 @@ impl Rule {
     /// before it is built: only a form that may match is copied (and
     /// lowercased, for a case-insensitive rule) for urlpattern.
     fn path_match(&self, path: &str) -> Option<Match> {
+        self.first_form(path, &mut |form| self.form_match(form))
+    }
+
+    /// `found` of the first form of `path` it answers for, in
+    /// [`Rule::path_match`]'s order.
+    fn first_form<T>(&self, path: &str, found: &mut dyn FnMut(&Form<'_>) -> Option<T>) -> Option<T> {
         // A canonical path is ASCII, so a case-insensitive rule compares it
         // folded byte by byte. Other input is lowercased once, as urlpattern
         // would see it, and the screen leaves it to urlpattern.
@@ -484,12 +490,24 @@ impl Rule {
         let ends = self.suffix_ends(source);
         for slash in [false, true] {
             for end in ends.clone().filter(|&end| !(slash && &source[..end] == "/")) {
-                if let Some(found) = self.form_match(&Form { head: &source[..end], slash, fold, ascii }) {
+                if let Some(found) = found(&Form { head: &source[..end], slash, fold, ascii }) {
                     return Some(found);
                 }
             }
         }
         None
+    }
+
+    /// Whether the pattern takes one form of the path: `form_match(form)
+    /// .is_some()`, without building the form or its captures where the
+    /// [`screen`] answers (urlpattern agrees with it wherever it does).
+    fn form_takes(&self, form: &Form<'_>) -> bool {
+        let matcher = &self.pattern.pathname.matcher;
+        match screen(matcher, form) {
+            Screen::Pass => true,
+            Screen::Fail => false,
+            Screen::Unsure => matcher.matches(&form.build()).is_some(),
+        }
     }
 
     /// The match of one form of the path, if the pattern takes it.
@@ -527,16 +545,17 @@ impl Rule {
         let mut next = Some(self.shortest_end(path));
         std::iter::from_fn(move || {
             let end = next?;
-            next = (end < path.len()).then(|| path[end + 1..].find('.').map_or(path.len(), |at| end + 1 + at));
+            next = (end < path.len()).then(|| path.as_bytes()[end + 1..].iter().position(|&b| b == b'.').map_or(path.len(), |at| end + 1 + at));
             Some(end)
         })
     }
 
     /// The end of `path` with every listed suffix removed.
     fn shortest_end(&self, path: &str) -> usize {
-        let Some(last_slash) = path.rfind('/') else { return path.len() };
+        // Found by byte, not by char searchers: `/` and `.` are ASCII.
+        let Some(last_slash) = path.bytes().rposition(|b| b == b'/') else { return path.len() };
         let mut end = path.len();
-        while let Some(dot) = path[..end].rfind('.').filter(|&dot| dot > last_slash + 1) {
+        while let Some(dot) = path.as_bytes()[..end].iter().rposition(|&b| b == b'.').filter(|&dot| dot > last_slash + 1) {
             let extension = &path[dot + 1..end];
             if !self.suffixes.iter().any(|s| s.eq_ignore_ascii_case(extension)) {
                 break;
@@ -927,6 +946,7 @@ mod tests {
                 proptest::prop_assert_eq!(folded(rule, rule.path_match(&path)), path_match_by_building(rule, &path), "{}", rule.path);
                 let urlpattern = rule.host.is_none() || rule.pattern.hostname.matcher.matches(&host).is_some();
                 proptest::prop_assert_eq!(rule.host_matches(&host), urlpattern, "{:?}", rule.host);
+                proptest::prop_assert_eq!(rule.takes(&host, &path), urlpattern && rule.path_match(&path).is_some(), "{}", rule.path);
                 assert_screen_agrees(rule, &path, &host);
             }
         }
@@ -950,6 +970,7 @@ mod tests {
                 assert_eq!(rule.host_matches(host), urlpattern, "{:?} on {host}", rule.host);
                 for path in paths {
                     assert_screen_agrees(rule, path, host);
+                    assert_eq!(rule.takes(host, path), urlpattern && rule.path_match(path).is_some(), "{} on {host}{path}", rule.path);
                 }
             }
         }

@@ -120,9 +120,56 @@ impl fmt::Display for CorruptRow {
 
 impl std::error::Error for CorruptRow {}
 
+/// `n` in decimal, appended to `out` (as `n.to_string()` writes it),
+/// without the formatter: the row and reply codecs write several per call.
+pub(crate) fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits: always UTF-8.
+    if let Ok(text) = std::str::from_utf8(&digits[at..]) {
+        out.push_str(text);
+    }
+}
+
+/// `n` in decimal, appended to `out` (as `n.to_string()` writes it: a `-`
+/// before a negative one).
+pub(crate) fn push_i64(out: &mut String, n: i64) {
+    if n < 0 {
+        out.push('-');
+    }
+    push_u64(out, n.unsigned_abs());
+}
+
 /// At most the first 32 characters of `text`: enough to recognise a bad
 /// entry in an error, never a whole row.
 pub(crate) fn excerpt(text: &str) -> String {
     text.chars().take(32).collect()
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_are_written_as_to_string_writes_them() {
+        for n in [0, 1, 9, 10, 99, 100, 1_700_000_000_000, u64::MAX - 1, u64::MAX] {
+            let mut out = String::from("x");
+            push_u64(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+        for n in [0, 1, -1, 10, -10, 1_700_000_000_000, -1_700_000_000_000, i64::MAX, i64::MIN] {
+            let mut out = String::new();
+            push_i64(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
+    }
+}

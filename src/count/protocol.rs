@@ -91,8 +91,10 @@
 
 /// Which algorithm counts, as calls name it (`alg`).
 pub use crate::count::algorithm::Algorithm;
+use crate::count::algorithm::{push_i64, push_u64};
 use crate::count::limit::{Limit, WindowState};
 use crate::count::tally::Tally;
+use crate::request::canon::{find_byte, scheme_end, split_ascii, split_once_ascii};
 use crate::request::spelling::Spelling;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -518,18 +520,42 @@ fn check_hold(call: &Call) -> Result<(), CallError> {
 /// version and the same checks as the JSON form (which the object still
 /// accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
-    use std::fmt::Write;
-    let mut url = format!("https://limiter/v{VERSION}/{}?l=", op_name(call.op));
+    // Into one buffer, numbers without the formatter.
+    let op = op_name(call.op);
+    let mut url = String::with_capacity(32 + op.len() + 16 * call.limits.len());
+    url.push_str("https://limiter/v");
+    push_u64(&mut url, u64::from(VERSION));
+    url.push('/');
+    url.push_str(op);
+    url.push_str("?l=");
     for (i, l) in call.limits.iter().enumerate() {
-        let sep = if i == 0 { "" } else { "," };
-        let _ = write!(url, "{sep}{}x{}", l.requests.get(), l.window_ms.get());
+        if i > 0 {
+            url.push(',');
+        }
+        push_u64(&mut url, u64::from(l.requests.get()));
+        url.push('x');
+        push_u64(&mut url, l.window_ms.get());
     }
     for field in &FIELDS {
-        let letter = field.letter;
-        let _ = match &field.value {
-            Value::Number { get, .. } => get(call).map(|n| write!(url, "&{letter}={n}")),
-            Value::Text { show, .. } => show(call).map(|text| write!(url, "&{letter}={text}")),
+        let item = |url: &mut String| {
+            url.push('&');
+            url.push(field.letter);
+            url.push('=');
         };
+        match &field.value {
+            Value::Number { get, .. } => {
+                if let Some(n) = get(call) {
+                    item(&mut url);
+                    push_u64(&mut url, n);
+                }
+            }
+            Value::Text { show, .. } => {
+                if let Some(text) = show(call) {
+                    item(&mut url);
+                    url.push_str(&text);
+                }
+            }
+        }
     }
     url
 }
@@ -538,12 +564,12 @@ pub fn encode_call_url(call: &Call) -> String {
 /// given the whole URL (any scheme and host); the error says what is wrong.
 pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
     let malformed = |why: &str| CallError::Malformed(why.to_string());
-    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let path_and_query = after_scheme.find('/').map_or("", |at| &after_scheme[at..]);
-    let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+    let after_scheme = scheme_end(url).and_then(|at| url.get(at + 3..)).unwrap_or(url);
+    let path_and_query = find_byte(after_scheme, b'/').map_or("", |at| &after_scheme[at..]);
+    let (path, query) = split_once_ascii(path_and_query, b'?').unwrap_or((path_and_query, ""));
     let (version, op) = path
         .strip_prefix("/v")
-        .and_then(|rest| rest.split_once('/'))
+        .and_then(|rest| split_once_ascii(rest, b'/'))
         .ok_or_else(|| malformed("the path is not /v{version}/{op}"))?;
     let v: u32 = version.parse().map_err(|_| malformed("the version is not a number"))?;
     let op = OPS
@@ -555,8 +581,8 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
     let mut limits = None;
     // Bit i: FIELDS[i] was given; the limits are read apart.
     let mut given = 0u16;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (name, value) = pair.split_once('=').ok_or_else(|| malformed("a query item without `=`"))?;
+    for pair in split_ascii(query, b'&').filter(|p| !p.is_empty()) {
+        let (name, value) = split_once_ascii(pair, b'=').ok_or_else(|| malformed("a query item without `=`"))?;
         let twice = || CallError::Malformed(format!("`{name}` given twice"));
         if name == "l" {
             if limits.replace(parse_limits(value)?).is_some() {
@@ -608,8 +634,8 @@ fn algorithm(name: &str) -> Result<Algorithm, CallError> {
 /// reading all of it.
 fn parse_limits(value: &str) -> Result<Vec<(u64, u64)>, CallError> {
     let mut limits = Vec::new();
-    for pair in value.split(',').take(MAX_LIMITS + 1) {
-        let parsed = pair.split_once('x').and_then(|(q, w)| Some((q.parse().ok()?, w.parse().ok()?)));
+    for pair in split_ascii(value, b',').take(MAX_LIMITS + 1) {
+        let parsed = split_once_ascii(pair, b'x').and_then(|(q, w)| Some((q.parse().ok()?, w.parse().ok()?)));
         let why = || CallError::Malformed(format!("limit `{pair}` is not {{requests}}x{{window_ms}}"));
         limits.push(parsed.ok_or_else(why)?);
     }
@@ -788,13 +814,16 @@ pub(crate) fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure
 /// rows_read, rows_written, reservation, held, then one
 /// `limit/window_ms/used/remaining/reset_ms` per window.
 pub fn encode_reply_line(reply: &Reply) -> String {
-    use std::fmt::Write;
     let t = &reply.tally;
-    // Field by field into one buffer: no `format!` of twelve arguments and
-    // no string per optional field, on every call's reply.
+    // Field by field into one buffer, numbers without the formatter: no
+    // `format!` of twelve arguments and no string per optional field, on
+    // every call's reply.
     let mut line = String::with_capacity(48 + 24 * t.windows.len());
     let put = |line: &mut String, n: Option<u64>| match n {
-        Some(n) => drop(write!(line, "{n} ")),
+        Some(n) => {
+            push_u64(line, n);
+            line.push(' ');
+        }
         None => line.push_str("- "),
     };
     put(&mut line, Some(u64::from(reply.v)));
@@ -807,15 +836,20 @@ pub fn encode_reply_line(reply: &Reply) -> String {
     for n in [Some(reply.stored_hits), Some(reply.rows_read), Some(reply.rows_written), reply.reservation] {
         put(&mut line, n);
     }
-    let _ = write!(line, "{}", reply.held);
+    push_u64(&mut line, reply.held);
     for w in &t.windows {
-        let _ = write!(line, " {}/{}/{}/{}/{}", w.limit, w.window_ms, w.used, w.remaining, w.reset_ms);
+        for (i, n) in [u64::from(w.limit), w.window_ms, w.used, w.remaining, w.reset_ms].into_iter().enumerate() {
+            line.push(if i == 0 { ' ' } else { '/' });
+            push_u64(&mut line, n);
+        }
     }
     if let Some(granted) = reply.granted {
-        let _ = write!(line, " g={granted}");
+        line.push_str(" g=");
+        push_u64(&mut line, granted);
     }
     if let Some(until) = reply.penalty_until_ms {
-        let _ = write!(line, " p={until}");
+        line.push_str(" p=");
+        push_i64(&mut line, until);
     }
     line
 }
@@ -863,7 +897,7 @@ pub fn decode_reply_line(status: u16, body: &str) -> Result<Reply, CallFailure> 
 /// Reads a reply line ([`encode_reply_line`]): the fixed fields, then one
 /// field per window, then `g=N` in an answer to a lease.
 fn parse_reply_line(line: &str) -> Option<Reply> {
-    let mut fields = line.split(' ');
+    let mut fields = split_ascii(line, b' ');
     let mut reply = parse_fixed_fields(&mut fields)?;
     let (windows, granted, penalty) = parse_window_fields(fields)?;
     reply.tally.windows = windows;
@@ -942,7 +976,7 @@ fn parse_window_fields<'a>(fields: impl Iterator<Item = &'a str>) -> Option<(Vec
 
 /// One window's field: `limit/window_ms/used/remaining/reset_ms`.
 fn parse_wire_window(field: &str) -> Option<WireWindow> {
-    let mut parts = field.split('/');
+    let mut parts = split_ascii(field, b'/');
     let mut part = || parts.next().and_then(|p| p.parse::<u64>().ok());
     let window = WireWindow {
         limit: u32::try_from(part()?).ok()?,

@@ -13,9 +13,10 @@
 //! than the exact log, each unit freed at most `window / 1000` late
 //! ([`crate::count::coalesce`] proves both).
 
-use crate::count::algorithm::{excerpt, CorruptRow, Counter, Decision};
+use crate::count::algorithm::{excerpt, push_i64, push_u64, CorruptRow, Counter, Decision};
 use crate::count::coalesce::bounded;
 use crate::count::tally::Tally;
+use crate::request::canon::{split_ascii, split_once_ascii};
 /// The vocabulary of limits, where callers have always found it.
 pub use crate::count::limit::{horizon_ms, Hit, Limit, WindowState};
 
@@ -226,10 +227,10 @@ pub(crate) fn encode_log(log: &[Hit]) -> String {
             out.push(',');
         }
         let value = if i == 0 { hit.at_ms } else { hit.at_ms - previous };
-        out.push_str(&value.to_string());
+        push_i64(&mut out, value);
         if hit.cost != 1 {
             out.push('*');
-            out.push_str(&hit.cost.to_string());
+            push_u64(&mut out, u64::from(hit.cost));
         }
         previous = hit.at_ms;
     }
@@ -244,9 +245,9 @@ pub(crate) fn decode_log(text: &str) -> Result<Vec<Hit>, CorruptRow> {
         return Ok(log);
     }
     let mut previous = 0i64;
-    for (index, entry) in text.split(',').enumerate() {
+    for (index, entry) in split_ascii(text, b',').enumerate() {
         let unreadable = || CorruptRow::UnreadableHit { index, entry: excerpt(entry) };
-        let (at, cost) = match entry.split_once('*') {
+        let (at, cost) = match split_once_ascii(entry, b'*') {
             Some((at, cost)) => (at, cost.parse::<u32>().map_err(|_| unreadable())?),
             None => (entry, 1),
         };

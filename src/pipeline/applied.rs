@@ -81,6 +81,10 @@ pub struct Applied<'c> {
 /// The name of the object counting `key` for `rule` (also its cache key):
 /// the rule's name and the key, one line each.
 pub(crate) fn object_name(rule: &Rule, key: &str) -> String {
-    format!("{}\n{}", rule.name, key)
+    let mut name = String::with_capacity(rule.name.len() + 1 + key.len());
+    name.push_str(&rule.name);
+    name.push('\n');
+    name.push_str(key);
+    name
 }
 

@@ -44,14 +44,16 @@ impl HeaderMap {
         // Room for as many fields as the text can hold (`n` need `2n - 1`
         // bytes), up to 16, more than most requests carry: no regrowth.
         let mut fields = Vec::with_capacity(text.len().div_ceil(2).min(16));
-        let mut at = 0;
-        let mut lines = text.split('\n').map(|line| {
-            let range = at..at + line.len();
-            at = range.end + 1;
-            range
-        });
-        while let (Some(name), Some(value)) = (lines.next(), lines.next()) {
-            fields.push((name, value));
+        {
+            let mut at = 0;
+            let mut lines = crate::request::canon::split_ascii(&text, b'\n').map(|line| {
+                let range = at..at + line.len();
+                at = range.end + 1;
+                range
+            });
+            while let (Some(name), Some(value)) = (lines.next(), lines.next()) {
+                fields.push((name, value));
+            }
         }
         HeaderMap { text, fields }
     }

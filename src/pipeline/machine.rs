@@ -30,7 +30,7 @@ use crate::pipeline::metrics::{self, Point};
 #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
-use crate::pipeline::plane::{self, Entry, Plane};
+use crate::pipeline::plane::{self, Entry, Plane, Walked};
 use crate::pipeline::plan::{self, Body, Plan, RequestParts, Route};
 use crate::pipeline::upload::{self, Receipt, UploadLimits};
 use crate::pipeline::upgrade;
@@ -42,7 +42,7 @@ use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
 /// request of the zone. A URL a kept plan was made for is not asked again.
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) fn applies(config: &Config, memo: &PlanMemo, url: &str) -> bool {
-    memo.holds_url(url) || plan::may_apply(config, url)
+    memo.holds_url(url) || walk(config, memo, url, Plane::Zone) != Entry::Pass
 }
 
 /// What the Worker on `plane` does with a request to `url` before reading
@@ -54,7 +54,15 @@ pub(crate) fn entry(config: &Config, memo: &PlanMemo, url: &str, plane: Plane) -
     if plane == Plane::Zone && memo.holds_url(url) {
         return Entry::Plan;
     }
-    plane::entry(config, url, plane, &|host, path| plan::rules_take(config, host, path))
+    walk(config, memo, url, plane)
+}
+
+/// [`plane::walk`]: the entry, the walk of a URL the zone plans held in
+/// `memo` for [`Machine::new`] (which takes it), any older one dropped.
+fn walk(config: &Config, memo: &PlanMemo, url: &str, plane: Plane) -> Entry {
+    let (entry, walked) = plane::walk(config, url, plane, &|host, path| plan::rules_take(config, host, path));
+    memo.set_walked(walked);
+    entry
 }
 
 /// One request on its way through the pipeline.
@@ -125,17 +133,17 @@ impl<'c, 'f> Machine<'c, 'f> {
         match replayed {
             Some(plan) => machine.plan = plan,
             None => {
-                machine.plan = machine.plan_with(Body::Unread);
+                machine.plan = machine.plan_with(Body::Unread, memo.take_walked());
                 machine.fresh = fingerprint;
             }
         }
         machine
     }
 
-    fn plan_with(&self, body: Body<'_>) -> Plan<'c> {
+    fn plan_with(&self, body: Body<'_>, walked: Option<Walked>) -> Plan<'c> {
         let headers = self.facts.headers;
         let recording = |name: &str| self.reads.read(&|n: &str| headers.get(n), name);
-        plan_facts(self.config, &self.facts, &recording, body)
+        plan_facts(self.config, &self.facts, &recording, body, walked)
     }
 
     /// What the driver does next. `cache`: the isolate's blocked-until
@@ -170,7 +178,7 @@ impl<'c, 'f> Machine<'c, 'f> {
     /// never kept.
     pub(crate) fn body(&mut self, body: Option<&[u8]>) {
         self.fresh = None;
-        self.plan = self.plan_with(body.map_or(Body::Unusable, Body::Read));
+        self.plan = self.plan_with(body.map_or(Body::Unusable, Body::Read), None);
     }
 
     /// How the upload went after [`Next::Upload`], begun at `started_ms`:
@@ -287,8 +295,16 @@ pub(crate) fn early(plan: &Plan<'_>) -> Option<verdict::Verdict> {
 }
 
 /// [`plan::plan`] of what `facts` say, its headers read through `header`
-/// (the machine records them for the memo) and `body` as known so far.
-pub(crate) fn plan_facts<'c>(config: &'c Config, facts: &Facts<'_>, header: &dyn Fn(&str) -> Option<String>, body: Body<'_>) -> Plan<'c> {
+/// (the machine records them for the memo) and `body` as known so far;
+/// from the zone entry's `walked` of the URL, if it is this config's walk
+/// of it ([`plan::plan_walked`]).
+pub(crate) fn plan_facts<'c>(
+    config: &'c Config,
+    facts: &Facts<'_>,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: Body<'_>,
+    walked: Option<Walked>,
+) -> Plan<'c> {
     let admin_token = || facts.secrets.admin_token.clone();
     let secret = |name: &str| facts.secrets.get(name);
     let parts = RequestParts {
@@ -304,7 +320,7 @@ pub(crate) fn plan_facts<'c>(config: &'c Config, facts: &Facts<'_>, header: &dyn
         secret: &secret,
         now_ms: facts.now_ms,
     };
-    plan::plan(config, &parts)
+    plan::plan_walked(config, &parts, walked)
 }
 
 /// The `block` rules of `applied` the cache refuses at `now_ms` (their

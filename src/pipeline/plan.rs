@@ -35,6 +35,7 @@ use crate::pipeline::applied::{object_name, Applied, Exempted, KeyOutcome, Match
 use crate::request::body::{self, BodyParams, Unreadable};
 use crate::request::canon::{canonical_path_entering, normalize_key, CanonError, CanonicalQuery, RawUrl, Source};
 use crate::config::Config;
+use crate::pipeline::plane::Walked;
 use crate::request::exempt::ExemptInputs;
 use crate::config::policy::MissingKey;
 use crate::request::key::{body_field_values, derive_keys, key_hash, raw_values, KeyError, KeyInputs};
@@ -214,10 +215,16 @@ pub(crate) fn rules_take(config: &Config, host: &str, path: &str) -> bool {
 
 /// Plans one request. Pure: the same config and parts give the same plan.
 pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
-    let RawUrl { host, path: raw_path, query: raw_query } = RawUrl::split(parts.url);
+    plan_walked(config, parts, None)
+}
+
+/// [`plan`], from `walked`, the zone entry's walk of the URL, when it is
+/// this config's walk of `parts.url` ([`Walked::of`]): the same plan, the
+/// URL not split and walked again, nor asked whether a rule takes it.
+pub(crate) fn plan_walked<'c>(config: &'c Config, parts: &RequestParts<'_>, walked: Option<Walked>) -> Plan<'c> {
     #[cfg_attr(not(any(feature = "admin", feature = "cli", not(target_arch = "wasm32"))), allow(unused_variables))]
-    let (path, entered) = match canonical_path_entering(raw_path, &config.admin_prefix) {
-        Ok(walked) => walked,
+    let (host, path, raw_query, entered, taken) = match walk(config, parts.url, walked) {
+        Ok(walk) => walk,
         Err(e) => return Plan { canonical: None, matched: Vec::new(), route: Route::Malformed(e) },
     };
 
@@ -248,7 +255,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     // parameter or header can make one match. Nothing more is read: no
     // override header, cookie or body (a zone-wide route sends every
     // request of the zone here).
-    if !rules_take(config, &host, &path) {
+    if !taken && !rules_take(config, &host, &path) {
         let methods = vec![parts.method.to_ascii_uppercase()];
         let canonical = Canonical { host, path, query: CanonicalQuery::parse(raw_query), methods, unreadable_body: None };
         return Plan { canonical: Some(canonical), matched: Vec::new(), route: Route::Check(Vec::new()) };
@@ -272,6 +279,19 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
     let matched = matched_rules(config, parts, &canonical, found, body_params.as_ref());
     let route = route_of(&matched, parts.log_key, &|m, key| trusted_device(parts, m.rule, key, m.spelling.as_ref()));
     Plan { canonical: Some(canonical), matched, route }
+}
+
+/// The host, canonical path and raw query of `url`, whether its walk
+/// entered the admin prefix, and whether some rule is known to take it:
+/// `walked`'s (it entered none, a rule takes it) when it is `config`'s walk
+/// of `url`, else split and walked here (not known). `Err`: a malformed path.
+fn walk<'u>(config: &Config, url: &'u str, walked: Option<Walked>) -> Result<(String, String, &'u str, bool, bool), CanonError> {
+    if let Some((host, path, query)) = walked.and_then(|w| w.of(config, url)) {
+        return Ok((host, path, query, false, true));
+    }
+    let RawUrl { host, path: raw_path, query } = RawUrl::split(url);
+    let (path, entered) = canonical_path_entering(raw_path, &config.admin_prefix)?;
+    Ok((host, path, query, entered, false))
 }
 
 /// Every matching rule (`found`, in match order) with its key, spelling,
@@ -732,6 +752,45 @@ mod tests {
         let second = req.plan_once(config, read);
         assert!(!matches!(second.route, Route::NeedsBody), "a plan with the body never asks again");
         (second, true)
+    }
+
+    /// The zone entry's walk of a URL it plans is what the plan would find
+    /// itself: planned from it or afresh, the same plan. A walk is taken
+    /// only by the config and the URL it was made for.
+    #[test]
+    fn a_plan_from_the_entrys_walk_is_the_fresh_plan() {
+        use crate::pipeline::plane::{self, Entry, Plane};
+        let c = config(json!([
+            {"name": "api", "path": "/api/:id", "query": {"mode": "heavy"}, "key": ["ip", "path:id"], "limits": limits()},
+            {"name": "host", "path": "/h/*", "host": "api.example.com", "limits": limits()},
+        ]));
+        let other = config(json!([{"name": "api", "path": "/api/:id", "limits": limits()}]));
+        let header = |name: &str| (name == "cf-connecting-ip").then(|| "192.0.2.1".to_string());
+        let urls = [
+            "https://example.com/api/42?mode=heavy",
+            "https://example.com/API/42/?mode=heavy&x=1#f",
+            "https://example.com/api/42",
+            "https://example.com/api/42?",
+            "https://example.com/api/42#?mode=heavy",
+            "https://api.example.com:8443/h/x?mode=heavy",
+            "https://example.com/h/x",
+            "https://example.com/elsewhere?mode=heavy",
+            "https://example.com/.tollgate/api/1",
+            "https://example.com/api/%00",
+            "/api/7?mode=heavy",
+        ];
+        let mut walks = 0;
+        for url in urls {
+            let walk = || plane::walk(&c, url, Plane::Zone, &|host, path| rules_take(&c, host, path));
+            let (entry, walked) = walk();
+            assert!(walked.is_none() || entry == Entry::Plan, "{url}");
+            walks += usize::from(walked.is_some());
+            let parts = RequestParts::plain("GET", url, &header, Body::Unread);
+            assert_eq!(format!("{:?}", plan_walked(&c, &parts, walked)), format!("{:?}", plan(&c, &parts)), "{url}");
+            assert!(walk().1.and_then(|w| w.of(&other, url)).is_none(), "{url}: another config's");
+            assert!(walk().1.and_then(|w| w.of(&c, "https://example.com/api/43")).is_none(), "{url}: another URL's");
+        }
+        assert_eq!(walks, 7);
     }
 
     fn checked(plan: &Plan<'_>) -> Vec<(String, String)> {

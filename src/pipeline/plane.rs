@@ -50,15 +50,63 @@ pub(crate) enum Entry {
 /// `takes(host, canonical path)`: whether some rule's host and path take
 /// it, asked only on the zone for a path outside the admin prefix.
 pub(crate) fn entry(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> Entry {
+    walk(config, url, plane, takes).0
+}
+
+/// [`entry`], and the walk of a URL the zone sends to be planned because
+/// a rule takes it ([`Walked`]; `None` for any other entry).
+pub(crate) fn walk(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> (Entry, Option<Walked>) {
     let raw = RawUrl::split(url);
-    let Ok((path, entered)) = canonical_path_entering(raw.path, &config.admin_prefix) else { return Entry::Plan };
+    let Ok((path, entered)) = canonical_path_entering(raw.path, &config.admin_prefix) else { return (Entry::Plan, None) };
     match plane {
-        Plane::Zone if entered => Entry::NotHere,
-        Plane::Zone if takes(&raw.host, &path) => Entry::Plan,
-        Plane::Zone => Entry::Pass,
-        Plane::Admin { on: true } if entered => Entry::Plan,
-        Plane::Admin { .. } => Entry::NotHere,
+        Plane::Zone if entered => (Entry::NotHere, None),
+        Plane::Zone if takes(&raw.host, &path) => (Entry::Plan, Walked::new(config, url, raw.host, path, raw.query)),
+        Plane::Zone => (Entry::Pass, None),
+        Plane::Admin { on: true } if entered => (Entry::Plan, None),
+        Plane::Admin { .. } => (Entry::NotHere, None),
     }
+}
+
+/// What the zone's [`walk`] found of a URL it sent to be planned: its host
+/// and canonical path (a walk that entered no admin prefix) and where its
+/// raw query is, some rule's host and path taking it. The plan starts from
+/// it rather than splitting and walking the same URL again
+/// ([`crate::pipeline::plan::plan_walked`]); it holds only for the config
+/// (compared by address) and the URL it was found for ([`Walked::of`]).
+#[derive(Debug)]
+pub(crate) struct Walked {
+    config: usize,
+    url: String,
+    host: String,
+    path: String,
+    query: std::ops::Range<usize>,
+}
+
+impl Walked {
+    /// `query` is a slice of `url` (or empty); `None` if it is not.
+    fn new(config: &Config, url: &str, host: String, path: String, query: &str) -> Option<Walked> {
+        let query = if query.is_empty() {
+            0..0
+        } else {
+            let at = (query.as_ptr() as usize).checked_sub(url.as_ptr() as usize)?;
+            at..at.checked_add(query.len())?
+        };
+        url.get(query.clone())?;
+        Some(Walked { config: address(config), url: url.to_string(), host, path, query })
+    }
+
+    /// The host, canonical path and raw query of `url`, if this is
+    /// `config`'s walk of it.
+    pub(crate) fn of<'u>(self, config: &Config, url: &'u str) -> Option<(String, String, &'u str)> {
+        if self.config != address(config) || self.url != url {
+            return None;
+        }
+        Some((self.host, self.path, url.get(self.query)?))
+    }
+}
+
+fn address(config: &Config) -> usize {
+    std::ptr::from_ref(config) as usize
 }
 
 /// Whether `url`'s path enters the default admin prefix, in any spelling:

@@ -357,10 +357,10 @@ impl CanonicalQuery {
 /// [`CanonicalQuery::parse`]).
 pub(crate) fn form_pairs(raw: &str) -> Vec<(String, String)> {
     let mut pairs = Vec::new();
-    for piece in raw.split('&') {
+    for piece in split_ascii(raw, b'&') {
         pairs.extend(decode_pair(piece));
-        if piece.contains(';') {
-            pairs.extend(piece.split(';').filter_map(decode_pair));
+        if find_byte(piece, b';').is_some() {
+            pairs.extend(split_ascii(piece, b';').filter_map(decode_pair));
         }
     }
     pairs
@@ -371,13 +371,13 @@ fn decode_pair(piece: &str) -> Option<(String, String)> {
     if piece.is_empty() {
         return None;
     }
-    let (raw_key, raw_value) = piece.split_once('=').unwrap_or((piece, ""));
+    let (raw_key, raw_value) = split_once_ascii(piece, b'=').unwrap_or((piece, ""));
     Some((decode_form(raw_key), decode_form(raw_value)))
 }
 
 /// `text` up to its first NUL, as C-string readers such as PHP's see it.
 fn until_nul(mut text: String) -> String {
-    if let Some(end) = text.find('\0') {
+    if let Some(end) = find_byte(&text, 0) {
         text.truncate(end);
     }
     text
@@ -386,7 +386,7 @@ fn until_nul(mut text: String) -> String {
 /// `application/x-www-form-urlencoded` decoding: `+` is a space, then
 /// percent-decoding to a fixpoint; invalid UTF-8 becomes U+FFFD.
 fn decode_form(raw: &str) -> String {
-    let spaced: Cow<'_, str> = if raw.contains('+') {
+    let spaced: Cow<'_, str> = if find_byte(raw, b'+').is_some() {
         Cow::Owned(raw.replace('+', " "))
     } else {
         Cow::Borrowed(raw)
@@ -399,7 +399,7 @@ fn decode_form(raw: &str) -> String {
 /// that would normalize to nothing (`[]`) is only lowercased.
 pub(crate) fn normalize_key(key: &str) -> String {
     let name = key.trim_start_matches(' ').trim_start_matches(['[', ']']);
-    let name = &name[..name.find(['[', ']']).unwrap_or(name.len())];
+    let name = &name[..name.bytes().position(|b| b == b'[' || b == b']').unwrap_or(name.len())];
     let name = if name.is_empty() { key } else { name };
     name.chars()
         .map(|c| match c {
@@ -413,7 +413,7 @@ pub(crate) fn normalize_key(key: &str) -> String {
 /// an `_` (`page[size=1` sets `$_GET['page_size']`). `None` for other keys.
 fn php_unmatched_bracket_key(key: &str) -> Option<String> {
     let key = key.trim_start_matches(' ');
-    let at = key.find('[').filter(|&at| at > 0 && !key[at..].contains(']'))?;
+    let at = find_byte(key, b'[').filter(|&at| at > 0 && find_byte(&key[at..], b']').is_none())?;
     Some(normalize_key(&format!("{}_{}", &key[..at], &key[at + 1..])))
 }
 
@@ -430,12 +430,56 @@ pub fn canonical_host(host: &str) -> String {
 /// a multi-byte UTF-8 sequence, so the index is a char boundary), without
 /// decoding every char (`RawUrl::split` runs twice per counted request).
 fn find_ascii(s: &str, any: &[u8]) -> Option<usize> {
-    s.bytes().position(|b| any.contains(&b))
+    // Compared in a loop rather than with `<[u8]>::contains`, which calls
+    // `memchr` on `any` for every byte of `s`.
+    for (at, b) in s.bytes().enumerate() {
+        for &a in any {
+            if a == b {
+                return Some(at);
+            }
+        }
+    }
+    None
+}
+
+/// Where the ASCII byte `byte` first occurs in `s`: `s.find(char::from(byte))`,
+/// a byte at a time (no char searcher set up for a short text).
+pub(crate) fn find_byte(s: &str, byte: u8) -> Option<usize> {
+    s.bytes().position(|b| b == byte)
+}
+
+/// `s.split_once(char::from(separator))` for an ASCII `separator`
+/// ([`find_byte`]).
+pub(crate) fn split_once_ascii(s: &str, separator: u8) -> Option<(&str, &str)> {
+    let at = find_byte(s, separator)?;
+    Some((s.get(..at)?, s.get(at + 1..)?))
+}
+
+/// The pieces of `s` between the ASCII byte `separator`s: what
+/// `s.split(char::from(separator))` yields (an empty piece at either end
+/// or between two separators included), found a byte at a time instead of
+/// through a char searcher set up per call (short, many pieces: a reply
+/// line, a row, the header lines).
+pub(crate) fn split_ascii(s: &str, separator: u8) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        match text.bytes().position(|b| b == separator) {
+            Some(at) => {
+                rest = text.get(at + 1..);
+                text.get(..at)
+            }
+            None => {
+                rest = None;
+                Some(text)
+            }
+        }
+    })
 }
 
 /// Where `://` first occurs in `s`: `s.find("://")`, found from the `:`s
 /// (a `memchr` each) instead of a substring searcher built per call.
-fn scheme_end(s: &str) -> Option<usize> {
+pub(crate) fn scheme_end(s: &str) -> Option<usize> {
     s.match_indices(':').map(|(at, _)| at).find(|&at| s[at..].starts_with("://"))
 }
 
@@ -453,11 +497,11 @@ impl<'a> RawUrl<'a> {
     /// Splits `scheme://host[:port]/path?query#fragment`, or a bare
     /// `/path?query`. Never fails: anything unrecognised is read as a path.
     pub fn split(url: &'a str) -> RawUrl<'a> {
-        let without_fragment = match url.find('#') {
+        let without_fragment = match find_byte(url, b'#') {
             Some(at) => &url[..at],
             None => url,
         };
-        let (before_query, query) = match without_fragment.find('?') {
+        let (before_query, query) = match find_byte(without_fragment, b'?') {
             Some(at) => (&without_fragment[..at], &without_fragment[at + 1..]),
             None => (without_fragment, ""),
         };
@@ -471,11 +515,11 @@ impl<'a> RawUrl<'a> {
                 let authority = &rest[..path_start];
                 let host_port = authority.rsplit('@').next().unwrap_or(authority);
                 let host = if host_port.starts_with('[') {
-                    host_port.split(']').next().map(|h| format!("{h}]")).unwrap_or_default()
+                    canonical_host(&host_port.split(']').next().map(|h| format!("{h}]")).unwrap_or_default())
                 } else {
-                    host_port.split(':').next().unwrap_or("").to_string()
+                    canonical_host(host_port.split(':').next().unwrap_or(""))
                 };
-                (canonical_host(&host), &rest[path_start..])
+                (host, &rest[path_start..])
             }
             None => (String::new(), before_query),
         };
@@ -655,6 +699,28 @@ mod tests {
         assert_eq!(u.host, "[::1]");
         let u = RawUrl::split("/api/x=://../example?q=http://h/");
         assert_eq!((u.host.as_str(), u.path, u.query), ("", "/api/x=://../example", "q=http://h/"));
+    }
+
+    #[test]
+    fn split_once_ascii_and_find_byte_answer_as_str() {
+        for s in ["", "=", "a=b", "a==b", "é=ü=", "日本", "x*2", "?#", "a\0b"] {
+            for byte in [b'=', b'*', b'#', b'?', 0] {
+                assert_eq!(split_once_ascii(s, byte), s.split_once(char::from(byte)), "{s:?}");
+                assert_eq!(find_byte(s, byte), s.find(char::from(byte)), "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn split_ascii_answers_as_str_split() {
+        let inputs = ["", " ", "  ", "a", "a b", " a", "a ", "a  b", "1 a 0 - 0 0 0 1 1 0 - 0 10/60000/1/9/60000", "é ü\n日 本", "\n\n"];
+        for s in inputs {
+            for separator in [b' ', b'\n', b',', b'/'] {
+                let ours: Vec<&str> = split_ascii(s, separator).collect();
+                let std: Vec<&str> = s.split(char::from(separator)).collect();
+                assert_eq!(ours, std, "{s:?} by {separator}");
+            }
+        }
     }
 
     #[test]

@@ -23,12 +23,13 @@ pub(crate) fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
 /// written into keys, cookies, tickets and logs.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(2 * bytes.len());
+    let mut out = Vec::with_capacity(2 * bytes.len());
     for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 15)]);
     }
-    out
+    // Hex digits: always UTF-8.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Whether `a` and `b` are the same bytes, in a time that depends on their

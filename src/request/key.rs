@@ -408,6 +408,32 @@ impl From<KeyPartError> for String {
     }
 }
 
+impl KeyPart {
+    /// Appends the part as [`fmt::Display`] writes it (`ip`, `header:x-user`,
+    /// `query:id:int`), without the formatter: every key of every counted
+    /// request spells its parts ([`derive_keys`]).
+    fn push_name(&self, out: &mut String) {
+        let (kind, name, value_type) = match self {
+            KeyPart::Ip => return out.push_str("ip"),
+            KeyPart::Global => return out.push_str("global"),
+            KeyPart::Country => return out.push_str("country"),
+            KeyPart::Asn => return out.push_str("asn"),
+            KeyPart::Body(n, t) => ("body", n, t),
+            KeyPart::Header(n, t) => ("header", n, t),
+            KeyPart::Cookie(n, t) => ("cookie", n, t),
+            KeyPart::Query(n, t) => ("query", n, t),
+            KeyPart::PathGroup(n, t) => ("path", n, t),
+        };
+        out.push_str(kind);
+        out.push(':');
+        out.push_str(name);
+        if let Some(t) = value_type {
+            out.push(':');
+            out.push_str(t.name());
+        }
+    }
+}
+
 impl fmt::Display for KeyPart {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (kind, name, value_type) = match self {
@@ -514,8 +540,16 @@ pub(crate) fn derive_keys(parts: &[KeyPart], inputs: &KeyInputs<'_>) -> Result<V
             .iter()
             .flat_map(|key| {
                 values.iter().map(move |value| {
-                    let separator = if key.is_empty() { "" } else { "|" };
-                    format!("{key}{separator}{part}={value}")
+                    // `{key}|{part}={value}` (no `|` after an empty key), in one buffer.
+                    let mut identity = String::with_capacity(key.len() + 24 + value.len());
+                    identity.push_str(key);
+                    if !key.is_empty() {
+                        identity.push('|');
+                    }
+                    part.push_name(&mut identity);
+                    identity.push('=');
+                    identity.push_str(value);
+                    identity
                 })
             })
             .collect();
@@ -793,13 +827,13 @@ pub(crate) fn cookie_value(header: &str, name: &str) -> Option<String> {
 /// `None` when `raw` is not an IP address.
 pub(crate) fn client_ip_key(raw: &str, ipv6_prefix: u8) -> Option<String> {
     match raw.trim().parse::<IpAddr>().ok()? {
-        IpAddr::V4(v4) => Some(v4.to_string()),
+        IpAddr::V4(v4) => Some(ipv4_text(v4)),
         IpAddr::V6(v6) => {
             if let Some(v4) = embedded_ipv4(&v6) {
-                return Some(v4.to_string());
+                return Some(ipv4_text(v4));
             }
             if let Some(v4) = teredo_client(&v6) {
-                return Some(v4.to_string());
+                return Some(ipv4_text(v4));
             }
             let prefix = u32::from(ipv6_prefix.min(128));
             let bits = u128::from(v6);
@@ -807,6 +841,25 @@ pub(crate) fn client_ip_key(raw: &str, ipv6_prefix: u8) -> Option<String> {
             Some(format!("{}/{}", Ipv6Addr::from(bits & mask), prefix))
         }
     }
+}
+
+/// `v4.to_string()` (dotted decimal, no leading zeros), written without
+/// the formatter.
+fn ipv4_text(v4: Ipv4Addr) -> String {
+    let mut out = String::with_capacity(15);
+    for (i, octet) in v4.octets().into_iter().enumerate() {
+        if i > 0 {
+            out.push('.');
+        }
+        if octet >= 100 {
+            out.push(char::from(b'0' + octet / 100));
+        }
+        if octet >= 10 {
+            out.push(char::from(b'0' + octet / 10 % 10));
+        }
+        out.push(char::from(b'0' + octet % 10));
+    }
+    out
 }
 
 /// The IPv4 address a mapped, NAT64 or 6to4 address stands for.
@@ -860,6 +913,25 @@ mod tests {
         assert!(a.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
         assert_eq!(log_key(" s3cret\n").as_deref(), Some(&b"s3cret"[..]));
         assert_eq!(log_key(" \n"), None, "a blank secret keys nothing");
+    }
+
+    #[test]
+    fn a_part_is_spelled_as_display_writes_it() {
+        let texts = ["ip", "global", "country", "asn", "header:x-user", "cookie:sid", "query:id:int", "path:tenant:raw", "body:email:email", "header:x-a:lower"];
+        for text in texts {
+            let part = KeyPart::parse(text).unwrap();
+            let mut spelled = String::from("k|");
+            part.push_name(&mut spelled);
+            assert_eq!(spelled, format!("k|{part}"), "{text}");
+        }
+    }
+
+    #[test]
+    fn ipv4_text_is_the_display_form() {
+        for v4 in (0..=255u8).map(|o| [o, 255 - o, o / 2, o % 10]) {
+            let v4 = Ipv4Addr::from(v4);
+            assert_eq!(ipv4_text(v4), v4.to_string());
+        }
     }
 
     #[test]
