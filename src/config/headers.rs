@@ -33,6 +33,7 @@
 //!   (`500ms`, `1500ms`) is stated without `w` rather than rounded (`w=1`
 //!   for 500 ms would claim half the rate the limiter allows).
 
+use crate::count::algorithm::push_u64;
 use crate::count::protocol::WireWindow;
 use serde_json::json;
 
@@ -110,8 +111,6 @@ fn push_policy_name(out: &mut String, rule: &str, windows: &[WireWindow], index:
         push_u64(out, earlier as u64 + 1);
     }
 }
-
-pub(crate) use crate::count::algorithm::push_u64;
 
 /// The name of a rule's `concurrency` policy.
 pub(crate) fn concurrency_name(rule: &str) -> String {

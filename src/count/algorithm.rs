@@ -154,7 +154,6 @@ pub(crate) fn excerpt(text: &str) -> String {
     text.chars().take(32).collect()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -409,48 +409,45 @@ impl From<KeyPartError> for String {
 }
 
 impl KeyPart {
-    /// Appends the part as [`fmt::Display`] writes it (`ip`, `header:x-user`,
-    /// `query:id:int`), without the formatter: every key of every counted
-    /// request spells its parts ([`derive_keys`]).
-    fn push_name(&self, out: &mut String) {
+    /// The part's spelling in pieces (`query`, `id`, `int` of
+    /// `query:id:int`): the one definition that [`KeyPart::push_name`] and
+    /// [`fmt::Display`] both write.
+    fn pieces(&self) -> (&'static str, Option<&str>, Option<&'static str>) {
         let (kind, name, value_type) = match self {
-            KeyPart::Ip => return out.push_str("ip"),
-            KeyPart::Global => return out.push_str("global"),
-            KeyPart::Country => return out.push_str("country"),
-            KeyPart::Asn => return out.push_str("asn"),
+            KeyPart::Ip => return ("ip", None, None),
+            KeyPart::Global => return ("global", None, None),
+            KeyPart::Country => return ("country", None, None),
+            KeyPart::Asn => return ("asn", None, None),
             KeyPart::Body(n, t) => ("body", n, t),
             KeyPart::Header(n, t) => ("header", n, t),
             KeyPart::Cookie(n, t) => ("cookie", n, t),
             KeyPart::Query(n, t) => ("query", n, t),
             KeyPart::PathGroup(n, t) => ("path", n, t),
         };
+        (kind, Some(name.as_str()), value_type.map(|t| t.name()))
+    }
+
+    /// Appends the part as [`fmt::Display`] writes it (`ip`, `header:x-user`,
+    /// `query:id:int`), without the formatter: every key of every counted
+    /// request spells its parts ([`derive_keys`]).
+    fn push_name(&self, out: &mut String) {
+        let (kind, name, value_type) = self.pieces();
         out.push_str(kind);
-        out.push(':');
-        out.push_str(name);
-        if let Some(t) = value_type {
+        for piece in [name, value_type].into_iter().flatten() {
             out.push(':');
-            out.push_str(t.name());
+            out.push_str(piece);
         }
     }
 }
 
 impl fmt::Display for KeyPart {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (kind, name, value_type) = match self {
-            KeyPart::Ip => return write!(f, "ip"),
-            KeyPart::Global => return write!(f, "global"),
-            KeyPart::Country => return write!(f, "country"),
-            KeyPart::Asn => return write!(f, "asn"),
-            KeyPart::Body(n, t) => ("body", n, t),
-            KeyPart::Header(n, t) => ("header", n, t),
-            KeyPart::Cookie(n, t) => ("cookie", n, t),
-            KeyPart::Query(n, t) => ("query", n, t),
-            KeyPart::PathGroup(n, t) => ("path", n, t),
-        };
-        match value_type {
-            Some(t) => write!(f, "{kind}:{name}:{}", t.name()),
-            None => write!(f, "{kind}:{name}"),
+        let (kind, name, value_type) = self.pieces();
+        f.write_str(kind)?;
+        for piece in [name, value_type].into_iter().flatten() {
+            write!(f, ":{piece}")?;
         }
+        Ok(())
     }
 }
 
