@@ -23,6 +23,7 @@
 //! `Retry-After` and the `RateLimit` fields are on both.
 
 use crate::config::headers::{self, OwnResponse};
+use crate::count::algorithm::push_u64;
 
 /// A rule's problem+json bodies (429 and 503), prepared once when the rule
 /// is compiled ([`crate::config::rules::Rule::compile`]): a block then only writes
@@ -78,9 +79,9 @@ impl ProblemTemplate {
     fn render(&self, retry_after_s: u64) -> String {
         let mut body = String::with_capacity(self.head.len() + self.middle.len() + self.tail.len() + 40);
         body.push_str(&self.head);
-        headers::push_u64(&mut body, retry_after_s);
+        push_u64(&mut body, retry_after_s);
         body.push_str(self.middle);
-        headers::push_u64(&mut body, retry_after_s);
+        push_u64(&mut body, retry_after_s);
         body.push_str(&self.tail);
         body
     }
@@ -279,7 +280,7 @@ pub(crate) fn blocked(
         None => ("application/problem+json".to_string(), problems.body(status, retry_after_s)),
     };
     let mut retry_after = String::with_capacity(6);
-    headers::push_u64(&mut retry_after, retry_after_s);
+    push_u64(&mut retry_after, retry_after_s);
     let mut out = Vec::with_capacity(2 + fields.len());
     out.push(("content-type".to_string(), content_type));
     out.push(("retry-after".to_string(), retry_after));

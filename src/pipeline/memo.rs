@@ -65,7 +65,7 @@ impl Fingerprint {
         for (i, field) in [Some(method), Some(url), country, verified_bot].into_iter().enumerate() {
             match field {
                 Some(v) => {
-                    crate::config::headers::push_u64(&mut line, v.len() as u64);
+                    crate::count::algorithm::push_u64(&mut line, v.len() as u64);
                     line.push(':');
                     if i == 1 {
                         at = line.len()..line.len() + v.len();
@@ -76,7 +76,7 @@ impl Fingerprint {
             }
         }
         if let Some(asn) = asn {
-            crate::config::headers::push_u64(&mut line, u64::from(asn));
+            crate::count::algorithm::push_u64(&mut line, u64::from(asn));
         }
         Fingerprint { line, url: at }
     }
