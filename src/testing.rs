@@ -157,7 +157,7 @@ impl Req {
         outcome: &dyn Fn(&Applied<'_>) -> Outcome,
     ) -> Decision<'c> {
         let headers = self.header_map();
-        let mut machine = Machine::new(config, self.facts(&headers), memo);
+        let mut machine = Machine::new(config, self.facts(&headers), memo, None);
         loop {
             match machine.next(cache) {
                 Next::Body { .. } => machine.body(Some(self.body.as_deref().unwrap_or_default())),

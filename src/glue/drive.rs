@@ -60,18 +60,18 @@ pub(crate) enum Decided {
 /// carry `cf`).
 pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client, plane: Plane) -> worker::Result<Decided> {
     let url = req.url();
-    match with_isolate(|isolate| machine::entry(config, &isolate.memo, &url, plane)) {
-        Entry::NotHere => return Ok(Decided::Answered(respond(&plane::not_here())?)),
-        Entry::Pass => return Ok(Decided::Decision(Box::new(Decision::pass()), None)),
-        Entry::Plan => {}
-    }
+    let walked = match with_isolate(|isolate| machine::entry(config, &isolate.memo, &url, plane)) {
+        (Entry::NotHere, _) => return Ok(Decided::Answered(respond(&plane::not_here())?)),
+        (Entry::Pass, _) => return Ok(Decided::Decision(Box::new(Decision::pass()), None)),
+        (Entry::Plan, walked) => walked,
+    };
     let method = req.method();
     let headers = HeaderMap::from_lines(header_lines(req.headers().as_ref()));
     let cf = if config.facts.reads_cf { cf_facts(req.as_ref()) } else { None };
     let known = client_facts(cf.as_deref(), client);
     let secrets = load_secrets(env, config);
     let facts = Facts { method: &method, url: &url, headers: &headers, client: &known, secrets: &secrets, now_ms: now_ms() };
-    let mut machine = with_isolate(|isolate| Machine::new(config, facts, &isolate.memo));
+    let mut machine = with_isolate(|isolate| Machine::new(config, facts, &isolate.memo, walked));
     let mut hold = None;
     let decision = loop {
         match with_isolate(|isolate| machine.next(Some(&isolate.blocked))) {

@@ -463,7 +463,7 @@ mod tests {
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("authorization", &format!("Bearer {token}"))]);
         let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let facts = Facts { method, url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
-        let mut machine = Machine::new(&config, facts, &PlanMemo::new(1));
+        let mut machine = Machine::new(&config, facts, &PlanMemo::new(1), None);
         let Next::Admin { lockout, route, lockout_binds, access } = machine.next(None) else { panic!("not an admin request") };
         let (mut flow, mut step) = AdminFlow::start(&config, lockout, route, lockout_binds, access, 1_000_000);
         let reply = || decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0 5/60000/1/4/60000").unwrap();
@@ -558,7 +558,7 @@ mod tests {
         let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let url = format!("https://example.com{path}");
         let facts = Facts { method, url: &url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
-        let mut machine = Machine::new(config, facts, &PlanMemo::new(1));
+        let mut machine = Machine::new(config, facts, &PlanMemo::new(1), None);
         if let Next::Body { .. } = machine.next(None) {
             machine.body(body);
         }
@@ -670,7 +670,7 @@ mod tests {
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("cf-access-jwt-assertion", &jwt), ("authorization", "Bearer a wrong token")]);
         let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let facts = Facts { method: "GET", url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
-        let mut machine = Machine::new(&config, facts, &PlanMemo::new(1));
+        let mut machine = Machine::new(&config, facts, &PlanMemo::new(1), None);
         let Next::Admin { lockout, route, lockout_binds, access } = machine.next(None) else { panic!("not an admin request") };
         assert!(!lockout_binds, "an Access token asks no lockout counter, and the bearer beside it is not compared");
         let (mut flow, mut step) = AdminFlow::start(&config, lockout, route, lockout_binds, access, 1_000_000);

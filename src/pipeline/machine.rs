@@ -6,7 +6,8 @@
 //! ```text
 //! entry(config, memo, url, plane) NotHere ─▶ tollgate's 404 (plane.rs: the other Worker's)
 //!                                 Pass ─▶ Decision::pass(): forward, nothing read
-//! Machine::new(config, facts, memo)                  (the plan, or a kept plan replayed)
+//!                                 Plan, with the zone's walk of the URL
+//! Machine::new(config, facts, memo, walked)          (the plan, or a kept plan replayed)
 //! loop machine.next(cache):
 //!   Next::Body { limit }     ─▶ read the body (a clone, capped) ─▶ machine.body(..)
 //!   Next::Upload(limits)     ─▶ receive the upload ─▶ machine.uploaded(receipt, started)
@@ -42,27 +43,21 @@ use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
 /// request of the zone. A URL a kept plan was made for is not asked again.
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) fn applies(config: &Config, memo: &PlanMemo, url: &str) -> bool {
-    memo.holds_url(url) || walk(config, memo, url, Plane::Zone) != Entry::Pass
+    entry(config, memo, url, Plane::Zone).0 != Entry::Pass
 }
 
 /// What the Worker on `plane` does with a request to `url` before reading
-/// anything else ([`plane::entry`]): answer it 404 (the other Worker's),
+/// anything else ([`plane::walk`]): answer it 404 (the other Worker's),
 /// plan it, or (the zone's fast path, as [`applies`]) forward it. A URL a
 /// kept plan was made for is planned without walking it again (the zone
-/// keeps plans only of the requests it counts).
-pub(crate) fn entry(config: &Config, memo: &PlanMemo, url: &str, plane: Plane) -> Entry {
+/// keeps plans only of the requests it counts). With [`Entry::Plan`], the
+/// zone's walk of the URL, if it made one: hand it to [`Machine::new`]
+/// with the same `config` and `url`, where the plan starts from it.
+pub(crate) fn entry<'c, 'u>(config: &'c Config, memo: &PlanMemo, url: &'u str, plane: Plane) -> (Entry, Option<Walked<'c, 'u>>) {
     if plane == Plane::Zone && memo.holds_url(url) {
-        return Entry::Plan;
+        return (Entry::Plan, None);
     }
-    walk(config, memo, url, plane)
-}
-
-/// [`plane::walk`]: the entry, the walk of a URL the zone plans held in
-/// `memo` for [`Machine::new`] (which takes it), any older one dropped.
-fn walk(config: &Config, memo: &PlanMemo, url: &str, plane: Plane) -> Entry {
-    let (entry, walked) = plane::walk(config, url, plane, &|host, path| plan::rules_take(config, host, path));
-    memo.set_walked(walked);
-    entry
+    plane::walk(config, url, plane, &|host, path| plan::rules_take(config, host, path))
 }
 
 /// One request on its way through the pipeline.
@@ -111,8 +106,10 @@ pub(crate) enum Next<'m, 'c> {
 
 impl<'c, 'f> Machine<'c, 'f> {
     /// Plans the request, or replays the plan the memo kept for a request
-    /// with the same fingerprint and header values.
-    pub(crate) fn new(config: &'c Config, facts: Facts<'f>, memo: &PlanMemo) -> Machine<'c, 'f> {
+    /// with the same fingerprint and header values. `walked`: what
+    /// [`entry`] found of `facts.url` with `config` (`None`: the plan walks
+    /// the URL itself; a walk of another config or URL string is not used).
+    pub(crate) fn new(config: &'c Config, facts: Facts<'f>, memo: &PlanMemo, walked: Option<Walked<'_, '_>>) -> Machine<'c, 'f> {
         let client = facts.client;
         let fingerprint = (!config.facts.reads_clock).then(|| {
             Fingerprint::new(facts.method, facts.url, client.country.as_deref(), client.asn, client.verified_bot.as_deref())
@@ -133,14 +130,14 @@ impl<'c, 'f> Machine<'c, 'f> {
         match replayed {
             Some(plan) => machine.plan = plan,
             None => {
-                machine.plan = machine.plan_with(Body::Unread, memo.take_walked());
+                machine.plan = machine.plan_with(Body::Unread, walked);
                 machine.fresh = fingerprint;
             }
         }
         machine
     }
 
-    fn plan_with(&self, body: Body<'_>, walked: Option<Walked>) -> Plan<'c> {
+    fn plan_with(&self, body: Body<'_>, walked: Option<Walked<'_, '_>>) -> Plan<'c> {
         let headers = self.facts.headers;
         let recording = |name: &str| self.reads.read(&|n: &str| headers.get(n), name);
         plan_facts(self.config, &self.facts, &recording, body, walked)
@@ -303,7 +300,7 @@ pub(crate) fn plan_facts<'c>(
     facts: &Facts<'_>,
     header: &dyn Fn(&str) -> Option<String>,
     body: Body<'_>,
-    walked: Option<Walked>,
+    walked: Option<Walked<'_, '_>>,
 ) -> Plan<'c> {
     let admin_token = || facts.secrets.admin_token.clone();
     let secret = |name: &str| facts.secrets.get(name);

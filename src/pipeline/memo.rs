@@ -35,8 +35,7 @@
 
 use crate::pipeline::applied::{Applied, Matched};
 use crate::pipeline::plan::{Plan, Route};
-use crate::pipeline::plane::Walked;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 
 /// Entries kept by default: a few hundred blocked clients' repeats.
@@ -122,26 +121,11 @@ pub(crate) struct PlanMemo {
     /// The URLs of the entries, each with its number of entries.
     urls: HashMap<String, usize>,
     capacity: usize,
-    /// The zone entry's walk of the URL it last sent to be planned, for
-    /// the plan of the same request ([`PlanMemo::take_walked`]).
-    walked: Cell<Option<Walked>>,
 }
 
 impl PlanMemo {
     pub(crate) fn new(capacity: usize) -> PlanMemo {
-        PlanMemo { entries: HashMap::new(), order: VecDeque::new(), urls: HashMap::new(), capacity: capacity.max(1), walked: Cell::new(None) }
-    }
-
-    /// Holds `walked`, what the zone's entry found of the URL it sent to be
-    /// planned (`None`: nothing), in place of any walk held before.
-    pub(crate) fn set_walked(&self, walked: Option<Walked>) {
-        self.walked.set(walked);
-    }
-
-    /// The walk [`PlanMemo::set_walked`] last held, taken (the plan checks
-    /// that it is of its own config and URL: [`Walked::of`]).
-    pub(crate) fn take_walked(&self) -> Option<Walked> {
-        self.walked.take()
+        PlanMemo { entries: HashMap::new(), order: VecDeque::new(), urls: HashMap::new(), capacity: capacity.max(1) }
     }
 
     /// Whether some kept plan is of a request to `url`. Such a plan checked

@@ -221,7 +221,7 @@ pub fn plan<'c>(config: &'c Config, parts: &RequestParts<'_>) -> Plan<'c> {
 /// [`plan`], from `walked`, the zone entry's walk of the URL, when it is
 /// this config's walk of `parts.url` ([`Walked::of`]): the same plan, the
 /// URL not split and walked again, nor asked whether a rule takes it.
-pub(crate) fn plan_walked<'c>(config: &'c Config, parts: &RequestParts<'_>, walked: Option<Walked>) -> Plan<'c> {
+pub(crate) fn plan_walked<'c>(config: &'c Config, parts: &RequestParts<'_>, walked: Option<Walked<'_, '_>>) -> Plan<'c> {
     #[cfg_attr(not(any(feature = "admin", feature = "cli", not(target_arch = "wasm32"))), allow(unused_variables))]
     let (host, path, raw_query, entered, taken) = match walk(config, parts.url, walked) {
         Ok(walk) => walk,
@@ -285,7 +285,7 @@ pub(crate) fn plan_walked<'c>(config: &'c Config, parts: &RequestParts<'_>, walk
 /// entered the admin prefix, and whether some rule is known to take it:
 /// `walked`'s (it entered none, a rule takes it) when it is `config`'s walk
 /// of `url`, else split and walked here (not known). `Err`: a malformed path.
-fn walk<'u>(config: &Config, url: &'u str, walked: Option<Walked>) -> Result<(String, String, &'u str, bool, bool), CanonError> {
+fn walk<'u>(config: &Config, url: &'u str, walked: Option<Walked<'_, '_>>) -> Result<(String, String, &'u str, bool, bool), CanonError> {
     if let Some((host, path, query)) = walked.and_then(|w| w.of(config, url)) {
         return Ok((host, path, query, false, true));
     }
@@ -789,6 +789,8 @@ mod tests {
             assert_eq!(format!("{:?}", plan_walked(&c, &parts, walked)), format!("{:?}", plan(&c, &parts)), "{url}");
             assert!(walk().1.and_then(|w| w.of(&other, url)).is_none(), "{url}: another config's");
             assert!(walk().1.and_then(|w| w.of(&c, "https://example.com/api/43")).is_none(), "{url}: another URL's");
+            let copy = url.to_string();
+            assert!(walk().1.and_then(|w| w.of(&c, &copy)).is_none(), "{url}: another string, the same text");
         }
         assert_eq!(walks, 7);
     }

@@ -58,7 +58,7 @@ pub(crate) fn entry(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&st
 
 /// [`entry`], and the walk of a URL the zone sends to be planned because
 /// a rule takes it ([`Walked`]; `None` for any other entry).
-pub(crate) fn walk(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> (Entry, Option<Walked>) {
+pub(crate) fn walk<'c, 'u>(config: &'c Config, url: &'u str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> (Entry, Option<Walked<'c, 'u>>) {
     let raw = RawUrl::split(url);
     let Ok((path, entered)) = canonical_path_entering(raw.path, &config.admin_prefix) else { return (Entry::Plan, None) };
     match plane {
@@ -74,20 +74,22 @@ pub(crate) fn walk(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&str
 /// and canonical path (a walk that entered no admin prefix) and where its
 /// raw query is, some rule's host and path taking it. The plan starts from
 /// it rather than splitting and walking the same URL again
-/// ([`crate::pipeline::plan::plan_walked`]); it holds only for the config
-/// (compared by address) and the URL it was found for ([`Walked::of`]).
+/// ([`crate::pipeline::plan::plan_walked`]); it holds only for the very
+/// config and URL string it was found for ([`Walked::of`]): it borrows
+/// both, so while it lives neither can change or be freed, and the same
+/// address is the same config and the same text.
 #[derive(Debug)]
-pub(crate) struct Walked {
-    config: usize,
-    url: String,
+pub(crate) struct Walked<'c, 'u> {
+    config: &'c Config,
+    url: &'u str,
     host: String,
     path: String,
     query: std::ops::Range<usize>,
 }
 
-impl Walked {
+impl<'c, 'u> Walked<'c, 'u> {
     /// `query` is a slice of `url` (or empty); `None` if it is not.
-    fn new(config: &Config, url: &str, host: String, path: String, query: &str) -> Option<Walked> {
+    fn new(config: &'c Config, url: &'u str, host: String, path: String, query: &str) -> Option<Walked<'c, 'u>> {
         let query = if query.is_empty() {
             0..0
         } else {
@@ -95,21 +97,18 @@ impl Walked {
             at..at.checked_add(query.len())?
         };
         url.get(query.clone())?;
-        Some(Walked { config: address(config), url: url.to_string(), host, path, query })
+        Some(Walked { config, url, host, path, query })
     }
 
     /// The host, canonical path and raw query of `url`, if this is
-    /// `config`'s walk of it.
-    pub(crate) fn of<'u>(self, config: &Config, url: &'u str) -> Option<(String, String, &'u str)> {
-        if self.config != address(config) || self.url != url {
+    /// `config`'s walk of it: the same config and the same string (by
+    /// address; another copy of the same text is walked again).
+    pub(crate) fn of<'v>(self, config: &Config, url: &'v str) -> Option<(String, String, &'v str)> {
+        if !std::ptr::eq(self.config, config) || !std::ptr::eq(self.url, url) {
             return None;
         }
         Some((self.host, self.path, url.get(self.query)?))
     }
-}
-
-fn address(config: &Config) -> usize {
-    std::ptr::from_ref(config) as usize
 }
 
 /// Whether `url`'s path enters the default admin prefix, in any spelling:

@@ -16,6 +16,7 @@ use crate::count::store::Storage;
 use crate::pipeline::facts::{Client, Facts, HeaderMap, Secrets};
 use crate::pipeline::isolate::{Counter, Isolate, ObjectCall};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
+use crate::pipeline::plane::{Entry, Plane};
 use crate::pipeline::verdict::Answer;
 use std::collections::BTreeMap;
 
@@ -39,12 +40,13 @@ fn runs() -> usize {
 fn one(config: &'static Config, isolate: &mut Isolate, objects: &mut BTreeMap<String, Storage>, ip: &str, now: i64) -> u16 {
     let url = "http://127.0.0.1:8787/api/example?mode=heavy";
     let _ = isolate.episodes.ended(now);
-    assert!(machine::applies(config, &isolate.memo, url));
+    let (entry, walked) = machine::entry(config, &isolate.memo, url, Plane::Zone);
+    assert_eq!(entry, Entry::Plan);
     let headers = HeaderMap::from_lines(header_lines(ip));
     let client = Client::default();
     let secrets = std::rc::Rc::new(Secrets::default());
     let facts = Facts { method: "GET", url, headers: &headers, client: &client, secrets: &secrets, now_ms: now };
-    let mut machine = Machine::new(config, facts, &isolate.memo);
+    let mut machine = Machine::new(config, facts, &isolate.memo, walked);
     let mut decision: Decision<'static> = match machine.next(Some(&isolate.blocked)) {
         Next::Count(checks) => {
             let outcomes = checks

@@ -19,6 +19,7 @@ use crate::config::words::{lease, limits, policy};
 use crate::config::policy::{Counting, Named};
 use crate::pipeline::facts::{self, Facts, HeaderMap, Secrets};
 use crate::pipeline::machine::{self, Machine, Next};
+use crate::pipeline::plane::{Entry, Plane};
 use crate::pipeline::memo::PlanMemo;
 use crate::pipeline::applied::{Applied, KeyOutcome, Matched};
 use crate::pipeline::metrics::MetricsLevel;
@@ -185,8 +186,9 @@ pub(crate) fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed:
     // This process keeps no plans: a request is planned, as the Worker plans
     // its first.
     let memo = PlanMemo::new(1);
-    let fast_path = !machine::applies(config, &memo, url.as_str());
-    let mut machine = Machine::new(config, facts, &memo);
+    let (entry, walked) = machine::entry(config, &memo, url.as_str(), Plane::Zone);
+    let fast_path = entry == Entry::Pass;
+    let mut machine = Machine::new(config, facts, &memo, walked);
     let decision = loop {
         match machine.next(None) {
             // Given up front: what the Worker reads, capped as it caps it.

@@ -48,7 +48,7 @@ impl Edge {
         let now = req.now_ms;
         let headers = req.header_map();
         let facts = req.facts(&headers);
-        let mut machine = Machine::new(config, facts, &self.isolate.memo);
+        let mut machine = Machine::new(config, facts, &self.isolate.memo, None);
         let mut logs = Vec::new();
         let mut decision = loop {
             match machine.next(Some(&self.isolate.blocked)) {
