@@ -37,20 +37,13 @@ use crate::pipeline::upload::{self, Receipt, UploadLimits};
 use crate::pipeline::upgrade;
 use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
 
-/// Whether a request to `url` needs more than the fast path. `false`: it
-/// is forwarded as [`Decision::pass`] says, with nothing else read (no URL
-/// parse, `cf`, header, secret or clock): a zone-wide route sends every
-/// request of the zone. A URL a kept plan was made for is not asked again.
-#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub(crate) fn applies(config: &Config, memo: &PlanMemo, url: &str) -> bool {
-    entry(config, memo, url, Plane::Zone).0 != Entry::Pass
-}
-
 /// What the Worker on `plane` does with a request to `url` before reading
 /// anything else ([`plane::walk`]): answer it 404 (the other Worker's),
-/// plan it, or (the zone's fast path, as [`applies`]) forward it. A URL a
-/// kept plan was made for is planned without walking it again (the zone
-/// keeps plans only of the requests it counts). With [`Entry::Plan`], the
+/// plan it, or (the zone's fast path, [`Entry::Pass`]) forward it as
+/// [`Decision::pass`] says, with nothing else read (no `cf`, header,
+/// secret or clock): a zone-wide route sends every request of the zone. A
+/// URL a kept plan was made for is planned without walking it again (the
+/// zone keeps plans only of the requests it counts). With [`Entry::Plan`], the
 /// zone's walk of the URL, if it made one: hand it to [`Machine::new`]
 /// with the same `config` and `url`, where the plan starts from it.
 pub(crate) fn entry<'c, 'u>(config: &'c Config, memo: &PlanMemo, url: &'u str, plane: Plane) -> (Entry, Option<Walked<'c, 'u>>) {
@@ -713,8 +706,8 @@ mod tests {
     #[test]
     fn a_request_no_rule_takes_is_passed_with_nothing_read() {
         let memo = PlanMemo::new(4);
-        assert!(!applies(rules(), &memo, "https://example.com/elsewhere?mode=heavy"));
-        assert!(applies(rules(), &memo, "https://example.com/x"));
+        assert_eq!(entry(rules(), &memo, "https://example.com/elsewhere?mode=heavy", Plane::Zone).0, Entry::Pass);
+        assert_ne!(entry(rules(), &memo, "https://example.com/x", Plane::Zone).0, Entry::Pass);
         let pass = Decision::pass();
         assert!(matches!(pass.answer, Answer::Forward { ref fields } if fields.is_empty()));
         assert!(pass.logs.is_empty() && !pass.checked && pass.settle.is_empty() && !pass.makes_points());
