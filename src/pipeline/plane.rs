@@ -49,7 +49,7 @@ pub(crate) enum Entry {
 /// Where a request to `url` (as the runtime serialized it) goes on `plane`.
 /// `takes(host, canonical path)`: whether some rule's host and path take
 /// it, asked only on the zone for a path outside the admin prefix. The
-/// Workers ask [`walk`], which also keeps the walk; this is for the tools
+/// Workers ask [`walk`], which also returns the walk; this is for the tools
 /// and the tests.
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) fn entry(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> Entry {
