@@ -6,14 +6,16 @@
 //       SCENARIO (allowed, blocked, nonmatch, mix) through workerd's
 //       inspector: the functions by self and total time, and the raw
 //       profile in bench/tmp/SYSTEM-SCENARIO.cpuprofile (Chrome DevTools).
-//   node bench/profile.mjs --ab SCENARIO [SECONDS] SYSTEM... [--rounds N]
+//   node bench/profile.mjs --ab SCENARIO [SECONDS] SYSTEM... [--rounds N] [--warmup S]
 //       an A/B of CPU per request: each SYSTEM in its own workerd, rounds
 //       of SECONDS interleaved (the order reversed every other round), the
 //       workerd's user + system CPU (/proc/PID/stat) per request served;
 //       medians, and the first system over each other as the median of
 //       paired round ratios. On a shared machine a round's CPU drifts by
-//       ±20%; paired rounds cancel most of the drift.
-//   node bench/profile.mjs --ab targets [SECONDS] [tollgate|tollgate@ENTRY] [--rounds N]
+//       ±20%; paired rounds cancel most of the drift. Each system is
+//       warmed up first, 1 s by default (`--warmup S`, at most 120: to see
+//       whether one-off compilation, Wasm tier-up included, is in a round).
+//   node bench/profile.mjs --ab targets [SECONDS] [tollgate|tollgate@ENTRY] [--rounds N] [--warmup S]
 //       issue 36's targets, three paired A/Bs: blocked against the Rust
 //       floor's 429 (≤ 1.10×), allowed against the Rust floor with its
 //       object in Rust (floor-rs, ≤ 1.05×), nonmatch against the Rust
@@ -45,9 +47,15 @@ import { gzipSync } from "node:zlib";
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
 const ab = args[0] === "--ab";
-const positional = args.filter((a, i) => !a.startsWith("--") && args[i - 1] !== "--rounds");
+const positional = args.filter((a, i) => !a.startsWith("--") && args[i - 1] !== "--rounds" && args[i - 1] !== "--warmup");
 const roundsAt = args.indexOf("--rounds");
 const rounds = roundsAt >= 0 ? Math.min(Number(args[roundsAt + 1]), 40) : 10;
+const warmupAt = args.indexOf("--warmup");
+const warmupMs = warmupAt >= 0 ? Math.min(Number(args[warmupAt + 1]), 120) * 1000 : 1000;
+if (!(warmupMs >= 0)) {
+  console.error(`--warmup takes a number of seconds (0-120), not ${JSON.stringify(args[warmupAt + 1])}`);
+  process.exit(2);
+}
 let scenarioName = positional[0] ?? "allowed";
 const seconds = Math.min(Number(positional[1] ?? (ab ? 2 : 5)), 30);
 const systemNames = positional.slice(2).length ? positional.slice(2) : ["tollgate"];
@@ -193,7 +201,7 @@ async function abRun(names) {
   for (const name of names) systems.push(await start(name, false));
   for (const sys of systems) {
     base = sys.url;
-    await load(1000);
+    await load(warmupMs);
   }
   const results = new Map(systems.map((sys) => [sys.system, []]));
   for (let r = 0; r < rounds; r++) {
