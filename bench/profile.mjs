@@ -11,8 +11,10 @@
 //       of SECONDS interleaved (the order reversed every other round), the
 //       workerd's user + system CPU (/proc/PID/stat) per request served;
 //       medians, and the first system over each other as the median of
-//       paired round ratios. On a shared machine a round's CPU drifts by
-//       ±20%; paired rounds cancel most of the drift. Each system is
+//       paired round ratios, with a 95% interval for it (a bootstrap over
+//       the rounds: what another run of the same builds may read). On a
+//       shared machine a round's CPU drifts by ±20%; paired rounds cancel
+//       most of the drift. Each system is
 //       warmed up first, 1 s by default (`--warmup S`, at most 120: to see
 //       whether one-off compilation, Wasm tier-up included, is in a round).
 //   node bench/profile.mjs --ab targets [SECONDS] [tollgate|tollgate@ENTRY] [--rounds N] [--warmup S]
@@ -193,9 +195,25 @@ async function load(ms) {
   return sent;
 }
 
+const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
+
+/** How far the median of paired round ratios could be from another run's
+ * of the same builds: the 2.5th and 97.5th percentiles of the medians of
+ * 2,000 resamples of the rounds (with replacement; a fixed seed, so the
+ * same rounds give the same interval). Rounds drift together, so this is
+ * the spread of the pairing's result, not of either system's CPU. */
+function interval(ratios) {
+  let seed = 1;
+  const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
+  const medians = Array.from({ length: 2000 }, () => median(ratios.map(() => ratios[Math.floor(random() * ratios.length)])));
+  medians.sort((x, y) => x - y);
+  return [medians[50], medians[1949]];
+}
+
 /** One paired A/B of `names` on `scenarioName`: each system's rounds of
  * CPU µs per request, printed, and the first over each other as the median
- * of paired round ratios (returned by name). */
+ * of paired round ratios with its 95% interval ([`interval`]), returned
+ * by name as `{ ratio, low, high }`. */
 async function abRun(names) {
   const systems = [];
   for (const name of names) systems.push(await start(name, false));
@@ -213,14 +231,15 @@ async function abRun(names) {
       results.get(sys.system).push((cpuUs(sys.pid) - t0) / served);
     }
   }
-  const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
   console.log(`${scenarioName}, ${rounds} rounds of ${seconds} s, CPU µs per request (median; rounds):`);
   for (const [name, a] of results) console.log(`  ${name.padEnd(10)} ${median(a).toFixed(0).padStart(6)}   ${a.map((x) => x.toFixed(0)).join(" ")}`);
   const [first, ...others] = [...results];
   const ratios = {};
   for (const [name, a] of others) {
-    ratios[name] = median(first[1].map((x, i) => x / a[i]));
-    console.log(`  ${first[0]} ÷ ${name}: ${ratios[name].toFixed(3)} (median of paired rounds)`);
+    const paired = first[1].map((x, i) => x / a[i]);
+    const [low, high] = interval(paired);
+    ratios[name] = { ratio: median(paired), low, high };
+    console.log(`  ${first[0]} ÷ ${name}: ${median(paired).toFixed(3)} (median of paired rounds; 95% interval ${low.toFixed(3)}–${high.toFixed(3)})`);
   }
   for (const sys of systems) await sys.mf.dispose();
   return ratios;
@@ -256,8 +275,10 @@ if (ab && scenarioName === "targets") {
   const rows = [];
   for (const t of TARGETS) {
     scenarioName = t.scenario;
-    const ratio = (await abRun([first, t.floor]))[t.floor];
-    rows.push(`  ${t.what}: ${ratio.toFixed(3)} (target ≤ ${t.most}: ${ratio <= t.most ? "met" : "missed"})`);
+    const { ratio, low, high } = (await abRun([first, t.floor]))[t.floor];
+    const verdict = ratio <= t.most ? "met" : "missed";
+    const sure = low <= t.most && t.most <= high ? `; the target is inside the interval ${low.toFixed(3)}–${high.toFixed(3)}` : "";
+    rows.push(`  ${t.what}: ${ratio.toFixed(3)} (target ≤ ${t.most}: ${verdict}${sure})`);
   }
   console.log(`targets (${first}; machine at the end: ${machine()}):\n${rows.join("\n")}\n  bundle: ${bundleKiB()}`);
   agent.destroy();
