@@ -14,9 +14,9 @@
 //       paired round ratios, with a 95% interval for it (a bootstrap over
 //       the rounds: what another run of the same builds may read). On a
 //       shared machine a round's CPU drifts by ±20%; paired rounds cancel
-//       most of the drift. Each system is
-//       warmed up first, 1 s by default (`--warmup S`, at most 120: to see
-//       whether one-off compilation, Wasm tier-up included, is in a round).
+//       most of the drift. Each system is warmed up first, 1 s by default
+//       (`--warmup S`, at most 120: to see whether one-off compilation,
+//       Wasm tier-up included, is in a round).
 //   node bench/profile.mjs --ab targets [SECONDS] [tollgate|tollgate@ENTRY] [--rounds N] [--warmup S]
 //       issue 36's targets, three paired A/Bs: blocked against the Rust
 //       floor's 429 (≤ 1.10×), allowed against the Rust floor with its
@@ -237,9 +237,9 @@ async function abRun(names) {
   const ratios = {};
   for (const [name, a] of others) {
     const paired = first[1].map((x, i) => x / a[i]);
-    const [low, high] = interval(paired);
-    ratios[name] = { ratio: median(paired), low, high };
-    console.log(`  ${first[0]} ÷ ${name}: ${median(paired).toFixed(3)} (median of paired rounds; 95% interval ${low.toFixed(3)}–${high.toFixed(3)})`);
+    const [ratio, [low, high]] = [median(paired), interval(paired)];
+    ratios[name] = { ratio, low, high };
+    console.log(`  ${first[0]} ÷ ${name}: ${ratio.toFixed(3)} (median of paired rounds; 95% interval ${low.toFixed(3)}–${high.toFixed(3)})`);
   }
   for (const sys of systems) await sys.mf.dispose();
   return ratios;
