@@ -10,17 +10,27 @@
 //! failures-only rule: before forwarding it reserves `reserve` units, which
 //! must fit every window beside what is committed and what requests in
 //! flight hold; once the origin answered, the reservation is committed at
-//! [`Usage::units`] of the header's value (clamped to `[0, max]`), or at
-//! `reserve` when the header is missing or malformed. A usage read from the
+//! [`Usage::units`] of the header's value (what the origin reported, never
+//! clamped to `max`: issue 50), or at `reserve` when the header is missing
+//! or malformed. A usage read from the
 //! body commits once the body ended, and at `max` when none was read
 //! ([`Usage::missing_units`]; the bound of each end of a stream is in
 //! [`crate::pipeline::usage`]). `counting.statuses`, when given, still
 //! selects which answers count at all.
 //!
 //! # Over-commit bound
-//! A request admitted with `reserve` units held may commit up to `max`: the
-//! windows can then exceed their limit by at most (requests in flight) ×
-//! (`max` − `reserve`). With `reserve = max` the bound is 0: exact.
+//! A request admitted with `reserve` units held commits what its answer
+//! reports (`max` when it reports none, for a body): the windows can then
+//! exceed their limit by at most Σ (reported − `reserve`) over the requests
+//! in flight when the room ran out, that is (requests in flight) ×
+//! (largest report − `reserve`). With every answer reporting at most
+//! `reserve` (`reserve = max`, and an origin that caps its answers at
+//! `max` in the units counted) the bound is 0: exact. What passes the
+//! limit is recorded, so nothing more is admitted until the windows have
+//! paid it back. `max` bounds what an answer without a report commits,
+//! never what a report records (issue 50, item 1: a clamp to `max` let
+//! answers reporting 1,200 be charged 1,000, and a budget of 10,000 serve
+//! 12,000).
 //!
 //! The table is read by `config::cost_fields`.
 
@@ -130,15 +140,17 @@ impl Usage {
         }
     }
 
-    /// Tokens read from a body, clamped to `[0, max]`.
-    pub(crate) fn clamp(&self, tokens: u64) -> u32 {
-        u32::try_from(tokens).unwrap_or(u32::MAX).min(self.max)
+    /// The units recorded for `tokens` read from a body: all of them
+    /// (saturating at `u32::MAX`), never clamped to `max`.
+    pub(crate) fn recorded(tokens: u64) -> u32 {
+        u32::try_from(tokens).unwrap_or(u32::MAX)
     }
 
     /// The units an answer whose header holds `value` commits: a whole
-    /// number clamped to `[0, max]` (a negative one is 0, one too large for
-    /// any integer is `max`); `None` when the header is missing or is not
-    /// a whole number (the reservation is then committed at `reserve`).
+    /// number, as reported (a negative one is 0, one past `u32::MAX` is
+    /// `u32::MAX`; never clamped to `max`, issue 50); `None` when the
+    /// header is missing or is not a whole number (the reservation is then
+    /// committed at `reserve`).
     ///
     /// A header the origin sent more than once reaches tollgate combined,
     /// `50, 50` (RFC 9110 §5.3): each member is read as above, and the
@@ -164,7 +176,7 @@ impl Usage {
         if negative {
             return Some(0);
         }
-        Some(digits.parse::<u64>().map_or(self.max, |n| u32::try_from(n).unwrap_or(u32::MAX).min(self.max)))
+        Some(digits.parse::<u64>().map_or(u32::MAX, Usage::recorded))
     }
 }
 
@@ -173,7 +185,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_header_is_clamped_to_zero_and_max_and_anything_else_is_missing() {
+    fn the_header_is_read_as_reported_never_clamped_to_max_and_anything_else_is_missing() {
         let usage = Usage { source: Source::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false };
         for (value, units) in [
             (Some("1200"), Some(1_200)),
@@ -181,8 +193,8 @@ mod tests {
             (Some("+7"), Some(7)),
             (Some("0"), Some(0)),
             (Some("-5"), Some(0)),
-            (Some("3001"), Some(3_000)),
-            (Some("99999999999999999999999"), Some(3_000)),
+            (Some("3001"), Some(3_001)),
+            (Some("99999999999999999999999"), Some(u32::MAX)),
             (Some("12.5"), None),
             (Some("1e3"), None),
             (Some(""), None),
@@ -205,7 +217,7 @@ mod tests {
             ("50, 70", Some(70)),
             ("70, 50", Some(70)),
             ("-5, 20", Some(20)),
-            ("10, 99999", Some(3_000)),
+            ("10, 99999", Some(99_999)),
             ("50, ", None),
             (", 50", None),
             ("50, ten", None),

@@ -876,7 +876,7 @@ mod tests {
             (settled.calls[0].call.op, settled.calls[0].call.used, settled.events.len())
         };
         assert_eq!(used(Some(420)), (Op::Commit, Some(420), 0));
-        assert_eq!(used(Some(5_000)), (Op::Commit, Some(1_000), 0), "clamped to max");
+        assert_eq!(used(Some(5_000)), (Op::Commit, Some(5_000), 0), "issue 50: what was reported, never clamped to max");
         assert_eq!(used(None), (Op::Commit, Some(1_000), 1), "none read: max, and a usage_missing line");
         let reasons = |why| d.settle.cut_events(why).iter().map(|e| e.line()).collect::<Vec<_>>();
         assert!(reasons("cut")[0].contains("\"reason\":\"usage\""), "{:?}", reasons("cut"));

@@ -1,8 +1,9 @@
-//! Usage read from the origin's answer as it passes (issue 37), sans-IO:
-//! the driver hands every chunk of the response body to [`BodyUsage::feed`]
-//! and passes the chunk on unchanged (nothing is buffered on the client's
-//! way: the chunk timing is the origin's), then says how the body ended
-//! ([`End`]) and asks [`BodyUsage::tokens`] what each rule commits.
+//! Usage read from the origin's answer as it passes (issues 37, 50),
+//! sans-IO: the driver hands every chunk of the response body to
+//! [`BodyUsage::feed`] and passes the chunk on unchanged (nothing is
+//! buffered on the client's way: the chunk timing is the origin's), then
+//! says how the body ended ([`End`]) and asks [`BodyUsage::tokens`] what
+//! each rule commits.
 //!
 //! # Framing
 //! - `text/event-stream` (any case, any parameters): SSE events as the
@@ -10,81 +11,95 @@
 //!   (a CR at a chunk's end and an LF at the next one's start are one
 //!   ending), `data:` lines joined with LF, one space after the colon
 //!   dropped, `:` comments and other fields ignored, an event dispatched at
-//!   a blank line; `[DONE]` and events that are not JSON carry nothing. An
-//!   event whose data passes [`EVENT_LIMIT`] (64 KiB) is skipped; the last
-//!   event, if the stream ends cleanly without its blank line, is read too.
-//!   Only events whose data mentions the usage's member (`usage`,
-//!   `usageMetadata`, the path's first name) are parsed.
-//! - anything else: one JSON body, read up to [`JSON_LIMIT`] (1 MiB; a
-//!   body over it reports no usage); a top-level array (Gemini's
-//!   `streamGenerateContent` without `alt=sse`) is read element by element.
+//!   a blank line; `[DONE]` and events that are not JSON carry nothing. The
+//!   last event, if the stream ends cleanly without its blank line, is read
+//!   too.
+//! - anything else: one JSON body; a root array (Gemini's
+//!   `streamGenerateContent` without `alt=sse`) is read element by
+//!   element, each element a document as an SSE event is.
+//!
+//! Each event's data (each element) goes through a streaming scanner
+//! ([`scan`]) that keeps no copy of it: an event of any size is read (a
+//! Gemini chunk carrying an image, a Responses `response.completed`
+//! repeating a long answer), in memory that does not grow with it. Issue
+//! 50: an event over 64 KiB was skipped and an earlier, smaller report
+//! committed.
 //!
 //! # What is read ([`Reading`])
 //! - `openai`: `usage` (Chat Completions: the final chunk with
 //!   `stream_options.include_usage`, or the JSON body) or `response.usage`
-//!   (the Responses API's `response.completed`): `prompt_tokens` /
-//!   `input_tokens` (input), `completion_tokens` / `output_tokens`
-//!   (output), `total_tokens`.
-//! - `anthropic`: `message.usage` (`message_start`) and `usage`
-//!   (`message_delta`, a JSON body): input = `input_tokens` +
-//!   `cache_creation_input_tokens` + `cache_read_input_tokens`, output =
-//!   `output_tokens`, cumulative (never summed across events).
+//!   (the Responses API's `response.completed`, `incomplete`, `failed`):
+//!   `prompt_tokens` / `input_tokens` (input), `completion_tokens` /
+//!   `output_tokens` (output), `total_tokens`. Final when read.
+//! - `anthropic`: `message.usage` (`message_start`: revised later, never
+//!   final) and `usage` (`message_delta`, a JSON body: final): input =
+//!   `input_tokens` + `cache_creation_input_tokens` +
+//!   `cache_read_input_tokens`, output = `output_tokens`, cumulative (never
+//!   summed across events).
 //! - `gemini`: `usageMetadata`: `promptTokenCount` (input),
 //!   `candidatesTokenCount` + `thoughtsTokenCount` (output, as billed),
-//!   `totalTokenCount`.
-//! - `{ json = "a.b" }`: the whole number at that path, as a total.
+//!   `totalTokenCount`; final in the chunk that carries a candidate's
+//!   `finishReason` (or `promptFeedback.blockReason`), revised in the
+//!   chunks before it.
+//! - `{ json = "a.b" }`: the whole number at that path, as a total, final
+//!   when read.
 //!
 //! Each figure is the largest reported so far (in a well-formed stream,
 //! the last: every provider's counts only grow), so a stream never commits
 //! less than any report it made. `count` picks the units ([`Count`]); the
-//! total is the provider's, else input + output.
+//! total is the provider's, else input + output. An error event (an
+//! `error` member, or a `type` of `error`) makes the figures before it
+//! not final: the provider may have spent past them.
 //!
 //! Only the response is read: usage the client writes into its request
-//! (a forged `data: {"usage": …}` in a prompt) is never seen here.
+//! (a forged `data: {"usage": …}` in a prompt) is never seen here, and a
+//! usage object inside a string (a prompt echoed in the answer) is text.
 //!
 //! # How each end is charged, and its bound
-//! The reservation (`reserve`) was made before forwarding; the commit is
-//! clamped to `[0, max]` ([`crate::config::cost::Usage::clamp`]). Over the
-//! budget *as the origin counts it*, with `reserve = max`:
-//! - **clean end with usage** ([`End::Ended`]): the usage read. Exact
-//!   (overspend 0), as long as the origin reports what it counts.
-//! - **clean end without usage** (no usage event, an error event, a body
-//!   too large to read): `max`. Charging `reserve` could admit past the
-//!   budget when `reserve < max`; `max` never does, for an origin that caps
-//!   an answer at `max`. Overspend 0; under-use up to `max − used`.
+//! The reservation (`reserve`) was made before forwarding. What is
+//! committed is what was reported, never clamped to `max` (issue 50, item
+//! 1: a report is what was spent, and what is recorded past the budget
+//! blocks what comes after until the window has paid it back):
+//! - **clean end with a final report** ([`End::Ended`]): the usage read.
+//! - **clean end without one** (no usage, only figures the provider still
+//!   revises, as an Anthropic stream without its `message_delta` or a
+//!   Gemini stream without its last chunk; an error event after the last
+//!   report): `max`, or the largest figures read when they pass it.
+//!   `usage_missing` is logged.
 //! - **the client went away** ([`End::Cancelled`]; the origin's body is
-//!   cancelled with it): `max`: the origin may have spent past the last
-//!   report before the cancel reached it. Overspend 0.
-//! - **the origin failed mid-stream** ([`End::Failed`]): `max`. Overspend 0.
-//! - **past `reservation_ttl`** ([`End::Lapsed`]): the stream is cut one
-//!   second before its reservation lapses ([`crate::count::slots`]'s
-//!   margin) and commits `max` while the reservation still holds the room:
-//!   no other request is admitted on it. Overspend 0 (the 0.2 bound of 4
-//!   streams spending 16,000 of 10,000 came from reservations lapsing
-//!   while their streams ran).
-//! - **cut** ([`End::Cut`], `cut = true`): once the usage reported as the
-//!   stream goes passes `reserve`, the chunk is passed up to the end of the
-//!   event that said so, a provider-shaped SSE error event follows, the
-//!   origin's body is cancelled, and `max` is committed. As the origin
-//!   counts, a cut stream spends at most `reserve` plus one report's
-//!   increment plus what it made before the cancel reached it; tollgate
-//!   charges `max`.
+//!   cancelled with it), **the origin failed mid-stream**
+//!   ([`End::Failed`]), **past `reservation_ttl`** ([`End::Lapsed`]: cut
+//!   one second before its reservation lapses, while it still holds the
+//!   room): `max`, or the largest figures read when they pass it.
+//! - **cut** ([`End::Cut`], `cut = true`): the stream is cut only while it
+//!   still runs: once figures the provider still revises pass `reserve`
+//!   (at the end of that event), or once content follows a report that
+//!   passed it (at the end of that content's event). A report that ends
+//!   the answer (OpenAI's usage, Anthropic's last `message_delta`,
+//!   Gemini's chunk with its `finishReason`, followed by `[DONE]`,
+//!   `message_stop` or the end) is never cut: the answer is whole and
+//!   nothing more is spent. A provider-shaped error follows the kept bytes
+//!   (an SSE event, its lines ended as the stream's; for a root array its
+//!   last element and `]`), the origin's body is cancelled, and `max` (or
+//!   the figures read, when above) is committed.
 //!
-//! With `reserve < max`, each end may also over-commit by `max − reserve`
-//! per stream in flight ([`crate::config::cost`]'s bound).
+//! The overspend, over the budget *as the origin counts it*: each stream in
+//! flight when the budget runs out may pass it by what it reports beyond
+//! its `reserve` (`Σ (reported − reserve)`, over the streams admitted on
+//! the last room); none when every answer reports at most `reserve` (so
+//! `reserve = max`, with the origin capping answers at `max` in the units
+//! counted: under `count = "total"` that cap includes the input). It is
+//! recorded, so it is paid back before anything more is admitted. A cut
+//! stream spends at most what the report that passed `reserve` said, plus
+//! one event, plus what the origin made before the cancel reached it.
 
 use crate::config::cost::{Count, Provider, Reading, Source, Usage};
 use crate::config::rules::Rule;
 use crate::pipeline::applied::Applied;
+use scan::{Doc, Found, Probe, Scan, Seg, Target};
 use serde_json::Value;
 
-/// The most bytes of one SSE event's data (or one line) kept; a larger
-/// event is skipped (its usage, if any, unread: the stream then commits as
-/// one without usage, `max`).
-pub(crate) const EVENT_LIMIT: usize = 64 * 1024;
-
-/// The most bytes of a JSON body read; a larger body reports no usage.
-pub(crate) const JSON_LIMIT: usize = 1024 * 1024;
+mod scan;
 
 /// How the body ended, as the driver saw it (the word of its watch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,74 +177,164 @@ impl Tokens {
 #[derive(Debug)]
 pub(crate) struct UsageReader {
     reading: Reading,
+    /// Where `type` sits in the reading's targets (`error` is next).
+    type_at: usize,
     count: Count,
+    /// The rule's `max`: what a body without a final report commits, at
+    /// least.
+    max: u64,
     /// `Some(reserve)` with `cut = true`: cut once the units pass it.
     cut_above: Option<u64>,
     framing: Framing,
     tokens: Tokens,
+    /// A final report was read, and no error came after it.
+    settled: bool,
+    /// A report that may be the last passed the reserve: the stream is cut
+    /// if content follows it ([`Seen::terminal`] says what does not).
+    pending: bool,
+    /// The stream is OpenAI's Responses API (an event's `type` begins
+    /// `response.`): its cut event is in that API's shape.
+    responses: bool,
     cut: bool,
 }
 
 #[derive(Debug)]
 enum Framing {
     Sse(Sse),
-    /// The body so far; `None` once it passed [`JSON_LIMIT`].
-    Json(Option<Vec<u8>>),
+    /// One JSON body, or a root array of documents.
+    Json(Scan),
 }
 
-/// The SSE framer's state between chunks.
-#[derive(Debug, Default)]
+/// The SSE framer's state between chunks. Nothing of an event is kept but
+/// its first bytes ([`DONE`]) and its scan.
+#[derive(Debug)]
 struct Sse {
-    line: Vec<u8>,
-    /// The current line passed [`EVENT_LIMIT`]: dropped to its end.
-    line_over: bool,
+    /// The current line's field name so far (a `data` line's is 4 bytes).
+    field: Vec<u8>,
+    line: Line,
     /// The last byte was a CR: an LF next is part of its line ending.
     after_cr: bool,
-    data: Vec<u8>,
-    /// The event's data passed [`EVENT_LIMIT`]: skipped at dispatch.
-    data_over: bool,
+    /// The last line ending was CRLF: the cut event is written so too.
+    crlf: bool,
     has_data: bool,
+    /// The first bytes of the event's data (to tell `[DONE]`).
+    head: Vec<u8>,
+    scan: Scan,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line {
+    /// Reading the field name.
+    Field,
+    /// Right after `data:`: one space is dropped.
+    Space,
+    /// A `data` line's value: to the scan.
+    Data,
+    /// A comment, another field, or a field name too long to be `data`.
+    Ignore,
+}
+
+/// OpenAI's end of a stream's data.
+const DONE: &[u8] = b"[DONE]";
+
+/// One event (or element of a root array) as read.
+#[derive(Debug, Default)]
+struct Seen {
+    tokens: Tokens,
+    /// It reported figures: `Some(true)` when the provider will not revise
+    /// them (a `message_delta`, OpenAI's usage, a Gemini chunk with its
+    /// `finishReason`), `Some(false)` when it will (`message_start`, a
+    /// Gemini chunk before its last).
+    report: Option<bool>,
+    /// The stream ends here: `[DONE]`, `message_stop`, Responses'
+    /// `response.completed` / `incomplete` / `failed`, an error.
+    terminal: bool,
+    /// An error event: the figures before it are not final.
+    error: bool,
+    /// The event's `type` begins `response.`.
+    responses: bool,
+}
+
+/// The `type`s that end a stream, by provider.
+const TERMINAL_TYPES: [&[u8]; 5] = [b"message_stop", b"response.completed", b"response.incomplete", b"response.failed", b"error"];
+
+/// A usage object's members each provider reports.
+const OPENAI_FIGURES: &[&str] = &["prompt_tokens", "input_tokens", "completion_tokens", "output_tokens", "total_tokens"];
+const ANTHROPIC_FIGURES: &[&str] = &["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"];
+const GEMINI_FIGURES: &[&str] = &["promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount", "totalTokenCount"];
+
+/// What a reading looks for in every event: its usage targets first, then
+/// `type` and `error` (the last two, at [`TYPE`] and [`ERROR`] from the end).
+fn targets(reading: &Reading) -> Vec<Target> {
+    let mut targets = match reading {
+        Reading::Provider(Provider::OpenAi) => {
+            vec![Target::new(&["usage"], Probe::Figures(OPENAI_FIGURES)), Target::new(&["response", "usage"], Probe::Figures(OPENAI_FIGURES))]
+        }
+        Reading::Provider(Provider::Anthropic) => {
+            vec![Target::new(&["usage"], Probe::Figures(ANTHROPIC_FIGURES)), Target::new(&["message", "usage"], Probe::Figures(ANTHROPIC_FIGURES))]
+        }
+        Reading::Provider(Provider::Gemini) => vec![
+            Target::new(&["usageMetadata"], Probe::Figures(GEMINI_FIGURES)),
+            Target::new(&["candidates", "*", "finishReason"], Probe::Text),
+            Target::new(&["promptFeedback", "blockReason"], Probe::Present),
+        ],
+        Reading::Json(path) => vec![Target { path: path.split('.').map(Seg::name).collect(), probe: Probe::Number }],
+    };
+    targets.push(Target::new(&["type"], Probe::Text));
+    targets.push(Target::new(&["error"], Probe::Present));
+    targets
 }
 
 impl UsageReader {
     /// A reader for `usage` (a body source) of a body whose `content-type`
     /// is `content_type`.
     pub(crate) fn new(usage: &Usage, reading: &Reading, content_type: Option<&str>) -> UsageReader {
-        let framing = if is_event_stream(content_type) { Framing::Sse(Sse::default()) } else { Framing::Json(Some(Vec::new())) };
+        let targets = targets(reading);
+        let type_at = targets.len() - 2;
+        let framing = if is_event_stream(content_type) {
+            let scan = Scan::new(targets, false);
+            Framing::Sse(Sse { field: Vec::new(), line: Line::Field, after_cr: false, crlf: false, has_data: false, head: Vec::new(), scan })
+        } else {
+            Framing::Json(Scan::new(targets, true))
+        };
         let cut_above = usage.cut.then_some(u64::from(usage.reserve));
-        UsageReader { reading: reading.clone(), count: usage.count, cut_above, framing, tokens: Tokens::default(), cut: false }
+        UsageReader {
+            reading: reading.clone(),
+            type_at,
+            count: usage.count,
+            max: u64::from(usage.max),
+            cut_above,
+            framing,
+            tokens: Tokens::default(),
+            settled: false,
+            pending: false,
+            responses: false,
+            cut: false,
+        }
     }
 
-    /// Reads one chunk; `Some(keep)` once the usage passed the reserve of a
-    /// `cut` rule: the chunk's bytes up to the end of the event that said
-    /// so. Nothing is read after a cut.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Option<usize> {
+    /// Reads one chunk; `Some((keep, lf))` once a `cut` rule's usage passed
+    /// its reserve while the stream still runs: the chunk's bytes up to the
+    /// end of the event (or array element) after which it is cut, and
+    /// whether the event must begin with an LF (the blank line's CR ended
+    /// the chunk, its LF is in the next one). Nothing is read after a cut.
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Option<(usize, bool)> {
         if self.cut {
             return None;
         }
-        match &mut self.framing {
-            Framing::Json(body) => {
-                if let Some(bytes) = body {
-                    if bytes.len() + chunk.len() > JSON_LIMIT {
-                        *body = None;
-                    } else {
-                        bytes.extend_from_slice(chunk);
-                    }
-                }
-                None
-            }
-            Framing::Sse(_) => self.feed_sse(chunk),
-        }
-    }
-
-    fn feed_sse(&mut self, chunk: &[u8]) -> Option<usize> {
         for (at, &byte) in chunk.iter().enumerate() {
-            let Framing::Sse(sse) = &mut self.framing else { return None };
-            let Some(event) = sse.byte(byte) else { continue };
-            self.read_event(&event);
-            if self.passed_reserve() {
+            let seen = match &mut self.framing {
+                Framing::Sse(sse) => sse.byte(byte).map(|(doc, done)| (doc, done, true)),
+                Framing::Json(scan) => scan.byte(byte).map(|doc| (Some(doc), false, false)),
+            };
+            let Some((doc, done, sse)) = seen else { continue };
+            if self.read(doc.as_ref(), done) {
                 self.cut = true;
-                return Some(at + 1);
+                // A CRLF stream's blank line dispatches at its CR: its LF
+                // goes with the kept bytes, or first in the cut event.
+                let lf_next = chunk.get(at + 1) == Some(&b'\n');
+                let cr = sse && byte == b'\r';
+                return Some((if cr && lf_next { at + 2 } else { at + 1 }, cr && !lf_next));
             }
         }
         None
@@ -238,132 +343,242 @@ impl UsageReader {
     /// The body ended cleanly: the last event without its blank line, or
     /// the JSON body, read.
     pub(crate) fn finish(&mut self) {
-        match std::mem::replace(&mut self.framing, Framing::Json(None)) {
-            Framing::Sse(mut sse) => {
-                if let Some(event) = sse.end_line().or_else(|| sse.dispatch()) {
-                    self.read_event(&event);
-                }
+        let last = match &mut self.framing {
+            Framing::Sse(sse) => {
+                let _ = sse.end_line();
+                sse.dispatch()
             }
-            Framing::Json(Some(body)) => {
-                if let Some(value) = parse(&body) {
-                    match value {
-                        Value::Array(items) => items.iter().for_each(|item| self.read_value(item)),
-                        other => self.read_value(&other),
-                    }
-                }
-            }
-            Framing::Json(None) => {}
-        }
-    }
-
-    /// The units seen so far (`count` applied).
-    pub(crate) fn units(&self) -> Option<u64> {
-        self.tokens.units(self.count)
-    }
-
-    fn passed_reserve(&self) -> bool {
-        self.cut_above.is_some_and(|reserve| self.units().is_some_and(|units| units > reserve))
-    }
-
-    fn read_event(&mut self, data: &[u8]) {
-        if !contains(data, self.needle().as_bytes()) {
-            return;
-        }
-        if let Some(value) = parse(data) {
-            self.read_value(&value);
-        }
-    }
-
-    /// The text an event's data must hold to be parsed at all.
-    fn needle(&self) -> &str {
-        match &self.reading {
-            Reading::Provider(Provider::Gemini) => "usageMetadata",
-            Reading::Provider(_) => "usage",
-            Reading::Json(path) => path.split('.').next().unwrap_or(path),
-        }
-    }
-
-    fn read_value(&mut self, value: &Value) {
-        let seen = match &self.reading {
-            Reading::Provider(Provider::OpenAi) => openai(value),
-            Reading::Provider(Provider::Anthropic) => anthropic(value),
-            Reading::Provider(Provider::Gemini) => gemini(value),
-            Reading::Json(path) => Tokens { total: at_path(value, path).and_then(whole), ..Tokens::default() },
+            Framing::Json(scan) => scan.finish().map(|doc| (Some(doc), false)),
         };
-        self.tokens.merge(seen);
+        if let Some((doc, done)) = last {
+            let _ = self.read(doc.as_ref(), done);
+        }
     }
 
-    /// The provider-shaped SSE error event a cut ends the stream with.
-    pub(crate) fn cut_event(&self) -> Vec<u8> {
+    /// The units seen so far (`count` applied), if a final report was read.
+    pub(crate) fn units(&self) -> Option<u64> {
+        self.settled.then(|| self.tokens.units(self.count)).flatten()
+    }
+
+    /// What the rule commits for a body that ended so (`None`: none was
+    /// read, `max` is committed): after a clean end with a final report,
+    /// the units read, above `max` too (item 1 of issue 50: a report is
+    /// what was spent, and what is recorded past the budget blocks what
+    /// comes after); after any other end, or without a final report, the
+    /// largest figures read when they pass `max` (the provider had spent
+    /// at least that), else `None`.
+    fn commits(&self, end: End) -> Option<u64> {
+        if end == End::Ended && self.settled {
+            return self.units();
+        }
+        self.tokens.units(self.count).filter(|&units| units > self.max)
+    }
+
+    /// One event (or element): `true` when the stream must be cut after it.
+    fn read(&mut self, doc: Option<&Doc>, done: bool) -> bool {
+        let seen = doc.map_or_else(Seen::default, |doc| self.seen(doc));
+        self.responses |= seen.responses;
+        let settled_before = self.settled;
+        if seen.error {
+            self.settled = false;
+        }
+        self.tokens.merge(seen.tokens);
+        if seen.report == Some(true) {
+            self.settled = true;
+        }
+        let passed = self.cut_above.is_some_and(|reserve| self.tokens.units(self.count).is_some_and(|units| units > reserve));
+        if seen.terminal || done || !passed {
+            self.pending = false;
+            return false;
+        }
+        match seen.report {
+            // Figures the provider still revises, before any final one: the
+            // stream runs on.
+            Some(false) => !settled_before,
+            // Maybe the last report: cut only if content follows.
+            Some(true) => {
+                self.pending = true;
+                false
+            }
+            None => std::mem::take(&mut self.pending),
+        }
+    }
+
+    /// What one document says, as this reading reads it.
+    fn seen(&self, doc: &Doc) -> Seen {
+        let mut seen = Seen::default();
+        let mut finished = false;
+        for (target, found) in doc {
+            match (*target, found) {
+                (t, Found::Text(text)) if t == self.type_at => {
+                    seen.terminal |= TERMINAL_TYPES.contains(&text.as_slice());
+                    seen.error |= text == b"error";
+                    seen.responses |= text.starts_with(b"response.");
+                }
+                (t, Found::Present) if t == self.type_at + 1 => {
+                    seen.terminal = true;
+                    seen.error = true;
+                }
+                (t, found) => finished |= self.figures(t, found, &mut seen),
+            }
+        }
+        if finished && seen.report.is_some() {
+            seen.report = Some(true);
+        }
+        seen
+    }
+
+    /// A usage target's find into `seen`; `true` when it says the answer
+    /// is finished (Gemini's `finishReason`, `blockReason`).
+    fn figures(&self, target: usize, found: &Found, seen: &mut Seen) -> bool {
+        let report = |seen: &mut Seen, tokens: Tokens, last: bool| {
+            if tokens != Tokens::default() {
+                seen.tokens.merge(tokens);
+                seen.report = Some(seen.report.unwrap_or(false) || last);
+            }
+        };
+        let figure = |members: &[(usize, u64)], i: usize| members.iter().filter(|(m, _)| *m == i).map(|(_, n)| *n).max();
+        match (&self.reading, found) {
+            (Reading::Provider(Provider::OpenAi), Found::Figures(m)) => {
+                let tokens = Tokens { input: figure(m, 0).or(figure(m, 1)), output: figure(m, 2).or(figure(m, 3)), total: figure(m, 4) };
+                report(seen, tokens, true);
+            }
+            (Reading::Provider(Provider::Anthropic), Found::Figures(m)) => {
+                let input = [0, 1, 2].iter().filter_map(|&i| figure(m, i)).reduce(u64::saturating_add);
+                // `usage` at the top (`message_delta`, a JSON body) is
+                // final; `message.usage` (`message_start`) is revised.
+                report(seen, Tokens { input, output: figure(m, 3), total: None }, target == 0);
+            }
+            (Reading::Provider(Provider::Gemini), Found::Figures(m)) => {
+                let output = match (figure(m, 1), figure(m, 2)) {
+                    (None, None) => None,
+                    (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
+                };
+                report(seen, Tokens { input: figure(m, 0), output, total: figure(m, 3) }, false);
+            }
+            (Reading::Provider(Provider::Gemini), Found::Text(reason)) => return !reason.is_empty(),
+            (Reading::Provider(Provider::Gemini), Found::Present) => return true,
+            (Reading::Json(_), Found::Number(n)) => report(seen, Tokens { total: Some(*n), ..Tokens::default() }, true),
+            _ => {}
+        }
+        false
+    }
+
+    /// The provider-shaped error a cut ends the stream with: an SSE event
+    /// (its lines ended as the stream's are, after an LF when `lf`), or for
+    /// a root array of documents the last element and the array's end.
+    pub(crate) fn cut_event(&self, lf: bool) -> Vec<u8> {
         let message = format!("tollgate: this answer used more than the {} tokens its rule reserved; the stream was ended", self.cut_above.unwrap_or(0));
         let text = Value::String(message).to_string();
-        let event = match &self.reading {
-            Reading::Provider(Provider::Anthropic) => {
-                format!("event: error\ndata: {{\"type\":\"error\",\"error\":{{\"type\":\"rate_limit_error\",\"message\":{text}}}}}\n\n")
-            }
-            Reading::Provider(Provider::Gemini) => {
-                format!("data: {{\"error\":{{\"code\":429,\"message\":{text},\"status\":\"RESOURCE_EXHAUSTED\"}}}}\n\n")
+        let gemini = format!("{{\"error\":{{\"code\":429,\"message\":{text},\"status\":\"RESOURCE_EXHAUSTED\"}}}}");
+        let eol = match &self.framing {
+            Framing::Json(_) => return format!(",\n{gemini}\n]").into_bytes(),
+            Framing::Sse(sse) => if sse.crlf { "\r\n" } else { "\n" },
+        };
+        let (event, data) = match &self.reading {
+            Reading::Provider(Provider::Anthropic) => (Some("error"), format!("{{\"type\":\"error\",\"error\":{{\"type\":\"rate_limit_error\",\"message\":{text}}}}}")),
+            Reading::Provider(Provider::Gemini) => (None, gemini),
+            Reading::Provider(Provider::OpenAi) | Reading::Json(_) if self.responses => {
+                (Some("error"), format!("{{\"type\":\"error\",\"code\":\"rate_limit_exceeded\",\"message\":{text},\"param\":null}}"))
             }
             Reading::Provider(Provider::OpenAi) | Reading::Json(_) => {
-                format!("data: {{\"error\":{{\"message\":{text},\"type\":\"tokens\",\"code\":\"rate_limit_exceeded\"}}}}\n\n")
+                (None, format!("{{\"error\":{{\"message\":{text},\"type\":\"tokens\",\"param\":null,\"code\":\"rate_limit_exceeded\"}}}}"))
             }
         };
-        event.into_bytes()
+        let mut out = String::new();
+        if lf {
+            out.push('\n');
+        }
+        if let Some(name) = event {
+            out.push_str(&format!("event: {name}{eol}"));
+        }
+        out.push_str(&format!("data: {data}{eol}{eol}"));
+        out.into_bytes()
     }
 }
 
 impl Sse {
-    /// One byte; the data of an event when it completes one.
-    fn byte(&mut self, byte: u8) -> Option<Vec<u8>> {
+    /// One byte; the event (its document, if its data is one whole JSON
+    /// document, and whether it is `[DONE]`) when the byte dispatches one.
+    fn byte(&mut self, byte: u8) -> Option<(Option<Doc>, bool)> {
         let after_cr = std::mem::replace(&mut self.after_cr, byte == b'\r');
+        if after_cr && byte != b'\n' {
+            self.crlf = false;
+        }
         match byte {
-            b'\n' if after_cr => None,
-            b'\n' | b'\r' => self.end_line(),
+            b'\n' if after_cr => {
+                self.crlf = true;
+                None
+            }
+            b'\n' => {
+                self.crlf = false;
+                self.end_line()
+            }
+            b'\r' => self.end_line(),
             _ => {
-                if self.line.len() >= EVENT_LIMIT {
-                    self.line_over = true;
-                } else if !self.line_over {
-                    self.line.push(byte);
+                match self.line {
+                    Line::Field if byte == b':' => {
+                        if self.field == b"data" {
+                            self.line = Line::Space;
+                            self.data_line();
+                        } else {
+                            self.line = Line::Ignore;
+                        }
+                    }
+                    Line::Field if self.field.len() < 4 => self.field.push(byte),
+                    Line::Field => self.line = Line::Ignore,
+                    Line::Space => {
+                        self.line = Line::Data;
+                        if byte != b' ' {
+                            self.data_byte(byte);
+                        }
+                    }
+                    Line::Data => self.data_byte(byte),
+                    Line::Ignore => {}
                 }
                 None
             }
         }
     }
 
-    /// The line ended: a blank line dispatches the event.
-    fn end_line(&mut self) -> Option<Vec<u8>> {
-        let line = std::mem::take(&mut self.line);
-        if std::mem::replace(&mut self.line_over, false) {
-            self.data_over = true;
-            return None;
+    /// A `data` line begins: lines after the first are joined with an LF.
+    fn data_line(&mut self) {
+        if self.has_data {
+            self.data_byte(b'\n');
         }
-        if line.is_empty() {
-            return self.dispatch();
-        }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
-            Some(at) => (&line[..at], line[at + 1..].strip_prefix(b" ").unwrap_or(&line[at + 1..])),
-            None => (&line[..], &b""[..]),
-        };
-        if field == b"data" {
-            if self.data.len() + value.len() + 1 > EVENT_LIMIT {
-                self.data_over = true;
-            } else {
-                self.data.extend_from_slice(value);
-                self.data.push(b'\n');
-            }
-            self.has_data = true;
-        }
-        None
+        self.has_data = true;
     }
 
-    fn dispatch(&mut self) -> Option<Vec<u8>> {
-        let mut data = std::mem::take(&mut self.data);
-        let (has, over) = (std::mem::replace(&mut self.has_data, false), std::mem::replace(&mut self.data_over, false));
-        if !has || over {
+    fn data_byte(&mut self, byte: u8) {
+        if self.head.len() <= DONE.len() {
+            self.head.push(byte);
+        }
+        let _ = self.scan.byte(byte);
+    }
+
+    /// The line ended: a blank line dispatches the event.
+    fn end_line(&mut self) -> Option<(Option<Doc>, bool)> {
+        let (field, line) = (std::mem::take(&mut self.field), std::mem::replace(&mut self.line, Line::Field));
+        match line {
+            Line::Field if field.is_empty() => self.dispatch(),
+            // A line that is only `data` is a data line with no value.
+            Line::Field if field == b"data" => {
+                self.data_line();
+                None
+            }
+            _ => None,
+        }
+    }
+
+    fn dispatch(&mut self) -> Option<(Option<Doc>, bool)> {
+        if !std::mem::replace(&mut self.has_data, false) {
             return None;
         }
-        data.pop();
-        Some(data)
+        let done = self.head == DONE;
+        let doc = self.scan.finish();
+        self.scan.reset();
+        self.head.clear();
+        Some((doc, done))
     }
 }
 
@@ -390,15 +605,15 @@ impl BodyUsage {
         if self.cut_by.is_some() {
             return None;
         }
-        let mut cut: Option<(usize, usize)> = None;
+        let mut cut: Option<(usize, usize, bool)> = None;
         for (i, (_, reader)) in self.readers.iter_mut().enumerate() {
-            if let Some(keep) = reader.feed(chunk) {
-                cut = Some(cut.map_or((i, keep), |(j, k)| if keep < k { (i, keep) } else { (j, k) }));
+            if let Some((keep, lf)) = reader.feed(chunk) {
+                cut = Some(cut.map_or((i, keep, lf), |(j, k, l)| if keep < k { (i, keep, lf) } else { (j, k, l) }));
             }
         }
-        let (i, keep) = cut?;
+        let (i, keep, lf) = cut?;
         self.cut_by = Some(i);
-        Some(Cut { keep, event: self.readers[i].1.cut_event() })
+        Some(Cut { keep, event: self.readers[i].1.cut_event(lf) })
     }
 
     /// How the body ended; readers finish on a clean end.
@@ -410,14 +625,12 @@ impl BodyUsage {
         self.end = Some(end);
     }
 
-    /// The tokens `rule` commits (before clamping): what it read after a
-    /// clean end; `None` (the rule's `max`) for any other end, or when it
-    /// read none.
+    /// The tokens `rule` commits ([`UsageReader::commits`]); `None` (the
+    /// rule's `max`) when it has no final report, or the body was not
+    /// read.
     pub(crate) fn tokens(&self, rule: &str) -> Option<u64> {
-        if self.end != Some(End::Ended) {
-            return None;
-        }
-        self.readers.iter().find(|(name, _)| name == rule).and_then(|(_, r)| r.units())
+        let end = self.end?;
+        self.readers.iter().find(|(name, _)| name == rule).and_then(|(_, r)| r.commits(end))
     }
 }
 
@@ -443,63 +656,6 @@ pub(crate) fn body_usage(applied: &[Applied<'_>], status: u16, content_type: Opt
 
 fn is_event_stream(content_type: Option<&str>) -> bool {
     content_type.is_some_and(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("text/event-stream"))
-}
-
-/// A JSON value (UTF-8 only, as JSON is: RFC 8259 §8.1). Read as a `str`:
-/// the Worker already carries serde_json's `str` reader of a `Value`.
-fn parse(bytes: &[u8]) -> Option<Value> {
-    serde_json::from_str(std::str::from_utf8(bytes).ok()?).ok()
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// A whole number (a float with no fraction too), never negative.
-fn whole(value: &Value) -> Option<u64> {
-    value.as_u64().or_else(|| value.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1.8e19).map(|f| f as u64))
-}
-
-/// The value at a dotted path: member names, or indexes into arrays.
-fn at_path<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
-    path.split('.').try_fold(value, |v, name| match v {
-        Value::Array(items) => name.parse::<usize>().ok().and_then(|i| items.get(i)),
-        other => other.get(name),
-    })
-}
-
-/// A member's whole number.
-fn figure(object: &Value, name: &str) -> Option<u64> {
-    object.get(name).and_then(whole)
-}
-
-fn openai(value: &Value) -> Tokens {
-    let Some(usage) = value.get("usage").filter(|u| u.is_object()).or_else(|| value.get("response")?.get("usage").filter(|u| u.is_object())) else {
-        return Tokens::default();
-    };
-    Tokens {
-        input: figure(usage, "prompt_tokens").or_else(|| figure(usage, "input_tokens")),
-        output: figure(usage, "completion_tokens").or_else(|| figure(usage, "output_tokens")),
-        total: figure(usage, "total_tokens"),
-    }
-}
-
-fn anthropic(value: &Value) -> Tokens {
-    let Some(usage) = value.get("usage").filter(|u| u.is_object()).or_else(|| value.get("message")?.get("usage").filter(|u| u.is_object())) else {
-        return Tokens::default();
-    };
-    let parts = ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"].map(|name| figure(usage, name));
-    let input = parts.iter().flatten().copied().reduce(u64::saturating_add);
-    Tokens { input, output: figure(usage, "output_tokens"), total: None }
-}
-
-fn gemini(value: &Value) -> Tokens {
-    let Some(meta) = value.get("usageMetadata").filter(|u| u.is_object()) else { return Tokens::default() };
-    let output = match (figure(meta, "candidatesTokenCount"), figure(meta, "thoughtsTokenCount")) {
-        (None, None) => None,
-        (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
-    };
-    Tokens { input: figure(meta, "promptTokenCount"), output, total: figure(meta, "totalTokenCount") }
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ use crate::count::blocked::Refusal;
 use crate::pipeline::applied::{Applied, Matched};
 use crate::count::protocol::{Call, CallFailure, Op, Reply, WireWindow};
 use crate::config::rules::Rule;
+use crate::config::cost::Usage;
 use crate::request::spelling::Spelling;
 use crate::config::response::Prefers;
 use crate::count::window::Limit;
@@ -337,7 +338,7 @@ pub(crate) fn usage(applied: &Applied<'_>, answered: &Answered<'_>) -> Option<Op
     let usage = applied.rule.usage.as_ref()?;
     Some(match usage.header() {
         Some(header) => usage.units((answered.header)(header).as_deref()),
-        None => (answered.body)(&applied.rule.name).map(|tokens| usage.clamp(tokens)),
+        None => (answered.body)(&applied.rule.name).map(Usage::recorded),
     })
 }
 
@@ -980,7 +981,7 @@ mod usage_tests {
             settle(a, &reserved(7), Some(&Answered { status, header: &header, body: &|_| None })).map(|call| (call.op, call.used))
         };
         assert_eq!(used(a, 200, &[("x-tokens", "1234")]), Some((Op::Commit, Some(1_234))));
-        assert_eq!(used(a, 500, &[("x-tokens", "99999")]), Some((Op::Commit, Some(3_000))), "every answer counts; clamped to max");
+        assert_eq!(used(a, 500, &[("x-tokens", "99999")]), Some((Op::Commit, Some(99_999))), "every answer counts; as reported, never clamped to max (issue 50)");
         assert_eq!(used(a, 200, &[("x-tokens", "-3")]), Some((Op::Commit, Some(0))), "clamped to 0");
         assert_eq!(used(a, 200, &[]), Some((Op::Commit, None)), "missing: the reservation's `reserve`");
         assert_eq!(used(&billed, 500, &[("x-tokens", "10")]), Some((Op::Release, None)), "count_statuses still selects");
