@@ -331,15 +331,24 @@ pub(super) fn warnings(rule: &Rule) -> Vec<ConfigWarning> {
 }
 
 /// A usage read from the body (issue 37): `cut` on OpenAI's usage, which
-/// arrives only at the stream's end, never cuts; a `reservation_ttl` under
-/// 5 minutes cuts LLM answers that run longer (charged `max`).
+/// arrives only at the stream's end, or on Anthropic's output, which only
+/// its last `message_delta` reports, never cuts (issue 50: a report that
+/// ends the answer is not cut); a `reservation_ttl` under 5 minutes cuts
+/// LLM answers that run longer (charged `max`).
 pub(super) fn body_usage(rule: &Rule) -> Vec<ConfigWarning> {
     use crate::config::cost::{Provider, Reading, Source};
     let Some(Source::Body(reading)) = rule.usage.as_ref().map(|u| &u.source) else { return Vec::new() };
     let warn = |field: &'static str, message: String| ConfigWarning { rule: rule.name.clone(), field, message };
     let mut out = Vec::new();
-    if rule.usage.as_ref().is_some_and(|u| u.cut) && *reading == Reading::Provider(Provider::OpenAi) {
-        out.push(warn("metering.cut", "OpenAI streams report usage only in their last chunk: there is nothing to cut on before the end".into()));
+    if rule.usage.as_ref().is_some_and(|u| u.cut) {
+        let why = match reading {
+            Reading::Provider(Provider::OpenAi) => Some("OpenAI streams report usage only in their last chunk"),
+            Reading::Provider(Provider::Anthropic) => Some("Anthropic streams report their output only in their last message_delta"),
+            _ => None,
+        };
+        if let Some(why) = why {
+            out.push(warn("metering.cut", format!("{why}: there is nothing to cut on before the end (an answer that ended is never cut); cut acts on Gemini's usageMetadata and on json paths reported as a stream goes")));
+        }
     }
     if rule.reservation_ttl_ms < 300_000 {
         let ttl = rule.reservation_ttl_ms / 1000;

@@ -45,7 +45,7 @@ const USAGE_FIELDS: &[Field<UsageDraft>] = &[
     Field::optional("count", COUNT_SHAPE, "Which tokens a usage read from the body commits: \"total\" (the default), \"input\", \"output\" or { input = 1, output = 4 } (weights). Only with a provider's usage.", |d, i| {
         d.count = read_count(i);
     }),
-    Field::optional("cut", Shape::Flag, "End a stream (with an SSE error event) once the usage it reports as it goes passes reserve, committing what it reported (at most max). Only with usage (default false).", |d, i| {
+    Field::optional("cut", Shape::Flag, "End a stream (with an error event in the provider's shape) once the usage it reports while it still runs passes reserve, committing max or what it reported when more; an answer that ended is never cut. Only with usage (default false).", |d, i| {
         d.cut = i.flag();
     }),
 ];
@@ -265,6 +265,8 @@ mod tests {
         assert_eq!(short.len(), 2, "{short:?}");
         assert!(short[0].contains("`metering.cut`") && short[1].contains("`counting.reservation_ttl`"), "{short:?}");
         assert!(warnings(json!({ "usage": "gemini", "reserve": 10, "max": 20, "cut": true }), json!({ "mode": "response", "reservation_ttl": "10m" })).is_empty());
+        let anthropic = warnings(json!({ "usage": "anthropic", "reserve": 10, "max": 20, "cut": true }), json!({ "mode": "response", "reservation_ttl": "10m" }));
+        assert!(anthropic.len() == 1 && anthropic[0].contains("last message_delta"), "issue 50: {anthropic:?}");
         let (u, _) = read(json!({ "header": "x-t", "reserve": 10, "max": 20 }));
         assert_eq!((u.unit(), u.missing_units()), ("x-t", 10), "a header's missing usage still commits reserve");
         for (metering, field) in [

@@ -275,8 +275,8 @@ test("a stream that outlives reservation_ttl is cut before its reservation lapse
   });
 });
 
-test("cut = true: a Gemini-style stream that ignores max_tokens is ended past its reserve with Gemini's error event; 3 calls spend a 3,000 budget", { timeout: 60_000 }, () => {
-  const cfg = config(tokensRule(3_000, { usage: "gemini", reserve: 1_000, max: 1_000, cut: true }));
+test("cut = true: a Gemini-style stream that ignores max_tokens is ended past its reserve with Gemini's error event; 3 calls, each charged the 1,100 it reported, spend a 3,300 budget", { timeout: 60_000 }, () => {
+  const cfg = config(tokensRule(3_300, { usage: "gemini", reserve: 1_000, max: 1_000, cut: true }));
   return withLlm(cfg, async (tg, origin) => {
     for (let i = 0; i < 3; i++) {
       const { status, text } = await complete(tg, "g", 0, { "x-style": "gemini" });
@@ -288,7 +288,7 @@ test("cut = true: a Gemini-style stream that ignores max_tokens is ended past it
     }
     await sleep(300);
     assert.ok(origin.served.g <= 3 * 1_300, `the origin stopped soon after each cut: ${origin.served.g} emitted`);
-    assert.equal((await complete(tg, "g", 0, { "x-style": "gemini" })).status, 429, "3 cut calls committed 3 × max");
+    assert.equal((await complete(tg, "g", 0, { "x-style": "gemini" })).status, 429, "3 cut calls committed 3 × 1,100: what they reported, above max (issue 50)");
     await tg.settled();
     assert.equal(tg.logEvents().filter((e) => e.tollgate === "answer_cut" && e.reason === "usage").length, 3);
   });
