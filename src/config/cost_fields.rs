@@ -337,6 +337,22 @@ mod tests {
         }
     }
 
+    /// Issue 50, item 8: an LLM rule keyed on one API-key header answers
+    /// 400 to the clients that send the key in another: check says so.
+    #[test]
+    fn an_llm_rule_keyed_on_one_api_key_header_is_pointed_to_credential() {
+        let warnings = |key: Value| {
+            let extra = json!({ "key": key, "metering": { "usage": "anthropic", "reserve": 5, "max": 10 }, "counting": { "mode": "response", "reservation_ttl": "10m" } });
+            Config::from_json(&rule(extra)).unwrap().warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>()
+        };
+        let header = warnings(json!(["header:x-api-key"]));
+        assert_eq!(header.len(), 1, "{header:?}");
+        assert!(header[0].starts_with("rule `r`, field `key`: `header:x-api-key`: ") && header[0].contains("`Authorization: Bearer`") && header[0].contains("key on `credential`"), "{header:?}");
+        assert_eq!(warnings(json!(["header:Authorization"])).len(), 1);
+        assert!(warnings(json!(["credential"])).is_empty());
+        assert!(warnings(json!(["header:x-school"])).is_empty(), "a tenant header is no API key");
+    }
+
     #[test]
     fn concurrency_is_read_reserves_and_refuses_a_key_that_may_hold_no_slot() {
         let config = Config::from_json(&rule(json!({"concurrency": 3, "key": ["header:x-api-key"], "counting": {"mode": "response"}}))).unwrap();
