@@ -68,11 +68,6 @@ pub(crate) struct Problems {
 }
 
 impl Problems {
-    /// problem+json bodies.
-    pub(crate) fn new(rule: &str) -> Problems {
-        Problems::shaped(rule, None)
-    }
-
     /// The bodies of `provider`'s error shape (`None`: problem+json).
     pub(crate) fn shaped(rule: &str, provider: Option<Provider>) -> Problems {
         let (too_many, unavailable) = match provider {
@@ -421,7 +416,7 @@ mod tests {
     #[test]
     fn prepared_problem_bodies_equal_the_json_written_per_block() {
         for rule in ["heavy-example", "a\"b\\c", "tollgate:admin-auth", "é\u{1}"] {
-            let problems = Problems::new(rule);
+            let problems = Problems::shaped(rule, None);
             for (status, title) in [(429, "Too Many Requests"), (503, "Service Unavailable")] {
                 for retry in [1, 60, 86_400] {
                     let expected = json!({
@@ -470,7 +465,7 @@ mod tests {
         assert!(short.body.contains("retry in 60 s."), "{}", short.body);
         let long = blocked("chat", None, &anthropic, Prefers::Other, 60_001, fields());
         assert_eq!(long.header("x-should-retry"), Some("false"));
-        let problem = blocked("chat", None, &Problems::new("chat"), Prefers::Json, 86_340_000, fields());
+        let problem = blocked("chat", None, &Problems::shaped("chat", None), Prefers::Json, 86_340_000, fields());
         assert_eq!((problem.header("content-type"), problem.header("x-should-retry")), (Some("application/problem+json"), None), "problem+json as before");
         let page = CustomResponse::new(429, None, Some("<p>{rule}</p>")).unwrap();
         let own = blocked("chat", Some(&page), &anthropic, Prefers::Other, 86_340_000, fields());
@@ -535,14 +530,14 @@ mod tests {
         let page = CustomResponse::new(429, None, Some("<p>wait</p>")).unwrap();
         assert!(laravel.is_json() && vendor.is_json() && !page.is_json());
         for prefers in [Prefers::Json, Prefers::Other] {
-            let r = blocked("login", Some(&laravel), &Problems::new("login"), prefers, 1_500, fields());
+            let r = blocked("login", Some(&laravel), &Problems::shaped("login", None), prefers, 1_500, fields());
             assert_eq!((r.status, r.header("content-type")), (429, Some("application/json")));
             assert_eq!(r.body, r#"{"message":"Too Many Attempts.","retry":2}"#);
             assert_eq!((r.header("retry-after"), r.header("ratelimit")), (Some("2"), Some("\"login\";r=0;t=2")));
-            let v = blocked("login", Some(&vendor), &Problems::new("login"), prefers, 1_500, fields());
+            let v = blocked("login", Some(&vendor), &Problems::shaped("login", None), prefers, 1_500, fields());
             assert_eq!(v.body, "{}");
         }
-        let to_json = blocked("login", Some(&page), &Problems::new("login"), Prefers::Json, 1_500, fields());
+        let to_json = blocked("login", Some(&page), &Problems::shaped("login", None), Prefers::Json, 1_500, fields());
         assert_eq!(to_json.header("content-type"), Some("application/problem+json"));
     }
 
@@ -556,19 +551,19 @@ mod tests {
             (Prefers::Json, Some(&page), 503, "application/problem+json"),
             (Prefers::Other, None, 429, "application/problem+json"),
         ] {
-            let r = blocked("api", custom, &Problems::new("api"), prefers, 1_500, fields());
+            let r = blocked("api", custom, &Problems::shaped("api", None), prefers, 1_500, fields());
             assert_eq!(r.status, status);
             assert_eq!(r.header("content-type"), Some(content_type));
             assert_eq!(r.header("retry-after"), Some("2"));
             assert_eq!(r.header("ratelimit-policy"), Some("\"api\";q=10;w=60"));
             assert_eq!(r.header("ratelimit"), Some("\"api\";r=0;t=2"));
         }
-        let json = blocked("api", Some(&page), &Problems::new("api"), Prefers::Json, 1_500, fields());
+        let json = blocked("api", Some(&page), &Problems::shaped("api", None), Prefers::Json, 1_500, fields());
         let body: serde_json::Value = serde_json::from_str(&json.body).unwrap();
         assert_eq!((body["status"].as_u64(), body["title"].as_str()), (Some(503), Some("Service Unavailable")));
-        assert_eq!(blocked("api", Some(&page), &Problems::new("api"), Prefers::Other, 1_500, fields()).body, "busy, 2s");
+        assert_eq!(blocked("api", Some(&page), &Problems::shaped("api", None), Prefers::Other, 1_500, fields()).body, "busy, 2s");
         let status_only = CustomResponse::new(503, None, None).unwrap();
         assert!(!status_only.is_json());
-        assert_eq!(blocked("api", Some(&status_only), &Problems::new("api"), Prefers::Other, 1_500, fields()).header("content-type"), Some("application/problem+json"));
+        assert_eq!(blocked("api", Some(&status_only), &Problems::shaped("api", None), Prefers::Other, 1_500, fields()).header("content-type"), Some("application/problem+json"));
     }
 }
