@@ -4,7 +4,7 @@
 //   login-brute-force  POST /login answers 401 {"error":"invalid email or password"}
 //                      unless the password is "demo-password" (200), for any email;
 //                      the body may be a form (curl -d) or JSON.
-//   ai-budget          POST /v1/chat/* answers 401 without an x-api-key, else 200
+//   ai-budget          POST /v1/chat/* answers 401 without an x-api-key or a Bearer token, else 200
 //                      reporting the tokens used in x-usage-tokens: ?tokens=N, or 2500.
 //   student-chat       a school's chat, streamed like an LLM (studentChat below):
 //                      GET /s/SCHOOL/LINK sets the `device` cookie, POST
@@ -46,7 +46,7 @@ function exampleAnswer(examples, req, url, body) {
       : [401, { error: "invalid email or password" }];
   }
   if (examples.includes("ai-budget") && url.pathname.startsWith("/v1/chat/") && req.method === "POST") {
-    if (!req.headers["x-api-key"]) return [401, { error: "no API key" }];
+    if (!req.headers["x-api-key"] && !/^bearer \S/i.test(req.headers.authorization ?? "")) return [401, { error: "no API key" }];
     const tokens = url.searchParams.get("tokens") ?? "2500";
     return [200, { choices: [{ message: { role: "assistant", content: "…" } }], usage: { total_tokens: Number(tokens) } }, { "x-usage-tokens": tokens }];
   }

@@ -250,7 +250,7 @@ pub(super) fn untyped_ids(rule: &Rule) -> Vec<ConfigWarning> {
 /// 400, public pages and health checks included (issue 39). Said only when
 /// the policy was left to its default.
 pub(super) fn broad_rejection(rule: &Rule) -> Option<ConfigWarning> {
-    let missable = |p: &&KeyPart| matches!(p, KeyPart::Header(..) | KeyPart::Cookie(..) | KeyPart::Query(..) | KeyPart::Body(..));
+    let missable = |p: &&KeyPart| matches!(p, KeyPart::Header(..) | KeyPart::Cookie(..) | KeyPart::Query(..) | KeyPart::Body(..) | KeyPart::Credential);
     let part = rule.key.iter().find(missable)?;
     let broad = rule.path.contains('*');
     (broad && !rule.missing_key_given && rule.on_missing_key == MissingKey::Reject).then(|| ConfigWarning {
@@ -354,8 +354,15 @@ pub(super) fn body_usage(rule: &Rule) -> Vec<ConfigWarning> {
         let ttl = rule.reservation_ttl_ms / 1000;
         out.push(warn("counting.reservation_ttl", format!("{ttl} s: an answer streaming longer is cut 1 s before its reservation lapses (and charged max); LLM answers can take minutes: set it above the longest (at most 1h)")));
     }
+    if let Some(p) = rule.key.iter().find(|p| matches!(p, KeyPart::Header(n, _) if API_KEY_HEADERS.contains(&n.as_str()))) {
+        out.push(warn("key", format!("`{p}`: LLM clients send their API key in more than one header (Anthropic's SDKs since TS 1.17 and Python 2.17 send `Authorization: Bearer`, older ones `x-api-key`; Gemini's `x-goog-api-key` or `?key=`), and a request without this one is answered 400 (on_missing_key); key on `credential`, which reads whichever are present")));
+    }
     out
 }
+
+/// The headers an LLM client may carry its API key in, which a
+/// `credential` key part reads together (issue 50, item 8).
+const API_KEY_HEADERS: [&str; 3] = ["authorization", "x-api-key", "x-goog-api-key"];
 
 /// A cost above the smallest limit would block every request. With
 /// `metering`, what a request spends is its `reserve` (a `cost` beside it

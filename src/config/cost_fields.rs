@@ -7,6 +7,7 @@ use crate::config::cost::{Count, Provider, Reading, Source, Usage};
 use crate::config::policy::Named;
 use crate::config::policy::MissingKey;
 use crate::config::reader::{infos, valid_header_name, Errors, Field, FieldInfo, Input, Shape, HEADER_NAME};
+use crate::config::response::Refusal;
 use crate::config::rules::RuleSpec;
 
 /// A `metering` table while it is read.
@@ -18,6 +19,7 @@ struct UsageDraft {
     expose: Option<bool>,
     count: Option<Count>,
     cut: Option<bool>,
+    refusal: Option<Refusal>,
 }
 
 /// `usage`: a provider's name, or `{ json = "a.b" }`.
@@ -47,6 +49,9 @@ const USAGE_FIELDS: &[Field<UsageDraft>] = &[
     }),
     Field::optional("cut", Shape::Flag, "End a stream (with an error event in the provider's shape) once the usage it reports while it still runs passes reserve, committing max or what it reported when more; an answer that ended is never cut. Only with usage (default false).", |d, i| {
         d.cut = i.flag();
+    }),
+    Field::optional("refusal", Shape::Names(Refusal::names), "How a refusal (429, or 503) is written: \"provider\" (the API's own error JSON, which its SDKs read, and x-should-retry: false when the wait is over 60 s; the default with usage = \"openai\", \"anthropic\" or \"gemini\") or \"problem\" (RFC 9457 problem+json; the default otherwise).", |d, i| {
+        d.refusal = i.choice::<Refusal>(None);
     }),
 ];
 
@@ -94,15 +99,17 @@ pub(super) fn usage_infos() -> Vec<FieldInfo> {
     infos(USAGE_FIELDS)
 }
 
-/// Reads a `metering` table; `None` (reported under `metering.<field>`) when it
-/// is not one: `header` and `usage` exclusive (one needed), `reserve > max`
-/// refused, `expose` only with a header, `count` only with a provider's
-/// usage, `cut` only with usage.
-pub(super) fn read_usage(input: &mut Input<'_>) -> Option<Usage> {
+/// Reads a `metering` table, with how the rule's refusals are worded
+/// (`refusal`: a provider's usage defaults to its API's shape); `None`
+/// (reported under `metering.<field>`) when it is not one: `header` and
+/// `usage` exclusive (one needed), `reserve > max` refused, `expose` only
+/// with a header, `count` only with a provider's usage, `cut` only with
+/// usage, `refusal = "provider"` only with a provider's usage.
+pub(super) fn read_usage(input: &mut Input<'_>) -> Option<(Usage, Refusal)> {
     let Some(table) = input.value.as_object() else {
         return input.fail("must be a table { header = \"x-usage-units\", reserve = 1000, max = 100000 } or { usage = \"openai\", reserve = 1000, max = 1000 }");
     };
-    let mut draft = UsageDraft { header: None, body: None, reserve: None, max: None, expose: None, count: None, cut: None };
+    let mut draft = UsageDraft { header: None, body: None, reserve: None, max: None, expose: None, count: None, cut: None, refusal: None };
     if !input.read_fields(table, USAGE_FIELDS, &mut draft) {
         return None;
     }
@@ -113,7 +120,15 @@ pub(super) fn read_usage(input: &mut Input<'_>) -> Option<Usage> {
         return None;
     }
     let (expose, count, cut) = (draft.expose.unwrap_or(false), draft.count.unwrap_or(Count::Total), draft.cut.unwrap_or(false));
-    Some(Usage { source, reserve, max, expose, count, cut })
+    let refusal = match (&source, draft.refusal) {
+        (Source::Body(Reading::Provider(_)), given) => given.unwrap_or(Refusal::Provider),
+        (_, Some(Refusal::Provider)) => {
+            input.errors.push(format!("{}.refusal", input.field), "\"provider\" only with usage = \"openai\", \"anthropic\" or \"gemini\" (a header or a JSON path names no API whose error shape to use)");
+            return None;
+        }
+        (_, _) => Refusal::Problem,
+    };
+    Some((Usage { source, reserve, max, expose, count, cut }, refusal))
 }
 
 /// The draft's source, its exclusive fields refused once each.
@@ -249,7 +264,7 @@ mod tests {
         };
         let (u, described) = read(json!({ "usage": "anthropic", "reserve": 1000, "max": 1000 }));
         assert_eq!((&u.source, u.count, u.cut, u.header()), (&Source::Body(Reading::Provider(Provider::Anthropic)), Count::Total, false, None));
-        assert_eq!(described, json!({ "usage": "anthropic", "reserve": 1000, "max": 1000, "count": "total", "cut": false }));
+        assert_eq!(described, json!({ "usage": "anthropic", "reserve": 1000, "max": 1000, "count": "total", "cut": false, "refusal": "provider" }));
         let (u, _) = read(json!({ "usage": "gemini", "reserve": 10, "max": 20, "count": { "input": 1, "output": 4 }, "cut": true }));
         assert_eq!((u.count, u.cut, u.unit(), u.missing_units()), (Count::Weighted { input: 1, output: 4 }, true, "tokens", 20));
         let (u, described) = read(json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 10, "max": 20 }));
@@ -288,6 +303,56 @@ mod tests {
             assert_eq!(errs.len(), 1, "{metering}: {errs:?}");
             assert!(errs[0].starts_with(&format!("rule `r`, field `{field}`: ")), "{metering}: {errs:?}");
         }
+    }
+
+    /// Issue 50, item 7: a provider's usage refuses in its API's shape
+    /// unless `refusal = "problem"`; a header or a JSON path has no API to
+    /// take a shape from.
+    #[test]
+    fn the_refusal_defaults_to_the_providers_shape_and_is_the_operators_choice() {
+        use crate::config::cost::Provider;
+        use crate::config::response::Refusal;
+        let read = |metering: Value| {
+            let config = Config::from_json(&rule(json!({ "metering": metering, "counting": { "mode": "response" } }))).unwrap();
+            let r = config.rules[0].clone();
+            let described = crate::config::describe::rule_json(&r);
+            let again = Config::from_json(&json!({ "rules": [described.clone()] })).unwrap();
+            assert_eq!((again.rules[0].refusal, again.rules[0].refusal_shape()), (r.refusal, r.refusal_shape()), "described as read: {described}");
+            (r.refusal, r.refusal_shape(), described["metering"].get("refusal").cloned())
+        };
+        assert_eq!(read(json!({ "usage": "gemini", "reserve": 5, "max": 10 })), (Refusal::Provider, Some(Provider::Gemini), Some(json!("provider"))));
+        assert_eq!(read(json!({ "usage": "openai", "reserve": 5, "max": 10, "refusal": "problem" })), (Refusal::Problem, None, Some(json!("problem"))));
+        assert_eq!(read(json!({ "usage": "anthropic", "reserve": 5, "max": 10, "refusal": "provider" })).1, Some(Provider::Anthropic));
+        assert_eq!(read(json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 5, "max": 10 })), (Refusal::Problem, None, None));
+        assert_eq!(read(json!({ "header": "x-t", "reserve": 5, "max": 10, "refusal": "problem" })), (Refusal::Problem, None, None));
+        let plain = Config::from_json(&rule(json!({}))).unwrap();
+        assert_eq!(plain.rules[0].refusal_shape(), None, "no metering: problem+json");
+        for metering in [
+            json!({ "usage": "openai", "reserve": 5, "max": 10, "refusal": "openai" }),
+            json!({ "usage": "openai", "reserve": 5, "max": 10, "refusal": true }),
+            json!({ "header": "x-t", "reserve": 5, "max": 10, "refusal": "provider" }),
+            json!({ "usage": { "json": "a.b" }, "reserve": 5, "max": 10, "refusal": "provider" }),
+        ] {
+            let errs = errors(json!({ "metering": metering, "counting": { "mode": "response" } }));
+            assert_eq!(errs.len(), 1, "{metering}: {errs:?}");
+            assert!(errs[0].starts_with("rule `r`, field `metering.refusal`: "), "{metering}: {errs:?}");
+        }
+    }
+
+    /// Issue 50, item 8: an LLM rule keyed on one API-key header answers
+    /// 400 to the clients that send the key in another: check says so.
+    #[test]
+    fn an_llm_rule_keyed_on_one_api_key_header_is_pointed_to_credential() {
+        let warnings = |key: Value| {
+            let extra = json!({ "key": key, "metering": { "usage": "anthropic", "reserve": 5, "max": 10 }, "counting": { "mode": "response", "reservation_ttl": "10m" } });
+            Config::from_json(&rule(extra)).unwrap().warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>()
+        };
+        let header = warnings(json!(["header:x-api-key"]));
+        assert_eq!(header.len(), 1, "{header:?}");
+        assert!(header[0].starts_with("rule `r`, field `key`: `header:x-api-key`: ") && header[0].contains("`Authorization: Bearer`") && header[0].contains("key on `credential`"), "{header:?}");
+        assert_eq!(warnings(json!(["header:Authorization"])).len(), 1);
+        assert!(warnings(json!(["credential"])).is_empty());
+        assert!(warnings(json!(["header:x-school"])).is_empty(), "a tenant header is no API key");
     }
 
     #[test]

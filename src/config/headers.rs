@@ -457,7 +457,7 @@ mod tests {
 
     #[test]
     fn problem_json() {
-        let body: serde_json::Value = serde_json::from_str(&crate::config::response::Problems::new("r").body(429, 7)).unwrap();
+        let body: serde_json::Value = serde_json::from_str(&crate::config::response::Problems::shaped("r", None).body(429, 7)).unwrap();
         assert_eq!(body["status"], 429);
         assert_eq!(body["retry_after"], 7);
         assert_eq!(body["title"], "Too Many Requests");

@@ -112,6 +112,7 @@ fn key_of(part: &KeyPart, value: &str, ipv6_prefix: u8) -> Option<String> {
         KeyPart::Ip => "ip".to_string(),
         KeyPart::Country => "country".to_string(),
         KeyPart::Asn => "asn".to_string(),
+        KeyPart::Credential => "credential".to_string(),
         KeyPart::Global => return None,
         KeyPart::Header(n, _) => format!("header:{n}"),
         KeyPart::Cookie(n, _) => format!("cookie:{n}"),
@@ -166,6 +167,9 @@ pub(crate) fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u
     let headers = |name: &str| {
         if name == "cookie" && !cookies.is_empty() {
             Some(cookies.clone())
+        } else if name == "x-api-key" && key.contains(&KeyPart::Credential) {
+            // `credential=VALUE`: read as a request's API key is.
+            param("credential".into())
         } else {
             header(name)
         }

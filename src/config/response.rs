@@ -22,24 +22,59 @@
 //! browser's `text/html`, `*/*`, no `Accept`) gets the custom body.
 //! `Retry-After` and the `RateLimit` fields are on both.
 
+use crate::config::cost::Provider;
 use crate::config::headers::{self, OwnResponse};
+use crate::config::policy::Named;
 use crate::count::algorithm::push_u64;
 
-/// A rule's problem+json bodies (429 and 503), prepared once when the rule
-/// is compiled ([`crate::config::rules::Rule::compile`]): a block then only writes
-/// its retry-after into them.
+/// How a rule words its refusals (`metering.refusal`): the RFC 9457
+/// problem, or the error object of the LLM API it meters, which that API's
+/// SDKs read (issue 50, item 7: on problem+json Python `openai` showed only
+/// "Error code: 429", `@google/genai` double-encoded it, and the Anthropic
+/// SDK's `error.type` was `about:blank`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// `application/problem+json` (the default but for a provider's usage).
+    Problem,
+    /// The metered API's own error JSON, and `x-should-retry: false` when
+    /// the wait is longer than [`SDK_RETRY_WAIT_S`] (the default for
+    /// `usage = "openai" | "anthropic" | "gemini"`).
+    Provider,
+}
+
+impl Named for Refusal {
+    const NAMES: &'static [(&'static str, Self)] = &[("provider", Refusal::Provider), ("problem", Refusal::Problem)];
+}
+
+/// The longest wait after which a provider-shaped refusal lets an SDK
+/// retry: past it, `x-should-retry: false`. openai-node and Python
+/// `openai` already ignore a `Retry-After` over 60 s (they retry after
+/// their own short backoff, in vain); both Anthropic SDKs sleep for
+/// whatever it says, so a spent daily budget held a call silently for
+/// about 24 h. openai-node and both Anthropic SDKs obey `x-should-retry`
+/// before anything else, and raise their rate-limit error at once.
+pub(crate) const SDK_RETRY_WAIT_S: u64 = 60;
+
+/// A rule's refusal bodies (429 and 503), prepared once when the rule is
+/// compiled ([`crate::config::rules::Rule::compile`]): a block then only
+/// writes its retry-after into them. problem+json, or the error JSON of
+/// the API the rule meters ([`Refusal::Provider`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Problems {
     too_many: ProblemTemplate,
     unavailable: ProblemTemplate,
+    /// The API whose shape the bodies have (`None`: problem+json).
+    provider: Option<Provider>,
 }
 
 impl Problems {
-    pub(crate) fn new(rule: &str) -> Problems {
-        Problems {
-            too_many: ProblemTemplate::new(rule, 429, "Too Many Requests"),
-            unavailable: ProblemTemplate::new(rule, 503, "Service Unavailable"),
-        }
+    /// The bodies of `provider`'s error shape (`None`: problem+json).
+    pub(crate) fn shaped(rule: &str, provider: Option<Provider>) -> Problems {
+        let (too_many, unavailable) = match provider {
+            None => (ProblemTemplate::problem(rule, 429, "Too Many Requests"), ProblemTemplate::problem(rule, 503, "Service Unavailable")),
+            Some(p) => (ProblemTemplate::provider(rule, p, 429), ProblemTemplate::provider(rule, p, 503)),
+        };
+        Problems { too_many, unavailable, provider }
     }
 
     /// The body of a block answered with `status` (429, or 503).
@@ -47,43 +82,122 @@ impl Problems {
         let template = if status == 429 { &self.too_many } else { &self.unavailable };
         template.render(retry_after_s)
     }
+
+    /// The bodies' media type.
+    pub(crate) fn content_type(&self) -> &'static str {
+        match self.provider {
+            None => "application/problem+json",
+            Some(_) => "application/json",
+        }
+    }
+
+    /// `x-should-retry: false` for a provider-shaped refusal whose wait is
+    /// longer than [`SDK_RETRY_WAIT_S`]; nothing otherwise (an SDK retries
+    /// a 429 or a 503 by default, after `Retry-After`: `true` would add
+    /// nothing).
+    fn should_retry(&self, retry_after_s: u64) -> Option<(String, String)> {
+        (self.provider.is_some() && retry_after_s > SDK_RETRY_WAIT_S).then(|| ("x-should-retry".to_string(), "false".to_string()))
+    }
 }
 
-/// One problem body around the two places its retry-after goes:
+/// What fills a gap of a prepared body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gap {
+    /// The wait in whole seconds (`86400`).
+    Seconds,
+    /// The wait for a reader ([`push_wait`]: `42 s`, `23 h 59 min`).
+    Wait,
+}
+
+/// One refusal body around the places its retry-after goes: `head`, then
+/// each gap filled and the text after it. problem+json is
 /// `{"detail":"Rate limit `RULE` exceeded; retry in N s.","retry_after":N,
 /// "rule":"RULE","status":429,"title":"Too Many Requests","type":"about:blank"}`
 /// (members in the order `serde_json` writes them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ProblemTemplate {
     head: String,
-    middle: &'static str,
-    tail: String,
+    rest: Vec<(Gap, String)>,
 }
 
 impl ProblemTemplate {
-    fn new(rule: &str, status: u16, title: &str) -> ProblemTemplate {
-        let quoted = |text: &str| serde_json::Value::from(text).to_string();
+    fn problem(rule: &str, status: u16, title: &str) -> ProblemTemplate {
         let detail = quoted(&format!("Rate limit `{rule}` exceeded; retry in "));
         ProblemTemplate {
             // The detail's JSON string, left open for the number.
             head: format!("{{\"detail\":{}", &detail[..detail.len() - 1]),
-            middle: " s.\",\"retry_after\":",
-            tail: format!(
-                ",\"rule\":{},\"status\":{status},\"title\":{},\"type\":\"about:blank\"}}",
-                quoted(rule),
-                quoted(title)
-            ),
+            rest: vec![
+                (Gap::Seconds, " s.\",\"retry_after\":".to_string()),
+                (Gap::Seconds, format!(",\"rule\":{},\"status\":{status},\"title\":{},\"type\":\"about:blank\"}}", quoted(rule), quoted(title))),
+            ],
         }
     }
 
+    /// `provider`'s error JSON for `status` (429, or 503), as the API
+    /// sends it: OpenAI's token limit (`type` `tokens`, `code`
+    /// `rate_limit_exceeded`), Anthropic's `rate_limit_error` (503:
+    /// `overloaded_error`), Gemini's `RESOURCE_EXHAUSTED` (503:
+    /// `UNAVAILABLE`); the message names the rule and when to retry.
+    fn provider(rule: &str, provider: Provider, status: u16) -> ProblemTemplate {
+        let message = quoted(&format!("Rate limit `{rule}` exceeded; retry in "));
+        // The message's JSON string, left open for the wait.
+        let message = &message[..message.len() - 1];
+        let busy = status != 429;
+        let (head, tail) = match provider {
+            Provider::OpenAi => {
+                let (kind, code) = if busy { ("server_error", "\"service_unavailable\"") } else { ("tokens", "\"rate_limit_exceeded\"") };
+                (format!("{{\"error\":{{\"message\":{message}"), format!(".\",\"type\":\"{kind}\",\"param\":null,\"code\":{code}}}}}"))
+            }
+            Provider::Anthropic => {
+                let kind = if busy { "overloaded_error" } else { "rate_limit_error" };
+                (format!("{{\"type\":\"error\",\"error\":{{\"type\":\"{kind}\",\"message\":{message}"), ".\"}}".to_string())
+            }
+            Provider::Gemini => {
+                let state = if busy { "UNAVAILABLE" } else { "RESOURCE_EXHAUSTED" };
+                (format!("{{\"error\":{{\"code\":{status},\"message\":{message}"), format!(".\",\"status\":\"{state}\"}}}}"))
+            }
+        };
+        ProblemTemplate { head, rest: vec![(Gap::Wait, tail)] }
+    }
+
     fn render(&self, retry_after_s: u64) -> String {
-        let mut body = String::with_capacity(self.head.len() + self.middle.len() + self.tail.len() + 40);
+        let mut body = String::with_capacity(self.head.len() + self.rest.iter().map(|(_, t)| t.len() + 20).sum::<usize>());
         body.push_str(&self.head);
-        push_u64(&mut body, retry_after_s);
-        body.push_str(self.middle);
-        push_u64(&mut body, retry_after_s);
-        body.push_str(&self.tail);
+        for (gap, text) in &self.rest {
+            match gap {
+                Gap::Seconds => push_u64(&mut body, retry_after_s),
+                Gap::Wait => push_wait(&mut body, retry_after_s),
+            }
+            body.push_str(text);
+        }
         body
+    }
+}
+
+/// `text` as a JSON string, quotes included.
+fn quoted(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
+}
+
+/// A wait for a reader: `42 s` under 2 minutes, else whole minutes
+/// rounded up (`5 min`, `23 h 59 min`, `3 h`).
+fn push_wait(out: &mut String, seconds: u64) {
+    if seconds < 120 {
+        push_u64(out, seconds);
+        return out.push_str(" s");
+    }
+    let minutes = seconds.div_ceil(60);
+    let (hours, minutes) = (minutes / 60, minutes % 60);
+    if hours > 0 {
+        push_u64(out, hours);
+        out.push_str(" h");
+    }
+    if minutes > 0 {
+        if hours > 0 {
+            out.push(' ');
+        }
+        push_u64(out, minutes);
+        out.push_str(" min");
     }
 }
 
@@ -261,7 +375,10 @@ fn prepare(body: &str) -> Vec<Piece> {
 /// A block's response for `rule`: `Retry-After` in whole seconds (at
 /// least 1) and the rule's `RateLimit` fields (`fields`,
 /// [`headers::rate_fields`] of what refused) always; the status and body
-/// the rule's `custom` response and the client's preference choose.
+/// the rule's `custom` response and the client's preference choose, else
+/// the rule's `problems` (problem+json or its API's error shape; with the
+/// latter, `x-should-retry: false` past [`SDK_RETRY_WAIT_S`], whatever the
+/// body).
 pub(crate) fn blocked(
     rule: &str,
     custom: Option<&CustomResponse>,
@@ -277,13 +394,14 @@ pub(crate) fn blocked(
         .and_then(|c| Some((c.content_type.clone(), c.render(rule, retry_after_s)?)));
     let (content_type, body) = match own_body {
         Some(own) => own,
-        None => ("application/problem+json".to_string(), problems.body(status, retry_after_s)),
+        None => (problems.content_type().to_string(), problems.body(status, retry_after_s)),
     };
     let mut retry_after = String::with_capacity(6);
     push_u64(&mut retry_after, retry_after_s);
-    let mut out = Vec::with_capacity(2 + fields.len());
+    let mut out = Vec::with_capacity(3 + fields.len());
     out.push(("content-type".to_string(), content_type));
     out.push(("retry-after".to_string(), retry_after));
+    out.extend(problems.should_retry(retry_after_s));
     out.extend(fields);
     OwnResponse { status, headers: out, body }
 }
@@ -298,7 +416,7 @@ mod tests {
     #[test]
     fn prepared_problem_bodies_equal_the_json_written_per_block() {
         for rule in ["heavy-example", "a\"b\\c", "tollgate:admin-auth", "é\u{1}"] {
-            let problems = Problems::new(rule);
+            let problems = Problems::shaped(rule, None);
             for (status, title) in [(429, "Too Many Requests"), (503, "Service Unavailable")] {
                 for retry in [1, 60, 86_400] {
                     let expected = json!({
@@ -314,6 +432,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Issue 50, item 7: a rule metering an LLM refuses in its API's own
+    /// error shape, which the SDKs read (their rate-limit error, its
+    /// `error.type`), readable, and says when a retry is pointless.
+    #[test]
+    fn a_provider_refusal_has_the_apis_shape_and_says_when_not_to_retry() {
+        let windows = [crate::count::protocol::WireWindow { limit: 10_000, window_ms: 86_400_000, used: 10_000, remaining: 0, reset_ms: 0 }];
+        for (provider, status, expected) in [
+            (Provider::OpenAi, 429, json!({ "error": { "message": "Rate limit `chat` exceeded; retry in 23 h 59 min.", "type": "tokens", "param": null, "code": "rate_limit_exceeded" } })),
+            (Provider::OpenAi, 503, json!({ "error": { "message": "Rate limit `chat` exceeded; retry in 23 h 59 min.", "type": "server_error", "param": null, "code": "service_unavailable" } })),
+            (Provider::Anthropic, 429, json!({ "type": "error", "error": { "type": "rate_limit_error", "message": "Rate limit `chat` exceeded; retry in 23 h 59 min." } })),
+            (Provider::Anthropic, 503, json!({ "type": "error", "error": { "type": "overloaded_error", "message": "Rate limit `chat` exceeded; retry in 23 h 59 min." } })),
+            (Provider::Gemini, 429, json!({ "error": { "code": 429, "message": "Rate limit `chat` exceeded; retry in 23 h 59 min.", "status": "RESOURCE_EXHAUSTED" } })),
+            (Provider::Gemini, 503, json!({ "error": { "code": 503, "message": "Rate limit `chat` exceeded; retry in 23 h 59 min.", "status": "UNAVAILABLE" } })),
+        ] {
+            let problems = Problems::shaped("chat", Some(provider));
+            let custom = CustomResponse::new(status, None, None).unwrap();
+            let retry_ms = 86_340_000;
+            let fields = headers::rate_fields(&headers::Policies::of_requests("chat"), &windows, headers::Report::Window { index: 0, retry_after_ms: retry_ms });
+            let r = blocked("chat", Some(&custom), &problems, Prefers::Json, retry_ms, fields);
+            let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+            assert_eq!((r.status, body), (status, expected), "{provider:?}");
+            assert_eq!((r.header("content-type"), r.header("retry-after"), r.header("x-should-retry")), (Some("application/json"), Some("86340"), Some("false")));
+            assert!(r.header("ratelimit").is_some() && r.header("ratelimit-policy").is_some());
+        }
+        let fields = || headers::rate_fields(&headers::Policies::of_requests("chat"), &windows, headers::Report::Window { index: 0, retry_after_ms: 60_000 });
+        let anthropic = Problems::shaped("chat", Some(Provider::Anthropic));
+        let short = blocked("chat", None, &anthropic, Prefers::Other, 60_000, fields());
+        assert_eq!((short.header("x-should-retry"), short.header("retry-after")), (None, Some("60")), "a minute: the SDK's retry may wait it");
+        assert!(short.body.contains("retry in 60 s."), "{}", short.body);
+        let long = blocked("chat", None, &anthropic, Prefers::Other, 60_001, fields());
+        assert_eq!(long.header("x-should-retry"), Some("false"));
+        let problem = blocked("chat", None, &Problems::shaped("chat", None), Prefers::Json, 86_340_000, fields());
+        assert_eq!((problem.header("content-type"), problem.header("x-should-retry")), (Some("application/problem+json"), None), "problem+json as before");
+        let page = CustomResponse::new(429, None, Some("<p>{rule}</p>")).unwrap();
+        let own = blocked("chat", Some(&page), &anthropic, Prefers::Other, 86_340_000, fields());
+        assert_eq!((own.body.as_str(), own.header("x-should-retry")), ("<p>chat</p>", Some("false")), "the rule's own body is kept");
+        let quoted = Problems::shaped("a\"b", Some(Provider::OpenAi)).body(429, 5);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&quoted).unwrap()["error"]["message"], "Rate limit `a\"b` exceeded; retry in 5 s.");
+    }
+
+    #[test]
+    fn a_wait_reads_in_seconds_then_minutes_and_hours() {
+        let wait = |s: u64| {
+            let mut out = String::new();
+            push_wait(&mut out, s);
+            out
+        };
+        assert_eq!([wait(1), wait(119), wait(120), wait(121), wait(3_600), wait(3_660), wait(86_400)], ["1 s", "119 s", "2 min", "3 min", "1 h", "1 h 1 min", "24 h"]);
     }
 
     const CHROME: &str = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8";
@@ -362,14 +530,14 @@ mod tests {
         let page = CustomResponse::new(429, None, Some("<p>wait</p>")).unwrap();
         assert!(laravel.is_json() && vendor.is_json() && !page.is_json());
         for prefers in [Prefers::Json, Prefers::Other] {
-            let r = blocked("login", Some(&laravel), &Problems::new("login"), prefers, 1_500, fields());
+            let r = blocked("login", Some(&laravel), &Problems::shaped("login", None), prefers, 1_500, fields());
             assert_eq!((r.status, r.header("content-type")), (429, Some("application/json")));
             assert_eq!(r.body, r#"{"message":"Too Many Attempts.","retry":2}"#);
             assert_eq!((r.header("retry-after"), r.header("ratelimit")), (Some("2"), Some("\"login\";r=0;t=2")));
-            let v = blocked("login", Some(&vendor), &Problems::new("login"), prefers, 1_500, fields());
+            let v = blocked("login", Some(&vendor), &Problems::shaped("login", None), prefers, 1_500, fields());
             assert_eq!(v.body, "{}");
         }
-        let to_json = blocked("login", Some(&page), &Problems::new("login"), Prefers::Json, 1_500, fields());
+        let to_json = blocked("login", Some(&page), &Problems::shaped("login", None), Prefers::Json, 1_500, fields());
         assert_eq!(to_json.header("content-type"), Some("application/problem+json"));
     }
 
@@ -383,19 +551,19 @@ mod tests {
             (Prefers::Json, Some(&page), 503, "application/problem+json"),
             (Prefers::Other, None, 429, "application/problem+json"),
         ] {
-            let r = blocked("api", custom, &Problems::new("api"), prefers, 1_500, fields());
+            let r = blocked("api", custom, &Problems::shaped("api", None), prefers, 1_500, fields());
             assert_eq!(r.status, status);
             assert_eq!(r.header("content-type"), Some(content_type));
             assert_eq!(r.header("retry-after"), Some("2"));
             assert_eq!(r.header("ratelimit-policy"), Some("\"api\";q=10;w=60"));
             assert_eq!(r.header("ratelimit"), Some("\"api\";r=0;t=2"));
         }
-        let json = blocked("api", Some(&page), &Problems::new("api"), Prefers::Json, 1_500, fields());
+        let json = blocked("api", Some(&page), &Problems::shaped("api", None), Prefers::Json, 1_500, fields());
         let body: serde_json::Value = serde_json::from_str(&json.body).unwrap();
         assert_eq!((body["status"].as_u64(), body["title"].as_str()), (Some(503), Some("Service Unavailable")));
-        assert_eq!(blocked("api", Some(&page), &Problems::new("api"), Prefers::Other, 1_500, fields()).body, "busy, 2s");
+        assert_eq!(blocked("api", Some(&page), &Problems::shaped("api", None), Prefers::Other, 1_500, fields()).body, "busy, 2s");
         let status_only = CustomResponse::new(503, None, None).unwrap();
         assert!(!status_only.is_json());
-        assert_eq!(blocked("api", Some(&status_only), &Problems::new("api"), Prefers::Other, 1_500, fields()).header("content-type"), Some("application/problem+json"));
+        assert_eq!(blocked("api", Some(&status_only), &Problems::shaped("api", None), Prefers::Other, 1_500, fields()).header("content-type"), Some("application/problem+json"));
     }
 }

@@ -116,6 +116,7 @@ impl RuleDraft {
             metrics_raw_key: false,
             penalty_ms: None,
             usage: None,
+            refusal: response::Refusal::Problem,
             concurrency: None,
             windowless: false,
         };
@@ -257,10 +258,11 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
     }).writes(|r| r.usage.is_none().then(|| r.cost.into())),
     RuleField::optional("metering", Shape::Table(crate::config::cost_fields::usage_infos), "Usage reported by the origin, counted in two phases (needs counting = { mode = \"response\" }): { header = \"x-usage-units\", reserve = 1000, max = 100000, expose = false }.", |d, i| {
         d.given.two_phase_given = true;
-        if let Some(usage) = crate::config::cost_fields::read_usage(i) {
+        if let Some((usage, refusal)) = crate::config::cost_fields::read_usage(i) {
             d.spec.usage = Some(usage);
+            d.spec.refusal = refusal;
         }
-    }).writes(|r| r.usage.as_ref().map(written::metering)),
+    }).writes(|r| r.usage.as_ref().map(|u| written::metering(u, r.refusal))),
     RuleField::optional("concurrency", Shape::Integer(1, MAX_CONCURRENCY as u64), "At most this many requests of one key in flight at once, across every isolate (needs counting = { mode = \"response\" }: a slot is held until the response has been sent, or the client went away; counting.reservation_ttl frees a lost one).", |d, i| {
         d.given.two_phase_given = true;
         d.spec.concurrency = i.number(1..=u64::from(MAX_CONCURRENCY), "whole number");

@@ -221,6 +221,9 @@ pub struct RuleSpec {
     /// Usage reported by the origin (`metering = { header, reserve, max }`;
     /// [`crate::config::cost`]): `cost` is then its `reserve`.
     pub(crate) usage: Option<crate::config::cost::Usage>,
+    /// How its refusals are worded (`metering.refusal`): the metered API's
+    /// error shape by default for a provider's usage, else problem+json.
+    pub(crate) refusal: crate::config::response::Refusal,
     /// At most this many requests of one key in flight at once
     /// (`concurrency`; [`crate::count::slots`]).
     pub(crate) concurrency: Option<u32>,
@@ -237,6 +240,16 @@ impl RuleSpec {
     /// request is in flight (`concurrency`).
     pub(crate) fn reserves(&self) -> bool {
         self.counting != crate::config::policy::Counting::All || self.usage.is_some() || self.concurrency.is_some()
+    }
+
+    /// The API whose error shape the rule's refusals take: its usage's
+    /// provider, unless `metering.refusal = "problem"`.
+    pub(crate) fn refusal_shape(&self) -> Option<crate::config::cost::Provider> {
+        use crate::config::cost::{Reading, Source};
+        match self.usage.as_ref().map(|u| &u.source) {
+            Some(Source::Body(Reading::Provider(p))) if self.refusal == crate::config::response::Refusal::Provider => Some(*p),
+            _ => None,
+        }
     }
 }
 
@@ -371,7 +384,7 @@ impl Rule {
             };
             PatternError { field, message }
         })?;
-        let problems = crate::config::response::Problems::new(&spec.name);
+        let problems = crate::config::response::Problems::shaped(&spec.name, spec.refusal_shape());
         Ok(Rule { spec, pattern, problems })
     }
 

@@ -152,7 +152,7 @@ pub(super) fn counting_mode(rule: &RuleSpec) -> Value {
 }
 
 /// `metering = { header, reserve, max, expose }`.
-pub(super) fn metering(u: &crate::config::cost::Usage) -> Value {
+pub(super) fn metering(u: &crate::config::cost::Usage, refusal: crate::config::response::Refusal) -> Value {
     use crate::config::cost::{Count, Reading, Source};
     use crate::config::policy::Named;
     let mut fields = Map::new();
@@ -175,6 +175,9 @@ pub(super) fn metering(u: &crate::config::cost::Usage) -> Value {
         put(&mut fields, "count", count);
     }
     put(&mut fields, "cut", u.cut.into());
+    if matches!(u.source, Source::Body(Reading::Provider(_))) {
+        put(&mut fields, "refusal", refusal.name().into());
+    }
     Value::Object(fields)
 }
 

@@ -31,6 +31,12 @@ pub enum KeyPart {
     /// read as its type says (trimmed and lowercased by default) and hashed
     /// with SHA-256: no raw value is stored or logged.
     Body(String, Option<ValueType>),
+    /// The API credential the request carries, as LLM APIs read one: the
+    /// token of `Authorization: Bearer` (OpenAI; Anthropic's SDKs since TS
+    /// 1.17 and Python 2.17), `x-api-key` (Anthropic), `x-goog-api-key`
+    /// and the `key` query parameter (Gemini), whichever are present, each
+    /// hashed with SHA-256 ([`credentials`]; issue 50, item 8).
+    Credential,
     /// `request.cf.country`.
     Country,
     /// `request.cf.asn`.
@@ -289,7 +295,7 @@ impl KeyPart {
     /// the request). Clearing a count on success must never touch these, or
     /// a client could reset its own count by succeeding on its own account.
     pub(crate) fn identifies_client(&self) -> bool {
-        matches!(self, KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn)
+        matches!(self, KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn | KeyPart::Credential)
     }
 
     /// The name of a part that has one (`header:`, `cookie:`, `query:`,
@@ -299,7 +305,7 @@ impl KeyPart {
             KeyPart::Header(n, t) | KeyPart::Cookie(n, t) | KeyPart::Query(n, t) | KeyPart::PathGroup(n, t) | KeyPart::Body(n, t) => {
                 Some((n, *t))
             }
-            KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn => None,
+            KeyPart::Ip | KeyPart::Global | KeyPart::Country | KeyPart::Asn | KeyPart::Credential => None,
         }
     }
 
@@ -333,7 +339,7 @@ impl KeyPart {
 }
 
 impl KeyPart {
-    /// Parses `ip`, `global`, `country`, `asn`, `header:NAME`,
+    /// Parses `ip`, `global`, `country`, `asn`, `credential`, `header:NAME`,
     /// `cookie:NAME`, `query:NAME`, `path:GROUP` or `body:FIELD`, each of
     /// the named ones optionally followed by `:TYPE` (`raw`, `lower`, `int`,
     /// `uuid`, `email`): `path:school:int`.
@@ -359,6 +365,7 @@ impl KeyPart {
             ("global", None) => Ok(KeyPart::Global),
             ("country", None) => Ok(KeyPart::Country),
             ("asn", None) => Ok(KeyPart::Asn),
+            ("credential", None) => Ok(KeyPart::Credential),
             ("body", _) => named(KeyPart::Body),
             ("header", _) => named(|n, t| KeyPart::Header(n.to_ascii_lowercase(), t)),
             ("cookie", _) => named(KeyPart::Cookie),
@@ -388,7 +395,7 @@ impl fmt::Display for KeyPartError {
             KeyPartError::MissingName { text, kind } => write!(f, "`{text}` needs a name after `{kind}:`"),
             KeyPartError::Unknown(text) => write!(
                 f,
-                "unknown key part `{text}` (use ip, global, country, asn, header:NAME, cookie:NAME, query:NAME, path:GROUP or body:FIELD)"
+                "unknown key part `{text}` (use ip, global, country, asn, credential, header:NAME, cookie:NAME, query:NAME, path:GROUP or body:FIELD)"
             ),
             KeyPartError::UnknownType { text, value_type } => write!(
                 f,
@@ -418,6 +425,7 @@ impl KeyPart {
             KeyPart::Global => return ("global", None, None),
             KeyPart::Country => return ("country", None, None),
             KeyPart::Asn => return ("asn", None, None),
+            KeyPart::Credential => return ("credential", None, None),
             KeyPart::Body(n, t) => ("body", n, t),
             KeyPart::Header(n, t) => ("header", n, t),
             KeyPart::Cookie(n, t) => ("cookie", n, t),
@@ -627,7 +635,38 @@ pub(crate) fn raw_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> 
         }
         KeyPart::Country => inputs.country.map(|c| c.trim().to_ascii_uppercase()).into_iter().collect(),
         KeyPart::Asn => inputs.asn.map(|a| a.to_string()).into_iter().collect(),
+        KeyPart::Credential => credentials(inputs),
     }
+}
+
+/// The headers in which LLM APIs take an API key as it is (Anthropic's,
+/// Gemini's), beside `Authorization: Bearer` and Gemini's `key` query
+/// parameter.
+const CREDENTIAL_HEADERS: [&str; 2] = ["x-api-key", "x-goog-api-key"];
+
+/// Every credential the request carries ([`KeyPart::Credential`]): the
+/// token of each `Authorization` item whose scheme is `Bearer` (in any
+/// case, RFC 9110 §11.1), each item of `x-api-key` and `x-goog-api-key`,
+/// each `key` query parameter. Which one the API behind reads is its
+/// business, so each is an identity and the request is charged to every
+/// one ([`derive_keys`]): a client sending a spent key beside a fresh one
+/// is still refused by the spent one (issue 50, item 8). Another scheme
+/// (`Basic`) names no credential.
+fn credentials(inputs: &KeyInputs<'_>) -> Vec<String> {
+    let items = |name: &str| -> Vec<String> {
+        (inputs.header)(name).map(|v| v.split(',').map(|i| i.trim().to_string()).filter(|i| !i.is_empty()).collect()).unwrap_or_default()
+    };
+    let bearer = items("authorization").into_iter().filter_map(|item| {
+        let (scheme, token) = item.split_once(' ')?;
+        let token = token.trim();
+        (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
+    });
+    let mut out: Vec<String> = bearer.collect();
+    for name in CREDENTIAL_HEADERS {
+        out.extend(items(name));
+    }
+    out.extend(inputs.query.values("key").map(str::to_string));
+    out
 }
 
 /// One raw value as the part's key holds it: typed, and for body fields
@@ -635,7 +674,11 @@ pub(crate) fn raw_values(part: &KeyPart, inputs: &KeyInputs<'_>) -> Vec<String> 
 /// ([`ValueType::readings`]). Empty: no identity.
 fn read_values(part: &KeyPart, value: &str) -> Vec<String> {
     if part.named().is_none() {
-        return if value.is_empty() { Vec::new() } else { vec![value.to_string()] };
+        return match part {
+            _ if value.is_empty() => Vec::new(),
+            KeyPart::Credential => vec![sha256_hex(value)],
+            _ => vec![value.to_string()],
+        };
     }
     let readings = part.value_type().readings(value);
     match part {
@@ -664,8 +707,8 @@ fn header_values(joined: &str) -> Vec<String> {
 
 /// The key a one-part key of `part` would be for a request carrying
 /// `value` for it, derived exactly as [`derive_keys`] derives it (typed; a
-/// `body:` value hashed); a header naming several different items names no
-/// one. `None` for a value that would be missing, and for `ip`, `global`,
+/// `body:` or `credential` value hashed); a header naming several different
+/// items names no one. `None` for a value that would be missing, and for `ip`, `global`,
 /// `country` and `asn`, which no request value names.
 pub(crate) fn identity_key(part: &KeyPart, value: &str) -> Option<String> {
     let value = match part {
@@ -1259,5 +1302,44 @@ mod tests {
         assert_eq!(identity_key(&KeyPart::PathGroup("school".into(), None), "s9").as_deref(), Some("path:school=s9"));
         assert_eq!(identity_key(&body, "  "), None);
         assert_eq!(identity_key(&KeyPart::Ip, "203.0.113.7"), None, "no response header names the client");
+    }
+
+    /// Issue 50, item 8: Anthropic's SDKs send `Authorization: Bearer`,
+    /// older clients `x-api-key`, Gemini's `x-goog-api-key` or `?key=`:
+    /// `credential` reads whichever are present, hashed, and a request
+    /// carrying two different credentials is charged to both.
+    #[test]
+    fn a_credential_is_read_from_any_header_an_llm_api_reads_and_each_is_charged() {
+        let keys = |pairs: &[(&str, &str)], query: &str| {
+            let owned: Vec<(String, String)> = pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+            let header = move |name: &str| owned.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+            let query = CanonicalQuery::parse(query);
+            derive_keys(&[part("credential")], &inputs(&header, &query, &|_| Vec::new()))
+        };
+        let sk = format!("credential={}", sha256_hex("sk-ant-1"));
+        assert_eq!(part("credential").to_string(), "credential");
+        for (pairs, query) in [
+            (&[("authorization", "Bearer sk-ant-1")][..], ""),
+            (&[("authorization", "bearer   sk-ant-1 ")][..], ""),
+            (&[("x-api-key", "sk-ant-1")][..], ""),
+            (&[("x-goog-api-key", "sk-ant-1")][..], ""),
+            (&[][..], "key=sk-ant-1"),
+            (&[("authorization", "Bearer sk-ant-1"), ("x-api-key", "sk-ant-1")][..], ""),
+        ] {
+            assert_eq!(keys(pairs, query), Ok(vec![sk.clone()]), "{pairs:?} {query}: one credential, one identity");
+        }
+        assert!(!sk.contains("sk-ant"), "never the raw key");
+        let two = keys(&[("authorization", "Bearer fresh"), ("x-api-key", "sk-ant-1")], "").unwrap();
+        assert_eq!(two.len(), 2, "both charged: {two:?}");
+        assert!(two.contains(&sk));
+        let repeated = keys(&[("authorization", "Bearer a, Bearer b")], "").unwrap();
+        assert_eq!(repeated.len(), 2, "{repeated:?}");
+        for (pairs, query) in [(&[("authorization", "Basic dXNlcjpwYXNz")][..], ""), (&[("authorization", "Bearer ")][..], ""), (&[][..], "")] {
+            assert!(matches!(keys(pairs, query), Err(KeyError::Missing(_))), "{pairs:?}: no credential");
+        }
+        let many = keys(&[("authorization", "Bearer a, Bearer b"), ("x-api-key", "c, d"), ("x-goog-api-key", "e")], "");
+        assert!(matches!(many, Err(KeyError::TooMany { .. })), "{many:?}");
+        assert_eq!(identity_key(&KeyPart::Credential, "sk-ant-1"), Some(sk), "an override names the key as a request does");
+        assert!(KeyPart::Credential.identifies_client());
     }
 }

@@ -10,8 +10,9 @@
 //! already there at once. Rules are matched by name; a rule gone and a
 //! rule new with the same path, host and methods is reported as renamed.
 
+use crate::config::cost::Provider;
 use crate::config::describe::duration;
-use crate::config::policy::{Action, Counting};
+use crate::config::policy::{Action, Counting, Named};
 use crate::config::rules::Rule;
 use crate::config::Config;
 use crate::count::coalesce::EXACT_ENTRIES;
@@ -74,6 +75,10 @@ pub(crate) enum Change {
     /// 0.1.0 refuse (the rule's `on_error`), so it is turned on in a deploy
     /// of its own once every object runs this release.
     Metering { field: &'static str, on: bool },
+    /// The shape of the rule's refusals changed (`metering.refusal`, or its
+    /// usage's provider): `None` is problem+json, else the API's error
+    /// JSON. Nothing counted changes; clients read the new body at once.
+    Refusal { from: Option<Provider>, to: Option<Provider> },
     /// A sliding-log limit above 10,000 (the rule's or an override's)
     /// where OLD had none: the release before refused such a config, and
     /// its objects do not coalesce ([`crate::count::coalesce`]).
@@ -175,6 +180,10 @@ impl fmt::Display for Change {
                 "`{field}` on: objects of a release before 0.2.0 refuse its calls (the rule's on_error) — deploy it once every object runs 0.2.0 or later"
             ),
             Change::Metering { field, on: false } => write!(f, "`{field}` off: counts carry over"),
+            Change::Refusal { from, to } => {
+                let shape = |p: &Option<Provider>| p.map_or("problem+json".to_string(), |p| format!("{}'s error JSON", p.name()));
+                write!(f, "refusals {} -> {}: clients read the new body at once (x-should-retry: false past 60 s only with an API's shape); counts carry over", shape(from), shape(to))
+            }
             Change::LargeLog => write!(
                 f,
                 "a sliding_log limit above 10,000: objects of the release before keep one entry per call (no coalescing; a busy key's row grows toward SQLite's 2 MB) and its `tollgate check` refuses the config — deploy it once every object runs this release, and lower it before rolling back"
@@ -255,6 +264,11 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
     }
     if old.action != new.action {
         changes.push(Change::Action { blocks: new.action == Action::Block });
+    }
+    // A rule metered before and after (`metering` switched on or off is
+    // said by itself).
+    if old.usage.is_some() && new.usage.is_some() && old.refusal_shape() != new.refusal_shape() {
+        changes.push(Change::Refusal { from: old.refusal_shape(), to: new.refusal_shape() });
     }
     let metering: [Metered; 3] =
         [("penalty", |r| r.penalty_ms.is_some()), ("concurrency", |r| r.concurrency.is_some()), ("metering", |r| r.usage.is_some())];
@@ -483,6 +497,19 @@ mod tests {
         assert!(on[0].to_string().contains("deploy it once every object runs 0.2.0"), "{}", on[0]);
         let usage = api(json!({ "metering": { "header": "x-units", "reserve": 5, "max": 5 }, "counting": { "mode": "response" } }));
         assert_eq!(one(usage, api(json!({}))), vec![Change::Metering { field: "metering", on: false }]);
+    }
+
+    /// Issue 50, item 7: a change of `metering.refusal` is stated.
+    #[test]
+    fn a_refusal_shape_changed_is_stated() {
+        let llm = |metering: serde_json::Value| api(json!({ "metering": metering, "counting": { "mode": "response" } }));
+        let anthropic = llm(json!({ "usage": "anthropic", "reserve": 5, "max": 5 }));
+        let problem = llm(json!({ "usage": "anthropic", "reserve": 5, "max": 5, "refusal": "problem" }));
+        let changed = one(anthropic, problem.clone());
+        assert_eq!(changed, vec![Change::Refusal { from: Some(Provider::Anthropic), to: None }]);
+        assert!(changed[0].to_string().starts_with("refusals anthropic's error JSON -> problem+json: "), "{}", changed[0]);
+        assert_eq!(one(problem, llm(json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 5, "max": 5 }))), vec![], "problem+json both");
+        assert_eq!(one(api(json!({})), llm(json!({ "usage": "gemini", "reserve": 5, "max": 5 }))), vec![Change::Metering { field: "metering", on: true }]);
     }
 
     /// Issue 37 item 4: a sliding log past 10,000 needs this release's

@@ -350,9 +350,18 @@ fn write_rule(out: &mut String, m: &Matched<'_>, c: &Canonical, request: &Explai
     }
     let _ = writeln!(out, "  policy:   {}", policy(rule));
     let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
-    if let Some(r) = &rule.response {
-        let body = if r.has_body() { format!("{} to clients not asking for JSON", r.content_type) } else { "problem+json".to_string() };
-        let _ = writeln!(out, "  response: {} when blocked, {body}", r.status);
+    let shape = rule.refusal_shape().map(|p| {
+        let wait = crate::config::response::SDK_RETRY_WAIT_S;
+        format!("{}'s error JSON (its SDKs' rate-limit error; x-should-retry: false past {wait} s)", p.name())
+    });
+    if rule.response.is_some() || shape.is_some() {
+        let json = shape.unwrap_or_else(|| "problem+json".to_string());
+        let body = match &rule.response {
+            Some(r) if r.has_body() && r.is_json() => r.content_type.clone(),
+            Some(r) if r.has_body() => format!("{} to clients not asking for JSON, else {json}", r.content_type),
+            _ => json,
+        };
+        let _ = writeln!(out, "  response: {} when blocked, {body}", rule.response.as_ref().map_or(429, |r| r.status));
     }
     match rule.metrics {
         MetricsLevel::Off => {

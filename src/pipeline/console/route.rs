@@ -181,6 +181,7 @@ pub(crate) fn param_name(part: &KeyPart) -> Option<String> {
         KeyPart::Ip => "ip".into(),
         KeyPart::Country => "country".into(),
         KeyPart::Asn => "asn".into(),
+        KeyPart::Credential => "credential".into(),
         KeyPart::Body(n, _) => format!("body:{n}"),
         KeyPart::Header(n, _) => format!("header:{n}"),
         KeyPart::Cookie(n, _) => format!("cookie:{n}"),

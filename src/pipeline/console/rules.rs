@@ -124,6 +124,9 @@ impl Parts {
         for part in &rule.key {
             match part {
                 KeyPart::Header(n, t) => add(&mut self.headers, n, *t),
+                KeyPart::Credential if !self.headers.iter().any(|(n, _)| n == "authorization") => {
+                    self.headers.push(("authorization".into(), "Bearer demo".into()));
+                }
                 KeyPart::Query(n, t) => add(&mut self.query, n, *t),
                 KeyPart::Body(n, t) => add(&mut self.fields, n, Some(t.unwrap_or(ValueType::Lower))),
                 KeyPart::Cookie(n, t) if !self.cookies.iter().any(|c| c.starts_with(&format!("{n}="))) => {
