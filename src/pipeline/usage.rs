@@ -39,8 +39,8 @@
 //! - `gemini`: `usageMetadata`: `promptTokenCount` (input),
 //!   `candidatesTokenCount` + `thoughtsTokenCount` (output, as billed),
 //!   `totalTokenCount`; final in the chunk that carries a candidate's
-//!   `finishReason` (or `promptFeedback.blockReason`), revised in the
-//!   chunks before it.
+//!   `finishReason` (or `promptFeedback.blockReason`) and in any after it,
+//!   revised in the chunks before it.
 //! - `{ json = "a.b" }`: the whole number at that path, as a total, final
 //!   when read.
 //!
@@ -189,6 +189,8 @@ pub(crate) struct UsageReader {
     tokens: Tokens,
     /// A final report was read, and no error came after it.
     settled: bool,
+    /// The provider said the answer is finished ([`Seen::finished`]).
+    finished: bool,
     /// A report that may be the last passed the reserve: the stream is cut
     /// if content follows it ([`Seen::terminal`] says what does not).
     pending: bool,
@@ -251,6 +253,9 @@ struct Seen {
     terminal: bool,
     /// An error event: the figures before it are not final.
     error: bool,
+    /// The answer is finished (Gemini's `finishReason`, `blockReason`):
+    /// figures reported with it or after it are final.
+    finished: bool,
     /// The event's `type` begins `response.`.
     responses: bool,
 }
@@ -307,6 +312,7 @@ impl UsageReader {
             framing,
             tokens: Tokens::default(),
             settled: false,
+            finished: false,
             pending: false,
             responses: false,
             cut: false,
@@ -383,7 +389,9 @@ impl UsageReader {
             self.settled = false;
         }
         self.tokens.merge(seen.tokens);
-        if seen.report == Some(true) {
+        self.finished |= seen.finished;
+        let report = seen.report.map(|last| last || self.finished);
+        if report == Some(true) {
             self.settled = true;
         }
         let passed = self.cut_above.is_some_and(|reserve| self.tokens.units(self.count).is_some_and(|units| units > reserve));
@@ -391,7 +399,7 @@ impl UsageReader {
             self.pending = false;
             return false;
         }
-        match seen.report {
+        match report {
             // Figures the provider still revises, before any final one: the
             // stream runs on.
             Some(false) => !settled_before,
@@ -407,7 +415,6 @@ impl UsageReader {
     /// What one document says, as this reading reads it.
     fn seen(&self, doc: &Doc) -> Seen {
         let mut seen = Seen::default();
-        let mut finished = false;
         for (target, found) in doc {
             match (*target, found) {
                 (t, Found::Text(text)) if t == self.type_at => {
@@ -419,11 +426,8 @@ impl UsageReader {
                     seen.terminal = true;
                     seen.error = true;
                 }
-                (t, found) => finished |= self.figures(t, found, &mut seen),
+                (t, found) => seen.finished |= self.figures(t, found, &mut seen),
             }
-        }
-        if finished && seen.report.is_some() {
-            seen.report = Some(true);
         }
         seen
     }

@@ -232,6 +232,10 @@ fn figures_the_provider_still_revises_are_not_a_final_report() {
     assert_eq!(read(&ANTHROPIC, Count::Total, SSE, format!("{start}{text}{delta}{overloaded}").as_bytes()), None, "an error after the last report");
     let gemini_partial = GEMINI_STREAM.replace(",\"finishReason\":\"STOP\"", "");
     assert_eq!(read(&GEMINI, Count::Total, SSE, gemini_partial.as_bytes()), None, "a Gemini stream without its last chunk");
+    let after = GEMINI_STREAM.replace(",\"finishReason\":\"STOP\"", "")
+        + "data: {\"candidates\":[{\"content\":{\"parts\":[]},\"finishReason\":\"STOP\"}]}\n\n"
+        + "data: {\"usageMetadata\":{\"promptTokenCount\":8,\"candidatesTokenCount\":301,\"totalTokenCount\":309}}\n\n";
+    assert_eq!(read(&GEMINI, Count::Total, SSE, after.as_bytes()), Some(312), "usage in a chunk after the finishReason's is final; the largest figures");
     let blocked = br#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":7,"totalTokenCount":7}}"#;
     assert_eq!(read(&GEMINI, Count::Total, JSON, blocked), Some(7), "a blocked prompt is a final answer");
     let with_error = format!("{}data: {{\"error\":{{\"code\":500,\"message\":\"x\",\"status\":\"INTERNAL\"}}}}\n\n", GEMINI_STREAM);
