@@ -158,7 +158,7 @@ const sse = (data, event) => `${event ? `event: ${event}\n` : ""}data: ${typeof 
 const sseCrlf = (data) => `data: ${JSON.stringify(data)}\r\n\r\n`;
 
 /** The provider's error body for an HTTP status (`x-status`), as each API answers it. */
-export function errorBody(provider, status, message = "The server had an error while processing your request.") {
+export function errorBody(provider, status, message = status === 429 ? "Rate limit reached for requests." : "The server had an error while processing your request.") {
   if (provider === "anthropic") return { type: "error", error: { type: status === 429 ? "rate_limit_error" : status === 529 ? "overloaded_error" : "api_error", message } };
   if (provider === "gemini") return { error: { code: status, message, status: status === 429 ? "RESOURCE_EXHAUSTED" : status === 503 ? "UNAVAILABLE" : "INTERNAL" } };
   return { error: { message, type: status === 429 ? "requests" : "server_error", param: null, code: status === 429 ? "rate_limit_exceeded" : null } };
