@@ -214,6 +214,17 @@ async function charged(name, key, expected) {
   return used;
 }
 
+/** What the key was charged once nothing is held (polled for at most 5 s). */
+async function chargedOnce(name, key) {
+  let s;
+  for (let i = 0; i < 50; i++) {
+    s = await status(name, key);
+    if (!s.held && s.windows[0].used > 0) break;
+    await sleep(100);
+  }
+  return s.windows[0].used;
+}
+
 /** `run` bounded by `ms`: { value } or { error }, and the wall time; the call is aborted at the bound. */
 async function bounded(ms, run) {
   const controller = new AbortController();
@@ -355,7 +366,8 @@ describe("cut = true: an answer that ended normally raises nothing and delivers 
 /**
  * A stream whose origin ignores its output cap (usage reported as it grows,
  * 100 tokens an event, up to 5,000): cut past the reserve, the SDK raises
- * its own error; the origin stopped soon after; charged max.
+ * its own error; the origin stopped soon after; charged the report that
+ * passed the reserve (above max: never less than what was reported).
  */
 const RUNAWAYS = {
   "@google/genai models": (e) => (e instanceof ApiError && e.status === 429 ? null : `not ApiError 429: ${describeError(e)}`),
@@ -381,7 +393,9 @@ describe("cut = true: a stream cut while running (the origin ignores its output 
       assert.equal(wrong, null, wrong);
       await sleep(300);
       assert.ok(origin.served[key] <= RESERVE + 500, `the origin stopped soon after the cut: ${origin.served[key]} emitted`);
-      assert.equal(await charged(`cut-${driver.provider}`, key, RESERVE), RESERVE, "charged max");
+      // The report that passed the reserve said more than max: it is charged (what was spent, at least).
+      const got = await chargedOnce(`cut-${driver.provider}`, key);
+      assert.ok(got > RESERVE && got <= origin.served[key], `charged ${got}: the figures read (above max ${RESERVE}), at most the ${origin.served[key]} emitted`);
     });
   }
 });

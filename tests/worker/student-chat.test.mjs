@@ -75,7 +75,9 @@ async function ask(tg, { school = "42", link, device, ip, text = "what is a prim
   const headers = { "content-type": "application/json", ...(device ? { cookie: `device=${device}` } : {}) };
   const res = await tg.fetch(`/s/${school}/${link}/chat`, { method: "POST", body, headers, ip });
   const answer = await res.text();
-  const rule = res.status === 429 || res.status === 503 ? JSON.parse(answer).rule : undefined;
+  // problem+json names the rule; an LLM rule's refusal in OpenAI's shape (metering.refusal) says it in its message.
+  const refusal = res.status === 429 || res.status === 503 ? JSON.parse(answer) : undefined;
+  const rule = refusal && (refusal.rule ?? refusal.error?.message?.match(/`([^`]+)`/)?.[1]);
   return { status: res.status, rule, usage: usageOf(answer), text: answer, answered: res.headers.get("x-answered") };
 }
 
