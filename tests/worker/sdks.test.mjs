@@ -14,7 +14,9 @@
 //     delivers its whole text; a stream cut while running (an origin that
 //     ignores its output cap) raises the SDK's own error.
 // The SDKs are those of package.json (exact versions, the newest that run on
-// Node 20).
+// Node 20), and the Python `openai` and `anthropic` of
+// tests/worker/sdk-python/requirements.txt (scripts/setup installs them in a
+// venv there; client.py makes one call per process).
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
@@ -23,7 +25,9 @@ import { GoogleGenAI, ApiError } from "@google/genai";
 import { generateText, streamText, APICallError, RetryError } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
 import { createAnthropic } from "@ai-sdk/anthropic";
-import { startTollgate, sleep } from "./harness.mjs";
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { startTollgate, sleep, ROOT } from "./harness.mjs";
 import { config, rule, limit } from "./builders.mjs";
 import { providerOrigin, textOf, totalOf, MODEL } from "./providers.mjs";
 
@@ -70,6 +74,35 @@ const PROMPT = "Say something.";
  * returns { text, usage: what the SDK reports, total: the total by the
  * SDK's own figures }.
  */
+/** The Python SDKs' venv (scripts/setup makes it). */
+const PYTHON = `${ROOT}/tests/worker/sdk-python/.venv/bin/python`;
+
+/** An error a Python SDK raised: its class name, status and parsed body. */
+class PythonSdkError extends Error {
+  constructor({ class: cls, status, body, message, should_retry }) {
+    super(message);
+    Object.assign(this, { cls, status, body, shouldRetry: should_retry });
+  }
+}
+
+/** One call through a Python SDK (tests/worker/sdk-python/client.py): its answer, or its error thrown; the process is killed at `signal`. */
+function python(sdk, model, { root, headers, stream, signal }) {
+  assert.ok(existsSync(PYTHON), `${PYTHON} is missing: run scripts/setup`);
+  const spec = JSON.stringify({ sdk, root, headers, stream, model, prompt: PROMPT, max_tokens: RESERVE });
+  return new Promise((resolve, reject) => {
+    execFile(PYTHON, [`${ROOT}/tests/worker/sdk-python/client.py`, spec], { signal, timeout: 120_000 }, (error, stdout, stderr) => {
+      if (error) return reject(error.name === "AbortError" ? error : new Error(`python ${sdk}: ${error.message}\n${stderr}`));
+      let out;
+      try {
+        out = JSON.parse(stdout);
+      } catch {
+        return reject(new Error(`python ${sdk} printed no JSON: ${stdout}\n${stderr}`));
+      }
+      return out.error ? reject(new PythonSdkError(out.error)) : resolve(out);
+    });
+  });
+}
+
 const DRIVERS = {
   "openai-node chat.completions": {
     provider: "openai",
@@ -145,6 +178,8 @@ const DRIVERS = {
     provider: "anthropic",
     run: (o) => aiSdk(createAnthropic({ apiKey: "sk-ant-test", baseURL: `${o.root}/v1`, headers: o.headers })(MODEL.anthropic), o),
   },
+  "python openai chat.completions": { provider: "openai", run: (o) => python("openai", MODEL.openai, o) },
+  "python anthropic messages": { provider: "anthropic", run: (o) => python("anthropic", MODEL.anthropic, o) },
 };
 
 /** The AI SDK's generateText / streamText; a stream's error part (or onError) is thrown. */
@@ -291,6 +326,15 @@ const RATE_LIMITED = {
   "ai + @ai-sdk/openai (Responses)": (e) => aiRateLimited(e, (data) => typeof data?.error?.message === "string"),
   "ai + @ai-sdk/openai (Chat)": (e) => aiRateLimited(e, (data) => typeof data?.error?.message === "string"),
   "ai + @ai-sdk/anthropic": (e) => aiRateLimited(e, (data) => data?.type === "error" && data?.error?.type === "rate_limit_error"),
+  // openai-python keeps the body's `error` object; its message reads "Error code: 429 - {…}".
+  "python openai chat.completions": (e) =>
+    e instanceof PythonSdkError && e.cls === "RateLimitError" && e.status === 429 && typeof e.body?.message === "string" && /Rate limit/.test(e.message)
+      ? null
+      : `not openai.RateLimitError with the error's message: ${describeError(e)} ${JSON.stringify(e?.body)}`,
+  "python anthropic messages": (e) =>
+    e instanceof PythonSdkError && e.cls === "RateLimitError" && e.status === 429 && e.body?.error?.type === "rate_limit_error"
+      ? null
+      : `not anthropic.RateLimitError with a rate_limit_error body: ${describeError(e)} ${JSON.stringify(e?.body)}`,
 };
 
 function openaiRateLimited(e) {
@@ -377,6 +421,9 @@ const RUNAWAYS = {
     const type = e?.type ?? e?.error?.type ?? e?.data?.error?.type;
     return type === "rate_limit_error" || (APICallError.isInstance(e) && e.statusCode === 429) ? null : `not Anthropic's rate_limit_error: ${describeError(e)} ${JSON.stringify(e)}`;
   },
+  // anthropic-python raises an APIStatusError (the stream's status was 200) with the error event's body.
+  "python anthropic messages": (e) =>
+    e instanceof PythonSdkError && /APIStatusError|RateLimitError/.test(e.cls) && e.body?.error?.type === "rate_limit_error" ? null : `not anthropic's rate_limit_error: ${describeError(e)} ${JSON.stringify(e?.body)}`,
 };
 
 describe("cut = true: a stream cut while running (the origin ignores its output cap) raises the SDK's own error", () => {
@@ -402,7 +449,7 @@ describe("cut = true: a stream cut while running (the origin ignores its output 
 
 // --- what the SDKs send (item 8: which key each provider's clients present) ---
 
-test("the headers each SDK sends: its key (Anthropic's TS SDK a Bearer token, not x-api-key), and the tenant header the rules key on", { timeout: 60_000 }, async () => {
+test("the headers each SDK sends: its key (Anthropic's TS and Python SDKs a Bearer token, not x-api-key), and the tenant header the rules key on", { timeout: 60_000 }, async () => {
   const seen = {};
   for (const [label, driver] of Object.entries(DRIVERS)) {
     const key = tenant(`headers ${label}`);
@@ -419,5 +466,7 @@ test("the headers each SDK sends: its key (Anthropic's TS SDK a Bearer token, no
     "ai + @ai-sdk/openai (Responses)": { authorization: "Bearer sk-test", "x-api-key": null, "x-goog-api-key": null },
     "ai + @ai-sdk/openai (Chat)": { authorization: "Bearer sk-test", "x-api-key": null, "x-goog-api-key": null },
     "ai + @ai-sdk/anthropic": { authorization: null, "x-api-key": "sk-ant-test", "x-goog-api-key": null },
+    "python openai chat.completions": { authorization: "Bearer sk-test", "x-api-key": null, "x-goog-api-key": null },
+    "python anthropic messages": { authorization: "Bearer sk-ant-test", "x-api-key": null, "x-goog-api-key": null },
   });
 });
