@@ -187,11 +187,20 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
 
 // A 101's WebSocket, relayed through a pair whose client end goes to the
 // client: the promise resolves once either side closed (or failed), or
-// leftMs passed (both closed).
+// leftMs passed (both closed), or a side was sent more than the relay may
+// hold for it (`overrun`, both closed: RELAY_WINDOW).
+//
+// Every message is passed on as it came: text as text, binary as binary.
+// From compatibility date 2026-03-17 (`websocket_standard_binary_type`,
+// on at the shipped date) a binary message arrives as a Blob unless
+// binaryType says otherwise, and send(Blob) sends its string form
+// (`[object Blob]`, issue 52): both sockets take ArrayBuffers.
 function relaySession(response, leftMs) {
   const upstream = response.webSocket;
   if (!upstream) return [response, Promise.resolve("ended")];
   const [client, server] = Object.values(new WebSocketPair());
+  upstream.binaryType = "arraybuffer";
+  server.binaryType = "arraybuffer";
   upstream.accept();
   server.accept();
   let finish;
@@ -210,13 +219,64 @@ function relaySession(response, leftMs) {
   };
   const lapse = setTimeout(() => end("lapsed", 1013, "tollgate: the session's slot lapsed (reservation_ttl)"), leftMs);
   for (const [from, to] of [[upstream, server], [server, upstream]]) {
-    from.addEventListener("message", (e) => { try { to.send(e.data); } catch {} });
+    const held = relayWindow();
+    const pass = (data) => {
+      if (over) return;
+      const verdict = held.add(messageSize(data), Date.now());
+      if (verdict === "too_big") return end("overrun", 1009, "tollgate: a message larger than the relay holds (8 MiB)");
+      if (verdict === "full") return end("overrun", 1013, "tollgate: a side is not reading (the relay holds 8 MiB for it)");
+      try { to.send(data); } catch {}
+    };
+    // Blobs (a runtime that ignores binaryType) are read in order: a later
+    // message waits for the bytes of an earlier Blob.
+    let queue = null;
+    from.addEventListener("message", (e) => {
+      const data = e.data;
+      if (queue === null && !(data instanceof Blob)) return pass(data);
+      queue = (queue ?? Promise.resolve())
+        .then(() => (data instanceof Blob ? data.arrayBuffer() : data))
+        .then(pass, () => end("failed", 1011, "tollgate: the session failed"));
+    });
     from.addEventListener("close", (e) => end("closed", e.code, e.reason));
     from.addEventListener("error", () => end("failed", 1011, "tollgate: the session failed"));
   }
   const headers = new Headers(response.headers);
   for (const name of ["upgrade", "connection", "sec-websocket-accept", "sec-websocket-extensions"]) headers.delete(name);
   return [new Response(null, { status: 101, webSocket: client, headers }), finished];
+}
+
+// What the relay may hold for one side of a session, in bytes (issue 52).
+// workerd queues every send() until its peer takes it and tells no one how
+// much is queued (its WebSocket has no bufferedAmount: workerd#988), nor
+// can a relay stop reading. So the relay counts what it passed on as held
+// until the peer could have read it at RELAY_DRAIN bytes a second, and
+// ends the session once that count would pass RELAY_WINDOW: a peer that
+// reads nothing holds at most RELAY_WINDOW + RELAY_DRAIN × the session's
+// age (its slot's reservation_ttl at most); one that reads keeps up
+// unless its sender outpaces RELAY_DRAIN by RELAY_WINDOW.
+const RELAY_WINDOW = 8 * 1024 * 1024;
+const RELAY_DRAIN = 64 * 1024;
+
+function relayWindow() {
+  let held = 0;
+  let at = null;
+  return {
+    // "ok" (counted), "too_big" (one message over the window) or "full".
+    add(size, now) {
+      if (at !== null) held = Math.max(0, held - ((now - at) * RELAY_DRAIN) / 1000);
+      at = now;
+      if (size > RELAY_WINDOW) return "too_big";
+      if (held + size > RELAY_WINDOW) return "full";
+      held += size;
+      return "ok";
+    },
+  };
+}
+
+// A message's size: bytes, or UTF-16 code units for text (bytes for ASCII).
+function messageSize(data) {
+  if (typeof data === "string") return data.length;
+  return data.byteLength ?? data.size ?? 0;
 }
 "#)]
 extern "C" {
@@ -240,7 +300,8 @@ extern "C" {
     /// `cancelled` (the client went away), or cut: `idle` (a chunk waited
     /// `idle_ms` for the client to take it) or `lapsed` (`left_ms` passed).
     /// A 101's WebSocket is relayed instead: `closed` (by either side),
-    /// `failed` or `lapsed` (both sides closed). At once (`ended`) for no
+    /// `failed`, `lapsed` or `overrun` (a side was sent more than the relay
+    /// holds for it; both sides closed). At once (`ended`) for no
     /// body. `on_chunk` (or null) is handed each chunk of the origin's and
     /// returns nothing, or `[keep, event]`: pass the chunk's first `keep`
     /// bytes and `event`, end the client's stream, cancel the origin's

@@ -573,8 +573,10 @@ impl<'c> Settle<'c> {
 
     /// The log lines of a held answer that tollgate cut, by the word its
     /// watch ended with ([`Hold`]): `idle` (the client stopped reading for
-    /// `idle_release`) or `lapsed` (its slot would lapse); one
-    /// `answer_cut` per concurrency rule. None for any other end.
+    /// `idle_release`), `lapsed` (its slot would lapse) or `overrun` (a
+    /// WebSocket relay passed what it holds for a side that is not reading,
+    /// `relay_buffer`: issue 52); one `answer_cut` per concurrency rule.
+    /// None for any other end.
     ///
     /// A usage rule reading the body logs `answer_cut` too: `lapsed`, and
     /// `cut` (reason `usage`: its stream passed the reserve) for a `cut` rule.
@@ -582,6 +584,7 @@ impl<'c> Settle<'c> {
         let reason = match why {
             "idle" => "idle_release",
             "lapsed" => "reservation_ttl",
+            "overrun" => "relay_buffer",
             "cut" => "usage",
             _ => return Vec::new(),
         };
@@ -851,6 +854,8 @@ mod tests {
         assert_eq!(failed.settle.hold(200, later), Hold::Headers, "no reservation, no slot to hold");
         let cut = |why| d.settle.cut_events(why).iter().map(|e| e.fields.iter().find(|(n, _)| *n == "reason").map(|(_, v)| v.to_string())).collect::<Vec<_>>();
         assert_eq!(cut("idle").len(), 1);
+        let overrun = d.settle.cut_events("overrun").iter().map(|e| e.line()).collect::<Vec<_>>();
+        assert!(overrun.len() == 1 && overrun[0].contains("\"reason\":\"relay_buffer\""), "issue 52: {overrun:?}");
         assert!(cut("ended").is_empty() && cut("cancelled").is_empty() && cut("closed").is_empty());
     }
 
