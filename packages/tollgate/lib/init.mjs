@@ -77,8 +77,9 @@ export const USAGE = `usage: tollgate init DIR [--preset P | --rules FILE] [--na
                      crate (your Rust app embeds it)
     --rules FILE     your own rules instead: a TOML file holding [vars.TOLLGATE]
     --name NAME      the Worker's name (default: DIR's name)
-    --tollgate SPEC  how package.json names tollgate (default ^${version};
-                     a path to a tarball, file:..., a version)`;
+    --tollgate SPEC  how package.json names tollgate (default ^${version}, from
+                     the npm registry; until tollgate is published there, the
+                     path of the tarball: build/npm/tollgate-${version}.tgz)`;
 
 function presets() {
   return readdirSync(join(PACKAGE, "presets"))
@@ -98,7 +99,10 @@ function parse(args) {
     if (arg === "--preset") options.preset = value();
     else if (arg === "--rules") options.rules = value();
     else if (arg === "--name") options.name = value();
-    else if (arg === "--tollgate") options.tollgate = value();
+    else if (arg === "--tollgate") {
+      options.tollgate = value();
+      options.tollgateGiven = true;
+    }
     else if (arg === "--no-install") options.install = false;
     else if (arg.startsWith("-")) throw new Error(`unknown option ${arg}`);
     else if (options.dir === undefined) options.dir = arg;
@@ -396,7 +400,15 @@ export async function init(args) {
     console.log(`installing tollgate and wrangler ${WRANGLER} (npm install)`);
     const npm = spawnSync("npm", ["install", "--no-audit", "--no-fund"], { cwd: dir, stdio: "inherit" });
     if (npm.status !== 0) {
-      console.error(`tollgate init: npm install failed in ${options.dir}; fix it and run npm install there`);
+      console.error(
+        options.tollgateGiven
+          ? `tollgate init: npm install failed in ${options.dir}; fix it and run npm install there`
+          : // The default spec is the registry's tollgate, which may not be published yet (issue 53).
+            `tollgate init: npm install failed in ${options.dir}: package.json asks the npm registry for tollgate ${options.tollgate}, which may not be published yet.
+  With the tarball that scripts/pack makes (build/npm/tollgate-${version}.tgz), in ${options.dir}:
+    npm install --save-dev /path/to/tollgate-${version}.tgz
+  or start again with: tollgate init DIR --tollgate /path/to/tollgate-${version}.tgz`,
+      );
       return 1;
     }
   }
