@@ -143,19 +143,26 @@ workers_dev = false
 preview_urls = false`;
 }
 
-function wranglerToml(name, rules, preset) {
-  if (preset === "crate") return crateWranglerToml(name, rules);
-  const services =
-    preset === "in-front"
-      ? `
-# Your app Worker, reached over a service binding: \`upstream = { service =
+/** in-front: the app Worker's service binding, which the rules' `upstream` names. */
+function appService(name, preset, admin) {
+  if (preset !== "in-front") return "";
+  const why = admin
+    ? `# The binding the rules' \`upstream = { service = "APP" }\` names (\`tollgate check\`
+# requires it); the admin Worker forwards nothing to it.`
+    : `# Your app Worker, reached over a service binding: \`upstream = { service =
 # "APP" }\` below forwards allowed requests to env.APP.fetch(request).
-# \`service\` is the app Worker's name (app/ is a stand-in for local dev).
+# \`service\` is the app Worker's name (app/ is a stand-in for local dev).`;
+  return `
+${why}
 [[services]]
 binding = "APP"
 service = "${name}-app"
-`
-      : "";
+`;
+}
+
+function wranglerToml(name, rules, preset) {
+  if (preset === "crate") return crateWranglerToml(name, rules);
+  const services = appService(name, preset, false);
   return `# tollgate, deployed with wrangler. Written by \`tollgate init\` (tollgate ${version}).
 name = "${name}"
 # The prebuilt tollgate Worker (Rust compiled to Wasm) from the npm package,
@@ -222,7 +229,7 @@ ${rules.trim()}
  * Worker `name` (script_name), the same rules (the admin API names rules
  * and derives keys as that Worker counts them: edit both, or copy).
  */
-function adminWranglerToml(name, rules) {
+function adminWranglerToml(name, rules, preset) {
   return `# The admin Worker: the console and the admin API, apart from the Worker in
 # wrangler.toml (which answers every spelling of the admin prefix 404).
 # Written by \`tollgate init\` (tollgate ${version}). Deploy it after that one:
@@ -241,7 +248,7 @@ preview_urls = false
 enabled = true
 
 [build]
-command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.admin.toml"
+command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.admin.toml${preset === "in-front" ? " --app app/wrangler.toml" : ""}"
 
 # The objects of the Worker in wrangler.toml: the same counters, bans and sign-outs; no migrations here.
 [[durable_objects.bindings]]
@@ -258,7 +265,7 @@ script_name = "${name}"
 name = "TOLLGATE_METRICS_SINK"
 class_name = "MetricsSink"
 script_name = "${name}"
-
+${appService(name, preset, true)}
 [vars]
 
 # The same rules as wrangler.toml's: keep the two equal.
@@ -328,7 +335,7 @@ function packageJson(name, tollgate, preset) {
     check: "tollgate check",
     explain: "tollgate explain",
     deploy: "tollgate check && wrangler deploy",
-    ...(preset === "crate" ? {} : { "deploy:admin": "tollgate check wrangler.admin.toml && wrangler deploy -c wrangler.admin.toml" }),
+    ...(preset === "crate" ? {} : { "deploy:admin": `tollgate check wrangler.admin.toml${preset === "in-front" ? " --app app/wrangler.toml" : ""} && wrangler deploy -c wrangler.admin.toml` }),
     ...(APP_PRESETS[preset]?.scripts ?? {}),
   };
   const project = { name, private: true, type: "module", scripts, devDependencies: { tollgate, wrangler: WRANGLER }, allowScripts: ALLOW_SCRIPTS };
@@ -377,7 +384,7 @@ export async function init(args) {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, "wrangler.toml"), wranglerToml(name, rules, options.preset));
   // The console and the admin API: a Worker of their own (not for a Rust app, which builds its own).
-  if (options.preset !== "crate") writeFileSync(join(dir, "wrangler.admin.toml"), adminWranglerToml(name, rules));
+  if (options.preset !== "crate") writeFileSync(join(dir, "wrangler.admin.toml"), adminWranglerToml(name, rules, options.preset));
   writeFileSync(join(dir, "package.json"), packageJson(name, dependencySpec(options.tollgate), options.preset));
   const ignored = options.preset === "crate" ? "target/\nbuild/\n" : ".tollgate/\n";
   writeFileSync(join(dir, ".gitignore"), `node_modules/\n.wrangler/\n${ignored}.dev.vars\n`);
