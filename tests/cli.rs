@@ -210,7 +210,7 @@ limits = [{ requests = 1, window = "1m" }]
     );
     let (code, out, _) = tollgate(&["check", path.to_str().unwrap()]);
     assert_eq!(code, 0);
-    assert!(out.contains("no routes: the Worker attaches to nothing"), "{out}");
+    assert!(out.contains("no routes: add routes = ["), "{out}");
     assert!(out.contains("[observability] is off"), "{out}");
     assert!(out.contains("`PSOT` is not a standard method"), "{out}");
     let (code, out, _) = tollgate(&["hash", "--help"]);
@@ -239,8 +239,64 @@ limits = [{ requests = 10, window = "60s" }]
     let (code, out, _) = tollgate(&["check", path.to_str().unwrap()]);
     assert_eq!(code, 0, "a reminder, not an error");
     assert_eq!(out.matches("TOLLGATE_LOG_KEY").count(), 2, "one line naming the secret and its command: {out}");
-    assert_eq!(out.lines().filter(|l| l.contains("unkeyed")).count(), 1, "once, not per environment: {out}");
-    assert!(out.contains("npx wrangler secret put TOLLGATE_LOG_KEY"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains("key_hash")).count(), 1, "once, not per environment: {out}");
+    assert!(out.contains("npx wrangler secret put TOLLGATE_LOG_KEY, --env NAME for each environment"), "{out}");
+}
+
+/// Issue 53, round 3 item 5: `check` on the project `tollgate init` writes
+/// (no routes yet, no secrets) says each thing once, on one line, with
+/// what to do: no paragraph that wraps to four lines in a terminal.
+#[test]
+fn check_on_a_fresh_project_says_each_thing_once_in_one_line() {
+    let path = temp_toml(
+        "fresh.toml",
+        r#"
+name = "my-limiter"
+main = ".tollgate/worker.mjs"
+compatibility_date = "2026-04-01"
+workers_dev = false
+preview_urls = false
+
+[[durable_objects.bindings]]
+name = "LIMITER"
+class_name = "Limiter"
+
+[[durable_objects.bindings]]
+name = "TOLLGATE_REGISTRY"
+class_name = "Registry"
+
+[[durable_objects.bindings]]
+name = "TOLLGATE_METRICS_SINK"
+class_name = "MetricsSink"
+
+[[migrations]]
+tag = "v1"
+new_sqlite_classes = ["Limiter"]
+
+[[migrations]]
+tag = "v2"
+new_sqlite_classes = ["Registry", "MetricsSink"]
+
+[vars.TOLLGATE]
+[[vars.TOLLGATE.rules]]
+name = "heavy-example"
+path = "/api/example"
+query = { mode = "heavy" }
+key = ["ip"]
+limits = [{ requests = 10, window = "60s" }]
+"#,
+    );
+    let file = path.to_str().unwrap();
+    let (code, out, err) = tollgate(&["check", file]);
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    let lines: Vec<String> = out.lines().map(|l| l.replace(file, "wrangler.toml")).collect();
+    assert_eq!(lines.len(), 3, "ok, no routes, the log key: {out}");
+    assert_eq!(lines[0], "wrangler.toml top level: ok, 1 rule(s)");
+    assert!(lines[1].starts_with("warning: wrangler.toml top level: no routes: add routes = [{ pattern = "), "{out}");
+    assert!(lines[2].starts_with("note: before deploying, set the secret TOLLGATE_LOG_KEY (npx wrangler secret put TOLLGATE_LOG_KEY)"), "{out}");
+    for line in &lines {
+        assert!(line.chars().count() <= 160, "one line, not a paragraph ({} chars): {line}", line.chars().count());
+    }
 }
 
 /// `HASH  KEY` from `tollgate hash`.

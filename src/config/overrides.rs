@@ -108,18 +108,7 @@ impl Overrides {
 /// through the admin API's derivation ([`admin_key`]),
 /// which reads raw values exactly as a request's are read.
 fn key_of(part: &KeyPart, value: &str, ipv6_prefix: u8) -> Option<String> {
-    let name = match part {
-        KeyPart::Ip => "ip".to_string(),
-        KeyPart::Country => "country".to_string(),
-        KeyPart::Asn => "asn".to_string(),
-        KeyPart::Credential => "credential".to_string(),
-        KeyPart::Global => return None,
-        KeyPart::Header(n, _) => format!("header:{n}"),
-        KeyPart::Cookie(n, _) => format!("cookie:{n}"),
-        KeyPart::Query(n, _) => format!("query:{n}"),
-        KeyPart::PathGroup(n, _) => format!("path:{n}"),
-        KeyPart::Body(n, _) => format!("body:{n}"),
-    };
+    let name = part.param_name()?;
     let encode = |text: &str| percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string();
     let params = CanonicalQuery::parse(&format!("{}={}", encode(&name), encode(value)));
     admin_key(std::slice::from_ref(part), &params, ipv6_prefix).ok()
@@ -127,8 +116,18 @@ fn key_of(part: &KeyPart, value: &str, ipv6_prefix: u8) -> Option<String> {
 
 /// Derives `rule`'s key from raw values given as query parameters named
 /// after the key parts, exactly as the rule derives it from a request.
+///
+/// A part is named without its value type (`header:x-user-id=9`), or as
+/// the rule writes it (`header:x-user-id:int=9`, issue 53): either names
+/// the same value.
 pub(crate) fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> Result<String, MissingPart> {
-    let param = |name: String| params.values(&name).next().map(str::to_string);
+    let param = |name: String| {
+        params.values(&name).next().or_else(|| {
+            let written = key.iter().find(|part| part.param_name().as_deref() == Some(name.as_str()))?.to_string();
+            params.values(&written).next()
+        })
+        .map(str::to_string)
+    };
     let client_ip = param("ip".into());
     let country = param("country".into());
     let asn = param("asn".into()).and_then(|a| a.trim().parse::<u32>().ok());

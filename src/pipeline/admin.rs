@@ -415,7 +415,8 @@ impl fmt::Display for AdminError {
             AdminError::MissingRule => write!(f, "missing query parameter `rule`"),
             AdminError::UnknownRule(r) => write!(f, "no rule named `{r}`"),
             AdminError::MissingKeyPart(m) => {
-                write!(f, "{m}: give it as the query parameter `{}`", m.0)
+                let param = m.0.param_name().unwrap_or_else(|| m.0.to_string());
+                write!(f, "{m}: give it as the query parameter `{param}`")
             }
             AdminError::UnknownBucket { rule, bucket } if bucket == "fallback" => {
                 write!(f, "rule `{rule}` has no fallback_key, so no fallback bucket")
@@ -853,6 +854,26 @@ mod tests {
             object(parse(&c, "/.tollgate/status", "GET", &tenant)).key,
             "path:school=s1|header:x-api-key=k|cookie:sid=c|query:plan=gold"
         );
+    }
+
+    /// Issue 53, round 3 item 4: a typed key part (`header:x-user-id:int`)
+    /// is given as `header:x-user-id=9`, and the error for a missing one
+    /// names that parameter, not the part as the rule writes it (which was
+    /// what had been sent); the written spelling names the same value.
+    #[test]
+    fn a_typed_key_part_is_given_without_its_type_or_as_written() {
+        let c = Config::from_json(&json!({"rules": [
+            {"name": "users", "path": "/api/*", "key": ["header:x-user-id:int"], "limits": [{"requests": 10, "window": "60s"}]},
+        ]}))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let status = |query: &str| parse(&c, "/.tollgate/status", "GET", &CanonicalQuery::parse(query));
+        let plain = object(status("rule=users&header:x-user-id=009")).key;
+        assert_eq!(plain, "header:x-user-id:int=9");
+        assert_eq!(object(status("rule=users&header:x-user-id:int=9")).key, plain, "the rule's own spelling of the part");
+        let said = status("rule=users&header:x-user-id:int=abc").unwrap_err().to_string();
+        assert_eq!(said, "the request has no usable `header:x-user-id:int`: give it as the query parameter `header:x-user-id`");
+        let said = status("rule=users").unwrap_err().to_string();
+        assert!(said.ends_with("give it as the query parameter `header:x-user-id`"), "{said}");
     }
 
     #[test]

@@ -435,6 +435,20 @@ impl KeyPart {
         (kind, Some(name.as_str()), value_type.map(|t| t.name()))
     }
 
+    /// The name a value of this part is given by where one is typed (the
+    /// admin API's query parameters, `tollgate hash`, the console's forms):
+    /// the part without its value type (`header:x-user-id` for
+    /// `header:x-user-id:int`: the type says how the value is read, not
+    /// which value it is); `None` for `global`.
+    pub(crate) fn param_name(&self) -> Option<String> {
+        let (kind, name, _) = self.pieces();
+        match (self, name) {
+            (KeyPart::Global, _) => None,
+            (_, Some(name)) => Some(format!("{kind}:{name}")),
+            (_, None) => Some(kind.to_string()),
+        }
+    }
+
     /// Appends the part as [`fmt::Display`] writes it (`ip`, `header:x-user`,
     /// `query:id:int`), without the formatter: every key of every counted
     /// request spells its parts ([`derive_keys`]).

@@ -265,16 +265,15 @@ impl Cli<'_> {
         };
         let app = app.as_ref().map(|(file, open)| (*file, open.as_slice()));
         let mut failed = false;
+        let sections_len = sections.len();
         for section in sections {
             failed |= !self.check_section(path, &section, app);
         }
         // Once, not per environment: check cannot see secrets, so this is a
         // reminder, not a finding.
-        outln!(self, 
-            "warning: key_hash in logs and admin output is an unkeyed SHA-256 prefix (reversible for IPv4 keys by \
-             trying every address) unless the Worker has the secret {LOG_KEY_VAR}; check cannot see secrets: \
-             `npx wrangler secret put {LOG_KEY_VAR}` (and `--env NAME` for each environment) if not done yet"
-        );
+        // One line, what to do first (issue 53): it was four in a terminal.
+        let each_env = if sections_len > 1 { ", --env NAME for each environment" } else { "" };
+        outln!(self, "note: before deploying, set the secret {LOG_KEY_VAR} (npx wrangler secret put {LOG_KEY_VAR}{each_env}): without it, key_hash in logs is reversible for IPv4 keys");
         i32::from(failed)
     }
 
@@ -648,7 +647,7 @@ fn section_warnings(section: &wrangler::Section, config: &Config) -> Vec<String>
     let mut out: Vec<String> = config.warnings().iter().map(ToString::to_string).collect();
     // The admin Worker (its objects the zone Worker's) is served on its workers.dev name.
     if section.routes.is_empty() && section.elsewhere.is_empty() {
-        out.push("no routes: the Worker attaches to nothing (as meant when apps call it only over RPC, through a service binding); otherwise add routes = [{ pattern = \"example.com/*\", zone_name = \"example.com\" }]".into());
+        out.push("no routes: add routes = [{ pattern = \"example.com/*\", zone_name = \"example.com\" }] to deploy (or none, for RPC only)".into());
     }
     if !section.logs_kept && config.rules.iter().any(|r| r.action == Action::Log) {
         out.push("shadow rules (action = \"log\") report only through logs, and [observability] is off: Workers Logs keeps none of them (add [observability] enabled = true)".into());

@@ -78,7 +78,10 @@ pub(crate) fn rule_key(config: &Config, rule: &str, values: &[(String, String)])
     let pairs: Vec<String> = values.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
     let params = CanonicalQuery::parse(&pairs.join("&"));
     admin::admin_key(&rule.key, &params, config.ipv6_prefix)
-        .map_err(|missing| format!("rule `{}`: {missing}: give it as `{}=VALUE`", rule.name, missing.0))
+        .map_err(|missing| {
+            let param = missing.0.param_name().unwrap_or_else(|| missing.0.to_string());
+            format!("rule `{}`: {missing}: give it as `{param}=VALUE`", rule.name)
+        })
 }
 
 /// What each checked rule's counter is assumed to say.

@@ -374,11 +374,53 @@ test("init: each preset's project checks, dry-runs, refuses a typo, and serves 4
     const dev = await startDev(dirs[preset]);
     try {
       await limitedAfter(dev, preset, TRIES[preset]);
+      await consoleSignsIn(dev, dirs[preset], preset);
+      if (preset === PRESETS[0]) {
+        // A new token in .dev.vars is taken without a restart.
+        writeFileSync(join(dirs[preset], ".dev.vars"), "TOLLGATE_ADMIN_TOKEN=another-local-token\n");
+        let status;
+        for (let i = 0; i < 120 && status !== 200; i++) {
+          await sleep(500);
+          status = (await fetch(`http://127.0.0.1:${dev.adminPort}/.tollgate/rules`, { headers: { authorization: "Bearer another-local-token" } }).catch(() => undefined))?.status;
+        }
+        assert.equal(status, 200, `the edited .dev.vars was not taken:\n${dev.output().slice(-3000)}`);
+      }
     } finally {
       await dev.stop();
     }
   }
 });
+
+/**
+ * Issue 53, round 3: `npm run dev` serves a console that signs in without
+ * editing a file (a local token written to .dev.vars and printed with the
+ * console's URL), and says each finding of the rules' check once: wrangler
+ * dev builds twice and the admin Worker checks the same rules. The token;
+ * `rule` and `ip` given: that key's status, read from the admin Worker.
+ */
+async function consoleSignsIn(dev, dir, what, { rule, ip } = {}) {
+  const vars = existsSync(join(dir, ".dev.vars")) ? readFileSync(join(dir, ".dev.vars"), "utf8") : "";
+  const token = vars.match(/^TOLLGATE_ADMIN_TOKEN=(.+)$/m)?.[1];
+  assert.ok(token, `${what}: npm run dev wrote no TOLLGATE_ADMIN_TOKEN to .dev.vars:\n${vars}`);
+  const url = `http://127.0.0.1:${dev.adminPort}/.tollgate/`;
+  const deadline = Date.now() + 90_000;
+  while (Date.now() < deadline && !dev.output().includes(`the console: ${url} (sign in with ${token}`)) await sleep(250);
+  assert.ok(dev.output().includes(`the console: ${url} (sign in with ${token}`), `${what}: the console's URL and token are not printed:\n${dev.output().slice(-3000)}`);
+  const signIn = await fetch(`${url}rules`, { headers: { authorization: `Bearer ${token}` } });
+  assert.equal(signIn.status, 200, `${what}: the admin Worker refuses the printed token: ${await signIn.text()}`);
+  await signIn.arrayBuffer().catch(() => {});
+  let status;
+  if (rule) {
+    const response = await fetch(`${url}status?rule=${rule}&ip=${ip}`, { headers: { authorization: `Bearer ${token}` } });
+    status = await response.json();
+    assert.equal(response.status, 200, `${what}: ${JSON.stringify(status)}`);
+  }
+  // Said once each, not once per build (it was 4 times and twice).
+  const lines = dev.output().split("\n");
+  assert.equal(lines.filter((l) => l.includes("npx wrangler secret put TOLLGATE_LOG_KEY")).length, 1, `${what}: the log-key reminder:\n${dev.output()}`);
+  assert.ok(lines.filter((l) => l.includes("no routes")).length <= 1, `${what}: the no-routes warning:\n${dev.output()}`);
+  return { token, status };
+}
 
 /** Sends `path` `allowed` + 1 times: `status` each time, then 429. */
 async function limitedAfter(dev, what, { path, init = {}, allowed, status }) {
@@ -436,10 +478,24 @@ test("init for a zone that already runs a Worker: in-front and rpc projects chec
       assert.equal(response.status, 200);
       assert.match(response.headers.get("ratelimit") ?? "", /"api";r=9/);
       assert.equal((await response.json()).app, `my-${preset}-app`);
+      // The admin Worker runs beside the two (it did not: -c), reading tollgate's objects.
+      const { status } = await consoleSignsIn(dev, dir, preset, { rule: "api", ip: "198.51.100.9" });
+      assert.equal(status.windows?.[0]?.used, 1, `${preset}: ${JSON.stringify(status)}`);
     } finally {
       await dev.stop();
     }
   }
+});
+
+test("init without --tollgate, tollgate not on the registry: says so, and what to pass", { timeout: 300_000 }, () => {
+  const dir = join(work, "unpublished");
+  // Offline: the registry's tollgate is not in the npm cache (and not published yet).
+  const made = run(cli, ["init", dir], { cwd: work, env: { ...userEnv, npm_config_offline: "true" } });
+  assert.equal(made.code, 1, made.stdout + made.stderr);
+  const version = basename(tarball).match(/^tollgate-(.*)\.tgz$/)[1];
+  assert.match(made.stderr, new RegExp(`tollgate \\^${version.replaceAll(".", "\\.")}, which may not be published yet`), made.stderr);
+  assert.ok(made.stderr.includes(`npm install --save-dev /path/to/tollgate-${version}.tgz`), made.stderr);
+  assert.ok(made.stderr.includes(`--tollgate /path/to/tollgate-${version}.tgz`), made.stderr);
 });
 
 test("init --preset crate: a Rust app's project checks, and a typo stops its build before cargo", { timeout: 300_000 }, (t) => {

@@ -13,7 +13,8 @@ const NODE_USAGE = `  tollgate init DIR [--preset P | --rules FILE] [--name NAME
                                           heavy-endpoint, login, tenant-quota, api-keys; for a
                                           zone that already runs a Worker: in-front, rpc, crate);
                                           --tollgate: the tollgate its package.json installs
-                                          (a tarball's path, file:..., a version)
+                                          (a tarball's path, file:..., a version; until
+                                          tollgate is on the npm registry, the tarball)
   tollgate dev [--no-origin] [wrangler dev options]
                                           serve the project locally (wrangler dev) in front
                                           of a demo origin, or of $UPSTREAM

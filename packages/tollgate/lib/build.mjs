@@ -12,9 +12,15 @@
 // deploy` and `wrangler dev` stop with "the expected output file ... was not
 // found": the errors are printed once, above it, and no stack trace follows
 // (a failing build command makes wrangler print its output again, with one).
+//
+// Under `tollgate dev` (TOLLGATE_DEV_SAID names a folder), each line check
+// prints is said once per session: wrangler dev builds twice at start, and
+// the admin Worker's build checks the same rules (issue 53: the log-key
+// reminder was printed four times). Errors are always printed.
 import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 
 export const ENTRY = ".tollgate/worker.mjs";
 /** The admin Worker's entry (wrangler.admin.toml's `main`): the console and the admin API. */
@@ -37,7 +43,7 @@ export function build(args, runCheck) {
   const admin = !command.length && mainOf(config) === ADMIN_ENTRY;
   const entry = command.length ? mainOf(config) : admin ? ADMIN_ENTRY : ENTRY;
   const [code, stdout, stderr] = runCheck(["check", config, ...options]);
-  process.stdout.write(stdout);
+  process.stdout.write(unsaid(stdout, process.env.TOLLGATE_DEV_SAID));
   process.stderr.write(stderr);
   if (code !== 0) {
     if (entry) rmSync(entry, { force: true });
@@ -56,4 +62,25 @@ export function build(args, runCheck) {
   const exported = admin ? `export { default } from "tollgate/admin-worker";` : `export { default, Limiter, Registry, MetricsSink } from "tollgate/worker";`;
   writeFileSync(entry, `// Written by \`tollgate build\` once the rules passed \`tollgate check\`: the prebuilt ${admin ? "admin " : ""}Worker of the tollgate package.\n${exported}\n`);
   return 0;
+}
+
+/**
+ * The lines of `text` not yet said in this `tollgate dev` session (`said`:
+ * its folder, one empty file per line said, created exclusively so that
+ * two builds at once say a line once); all of `text` outside one.
+ */
+export function unsaid(text, said) {
+  if (!said) return text;
+  mkdirSync(said, { recursive: true });
+  return text
+    .split(/(?<=\n)/)
+    .filter((line) => {
+      try {
+        writeFileSync(join(said, createHash("sha256").update(line.trimEnd()).digest("hex").slice(0, 32)), "", { flag: "wx" });
+        return true;
+      } catch {
+        return false;
+      }
+    })
+    .join("");
 }

@@ -77,8 +77,9 @@ export const USAGE = `usage: tollgate init DIR [--preset P | --rules FILE] [--na
                      crate (your Rust app embeds it)
     --rules FILE     your own rules instead: a TOML file holding [vars.TOLLGATE]
     --name NAME      the Worker's name (default: DIR's name)
-    --tollgate SPEC  how package.json names tollgate (default ^${version};
-                     a path to a tarball, file:..., a version)`;
+    --tollgate SPEC  how package.json names tollgate (default ^${version}, from
+                     the npm registry; until tollgate is published there, the
+                     path of the tarball: build/npm/tollgate-${version}.tgz)`;
 
 function presets() {
   return readdirSync(join(PACKAGE, "presets"))
@@ -98,7 +99,10 @@ function parse(args) {
     if (arg === "--preset") options.preset = value();
     else if (arg === "--rules") options.rules = value();
     else if (arg === "--name") options.name = value();
-    else if (arg === "--tollgate") options.tollgate = value();
+    else if (arg === "--tollgate") {
+      options.tollgate = value();
+      options.tollgateGiven = true;
+    }
     else if (arg === "--no-install") options.install = false;
     else if (arg.startsWith("-")) throw new Error(`unknown option ${arg}`);
     else if (options.dir === undefined) options.dir = arg;
@@ -139,19 +143,26 @@ workers_dev = false
 preview_urls = false`;
 }
 
-function wranglerToml(name, rules, preset) {
-  if (preset === "crate") return crateWranglerToml(name, rules);
-  const services =
-    preset === "in-front"
-      ? `
-# Your app Worker, reached over a service binding: \`upstream = { service =
+/** in-front: the app Worker's service binding, which the rules' `upstream` names. */
+function appService(name, preset, admin) {
+  if (preset !== "in-front") return "";
+  const why = admin
+    ? `# The binding the rules' \`upstream = { service = "APP" }\` names (\`tollgate check\`
+# requires it); the admin Worker forwards nothing to it.`
+    : `# Your app Worker, reached over a service binding: \`upstream = { service =
 # "APP" }\` below forwards allowed requests to env.APP.fetch(request).
-# \`service\` is the app Worker's name (app/ is a stand-in for local dev).
+# \`service\` is the app Worker's name (app/ is a stand-in for local dev).`;
+  return `
+${why}
 [[services]]
 binding = "APP"
 service = "${name}-app"
-`
-      : "";
+`;
+}
+
+function wranglerToml(name, rules, preset) {
+  if (preset === "crate") return crateWranglerToml(name, rules);
+  const services = appService(name, preset, false);
   return `# tollgate, deployed with wrangler. Written by \`tollgate init\` (tollgate ${version}).
 name = "${name}"
 # The prebuilt tollgate Worker (Rust compiled to Wasm) from the npm package,
@@ -218,7 +229,7 @@ ${rules.trim()}
  * Worker `name` (script_name), the same rules (the admin API names rules
  * and derives keys as that Worker counts them: edit both, or copy).
  */
-function adminWranglerToml(name, rules) {
+function adminWranglerToml(name, rules, preset) {
   return `# The admin Worker: the console and the admin API, apart from the Worker in
 # wrangler.toml (which answers every spelling of the admin prefix 404).
 # Written by \`tollgate init\` (tollgate ${version}). Deploy it after that one:
@@ -237,7 +248,7 @@ preview_urls = false
 enabled = true
 
 [build]
-command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.admin.toml"
+command = "node node_modules/tollgate/bin/tollgate.mjs build wrangler.admin.toml${preset === "in-front" ? " --app app/wrangler.toml" : ""}"
 
 # The objects of the Worker in wrangler.toml: the same counters, bans and sign-outs; no migrations here.
 [[durable_objects.bindings]]
@@ -254,7 +265,7 @@ script_name = "${name}"
 name = "TOLLGATE_METRICS_SINK"
 class_name = "MetricsSink"
 script_name = "${name}"
-
+${appService(name, preset, true)}
 [vars]
 
 # The same rules as wrangler.toml's: keep the two equal.
@@ -324,7 +335,7 @@ function packageJson(name, tollgate, preset) {
     check: "tollgate check",
     explain: "tollgate explain",
     deploy: "tollgate check && wrangler deploy",
-    ...(preset === "crate" ? {} : { "deploy:admin": "tollgate check wrangler.admin.toml && wrangler deploy -c wrangler.admin.toml" }),
+    ...(preset === "crate" ? {} : { "deploy:admin": `tollgate check wrangler.admin.toml${preset === "in-front" ? " --app app/wrangler.toml" : ""} && wrangler deploy -c wrangler.admin.toml` }),
     ...(APP_PRESETS[preset]?.scripts ?? {}),
   };
   const project = { name, private: true, type: "module", scripts, devDependencies: { tollgate, wrangler: WRANGLER }, allowScripts: ALLOW_SCRIPTS };
@@ -373,7 +384,7 @@ export async function init(args) {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, "wrangler.toml"), wranglerToml(name, rules, options.preset));
   // The console and the admin API: a Worker of their own (not for a Rust app, which builds its own).
-  if (options.preset !== "crate") writeFileSync(join(dir, "wrangler.admin.toml"), adminWranglerToml(name, rules));
+  if (options.preset !== "crate") writeFileSync(join(dir, "wrangler.admin.toml"), adminWranglerToml(name, rules, options.preset));
   writeFileSync(join(dir, "package.json"), packageJson(name, dependencySpec(options.tollgate), options.preset));
   const ignored = options.preset === "crate" ? "target/\nbuild/\n" : ".tollgate/\n";
   writeFileSync(join(dir, ".gitignore"), `node_modules/\n.wrangler/\n${ignored}.dev.vars\n`);
@@ -396,7 +407,15 @@ export async function init(args) {
     console.log(`installing tollgate and wrangler ${WRANGLER} (npm install)`);
     const npm = spawnSync("npm", ["install", "--no-audit", "--no-fund"], { cwd: dir, stdio: "inherit" });
     if (npm.status !== 0) {
-      console.error(`tollgate init: npm install failed in ${options.dir}; fix it and run npm install there`);
+      console.error(
+        options.tollgateGiven
+          ? `tollgate init: npm install failed in ${options.dir}; fix it and run npm install there`
+          : // The default spec is the registry's tollgate, which may not be published yet (issue 53).
+            `tollgate init: npm install failed in ${options.dir}: package.json asks the npm registry for tollgate ${options.tollgate}, which may not be published yet.
+  With the tarball that scripts/pack makes (build/npm/tollgate-${version}.tgz), in ${options.dir}:
+    npm install --save-dev /path/to/tollgate-${version}.tgz
+  or start again with: tollgate init DIR --tollgate /path/to/tollgate-${version}.tgz`,
+      );
       return 1;
     }
   }

@@ -176,18 +176,7 @@ fn by_hash_action(config: &Config, page: Page, params: &CanonicalQuery) -> Optio
 /// The admin query parameter of a key part (`ip`, `header:NAME`, ...);
 /// `None` for `global`.
 pub(crate) fn param_name(part: &KeyPart) -> Option<String> {
-    Some(match part {
-        KeyPart::Global => return None,
-        KeyPart::Ip => "ip".into(),
-        KeyPart::Country => "country".into(),
-        KeyPart::Asn => "asn".into(),
-        KeyPart::Credential => "credential".into(),
-        KeyPart::Body(n, _) => format!("body:{n}"),
-        KeyPart::Header(n, _) => format!("header:{n}"),
-        KeyPart::Cookie(n, _) => format!("cookie:{n}"),
-        KeyPart::Query(n, _) => format!("query:{n}"),
-        KeyPart::PathGroup(n, _) => format!("path:{n}"),
-    })
+    part.param_name()
 }
 
 /// The key parts the operator typed (for the named rule), to fill the
