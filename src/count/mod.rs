@@ -3,6 +3,7 @@
 //! reservations, leases), the wire protocol, and the isolate-side caches.
 
 // Lowest first: each module uses only those above it (and `request::spelling`).
+pub mod calendar;
 pub(crate) mod limit;
 pub(crate) mod tally;
 pub(crate) mod algorithm;
