@@ -38,6 +38,16 @@ pub(super) fn check_overrides(spec: &mut RuleSpec, errors: &mut Errors) {
     }
 }
 
+/// A calendar window is a fixed period counted from the log: GCRA drains
+/// continuously and has no period to reset at (issue 53).
+pub(super) fn check_calendar(spec: &RuleSpec, errors: &mut Errors) {
+    let overrides = spec.overrides.entries().iter().flat_map(|e| e.limits.iter());
+    let calendar = spec.limits.iter().chain(overrides).any(|l| l.calendar.is_some());
+    if calendar && spec.algorithm == Algorithm::Gcra {
+        errors.push("algorithm", "gcra has no calendar: a calendar window (\"day\", \"week\", \"month\") is counted exactly under sliding_log, the default");
+    }
+}
+
 /// A device cookie is handed out on a proven success and names an account:
 /// the rule must settle successes and be keyed by the account alone.
 pub(super) fn check_trusted_device(spec: &RuleSpec, errors: &mut Errors) {

@@ -14,7 +14,8 @@
 //! - **Names are unique by construction.** A rule with one window is
 //!   named by the rule; each window of a rule with several is
 //!   `rule/60s` (`rule/500ms` for one not whole seconds, `rule/60s/2` for
-//!   the second of two equal windows); its `concurrency` is
+//!   the second of two equal windows, `rule/day` for a calendar day, week
+//!   or month); its `concurrency` is
 //!   `rule/concurrency`. A rule name never holds a `/` (`A-Z a-z 0-9 - _ .`),
 //!   and rule names are unique, so no two items of a response share a name,
 //!   whatever the config or a runtime override says.
@@ -32,6 +33,12 @@
 //!   supports no sub-second precision: a window that is not whole seconds
 //!   (`500ms`, `1500ms`) is stated without `w` rather than rounded (`w=1`
 //!   for 500 ms would claim half the rate the limiter allows).
+//! - **Calendar windows** (issue 53; the draft has no calendar notion): a
+//!   day, week or month in a time zone is stated without `w`, as its
+//!   length varies (23 to 25 hours, 28 to 31 days) and a fixed `w` would
+//!   tell a client to spread the quota over a rolling span. `RateLimit`'s
+//!   `t` (and `Retry-After` on a refusal) is exact: the seconds until the
+//!   period's end, when the whole quota comes back.
 
 use crate::count::algorithm::push_u64;
 use crate::count::protocol::WireWindow;
@@ -98,14 +105,16 @@ fn push_policy_name(out: &mut String, rule: &str, windows: &[WireWindow], index:
     let Some(window) = windows.get(index).filter(|_| windows.len() > 1) else { return };
     let ms = window.window_ms;
     out.push('/');
-    if ms.is_multiple_of(1000) {
+    if let Some(unit) = window.calendar {
+        out.push_str(unit.name());
+    } else if ms.is_multiple_of(1000) {
         push_u64(out, ms / 1000);
         out.push('s');
     } else {
         push_u64(out, ms);
         out.push_str("ms");
     }
-    let earlier = windows[..index].iter().filter(|w| w.window_ms == ms).count();
+    let earlier = windows[..index].iter().filter(|w| w.window_ms == ms && w.calendar == window.calendar).count();
     if earlier > 0 {
         out.push('/');
         push_u64(out, earlier as u64 + 1);
@@ -182,7 +191,10 @@ pub(crate) fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) 
             item.push_str(";qu=");
             push_sf_string(&mut item, unit);
         }
-        if w.window_ms.is_multiple_of(1000) && w.window_ms > 0 {
+        // A calendar period has no one length (23 to 25 hours, 28 to 31
+        // days) and the draft no calendar: no `w`; `RateLimit`'s `t` says
+        // when the quota comes back (issue 53).
+        if w.calendar.is_none() && w.window_ms.is_multiple_of(1000) && w.window_ms > 0 {
             item.push_str(";w=");
             push_u64(&mut item, w.window_ms / 1000);
         }
@@ -291,7 +303,7 @@ mod tests {
     use super::*;
 
     fn window(limit: u32, window_ms: u64, remaining: u64, reset_ms: u64) -> WireWindow {
-        WireWindow { limit, window_ms, used: u64::from(limit) - remaining, remaining, reset_ms }
+        WireWindow { limit, window_ms, used: u64::from(limit) - remaining, remaining, reset_ms, calendar: None }
     }
 
     fn plain(rule: &str) -> Policies<'_> {
@@ -380,6 +392,19 @@ mod tests {
 
     /// Issue 35: sub-second windows were stated as `w=1` (half the rate
     /// the limiter allows for 500 ms); the draft has no sub-second `w`.
+    #[test]
+    fn a_calendar_window_is_named_by_its_unit_and_states_no_w() {
+        use crate::count::calendar::Unit;
+        let day = WireWindow { calendar: Some(Unit::Day), ..window(300, Unit::Day.longest_ms(), 0, 5_400_000) };
+        let w = [window(10, 60_000, 3, 1_000), day.clone()];
+        let p = plain("school");
+        assert_eq!(ratelimit_policy(&p, &w), ["\"school/60s\";q=10;w=60", "\"school/day\";q=300"]);
+        let refused = Report::Window { index: 1, retry_after_ms: 5_400_000 };
+        assert_eq!(ratelimit(&p, &w, refused).unwrap(), "\"school/day\";r=0;t=5400");
+        // Alone, it is named by the rule and still has no `w`.
+        assert_eq!(ratelimit_policy(&p, &[day]), ["\"school\";q=300"]);
+    }
+
     #[test]
     fn a_window_that_is_not_whole_seconds_has_no_w() {
         let w = [window(5, 500, 5, 0), window(8, 1_000, 8, 0), window(9, 1_500, 9, 0)];

@@ -1,5 +1,7 @@
 //! A rule's limits: `limits` (1 to [`MAX_LIMITS`] windows of
-//! `{ requests, window }`, [`LIMIT_FIELDS`]), `overrides` (a key value's
+//! `{ requests, window, time_zone }`, [`LIMIT_FIELDS`]: a duration is a
+//! rolling window, `"day"`, `"week"` or `"month"` a calendar one in
+//! `time_zone`, issue 53), `overrides` (a key value's
 //! own limits, read as `limits` is), and what any list of limits must obey
 //! with the rule's other fields: a cost within the smallest limit
 //! ([`cost_error`]). Either algorithm takes a limit of any size (the
@@ -7,6 +9,8 @@
 
 use crate::config::overrides::{Override, Overrides};
 use crate::config::reader::{read_table, Field, Input, Shape};
+use crate::count::calendar::{Calendar, Unit, Zone};
+use crate::count::duration::parse_duration_ms;
 use crate::count::protocol::MAX_LIMITS;
 use crate::count::window::Limit;
 use std::num::{NonZeroU32, NonZeroU64};
@@ -15,17 +19,59 @@ use std::num::{NonZeroU32, NonZeroU64};
 #[derive(Default)]
 pub(super) struct LimitDraft {
     pub(super) requests: Option<NonZeroU32>,
-    pub(super) window_ms: Option<NonZeroU64>,
+    pub(super) window: Option<Window>,
+    pub(super) time_zone: Option<Zone>,
 }
+
+/// What `window` says: a rolling length or a calendar unit.
+#[derive(Clone, Copy)]
+pub(super) enum Window {
+    Rolling(NonZeroU64),
+    Calendar(Unit),
+}
+
+fn unit_names() -> Vec<&'static str> {
+    Unit::NAMES.iter().map(|(_, name)| *name).collect()
+}
+
+fn zone_names() -> Vec<&'static str> {
+    crate::count::calendar::zone_names().collect()
+}
+
+const WINDOW_SHAPES: &[Shape] = &[Shape::Duration, Shape::Names(unit_names)];
 
 /// The fields of one `limits` entry.
 pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
     Field::required("requests", "missing", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window.", |d, i| {
         d.requests = i.number(1..=u64::from(u32::MAX), "whole number").and_then(NonZeroU32::new);
     }),
-    Field::required("window", "missing", Shape::Duration, "The window, e.g. \"60s\", \"1m\", \"1h\", \"1d\" (at most 31 days).", |d, i| {
-        d.window_ms = i.duration("\"60s\", \"1m\", \"1h\" or \"1d\"");
-    }),
+    Field::required(
+        "window",
+        "missing",
+        Shape::AnyOf(WINDOW_SHAPES),
+        "A rolling window, e.g. \"60s\", \"1m\", \"1h\", \"1d\" (at most 31 days), or a calendar one: \"day\", \"week\" (Monday first) or \"month\", in time_zone.",
+        |d, i| {
+            d.window = match i.value.as_str() {
+                Some(name) if Unit::from_name(name).is_some() => Unit::from_name(name).map(Window::Calendar),
+                Some(text) => match parse_duration_ms(text) {
+                    Ok(ms) => Some(Window::Rolling(ms)),
+                    Err(e) => i.fail(format!("{e}; or \"day\", \"week\" or \"month\" for a calendar window")),
+                },
+                None => i.fail("must be a duration such as \"60s\", \"1h\", or \"day\", \"week\" or \"month\""),
+            };
+        },
+    ),
+    Field::optional(
+        "time_zone",
+        Shape::Names(zone_names),
+        "The IANA time zone a calendar window's day, week or month follows, e.g. \"Europe/Paris\", \"UTC\" (DST included).",
+        |d, i| {
+            d.time_zone = i.text(|_| true, "must be an IANA time zone name such as \"Europe/Paris\"").and_then(|name| match Zone::named(&name) {
+                Some(zone) => Some(zone),
+                None => i.fail(format!("unknown time zone `{name}`: an IANA name as the tz database spells it, such as \"Europe/Paris\", \"America/New_York\" or \"UTC\"")),
+            });
+        },
+    ),
 ];
 
 /// `overrides = { "42" = [{ requests = 1000, window = "1d" }] }`: each
@@ -65,9 +111,22 @@ pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
         };
         let mut draft = LimitDraft::default();
         read_table(table, LIMIT_FIELDS, &mut draft, input.errors, &format!("{field}."));
-        if let (Some(requests), Some(window_ms)) = (draft.requests, draft.window_ms) {
-            limits.push(Limit { requests, window_ms });
-        }
+        let limit = match (draft.window, draft.time_zone) {
+            (Some(Window::Rolling(window_ms)), None) => draft.requests.map(|requests| Limit { requests, window_ms, calendar: None }),
+            (Some(Window::Rolling(_)), Some(_)) => {
+                let why = "only a calendar window (\"day\", \"week\" or \"month\") has a time zone; this window is rolling";
+                input.errors.push(format!("{field}.time_zone"), why);
+                None
+            }
+            (Some(Window::Calendar(unit)), Some(zone)) => draft.requests.and_then(|r| Limit::per_period(r.get(), Calendar { unit, zone })),
+            (Some(Window::Calendar(unit)), None) if !table.contains_key("time_zone") => {
+                let why = format!("a calendar window (\"{}\") needs time_zone: the IANA zone whose midnight starts it, such as \"Europe/Paris\" or \"UTC\"", unit.name());
+                input.errors.push(format!("{field}.time_zone"), why);
+                None
+            }
+            _ => None,
+        };
+        limits.extend(limit);
     }
     Some(limits)
 }

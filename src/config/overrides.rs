@@ -194,7 +194,7 @@ mod tests {
     use std::num::{NonZeroU32, NonZeroU64};
 
     fn limit(n: u32) -> Vec<Limit> {
-        vec![Limit { requests: NonZeroU32::new(n).unwrap(), window_ms: NonZeroU64::new(86_400_000).unwrap() }]
+        vec![Limit { requests: NonZeroU32::new(n).unwrap(), window_ms: NonZeroU64::new(86_400_000).unwrap(), calendar: None }]
     }
 
     fn overrides(values: &[&str]) -> Overrides {

@@ -439,7 +439,7 @@ mod tests {
     /// `error.type`), readable, and says when a retry is pointless.
     #[test]
     fn a_provider_refusal_has_the_apis_shape_and_says_when_not_to_retry() {
-        let windows = [crate::count::protocol::WireWindow { limit: 10_000, window_ms: 86_400_000, used: 10_000, remaining: 0, reset_ms: 0 }];
+        let windows = [crate::count::protocol::WireWindow { limit: 10_000, window_ms: 86_400_000, used: 10_000, remaining: 0, reset_ms: 0, calendar: None }];
         for (provider, status, expected) in [
             (Provider::OpenAi, 429, json!({ "error": { "message": "Rate limit `chat` exceeded; retry in 23 h 59 min.", "type": "tokens", "param": null, "code": "rate_limit_exceeded" } })),
             (Provider::OpenAi, 503, json!({ "error": { "message": "Rate limit `chat` exceeded; retry in 23 h 59 min.", "type": "server_error", "param": null, "code": "service_unavailable" } })),
@@ -523,7 +523,7 @@ mod tests {
     /// HTML page does not (problem+json stays the default).
     #[test]
     fn a_json_body_of_the_rules_own_wins_over_problem_json() {
-        let windows = [crate::count::protocol::WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500 }];
+        let windows = [crate::count::protocol::WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500, calendar: None }];
         let fields = || headers::rate_fields(&headers::Policies::of_requests("login"), &windows, headers::Report::Window { index: 0, retry_after_ms: 1_500 });
         let laravel = CustomResponse::new(429, Some("application/json".into()), Some(r#"{"message":"Too Many Attempts.","retry":{retry_after}}"#)).unwrap();
         let vendor = CustomResponse::new(429, Some("Application/Vnd.Api+JSON; charset=utf-8".into()), Some("{}")).unwrap();
@@ -543,7 +543,7 @@ mod tests {
 
     #[test]
     fn a_block_always_carries_retry_after_and_the_ratelimit_fields() {
-        let windows = [crate::count::protocol::WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500 }];
+        let windows = [crate::count::protocol::WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500, calendar: None }];
         let fields = || headers::rate_fields(&headers::Policies::of_requests("api"), &windows, headers::Report::Window { index: 0, retry_after_ms: 1_500 });
         let page = CustomResponse::new(503, Some("text/plain".into()), Some("busy, {retry_after}s")).unwrap();
         for (prefers, custom, status, content_type) in [

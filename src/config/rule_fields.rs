@@ -142,6 +142,7 @@ impl RuleDraft {
         checks::check_overrides(&mut spec, errors);
         checks::check_query_sources(&spec, errors);
         checks::check_penalty(&spec, errors);
+        checks::check_calendar(&spec, errors);
         spec
     }
 }

@@ -43,7 +43,7 @@ pub(crate) struct Block {
     /// The `(requests, window_ms)` of every window the object decided by
     /// (the key's own limits under an override), in order; empty when not
     /// known (a ban cached by the admin call): the rule's are reported.
-    pub(crate) limits: Vec<(u32, u64)>,
+    pub(crate) limits: Vec<(u32, u64, Option<crate::count::calendar::Unit>)>,
     /// Why the key is refused: its count, a ban, or a penalty
     /// ([`crate::count::penalty`]; cached to its end, as any block: nothing
     /// but an admin reset lifts it earlier).
@@ -204,7 +204,7 @@ mod tests {
     use super::*;
 
     fn until(until_ms: i64) -> Block {
-        Block { until_ms, window: 0, limits: vec![(10, 60_000)], by: Refusal::Limit }
+        Block { until_ms, window: 0, limits: vec![(10, 60_000, None)], by: Refusal::Limit }
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! database from 2026 to 2031 (Africa/Casablanca's Ramadan changes) and a
 //! config naming it is refused as an unknown zone.
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 const ZONES: &str = include_str!("zones.txt");
@@ -24,7 +25,8 @@ const DAY_S: i64 = 86_400;
 const HOUR_MS: u64 = 3_600_000;
 
 /// What a calendar window spans.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Unit {
     Day,
     /// An ISO week: Monday 00:00 to the next Monday 00:00.
@@ -59,6 +61,11 @@ impl Unit {
         };
         days * 24 * HOUR_MS + 2 * HOUR_MS
     }
+}
+
+/// The names of the embedded table's zones, sorted.
+pub fn zone_names() -> impl Iterator<Item = &'static str> {
+    ZONES.lines().filter_map(|line| line.split_once(' ')).map(|(name, _)| name)
 }
 
 /// A zone of the embedded table, by its place (sorted by name).

@@ -259,7 +259,7 @@ pub(crate) fn limits_of(pairs: &[(u32, u64)]) -> Result<Vec<Limit>, ControlError
     pairs
         .iter()
         .map(|&(requests, window_ms)| match (NonZeroU32::new(requests), NonZeroU64::new(window_ms)) {
-            (Some(requests), Some(window_ms)) => Ok(Limit { requests, window_ms }),
+            (Some(requests), Some(window_ms)) => Ok(Limit { requests, window_ms, calendar: None }),
             _ => Err(ControlError("a limit needs requests and a window above 0".into())),
         })
         .collect()

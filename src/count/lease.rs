@@ -494,7 +494,7 @@ mod tests {
     }
 
     fn windows(used: u64, remaining: u64) -> Vec<WireWindow> {
-        vec![WireWindow { limit: 5_000, window_ms: 60_000, used, remaining, reset_ms: 0 }]
+        vec![WireWindow { limit: 5_000, window_ms: 60_000, used, remaining, reset_ms: 0, calendar: None }]
     }
 
     #[test]

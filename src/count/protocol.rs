@@ -92,6 +92,7 @@
 /// Which algorithm counts, as calls name it (`alg`).
 pub use crate::count::algorithm::Algorithm;
 use crate::count::algorithm::{push_i64, push_u64};
+use crate::count::calendar::{Calendar, Unit};
 use crate::count::limit::{Limit, WindowState};
 use crate::count::tally::Tally;
 use crate::request::canon::{find_byte, scheme_end, split_ascii, split_once_ascii};
@@ -287,7 +288,7 @@ struct WireCall {
     op: Op,
     #[serde(default, skip_serializing_if = "Algorithm::is_default")]
     alg: Algorithm,
-    limits: Vec<(u64, u64)>,
+    limits: Vec<WireLimit>,
     #[serde(default = "one")]
     cost: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -311,17 +312,33 @@ fn one() -> u32 {
     1
 }
 
+/// One limit of a call: `[requests, window_ms]`, or for a calendar window
+/// (issue 53) `[requests, "day@Asia/Tokyo"]` (an object of the release
+/// before refuses it as malformed: the rule's fail policy answers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+enum WireLimit {
+    Rolling(u64, u64),
+    Calendar(u64, String),
+}
+
+impl WireLimit {
+    fn of(limit: &Limit) -> WireLimit {
+        let requests = u64::from(limit.requests.get());
+        match limit.calendar {
+            None => WireLimit::Rolling(requests, limit.window_ms.get()),
+            Some(calendar) => WireLimit::Calendar(requests, calendar.spelling()),
+        }
+    }
+}
+
 /// Serializes a call.
 pub fn encode_call(call: &Call) -> String {
     let wire = WireCall {
         v: VERSION,
         op: call.op,
         alg: call.algorithm,
-        limits: call
-            .limits
-            .iter()
-            .map(|l| (u64::from(l.requests.get()), l.window_ms.get()))
-            .collect(),
+        limits: call.limits.iter().map(WireLimit::of).collect(),
         cost: call.cost,
         hold_ms: call.hold_ms,
         reservation: call.reservation,
@@ -357,7 +374,7 @@ pub fn decode_call(body: &str) -> Result<Call, CallError> {
 
 /// The version and the limits of a call, checked: both forms are held to
 /// the same rules (the fields' own checks are in [`FIELDS`]).
-fn checked_limits(v: u32, pairs: Vec<(u64, u64)>) -> Result<Vec<Limit>, CallError> {
+fn checked_limits(v: u32, pairs: Vec<WireLimit>) -> Result<Vec<Limit>, CallError> {
     if v != VERSION {
         return Err(CallError::UnsupportedVersion(v));
     }
@@ -365,14 +382,21 @@ fn checked_limits(v: u32, pairs: Vec<(u64, u64)>) -> Result<Vec<Limit>, CallErro
         return Err(CallError::LimitCount(pairs.len()));
     }
     let mut limits = Vec::with_capacity(pairs.len());
-    for (requests, window_ms) in pairs {
-        let limit = u32::try_from(requests)
-            .ok()
-            .filter(|_| window_ms <= crate::count::duration::MAX_WINDOW_MS)
-            .and_then(|requests| Limit::new(requests, window_ms));
-        match limit {
-            Some(limit) => limits.push(limit),
-            None => return Err(CallError::InvalidLimit { requests, window_ms }),
+    for pair in pairs {
+        let limit = match &pair {
+            WireLimit::Rolling(requests, window_ms) => u32::try_from(*requests)
+                .ok()
+                .filter(|_| *window_ms <= crate::count::duration::MAX_WINDOW_MS)
+                .and_then(|requests| Limit::new(requests, *window_ms)),
+            WireLimit::Calendar(requests, spelling) => {
+                let calendar = Calendar::parse(spelling).ok_or_else(|| CallError::UnknownCalendar(spelling.clone()))?;
+                u32::try_from(*requests).ok().and_then(|requests| Limit::per_period(requests, calendar))
+            }
+        };
+        match (limit, pair) {
+            (Some(limit), _) => limits.push(limit),
+            (None, WireLimit::Rolling(requests, window_ms)) => return Err(CallError::InvalidLimit { requests, window_ms }),
+            (None, WireLimit::Calendar(requests, _)) => return Err(CallError::InvalidLimit { requests, window_ms: 0 }),
         }
     }
     Ok(limits)
@@ -381,6 +405,9 @@ fn checked_limits(v: u32, pairs: Vec<(u64, u64)>) -> Result<Vec<Limit>, CallErro
 /// `call` once every field's check in [`FIELDS`] passed, in the table's
 /// order (the first to fail is the error).
 fn checked(call: Call) -> Result<Call, CallError> {
+    if call.algorithm == Algorithm::Gcra && call.limits.iter().any(|l| l.calendar.is_some()) {
+        return Err(CallError::CalendarUnderGcra);
+    }
     FIELDS.iter().try_for_each(|field| (field.check)(&call))?;
     Ok(call)
 }
@@ -534,7 +561,10 @@ pub fn encode_call_url(call: &Call) -> String {
         }
         push_u64(&mut url, u64::from(l.requests.get()));
         url.push('x');
-        push_u64(&mut url, l.window_ms.get());
+        match l.calendar {
+            None => push_u64(&mut url, l.window_ms.get()),
+            Some(calendar) => url.push_str(&calendar.spelling()),
+        }
     }
     for field in &FIELDS {
         let item = |url: &mut String| {
@@ -629,13 +659,21 @@ fn algorithm(name: &str) -> Result<Algorithm, CallError> {
     }
 }
 
-/// `{requests}x{window_ms}` pairs joined by `,`; at most one more than
-/// [`MAX_LIMITS`] are read, so the count check sees an excess without
-/// reading all of it.
-fn parse_limits(value: &str) -> Result<Vec<(u64, u64)>, CallError> {
+/// `{requests}x{window_ms}` pairs joined by `,` (a calendar window:
+/// `{requests}x{unit}@{zone}`, `300xday@Asia/Tokyo`; zone names hold no
+/// `,` or `&`); at most one more than [`MAX_LIMITS`] are read, so the
+/// count check sees an excess without reading all of it.
+fn parse_limits(value: &str) -> Result<Vec<WireLimit>, CallError> {
     let mut limits = Vec::new();
     for pair in split_ascii(value, b',').take(MAX_LIMITS + 1) {
-        let parsed = split_once_ascii(pair, b'x').and_then(|(q, w)| Some((q.parse().ok()?, w.parse().ok()?)));
+        let parsed = split_once_ascii(pair, b'x').and_then(|(q, w)| {
+            let requests = q.parse().ok()?;
+            Some(match w.parse() {
+                Ok(ms) => WireLimit::Rolling(requests, ms),
+                Err(_) if w.contains('@') => WireLimit::Calendar(requests, w.to_string()),
+                Err(_) => return None,
+            })
+        });
         let why = || CallError::Malformed(format!("limit `{pair}` is not {{requests}}x{{window_ms}}"));
         limits.push(parsed.ok_or_else(why)?);
     }
@@ -654,6 +692,10 @@ pub enum CallError {
     /// A `[requests, window_ms]` pair that is zero, above `u32` requests or
     /// above [`crate::count::duration::MAX_WINDOW_MS`].
     InvalidLimit { requests: u64, window_ms: u64 },
+    /// A calendar window whose unit or zone this build does not know.
+    UnknownCalendar(String),
+    /// A calendar window under GCRA, which has no period to reset at.
+    CalendarUnderGcra,
     /// `cost` 0.
     ZeroCost,
     /// A `reserve` without `hold_ms`, or one outside 1 to [`MAX_HOLD_MS`].
@@ -683,6 +725,8 @@ impl fmt::Display for CallError {
             }
             CallError::LimitCount(_) => write!(f, "a call carries 1 to {MAX_LIMITS} limits"),
             CallError::InvalidLimit { requests, window_ms } => write!(f, "invalid limit [{requests}, {window_ms}]"),
+            CallError::UnknownCalendar(spelling) => write!(f, "unknown calendar window `{spelling}`"),
+            CallError::CalendarUnderGcra => write!(f, "a calendar window is counted by the sliding log, not gcra"),
             CallError::ZeroCost => write!(f, "cost must be at least 1"),
             CallError::InvalidHold => write!(f, "reserve needs hold_ms from 1 to {MAX_HOLD_MS}"),
             CallError::MissingReservation => write!(f, "release needs the reservation it releases, refund the lease it refunds"),
@@ -705,6 +749,12 @@ pub(crate) struct WireWindow {
     pub(crate) used: u64,
     pub(crate) remaining: u64,
     pub(crate) reset_ms: u64,
+    /// A calendar window's unit (its `window_ms` is then the longest
+    /// period, [`Unit::longest_ms`]): the `RateLimit` fields name it and
+    /// state no `w`. In the reply line, a sixth part (`/day`), only for a
+    /// calendar window, which only a call of this release asks for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) calendar: Option<Unit>,
 }
 
 impl From<&WindowState> for WireWindow {
@@ -715,6 +765,7 @@ impl From<&WindowState> for WireWindow {
             used: w.used,
             remaining: w.remaining,
             reset_ms: w.reset_ms,
+            calendar: w.limit.calendar.map(|c| c.unit),
         }
     }
 }
@@ -841,6 +892,10 @@ pub fn encode_reply_line(reply: &Reply) -> String {
         for (i, n) in [u64::from(w.limit), w.window_ms, w.used, w.remaining, w.reset_ms].into_iter().enumerate() {
             line.push(if i == 0 { ' ' } else { '/' });
             push_u64(&mut line, n);
+        }
+        if let Some(unit) = w.calendar {
+            line.push('/');
+            line.push_str(unit.name());
         }
     }
     if let Some(granted) = reply.granted {
@@ -974,7 +1029,8 @@ fn parse_window_fields<'a>(fields: impl Iterator<Item = &'a str>) -> Option<(Vec
     Some((windows, granted, penalty))
 }
 
-/// One window's field: `limit/window_ms/used/remaining/reset_ms`.
+/// One window's field: `limit/window_ms/used/remaining/reset_ms`, and a
+/// calendar window's unit.
 fn parse_wire_window(field: &str) -> Option<WireWindow> {
     let mut parts = split_ascii(field, b'/');
     let mut part = || parts.next().and_then(|p| p.parse::<u64>().ok());
@@ -984,10 +1040,12 @@ fn parse_wire_window(field: &str) -> Option<WireWindow> {
         used: part()?,
         remaining: part()?,
         reset_ms: part()?,
+        calendar: None,
     };
-    match parts.next() {
-        Some(_) => None,
-        None => Some(window),
+    match (parts.next(), parts.next()) {
+        (Some(unit), None) => Some(WireWindow { calendar: Some(Unit::from_name(unit)?), ..window }),
+        (Some(_), Some(_)) => None,
+        (None, _) => Some(window),
     }
 }
 
@@ -1029,7 +1087,7 @@ mod tests {
     /// fields are flattened into the reply, in the order they always had.
     #[test]
     fn reply_wire_format() {
-        let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980 };
+        let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980, calendar: None };
         let reply = Reply {
             v: VERSION,
             tally: Tally { allowed: false, retry_after_ms: 980, windows: vec![window], binding: Some(0), in_flight: false },
@@ -1161,7 +1219,7 @@ mod tests {
 
     #[test]
     fn reply_lines_round_trip_and_are_refused_when_not_one() {
-        let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980 };
+        let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980, calendar: None };
         let blocked = Reply {
             v: VERSION,
             tally: Tally { allowed: false, retry_after_ms: 980, windows: vec![window.clone()], binding: Some(0), in_flight: false },
@@ -1241,7 +1299,7 @@ mod tests {
         }
         assert!(matches!(decode_call_url("https://limiter/v1/hit?l=2x2000&p=1&p=1"), Err(CallError::Malformed(_))));
         assert!(matches!(decode_call_url("https://limiter/v1/hit?l=2x2000&p=-1"), Err(CallError::Malformed(_))));
-        let window = WireWindow { limit: 2, window_ms: 2_000, used: 0, remaining: 0, reset_ms: 600_000 };
+        let window = WireWindow { limit: 2, window_ms: 2_000, used: 0, remaining: 0, reset_ms: 600_000, calendar: None };
         let blocked = Reply {
             v: VERSION,
             tally: Tally { allowed: false, retry_after_ms: 600_000, windows: vec![window], binding: Some(0), in_flight: false },

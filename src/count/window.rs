@@ -2,7 +2,10 @@
 //! new log. Pure: time is a parameter, never read here (governor's habit).
 //!
 //! A hit recorded at `t` counts in a window of length `w` while
-//! `now - t < w`, i.e. it expires exactly at `t + w`. Every window of a rule
+//! `now - t < w`, i.e. it expires exactly at `t + w`. A calendar window
+//! (issue 53) is a fixed window read from the same log: a hit counts from
+//! its period's start on and every one leaves at the period's end, so the
+//! count is exact and resets at the boundary (`Limit::reach`). Every window of a rule
 //! is checked at once and a request is allowed only if all of them have room
 //! for its cost; a blocked request records nothing, so the log (and the
 //! retry-after computed from it) stays exact.
@@ -15,6 +18,7 @@
 
 use crate::count::algorithm::{excerpt, push_i64, push_u64, CorruptRow, Counter, Decision};
 use crate::count::coalesce::bounded;
+use crate::count::limit::Reach;
 use crate::count::tally::Tally;
 use crate::request::canon::{split_ascii, split_once_ascii};
 /// The vocabulary of limits, where callers have always found it.
@@ -50,24 +54,24 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
     let mut retry_after_ms = 0u64;
     let mut binding = None;
     for (index, limit) in limits.iter().enumerate() {
-        let w = limit.window_ms.get();
-        let used: u64 = in_window(&live, now, w).map(|h| u64::from(h.cost)).sum();
+        let reach = limit.reach(now);
+        let used: u64 = in_window(&live, now, &reach).map(|h| u64::from(h.cost)).sum();
         let cap = u64::from(limit.requests.get());
         if used + u64::from(cost) <= cap {
             continue;
         }
         allowed = false;
         let wait = if u64::from(cost) > cap {
-            w
+            reach.whole(now)
         } else {
             // Expire oldest hits until the cost fits; the hit that makes room
-            // leaves the window at `at + w`.
+            // leaves the window at `at + w` (a period's: at its end).
             let mut freed = 0u64;
-            let mut wait = w;
-            for hit in in_window(&live, now, w) {
+            let mut wait = reach.whole(now);
+            for hit in in_window(&live, now, &reach) {
                 freed += u64::from(hit.cost);
                 if used - freed + u64::from(cost) <= cap {
-                    wait = until_out(now, hit.at_ms, w);
+                    wait = reach.leaves_in(now, hit.at_ms);
                     break;
                 }
             }
@@ -184,11 +188,11 @@ pub(crate) fn prune(log: &[Hit], now_ms: i64, horizon_ms: u64) -> Vec<Hit> {
 }
 
 fn window_state(log: &[Hit], now: i64, limit: Limit) -> WindowState {
-    let w = limit.window_ms.get();
-    let mut counted = in_window(log, now, w).peekable();
+    let reach = limit.reach(now);
+    let mut counted = in_window(log, now, &reach).peekable();
     let reset_ms = counted
         .peek()
-        .map(|oldest| until_out(now, oldest.at_ms, w))
+        .map(|oldest| reach.leaves_in(now, oldest.at_ms))
         .unwrap_or(0);
     let used: u64 = counted.map(|h| u64::from(h.cost)).sum();
     WindowState {
@@ -199,16 +203,8 @@ fn window_state(log: &[Hit], now: i64, limit: Limit) -> WindowState {
     }
 }
 
-fn in_window(log: &[Hit], now: i64, window_ms: u64) -> impl Iterator<Item = &Hit> {
-    log.iter().filter(move |h| age(now, h.at_ms) < window_ms)
-}
-
-/// Milliseconds from `now` until a hit dated `at` leaves a window of
-/// `window_ms`: `at + window_ms - now`, more than the window for a hit
-/// dated in the future.
-fn until_out(now: i64, at: i64, window_ms: u64) -> u64 {
-    let leaves = at.saturating_add(i64::try_from(window_ms).unwrap_or(i64::MAX));
-    u64::try_from(leaves.saturating_sub(now)).unwrap_or(0)
+fn in_window<'a>(log: &'a [Hit], now: i64, reach: &'a Reach) -> impl Iterator<Item = &'a Hit> {
+    log.iter().filter(move |h| reach.counts(now, h.at_ms))
 }
 
 /// `now - at` in ms, 0 for hits in the future (clock stepped back).

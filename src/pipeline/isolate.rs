@@ -507,7 +507,7 @@ mod tests {
     }
 
     fn reply(allowed: bool, retry_after_ms: u64, granted: Option<u64>, in_flight: bool) -> Reply {
-        let window = WireWindow { limit: 100, window_ms: 60_000, used: 1, remaining: 99, reset_ms: 60_000 };
+        let window = WireWindow { limit: 100, window_ms: 60_000, used: 1, remaining: 99, reset_ms: 60_000, calendar: None };
         Reply {
             v: crate::count::protocol::VERSION,
             tally: Tally { allowed, retry_after_ms, binding: (!allowed).then_some(0), windows: vec![window], in_flight },

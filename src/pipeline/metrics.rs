@@ -266,7 +266,7 @@ mod tests {
     }
 
     fn window(remaining: u64) -> WireWindow {
-        WireWindow { limit: 10, window_ms: 60_000, used: 10 - remaining, remaining, reset_ms: 1 }
+        WireWindow { limit: 10, window_ms: 60_000, used: 10 - remaining, remaining, reset_ms: 1, calendar: None }
     }
 
     #[test]

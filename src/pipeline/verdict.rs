@@ -136,7 +136,7 @@ impl Outcome {
         match self {
             Outcome::Blocked { retry_after_ms, window, by, windows } if !in_flight => {
                 let until_ms = now_ms.saturating_add(i64::try_from(*retry_after_ms).unwrap_or(i64::MAX));
-                let limits = windows.iter().flatten().map(|w| (w.limit, w.window_ms)).collect();
+                let limits = windows.iter().flatten().map(|w| (w.limit, w.window_ms, w.calendar)).collect();
                 Some(crate::count::blocked::Block { until_ms, window: *window, limits, by: *by })
             }
             _ => None,
@@ -153,7 +153,7 @@ impl Outcome {
             block
                 .limits
                 .iter()
-                .map(|&(limit, window_ms)| WireWindow { limit, window_ms, used: u64::from(limit), remaining: 0, reset_ms: retry_after_ms })
+                .map(|&(limit, window_ms, calendar)| WireWindow { limit, window_ms, used: u64::from(limit), remaining: 0, reset_ms: retry_after_ms, calendar })
                 .collect()
         });
         Outcome::Blocked { retry_after_ms, window: block.window, windows, by: block.by }
@@ -494,6 +494,7 @@ fn windows_of<'w>(limits: &[Limit], retry_after_ms: u64, windows: Option<&'w [Wi
                 used: u64::from(l.requests.get()),
                 remaining: 0,
                 reset_ms: retry_after_ms,
+                calendar: l.calendar.map(|c| c.unit),
             })
             .collect()),
     }
@@ -595,7 +596,7 @@ mod tests {
     }
 
     fn window(limit: u32, remaining: u64) -> WireWindow {
-        WireWindow { limit, window_ms: 60_000, used: u64::from(limit) - remaining, remaining, reset_ms: 30_000 }
+        WireWindow { limit, window_ms: 60_000, used: u64::from(limit) - remaining, remaining, reset_ms: 30_000, calendar: None }
     }
 
     fn blocked(ms: u64) -> Outcome {
@@ -643,7 +644,7 @@ mod tests {
         assert!(plain.events[0].line().contains(r#""reason":"limit""#), "a plain block's reason is its limit");
         let cached = penalty.block_to_cache(false, 10_000).unwrap();
         assert!(cached.by == crate::count::blocked::Refusal::Penalty && cached.until_ms == 610_000);
-        let windows = Some(vec![WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 300_000 }]);
+        let windows = Some(vec![WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 300_000, calendar: None }]);
         assert_eq!(Outcome::from_cache(cached, 310_000), Outcome::Blocked { retry_after_ms: 300_000, window: 0, windows, by: crate::count::blocked::Refusal::Penalty });
         let reply = crate::count::protocol::decode_reply_line(200, "1 b 600000 0 0 1 0 2 0 1 - 0 10/60000/2/0/600000 p=1700000600000").unwrap();
         assert!(matches!(Outcome::from_reply(reply), Outcome::Blocked { by: crate::count::blocked::Refusal::Penalty, retry_after_ms: 600_000, .. }));
@@ -731,7 +732,7 @@ mod tests {
     #[test]
     fn a_cached_block_states_the_limits_that_decided() {
         let c = config();
-        let overridden = WireWindow { limit: 2, window_ms: 30_000, used: 2, remaining: 0, reset_ms: 25_000 };
+        let overridden = WireWindow { limit: 2, window_ms: 30_000, used: 2, remaining: 0, reset_ms: 25_000, calendar: None };
         let first = Outcome::Blocked { retry_after_ms: 25_000, window: 0, windows: Some(vec![overridden]), by: Refusal::Limit };
         let answer = |outcome: &Outcome| match verdict(&[applied(&c, "short")], std::slice::from_ref(outcome)).answer {
             Answer::Respond(r) => (r.header("ratelimit-policy").map(str::to_string), r.header("ratelimit").map(str::to_string)),
@@ -739,7 +740,7 @@ mod tests {
         };
         assert_eq!(answer(&first).0.as_deref(), Some("\"short\";q=2;w=30"), "from the object");
         let cached = first.block_to_cache(false, 100_000).unwrap();
-        assert_eq!(cached.limits, [(2, 30_000)]);
+        assert_eq!(cached.limits, [(2, 30_000, None)]);
         let later = Outcome::from_cache(cached, 110_000);
         assert_eq!(answer(&later), (Some("\"short\";q=2;w=30".into()), Some("\"short\";r=0;t=15".into())), "from the cache: the override still");
     }
@@ -761,7 +762,7 @@ mod tests {
         assert_eq!(r.header("ratelimit"), Some("\"conc/concurrency\";r=0"));
         assert_eq!(r.header("retry-after"), Some("10"), "the wait the Worker set (glue: hold::unseen_wait_ms)");
         assert!(v.events[0].line().contains(r#""reason":"concurrency""#), "{}", v.events[0].line());
-        let allowed = Outcome::Allowed { windows: vec![WireWindow { limit: 100, window_ms: 60_000, used: 1, remaining: 99, reset_ms: 60_000 }], reservation: Some(1) };
+        let allowed = Outcome::Allowed { windows: vec![WireWindow { limit: 100, window_ms: 60_000, used: 1, remaining: 99, reset_ms: 60_000, calendar: None }], reservation: Some(1) };
         let Answer::Forward { fields } = verdict(&[applied(&c, "conc")], &[allowed]).answer else { panic!() };
         assert_eq!(fields[0].1, "\"conc\";q=100;w=60, \"conc/concurrency\";q=2;qu=\"concurrent-requests\"", "the same policies on every answer");
         assert_eq!(fields[1].1, "\"conc\";r=99;t=60");

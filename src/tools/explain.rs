@@ -133,9 +133,9 @@ impl Assumed {
     fn storage(self, call: &Call, now_ms: i64) -> Storage {
         let mut object = Storage::default();
         let requests = call.limits.iter().map(|l| l.requests).max();
-        let window_ms = call.limits.iter().map(|l| l.window_ms).max();
-        if let (Assumed::Blocked, Some(requests), Some(window_ms)) = (self, requests, window_ms) {
-            let fill = Call::new(Op::Hit, call.algorithm, vec![Limit { requests, window_ms }]).with_cost(requests.get());
+        let longest = call.limits.iter().max_by_key(|l| l.window_ms);
+        if let (Assumed::Blocked, Some(requests), Some(longest)) = (self, requests, longest) {
+            let fill = Call::new(Op::Hit, call.algorithm, vec![Limit { requests, ..*longest }]).with_cost(requests.get());
             let _ = object.answer(&fill, now_ms);
         }
         object

@@ -557,7 +557,7 @@ impl<'s> Sim<'s> {
 pub fn scenarios(scale: f64) -> Vec<Scenario> {
     let minute = ((60_000.0 * scale) as u64).max(1_000);
     let duration = (180_000.0 * scale) as i64;
-    let limit_per = |n: f64| Limit::new((n * scale).max(1.0) as u32, minute).unwrap_or(Limit { requests: std::num::NonZeroU32::MIN, window_ms: std::num::NonZeroU64::MIN });
+    let limit_per = |n: f64| Limit::new((n * scale).max(1.0) as u32, minute).unwrap_or(Limit { requests: std::num::NonZeroU32::MIN, window_ms: std::num::NonZeroU64::MIN, calendar: None });
     let mixed = |rate: f64| {
         vec![
             Arrivals::Steady { rate },
