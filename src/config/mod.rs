@@ -881,6 +881,33 @@ mod tests {
     }
 
     #[test]
+    fn calendar_windows_parse_and_a_malformed_one_names_its_rule_and_field_once() {
+        let c = Config::from_json(&rule(json!({ "limits": [{ "requests": 10, "window": "1m" },
+            { "requests": 300, "window": "day", "time_zone": "Asia/Tokyo" }] })))
+        .unwrap();
+        let day = c.rules[0].limits[1];
+        assert_eq!(day.calendar.map(|c| c.spelling()), Some("day@Asia/Tokyo".to_string()));
+        assert_eq!(c.rules[0].limits[0].calendar, None);
+        for (limit, field, says) in [
+            (json!({ "requests": 5, "window": "month" }), "limits[0].time_zone", "needs time_zone"),
+            (json!({ "requests": 5, "window": "1d", "time_zone": "UTC" }), "limits[0].time_zone", "this window is rolling"),
+            (json!({ "requests": 5, "window": "day", "time_zone": "Europe/Atlantis" }), "limits[0].time_zone", "unknown time zone `Europe/Atlantis`"),
+            (json!({ "requests": 5, "window": "fortnight", "time_zone": "UTC" }), "limits[0].window", "\"day\", \"week\" or \"month\""),
+        ] {
+            let bad = errors(rule(json!({ "limits": [limit] })));
+            assert_eq!(bad.len(), 1, "{bad:?}");
+            assert!(bad[0].contains("rule `r`") && bad[0].contains(&format!("field `{field}`")) && bad[0].contains(says), "{bad:?}");
+        }
+        let gcra = errors(rule(json!({ "algorithm": "gcra", "limits": [{ "requests": 5, "window": "week", "time_zone": "UTC" }] })));
+        assert_eq!(gcra.len(), 1, "{gcra:?}");
+        assert!(gcra[0].contains("field `algorithm`") && gcra[0].contains("gcra has no calendar"), "{gcra:?}");
+        // An override may be a calendar window too.
+        let o = Config::from_json(&rule(json!({ "key": ["header:x-school"], "overrides": {
+            "big": [{ "requests": 3000, "window": "day", "time_zone": "Europe/Paris" }] } }))).unwrap();
+        assert_eq!(o.rules[0].limits_for("header:x-school=big")[0].calendar.map(|c| c.spelling()), Some("day@Europe/Paris".to_string()));
+    }
+
+    #[test]
     fn custom_responses_parse_once_and_errors_name_the_field() {
         let c = Config::from_json(&rule(json!({ "response": { "status": 503, "body": "<p>{rule}: {retry_after} s</p>" } }))).unwrap();
         let r = c.rules[0].response.as_ref().unwrap();

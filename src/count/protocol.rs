@@ -1054,6 +1054,52 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_calendar_limit_round_trips_in_both_forms_and_is_refused_when_unknown() {
+        let day = Calendar::parse("day@Asia/Tokyo").unwrap();
+        let limits = vec![Limit::new(10, 60_000).unwrap(), Limit::per_period(300, day).unwrap()];
+        let call = Call::new(Op::Hit, Algorithm::SlidingLog, limits);
+        let url = encode_call_url(&call);
+        assert_eq!(url, "https://limiter/v1/hit?l=10x60000,300xday@Asia/Tokyo");
+        assert_eq!(decode_call_url(&url), Ok(call.clone()));
+        let json = encode_call(&call);
+        assert_eq!(json, r#"{"v":1,"op":"hit","limits":[[10,60000],[300,"day@Asia/Tokyo"]],"cost":1}"#);
+        assert_eq!(decode_call(&json), Ok(call.clone()));
+        // A zone with `+` and `_` in its name, as the URL carries it.
+        let gmt = Call::new(Op::Hit, Algorithm::SlidingLog, vec![Limit::per_period(5, Calendar::parse("month@Etc/GMT+5").unwrap()).unwrap()]);
+        assert_eq!(decode_call_url(&encode_call_url(&gmt)), Ok(gmt));
+        for bad in ["l=300xday@Mars/Olympus", "l=300xfortnight@UTC", "l=300xday@", "l=0xday@UTC"] {
+            assert!(decode_call_url(&format!("https://limiter/v1/hit?{bad}")).is_err(), "{bad}");
+        }
+        let gcra = encode_call_url(&call.with_algorithm(Algorithm::Gcra));
+        assert_eq!(decode_call_url(&gcra), Err(CallError::CalendarUnderGcra));
+    }
+
+    #[test]
+    fn a_calendar_window_of_a_reply_names_its_unit_in_the_line() {
+        let day = Limit::per_period(300, Calendar::parse("day@UTC").unwrap()).unwrap();
+        let state = WindowState { limit: day, used: 300, remaining: 0, reset_ms: 3_600_000 };
+        let window = WireWindow::from(&state);
+        assert_eq!(window.calendar, Some(Unit::Day));
+        let reply = Reply {
+            v: VERSION,
+            tally: Tally { allowed: false, retry_after_ms: 3_600_000, windows: vec![window.clone()], binding: Some(0), in_flight: false },
+            alarm_pending: true,
+            alarm_set: false,
+            stored_hits: 300,
+            rows_read: 1,
+            rows_written: 0,
+            reservation: None,
+            held: 0,
+            granted: None,
+            penalty_until_ms: None,
+        };
+        assert!(serde_json::to_string(&reply).unwrap().contains(r#""reset_ms":3600000,"calendar":"day"}"#));
+        let line = encode_reply_line(&reply);
+        assert!(line.ends_with(" 300/93600000/300/0/3600000/day"), "{line}");
+        assert_eq!(decode_reply_line(200, &line).unwrap().tally.windows, [window]);
+    }
+
+    #[test]
     fn round_trip() {
         let call = Call::new(Op::Hit, Algorithm::SlidingLog, vec![Limit::new(10, 60_000).unwrap()]).with_cost(2);
         let text = encode_call(&call);

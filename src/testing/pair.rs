@@ -16,6 +16,8 @@ pub mod edge;
 mod budget;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod calendar;
 
 use crate::config::Config;
 use crate::count::protocol::{decode_call_url, decode_reply_line, encode_call_url, encode_reply_line, Call, CallFailure, Op, Reply};
