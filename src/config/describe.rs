@@ -41,7 +41,7 @@ pub(crate) fn rule_json(rule: &RuleSpec) -> Value {
 }
 
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub(crate) use crate::config::written::duration;
+pub(crate) use crate::config::written::{duration, window_text};
 
 /// The body of `GET {admin_prefix}/rules`: `{ "rules": [...] }`, each rule
 /// as [`rule_json`] writes it, but for the keys the listing had before it
@@ -60,7 +60,17 @@ pub(crate) fn rules_listing(rules: &[Rule]) -> Value {
                 Counting::Statuses(statuses) => numbers(statuses),
             };
             put(fields, "count_statuses", counted);
-            let window_ms = |l: &Limit| table([("requests", l.requests.get().into()), ("window_ms", l.window_ms.get().into())]);
+            // A calendar window (issue 53) adds its unit and zone; its
+            // `window_ms` is the longest period, the horizon it is kept for.
+            let window_ms = |l: &Limit| match l.calendar {
+                None => table([("requests", l.requests.get().into()), ("window_ms", l.window_ms.get().into())]),
+                Some(c) => table([
+                    ("requests", l.requests.get().into()),
+                    ("window_ms", l.window_ms.get().into()),
+                    ("calendar", c.unit.name().into()),
+                    ("time_zone", c.zone.name().into()),
+                ]),
+            };
             put(fields, "limits", rule.limits.iter().map(window_ms).collect());
         }
         out

@@ -50,11 +50,14 @@ pub(crate) fn lease(rule: &Rule) -> String {
     line
 }
 
-/// Limits as `10 per 60 s, 100 per 3600 s`.
+/// Limits as `10 per 60 s, 300 per calendar day in Asia/Tokyo`.
 pub(crate) fn limits(limits: &[crate::count::window::Limit]) -> String {
     let limits: Vec<String> = limits
         .iter()
-        .map(|l| format!("{} per {} s", l.requests, l.window_ms.get() as f64 / 1000.0))
+        .map(|l| match l.calendar {
+            None => format!("{} per {} s", l.requests, l.window_ms.get() as f64 / 1000.0),
+            Some(_) => format!("{} per {}", l.requests, crate::config::written::window_text(l)),
+        })
         .collect();
     limits.join(", ")
 }

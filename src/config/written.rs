@@ -78,10 +78,22 @@ pub(super) fn conditions(conditions: &[Condition], target: Target) -> Value {
     Value::Object(out)
 }
 
-/// `[{ requests, window }]`.
+/// `[{ requests, window }]` (a calendar window: `{ requests, window =
+/// "day", time_zone }`).
 pub(super) fn limits(limits: &[Limit]) -> Value {
-    let limit = |l: &Limit| table([("requests", l.requests.get().into()), ("window", duration(l.window_ms.get()).into())]);
+    let limit = |l: &Limit| match l.calendar {
+        None => table([("requests", l.requests.get().into()), ("window", duration(l.window_ms.get()).into())]),
+        Some(c) => table([("requests", l.requests.get().into()), ("window", c.unit.name().into()), ("time_zone", c.zone.name().into())]),
+    };
     limits.iter().map(limit).collect()
+}
+
+/// A limit's window in words: `60s`, or `calendar day in Asia/Tokyo`.
+pub(crate) fn window_text(l: &Limit) -> String {
+    match l.calendar {
+        None => duration(l.window_ms.get()),
+        Some(c) => format!("calendar {} in {}", c.unit.name(), c.zone.name()),
+    }
 }
 
 /// `{ "42" = [{ requests, window }] }`, in config order.

@@ -11,7 +11,7 @@
 //! rule new with the same path, host and methods is reported as renamed.
 
 use crate::config::cost::Provider;
-use crate::config::describe::duration;
+use crate::config::describe::window_text;
 use crate::config::policy::{Action, Counting, Named};
 use crate::config::rules::Rule;
 use crate::config::Config;
@@ -46,18 +46,22 @@ pub(crate) enum Change {
     Ipv6Prefix { from: u8, to: u8 },
     /// A window's limit lowered: keys already over it are blocked at once
     /// (of a GCRA row, the units owed carry over, drained at the new rate).
-    Tightened { window_ms: u64, from: u32, to: u32, algorithm: Algorithm },
+    Tightened { window: String, from: u32, to: u32, algorithm: Algorithm },
     /// A window's limit raised: blocked keys get room at once.
-    Loosened { window_ms: u64, from: u32, to: u32, algorithm: Algorithm },
+    Loosened { window: String, from: u32, to: u32, algorithm: Algorithm },
     /// Of a GCRA row, a window now in another place among the limits: it
     /// reads the state of the window that was in its place (GCRA keeps
     /// one cell per place).
-    Moved { window_ms: u64 },
+    Moved { window: String },
     /// A window only NEW has: it counts the hits the row still holds (a
     /// GCRA window starts from zero).
-    WindowAdded { window_ms: u64, requests: u32, algorithm: Algorithm },
+    WindowAdded { window: String, requests: u32, algorithm: Algorithm },
     /// A window only OLD has: no longer enforced.
-    WindowRemoved { window_ms: u64, requests: u32 },
+    WindowRemoved { window: String, requests: u32 },
+    /// A rolling window became a calendar one, or the other way, or a
+    /// calendar window changed its unit or zone (issue 53): the hits each
+    /// row holds are read by the new window at once.
+    Period { from: String, to: String, requests: u32, calendar: bool },
     /// `algorithm` changed: the other algorithm's rows are read towards
     /// blocking ([`crate::count::switch`]).
     Algorithm { from: Algorithm, to: Algorithm },
@@ -137,29 +141,34 @@ impl fmt::Display for Change {
             Change::Renamed { from } => write!(f, "renamed from `{from}`: every key starts from zero (counts are kept per rule name)"),
             Change::KeyChanged { from, to } => write!(f, "key [{from}] -> [{to}]: every key starts from zero"),
             Change::Ipv6Prefix { from, to } => write!(f, "ipv6_prefix /{from} -> /{to}: IPv6 clients start from zero; IPv4 clients carry over"),
-            Change::Tightened { window_ms, from, to, algorithm } => write!(
+            Change::Tightened { window, from, to, algorithm } => write!(
                 f,
-                "tightens {from} -> {to} per {}: keys already over {to} are blocked at once{}",
-                duration(*window_ms),
+                "tightens {from} -> {to} per {window}: keys already over {to} are blocked at once{}",
                 if *algorithm == Algorithm::Gcra { " (the units they owe drain at the new rate)" } else { "" }
             ),
-            Change::Loosened { window_ms, from, to, .. } => {
-                write!(f, "loosens {from} -> {to} per {}: blocked keys get room at once", duration(*window_ms))
+            Change::Loosened { window, from, to, .. } => {
+                write!(f, "loosens {from} -> {to} per {window}: blocked keys get room at once")
             }
-            Change::Moved { window_ms } => write!(
+            Change::Moved { window } => write!(
                 f,
-                "the {} window moved among the limits: GCRA keeps its state by place, so it reads the units of the window that was in its place",
-                duration(*window_ms)
+                "the {window} window moved among the limits: GCRA keeps its state by place, so it reads the units of the window that was in its place"
             ),
-            Change::WindowAdded { window_ms, requests, algorithm: Algorithm::SlidingLog } => {
-                write!(f, "new window {requests} per {}: counts the hits each row still holds", duration(*window_ms))
+            Change::WindowAdded { window, requests, algorithm: Algorithm::SlidingLog } => {
+                write!(f, "new window {requests} per {window}: counts the hits each row still holds")
             }
-            Change::WindowAdded { window_ms, requests, .. } => write!(
+            Change::WindowAdded { window, requests, .. } => write!(
                 f,
-                "new window {requests} per {}: this GCRA window starts from zero for every key (or from the units of the window that was in its place)",
-                duration(*window_ms)
+                "new window {requests} per {window}: this GCRA window starts from zero for every key (or from the units of the window that was in its place)"
             ),
-            Change::WindowRemoved { window_ms, requests } => write!(f, "window {requests} per {} removed", duration(*window_ms)),
+            Change::WindowRemoved { window, requests } => write!(f, "window {requests} per {window} removed"),
+            Change::Period { from, to, requests, calendar: true } => write!(
+                f,
+                "window {from} -> {requests} per {to}: counts each row's hits since the period began, at once; the quota comes back whole at the period's end, not one request at a time"
+            ),
+            Change::Period { from, to, requests, calendar: false } => write!(
+                f,
+                "window {from} -> {requests} per {to}: rolling again, it counts each row's hits of the last {to} at once; each request's unit comes back {to} after it"
+            ),
             Change::Algorithm { from, to } => write!(
                 f,
                 "algorithm {} -> {}: each {} row is read towards blocking, never as empty (no key gains room; one near its limit may wait up to one window more)",
@@ -284,32 +293,50 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
 /// row (`algorithm`: the one that wrote the rows), a window's state is
 /// kept by its place among the limits.
 fn limit_changes(old: &[Limit], new: &[Limit], algorithm: Algorithm, changes: &mut Vec<Change>) {
+    let same = |a: &Limit, b: &Limit| a.window_ms == b.window_ms && a.calendar == b.calendar;
+    let mut added = Vec::new();
     for (i, limit) in new.iter().enumerate() {
-        let window_ms = limit.window_ms.get();
+        let window = window_text(limit);
         let to = limit.requests.get();
-        match old.iter().position(|l| l.window_ms.get() == window_ms) {
-            None => changes.push(Change::WindowAdded { window_ms, requests: to, algorithm }),
+        match old.iter().position(|l| same(l, limit)) {
+            None => added.push(limit),
             Some(at) => {
                 let from = old[at].requests.get();
                 // GCRA reads cell i with the i-th limit.
                 if algorithm == Algorithm::Gcra && at != i {
-                    changes.push(Change::Moved { window_ms });
+                    changes.push(Change::Moved { window: window.clone() });
                 }
                 if to < from {
-                    changes.push(Change::Tightened { window_ms, from, to, algorithm });
+                    changes.push(Change::Tightened { window, from, to, algorithm });
                 } else if to > from {
-                    changes.push(Change::Loosened { window_ms, from, to, algorithm });
+                    changes.push(Change::Loosened { window, from, to, algorithm });
                 }
             }
         }
     }
-    for limit in old.iter().filter(|l| !new.iter().any(|n| n.window_ms == l.window_ms)) {
-        changes.push(Change::WindowRemoved { window_ms: limit.window_ms.get(), requests: limit.requests.get() });
+    let mut removed: Vec<&Limit> = old.iter().filter(|l| !new.iter().any(|n| same(n, l))).collect();
+    for limit in added {
+        // A window that changed between rolling and calendar (or its
+        // calendar's unit or zone) pairs with a removed one of the other
+        // kind, or another calendar, in order.
+        let paired = removed.iter().position(|r| limit.calendar.is_some() || r.calendar.is_some());
+        match paired.map(|at| removed.remove(at)) {
+            Some(was) => changes.push(Change::Period {
+                from: format!("{} per {}", was.requests.get(), window_text(was)),
+                to: window_text(limit),
+                requests: limit.requests.get(),
+                calendar: limit.calendar.is_some(),
+            }),
+            None => changes.push(Change::WindowAdded { window: window_text(limit), requests: limit.requests.get(), algorithm }),
+        }
+    }
+    for limit in removed {
+        changes.push(Change::WindowRemoved { window: window_text(limit), requests: limit.requests.get() });
     }
 }
 
 fn limits_text(limits: &[Limit]) -> String {
-    limits.iter().map(|l| format!("{}/{}", l.requests.get(), duration(l.window_ms.get()))).collect::<Vec<_>>().join(", ")
+    limits.iter().map(|l| format!("{}/{}", l.requests.get(), window_text(l))).collect::<Vec<_>>().join(", ")
 }
 
 /// Static overrides, matched by the key they resolve to.
@@ -407,6 +434,26 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_changed_from_rolling_to_calendar_and_back_is_stated() {
+        let rolling = api(json!({ "limits": [{ "requests": 10, "window": "1m" }, { "requests": 300, "window": "1d" }] }));
+        let calendar = api(json!({ "limits": [{ "requests": 10, "window": "1m" }, { "requests": 300, "window": "day", "time_zone": "Asia/Tokyo" }] }));
+        let to = one(rolling.clone(), calendar.clone());
+        let stated = Change::Period { from: "300 per 1d".into(), to: "calendar day in Asia/Tokyo".into(), requests: 300, calendar: true };
+        assert_eq!(to, vec![stated]);
+        assert!(!to[0].resets(), "the hits each row holds carry over");
+        assert!(to[0].to_string().contains("window 300 per 1d -> 300 per calendar day in Asia/Tokyo: counts each row's hits since the period began"), "{}", to[0]);
+        let back = one(calendar.clone(), rolling);
+        assert_eq!(back, vec![Change::Period { from: "300 per calendar day in Asia/Tokyo".into(), to: "1d".into(), requests: 300, calendar: false }]);
+        assert!(back[0].to_string().contains("rolling again"), "{}", back[0]);
+        // Another zone is another period; a tightened calendar window says so.
+        let paris = api(json!({ "limits": [{ "requests": 10, "window": "1m" }, { "requests": 200, "window": "day", "time_zone": "Europe/Paris" }] }));
+        assert!(matches!(&one(calendar.clone(), paris)[..], [Change::Period { to, calendar: true, .. }] if to == "calendar day in Europe/Paris"));
+        let tighter = api(json!({ "limits": [{ "requests": 10, "window": "1m" }, { "requests": 200, "window": "day", "time_zone": "Asia/Tokyo" }] }));
+        let tightened = one(calendar, tighter);
+        assert_eq!(tightened, vec![Change::Tightened { window: "calendar day in Asia/Tokyo".into(), from: 300, to: 200, algorithm: Algorithm::SlidingLog }]);
+    }
+
+    #[test]
     fn a_changed_key_or_ipv6_prefix_starts_from_zero() {
         let key = one(api(json!({})), api(json!({ "key": ["header:x-api-key"] })));
         assert_eq!(key, vec![Change::KeyChanged { from: "ip".into(), to: "header:x-api-key".into() }]);
@@ -426,29 +473,29 @@ mod tests {
         assert_eq!(
             c,
             vec![
-                Change::Tightened { window_ms: 60_000, from: 10, to: 5, algorithm: Algorithm::SlidingLog },
-                Change::WindowAdded { window_ms: 86_400_000, requests: 1000, algorithm: Algorithm::SlidingLog },
-                Change::WindowRemoved { window_ms: 3_600_000, requests: 100 },
+                Change::Tightened { window: "1m".into(), from: 10, to: 5, algorithm: Algorithm::SlidingLog },
+                Change::WindowAdded { window: "1d".into(), requests: 1000, algorithm: Algorithm::SlidingLog },
+                Change::WindowRemoved { window: "1h".into(), requests: 100 },
             ]
         );
         assert_eq!(c[0].to_string(), "tightens 10 -> 5 per 1m: keys already over 5 are blocked at once");
         assert!(!c.iter().any(Change::resets), "a log's hits carry over");
         let up = one(old, limits(json!([{ "requests": 20, "window": "1m" }, { "requests": 100, "window": "1h" }])));
-        assert_eq!(up, vec![Change::Loosened { window_ms: 60_000, from: 10, to: 20, algorithm: Algorithm::SlidingLog }]);
+        assert_eq!(up, vec![Change::Loosened { window: "1m".into(), from: 10, to: 20, algorithm: Algorithm::SlidingLog }]);
     }
 
     #[test]
     fn a_gcra_window_whose_limit_changes_carries_the_units_owed() {
         let gcra = |requests: u32| api(json!({ "algorithm": "gcra", "limits": [{ "requests": requests, "window": "1m" }] }));
         let c = one(gcra(10), gcra(5));
-        assert_eq!(c, vec![Change::Tightened { window_ms: 60_000, from: 10, to: 5, algorithm: Algorithm::Gcra }]);
+        assert_eq!(c, vec![Change::Tightened { window: "1m".into(), from: 10, to: 5, algorithm: Algorithm::Gcra }]);
         assert!(!c[0].resets());
         assert!(c[0].to_string().ends_with("blocked at once (the units they owe drain at the new rate)"), "{}", c[0]);
         assert!(!one(gcra(10), gcra(20))[0].resets());
         let two = |first: Value, second: Value| api(json!({ "algorithm": "gcra", "limits": [first, second] }));
         let (s, h) = (json!({ "requests": 10, "window": "1s" }), json!({ "requests": 100, "window": "1h" }));
         let swapped = one(two(s.clone(), h.clone()), two(h, s));
-        assert_eq!(swapped, vec![Change::Moved { window_ms: 3_600_000 }, Change::Moved { window_ms: 1_000 }]);
+        assert_eq!(swapped, vec![Change::Moved { window: "1h".into() }, Change::Moved { window: "1s".into() }]);
     }
 
     #[test]

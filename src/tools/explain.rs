@@ -343,6 +343,24 @@ fn write_canonical(out: &mut String, config: &Config, c: &Canonical, explained: 
     }
 }
 
+/// Each calendar window's period at `now_ms` (issue 53): where it began,
+/// where it ends and the quota comes back whole.
+fn write_periods(out: &mut String, limits: &[crate::count::limit::Limit], now_ms: i64) {
+    for (limit, calendar) in limits.iter().filter_map(|l| Some((l, l.calendar?))) {
+        let period = calendar.period(now_ms);
+        let left = crate::config::describe::duration(u64::try_from(period.end_ms - now_ms).unwrap_or(0).div_ceil(1000) * 1000);
+        let _ = writeln!(
+            out,
+            "  period:   {} per calendar {} in {}: from {} to {} (the quota comes back whole in {left})",
+            limit.requests,
+            calendar.unit.name(),
+            calendar.zone.name(),
+            calendar.local_text(period.start_ms),
+            calendar.local_text(period.end_ms)
+        );
+    }
+}
+
 /// A matching rule's lines: how it matched, policy, limits, key, success.
 fn write_rule(out: &mut String, m: &Matched<'_>, c: &Canonical, request: &ExplainRequest<'_>) {
     let rule = m.rule;
@@ -353,6 +371,7 @@ fn write_rule(out: &mut String, m: &Matched<'_>, c: &Canonical, request: &Explai
     }
     let _ = writeln!(out, "  policy:   {}", policy(rule));
     let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
+    write_periods(out, &rule.limits, request.now_ms);
     let shape = rule.refusal_shape().map(|p| {
         let wait = crate::config::response::SDK_RETRY_WAIT_S;
         format!("{}'s error JSON (its SDKs' rate-limit error; x-should-retry: false past {wait} s)", p.name())
@@ -545,7 +564,7 @@ pub(crate) fn explain_json(config: &Config, request: &ExplainRequest<'_>, assume
         })
     });
     let rules: Vec<Value> = config.rules.iter().map(|rule| rule_json(rule, plan, &header, request)).collect();
-    let checked: Vec<Value> = explained.checked.iter().map(checked_json).collect();
+    let checked: Vec<Value> = explained.checked.iter().map(|a| checked_json(a, request.now_ms)).collect();
     let answer = explained.verdict.as_ref().map(|v| match &v.answer {
         Answer::Forward { fields } => json!({ "answer": "forward", "fields": fields }),
         Answer::Respond(r) => json!({ "answer": r.status, "headers": r.headers, "body": serde_json::from_str::<Value>(&r.body).unwrap_or(Value::Null) }),
@@ -607,10 +626,27 @@ fn rule_json(rule: &Rule, plan: &Plan<'_>, header: &dyn Fn(&str) -> Option<Strin
 
 /// A checked rule: the counter asked (its key hash: a trusted device's own
 /// bucket, not the account's), and the limits it counts under.
-fn checked_json(a: &Applied<'_>) -> Value {
+fn checked_json(a: &Applied<'_>, now_ms: i64) -> Value {
     let limits: Vec<Value> = a.rule.limits_for(&a.key).iter().map(|l| json!([l.requests.get(), l.window_ms.get()])).collect();
     let source = if a.rule.overrides.limits_for(&a.key).is_some() { "override" } else { "config" };
-    json!({ "rule": a.rule.name, "key_hash": a.key_hash, "device": a.device.is_some(), "limits": limits, "limits_source": source })
+    let mut out = json!({ "rule": a.rule.name, "key_hash": a.key_hash, "device": a.device.is_some(), "limits": limits, "limits_source": source });
+    // A calendar window's period (issue 53), in the order of `limits`.
+    let periods: Vec<Value> = a
+        .rule
+        .limits_for(&a.key)
+        .iter()
+        .map(|l| match l.calendar {
+            None => Value::Null,
+            Some(c) => {
+                let p = c.period(now_ms);
+                json!({ "window": c.spelling(), "start_ms": p.start_ms, "end_ms": p.end_ms })
+            }
+        })
+        .collect();
+    if periods.iter().any(|p| !p.is_null()) {
+        out["periods"] = Value::Array(periods);
+    }
+    out
 }
 
 /// How `explain` says a usage rule counts.
@@ -660,6 +696,25 @@ mod tests {
             }
         }
         assert!(tried >= 10, "the presets and examples were read: {tried}");
+    }
+
+    #[test]
+    fn a_calendar_window_shows_its_period_and_a_refusal_waits_for_its_end() {
+        let config = crate::testing::config(json!([
+            {"name": "school", "path": "/ask", "ratelimit_headers": true,
+             "limits": [{"requests": 300, "window": "day", "time_zone": "Asia/Tokyo"}]},
+        ]));
+        let headers = vec![("cf-connecting-ip".to_string(), "203.0.113.7".to_string())];
+        // 2027-01-15T08:00Z: 17:00 in Tokyo, seven hours before its midnight.
+        let request = ExplainRequest { now_ms: 1_800_000_000_000, ..request("get", "https://example.com/ask", &headers) };
+        let text = explain(&config, &request, &ALLOWED);
+        assert!(text.contains("  limits:   300 per calendar day in Asia/Tokyo\n"), "{text}");
+        assert!(
+            text.contains("  period:   300 per calendar day in Asia/Tokyo: from 2027-01-15T00:00+09:00 to 2027-01-16T00:00+09:00 (the quota comes back whole in 7h)\n"),
+            "{text}"
+        );
+        let blocked = explain(&config, &request, &Assumptions { default: Assumed::Blocked, per_rule: &[] });
+        assert!(blocked.contains("Retry-After: 25200") || blocked.contains("retry-after: 25200"), "{blocked}");
     }
 
     #[test]
