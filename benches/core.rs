@@ -91,6 +91,7 @@ fn bench_decide(c: &mut Criterion) {
     let limit = |requests: u32, window_ms: u64| Limit {
         requests: NonZeroU32::new(requests).expect("non-zero"),
         window_ms: NonZeroU64::new(window_ms).expect("non-zero"),
+        calendar: None,
     };
     let now = 1_700_000_060_000_i64;
     let log: Vec<Hit> = (0..10).map(|i| Hit { at_ms: now - 50_000 + i * 5_000, cost: 1 }).collect();
