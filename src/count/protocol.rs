@@ -315,11 +315,25 @@ fn one() -> u32 {
 /// One limit of a call: `[requests, window_ms]`, or for a calendar window
 /// (issue 53) `[requests, "day@Asia/Tokyo"]` (an object of the release
 /// before refuses it as malformed: the rule's fail policy answers).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 enum WireLimit {
     Rolling(u64, u64),
     Calendar(u64, String),
+}
+
+/// Read as a pair whose second item is a number or a string: an untagged
+/// derive would buffer every limit (and cost the Worker's upload ~KBs).
+impl<'de> Deserialize<'de> for WireLimit {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match <(u64, serde_json::Value)>::deserialize(deserializer)? {
+            (requests, serde_json::Value::String(spelling)) => Ok(WireLimit::Calendar(requests, spelling)),
+            (requests, window) => match window.as_u64() {
+                Some(window_ms) => Ok(WireLimit::Rolling(requests, window_ms)),
+                None => Err(serde::de::Error::custom("a window is a number of ms or a calendar such as \"day@UTC\"")),
+            },
+        }
+    }
 }
 
 impl WireLimit {
