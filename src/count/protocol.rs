@@ -88,6 +88,14 @@
 //! usual `commit` or `release`. An older object refuses `n` (400), and
 //! no op of it holds a slot: the rule refuses (503), whatever its
 //! `on_error` ([`crate::count::older`]).
+//!
+//! Calendar windows (issue 53) spell a limit's window as its calendar:
+//! `300xday@Asia/Tokyo` in the compact form, `[300,"day@Asia/Tokyo"]` in
+//! JSON; the object computes the period from its own clock and the
+//! embedded zone table ([`crate::count::calendar`]). A reply's window of a
+//! calendar limit carries a sixth part, its unit (`300/93600000/3/297/5400000/day`;
+//! `"calendar":"day"` in JSON). An object of the release before refuses
+//! such a call as malformed (400): the rule's `on_error` answers.
 
 /// Which algorithm counts, as calls name it (`alg`).
 pub use crate::count::algorithm::Algorithm;

@@ -429,14 +429,13 @@ fn windows(status: &Value) -> String {
             Some(ms) if ms > 0 && w["used"].as_u64() != Some(0) => human(ms),
             _ => "-".into(),
         };
-        let _ = write!(
-            out,
-            "<tr><td>{}/{}</td><td>{}</td><td>{}</td><td>{reset}</td></tr>",
-            w["limit"],
-            duration(w["window_ms"].as_u64().unwrap_or(0)),
-            w["used"],
-            w["remaining"],
-        );
+        // A calendar window (issue 53): its unit; it resets whole at the
+        // period's end, which `reset_ms` is.
+        let window = match w["calendar"].as_str() {
+            Some(unit) => format!("calendar {}", esc(unit)),
+            None => duration(w["window_ms"].as_u64().unwrap_or(0)),
+        };
+        let _ = write!(out, "<tr><td>{}/{window}</td><td>{}</td><td>{}</td><td>{reset}</td></tr>", w["limit"], w["used"], w["remaining"]);
     }
     out + "</table>"
 }
@@ -492,6 +491,8 @@ mod tests {
         assert!(shown.contains("Banned until 1970-01-01 00:00:00 UTC (&lt;x&gt;)") && !shown.contains("Remaining"), "{shown}");
         let open = windows(&json!({ "windows": [{ "limit": 10, "window_ms": 900_000, "used": 3, "remaining": 7, "reset_ms": 879_805 }] }));
         assert!(open.contains("<td>10/15m</td><td>3</td><td>7</td><td>14m 40s</td>"), "{open}");
+        let day = windows(&json!({ "windows": [{ "limit": 300, "window_ms": 93_600_000, "used": 300, "remaining": 0, "reset_ms": 25_200_000, "calendar": "day" }] }));
+        assert!(day.contains("<td>300/calendar day</td><td>300</td><td>0</td><td>7h</td>"), "{day}");
         assert_eq!(done(Some("clear_ban")), Some("ban lifted"));
         assert_eq!(done(Some("status")), None);
     }
