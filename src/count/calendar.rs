@@ -585,6 +585,25 @@ mod tests {
         assert_eq!(p.end_ms - p.start_ms, 23 * H, "Nuuk springs forward at -1:00 on Saturday");
     }
 
+    /// `tests/data/calendar_midnights.txt` (`scripts/zones`, from the tz
+    /// database by a minute-by-minute scan): the first instant of every day
+    /// around each 2026 DST change of every zone that has one.
+    #[test]
+    fn days_begin_where_the_tz_database_says_around_every_dst_change() {
+        let data = include_str!("../../tests/data/calendar_midnights.txt");
+        let mut checked = 0;
+        for line in data.lines() {
+            let mut parts = line.split(' ');
+            let (zone, date, start) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+            let start: i64 = start.parse().unwrap();
+            let day = cal(Unit::Day, zone);
+            assert_eq!(day.period(start).start_ms, start, "{zone} {date} starts at {start}");
+            assert_eq!(day.period(start - 1).end_ms, start, "{zone}: the day before {date} ends at {start}");
+            checked += 1;
+        }
+        assert!(checked > 500, "{checked}");
+    }
+
     proptest! {
         #[test]
         fn periods_hold_now_and_tile_time(now in 0i64..4_102_444_800_000, zone in 0usize..597, unit in 0usize..3) {
