@@ -37,6 +37,10 @@
 //! would admit: the room a unit frees comes back at most `g(w)` late
 //! (65.5 s for a day, 2 s for an hour, 32 ms for a minute). A limit change in
 //! the config keeps the granules already merged under the old windows.
+//! A calendar window (issue 53) frees every unit at its period's end: an
+//! entry before the current period's start never merges with one after
+//! it, so a unit of the period before is never carried into this one, and
+//! the calendar window counts exactly what the exact log counts.
 //! Leases' unspent units are refunded by their date ([`crate::count::window::refund`]):
 //! a refund that comes later than [`FRESH_MS`] after a lease expired may
 //! find its entry merged, and its units then count until they leave.
@@ -92,10 +96,15 @@ pub(crate) fn coalesce(log: &[Hit], now_ms: i64, limits: &[Limit]) -> Vec<Hit> {
     let mut windows: Vec<u64> = limits.iter().map(|l| l.window_ms.get()).collect();
     windows.sort_unstable();
     let horizon = horizon_ms(limits).max(1);
+    // A calendar window's current period (issue 53): an entry before its
+    // start and one after never merge, or the merged entry, dated at the
+    // newer, would carry the old period's units into the new one.
+    let starts: Vec<i64> = limits.iter().filter_map(|l| Some(l.calendar?.period(now_ms).start_ms)).collect();
     let mut out: Vec<Hit> = Vec::with_capacity(log.len() / 4);
     let mut last_key = None;
     for hit in log {
-        let key = group(hit.at_ms, now_ms, &windows, horizon);
+        let side = starts.iter().filter(|start| hit.at_ms >= **start).count();
+        let key = (group(hit.at_ms, now_ms, &windows, horizon), side);
         match out.last_mut() {
             Some(last) if last_key == Some(key) => match last.cost.checked_add(hit.cost) {
                 Some(sum) => *last = Hit { at_ms: hit.at_ms.max(last.at_ms), cost: sum },
@@ -172,6 +181,18 @@ mod tests {
         let log = vec![Hit { at_ms: 0, cost: u32::MAX - 1 }, Hit { at_ms: 1, cost: 1 }, Hit { at_ms: 2, cost: 5 }];
         let out = coalesce(&log, 40_000, &l);
         assert_eq!(out, vec![Hit { at_ms: 1, cost: u32::MAX }, Hit { at_ms: 2, cost: 5 }]);
+    }
+
+    #[test]
+    fn entries_never_merge_across_a_calendar_periods_start() {
+        use crate::count::calendar::Calendar;
+        // A month in UTC: its granule is 2^21 ms (35 min). 2027-02-01T00:00Z.
+        let start = 1_801_440_000_000;
+        let month = vec![Limit::per_period(50_000, Calendar::parse("month@UTC").unwrap()).unwrap()];
+        let log = vec![Hit { at_ms: start - 60_000, cost: 7 }, Hit { at_ms: start - 1, cost: 5 }, Hit { at_ms: start + 1, cost: 3 }, Hit { at_ms: start + 60_000, cost: 2 }];
+        assert_eq!((start - 60_000).div_euclid(1 << 21), (start + 60_000).div_euclid(1 << 21), "one granule holds both sides");
+        let merged = coalesce(&log, start + 3_600_000, &month);
+        assert_eq!(merged, [Hit { at_ms: start - 1, cost: 12 }, Hit { at_ms: start + 60_000, cost: 5 }], "each side merged on its own");
     }
 
     #[test]
