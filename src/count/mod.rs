@@ -3,6 +3,7 @@
 //! reservations, leases), the wire protocol, and the isolate-side caches.
 
 // Lowest first: each module uses only those above it (and `request::spelling`).
+pub(crate) mod zones;
 pub mod calendar;
 pub(crate) mod limit;
 pub(crate) mod tally;
