@@ -7,7 +7,6 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use serde_json::json;
-use std::num::{NonZeroU32, NonZeroU64};
 use tollgate::internals::canon::{canonical_path, CanonicalQuery, RawUrl};
 use tollgate::Config;
 use tollgate::internals::rules::RequestView;
@@ -88,11 +87,7 @@ fn bench_matching(c: &mut Criterion) {
 }
 
 fn bench_decide(c: &mut Criterion) {
-    let limit = |requests: u32, window_ms: u64| Limit {
-        requests: NonZeroU32::new(requests).expect("non-zero"),
-        window_ms: NonZeroU64::new(window_ms).expect("non-zero"),
-        calendar: None,
-    };
+    let limit = |requests: u32, window_ms: u64| Limit::new(requests, window_ms).expect("non-zero");
     let now = 1_700_000_060_000_i64;
     let log: Vec<Hit> = (0..10).map(|i| Hit { at_ms: now - 50_000 + i * 5_000, cost: 1 }).collect();
     let mut group = c.benchmark_group("window::decide/10-hit-log/2-windows");

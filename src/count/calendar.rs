@@ -27,7 +27,7 @@ const HOUR_MS: u64 = 3_600_000;
 /// What a calendar window spans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Unit {
+pub(crate) enum Unit {
     Day,
     /// An ISO week: Monday 00:00 to the next Monday 00:00.
     Week,
@@ -36,9 +36,9 @@ pub enum Unit {
 
 impl Unit {
     /// The config's names, as `window` spells them.
-    pub const NAMES: [(Unit, &'static str); 3] = [(Unit::Day, "day"), (Unit::Week, "week"), (Unit::Month, "month")];
+    pub(crate) const NAMES: [(Unit, &'static str); 3] = [(Unit::Day, "day"), (Unit::Week, "week"), (Unit::Month, "month")];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Unit::Day => "day",
             Unit::Week => "week",
@@ -46,14 +46,14 @@ impl Unit {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Unit> {
+    pub(crate) fn from_name(name: &str) -> Option<Unit> {
         Unit::NAMES.iter().find(|(_, n)| *n == name).map(|(u, _)| *u)
     }
 
     /// The longest a period can last: its nominal length and two hours (a
     /// DST change; Antarctica/Troll's shifts by two, no zone by more). The
     /// horizon a log is kept for.
-    pub fn longest_ms(self) -> u64 {
+    pub(crate) fn longest_ms(self) -> u64 {
         let days = match self {
             Unit::Day => 1,
             Unit::Week => 7,
@@ -64,7 +64,7 @@ impl Unit {
 }
 
 /// The names of the embedded table's zones, sorted.
-pub fn zone_names() -> impl Iterator<Item = &'static str> {
+pub(crate) fn zone_names() -> impl Iterator<Item = &'static str> {
     ZONES.lines().filter_map(|line| line.split_once(' ')).map(|(name, _)| name)
 }
 
@@ -72,11 +72,11 @@ pub fn zone_names() -> impl Iterator<Item = &'static str> {
 /// 17 KB: a `u16` holds any offset, a test checks it), so its rule is read
 /// without a scan.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Zone(u16);
+pub(crate) struct Zone(u16);
 
 impl Zone {
     /// The zone of an IANA name, exactly as the database spells it.
-    pub fn named(name: &str) -> Option<Zone> {
+    pub(crate) fn named(name: &str) -> Option<Zone> {
         let mut at = 0;
         for line in ZONES.split_inclusive('\n') {
             if line.split_once(' ').is_some_and(|(n, _)| n == name) {
@@ -87,7 +87,7 @@ impl Zone {
         None
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         self.line().0
     }
 
@@ -114,31 +114,31 @@ impl fmt::Debug for Zone {
 
 /// A calendar window: a unit in a zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Calendar {
-    pub unit: Unit,
-    pub zone: Zone,
+pub(crate) struct Calendar {
+    pub(crate) unit: Unit,
+    pub(crate) zone: Zone,
 }
 
 /// One period of a calendar: `[start_ms, end_ms)`, Unix ms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Period {
-    pub start_ms: i64,
-    pub end_ms: i64,
+pub(crate) struct Period {
+    pub(crate) start_ms: i64,
+    pub(crate) end_ms: i64,
 }
 
 impl Calendar {
     /// `day@Asia/Tokyo`: the wire's and the listing's spelling.
-    pub fn spelling(&self) -> String {
+    pub(crate) fn spelling(&self) -> String {
         format!("{}@{}", self.unit.name(), self.zone.name())
     }
 
-    pub fn parse(text: &str) -> Option<Calendar> {
+    pub(crate) fn parse(text: &str) -> Option<Calendar> {
         let (unit, zone) = text.split_once('@')?;
         Some(Calendar { unit: Unit::from_name(unit)?, zone: Zone::named(zone)? })
     }
 
     /// The period holding `now_ms`.
-    pub fn period(&self, now_ms: i64) -> Period {
+    pub(crate) fn period(&self, now_ms: i64) -> Period {
         let rule = self.zone.rule();
         let now_s = now_ms.div_euclid(1000);
         let local_day = (now_s + rule.offset_at(now_s)).div_euclid(DAY_S);
@@ -182,7 +182,7 @@ impl Calendar {
 
     /// The local date and time of an instant in this zone,
     /// `2026-12-07T00:00+09:00`, for `explain` and the console.
-    pub fn local_text(&self, at_ms: i64) -> String {
+    pub(crate) fn local_text(&self, at_ms: i64) -> String {
         let rule = self.zone.rule();
         let s = at_ms.div_euclid(1000);
         let offset = rule.offset_at(s);

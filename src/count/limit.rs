@@ -15,7 +15,7 @@ use crate::count::calendar::{Calendar, Period};
 pub struct Limit {
     pub requests: NonZeroU32,
     pub window_ms: NonZeroU64,
-    pub calendar: Option<Calendar>,
+    pub(crate) calendar: Option<Calendar>,
 }
 
 impl Limit {
@@ -25,7 +25,7 @@ impl Limit {
     }
 
     /// A limit of `requests` per period of `calendar`; `None` for 0.
-    pub fn per_period(requests: u32, calendar: Calendar) -> Option<Limit> {
+    pub(crate) fn per_period(requests: u32, calendar: Calendar) -> Option<Limit> {
         let window_ms = NonZeroU64::new(calendar.unit.longest_ms())?;
         Some(Limit { requests: NonZeroU32::new(requests)?, window_ms, calendar: Some(calendar) })
     }

@@ -4,7 +4,7 @@
 
 // Lowest first: each module uses only those above it (and `request::spelling`).
 pub(crate) mod zones;
-pub mod calendar;
+pub(crate) mod calendar;
 pub(crate) mod limit;
 pub(crate) mod tally;
 pub(crate) mod algorithm;
