@@ -108,3 +108,33 @@ fn leases_across_midnight_never_pass_either_days_quota() {
     assert_eq!(before, 2000, "the day before is used up in the 30 s before midnight");
     assert!(after >= 1_990, "the new day is (nearly) all there: {after}");
 }
+
+/// A metered rule (the origin reports its tokens) on a Tokyo day: each
+/// call reserves, then commits what the origin reported; the day's tokens
+/// are exact and all come back at Tokyo's midnight.
+#[test]
+fn a_metered_tokyo_day_commits_the_reported_tokens_and_resets_at_midnight() {
+    let mut pair = Pair::new(json!([{ "name": "tokens", "path": "/v1/*", "key": ["header:x-api-key"],
+        "limits": [{ "requests": 10_000, "window": "day", "time_zone": "Asia/Tokyo" }],
+        "counting": { "mode": "response" }, "metering": { "header": "x-usage-tokens", "reserve": 1_000, "max": 5_000 } }]));
+    let call = |pair: &mut Pair, tokens: &str| {
+        let e = pair.request(Req::get("/v1/chat").header("x-api-key", "sk-school"));
+        if e.status == 200 {
+            pair.settle(&e, Some(200), &[("x-usage-tokens", tokens)]);
+        }
+        e
+    };
+    // 2,500 tokens a call: four calls use 10,000; a fifth finds no room
+    // for its reserve of 1,000.
+    for _ in 0..4 {
+        assert_eq!(call(&mut pair, "2500").status, 200);
+        pair.advance(MINUTE);
+    }
+    let refused = call(&mut pair, "2500");
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.retry_after, Some(((TOKYO_MIDNIGHT - pair.now()) / 1000) as u64), "to Tokyo's midnight");
+    pair.advance(TOKYO_MIDNIGHT - pair.now());
+    assert_eq!(call(&mut pair, "5000").status, 200, "a new day");
+    assert_eq!(call(&mut pair, "4500").status, 200);
+    assert_eq!(call(&mut pair, "100").status, 429, "9,500 committed: a reserve of 1,000 would pass 10,000");
+}
