@@ -422,6 +422,7 @@ fn write_key(out: &mut String, m: &Matched<'_>, request: &ExplainRequest<'_>) {
                 let _ = writeln!(out, "  key hash: {} ({how})", key_hash(key, request.log_key));
                 if let Some(own) = m.rule.overrides.limits_for(key) {
                     let _ = writeln!(out, "  limits:   {} (the override for this key)", limits(own));
+                    write_periods(out, own, request.now_ms);
                 }
             }
         }
