@@ -16,7 +16,6 @@ use crate::config::reader::{is_standard_method, Errors};
 use crate::config::rules::{Rule, RuleSpec, Target};
 use crate::config::{ConfigWarning, DEFAULT_IPV6_PREFIX, ORIGIN_ALLOWANCE_MS};
 use crate::count::lease::{LeaseMode, LeaseSettings, DEFAULT_LEASE_MAX, DEFAULT_LEASE_TTL_MS, OFF_ON_SUCCESS, OFF_TWO_PHASE};
-use crate::count::limit::horizon_ms;
 use crate::count::limit::Limit;
 use crate::count::protocol::{Algorithm, MAX_HOLD_MS};
 use crate::request::canon::Sources;
@@ -423,10 +422,11 @@ pub(super) fn lease_mode(spec: &RuleSpec, auto: Option<bool>, ttl_ms: Option<u64
 /// refused is still full, and mean nothing.
 pub(super) fn check_penalty(spec: &RuleSpec, errors: &mut Errors) {
     let Some(penalty) = spec.penalty_ms else { return };
-    let mut longest = horizon_ms(&spec.limits);
-    for o in spec.overrides.entries() {
-        longest = longest.max(horizon_ms(&o.limits));
-    }
+    // A calendar window by its nominal length (a month: 31 days), not its
+    // horizon: its refusal lasts at most to the period's end.
+    let length = |l: &Limit| l.calendar.map_or(l.window_ms.get(), |c| c.unit.nominal_ms());
+    let overrides = spec.overrides.entries().iter().flat_map(|o| o.limits.iter());
+    let longest = spec.limits.iter().chain(overrides).map(length).max().unwrap_or(0);
     if penalty < longest {
         errors.push("penalty", format!("must be at least the rule's longest window ({longest} ms)"));
     }

@@ -901,6 +901,11 @@ mod tests {
         let gcra = errors(rule(json!({ "algorithm": "gcra", "limits": [{ "requests": 5, "window": "week", "time_zone": "UTC" }] })));
         assert_eq!(gcra.len(), 1, "{gcra:?}");
         assert!(gcra[0].contains("field `algorithm`") && gcra[0].contains("gcra has no calendar"), "{gcra:?}");
+        // A penalty may outlast a calendar month (31 days, not its horizon).
+        let month = json!({ "penalty": "31d", "limits": [{ "requests": 5, "window": "month", "time_zone": "UTC" }] });
+        assert_eq!(errors(rule(month)), Vec::<String>::new());
+        let short = errors(rule(json!({ "penalty": "12h", "limits": [{ "requests": 5, "window": "day", "time_zone": "UTC" }] })));
+        assert!(short.len() == 1 && short[0].contains("field `penalty`") && short[0].contains("86400000 ms"), "{short:?}");
         // An override may be a calendar window too.
         let o = Config::from_json(&rule(json!({ "key": ["header:x-school"], "overrides": {
             "big": [{ "requests": 3000, "window": "day", "time_zone": "Europe/Paris" }] } }))).unwrap();

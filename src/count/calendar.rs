@@ -50,6 +50,12 @@ impl Unit {
         Unit::NAMES.iter().find(|(_, n)| *n == name).map(|(u, _)| *u)
     }
 
+    /// A period's length on a calendar without clock changes: a day, 7
+    /// days, 31 days (the longest month).
+    pub(crate) fn nominal_ms(self) -> u64 {
+        self.longest_ms() - 2 * HOUR_MS
+    }
+
     /// The longest a period can last: its nominal length and two hours (a
     /// DST change; Antarctica/Troll's shifts by two, no zone by more). The
     /// horizon a log is kept for.
