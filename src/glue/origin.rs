@@ -125,13 +125,16 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
   let finish;
   const finished = new Promise((r) => { finish = r; });
   const reader = response.body.getReader();
-  let ended = false;
-  let idle;
-  let out;
-  let rest = null;
-  // A usage reader's cut: the event that ends the client's stream.
-  let tail = null;
+  // The client's body: a native pipe (issue 51). Its readable side is the
+  // runtime's own stream, pumped to the client without JS; each write
+  // resolves once the client has taken it (the pipe holds nothing), which
+  // is how a client that stopped reading is seen.
+  const { readable, writable } = new IdentityTransformStream();
+  const writer = writable.getWriter();
   const PIECE = 65536;
+  let ended = false;
+  // When the write the client has not yet taken began (null: none waits).
+  let waiting = null;
   const end = (word) => {
     if (ended) return false;
     ended = true;
@@ -144,45 +147,63 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
   const cut = (word) => {
     if (!end(word)) return;
     const reason = new Error(`tollgate: the answer was cut (${word})`);
-    try { out.error(reason); } catch {}
+    writer.abort(reason).catch(() => {});
     reader.cancel(reason).catch(() => {});
   };
   const lapse = setTimeout(() => cut("lapsed"), leftMs);
-  const body = new ReadableStream({
-    start(c) { out = c; },
-    // Called when the client has taken what was queued: a piece (at most
-    // 64 KiB of the origin's chunk) that waits idleMs for the next call is
-    // one the client stopped reading.
-    async pull(c) {
-      clearTimeout(idle);
+  // One timer, not one per chunk: a piece (at most 64 KiB) the client has
+  // not taken idleMs after it was written is one the client stopped reading.
+  let idle;
+  const check = () => {
+    const since = waiting === null ? 0 : Date.now() - waiting;
+    if (since >= idleMs) return cut("idle");
+    idle = setTimeout(check, idleMs - since);
+  };
+  idle = setTimeout(check, idleMs);
+  const give = async (bytes) => {
+    for (let at = 0; at < bytes.byteLength && !ended; at += PIECE) {
+      waiting = Date.now();
+      await writer.write(bytes.subarray(at, at + PIECE));
+      waiting = null;
+    }
+  };
+  (async () => {
+    for (;;) {
+      let next;
       try {
-        if (rest === null) {
-          const { done, value } = await reader.read();
-          if (ended) return;
-          if (done) { c.close(); end("ended"); return; }
-          rest = value;
-          // Each chunk of the origin's, as it is, to the usage reader
-          // (issue 37); passed on unchanged unless the reader cuts.
-          const asked = onChunk && value instanceof Uint8Array ? onChunk(value) : undefined;
-          if (asked) {
-            rest = value.subarray(0, asked[0]);
-            tail = asked[1];
-            reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
-          }
-        }
-        const whole = !(rest instanceof Uint8Array) || rest.byteLength <= PIECE;
-        const piece = whole ? rest : rest.subarray(0, PIECE);
-        if (!(piece instanceof Uint8Array) || piece.byteLength > 0) c.enqueue(piece);
-        rest = whole ? null : rest.subarray(PIECE);
-        if (rest === null && tail !== null) { c.enqueue(tail); c.close(); end("cut"); return; }
-        idle = setTimeout(() => cut("idle"), idleMs);
+        next = await reader.read();
       } catch (e) {
-        if (end("failed")) c.error(e);
+        if (end("failed")) writer.abort(e).catch(() => {});
+        return;
       }
-    },
-    cancel(reason) { end("cancelled"); return reader.cancel(reason).catch(() => {}); },
-  });
-  return [new Response(body, response), finished];
+      if (ended) return;
+      const { done, value } = next;
+      try {
+        if (done) {
+          await writer.close();
+          end("ended");
+          return;
+        }
+        // Each chunk of the origin's, as it is, to the usage reader (issue
+        // 37); passed on unchanged unless the reader cuts.
+        const asked = onChunk ? onChunk(value) : undefined;
+        if (asked) {
+          reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
+          await give(value.subarray(0, asked[0]));
+          await give(asked[1]);
+          if (!ended) await writer.close();
+          end("cut");
+          return;
+        }
+        await give(value);
+      } catch (e) {
+        // The client went away (its end of the pipe is gone).
+        if (end("cancelled")) reader.cancel(e).catch(() => {});
+        return;
+      }
+    }
+  })();
+  return [new Response(readable, response), finished];
 }
 
 // A 101's WebSocket, relayed through a pair whose client end goes to the
