@@ -364,6 +364,41 @@ fn bodies_fit(config: &Config, errors: &mut Errors) {
     }
 }
 
+/// What `tollgate check` says of the isolate's memory budget for a config
+/// whose rules hold bodies (a body read for keys or form parameters, an
+/// upload received before a reserve): the arithmetic of
+/// [`crate::pipeline::upload`], in the config's own numbers, one line.
+pub(crate) fn memory_note(config: &Config) -> Option<String> {
+    let reads = config.facts.reads_body_parameters() || config.rules.iter().any(Rule::reads_body);
+    let holding = |r: &&Rule| r.action == crate::config::policy::Action::Block && r.reserves() && r.upload.buffer > 0;
+    let upload = config.rules.iter().filter(holding).map(|r| r.upload.buffer).max();
+    if !reads && upload.is_none() {
+        return None;
+    }
+    let (budget, share) = (u64::from(config.memory_budget), u64::from(config.memory_budget / MEMORY_CLIENT_SHARES));
+    let held = |bytes: u32| u64::from(bytes) * u64::from(MEMORY_PER_BODY_BYTE);
+    let mut note = format!("memory_budget {} ({} a client; {MEMORY_PER_BODY_BYTE} B held per body byte)", size(budget), size(share));
+    if reads {
+        let each = held(config.body_limit);
+        let seconds = crate::config::headers::seconds_ceil(u64::from(config.body_timeout_ms));
+        note.push_str(&format!(": {} body reads of {} at once, {} a client, {seconds} s each", budget / each, size(u64::from(config.body_limit)), share / each));
+    }
+    if let Some(buffer) = upload {
+        let each = held(buffer);
+        note.push_str(&format!("{} {} uploads of {} at once, {} a client", if reads { ";" } else { ":" }, budget / each, size(u64::from(buffer)), share / each));
+    }
+    Some(note)
+}
+
+/// `bytes` in the largest whole binary unit (`32 MiB`, `16 KiB`, `1000 B`).
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1_048_576 && b % 1_048_576 == 0 => format!("{} MiB", b / 1_048_576),
+        b if b >= 1024 && b % 1024 == 0 => format!("{} KiB", b / 1024),
+        b => format!("{b} B"),
+    }
+}
+
 /// The built-in admin lockout rule: a config rule's defaults, with what
 /// [`lockout::lockout_spec`] sets.
 fn admin_lockout_rule() -> Result<Rule, crate::config::rules::PatternError> {
