@@ -86,7 +86,7 @@ function uploads(budget, buffer) {
   return {
     config: quota(budget, buffer),
     run: async (base) => {
-      const list = Array.from({ length: 6 }, (_, i) => stalled(base, "/up/x", { ip: `198.51.100.${i + 1}`, length: buffer, sent: buffer - 1024, headers: { "content-type": "application/json" } }));
+      const list = Array.from({ length: Number(process.env.COUNT ?? 6) }, (_, i) => stalled(base, "/up/x", { ip: `198.51.100.${i + 1}`, length: buffer, sent: buffer - 1024, headers: { "content-type": "application/json" } }));
       return { stop: async () => { list.forEach((u) => u.stop()); return (await Promise.all(list.map((u) => u.response))).join(","); } };
     },
   };
@@ -94,9 +94,9 @@ function uploads(budget, buffer) {
 
 function bodies(path) {
   return {
-    config: { ...config(rule("by-user", "/read/*", { key: ["body:user"], limits: limit(100, "1m") })), body_limit: MIB },
+    config: { ...config(rule("by-user", "/read/*", { key: ["body:user"], limits: limit(100, "1m") })), body_limit: MIB, ...(process.env.BUDGET ? { memory_budget: Number(process.env.BUDGET) } : {}) },
     run: async (base) => {
-      const list = Array.from({ length: 30 }, (_, i) => stalled(base, path, { ip: `203.0.113.${i + 1}`, length: MIB, sent: MIB - 1024, headers: { "content-type": "application/json" } }));
+      const list = Array.from({ length: Number(process.env.COUNT ?? 30) }, (_, i) => stalled(base, path, { ip: `203.0.113.${i + 1}`, length: MIB, sent: MIB - 1024, headers: { "content-type": "application/json" } }));
       return { stop: async () => { list.forEach((u) => u.stop()); return (await Promise.all(list.map((u) => u.response))).join(","); } };
     },
   };

@@ -56,7 +56,7 @@ pub(crate) mod words;
 pub(crate) use checks::relief_note;
 
 use crate::config::exempt_fields::read_exempt;
-use crate::config::policy::{FailPolicy, Named, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MEMORY_BUDGET, MAX_BODY_TIMEOUT_MS, MAX_MEMORY_BUDGET, MEMORY_CLIENT_SHARES, MEMORY_PER_BODY_BYTE, MIN_MEMORY_BUDGET};
+use crate::config::policy::{FailPolicy, Named, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MEMORY_BUDGET, MAX_BODY_TIMEOUT_MS, MAX_MEMORY_BUDGET, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_UPLOAD_BYTE, MIN_MEMORY_BUDGET};
 use crate::config::reader::{read_table, valid_admin_prefix, Errors, Field, Input, Shape};
 use crate::config::rule_fields::{read_rules, RuleDraft};
 use crate::config::rules::Rule;
@@ -344,23 +344,28 @@ fn top_error(field: &str, message: &str) -> ConfigError {
 }
 
 /// Every rule's `upload_buffer`, and `body_limit`, within a client's
-/// share of `memory_budget` at [`MEMORY_PER_BODY_BYTE`] (a larger body
-/// could never be held: it would stream, or go unread, whatever the
+/// share of `memory_budget` at what each byte held costs
+/// ([`MEMORY_PER_UPLOAD_BYTE`], [`MEMORY_PER_READ_BYTE`]): a larger body
+/// could never be held (it would stream, or go unread, whatever the
 /// buffer or the limit says).
 fn bodies_fit(config: &Config, errors: &mut Errors) {
     let share = config.memory_budget / MEMORY_CLIENT_SHARES;
-    let most = share / MEMORY_PER_BODY_BYTE;
-    let over = |what: &str, bytes: u32| {
-        format!(
-            "{bytes} bytes is over a client's share of memory_budget: {most} ({share} bytes of isolate memory, a quarter of {}, at {MEMORY_PER_BODY_BYTE} bytes held per body byte); lower it, or raise memory_budget (at most {MAX_MEMORY_BUDGET}){what}",
-            config.memory_budget
-        )
+    let over = |bytes: u32, per_byte: u32| {
+        (bytes > share / per_byte).then(|| {
+            format!(
+                "{bytes} bytes is over a client's share of memory_budget: {} ({share} bytes of isolate memory, a quarter of {}, at {per_byte} bytes held per byte); lower it, or raise memory_budget (at most {MAX_MEMORY_BUDGET})",
+                share / per_byte,
+                config.memory_budget
+            )
+        })
     };
-    for rule in config.rules.iter().filter(|r| r.upload.buffer > most) {
-        errors.list.push(ConfigError { rule: Some(rule.name.clone()), field: "counting.upload_buffer".into(), message: over("", rule.upload.buffer) });
+    for rule in &config.rules {
+        if let Some(message) = over(rule.upload.buffer, MEMORY_PER_UPLOAD_BYTE) {
+            errors.list.push(ConfigError { rule: Some(rule.name.clone()), field: "counting.upload_buffer".into(), message });
+        }
     }
-    if config.body_limit > most {
-        errors.list.push(top_error("body_limit", &over("", config.body_limit)));
+    if let Some(message) = over(config.body_limit, MEMORY_PER_READ_BYTE) {
+        errors.list.push(top_error("body_limit", &message));
     }
 }
 
@@ -376,16 +381,16 @@ pub(crate) fn memory_note(config: &Config) -> Option<String> {
         return None;
     }
     let (budget, share) = (u64::from(config.memory_budget), u64::from(config.memory_budget / MEMORY_CLIENT_SHARES));
-    let held = |bytes: u32| u64::from(bytes) * u64::from(MEMORY_PER_BODY_BYTE);
-    let mut note = format!("memory_budget {} ({} a client; {MEMORY_PER_BODY_BYTE} B held per body byte)", size(budget), size(share));
+    let held = |bytes: u32, per_byte: u32| u64::from(bytes) * u64::from(per_byte);
+    let mut note = format!("memory_budget {} ({} a client)", size(budget), size(share));
     if reads {
-        let each = held(config.body_limit);
+        let each = held(config.body_limit, MEMORY_PER_READ_BYTE);
         let seconds = crate::config::headers::seconds_ceil(u64::from(config.body_timeout_ms));
-        note.push_str(&format!(": {} body reads of {} at once, {} a client, {seconds} s each", budget / each, size(u64::from(config.body_limit)), share / each));
+        note.push_str(&format!(": {} body reads of {} ({} held) at once, {} a client, {seconds} s each", budget / each, size(u64::from(config.body_limit)), size(each), share / each));
     }
     if let Some(buffer) = upload {
-        let each = held(buffer);
-        note.push_str(&format!("{} {} uploads of {} at once, {} a client", if reads { ";" } else { ":" }, budget / each, size(u64::from(buffer)), share / each));
+        let each = held(buffer, MEMORY_PER_UPLOAD_BYTE);
+        note.push_str(&format!("{} {} uploads of {} ({} held) at once, {} a client", if reads { ";" } else { ":" }, budget / each, size(u64::from(buffer)), size(each), share / each));
     }
     Some(note)
 }
@@ -785,12 +790,12 @@ mod tests {
         assert_eq!(errors(both), ["field `upload_budget`: the older name of memory_budget: give only memory_budget"]);
         assert_eq!(
             errors(with("upload_budget", json!(64 * 1_048_576), 16 * 1_048_576)),
-            ["rule `r`, field `counting.upload_buffer`: 16777216 bytes is over a client's share of memory_budget: 8388608 (16777216 bytes of isolate memory, a quarter of 67108864, at 2 bytes held per body byte); lower it, or raise memory_budget (at most 67108864)"],
+            ["rule `r`, field `counting.upload_buffer`: 16777216 bytes is over a client's share of memory_budget: 8388608 (16777216 bytes of isolate memory, a quarter of 67108864, at 2 bytes held per byte); lower it, or raise memory_budget (at most 67108864)"],
             "a config the old payload budget took (six such uploads grew workerd by 104 MB)"
         );
         assert_eq!(
             errors(with("memory_budget", json!(32 * 1_048_576), 8 * 1_048_576)),
-            ["rule `r`, field `counting.upload_buffer`: 8388608 bytes is over a client's share of memory_budget: 4194304 (8388608 bytes of isolate memory, a quarter of 33554432, at 2 bytes held per body byte); lower it, or raise memory_budget (at most 67108864)"]
+            ["rule `r`, field `counting.upload_buffer`: 8388608 bytes is over a client's share of memory_budget: 4194304 (8388608 bytes of isolate memory, a quarter of 33554432, at 2 bytes held per byte); lower it, or raise memory_budget (at most 67108864)"]
         );
         for bad in [json!(2 * 1_048_576 - 1), json!(64 * 1_048_576 + 1), json!("32MiB"), json!(-1)] {
             assert_eq!(errors(with("memory_budget", bad.clone(), 1024)), ["field `memory_budget`: must be a number of bytes from 2097152 to 67108864"], "{bad}");
@@ -800,7 +805,7 @@ mod tests {
         small["body_limit"] = json!(1_048_576);
         assert_eq!(
             errors(small),
-            ["field `body_limit`: 1048576 bytes is over a client's share of memory_budget: 262144 (524288 bytes of isolate memory, a quarter of 2097152, at 2 bytes held per body byte); lower it, or raise memory_budget (at most 67108864)"]
+            ["field `body_limit`: 1048576 bytes is over a client's share of memory_budget: 174762 (524288 bytes of isolate memory, a quarter of 2097152, at 3 bytes held per byte); lower it, or raise memory_budget (at most 67108864)"]
         );
         let mut slow = rule(json!({}));
         slow["body_timeout"] = json!("30s");

@@ -237,7 +237,7 @@ pub(crate) const DEFAULT_UPLOAD_BUFFER: u32 = 262_144;
 
 /// The largest `upload_buffer` the field takes: 16 MiB. A buffer must
 /// also fit a client's share of `memory_budget` at
-/// [`MEMORY_PER_BODY_BYTE`] ([`MEMORY_CLIENT_SHARES`]): 4 MiB by default,
+/// [`MEMORY_PER_UPLOAD_BYTE`] ([`MEMORY_CLIENT_SHARES`]): 4 MiB by default,
 /// 8 MiB with the largest budget; `check` says so.
 pub(crate) const MAX_UPLOAD_BUFFER: u32 = 16 * 1_048_576;
 
@@ -254,7 +254,7 @@ pub(crate) const DEFAULT_MEMORY_BUDGET: u32 = 32 * 1_048_576;
 pub(crate) const MAX_MEMORY_BUDGET: u32 = 64 * 1_048_576;
 
 /// The smallest `memory_budget`: 2 MiB (a client's share then still holds
-/// the default `upload_buffer`, at [`MEMORY_PER_BODY_BYTE`]).
+/// the default `upload_buffer`, at [`MEMORY_PER_UPLOAD_BYTE`]).
 pub(crate) const MIN_MEMORY_BUDGET: u32 = 2 * 1_048_576;
 
 /// One client (its address, IPv6 by `ipv6_prefix`) holds at most
@@ -262,13 +262,23 @@ pub(crate) const MIN_MEMORY_BUDGET: u32 = 2 * 1_048_576;
 /// every other client's bodies out of the budget.
 pub(crate) const MEMORY_CLIENT_SHARES: u32 = 4;
 
-/// Bytes of isolate memory one body byte that tollgate holds costs, as
-/// measured in workerd (issue 52): a body waits in the original request's
-/// stream (the tee's branch for the origin) while tollgate reads a clone,
-/// so it is there about twice. Four stalled uploads of 8 MiB (32 MiB of
-/// payload) grew workerd's RSS by 71 MB; a budget that counted payload
-/// once held twice what it said. Every hold is charged at this rate.
-pub(crate) const MEMORY_PER_BODY_BYTE: u32 = 2;
+/// Bytes of isolate memory one byte of a received upload costs, as
+/// measured in workerd (issue 52): the body waits in the original
+/// request's stream (the tee's branch for the origin) while tollgate reads
+/// a clone to see it arrive. Four stalled uploads of 8 MiB (32 MiB of
+/// payload) grew workerd's RSS by 71 MB (before: a budget that counted
+/// payload once held twice what it said); with the clone read into one
+/// reused buffer, 1.4 to 2.2 bytes per byte. Every upload hold is charged
+/// at this rate.
+pub(crate) const MEMORY_PER_UPLOAD_BYTE: u32 = 2;
+
+/// Bytes of isolate memory one byte of a body read for `body:` keys and
+/// form parameters costs, as measured in workerd (issue 52): the tee's
+/// branch for the origin, the copy tollgate reads (one array, sized once)
+/// and the runtime's own buffers: 16 stalled reads of 1 MiB − 1 KiB grew
+/// workerd by 46-49 MB, 30 by 78 MB (2.5 to 2.9 bytes per byte). Every body
+/// read's hold is charged at this rate.
+pub(crate) const MEMORY_PER_READ_BYTE: u32 = 3;
 
 /// `body_timeout` by default: 10 s for the whole body read for `body:`
 /// keys and form parameters (nginx's `client_body_timeout` is 60 s between

@@ -71,15 +71,32 @@ pub(crate) async fn read_body(req: &web_sys::Request, budget: u32, client: &str,
 }
 
 #[wasm_bindgen(inline_js = r#"
-export function readBody(request, limit, ms) {
-  let reader;
+// Both readers below read a clone of the request's body (the original,
+// teed, keeps every byte for the origin) with a BYOB reader where the
+// runtime gives one: into one buffer, so no chunk is left behind as
+// garbage for the collector (issue 52: a budget is only as good as what
+// the isolate really holds; garbage chunks waited for V8's next GC).
+function byteReader(request) {
+  const body = request.clone().body;
   try {
-    reader = request.clone().body.getReader();
+    return { reader: body.getReader({ mode: "byob" }), byob: true };
+  } catch {
+    return { reader: body.getReader(), byob: false };
+  }
+}
+
+// Reads the body into one array of at most `limit` bytes (one more to see
+// a longer one): ["complete", bytes], ["over", null], ["stalled", null],
+// ["broken", null].
+export function readBody(request, limit, ms) {
+  let reader, byob;
+  try {
+    ({ reader, byob } = byteReader(request));
   } catch (e) {
     return Promise.resolve(["broken", null]);
   }
   return new Promise((resolve) => {
-    let chunks = [];
+    let into = new Uint8Array(limit + 1);
     let size = 0;
     let done = false;
     const finish = (word, cancel) => {
@@ -87,39 +104,44 @@ export function readBody(request, limit, ms) {
       done = true;
       clearTimeout(timer);
       if (cancel) reader.cancel().catch(() => {});
-      let bytes = null;
-      if (word === "complete") {
-        bytes = new Uint8Array(size);
-        let at = 0;
-        for (const c of chunks) { bytes.set(c, at); at += c.byteLength; }
-      }
-      chunks = null;
+      const bytes = word === "complete" ? into.subarray(0, size) : null;
+      into = null;
       resolve([word, bytes]);
     };
     const timer = setTimeout(() => finish("stalled", true), ms);
-    const pump = () => reader.read().then(({ done: end, value }) => {
-      if (end) return finish("complete", false);
+    const take = ({ done: end, value }) => {
       if (done) return;
+      if (end) return finish("complete", false);
+      if (byob) {
+        into = new Uint8Array(value.buffer);
+      } else if (size + value.byteLength <= limit) {
+        into.set(value, size);
+      }
       size += value.byteLength;
       if (size > limit) return finish("over", true);
-      chunks.push(value);
       pump();
-    }, () => finish("broken", false));
+    };
+    const pump = () => (byob ? reader.read(into.subarray(size)) : reader.read()).then(take, () => finish("broken", false));
     pump();
   });
 }
 
+// Reads the body until it ends ("complete"), passes `buffer` bytes
+// ("over"), `ms` pass ("stalled") or it fails ("broken"); "none" without
+// one. The bytes read are dropped (they wait in the original's stream):
+// with a BYOB reader, into one 64 KiB buffer, reused.
 export function receiveBody(request, buffer, ms) {
   if (request.body === null) return Promise.resolve("none");
-  let reader;
+  let reader, byob;
   try {
-    reader = request.clone().body.getReader();
+    ({ reader, byob } = byteReader(request));
   } catch (e) {
     return Promise.resolve("broken");
   }
   return new Promise((resolve) => {
     let size = 0;
     let done = false;
+    let scratch = new Uint8Array(65536);
     const finish = (receipt, cancel) => {
       if (done) return;
       done = true;
@@ -128,8 +150,10 @@ export function receiveBody(request, buffer, ms) {
       resolve(receipt);
     };
     const timer = setTimeout(() => finish("stalled", true), ms);
-    const pump = () => reader.read().then(({ done: end, value }) => {
+    const pump = () => (byob ? reader.read(scratch) : reader.read()).then(({ done: end, value }) => {
+      if (done) return;
       if (end) return finish("complete", false);
+      if (byob) scratch = new Uint8Array(value.buffer);
       size += value.byteLength;
       if (size > buffer) return finish("over", true);
       pump();

@@ -55,8 +55,10 @@
 //! The budget is in bytes of isolate memory, not of payload: a body waits
 //! in the original request's stream (for the origin) while tollgate reads
 //! a clone, so each byte is held about twice (measured: four stalled 8 MiB
-//! uploads, 32 MiB of payload, grew workerd by 67-71 MB). Every hold is
-//! charged [`MEMORY_PER_BODY_BYTE`] bytes per body byte.
+//! uploads, 32 MiB of payload, grew workerd by 67-71 MB), and a body read
+//! for keys about three times (the copy read, the runtime's buffers).
+//! Every hold is charged what its kind costs per byte ([`Holder::per_byte`]:
+//! [`MEMORY_PER_UPLOAD_BYTE`], [`MEMORY_PER_READ_BYTE`]).
 //!
 //! - the bytes a body may need ([`wanted`]: the announced `Content-Length`,
 //!   capped by the buffer, all or nothing; without a length, the buffer,
@@ -93,7 +95,7 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_BODY_BYTE};
+pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_UPLOAD_BYTE};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,7 +202,7 @@ pub(crate) struct Taken {
 struct Hold {
     id: u64,
     client: String,
-    /// Bytes of isolate memory: the body's bytes × [`MEMORY_PER_BODY_BYTE`].
+    /// Bytes of isolate memory: the body's bytes × [`Holder::per_byte`].
     memory: u64,
     until_ms: i64,
 }
@@ -214,11 +216,22 @@ pub(crate) enum Holder {
     BodyRead,
 }
 
+impl Holder {
+    /// Bytes of isolate memory one body byte held this way costs, as
+    /// measured ([`MEMORY_PER_UPLOAD_BYTE`], [`MEMORY_PER_READ_BYTE`]).
+    pub(crate) const fn per_byte(self) -> u64 {
+        match self {
+            Holder::Upload => MEMORY_PER_UPLOAD_BYTE as u64,
+            Holder::BodyRead => MEMORY_PER_READ_BYTE as u64,
+        }
+    }
+}
+
 /// The isolate's budget of memory held for request bodies: received
 /// uploads and bodies read for keys (issue 52; isolate state: the glue
 /// keeps one, [`crate::glue`]'s only part is to hold it and give holds
-/// back). Counted in bytes of isolate memory, each body byte at
-/// [`MEMORY_PER_BODY_BYTE`]. Linear in the bodies being held, which an
+/// back). Counted in bytes of isolate memory, each body byte at what its
+/// kind costs ([`Holder::per_byte`]). Linear in the bodies being held, which an
 /// isolate's concurrent requests bound.
 #[derive(Debug, Default)]
 pub(crate) struct MemoryBudget {
@@ -247,7 +260,7 @@ impl MemoryBudget {
     pub(crate) fn take(&mut self, budget: u32, client: &str, limits: UploadLimits, want: Want, holder: Holder, now_ms: i64) -> Taken {
         let (all, mine) = self.held(client, now_ms);
         let share = u64::from(budget / MEMORY_CLIENT_SHARES);
-        let room = u64::from(budget).saturating_sub(all).min(share.saturating_sub(mine)) / u64::from(MEMORY_PER_BODY_BYTE);
+        let room = u64::from(budget).saturating_sub(all).min(share.saturating_sub(mine)) / holder.per_byte();
         let wants = u64::from(want.bytes);
         let granted = if want.whole && room < wants { 0 } else { wants.min(room) };
         let note = (granted < wants).then(|| over_budget(holder, want, granted, (all, mine), budget));
@@ -258,7 +271,7 @@ impl MemoryBudget {
         let hold = (granted > 0).then(|| {
             self.next_id += 1;
             let until_ms = now_ms.saturating_add(i64::from(limits.timeout_ms)).saturating_add(HOLD_GRACE_MS);
-            let memory = granted.saturating_mul(u64::from(MEMORY_PER_BODY_BYTE));
+            let memory = granted.saturating_mul(holder.per_byte());
             self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory, until_ms });
             self.next_id
         });
@@ -511,27 +524,30 @@ mod tests {
     }
 
     /// Issue 52 item 5: thirty clients stalling 1 MiB body reads grew
-    /// workerd by 123 MB. Body reads share the one budget with uploads:
-    /// a client's reads stop at its quarter, the isolate's at the budget,
-    /// and what finds no room is not read (a `body` line).
+    /// workerd by 123 MB. Body reads share the one budget with uploads, at
+    /// 3 bytes of memory per byte: a client's reads stop at its quarter,
+    /// the isolate's at the budget, and what finds no room is not read (a
+    /// `body` line).
     #[test]
     fn body_reads_share_the_budget_with_uploads() {
         let body_limits = UploadLimits { buffer: MIB, timeout_ms: 10_000 };
         let want = body_wanted(MIB, Some("1048576")).unwrap();
         assert_eq!(want, Want { bytes: MIB, whole: true });
         let mut budget = MemoryBudget::new();
-        // One client, many connections: its 8 MiB share of memory holds four 1 MiB reads.
+        // One client, many connections: its 8 MiB share of memory holds two 1 MiB reads (3 MiB each).
         let one: Vec<Taken> = (0..6).map(|_| budget.take(32 * MIB, "198.51.100.7", body_limits, want, Holder::BodyRead, 0)).collect();
-        assert_eq!(one.iter().filter(|t| t.hold.is_some()).count(), 4, "a quarter of 32 MiB at 2 bytes per byte: four 1 MiB reads");
-        let note = one[4].note.as_ref().map(LogEvent::line).unwrap_or_default();
-        assert!(note.contains(r#""tollgate":"body""#) && note.contains(r#""outcome":"over_budget""#) && note.contains(r#""client_held":8388608"#), "{note}");
-        // Thirty clients: the isolate's 32 MiB of memory hold sixteen.
+        assert_eq!(one.iter().filter(|t| t.hold.is_some()).count(), 2, "a quarter of 32 MiB at 3 bytes per byte: two 1 MiB reads");
+        let note = one[2].note.as_ref().map(LogEvent::line).unwrap_or_default();
+        assert!(note.contains(r#""tollgate":"body""#) && note.contains(r#""outcome":"over_budget""#) && note.contains(r#""client_held":6291456"#), "{note}");
+        // Thirty clients: the isolate's 32 MiB of memory hold ten.
         let many = (0..30).filter(|i| budget.take(32 * MIB, &format!("203.0.113.{i}"), body_limits, want, Holder::BodyRead, 0).hold.is_some()).count();
-        assert_eq!(many, 12, "sixteen in all, four of them the first client's");
-        assert_eq!(budget.held("x", 0).0, u64::from(32 * MIB));
-        // An upload now finds no room either: one budget.
-        let up = budget.take(32 * MIB, "192.0.2.1", UploadLimits { buffer: 1024, timeout_ms: 1_000 }, Want { bytes: 1024, whole: true }, UP, 0);
-        assert_eq!(up.reception, Reception::Stream);
+        assert_eq!(many, 8, "ten in all, two of them the first client's");
+        assert_eq!(budget.held("x", 0).0, 30 * u64::from(MIB));
+        // Uploads share it: 2 MiB of memory left, 1 MiB of upload (at 2 per byte), not more.
+        let upload = UploadLimits { buffer: 2 * MIB, timeout_ms: 1_000 };
+        let over = budget.take(32 * MIB, "192.0.2.1", upload, Want { bytes: MIB + 1, whole: true }, UP, 0);
+        assert_eq!(over.reception, Reception::Stream);
+        assert_eq!(taken_bytes(&budget.take(32 * MIB, "192.0.2.1", upload, Want { bytes: MIB, whole: true }, UP, 0)), Some(MIB));
         // The stalled reads' holds lapse at body_timeout + grace at the latest.
         assert_eq!(budget.held("x", 10_000 + HOLD_GRACE_MS).0, 0);
     }
