@@ -266,10 +266,9 @@ pub(crate) const MEMORY_CLIENT_SHARES: u32 = 4;
 /// measured in workerd (issue 52): the body waits in the original
 /// request's stream (the tee's branch for the origin) while tollgate reads
 /// a clone to see it arrive. Four stalled uploads of 8 MiB (32 MiB of
-/// payload) grew workerd's RSS by 71 MB (before: a budget that counted
-/// payload once held twice what it said); with the clone read into one
-/// reused buffer, 1.4 to 2.2 bytes per byte. Every upload hold is charged
-/// at this rate.
+/// payload) grew workerd's RSS by 67-71 MB: a budget that counted
+/// payload once held twice what it said. Every upload hold is charged at
+/// this rate.
 pub(crate) const MEMORY_PER_UPLOAD_BYTE: u32 = 2;
 
 /// Bytes of isolate memory one byte of a body read for `body:` keys and

@@ -71,32 +71,20 @@ pub(crate) async fn read_body(req: &web_sys::Request, budget: u32, client: &str,
 }
 
 #[wasm_bindgen(inline_js = r#"
-// Both readers below read a clone of the request's body (the original,
-// teed, keeps every byte for the origin) with a BYOB reader where the
-// runtime gives one: into one buffer, so no chunk is left behind as
-// garbage for the collector (issue 52: a budget is only as good as what
-// the isolate really holds; garbage chunks waited for V8's next GC).
-function byteReader(request) {
-  const body = request.clone().body;
-  try {
-    return { reader: body.getReader({ mode: "byob" }), byob: true };
-  } catch {
-    return { reader: body.getReader(), byob: false };
-  }
-}
-
-// Reads the body into one array of at most `limit` bytes (one more to see
-// a longer one): ["complete", bytes], ["over", null], ["stalled", null],
-// ["broken", null].
+// Reads a clone of the body (the original, teed, keeps every byte for the
+// origin) into one array of at most `limit` bytes, sized once (`limit` is
+// what the budget granted: the announced length, or body_limit):
+// ["complete", bytes], ["over", null] (one more byte came),
+// ["stalled", null] (`ms` passed), ["broken", null].
 export function readBody(request, limit, ms) {
-  let reader, byob;
+  let reader;
   try {
-    ({ reader, byob } = byteReader(request));
+    reader = request.clone().body.getReader();
   } catch (e) {
     return Promise.resolve(["broken", null]);
   }
   return new Promise((resolve) => {
-    let into = new Uint8Array(limit + 1);
+    let into = new Uint8Array(limit);
     let size = 0;
     let done = false;
     const finish = (word, cancel) => {
@@ -109,39 +97,29 @@ export function readBody(request, limit, ms) {
       resolve([word, bytes]);
     };
     const timer = setTimeout(() => finish("stalled", true), ms);
-    const take = ({ done: end, value }) => {
+    const pump = () => reader.read().then(({ done: end, value }) => {
       if (done) return;
       if (end) return finish("complete", false);
-      if (byob) {
-        into = new Uint8Array(value.buffer);
-      } else if (size + value.byteLength <= limit) {
-        into.set(value, size);
-      }
+      if (size + value.byteLength > limit) return finish("over", true);
+      into.set(value, size);
       size += value.byteLength;
-      if (size > limit) return finish("over", true);
       pump();
-    };
-    const pump = () => (byob ? reader.read(into.subarray(size)) : reader.read()).then(take, () => finish("broken", false));
+    }, () => finish("broken", false));
     pump();
   });
 }
 
-// Reads the body until it ends ("complete"), passes `buffer` bytes
-// ("over"), `ms` pass ("stalled") or it fails ("broken"); "none" without
-// one. The bytes read are dropped (they wait in the original's stream):
-// with a BYOB reader, into one 64 KiB buffer, reused.
 export function receiveBody(request, buffer, ms) {
   if (request.body === null) return Promise.resolve("none");
-  let reader, byob;
+  let reader;
   try {
-    ({ reader, byob } = byteReader(request));
+    reader = request.clone().body.getReader();
   } catch (e) {
     return Promise.resolve("broken");
   }
   return new Promise((resolve) => {
     let size = 0;
     let done = false;
-    let scratch = new Uint8Array(65536);
     const finish = (receipt, cancel) => {
       if (done) return;
       done = true;
@@ -150,10 +128,8 @@ export function receiveBody(request, buffer, ms) {
       resolve(receipt);
     };
     const timer = setTimeout(() => finish("stalled", true), ms);
-    const pump = () => (byob ? reader.read(scratch) : reader.read()).then(({ done: end, value }) => {
-      if (done) return;
+    const pump = () => reader.read().then(({ done: end, value }) => {
       if (end) return finish("complete", false);
-      if (byob) scratch = new Uint8Array(value.buffer);
       size += value.byteLength;
       if (size > buffer) return finish("over", true);
       pump();
@@ -356,9 +332,10 @@ function messageSize(data) {
 "#)]
 extern "C" {
     /// Reads a clone of `request`'s body (the original, teed, keeps every
-    /// byte) into one array, until it ends (`["complete", bytes]`), passes
-    /// `limit` bytes (`["over", null]`, the clone cancelled), `ms` pass
-    /// (`["stalled", null]`, cancelled) or it fails (`["broken", null]`).
+    /// byte) into one array sized once, until it ends (`["complete",
+    /// bytes]`), passes `limit` bytes (`["over", null]`, the clone
+    /// cancelled), `ms` pass (`["stalled", null]`, cancelled) or it fails
+    /// (`["broken", null]`).
     #[wasm_bindgen(js_name = readBody)]
     fn read_body_js(request: &web_sys::Request, limit: u32, ms: u32) -> js_sys::Promise;
 
