@@ -373,6 +373,7 @@ fn bodies_fit(config: &Config, errors: &mut Errors) {
 /// whose rules hold bodies (a body read for keys or form parameters, an
 /// upload received before a reserve): the arithmetic of
 /// [`crate::pipeline::upload`], in the config's own numbers, one line.
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) fn memory_note(config: &Config) -> Option<String> {
     let reads = config.facts.reads_body_parameters() || config.rules.iter().any(Rule::reads_body);
     let holding = |r: &&Rule| r.action == crate::config::policy::Action::Block && r.reserves() && r.upload.buffer > 0;
@@ -396,6 +397,7 @@ pub(crate) fn memory_note(config: &Config) -> Option<String> {
 }
 
 /// `bytes` in the largest whole binary unit (`32 MiB`, `16 KiB`, `1000 B`).
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 fn size(bytes: u64) -> String {
     match bytes {
         b if b >= 1_048_576 && b % 1_048_576 == 0 => format!("{} MiB", b / 1_048_576),
@@ -807,6 +809,15 @@ mod tests {
             errors(small),
             ["field `body_limit`: 1048576 bytes is over a client's share of memory_budget: 174762 (524288 bytes of isolate memory, a quarter of 2097152, at 3 bytes held per byte); lower it, or raise memory_budget (at most 67108864)"]
         );
+        let mut big = with("memory_budget", json!(32 * 1_048_576), 262_144);
+        big["body_limit"] = json!(1_048_576);
+        big["rules"][0]["key"] = json!(["body:user"]);
+        assert_eq!(
+            memory_note(&Config::from_json(&big).unwrap()).as_deref(),
+            Some("memory_budget 32 MiB (8 MiB a client): 10 body reads of 1 MiB (3 MiB held) at once, 2 a client, 10 s each; 64 uploads of 256 KiB (512 KiB held) at once, 16 a client"),
+            "check's arithmetic"
+        );
+        assert_eq!(memory_note(&Config::from_json(&rule(json!({}))).unwrap()), None, "no rule holds a body");
         let mut slow = rule(json!({}));
         slow["body_timeout"] = json!("30s");
         assert_eq!(Config::from_json(&slow).unwrap().body_timeout_ms, 30_000);
