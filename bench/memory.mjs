@@ -79,6 +79,8 @@ async function measure(name, start, holdMs) {
 
 const quota = (budget, buffer) => ({
   ...config(rule("quota", "/up/*", { key: ["ip"], limits: limit(100, "1d"), counting: { mode: "response", statuses: [401], upload_buffer: buffer, upload_timeout: "60s" } })),
+  // upload_budget: the older name of memory_budget, so that the same
+  // script runs on a build from before it.
   ...(budget ? { upload_budget: budget } : {}),
 });
 
