@@ -88,7 +88,9 @@ function uploads(budget, buffer) {
   return {
     config: quota(budget, buffer),
     run: async (base) => {
-      const list = Array.from({ length: Number(process.env.COUNT ?? 6) }, (_, i) => stalled(base, "/up/x", { ip: `198.51.100.${i + 1}`, length: buffer, sent: buffer - 1024, headers: { "content-type": "application/json" } }));
+      // LENGTH: bodies of another size than the buffer (over it: they stream).
+      const length = Number(process.env.LENGTH ?? buffer);
+      const list = Array.from({ length: Number(process.env.COUNT ?? 6) }, (_, i) => stalled(base, "/up/x", { ip: `198.51.100.${i + 1}`, length, sent: length - 1024, headers: { "content-type": "application/json" } }));
       return { stop: async () => { list.forEach((u) => u.stop()); return (await Promise.all(list.map((u) => u.response))).join(","); } };
     },
   };
