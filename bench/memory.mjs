@@ -15,6 +15,7 @@
 //   json-slot     the same through a concurrency rule (the answer watched
 //                 as a usage rule's is, nothing read)
 //   json-none     the same through a rule that reads no body
+//   together      uploads (4 MiB), body reads and JSON answers at once
 //
 // Each scenario starts its own workerd; its RSS is read from /proc.
 import http from "node:http";
@@ -111,7 +112,11 @@ async function jsonOrigin() {
   const text = "x".repeat(MIB - 200);
   const body = JSON.stringify({ choices: [{ message: { content: text } }], usage: { prompt_tokens: 1, completion_tokens: 9, total_tokens: 10 } });
   const server = http.createServer(async (req, res) => {
-    for await (const _ of req);
+    try {
+      for await (const _ of req);
+    } catch {
+      return; // an upload whose client went away
+    }
     res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
     res.end(body);
   });
@@ -142,6 +147,22 @@ function json(kind) {
   };
 }
 
+/** Uploads, body reads and JSON answers at once, in one isolate (one budget for the first two). */
+function together() {
+  const up = uploads(undefined, 4 * MIB);
+  const rd = bodies("/read/x");
+  const js = json("usage");
+  const rules = [...up.config.rules, ...rd.config.rules, ...js.config.rules];
+  return {
+    config: { ...rd.config, rules },
+    origin: js.origin,
+    run: async (base, tg) => {
+      const loads = await Promise.all([up.run(base, tg), rd.run(base, tg), js.run(base, tg)]);
+      return { stop: async () => (await Promise.all(loads.map((l) => l.stop()))).map((o) => o.slice(0, 40)).join(" | ") };
+    },
+  };
+}
+
 const scenarios = {
   uploads: () => uploads(undefined, Number(process.env.BUFFER ?? 8 * MIB)),
   "uploads-max": () => uploads(64 * MIB, Number(process.env.BUFFER_MAX ?? 16 * MIB)),
@@ -150,6 +171,7 @@ const scenarios = {
   json: () => json("usage"),
   "json-slot": () => json("slot"),
   "json-none": () => json("none"),
+  together,
 };
 
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(scenarios);
