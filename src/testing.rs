@@ -138,7 +138,7 @@ impl Req {
     }
 
     /// The facts of this request, its headers being `headers`.
-    fn facts<'a>(&'a self, headers: &'a HeaderMap) -> Facts<'a> {
+    pub(crate) fn facts<'a>(&'a self, headers: &'a HeaderMap) -> Facts<'a> {
         Facts { method: &self.method, url: &self.url, headers, client: &self.client, secrets: &self.secrets, now_ms: self.now_ms }
     }
 

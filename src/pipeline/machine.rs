@@ -818,6 +818,33 @@ mod tests {
         assert_eq!(op(d.settle.after(Some((200, &other)), &secrets, 0)), [Op::Release], "another account's success clears nothing");
     }
 
+    /// Issue 52 item 5: a body read for a `body:` key that is still
+    /// arriving at `body_timeout` is answered 408, no counter asked; one the
+    /// memory budget had no room for is planned as a body over
+    /// `body_limit` (the key missing: the rule's missing-key policy, 400).
+    #[test]
+    fn a_stalled_body_read_is_answered_408_and_one_without_room_goes_unread() {
+        let c = rules();
+        let req = Req::post("/login").ip("192.0.2.1").header("content-type", "application/json");
+        let headers = req.header_map();
+        let run = |read: upload::BodyRead| {
+            let mut machine = Machine::new(c, req.facts(&headers), &PlanMemo::new(4), None);
+            let Next::Body { limit, timeout_ms } = machine.next(None) else { panic!("the body is read first") };
+            assert_eq!((limit, timeout_ms), (16_384, 10_000), "body_limit, body_timeout");
+            machine.body(&read);
+            assert!(matches!(machine.next(None), Next::Decided), "no counter asked");
+            machine.decided()
+        };
+        let stalled = run(upload::BodyRead::Stalled);
+        let Answer::Respond(response) = &stalled.answer else { panic!("answered by tollgate") };
+        assert_eq!(response.status, 408);
+        assert!(!stalled.checked);
+        assert!(stalled.logs.iter().any(|e| e.line().contains(r#""outcome":"stalled""#) && e.line().contains(r#""tollgate":"body""#)));
+        let unread = run(upload::BodyRead::Unusable);
+        let Answer::Respond(response) = &unread.answer else { panic!("answered by tollgate") };
+        assert_eq!(response.status, 400, "the key is missing and the rule rejects, as for a body over body_limit");
+    }
+
     #[test]
     fn a_trusted_device_counts_in_its_own_bucket_until_its_cookie_expires() {
         let c = leaked(json!([{ "name": "login", "path": "/login", "key": ["header:x-user"], "count_statuses": [401],
