@@ -138,7 +138,7 @@ impl Req {
     }
 
     /// The facts of this request, its headers being `headers`.
-    fn facts<'a>(&'a self, headers: &'a HeaderMap) -> Facts<'a> {
+    pub(crate) fn facts<'a>(&'a self, headers: &'a HeaderMap) -> Facts<'a> {
         Facts { method: &self.method, url: &self.url, headers, client: &self.client, secrets: &self.secrets, now_ms: self.now_ms }
     }
 
@@ -160,7 +160,7 @@ impl Req {
         let mut machine = Machine::new(config, self.facts(&headers), memo, None);
         loop {
             match machine.next(cache) {
-                Next::Body { .. } => machine.body(Some(self.body.as_deref().unwrap_or_default())),
+                Next::Body { .. } => machine.body(&crate::pipeline::upload::BodyRead::Read(self.body.clone().unwrap_or_default())),
                 Next::Upload(_) => machine.uploaded(Receipt::Complete, self.now_ms),
                 Next::Admin { .. } => panic!("an admin request: drive the admin flow"),
                 Next::Count(checks) => {

@@ -56,7 +56,7 @@ pub(crate) mod words;
 pub(crate) use checks::relief_note;
 
 use crate::config::exempt_fields::read_exempt;
-use crate::config::policy::{FailPolicy, Named, DEFAULT_UPLOAD_BUDGET, MAX_UPLOAD_BUDGET, MIN_UPLOAD_BUDGET, UPLOAD_CLIENT_SHARES};
+use crate::config::policy::{FailPolicy, Named, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MEMORY_BUDGET, MAX_BODY_TIMEOUT_MS, MAX_MEMORY_BUDGET, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_UPLOAD_BYTE, MIN_MEMORY_BUDGET};
 use crate::config::reader::{read_table, valid_admin_prefix, Errors, Field, Input, Shape};
 use crate::config::rule_fields::{read_rules, RuleDraft};
 use crate::config::rules::Rule;
@@ -124,9 +124,13 @@ pub struct Config {
     pub(crate) admin_access: Option<access::AdminAccess>,
     /// Most body bytes read for `body:` keys.
     pub body_limit: u32,
-    /// Most bytes of received uploads the isolate holds at once
-    /// (`upload_budget`; [`crate::pipeline::upload::UploadBudget`]).
-    pub(crate) upload_budget: u32,
+    /// Most bytes of isolate memory tollgate holds of request bodies at
+    /// once (`memory_budget`, formerly `upload_budget`;
+    /// [`crate::pipeline::upload::MemoryBudget`]).
+    pub(crate) memory_budget: u32,
+    /// The longest a body read for `body:` keys and form parameters may
+    /// take (`body_timeout`): then 408.
+    pub(crate) body_timeout_ms: u32,
     /// Most (rule, key) entries the isolate's blocked-until cache holds.
     pub(crate) blocked_cache_capacity: usize,
     /// How long one log episode of a (rule, key) lasts (`log_episode`).
@@ -266,7 +270,8 @@ impl Config {
             admin_prefix: DEFAULT_ADMIN_PREFIX.to_string(),
             admin_access: None,
             body_limit: DEFAULT_BODY_LIMIT,
-            upload_budget: DEFAULT_UPLOAD_BUDGET,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
+            body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
             blocked_cache_capacity: crate::count::blocked::DEFAULT_CAPACITY,
             log_episode_ms: DEFAULT_LOG_EPISODE_MS,
             metrics_interval_ms: DEFAULT_METRICS_INTERVAL_MS,
@@ -287,7 +292,10 @@ impl Config {
                 errors.list.push(ConfigError { rule: Some(rule.name.clone()), field, message: e.message });
             }
         }
-        upload_buffers_fit(&config, &mut errors);
+        if table.contains_key("memory_budget") && table.contains_key("upload_budget") {
+            errors.list.push(top_error("upload_budget", "the older name of memory_budget: give only memory_budget"));
+        }
+        bodies_fit(&config, &mut errors);
         let mut seen = std::collections::HashSet::new();
         for rule in &config.rules {
             if !seen.insert(rule.name.as_str()) {
@@ -335,17 +343,66 @@ fn top_error(field: &str, message: &str) -> ConfigError {
     }
 }
 
-/// Every rule's `upload_buffer` within a client's share of
-/// `upload_budget` (a larger buffer could never be filled: the upload
-/// would stream past the share, whatever the buffer says).
-fn upload_buffers_fit(config: &Config, errors: &mut Errors) {
-    let share = config.upload_budget / UPLOAD_CLIENT_SHARES;
-    for rule in config.rules.iter().filter(|r| r.upload.buffer > share) {
-        let message = format!(
-            "{} bytes is over a client's share of upload_budget ({share}: a quarter of {}); lower it, or raise upload_budget (at most {MAX_UPLOAD_BUDGET})",
-            rule.upload.buffer, config.upload_budget
-        );
-        errors.list.push(ConfigError { rule: Some(rule.name.clone()), field: "counting.upload_buffer".into(), message });
+/// Every rule's `upload_buffer`, and `body_limit`, within a client's
+/// share of `memory_budget` at what each byte held costs
+/// ([`MEMORY_PER_UPLOAD_BYTE`], [`MEMORY_PER_READ_BYTE`]): a larger body
+/// could never be held (it would stream, or go unread, whatever the
+/// buffer or the limit says).
+fn bodies_fit(config: &Config, errors: &mut Errors) {
+    let share = config.memory_budget / MEMORY_CLIENT_SHARES;
+    let over = |bytes: u32, per_byte: u32| {
+        (bytes > share / per_byte).then(|| {
+            format!(
+                "{bytes} bytes is over a client's share of memory_budget: {} ({share} bytes of isolate memory, a quarter of {}, at {per_byte} bytes held per byte); lower it, or raise memory_budget (at most {MAX_MEMORY_BUDGET})",
+                share / per_byte,
+                config.memory_budget
+            )
+        })
+    };
+    for rule in &config.rules {
+        if let Some(message) = over(rule.upload.buffer, MEMORY_PER_UPLOAD_BYTE) {
+            errors.list.push(ConfigError { rule: Some(rule.name.clone()), field: "counting.upload_buffer".into(), message });
+        }
+    }
+    if let Some(message) = over(config.body_limit, MEMORY_PER_READ_BYTE) {
+        errors.list.push(top_error("body_limit", &message));
+    }
+}
+
+/// What `tollgate check` says of the isolate's memory budget for a config
+/// whose rules hold bodies (a body read for keys or form parameters, an
+/// upload received before a reserve): the arithmetic of
+/// [`crate::pipeline::upload`], in the config's own numbers, one line.
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+pub(crate) fn memory_note(config: &Config) -> Option<String> {
+    let reads = config.facts.reads_body_parameters() || config.rules.iter().any(Rule::reads_body);
+    let holding = |r: &&Rule| r.action == crate::config::policy::Action::Block && r.reserves() && r.upload.buffer > 0;
+    let upload = config.rules.iter().filter(holding).map(|r| r.upload.buffer).max();
+    if !reads && upload.is_none() {
+        return None;
+    }
+    let (budget, share) = (u64::from(config.memory_budget), u64::from(config.memory_budget / MEMORY_CLIENT_SHARES));
+    let held = |bytes: u32, per_byte: u32| u64::from(bytes) * u64::from(per_byte);
+    let mut note = format!("memory_budget {} ({} a client)", size(budget), size(share));
+    if reads {
+        let each = held(config.body_limit, MEMORY_PER_READ_BYTE);
+        let seconds = crate::config::headers::seconds_ceil(u64::from(config.body_timeout_ms));
+        note.push_str(&format!(": {} body reads of {} ({} held) at once, {} a client, {seconds} s each", budget / each, size(u64::from(config.body_limit)), size(each), share / each));
+    }
+    if let Some(buffer) = upload {
+        let each = held(buffer, MEMORY_PER_UPLOAD_BYTE);
+        note.push_str(&format!("{} {} uploads of {} ({} held) at once, {} a client", if reads { ";" } else { ":" }, budget / each, size(u64::from(buffer)), size(each), share / each));
+    }
+    Some(note)
+}
+
+/// `bytes` in the largest whole binary unit (`32 MiB`, `16 KiB`, `1000 B`).
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1_048_576 && b % 1_048_576 == 0 => format!("{} MiB", b / 1_048_576),
+        b if b >= 1024 && b % 1024 == 0 => format!("{} KiB", b / 1024),
+        b => format!("{b} B"),
     }
 }
 
@@ -362,6 +419,15 @@ fn second_to_hour(i: &mut Input<'_>) -> Option<i64> {
     let ms = i64::try_from(i.duration("\"1m\"")?.get()).ok().filter(|ms| (1_000..=3_600_000).contains(ms));
     if ms.is_none() {
         i.report("must be from 1s to 1h");
+    }
+    ms
+}
+
+/// A duration from 1s to 10m, in ms (`body_timeout`).
+fn second_to_ten_minutes(i: &mut Input<'_>) -> Option<u32> {
+    let ms = u32::try_from(i.duration("\"10s\"")?.get()).ok().filter(|ms| (1_000..=MAX_BODY_TIMEOUT_MS).contains(ms));
+    if ms.is_none() {
+        i.report("must be from 1s to 10m");
     }
     ms
 }
@@ -393,9 +459,19 @@ const TOP_FIELDS: &[Field<Config>] = &[
             c.body_limit = bytes;
         }
     }),
-    Field::optional("upload_budget", Shape::Integer(MIN_UPLOAD_BUDGET as u64, MAX_UPLOAD_BUDGET as u64), "Most bytes of received uploads (bodies waiting for a failures-only rule's check) each isolate holds at once; past it, or past a client's quarter of it, an upload streams under upload_timeout (default 33554432, 32 MiB; 1 MiB to 64 MiB of the isolate's 128 MB).", |c, i| {
-        if let Some(bytes) = i.number(u64::from(MIN_UPLOAD_BUDGET)..=u64::from(MAX_UPLOAD_BUDGET), "number of bytes") {
-            c.upload_budget = bytes;
+    Field::optional("memory_budget", Shape::Integer(MIN_MEMORY_BUDGET as u64, MAX_MEMORY_BUDGET as u64), "Most bytes of isolate memory tollgate holds of request bodies (uploads received before a failures-only rule's check, bodies read for body: keys and form parameters) across each isolate's requests, counted at 2 bytes per body byte as measured; one client (its address) at most a quarter. Past it an upload streams under upload_timeout and a body is not read (as one over body_limit) (default 33554432, 32 MiB; 2 MiB to 64 MiB of the isolate's 128 MB).", |c, i| {
+        if let Some(bytes) = i.number(u64::from(MIN_MEMORY_BUDGET)..=u64::from(MAX_MEMORY_BUDGET), "number of bytes") {
+            c.memory_budget = bytes;
+        }
+    }),
+    Field::optional("upload_budget", Shape::Integer(MIN_MEMORY_BUDGET as u64, MAX_MEMORY_BUDGET as u64), "The older name of memory_budget (the same bytes of isolate memory); give only one.", |c, i| {
+        if let Some(bytes) = i.number(u64::from(MIN_MEMORY_BUDGET)..=u64::from(MAX_MEMORY_BUDGET), "number of bytes") {
+            c.memory_budget = bytes;
+        }
+    }),
+    Field::optional("body_timeout", Shape::Duration, "The longest a body read for body: keys and form parameters may take; a client still sending then is answered 408 and its hold in memory_budget given back (default \"10s\"; 1s to 10m).", |c, i| {
+        if let Some(ms) = second_to_ten_minutes(i) {
+            c.body_timeout_ms = ms;
         }
     }),
     Field::optional("blocked_cache_capacity", Shape::Integer(1, 1_000_000), "Most (rule, key) entries in each isolate's blocked-until cache (default 10000).", |c, i| {
@@ -695,27 +771,60 @@ mod tests {
         assert_eq!(config.rules[0].on_success, None);
     }
 
-    /// Issue 35, break 7: the isolate's upload budget, and a buffer no
-    /// client's share of it could hold.
+    /// Issue 35, break 7, and issue 52: the isolate's memory budget (in
+    /// bytes of memory, 2 per body byte held), and a buffer or body limit
+    /// no client's share of it could hold.
     #[test]
-    fn upload_budget_bounds_every_upload_buffer() {
-        let with = |budget: Value, buffer: u32| {
+    fn memory_budget_bounds_every_upload_buffer_and_the_body_limit() {
+        let with = |field: &str, budget: Value, buffer: u32| {
             let mut c = rule(json!({"counting": {"mode": "response", "statuses": [200], "upload_buffer": buffer}}));
-            c["upload_budget"] = budget;
+            c[field] = budget;
             c
         };
         let config = Config::from_json(&rule(json!({}))).unwrap();
-        assert_eq!(config.upload_budget, 32 * 1_048_576, "32 MiB by default");
-        let largest = Config::from_json(&with(json!(64 * 1_048_576), 16 * 1_048_576)).unwrap();
-        assert_eq!((largest.upload_budget, largest.rules[0].upload.buffer), (64 * 1_048_576, 16 * 1_048_576), "16 MiB fits a 64 MiB budget's quarter");
+        assert_eq!((config.memory_budget, config.body_timeout_ms), (32 * 1_048_576, 10_000), "32 MiB, 10 s by default");
+        let largest = Config::from_json(&with("memory_budget", json!(64 * 1_048_576), 8 * 1_048_576)).unwrap();
+        assert_eq!((largest.memory_budget, largest.rules[0].upload.buffer), (64 * 1_048_576, 8 * 1_048_576), "8 MiB fits a 64 MiB budget's quarter, held twice");
+        let older = Config::from_json(&with("upload_budget", json!(48 * 1_048_576), 1024)).unwrap();
+        assert_eq!(older.memory_budget, 48 * 1_048_576, "upload_budget is the older name");
+        let mut both = with("memory_budget", json!(64 * 1_048_576), 1024);
+        both["upload_budget"] = json!(64 * 1_048_576);
+        assert_eq!(errors(both), ["field `upload_budget`: the older name of memory_budget: give only memory_budget"]);
         assert_eq!(
-            errors(with(json!(32 * 1_048_576), 16 * 1_048_576)),
-            ["rule `r`, field `counting.upload_buffer`: 16777216 bytes is over a client's share of upload_budget (8388608: a quarter of 33554432); lower it, or raise upload_budget (at most 67108864)"]
+            errors(with("upload_budget", json!(64 * 1_048_576), 16 * 1_048_576)),
+            ["rule `r`, field `counting.upload_buffer`: 16777216 bytes is over a client's share of memory_budget: 8388608 (16777216 bytes of isolate memory, a quarter of 67108864, at 2 bytes held per byte); lower it, or raise memory_budget (at most 67108864)"],
+            "a config the old payload budget took (six such uploads grew workerd by 104 MB)"
         );
-        for bad in [json!(1_048_575), json!(64 * 1_048_576 + 1), json!("32MiB"), json!(-1)] {
-            assert_eq!(errors(with(bad.clone(), 1024)), ["field `upload_budget`: must be a number of bytes from 1048576 to 67108864"], "{bad}");
+        assert_eq!(
+            errors(with("memory_budget", json!(32 * 1_048_576), 8 * 1_048_576)),
+            ["rule `r`, field `counting.upload_buffer`: 8388608 bytes is over a client's share of memory_budget: 4194304 (8388608 bytes of isolate memory, a quarter of 33554432, at 2 bytes held per byte); lower it, or raise memory_budget (at most 67108864)"]
+        );
+        for bad in [json!(2 * 1_048_576 - 1), json!(64 * 1_048_576 + 1), json!("32MiB"), json!(-1)] {
+            assert_eq!(errors(with("memory_budget", bad.clone(), 1024)), ["field `memory_budget`: must be a number of bytes from 2097152 to 67108864"], "{bad}");
         }
-        assert!(errors(with(json!(1_048_576), 262_144)).is_empty(), "the smallest budget still holds the default buffer");
+        assert!(errors(with("memory_budget", json!(2 * 1_048_576), 262_144)).is_empty(), "the smallest budget still holds the default buffer");
+        let mut small = with("memory_budget", json!(2 * 1_048_576), 1024);
+        small["body_limit"] = json!(1_048_576);
+        assert_eq!(
+            errors(small),
+            ["field `body_limit`: 1048576 bytes is over a client's share of memory_budget: 174762 (524288 bytes of isolate memory, a quarter of 2097152, at 3 bytes held per byte); lower it, or raise memory_budget (at most 67108864)"]
+        );
+        let mut big = with("memory_budget", json!(32 * 1_048_576), 262_144);
+        big["body_limit"] = json!(1_048_576);
+        big["rules"][0]["key"] = json!(["body:user"]);
+        assert_eq!(
+            memory_note(&Config::from_json(&big).unwrap()).as_deref(),
+            Some("memory_budget 32 MiB (8 MiB a client): 10 body reads of 1 MiB (3 MiB held) at once, 2 a client, 10 s each; 64 uploads of 256 KiB (512 KiB held) at once, 16 a client"),
+            "check's arithmetic"
+        );
+        assert_eq!(memory_note(&Config::from_json(&rule(json!({}))).unwrap()), None, "no rule holds a body");
+        let mut slow = rule(json!({}));
+        slow["body_timeout"] = json!("30s");
+        assert_eq!(Config::from_json(&slow).unwrap().body_timeout_ms, 30_000);
+        for bad in ["500ms", "11m", "soon"] {
+            slow["body_timeout"] = json!(bad);
+            assert_eq!(errors(slow.clone()).len(), 1, "{bad}");
+        }
     }
 
     /// A success that anyone could forge is worth a warning, not an error:

@@ -133,36 +133,7 @@ pub(crate) fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u
     let asn = param("asn".into()).and_then(|a| a.trim().parse::<u32>().ok());
     let header = |name: &str| param(format!("header:{name}"));
     let body = |field: &str| param(format!("body:{field}")).into_iter().collect::<Vec<_>>();
-    let query_value = |name: &str| param(format!("query:{name}"));
-    // Cookie and query parts are looked up through the same maps a request
-    // would use, rebuilt from the admin parameters.
-    let mut cookies = String::new();
-    let mut query_pairs = String::new();
-    let mut groups = Vec::new();
-    for part in key {
-        match part {
-            KeyPart::Cookie(name, _) => {
-                if let Some(v) = param(format!("cookie:{name}")) {
-                    cookies.push_str(&format!("{name}={v}; "));
-                }
-            }
-            KeyPart::Query(name, _) => {
-                if let Some(v) = query_value(name) {
-                    query_pairs.push_str(&format!(
-                        "{}={}&",
-                        percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC),
-                        percent_encoding::utf8_percent_encode(&v, percent_encoding::NON_ALPHANUMERIC)
-                    ));
-                }
-            }
-            KeyPart::PathGroup(name, _) => {
-                if let Some(v) = param(format!("path:{name}")) {
-                    groups.push((name.clone(), v));
-                }
-            }
-            _ => {}
-        }
-    }
+    let (cookies, query_pairs, groups) = rebuilt(key, &param);
     let headers = |name: &str| {
         if name == "cookie" && !cookies.is_empty() {
             Some(cookies.clone())
@@ -186,6 +157,41 @@ pub(crate) fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u
         ipv6_prefix,
     };
     derive_key(key, &inputs)
+}
+
+/// The cookie header, query string and path groups a request would carry
+/// for `key`'s cookie, query and path parts, rebuilt from the admin
+/// parameters (`param` looks one up by name): looked up through the same
+/// maps a request's are.
+fn rebuilt(key: &[KeyPart], param: &dyn Fn(String) -> Option<String>) -> (String, String, Vec<(String, String)>) {
+    let mut cookies = String::new();
+    let mut query_pairs = String::new();
+    let mut groups = Vec::new();
+    for part in key {
+        match part {
+            KeyPart::Cookie(name, _) => {
+                if let Some(v) = param(format!("cookie:{name}")) {
+                    cookies.push_str(&format!("{name}={v}; "));
+                }
+            }
+            KeyPart::Query(name, _) => {
+                if let Some(v) = param(format!("query:{name}")) {
+                    query_pairs.push_str(&format!(
+                        "{}={}&",
+                        percent_encoding::utf8_percent_encode(name, percent_encoding::NON_ALPHANUMERIC),
+                        percent_encoding::utf8_percent_encode(&v, percent_encoding::NON_ALPHANUMERIC)
+                    ));
+                }
+            }
+            KeyPart::PathGroup(name, _) => {
+                if let Some(v) = param(format!("path:{name}")) {
+                    groups.push((name.clone(), v));
+                }
+            }
+            _ => {}
+        }
+    }
+    (cookies, query_pairs, groups)
 }
 
 #[cfg(test)]

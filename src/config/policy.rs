@@ -235,31 +235,57 @@ pub(crate) enum MetricsLevel {
 /// it streams under the deadline instead.
 pub(crate) const DEFAULT_UPLOAD_BUFFER: u32 = 262_144;
 
-/// The largest `upload_buffer`: 16 MiB, and then only with an
-/// `upload_budget` of 64 MiB (a buffer is at most a client's share of the
-/// budget, [`UPLOAD_CLIENT_SHARES`]).
+/// The largest `upload_buffer` the field takes: 16 MiB. A buffer must
+/// also fit a client's share of `memory_budget` at
+/// [`MEMORY_PER_UPLOAD_BYTE`] ([`MEMORY_CLIENT_SHARES`]): 4 MiB by default,
+/// 8 MiB with the largest budget; `check` says so.
 pub(crate) const MAX_UPLOAD_BUFFER: u32 = 16 * 1_048_576;
 
-/// `upload_budget` by default: 32 MiB, the bytes of received uploads all
-/// of an isolate's requests may hold at once ([`crate::pipeline::upload`]).
-/// An isolate has 128 MB for everything (code, heap, Wasm memory, every
-/// request); a buffered upload of n bytes costs about n of it (measured in
-/// workerd: 16.7 MB of RSS per stalled 16 MiB − 1 KiB upload), so the
-/// default keeps uploads to a quarter of it.
-pub(crate) const DEFAULT_UPLOAD_BUDGET: u32 = 32 * 1_048_576;
+/// `memory_budget` by default: 32 MiB of isolate memory, what tollgate
+/// may hold of request bodies (uploads received before a failures-only
+/// rule's check, bodies read for `body:` keys and form parameters) across
+/// all of an isolate's requests at once ([`crate::pipeline::upload`]). An
+/// isolate has 128 MB for everything (code, heap, Wasm memory, every
+/// request); the default keeps bodies to a quarter of it.
+pub(crate) const DEFAULT_MEMORY_BUDGET: u32 = 32 * 1_048_576;
 
-/// The largest `upload_budget`: 64 MiB, half of the isolate's 128 MB; the
+/// The largest `memory_budget`: 64 MiB, half of the isolate's 128 MB; the
 /// other half is the Worker's (and, embedded, the app's).
-pub(crate) const MAX_UPLOAD_BUDGET: u32 = 64 * 1_048_576;
+pub(crate) const MAX_MEMORY_BUDGET: u32 = 64 * 1_048_576;
 
-/// The smallest `upload_budget`: 1 MiB (a client's share then still holds
-/// the default `upload_buffer`).
-pub(crate) const MIN_UPLOAD_BUDGET: u32 = 1_048_576;
+/// The smallest `memory_budget`: 2 MiB (a client's share then still holds
+/// the default `upload_buffer`, at [`MEMORY_PER_UPLOAD_BYTE`]).
+pub(crate) const MIN_MEMORY_BUDGET: u32 = 2 * 1_048_576;
 
 /// One client (its address, IPv6 by `ipv6_prefix`) holds at most
-/// 1/`UPLOAD_CLIENT_SHARES` of the budget: a single client cannot push
-/// every other client's uploads out of the buffer.
-pub(crate) const UPLOAD_CLIENT_SHARES: u32 = 4;
+/// 1/`MEMORY_CLIENT_SHARES` of the budget: a single client cannot push
+/// every other client's bodies out of the budget.
+pub(crate) const MEMORY_CLIENT_SHARES: u32 = 4;
+
+/// Bytes of isolate memory one byte of a received upload costs, as
+/// measured in workerd (issue 52): the body waits in the original
+/// request's stream (the tee's branch for the origin) while tollgate reads
+/// a clone to see it arrive. Four stalled uploads of 8 MiB (32 MiB of
+/// payload) grew workerd's RSS by 67-71 MB: a budget that counted
+/// payload once held twice what it said. Every upload hold is charged at
+/// this rate.
+pub(crate) const MEMORY_PER_UPLOAD_BYTE: u32 = 2;
+
+/// Bytes of isolate memory one byte of a body read for `body:` keys and
+/// form parameters costs, as measured in workerd (issue 52): the tee's
+/// branch for the origin, the copy tollgate reads (one array, sized once)
+/// and the runtime's own buffers: 16 stalled reads of 1 MiB − 1 KiB grew
+/// workerd by 46-49 MB, 30 by 78 MB (2.5 to 2.9 bytes per byte). Every body
+/// read's hold is charged at this rate.
+pub(crate) const MEMORY_PER_READ_BYTE: u32 = 3;
+
+/// `body_timeout` by default: 10 s for the whole body read for `body:`
+/// keys and form parameters (nginx's `client_body_timeout` is 60 s between
+/// two reads; tollgate's is for the whole body, as `upload_timeout`).
+pub(crate) const DEFAULT_BODY_TIMEOUT_MS: u32 = 10_000;
+
+/// The longest `body_timeout`: 10 minutes.
+pub(crate) const MAX_BODY_TIMEOUT_MS: u32 = 600_000;
 
 /// `upload_timeout` by default: 10 s for the whole body, HAProxy's usual
 /// `timeout http-request`. It is the longest a slot waits on a client's

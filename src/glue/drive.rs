@@ -50,9 +50,10 @@ pub(crate) enum Decided {
     /// ([`plane`]). Never forwarded, nothing to settle.
     Answered(web_sys::Response),
     /// The decision; its log lines are written, its memo entry kept, its
-    /// metric points written. With the upload's hold in the isolate's
-    /// budget, if any: keep it until the request is forwarded or answered.
-    Decision(Box<Decision<'static>>, Option<BudgetHold>),
+    /// metric points written. With the body's holds in the isolate's
+    /// memory budget (a body read for keys, an upload), if any: keep them
+    /// until the request is forwarded or answered.
+    Decision(Box<Decision<'static>>, Vec<BudgetHold>),
 }
 
 /// Runs `req` through the machine, as the Worker on `plane` serves it.
@@ -62,7 +63,7 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     let url = req.url();
     let walked = match with_isolate(|isolate| machine::entry(config, &isolate.memo, &url, plane)) {
         (Entry::NotHere, _) => return Ok(Decided::Answered(respond(&plane::not_here())?)),
-        (Entry::Pass, _) => return Ok(Decided::Decision(Box::new(Decision::pass()), None)),
+        (Entry::Pass, _) => return Ok(Decided::Decision(Box::new(Decision::pass()), Vec::new())),
         (Entry::Plan, walked) => walked,
     };
     let method = req.method();
@@ -72,16 +73,19 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     let secrets = load_secrets(env, config);
     let facts = Facts { method: &method, url: &url, headers: &headers, client: &known, secrets: &secrets, now_ms: now_ms() };
     let mut machine = with_isolate(|isolate| Machine::new(config, facts, &isolate.memo, walked));
-    let mut hold = None;
+    let mut holds = Vec::new();
+    let client_address = || upload::client_of(headers.get("cf-connecting-ip").as_deref(), config.ipv6_prefix);
     let decision = loop {
         match with_isolate(|isolate| machine.next(Some(&isolate.blocked))) {
-            Next::Body { limit } => {
-                let body = read_body(req, limit).await;
-                machine.body(body.as_deref());
+            Next::Body { limit, timeout_ms } => {
+                let (body, held, note) = read_body(req, config.memory_budget, &client_address(), limit, timeout_ms, now_ms()).await;
+                write_logs(note.as_slice());
+                holds.extend(held);
+                machine.body(&body);
             }
             Next::Upload(limits) => {
-                let (receipt, started, held) = receive(req, config, &headers, limits).await;
-                hold = held;
+                let (receipt, started, held) = receive(req, config, &client_address(), &headers, limits).await;
+                holds.extend(held);
                 machine.uploaded(receipt, started);
             }
             // The Node CLI's build has the admin plan (for `explain`), not its I/O.
@@ -101,7 +105,7 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
     let mut decision = decision;
     record(req, env, config, client, cf, &decision).await;
     with_isolate(|isolate| isolate.keep(&mut decision));
-    Ok(Decided::Decision(Box::new(decision), hold))
+    Ok(Decided::Decision(Box::new(decision), holds))
 }
 
 /// Writes `decision`'s log lines and metric points. `cf`: what
@@ -136,15 +140,14 @@ async fn record(req: &web_sys::Request, env: &Env, config: &Config, client: &Cli
     }
 }
 
-/// Receives the upload within the isolate's budget, charged to the
-/// client's address ([`crate::pipeline::upload`]): the receipt, when it
+/// Receives the upload within the isolate's memory budget, charged to
+/// `client` (its address) ([`crate::pipeline::upload`]): the receipt, when it
 /// began, and the hold to keep until the request ends; the line of an
 /// upload granted less than it wanted is written.
-async fn receive(req: &web_sys::Request, config: &Config, headers: &HeaderMap, limits: UploadLimits) -> (Receipt, i64, Option<BudgetHold>) {
+async fn receive(req: &web_sys::Request, config: &Config, client: &str, headers: &HeaderMap, limits: UploadLimits) -> (Receipt, i64, Option<BudgetHold>) {
     let started = now_ms();
-    let client = upload::client_of(headers.get("cf-connecting-ip").as_deref(), config.ipv6_prefix);
     let want = upload::wanted(limits, headers.get("content-length").as_deref());
-    let (receipt, hold, note) = receive_upload(req, config.upload_budget, &client, limits, want, started).await;
+    let (receipt, hold, note) = receive_upload(req, config.memory_budget, client, limits, want, started).await;
     write_logs(note.as_slice());
     (receipt, started, hold)
 }

@@ -65,9 +65,9 @@ pub(crate) async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> work
 /// The request's flow: the machine's decision, then forward (and settle
 /// failures-only rules) or answer.
 async fn limit(req: web_sys::Request, env: &Env, ctx: &Context, config: &'static Config) -> worker::Result<web_sys::Response> {
-    // `_upload`: the upload's hold in the isolate's budget, given back
+    // `_holds`: the body's holds in the isolate's memory budget, given back
     // when this returns (forwarded, answered, or failed).
-    let (decision, _upload) = match decide(&req, env, config, &Client::default(), plane(env, config)).await? {
+    let (decision, _holds) = match decide(&req, env, config, &Client::default(), plane(env, config)).await? {
         Decided::Answered(response) => return Ok(response),
         Decided::Decision(decision, hold) => (*decision, hold),
     };

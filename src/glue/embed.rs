@@ -188,8 +188,8 @@ pub async fn check_as(req: &Request, env: &Env, client: &Client) -> worker::Resu
     // An app's own check is the zone's: the admin API is the admin Worker's.
     let decision = match decide(req.inner(), env, config, client, Plane::Zone).await? {
         Decided::Answered(response) => return Ok(answered(response)),
-        // The upload's hold ends here: the app reads the body from now on.
-        Decided::Decision(decision, _upload) => *decision,
+        // The body's holds end here: the app reads the body from now on.
+        Decided::Decision(decision, _holds) => *decision,
     };
     // No `Context` to defer them to: leased tokens past their expiry go back
     // now (rarely any; each call bounded by its rule's timeout).

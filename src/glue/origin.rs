@@ -4,7 +4,6 @@
 //! service binding, [`crate::config::upstream`]), and adding fields to the
 //! upstream's response.
 
-use futures_util::StreamExt;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use crate::pipeline::machine::Hold;
@@ -12,10 +11,10 @@ use crate::pipeline::usage::BodyUsage;
 use std::cell::RefCell;
 use std::rc::Rc;
 use worker::wasm_bindgen::closure::Closure;
-use crate::pipeline::upload::{Receipt, Reception, UploadLimits, Want};
+use crate::pipeline::upload::{self, BodyRead, Holder, Receipt, Reception, UploadLimits, Want};
 use crate::pipeline::verdict::LogEvent;
 use crate::config::upstream::Upstream;
-use worker::{js_sys, web_sys, Env, Request};
+use worker::{js_sys, web_sys, Env};
 
 /// Optional var naming a local origin (`http://127.0.0.1:8788`) to forward
 /// to instead of the zone's origin; unset in production.
@@ -32,32 +31,84 @@ fn upstream_var(env: &Env) -> Option<std::rc::Rc<str>> {
 }
 
 /// Reads the body, for `body:` keys and form parameters, from a clone (the
-/// original still reaches the origin intact), at most `limit` bytes: a body
-/// announced or found to be larger is not buffered (`None`, planned as
-/// `Body::Unusable`): a `body:` key is missing and the rule's missing-key
-/// policy applies; a form body is unreadable and matches (fail safe, see
-/// `crate::pipeline::plan`).
-pub(crate) async fn read_body(req: &web_sys::Request, limit: u32) -> Option<Vec<u8>> {
-    let limit = limit as usize;
+/// original still reaches the origin intact), at most `limit` bytes, within
+/// what the isolate's memory budget grants `client` and `timeout_ms`
+/// ([`crate::pipeline::upload`]): the read, the hold to keep while the
+/// request lasts (the bytes wait in the original's stream until
+/// forwarded), and the line of a body the budget had no room for. A body
+/// announced or found to be larger, or with no room, is not buffered
+/// ([`BodyRead::Unusable`], planned as `Body::Unusable`: a `body:` key is
+/// missing and the rule's missing-key policy applies; a form body is
+/// unreadable and matches, fail safe, see `crate::pipeline::plan`); one
+/// still arriving at `timeout_ms` is [`BodyRead::Stalled`] (408). The bytes
+/// gather in JS and are copied into Wasm once, whole: Wasm memory, which
+/// never shrinks, grows by one body at most.
+pub(crate) async fn read_body(req: &web_sys::Request, budget: u32, client: &str, limit: u32, timeout_ms: u32, now_ms: i64) -> (BodyRead, Option<BudgetHold>, Option<LogEvent>) {
+    if req.body().is_none() {
+        return (BodyRead::Unusable, None, None);
+    }
     let announced = req.headers().get("content-length").ok().flatten();
-    if announced.and_then(|l| l.trim().parse::<usize>().ok()).is_some_and(|l| l > limit) {
-        return None;
-    }
-    // `Request.clone()` (the JS method: the body teed, the original left
-    // readable for the origin).
-    let mut copy = Request::from(req.clone().ok()?);
-    let mut stream = copy.stream().ok()?;
-    let mut body = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        body.extend_from_slice(&chunk.ok()?);
-        if body.len() > limit {
-            return None;
+    let Some(want) = upload::body_wanted(limit, announced.as_deref()) else { return (BodyRead::Unusable, None, None) };
+    let limits = UploadLimits { buffer: limit, timeout_ms };
+    let taken = crate::glue::isolate::with_isolate(|isolate| isolate.memory_budget.take(budget, client, limits, want, Holder::BodyRead, now_ms));
+    let hold = taken.hold.map(BudgetHold);
+    let granted = match taken.reception {
+        Reception::Read(granted) => granted.buffer,
+        Reception::Stream => return (BodyRead::Unusable, hold, taken.note),
+    };
+    let read = match JsFuture::from(read_body_js(req, granted, timeout_ms)).await {
+        Ok(pair) => {
+            let pair: js_sys::Array = pair.unchecked_into();
+            match (pair.get(0).as_string().as_deref(), pair.get(1).dyn_into::<js_sys::Uint8Array>()) {
+                (Some("complete"), Ok(bytes)) => BodyRead::Read(bytes.to_vec()),
+                (Some("stalled"), _) => BodyRead::Stalled,
+                _ => BodyRead::Unusable,
+            }
         }
-    }
-    Some(body)
+        Err(_) => BodyRead::Unusable,
+    };
+    (read, hold, taken.note)
 }
 
 #[wasm_bindgen(inline_js = r#"
+// Reads a clone of the body (the original, teed, keeps every byte for the
+// origin) into one array of at most `limit` bytes, sized once (`limit` is
+// what the budget granted: the announced length, or body_limit):
+// ["complete", bytes], ["over", null] (one more byte came),
+// ["stalled", null] (`ms` passed), ["broken", null].
+export function readBody(request, limit, ms) {
+  let reader;
+  try {
+    reader = request.clone().body.getReader();
+  } catch (e) {
+    return Promise.resolve(["broken", null]);
+  }
+  return new Promise((resolve) => {
+    let into = new Uint8Array(limit);
+    let size = 0;
+    let done = false;
+    const finish = (word, cancel) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (cancel) reader.cancel().catch(() => {});
+      const bytes = word === "complete" ? into.subarray(0, size) : null;
+      into = null;
+      resolve([word, bytes]);
+    };
+    const timer = setTimeout(() => finish("stalled", true), ms);
+    const pump = () => reader.read().then(({ done: end, value }) => {
+      if (done) return;
+      if (end) return finish("complete", false);
+      if (size + value.byteLength > limit) return finish("over", true);
+      into.set(value, size);
+      size += value.byteLength;
+      pump();
+    }, () => finish("broken", false));
+    pump();
+  });
+}
+
 export function receiveBody(request, buffer, ms) {
   if (request.body === null) return Promise.resolve("none");
   let reader;
@@ -87,25 +138,42 @@ export function receiveBody(request, buffer, ms) {
   });
 }
 
+// The body piped natively (runtime stream to runtime stream: no chunk
+// passes through JS, issue 52: a JS TransformStream here left every chunk
+// behind as garbage, and six stalled 4 MiB bodies grew workerd by 44 MB)
+// into a FixedLengthStream when the length was announced, else an
+// IdentityTransformStream; the pipe's end says the body is all in.
 export function watchUpload(request, ms) {
   const controller = new AbortController();
+  const pipe = new AbortController();
   let finished = false;
   let fired = false;
-  let stream;
   const timer = setTimeout(() => {
     if (finished) return;
     fired = true;
     const reason = new Error("tollgate: the upload did not finish in time");
-    stream.error(reason);
+    pipe.abort(reason);
     controller.abort(reason);
   }, ms);
-  let body = request.body.pipeThrough(new TransformStream({
-    start(c) { stream = c; },
-    flush() { finished = true; clearTimeout(timer); },
-  }));
   const length = (request.headers.get("content-length") ?? "").trim();
-  if (/^[0-9]{1,15}$/.test(length) && typeof FixedLengthStream === "function") {
-    body = body.pipeThrough(new FixedLengthStream(Number(length)));
+  const native = typeof IdentityTransformStream === "function";
+  let body;
+  if (native) {
+    const through = /^[0-9]{1,15}$/.test(length) && typeof FixedLengthStream === "function"
+      ? new FixedLengthStream(Number(length))
+      : new IdentityTransformStream();
+    request.body.pipeTo(through.writable, { signal: pipe.signal }).then(
+      () => { finished = true; clearTimeout(timer); },
+      () => {},
+    );
+    body = through.readable;
+  } else {
+    let stream;
+    pipe.signal.addEventListener("abort", () => stream.error(pipe.signal.reason));
+    body = request.body.pipeThrough(new TransformStream({
+      start(c) { stream = c; },
+      flush() { finished = true; clearTimeout(timer); },
+    }));
   }
   const outbound = new Request(request.url, {
     method: request.method,
@@ -125,13 +193,16 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
   let finish;
   const finished = new Promise((r) => { finish = r; });
   const reader = response.body.getReader();
-  let ended = false;
-  let idle;
-  let out;
-  let rest = null;
-  // A usage reader's cut: the event that ends the client's stream.
-  let tail = null;
+  // The client's body: a native pipe (issue 51). Its readable side is the
+  // runtime's own stream, pumped to the client without JS; each write
+  // resolves once the client has taken it (the pipe holds nothing), which
+  // is how a client that stopped reading is seen.
+  const { readable, writable } = new IdentityTransformStream();
+  const writer = writable.getWriter();
   const PIECE = 65536;
+  let ended = false;
+  // When the write the client has not yet taken began (null: none waits).
+  let waiting = null;
   const end = (word) => {
     if (ended) return false;
     ended = true;
@@ -144,45 +215,63 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
   const cut = (word) => {
     if (!end(word)) return;
     const reason = new Error(`tollgate: the answer was cut (${word})`);
-    try { out.error(reason); } catch {}
+    writer.abort(reason).catch(() => {});
     reader.cancel(reason).catch(() => {});
   };
   const lapse = setTimeout(() => cut("lapsed"), leftMs);
-  const body = new ReadableStream({
-    start(c) { out = c; },
-    // Called when the client has taken what was queued: a piece (at most
-    // 64 KiB of the origin's chunk) that waits idleMs for the next call is
-    // one the client stopped reading.
-    async pull(c) {
-      clearTimeout(idle);
+  // One timer, not one per chunk: a piece (at most 64 KiB) the client has
+  // not taken idleMs after it was written is one the client stopped reading.
+  let idle;
+  const check = () => {
+    const since = waiting === null ? 0 : Date.now() - waiting;
+    if (since >= idleMs) return cut("idle");
+    idle = setTimeout(check, idleMs - since);
+  };
+  idle = setTimeout(check, idleMs);
+  const give = async (bytes) => {
+    for (let at = 0; at < bytes.byteLength && !ended; at += PIECE) {
+      waiting = Date.now();
+      await writer.write(bytes.subarray(at, at + PIECE));
+      waiting = null;
+    }
+  };
+  (async () => {
+    for (;;) {
+      let next;
       try {
-        if (rest === null) {
-          const { done, value } = await reader.read();
-          if (ended) return;
-          if (done) { c.close(); end("ended"); return; }
-          rest = value;
-          // Each chunk of the origin's, as it is, to the usage reader
-          // (issue 37); passed on unchanged unless the reader cuts.
-          const asked = onChunk && value instanceof Uint8Array ? onChunk(value) : undefined;
-          if (asked) {
-            rest = value.subarray(0, asked[0]);
-            tail = asked[1];
-            reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
-          }
-        }
-        const whole = !(rest instanceof Uint8Array) || rest.byteLength <= PIECE;
-        const piece = whole ? rest : rest.subarray(0, PIECE);
-        if (!(piece instanceof Uint8Array) || piece.byteLength > 0) c.enqueue(piece);
-        rest = whole ? null : rest.subarray(PIECE);
-        if (rest === null && tail !== null) { c.enqueue(tail); c.close(); end("cut"); return; }
-        idle = setTimeout(() => cut("idle"), idleMs);
+        next = await reader.read();
       } catch (e) {
-        if (end("failed")) c.error(e);
+        if (end("failed")) writer.abort(e).catch(() => {});
+        return;
       }
-    },
-    cancel(reason) { end("cancelled"); return reader.cancel(reason).catch(() => {}); },
-  });
-  return [new Response(body, response), finished];
+      if (ended) return;
+      const { done, value } = next;
+      try {
+        if (done) {
+          await writer.close();
+          end("ended");
+          return;
+        }
+        // Each chunk of the origin's, as it is, to the usage reader (issue
+        // 37); passed on unchanged unless the reader cuts.
+        const asked = onChunk ? onChunk(value) : undefined;
+        if (asked) {
+          reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
+          await give(value.subarray(0, asked[0]));
+          await give(asked[1]);
+          if (!ended) await writer.close();
+          end("cut");
+          return;
+        }
+        await give(value);
+      } catch (e) {
+        // The client went away (its end of the pipe is gone).
+        if (end("cancelled")) reader.cancel(e).catch(() => {});
+        return;
+      }
+    }
+  })();
+  return [new Response(readable, response), finished];
 }
 
 // A 101's WebSocket, relayed through a pair whose client end goes to the
@@ -281,6 +370,14 @@ function messageSize(data) {
 "#)]
 extern "C" {
     /// Reads a clone of `request`'s body (the original, teed, keeps every
+    /// byte) into one array sized once, until it ends (`["complete",
+    /// bytes]`), passes `limit` bytes (`["over", null]`, the clone
+    /// cancelled), `ms` pass (`["stalled", null]`, cancelled) or it fails
+    /// (`["broken", null]`).
+    #[wasm_bindgen(js_name = readBody)]
+    fn read_body_js(request: &web_sys::Request, limit: u32, ms: u32) -> js_sys::Promise;
+
+    /// Reads a clone of `request`'s body (the original, teed, keeps every
     /// byte) until it ends (`complete`), passes `buffer` bytes (`over`, the
     /// clone cancelled), `ms` pass (`stalled`, cancelled) or it fails
     /// (`broken`); `none` when there is no body. Nothing is copied into
@@ -336,15 +433,15 @@ async fn receive_body(req: &web_sys::Request, limits: UploadLimits) -> Receipt {
     }
 }
 
-/// An upload's bytes held in the isolate's budget (the core's
-/// [`crate::pipeline::isolate::Isolate::upload_budget`]), given back when
+/// A body's bytes held in the isolate's memory budget (the core's
+/// [`crate::pipeline::isolate::Isolate::memory_budget`]), given back when
 /// dropped (the request ended, however: keep it until the forward
 /// returned or tollgate answered).
 pub(crate) struct BudgetHold(u64);
 
 impl Drop for BudgetHold {
     fn drop(&mut self) {
-        crate::glue::isolate::with_isolate(|isolate| isolate.upload_budget.give_back(self.0));
+        crate::glue::isolate::with_isolate(|isolate| isolate.memory_budget.give_back(self.0));
     }
 }
 
@@ -360,7 +457,7 @@ pub(crate) async fn receive_upload(
     want: Want,
     now_ms: i64,
 ) -> (Receipt, Option<BudgetHold>, Option<LogEvent>) {
-    let taken = crate::glue::isolate::with_isolate(|isolate| isolate.upload_budget.take(budget, client, limits, want, now_ms));
+    let taken = crate::glue::isolate::with_isolate(|isolate| isolate.memory_budget.take(budget, client, limits, want, Holder::Upload, now_ms));
     let hold = taken.hold.map(BudgetHold);
     let receipt = match taken.reception {
         Reception::Read(granted) => receive_body(req, granted).await,

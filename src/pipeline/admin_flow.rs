@@ -560,7 +560,7 @@ mod tests {
         let facts = Facts { method, url: &url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
         let mut machine = Machine::new(config, facts, &PlanMemo::new(1), None);
         if let Next::Body { .. } = machine.next(None) {
-            machine.body(body);
+            machine.body(&body.map_or(crate::pipeline::upload::BodyRead::Unusable, |b| crate::pipeline::upload::BodyRead::Read(b.to_vec())));
         }
         let Next::Admin { lockout, route, lockout_binds, access } = machine.next(None) else { panic!("not an admin request") };
         assert!(!lockout_binds, "a session asks no lockout counter");

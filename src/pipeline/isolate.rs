@@ -38,7 +38,7 @@ use crate::pipeline::episodes::{self, Episodes};
 use crate::pipeline::machine::{Decision, Settled};
 use crate::pipeline::memo::{self, PlanMemo};
 use crate::pipeline::metrics::{self, AllowedTotals, Point};
-use crate::pipeline::upload::UploadBudget;
+use crate::pipeline::upload::MemoryBudget;
 use crate::pipeline::verdict::{self, Failure, LogEvent, Outcome};
 use std::collections::VecDeque;
 
@@ -68,8 +68,9 @@ pub(crate) struct Isolate {
     pub(crate) totals: AllowedTotals,
     /// The admin token's length was looked at (`admin_token_short`).
     admin_seen: bool,
-    /// The received-upload bytes held ([`crate::pipeline::upload`]).
-    pub(crate) upload_budget: UploadBudget,
+    /// The memory held for request bodies: uploads received and bodies
+    /// read for keys ([`crate::pipeline::upload`]).
+    pub(crate) memory_budget: MemoryBudget,
     /// The Cloudflare Access team's signing keys ([`crate::pipeline::access`]).
     pub(crate) access_keys: crate::pipeline::access::Keys,
 }
@@ -92,7 +93,7 @@ impl Isolate {
             config_error_logged: None,
             totals: AllowedTotals::default(),
             admin_seen: false,
-            upload_budget: UploadBudget::new(),
+            memory_budget: MemoryBudget::new(),
             access_keys: crate::pipeline::access::Keys::default(),
         }
     }

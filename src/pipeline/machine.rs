@@ -9,7 +9,7 @@
 //!                                 Plan, with the zone's walk of the URL
 //! Machine::new(config, facts, memo, walked)          (the plan, or a kept plan replayed)
 //! loop machine.next(cache):
-//!   Next::Body { limit }     ─▶ read the body (a clone, capped) ─▶ machine.body(..)
+//!   Next::Body { limit, .. } ─▶ read the body (a clone, capped, within the memory budget) ─▶ machine.body(..)
 //!   Next::Upload(limits)     ─▶ receive the upload ─▶ machine.uploaded(receipt, started)
 //!   Next::Admin              ─▶ the admin flow ([`crate::pipeline::admin`])
 //!   Next::Count(checks)      ─▶ ask each counter ─▶ machine.counted(outcomes) ─▶ Decision
@@ -79,9 +79,10 @@ pub(crate) struct Machine<'c, 'f> {
 /// What the driver does next.
 #[derive(Debug)]
 pub(crate) enum Next<'m, 'c> {
-    /// Read the body from a clone, at most `limit` bytes (`None`: over the
-    /// cap or the stream failed), then [`Machine::body`].
-    Body { limit: u32 },
+    /// Read the body from a clone, at most `limit` bytes, within the
+    /// isolate's memory budget and `timeout_ms` ([`crate::pipeline::upload`]),
+    /// then [`Machine::body`].
+    Body { limit: u32, timeout_ms: u32 },
     /// Receive the body under these limits before anything is reserved,
     /// then [`Machine::uploaded`] ([`crate::pipeline::upload`]).
     Upload(UploadLimits),
@@ -145,7 +146,7 @@ impl<'c, 'f> Machine<'c, 'f> {
             self.known = cached_refusals(cache, applied, self.facts.now_ms);
         }
         match &self.plan.route {
-            Route::NeedsBody => Next::Body { limit: self.config.body_limit },
+            Route::NeedsBody => Next::Body { limit: self.config.body_limit, timeout_ms: self.config.body_timeout_ms },
             #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
             Route::Admin { lockout, route, lockout_binds, access } => {
                 Next::Admin { lockout: lockout.as_ref(), route, lockout_binds: *lockout_binds, access: access.as_ref() }
@@ -163,12 +164,22 @@ impl<'c, 'f> Machine<'c, 'f> {
         }
     }
 
-    /// The body, read after [`Next::Body`] (`None`: over the cap, or the
-    /// stream failed): planned again with it. A plan that read the body is
-    /// never kept.
-    pub(crate) fn body(&mut self, body: Option<&[u8]>) {
+    /// The body, read after [`Next::Body`]: planned again with it
+    /// (unusable: as a body over the cap). A body still arriving at
+    /// `body_timeout` is answered 408, nothing counted. A plan that read
+    /// the body is never kept.
+    pub(crate) fn body(&mut self, read: &upload::BodyRead) {
         self.fresh = None;
-        self.plan = self.plan_with(body.map_or(Body::Unusable, Body::Read), None);
+        let body = match read {
+            upload::BodyRead::Read(bytes) => Body::Read(bytes),
+            upload::BodyRead::Unusable => Body::Unusable,
+            upload::BodyRead::Stalled => {
+                let (response, event) = upload::body_too_slow(self.config.body_timeout_ms);
+                self.refused = Some((Answer::Respond(response), event));
+                Body::Unusable
+            }
+        };
+        self.plan = self.plan_with(body, None);
     }
 
     /// How the upload went after [`Next::Upload`], begun at `started_ms`:
@@ -805,6 +816,33 @@ mod tests {
         assert_eq!(op(success), [Op::Clear]);
         let other = HeaderMap::from_pairs(&[("x-user", "eve@example.com")]);
         assert_eq!(op(d.settle.after(Some((200, &other)), &secrets, 0)), [Op::Release], "another account's success clears nothing");
+    }
+
+    /// Issue 52 item 5: a body read for a `body:` key that is still
+    /// arriving at `body_timeout` is answered 408, no counter asked; one the
+    /// memory budget had no room for is planned as a body over
+    /// `body_limit` (the key missing: the rule's missing-key policy, 400).
+    #[test]
+    fn a_stalled_body_read_is_answered_408_and_one_without_room_goes_unread() {
+        let c = rules();
+        let req = Req::post("/login").ip("192.0.2.1").header("content-type", "application/json");
+        let headers = req.header_map();
+        let run = |read: upload::BodyRead| {
+            let mut machine = Machine::new(c, req.facts(&headers), &PlanMemo::new(4), None);
+            let Next::Body { limit, timeout_ms } = machine.next(None) else { panic!("the body is read first") };
+            assert_eq!((limit, timeout_ms), (16_384, 10_000), "body_limit, body_timeout");
+            machine.body(&read);
+            assert!(matches!(machine.next(None), Next::Decided), "no counter asked");
+            machine.decided()
+        };
+        let stalled = run(upload::BodyRead::Stalled);
+        let Answer::Respond(response) = &stalled.answer else { panic!("answered by tollgate") };
+        assert_eq!(response.status, 408);
+        assert!(!stalled.checked);
+        assert!(stalled.logs.iter().any(|e| e.line().contains(r#""outcome":"stalled""#) && e.line().contains(r#""tollgate":"body""#)));
+        let unread = run(upload::BodyRead::Unusable);
+        let Answer::Respond(response) = &unread.answer else { panic!("answered by tollgate") };
+        assert_eq!(response.status, 400, "the key is missing and the rule rejects, as for a body over body_limit");
     }
 
     #[test]

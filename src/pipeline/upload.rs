@@ -42,15 +42,25 @@
 //! Shadow (`action = "log"`) rules never wait for a body: shadow mode
 //! never changes what reaches the origin.
 //!
-//! # The isolate's budget (issue 35, break 7)
-//! The received bytes wait in the isolate (the original request's stream
-//! keeps them for the origin), and an isolate has 128 MB for everything:
-//! six stalled uploads at a 16 MiB buffer added 101 MB of workerd RSS, and
-//! about eight would have killed the isolate with every request in it. So
-//! every upload takes its bytes from the isolate's [`UploadBudget`]
-//! (`upload_budget`, 32 MiB by default) before it is read, and one client
-//! (its address, [`client_of`]) at most a quarter of it:
-//! - the bytes it may need ([`wanted`]: the announced `Content-Length`,
+//! # The isolate's memory budget (issue 35, break 7; issue 52)
+//! The bytes tollgate holds of a request's body wait in the isolate, and
+//! an isolate has 128 MB for everything: six stalled uploads at a 16 MiB
+//! buffer added 101 MB of workerd RSS, thirty stalled 1 MiB body reads
+//! for `body:` keys 123 MB, and about eight such uploads would have killed
+//! the isolate with every request in it. So every body tollgate holds
+//! takes its bytes from the isolate's [`MemoryBudget`] (`memory_budget`,
+//! 32 MiB by default) before it is read, and one client (its address,
+//! [`client_of`]) at most a quarter of it.
+//!
+//! The budget is in bytes of isolate memory, not of payload: a body waits
+//! in the original request's stream (for the origin) while tollgate reads
+//! a clone, so each byte is held about twice (measured: four stalled 8 MiB
+//! uploads, 32 MiB of payload, grew workerd by 67-71 MB), and a body read
+//! for keys about three times (the copy read, the runtime's buffers).
+//! Every hold is charged what its kind costs per byte ([`Holder::per_byte`]:
+//! [`MEMORY_PER_UPLOAD_BYTE`], [`MEMORY_PER_READ_BYTE`]).
+//!
+//! - the bytes a body may need ([`wanted`]: the announced `Content-Length`,
 //!   capped by the buffer, all or nothing; without a length, the buffer,
 //!   or what is left of it) are held while it is received and until its
 //!   forward returned (or tollgate answered);
@@ -59,14 +69,25 @@
 //!   under `upload_timeout`, 408 if not all in by then), and logged as an
 //!   `upload` line with `outcome = "over_budget"`. The client is served as
 //!   usual; it only loses the slow-upload protection above.
+//! - a body read for `body:` keys and form parameters
+//!   ([`crate::pipeline::machine::Next::Body`], up to `body_limit`) that
+//!   finds no room is not read ([`BodyRead::Unusable`], a `body` line with
+//!   `outcome = "over_budget"`): planned as a body over `body_limit` always
+//!   was (a `body:` key is missing and its rule's missing-key policy
+//!   applies; form conditions fail safe and match). One still arriving at
+//!   `body_timeout` (10 s by default) is answered 408 ([`BodyRead::Stalled`],
+//!   a `body` line, `outcome = "stalled"`), nothing counted or forwarded:
+//!   a client that stops sending loses its hold first.
 //! - a hold is given back when its request ends, whatever the path
-//!   (the glue's guard), and lapses by itself `upload_timeout` +
-//!   [`HOLD_GRACE_MS`] after the upload began, for a request whose end the
+//!   (the glue's guard), and lapses by itself its timeout +
+//!   [`HOLD_GRACE_MS`] after the read began, for a request whose end the
 //!   runtime never reported.
 //!
-//! So an isolate holds at most `upload_budget` bytes of uploads (plus one
-//! read's chunk per upload past its hold, cancelled there), and a client
-//! at most a quarter of that, however many connections it opens.
+//! So an isolate holds at most `memory_budget` bytes of memory for bodies
+//! (plus one read's chunk per body past its hold, cancelled there), and a
+//! client at most a quarter of that, however many connections it opens.
+//! The WebSocket relay's queues and answers read for usage are not in it
+//! (the relay bounds each side itself; the usage reader keeps no copy).
 
 use crate::config::headers::OwnResponse;
 use crate::pipeline::applied::Applied;
@@ -74,7 +95,7 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-pub(crate) use crate::config::policy::{UploadLimits, UPLOAD_CLIENT_SHARES};
+pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_UPLOAD_BYTE};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,59 +186,84 @@ pub(crate) enum Reception {
     Stream,
 }
 
-/// What [`UploadBudget::take`] decided.
+/// What [`MemoryBudget::take`] decided.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Taken {
-    /// The hold to give back ([`UploadBudget::give_back`]); `None` when
+    /// The hold to give back ([`MemoryBudget::give_back`]); `None` when
     /// nothing is held.
     pub(crate) hold: Option<u64>,
     pub(crate) reception: Reception,
-    /// The `upload` line of an upload granted less than it wanted.
+    /// The line of a body granted less than it wanted (`upload` or `body`).
     pub(crate) note: Option<LogEvent>,
 }
 
-/// One upload's bytes, held.
+/// One body's bytes, held.
 #[derive(Debug, Clone)]
 struct Hold {
     id: u64,
     client: String,
-    bytes: u64,
+    /// Bytes of isolate memory: the body's bytes × [`Holder::per_byte`].
+    memory: u64,
     until_ms: i64,
 }
 
-/// The isolate's budget of received-upload bytes (isolate state: the glue
+/// What a hold is for: the line its shortfall is written as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Holder {
+    /// An upload received before a failures-only rule's check (`upload`).
+    Upload,
+    /// A body read for `body:` keys and form parameters (`body`).
+    BodyRead,
+}
+
+impl Holder {
+    /// Bytes of isolate memory one body byte held this way costs, as
+    /// measured ([`MEMORY_PER_UPLOAD_BYTE`], [`MEMORY_PER_READ_BYTE`]).
+    pub(crate) const fn per_byte(self) -> u64 {
+        match self {
+            Holder::Upload => MEMORY_PER_UPLOAD_BYTE as u64,
+            Holder::BodyRead => MEMORY_PER_READ_BYTE as u64,
+        }
+    }
+}
+
+/// The isolate's budget of memory held for request bodies: received
+/// uploads and bodies read for keys (issue 52; isolate state: the glue
 /// keeps one, [`crate::glue`]'s only part is to hold it and give holds
-/// back). Linear in the uploads being received, which an isolate's
-/// concurrent requests bound.
+/// back). Counted in bytes of isolate memory, each body byte at what its
+/// kind costs ([`Holder::per_byte`]). Linear in the bodies being held, which an
+/// isolate's concurrent requests bound.
 #[derive(Debug, Default)]
-pub(crate) struct UploadBudget {
+pub(crate) struct MemoryBudget {
     holds: Vec<Hold>,
     next_id: u64,
 }
 
-impl UploadBudget {
-    pub(crate) const fn new() -> UploadBudget {
-        UploadBudget { holds: Vec::new(), next_id: 0 }
+impl MemoryBudget {
+    pub(crate) const fn new() -> MemoryBudget {
+        MemoryBudget { holds: Vec::new(), next_id: 0 }
     }
 
-    /// Bytes held at `now_ms` (lapsed holds dropped), in all and by `client`.
+    /// Bytes of memory held at `now_ms` (lapsed holds dropped), in all and
+    /// by `client`.
     pub(crate) fn held(&mut self, client: &str, now_ms: i64) -> (u64, u64) {
         self.holds.retain(|h| h.until_ms > now_ms);
-        let all = self.holds.iter().map(|h| h.bytes).sum();
-        (all, self.holds.iter().filter(|h| h.client == client).map(|h| h.bytes).sum())
+        let all = self.holds.iter().map(|h| h.memory).sum();
+        (all, self.holds.iter().filter(|h| h.client == client).map(|h| h.memory).sum())
     }
 
-    /// Takes what `client`'s upload under `limits` wants, within `budget`
-    /// for the isolate and a [`UPLOAD_CLIENT_SHARES`]th of it for the
-    /// client, at `now_ms`: the hold lapses `upload_timeout` +
-    /// [`HOLD_GRACE_MS`] later.
-    pub(crate) fn take(&mut self, budget: u32, client: &str, limits: UploadLimits, want: Want, now_ms: i64) -> Taken {
+    /// Takes what `client`'s body under `limits` wants (bytes of body),
+    /// within `budget` bytes of memory for the isolate and a
+    /// [`MEMORY_CLIENT_SHARES`]th of it for the client, at `now_ms`: the
+    /// hold lapses `limits.timeout_ms` + [`HOLD_GRACE_MS`] later. The
+    /// buffer granted ([`Reception::Read`]) is in bytes of body.
+    pub(crate) fn take(&mut self, budget: u32, client: &str, limits: UploadLimits, want: Want, holder: Holder, now_ms: i64) -> Taken {
         let (all, mine) = self.held(client, now_ms);
-        let share = u64::from(budget / UPLOAD_CLIENT_SHARES);
-        let room = u64::from(budget).saturating_sub(all).min(share.saturating_sub(mine));
+        let share = u64::from(budget / MEMORY_CLIENT_SHARES);
+        let room = u64::from(budget).saturating_sub(all).min(share.saturating_sub(mine)) / holder.per_byte();
         let wants = u64::from(want.bytes);
         let granted = if want.whole && room < wants { 0 } else { wants.min(room) };
-        let note = (granted < wants).then(|| over_budget(want, granted, all, mine, budget));
+        let note = (granted < wants).then(|| over_budget(holder, want, granted, (all, mine), budget));
         if granted == 0 && wants > 0 {
             return Taken { hold: None, reception: Reception::Stream, note };
         }
@@ -225,7 +271,8 @@ impl UploadBudget {
         let hold = (granted > 0).then(|| {
             self.next_id += 1;
             let until_ms = now_ms.saturating_add(i64::from(limits.timeout_ms)).saturating_add(HOLD_GRACE_MS);
-            self.holds.push(Hold { id: self.next_id, client: client.to_string(), bytes: granted, until_ms });
+            let memory = granted.saturating_mul(holder.per_byte());
+            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory, until_ms });
             self.next_id
         });
         Taken { hold, reception: Reception::Read(UploadLimits { buffer, ..limits }), note }
@@ -237,19 +284,59 @@ impl UploadBudget {
     }
 }
 
-/// The `upload` line of an upload the budget could not hold whole.
-fn over_budget(want: Want, granted: u64, all: u64, mine: u64, budget: u32) -> LogEvent {
+/// The line of a body the budget could not hold whole: `upload` (it
+/// streams) or `body` (it is not read). `wanted` and `buffered` in bytes
+/// of body; `isolate_held`, `client_held` and `memory_budget` in bytes of
+/// memory.
+fn over_budget(holder: Holder, want: Want, granted: u64, (all, mine): (u64, u64), budget: u32) -> LogEvent {
+    let line = match holder {
+        Holder::Upload => "upload",
+        Holder::BodyRead => "body",
+    };
     LogEvent::new(
-        "upload",
+        line,
         vec![
             ("outcome", "over_budget".into()),
             ("wanted", want.bytes.into()),
             ("buffered", granted.into()),
             ("isolate_held", all.into()),
             ("client_held", mine.into()),
-            ("upload_budget", budget.into()),
+            ("memory_budget", budget.into()),
         ],
     )
+}
+
+/// What a body read for keys ([`crate::pipeline::machine::Next::Body`])
+/// asks of the budget: `None` when its announced `Content-Length` is over
+/// `limit` (it is not read, as before: planned as unusable); else what
+/// [`wanted`] says for a buffer of `limit`.
+pub(crate) fn body_wanted(limit: u32, content_length: Option<&str>) -> Option<Want> {
+    let announced = content_length.map(str::trim).filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()));
+    if announced.is_some_and(|l| l.parse::<u64>().map_or(true, |l| l > u64::from(limit))) {
+        return None;
+    }
+    Some(wanted(UploadLimits { buffer: limit, timeout_ms: 0 }, content_length))
+}
+
+/// How a body read for keys went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BodyRead {
+    /// The whole body, within its limit (empty for no body at all).
+    Read(Vec<u8>),
+    /// Not buffered: no body, over the limit (announced or streamed), no
+    /// room in the budget, or the stream failed. Planned as
+    /// `Body::Unusable`, as a body over `body_limit` always was.
+    Unusable,
+    /// Still arriving at `body_timeout`: 408, nothing counted or forwarded
+    /// (the client that stops sending loses its hold first).
+    Stalled,
+}
+
+/// 408 for a body read for keys that did not arrive within `timeout_ms`,
+/// and its `body` line.
+pub(crate) fn body_too_slow(timeout_ms: u32) -> (OwnResponse, LogEvent) {
+    let event = LogEvent::new("body", vec![("outcome", "stalled".into()), ("body_timeout_ms", timeout_ms.into())]);
+    (too_slow(timeout_ms), event)
 }
 
 /// What the Worker does once the body was read as far as `limits` allow.
@@ -365,27 +452,32 @@ mod tests {
         }
     }
 
-    /// Issue 35, break 7: six stalled 16 MiB − 1 KiB uploads at the
-    /// largest buffer filled an isolate's 128 MB; under a 64 MiB budget the
-    /// fifth and sixth stream, one client gets a quarter, and every hold
-    /// comes back.
+    const UP: Holder = Holder::Upload;
+
+    /// Issue 35, break 7, and issue 52 item 3: six stalled 8 MiB − 1 KiB
+    /// uploads at the largest buffer the largest budget holds (64 MiB of
+    /// memory, a client's 16 MiB share at 2 bytes per body byte): four are
+    /// held (64 MiB of memory, 32 MiB of body), the fifth and sixth
+    /// stream, one client gets a quarter, and every hold comes back.
     #[test]
-    fn six_16_mib_uploads_stay_within_the_isolate_budget() {
-        let limits = UploadLimits { buffer: 16 * MIB, timeout_ms: 10_000 };
-        let length = (16 * MIB - 1024).to_string();
+    fn six_largest_uploads_stay_within_the_isolate_memory_budget() {
+        let limits = UploadLimits { buffer: 8 * MIB, timeout_ms: 10_000 };
+        let length = (8 * MIB - 1024).to_string();
         let want = wanted(limits, Some(&length));
-        assert_eq!(want, Want { bytes: 16 * MIB - 1024, whole: true });
-        let mut budget = UploadBudget::new();
-        let taken: Vec<Taken> = (0..6).map(|i| budget.take(64 * MIB, &format!("198.51.100.{i}"), limits, want, 0)).collect();
+        assert_eq!(want, Want { bytes: 8 * MIB - 1024, whole: true });
+        let mut budget = MemoryBudget::new();
+        let taken: Vec<Taken> = (0..6).map(|i| budget.take(64 * MIB, &format!("198.51.100.{i}"), limits, want, UP, 0)).collect();
         let read: Vec<Option<u32>> = taken.iter().map(taken_bytes).collect();
         assert_eq!(read, [Some(want.bytes), Some(want.bytes), Some(want.bytes), Some(want.bytes), None, None]);
+        assert_eq!(budget.held("x", 0).0, 2 * 4 * u64::from(want.bytes), "each body byte held is charged twice");
         assert!(budget.held("x", 0).0 <= u64::from(64 * MIB), "within the budget");
         assert!(taken[..4].iter().all(|t| t.note.is_none()));
         let note = taken[4].note.as_ref().map(LogEvent::line).unwrap_or_default();
-        assert!(note.contains(r#""outcome":"over_budget""#) && note.contains(r#""buffered":0"#), "{note}");
+        assert!(note.contains(r#""tollgate":"upload""#) && note.contains(r#""outcome":"over_budget""#) && note.contains(r#""buffered":0"#), "{note}");
+        assert!(note.contains(&format!(r#""isolate_held":{}"#, 8 * u64::from(want.bytes))) && note.contains(r#""memory_budget":67108864"#), "{note}");
         // One client: a quarter of the budget, whatever it opens.
-        let mine = budget.take(64 * MIB, "198.51.100.0", limits, Want { bytes: 1025, whole: true }, 0);
-        assert_eq!(mine.reception, Reception::Stream, "1 KiB left of its 16 MiB share");
+        let mine = budget.take(64 * MIB, "198.51.100.0", limits, Want { bytes: 1025, whole: true }, UP, 0);
+        assert_eq!(mine.reception, Reception::Stream, "2 KiB of memory left of its 16 MiB share: 1 KiB of body");
         // Given back (an upload ended): a new upload is buffered again.
         for t in &taken {
             if let Some(id) = t.hold {
@@ -393,20 +485,20 @@ mod tests {
             }
         }
         assert_eq!(budget.held("x", 0), (0, 0));
-        assert_eq!(taken_bytes(&budget.take(64 * MIB, "203.0.113.9", limits, want, 0)), Some(want.bytes));
+        assert_eq!(taken_bytes(&budget.take(64 * MIB, "203.0.113.9", limits, want, UP, 0)), Some(want.bytes));
     }
 
     #[test]
     fn a_hold_lapses_by_itself_when_its_request_never_ends() {
-        let limits = UploadLimits { buffer: 8 * MIB, timeout_ms: 10_000 };
-        let want = Want { bytes: 8 * MIB, whole: true };
-        let mut budget = UploadBudget::new();
+        let limits = UploadLimits { buffer: 4 * MIB, timeout_ms: 10_000 };
+        let want = Want { bytes: 4 * MIB, whole: true };
+        let mut budget = MemoryBudget::new();
         for i in 0..4 {
-            assert!(budget.take(32 * MIB, &format!("c{i}"), limits, want, 0).hold.is_some());
+            assert!(budget.take(32 * MIB, &format!("c{i}"), limits, want, UP, 0).hold.is_some());
         }
         let lapses = 10_000 + HOLD_GRACE_MS;
-        assert_eq!(budget.take(32 * MIB, "late", limits, want, lapses - 1).reception, Reception::Stream, "still held");
-        assert_eq!(taken_bytes(&budget.take(32 * MIB, "late", limits, want, lapses)), Some(8 * MIB), "lapsed: room again");
+        assert_eq!(budget.take(32 * MIB, "late", limits, want, UP, lapses - 1).reception, Reception::Stream, "still held");
+        assert_eq!(taken_bytes(&budget.take(32 * MIB, "late", limits, want, UP, lapses)), Some(4 * MIB), "lapsed: room again");
         budget.give_back(1);
         budget.give_back(1);
         assert_eq!(budget.held("late", lapses).1, u64::from(8 * MIB), "a lapsed or doubled give-back changes nothing");
@@ -420,15 +512,56 @@ mod tests {
         assert_eq!(wanted(limits, Some("99999999999999999999999")), Want { bytes: 8 * MIB, whole: true }, "over the buffer");
         assert_eq!(wanted(limits, Some("-1")), Want { bytes: 8 * MIB, whole: false }, "not a length");
         assert_eq!(wanted(limits, Some("0")), Want { bytes: 0, whole: true });
-        let mut budget = UploadBudget::new();
-        budget.take(16 * MIB, "a", limits, Want { bytes: 3 * MIB, whole: true }, 0);
-        let rest = budget.take(16 * MIB, "a", limits, wanted(limits, None), 0);
-        assert_eq!(taken_bytes(&rest), Some(MIB), "the client's 4 MiB share, less 3");
+        let mut budget = MemoryBudget::new();
+        budget.take(16 * MIB, "a", limits, Want { bytes: MIB, whole: true }, UP, 0);
+        let rest = budget.take(16 * MIB, "a", limits, wanted(limits, None), UP, 0);
+        assert_eq!(taken_bytes(&rest), Some(MIB), "the client's 4 MiB share of memory, less 2 MiB held: 1 MiB of body");
         assert!(rest.note.is_some(), "less than wanted is logged");
-        let empty = budget.take(16 * MIB, "a", limits, Want { bytes: 0, whole: true }, 0);
+        let empty = budget.take(16 * MIB, "a", limits, Want { bytes: 0, whole: true }, UP, 0);
         assert_eq!((taken_bytes(&empty), empty.hold, empty.note), (Some(0), None, None), "an empty body needs no room");
         assert_eq!(client_of(Some("2001:db8:1:2:3:4:5:6"), 64), "2001:db8:1:2::/64");
         assert_eq!(client_of(None, 64), "unknown");
+    }
+
+    /// Issue 52 item 5: thirty clients stalling 1 MiB body reads grew
+    /// workerd by 123 MB. Body reads share the one budget with uploads, at
+    /// 3 bytes of memory per byte: a client's reads stop at its quarter,
+    /// the isolate's at the budget, and what finds no room is not read (a
+    /// `body` line).
+    #[test]
+    fn body_reads_share_the_budget_with_uploads() {
+        let body_limits = UploadLimits { buffer: MIB, timeout_ms: 10_000 };
+        let want = body_wanted(MIB, Some("1048576")).unwrap();
+        assert_eq!(want, Want { bytes: MIB, whole: true });
+        let mut budget = MemoryBudget::new();
+        // One client, many connections: its 8 MiB share of memory holds two 1 MiB reads (3 MiB each).
+        let one: Vec<Taken> = (0..6).map(|_| budget.take(32 * MIB, "198.51.100.7", body_limits, want, Holder::BodyRead, 0)).collect();
+        assert_eq!(one.iter().filter(|t| t.hold.is_some()).count(), 2, "a quarter of 32 MiB at 3 bytes per byte: two 1 MiB reads");
+        let note = one[2].note.as_ref().map(LogEvent::line).unwrap_or_default();
+        assert!(note.contains(r#""tollgate":"body""#) && note.contains(r#""outcome":"over_budget""#) && note.contains(r#""client_held":6291456"#), "{note}");
+        // Thirty clients: the isolate's 32 MiB of memory hold ten.
+        let many = (0..30).filter(|i| budget.take(32 * MIB, &format!("203.0.113.{i}"), body_limits, want, Holder::BodyRead, 0).hold.is_some()).count();
+        assert_eq!(many, 8, "ten in all, two of them the first client's");
+        assert_eq!(budget.held("x", 0).0, 30 * u64::from(MIB));
+        // Uploads share it: 2 MiB of memory left, 1 MiB of upload (at 2 per byte), not more.
+        let upload = UploadLimits { buffer: 2 * MIB, timeout_ms: 1_000 };
+        let over = budget.take(32 * MIB, "192.0.2.1", upload, Want { bytes: MIB + 1, whole: true }, UP, 0);
+        assert_eq!(over.reception, Reception::Stream);
+        assert_eq!(taken_bytes(&budget.take(32 * MIB, "192.0.2.1", upload, Want { bytes: MIB, whole: true }, UP, 0)), Some(MIB));
+        // The stalled reads' holds lapse at body_timeout + grace at the latest.
+        assert_eq!(budget.held("x", 10_000 + HOLD_GRACE_MS).0, 0);
+    }
+
+    #[test]
+    fn a_body_announced_over_its_limit_is_never_read_nor_held() {
+        assert_eq!(body_wanted(16_384, Some("16385")), None);
+        assert_eq!(body_wanted(16_384, Some("99999999999999999999999")), None, "a length past u64");
+        assert_eq!(body_wanted(16_384, Some("16384")), Some(Want { bytes: 16_384, whole: true }));
+        assert_eq!(body_wanted(16_384, None), Some(Want { bytes: 16_384, whole: false }), "unannounced: up to the limit, what is left");
+        assert_eq!(body_wanted(16_384, Some("x")), Some(Want { bytes: 16_384, whole: false }), "not a length");
+        let (response, event) = body_too_slow(10_000);
+        assert_eq!(response.status, 408);
+        assert_eq!(event.line(), r#"{"body_timeout_ms":10000,"outcome":"stalled","tollgate":"body"}"#);
     }
 
     #[test]

@@ -309,6 +309,13 @@ impl Cli<'_> {
         if let Some(access) = &config.admin_access {
             outln!(self, "note: {path} {label}: {}", access.note(&config.admin_prefix));
         }
+        // The memory arithmetic once a config sets what it depends on (the
+        // shipped defaults say nothing: issue 53's three lines).
+        let sizes = ["memory_budget", "upload_budget", "body_limit", "body_timeout"];
+        let sized = sizes.iter().any(|f| value.get(f).is_some()) || value.get("rules").and_then(Value::as_array).is_some_and(|rules| rules.iter().any(|r| r.pointer("/counting/upload_buffer").is_some()));
+        if let Some(note) = crate::config::memory_note(&config).filter(|_| sized) {
+            outln!(self, "note: {path} {label}: {note}");
+        }
         for warning in section_warnings(section, &config) {
             outln!(self, "warning: {path} {label}: {warning}");
         }

@@ -25,7 +25,7 @@ use crate::pipeline::applied::{Applied, KeyOutcome, Matched};
 use crate::pipeline::metrics::MetricsLevel;
 use crate::pipeline::plan::Canonical;
 use crate::pipeline::plan::Plan;
-use crate::pipeline::upload::Receipt;
+use crate::pipeline::upload::{BodyRead, Receipt};
 use crate::count::limit::Limit;
 use crate::count::protocol::{Call, CallFailure, Op};
 use crate::count::store::Storage;
@@ -195,10 +195,10 @@ pub(crate) fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed:
     let decision = loop {
         match machine.next(None) {
             // Given up front: what the Worker reads, capped as it caps it.
-            Next::Body { limit } => machine.body(match request.body {
-                Some(bytes) if bytes.len() > limit as usize => None,
-                Some(bytes) => Some(bytes),
-                None => Some(&[]),
+            Next::Body { limit, .. } => machine.body(&match request.body {
+                Some(bytes) if bytes.len() > limit as usize => BodyRead::Unusable,
+                Some(bytes) => BodyRead::Read(bytes.to_vec()),
+                None => BodyRead::Read(Vec::new()),
             }),
             // All here: the Worker would go on to count.
             Next::Upload(_) => machine.uploaded(Receipt::Complete, request.now_ms),

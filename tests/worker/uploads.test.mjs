@@ -242,12 +242,14 @@ test("Retry-After under a hold: a refusal owed to a request in flight says how l
     assert.equal(served.status, 200, "served once the hold ended");
   }));
 
-// Issue 35, break 7: the bytes a received upload waits with are the
-// isolate's (128 MB for everything); six stalled uploads at a 16 MiB buffer
-// added 101 MB of workerd RSS. Each upload takes its bytes from the
-// isolate's upload_budget first, a client at most a quarter of it; one that
-// finds no room streams (an `over_budget` line), and every hold comes back
-// when its request ends.
+// Issue 35, break 7, and issue 52 item 3: the bytes a received upload
+// waits with are the isolate's (128 MB for everything); six stalled uploads
+// at a 16 MiB buffer added 101 MB of workerd RSS, and under the budget that
+// counted payload once, 104 MB. Each upload takes its bytes from the
+// isolate's memory_budget first, at 2 bytes of memory per byte (as
+// measured), a client at most a quarter of it; one that finds no room
+// streams (an `over_budget` line), and every hold comes back when its
+// request ends.
 
 const MIB = 1_048_576;
 
@@ -280,19 +282,19 @@ async function untilBuffered(tg, bytes, tries) {
   return 0;
 }
 
-test("six stalled 16 MiB uploads stay within a 64 MiB upload_budget: four are buffered, two stream (over_budget), and once their clients went away a new upload is buffered again", (t) => {
-  const config = quota(10, { upload_buffer: 16 * MIB, upload_timeout: "60s" });
-  config.upload_budget = 64 * MIB;
+test("six stalled uploads at the largest buffer (8 MiB) stay within a 64 MiB memory_budget, held twice: four are buffered, two stream (over_budget), and once their clients went away a new upload is buffered again", (t) => {
+  const config = quota(10, { upload_buffer: 8 * MIB, upload_timeout: "60s" });
+  config.memory_budget = 64 * MIB;
   return withTollgate({ origin: origin(), config }, async (tg) => {
     const base = await tg.mf.ready;
-    const uploads = Array.from({ length: 6 }, (_, i) => stalled(base, `198.51.100.${i + 1}`, 16 * MIB, 16 * MIB - 1024));
+    const uploads = Array.from({ length: 6 }, (_, i) => stalled(base, `198.51.100.${i + 1}`, 8 * MIB, 8 * MIB - 1024));
     try {
       // Nothing ends before the 60 s upload_timeout: all six are in flight.
       await until(30_000, async () => overBudget(tg).length >= 2 && ((await status(tg, 10)).held ?? 0) >= 2);
       const over = overBudget(tg);
       assert.equal(over.length, 2, "the fifth and sixth found no room");
       for (const e of over) {
-        assert.deepEqual([e.wanted, e.buffered, e.isolate_held, e.upload_budget], [16 * MIB, 0, 4 * 16 * MIB, 64 * MIB]);
+        assert.deepEqual([e.wanted, e.buffered, e.isolate_held, e.memory_budget], [8 * MIB, 0, 4 * 2 * 8 * MIB, 64 * MIB], "four 8 MiB uploads hold 64 MiB of memory");
       }
       assert.equal((await status(tg, 10)).held, 2, "the two streamed reserved (their bodies go on to the origin under the deadline)");
     } finally {
@@ -301,15 +303,15 @@ test("six stalled 16 MiB uploads stay within a 64 MiB upload_budget: four are bu
     // The clients went away: every hold is given back; a new upload is
     // buffered again (bounded: 20 tries).
     await within(10_000, Promise.all(uploads.map((u) => u.response)));
-    const tries = await untilBuffered(tg, 16 * MIB - 1024, 20);
-    assert.ok(tries > 0, "a new 16 MiB upload is buffered once the stalled ones ended");
+    const tries = await untilBuffered(tg, 8 * MIB - 1024, 20);
+    assert.ok(tries > 0, "a new 8 MiB upload is buffered once the stalled ones ended");
     t.diagnostic(`buffered again at try ${tries}`);
   });
 });
 
-test("one client holds at most a quarter of upload_budget: its second upload streams, another client's is buffered, and its share is back once its uploads timed out", () => {
+test("one client holds at most a quarter of memory_budget: its second upload streams, another client's is buffered, and its share is back once its uploads timed out", () => {
   const config = quota(10, { upload_buffer: MIB, upload_timeout: "2s" });
-  config.upload_budget = 4 * MIB;
+  config.memory_budget = 8 * MIB;
   return withTollgate({ origin: origin(), config }, async (tg) => {
     const base = await tg.mf.ready;
     const uploads = [
@@ -328,7 +330,7 @@ test("one client holds at most a quarter of upload_budget: its second upload str
     await tg.settled();
     const over = overBudget(tg);
     assert.equal(over.length, 1, "only the first client's second upload found no room");
-    assert.deepEqual([over[0].client_held, over[0].isolate_held, over[0].buffered], [MIB, MIB, 0], "its own quarter was full, the isolate was not");
+    assert.deepEqual([over[0].client_held, over[0].isolate_held, over[0].buffered], [2 * MIB, 2 * MIB, 0], "its own quarter (2 MiB of memory: one 1 MiB upload, held twice) was full, the isolate was not");
     const outcomes = tg.logEvents().filter((e) => e.tollgate === "upload").map((e) => e.outcome).sort();
     assert.deepEqual(outcomes, ["aborted", "over_budget", "stalled", "stalled"], "two buffered (408 unreserved), one streamed (408, its forward aborted)");
     // Released on timeout: the same client's next upload is buffered.

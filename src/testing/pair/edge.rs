@@ -52,7 +52,7 @@ impl Edge {
         let mut logs = Vec::new();
         let mut decision = loop {
             match machine.next(Some(&self.isolate.blocked)) {
-                Next::Body { .. } => machine.body(Some(req.body.as_deref().unwrap_or_default())),
+                Next::Body { .. } => machine.body(&crate::pipeline::upload::BodyRead::Read(req.body.clone().unwrap_or_default())),
                 Next::Upload(_) => machine.uploaded(Receipt::Complete, now),
                 Next::Admin { .. } => panic!("the pair drives no admin request"),
                 Next::Count(checks) => {

@@ -1,0 +1,179 @@
+// What tollgate makes workerd hold (issue 52): workerd's RSS before, at the
+// peak of, and after each scenario, in one run (Linux only; loopback only).
+//
+//   node --max-http-header-size=131072 bench/memory.mjs [scenario...]
+//
+// Scenarios (all by default):
+//   uploads       six stalled uploads at the largest upload_buffer the
+//                 default budget allows (failures-only rule)
+//   uploads-max   the same at the largest budget (64 MiB)
+//   bodies        30 clients stalling 1 MiB − 1 KiB into a 1 MiB body read
+//                 (`body:` key, body_limit = 1 MiB), then nothing
+//   bodies-none   the same on a path no rule reads
+//   json          40 JSON answers of ~1 MiB in flight (not read by the
+//                 client) through `metering = { usage = "openai" }`
+//   json-slot     the same through a concurrency rule (the answer watched
+//                 as a usage rule's is, nothing read)
+//   json-none     the same through a rule that reads no body
+//   together      uploads (4 MiB), body reads and JSON answers at once
+//
+// Each scenario starts its own workerd; its RSS is read from /proc.
+import http from "node:http";
+import { readFileSync } from "node:fs";
+import { withTollgate, sleep } from "../tests/worker/harness.mjs";
+import { config, rule, limit } from "../tests/worker/builders.mjs";
+import { workerdPids } from "./procs.mjs";
+
+const MIB = 1_048_576;
+const rssMb = () => [...workerdPids()].reduce((sum, pid) => {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
+    return sum + Number(line.split(/\s+/)[1]) / 1024;
+  } catch {
+    return sum;
+  }
+}, 0);
+
+/** Headers at once, `first` bytes, then nothing until `stop()`. */
+function stalled(base, path, { ip, length, sent, headers = {} }) {
+  const req = http.request(new URL(path, base), { method: "POST", headers: { "cf-connecting-ip": ip, "content-length": String(length), ...headers } });
+  const response = new Promise((resolve) => {
+    req.on("response", (res) => { res.resume(); resolve(res.statusCode); });
+    req.on("error", () => resolve("closed"));
+    req.on("close", () => resolve("closed"));
+  });
+  req.flushHeaders();
+  req.write(Buffer.alloc(sent, "x"));
+  return { response, stop: () => req.destroy() };
+}
+
+/** Polls RSS every 250 ms for `ms`: the peak. */
+async function peakOver(ms) {
+  let peak = 0;
+  for (const end = Date.now() + ms; Date.now() < end; await sleep(250)) peak = Math.max(peak, rssMb());
+  return peak;
+}
+
+async function measure(name, start, holdMs) {
+  const cfg = start.config;
+  const result = { name };
+  const origin = start.origin ? await start.origin() : null;
+  try {
+    await withTollgate({ admin: false, config: cfg, ...(origin ? { vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined } } : {}) }, async (tg) => {
+      const base = await tg.mf.ready;
+      // Warm: the Worker's isolate loaded, a few requests served.
+      for (let i = 0; i < 5; i++) await (await tg.fetch("/warm")).arrayBuffer();
+      await sleep(1000);
+      result.before = rssMb();
+      const load = await start.run(base, tg);
+      result.peak = await peakOver(holdMs);
+      result.outcome = await load.stop();
+      await sleep(3000);
+      result.after = rssMb();
+    });
+  } finally {
+    if (origin) await origin.close();
+  }
+  result.growth = result.peak - result.before;
+  console.log(JSON.stringify({ ...result, before: +result.before.toFixed(1), peak: +result.peak.toFixed(1), after: +result.after.toFixed(1), growth: +result.growth.toFixed(1) }));
+}
+
+const quota = (budget, buffer) => ({
+  ...config(rule("quota", "/up/*", { key: ["ip"], limits: limit(100, "1d"), counting: { mode: "response", statuses: [401], upload_buffer: buffer, upload_timeout: "60s" } })),
+  // upload_budget: the older name of memory_budget, so that the same
+  // script runs on a build from before it.
+  ...(budget ? { upload_budget: budget } : {}),
+});
+
+function uploads(budget, buffer) {
+  return {
+    config: quota(budget, buffer),
+    run: async (base) => {
+      // LENGTH: bodies of another size than the buffer (over it: they stream).
+      const length = Number(process.env.LENGTH ?? buffer);
+      const list = Array.from({ length: Number(process.env.COUNT ?? 6) }, (_, i) => stalled(base, "/up/x", { ip: `198.51.100.${i + 1}`, length, sent: length - 1024, headers: { "content-type": "application/json" } }));
+      return { stop: async () => { list.forEach((u) => u.stop()); return (await Promise.all(list.map((u) => u.response))).join(","); } };
+    },
+  };
+}
+
+function bodies(path) {
+  return {
+    config: { ...config(rule("by-user", "/read/*", { key: ["body:user"], limits: limit(100, "1m") })), body_limit: MIB, ...(process.env.BUDGET ? { memory_budget: Number(process.env.BUDGET) } : {}) },
+    run: async (base) => {
+      const list = Array.from({ length: Number(process.env.COUNT ?? 30) }, (_, i) => stalled(base, path, { ip: `203.0.113.${i + 1}`, length: MIB, sent: MIB - 1024, headers: { "content-type": "application/json" } }));
+      return { stop: async () => { list.forEach((u) => u.stop()); return (await Promise.all(list.map((u) => u.response))).join(","); } };
+    },
+  };
+}
+
+/** An origin answering every request with ~1 MiB of OpenAI-shaped JSON. */
+async function jsonOrigin() {
+  const text = "x".repeat(MIB - 200);
+  const body = JSON.stringify({ choices: [{ message: { content: text } }], usage: { prompt_tokens: 1, completion_tokens: 9, total_tokens: 10 } });
+  const server = http.createServer(async (req, res) => {
+    try {
+      for await (const _ of req);
+    } catch {
+      return; // an upload whose client went away
+    }
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+    res.end(body);
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }) };
+}
+
+function json(kind) {
+  const reads = kind === "usage" ? { metering: { usage: "openai", reserve: 10, max: 10 }, counting: { mode: "response" } } : {};
+  const held = kind === "slot" ? { concurrency: 1000, idle_release: "60s" } : {};
+  const fields = { key: ["header:x-tenant"], limits: limit(1e9, "1d"), ...reads, ...held };
+  return {
+    config: config(rule("ai", "/v1/*", fields)),
+    origin: jsonOrigin,
+    run: async (base) => {
+      // 40 answers in flight: their bodies not read by the client.
+      const list = Array.from({ length: 40 }, (_, i) => new Promise((resolve) => {
+        const req = http.request(new URL("/v1/chat", base), { method: "POST", headers: { "x-tenant": `t${i}`, "cf-connecting-ip": `192.0.2.${i + 1}` } }, (res) => {
+          res.pause();
+          resolve({ res, status: res.statusCode });
+        });
+        req.on("error", () => resolve({ status: "error" }));
+        req.end("{}");
+      }));
+      const answers = await Promise.all(list);
+      return { stop: async () => { answers.forEach((a) => a.res?.destroy()); return answers.map((a) => a.status).join(","); } };
+    },
+  };
+}
+
+/** Uploads, body reads and JSON answers at once, in one isolate (one budget for the first two). */
+function together() {
+  const up = uploads(undefined, 4 * MIB);
+  const rd = bodies("/read/x");
+  const js = json("usage");
+  const rules = [...up.config.rules, ...rd.config.rules, ...js.config.rules];
+  return {
+    config: { ...rd.config, rules },
+    origin: js.origin,
+    run: async (base, tg) => {
+      const loads = await Promise.all([up.run(base, tg), rd.run(base, tg), js.run(base, tg)]);
+      return { stop: async () => (await Promise.all(loads.map((l) => l.stop()))).map((o) => o.slice(0, 40)).join(" | ") };
+    },
+  };
+}
+
+const scenarios = {
+  uploads: () => uploads(undefined, Number(process.env.BUFFER ?? 8 * MIB)),
+  "uploads-max": () => uploads(64 * MIB, Number(process.env.BUFFER_MAX ?? 16 * MIB)),
+  bodies: () => bodies("/read/x"),
+  "bodies-none": () => bodies("/elsewhere"),
+  json: () => json("usage"),
+  "json-slot": () => json("slot"),
+  "json-none": () => json("none"),
+  together,
+};
+
+const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(scenarios);
+console.log(JSON.stringify({ machine: `${(await import("node:os")).cpus().length} cores`, load: (await import("node:os")).loadavg().map((l) => +l.toFixed(2)) }));
+for (const name of chosen) await measure(name, scenarios[name](), Number(process.env.HOLD_MS ?? 8000));
