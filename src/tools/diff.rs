@@ -176,27 +176,39 @@ impl fmt::Display for Change {
                 alg(*to),
                 alg(*from)
             ),
-            Change::Override { value, from: None, to: Some(to) } => write!(f, "override `{value}` appears: {to}, at once"),
-            Change::Override { value, from: Some(from), to: None } => write!(f, "override `{value}` vanishes: {from} -> the rule's limits, at once"),
-            Change::Override { value, from, to } => write!(f, "override `{value}`: {} -> {}, at once", from.as_deref().unwrap_or("-"), to.as_deref().unwrap_or("-")),
-            Change::TwoPhase { on: true } => write!(f, "two-phase counting on (counting.statuses): only the listed statuses count from now; hits so far stay counted"),
-            Change::TwoPhase { on: false } => write!(f, "two-phase counting off: every request counts from now; reservations in flight hold until they settle or lapse"),
-            Change::Leases { on } => write!(f, "leases {}: counts carry over", if *on { "on" } else { "off" }),
-            Change::Action { blocks: true } => write!(f, "action log -> block: keys already over the limit are blocked at once"),
-            Change::Action { blocks: false } => write!(f, "action block -> log (shadow): nothing is blocked any more"),
-            Change::Metering { field, on: true } => write!(
-                f,
-                "`{field}` on: objects of a release before 0.2.0 refuse its calls (the rule's on_error) — deploy it once every object runs 0.2.0 or later"
-            ),
-            Change::Metering { field, on: false } => write!(f, "`{field}` off: counts carry over"),
-            Change::Refusal { from, to } => {
-                let shape = |p: &Option<Provider>| p.map_or("problem+json".to_string(), |p| format!("{}'s error JSON", p.name()));
-                write!(f, "refusals {} -> {}: clients read the new body at once (x-should-retry: false past 60 s only with an API's shape); counts carry over", shape(from), shape(to))
-            }
-            Change::LargeLog => write!(
-                f,
-                "a sliding_log limit above 10,000: objects of the release before keep one entry per call (no coalescing; a busy key's row grows toward SQLite's 2 MB) and its `tollgate check` refuses the config — deploy it once every object runs this release, and lower it before rolling back"
-            ),
+            other => other.fmt_setting(f),
+        }
+    }
+}
+
+impl Change {
+    /// The text of a change to a setting (overrides, counting, leases,
+    /// action, metering, refusals, a large log): [`Change`]'s `Display`
+    /// for those, apart from the changes to rules and windows.
+    fn fmt_setting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+                Change::Override { value, from: None, to: Some(to) } => write!(f, "override `{value}` appears: {to}, at once"),
+                Change::Override { value, from: Some(from), to: None } => write!(f, "override `{value}` vanishes: {from} -> the rule's limits, at once"),
+                Change::Override { value, from, to } => write!(f, "override `{value}`: {} -> {}, at once", from.as_deref().unwrap_or("-"), to.as_deref().unwrap_or("-")),
+                Change::TwoPhase { on: true } => write!(f, "two-phase counting on (counting.statuses): only the listed statuses count from now; hits so far stay counted"),
+                Change::TwoPhase { on: false } => write!(f, "two-phase counting off: every request counts from now; reservations in flight hold until they settle or lapse"),
+                Change::Leases { on } => write!(f, "leases {}: counts carry over", if *on { "on" } else { "off" }),
+                Change::Action { blocks: true } => write!(f, "action log -> block: keys already over the limit are blocked at once"),
+                Change::Action { blocks: false } => write!(f, "action block -> log (shadow): nothing is blocked any more"),
+                Change::Metering { field, on: true } => write!(
+                    f,
+                    "`{field}` on: objects of a release before 0.2.0 refuse its calls (the rule's on_error) — deploy it once every object runs 0.2.0 or later"
+                ),
+                Change::Metering { field, on: false } => write!(f, "`{field}` off: counts carry over"),
+                Change::Refusal { from, to } => {
+                    let shape = |p: &Option<Provider>| p.map_or("problem+json".to_string(), |p| format!("{}'s error JSON", p.name()));
+                    write!(f, "refusals {} -> {}: clients read the new body at once (x-should-retry: false past 60 s only with an API's shape); counts carry over", shape(from), shape(to))
+                }
+                Change::LargeLog => write!(
+                    f,
+                    "a sliding_log limit above 10,000: objects of the release before keep one entry per call (no coalescing; a busy key's row grows toward SQLite's 2 MB) and its `tollgate check` refuses the config — deploy it once every object runs this release, and lower it before rolling back"
+                ),
+            _ => Ok(()),
         }
     }
 }
