@@ -1096,25 +1096,31 @@ mod tests {
         assert_eq!(decode_call_url(&gcra), Err(CallError::CalendarUnderGcra));
     }
 
-    #[test]
-    fn a_calendar_window_of_a_reply_names_its_unit_in_the_line() {
-        let day = Limit::per_period(300, Calendar::parse("day@UTC").unwrap()).unwrap();
-        let state = WindowState { limit: day, used: 300, remaining: 0, reset_ms: 3_600_000 };
-        let window = WireWindow::from(&state);
-        assert_eq!(window.calendar, Some(Unit::Day));
-        let reply = Reply {
+    /// A reply refusing on `window` alone, `retry_after_ms` to wait, the
+    /// row holding `stored_hits`, its alarm pending.
+    fn blocked_by(window: WireWindow, retry_after_ms: u64, stored_hits: u64) -> Reply {
+        Reply {
             v: VERSION,
-            tally: Tally { allowed: false, retry_after_ms: 3_600_000, windows: vec![window.clone()], binding: Some(0), in_flight: false },
+            tally: Tally { allowed: false, retry_after_ms, windows: vec![window], binding: Some(0), in_flight: false },
             alarm_pending: true,
             alarm_set: false,
-            stored_hits: 300,
+            stored_hits,
             rows_read: 1,
             rows_written: 0,
             reservation: None,
             held: 0,
             granted: None,
             penalty_until_ms: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_calendar_window_of_a_reply_names_its_unit_in_the_line() {
+        let day = Limit::per_period(300, Calendar::parse("day@UTC").unwrap()).unwrap();
+        let state = WindowState { limit: day, used: 300, remaining: 0, reset_ms: 3_600_000 };
+        let window = WireWindow::from(&state);
+        assert_eq!(window.calendar, Some(Unit::Day));
+        let reply = blocked_by(window.clone(), 3_600_000, 300);
         assert!(serde_json::to_string(&reply).unwrap().contains(r#""reset_ms":3600000,"calendar":"day"}"#));
         let line = encode_reply_line(&reply);
         assert!(line.ends_with(" 300/93600000/300/0/3600000/day"), "{line}");
@@ -1288,19 +1294,7 @@ mod tests {
     #[test]
     fn reply_lines_round_trip_and_are_refused_when_not_one() {
         let window = WireWindow { limit: 2, window_ms: 1_000, used: 2, remaining: 0, reset_ms: 980, calendar: None };
-        let blocked = Reply {
-            v: VERSION,
-            tally: Tally { allowed: false, retry_after_ms: 980, windows: vec![window.clone()], binding: Some(0), in_flight: false },
-            alarm_pending: true,
-            alarm_set: false,
-            stored_hits: 2,
-            rows_read: 1,
-            rows_written: 0,
-            reservation: None,
-            held: 0,
-            granted: None,
-            penalty_until_ms: None,
-        };
+        let blocked = blocked_by(window.clone(), 980, 2);
         assert_eq!(encode_reply_line(&blocked), "1 b 980 0 0 1 0 2 1 0 - 0 2/1000/2/0/980");
         let reserved = Reply {
             tally: Tally { allowed: true, retry_after_ms: 0, windows: vec![window.clone(), window], binding: None, in_flight: true },
