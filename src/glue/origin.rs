@@ -77,6 +77,20 @@ pub(crate) async fn read_body(req: &web_sys::Request, budget: u32, client: &str,
 // ["complete", bytes], ["over", null] (one more byte came),
 // ["stalled", null] (`ms` passed), ["broken", null].
 export function readBody(request, limit, ms) {
+  return readClone(request, limit, ms, true);
+}
+
+// Receives a clone of the body (the original, teed, keeps every byte for
+// the origin) without keeping it: "complete", "over" (more than `buffer`
+// bytes), "stalled" (`ms` passed), "broken", or "none" (no body).
+export function receiveBody(request, buffer, ms) {
+  if (request.body === null) return Promise.resolve("none");
+  return readClone(request, buffer, ms, false).then(([word]) => word);
+}
+
+// readBody and receiveBody: a clone read to its end under a deadline and a
+// cap, its bytes kept in one array sized once when `keep`.
+function readClone(request, limit, ms, keep) {
   let reader;
   try {
     reader = request.clone().body.getReader();
@@ -84,7 +98,7 @@ export function readBody(request, limit, ms) {
     return Promise.resolve(["broken", null]);
   }
   return new Promise((resolve) => {
-    let into = new Uint8Array(limit);
+    let into = keep ? new Uint8Array(limit) : null;
     let size = 0;
     let done = false;
     const finish = (word, cancel) => {
@@ -92,7 +106,7 @@ export function readBody(request, limit, ms) {
       done = true;
       clearTimeout(timer);
       if (cancel) reader.cancel().catch(() => {});
-      const bytes = word === "complete" ? into.subarray(0, size) : null;
+      const bytes = into !== null && word === "complete" ? into.subarray(0, size) : null;
       into = null;
       resolve([word, bytes]);
     };
@@ -101,37 +115,8 @@ export function readBody(request, limit, ms) {
       if (done) return;
       if (end) return finish("complete", false);
       if (size + value.byteLength > limit) return finish("over", true);
-      into.set(value, size);
+      if (into !== null) into.set(value, size);
       size += value.byteLength;
-      pump();
-    }, () => finish("broken", false));
-    pump();
-  });
-}
-
-export function receiveBody(request, buffer, ms) {
-  if (request.body === null) return Promise.resolve("none");
-  let reader;
-  try {
-    reader = request.clone().body.getReader();
-  } catch (e) {
-    return Promise.resolve("broken");
-  }
-  return new Promise((resolve) => {
-    let size = 0;
-    let done = false;
-    const finish = (receipt, cancel) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      if (cancel) reader.cancel().catch(() => {});
-      resolve(receipt);
-    };
-    const timer = setTimeout(() => finish("stalled", true), ms);
-    const pump = () => reader.read().then(({ done: end, value }) => {
-      if (end) return finish("complete", false);
-      size += value.byteLength;
-      if (size > buffer) return finish("over", true);
       pump();
     }, () => finish("broken", false));
     pump();
