@@ -49,7 +49,7 @@ pub(crate) mod response;
 pub mod rules;
 pub(crate) mod spelling;
 pub(crate) mod upstream;
-mod written;
+pub(crate) mod written;
 pub(crate) mod words;
 
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]

@@ -187,8 +187,8 @@ impl Calendar {
     }
 
     /// The local date and time of an instant in this zone,
-    /// `2026-12-07T00:00+09:00`, for `explain` (the CLI's builds only).
-    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+    /// `2026-12-07T00:00+09:00`, for `explain` and the admin API's status
+    /// (none of the zone Worker's paths calls it).
     pub(crate) fn local_text(&self, at_ms: i64) -> String {
         let rule = self.zone.rule();
         let s = at_ms.div_euclid(1000);

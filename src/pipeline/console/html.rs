@@ -381,6 +381,11 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
             let _ = write!(out, "<p class=\"ok\" role=\"status\">Done: {done}.</p>");
         }
         let _ = write!(out, "<p>Limits from: <code>{}</code></p>", esc(&text(&s["limits_source"])));
+        // In words (issue 53): a calendar window's zone and local reset.
+        let said: Vec<&str> = s["limits_text"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        if !said.is_empty() {
+            let _ = write!(out, "<p id=\"limits\">Limits: {}</p>", esc(&said.join("; ")));
+        }
         out.push_str(&windows(s));
         if s["override"].is_object() {
             let _ = write!(out, "<p id=\"overridden\">Override: <code>{}</code></p>", esc(&s["override"].to_string()));
