@@ -59,6 +59,31 @@ test("a calendar day in Asia/Tokyo refuses until Tokyo's midnight, with Retry-Af
     assert.equal(tg.origin.received.length, 6, "the origin saw the 6 admitted");
   }));
 
+test("300 a Tokyo day beside 10 a minute: exactly 300 in the local day, the 301st refused with Retry-After to Tokyo's midnight", { timeout: 120_000 }, () =>
+  withTollgate(
+    { scriptPath: CLOCK_ENTRY, config: config(rule("big", "/big", { key: ["ip"], ratelimit_headers: true, limits: [{ requests: 10, window: "1m" }, { requests: 300, window: "day", time_zone: "Asia/Tokyo" }] })) },
+    async (tg) => {
+      const midnight = nextTokyoMidnight(Date.now());
+      const start = midnight - 3 * 3_600_000;
+      // 10 a minute for 30 minutes: every one admitted.
+      for (let minute = 0; minute < 30; minute++) {
+        await setClock(tg, start + minute * 61_000);
+        assert.deepEqual(await statuses(tg, 10, "/big"), Array(10).fill(200), `minute ${minute}`);
+      }
+      const at = start + 30 * 61_000;
+      await setClock(tg, at);
+      const refused = await tg.fetch("/big");
+      assert.equal(refused.status, 429, "the 301st, in a fresh minute");
+      const retry = Number(refused.headers.get("retry-after"));
+      const toMidnight = (midnight - at) / 1000;
+      assert.ok(retry <= toMidnight && retry >= toMidnight - 5, `Retry-After ${retry}: to Tokyo's midnight (${toMidnight} s)`);
+      assert.match(refused.headers.get("ratelimit"), /^"big\/day";r=0;t=\d+$/, "refused by the day");
+      assert.equal(tg.origin.received.length, 300, "the origin saw exactly 300");
+      await setClock(tg, midnight + 1_000);
+      assert.equal((await tg.fetch("/big")).status, 200, "back at Tokyo's midnight");
+    },
+  ));
+
 test("a config naming an unknown time zone is refused, naming the rule and the field", () =>
   withTollgate(
     { scriptPath: CLOCK_ENTRY, config: config(rule("school", "/ask", { limits: [{ requests: 3, window: "day", time_zone: "Asia/Atlantis" }] })) },
