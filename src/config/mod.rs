@@ -324,6 +324,7 @@ impl Config {
     pub fn warnings(&self) -> Vec<ConfigWarning> {
         let mut out = self.respelled.clone();
         out.extend(self.rules.iter().flat_map(checks::warnings));
+        out.extend(checks::client_chosen(&self.rules));
         out
     }
 
