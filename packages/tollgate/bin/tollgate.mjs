@@ -7,11 +7,10 @@
 // `admin` calls a deployed Worker's admin API (lib/admin.mjs).
 import { readFileSync, writeFileSync } from "node:fs";
 import { ADMIN_USAGE } from "../lib/admin.mjs";
+import { presetUsage } from "../lib/init.mjs";
 
 const NODE_USAGE = `  tollgate init DIR [--preset P | --rules FILE] [--name NAME] [--tollgate SPEC] [--no-install]
-                                          write a project deploying tollgate (presets:
-                                          heavy-endpoint, login, tenant-quota, api-keys; for a
-                                          zone that already runs a Worker: in-front, rpc, crate);
+${presetUsage()}
                                           --tollgate: the tollgate its package.json installs
                                           (a tarball's path, file:..., a version; until
                                           tollgate is on the npm registry, the tarball)
