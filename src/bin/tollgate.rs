@@ -16,8 +16,7 @@ fn main() {
         std::process::exit(2);
     }
     let output = tollgate::cli::run(&args, &native::Machine);
-    native::print(&output);
-    std::process::exit(output.code);
+    std::process::exit(native::print(&output));
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -48,10 +47,23 @@ mod native {
         }
     }
 
-    /// Prints what the run printed; a closed pipe (`| head`) is not an
-    /// error worth a panic.
-    pub fn print(output: &Output) {
-        let _ = std::io::stdout().write_all(output.stdout.as_bytes());
+    /// Prints what the run printed, or writes it to the file it names
+    /// (`migrate --write`); a closed pipe (`| head`) is not an error worth
+    /// a panic. The exit code: the run's, or 1 when the file was not written.
+    pub fn print(output: &Output) -> i32 {
         let _ = std::io::stderr().write_all(output.stderr.as_bytes());
+        match &output.write {
+            Some(path) => match std::fs::write(path, &output.stdout) {
+                Ok(()) => output.code,
+                Err(e) => {
+                    eprintln!("error: {path}: not written: {e}");
+                    1
+                }
+            },
+            None => {
+                let _ = std::io::stdout().write_all(output.stdout.as_bytes());
+                output.code
+            }
+        }
     }
 }

@@ -253,6 +253,40 @@ pub(super) fn untyped_ids(rule: &Rule) -> Vec<ConfigWarning> {
         .collect()
 }
 
+/// A rule keyed only by an id the client claims for itself (a header,
+/// cookie or query parameter named `id`, `*_id`, `*-id` or `*Id`, such as
+/// `header:x-user-id`; not Cloudflare's own `cf-` headers): any client can
+/// send a made-up one and get a fresh bucket. Said when no rule keyed by
+/// the client's address (`ip`) covers its path beside it (issue 53, round
+/// 3 item 6). A path segment or body field (a resource, the account a login
+/// targets) is what the rule protects, and is not said.
+pub(super) fn client_chosen(rules: &[Rule]) -> Vec<ConfigWarning> {
+    let claimed = |p: &KeyPart| match p {
+        KeyPart::Header(name, _) | KeyPart::Cookie(name, _) | KeyPart::Query(name, _) => {
+            let lower = name.to_ascii_lowercase();
+            !lower.starts_with("cf-") && (lower == "id" || lower.ends_with("_id") || lower.ends_with("-id") || name.ends_with("Id"))
+        }
+        _ => false,
+    };
+    let covers = |wide: &str, path: &str| wide == path || wide.strip_suffix('*').is_some_and(|prefix| path.starts_with(prefix));
+    let by_ip = |rule: &Rule| rules.iter().any(|r| r.key.contains(&KeyPart::Ip) && covers(&r.path, &rule.path));
+    rules
+        .iter()
+        .filter(|rule| !rule.key.is_empty() && rule.key.iter().all(claimed) && !by_ip(rule))
+        .map(|rule| {
+            let parts = rule.key.iter().map(|p| format!("`{p}`")).collect::<Vec<_>>().join(", ");
+            ConfigWarning {
+                rule: rule.name.clone(),
+                field: "key",
+                message: format!(
+                    "{parts}: a value any client can set, so a made-up one gets a fresh bucket; add a rule keyed by [\"ip\"] on `{}` beside this one, or key on what the origin authenticates",
+                    rule.path
+                ),
+            }
+        })
+        .collect()
+}
+
 /// The default `on_missing_key = "reject"` on a broad path (a wildcard,
 /// such as `/api/*`) with a key part a request may lack (a header, cookie,
 /// query parameter or body field): every request without it is answered
@@ -432,3 +466,29 @@ pub(super) fn check_penalty(spec: &RuleSpec, errors: &mut Errors) {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    fn said(rules: serde_json::Value) -> Vec<String> {
+        crate::testing::config(rules).warnings().iter().map(|w| w.to_string()).filter(|w| w.contains("any client can set")).collect()
+    }
+
+    #[test]
+    fn a_claimed_id_alone_is_said_once_and_an_ip_rule_beside_it_silences_it() {
+        let user = json!({ "name": "api", "path": "/api/*", "key": ["header:x-user-id:int"], "on_missing_key": "skip", "limits": [{ "requests": 10, "window": "1m" }] });
+        let alone = said(json!([user]));
+        assert_eq!(alone.len(), 1, "{alone:?}");
+        assert!(alone[0].contains("rule `api`, field `key`: `header:x-user-id:int`: a value any client can set"), "{}", alone[0]);
+        assert!(alone[0].contains("add a rule keyed by [\"ip\"] on `/api/*`"), "{}", alone[0]);
+        let net = json!({ "name": "net", "path": "/*", "key": ["ip"], "limits": [{ "requests": 100, "window": "1m" }] });
+        assert!(said(json!([user, net])).is_empty(), "a per-network rule covers /api/*");
+        let elsewhere = json!({ "name": "net", "path": "/login", "key": ["ip"], "limits": [{ "requests": 100, "window": "1m" }] });
+        assert_eq!(said(json!([user, elsewhere])).len(), 1, "an ip rule on another path does not");
+        for key in [json!(["header:cf-access-authenticated-user-email"]), json!(["path:tenant:int"]), json!(["body:email"]), json!(["header:x-user-id", "ip"]), json!(["credential"])] {
+            let rule = json!({ "name": "r", "path": "/r/*", "key": key, "on_missing_key": "skip", "limits": [{ "requests": 10, "window": "1m" }] });
+            assert!(said(json!([rule])).is_empty(), "{key}");
+        }
+    }
+}

@@ -49,7 +49,7 @@ pub(crate) mod response;
 pub mod rules;
 pub(crate) mod spelling;
 pub(crate) mod upstream;
-mod written;
+pub(crate) mod written;
 pub(crate) mod words;
 
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
@@ -324,6 +324,7 @@ impl Config {
     pub fn warnings(&self) -> Vec<ConfigWarning> {
         let mut out = self.respelled.clone();
         out.extend(self.rules.iter().flat_map(checks::warnings));
+        out.extend(checks::client_chosen(&self.rules));
         out
     }
 

@@ -11,7 +11,7 @@
 //!
 //! The zones are `zones.rs`, written by `scripts/zones` from the tz
 //! database: each zone's POSIX TZ footer, the rule for every instant after
-//! its last listed transition (4.8 KB gzip for 595 zones). The counter
+//! its last listed transition (4.2 KB gzip for 595 zones, each rule written once). The counter
 //! reads the clock now and ahead, never in the past, so the footer is all
 //! it needs; the script leaves out a zone whose footer disagrees with the
 //! database from 2026 to 2031 (Africa/Casablanca's Ramadan changes) and a
@@ -71,12 +71,14 @@ impl Unit {
 
 /// The names of the embedded table's zones, sorted.
 pub(crate) fn zone_names() -> impl Iterator<Item = &'static str> {
-    ZONES.lines().filter_map(|line| line.split_once(' ')).map(|(name, _)| name)
+    let mut names: Vec<&'static str> = ZONES.lines().flat_map(|line| line.split(' ').skip(1)).collect();
+    names.sort_unstable();
+    names.into_iter()
 }
 
-/// A zone of the embedded table, by where its line starts (the table is
-/// 17 KB: a `u16` holds any offset, a test checks it), so its rule is read
-/// without a scan.
+/// A zone of the embedded table (`rule name name ...` a line), by where
+/// its name starts (the table is 10 KB: a `u16` holds any offset, a test
+/// checks it), so its name and rule are read without a scan.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Zone(u16);
 
@@ -85,8 +87,12 @@ impl Zone {
     pub(crate) fn named(name: &str) -> Option<Zone> {
         let mut at = 0;
         for line in ZONES.split_inclusive('\n') {
-            if line.split_once(' ').is_some_and(|(n, _)| n == name) {
-                return u16::try_from(at).ok().map(Zone);
+            let mut word_at = at;
+            for (i, word) in line.trim_end_matches('\n').split(' ').enumerate() {
+                if i > 0 && word == name {
+                    return u16::try_from(word_at).ok().map(Zone);
+                }
+                word_at += word.len() + 1;
             }
             at += line.len();
         }
@@ -97,12 +103,15 @@ impl Zone {
         self.line().0
     }
 
+    /// The zone's name and its line's rule.
     fn line(self) -> (&'static str, &'static str) {
-        ZONES
-            .get(usize::from(self.0)..)
-            .and_then(|rest| rest.lines().next())
-            .and_then(|line| line.split_once(' '))
-            .unwrap_or(("UTC", "UTC0"))
+        let at = usize::from(self.0);
+        let name = ZONES.get(at..).and_then(|rest| rest.split([' ', '\n']).next());
+        let rule = ZONES.get(..at).and_then(|before| before.rsplit('\n').next()).and_then(|line| line.split(' ').next());
+        match (name, rule) {
+            (Some(name), Some(rule)) if !name.is_empty() && !rule.is_empty() => (name, rule),
+            _ => ("UTC", "UTC0"),
+        }
     }
 
     /// The zone's rule; the table is checked by a test, so a rule that does
@@ -187,8 +196,8 @@ impl Calendar {
     }
 
     /// The local date and time of an instant in this zone,
-    /// `2026-12-07T00:00+09:00`, for `explain` (the CLI's builds only).
-    #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+    /// `2026-12-07T00:00+09:00`, for `explain` and the admin API's status
+    /// (none of the zone Worker's paths calls it).
     pub(crate) fn local_text(&self, at_ms: i64) -> String {
         let rule = self.zone.rule();
         let s = at_ms.div_euclid(1000);
@@ -479,11 +488,17 @@ mod tests {
     #[test]
     fn every_zone_of_the_table_parses() {
         for line in ZONES.lines() {
-            let (name, rule) = line.split_once(' ').unwrap();
-            assert!(Rule::parse(rule).is_some(), "{name}: {rule}");
-            assert_eq!(Zone::named(name).map(Zone::name), Some(name));
+            let (rule, names) = line.split_once(' ').unwrap();
+            assert!(Rule::parse(rule).is_some(), "{rule}");
+            for name in names.split(' ') {
+                let zone = Zone::named(name).unwrap();
+                assert_eq!(zone.line(), (name, rule));
+            }
         }
-        assert!(ZONES.lines().count() > 500);
+        let names: Vec<&str> = zone_names().collect();
+        assert!(names.len() > 500 && names.windows(2).all(|w| w[0] < w[1]), "sorted, each once");
+        assert_eq!(cal(Unit::Day, "Asia/Tokyo").zone.line(), ("Asia/Tokyo", "JST-9"));
+        assert_eq!(Zone::named("JST-9"), None, "a rule is no zone");
         assert!(ZONES.len() < usize::from(u16::MAX), "a zone's offset fits its u16");
     }
 
@@ -613,8 +628,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn periods_hold_now_and_tile_time(now in 0i64..4_102_444_800_000, zone in 0usize..ZONES.lines().count(), unit in 0usize..3) {
-            let zone = ZONES.lines().nth(zone).and_then(|l| l.split_once(' ')).map(|(n, _)| n).unwrap();
+        fn periods_hold_now_and_tile_time(now in 0i64..4_102_444_800_000, zone in 0usize..595, unit in 0usize..3) {
+            let zone = zone_names().nth(zone).unwrap();
             let c = cal(Unit::NAMES[unit].0, zone);
             let p = c.period(now);
             prop_assert!(p.start_ms <= now && now < p.end_ms, "{zone} {p:?} {now}");

@@ -30,7 +30,9 @@
 
 use crate::count::counter::AlarmAction;
 use crate::count::limit::Limit;
-use crate::count::protocol::{Call, Op, MAX_LIMITS};
+use crate::count::algorithm::Algorithm;
+use crate::count::protocol::{limit_json, push_limits, read_limits, Call, Op, MAX_LIMITS};
+#[cfg(test)]
 use std::num::{NonZeroU32, NonZeroU64};
 
 /// The path of the object's control endpoint.
@@ -40,8 +42,8 @@ pub(crate) const CONTROL_PATH: &str = "/v1/control";
 /// or for good (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RuntimeOverride {
-    /// `[requests, window_ms]` pairs, as calls carry them.
-    pub(crate) limits: Vec<(u32, u64)>,
+    /// Rolling or calendar windows (issue 53), as calls carry them.
+    pub(crate) limits: Vec<Limit>,
     pub(crate) until_ms: Option<i64>,
 }
 
@@ -54,7 +56,7 @@ pub(crate) struct Ban {
 /// What an operator set on one key.
 ///
 /// Stored, and sent back by the object, as one line of text
-/// ([`Controls::encode`]: `override 5x1000,100x60000 -` and/or
+/// ([`Controls::encode`]: `override 5x1000,300xday@Asia/Tokyo -` and/or
 /// `ban 1767225600000`, joined by `;`), hand-written to keep serde's
 /// generated code out of the Wasm.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -71,7 +73,12 @@ pub(crate) struct Controls {
 pub(crate) enum Change {
     /// Only read them.
     Get,
-    Override { limits: Vec<(u32, u64)>, until_ms: Option<i64> },
+    /// The limits spelled as a call's line spells them
+    /// ([`crate::count::protocol::push_limits`]): a calendar window stays
+    /// on its calendar (`300xday@Asia/Tokyo`); an object of a release
+    /// before issue 53's gaps refuses such a line (400), and the admin API
+    /// answers that the change was not taken.
+    Override { limits: Vec<Limit>, until_ms: Option<i64> },
     Ban { until_ms: i64 },
     ClearOverride,
     ClearBan,
@@ -87,9 +94,11 @@ impl Change {
             Change::ClearOverride => "clear_override".into(),
             Change::ClearBan => "clear_ban".into(),
             Change::Override { limits, until_ms } => {
-                let limits: Vec<String> = limits.iter().map(|(n, w)| format!("{n}x{w}")).collect();
-                let until = until_ms.map_or_else(|| "-".to_string(), |u| u.to_string());
-                format!("override {} {until}", limits.join(","))
+                let mut line = String::from("override ");
+                push_limits(&mut line, limits);
+                line.push(' ');
+                line.push_str(&until_ms.map_or_else(|| "-".to_string(), |u| u.to_string()));
+                line
             }
         }
     }
@@ -103,13 +112,7 @@ impl Change {
             ("clear_ban", None, None) => Change::ClearBan,
             ("ban", Some(until), None) => Change::Ban { until_ms: until.parse().ok()? },
             ("override", Some(limits), Some(until)) => Change::Override {
-                limits: limits
-                    .split(',')
-                    .map(|l| {
-                        let (n, w) = l.split_once('x')?;
-                        Some((n.parse().ok()?, w.parse().ok()?))
-                    })
-                    .collect::<Option<Vec<(u32, u64)>>>()?,
+                limits: read_limits(limits).ok()?,
                 until_ms: if until == "-" { None } else { Some(until.parse().ok()?) },
             },
             _ => return None,
@@ -171,10 +174,11 @@ impl Controls {
     }
 
     /// As JSON, for the admin API: `{"override": {"limits": [[5, 1000]],
-    /// "until_ms": …} | null, "ban": {"until_ms": …} | null}`.
+    /// "until_ms": …} | null, "ban": {"until_ms": …} | null}` (a calendar
+    /// window's limit: `[300, "day@Asia/Tokyo"]`).
     pub(crate) fn to_json(&self) -> serde_json::Value {
         let over = self.runtime_override.as_ref().map(|o| {
-            let limits: Vec<serde_json::Value> = o.limits.iter().map(|(n, w)| serde_json::json!([n, w])).collect();
+            let limits: Vec<serde_json::Value> = o.limits.iter().map(limit_json).collect();
             serde_json::json!({ "limits": limits, "until_ms": o.until_ms })
         });
         let ban = self.ban.map(|b| serde_json::json!({ "until_ms": b.until_ms }));
@@ -196,8 +200,7 @@ impl Controls {
 
     /// The override's limits in force at `now_ms`.
     pub(crate) fn limits(&self, now_ms: i64) -> Option<Vec<Limit>> {
-        let o = self.live(now_ms).runtime_override?;
-        limits_of(&o.limits).ok()
+        self.live(now_ms).runtime_override.map(|o| o.limits).filter(|l| check_limits(l).is_ok())
     }
 
     /// When the ban in force at `now_ms` ends.
@@ -225,7 +228,7 @@ impl Controls {
         match change {
             Change::Get => {}
             Change::Override { limits, until_ms } => {
-                limits_of(limits)?;
+                check_limits(limits)?;
                 if let Some(until) = until_ms {
                     future(*until, now_ms)?;
                 }
@@ -250,8 +253,17 @@ fn future(until_ms: i64, now_ms: i64) -> Result<(), ControlError> {
     }
 }
 
-/// Validated limits from `[requests, window_ms]` pairs: 1 to
-/// [`MAX_LIMITS`], each non-zero.
+/// An override holds 1 to [`MAX_LIMITS`] limits.
+pub(crate) fn check_limits(limits: &[Limit]) -> Result<(), ControlError> {
+    if limits.is_empty() || limits.len() > MAX_LIMITS {
+        return Err(ControlError(format!("give 1 to {MAX_LIMITS} limits")));
+    }
+    Ok(())
+}
+
+/// Validated rolling limits from `[requests, window_ms]` pairs: 1 to
+/// [`MAX_LIMITS`], each non-zero (tests' shorthand).
+#[cfg(test)]
 pub(crate) fn limits_of(pairs: &[(u32, u64)]) -> Result<Vec<Limit>, ControlError> {
     if pairs.is_empty() || pairs.len() > MAX_LIMITS {
         return Err(ControlError(format!("give 1 to {MAX_LIMITS} limits")));
@@ -276,9 +288,18 @@ pub(crate) enum Effective {
 }
 
 /// The call the object counts, under the controls in force at `now_ms`.
+///
+/// A calendar override reaches a GCRA call only if the rule's algorithm
+/// changed after it was set (the admin API refuses one on a GCRA rule):
+/// its windows are then counted rolling over the period's longest length
+/// ([`crate::count::calendar::Unit::longest_ms`], their `window_ms`),
+/// which never admits more in any period than the calendar would.
 pub(crate) fn effective(controls: &Controls, call: &Call, now_ms: i64) -> Effective {
     let mut call = call.clone();
-    if let Some(limits) = controls.limits(now_ms) {
+    if let Some(mut limits) = controls.limits(now_ms) {
+        if call.algorithm == Algorithm::Gcra {
+            limits.iter_mut().for_each(|l| l.calendar = None);
+        }
         call.limits = limits;
     }
     match (controls.banned_until(now_ms), call.op) {
@@ -339,7 +360,7 @@ mod tests {
 
     #[test]
     fn an_override_replaces_the_limits_until_it_ends() {
-        let c = Controls::default().apply(&Change::Override { limits: vec![(5, 1_000)], until_ms: Some(10_000) }, 0).unwrap();
+        let c = Controls::default().apply(&Change::Override { limits: limits_of(&[(5, 1_000)]).unwrap(), until_ms: Some(10_000) }, 0).unwrap();
         match effective(&c, &call(Op::Hit), 9_999) {
             Effective::Count(call) => assert_eq!(call.limits[0].requests.get(), 5),
             other => panic!("{other:?}"),
@@ -379,8 +400,8 @@ mod tests {
         let none = Controls::default();
         assert!(none.apply(&Change::Ban { until_ms: 5 }, 5).is_err(), "not in the future");
         assert!(none.apply(&Change::Override { limits: vec![], until_ms: None }, 0).is_err());
-        assert!(none.apply(&Change::Override { limits: vec![(0, 1)], until_ms: None }, 0).is_err());
-        assert!(none.apply(&Change::Override { limits: vec![(1, 1); 9], until_ms: None }, 0).is_err());
+        assert!(limits_of(&[(0, 1)]).is_err(), "a zero limit is no Limit");
+        assert!(none.apply(&Change::Override { limits: vec![Limit::new(1, 1).unwrap(); 9], until_ms: None }, 0).is_err());
         assert!(Controls::decode("{").is_err());
         assert_eq!(Controls::stored(Some("{")), Controls::default(), "a corrupt row reads as none");
         assert_eq!(Controls::stored(None), Controls::default());
@@ -391,26 +412,53 @@ mod tests {
             Change::Ban { until_ms: 5 },
             Change::ClearBan,
             Change::ClearOverride,
-            Change::Override { limits: vec![(5, 1000), (100, 60_000)], until_ms: None },
-            Change::Override { limits: vec![(5, 1000)], until_ms: Some(7) },
+            Change::Override { limits: limits_of(&[(5, 1000), (100, 60_000)]).unwrap(), until_ms: None },
+            Change::Override { limits: limits_of(&[(5, 1000)]).unwrap(), until_ms: Some(7) },
+            Change::Override { limits: vec![tokyo_day(300), Limit::new(10, 60_000).unwrap()], until_ms: None },
         ] {
             assert_eq!(Change::decode(&change.encode()), Some(change.clone()), "{change:?}");
         }
-        for junk in ["", "ban", "ban x", "ban 5 6", "override 5x 1", "override 5x1000", "nope"] {
+        assert_eq!(Change::Override { limits: vec![tokyo_day(300)], until_ms: None }.encode(), "override 300xday@Asia/Tokyo -");
+        for junk in ["", "ban", "ban x", "ban 5 6", "override 5x 1", "override 5x1000", "nope", "override 3xday@Mars/Olympus -", "override 0x1000 -"] {
             assert_eq!(Change::decode(junk), None, "{junk:?}");
+        }
+    }
+
+    fn tokyo_day(n: u32) -> Limit {
+        Limit::per_period(n, crate::count::calendar::Calendar::parse("day@Asia/Tokyo").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_calendar_override_stays_on_its_calendar_and_is_rolling_under_gcra() {
+        let c = Controls::default().apply(&Change::Override { limits: vec![tokyo_day(3)], until_ms: None }, 0).unwrap();
+        let stored = Controls::stored(Some(&c.encode()));
+        assert_eq!(stored, c, "the row keeps the calendar");
+        assert_eq!(stored.to_json()["override"]["limits"], serde_json::json!([[3, "day@Asia/Tokyo"]]));
+        match effective(&stored, &call(Op::Hit), 0) {
+            Effective::Count(call) => assert_eq!(call.limits, vec![tokyo_day(3)]),
+            other => panic!("{other:?}"),
+        }
+        let gcra = Call::new(Op::Hit, Algorithm::Gcra, limits_of(&[(2, 1_000)]).unwrap());
+        match effective(&stored, &gcra, 0) {
+            Effective::Count(call) => {
+                assert_eq!(call.limits[0].calendar, None, "no period under gcra");
+                assert_eq!(call.limits[0].window_ms.get(), 26 * 3_600_000, "the longest day: never more in a day than the calendar");
+                assert!(crate::count::protocol::decode_call(&crate::count::protocol::encode_call(&call)).is_ok(), "a call the object takes");
+            }
+            other => panic!("{other:?}"),
         }
     }
 
     #[test]
     fn the_alarm_keeps_what_carries_a_live_control() {
-        let forever = Controls::default().apply(&Change::Override { limits: vec![(5, 1_000)], until_ms: None }, 0).unwrap();
+        let forever = Controls::default().apply(&Change::Override { limits: limits_of(&[(5, 1_000)]).unwrap(), until_ms: None }, 0).unwrap();
         let until = Controls::default().apply(&Change::Ban { until_ms: 9_000 }, 0).unwrap();
         assert_eq!(alarm(AlarmAction::DeleteAll, &Controls::default(), 2_000), AlarmPlan::DeleteAll);
         assert_eq!(alarm(AlarmAction::DeleteAll, &forever, 2_000), AlarmPlan::DeleteCount { rearm_at: None });
         assert_eq!(alarm(AlarmAction::DeleteAll, &until, 2_000), AlarmPlan::DeleteCount { rearm_at: Some(9_000) });
         assert_eq!(alarm(AlarmAction::DeleteAll, &until, 9_000), AlarmPlan::DeleteAll, "ended");
         assert_eq!(alarm(AlarmAction::RearmAt(3_000), &until, 2_000), AlarmPlan::RearmAt(3_000));
-        let both = until.apply(&Change::Override { limits: vec![(5, 1_000)], until_ms: Some(20_000) }, 0).unwrap();
+        let both = until.apply(&Change::Override { limits: limits_of(&[(5, 1_000)]).unwrap(), until_ms: Some(20_000) }, 0).unwrap();
         assert_eq!(both.keep(0), Keep::Until(20_000));
     }
 }

@@ -359,7 +359,7 @@ mod tests {
     }
 
     fn overridden() -> Controls {
-        Controls::default().apply(&Change::Override { limits: vec![(5, 1_000)], until_ms: None }, NOW).unwrap()
+        Controls::default().apply(&Change::Override { limits: limits_of(&[(5, 1_000)]).unwrap(), until_ms: None }, NOW).unwrap()
     }
 
     #[test]
@@ -474,9 +474,9 @@ mod tests {
         let ban = control(&none, &Change::Ban { until_ms: NOW + 4_000 }, NOW).unwrap();
         assert_eq!(ban.controls, banned_until(NOW + 4_000));
         assert_eq!(ban.effect, ControlEffect::Store { alarm: Some(Alarm::Pending(NOW + 4_000)) });
-        let forever = control(&none, &Change::Override { limits: vec![(5, 1_000)], until_ms: None }, NOW).unwrap();
+        let forever = control(&none, &Change::Override { limits: limits_of(&[(5, 1_000)]).unwrap(), until_ms: None }, NOW).unwrap();
         assert_eq!(forever.effect, ControlEffect::Store { alarm: None }, "kept until cleared: no alarm");
-        let both = control(&ban.controls, &Change::Override { limits: vec![(5, 1_000)], until_ms: Some(NOW + 9_000) }, NOW).unwrap();
+        let both = control(&ban.controls, &Change::Override { limits: limits_of(&[(5, 1_000)]).unwrap(), until_ms: Some(NOW + 9_000) }, NOW).unwrap();
         assert_eq!(both.effect, ControlEffect::Store { alarm: Some(Alarm::Pending(NOW + 9_000)) }, "the later end");
         assert_eq!(control(&ban.controls, &Change::Get, NOW).unwrap().effect, ControlEffect::Unchanged);
         assert_eq!(control(&ban.controls, &Change::Ban { until_ms: NOW + 4_000 }, NOW).unwrap().effect, ControlEffect::Unchanged);
@@ -486,7 +486,7 @@ mod tests {
         let kept = control(&both.controls, &Change::ClearBan, NOW).unwrap();
         assert_eq!(kept.effect, ControlEffect::Store { alarm: Some(Alarm::Pending(NOW + 9_000)) }, "the override stays");
         assert!(control(&none, &Change::Ban { until_ms: NOW }, NOW).is_err(), "an end not in the future");
-        assert!(control(&none, &Change::Override { limits: vec![(0, 1_000)], until_ms: None }, NOW).is_err());
+        assert!(control(&none, &Change::Override { limits: Vec::new(), until_ms: None }, NOW).is_err());
     }
 
     /// The row after two hits at `NOW`: the 2 per second full.

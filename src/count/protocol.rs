@@ -577,17 +577,7 @@ pub fn encode_call_url(call: &Call) -> String {
     url.push('/');
     url.push_str(op);
     url.push_str("?l=");
-    for (i, l) in call.limits.iter().enumerate() {
-        if i > 0 {
-            url.push(',');
-        }
-        push_u64(&mut url, u64::from(l.requests.get()));
-        url.push('x');
-        match l.calendar {
-            None => push_u64(&mut url, l.window_ms.get()),
-            Some(calendar) => url.push_str(&calendar.spelling()),
-        }
-    }
+    push_limits(&mut url, &call.limits);
     for field in &FIELDS {
         let item = |url: &mut String| {
             url.push('&');
@@ -678,6 +668,41 @@ fn algorithm(name: &str) -> Result<Algorithm, CallError> {
         "gcra" => Ok(Algorithm::Gcra),
         "sliding_log" => Ok(Algorithm::SlidingLog),
         _ => Err(CallError::Malformed(format!("unknown algorithm `{name}`"))),
+    }
+}
+
+/// Appends `limits` as a call's line carries them: `{requests}x{window_ms}`
+/// pairs joined by `,`, a calendar window as `{requests}x{unit}@{zone}`
+/// (`5x1000,300xday@Asia/Tokyo`); [`read_limits`] reads it back. The
+/// runtime controls' rows and the registry's entries spell theirs so too.
+pub(crate) fn push_limits(out: &mut String, limits: &[Limit]) {
+    for (i, l) in limits.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_u64(out, u64::from(l.requests.get()));
+        out.push('x');
+        match l.calendar {
+            None => push_u64(out, l.window_ms.get()),
+            Some(calendar) => out.push_str(&calendar.spelling()),
+        }
+    }
+}
+
+/// Reads [`push_limits`]'s text with a call's checks (1 to [`MAX_LIMITS`]
+/// limits, none zero, a rolling window at most 31 days, a calendar of a
+/// zone this build knows).
+pub(crate) fn read_limits(text: &str) -> Result<Vec<Limit>, CallError> {
+    checked_limits(VERSION, parse_limits(text)?)
+}
+
+/// A limit as a call's JSON carries it: `[requests, window_ms]`, or
+/// `[requests, "day@Asia/Tokyo"]` for a calendar window (the admin API's
+/// `limits`).
+pub(crate) fn limit_json(limit: &Limit) -> serde_json::Value {
+    match limit.calendar {
+        None => serde_json::json!([limit.requests.get(), limit.window_ms.get()]),
+        Some(calendar) => serde_json::json!([limit.requests.get(), calendar.spelling()]),
     }
 }
 

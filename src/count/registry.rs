@@ -80,8 +80,8 @@ pub(crate) struct Entry {
     pub(crate) key_hash: String,
     /// The end (Unix ms); `None`: an override for good.
     pub(crate) until_ms: Option<i64>,
-    /// An override's `[requests, window_ms]` pairs.
-    pub(crate) limits: Vec<(u32, u64)>,
+    /// An override's limits (a calendar window's on its calendar).
+    pub(crate) limits: Vec<crate::count::limit::Limit>,
     /// The operator's reason (may be empty).
     pub(crate) reason: String,
     /// Who set it: `api`, `console`, `cli`, or the operator's label.
@@ -161,14 +161,15 @@ impl Entry {
     /// The entry as one line of tab-separated, escaped fields.
     pub(crate) fn encode(&self) -> String {
         let until = self.until_ms.map_or_else(|| "-".to_string(), |u| u.to_string());
-        let limits: Vec<String> = self.limits.iter().map(|(n, w)| format!("{n}x{w}")).collect();
+        let mut limits = String::new();
+        crate::count::protocol::push_limits(&mut limits, &self.limits);
         let fields = [
             escape(&self.id),
             self.kind.name().to_string(),
             escape(&self.rule),
             escape(&self.key_hash),
             until,
-            limits.join(","),
+            limits,
             escape(&self.reason),
             escape(&self.by),
             self.set_ms.to_string(),
@@ -183,13 +184,7 @@ impl Entry {
         let limits = if limits.is_empty() {
             Vec::new()
         } else {
-            limits
-                .split(',')
-                .map(|l| {
-                    let (n, w) = l.split_once('x')?;
-                    Some((n.parse().ok()?, w.parse().ok()?))
-                })
-                .collect::<Option<Vec<(u32, u64)>>>()?
+            crate::count::protocol::read_limits(limits).ok()?
         };
         Some(Entry {
             id: unescape(id),
@@ -273,7 +268,10 @@ mod tests {
             rule: "login".into(),
             key_hash: "274be81a020a0956".into(),
             until_ms: Some(2_000),
-            limits: vec![(5, 1000), (100, 60_000)],
+            limits: vec![
+                crate::count::limit::Limit::new(5, 1000).unwrap(),
+                crate::count::limit::Limit::per_period(300, crate::count::calendar::Calendar::parse("day@Asia/Tokyo").unwrap()).unwrap(),
+            ],
             reason: "credential stuffing; ticket #42".into(),
             by: "console".into(),
             set_ms: 1_000,

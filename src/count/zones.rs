@@ -1,601 +1,101 @@
-//! The time zones of calendar windows: `name rule` a line, sorted, each
-//! zone's POSIX TZ footer (RFC 8536 §3.3). Written by `scripts/zones` from
-//! the tz database: do not edit. Left out: Africa/Casablanca, Africa/El_Aaiun, Factory, localtime.
+//! The time zones of calendar windows: one line a POSIX TZ rule (RFC 8536
+//! §3.3, a zone's footer), then the zones it is the footer of, sorted,
+//! each after one space. Written by `scripts/zones` from the tz database:
+//! do not edit. Left out: Africa/Casablanca, Africa/El_Aaiun, Factory, localtime.
 
 pub(crate) const ZONES: &str = "\
-Africa/Abidjan GMT0\n\
-Africa/Accra GMT0\n\
-Africa/Addis_Ababa EAT-3\n\
-Africa/Algiers CET-1\n\
-Africa/Asmara EAT-3\n\
-Africa/Asmera EAT-3\n\
-Africa/Bamako GMT0\n\
-Africa/Bangui WAT-1\n\
-Africa/Banjul GMT0\n\
-Africa/Bissau GMT0\n\
-Africa/Blantyre CAT-2\n\
-Africa/Brazzaville WAT-1\n\
-Africa/Bujumbura CAT-2\n\
-Africa/Cairo EET-2EEST,M4.5.5/0,M10.5.4/24\n\
-Africa/Ceuta CET-1CEST,M3.5.0,M10.5.0/3\n\
-Africa/Conakry GMT0\n\
-Africa/Dakar GMT0\n\
-Africa/Dar_es_Salaam EAT-3\n\
-Africa/Djibouti EAT-3\n\
-Africa/Douala WAT-1\n\
-Africa/Freetown GMT0\n\
-Africa/Gaborone CAT-2\n\
-Africa/Harare CAT-2\n\
-Africa/Johannesburg SAST-2\n\
-Africa/Juba CAT-2\n\
-Africa/Kampala EAT-3\n\
-Africa/Khartoum CAT-2\n\
-Africa/Kigali CAT-2\n\
-Africa/Kinshasa WAT-1\n\
-Africa/Lagos WAT-1\n\
-Africa/Libreville WAT-1\n\
-Africa/Lome GMT0\n\
-Africa/Luanda WAT-1\n\
-Africa/Lubumbashi CAT-2\n\
-Africa/Lusaka CAT-2\n\
-Africa/Malabo WAT-1\n\
-Africa/Maputo CAT-2\n\
-Africa/Maseru SAST-2\n\
-Africa/Mbabane SAST-2\n\
-Africa/Mogadishu EAT-3\n\
-Africa/Monrovia GMT0\n\
-Africa/Nairobi EAT-3\n\
-Africa/Ndjamena WAT-1\n\
-Africa/Niamey WAT-1\n\
-Africa/Nouakchott GMT0\n\
-Africa/Ouagadougou GMT0\n\
-Africa/Porto-Novo WAT-1\n\
-Africa/Sao_Tome GMT0\n\
-Africa/Timbuktu GMT0\n\
-Africa/Tripoli EET-2\n\
-Africa/Tunis CET-1\n\
-Africa/Windhoek CAT-2\n\
-America/Adak HST10HDT,M3.2.0,M11.1.0\n\
-America/Anchorage AKST9AKDT,M3.2.0,M11.1.0\n\
-America/Anguilla AST4\n\
-America/Antigua AST4\n\
-America/Araguaina <-03>3\n\
-America/Argentina/Buenos_Aires <-03>3\n\
-America/Argentina/Catamarca <-03>3\n\
-America/Argentina/ComodRivadavia <-03>3\n\
-America/Argentina/Cordoba <-03>3\n\
-America/Argentina/Jujuy <-03>3\n\
-America/Argentina/La_Rioja <-03>3\n\
-America/Argentina/Mendoza <-03>3\n\
-America/Argentina/Rio_Gallegos <-03>3\n\
-America/Argentina/Salta <-03>3\n\
-America/Argentina/San_Juan <-03>3\n\
-America/Argentina/San_Luis <-03>3\n\
-America/Argentina/Tucuman <-03>3\n\
-America/Argentina/Ushuaia <-03>3\n\
-America/Aruba AST4\n\
-America/Asuncion <-03>3\n\
-America/Atikokan EST5\n\
-America/Atka HST10HDT,M3.2.0,M11.1.0\n\
-America/Bahia <-03>3\n\
-America/Bahia_Banderas CST6\n\
-America/Barbados AST4\n\
-America/Belem <-03>3\n\
-America/Belize CST6\n\
-America/Blanc-Sablon AST4\n\
-America/Boa_Vista <-04>4\n\
-America/Bogota <-05>5\n\
-America/Boise MST7MDT,M3.2.0,M11.1.0\n\
-America/Buenos_Aires <-03>3\n\
-America/Cambridge_Bay MST7MDT,M3.2.0,M11.1.0\n\
-America/Campo_Grande <-04>4\n\
-America/Cancun EST5\n\
-America/Caracas <-04>4\n\
-America/Catamarca <-03>3\n\
-America/Cayenne <-03>3\n\
-America/Cayman EST5\n\
-America/Chicago CST6CDT,M3.2.0,M11.1.0\n\
-America/Chihuahua CST6\n\
-America/Ciudad_Juarez MST7MDT,M3.2.0,M11.1.0\n\
-America/Coral_Harbour EST5\n\
-America/Cordoba <-03>3\n\
-America/Costa_Rica CST6\n\
-America/Coyhaique <-03>3\n\
-America/Creston MST7\n\
-America/Cuiaba <-04>4\n\
-America/Curacao AST4\n\
-America/Danmarkshavn GMT0\n\
-America/Dawson MST7\n\
-America/Dawson_Creek MST7\n\
-America/Denver MST7MDT,M3.2.0,M11.1.0\n\
-America/Detroit EST5EDT,M3.2.0,M11.1.0\n\
-America/Dominica AST4\n\
-America/Edmonton MST7MDT,M3.2.0,M11.1.0\n\
-America/Eirunepe <-05>5\n\
-America/El_Salvador CST6\n\
-America/Ensenada PST8PDT,M3.2.0,M11.1.0\n\
-America/Fort_Nelson MST7\n\
-America/Fort_Wayne EST5EDT,M3.2.0,M11.1.0\n\
-America/Fortaleza <-03>3\n\
-America/Glace_Bay AST4ADT,M3.2.0,M11.1.0\n\
-America/Godthab <-02>2<-01>,M3.5.0/-1,M10.5.0/0\n\
-America/Goose_Bay AST4ADT,M3.2.0,M11.1.0\n\
-America/Grand_Turk EST5EDT,M3.2.0,M11.1.0\n\
-America/Grenada AST4\n\
-America/Guadeloupe AST4\n\
-America/Guatemala CST6\n\
-America/Guayaquil <-05>5\n\
-America/Guyana <-04>4\n\
-America/Halifax AST4ADT,M3.2.0,M11.1.0\n\
-America/Havana CST5CDT,M3.2.0/0,M11.1.0/1\n\
-America/Hermosillo MST7\n\
-America/Indiana/Indianapolis EST5EDT,M3.2.0,M11.1.0\n\
-America/Indiana/Knox CST6CDT,M3.2.0,M11.1.0\n\
-America/Indiana/Marengo EST5EDT,M3.2.0,M11.1.0\n\
-America/Indiana/Petersburg EST5EDT,M3.2.0,M11.1.0\n\
-America/Indiana/Tell_City CST6CDT,M3.2.0,M11.1.0\n\
-America/Indiana/Vevay EST5EDT,M3.2.0,M11.1.0\n\
-America/Indiana/Vincennes EST5EDT,M3.2.0,M11.1.0\n\
-America/Indiana/Winamac EST5EDT,M3.2.0,M11.1.0\n\
-America/Indianapolis EST5EDT,M3.2.0,M11.1.0\n\
-America/Inuvik MST7MDT,M3.2.0,M11.1.0\n\
-America/Iqaluit EST5EDT,M3.2.0,M11.1.0\n\
-America/Jamaica EST5\n\
-America/Jujuy <-03>3\n\
-America/Juneau AKST9AKDT,M3.2.0,M11.1.0\n\
-America/Kentucky/Louisville EST5EDT,M3.2.0,M11.1.0\n\
-America/Kentucky/Monticello EST5EDT,M3.2.0,M11.1.0\n\
-America/Knox_IN CST6CDT,M3.2.0,M11.1.0\n\
-America/Kralendijk AST4\n\
-America/La_Paz <-04>4\n\
-America/Lima <-05>5\n\
-America/Los_Angeles PST8PDT,M3.2.0,M11.1.0\n\
-America/Louisville EST5EDT,M3.2.0,M11.1.0\n\
-America/Lower_Princes AST4\n\
-America/Maceio <-03>3\n\
-America/Managua CST6\n\
-America/Manaus <-04>4\n\
-America/Marigot AST4\n\
-America/Martinique AST4\n\
-America/Matamoros CST6CDT,M3.2.0,M11.1.0\n\
-America/Mazatlan MST7\n\
-America/Mendoza <-03>3\n\
-America/Menominee CST6CDT,M3.2.0,M11.1.0\n\
-America/Merida CST6\n\
-America/Metlakatla AKST9AKDT,M3.2.0,M11.1.0\n\
-America/Mexico_City CST6\n\
-America/Miquelon <-03>3<-02>,M3.2.0,M11.1.0\n\
-America/Moncton AST4ADT,M3.2.0,M11.1.0\n\
-America/Monterrey CST6\n\
-America/Montevideo <-03>3\n\
-America/Montreal EST5EDT,M3.2.0,M11.1.0\n\
-America/Montserrat AST4\n\
-America/Nassau EST5EDT,M3.2.0,M11.1.0\n\
-America/New_York EST5EDT,M3.2.0,M11.1.0\n\
-America/Nipigon EST5EDT,M3.2.0,M11.1.0\n\
-America/Nome AKST9AKDT,M3.2.0,M11.1.0\n\
-America/Noronha <-02>2\n\
-America/North_Dakota/Beulah CST6CDT,M3.2.0,M11.1.0\n\
-America/North_Dakota/Center CST6CDT,M3.2.0,M11.1.0\n\
-America/North_Dakota/New_Salem CST6CDT,M3.2.0,M11.1.0\n\
-America/Nuuk <-02>2<-01>,M3.5.0/-1,M10.5.0/0\n\
-America/Ojinaga CST6CDT,M3.2.0,M11.1.0\n\
-America/Panama EST5\n\
-America/Pangnirtung EST5EDT,M3.2.0,M11.1.0\n\
-America/Paramaribo <-03>3\n\
-America/Phoenix MST7\n\
-America/Port-au-Prince EST5EDT,M3.2.0,M11.1.0\n\
-America/Port_of_Spain AST4\n\
-America/Porto_Acre <-05>5\n\
-America/Porto_Velho <-04>4\n\
-America/Puerto_Rico AST4\n\
-America/Punta_Arenas <-03>3\n\
-America/Rainy_River CST6CDT,M3.2.0,M11.1.0\n\
-America/Rankin_Inlet CST6CDT,M3.2.0,M11.1.0\n\
-America/Recife <-03>3\n\
-America/Regina CST6\n\
-America/Resolute CST6CDT,M3.2.0,M11.1.0\n\
-America/Rio_Branco <-05>5\n\
-America/Rosario <-03>3\n\
-America/Santa_Isabel PST8PDT,M3.2.0,M11.1.0\n\
-America/Santarem <-03>3\n\
-America/Santiago <-04>4<-03>,M9.1.6/24,M4.1.6/24\n\
-America/Santo_Domingo AST4\n\
-America/Sao_Paulo <-03>3\n\
-America/Scoresbysund <-02>2<-01>,M3.5.0/-1,M10.5.0/0\n\
-America/Shiprock MST7MDT,M3.2.0,M11.1.0\n\
-America/Sitka AKST9AKDT,M3.2.0,M11.1.0\n\
-America/St_Barthelemy AST4\n\
-America/St_Johns NST3:30NDT,M3.2.0,M11.1.0\n\
-America/St_Kitts AST4\n\
-America/St_Lucia AST4\n\
-America/St_Thomas AST4\n\
-America/St_Vincent AST4\n\
-America/Swift_Current CST6\n\
-America/Tegucigalpa CST6\n\
-America/Thule AST4ADT,M3.2.0,M11.1.0\n\
-America/Thunder_Bay EST5EDT,M3.2.0,M11.1.0\n\
-America/Tijuana PST8PDT,M3.2.0,M11.1.0\n\
-America/Toronto EST5EDT,M3.2.0,M11.1.0\n\
-America/Tortola AST4\n\
-America/Vancouver PST8PDT,M3.2.0,M11.1.0\n\
-America/Virgin AST4\n\
-America/Whitehorse MST7\n\
-America/Winnipeg CST6CDT,M3.2.0,M11.1.0\n\
-America/Yakutat AKST9AKDT,M3.2.0,M11.1.0\n\
-America/Yellowknife MST7MDT,M3.2.0,M11.1.0\n\
-Antarctica/Casey <+08>-8\n\
-Antarctica/Davis <+07>-7\n\
-Antarctica/DumontDUrville <+10>-10\n\
-Antarctica/Macquarie AEST-10AEDT,M10.1.0,M4.1.0/3\n\
-Antarctica/Mawson <+05>-5\n\
-Antarctica/McMurdo NZST-12NZDT,M9.5.0,M4.1.0/3\n\
-Antarctica/Palmer <-03>3\n\
-Antarctica/Rothera <-03>3\n\
-Antarctica/South_Pole NZST-12NZDT,M9.5.0,M4.1.0/3\n\
-Antarctica/Syowa <+03>-3\n\
-Antarctica/Troll <+00>0<+02>-2,M3.5.0/1,M10.5.0/3\n\
-Antarctica/Vostok <+05>-5\n\
-Arctic/Longyearbyen CET-1CEST,M3.5.0,M10.5.0/3\n\
-Asia/Aden <+03>-3\n\
-Asia/Almaty <+05>-5\n\
-Asia/Amman <+03>-3\n\
-Asia/Anadyr <+12>-12\n\
-Asia/Aqtau <+05>-5\n\
-Asia/Aqtobe <+05>-5\n\
-Asia/Ashgabat <+05>-5\n\
-Asia/Ashkhabad <+05>-5\n\
-Asia/Atyrau <+05>-5\n\
-Asia/Baghdad <+03>-3\n\
-Asia/Bahrain <+03>-3\n\
-Asia/Baku <+04>-4\n\
-Asia/Bangkok <+07>-7\n\
-Asia/Barnaul <+07>-7\n\
-Asia/Beirut EET-2EEST,M3.5.0/0,M10.5.0/0\n\
-Asia/Bishkek <+06>-6\n\
-Asia/Brunei <+08>-8\n\
-Asia/Calcutta IST-5:30\n\
-Asia/Chita <+09>-9\n\
-Asia/Choibalsan <+08>-8\n\
-Asia/Chongqing CST-8\n\
-Asia/Chungking CST-8\n\
-Asia/Colombo <+0530>-5:30\n\
-Asia/Dacca <+06>-6\n\
-Asia/Damascus <+03>-3\n\
-Asia/Dhaka <+06>-6\n\
-Asia/Dili <+09>-9\n\
-Asia/Dubai <+04>-4\n\
-Asia/Dushanbe <+05>-5\n\
-Asia/Famagusta EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Asia/Gaza EET-2EEST,M3.4.4/50,M10.4.4/50\n\
-Asia/Harbin CST-8\n\
-Asia/Hebron EET-2EEST,M3.4.4/50,M10.4.4/50\n\
-Asia/Ho_Chi_Minh <+07>-7\n\
-Asia/Hong_Kong HKT-8\n\
-Asia/Hovd <+07>-7\n\
-Asia/Irkutsk <+08>-8\n\
-Asia/Istanbul <+03>-3\n\
-Asia/Jakarta WIB-7\n\
-Asia/Jayapura WIT-9\n\
-Asia/Jerusalem IST-2IDT,M3.4.4/26,M10.5.0\n\
-Asia/Kabul <+0430>-4:30\n\
-Asia/Kamchatka <+12>-12\n\
-Asia/Karachi PKT-5\n\
-Asia/Kashgar <+06>-6\n\
-Asia/Kathmandu <+0545>-5:45\n\
-Asia/Katmandu <+0545>-5:45\n\
-Asia/Khandyga <+09>-9\n\
-Asia/Kolkata IST-5:30\n\
-Asia/Krasnoyarsk <+07>-7\n\
-Asia/Kuala_Lumpur <+08>-8\n\
-Asia/Kuching <+08>-8\n\
-Asia/Kuwait <+03>-3\n\
-Asia/Macao CST-8\n\
-Asia/Macau CST-8\n\
-Asia/Magadan <+11>-11\n\
-Asia/Makassar WITA-8\n\
-Asia/Manila PST-8\n\
-Asia/Muscat <+04>-4\n\
-Asia/Nicosia EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Asia/Novokuznetsk <+07>-7\n\
-Asia/Novosibirsk <+07>-7\n\
-Asia/Omsk <+06>-6\n\
-Asia/Oral <+05>-5\n\
-Asia/Phnom_Penh <+07>-7\n\
-Asia/Pontianak WIB-7\n\
-Asia/Pyongyang KST-9\n\
-Asia/Qatar <+03>-3\n\
-Asia/Qostanay <+05>-5\n\
-Asia/Qyzylorda <+05>-5\n\
-Asia/Rangoon <+0630>-6:30\n\
-Asia/Riyadh <+03>-3\n\
-Asia/Saigon <+07>-7\n\
-Asia/Sakhalin <+11>-11\n\
-Asia/Samarkand <+05>-5\n\
-Asia/Seoul KST-9\n\
-Asia/Shanghai CST-8\n\
-Asia/Singapore <+08>-8\n\
-Asia/Srednekolymsk <+11>-11\n\
-Asia/Taipei CST-8\n\
-Asia/Tashkent <+05>-5\n\
-Asia/Tbilisi <+04>-4\n\
-Asia/Tehran <+0330>-3:30\n\
-Asia/Tel_Aviv IST-2IDT,M3.4.4/26,M10.5.0\n\
-Asia/Thimbu <+06>-6\n\
-Asia/Thimphu <+06>-6\n\
-Asia/Tokyo JST-9\n\
-Asia/Tomsk <+07>-7\n\
-Asia/Ujung_Pandang WITA-8\n\
-Asia/Ulaanbaatar <+08>-8\n\
-Asia/Ulan_Bator <+08>-8\n\
-Asia/Urumqi <+06>-6\n\
-Asia/Ust-Nera <+10>-10\n\
-Asia/Vientiane <+07>-7\n\
-Asia/Vladivostok <+10>-10\n\
-Asia/Yakutsk <+09>-9\n\
-Asia/Yangon <+0630>-6:30\n\
-Asia/Yekaterinburg <+05>-5\n\
-Asia/Yerevan <+04>-4\n\
-Atlantic/Azores <-01>1<+00>,M3.5.0/0,M10.5.0/1\n\
-Atlantic/Bermuda AST4ADT,M3.2.0,M11.1.0\n\
-Atlantic/Canary WET0WEST,M3.5.0/1,M10.5.0\n\
-Atlantic/Cape_Verde <-01>1\n\
-Atlantic/Faeroe WET0WEST,M3.5.0/1,M10.5.0\n\
-Atlantic/Faroe WET0WEST,M3.5.0/1,M10.5.0\n\
-Atlantic/Jan_Mayen CET-1CEST,M3.5.0,M10.5.0/3\n\
-Atlantic/Madeira WET0WEST,M3.5.0/1,M10.5.0\n\
-Atlantic/Reykjavik GMT0\n\
-Atlantic/South_Georgia <-02>2\n\
-Atlantic/St_Helena GMT0\n\
-Atlantic/Stanley <-03>3\n\
-Australia/ACT AEST-10AEDT,M10.1.0,M4.1.0/3\n\
-Australia/Adelaide ACST-9:30ACDT,M10.1.0,M4.1.0/3\n\
-Australia/Brisbane AEST-10\n\
-Australia/Broken_Hill ACST-9:30ACDT,M10.1.0,M4.1.0/3\n\
-Australia/Canberra AEST-10AEDT,M10.1.0,M4.1.0/3\n\
-Australia/Currie AEST-10AEDT,M10.1.0,M4.1.0/3\n\
-Australia/Darwin ACST-9:30\n\
-Australia/Eucla <+0845>-8:45\n\
-Australia/Hobart AEST-10AEDT,M10.1.0,M4.1.0/3\n\
-Australia/LHI <+1030>-10:30<+11>-11,M10.1.0,M4.1.0\n\
-Australia/Lindeman AEST-10\n\
-Australia/Lord_Howe <+1030>-10:30<+11>-11,M10.1.0,M4.1.0\n\
-Australia/Melbourne AEST-10AEDT,M10.1.0,M4.1.0/3\n\
-Australia/NSW AEST-10AEDT,M10.1.0,M4.1.0/3\n\
-Australia/North ACST-9:30\n\
-Australia/Perth AWST-8\n\
-Australia/Queensland AEST-10\n\
-Australia/South ACST-9:30ACDT,M10.1.0,M4.1.0/3\n\
-Australia/Sydney AEST-10AEDT,M10.1.0,M4.1.0/3\n\
-Australia/Tasmania AEST-10AEDT,M10.1.0,M4.1.0/3\n\
-Australia/Victoria AEST-10AEDT,M10.1.0,M4.1.0/3\n\
-Australia/West AWST-8\n\
-Australia/Yancowinna ACST-9:30ACDT,M10.1.0,M4.1.0/3\n\
-Brazil/Acre <-05>5\n\
-Brazil/DeNoronha <-02>2\n\
-Brazil/East <-03>3\n\
-Brazil/West <-04>4\n\
-CET CET-1CEST,M3.5.0,M10.5.0/3\n\
-CST6CDT CST6CDT,M3.2.0,M11.1.0\n\
-Canada/Atlantic AST4ADT,M3.2.0,M11.1.0\n\
-Canada/Central CST6CDT,M3.2.0,M11.1.0\n\
-Canada/Eastern EST5EDT,M3.2.0,M11.1.0\n\
-Canada/Mountain MST7MDT,M3.2.0,M11.1.0\n\
-Canada/Newfoundland NST3:30NDT,M3.2.0,M11.1.0\n\
-Canada/Pacific PST8PDT,M3.2.0,M11.1.0\n\
-Canada/Saskatchewan CST6\n\
-Canada/Yukon MST7\n\
-Chile/Continental <-04>4<-03>,M9.1.6/24,M4.1.6/24\n\
-Chile/EasterIsland <-06>6<-05>,M9.1.6/22,M4.1.6/22\n\
-Cuba CST5CDT,M3.2.0/0,M11.1.0/1\n\
-EET EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-EST EST5\n\
-EST5EDT EST5EDT,M3.2.0,M11.1.0\n\
-Egypt EET-2EEST,M4.5.5/0,M10.5.4/24\n\
-Eire IST-1GMT0,M10.5.0,M3.5.0/1\n\
-Etc/GMT GMT0\n\
-Etc/GMT+0 GMT0\n\
-Etc/GMT+1 <-01>1\n\
-Etc/GMT+10 <-10>10\n\
-Etc/GMT+11 <-11>11\n\
-Etc/GMT+12 <-12>12\n\
-Etc/GMT+2 <-02>2\n\
-Etc/GMT+3 <-03>3\n\
-Etc/GMT+4 <-04>4\n\
-Etc/GMT+5 <-05>5\n\
-Etc/GMT+6 <-06>6\n\
-Etc/GMT+7 <-07>7\n\
-Etc/GMT+8 <-08>8\n\
-Etc/GMT+9 <-09>9\n\
-Etc/GMT-0 GMT0\n\
-Etc/GMT-1 <+01>-1\n\
-Etc/GMT-10 <+10>-10\n\
-Etc/GMT-11 <+11>-11\n\
-Etc/GMT-12 <+12>-12\n\
-Etc/GMT-13 <+13>-13\n\
-Etc/GMT-14 <+14>-14\n\
-Etc/GMT-2 <+02>-2\n\
-Etc/GMT-3 <+03>-3\n\
-Etc/GMT-4 <+04>-4\n\
-Etc/GMT-5 <+05>-5\n\
-Etc/GMT-6 <+06>-6\n\
-Etc/GMT-7 <+07>-7\n\
-Etc/GMT-8 <+08>-8\n\
-Etc/GMT-9 <+09>-9\n\
-Etc/GMT0 GMT0\n\
-Etc/Greenwich GMT0\n\
-Etc/UCT UTC0\n\
-Etc/UTC UTC0\n\
-Etc/Universal UTC0\n\
-Etc/Zulu UTC0\n\
-Europe/Amsterdam CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Andorra CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Astrakhan <+04>-4\n\
-Europe/Athens EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Belfast GMT0BST,M3.5.0/1,M10.5.0\n\
-Europe/Belgrade CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Berlin CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Bratislava CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Brussels CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Bucharest EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Budapest CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Busingen CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Chisinau EET-2EEST,M3.5.0,M10.5.0/3\n\
-Europe/Copenhagen CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Dublin IST-1GMT0,M10.5.0,M3.5.0/1\n\
-Europe/Gibraltar CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Guernsey GMT0BST,M3.5.0/1,M10.5.0\n\
-Europe/Helsinki EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Isle_of_Man GMT0BST,M3.5.0/1,M10.5.0\n\
-Europe/Istanbul <+03>-3\n\
-Europe/Jersey GMT0BST,M3.5.0/1,M10.5.0\n\
-Europe/Kaliningrad EET-2\n\
-Europe/Kiev EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Kirov MSK-3\n\
-Europe/Kyiv EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Lisbon WET0WEST,M3.5.0/1,M10.5.0\n\
-Europe/Ljubljana CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/London GMT0BST,M3.5.0/1,M10.5.0\n\
-Europe/Luxembourg CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Madrid CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Malta CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Mariehamn EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Minsk <+03>-3\n\
-Europe/Monaco CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Moscow MSK-3\n\
-Europe/Nicosia EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Oslo CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Paris CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Podgorica CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Prague CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Riga EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Rome CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Samara <+04>-4\n\
-Europe/San_Marino CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Sarajevo CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Saratov <+04>-4\n\
-Europe/Simferopol MSK-3\n\
-Europe/Skopje CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Sofia EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Stockholm CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Tallinn EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Tirane CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Tiraspol EET-2EEST,M3.5.0,M10.5.0/3\n\
-Europe/Ulyanovsk <+04>-4\n\
-Europe/Uzhgorod EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Vaduz CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Vatican CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Vienna CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Vilnius EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Volgograd MSK-3\n\
-Europe/Warsaw CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Zagreb CET-1CEST,M3.5.0,M10.5.0/3\n\
-Europe/Zaporozhye EET-2EEST,M3.5.0/3,M10.5.0/4\n\
-Europe/Zurich CET-1CEST,M3.5.0,M10.5.0/3\n\
-GB GMT0BST,M3.5.0/1,M10.5.0\n\
-GB-Eire GMT0BST,M3.5.0/1,M10.5.0\n\
-GMT GMT0\n\
-GMT+0 GMT0\n\
-GMT-0 GMT0\n\
-GMT0 GMT0\n\
-Greenwich GMT0\n\
-HST HST10\n\
-Hongkong HKT-8\n\
-Iceland GMT0\n\
-Indian/Antananarivo EAT-3\n\
-Indian/Chagos <+06>-6\n\
-Indian/Christmas <+07>-7\n\
-Indian/Cocos <+0630>-6:30\n\
-Indian/Comoro EAT-3\n\
-Indian/Kerguelen <+05>-5\n\
-Indian/Mahe <+04>-4\n\
-Indian/Maldives <+05>-5\n\
-Indian/Mauritius <+04>-4\n\
-Indian/Mayotte EAT-3\n\
-Indian/Reunion <+04>-4\n\
-Iran <+0330>-3:30\n\
-Israel IST-2IDT,M3.4.4/26,M10.5.0\n\
-Jamaica EST5\n\
-Japan JST-9\n\
-Kwajalein <+12>-12\n\
-Libya EET-2\n\
-MET MET-1MEST,M3.5.0,M10.5.0/3\n\
-MST MST7\n\
-MST7MDT MST7MDT,M3.2.0,M11.1.0\n\
-Mexico/BajaNorte PST8PDT,M3.2.0,M11.1.0\n\
-Mexico/BajaSur MST7\n\
-Mexico/General CST6\n\
-NZ NZST-12NZDT,M9.5.0,M4.1.0/3\n\
-NZ-CHAT <+1245>-12:45<+1345>,M9.5.0/2:45,M4.1.0/3:45\n\
-Navajo MST7MDT,M3.2.0,M11.1.0\n\
-PRC CST-8\n\
-PST8PDT PST8PDT,M3.2.0,M11.1.0\n\
-Pacific/Apia <+13>-13\n\
-Pacific/Auckland NZST-12NZDT,M9.5.0,M4.1.0/3\n\
-Pacific/Bougainville <+11>-11\n\
-Pacific/Chatham <+1245>-12:45<+1345>,M9.5.0/2:45,M4.1.0/3:45\n\
-Pacific/Chuuk <+10>-10\n\
-Pacific/Easter <-06>6<-05>,M9.1.6/22,M4.1.6/22\n\
-Pacific/Efate <+11>-11\n\
-Pacific/Enderbury <+13>-13\n\
-Pacific/Fakaofo <+13>-13\n\
-Pacific/Fiji <+12>-12\n\
-Pacific/Funafuti <+12>-12\n\
-Pacific/Galapagos <-06>6\n\
-Pacific/Gambier <-09>9\n\
-Pacific/Guadalcanal <+11>-11\n\
-Pacific/Guam ChST-10\n\
-Pacific/Honolulu HST10\n\
-Pacific/Johnston HST10\n\
-Pacific/Kanton <+13>-13\n\
-Pacific/Kiritimati <+14>-14\n\
-Pacific/Kosrae <+11>-11\n\
-Pacific/Kwajalein <+12>-12\n\
-Pacific/Majuro <+12>-12\n\
-Pacific/Marquesas <-0930>9:30\n\
-Pacific/Midway SST11\n\
-Pacific/Nauru <+12>-12\n\
-Pacific/Niue <-11>11\n\
-Pacific/Norfolk <+11>-11<+12>,M10.1.0,M4.1.0/3\n\
-Pacific/Noumea <+11>-11\n\
-Pacific/Pago_Pago SST11\n\
-Pacific/Palau <+09>-9\n\
-Pacific/Pitcairn <-08>8\n\
-Pacific/Pohnpei <+11>-11\n\
-Pacific/Ponape <+11>-11\n\
-Pacific/Port_Moresby <+10>-10\n\
-Pacific/Rarotonga <-10>10\n\
-Pacific/Saipan ChST-10\n\
-Pacific/Samoa SST11\n\
-Pacific/Tahiti <-10>10\n\
-Pacific/Tarawa <+12>-12\n\
-Pacific/Tongatapu <+13>-13\n\
-Pacific/Truk <+10>-10\n\
-Pacific/Wake <+12>-12\n\
-Pacific/Wallis <+12>-12\n\
-Pacific/Yap <+10>-10\n\
-Poland CET-1CEST,M3.5.0,M10.5.0/3\n\
-Portugal WET0WEST,M3.5.0/1,M10.5.0\n\
-ROC CST-8\n\
-ROK KST-9\n\
-Singapore <+08>-8\n\
-Turkey <+03>-3\n\
-UCT UTC0\n\
-US/Alaska AKST9AKDT,M3.2.0,M11.1.0\n\
-US/Aleutian HST10HDT,M3.2.0,M11.1.0\n\
-US/Arizona MST7\n\
-US/Central CST6CDT,M3.2.0,M11.1.0\n\
-US/East-Indiana EST5EDT,M3.2.0,M11.1.0\n\
-US/Eastern EST5EDT,M3.2.0,M11.1.0\n\
-US/Hawaii HST10\n\
-US/Indiana-Starke CST6CDT,M3.2.0,M11.1.0\n\
-US/Michigan EST5EDT,M3.2.0,M11.1.0\n\
-US/Mountain MST7MDT,M3.2.0,M11.1.0\n\
-US/Pacific PST8PDT,M3.2.0,M11.1.0\n\
-US/Samoa SST11\n\
-UTC UTC0\n\
-Universal UTC0\n\
-W-SU MSK-3\n\
-WET WET0WEST,M3.5.0/1,M10.5.0\n\
-Zulu UTC0\n\
+GMT0 Africa/Abidjan Africa/Accra Africa/Bamako Africa/Banjul Africa/Bissau Africa/Conakry Africa/Dakar Africa/Freetown Africa/Lome Africa/Monrovia Africa/Nouakchott Africa/Ouagadougou Africa/Sao_Tome Africa/Timbuktu America/Danmarkshavn Atlantic/Reykjavik Atlantic/St_Helena Etc/GMT Etc/GMT+0 Etc/GMT-0 Etc/GMT0 Etc/Greenwich GMT GMT+0 GMT-0 GMT0 Greenwich Iceland\n\
+EAT-3 Africa/Addis_Ababa Africa/Asmara Africa/Asmera Africa/Dar_es_Salaam Africa/Djibouti Africa/Kampala Africa/Mogadishu Africa/Nairobi Indian/Antananarivo Indian/Comoro Indian/Mayotte\n\
+CET-1 Africa/Algiers Africa/Tunis\n\
+WAT-1 Africa/Bangui Africa/Brazzaville Africa/Douala Africa/Kinshasa Africa/Lagos Africa/Libreville Africa/Luanda Africa/Malabo Africa/Ndjamena Africa/Niamey Africa/Porto-Novo\n\
+CAT-2 Africa/Blantyre Africa/Bujumbura Africa/Gaborone Africa/Harare Africa/Juba Africa/Khartoum Africa/Kigali Africa/Lubumbashi Africa/Lusaka Africa/Maputo Africa/Windhoek\n\
+EET-2EEST,M4.5.5/0,M10.5.4/24 Africa/Cairo Egypt\n\
+CET-1CEST,M3.5.0,M10.5.0/3 Africa/Ceuta Arctic/Longyearbyen Atlantic/Jan_Mayen CET Europe/Amsterdam Europe/Andorra Europe/Belgrade Europe/Berlin Europe/Bratislava Europe/Brussels Europe/Budapest Europe/Busingen Europe/Copenhagen Europe/Gibraltar Europe/Ljubljana Europe/Luxembourg Europe/Madrid Europe/Malta Europe/Monaco Europe/Oslo Europe/Paris Europe/Podgorica Europe/Prague Europe/Rome Europe/San_Marino Europe/Sarajevo Europe/Skopje Europe/Stockholm Europe/Tirane Europe/Vaduz Europe/Vatican Europe/Vienna Europe/Warsaw Europe/Zagreb Europe/Zurich Poland\n\
+SAST-2 Africa/Johannesburg Africa/Maseru Africa/Mbabane\n\
+EET-2 Africa/Tripoli Europe/Kaliningrad Libya\n\
+HST10HDT,M3.2.0,M11.1.0 America/Adak America/Atka US/Aleutian\n\
+AKST9AKDT,M3.2.0,M11.1.0 America/Anchorage America/Juneau America/Metlakatla America/Nome America/Sitka America/Yakutat US/Alaska\n\
+AST4 America/Anguilla America/Antigua America/Aruba America/Barbados America/Blanc-Sablon America/Curacao America/Dominica America/Grenada America/Guadeloupe America/Kralendijk America/Lower_Princes America/Marigot America/Martinique America/Montserrat America/Port_of_Spain America/Puerto_Rico America/Santo_Domingo America/St_Barthelemy America/St_Kitts America/St_Lucia America/St_Thomas America/St_Vincent America/Tortola America/Virgin\n\
+<-03>3 America/Araguaina America/Argentina/Buenos_Aires America/Argentina/Catamarca America/Argentina/ComodRivadavia America/Argentina/Cordoba America/Argentina/Jujuy America/Argentina/La_Rioja America/Argentina/Mendoza America/Argentina/Rio_Gallegos America/Argentina/Salta America/Argentina/San_Juan America/Argentina/San_Luis America/Argentina/Tucuman America/Argentina/Ushuaia America/Asuncion America/Bahia America/Belem America/Buenos_Aires America/Catamarca America/Cayenne America/Cordoba America/Coyhaique America/Fortaleza America/Jujuy America/Maceio America/Mendoza America/Montevideo America/Paramaribo America/Punta_Arenas America/Recife America/Rosario America/Santarem America/Sao_Paulo Antarctica/Palmer Antarctica/Rothera Atlantic/Stanley Brazil/East Etc/GMT+3\n\
+EST5 America/Atikokan America/Cancun America/Cayman America/Coral_Harbour America/Jamaica America/Panama EST Jamaica\n\
+CST6 America/Bahia_Banderas America/Belize America/Chihuahua America/Costa_Rica America/El_Salvador America/Guatemala America/Managua America/Merida America/Mexico_City America/Monterrey America/Regina America/Swift_Current America/Tegucigalpa Canada/Saskatchewan Mexico/General\n\
+<-04>4 America/Boa_Vista America/Campo_Grande America/Caracas America/Cuiaba America/Guyana America/La_Paz America/Manaus America/Porto_Velho Brazil/West Etc/GMT+4\n\
+<-05>5 America/Bogota America/Eirunepe America/Guayaquil America/Lima America/Porto_Acre America/Rio_Branco Brazil/Acre Etc/GMT+5\n\
+MST7MDT,M3.2.0,M11.1.0 America/Boise America/Cambridge_Bay America/Ciudad_Juarez America/Denver America/Edmonton America/Inuvik America/Shiprock America/Yellowknife Canada/Mountain MST7MDT Navajo US/Mountain\n\
+CST6CDT,M3.2.0,M11.1.0 America/Chicago America/Indiana/Knox America/Indiana/Tell_City America/Knox_IN America/Matamoros America/Menominee America/North_Dakota/Beulah America/North_Dakota/Center America/North_Dakota/New_Salem America/Ojinaga America/Rainy_River America/Rankin_Inlet America/Resolute America/Winnipeg CST6CDT Canada/Central US/Central US/Indiana-Starke\n\
+MST7 America/Creston America/Dawson America/Dawson_Creek America/Fort_Nelson America/Hermosillo America/Mazatlan America/Phoenix America/Whitehorse Canada/Yukon MST Mexico/BajaSur US/Arizona\n\
+EST5EDT,M3.2.0,M11.1.0 America/Detroit America/Fort_Wayne America/Grand_Turk America/Indiana/Indianapolis America/Indiana/Marengo America/Indiana/Petersburg America/Indiana/Vevay America/Indiana/Vincennes America/Indiana/Winamac America/Indianapolis America/Iqaluit America/Kentucky/Louisville America/Kentucky/Monticello America/Louisville America/Montreal America/Nassau America/New_York America/Nipigon America/Pangnirtung America/Port-au-Prince America/Thunder_Bay America/Toronto Canada/Eastern EST5EDT US/East-Indiana US/Eastern US/Michigan\n\
+PST8PDT,M3.2.0,M11.1.0 America/Ensenada America/Los_Angeles America/Santa_Isabel America/Tijuana America/Vancouver Canada/Pacific Mexico/BajaNorte PST8PDT US/Pacific\n\
+AST4ADT,M3.2.0,M11.1.0 America/Glace_Bay America/Goose_Bay America/Halifax America/Moncton America/Thule Atlantic/Bermuda Canada/Atlantic\n\
+<-02>2<-01>,M3.5.0/-1,M10.5.0/0 America/Godthab America/Nuuk America/Scoresbysund\n\
+CST5CDT,M3.2.0/0,M11.1.0/1 America/Havana Cuba\n\
+<-03>3<-02>,M3.2.0,M11.1.0 America/Miquelon\n\
+<-02>2 America/Noronha Atlantic/South_Georgia Brazil/DeNoronha Etc/GMT+2\n\
+<-04>4<-03>,M9.1.6/24,M4.1.6/24 America/Santiago Chile/Continental\n\
+NST3:30NDT,M3.2.0,M11.1.0 America/St_Johns Canada/Newfoundland\n\
+<+08>-8 Antarctica/Casey Asia/Brunei Asia/Choibalsan Asia/Irkutsk Asia/Kuala_Lumpur Asia/Kuching Asia/Singapore Asia/Ulaanbaatar Asia/Ulan_Bator Etc/GMT-8 Singapore\n\
+<+07>-7 Antarctica/Davis Asia/Bangkok Asia/Barnaul Asia/Ho_Chi_Minh Asia/Hovd Asia/Krasnoyarsk Asia/Novokuznetsk Asia/Novosibirsk Asia/Phnom_Penh Asia/Saigon Asia/Tomsk Asia/Vientiane Etc/GMT-7 Indian/Christmas\n\
+<+10>-10 Antarctica/DumontDUrville Asia/Ust-Nera Asia/Vladivostok Etc/GMT-10 Pacific/Chuuk Pacific/Port_Moresby Pacific/Truk Pacific/Yap\n\
+AEST-10AEDT,M10.1.0,M4.1.0/3 Antarctica/Macquarie Australia/ACT Australia/Canberra Australia/Currie Australia/Hobart Australia/Melbourne Australia/NSW Australia/Sydney Australia/Tasmania Australia/Victoria\n\
+<+05>-5 Antarctica/Mawson Antarctica/Vostok Asia/Almaty Asia/Aqtau Asia/Aqtobe Asia/Ashgabat Asia/Ashkhabad Asia/Atyrau Asia/Dushanbe Asia/Oral Asia/Qostanay Asia/Qyzylorda Asia/Samarkand Asia/Tashkent Asia/Yekaterinburg Etc/GMT-5 Indian/Kerguelen Indian/Maldives\n\
+NZST-12NZDT,M9.5.0,M4.1.0/3 Antarctica/McMurdo Antarctica/South_Pole NZ Pacific/Auckland\n\
+<+03>-3 Antarctica/Syowa Asia/Aden Asia/Amman Asia/Baghdad Asia/Bahrain Asia/Damascus Asia/Istanbul Asia/Kuwait Asia/Qatar Asia/Riyadh Etc/GMT-3 Europe/Istanbul Europe/Minsk Turkey\n\
+<+00>0<+02>-2,M3.5.0/1,M10.5.0/3 Antarctica/Troll\n\
+<+12>-12 Asia/Anadyr Asia/Kamchatka Etc/GMT-12 Kwajalein Pacific/Fiji Pacific/Funafuti Pacific/Kwajalein Pacific/Majuro Pacific/Nauru Pacific/Tarawa Pacific/Wake Pacific/Wallis\n\
+<+04>-4 Asia/Baku Asia/Dubai Asia/Muscat Asia/Tbilisi Asia/Yerevan Etc/GMT-4 Europe/Astrakhan Europe/Samara Europe/Saratov Europe/Ulyanovsk Indian/Mahe Indian/Mauritius Indian/Reunion\n\
+EET-2EEST,M3.5.0/0,M10.5.0/0 Asia/Beirut\n\
+<+06>-6 Asia/Bishkek Asia/Dacca Asia/Dhaka Asia/Kashgar Asia/Omsk Asia/Thimbu Asia/Thimphu Asia/Urumqi Etc/GMT-6 Indian/Chagos\n\
+IST-5:30 Asia/Calcutta Asia/Kolkata\n\
+<+09>-9 Asia/Chita Asia/Dili Asia/Khandyga Asia/Yakutsk Etc/GMT-9 Pacific/Palau\n\
+CST-8 Asia/Chongqing Asia/Chungking Asia/Harbin Asia/Macao Asia/Macau Asia/Shanghai Asia/Taipei PRC ROC\n\
+<+0530>-5:30 Asia/Colombo\n\
+EET-2EEST,M3.5.0/3,M10.5.0/4 Asia/Famagusta Asia/Nicosia EET Europe/Athens Europe/Bucharest Europe/Helsinki Europe/Kiev Europe/Kyiv Europe/Mariehamn Europe/Nicosia Europe/Riga Europe/Sofia Europe/Tallinn Europe/Uzhgorod Europe/Vilnius Europe/Zaporozhye\n\
+EET-2EEST,M3.4.4/50,M10.4.4/50 Asia/Gaza Asia/Hebron\n\
+HKT-8 Asia/Hong_Kong Hongkong\n\
+WIB-7 Asia/Jakarta Asia/Pontianak\n\
+WIT-9 Asia/Jayapura\n\
+IST-2IDT,M3.4.4/26,M10.5.0 Asia/Jerusalem Asia/Tel_Aviv Israel\n\
+<+0430>-4:30 Asia/Kabul\n\
+PKT-5 Asia/Karachi\n\
+<+0545>-5:45 Asia/Kathmandu Asia/Katmandu\n\
+<+11>-11 Asia/Magadan Asia/Sakhalin Asia/Srednekolymsk Etc/GMT-11 Pacific/Bougainville Pacific/Efate Pacific/Guadalcanal Pacific/Kosrae Pacific/Noumea Pacific/Pohnpei Pacific/Ponape\n\
+WITA-8 Asia/Makassar Asia/Ujung_Pandang\n\
+PST-8 Asia/Manila\n\
+KST-9 Asia/Pyongyang Asia/Seoul ROK\n\
+<+0630>-6:30 Asia/Rangoon Asia/Yangon Indian/Cocos\n\
+<+0330>-3:30 Asia/Tehran Iran\n\
+JST-9 Asia/Tokyo Japan\n\
+<-01>1<+00>,M3.5.0/0,M10.5.0/1 Atlantic/Azores\n\
+WET0WEST,M3.5.0/1,M10.5.0 Atlantic/Canary Atlantic/Faeroe Atlantic/Faroe Atlantic/Madeira Europe/Lisbon Portugal WET\n\
+<-01>1 Atlantic/Cape_Verde Etc/GMT+1\n\
+ACST-9:30ACDT,M10.1.0,M4.1.0/3 Australia/Adelaide Australia/Broken_Hill Australia/South Australia/Yancowinna\n\
+AEST-10 Australia/Brisbane Australia/Lindeman Australia/Queensland\n\
+ACST-9:30 Australia/Darwin Australia/North\n\
+<+0845>-8:45 Australia/Eucla\n\
+<+1030>-10:30<+11>-11,M10.1.0,M4.1.0 Australia/LHI Australia/Lord_Howe\n\
+AWST-8 Australia/Perth Australia/West\n\
+<-06>6<-05>,M9.1.6/22,M4.1.6/22 Chile/EasterIsland Pacific/Easter\n\
+IST-1GMT0,M10.5.0,M3.5.0/1 Eire Europe/Dublin\n\
+<-10>10 Etc/GMT+10 Pacific/Rarotonga Pacific/Tahiti\n\
+<-11>11 Etc/GMT+11 Pacific/Niue\n\
+<-12>12 Etc/GMT+12\n\
+<-06>6 Etc/GMT+6 Pacific/Galapagos\n\
+<-07>7 Etc/GMT+7\n\
+<-08>8 Etc/GMT+8 Pacific/Pitcairn\n\
+<-09>9 Etc/GMT+9 Pacific/Gambier\n\
+<+01>-1 Etc/GMT-1\n\
+<+13>-13 Etc/GMT-13 Pacific/Apia Pacific/Enderbury Pacific/Fakaofo Pacific/Kanton Pacific/Tongatapu\n\
+<+14>-14 Etc/GMT-14 Pacific/Kiritimati\n\
+<+02>-2 Etc/GMT-2\n\
+UTC0 Etc/UCT Etc/UTC Etc/Universal Etc/Zulu UCT UTC Universal Zulu\n\
+GMT0BST,M3.5.0/1,M10.5.0 Europe/Belfast Europe/Guernsey Europe/Isle_of_Man Europe/Jersey Europe/London GB GB-Eire\n\
+EET-2EEST,M3.5.0,M10.5.0/3 Europe/Chisinau Europe/Tiraspol\n\
+MSK-3 Europe/Kirov Europe/Moscow Europe/Simferopol Europe/Volgograd W-SU\n\
+HST10 HST Pacific/Honolulu Pacific/Johnston US/Hawaii\n\
+MET-1MEST,M3.5.0,M10.5.0/3 MET\n\
+<+1245>-12:45<+1345>,M9.5.0/2:45,M4.1.0/3:45 NZ-CHAT Pacific/Chatham\n\
+ChST-10 Pacific/Guam Pacific/Saipan\n\
+<-0930>9:30 Pacific/Marquesas\n\
+SST11 Pacific/Midway Pacific/Pago_Pago Pacific/Samoa US/Samoa\n\
+<+11>-11<+12>,M10.1.0,M4.1.0/3 Pacific/Norfolk\n\
 ";

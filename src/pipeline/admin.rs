@@ -64,6 +64,7 @@ use crate::pipeline::verdict::{self, LogEvent, Outcome};
 use crate::pipeline::console::{Auth, ConsoleRoute};
 use crate::pipeline::console::traffic::Range;
 use crate::count::controls::Controls;
+use crate::count::limit::Limit;
 use crate::count::registry::{Entry, Kind, RegistryCall};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -319,8 +320,8 @@ impl Until {
 /// What an override or ban request sets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ControlAsk {
-    /// `[requests, window_ms]` pairs (an override).
-    pub(crate) limits: Vec<(u32, u64)>,
+    /// An override's limits (rolling, or on a calendar).
+    pub(crate) limits: Vec<Limit>,
     pub(crate) until: Until,
     /// `reason=`: why (kept in the controls registry, at most 200 characters).
     pub(crate) reason: String,
@@ -612,17 +613,10 @@ fn control_ask(action: AdminAction, rule: &Rule, query: &CanonicalQuery) -> Resu
         (None, None) if action == AdminAction::Ban => return Err(invalid("a ban needs an end: `until=UNIX_SECONDS` or `for=1h`".into())),
         (None, None) => Until::Never,
     };
-    let mut limits = Vec::new();
-    for text in query.values("limit") {
-        let bad = || invalid(format!("`limit={text}`: give REQUESTS/WINDOW, such as 1000/1d"));
-        let (requests, window) = text.split_once('/').ok_or_else(bad)?;
-        let requests: u32 = requests.trim().parse().map_err(|_| bad())?;
-        let window = crate::count::duration::parse_duration_ms(window.trim()).map_err(|_| bad())?;
-        limits.push((requests, window.get()));
-    }
+    let limits = query.values("limit").map(|text| override_limit(rule, text)).collect::<Result<Vec<_>, _>>()?;
     if action == AdminAction::SetOverride {
-        let parsed = crate::count::controls::limits_of(&limits).map_err(|e| invalid(format!("{e} (limit=REQUESTS/WINDOW)")))?;
-        if let Some(smallest) = parsed.iter().map(|l| l.requests.get()).min().filter(|s| *s < rule.cost) {
+        crate::count::controls::check_limits(&limits).map_err(|e| invalid(format!("{e} (limit=REQUESTS/WINDOW)")))?;
+        if let Some(smallest) = limits.iter().map(|l| l.requests.get()).min().filter(|s| *s < rule.cost) {
             return Err(invalid(format!("a limit of {smallest} is below the rule's cost ({})", rule.cost)));
         }
     }
@@ -630,6 +624,34 @@ fn control_ask(action: AdminAction, rule: &Rule, query: &CanonicalQuery) -> Resu
     let reason = text("reason", 200).unwrap_or_default();
     let by = text("by", 32).filter(|b| !b.is_empty()).unwrap_or_else(|| "api".into());
     Ok(Some(ControlAsk { limits, until, reason, by }))
+}
+
+/// One `limit=REQUESTS/WINDOW` of an override: a rolling window (`1000/1d`)
+/// or a calendar one (issue 53): `300/day@Asia/Tokyo`, or `300/day` (also
+/// `week`, `month`) in the zone of the rule's own calendar window. A
+/// calendar window is refused on a GCRA rule, which has no period.
+fn override_limit(rule: &Rule, text: &str) -> Result<Limit, AdminError> {
+    let invalid = |why: String| AdminError::InvalidControl(format!("`limit={text}`: {why}"));
+    let bad = || invalid("give REQUESTS/WINDOW, such as 1000/1d, or 300/day for a calendar day".into());
+    let zero = || invalid("a limit needs requests above 0".into());
+    let (requests, window) = text.split_once('/').ok_or_else(bad)?;
+    let requests: u32 = requests.trim().parse().map_err(|_| bad())?;
+    let window = window.trim();
+    let (unit, zone) = window.split_once('@').map_or((window, None), |(u, z)| (u, Some(z)));
+    let Some(unit) = crate::count::calendar::Unit::from_name(unit) else {
+        let ms = crate::count::duration::parse_duration_ms(window).map_err(|_| bad())?;
+        return Limit::new(requests, ms.get()).ok_or_else(zero);
+    };
+    if rule.algorithm == crate::count::algorithm::Algorithm::Gcra {
+        return Err(invalid("a calendar window is counted by the sliding log; this rule counts with gcra (give a rolling window such as 1000/1d)".into()));
+    }
+    let zone = match zone {
+        Some(name) => crate::count::calendar::Zone::named(name).ok_or_else(|| invalid(format!("unknown time zone `{name}` (an IANA name, such as Asia/Tokyo)")))?,
+        None => rule.limits.iter().find_map(|l| l.calendar).map(|c| c.zone).ok_or_else(|| {
+            invalid(format!("this rule has no calendar window to take the zone from: give it, such as {requests}/{}@Asia/Tokyo", unit.name()))
+        })?,
+    };
+    Limit::per_period(requests, crate::count::calendar::Calendar { unit, zone }).ok_or_else(zero)
 }
 
 /// The body of `GET {prefix}/rules`: every rule in the config's own
@@ -696,12 +718,11 @@ pub(crate) fn status_with_controls(
 ) -> serde_json::Value {
     let mut body = status_body(request, key_hash, reply);
     let live = controls.live(now_ms);
-    let limits: Vec<(u32, u64)> = match controls.limits(now_ms) {
-        Some(runtime) => runtime.iter().map(|l| (l.requests.get(), l.window_ms.get())).collect(),
-        None => request.rule.limits_for(&request.key).iter().map(|l| (l.requests.get(), l.window_ms.get())).collect(),
-    };
+    let limits = controls.limits(now_ms).unwrap_or_else(|| request.rule.limits_for(&request.key).to_vec());
     let static_override = request.rule.overrides.limits_for(&request.key).is_some();
-    body["limits"] = serde_json::json!(limits);
+    body["limits"] = limits.iter().map(crate::count::protocol::limit_json).collect();
+    body["limits_text"] = limits.iter().map(|l| limit_text(l, now_ms)).collect();
+    body["periods"] = limits.iter().filter_map(|l| period_json(l, now_ms)).collect();
     body["limits_source"] = crate::count::controls::source(controls, static_override, now_ms).into();
     let live = live.to_json();
     body["override"] = live["override"].clone();
@@ -713,13 +734,39 @@ pub(crate) fn status_with_controls(
     body
 }
 
+/// A limit in force for a person: `10 per 1m`, or on a calendar (issue
+/// 53) `300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00` (the end
+/// of the period holding `now_ms`, in the zone's local time).
+pub(crate) fn limit_text(limit: &Limit, now_ms: i64) -> String {
+    match limit.calendar {
+        None => format!("{} per {}", limit.requests, crate::config::written::duration(limit.window_ms.get())),
+        Some(c) => format!("{} a {} ({}), resets at {}", limit.requests, c.unit.name(), c.zone.name(), c.local_text(c.period(now_ms).end_ms)),
+    }
+}
+
+/// A calendar limit's period holding `now_ms`, as JSON: `{"limit": 300,
+/// "calendar": "day", "time_zone": "Asia/Tokyo", "start_ms", "end_ms",
+/// "resets_at": "2026-12-07T00:00+09:00"}`; `None` for a rolling limit.
+fn period_json(limit: &Limit, now_ms: i64) -> Option<Value> {
+    let c = limit.calendar?;
+    let period = c.period(now_ms);
+    Some(serde_json::json!({
+        "limit": limit.requests.get(),
+        "calendar": c.unit.name(),
+        "time_zone": c.zone.name(),
+        "start_ms": period.start_ms,
+        "end_ms": period.end_ms,
+        "resets_at": c.local_text(period.end_ms),
+    }))
+}
+
 impl AdminRequest<'_> {
     /// What the controls registry ([`crate::count::registry`]) learns once
     /// the key's object `id` took this request's change at `now_ms`: an
     /// entry put for a ban or an override, removed for a lift; `None` for
     /// status and reset.
     pub(crate) fn registry_call(&self, id: &str, key_hash: &str, now_ms: i64) -> Option<RegistryCall> {
-        let entry = |kind, ask: &ControlAsk, until_ms: Option<i64>, limits: Vec<(u32, u64)>| Entry {
+        let entry = |kind, ask: &ControlAsk, until_ms: Option<i64>, limits: Vec<Limit>| Entry {
             id: id.to_string(),
             kind,
             rule: self.rule.name.clone(),
@@ -758,7 +805,7 @@ pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -
                 _ => continue,
             },
         };
-        let limits: Vec<Value> = limits.iter().map(|(n, w)| serde_json::json!([n, w])).collect();
+        let limits: Vec<Value> = limits.iter().map(crate::count::protocol::limit_json).collect();
         out.push(serde_json::json!({
             "rule": entry.rule,
             "key_hash": entry.key_hash,
@@ -1132,7 +1179,7 @@ mod bucket_tests {
 #[cfg(test)]
 mod control_tests {
     use super::*;
-    use crate::count::controls::Change;
+    use crate::count::controls::{limits_of, Change};
     use serde_json::json;
 
     #[test]
@@ -1147,9 +1194,9 @@ mod control_tests {
         };
         let o = request("/.tollgate/override", "PUT", "rule=api&ip=203.0.113.7&limit=100/1m&limit=1000/1h&for=2h");
         assert_eq!(o.action, AdminAction::SetOverride);
-        assert_eq!(o.change(1_000), Some(Change::Override { limits: vec![(100, 60_000), (1000, 3_600_000)], until_ms: Some(1_000 + 7_200_000) }));
+        assert_eq!(o.change(1_000), Some(Change::Override { limits: limits_of(&[(100, 60_000), (1000, 3_600_000)]).unwrap(), until_ms: Some(1_000 + 7_200_000) }));
         let forever = request("/.tollgate/override", "PUT", "rule=api&ip=203.0.113.7&limit=100/1m");
-        assert_eq!(forever.change(0), Some(Change::Override { limits: vec![(100, 60_000)], until_ms: None }));
+        assert_eq!(forever.change(0), Some(Change::Override { limits: limits_of(&[(100, 60_000)]).unwrap(), until_ms: None }));
         let ban = request("/.tollgate/ban", "POST", "rule=api&ip=203.0.113.7&until=1800000000");
         assert_eq!(ban.change(0), Some(Change::Ban { until_ms: 1_800_000_000_000 }));
         assert_eq!(request("/.tollgate/ban", "DELETE", "rule=api&ip=203.0.113.7").change(0), Some(Change::ClearBan));
@@ -1171,5 +1218,44 @@ mod control_tests {
         assert!(ask("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4&limit=1000000000/1d").is_ok(), "a sliding log takes an override of any size");
         assert_eq!(ask("/.tollgate/override", "POST", "rule=api&ip=1.2.3.4").unwrap_err().status(), 405);
         assert_eq!(ask("/.tollgate/ban", "PUT", "rule=api&ip=1.2.3.4").unwrap_err().status(), 405);
+        let tokyo = request("/.tollgate/override", "PUT", "rule=api&ip=1.2.3.4&limit=500/day@Asia/Tokyo&limit=20/1m");
+        let day = crate::count::calendar::Calendar::parse("day@Asia/Tokyo").unwrap();
+        assert_eq!(tokyo.change(0), Some(Change::Override { limits: vec![Limit::per_period(500, day).unwrap(), Limit::new(20, 60_000).unwrap()], until_ms: None }));
+        for (q, says) in [
+            ("limit=500/day", "no calendar window to take the zone from: give it, such as 500/day@Asia/Tokyo"),
+            ("limit=500/day@Mars/Olympus", "unknown time zone `Mars/Olympus`"),
+            ("limit=0/day@UTC", "above 0"),
+        ] {
+            let e = ask("/.tollgate/override", "PUT", &format!("rule=api&ip=1.2.3.4&{q}")).unwrap_err();
+            assert!(e.to_string().contains(says), "{q}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_calendar_rule_s_override_takes_its_zone_and_gcra_refuses_one() {
+        let c = crate::testing::config(json!([
+            { "name": "school", "path": "/q/*", "key": ["ip"], "limits": [{ "requests": 300, "window": "day", "time_zone": "Asia/Tokyo" }] },
+            { "name": "burst", "path": "/b/*", "key": ["ip"], "algorithm": "gcra", "limits": [{ "requests": 10, "window": "1m" }] },
+        ]));
+        let ask = |q: &str| parse(&c, "/.tollgate/override", "PUT", &CanonicalQuery::parse(q));
+        let Ok(AdminAsk::Object(school)) = ask("rule=school&ip=1.2.3.4&limit=1000/month") else { panic!() };
+        let month = crate::count::calendar::Calendar::parse("month@Asia/Tokyo").unwrap();
+        assert_eq!(school.control.as_ref().unwrap().limits, vec![Limit::per_period(1000, month).unwrap()], "the rule's zone");
+        let e = ask("rule=burst&ip=1.2.3.4&limit=5/day@UTC").unwrap_err();
+        assert!(e.to_string().contains("counted by the sliding log; this rule counts with gcra"), "{e}");
+        assert!(ask("rule=burst&ip=1.2.3.4&limit=5/1d").is_ok());
+    }
+
+    #[test]
+    fn a_calendar_limit_says_its_zone_and_when_it_resets() {
+        let day = Limit::per_period(300, crate::count::calendar::Calendar::parse("day@Asia/Tokyo").unwrap()).unwrap();
+        // 2026-12-06 05:00 UTC is 14:00 in Tokyo: back at Tokyo's midnight, 15:00 UTC.
+        let now = 1_796_533_200_000;
+        assert_eq!(limit_text(&day, now), "300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00");
+        assert_eq!(limit_text(&Limit::new(10, 60_000).unwrap(), now), "10 per 1m");
+        let period = period_json(&day, now).unwrap();
+        assert_eq!(period, json!({ "limit": 300, "calendar": "day", "time_zone": "Asia/Tokyo", "start_ms": 1_796_569_200_000i64 - 86_400_000, "end_ms": 1_796_569_200_000i64, "resets_at": "2026-12-07T00:00+09:00" }));
+        assert_eq!(period_json(&Limit::new(10, 60_000).unwrap(), now), None);
+        assert_eq!(crate::count::protocol::limit_json(&day), json!([300, "day@Asia/Tokyo"]));
     }
 }

@@ -168,8 +168,11 @@ fn int_readings(value: &str) -> Vec<String> {
 /// A decimal number (`+042.50e1`) as a float, read by serde_json's number
 /// parser (already in the Worker for JSON bodies; `str::parse::<f64>`
 /// would add its own tables to the upload): the sign, leading zeros and a
-/// bare trailing `.` that JSON refuses are normalized first.
-fn json_number(text: &str) -> Option<f64> {
+/// bare trailing `.` that JSON refuses are normalized first. It reads
+/// what `str::parse::<f64>` reads (but `inf` and `nan`, which no caller
+/// keeps): every whole number below 2^53 exactly, any value within one
+/// unit in the last place (tested against it).
+pub(crate) fn json_number(text: &str) -> Option<f64> {
     let (sign, unsigned) = match text.as_bytes().first() {
         Some(b'+') => ("", &text[1..]),
         Some(b'-') => ("-", &text[1..]),
@@ -1355,5 +1358,46 @@ mod tests {
         assert!(matches!(many, Err(KeyError::TooMany { .. })), "{many:?}");
         assert_eq!(identity_key(&KeyPart::Credential, "sk-ant-1"), Some(sk), "an override names the key as a request does");
         assert!(KeyPart::Credential.identifies_client());
+    }
+}
+
+#[cfg(test)]
+mod json_number_tests {
+    use super::json_number;
+    use proptest::prelude::*;
+
+    /// What the usage scanner's `whole` relied on before it read numbers
+    /// with [`json_number`]: `str::parse::<f64>`, finite values only.
+    fn parsed(text: &str) -> Option<f64> {
+        text.parse::<f64>().ok().filter(|f| f.is_finite())
+    }
+
+    #[test]
+    fn reads_what_str_parse_reads() {
+        for text in ["0", "-0", "1.", "007.0", "00.5e1", ".5e1", "1.e5", "1e05", "1E+5", "1e-400", "1e400", "inf", "NaN", "infinity", ".", "-", "e5", ".e1", "1.5e", "-+1", "1.0.0", "0x10", "12345678901234567890", "1.8e19"] {
+            assert_eq!(json_number(text).filter(|f| f.is_finite()), parsed(text), "{text:?}");
+        }
+    }
+
+    /// A whole number below 2^53 (every integer there is an f64), as the
+    /// usage scanner keeps one.
+    fn whole(f: Option<f64>) -> Option<u64> {
+        f.filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 9_007_199_254_740_992.0).map(|f| f as u64)
+    }
+
+    proptest! {
+        /// The same whole numbers below 2^53; any other value within one
+        /// unit in the last place (serde_json's parser, without
+        /// `float_roundtrip`, may round twice past 2^53 or with large
+        /// exponents: `72.26E74`).
+        #[test]
+        fn reads_any_decimal_as_str_parse_does(text in "-?[0-9]{0,4}(\\.[0-9]{0,4})?([eE][-+]?[0-9]{1,3})?") {
+            let (ours, std) = (json_number(&text).filter(|f| f.is_finite()), parsed(&text));
+            prop_assert_eq!(whole(ours), whole(std), "{:?}", text);
+            prop_assert_eq!(ours.is_some(), std.is_some(), "{:?}", text);
+            if let (Some(a), Some(b)) = (ours, std) {
+                prop_assert!((a - b).abs() <= b.abs() * f64::EPSILON, "{:?}: {} vs {}", text, a, b);
+            }
+        }
     }
 }

@@ -77,6 +77,10 @@ pub struct Output {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
+    /// The file `stdout` is to be written to instead of printed
+    /// (`tollgate migrate FILE --write`): the caller, which does the I/O,
+    /// writes it.
+    pub write: Option<String>,
 }
 
 /// Runs the CLI on `args` (without the program name).
@@ -156,7 +160,8 @@ impl Cli<'_> {
             },
             Some("migrate") if wants_help(rest) => self.usage(MIGRATE_USAGE, 0),
             Some("migrate") => match rest {
-                [file] if !file.starts_with('-') => self.migrate(file),
+                [file] if !file.starts_with('-') => self.migrate(file, false),
+                [file, flag] | [flag, file] if flag == "--write" && !file.starts_with('-') => self.migrate(file, true),
                 _ => {
                     errln!(self, "tollgate migrate: give one FILE");
                     self.usage(MIGRATE_USAGE, 2)
@@ -188,8 +193,10 @@ impl Cli<'_> {
     /// `tollgate migrate FILE`: the file in the current spelling on stdout
     /// ([`crate::tools::migrate`]), what changed on stderr, and each
     /// section of the result read as `check` reads it. 1 when a field was
-    /// left as written or the result does not pass.
-    fn migrate(&mut self, path: &str) -> i32 {
+    /// left as written or the result does not pass. `write` (`--write`):
+    /// the result is for FILE itself ([`Output::write`]), only when it
+    /// passes and something changed.
+    fn migrate(&mut self, path: &str, write: bool) -> i32 {
         let migrated = self.read_text(path).and_then(|text| crate::tools::migrate::migrate(path, &text));
         let out = match migrated {
             Ok(out) => out,
@@ -221,7 +228,19 @@ impl Cli<'_> {
             }
         }
         let verdict = if failed { "left errors for check to name" } else { "check reads it" };
-        errln!(self, "{path}: {} field(s) respelled into the config's {spelling} spelling; {verdict}", out.changes.len());
+        let written = match (write, failed, out.changes.is_empty()) {
+            (false, ..) => "",
+            (true, true, _) => "; FILE left as it was (--write writes only a result check reads)",
+            (true, false, true) => "; nothing to write",
+            (true, false, false) => "; written in place",
+        };
+        errln!(self, "{path}: {} field(s) respelled into the config's {spelling} spelling; {verdict}{written}", out.changes.len());
+        if write {
+            self.out.write = (!failed && !out.changes.is_empty()).then(|| path.to_string());
+            if self.out.write.is_none() {
+                self.out.stdout.clear();
+            }
+        }
         i32::from(failed)
     }
 
@@ -349,6 +368,21 @@ impl Cli<'_> {
         Config::from_json(&value).map_err(|errors| errors.iter().map(ToString::to_string).collect())
     }
 
+    /// The environments of `path` other than `env` (the top level's when
+    /// `env` is one) whose valid config writes fields in the older
+    /// spelling, with how many: what `tollgate migrate` respells there and
+    /// a diff of one section does not count (issue 53, round 3 item 7).
+    fn respelled_elsewhere(&self, path: &str, env: Option<&str>) -> Vec<(Option<String>, usize)> {
+        let Ok(wrangler) = self.read_wrangler(path) else { return Vec::new() };
+        let envs = wrangler.get("env").and_then(serde_json::Value::as_object).map(|envs| envs.keys().cloned().map(Some).collect::<Vec<_>>()).unwrap_or_default();
+        std::iter::once(None)
+            .chain(envs)
+            .filter(|name| name.as_deref() != env)
+            .filter_map(|name| Some((name.clone(), self.load_config(path, name.as_deref()).ok()?.respelled.len())))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
     /// Prints each error on its own `error:` line; the exit code of a run
     /// that stopped on them (1).
     fn failed(&mut self, errors: &[String]) -> i32 {
@@ -377,6 +411,19 @@ impl Cli<'_> {
         let diffs = crate::tools::diff::diff(&old, &new);
         if let Some(note) = crate::tools::diff::spelling_note(&old, &new) {
             outs!(self, "{note}");
+        }
+        for (side, path) in [("OLD", &options.old), ("NEW", &options.new)] {
+            for (env, n) in self.respelled_elsewhere(path, options.env.as_deref()) {
+                let (section, flag) = match &env {
+                    Some(name) => (format!("[env.{name}]"), format!(" --env {name}")),
+                    None => ("top level".to_string(), String::new()),
+                };
+                outs!(
+                    self,
+                    "spelling: {side}'s {section} writes {n} more field(s) in the {} spelling, not compared here (`tollgate diff OLD NEW{flag}` compares them; `tollgate migrate` respells every environment)\n",
+                    crate::config::spelling::OLD_SPELLING
+                );
+            }
         }
         outs!(self, "{}", crate::tools::diff::report(&diffs));
         let resets = diffs.iter().flat_map(|d| &d.changes).any(crate::tools::diff::Change::resets);
@@ -518,7 +565,8 @@ const USAGE: &str = "usage:
                                       a key's hash, as the Worker logs it
   tollgate schema                         the JSON Schema of the TOLLGATE var (for editors)
   tollgate diff OLD NEW [--env NAME]      what deploying NEW over OLD does to live counts
-  tollgate migrate FILE                   FILE in the config's current spelling, on stdout
+  tollgate migrate FILE [--write]         FILE in the config's current spelling, on stdout
+                                      (--write: in place)
   tollgate --version                      the version, and the object protocol's
   tollgate <command> --help               the options of a command";
 
@@ -540,7 +588,9 @@ pub(crate) fn version() -> String {
     format!("tollgate {} (object protocol v{}, config spelling {spelling})", env!("CARGO_PKG_VERSION"), crate::count::protocol::VERSION)
 }
 
-const MIGRATE_USAGE: &str = "usage: tollgate migrate FILE > NEW
+const MIGRATE_USAGE: &str = "usage: tollgate migrate FILE > NEW, or tollgate migrate FILE --write
+  --write rewrites FILE in place, as a formatter does, and only when the
+  result passes check (else FILE is left as it was).
   Prints FILE (wrangler.toml, wrangler.json or wrangler.jsonc) with every
   TOLLGATE config (the top level's and each [env.NAME]'s) in the config's
   current spelling: count_statuses, reservation_ttl, upload_buffer and
@@ -851,7 +901,8 @@ limits = [{ requests = 10, window = "60s" }]
 /// The Node bin's entry (`packages/tollgate/bin/tollgate.mjs`): the host is
 /// two JS functions, `readFile(path)` returning a `Uint8Array` or an error
 /// string, and `envVar(name)` returning a string or `undefined`. Returns
-/// `[code, stdout, stderr]`.
+/// `[code, stdout, stderr, write]`: `write`, the file to write stdout to
+/// instead of printing it (`migrate --write`), or `undefined`.
 #[cfg(all(target_arch = "wasm32", feature = "cli"))]
 mod node {
     use super::{run, Host};
@@ -885,10 +936,11 @@ mod node {
     #[wasm_bindgen(js_name = runCli)]
     pub fn run_cli(args: Vec<String>, read_file: &js_sys::Function, env_var: &js_sys::Function) -> js_sys::Array {
         let output = run(&args, &JsHost { read_file, env_var });
-        js_sys::Array::of3(
+        js_sys::Array::of4(
             &JsValue::from(output.code),
             &JsValue::from_str(&output.stdout),
             &JsValue::from_str(&output.stderr),
+            &output.write.as_deref().map_or(JsValue::UNDEFINED, JsValue::from_str),
         )
     }
 }

@@ -814,3 +814,67 @@ test(`skew: a penalty row under the ${PREVIOUS} object: refused until its count 
     rmSync(persist, { recursive: true, force: true });
   }
 });
+
+// (g) Calendar windows (issue 53) against the 0.1.0 object, which knows
+// only rolling windows: today's call `3xday@Asia/Tokyo` is refused
+// (versioned 400) and changes nothing; today's Worker applies the rule's
+// on_error (deny: 503; allow: served, as for any refusal) and never counts
+// past the limit; a calendar override through today's admin API is not
+// set (the old object refuses the control), and no registry entry is left
+// claiming it. The 0.1.0 Worker, given the rule as its rolling `1d`, counts
+// on the same object exactly. Rolled forward, today's object counts the
+// calendar day from the hits the old one logged.
+const calendarRules = (window, extra = {}) =>
+  config(
+    rule("cal-deny", "/cd/*", { limits: [{ requests: 3, window, ...extra }], on_error: "deny" }),
+    rule("cal-allow", "/ca/*", { limits: [{ requests: 3, window, ...extra }], on_error: "allow" }),
+  );
+const CALENDAR = { today: calendarRules("day", { time_zone: "Asia/Tokyo" }), previous: calendarRules("1d") };
+
+test(`skew: a calendar rule in front of ${PREVIOUS} objects: refused, versioned, on_error applied, never over the limit; a calendar override is not set`, { timeout: 90_000 }, async () => {
+  const persist = tempDir();
+  const tg = await startSkew({ objects: "previous", edge: "today", cfg: CALENDAR, persist, origin: mockOrigin() });
+  try {
+    const refused = await rawCall(tg, "direct\nip=203.0.113.70", "https://limiter/v1/hit?l=3xday@Asia/Tokyo");
+    assert.equal(refused.status, 400, JSON.stringify(refused));
+    assert.equal(refused.body.v, 1, `a versioned error: ${JSON.stringify(refused.body)}`);
+    const untouched = await tg.callObject("direct\nip=203.0.113.70", { op: "status", limits: [[3, 86_400_000]] });
+    assert.equal(untouched.body.windows[0].used, 0, "the refused call counted nothing");
+
+    assert.deepEqual(await send(tg, 1, ["/cd/1", "/cd/2"]), [503, 503], "on_error deny");
+    assert.deepEqual(await send(tg, 1, ["/ca/1", "/ca/2"]), [200, 200], "on_error allow: served uncounted, as the rule says");
+    for (const name of ["cal-deny", "cal-allow"]) {
+      const errors = errorsOf(tg, name);
+      assert.ok(errors.length >= 1, `${name}: a counter_error`);
+      for (const e of errors) assert.equal(e.decision, name === "cal-deny" ? "deny" : "allow", JSON.stringify(e));
+    }
+    // The previous Worker, its rolling 1d on the same objects: exact.
+    assert.deepEqual(await send(tg, 0, ["/cd/1", "/cd/2", "/cd/3", "/cd/4"]), [200, 200, 200, 429], `the ${PREVIOUS} Worker counts its rolling day`);
+
+    const { path, init } = admin(`/.tollgate/override?rule=cal-deny&ip=${IP}&limit=5/day`, "PUT");
+    const set = await tg.fetchVia(1, path, init);
+    const setBody = await set.text();
+    console.log(`a calendar override through today's admin API, ${PREVIOUS} object: ${set.status} ${setBody}`);
+    assert.ok(set.status >= 400 && set.status !== 500, `refused, not a 500: ${set.status} ${setBody}`);
+    await tg.settled();
+    const listing = await tg.fetchVia(1, "/.tollgate/controls", admin("").init);
+    assert.deepEqual(JSON.parse(await listing.text()).controls, [], "no registry entry claims the override");
+    assert.deepEqual(await send(tg, 0, ["/cd/5"]), [429], "the limit the old object holds is unchanged");
+    noServerError(tg);
+  } finally {
+    await tg.dispose();
+  }
+  // Rolled forward: today's objects read the old object's log for the calendar day.
+  const forward = await startSkew({ objects: "today", edge: "previous", cfg: CALENDAR, persist, origin: mockOrigin() });
+  try {
+    assert.deepEqual(await send(forward, 0, ["/cd/6"]), [429], "today's object: the 3 the old one logged count in today's Tokyo day (unless Tokyo's midnight passed)");
+    const status = await forward.fetch(`/.tollgate/status?rule=cal-deny&ip=${IP}`, admin("").init);
+    const body = await status.json();
+    assert.deepEqual(body.limits, [[3, "day@Asia/Tokyo"]]);
+    assert.equal(body.windows[0].used, 3, JSON.stringify(body));
+    noServerError(forward);
+  } finally {
+    await forward.dispose();
+    forward.cleanup();
+  }
+});

@@ -5,13 +5,12 @@
 // (lib/): they write a project and run `wrangler dev`; `build`, the
 // project's [build] command, checks the rules and writes its Worker entry;
 // `admin` calls a deployed Worker's admin API (lib/admin.mjs).
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { ADMIN_USAGE } from "../lib/admin.mjs";
+import { presetUsage } from "../lib/init.mjs";
 
 const NODE_USAGE = `  tollgate init DIR [--preset P | --rules FILE] [--name NAME] [--tollgate SPEC] [--no-install]
-                                          write a project deploying tollgate (presets:
-                                          heavy-endpoint, login, tenant-quota, api-keys; for a
-                                          zone that already runs a Worker: in-front, rpc, crate);
+${presetUsage()}
                                           --tollgate: the tollgate its package.json installs
                                           (a tarball's path, file:..., a version; until
                                           tollgate is on the npm registry, the tarball)
@@ -48,9 +47,11 @@ switch (args[0]) {
   }
   default: {
     const { runCli } = await import("../cli/tollgate_cli.js");
-    const [code, stdout, stderr] = runCli(args, readFile, (name) => process.env[name]);
-    process.stdout.write(stdout);
+    const [code, stdout, stderr, write] = runCli(args, readFile, (name) => process.env[name]);
     process.stderr.write(stderr);
+    // `migrate FILE --write`: the result is FILE's, in place.
+    if (write !== undefined) writeFileSync(write, stdout);
+    else process.stdout.write(stdout);
     if (args.length === 0 || ["-h", "--help", "help"].includes(args[0])) {
       (code === 0 ? process.stdout : process.stderr).write(`${NODE_USAGE}\n`);
     }

@@ -51,6 +51,7 @@ export function build(args, runCheck) {
     // Under wrangler, the missing entry stops it; run by hand, the exit code says it.
     return process.env.WRANGLER_COMMAND && entry ? 0 : 1;
   }
+  if (admin) process.stderr.write(unsaid(rulesDrift(config), process.env.TOLLGATE_DEV_SAID));
   if (command.length) {
     const run = spawnSync(command.join(" "), { shell: true, stdio: "inherit" });
     if (run.status === 127) {
@@ -62,6 +63,31 @@ export function build(args, runCheck) {
   const exported = admin ? `export { default } from "tollgate/admin-worker";` : `export { default, Limiter, Registry, MetricsSink } from "tollgate/worker";`;
   writeFileSync(entry, `// Written by \`tollgate build\` once the rules passed \`tollgate check\`: the prebuilt ${admin ? "admin " : ""}Worker of the tollgate package.\n${exported}\n`);
   return 0;
+}
+
+/**
+ * The `[vars.TOLLGATE]` tables of a wrangler.toml's text (the top level's:
+ * from that header to the first header of another table), trimmed.
+ */
+export function tollgateVars(text) {
+  const start = text.search(/^\[vars\.TOLLGATE\]/m);
+  if (start < 0) return "";
+  const rest = text.slice(start);
+  const end = rest.slice(1).search(/^\[+(?!\[|vars\.TOLLGATE[.\]])/m);
+  return (end < 0 ? rest : rest.slice(0, end + 1)).trim();
+}
+
+/**
+ * The admin Worker's config (`admin`, wrangler.admin.toml) beside the
+ * zone's (wrangler.toml): a warning line when their `[vars.TOLLGATE]`
+ * differ, since the admin API names rules and derives keys from its own
+ * copy (issue 53, round 3 item 8); "" when they agree or there is no
+ * wrangler.toml beside it.
+ */
+export function rulesDrift(admin) {
+  const zone = join(dirname(admin), "wrangler.toml");
+  if (!existsSync(zone) || tollgateVars(readFileSync(zone, "utf8")) === tollgateVars(readFileSync(admin, "utf8"))) return "";
+  return `warning: ${admin}'s [vars.TOLLGATE] differs from ${zone}'s: the console and the admin API name rules and derive keys from their own copy; copy wrangler.toml's [vars.TOLLGATE] tables into ${admin}\n`;
 }
 
 /**

@@ -81,6 +81,25 @@ export const USAGE = `usage: tollgate init DIR [--preset P | --rules FILE] [--na
                      the npm registry; until tollgate is published there, the
                      path of the tarball: build/npm/tollgate-${version}.tgz)`;
 
+/**
+ * `tollgate --help`'s lines on init's presets, every one the package holds
+ * (presets/*.toml; issue 53: the llm preset was left out of a hand-kept
+ * list), in lines of at most 54 characters after the usage's 42-column
+ * indent.
+ */
+export function presetUsage() {
+  const standalone = presets().filter((p) => !APP_PRESETS[p]);
+  const app = presets().filter((p) => APP_PRESETS[p]);
+  const words = `write a project deploying tollgate (presets: ${standalone.join(", ")}; for a zone that already runs a Worker: ${app.join(", ")});`;
+  const lines = [""];
+  for (const word of words.split(" ")) {
+    const last = lines.length - 1;
+    if (lines[last] && lines[last].length + word.length + 1 > 54) lines.push(word);
+    else lines[last] = lines[last] ? `${lines[last]} ${word}` : word;
+  }
+  return lines.map((line) => `${" ".repeat(42)}${line}`).join("\n");
+}
+
 function presets() {
   return readdirSync(join(PACKAGE, "presets"))
     .filter((f) => f.endsWith(".toml"))

@@ -381,6 +381,7 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
             let _ = write!(out, "<p class=\"ok\" role=\"status\">Done: {done}.</p>");
         }
         let _ = write!(out, "<p>Limits from: <code>{}</code></p>", esc(&text(&s["limits_source"])));
+        out.push_str(&limits_said(s));
         out.push_str(&windows(s));
         if s["override"].is_object() {
             let _ = write!(out, "<p id=\"overridden\">Override: <code>{}</code></p>", esc(&s["override"].to_string()));
@@ -440,6 +441,16 @@ fn windows(status: &Value) -> String {
     out + "</table>"
 }
 
+/// The key's limits in force in words, as status says them (issue 53: a
+/// calendar window's zone and local reset), or nothing.
+fn limits_said(status: &Value) -> String {
+    let said: Vec<&str> = status["limits_text"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if said.is_empty() {
+        return String::new();
+    }
+    format!("<p id=\"limits\">Limits: {}</p>", esc(&said.join("; ")))
+}
+
 /// A span in ms for a person: its two largest units, the seconds rounded
 /// up (`879805` → `14m 40s`, `90000` → `1m 30s`, `3600000` → `1h`, `400` → `1s`).
 pub(crate) fn human(ms: u64) -> String {
@@ -493,6 +504,9 @@ mod tests {
         assert!(open.contains("<td>10/15m</td><td>3</td><td>7</td><td>14m 40s</td>"), "{open}");
         let day = windows(&json!({ "windows": [{ "limit": 300, "window_ms": 93_600_000, "used": 300, "remaining": 0, "reset_ms": 25_200_000, "calendar": "day" }] }));
         assert!(day.contains("<td>300/calendar day</td><td>300</td><td>0</td><td>7h</td>"), "{day}");
+        let said = limits_said(&json!({ "limits_text": ["10 per 1m", "300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00"] }));
+        assert_eq!(said, "<p id=\"limits\">Limits: 10 per 1m; 300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00</p>");
+        assert_eq!(limits_said(&json!({})), "", "an older status: nothing");
         assert_eq!(done(Some("clear_ban")), Some("ban lifted"));
         assert_eq!(done(Some("status")), None);
     }
