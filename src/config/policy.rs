@@ -279,6 +279,22 @@ pub(crate) const MEMORY_PER_UPLOAD_BYTE: u32 = 2;
 /// read's hold is charged at this rate.
 pub(crate) const MEMORY_PER_READ_BYTE: u32 = 3;
 
+/// Bytes of isolate memory one byte of a message the WebSocket relay
+/// passed on costs until its peer takes it, as measured in workerd (issue
+/// 52): `send()` copies the message into the socket's outgoing queue
+/// (unbounded, native), and the `ArrayBuffer` it arrived in waits for the
+/// garbage collector. Every relayed message is charged at this rate
+/// ([`crate::pipeline::upload::MemoryBudget::relay`]).
+pub(crate) const MEMORY_PER_RELAY_BYTE: u32 = 2;
+
+/// What the relay counts each side's peer as reading, in bytes of message
+/// a second (64 KiB/s): workerd's WebSocket has no `bufferedAmount`, no
+/// promise from `send()` and no way to stop reading (issue 52), so what a
+/// peer took is not known and this is the credit a side's hold drains at.
+/// A peer that reads nothing holds its charge plus this much a second of
+/// its session (its `reservation_ttl` at most) more than is charged.
+pub(crate) const RELAY_DRAIN: u32 = 65_536;
+
 /// `body_timeout` by default: 10 s for the whole body read for `body:`
 /// keys and form parameters (nginx's `client_body_timeout` is 60 s between
 /// two reads; tollgate's is for the whole body, as `upload_timeout`).

@@ -95,7 +95,7 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_UPLOAD_BYTE};
+pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_RELAY_BYTE, MEMORY_PER_UPLOAD_BYTE, RELAY_DRAIN};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +157,23 @@ pub(crate) fn client_of(connecting_ip: Option<&str>, ipv6_prefix: u8) -> String 
     connecting_ip.and_then(|raw| crate::request::key::client_ip_key(raw, ipv6_prefix)).unwrap_or_else(|| "unknown".into())
 }
 
+/// Whose share of which budget a request's relayed WebSocket session is
+/// charged to ([`MemoryBudget::relay`]): its client ([`client_of`]) and the
+/// config's `memory_budget`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Charged {
+    pub(crate) client: String,
+    pub(crate) budget: u32,
+}
+
+impl Default for Charged {
+    /// The shared `unknown` client, in the default budget (an embedded
+    /// app's settlement, which carries no address).
+    fn default() -> Charged {
+        Charged { client: "unknown".into(), budget: crate::config::policy::DEFAULT_MEMORY_BUDGET }
+    }
+}
+
 /// The bytes an upload may need to hold while it is received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Want {
@@ -197,7 +214,7 @@ pub(crate) struct Taken {
     pub(crate) note: Option<LogEvent>,
 }
 
-/// One body's bytes, held.
+/// One body's bytes, or one side of a relayed WebSocket session's, held.
 #[derive(Debug, Clone)]
 struct Hold {
     id: u64,
@@ -205,6 +222,16 @@ struct Hold {
     /// Bytes of isolate memory: the body's bytes × [`Holder::per_byte`].
     memory: u64,
     until_ms: i64,
+    /// A relay side's: its session, and when its memory was last drained
+    /// ([`RELAY_DRAIN`]). `None`: a body's hold, fixed until given back.
+    relay: Option<(u64, i64)>,
+}
+
+impl Hold {
+    /// Whether this is a side of the relayed session `session`.
+    fn of_session(&self, session: u64) -> bool {
+        self.relay.is_some_and(|(s, _)| s == session)
+    }
 }
 
 /// What a hold is for: the line its shortfall is written as.
@@ -214,6 +241,9 @@ pub(crate) enum Holder {
     Upload,
     /// A body read for `body:` keys and form parameters (`body`).
     BodyRead,
+    /// A message a WebSocket relay passed on, until its peer could have
+    /// read it ([`MemoryBudget::relay`]).
+    Relay,
 }
 
 impl Holder {
@@ -223,6 +253,7 @@ impl Holder {
         match self {
             Holder::Upload => MEMORY_PER_UPLOAD_BYTE as u64,
             Holder::BodyRead => MEMORY_PER_READ_BYTE as u64,
+            Holder::Relay => MEMORY_PER_RELAY_BYTE as u64,
         }
     }
 }
@@ -248,6 +279,7 @@ impl MemoryBudget {
     /// by `client`.
     pub(crate) fn held(&mut self, client: &str, now_ms: i64) -> (u64, u64) {
         self.holds.retain(|h| h.until_ms > now_ms);
+        self.drain(now_ms);
         let all = self.holds.iter().map(|h| h.memory).sum();
         (all, self.holds.iter().filter(|h| h.client == client).map(|h| h.memory).sum())
     }
@@ -272,7 +304,7 @@ impl MemoryBudget {
             self.next_id += 1;
             let until_ms = now_ms.saturating_add(i64::from(limits.timeout_ms)).saturating_add(HOLD_GRACE_MS);
             let memory = granted.saturating_mul(holder.per_byte());
-            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory, until_ms });
+            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory, until_ms, relay: None });
             self.next_id
         });
         Taken { hold, reception: Reception::Read(UploadLimits { buffer, ..limits }), note }
@@ -281,6 +313,123 @@ impl MemoryBudget {
     /// Gives the hold `id` back (nothing if it lapsed).
     pub(crate) fn give_back(&mut self, id: u64) {
         self.holds.retain(|h| h.id != id);
+    }
+
+    /// Opens a relayed WebSocket session of `client`'s at `now_ms`, for at
+    /// most `left_ms` (its holds lapse [`HOLD_GRACE_MS`] after): the
+    /// session's id, for [`MemoryBudget::relay`] and
+    /// [`MemoryBudget::end_session`]. It holds nothing yet.
+    pub(crate) fn open_session(&mut self, client: &str, left_ms: u64, now_ms: i64) -> u64 {
+        let until_ms = now_ms.saturating_add(i64::try_from(left_ms).unwrap_or(i64::MAX)).saturating_add(HOLD_GRACE_MS);
+        self.next_id += 1;
+        let session = self.next_id;
+        for _ in 0..2 {
+            self.next_id += 1;
+            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory: 0, until_ms, relay: Some((session, now_ms)) });
+        }
+        session
+    }
+
+    /// Charges a message of `bytes` the relay is about to pass on to side
+    /// `side` (0 or 1) of `session`, within `budget` and the client's
+    /// share, at `now_ms` ([`Relayed`]). Each side's memory drains at
+    /// [`RELAY_DRAIN`] bytes of message a second (what its peer is counted
+    /// as reading: workerd tells no one what a socket has queued). When
+    /// the message does not fit, the session holding the most (of the
+    /// client's, when its share is what is full; else of the isolate's)
+    /// is ended first: a peer that stops reading holds the most, and
+    /// loses its hold first. A body's hold is never taken back.
+    pub(crate) fn relay(&mut self, budget: u32, session: u64, side: usize, bytes: u64, now_ms: i64) -> Relayed {
+        let per_byte = Holder::Relay.per_byte();
+        let share = u64::from(budget / MEMORY_CLIENT_SHARES);
+        let need = bytes.saturating_mul(per_byte);
+        let Some(client) = self.holds.iter().find(|h| h.of_session(session)).map(|h| h.client.clone()) else {
+            return Relayed { verdict: RelayVerdict::Cut, ended: Vec::new() };
+        };
+        if need > share {
+            return Relayed { verdict: RelayVerdict::TooBig, ended: Vec::new() };
+        }
+        let mut ended = Vec::new();
+        loop {
+            let (all, mine) = self.held(&client, now_ms);
+            let client_full = mine.saturating_add(need) > share;
+            if !client_full && all.saturating_add(need) <= u64::from(budget) {
+                if let Some(hold) = self.holds.iter_mut().filter(|h| h.of_session(session)).nth(side) {
+                    hold.memory = hold.memory.saturating_add(need);
+                }
+                return Relayed { verdict: RelayVerdict::Pass, ended };
+            }
+            match self.fullest_session(client_full.then_some(client.as_str())) {
+                Some(victim) if victim != session => {
+                    self.end_session(victim);
+                    ended.push(victim);
+                }
+                _ => return Relayed { verdict: RelayVerdict::Cut, ended },
+            }
+        }
+    }
+
+    /// The relayed session holding the most memory (of `client`'s only,
+    /// if given); `None` when none holds any.
+    fn fullest_session(&self, client: Option<&str>) -> Option<u64> {
+        let mut by_session: Vec<(u64, u64)> = Vec::new();
+        for hold in self.holds.iter().filter(|h| client.is_none_or(|c| h.client == c)) {
+            let Some((session, _)) = hold.relay else { continue };
+            match by_session.iter_mut().find(|(s, _)| *s == session) {
+                Some((_, memory)) => *memory += hold.memory,
+                None => by_session.push((session, hold.memory)),
+            }
+        }
+        by_session.into_iter().filter(|(_, memory)| *memory > 0).max_by_key(|(_, memory)| *memory).map(|(session, _)| session)
+    }
+
+    /// Gives back what `session` holds (it ended; nothing if it lapsed).
+    pub(crate) fn end_session(&mut self, session: u64) {
+        self.holds.retain(|h| !h.of_session(session));
+    }
+
+    /// Each relay side's memory less what its peer is counted as having
+    /// read since it was last drained.
+    fn drain(&mut self, now_ms: i64) {
+        let per_ms = u64::from(RELAY_DRAIN) * Holder::Relay.per_byte();
+        for hold in &mut self.holds {
+            if let Some((session, at)) = hold.relay {
+                let elapsed = u64::try_from(now_ms.saturating_sub(at)).unwrap_or(0);
+                hold.memory = hold.memory.saturating_sub(elapsed.saturating_mul(per_ms) / 1000);
+                hold.relay = Some((session, at.max(now_ms)));
+            }
+        }
+    }
+}
+
+/// What [`MemoryBudget::relay`] decided for one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Relayed {
+    pub(crate) verdict: RelayVerdict,
+    /// Other sessions ended to make room (their peers held the most):
+    /// close them (1013).
+    pub(crate) ended: Vec<u64>,
+}
+
+/// A relayed message's fate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RelayVerdict {
+    /// Charged: pass it on.
+    Pass,
+    /// Larger than a client's share can ever hold: end the session (1009).
+    TooBig,
+    /// No room, and this session holds the most: end it (1013).
+    Cut,
+}
+
+impl RelayVerdict {
+    /// The relay's word for it (`pass`, `too_big`, `cut`).
+    pub(crate) const fn word(self) -> &'static str {
+        match self {
+            RelayVerdict::Pass => "pass",
+            RelayVerdict::TooBig => "too_big",
+            RelayVerdict::Cut => "cut",
+        }
     }
 }
 
@@ -291,7 +440,7 @@ impl MemoryBudget {
 fn over_budget(holder: Holder, want: Want, granted: u64, (all, mine): (u64, u64), budget: u32) -> LogEvent {
     let line = match holder {
         Holder::Upload => "upload",
-        Holder::BodyRead => "body",
+        Holder::BodyRead | Holder::Relay => "body",
     };
     LogEvent::new(
         line,
@@ -550,6 +699,74 @@ mod tests {
         assert_eq!(taken_bytes(&budget.take(32 * MIB, "192.0.2.1", upload, Want { bytes: MIB, whole: true }, UP, 0)), Some(MIB));
         // The stalled reads' holds lapse at body_timeout + grace at the latest.
         assert_eq!(budget.held("x", 10_000 + HOLD_GRACE_MS).0, 0);
+    }
+
+    const RELAY: u64 = MEMORY_PER_RELAY_BYTE as u64;
+
+    /// Issue 52: a relayed session's messages are charged to its client's
+    /// share until its peer could have read them (RELAY_DRAIN a second);
+    /// a side that does not read reaches the share and its session is
+    /// ended, not the client's other, reading session; one message over
+    /// the share is refused as too big; everything comes back at the end.
+    #[test]
+    fn a_relay_is_charged_to_its_clients_share_and_the_one_not_read_is_cut_first() {
+        let budget = 32 * MIB;
+        let share = u64::from(budget / MEMORY_CLIENT_SHARES);
+        let mut b = MemoryBudget::new();
+        let stalled = b.open_session("198.51.100.1", 300_000, 0);
+        let reading = b.open_session("198.51.100.1", 300_000, 0);
+        let pass = |r: &Relayed| r.verdict == RelayVerdict::Pass && r.ended.is_empty();
+        // The reading session: 64 KiB a second, drained as fast.
+        for t in 0..10 {
+            assert!(pass(&b.relay(budget, reading, 1, u64::from(RELAY_DRAIN), t * 1000)));
+        }
+        // The stalled side: 1 MiB messages at once until the share is full.
+        let fits = share / (u64::from(MIB) * RELAY);
+        for _ in 0..fits - 1 {
+            assert!(pass(&b.relay(budget, stalled, 0, u64::from(MIB), 9_000)));
+        }
+        assert_eq!(b.held("198.51.100.1", 9_000).1, (fits - 1) * u64::from(MIB) * RELAY + u64::from(RELAY_DRAIN) * RELAY, "what is charged");
+        // The reading session's next message finds the share full: the stalled one goes.
+        let r = b.relay(budget, reading, 1, u64::from(MIB), 9_000);
+        assert_eq!((r.verdict, r.ended), (RelayVerdict::Pass, vec![stalled]), "the session holding the most is ended first");
+        assert_eq!(b.relay(budget, stalled, 0, 1, 9_000).verdict, RelayVerdict::Cut, "an ended session holds nothing more");
+        // Its own flood: once it holds the most, it is cut itself.
+        let mut last = RelayVerdict::Pass;
+        for _ in 0..fits + 1 {
+            last = b.relay(budget, reading, 0, u64::from(MIB), 9_000).verdict;
+        }
+        assert_eq!(last, RelayVerdict::Cut);
+        assert!(b.held("198.51.100.1", 9_000).1 <= share, "never past the share");
+        // One message over the share can never be held.
+        let big = b.open_session("203.0.113.1", 300_000, 0);
+        assert_eq!(b.relay(budget, big, 0, share / RELAY + 1, 0).verdict, RelayVerdict::TooBig);
+        assert_eq!(b.relay(budget, big, 0, share / RELAY, 0).verdict, RelayVerdict::Pass, "exactly the share fits");
+        b.end_session(big);
+        b.end_session(reading);
+        assert_eq!(b.held("x", 9_000).0, 0, "all given back");
+    }
+
+    /// Relays share the isolate's budget with bodies: a full isolate ends
+    /// the fullest session of any client, never a body's hold, and a
+    /// session's holds lapse with its slot (+ grace) if it never ends.
+    #[test]
+    fn relays_share_the_isolate_budget_and_never_take_a_bodys_hold() {
+        let budget = 8 * MIB;
+        let mut b = MemoryBudget::new();
+        let read = b.take(budget, "192.0.2.9", UploadLimits { buffer: 512 * 1024, timeout_ms: 10_000 }, Want { bytes: 512 * 1024, whole: true }, Holder::BodyRead, 0);
+        assert!(read.hold.is_some());
+        let sessions: Vec<u64> = (0..4).map(|i| b.open_session(&format!("203.0.113.{i}"), 60_000, 0)).collect();
+        // Four clients, 2 MiB a share: 1 MiB of messages each (2 MiB of memory), less the read's 1.5 MiB.
+        for (i, s) in sessions.iter().enumerate() {
+            let r = b.relay(budget, *s, 0, u64::from(MIB) - 1024 * i as u64, 0);
+            assert_eq!(r.verdict, RelayVerdict::Pass, "{i}: {r:?}");
+            if i == 3 {
+                assert_eq!(r.ended, vec![sessions[0]], "the isolate full: the fullest session (the first) ended");
+            }
+        }
+        assert!(b.held("x", 0).0 <= u64::from(budget));
+        assert_eq!(b.held("192.0.2.9", 0).1, 3 * 512 * 1024, "the body read kept its hold");
+        assert_eq!(b.held("x", 60_000 + HOLD_GRACE_MS).0, 0, "lapsed with the slot, and the read with its timeout");
     }
 
     #[test]
