@@ -283,8 +283,14 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
 // share, drained at what its peer is counted as reading), and the answer
 // says pass, end this session (`cut`: no room and it holds the most;
 // `too_big`: one message over a client's share), and which other sessions
-// were ended to make room (RELAYS). `charge(-1, 0)` gives it all back.
-const RELAYS = new Map();
+// were ended to make room (EVICTED). `charge(-1, 0)` gives it all back.
+//
+// A session ended to make room is ended by itself, at its next message or
+// within EVICTION_CHECK_MS: workerd lets no request do I/O on another's
+// sockets (a close from here would throw). Its holds are already given
+// back.
+const EVICTED = new Set();
+const EVICTION_CHECK_MS = 1000;
 
 export function relaySession(response, leftMs, session, charge) {
   const upstream = response.webSocket;
@@ -304,19 +310,22 @@ export function relaySession(response, leftMs, session, charge) {
     if (over) return;
     over = true;
     clearTimeout(lapse);
-    RELAYS.delete(session);
+    clearInterval(evicted);
+    EVICTED.delete(session);
     charge(-1, 0);
     close(upstream, code, reason);
     close(server, code, reason);
     finish(word);
   };
-  RELAYS.set(session, () => end("overrun", 1013, "tollgate: a side is not reading (its memory was needed)"));
+  const evicted = setInterval(() => {
+    if (EVICTED.has(session)) end("overrun", 1013, "tollgate: a side is not reading (its memory was needed)");
+  }, EVICTION_CHECK_MS);
   const lapse = setTimeout(() => end("lapsed", 1013, "tollgate: the session's slot lapsed (reservation_ttl)"), leftMs);
   for (const [side, from, to] of [[0, upstream, server], [1, server, upstream]]) {
     const pass = (data) => {
       if (over) return;
       const [verdict, ...ended] = charge(side, messageSize(data));
-      for (const id of ended) RELAYS.get(id)?.();
+      for (const id of ended) EVICTED.add(id);
       if (verdict === "too_big") return end("overrun", 1009, "tollgate: a message larger than the relay may hold");
       if (verdict !== "pass") return end("overrun", 1013, "tollgate: a side is not reading (the relay holds no more for it)");
       try { to.send(data); } catch {}
@@ -489,6 +498,11 @@ pub(crate) async fn receive_upload(
     want: Want,
     now_ms: i64,
 ) -> (Receipt, Option<BudgetHold>, Option<LogEvent>) {
+    // No body (a GET, a WebSocket upgrade): nothing to hold. Taken, the
+    // buffer would stay held until the forward returned, for nothing.
+    if req.body().is_none() {
+        return (Receipt::NoBody, None, None);
+    }
     let taken = crate::glue::isolate::with_isolate(|isolate| isolate.memory_budget.take(budget, client, limits, want, Holder::Upload, now_ms));
     let hold = taken.hold.map(BudgetHold);
     let receipt = match taken.reception {
