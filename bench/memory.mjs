@@ -16,6 +16,10 @@
 //                 as a usage rule's is, nothing read)
 //   json-none     the same through a rule that reads no body
 //   together      uploads (4 MiB), body reads and JSON answers at once
+//   relay         four clients' WebSocket sessions through a concurrency
+//                 rule, each sending 1 MiB messages (MESSAGES, 8 by
+//                 default) to an origin that never reads (memory_budget
+//                 64 MiB: a client's 16 MiB holds 8 MiB of messages)
 //
 // Each scenario starts its own workerd; its RSS is read from /proc.
 import http from "node:http";
@@ -23,6 +27,7 @@ import { readFileSync } from "node:fs";
 import { withTollgate, sleep } from "../tests/worker/harness.mjs";
 import { config, rule, limit } from "../tests/worker/builders.mjs";
 import { workerdPids } from "./procs.mjs";
+import { frame, rawClient } from "../tests/worker/websocket-frames.mjs";
 
 const MIB = 1_048_576;
 const rssMb = () => [...workerdPids()].reduce((sum, pid) => {
@@ -59,7 +64,7 @@ async function measure(name, start, holdMs) {
   const result = { name };
   const origin = start.origin ? await start.origin() : null;
   try {
-    await withTollgate({ admin: false, config: cfg, ...(origin ? { vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined } } : {}) }, async (tg) => {
+    await withTollgate({ admin: false, config: cfg, ...(start.tollgate ?? {}), ...(origin ? { vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined } } : {}) }, async (tg) => {
       const base = await tg.mf.ready;
       // Warm: the Worker's isolate loaded, a few requests served.
       for (let i = 0; i < 5; i++) await (await tg.fetch("/warm")).arrayBuffer();
@@ -163,6 +168,37 @@ function together() {
   };
 }
 
+/** An app Worker whose WebSocket sessions never read (their messages wait in workerd). */
+const STALLED_APP = `
+export default {
+  async fetch(request, env, ctx) {
+    const [client, server] = Object.values(new WebSocketPair());
+    ctx.waitUntil(new Promise((r) => setTimeout(r, 120_000)).then(() => { server.accept(); server.close(1000, "late"); }));
+    return new Response(null, { status: 101, webSocket: client });
+  },
+};`;
+
+function relay() {
+  const rules = [rule("ws", "/ws/*", { key: ["ip"], limits: limit(1e9, "1d"), concurrency: 100, reservation_ttl: "5m" })];
+  return {
+    config: { upstream: { service: "APP" }, memory_budget: 64 * MIB, rules },
+    tollgate: { services: { APP: "app" }, workers: [{ name: "app", modules: true, script: STALLED_APP, compatibilityDate: "2026-04-01" }] },
+    run: async (base) => {
+      const messages = Number(process.env.MESSAGES ?? 8);
+      const piece = Buffer.alloc(MIB, 7);
+      const clients = await Promise.all(Array.from({ length: 4 }, (_, i) => rawClient(base, "/ws/x", { "cf-connecting-ip": `198.51.100.${i + 1}` })));
+      for (const c of clients) for (let m = 0; m < messages; m++) c.sock.write(frame(2, piece, { mask: true }));
+      return {
+        stop: async () => {
+          const closed = await Promise.all(clients.map((c) => Promise.race([c.frames.closed, sleep(500).then(() => ["open"])])));
+          clients.forEach((c) => c.sock.destroy());
+          return closed.map((c) => c[0]).join(",");
+        },
+      };
+    },
+  };
+}
+
 const scenarios = {
   uploads: () => uploads(undefined, Number(process.env.BUFFER ?? 8 * MIB)),
   "uploads-max": () => uploads(64 * MIB, Number(process.env.BUFFER_MAX ?? 16 * MIB)),
@@ -172,6 +208,7 @@ const scenarios = {
   "json-slot": () => json("slot"),
   "json-none": () => json("none"),
   together,
+  relay,
 };
 
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(scenarios);

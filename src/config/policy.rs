@@ -282,10 +282,13 @@ pub(crate) const MEMORY_PER_READ_BYTE: u32 = 3;
 /// Bytes of isolate memory one byte of a message the WebSocket relay
 /// passed on costs until its peer takes it, as measured in workerd (issue
 /// 52): `send()` copies the message into the socket's outgoing queue
-/// (unbounded, native), and the `ArrayBuffer` it arrived in waits for the
-/// garbage collector. Every relayed message is charged at this rate
-/// ([`crate::pipeline::upload::MemoryBudget::relay`]).
-pub(crate) const MEMORY_PER_RELAY_BYTE: u32 = 2;
+/// (unbounded, native), and the `ArrayBuffer` it arrived in is soon
+/// collected. Four clients' sessions each sending 8 MiB to an origin that
+/// reads nothing (32 MiB waiting) grew workerd by 32 MB more than the same
+/// sessions sending nothing, 4 MiB each by 16 MB (`bench/memory.mjs
+/// relay`): 0.96 bytes per byte. Every relayed message is charged at this
+/// rate ([`crate::pipeline::upload::MemoryBudget::relay`]).
+pub(crate) const MEMORY_PER_RELAY_BYTE: u32 = 1;
 
 /// What the relay counts each side's peer as reading, in bytes of message
 /// a second (64 KiB/s): workerd's WebSocket has no `bufferedAmount`, no

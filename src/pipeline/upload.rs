@@ -86,8 +86,27 @@
 //! So an isolate holds at most `memory_budget` bytes of memory for bodies
 //! (plus one read's chunk per body past its hold, cancelled there), and a
 //! client at most a quarter of that, however many connections it opens.
-//! The WebSocket relay's queues and answers read for usage are not in it
-//! (the relay bounds each side itself; the usage reader keeps no copy).
+//! Answers read for usage are not in it (the usage reader keeps no copy).
+//!
+//! # The WebSocket relay's queues (issue 52)
+//! A `concurrency` rule's WebSocket session is relayed by the Worker
+//! (`crate::glue::origin`), and what the relay passes on waits in workerd
+//! until its peer takes it. workerd's WebSocket tells no one how much it
+//! has queued (no `bufferedAmount`, `send()` returns nothing, no
+//! `WebSocketStream`), nor can a relay stop reading, so what a peer holds
+//! cannot be measured: it is charged. Every message is charged to its
+//! client's share of this same budget before it is sent
+//! ([`MemoryBudget::relay`], [`MEMORY_PER_RELAY_BYTE`] a byte), and each
+//! side's charge drains at [`RELAY_DRAIN`] (what its peer is counted as
+//! reading). When a message does not fit, the session holding the most
+//! (the client's, when its share is full; else the isolate's) is ended
+//! (1013) to make room: a peer that stops reading holds the most, and
+//! loses its hold first. One message over a client's share ends its
+//! session (1009). So a client's sessions hold at most its share in
+//! charge; a peer that reads nothing holds at most its share plus
+//! [`RELAY_DRAIN`] × the session's age (its `reservation_ttl` at most),
+//! the part no platform signal lets the relay see; a reader whose sender
+//! outruns [`RELAY_DRAIN`] by its share is ended as one that stopped.
 
 use crate::config::headers::OwnResponse;
 use crate::pipeline::applied::Applied;
@@ -756,9 +775,9 @@ mod tests {
         let read = b.take(budget, "192.0.2.9", UploadLimits { buffer: 512 * 1024, timeout_ms: 10_000 }, Want { bytes: 512 * 1024, whole: true }, Holder::BodyRead, 0);
         assert!(read.hold.is_some());
         let sessions: Vec<u64> = (0..4).map(|i| b.open_session(&format!("203.0.113.{i}"), 60_000, 0)).collect();
-        // Four clients, 2 MiB a share: 1 MiB of messages each (2 MiB of memory), less the read's 1.5 MiB.
+        // Four clients, 2 MiB a share, each nearly all of it: with the read's 1.5 MiB, past the 8 MiB.
         for (i, s) in sessions.iter().enumerate() {
-            let r = b.relay(budget, *s, 0, u64::from(MIB) - 1024 * i as u64, 0);
+            let r = b.relay(budget, *s, 0, u64::from(2 * MIB) / RELAY - 1024 * i as u64, 0);
             assert_eq!(r.verdict, RelayVerdict::Pass, "{i}: {r:?}");
             if i == 3 {
                 assert_eq!(r.ended, vec![sessions[0]], "the isolate full: the fullest session (the first) ended");

@@ -19,7 +19,7 @@ const MIB = 1_048_576;
 /** memory_budget by default, and a client's quarter of it. */
 const SHARE = (32 * MIB) / 4;
 /** Bytes of memory a relayed byte is charged (MEMORY_PER_RELAY_BYTE). */
-const PER_BYTE = 2;
+const PER_BYTE = 1;
 /** What the relay counts a side as reading a second (RELAY_DRAIN). */
 const DRAIN = 64 * 1024;
 
@@ -301,7 +301,7 @@ test("an origin's fragmented messages reach the client whole and byte-identical,
   })());
 
 test("large messages (1 MiB and 4 MiB) pass byte-identical both ways; one byte over what a client's share holds ends the session with 1009 on both sides", () =>
-  // The largest budget: a client's 16 MiB of memory holds 8 MiB of messages.
+  // The largest budget: a client's 16 MiB of memory holds 16 MiB of messages.
   withTollgate({ ...sessions, config: { ...sessions.config, memory_budget: 64 * MIB } }, async (tg) => {
     const largest = (64 * MIB) / 4 / PER_BYTE;
     // Origin to client: 1 MiB and 4 MiB, then the origin closes with its own code.
@@ -342,22 +342,22 @@ test("large messages (1 MiB and 4 MiB) pass byte-identical both ways; one byte o
 
 test("one client's sessions share its quarter of memory_budget: when a reading session needs room, the session whose origin stopped reading is ended first, not the reader", () =>
   withTollgate({ ...sessions, config: { ...sessions.config, memory_budget: 8 * MIB } }, async (tg) => {
-    // 8 MiB: a client 2 MiB of memory, 1 MiB of messages at 2 bytes a byte.
+    // 8 MiB: a client 2 MiB of memory, 2 MiB of messages at 1 byte a byte.
     const ip = { "cf-connecting-ip": "198.51.100.40" };
     const stalledRes = await tg.fetch("/ws/stall", { headers: { upgrade: "websocket", "x-tenant": "acme", ...ip } });
     const stalled = stalledRes.webSocket;
     stalled.accept();
     const stalledClosed = new Promise((r) => stalled.addEventListener("close", (e) => r([e.code, e.reason])));
-    // Four 256 KiB messages: the share full.
-    for (let i = 0; i < 4; i++) stalled.send(new Uint8Array(256 * 1024).fill(i));
+    // Eight 256 KiB messages: the share full.
+    for (let i = 0; i < 8; i++) stalled.send(new Uint8Array(256 * 1024).fill(i));
     await sleep(500);
     const readerRes = await tg.fetch("/ws/sink", { headers: { upgrade: "websocket", "x-tenant": "acme", ...ip } });
     const reader = readerRes.webSocket;
     reader.accept();
     const lines = [];
     reader.addEventListener("message", (e) => lines.push(e.data));
-    // 768 KiB (1.5 MiB of memory): the stalled session would have to have
-    // drained 12 s of its 2 MiB for both to fit.
+    // 768 KiB: the stalled session would have to have drained 12 s of its
+    // 2 MiB for both to fit.
     const bytes = randomBytes(768 * 1024);
     reader.send(new Uint8Array(bytes));
     const [code, reason] = await within(20_000, stalledClosed, ["still open", ""]);
