@@ -23,22 +23,12 @@
 //
 // Each scenario starts its own workerd; its RSS is read from /proc.
 import http from "node:http";
-import { readFileSync } from "node:fs";
 import { withTollgate, sleep } from "../tests/worker/harness.mjs";
 import { config, rule, limit } from "../tests/worker/builders.mjs";
-import { workerdPids } from "./procs.mjs";
+import { rssMb } from "./procs.mjs";
 import { frame, rawClient } from "../tests/worker/websocket-frames.mjs";
 
 const MIB = 1_048_576;
-const rssMb = () => [...workerdPids()].reduce((sum, pid) => {
-  try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
-    return sum + Number(line.split(/\s+/)[1]) / 1024;
-  } catch {
-    return sum;
-  }
-}, 0);
-
 /** Headers at once, `first` bytes, then nothing until `stop()`. */
 function stalled(base, path, { ip, length, sent, headers = {} }) {
   const req = http.request(new URL(path, base), { method: "POST", headers: { "cf-connecting-ip": ip, "content-length": String(length), ...headers } });

@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import { withTollgate, sleep, mockOrigin } from "./harness.mjs";
 import { config, rule, limit } from "./builders.mjs";
+import { rssMb } from "../../bench/procs.mjs";
 
 const KIB = 1024;
 const MIB = 1_048_576;
@@ -100,18 +101,6 @@ function stalledPost(base, path, { ip, length, sent }) {
   return { response, stop: () => req.destroy() };
 }
 
-/** workerd's RSS (MB), the processes this test started (Linux). */
-const rssMb = async () => {
-  const { workerdPids } = await import("../../bench/procs.mjs");
-  const { readFileSync } = await import("node:fs");
-  let sum = 0;
-  for (const pid of workerdPids()) {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
-    sum += Number(line.split(/\s+/)[1]) / 1024;
-  }
-  return sum;
-};
-
 test("uploads, body reads and JSON answers at once: the uploads and reads tollgate held add up to at most memory_budget, the rest streamed or was not read, every stalled one ended at its deadline, every answer came whole", async (t) => {
   const usage = { prompt_tokens: 1, completion_tokens: 9, total_tokens: 10 };
   const answer = JSON.stringify({ choices: [{ message: { content: "y".repeat(256 * KIB) } }], usage });
@@ -124,7 +113,7 @@ test("uploads, body reads and JSON answers at once: the uploads and reads tollga
   const cfg = { ...config(...rules), body_limit: 64 * KIB, body_timeout: "4s", memory_budget: 2 * MIB };
   await withTollgate({ config: cfg, origin }, async (tg) => {
     const base = await tg.mf.ready;
-    const before = await rssMb();
+    const before = rssMb();
     // Eight clients, each one stalled upload (64 KiB: 128 KiB held at 2
     // bytes a byte) and one stalled body read (64 KiB: 192 KiB at 3): 2.5
     // MiB wanted of a 2 MiB budget.
@@ -139,7 +128,7 @@ test("uploads, body reads and JSON answers at once: the uploads and reads tollga
       const r = await tg.fetch("/v1/chat", { ip: `192.0.2.${i + 1}`, method: "POST", headers: { "x-tenant": `t${i}` }, body: "{}" });
       return [r.status, (await r.text()).length];
     }));
-    const peak = await rssMb();
+    const peak = rssMb();
     let statuses;
     try {
       // The bound: the 4 s deadlines, with 11 s of margin.
