@@ -890,7 +890,7 @@ mod tests {
         let later = NOW + 3_000;
         assert_eq!(d.settle.hold(401, later), Hold::Headers, "a stranger's 401 is not counted: no hold");
         assert_eq!(d.settle.hold(200, later), Hold::Body { idle_ms: 2_000, left_ms: 15_000 - 1_000 - 3_000 });
-        assert_eq!(d.settle.hold(101, later), Hold::Session { left_ms: 11_000, charged: Charged { client: "unknown".into(), budget: 32 * 1_048_576 } }, "a session holds whatever the statuses");
+        assert_eq!(d.settle.hold(101, later), Hold::Session { left_ms: 11_000, charged: Charged { client: "192.0.2.1".into(), budget: 32 * 1_048_576 } }, "a session holds whatever the statuses, charged to its client (issue 52)");
         assert_eq!(d.settle.hold(200, NOW + 20_000), Hold::Body { idle_ms: 2_000, left_ms: 0 }, "lapsed: cut at once");
         let failed = Req::get("/export").ip("192.0.2.1").header("x-tenant", "acme").decide(c, &PlanMemo::new(1), &|_| Outcome::Failed("down".into()));
         assert_eq!(failed.settle.hold(200, later), Hold::Headers, "no reservation, no slot to hold");
