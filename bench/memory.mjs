@@ -174,10 +174,12 @@ function relay() {
     config: { upstream: { service: "APP" }, memory_budget: 64 * MIB, rules },
     tollgate: { services: { APP: "app" }, workers: [{ name: "app", modules: true, script: STALLED_APP, compatibilityDate: "2026-04-01" }] },
     run: async (base) => {
+      // MSG_SIZE: another size than 1 MiB (0: empty messages, what each costs beyond its bytes).
       const messages = Number(process.env.MESSAGES ?? 8);
-      const piece = Buffer.alloc(MIB, 7);
+      const piece = Buffer.alloc(Number(process.env.MSG_SIZE ?? MIB), 7);
       const clients = await Promise.all(Array.from({ length: 4 }, (_, i) => rawClient(base, "/ws/x", { "cf-connecting-ip": `198.51.100.${i + 1}` })));
-      for (const c of clients) for (let m = 0; m < messages; m++) c.sock.write(frame(2, piece, { mask: true }));
+      const one = frame(2, piece, { mask: true });
+      for (const c of clients) for (let m = 0; m < messages; m += 1000) c.sock.write(Buffer.concat(Array(Math.min(1000, messages - m)).fill(one)));
       return {
         stop: async () => {
           const closed = await Promise.all(clients.map((c) => Promise.race([c.frames.closed, sleep(500).then(() => ["open"])])));

@@ -51,6 +51,7 @@ pub(crate) async fn read_body(req: &web_sys::Request, budget: u32, client: &str,
     let Some(want) = upload::body_wanted(limit, announced.as_deref()) else { return (BodyRead::Unusable, None, None) };
     let limits = UploadLimits { buffer: limit, timeout_ms };
     let taken = crate::glue::isolate::with_isolate(|isolate| isolate.memory_budget.take(budget, client, limits, want, Holder::BodyRead, now_ms));
+    evict_relays(&taken.ended);
     let hold = taken.hold.map(BudgetHold);
     let granted = match taken.reception {
         Reception::Read(granted) => granted.buffer,
@@ -292,6 +293,11 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
 const EVICTED = new Set();
 const EVICTION_CHECK_MS = 1000;
 
+// Sessions the budget ended to make room for a body (MemoryBudget::take).
+export function evictRelays(sessions) {
+  for (const id of sessions) EVICTED.add(id);
+}
+
 export function relaySession(response, leftMs, session, charge) {
   const upstream = response.webSocket;
   if (!upstream || typeof charge !== "function") return [response, Promise.resolve("ended")];
@@ -405,6 +411,11 @@ extern "C" {
     /// passed) or `overrun` (no room for a message: both sides closed,
     /// 1013, or 1009 for one over a client's share). `charge(side, bytes)`
     /// is asked before each message is passed on ([`relay_charge`]).
+    /// Marks relayed sessions the budget ended to make room: each closes
+    /// itself (1013) within a second ([`MemoryBudget::take`](crate::pipeline::upload::MemoryBudget::take)).
+    #[wasm_bindgen(js_name = evictRelays)]
+    fn evict_relays_js(sessions: &[f64]);
+
     #[wasm_bindgen(catch, js_name = relaySession)]
     fn relay_session_js(response: &web_sys::Response, left_ms: f64, session: f64, charge: &JsValue) -> Result<js_sys::Array, JsValue>;
 }
@@ -424,6 +435,13 @@ pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold, reading: Opti
     let on_chunk = reading.map_or(JsValue::NULL, |feed| feed.closure.as_ref().clone());
     let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk).ok()?;
     Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
+}
+
+/// Tells the relays the budget ended to make room for a body to close.
+fn evict_relays(sessions: &[u64]) {
+    if !sessions.is_empty() {
+        evict_relays_js(&sessions.iter().map(|&s| s as f64).collect::<Vec<f64>>());
+    }
 }
 
 /// `response`'s WebSocket session relayed for at most `left_ms`, what it
@@ -504,6 +522,7 @@ pub(crate) async fn receive_upload(
         return (Receipt::NoBody, None, None);
     }
     let taken = crate::glue::isolate::with_isolate(|isolate| isolate.memory_budget.take(budget, client, limits, want, Holder::Upload, now_ms));
+    evict_relays(&taken.ended);
     let hold = taken.hold.map(BudgetHold);
     let receipt = match taken.reception {
         Reception::Read(granted) => receive_body(req, granted).await,

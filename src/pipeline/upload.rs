@@ -114,7 +114,7 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_RELAY_BYTE, MEMORY_PER_UPLOAD_BYTE, RELAY_DRAIN};
+pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_RELAY_BYTE, MEMORY_PER_RELAY_MESSAGE, MEMORY_PER_UPLOAD_BYTE, RELAY_DRAIN};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,6 +231,9 @@ pub(crate) struct Taken {
     pub(crate) reception: Reception,
     /// The line of a body granted less than it wanted (`upload` or `body`).
     pub(crate) note: Option<LogEvent>,
+    /// Relayed sessions ended to make room ([`MemoryBudget::relay`]'s
+    /// rule: their peers held the most): close them.
+    pub(crate) ended: Vec<u64>,
 }
 
 /// One body's bytes, or one side of a relayed WebSocket session's, held.
@@ -309,6 +312,9 @@ impl MemoryBudget {
     /// hold lapses `limits.timeout_ms` + [`HOLD_GRACE_MS`] later. The
     /// buffer granted ([`Reception::Read`]) is in bytes of body.
     pub(crate) fn take(&mut self, budget: u32, client: &str, limits: UploadLimits, want: Want, holder: Holder, now_ms: i64) -> Taken {
+        // A relayed session's peer that does not read loses its hold before a body is refused.
+        let need = u64::from(want.bytes).saturating_mul(holder.per_byte());
+        let ended = if need <= u64::from(budget / MEMORY_CLIENT_SHARES) { self.make_room(budget, client, need, None, now_ms).1 } else { Vec::new() };
         let (all, mine) = self.held(client, now_ms);
         let share = u64::from(budget / MEMORY_CLIENT_SHARES);
         let room = u64::from(budget).saturating_sub(all).min(share.saturating_sub(mine)) / holder.per_byte();
@@ -316,7 +322,7 @@ impl MemoryBudget {
         let granted = if want.whole && room < wants { 0 } else { wants.min(room) };
         let note = (granted < wants).then(|| over_budget(holder, want, granted, (all, mine), budget));
         if granted == 0 && wants > 0 {
-            return Taken { hold: None, reception: Reception::Stream, note };
+            return Taken { hold: None, reception: Reception::Stream, note, ended };
         }
         let buffer = u32::try_from(granted).unwrap_or(limits.buffer);
         let hold = (granted > 0).then(|| {
@@ -326,7 +332,7 @@ impl MemoryBudget {
             self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory, until_ms, relay: None });
             self.next_id
         });
-        Taken { hold, reception: Reception::Read(UploadLimits { buffer, ..limits }), note }
+        Taken { hold, reception: Reception::Read(UploadLimits { buffer, ..limits }), note, ended }
     }
 
     /// Gives the hold `id` back (nothing if it lapsed).
@@ -350,56 +356,74 @@ impl MemoryBudget {
     }
 
     /// Charges a message of `bytes` the relay is about to pass on to side
-    /// `side` (0 or 1) of `session`, within `budget` and the client's
+    /// `side` (0 or 1) of `session` ([`MEMORY_PER_RELAY_BYTE`] a byte and
+    /// [`MEMORY_PER_RELAY_MESSAGE`]), within `budget` and the client's
     /// share, at `now_ms` ([`Relayed`]). Each side's memory drains at
     /// [`RELAY_DRAIN`] bytes of message a second (what its peer is counted
     /// as reading: workerd tells no one what a socket has queued). When
     /// the message does not fit, the session holding the most (of the
     /// client's, when its share is what is full; else of the isolate's)
     /// is ended first: a peer that stops reading holds the most, and
-    /// loses its hold first. A body's hold is never taken back.
+    /// loses its hold first. A body's hold is never taken back; a body
+    /// that finds no room ends relayed sessions the same way first
+    /// ([`MemoryBudget::take`]).
     pub(crate) fn relay(&mut self, budget: u32, session: u64, side: usize, bytes: u64, now_ms: i64) -> Relayed {
         let per_byte = Holder::Relay.per_byte();
         let share = u64::from(budget / MEMORY_CLIENT_SHARES);
-        let need = bytes.saturating_mul(per_byte);
+        let need = bytes.saturating_mul(per_byte).saturating_add(u64::from(MEMORY_PER_RELAY_MESSAGE));
         let Some(client) = self.holds.iter().find(|h| h.of_session(session)).map(|h| h.client.clone()) else {
             return Relayed { verdict: RelayVerdict::Cut, ended: Vec::new() };
         };
         if need > share {
             return Relayed { verdict: RelayVerdict::TooBig, ended: Vec::new() };
         }
+        let (fits, ended) = self.make_room(budget, &client, need, Some(session), now_ms);
+        if !fits {
+            return Relayed { verdict: RelayVerdict::Cut, ended };
+        }
+        if let Some(hold) = self.holds.iter_mut().filter(|h| h.of_session(session)).nth(side) {
+            hold.memory = hold.memory.saturating_add(need);
+        }
+        Relayed { verdict: RelayVerdict::Pass, ended }
+    }
+
+    /// The relayed session to end for room: `client`'s fullest when given
+    /// (its share is what is full); else the fullest session of the client
+    /// whose relays hold the most (an attacker spreading its holds over
+    /// many small sessions is still the one that loses them). `None` when
+    /// no session holds any memory.
+    fn fullest_session(&self, client: Option<&str>) -> Option<u64> {
+        let relayed = || self.holds.iter().filter(|h| h.relay.is_some() && h.memory > 0);
+        let total = |of: &str| relayed().filter(|h| h.client == of).map(|h| h.memory).sum::<u64>();
+        let client = match client {
+            Some(client) => client,
+            None => relayed().map(|h| h.client.as_str()).max_by_key(|c| total(c))?,
+        };
+        let session_total = |s: u64| relayed().filter(|h| h.of_session(s)).map(|h| h.memory).sum::<u64>();
+        relayed().filter(|h| h.client == client).filter_map(|h| h.relay.map(|(s, _)| s)).max_by_key(|s| session_total(*s))
+    }
+
+    /// Ends relayed sessions, the fullest first ([`MemoryBudget::fullest_session`]),
+    /// until `need` bytes of memory fit `client`'s share and `budget` at
+    /// `now_ms`, or none holds any more (`except` is never ended): the
+    /// sessions ended.
+    fn make_room(&mut self, budget: u32, client: &str, need: u64, except: Option<u64>, now_ms: i64) -> (bool, Vec<u64>) {
+        let share = u64::from(budget / MEMORY_CLIENT_SHARES);
         let mut ended = Vec::new();
         loop {
-            let (all, mine) = self.held(&client, now_ms);
+            let (all, mine) = self.held(client, now_ms);
             let client_full = mine.saturating_add(need) > share;
             if !client_full && all.saturating_add(need) <= u64::from(budget) {
-                if let Some(hold) = self.holds.iter_mut().filter(|h| h.of_session(session)).nth(side) {
-                    hold.memory = hold.memory.saturating_add(need);
-                }
-                return Relayed { verdict: RelayVerdict::Pass, ended };
+                return (true, ended);
             }
-            match self.fullest_session(client_full.then_some(client.as_str())) {
-                Some(victim) if victim != session => {
+            match self.fullest_session(client_full.then_some(client)) {
+                Some(victim) if Some(victim) != except => {
                     self.end_session(victim);
                     ended.push(victim);
                 }
-                _ => return Relayed { verdict: RelayVerdict::Cut, ended },
+                _ => return (false, ended),
             }
         }
-    }
-
-    /// The relayed session holding the most memory (of `client`'s only,
-    /// if given); `None` when none holds any.
-    fn fullest_session(&self, client: Option<&str>) -> Option<u64> {
-        let mut by_session: Vec<(u64, u64)> = Vec::new();
-        for hold in self.holds.iter().filter(|h| client.is_none_or(|c| h.client == c)) {
-            let Some((session, _)) = hold.relay else { continue };
-            match by_session.iter_mut().find(|(s, _)| *s == session) {
-                Some((_, memory)) => *memory += hold.memory,
-                None => by_session.push((session, hold.memory)),
-            }
-        }
-        by_session.into_iter().filter(|(_, memory)| *memory > 0).max_by_key(|(_, memory)| *memory).map(|(session, _)| session)
     }
 
     /// Gives back what `session` holds (it ended; nothing if it lapsed).
@@ -721,6 +745,7 @@ mod tests {
     }
 
     const RELAY: u64 = MEMORY_PER_RELAY_BYTE as u64;
+    const MSG: u64 = MEMORY_PER_RELAY_MESSAGE as u64;
 
     /// Issue 52: a relayed session's messages are charged to its client's
     /// share until its peer could have read them (RELAY_DRAIN a second);
@@ -744,7 +769,8 @@ mod tests {
         for _ in 0..fits - 1 {
             assert!(pass(&b.relay(budget, stalled, 0, u64::from(MIB), 9_000)));
         }
-        assert_eq!(b.held("198.51.100.1", 9_000).1, (fits - 1) * u64::from(MIB) * RELAY + u64::from(RELAY_DRAIN) * RELAY, "what is charged");
+        let charged = b.held("198.51.100.1", 9_000).1;
+        assert!(charged <= share && charged >= (fits - 1) * (u64::from(MIB) * RELAY + MSG), "each message its bytes and {MSG} B: {charged}");
         // The reading session's next message finds the share full: the stalled one goes.
         let r = b.relay(budget, reading, 1, u64::from(MIB), 9_000);
         assert_eq!((r.verdict, r.ended), (RelayVerdict::Pass, vec![stalled]), "the session holding the most is ended first");
@@ -758,8 +784,8 @@ mod tests {
         assert!(b.held("198.51.100.1", 9_000).1 <= share, "never past the share");
         // One message over the share can never be held.
         let big = b.open_session("203.0.113.1", 300_000, 0);
-        assert_eq!(b.relay(budget, big, 0, share / RELAY + 1, 0).verdict, RelayVerdict::TooBig);
-        assert_eq!(b.relay(budget, big, 0, share / RELAY, 0).verdict, RelayVerdict::Pass, "exactly the share fits");
+        assert_eq!(b.relay(budget, big, 0, (share - MSG) / RELAY + 1, 0).verdict, RelayVerdict::TooBig);
+        assert_eq!(b.relay(budget, big, 0, (share - MSG) / RELAY, 0).verdict, RelayVerdict::Pass, "exactly the share fits");
         b.end_session(big);
         b.end_session(reading);
         assert_eq!(b.held("x", 9_000).0, 0, "all given back");
@@ -777,7 +803,7 @@ mod tests {
         let sessions: Vec<u64> = (0..4).map(|i| b.open_session(&format!("203.0.113.{i}"), 60_000, 0)).collect();
         // Four clients, 2 MiB a share, each nearly all of it: with the read's 1.5 MiB, past the 8 MiB.
         for (i, s) in sessions.iter().enumerate() {
-            let r = b.relay(budget, *s, 0, u64::from(2 * MIB) / RELAY - 1024 * i as u64, 0);
+            let r = b.relay(budget, *s, 0, (u64::from(2 * MIB) - MSG) / RELAY - 1024 * i as u64, 0);
             assert_eq!(r.verdict, RelayVerdict::Pass, "{i}: {r:?}");
             if i == 3 {
                 assert_eq!(r.ended, vec![sessions[0]], "the isolate full: the fullest session (the first) ended");
@@ -786,6 +812,43 @@ mod tests {
         assert!(b.held("x", 0).0 <= u64::from(budget));
         assert_eq!(b.held("192.0.2.9", 0).1, 3 * 512 * 1024, "the body read kept its hold");
         assert_eq!(b.held("x", 60_000 + HOLD_GRACE_MS).0, 0, "lapsed with the slot, and the read with its timeout");
+    }
+
+    /// Issue 52, as an attacker: empty messages cost memory too (charged
+    /// MSG each, so a share holds a bounded number of them); a client
+    /// spreading its unread messages over many small sessions is still the
+    /// one whose session goes when the isolate is full; and a body read
+    /// that finds no room ends a stalled relay before it is refused.
+    #[test]
+    fn empty_messages_many_sessions_and_bodies_cannot_outflank_the_relay_charge() {
+        let budget = 8 * MIB;
+        let share = u64::from(budget / MEMORY_CLIENT_SHARES);
+        let mut b = MemoryBudget::new();
+        let empty = b.open_session("198.51.100.1", 60_000, 0);
+        let passed = (0..10_000).take_while(|_| b.relay(budget, empty, 0, 0, 0).verdict == RelayVerdict::Pass).count() as u64;
+        assert_eq!(passed, share / MSG, "a share holds {} empty messages, not unbounded", share / MSG);
+        b.end_session(empty);
+        // Three attackers fill their shares with many small sessions; a victim's one session holds 1.5 MiB.
+        for a in 0..3 {
+            for _ in 0..8 {
+                let s = b.open_session(&format!("203.0.113.{a}"), 60_000, 0);
+                assert_eq!(b.relay(budget, s, 0, u64::from(MIB) / 4 - MSG, 0).verdict, RelayVerdict::Pass);
+            }
+        }
+        let victim = b.open_session("192.0.2.1", 60_000, 0);
+        assert_eq!(b.relay(budget, victim, 0, u64::from(MIB) * 3 / 2, 0).verdict, RelayVerdict::Pass);
+        let newcomer = b.open_session("192.0.2.2", 60_000, 0);
+        let r = b.relay(budget, newcomer, 0, u64::from(MIB), 0);
+        assert_eq!(r.verdict, RelayVerdict::Pass);
+        assert!(!r.ended.contains(&victim) && r.ended.len() == 3, "three of the attackers' small sessions went (768 KiB freed), not the victim's larger one: {r:?}");
+        assert_eq!(b.relay(budget, victim, 0, 1, 0).verdict, RelayVerdict::Pass, "the victim's session lives");
+        // A body read with no room: a stalled relay of the same client goes first.
+        let mut c = MemoryBudget::new();
+        let stalled = c.open_session("198.51.100.9", 60_000, 0);
+        assert_eq!(c.relay(budget, stalled, 1, share - MSG, 0).verdict, RelayVerdict::Pass);
+        let read = c.take(budget, "198.51.100.9", UploadLimits { buffer: 64 * 1024, timeout_ms: 10_000 }, Want { bytes: 64 * 1024, whole: true }, Holder::BodyRead, 0);
+        assert!(read.hold.is_some() && read.note.is_none(), "read, not refused: {read:?}");
+        assert_eq!(read.ended, vec![stalled]);
     }
 
     #[test]

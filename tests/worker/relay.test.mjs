@@ -21,6 +21,8 @@ const MIB = 1_048_576;
 const SHARE = (32 * MIB) / 4;
 /** Bytes of memory a relayed byte is charged (MEMORY_PER_RELAY_BYTE). */
 const PER_BYTE = 1;
+/** Bytes of memory each relayed message is charged besides its bytes (MEMORY_PER_RELAY_MESSAGE). */
+const PER_MESSAGE = 1024;
 /** What the relay counts a side as reading a second (RELAY_DRAIN). */
 const DRAIN = 64 * 1024;
 
@@ -41,6 +43,7 @@ export default {
     if (url.pathname === "/__drained") return Response.json(drained);
     if (url.pathname === "/__flood") return Response.json(flood);
     if (url.pathname === "/__closes") return Response.json(closes);
+    if (url.pathname.startsWith("/read/")) return Response.json(await request.json());
     const [client, server] = Object.values(new WebSocketPair());
     server.binaryType = "arraybuffer";
     if (url.pathname === "/ws/echo") {
@@ -308,7 +311,7 @@ test("an origin's fragmented messages reach the client whole and byte-identical,
 test("large messages (1 MiB and 4 MiB) pass byte-identical both ways; one byte over what a client's share holds ends the session with 1009 on both sides", () =>
   // The largest budget: a client's 16 MiB of memory holds 16 MiB of messages.
   withTollgate({ ...sessions, config: { ...sessions.config, memory_budget: 64 * MIB } }, async (tg) => {
-    const largest = (64 * MIB) / 4 / PER_BYTE;
+    const largest = ((64 * MIB) / 4 - PER_MESSAGE) / PER_BYTE;
     // Origin to client: 1 MiB and 4 MiB, then the origin closes with its own code.
     {
       const { take, closed } = await open(tg, `/ws/send?sizes=${MIB},${4 * MIB}&code=4004&reason=${encodeURIComponent("sent ✓")}`);
@@ -353,8 +356,8 @@ test("one client's sessions share its quarter of memory_budget: when a reading s
     const stalled = stalledRes.webSocket;
     stalled.accept();
     const stalledClosed = new Promise((r) => stalled.addEventListener("close", (e) => r([e.code, e.reason])));
-    // Eight 256 KiB messages: the share full.
-    for (let i = 0; i < 8; i++) stalled.send(new Uint8Array(256 * 1024).fill(i));
+    // Seven 256 KiB messages: nearly the share.
+    for (let i = 0; i < 7; i++) stalled.send(new Uint8Array(256 * 1024).fill(i));
     await sleep(500);
     const readerRes = await tg.fetch("/ws/sink", { headers: { upgrade: "websocket", "x-tenant": "acme", ...ip } });
     const reader = readerRes.webSocket;
@@ -373,4 +376,33 @@ test("one client's sessions share its quarter of memory_budget: when a reading s
     await tg.settled();
     const cuts = tg.logEvents().filter((e) => e.tollgate === "answer_cut");
     assert.deepEqual(cuts.map((e) => [e.rule, e.reason]), [["ws", "relay_buffer"]], "one cut: the stalled session's");
+  }));
+
+test("a body read for keys that finds no room ends the same client's relayed session whose origin stopped reading, and is read", () =>
+  withTollgate({
+    ...sessions,
+    config: {
+      ...sessions.config,
+      memory_budget: 8 * MIB,
+      body_limit: 256 * 1024,
+      rules: [...sessions.config.rules, rule("by-user", "/read/*", { key: ["body:user"], limits: limit(100, "1m") })],
+    },
+  }, async (tg) => {
+    const res = await tg.fetch("/ws/stall", { ip: "198.51.100.41", headers: { upgrade: "websocket", "x-tenant": "acme" } });
+    const stalled = res.webSocket;
+    stalled.accept();
+    const stalledClosed = new Promise((r) => stalled.addEventListener("close", (e) => r([e.code, e.reason])));
+    // Seven 256 KiB messages: 1.75 MiB of its 2 MiB quarter.
+    for (let i = 0; i < 7; i++) stalled.send(new Uint8Array(256 * 1024).fill(i));
+    await sleep(500);
+    // 200 KiB of JSON read for its key: 600 KiB of memory at 3 bytes a byte.
+    const body = JSON.stringify({ user: "ann", pad: "x".repeat(200 * 1024) });
+    const read = await tg.fetch("/read/x", { ip: "198.51.100.41", method: "POST", headers: { "content-type": "application/json", "content-length": String(body.length) }, body });
+    assert.equal(read.status, 200, "read and forwarded, not refused for its missing key");
+    await read.arrayBuffer();
+    const [code, reason] = await within(10_000, stalledClosed, ["still open", ""]);
+    assert.equal(code, 1013, `the stalled session made room (${reason})`);
+    await tg.settled();
+    assert.equal(tg.logEvents().filter((e) => e.tollgate === "body" && e.outcome === "over_budget").length, 0, "the body found room");
+    assert.deepEqual(tg.logEvents().filter((e) => e.tollgate === "answer_cut").map((e) => e.reason), ["relay_buffer"]);
   }));
