@@ -158,12 +158,13 @@ function together() {
   };
 }
 
-/** An app Worker whose WebSocket sessions never read (their messages wait in workerd). */
+/** An app Worker whose WebSocket sessions never read (their messages wait in workerd); with READING=1, one that reads and drops every message. */
 const STALLED_APP = `
 export default {
   async fetch(request, env, ctx) {
     const [client, server] = Object.values(new WebSocketPair());
-    ctx.waitUntil(new Promise((r) => setTimeout(r, 120_000)).then(() => { server.accept(); server.close(1000, "late"); }));
+    if (${process.env.READING === "1"}) server.accept();
+    else ctx.waitUntil(new Promise((r) => setTimeout(r, 120_000)).then(() => { server.accept(); server.close(1000, "late"); }));
     return new Response(null, { status: 101, webSocket: client });
   },
 };`;

@@ -296,9 +296,10 @@ pub(crate) const MEMORY_PER_RELAY_BYTE: u32 = 1;
 /// collector has not yet taken back. 80,000 empty messages at an origin
 /// that reads nothing grew workerd by 88 MB (1.1 KB each), a million by
 /// 807 MB (0.8 KB each): charged nothing (0 bytes each), one client could
-/// fill the isolate at 6 bytes of wire a message. Every relayed message is
-/// charged this much besides its bytes.
-pub(crate) const MEMORY_PER_RELAY_MESSAGE: u32 = 1024;
+/// fill the isolate at 6 bytes of wire a message. Charged 1 KiB, four
+/// clients' 65,536 held grew it by 86 MB (1.3 KB each). Every relayed
+/// message is charged this much besides its bytes (1.5 KiB).
+pub(crate) const MEMORY_PER_RELAY_MESSAGE: u32 = 1536;
 
 /// What the relay counts each side's peer as reading, in bytes of message
 /// a second (64 KiB/s): workerd's WebSocket has no `bufferedAmount`, no
@@ -307,6 +308,15 @@ pub(crate) const MEMORY_PER_RELAY_MESSAGE: u32 = 1024;
 /// A peer that reads nothing holds its charge plus this much a second of
 /// its session (its `reservation_ttl` at most) more than is charged.
 pub(crate) const RELAY_DRAIN: u32 = 65_536;
+
+/// What the relay counts each side's peer as reading, in messages a second
+/// (100), beside [`RELAY_DRAIN`]'s bytes: each message is charged
+/// [`MEMORY_PER_RELAY_MESSAGE`] besides its bytes, and a peer that reads
+/// takes many small messages a second (a 60 Hz game's, a chat's). A peer
+/// that reads nothing holds up to this many messages a second of its
+/// session more than is charged (measured: about 0.4 KB each held, the
+/// rest of their charge being what the collector takes back).
+pub(crate) const RELAY_DRAIN_MESSAGES: u32 = 100;
 
 /// `body_timeout` by default: 10 s for the whole body read for `body:`
 /// keys and form parameters (nginx's `client_body_timeout` is 60 s between

@@ -96,15 +96,17 @@
 //! `WebSocketStream`), nor can a relay stop reading, so what a peer holds
 //! cannot be measured: it is charged. Every message is charged to its
 //! client's share of this same budget before it is sent
-//! ([`MemoryBudget::relay`], [`MEMORY_PER_RELAY_BYTE`] a byte), and each
-//! side's charge drains at [`RELAY_DRAIN`] (what its peer is counted as
-//! reading). When a message does not fit, the session holding the most
+//! ([`MemoryBudget::relay`], [`MEMORY_PER_RELAY_BYTE`] a byte and
+//! [`MEMORY_PER_RELAY_MESSAGE`] a message), and each side's charge drains
+//! at [`RELAY_DRAIN`] bytes and [`RELAY_DRAIN_MESSAGES`] messages a second
+//! (what its peer is counted as reading). When a message does not fit, the session holding the most
 //! (the client's, when its share is full; else the isolate's) is ended
 //! (1013) to make room: a peer that stops reading holds the most, and
 //! loses its hold first. One message over a client's share ends its
 //! session (1009). So a client's sessions hold at most its share in
-//! charge; a peer that reads nothing holds at most its share plus
-//! [`RELAY_DRAIN`] × the session's age (its `reservation_ttl` at most),
+//! charge; a peer that reads nothing holds at most its share plus what
+//! the drain credited, [`RELAY_DRAIN`] bytes and [`RELAY_DRAIN_MESSAGES`]
+//! messages a second of the session's age (its `reservation_ttl` at most),
 //! the part no platform signal lets the relay see; a reader whose sender
 //! outruns [`RELAY_DRAIN`] by its share is ended as one that stopped.
 
@@ -114,7 +116,7 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_RELAY_BYTE, MEMORY_PER_RELAY_MESSAGE, MEMORY_PER_UPLOAD_BYTE, RELAY_DRAIN};
+pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_RELAY_BYTE, MEMORY_PER_RELAY_MESSAGE, MEMORY_PER_UPLOAD_BYTE, RELAY_DRAIN, RELAY_DRAIN_MESSAGES};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -244,15 +246,26 @@ struct Hold {
     /// Bytes of isolate memory: the body's bytes × [`Holder::per_byte`].
     memory: u64,
     until_ms: i64,
-    /// A relay side's: its session, and when its memory was last drained
-    /// ([`RELAY_DRAIN`]). `None`: a body's hold, fixed until given back.
-    relay: Option<(u64, i64)>,
+    /// A relay side's ([`MemoryBudget::relay`]). `None`: a body's hold,
+    /// fixed until given back.
+    relay: Option<RelaySide>,
+}
+
+/// One side of a relayed session, as charged: `memory` is its messages'
+/// bytes × [`MEMORY_PER_RELAY_BYTE`] + `messages` × [`MEMORY_PER_RELAY_MESSAGE`].
+#[derive(Debug, Clone, Copy)]
+struct RelaySide {
+    session: u64,
+    /// When it was last drained ([`RELAY_DRAIN`], [`RELAY_DRAIN_MESSAGES`]).
+    at_ms: i64,
+    /// The messages still charged.
+    messages: u64,
 }
 
 impl Hold {
     /// Whether this is a side of the relayed session `session`.
     fn of_session(&self, session: u64) -> bool {
-        self.relay.is_some_and(|(s, _)| s == session)
+        self.relay.is_some_and(|r| r.session == session)
     }
 }
 
@@ -350,7 +363,7 @@ impl MemoryBudget {
         let session = self.next_id;
         for _ in 0..2 {
             self.next_id += 1;
-            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory: 0, until_ms, relay: Some((session, now_ms)) });
+            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory: 0, until_ms, relay: Some(RelaySide { session, at_ms: now_ms, messages: 0 }) });
         }
         session
     }
@@ -358,9 +371,10 @@ impl MemoryBudget {
     /// Charges a message of `bytes` the relay is about to pass on to side
     /// `side` (0 or 1) of `session` ([`MEMORY_PER_RELAY_BYTE`] a byte and
     /// [`MEMORY_PER_RELAY_MESSAGE`]), within `budget` and the client's
-    /// share, at `now_ms` ([`Relayed`]). Each side's memory drains at
-    /// [`RELAY_DRAIN`] bytes of message a second (what its peer is counted
-    /// as reading: workerd tells no one what a socket has queued). When
+    /// share, at `now_ms` ([`Relayed`]). Each side's charge drains at
+    /// [`RELAY_DRAIN`] bytes and [`RELAY_DRAIN_MESSAGES`] messages a second
+    /// (what its peer is counted as reading: workerd tells no one what a
+    /// socket has queued). When
     /// the message does not fit, the session holding the most (of the
     /// client's, when its share is what is full; else of the isolate's)
     /// is ended first: a peer that stops reading holds the most, and
@@ -383,6 +397,9 @@ impl MemoryBudget {
         }
         if let Some(hold) = self.holds.iter_mut().filter(|h| h.of_session(session)).nth(side) {
             hold.memory = hold.memory.saturating_add(need);
+            if let Some(charged) = hold.relay.as_mut() {
+                charged.messages += 1;
+            }
         }
         Relayed { verdict: RelayVerdict::Pass, ended }
     }
@@ -400,7 +417,7 @@ impl MemoryBudget {
             None => relayed().map(|h| h.client.as_str()).max_by_key(|c| total(c))?,
         };
         let session_total = |s: u64| relayed().filter(|h| h.of_session(s)).map(|h| h.memory).sum::<u64>();
-        relayed().filter(|h| h.client == client).filter_map(|h| h.relay.map(|(s, _)| s)).max_by_key(|s| session_total(*s))
+        relayed().filter(|h| h.client == client).filter_map(|h| h.relay.map(|r| r.session)).max_by_key(|s| session_total(*s))
     }
 
     /// Ends relayed sessions, the fullest first ([`MemoryBudget::fullest_session`]),
@@ -431,16 +448,19 @@ impl MemoryBudget {
         self.holds.retain(|h| !h.of_session(session));
     }
 
-    /// Each relay side's memory less what its peer is counted as having
-    /// read since it was last drained.
+    /// Each relay side's charge less what its peer is counted as having
+    /// read since it was last drained: [`RELAY_DRAIN`] bytes and
+    /// [`RELAY_DRAIN_MESSAGES`] messages a second.
     fn drain(&mut self, now_ms: i64) {
-        let per_ms = u64::from(RELAY_DRAIN) * Holder::Relay.per_byte();
+        let (per_byte, per_message) = (Holder::Relay.per_byte(), u64::from(MEMORY_PER_RELAY_MESSAGE));
         for hold in &mut self.holds {
-            if let Some((session, at)) = hold.relay {
-                let elapsed = u64::try_from(now_ms.saturating_sub(at)).unwrap_or(0);
-                hold.memory = hold.memory.saturating_sub(elapsed.saturating_mul(per_ms) / 1000);
-                hold.relay = Some((session, at.max(now_ms)));
-            }
+            let Some(side) = hold.relay.as_mut() else { continue };
+            let elapsed = u64::try_from(now_ms.saturating_sub(side.at_ms)).unwrap_or(0);
+            side.at_ms = side.at_ms.max(now_ms);
+            let bytes = hold.memory.saturating_sub(side.messages * per_message) / per_byte;
+            let bytes = bytes.saturating_sub(elapsed.saturating_mul(u64::from(RELAY_DRAIN)) / 1000);
+            side.messages = side.messages.saturating_sub(elapsed.saturating_mul(u64::from(RELAY_DRAIN_MESSAGES)) / 1000);
+            hold.memory = bytes * per_byte + side.messages * per_message;
         }
     }
 }
@@ -827,7 +847,15 @@ mod tests {
         let empty = b.open_session("198.51.100.1", 60_000, 0);
         let passed = (0..10_000).take_while(|_| b.relay(budget, empty, 0, 0, 0).verdict == RelayVerdict::Pass).count() as u64;
         assert_eq!(passed, share / MSG, "a share holds {} empty messages, not unbounded", share / MSG);
+        assert_eq!(b.held("x", 1_000).0, (passed - u64::from(RELAY_DRAIN_MESSAGES)) * MSG, "a second later: {RELAY_DRAIN_MESSAGES} counted as read");
         b.end_session(empty);
+        // A reader of a 60 Hz stream of 100-byte messages is never cut, however long.
+        let game = b.open_session("198.51.100.2", 3_600_000, 0);
+        for tick in 0..60 * 600 {
+            assert_eq!(b.relay(budget, game, 0, 100, tick * 1000 / 60).verdict, RelayVerdict::Pass, "tick {tick}");
+        }
+        assert!(b.held("198.51.100.2", 600_000).1 < 2 * MSG, "drained as it goes");
+        b.end_session(game);
         // Three attackers fill their shares with many small sessions; a victim's one session holds 1.5 MiB.
         for a in 0..3 {
             for _ in 0..8 {

@@ -22,7 +22,7 @@ const SHARE = (32 * MIB) / 4;
 /** Bytes of memory a relayed byte is charged (MEMORY_PER_RELAY_BYTE). */
 const PER_BYTE = 1;
 /** Bytes of memory each relayed message is charged besides its bytes (MEMORY_PER_RELAY_MESSAGE). */
-const PER_MESSAGE = 1024;
+const PER_MESSAGE = 1536;
 /** What the relay counts a side as reading a second (RELAY_DRAIN). */
 const DRAIN = 64 * 1024;
 
