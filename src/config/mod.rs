@@ -396,7 +396,8 @@ pub(crate) fn memory_note(config: &Config) -> Option<String> {
     }
     if relays {
         let per = u64::from(crate::config::policy::MEMORY_PER_RELAY_BYTE);
-        parts.push(format!("{} of relayed WebSocket messages not yet read, {} a client (its largest message)", size(budget / per), size(share / per)));
+        let message = crate::config::policy::MEMORY_PER_RELAY_MESSAGE;
+        parts.push(format!("{} of relayed WebSocket messages not yet read, {} a client, {} more a message", size(budget / per), size(share / per), size(u64::from(message))));
     }
     // The isolate's 128 MB (10^6 bytes, as Cloudflare states it).
     let rest = 128_000_000_u64.saturating_sub(budget) / 1_000_000;
@@ -830,7 +831,7 @@ mod tests {
         sessions["rules"][0]["concurrency"] = json!(4);
         assert_eq!(
             memory_note(&Config::from_json(&sessions).unwrap()).as_deref(),
-            Some("memory_budget 64 MiB (16 MiB a client): 128 uploads of 256 KiB (512 KiB held) at once, 32 a client; 64 MiB of relayed WebSocket messages not yet read, 16 MiB a client (its largest message); about 60 MB of the isolate's 128 MB left for everything else"),
+            Some("memory_budget 64 MiB (16 MiB a client): 128 uploads of 256 KiB (512 KiB held) at once, 32 a client; 64 MiB of relayed WebSocket messages not yet read, 16 MiB a client, 1536 B more a message; about 60 MB of the isolate's 128 MB left for everything else"),
             "a concurrency rule's relay (issue 52)"
         );
         let mut slow = rule(json!({}));
