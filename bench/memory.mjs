@@ -26,7 +26,7 @@ import http from "node:http";
 import { withTollgate, sleep } from "../tests/worker/harness.mjs";
 import { config, rule, limit } from "../tests/worker/builders.mjs";
 import { rssMb } from "./procs.mjs";
-import { frame, rawClient } from "../tests/worker/websocket-frames.mjs";
+import { frame, rawClient, rawOrigin } from "../tests/worker/websocket-frames.mjs";
 
 const MIB = 1_048_576;
 /** Headers at once, `first` bytes, then nothing until `stop()`. */
@@ -171,16 +171,31 @@ export default {
 
 function relay() {
   const rules = [rule("ws", "/ws/*", { key: ["ip"], limits: limit(1e9, "1d"), concurrency: 100, reservation_ttl: "5m" })];
+  // RAW_ORIGIN=1: the origin a raw server on loopback that never reads (its socket paused), not an app Worker.
+  const raw = process.env.RAW_ORIGIN === "1";
   return {
-    config: { upstream: { service: "APP" }, memory_budget: 64 * MIB, rules },
+    config: { ...(raw ? {} : { upstream: { service: "APP" } }), memory_budget: 64 * MIB, rules },
+    ...(raw ? { origin: async () => rawOrigin(({ sock }) => sock.pause()) } : {}),
     tollgate: { services: { APP: "app" }, workers: [{ name: "app", modules: true, script: STALLED_APP, compatibilityDate: "2026-04-01" }] },
     run: async (base) => {
       // MSG_SIZE: another size than 1 MiB (0: empty messages, what each costs beyond its bytes).
       const messages = Number(process.env.MESSAGES ?? 8);
       const piece = Buffer.alloc(Number(process.env.MSG_SIZE ?? MIB), 7);
-      const clients = await Promise.all(Array.from({ length: 4 }, (_, i) => rawClient(base, "/ws/x", { "cf-connecting-ip": `198.51.100.${i + 1}` })));
       const one = frame(2, piece, { mask: true });
-      for (const c of clients) for (let m = 0; m < messages; m += 1000) c.sock.write(Buffer.concat(Array(Math.min(1000, messages - m)).fill(one)));
+      const round = async () => {
+        const clients = await Promise.all(Array.from({ length: 4 }, (_, i) => rawClient(base, "/ws/x", { "cf-connecting-ip": `198.51.100.${i + 1}` })));
+        for (const c of clients) for (let m = 0; m < messages; m += 1000) c.sock.write(Buffer.concat(Array(Math.min(1000, messages - m)).fill(one)));
+        return clients;
+      };
+      // ROUNDS=n: n − 1 rounds first, each ended (closed by tollgate or not, the clients gone): is what they held given back?
+      for (let r = 1; r < Number(process.env.ROUNDS ?? 1); r++) {
+        const earlier = await round();
+        await Promise.all(earlier.map((c) => Promise.race([c.frames.closed, sleep(10_000)])));
+        earlier.forEach((c) => c.sock.destroy());
+        await sleep(3000);
+        console.log(JSON.stringify({ round: r, rss: +rssMb().toFixed(1) }));
+      }
+      const clients = await round();
       return {
         stop: async () => {
           const closed = await Promise.all(clients.map((c) => Promise.race([c.frames.closed, sleep(500).then(() => ["open"])])));
