@@ -51,7 +51,6 @@ pub(crate) async fn read_body(req: &web_sys::Request, budget: u32, client: &str,
     let Some(want) = upload::body_wanted(limit, announced.as_deref()) else { return (BodyRead::Unusable, None, None) };
     let limits = UploadLimits { buffer: limit, timeout_ms };
     let taken = crate::glue::isolate::with_isolate(|isolate| isolate.memory_budget.take(budget, client, limits, want, Holder::BodyRead, now_ms));
-    evict_relays(&taken.ended);
     let hold = taken.hold.map(BudgetHold);
     let granted = match taken.reception {
         Reception::Read(granted) => granted.buffer,
@@ -278,26 +277,13 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
 // What the relay holds (issue 52): workerd's send() copies a message into
 // the socket's outgoing queue, unbounded, and tells no one how much is
 // queued (no bufferedAmount, no promise, no WebSocketStream: workerd
-// 1.20260426 and its source to 2026-08), nor can a relay stop reading. So
-// each message is charged to the isolate's memory budget before it is
-// sent (`charge(side, bytes)`, Rust's MemoryBudget::relay: the client's
-// share, drained at what its peer is counted as reading), and the answer
-// says pass, end this session (`cut`: no room and it holds the most;
-// `too_big`: one message over a client's share), and which other sessions
-// were ended to make room (EVICTED). `charge(-1, 0)` gives it all back.
-//
-// A session ended to make room is ended by itself, at its next message or
-// within EVICTION_CHECK_MS: workerd lets no request do I/O on another's
-// sockets (a close from here would throw). Its holds are already given
-// back.
-const EVICTED = new Set();
-const EVICTION_CHECK_MS = 1000;
-
-// Sessions the budget ended to make room for a body (MemoryBudget::take).
-export function evictRelays(sessions) {
-  for (const id of sessions) EVICTED.add(id);
-}
-
+// 1.20260426 and its source to 2026-08), nor can a relay stop reading, nor
+// take back what it queued (close() waits behind it). So each message is
+// charged to the isolate's memory budget before it is sent
+// (`charge(side, bytes)`, Rust's MemoryBudget::relay: the client's share,
+// drained at what its peer is counted as reading), and the answer says
+// pass, or end the session (`cut`: no room; `too_big`: one message over a
+// client's share). `charge(-1, 0)` ends it; its charge drains on.
 export function relaySession(response, leftMs, session, charge) {
   const upstream = response.webSocket;
   if (!upstream || typeof charge !== "function") return [response, Promise.resolve("ended")];
@@ -316,24 +302,18 @@ export function relaySession(response, leftMs, session, charge) {
     if (over) return;
     over = true;
     clearTimeout(lapse);
-    clearInterval(evicted);
-    EVICTED.delete(session);
     charge(-1, 0);
     close(upstream, code, reason);
     close(server, code, reason);
     finish(word);
   };
-  const evicted = setInterval(() => {
-    if (EVICTED.has(session)) end("overrun", 1013, "tollgate: a side is not reading (its memory was needed)");
-  }, EVICTION_CHECK_MS);
   const lapse = setTimeout(() => end("lapsed", 1013, "tollgate: the session's slot lapsed (reservation_ttl)"), leftMs);
   for (const [side, from, to] of [[0, upstream, server], [1, server, upstream]]) {
     const pass = (data) => {
       if (over) return;
-      const [verdict, ...ended] = charge(side, messageSize(data));
-      for (const id of ended) EVICTED.add(id);
+      const verdict = charge(side, messageSize(data));
       if (verdict === "too_big") return end("overrun", 1009, "tollgate: a message larger than the relay may hold");
-      if (verdict !== "pass") return end("overrun", 1013, "tollgate: a side is not reading (the relay holds no more for it)");
+      if (verdict !== "pass") return end("overrun", 1013, "tollgate: a side is not reading (no room left to relay)");
       try { to.send(data); } catch {}
     };
     // Blobs (a runtime that ignores binaryType) are read in order: a later
@@ -411,11 +391,6 @@ extern "C" {
     /// passed) or `overrun` (no room for a message: both sides closed,
     /// 1013, or 1009 for one over a client's share). `charge(side, bytes)`
     /// is asked before each message is passed on ([`relay_charge`]).
-    /// Marks relayed sessions the budget ended to make room: each closes
-    /// itself (1013) within a second ([`MemoryBudget::take`](crate::pipeline::upload::MemoryBudget::take)).
-    #[wasm_bindgen(js_name = evictRelays)]
-    fn evict_relays_js(sessions: &[f64]);
-
     #[wasm_bindgen(catch, js_name = relaySession)]
     fn relay_session_js(response: &web_sys::Response, left_ms: f64, session: f64, charge: &JsValue) -> Result<js_sys::Array, JsValue>;
 }
@@ -437,17 +412,10 @@ pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold, reading: Opti
     Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
 }
 
-/// Tells the relays the budget ended to make room for a body to close.
-fn evict_relays(sessions: &[u64]) {
-    if !sessions.is_empty() {
-        evict_relays_js(&sessions.iter().map(|&s| s as f64).collect::<Vec<f64>>());
-    }
-}
-
 /// `response`'s WebSocket session relayed for at most `left_ms`, what it
 /// holds for each side charged to `charged`'s share of the isolate's
 /// memory budget ([`MemoryBudget::relay`](crate::pipeline::upload::MemoryBudget::relay)),
-/// all given back when it ends.
+/// drained as its peers are counted as reading, even after it ended.
 fn relay_session(response: &web_sys::Response, left_ms: u64, charged: &Charged) -> Option<(web_sys::Response, js_sys::Promise)> {
     use crate::glue::isolate::{now_ms, with_isolate};
     let session = with_isolate(|isolate| isolate.memory_budget.open_session(&charged.client, left_ms, now_ms()));
@@ -460,11 +428,10 @@ fn relay_session(response: &web_sys::Response, left_ms: u64, charged: &Charged) 
 }
 
 /// The function `relaySession` asks before it passes a message of `bytes`
-/// to side `side` (0: the client's, 1: the origin's) of `session`:
-/// `[verdict, ...sessions ended to make room]`
+/// to side `side` of `session`: its verdict's word
 /// ([`RelayVerdict::word`](crate::pipeline::upload::RelayVerdict::word));
-/// a negative `side` gives the session's holds back. Owned by JS (it lives
-/// as long as the session's listeners).
+/// a negative `side` ends the session (its charge drains on). Owned by JS
+/// (it lives as long as the session's listeners).
 fn relay_charge(session: u64, budget: u32) -> JsValue {
     use crate::glue::isolate::{now_ms, with_isolate};
     let charge = move |side: f64, bytes: f64| -> JsValue {
@@ -473,12 +440,8 @@ fn relay_charge(session: u64, budget: u32) -> JsValue {
             return JsValue::UNDEFINED;
         }
         // `bytes` is a message's length (a JS number): whole, at most 2^53.
-        let relayed = with_isolate(|isolate| isolate.memory_budget.relay(budget, session, side as usize, bytes as u64, now_ms()));
-        let answer = js_sys::Array::of1(&JsValue::from_str(relayed.verdict.word()));
-        for ended in relayed.ended {
-            answer.push(&JsValue::from(ended as f64));
-        }
-        answer.into()
+        let verdict = with_isolate(|isolate| isolate.memory_budget.relay(budget, session, side as usize, bytes as u64, now_ms()));
+        JsValue::from_str(verdict.word())
     };
     Closure::<dyn FnMut(f64, f64) -> JsValue>::new(charge).into_js_value()
 }
@@ -522,7 +485,6 @@ pub(crate) async fn receive_upload(
         return (Receipt::NoBody, None, None);
     }
     let taken = crate::glue::isolate::with_isolate(|isolate| isolate.memory_budget.take(budget, client, limits, want, Holder::Upload, now_ms));
-    evict_relays(&taken.ended);
     let hold = taken.hold.map(BudgetHold);
     let receipt = match taken.reception {
         Reception::Read(granted) => receive_body(req, granted).await,

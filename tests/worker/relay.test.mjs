@@ -348,37 +348,42 @@ test("large messages (1 MiB and 4 MiB) pass byte-identical both ways; one byte o
     }
   }));
 
-test("one client's sessions share its quarter of memory_budget: when a reading session needs room, the session whose origin stopped reading is ended first, not the reader", () =>
+test("one client's sessions share its quarter of memory_budget: a session whose origin stopped reading is closed at its quarter, and its charge stays (workerd still holds what it queued), so the client's next session is closed at once; another client's session passes", () =>
   withTollgate({ ...sessions, config: { ...sessions.config, memory_budget: 8 * MIB } }, async (tg) => {
-    // 8 MiB: a client 2 MiB of memory, 2 MiB of messages at 1 byte a byte.
-    const ip = { "cf-connecting-ip": "198.51.100.40" };
-    const stalledRes = await tg.fetch("/ws/stall", { headers: { upgrade: "websocket", "x-tenant": "acme", ...ip } });
-    const stalled = stalledRes.webSocket;
-    stalled.accept();
-    const stalledClosed = new Promise((r) => stalled.addEventListener("close", (e) => r([e.code, e.reason])));
-    // Seven 256 KiB messages: nearly the share.
-    for (let i = 0; i < 7; i++) stalled.send(new Uint8Array(256 * 1024).fill(i));
-    await sleep(500);
-    const readerRes = await tg.fetch("/ws/sink", { headers: { upgrade: "websocket", "x-tenant": "acme", ...ip } });
-    const reader = readerRes.webSocket;
+    // 8 MiB: a client 2 MiB of memory, 1 B a byte and 1.5 KiB a message.
+    const stall = async (ip) => {
+      const res = await tg.fetch("/ws/stall", { ip, headers: { upgrade: "websocket", "x-tenant": "acme" } });
+      const socket = res.webSocket;
+      socket.accept();
+      const closed = new Promise((r) => socket.addEventListener("close", (e) => r([e.code, e.reason])));
+      return { socket, closed };
+    };
+    const first = await stall("198.51.100.40");
+    // Eight 256 KiB messages: the eighth finds no room.
+    for (let i = 0; i < 8; i++) first.socket.send(new Uint8Array(256 * 1024).fill(i));
+    const [code, reason] = await within(20_000, first.closed, ["still open", ""]);
+    assert.equal(code, 1013, `closed at its quarter (${reason})`);
+    // Its seven messages' charge stays: a 1 MiB message would need 12 s of drain.
+    const second = await stall("198.51.100.40");
+    second.socket.send(new Uint8Array(MIB));
+    assert.equal((await within(20_000, second.closed, ["still open", ""]))[0], 1013, "the client's next session is closed at once");
+    // Another client is not touched.
+    const other = await tg.fetch("/ws/sink", { ip: "203.0.113.41", headers: { upgrade: "websocket", "x-tenant": "acme" } });
+    const reader = other.webSocket;
     reader.accept();
     const lines = [];
     reader.addEventListener("message", (e) => lines.push(e.data));
-    // 768 KiB: the stalled session would have to have drained 12 s of its
-    // 2 MiB for both to fit.
-    const bytes = randomBytes(768 * 1024);
+    const bytes = randomBytes(MIB);
     reader.send(new Uint8Array(bytes));
-    const [code, reason] = await within(20_000, stalledClosed, ["still open", ""]);
-    assert.equal(code, 1013, `the stalled session was ended (${reason})`);
     for (let i = 0; i < 100 && lines.length < 1; i++) await sleep(100);
-    assert.deepEqual(lines, [`got binary ${bytes.length} ${sha(bytes)}`], "the reading session's message passed");
+    assert.deepEqual(lines, [`got binary ${bytes.length} ${sha(bytes)}`], "another client's message passed");
     reader.close(1000, "done");
     await tg.settled();
     const cuts = tg.logEvents().filter((e) => e.tollgate === "answer_cut");
-    assert.deepEqual(cuts.map((e) => [e.rule, e.reason]), [["ws", "relay_buffer"]], "one cut: the stalled session's");
+    assert.deepEqual(cuts.map((e) => [e.rule, e.reason]), [["ws", "relay_buffer"], ["ws", "relay_buffer"]], "the client's two sessions");
   }));
 
-test("a body read for keys that finds no room ends the same client's relayed session whose origin stopped reading, and is read", () =>
+test("what a client's relay holds is in the same budget as its bodies: with its quarter held by a session whose origin stopped reading, its body read for keys is not read (an over_budget line), another client's is", () =>
   withTollgate({
     ...sessions,
     config: {
@@ -388,21 +393,24 @@ test("a body read for keys that finds no room ends the same client's relayed ses
       rules: [...sessions.config.rules, rule("by-user", "/read/*", { key: ["body:user"], limits: limit(100, "1m") })],
     },
   }, async (tg) => {
-    const res = await tg.fetch("/ws/stall", { ip: "198.51.100.41", headers: { upgrade: "websocket", "x-tenant": "acme" } });
+    const res = await tg.fetch("/ws/stall", { ip: "198.51.100.42", headers: { upgrade: "websocket", "x-tenant": "acme" } });
     const stalled = res.webSocket;
     stalled.accept();
-    const stalledClosed = new Promise((r) => stalled.addEventListener("close", (e) => r([e.code, e.reason])));
-    // Seven 256 KiB messages: 1.75 MiB of its 2 MiB quarter.
+    // Seven 256 KiB messages: 1.76 MiB of its 2 MiB quarter.
     for (let i = 0; i < 7; i++) stalled.send(new Uint8Array(256 * 1024).fill(i));
     await sleep(500);
-    // 200 KiB of JSON read for its key: 600 KiB of memory at 3 bytes a byte.
+    // 200 KiB of JSON read for its key: 600 KiB of memory at 3 bytes a byte (5 s of drain short).
     const body = JSON.stringify({ user: "ann", pad: "x".repeat(200 * 1024) });
-    const read = await tg.fetch("/read/x", { ip: "198.51.100.41", method: "POST", headers: { "content-type": "application/json", "content-length": String(body.length) }, body });
-    assert.equal(read.status, 200, "read and forwarded, not refused for its missing key");
-    await read.arrayBuffer();
-    const [code, reason] = await within(10_000, stalledClosed, ["still open", ""]);
-    assert.equal(code, 1013, `the stalled session made room (${reason})`);
+    const post = (ip) => tg.fetch("/read/x", { ip, method: "POST", headers: { "content-type": "application/json", "content-length": String(body.length) }, body });
+    const mine = await post("198.51.100.42");
+    assert.equal(mine.status, 400, "not read: its key missing");
+    await mine.arrayBuffer();
+    const theirs = await post("203.0.113.43");
+    assert.equal(theirs.status, 200, "another client's is read");
+    await theirs.arrayBuffer();
     await tg.settled();
-    assert.equal(tg.logEvents().filter((e) => e.tollgate === "body" && e.outcome === "over_budget").length, 0, "the body found room");
-    assert.deepEqual(tg.logEvents().filter((e) => e.tollgate === "answer_cut").map((e) => e.reason), ["relay_buffer"]);
+    const over = tg.logEvents().filter((e) => e.tollgate === "body" && e.outcome === "over_budget");
+    assert.equal(over.length, 1);
+    assert.ok(over[0].client_held > 6 * 256 * 1024, `the relay's charge (less what drained) is the client's: ${JSON.stringify(over[0])}`);
+    stalled.close(1000, "done");
   }));
