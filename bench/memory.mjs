@@ -16,24 +16,19 @@
 //                 as a usage rule's is, nothing read)
 //   json-none     the same through a rule that reads no body
 //   together      uploads (4 MiB), body reads and JSON answers at once
+//   relay         four clients' WebSocket sessions through a concurrency
+//                 rule, each sending 1 MiB messages (MESSAGES, 8 by
+//                 default) to an origin that never reads (memory_budget
+//                 64 MiB: a client's 16 MiB holds 8 MiB of messages)
 //
 // Each scenario starts its own workerd; its RSS is read from /proc.
 import http from "node:http";
-import { readFileSync } from "node:fs";
 import { withTollgate, sleep } from "../tests/worker/harness.mjs";
 import { config, rule, limit } from "../tests/worker/builders.mjs";
-import { workerdPids } from "./procs.mjs";
+import { rssMb } from "./procs.mjs";
+import { frame, rawClient, rawOrigin } from "../tests/worker/websocket-frames.mjs";
 
 const MIB = 1_048_576;
-const rssMb = () => [...workerdPids()].reduce((sum, pid) => {
-  try {
-    const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
-    return sum + Number(line.split(/\s+/)[1]) / 1024;
-  } catch {
-    return sum;
-  }
-}, 0);
-
 /** Headers at once, `first` bytes, then nothing until `stop()`. */
 function stalled(base, path, { ip, length, sent, headers = {} }) {
   const req = http.request(new URL(path, base), { method: "POST", headers: { "cf-connecting-ip": ip, "content-length": String(length), ...headers } });
@@ -59,7 +54,7 @@ async function measure(name, start, holdMs) {
   const result = { name };
   const origin = start.origin ? await start.origin() : null;
   try {
-    await withTollgate({ admin: false, config: cfg, ...(origin ? { vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined } } : {}) }, async (tg) => {
+    await withTollgate({ admin: false, config: cfg, ...(start.tollgate ?? {}), ...(origin ? { vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined } } : {}) }, async (tg) => {
       const base = await tg.mf.ready;
       // Warm: the Worker's isolate loaded, a few requests served.
       for (let i = 0; i < 5; i++) await (await tg.fetch("/warm")).arrayBuffer();
@@ -163,6 +158,55 @@ function together() {
   };
 }
 
+/** An app Worker whose WebSocket sessions never read (their messages wait in workerd); with READING=1, one that reads and drops every message. */
+const STALLED_APP = `
+export default {
+  async fetch(request, env, ctx) {
+    const [client, server] = Object.values(new WebSocketPair());
+    if (${process.env.READING === "1"}) server.accept();
+    else ctx.waitUntil(new Promise((r) => setTimeout(r, 120_000)).then(() => { server.accept(); server.close(1000, "late"); }));
+    return new Response(null, { status: 101, webSocket: client });
+  },
+};`;
+
+function relay() {
+  const rules = [rule("ws", "/ws/*", { key: ["ip"], limits: limit(1e9, "1d"), concurrency: 100, reservation_ttl: "5m" })];
+  // RAW_ORIGIN=1: the origin a raw server on loopback that never reads (its socket paused), not an app Worker.
+  const raw = process.env.RAW_ORIGIN === "1";
+  return {
+    config: { ...(raw ? {} : { upstream: { service: "APP" } }), memory_budget: 64 * MIB, rules },
+    ...(raw ? { origin: async () => rawOrigin(({ sock }) => sock.pause()) } : {}),
+    tollgate: { services: { APP: "app" }, workers: [{ name: "app", modules: true, script: STALLED_APP, compatibilityDate: "2026-04-01" }] },
+    run: async (base) => {
+      // MSG_SIZE: another size than 1 MiB (0: empty messages, what each costs beyond its bytes).
+      const messages = Number(process.env.MESSAGES ?? 8);
+      const piece = Buffer.alloc(Number(process.env.MSG_SIZE ?? MIB), 7);
+      const one = frame(2, piece, { mask: true });
+      const round = async () => {
+        const clients = await Promise.all(Array.from({ length: 4 }, (_, i) => rawClient(base, "/ws/x", { "cf-connecting-ip": `198.51.100.${i + 1}` })));
+        for (const c of clients) for (let m = 0; m < messages; m += 1000) c.sock.write(Buffer.concat(Array(Math.min(1000, messages - m)).fill(one)));
+        return clients;
+      };
+      // ROUNDS=n: n − 1 rounds first, each ended (closed by tollgate or not, the clients gone): is what they held given back?
+      for (let r = 1; r < Number(process.env.ROUNDS ?? 1); r++) {
+        const earlier = await round();
+        await Promise.all(earlier.map((c) => Promise.race([c.frames.closed, sleep(10_000)])));
+        earlier.forEach((c) => c.sock.destroy());
+        await sleep(3000);
+        console.log(JSON.stringify({ round: r, rss: +rssMb().toFixed(1) }));
+      }
+      const clients = await round();
+      return {
+        stop: async () => {
+          const closed = await Promise.all(clients.map((c) => Promise.race([c.frames.closed, sleep(500).then(() => ["open"])])));
+          clients.forEach((c) => c.sock.destroy());
+          return closed.map((c) => c[0]).join(",");
+        },
+      };
+    },
+  };
+}
+
 const scenarios = {
   uploads: () => uploads(undefined, Number(process.env.BUFFER ?? 8 * MIB)),
   "uploads-max": () => uploads(64 * MIB, Number(process.env.BUFFER_MAX ?? 16 * MIB)),
@@ -172,6 +216,7 @@ const scenarios = {
   "json-slot": () => json("slot"),
   "json-none": () => json("none"),
   together,
+  relay,
 };
 
 const chosen = process.argv.slice(2).length ? process.argv.slice(2) : Object.keys(scenarios);

@@ -27,3 +27,15 @@ export function cpuUs(pid) {
   const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
   return (Number(f[11]) + Number(f[12])) * TICK_US;
 }
+
+/** The resident memory (VmRSS) of this process's workerd children, in MB. */
+export function rssMb() {
+  let sum = 0;
+  for (const pid of workerdPids()) {
+    try {
+      const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("VmRSS:"));
+      sum += Number(line.split(/\s+/)[1]) / 1024;
+    } catch {}
+  }
+  return sum;
+}

@@ -379,22 +379,30 @@ pub(crate) fn memory_note(config: &Config) -> Option<String> {
     let reads = config.facts.reads_body_parameters() || config.rules.iter().any(Rule::reads_body);
     let holding = |r: &&Rule| r.action == crate::config::policy::Action::Block && r.reserves() && r.upload.buffer > 0;
     let upload = config.rules.iter().filter(holding).map(|r| r.upload.buffer).max();
-    if !reads && upload.is_none() {
+    let relays = config.rules.iter().any(|r| r.concurrency.is_some());
+    if !reads && upload.is_none() && !relays {
         return None;
     }
     let (budget, share) = (u64::from(config.memory_budget), u64::from(config.memory_budget / MEMORY_CLIENT_SHARES));
     let held = |bytes: u32, per_byte: u32| u64::from(bytes) * u64::from(per_byte);
-    let mut note = format!("memory_budget {} ({} a client)", size(budget), size(share));
+    let mut parts = Vec::new();
     if reads {
         let each = held(config.body_limit, MEMORY_PER_READ_BYTE);
         let seconds = crate::config::headers::seconds_ceil(u64::from(config.body_timeout_ms));
-        note.push_str(&format!(": {} body reads of {} ({} held) at once, {} a client, {seconds} s each", budget / each, size(u64::from(config.body_limit)), size(each), share / each));
+        parts.push(format!("{} body reads of {} ({} held) at once, {} a client, {seconds} s each", budget / each, size(u64::from(config.body_limit)), size(each), share / each));
     }
     if let Some(buffer) = upload {
         let each = held(buffer, MEMORY_PER_UPLOAD_BYTE);
-        note.push_str(&format!("{} {} uploads of {} ({} held) at once, {} a client", if reads { ";" } else { ":" }, budget / each, size(u64::from(buffer)), size(each), share / each));
+        parts.push(format!("{} uploads of {} ({} held) at once, {} a client", budget / each, size(u64::from(buffer)), size(each), share / each));
     }
-    Some(note)
+    if relays {
+        let per = u64::from(crate::config::policy::MEMORY_PER_RELAY_BYTE);
+        let message = crate::config::policy::MEMORY_PER_RELAY_MESSAGE;
+        parts.push(format!("{} of relayed WebSocket messages not yet read, {} a client, {} more a message", size(budget / per), size(share / per), size(u64::from(message))));
+    }
+    // The isolate's 128 MB (10^6 bytes, as Cloudflare states it).
+    let rest = 128_000_000_u64.saturating_sub(budget) / 1_000_000;
+    Some(format!("memory_budget {} ({} a client): {}; about {rest} MB of the isolate's 128 MB left for everything else", size(budget), size(share), parts.join("; ")))
 }
 
 /// `bytes` in the largest whole binary unit (`32 MiB`, `16 KiB`, `1000 B`).
@@ -815,10 +823,18 @@ mod tests {
         big["rules"][0]["key"] = json!(["body:user"]);
         assert_eq!(
             memory_note(&Config::from_json(&big).unwrap()).as_deref(),
-            Some("memory_budget 32 MiB (8 MiB a client): 10 body reads of 1 MiB (3 MiB held) at once, 2 a client, 10 s each; 64 uploads of 256 KiB (512 KiB held) at once, 16 a client"),
+            Some("memory_budget 32 MiB (8 MiB a client): 10 body reads of 1 MiB (3 MiB held) at once, 2 a client, 10 s each; 64 uploads of 256 KiB (512 KiB held) at once, 16 a client; about 94 MB of the isolate's 128 MB left for everything else"),
             "check's arithmetic"
         );
         assert_eq!(memory_note(&Config::from_json(&rule(json!({}))).unwrap()), None, "no rule holds a body");
+        let mut sessions = rule(json!({}));
+        sessions["memory_budget"] = json!(64 * 1_048_576);
+        sessions["rules"][0]["concurrency"] = json!(4);
+        assert_eq!(
+            memory_note(&Config::from_json(&sessions).unwrap()).as_deref(),
+            Some("memory_budget 64 MiB (16 MiB a client): 128 uploads of 256 KiB (512 KiB held) at once, 32 a client; 64 MiB of relayed WebSocket messages not yet read, 16 MiB a client, 1536 B more a message; about 60 MB of the isolate's 128 MB left for everything else"),
+            "a concurrency rule's relay (issue 52)"
+        );
         let mut slow = rule(json!({}));
         slow["body_timeout"] = json!("30s");
         assert_eq!(Config::from_json(&slow).unwrap().body_timeout_ms, 30_000);

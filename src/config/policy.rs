@@ -279,6 +279,45 @@ pub(crate) const MEMORY_PER_UPLOAD_BYTE: u32 = 2;
 /// read's hold is charged at this rate.
 pub(crate) const MEMORY_PER_READ_BYTE: u32 = 3;
 
+/// Bytes of isolate memory one byte of a message the WebSocket relay
+/// passed on costs until its peer takes it, as measured in workerd (issue
+/// 52): `send()` copies the message into the socket's outgoing queue
+/// (unbounded, native), and the `ArrayBuffer` it arrived in is soon
+/// collected. Four clients' sessions each sending 8 MiB to an origin that
+/// reads nothing (32 MiB waiting) grew workerd by 32 MB more than the same
+/// sessions sending nothing, 4 MiB each by 16 MB (`bench/memory.mjs
+/// relay`): 0.96 bytes per byte. Every relayed message is charged at this
+/// rate ([`crate::pipeline::upload::MemoryBudget::relay`]).
+pub(crate) const MEMORY_PER_RELAY_BYTE: u32 = 1;
+
+/// Bytes of isolate memory each message the WebSocket relay passed on
+/// costs beyond its bytes, until its peer takes it, as measured in workerd
+/// (issue 52): its event, its place in the outgoing queue and what the
+/// collector has not yet taken back. 80,000 empty messages at an origin
+/// that reads nothing grew workerd by 88 MB (1.1 KB each), a million by
+/// 807 MB (0.8 KB each): charged nothing (0 bytes each), one client could
+/// fill the isolate at 6 bytes of wire a message. Charged 1 KiB, four
+/// clients' 65,536 held grew it by 86 MB (1.3 KB each). Every relayed
+/// message is charged this much besides its bytes (1.5 KiB).
+pub(crate) const MEMORY_PER_RELAY_MESSAGE: u32 = 1536;
+
+/// What the relay counts each side's peer as reading, in bytes of message
+/// a second (64 KiB/s): workerd's WebSocket has no `bufferedAmount`, no
+/// promise from `send()` and no way to stop reading (issue 52), so what a
+/// peer took is not known and this is the credit a side's hold drains at.
+/// A peer that reads nothing holds its charge plus this much a second of
+/// its session (its `reservation_ttl` at most) more than is charged.
+pub(crate) const RELAY_DRAIN: u32 = 65_536;
+
+/// What the relay counts each side's peer as reading, in messages a second
+/// (100), beside [`RELAY_DRAIN`]'s bytes: each message is charged
+/// [`MEMORY_PER_RELAY_MESSAGE`] besides its bytes, and a peer that reads
+/// takes many small messages a second (a 60 Hz game's, a chat's). A peer
+/// that reads nothing holds up to this many messages a second of its
+/// session more than is charged (measured: about 0.4 KB each held, the
+/// rest of their charge being what the collector takes back).
+pub(crate) const RELAY_DRAIN_MESSAGES: u32 = 100;
+
 /// `body_timeout` by default: 10 s for the whole body read for `body:`
 /// keys and form parameters (nginx's `client_body_timeout` is 60 s between
 /// two reads; tollgate's is for the whole body, as `upload_timeout`).

@@ -275,5 +275,8 @@ fn ticket_settle(env: &Env, ticket: &Ticket) -> Option<(Settle<'static>, std::rc
     let config = load_config(env).as_ref().ok()?;
     let secrets = load_secrets(env, config);
     let (applied, outcomes) = ticket.applied(config, secrets.log_key.as_deref());
-    Some((Settle { applied, outcomes }, secrets))
+    // The ticket carries no address: an embedded app's sessions share the
+    // `unknown` client's quarter of the budget.
+    let charged = crate::pipeline::upload::Charged { budget: config.memory_budget, ..Default::default() };
+    Some((Settle { applied, outcomes, charged }, secrets))
 }

@@ -11,7 +11,7 @@ use crate::pipeline::usage::BodyUsage;
 use std::cell::RefCell;
 use std::rc::Rc;
 use worker::wasm_bindgen::closure::Closure;
-use crate::pipeline::upload::{self, BodyRead, Holder, Receipt, Reception, UploadLimits, Want};
+use crate::pipeline::upload::{self, BodyRead, Charged, Holder, Receipt, Reception, UploadLimits, Want};
 use crate::pipeline::verdict::LogEvent;
 use crate::config::upstream::Upstream;
 use worker::{js_sys, web_sys, Env};
@@ -261,17 +261,32 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
 
 // A 101's WebSocket, relayed through a pair whose client end goes to the
 // client: the promise resolves once either side closed (or failed), or
-// leftMs passed (both closed), or a side was sent more than the relay may
-// hold for it (`overrun`, both closed: RELAY_WINDOW).
+// leftMs passed (both closed), or the relay had no room for a message in
+// what the isolate's memory budget grants (`overrun`, both closed).
 //
-// Every message is passed on as it came: text as text, binary as binary.
-// From compatibility date 2026-03-17 (`websocket_standard_binary_type`,
-// on at the shipped date) a binary message arrives as a Blob unless
-// binaryType says otherwise, and send(Blob) sends its string form
-// (`[object Blob]`, issue 52): both sockets take ArrayBuffers.
-function relaySession(response, leftMs) {
+// Every message is passed on as it came: text as text, binary as binary,
+// whole (a fragmented message arrives here reassembled, and is sent as one
+// frame: RFC 6455 §5.4 lets an intermediary refragment), and a close's
+// code and reason go to the other side as they came (a code no endpoint
+// may send, 1005 or 1006, goes as a close without one). From
+// compatibility date 2026-03-17 (`websocket_standard_binary_type`, on at
+// the shipped date) a binary message arrives as a Blob unless binaryType
+// says otherwise, and send(Blob) sends its string form (`[object Blob]`,
+// issue 52): both sockets take ArrayBuffers.
+//
+// What the relay holds (issue 52): workerd's send() copies a message into
+// the socket's outgoing queue, unbounded, and tells no one how much is
+// queued (no bufferedAmount, no promise, no WebSocketStream: workerd
+// 1.20260426 and its source to 2026-08), nor can a relay stop reading, nor
+// take back what it queued (close() waits behind it). So each message is
+// charged to the isolate's memory budget before it is sent
+// (`charge(side, bytes)`, Rust's MemoryBudget::relay: the client's share,
+// drained at what its peer is counted as reading), and the answer says
+// pass, or end the session (`cut`: no room; `too_big`: one message over a
+// client's share). `charge(-1, 0)` ends it; its charge drains on.
+export function relaySession(response, leftMs, session, charge) {
   const upstream = response.webSocket;
-  if (!upstream) return [response, Promise.resolve("ended")];
+  if (!upstream || typeof charge !== "function") return [response, Promise.resolve("ended")];
   const [client, server] = Object.values(new WebSocketPair());
   upstream.binaryType = "arraybuffer";
   server.binaryType = "arraybuffer";
@@ -287,18 +302,18 @@ function relaySession(response, leftMs) {
     if (over) return;
     over = true;
     clearTimeout(lapse);
+    charge(-1, 0);
     close(upstream, code, reason);
     close(server, code, reason);
     finish(word);
   };
   const lapse = setTimeout(() => end("lapsed", 1013, "tollgate: the session's slot lapsed (reservation_ttl)"), leftMs);
-  for (const [from, to] of [[upstream, server], [server, upstream]]) {
-    const held = relayWindow();
+  for (const [side, from, to] of [[0, upstream, server], [1, server, upstream]]) {
     const pass = (data) => {
       if (over) return;
-      const verdict = held.add(messageSize(data), Date.now());
-      if (verdict === "too_big") return end("overrun", 1009, "tollgate: a message larger than the relay holds (8 MiB)");
-      if (verdict === "full") return end("overrun", 1013, "tollgate: a side is not reading (the relay holds 8 MiB for it)");
+      const verdict = charge(side, messageSize(data));
+      if (verdict === "too_big") return end("overrun", 1009, "tollgate: a message larger than the relay may hold");
+      if (verdict !== "pass") return end("overrun", 1013, "tollgate: a side is not reading (no room left to relay)");
       try { to.send(data); } catch {}
     };
     // Blobs (a runtime that ignores binaryType) are read in order: a later
@@ -319,38 +334,17 @@ function relaySession(response, leftMs) {
   return [new Response(null, { status: 101, webSocket: client, headers }), finished];
 }
 
-// What the relay may hold for one side of a session, in bytes (issue 52).
-// workerd queues every send() until its peer takes it and tells no one how
-// much is queued (its WebSocket has no bufferedAmount: workerd#988), nor
-// can a relay stop reading. So the relay counts what it passed on as held
-// until the peer could have read it at RELAY_DRAIN bytes a second, and
-// ends the session once that count would pass RELAY_WINDOW: a peer that
-// reads nothing holds at most RELAY_WINDOW + RELAY_DRAIN × the session's
-// age (its slot's reservation_ttl at most); one that reads keeps up
-// unless its sender outpaces RELAY_DRAIN by RELAY_WINDOW.
-const RELAY_WINDOW = 8 * 1024 * 1024;
-const RELAY_DRAIN = 64 * 1024;
-
-function relayWindow() {
-  let held = 0;
-  let at = null;
-  return {
-    // "ok" (counted), "too_big" (one message over the window) or "full".
-    add(size, now) {
-      if (at !== null) held = Math.max(0, held - ((now - at) * RELAY_DRAIN) / 1000);
-      at = now;
-      if (size > RELAY_WINDOW) return "too_big";
-      if (held + size > RELAY_WINDOW) return "full";
-      held += size;
-      return "ok";
-    },
-  };
-}
-
-// A message's size: bytes, or UTF-16 code units for text (bytes for ASCII).
+// A message's size in bytes: binary as is, text as its UTF-8 (what the
+// outgoing queue holds).
 function messageSize(data) {
-  if (typeof data === "string") return data.length;
-  return data.byteLength ?? data.size ?? 0;
+  if (typeof data !== "string") return data.byteLength ?? data.size ?? 0;
+  let bytes = data.length;
+  for (let i = 0; i < data.length; i++) {
+    const unit = data.charCodeAt(i);
+    if (unit >= 0x800) bytes += unit >= 0xd800 && unit < 0xdc00 ? 1 : 2;
+    else if (unit >= 0x80) bytes += 1;
+  }
+  return bytes;
 }
 "#)]
 extern "C" {
@@ -390,6 +384,15 @@ extern "C" {
     /// (`cut`).
     #[wasm_bindgen(catch, js_name = watchBody)]
     fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue) -> Result<js_sys::Array, JsValue>;
+
+    /// `response`'s WebSocket session relayed through a new pair, and a
+    /// promise that resolves once it is done: `closed` (by either side,
+    /// its code and reason passed on), `failed`, `lapsed` (`left_ms`
+    /// passed) or `overrun` (no room for a message: both sides closed,
+    /// 1013, or 1009 for one over a client's share). `charge(side, bytes)`
+    /// is asked before each message is passed on ([`relay_charge`]).
+    #[wasm_bindgen(catch, js_name = relaySession)]
+    fn relay_session_js(response: &web_sys::Response, left_ms: f64, session: f64, charge: &JsValue) -> Result<js_sys::Array, JsValue>;
 }
 
 /// `response` with its body watched, or its WebSocket session relayed, as
@@ -401,12 +404,46 @@ pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold, reading: Opti
     let (idle_ms, left_ms) = match hold {
         Hold::Headers => return None,
         Hold::Body { idle_ms, left_ms } => (idle_ms, left_ms),
-        Hold::Session { left_ms } => (0, left_ms),
+        Hold::Session { left_ms, charged } => return relay_session(response, left_ms, &charged),
     };
     // What `watchBody` returns, always: no `instanceof` checks to carry.
     let on_chunk = reading.map_or(JsValue::NULL, |feed| feed.closure.as_ref().clone());
     let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk).ok()?;
     Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
+}
+
+/// `response`'s WebSocket session relayed for at most `left_ms`, what it
+/// holds for each side charged to `charged`'s share of the isolate's
+/// memory budget ([`MemoryBudget::relay`](crate::pipeline::upload::MemoryBudget::relay)),
+/// drained as its peers are counted as reading, even after it ended.
+fn relay_session(response: &web_sys::Response, left_ms: u64, charged: &Charged) -> Option<(web_sys::Response, js_sys::Promise)> {
+    use crate::glue::isolate::{now_ms, with_isolate};
+    let session = with_isolate(|isolate| isolate.memory_budget.open_session(&charged.client, left_ms, now_ms()));
+    let charge = relay_charge(session, charged.budget);
+    let Ok(pair) = relay_session_js(response, left_ms as f64, session as f64, &charge) else {
+        with_isolate(|isolate| isolate.memory_budget.end_session(session));
+        return None;
+    };
+    Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
+}
+
+/// The function `relaySession` asks before it passes a message of `bytes`
+/// to side `side` of `session`: its verdict's word
+/// ([`RelayVerdict::word`](crate::pipeline::upload::RelayVerdict::word));
+/// a negative `side` ends the session (its charge drains on). Owned by JS
+/// (it lives as long as the session's listeners).
+fn relay_charge(session: u64, budget: u32) -> JsValue {
+    use crate::glue::isolate::{now_ms, with_isolate};
+    let charge = move |side: f64, bytes: f64| -> JsValue {
+        if side < 0.0 {
+            with_isolate(|isolate| isolate.memory_budget.end_session(session));
+            return JsValue::UNDEFINED;
+        }
+        // `bytes` is a message's length (a JS number): whole, at most 2^53.
+        let verdict = with_isolate(|isolate| isolate.memory_budget.relay(budget, session, side as usize, bytes as u64, now_ms()));
+        JsValue::from_str(verdict.word())
+    };
+    Closure::<dyn FnMut(f64, f64) -> JsValue>::new(charge).into_js_value()
 }
 
 /// Receives the body before a failures-only rule reserves
@@ -442,6 +479,11 @@ pub(crate) async fn receive_upload(
     want: Want,
     now_ms: i64,
 ) -> (Receipt, Option<BudgetHold>, Option<LogEvent>) {
+    // No body (a GET, a WebSocket upgrade): nothing to hold. Taken, the
+    // buffer would stay held until the forward returned, for nothing.
+    if req.body().is_none() {
+        return (Receipt::NoBody, None, None);
+    }
     let taken = crate::glue::isolate::with_isolate(|isolate| isolate.memory_budget.take(budget, client, limits, want, Holder::Upload, now_ms));
     let hold = taken.hold.map(BudgetHold);
     let receipt = match taken.reception {

@@ -33,7 +33,7 @@ use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
 use crate::pipeline::plane::{self, Entry, Plane, Walked};
 use crate::pipeline::plan::{self, Body, Plan, RequestParts, Route};
-use crate::pipeline::upload::{self, Receipt, UploadLimits};
+use crate::pipeline::upload::{self, Charged, Receipt, UploadLimits};
 use crate::pipeline::upgrade;
 use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
 
@@ -250,7 +250,8 @@ impl<'c, 'f> Machine<'c, 'f> {
         let mut logs = verdict::exempt_events(&plan.matched);
         logs.extend(verdict.events);
         crate::pipeline::who::annotate(&mut logs, &facts, config);
-        let settle = Settle { applied, outcomes };
+        let client = upload::client_of(facts.headers.get_str("cf-connecting-ip"), config.ipv6_prefix);
+        let settle = Settle { applied, outcomes, charged: Charged { client, budget: config.memory_budget } };
         let forwarding = Forwarding::of(&settle, upload_deadline);
         Decision { answer: verdict.answer, logs, kept, settle, checked, forwarding, metrics, plan }
     }
@@ -468,10 +469,12 @@ impl<'c> Forwarding<'c> {
 pub(crate) struct Settle<'c> {
     pub(crate) applied: Vec<Applied<'c>>,
     pub(crate) outcomes: Vec<Outcome>,
+    /// What a relayed session's queues are charged to ([`Hold::Session`]).
+    pub(crate) charged: Charged,
 }
 
 /// How an answer holds its request's concurrency slots ([`Settle::hold`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Hold {
     /// Settled at the headers: no slot is held past them.
     Headers,
@@ -481,8 +484,9 @@ pub(crate) enum Hold {
     /// `left_ms`.
     Body { idle_ms: u64, left_ms: u64 },
     /// A WebSocket session (101): relayed, settled once either side closed
-    /// it, closed by tollgate after `left_ms`.
-    Session { left_ms: u64 },
+    /// it, closed by tollgate after `left_ms`; what the relay holds for
+    /// its sides is `charged` ([`crate::pipeline::upload::MemoryBudget::relay`]).
+    Session { left_ms: u64, charged: Charged },
 }
 
 /// One settling call to a rule's object.
@@ -514,7 +518,7 @@ pub(crate) struct Settled {
 
 impl<'c> Settle<'c> {
     fn none() -> Settle<'c> {
-        Settle { applied: Vec::new(), outcomes: Vec::new() }
+        Settle { applied: Vec::new(), outcomes: Vec::new(), charged: Charged::default() }
     }
 
     #[cfg(test)]
@@ -568,7 +572,7 @@ impl<'c> Settle<'c> {
         let Some(left_ms) = crate::count::slots::hold_left_ms(reservations, now_ms) else { return Hold::Headers };
         let idle = holding.iter().filter(|(a, _)| a.rule.concurrency.is_some()).map(|(a, _)| a.rule.idle_release_ms).min();
         match status {
-            101 => Hold::Session { left_ms },
+            101 => Hold::Session { left_ms, charged: self.charged.clone() },
             _ => Hold::Body { idle_ms: idle.unwrap_or(left_ms), left_ms },
         }
     }
@@ -886,7 +890,7 @@ mod tests {
         let later = NOW + 3_000;
         assert_eq!(d.settle.hold(401, later), Hold::Headers, "a stranger's 401 is not counted: no hold");
         assert_eq!(d.settle.hold(200, later), Hold::Body { idle_ms: 2_000, left_ms: 15_000 - 1_000 - 3_000 });
-        assert_eq!(d.settle.hold(101, later), Hold::Session { left_ms: 11_000 }, "a session holds whatever the statuses");
+        assert_eq!(d.settle.hold(101, later), Hold::Session { left_ms: 11_000, charged: Charged { client: "192.0.2.1".into(), budget: 32 * 1_048_576 } }, "a session holds whatever the statuses, charged to its client (issue 52)");
         assert_eq!(d.settle.hold(200, NOW + 20_000), Hold::Body { idle_ms: 2_000, left_ms: 0 }, "lapsed: cut at once");
         let failed = Req::get("/export").ip("192.0.2.1").header("x-tenant", "acme").decide(c, &PlanMemo::new(1), &|_| Outcome::Failed("down".into()));
         assert_eq!(failed.settle.hold(200, later), Hold::Headers, "no reservation, no slot to hold");

@@ -86,8 +86,32 @@
 //! So an isolate holds at most `memory_budget` bytes of memory for bodies
 //! (plus one read's chunk per body past its hold, cancelled there), and a
 //! client at most a quarter of that, however many connections it opens.
-//! The WebSocket relay's queues and answers read for usage are not in it
-//! (the relay bounds each side itself; the usage reader keeps no copy).
+//! Answers read for usage are not in it (the usage reader keeps no copy).
+//!
+//! # The WebSocket relay's queues (issue 52)
+//! A `concurrency` rule's WebSocket session is relayed by the Worker
+//! (`crate::glue::origin`), and what the relay passes on waits in workerd
+//! until its peer takes it. workerd's WebSocket tells no one how much it
+//! has queued (no `bufferedAmount`, `send()` returns nothing, no
+//! `WebSocketStream`), nor can a relay stop reading, so what a peer holds
+//! cannot be measured: it is charged. Every message is charged to its
+//! client's share of this same budget before it is sent
+//! ([`MemoryBudget::relay`], [`MEMORY_PER_RELAY_BYTE`] a byte and
+//! [`MEMORY_PER_RELAY_MESSAGE`] a message), and each side's charge drains
+//! at [`RELAY_DRAIN`] bytes and [`RELAY_DRAIN_MESSAGES`] messages a second
+//! (what its peer is counted as reading). A message that does not fit
+//! ends its session (1013), one over a client's share too (1009). An
+//! ended session's charge is not given back but drains on: workerd keeps
+//! what was queued for a peer that does not read (a closed socket's
+//! `close()` waits behind it, and there is no abort), so a client that
+//! opens session after session still holds at most its share. So a
+//! client's sessions hold at most its share in charge; a peer that reads
+//! nothing holds at most that plus what the drain credited, [`RELAY_DRAIN`]
+//! bytes and [`RELAY_DRAIN_MESSAGES`] messages a second of the session's
+//! age (its `reservation_ttl` at most), the part no platform signal lets
+//! the relay see; a reader whose sender outruns the drain by its client's
+//! share is ended as one that stopped, and a client whose stalled
+//! sessions hold its share has its other sessions ended as well.
 
 use crate::config::headers::OwnResponse;
 use crate::pipeline::applied::Applied;
@@ -95,7 +119,7 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_UPLOAD_BYTE};
+pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_RELAY_BYTE, MEMORY_PER_RELAY_MESSAGE, MEMORY_PER_UPLOAD_BYTE, RELAY_DRAIN, RELAY_DRAIN_MESSAGES};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +181,23 @@ pub(crate) fn client_of(connecting_ip: Option<&str>, ipv6_prefix: u8) -> String 
     connecting_ip.and_then(|raw| crate::request::key::client_ip_key(raw, ipv6_prefix)).unwrap_or_else(|| "unknown".into())
 }
 
+/// Whose share of which budget a request's relayed WebSocket session is
+/// charged to ([`MemoryBudget::relay`]): its client ([`client_of`]) and the
+/// config's `memory_budget`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Charged {
+    pub(crate) client: String,
+    pub(crate) budget: u32,
+}
+
+impl Default for Charged {
+    /// The shared `unknown` client, in the default budget (an embedded
+    /// app's settlement, which carries no address).
+    fn default() -> Charged {
+        Charged { client: "unknown".into(), budget: crate::config::policy::DEFAULT_MEMORY_BUDGET }
+    }
+}
+
 /// The bytes an upload may need to hold while it is received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Want {
@@ -197,7 +238,7 @@ pub(crate) struct Taken {
     pub(crate) note: Option<LogEvent>,
 }
 
-/// One body's bytes, held.
+/// One body's bytes, or one side of a relayed WebSocket session's, held.
 #[derive(Debug, Clone)]
 struct Hold {
     id: u64,
@@ -205,6 +246,29 @@ struct Hold {
     /// Bytes of isolate memory: the body's bytes × [`Holder::per_byte`].
     memory: u64,
     until_ms: i64,
+    /// A relay side's ([`MemoryBudget::relay`]). `None`: a body's hold,
+    /// fixed until given back.
+    relay: Option<RelaySide>,
+}
+
+/// One side of a relayed session, as charged: `memory` is its messages'
+/// bytes × [`MEMORY_PER_RELAY_BYTE`] + `messages` × [`MEMORY_PER_RELAY_MESSAGE`].
+#[derive(Debug, Clone, Copy)]
+struct RelaySide {
+    session: u64,
+    /// When it was last drained ([`RELAY_DRAIN`], [`RELAY_DRAIN_MESSAGES`]).
+    at_ms: i64,
+    /// The messages still charged.
+    messages: u64,
+    /// The session ended: it takes no more, and what it holds drains.
+    ended: bool,
+}
+
+impl Hold {
+    /// Whether this is a side of the relayed session `session`.
+    fn of_session(&self, session: u64) -> bool {
+        self.relay.is_some_and(|r| r.session == session)
+    }
 }
 
 /// What a hold is for: the line its shortfall is written as.
@@ -214,6 +278,9 @@ pub(crate) enum Holder {
     Upload,
     /// A body read for `body:` keys and form parameters (`body`).
     BodyRead,
+    /// A message a WebSocket relay passed on, until its peer could have
+    /// read it ([`MemoryBudget::relay`]).
+    Relay,
 }
 
 impl Holder {
@@ -223,6 +290,7 @@ impl Holder {
         match self {
             Holder::Upload => MEMORY_PER_UPLOAD_BYTE as u64,
             Holder::BodyRead => MEMORY_PER_READ_BYTE as u64,
+            Holder::Relay => MEMORY_PER_RELAY_BYTE as u64,
         }
     }
 }
@@ -248,6 +316,7 @@ impl MemoryBudget {
     /// by `client`.
     pub(crate) fn held(&mut self, client: &str, now_ms: i64) -> (u64, u64) {
         self.holds.retain(|h| h.until_ms > now_ms);
+        self.drain(now_ms);
         let all = self.holds.iter().map(|h| h.memory).sum();
         (all, self.holds.iter().filter(|h| h.client == client).map(|h| h.memory).sum())
     }
@@ -272,7 +341,7 @@ impl MemoryBudget {
             self.next_id += 1;
             let until_ms = now_ms.saturating_add(i64::from(limits.timeout_ms)).saturating_add(HOLD_GRACE_MS);
             let memory = granted.saturating_mul(holder.per_byte());
-            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory, until_ms });
+            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory, until_ms, relay: None });
             self.next_id
         });
         Taken { hold, reception: Reception::Read(UploadLimits { buffer, ..limits }), note }
@@ -281,6 +350,107 @@ impl MemoryBudget {
     /// Gives the hold `id` back (nothing if it lapsed).
     pub(crate) fn give_back(&mut self, id: u64) {
         self.holds.retain(|h| h.id != id);
+    }
+
+    /// Opens a relayed WebSocket session of `client`'s at `now_ms`, for at
+    /// most `left_ms` (its holds lapse [`HOLD_GRACE_MS`] after): the
+    /// session's id, for [`MemoryBudget::relay`] and
+    /// [`MemoryBudget::end_session`]. It holds nothing yet.
+    pub(crate) fn open_session(&mut self, client: &str, left_ms: u64, now_ms: i64) -> u64 {
+        let until_ms = now_ms.saturating_add(i64::try_from(left_ms).unwrap_or(i64::MAX)).saturating_add(HOLD_GRACE_MS);
+        self.next_id += 1;
+        let session = self.next_id;
+        for _ in 0..2 {
+            self.next_id += 1;
+            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory: 0, until_ms, relay: Some(RelaySide { session, at_ms: now_ms, messages: 0, ended: false }) });
+        }
+        session
+    }
+
+    /// Charges a message of `bytes` the relay is about to pass on to side
+    /// `side` (0 or 1) of `session` ([`MEMORY_PER_RELAY_BYTE`] a byte and
+    /// [`MEMORY_PER_RELAY_MESSAGE`]), within `budget` and the client's
+    /// share, at `now_ms`. Each side's charge drains at [`RELAY_DRAIN`]
+    /// bytes and [`RELAY_DRAIN_MESSAGES`] messages a second (what its peer
+    /// is counted as reading: workerd tells no one what a socket has
+    /// queued). A message that does not fit ends its session
+    /// ([`RelayVerdict::Cut`]; [`RelayVerdict::TooBig`] for one over the
+    /// share): the charge of a peer that stopped reading does not drain,
+    /// so it is that peer's sessions, and its client's, that run out.
+    pub(crate) fn relay(&mut self, budget: u32, session: u64, side: usize, bytes: u64, now_ms: i64) -> RelayVerdict {
+        let share = u64::from(budget / MEMORY_CLIENT_SHARES);
+        let need = bytes.saturating_mul(Holder::Relay.per_byte()).saturating_add(u64::from(MEMORY_PER_RELAY_MESSAGE));
+        let live = |h: &&Hold| h.of_session(session) && h.relay.is_some_and(|r| !r.ended);
+        let Some(client) = self.holds.iter().find(live).map(|h| h.client.clone()) else { return RelayVerdict::Cut };
+        if need > share {
+            return RelayVerdict::TooBig;
+        }
+        let (all, mine) = self.held(&client, now_ms);
+        if mine.saturating_add(need) > share || all.saturating_add(need) > u64::from(budget) {
+            return RelayVerdict::Cut;
+        }
+        if let Some(hold) = self.holds.iter_mut().filter(|h| h.of_session(session)).nth(side) {
+            hold.memory = hold.memory.saturating_add(need);
+            if let Some(charged) = hold.relay.as_mut() {
+                charged.messages += 1;
+            }
+        }
+        RelayVerdict::Pass
+    }
+
+    /// Ends `session`: it takes no more messages, and its charge stays
+    /// until drained (or lapsed). workerd gives nothing back when a relay
+    /// closes a socket: `close()` is queued behind the messages, and a peer
+    /// that does not read keeps them (measured: each round of sessions
+    /// closed at their share toward an origin that reads nothing left its
+    /// 64 MiB in workerd). Given back at once, a client could open session
+    /// after session, each filling its share anew.
+    pub(crate) fn end_session(&mut self, session: u64) {
+        for hold in self.holds.iter_mut().filter(|h| h.of_session(session)) {
+            if let Some(side) = hold.relay.as_mut() {
+                side.ended = true;
+            }
+        }
+        self.holds.retain(|h| !(h.relay.is_some_and(|r| r.ended) && h.memory == 0));
+    }
+
+    /// Each relay side's charge less what its peer is counted as having
+    /// read since it was last drained: [`RELAY_DRAIN`] bytes and
+    /// [`RELAY_DRAIN_MESSAGES`] messages a second.
+    fn drain(&mut self, now_ms: i64) {
+        let (per_byte, per_message) = (Holder::Relay.per_byte(), u64::from(MEMORY_PER_RELAY_MESSAGE));
+        for hold in &mut self.holds {
+            let Some(side) = hold.relay.as_mut() else { continue };
+            let elapsed = u64::try_from(now_ms.saturating_sub(side.at_ms)).unwrap_or(0);
+            side.at_ms = side.at_ms.max(now_ms);
+            let bytes = hold.memory.saturating_sub(side.messages * per_message) / per_byte;
+            let bytes = bytes.saturating_sub(elapsed.saturating_mul(u64::from(RELAY_DRAIN)) / 1000);
+            side.messages = side.messages.saturating_sub(elapsed.saturating_mul(u64::from(RELAY_DRAIN_MESSAGES)) / 1000);
+            hold.memory = bytes * per_byte + side.messages * per_message;
+        }
+        self.holds.retain(|h| !(h.relay.is_some_and(|r| r.ended) && h.memory == 0));
+    }
+}
+
+/// A relayed message's fate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RelayVerdict {
+    /// Charged: pass it on.
+    Pass,
+    /// Larger than a client's share can ever hold: end the session (1009).
+    TooBig,
+    /// No room in the client's share or the budget: end the session (1013).
+    Cut,
+}
+
+impl RelayVerdict {
+    /// The relay's word for it (`pass`, `too_big`, `cut`).
+    pub(crate) const fn word(self) -> &'static str {
+        match self {
+            RelayVerdict::Pass => "pass",
+            RelayVerdict::TooBig => "too_big",
+            RelayVerdict::Cut => "cut",
+        }
     }
 }
 
@@ -291,7 +461,7 @@ impl MemoryBudget {
 fn over_budget(holder: Holder, want: Want, granted: u64, (all, mine): (u64, u64), budget: u32) -> LogEvent {
     let line = match holder {
         Holder::Upload => "upload",
-        Holder::BodyRead => "body",
+        Holder::BodyRead | Holder::Relay => "body",
     };
     LogEvent::new(
         line,
@@ -550,6 +720,95 @@ mod tests {
         assert_eq!(taken_bytes(&budget.take(32 * MIB, "192.0.2.1", upload, Want { bytes: MIB, whole: true }, UP, 0)), Some(MIB));
         // The stalled reads' holds lapse at body_timeout + grace at the latest.
         assert_eq!(budget.held("x", 10_000 + HOLD_GRACE_MS).0, 0);
+    }
+
+    const RELAY: u64 = MEMORY_PER_RELAY_BYTE as u64;
+    const MSG: u64 = MEMORY_PER_RELAY_MESSAGE as u64;
+
+    /// Issue 52: a relayed session's messages are charged to its client's
+    /// share until its peer could have read them (RELAY_DRAIN a second):
+    /// a reading side drains as it goes, one that does not read fills the
+    /// share and the message that finds no room ends its session; one
+    /// message over the share is too big; an ended session's charge stays
+    /// until drained (workerd still holds its queue).
+    #[test]
+    fn a_relay_is_charged_to_its_clients_share_until_drained() {
+        let budget = 32 * MIB;
+        let share = u64::from(budget / MEMORY_CLIENT_SHARES);
+        let mut b = MemoryBudget::new();
+        let reading = b.open_session("198.51.100.1", 3_600_000, 0);
+        for t in 0..600 {
+            assert_eq!(b.relay(budget, reading, 1, u64::from(RELAY_DRAIN) - MSG, t * 1000), RelayVerdict::Pass, "a side read at the drain rate never fills ({t} s)");
+        }
+        assert!(b.held("198.51.100.1", 600_000).1 <= u64::from(RELAY_DRAIN), "drained as it goes");
+        let stalled = b.open_session("198.51.100.1", 300_000, 600_000);
+        let each = u64::from(MIB) * RELAY + MSG;
+        let fits = (share - b.held("198.51.100.1", 600_000).1) / each;
+        for _ in 0..fits {
+            assert_eq!(b.relay(budget, stalled, 0, u64::from(MIB), 600_000), RelayVerdict::Pass);
+        }
+        assert_eq!(b.relay(budget, stalled, 0, u64::from(MIB), 600_000), RelayVerdict::Cut, "the share full: the session is ended");
+        assert!(b.held("198.51.100.1", 600_000).1 <= share, "never past the share");
+        assert_eq!(b.relay(budget, reading, 1, u64::from(MIB), 600_000), RelayVerdict::Cut, "the client's other session finds no room either");
+        b.end_session(stalled);
+        assert_eq!(b.relay(budget, stalled, 0, 1, 600_000), RelayVerdict::Cut, "an ended session takes no more");
+        let kept = b.held("198.51.100.1", 600_000).1;
+        assert!(kept >= fits * each, "its charge stays after it ended: {kept}");
+        let drained_ms = 1000 * (kept / u64::from(RELAY_DRAIN) + 1);
+        assert_eq!(b.held("198.51.100.1", 600_000 + drained_ms as i64).1, 0, "and drains at the rate its peer is counted as reading");
+        // One message over the share can never be held.
+        let big = b.open_session("203.0.113.1", 300_000, 0);
+        assert_eq!(b.relay(budget, big, 0, (share - MSG) / RELAY + 1, 0), RelayVerdict::TooBig);
+        assert_eq!(b.relay(budget, big, 0, (share - MSG) / RELAY, 0), RelayVerdict::Pass, "exactly the share fits");
+    }
+
+    /// Relays share the isolate's budget with bodies, and lapse with their
+    /// slot (+ grace) if they never end.
+    #[test]
+    fn relays_share_the_isolate_budget_with_bodies() {
+        let budget = 8 * MIB;
+        let mut b = MemoryBudget::new();
+        let read = b.take(budget, "192.0.2.9", UploadLimits { buffer: 512 * 1024, timeout_ms: 10_000 }, Want { bytes: 512 * 1024, whole: true }, Holder::BodyRead, 0);
+        assert!(read.hold.is_some());
+        let sessions: Vec<u64> = (0..4).map(|i| b.open_session(&format!("203.0.113.{i}"), 60_000, 0)).collect();
+        // Four clients, 2 MiB a share, each nearly all of it: with the read's 1.5 MiB, past the 8 MiB.
+        let verdicts: Vec<RelayVerdict> = sessions.iter().map(|s| b.relay(budget, *s, 0, (u64::from(2 * MIB) - MSG) / RELAY - 1024, 0)).collect();
+        assert_eq!(verdicts, [RelayVerdict::Pass, RelayVerdict::Pass, RelayVerdict::Pass, RelayVerdict::Cut], "the isolate full");
+        assert!(b.held("x", 0).0 <= u64::from(budget));
+        // A body with no room is refused as ever: the relays' charge is memory held.
+        let late = b.take(budget, "192.0.2.10", UploadLimits { buffer: 512 * 1024, timeout_ms: 10_000 }, Want { bytes: 512 * 1024, whole: true }, Holder::BodyRead, 0);
+        assert_eq!(late.reception, Reception::Stream);
+        assert_eq!(b.held("x", 60_000 + HOLD_GRACE_MS).0, 0, "lapsed with the slot, and the read with its timeout");
+    }
+
+    /// Issue 52, as an attacker: empty messages cost memory too (charged
+    /// MSG each, so a share holds a bounded number of them); a client that
+    /// opens session after session toward a peer that does not read holds
+    /// no more than its share in all; a reader of a 60 Hz stream of small
+    /// messages is never cut.
+    #[test]
+    fn empty_messages_and_session_after_session_stay_within_the_share() {
+        let budget = 8 * MIB;
+        let share = u64::from(budget / MEMORY_CLIENT_SHARES);
+        let mut b = MemoryBudget::new();
+        let empty = b.open_session("198.51.100.1", 60_000, 0);
+        let passed = (0..10_000).take_while(|_| b.relay(budget, empty, 0, 0, 0) == RelayVerdict::Pass).count() as u64;
+        assert_eq!(passed, share / MSG, "a share holds {} empty messages, not unbounded", share / MSG);
+        assert_eq!(b.held("x", 1_000).0, (passed - u64::from(RELAY_DRAIN_MESSAGES)) * MSG, "a second later: {RELAY_DRAIN_MESSAGES} counted as read");
+        b.end_session(empty);
+        // Session after session, each cut at once: the client's charge never passes its share.
+        for i in 0..20 {
+            let s = b.open_session("198.51.100.1", 60_000, 1_000 + i);
+            while b.relay(budget, s, 0, 64 * 1024, 1_000 + i) == RelayVerdict::Pass {}
+            b.end_session(s);
+            assert!(b.held("198.51.100.1", 1_000 + i).1 <= share);
+        }
+        // A reader of a 60 Hz stream of 100-byte messages is never cut, however long.
+        let game = b.open_session("198.51.100.2", 3_600_000, 0);
+        for tick in 0..60 * 600 {
+            assert_eq!(b.relay(budget, game, 0, 100, tick * 1000 / 60), RelayVerdict::Pass, "tick {tick}");
+        }
+        assert!(b.held("198.51.100.2", 600_000).1 < 2 * MSG, "drained as it goes");
     }
 
     #[test]

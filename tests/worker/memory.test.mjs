@@ -10,8 +10,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
-import { withTollgate, sleep } from "./harness.mjs";
+import { withTollgate, sleep, mockOrigin } from "./harness.mjs";
 import { config, rule, limit } from "./builders.mjs";
+import { rssMb } from "../../bench/procs.mjs";
 
 const KIB = 1024;
 const MIB = 1_048_576;
@@ -79,6 +80,87 @@ test("a body read that stalls is answered 408 at body_timeout: nothing counted o
     await tg.settled();
     assert.equal(bodyLines(tg, "over_budget").length, 0, "read within its share again");
   }));
+
+/** A POST of `length` announced, `sent` bytes of JSON sent at once, then nothing until `stop()`; `response`: the status. */
+function stalledPost(base, path, { ip, length, sent }) {
+  const req = http.request(new URL(path, base), {
+    method: "POST",
+    headers: { "cf-connecting-ip": ip, "content-type": "application/json", "content-length": String(length) },
+  });
+  const response = new Promise((resolve) => {
+    req.on("response", (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    });
+    req.on("error", () => resolve("closed"));
+    req.on("close", () => resolve("closed"));
+  });
+  req.flushHeaders();
+  const head = '{"user":"ann","pad":"';
+  req.write(head + "x".repeat(Math.max(0, sent - head.length)));
+  return { response, stop: () => req.destroy() };
+}
+
+test("uploads, body reads and JSON answers at once: the uploads and reads tollgate held add up to at most memory_budget, the rest streamed or was not read, every stalled one ended at its deadline, every answer came whole", async (t) => {
+  const usage = { prompt_tokens: 1, completion_tokens: 9, total_tokens: 10 };
+  const answer = JSON.stringify({ choices: [{ message: { content: "y".repeat(256 * KIB) } }], usage });
+  const origin = mockOrigin(async (request, record) => (record.path.startsWith("/v1/") ? new Response(answer, { headers: { "content-type": "application/json" } }) : null));
+  const rules = [
+    rule("quota", "/up/*", { key: ["ip"], limits: limit(1000, "1d"), counting: { mode: "response", statuses: [401], upload_buffer: 64 * KIB, upload_timeout: "4s" } }),
+    rule("by-user", "/read/*", { key: ["body:user"], limits: limit(1000, "1m") }),
+    rule("ai", "/v1/*", { key: ["header:x-tenant"], limits: limit(1e9, "1d"), metering: { usage: "openai", reserve: 10, max: 10 }, counting: { mode: "response" } }),
+  ];
+  const cfg = { ...config(...rules), body_limit: 64 * KIB, body_timeout: "4s", memory_budget: 2 * MIB };
+  await withTollgate({ config: cfg, origin }, async (tg) => {
+    const base = await tg.mf.ready;
+    const before = rssMb();
+    // Eight clients, each one stalled upload (64 KiB: 128 KiB held at 2
+    // bytes a byte) and one stalled body read (64 KiB: 192 KiB at 3): 2.5
+    // MiB wanted of a 2 MiB budget.
+    const loads = [];
+    for (let i = 1; i <= 8; i++) {
+      const ip = `203.0.113.${i}`;
+      loads.push({ kind: "upload", ...stalledPost(base, "/up/x", { ip, length: 64 * KIB, sent: 32 * KIB }) });
+      loads.push({ kind: "read", ...stalledPost(base, "/read/x", { ip, length: 64 * KIB, sent: 32 * KIB }) });
+    }
+    // Meanwhile, JSON answers read for usage.
+    const answers = await Promise.all(Array.from({ length: 10 }, async (_, i) => {
+      const r = await tg.fetch("/v1/chat", { ip: `192.0.2.${i + 1}`, method: "POST", headers: { "x-tenant": `t${i}` }, body: "{}" });
+      return [r.status, (await r.text()).length];
+    }));
+    const peak = rssMb();
+    let statuses;
+    try {
+      // The bound: the 4 s deadlines, with 11 s of margin.
+      statuses = await within(15_000, Promise.all(loads.map((l) => l.response)));
+    } finally {
+      loads.forEach((l) => l.stop());
+    }
+    assert.notEqual(statuses, "no answer", "every stalled request was answered within its deadline's bound");
+    assert.deepEqual(answers, Array(10).fill([200, answer.length]), "every JSON answer came whole");
+    await tg.settled();
+    const lines = tg.logEvents();
+    // The JSON requests' own bodies ("{}") are uploads too (the usage rule reserves): told apart by size.
+    const overUploads = lines.filter((e) => e.tollgate === "upload" && e.outcome === "over_budget" && e.wanted === 64 * KIB);
+    const overReads = lines.filter((e) => e.tollgate === "body" && e.outcome === "over_budget");
+    const heldUploads = lines.filter((e) => e.tollgate === "upload" && e.outcome === "stalled").length;
+    const heldReads = lines.filter((e) => e.tollgate === "body" && e.outcome === "stalled").length;
+    t.diagnostic(`held ${heldUploads} uploads and ${heldReads} reads; ${overUploads.length} uploads streamed, ${overReads.length} reads not read; workerd ${before.toFixed(1)} MB before, ${peak.toFixed(1)} MB with all in flight`);
+    // Held at once (all stalled together until their 4 s deadlines).
+    const held = heldUploads * 2 * 64 * KIB + heldReads * 3 * 64 * KIB;
+    assert.ok(held <= 2 * MIB, `held ${held} B of memory, within the 2 MiB budget`);
+    assert.ok(held > 2 * MIB - 3 * 64 * KIB, `the budget was used (${held} B): it refused only past it`);
+    assert.equal(heldUploads + overUploads.length, 8, "each upload held or streamed");
+    assert.equal(heldReads + overReads.length, 8, "each read held or not read");
+    assert.ok([...overUploads, ...overReads].every((e) => e.isolate_held <= 2 * MIB && e.client_held <= MIB / 2), "never past the budget nor a client's quarter");
+    const counts = statuses.reduce((m, s, i) => ({ ...m, [`${loads[i].kind} ${s}`]: (m[`${loads[i].kind} ${s}`] ?? 0) + 1 }), {});
+    assert.equal(counts["read 408"] ?? 0, heldReads, JSON.stringify(counts));
+    assert.equal(counts["read 400"] ?? 0, overReads.length, "a read with no room: its key missing, 400 at once");
+    assert.equal((counts["upload 408"] ?? 0), 8, "every upload ended at upload_timeout (held: stalled; streamed: aborted)");
+    // Generous, finite: 2 MiB held, ten 256 KiB answers, sixteen connections.
+    assert.ok(peak - before < 96, `workerd grew ${(peak - before).toFixed(1)} MB`);
+  });
+});
 
 test("one client holds at most a quarter of memory_budget in body reads: past it a body is not read (its rule's missing-key policy: 400, an over_budget line), another client's is read", () =>
   withTollgate({ config: reading({ body_timeout: "3s", body_limit: 64 * KIB, memory_budget: 2 * MIB }) }, async (tg) => {
