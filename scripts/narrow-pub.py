@@ -111,6 +111,7 @@ KEEP = [
     "pipeline::access::Refusal",
     "pipeline::admin::AdminError",
     "pipeline::admin::AdminRequest",
+    "pipeline::admin::ByHash",
     "pipeline::applied::Matched",
     "pipeline::console::ConsoleRoute",
     "pipeline::console::traffic::Range",

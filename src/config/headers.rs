@@ -66,14 +66,6 @@ pub(crate) struct Policies<'a> {
     pub(crate) windowless: bool,
 }
 
-#[cfg(test)]
-impl<'a> Policies<'a> {
-    /// A rule counting requests, without slots.
-    pub fn of_requests(rule: &'a str) -> Policies<'a> {
-        Policies { rule, unit: None, concurrency: None, windowless: false }
-    }
-}
-
 /// What the `RateLimit` item reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Report {
@@ -486,5 +478,12 @@ mod tests {
         assert_eq!(body["status"], 429);
         assert_eq!(body["retry_after"], 7);
         assert_eq!(body["title"], "Too Many Requests");
+    }
+
+    impl<'a> Policies<'a> {
+        /// A rule counting requests, without slots.
+        pub(crate) fn of_requests(rule: &'a str) -> Policies<'a> {
+            Policies { rule, unit: None, concurrency: None, windowless: false }
+        }
     }
 }

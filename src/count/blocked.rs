@@ -140,12 +140,6 @@ impl BlockedUntilCache {
         self.until.get(id).filter(|cached| cached.holds(now_ms)).map(|cached| &cached.block)
     }
 
-    /// [`BlockedUntilCache::get`], cloned.
-    #[cfg(test)]
-    pub(crate) fn peek(&self, id: &str, now_ms: i64) -> Option<Block> {
-        self.get(id, now_ms).cloned()
-    }
-
     /// Records that `id` is blocked as `block` says.
     pub(crate) fn insert(&mut self, id: &str, block: Block, now_ms: i64) {
         if block.until_ms <= now_ms {
@@ -178,25 +172,11 @@ impl BlockedUntilCache {
         soonest.is_some_and(|k| self.until.remove(&k).is_some())
     }
 
-    #[cfg(test)]
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     /// Forgets `id` (after an operator reset, or an allowed answer).
     pub(crate) fn remove(&mut self, id: &str) {
         self.until.remove(id);
     }
 
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.until.len()
-    }
-
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.until.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -273,5 +253,21 @@ mod tests {
         cache.insert("c", until(6_000), 200);
         assert_eq!(cache.blocked_until("b", 200), Some(until(5_000)));
         assert_eq!(cache.blocked_until("c", 200), Some(until(6_000)));
+    }
+
+    impl BlockedUntilCache {
+        /// [`BlockedUntilCache::get`], cloned.
+        pub(crate) fn peek(&self, id: &str, now_ms: i64) -> Option<Block> {
+            self.get(id, now_ms).cloned()
+        }
+        pub(crate) fn capacity(&self) -> usize {
+            self.capacity
+        }
+        pub(crate) fn len(&self) -> usize {
+            self.until.len()
+        }
+        pub(crate) fn is_empty(&self) -> bool {
+            self.until.is_empty()
+        }
     }
 }

@@ -250,21 +250,9 @@ impl Call {
         Call { op, ..self }
     }
 
-    /// The same call counted by `algorithm`.
-    #[cfg(test)]
-    pub(crate) fn with_algorithm(self, algorithm: Algorithm) -> Call {
-        Call { algorithm, ..self }
-    }
-
     /// The same call counting `cost`.
     pub(crate) fn with_cost(self, cost: u32) -> Call {
         Call { cost, ..self }
-    }
-
-    /// The same call against `limits`.
-    #[cfg(test)]
-    pub(crate) fn with_limits(self, limits: Vec<Limit>) -> Call {
-        Call { limits, ..self }
     }
 
     with! {
@@ -867,15 +855,6 @@ impl fmt::Display for CallFailure {
 
 impl std::error::Error for CallFailure {}
 
-/// Reads an object's answer: a 200 with a [`Reply`], or why not.
-#[cfg(test)]
-pub(crate) fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure> {
-    if status != 200 {
-        return Err(CallFailure::Refused { status, body: body.to_string() });
-    }
-    serde_json::from_str(body).map_err(|e| CallFailure::Unreadable(e.to_string()))
-}
-
 /// The reply in its compact form, the answer to a compact call: one line
 /// of fields separated by spaces, in this order (`-` for none):
 ///
@@ -1410,6 +1389,25 @@ mod tests {
         }
         assert!(matches!(decode_call_url("https://limiter/v1/lease?l=10x1000&h=100&w=1&w=2"), Err(CallError::Malformed(_))));
         assert_eq!(decode_call_url("https://limiter/v1/lease?l=10x1000&h=100").map(|c| c.want), Ok(None), "want defaults to the cost");
+    }
+
+    impl Call {
+        /// The same call counted by `algorithm`.
+        pub(crate) fn with_algorithm(self, algorithm: Algorithm) -> Call {
+            Call { algorithm, ..self }
+        }
+        /// The same call against `limits`.
+        pub(crate) fn with_limits(self, limits: Vec<Limit>) -> Call {
+            Call { limits, ..self }
+        }
+    }
+
+    /// Reads an object's answer: a 200 with a [`Reply`], or why not.
+    pub(crate) fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure> {
+        if status != 200 {
+            return Err(CallFailure::Refused { status, body: body.to_string() });
+        }
+        serde_json::from_str(body).map_err(|e| CallFailure::Unreadable(e.to_string()))
     }
 }
 

@@ -243,13 +243,6 @@ impl RegistryCall {
     }
 }
 
-/// The registry's answer to a list: one entry line each (the object
-/// writes the same lines; the tests read them back).
-#[cfg(test)]
-fn encode_listing(entries: &[Entry]) -> String {
-    entries.iter().map(Entry::encode).collect::<Vec<_>>().join("\n")
-}
-
 /// Reads a listing's text (one entry line each): the entries live at `now_ms`, a line
 /// that does not decode skipped, at most [`MAX_LISTED`].
 pub(crate) fn decode_listing(text: &str, now_ms: i64) -> Vec<Entry> {
@@ -322,5 +315,11 @@ mod tests {
     fn reasons_lose_control_characters_and_are_capped() {
         assert_eq!(clean_text(" a\nb\tc\u{7}d ", 200), "abcd");
         assert_eq!(clean_text("abcdef", 3), "abc");
+    }
+
+    /// The registry's answer to a list: one entry line each (the object
+    /// writes the same lines; the tests read them back).
+    fn encode_listing(entries: &[Entry]) -> String {
+        entries.iter().map(Entry::encode).collect::<Vec<_>>().join("\n")
     }
 }

@@ -250,10 +250,6 @@ impl Episodes {
         });
     }
 
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.open.len()
-    }
 }
 
 /// The episode an event belongs to: episodic events with a rule and a key
@@ -414,5 +410,11 @@ mod tests {
             assert_eq!(out[0], block("r", &format!("k{i}")), "a new key is always written");
         }
         assert_eq!(summaries, 1, "k0's suppressed line is reported when it is evicted");
+    }
+
+    impl Episodes {
+        fn len(&self) -> usize {
+            self.open.len()
+        }
     }
 }

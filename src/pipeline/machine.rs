@@ -517,11 +517,6 @@ impl<'c> Settle<'c> {
         Settle { applied: Vec::new(), outcomes: Vec::new() }
     }
 
-    #[cfg(test)]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.applied.is_empty()
-    }
-
     /// The response header fields settling reads (each rule's
     /// `success_identity_header`), for the driver to hand over.
     pub(crate) fn response_headers(&self) -> Vec<&str> {
@@ -940,5 +935,11 @@ mod tests {
         assert!(invalid_config(&errors, false, 60_999, &mut last).1.is_none(), "within the minute");
         assert!(invalid_config(&errors, true, 61_000, &mut last).1.is_some(), "a minute later");
         assert!(invalid_config(&errors, true, 61_000, &mut None).0.is_none(), "allow: forwarded");
+    }
+
+    impl<'c> Settle<'c> {
+        pub(crate) fn is_empty(&self) -> bool {
+            self.applied.is_empty()
+        }
     }
 }

@@ -174,10 +174,6 @@ impl PlanMemo {
         }
     }
 
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.entries.len()
-    }
 }
 
 #[cfg(test)]
@@ -384,5 +380,11 @@ mod tests {
         let (fp, reads, applied) = planned(c, URL, &[("cf-connecting-ip", "192.0.2.9"), ("x-tenant", "7"), ("cookie", cookie)]);
         memo.keep(fp.clone(), reads, applied);
         assert_eq!(memo.len(), 2);
+    }
+
+    impl PlanMemo {
+        fn len(&self) -> usize {
+            self.entries.len()
+        }
     }
 }

@@ -1182,7 +1182,7 @@ mod tests {
         let (p, read) = plan_of(&c, "POST", "/login", &[IP, json_type], Some(br#"{"email":" A@x "}"#), None);
         assert!(read);
         let keys = checked(&p);
-        assert_eq!(keys[0].1, format!("body:email={}", crate::request::key::hash_identity("a@x").unwrap()));
+        assert_eq!(keys[0].1, format!("body:email={}", crate::request::key::tests::hash_identity("a@x").unwrap()));
         assert_eq!(keys[1].1, "country=NZ|asn=64500");
         let (p, _) = plan_of(&c, "POST", "/login", &[IP, json_type], None, None);
         assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == "login"), "unusable body");

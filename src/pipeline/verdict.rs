@@ -206,14 +206,6 @@ pub(crate) fn invalid_config() -> OwnResponse {
     OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1))
 }
 
-/// Folds each checked rule's outcome (`outcomes[i]` for `applied[i]`) into
-/// the answer, as the module documentation describes, for a client that
-/// sent no `Accept` (a blocking rule's own response body, if it has one).
-#[cfg(test)]
-pub(crate) fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
-    verdict_for(applied, outcomes, Prefers::Other)
-}
-
 /// [`verdict`] for a client that `prefers` (its `Accept`,
 /// [`Prefers::from_accept`]) JSON or not: the block response negotiated as
 /// [`crate::config::response`] says.
@@ -895,6 +887,13 @@ mod tests {
         let two: &[(&str, &str)] = &[("x-authenticated-user", "ann@example.com, mallory@example.com")];
         assert_eq!(settled(&a, &reserved(9), Some((200, two))), Some((Op::Release, Some(9))), "a list names no one account");
         assert_eq!(settled(&a, &reserved(9), Some((204, as_ann))), Some((Op::Release, Some(9))), "success_statuses = [200]");
+    }
+
+    /// Folds each checked rule's outcome (`outcomes[i]` for `applied[i]`) into
+    /// the answer, as the module documentation describes, for a client that
+    /// sent no `Accept` (a blocking rule's own response body, if it has one).
+    pub(crate) fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
+        verdict_for(applied, outcomes, Prefers::Other)
     }
 }
 

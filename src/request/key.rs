@@ -742,14 +742,6 @@ pub(crate) fn identity_key(part: &KeyPart, value: &str) -> Option<String> {
     }
 }
 
-/// Normalizes an identity such as an email (trimmed, lowercased) and hashes
-/// it with SHA-256 (hex), as a `body:` key part holds it by default. `None`
-/// for a value that is empty once trimmed.
-#[cfg(test)]
-pub fn hash_identity(raw: &str) -> Option<String> {
-    ValueType::Lower.read(raw).map(|v| sha256_hex(&v))
-}
-
 fn sha256_hex(text: &str) -> String {
     use sha2::{Digest, Sha256};
     crate::request::hmac::hex(&Sha256::digest(text.as_bytes()))
@@ -947,7 +939,7 @@ fn teredo_client(v6: &Ipv6Addr) -> Option<Ipv4Addr> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -1355,5 +1347,12 @@ mod tests {
         assert!(matches!(many, Err(KeyError::TooMany { .. })), "{many:?}");
         assert_eq!(identity_key(&KeyPart::Credential, "sk-ant-1"), Some(sk), "an override names the key as a request does");
         assert!(KeyPart::Credential.identifies_client());
+    }
+
+    /// Normalizes an identity such as an email (trimmed, lowercased) and hashes
+    /// it with SHA-256 (hex), as a `body:` key part holds it by default. `None`
+    /// for a value that is empty once trimmed.
+    pub(crate) fn hash_identity(raw: &str) -> Option<String> {
+        ValueType::Lower.read(raw).map(|v| sha256_hex(&v))
     }
 }

@@ -917,7 +917,7 @@ mod tests {
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
         };
         let email = rule_key(&config, "login", &values(&[("body:email", " Victim@Example.com")])).unwrap();
-        assert_eq!(email, format!("body:email={}", crate::request::key::hash_identity("victim@example.com").unwrap()));
+        assert_eq!(email, format!("body:email={}", crate::request::key::tests::hash_identity("victim@example.com").unwrap()));
         assert_eq!(rule_key(&config, "heavy", &values(&[("ip", "2001:DB8::1")])).unwrap(), "ip=2001:db8::/64");
         assert_eq!(
             rule_key(&config, "heavy", &values(&[("ip", "a&b=c")])).unwrap_err(),
