@@ -23,7 +23,7 @@
 //! read exactly these headers and decide exactly the same. Anything else is
 //! planned afresh. The rules it replays are checked as any others: through
 //! the blocked-until cache, then their objects. A URL the memo holds a plan
-//! for also skips [`crate::pipeline::plan::may_apply`] ([`PlanMemo::holds_url`]).
+//! for is one some rule takes ([`PlanMemo::holds_url`]).
 //!
 //! Bounded: at most `capacity` entries, the oldest dropped first; a URL and
 //! header values over [`MAX_ENTRY_BYTES`] are not kept (a kept plan's keys
@@ -129,8 +129,8 @@ impl PlanMemo {
     }
 
     /// Whether some kept plan is of a request to `url`. Such a plan checked
-    /// rules, so some rule takes `url`: [`crate::pipeline::plan::may_apply`], a
-    /// function of the URL alone, is true of it and need not be asked.
+    /// rules, so some rule takes `url`: the zone's [`crate::pipeline::plane::walk`], a
+    /// function of the URL alone, plans it and need not be asked.
     pub(crate) fn holds_url(&self, url: &str) -> bool {
         self.urls.contains_key(url)
     }
@@ -292,7 +292,7 @@ mod tests {
             memo.keep(fp.clone(), reads, applied);
             kept += memo.len();
             // A kept plan checked rules, so the URL may apply.
-            assert!(memo.holds_url(URL) && crate::pipeline::plan::may_apply(c, URL));
+            assert!(memo.holds_url(URL) && crate::pipeline::plan::tests::may_apply(c, URL));
             for other in &requests {
                 let header = |name: &str| other.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
                 if let Some(replay) = memo.replay(&fp, &header) {

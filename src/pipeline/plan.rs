@@ -191,23 +191,6 @@ pub struct Plan<'c> {
     pub route: Route<'c>,
 }
 
-/// Whether a request to `url` may need more than [`plan`]'s fast path: its
-/// path is malformed (a 400), enters the admin prefix (under it, or
-/// passing through it: [`canonical_path_entering`]), or is taken by some
-/// rule's host and path. `false`: the plan checks nothing and reads nothing
-/// more, so the Worker forwards the request without parsing its URL or
-/// reading `cf`, secrets or the clock (a zone-wide route sends every
-/// request of the zone). `url` is the request's URL as the runtime
-/// serializes it (WHATWG): split as it is ([`RawUrl::split`]), its host and
-/// path are what a parsed [`url::Url`] gives. The zone Worker's own
-/// [`crate::pipeline::plane::entry`] short of `Entry::Pass`: one walk
-/// decides both.
-#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub(crate) fn may_apply(config: &Config, url: &str) -> bool {
-    use crate::pipeline::plane::{self, Entry, Plane};
-    plane::entry(config, url, Plane::Zone, &|host, path| rules_take(config, host, path)) != Entry::Pass
-}
-
 /// Whether some rule's host and path take the request ([`Rule::takes`]).
 pub(crate) fn rules_take(config: &Config, host: &str, path: &str) -> bool {
     config.rules.iter().any(|rule| rule.takes(host, path))
@@ -711,8 +694,17 @@ fn own_origin(url: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Whether a request to `url` may need more than [`plan`]'s fast path:
+    /// the zone's [`crate::pipeline::plane::walk`] short of `Entry::Pass`
+    /// (its path malformed, entering the admin prefix, or taken by some
+    /// rule's host and path).
+    pub(crate) fn may_apply(config: &Config, url: &str) -> bool {
+        use crate::pipeline::plane::{walk, Entry, Plane};
+        walk(config, url, Plane::Zone, &|host, path| rules_take(config, host, path)).0 != Entry::Pass
+    }
     use crate::testing::Req;
     use crate::request::canon::canonical_host;
     use url::Url;
@@ -824,7 +816,7 @@ mod tests {
         assert_eq!(p.canonical.map(|c| c.path), Some("/other".to_string()), "explain still shows the canonical view");
     }
 
-    /// The Worker skips the plan when `may_apply` says no: only for
+    /// The Worker skips the plan when the zone's walk says `Entry::Pass`: only for
     /// requests the plan would check nothing for and read nothing of.
     #[test]
     fn may_apply_is_false_only_where_the_plan_checks_nothing() {

@@ -46,17 +46,8 @@ pub(crate) enum Entry {
     Pass,
 }
 
-/// Where a request to `url` (as the runtime serialized it) goes on `plane`.
-/// `takes(host, canonical path)`: whether some rule's host and path take
-/// it, asked only on the zone for a path outside the admin prefix. The
-/// Workers ask [`walk`], which also returns the walk; this is for the tools
-/// and the tests.
-#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub(crate) fn entry(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> Entry {
-    walk(config, url, plane, takes).0
-}
-
-/// [`entry`], and the walk of a URL the zone sends to be planned because
+/// Where a request to `url` (as the runtime serialized it) goes on
+/// `plane`, and the walk of a URL the zone sends to be planned because
 /// a rule takes it ([`Walked`]; `None` for any other entry).
 pub(crate) fn walk<'c, 'u>(config: &'c Config, url: &'u str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> (Entry, Option<Walked<'c, 'u>>) {
     let raw = RawUrl::split(url);
@@ -127,6 +118,11 @@ pub(crate) fn not_here() -> OwnResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where a request to `url` goes on `plane` ([`walk`]'s entry).
+    fn entry(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> Entry {
+        walk(config, url, plane, takes).0
+    }
     use serde_json::json;
 
     fn config() -> Config {
