@@ -58,7 +58,7 @@ impl Overrides {
         &self.entries
     }
 
-    /// The limits for `key` (a key as [`crate::pipeline::plan::Applied::key`] holds
+    /// The limits for `key` (a key as [`crate::pipeline::applied::Applied::key`] holds
     /// it), if an override names it.
     pub(crate) fn limits_for(&self, key: &str) -> Option<&[Limit]> {
         self.by_key.get(key).and_then(|&i| self.entries.get(i)).map(|o| o.limits.as_slice())

@@ -135,7 +135,7 @@ impl BlockedUntilCache {
     }
 
     /// The block on `id`, if it lasts beyond `now_ms` (read only, as
-    /// [`BlockedUntilCache::refuses`]).
+    /// [`BlockedUntilCache::blocked_until`]).
     pub(crate) fn get(&self, id: &str, now_ms: i64) -> Option<&Block> {
         self.until.get(id).filter(|cached| cached.holds(now_ms)).map(|cached| &cached.block)
     }

@@ -1,4 +1,5 @@
-//! The stored row of a limiter object: one typed value ([`StoredRow`]) and
+//! The stored row of a limiter object: one typed value ([`CountRow`], behind
+//! its penalty) and
 //! its one codec. Every wrapper around the counter's state is spelled here
 //! and nowhere else (issue 36: they were parsed in three modules).
 //!

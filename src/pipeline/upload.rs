@@ -229,7 +229,7 @@ impl Holder {
 
 /// The isolate's budget of memory held for request bodies: received
 /// uploads and bodies read for keys (issue 52; isolate state: the glue
-/// keeps one, [`crate::glue`]'s only part is to hold it and give holds
+/// keeps one, `crate::glue`'s only part is to hold it and give holds
 /// back). Counted in bytes of isolate memory, each body byte at what its
 /// kind costs ([`Holder::per_byte`]). Linear in the bodies being held, which an
 /// isolate's concurrent requests bound.

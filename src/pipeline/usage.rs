@@ -269,7 +269,7 @@ const ANTHROPIC_FIGURES: &[&str] = &["input_tokens", "cache_creation_input_token
 const GEMINI_FIGURES: &[&str] = &["promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount", "totalTokenCount"];
 
 /// What a reading looks for in every event: its usage targets first, then
-/// `type` and `error` (the last two, at [`TYPE`] and [`ERROR`] from the end).
+/// `type` and `error` (the last two, at `TYPE` and `ERROR` from the end).
 fn targets(reading: &Reading) -> Vec<Target> {
     let mut targets = match reading {
         Reading::Provider(Provider::OpenAi) => {

@@ -1,7 +1,7 @@
 //! The back half of the decision pipeline, pure: from what each rule's
 //! counter said to what the request gets.
 //!
-//! [`verdict`] folds the [`Outcome`] of every checked rule (in plan order)
+//! [`verdict_for`] folds the [`Outcome`] of every checked rule (in plan order)
 //! into one [`Verdict`]: forward (with the `RateLimit` fields to add) or one
 //! of tollgate's own responses, and the log events to write. [`settle`]
 //! says what failures-only rules tell their objects once the request is
@@ -206,7 +206,7 @@ pub(crate) fn invalid_config() -> OwnResponse {
     OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1))
 }
 
-/// [`verdict`] for a client that `prefers` (its `Accept`,
+/// The verdict for a client that `prefers` (its `Accept`,
 /// [`Prefers::from_accept`]) JSON or not: the block response negotiated as
 /// [`crate::config::response`] says.
 pub(crate) fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefers) -> Verdict {

@@ -159,7 +159,7 @@ impl Assumptions<'_> {
 pub(crate) struct Explained<'c> {
     pub(crate) url: Result<Url, String>,
     /// No rule's host and path take the URL: the Worker forwards it with
-    /// nothing else read ([`machine::applies`]).
+    /// nothing else read ([`crate::pipeline::plane::walk`]'s `Entry::Pass`).
     pub(crate) fast_path: bool,
     /// The Worker's plan memo would keep this plan for the client's repeats
     /// (a blocked client, nothing exempt, no body read).
