@@ -21,7 +21,8 @@
 //! the config reader [`Config`] (`from_json`, `from_json_str`,
 //! `warnings`), and the CLI's entry [`cli`] (`run` with a `Host`).
 //!
-//! `docs/ARCHITECTURE.md` draws the layers and holds the module catalogue.
+//! `docs/ARCHITECTURE.md` draws the layers, walks a request and gives the
+//! decisions' reasons; each module's contract is its own `//!` doc.
 
 // Folders by layer (docs/ARCHITECTURE.md draws them): request reading,
 // config, counting, the decision pipeline, the wasm32 glue and the tools.
