@@ -1,4 +1,4 @@
-//! The layout is the architecture (issue 26): `src/` is in folders by
+//! The layout is the architecture: `src/` is in folders by
 //! layer, and a layer uses only the layers below it. This test reads each
 //! source file whole (comments and literals blanked, `#[cfg(test)]` items
 //! dropped wherever they sit) and fails on a

@@ -1,4 +1,4 @@
-//! The metering fields of a rule (issue 29): the `metering` table
+//! The metering fields of a rule: the `metering` table
 //! ([`crate::config::cost::Usage`]; a `cost` table in the 0.2.0 spelling),
 //! its fields and how it is read (`reserve > max` refused), and what
 //! `concurrency` refuses ([`check_concurrency`]).
@@ -249,7 +249,7 @@ mod tests {
         assert!(errors(json!({"metering": {"header": "x-t", "reserve": 10, "max": 10}, "counting": {"mode": "response"}}))[..].is_empty(), "reserve = max is the exact setting");
     }
 
-    /// Issue 37: usage read from the body, its count and cut, written back
+    /// Usage read from the body, its count and cut, written back
     /// as read; `header` and `usage` exclusive.
     #[test]
     fn a_body_usage_is_read_described_as_read_and_its_fields_refused_where_they_mean_nothing() {
@@ -281,7 +281,7 @@ mod tests {
         assert!(short[0].contains("`metering.cut`") && short[1].contains("`counting.reservation_ttl`"), "{short:?}");
         assert!(warnings(json!({ "usage": "gemini", "reserve": 10, "max": 20, "cut": true }), json!({ "mode": "response", "reservation_ttl": "10m" })).is_empty());
         let anthropic = warnings(json!({ "usage": "anthropic", "reserve": 10, "max": 20, "cut": true }), json!({ "mode": "response", "reservation_ttl": "10m" }));
-        assert!(anthropic.len() == 1 && anthropic[0].contains("last message_delta"), "issue 50: {anthropic:?}");
+        assert!(anthropic.len() == 1 && anthropic[0].contains("last message_delta"), "anthropic's last message_delta: {anthropic:?}");
         let (u, _) = read(json!({ "header": "x-t", "reserve": 10, "max": 20 }));
         assert_eq!((u.unit(), u.missing_units()), ("x-t", 10), "a header's missing usage still commits reserve");
         for (metering, field) in [
@@ -305,7 +305,7 @@ mod tests {
         }
     }
 
-    /// Issue 50, item 7: a provider's usage refuses in its API's shape
+    /// A provider's usage refuses in its API's shape
     /// unless `refusal = "problem"`; a header or a JSON path has no API to
     /// take a shape from.
     #[test]
@@ -339,7 +339,7 @@ mod tests {
         }
     }
 
-    /// Issue 50, item 8: an LLM rule keyed on one API-key header answers
+    /// An LLM rule keyed on one API-key header answers
     /// 400 to the clients that send the key in another: check says so.
     #[test]
     fn an_llm_rule_keyed_on_one_api_key_header_is_pointed_to_credential() {
@@ -386,7 +386,7 @@ mod tests {
             let e = read(extra.clone()).expect_err("refused");
             assert!(e.contains("rule `r`, field `idle_release`") && e.contains(message), "{extra}: {e}");
         }
-        // Issue 36: concurrency needs no dummy limit.
+        // Concurrency needs no dummy limit.
         let slots = json!({ "rules": [{ "name": "s", "path": "/s", "key": ["header:x-k"], "concurrency": 2, "counting": { "mode": "response" } }] });
         let config = Config::from_json(&slots).unwrap();
         let s = &config.rules[0];

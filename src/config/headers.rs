@@ -33,7 +33,7 @@
 //!   supports no sub-second precision: a window that is not whole seconds
 //!   (`500ms`, `1500ms`) is stated without `w` rather than rounded (`w=1`
 //!   for 500 ms would claim half the rate the limiter allows).
-//! - **Calendar windows** (issue 53; the draft has no calendar notion): a
+//! - **Calendar windows** (the draft has no calendar notion): a
 //!   day, week or month in a time zone is stated without `w`, as its
 //!   length varies (23 to 25 hours, 28 to 31 days) and a fixed `w` would
 //!   tell a client to spread the quota over a rolling span. `RateLimit`'s
@@ -91,7 +91,7 @@ pub(crate) fn policy_name(rule: &str, windows: &[WireWindow], index: usize) -> S
 }
 
 /// [`policy_name`], appended to `out` (no `format!`: the blocked path
-/// builds these per request, issue 36).
+/// builds these per request).
 fn push_policy_name(out: &mut String, rule: &str, windows: &[WireWindow], index: usize) {
     out.push_str(rule);
     let Some(window) = windows.get(index).filter(|_| windows.len() > 1) else { return };
@@ -185,7 +185,7 @@ pub(crate) fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) 
         }
         // A calendar period has no one length (23 to 25 hours, 28 to 31
         // days) and the draft no calendar: no `w`; `RateLimit`'s `t` says
-        // when the quota comes back (issue 53).
+        // when the quota comes back.
         if w.calendar.is_none() && w.window_ms.is_multiple_of(1000) && w.window_ms > 0 {
             item.push_str(";w=");
             push_u64(&mut item, w.window_ms / 1000);
@@ -322,7 +322,7 @@ mod tests {
         assert_eq!(rate_fields(&p, &[], Report::Allowed), Vec::<(String, String)>::new(), "no empty list");
     }
 
-    /// The items are built without `format!` (issue 36's blocked path):
+    /// The items are built without `format!`:
     /// byte for byte what the `format!` forms they replaced write, for plain
     /// and escaped names, units, several windows and every integer width.
     #[test]
@@ -382,7 +382,7 @@ mod tests {
         }
     }
 
-    /// Issue 35: sub-second windows were stated as `w=1` (half the rate
+    /// Sub-second windows were stated as `w=1` (half the rate
     /// the limiter allows for 500 ms); the draft has no sub-second `w`.
     #[test]
     fn a_calendar_window_is_named_by_its_unit_and_states_no_w() {
@@ -404,7 +404,7 @@ mod tests {
         assert_eq!(ratelimit_policy(&plain("one"), &w[..1]), ["\"one\";q=5"]);
     }
 
-    /// Issue 35: `60s` and `1m` in one rule gave two `"dup-60s"`; a rule
+    /// `60s` and `1m` in one rule gave two `"dup-60s"`; a rule
     /// named `api-60s` beside rule `api`'s 60 s window gave two `"api-60s"`.
     #[test]
     fn no_two_items_share_a_name() {
@@ -426,7 +426,7 @@ mod tests {
         assert_eq!(unique.len(), all.len(), "{all:?}");
     }
 
-    /// Issue 35: a usage rule's quota is in the origin's units.
+    /// A usage rule's quota is in the origin's units.
     #[test]
     fn a_usage_rule_states_its_unit() {
         let p = Policies { rule: "ai", unit: Some("x-tokens"), concurrency: None, windowless: false };
@@ -435,7 +435,7 @@ mod tests {
         assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"ai\";r=5766;t=1");
     }
 
-    /// Issue 35: a refusal by the slots named a window (`r=98`).
+    /// A refusal by the slots named a window (`r=98`).
     #[test]
     fn the_slots_are_a_policy_of_their_own() {
         let p = Policies { rule: "conc", unit: None, concurrency: Some(2), windowless: false };

@@ -135,7 +135,7 @@ pub struct Config {
     /// Path prefix of the admin API, e.g. `/.tollgate`.
     pub(crate) admin_prefix: String,
     /// The Cloudflare Access application in front of the admin prefix
-    /// (`admin_access`): its tokens sign the operator in (issue 38).
+    /// (`admin_access`): its tokens sign the operator in.
     pub(crate) admin_access: Option<access::AdminAccess>,
     /// Most body bytes read for `body:` keys.
     pub body_limit: u32,
@@ -817,7 +817,7 @@ mod tests {
         assert_eq!(config.rules[0].on_success, None);
     }
 
-    /// Issue 35, break 7, and issue 52: the isolate's memory budget (in
+    /// The isolate's memory budget (in
     /// bytes of memory, 2 per body byte held), and a buffer or body limit
     /// no client's share of it could hold.
     #[test]
@@ -893,7 +893,7 @@ mod tests {
         assert!(warnings[1].contains("one failure"), "{}", warnings[1]);
     }
 
-    /// Issue 39 item 7: the default reject on `/api/*` keyed by a header
+    /// The default reject on `/api/*` keyed by a header
     /// turns every header-less call into 400: `check` says so, unless the
     /// policy was written, the path is narrow or the key cannot be missing.
     #[test]

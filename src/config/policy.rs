@@ -263,7 +263,7 @@ pub(crate) const MIN_MEMORY_BUDGET: u32 = 2 * 1_048_576;
 pub(crate) const MEMORY_CLIENT_SHARES: u32 = 4;
 
 /// Bytes of isolate memory one byte of a received upload costs, as
-/// measured in workerd (issue 52): the body waits in the original
+/// measured in workerd: the body waits in the original
 /// request's stream (the tee's branch for the origin) while tollgate reads
 /// a clone to see it arrive. Four stalled uploads of 8 MiB (32 MiB of
 /// payload) grew workerd's RSS by 67-71 MB: a budget that counted
@@ -272,7 +272,7 @@ pub(crate) const MEMORY_CLIENT_SHARES: u32 = 4;
 pub(crate) const MEMORY_PER_UPLOAD_BYTE: u32 = 2;
 
 /// Bytes of isolate memory one byte of a body read for `body:` keys and
-/// form parameters costs, as measured in workerd (issue 52): the tee's
+/// form parameters costs, as measured in workerd: the tee's
 /// branch for the origin, the copy tollgate reads (one array, sized once)
 /// and the runtime's own buffers: 16 stalled reads of 1 MiB − 1 KiB grew
 /// workerd by 46-49 MB, 30 by 78 MB (2.5 to 2.9 bytes per byte). Every body

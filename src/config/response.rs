@@ -29,7 +29,7 @@ use crate::count::algorithm::push_u64;
 
 /// How a rule words its refusals (`metering.refusal`): the RFC 9457
 /// problem, or the error object of the LLM API it meters, which that API's
-/// SDKs read (issue 50, item 7: on problem+json Python `openai` showed only
+/// SDKs read (on problem+json Python `openai` showed only
 /// "Error code: 429", `@google/genai` double-encoded it, and the Anthropic
 /// SDK's `error.type` was `about:blank`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -434,7 +434,7 @@ mod tests {
         }
     }
 
-    /// Issue 50, item 7: a rule metering an LLM refuses in its API's own
+    /// A rule metering an LLM refuses in its API's own
     /// error shape, which the SDKs read (their rate-limit error, its
     /// `error.type`), readable, and says when a retry is pointless.
     #[test]
@@ -519,7 +519,7 @@ mod tests {
         assert!(CustomResponse::new(429, None, Some(&"x".repeat(MAX_BODY_BYTES + 1))).is_err());
     }
 
-    /// Issue 39: an app's own JSON error shape reaches a JSON client; an
+    /// An app's own JSON error shape reaches a JSON client; an
     /// HTML page does not (problem+json stays the default).
     #[test]
     fn a_json_body_of_the_rules_own_wins_over_problem_json() {

@@ -291,8 +291,8 @@ pub struct Match {
     /// format suffix removed (lowercased for a case-insensitive rule).
     pub matched_path: String,
     /// Each group's value in the case the request sent it, though a
-    /// case-insensitive rule matched the path folded (issue 39:
-    /// `path:link:raw` on `/chat/AbC123` is `AbC123`). An untyped group of
+    /// case-insensitive rule matched the path folded
+    /// (`path:link:raw` on `/chat/AbC123` is `AbC123`). An untyped group of
     /// such a rule is folded again where its key is read
     /// ([`crate::request::key::KeyInputs::fold_path_groups`]).
     pub groups: Vec<(String, String)>,
@@ -915,7 +915,7 @@ mod tests {
         Some(found)
     }
 
-    /// Issue 39: a case-insensitive rule matches `/chat/AbC123` folded but
+    /// A case-insensitive rule matches `/chat/AbC123` folded but
     /// captures `AbC123` as sent; a case-sensitive one is unchanged.
     #[test]
     fn groups_keep_the_case_sent() {

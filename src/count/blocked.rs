@@ -7,7 +7,7 @@
 //! nothing, so nothing the object would do could unblock the key earlier
 //! (except an operator's reset, which reaches only the object).
 //!
-//! An entry is trusted for at most [`RECHECK_MS`] (issue 38): past that, the
+//! An entry is trusted for at most [`RECHECK_MS`]: past that, the
 //! next request of the key asks the object again, which refuses it again
 //! (and the cache keeps the new answer) unless an operator reset or lifted
 //! the key meanwhile. The admin API is served by a Worker of its own, which
@@ -32,7 +32,7 @@ pub(crate) const RECHECK_MS: i64 = 10_000;
 
 /// A cached block: until when (Unix ms), which window binds and the
 /// limits that decided (for the `RateLimit` fields of the answers given
-/// from the cache: issue 35, a runtime override's 2 per 30 s was reported
+/// from the cache: without them, a runtime override's 2 per 30 s was reported
 /// as the config's 10 per 60 s once the block came from the cache).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Block {
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(Refusal::of(Some(0), None, false), Refusal::Limit);
         assert_eq!(Refusal::of(Some(1), None, true), Refusal::Limit, "reservations in flight fill a window");
         assert_eq!(Refusal::of(None, None, false), Refusal::Ban);
-        assert_eq!(Refusal::of(None, None, true), Refusal::Concurrency, "issue 35: a full set of slots was logged as a ban");
+        assert_eq!(Refusal::of(None, None, true), Refusal::Concurrency, "a full set of slots is no ban");
         assert_eq!(Refusal::of(Some(0), Some(1), false), Refusal::Penalty);
         assert_eq!(Refusal::Concurrency.name(), "concurrency");
     }

@@ -686,7 +686,7 @@ mod tests {
         }
     }
 
-    /// Issue 25: a look-alike account's success (keyed alike, spelled
+    /// A look-alike account's success (keyed alike, spelled
     /// otherwise) releases its own slot and relieves nothing else.
     #[test]
     fn a_success_relieves_only_failures_of_its_own_spelling() {
@@ -1002,7 +1002,7 @@ mod tests {
         }
     }
 
-    /// Usage reported by the origin (issue 29): a commit counts `used`
+    /// Usage reported by the origin: a commit counts `used`
     /// instead of the reservation's cost; 0 releases.
     #[test]
     fn a_commit_counts_the_usage_the_origin_reported() {

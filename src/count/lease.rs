@@ -1,4 +1,4 @@
-//! Leased budgets (issue 12): one key far past one object's capacity, with
+//! Leased budgets: one key far past one object's capacity, with
 //! no over-admission. Pure, time injected; the isolate's side of it. The
 //! object's side is the `lease` and `refund` ops ([`crate::count::counter`]).
 //!

@@ -1,5 +1,5 @@
-//! What a limiter object does with one call, decided without I/O (issue
-//! 26: the object's glue only loads, applies and answers).
+//! What a limiter object does with one call, decided without I/O
+//! (the object's glue only loads, applies and answers).
 //!
 //! [`answer`] takes what the object holds (its count's row and the key's
 //! runtime controls), the time and the call, and returns the reply's

@@ -3,7 +3,7 @@
 //! `wrangler.toml` takes effect on the next request, without a migration.
 //!
 //! Two forms of the same version 1, held to the same checks:
-//! - **compact** (what the Worker sends, issue 13): the call is the URL of a
+//! - **compact** (what the Worker sends): the call is the URL of a
 //!   `GET` ([`encode_call_url`]: `https://limiter/v1/hit?l=10x60000`), sent
 //!   with `Stub::fetch_with_str`, and the object answers one reply line
 //!   ([`encode_reply_line`]): no `Request`/`RequestInit` to build, no JSON
@@ -38,7 +38,7 @@
 //! the new ops as malformed (400), which the Worker treats as a counter
 //! failure (the rule's `on_error`).
 //!
-//! Leased budgets ([`crate::count::lease`], issue 12) were added the same way:
+//! Leased budgets ([`crate::count::lease`]) were added the same way:
 //!
 //! ```json
 //! {"v":1,"op":"lease","limits":[[5000,60000]],"cost":1,"want":40,"hold_ms":1000}
@@ -52,7 +52,7 @@
 //! compact reply line it is a last field `g={g}`, present only in answers to
 //! a lease, so every reply line of the older ops reads as before.
 //!
-//! Penalties ([`crate::count::penalty`], issue 29) were added the same way:
+//! Penalties ([`crate::count::penalty`]) were added the same way:
 //! a rule's `penalty` travels as `penalty_ms` (`p=` in the compact form) on
 //! `hit`, `check`, `reserve`, `lease` and `status`:
 //!
@@ -68,7 +68,7 @@
 //! send, would ignore it); the Worker then sends the call again without it
 //! ([`crate::count::older`]): the limits counted, the penalty not held.
 //!
-//! Usage reported by the origin ([`crate::config::cost`], issue 29) added
+//! Usage reported by the origin ([`crate::config::cost`]) added
 //! one field the same way: `used` (compact `u`) on a `commit`, the units to
 //! count instead of the reservation's cost (0: released, nothing counted):
 //!
@@ -79,17 +79,17 @@
 //! refuses a compact call carrying `u` (unknown field, 400; its JSON form
 //! would ignore it and commit the reservation's cost): the Worker then
 //! sends a `record` of the units used and a `release` of the reservation
-//! ([`crate::count::older`]; issue 35: letting the reservation lapse
-//! charged nothing).
+//! ([`crate::count::older`]: letting the reservation lapse
+//! would charge nothing).
 //!
-//! Concurrency limits (issue 29) added `concurrency` (compact `n`) to a
+//! Concurrency limits added `concurrency` (compact `n`) to a
 //! `reserve` (and `check`): refused while the key holds that many live
 //! reservations ([`crate::count::slots`]); the slot is given back by the
 //! usual `commit` or `release`. An older object refuses `n` (400), and
 //! no op of it holds a slot: the rule refuses (503), whatever its
 //! `on_error` ([`crate::count::older`]).
 //!
-//! Calendar windows (issue 53) spell a limit's window as its calendar:
+//! Calendar windows spell a limit's window as its calendar:
 //! `300xday@Asia/Tokyo` in the compact form, `[300,"day@Asia/Tokyo"]` in
 //! JSON; the object computes the period from its own clock and the
 //! embedded zone table ([`crate::count::calendar`]). A reply's window of a
@@ -173,7 +173,7 @@ pub(crate) enum Op {
     /// Whether the key is banned, recording nothing: blocked for the ban's
     /// time, else allowed. A trusted device's requests count in a bucket of
     /// their own, and probe the account's object first, so that a ban of
-    /// the account covers its devices (issue 25).
+    /// the account covers its devices.
     Probe,
 }
 
@@ -204,11 +204,11 @@ pub struct Call {
     /// key refused, 1 ms to [`crate::count::duration::MAX_WINDOW_MS`].
     /// Ignored by the other ops.
     pub(crate) penalty_ms: Option<u64>,
-    /// For `commit` of a rule whose origin reports usage (issue 29): the
+    /// For `commit` of a rule whose origin reports usage: the
     /// units to count instead of the reservation's cost (0: the
     /// reservation is released, nothing counted). Ignored by the other ops.
     pub(crate) used: Option<u32>,
-    /// For `reserve` and `check` of a rule with `concurrency` (issue 29):
+    /// For `reserve` and `check` of a rule with `concurrency`:
     /// the most reservations the key may hold at once, 1 to
     /// [`MAX_CONCURRENCY`]; a reserve is refused while that many are live
     /// ([`crate::count::slots`]). Ignored by the other ops.
@@ -309,7 +309,7 @@ fn one() -> u32 {
 }
 
 /// One limit of a call: `[requests, window_ms]`, or for a calendar window
-/// (issue 53) `[requests, "day@Asia/Tokyo"]` (an object of the release
+/// `[requests, "day@Asia/Tokyo"]` (an object of the release
 /// before refuses it as malformed: the rule's fail policy answers).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -553,7 +553,7 @@ fn check_hold(call: &Call) -> Result<(), CallError> {
 /// something, the [`FIELDS`]: `c` (cost, default 1), `a` (`gcra`; the
 /// sliding log is the default), `h` (hold_ms), `r` (reservation), `w`
 /// (want), `s` (spelling), `p` (penalty_ms), `u` (used) and `n`
-/// (concurrency; issue 29), each at most once, in any order. The same
+/// (concurrency), each at most once, in any order. The same
 /// version and the same checks as the JSON form (which the object still
 /// accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
@@ -1218,7 +1218,7 @@ mod tests {
         assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
         let commit = hit.clone().with_op(Op::Commit).with_hold_ms(None).settling(Some(1_700_000_000_000_000));
         assert_eq!(encode_call_url(&commit), "https://limiter/v1/commit?l=10x60000&r=1700000000000000");
-        // Issue 29: the usage an origin reported rides on the commit, as `u`
+        // The usage an origin reported rides on the commit, as `u`
         // (an object of the build before refuses it: unknown field, 400).
         let used = commit.clone().with_used(1_234);
         assert_eq!(encode_call_url(&used), "https://limiter/v1/commit?l=10x60000&r=1700000000000000&u=1234");
@@ -1412,7 +1412,7 @@ mod tests {
 }
 
 /// The wire forms of a set of calls, captured from the build before the
-/// compact form became a table (issue 36): both forms must stay byte for
+/// compact form became a table: both forms must stay byte for
 /// byte what older objects read and what the skew tests replay.
 #[cfg(test)]
 mod wire_unchanged {

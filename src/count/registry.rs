@@ -1,5 +1,5 @@
 //! The controls registry, pure: which keys have a runtime ban or override,
-//! for the console's Controls page and `GET {prefix}/controls` (issue 28).
+//! for the console's Controls page and `GET {prefix}/controls`.
 //!
 //! A key's controls live in the key's own object ([`crate::count::controls`]),
 //! which is the truth. The registry is one object of its own class,
@@ -20,7 +20,7 @@
 //! The object is called on its own path ([`REGISTRY_PATH`], a `POST` of one
 //! [`RegistryCall`] line).
 //!
-//! Until issue 36 the registry was a `Limiter` object of the same name. Its
+//! In 0.1.0 the registry was a `Limiter` object of the same name. Its
 //! rows are moved once ([`HANDOVER`]): the `Registry` object, until it has
 //! them, asks that `Limiter` object for its rows, which it answers read-only
 //! ([`encode_handover`]) and keeps (a rollback reads them again). While
@@ -96,7 +96,7 @@ pub(crate) enum RegistryCall {
     Put(Entry),
     Remove { id: String, kind: Kind },
     List,
-    /// The console was signed out at `at_ms` (issue 35): every session
+    /// The console was signed out at `at_ms`: every session
     /// issued until then is void. Kept as one row (the latest sign-out
     /// wins) until `at_ms` + `keep_ms` (a session's length: by then every
     /// session it voids has ended on its own); never listed.
@@ -110,7 +110,7 @@ pub(crate) enum RegistryCall {
 pub(crate) const SIGN_OUT_ROW: (&str, &str) = ("console", "signout");
 
 /// The body that asks the `Limiter` object named [`REGISTRY_OBJECT`] (the
-/// registry before issue 36) for the rows it holds: answered by
+/// registry in 0.1.0) for the rows it holds: answered by
 /// [`encode_handover`]; refused (400) by a release before.
 pub(crate) const HANDOVER: &str = "handover";
 

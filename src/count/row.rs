@@ -1,7 +1,7 @@
 //! The stored row of a limiter object: one typed value ([`CountRow`], behind
 //! its penalty) and
 //! its one codec. Every wrapper around the counter's state is spelled here
-//! and nowhere else (issue 36: they were parsed in three modules).
+//! and nowhere else (they were parsed in three modules).
 //!
 //! # Spelling, version 1
 //! ```text
@@ -122,7 +122,7 @@ mod tests {
 
     /// What the three parsers before this module (`penalty::split`,
     /// `counter::split_mark`, `reservation::split_row` and `decode`) read
-    /// from each row, captured by running them (issue 36): `Ok((penalty,
+    /// from each row, captured by running them: `Ok((penalty,
     /// mark, state, reservations))`, or the error.
     const CAPTURED: [(&str, &str); 32] = [
         ("", "Ok((None, None, \"\", Ok([])))"),

@@ -1,5 +1,5 @@
 //! What the limiter object's storage does with a decision of
-//! [`crate::count::object`], said once (issue 36): the effects in their
+//! [`crate::count::object`], said once: the effects in their
 //! order, and the reply built from them.
 //!
 //! [`object::answer`], [`object::on_alarm`] and [`object::control`] decide;

@@ -3,7 +3,7 @@
 //!
 //! A hit recorded at `t` counts in a window of length `w` while
 //! `now - t < w`, i.e. it expires exactly at `t + w`. A calendar window
-//! (issue 53) is a fixed window read from the same log: a hit counts from
+//! is a fixed window read from the same log: a hit counts from
 //! its period's start on and every one leaves at the period's end, so the
 //! count is exact and resets at the boundary (`Limit::reach`). Every window of a rule
 //! is checked at once and a request is allowed only if all of them have room

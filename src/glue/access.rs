@@ -1,4 +1,4 @@
-//! Cloudflare Access's I/O (issue 38): the team's signing keys fetched,
+//! Cloudflare Access's I/O: the team's signing keys fetched,
 //! an RS256 signature verified with WebCrypto (`crypto.subtle`), so no RSA
 //! code is in the Wasm. Decides nothing: the core's
 //! [`Keys::step`](crate::pipeline::access::Keys::step) says which key, or

@@ -26,7 +26,7 @@
 //! one ([`Limiter::apply`]), as the in-memory [`store::Storage`] of the
 //! native harness does, and builds its reply with [`store::reply`].
 //!
-//! This class holds counts and controls only (issue 36): the controls
+//! This class holds counts and controls only: the controls
 //! registry and the local metrics sink are classes of their own
 //! ([`crate::glue::registry`], and `MetricsSink` in `src/entry.mjs`). The one object that
 //! was the registry before keeps its rows, read-only: it answers the
@@ -485,7 +485,7 @@ impl Limiter {
 }
 
 impl Limiter {
-    /// The registry's rows this object kept before issue 36 (only the object
+    /// The registry's rows this object kept in 0.1.0, before the registry had a class of its own (only the object
     /// named [`registry::REGISTRY_OBJECT`] has any), read, never changed
     /// (a rollback reads them again): [`registry::encode_handover`]'s text,
     /// empty without the table.

@@ -124,7 +124,7 @@ function readClone(request, limit, ms, keep) {
 }
 
 // The body piped natively (runtime stream to runtime stream: no chunk
-// passes through JS, issue 52: a JS TransformStream here left every chunk
+// passes through JS: a JS TransformStream here left every chunk
 // behind as garbage, and six stalled 4 MiB bodies grew workerd by 44 MB)
 // into a FixedLengthStream when the length was announced, else an
 // IdentityTransformStream; the pipe's end says the body is all in.
@@ -178,7 +178,7 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
   let finish;
   const finished = new Promise((r) => { finish = r; });
   const reader = response.body.getReader();
-  // The client's body: a native pipe (issue 51). Its readable side is the
+  // The client's body: a native pipe. Its readable side is the
   // runtime's own stream, pumped to the client without JS; each write
   // resolves once the client has taken it (the pipe holds nothing), which
   // is how a client that stopped reading is seen.
@@ -237,8 +237,8 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
           end("ended");
           return;
         }
-        // Each chunk of the origin's, as it is, to the usage reader (issue
-        // 37); passed on unchanged unless the reader cuts.
+        // Each chunk of the origin's, as it is, to the usage reader;
+        // passed on unchanged unless the reader cuts.
         const asked = onChunk ? onChunk(value) : undefined;
         if (asked) {
           reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
@@ -268,7 +268,7 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
 // From compatibility date 2026-03-17 (`websocket_standard_binary_type`,
 // on at the shipped date) a binary message arrives as a Blob unless
 // binaryType says otherwise, and send(Blob) sends its string form
-// (`[object Blob]`, issue 52): both sockets take ArrayBuffers.
+// (`[object Blob]`): both sockets take ArrayBuffers.
 function relaySession(response, leftMs) {
   const upstream = response.webSocket;
   if (!upstream) return [response, Promise.resolve("ended")];
@@ -319,7 +319,7 @@ function relaySession(response, leftMs) {
   return [new Response(null, { status: 101, webSocket: client, headers }), finished];
 }
 
-// What the relay may hold for one side of a session, in bytes (issue 52).
+// What the relay may hold for one side of a session, in bytes.
 // workerd queues every send() until its peer takes it and tells no one how
 // much is queued (its WebSocket has no bufferedAmount: workerd#988), nor
 // can a relay stop reading. So the relay counts what it passed on as held
@@ -576,8 +576,7 @@ pub(crate) fn with_fields(raw: web_sys::Response, fields: &[(String, String)], h
     web_sys::Response::new_with_opt_readable_stream_and_init(raw.body().as_ref(), &init).map_err(worker::Error::from)
 }
 
-/// The usage readers of one answer's body (issue 37,
-/// [`crate::pipeline::usage`]) and the function `watchBody` hands each
+/// The usage readers of one answer's body ([`crate::pipeline::usage`]) and the function `watchBody` hands each
 /// chunk to: the chunk copied into Wasm and read; a cut answered as
 /// `[keep, event]`. Keep it until the watch is done.
 pub(crate) struct UsageFeed {

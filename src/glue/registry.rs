@@ -1,4 +1,4 @@
-//! The controls registry's Durable Object (issue 36): one object,
+//! The controls registry's Durable Object: one object,
 //! [`registry::REGISTRY_OBJECT`], of its own class, bound as
 //! [`classes::REGISTRY`]. Glue only: the calls and their rows are
 //! [`crate::count::registry`]'s.
@@ -9,7 +9,7 @@
 //! end removes it (the `Limiter`'s alarm, which deletes an object with no
 //! count, cannot reach it).
 //!
-//! The rows the registry held as a `Limiter` object, before issue 36, are
+//! The rows the registry held as a `Limiter` object (0.1.0) are
 //! moved in once, as [`crate::count::registry`] sets out ([`Registry::take_over`]);
 //! a second table, `handover`, records that they were.
 
@@ -184,7 +184,7 @@ impl Registry {
         }
     }
 
-    /// The console's last sign-out (issue 35): one registry row,
+    /// The console's last sign-out: one registry row,
     /// [`registry::SIGN_OUT_ROW`], never listed, kept a session's length.
     fn sign_out(&self, call: &RegistryCall) -> worker::Result<String> {
         let sql = self.db()?;

@@ -1,4 +1,4 @@
-//! The Traffic and Events pages' I/O (issue 28): the queries of
+//! The Traffic and Events pages' I/O: the queries of
 //! [`crate::pipeline::console::traffic`] sent to the Analytics Engine SQL
 //! API (the account id var and the API-token secret), or, without them and
 //! with the local sink on, to the sink object; and the writes to that sink

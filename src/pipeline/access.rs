@@ -1,4 +1,4 @@
-//! Cloudflare Access sign-in, pure (issue 38): the `Cf-Access-Jwt-Assertion`
+//! Cloudflare Access sign-in, pure: the `Cf-Access-Jwt-Assertion`
 //! token of a request under the admin prefix, read and checked here; its
 //! RS256 signature verified by the driver (WebCrypto), with the key this
 //! module picks from the team's keys (JWKS), which the driver fetches when

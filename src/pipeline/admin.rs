@@ -36,7 +36,7 @@
 //! ([`gate`]). Every admin log line carries `client_hash`, the client's key
 //! hashed like any `key_hash`.
 //!
-//! **A right token that outlasts the lockout** (issue 25): the client is
+//! **A right token that outlasts the lockout**: the client is
 //! its IP, which a neighbour can share (one IPv4 behind NAT, one IPv6
 //! /64), and ten wrong tokens from it would lock the admin out too. When
 //! the configured token is at least [`TOKEN_PASSES_LOCKOUT_CHARS`] long,
@@ -364,11 +364,11 @@ pub enum AdminError {
     AmbiguousPlus(String),
     /// The raw path enters the admin prefix and its dot segments lead out
     /// of it ([`crate::request::canon::canonical_path_entering`]): answered
-    /// 400 by tollgate, never forwarded (issue 35).
+    /// 400 by tollgate, never forwarded.
     LeavesPrefix,
     /// A request another site's page made (`Sec-Fetch-Site` other than
     /// `same-origin` or `none`, or a foreign `Origin`): 403, before any
-    /// token is compared or counted (issue 35).
+    /// token is compared or counted.
     CrossSite,
 }
 
@@ -442,8 +442,8 @@ pub struct AdminRequest<'c> {
     pub(crate) control: Option<ControlAsk>,
 }
 
-/// Refuses an admin query string with a literal `+` anywhere in it (issue
-/// 25). The key is given raw, and `+` is ambiguous there: form decoding
+/// Refuses an admin query string with a literal `+` anywhere in it.
+/// The key is given raw, and `+` is ambiguous there: form decoding
 /// (which [`CanonicalQuery`] follows, as origins read a query) makes it a
 /// space, while an operator typing `body:email=eve+1@example.com` means a
 /// plus; read as a space, the ban answered 200 and `eve+1` still got
@@ -461,7 +461,7 @@ pub(crate) fn refuse_plus(raw_query: &str) -> Result<(), AdminError> {
 /// Whether `canonical_path` is under `prefix` (the prefix itself or below),
 /// the prefix compared in any ASCII case: `/.TOLLGATE/status` is tollgate's
 /// as `/.tollgate/status` is (an origin may route paths case-insensitively,
-/// and a bearer token sent there must not reach it; issue 35).
+/// and a bearer token sent there must not reach it).
 pub(crate) fn is_admin_path(prefix: &str, canonical_path: &str) -> bool {
     admin_rest(prefix, canonical_path).is_some()
 }
@@ -484,13 +484,13 @@ pub(crate) fn cross_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own
 /// Whether an `Authorization` field presents a credential (any non-blank
 /// value): only such a request is counted by the lockout when wrong. A
 /// request with none cannot be a guess, and counting it let ten `<img>`
-/// tags on any site lock the operator out (issue 35).
+/// tags on any site lock the operator out.
 pub(crate) fn presents_credential(authorization: Option<&str>) -> bool {
     authorization.is_some_and(|a| !a.trim().is_empty())
 }
 
 /// What to take out of a request before it is forwarded: tollgate's own
-/// credentials, and nothing else (issue 35). The session cookie
+/// credentials, and nothing else. The session cookie
 /// ([`session::without_session`](crate::pipeline::console::session::without_session):
 /// its pairs only, every other cookie byte for byte) and an `Authorization`
 /// with the admin token as its bearer (any item of a field sent twice). Asked
@@ -678,7 +678,7 @@ pub(crate) fn status_body(request: &AdminRequest<'_>, key_hash: &str, reply: &Re
         "windows": reply.tally.windows,
         "alarm_pending": reply.alarm_pending,
         "stored_hits": reply.stored_hits,
-        // The rule's penalty in force (issue 29; `POST /reset` lifts it).
+        // The rule's penalty in force (`POST /reset` lifts it).
         "penalty_until_ms": reply.penalty_until_ms,
     })
 }
@@ -856,7 +856,7 @@ mod tests {
         );
     }
 
-    /// Issue 53, round 3 item 4: a typed key part (`header:x-user-id:int`)
+    /// Round 3 item 4: a typed key part (`header:x-user-id:int`)
     /// is given as `header:x-user-id=9`, and the error for a missing one
     /// names that parameter, not the part as the rule writes it (which was
     /// what had been sent); the written spelling names the same value.

@@ -201,7 +201,7 @@ impl<'f> AdminFlow<'f> {
             }
             Auth::Forged => html::forged(prefix),
             Auth::Session { .. } if !self.session_holds => {
-                // Signed out since? (issue 35: asked of every session request)
+                // Signed out since? (asked of every session request)
                 self.session = Some(console);
                 return AdminStep::Sessions { call: RegistryCall::SignedOut, timeout_ms: self.config.admin_lockout.timeout_ms };
             }

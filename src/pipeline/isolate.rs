@@ -202,7 +202,7 @@ pub(crate) enum Step {
 }
 
 /// One call that an object of the release before may refuse for a field
-/// it does not know ([`older`], issue 35): then the calls it takes instead
+/// it does not know ([`older`]): then the calls it takes instead
 /// are sent, in order, and the refusal is logged (`counter_error`, decision
 /// `older_form`). Bounded: each refusal drops one of the three newer
 /// fields, so at most five calls.
@@ -290,7 +290,7 @@ impl<'a, 'c> Counter<'a, 'c> {
     }
 
     /// The first step. A trusted device counts in a bucket of its own, but
-    /// a ban of its account covers it (issue 25): the account's object is
+    /// a ban of its account covers it: the account's object is
     /// probed first (nothing recorded, never cached).
     pub(crate) fn start(&mut self, isolate: &mut Isolate, now_ms: i64) -> Step {
         if self.applied.device.is_some() {

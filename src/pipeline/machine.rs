@@ -325,7 +325,7 @@ pub(crate) fn plan_facts<'c>(
 }
 
 /// The `block` rules of `applied` the cache refuses at `now_ms` (their
-/// index and outcome), `None` when it refuses none (issue 39).
+/// index and outcome), `None` when it refuses none.
 ///
 /// Such a request is refused whatever the other rules' counters would say,
 /// so none is asked: a request refused by one rule is charged by no other
@@ -541,7 +541,7 @@ impl<'c> Settle<'c> {
     /// a 101, until the session closes; either cut before the first
     /// reservation lapses.
     ///
-    /// A usage rule reading the body (issue 37, [`crate::pipeline::usage`])
+    /// A usage rule reading the body ([`crate::pipeline::usage`])
     /// holds its reservation the same way, until the body ended, and cuts
     /// it before the reservation lapses; no idle cut of its own.
     pub(crate) fn hold(&self, status: u16, now_ms: i64) -> Hold {
@@ -581,7 +581,7 @@ impl<'c> Settle<'c> {
     /// watch ended with ([`Hold`]): `idle` (the client stopped reading for
     /// `idle_release`), `lapsed` (its slot would lapse) or `overrun` (a
     /// WebSocket relay passed what it holds for a side that is not reading,
-    /// `relay_buffer`: issue 52); one `answer_cut` per concurrency rule.
+    /// `relay_buffer`); one `answer_cut` per concurrency rule.
     /// None for any other end.
     ///
     /// A usage rule reading the body logs `answer_cut` too: `lapsed`, and
@@ -646,7 +646,7 @@ impl<'c> Settle<'c> {
         verdict::device_cookies(&self.applied, &answered, &secret, now_ms)
     }
 
-    /// [`Settle::after`] once the body was read (issue 37), without the
+    /// [`Settle::after`] once the body was read, without the
     /// cookies (asked at the headers: [`Settle::cookies`]): `body` says
     /// the tokens each usage rule read from it, by rule name
     /// ([`crate::pipeline::usage::BodyUsage::tokens`]).
@@ -746,7 +746,7 @@ mod tests {
         assert!(other.plan.canonical.is_some());
     }
 
-    /// Issue 39 item 3: a request the cache refuses for one rule asks no
+    /// A request the cache refuses for one rule asks no
     /// counter, so no other rule (block or shadow) is charged for it; the
     /// memo keeps every rule, so its repeat after the block is charged to
     /// all again.
@@ -813,7 +813,7 @@ mod tests {
         assert_eq!(op(d.settle.after(Some((200, &other)), &secrets, 0)), [Op::Release], "another account's success clears nothing");
     }
 
-    /// Issue 52 item 5: a body read for a `body:` key that is still
+    /// A body read for a `body:` key that is still
     /// arriving at `body_timeout` is answered 408, no counter asked; one the
     /// memory budget had no room for is planned as a body over
     /// `body_limit` (the key missing: the rule's missing-key policy, 400).
@@ -867,7 +867,7 @@ mod tests {
         assert!(!device(&without_secret.now(NOW + 1_000).plan(c)), "no secret: no device");
     }
 
-    /// Issue 35: an answer the rule does not count gives the slot back at
+    /// An answer the rule does not count gives the slot back at
     /// its headers; a counted one holds it (cut after `idle_release` unread),
     /// a 101 for its session; every hold ends before the slot lapses.
     #[test]
@@ -888,11 +888,11 @@ mod tests {
         let cut = |why| d.settle.cut_events(why).iter().map(|e| e.fields.iter().find(|(n, _)| *n == "reason").map(|(_, v)| v.to_string())).collect::<Vec<_>>();
         assert_eq!(cut("idle").len(), 1);
         let overrun = d.settle.cut_events("overrun").iter().map(|e| e.line()).collect::<Vec<_>>();
-        assert!(overrun.len() == 1 && overrun[0].contains("\"reason\":\"relay_buffer\""), "issue 52: {overrun:?}");
+        assert!(overrun.len() == 1 && overrun[0].contains("\"reason\":\"relay_buffer\""), "a relay overrun: {overrun:?}");
         assert!(cut("ended").is_empty() && cut("cancelled").is_empty() && cut("closed").is_empty());
     }
 
-    /// Issue 37: a usage read from the body holds its reservation until the
+    /// A usage read from the body holds its reservation until the
     /// body ended (no idle cut), cut before it lapses; settled with the
     /// tokens its reader saw, `max` without.
     #[test]
@@ -914,7 +914,7 @@ mod tests {
             (settled.calls[0].call.op, settled.calls[0].call.used, settled.events.len())
         };
         assert_eq!(used(Some(420)), (Op::Commit, Some(420), 0));
-        assert_eq!(used(Some(5_000)), (Op::Commit, Some(5_000), 0), "issue 50: what was reported, never clamped to max");
+        assert_eq!(used(Some(5_000)), (Op::Commit, Some(5_000), 0), "what was reported, never clamped to max");
         assert_eq!(used(None), (Op::Commit, Some(1_000), 1), "none read: max, and a usage_missing line");
         let reasons = |why| d.settle.cut_events(why).iter().map(|e| e.line()).collect::<Vec<_>>();
         assert!(reasons("cut")[0].contains("\"reason\":\"usage\""), "{:?}", reasons("cut"));

@@ -212,8 +212,7 @@ pub(crate) fn plan_walked<'c>(config: &'c Config, parts: &RequestParts<'_>, walk
     };
 
     // A path that enters the admin prefix is tollgate's, wherever its dot
-    // segments lead: a browser sends the session cookie with it (issue 35;
-    // the zone's Worker, built without the admin API, never plans one).
+    // segments lead: a browser sends the session cookie with it (the zone's Worker, built without the admin API, never plans one).
     #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
     if entered {
         let token = (parts.admin_token)();
@@ -558,7 +557,7 @@ struct AdminPath<'a> {
 /// cross-site API request 403, before any token is compared or counted. The
 /// token is compared here, but the answer waits for the lockout counter
 /// ([`admin::gate`]), asked only for a request that presents a credential
-/// (issue 35): a client locked out gets 429 even with the right token,
+///: a client locked out gets 429 even with the right token,
 /// unless that token is long enough to pass the lockout
 /// ([`admin::token_passes_lockout`]); a request with no `Authorization` is
 /// answered 401 uncounted.
@@ -884,7 +883,7 @@ pub(crate) mod tests {
         }
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=nope", &[IP, auth], None, Some("s3cret"));
         assert!(matches!(p.route, Route::Admin { route: AdminRoute::Invalid(AdminError::UnknownRule(_)), .. }));
-        // A literal `+` in the raw key is refused, not read as a space (issue 25).
+        // A literal `+` in the raw key is refused, not read as a space.
         let (p, _) = plan_of(&c, "GET", "/.tollgate/status?rule=a&ip=1.2.3.4+", &[IP, auth], None, Some("s3cret"));
         assert!(matches!(p.route, Route::Admin { route: AdminRoute::Invalid(AdminError::AmbiguousPlus(ref n)), .. } if n == "ip"), "{:?}", p.route);
         // A short right token asks the lockout; a long one does not, a wrong one always does.
@@ -989,7 +988,7 @@ pub(crate) mod tests {
         assert!(!read && checked(&p).is_empty(), "no rule takes the path: no body is read");
     }
 
-    /// Issue 15, row 5: a body over the cap, compressed, in an unknown
+    /// A body over the cap, compressed, in an unknown
     /// charset or malformed may hold `mode=heavy`; it matches.
     #[test]
     fn an_unreadable_form_body_satisfies_body_conditions() {
@@ -1064,7 +1063,7 @@ pub(crate) mod tests {
         assert_eq!(p.canonical.unwrap().methods, ["POST"], "no rule restricts methods: overrides are not read");
     }
 
-    /// Issue 15, row 6: a DELETE rule, and no rule with query conditions.
+    /// A DELETE rule, and no rule with query conditions.
     #[test]
     fn every_override_item_and_body_kind_is_a_candidate() {
         let c = config(json!([{ "name": "del", "path": "/posts/:id", "methods": ["DELETE"], "limits": limits() }]));
@@ -1140,7 +1139,7 @@ pub(crate) mod tests {
         assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == "fall"));
     }
 
-    /// Issue 39: `:raw` is the group as sent on a case-insensitive rule;
+    /// `:raw` is the group as sent on a case-insensitive rule;
     /// an untyped or folding type is read as the rule matched (one count
     /// for `/chat/AbC` and `/chat/abc`, as before); overrides agree.
     #[test]
@@ -1180,7 +1179,7 @@ pub(crate) mod tests {
         assert!(matches!(&p.route, Route::MissingKey { rule, .. } if rule.name == "login"), "unusable body");
     }
 
-    /// Issue 16: only a request the rule matched by its own method may
+    /// Only a request the rule matched by its own method may
     /// settle it with a success; an override, HEAD for GET and OPTIONS
     /// reach other handlers of the origin, which may answer 200.
     #[test]

@@ -1,4 +1,4 @@
-//! Which Worker answers what (issue 38). The zone's Worker (the default
+//! Which Worker answers what. The zone's Worker (the default
 //! build) limits and forwards; the console and the admin API are served by
 //! a Worker of their own (the `admin` build, `wrangler.admin.toml`) bound to
 //! the same Durable Objects. Pure: the driver says which it is.

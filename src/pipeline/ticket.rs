@@ -1,5 +1,5 @@
 //! What an embedded check hands back so that the app can settle its
-//! failures-only rules once it has answered (issue 18).
+//! failures-only rules once it has answered.
 //!
 //! In front of an origin, tollgate sees the origin's answer and settles
 //! `counting.statuses` rules itself ([`crate::pipeline::verdict::settle`]). Called from
@@ -17,7 +17,7 @@
 //! counts they settle (a forged ticket can commit or release a slot, as
 //! the app's own status codes can).
 //!
-//! The text form is signed all the same (issue 25: a made-up ticket with
+//! The text form is signed all the same (a made-up ticket with
 //! status 200 unlocked an account and returned a device cookie): an
 //! HMAC-SHA256 over the issue time and the entries, under a key derived
 //! from the deployment's secrets ([`signing_key`]: `TOLLGATE_LOG_KEY` and

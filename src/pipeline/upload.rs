@@ -2,7 +2,7 @@
 //! slot, pure (the glue in `crate::glue::origin` reads the stream; this module
 //! says what each outcome means).
 //!
-//! # Why (issue 25, finding 2)
+//! # Why
 //! A `counting.statuses` rule reserves a slot before forwarding
 //! ([`crate::count::reservation`]), and the slot stays held until the origin
 //! answers. An origin waits for the whole body before it answers, so a
@@ -42,7 +42,7 @@
 //! Shadow (`action = "log"`) rules never wait for a body: shadow mode
 //! never changes what reaches the origin.
 //!
-//! # The isolate's memory budget (issue 35, break 7; issue 52)
+//! # The isolate's memory budget
 //! The bytes tollgate holds of a request's body wait in the isolate, and
 //! an isolate has 128 MB for everything: six stalled uploads at a 16 MiB
 //! buffer added 101 MB of workerd RSS, thirty stalled 1 MiB body reads
@@ -228,7 +228,7 @@ impl Holder {
 }
 
 /// The isolate's budget of memory held for request bodies: received
-/// uploads and bodies read for keys (issue 52; isolate state: the glue
+/// uploads and bodies read for keys (isolate state: the glue
 /// keeps one, `crate::glue`'s only part is to hold it and give holds
 /// back). Counted in bytes of isolate memory, each body byte at what its
 /// kind costs ([`Holder::per_byte`]). Linear in the bodies being held, which an
@@ -454,7 +454,7 @@ mod tests {
 
     const UP: Holder = Holder::Upload;
 
-    /// Issue 35, break 7, and issue 52 item 3: six stalled 8 MiB − 1 KiB
+    /// Six stalled 8 MiB − 1 KiB
     /// uploads at the largest buffer the largest budget holds (64 MiB of
     /// memory, a client's 16 MiB share at 2 bytes per body byte): four are
     /// held (64 MiB of memory, 32 MiB of body), the fifth and sixth
@@ -523,7 +523,7 @@ mod tests {
         assert_eq!(client_of(None, 64), "unknown");
     }
 
-    /// Issue 52 item 5: thirty clients stalling 1 MiB body reads grew
+    /// Thirty clients stalling 1 MiB body reads grew
     /// workerd by 123 MB. Body reads share the one budget with uploads, at
     /// 3 bytes of memory per byte: a client's reads stop at its quarter,
     /// the isolate's at the budget, and what finds no room is not read (a

@@ -1,4 +1,4 @@
-//! Usage read from the origin's answer as it passes (issues 37, 50),
+//! Usage read from the origin's answer as it passes,
 //! sans-IO: the driver hands every chunk of the response body to
 //! [`BodyUsage::feed`] and passes the chunk on unchanged (nothing is
 //! buffered on the client's way: the chunk timing is the origin's), then
@@ -21,8 +21,8 @@
 //! Each event's data (each element) goes through a streaming scanner
 //! ([`scan`]) that keeps no copy of it: an event of any size is read (a
 //! Gemini chunk carrying an image, a Responses `response.completed`
-//! repeating a long answer), in memory that does not grow with it. Issue
-//! 50: an event over 64 KiB was skipped and an earlier, smaller report
+//! repeating a long answer), in memory that does not grow with it.
+//! Before, an event over 64 KiB was skipped and an earlier, smaller report
 //! committed.
 //!
 //! # What is read ([`Reading`])
@@ -57,8 +57,7 @@
 //!
 //! # How each end is charged, and its bound
 //! The reservation (`reserve`) was made before forwarding. What is
-//! committed is what was reported, never clamped to `max` (issue 50, item
-//! 1: a report is what was spent, and what is recorded past the budget
+//! committed is what was reported, never clamped to `max` (a report is what was spent, and what is recorded past the budget
 //! blocks what comes after until the window has paid it back):
 //! - **clean end with a final report** ([`End::Ended`]): the usage read.
 //! - **clean end without one** (no usage, only figures the provider still
@@ -368,7 +367,7 @@ impl UsageReader {
 
     /// What the rule commits for a body that ended so (`None`: none was
     /// read, `max` is committed): after a clean end with a final report,
-    /// the units read, above `max` too (item 1 of issue 50: a report is
+    /// the units read, above `max` too (a report is
     /// what was spent, and what is recorded past the budget blocks what
     /// comes after); after any other end, or without a final report, the
     /// largest figures read when they pass `max` (the provider had spent

@@ -48,7 +48,7 @@ pub(crate) enum Outcome {
     Failed(Failure),
 }
 
-/// Why a rule's counter could not say (issue 36): the typed failure of its
+/// Why a rule's counter could not say: the typed failure of its
 /// call, so logs name a timeout, a refusal or an unreachable object apart
 /// (`counter_error`'s `failure` field, [`Failure::kind`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +130,7 @@ impl Outcome {
     /// What the isolate's blocked-until cache keeps of this outcome, told
     /// at `now_ms`: a block, unless it is owed to slots in flight
     /// (`in_flight`: it may lift as soon as one is released, so its wait is
-    /// no promise), with the limits the object decided by (issue 35: the
+    /// no promise), with the limits the object decided by (the
     /// cached answers state a runtime override as the first did).
     pub(crate) fn block_to_cache(&self, in_flight: bool, now_ms: i64) -> Option<crate::count::blocked::Block> {
         match self {
@@ -241,8 +241,7 @@ pub(crate) fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers
             }
             Outcome::Failed(error) => {
                 // Shadow mode never blocks, whatever `on_error` says. An
-                // object too old to hold a concurrency slot refuses (issue
-                // 35): no limit would bound the requests in flight.
+                // object too old to hold a concurrency slot refuses: no limit would bound the requests in flight.
                 let deny = denies(a.rule, error);
                 let decision = if deny { FailPolicy::Deny } else { FailPolicy::Allow }.name();
                 events.push(counter_error(&a.rule.name, &a.key_hash, error, decision));
@@ -270,8 +269,8 @@ pub(crate) struct Answered<'a> {
     pub(crate) status: u16,
     /// A response header by lowercased name.
     pub(crate) header: &'a dyn Fn(&str) -> Option<String>,
-    /// The tokens a rule's usage read from the body (by rule name; issue
-    /// 37, [`crate::pipeline::usage`]): `None` when none was read (or the
+    /// The tokens a rule's usage read from the body (by rule name;
+    /// [`crate::pipeline::usage`]): `None` when none was read (or the
     /// body was not read).
     pub(crate) body: &'a dyn Fn(&str) -> Option<u64>,
 }
@@ -335,7 +334,7 @@ pub(crate) fn usage(applied: &Applied<'_>, answered: &Answered<'_>) -> Option<Op
 }
 
 /// The units a usage rule's commit carries: what was reported; with none,
-/// nothing for a header (the object commits `reserve`, as before issue 37)
+/// nothing for a header (the object commits `reserve`, as before usage could be read from the body)
 /// and `max` for a body ([`crate::config::cost::Usage::missing_units`]).
 fn committed_units(applied: &Applied<'_>, answered: &Answered<'_>) -> Option<u32> {
     let usage = applied.rule.usage.as_ref()?;
@@ -364,7 +363,7 @@ pub(crate) fn usage_missing(applied: &Applied<'_>, status: u16) -> LogEvent {
 }
 
 /// Whether the origin's answer is a success that settles the rule's count
-/// (issue 16: a forged success must not clear an account's failures):
+/// (a forged success must not clear an account's failures):
 /// - its status is one of `success_statuses` (not any status below 400: a
 ///   redirect to HTTPS or a page served for another method is no login);
 /// - the rule matched the request by its own method ([`Applied::own_method`]:
@@ -494,7 +493,7 @@ fn windows_of<'w>(limits: &[Limit], retry_after_ms: u64, windows: Option<&'w [Wi
 
 /// A `block` or `shadow_block` line; `reason` is `limit` (a window of the
 /// rule is full), `ban` (an operator's), `concurrency` (every slot taken;
-/// issue 35: it was logged as `ban`), or `penalty` (issue 29) when the
+/// It was logged as `ban`), or `penalty` when the
 /// rule's penalty refused it (a shadow rule's: the penalty it would apply,
 /// `retry_after_ms` its time left).
 fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64, by: Refusal) -> LogEvent {
@@ -684,7 +683,7 @@ mod tests {
         assert_eq!((r.status, r.header("retry-after")), (503, Some("1")));
         let events: Vec<&str> = v.events.iter().map(|e| e.event).collect();
         assert_eq!(events, ["block", "counter_error"]);
-        // Issue 35: an object too old to hold a concurrency slot refuses
+        // An object too old to hold a concurrency slot refuses
         // an `on_error = "allow"` rule too.
         let old = Outcome::Failed(Failure::NoSlot(CallFailure::Refused { status: 400, body: String::new() }));
         let v = verdict(&[applied(&c, "open")], &[old]);
@@ -718,7 +717,7 @@ mod tests {
         assert!(matches!(expired, Outcome::Blocked { retry_after_ms: 1, .. }), "at least 1 ms");
     }
 
-    /// Issue 35: after `PUT override` of 2 per 30 s on a 10 per 1 m rule,
+    /// After `PUT override` of 2 per 30 s on a 10 per 1 m rule,
     /// the first 429 stated the override and every cached one the rule's
     /// limits. The cache keeps the limits that decided.
     #[test]
@@ -737,7 +736,7 @@ mod tests {
         assert_eq!(answer(&later), (Some("\"short\";q=2;w=30".into()), Some("\"short\";r=0;t=15".into())), "from the cache: the override still");
     }
 
-    /// Issue 35: a refusal by the slots sent `"conc";r=98;t=10` (a window
+    /// A refusal by the slots sent `"conc";r=98;t=10` (a window
     /// with room) and was logged as a ban.
     #[test]
     fn a_refusal_by_the_slots_states_the_slots() {
@@ -824,7 +823,7 @@ mod tests {
         assert_eq!(settled(&applied(&c, "short"), &reserved(7), Some((401, none))), None, "counted when checked");
     }
 
-    /// Issue 16: a forged success must not clear an account's failures.
+    /// A forged success must not clear an account's failures.
     #[test]
     fn only_a_real_success_clears() {
         let c = config();
@@ -847,7 +846,7 @@ mod tests {
         assert_eq!(settled(&two_names, &reserved(3), Some((200, none))), Some((Op::Release, Some(3))), "which account succeeded?");
     }
 
-    /// Issue 25: the calls of a relief rule carry the request's spelling.
+    /// The calls of a relief rule carry the request's spelling.
     #[test]
     fn a_relief_rules_calls_carry_the_spelling() {
         let c = config();
@@ -963,7 +962,7 @@ mod usage_tests {
         Outcome::Allowed { windows: vec![], reservation: Some(id) }
     }
 
-    /// Issue 29: a usage rule reserves `reserve` and commits what the
+    /// A usage rule reserves `reserve` and commits what the
     /// origin reports, clamped; a missing header commits `reserve`.
     #[test]
     fn a_usage_rule_commits_the_units_the_origin_reports() {
@@ -981,7 +980,7 @@ mod usage_tests {
             settle(a, &reserved(7), Some(&Answered { status, header: &header, body: &|_| None })).map(|call| (call.op, call.used))
         };
         assert_eq!(used(a, 200, &[("x-tokens", "1234")]), Some((Op::Commit, Some(1_234))));
-        assert_eq!(used(a, 500, &[("x-tokens", "99999")]), Some((Op::Commit, Some(99_999))), "every answer counts; as reported, never clamped to max (issue 50)");
+        assert_eq!(used(a, 500, &[("x-tokens", "99999")]), Some((Op::Commit, Some(99_999))), "every answer counts; as reported, never clamped to max");
         assert_eq!(used(a, 200, &[("x-tokens", "-3")]), Some((Op::Commit, Some(0))), "clamped to 0");
         assert_eq!(used(a, 200, &[]), Some((Op::Commit, None)), "missing: the reservation's `reserve`");
         assert_eq!(used(&billed, 500, &[("x-tokens", "10")]), Some((Op::Release, None)), "count_statuses still selects");

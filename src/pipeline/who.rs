@@ -1,4 +1,4 @@
-//! Who and what, on a request's log lines (issue 28): an operator reading a
+//! Who and what, on a request's log lines: an operator reading a
 //! `block` line sees the request and the client without a hash lookup.
 //!
 //! Every line the decision machine writes for a request (`block`,

@@ -1,5 +1,5 @@
 //! A native loop of the pure core's share of one request, for profiling
-//! (issue 36 item 7): `valgrind --tool=callgrind` on the test binary, with
+//!: `valgrind --tool=callgrind` on the test binary, with
 //! `cargo test --release --lib testing::perf -- --ignored`. Each loop
 //! steps the core as `glue::drive::decide`, `record` and `glue::edge::limit`
 //! do for a live request (the I/O left out): the blocked path (the

@@ -59,7 +59,7 @@ pub(crate) enum Change {
     /// A window only OLD has: no longer enforced.
     WindowRemoved { window: String, requests: u32 },
     /// A rolling window became a calendar one, or the other way, or a
-    /// calendar window changed its unit or zone (issue 53): the hits each
+    /// calendar window changed its unit or zone: the hits each
     /// row holds are read by the new window at once.
     Period { from: String, to: String, requests: u32, calendar: bool },
     /// `algorithm` changed: the other algorithm's rows are read towards
@@ -101,7 +101,7 @@ impl Change {
 }
 
 impl Change {
-    /// Why this change must reach every edge at once (issue 35): during a
+    /// Why this change must reach every edge at once: during a
     /// gradual deployment (a versions split), edges of the old version
     /// run the old config and call the same objects, so a field they lack
     /// is not applied to their requests, and a count moved to other
@@ -558,7 +558,7 @@ mod tests {
         assert_eq!(one(usage, api(json!({}))), vec![Change::Metering { field: "metering", on: false }]);
     }
 
-    /// Issue 50, item 7: a change of `metering.refusal` is stated.
+    /// A change of `metering.refusal` is stated.
     #[test]
     fn a_refusal_shape_changed_is_stated() {
         let llm = |metering: serde_json::Value| api(json!({ "metering": metering, "counting": { "mode": "response" } }));
@@ -571,7 +571,7 @@ mod tests {
         assert_eq!(one(api(json!({})), llm(json!({ "usage": "gemini", "reserve": 5, "max": 5 }))), vec![Change::Metering { field: "metering", on: true }]);
     }
 
-    /// Issue 37 item 4: a sliding log past 10,000 needs this release's
+    /// A sliding log past 10,000 needs this release's
     /// objects (they coalesce) and its config reader.
     #[test]
     fn a_sliding_log_limit_raised_past_10_000_says_to_wait_for_the_objects() {
@@ -583,7 +583,7 @@ mod tests {
         assert!(!one(api(json!({ "limits": day(10_000) })), api(json!({ "limits": day(1_000_000) , "algorithm": "gcra" }))).contains(&Change::LargeLog), "GCRA");
     }
 
-    /// Issue 36: the 0.2.0 spelling and the current one are the same rules.
+    /// The 0.2.0 spelling and the current one are the same rules.
     #[test]
     fn a_respelled_config_changes_no_count_and_the_spelling_is_said() {
         let usage = json!({ "header": "x-units", "reserve": 5, "max": 5 });
@@ -596,7 +596,7 @@ mod tests {
         assert_eq!(spelling_note(&new, &new), None);
     }
 
-    /// Issue 35: during a gradual deployment an old edge whose config
+    /// During a gradual deployment an old edge whose config
     /// lacked `penalty` admitted 12 of 45 requests inside a 30 s penalty.
     #[test]
     fn fields_old_edges_cannot_apply_and_moved_counts_go_to_100_percent_at_once() {

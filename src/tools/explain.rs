@@ -343,7 +343,7 @@ fn write_canonical(out: &mut String, config: &Config, c: &Canonical, explained: 
     }
 }
 
-/// Each calendar window's period at `now_ms` (issue 53): where it began,
+/// Each calendar window's period at `now_ms`: where it began,
 /// where it ends and the quota comes back whole.
 fn write_periods(out: &mut String, limits: &[crate::count::limit::Limit], now_ms: i64) {
     for (limit, calendar) in limits.iter().filter_map(|l| Some((l, l.calendar?))) {
@@ -631,7 +631,7 @@ fn checked_json(a: &Applied<'_>, now_ms: i64) -> Value {
     let limits: Vec<Value> = a.rule.limits_for(&a.key).iter().map(|l| json!([l.requests.get(), l.window_ms.get()])).collect();
     let source = if a.rule.overrides.limits_for(&a.key).is_some() { "override" } else { "config" };
     let mut out = json!({ "rule": a.rule.name, "key_hash": a.key_hash, "device": a.device.is_some(), "limits": limits, "limits_source": source });
-    // A calendar window's period (issue 53), in the order of `limits`.
+    // A calendar window's period, in the order of `limits`.
     let periods: Vec<Value> = a
         .rule
         .limits_for(&a.key)
@@ -662,7 +662,7 @@ mod tests {
         ExplainRequest { method, url, headers, body: None, country: None, asn: None, verified_bot: None, secrets: &[], log_key: None, now_ms: 0 }
     }
 
-    /// The console's "Try it" (issue 38): for every rule of the shipped
+    /// The console's "Try it": for every rule of the shipped
     /// config, the presets and the examples, `explain` of the sample request
     /// matches that rule and reads its whole key (no `answered 400`).
     #[test]
@@ -799,7 +799,7 @@ mod tests {
         assert_eq!(json["events"][0]["tollgate"], "block");
     }
 
-    /// Issue 36: the assumed answers are the object's own step, so they
+    /// The assumed answers are the object's own step, so they
     /// say what the Worker's object says: the binding window named (the
     /// longest, whose wait it is), and a GCRA key refused for one emission
     /// interval (it refills continuously), not for the longest window.
@@ -936,7 +936,7 @@ mod tests {
         assert_eq!(how_matched("/A/B.JSON", "/a/b").as_deref(), Some("format suffix removed, case-insensitive"));
     }
 
-    /// Issue 26: `explain` judges a trusted-device cookie by the clock it is
+    /// `explain` judges a trusted-device cookie by the clock it is
     /// given, as the Worker does by its own: valid before its expiry (the
     /// device's bucket), the account's bucket after it.
     #[test]

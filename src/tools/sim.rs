@@ -1,4 +1,4 @@
-//! A deterministic simulator of leased budgets (issue 12), native only:
+//! A deterministic simulator of leased budgets, native only:
 //! N isolates, each with its own arrival process, each the core's
 //! [`Isolate`] (lease book, blocked-until cache, holds), every request
 //! decided by the core's [`Counter`] as the Worker's glue drives it (its
@@ -8,7 +8,7 @@
 //! [`crate::count::object::answer`] and its effects, on the stored row)
 //! behind a FIFO queue with a fixed service time (the object's capacity),
 //! over round trips of 1–100 ms; isolates are evicted and objects restart.
-//! Nothing here decides for the isolate or the object (issue 36). Time is
+//! Nothing here decides for the isolate or the object. Time is
 //! simulated in microseconds; nothing reads a clock, and a seed fixes
 //! every random choice.
 //!
@@ -22,7 +22,7 @@
 //!   queue wait, and the latency the limiter adds to a request (p50, p99).
 //!
 //! `cargo run --release --example lease-sim` runs the long scenarios of
-//! issue 12 and prints the table in `bench/RESULTS.md`; `cargo test` runs
+//! the lease design and prints the table in `bench/RESULTS.md`; `cargo test` runs
 //! short ones (`tests` below).
 
 use crate::config::Config;
@@ -551,7 +551,7 @@ impl<'s> Sim<'s> {
     }
 }
 
-/// The scenarios of issue 12, scaled by `scale` in time (1.0: the long
+/// The lease design's scenarios, scaled by `scale` in time (1.0: the long
 /// run; the limit's window is scaled with the duration, so a short run
 /// sees the same number of windows' worth of behaviour, faster).
 pub fn scenarios(scale: f64) -> Vec<Scenario> {

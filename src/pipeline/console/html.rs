@@ -429,7 +429,7 @@ fn windows(status: &Value) -> String {
             Some(ms) if ms > 0 && w["used"].as_u64() != Some(0) => human(ms),
             _ => "-".into(),
         };
-        // A calendar window (issue 53): its unit; it resets whole at the
+        // A calendar window: its unit; it resets whole at the
         // period's end, which `reset_ms` is.
         let window = match w["calendar"].as_str() {
             Some(unit) => format!("calendar {}", esc(unit)),

@@ -1,4 +1,4 @@
-//! The operator console (issue 28): server-rendered HTML pages under the
+//! The operator console: server-rendered HTML pages under the
 //! admin prefix, served only when `TOLLGATE_ADMIN_TOKEN` is set, never on
 //! the request path of rate-limited traffic.
 //!

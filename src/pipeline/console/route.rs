@@ -37,7 +37,7 @@ pub(crate) struct ConsoleRequest<'a> {
 /// The console route of `page` under the configured `token`, and whether
 /// the lockout counter is asked: a wrong sign-in is counted; the right one
 /// is checked as an authorized API request is (unless the token is long
-/// enough to pass the lockout); a session asks nothing (issue 35: its MAC
+/// enough to pass the lockout); a session asks nothing (its MAC
 /// is no guess, so a neighbour's wrong tokens cannot shut it out), nor do
 /// a page shown signed out, a forged post and the style sheet.
 pub(crate) fn plan<'c>(config: &'c Config, page: Page, token: &str, req: &ConsoleRequest<'_>) -> (ConsoleRoute<AdminRoute<'c>>, bool) {

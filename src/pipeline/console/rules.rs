@@ -1,4 +1,4 @@
-//! The Rules page, pure (issue 38): each rule in the words `tollgate
+//! The Rules page, pure: each rule in the words `tollgate
 //! explain` uses ([`crate::config::words`]), in the config's order, and a
 //! "Try it" command: a `tollgate explain` of a request the rule itself
 //! takes ([`sample`]), checked against the rule's own matcher before it is
@@ -329,7 +329,7 @@ mod tests {
         assert!(html.contains(&esc(&words::lease(&r))), "the lease line is explain's");
         assert!(html.contains("3 per 60 s"), "{html}");
         // `tollgate check` says a rule whose success clears the count never
-        // leases: so does its page (before issue 38 it read `lease auto`).
+        // leases: so does its page (it once read `lease auto`).
         let login = rule(json!({ "name": "login", "path": "/login", "methods": ["POST"], "counting": { "mode": "response", "statuses": [401] },
             "key": ["body:email"], "on_missing_key": "reject", "on_success": "clear", "limits": [{ "requests": 1000, "window": "15m" }] }));
         let page = section(&login, &[]);

@@ -1,11 +1,11 @@
-//! Console sessions and CSRF tokens, pure (issue 28).
+//! Console sessions and CSRF tokens, pure.
 //!
 //! Signing in with the admin token sets one cookie, [`COOKIE`]: `v2.<end>.<MAC>`,
 //! the end in Unix ms ([`SESSION_MS`] after sign-in) and the MAC an
 //! HMAC-SHA256 of `session.<end>.<client>` under a key derived from the
 //! token ([`session_key`]); `<client>` is the client as the admin lockout
 //! keys it (`ip=203.0.113.7`, an IPv6 address by its /64), so a cookie
-//! copied to another address is no session there (issue 35; a client
+//! copied to another address is no session there (a client
 //! whose address changes signs in again). A cookie is valid while its MAC
 //! holds, its end has not passed and it was issued after the last sign-out
 //! ([`revoked`]): rotating the token ends every session at once (the key
@@ -125,7 +125,7 @@ pub(crate) enum CookieRewrite {
     Set(String),
 }
 
-/// The `Cookie` field without any [`COOKIE`] pair (issue 35). Pairs are
+/// The `Cookie` field without any [`COOKIE`] pair. Pairs are
 /// separated by `;`; a `,` also ends a pair when a session cookie is on
 /// either side of it (a field sent twice, joined by `", "`; a session's
 /// value holds no `,`). Every other byte stays: a

@@ -1,4 +1,4 @@
-//! The Traffic page's data, pure (issue 28): the SQL it asks, the answers
+//! The Traffic page's data, pure: the SQL it asks, the answers
 //! read back, and the charts drawn as SVG with integer coordinates.
 //!
 //! The data is the Analytics Engine points the Worker writes

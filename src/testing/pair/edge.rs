@@ -5,7 +5,7 @@
 //! core's [`Counter`], settling and refunds told to the isolate. No
 //! decision is taken here: this is transport, as `glue/objects.rs` is.
 //!
-//! **All of the harness's coupling to the edge lives here** (issue 36):
+//! **All of the harness's coupling to the edge lives here**:
 //! the pair and its tests know only [`Edge::decide`], [`Edge::settled`]
 //! and [`Edge::held`].
 
