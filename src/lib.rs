@@ -41,6 +41,10 @@ mod count;
 mod pipeline;
 #[cfg_attr(not(all(target_arch = "wasm32", feature = "admin")), allow(dead_code))]
 mod request;
+/// The admin plane: in the admin Worker, natively and in the Node CLI.
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
+#[cfg_attr(not(all(target_arch = "wasm32", feature = "admin")), allow(dead_code))]
+mod admin;
 mod tools;
 #[cfg(target_arch = "wasm32")]
 mod glue;

@@ -16,8 +16,11 @@ mod source;
 use source::code_of;
 
 /// Each folder's rank: a file may name only folders of a lower rank, or
-/// its own. `glue` and `tools` are the top: drivers, never used below.
-const LAYERS: &[(&str, u8)] = &[("request", 0), ("count", 1), ("config", 2), ("pipeline", 3), ("glue", 4), ("tools", 4)];
+/// its own. The request machine (`pipeline`) knows of an admin request only
+/// that it is one; the admin plane (`admin`: the admin API, the console,
+/// sign-in) sits above it, so none of it is needed by the zone's Worker.
+/// `glue` and `tools` are the top: drivers, never used below.
+const LAYERS: &[(&str, u8)] = &[("request", 0), ("count", 1), ("config", 2), ("pipeline", 3), ("admin", 4), ("glue", 5), ("tools", 5)];
 
 /// `src/a/b.rs` → `["a", "b"]`; `src/a/mod.rs` → `["a"]`.
 fn module_of(path: &Path) -> Vec<String> {

@@ -54,7 +54,7 @@ const MAX_KEYS: usize = 16;
 /// Why a token was refused. Logged (`reason`), never shown in detail to
 /// the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// Not a JWT as Access writes one (the part that is wrong).
     Malformed(&'static str),
     /// An `alg` other than `RS256`.
@@ -90,7 +90,7 @@ impl Refusal {
 
 /// A token whose claims hold, its signature still to verify.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Proof {
+pub(crate) struct Proof {
     /// The key it names.
     pub(crate) kid: String,
     /// The signed bytes: `header.payload` as sent.
@@ -104,7 +104,7 @@ pub struct Proof {
 
 /// What an admin request's Access token says, once read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AccessCheck {
+pub(crate) enum AccessCheck {
     /// The claims hold: verify the signature.
     Pending(Box<Proof>),
     /// Refused already.

@@ -58,20 +58,20 @@ use crate::config::Config;
 use crate::config::headers::OwnResponse;
 use crate::request::key::MissingPart;
 use crate::pipeline::applied::Applied;
+pub(crate) use crate::pipeline::credentials::token_matches;
 use crate::count::protocol::{CallFailure, Op, Reply};
 use crate::config::rules::Rule;
 use crate::pipeline::verdict::{self, LogEvent, Outcome};
-use crate::pipeline::console::{Auth, ConsoleRoute};
-use crate::pipeline::console::traffic::Range;
+use crate::admin::console::{Auth, ConsoleRoute};
+use crate::admin::console::traffic::Range;
 use crate::count::controls::Controls;
 use crate::count::registry::{Entry, Kind, RegistryCall};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::fmt;
 
 /// What an admin request asks, once its token is compared.
 #[derive(Debug)]
-pub enum AdminRoute<'c> {
+pub(crate) enum AdminRoute<'c> {
     /// Missing or wrong bearer token: a failed authentication (401, no
     /// detail).
     Unauthorized,
@@ -85,7 +85,7 @@ pub enum AdminRoute<'c> {
     Controls,
     /// The traffic over a range (`GET {prefix}/traffic?range=hour|day|week`).
     Traffic(Range),
-    /// A console page ([`crate::pipeline::console`]), with the admin route
+    /// A console page ([`crate::admin::console`]), with the admin route
     /// it shows.
     Console(Box<ConsoleRoute<AdminRoute<'c>>>),
     /// A console ask of a key known by its hash: found in the controls
@@ -99,7 +99,7 @@ pub enum AdminRoute<'c> {
 /// holds it: a key with neither is not found (404), and is looked up by
 /// its parts instead.
 #[derive(Debug)]
-pub struct ByHash<'c> {
+pub(crate) struct ByHash<'c> {
     pub(crate) action: AdminAction,
     pub(crate) rule: &'c Rule,
     pub(crate) key_hash: String,
@@ -348,7 +348,7 @@ impl AdminRequest<'_> {
 
 /// Why an admin request cannot be served (answered 4xx).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AdminError {
+pub(crate) enum AdminError {
     NotFound,
     MethodNotAllowed { allowed: &'static str },
     MissingRule,
@@ -434,7 +434,7 @@ impl std::error::Error for AdminError {}
 
 /// A parsed admin request: the action, the rule, and the key it targets.
 #[derive(Debug, Clone)]
-pub struct AdminRequest<'c> {
+pub(crate) struct AdminRequest<'c> {
     pub(crate) action: AdminAction,
     pub(crate) rule: &'c Rule,
     pub(crate) key: String,
@@ -478,7 +478,7 @@ pub(crate) fn admin_rest<'p>(prefix: &str, canonical_path: &'p str) -> Option<&'
 /// request's own. What a page elsewhere makes a browser send (`<img>`,
 /// a form, a `fetch`) says so; a script or `curl` sends neither.
 pub(crate) fn cross_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own_origin: &str) -> bool {
-    !crate::pipeline::console::session::same_site(sec_fetch_site, origin, own_origin)
+    !crate::admin::console::session::same_site(sec_fetch_site, origin, own_origin)
 }
 
 /// Whether an `Authorization` field presents a credential (any non-blank
@@ -487,38 +487,6 @@ pub(crate) fn cross_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own
 /// tags on any site lock the operator out.
 pub(crate) fn presents_credential(authorization: Option<&str>) -> bool {
     authorization.is_some_and(|a| !a.trim().is_empty())
-}
-
-/// What to take out of a request before it is forwarded: tollgate's own
-/// credentials, and nothing else. The session cookie
-/// ([`session::without_session`](crate::pipeline::console::session::without_session):
-/// its pairs only, every other cookie byte for byte) and an `Authorization`
-/// with the admin token as its bearer (any item of a field sent twice). Asked
-/// of every forwarded request while the admin API is on (`token`): a browser
-/// sends the cookie with any raw path under the prefix, and a client may send
-/// the token anywhere.
-pub(crate) fn own_credentials(token: &str, cookie: Option<&str>, authorization: Option<&str>) -> Strip {
-    use crate::pipeline::console::session::{without_session, CookieRewrite};
-    let authorization =
-        authorization.is_some_and(|a| token_matches(token, Some(a)) || a.split(',').any(|item| token_matches(token, Some(item))));
-    let cookie = cookie.map_or(CookieRewrite::Keep, without_session);
-    Strip { cookie, authorization }
-}
-
-/// [`own_credentials`]'s answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Strip {
-    /// What becomes of the `Cookie` field.
-    pub(crate) cookie: crate::pipeline::console::session::CookieRewrite,
-    /// Whether the `Authorization` field is removed.
-    pub(crate) authorization: bool,
-}
-
-impl Strip {
-    /// Whether the request goes as it came.
-    pub(crate) fn nothing(&self) -> bool {
-        !self.authorization && self.cookie == crate::pipeline::console::session::CookieRewrite::Keep
-    }
 }
 
 /// The log line written once per isolate, at its first admin request, when
@@ -774,26 +742,6 @@ pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -
     serde_json::json!({ "controls": out })
 }
 
-/// Whether `authorization` is `Bearer <expected>`, compared in constant
-/// time: both sides are hashed with SHA-256 first, so neither the length nor
-/// the position of the first difference leaks through timing.
-pub(crate) fn token_matches(expected: &str, authorization: Option<&str>) -> bool {
-    let presented = authorization
-        .and_then(|h| {
-            let h = h.trim();
-            h.get(..7)
-                .filter(|scheme| scheme.eq_ignore_ascii_case("bearer "))
-                .map(|_| h[7..].trim())
-        })
-        .unwrap_or("");
-    // A secret stored with a trailing newline (`echo token | wrangler secret
-    // put`) is the same token.
-    let expected = expected.trim();
-    crate::request::hmac::same_bytes(&Sha256::digest(expected.as_bytes()), &Sha256::digest(presented.as_bytes()))
-        && !expected.is_empty()
-        && !presented.is_empty()
-}
-
 #[cfg(test)]
 mod tests {
     use crate::config::lockout::LOCKOUT_RULE;
@@ -1017,23 +965,6 @@ mod tests {
 #[cfg(test)]
 mod credential_tests {
     use super::*;
-    use crate::pipeline::console::session::CookieRewrite;
-
-    #[test]
-    fn only_tollgates_own_credentials_are_taken_out() {
-        let t = "s3cret";
-        let none = own_credentials(t, Some("a=1; b=2"), Some("Bearer app-token"));
-        assert!(none.nothing(), "{none:?}");
-        assert!(own_credentials(t, None, None).nothing());
-        let both = own_credentials(t, Some("a=1; tollgate_session=v2.1.x"), Some("Bearer s3cret"));
-        assert_eq!(both, Strip { cookie: CookieRewrite::Set("a=1".into()), authorization: true });
-        for spelled in ["bearer  s3cret ", "Bearer app, Bearer s3cret", "BEARER s3cret"] {
-            assert!(own_credentials(t, None, Some(spelled)).authorization, "{spelled}");
-        }
-        for other in ["Bearer s3cretx", "Basic s3cret", "s3cret", "Bearer "] {
-            assert!(!own_credentials(t, None, Some(other)).authorization, "{other}");
-        }
-    }
 
     #[test]
     fn only_a_presented_credential_is_counted_and_a_short_token_is_told() {
@@ -1049,6 +980,7 @@ mod credential_tests {
         assert!(!cross_site(None, None, "https://example.com"));
     }
 }
+
 
 #[cfg(test)]
 mod plus_tests {

@@ -13,10 +13,6 @@ use crate::pipeline::isolate::{Counter, Exchange, ObjectCall, Step};
 use crate::pipeline::verdict::{self, Failure, Outcome};
 use futures_util::future::{join_all, select, Either};
 use std::time::Duration;
-#[cfg(feature = "admin")]
-use crate::count::controls::{Change, Controls, CONTROL_PATH};
-#[cfg(feature = "admin")]
-use crate::count::registry::{RegistryCall, REGISTRY_OBJECT, REGISTRY_PATH};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{js_sys, web_sys, Context, Delay, Env};
@@ -165,7 +161,7 @@ pub(crate) async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_
 }
 
 /// `request`'s result, or [`CallFailure::Timeout`] once `timeout_ms` pass.
-async fn within<T>(timeout_ms: u32, request: impl std::future::Future<Output = Result<T, CallFailure>>) -> Result<T, CallFailure> {
+pub(crate) async fn within<T>(timeout_ms: u32, request: impl std::future::Future<Output = Result<T, CallFailure>>) -> Result<T, CallFailure> {
     let timeout = Delay::from(Duration::from_millis(u64::from(timeout_ms)));
     match select(Box::pin(request), timeout).await {
         Either::Left((result, _)) => result,
@@ -242,35 +238,6 @@ fn refused_as_rpc(message: &str) -> bool {
 /// A JavaScript error's text, as workers-rs renders it (`worker::Error`).
 fn js_error(e: JsValue) -> String {
     worker::Error::from(e).to_string()
-}
-
-/// Sends an admin change of a key's runtime override or ban to its object
-/// (`POST /v1/control`, [`crate::count::controls`]) within `timeout_ms`; the
-/// controls in force after it. A refused change is
-/// [`CallFailure::Refused`] with status 400.
-#[cfg(feature = "admin")]
-pub(crate) async fn control(env: &Env, id: &str, change: &Change, timeout_ms: u32) -> Result<Controls, CallFailure> {
-    within(timeout_ms, send_control(env, id, change)).await
-}
-
-#[cfg(feature = "admin")]
-async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, CallFailure> {
-    let text = post_line(env, id, CONTROL_PATH, &change.encode()).await?;
-    Controls::decode(&text).map_err(|e| CallFailure::Unreadable(e.to_string()))
-}
-
-/// Asks the controls registry ([`crate::count::registry`], its own object)
-/// within `timeout_ms`: the answer's text (a listing, or empty).
-#[cfg(feature = "admin")]
-pub(crate) async fn registry(env: &Env, call: &RegistryCall, timeout_ms: u32) -> Result<String, CallFailure> {
-    within(timeout_ms, post_to(env, classes::REGISTRY, REGISTRY_OBJECT, REGISTRY_PATH, call.encode())).await
-}
-
-/// `POST`s `body` to the limiter object `id` on `path`: the answer's text
-/// when 200, else `Refused`.
-#[cfg(feature = "admin")]
-pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Result<String, CallFailure> {
-    post_to(env, classes::LIMITER, id, path, body.to_string()).await
 }
 
 /// `POST`s `body` to the object of `class` named `id` on `path`: the

@@ -531,16 +531,16 @@ pub(crate) async fn forward(
 }
 
 /// `req` without tollgate's own credentials, as
-/// [`admin::own_credentials`](crate::pipeline::admin::own_credentials) says
+/// [`own_credentials`](crate::pipeline::credentials::own_credentials) says
 /// (the session cookie's pairs, an `Authorization` with the admin token):
 /// the very object when it carries neither (two header reads), else a new
 /// `Request` over it (`new Request(req, { headers })`: the same method, URL,
 /// body stream, `redirect` and `cf`) with those fields changed, nothing else.
 fn without_own_credentials(req: web_sys::Request, token: &str) -> worker::Result<web_sys::Request> {
-    use crate::pipeline::console::session::CookieRewrite;
+    use crate::pipeline::credentials::CookieRewrite;
     let headers = req.headers();
     let (cookie, authorization) = (headers.get("cookie")?, headers.get("authorization")?);
-    let strip = crate::pipeline::admin::own_credentials(token, cookie.as_deref(), authorization.as_deref());
+    let strip = crate::pipeline::credentials::own_credentials(token, cookie.as_deref(), authorization.as_deref());
     if strip.nothing() {
         return Ok(req);
     }

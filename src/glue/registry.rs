@@ -18,7 +18,7 @@ use crate::count::protocol::CallFailure;
 use crate::count::registry::{self, RegistryCall, HANDOVER, REGISTRY_OBJECT, REGISTRY_PATH};
 use crate::glue::limiter::error_reply;
 use crate::glue::objects::post_to;
-use crate::pipeline::console::session::SESSION_MS;
+use crate::pipeline::credentials::SESSION_MS;
 use serde::Deserialize;
 use std::cell::{Cell, OnceCell};
 use worker::{durable_object, js_sys, DurableObject, Env, Request, Response, SqlStorage, SqlStorageValue, State};

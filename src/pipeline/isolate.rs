@@ -25,14 +25,11 @@
 
 use crate::config::Config;
 use crate::count::blocked::{BlockedUntilCache, Refusal, DEFAULT_CAPACITY};
-#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 use crate::count::blocked::Block;
 use crate::count::hold::{self, Holds};
 use crate::count::lease::{self, Admit, LeaseSettings, Leases};
 use crate::count::older;
 use crate::count::protocol::{Call, CallFailure, Op, Reply};
-#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
-use crate::pipeline::admin_flow::CacheEffect;
 use crate::pipeline::applied::{object_name, Applied};
 use crate::pipeline::episodes::{self, Episodes};
 use crate::pipeline::machine::{Decision, Settled};
@@ -48,6 +45,16 @@ use std::collections::VecDeque;
 /// request's context, which workerd refuses ("Cannot perform I/O on behalf
 /// of a different request").
 pub(crate) const POLL_MS: u64 = 5;
+
+/// A change to the isolate's blocked-until cache, made by an admin answer
+/// (`crate::admin::flow`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CacheEffect {
+    /// A ban set: the key is refused here until then (Unix ms).
+    Ban { id: String, until_ms: i64 },
+    /// A control changed or the count reset: a cached block is stale.
+    Forget(String),
+}
 
 /// What one isolate keeps between requests.
 pub(crate) struct Isolate {
@@ -71,8 +78,6 @@ pub(crate) struct Isolate {
     /// The memory held for request bodies: uploads received and bodies
     /// read for keys ([`crate::pipeline::upload`]).
     pub(crate) memory_budget: MemoryBudget,
-    /// The Cloudflare Access team's signing keys ([`crate::pipeline::access`]).
-    pub(crate) access_keys: crate::pipeline::access::Keys,
 }
 
 impl Default for Isolate {
@@ -94,7 +99,6 @@ impl Isolate {
             totals: AllowedTotals::default(),
             admin_seen: false,
             memory_budget: MemoryBudget::new(),
-            access_keys: crate::pipeline::access::Keys::default(),
         }
     }
 
@@ -113,7 +117,7 @@ impl Isolate {
     }
 
     /// Whether this is the isolate's first admin request (then the driver
-    /// logs a short admin token, [`crate::pipeline::admin::short_token_event`]).
+    /// logs a short admin token, [`crate::admin::api::short_token_event`]).
     pub(crate) fn first_admin(&mut self) -> bool {
         !std::mem::replace(&mut self.admin_seen, true)
     }
@@ -130,7 +134,6 @@ impl Isolate {
         }
     }
 
-    #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
     /// Applies an admin answer's cache effect: a ban is cached here at once
     /// (other isolates see it at their next call to the object, or once
     /// their cached block ends); a changed key's cached block is dropped.

@@ -11,7 +11,7 @@
 //! loop machine.next(cache):
 //!   Next::Body { limit, .. } ─▶ read the body (a clone, capped, within the memory budget) ─▶ machine.body(..)
 //!   Next::Upload(limits)     ─▶ receive the upload ─▶ machine.uploaded(receipt, started)
-//!   Next::Admin              ─▶ the admin flow ([`crate::pipeline::admin`])
+//!   Next::Admin              ─▶ the admin flow ([`crate::admin::api`])
 //!   Next::Count(checks)      ─▶ ask each counter ─▶ machine.counted(outcomes) ─▶ Decision
 //!   Next::Decided            ─▶ machine.decided() ─▶ Decision
 //! Decision: the answer, log lines, metric points, the memo entry, refunds due,
@@ -28,8 +28,6 @@ use crate::count::protocol::{Call, Op};
 use crate::pipeline::facts::{Facts, HeaderMap, Secrets};
 use crate::pipeline::memo::{self, Fingerprint, PlanMemo, Reads};
 use crate::pipeline::metrics::{self, Point};
-#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
-use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
 use crate::pipeline::plane::{self, Entry, Plane, Walked};
 use crate::pipeline::plan::{self, Body, Plan, RequestParts, Route};
@@ -86,11 +84,10 @@ pub(crate) enum Next<'m, 'c> {
     /// Receive the body under these limits before anything is reserved,
     /// then [`Machine::uploaded`] ([`crate::pipeline::upload`]).
     Upload(UploadLimits),
-    /// An admin request: never forwarded ([`crate::pipeline::admin`]).
-    /// `access`: its Cloudflare Access token, read, if any. Only in the
-    /// admin Worker's build (and natively).
-    #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
-    Admin { lockout: &'m Applied<'c>, route: &'m AdminRoute<'c>, lockout_binds: bool, access: Option<&'m crate::pipeline::access::AccessCheck> },
+    /// An admin request ([`Route::Admin`]): never forwarded. The admin
+    /// plane plans and serves it ([`Machine::admin`]), or refuses it
+    /// before serving ([`Machine::admin_refused`]).
+    Admin,
     /// Ask each rule's counter with its op, concurrently, then
     /// [`Machine::counted`] with the outcomes, index for index.
     Count(Vec<(&'m Applied<'c>, Op)>),
@@ -147,10 +144,7 @@ impl<'c, 'f> Machine<'c, 'f> {
         }
         match &self.plan.route {
             Route::NeedsBody => Next::Body { limit: self.config.body_limit, timeout_ms: self.config.body_timeout_ms },
-            #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
-            Route::Admin { lockout, route, lockout_binds, access } => {
-                Next::Admin { lockout: lockout.as_ref(), route, lockout_binds: *lockout_binds, access: access.as_ref() }
-            }
+            Route::Admin => Next::Admin,
             Route::Check(applied) if !applied.is_empty() && self.refused.is_none() && self.known.is_none() => {
                 if upgrade::refusing(applied, self.facts.headers).is_some() {
                     return Next::Decided;
@@ -180,6 +174,22 @@ impl<'c, 'f> Machine<'c, 'f> {
             }
         };
         self.plan = self.plan_with(body, None);
+    }
+
+    /// What the admin plane makes of this request ([`Next::Admin`]):
+    /// `plan` given its parts, with `body` as read so far (headers read as
+    /// sent: an admin plan is never kept in the memo).
+    pub(crate) fn admin<T>(&self, body: Body<'_>, plan: impl FnOnce(&RequestParts<'_>) -> T) -> T {
+        let headers = self.facts.headers;
+        with_parts(&self.facts, &|name: &str| headers.get(name), body, plan)
+    }
+
+    /// An admin request the admin plane refused before serving it (its
+    /// lockout's key missing, [`Route::MissingKey`]): decided as if planned
+    /// so.
+    pub(crate) fn admin_refused(&mut self, route: Route<'c>) {
+        self.fresh = None;
+        self.plan.route = route;
     }
 
     /// How the upload went after [`Next::Upload`], begun at `started_ms`:
@@ -306,6 +316,13 @@ pub(crate) fn plan_facts<'c>(
     body: Body<'_>,
     walked: Option<Walked<'_, '_>>,
 ) -> Plan<'c> {
+    with_parts(facts, header, body, |parts| plan::plan_walked(config, parts, walked))
+}
+
+/// The request's parts as a plan reads them: what `facts` say, its headers
+/// read through `header`, and `body` as known so far; for [`plan_facts`]
+/// and the admin plane's own plan ([`Machine::admin`]).
+pub(crate) fn with_parts<T>(facts: &Facts<'_>, header: &dyn Fn(&str) -> Option<String>, body: Body<'_>, f: impl FnOnce(&RequestParts<'_>) -> T) -> T {
     let admin_token = || facts.secrets.admin_token.clone();
     let secret = |name: &str| facts.secrets.get(name);
     let parts = RequestParts {
@@ -321,7 +338,7 @@ pub(crate) fn plan_facts<'c>(
         secret: &secret,
         now_ms: facts.now_ms,
     };
-    plan::plan_walked(config, &parts, walked)
+    f(&parts)
 }
 
 /// The `block` rules of `applied` the cache refuses at `now_ms` (their

@@ -11,7 +11,7 @@
 //! [`key_hash`] serve `tollgate hash`.
 
 use crate::config::upstream::Upstream;
-use crate::pipeline::admin;
+use crate::admin::api;
 use crate::request::canon::{CanonicalQuery, Source};
 use crate::config::Config;
 use crate::config::describe;
@@ -77,7 +77,7 @@ pub(crate) fn rule_key(config: &Config, rule: &str, values: &[(String, String)])
     let encode = |text: &str| percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string();
     let pairs: Vec<String> = values.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
     let params = CanonicalQuery::parse(&pairs.join("&"));
-    admin::admin_key(&rule.key, &params, config.ipv6_prefix)
+    api::admin_key(&rule.key, &params, config.ipv6_prefix)
         .map_err(|missing| {
             let param = missing.0.param_name().unwrap_or_else(|| missing.0.to_string());
             format!("rule `{}`: {missing}: give it as `{param}=VALUE`", rule.name)
@@ -202,7 +202,7 @@ pub(crate) fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed:
             }),
             // All here: the Worker would go on to count.
             Next::Upload(_) => machine.uploaded(Receipt::Complete, request.now_ms),
-            Next::Admin { .. } => {
+            Next::Admin => {
                 let plan = Some(machine.decided().plan);
                 return Explained { url: Ok(url), fast_path, kept: false, checked: Vec::new(), plan, verdict: None };
             }
@@ -335,7 +335,7 @@ fn write_canonical(out: &mut String, config: &Config, c: &Canonical, explained: 
         );
     }
     let _ = writeln!(out, "methods:    {}", c.methods.join(", "));
-    if admin::is_admin_path(&config.admin_prefix, &c.path) {
+    if api::is_admin_path(&config.admin_prefix, &c.path) {
         let _ = writeln!(out, "admin:      with the secret TOLLGATE_ADMIN_TOKEN set, the admin API answers this path instead");
     }
     if explained.fast_path {
@@ -685,9 +685,9 @@ mod tests {
             let Some(rules) = wrangler.pointer("/vars/TOLLGATE").cloned() else { continue };
             let Ok(config) = Config::from_json(&rules) else { continue };
             for rule in &config.rules {
-                let sample = crate::pipeline::console::rules::sample(rule, &config.rules).unwrap_or_else(|e| panic!("{file}: {}: {e}", rule.name));
+                let sample = crate::admin::console::rules::sample(rule, &config.rules).unwrap_or_else(|e| panic!("{file}: {}: {e}", rule.name));
                 let mut headers = sample.headers.clone();
-                headers.push(("cf-connecting-ip".into(), crate::pipeline::console::rules::SAMPLE_IP.into()));
+                headers.push(("cf-connecting-ip".into(), crate::admin::console::rules::SAMPLE_IP.into()));
                 let url = format!("https://{}{}", sample.host, sample.path_and_query);
                 let request = ExplainRequest { method: &sample.method, url: &url, headers: &headers, body: sample.body.as_deref().map(str::as_bytes), country: sample.country, asn: sample.asn, verified_bot: None, secrets: &[], log_key: None, now_ms: 0 };
                 let text = explain(&config, &request, &ALLOWED);

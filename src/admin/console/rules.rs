@@ -6,8 +6,8 @@
 
 use crate::config::rules::{RequestView, Rule, Target, Test};
 use crate::config::words;
-use crate::pipeline::console::esc;
-use crate::pipeline::console::route::param_name;
+use crate::admin::console::esc;
+use crate::admin::console::route::param_name;
 use crate::request::canon::{CanonicalQuery, Source};
 use crate::request::key::{KeyPart, ValueType};
 use std::fmt::Write;

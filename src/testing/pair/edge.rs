@@ -54,7 +54,7 @@ impl Edge {
             match machine.next(Some(&self.isolate.blocked)) {
                 Next::Body { .. } => machine.body(&crate::pipeline::upload::BodyRead::Read(req.body.clone().unwrap_or_default())),
                 Next::Upload(_) => machine.uploaded(Receipt::Complete, now),
-                Next::Admin { .. } => panic!("the pair drives no admin request"),
+                Next::Admin => panic!("the pair drives no admin request"),
                 Next::Count(checks) => {
                     let outcomes = checks.iter().map(|(applied, op)| self.check(applied, *op, now, send, &mut logs)).collect();
                     break machine.counted(outcomes);
