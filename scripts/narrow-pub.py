@@ -93,7 +93,7 @@ KEEP = [
     # ... and what those names' signatures and fields name (the compiler's
     # `private_interfaces` warnings list them).
     "internals::protocol::Call", "internals::protocol::CallError", "internals::protocol::Reply",
-    "internals::window::Decision", "internals::window::Decision::tally", "internals::applied::Applied", "internals::plan::Plan", "internals::applied::Applied::rule", "internals::applied::Applied::key",
+    "internals::window::Admission", "internals::window::Admission::tally", "internals::applied::Applied", "internals::plan::Plan", "internals::applied::Applied::rule", "internals::applied::Applied::key",
     "internals::plan::Plan::route", "internals::plan::Plan::matched", "internals::plan::Plan::canonical",
     "internals::canon::CanonError", "internals::canon::Sources", "internals::body::Malformed",
     "internals::rules::Condition", "internals::sim::Arrivals", "internals::sim::Report::*",

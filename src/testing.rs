@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::pipeline::applied::Applied;
-use crate::pipeline::facts::{Client, Facts, HeaderMap, Secrets};
+use crate::pipeline::facts::{ClientFacts, Facts, HeaderMap, Secrets};
 use crate::pipeline::machine::{Decision, Machine, Next};
 use crate::pipeline::memo::PlanMemo;
 use crate::pipeline::plan::{self, Body, Plan};
@@ -43,7 +43,7 @@ pub struct Req {
     pub headers: Vec<(String, String)>,
     /// `None`: no body (read as empty when asked for).
     pub body: Option<Vec<u8>>,
-    pub client: Client,
+    pub client: ClientFacts,
     pub secrets: Secrets,
     pub now_ms: i64,
 }
@@ -56,7 +56,7 @@ impl Req {
             url,
             headers: Vec::new(),
             body: None,
-            client: Client::default(),
+            client: ClientFacts::default(),
             secrets: Secrets::default(),
             now_ms: 0,
         }

@@ -23,7 +23,7 @@ pub(crate) use crate::pipeline::isolate::CacheEffect;
 use crate::count::controls::{Change, Controls};
 use crate::count::protocol::{Call, CallFailure, Op, Reply};
 use crate::admin::api::{self, AdminAction, AdminRequest, AdminRoute, ByHash, Gate};
-use crate::admin::access::{AccessCheck, Proof, Refusal};
+use crate::admin::access::{AccessCheck, Proof, AccessRefusal};
 use crate::pipeline::applied::Applied;
 use crate::pipeline::verdict::{LogEvent, Outcome};
 use crate::count::registry::{self, Entry, RegistryCall};
@@ -137,7 +137,7 @@ impl<'f> AdminFlow<'f> {
     /// What verifying the Access token's signature gave: the request goes
     /// on as the operator's (no lockout asked: a signature is no guess),
     /// or is refused.
-    pub(crate) fn verified(&mut self, proof: &'f Proof, result: Result<(), Refusal>) -> AdminStep<'f> {
+    pub(crate) fn verified(&mut self, proof: &'f Proof, result: Result<(), AccessRefusal>) -> AdminStep<'f> {
         match result {
             Ok(()) => {
                 self.operator = Some(proof.identity.as_str());
@@ -149,7 +149,7 @@ impl<'f> AdminFlow<'f> {
 
     /// An Access token refused: 401 (the API), or the sign-in page (the
     /// console); logged `admin_denied` with the reason (`access`).
-    fn access_refused(&mut self, refusal: &Refusal) -> AdminStep<'f> {
+    fn access_refused(&mut self, refusal: &AccessRefusal) -> AdminStep<'f> {
         let fields = vec![("client_hash", Value::from(self.lockout.key_hash.as_str())), ("access", refusal.reason().into())];
         self.logs.push(LogEvent::new("admin_denied", fields));
         let own = match self.route {
@@ -437,7 +437,7 @@ impl<'f> AdminFlow<'f> {
 mod tests {
     use super::*;
     use crate::count::protocol::decode_reply_line;
-    use crate::pipeline::facts::{Client, Facts, HeaderMap, Secrets};
+    use crate::pipeline::facts::{ClientFacts, Facts, HeaderMap, Secrets};
     use crate::admin::plan::AdminPlan;
     use crate::pipeline::machine::{Machine, Next};
     use crate::pipeline::plan::Body;
@@ -473,7 +473,7 @@ mod tests {
     fn run(method: &str, url: &str, token: &str, answer: &dyn Fn(&AdminStep<'_>) -> Option<Outcome>) -> (Vec<&'static str>, AdminAnswer) {
         let config = config();
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("authorization", &format!("Bearer {token}"))]);
-        let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
+        let (client, secrets) = (ClientFacts::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let facts = Facts { method, url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
         let mut machine = Machine::new(&config, facts, &PlanMemo::new(1), None);
         let (lockout, route, lockout_binds, access) = served(&mut machine, &config, None);
@@ -567,7 +567,7 @@ mod tests {
     /// its first admin step.
     fn console_step(config: &Config, method: &str, path: &str, cookie: &str, body: Option<&[u8]>, run: &dyn for<'f> Fn(AdminFlow<'f>, AdminStep<'f>)) {
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("cookie", cookie), ("sec-fetch-site", "same-origin")]);
-        let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
+        let (client, secrets) = (ClientFacts::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let url = format!("https://example.com{path}");
         let facts = Facts { method, url: &url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
         let mut machine = Machine::new(config, facts, &PlanMemo::new(1), None);
@@ -671,13 +671,13 @@ mod tests {
     /// An admin request under `admin_access` with the Access token of
     /// `claims` (its signature left to the driver), run to its end with the
     /// signature's check answering `verified`; the steps and the answer.
-    fn run_access(url: &str, claims: serde_json::Value, verified: Result<(), Refusal>) -> (Vec<&'static str>, AdminAnswer) {
+    fn run_access(url: &str, claims: serde_json::Value, verified: Result<(), AccessRefusal>) -> (Vec<&'static str>, AdminAnswer) {
         let mut value = json!({ "rules": [{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] }] });
         value["admin_access"] = json!({ "team_domain": "acme.cloudflareaccess.com", "audience": "aud-tag" });
         let config = Config::from_json(&value).unwrap();
         let jwt = crate::admin::access::tests::token(&json!({ "alg": "RS256", "kid": "k1" }), &claims);
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("cf-access-jwt-assertion", &jwt), ("authorization", "Bearer a wrong token")]);
-        let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
+        let (client, secrets) = (ClientFacts::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let facts = Facts { method: "GET", url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
         let mut machine = Machine::new(&config, facts, &PlanMemo::new(1), None);
         let (lockout, route, lockout_binds, access) = served(&mut machine, &config, None);
@@ -715,7 +715,7 @@ mod tests {
         assert_eq!(lines.len(), 1);
         assert_eq!((lines[0]["action"].as_str(), lines[0]["operator"].as_str()), (Some("status"), Some("ann@example.com")));
         // The signature refused: 401, nothing asked, the reason logged.
-        let (steps, done) = run_access("https://example.com/.tollgate/status?rule=a&ip=198.51.100.7", claims.clone(), Err(Refusal::Signature));
+        let (steps, done) = run_access("https://example.com/.tollgate/status?rule=a&ip=198.51.100.7", claims.clone(), Err(AccessRefusal::Signature));
         assert_eq!(steps, ["verify"]);
         assert!(matches!(&done.response, AdminResponse::Own(r) if r.status == 401), "{:?}", done.response);
         let line: serde_json::Value = serde_json::from_str(&done.logs[0].line()).unwrap();

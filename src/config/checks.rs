@@ -345,8 +345,8 @@ pub(super) fn warnings(rule: &Rule) -> Vec<ConfigWarning> {
 /// ends the answer is not cut); a `reservation_ttl` under 5 minutes cuts
 /// LLM answers that run longer (charged `max`).
 pub(super) fn body_usage(rule: &Rule) -> Vec<ConfigWarning> {
-    use crate::config::cost::{Provider, Reading, Source};
-    let Some(Source::Body(reading)) = rule.usage.as_ref().map(|u| &u.source) else { return Vec::new() };
+    use crate::config::cost::{Provider, Reading, UsageSource};
+    let Some(UsageSource::Body(reading)) = rule.usage.as_ref().map(|u| &u.source) else { return Vec::new() };
     let warn = |field: &'static str, message: String| ConfigWarning { rule: rule.name.clone(), field, message };
     let mut out = Vec::new();
     if rule.usage.as_ref().is_some_and(|u| u.cut) {

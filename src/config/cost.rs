@@ -4,7 +4,7 @@
 //! spelling), apart from `cost = N`, a weight; or, read from the answer's
 //! body, `metering = { usage = "openai" | "anthropic" | "gemini",
 //! reserve, max, count, cut }` or `usage = { json = "usage.total_tokens" }`
-//! ([`Source`]; the reader is [`crate::pipeline::usage`]).
+//! ([`UsageSource`]; the reader is [`crate::pipeline::usage`]).
 //!
 //! Such a rule counts in two phases ([`crate::count::reservation`]), like a
 //! failures-only rule: before forwarding it reserves `reserve` units, which
@@ -38,7 +38,7 @@ use crate::config::policy::Named;
 
 /// Where a usage rule reads the units an answer used.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Source {
+pub(crate) enum UsageSource {
     /// A response header (lowercased name), read at the answer's headers.
     Header(String),
     /// The answer's body (a JSON body or an SSE stream), read as it passes.
@@ -96,7 +96,7 @@ impl Named for Count {
 /// which tokens count and whether a stream past its reserve is cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Usage {
-    pub(crate) source: Source,
+    pub(crate) source: UsageSource,
     /// Units reserved before forwarding (the rule's `cost`, as calls carry it).
     pub(crate) reserve: u32,
     /// The most units one answer commits.
@@ -114,8 +114,8 @@ impl Usage {
     /// The response header the origin reports usage in (`None`: the body).
     pub(crate) fn header(&self) -> Option<&str> {
         match &self.source {
-            Source::Header(name) => Some(name),
-            Source::Body(_) => None,
+            UsageSource::Header(name) => Some(name),
+            UsageSource::Body(_) => None,
         }
     }
 
@@ -123,8 +123,8 @@ impl Usage {
     /// else `tokens` (a provider's) or the JSON path.
     pub(crate) fn unit(&self) -> &str {
         match &self.source {
-            Source::Header(name) | Source::Body(Reading::Json(name)) => name,
-            Source::Body(Reading::Provider(_)) => "tokens",
+            UsageSource::Header(name) | UsageSource::Body(Reading::Json(name)) => name,
+            UsageSource::Body(Reading::Provider(_)) => "tokens",
         }
     }
 
@@ -135,8 +135,8 @@ impl Usage {
     /// counts it.
     pub(crate) fn missing_units(&self) -> u32 {
         match self.source {
-            Source::Header(_) => self.reserve,
-            Source::Body(_) => self.max,
+            UsageSource::Header(_) => self.reserve,
+            UsageSource::Body(_) => self.max,
         }
     }
 
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn the_header_is_read_as_reported_never_clamped_to_max_and_anything_else_is_missing() {
-        let usage = Usage { source: Source::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false };
+        let usage = Usage { source: UsageSource::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false };
         for (value, units) in [
             (Some("1200"), Some(1_200)),
             (Some(" 42 "), Some(42)),
@@ -210,7 +210,7 @@ mod tests {
     /// as `50, 50` and was committed at `reserve`.
     #[test]
     fn a_header_sent_twice_commits_its_largest_value() {
-        let usage = Usage { source: Source::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false };
+        let usage = Usage { source: UsageSource::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false };
         for (value, units) in [
             ("50, 50", Some(50)),
             ("50,50,50", Some(50)),

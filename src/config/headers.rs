@@ -68,7 +68,7 @@ pub(crate) struct Policies<'a> {
 
 /// What the `RateLimit` item reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Report {
+pub(crate) enum RateReport {
     /// Not refused: the most constraining window (least remaining, then
     /// latest reset), `t` until it grows.
     Allowed,
@@ -203,17 +203,17 @@ pub(crate) fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) 
     items
 }
 
-/// The `RateLimit` item ([`Report`] says which): `r` the units remaining,
+/// The `RateLimit` item ([`RateReport`] says which): `r` the units remaining,
 /// `t` the seconds (rounded up) until they grow; for a refusal owed to
 /// slots, `r=0` of the slots' policy and no `t`; none for a windowless
 /// rule that was not refused (its free slots are not known at the edge).
-pub(crate) fn ratelimit(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Option<String> {
+pub(crate) fn ratelimit(policies: &Policies<'_>, windows: &[WireWindow], report: RateReport) -> Option<String> {
     let windows: &[WireWindow] = if policies.windowless { &[] } else { windows };
     let (index, retry_after_ms) = match report {
-        Report::NoSlot => return Some(format!("{};r=0", sf_string(&concurrency_name(policies.rule)))),
-        Report::Window { index, retry_after_ms } if index < windows.len() => (index, Some(retry_after_ms)),
-        Report::Window { retry_after_ms, .. } => (tightest(windows)?, Some(retry_after_ms)),
-        Report::Allowed => (tightest(windows)?, None),
+        RateReport::NoSlot => return Some(format!("{};r=0", sf_string(&concurrency_name(policies.rule)))),
+        RateReport::Window { index, retry_after_ms } if index < windows.len() => (index, Some(retry_after_ms)),
+        RateReport::Window { retry_after_ms, .. } => (tightest(windows)?, Some(retry_after_ms)),
+        RateReport::Allowed => (tightest(windows)?, None),
     };
     let window = windows.get(index)?;
     let t = seconds_ceil(retry_after_ms.unwrap_or(window.reset_ms));
@@ -274,9 +274,9 @@ impl OwnResponse {
 }
 
 /// `RateLimit-Policy` and `RateLimit` for one rule's windows, as
-/// [`Report`] says; no `RateLimit-Policy` when it would be empty (the
+/// [`RateReport`] says; no `RateLimit-Policy` when it would be empty (the
 /// draft's list is non-empty).
-pub(crate) fn rate_fields(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Vec<(String, String)> {
+pub(crate) fn rate_fields(policies: &Policies<'_>, windows: &[WireWindow], report: RateReport) -> Vec<(String, String)> {
     let mut out = Vec::with_capacity(2);
     let mut items = ratelimit_policy(policies, windows);
     // One item (the common case) is the field as it is: not joined anew.
@@ -307,8 +307,8 @@ mod tests {
         let w = [window(10, 60_000, 0, 41_001)];
         let p = plain("heavy-example");
         assert_eq!(ratelimit_policy(&p, &w), ["\"heavy-example\";q=10;w=60"]);
-        assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"heavy-example\";r=0;t=42");
-        assert_eq!(ratelimit(&p, &w, Report::Window { index: 0, retry_after_ms: 1 }).unwrap(), "\"heavy-example\";r=0;t=1");
+        assert_eq!(ratelimit(&p, &w, RateReport::Allowed).unwrap(), "\"heavy-example\";r=0;t=42");
+        assert_eq!(ratelimit(&p, &w, RateReport::Window { index: 0, retry_after_ms: 1 }).unwrap(), "\"heavy-example\";r=0;t=1");
     }
 
     #[test]
@@ -316,10 +316,10 @@ mod tests {
         let w = [window(3, 60_000, 2, 60_000), window(20, 3_600_000, 1, 10_000)];
         let p = plain("heavy");
         assert_eq!(ratelimit_policy(&p, &w), ["\"heavy/60s\";q=3;w=60", "\"heavy/3600s\";q=20;w=3600"]);
-        assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"heavy/3600s\";r=1;t=10");
-        assert_eq!(ratelimit(&p, &w, Report::Window { index: 0, retry_after_ms: 5_000 }).unwrap(), "\"heavy/60s\";r=2;t=5");
-        assert_eq!(ratelimit(&p, &w, Report::Window { index: 9, retry_after_ms: 5_000 }).unwrap(), "\"heavy/3600s\";r=1;t=5", "an index past the windows: the tightest");
-        assert_eq!(rate_fields(&p, &[], Report::Allowed), Vec::<(String, String)>::new(), "no empty list");
+        assert_eq!(ratelimit(&p, &w, RateReport::Allowed).unwrap(), "\"heavy/3600s\";r=1;t=10");
+        assert_eq!(ratelimit(&p, &w, RateReport::Window { index: 0, retry_after_ms: 5_000 }).unwrap(), "\"heavy/60s\";r=2;t=5");
+        assert_eq!(ratelimit(&p, &w, RateReport::Window { index: 9, retry_after_ms: 5_000 }).unwrap(), "\"heavy/3600s\";r=1;t=5", "an index past the windows: the tightest");
+        assert_eq!(rate_fields(&p, &[], RateReport::Allowed), Vec::<(String, String)>::new(), "no empty list");
     }
 
     /// The items are built without `format!`:
@@ -371,7 +371,7 @@ mod tests {
                             .collect();
                         assert_eq!(ratelimit_policy(&p, w), expected);
                         for i in 0..count {
-                            let report = Report::Window { index: i, retry_after_ms: 1_234 };
+                            let report = RateReport::Window { index: i, retry_after_ms: 1_234 };
                             let expected = format!("{};r={};t=2", reference_sf(&reference_name(rule, w, i)), w[i].remaining);
                             assert_eq!(ratelimit(&p, w, report), Some(expected));
                             assert_eq!(policy_name(rule, w, i), reference_name(rule, w, i));
@@ -391,7 +391,7 @@ mod tests {
         let w = [window(10, 60_000, 3, 1_000), day.clone()];
         let p = plain("school");
         assert_eq!(ratelimit_policy(&p, &w), ["\"school/60s\";q=10;w=60", "\"school/day\";q=300"]);
-        let refused = Report::Window { index: 1, retry_after_ms: 5_400_000 };
+        let refused = RateReport::Window { index: 1, retry_after_ms: 5_400_000 };
         assert_eq!(ratelimit(&p, &w, refused).unwrap(), "\"school/day\";r=0;t=5400");
         // Alone, it is named by the rule and still has no `w`.
         assert_eq!(ratelimit_policy(&p, &[day]), ["\"school\";q=300"]);
@@ -410,7 +410,7 @@ mod tests {
     fn no_two_items_share_a_name() {
         let dup = [window(10, 60_000, 10, 0), window(20, 60_000, 20, 0), window(30, 60_000, 30, 0)];
         assert_eq!(ratelimit_policy(&plain("dup"), &dup), ["\"dup/60s\";q=10;w=60", "\"dup/60s/2\";q=20;w=60", "\"dup/60s/3\";q=30;w=60"]);
-        assert_eq!(ratelimit(&plain("dup"), &dup, Report::Window { index: 1, retry_after_ms: 1 }).unwrap(), "\"dup/60s/2\";r=20;t=1");
+        assert_eq!(ratelimit(&plain("dup"), &dup, RateReport::Window { index: 1, retry_after_ms: 1 }).unwrap(), "\"dup/60s/2\";r=20;t=1");
         // Rule names are unique and hold no `/`: a derived name is never
         // another rule's name, nor another rule's derived name.
         let two = [window(1, 60_000, 1, 0), window(2, 3_600_000, 2, 0)];
@@ -432,7 +432,7 @@ mod tests {
         let p = Policies { rule: "ai", unit: Some("x-tokens"), concurrency: None, windowless: false };
         let w = [window(10_000, 86_400_000, 5_766, 1_000)];
         assert_eq!(ratelimit_policy(&p, &w), ["\"ai\";q=10000;qu=\"x-tokens\";w=86400"]);
-        assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"ai\";r=5766;t=1");
+        assert_eq!(ratelimit(&p, &w, RateReport::Allowed).unwrap(), "\"ai\";r=5766;t=1");
     }
 
     /// A refusal by the slots named a window (`r=98`).
@@ -440,10 +440,10 @@ mod tests {
     fn the_slots_are_a_policy_of_their_own() {
         let p = Policies { rule: "conc", unit: None, concurrency: Some(2), windowless: false };
         let w = [window(100, 60_000, 98, 30_000)];
-        let fields = rate_fields(&p, &w, Report::NoSlot);
+        let fields = rate_fields(&p, &w, RateReport::NoSlot);
         assert_eq!(fields[0].1, "\"conc\";q=100;w=60, \"conc/concurrency\";q=2;qu=\"concurrent-requests\"");
         assert_eq!(fields[1].1, "\"conc/concurrency\";r=0", "no slot free, no `t`");
-        assert_eq!(rate_fields(&p, &w, Report::Allowed)[1].1, "\"conc\";r=98;t=30", "allowed: the window");
+        assert_eq!(rate_fields(&p, &w, RateReport::Allowed)[1].1, "\"conc\";r=98;t=30", "allowed: the window");
     }
 
     /// A `concurrency` rule without `limits` carries a stand-in window of
@@ -452,10 +452,10 @@ mod tests {
     fn a_windowless_rule_states_only_its_slots() {
         let p = Policies { rule: "conc", unit: None, concurrency: Some(2), windowless: true };
         let w = [window(u32::MAX, 1_000, u64::from(u32::MAX - 1), 1_000)];
-        let refused = rate_fields(&p, &w, Report::NoSlot);
+        let refused = rate_fields(&p, &w, RateReport::NoSlot);
         assert_eq!(refused[0], ("ratelimit-policy".to_string(), "\"conc/concurrency\";q=2;qu=\"concurrent-requests\"".to_string()));
         assert_eq!(refused[1].1, "\"conc/concurrency\";r=0");
-        let allowed = rate_fields(&p, &w, Report::Allowed);
+        let allowed = rate_fields(&p, &w, RateReport::Allowed);
         assert_eq!(allowed, [("ratelimit-policy".to_string(), "\"conc/concurrency\";q=2;qu=\"concurrent-requests\"".to_string())], "no window item, no r of a stand-in");
     }
 

@@ -448,16 +448,16 @@ fn op_name(op: Op) -> &'static str {
 /// its check. The table drives [`encode_call_url`], [`decode_call_url`] and
 /// both forms' checks: a new call field is one row here (and its
 /// `Call::with_*`, and its `WireCall` field for the JSON form).
-struct Field {
+struct WireField {
     letter: char,
-    value: Value,
+    value: WireValue,
     /// The field's own rule, on the whole call (the op decides what is
     /// required); `Ok` for a field without one.
     check: fn(&Call) -> Result<(), CallError>,
 }
 
 /// How a field's value is spelled.
-enum Value {
+enum WireValue {
     /// A whole number of at most `max`, written only when `get` says
     /// something (a default is not written).
     Number { get: fn(&Call) -> Option<u64>, set: fn(&mut Call, u64), max: u64 },
@@ -473,54 +473,54 @@ fn no_check(_: &Call) -> Result<(), CallError> {
 
 /// The fields in the order the compact form writes them (the order of the
 /// build before the table: the wire form is byte for byte the same).
-const FIELDS: [Field; 9] = [
-    Field {
+const FIELDS: [WireField; 9] = [
+    WireField {
         letter: 'c',
-        value: Value::Number { get: |c| Some(u64::from(c.cost)).filter(|n| *n != 1), set: |c, n| c.cost = n as u32, max: U32 },
+        value: WireValue::Number { get: |c| Some(u64::from(c.cost)).filter(|n| *n != 1), set: |c, n| c.cost = n as u32, max: U32 },
         check: |c| if c.cost == 0 { Err(CallError::ZeroCost) } else { Ok(()) },
     },
-    Field {
+    WireField {
         letter: 'a',
-        value: Value::Text { show: |c| (c.algorithm == Algorithm::Gcra).then_some(Cow::Borrowed("gcra")), read: |c, v| algorithm(v).map(|a| c.algorithm = a) },
+        value: WireValue::Text { show: |c| (c.algorithm == Algorithm::Gcra).then_some(Cow::Borrowed("gcra")), read: |c, v| algorithm(v).map(|a| c.algorithm = a) },
         check: no_check,
     },
-    Field { letter: 'h', value: Value::Number { get: |c| c.hold_ms, set: |c, n| c.hold_ms = Some(n), max: u64::MAX }, check: check_hold },
-    Field {
+    WireField { letter: 'h', value: WireValue::Number { get: |c| c.hold_ms, set: |c, n| c.hold_ms = Some(n), max: u64::MAX }, check: check_hold },
+    WireField {
         letter: 'r',
-        value: Value::Number { get: |c| c.reservation, set: |c, n| c.reservation = Some(n), max: u64::MAX },
+        value: WireValue::Number { get: |c| c.reservation, set: |c, n| c.reservation = Some(n), max: u64::MAX },
         check: |c| match (c.op, c.reservation) {
             (Op::Release | Op::Refund, None) => Err(CallError::MissingReservation),
             _ => Ok(()),
         },
     },
-    Field {
+    WireField {
         letter: 'w',
-        value: Value::Number { get: |c| c.want.map(u64::from), set: |c, n| c.want = Some(n as u32), max: U32 },
+        value: WireValue::Number { get: |c| c.want.map(u64::from), set: |c, n| c.want = Some(n as u32), max: U32 },
         check: |c| match c.want {
             Some(want) if c.op == Op::Lease && (want < c.cost || want > MAX_LEASE_UNITS) => Err(CallError::InvalidWant),
             _ => Ok(()),
         },
     },
-    Field {
+    WireField {
         letter: 's',
-        value: Value::Text {
+        value: WireValue::Text {
             show: |c| c.spelling.as_ref().map(|s| Cow::Owned(s.encode())),
             read: |c, v| Spelling::decode(v).map(|s| c.spelling = Some(s)).ok_or(CallError::InvalidSpelling),
         },
         check: no_check,
     },
-    Field {
+    WireField {
         letter: 'p',
-        value: Value::Number { get: |c| c.penalty_ms, set: |c, n| c.penalty_ms = Some(n), max: u64::MAX },
+        value: WireValue::Number { get: |c| c.penalty_ms, set: |c, n| c.penalty_ms = Some(n), max: u64::MAX },
         check: |c| match c.penalty_ms {
             Some(ms) if ms == 0 || ms > crate::count::duration::MAX_WINDOW_MS => Err(CallError::InvalidPenalty),
             _ => Ok(()),
         },
     },
-    Field { letter: 'u', value: Value::Number { get: |c| c.used.map(u64::from), set: |c, n| c.used = Some(n as u32), max: U32 }, check: no_check },
-    Field {
+    WireField { letter: 'u', value: WireValue::Number { get: |c| c.used.map(u64::from), set: |c, n| c.used = Some(n as u32), max: U32 }, check: no_check },
+    WireField {
         letter: 'n',
-        value: Value::Number { get: |c| c.concurrency.map(u64::from), set: |c, n| c.concurrency = Some(n as u32), max: U32 },
+        value: WireValue::Number { get: |c| c.concurrency.map(u64::from), set: |c, n| c.concurrency = Some(n as u32), max: U32 },
         check: |c| match c.concurrency {
             Some(n) if !(1..=MAX_CONCURRENCY).contains(&n) => Err(CallError::InvalidConcurrency),
             _ => Ok(()),
@@ -583,13 +583,13 @@ pub fn encode_call_url(call: &Call) -> String {
             url.push('=');
         };
         match &field.value {
-            Value::Number { get, .. } => {
+            WireValue::Number { get, .. } => {
                 if let Some(n) = get(call) {
                     item(&mut url);
                     push_u64(&mut url, n);
                 }
             }
-            Value::Text { show, .. } => {
+            WireValue::Text { show, .. } => {
                 if let Some(text) = show(call) {
                     item(&mut url);
                     url.push_str(&text);
@@ -646,9 +646,9 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
 }
 
 /// Reads `value` into `call` as `field` spells it.
-fn read_field(call: &mut Call, field: &Field, value: &str) -> Result<(), CallError> {
+fn read_field(call: &mut Call, field: &WireField, value: &str) -> Result<(), CallError> {
     match &field.value {
-        Value::Number { set, max, .. } => {
+        WireValue::Number { set, max, .. } => {
             let letter = field.letter;
             let n: u64 = value.parse().map_err(|_| CallError::Malformed(format!("{letter} is not a number")))?;
             if n > *max {
@@ -657,7 +657,7 @@ fn read_field(call: &mut Call, field: &Field, value: &str) -> Result<(), CallErr
             set(call, n);
             Ok(())
         }
-        Value::Text { read, .. } => read(call, value),
+        WireValue::Text { read, .. } => read(call, value),
     }
 }
 
@@ -867,7 +867,7 @@ impl std::error::Error for CallFailure {}
 /// `limit/window_ms/used/remaining/reset_ms` per window.
 pub fn encode_reply_line(reply: &Reply) -> String {
     let t = &reply.tally;
-    // Field by field into one buffer, numbers without the formatter: no
+    // WireField by field into one buffer, numbers without the formatter: no
     // `format!` of twelve arguments and no string per optional field, on
     // every call's reply.
     let mut line = String::with_capacity(48 + 24 * t.windows.len());

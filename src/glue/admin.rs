@@ -1,5 +1,5 @@
 //! The admin Worker's glue, all of it (the `admin` feature): the admin
-//! request served ([`serve`]: the admin plane's plan, then its flow's
+//! request served ([`crate::glue::admin::serve`]: the admin plane's plan, then its flow's
 //! calls to the lockout counter, the objects' controls, the controls
 //! registry and the Traffic page's queries), and Cloudflare Access's I/O
 //! (the team's signing keys fetched, an RS256 signature verified with
@@ -8,7 +8,7 @@
 //! [`Keys::step`](crate::admin::access::Keys::step) says which key, or to
 //! fetch.
 
-use crate::admin::access::{AccessCheck, KeyStep, Keys, Proof, Refusal};
+use crate::admin::access::{AccessCheck, KeyStep, Keys, Proof, AccessRefusal};
 use crate::admin::api::{self, AdminRoute};
 use crate::admin::console::traffic::{self as queries, Dialect, Range, ACCOUNT_VAR, DATASET_VAR, TOKEN_SECRET};
 use crate::admin::flow::{AdminFlow, AdminResponse, AdminStep};
@@ -94,8 +94,8 @@ const FETCH_TIMEOUT_MS: u32 = 3_000;
 /// Verifies `proof`'s signature with the team's key of its `kid`,
 /// fetching the keys first when the isolate's copy says so (at most one
 /// fetch per request).
-pub(crate) async fn verify(config: &Config, proof: &Proof) -> Result<(), Refusal> {
-    let Some(access) = config.admin_access.as_ref() else { return Err(Refusal::KeysUnavailable) };
+pub(crate) async fn verify(config: &Config, proof: &Proof) -> Result<(), AccessRefusal> {
+    let Some(access) = config.admin_access.as_ref() else { return Err(AccessRefusal::KeysUnavailable) };
     let mut step = with_keys(|keys| keys.step(&proof.kid, now_ms()));
     if step == KeyStep::Fetch {
         let answer = JsFuture::from(fetch_text(&access.certs_url(), FETCH_TIMEOUT_MS)).await.ok().and_then(|v| v.as_string());
@@ -111,11 +111,11 @@ pub(crate) async fn verify(config: &Config, proof: &Proof) -> Result<(), Refusal
             if valid.ok().and_then(|v| v.as_bool()) == Some(true) {
                 Ok(())
             } else {
-                Err(Refusal::Signature)
+                Err(AccessRefusal::Signature)
             }
         }
         KeyStep::Refuse(refusal) => Err(refusal),
-        KeyStep::Fetch => Err(Refusal::KeysUnavailable),
+        KeyStep::Fetch => Err(AccessRefusal::KeysUnavailable),
     }
 }
 

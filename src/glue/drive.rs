@@ -12,7 +12,7 @@ use crate::glue::objects::check;
 use crate::glue::origin::{read_body, receive_upload, BudgetHold};
 use crate::pipeline::facts::{self, Facts, HeaderMap};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
-use crate::pipeline::plane::{self, Entry, Plane};
+use crate::pipeline::plane::{self, Door, Plane};
 use crate::pipeline::metrics;
 use crate::pipeline::upload::{self, Receipt, UploadLimits};
 use futures_util::future::join_all;
@@ -47,9 +47,9 @@ pub(crate) enum Decided {
 pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client, plane: Plane) -> worker::Result<Decided> {
     let url = req.url();
     let walked = match with_isolate(|isolate| machine::entry(config, &isolate.memo, &url, plane)) {
-        (Entry::NotHere, _) => return Ok(Decided::Answered(respond(&plane::not_here())?)),
-        (Entry::Pass, _) => return Ok(Decided::Decision(Box::new(Decision::pass()), Vec::new())),
-        (Entry::Plan, walked) => walked,
+        (Door::NotHere, _) => return Ok(Decided::Answered(respond(&plane::not_here())?)),
+        (Door::Pass, _) => return Ok(Decided::Decision(Box::new(Decision::pass()), Vec::new())),
+        (Door::Plan, walked) => walked,
     };
     let method = req.method();
     let headers = HeaderMap::from_lines(header_lines(req.headers().as_ref()));
@@ -155,12 +155,12 @@ fn due_totals(decision: &Decision<'_>, now: i64, config: &Config, place: metrics
 
 /// The client facts: `client`'s where it says something, else those of
 /// `cf` ([`cf_facts`]'s text).
-fn client_facts(cf: Option<&str>, client: &Client) -> facts::Client {
+fn client_facts(cf: Option<&str>, client: &Client) -> facts::ClientFacts {
     let mut fields = cf.unwrap_or_default().splitn(5, '\n');
     let mut next = || fields.next().filter(|f| !f.is_empty()).map(str::to_string);
     let (country, colo, asn, flag, category) = (next(), next(), next(), next(), next());
     let flag = || flag.as_deref().map(|f| f == "1");
-    facts::Client {
+    facts::ClientFacts {
         country: client.country.clone().or(country),
         asn: client.asn.or_else(|| asn?.parse().ok()),
         verified_bot: cf.and_then(|_| crate::request::exempt::verified_bot(category, flag)),

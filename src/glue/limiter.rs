@@ -37,7 +37,7 @@ use crate::count::controls::{self, Change, Controls};
 use crate::count::registry::{self, Entry};
 use crate::count::object::{self, Alarm, ControlEffect, Delete};
 use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Reply, VERSION};
-use crate::count::store::{self, Applied, Effect};
+use crate::count::store::{self, StoreApplied, Effect};
 use serde::Deserialize;
 use std::cell::{Cell, OnceCell, RefCell};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
@@ -285,8 +285,8 @@ impl Limiter {
 
     /// Applies `effects` in order ([`Limiter::apply`]); stops at the first
     /// that fails.
-    async fn apply_all(&self, effects: &[Effect<'_>]) -> worker::Result<Applied> {
-        let mut applied = Applied::default();
+    async fn apply_all(&self, effects: &[Effect<'_>]) -> worker::Result<StoreApplied> {
+        let mut applied = StoreApplied::default();
         for effect in effects {
             applied += self.apply(effect).await?;
         }
@@ -296,8 +296,8 @@ impl Limiter {
     /// Applies one of [`crate::count::store`]'s effects to SQLite and the
     /// alarm, keeping what this instance remembers (row, controls, alarm)
     /// in step: the rows it wrote, and whether it set the alarm.
-    async fn apply(&self, effect: &Effect<'_>) -> worker::Result<Applied> {
-        let mut applied = Applied::default();
+    async fn apply(&self, effect: &Effect<'_>) -> worker::Result<StoreApplied> {
+        let mut applied = StoreApplied::default();
         match effect {
             // Only a call that writes creates the schema: an object whose
             // storage the alarm deleted stays empty when merely looked at.

@@ -1,15 +1,15 @@
 //! Calls to the limiter objects (glue, `wasm32` only): transport. A rule's
-//! counter is driven here as the core's [`Counter`] asks (its calls sent,
+//! counter is driven here as the core's [`CounterRun`] asks (its calls sent,
 //! its waits slept, its replies handed back); every decision about the
 //! cache, the lease book and the holds is the core's
 //! ([`crate::pipeline::isolate`]). One call goes with the rule's timeout in
 //! the compact form ([`crate::count::protocol`]).
 
 use crate::glue::isolate::{bindings, now_ms, with_isolate, write_logs};
-use crate::pipeline::machine::Settled;
+use crate::pipeline::machine::SettleEffects;
 use crate::pipeline::applied::Applied;
 use crate::count::protocol::{decode_reply_line, decode_rpc_answer, encode_call_url, Call, CallFailure, Op, Reply};
-use crate::pipeline::isolate::{Counter, Exchange, ObjectCall, Step};
+use crate::pipeline::isolate::{CounterRun, Exchange, ObjectCall, Step};
 use crate::pipeline::verdict::{self, Failure, Outcome};
 use futures_util::future::{join_all, select, Either};
 use std::time::Duration;
@@ -22,7 +22,7 @@ use crate::count::classes::{self, ObjectClass};
 /// Applies what settling decided ([`crate::pipeline::machine::Settle::after`])
 /// under `waitUntil` (so the calls complete even if the client disconnects
 /// and the request is cancelled), and awaits it here too.
-pub(crate) async fn settle(ctx: &Context, env: &Env, settled: Settled) {
+pub(crate) async fn settle(ctx: &Context, env: &Env, settled: SettleEffects) {
     if settled.calls.is_empty() {
         return;
     }
@@ -38,7 +38,7 @@ pub(crate) async fn settle(ctx: &Context, env: &Env, settled: Settled) {
 /// Applies what settling decided: the isolate told ([`crate::pipeline::isolate::Isolate::settled`]:
 /// holds, stale blocks), every call sent concurrently (a failed one is
 /// logged as a `counter_error` with decision `not_recorded`).
-pub(crate) async fn apply_settled(env: &Env, settled: Settled) {
+pub(crate) async fn apply_settled(env: &Env, settled: SettleEffects) {
     write_logs(&settled.events);
     let now = now_ms();
     with_isolate(|isolate| isolate.settled(&settled, now));
@@ -51,10 +51,10 @@ pub(crate) async fn apply_settled(env: &Env, settled: Settled) {
 }
 
 /// Asks a rule's counter with `op` ([`verdict::check_op`] or the admin
-/// lockout's): drives the core's [`Counter`] to its outcome, sending the
+/// lockout's): drives the core's [`CounterRun`] to its outcome, sending the
 /// calls it asks for and sleeping the waits it asks for.
 pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
-    let mut driving = Driving(Counter::new(applied, op));
+    let mut driving = Driving(CounterRun::new(applied, op));
     let now = now_ms();
     let mut step = with_isolate(|isolate| driving.0.start(isolate, now));
     loop {
@@ -79,8 +79,8 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
 }
 
 /// A counter being driven. Dropped before its outcome (cancelled with its
-/// request), it tells the core ([`Counter::cancelled`]).
-struct Driving<'a, 'c>(Counter<'a, 'c>);
+/// request), it tells the core ([`CounterRun::cancelled`]).
+struct Driving<'a, 'c>(CounterRun<'a, 'c>);
 
 impl Drop for Driving<'_, '_> {
     fn drop(&mut self) {

@@ -39,7 +39,7 @@ const HANDOVER_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS handover (
 )";
 
 #[derive(Deserialize)]
-struct Value {
+struct RowValue {
     value: String,
 }
 
@@ -133,7 +133,7 @@ impl Registry {
         if let Some(known) = self.moved.get() {
             return Ok(known);
         }
-        let rows: Vec<Value> = self.db()?.exec("SELECT CAST(at_ms AS TEXT) AS value FROM handover", None)?.to_array()?;
+        let rows: Vec<RowValue> = self.db()?.exec("SELECT CAST(at_ms AS TEXT) AS value FROM handover", None)?.to_array()?;
         let moved = !rows.is_empty();
         self.moved.set(Some(moved));
         Ok(moved)
@@ -178,7 +178,7 @@ impl Registry {
             RegistryCall::List => {
                 // Every row but the console's sign-out.
                 let query = "SELECT value FROM registry WHERE (until_ms IS NULL OR until_ms > ?) AND kind != 'signout' ORDER BY set_ms LIMIT 500";
-                let rows: Vec<Value> = sql.exec(query, vec![now.clone()])?.to_array()?;
+                let rows: Vec<RowValue> = sql.exec(query, vec![now.clone()])?.to_array()?;
                 Ok(rows.iter().map(|r| r.value.as_str()).collect::<Vec<_>>().join("\n"))
             }
         }
@@ -211,7 +211,7 @@ impl Registry {
             RegistryCall::SignedOut => {
                 let query = "SELECT value FROM registry WHERE id = ? AND kind = ? AND until_ms > ?";
                 let args = vec![SqlStorageValue::from(id.to_string()), SqlStorageValue::from(kind.to_string()), now.clone()];
-                let rows: Vec<Value> = sql.exec(query, args)?.to_array()?;
+                let rows: Vec<RowValue> = sql.exec(query, args)?.to_array()?;
                 Ok(rows.first().map(|r| r.value.clone()).unwrap_or_default())
             }
             _ => Ok(String::new()),

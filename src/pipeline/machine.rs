@@ -16,7 +16,7 @@
 //!   Next::Decided            ─▶ machine.decided() ─▶ Decision
 //! Decision: the answer, log lines, metric points, the memo entry, refunds due,
 //!           and the [`Settle`] step for after the answer
-//! settle.after(answer of the origin or app) ─▶ Settled: calls, cookies, cache and hold updates
+//! settle.after(answer of the origin or app) ─▶ SettleEffects: calls, cookies, cache and hold updates
 //! ```
 
 use crate::config::response::Prefers;
@@ -29,7 +29,7 @@ use crate::pipeline::facts::{Facts, HeaderMap, Secrets};
 use crate::pipeline::memo::{self, Fingerprint, PlanMemo, Reads};
 use crate::pipeline::metrics::{self, Point};
 use crate::pipeline::applied::Applied;
-use crate::pipeline::plane::{self, Entry, Plane, Walked};
+use crate::pipeline::plane::{self, Door, Plane, Walked};
 use crate::pipeline::plan::{self, Body, Plan, RequestParts, Route};
 use crate::pipeline::upload::{self, Receipt, UploadLimits};
 use crate::pipeline::upgrade;
@@ -37,16 +37,16 @@ use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
 
 /// What the Worker on `plane` does with a request to `url` before reading
 /// anything else ([`plane::walk`]): answer it 404 (the other Worker's),
-/// plan it, or (the zone's fast path, [`Entry::Pass`]) forward it as
+/// plan it, or (the zone's fast path, [`Door::Pass`]) forward it as
 /// [`Decision::pass`] says, with nothing else read (no `cf`, header,
 /// secret or clock): a zone-wide route sends every request of the zone. A
 /// URL a kept plan was made for is planned without walking it again (the
-/// zone keeps plans only of the requests it counts). With [`Entry::Plan`], the
+/// zone keeps plans only of the requests it counts). With [`Door::Plan`], the
 /// zone's walk of the URL, if it made one: hand it to [`Machine::new`]
 /// with the same `config` and `url`, where the plan starts from it.
-pub(crate) fn entry<'c, 'u>(config: &'c Config, memo: &PlanMemo, url: &'u str, plane: Plane) -> (Entry, Option<Walked<'c, 'u>>) {
+pub(crate) fn entry<'c, 'u>(config: &'c Config, memo: &PlanMemo, url: &'u str, plane: Plane) -> (Door, Option<Walked<'c, 'u>>) {
     if plane == Plane::Zone && memo.holds_url(url) {
-        return (Entry::Plan, None);
+        return (Door::Plan, None);
     }
     plane::walk(config, url, plane, &|host, path| plan::rules_take(config, host, path))
 }
@@ -490,9 +490,9 @@ pub(crate) struct Settle<'c> {
 /// How an answer holds its request's concurrency slots ([`Settle::hold`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Hold {
-    /// Settled at the headers: no slot is held past them.
+    /// SettleEffects at the headers: no slot is held past them.
     Headers,
-    /// Settled once the body has been sent or the client went away; cut
+    /// SettleEffects once the body has been sent or the client went away; cut
     /// (the client's answer broken off, the origin's cancelled) once a
     /// chunk has waited `idle_ms` for the client to take it, or after
     /// `left_ms`.
@@ -516,7 +516,7 @@ pub(crate) struct SettleCall {
 
 /// What settling decided.
 #[derive(Debug, Default)]
-pub(crate) struct Settled {
+pub(crate) struct SettleEffects {
     pub(crate) calls: Vec<SettleCall>,
     /// `Set-Cookie` fields of the devices a success made trusted.
     pub(crate) cookies: Vec<(String, String)>,
@@ -643,7 +643,7 @@ impl<'c> Settle<'c> {
     /// app, `None` when nothing answered (tollgate answered itself, the
     /// origin was unreachable, the app gave up): every reservation is then
     /// released. `now_ms` times the device cookies and the holds.
-    pub(crate) fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> Settled {
+    pub(crate) fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> SettleEffects {
         let mut settled = self.after_reading(answer, &|_| None);
         if let Some(answer) = answer {
             settled.cookies = self.cookies(answer, secrets, now_ms);
@@ -653,7 +653,7 @@ impl<'c> Settle<'c> {
 
     /// The `Set-Cookie` fields of the devices the answer's success made
     /// trusted (`trusted_device` rules; read from its status and headers
-    /// only): what [`Settle::after`] puts in [`Settled::cookies`], asked
+    /// only): what [`Settle::after`] puts in [`SettleEffects::cookies`], asked
     /// apart when the settlement waits for the body
     /// ([`Settle::after_reading`]) and the cookies must go with the headers.
     pub(crate) fn cookies(&self, answer: (u16, &HeaderMap), secrets: &Secrets, now_ms: i64) -> Vec<(String, String)> {
@@ -667,10 +667,10 @@ impl<'c> Settle<'c> {
     /// cookies (asked at the headers: [`Settle::cookies`]): `body` says
     /// the tokens each usage rule read from it, by rule name
     /// ([`crate::pipeline::usage::BodyUsage::tokens`]).
-    pub(crate) fn after_reading(&self, answer: Option<(u16, &HeaderMap)>, body: &dyn Fn(&str) -> Option<u64>) -> Settled {
+    pub(crate) fn after_reading(&self, answer: Option<(u16, &HeaderMap)>, body: &dyn Fn(&str) -> Option<u64>) -> SettleEffects {
         let header = |name: &str| answer.and_then(|(_, headers)| headers.get(name));
         let answered = answer.map(|(status, _)| Answered { status, header: &header, body });
-        let mut settled = Settled::default();
+        let mut settled = SettleEffects::default();
         for (a, outcome) in self.applied.iter().zip(&self.outcomes) {
             let Some(call) = verdict::settle(a, outcome, answered.as_ref()) else { continue };
             if let (Op::Commit, Some(answered)) = (call.op, &answered) {
@@ -732,8 +732,8 @@ mod tests {
     #[test]
     fn a_request_no_rule_takes_is_passed_with_nothing_read() {
         let memo = PlanMemo::new(4);
-        assert_eq!(entry(rules(), &memo, "https://example.com/elsewhere?mode=heavy", Plane::Zone).0, Entry::Pass);
-        assert_ne!(entry(rules(), &memo, "https://example.com/x", Plane::Zone).0, Entry::Pass);
+        assert_eq!(entry(rules(), &memo, "https://example.com/elsewhere?mode=heavy", Plane::Zone).0, Door::Pass);
+        assert_ne!(entry(rules(), &memo, "https://example.com/x", Plane::Zone).0, Door::Pass);
         let pass = Decision::pass();
         assert!(matches!(pass.answer, Answer::Forward { ref fields } if fields.is_empty()));
         assert!(pass.logs.is_empty() && !pass.checked && pass.settle.is_empty() && !pass.makes_points());
@@ -818,7 +818,7 @@ mod tests {
         assert_eq!(d.forwarding, Forwarding { settles: true, hidden: Vec::new(), upload: None }, "forwarded and settled as one task");
         assert_eq!(d.settle.response_headers(), ["x-user"]);
         let secrets = Secrets::default();
-        let op = |settled: Settled| settled.calls.iter().map(|s| s.call.op).collect::<Vec<_>>();
+        let op = |settled: SettleEffects| settled.calls.iter().map(|s| s.call.op).collect::<Vec<_>>();
         assert_eq!(op(d.settle.after(None, &secrets, 0)), [Op::Release], "not answered: released");
         let none = HeaderMap::default();
         assert_eq!(op(d.settle.after(Some((401, &none)), &secrets, 0)), [Op::Commit], "a counted failure");

@@ -109,14 +109,14 @@ pub(crate) fn keeps(matched: &[Matched<'_>], applied: &[Applied<'_>], blocked: b
     blocked && !applied.is_empty() && matched.iter().all(|m| m.exempt.is_none())
 }
 
-struct Entry {
+struct MemoEntry {
     reads: Vec<(String, Option<String>)>,
     applied: Vec<Applied<'static>>,
 }
 
 /// A capped map from fingerprint to the plan's checked rules.
 pub(crate) struct PlanMemo {
-    entries: HashMap<Fingerprint, Entry>,
+    entries: HashMap<Fingerprint, MemoEntry>,
     order: VecDeque<Fingerprint>,
     /// The URLs of the entries, each with its number of entries.
     urls: HashMap<String, usize>,
@@ -156,7 +156,7 @@ impl PlanMemo {
         if applied.is_empty() || fingerprint.line.len() + reads.bytes() > MAX_ENTRY_BYTES {
             return;
         }
-        let entry = Entry { reads: reads.0.into_inner(), applied };
+        let entry = MemoEntry { reads: reads.0.into_inner(), applied };
         if self.entries.insert(fingerprint.clone(), entry).is_some() {
             return;
         }

@@ -515,12 +515,12 @@ pub(crate) mod tests {
     use super::*;
 
     /// Whether a request to `url` may need more than [`plan`]'s fast path:
-    /// the zone's [`crate::pipeline::plane::walk`] short of `Entry::Pass`
+    /// the zone's [`crate::pipeline::plane::walk`] short of `Door::Pass`
     /// (its path malformed, entering the admin prefix, or taken by some
     /// rule's host and path).
     pub(crate) fn may_apply(config: &Config, url: &str) -> bool {
-        use crate::pipeline::plane::{walk, Entry, Plane};
-        walk(config, url, Plane::Zone, &|host, path| rules_take(config, host, path)).0 != Entry::Pass
+        use crate::pipeline::plane::{walk, Door, Plane};
+        walk(config, url, Plane::Zone, &|host, path| rules_take(config, host, path)).0 != Door::Pass
     }
     use crate::testing::Req;
     use crate::request::canon::canonical_host;
@@ -568,7 +568,7 @@ pub(crate) mod tests {
     /// only by the config and the URL it was made for.
     #[test]
     fn a_plan_from_the_entrys_walk_is_the_fresh_plan() {
-        use crate::pipeline::plane::{self, Entry, Plane};
+        use crate::pipeline::plane::{self, Door, Plane};
         let c = config(json!([
             {"name": "api", "path": "/api/:id", "query": {"mode": "heavy"}, "key": ["ip", "path:id"], "limits": limits()},
             {"name": "host", "path": "/h/*", "host": "api.example.com", "limits": limits()},
@@ -592,7 +592,7 @@ pub(crate) mod tests {
         for url in urls {
             let walk = || plane::walk(&c, url, Plane::Zone, &|host, path| rules_take(&c, host, path));
             let (entry, walked) = walk();
-            assert!(walked.is_none() || entry == Entry::Plan, "{url}");
+            assert!(walked.is_none() || entry == Door::Plan, "{url}");
             walks += usize::from(walked.is_some());
             let parts = RequestParts::plain("GET", url, &header, Body::Unread);
             assert_eq!(format!("{:?}", plan_walked(&c, &parts, walked)), format!("{:?}", plan(&c, &parts)), "{url}");
@@ -633,7 +633,7 @@ pub(crate) mod tests {
         assert_eq!(p.canonical.map(|c| c.path), Some("/other".to_string()), "explain still shows the canonical view");
     }
 
-    /// The Worker skips the plan when the zone's walk says `Entry::Pass`: only for
+    /// The Worker skips the plan when the zone's walk says `Door::Pass`: only for
     /// requests the plan would check nothing for and read nothing of.
     #[test]
     fn may_apply_is_false_only_where_the_plan_checks_nothing() {

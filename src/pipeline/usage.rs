@@ -92,7 +92,7 @@
 //! stream spends at most what the report that passed `reserve` said, plus
 //! one event, plus what the origin made before the cancel reached it.
 
-use crate::config::cost::{Count, Provider, Reading, Source, Usage};
+use crate::config::cost::{Count, Provider, Reading, UsageSource, Usage};
 use crate::config::rules::Rule;
 use crate::pipeline::applied::Applied;
 use scan::{Doc, Found, Probe, Scan, Seg, Target};
@@ -639,7 +639,7 @@ impl BodyUsage {
 
 /// Whether `rule`'s usage is read from the answer's body.
 pub(crate) fn reads_body(rule: &Rule) -> bool {
-    rule.usage.as_ref().is_some_and(|u| matches!(u.source, Source::Body(_)))
+    rule.usage.as_ref().is_some_and(|u| matches!(u.source, UsageSource::Body(_)))
 }
 
 /// The readers of an answer of `status` and `content_type` for the
@@ -650,7 +650,7 @@ pub(crate) fn body_usage(applied: &[Applied<'_>], status: u16, content_type: Opt
         .iter()
         .filter(|a| a.rule.counting.counts(status))
         .filter_map(|a| match a.rule.usage.as_ref() {
-            Some(u @ Usage { source: Source::Body(reading), .. }) => Some((a.rule.name.as_str(), u, reading)),
+            Some(u @ Usage { source: UsageSource::Body(reading), .. }) => Some((a.rule.name.as_str(), u, reading)),
             _ => None,
         })
         .collect();

@@ -20,7 +20,7 @@
 //! - otherwise the request is forwarded.
 
 use crate::config::policy::{Action, FailPolicy, Named, SuccessAction};
-use crate::config::headers::{rate_fields, OwnResponse, Policies, Report};
+use crate::config::headers::{rate_fields, OwnResponse, Policies, RateReport};
 use crate::count::blocked::Refusal;
 use crate::pipeline::applied::{Applied, Matched};
 use crate::count::protocol::{Call, CallFailure, Op, Reply, WireWindow};
@@ -212,7 +212,7 @@ pub(crate) fn invalid_config() -> OwnResponse {
 pub(crate) fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefers) -> Verdict {
     let mut events = Vec::new();
     let mut fields: Vec<(String, String)> = Vec::new();
-    let mut block: Option<(&Applied<'_>, u64, Report, &Option<Vec<WireWindow>>)> = None;
+    let mut block: Option<(&Applied<'_>, u64, RateReport, &Option<Vec<WireWindow>>)> = None;
     // A rule charged to several identities reports the fields of the first
     // (one `RateLimit` item per policy name).
     let mut reported: Vec<&str> = Vec::new();
@@ -224,7 +224,7 @@ pub(crate) fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers
         match outcome {
             Outcome::Allowed { windows, .. } => {
                 if report {
-                    fields.extend(rate_fields(&policies(a.rule), windows, Report::Allowed));
+                    fields.extend(rate_fields(&policies(a.rule), windows, RateReport::Allowed));
                 }
             }
             Outcome::Blocked { retry_after_ms, window, windows, by } => {
@@ -453,7 +453,7 @@ pub(crate) fn check_op(rule: &Rule) -> Op {
 /// the rule's `RateLimit` fields with the binding window.
 pub(crate) fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize, windows: Option<&[WireWindow]>) -> OwnResponse {
     let windows = windows_of(&rule.limits, retry_after_ms, windows);
-    let fields = rate_fields(&policies(rule), &windows, Report::Window { index: window, retry_after_ms });
+    let fields = rate_fields(&policies(rule), &windows, RateReport::Window { index: window, retry_after_ms });
     crate::config::response::blocked(&rule.name, None, &rule.problems, Prefers::Json, retry_after_ms, fields)
 }
 
@@ -465,10 +465,10 @@ fn policies(rule: &Rule) -> Policies<'_> {
 
 /// What the `RateLimit` item of a refusal `by` reports: the slots for a
 /// refusal owed to them, else the binding `window` and the wait.
-fn refused(by: Refusal, window: usize, retry_after_ms: u64) -> Report {
+fn refused(by: Refusal, window: usize, retry_after_ms: u64) -> RateReport {
     match by {
-        Refusal::Concurrency => Report::NoSlot,
-        Refusal::Limit | Refusal::Ban | Refusal::Penalty => Report::Window { index: window, retry_after_ms },
+        Refusal::Concurrency => RateReport::NoSlot,
+        Refusal::Limit | Refusal::Ban | Refusal::Penalty => RateReport::Window { index: window, retry_after_ms },
     }
 }
 

@@ -379,7 +379,7 @@ impl Cli<'_> {
             outs!(self, "{note}");
         }
         outs!(self, "{}", crate::tools::diff::report(&diffs));
-        let resets = diffs.iter().flat_map(|d| &d.changes).any(crate::tools::diff::Change::resets);
+        let resets = diffs.iter().flat_map(|d| &d.changes).any(crate::tools::diff::ConfigChange::resets);
         if options.fail_on_reset && resets {
             errln!(self, "tollgate diff: some keys' counts start from zero (RESET above)");
             return 3;

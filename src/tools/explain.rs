@@ -19,7 +19,7 @@ use crate::config::words::{lease, limits, policy};
 use crate::config::policy::{Counting, Named};
 use crate::pipeline::facts::{self, Facts, HeaderMap, Secrets};
 use crate::pipeline::machine::{self, Machine, Next};
-use crate::pipeline::plane::{Entry, Plane};
+use crate::pipeline::plane::{Door, Plane};
 use crate::pipeline::memo::PlanMemo;
 use crate::pipeline::applied::{Applied, KeyOutcome, Matched};
 use crate::pipeline::metrics::MetricsLevel;
@@ -30,7 +30,7 @@ use crate::count::limit::Limit;
 use crate::count::protocol::{Call, CallFailure, Op};
 use crate::count::store::Storage;
 use crate::config::rules::{RequestView, Rule};
-use crate::pipeline::isolate::{Counter, Isolate, ObjectCall};
+use crate::pipeline::isolate::{CounterRun, Isolate, ObjectCall};
 use crate::pipeline::verdict::{Answer, Outcome, Verdict};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -106,7 +106,7 @@ impl Assumed {
     }
 
     /// What the rule's counter answers the machine's `op` at `now_ms`, in
-    /// the state assumed: the core's own [`Counter`] on a fresh
+    /// the state assumed: the core's own [`CounterRun`] on a fresh
     /// [`Isolate`] (the ban probe, the cache, the lease, the hold), its
     /// calls answered by the object's own step
     /// ([`crate::count::store::Storage::answer`], the Durable Object's
@@ -118,7 +118,7 @@ impl Assumed {
     fn outcome(self, applied: &Applied<'_>, op: Op, now_ms: i64) -> Outcome {
         let mut objects: std::collections::BTreeMap<String, Storage> = std::collections::BTreeMap::new();
         let mut isolate = Isolate::new();
-        Counter::new(applied, op).run(&mut isolate, now_ms, |ObjectCall { id, call, .. }, at| {
+        CounterRun::new(applied, op).run(&mut isolate, now_ms, |ObjectCall { id, call, .. }, at| {
             let object = objects.entry(id.clone()).or_insert_with(|| self.storage(call, now_ms));
             match self {
                 Assumed::Failed => Err(CallFailure::Transport("assumed: the counter cannot be reached".into())),
@@ -159,7 +159,7 @@ impl Assumptions<'_> {
 pub(crate) struct Explained<'c> {
     pub(crate) url: Result<Url, String>,
     /// No rule's host and path take the URL: the Worker forwards it with
-    /// nothing else read ([`crate::pipeline::plane::walk`]'s `Entry::Pass`).
+    /// nothing else read ([`crate::pipeline::plane::walk`]'s `Door::Pass`).
     pub(crate) fast_path: bool,
     /// The Worker's plan memo would keep this plan for the client's repeats
     /// (a blocked client, nothing exempt, no body read).
@@ -178,7 +178,7 @@ pub(crate) fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed:
         Err(e) => return Explained { url: Err(e), fast_path: false, kept: false, checked: Vec::new(), plan: None, verdict: None },
     };
     let headers = HeaderMap::from_pairs(request.headers);
-    let client = facts::Client {
+    let client = facts::ClientFacts {
         country: request.country.map(str::to_string),
         asn: request.asn,
         verified_bot: request.verified_bot.map(str::to_string),
@@ -190,7 +190,7 @@ pub(crate) fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed:
     // its first.
     let memo = PlanMemo::new(1);
     let (entry, walked) = machine::entry(config, &memo, url.as_str(), Plane::Zone);
-    let fast_path = entry == Entry::Pass;
+    let fast_path = entry == Door::Pass;
     let mut machine = Machine::new(config, facts, &memo, walked);
     let decision = loop {
         match machine.next(None) {

@@ -1,7 +1,7 @@
 //! A deterministic simulator of leased budgets, native only:
 //! N isolates, each with its own arrival process, each the core's
 //! [`Isolate`] (lease book, blocked-until cache, holds), every request
-//! decided by the core's [`Counter`] as the Worker's glue drives it (its
+//! decided by the core's [`CounterRun`] as the Worker's glue drives it (its
 //! calls sent, its waits of [`crate::pipeline::isolate::POLL_MS`] slept as
 //! events, its refunds sent beside the next request), calling limiter
 //! objects that run the object's real step ([`Storage`]:
@@ -31,7 +31,7 @@ use crate::count::protocol::{Algorithm, CallFailure, Op, Reply};
 use crate::count::store::Storage;
 use crate::count::window::Limit;
 use crate::pipeline::applied::{object_name, Applied};
-use crate::pipeline::isolate::{Counter, Isolate, ObjectCall, Step};
+use crate::pipeline::isolate::{CounterRun, Isolate, ObjectCall, Step};
 use crate::pipeline::verdict::Outcome;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -203,7 +203,7 @@ struct Who {
 /// A request being decided: its rule's counter, in the isolate (of the
 /// generation) it arrived at.
 struct Request<'s> {
-    counter: Counter<'s, 's>,
+    counter: CounterRun<'s, 's>,
     isolate: usize,
     generation: u64,
     key: usize,
@@ -385,7 +385,7 @@ impl<'s> Sim<'s> {
             self.send(t, isolate, k, refund, None);
         }
         let edge = &mut self.isolates[isolate];
-        let mut counter = Counter::new(&self.applied[key], Op::Hit);
+        let mut counter = CounterRun::new(&self.applied[key], Op::Hit);
         let step = counter.start(&mut edge.isolate, now_ms);
         let request = Request { counter, isolate, generation: edge.generation, key, who: Who { arrived: t, index } };
         self.requests.push(None);

@@ -5,7 +5,7 @@
 //! their hashes, except the parts the operator typed on the Keys page.
 
 use crate::config::headers::OwnResponse;
-use crate::admin::console::route::param_name;
+use crate::request::key::KeyPart;
 use crate::admin::console::{esc, time, traffic, ConsoleRoute, Page};
 use crate::config::Config;
 use serde_json::Value;
@@ -394,7 +394,7 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
     for rule in &config.rules {
         let _ = write!(out, "<section><h2>{n}</h2><form class=\"inline\" method=\"get\" action=\"{p}/ui/keys\"><input type=\"hidden\" name=\"rule\" value=\"{n}\">", n = esc(&rule.name));
         let typed = |name: &str| route.typed.iter().find(|(n, _)| n == name && route.typed.first().is_some_and(|(_, r)| *r == rule.name)).map(|(_, v)| v.as_str());
-        for name in rule.key.iter().filter_map(param_name) {
+        for name in rule.key.iter().filter_map(KeyPart::param_name) {
             let _ = write!(out, "<label>{n} <input name=\"{n}\" value=\"{}\"></label>", esc(typed(&name).unwrap_or("")), n = esc(&name));
         }
         out.push_str("<button>Look up</button></form></section>");

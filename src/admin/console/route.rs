@@ -163,7 +163,7 @@ fn form(params: &CanonicalQuery) -> Option<(&'static str, &'static str, &'static
 fn by_hash_action(config: &Config, page: Page, params: &CanonicalQuery) -> Option<AdminAction> {
     params.values("key_hash").next()?;
     let rule = params.values("rule").next().and_then(|name| config.rules.iter().find(|r| r.name == name));
-    if rule.is_some_and(|r| r.key.iter().filter_map(param_name).any(|n| params.values(&n).next().is_some())) {
+    if rule.is_some_and(|r| r.key.iter().filter_map(KeyPart::param_name).any(|n| params.values(&n).next().is_some())) {
         return None;
     }
     Some(match page {
@@ -173,12 +173,6 @@ fn by_hash_action(config: &Config, page: Page, params: &CanonicalQuery) -> Optio
     })
 }
 
-/// The admin query parameter of a key part (`ip`, `header:NAME`, ...);
-/// `None` for `global`.
-pub(crate) fn param_name(part: &KeyPart) -> Option<String> {
-    part.param_name()
-}
-
 /// The key parts the operator typed (for the named rule), to fill the
 /// page's forms again: they are the operator's own.
 fn typed_parts(config: &Config, params: &CanonicalQuery) -> Vec<(String, String)> {
@@ -186,7 +180,7 @@ fn typed_parts(config: &Config, params: &CanonicalQuery) -> Vec<(String, String)
         return Vec::new();
     };
     let mut typed = vec![("rule".to_string(), rule.name.clone())];
-    for name in rule.key.iter().filter_map(param_name) {
+    for name in rule.key.iter().filter_map(KeyPart::param_name) {
         if let Some(value) = params.values(&name).next() {
             typed.push((name, value.to_string()));
         }

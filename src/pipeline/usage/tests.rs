@@ -1,8 +1,8 @@
 use super::*;
-use crate::config::cost::Source;
+use crate::config::cost::UsageSource;
 
 fn usage(reading: Reading, count: Count, cut: bool, reserve: u32) -> Usage {
-    Usage { source: Source::Body(reading), reserve, max: 1_000_000, expose: false, count, cut }
+    Usage { source: UsageSource::Body(reading), reserve, max: 1_000_000, expose: false, count, cut }
 }
 
 const SSE: Option<&str> = Some("text/event-stream; charset=utf-8");
