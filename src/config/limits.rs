@@ -1,7 +1,7 @@
 //! A rule's limits: `limits` (1 to [`MAX_LIMITS`] windows of
 //! `{ requests, window, time_zone }`, [`LIMIT_FIELDS`]: a duration is a
 //! rolling window, `"day"`, `"week"` or `"month"` a calendar one in
-//! `time_zone`, issue 53), `overrides` (a key value's
+//! `time_zone`), `overrides` (a key value's
 //! own limits, read as `limits` is), and what any list of limits must obey
 //! with the rule's other fields: a cost within the smallest limit
 //! ([`cost_error`]). Either algorithm takes a limit of any size (the

@@ -164,14 +164,14 @@ pub(super) fn counting_mode(rule: &RuleSpec) -> Value {
 }
 
 /// `metering = { header, reserve, max, expose }`.
-pub(super) fn metering(u: &crate::config::cost::Usage, refusal: crate::config::response::Refusal) -> Value {
-    use crate::config::cost::{Count, Reading, Source};
+pub(super) fn metering(u: &crate::config::cost::Usage, refusal: crate::config::response::OwnRefusal) -> Value {
+    use crate::config::cost::{Count, Reading, UsageSource};
     use crate::config::policy::Named;
     let mut fields = Map::new();
     match &u.source {
-        Source::Header(name) => put(&mut fields, "header", text(name)),
-        Source::Body(Reading::Provider(p)) => put(&mut fields, "usage", p.name().into()),
-        Source::Body(Reading::Json(path)) => put(&mut fields, "usage", table([("json", text(path))])),
+        UsageSource::Header(name) => put(&mut fields, "header", text(name)),
+        UsageSource::Body(Reading::Provider(p)) => put(&mut fields, "usage", p.name().into()),
+        UsageSource::Body(Reading::Json(path)) => put(&mut fields, "usage", table([("json", text(path))])),
     }
     put(&mut fields, "reserve", u.reserve.into());
     put(&mut fields, "max", u.max.into());
@@ -183,11 +183,11 @@ pub(super) fn metering(u: &crate::config::cost::Usage, refusal: crate::config::r
         Count::Weighted { input, output } => table([("input", input.into()), ("output", output.into())]),
         simple => simple.name().into(),
     };
-    if !matches!(u.source, Source::Body(Reading::Json(_))) {
+    if !matches!(u.source, UsageSource::Body(Reading::Json(_))) {
         put(&mut fields, "count", count);
     }
     put(&mut fields, "cut", u.cut.into());
-    if matches!(u.source, Source::Body(Reading::Provider(_))) {
+    if matches!(u.source, UsageSource::Body(Reading::Provider(_))) {
         put(&mut fields, "refusal", refusal.name().into());
     }
     Value::Object(fields)

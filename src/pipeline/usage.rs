@@ -1,4 +1,4 @@
-//! Usage read from the origin's answer as it passes (issues 37, 50),
+//! Usage read from the origin's answer as it passes,
 //! sans-IO: the driver hands every chunk of the response body to
 //! [`BodyUsage::feed`] and passes the chunk on unchanged (nothing is
 //! buffered on the client's way: the chunk timing is the origin's), then
@@ -21,8 +21,8 @@
 //! Each event's data (each element) goes through a streaming scanner
 //! ([`scan`]) that keeps no copy of it: an event of any size is read (a
 //! Gemini chunk carrying an image, a Responses `response.completed`
-//! repeating a long answer), in memory that does not grow with it. Issue
-//! 50: an event over 64 KiB was skipped and an earlier, smaller report
+//! repeating a long answer), in memory that does not grow with it.
+//! Before, an event over 64 KiB was skipped and an earlier, smaller report
 //! committed.
 //!
 //! # What is read ([`Reading`])
@@ -57,8 +57,7 @@
 //!
 //! # How each end is charged, and its bound
 //! The reservation (`reserve`) was made before forwarding. What is
-//! committed is what was reported, never clamped to `max` (issue 50, item
-//! 1: a report is what was spent, and what is recorded past the budget
+//! committed is what was reported, never clamped to `max` (a report is what was spent, and what is recorded past the budget
 //! blocks what comes after until the window has paid it back):
 //! - **clean end with a final report** ([`End::Ended`]): the usage read.
 //! - **clean end without one** (no usage, only figures the provider still
@@ -93,7 +92,7 @@
 //! stream spends at most what the report that passed `reserve` said, plus
 //! one event, plus what the origin made before the cancel reached it.
 
-use crate::config::cost::{Count, Provider, Reading, Source, Usage};
+use crate::config::cost::{Count, Provider, Reading, UsageSource, Usage};
 use crate::config::rules::Rule;
 use crate::pipeline::applied::Applied;
 use scan::{Doc, Found, Probe, Scan, Seg, Target};
@@ -269,7 +268,7 @@ const ANTHROPIC_FIGURES: &[&str] = &["input_tokens", "cache_creation_input_token
 const GEMINI_FIGURES: &[&str] = &["promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount", "totalTokenCount"];
 
 /// What a reading looks for in every event: its usage targets first, then
-/// `type` and `error` (the last two, at [`TYPE`] and [`ERROR`] from the end).
+/// `type` and `error` (the last two, at `TYPE` and `ERROR` from the end).
 fn targets(reading: &Reading) -> Vec<Target> {
     let mut targets = match reading {
         Reading::Provider(Provider::OpenAi) => {
@@ -368,7 +367,7 @@ impl UsageReader {
 
     /// What the rule commits for a body that ended so (`None`: none was
     /// read, `max` is committed): after a clean end with a final report,
-    /// the units read, above `max` too (item 1 of issue 50: a report is
+    /// the units read, above `max` too (a report is
     /// what was spent, and what is recorded past the budget blocks what
     /// comes after); after any other end, or without a final report, the
     /// largest figures read when they pass `max` (the provider had spent
@@ -640,7 +639,7 @@ impl BodyUsage {
 
 /// Whether `rule`'s usage is read from the answer's body.
 pub(crate) fn reads_body(rule: &Rule) -> bool {
-    rule.usage.as_ref().is_some_and(|u| matches!(u.source, Source::Body(_)))
+    rule.usage.as_ref().is_some_and(|u| matches!(u.source, UsageSource::Body(_)))
 }
 
 /// The readers of an answer of `status` and `content_type` for the
@@ -651,7 +650,7 @@ pub(crate) fn body_usage(applied: &[Applied<'_>], status: u16, content_type: Opt
         .iter()
         .filter(|a| a.rule.counting.counts(status))
         .filter_map(|a| match a.rule.usage.as_ref() {
-            Some(u @ Usage { source: Source::Body(reading), .. }) => Some((a.rule.name.as_str(), u, reading)),
+            Some(u @ Usage { source: UsageSource::Body(reading), .. }) => Some((a.rule.name.as_str(), u, reading)),
             _ => None,
         })
         .collect();
