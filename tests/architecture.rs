@@ -8,28 +8,16 @@
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[path = "support/source.rs"]
 mod source;
-use source::code_of;
+use source::{code_of, rust_files};
 
 /// The crate's source files' code (`#[cfg(test)]` items dropped), by module path (`src/a/b.rs` → `a::b`,
 /// `src/a/mod.rs` → `a`, `src/lib.rs` → ``), with their text.
 fn sources() -> BTreeMap<String, String> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    let mut paths = Vec::new();
-    walk(Path::new("src"), &mut paths);
-    paths
+    rust_files(Path::new("src"))
         .into_iter()
         .map(|p| {
             let rel = p.strip_prefix("src").unwrap().with_extension("");

@@ -13,7 +13,7 @@ use std::path::Path;
 
 #[path = "support/source.rs"]
 mod source;
-use source::code_of;
+use source::{code_of, rust_files};
 
 /// Each folder's rank: a file may name only folders of a lower rank, or
 /// its own. The request machine (`pipeline`) knows of an admin request only
@@ -32,17 +32,6 @@ fn module_of(path: &Path) -> Vec<String> {
     parts
 }
 
-fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// Every `crate::a::b` path in `code`, as its segments.
 fn references(code: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
@@ -58,8 +47,7 @@ fn references(code: &str) -> Vec<Vec<String>> {
 
 /// The modules (files) of the crate, and which other files each names.
 fn graph() -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
-    let mut paths = Vec::new();
-    files(Path::new("src"), &mut paths);
+    let paths = rust_files(Path::new("src"));
     let modules: BTreeMap<Vec<String>, String> = paths
         .iter()
         .filter(|p| !p.starts_with("src/bin"))

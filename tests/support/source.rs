@@ -2,6 +2,23 @@
 //! `tests/architecture.rs`): each file whole, its comments and literals
 //! blanked, its `#[cfg(test)]` items dropped wherever they sit.
 
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file under `dir`, at any depth.
+pub fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
+}
+
 /// A file's code, read whole: comments and the insides of string and
 /// char literals blanked (so a brace or a `crate::` in them counts for
 /// nothing), then every `#[cfg(test)]` item dropped (a test module or a
