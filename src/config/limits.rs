@@ -19,6 +19,8 @@ use std::num::{NonZeroU32, NonZeroU64};
 #[derive(Default)]
 pub(super) struct LimitDraft {
     pub(super) requests: Option<NonZeroU32>,
+    /// `spend`, in micro-units (issue 54).
+    pub(super) spend: Option<NonZeroU32>,
     pub(super) window: Option<Window>,
     pub(super) time_zone: Option<Zone>,
 }
@@ -38,12 +40,22 @@ fn zone_names() -> Vec<&'static str> {
     crate::count::calendar::zone_names().collect()
 }
 
+fn spend_schema() -> serde_json::Value {
+    serde_json::json!({ "type": "number", "exclusiveMinimum": 0, "maximum": 4294.967295 })
+}
+
 const WINDOW_SHAPES: &[Shape] = &[Shape::Duration, Shape::Names(unit_names)];
 
 /// The fields of one `limits` entry.
 pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
-    Field::required("requests", "missing", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window.", |d, i| {
+    Field::required("requests", "missing", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window (or spend).", |d, i| {
         d.requests = i.number(1..=u64::from(u32::MAX), "whole number").and_then(NonZeroU32::new);
+    }),
+    Field::optional("spend", Shape::Custom(spend_schema), "Money allowed per window, in the currency of the rule's metering.price (issue 54), at most 6 decimals and 4294.967295: counted in micro-units (spend × 1,000,000), instead of requests.", |d, i| {
+        d.spend = crate::config::price::millionths(i.value).and_then(|n| u32::try_from(n).ok()).and_then(NonZeroU32::new);
+        if d.spend.is_none() {
+            i.report("must be an amount from 0.000001 to 4294.967295 (whole micro-units of the rule's currency), e.g. 200");
+        }
     }),
     Field::required(
         "window",
@@ -110,7 +122,19 @@ pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
             continue;
         };
         let mut draft = LimitDraft::default();
-        read_table(table, LIMIT_FIELDS, &mut draft, input.errors, &format!("{field}."));
+        // `spend` stands for `requests`: the required field is filled
+        // before reading so that only one of them is asked for.
+        let mut fields = table.clone();
+        if fields.contains_key("spend") && !fields.contains_key("requests") {
+            fields.insert("requests".into(), 1.into());
+        } else if fields.contains_key("spend") {
+            input.errors.push(format!("{field}.spend"), "beside requests: a limit counts requests or money, not both");
+            continue;
+        }
+        read_table(&fields, LIMIT_FIELDS, &mut draft, input.errors, &format!("{field}."));
+        if table.contains_key("spend") {
+            draft.requests = draft.spend;
+        }
         let limit = match (draft.window, draft.time_zone) {
             (Some(Window::Rolling(window_ms)), None) => draft.requests.map(|requests| Limit { requests, window_ms, calendar: None }),
             (Some(Window::Rolling(_)), Some(_)) => {
@@ -129,6 +153,28 @@ pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
         limits.extend(limit);
     }
     Some(limits)
+}
+
+/// Which units a `limits` list (or an `overrides` table of them) was
+/// written in: (some limit gave `spend`, some gave `requests`).
+pub(super) fn units_given(value: &serde_json::Value) -> (bool, bool) {
+    let lists: Vec<&serde_json::Value> = match value {
+        serde_json::Value::Object(map) => map.values().collect(),
+        list => vec![list],
+    };
+    let limits = || lists.iter().filter_map(|l| l.as_array()).flatten().filter_map(|l| l.as_object());
+    (limits().any(|l| l.contains_key("spend")), limits().any(|l| l.contains_key("requests")))
+}
+
+/// Money limits (`spend`) in a rule that prices its usage, and only there
+/// (issue 54): a priced rule counts micro-units, in which `requests`
+/// would mean a millionth of the currency.
+pub(super) fn money_error(priced: bool, (spend, requests): (bool, bool)) -> Option<&'static str> {
+    match (priced, spend, requests) {
+        (true, _, true) => Some("a rule whose metering has a price counts money: write its limits as { spend = 200, window = \"day\", time_zone }, not requests"),
+        (false, true, _) => Some("spend (a limit in money) needs metering.price, which says what each answer costs"),
+        _ => None,
+    }
 }
 
 pub(super) fn cost_error(limits: &[Limit], cost: u32) -> Option<String> {

@@ -1,0 +1,343 @@
+//! Prices per model (issue 54): a usage rule's `metering.price` table,
+//! `{ currency = "JPY", unpriced = "highest", models = { "gpt-4o-mini*" =
+//! { input = 22.5, cached_input = 11.25, output = 90 } } }`, each price in
+//! the operator's currency per million tokens (at most 6 decimals). The
+//! rule then counts money: whole micro-units of the currency, so every sum
+//! is an exact integer ([`PriceTable::charge`]).
+//!
+//! # Which price applies
+//! The model is the one the *answer* names (never the request's: a client
+//! may ask for a cheap model and be served a dear one). A pattern is a
+//! model's name, or a prefix and `*` (`"gpt-4o*"`; `"*"` alone prices any
+//! named model). An exact name wins, else the longest prefix: so
+//! `gpt-4o-mini-2024-07-18` takes `gpt-4o-mini*`'s price, not `gpt-4o*`'s.
+//! A model name that no pattern matches, that is not printable ASCII, that
+//! is longer than 64 bytes (the scanner keeps no more) or that is missing,
+//! are priced by `unpriced` (an answer naming several models pays, kind by kind, the dearest of their prices):
+//! - `"highest"` (the default): each kind of token at the highest price
+//!   the table has for it (every model named is priced so, the dearest
+//!   wins);
+//! - `"refuse"`: the same charge, and a stream is cut at the event that
+//!   named the model (a JSON body has passed by then: it is charged).
+//!
+//! # What is reserved
+//! `reserve` and `max` stay in tokens (what the origin is asked to cap an
+//! answer at); they are priced at the table's highest price of any kind
+//! ([`PriceTable::ceiling`]), so an answer of at most `reserve` tokens is
+//! never charged more than its reservation whatever model serves it, and
+//! `reserve = max` keeps a money budget exact.
+
+use crate::config::policy::Named;
+use crate::config::reader::{infos, Field, FieldInfo, Input, Shape};
+use serde_json::Value;
+
+/// A price per million tokens, in millionths of the currency unit (so one
+/// token costs `rate / 1,000,000` micro-units).
+pub(crate) type Rate = u64;
+
+/// The most a price may be, per million tokens (a million currency units).
+const MOST: f64 = 1_000_000.0;
+
+/// The prices of one model (or pattern), per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Price {
+    pub(crate) input: Rate,
+    /// Input read from a cache (default: `input`).
+    pub(crate) cached_input: Rate,
+    /// Output, reasoning included.
+    pub(crate) output: Rate,
+    /// Input written to a cache (Anthropic's cache creation; default `input`).
+    pub(crate) cache_write: Rate,
+}
+
+impl Price {
+    /// Each kind at the larger of the two prices.
+    pub(crate) fn dearest(self, other: Price) -> Price {
+        Price { input: self.input.max(other.input), cached_input: self.cached_input.max(other.cached_input), output: self.output.max(other.output), cache_write: self.cache_write.max(other.cache_write) }
+    }
+}
+
+/// What a model the table cannot price costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unpriced {
+    Highest,
+    Refuse,
+}
+
+impl Named for Unpriced {
+    const NAMES: &'static [(&'static str, Self)] = &[("highest", Unpriced::Highest), ("refuse", Unpriced::Refuse)];
+}
+
+/// Token counts an answer reported, by how they are billed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Billed {
+    /// All input, cached and cache writes included.
+    pub(crate) input: u64,
+    /// Of `input`, read from a cache.
+    pub(crate) cached: u64,
+    /// Of `input`, written to a cache.
+    pub(crate) cache_write: u64,
+    pub(crate) output: u64,
+}
+
+/// A rule's price table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PriceTable {
+    /// The operator's name for the unit (`JPY`, `USD`, `credits`).
+    pub(crate) currency: String,
+    /// (pattern, price), in config order.
+    pub(crate) models: Vec<(String, Price)>,
+    pub(crate) unpriced: Unpriced,
+}
+
+impl PriceTable {
+    /// The price of `model` (as the answer spelled it), `None` when the
+    /// table cannot price it (see the module's doc).
+    pub(crate) fn price(&self, model: &[u8]) -> Option<Price> {
+        if model.is_empty() || !model.iter().all(|b| b.is_ascii_graphic()) {
+            return None;
+        }
+        let mut best: Option<(usize, Price)> = None;
+        for (pattern, price) in &self.models {
+            let length = match pattern.strip_suffix('*') {
+                None if pattern.as_bytes() == model => return Some(*price),
+                Some(prefix) if model.starts_with(prefix.as_bytes()) => prefix.len(),
+                _ => continue,
+            };
+            if best.is_none_or(|(longest, _)| length > longest) {
+                best = Some((length, *price));
+            }
+        }
+        best.map(|(_, price)| price)
+    }
+
+    /// Each kind at the highest price the table has for it.
+    pub(crate) fn highest(&self) -> Price {
+        self.models.iter().fold(Price::default(), |most, (_, price)| most.dearest(*price))
+    }
+
+    /// The highest price of any kind: what a token of unknown kind and
+    /// model may cost.
+    pub(crate) fn ceiling(&self) -> Rate {
+        let h = self.highest();
+        h.input.max(h.cached_input).max(h.output).max(h.cache_write)
+    }
+
+    /// `tokens` of unknown kind at [`PriceTable::ceiling`], in micro-units
+    /// (rounded up); `None` past `u32::MAX` micro-units.
+    pub(crate) fn reserve_units(&self, tokens: u32) -> Option<u32> {
+        u32::try_from(micro(u128::from(tokens) * u128::from(self.ceiling()))).ok()
+    }
+
+    /// What `tokens` cost at `price`, in micro-units, rounded up once per
+    /// answer: Σ tokens × rate / 1,000,000. Cached input and cache writes
+    /// are taken out of the input (each at most what remains of it), the
+    /// rest is input at its price.
+    pub(crate) fn charge(price: Price, tokens: Billed) -> u64 {
+        let cached = tokens.cached.min(tokens.input);
+        let written = tokens.cache_write.min(tokens.input - cached);
+        let plain = tokens.input - cached - written;
+        let sum = [(plain, price.input), (cached, price.cached_input), (written, price.cache_write), (tokens.output, price.output)]
+            .iter()
+            .fold(0u128, |sum, &(n, rate)| sum.saturating_add(u128::from(n) * u128::from(rate)));
+        u64::try_from(micro(sum)).unwrap_or(u64::MAX)
+    }
+}
+
+/// Millionths of micro-units, rounded up to whole micro-units.
+fn micro(millionths: u128) -> u128 {
+    millionths.div_ceil(1_000_000)
+}
+
+/// A decimal amount in millionths (`0.15` is 150,000): `None` when it is
+/// negative, above [`MOST`], or has more than 6 decimals.
+pub(crate) fn millionths(value: &Value) -> Option<u64> {
+    let x = value.as_f64().filter(|x| (0.0..=MOST).contains(x))?;
+    let scaled = x * 1_000_000.0;
+    let whole = scaled.round();
+    ((scaled - whole).abs() < 1e-3).then_some(whole as u64)
+}
+
+/// Millionths written back as the decimal they were read from.
+pub(crate) fn decimal(millionths: u64) -> Value {
+    if millionths % 1_000_000 == 0 {
+        return (millionths / 1_000_000).into();
+    }
+    serde_json::Number::from_f64(millionths as f64 / 1_000_000.0).map_or(Value::Null, Value::Number)
+}
+
+/// `price`'s table while it is read.
+#[derive(Default)]
+struct TableDraft {
+    currency: Option<String>,
+    models: Vec<(String, Price)>,
+    unpriced: Option<Unpriced>,
+}
+
+/// A model's prices while they are read.
+#[derive(Default)]
+struct PriceDraft {
+    input: Option<Rate>,
+    cached_input: Option<Rate>,
+    output: Option<Rate>,
+    cache_write: Option<Rate>,
+}
+
+fn amount(i: &mut Input<'_>) -> Option<Rate> {
+    millionths(i.value).or_else(|| i.fail("must be a price per million tokens from 0 to 1000000, with at most 6 decimals, e.g. 0.15"))
+}
+
+fn amount_schema() -> Value {
+    serde_json::json!({ "type": "number", "minimum": 0, "maximum": MOST })
+}
+
+const PRICE_FIELDS: &[Field<PriceDraft>] = &[
+    Field::required("input", "missing", Shape::Custom(amount_schema), "Input tokens, per million, in the table's currency.", |d, i| d.input = amount(i)),
+    Field::optional("cached_input", Shape::Custom(amount_schema), "Input read from the provider's cache, per million (default: input).", |d, i| d.cached_input = amount(i)),
+    Field::required("output", "missing", Shape::Custom(amount_schema), "Output tokens (reasoning included), per million.", |d, i| d.output = amount(i)),
+    Field::optional("cache_write", Shape::Custom(amount_schema), "Input written to the provider's cache (Anthropic's cache_creation_input_tokens), per million (default: input).", |d, i| d.cache_write = amount(i)),
+];
+
+fn price_infos() -> Vec<FieldInfo> {
+    infos(PRICE_FIELDS)
+}
+
+const MODELS_SHAPE: Shape = Shape::Map(&Shape::Table(price_infos));
+
+const TABLE_FIELDS: &[Field<TableDraft>] = &[
+    Field::required("currency", "missing", Shape::Text("^[A-Za-z][A-Za-z0-9_-]{0,15}$"), "The unit prices and money limits are in, e.g. \"JPY\", \"USD\" (a name; charges are whole micro-units of it).", |d, i| {
+        d.currency = i.text(|t| (1..=16).contains(&t.len()) && t.starts_with(|c: char| c.is_ascii_alphabetic()) && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'), "must be a short name such as \"JPY\" or \"USD\"");
+    }),
+    Field::required("models", "missing", MODELS_SHAPE, "Each model's prices per million tokens, by the name the answer gives (`model`, Gemini's `modelVersion`): an exact name, or a prefix and * (\"gpt-4o*\"; \"*\" any named model). An exact name wins, else the longest prefix.", |d, i| {
+        d.models = read_models(i);
+    }),
+    Field::optional("unpriced", Shape::Names(Unpriced::names), "A model no pattern matches, or an answer naming none: \"highest\" (charged at the table's highest prices, the default) or \"refuse\" (the same, and a stream is cut there).", |d, i| {
+        d.unpriced = i.choice::<Unpriced>(None);
+    }),
+];
+
+/// The fields of a `price` table (for the schema).
+pub(super) fn table_infos() -> Vec<FieldInfo> {
+    infos(TABLE_FIELDS)
+}
+
+fn read_models(input: &mut Input<'_>) -> Vec<(String, Price)> {
+    let Some(table) = input.value.as_object().filter(|t| !t.is_empty()) else {
+        input.report("must be a non-empty table of model = { input, output }, such as { \"gpt-4o-mini*\" = { input = 0.15, output = 0.6 } }");
+        return Vec::new();
+    };
+    let mut models = Vec::new();
+    for (pattern, value) in table {
+        let field = format!("{}.{pattern}", input.field);
+        let mut sub = Input { field: &field, value, errors: input.errors };
+        let valid = pattern.len() <= 64 && !pattern.is_empty() && pattern.bytes().all(|b| b.is_ascii_graphic()) && !pattern.trim_end_matches('*').contains('*') && pattern.matches('*').count() <= 1;
+        if !valid {
+            sub.report("a model name, or a prefix and one * at its end, in printable ASCII without spaces, at most 64 bytes");
+            continue;
+        }
+        let Some(fields) = value.as_object() else {
+            sub.report("must be a table { input, output }");
+            continue;
+        };
+        let mut draft = PriceDraft::default();
+        if sub.read_fields(fields, PRICE_FIELDS, &mut draft) {
+            if let (Some(input), Some(output)) = (draft.input, draft.output) {
+                models.push((pattern.clone(), Price { input, cached_input: draft.cached_input.unwrap_or(input), output, cache_write: draft.cache_write.unwrap_or(input) }));
+            }
+        }
+    }
+    models
+}
+
+/// Reads `metering.price`; `None` (reported under its field) when it is
+/// not one.
+pub(super) fn read_table(input: &mut Input<'_>) -> Option<PriceTable> {
+    let Some(table) = input.value.as_object() else {
+        return input.fail("must be a table { currency = \"JPY\", models = { \"gpt-4o-mini*\" = { input = 22.5, output = 90 } } }");
+    };
+    let mut draft = TableDraft::default();
+    if !input.read_fields(table, TABLE_FIELDS, &mut draft) || draft.models.is_empty() {
+        return None;
+    }
+    Some(PriceTable { currency: draft.currency?, models: draft.models, unpriced: draft.unpriced.unwrap_or(Unpriced::Highest) })
+}
+
+/// The table as it is written in the config.
+pub(crate) fn written(table: &PriceTable) -> Value {
+    let models: serde_json::Map<String, Value> = table
+        .models
+        .iter()
+        .map(|(pattern, p)| {
+            let fields = [("input", p.input), ("cached_input", p.cached_input), ("output", p.output), ("cache_write", p.cache_write)];
+            (pattern.clone(), Value::Object(fields.iter().map(|(name, rate)| (name.to_string(), decimal(*rate))).collect()))
+        })
+        .collect();
+    serde_json::json!({ "currency": table.currency, "models": models, "unpriced": table.unpriced.name() })
+}
+
+/// The table in words, for `explain`: `JPY per million tokens: gpt-4o-mini*
+/// in 22.5 (cached 11.25, cache write 22.5) out 90; unpriced: highest`.
+pub(crate) fn words(table: &PriceTable) -> String {
+    let text = |rate: Rate| decimal(rate).to_string();
+    let models: Vec<String> = table
+        .models
+        .iter()
+        .map(|(pattern, p)| format!("{pattern} in {} (cached {}, cache write {}) out {}", text(p.input), text(p.cached_input), text(p.cache_write), text(p.output)))
+        .collect();
+    format!("{} per million tokens: {}; a model none prices: {}", table.currency, models.join("; "), table.unpriced.name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> PriceTable {
+        let p = |input, output| Price { input, cached_input: input / 2, output, cache_write: input + input / 4 };
+        PriceTable { currency: "JPY".into(), models: vec![("gpt-4o*".into(), p(375_000_000, 1_500_000_000)), ("gpt-4o-mini*".into(), p(22_500_000, 90_000_000)), ("o3".into(), p(300_000_000, 1_200_000_000))], unpriced: Unpriced::Highest }
+    }
+
+    /// The exact name, else the longest prefix; a name spelled to look
+    /// like another's (`gpt-4o-mini` with a space, a non-ASCII letter) is
+    /// unpriced, never the cheaper match.
+    #[test]
+    fn the_most_specific_pattern_prices_a_model_and_odd_spellings_are_unpriced() {
+        let t = table();
+        let input = |m: &[u8]| t.price(m).map(|p| p.input);
+        assert_eq!(input(b"gpt-4o-mini-2024-07-18"), Some(22_500_000));
+        assert_eq!(input(b"gpt-4o-2024-08-06"), Some(375_000_000));
+        assert_eq!(input(b"gpt-4o"), Some(375_000_000));
+        assert_eq!(input(b"o3"), Some(300_000_000));
+        for odd in [&b"o3-pro"[..], b"", b"gpt-4o-mini x", b"gpt-4o-mini\xff", b"GPT-4O-MINI", b" gpt-4o-mini"] {
+            assert_eq!(input(odd), None, "{:?}", String::from_utf8_lossy(odd));
+        }
+        assert_eq!(t.highest(), Price { input: 375_000_000, cached_input: 187_500_000, output: 1_500_000_000, cache_write: 468_750_000 });
+        assert_eq!(t.ceiling(), 1_500_000_000);
+        assert_eq!(t.reserve_units(4_024), Some(6_036_000), "4,024 tokens at 1,500 per million: 6.036 units");
+        assert_eq!(t.reserve_units(3_000_000), None, "past u32::MAX micro-units");
+    }
+
+    /// Σ tokens × rate, each kind at its own price, rounded up once.
+    #[test]
+    fn a_charge_is_the_exact_sum_rounded_up_to_the_micro_unit() {
+        let p = table().price(b"gpt-4o-mini").unwrap();
+        let charge = |input, cached, cache_write, output| PriceTable::charge(p, Billed { input, cached, cache_write, output });
+        // 3,000 × 22.5 + 1,024 × 90 per million: 0.067500 + 0.092160 units.
+        assert_eq!(charge(3_000, 0, 0, 1_024), 159_660);
+        // 1,000 of the input cached at 11.25, 500 written at 28.125.
+        assert_eq!(charge(3_000, 1_000, 500, 0), 59_063, "33,750 + 11,250 + 14,062.5 rounded up");
+        assert_eq!(charge(1, 0, 0, 0), 23, "22.5 micro-units rounded up");
+        assert_eq!(charge(10, 50, 50, 0), 113, "cached past the input is capped at it");
+        assert_eq!(charge(0, 0, 0, 0), 0);
+        assert_eq!(PriceTable::charge(Price { input: u64::MAX, cached_input: 0, output: u64::MAX, cache_write: 0 }, Billed { input: u64::MAX, cached: 0, cache_write: 0, output: u64::MAX }), u64::MAX);
+    }
+
+    #[test]
+    fn decimals_are_read_to_six_places_and_written_back_as_read() {
+        for (value, read) in [(serde_json::json!(0.15), Some(150_000)), (serde_json::json!(22.5), Some(22_500_000)), (serde_json::json!(90), Some(90_000_000)), (serde_json::json!(0.000001), Some(1)), (serde_json::json!(0.0000001), None), (serde_json::json!(-1), None), (serde_json::json!("1"), None), (serde_json::json!(2_000_000), None)] {
+            assert_eq!(millionths(&value), read, "{value}");
+            if let Some(n) = read {
+                assert_eq!(millionths(&decimal(n)), Some(n));
+            }
+        }
+    }
+}
