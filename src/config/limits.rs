@@ -163,7 +163,7 @@ pub(super) fn units_given(value: &serde_json::Value) -> (bool, bool) {
         list => vec![list],
     };
     let limits = || lists.iter().filter_map(|l| l.as_array()).flatten().filter_map(|l| l.as_object());
-    (limits().any(|l| l.contains_key("spend")), limits().any(|l| l.contains_key("requests")))
+    (limits().any(|l| l.contains_key("spend")), limits().any(|l| l.contains_key("requests") && !l.contains_key("spend")))
 }
 
 /// Money limits (`spend`) in a rule that prices its usage, and only there

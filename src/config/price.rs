@@ -275,15 +275,16 @@ pub(crate) fn written(table: &PriceTable) -> Value {
     serde_json::json!({ "currency": table.currency, "models": models, "unpriced": table.unpriced.name() })
 }
 
+/// One model's prices: `in 22.5 (cached 11.25, cache write 22.5) out 90`.
+pub(crate) fn price_words(p: &Price) -> String {
+    let text = |rate: Rate| decimal(rate).to_string();
+    format!("in {} (cached {}, cache write {}) out {}", text(p.input), text(p.cached_input), text(p.cache_write), text(p.output))
+}
+
 /// The table in words, for `explain`: `JPY per million tokens: gpt-4o-mini*
 /// in 22.5 (cached 11.25, cache write 22.5) out 90; unpriced: highest`.
 pub(crate) fn words(table: &PriceTable) -> String {
-    let text = |rate: Rate| decimal(rate).to_string();
-    let models: Vec<String> = table
-        .models
-        .iter()
-        .map(|(pattern, p)| format!("{pattern} in {} (cached {}, cache write {}) out {}", text(p.input), text(p.cached_input), text(p.cache_write), text(p.output)))
-        .collect();
+    let models: Vec<String> = table.models.iter().map(|(pattern, p)| format!("{pattern} {}", price_words(p))).collect();
     format!("{} per million tokens: {}; a model none prices: {}", table.currency, models.join("; "), table.unpriced.name())
 }
 
@@ -339,5 +340,92 @@ mod tests {
                 assert_eq!(millionths(&decimal(n)), Some(n));
             }
         }
+    }
+
+    fn school(price: serde_json::Value, limits: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({ "rules": [{ "name": "money", "path": "/v1/*", "key": ["header:x-school"], "limits": limits, "counting": { "mode": "response", "reservation_ttl": "10m" },
+            "metering": { "usage": "openai", "reserve": 4024, "max": 4024, "price": price } }] })
+    }
+
+    fn yen() -> serde_json::Value {
+        serde_json::json!({ "currency": "JPY", "models": { "gpt-4o-mini*": { "input": 22.5, "cached_input": 11.25, "output": 90 }, "gpt-4o*": { "input": 375, "output": 1500 } } })
+    }
+
+    /// A priced rule reads spend limits in micro-units, reserves its
+    /// tokens at the table's ceiling, says its unit, and is described as
+    /// it was written.
+    #[test]
+    fn a_priced_rule_counts_micro_units_and_is_described_as_read() {
+        use crate::config::Config;
+        let config = Config::from_json(&school(yen(), serde_json::json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }, { "spend": 10.5, "window": "1m" }]))).unwrap();
+        let r = &config.rules[0];
+        let u = r.usage.as_ref().unwrap();
+        assert_eq!((r.limits[0].requests.get(), r.limits[1].requests.get()), (200_000_000, 10_500_000));
+        assert_eq!((u.reserve, u.max, r.cost, u.unit()), (6_036_000, 6_036_000, 6_036_000, "micro-JPY"), "4,024 tokens at 1,500 yen per million");
+        assert!(r.counts_money());
+        let described = crate::config::describe::rule_json(r);
+        assert_eq!(described["limits"], serde_json::json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }, { "spend": 10.5, "window": "1m" }]));
+        assert_eq!((&described["metering"]["reserve"], &described["metering"]["price"]["unpriced"], described["metering"].get("count")), (&serde_json::json!(4024), &serde_json::json!("highest"), None));
+        let again = Config::from_json(&serde_json::json!({ "rules": [described] })).unwrap();
+        assert_eq!((&again.rules[0].usage, &again.rules[0].limits), (&r.usage, &r.limits), "read back the same");
+        let words = crate::config::words::usage_text(u);
+        assert!(words.contains("micro-JPY") && words.contains("gpt-4o-mini* in 22.5 (cached 11.25, cache write 22.5) out 90"), "{words}");
+    }
+
+    #[test]
+    fn a_wrong_price_table_or_money_limit_is_refused_naming_the_field_once() {
+        use crate::config::Config;
+        let day = serde_json::json!([{ "spend": 200, "window": "1d" }]);
+        let errors = |mut config: serde_json::Value| {
+            // A wrong metering leaves reservation_ttl to a rule that does not reserve.
+            config["rules"][0]["counting"].as_object_mut().unwrap().remove("reservation_ttl");
+            Config::from_json(&config).err().unwrap_or_default().iter().map(|e| e.to_string()).collect::<Vec<_>>()
+        };
+        let mut cases = vec![
+            (school(serde_json::json!({ "models": { "a": { "input": 1, "output": 2 } } }), day.clone()), "metering.price.currency"),
+            (school(serde_json::json!({ "currency": "JPY", "models": {} }), day.clone()), "metering.price.models"),
+            (school(serde_json::json!({ "currency": "JPY", "models": { "a": { "input": 1 } } }), day.clone()), "metering.price.models.a.output"),
+            (school(serde_json::json!({ "currency": "JPY", "models": { "a": { "input": 0.0000001, "output": 1 } } }), day.clone()), "metering.price.models.a.input"),
+            (school(serde_json::json!({ "currency": "JPY", "models": { "a*b": { "input": 1, "output": 1 } } }), day.clone()), "metering.price.models.a*b"),
+            (school(serde_json::json!({ "currency": "JPY", "models": { "a": { "input": 1, "output": 1 } }, "unpriced": "free" }), day.clone()), "metering.price.unpriced"),
+            (school(yen(), serde_json::json!([{ "requests": 200_000_000, "window": "1d" }])), "limits"),
+            (school(yen(), serde_json::json!([{ "spend": 200, "requests": 5, "window": "1d" }])), "limits[0].spend"),
+            (school(yen(), serde_json::json!([{ "spend": 5000, "window": "1d" }])), "limits[0].spend"),
+        ];
+        let mut header = school(yen(), day.clone());
+        header["rules"][0]["metering"] = serde_json::json!({ "header": "x-t", "reserve": 5, "max": 5, "price": yen() });
+        cases.push((header, "metering.price"));
+        let mut dear = school(serde_json::json!({ "currency": "JPY", "models": { "a": { "input": 1, "output": 1_000_000 } } }), day.clone());
+        dear["rules"][0]["metering"]["max"] = serde_json::json!(5000);
+        cases.push((dear, "metering.max"));
+        let mut count = school(yen(), day.clone());
+        count["rules"][0]["metering"]["count"] = serde_json::json!("output");
+        cases.push((count, "metering.count"));
+        let mut unpriced = school(yen(), day);
+        unpriced["rules"][0]["metering"].as_object_mut().unwrap().remove("price");
+        cases.push((unpriced, "limits"));
+        for (config, field) in cases {
+            let errs = errors(config.clone());
+            assert_eq!(errs.len(), 1, "{config}: {errs:?}");
+            assert!(errs[0].starts_with(&format!("rule `money`, field `{field}`: ")), "{field}: {errs:?}");
+        }
+    }
+
+    /// `tollgate diff` says a price table's changes, and a change of unit.
+    #[test]
+    fn diff_states_a_price_change_and_a_change_of_unit() {
+        use crate::config::Config;
+        let day = serde_json::json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }]);
+        let old = Config::from_json(&school(yen(), day.clone())).unwrap();
+        let mut dearer = yen();
+        dearer["models"]["gpt-4o-mini*"]["output"] = serde_json::json!(120);
+        dearer["models"]["o3"] = serde_json::json!({ "input": 300, "output": 1200 });
+        dearer["unpriced"] = serde_json::json!("refuse");
+        let new = Config::from_json(&school(dearer, day)).unwrap();
+        let report = crate::tools::diff::report(&crate::tools::diff::diff(&old, &new));
+        assert!(report.contains("`gpt-4o-mini*` in 22.5 (cached 11.25, cache write 22.5) out 90 -> in 22.5 (cached 11.25, cache write 22.5) out 120") && report.contains("`o3` added") && report.contains("unpriced highest -> refuse"), "{report}");
+        let tokens = Config::from_json(&serde_json::json!({ "rules": [{ "name": "money", "path": "/v1/*", "key": ["header:x-school"], "limits": [{ "requests": 200_000_000, "window": "day", "time_zone": "Asia/Tokyo" }], "counting": { "mode": "response", "reservation_ttl": "10m" }, "metering": { "usage": "openai", "reserve": 4024, "max": 4024 } }] })).unwrap();
+        let report = crate::tools::diff::report(&crate::tools::diff::diff(&tokens, &old));
+        assert!(report.contains("counts in micro-JPY, not tokens"), "{report}");
     }
 }

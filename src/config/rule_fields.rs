@@ -77,6 +77,8 @@ pub(super) struct Given {
     pub(super) algorithm_given: bool,
     /// The units `limits` and `overrides` were written in: (spend, requests).
     pub(super) units: (bool, bool),
+    /// `metering` was written (valid or not: a wrong one is reported once).
+    pub(super) metering_given: bool,
 }
 
 impl RuleDraft {
@@ -145,7 +147,8 @@ impl RuleDraft {
         checks::check_query_sources(&spec, errors);
         checks::check_penalty(&spec, errors);
         checks::check_calendar(&spec, errors);
-        if let Some(why) = crate::config::limits::money_error(spec.counts_money(), given.units) {
+        let metering_read = spec.usage.is_some() || !given.metering_given;
+        if let Some(why) = crate::config::limits::money_error(spec.counts_money(), given.units).filter(|_| metering_read) {
             errors.push("limits", why);
         }
         spec
@@ -266,6 +269,7 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
     }).writes(|r| r.usage.is_none().then(|| r.cost.into())),
     RuleField::optional("metering", Shape::Table(crate::config::cost_fields::usage_infos), "Usage reported by the origin, counted in two phases (needs counting = { mode = \"response\" }): { header = \"x-usage-units\", reserve = 1000, max = 100000, expose = false }.", |d, i| {
         d.given.two_phase_given = true;
+        d.given.metering_given = true;
         if let Some((usage, refusal)) = crate::config::cost_fields::read_usage(i) {
             d.spec.usage = Some(usage);
             d.spec.refusal = refusal;
