@@ -55,8 +55,8 @@ const USAGE_FIELDS: &[Field<UsageDraft>] = &[
     Field::optional("refusal", Shape::Names(Refusal::names), "How a refusal (429, or 503) is written: \"provider\" (the API's own error JSON, which its SDKs read, and x-should-retry: false when the wait is over 60 s; the default with usage = \"openai\", \"anthropic\" or \"gemini\") or \"problem\" (RFC 9457 problem+json; the default otherwise).", |d, i| {
         d.refusal = i.choice::<Refusal>(None);
     }),
-    Field::optional("price", Shape::Table(crate::config::price::table_infos), "Prices per model (issue 54): the rule counts money, in whole micro-units of currency, from the tokens the answer reports and the model it names; reserve and max stay in tokens and are priced at the table's highest price. Only with a provider's usage, not with count. { currency = \"JPY\", models = { \"gpt-4o-mini*\" = { input = 22.5, cached_input = 11.25, output = 90 } }, unpriced = \"highest\" }.", |d, i| {
-        d.price = crate::config::price::read_table(i);
+    Field::optional("price", Shape::Table(crate::config::price_fields::table_infos), "Prices per model (issue 54): the rule counts money, in whole micro-units of currency, from the tokens the answer reports and the model it names; reserve and max stay in tokens and are priced at the table's highest price. Only with a provider's usage, not with count. { currency = \"JPY\", models = { \"gpt-4o-mini*\" = { input = 22.5, cached_input = 11.25, output = 90 } }, unpriced = \"highest\" }.", |d, i| {
+        d.price = crate::config::price_fields::read_table(i);
     }),
 ];
 

@@ -40,6 +40,19 @@ fn zone_names() -> Vec<&'static str> {
     crate::count::calendar::zone_names().collect()
 }
 
+/// `spend`, in micro-units.
+#[inline(never)]
+fn read_spend(i: &mut Input<'_>) -> Option<NonZeroU32> {
+    let spend = crate::config::price::millionths(i.value).and_then(|n| u32::try_from(n).ok()).and_then(NonZeroU32::new);
+    spend.or_else(|| i.fail("must be an amount from 0.000001 to 4294.967295 (whole micro-units of the rule's currency), e.g. 200"))
+}
+
+/// Keeps, of `list` from `from` on, what `keep` accepts.
+fn retain_from<T>(list: &mut Vec<T>, from: usize, keep: impl Fn(&T) -> bool) {
+    let tail: Vec<T> = list.drain(from..).filter(|e| keep(e)).collect();
+    list.extend(tail);
+}
+
 fn spend_schema() -> serde_json::Value {
     serde_json::json!({ "type": "number", "exclusiveMinimum": 0, "maximum": 4294.967295 })
 }
@@ -51,12 +64,7 @@ pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
     Field::required("requests", "missing", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window (or spend).", |d, i| {
         d.requests = i.number(1..=u64::from(u32::MAX), "whole number").and_then(NonZeroU32::new);
     }),
-    Field::optional("spend", Shape::Custom(spend_schema), "Money allowed per window, in the currency of the rule's metering.price (issue 54), at most 6 decimals and 4294.967295: counted in micro-units (spend × 1,000,000), instead of requests.", |d, i| {
-        d.spend = crate::config::price::millionths(i.value).and_then(|n| u32::try_from(n).ok()).and_then(NonZeroU32::new);
-        if d.spend.is_none() {
-            i.report("must be an amount from 0.000001 to 4294.967295 (whole micro-units of the rule's currency), e.g. 200");
-        }
-    }),
+    Field::optional("spend", Shape::Custom(spend_schema), "Money allowed per window, in the currency of the rule's metering.price (issue 54), at most 6 decimals and 4294.967295: counted in micro-units (spend × 1,000,000), instead of requests.", |d, i| d.spend = read_spend(i)),
     Field::required(
         "window",
         "missing",
@@ -122,17 +130,15 @@ pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
             continue;
         };
         let mut draft = LimitDraft::default();
-        // `spend` stands for `requests`: the required field is filled
-        // before reading so that only one of them is asked for.
-        let mut fields = table.clone();
-        if fields.contains_key("spend") && !fields.contains_key("requests") {
-            fields.insert("requests".into(), 1.into());
-        } else if fields.contains_key("spend") {
-            input.errors.push(format!("{field}.spend"), "beside requests: a limit counts requests or money, not both");
-            continue;
-        }
-        read_table(&fields, LIMIT_FIELDS, &mut draft, input.errors, &format!("{field}."));
+        let before = input.errors.list.len();
+        read_table(table, LIMIT_FIELDS, &mut draft, input.errors, &format!("{field}."));
+        // `spend` stands for `requests`, which is then not missing.
         if table.contains_key("spend") {
+            let requests = format!("{field}.requests");
+            match table.contains_key("requests") {
+                true => input.errors.push(format!("{field}.spend"), "beside requests: a limit counts requests or money, not both"),
+                false => retain_from(&mut input.errors.list, before, |e| e.field != requests),
+            }
             draft.requests = draft.spend;
         }
         let limit = match (draft.window, draft.time_zone) {
@@ -158,12 +164,13 @@ pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
 /// Which units a `limits` list (or an `overrides` table of them) was
 /// written in: (some limit gave `spend`, some gave `requests`).
 pub(super) fn units_given(value: &serde_json::Value) -> (bool, bool) {
-    let lists: Vec<&serde_json::Value> = match value {
-        serde_json::Value::Object(map) => map.values().collect(),
-        list => vec![list],
-    };
-    let limits = || lists.iter().filter_map(|l| l.as_array()).flatten().filter_map(|l| l.as_object());
-    (limits().any(|l| l.contains_key("spend")), limits().any(|l| l.contains_key("requests") && !l.contains_key("spend")))
+    let mut given = (false, false);
+    let lists = value.as_object().map_or_else(|| vec![value], |map| map.values().collect());
+    for limit in lists.into_iter().filter_map(serde_json::Value::as_array).flatten().filter_map(serde_json::Value::as_object) {
+        let spend = limit.contains_key("spend");
+        given = (given.0 || spend, given.1 || (!spend && limit.contains_key("requests")));
+    }
+    given
 }
 
 /// Money limits (`spend`) in a rule that prices its usage, and only there

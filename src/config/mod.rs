@@ -38,6 +38,7 @@ mod exempt_fields;
 pub(crate) mod headers;
 mod limits;
 pub(crate) mod price;
+mod price_fields;
 pub(crate) mod lockout;
 mod reader;
 mod rule_fields;
