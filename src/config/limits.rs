@@ -47,12 +47,6 @@ fn read_spend(i: &mut Input<'_>) -> Option<NonZeroU32> {
     spend.or_else(|| i.fail("must be an amount from 0.000001 to 4294.967295 (whole micro-units of the rule's currency), e.g. 200"))
 }
 
-/// Keeps, of `list` from `from` on, what `keep` accepts.
-fn retain_from<T>(list: &mut Vec<T>, from: usize, keep: impl Fn(&T) -> bool) {
-    let tail: Vec<T> = list.drain(from..).filter(|e| keep(e)).collect();
-    list.extend(tail);
-}
-
 fn spend_schema() -> serde_json::Value {
     serde_json::json!({ "type": "number", "exclusiveMinimum": 0, "maximum": 4294.967295 })
 }
@@ -98,7 +92,7 @@ pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
 /// key value's own limits, read as `limits` is. Keys are resolved once the
 /// whole config is read ([`Overrides::resolve`]: the IPv6 prefix is a
 /// top-level field).
-pub(super) fn read_overrides(input: &mut Input<'_>) -> Overrides {
+pub(super) fn read_overrides(input: &mut Input<'_>, units: &mut (bool, bool)) -> Overrides {
     let Some(table) = input.value.as_object() else {
         input.report("must be a table of key value = limits, such as { \"42\" = [{ requests = 1000, window = \"1d\" }] }");
         return Overrides::default();
@@ -106,15 +100,16 @@ pub(super) fn read_overrides(input: &mut Input<'_>) -> Overrides {
     let mut entries = Vec::new();
     for (value, limits) in table {
         let field = format!("{}.{value}", input.field);
-        if let Some(limits) = read_limits(&mut Input { field: &field, value: limits, errors: input.errors }) {
+        if let Some(limits) = read_limits(&mut Input { field: &field, value: limits, errors: input.errors }, units) {
             entries.push(Override { value: value.clone(), key: None, limits });
         }
     }
     Overrides::new(entries)
 }
 
-/// A rule's `limits`: 1 to [`MAX_LIMITS`] windows.
-pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
+/// A rule's `limits`: 1 to [`MAX_LIMITS`] windows; `units` records
+/// which were written (some `spend`, some `requests` without it).
+pub(super) fn read_limits(input: &mut Input<'_>, units: &mut (bool, bool)) -> Option<Vec<Limit>> {
     let list = match input.value.as_array() {
         Some(list) if list.len() > MAX_LIMITS => {
             return input.fail(format!("at most {MAX_LIMITS} windows per rule ({} given)", list.len()));
@@ -133,11 +128,13 @@ pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
         let before = input.errors.list.len();
         read_table(table, LIMIT_FIELDS, &mut draft, input.errors, &format!("{field}."));
         // `spend` stands for `requests`, which is then not missing.
-        if table.contains_key("spend") {
+        let spend = table.contains_key("spend");
+        *units = (units.0 || spend, units.1 || !spend);
+        if spend {
             let requests = format!("{field}.requests");
-            match table.contains_key("requests") {
-                true => input.errors.push(format!("{field}.spend"), "beside requests: a limit counts requests or money, not both"),
-                false => retain_from(&mut input.errors.list, before, |e| e.field != requests),
+            match input.errors.list[before..].iter().position(|e| e.field == requests) {
+                Some(at) => drop(input.errors.list.remove(before + at)),
+                None => input.errors.push(format!("{field}.spend"), "beside requests: a limit counts requests or money, not both"),
             }
             draft.requests = draft.spend;
         }
@@ -159,18 +156,6 @@ pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
         limits.extend(limit);
     }
     Some(limits)
-}
-
-/// Which units a `limits` list (or an `overrides` table of them) was
-/// written in: (some limit gave `spend`, some gave `requests`).
-pub(super) fn units_given(value: &serde_json::Value) -> (bool, bool) {
-    let mut given = (false, false);
-    let lists = value.as_object().map_or_else(|| vec![value], |map| map.values().collect());
-    for limit in lists.into_iter().filter_map(serde_json::Value::as_array).flatten().filter_map(serde_json::Value::as_object) {
-        let spend = limit.contains_key("spend");
-        given = (given.0 || spend, given.1 || (!spend && limit.contains_key("requests")));
-    }
-    given
 }
 
 /// Money limits (`spend`) in a rule that prices its usage, and only there

@@ -125,7 +125,7 @@ impl PriceTable {
     /// `tokens` of unknown kind at [`PriceTable::ceiling`], in micro-units
     /// (rounded up); `None` past `u32::MAX` micro-units.
     pub(crate) fn reserve_units(&self, tokens: u32) -> Option<u32> {
-        u32::try_from(micro(u128::from(tokens) * u128::from(self.ceiling()))).ok()
+        u32::try_from(PriceTable::charge(Price { output: self.ceiling(), ..Price::default() }, Billed { output: u64::from(tokens), ..Billed::default() })).ok()
     }
 
     /// What `tokens` cost at `price`, in micro-units, rounded up once per
@@ -136,16 +136,16 @@ impl PriceTable {
         let cached = tokens.cached.min(tokens.input);
         let written = tokens.cache_write.min(tokens.input - cached);
         let plain = tokens.input - cached - written;
-        let sum = [(plain, price.input), (cached, price.cached_input), (written, price.cache_write), (tokens.output, price.output)]
-            .iter()
-            .fold(0u128, |sum, &(n, rate)| sum.saturating_add(u128::from(n) * u128::from(rate)));
-        u64::try_from(micro(sum)).unwrap_or(u64::MAX)
+        // n × rate / 1e6 = n × ⌊rate / 1e6⌋ + n × (rate mod 1e6) / 1e6: the
+        // whole parts, then the fractions summed (each below n × 1e6)
+        // and rounded up once; u64 throughout, saturating.
+        let (mut whole, mut fraction) = (0u64, 0u64);
+        for (n, rate) in [(plain, price.input), (cached, price.cached_input), (written, price.cache_write), (tokens.output, price.output)] {
+            whole = whole.saturating_add(n.saturating_mul(rate / 1_000_000));
+            fraction = fraction.saturating_add(n.saturating_mul(rate % 1_000_000));
+        }
+        whole.saturating_add(fraction.div_ceil(1_000_000))
     }
-}
-
-/// Millionths of micro-units, rounded up to whole micro-units.
-fn micro(millionths: u128) -> u128 {
-    millionths.div_ceil(1_000_000)
 }
 
 /// A decimal amount in millionths (`0.15` is 150,000): `None` when it is
@@ -175,7 +175,11 @@ pub(crate) fn written(table: &PriceTable) -> Value {
         }
         models.insert(pattern.clone(), Value::Object(fields));
     }
-    serde_json::json!({ "currency": table.currency, "models": models, "unpriced": table.unpriced.name() })
+    let mut out = serde_json::Map::new();
+    out.insert("currency".into(), Value::String(table.currency.clone()));
+    out.insert("models".into(), Value::Object(models));
+    out.insert("unpriced".into(), table.unpriced.name().into());
+    Value::Object(out)
 }
 
 /// One model's prices: `in 22.5 (cached 11.25, cache write 22.5) out 90`.

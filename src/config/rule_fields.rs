@@ -255,9 +255,7 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
     }).writes(|r| (!r.windowless).then(|| r.algorithm.name().into())),
     RuleField::optional("limits", Shape::List(&Shape::Table(limit_infos), 1), "The windows, all enforced at once (at most 8): [{ requests = 10, window = \"60s\" }]. Required, but for a concurrency rule that limits only what is in flight.", |d, i| {
         d.given.limits_given = true;
-        let (spend, requests) = crate::config::limits::units_given(i.value);
-        d.given.units = (d.given.units.0 || spend, d.given.units.1 || requests);
-        if let Some(limits) = read_limits(i) {
+        if let Some(limits) = read_limits(i, &mut d.given.units) {
             d.spec.limits = limits;
         }
     }).writes(|r| (!r.windowless).then(|| written::limits(&r.limits, r.counts_money()))),
@@ -291,11 +289,7 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
         }
     }).writes(|r| Some(r.on_error.name().into())),
     RuleField::optional("exempt", Shape::Table(exempt_fields::exempt_infos), "Requests this rule does not count or limit: { ips, asns, verified_bots, header }.", |d, i| d.spec.exempt = read_exempt(i)).writes(|r| Some(written::exempt(&r.exempt))),
-    RuleField::optional("overrides", Shape::Map(&Shape::List(&Shape::Table(limit_infos), 1)), "A key value's own limits, e.g. { \"42\" = [{ requests = 1000, window = \"1d\" }] } (one-part keys).", |d, i| {
-        let (spend, requests) = crate::config::limits::units_given(i.value);
-        d.given.units = (d.given.units.0 || spend, d.given.units.1 || requests);
-        d.spec.overrides = read_overrides(i);
-    }).writes(|r| Some(written::overrides(&r.overrides, r.counts_money()))),
+    RuleField::optional("overrides", Shape::Map(&Shape::List(&Shape::Table(limit_infos), 1)), "A key value's own limits, e.g. { \"42\" = [{ requests = 1000, window = \"1d\" }] } (one-part keys).", |d, i| d.spec.overrides = read_overrides(i, &mut d.given.units)).writes(|r| Some(written::overrides(&r.overrides, r.counts_money()))),
     RuleField::optional("response", Shape::Table(response_infos), "The rule's own block response: { status = 429 or 503, content_type, body } ({retry_after} and {rule} are placeholders).", |d, i| d.spec.response = read_response(i)).writes(|r| r.response.as_ref().map(written::custom_response)),
     RuleField::optional("metrics", Shape::Names(MetricsLevel::names), "What the rule writes to the TOLLGATE_METRICS Analytics Engine dataset: \"off\", \"limited\" (the default: all but allowed requests) or \"all\".", |d, i| {
         if let Some(level) = i.choice::<MetricsLevel>(None) {

@@ -309,19 +309,16 @@ const GEMINI_FIGURES: &[&str] = &["promptTokenCount", "candidatesTokenCount", "t
 /// targets: the input read from a cache (OpenAI's; Anthropic's and
 /// Gemini's are usage members), and the model the answer names.
 fn priced_targets(reading: &Reading) -> Vec<Target> {
-    const CACHED: Probe = Probe::Figures(&["cached_tokens"]);
-    match reading {
-        Reading::Provider(Provider::OpenAi) => vec![
-            Target::new(&["usage", "prompt_tokens_details"], CACHED),
-            Target::new(&["usage", "input_tokens_details"], CACHED),
-            Target::new(&["response", "usage", "input_tokens_details"], CACHED),
-            Target::new(&["model"], Probe::Text),
-            Target::new(&["response", "model"], Probe::Text),
-        ],
-        Reading::Provider(Provider::Anthropic) => vec![Target::new(&["model"], Probe::Text), Target::new(&["message", "model"], Probe::Text)],
-        Reading::Provider(Provider::Gemini) => vec![Target::new(&["modelVersion"], Probe::Text)],
-        Reading::Json(_) => Vec::new(),
-    }
+    let paths: &[&[&str]] = match reading {
+        Reading::Provider(Provider::OpenAi) => {
+            &[&["usage", "prompt_tokens_details"], &["usage", "input_tokens_details"], &["response", "usage", "input_tokens_details"], &["model"], &["response", "model"]]
+        }
+        Reading::Provider(Provider::Anthropic) => &[&["model"], &["message", "model"]],
+        Reading::Provider(Provider::Gemini) => &[&["modelVersion"]],
+        Reading::Json(_) => &[],
+    };
+    let probe = |path: &[&str]| if path.last().is_some_and(|name| name.starts_with("model")) { Probe::Text } else { Probe::Figures(&["cached_tokens"]) };
+    paths.iter().map(|path| Target::new(path, probe(path))).collect()
 }
 
 /// What a reading looks for in every event: its usage targets first, then
