@@ -703,6 +703,20 @@ mod tests {
         assert!(tried >= 10, "the presets and examples were read: {tried}");
     }
 
+    /// Issue 54: a money rule's limits in its currency, its prices in the policy.
+    #[test]
+    fn a_money_rule_shows_its_budget_in_its_currency_and_its_prices() {
+        let config = crate::testing::config(json!([
+            {"name": "yen", "path": "/ask", "counting": {"mode": "response", "reservation_ttl": "10m"},
+             "metering": {"usage": "openai", "reserve": 1000, "max": 1000, "price": {"currency": "JPY", "models": {"gpt-4o-mini*": {"input": 22.5, "output": 90}}}},
+             "limits": [{"spend": 200, "window": "day", "time_zone": "Asia/Tokyo"}, {"spend": 0.5, "window": "1m"}]},
+        ]));
+        let headers = vec![("cf-connecting-ip".to_string(), "203.0.113.7".to_string())];
+        let text = explain(&config, &request("post", "https://example.com/ask", &headers), &ALLOWED);
+        assert!(text.contains("  money:    200 JPY, 0.5 JPY (counted in micro-JPY"), "{text}");
+        assert!(text.contains("reserves 90000 = 1000 tokens at the table's highest price") && text.contains("gpt-4o-mini* in 22.5 (cached 22.5, cache write 22.5) out 90"), "{text}");
+    }
+
     #[test]
     fn a_calendar_window_shows_its_period_and_a_refusal_waits_for_its_end() {
         let config = crate::testing::config(json!([
