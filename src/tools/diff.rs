@@ -318,7 +318,9 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
 /// A metered rule's unit and price table (issue 54).
 fn price_changes(old: &Rule, new: &Rule, changes: &mut Vec<Change>) {
     let (Some(a), Some(b)) = (&old.usage, &new.usage) else { return };
-    if a.unit() != b.unit() {
+    // Money or not, and which currency: a header or a JSON path renamed
+    // still counts the same tokens.
+    if a.price.as_ref().map(|p| &p.unit) != b.price.as_ref().map(|p| &p.unit) {
         changes.push(Change::Unit { from: a.unit().to_string(), to: b.unit().to_string() });
     }
     let (Some(a), Some(b)) = (&a.price, &b.price) else { return };
