@@ -55,7 +55,7 @@ const WINDOW_SHAPES: &[Shape] = &[Shape::Duration, Shape::Names(unit_names)];
 
 /// The fields of one `limits` entry.
 pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
-    Field::required("requests", "missing", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window (or spend).", |d, i| {
+    Field::optional("requests", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window (required, or spend).", |d, i| {
         d.requests = i.number(1..=u64::from(u32::MAX), "whole number").and_then(NonZeroU32::new);
     }),
     Field::optional("spend", Shape::Custom(spend_schema), "Money allowed per window, in the currency of the rule's metering.price (issue 54), at most 6 decimals and 4294.967295: counted in micro-units (spend × 1,000,000), instead of requests.", |d, i| d.spend = read_spend(i)),
@@ -125,18 +125,18 @@ pub(super) fn read_limits(input: &mut Input<'_>, units: &mut (bool, bool)) -> Op
             continue;
         };
         let mut draft = LimitDraft::default();
-        let before = input.errors.list.len();
         read_table(table, LIMIT_FIELDS, &mut draft, input.errors, &format!("{field}."));
-        // `spend` stands for `requests`, which is then not missing.
-        let spend = table.contains_key("spend");
-        *units = (units.0 || spend, units.1 || !spend);
-        if spend {
-            let requests = format!("{field}.requests");
-            match input.errors.list[before..].iter().position(|e| e.field == requests) {
-                Some(at) => drop(input.errors.list.remove(before + at)),
-                None => input.errors.push(format!("{field}.spend"), "beside requests: a limit counts requests or money, not both"),
+        // One of `requests` and `spend` (which stands for it).
+        let (spend, requests) = (table.contains_key("spend"), table.contains_key("requests"));
+        *units = (units.0 || spend, units.1 || (requests && !spend));
+        match (spend, requests) {
+            (false, false) => input.errors.push(format!("{field}.requests"), "missing"),
+            (true, true) => {
+                input.errors.push(format!("{field}.spend"), "beside requests: a limit counts requests or money, not both");
+                draft.requests = None;
             }
-            draft.requests = draft.spend;
+            (true, false) => draft.requests = draft.spend,
+            (false, true) => {}
         }
         let limit = match (draft.window, draft.time_zone) {
             (Some(Window::Rolling(window_ms)), None) => draft.requests.map(|requests| Limit { requests, window_ms, calendar: None }),
