@@ -108,6 +108,20 @@ pub(crate) struct Usage {
     /// Whether a stream whose usage passes `reserve` is ended there
     /// (body-read usage only).
     pub(crate) cut: bool,
+    /// A provider's usage priced per model: the rule counts
+    /// micro-units of money, and `reserve` / `max` above are the tokens
+    /// [`Priced`] keeps priced at the table's ceiling.
+    pub(crate) price: Option<Priced>,
+}
+
+/// A priced usage: its table, and `reserve` / `max` in tokens as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Priced {
+    pub(crate) table: crate::config::price::PriceTable,
+    pub(crate) reserve_tokens: u32,
+    pub(crate) max_tokens: u32,
+    /// The unit named in `RateLimit-Policy`'s `qu`: `micro-JPY`.
+    pub(crate) unit: String,
 }
 
 impl Usage {
@@ -122,6 +136,9 @@ impl Usage {
     /// What the `RateLimit-Policy` names as the quota's unit: the header,
     /// else `tokens` (a provider's) or the JSON path.
     pub(crate) fn unit(&self) -> &str {
+        if let Some(priced) = &self.price {
+            return &priced.unit;
+        }
         match &self.source {
             UsageSource::Header(name) | UsageSource::Body(Reading::Json(name)) => name,
             UsageSource::Body(Reading::Provider(_)) => "tokens",
@@ -186,7 +203,7 @@ mod tests {
 
     #[test]
     fn the_header_is_read_as_reported_never_clamped_to_max_and_anything_else_is_missing() {
-        let usage = Usage { source: UsageSource::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false };
+        let usage = Usage { source: UsageSource::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false, price: None };
         for (value, units) in [
             (Some("1200"), Some(1_200)),
             (Some(" 42 "), Some(42)),
@@ -210,7 +227,7 @@ mod tests {
     /// as `50, 50` and was committed at `reserve`.
     #[test]
     fn a_header_sent_twice_commits_its_largest_value() {
-        let usage = Usage { source: UsageSource::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false };
+        let usage = Usage { source: UsageSource::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false, price: None };
         for (value, units) in [
             ("50, 50", Some(50)),
             ("50,50,50", Some(50)),

@@ -3,7 +3,8 @@
 //! its fields and how it is read (`reserve > max` refused), and what
 //! `concurrency` refuses ([`check_concurrency`]).
 
-use crate::config::cost::{Count, Provider, Reading, UsageSource, Usage};
+use crate::config::cost::{Count, Priced, Provider, Reading, UsageSource, Usage};
+use crate::config::price::PriceTable;
 use crate::config::policy::Named;
 use crate::config::policy::MissingKey;
 use crate::config::reader::{infos, valid_header_name, Errors, Field, FieldInfo, Input, Shape, HEADER_NAME};
@@ -20,6 +21,7 @@ struct UsageDraft {
     count: Option<Count>,
     cut: Option<bool>,
     refusal: Option<OwnRefusal>,
+    price: Option<crate::config::price::PriceTable>,
 }
 
 /// `usage`: a provider's name, or `{ json = "a.b" }`.
@@ -52,6 +54,9 @@ const USAGE_FIELDS: &[Field<UsageDraft>] = &[
     }),
     Field::optional("refusal", Shape::Names(OwnRefusal::names), "How a refusal (429, or 503) is written: \"provider\" (the API's own error JSON, which its SDKs read, and x-should-retry: false when the wait is over 60 s; the default with usage = \"openai\", \"anthropic\" or \"gemini\") or \"problem\" (RFC 9457 problem+json; the default otherwise).", |d, i| {
         d.refusal = i.choice::<OwnRefusal>(None);
+    }),
+    Field::optional("price", Shape::Table(crate::config::price_fields::table_infos), "Prices per model: the rule counts money, in whole micro-units of currency, from the tokens the answer reports and the model it names; reserve and max stay in tokens and are priced at the table's highest price. Only with a provider's usage, not with count. { currency = \"JPY\", models = { \"gpt-4o-mini*\" = { input = 22.5, cached_input = 11.25, output = 90 } }, unpriced = \"highest\" }.", |d, i| {
+        d.price = crate::config::price_fields::read_table(i);
     }),
 ];
 
@@ -109,7 +114,7 @@ pub(super) fn read_usage(input: &mut Input<'_>) -> Option<(Usage, OwnRefusal)> {
     let Some(table) = input.value.as_object() else {
         return input.fail("must be a table { header = \"x-usage-units\", reserve = 1000, max = 100000 } or { usage = \"openai\", reserve = 1000, max = 1000 }");
     };
-    let mut draft = UsageDraft { header: None, body: None, reserve: None, max: None, expose: None, count: None, cut: None, refusal: None };
+    let mut draft = UsageDraft { header: None, body: None, reserve: None, max: None, expose: None, count: None, cut: None, refusal: None, price: None };
     if !input.read_fields(table, USAGE_FIELDS, &mut draft) {
         return None;
     }
@@ -128,7 +133,36 @@ pub(super) fn read_usage(input: &mut Input<'_>) -> Option<(Usage, OwnRefusal)> {
         }
         (_, _) => OwnRefusal::Problem,
     };
-    Some((Usage { source, reserve, max, expose, count, cut }, refusal))
+    let price = match draft.price {
+        Some(table) => Some(priced(input, table, &source, &draft.count, reserve, max)?),
+        None => None,
+    };
+    let (reserve, max) = price.as_ref().map_or((reserve, max), |p| (p.1, p.2));
+    Some((Usage { source, reserve, max, expose, count, cut, price: price.map(|p| p.0) }, refusal))
+}
+
+/// A price table beside the usage it prices: only a provider's usage
+/// (whose model the answer names), not with `count` (the table says what
+/// each kind costs); `reserve` and `max` priced at the table's ceiling,
+/// within `u32::MAX` micro-units. The [`Priced`] and the two in
+/// micro-units.
+fn priced(input: &mut Input<'_>, table: PriceTable, source: &UsageSource, count: &Option<Count>, reserve: u32, max: u32) -> Option<(Priced, u32, u32)> {
+    let field = input.field.to_string();
+    if !matches!(source, UsageSource::Body(Reading::Provider(_))) {
+        input.errors.push(format!("{field}.price"), "only with usage = \"openai\", \"anthropic\" or \"gemini\" (a header or a JSON path names no model)");
+        return None;
+    }
+    if count.is_some() {
+        input.errors.push(format!("{field}.count"), "not with price: the table prices each kind of token");
+        return None;
+    }
+    let (Some(reserve_units), Some(max_units)) = (table.reserve_units(reserve), table.reserve_units(max)) else {
+        let most = u64::from(u32::MAX) * 1_000_000 / table.ceiling().max(1);
+        input.errors.push(format!("{field}.max"), format!("{max} tokens at the table's highest price pass 4294.967295 {} (u32 micro-units); at most {most} tokens", table.currency));
+        return None;
+    };
+    let unit = format!("micro-{}", table.currency);
+    Some((Priced { table, reserve_tokens: reserve, max_tokens: max, unit }, reserve_units.max(1), max_units.max(1)))
 }
 
 /// The draft's source, its exclusive fields refused once each.

@@ -19,6 +19,8 @@ use std::num::{NonZeroU32, NonZeroU64};
 #[derive(Default)]
 pub(super) struct LimitDraft {
     pub(super) requests: Option<NonZeroU32>,
+    /// `spend`, in micro-units.
+    pub(super) spend: Option<NonZeroU32>,
     pub(super) window: Option<Window>,
     pub(super) time_zone: Option<Zone>,
 }
@@ -38,13 +40,25 @@ fn zone_names() -> Vec<&'static str> {
     crate::count::calendar::zone_names().collect()
 }
 
+/// `spend`, in micro-units.
+#[inline(never)]
+fn read_spend(i: &mut Input<'_>) -> Option<NonZeroU32> {
+    let spend = crate::config::price::millionths(i.value).and_then(|n| u32::try_from(n).ok()).and_then(NonZeroU32::new);
+    spend.or_else(|| i.fail("must be an amount from 0.000001 to 4294.967295 (whole micro-units of the rule's currency), e.g. 200"))
+}
+
+fn spend_schema() -> serde_json::Value {
+    serde_json::json!({ "type": "number", "exclusiveMinimum": 0, "maximum": 4294.967295 })
+}
+
 const WINDOW_SHAPES: &[Shape] = &[Shape::Duration, Shape::Names(unit_names)];
 
 /// The fields of one `limits` entry.
 pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
-    Field::required("requests", "missing", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window.", |d, i| {
+    Field::optional("requests", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window (required, or spend).", |d, i| {
         d.requests = i.number(1..=u64::from(u32::MAX), "whole number").and_then(NonZeroU32::new);
     }),
+    Field::optional("spend", Shape::Custom(spend_schema), "Money allowed per window, in the currency of the rule's metering.price, at most 6 decimals and 4294.967295: counted in micro-units (spend × 1,000,000), instead of requests.", |d, i| d.spend = read_spend(i)),
     Field::required(
         "window",
         "missing",
@@ -78,7 +92,7 @@ pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
 /// key value's own limits, read as `limits` is. Keys are resolved once the
 /// whole config is read ([`Overrides::resolve`]: the IPv6 prefix is a
 /// top-level field).
-pub(super) fn read_overrides(input: &mut Input<'_>) -> Overrides {
+pub(super) fn read_overrides(input: &mut Input<'_>, units: &mut (bool, bool)) -> Overrides {
     let Some(table) = input.value.as_object() else {
         input.report("must be a table of key value = limits, such as { \"42\" = [{ requests = 1000, window = \"1d\" }] }");
         return Overrides::default();
@@ -86,15 +100,16 @@ pub(super) fn read_overrides(input: &mut Input<'_>) -> Overrides {
     let mut entries = Vec::new();
     for (value, limits) in table {
         let field = format!("{}.{value}", input.field);
-        if let Some(limits) = read_limits(&mut Input { field: &field, value: limits, errors: input.errors }) {
+        if let Some(limits) = read_limits(&mut Input { field: &field, value: limits, errors: input.errors }, units) {
             entries.push(Override { value: value.clone(), key: None, limits });
         }
     }
     Overrides::new(entries)
 }
 
-/// A rule's `limits`: 1 to [`MAX_LIMITS`] windows.
-pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
+/// A rule's `limits`: 1 to [`MAX_LIMITS`] windows; `units` records
+/// which were written (some `spend`, some `requests` without it).
+pub(super) fn read_limits(input: &mut Input<'_>, units: &mut (bool, bool)) -> Option<Vec<Limit>> {
     let list = match input.value.as_array() {
         Some(list) if list.len() > MAX_LIMITS => {
             return input.fail(format!("at most {MAX_LIMITS} windows per rule ({} given)", list.len()));
@@ -111,6 +126,18 @@ pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
         };
         let mut draft = LimitDraft::default();
         read_table(table, LIMIT_FIELDS, &mut draft, input.errors, &format!("{field}."));
+        // One of `requests` and `spend` (which stands for it).
+        let (spend, requests) = (table.contains_key("spend"), table.contains_key("requests"));
+        *units = (units.0 || spend, units.1 || (requests && !spend));
+        match (spend, requests) {
+            (false, false) => input.errors.push(format!("{field}.requests"), "missing"),
+            (true, true) => {
+                input.errors.push(format!("{field}.spend"), "beside requests: a limit counts requests or money, not both");
+                draft.requests = None;
+            }
+            (true, false) => draft.requests = draft.spend,
+            (false, true) => {}
+        }
         let limit = match (draft.window, draft.time_zone) {
             (Some(Window::Rolling(window_ms)), None) => draft.requests.map(|requests| Limit { requests, window_ms, calendar: None }),
             (Some(Window::Rolling(_)), Some(_)) => {
@@ -129,6 +156,17 @@ pub(super) fn read_limits(input: &mut Input<'_>) -> Option<Vec<Limit>> {
         limits.extend(limit);
     }
     Some(limits)
+}
+
+/// Money limits (`spend`) in a rule that prices its usage, and only there
+///: a priced rule counts micro-units, in which `requests`
+/// would mean a millionth of the currency.
+pub(super) fn money_error(priced: bool, (spend, requests): (bool, bool)) -> Option<&'static str> {
+    match (priced, spend, requests) {
+        (true, _, true) => Some("a rule whose metering has a price counts money: write its limits as { spend = 200, window = \"day\", time_zone }, not requests"),
+        (false, true, _) => Some("spend (a limit in money) needs metering.price, which says what each answer costs"),
+        _ => None,
+    }
 }
 
 pub(super) fn cost_error(limits: &[Limit], cost: u32) -> Option<String> {

@@ -37,6 +37,8 @@ pub(crate) mod describe;
 mod exempt_fields;
 pub(crate) mod headers;
 mod limits;
+pub(crate) mod price;
+mod price_fields;
 pub(crate) mod lockout;
 mod reader;
 mod rule_fields;

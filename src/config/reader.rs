@@ -77,9 +77,19 @@ pub(super) struct Field<D, S = ()> {
 }
 
 impl<D, S> Field<D, S> {
-    /// The field written back by `write` (a rule's fields all are).
-    pub(super) const fn writes(mut self, write: fn(&S) -> Option<Value>) -> Field<D, S> {
-        self.write = Some(write);
+    /// The field written back by `write` (a rule's fields all are). Not
+    /// in a Worker without the admin API or the CLI (the zone's, the
+    /// embedded crate's): nothing there describes a rule (the admin flow
+    /// is the admin Worker's), so its tables keep no writer and its upload
+    /// carries none.
+    #[cfg(any(not(target_arch = "wasm32"), feature = "cli", feature = "admin"))]
+    pub(super) const fn writes(self, write: fn(&S) -> Option<Value>) -> Field<D, S> {
+        Field { write: Some(write), ..self }
+    }
+
+    /// The zone's Worker and the embedded crate: no writer kept.
+    #[cfg(all(target_arch = "wasm32", not(feature = "cli"), not(feature = "admin")))]
+    pub(super) const fn writes(self, _: fn(&S) -> Option<Value>) -> Field<D, S> {
         self
     }
 

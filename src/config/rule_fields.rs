@@ -75,6 +75,10 @@ pub(super) struct Given {
     pub(super) limits_given: bool,
     /// `algorithm` was written (refused on a rule without `limits`).
     pub(super) algorithm_given: bool,
+    /// The units `limits` and `overrides` were written in: (spend, requests).
+    pub(super) units: (bool, bool),
+    /// `metering` was written (valid or not: a wrong one is reported once).
+    pub(super) metering_given: bool,
 }
 
 impl RuleDraft {
@@ -143,6 +147,10 @@ impl RuleDraft {
         checks::check_query_sources(&spec, errors);
         checks::check_penalty(&spec, errors);
         checks::check_calendar(&spec, errors);
+        let metering_read = spec.usage.is_some() || !given.metering_given;
+        if let Some(why) = crate::config::limits::money_error(spec.counts_money(), given.units).filter(|_| metering_read) {
+            errors.push("limits", why);
+        }
         spec
     }
 }
@@ -247,10 +255,10 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
     }).writes(|r| (!r.windowless).then(|| r.algorithm.name().into())),
     RuleField::optional("limits", Shape::List(&Shape::Table(limit_infos), 1), "The windows, all enforced at once (at most 8): [{ requests = 10, window = \"60s\" }]. Required, but for a concurrency rule that limits only what is in flight.", |d, i| {
         d.given.limits_given = true;
-        if let Some(limits) = read_limits(i) {
+        if let Some(limits) = read_limits(i, &mut d.given.units) {
             d.spec.limits = limits;
         }
-    }).writes(|r| (!r.windowless).then(|| written::limits(&r.limits))),
+    }).writes(|r| (!r.windowless).then(|| written::limits(&r.limits, r.counts_money()))),
     RuleField::optional("cost", Shape::Integer(1, u32::MAX as u64), "Units each request spends (default 1; at most the smallest limit). Usage the origin reports is metering.", |d, i| {
         if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number (usage the origin reports is metering = { header, reserve, max })") {
             d.spec.cost = cost;
@@ -259,6 +267,7 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
     }).writes(|r| r.usage.is_none().then(|| r.cost.into())),
     RuleField::optional("metering", Shape::Table(crate::config::cost_fields::usage_infos), "Usage reported by the origin, counted in two phases (needs counting = { mode = \"response\" }): { header = \"x-usage-units\", reserve = 1000, max = 100000, expose = false }.", |d, i| {
         d.given.two_phase_given = true;
+        d.given.metering_given = true;
         if let Some((usage, refusal)) = crate::config::cost_fields::read_usage(i) {
             d.spec.usage = Some(usage);
             d.spec.refusal = refusal;
@@ -280,7 +289,7 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
         }
     }).writes(|r| Some(r.on_error.name().into())),
     RuleField::optional("exempt", Shape::Table(exempt_fields::exempt_infos), "Requests this rule does not count or limit: { ips, asns, verified_bots, header }.", |d, i| d.spec.exempt = read_exempt(i)).writes(|r| Some(written::exempt(&r.exempt))),
-    RuleField::optional("overrides", Shape::Map(&Shape::List(&Shape::Table(limit_infos), 1)), "A key value's own limits, e.g. { \"42\" = [{ requests = 1000, window = \"1d\" }] } (one-part keys).", |d, i| d.spec.overrides = read_overrides(i)).writes(|r| Some(written::overrides(&r.overrides))),
+    RuleField::optional("overrides", Shape::Map(&Shape::List(&Shape::Table(limit_infos), 1)), "A key value's own limits, e.g. { \"42\" = [{ requests = 1000, window = \"1d\" }] } (one-part keys).", |d, i| d.spec.overrides = read_overrides(i, &mut d.given.units)).writes(|r| Some(written::overrides(&r.overrides, r.counts_money()))),
     RuleField::optional("response", Shape::Table(response_infos), "The rule's own block response: { status = 429 or 503, content_type, body } ({retry_after} and {rule} are placeholders).", |d, i| d.spec.response = read_response(i)).writes(|r| r.response.as_ref().map(written::custom_response)),
     RuleField::optional("metrics", Shape::Names(MetricsLevel::names), "What the rule writes to the TOLLGATE_METRICS Analytics Engine dataset: \"off\", \"limited\" (the default: all but allowed requests) or \"all\".", |d, i| {
         if let Some(level) = i.choice::<MetricsLevel>(None) {

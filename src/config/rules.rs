@@ -242,6 +242,12 @@ impl RuleSpec {
         self.counting != crate::config::policy::Counting::All || self.usage.is_some() || self.concurrency.is_some()
     }
 
+    /// Whether the rule counts money: its usage is priced per model
+    /// (`metering.price`), its limits are `spend`.
+    pub(crate) fn counts_money(&self) -> bool {
+        self.usage.as_ref().is_some_and(|u| u.price.is_some())
+    }
+
     /// The API whose error shape the rule's refusals take: its usage's
     /// provider, unless `metering.refusal = "problem"`.
     pub(crate) fn refusal_shape(&self) -> Option<crate::config::cost::Provider> {

@@ -64,6 +64,18 @@ pub(crate) fn limits(limits: &[crate::count::window::Limit]) -> String {
 
 /// What a usage-metered rule counts, after `counts every request`.
 pub(crate) fn usage_text(u: &crate::config::cost::Usage) -> String {
+    if let Some(p) = &u.price {
+        return format!(
+            ", in {unit}: the tokens the answer reports at the price of the model it names (reserves {} = {} tokens at the table's highest price before forwarding; commits the charge once the body ended, or {} = {} tokens at that price when none was read{}); prices: {}",
+            u.reserve,
+            p.reserve_tokens,
+            u.max,
+            p.max_tokens,
+            if u.cut { "; a stream whose charge passes the reserve is cut" } else { "" },
+            crate::config::price::words(&p.table),
+            unit = u.unit(),
+        );
+    }
     match u.header() {
         Some(header) => format!(
             ", in units the origin reports in `{header}` (reserves {} before forwarding; commits the header's value clamped to [0, {}], or {} when it is missing)",

@@ -80,10 +80,12 @@ pub(super) fn conditions(conditions: &[Condition], target: Target) -> Value {
 
 /// `[{ requests, window }]` (a calendar window: `{ requests, window =
 /// "day", time_zone }`).
-pub(super) fn limits(limits: &[Limit]) -> Value {
+/// A money rule's are `{ spend, window }`, in its currency.
+pub(super) fn limits(limits: &[Limit], money: bool) -> Value {
+    let amount = |l: &Limit| if money { ("spend", crate::config::price::decimal(u64::from(l.requests.get()))) } else { ("requests", l.requests.get().into()) };
     let limit = |l: &Limit| match l.calendar {
-        None => table([("requests", l.requests.get().into()), ("window", duration(l.window_ms.get()).into())]),
-        Some(c) => table([("requests", l.requests.get().into()), ("window", c.unit.name().into()), ("time_zone", c.zone.name().into())]),
+        None => table([amount(l), ("window", duration(l.window_ms.get()).into())]),
+        Some(c) => table([amount(l), ("window", c.unit.name().into()), ("time_zone", c.zone.name().into())]),
     };
     limits.iter().map(limit).collect()
 }
@@ -97,10 +99,10 @@ pub(crate) fn window_text(l: &Limit) -> String {
 }
 
 /// `{ "42" = [{ requests, window }] }`, in config order.
-pub(super) fn overrides(overrides: &Overrides) -> Value {
+pub(super) fn overrides(overrides: &Overrides, money: bool) -> Value {
     let mut out = Map::new();
     for o in overrides.entries() {
-        out.insert(o.value.clone(), limits(&o.limits));
+        out.insert(o.value.clone(), limits(&o.limits, money));
     }
     Value::Object(out)
 }
@@ -173,8 +175,12 @@ pub(super) fn metering(u: &crate::config::cost::Usage, refusal: crate::config::r
         UsageSource::Body(Reading::Provider(p)) => put(&mut fields, "usage", p.name().into()),
         UsageSource::Body(Reading::Json(path)) => put(&mut fields, "usage", table([("json", text(path))])),
     }
-    put(&mut fields, "reserve", u.reserve.into());
-    put(&mut fields, "max", u.max.into());
+    let (reserve, max) = u.price.as_ref().map_or((u.reserve, u.max), |p| (p.reserve_tokens, p.max_tokens));
+    put(&mut fields, "reserve", reserve.into());
+    put(&mut fields, "max", max.into());
+    if let Some(p) = &u.price {
+        put(&mut fields, "price", crate::config::price::written(&p.table));
+    }
     if u.header().is_some() {
         put(&mut fields, "expose", u.expose.into());
         return Value::Object(fields);
@@ -183,7 +189,7 @@ pub(super) fn metering(u: &crate::config::cost::Usage, refusal: crate::config::r
         Count::Weighted { input, output } => table([("input", input.into()), ("output", output.into())]),
         simple => simple.name().into(),
     };
-    if !matches!(u.source, UsageSource::Body(Reading::Json(_))) {
+    if !matches!(u.source, UsageSource::Body(Reading::Json(_))) && u.price.is_none() {
         put(&mut fields, "count", count);
     }
     put(&mut fields, "cut", u.cut.into());

@@ -93,6 +93,7 @@
 //! one event, plus what the origin made before the cancel reached it.
 
 use crate::config::cost::{Count, Provider, Reading, UsageSource, Usage};
+use crate::config::price::{Billed, Price, PriceTable, Unpriced};
 use crate::config::rules::Rule;
 use crate::pipeline::applied::Applied;
 use scan::{Doc, Found, Probe, Scan, Seg, Target};
@@ -143,6 +144,10 @@ pub(crate) struct Tokens {
     pub(crate) input: Option<u64>,
     pub(crate) output: Option<u64>,
     pub(crate) total: Option<u64>,
+    /// Of the input, read from a cache (read only for a priced rule).
+    pub(crate) cached: Option<u64>,
+    /// Of the input, written to a cache (Anthropic's cache creation).
+    pub(crate) cache_write: Option<u64>,
 }
 
 impl Tokens {
@@ -151,6 +156,19 @@ impl Tokens {
         self.input = most(self.input, seen.input);
         self.output = most(self.output, seen.output);
         self.total = most(self.total, seen.total);
+        self.cached = most(self.cached, seen.cached);
+        self.cache_write = most(self.cache_write, seen.cache_write);
+    }
+
+    /// What these tokens cost at `price`, in micro-units; a total reported
+    /// alone is priced at the table's ceiling (its kinds are unknown).
+    /// `None` when nothing was reported.
+    fn charge(&self, table: &PriceTable, price: Price) -> Option<u64> {
+        if self.input.is_none() && self.output.is_none() {
+            return self.total.map(|t| PriceTable::charge(Price { output: table.ceiling(), ..Price::default() }, Billed { output: t, ..Billed::default() }));
+        }
+        let billed = Billed { input: self.input.unwrap_or(0), cached: self.cached.unwrap_or(0), cache_write: self.cache_write.unwrap_or(0), output: self.output.unwrap_or(0) };
+        Some(PriceTable::charge(price, billed))
     }
 
     /// The units `count` picks; `None` when the figure it needs was never
@@ -178,6 +196,11 @@ pub(crate) struct UsageReader {
     reading: Reading,
     /// Where `type` sits in the reading's targets (`error` is next).
     type_at: usize,
+    /// Where a priced rule's targets (cached input, the model) begin.
+    extra_at: usize,
+    /// A priced rule's table, and what it read of the model.
+    price: Option<PriceTable>,
+    model: Model,
     count: Count,
     /// The rule's `max`: what a body without a final report commits, at
     /// least.
@@ -197,6 +220,9 @@ pub(crate) struct UsageReader {
     /// `response.`): its cut event is in that API's shape.
     responses: bool,
     cut: bool,
+    /// Cut because the answer named a model the table cannot price
+    /// (`unpriced = "refuse"`).
+    refused: bool,
 }
 
 #[derive(Debug)]
@@ -257,6 +283,17 @@ struct Seen {
     finished: bool,
     /// The event's `type` begins `response.`.
     responses: bool,
+    /// A model it named, priced (`None` in it: the table cannot price it).
+    model: Option<Option<Price>>,
+}
+
+/// The model(s) an answer named, as a price table prices them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Model {
+    /// The dearest price, kind by kind, of the models named and priced.
+    priced: Option<Price>,
+    /// A model the table cannot price was named.
+    unpriced: bool,
 }
 
 /// The `type`s that end a stream, by provider.
@@ -265,11 +302,28 @@ const TERMINAL_TYPES: [&[u8]; 5] = [b"message_stop", b"response.completed", b"re
 /// A usage object's members each provider reports.
 const OPENAI_FIGURES: &[&str] = &["prompt_tokens", "input_tokens", "completion_tokens", "output_tokens", "total_tokens"];
 const ANTHROPIC_FIGURES: &[&str] = &["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"];
-const GEMINI_FIGURES: &[&str] = &["promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount", "totalTokenCount"];
+const GEMINI_FIGURES: &[&str] = &["promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount", "totalTokenCount", "cachedContentTokenCount"];
+
+/// What a priced reading also looks for, after its usage
+/// targets: the input read from a cache (OpenAI's; Anthropic's and
+/// Gemini's are usage members), and the model the answer names.
+fn priced_targets(reading: &Reading) -> Vec<Target> {
+    let paths: &[&[&str]] = match reading {
+        Reading::Provider(Provider::OpenAi) => {
+            &[&["usage", "prompt_tokens_details"], &["usage", "input_tokens_details"], &["response", "usage", "input_tokens_details"], &["model"], &["response", "model"]]
+        }
+        Reading::Provider(Provider::Anthropic) => &[&["model"], &["message", "model"]],
+        Reading::Provider(Provider::Gemini) => &[&["modelVersion"]],
+        Reading::Json(_) => &[],
+    };
+    let probe = |path: &[&str]| if path.last().is_some_and(|name| name.starts_with("model")) { Probe::Text } else { Probe::Figures(&["cached_tokens"]) };
+    paths.iter().map(|path| Target::new(path, probe(path))).collect()
+}
 
 /// What a reading looks for in every event: its usage targets first, then
-/// `type` and `error` (the last two, at `TYPE` and `ERROR` from the end).
-fn targets(reading: &Reading) -> Vec<Target> {
+/// a priced rule's ([`priced_targets`], from the returned index), then
+/// `type` and `error` (the last two).
+fn targets(reading: &Reading, priced: bool) -> (Vec<Target>, usize) {
     let mut targets = match reading {
         Reading::Provider(Provider::OpenAi) => {
             vec![Target::new(&["usage"], Probe::Figures(OPENAI_FIGURES)), Target::new(&["response", "usage"], Probe::Figures(OPENAI_FIGURES))]
@@ -284,16 +338,20 @@ fn targets(reading: &Reading) -> Vec<Target> {
         ],
         Reading::Json(path) => vec![Target { path: path.split('.').map(Seg::name).collect(), probe: Probe::Number }],
     };
+    let extra_at = targets.len();
+    if priced {
+        targets.extend(priced_targets(reading));
+    }
     targets.push(Target::new(&["type"], Probe::Text));
     targets.push(Target::new(&["error"], Probe::Present));
-    targets
+    (targets, extra_at)
 }
 
 impl UsageReader {
     /// A reader for `usage` (a body source) of a body whose `content-type`
     /// is `content_type`.
     pub(crate) fn new(usage: &Usage, reading: &Reading, content_type: Option<&str>) -> UsageReader {
-        let targets = targets(reading);
+        let (targets, extra_at) = targets(reading, usage.price.is_some());
         let type_at = targets.len() - 2;
         let framing = if is_event_stream(content_type) {
             let scan = Scan::new(targets, false);
@@ -305,6 +363,9 @@ impl UsageReader {
         UsageReader {
             reading: reading.clone(),
             type_at,
+            extra_at,
+            price: usage.price.as_ref().map(|p| p.table.clone()),
+            model: Model::default(),
             count: usage.count,
             max: u64::from(usage.max),
             cut_above,
@@ -315,6 +376,7 @@ impl UsageReader {
             pending: false,
             responses: false,
             cut: false,
+            refused: false,
         }
     }
 
@@ -362,7 +424,20 @@ impl UsageReader {
 
     /// The units seen so far (`count` applied), if a final report was read.
     pub(crate) fn units(&self) -> Option<u64> {
-        self.settled.then(|| self.tokens.units(self.count)).flatten()
+        self.settled.then(|| self.amount()).flatten()
+    }
+
+    /// The units of the figures seen so far: `count` applied, or for a
+    /// priced rule their cost in micro-units at the price of the model the
+    /// answer named ([`Model`]; the table's highest when it named none, or
+    /// one the table cannot price).
+    fn amount(&self) -> Option<u64> {
+        let Some(table) = &self.price else { return self.tokens.units(self.count) };
+        let price = match self.model {
+            Model { priced: Some(price), unpriced: false } => price,
+            _ => table.highest(),
+        };
+        self.tokens.charge(table, price)
     }
 
     /// What the rule commits for a body that ended so (`None`: none was
@@ -376,7 +451,7 @@ impl UsageReader {
         if end == End::Ended && self.settled {
             return self.units();
         }
-        self.tokens.units(self.count).filter(|&units| units > self.max)
+        self.amount().filter(|&units| units > self.max)
     }
 
     /// One event (or element): `true` when the stream must be cut after it.
@@ -389,11 +464,20 @@ impl UsageReader {
         }
         self.tokens.merge(seen.tokens);
         self.finished |= seen.finished;
+        if let Some(named) = seen.model {
+            self.model.unpriced |= named.is_none();
+            self.model.priced = named.map(|p| self.model.priced.map_or(p, |q| q.dearest(p)));
+        }
         let report = seen.report.map(|last| last || self.finished);
         if report == Some(true) {
             self.settled = true;
         }
-        let passed = self.cut_above.is_some_and(|reserve| self.tokens.units(self.count).is_some_and(|units| units > reserve));
+        let refused = seen.model == Some(None) && self.price.as_ref().is_some_and(|t| t.unpriced == Unpriced::Refuse);
+        if refused && !seen.terminal && !done {
+            self.refused = true;
+            return true;
+        }
+        let passed = self.cut_above.is_some_and(|reserve| self.amount().is_some_and(|units| units > reserve));
         if seen.terminal || done || !passed {
             self.pending = false;
             return false;
@@ -425,10 +509,28 @@ impl UsageReader {
                     seen.terminal = true;
                     seen.error = true;
                 }
+                (t, found) if t >= self.extra_at => self.priced(found, &mut seen),
                 (t, found) => seen.finished |= self.figures(t, found, &mut seen),
             }
         }
         seen
+    }
+
+    /// A priced rule's find into `seen`: OpenAI's cached input, or the
+    /// model named (priced by the table, `None` when it cannot be).
+    fn priced(&self, found: &Found, seen: &mut Seen) {
+        match found {
+            Found::Figures(m) => seen.tokens.cached = seen.tokens.cached.max(m.iter().map(|(_, n)| *n).max()),
+            Found::Text(model) => {
+                let price = self.price.as_ref().and_then(|t| t.price(model));
+                seen.model = Some(match (seen.model, price) {
+                    (Some(Some(a)), Some(b)) => Some(a.dearest(b)),
+                    (None, price) => price,
+                    _ => None,
+                });
+            }
+            _ => {}
+        }
     }
 
     /// A usage target's find into `seen`; `true` when it says the answer
@@ -443,21 +545,22 @@ impl UsageReader {
         let figure = |members: &[(usize, u64)], i: usize| members.iter().filter(|(m, _)| *m == i).map(|(_, n)| *n).max();
         match (&self.reading, found) {
             (Reading::Provider(Provider::OpenAi), Found::Figures(m)) => {
-                let tokens = Tokens { input: figure(m, 0).or(figure(m, 1)), output: figure(m, 2).or(figure(m, 3)), total: figure(m, 4) };
+                let tokens = Tokens { input: figure(m, 0).or(figure(m, 1)), output: figure(m, 2).or(figure(m, 3)), total: figure(m, 4), ..Tokens::default() };
                 report(seen, tokens, true);
             }
             (Reading::Provider(Provider::Anthropic), Found::Figures(m)) => {
                 let input = [0, 1, 2].iter().filter_map(|&i| figure(m, i)).reduce(u64::saturating_add);
                 // `usage` at the top (`message_delta`, a JSON body) is
                 // final; `message.usage` (`message_start`) is revised.
-                report(seen, Tokens { input, output: figure(m, 3), total: None }, target == 0);
+                let tokens = Tokens { input, output: figure(m, 3), total: None, cached: figure(m, 2), cache_write: figure(m, 1) };
+                report(seen, tokens, target == 0);
             }
             (Reading::Provider(Provider::Gemini), Found::Figures(m)) => {
                 let output = match (figure(m, 1), figure(m, 2)) {
                     (None, None) => None,
                     (c, t) => Some(c.unwrap_or(0).saturating_add(t.unwrap_or(0))),
                 };
-                report(seen, Tokens { input: figure(m, 0), output, total: figure(m, 3) }, false);
+                report(seen, Tokens { input: figure(m, 0), output, total: figure(m, 3), cached: figure(m, 4), cache_write: None }, false);
             }
             (Reading::Provider(Provider::Gemini), Found::Text(reason)) => return !reason.is_empty(),
             (Reading::Provider(Provider::Gemini), Found::Present) => return true,
@@ -471,7 +574,11 @@ impl UsageReader {
     /// (its lines ended as the stream's are, after an LF when `lf`), or for
     /// a root array of documents the last element and the array's end.
     pub(crate) fn cut_event(&self, lf: bool) -> Vec<u8> {
-        let message = format!("tollgate: this answer used more than the {} tokens its rule reserved; the stream was ended", self.cut_above.unwrap_or(0));
+        let message = match (&self.price, self.refused) {
+            (_, true) => "tollgate: this answer's model has no price in its rule's table; the stream was ended".to_string(),
+            (Some(t), false) => format!("tollgate: this answer cost more than the {} micro-{} its rule reserved; the stream was ended", self.cut_above.unwrap_or(0), t.currency),
+            (None, false) => format!("tollgate: this answer used more than the {} tokens its rule reserved; the stream was ended", self.cut_above.unwrap_or(0)),
+        };
         let text = Value::String(message).to_string();
         let gemini = format!("{{\"error\":{{\"code\":429,\"message\":{text},\"status\":\"RESOURCE_EXHAUSTED\"}}}}");
         let eol = match &self.framing {

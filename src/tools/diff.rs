@@ -13,6 +13,7 @@
 use crate::config::cost::Provider;
 use crate::config::describe::window_text;
 use crate::config::policy::{Action, Counting, Named};
+use crate::config::price::price_words;
 use crate::config::rules::Rule;
 use crate::config::Config;
 use crate::count::coalesce::EXACT_ENTRIES;
@@ -87,6 +88,13 @@ pub(crate) enum ConfigChange {
     /// where OLD had none: the release before refused such a config, and
     /// its objects do not coalesce ([`crate::count::coalesce`]).
     LargeLog,
+    /// The unit the rule counts in changed (`metering.price`
+    /// on or off, or its currency): the counts already there are read in
+    /// the new unit.
+    Unit { from: String, to: String },
+    /// A price table's prices changed: each model's change as
+    /// `pattern: in 22.5 -> 25`, a model added or removed, `unpriced`.
+    Prices(Vec<String>),
 }
 
 impl ConfigChange {
@@ -204,6 +212,11 @@ impl ConfigChange {
                     let shape = |p: &Option<Provider>| p.map_or("problem+json".to_string(), |p| format!("{}'s error JSON", p.name()));
                     write!(f, "refusals {} -> {}: clients read the new body at once (x-should-retry: false past 60 s only with an API's shape); counts carry over", shape(from), shape(to))
                 }
+                ConfigChange::Unit { from, to } => write!(
+                    f,
+                    "counts in {to}, not {from}: the units already counted are read as {to} at once (rename the rule to start every key from zero)"
+                ),
+                ConfigChange::Prices(changes) => write!(f, "prices: {}; from the next answer settled (what is in flight is charged at the new prices)", changes.join("; ")),
                 ConfigChange::LargeLog => write!(
                     f,
                     "a sliding_log limit above 10,000: objects of the release before keep one entry per call (no coalescing; a busy key's row grows toward SQLite's 2 MB) and its `tollgate check` refuses the config — deploy it once every object runs this release, and lower it before rolling back"
@@ -291,6 +304,7 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
     if old.usage.is_some() && new.usage.is_some() && old.refusal_shape() != new.refusal_shape() {
         changes.push(ConfigChange::Refusal { from: old.refusal_shape(), to: new.refusal_shape() });
     }
+    price_changes(old, new, &mut changes);
     let metering: [Metered; 3] =
         [("penalty", |r| r.penalty_ms.is_some()), ("concurrency", |r| r.concurrency.is_some()), ("metering", |r| r.usage.is_some())];
     for (field, on) in metering {
@@ -299,6 +313,33 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
         }
     }
     changes
+}
+
+/// A metered rule's unit and price table.
+fn price_changes(old: &Rule, new: &Rule, changes: &mut Vec<ConfigChange>) {
+    let (Some(a), Some(b)) = (&old.usage, &new.usage) else { return };
+    // Money or not, and which currency: a header or a JSON path renamed
+    // still counts the same tokens.
+    if a.price.as_ref().map(|p| &p.unit) != b.price.as_ref().map(|p| &p.unit) {
+        changes.push(ConfigChange::Unit { from: a.unit().to_string(), to: b.unit().to_string() });
+    }
+    let (Some(a), Some(b)) = (&a.price, &b.price) else { return };
+    let (a, b) = (&a.table, &b.table);
+    let mut said = Vec::new();
+    for (pattern, price) in &b.models {
+        match a.models.iter().find(|(p, _)| p == pattern) {
+            None => said.push(format!("`{pattern}` added")),
+            Some((_, before)) if before != price => said.push(format!("`{pattern}` {} -> {}", price_words(before), price_words(price))),
+            Some(_) => {}
+        }
+    }
+    said.extend(a.models.iter().filter(|(p, _)| !b.models.iter().any(|(q, _)| q == p)).map(|(p, _)| format!("`{p}` removed (priced as unpriced: {})", b.unpriced.name())));
+    if a.unpriced != b.unpriced {
+        said.push(format!("unpriced {} -> {}", a.unpriced.name(), b.unpriced.name()));
+    }
+    if !said.is_empty() {
+        changes.push(ConfigChange::Prices(said));
+    }
 }
 
 /// Windows matched by length: raised, lowered, added, removed. Of a GCRA

@@ -371,6 +371,10 @@ fn write_rule(out: &mut String, m: &Matched<'_>, c: &Canonical, request: &Explai
     }
     let _ = writeln!(out, "  policy:   {}", policy(rule));
     let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
+    if let Some(priced) = rule.usage.as_ref().and_then(|u| u.price.as_ref()) {
+        let spend: Vec<String> = rule.limits.iter().map(|l| format!("{} {}", crate::config::price::decimal(u64::from(l.requests.get())), priced.table.currency)).collect();
+        let _ = writeln!(out, "  money:    {} (counted in {}; the prices are in the policy line)", spend.join(", "), priced.unit);
+    }
     write_periods(out, &rule.limits, request.now_ms);
     let shape = rule.refusal_shape().map(|p| {
         let wait = crate::config::response::SDK_RETRY_WAIT_S;
@@ -697,6 +701,20 @@ mod tests {
             }
         }
         assert!(tried >= 10, "the presets and examples were read: {tried}");
+    }
+
+    /// A money rule's limits in its currency, its prices in the policy.
+    #[test]
+    fn a_money_rule_shows_its_budget_in_its_currency_and_its_prices() {
+        let config = crate::testing::config(json!([
+            {"name": "yen", "path": "/ask", "counting": {"mode": "response", "reservation_ttl": "10m"},
+             "metering": {"usage": "openai", "reserve": 1000, "max": 1000, "price": {"currency": "JPY", "models": {"gpt-4o-mini*": {"input": 22.5, "output": 90}}}},
+             "limits": [{"spend": 200, "window": "day", "time_zone": "Asia/Tokyo"}, {"spend": 0.5, "window": "1m"}]},
+        ]));
+        let headers = vec![("cf-connecting-ip".to_string(), "203.0.113.7".to_string())];
+        let text = explain(&config, &request("post", "https://example.com/ask", &headers), &ALLOWED);
+        assert!(text.contains("  money:    200 JPY, 0.5 JPY (counted in micro-JPY"), "{text}");
+        assert!(text.contains("reserves 90000 = 1000 tokens at the table's highest price") && text.contains("gpt-4o-mini* in 22.5 (cached 22.5, cache write 22.5) out 90"), "{text}");
     }
 
     #[test]

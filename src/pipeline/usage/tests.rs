@@ -2,7 +2,7 @@ use super::*;
 use crate::config::cost::UsageSource;
 
 fn usage(reading: Reading, count: Count, cut: bool, reserve: u32) -> Usage {
-    Usage { source: UsageSource::Body(reading), reserve, max: 1_000_000, expose: false, count, cut }
+    Usage { source: UsageSource::Body(reading), reserve, max: 1_000_000, expose: false, count, cut, price: None }
 }
 
 const SSE: Option<&str> = Some("text/event-stream; charset=utf-8");
@@ -480,6 +480,7 @@ fn oracle(value: &Value) -> Tokens {
             input: figure(usage, "prompt_tokens").or_else(|| figure(usage, "input_tokens")),
             output: figure(usage, "completion_tokens").or_else(|| figure(usage, "output_tokens")),
             total: figure(usage, "total_tokens"),
+            ..Tokens::default()
         });
     }
     tokens
@@ -506,3 +507,5 @@ proptest! {
         }
     }
 }
+
+mod priced;

@@ -1,0 +1,338 @@
+//! Prices per model: a usage rule's `metering.price` table,
+//! `{ currency = "JPY", unpriced = "highest", models = { "gpt-4o-mini*" =
+//! { input = 22.5, cached_input = 11.25, output = 90 } } }`, each price in
+//! the operator's currency per million tokens (at most 6 decimals). The
+//! rule then counts money: whole micro-units of the currency, so every sum
+//! is an exact integer ([`PriceTable::charge`]).
+//!
+//! # Which price applies
+//! The model is the one the *answer* names (never the request's: a client
+//! may ask for a cheap model and be served a dear one). A pattern is a
+//! model's name, or a prefix and `*` (`"gpt-4o*"`; `"*"` alone prices any
+//! named model). An exact name wins, else the longest prefix: so
+//! `gpt-4o-mini-2024-07-18` takes `gpt-4o-mini*`'s price, not `gpt-4o*`'s.
+//! A model name that no pattern matches, that is not printable ASCII, that
+//! is longer than 64 bytes (the scanner keeps no more) or that is missing,
+//! are priced by `unpriced` (an answer naming several models pays, kind by kind, the dearest of their prices):
+//! - `"highest"` (the default): each kind of token at the highest price
+//!   the table has for it (every model named is priced so, the dearest
+//!   wins);
+//! - `"refuse"`: the same charge, and a stream is cut at the event that
+//!   named the model (a JSON body has passed by then: it is charged).
+//!
+//! # What is reserved
+//! `reserve` and `max` stay in tokens (what the origin is asked to cap an
+//! answer at); they are priced at the table's highest price of any kind
+//! ([`PriceTable::ceiling`]), so an answer of at most `reserve` tokens is
+//! never charged more than its reservation whatever model serves it, and
+//! `reserve = max` keeps a money budget exact.
+
+use crate::config::policy::Named;
+use serde_json::Value;
+
+/// A price per million tokens, in millionths of the currency unit (so one
+/// token costs `rate / 1,000,000` micro-units).
+pub(crate) type Rate = u64;
+
+/// The most a price may be, per million tokens (a million currency units).
+pub(crate) const MOST: f64 = 1_000_000.0;
+
+/// The prices of one model (or pattern), per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Price {
+    pub(crate) input: Rate,
+    /// Input read from a cache (default: `input`).
+    pub(crate) cached_input: Rate,
+    /// Output, reasoning included.
+    pub(crate) output: Rate,
+    /// Input written to a cache (Anthropic's cache creation; default `input`).
+    pub(crate) cache_write: Rate,
+}
+
+impl Price {
+    /// Each kind at the larger of the two prices.
+    pub(crate) fn dearest(self, other: Price) -> Price {
+        Price { input: self.input.max(other.input), cached_input: self.cached_input.max(other.cached_input), output: self.output.max(other.output), cache_write: self.cache_write.max(other.cache_write) }
+    }
+}
+
+/// What a model the table cannot price costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unpriced {
+    Highest,
+    Refuse,
+}
+
+impl Named for Unpriced {
+    const NAMES: &'static [(&'static str, Self)] = &[("highest", Unpriced::Highest), ("refuse", Unpriced::Refuse)];
+}
+
+/// Token counts an answer reported, by how they are billed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Billed {
+    /// All input, cached and cache writes included.
+    pub(crate) input: u64,
+    /// Of `input`, read from a cache.
+    pub(crate) cached: u64,
+    /// Of `input`, written to a cache.
+    pub(crate) cache_write: u64,
+    pub(crate) output: u64,
+}
+
+/// A rule's price table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PriceTable {
+    /// The operator's name for the unit (`JPY`, `USD`, `credits`).
+    pub(crate) currency: String,
+    /// (pattern, price), in config order.
+    pub(crate) models: Vec<(String, Price)>,
+    pub(crate) unpriced: Unpriced,
+}
+
+impl PriceTable {
+    /// The price of `model` (as the answer spelled it), `None` when the
+    /// table cannot price it (see the module's doc).
+    pub(crate) fn price(&self, model: &[u8]) -> Option<Price> {
+        if model.is_empty() || !model.iter().all(|b| b.is_ascii_graphic()) {
+            return None;
+        }
+        let mut best: Option<(usize, Price)> = None;
+        for (pattern, price) in &self.models {
+            let length = match pattern.strip_suffix('*') {
+                None if pattern.as_bytes() == model => return Some(*price),
+                Some(prefix) if model.starts_with(prefix.as_bytes()) => prefix.len(),
+                _ => continue,
+            };
+            if best.is_none_or(|(longest, _)| length > longest) {
+                best = Some((length, *price));
+            }
+        }
+        best.map(|(_, price)| price)
+    }
+
+    /// Each kind at the highest price the table has for it.
+    pub(crate) fn highest(&self) -> Price {
+        self.models.iter().fold(Price::default(), |most, (_, price)| most.dearest(*price))
+    }
+
+    /// The highest price of any kind: what a token of unknown kind and
+    /// model may cost.
+    pub(crate) fn ceiling(&self) -> Rate {
+        let h = self.highest();
+        h.input.max(h.cached_input).max(h.output).max(h.cache_write)
+    }
+
+    /// `tokens` of unknown kind at [`PriceTable::ceiling`], in micro-units
+    /// (rounded up); `None` past `u32::MAX` micro-units.
+    pub(crate) fn reserve_units(&self, tokens: u32) -> Option<u32> {
+        u32::try_from(PriceTable::charge(Price { output: self.ceiling(), ..Price::default() }, Billed { output: u64::from(tokens), ..Billed::default() })).ok()
+    }
+
+    /// What `tokens` cost at `price`, in micro-units, rounded up once per
+    /// answer: Σ tokens × rate / 1,000,000. Cached input and cache writes
+    /// are taken out of the input (each at most what remains of it), the
+    /// rest is input at its price.
+    pub(crate) fn charge(price: Price, tokens: Billed) -> u64 {
+        let cached = tokens.cached.min(tokens.input);
+        let written = tokens.cache_write.min(tokens.input - cached);
+        let plain = tokens.input - cached - written;
+        // n × rate / 1e6 = n × ⌊rate / 1e6⌋ + n × (rate mod 1e6) / 1e6: the
+        // whole parts, then the fractions summed (each below n × 1e6)
+        // and rounded up once; u64 throughout, saturating.
+        let (mut whole, mut fraction) = (0u64, 0u64);
+        for (n, rate) in [(plain, price.input), (cached, price.cached_input), (written, price.cache_write), (tokens.output, price.output)] {
+            whole = whole.saturating_add(n.saturating_mul(rate / 1_000_000));
+            fraction = fraction.saturating_add(n.saturating_mul(rate % 1_000_000));
+        }
+        whole.saturating_add(fraction.div_ceil(1_000_000))
+    }
+}
+
+/// A decimal amount in millionths (`0.15` is 150,000): `None` when it is
+/// negative, above [`MOST`], or has more than 6 decimals.
+pub(crate) fn millionths(value: &Value) -> Option<u64> {
+    let x = value.as_f64().filter(|x| (0.0..=MOST).contains(x))?;
+    let scaled = x * 1_000_000.0;
+    let whole = scaled.round();
+    ((scaled - whole).abs() < 1e-3).then_some(whole as u64)
+}
+
+/// Millionths written back as the decimal they were read from.
+pub(crate) fn decimal(millionths: u64) -> Value {
+    if millionths.is_multiple_of(1_000_000) {
+        return (millionths / 1_000_000).into();
+    }
+    serde_json::Number::from_f64(millionths as f64 / 1_000_000.0).map_or(Value::Null, Value::Number)
+}
+
+/// The table as it is written in the config.
+pub(crate) fn written(table: &PriceTable) -> Value {
+    let mut models = serde_json::Map::new();
+    for (pattern, p) in &table.models {
+        let mut fields = serde_json::Map::new();
+        for (name, rate) in [("input", p.input), ("cached_input", p.cached_input), ("output", p.output), ("cache_write", p.cache_write)] {
+            fields.insert(name.into(), decimal(rate));
+        }
+        models.insert(pattern.clone(), Value::Object(fields));
+    }
+    let mut out = serde_json::Map::new();
+    out.insert("currency".into(), Value::String(table.currency.clone()));
+    out.insert("models".into(), Value::Object(models));
+    out.insert("unpriced".into(), table.unpriced.name().into());
+    Value::Object(out)
+}
+
+/// One model's prices: `in 22.5 (cached 11.25, cache write 22.5) out 90`.
+pub(crate) fn price_words(p: &Price) -> String {
+    let text = |rate: Rate| decimal(rate).to_string();
+    format!("in {} (cached {}, cache write {}) out {}", text(p.input), text(p.cached_input), text(p.cache_write), text(p.output))
+}
+
+/// The table in words, for `explain`: `JPY per million tokens: gpt-4o-mini*
+/// in 22.5 (cached 11.25, cache write 22.5) out 90; unpriced: highest`.
+pub(crate) fn words(table: &PriceTable) -> String {
+    let models: Vec<String> = table.models.iter().map(|(pattern, p)| format!("{pattern} {}", price_words(p))).collect();
+    format!("{} per million tokens: {}; a model none prices: {}", table.currency, models.join("; "), table.unpriced.name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> PriceTable {
+        let p = |input, output| Price { input, cached_input: input / 2, output, cache_write: input + input / 4 };
+        PriceTable { currency: "JPY".into(), models: vec![("gpt-4o*".into(), p(375_000_000, 1_500_000_000)), ("gpt-4o-mini*".into(), p(22_500_000, 90_000_000)), ("o3".into(), p(300_000_000, 1_200_000_000))], unpriced: Unpriced::Highest }
+    }
+
+    /// The exact name, else the longest prefix; a name spelled to look
+    /// like another's (`gpt-4o-mini` with a space, a non-ASCII letter) is
+    /// unpriced, never the cheaper match.
+    #[test]
+    fn the_most_specific_pattern_prices_a_model_and_odd_spellings_are_unpriced() {
+        let t = table();
+        let input = |m: &[u8]| t.price(m).map(|p| p.input);
+        assert_eq!(input(b"gpt-4o-mini-2024-07-18"), Some(22_500_000));
+        assert_eq!(input(b"gpt-4o-2024-08-06"), Some(375_000_000));
+        assert_eq!(input(b"gpt-4o"), Some(375_000_000));
+        assert_eq!(input(b"o3"), Some(300_000_000));
+        for odd in [&b"o3-pro"[..], b"", b"gpt-4o-mini x", b"gpt-4o-mini\xff", b"GPT-4O-MINI", b" gpt-4o-mini"] {
+            assert_eq!(input(odd), None, "{:?}", String::from_utf8_lossy(odd));
+        }
+        assert_eq!(t.highest(), Price { input: 375_000_000, cached_input: 187_500_000, output: 1_500_000_000, cache_write: 468_750_000 });
+        assert_eq!(t.ceiling(), 1_500_000_000);
+        assert_eq!(t.reserve_units(4_024), Some(6_036_000), "4,024 tokens at 1,500 per million: 6.036 units");
+        assert_eq!(t.reserve_units(3_000_000), None, "past u32::MAX micro-units");
+    }
+
+    /// Σ tokens × rate, each kind at its own price, rounded up once.
+    #[test]
+    fn a_charge_is_the_exact_sum_rounded_up_to_the_micro_unit() {
+        let p = table().price(b"gpt-4o-mini").unwrap();
+        let charge = |input, cached, cache_write, output| PriceTable::charge(p, Billed { input, cached, cache_write, output });
+        // 3,000 × 22.5 + 1,024 × 90 per million: 0.067500 + 0.092160 units.
+        assert_eq!(charge(3_000, 0, 0, 1_024), 159_660);
+        // 1,000 of the input cached at 11.25, 500 written at 28.125.
+        assert_eq!(charge(3_000, 1_000, 500, 0), 59_063, "33,750 + 11,250 + 14,062.5 rounded up");
+        assert_eq!(charge(1, 0, 0, 0), 23, "22.5 micro-units rounded up");
+        assert_eq!(charge(10, 50, 50, 0), 113, "cached past the input is capped at it");
+        assert_eq!(charge(0, 0, 0, 0), 0);
+        assert_eq!(PriceTable::charge(Price { input: u64::MAX, cached_input: 0, output: u64::MAX, cache_write: 0 }, Billed { input: u64::MAX, cached: 0, cache_write: 0, output: u64::MAX }), u64::MAX);
+    }
+
+    #[test]
+    fn decimals_are_read_to_six_places_and_written_back_as_read() {
+        for (value, read) in [(serde_json::json!(0.15), Some(150_000)), (serde_json::json!(22.5), Some(22_500_000)), (serde_json::json!(90), Some(90_000_000)), (serde_json::json!(0.000001), Some(1)), (serde_json::json!(0.0000001), None), (serde_json::json!(-1), None), (serde_json::json!("1"), None), (serde_json::json!(2_000_000), None)] {
+            assert_eq!(millionths(&value), read, "{value}");
+            if let Some(n) = read {
+                assert_eq!(millionths(&decimal(n)), Some(n));
+            }
+        }
+    }
+
+    fn school(price: serde_json::Value, limits: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({ "rules": [{ "name": "money", "path": "/v1/*", "key": ["header:x-school"], "limits": limits, "counting": { "mode": "response", "reservation_ttl": "10m" },
+            "metering": { "usage": "openai", "reserve": 4024, "max": 4024, "price": price } }] })
+    }
+
+    fn yen() -> serde_json::Value {
+        serde_json::json!({ "currency": "JPY", "models": { "gpt-4o-mini*": { "input": 22.5, "cached_input": 11.25, "output": 90 }, "gpt-4o*": { "input": 375, "output": 1500 } } })
+    }
+
+    /// A priced rule reads spend limits in micro-units, reserves its
+    /// tokens at the table's ceiling, says its unit, and is described as
+    /// it was written.
+    #[test]
+    fn a_priced_rule_counts_micro_units_and_is_described_as_read() {
+        use crate::config::Config;
+        let config = Config::from_json(&school(yen(), serde_json::json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }, { "spend": 10.5, "window": "1m" }]))).unwrap();
+        let r = &config.rules[0];
+        let u = r.usage.as_ref().unwrap();
+        assert_eq!((r.limits[0].requests.get(), r.limits[1].requests.get()), (200_000_000, 10_500_000));
+        assert_eq!((u.reserve, u.max, r.cost, u.unit()), (6_036_000, 6_036_000, 6_036_000, "micro-JPY"), "4,024 tokens at 1,500 yen per million");
+        assert!(r.counts_money());
+        let described = crate::config::describe::rule_json(r);
+        assert_eq!(described["limits"], serde_json::json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }, { "spend": 10.5, "window": "1m" }]));
+        assert_eq!((&described["metering"]["reserve"], &described["metering"]["price"]["unpriced"], described["metering"].get("count")), (&serde_json::json!(4024), &serde_json::json!("highest"), None));
+        let again = Config::from_json(&serde_json::json!({ "rules": [described] })).unwrap();
+        assert_eq!((&again.rules[0].usage, &again.rules[0].limits), (&r.usage, &r.limits), "read back the same");
+        let words = crate::config::words::usage_text(u);
+        assert!(words.contains("micro-JPY") && words.contains("gpt-4o-mini* in 22.5 (cached 11.25, cache write 22.5) out 90"), "{words}");
+    }
+
+    #[test]
+    fn a_wrong_price_table_or_money_limit_is_refused_naming_the_field_once() {
+        use crate::config::Config;
+        let day = serde_json::json!([{ "spend": 200, "window": "1d" }]);
+        let errors = |mut config: serde_json::Value| {
+            // A wrong metering leaves reservation_ttl to a rule that does not reserve.
+            config["rules"][0]["counting"].as_object_mut().unwrap().remove("reservation_ttl");
+            Config::from_json(&config).err().unwrap_or_default().iter().map(|e| e.to_string()).collect::<Vec<_>>()
+        };
+        let mut cases = vec![
+            (school(serde_json::json!({ "models": { "a": { "input": 1, "output": 2 } } }), day.clone()), "metering.price.currency"),
+            (school(serde_json::json!({ "currency": "JPY", "models": {} }), day.clone()), "metering.price.models"),
+            (school(serde_json::json!({ "currency": "JPY", "models": { "a": { "input": 1 } } }), day.clone()), "metering.price.models.a.output"),
+            (school(serde_json::json!({ "currency": "JPY", "models": { "a": { "input": 0.0000001, "output": 1 } } }), day.clone()), "metering.price.models.a.input"),
+            (school(serde_json::json!({ "currency": "JPY", "models": { "a*b": { "input": 1, "output": 1 } } }), day.clone()), "metering.price.models.a*b"),
+            (school(serde_json::json!({ "currency": "JPY", "models": { "a": { "input": 1, "output": 1 } }, "unpriced": "free" }), day.clone()), "metering.price.unpriced"),
+            (school(yen(), serde_json::json!([{ "requests": 200_000_000, "window": "1d" }])), "limits"),
+            (school(yen(), serde_json::json!([{ "spend": 200, "requests": 5, "window": "1d" }])), "limits[0].spend"),
+            (school(yen(), serde_json::json!([{ "spend": 5000, "window": "1d" }])), "limits[0].spend"),
+        ];
+        let mut header = school(yen(), day.clone());
+        header["rules"][0]["metering"] = serde_json::json!({ "header": "x-t", "reserve": 5, "max": 5, "price": yen() });
+        cases.push((header, "metering.price"));
+        let mut dear = school(serde_json::json!({ "currency": "JPY", "models": { "a": { "input": 1, "output": 1_000_000 } } }), day.clone());
+        dear["rules"][0]["metering"]["max"] = serde_json::json!(5000);
+        cases.push((dear, "metering.max"));
+        let mut count = school(yen(), day.clone());
+        count["rules"][0]["metering"]["count"] = serde_json::json!("output");
+        cases.push((count, "metering.count"));
+        let mut unpriced = school(yen(), day);
+        unpriced["rules"][0]["metering"].as_object_mut().unwrap().remove("price");
+        cases.push((unpriced, "limits"));
+        for (config, field) in cases {
+            let errs = errors(config.clone());
+            assert_eq!(errs.len(), 1, "{config}: {errs:?}");
+            assert!(errs[0].starts_with(&format!("rule `money`, field `{field}`: ")), "{field}: {errs:?}");
+        }
+    }
+
+    /// `tollgate diff` says a price table's changes, and a change of unit.
+    #[test]
+    fn diff_states_a_price_change_and_a_change_of_unit() {
+        use crate::config::Config;
+        let day = serde_json::json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }]);
+        let old = Config::from_json(&school(yen(), day.clone())).unwrap();
+        let mut dearer = yen();
+        dearer["models"]["gpt-4o-mini*"]["output"] = serde_json::json!(120);
+        dearer["models"]["o3"] = serde_json::json!({ "input": 300, "output": 1200 });
+        dearer["unpriced"] = serde_json::json!("refuse");
+        let new = Config::from_json(&school(dearer, day)).unwrap();
+        let report = crate::tools::diff::report(&crate::tools::diff::diff(&old, &new));
+        assert!(report.contains("`gpt-4o-mini*` in 22.5 (cached 11.25, cache write 22.5) out 90 -> in 22.5 (cached 11.25, cache write 22.5) out 120") && report.contains("`o3` added") && report.contains("unpriced highest -> refuse"), "{report}");
+        let tokens = Config::from_json(&serde_json::json!({ "rules": [{ "name": "money", "path": "/v1/*", "key": ["header:x-school"], "limits": [{ "requests": 200_000_000, "window": "day", "time_zone": "Asia/Tokyo" }], "counting": { "mode": "response", "reservation_ttl": "10m" }, "metering": { "usage": "openai", "reserve": 4024, "max": 4024 } }] })).unwrap();
+        let report = crate::tools::diff::report(&crate::tools::diff::diff(&tokens, &old));
+        assert!(report.contains("counts in micro-JPY, not tokens"), "{report}");
+    }
+}

@@ -1,0 +1,239 @@
+// Budgets in money, per model (issue 54): the built Worker in workerd, real
+// SQLite objects; the origin mocked at the network edge (node:http through
+// the UPSTREAM var) answering as OpenAI's Chat Completions, Anthropic's
+// Messages and Gemini's generateContent do, streamed and not
+// (providers.mjs), each answer naming the model the request's `x-model`
+// header asks the mock for (the client's own body may name another).
+//
+// Each provider has its own rule, keyed per school: a day's budget of 1,000
+// credits (1e9 micro-credits), reserve = max = 2,000 tokens priced at the
+// table's highest price (40,000 credits per million: 80 credits), and
+// answers of 300 to 2,000 tokens, so no answer costs more than it reserved:
+// the budget is exact. What each answer costs is computed here from the
+// usage object the mock sent and the model's prices, in BigInt, and
+// compared with what the object recorded (`status`'s `used`).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import { withTollgate } from "./harness.mjs";
+import { config } from "./builders.mjs";
+import { MODEL, usageOf, chatEvents, chatJson, anthropicEvents, anthropicJson, geminiChunks, geminiJson, geminiArrayParts } from "./providers.mjs";
+
+const DAY_MS = 86_400_000;
+const BUDGET = 1_000_000_000; // micro-credits
+const RESERVE_TOKENS = 2_000;
+
+/** Prices per million tokens, in credits (decimals on purpose). */
+const PRICES = {
+  "gpt-4o-mini*": { input: 1999.999, cached_input: 1000.5, output: 8000.25 },
+  "gpt-4o*": { input: 10_000, cached_input: 5_000, output: 40_000 },
+  "claude-haiku*": { input: 4_000, cached_input: 400, output: 20_000, cache_write: 5_000 },
+  "claude-sonnet*": { input: 12_000, cached_input: 1_200, output: 40_000, cache_write: 15_000 },
+  "gemini-2.5-flash*": { input: 1_500, cached_input: 375, output: 12_500 },
+  "gemini-2.5-pro*": { input: 6_250, output: 37_500.000001 },
+};
+const MODELS = {
+  openai: ["gpt-4o-mini-2024-07-18", "gpt-4o-2024-08-06", "gpt-4o-mini"],
+  anthropic: ["claude-haiku-4-5", "claude-sonnet-4-5-20250929"],
+  gemini: ["gemini-2.5-flash", "gemini-2.5-pro-preview"],
+};
+const PATHS = { openai: "/openai/v1/chat/completions", anthropic: "/anthropic/v1/messages" };
+
+/** A price in millionths of a credit per million tokens, exactly (BigInt). */
+const millionths = (price) => {
+  const [whole, frac = ""] = String(price).split(".");
+  return BigInt(whole) * 1_000_000n + BigInt(frac.padEnd(6, "0"));
+};
+
+/** The price the table gives `model`: exact name, else the longest prefix; none: null. */
+function priceOf(model, table = PRICES) {
+  let best = null;
+  for (const [pattern, p] of Object.entries(table)) {
+    const prefix = pattern.endsWith("*") ? pattern.slice(0, -1) : null;
+    if (prefix === null ? pattern === model : model.startsWith(prefix)) {
+      if (prefix === null) return p;
+      if (!best || prefix.length > best[0]) best = [prefix.length, p];
+    }
+  }
+  return best?.[1] ?? null;
+}
+
+/** Each kind at the table's highest price. */
+function highest(table = PRICES) {
+  const kinds = ["input", "cached_input", "output", "cache_write"];
+  const of = (p, k) => millionths(p[k] ?? p.input);
+  return Object.fromEntries(kinds.map((k) => [k, Object.values(table).map((p) => of(p, k)).reduce((a, b) => (a > b ? a : b))]));
+}
+
+/** What an answer of `tokens` from `provider` named `model` costs, in micro-credits (BigInt), from the usage the mock sends. */
+function costOf(provider, model, tokens, table = PRICES) {
+  const p = priceOf(model, table);
+  const rate = p ? Object.fromEntries(["input", "cached_input", "output", "cache_write"].map((k) => [k, millionths(p[k] ?? p.input)])) : highest(table);
+  let plain, cached = 0, written = 0, output;
+  if (provider === "openai") {
+    const u = usageOf("chat", tokens);
+    cached = u.prompt_tokens_details.cached_tokens;
+    plain = u.prompt_tokens - cached;
+    output = u.completion_tokens;
+  } else if (provider === "anthropic") {
+    const u = usageOf("anthropic", tokens);
+    [plain, cached, written, output] = [u.input_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens, u.output_tokens];
+  } else {
+    const u = usageOf("gemini", tokens);
+    [plain, output] = [u.promptTokenCount, u.candidatesTokenCount + u.thoughtsTokenCount];
+  }
+  const sum = BigInt(plain) * rate.input + BigInt(cached) * rate.cached_input + BigInt(written) * rate.cache_write + BigInt(output) * rate.output;
+  return (sum + 999_999n) / 1_000_000n;
+}
+
+/** The mock provider: providers.mjs's answers, the model swapped for `x-model`. */
+async function modelOrigin() {
+  const server = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = JSON.parse(Buffer.concat(chunks).toString("utf8") || "null");
+    const url = new URL(req.url, "http://origin");
+    const h = req.headers;
+    const provider = url.pathname.startsWith("/openai/") ? "openai" : url.pathname.startsWith("/anthropic/") ? "anthropic" : "gemini";
+    const opts = { tokens: Number(h["x-tokens"]), n: 4, end: "clean" };
+    const model = h["x-model"] === undefined ? undefined : decodeURIComponent(h["x-model"]);
+    const swap = (text) => (model === undefined ? text : text.replaceAll(JSON.stringify(MODEL[provider]), JSON.stringify(model)));
+    const stream = provider === "gemini" ? url.pathname.endsWith(":streamGenerateContent") : body?.stream === true;
+    if (!stream) {
+      const json = { openai: chatJson, anthropic: anthropicJson, gemini: geminiJson }[provider](opts);
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(swap(JSON.stringify(json)));
+      return;
+    }
+    const sse = provider !== "gemini" || url.searchParams.get("alt") === "sse";
+    res.writeHead(200, { "content-type": sse ? "text/event-stream" : "application/json" });
+    const parts =
+      provider === "openai" ? chatEvents({ ...opts, includeUsage: true })
+      : provider === "anthropic" ? anthropicEvents(opts)
+      : sse ? geminiChunks(opts).map((c) => `data: ${JSON.stringify(c)}\r\n\r\n`)
+      : geminiArrayParts(geminiChunks(opts));
+    for (const part of parts) {
+      res.write(swap(part));
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    res.end();
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); }) };
+}
+
+/** The money rule of `provider`: 1,000 credits a day per school. */
+function moneyRule(provider, price = { currency: "credits", models: PRICES }, extra = {}) {
+  const path = { openai: "/openai/*", anthropic: "/anthropic/*", gemini: "/gemini/*" }[provider];
+  return {
+    name: `money-${provider}`,
+    path,
+    key: ["header:x-school"],
+    limits: [{ spend: 1_000, window: "1d" }],
+    counting: { mode: "response", reservation_ttl: "10m" },
+    metering: { usage: provider, reserve: RESERVE_TOKENS, max: RESERVE_TOKENS, price, ...extra },
+    ratelimit_headers: true,
+  };
+}
+
+/** A request of the `i`-th kind: model, size and streaming vary with `i`. */
+function ask(provider, i) {
+  const models = MODELS[provider];
+  const model = models[(i * 7 + 3) % models.length];
+  const tokens = 300 + ((i * 523) % 1_701);
+  const stream = i % 3 !== 0;
+  if (provider === "gemini") {
+    const how = ["generateContent", "streamGenerateContent?alt=sse", "streamGenerateContent"][i % 3];
+    return { model, tokens, path: `/gemini/v1beta/models/${model}:${how}`, body: { contents: [] } };
+  }
+  // The client names the cheapest model; the origin answers with `model`.
+  return { model, tokens, path: PATHS[provider], body: { model: MODELS[provider][0], stream, max_tokens: 1_600, stream_options: stream && provider === "openai" ? { include_usage: true } : undefined } };
+}
+
+async function send(tg, school, provider, i) {
+  const a = ask(provider, i);
+  const res = await tg.fetch(a.path, { method: "POST", headers: { "x-school": school, "x-model": encodeURIComponent(a.model), "x-tokens": String(a.tokens), "content-type": "application/json" }, body: JSON.stringify(a.body) });
+  const text = await res.text();
+  return { status: res.status, text, res, cost: res.status === 200 ? costOf(provider, a.model, a.tokens) : 0n };
+}
+
+/** The micro-credits `school`'s object recorded for `provider`, with nothing in flight. */
+async function used(tg, provider, school) {
+  await tg.settled();
+  const status = await tg.callObject(`money-${provider}\nheader:x-school=${school}`, { v: 1, op: "status", limits: [[BUDGET, DAY_MS]] });
+  assert.equal(status.body.held ?? 0, 0, "nothing held");
+  return BigInt(status.body.windows[0].used);
+}
+
+/** Sends waves of `width` requests until a wave, sent with nothing in flight, is refused whole. */
+async function spend(tg, school, provider, width) {
+  let charged = 0n, i = 0, served = 0;
+  for (;;) {
+    const wave = await Promise.all(Array.from({ length: width }, () => send(tg, school, provider, i++)));
+    for (const r of wave.filter((r) => r.status === 200)) {
+      charged += r.cost;
+      served++;
+    }
+    const refused = wave.filter((r) => r.status === 429);
+    assert.equal(refused.length + wave.filter((r) => r.status === 200).length, width, `200 or 429 only: ${wave.map((r) => r.status)}`);
+    if (refused.length === width) return { charged, served, refused: refused[0] };
+    await tg.settled();
+  }
+}
+
+const withMoney = async (rules, body) => {
+  const origin = await modelOrigin();
+  try {
+    await withTollgate({ config: config(...rules), vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined }, admin: false }, body);
+  } finally {
+    await origin.close();
+  }
+};
+
+for (const provider of ["openai", "anthropic", "gemini"]) {
+  test(`${provider}: a day's 1,000 credits are never exceeded and at least 90% usable, mixed models and sizes, streamed and not, sequential and 20 at once; the charge is Σ tokens × price to the micro-credit`, () =>
+    withMoney([moneyRule(provider)], async (tg) => {
+      for (const [school, width] of [["one-by-one", 1], ["twenty-at-once", 20]]) {
+        const { charged, served, refused } = await spend(tg, school, provider, width);
+        const recorded = await used(tg, provider, school);
+        assert.equal(recorded, charged, `${school}: the object recorded exactly what the answers cost (${served} answers)`);
+        assert.ok(recorded <= BigInt(BUDGET), `${school}: never past the budget: ${recorded}`);
+        assert.ok(recorded >= (BigInt(BUDGET) * 9n) / 10n, `${school}: at least 90% usable: ${recorded}`);
+        const policy = refused.res.headers.get("ratelimit-policy");
+        assert.match(policy, new RegExp(`^"money-${provider}";q=${BUDGET};qu="micro-credits";w=86400`), policy);
+        const left = Number(/;r=(\d+)/.exec(refused.res.headers.get("ratelimit"))[1]);
+        assert.ok(left < 80_000_000, `${school}: refused with less than one reserve (80 credits) left: ${left}`);
+        console.log(`# ${provider} ${school}: ${served} answers, ${Number(recorded) / 1e6} of 1,000 credits (${(Number(recorded) / 1e7).toFixed(2)}%)`);
+      }
+    }));
+}
+
+/** A model the table cannot price, an answer naming none, a dearer one than the request asked for. */
+test("unpriced models: charged at the table's highest prices by default, cut and charged max with refuse; the answer's model, not the request's, is priced", () =>
+  withMoney([moneyRule("openai"), moneyRule("anthropic", { currency: "credits", models: PRICES, unpriced: "refuse" })], async (tg) => {
+    const chat = (school, model, tokens, stream) =>
+      tg.fetch(PATHS.openai, { method: "POST", headers: { "x-school": school, "x-model": encodeURIComponent(model), "x-tokens": String(tokens) }, body: JSON.stringify({ model: "gpt-4o-mini", stream, stream_options: stream ? { include_usage: true } : undefined }) });
+    // The client asks for gpt-4o-mini; the origin answers gpt-4o.
+    let res = await chat("a", "gpt-4o-2024-08-06", 1_000, true);
+    await res.text();
+    assert.equal(await used(tg, "openai", "a"), costOf("openai", "gpt-4o", 1_000), "priced as the answer's gpt-4o");
+    // A model no pattern prices, and names spelled like a cheap one's.
+    let total = 0n;
+    for (const [model, stream] of [["o3-mini", false], ["gpt-4o-mini ", true], ["gpt-4o-m\u0131ni", false], ["x".repeat(200), true]]) {
+      res = await chat("b", model, 1_000, stream);
+      assert.equal(res.status, 200);
+      await res.text();
+      total += costOf("openai", "no-such-model", 1_000);
+      assert.equal(await used(tg, "openai", "b"), total, `${JSON.stringify(model.slice(0, 20))}: at the highest prices`);
+    }
+    // refuse: the stream is cut at the first event naming the model, and max (80 credits) is charged.
+    res = await tg.fetch(PATHS.anthropic, { method: "POST", headers: { "x-school": "c", "x-model": "claude-opus-4", "x-tokens": "1000" }, body: JSON.stringify({ stream: true }) });
+    const text = await res.text();
+    assert.match(text, /event: error\ndata: \{"type":"error","error":\{"type":"rate_limit_error","message":"tollgate: this answer's model has no price/, text);
+    assert.ok(!text.includes("message_stop"), "the stream was cut");
+    assert.equal(await used(tg, "anthropic", "c"), 80_000_000n, "max: 2,000 tokens at 40,000 credits per million");
+    // A priced model streams to its end.
+    res = await tg.fetch(PATHS.anthropic, { method: "POST", headers: { "x-school": "d", "x-model": "claude-haiku-4-5", "x-tokens": "1000" }, body: JSON.stringify({ stream: true }) });
+    assert.match(await res.text(), /message_stop/);
+    assert.equal(await used(tg, "anthropic", "d"), costOf("anthropic", "claude-haiku-4-5", 1_000));
+  }));
