@@ -93,11 +93,11 @@ KEEP = [
     # ... and what those names' signatures and fields name (the compiler's
     # `private_interfaces` warnings list them).
     "internals::protocol::Call", "internals::protocol::CallError", "internals::protocol::Reply",
-    "internals::window::Decision", "internals::window::Decision::tally", "internals::applied::Applied", "internals::plan::Plan", "internals::applied::Applied::rule", "internals::applied::Applied::key",
+    "internals::window::Admission", "internals::window::Admission::tally", "internals::applied::Applied", "internals::plan::Plan", "internals::applied::Applied::rule", "internals::applied::Applied::key",
     "internals::plan::Plan::route", "internals::plan::Plan::matched", "internals::plan::Plan::canonical",
     "internals::canon::CanonError", "internals::canon::Sources", "internals::body::Malformed",
     "internals::rules::Condition", "internals::sim::Arrivals", "internals::sim::Report::*",
-    "internals::wrangler::Section", "internals::applied::KeyError", "internals::plan::AdminRoute",
+    "internals::wrangler::Section", "internals::applied::KeyError",
     "internals::applied::Matched::rule", "internals::applied::Matched::key", "internals::plan::Canonical::path",
     "internals::plan::Canonical::query", "internals::plan::Canonical::methods",
     "internals::plan::Canonical::unreadable_body", "internals::wrangler::Section::label",
@@ -106,14 +106,7 @@ KEEP = [
     # --interfaces (definition paths: named by a kept signature, not by a caller)
     "count::tally::Tally", "count::tally::Tally::allowed",
     "request::key::ValueType",
-    "pipeline::access::AccessCheck",
-    "pipeline::access::Proof",
-    "pipeline::access::Refusal",
-    "pipeline::admin::AdminError",
-    "pipeline::admin::AdminRequest",
     "pipeline::applied::Matched",
-    "pipeline::console::ConsoleRoute",
-    "pipeline::console::traffic::Range",
     "pipeline::plan::Canonical",
     "request::key::KeyPart",
     "request::key::MissingPart",

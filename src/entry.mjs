@@ -54,7 +54,7 @@ const INSERT = `INSERT INTO points (timestamp, index1, ${Array.from({ length: BL
 const sinkError = (status, error) => new Response(JSON.stringify({ error, v: 1 }), { status, headers: { "content-type": "application/json" } });
 
 /**
- * The local metrics sink (issue 28; a class of its own since issue 36):
+ * The local metrics sink (a class of its own since 0.2.0):
  * one object, `tollgate:local-metrics`, keeping the points Analytics Engine
  * would, for the console's Traffic page, when TOLLGATE_LOCAL_METRICS is set
  * (scripts/dev; else 404). `POST /v1/sink` (SINK_PATH) of `write\n<points>`

@@ -21,7 +21,8 @@
 //! the config reader [`Config`] (`from_json`, `from_json_str`,
 //! `warnings`), and the CLI's entry [`cli`] (`run` with a `Host`).
 //!
-//! `docs/ARCHITECTURE.md` draws the layers and holds the module catalogue.
+//! `docs/ARCHITECTURE.md` draws the layers, walks a request and gives the
+//! decisions' reasons; each module's contract is its own `//!` doc.
 
 // Folders by layer (docs/ARCHITECTURE.md draws them): request reading,
 // config, counting, the decision pipeline, the wasm32 glue and the tools.
@@ -40,6 +41,10 @@ mod count;
 mod pipeline;
 #[cfg_attr(not(all(target_arch = "wasm32", feature = "admin")), allow(dead_code))]
 mod request;
+/// The admin plane: in the admin Worker, natively and in the Node CLI.
+#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
+#[cfg_attr(not(all(target_arch = "wasm32", feature = "admin")), allow(dead_code))]
+mod admin;
 mod tools;
 #[cfg(target_arch = "wasm32")]
 mod glue;

@@ -4,7 +4,7 @@
 
 use crate::config::Config;
 use crate::pipeline::applied::Applied;
-use crate::pipeline::facts::{Client, Facts, HeaderMap, Secrets};
+use crate::pipeline::facts::{ClientFacts, Facts, HeaderMap, Secrets};
 use crate::pipeline::machine::{Decision, Machine, Next};
 use crate::pipeline::memo::PlanMemo;
 use crate::pipeline::plan::{self, Body, Plan};
@@ -43,7 +43,7 @@ pub struct Req {
     pub headers: Vec<(String, String)>,
     /// `None`: no body (read as empty when asked for).
     pub body: Option<Vec<u8>>,
-    pub client: Client,
+    pub client: ClientFacts,
     pub secrets: Secrets,
     pub now_ms: i64,
 }
@@ -56,7 +56,7 @@ impl Req {
             url,
             headers: Vec::new(),
             body: None,
-            client: Client::default(),
+            client: ClientFacts::default(),
             secrets: Secrets::default(),
             now_ms: 0,
         }
@@ -137,6 +137,14 @@ impl Req {
         crate::pipeline::machine::plan_facts(config, &self.facts(&headers), &header, body, None)
     }
 
+    /// The admin plane's plan of this request ([`crate::admin::plan`]),
+    /// with what is known of the body.
+    pub fn admin_plan_once<'c>(&self, config: &'c Config, body: Body<'_>) -> crate::admin::plan::AdminPlan<'c> {
+        let headers = self.header_map();
+        let header = |name: &str| headers.get(name);
+        crate::pipeline::machine::with_parts(&self.facts(&headers), &header, body, |parts| crate::admin::plan::plan(config, parts))
+    }
+
     /// The facts of this request, its headers being `headers`.
     pub(crate) fn facts<'a>(&'a self, headers: &'a HeaderMap) -> Facts<'a> {
         Facts { method: &self.method, url: &self.url, headers, client: &self.client, secrets: &self.secrets, now_ms: self.now_ms }
@@ -162,7 +170,7 @@ impl Req {
             match machine.next(cache) {
                 Next::Body { .. } => machine.body(&crate::pipeline::upload::BodyRead::Read(self.body.clone().unwrap_or_default())),
                 Next::Upload(_) => machine.uploaded(Receipt::Complete, self.now_ms),
-                Next::Admin { .. } => panic!("an admin request: drive the admin flow"),
+                Next::Admin => panic!("an admin request: drive the admin flow"),
                 Next::Count(checks) => {
                     let outcomes = checks.iter().map(|(a, _)| outcome(a)).collect();
                     return machine.counted(outcomes);

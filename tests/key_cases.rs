@@ -285,7 +285,7 @@ fn see(config: &Config, rule: &str, request: &Request) -> Seen {
     };
     let route = match &plan.route {
         Route::Malformed(e) => format!("malformed: {e}"),
-        Route::Admin { .. } => "admin".into(),
+        Route::Admin => "admin".into(),
         Route::NeedsBody => "needs body".into(),
         Route::MissingKey { rule, missing } => format!("400 by rule {}: {missing}", rule.name),
         Route::Check(applied) => format!("check {} key(s)", applied.len()),

@@ -15,7 +15,7 @@ fn main() {
         );
         std::process::exit(2);
     }
-    let output = tollgate::cli::run(&args, &native::Machine);
+    let output = tollgate::cli::run(&args, &native::ThisMachine);
     std::process::exit(native::print(&output));
 }
 
@@ -30,9 +30,9 @@ mod native {
     use tollgate::cli::{Host, Output};
 
     /// Files and environment variables of this machine.
-    pub struct Machine;
+    pub struct ThisMachine;
 
-    impl Host for Machine {
+    impl Host for ThisMachine {
         fn read_file(&self, path: &str) -> Result<Vec<u8>, String> {
             std::fs::read(path).map_err(|e| e.to_string())
         }

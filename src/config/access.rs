@@ -1,9 +1,9 @@
 //! `admin_access`: Cloudflare Access in front of the console and the admin
-//! API (issue 38): `{ team_domain, audience }`, the Zero Trust team's domain
+//! API: `{ team_domain, audience }`, the Zero Trust team's domain
 //! (`acme.cloudflareaccess.com`) and the Access application's audience
 //! (AUD) tag, or a list of them. With it, a request under the admin prefix
 //! whose `Cf-Access-Jwt-Assertion` holds a valid Access token is the
-//! operator's ([`crate::pipeline::access`]); the admin token stays for API
+//! operator's ([`crate::admin::access`]); the admin token stays for API
 //! clients and the CLI.
 
 use crate::config::reader::{infos, Field, FieldInfo, Input, Shape};

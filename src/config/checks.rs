@@ -38,7 +38,7 @@ pub(super) fn check_overrides(spec: &mut RuleSpec, errors: &mut Errors) {
 }
 
 /// A calendar window is a fixed period counted from the log: GCRA drains
-/// continuously and has no period to reset at (issue 53).
+/// continuously and has no period to reset at.
 pub(super) fn check_calendar(spec: &RuleSpec, errors: &mut Errors) {
     let overrides = spec.overrides.entries().iter().flat_map(|e| e.limits.iter());
     let calendar = spec.limits.iter().chain(overrides).any(|l| l.calendar.is_some());
@@ -257,8 +257,7 @@ pub(super) fn untyped_ids(rule: &Rule) -> Vec<ConfigWarning> {
 /// cookie or query parameter named `id`, `*_id`, `*-id` or `*Id`, such as
 /// `header:x-user-id`; not Cloudflare's own `cf-` headers): any client can
 /// send a made-up one and get a fresh bucket. Said when no rule keyed by
-/// the client's address (`ip`) covers its path beside it (issue 53, round
-/// 3 item 6). A path segment or body field (a resource, the account a login
+/// the client's address (`ip`) covers its path beside it. A path segment or body field (a resource, the account a login
 /// targets) is what the rule protects, and is not said.
 pub(super) fn client_chosen(rules: &[Rule]) -> Vec<ConfigWarning> {
     let claimed = |p: &KeyPart| match p {
@@ -290,7 +289,7 @@ pub(super) fn client_chosen(rules: &[Rule]) -> Vec<ConfigWarning> {
 /// The default `on_missing_key = "reject"` on a broad path (a wildcard,
 /// such as `/api/*`) with a key part a request may lack (a header, cookie,
 /// query parameter or body field): every request without it is answered
-/// 400, public pages and health checks included (issue 39). Said only when
+/// 400, public pages and health checks included. Said only when
 /// the policy was left to its default.
 pub(super) fn broad_rejection(rule: &Rule) -> Option<ConfigWarning> {
     let missable = |p: &&KeyPart| matches!(p, KeyPart::Header(..) | KeyPart::Cookie(..) | KeyPart::Query(..) | KeyPart::Body(..) | KeyPart::Credential);
@@ -319,7 +318,7 @@ pub(super) fn shadow_fail_closed(rule: &Rule) -> Option<ConfigWarning> {
 
 /// A success that settles a count without `success_identity_header`:
 /// tollgate cannot tell whom the origin authenticated, so a success for
-/// any request naming the account settles it (issue 16).
+/// any request naming the account settles it.
 pub(super) fn forgeable_success(rule: &Rule) -> Option<ConfigWarning> {
     let on = rule.on_success.as_ref().filter(|on| on.identity_header.is_none())?;
     let effect = match on.action {
@@ -339,7 +338,7 @@ pub(super) fn forgeable_success(rule: &Rule) -> Option<ConfigWarning> {
 }
 
 /// `tollgate check`'s one line on the trade-off left in a rule whose
-/// success relieves (issue 25): relief is bound to the exact spelling, the
+/// success relieves: relief is bound to the exact spelling, the
 /// count to the folded key.
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 pub(crate) fn relief_note(rule: &Rule) -> Option<String> {
@@ -373,14 +372,14 @@ pub(super) fn warnings(rule: &Rule) -> Vec<ConfigWarning> {
     out
 }
 
-/// A usage read from the body (issue 37): `cut` on OpenAI's usage, which
+/// A usage read from the body: `cut` on OpenAI's usage, which
 /// arrives only at the stream's end, or on Anthropic's output, which only
-/// its last `message_delta` reports, never cuts (issue 50: a report that
+/// its last `message_delta` reports, never cuts (a report that
 /// ends the answer is not cut); a `reservation_ttl` under 5 minutes cuts
 /// LLM answers that run longer (charged `max`).
 pub(super) fn body_usage(rule: &Rule) -> Vec<ConfigWarning> {
-    use crate::config::cost::{Provider, Reading, Source};
-    let Some(Source::Body(reading)) = rule.usage.as_ref().map(|u| &u.source) else { return Vec::new() };
+    use crate::config::cost::{Provider, Reading, UsageSource};
+    let Some(UsageSource::Body(reading)) = rule.usage.as_ref().map(|u| &u.source) else { return Vec::new() };
     let warn = |field: &'static str, message: String| ConfigWarning { rule: rule.name.clone(), field, message };
     let mut out = Vec::new();
     if rule.usage.as_ref().is_some_and(|u| u.cut) {
@@ -404,7 +403,7 @@ pub(super) fn body_usage(rule: &Rule) -> Vec<ConfigWarning> {
 }
 
 /// The headers an LLM client may carry its API key in, which a
-/// `credential` key part reads together (issue 50, item 8).
+/// `credential` key part reads together.
 const API_KEY_HEADERS: [&str; 3] = ["authorization", "x-api-key", "x-goog-api-key"];
 
 /// A cost above the smallest limit would block every request. With

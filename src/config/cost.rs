@@ -1,17 +1,17 @@
-//! Usage reported by the origin (issues 29, 37): a rule's
+//! Usage reported by the origin: a rule's
 //! `metering = { header = "x-usage-units", reserve = 1000, max = 100000 }`
 //! (with `counting = { mode = "response" }`; a `cost` table in the 0.2.0
 //! spelling), apart from `cost = N`, a weight; or, read from the answer's
-//! body (issue 37), `metering = { usage = "openai" | "anthropic" | "gemini",
+//! body, `metering = { usage = "openai" | "anthropic" | "gemini",
 //! reserve, max, count, cut }` or `usage = { json = "usage.total_tokens" }`
-//! ([`Source`]; the reader is [`crate::pipeline::usage`]).
+//! ([`UsageSource`]; the reader is [`crate::pipeline::usage`]).
 //!
 //! Such a rule counts in two phases ([`crate::count::reservation`]), like a
 //! failures-only rule: before forwarding it reserves `reserve` units, which
 //! must fit every window beside what is committed and what requests in
 //! flight hold; once the origin answered, the reservation is committed at
 //! [`Usage::units`] of the header's value (what the origin reported, never
-//! clamped to `max`: issue 50), or at `reserve` when the header is missing
+//! clamped to `max`: a report is what was spent), or at `reserve` when the header is missing
 //! or malformed. A usage read from the
 //! body commits once the body ended, and at `max` when none was read
 //! ([`Usage::missing_units`]; the bound of each end of a stream is in
@@ -28,7 +28,7 @@
 //! `max` in the units counted) the bound is 0: exact. What passes the
 //! limit is recorded, so nothing more is admitted until the windows have
 //! paid it back. `max` bounds what an answer without a report commits,
-//! never what a report records (issue 50, item 1: a clamp to `max` let
+//! never what a report records (a clamp to `max` let
 //! answers reporting 1,200 be charged 1,000, and a budget of 10,000 serve
 //! 12,000).
 //!
@@ -38,7 +38,7 @@ use crate::config::policy::Named;
 
 /// Where a usage rule reads the units an answer used.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Source {
+pub(crate) enum UsageSource {
     /// A response header (lowercased name), read at the answer's headers.
     Header(String),
     /// The answer's body (a JSON body or an SSE stream), read as it passes.
@@ -96,7 +96,7 @@ impl Named for Count {
 /// which tokens count and whether a stream past its reserve is cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Usage {
-    pub(crate) source: Source,
+    pub(crate) source: UsageSource,
     /// Units reserved before forwarding (the rule's `cost`, as calls carry it).
     pub(crate) reserve: u32,
     /// The most units one answer commits.
@@ -105,10 +105,10 @@ pub(crate) struct Usage {
     pub(crate) expose: bool,
     /// Which tokens a body-read usage commits (`Total` for a header).
     pub(crate) count: Count,
-    /// Whether a stream whose usage passes `reserve` is ended there (issue
-    /// 37, item 3; body-read usage only).
+    /// Whether a stream whose usage passes `reserve` is ended there
+    /// (body-read usage only).
     pub(crate) cut: bool,
-    /// A provider's usage priced per model (issue 54): the rule counts
+    /// A provider's usage priced per model: the rule counts
     /// micro-units of money, and `reserve` / `max` above are the tokens
     /// [`Priced`] keeps priced at the table's ceiling.
     pub(crate) price: Option<Priced>,
@@ -128,8 +128,8 @@ impl Usage {
     /// The response header the origin reports usage in (`None`: the body).
     pub(crate) fn header(&self) -> Option<&str> {
         match &self.source {
-            Source::Header(name) => Some(name),
-            Source::Body(_) => None,
+            UsageSource::Header(name) => Some(name),
+            UsageSource::Body(_) => None,
         }
     }
 
@@ -140,20 +140,20 @@ impl Usage {
             return &priced.unit;
         }
         match &self.source {
-            Source::Header(name) | Source::Body(Reading::Json(name)) => name,
-            Source::Body(Reading::Provider(_)) => "tokens",
+            UsageSource::Header(name) | UsageSource::Body(Reading::Json(name)) => name,
+            UsageSource::Body(Reading::Provider(_)) => "tokens",
         }
     }
 
     /// What an answer with no usage commits: `reserve` for a header (as
-    /// before issue 37), `max` for a body: a stream that ended without a
+    /// before usage could be read from the body), `max` for a body: a stream that ended without a
     /// usage event may have spent anything up to the cap the origin was
     /// given, and charging less could admit past the budget as the origin
     /// counts it.
     pub(crate) fn missing_units(&self) -> u32 {
         match self.source {
-            Source::Header(_) => self.reserve,
-            Source::Body(_) => self.max,
+            UsageSource::Header(_) => self.reserve,
+            UsageSource::Body(_) => self.max,
         }
     }
 
@@ -165,7 +165,7 @@ impl Usage {
 
     /// The units an answer whose header holds `value` commits: a whole
     /// number, as reported (a negative one is 0, one past `u32::MAX` is
-    /// `u32::MAX`; never clamped to `max`, issue 50); `None` when the
+    /// `u32::MAX`; never clamped to `max`); `None` when the
     /// header is missing or is not a whole number (the reservation is then
     /// committed at `reserve`).
     ///
@@ -175,7 +175,7 @@ impl Usage {
     /// differ, none is known to be the true one, and the largest never
     /// charges less than the origin reported: towards blocking). Any
     /// member that is not a whole number makes the whole header malformed.
-    /// Issue 35: `50, 50` was committed at `reserve`.
+    /// `50, 50` was committed at `reserve`.
     pub(crate) fn units(&self, value: Option<&str>) -> Option<u32> {
         value?.split(',').map(|member| self.member_units(member)).try_fold(0, |most, units| Some(most.max(units?)))
     }
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn the_header_is_read_as_reported_never_clamped_to_max_and_anything_else_is_missing() {
-        let usage = Usage { source: Source::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false, price: None };
+        let usage = Usage { source: UsageSource::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false, price: None };
         for (value, units) in [
             (Some("1200"), Some(1_200)),
             (Some(" 42 "), Some(42)),
@@ -223,11 +223,11 @@ mod tests {
         }
     }
 
-    /// Issue 35: a usage header sent twice (`50`, `50`) reached tollgate
+    /// A usage header sent twice (`50`, `50`) reached tollgate
     /// as `50, 50` and was committed at `reserve`.
     #[test]
     fn a_header_sent_twice_commits_its_largest_value() {
-        let usage = Usage { source: Source::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false, price: None };
+        let usage = Usage { source: UsageSource::Header("x-usage".into()), reserve: 100, max: 3_000, expose: false, count: Count::Total, cut: false, price: None };
         for (value, units) in [
             ("50, 50", Some(50)),
             ("50,50,50", Some(50)),

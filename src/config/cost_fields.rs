@@ -1,14 +1,14 @@
-//! The metering fields of a rule (issue 29): the `metering` table
+//! The metering fields of a rule: the `metering` table
 //! ([`crate::config::cost::Usage`]; a `cost` table in the 0.2.0 spelling),
 //! its fields and how it is read (`reserve > max` refused), and what
 //! `concurrency` refuses ([`check_concurrency`]).
 
-use crate::config::cost::{Count, Priced, Provider, Reading, Source, Usage};
+use crate::config::cost::{Count, Priced, Provider, Reading, UsageSource, Usage};
 use crate::config::price::PriceTable;
 use crate::config::policy::Named;
 use crate::config::policy::MissingKey;
 use crate::config::reader::{infos, valid_header_name, Errors, Field, FieldInfo, Input, Shape, HEADER_NAME};
-use crate::config::response::Refusal;
+use crate::config::response::OwnRefusal;
 use crate::config::rules::RuleSpec;
 
 /// A `metering` table while it is read.
@@ -20,7 +20,7 @@ struct UsageDraft {
     expose: Option<bool>,
     count: Option<Count>,
     cut: Option<bool>,
-    refusal: Option<Refusal>,
+    refusal: Option<OwnRefusal>,
     price: Option<crate::config::price::PriceTable>,
 }
 
@@ -52,10 +52,10 @@ const USAGE_FIELDS: &[Field<UsageDraft>] = &[
     Field::optional("cut", Shape::Flag, "End a stream (with an error event in the provider's shape) once the usage it reports while it still runs passes reserve, committing max or what it reported when more; an answer that ended is never cut. Only with usage (default false).", |d, i| {
         d.cut = i.flag();
     }),
-    Field::optional("refusal", Shape::Names(Refusal::names), "How a refusal (429, or 503) is written: \"provider\" (the API's own error JSON, which its SDKs read, and x-should-retry: false when the wait is over 60 s; the default with usage = \"openai\", \"anthropic\" or \"gemini\") or \"problem\" (RFC 9457 problem+json; the default otherwise).", |d, i| {
-        d.refusal = i.choice::<Refusal>(None);
+    Field::optional("refusal", Shape::Names(OwnRefusal::names), "How a refusal (429, or 503) is written: \"provider\" (the API's own error JSON, which its SDKs read, and x-should-retry: false when the wait is over 60 s; the default with usage = \"openai\", \"anthropic\" or \"gemini\") or \"problem\" (RFC 9457 problem+json; the default otherwise).", |d, i| {
+        d.refusal = i.choice::<OwnRefusal>(None);
     }),
-    Field::optional("price", Shape::Table(crate::config::price_fields::table_infos), "Prices per model (issue 54): the rule counts money, in whole micro-units of currency, from the tokens the answer reports and the model it names; reserve and max stay in tokens and are priced at the table's highest price. Only with a provider's usage, not with count. { currency = \"JPY\", models = { \"gpt-4o-mini*\" = { input = 22.5, cached_input = 11.25, output = 90 } }, unpriced = \"highest\" }.", |d, i| {
+    Field::optional("price", Shape::Table(crate::config::price_fields::table_infos), "Prices per model: the rule counts money, in whole micro-units of currency, from the tokens the answer reports and the model it names; reserve and max stay in tokens and are priced at the table's highest price. Only with a provider's usage, not with count. { currency = \"JPY\", models = { \"gpt-4o-mini*\" = { input = 22.5, cached_input = 11.25, output = 90 } }, unpriced = \"highest\" }.", |d, i| {
         d.price = crate::config::price_fields::read_table(i);
     }),
 ];
@@ -110,7 +110,7 @@ pub(super) fn usage_infos() -> Vec<FieldInfo> {
 /// `usage` exclusive (one needed), `reserve > max` refused, `expose` only
 /// with a header, `count` only with a provider's usage, `cut` only with
 /// usage, `refusal = "provider"` only with a provider's usage.
-pub(super) fn read_usage(input: &mut Input<'_>) -> Option<(Usage, Refusal)> {
+pub(super) fn read_usage(input: &mut Input<'_>) -> Option<(Usage, OwnRefusal)> {
     let Some(table) = input.value.as_object() else {
         return input.fail("must be a table { header = \"x-usage-units\", reserve = 1000, max = 100000 } or { usage = \"openai\", reserve = 1000, max = 1000 }");
     };
@@ -126,12 +126,12 @@ pub(super) fn read_usage(input: &mut Input<'_>) -> Option<(Usage, Refusal)> {
     }
     let (expose, count, cut) = (draft.expose.unwrap_or(false), draft.count.unwrap_or(Count::Total), draft.cut.unwrap_or(false));
     let refusal = match (&source, draft.refusal) {
-        (Source::Body(Reading::Provider(_)), given) => given.unwrap_or(Refusal::Provider),
-        (_, Some(Refusal::Provider)) => {
+        (UsageSource::Body(Reading::Provider(_)), given) => given.unwrap_or(OwnRefusal::Provider),
+        (_, Some(OwnRefusal::Provider)) => {
             input.errors.push(format!("{}.refusal", input.field), "\"provider\" only with usage = \"openai\", \"anthropic\" or \"gemini\" (a header or a JSON path names no API whose error shape to use)");
             return None;
         }
-        (_, _) => Refusal::Problem,
+        (_, _) => OwnRefusal::Problem,
     };
     let price = match draft.price {
         Some(table) => Some(priced(input, table, &source, &draft.count, reserve, max)?),
@@ -146,9 +146,9 @@ pub(super) fn read_usage(input: &mut Input<'_>) -> Option<(Usage, Refusal)> {
 /// each kind costs); `reserve` and `max` priced at the table's ceiling,
 /// within `u32::MAX` micro-units. The [`Priced`] and the two in
 /// micro-units.
-fn priced(input: &mut Input<'_>, table: PriceTable, source: &Source, count: &Option<Count>, reserve: u32, max: u32) -> Option<(Priced, u32, u32)> {
+fn priced(input: &mut Input<'_>, table: PriceTable, source: &UsageSource, count: &Option<Count>, reserve: u32, max: u32) -> Option<(Priced, u32, u32)> {
     let field = input.field.to_string();
-    if !matches!(source, Source::Body(Reading::Provider(_))) {
+    if !matches!(source, UsageSource::Body(Reading::Provider(_))) {
         input.errors.push(format!("{field}.price"), "only with usage = \"openai\", \"anthropic\" or \"gemini\" (a header or a JSON path names no model)");
         return None;
     }
@@ -166,7 +166,7 @@ fn priced(input: &mut Input<'_>, table: PriceTable, source: &Source, count: &Opt
 }
 
 /// The draft's source, its exclusive fields refused once each.
-fn source(input: &mut Input<'_>, draft: &UsageDraft) -> Option<Source> {
+fn source(input: &mut Input<'_>, draft: &UsageDraft) -> Option<UsageSource> {
     let field = input.field.to_string();
     let wrong = match (&draft.header, &draft.body) {
         (Some(_), Some(_)) => Some(("usage", "beside header: the usage is read from a header or from the body, not both")),
@@ -182,8 +182,8 @@ fn source(input: &mut Input<'_>, draft: &UsageDraft) -> Option<Source> {
         return None;
     }
     match (&draft.header, &draft.body) {
-        (Some(header), _) => Some(Source::Header(header.clone())),
-        (None, body) => body.clone().map(Source::Body),
+        (Some(header), _) => Some(UsageSource::Header(header.clone())),
+        (None, body) => body.clone().map(UsageSource::Body),
     }
 }
 
@@ -283,11 +283,11 @@ mod tests {
         assert!(errors(json!({"metering": {"header": "x-t", "reserve": 10, "max": 10}, "counting": {"mode": "response"}}))[..].is_empty(), "reserve = max is the exact setting");
     }
 
-    /// Issue 37: usage read from the body, its count and cut, written back
+    /// Usage read from the body, its count and cut, written back
     /// as read; `header` and `usage` exclusive.
     #[test]
     fn a_body_usage_is_read_described_as_read_and_its_fields_refused_where_they_mean_nothing() {
-        use crate::config::cost::{Count, Provider, Reading, Source};
+        use crate::config::cost::{Count, Provider, Reading, UsageSource};
         let read = |metering: Value| {
             let config = Config::from_json(&rule(json!({ "metering": metering, "counting": { "mode": "response" } }))).unwrap();
             let r = config.rules[0].clone();
@@ -297,12 +297,12 @@ mod tests {
             (r.usage.unwrap(), described["metering"].clone())
         };
         let (u, described) = read(json!({ "usage": "anthropic", "reserve": 1000, "max": 1000 }));
-        assert_eq!((&u.source, u.count, u.cut, u.header()), (&Source::Body(Reading::Provider(Provider::Anthropic)), Count::Total, false, None));
+        assert_eq!((&u.source, u.count, u.cut, u.header()), (&UsageSource::Body(Reading::Provider(Provider::Anthropic)), Count::Total, false, None));
         assert_eq!(described, json!({ "usage": "anthropic", "reserve": 1000, "max": 1000, "count": "total", "cut": false, "refusal": "provider" }));
         let (u, _) = read(json!({ "usage": "gemini", "reserve": 10, "max": 20, "count": { "input": 1, "output": 4 }, "cut": true }));
         assert_eq!((u.count, u.cut, u.unit(), u.missing_units()), (Count::Weighted { input: 1, output: 4 }, true, "tokens", 20));
         let (u, described) = read(json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 10, "max": 20 }));
-        assert_eq!((&u.source, u.unit()), (&Source::Body(Reading::Json("usage.total_tokens".into())), "usage.total_tokens"));
+        assert_eq!((&u.source, u.unit()), (&UsageSource::Body(Reading::Json("usage.total_tokens".into())), "usage.total_tokens"));
         assert_eq!(described, json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 10, "max": 20, "cut": false }));
         let (u, _) = read(json!({ "usage": "openai", "reserve": 10, "max": 20, "count": "output" }));
         assert_eq!(u.count, Count::Output);
@@ -315,7 +315,7 @@ mod tests {
         assert!(short[0].contains("`metering.cut`") && short[1].contains("`counting.reservation_ttl`"), "{short:?}");
         assert!(warnings(json!({ "usage": "gemini", "reserve": 10, "max": 20, "cut": true }), json!({ "mode": "response", "reservation_ttl": "10m" })).is_empty());
         let anthropic = warnings(json!({ "usage": "anthropic", "reserve": 10, "max": 20, "cut": true }), json!({ "mode": "response", "reservation_ttl": "10m" }));
-        assert!(anthropic.len() == 1 && anthropic[0].contains("last message_delta"), "issue 50: {anthropic:?}");
+        assert!(anthropic.len() == 1 && anthropic[0].contains("last message_delta"), "anthropic's last message_delta: {anthropic:?}");
         let (u, _) = read(json!({ "header": "x-t", "reserve": 10, "max": 20 }));
         assert_eq!((u.unit(), u.missing_units()), ("x-t", 10), "a header's missing usage still commits reserve");
         for (metering, field) in [
@@ -339,13 +339,13 @@ mod tests {
         }
     }
 
-    /// Issue 50, item 7: a provider's usage refuses in its API's shape
+    /// A provider's usage refuses in its API's shape
     /// unless `refusal = "problem"`; a header or a JSON path has no API to
     /// take a shape from.
     #[test]
     fn the_refusal_defaults_to_the_providers_shape_and_is_the_operators_choice() {
         use crate::config::cost::Provider;
-        use crate::config::response::Refusal;
+        use crate::config::response::OwnRefusal;
         let read = |metering: Value| {
             let config = Config::from_json(&rule(json!({ "metering": metering, "counting": { "mode": "response" } }))).unwrap();
             let r = config.rules[0].clone();
@@ -354,11 +354,11 @@ mod tests {
             assert_eq!((again.rules[0].refusal, again.rules[0].refusal_shape()), (r.refusal, r.refusal_shape()), "described as read: {described}");
             (r.refusal, r.refusal_shape(), described["metering"].get("refusal").cloned())
         };
-        assert_eq!(read(json!({ "usage": "gemini", "reserve": 5, "max": 10 })), (Refusal::Provider, Some(Provider::Gemini), Some(json!("provider"))));
-        assert_eq!(read(json!({ "usage": "openai", "reserve": 5, "max": 10, "refusal": "problem" })), (Refusal::Problem, None, Some(json!("problem"))));
+        assert_eq!(read(json!({ "usage": "gemini", "reserve": 5, "max": 10 })), (OwnRefusal::Provider, Some(Provider::Gemini), Some(json!("provider"))));
+        assert_eq!(read(json!({ "usage": "openai", "reserve": 5, "max": 10, "refusal": "problem" })), (OwnRefusal::Problem, None, Some(json!("problem"))));
         assert_eq!(read(json!({ "usage": "anthropic", "reserve": 5, "max": 10, "refusal": "provider" })).1, Some(Provider::Anthropic));
-        assert_eq!(read(json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 5, "max": 10 })), (Refusal::Problem, None, None));
-        assert_eq!(read(json!({ "header": "x-t", "reserve": 5, "max": 10, "refusal": "problem" })), (Refusal::Problem, None, None));
+        assert_eq!(read(json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 5, "max": 10 })), (OwnRefusal::Problem, None, None));
+        assert_eq!(read(json!({ "header": "x-t", "reserve": 5, "max": 10, "refusal": "problem" })), (OwnRefusal::Problem, None, None));
         let plain = Config::from_json(&rule(json!({}))).unwrap();
         assert_eq!(plain.rules[0].refusal_shape(), None, "no metering: problem+json");
         for metering in [
@@ -373,7 +373,7 @@ mod tests {
         }
     }
 
-    /// Issue 50, item 8: an LLM rule keyed on one API-key header answers
+    /// An LLM rule keyed on one API-key header answers
     /// 400 to the clients that send the key in another: check says so.
     #[test]
     fn an_llm_rule_keyed_on_one_api_key_header_is_pointed_to_credential() {
@@ -420,7 +420,7 @@ mod tests {
             let e = read(extra.clone()).expect_err("refused");
             assert!(e.contains("rule `r`, field `idle_release`") && e.contains(message), "{extra}: {e}");
         }
-        // Issue 36: concurrency needs no dummy limit.
+        // Concurrency needs no dummy limit.
         let slots = json!({ "rules": [{ "name": "s", "path": "/s", "key": ["header:x-k"], "concurrency": 2, "counting": { "mode": "response" } }] });
         let config = Config::from_json(&slots).unwrap();
         let s = &config.rules[0];

@@ -60,7 +60,7 @@ pub(crate) fn rules_listing(rules: &[Rule]) -> Value {
                 Counting::Statuses(statuses) => numbers(statuses),
             };
             put(fields, "count_statuses", counted);
-            // A calendar window (issue 53) adds its unit and zone; its
+            // A calendar window adds its unit and zone; its
             // `window_ms` is the longest period, the horizon it is kept for.
             let window_ms = |l: &Limit| match l.calendar {
                 None => table([("requests", l.requests.get().into()), ("window_ms", l.window_ms.get().into())]),

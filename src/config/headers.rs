@@ -33,7 +33,7 @@
 //!   supports no sub-second precision: a window that is not whole seconds
 //!   (`500ms`, `1500ms`) is stated without `w` rather than rounded (`w=1`
 //!   for 500 ms would claim half the rate the limiter allows).
-//! - **Calendar windows** (issue 53; the draft has no calendar notion): a
+//! - **Calendar windows** (the draft has no calendar notion): a
 //!   day, week or month in a time zone is stated without `w`, as its
 //!   length varies (23 to 25 hours, 28 to 31 days) and a fixed `w` would
 //!   tell a client to spread the quota over a rolling span. `RateLimit`'s
@@ -66,17 +66,9 @@ pub(crate) struct Policies<'a> {
     pub(crate) windowless: bool,
 }
 
-#[cfg(test)]
-impl<'a> Policies<'a> {
-    /// A rule counting requests, without slots.
-    pub fn of_requests(rule: &'a str) -> Policies<'a> {
-        Policies { rule, unit: None, concurrency: None, windowless: false }
-    }
-}
-
 /// What the `RateLimit` item reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Report {
+pub(crate) enum RateReport {
     /// Not refused: the most constraining window (least remaining, then
     /// latest reset), `t` until it grows.
     Allowed,
@@ -99,7 +91,7 @@ pub(crate) fn policy_name(rule: &str, windows: &[WireWindow], index: usize) -> S
 }
 
 /// [`policy_name`], appended to `out` (no `format!`: the blocked path
-/// builds these per request, issue 36).
+/// builds these per request).
 fn push_policy_name(out: &mut String, rule: &str, windows: &[WireWindow], index: usize) {
     out.push_str(rule);
     let Some(window) = windows.get(index).filter(|_| windows.len() > 1) else { return };
@@ -193,7 +185,7 @@ pub(crate) fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) 
         }
         // A calendar period has no one length (23 to 25 hours, 28 to 31
         // days) and the draft no calendar: no `w`; `RateLimit`'s `t` says
-        // when the quota comes back (issue 53).
+        // when the quota comes back.
         if w.calendar.is_none() && w.window_ms.is_multiple_of(1000) && w.window_ms > 0 {
             item.push_str(";w=");
             push_u64(&mut item, w.window_ms / 1000);
@@ -211,17 +203,17 @@ pub(crate) fn ratelimit_policy(policies: &Policies<'_>, windows: &[WireWindow]) 
     items
 }
 
-/// The `RateLimit` item ([`Report`] says which): `r` the units remaining,
+/// The `RateLimit` item ([`RateReport`] says which): `r` the units remaining,
 /// `t` the seconds (rounded up) until they grow; for a refusal owed to
 /// slots, `r=0` of the slots' policy and no `t`; none for a windowless
 /// rule that was not refused (its free slots are not known at the edge).
-pub(crate) fn ratelimit(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Option<String> {
+pub(crate) fn ratelimit(policies: &Policies<'_>, windows: &[WireWindow], report: RateReport) -> Option<String> {
     let windows: &[WireWindow] = if policies.windowless { &[] } else { windows };
     let (index, retry_after_ms) = match report {
-        Report::NoSlot => return Some(format!("{};r=0", sf_string(&concurrency_name(policies.rule)))),
-        Report::Window { index, retry_after_ms } if index < windows.len() => (index, Some(retry_after_ms)),
-        Report::Window { retry_after_ms, .. } => (tightest(windows)?, Some(retry_after_ms)),
-        Report::Allowed => (tightest(windows)?, None),
+        RateReport::NoSlot => return Some(format!("{};r=0", sf_string(&concurrency_name(policies.rule)))),
+        RateReport::Window { index, retry_after_ms } if index < windows.len() => (index, Some(retry_after_ms)),
+        RateReport::Window { retry_after_ms, .. } => (tightest(windows)?, Some(retry_after_ms)),
+        RateReport::Allowed => (tightest(windows)?, None),
     };
     let window = windows.get(index)?;
     let t = seconds_ceil(retry_after_ms.unwrap_or(window.reset_ms));
@@ -282,9 +274,9 @@ impl OwnResponse {
 }
 
 /// `RateLimit-Policy` and `RateLimit` for one rule's windows, as
-/// [`Report`] says; no `RateLimit-Policy` when it would be empty (the
+/// [`RateReport`] says; no `RateLimit-Policy` when it would be empty (the
 /// draft's list is non-empty).
-pub(crate) fn rate_fields(policies: &Policies<'_>, windows: &[WireWindow], report: Report) -> Vec<(String, String)> {
+pub(crate) fn rate_fields(policies: &Policies<'_>, windows: &[WireWindow], report: RateReport) -> Vec<(String, String)> {
     let mut out = Vec::with_capacity(2);
     let mut items = ratelimit_policy(policies, windows);
     // One item (the common case) is the field as it is: not joined anew.
@@ -315,8 +307,8 @@ mod tests {
         let w = [window(10, 60_000, 0, 41_001)];
         let p = plain("heavy-example");
         assert_eq!(ratelimit_policy(&p, &w), ["\"heavy-example\";q=10;w=60"]);
-        assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"heavy-example\";r=0;t=42");
-        assert_eq!(ratelimit(&p, &w, Report::Window { index: 0, retry_after_ms: 1 }).unwrap(), "\"heavy-example\";r=0;t=1");
+        assert_eq!(ratelimit(&p, &w, RateReport::Allowed).unwrap(), "\"heavy-example\";r=0;t=42");
+        assert_eq!(ratelimit(&p, &w, RateReport::Window { index: 0, retry_after_ms: 1 }).unwrap(), "\"heavy-example\";r=0;t=1");
     }
 
     #[test]
@@ -324,13 +316,13 @@ mod tests {
         let w = [window(3, 60_000, 2, 60_000), window(20, 3_600_000, 1, 10_000)];
         let p = plain("heavy");
         assert_eq!(ratelimit_policy(&p, &w), ["\"heavy/60s\";q=3;w=60", "\"heavy/3600s\";q=20;w=3600"]);
-        assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"heavy/3600s\";r=1;t=10");
-        assert_eq!(ratelimit(&p, &w, Report::Window { index: 0, retry_after_ms: 5_000 }).unwrap(), "\"heavy/60s\";r=2;t=5");
-        assert_eq!(ratelimit(&p, &w, Report::Window { index: 9, retry_after_ms: 5_000 }).unwrap(), "\"heavy/3600s\";r=1;t=5", "an index past the windows: the tightest");
-        assert_eq!(rate_fields(&p, &[], Report::Allowed), Vec::<(String, String)>::new(), "no empty list");
+        assert_eq!(ratelimit(&p, &w, RateReport::Allowed).unwrap(), "\"heavy/3600s\";r=1;t=10");
+        assert_eq!(ratelimit(&p, &w, RateReport::Window { index: 0, retry_after_ms: 5_000 }).unwrap(), "\"heavy/60s\";r=2;t=5");
+        assert_eq!(ratelimit(&p, &w, RateReport::Window { index: 9, retry_after_ms: 5_000 }).unwrap(), "\"heavy/3600s\";r=1;t=5", "an index past the windows: the tightest");
+        assert_eq!(rate_fields(&p, &[], RateReport::Allowed), Vec::<(String, String)>::new(), "no empty list");
     }
 
-    /// The items are built without `format!` (issue 36's blocked path):
+    /// The items are built without `format!`:
     /// byte for byte what the `format!` forms they replaced write, for plain
     /// and escaped names, units, several windows and every integer width.
     #[test]
@@ -379,7 +371,7 @@ mod tests {
                             .collect();
                         assert_eq!(ratelimit_policy(&p, w), expected);
                         for i in 0..count {
-                            let report = Report::Window { index: i, retry_after_ms: 1_234 };
+                            let report = RateReport::Window { index: i, retry_after_ms: 1_234 };
                             let expected = format!("{};r={};t=2", reference_sf(&reference_name(rule, w, i)), w[i].remaining);
                             assert_eq!(ratelimit(&p, w, report), Some(expected));
                             assert_eq!(policy_name(rule, w, i), reference_name(rule, w, i));
@@ -390,7 +382,7 @@ mod tests {
         }
     }
 
-    /// Issue 35: sub-second windows were stated as `w=1` (half the rate
+    /// Sub-second windows were stated as `w=1` (half the rate
     /// the limiter allows for 500 ms); the draft has no sub-second `w`.
     #[test]
     fn a_calendar_window_is_named_by_its_unit_and_states_no_w() {
@@ -399,7 +391,7 @@ mod tests {
         let w = [window(10, 60_000, 3, 1_000), day.clone()];
         let p = plain("school");
         assert_eq!(ratelimit_policy(&p, &w), ["\"school/60s\";q=10;w=60", "\"school/day\";q=300"]);
-        let refused = Report::Window { index: 1, retry_after_ms: 5_400_000 };
+        let refused = RateReport::Window { index: 1, retry_after_ms: 5_400_000 };
         assert_eq!(ratelimit(&p, &w, refused).unwrap(), "\"school/day\";r=0;t=5400");
         // Alone, it is named by the rule and still has no `w`.
         assert_eq!(ratelimit_policy(&p, &[day]), ["\"school\";q=300"]);
@@ -412,13 +404,13 @@ mod tests {
         assert_eq!(ratelimit_policy(&plain("one"), &w[..1]), ["\"one\";q=5"]);
     }
 
-    /// Issue 35: `60s` and `1m` in one rule gave two `"dup-60s"`; a rule
+    /// `60s` and `1m` in one rule gave two `"dup-60s"`; a rule
     /// named `api-60s` beside rule `api`'s 60 s window gave two `"api-60s"`.
     #[test]
     fn no_two_items_share_a_name() {
         let dup = [window(10, 60_000, 10, 0), window(20, 60_000, 20, 0), window(30, 60_000, 30, 0)];
         assert_eq!(ratelimit_policy(&plain("dup"), &dup), ["\"dup/60s\";q=10;w=60", "\"dup/60s/2\";q=20;w=60", "\"dup/60s/3\";q=30;w=60"]);
-        assert_eq!(ratelimit(&plain("dup"), &dup, Report::Window { index: 1, retry_after_ms: 1 }).unwrap(), "\"dup/60s/2\";r=20;t=1");
+        assert_eq!(ratelimit(&plain("dup"), &dup, RateReport::Window { index: 1, retry_after_ms: 1 }).unwrap(), "\"dup/60s/2\";r=20;t=1");
         // Rule names are unique and hold no `/`: a derived name is never
         // another rule's name, nor another rule's derived name.
         let two = [window(1, 60_000, 1, 0), window(2, 3_600_000, 2, 0)];
@@ -434,24 +426,24 @@ mod tests {
         assert_eq!(unique.len(), all.len(), "{all:?}");
     }
 
-    /// Issue 35: a usage rule's quota is in the origin's units.
+    /// A usage rule's quota is in the origin's units.
     #[test]
     fn a_usage_rule_states_its_unit() {
         let p = Policies { rule: "ai", unit: Some("x-tokens"), concurrency: None, windowless: false };
         let w = [window(10_000, 86_400_000, 5_766, 1_000)];
         assert_eq!(ratelimit_policy(&p, &w), ["\"ai\";q=10000;qu=\"x-tokens\";w=86400"]);
-        assert_eq!(ratelimit(&p, &w, Report::Allowed).unwrap(), "\"ai\";r=5766;t=1");
+        assert_eq!(ratelimit(&p, &w, RateReport::Allowed).unwrap(), "\"ai\";r=5766;t=1");
     }
 
-    /// Issue 35: a refusal by the slots named a window (`r=98`).
+    /// A refusal by the slots named a window (`r=98`).
     #[test]
     fn the_slots_are_a_policy_of_their_own() {
         let p = Policies { rule: "conc", unit: None, concurrency: Some(2), windowless: false };
         let w = [window(100, 60_000, 98, 30_000)];
-        let fields = rate_fields(&p, &w, Report::NoSlot);
+        let fields = rate_fields(&p, &w, RateReport::NoSlot);
         assert_eq!(fields[0].1, "\"conc\";q=100;w=60, \"conc/concurrency\";q=2;qu=\"concurrent-requests\"");
         assert_eq!(fields[1].1, "\"conc/concurrency\";r=0", "no slot free, no `t`");
-        assert_eq!(rate_fields(&p, &w, Report::Allowed)[1].1, "\"conc\";r=98;t=30", "allowed: the window");
+        assert_eq!(rate_fields(&p, &w, RateReport::Allowed)[1].1, "\"conc\";r=98;t=30", "allowed: the window");
     }
 
     /// A `concurrency` rule without `limits` carries a stand-in window of
@@ -460,10 +452,10 @@ mod tests {
     fn a_windowless_rule_states_only_its_slots() {
         let p = Policies { rule: "conc", unit: None, concurrency: Some(2), windowless: true };
         let w = [window(u32::MAX, 1_000, u64::from(u32::MAX - 1), 1_000)];
-        let refused = rate_fields(&p, &w, Report::NoSlot);
+        let refused = rate_fields(&p, &w, RateReport::NoSlot);
         assert_eq!(refused[0], ("ratelimit-policy".to_string(), "\"conc/concurrency\";q=2;qu=\"concurrent-requests\"".to_string()));
         assert_eq!(refused[1].1, "\"conc/concurrency\";r=0");
-        let allowed = rate_fields(&p, &w, Report::Allowed);
+        let allowed = rate_fields(&p, &w, RateReport::Allowed);
         assert_eq!(allowed, [("ratelimit-policy".to_string(), "\"conc/concurrency\";q=2;qu=\"concurrent-requests\"".to_string())], "no window item, no r of a stand-in");
     }
 
@@ -486,5 +478,12 @@ mod tests {
         assert_eq!(body["status"], 429);
         assert_eq!(body["retry_after"], 7);
         assert_eq!(body["title"], "Too Many Requests");
+    }
+
+    impl<'a> Policies<'a> {
+        /// A rule counting requests, without slots.
+        pub(crate) fn of_requests(rule: &'a str) -> Policies<'a> {
+            Policies { rule, unit: None, concurrency: None, windowless: false }
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! A rule's limits: `limits` (1 to [`MAX_LIMITS`] windows of
 //! `{ requests, window, time_zone }`, [`LIMIT_FIELDS`]: a duration is a
 //! rolling window, `"day"`, `"week"` or `"month"` a calendar one in
-//! `time_zone`, issue 53), `overrides` (a key value's
+//! `time_zone`), `overrides` (a key value's
 //! own limits, read as `limits` is), and what any list of limits must obey
 //! with the rule's other fields: a cost within the smallest limit
 //! ([`cost_error`]). Either algorithm takes a limit of any size (the
@@ -19,7 +19,7 @@ use std::num::{NonZeroU32, NonZeroU64};
 #[derive(Default)]
 pub(super) struct LimitDraft {
     pub(super) requests: Option<NonZeroU32>,
-    /// `spend`, in micro-units (issue 54).
+    /// `spend`, in micro-units.
     pub(super) spend: Option<NonZeroU32>,
     pub(super) window: Option<Window>,
     pub(super) time_zone: Option<Zone>,
@@ -58,7 +58,7 @@ pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
     Field::optional("requests", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window (required, or spend).", |d, i| {
         d.requests = i.number(1..=u64::from(u32::MAX), "whole number").and_then(NonZeroU32::new);
     }),
-    Field::optional("spend", Shape::Custom(spend_schema), "Money allowed per window, in the currency of the rule's metering.price (issue 54), at most 6 decimals and 4294.967295: counted in micro-units (spend × 1,000,000), instead of requests.", |d, i| d.spend = read_spend(i)),
+    Field::optional("spend", Shape::Custom(spend_schema), "Money allowed per window, in the currency of the rule's metering.price, at most 6 decimals and 4294.967295: counted in micro-units (spend × 1,000,000), instead of requests.", |d, i| d.spend = read_spend(i)),
     Field::required(
         "window",
         "missing",
@@ -159,7 +159,7 @@ pub(super) fn read_limits(input: &mut Input<'_>, units: &mut (bool, bool)) -> Op
 }
 
 /// Money limits (`spend`) in a rule that prices its usage, and only there
-/// (issue 54): a priced rule counts micro-units, in which `requests`
+///: a priced rule counts micro-units, in which `requests`
 /// would mean a millionth of the currency.
 pub(super) fn money_error(priced: bool, (spend, requests): (bool, bool)) -> Option<&'static str> {
     match (priced, spend, requests) {

@@ -1,5 +1,5 @@
 //! The built-in rule that counts failed admin authentications per client
-//! (the admin API's lockout; `crate::pipeline::admin` asks it). It is a
+//! (the admin API's lockout; `crate::admin::api` asks it). It is a
 //! config rule's defaults with what [`lockout_spec`] sets, compiled once in
 //! [`crate::config::Config::admin_lockout`]; never among `rules`, never
 //! matched against a request.

@@ -115,6 +115,21 @@ pub(crate) const DEFAULT_LOG_EPISODE_MS: i64 = 60_000;
 pub(crate) const DEFAULT_METRICS_INTERVAL_MS: i64 = 60_000;
 
 /// The whole validated config.
+///
+/// Read from the `TOLLGATE` var's JSON (a `wrangler.toml` table becomes
+/// JSON the same way), every error found at once, each naming its rule
+/// and field:
+///
+/// ```
+/// use tollgate::Config;
+///
+/// let config = Config::from_json_str(r#"{ "rules": [
+///     { "name": "api", "path": "/api/*", "key": ["ip"], "limits": [{ "requests": 10, "window": "1m" }] }
+/// ] }"#)?;
+/// assert_eq!(config.rules.len(), 1);
+/// assert!(config.warnings().is_empty());
+/// # Ok::<(), Vec<tollgate::ConfigError>>(())
+/// ```
 #[derive(Debug)]
 pub struct Config {
     pub(crate) ipv6_prefix: u8,
@@ -122,7 +137,7 @@ pub struct Config {
     /// Path prefix of the admin API, e.g. `/.tollgate`.
     pub(crate) admin_prefix: String,
     /// The Cloudflare Access application in front of the admin prefix
-    /// (`admin_access`): its tokens sign the operator in (issue 38).
+    /// (`admin_access`): its tokens sign the operator in.
     pub(crate) admin_access: Option<access::AdminAccess>,
     /// Most body bytes read for `body:` keys.
     pub body_limit: u32,
@@ -261,6 +276,19 @@ impl fmt::Display for ConfigWarning {
 impl Config {
     /// Parses the config from its JSON form (what `env.TOLLGATE` holds, or a
     /// TOML table converted to JSON). Returns every error found.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tollgate::Config;
+    ///
+    /// // A typo in a field's value: the error names the rule and the field, once.
+    /// let errors = Config::from_json(&json!({ "rules": [
+    ///     { "name": "login", "path": "/login", "limits": [{ "requests": 5, "window": "1 fortnight" }] },
+    /// ] })).unwrap_err();
+    /// assert_eq!(errors.len(), 1);
+    /// assert_eq!(errors[0].rule.as_deref(), Some("login"));
+    /// assert!(errors[0].to_string().starts_with("rule `login`, field `limits"), "{}", errors[0]);
+    /// ```
     pub fn from_json(value: &Value) -> Result<Config, Vec<ConfigError>> {
         let Some(table) = value.as_object() else {
             return Err(vec![top_error("TOLLGATE", "must be a table with a `rules` list")]);
@@ -323,6 +351,18 @@ impl Config {
     /// What `tollgate check` should point out in this valid config:
     /// combinations that work as written but are likely not what the
     /// operator means (route coverage is [`crate::tools::coverage::route_warnings`]).
+    ///
+    /// ```
+    /// use tollgate::Config;
+    ///
+    /// // Shadow mode never blocks, so failing closed is ignored: said, not refused.
+    /// let config = Config::from_json_str(r#"{ "rules": [{ "name": "trial", "path": "/api/*",
+    ///     "action": "log", "on_error": "deny", "limits": [{ "requests": 10, "window": "1m" }] }] }"#)?;
+    /// let warnings = config.warnings();
+    /// assert_eq!(warnings.len(), 1);
+    /// assert_eq!((warnings[0].rule.as_str(), warnings[0].field), ("trial", "on_error"));
+    /// # Ok::<(), Vec<tollgate::ConfigError>>(())
+    /// ```
     pub fn warnings(&self) -> Vec<ConfigWarning> {
         let mut out = self.respelled.clone();
         out.extend(self.rules.iter().flat_map(checks::warnings));
@@ -330,7 +370,13 @@ impl Config {
         out
     }
 
-    /// Parses the config from JSON text.
+    /// Parses the config from JSON text; text that is not JSON is one error
+    /// of the `TOLLGATE` field.
+    ///
+    /// ```
+    /// let errors = tollgate::Config::from_json_str("{ rules: [] }").unwrap_err();
+    /// assert_eq!((errors.len(), errors[0].rule.as_deref(), errors[0].field.as_str()), (1, None, "TOLLGATE"));
+    /// ```
     pub fn from_json_str(text: &str) -> Result<Config, Vec<ConfigError>> {
         let value: Value = serde_json::from_str(text)
             .map_err(|e| vec![top_error("TOLLGATE", &format!("not valid JSON: {e}"))])?;
@@ -782,7 +828,7 @@ mod tests {
         assert_eq!(config.rules[0].on_success, None);
     }
 
-    /// Issue 35, break 7, and issue 52: the isolate's memory budget (in
+    /// The isolate's memory budget (in
     /// bytes of memory, 2 per body byte held), and a buffer or body limit
     /// no client's share of it could hold.
     #[test]
@@ -835,7 +881,7 @@ mod tests {
         assert_eq!(
             memory_note(&Config::from_json(&sessions).unwrap()).as_deref(),
             Some("memory_budget 64 MiB (16 MiB a client): 128 uploads of 256 KiB (512 KiB held) at once, 32 a client; 64 MiB of relayed WebSocket messages not yet read, 16 MiB a client, 1536 B more a message; about 60 MB of the isolate's 128 MB left for everything else"),
-            "a concurrency rule's relay (issue 52)"
+            "a concurrency rule's relay"
         );
         let mut slow = rule(json!({}));
         slow["body_timeout"] = json!("30s");
@@ -866,7 +912,7 @@ mod tests {
         assert!(warnings[1].contains("one failure"), "{}", warnings[1]);
     }
 
-    /// Issue 39 item 7: the default reject on `/api/*` keyed by a header
+    /// The default reject on `/api/*` keyed by a header
     /// turns every header-less call into 400: `check` says so, unless the
     /// policy was written, the path is narrow or the key cannot be missing.
     #[test]

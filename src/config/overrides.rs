@@ -58,7 +58,7 @@ impl Overrides {
         &self.entries
     }
 
-    /// The limits for `key` (a key as [`crate::pipeline::plan::Applied::key`] holds
+    /// The limits for `key` (a key as [`crate::pipeline::applied::Applied::key`] holds
     /// it), if an override names it.
     pub(crate) fn limits_for(&self, key: &str) -> Option<&[Limit]> {
         self.by_key.get(key).and_then(|&i| self.entries.get(i)).map(|o| o.limits.as_slice())
@@ -118,7 +118,7 @@ fn key_of(part: &KeyPart, value: &str, ipv6_prefix: u8) -> Option<String> {
 /// after the key parts, exactly as the rule derives it from a request.
 ///
 /// A part is named without its value type (`header:x-user-id=9`), or as
-/// the rule writes it (`header:x-user-id:int=9`, issue 53): either names
+/// the rule writes it (`header:x-user-id:int=9`): either names
 /// the same value.
 pub(crate) fn admin_key(key: &[KeyPart], params: &CanonicalQuery, ipv6_prefix: u8) -> Result<String, MissingPart> {
     let param = |name: String| {

@@ -263,7 +263,7 @@ pub(crate) const MIN_MEMORY_BUDGET: u32 = 2 * 1_048_576;
 pub(crate) const MEMORY_CLIENT_SHARES: u32 = 4;
 
 /// Bytes of isolate memory one byte of a received upload costs, as
-/// measured in workerd (issue 52): the body waits in the original
+/// measured in workerd: the body waits in the original
 /// request's stream (the tee's branch for the origin) while tollgate reads
 /// a clone to see it arrive. Four stalled uploads of 8 MiB (32 MiB of
 /// payload) grew workerd's RSS by 67-71 MB: a budget that counted
@@ -272,7 +272,7 @@ pub(crate) const MEMORY_CLIENT_SHARES: u32 = 4;
 pub(crate) const MEMORY_PER_UPLOAD_BYTE: u32 = 2;
 
 /// Bytes of isolate memory one byte of a body read for `body:` keys and
-/// form parameters costs, as measured in workerd (issue 52): the tee's
+/// form parameters costs, as measured in workerd: the tee's
 /// branch for the origin, the copy tollgate reads (one array, sized once)
 /// and the runtime's own buffers: 16 stalled reads of 1 MiB − 1 KiB grew
 /// workerd by 46-49 MB, 30 by 78 MB (2.5 to 2.9 bytes per byte). Every body
@@ -280,8 +280,8 @@ pub(crate) const MEMORY_PER_UPLOAD_BYTE: u32 = 2;
 pub(crate) const MEMORY_PER_READ_BYTE: u32 = 3;
 
 /// Bytes of isolate memory one byte of a message the WebSocket relay
-/// passed on costs until its peer takes it, as measured in workerd (issue
-/// 52): `send()` copies the message into the socket's outgoing queue
+/// passed on costs until its peer takes it, as measured in workerd:
+/// `send()` copies the message into the socket's outgoing queue
 /// (unbounded, native), and the `ArrayBuffer` it arrived in is soon
 /// collected. Four clients' sessions each sending 8 MiB to an origin that
 /// reads nothing (32 MiB waiting) grew workerd by 32 MB more than the same
@@ -292,7 +292,7 @@ pub(crate) const MEMORY_PER_RELAY_BYTE: u32 = 1;
 
 /// Bytes of isolate memory each message the WebSocket relay passed on
 /// costs beyond its bytes, until its peer takes it, as measured in workerd
-/// (issue 52): its event, its place in the outgoing queue and what the
+///: its event, its place in the outgoing queue and what the
 /// collector has not yet taken back. 80,000 empty messages at an origin
 /// that reads nothing grew workerd by 88 MB (1.1 KB each), a million by
 /// 807 MB (0.8 KB each): charged nothing (0 bytes each), one client could
@@ -303,7 +303,7 @@ pub(crate) const MEMORY_PER_RELAY_MESSAGE: u32 = 1536;
 
 /// What the relay counts each side's peer as reading, in bytes of message
 /// a second (64 KiB/s): workerd's WebSocket has no `bufferedAmount`, no
-/// promise from `send()` and no way to stop reading (issue 52), so what a
+/// promise from `send()` and no way to stop reading, so what a
 /// peer took is not known and this is the credit a side's hold drains at.
 /// A peer that reads nothing holds its charge plus this much a second of
 /// its session (its `reservation_ttl` at most) more than is charged.

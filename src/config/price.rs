@@ -1,4 +1,4 @@
-//! Prices per model (issue 54): a usage rule's `metering.price` table,
+//! Prices per model: a usage rule's `metering.price` table,
 //! `{ currency = "JPY", unpriced = "highest", models = { "gpt-4o-mini*" =
 //! { input = 22.5, cached_input = 11.25, output = 90 } } }`, each price in
 //! the operator's currency per million tokens (at most 6 decimals). The

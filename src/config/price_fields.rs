@@ -1,4 +1,4 @@
-//! The fields of a `metering.price` table (issue 54), read into a
+//! The fields of a `metering.price` table, read into a
 //! [`PriceTable`]; what a table means is [`crate::config::price`]'s.
 
 use crate::config::policy::Named;

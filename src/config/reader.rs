@@ -412,7 +412,7 @@ pub(crate) const STANDARD_METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "DE
 
 /// A standard method in any case, or a custom one written as it is sent:
 /// upper-case letters only (`PSOT` passes, with a warning from
-/// [`Config::warnings`]; `psot` does not).
+/// [`crate::config::Config::warnings`]; `psot` does not).
 pub(super) fn valid_method(method: &str) -> bool {
     is_standard_method(method) || (!method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase()))
 }

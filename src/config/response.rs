@@ -29,11 +29,11 @@ use crate::count::algorithm::push_u64;
 
 /// How a rule words its refusals (`metering.refusal`): the RFC 9457
 /// problem, or the error object of the LLM API it meters, which that API's
-/// SDKs read (issue 50, item 7: on problem+json Python `openai` showed only
+/// SDKs read (on problem+json Python `openai` showed only
 /// "Error code: 429", `@google/genai` double-encoded it, and the Anthropic
 /// SDK's `error.type` was `about:blank`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub(crate) enum OwnRefusal {
     /// `application/problem+json` (the default but for a provider's usage).
     Problem,
     /// The metered API's own error JSON, and `x-should-retry: false` when
@@ -42,8 +42,8 @@ pub(crate) enum Refusal {
     Provider,
 }
 
-impl Named for Refusal {
-    const NAMES: &'static [(&'static str, Self)] = &[("provider", Refusal::Provider), ("problem", Refusal::Problem)];
+impl Named for OwnRefusal {
+    const NAMES: &'static [(&'static str, Self)] = &[("provider", OwnRefusal::Provider), ("problem", OwnRefusal::Problem)];
 }
 
 /// The longest wait after which a provider-shaped refusal lets an SDK
@@ -58,7 +58,7 @@ pub(crate) const SDK_RETRY_WAIT_S: u64 = 60;
 /// A rule's refusal bodies (429 and 503), prepared once when the rule is
 /// compiled ([`crate::config::rules::Rule::compile`]): a block then only
 /// writes its retry-after into them. problem+json, or the error JSON of
-/// the API the rule meters ([`Refusal::Provider`]).
+/// the API the rule meters ([`OwnRefusal::Provider`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Problems {
     too_many: ProblemTemplate,
@@ -434,7 +434,7 @@ mod tests {
         }
     }
 
-    /// Issue 50, item 7: a rule metering an LLM refuses in its API's own
+    /// A rule metering an LLM refuses in its API's own
     /// error shape, which the SDKs read (their rate-limit error, its
     /// `error.type`), readable, and says when a retry is pointless.
     #[test]
@@ -451,14 +451,14 @@ mod tests {
             let problems = Problems::shaped("chat", Some(provider));
             let custom = CustomResponse::new(status, None, None).unwrap();
             let retry_ms = 86_340_000;
-            let fields = headers::rate_fields(&headers::Policies::of_requests("chat"), &windows, headers::Report::Window { index: 0, retry_after_ms: retry_ms });
+            let fields = headers::rate_fields(&headers::Policies::of_requests("chat"), &windows, headers::RateReport::Window { index: 0, retry_after_ms: retry_ms });
             let r = blocked("chat", Some(&custom), &problems, Prefers::Json, retry_ms, fields);
             let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
             assert_eq!((r.status, body), (status, expected), "{provider:?}");
             assert_eq!((r.header("content-type"), r.header("retry-after"), r.header("x-should-retry")), (Some("application/json"), Some("86340"), Some("false")));
             assert!(r.header("ratelimit").is_some() && r.header("ratelimit-policy").is_some());
         }
-        let fields = || headers::rate_fields(&headers::Policies::of_requests("chat"), &windows, headers::Report::Window { index: 0, retry_after_ms: 60_000 });
+        let fields = || headers::rate_fields(&headers::Policies::of_requests("chat"), &windows, headers::RateReport::Window { index: 0, retry_after_ms: 60_000 });
         let anthropic = Problems::shaped("chat", Some(Provider::Anthropic));
         let short = blocked("chat", None, &anthropic, Prefers::Other, 60_000, fields());
         assert_eq!((short.header("x-should-retry"), short.header("retry-after")), (None, Some("60")), "a minute: the SDK's retry may wait it");
@@ -519,12 +519,12 @@ mod tests {
         assert!(CustomResponse::new(429, None, Some(&"x".repeat(MAX_BODY_BYTES + 1))).is_err());
     }
 
-    /// Issue 39: an app's own JSON error shape reaches a JSON client; an
+    /// An app's own JSON error shape reaches a JSON client; an
     /// HTML page does not (problem+json stays the default).
     #[test]
     fn a_json_body_of_the_rules_own_wins_over_problem_json() {
         let windows = [crate::count::protocol::WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500, calendar: None }];
-        let fields = || headers::rate_fields(&headers::Policies::of_requests("login"), &windows, headers::Report::Window { index: 0, retry_after_ms: 1_500 });
+        let fields = || headers::rate_fields(&headers::Policies::of_requests("login"), &windows, headers::RateReport::Window { index: 0, retry_after_ms: 1_500 });
         let laravel = CustomResponse::new(429, Some("application/json".into()), Some(r#"{"message":"Too Many Attempts.","retry":{retry_after}}"#)).unwrap();
         let vendor = CustomResponse::new(429, Some("Application/Vnd.Api+JSON; charset=utf-8".into()), Some("{}")).unwrap();
         let page = CustomResponse::new(429, None, Some("<p>wait</p>")).unwrap();
@@ -544,7 +544,7 @@ mod tests {
     #[test]
     fn a_block_always_carries_retry_after_and_the_ratelimit_fields() {
         let windows = [crate::count::protocol::WireWindow { limit: 10, window_ms: 60_000, used: 10, remaining: 0, reset_ms: 1_500, calendar: None }];
-        let fields = || headers::rate_fields(&headers::Policies::of_requests("api"), &windows, headers::Report::Window { index: 0, retry_after_ms: 1_500 });
+        let fields = || headers::rate_fields(&headers::Policies::of_requests("api"), &windows, headers::RateReport::Window { index: 0, retry_after_ms: 1_500 });
         let page = CustomResponse::new(503, Some("text/plain".into()), Some("busy, {retry_after}s")).unwrap();
         for (prefers, custom, status, content_type) in [
             (Prefers::Other, Some(&page), 503, "text/plain"),

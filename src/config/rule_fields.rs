@@ -120,7 +120,7 @@ impl RuleDraft {
             metrics_raw_key: false,
             penalty_ms: None,
             usage: None,
-            refusal: response::Refusal::Problem,
+            refusal: response::OwnRefusal::Problem,
             concurrency: None,
             windowless: false,
         };

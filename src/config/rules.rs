@@ -223,7 +223,7 @@ pub struct RuleSpec {
     pub(crate) usage: Option<crate::config::cost::Usage>,
     /// How its refusals are worded (`metering.refusal`): the metered API's
     /// error shape by default for a provider's usage, else problem+json.
-    pub(crate) refusal: crate::config::response::Refusal,
+    pub(crate) refusal: crate::config::response::OwnRefusal,
     /// At most this many requests of one key in flight at once
     /// (`concurrency`; [`crate::count::slots`]).
     pub(crate) concurrency: Option<u32>,
@@ -243,7 +243,7 @@ impl RuleSpec {
     }
 
     /// Whether the rule counts money: its usage is priced per model
-    /// (`metering.price`, issue 54), its limits are `spend`.
+    /// (`metering.price`), its limits are `spend`.
     pub(crate) fn counts_money(&self) -> bool {
         self.usage.as_ref().is_some_and(|u| u.price.is_some())
     }
@@ -251,9 +251,9 @@ impl RuleSpec {
     /// The API whose error shape the rule's refusals take: its usage's
     /// provider, unless `metering.refusal = "problem"`.
     pub(crate) fn refusal_shape(&self) -> Option<crate::config::cost::Provider> {
-        use crate::config::cost::{Reading, Source};
+        use crate::config::cost::{Reading, UsageSource};
         match self.usage.as_ref().map(|u| &u.source) {
-            Some(Source::Body(Reading::Provider(p))) if self.refusal == crate::config::response::Refusal::Provider => Some(*p),
+            Some(UsageSource::Body(Reading::Provider(p))) if self.refusal == crate::config::response::OwnRefusal::Provider => Some(*p),
             _ => None,
         }
     }
@@ -297,8 +297,8 @@ pub struct Match {
     /// format suffix removed (lowercased for a case-insensitive rule).
     pub matched_path: String,
     /// Each group's value in the case the request sent it, though a
-    /// case-insensitive rule matched the path folded (issue 39:
-    /// `path:link:raw` on `/chat/AbC123` is `AbC123`). An untyped group of
+    /// case-insensitive rule matched the path folded
+    /// (`path:link:raw` on `/chat/AbC123` is `AbC123`). An untyped group of
     /// such a rule is folded again where its key is read
     /// ([`crate::request::key::KeyInputs::fold_path_groups`]).
     pub groups: Vec<(String, String)>,
@@ -921,7 +921,7 @@ mod tests {
         Some(found)
     }
 
-    /// Issue 39: a case-insensitive rule matches `/chat/AbC123` folded but
+    /// A case-insensitive rule matches `/chat/AbC123` folded but
     /// captures `AbC123` as sent; a case-sensitive one is unchanged.
     #[test]
     fn groups_keep_the_case_sent() {

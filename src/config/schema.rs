@@ -119,7 +119,7 @@ mod tests {
             assert!(rule["properties"].get(old).is_none(), "{old}: the 0.2.0 spelling is read, never suggested");
         }
         assert_eq!(rule["properties"]["on_error"]["enum"], json!(["allow", "deny"]));
-        // `requests`, or `spend` in its place (issue 54): check says which is missing.
+        // `requests`, or `spend` in its place: check says which is missing.
         assert_eq!(rule["properties"]["limits"]["items"]["required"], json!(["window"]));
     }
 

@@ -1,4 +1,4 @@
-//! The config's spellings (issue 36): what the current one is
+//! The config's spellings: what the current one is
 //! ([`SPELLING`]), and how a rule written in the 0.2.0 spelling is read.
 //!
 //! 0.2.0 switched a rule to two-phase counting by any of three fields

@@ -1,6 +1,6 @@
 //! One rule in words: the lines `tollgate explain` prints for a matching
 //! rule (`policy:`, `limits:`, `lease:`) and the console's Rules page shows
-//! (issue 38: one text for both, so that the page says what `explain` and
+//! (one text for both, so that the page says what `explain` and
 //! `tollgate check` say: a lease line that reads `off` where check says
 //! leases are off).
 

@@ -80,7 +80,7 @@ pub(super) fn conditions(conditions: &[Condition], target: Target) -> Value {
 
 /// `[{ requests, window }]` (a calendar window: `{ requests, window =
 /// "day", time_zone }`).
-/// A money rule's are `{ spend, window }`, in its currency (issue 54).
+/// A money rule's are `{ spend, window }`, in its currency.
 pub(super) fn limits(limits: &[Limit], money: bool) -> Value {
     let amount = |l: &Limit| if money { ("spend", crate::config::price::decimal(u64::from(l.requests.get()))) } else { ("requests", l.requests.get().into()) };
     let limit = |l: &Limit| match l.calendar {
@@ -166,14 +166,14 @@ pub(super) fn counting_mode(rule: &RuleSpec) -> Value {
 }
 
 /// `metering = { header, reserve, max, expose }`.
-pub(super) fn metering(u: &crate::config::cost::Usage, refusal: crate::config::response::Refusal) -> Value {
-    use crate::config::cost::{Count, Reading, Source};
+pub(super) fn metering(u: &crate::config::cost::Usage, refusal: crate::config::response::OwnRefusal) -> Value {
+    use crate::config::cost::{Count, Reading, UsageSource};
     use crate::config::policy::Named;
     let mut fields = Map::new();
     match &u.source {
-        Source::Header(name) => put(&mut fields, "header", text(name)),
-        Source::Body(Reading::Provider(p)) => put(&mut fields, "usage", p.name().into()),
-        Source::Body(Reading::Json(path)) => put(&mut fields, "usage", table([("json", text(path))])),
+        UsageSource::Header(name) => put(&mut fields, "header", text(name)),
+        UsageSource::Body(Reading::Provider(p)) => put(&mut fields, "usage", p.name().into()),
+        UsageSource::Body(Reading::Json(path)) => put(&mut fields, "usage", table([("json", text(path))])),
     }
     let (reserve, max) = u.price.as_ref().map_or((u.reserve, u.max), |p| (p.reserve_tokens, p.max_tokens));
     put(&mut fields, "reserve", reserve.into());
@@ -189,11 +189,11 @@ pub(super) fn metering(u: &crate::config::cost::Usage, refusal: crate::config::r
         Count::Weighted { input, output } => table([("input", input.into()), ("output", output.into())]),
         simple => simple.name().into(),
     };
-    if !matches!(u.source, Source::Body(Reading::Json(_))) && u.price.is_none() {
+    if !matches!(u.source, UsageSource::Body(Reading::Json(_))) && u.price.is_none() {
         put(&mut fields, "count", count);
     }
     put(&mut fields, "cut", u.cut.into());
-    if matches!(u.source, Source::Body(Reading::Provider(_))) {
+    if matches!(u.source, UsageSource::Body(Reading::Provider(_))) {
         put(&mut fields, "refusal", refusal.name().into());
     }
     Value::Object(fields)

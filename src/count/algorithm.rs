@@ -1,7 +1,7 @@
 //! The contract of a counting algorithm: which one counts ([`Algorithm`]),
 //! what each is to a limiter object (the `Counter` trait: a state kept in
 //! one text row and pure functions of state, now and limits), what it
-//! decides ([`Decision`]) and why a row cannot be read back
+//! decides ([`Admission`]) and why a row cannot be read back
 //! ([`CorruptRow`]). The sliding log ([`crate::count::window`]) and GCRA
 //! ([`crate::count::gcra`]) implement it; the object's step
 //! ([`crate::count::counter`]) is written once over it.
@@ -40,7 +40,7 @@ pub(crate) trait Counter {
     fn encode(state: &Self::State) -> String;
     /// Check-and-record: the tally for a request of `cost`, and the state
     /// to store when it is allowed.
-    fn decide(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Self::State>;
+    fn decide(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> Admission<Self::State>;
     /// Records `cost` whatever the limits say (the second half of a
     /// failures-only rule): the state to store and the windows after it.
     fn record(state: &Self::State, now_ms: i64, limits: &[Limit], cost: u32) -> (Self::State, Vec<WindowState>);
@@ -70,7 +70,7 @@ pub(crate) trait Counter {
 /// An algorithm's decision: the tally and, when allowed, the state `S` to
 /// store. A blocked request changes nothing, so its `next` is `None`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision<S> {
+pub struct Admission<S> {
     pub tally: Tally,
     pub(crate) next: Option<S>,
 }

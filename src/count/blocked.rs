@@ -7,7 +7,7 @@
 //! nothing, so nothing the object would do could unblock the key earlier
 //! (except an operator's reset, which reaches only the object).
 //!
-//! An entry is trusted for at most [`RECHECK_MS`] (issue 38): past that, the
+//! An entry is trusted for at most [`RECHECK_MS`]: past that, the
 //! next request of the key asks the object again, which refuses it again
 //! (and the cache keeps the new answer) unless an operator reset or lifted
 //! the key meanwhile. The admin API is served by a Worker of its own, which
@@ -32,7 +32,7 @@ pub(crate) const RECHECK_MS: i64 = 10_000;
 
 /// A cached block: until when (Unix ms), which window binds and the
 /// limits that decided (for the `RateLimit` fields of the answers given
-/// from the cache: issue 35, a runtime override's 2 per 30 s was reported
+/// from the cache: without them, a runtime override's 2 per 30 s was reported
 /// as the config's 10 per 60 s once the block came from the cache).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Block {
@@ -135,15 +135,9 @@ impl BlockedUntilCache {
     }
 
     /// The block on `id`, if it lasts beyond `now_ms` (read only, as
-    /// [`BlockedUntilCache::refuses`]).
+    /// [`BlockedUntilCache::blocked_until`]).
     pub(crate) fn get(&self, id: &str, now_ms: i64) -> Option<&Block> {
         self.until.get(id).filter(|cached| cached.holds(now_ms)).map(|cached| &cached.block)
-    }
-
-    /// [`BlockedUntilCache::get`], cloned.
-    #[cfg(test)]
-    pub(crate) fn peek(&self, id: &str, now_ms: i64) -> Option<Block> {
-        self.get(id, now_ms).cloned()
     }
 
     /// Records that `id` is blocked as `block` says.
@@ -178,25 +172,11 @@ impl BlockedUntilCache {
         soonest.is_some_and(|k| self.until.remove(&k).is_some())
     }
 
-    #[cfg(test)]
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     /// Forgets `id` (after an operator reset, or an allowed answer).
     pub(crate) fn remove(&mut self, id: &str) {
         self.until.remove(id);
     }
 
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.until.len()
-    }
-
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.until.is_empty()
-    }
 }
 
 #[cfg(test)]
@@ -212,7 +192,7 @@ mod tests {
         assert_eq!(Refusal::of(Some(0), None, false), Refusal::Limit);
         assert_eq!(Refusal::of(Some(1), None, true), Refusal::Limit, "reservations in flight fill a window");
         assert_eq!(Refusal::of(None, None, false), Refusal::Ban);
-        assert_eq!(Refusal::of(None, None, true), Refusal::Concurrency, "issue 35: a full set of slots was logged as a ban");
+        assert_eq!(Refusal::of(None, None, true), Refusal::Concurrency, "a full set of slots is no ban");
         assert_eq!(Refusal::of(Some(0), Some(1), false), Refusal::Penalty);
         assert_eq!(Refusal::Concurrency.name(), "concurrency");
     }
@@ -273,5 +253,21 @@ mod tests {
         cache.insert("c", until(6_000), 200);
         assert_eq!(cache.blocked_until("b", 200), Some(until(5_000)));
         assert_eq!(cache.blocked_until("c", 200), Some(until(6_000)));
+    }
+
+    impl BlockedUntilCache {
+        /// [`BlockedUntilCache::get`], cloned.
+        pub(crate) fn peek(&self, id: &str, now_ms: i64) -> Option<Block> {
+            self.get(id, now_ms).cloned()
+        }
+        pub(crate) fn capacity(&self) -> usize {
+            self.capacity
+        }
+        pub(crate) fn len(&self) -> usize {
+            self.until.len()
+        }
+        pub(crate) fn is_empty(&self) -> bool {
+            self.until.is_empty()
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! Calendar windows (issue 53): a day, an ISO week (Monday first) or a month
+//! Calendar windows: a day, an ISO week (Monday first) or a month
 //! as a time zone's clock reads it, so "300 a day in Asia/Tokyo" comes back
 //! at Tokyo's midnight. Pure: `period(now)` is a function of the time and
 //! the embedded zone table, nothing is read.

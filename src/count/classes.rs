@@ -1,4 +1,4 @@
-//! The Durable Object classes tollgate ships, one per role (issue 36): the
+//! The Durable Object classes tollgate ships, one per role: the
 //! binding each is reached through, its class name, and what it is for.
 //! Declared once here, for the glue (which binding to call) and for
 //! `tollgate check` (which bindings and migrations a Wrangler config needs).

@@ -1,4 +1,4 @@
-//! A sliding log of bounded size for limits of any size (issue 37 item 4):
+//! A sliding log of bounded size for limits of any size:
 //! exact while it holds at most [`EXACT_ENTRIES`] entries, coalesced past
 //! that. Pure, time injected.
 //!
@@ -37,7 +37,7 @@
 //! would admit: the room a unit frees comes back at most `g(w)` late
 //! (65.5 s for a day, 2 s for an hour, 32 ms for a minute). A limit change in
 //! the config keeps the granules already merged under the old windows.
-//! A calendar window (issue 53) frees every unit at its period's end: an
+//! A calendar window frees every unit at its period's end: an
 //! entry before the current period's start never merges with one after
 //! it, so a unit of the period before is never carried into this one, and
 //! the calendar window counts exactly what the exact log counts.
@@ -96,7 +96,7 @@ pub(crate) fn coalesce(log: &[Hit], now_ms: i64, limits: &[Limit]) -> Vec<Hit> {
     let mut windows: Vec<u64> = limits.iter().map(|l| l.window_ms.get()).collect();
     windows.sort_unstable();
     let horizon = horizon_ms(limits).max(1);
-    // A calendar window's current period (issue 53): an entry before its
+    // A calendar window's current period: an entry before its
     // start and one after never merge, or the merged entry, dated at the
     // newer, would carry the old period's units into the new one.
     let starts: Vec<i64> = limits.iter().filter_map(|l| Some(l.calendar?.period(now_ms).start_ms)).collect();

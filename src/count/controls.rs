@@ -42,7 +42,7 @@ pub(crate) const CONTROL_PATH: &str = "/v1/control";
 /// or for good (`None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RuntimeOverride {
-    /// Rolling or calendar windows (issue 53), as calls carry them.
+    /// Rolling or calendar windows, as calls carry them.
     pub(crate) limits: Vec<Limit>,
     pub(crate) until_ms: Option<i64>,
 }
@@ -76,7 +76,7 @@ pub(crate) enum Change {
     /// The limits spelled as a call's line spells them
     /// ([`crate::count::protocol::push_limits`]): a calendar window stays
     /// on its calendar (`300xday@Asia/Tokyo`); an object of a release
-    /// before issue 53's gaps refuses such a line (400), and the admin API
+    /// before calendar overrides refuses such a line (400), and the admin API
     /// answers that the change was not taken.
     Override { limits: Vec<Limit>, until_ms: Option<i64> },
     Ban { until_ms: i64 },

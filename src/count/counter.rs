@@ -32,7 +32,7 @@
 //!   ([`on_alarm`]); counting then starts afresh.
 //! - an admin `reset` does not read the row and deletes it at once.
 
-use crate::count::algorithm::{Algorithm, CorruptRow, Counter, Decision};
+use crate::count::algorithm::{Algorithm, CorruptRow, Counter, Admission};
 use crate::count::gcra::{self, Gcra};
 use crate::count::lease;
 use crate::count::limit::{horizon_ms, Limit, WindowState};
@@ -163,7 +163,7 @@ fn run_marked(stored: CountRow<'_>, now_ms: i64, call: &Call) -> Result<(Step, O
 /// reserve; reservations left by a rule switched from `counting.statuses`
 /// are carried along.
 fn hit(state: &State, held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
-    let Decision { tally, next } = State::decide(state, now_ms, &call.limits, call.cost);
+    let Admission { tally, next } = State::decide(state, now_ms, &call.limits, call.cost);
     match next {
         Some(next) => written(tally, &next, held, now_ms, &call.limits),
         None => unchanged(state, tally, &held),
@@ -191,7 +191,7 @@ fn unchanged(state: &State, tally: Tally, held: &[Reservation]) -> Step {
 
 /// `reserve`: a reservation of `call.cost`, if it fits beside `held`.
 fn reserve(state: &State, mut held: Vec<Reservation>, now_ms: i64, call: &Call) -> Step {
-    let Decision { tally, next } = reserve_decision(state, &held, now_ms, call);
+    let Admission { tally, next } = reserve_decision(state, &held, now_ms, call);
     let Some(expires_at) = next else { return unchanged(state, tally, &held) };
     let id = reservation::next_id(&held, now_ms);
     held.push(Reservation { id, expires_at, cost: call.cost });
@@ -252,20 +252,20 @@ fn lease_step(state: &State, held: Vec<Reservation>, now_ms: i64, call: &Call) -
 /// [`Tally::in_flight`]: its wait is the algorithm's as if every reservation
 /// were committed now, but at most until the first of them expires (by
 /// then at least one has been settled or has lapsed).
-fn reserve_decision(state: &State, held: &[Reservation], now_ms: i64, call: &Call) -> Decision<i64> {
+fn reserve_decision(state: &State, held: &[Reservation], now_ms: i64, call: &Call) -> Admission<i64> {
     let limits = &call.limits;
     let committed = State::decide(state, now_ms, limits, call.cost);
     if !committed.tally.allowed {
-        return Decision { tally: committed.tally, next: None };
+        return Admission { tally: committed.tally, next: None };
     }
     let held_units = u32::try_from(reservation::units(held)).unwrap_or(u32::MAX);
     let with_held = State::decide(state, now_ms, limits, call.cost.saturating_add(held_units));
     if with_held.tally.allowed && slots::full(held, call.concurrency) {
-        return Decision { tally: slots::refused(with_held.tally, held, now_ms), next: None };
+        return Admission { tally: slots::refused(with_held.tally, held, now_ms), next: None };
     }
     if with_held.tally.allowed {
         let hold = i64::try_from(call.hold_ms.unwrap_or(0)).unwrap_or(i64::MAX);
-        return Decision { tally: with_held.tally, next: Some(now_ms.saturating_add(hold)) };
+        return Admission { tally: with_held.tally, next: Some(now_ms.saturating_add(hold)) };
     }
     let lapse = reservation::first_expiry(held).map_or(u64::MAX, |at| u64::try_from(at - now_ms).unwrap_or(0));
     let tally = Tally {
@@ -273,7 +273,7 @@ fn reserve_decision(state: &State, held: &[Reservation], now_ms: i64, call: &Cal
         in_flight: true,
         ..with_held.tally
     };
-    Decision { tally, next: None }
+    Admission { tally, next: None }
 }
 
 fn written(tally: Tally, next: &State, held: Vec<Reservation>, now_ms: i64, limits: &[Limit]) -> Step {
@@ -349,15 +349,15 @@ impl State {
         dispatch!(self, encode())
     }
 
-    fn decide(&self, now_ms: i64, limits: &[Limit], cost: u32) -> Decision<State> {
+    fn decide(&self, now_ms: i64, limits: &[Limit], cost: u32) -> Admission<State> {
         match self {
             State::Log(s) => {
-                let Decision { tally, next } = SlidingLog::decide(s, now_ms, limits, cost);
-                Decision { tally, next: next.map(State::Log) }
+                let Admission { tally, next } = SlidingLog::decide(s, now_ms, limits, cost);
+                Admission { tally, next: next.map(State::Log) }
             }
             State::Gcra(s) => {
-                let Decision { tally, next } = Gcra::decide(s, now_ms, limits, cost);
-                Decision { tally, next: next.map(State::Gcra) }
+                let Admission { tally, next } = Gcra::decide(s, now_ms, limits, cost);
+                Admission { tally, next: next.map(State::Gcra) }
             }
         }
     }
@@ -686,7 +686,7 @@ mod tests {
         }
     }
 
-    /// Issue 25: a look-alike account's success (keyed alike, spelled
+    /// A look-alike account's success (keyed alike, spelled
     /// otherwise) releases its own slot and relieves nothing else.
     #[test]
     fn a_success_relieves_only_failures_of_its_own_spelling() {
@@ -1002,7 +1002,7 @@ mod tests {
         }
     }
 
-    /// Usage reported by the origin (issue 29): a commit counts `used`
+    /// Usage reported by the origin: a commit counts `used`
     /// instead of the reservation's cost; 0 releases.
     #[test]
     fn a_commit_counts_the_usage_the_origin_reported() {

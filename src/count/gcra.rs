@@ -24,7 +24,7 @@
 //! to 10,000 entries and coalesced past that (up to about 10,000 entries,
 //! each unit freed at most `W/1000` late: [`crate::count::coalesce`]).
 
-use crate::count::algorithm::{excerpt, CorruptRow, Counter, Decision};
+use crate::count::algorithm::{excerpt, CorruptRow, Counter, Admission};
 use crate::count::limit::{Limit, WindowState};
 use crate::count::tally::Tally;
 
@@ -76,7 +76,7 @@ fn div_ceil(x: i128, d: i128) -> i128 {
 /// One GCRA step over every window at once. `retry_after_ms` is exact,
 /// rounded up to the ms; the state to store (`next`, one cell per limit) is
 /// there only when allowed: a blocked request changes nothing.
-pub(crate) fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Cell>> {
+pub(crate) fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -> Admission<Vec<Cell>> {
     let mut allowed = true;
     let mut retry_after_ms = 0u64;
     let mut binding = None;
@@ -100,7 +100,7 @@ pub(crate) fn decide(state: &[Cell], now_ms: i64, limits: &[Limit], cost: u32) -
     }
     let shown: Vec<i128> = if allowed { next.iter().map(|c| c.tat).collect() } else { now_tats };
     let windows = limits.iter().zip(shown).map(|(l, tat)| window_state(*l, tat, now_ms)).collect();
-    Decision {
+    Admission {
         tally: Tally { allowed, retry_after_ms, windows, binding, in_flight: false },
         next: allowed.then_some(next),
     }
@@ -225,7 +225,7 @@ impl Counter for Gcra {
         encode(state)
     }
 
-    fn decide(state: &Vec<Cell>, now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Cell>> {
+    fn decide(state: &Vec<Cell>, now_ms: i64, limits: &[Limit], cost: u32) -> Admission<Vec<Cell>> {
         decide(state, now_ms, limits, cost)
     }
 

@@ -6,8 +6,8 @@
 //! can only bound such a wait by when the first reservation *lapses*
 //! (`reservation_ttl`, 114 s by default), but a reservation ends as soon as
 //! its request is settled: after the origin's answer, or after
-//! `upload_timeout` for an upload that stalls (`pipeline::upload`). Issue 25
-//! saw an 8 s hold answered `Retry-After: 103`.
+//! `upload_timeout` for an upload that stalls (`pipeline::upload`). Without the
+//! holds an 8 s hold was answered `Retry-After: 103`.
 //!
 //! So the Worker records how long each reservation it settles was held
 //! (from the reservation's id, which is its reserve time × 1000, to the
@@ -71,7 +71,7 @@ impl Holds {
 /// for one by `concurrency`'s slots, nothing ([`MIN_ESTIMATE_MS`]): a slot
 /// is back when any request in flight ends, which is not known, and the
 /// refusal is never cached, so a retry costs one object call and writes
-/// nothing (issue 35: `Retry-After: 10` for a slot back after 1.5 s).
+/// nothing (`Retry-After: 10` for a slot back after 1.5 s).
 pub(crate) fn unseen_wait_ms(by: crate::count::blocked::Refusal, upload_timeout_ms: u32) -> u32 {
     match by {
         crate::count::blocked::Refusal::Concurrency => 0,
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn an_honest_wait_for_slots_in_flight() {
-        // Issue 25: an 8 s hold answered 103 s (the reservation's lapse).
+        // An 8 s hold answered 103 s (the reservation's lapse).
         assert_eq!(in_flight_retry_ms(103_000, Some(8_000), 10_000), 8_000, "the longest hold seen");
         assert_eq!(in_flight_retry_ms(103_000, None, 10_000), 10_000, "nothing seen: upload_timeout");
         assert_eq!(in_flight_retry_ms(103_000, Some(40), 10_000), 1_000, "at least 1 s");
@@ -123,7 +123,7 @@ mod tests {
         assert_eq!(in_flight_retry_ms(0, None, 0), 1);
     }
 
-    /// Issue 35: a fresh isolate answered a full set of slots with
+    /// A fresh isolate answered a full set of slots with
     /// `upload_timeout` (10 s) for a slot back after 1.5 s.
     #[test]
     fn a_refusal_by_the_slots_claims_no_wait_it_has_not_seen() {

@@ -1,4 +1,4 @@
-//! Leased budgets (issue 12): one key far past one object's capacity, with
+//! Leased budgets: one key far past one object's capacity, with
 //! no over-admission. Pure, time injected; the isolate's side of it. The
 //! object's side is the `lease` and `refund` ops ([`crate::count::counter`]).
 //!
@@ -291,23 +291,6 @@ pub(crate) struct Leases {
 impl Leases {
     pub(crate) fn new(capacity: usize) -> Leases {
         Leases { keys: HashMap::new(), capacity, refunds: Vec::new(), next_sweep: i64::MIN }
-    }
-
-    /// Keys tracked.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
-
-    /// Tokens held for `id` at `now` (0 once expired).
-    #[cfg(test)]
-    pub(crate) fn held(&self, id: &str, now: i64) -> u32 {
-        self.keys.get(id).filter(|k| now < k.expires_at).map_or(0, |k| k.held)
     }
 
     /// What a request of `cost` on `id` does at `now`. `first` is false
@@ -677,5 +660,19 @@ mod tests {
         assert_eq!(leases.len(), 2);
         assert_eq!(leases.held("a", 10), 4, "a key holding tokens stays");
         assert_eq!(leases.admit("d", &s, 1, 10, true), Admit::Ask { want: 1 }, "full: asked, untracked");
+    }
+
+    impl Leases {
+        /// Keys tracked.
+        pub(crate) fn len(&self) -> usize {
+            self.keys.len()
+        }
+        pub(crate) fn is_empty(&self) -> bool {
+            self.keys.is_empty()
+        }
+        /// Tokens held for `id` at `now` (0 once expired).
+        pub(crate) fn held(&self, id: &str, now: i64) -> u32 {
+            self.keys.get(id).filter(|k| now < k.expires_at).map_or(0, |k| k.held)
+        }
     }
 }

@@ -1,5 +1,5 @@
-//! What a limiter object does with one call, decided without I/O (issue
-//! 26: the object's glue only loads, applies and answers).
+//! What a limiter object does with one call, decided without I/O
+//! (the object's glue only loads, applies and answers).
 //!
 //! [`answer`] takes what the object holds (its count's row and the key's
 //! runtime controls), the time and the call, and returns the reply's
@@ -26,7 +26,7 @@
 //! (what the TTL alarm deletes or re-arms, given the row and the controls)
 //! and [`control`] (an admin change to the key's controls: what to store,
 //! delete and arm). [`Alarm::kept_by`] says whether a pending alarm will do,
-//! and [`Answered::alarm_pending`] whether the reply's `alarm_pending` must
+//! and [`ObjectAnswer::alarm_pending`] whether the reply's `alarm_pending` must
 //! be read from storage.
 
 use crate::count::controls::{self, AlarmPlan, Change, ControlError, Controls, Effective, Keep};
@@ -86,7 +86,7 @@ impl Alarm {
 
 /// One call's answer and effects.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Answered {
+pub(crate) struct ObjectAnswer {
     /// What the call is answered: allowed or blocked, the retry-after, the
     /// windows (a banned call: blocked for the ban's time).
     pub(crate) tally: Tally,
@@ -115,7 +115,7 @@ pub(crate) struct Answered {
     pub(crate) penalty_until_ms: Option<i64>,
 }
 
-impl Answered {
+impl ObjectAnswer {
     /// The reply's `alarm_pending`, given what the instance knows of the
     /// alarm after applying the effects (`None`: never asked); `None`
     /// when storage must be asked. A banned call asks storage nothing (an
@@ -150,7 +150,7 @@ pub(crate) struct Refused {
 /// decided here, after a ban: a call carrying one is refused while one is
 /// in force, and starts one when the count refuses it; every row written
 /// keeps a penalty in force, and its alarm keeps the row until it ends.
-pub(crate) fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Result<Answered, Refused> {
+pub(crate) fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -> Result<ObjectAnswer, Refused> {
     let corrupt = |corrupt| refused(corrupt, now_ms, &call.limits);
     let (rest, stored) = penalty::split(row).map_err(corrupt)?;
     let kept = penalty::in_force(stored, now_ms);
@@ -194,11 +194,11 @@ pub(crate) fn answer(row: &str, controls: &Controls, now_ms: i64, call: &Call) -
 /// what a status of the count (`seen`) found: blocked for the time left,
 /// the windows as they are with nothing remaining, nothing stored (a
 /// corrupt count was still refused as such).
-fn penalised(mut seen: Answered, op: Op, now_ms: i64, until: i64) -> Answered {
+fn penalised(mut seen: ObjectAnswer, op: Op, now_ms: i64, until: i64) -> ObjectAnswer {
     let left = penalty::left_ms(until, now_ms);
     let mut windows = std::mem::take(&mut seen.tally.windows);
     penalty::windows(&mut windows, left);
-    Answered {
+    ObjectAnswer {
         tally: Tally { allowed: false, retry_after_ms: left, windows, binding: Some(0), in_flight: false },
         reservation: None,
         granted: (op == Op::Lease).then_some(0),
@@ -216,7 +216,7 @@ fn refused(corrupt: CorruptRow, now_ms: i64, limits: &[crate::count::limit::Limi
 
 /// [`answer`] for the count's own row (the penalty's prefix removed); a
 /// status of it when `look` (the call is refused by a penalty).
-fn count(row: &str, controls: &Controls, now_ms: i64, call: &Call, look: bool) -> Result<Answered, Refused> {
+fn count(row: &str, controls: &Controls, now_ms: i64, call: &Call, look: bool) -> Result<ObjectAnswer, Refused> {
     let asked_lease = call.op == Op::Lease;
     let (call, banned) = match controls::effective(controls, call, now_ms) {
         Effective::Count(call) if look => (call.with_op(Op::Status), None),
@@ -230,7 +230,7 @@ fn count(row: &str, controls: &Controls, now_ms: i64, call: &Call, look: bool) -
         // ban from a full window in its block lines (`Refusal::of`); an
         // older Worker reads the absent binding as window 0, as before.
         let tally = Tally { allowed: false, retry_after_ms, windows: step.tally.windows, binding: None, in_flight: false };
-        return Ok(Answered {
+        return Ok(ObjectAnswer {
             tally,
             stored_hits: step.stored,
             held: step.held,
@@ -252,7 +252,7 @@ fn count(row: &str, controls: &Controls, now_ms: i64, call: &Call, look: bool) -
         (_, Some(write)) => (None, Some(Alarm::Pending(write.expires_at))),
         (_, None) => (None, None),
     };
-    Ok(Answered {
+    Ok(ObjectAnswer {
         stored_hits: if delete.is_some() { 0 } else { step.stored },
         held: step.held,
         reservation: step.reservation,

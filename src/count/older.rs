@@ -1,4 +1,4 @@
-//! Calls to an object of the release before (issue 35): what to send
+//! Calls to an object of the release before: what to send
 //! instead of a call it refused, or why nothing would do.
 //!
 //! An object keeps its old code until it hibernates, and a gradual

@@ -1,4 +1,4 @@
-//! Penalties (issue 29), pure: a key refused by one of its rule's limits
+//! Penalties, pure: a key refused by one of its rule's limits
 //! stays refused for the rule's `penalty`, measured from that first
 //! refusal, in the key's own object (so every isolate sees it).
 //!

@@ -3,7 +3,7 @@
 //! `wrangler.toml` takes effect on the next request, without a migration.
 //!
 //! Two forms of the same version 1, held to the same checks:
-//! - **compact** (what the Worker sends, issue 13): the call is the URL of a
+//! - **compact** (what the Worker sends): the call is the URL of a
 //!   `GET` ([`encode_call_url`]: `https://limiter/v1/hit?l=10x60000`), sent
 //!   with `Stub::fetch_with_str`, and the object answers one reply line
 //!   ([`encode_reply_line`]): no `Request`/`RequestInit` to build, no JSON
@@ -38,7 +38,7 @@
 //! the new ops as malformed (400), which the Worker treats as a counter
 //! failure (the rule's `on_error`).
 //!
-//! Leased budgets ([`crate::count::lease`], issue 12) were added the same way:
+//! Leased budgets ([`crate::count::lease`]) were added the same way:
 //!
 //! ```json
 //! {"v":1,"op":"lease","limits":[[5000,60000]],"cost":1,"want":40,"hold_ms":1000}
@@ -52,7 +52,7 @@
 //! compact reply line it is a last field `g={g}`, present only in answers to
 //! a lease, so every reply line of the older ops reads as before.
 //!
-//! Penalties ([`crate::count::penalty`], issue 29) were added the same way:
+//! Penalties ([`crate::count::penalty`]) were added the same way:
 //! a rule's `penalty` travels as `penalty_ms` (`p=` in the compact form) on
 //! `hit`, `check`, `reserve`, `lease` and `status`:
 //!
@@ -68,7 +68,7 @@
 //! send, would ignore it); the Worker then sends the call again without it
 //! ([`crate::count::older`]): the limits counted, the penalty not held.
 //!
-//! Usage reported by the origin ([`crate::config::cost`], issue 29) added
+//! Usage reported by the origin ([`crate::config::cost`]) added
 //! one field the same way: `used` (compact `u`) on a `commit`, the units to
 //! count instead of the reservation's cost (0: released, nothing counted):
 //!
@@ -79,17 +79,17 @@
 //! refuses a compact call carrying `u` (unknown field, 400; its JSON form
 //! would ignore it and commit the reservation's cost): the Worker then
 //! sends a `record` of the units used and a `release` of the reservation
-//! ([`crate::count::older`]; issue 35: letting the reservation lapse
-//! charged nothing).
+//! ([`crate::count::older`]: letting the reservation lapse
+//! would charge nothing).
 //!
-//! Concurrency limits (issue 29) added `concurrency` (compact `n`) to a
+//! Concurrency limits added `concurrency` (compact `n`) to a
 //! `reserve` (and `check`): refused while the key holds that many live
 //! reservations ([`crate::count::slots`]); the slot is given back by the
 //! usual `commit` or `release`. An older object refuses `n` (400), and
 //! no op of it holds a slot: the rule refuses (503), whatever its
 //! `on_error` ([`crate::count::older`]).
 //!
-//! Calendar windows (issue 53) spell a limit's window as its calendar:
+//! Calendar windows spell a limit's window as its calendar:
 //! `300xday@Asia/Tokyo` in the compact form, `[300,"day@Asia/Tokyo"]` in
 //! JSON; the object computes the period from its own clock and the
 //! embedded zone table ([`crate::count::calendar`]). A reply's window of a
@@ -173,7 +173,7 @@ pub(crate) enum Op {
     /// Whether the key is banned, recording nothing: blocked for the ban's
     /// time, else allowed. A trusted device's requests count in a bucket of
     /// their own, and probe the account's object first, so that a ban of
-    /// the account covers its devices (issue 25).
+    /// the account covers its devices.
     Probe,
 }
 
@@ -204,11 +204,11 @@ pub struct Call {
     /// key refused, 1 ms to [`crate::count::duration::MAX_WINDOW_MS`].
     /// Ignored by the other ops.
     pub(crate) penalty_ms: Option<u64>,
-    /// For `commit` of a rule whose origin reports usage (issue 29): the
+    /// For `commit` of a rule whose origin reports usage: the
     /// units to count instead of the reservation's cost (0: the
     /// reservation is released, nothing counted). Ignored by the other ops.
     pub(crate) used: Option<u32>,
-    /// For `reserve` and `check` of a rule with `concurrency` (issue 29):
+    /// For `reserve` and `check` of a rule with `concurrency`:
     /// the most reservations the key may hold at once, 1 to
     /// [`MAX_CONCURRENCY`]; a reserve is refused while that many are live
     /// ([`crate::count::slots`]). Ignored by the other ops.
@@ -250,21 +250,9 @@ impl Call {
         Call { op, ..self }
     }
 
-    /// The same call counted by `algorithm`.
-    #[cfg(test)]
-    pub(crate) fn with_algorithm(self, algorithm: Algorithm) -> Call {
-        Call { algorithm, ..self }
-    }
-
     /// The same call counting `cost`.
     pub(crate) fn with_cost(self, cost: u32) -> Call {
         Call { cost, ..self }
-    }
-
-    /// The same call against `limits`.
-    #[cfg(test)]
-    pub(crate) fn with_limits(self, limits: Vec<Limit>) -> Call {
-        Call { limits, ..self }
     }
 
     with! {
@@ -321,7 +309,7 @@ fn one() -> u32 {
 }
 
 /// One limit of a call: `[requests, window_ms]`, or for a calendar window
-/// (issue 53) `[requests, "day@Asia/Tokyo"]` (an object of the release
+/// `[requests, "day@Asia/Tokyo"]` (an object of the release
 /// before refuses it as malformed: the rule's fail policy answers).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
@@ -460,16 +448,16 @@ fn op_name(op: Op) -> &'static str {
 /// its check. The table drives [`encode_call_url`], [`decode_call_url`] and
 /// both forms' checks: a new call field is one row here (and its
 /// `Call::with_*`, and its `WireCall` field for the JSON form).
-struct Field {
+struct WireField {
     letter: char,
-    value: Value,
+    value: WireValue,
     /// The field's own rule, on the whole call (the op decides what is
     /// required); `Ok` for a field without one.
     check: fn(&Call) -> Result<(), CallError>,
 }
 
 /// How a field's value is spelled.
-enum Value {
+enum WireValue {
     /// A whole number of at most `max`, written only when `get` says
     /// something (a default is not written).
     Number { get: fn(&Call) -> Option<u64>, set: fn(&mut Call, u64), max: u64 },
@@ -485,54 +473,54 @@ fn no_check(_: &Call) -> Result<(), CallError> {
 
 /// The fields in the order the compact form writes them (the order of the
 /// build before the table: the wire form is byte for byte the same).
-const FIELDS: [Field; 9] = [
-    Field {
+const FIELDS: [WireField; 9] = [
+    WireField {
         letter: 'c',
-        value: Value::Number { get: |c| Some(u64::from(c.cost)).filter(|n| *n != 1), set: |c, n| c.cost = n as u32, max: U32 },
+        value: WireValue::Number { get: |c| Some(u64::from(c.cost)).filter(|n| *n != 1), set: |c, n| c.cost = n as u32, max: U32 },
         check: |c| if c.cost == 0 { Err(CallError::ZeroCost) } else { Ok(()) },
     },
-    Field {
+    WireField {
         letter: 'a',
-        value: Value::Text { show: |c| (c.algorithm == Algorithm::Gcra).then_some(Cow::Borrowed("gcra")), read: |c, v| algorithm(v).map(|a| c.algorithm = a) },
+        value: WireValue::Text { show: |c| (c.algorithm == Algorithm::Gcra).then_some(Cow::Borrowed("gcra")), read: |c, v| algorithm(v).map(|a| c.algorithm = a) },
         check: no_check,
     },
-    Field { letter: 'h', value: Value::Number { get: |c| c.hold_ms, set: |c, n| c.hold_ms = Some(n), max: u64::MAX }, check: check_hold },
-    Field {
+    WireField { letter: 'h', value: WireValue::Number { get: |c| c.hold_ms, set: |c, n| c.hold_ms = Some(n), max: u64::MAX }, check: check_hold },
+    WireField {
         letter: 'r',
-        value: Value::Number { get: |c| c.reservation, set: |c, n| c.reservation = Some(n), max: u64::MAX },
+        value: WireValue::Number { get: |c| c.reservation, set: |c, n| c.reservation = Some(n), max: u64::MAX },
         check: |c| match (c.op, c.reservation) {
             (Op::Release | Op::Refund, None) => Err(CallError::MissingReservation),
             _ => Ok(()),
         },
     },
-    Field {
+    WireField {
         letter: 'w',
-        value: Value::Number { get: |c| c.want.map(u64::from), set: |c, n| c.want = Some(n as u32), max: U32 },
+        value: WireValue::Number { get: |c| c.want.map(u64::from), set: |c, n| c.want = Some(n as u32), max: U32 },
         check: |c| match c.want {
             Some(want) if c.op == Op::Lease && (want < c.cost || want > MAX_LEASE_UNITS) => Err(CallError::InvalidWant),
             _ => Ok(()),
         },
     },
-    Field {
+    WireField {
         letter: 's',
-        value: Value::Text {
+        value: WireValue::Text {
             show: |c| c.spelling.as_ref().map(|s| Cow::Owned(s.encode())),
             read: |c, v| Spelling::decode(v).map(|s| c.spelling = Some(s)).ok_or(CallError::InvalidSpelling),
         },
         check: no_check,
     },
-    Field {
+    WireField {
         letter: 'p',
-        value: Value::Number { get: |c| c.penalty_ms, set: |c, n| c.penalty_ms = Some(n), max: u64::MAX },
+        value: WireValue::Number { get: |c| c.penalty_ms, set: |c, n| c.penalty_ms = Some(n), max: u64::MAX },
         check: |c| match c.penalty_ms {
             Some(ms) if ms == 0 || ms > crate::count::duration::MAX_WINDOW_MS => Err(CallError::InvalidPenalty),
             _ => Ok(()),
         },
     },
-    Field { letter: 'u', value: Value::Number { get: |c| c.used.map(u64::from), set: |c, n| c.used = Some(n as u32), max: U32 }, check: no_check },
-    Field {
+    WireField { letter: 'u', value: WireValue::Number { get: |c| c.used.map(u64::from), set: |c, n| c.used = Some(n as u32), max: U32 }, check: no_check },
+    WireField {
         letter: 'n',
-        value: Value::Number { get: |c| c.concurrency.map(u64::from), set: |c, n| c.concurrency = Some(n as u32), max: U32 },
+        value: WireValue::Number { get: |c| c.concurrency.map(u64::from), set: |c, n| c.concurrency = Some(n as u32), max: U32 },
         check: |c| match c.concurrency {
             Some(n) if !(1..=MAX_CONCURRENCY).contains(&n) => Err(CallError::InvalidConcurrency),
             _ => Ok(()),
@@ -565,7 +553,7 @@ fn check_hold(call: &Call) -> Result<(), CallError> {
 /// something, the [`FIELDS`]: `c` (cost, default 1), `a` (`gcra`; the
 /// sliding log is the default), `h` (hold_ms), `r` (reservation), `w`
 /// (want), `s` (spelling), `p` (penalty_ms), `u` (used) and `n`
-/// (concurrency; issue 29), each at most once, in any order. The same
+/// (concurrency), each at most once, in any order. The same
 /// version and the same checks as the JSON form (which the object still
 /// accepts, as a `POST` body).
 pub fn encode_call_url(call: &Call) -> String {
@@ -585,13 +573,13 @@ pub fn encode_call_url(call: &Call) -> String {
             url.push('=');
         };
         match &field.value {
-            Value::Number { get, .. } => {
+            WireValue::Number { get, .. } => {
                 if let Some(n) = get(call) {
                     item(&mut url);
                     push_u64(&mut url, n);
                 }
             }
-            Value::Text { show, .. } => {
+            WireValue::Text { show, .. } => {
                 if let Some(text) = show(call) {
                     item(&mut url);
                     url.push_str(&text);
@@ -648,9 +636,9 @@ pub fn decode_call_url(url: &str) -> Result<Call, CallError> {
 }
 
 /// Reads `value` into `call` as `field` spells it.
-fn read_field(call: &mut Call, field: &Field, value: &str) -> Result<(), CallError> {
+fn read_field(call: &mut Call, field: &WireField, value: &str) -> Result<(), CallError> {
     match &field.value {
-        Value::Number { set, max, .. } => {
+        WireValue::Number { set, max, .. } => {
             let letter = field.letter;
             let n: u64 = value.parse().map_err(|_| CallError::Malformed(format!("{letter} is not a number")))?;
             if n > *max {
@@ -659,7 +647,7 @@ fn read_field(call: &mut Call, field: &Field, value: &str) -> Result<(), CallErr
             set(call, n);
             Ok(())
         }
-        Value::Text { read, .. } => read(call, value),
+        WireValue::Text { read, .. } => read(call, value),
     }
 }
 
@@ -892,15 +880,6 @@ impl fmt::Display for CallFailure {
 
 impl std::error::Error for CallFailure {}
 
-/// Reads an object's answer: a 200 with a [`Reply`], or why not.
-#[cfg(test)]
-pub(crate) fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure> {
-    if status != 200 {
-        return Err(CallFailure::Refused { status, body: body.to_string() });
-    }
-    serde_json::from_str(body).map_err(|e| CallFailure::Unreadable(e.to_string()))
-}
-
 /// The reply in its compact form, the answer to a compact call: one line
 /// of fields separated by spaces, in this order (`-` for none):
 ///
@@ -913,7 +892,7 @@ pub(crate) fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure
 /// `limit/window_ms/used/remaining/reset_ms` per window.
 pub fn encode_reply_line(reply: &Reply) -> String {
     let t = &reply.tally;
-    // Field by field into one buffer, numbers without the formatter: no
+    // WireField by field into one buffer, numbers without the formatter: no
     // `format!` of twelve arguments and no string per optional field, on
     // every call's reply.
     let mut line = String::with_capacity(48 + 24 * t.windows.len());
@@ -1264,7 +1243,7 @@ mod tests {
         assert_eq!(encode_call_url(&reserve), "https://limiter/v1/reserve?l=10x900000,100x86400000&c=2&a=gcra&h=104000");
         let commit = hit.clone().with_op(Op::Commit).with_hold_ms(None).settling(Some(1_700_000_000_000_000));
         assert_eq!(encode_call_url(&commit), "https://limiter/v1/commit?l=10x60000&r=1700000000000000");
-        // Issue 29: the usage an origin reported rides on the commit, as `u`
+        // The usage an origin reported rides on the commit, as `u`
         // (an object of the build before refuses it: unknown field, 400).
         let used = commit.clone().with_used(1_234);
         assert_eq!(encode_call_url(&used), "https://limiter/v1/commit?l=10x60000&r=1700000000000000&u=1234");
@@ -1436,10 +1415,29 @@ mod tests {
         assert!(matches!(decode_call_url("https://limiter/v1/lease?l=10x1000&h=100&w=1&w=2"), Err(CallError::Malformed(_))));
         assert_eq!(decode_call_url("https://limiter/v1/lease?l=10x1000&h=100").map(|c| c.want), Ok(None), "want defaults to the cost");
     }
+
+    impl Call {
+        /// The same call counted by `algorithm`.
+        pub(crate) fn with_algorithm(self, algorithm: Algorithm) -> Call {
+            Call { algorithm, ..self }
+        }
+        /// The same call against `limits`.
+        pub(crate) fn with_limits(self, limits: Vec<Limit>) -> Call {
+            Call { limits, ..self }
+        }
+    }
+
+    /// Reads an object's answer: a 200 with a [`Reply`], or why not.
+    pub(crate) fn decode_reply(status: u16, body: &str) -> Result<Reply, CallFailure> {
+        if status != 200 {
+            return Err(CallFailure::Refused { status, body: body.to_string() });
+        }
+        serde_json::from_str(body).map_err(|e| CallFailure::Unreadable(e.to_string()))
+    }
 }
 
 /// The wire forms of a set of calls, captured from the build before the
-/// compact form became a table (issue 36): both forms must stay byte for
+/// compact form became a table: both forms must stay byte for
 /// byte what older objects read and what the skew tests replay.
 #[cfg(test)]
 mod wire_unchanged {

@@ -1,5 +1,5 @@
 //! The controls registry, pure: which keys have a runtime ban or override,
-//! for the console's Controls page and `GET {prefix}/controls` (issue 28).
+//! for the console's Controls page and `GET {prefix}/controls`.
 //!
 //! A key's controls live in the key's own object ([`crate::count::controls`]),
 //! which is the truth. The registry is one object of its own class,
@@ -20,7 +20,7 @@
 //! The object is called on its own path ([`REGISTRY_PATH`], a `POST` of one
 //! [`RegistryCall`] line).
 //!
-//! Until issue 36 the registry was a `Limiter` object of the same name. Its
+//! In 0.1.0 the registry was a `Limiter` object of the same name. Its
 //! rows are moved once ([`HANDOVER`]): the `Registry` object, until it has
 //! them, asks that `Limiter` object for its rows, which it answers read-only
 //! ([`encode_handover`]) and keeps (a rollback reads them again). While
@@ -96,7 +96,7 @@ pub(crate) enum RegistryCall {
     Put(Entry),
     Remove { id: String, kind: Kind },
     List,
-    /// The console was signed out at `at_ms` (issue 35): every session
+    /// The console was signed out at `at_ms`: every session
     /// issued until then is void. Kept as one row (the latest sign-out
     /// wins) until `at_ms` + `keep_ms` (a session's length: by then every
     /// session it voids has ended on its own); never listed.
@@ -110,7 +110,7 @@ pub(crate) enum RegistryCall {
 pub(crate) const SIGN_OUT_ROW: (&str, &str) = ("console", "signout");
 
 /// The body that asks the `Limiter` object named [`REGISTRY_OBJECT`] (the
-/// registry before issue 36) for the rows it holds: answered by
+/// registry in 0.1.0) for the rows it holds: answered by
 /// [`encode_handover`]; refused (400) by a release before.
 pub(crate) const HANDOVER: &str = "handover";
 
@@ -238,13 +238,6 @@ impl RegistryCall {
     }
 }
 
-/// The registry's answer to a list: one entry line each (the object
-/// writes the same lines; the tests read them back).
-#[cfg(test)]
-fn encode_listing(entries: &[Entry]) -> String {
-    entries.iter().map(Entry::encode).collect::<Vec<_>>().join("\n")
-}
-
 /// Reads a listing's text (one entry line each): the entries live at `now_ms`, a line
 /// that does not decode skipped, at most [`MAX_LISTED`].
 pub(crate) fn decode_listing(text: &str, now_ms: i64) -> Vec<Entry> {
@@ -320,5 +313,11 @@ mod tests {
     fn reasons_lose_control_characters_and_are_capped() {
         assert_eq!(clean_text(" a\nb\tc\u{7}d ", 200), "abcd");
         assert_eq!(clean_text("abcdef", 3), "abc");
+    }
+
+    /// The registry's answer to a list: one entry line each (the object
+    /// writes the same lines; the tests read them back).
+    fn encode_listing(entries: &[Entry]) -> String {
+        entries.iter().map(Entry::encode).collect::<Vec<_>>().join("\n")
     }
 }

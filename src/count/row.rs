@@ -1,6 +1,7 @@
-//! The stored row of a limiter object: one typed value ([`StoredRow`]) and
+//! The stored row of a limiter object: one typed value ([`CountRow`], behind
+//! its penalty) and
 //! its one codec. Every wrapper around the counter's state is spelled here
-//! and nowhere else (issue 36: they were parsed in three modules).
+//! and nowhere else (they were parsed in three modules).
 //!
 //! # Spelling, version 1
 //! ```text
@@ -51,16 +52,6 @@ const MARK: char = '~';
 /// What starts a row of a spelling after version 1.
 const VERSIONED: char = '#';
 
-/// A whole stored row, read: the penalty (the object's part) and the
-/// count (the counter's part).
-#[cfg(test)]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StoredRow<'a> {
-    /// When the key's penalty ends (Unix ms), ended or not.
-    pub(crate) penalty_until: Option<i64>,
-    pub(crate) count: CountRow<'a>,
-}
-
 /// The count's part of a row.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct CountRow<'a> {
@@ -70,22 +61,6 @@ pub(crate) struct CountRow<'a> {
     pub(crate) held: Vec<Reservation>,
     /// A relief rule's mark of the spellings its count was committed under.
     pub(crate) mark: Option<Mark>,
-}
-
-/// Reads a whole row; a wrapper that does not read as its spelling is a
-/// corrupt row (the state itself is the counter's to read).
-#[cfg(test)]
-pub(crate) fn decode(text: &str) -> Result<StoredRow<'_>, CorruptRow> {
-    let (rest, penalty_until) = split_penalty(text)?;
-    Ok(StoredRow { penalty_until, count: decode_count(rest)? })
-}
-
-#[cfg(test)]
-impl StoredRow<'_> {
-    /// The row's text, as [`decode`] reads it back.
-    pub(crate) fn encode(&self) -> String {
-        join_penalty(&self.count.encode(), self.penalty_until)
-    }
 }
 
 /// The row without its penalty, and the penalty's end; a prefix that does
@@ -121,15 +96,6 @@ pub(crate) fn decode_count(text: &str) -> Result<CountRow<'_>, CorruptRow> {
     Ok(CountRow { state, held: reservation::decode(held)?, mark })
 }
 
-#[cfg(test)]
-impl CountRow<'_> {
-    /// The count's text, as [`decode_count`] reads it back: the state,
-    /// then the reservations and the mark when there are any.
-    pub(crate) fn encode(&self) -> String {
-        with_mark(encode_count(self.state.to_string(), &self.held), self.mark)
-    }
-}
-
 /// The count's text of `state` (the counter's encoding) and `held`, with
 /// no mark: just `state` when nothing is held.
 pub(crate) fn encode_count(mut state: String, held: &[Reservation]) -> String {
@@ -156,7 +122,7 @@ mod tests {
 
     /// What the three parsers before this module (`penalty::split`,
     /// `counter::split_mark`, `reservation::split_row` and `decode`) read
-    /// from each row, captured by running them (issue 36): `Ok((penalty,
+    /// from each row, captured by running them: `Ok((penalty,
     /// mark, state, reservations))`, or the error.
     const CAPTURED: [(&str, &str); 32] = [
         ("", "Ok((None, None, \"\", Ok([])))"),
@@ -245,6 +211,37 @@ mod tests {
             // The parts as the object and the counter write them: the same text.
             let count = with_mark(encode_count(state.clone(), &row.count.held), mark);
             prop_assert_eq!(join_penalty(&count, until), text);
+        }
+    }
+
+    /// A whole stored row, read: the penalty (the object's part) and the
+    /// count (the counter's part).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub(crate) struct StoredRow<'a> {
+        /// When the key's penalty ends (Unix ms), ended or not.
+        pub(crate) penalty_until: Option<i64>,
+        pub(crate) count: CountRow<'a>,
+    }
+
+    /// Reads a whole row; a wrapper that does not read as its spelling is a
+    /// corrupt row (the state itself is the counter's to read).
+    pub(crate) fn decode(text: &str) -> Result<StoredRow<'_>, CorruptRow> {
+        let (rest, penalty_until) = split_penalty(text)?;
+        Ok(StoredRow { penalty_until, count: decode_count(rest)? })
+    }
+
+    impl StoredRow<'_> {
+        /// The row's text, as [`decode`] reads it back.
+        pub(crate) fn encode(&self) -> String {
+            join_penalty(&self.count.encode(), self.penalty_until)
+        }
+    }
+
+    impl CountRow<'_> {
+        /// The count's text, as [`decode_count`] reads it back: the state,
+        /// then the reservations and the mark when there are any.
+        pub(crate) fn encode(&self) -> String {
+            with_mark(encode_count(self.state.to_string(), &self.held), self.mark)
         }
     }
 }

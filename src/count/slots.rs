@@ -1,4 +1,4 @@
-//! Concurrency limits (issue 29): at most `concurrency` requests of one key
+//! Concurrency limits: at most `concurrency` requests of one key
 //! in flight at once, across every isolate and location. Pure.
 //!
 //! A request in flight is a [`Reservation`] in the key's row (two-phase
@@ -9,7 +9,7 @@
 //! the same call: a reserve is allowed only if the request fits every window
 //! *and* fewer than `concurrency` reservations are live.
 //!
-//! When the Worker gives a slot back (issues 29 and 35), by the origin's
+//! When the Worker gives a slot back, by the origin's
 //! answer:
 //!
 //! - a status the rule does not count (`counting.statuses`): at its headers,

@@ -1,5 +1,5 @@
 //! What the limiter object's storage does with a decision of
-//! [`crate::count::object`], said once (issue 36): the effects in their
+//! [`crate::count::object`], said once: the effects in their
 //! order, and the reply built from them.
 //!
 //! [`object::answer`], [`object::on_alarm`] and [`object::control`] decide;
@@ -14,7 +14,7 @@
 use crate::count::controls::{AlarmPlan, Controls};
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 use crate::count::controls::{Change, ControlError};
-use crate::count::object::{self, Alarm, Answered, ControlEffect, Controlled, Delete, Refused};
+use crate::count::object::{self, Alarm, ObjectAnswer, ControlEffect, Controlled, Delete, Refused};
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
 use crate::count::protocol::Call;
 use crate::count::protocol::{Reply, WireWindow, VERSION};
@@ -40,7 +40,7 @@ pub(crate) enum Effect<'a> {
 
 /// The effects of a call's answer: the row stored, what is deleted, the
 /// alarm made sure of, in that order.
-pub(crate) fn of_answer(answered: &Answered) -> Vec<Effect<'_>> {
+pub(crate) fn of_answer(answered: &ObjectAnswer) -> Vec<Effect<'_>> {
     // Pushed one by one, not an iterator chain collected (Wasm size).
     let mut effects = Vec::new();
     if let Some((row, horizon_ms)) = &answered.store {
@@ -90,7 +90,7 @@ pub(crate) fn of_control<'a>(controlled: &'a Controlled, row: &str) -> Vec<Effec
 /// The reply to a call answered `answered`, once its effects were applied:
 /// `alarm_pending` after them, whether they set the alarm, and the rows
 /// read and written.
-pub(crate) fn reply(answered: Answered, alarm_pending: bool, alarm_set: bool, rows_read: u64, rows_written: u64) -> Reply {
+pub(crate) fn reply(answered: ObjectAnswer, alarm_pending: bool, alarm_set: bool, rows_read: u64, rows_written: u64) -> Reply {
     Reply {
         v: VERSION,
         tally: answered.tally.map_windows(|w| WireWindow::from(&w)),
@@ -126,13 +126,13 @@ pub(crate) struct Storage {
 /// the alarm (a [`Effect::MakeSure`] that found none that would do). Both
 /// storages add up their effects' with `+=`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Applied {
+pub(crate) struct StoreApplied {
     pub(crate) rows_written: u64,
     pub(crate) alarm_set: bool,
 }
 
-impl std::ops::AddAssign for Applied {
-    fn add_assign(&mut self, one: Applied) {
+impl std::ops::AddAssign for StoreApplied {
+    fn add_assign(&mut self, one: StoreApplied) {
         self.rows_written += one.rows_written;
         self.alarm_set |= one.alarm_set;
     }
@@ -152,8 +152,8 @@ impl Storage {
     }
 
     /// Applies `effects` in order, as the Durable Object does.
-    pub(crate) fn apply(&mut self, effects: &[Effect<'_>]) -> Applied {
-        let mut applied = Applied::default();
+    pub(crate) fn apply(&mut self, effects: &[Effect<'_>]) -> StoreApplied {
+        let mut applied = StoreApplied::default();
         for effect in effects {
             applied += self.apply_one(effect);
         }
@@ -162,8 +162,8 @@ impl Storage {
     }
 
     /// Applies one effect, as `glue::limiter`'s `apply` does in SQLite.
-    fn apply_one(&mut self, effect: &Effect<'_>) -> Applied {
-        let written = Applied { rows_written: 1, alarm_set: false };
+    fn apply_one(&mut self, effect: &Effect<'_>) -> StoreApplied {
+        let written = StoreApplied { rows_written: 1, alarm_set: false };
         match effect {
             Effect::Store { row, horizon_ms } => {
                 self.row = Some((row.to_string(), *horizon_ms));
@@ -179,11 +179,11 @@ impl Storage {
             Effect::MakeSure(alarm) if alarm.kept_by(self.alarm) => {}
             Effect::MakeSure(alarm) => {
                 self.alarm = Some(alarm.at());
-                return Applied { rows_written: 0, alarm_set: true };
+                return StoreApplied { rows_written: 0, alarm_set: true };
             }
             Effect::Arm(at) => self.alarm = Some(*at),
         }
-        Applied::default()
+        StoreApplied::default()
     }
 
     /// Answers `call` at `now_ms` as the Durable Object does: decided by

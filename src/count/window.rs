@@ -3,7 +3,7 @@
 //!
 //! A hit recorded at `t` counts in a window of length `w` while
 //! `now - t < w`, i.e. it expires exactly at `t + w`. A calendar window
-//! (issue 53) is a fixed window read from the same log: a hit counts from
+//! is a fixed window read from the same log: a hit counts from
 //! its period's start on and every one leaves at the period's end, so the
 //! count is exact and resets at the boundary (`Limit::reach`). Every window of a rule
 //! is checked at once and a request is allowed only if all of them have room
@@ -16,7 +16,7 @@
 //! than the exact log, each unit freed at most `window / 1000` late
 //! ([`crate::count::coalesce`] proves both).
 
-use crate::count::algorithm::{excerpt, push_i64, push_u64, CorruptRow, Counter, Decision};
+use crate::count::algorithm::{excerpt, push_i64, push_u64, CorruptRow, Counter, Admission};
 use crate::count::coalesce::bounded;
 use crate::count::limit::Reach;
 use crate::count::tally::Tally;
@@ -40,7 +40,7 @@ pub use crate::count::limit::{horizon_ms, Hit, Limit, WindowState};
 /// `now_ms`, so the log stays sorted; a hit dated late only stays counted
 /// longer. Both make the answer conservative (a client never gains room
 /// from a clock step or a lease).
-pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Hit>> {
+pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Admission<Vec<Hit>> {
     let newest = log.last().map(|h| h.at_ms).unwrap_or(i64::MIN);
     let now = now_ms;
     let horizon = horizon_ms(limits);
@@ -92,7 +92,7 @@ pub fn decide(log: &[Hit], now_ms: i64, limits: &[Limit], cost: u32) -> Decision
         .iter()
         .map(|limit| window_state(&stored, now, *limit))
         .collect();
-    Decision {
+    Admission {
         tally: Tally { allowed, retry_after_ms, windows, binding, in_flight: false },
         next: allowed.then_some(stored),
     }
@@ -273,7 +273,7 @@ impl Counter for SlidingLog {
         encode_log(log)
     }
 
-    fn decide(log: &Vec<Hit>, now_ms: i64, limits: &[Limit], cost: u32) -> Decision<Vec<Hit>> {
+    fn decide(log: &Vec<Hit>, now_ms: i64, limits: &[Limit], cost: u32) -> Admission<Vec<Hit>> {
         decide(log, now_ms, limits, cost)
     }
 

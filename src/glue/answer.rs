@@ -1,7 +1,7 @@
 //! An answer and its settlement (glue, `wasm32`): the origin's response
 //! the standalone Worker forwarded, or the app's response handed to the
 //! embedded or RPC `settle`. One path for all three, so each settles the
-//! same way (issue 37 item 6): a usage rule reading the body (JSON or SSE,
+//! same way: a usage rule reading the body (JSON or SSE,
 //! [`crate::pipeline::usage`]) reads it as it passes, and a `concurrency`
 //! rule holds its slot, until the body is done; any other answer is
 //! settled at once, from its status and headers.

@@ -6,30 +6,15 @@
 //! so both decide alike; neither decides anything itself.
 
 use crate::config::Config;
-#[cfg(feature = "admin")]
-use crate::config::headers::OwnResponse;
-#[cfg(feature = "admin")]
-use crate::count::controls::Change;
-#[cfg(feature = "admin")]
-use crate::count::registry::RegistryCall;
+use crate::glue::admin;
 use crate::glue::isolate::{bindings, load_secrets, now_ms, respond, with_isolate, write_lines, write_logs};
-#[cfg(feature = "admin")]
-use crate::glue::objects::{self, call_with_timeout};
 use crate::glue::objects::check;
 use crate::glue::origin::{read_body, receive_upload, BudgetHold};
-#[cfg(feature = "admin")]
-use crate::pipeline::admin_flow::{AdminFlow, AdminResponse, AdminStep};
 use crate::pipeline::facts::{self, Facts, HeaderMap};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
-use crate::pipeline::plane::{self, Entry, Plane};
+use crate::pipeline::plane::{self, Door, Plane};
 use crate::pipeline::metrics;
 use crate::pipeline::upload::{self, Receipt, UploadLimits};
-#[cfg(feature = "admin")]
-use crate::pipeline::access::AccessCheck;
-#[cfg(feature = "admin")]
-use crate::pipeline::admin::AdminRoute;
-#[cfg(feature = "admin")]
-use crate::pipeline::applied::Applied;
 use futures_util::future::join_all;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen};
 use worker::{web_sys, AnalyticsEngineDataPointBuilder, Env};
@@ -62,9 +47,9 @@ pub(crate) enum Decided {
 pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static Config, client: &Client, plane: Plane) -> worker::Result<Decided> {
     let url = req.url();
     let walked = match with_isolate(|isolate| machine::entry(config, &isolate.memo, &url, plane)) {
-        (Entry::NotHere, _) => return Ok(Decided::Answered(respond(&plane::not_here())?)),
-        (Entry::Pass, _) => return Ok(Decided::Decision(Box::new(Decision::pass()), Vec::new())),
-        (Entry::Plan, walked) => walked,
+        (Door::NotHere, _) => return Ok(Decided::Answered(respond(&plane::not_here())?)),
+        (Door::Pass, _) => return Ok(Decided::Decision(Box::new(Decision::pass()), Vec::new())),
+        (Door::Plan, walked) => walked,
     };
     let method = req.method();
     let headers = HeaderMap::from_lines(header_lines(req.headers().as_ref()));
@@ -88,12 +73,12 @@ pub(crate) async fn decide(req: &web_sys::Request, env: &Env, config: &'static C
                 holds.extend(held);
                 machine.uploaded(receipt, started);
             }
-            // The Node CLI's build has the admin plan (for `explain`), not its I/O.
-            #[cfg(all(feature = "cli", not(feature = "admin")))]
-            Next::Admin { .. } => return Ok(Decided::Answered(respond(&plane::not_here())?)),
-            #[cfg(feature = "admin")]
-            Next::Admin { lockout, route, lockout_binds, access } => {
-                return Ok(Decided::Answered(admin_request(env, config, (lockout, route, lockout_binds), access).await?));
+            // The admin plane's (the admin Worker's `glue::admin`; any
+            // other build answers 404): served, or refused by the machine.
+            Next::Admin => {
+                if let Some(answer) = admin::serve(req, env, config, &mut machine, &mut holds).await? {
+                    return Ok(Decided::Answered(answer));
+                }
             }
             Next::Count(checks) => {
                 let outcomes = join_all(checks.into_iter().map(|(applied, op)| check(env, applied, op))).await;
@@ -170,12 +155,12 @@ fn due_totals(decision: &Decision<'_>, now: i64, config: &Config, place: metrics
 
 /// The client facts: `client`'s where it says something, else those of
 /// `cf` ([`cf_facts`]'s text).
-fn client_facts(cf: Option<&str>, client: &Client) -> facts::Client {
+fn client_facts(cf: Option<&str>, client: &Client) -> facts::ClientFacts {
     let mut fields = cf.unwrap_or_default().splitn(5, '\n');
     let mut next = || fields.next().filter(|f| !f.is_empty()).map(str::to_string);
     let (country, colo, asn, flag, category) = (next(), next(), next(), next(), next());
     let flag = || flag.as_deref().map(|f| f == "1");
-    facts::Client {
+    facts::ClientFacts {
         country: client.country.clone().or(country),
         asn: client.asn.or_else(|| asn?.parse().ok()),
         verified_bot: cf.and_then(|_| crate::request::exempt::verified_bot(category, flag)),
@@ -242,53 +227,3 @@ fn write_metrics(dataset: &worker::AnalyticsEngineDataset, points: Vec<metrics::
     }
 }
 
-#[cfg(feature = "admin")]
-/// Serves the admin API (the token secret exists): drives the
-/// [admin flow](crate::pipeline::admin_flow): its counter and object calls,
-/// then its answer, log lines and cache effects. The token is never logged.
-async fn admin_request(
-    env: &Env,
-    config: &Config,
-    (lockout, route, lockout_binds): (&Applied<'_>, &AdminRoute<'_>, bool),
-    access: Option<&AccessCheck>,
-) -> worker::Result<web_sys::Response> {
-    if with_isolate(|isolate| isolate.first_admin()) {
-        // Once per isolate, at its first admin request: no deploy-time check sees the secret.
-        if let Some(token) = load_secrets(env, config).admin_token.clone() {
-            write_logs(crate::pipeline::admin::short_token_event(&token).as_slice());
-        }
-    }
-    let (mut flow, mut step) = AdminFlow::start(config, lockout, route, lockout_binds, access, now_ms());
-    let answer = loop {
-        step = match step {
-            AdminStep::VerifyAccess(proof) => flow.verified(proof, crate::glue::access::verify(config, proof).await),
-            AdminStep::Lockout(applied, op) => flow.locked(check(env, applied, op).await),
-            AdminStep::Control { id, change, timeout_ms } => {
-                let result = objects::control(env, &id, &change, timeout_ms).await;
-                flow.changed(&change, result)
-            }
-            AdminStep::Call { id, call, timeout_ms } => flow.called(call_with_timeout(env, &id, &call, timeout_ms).await),
-            AdminStep::ReadControls { id, timeout_ms } => flow.controls(objects::control(env, &id, &Change::Get, timeout_ms).await),
-            AdminStep::Register { call, timeout_ms } => flow.registered(objects::registry(env, &call, timeout_ms).await),
-            AdminStep::ListRegistry { timeout_ms } => flow.listed(objects::registry(env, &RegistryCall::List, timeout_ms).await),
-            AdminStep::Sessions { call, timeout_ms } => flow.sessions(objects::registry(env, &call, timeout_ms).await),
-            AdminStep::Traffic(range) => flow.traffic(crate::glue::traffic::answers(env, range).await),
-            AdminStep::ReadEach { ids, timeout_ms } => {
-                flow.read_each(join_all(ids.iter().map(|id| objects::control(env, id, &Change::Get, timeout_ms))).await)
-            }
-            AdminStep::Done(answer) => break answer,
-        };
-    };
-    write_logs(&answer.logs);
-    let now = now_ms();
-    with_isolate(|isolate| answer.cache.iter().for_each(|effect| isolate.cache_effect(effect, now)));
-    match answer.response {
-        AdminResponse::Own(own) => respond(&own),
-        // As workers-rs `Response::from_json` would answer, without its builder (code size).
-        AdminResponse::Json(body) => respond(&OwnResponse {
-            status: 200,
-            headers: vec![("content-type".into(), "application/json".into())],
-            body: body.to_string(),
-        }),
-    }
-}

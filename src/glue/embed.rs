@@ -96,7 +96,8 @@
 //! }
 //! ```
 //!
-//! A complete app is `examples/rust-app` in the tollgate repository, and the
+//! A complete app is `examples/rust-app` in the tollgate repository (the
+//! example above is its code: `tests/doc_examples.rs` checks it), and the
 //! operator guide compares this pattern with tollgate in front of the app
 //! (a service binding) and with a TS/JS app calling it over RPC.
 //!

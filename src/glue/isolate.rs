@@ -25,9 +25,11 @@ const CONFIG_VAR: &str = "TOLLGATE";
 /// invalid, so requests are denied).
 pub(crate) type LoadedConfig = &'static Result<Config, (Vec<ConfigError>, FailPolicy, Option<Upstream>)>;
 
-/// What the isolate read once from its bindings, fixed for its life (a
-/// changed var or secret is a new deployment, hence new isolates): kept
-/// so that JavaScript is not asked again.
+/// What the isolate learned of its bindings, kept so that JavaScript is
+/// not asked again: each `OnceCell` is read once and fixed for the
+/// isolate's life (a changed var or secret is a new deployment, hence new
+/// isolates); `rpc_refused` alone changes, once, when the limiter class is
+/// found to refuse RPC calls.
 #[derive(Default)]
 pub(crate) struct Bindings {
     /// URLPatterns are compiled here, not per request.

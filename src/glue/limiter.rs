@@ -26,7 +26,7 @@
 //! one ([`Limiter::apply`]), as the in-memory [`store::Storage`] of the
 //! native harness does, and builds its reply with [`store::reply`].
 //!
-//! This class holds counts and controls only (issue 36): the controls
+//! This class holds counts and controls only: the controls
 //! registry and the local metrics sink are classes of their own
 //! ([`crate::glue::registry`], and `MetricsSink` in `src/entry.mjs`). The one object that
 //! was the registry before keeps its rows, read-only: it answers the
@@ -37,7 +37,7 @@ use crate::count::controls::{self, Change, Controls};
 use crate::count::registry::{self, Entry};
 use crate::count::object::{self, Alarm, ControlEffect, Delete};
 use crate::count::protocol::{decode_call_url, encode_reply_line, encode_rpc_answer, Call, Reply, VERSION};
-use crate::count::store::{self, Applied, Effect};
+use crate::count::store::{self, StoreApplied, Effect};
 use serde::Deserialize;
 use std::cell::{Cell, OnceCell, RefCell};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
@@ -285,8 +285,8 @@ impl Limiter {
 
     /// Applies `effects` in order ([`Limiter::apply`]); stops at the first
     /// that fails.
-    async fn apply_all(&self, effects: &[Effect<'_>]) -> worker::Result<Applied> {
-        let mut applied = Applied::default();
+    async fn apply_all(&self, effects: &[Effect<'_>]) -> worker::Result<StoreApplied> {
+        let mut applied = StoreApplied::default();
         for effect in effects {
             applied += self.apply(effect).await?;
         }
@@ -296,8 +296,8 @@ impl Limiter {
     /// Applies one of [`crate::count::store`]'s effects to SQLite and the
     /// alarm, keeping what this instance remembers (row, controls, alarm)
     /// in step: the rows it wrote, and whether it set the alarm.
-    async fn apply(&self, effect: &Effect<'_>) -> worker::Result<Applied> {
-        let mut applied = Applied::default();
+    async fn apply(&self, effect: &Effect<'_>) -> worker::Result<StoreApplied> {
+        let mut applied = StoreApplied::default();
         match effect {
             // Only a call that writes creates the schema: an object whose
             // storage the alarm deleted stays empty when merely looked at.
@@ -485,7 +485,7 @@ impl Limiter {
 }
 
 impl Limiter {
-    /// The registry's rows this object kept before issue 36 (only the object
+    /// The registry's rows this object kept in 0.1.0, before the registry had a class of its own (only the object
     /// named [`registry::REGISTRY_OBJECT`] has any), read, never changed
     /// (a rollback reads them again): [`registry::encode_handover`]'s text,
     /// empty without the table.

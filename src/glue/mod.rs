@@ -3,8 +3,12 @@
 //! the local metrics sink is src/entry.mjs's) and the calls to them. Reads, calls and applies;
 //! decides nothing.
 
+/// The admin Worker's glue; every other build has its 404 in its place.
 #[cfg(feature = "admin")]
-pub(crate) mod access;
+pub(crate) mod admin;
+#[cfg(not(feature = "admin"))]
+#[path = "no_admin.rs"]
+pub(crate) mod admin;
 pub(crate) mod answer;
 pub(crate) mod drive;
 pub(crate) mod edge;

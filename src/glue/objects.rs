@@ -1,22 +1,18 @@
 //! Calls to the limiter objects (glue, `wasm32` only): transport. A rule's
-//! counter is driven here as the core's [`Counter`] asks (its calls sent,
+//! counter is driven here as the core's [`CounterRun`] asks (its calls sent,
 //! its waits slept, its replies handed back); every decision about the
 //! cache, the lease book and the holds is the core's
 //! ([`crate::pipeline::isolate`]). One call goes with the rule's timeout in
 //! the compact form ([`crate::count::protocol`]).
 
 use crate::glue::isolate::{bindings, now_ms, with_isolate, write_logs};
-use crate::pipeline::machine::Settled;
+use crate::pipeline::machine::SettleEffects;
 use crate::pipeline::applied::Applied;
 use crate::count::protocol::{decode_reply_line, decode_rpc_answer, encode_call_url, Call, CallFailure, Op, Reply};
-use crate::pipeline::isolate::{Counter, Exchange, ObjectCall, Step};
+use crate::pipeline::isolate::{CounterRun, Exchange, ObjectCall, Step};
 use crate::pipeline::verdict::{self, Failure, Outcome};
 use futures_util::future::{join_all, select, Either};
 use std::time::Duration;
-#[cfg(feature = "admin")]
-use crate::count::controls::{Change, Controls, CONTROL_PATH};
-#[cfg(feature = "admin")]
-use crate::count::registry::{RegistryCall, REGISTRY_OBJECT, REGISTRY_PATH};
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::{js_sys, web_sys, Context, Delay, Env};
@@ -26,7 +22,7 @@ use crate::count::classes::{self, ObjectClass};
 /// Applies what settling decided ([`crate::pipeline::machine::Settle::after`])
 /// under `waitUntil` (so the calls complete even if the client disconnects
 /// and the request is cancelled), and awaits it here too.
-pub(crate) async fn settle(ctx: &Context, env: &Env, settled: Settled) {
+pub(crate) async fn settle(ctx: &Context, env: &Env, settled: SettleEffects) {
     if settled.calls.is_empty() {
         return;
     }
@@ -42,7 +38,7 @@ pub(crate) async fn settle(ctx: &Context, env: &Env, settled: Settled) {
 /// Applies what settling decided: the isolate told ([`crate::pipeline::isolate::Isolate::settled`]:
 /// holds, stale blocks), every call sent concurrently (a failed one is
 /// logged as a `counter_error` with decision `not_recorded`).
-pub(crate) async fn apply_settled(env: &Env, settled: Settled) {
+pub(crate) async fn apply_settled(env: &Env, settled: SettleEffects) {
     write_logs(&settled.events);
     let now = now_ms();
     with_isolate(|isolate| isolate.settled(&settled, now));
@@ -55,10 +51,10 @@ pub(crate) async fn apply_settled(env: &Env, settled: Settled) {
 }
 
 /// Asks a rule's counter with `op` ([`verdict::check_op`] or the admin
-/// lockout's): drives the core's [`Counter`] to its outcome, sending the
+/// lockout's): drives the core's [`CounterRun`] to its outcome, sending the
 /// calls it asks for and sleeping the waits it asks for.
 pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
-    let mut driving = Driving(Counter::new(applied, op));
+    let mut driving = Driving(CounterRun::new(applied, op));
     let now = now_ms();
     let mut step = with_isolate(|isolate| driving.0.start(isolate, now));
     loop {
@@ -83,8 +79,8 @@ pub(crate) async fn check(env: &Env, applied: &Applied<'_>, op: Op) -> Outcome {
 }
 
 /// A counter being driven. Dropped before its outcome (cancelled with its
-/// request), it tells the core ([`Counter::cancelled`]).
-struct Driving<'a, 'c>(Counter<'a, 'c>);
+/// request), it tells the core ([`CounterRun::cancelled`]).
+struct Driving<'a, 'c>(CounterRun<'a, 'c>);
 
 impl Drop for Driving<'_, '_> {
     fn drop(&mut self) {
@@ -165,7 +161,7 @@ pub(crate) async fn call_with_timeout(env: &Env, id: &str, call: &Call, timeout_
 }
 
 /// `request`'s result, or [`CallFailure::Timeout`] once `timeout_ms` pass.
-async fn within<T>(timeout_ms: u32, request: impl std::future::Future<Output = Result<T, CallFailure>>) -> Result<T, CallFailure> {
+pub(crate) async fn within<T>(timeout_ms: u32, request: impl std::future::Future<Output = Result<T, CallFailure>>) -> Result<T, CallFailure> {
     let timeout = Delay::from(Duration::from_millis(u64::from(timeout_ms)));
     match select(Box::pin(request), timeout).await {
         Either::Left((result, _)) => result,
@@ -242,35 +238,6 @@ fn refused_as_rpc(message: &str) -> bool {
 /// A JavaScript error's text, as workers-rs renders it (`worker::Error`).
 fn js_error(e: JsValue) -> String {
     worker::Error::from(e).to_string()
-}
-
-/// Sends an admin change of a key's runtime override or ban to its object
-/// (`POST /v1/control`, [`crate::count::controls`]) within `timeout_ms`; the
-/// controls in force after it. A refused change is
-/// [`CallFailure::Refused`] with status 400.
-#[cfg(feature = "admin")]
-pub(crate) async fn control(env: &Env, id: &str, change: &Change, timeout_ms: u32) -> Result<Controls, CallFailure> {
-    within(timeout_ms, send_control(env, id, change)).await
-}
-
-#[cfg(feature = "admin")]
-async fn send_control(env: &Env, id: &str, change: &Change) -> Result<Controls, CallFailure> {
-    let text = post_line(env, id, CONTROL_PATH, &change.encode()).await?;
-    Controls::decode(&text).map_err(|e| CallFailure::Unreadable(e.to_string()))
-}
-
-/// Asks the controls registry ([`crate::count::registry`], its own object)
-/// within `timeout_ms`: the answer's text (a listing, or empty).
-#[cfg(feature = "admin")]
-pub(crate) async fn registry(env: &Env, call: &RegistryCall, timeout_ms: u32) -> Result<String, CallFailure> {
-    within(timeout_ms, post_to(env, classes::REGISTRY, REGISTRY_OBJECT, REGISTRY_PATH, call.encode())).await
-}
-
-/// `POST`s `body` to the limiter object `id` on `path`: the answer's text
-/// when 200, else `Refused`.
-#[cfg(feature = "admin")]
-pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Result<String, CallFailure> {
-    post_to(env, classes::LIMITER, id, path, body.to_string()).await
 }
 
 /// `POST`s `body` to the object of `class` named `id` on `path`: the

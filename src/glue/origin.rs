@@ -124,7 +124,7 @@ function readClone(request, limit, ms, keep) {
 }
 
 // The body piped natively (runtime stream to runtime stream: no chunk
-// passes through JS, issue 52: a JS TransformStream here left every chunk
+// passes through JS: a JS TransformStream here left every chunk
 // behind as garbage, and six stalled 4 MiB bodies grew workerd by 44 MB)
 // into a FixedLengthStream when the length was announced, else an
 // IdentityTransformStream; the pipe's end says the body is all in.
@@ -178,7 +178,7 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
   let finish;
   const finished = new Promise((r) => { finish = r; });
   const reader = response.body.getReader();
-  // The client's body: a native pipe (issue 51). Its readable side is the
+  // The client's body: a native pipe. Its readable side is the
   // runtime's own stream, pumped to the client without JS; each write
   // resolves once the client has taken it (the pipe holds nothing), which
   // is how a client that stopped reading is seen.
@@ -237,8 +237,8 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
           end("ended");
           return;
         }
-        // Each chunk of the origin's, as it is, to the usage reader (issue
-        // 37); passed on unchanged unless the reader cuts.
+        // Each chunk of the origin's, as it is, to the usage reader;
+        // passed on unchanged unless the reader cuts.
         const asked = onChunk ? onChunk(value) : undefined;
         if (asked) {
           reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
@@ -271,10 +271,10 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
 // may send, 1005 or 1006, goes as a close without one). From
 // compatibility date 2026-03-17 (`websocket_standard_binary_type`, on at
 // the shipped date) a binary message arrives as a Blob unless binaryType
-// says otherwise, and send(Blob) sends its string form (`[object Blob]`,
-// issue 52): both sockets take ArrayBuffers.
+// says otherwise, and send(Blob) sends its string form (`[object Blob]`):
+// both sockets take ArrayBuffers.
 //
-// What the relay holds (issue 52): workerd's send() copies a message into
+// What the relay holds: workerd's send() copies a message into
 // the socket's outgoing queue, unbounded, and tells no one how much is
 // queued (no bufferedAmount, no promise, no WebSocketStream: workerd
 // 1.20260426 and its source to 2026-08), nor can a relay stop reading, nor
@@ -573,16 +573,16 @@ pub(crate) async fn forward(
 }
 
 /// `req` without tollgate's own credentials, as
-/// [`admin::own_credentials`](crate::pipeline::admin::own_credentials) says
+/// [`own_credentials`](crate::pipeline::credentials::own_credentials) says
 /// (the session cookie's pairs, an `Authorization` with the admin token):
 /// the very object when it carries neither (two header reads), else a new
 /// `Request` over it (`new Request(req, { headers })`: the same method, URL,
 /// body stream, `redirect` and `cf`) with those fields changed, nothing else.
 fn without_own_credentials(req: web_sys::Request, token: &str) -> worker::Result<web_sys::Request> {
-    use crate::pipeline::console::session::CookieRewrite;
+    use crate::pipeline::credentials::CookieRewrite;
     let headers = req.headers();
     let (cookie, authorization) = (headers.get("cookie")?, headers.get("authorization")?);
-    let strip = crate::pipeline::admin::own_credentials(token, cookie.as_deref(), authorization.as_deref());
+    let strip = crate::pipeline::credentials::own_credentials(token, cookie.as_deref(), authorization.as_deref());
     if strip.nothing() {
         return Ok(req);
     }
@@ -618,8 +618,7 @@ pub(crate) fn with_fields(raw: web_sys::Response, fields: &[(String, String)], h
     web_sys::Response::new_with_opt_readable_stream_and_init(raw.body().as_ref(), &init).map_err(worker::Error::from)
 }
 
-/// The usage readers of one answer's body (issue 37,
-/// [`crate::pipeline::usage`]) and the function `watchBody` hands each
+/// The usage readers of one answer's body ([`crate::pipeline::usage`]) and the function `watchBody` hands each
 /// chunk to: the chunk copied into Wasm and read; a cut answered as
 /// `[keep, event]`. Keep it until the watch is done.
 pub(crate) struct UsageFeed {

@@ -1,4 +1,4 @@
-//! The controls registry's Durable Object (issue 36): one object,
+//! The controls registry's Durable Object: one object,
 //! [`registry::REGISTRY_OBJECT`], of its own class, bound as
 //! [`classes::REGISTRY`]. Glue only: the calls and their rows are
 //! [`crate::count::registry`]'s.
@@ -9,7 +9,7 @@
 //! end removes it (the `Limiter`'s alarm, which deletes an object with no
 //! count, cannot reach it).
 //!
-//! The rows the registry held as a `Limiter` object, before issue 36, are
+//! The rows the registry held as a `Limiter` object (0.1.0) are
 //! moved in once, as [`crate::count::registry`] sets out ([`Registry::take_over`]);
 //! a second table, `handover`, records that they were.
 
@@ -18,7 +18,7 @@ use crate::count::protocol::CallFailure;
 use crate::count::registry::{self, RegistryCall, HANDOVER, REGISTRY_OBJECT, REGISTRY_PATH};
 use crate::glue::limiter::error_reply;
 use crate::glue::objects::post_to;
-use crate::pipeline::console::session::SESSION_MS;
+use crate::pipeline::credentials::SESSION_MS;
 use serde::Deserialize;
 use std::cell::{Cell, OnceCell};
 use worker::{durable_object, js_sys, DurableObject, Env, Request, Response, SqlStorage, SqlStorageValue, State};
@@ -39,7 +39,7 @@ const HANDOVER_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS handover (
 )";
 
 #[derive(Deserialize)]
-struct Value {
+struct RowValue {
     value: String,
 }
 
@@ -133,7 +133,7 @@ impl Registry {
         if let Some(known) = self.moved.get() {
             return Ok(known);
         }
-        let rows: Vec<Value> = self.db()?.exec("SELECT CAST(at_ms AS TEXT) AS value FROM handover", None)?.to_array()?;
+        let rows: Vec<RowValue> = self.db()?.exec("SELECT CAST(at_ms AS TEXT) AS value FROM handover", None)?.to_array()?;
         let moved = !rows.is_empty();
         self.moved.set(Some(moved));
         Ok(moved)
@@ -178,13 +178,13 @@ impl Registry {
             RegistryCall::List => {
                 // Every row but the console's sign-out.
                 let query = "SELECT value FROM registry WHERE (until_ms IS NULL OR until_ms > ?) AND kind != 'signout' ORDER BY set_ms LIMIT 500";
-                let rows: Vec<Value> = sql.exec(query, vec![now.clone()])?.to_array()?;
+                let rows: Vec<RowValue> = sql.exec(query, vec![now.clone()])?.to_array()?;
                 Ok(rows.iter().map(|r| r.value.as_str()).collect::<Vec<_>>().join("\n"))
             }
         }
     }
 
-    /// The console's last sign-out (issue 35): one registry row,
+    /// The console's last sign-out: one registry row,
     /// [`registry::SIGN_OUT_ROW`], never listed, kept a session's length.
     fn sign_out(&self, call: &RegistryCall) -> worker::Result<String> {
         let sql = self.db()?;
@@ -211,7 +211,7 @@ impl Registry {
             RegistryCall::SignedOut => {
                 let query = "SELECT value FROM registry WHERE id = ? AND kind = ? AND until_ms > ?";
                 let args = vec![SqlStorageValue::from(id.to_string()), SqlStorageValue::from(kind.to_string()), now.clone()];
-                let rows: Vec<Value> = sql.exec(query, args)?.to_array()?;
+                let rows: Vec<RowValue> = sql.exec(query, args)?.to_array()?;
                 Ok(rows.first().map(|r| r.value.clone()).unwrap_or_default())
             }
             _ => Ok(String::new()),

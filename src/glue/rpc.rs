@@ -95,7 +95,7 @@ pub async fn check(this: JsValue, request: JsValue, options: JsValue) -> Result<
 /// `settle(ticket, status?, headers?)` → `{ headers }`: `status` is the
 /// app's answer (`null`/absent: none, reservations released); `headers`
 /// its response headers (`Headers` or a plain object), read for
-/// `success_identity_header` and a usage rule's header (issue 29: the
+/// `success_identity_header` and a usage rule's header (the
 /// units committed). A `concurrency` rule's slot, taken by `check`, is
 /// given back by `settle`: the app must settle once its response is done
 /// (after a streamed body, to hold the slot while it streams), or the slot
@@ -104,7 +104,7 @@ pub async fn check(this: JsValue, request: JsValue, options: JsValue) -> Result<
 ///
 /// `settle(ticket, response)` → `{ headers, response }`: with the app's
 /// whole `Response` instead, tollgate settles it as the standalone Worker
-/// settles the origin's answer (issue 37): a usage rule reads the tokens
+/// settles the origin's answer: a usage rule reads the tokens
 /// from its JSON or SSE body as it streams, a `concurrency` slot is held
 /// until it is sent, and the settlement follows the body's end
 /// (`waitUntil`). The app must send the `response` handed back: its body

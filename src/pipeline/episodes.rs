@@ -1,9 +1,9 @@
 //! Log episodes: one line per (event, rule, key) episode, not per request.
 //!
 //! A client hammering a blocked endpoint would otherwise write one `block`
-//! line per request, and Workers Logs bills per line (issue 13). So the
+//! line per request, and Workers Logs bills per line. So the
 //! first `block`, `shadow_block`, `counter_error`, `exempt` or
-//! `usage_missing` (issue 29) of a (rule, key) in this isolate is written and opens an *episode* of [`PERIOD_MS`]; the same
+//! `usage_missing` of a (rule, key) in this isolate is written and opens an *episode* of [`PERIOD_MS`]; the same
 //! event for the same (rule, key) within it is suppressed and counted. Once
 //! the period is over:
 //! - the next such event is written again, with `suppressed`: how many were
@@ -250,10 +250,6 @@ impl Episodes {
         });
     }
 
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.open.len()
-    }
 }
 
 /// The episode an event belongs to: episodic events with a rule and a key
@@ -263,7 +259,7 @@ fn episode_id(event: &LogEvent) -> Option<(&'static str, &str, &str)> {
     let field = |name: &str| event.fields.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_str());
     // A settlement that could not be sent is a count lost (or a usage
     // charge dropped), one per forwarded request at most: each is written
-    // (issue 35: one line stood for 15 unrecorded commits).
+    // (one line stood for 15 unrecorded commits).
     if field("decision") == Some("not_recorded") {
         return None;
     }
@@ -327,7 +323,7 @@ mod tests {
         assert_eq!(episodes.filter(&events, 10), vec![]);
     }
 
-    /// Issue 35: 15 commits refused in 20 s were one line.
+    /// 15 commits refused in 20 s were one line.
     #[test]
     fn every_unrecorded_settlement_is_written() {
         let mut episodes = Episodes::new(100, PERIOD_MS);
@@ -414,5 +410,11 @@ mod tests {
             assert_eq!(out[0], block("r", &format!("k{i}")), "a new key is always written");
         }
         assert_eq!(summaries, 1, "k0's suppressed line is reported when it is evicted");
+    }
+
+    impl Episodes {
+        fn len(&self) -> usize {
+            self.open.len()
+        }
     }
 }

@@ -125,7 +125,7 @@ impl Secrets {
 
 /// What `request.cf` says of the client, as far as the pipeline reads it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Client {
+pub(crate) struct ClientFacts {
     /// `cf.country`.
     pub(crate) country: Option<String>,
     /// `cf.asn`.
@@ -145,7 +145,7 @@ pub(crate) struct Facts<'a> {
     /// The URL as the runtime serialized it (WHATWG): split, never parsed.
     pub(crate) url: &'a str,
     pub(crate) headers: &'a HeaderMap,
-    pub(crate) client: &'a Client,
+    pub(crate) client: &'a ClientFacts,
     pub(crate) secrets: &'a Secrets,
     /// Now, Unix ms: device cookies expire, reservations are timed.
     pub(crate) now_ms: i64,

@@ -8,14 +8,14 @@
 //! plan memo, the log episodes, the allowed totals, the upload budget and
 //! the once-per-isolate flags.
 //!
-//! A rule's counter is asked through a [`Counter`], a step loop in the
+//! A rule's counter is asked through a [`CounterRun`], a step loop in the
 //! manner of quinn-proto: the driver sends the object calls it asks for
 //! ([`Step::Call`]) and hands each reply back with its typed failure, or
 //! sleeps on a timer of its own ([`Step::Wait`]) and says so; the counter
 //! decides the ban probe, the cache, the lease and the hold:
 //!
 //! ```text
-//! Counter::new(applied, op).start(isolate, now)
+//! CounterRun::new(applied, op).start(isolate, now)
 //!   device       ─▶ Call(probe the account)  ─▶ replied: banned ─▶ Done(Blocked)
 //!   cached block ─▶ Done(from the cache)
 //!   leases       ─▶ tokens held ─▶ Done(Allowed) | in flight ─▶ Wait(5 ms) ─▶ waited ─▶ …
@@ -25,17 +25,14 @@
 
 use crate::config::Config;
 use crate::count::blocked::{BlockedUntilCache, Refusal, DEFAULT_CAPACITY};
-#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
 use crate::count::blocked::Block;
 use crate::count::hold::{self, Holds};
 use crate::count::lease::{self, Admit, LeaseSettings, Leases};
 use crate::count::older;
 use crate::count::protocol::{Call, CallFailure, Op, Reply};
-#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
-use crate::pipeline::admin_flow::CacheEffect;
 use crate::pipeline::applied::{object_name, Applied};
 use crate::pipeline::episodes::{self, Episodes};
-use crate::pipeline::machine::{Decision, Settled};
+use crate::pipeline::machine::{Decision, SettleEffects};
 use crate::pipeline::memo::{self, PlanMemo};
 use crate::pipeline::metrics::{self, AllowedTotals, Point};
 use crate::pipeline::upload::MemoryBudget;
@@ -48,6 +45,16 @@ use std::collections::VecDeque;
 /// request's context, which workerd refuses ("Cannot perform I/O on behalf
 /// of a different request").
 pub(crate) const POLL_MS: u64 = 5;
+
+/// A change to the isolate's blocked-until cache, made by an admin answer
+/// (`crate::admin::flow`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CacheEffect {
+    /// A ban set: the key is refused here until then (Unix ms).
+    Ban { id: String, until_ms: i64 },
+    /// A control changed or the count reset: a cached block is stale.
+    Forget(String),
+}
 
 /// What one isolate keeps between requests.
 pub(crate) struct Isolate {
@@ -71,8 +78,6 @@ pub(crate) struct Isolate {
     /// The memory held for request bodies: uploads received and bodies
     /// read for keys ([`crate::pipeline::upload`]).
     pub(crate) memory_budget: MemoryBudget,
-    /// The Cloudflare Access team's signing keys ([`crate::pipeline::access`]).
-    pub(crate) access_keys: crate::pipeline::access::Keys,
 }
 
 impl Default for Isolate {
@@ -94,7 +99,6 @@ impl Isolate {
             totals: AllowedTotals::default(),
             admin_seen: false,
             memory_budget: MemoryBudget::new(),
-            access_keys: crate::pipeline::access::Keys::default(),
         }
     }
 
@@ -113,7 +117,7 @@ impl Isolate {
     }
 
     /// Whether this is the isolate's first admin request (then the driver
-    /// logs a short admin token, [`crate::pipeline::admin::short_token_event`]).
+    /// logs a short admin token, [`crate::admin::api::short_token_event`]).
     pub(crate) fn first_admin(&mut self) -> bool {
         !std::mem::replace(&mut self.admin_seen, true)
     }
@@ -121,7 +125,7 @@ impl Isolate {
     /// Applies what settling decided to the isolate: each settled
     /// reservation's hold recorded, the cached blocks a relief made stale
     /// dropped. The calls are the driver's to send.
-    pub(crate) fn settled(&mut self, settled: &Settled, now_ms: i64) {
+    pub(crate) fn settled(&mut self, settled: &SettleEffects, now_ms: i64) {
         for (rule, reserved_at) in &settled.holds {
             self.holds.record(rule, *reserved_at, now_ms);
         }
@@ -130,7 +134,6 @@ impl Isolate {
         }
     }
 
-    #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
     /// Applies an admin answer's cache effect: a ban is cached here at once
     /// (other isolates see it at their next call to the object, or once
     /// their cached block ends); a changed key's cached block is dropped.
@@ -190,19 +193,19 @@ pub(crate) struct ObjectCall {
     pub(crate) timeout_ms: u32,
 }
 
-/// What a [`Counter`] needs next.
+/// What a [`CounterRun`] needs next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Step {
-    /// Send this call, then [`Counter::replied`] with its result.
+    /// Send this call, then [`CounterRun::replied`] with its result.
     Call(ObjectCall),
-    /// Sleep `ms` on a timer of the driver's own, then [`Counter::waited`].
+    /// Sleep `ms` on a timer of the driver's own, then [`CounterRun::waited`].
     Wait { ms: u64 },
     /// The rule's outcome.
     Done(Outcome),
 }
 
 /// One call that an object of the release before may refuse for a field
-/// it does not know ([`older`], issue 35): then the calls it takes instead
+/// it does not know ([`older`]): then the calls it takes instead
 /// are sent, in order, and the refusal is logged (`counter_error`, decision
 /// `older_form`). Bounded: each refusal drops one of the three newer
 /// fields, so at most five calls.
@@ -256,7 +259,7 @@ impl Exchange {
     }
 }
 
-/// Where a [`Counter`] is.
+/// Where a [`CounterRun`] is.
 #[derive(Debug)]
 enum Stage {
     Start,
@@ -275,7 +278,7 @@ enum Stage {
 /// admin lockout's): the cache, the ban probe, the lease and the hold are
 /// decided here; the driver only sends and sleeps.
 #[derive(Debug)]
-pub(crate) struct Counter<'a, 'c> {
+pub(crate) struct CounterRun<'a, 'c> {
     applied: &'a Applied<'c>,
     op: Op,
     stage: Stage,
@@ -284,13 +287,13 @@ pub(crate) struct Counter<'a, 'c> {
     pub(crate) logs: Vec<LogEvent>,
 }
 
-impl<'a, 'c> Counter<'a, 'c> {
-    pub(crate) fn new(applied: &'a Applied<'c>, op: Op) -> Counter<'a, 'c> {
-        Counter { applied, op, stage: Stage::Start, logs: Vec::new() }
+impl<'a, 'c> CounterRun<'a, 'c> {
+    pub(crate) fn new(applied: &'a Applied<'c>, op: Op) -> CounterRun<'a, 'c> {
+        CounterRun { applied, op, stage: Stage::Start, logs: Vec::new() }
     }
 
     /// The first step. A trusted device counts in a bucket of its own, but
-    /// a ban of its account covers it (issue 25): the account's object is
+    /// a ban of its account covers it: the account's object is
     /// probed first (nothing recorded, never cached).
     pub(crate) fn start(&mut self, isolate: &mut Isolate, now_ms: i64) -> Step {
         if self.applied.device.is_some() {
@@ -536,17 +539,17 @@ mod tests {
         let c = leaked(json!([{ "name": "api", "path": "/api", "key": ["ip"], "lease": "off", "limits": [{ "requests": 10, "window": "1m" }] }]));
         let applied = applied_of(c, &Req::get("/api").ip("192.0.2.1"));
         let mut iso = Isolate::new();
-        let mut first = Counter::new(&applied[0], Op::Hit);
+        let mut first = CounterRun::new(&applied[0], Op::Hit);
         let step = first.start(&mut iso, 1_000);
         assert_eq!(call_of(&step).op, Op::Hit);
         let done = first.replied(&mut iso, Ok(reply(false, 30_000, None, false)), 1_005);
         assert!(matches!(done, Step::Done(Outcome::Blocked { retry_after_ms: 30_000, .. })), "{done:?}");
-        let mut second = Counter::new(&applied[0], Op::Hit);
+        let mut second = CounterRun::new(&applied[0], Op::Hit);
         let cached = second.start(&mut iso, 2_000);
         assert!(matches!(cached, Step::Done(Outcome::Blocked { retry_after_ms: 29_000, .. })), "{cached:?}");
         // A failure is typed, and never cached.
         let mut iso = Isolate::new();
-        let mut failing = Counter::new(&applied[0], Op::Hit);
+        let mut failing = CounterRun::new(&applied[0], Op::Hit);
         failing.start(&mut iso, 1_000);
         let failed = failing.replied(&mut iso, Err(CallFailure::Timeout { ms: 300 }), 1_300);
         let Step::Done(Outcome::Failed(failure)) = failed else { panic!("{failed:?}") };
@@ -562,16 +565,16 @@ mod tests {
         let mut iso = Isolate::new();
         // Warm the rate estimate: a few plain hits answered at once.
         for t in 0..i64::from(lease::MIN_LEASE) - 1 {
-            let mut warm = Counter::new(a, Op::Hit);
+            let mut warm = CounterRun::new(a, Op::Hit);
             let step = warm.start(&mut iso, t);
             assert_eq!(call_of(&step).op, Op::Hit, "low rate: a plain hit");
             warm.replied(&mut iso, Ok(reply(true, 0, None, false)), t);
         }
-        let mut asking = Counter::new(a, Op::Hit);
+        let mut asking = CounterRun::new(a, Op::Hit);
         let step = asking.start(&mut iso, 10);
         let lease = call_of(&step).clone();
         assert_eq!(lease.op, Op::Lease, "the rate calls for a lease");
-        let mut waiting = Counter::new(a, Op::Hit);
+        let mut waiting = CounterRun::new(a, Op::Hit);
         assert_eq!(waiting.start(&mut iso, 11), Step::Wait { ms: POLL_MS }, "single flight: the next waits");
         let granted = lease.want.map(u64::from);
         let done = asking.replied(&mut iso, Ok(reply(true, 0, granted, false)), 20);
@@ -581,10 +584,10 @@ mod tests {
         assert!(iso.leases.held(&a.id, 16) > 0);
         // A cancelled ask lets the next request ask again.
         let mut iso = Isolate::new();
-        let mut gone = Counter::new(a, Op::Hit);
+        let mut gone = CounterRun::new(a, Op::Hit);
         gone.start(&mut iso, 0);
         gone.cancelled(&mut iso);
-        let mut next = Counter::new(a, Op::Hit);
+        let mut next = CounterRun::new(a, Op::Hit);
         assert!(matches!(next.start(&mut iso, 1), Step::Call(_)), "no call in flight any more");
     }
 
@@ -595,7 +598,7 @@ mod tests {
         let applied = applied_of(c, &Req::get("/jobs").ip("192.0.2.1"));
         let mut iso = Isolate::new();
         iso.holds.record("jobs", 0, 4_000);
-        let mut counter = Counter::new(&applied[0], Op::Reserve);
+        let mut counter = CounterRun::new(&applied[0], Op::Reserve);
         assert_eq!(call_of(&counter.start(&mut iso, 10_000)).op, Op::Reserve);
         let mut refused = reply(false, 100_000, None, true);
         refused.tally.binding = None;
@@ -619,7 +622,7 @@ mod tests {
     fn settling_records_holds_and_drops_stale_blocks() {
         let mut iso = Isolate::new();
         iso.blocked.insert("r\nk", Block { until_ms: 9_000, window: 0, limits: Vec::new(), by: Refusal::Limit }, 0);
-        let settled = Settled { forget: vec!["r\nk".into()], holds: vec![("r".into(), 1_000)], ..Settled::default() };
+        let settled = SettleEffects { forget: vec!["r\nk".into()], holds: vec![("r".into(), 1_000)], ..SettleEffects::default() };
         iso.settled(&settled, 3_000);
         assert!(iso.blocked.peek("r\nk", 1).is_none());
         assert_eq!(iso.holds.longest("r"), Some(2_000));

@@ -11,12 +11,12 @@
 //! loop machine.next(cache):
 //!   Next::Body { limit, .. } ─▶ read the body (a clone, capped, within the memory budget) ─▶ machine.body(..)
 //!   Next::Upload(limits)     ─▶ receive the upload ─▶ machine.uploaded(receipt, started)
-//!   Next::Admin              ─▶ the admin flow ([`crate::pipeline::admin`])
+//!   Next::Admin              ─▶ the admin flow ([`crate::admin::api`])
 //!   Next::Count(checks)      ─▶ ask each counter ─▶ machine.counted(outcomes) ─▶ Decision
 //!   Next::Decided            ─▶ machine.decided() ─▶ Decision
 //! Decision: the answer, log lines, metric points, the memo entry, refunds due,
 //!           and the [`Settle`] step for after the answer
-//! settle.after(answer of the origin or app) ─▶ Settled: calls, cookies, cache and hold updates
+//! settle.after(answer of the origin or app) ─▶ SettleEffects: calls, cookies, cache and hold updates
 //! ```
 
 use crate::config::response::Prefers;
@@ -28,10 +28,8 @@ use crate::count::protocol::{Call, Op};
 use crate::pipeline::facts::{Facts, HeaderMap, Secrets};
 use crate::pipeline::memo::{self, Fingerprint, PlanMemo, Reads};
 use crate::pipeline::metrics::{self, Point};
-#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
-use crate::pipeline::admin::AdminRoute;
 use crate::pipeline::applied::Applied;
-use crate::pipeline::plane::{self, Entry, Plane, Walked};
+use crate::pipeline::plane::{self, Door, Plane, Walked};
 use crate::pipeline::plan::{self, Body, Plan, RequestParts, Route};
 use crate::pipeline::upload::{self, Charged, Receipt, UploadLimits};
 use crate::pipeline::upgrade;
@@ -39,16 +37,16 @@ use crate::pipeline::verdict::{self, Answer, Answered, LogEvent, Outcome};
 
 /// What the Worker on `plane` does with a request to `url` before reading
 /// anything else ([`plane::walk`]): answer it 404 (the other Worker's),
-/// plan it, or (the zone's fast path, [`Entry::Pass`]) forward it as
+/// plan it, or (the zone's fast path, [`Door::Pass`]) forward it as
 /// [`Decision::pass`] says, with nothing else read (no `cf`, header,
 /// secret or clock): a zone-wide route sends every request of the zone. A
 /// URL a kept plan was made for is planned without walking it again (the
-/// zone keeps plans only of the requests it counts). With [`Entry::Plan`], the
+/// zone keeps plans only of the requests it counts). With [`Door::Plan`], the
 /// zone's walk of the URL, if it made one: hand it to [`Machine::new`]
 /// with the same `config` and `url`, where the plan starts from it.
-pub(crate) fn entry<'c, 'u>(config: &'c Config, memo: &PlanMemo, url: &'u str, plane: Plane) -> (Entry, Option<Walked<'c, 'u>>) {
+pub(crate) fn entry<'c, 'u>(config: &'c Config, memo: &PlanMemo, url: &'u str, plane: Plane) -> (Door, Option<Walked<'c, 'u>>) {
     if plane == Plane::Zone && memo.holds_url(url) {
-        return (Entry::Plan, None);
+        return (Door::Plan, None);
     }
     plane::walk(config, url, plane, &|host, path| plan::rules_take(config, host, path))
 }
@@ -86,11 +84,10 @@ pub(crate) enum Next<'m, 'c> {
     /// Receive the body under these limits before anything is reserved,
     /// then [`Machine::uploaded`] ([`crate::pipeline::upload`]).
     Upload(UploadLimits),
-    /// An admin request: never forwarded ([`crate::pipeline::admin`]).
-    /// `access`: its Cloudflare Access token, read, if any. Only in the
-    /// admin Worker's build (and natively).
-    #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
-    Admin { lockout: &'m Applied<'c>, route: &'m AdminRoute<'c>, lockout_binds: bool, access: Option<&'m crate::pipeline::access::AccessCheck> },
+    /// An admin request ([`Route::Admin`]): never forwarded. The admin
+    /// plane plans and serves it ([`Machine::admin`]), or refuses it
+    /// before serving ([`Machine::admin_refused`]).
+    Admin,
     /// Ask each rule's counter with its op, concurrently, then
     /// [`Machine::counted`] with the outcomes, index for index.
     Count(Vec<(&'m Applied<'c>, Op)>),
@@ -147,10 +144,7 @@ impl<'c, 'f> Machine<'c, 'f> {
         }
         match &self.plan.route {
             Route::NeedsBody => Next::Body { limit: self.config.body_limit, timeout_ms: self.config.body_timeout_ms },
-            #[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
-            Route::Admin { lockout, route, lockout_binds, access } => {
-                Next::Admin { lockout: lockout.as_ref(), route, lockout_binds: *lockout_binds, access: access.as_ref() }
-            }
+            Route::Admin => Next::Admin,
             Route::Check(applied) if !applied.is_empty() && self.refused.is_none() && self.known.is_none() => {
                 if upgrade::refusing(applied, self.facts.headers).is_some() {
                     return Next::Decided;
@@ -180,6 +174,22 @@ impl<'c, 'f> Machine<'c, 'f> {
             }
         };
         self.plan = self.plan_with(body, None);
+    }
+
+    /// What the admin plane makes of this request ([`Next::Admin`]):
+    /// `plan` given its parts, with `body` as read so far (headers read as
+    /// sent: an admin plan is never kept in the memo).
+    pub(crate) fn admin<T>(&self, body: Body<'_>, plan: impl FnOnce(&RequestParts<'_>) -> T) -> T {
+        let headers = self.facts.headers;
+        with_parts(&self.facts, &|name: &str| headers.get(name), body, plan)
+    }
+
+    /// An admin request the admin plane refused before serving it (its
+    /// lockout's key missing, [`Route::MissingKey`]): decided as if planned
+    /// so.
+    pub(crate) fn admin_refused(&mut self, route: Route<'c>) {
+        self.fresh = None;
+        self.plan.route = route;
     }
 
     /// How the upload went after [`Next::Upload`], begun at `started_ms`:
@@ -307,6 +317,13 @@ pub(crate) fn plan_facts<'c>(
     body: Body<'_>,
     walked: Option<Walked<'_, '_>>,
 ) -> Plan<'c> {
+    with_parts(facts, header, body, |parts| plan::plan_walked(config, parts, walked))
+}
+
+/// The request's parts as a plan reads them: what `facts` say, its headers
+/// read through `header`, and `body` as known so far; for [`plan_facts`]
+/// and the admin plane's own plan ([`Machine::admin`]).
+pub(crate) fn with_parts<T>(facts: &Facts<'_>, header: &dyn Fn(&str) -> Option<String>, body: Body<'_>, f: impl FnOnce(&RequestParts<'_>) -> T) -> T {
     let admin_token = || facts.secrets.admin_token.clone();
     let secret = |name: &str| facts.secrets.get(name);
     let parts = RequestParts {
@@ -322,11 +339,11 @@ pub(crate) fn plan_facts<'c>(
         secret: &secret,
         now_ms: facts.now_ms,
     };
-    plan::plan_walked(config, &parts, walked)
+    f(&parts)
 }
 
 /// The `block` rules of `applied` the cache refuses at `now_ms` (their
-/// index and outcome), `None` when it refuses none (issue 39).
+/// index and outcome), `None` when it refuses none.
 ///
 /// Such a request is refused whatever the other rules' counters would say,
 /// so none is asked: a request refused by one rule is charged by no other
@@ -476,9 +493,9 @@ pub(crate) struct Settle<'c> {
 /// How an answer holds its request's concurrency slots ([`Settle::hold`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Hold {
-    /// Settled at the headers: no slot is held past them.
+    /// SettleEffects at the headers: no slot is held past them.
     Headers,
-    /// Settled once the body has been sent or the client went away; cut
+    /// SettleEffects once the body has been sent or the client went away; cut
     /// (the client's answer broken off, the origin's cancelled) once a
     /// chunk has waited `idle_ms` for the client to take it, or after
     /// `left_ms`.
@@ -503,7 +520,7 @@ pub(crate) struct SettleCall {
 
 /// What settling decided.
 #[derive(Debug, Default)]
-pub(crate) struct Settled {
+pub(crate) struct SettleEffects {
     pub(crate) calls: Vec<SettleCall>,
     /// `Set-Cookie` fields of the devices a success made trusted.
     pub(crate) cookies: Vec<(String, String)>,
@@ -519,11 +536,6 @@ pub(crate) struct Settled {
 impl<'c> Settle<'c> {
     fn none() -> Settle<'c> {
         Settle { applied: Vec::new(), outcomes: Vec::new(), charged: Charged::default() }
-    }
-
-    #[cfg(test)]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.applied.is_empty()
     }
 
     /// The response header fields settling reads (each rule's
@@ -550,7 +562,7 @@ impl<'c> Settle<'c> {
     /// a 101, until the session closes; either cut before the first
     /// reservation lapses.
     ///
-    /// A usage rule reading the body (issue 37, [`crate::pipeline::usage`])
+    /// A usage rule reading the body ([`crate::pipeline::usage`])
     /// holds its reservation the same way, until the body ended, and cuts
     /// it before the reservation lapses; no idle cut of its own.
     pub(crate) fn hold(&self, status: u16, now_ms: i64) -> Hold {
@@ -590,7 +602,7 @@ impl<'c> Settle<'c> {
     /// watch ended with ([`Hold`]): `idle` (the client stopped reading for
     /// `idle_release`), `lapsed` (its slot would lapse) or `overrun` (a
     /// WebSocket relay passed what it holds for a side that is not reading,
-    /// `relay_buffer`: issue 52); one `answer_cut` per concurrency rule.
+    /// `relay_buffer`); one `answer_cut` per concurrency rule.
     /// None for any other end.
     ///
     /// A usage rule reading the body logs `answer_cut` too: `lapsed`, and
@@ -635,7 +647,7 @@ impl<'c> Settle<'c> {
     /// app, `None` when nothing answered (tollgate answered itself, the
     /// origin was unreachable, the app gave up): every reservation is then
     /// released. `now_ms` times the device cookies and the holds.
-    pub(crate) fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> Settled {
+    pub(crate) fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> SettleEffects {
         let mut settled = self.after_reading(answer, &|_| None);
         if let Some(answer) = answer {
             settled.cookies = self.cookies(answer, secrets, now_ms);
@@ -645,7 +657,7 @@ impl<'c> Settle<'c> {
 
     /// The `Set-Cookie` fields of the devices the answer's success made
     /// trusted (`trusted_device` rules; read from its status and headers
-    /// only): what [`Settle::after`] puts in [`Settled::cookies`], asked
+    /// only): what [`Settle::after`] puts in [`SettleEffects::cookies`], asked
     /// apart when the settlement waits for the body
     /// ([`Settle::after_reading`]) and the cookies must go with the headers.
     pub(crate) fn cookies(&self, answer: (u16, &HeaderMap), secrets: &Secrets, now_ms: i64) -> Vec<(String, String)> {
@@ -655,14 +667,14 @@ impl<'c> Settle<'c> {
         verdict::device_cookies(&self.applied, &answered, &secret, now_ms)
     }
 
-    /// [`Settle::after`] once the body was read (issue 37), without the
+    /// [`Settle::after`] once the body was read, without the
     /// cookies (asked at the headers: [`Settle::cookies`]): `body` says
     /// the tokens each usage rule read from it, by rule name
     /// ([`crate::pipeline::usage::BodyUsage::tokens`]).
-    pub(crate) fn after_reading(&self, answer: Option<(u16, &HeaderMap)>, body: &dyn Fn(&str) -> Option<u64>) -> Settled {
+    pub(crate) fn after_reading(&self, answer: Option<(u16, &HeaderMap)>, body: &dyn Fn(&str) -> Option<u64>) -> SettleEffects {
         let header = |name: &str| answer.and_then(|(_, headers)| headers.get(name));
         let answered = answer.map(|(status, _)| Answered { status, header: &header, body });
-        let mut settled = Settled::default();
+        let mut settled = SettleEffects::default();
         for (a, outcome) in self.applied.iter().zip(&self.outcomes) {
             let Some(call) = verdict::settle(a, outcome, answered.as_ref()) else { continue };
             if let (Op::Commit, Some(answered)) = (call.op, &answered) {
@@ -724,8 +736,8 @@ mod tests {
     #[test]
     fn a_request_no_rule_takes_is_passed_with_nothing_read() {
         let memo = PlanMemo::new(4);
-        assert_eq!(entry(rules(), &memo, "https://example.com/elsewhere?mode=heavy", Plane::Zone).0, Entry::Pass);
-        assert_ne!(entry(rules(), &memo, "https://example.com/x", Plane::Zone).0, Entry::Pass);
+        assert_eq!(entry(rules(), &memo, "https://example.com/elsewhere?mode=heavy", Plane::Zone).0, Door::Pass);
+        assert_ne!(entry(rules(), &memo, "https://example.com/x", Plane::Zone).0, Door::Pass);
         let pass = Decision::pass();
         assert!(matches!(pass.answer, Answer::Forward { ref fields } if fields.is_empty()));
         assert!(pass.logs.is_empty() && !pass.checked && pass.settle.is_empty() && !pass.makes_points());
@@ -755,7 +767,7 @@ mod tests {
         assert!(other.plan.canonical.is_some());
     }
 
-    /// Issue 39 item 3: a request the cache refuses for one rule asks no
+    /// A request the cache refuses for one rule asks no
     /// counter, so no other rule (block or shadow) is charged for it; the
     /// memo keeps every rule, so its repeat after the block is charged to
     /// all again.
@@ -810,7 +822,7 @@ mod tests {
         assert_eq!(d.forwarding, Forwarding { settles: true, hidden: Vec::new(), upload: None }, "forwarded and settled as one task");
         assert_eq!(d.settle.response_headers(), ["x-user"]);
         let secrets = Secrets::default();
-        let op = |settled: Settled| settled.calls.iter().map(|s| s.call.op).collect::<Vec<_>>();
+        let op = |settled: SettleEffects| settled.calls.iter().map(|s| s.call.op).collect::<Vec<_>>();
         assert_eq!(op(d.settle.after(None, &secrets, 0)), [Op::Release], "not answered: released");
         let none = HeaderMap::default();
         assert_eq!(op(d.settle.after(Some((401, &none)), &secrets, 0)), [Op::Commit], "a counted failure");
@@ -822,7 +834,7 @@ mod tests {
         assert_eq!(op(d.settle.after(Some((200, &other)), &secrets, 0)), [Op::Release], "another account's success clears nothing");
     }
 
-    /// Issue 52 item 5: a body read for a `body:` key that is still
+    /// A body read for a `body:` key that is still
     /// arriving at `body_timeout` is answered 408, no counter asked; one the
     /// memory budget had no room for is planned as a body over
     /// `body_limit` (the key missing: the rule's missing-key policy, 400).
@@ -876,7 +888,7 @@ mod tests {
         assert!(!device(&without_secret.now(NOW + 1_000).plan(c)), "no secret: no device");
     }
 
-    /// Issue 35: an answer the rule does not count gives the slot back at
+    /// An answer the rule does not count gives the slot back at
     /// its headers; a counted one holds it (cut after `idle_release` unread),
     /// a 101 for its session; every hold ends before the slot lapses.
     #[test]
@@ -890,18 +902,18 @@ mod tests {
         let later = NOW + 3_000;
         assert_eq!(d.settle.hold(401, later), Hold::Headers, "a stranger's 401 is not counted: no hold");
         assert_eq!(d.settle.hold(200, later), Hold::Body { idle_ms: 2_000, left_ms: 15_000 - 1_000 - 3_000 });
-        assert_eq!(d.settle.hold(101, later), Hold::Session { left_ms: 11_000, charged: Charged { client: "192.0.2.1".into(), budget: 32 * 1_048_576 } }, "a session holds whatever the statuses, charged to its client (issue 52)");
+        assert_eq!(d.settle.hold(101, later), Hold::Session { left_ms: 11_000, charged: Charged { client: "192.0.2.1".into(), budget: 32 * 1_048_576 } }, "a session holds whatever the statuses, charged to its client");
         assert_eq!(d.settle.hold(200, NOW + 20_000), Hold::Body { idle_ms: 2_000, left_ms: 0 }, "lapsed: cut at once");
         let failed = Req::get("/export").ip("192.0.2.1").header("x-tenant", "acme").decide(c, &PlanMemo::new(1), &|_| Outcome::Failed("down".into()));
         assert_eq!(failed.settle.hold(200, later), Hold::Headers, "no reservation, no slot to hold");
         let cut = |why| d.settle.cut_events(why).iter().map(|e| e.fields.iter().find(|(n, _)| *n == "reason").map(|(_, v)| v.to_string())).collect::<Vec<_>>();
         assert_eq!(cut("idle").len(), 1);
         let overrun = d.settle.cut_events("overrun").iter().map(|e| e.line()).collect::<Vec<_>>();
-        assert!(overrun.len() == 1 && overrun[0].contains("\"reason\":\"relay_buffer\""), "issue 52: {overrun:?}");
+        assert!(overrun.len() == 1 && overrun[0].contains("\"reason\":\"relay_buffer\""), "a relay overrun: {overrun:?}");
         assert!(cut("ended").is_empty() && cut("cancelled").is_empty() && cut("closed").is_empty());
     }
 
-    /// Issue 37: a usage read from the body holds its reservation until the
+    /// A usage read from the body holds its reservation until the
     /// body ended (no idle cut), cut before it lapses; settled with the
     /// tokens its reader saw, `max` without.
     #[test]
@@ -923,7 +935,7 @@ mod tests {
             (settled.calls[0].call.op, settled.calls[0].call.used, settled.events.len())
         };
         assert_eq!(used(Some(420)), (Op::Commit, Some(420), 0));
-        assert_eq!(used(Some(5_000)), (Op::Commit, Some(5_000), 0), "issue 50: what was reported, never clamped to max");
+        assert_eq!(used(Some(5_000)), (Op::Commit, Some(5_000), 0), "what was reported, never clamped to max");
         assert_eq!(used(None), (Op::Commit, Some(1_000), 1), "none read: max, and a usage_missing line");
         let reasons = |why| d.settle.cut_events(why).iter().map(|e| e.line()).collect::<Vec<_>>();
         assert!(reasons("cut")[0].contains("\"reason\":\"usage\""), "{:?}", reasons("cut"));
@@ -944,5 +956,11 @@ mod tests {
         assert!(invalid_config(&errors, false, 60_999, &mut last).1.is_none(), "within the minute");
         assert!(invalid_config(&errors, true, 61_000, &mut last).1.is_some(), "a minute later");
         assert!(invalid_config(&errors, true, 61_000, &mut None).0.is_none(), "allow: forwarded");
+    }
+
+    impl<'c> Settle<'c> {
+        pub(crate) fn is_empty(&self) -> bool {
+            self.applied.is_empty()
+        }
     }
 }

@@ -23,7 +23,7 @@
 //! read exactly these headers and decide exactly the same. Anything else is
 //! planned afresh. The rules it replays are checked as any others: through
 //! the blocked-until cache, then their objects. A URL the memo holds a plan
-//! for also skips [`crate::pipeline::plan::may_apply`] ([`PlanMemo::holds_url`]).
+//! for is one some rule takes ([`PlanMemo::holds_url`]).
 //!
 //! Bounded: at most `capacity` entries, the oldest dropped first; a URL and
 //! header values over [`MAX_ENTRY_BYTES`] are not kept (a kept plan's keys
@@ -109,14 +109,14 @@ pub(crate) fn keeps(matched: &[Matched<'_>], applied: &[Applied<'_>], blocked: b
     blocked && !applied.is_empty() && matched.iter().all(|m| m.exempt.is_none())
 }
 
-struct Entry {
+struct MemoEntry {
     reads: Vec<(String, Option<String>)>,
     applied: Vec<Applied<'static>>,
 }
 
 /// A capped map from fingerprint to the plan's checked rules.
 pub(crate) struct PlanMemo {
-    entries: HashMap<Fingerprint, Entry>,
+    entries: HashMap<Fingerprint, MemoEntry>,
     order: VecDeque<Fingerprint>,
     /// The URLs of the entries, each with its number of entries.
     urls: HashMap<String, usize>,
@@ -129,8 +129,8 @@ impl PlanMemo {
     }
 
     /// Whether some kept plan is of a request to `url`. Such a plan checked
-    /// rules, so some rule takes `url`: [`crate::pipeline::plan::may_apply`], a
-    /// function of the URL alone, is true of it and need not be asked.
+    /// rules, so some rule takes `url`: the zone's [`crate::pipeline::plane::walk`], a
+    /// function of the URL alone, plans it and need not be asked.
     pub(crate) fn holds_url(&self, url: &str) -> bool {
         self.urls.contains_key(url)
     }
@@ -156,7 +156,7 @@ impl PlanMemo {
         if applied.is_empty() || fingerprint.line.len() + reads.bytes() > MAX_ENTRY_BYTES {
             return;
         }
-        let entry = Entry { reads: reads.0.into_inner(), applied };
+        let entry = MemoEntry { reads: reads.0.into_inner(), applied };
         if self.entries.insert(fingerprint.clone(), entry).is_some() {
             return;
         }
@@ -174,10 +174,6 @@ impl PlanMemo {
         }
     }
 
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.entries.len()
-    }
 }
 
 #[cfg(test)]
@@ -296,7 +292,7 @@ mod tests {
             memo.keep(fp.clone(), reads, applied);
             kept += memo.len();
             // A kept plan checked rules, so the URL may apply.
-            assert!(memo.holds_url(URL) && crate::pipeline::plan::may_apply(c, URL));
+            assert!(memo.holds_url(URL) && crate::pipeline::plan::tests::may_apply(c, URL));
             for other in &requests {
                 let header = |name: &str| other.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string());
                 if let Some(replay) = memo.replay(&fp, &header) {
@@ -384,5 +380,11 @@ mod tests {
         let (fp, reads, applied) = planned(c, URL, &[("cf-connecting-ip", "192.0.2.9"), ("x-tenant", "7"), ("cookie", cookie)]);
         memo.keep(fp.clone(), reads, applied);
         assert_eq!(memo.len(), 2);
+    }
+
+    impl PlanMemo {
+        fn len(&self) -> usize {
+            self.entries.len()
+        }
     }
 }

@@ -61,6 +61,14 @@ pub(crate) const BINDING: &str = "TOLLGATE_METRICS";
 
 pub(crate) use crate::config::policy::MetricsLevel;
 
+/// The var that turns on the local metrics sink (scripts/dev sets it): in
+/// local development, where no dataset is bound, the points go to one
+/// object, which the console's Traffic page reads.
+pub(crate) const SINK_VAR: &str = "TOLLGATE_LOCAL_METRICS";
+/// The local sink's object name and its path.
+pub(crate) const SINK_OBJECT: &str = "tollgate:local-metrics";
+pub(crate) const SINK_PATH: &str = "/v1/sink";
+
 /// How many blobs a point has (the layout above).
 pub(crate) const BLOBS: usize = 11;
 

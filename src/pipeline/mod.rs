@@ -1,13 +1,10 @@
 //! The decision pipeline: a request's facts → the plan (rules, keys, route),
 //! the counters' outcomes → the verdict, and every effect of it (logs,
-//! metrics, memo, settlements, admin answers).
+//! metrics, memo, settlements). An admin request is only recognized here
+//! (`plan::Route::Admin`); the admin plane (`crate::admin`) serves it.
 
-pub(crate) mod access;
-pub(crate) mod admin;
-#[cfg(any(feature = "admin", feature = "cli", not(target_arch = "wasm32")))]
-pub(crate) mod admin_flow;
 pub mod applied;
-pub(crate) mod console;
+pub(crate) mod credentials;
 pub(crate) mod episodes;
 pub(crate) mod memo;
 pub(crate) mod metrics;

@@ -1,4 +1,4 @@
-//! Which Worker answers what (issue 38). The zone's Worker (the default
+//! Which Worker answers what. The zone's Worker (the default
 //! build) limits and forwards; the console and the admin API are served by
 //! a Worker of their own (the `admin` build, `wrangler.admin.toml`) bound to
 //! the same Durable Objects. Pure: the driver says which it is.
@@ -37,7 +37,7 @@ pub(crate) enum Plane {
 
 /// What the driver does with a request before anything else is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Entry {
+pub(crate) enum Door {
     /// Not this Worker's: answer [`not_here`], read nothing more.
     NotHere,
     /// Plan it (the machine decides).
@@ -46,27 +46,18 @@ pub(crate) enum Entry {
     Pass,
 }
 
-/// Where a request to `url` (as the runtime serialized it) goes on `plane`.
-/// `takes(host, canonical path)`: whether some rule's host and path take
-/// it, asked only on the zone for a path outside the admin prefix. The
-/// Workers ask [`walk`], which also returns the walk; this is for the tools
-/// and the tests.
-#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub(crate) fn entry(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> Entry {
-    walk(config, url, plane, takes).0
-}
-
-/// [`entry`], and the walk of a URL the zone sends to be planned because
+/// Where a request to `url` (as the runtime serialized it) goes on
+/// `plane`, and the walk of a URL the zone sends to be planned because
 /// a rule takes it ([`Walked`]; `None` for any other entry).
-pub(crate) fn walk<'c, 'u>(config: &'c Config, url: &'u str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> (Entry, Option<Walked<'c, 'u>>) {
+pub(crate) fn walk<'c, 'u>(config: &'c Config, url: &'u str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> (Door, Option<Walked<'c, 'u>>) {
     let raw = RawUrl::split(url);
-    let Ok((path, entered)) = canonical_path_entering(raw.path, &config.admin_prefix) else { return (Entry::Plan, None) };
+    let Ok((path, entered)) = canonical_path_entering(raw.path, &config.admin_prefix) else { return (Door::Plan, None) };
     match plane {
-        Plane::Zone if entered => (Entry::NotHere, None),
-        Plane::Zone if takes(&raw.host, &path) => (Entry::Plan, Walked::new(config, url, raw.host, path, raw.query)),
-        Plane::Zone => (Entry::Pass, None),
-        Plane::Admin { on: true } if entered => (Entry::Plan, None),
-        Plane::Admin { .. } => (Entry::NotHere, None),
+        Plane::Zone if entered => (Door::NotHere, None),
+        Plane::Zone if takes(&raw.host, &path) => (Door::Plan, Walked::new(config, url, raw.host, path, raw.query)),
+        Plane::Zone => (Door::Pass, None),
+        Plane::Admin { on: true } if entered => (Door::Plan, None),
+        Plane::Admin { .. } => (Door::NotHere, None),
     }
 }
 
@@ -127,6 +118,11 @@ pub(crate) fn not_here() -> OwnResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where a request to `url` goes on `plane` ([`walk`]'s entry).
+    fn entry(config: &Config, url: &str, plane: Plane, takes: &dyn Fn(&str, &str) -> bool) -> Door {
+        walk(config, url, plane, takes).0
+    }
     use serde_json::json;
 
     fn config() -> Config {
@@ -158,9 +154,9 @@ mod tests {
         let takes = |_: &str, _: &str| true;
         for path in SPELLINGS {
             let url = format!("https://example.com{path}");
-            assert_eq!(entry(&config, &url, Plane::Zone, &takes), Entry::NotHere, "{path}");
-            assert_eq!(entry(&config, &url, Plane::Admin { on: true }, &takes), Entry::Plan, "{path}: the admin Worker's");
-            assert_eq!(entry(&config, &url, Plane::Admin { on: false }, &takes), Entry::NotHere, "{path}: admin off");
+            assert_eq!(entry(&config, &url, Plane::Zone, &takes), Door::NotHere, "{path}");
+            assert_eq!(entry(&config, &url, Plane::Admin { on: true }, &takes), Door::Plan, "{path}: the admin Worker's");
+            assert_eq!(entry(&config, &url, Plane::Admin { on: false }, &takes), Door::NotHere, "{path}: admin off");
         }
     }
 
@@ -170,11 +166,11 @@ mod tests {
         let rules = |_: &str, path: &str| path.starts_with("/api/");
         for path in ["/api/echo", "/", "/.tollgatex", "/ui/rules"] {
             let url = format!("https://example.com{path}");
-            assert_eq!(entry(&config, &url, Plane::Admin { on: true }, &rules), Entry::NotHere, "{path}");
+            assert_eq!(entry(&config, &url, Plane::Admin { on: true }, &rules), Door::NotHere, "{path}");
         }
-        assert_eq!(entry(&config, "https://example.com/api/echo", Plane::Zone, &rules), Entry::Plan);
-        assert_eq!(entry(&config, "https://example.com/.tollgatex", Plane::Zone, &rules), Entry::Pass);
-        assert_eq!(entry(&config, "https://example.com/%00", Plane::Zone, &rules), Entry::Plan, "malformed: planned, 400");
+        assert_eq!(entry(&config, "https://example.com/api/echo", Plane::Zone, &rules), Door::Plan);
+        assert_eq!(entry(&config, "https://example.com/.tollgatex", Plane::Zone, &rules), Door::Pass);
+        assert_eq!(entry(&config, "https://example.com/%00", Plane::Zone, &rules), Door::Plan, "malformed: planned, 400");
         assert_eq!(not_here().status, 404);
         assert!(enters_default("https://example.com/%2eTOLLGATE//ui") && !enters_default("https://example.com/api/echo"));
     }

@@ -1,5 +1,5 @@
 //! What an embedded check hands back so that the app can settle its
-//! failures-only rules once it has answered (issue 18).
+//! failures-only rules once it has answered.
 //!
 //! In front of an origin, tollgate sees the origin's answer and settles
 //! `counting.statuses` rules itself ([`crate::pipeline::verdict::settle`]). Called from
@@ -17,7 +17,7 @@
 //! counts they settle (a forged ticket can commit or release a slot, as
 //! the app's own status codes can).
 //!
-//! The text form is signed all the same (issue 25: a made-up ticket with
+//! The text form is signed all the same (a made-up ticket with
 //! status 200 unlocked an account and returned a device cookie): an
 //! HMAC-SHA256 over the issue time and the entries, under a key derived
 //! from the deployment's secrets ([`signing_key`]: `TOLLGATE_LOG_KEY` and
@@ -36,10 +36,10 @@ use crate::request::spelling::Spelling;
 use serde_json::{json, Value};
 
 /// One entry of [`Ticket::encode`]'s array form.
-fn entry(value: &Value) -> Option<Entry> {
+fn entry(value: &Value) -> Option<TicketEntry> {
     let [rule, key, flags, device, reservation, spelling] = value.as_array()?.as_slice() else { return None };
     let flags = flags.as_u64()?;
-    Some(Entry {
+    Some(TicketEntry {
         rule: rule.as_str()?.to_string(),
         key: key.as_str()?.to_string(),
         fell_back: flags & 1 != 0,
@@ -94,12 +94,12 @@ fn mac(key: &[u8], issued_ms: i64, entries: &str) -> String {
 /// reservations: all that settling needs, apart from the app's answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ticket {
-    entries: Vec<Entry>,
+    entries: Vec<TicketEntry>,
 }
 
 /// One checked (rule, key) of a failures-only rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Entry {
+struct TicketEntry {
     /// The rule's name.
     rule: String,
     /// The raw key (the account's, for a trusted device).
@@ -120,7 +120,7 @@ pub(crate) fn issue(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Ticket {
         .iter()
         .zip(outcomes)
         .filter(|(a, _)| a.rule.reserves())
-        .map(|(a, outcome)| Entry {
+        .map(|(a, outcome)| TicketEntry {
             rule: a.rule.name.clone(),
             key: a.key.clone(),
             fell_back: a.fell_back,
@@ -188,7 +188,7 @@ impl Ticket {
             }
             _ => return None,
         }
-        let entries = entries.as_array()?.iter().map(entry).collect::<Option<Vec<Entry>>>()?;
+        let entries = entries.as_array()?.iter().map(entry).collect::<Option<Vec<TicketEntry>>>()?;
         Some(Ticket { entries })
     }
 
@@ -328,7 +328,7 @@ mod tests {
         assert!(rebuilt[0].fell_back && rebuilt[0].own_method);
         assert!(issue(&[], &[]).is_empty());
         let device = Ticket {
-            entries: vec![Entry {
+            entries: vec![TicketEntry {
                 rule: "login".into(),
                 key: "k".into(),
                 fell_back: false,

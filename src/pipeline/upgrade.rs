@@ -1,5 +1,5 @@
-//! WebSocket upgrades under rules that count the origin's answers (issue
-//! 35). Pure.
+//! WebSocket upgrades under rules that count the origin's answers.
+//! Pure.
 //!
 //! - A `concurrency` rule holds the slot for the whole session: the Worker
 //!   relays it and gives the slot back once either side closed it

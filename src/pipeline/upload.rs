@@ -2,7 +2,7 @@
 //! slot, pure (the glue in `crate::glue::origin` reads the stream; this module
 //! says what each outcome means).
 //!
-//! # Why (issue 25, finding 2)
+//! # Why
 //! A `counting.statuses` rule reserves a slot before forwarding
 //! ([`crate::count::reservation`]), and the slot stays held until the origin
 //! answers. An origin waits for the whole body before it answers, so a
@@ -42,7 +42,7 @@
 //! Shadow (`action = "log"`) rules never wait for a body: shadow mode
 //! never changes what reaches the origin.
 //!
-//! # The isolate's memory budget (issue 35, break 7; issue 52)
+//! # The isolate's memory budget
 //! The bytes tollgate holds of a request's body wait in the isolate, and
 //! an isolate has 128 MB for everything: six stalled uploads at a 16 MiB
 //! buffer added 101 MB of workerd RSS, thirty stalled 1 MiB body reads
@@ -88,7 +88,7 @@
 //! client at most a quarter of that, however many connections it opens.
 //! Answers read for usage are not in it (the usage reader keeps no copy).
 //!
-//! # The WebSocket relay's queues (issue 52)
+//! # The WebSocket relay's queues
 //! A `concurrency` rule's WebSocket session is relayed by the Worker
 //! (`crate::glue::origin`), and what the relay passes on waits in workerd
 //! until its peer takes it. workerd's WebSocket tells no one how much it
@@ -296,8 +296,8 @@ impl Holder {
 }
 
 /// The isolate's budget of memory held for request bodies: received
-/// uploads and bodies read for keys (issue 52; isolate state: the glue
-/// keeps one, [`crate::glue`]'s only part is to hold it and give holds
+/// uploads and bodies read for keys (isolate state: the glue
+/// keeps one, `crate::glue`'s only part is to hold it and give holds
 /// back). Counted in bytes of isolate memory, each body byte at what its
 /// kind costs ([`Holder::per_byte`]). Linear in the bodies being held, which an
 /// isolate's concurrent requests bound.
@@ -624,7 +624,7 @@ mod tests {
 
     const UP: Holder = Holder::Upload;
 
-    /// Issue 35, break 7, and issue 52 item 3: six stalled 8 MiB − 1 KiB
+    /// Six stalled 8 MiB − 1 KiB
     /// uploads at the largest buffer the largest budget holds (64 MiB of
     /// memory, a client's 16 MiB share at 2 bytes per body byte): four are
     /// held (64 MiB of memory, 32 MiB of body), the fifth and sixth
@@ -693,7 +693,7 @@ mod tests {
         assert_eq!(client_of(None, 64), "unknown");
     }
 
-    /// Issue 52 item 5: thirty clients stalling 1 MiB body reads grew
+    /// Thirty clients stalling 1 MiB body reads grew
     /// workerd by 123 MB. Body reads share the one budget with uploads, at
     /// 3 bytes of memory per byte: a client's reads stop at its quarter,
     /// the isolate's at the budget, and what finds no room is not read (a
@@ -725,7 +725,7 @@ mod tests {
     const RELAY: u64 = MEMORY_PER_RELAY_BYTE as u64;
     const MSG: u64 = MEMORY_PER_RELAY_MESSAGE as u64;
 
-    /// Issue 52: a relayed session's messages are charged to its client's
+    /// A relayed session's messages are charged to its client's
     /// share until its peer could have read them (RELAY_DRAIN a second):
     /// a reading side drains as it goes, one that does not read fills the
     /// share and the message that finds no room ends its session; one
@@ -781,7 +781,7 @@ mod tests {
         assert_eq!(b.held("x", 60_000 + HOLD_GRACE_MS).0, 0, "lapsed with the slot, and the read with its timeout");
     }
 
-    /// Issue 52, as an attacker: empty messages cost memory too (charged
+    /// As an attacker: empty messages cost memory too (charged
     /// MSG each, so a share holds a bounded number of them); a client that
     /// opens session after session toward a peer that does not read holds
     /// no more than its share in all; a reader of a 60 Hz stream of small

@@ -1,4 +1,4 @@
-//! Usage read from the origin's answer as it passes (issues 37, 50),
+//! Usage read from the origin's answer as it passes,
 //! sans-IO: the driver hands every chunk of the response body to
 //! [`BodyUsage::feed`] and passes the chunk on unchanged (nothing is
 //! buffered on the client's way: the chunk timing is the origin's), then
@@ -21,8 +21,8 @@
 //! Each event's data (each element) goes through a streaming scanner
 //! ([`scan`]) that keeps no copy of it: an event of any size is read (a
 //! Gemini chunk carrying an image, a Responses `response.completed`
-//! repeating a long answer), in memory that does not grow with it. Issue
-//! 50: an event over 64 KiB was skipped and an earlier, smaller report
+//! repeating a long answer), in memory that does not grow with it.
+//! Before, an event over 64 KiB was skipped and an earlier, smaller report
 //! committed.
 //!
 //! # What is read ([`Reading`])
@@ -57,8 +57,7 @@
 //!
 //! # How each end is charged, and its bound
 //! The reservation (`reserve`) was made before forwarding. What is
-//! committed is what was reported, never clamped to `max` (issue 50, item
-//! 1: a report is what was spent, and what is recorded past the budget
+//! committed is what was reported, never clamped to `max` (a report is what was spent, and what is recorded past the budget
 //! blocks what comes after until the window has paid it back):
 //! - **clean end with a final report** ([`End::Ended`]): the usage read.
 //! - **clean end without one** (no usage, only figures the provider still
@@ -93,7 +92,7 @@
 //! stream spends at most what the report that passed `reserve` said, plus
 //! one event, plus what the origin made before the cancel reached it.
 
-use crate::config::cost::{Count, Provider, Reading, Source, Usage};
+use crate::config::cost::{Count, Provider, Reading, UsageSource, Usage};
 use crate::config::price::{Billed, Price, PriceTable, Unpriced};
 use crate::config::rules::Rule;
 use crate::pipeline::applied::Applied;
@@ -199,7 +198,7 @@ pub(crate) struct UsageReader {
     type_at: usize,
     /// Where a priced rule's targets (cached input, the model) begin.
     extra_at: usize,
-    /// A priced rule's table (issue 54), and what it read of the model.
+    /// A priced rule's table, and what it read of the model.
     price: Option<PriceTable>,
     model: Model,
     count: Count,
@@ -305,7 +304,7 @@ const OPENAI_FIGURES: &[&str] = &["prompt_tokens", "input_tokens", "completion_t
 const ANTHROPIC_FIGURES: &[&str] = &["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens"];
 const GEMINI_FIGURES: &[&str] = &["promptTokenCount", "candidatesTokenCount", "thoughtsTokenCount", "totalTokenCount", "cachedContentTokenCount"];
 
-/// What a priced reading also looks for (issue 54), after its usage
+/// What a priced reading also looks for, after its usage
 /// targets: the input read from a cache (OpenAI's; Anthropic's and
 /// Gemini's are usage members), and the model the answer names.
 fn priced_targets(reading: &Reading) -> Vec<Target> {
@@ -443,7 +442,7 @@ impl UsageReader {
 
     /// What the rule commits for a body that ended so (`None`: none was
     /// read, `max` is committed): after a clean end with a final report,
-    /// the units read, above `max` too (item 1 of issue 50: a report is
+    /// the units read, above `max` too (a report is
     /// what was spent, and what is recorded past the budget blocks what
     /// comes after); after any other end, or without a final report, the
     /// largest figures read when they pass `max` (the provider had spent
@@ -747,7 +746,7 @@ impl BodyUsage {
 
 /// Whether `rule`'s usage is read from the answer's body.
 pub(crate) fn reads_body(rule: &Rule) -> bool {
-    rule.usage.as_ref().is_some_and(|u| matches!(u.source, Source::Body(_)))
+    rule.usage.as_ref().is_some_and(|u| matches!(u.source, UsageSource::Body(_)))
 }
 
 /// The readers of an answer of `status` and `content_type` for the
@@ -758,7 +757,7 @@ pub(crate) fn body_usage(applied: &[Applied<'_>], status: u16, content_type: Opt
         .iter()
         .filter(|a| a.rule.counting.counts(status))
         .filter_map(|a| match a.rule.usage.as_ref() {
-            Some(u @ Usage { source: Source::Body(reading), .. }) => Some((a.rule.name.as_str(), u, reading)),
+            Some(u @ Usage { source: UsageSource::Body(reading), .. }) => Some((a.rule.name.as_str(), u, reading)),
             _ => None,
         })
         .collect();

@@ -1,7 +1,7 @@
 //! The back half of the decision pipeline, pure: from what each rule's
 //! counter said to what the request gets.
 //!
-//! [`verdict`] folds the [`Outcome`] of every checked rule (in plan order)
+//! [`verdict_for`] folds the [`Outcome`] of every checked rule (in plan order)
 //! into one [`Verdict`]: forward (with the `RateLimit` fields to add) or one
 //! of tollgate's own responses, and the log events to write. [`settle`]
 //! says what failures-only rules tell their objects once the request is
@@ -20,7 +20,7 @@
 //! - otherwise the request is forwarded.
 
 use crate::config::policy::{Action, FailPolicy, Named, SuccessAction};
-use crate::config::headers::{rate_fields, OwnResponse, Policies, Report};
+use crate::config::headers::{rate_fields, OwnResponse, Policies, RateReport};
 use crate::count::blocked::Refusal;
 use crate::pipeline::applied::{Applied, Matched};
 use crate::count::protocol::{Call, CallFailure, Op, Reply, WireWindow};
@@ -48,7 +48,7 @@ pub(crate) enum Outcome {
     Failed(Failure),
 }
 
-/// Why a rule's counter could not say (issue 36): the typed failure of its
+/// Why a rule's counter could not say: the typed failure of its
 /// call, so logs name a timeout, a refusal or an unreachable object apart
 /// (`counter_error`'s `failure` field, [`Failure::kind`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,7 +130,7 @@ impl Outcome {
     /// What the isolate's blocked-until cache keeps of this outcome, told
     /// at `now_ms`: a block, unless it is owed to slots in flight
     /// (`in_flight`: it may lift as soon as one is released, so its wait is
-    /// no promise), with the limits the object decided by (issue 35: the
+    /// no promise), with the limits the object decided by (the
     /// cached answers state a runtime override as the first did).
     pub(crate) fn block_to_cache(&self, in_flight: bool, now_ms: i64) -> Option<crate::count::blocked::Block> {
         match self {
@@ -206,21 +206,13 @@ pub(crate) fn invalid_config() -> OwnResponse {
     OwnResponse::problem(503, "Service Unavailable", "The rate limiter's configuration is invalid.", Some(1))
 }
 
-/// Folds each checked rule's outcome (`outcomes[i]` for `applied[i]`) into
-/// the answer, as the module documentation describes, for a client that
-/// sent no `Accept` (a blocking rule's own response body, if it has one).
-#[cfg(test)]
-pub(crate) fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
-    verdict_for(applied, outcomes, Prefers::Other)
-}
-
-/// [`verdict`] for a client that `prefers` (its `Accept`,
+/// The verdict for a client that `prefers` (its `Accept`,
 /// [`Prefers::from_accept`]) JSON or not: the block response negotiated as
 /// [`crate::config::response`] says.
 pub(crate) fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers: Prefers) -> Verdict {
     let mut events = Vec::new();
     let mut fields: Vec<(String, String)> = Vec::new();
-    let mut block: Option<(&Applied<'_>, u64, Report, &Option<Vec<WireWindow>>)> = None;
+    let mut block: Option<(&Applied<'_>, u64, RateReport, &Option<Vec<WireWindow>>)> = None;
     // A rule charged to several identities reports the fields of the first
     // (one `RateLimit` item per policy name).
     let mut reported: Vec<&str> = Vec::new();
@@ -232,7 +224,7 @@ pub(crate) fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers
         match outcome {
             Outcome::Allowed { windows, .. } => {
                 if report {
-                    fields.extend(rate_fields(&policies(a.rule), windows, Report::Allowed));
+                    fields.extend(rate_fields(&policies(a.rule), windows, RateReport::Allowed));
                 }
             }
             Outcome::Blocked { retry_after_ms, window, windows, by } => {
@@ -249,8 +241,7 @@ pub(crate) fn verdict_for(applied: &[Applied<'_>], outcomes: &[Outcome], prefers
             }
             Outcome::Failed(error) => {
                 // Shadow mode never blocks, whatever `on_error` says. An
-                // object too old to hold a concurrency slot refuses (issue
-                // 35): no limit would bound the requests in flight.
+                // object too old to hold a concurrency slot refuses: no limit would bound the requests in flight.
                 let deny = denies(a.rule, error);
                 let decision = if deny { FailPolicy::Deny } else { FailPolicy::Allow }.name();
                 events.push(counter_error(&a.rule.name, &a.key_hash, error, decision));
@@ -278,8 +269,8 @@ pub(crate) struct Answered<'a> {
     pub(crate) status: u16,
     /// A response header by lowercased name.
     pub(crate) header: &'a dyn Fn(&str) -> Option<String>,
-    /// The tokens a rule's usage read from the body (by rule name; issue
-    /// 37, [`crate::pipeline::usage`]): `None` when none was read (or the
+    /// The tokens a rule's usage read from the body (by rule name;
+    /// [`crate::pipeline::usage`]): `None` when none was read (or the
     /// body was not read).
     pub(crate) body: &'a dyn Fn(&str) -> Option<u64>,
 }
@@ -343,7 +334,7 @@ pub(crate) fn usage(applied: &Applied<'_>, answered: &Answered<'_>) -> Option<Op
 }
 
 /// The units a usage rule's commit carries: what was reported; with none,
-/// nothing for a header (the object commits `reserve`, as before issue 37)
+/// nothing for a header (the object commits `reserve`, as before usage could be read from the body)
 /// and `max` for a body ([`crate::config::cost::Usage::missing_units`]).
 fn committed_units(applied: &Applied<'_>, answered: &Answered<'_>) -> Option<u32> {
     let usage = applied.rule.usage.as_ref()?;
@@ -372,7 +363,7 @@ pub(crate) fn usage_missing(applied: &Applied<'_>, status: u16) -> LogEvent {
 }
 
 /// Whether the origin's answer is a success that settles the rule's count
-/// (issue 16: a forged success must not clear an account's failures):
+/// (a forged success must not clear an account's failures):
 /// - its status is one of `success_statuses` (not any status below 400: a
 ///   redirect to HTTPS or a page served for another method is no login);
 /// - the rule matched the request by its own method ([`Applied::own_method`]:
@@ -462,7 +453,7 @@ pub(crate) fn check_op(rule: &Rule) -> Op {
 /// the rule's `RateLimit` fields with the binding window.
 pub(crate) fn too_many_requests(rule: &Rule, retry_after_ms: u64, window: usize, windows: Option<&[WireWindow]>) -> OwnResponse {
     let windows = windows_of(&rule.limits, retry_after_ms, windows);
-    let fields = rate_fields(&policies(rule), &windows, Report::Window { index: window, retry_after_ms });
+    let fields = rate_fields(&policies(rule), &windows, RateReport::Window { index: window, retry_after_ms });
     crate::config::response::blocked(&rule.name, None, &rule.problems, Prefers::Json, retry_after_ms, fields)
 }
 
@@ -474,10 +465,10 @@ fn policies(rule: &Rule) -> Policies<'_> {
 
 /// What the `RateLimit` item of a refusal `by` reports: the slots for a
 /// refusal owed to them, else the binding `window` and the wait.
-fn refused(by: Refusal, window: usize, retry_after_ms: u64) -> Report {
+fn refused(by: Refusal, window: usize, retry_after_ms: u64) -> RateReport {
     match by {
-        Refusal::Concurrency => Report::NoSlot,
-        Refusal::Limit | Refusal::Ban | Refusal::Penalty => Report::Window { index: window, retry_after_ms },
+        Refusal::Concurrency => RateReport::NoSlot,
+        Refusal::Limit | Refusal::Ban | Refusal::Penalty => RateReport::Window { index: window, retry_after_ms },
     }
 }
 
@@ -502,7 +493,7 @@ fn windows_of<'w>(limits: &[Limit], retry_after_ms: u64, windows: Option<&'w [Wi
 
 /// A `block` or `shadow_block` line; `reason` is `limit` (a window of the
 /// rule is full), `ban` (an operator's), `concurrency` (every slot taken;
-/// issue 35: it was logged as `ban`), or `penalty` (issue 29) when the
+/// It was logged as `ban`), or `penalty` when the
 /// rule's penalty refused it (a shadow rule's: the penalty it would apply,
 /// `retry_after_ms` its time left).
 fn block_event(a: &Applied<'_>, shadow: bool, retry_after_ms: u64, by: Refusal) -> LogEvent {
@@ -692,7 +683,7 @@ mod tests {
         assert_eq!((r.status, r.header("retry-after")), (503, Some("1")));
         let events: Vec<&str> = v.events.iter().map(|e| e.event).collect();
         assert_eq!(events, ["block", "counter_error"]);
-        // Issue 35: an object too old to hold a concurrency slot refuses
+        // An object too old to hold a concurrency slot refuses
         // an `on_error = "allow"` rule too.
         let old = Outcome::Failed(Failure::NoSlot(CallFailure::Refused { status: 400, body: String::new() }));
         let v = verdict(&[applied(&c, "open")], &[old]);
@@ -726,7 +717,7 @@ mod tests {
         assert!(matches!(expired, Outcome::Blocked { retry_after_ms: 1, .. }), "at least 1 ms");
     }
 
-    /// Issue 35: after `PUT override` of 2 per 30 s on a 10 per 1 m rule,
+    /// After `PUT override` of 2 per 30 s on a 10 per 1 m rule,
     /// the first 429 stated the override and every cached one the rule's
     /// limits. The cache keeps the limits that decided.
     #[test]
@@ -745,7 +736,7 @@ mod tests {
         assert_eq!(answer(&later), (Some("\"short\";q=2;w=30".into()), Some("\"short\";r=0;t=15".into())), "from the cache: the override still");
     }
 
-    /// Issue 35: a refusal by the slots sent `"conc";r=98;t=10` (a window
+    /// A refusal by the slots sent `"conc";r=98;t=10` (a window
     /// with room) and was logged as a ban.
     #[test]
     fn a_refusal_by_the_slots_states_the_slots() {
@@ -832,7 +823,7 @@ mod tests {
         assert_eq!(settled(&applied(&c, "short"), &reserved(7), Some((401, none))), None, "counted when checked");
     }
 
-    /// Issue 16: a forged success must not clear an account's failures.
+    /// A forged success must not clear an account's failures.
     #[test]
     fn only_a_real_success_clears() {
         let c = config();
@@ -855,7 +846,7 @@ mod tests {
         assert_eq!(settled(&two_names, &reserved(3), Some((200, none))), Some((Op::Release, Some(3))), "which account succeeded?");
     }
 
-    /// Issue 25: the calls of a relief rule carry the request's spelling.
+    /// The calls of a relief rule carry the request's spelling.
     #[test]
     fn a_relief_rules_calls_carry_the_spelling() {
         let c = config();
@@ -895,6 +886,13 @@ mod tests {
         let two: &[(&str, &str)] = &[("x-authenticated-user", "ann@example.com, mallory@example.com")];
         assert_eq!(settled(&a, &reserved(9), Some((200, two))), Some((Op::Release, Some(9))), "a list names no one account");
         assert_eq!(settled(&a, &reserved(9), Some((204, as_ann))), Some((Op::Release, Some(9))), "success_statuses = [200]");
+    }
+
+    /// Folds each checked rule's outcome (`outcomes[i]` for `applied[i]`) into
+    /// the answer, as the module documentation describes, for a client that
+    /// sent no `Accept` (a blocking rule's own response body, if it has one).
+    pub(crate) fn verdict(applied: &[Applied<'_>], outcomes: &[Outcome]) -> Verdict {
+        verdict_for(applied, outcomes, Prefers::Other)
     }
 }
 
@@ -964,7 +962,7 @@ mod usage_tests {
         Outcome::Allowed { windows: vec![], reservation: Some(id) }
     }
 
-    /// Issue 29: a usage rule reserves `reserve` and commits what the
+    /// A usage rule reserves `reserve` and commits what the
     /// origin reports, clamped; a missing header commits `reserve`.
     #[test]
     fn a_usage_rule_commits_the_units_the_origin_reports() {
@@ -982,7 +980,7 @@ mod usage_tests {
             settle(a, &reserved(7), Some(&Answered { status, header: &header, body: &|_| None })).map(|call| (call.op, call.used))
         };
         assert_eq!(used(a, 200, &[("x-tokens", "1234")]), Some((Op::Commit, Some(1_234))));
-        assert_eq!(used(a, 500, &[("x-tokens", "99999")]), Some((Op::Commit, Some(99_999))), "every answer counts; as reported, never clamped to max (issue 50)");
+        assert_eq!(used(a, 500, &[("x-tokens", "99999")]), Some((Op::Commit, Some(99_999))), "every answer counts; as reported, never clamped to max");
         assert_eq!(used(a, 200, &[("x-tokens", "-3")]), Some((Op::Commit, Some(0))), "clamped to 0");
         assert_eq!(used(a, 200, &[]), Some((Op::Commit, None)), "missing: the reservation's `reserve`");
         assert_eq!(used(&billed, 500, &[("x-tokens", "10")]), Some((Op::Release, None)), "count_statuses still selects");

@@ -1,4 +1,4 @@
-//! Who and what, on a request's log lines (issue 28): an operator reading a
+//! Who and what, on a request's log lines: an operator reading a
 //! `block` line sees the request and the client without a hash lookup.
 //!
 //! Every line the decision machine writes for a request (`block`,
@@ -17,7 +17,7 @@
 //! Pure: the facts in, the lines amended.
 
 use crate::config::Config;
-use crate::pipeline::facts::{Client, Facts};
+use crate::pipeline::facts::{ClientFacts, Facts};
 use crate::pipeline::verdict::LogEvent;
 use serde_json::Value;
 
@@ -54,7 +54,7 @@ pub(crate) fn annotate(events: &mut [LogEvent], facts: &Facts<'_>, config: &Conf
 /// Adds where the client is (`country`, `colo`, `asn`) to each of `events`
 /// that does not say it yet: the Worker reads `request.cf` for its log
 /// lines only when there are some, if the rules did not read it already.
-pub(crate) fn locate(events: &mut [LogEvent], client: &Client) {
+pub(crate) fn locate(events: &mut [LogEvent], client: &ClientFacts) {
     for event in events {
         let has = |fields: &[(&'static str, Value)], name: &str| fields.iter().any(|(n, _)| *n == name);
         if let Some(country) = client.country.as_deref().filter(|_| !has(&event.fields, "country")) {
@@ -85,7 +85,7 @@ mod tests {
             { "name": "tenant", "path": "/t/:tenant/export", "key": ["path:tenant"], "limits": [{ "requests": 1, "window": "1m" }] },
         ]));
         let headers = HeaderMap::from_pairs::<&str, &str>(&[]);
-        let client = Client { country: Some("NL".into()), asn: Some(64_500), colo: Some("AMS".into()), verified_bot: None };
+        let client = ClientFacts { country: Some("NL".into()), asn: Some(64_500), colo: Some("AMS".into()), verified_bot: None };
         let secrets = Secrets::default();
         let facts = Facts { method: "POSTPOSTPOSTPOSTPOST", url: "https://x.test/t/acme-secret/export", headers: &headers, client: &client, secrets: &secrets, now_ms: 0 };
         let mut events = vec![
@@ -108,7 +108,7 @@ mod tests {
     fn what_the_runtime_did_not_say_is_left_out() {
         let config = crate::testing::config(json!([{ "name": "r", "path": "/p", "limits": [{ "requests": 1, "window": "1m" }] }]));
         let headers = HeaderMap::from_pairs::<&str, &str>(&[]);
-        let client = Client::default();
+        let client = ClientFacts::default();
         let secrets = Secrets::default();
         let facts = Facts { method: "GET", url: "https://x.test/p", headers: &headers, client: &client, secrets: &secrets, now_ms: 0 };
         let mut events = vec![LogEvent::new("block", vec![("rule", "r".into())])];
@@ -116,7 +116,7 @@ mod tests {
         let names: Vec<&str> = events[0].fields.iter().map(|(n, _)| *n).collect();
         assert_eq!(names, ["rule", "method", "route"]);
         // Located later (the Worker read `cf` for the lines): once each.
-        let client = Client { country: Some("DE".into()), asn: Some(3_320), colo: Some("FRA".into()), verified_bot: None };
+        let client = ClientFacts { country: Some("DE".into()), asn: Some(3_320), colo: Some("FRA".into()), verified_bot: None };
         locate(&mut events, &client);
         locate(&mut events, &client);
         let names: Vec<&str> = events[0].fields.iter().map(|(n, _)| *n).collect();

@@ -120,7 +120,7 @@ impl std::error::Error for Unreadable {}
 
 /// The kinds of body that hold parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum BodyKind {
     Form,
     Multipart,
     Json,
@@ -128,16 +128,16 @@ enum Kind {
 
 /// What the headers say: the kind of parameter body, `None` for a body
 /// that holds no parameters, or why it cannot be read whatever its bytes.
-fn announced(content_type: &str, content_encoding: Option<&str>) -> Result<Option<Kind>, Unreadable> {
+fn announced(content_type: &str, content_encoding: Option<&str>) -> Result<Option<BodyKind>, Unreadable> {
     let trimmed = content_type.trim_start();
     let end = trimmed.bytes().position(|b| matches!(b, b';' | b',' | b' ' | b'\t')).unwrap_or(trimmed.len());
     let media = &trimmed[..end];
     let kind = if media.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
-        Kind::Form
+        BodyKind::Form
     } else if media.eq_ignore_ascii_case("multipart/form-data") {
-        Kind::Multipart
+        BodyKind::Multipart
     } else if is_json(media) {
-        Kind::Json
+        BodyKind::Json
     } else {
         return Ok(None);
     };
@@ -169,12 +169,12 @@ pub fn parameters(content_type: &str, content_encoding: Option<&str>, bytes: Opt
     };
     let Some(bytes) = bytes else { return BodyParams::Unreadable(Unreadable::TooLarge) };
     match kind {
-        Kind::Form => BodyParams::Pairs(form_pairs(&String::from_utf8_lossy(bytes))),
-        Kind::Multipart => match multipart(content_type, bytes) {
+        BodyKind::Form => BodyParams::Pairs(form_pairs(&String::from_utf8_lossy(bytes))),
+        BodyKind::Multipart => match multipart(content_type, bytes) {
             (_, Some(why)) => BodyParams::Unreadable(why),
             (fields, None) => BodyParams::Pairs(fields.into_iter().map(|(name, value)| (name, value.unwrap_or_default())).collect()),
         },
-        Kind::Json => match crate::request::json::parse(bytes) {
+        BodyKind::Json => match crate::request::json::parse(bytes) {
             Some(json) => BodyParams::Pairs(json.parameters()),
             None => BodyParams::Unreadable(Unreadable::MalformedJson),
         },
@@ -197,8 +197,8 @@ pub(crate) fn is_json(media: &str) -> bool {
 /// read. The caller judges `Content-Encoding` (see [`parameters`]).
 pub fn form_field_values(content_type: &str, bytes: &[u8], name: &str) -> Vec<String> {
     let pairs = match announced(content_type, None) {
-        Ok(Some(Kind::Form)) => form_pairs(&String::from_utf8_lossy(bytes)),
-        Ok(Some(Kind::Multipart)) => multipart(content_type, bytes).0.into_iter().filter_map(|(name, value)| Some((name, value?))).collect(),
+        Ok(Some(BodyKind::Form)) => form_pairs(&String::from_utf8_lossy(bytes)),
+        Ok(Some(BodyKind::Multipart)) => multipart(content_type, bytes).0.into_iter().filter_map(|(name, value)| Some((name, value?))).collect(),
         _ => return Vec::new(),
     };
     let mut fields = CanonicalQuery::default();
@@ -398,11 +398,11 @@ pub(crate) const MAX_BOUNDARIES: usize = 4;
 
 /// One reading of a multipart field's name, and its value (`None` for a
 /// file).
-type Field = (String, Option<String>);
+type FormField = (String, Option<String>);
 
 /// The fields of a multipart body under every boundary its content type
 /// gives, and the first reason found that it is unreadable.
-fn multipart(content_type: &str, bytes: &[u8]) -> (Vec<Field>, Option<Unreadable>) {
+fn multipart(content_type: &str, bytes: &[u8]) -> (Vec<FormField>, Option<Unreadable>) {
     let boundaries = boundaries(content_type);
     let mut fields = Vec::new();
     let malformed = match boundaries.len() {
@@ -424,7 +424,7 @@ fn multipart(content_type: &str, bytes: &[u8]) -> (Vec<Field>, Option<Unreadable
 /// Adds the fields of a multipart body under one boundary (see the module
 /// doc for how leniently) to `fields`; `Err` says why it is unreadable,
 /// once every part it could read was added.
-fn parts(bytes: &[u8], boundary: &[u8], fields: &mut Vec<Field>) -> Result<(), Unreadable> {
+fn parts(bytes: &[u8], boundary: &[u8], fields: &mut Vec<FormField>) -> Result<(), Unreadable> {
     let delimiter = [b"--", boundary].concat();
     // Where each delimiter line starts (`at` is always 0 or just after a
     // line feed, so within the body).
@@ -473,7 +473,7 @@ fn parts(bytes: &[u8], boundary: &[u8], fields: &mut Vec<Field>) -> Result<(), U
 
 /// Adds one part's field (each reading of its name) to `fields`, if it has
 /// a name; `Err` says why it is unreadable.
-fn part(segment: &[u8], fields: &mut Vec<Field>) -> Result<(), Unreadable> {
+fn part(segment: &[u8], fields: &mut Vec<FormField>) -> Result<(), Unreadable> {
     let mut names = Vec::new();
     let mut file = false;
     let mut at = 0;

@@ -113,7 +113,7 @@ pub fn canonical_path(raw_path: &str) -> Result<String, CanonError> {
 /// enter it (and leave); `/api` and `/.tollgatex` do not. A browser scopes a
 /// cookie of `Path=/.tollgate` by the raw path, so every request it sends
 /// such a cookie with enters the prefix, wherever its dot segments lead
-/// (issue 35). An empty prefix (`/`) is never entered.
+///. An empty prefix (`/`) is never entered.
 pub(crate) fn canonical_path_entering(raw_path: &str, prefix: &str) -> Result<(String, bool), CanonError> {
     let prefix = decode_fully(prefix.as_bytes());
     let prefix: Vec<&[u8]> = prefix.split(|&b| b == b'/').filter(|s| !s.is_empty()).collect();

@@ -1,4 +1,4 @@
-//! Trusted devices: lockout-resistant account limits (issue 16).
+//! Trusted devices: lockout-resistant account limits.
 //!
 //! A limit on failed logins per account lets anyone lock the owner out: ten
 //! wrong passwords and the right one gets 429 too (the trade-off OWASP's
@@ -15,8 +15,8 @@
 //! origin let it in, until it expires. The key alone would not do: it
 //! folds case, and on an origin whose accounts are case-sensitive an
 //! attacker who owns `Victim@example.com` would earn a cookie for
-//! `victim@example.com`'s key, each one a fresh bucket of guesses (issue
-//! 25). `v1` cookies, signed for the key alone, are refused. The device's
+//! `victim@example.com`'s key, each one a fresh bucket of guesses.
+//! `v1` cookies, signed for the key alone, are refused. The device's
 //! bucket is the account key with `|device=` and the first 16 hex digits
 //! of that MAC appended.
 

@@ -1,6 +1,6 @@
 //! HMAC-SHA256 (RFC 2104) from RustCrypto's `hmac` over the `sha2` the
-//! Worker already carries, and `subtle`'s constant-time comparison (issue
-//! 36: the hand-written compare before had no optimization barrier, so the
+//! Worker already carries, and `subtle`'s constant-time comparison
+//! (the hand-written compare before had no optimization barrier, so the
 //! compiler was free to stop at the first difference). Checked against the
 //! RFC 4231 test vectors.
 
@@ -56,7 +56,7 @@ mod tests {
         assert_eq!(hex(&[0x00, 0x0f, 0xa5]), "000fa5");
     }
 
-    /// Written without `format!` (issue 36): the same text for every byte.
+    /// Written without `format!`: the same text for every byte.
     #[test]
     fn hex_writes_every_byte_as_format_does() {
         let all: Vec<u8> = (0..=255).collect();

@@ -35,7 +35,7 @@ pub enum KeyPart {
     /// token of `Authorization: Bearer` (OpenAI; Anthropic's SDKs since TS
     /// 1.17 and Python 2.17), `x-api-key` (Anthropic), `x-goog-api-key`
     /// and the `key` query parameter (Gemini), whichever are present, each
-    /// hashed with SHA-256 ([`credentials`]; issue 50, item 8).
+    /// hashed with SHA-256 ([`credentials`]).
     Credential,
     /// `request.cf.country`.
     Country,
@@ -46,7 +46,7 @@ pub enum KeyPart {
 }
 
 /// How an origin reads a key part's value, so that every spelling it reads
-/// as one identity is one key (issue 15: `/schools/042` and `/schools/42`
+/// as one identity is one key (`/schools/042` and `/schools/42`
 /// are the same school to `parseInt`, Werkzeug's `<int:>`, PHP's `(int)`,
 /// Rails' `find` and an integer SQL column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,7 +325,7 @@ impl KeyPart {
     /// it: lowercased on a `case_insensitive` rule, as a case-insensitive
     /// router finds one resource for `/chat/AbC` and `/chat/abc`. Every
     /// path group but a `:raw` one, which is the value as sent (an origin
-    /// that tells `AbC123` from `abc123` apart: issue 39).
+    /// that tells `AbC123` from `abc123` apart).
     pub(crate) fn folds_with_match(&self) -> bool {
         matches!(self, KeyPart::PathGroup(_, t) if *t != Some(ValueType::Raw))
     }
@@ -543,7 +543,7 @@ impl std::error::Error for KeyError {}
 /// header, query parameter, form field or cookie, a JSON member given
 /// twice or in another case, PHP's spelling of a cookie name). The request
 /// is charged to each, so a client cannot pick the identity that still has
-/// budget (issue 15: charge every identity an origin could read). Values
+/// budget (charge every identity an origin could read). Values
 /// are read as the part's type says, so spellings the origin reads alike
 /// are one key. A part with no usable value is [`KeyError::Missing`]: the
 /// caller applies the rule's missing-key policy, so absent values never
@@ -667,7 +667,7 @@ const CREDENTIAL_HEADERS: [&str; 2] = ["x-api-key", "x-goog-api-key"];
 /// each `key` query parameter. Which one the API behind reads is its
 /// business, so each is an identity and the request is charged to every
 /// one ([`derive_keys`]): a client sending a spent key beside a fresh one
-/// is still refused by the spent one (issue 50, item 8). Another scheme
+/// is still refused by the spent one. Another scheme
 /// (`Basic`) names no credential.
 fn credentials(inputs: &KeyInputs<'_>) -> Vec<String> {
     let items = |name: &str| -> Vec<String> {
@@ -743,14 +743,6 @@ pub(crate) fn identity_key(part: &KeyPart, value: &str) -> Option<String> {
         [one] => Some(format!("{part}={one}")),
         _ => None,
     }
-}
-
-/// Normalizes an identity such as an email (trimmed, lowercased) and hashes
-/// it with SHA-256 (hex), as a `body:` key part holds it by default. `None`
-/// for a value that is empty once trimmed.
-#[cfg(test)]
-pub fn hash_identity(raw: &str) -> Option<String> {
-    ValueType::Lower.read(raw).map(|v| sha256_hex(&v))
 }
 
 fn sha256_hex(text: &str) -> String {
@@ -875,7 +867,7 @@ pub(crate) fn cookie_value(header: &str, name: &str) -> Option<String> {
 ///   server shares, and the UDP port beside the address is the client's to
 ///   change (each new NAT mapping is a new port), so keying on it handed
 ///   out a bucket per port and let a Teredo client slip past a ban of its
-///   IPv4 address (issue 25). Clients behind one NAT share the bucket, as
+///   IPv4 address. Clients behind one NAT share the bucket, as
 ///   they do over IPv4.
 /// - Other IPv6 is masked to `prefix` bits and written as `network/prefix`,
 ///   so that spelling variants (case, zero compression) are one key and a
@@ -950,7 +942,7 @@ fn teredo_client(v6: &Ipv6Addr) -> Option<Ipv4Addr> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -1116,7 +1108,7 @@ mod tests {
         assert_eq!(derive_key(&[part("body:password")], &no_ip), Err(MissingPart(part("body:password"))));
     }
 
-    /// Issue 15: when the origin might read any of several values, every
+    /// When the origin might read any of several values, every
     /// one is charged, never "missing" (a fresh or skipped bucket).
     #[test]
     fn every_identity_an_origin_could_read_is_charged() {
@@ -1273,7 +1265,7 @@ mod tests {
         assert_eq!(hash_identity(" A@B.io "), hash_identity("a@b.io"));
     }
 
-    /// Issue 15, row 4 against PHP: `$_REQUEST['email']` is the cookie over
+    /// Row 4 against PHP: `$_REQUEST['email']` is the cookie over
     /// the form body (and Symfony's `get()` the query over it), so a decoy
     /// in the body does not hide the victim named in a cookie or the query.
     #[test]
@@ -1321,7 +1313,7 @@ mod tests {
         assert_eq!(identity_key(&KeyPart::Ip, "203.0.113.7"), None, "no response header names the client");
     }
 
-    /// Issue 50, item 8: Anthropic's SDKs send `Authorization: Bearer`,
+    /// Anthropic's SDKs send `Authorization: Bearer`,
     /// older clients `x-api-key`, Gemini's `x-goog-api-key` or `?key=`:
     /// `credential` reads whichever are present, hashed, and a request
     /// carrying two different credentials is charged to both.
@@ -1358,6 +1350,13 @@ mod tests {
         assert!(matches!(many, Err(KeyError::TooMany { .. })), "{many:?}");
         assert_eq!(identity_key(&KeyPart::Credential, "sk-ant-1"), Some(sk), "an override names the key as a request does");
         assert!(KeyPart::Credential.identifies_client());
+    }
+
+    /// Normalizes an identity such as an email (trimmed, lowercased) and hashes
+    /// it with SHA-256 (hex), as a `body:` key part holds it by default. `None`
+    /// for a value that is empty once trimmed.
+    pub(crate) fn hash_identity(raw: &str) -> Option<String> {
+        ValueType::Lower.read(raw).map(|v| sha256_hex(&v))
     }
 }
 

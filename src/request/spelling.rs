@@ -1,4 +1,4 @@
-//! The exact spelling of an identity: relief is bound to it (issue 25).
+//! The exact spelling of an identity: relief is bound to it.
 //!
 //! A rule's key *folds* what an origin might read as one account
 //! (`Victim@Example.com`, `victim@example.com` and `ｖictim@example.com`

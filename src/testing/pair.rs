@@ -1,4 +1,4 @@
-//! The native harness (issue 36), in the manner of quinn-proto's test
+//! The native harness, in the manner of quinn-proto's test
 //! `Pair`: edge isolates ([`edge::Edge`]: the decision machine, the lease
 //! book, the holds and the blocked-until cache) and the limiter objects
 //! ([`Storage`]: [`crate::count::object`]'s pure step on in-memory rows,

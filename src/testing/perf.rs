@@ -1,11 +1,11 @@
 //! A native loop of the pure core's share of one request, for profiling
-//! (issue 36 item 7): `valgrind --tool=callgrind` on the test binary, with
+//!: `valgrind --tool=callgrind` on the test binary, with
 //! `cargo test --release --lib testing::perf -- --ignored`. Each loop
 //! steps the core as `glue::drive::decide`, `record` and `glue::edge::limit`
 //! do for a live request (the I/O left out): the blocked path (the
 //! isolate's blocked-until cache warm, the plan kept in the memo, the block
 //! line folded into its episode) and the allowed path (a new key every ten
-//! requests, its count run as the core's `Counter` against the object's
+//! requests, its count run as the core's `CounterRun` against the object's
 //! pure step on an in-memory row, through the wire form). `PERF_N`
 //! requests (10,000 by default). Asserts the answers, so a change that
 //! altered them fails here too.
@@ -13,10 +13,10 @@
 use crate::config::Config;
 use crate::count::protocol::{decode_call_url, decode_reply_line, encode_call_url, encode_reply_line};
 use crate::count::store::Storage;
-use crate::pipeline::facts::{Client, Facts, HeaderMap, Secrets};
-use crate::pipeline::isolate::{Counter, Isolate, ObjectCall};
+use crate::pipeline::facts::{ClientFacts, Facts, HeaderMap, Secrets};
+use crate::pipeline::isolate::{CounterRun, Isolate, ObjectCall};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
-use crate::pipeline::plane::{Entry, Plane};
+use crate::pipeline::plane::{Door, Plane};
 use crate::pipeline::verdict::Answer;
 use std::collections::BTreeMap;
 
@@ -41,9 +41,9 @@ fn one(config: &'static Config, isolate: &mut Isolate, objects: &mut BTreeMap<St
     let url = "http://127.0.0.1:8787/api/example?mode=heavy";
     let _ = isolate.episodes.ended(now);
     let (entry, walked) = machine::entry(config, &isolate.memo, url, Plane::Zone);
-    assert_eq!(entry, Entry::Plan);
+    assert_eq!(entry, Door::Plan);
     let headers = HeaderMap::from_lines(header_lines(ip));
-    let client = Client::default();
+    let client = ClientFacts::default();
     let secrets = std::rc::Rc::new(Secrets::default());
     let facts = Facts { method: "GET", url, headers: &headers, client: &client, secrets: &secrets, now_ms: now };
     let mut machine = Machine::new(config, facts, &isolate.memo, walked);
@@ -52,7 +52,7 @@ fn one(config: &'static Config, isolate: &mut Isolate, objects: &mut BTreeMap<St
             let outcomes = checks
                 .iter()
                 .map(|(applied, op)| {
-                    let mut counter = Counter::new(applied, *op);
+                    let mut counter = CounterRun::new(applied, *op);
                     counter.run(isolate, now, |ObjectCall { id, call, .. }, at| {
                         let call = decode_call_url(&encode_call_url(call)).unwrap_or_else(|e| panic!("{e}"));
                         let reply = objects.entry(id.clone()).or_default().answer(&call, at).unwrap_or_else(|e| panic!("{e}"));

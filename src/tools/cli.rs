@@ -290,7 +290,7 @@ impl Cli<'_> {
         }
         // Once, not per environment: check cannot see secrets, so this is a
         // reminder, not a finding.
-        // One line, what to do first (issue 53): it was four in a terminal.
+        // One line, what to do first: it was four in a terminal.
         let each_env = if sections_len > 1 { ", --env NAME for each environment" } else { "" };
         outln!(self, "note: before deploying, set the secret {LOG_KEY_VAR} (npx wrangler secret put {LOG_KEY_VAR}{each_env}): without it, key_hash in logs is reversible for IPv4 keys");
         i32::from(failed)
@@ -329,7 +329,7 @@ impl Cli<'_> {
             outln!(self, "note: {path} {label}: {}", access.note(&config.admin_prefix));
         }
         // The memory arithmetic once a config sets what it depends on (the
-        // shipped defaults say nothing: issue 53's three lines).
+        // shipped defaults say nothing, so three lines are no noise).
         let sizes = ["memory_budget", "upload_budget", "body_limit", "body_timeout"];
         let sized = sizes.iter().any(|f| value.get(f).is_some()) || value.get("rules").and_then(Value::as_array).is_some_and(|rules| rules.iter().any(|r| r.pointer("/counting/upload_buffer").is_some()));
         if let Some(note) = crate::config::memory_note(&config).filter(|_| sized) {
@@ -371,7 +371,7 @@ impl Cli<'_> {
     /// The environments of `path` other than `env` (the top level's when
     /// `env` is one) whose valid config writes fields in the older
     /// spelling, with how many: what `tollgate migrate` respells there and
-    /// a diff of one section does not count (issue 53, round 3 item 7).
+    /// a diff of one section does not count.
     fn respelled_elsewhere(&self, path: &str, env: Option<&str>) -> Vec<(Option<String>, usize)> {
         let Ok(wrangler) = self.read_wrangler(path) else { return Vec::new() };
         let envs = wrangler.get("env").and_then(serde_json::Value::as_object).map(|envs| envs.keys().cloned().map(Some).collect::<Vec<_>>()).unwrap_or_default();
@@ -426,7 +426,7 @@ impl Cli<'_> {
             }
         }
         outs!(self, "{}", crate::tools::diff::report(&diffs));
-        let resets = diffs.iter().flat_map(|d| &d.changes).any(crate::tools::diff::Change::resets);
+        let resets = diffs.iter().flat_map(|d| &d.changes).any(crate::tools::diff::ConfigChange::resets);
         if options.fail_on_reset && resets {
             errln!(self, "tollgate diff: some keys' counts start from zero (RESET above)");
             return 3;

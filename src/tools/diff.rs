@@ -27,12 +27,12 @@ use std::fmt;
 pub(crate) struct RuleDiff {
     /// The rule's name in NEW (in OLD for a removed rule).
     pub(crate) rule: String,
-    pub(crate) changes: Vec<Change>,
+    pub(crate) changes: Vec<ConfigChange>,
 }
 
 /// What a deploy does to one rule's live state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Change {
+pub(crate) enum ConfigChange {
     /// A rule only NEW has: every key starts from zero.
     Added,
     /// A rule only OLD has: its counts are no longer read, and expire.
@@ -60,7 +60,7 @@ pub(crate) enum Change {
     /// A window only OLD has: no longer enforced.
     WindowRemoved { window: String, requests: u32 },
     /// A rolling window became a calendar one, or the other way, or a
-    /// calendar window changed its unit or zone (issue 53): the hits each
+    /// calendar window changed its unit or zone: the hits each
     /// row holds are read by the new window at once.
     Period { from: String, to: String, requests: u32, calendar: bool },
     /// `algorithm` changed: the other algorithm's rows are read towards
@@ -88,28 +88,28 @@ pub(crate) enum Change {
     /// where OLD had none: the release before refused such a config, and
     /// its objects do not coalesce ([`crate::count::coalesce`]).
     LargeLog,
-    /// The unit the rule counts in changed (issue 54: `metering.price`
+    /// The unit the rule counts in changed (`metering.price`
     /// on or off, or its currency): the counts already there are read in
     /// the new unit.
     Unit { from: String, to: String },
-    /// A price table's prices changed (issue 54): each model's change as
+    /// A price table's prices changed: each model's change as
     /// `pattern: in 22.5 -> 25`, a model added or removed, `unpriced`.
     Prices(Vec<String>),
 }
 
-impl Change {
+impl ConfigChange {
     /// Whether some keys' counts start from zero.
     pub(crate) fn resets(&self) -> bool {
         match self {
-            Change::Added | Change::Renamed { .. } | Change::KeyChanged { .. } | Change::Ipv6Prefix { .. } => true,
-            Change::WindowAdded { algorithm, .. } => *algorithm == Algorithm::Gcra,
+            ConfigChange::Added | ConfigChange::Renamed { .. } | ConfigChange::KeyChanged { .. } | ConfigChange::Ipv6Prefix { .. } => true,
+            ConfigChange::WindowAdded { algorithm, .. } => *algorithm == Algorithm::Gcra,
             _ => false,
         }
     }
 }
 
-impl Change {
-    /// Why this change must reach every edge at once (issue 35): during a
+impl ConfigChange {
+    /// Why this change must reach every edge at once: during a
     /// gradual deployment (a versions split), edges of the old version
     /// run the old config and call the same objects, so a field they lack
     /// is not applied to their requests, and a count moved to other
@@ -117,16 +117,16 @@ impl Change {
     /// mixes the two configs' limits, as any gradual deploy does.
     pub(crate) fn needs_all_at_once(&self) -> Option<&'static str> {
         match self {
-            Change::Renamed { .. } | Change::KeyChanged { .. } | Change::Ipv6Prefix { .. } => {
+            ConfigChange::Renamed { .. } | ConfigChange::KeyChanged { .. } | ConfigChange::Ipv6Prefix { .. } => {
                 Some("the two versions count a client in different objects, so while both serve it gets both budgets")
             }
-            Change::Metering { field: "penalty", on: true } => {
+            ConfigChange::Metering { field: "penalty", on: true } => {
                 Some("edges of the old version send no penalty: they admit a penalised key up to its limit (12 of 45 requests inside a 30 s penalty)")
             }
-            Change::Metering { field: "concurrency", on: true } => {
+            ConfigChange::Metering { field: "concurrency", on: true } => {
                 Some("edges of the old version hold no slot: their requests in flight are neither bounded nor seen by the new edges' slots")
             }
-            Change::Metering { on: true, .. } => {
+            ConfigChange::Metering { on: true, .. } => {
                 Some("edges of the old version charge each request its fixed cost, not the units the origin reports")
             }
             _ => None,
@@ -141,43 +141,43 @@ fn alg(a: Algorithm) -> &'static str {
     }
 }
 
-impl fmt::Display for Change {
+impl fmt::Display for ConfigChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Change::Added => write!(f, "new rule: every key starts from zero"),
-            Change::Removed => write!(f, "removed: its counts are no longer read (they expire with their alarms)"),
-            Change::Renamed { from } => write!(f, "renamed from `{from}`: every key starts from zero (counts are kept per rule name)"),
-            Change::KeyChanged { from, to } => write!(f, "key [{from}] -> [{to}]: every key starts from zero"),
-            Change::Ipv6Prefix { from, to } => write!(f, "ipv6_prefix /{from} -> /{to}: IPv6 clients start from zero; IPv4 clients carry over"),
-            Change::Tightened { window, from, to, algorithm } => write!(
+            ConfigChange::Added => write!(f, "new rule: every key starts from zero"),
+            ConfigChange::Removed => write!(f, "removed: its counts are no longer read (they expire with their alarms)"),
+            ConfigChange::Renamed { from } => write!(f, "renamed from `{from}`: every key starts from zero (counts are kept per rule name)"),
+            ConfigChange::KeyChanged { from, to } => write!(f, "key [{from}] -> [{to}]: every key starts from zero"),
+            ConfigChange::Ipv6Prefix { from, to } => write!(f, "ipv6_prefix /{from} -> /{to}: IPv6 clients start from zero; IPv4 clients carry over"),
+            ConfigChange::Tightened { window, from, to, algorithm } => write!(
                 f,
                 "tightens {from} -> {to} per {window}: keys already over {to} are blocked at once{}",
                 if *algorithm == Algorithm::Gcra { " (the units they owe drain at the new rate)" } else { "" }
             ),
-            Change::Loosened { window, from, to, .. } => {
+            ConfigChange::Loosened { window, from, to, .. } => {
                 write!(f, "loosens {from} -> {to} per {window}: blocked keys get room at once")
             }
-            Change::Moved { window } => write!(
+            ConfigChange::Moved { window } => write!(
                 f,
                 "the {window} window moved among the limits: GCRA keeps its state by place, so it reads the units of the window that was in its place"
             ),
-            Change::WindowAdded { window, requests, algorithm: Algorithm::SlidingLog } => {
+            ConfigChange::WindowAdded { window, requests, algorithm: Algorithm::SlidingLog } => {
                 write!(f, "new window {requests} per {window}: counts the hits each row still holds")
             }
-            Change::WindowAdded { window, requests, .. } => write!(
+            ConfigChange::WindowAdded { window, requests, .. } => write!(
                 f,
                 "new window {requests} per {window}: this GCRA window starts from zero for every key (or from the units of the window that was in its place)"
             ),
-            Change::WindowRemoved { window, requests } => write!(f, "window {requests} per {window} removed"),
-            Change::Period { from, to, requests, calendar: true } => write!(
+            ConfigChange::WindowRemoved { window, requests } => write!(f, "window {requests} per {window} removed"),
+            ConfigChange::Period { from, to, requests, calendar: true } => write!(
                 f,
                 "window {from} -> {requests} per {to}: counts each row's hits since the period began, at once; the quota comes back whole at the period's end, not one request at a time"
             ),
-            Change::Period { from, to, requests, calendar: false } => write!(
+            ConfigChange::Period { from, to, requests, calendar: false } => write!(
                 f,
                 "window {from} -> {requests} per {to}: rolling again, it counts each row's hits of the last {to} at once; each request's unit comes back {to} after it"
             ),
-            Change::Algorithm { from, to } => write!(
+            ConfigChange::Algorithm { from, to } => write!(
                 f,
                 "algorithm {} -> {}: each {} row is read towards blocking, never as empty (no key gains room; one near its limit may wait up to one window more)",
                 alg(*from),
@@ -189,35 +189,35 @@ impl fmt::Display for Change {
     }
 }
 
-impl Change {
+impl ConfigChange {
     /// The text of a change to a setting (overrides, counting, leases,
-    /// action, metering, refusals, a large log): [`Change`]'s `Display`
+    /// action, metering, refusals, a large log): [`ConfigChange`]'s `Display`
     /// for those, apart from the changes to rules and windows.
     fn fmt_setting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-                Change::Override { value, from: None, to: Some(to) } => write!(f, "override `{value}` appears: {to}, at once"),
-                Change::Override { value, from: Some(from), to: None } => write!(f, "override `{value}` vanishes: {from} -> the rule's limits, at once"),
-                Change::Override { value, from, to } => write!(f, "override `{value}`: {} -> {}, at once", from.as_deref().unwrap_or("-"), to.as_deref().unwrap_or("-")),
-                Change::TwoPhase { on: true } => write!(f, "two-phase counting on (counting.statuses): only the listed statuses count from now; hits so far stay counted"),
-                Change::TwoPhase { on: false } => write!(f, "two-phase counting off: every request counts from now; reservations in flight hold until they settle or lapse"),
-                Change::Leases { on } => write!(f, "leases {}: counts carry over", if *on { "on" } else { "off" }),
-                Change::Action { blocks: true } => write!(f, "action log -> block: keys already over the limit are blocked at once"),
-                Change::Action { blocks: false } => write!(f, "action block -> log (shadow): nothing is blocked any more"),
-                Change::Metering { field, on: true } => write!(
+                ConfigChange::Override { value, from: None, to: Some(to) } => write!(f, "override `{value}` appears: {to}, at once"),
+                ConfigChange::Override { value, from: Some(from), to: None } => write!(f, "override `{value}` vanishes: {from} -> the rule's limits, at once"),
+                ConfigChange::Override { value, from, to } => write!(f, "override `{value}`: {} -> {}, at once", from.as_deref().unwrap_or("-"), to.as_deref().unwrap_or("-")),
+                ConfigChange::TwoPhase { on: true } => write!(f, "two-phase counting on (counting.statuses): only the listed statuses count from now; hits so far stay counted"),
+                ConfigChange::TwoPhase { on: false } => write!(f, "two-phase counting off: every request counts from now; reservations in flight hold until they settle or lapse"),
+                ConfigChange::Leases { on } => write!(f, "leases {}: counts carry over", if *on { "on" } else { "off" }),
+                ConfigChange::Action { blocks: true } => write!(f, "action log -> block: keys already over the limit are blocked at once"),
+                ConfigChange::Action { blocks: false } => write!(f, "action block -> log (shadow): nothing is blocked any more"),
+                ConfigChange::Metering { field, on: true } => write!(
                     f,
                     "`{field}` on: objects of a release before 0.2.0 refuse its calls (the rule's on_error) — deploy it once every object runs 0.2.0 or later"
                 ),
-                Change::Metering { field, on: false } => write!(f, "`{field}` off: counts carry over"),
-                Change::Refusal { from, to } => {
+                ConfigChange::Metering { field, on: false } => write!(f, "`{field}` off: counts carry over"),
+                ConfigChange::Refusal { from, to } => {
                     let shape = |p: &Option<Provider>| p.map_or("problem+json".to_string(), |p| format!("{}'s error JSON", p.name()));
                     write!(f, "refusals {} -> {}: clients read the new body at once (x-should-retry: false past 60 s only with an API's shape); counts carry over", shape(from), shape(to))
                 }
-                Change::Unit { from, to } => write!(
+                ConfigChange::Unit { from, to } => write!(
                     f,
                     "counts in {to}, not {from}: the units already counted are read as {to} at once (rename the rule to start every key from zero)"
                 ),
-                Change::Prices(changes) => write!(f, "prices: {}; from the next answer settled (what is in flight is charged at the new prices)", changes.join("; ")),
-                Change::LargeLog => write!(
+                ConfigChange::Prices(changes) => write!(f, "prices: {}; from the next answer settled (what is in flight is charged at the new prices)", changes.join("; ")),
+                ConfigChange::LargeLog => write!(
                     f,
                     "a sliding_log limit above 10,000: objects of the release before keep one entry per call (no coalescing; a busy key's row grows toward SQLite's 2 MB) and its `tollgate check` refuses the config — deploy it once every object runs this release, and lower it before rolling back"
                 ),
@@ -236,12 +236,12 @@ pub(crate) fn diff(old: &Config, new: &Config) -> Vec<RuleDiff> {
         let mut changes = match in_old(&rule.name) {
             Some(before) => rule_changes(before, rule, old.ipv6_prefix, new.ipv6_prefix),
             None => match old.rules.iter().find(|r| in_new(&r.name).is_none() && same_route(r, rule)) {
-                Some(before) => vec![Change::Renamed { from: before.name.clone() }],
-                None => vec![Change::Added],
+                Some(before) => vec![ConfigChange::Renamed { from: before.name.clone() }],
+                None => vec![ConfigChange::Added],
             },
         };
         if large_log(rule) && !in_old(&rule.name).is_some_and(large_log) {
-            changes.push(Change::LargeLog);
+            changes.push(ConfigChange::LargeLog);
         }
         if !changes.is_empty() {
             out.push(RuleDiff { rule: rule.name.clone(), changes });
@@ -250,7 +250,7 @@ pub(crate) fn diff(old: &Config, new: &Config) -> Vec<RuleDiff> {
     for rule in old.rules.iter().filter(|r| in_new(&r.name).is_none()) {
         let renamed = new.rules.iter().any(|n| in_old(&n.name).is_none() && same_route(rule, n));
         if !renamed {
-            out.push(RuleDiff { rule: rule.name.clone(), changes: vec![Change::Removed] });
+            out.push(RuleDiff { rule: rule.name.clone(), changes: vec![ConfigChange::Removed] });
         }
     }
     out
@@ -275,15 +275,15 @@ fn key_text(key: &[KeyPart]) -> String {
 type Metered = (&'static str, fn(&Rule) -> bool);
 
 /// The changes of one rule kept under its name.
-fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<Change> {
+fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<ConfigChange> {
     let mut changes = Vec::new();
     if old.key != new.key {
-        changes.push(Change::KeyChanged { from: key_text(&old.key), to: key_text(&new.key) });
+        changes.push(ConfigChange::KeyChanged { from: key_text(&old.key), to: key_text(&new.key) });
     } else if old_prefix != new_prefix && new.key.contains(&KeyPart::Ip) {
-        changes.push(Change::Ipv6Prefix { from: old_prefix, to: new_prefix });
+        changes.push(ConfigChange::Ipv6Prefix { from: old_prefix, to: new_prefix });
     }
     if old.algorithm != new.algorithm {
-        changes.push(Change::Algorithm { from: old.algorithm, to: new.algorithm });
+        changes.push(ConfigChange::Algorithm { from: old.algorithm, to: new.algorithm });
     }
     // The state a changed limit meets is the old algorithm's: a GCRA cell
     // is kept per limit (read by either algorithm), a log is read anew.
@@ -291,37 +291,37 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
     override_changes(old, new, &mut changes);
     let two_phase = |r: &Rule| matches!(r.counting, Counting::Statuses(_));
     if two_phase(old) != two_phase(new) {
-        changes.push(Change::TwoPhase { on: two_phase(new) });
+        changes.push(ConfigChange::TwoPhase { on: two_phase(new) });
     }
     if old.lease.leases() != new.lease.leases() {
-        changes.push(Change::Leases { on: new.lease.leases() });
+        changes.push(ConfigChange::Leases { on: new.lease.leases() });
     }
     if old.action != new.action {
-        changes.push(Change::Action { blocks: new.action == Action::Block });
+        changes.push(ConfigChange::Action { blocks: new.action == Action::Block });
     }
     // A rule metered before and after (`metering` switched on or off is
     // said by itself).
     if old.usage.is_some() && new.usage.is_some() && old.refusal_shape() != new.refusal_shape() {
-        changes.push(Change::Refusal { from: old.refusal_shape(), to: new.refusal_shape() });
+        changes.push(ConfigChange::Refusal { from: old.refusal_shape(), to: new.refusal_shape() });
     }
     price_changes(old, new, &mut changes);
     let metering: [Metered; 3] =
         [("penalty", |r| r.penalty_ms.is_some()), ("concurrency", |r| r.concurrency.is_some()), ("metering", |r| r.usage.is_some())];
     for (field, on) in metering {
         if on(old) != on(new) {
-            changes.push(Change::Metering { field, on: on(new) });
+            changes.push(ConfigChange::Metering { field, on: on(new) });
         }
     }
     changes
 }
 
-/// A metered rule's unit and price table (issue 54).
-fn price_changes(old: &Rule, new: &Rule, changes: &mut Vec<Change>) {
+/// A metered rule's unit and price table.
+fn price_changes(old: &Rule, new: &Rule, changes: &mut Vec<ConfigChange>) {
     let (Some(a), Some(b)) = (&old.usage, &new.usage) else { return };
     // Money or not, and which currency: a header or a JSON path renamed
     // still counts the same tokens.
     if a.price.as_ref().map(|p| &p.unit) != b.price.as_ref().map(|p| &p.unit) {
-        changes.push(Change::Unit { from: a.unit().to_string(), to: b.unit().to_string() });
+        changes.push(ConfigChange::Unit { from: a.unit().to_string(), to: b.unit().to_string() });
     }
     let (Some(a), Some(b)) = (&a.price, &b.price) else { return };
     let (a, b) = (&a.table, &b.table);
@@ -338,14 +338,14 @@ fn price_changes(old: &Rule, new: &Rule, changes: &mut Vec<Change>) {
         said.push(format!("unpriced {} -> {}", a.unpriced.name(), b.unpriced.name()));
     }
     if !said.is_empty() {
-        changes.push(Change::Prices(said));
+        changes.push(ConfigChange::Prices(said));
     }
 }
 
 /// Windows matched by length: raised, lowered, added, removed. Of a GCRA
 /// row (`algorithm`: the one that wrote the rows), a window's state is
 /// kept by its place among the limits.
-fn limit_changes(old: &[Limit], new: &[Limit], algorithm: Algorithm, changes: &mut Vec<Change>) {
+fn limit_changes(old: &[Limit], new: &[Limit], algorithm: Algorithm, changes: &mut Vec<ConfigChange>) {
     let same = |a: &Limit, b: &Limit| a.window_ms == b.window_ms && a.calendar == b.calendar;
     let mut added = Vec::new();
     for (i, limit) in new.iter().enumerate() {
@@ -357,12 +357,12 @@ fn limit_changes(old: &[Limit], new: &[Limit], algorithm: Algorithm, changes: &m
                 let from = old[at].requests.get();
                 // GCRA reads cell i with the i-th limit.
                 if algorithm == Algorithm::Gcra && at != i {
-                    changes.push(Change::Moved { window: window.clone() });
+                    changes.push(ConfigChange::Moved { window: window.clone() });
                 }
                 if to < from {
-                    changes.push(Change::Tightened { window, from, to, algorithm });
+                    changes.push(ConfigChange::Tightened { window, from, to, algorithm });
                 } else if to > from {
-                    changes.push(Change::Loosened { window, from, to, algorithm });
+                    changes.push(ConfigChange::Loosened { window, from, to, algorithm });
                 }
             }
         }
@@ -374,17 +374,17 @@ fn limit_changes(old: &[Limit], new: &[Limit], algorithm: Algorithm, changes: &m
         // kind, or another calendar, in order.
         let paired = removed.iter().position(|r| limit.calendar.is_some() || r.calendar.is_some());
         match paired.map(|at| removed.remove(at)) {
-            Some(was) => changes.push(Change::Period {
+            Some(was) => changes.push(ConfigChange::Period {
                 from: format!("{} per {}", was.requests.get(), window_text(was)),
                 to: window_text(limit),
                 requests: limit.requests.get(),
                 calendar: limit.calendar.is_some(),
             }),
-            None => changes.push(Change::WindowAdded { window: window_text(limit), requests: limit.requests.get(), algorithm }),
+            None => changes.push(ConfigChange::WindowAdded { window: window_text(limit), requests: limit.requests.get(), algorithm }),
         }
     }
     for limit in removed {
-        changes.push(Change::WindowRemoved { window: window_text(limit), requests: limit.requests.get() });
+        changes.push(ConfigChange::WindowRemoved { window: window_text(limit), requests: limit.requests.get() });
     }
 }
 
@@ -393,18 +393,18 @@ fn limits_text(limits: &[Limit]) -> String {
 }
 
 /// Static overrides, matched by the key they resolve to.
-fn override_changes(old: &Rule, new: &Rule, changes: &mut Vec<Change>) {
+fn override_changes(old: &Rule, new: &Rule, changes: &mut Vec<ConfigChange>) {
     let key_of = |o: &crate::config::overrides::Override| o.key.clone().unwrap_or_else(|| o.value.clone());
     for o in new.overrides.entries() {
         let before = old.overrides.entries().iter().find(|b| key_of(b) == key_of(o));
         let to = Some(limits_text(&o.limits));
         let from = before.map(|b| limits_text(&b.limits));
         if from != to {
-            changes.push(Change::Override { value: o.value.clone(), from, to });
+            changes.push(ConfigChange::Override { value: o.value.clone(), from, to });
         }
     }
     for o in old.overrides.entries().iter().filter(|b| !new.overrides.entries().iter().any(|n| key_of(n) == key_of(b))) {
-        changes.push(Change::Override { value: o.value.clone(), from: Some(limits_text(&o.limits)), to: None });
+        changes.push(ConfigChange::Override { value: o.value.clone(), from: Some(limits_text(&o.limits)), to: None });
     }
 }
 
@@ -465,7 +465,7 @@ mod tests {
         diff(&config(json!({ "rules": old })), &config(json!({ "rules": new })))
     }
 
-    fn one(old: Value, new: Value) -> Vec<Change> {
+    fn one(old: Value, new: Value) -> Vec<ConfigChange> {
         let diffs = changes(json!([old]), json!([new]));
         diffs.into_iter().flat_map(|d| d.changes).collect()
     }
@@ -479,10 +479,10 @@ mod tests {
     #[test]
     fn a_renamed_rule_starts_from_zero_and_an_added_or_removed_one_is_said() {
         let d = changes(json!([api(json!({}))]), json!([api(json!({ "name": "api-v2" }))]));
-        assert_eq!(d, vec![RuleDiff { rule: "api-v2".into(), changes: vec![Change::Renamed { from: "api".into() }] }]);
+        assert_eq!(d, vec![RuleDiff { rule: "api-v2".into(), changes: vec![ConfigChange::Renamed { from: "api".into() }] }]);
         assert!(d[0].changes[0].resets());
         let d = changes(json!([api(json!({}))]), json!([api(json!({ "name": "other", "path": "/other" }))]));
-        assert_eq!(d.iter().map(|d| (d.rule.as_str(), d.changes.clone())).collect::<Vec<_>>(), vec![("other", vec![Change::Added]), ("api", vec![Change::Removed])]);
+        assert_eq!(d.iter().map(|d| (d.rule.as_str(), d.changes.clone())).collect::<Vec<_>>(), vec![("other", vec![ConfigChange::Added]), ("api", vec![ConfigChange::Removed])]);
         assert!(report(&d).contains("RESET new rule: every key starts from zero"), "{}", report(&d));
     }
 
@@ -491,29 +491,29 @@ mod tests {
         let rolling = api(json!({ "limits": [{ "requests": 10, "window": "1m" }, { "requests": 300, "window": "1d" }] }));
         let calendar = api(json!({ "limits": [{ "requests": 10, "window": "1m" }, { "requests": 300, "window": "day", "time_zone": "Asia/Tokyo" }] }));
         let to = one(rolling.clone(), calendar.clone());
-        let stated = Change::Period { from: "300 per 1d".into(), to: "calendar day in Asia/Tokyo".into(), requests: 300, calendar: true };
+        let stated = ConfigChange::Period { from: "300 per 1d".into(), to: "calendar day in Asia/Tokyo".into(), requests: 300, calendar: true };
         assert_eq!(to, vec![stated]);
         assert!(!to[0].resets(), "the hits each row holds carry over");
         assert!(to[0].to_string().contains("window 300 per 1d -> 300 per calendar day in Asia/Tokyo: counts each row's hits since the period began"), "{}", to[0]);
         let back = one(calendar.clone(), rolling);
-        assert_eq!(back, vec![Change::Period { from: "300 per calendar day in Asia/Tokyo".into(), to: "1d".into(), requests: 300, calendar: false }]);
+        assert_eq!(back, vec![ConfigChange::Period { from: "300 per calendar day in Asia/Tokyo".into(), to: "1d".into(), requests: 300, calendar: false }]);
         assert!(back[0].to_string().contains("rolling again"), "{}", back[0]);
         // Another zone is another period; a tightened calendar window says so.
         let paris = api(json!({ "limits": [{ "requests": 10, "window": "1m" }, { "requests": 200, "window": "day", "time_zone": "Europe/Paris" }] }));
-        assert!(matches!(&one(calendar.clone(), paris)[..], [Change::Period { to, calendar: true, .. }] if to == "calendar day in Europe/Paris"));
+        assert!(matches!(&one(calendar.clone(), paris)[..], [ConfigChange::Period { to, calendar: true, .. }] if to == "calendar day in Europe/Paris"));
         let tighter = api(json!({ "limits": [{ "requests": 10, "window": "1m" }, { "requests": 200, "window": "day", "time_zone": "Asia/Tokyo" }] }));
         let tightened = one(calendar, tighter);
-        assert_eq!(tightened, vec![Change::Tightened { window: "calendar day in Asia/Tokyo".into(), from: 300, to: 200, algorithm: Algorithm::SlidingLog }]);
+        assert_eq!(tightened, vec![ConfigChange::Tightened { window: "calendar day in Asia/Tokyo".into(), from: 300, to: 200, algorithm: Algorithm::SlidingLog }]);
     }
 
     #[test]
     fn a_changed_key_or_ipv6_prefix_starts_from_zero() {
         let key = one(api(json!({})), api(json!({ "key": ["header:x-api-key"] })));
-        assert_eq!(key, vec![Change::KeyChanged { from: "ip".into(), to: "header:x-api-key".into() }]);
+        assert_eq!(key, vec![ConfigChange::KeyChanged { from: "ip".into(), to: "header:x-api-key".into() }]);
         assert!(key[0].resets());
         let rules = json!([api(json!({})), api(json!({ "name": "tenant", "path": "/t", "key": ["header:x-tenant"] }))]);
         let d = diff(&config(json!({ "rules": rules })), &config(json!({ "ipv6_prefix": 48, "rules": rules })));
-        assert_eq!(d, vec![RuleDiff { rule: "api".into(), changes: vec![Change::Ipv6Prefix { from: 64, to: 48 }] }], "only the rule keyed on ip");
+        assert_eq!(d, vec![RuleDiff { rule: "api".into(), changes: vec![ConfigChange::Ipv6Prefix { from: 64, to: 48 }] }], "only the rule keyed on ip");
         assert!(d[0].changes[0].to_string().contains("IPv4 clients carry over"));
     }
 
@@ -526,44 +526,44 @@ mod tests {
         assert_eq!(
             c,
             vec![
-                Change::Tightened { window: "1m".into(), from: 10, to: 5, algorithm: Algorithm::SlidingLog },
-                Change::WindowAdded { window: "1d".into(), requests: 1000, algorithm: Algorithm::SlidingLog },
-                Change::WindowRemoved { window: "1h".into(), requests: 100 },
+                ConfigChange::Tightened { window: "1m".into(), from: 10, to: 5, algorithm: Algorithm::SlidingLog },
+                ConfigChange::WindowAdded { window: "1d".into(), requests: 1000, algorithm: Algorithm::SlidingLog },
+                ConfigChange::WindowRemoved { window: "1h".into(), requests: 100 },
             ]
         );
         assert_eq!(c[0].to_string(), "tightens 10 -> 5 per 1m: keys already over 5 are blocked at once");
-        assert!(!c.iter().any(Change::resets), "a log's hits carry over");
+        assert!(!c.iter().any(ConfigChange::resets), "a log's hits carry over");
         let up = one(old, limits(json!([{ "requests": 20, "window": "1m" }, { "requests": 100, "window": "1h" }])));
-        assert_eq!(up, vec![Change::Loosened { window: "1m".into(), from: 10, to: 20, algorithm: Algorithm::SlidingLog }]);
+        assert_eq!(up, vec![ConfigChange::Loosened { window: "1m".into(), from: 10, to: 20, algorithm: Algorithm::SlidingLog }]);
     }
 
     #[test]
     fn a_gcra_window_whose_limit_changes_carries_the_units_owed() {
         let gcra = |requests: u32| api(json!({ "algorithm": "gcra", "limits": [{ "requests": requests, "window": "1m" }] }));
         let c = one(gcra(10), gcra(5));
-        assert_eq!(c, vec![Change::Tightened { window: "1m".into(), from: 10, to: 5, algorithm: Algorithm::Gcra }]);
+        assert_eq!(c, vec![ConfigChange::Tightened { window: "1m".into(), from: 10, to: 5, algorithm: Algorithm::Gcra }]);
         assert!(!c[0].resets());
         assert!(c[0].to_string().ends_with("blocked at once (the units they owe drain at the new rate)"), "{}", c[0]);
         assert!(!one(gcra(10), gcra(20))[0].resets());
         let two = |first: Value, second: Value| api(json!({ "algorithm": "gcra", "limits": [first, second] }));
         let (s, h) = (json!({ "requests": 10, "window": "1s" }), json!({ "requests": 100, "window": "1h" }));
         let swapped = one(two(s.clone(), h.clone()), two(h, s));
-        assert_eq!(swapped, vec![Change::Moved { window: "1h".into() }, Change::Moved { window: "1s".into() }]);
+        assert_eq!(swapped, vec![ConfigChange::Moved { window: "1h".into() }, ConfigChange::Moved { window: "1s".into() }]);
     }
 
     #[test]
     fn an_algorithm_switch_reads_the_other_rows_towards_blocking() {
         let to_gcra = one(api(json!({})), api(json!({ "algorithm": "gcra" })));
-        assert_eq!(to_gcra, vec![Change::Algorithm { from: Algorithm::SlidingLog, to: Algorithm::Gcra }]);
+        assert_eq!(to_gcra, vec![ConfigChange::Algorithm { from: Algorithm::SlidingLog, to: Algorithm::Gcra }]);
         assert!(!to_gcra[0].resets());
         assert!(to_gcra[0].to_string().contains("read towards blocking, never as empty"));
         let to_log = one(api(json!({ "algorithm": "gcra" })), api(json!({})));
-        assert_eq!(to_log, vec![Change::Algorithm { from: Algorithm::Gcra, to: Algorithm::SlidingLog }]);
+        assert_eq!(to_log, vec![ConfigChange::Algorithm { from: Algorithm::Gcra, to: Algorithm::SlidingLog }]);
         // A limit changed with it carries over too.
         let both = one(api(json!({})), api(json!({ "algorithm": "gcra", "limits": [{ "requests": 5, "window": "1m" }] })));
-        assert!(!both.iter().any(Change::resets), "{both:?}");
+        assert!(!both.iter().any(ConfigChange::resets), "{both:?}");
         let back = one(api(json!({ "algorithm": "gcra" })), api(json!({ "limits": [{ "requests": 5, "window": "1m" }] })));
-        assert!(!back.iter().any(Change::resets), "{back:?}");
+        assert!(!back.iter().any(ConfigChange::resets), "{back:?}");
     }
 
     #[test]
@@ -572,7 +572,7 @@ mod tests {
         let old = with(json!({ "acme": [{ "requests": 100, "window": "1m" }], "umbrella": [{ "requests": 50, "window": "1m" }] }));
         let new = with(json!({ "acme": [{ "requests": 200, "window": "1m" }], "initech": [{ "requests": 5, "window": "1s" }] }));
         let c = one(old, new);
-        let by = |v: &str| c.iter().find(|c| matches!(c, Change::Override { value, .. } if value == v)).unwrap().to_string();
+        let by = |v: &str| c.iter().find(|c| matches!(c, ConfigChange::Override { value, .. } if value == v)).unwrap().to_string();
         assert_eq!(by("acme"), "override `acme`: 100/1m -> 200/1m, at once");
         assert_eq!(by("initech"), "override `initech` appears: 5/1s, at once");
         assert_eq!(by("umbrella"), "override `umbrella` vanishes: 50/1m -> the rule's limits, at once");
@@ -581,50 +581,50 @@ mod tests {
     #[test]
     fn two_phase_counting_leases_and_shadow_mode_switching() {
         let two_phase = one(api(json!({})), api(json!({ "count_statuses": [401] })));
-        assert!(two_phase.contains(&Change::TwoPhase { on: true }), "{two_phase:?}");
-        assert_eq!(one(api(json!({ "count_statuses": [401] })), api(json!({}))), vec![Change::TwoPhase { on: false }]);
+        assert!(two_phase.contains(&ConfigChange::TwoPhase { on: true }), "{two_phase:?}");
+        assert_eq!(one(api(json!({ "count_statuses": [401] })), api(json!({}))), vec![ConfigChange::TwoPhase { on: false }]);
         let big = |lease: &str| api(json!({ "key": ["global"], "limits": [{ "requests": 5000, "window": "1m" }], "lease": lease }));
-        assert_eq!(one(big("off"), big("auto")), vec![Change::Leases { on: true }]);
-        assert_eq!(one(big("auto"), big("off")), vec![Change::Leases { on: false }]);
-        assert_eq!(one(api(json!({ "action": "log" })), api(json!({}))), vec![Change::Action { blocks: true }]);
-        assert_eq!(one(api(json!({})), api(json!({ "action": "log" }))), vec![Change::Action { blocks: false }]);
+        assert_eq!(one(big("off"), big("auto")), vec![ConfigChange::Leases { on: true }]);
+        assert_eq!(one(big("auto"), big("off")), vec![ConfigChange::Leases { on: false }]);
+        assert_eq!(one(api(json!({ "action": "log" })), api(json!({}))), vec![ConfigChange::Action { blocks: true }]);
+        assert_eq!(one(api(json!({})), api(json!({ "action": "log" }))), vec![ConfigChange::Action { blocks: false }]);
     }
 
     #[test]
     fn metering_fields_switched_on_say_to_wait_for_the_objects() {
         let on = one(api(json!({})), api(json!({ "penalty": "1h", "concurrency": 3 })));
-        assert_eq!(on, vec![Change::Metering { field: "penalty", on: true }, Change::Metering { field: "concurrency", on: true }]);
+        assert_eq!(on, vec![ConfigChange::Metering { field: "penalty", on: true }, ConfigChange::Metering { field: "concurrency", on: true }]);
         assert!(on[0].to_string().contains("deploy it once every object runs 0.2.0"), "{}", on[0]);
         let usage = api(json!({ "metering": { "header": "x-units", "reserve": 5, "max": 5 }, "counting": { "mode": "response" } }));
-        assert_eq!(one(usage, api(json!({}))), vec![Change::Metering { field: "metering", on: false }]);
+        assert_eq!(one(usage, api(json!({}))), vec![ConfigChange::Metering { field: "metering", on: false }]);
     }
 
-    /// Issue 50, item 7: a change of `metering.refusal` is stated.
+    /// A change of `metering.refusal` is stated.
     #[test]
     fn a_refusal_shape_changed_is_stated() {
         let llm = |metering: serde_json::Value| api(json!({ "metering": metering, "counting": { "mode": "response" } }));
         let anthropic = llm(json!({ "usage": "anthropic", "reserve": 5, "max": 5 }));
         let problem = llm(json!({ "usage": "anthropic", "reserve": 5, "max": 5, "refusal": "problem" }));
         let changed = one(anthropic, problem.clone());
-        assert_eq!(changed, vec![Change::Refusal { from: Some(Provider::Anthropic), to: None }]);
+        assert_eq!(changed, vec![ConfigChange::Refusal { from: Some(Provider::Anthropic), to: None }]);
         assert!(changed[0].to_string().starts_with("refusals anthropic's error JSON -> problem+json: "), "{}", changed[0]);
         assert_eq!(one(problem, llm(json!({ "usage": { "json": "usage.total_tokens" }, "reserve": 5, "max": 5 }))), vec![], "problem+json both");
-        assert_eq!(one(api(json!({})), llm(json!({ "usage": "gemini", "reserve": 5, "max": 5 }))), vec![Change::Metering { field: "metering", on: true }]);
+        assert_eq!(one(api(json!({})), llm(json!({ "usage": "gemini", "reserve": 5, "max": 5 }))), vec![ConfigChange::Metering { field: "metering", on: true }]);
     }
 
-    /// Issue 37 item 4: a sliding log past 10,000 needs this release's
+    /// A sliding log past 10,000 needs this release's
     /// objects (they coalesce) and its config reader.
     #[test]
     fn a_sliding_log_limit_raised_past_10_000_says_to_wait_for_the_objects() {
         let day = |n: u32| json!([{ "requests": n, "window": "1d" }]);
         let raised = one(api(json!({ "limits": day(10_000) })), api(json!({ "limits": day(1_000_000) })));
-        assert_eq!(raised.last(), Some(&Change::LargeLog), "{raised:?}");
+        assert_eq!(raised.last(), Some(&ConfigChange::LargeLog), "{raised:?}");
         assert!(raised.last().unwrap().to_string().contains("deploy it once every object runs this release"));
-        assert!(!one(api(json!({ "limits": day(1_000_000) })), api(json!({ "limits": day(2_000_000) }))).contains(&Change::LargeLog), "already large");
-        assert!(!one(api(json!({ "limits": day(10_000) })), api(json!({ "limits": day(1_000_000) , "algorithm": "gcra" }))).contains(&Change::LargeLog), "GCRA");
+        assert!(!one(api(json!({ "limits": day(1_000_000) })), api(json!({ "limits": day(2_000_000) }))).contains(&ConfigChange::LargeLog), "already large");
+        assert!(!one(api(json!({ "limits": day(10_000) })), api(json!({ "limits": day(1_000_000) , "algorithm": "gcra" }))).contains(&ConfigChange::LargeLog), "GCRA");
     }
 
-    /// Issue 36: the 0.2.0 spelling and the current one are the same rules.
+    /// The 0.2.0 spelling and the current one are the same rules.
     #[test]
     fn a_respelled_config_changes_no_count_and_the_spelling_is_said() {
         let usage = json!({ "header": "x-units", "reserve": 5, "max": 5 });
@@ -637,7 +637,7 @@ mod tests {
         assert_eq!(spelling_note(&new, &new), None);
     }
 
-    /// Issue 35: during a gradual deployment an old edge whose config
+    /// During a gradual deployment an old edge whose config
     /// lacked `penalty` admitted 12 of 45 requests inside a 30 s penalty.
     #[test]
     fn fields_old_edges_cannot_apply_and_moved_counts_go_to_100_percent_at_once() {

@@ -11,7 +11,7 @@
 //! [`key_hash`] serve `tollgate hash`.
 
 use crate::config::upstream::Upstream;
-use crate::pipeline::admin;
+use crate::admin::api;
 use crate::request::canon::{CanonicalQuery, Source};
 use crate::config::Config;
 use crate::config::describe;
@@ -19,7 +19,7 @@ use crate::config::words::{lease, limits, policy};
 use crate::config::policy::{Counting, Named};
 use crate::pipeline::facts::{self, Facts, HeaderMap, Secrets};
 use crate::pipeline::machine::{self, Machine, Next};
-use crate::pipeline::plane::{Entry, Plane};
+use crate::pipeline::plane::{Door, Plane};
 use crate::pipeline::memo::PlanMemo;
 use crate::pipeline::applied::{Applied, KeyOutcome, Matched};
 use crate::pipeline::metrics::MetricsLevel;
@@ -30,7 +30,7 @@ use crate::count::limit::Limit;
 use crate::count::protocol::{Call, CallFailure, Op};
 use crate::count::store::Storage;
 use crate::config::rules::{RequestView, Rule};
-use crate::pipeline::isolate::{Counter, Isolate, ObjectCall};
+use crate::pipeline::isolate::{CounterRun, Isolate, ObjectCall};
 use crate::pipeline::verdict::{Answer, Outcome, Verdict};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -77,7 +77,7 @@ pub(crate) fn rule_key(config: &Config, rule: &str, values: &[(String, String)])
     let encode = |text: &str| percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string();
     let pairs: Vec<String> = values.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect();
     let params = CanonicalQuery::parse(&pairs.join("&"));
-    admin::admin_key(&rule.key, &params, config.ipv6_prefix)
+    api::admin_key(&rule.key, &params, config.ipv6_prefix)
         .map_err(|missing| {
             let param = missing.0.param_name().unwrap_or_else(|| missing.0.to_string());
             format!("rule `{}`: {missing}: give it as `{param}=VALUE`", rule.name)
@@ -106,7 +106,7 @@ impl Assumed {
     }
 
     /// What the rule's counter answers the machine's `op` at `now_ms`, in
-    /// the state assumed: the core's own [`Counter`] on a fresh
+    /// the state assumed: the core's own [`CounterRun`] on a fresh
     /// [`Isolate`] (the ban probe, the cache, the lease, the hold), its
     /// calls answered by the object's own step
     /// ([`crate::count::store::Storage::answer`], the Durable Object's
@@ -118,7 +118,7 @@ impl Assumed {
     fn outcome(self, applied: &Applied<'_>, op: Op, now_ms: i64) -> Outcome {
         let mut objects: std::collections::BTreeMap<String, Storage> = std::collections::BTreeMap::new();
         let mut isolate = Isolate::new();
-        Counter::new(applied, op).run(&mut isolate, now_ms, |ObjectCall { id, call, .. }, at| {
+        CounterRun::new(applied, op).run(&mut isolate, now_ms, |ObjectCall { id, call, .. }, at| {
             let object = objects.entry(id.clone()).or_insert_with(|| self.storage(call, now_ms));
             match self {
                 Assumed::Failed => Err(CallFailure::Transport("assumed: the counter cannot be reached".into())),
@@ -159,7 +159,7 @@ impl Assumptions<'_> {
 pub(crate) struct Explained<'c> {
     pub(crate) url: Result<Url, String>,
     /// No rule's host and path take the URL: the Worker forwards it with
-    /// nothing else read ([`machine::applies`]).
+    /// nothing else read ([`crate::pipeline::plane::walk`]'s `Door::Pass`).
     pub(crate) fast_path: bool,
     /// The Worker's plan memo would keep this plan for the client's repeats
     /// (a blocked client, nothing exempt, no body read).
@@ -178,7 +178,7 @@ pub(crate) fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed:
         Err(e) => return Explained { url: Err(e), fast_path: false, kept: false, checked: Vec::new(), plan: None, verdict: None },
     };
     let headers = HeaderMap::from_pairs(request.headers);
-    let client = facts::Client {
+    let client = facts::ClientFacts {
         country: request.country.map(str::to_string),
         asn: request.asn,
         verified_bot: request.verified_bot.map(str::to_string),
@@ -190,7 +190,7 @@ pub(crate) fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed:
     // its first.
     let memo = PlanMemo::new(1);
     let (entry, walked) = machine::entry(config, &memo, url.as_str(), Plane::Zone);
-    let fast_path = entry == Entry::Pass;
+    let fast_path = entry == Door::Pass;
     let mut machine = Machine::new(config, facts, &memo, walked);
     let decision = loop {
         match machine.next(None) {
@@ -202,7 +202,7 @@ pub(crate) fn run<'c>(config: &'c Config, request: &ExplainRequest<'_>, assumed:
             }),
             // All here: the Worker would go on to count.
             Next::Upload(_) => machine.uploaded(Receipt::Complete, request.now_ms),
-            Next::Admin { .. } => {
+            Next::Admin => {
                 let plan = Some(machine.decided().plan);
                 return Explained { url: Ok(url), fast_path, kept: false, checked: Vec::new(), plan, verdict: None };
             }
@@ -335,7 +335,7 @@ fn write_canonical(out: &mut String, config: &Config, c: &Canonical, explained: 
         );
     }
     let _ = writeln!(out, "methods:    {}", c.methods.join(", "));
-    if admin::is_admin_path(&config.admin_prefix, &c.path) {
+    if api::is_admin_path(&config.admin_prefix, &c.path) {
         let _ = writeln!(out, "admin:      with the secret TOLLGATE_ADMIN_TOKEN set, the admin API answers this path instead");
     }
     if explained.fast_path {
@@ -343,7 +343,7 @@ fn write_canonical(out: &mut String, config: &Config, c: &Canonical, explained: 
     }
 }
 
-/// Each calendar window's period at `now_ms` (issue 53): where it began,
+/// Each calendar window's period at `now_ms`: where it began,
 /// where it ends and the quota comes back whole.
 fn write_periods(out: &mut String, limits: &[crate::count::limit::Limit], now_ms: i64) {
     for (limit, calendar) in limits.iter().filter_map(|l| Some((l, l.calendar?))) {
@@ -635,7 +635,7 @@ fn checked_json(a: &Applied<'_>, now_ms: i64) -> Value {
     let limits: Vec<Value> = a.rule.limits_for(&a.key).iter().map(|l| json!([l.requests.get(), l.window_ms.get()])).collect();
     let source = if a.rule.overrides.limits_for(&a.key).is_some() { "override" } else { "config" };
     let mut out = json!({ "rule": a.rule.name, "key_hash": a.key_hash, "device": a.device.is_some(), "limits": limits, "limits_source": source });
-    // A calendar window's period (issue 53), in the order of `limits`.
+    // A calendar window's period, in the order of `limits`.
     let periods: Vec<Value> = a
         .rule
         .limits_for(&a.key)
@@ -666,7 +666,7 @@ mod tests {
         ExplainRequest { method, url, headers, body: None, country: None, asn: None, verified_bot: None, secrets: &[], log_key: None, now_ms: 0 }
     }
 
-    /// The console's "Try it" (issue 38): for every rule of the shipped
+    /// The console's "Try it": for every rule of the shipped
     /// config, the presets and the examples, `explain` of the sample request
     /// matches that rule and reads its whole key (no `answered 400`).
     #[test]
@@ -689,9 +689,9 @@ mod tests {
             let Some(rules) = wrangler.pointer("/vars/TOLLGATE").cloned() else { continue };
             let Ok(config) = Config::from_json(&rules) else { continue };
             for rule in &config.rules {
-                let sample = crate::pipeline::console::rules::sample(rule, &config.rules).unwrap_or_else(|e| panic!("{file}: {}: {e}", rule.name));
+                let sample = crate::admin::console::rules::sample(rule, &config.rules).unwrap_or_else(|e| panic!("{file}: {}: {e}", rule.name));
                 let mut headers = sample.headers.clone();
-                headers.push(("cf-connecting-ip".into(), crate::pipeline::console::rules::SAMPLE_IP.into()));
+                headers.push(("cf-connecting-ip".into(), crate::admin::console::rules::SAMPLE_IP.into()));
                 let url = format!("https://{}{}", sample.host, sample.path_and_query);
                 let request = ExplainRequest { method: &sample.method, url: &url, headers: &headers, body: sample.body.as_deref().map(str::as_bytes), country: sample.country, asn: sample.asn, verified_bot: None, secrets: &[], log_key: None, now_ms: 0 };
                 let text = explain(&config, &request, &ALLOWED);
@@ -703,7 +703,7 @@ mod tests {
         assert!(tried >= 10, "the presets and examples were read: {tried}");
     }
 
-    /// Issue 54: a money rule's limits in its currency, its prices in the policy.
+    /// A money rule's limits in its currency, its prices in the policy.
     #[test]
     fn a_money_rule_shows_its_budget_in_its_currency_and_its_prices() {
         let config = crate::testing::config(json!([
@@ -817,7 +817,7 @@ mod tests {
         assert_eq!(json["events"][0]["tollgate"], "block");
     }
 
-    /// Issue 36: the assumed answers are the object's own step, so they
+    /// The assumed answers are the object's own step, so they
     /// say what the Worker's object says: the binding window named (the
     /// longest, whose wait it is), and a GCRA key refused for one emission
     /// interval (it refills continuously), not for the longest window.
@@ -935,7 +935,7 @@ mod tests {
             pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
         };
         let email = rule_key(&config, "login", &values(&[("body:email", " Victim@Example.com")])).unwrap();
-        assert_eq!(email, format!("body:email={}", crate::request::key::hash_identity("victim@example.com").unwrap()));
+        assert_eq!(email, format!("body:email={}", crate::request::key::tests::hash_identity("victim@example.com").unwrap()));
         assert_eq!(rule_key(&config, "heavy", &values(&[("ip", "2001:DB8::1")])).unwrap(), "ip=2001:db8::/64");
         assert_eq!(
             rule_key(&config, "heavy", &values(&[("ip", "a&b=c")])).unwrap_err(),
@@ -954,7 +954,7 @@ mod tests {
         assert_eq!(how_matched("/A/B.JSON", "/a/b").as_deref(), Some("format suffix removed, case-insensitive"));
     }
 
-    /// Issue 26: `explain` judges a trusted-device cookie by the clock it is
+    /// `explain` judges a trusted-device cookie by the clock it is
     /// given, as the Worker does by its own: valid before its expiry (the
     /// device's bucket), the account's bucket after it.
     #[test]

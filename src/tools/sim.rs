@@ -1,14 +1,14 @@
-//! A deterministic simulator of leased budgets (issue 12), native only:
+//! A deterministic simulator of leased budgets, native only:
 //! N isolates, each with its own arrival process, each the core's
 //! [`Isolate`] (lease book, blocked-until cache, holds), every request
-//! decided by the core's [`Counter`] as the Worker's glue drives it (its
+//! decided by the core's [`CounterRun`] as the Worker's glue drives it (its
 //! calls sent, its waits of [`crate::pipeline::isolate::POLL_MS`] slept as
 //! events, its refunds sent beside the next request), calling limiter
 //! objects that run the object's real step ([`Storage`]:
 //! [`crate::count::object::answer`] and its effects, on the stored row)
 //! behind a FIFO queue with a fixed service time (the object's capacity),
 //! over round trips of 1–100 ms; isolates are evicted and objects restart.
-//! Nothing here decides for the isolate or the object (issue 36). Time is
+//! Nothing here decides for the isolate or the object. Time is
 //! simulated in microseconds; nothing reads a clock, and a seed fixes
 //! every random choice.
 //!
@@ -22,7 +22,7 @@
 //!   queue wait, and the latency the limiter adds to a request (p50, p99).
 //!
 //! `cargo run --release --example lease-sim` runs the long scenarios of
-//! issue 12 and prints the table in `bench/RESULTS.md`; `cargo test` runs
+//! the lease design and prints the table in `bench/RESULTS.md`; `cargo test` runs
 //! short ones (`tests` below).
 
 use crate::config::Config;
@@ -31,7 +31,7 @@ use crate::count::protocol::{Algorithm, CallFailure, Op, Reply};
 use crate::count::store::Storage;
 use crate::count::window::Limit;
 use crate::pipeline::applied::{object_name, Applied};
-use crate::pipeline::isolate::{Counter, Isolate, ObjectCall, Step};
+use crate::pipeline::isolate::{CounterRun, Isolate, ObjectCall, Step};
 use crate::pipeline::verdict::Outcome;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -203,7 +203,7 @@ struct Who {
 /// A request being decided: its rule's counter, in the isolate (of the
 /// generation) it arrived at.
 struct Request<'s> {
-    counter: Counter<'s, 's>,
+    counter: CounterRun<'s, 's>,
     isolate: usize,
     generation: u64,
     key: usize,
@@ -385,7 +385,7 @@ impl<'s> Sim<'s> {
             self.send(t, isolate, k, refund, None);
         }
         let edge = &mut self.isolates[isolate];
-        let mut counter = Counter::new(&self.applied[key], Op::Hit);
+        let mut counter = CounterRun::new(&self.applied[key], Op::Hit);
         let step = counter.start(&mut edge.isolate, now_ms);
         let request = Request { counter, isolate, generation: edge.generation, key, who: Who { arrived: t, index } };
         self.requests.push(None);
@@ -551,7 +551,7 @@ impl<'s> Sim<'s> {
     }
 }
 
-/// The scenarios of issue 12, scaled by `scale` in time (1.0: the long
+/// The lease design's scenarios, scaled by `scale` in time (1.0: the long
 /// run; the limit's window is scaled with the duration, so a short run
 /// sees the same number of windows' worth of behaviour, faster).
 pub fn scenarios(scale: f64) -> Vec<Scenario> {

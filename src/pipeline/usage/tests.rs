@@ -1,8 +1,8 @@
 use super::*;
-use crate::config::cost::Source;
+use crate::config::cost::UsageSource;
 
 fn usage(reading: Reading, count: Count, cut: bool, reserve: u32) -> Usage {
-    Usage { source: Source::Body(reading), reserve, max: 1_000_000, expose: false, count, cut, price: None }
+    Usage { source: UsageSource::Body(reading), reserve, max: 1_000_000, expose: false, count, cut, price: None }
 }
 
 const SSE: Option<&str> = Some("text/event-stream; charset=utf-8");
@@ -170,7 +170,7 @@ fn a_forged_usage_inside_the_content_is_not_read() {
     assert_eq!(every_split(&OPENAI, Count::Total, SSE, real.as_bytes()), Some(900));
 }
 
-/// Issue 50, item 2: an event over the old 64 KiB cap (a Gemini chunk
+/// An event over the old 64 KiB cap (a Gemini chunk
 /// carrying an image, a Responses `response.completed` repeating a long
 /// answer) was skipped, and an earlier, smaller report committed.
 #[test]
@@ -213,7 +213,7 @@ fn a_reader_holds_no_copy_of_an_event() {
     assert_eq!(reader.units(), Some(3));
 }
 
-/// Issue 50, item 3: figures a provider will still revise are not a
+/// Figures a provider will still revise are not a
 /// final report: an Anthropic stream without its `message_delta` (an
 /// error after the text, or a clean end without it) was charged
 /// `message_start`'s input + 1.
@@ -251,7 +251,7 @@ fn every_split_quick(reading: &Reading, body: &[u8]) -> Option<u64> {
     whole
 }
 
-/// Issue 50, item 1: what a body commits is what it reported, above
+/// What a body commits is what it reported, above
 /// `max` too; with no final report, `max`, or the figures read when they
 /// pass it.
 #[test]
@@ -312,14 +312,14 @@ fn a_cut_rule_ends_the_stream_after_the_event_that_passed_its_reserve() {
     }
     let _ = second_end;
     let mut reading = BodyUsage::new([("ai", &u, &GEMINI)], SSE);
-    assert_eq!(reading.feed(body), None, "Issue 50, item 5: the chunk with its finishReason ends the answer: no cut");
+    assert_eq!(reading.feed(body), None, "the chunk with its finishReason ends the answer: no cut");
     reading.end(End::Ended);
     assert_eq!(reading.tokens("ai"), Some(312));
     let json = usage(GEMINI, Count::Total, true, 1);
     assert_eq!(BodyUsage::new([("ai", &json, &GEMINI)], JSON).feed(br#"{"usageMetadata":{"totalTokenCount":9}}"#), None, "a JSON object is never cut");
 }
 
-/// Issue 50, item 5: a cut broke answers that ended normally (OpenAI's
+/// A cut broke answers that ended normally (OpenAI's
 /// usage at the end, Anthropic's last `message_delta`): the SDKs raised
 /// although the whole text was delivered. A report that may be the last is
 /// cut only once content follows it.
@@ -361,7 +361,7 @@ fn an_answer_that_ended_normally_is_never_cut() {
     assert!(event.starts_with("event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\""), "{event}");
 }
 
-/// Issue 50, item 6: a CRLF stream's blank line dispatches at its CR; the
+/// A CRLF stream's blank line dispatches at its CR; the
 /// cut event went before its LF (`…}\r\n\rdata: {"error"…`) and
 /// @google/genai threw `SyntaxError`, losing the last chunk.
 #[test]
@@ -388,7 +388,7 @@ fn a_crlf_stream_is_cut_after_its_whole_blank_line_and_in_crlf() {
     assert!(cut.event.starts_with(b"\ndata: "));
 }
 
-/// Issue 50, item 4: Gemini's stream without `alt=sse` (a JSON array
+/// Gemini's stream without `alt=sse` (a JSON array
 /// streamed element by element) was never cut.
 #[test]
 fn a_root_array_of_documents_is_cut_after_its_element_and_closed() {
@@ -470,7 +470,7 @@ fn json_value() -> impl Strategy<Value = Value> {
 }
 
 /// What serde_json reads of OpenAI's usage in a document, as the reader
-/// before issue 50 did (the oracle).
+/// over serde_json did (the oracle).
 fn oracle(value: &Value) -> Tokens {
     let whole = |v: &Value| v.as_u64().or_else(|| v.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 1.8e19).map(|f| f as u64));
     let figure = |o: &Value, name: &str| o.get(name).and_then(whole);

@@ -1,5 +1,5 @@
-//! Daily budgets of realistic size on the default algorithm (issue 37
-//! item 4), on the [`Pair`]: a 1,000,000-token day admits exactly three
+//! Daily budgets of realistic size on the default algorithm,
+//! on the [`Pair`]: a 1,000,000-token day admits exactly three
 //! calls of 300,000 and frees the first exactly a day later; a daily
 //! billion of small hits keeps its row within the coalesced log's bound.
 

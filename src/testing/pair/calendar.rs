@@ -1,4 +1,4 @@
-//! Calendar windows (issue 53) on the [`Pair`], simulated time: exact in
+//! Calendar windows on the [`Pair`], simulated time: exact in
 //! each local period, refused with `Retry-After` to the period's end, back
 //! at the boundary, with a rolling window beside them and with leases.
 

@@ -2,18 +2,18 @@
 //! [`Isolate`], driven on simulated time as the Worker's glue drives it
 //! (`glue::drive::decide`, `glue::objects::check`, `apply_settled`,
 //! `refunds`): the decision machine asked, each rule's count run as the
-//! core's [`Counter`], settling and refunds told to the isolate. No
+//! core's [`CounterRun`], settling and refunds told to the isolate. No
 //! decision is taken here: this is transport, as `glue/objects.rs` is.
 //!
-//! **All of the harness's coupling to the edge lives here** (issue 36):
+//! **All of the harness's coupling to the edge lives here**:
 //! the pair and its tests know only [`Edge::decide`], [`Edge::settled`]
 //! and [`Edge::held`].
 
 use crate::config::Config;
 use crate::count::protocol::{Call, CallFailure, Op, Reply};
 use crate::pipeline::applied::Applied;
-use crate::pipeline::isolate::{Counter, Isolate, ObjectCall};
-use crate::pipeline::machine::{Decision, Machine, Next, Settled};
+use crate::pipeline::isolate::{CounterRun, Isolate, ObjectCall};
+use crate::pipeline::machine::{Decision, Machine, Next, SettleEffects};
 use crate::pipeline::upload::Receipt;
 use crate::pipeline::verdict::{LogEvent, Outcome};
 use crate::testing::Req;
@@ -42,7 +42,7 @@ impl Edge {
     }
 
     /// The machine's decision of `req` (at `req.now_ms`), each count run
-    /// as the core's [`Counter`], the plan kept for a blocked client; then
+    /// as the core's [`CounterRun`], the plan kept for a blocked client; then
     /// the lease refunds due. The counters' log lines join the decision's.
     pub fn decide(&mut self, config: &'static Config, req: &Req, send: &mut Send<'_>) -> Decision<'static> {
         let now = req.now_ms;
@@ -54,7 +54,7 @@ impl Edge {
             match machine.next(Some(&self.isolate.blocked)) {
                 Next::Body { .. } => machine.body(&crate::pipeline::upload::BodyRead::Read(req.body.clone().unwrap_or_default())),
                 Next::Upload(_) => machine.uploaded(Receipt::Complete, now),
-                Next::Admin { .. } => panic!("the pair drives no admin request"),
+                Next::Admin => panic!("the pair drives no admin request"),
                 Next::Count(checks) => {
                     let outcomes = checks.iter().map(|(applied, op)| self.check(applied, *op, now, send, &mut logs)).collect();
                     break machine.counted(outcomes);
@@ -72,12 +72,12 @@ impl Edge {
         decision
     }
 
-    /// One rule's count (`glue::objects::check`): the [`Counter`] driven
+    /// One rule's count (`glue::objects::check`): the [`CounterRun`] driven
     /// to its outcome, its calls sent at once, its waits slept on the
     /// request's own clock (the pair's clock stands still meanwhile; calls
     /// answer at once, so a wait ends at the next look).
     fn check(&mut self, applied: &Applied<'_>, op: Op, now: i64, send: &mut Send<'_>, logs: &mut Vec<LogEvent>) -> Outcome {
-        let mut counter = Counter::new(applied, op);
+        let mut counter = CounterRun::new(applied, op);
         let outcome = counter.run(&mut self.isolate, now, |ObjectCall { id, call, .. }, _| send(id, call));
         logs.append(&mut counter.logs);
         outcome
@@ -86,7 +86,7 @@ impl Edge {
     /// Applies what settling decided at `now` (`glue::objects::apply_settled`):
     /// the isolate told ([`Isolate::settled`]: holds, stale blocks), every
     /// call sent. The calls' replies, in order.
-    pub fn settled(&mut self, settled: Settled, now: i64, send: &mut Send<'_>) -> Vec<Result<Reply, CallFailure>> {
+    pub fn settled(&mut self, settled: SettleEffects, now: i64, send: &mut Send<'_>) -> Vec<Result<Reply, CallFailure>> {
         self.isolate.settled(&settled, now);
         settled.calls.iter().map(|s| send(&s.id, &s.call)).collect()
     }

@@ -1,5 +1,5 @@
 //! Leases, settling, concurrency slots and penalties, tested natively on
-//! the [`Pair`] (issue 36): the Miniflare tests of
+//! the [`Pair`]: the Miniflare tests of
 //! `tests/worker/{leases,counting,concurrency,penalty,success}.test.mjs`
 //! that need no runtime, in milliseconds. Eight of them were then deleted
 //! from Miniflare (the hot key, a quota under both algorithms, failures-only

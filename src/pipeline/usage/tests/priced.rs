@@ -1,4 +1,4 @@
-//! Issue 54: a priced rule charges the tokens the answer reports at the
+//! A priced rule charges the tokens the answer reports at the
 //! price of the model the answer names, in micro-units.
 
 use super::*;
@@ -25,7 +25,7 @@ fn table(unpriced: Unpriced) -> PriceTable {
 fn priced(reading: &Reading, unpriced: Unpriced, cut: bool, reserve_tokens: u32) -> Usage {
     let table = table(unpriced);
     let (reserve, max) = (table.reserve_units(reserve_tokens).unwrap(), table.reserve_units(100_000).unwrap());
-    Usage { source: Source::Body(reading.clone()), reserve, max, expose: false, count: Count::Total, cut, price: Some(Priced { table, reserve_tokens, max_tokens: 100_000, unit: "micro-USD".into() }) }
+    Usage { source: UsageSource::Body(reading.clone()), reserve, max, expose: false, count: Count::Total, cut, price: Some(Priced { table, reserve_tokens, max_tokens: 100_000, unit: "micro-USD".into() }) }
 }
 
 /// The charge of `body`, read in the chunks `cuts` splits it at, and

@@ -1,11 +1,11 @@
-//! Console sessions and CSRF tokens, pure (issue 28).
+//! Console sessions and CSRF tokens, pure.
 //!
 //! Signing in with the admin token sets one cookie, [`COOKIE`]: `v2.<end>.<MAC>`,
 //! the end in Unix ms ([`SESSION_MS`] after sign-in) and the MAC an
 //! HMAC-SHA256 of `session.<end>.<client>` under a key derived from the
 //! token ([`session_key`]); `<client>` is the client as the admin lockout
 //! keys it (`ip=203.0.113.7`, an IPv6 address by its /64), so a cookie
-//! copied to another address is no session there (issue 35; a client
+//! copied to another address is no session there (a client
 //! whose address changes signs in again). A cookie is valid while its MAC
 //! holds, its end has not passed and it was issued after the last sign-out
 //! ([`revoked`]): rotating the token ends every session at once (the key
@@ -16,19 +16,16 @@
 //! scopes it by the raw path, so it also comes with
 //! `/.tollgate/..%2fapp` spellings: those are answered by tollgate, and
 //! the cookie is taken out of every request forwarded
-//! ([`without_session`]). A cross-site form post arrives without it.
+//! ([`crate::pipeline::credentials::without_session`]). A cross-site form post arrives without it.
 //!
 //! Every state-changing form carries [`csrf_token`]: the HMAC of
 //! `csrf.<end>` under the same key, bound to the one session; a post
 //! without it, or with another session's, is refused.
 
+pub(crate) use crate::pipeline::credentials::COOKIE;
 use crate::request::hmac::{hex, hmac_sha256, same_bytes};
 
-/// The session cookie's name.
-pub(crate) const COOKIE: &str = "tollgate_session";
-
-/// How long a session lasts: one hour.
-pub(crate) const SESSION_MS: i64 = 3_600_000;
+pub(crate) use crate::pipeline::credentials::SESSION_MS;
 
 /// The key that signs sessions and CSRF tokens, derived from the token
 /// (trimmed, as the admin API compares it).
@@ -114,59 +111,6 @@ pub(crate) fn set_cookie(value: Option<&str>, path: &str) -> String {
     }
 }
 
-/// What becomes of a `Cookie` field once the session cookie is taken out.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CookieRewrite {
-    /// No session cookie in it: as it came.
-    Keep,
-    /// Nothing but session cookies: the field goes.
-    Remove,
-    /// The other cookies, each byte as it came, with their separators.
-    Set(String),
-}
-
-/// The `Cookie` field without any [`COOKIE`] pair (issue 35). Pairs are
-/// separated by `;`; a `,` also ends a pair when a session cookie is on
-/// either side of it (a field sent twice, joined by `", "`; a session's
-/// value holds no `,`). Every other byte stays: a
-/// kept pair keeps the separator and spaces before it, the first kept pair
-/// loses only its leading spaces.
-pub(crate) fn without_session(header: &str) -> CookieRewrite {
-    if !header.contains(COOKIE) {
-        return CookieRewrite::Keep;
-    }
-    let ours = |piece: &str| piece.split_once('=').is_some_and(|(name, _)| name.trim() == COOKIE);
-    // (the separator before the piece, the piece)
-    let mut pieces: Vec<(Option<char>, &str)> = Vec::new();
-    let (mut start, mut sep) = (0, None);
-    for (at, c) in header.char_indices() {
-        let ends = c == ';'
-            || (c == ',' && (ours(&header[start..at]) || ours(header[at + 1..].trim_start().split([';', ',']).next().unwrap_or(""))));
-        if ends {
-            pieces.push((sep, &header[start..at]));
-            (start, sep) = (at + 1, Some(c));
-        }
-    }
-    pieces.push((sep, &header[start..]));
-    let kept: Vec<&(Option<char>, &str)> = pieces.iter().filter(|(_, piece)| !ours(piece)).collect();
-    if kept.len() == pieces.len() {
-        return CookieRewrite::Keep;
-    }
-    if kept.iter().all(|(_, piece)| piece.trim().is_empty()) {
-        return CookieRewrite::Remove;
-    }
-    let mut out = String::with_capacity(header.len());
-    for (i, (sep, piece)) in kept.iter().enumerate() {
-        if i == 0 {
-            out.push_str(piece.trim_start());
-        } else {
-            out.push(sep.unwrap_or(';'));
-            out.push_str(piece);
-        }
-    }
-    CookieRewrite::Set(out)
-}
-
 /// A cookie's value from a `Cookie` field (`a=1; b=2`); the first of that name.
 fn cookie_value<'h>(header: &'h str, name: &str) -> Option<&'h str> {
     header.split(';').filter_map(|pair| pair.trim().split_once('=')).find(|(n, _)| *n == name).map(|(_, v)| v.trim())
@@ -184,6 +128,7 @@ pub(crate) fn same_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own_
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::credentials::{without_session, CookieRewrite};
 
     const TOKEN: &str = "a console token";
     const CLIENT: &str = "ip=203.0.113.7";

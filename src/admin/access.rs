@@ -1,4 +1,4 @@
-//! Cloudflare Access sign-in, pure (issue 38): the `Cf-Access-Jwt-Assertion`
+//! Cloudflare Access sign-in, pure: the `Cf-Access-Jwt-Assertion`
 //! token of a request under the admin prefix, read and checked here; its
 //! RS256 signature verified by the driver (WebCrypto), with the key this
 //! module picks from the team's keys (JWKS), which the driver fetches when
@@ -54,7 +54,7 @@ const MAX_KEYS: usize = 16;
 /// Why a token was refused. Logged (`reason`), never shown in detail to
 /// the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum AccessRefusal {
     /// Not a JWT as Access writes one (the part that is wrong).
     Malformed(&'static str),
     /// An `alg` other than `RS256`.
@@ -71,26 +71,26 @@ pub enum Refusal {
     Signature,
 }
 
-impl Refusal {
+impl AccessRefusal {
     /// The word of log lines.
     pub(crate) fn reason(&self) -> &'static str {
         match self {
-            Refusal::Malformed(_) => "malformed",
-            Refusal::Algorithm => "algorithm",
-            Refusal::Issuer => "issuer",
-            Refusal::Audience => "audience",
-            Refusal::Expired => "expired",
-            Refusal::NotYetValid => "not_yet_valid",
-            Refusal::UnknownKey => "unknown_key",
-            Refusal::KeysUnavailable => "keys_unavailable",
-            Refusal::Signature => "signature",
+            AccessRefusal::Malformed(_) => "malformed",
+            AccessRefusal::Algorithm => "algorithm",
+            AccessRefusal::Issuer => "issuer",
+            AccessRefusal::Audience => "audience",
+            AccessRefusal::Expired => "expired",
+            AccessRefusal::NotYetValid => "not_yet_valid",
+            AccessRefusal::UnknownKey => "unknown_key",
+            AccessRefusal::KeysUnavailable => "keys_unavailable",
+            AccessRefusal::Signature => "signature",
         }
     }
 }
 
 /// A token whose claims hold, its signature still to verify.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Proof {
+pub(crate) struct Proof {
     /// The key it names.
     pub(crate) kid: String,
     /// The signed bytes: `header.payload` as sent.
@@ -104,11 +104,11 @@ pub struct Proof {
 
 /// What an admin request's Access token says, once read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AccessCheck {
+pub(crate) enum AccessCheck {
     /// The claims hold: verify the signature.
     Pending(Box<Proof>),
     /// Refused already.
-    Refused(Refusal),
+    Refused(AccessRefusal),
 }
 
 /// A part of the token as a JSON object (`serde_json::Value`, which the
@@ -123,33 +123,33 @@ fn object(part: &str) -> Option<serde_json::Map<String, Value>> {
 /// Reads the token `jwt` (the header's value) for `access` at `now_ms`:
 /// [`Proof`] when every claim holds, else why not. Never panics, whatever
 /// the bytes.
-pub(crate) fn check(jwt: &str, access: &AdminAccess, now_ms: i64) -> Result<Proof, Refusal> {
+pub(crate) fn check(jwt: &str, access: &AdminAccess, now_ms: i64) -> Result<Proof, AccessRefusal> {
     let jwt = jwt.trim();
     if jwt.len() > MAX_TOKEN_BYTES {
-        return Err(Refusal::Malformed("length"));
+        return Err(AccessRefusal::Malformed("length"));
     }
     let mut parts = jwt.split('.');
     let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
-        return Err(Refusal::Malformed("parts"));
+        return Err(AccessRefusal::Malformed("parts"));
     };
-    let header = object(h).ok_or(Refusal::Malformed("header"))?;
+    let header = object(h).ok_or(AccessRefusal::Malformed("header"))?;
     if header.get("alg").and_then(Value::as_str) != Some("RS256") {
-        return Err(Refusal::Algorithm);
+        return Err(AccessRefusal::Algorithm);
     }
-    let kid = header.get("kid").and_then(Value::as_str).filter(|k| (1..=256).contains(&k.len())).ok_or(Refusal::Malformed("kid"))?;
-    let claims = object(p).ok_or(Refusal::Malformed("claims"))?;
+    let kid = header.get("kid").and_then(Value::as_str).filter(|k| (1..=256).contains(&k.len())).ok_or(AccessRefusal::Malformed("kid"))?;
+    let claims = object(p).ok_or(AccessRefusal::Malformed("claims"))?;
     let identity = claims_hold(&claims, access, now_ms)?;
-    let signature = decode(s).filter(|s| !s.is_empty()).ok_or(Refusal::Malformed("signature"))?;
+    let signature = decode(s).filter(|s| !s.is_empty()).ok_or(AccessRefusal::Malformed("signature"))?;
     let signed = jwt.as_bytes().get(..h.len() + 1 + p.len()).unwrap_or_default().to_vec();
     Ok(Proof { kid: kid.to_string(), signed, signature, identity, csrf: csrf_of(jwt) })
 }
 
 /// The claims' checks, in order: issuer, audience, expiry, not-before;
 /// the identity.
-fn claims_hold(claims: &serde_json::Map<String, Value>, access: &AdminAccess, now_ms: i64) -> Result<String, Refusal> {
+fn claims_hold(claims: &serde_json::Map<String, Value>, access: &AdminAccess, now_ms: i64) -> Result<String, AccessRefusal> {
     let text = |name: &str| claims.get(name).and_then(Value::as_str);
     if text("iss") != Some(access.issuer().as_str()) {
-        return Err(Refusal::Issuer);
+        return Err(AccessRefusal::Issuer);
     }
     let ours = |v: &Value| v.as_str().is_some_and(|tag| access.audience.iter().any(|a| a == tag));
     let held = match claims.get("aud") {
@@ -158,17 +158,17 @@ fn claims_hold(claims: &serde_json::Map<String, Value>, access: &AdminAccess, no
         None => false,
     };
     if !held {
-        return Err(Refusal::Audience);
+        return Err(AccessRefusal::Audience);
     }
     let now_s = now_ms.div_euclid(1000);
     match claims.get("exp").and_then(Value::as_i64) {
         Some(exp) if now_s < exp.saturating_add(LEEWAY_S) => {}
-        _ => return Err(Refusal::Expired),
+        _ => return Err(AccessRefusal::Expired),
     }
     match claims.get("nbf") {
         None => {}
         Some(nbf) if nbf.as_i64().is_some_and(|nbf| nbf <= now_s.saturating_add(LEEWAY_S)) => {}
-        Some(_) => return Err(Refusal::NotYetValid),
+        Some(_) => return Err(AccessRefusal::NotYetValid),
     }
     let named = ["email", "common_name", "sub"].into_iter().filter_map(text).find(|n| !n.trim().is_empty());
     Ok(named.map(|n| crate::count::registry::clean_text(n, 254)).unwrap_or_else(|| "access".into()))
@@ -256,7 +256,7 @@ pub(crate) enum KeyStep {
     /// Fetch the keys (then [`Keys::fetched`], then ask again).
     Fetch,
     /// No key: refuse.
-    Refuse(Refusal),
+    Refuse(AccessRefusal),
 }
 
 impl Keys {
@@ -280,8 +280,8 @@ impl Keys {
         }
         match (found, age) {
             (Some(key), Some(age)) if (0..MAX_STALE_MS).contains(&age) => KeyStep::Verify(key.clone()),
-            (_, Some(_)) => KeyStep::Refuse(Refusal::UnknownKey),
-            (_, None) => KeyStep::Refuse(Refusal::KeysUnavailable),
+            (_, Some(_)) => KeyStep::Refuse(AccessRefusal::UnknownKey),
+            (_, None) => KeyStep::Refuse(AccessRefusal::KeysUnavailable),
         }
     }
 

@@ -19,16 +19,17 @@
 
 use crate::config::headers::OwnResponse;
 use crate::config::Config;
+pub(crate) use crate::pipeline::isolate::CacheEffect;
 use crate::count::controls::{Change, Controls};
 use crate::count::protocol::{Call, CallFailure, Op, Reply};
-use crate::pipeline::admin::{self, AdminAction, AdminRequest, AdminRoute, ByHash, Gate};
-use crate::pipeline::access::{AccessCheck, Proof, Refusal};
+use crate::admin::api::{self, AdminAction, AdminRequest, AdminRoute, ByHash, Gate};
+use crate::admin::access::{AccessCheck, Proof, AccessRefusal};
 use crate::pipeline::applied::Applied;
 use crate::pipeline::verdict::{LogEvent, Outcome};
 use crate::count::registry::{self, Entry, RegistryCall};
-use crate::pipeline::console::session;
-use crate::pipeline::console::traffic::{self, Range};
-use crate::pipeline::console::{html, Auth, ConsoleRoute, Page};
+use crate::admin::console::session;
+use crate::admin::console::traffic::{self, Range};
+use crate::admin::console::{html, Auth, ConsoleRoute, Page};
 use serde_json::Value;
 
 /// Where Cloudflare Access signs out on the console's host.
@@ -39,7 +40,7 @@ pub(crate) const ACCESS_LOGOUT: &str = "/cdn-cgi/access/logout";
 pub(crate) enum AdminStep<'f> {
     /// Verify the Access token's RS256 signature with the team's key of
     /// `proof.kid` (the driver fetches the keys when
-    /// [`Keys::step`](crate::pipeline::access::Keys::step) says so), then
+    /// [`Keys::step`](crate::admin::access::Keys::step) says so), then
     /// [`AdminFlow::verified`].
     VerifyAccess(&'f Proof),
     /// Ask the lockout counter with `op`, then [`AdminFlow::locked`].
@@ -81,15 +82,6 @@ pub(crate) struct AdminAnswer {
 pub(crate) enum AdminResponse {
     Own(OwnResponse),
     Json(Value),
-}
-
-/// A change to the isolate's blocked-until cache.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CacheEffect {
-    /// A ban set: the key is refused here until then (Unix ms).
-    Ban { id: String, until_ms: i64 },
-    /// A control changed or the count reset: a cached block is stale.
-    Forget(String),
 }
 
 /// One admin request on its way.
@@ -136,7 +128,7 @@ impl<'f> AdminFlow<'f> {
         let step = match access {
             Some(AccessCheck::Pending(proof)) => AdminStep::VerifyAccess(proof),
             Some(AccessCheck::Refused(refusal)) => flow.access_refused(refusal),
-            None if lockout_binds => AdminStep::Lockout(lockout, admin::lockout_op(route)),
+            None if lockout_binds => AdminStep::Lockout(lockout, api::lockout_op(route)),
             None => flow.gate(None),
         };
         (flow, step)
@@ -145,7 +137,7 @@ impl<'f> AdminFlow<'f> {
     /// What verifying the Access token's signature gave: the request goes
     /// on as the operator's (no lockout asked: a signature is no guess),
     /// or is refused.
-    pub(crate) fn verified(&mut self, proof: &'f Proof, result: Result<(), Refusal>) -> AdminStep<'f> {
+    pub(crate) fn verified(&mut self, proof: &'f Proof, result: Result<(), AccessRefusal>) -> AdminStep<'f> {
         match result {
             Ok(()) => {
                 self.operator = Some(proof.identity.as_str());
@@ -157,12 +149,12 @@ impl<'f> AdminFlow<'f> {
 
     /// An Access token refused: 401 (the API), or the sign-in page (the
     /// console); logged `admin_denied` with the reason (`access`).
-    fn access_refused(&mut self, refusal: &Refusal) -> AdminStep<'f> {
+    fn access_refused(&mut self, refusal: &AccessRefusal) -> AdminStep<'f> {
         let fields = vec![("client_hash", Value::from(self.lockout.key_hash.as_str())), ("access", refusal.reason().into())];
         self.logs.push(LogEvent::new("admin_denied", fields));
         let own = match self.route {
             AdminRoute::Console(console) => html::sign_in(&console.prefix, 401, Some("Cloudflare Access's sign-in could not be verified: open the console through Access again.")),
-            _ => admin::unauthorized(),
+            _ => api::unauthorized(),
         };
         self.done(AdminResponse::Own(own))
     }
@@ -173,7 +165,7 @@ impl<'f> AdminFlow<'f> {
     }
 
     fn gate(&mut self, outcome: Option<&Outcome>) -> AdminStep<'f> {
-        match admin::gate(self.lockout, self.route, outcome) {
+        match api::gate(self.lockout, self.route, outcome) {
             Gate::Console(console) => self.console(console),
             other => self.serve(other),
         }
@@ -201,7 +193,7 @@ impl<'f> AdminFlow<'f> {
             }
             Auth::Forged => html::forged(prefix),
             Auth::Session { .. } if !self.session_holds => {
-                // Signed out since? (issue 35: asked of every session request)
+                // Signed out since? (asked of every session request)
                 self.session = Some(console);
                 return AdminStep::Sessions { call: RegistryCall::SignedOut, timeout_ms: self.config.admin_lockout.timeout_ms };
             }
@@ -228,7 +220,7 @@ impl<'f> AdminFlow<'f> {
             (_, inner) => {
                 self.console = Some((console, csrf));
                 match inner {
-                    Some(inner) => return self.serve(admin::gate(self.lockout, inner, None)),
+                    Some(inner) => return self.serve(api::gate(self.lockout, inner, None)),
                     None => html::page(self.config, console, csrf, None),
                 }
             }
@@ -242,9 +234,9 @@ impl<'f> AdminFlow<'f> {
     /// recorded redirects to the sign-in page, cookie cleared (not
     /// recorded: 503, cookie cleared all the same).
     pub(crate) fn sessions(&mut self, result: Result<String, CallFailure>) -> AdminStep<'f> {
-        let Some(console) = self.session else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let Some(console) = self.session else { return self.done(AdminResponse::Own(api::unauthorized())) };
         let prefix = console.prefix.as_str();
-        let Auth::Session { end_ms, .. } = console.auth else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let Auth::Session { end_ms, .. } = console.auth else { return self.done(AdminResponse::Own(api::unauthorized())) };
         let clear = || ("set-cookie".to_string(), session::set_cookie(None, prefix));
         if self.session_holds {
             // The sign-out's own answer.
@@ -288,7 +280,7 @@ impl<'f> AdminFlow<'f> {
             Gate::Rules => {
                 let client = self.lockout.key_hash.as_str();
                 self.logs.push(LogEvent::new("admin", vec![("action", "rules".into()), ("client_hash", client.into())]));
-                return self.done(AdminResponse::Json(admin::rules_body(self.config)));
+                return self.done(AdminResponse::Json(api::rules_body(self.config)));
             }
             Gate::Controls => {
                 let client = self.lockout.key_hash.as_str();
@@ -301,7 +293,7 @@ impl<'f> AdminFlow<'f> {
                 self.range = range;
                 return AdminStep::Traffic(range);
             }
-            Gate::Console(_) => return self.done(AdminResponse::Own(admin::unauthorized())),
+            Gate::Console(_) => return self.done(AdminResponse::Own(api::unauthorized())),
             Gate::ByHash(ask) => {
                 self.by_hash = Some(ask);
                 return AdminStep::ListRegistry { timeout_ms: self.config.admin_lockout.timeout_ms };
@@ -321,7 +313,7 @@ impl<'f> AdminFlow<'f> {
 
     /// What setting the control gave.
     pub(crate) fn changed(&mut self, change: &Change, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
-        let Some((request, id, key_hash)) = self.served.as_ref() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let Some((request, id, key_hash)) = self.served.as_ref() else { return self.done(AdminResponse::Own(api::unauthorized())) };
         let effect = match (change, &result) {
             (_, Err(_)) => None,
             (Change::Ban { until_ms }, Ok(_)) => Some(CacheEffect::Ban { id: id.clone(), until_ms: *until_ms }),
@@ -329,7 +321,7 @@ impl<'f> AdminFlow<'f> {
         };
         let register = request.registry_call(id, key_hash, self.now_ms).map(|call| AdminStep::Register { call, timeout_ms: request.rule.timeout_ms });
         if let Err(e) = result {
-            return self.done(AdminResponse::Own(admin::control_failure(&e)));
+            return self.done(AdminResponse::Own(api::control_failure(&e)));
         }
         self.cache.extend(effect);
         register.unwrap_or_else(|| self.call())
@@ -355,7 +347,7 @@ impl<'f> AdminFlow<'f> {
                 let ids = self.listed.iter().map(|e| e.id.clone()).collect();
                 AdminStep::ReadEach { ids, timeout_ms: self.config.admin_lockout.timeout_ms }
             }
-            Err(e) => self.done(AdminResponse::Own(admin::unreachable(&e))),
+            Err(e) => self.done(AdminResponse::Own(api::unreachable(&e))),
         }
     }
 
@@ -364,7 +356,7 @@ impl<'f> AdminFlow<'f> {
     fn found(&mut self, ask: &'f ByHash<'f>) -> AdminStep<'f> {
         let listed = std::mem::take(&mut self.listed);
         let Some((entry, request)) = ask.find(&listed).and_then(|entry| Some((entry, ask.request(entry)?))) else {
-            return self.done(AdminResponse::Own(admin::not_in_registry(ask)));
+            return self.done(AdminResponse::Own(api::not_in_registry(ask)));
         };
         let served = (request, entry.id.clone(), entry.key_hash.clone());
         self.serve_request(served)
@@ -382,12 +374,12 @@ impl<'f> AdminFlow<'f> {
     /// The listed objects' controls, in the listing's order.
     pub(crate) fn read_each(&mut self, results: Vec<Result<Controls, CallFailure>>) -> AdminStep<'f> {
         let listed: Vec<(Entry, Option<Controls>)> = std::mem::take(&mut self.listed).into_iter().zip(results.into_iter().map(Result::ok)).collect();
-        self.done(AdminResponse::Json(admin::controls_body(&listed, self.now_ms)))
+        self.done(AdminResponse::Json(api::controls_body(&listed, self.now_ms)))
     }
 
     /// The status or reset call.
     fn call(&mut self) -> AdminStep<'f> {
-        let Some((request, id, _)) = self.served.as_ref() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let Some((request, id, _)) = self.served.as_ref() else { return self.done(AdminResponse::Own(api::unauthorized())) };
         let op = match request.action {
             AdminAction::Reset => Op::Reset,
             _ => Op::Status,
@@ -401,15 +393,15 @@ impl<'f> AdminFlow<'f> {
 
     /// What the status or reset call answered.
     pub(crate) fn called(&mut self, result: Result<Reply, CallFailure>) -> AdminStep<'f> {
-        let Some((request, id, key_hash)) = self.served.as_ref() else { return self.done(AdminResponse::Own(admin::unauthorized())) };
+        let Some((request, id, key_hash)) = self.served.as_ref() else { return self.done(AdminResponse::Own(api::unauthorized())) };
         match result {
             Ok(reply) => {
-                let (line, step) = (admin::log_event(request, key_hash, &self.lockout.key_hash), AdminStep::ReadControls { id: id.clone(), timeout_ms: request.rule.timeout_ms });
+                let (line, step) = (api::log_event(request, key_hash, &self.lockout.key_hash), AdminStep::ReadControls { id: id.clone(), timeout_ms: request.rule.timeout_ms });
                 self.logs.push(line);
                 self.reply = Some(reply);
                 step
             }
-            Err(e) => self.done(AdminResponse::Own(admin::unreachable(&e))),
+            Err(e) => self.done(AdminResponse::Own(api::unreachable(&e))),
         }
     }
 
@@ -417,11 +409,11 @@ impl<'f> AdminFlow<'f> {
     pub(crate) fn controls(&mut self, result: Result<Controls, CallFailure>) -> AdminStep<'f> {
         let reply = self.reply.take();
         let (Some((request, _, key_hash)), Some(reply)) = (self.served.as_ref(), reply) else {
-            return self.done(AdminResponse::Own(admin::unauthorized()));
+            return self.done(AdminResponse::Own(api::unauthorized()));
         };
         let body = match result {
-            Ok(controls) => admin::status_with_controls(request, key_hash, &reply, &controls, self.now_ms),
-            Err(_) => admin::status_body(request, key_hash, &reply),
+            Ok(controls) => api::status_with_controls(request, key_hash, &reply, &controls, self.now_ms),
+            Err(_) => api::status_body(request, key_hash, &reply),
         };
         self.done(AdminResponse::Json(body))
     }
@@ -445,8 +437,10 @@ impl<'f> AdminFlow<'f> {
 mod tests {
     use super::*;
     use crate::count::protocol::decode_reply_line;
-    use crate::pipeline::facts::{Client, Facts, HeaderMap, Secrets};
+    use crate::pipeline::facts::{ClientFacts, Facts, HeaderMap, Secrets};
+    use crate::admin::plan::AdminPlan;
     use crate::pipeline::machine::{Machine, Next};
+    use crate::pipeline::plan::Body;
     use crate::pipeline::memo::PlanMemo;
     use serde_json::json;
 
@@ -456,16 +450,34 @@ mod tests {
         crate::testing::config(json!([{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] }]))
     }
 
+    /// What the request machine hands the admin plane ([`Next::Admin`]),
+    /// as the admin plane plans it to be served; `body`: a console form's
+    /// body when the plan asks for it (`None`: unusable).
+    fn served<'c>(
+        machine: &mut Machine<'c, '_>,
+        config: &'c Config,
+        body: Option<Option<&[u8]>>,
+    ) -> (Box<Applied<'c>>, AdminRoute<'c>, bool, Option<AccessCheck>) {
+        assert!(matches!(machine.next(None), Next::Admin), "not an admin request");
+        let plan = |body: Body<'_>| machine.admin(body, |parts| crate::admin::plan::plan(config, parts));
+        let planned = match plan(Body::Unread) {
+            AdminPlan::NeedsBody => plan(body.flatten().map_or(Body::Unusable, Body::Read)),
+            other => other,
+        };
+        let AdminPlan::Serve { lockout, route, lockout_binds, access } = planned else { panic!("not served: {planned:?}") };
+        (lockout, route, lockout_binds, access)
+    }
+
     /// Runs an admin request through the flow, answering each step with
     /// `answer`; returns the steps taken (by name) and the answer.
     fn run(method: &str, url: &str, token: &str, answer: &dyn Fn(&AdminStep<'_>) -> Option<Outcome>) -> (Vec<&'static str>, AdminAnswer) {
         let config = config();
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("authorization", &format!("Bearer {token}"))]);
-        let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
+        let (client, secrets) = (ClientFacts::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let facts = Facts { method, url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
         let mut machine = Machine::new(&config, facts, &PlanMemo::new(1), None);
-        let Next::Admin { lockout, route, lockout_binds, access } = machine.next(None) else { panic!("not an admin request") };
-        let (mut flow, mut step) = AdminFlow::start(&config, lockout, route, lockout_binds, access, 1_000_000);
+        let (lockout, route, lockout_binds, access) = served(&mut machine, &config, None);
+        let (mut flow, mut step) = AdminFlow::start(&config, &lockout, &route, lockout_binds, access.as_ref(), 1_000_000);
         let reply = || decode_reply_line(200, "1 a 0 - 0 0 0 0 0 0 - 0 5/60000/1/4/60000").unwrap();
         let mut steps = Vec::new();
         loop {
@@ -555,16 +567,13 @@ mod tests {
     /// its first admin step.
     fn console_step(config: &Config, method: &str, path: &str, cookie: &str, body: Option<&[u8]>, run: &dyn for<'f> Fn(AdminFlow<'f>, AdminStep<'f>)) {
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("cookie", cookie), ("sec-fetch-site", "same-origin")]);
-        let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
+        let (client, secrets) = (ClientFacts::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let url = format!("https://example.com{path}");
         let facts = Facts { method, url: &url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
         let mut machine = Machine::new(config, facts, &PlanMemo::new(1), None);
-        if let Next::Body { .. } = machine.next(None) {
-            machine.body(&body.map_or(crate::pipeline::upload::BodyRead::Unusable, |b| crate::pipeline::upload::BodyRead::Read(b.to_vec())));
-        }
-        let Next::Admin { lockout, route, lockout_binds, access } = machine.next(None) else { panic!("not an admin request") };
+        let (lockout, route, lockout_binds, access) = served(&mut machine, config, Some(body));
         assert!(!lockout_binds, "a session asks no lockout counter");
-        let (flow, step) = AdminFlow::start(config, lockout, route, lockout_binds, access, 1_000_000);
+        let (flow, step) = AdminFlow::start(config, &lockout, &route, lockout_binds, access.as_ref(), 1_000_000);
         run(flow, step);
     }
 
@@ -662,18 +671,18 @@ mod tests {
     /// An admin request under `admin_access` with the Access token of
     /// `claims` (its signature left to the driver), run to its end with the
     /// signature's check answering `verified`; the steps and the answer.
-    fn run_access(url: &str, claims: serde_json::Value, verified: Result<(), Refusal>) -> (Vec<&'static str>, AdminAnswer) {
+    fn run_access(url: &str, claims: serde_json::Value, verified: Result<(), AccessRefusal>) -> (Vec<&'static str>, AdminAnswer) {
         let mut value = json!({ "rules": [{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] }] });
         value["admin_access"] = json!({ "team_domain": "acme.cloudflareaccess.com", "audience": "aud-tag" });
         let config = Config::from_json(&value).unwrap();
-        let jwt = crate::pipeline::access::tests::token(&json!({ "alg": "RS256", "kid": "k1" }), &claims);
+        let jwt = crate::admin::access::tests::token(&json!({ "alg": "RS256", "kid": "k1" }), &claims);
         let headers = HeaderMap::from_pairs(&[("cf-connecting-ip", "203.0.113.9"), ("cf-access-jwt-assertion", &jwt), ("authorization", "Bearer a wrong token")]);
-        let (client, secrets) = (Client::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
+        let (client, secrets) = (ClientFacts::default(), Secrets { admin_token: Some(TOKEN.into()), ..Secrets::default() });
         let facts = Facts { method: "GET", url, headers: &headers, client: &client, secrets: &secrets, now_ms: 1_000_000 };
         let mut machine = Machine::new(&config, facts, &PlanMemo::new(1), None);
-        let Next::Admin { lockout, route, lockout_binds, access } = machine.next(None) else { panic!("not an admin request") };
+        let (lockout, route, lockout_binds, access) = served(&mut machine, &config, None);
         assert!(!lockout_binds, "an Access token asks no lockout counter, and the bearer beside it is not compared");
-        let (mut flow, mut step) = AdminFlow::start(&config, lockout, route, lockout_binds, access, 1_000_000);
+        let (mut flow, mut step) = AdminFlow::start(&config, &lockout, &route, lockout_binds, access.as_ref(), 1_000_000);
         let mut steps = Vec::new();
         loop {
             step = match step {
@@ -706,7 +715,7 @@ mod tests {
         assert_eq!(lines.len(), 1);
         assert_eq!((lines[0]["action"].as_str(), lines[0]["operator"].as_str()), (Some("status"), Some("ann@example.com")));
         // The signature refused: 401, nothing asked, the reason logged.
-        let (steps, done) = run_access("https://example.com/.tollgate/status?rule=a&ip=198.51.100.7", claims.clone(), Err(Refusal::Signature));
+        let (steps, done) = run_access("https://example.com/.tollgate/status?rule=a&ip=198.51.100.7", claims.clone(), Err(AccessRefusal::Signature));
         assert_eq!(steps, ["verify"]);
         assert!(matches!(&done.response, AdminResponse::Own(r) if r.status == 401), "{:?}", done.response);
         let line: serde_json::Value = serde_json::from_str(&done.logs[0].line()).unwrap();

@@ -1,4 +1,4 @@
-//! The Rules page, pure (issue 38): each rule in the words `tollgate
+//! The Rules page, pure: each rule in the words `tollgate
 //! explain` uses ([`crate::config::words`]), in the config's order, and a
 //! "Try it" command: a `tollgate explain` of a request the rule itself
 //! takes ([`sample`]), checked against the rule's own matcher before it is
@@ -6,8 +6,7 @@
 
 use crate::config::rules::{RequestView, Rule, Target, Test};
 use crate::config::words;
-use crate::pipeline::console::esc;
-use crate::pipeline::console::route::param_name;
+use crate::admin::console::esc;
 use crate::request::canon::{CanonicalQuery, Source};
 use crate::request::key::{KeyPart, ValueType};
 use std::fmt::Write;
@@ -90,14 +89,14 @@ fn skip_group(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 
 /// A sample's query pairs, header lines and body fields.
 #[derive(Default)]
-struct Parts {
+struct SampleParts {
     query: Vec<(String, String)>,
     headers: Vec<(String, String)>,
     fields: Vec<(String, String)>,
     cookies: Vec<String>,
 }
 
-impl Parts {
+impl SampleParts {
     /// What `rule`'s conditions ask.
     fn conditions(&mut self, rule: &Rule) {
         for c in &rule.conditions {
@@ -183,7 +182,7 @@ pub(crate) fn form_escape(text: &str) -> String {
 /// the login form carries the email another rule keys on), or why no
 /// sample fits its pattern (the matcher's own reason).
 pub(crate) fn sample(rule: &Rule, rules: &[Rule]) -> Result<Sample, String> {
-    let mut parts = Parts::default();
+    let mut parts = SampleParts::default();
     parts.conditions(rule);
     parts.key(rule);
     let method = rule
@@ -253,7 +252,7 @@ pub(crate) fn section(rule: &Rule, rules: &[Rule]) -> String {
     for c in &rule.conditions {
         let _ = write!(matches, "; {c}");
     }
-    let key: Vec<String> = rule.key.iter().map(|p| param_name(p).unwrap_or_else(|| "global".into())).collect();
+    let key: Vec<String> = rule.key.iter().map(|p| p.param_name().unwrap_or_else(|| "global".into())).collect();
     let rows = [
         ("Matches", matches.trim().to_string()),
         ("Limits", words::limits(&rule.limits)),
@@ -329,7 +328,7 @@ mod tests {
         assert!(html.contains(&esc(&words::lease(&r))), "the lease line is explain's");
         assert!(html.contains("3 per 60 s"), "{html}");
         // `tollgate check` says a rule whose success clears the count never
-        // leases: so does its page (before issue 38 it read `lease auto`).
+        // leases: so does its page (it once read `lease auto`).
         let login = rule(json!({ "name": "login", "path": "/login", "methods": ["POST"], "counting": { "mode": "response", "statuses": [401] },
             "key": ["body:email"], "on_missing_key": "reject", "on_success": "clear", "limits": [{ "requests": 1000, "window": "15m" }] }));
         let page = section(&login, &[]);

@@ -36,7 +36,7 @@
 //! ([`gate`]). Every admin log line carries `client_hash`, the client's key
 //! hashed like any `key_hash`.
 //!
-//! **A right token that outlasts the lockout** (issue 25): the client is
+//! **A right token that outlasts the lockout**: the client is
 //! its IP, which a neighbour can share (one IPv4 behind NAT, one IPv6
 //! /64), and ten wrong tokens from it would lock the admin out too. When
 //! the configured token is at least [`TOKEN_PASSES_LOCKOUT_CHARS`] long,
@@ -58,21 +58,21 @@ use crate::config::Config;
 use crate::config::headers::OwnResponse;
 use crate::request::key::MissingPart;
 use crate::pipeline::applied::Applied;
+pub(crate) use crate::pipeline::credentials::token_matches;
 use crate::count::protocol::{CallFailure, Op, Reply};
 use crate::config::rules::Rule;
 use crate::pipeline::verdict::{self, LogEvent, Outcome};
-use crate::pipeline::console::{Auth, ConsoleRoute};
-use crate::pipeline::console::traffic::Range;
+use crate::admin::console::{Auth, ConsoleRoute};
+use crate::admin::console::traffic::Range;
 use crate::count::controls::Controls;
 use crate::count::limit::Limit;
 use crate::count::registry::{Entry, Kind, RegistryCall};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use std::fmt;
 
 /// What an admin request asks, once its token is compared.
 #[derive(Debug)]
-pub enum AdminRoute<'c> {
+pub(crate) enum AdminRoute<'c> {
     /// Missing or wrong bearer token: a failed authentication (401, no
     /// detail).
     Unauthorized,
@@ -86,7 +86,7 @@ pub enum AdminRoute<'c> {
     Controls,
     /// The traffic over a range (`GET {prefix}/traffic?range=hour|day|week`).
     Traffic(Range),
-    /// A console page ([`crate::pipeline::console`]), with the admin route
+    /// A console page ([`crate::admin::console`]), with the admin route
     /// it shows.
     Console(Box<ConsoleRoute<AdminRoute<'c>>>),
     /// A console ask of a key known by its hash: found in the controls
@@ -100,7 +100,7 @@ pub enum AdminRoute<'c> {
 /// holds it: a key with neither is not found (404), and is looked up by
 /// its parts instead.
 #[derive(Debug)]
-pub struct ByHash<'c> {
+pub(crate) struct ByHash<'c> {
     pub(crate) action: AdminAction,
     pub(crate) rule: &'c Rule,
     pub(crate) key_hash: String,
@@ -349,7 +349,7 @@ impl AdminRequest<'_> {
 
 /// Why an admin request cannot be served (answered 4xx).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AdminError {
+pub(crate) enum AdminError {
     NotFound,
     MethodNotAllowed { allowed: &'static str },
     MissingRule,
@@ -365,11 +365,11 @@ pub enum AdminError {
     AmbiguousPlus(String),
     /// The raw path enters the admin prefix and its dot segments lead out
     /// of it ([`crate::request::canon::canonical_path_entering`]): answered
-    /// 400 by tollgate, never forwarded (issue 35).
+    /// 400 by tollgate, never forwarded.
     LeavesPrefix,
     /// A request another site's page made (`Sec-Fetch-Site` other than
     /// `same-origin` or `none`, or a foreign `Origin`): 403, before any
-    /// token is compared or counted (issue 35).
+    /// token is compared or counted.
     CrossSite,
 }
 
@@ -435,7 +435,7 @@ impl std::error::Error for AdminError {}
 
 /// A parsed admin request: the action, the rule, and the key it targets.
 #[derive(Debug, Clone)]
-pub struct AdminRequest<'c> {
+pub(crate) struct AdminRequest<'c> {
     pub(crate) action: AdminAction,
     pub(crate) rule: &'c Rule,
     pub(crate) key: String,
@@ -443,8 +443,8 @@ pub struct AdminRequest<'c> {
     pub(crate) control: Option<ControlAsk>,
 }
 
-/// Refuses an admin query string with a literal `+` anywhere in it (issue
-/// 25). The key is given raw, and `+` is ambiguous there: form decoding
+/// Refuses an admin query string with a literal `+` anywhere in it.
+/// The key is given raw, and `+` is ambiguous there: form decoding
 /// (which [`CanonicalQuery`] follows, as origins read a query) makes it a
 /// space, while an operator typing `body:email=eve+1@example.com` means a
 /// plus; read as a space, the ban answered 200 and `eve+1` still got
@@ -462,7 +462,7 @@ pub(crate) fn refuse_plus(raw_query: &str) -> Result<(), AdminError> {
 /// Whether `canonical_path` is under `prefix` (the prefix itself or below),
 /// the prefix compared in any ASCII case: `/.TOLLGATE/status` is tollgate's
 /// as `/.tollgate/status` is (an origin may route paths case-insensitively,
-/// and a bearer token sent there must not reach it; issue 35).
+/// and a bearer token sent there must not reach it).
 pub(crate) fn is_admin_path(prefix: &str, canonical_path: &str) -> bool {
     admin_rest(prefix, canonical_path).is_some()
 }
@@ -479,47 +479,15 @@ pub(crate) fn admin_rest<'p>(prefix: &str, canonical_path: &'p str) -> Option<&'
 /// request's own. What a page elsewhere makes a browser send (`<img>`,
 /// a form, a `fetch`) says so; a script or `curl` sends neither.
 pub(crate) fn cross_site(sec_fetch_site: Option<&str>, origin: Option<&str>, own_origin: &str) -> bool {
-    !crate::pipeline::console::session::same_site(sec_fetch_site, origin, own_origin)
+    !crate::admin::console::session::same_site(sec_fetch_site, origin, own_origin)
 }
 
 /// Whether an `Authorization` field presents a credential (any non-blank
 /// value): only such a request is counted by the lockout when wrong. A
 /// request with none cannot be a guess, and counting it let ten `<img>`
-/// tags on any site lock the operator out (issue 35).
+/// tags on any site lock the operator out.
 pub(crate) fn presents_credential(authorization: Option<&str>) -> bool {
     authorization.is_some_and(|a| !a.trim().is_empty())
-}
-
-/// What to take out of a request before it is forwarded: tollgate's own
-/// credentials, and nothing else (issue 35). The session cookie
-/// ([`session::without_session`](crate::pipeline::console::session::without_session):
-/// its pairs only, every other cookie byte for byte) and an `Authorization`
-/// with the admin token as its bearer (any item of a field sent twice). Asked
-/// of every forwarded request while the admin API is on (`token`): a browser
-/// sends the cookie with any raw path under the prefix, and a client may send
-/// the token anywhere.
-pub(crate) fn own_credentials(token: &str, cookie: Option<&str>, authorization: Option<&str>) -> Strip {
-    use crate::pipeline::console::session::{without_session, CookieRewrite};
-    let authorization =
-        authorization.is_some_and(|a| token_matches(token, Some(a)) || a.split(',').any(|item| token_matches(token, Some(item))));
-    let cookie = cookie.map_or(CookieRewrite::Keep, without_session);
-    Strip { cookie, authorization }
-}
-
-/// [`own_credentials`]'s answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Strip {
-    /// What becomes of the `Cookie` field.
-    pub(crate) cookie: crate::pipeline::console::session::CookieRewrite,
-    /// Whether the `Authorization` field is removed.
-    pub(crate) authorization: bool,
-}
-
-impl Strip {
-    /// Whether the request goes as it came.
-    pub(crate) fn nothing(&self) -> bool {
-        !self.authorization && self.cookie == crate::pipeline::console::session::CookieRewrite::Keep
-    }
 }
 
 /// The log line written once per isolate, at its first admin request, when
@@ -627,7 +595,7 @@ fn control_ask(action: AdminAction, rule: &Rule, query: &CanonicalQuery) -> Resu
 }
 
 /// One `limit=REQUESTS/WINDOW` of an override: a rolling window (`1000/1d`)
-/// or a calendar one (issue 53): `300/day@Asia/Tokyo`, or `300/day` (also
+/// or a calendar one: `300/day@Asia/Tokyo`, or `300/day` (also
 /// `week`, `month`) in the zone of the rule's own calendar window. A
 /// calendar window is refused on a GCRA rule, which has no period.
 fn override_limit(rule: &Rule, text: &str) -> Result<Limit, AdminError> {
@@ -700,7 +668,7 @@ pub(crate) fn status_body(request: &AdminRequest<'_>, key_hash: &str, reply: &Re
         "windows": reply.tally.windows,
         "alarm_pending": reply.alarm_pending,
         "stored_hits": reply.stored_hits,
-        // The rule's penalty in force (issue 29; `POST /reset` lifts it).
+        // The rule's penalty in force (`POST /reset` lifts it).
         "penalty_until_ms": reply.penalty_until_ms,
     })
 }
@@ -734,8 +702,8 @@ pub(crate) fn status_with_controls(
     body
 }
 
-/// A limit in force for a person: `10 per 1m`, or on a calendar (issue
-/// 53) `300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00` (the end
+/// A limit in force for a person: `10 per 1m`, or on a calendar
+/// `300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00` (the end
 /// of the period holding `now_ms`, in the zone's local time).
 pub(crate) fn limit_text(limit: &Limit, now_ms: i64) -> String {
     match limit.calendar {
@@ -821,26 +789,6 @@ pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -
     serde_json::json!({ "controls": out })
 }
 
-/// Whether `authorization` is `Bearer <expected>`, compared in constant
-/// time: both sides are hashed with SHA-256 first, so neither the length nor
-/// the position of the first difference leaks through timing.
-pub(crate) fn token_matches(expected: &str, authorization: Option<&str>) -> bool {
-    let presented = authorization
-        .and_then(|h| {
-            let h = h.trim();
-            h.get(..7)
-                .filter(|scheme| scheme.eq_ignore_ascii_case("bearer "))
-                .map(|_| h[7..].trim())
-        })
-        .unwrap_or("");
-    // A secret stored with a trailing newline (`echo token | wrangler secret
-    // put`) is the same token.
-    let expected = expected.trim();
-    crate::request::hmac::same_bytes(&Sha256::digest(expected.as_bytes()), &Sha256::digest(presented.as_bytes()))
-        && !expected.is_empty()
-        && !presented.is_empty()
-}
-
 #[cfg(test)]
 mod tests {
     use crate::config::lockout::LOCKOUT_RULE;
@@ -894,7 +842,7 @@ mod tests {
         let login = CanonicalQuery::parse("rule=login&body:email=%20User@Example.com");
         assert_eq!(
             object(parse(&c, "/.tollgate/status", "GET", &login)).key,
-            format!("body:email={}", crate::request::key::hash_identity("user@example.com").unwrap())
+            format!("body:email={}", crate::request::key::tests::hash_identity("user@example.com").unwrap())
         );
         let tenant = CanonicalQuery::parse("rule=tenant&path:school=s1&header:x-api-key=k&cookie:sid=c&query:plan=gold");
         assert_eq!(
@@ -903,7 +851,7 @@ mod tests {
         );
     }
 
-    /// Issue 53, round 3 item 4: a typed key part (`header:x-user-id:int`)
+    /// Round 3 item 4: a typed key part (`header:x-user-id:int`)
     /// is given as `header:x-user-id=9`, and the error for a missing one
     /// names that parameter, not the part as the rule writes it (which was
     /// what had been sent); the written spelling names the same value.
@@ -1064,23 +1012,6 @@ mod tests {
 #[cfg(test)]
 mod credential_tests {
     use super::*;
-    use crate::pipeline::console::session::CookieRewrite;
-
-    #[test]
-    fn only_tollgates_own_credentials_are_taken_out() {
-        let t = "s3cret";
-        let none = own_credentials(t, Some("a=1; b=2"), Some("Bearer app-token"));
-        assert!(none.nothing(), "{none:?}");
-        assert!(own_credentials(t, None, None).nothing());
-        let both = own_credentials(t, Some("a=1; tollgate_session=v2.1.x"), Some("Bearer s3cret"));
-        assert_eq!(both, Strip { cookie: CookieRewrite::Set("a=1".into()), authorization: true });
-        for spelled in ["bearer  s3cret ", "Bearer app, Bearer s3cret", "BEARER s3cret"] {
-            assert!(own_credentials(t, None, Some(spelled)).authorization, "{spelled}");
-        }
-        for other in ["Bearer s3cretx", "Basic s3cret", "s3cret", "Bearer "] {
-            assert!(!own_credentials(t, None, Some(other)).authorization, "{other}");
-        }
-    }
 
     #[test]
     fn only_a_presented_credential_is_counted_and_a_short_token_is_told() {
@@ -1096,6 +1027,7 @@ mod credential_tests {
         assert!(!cross_site(None, None, "https://example.com"));
     }
 }
+
 
 #[cfg(test)]
 mod plus_tests {
@@ -1117,7 +1049,7 @@ mod plus_tests {
             {"name": "login", "path": "/login", "key": ["body:email"], "limits": [{"requests": 10, "window": "15m"}]},
         ]));
         match parse(&c, "/.tollgate/status", "GET", &CanonicalQuery::parse("rule=login&body:email=eve%2B1@example.com")) {
-            Ok(AdminAsk::Object(r)) => assert_eq!(r.key, format!("body:email={}", crate::request::key::hash_identity("eve+1@example.com").unwrap())),
+            Ok(AdminAsk::Object(r)) => assert_eq!(r.key, format!("body:email={}", crate::request::key::tests::hash_identity("eve+1@example.com").unwrap())),
             other => panic!("{other:?}"),
         }
     }

@@ -1,4 +1,4 @@
-//! The Traffic page's data, pure (issue 28): the SQL it asks, the answers
+//! The Traffic page's data, pure: the SQL it asks, the answers
 //! read back, and the charts drawn as SVG with integer coordinates.
 //!
 //! The data is the Analytics Engine points the Worker writes
@@ -6,7 +6,8 @@
 //! [`ACCOUNT_VAR`], the secret [`TOKEN_SECRET`], the dataset named by
 //! [`DATASET_VAR`], `tollgate` unless set), or, in local development, from
 //! the local sink ([`Dialect::Sqlite`]: the same points in the SQLite table
-//! `points` of one object, written when the var [`SINK_VAR`] is set and no
+//! `points` of one object, written when the var
+//! [`SINK_VAR`](crate::pipeline::metrics::SINK_VAR) is set and no
 //! dataset is bound). Every count is `SUM(_sample_interval)`, but allowed
 //! decisions of a `limited` rule, which come as `allowed_total` points
 //! standing for `double1` each: `SUM(_sample_interval * double1)`.
@@ -24,11 +25,6 @@ pub(crate) const ACCOUNT_VAR: &str = "TOLLGATE_ACCOUNT_ID";
 pub(crate) const TOKEN_SECRET: &str = "TOLLGATE_ANALYTICS_TOKEN";
 /// The var naming the dataset (the binding's `dataset`), `tollgate` unless set.
 pub(crate) const DATASET_VAR: &str = "TOLLGATE_ANALYTICS_DATASET";
-/// The var that turns on the local sink (scripts/dev sets it).
-pub(crate) const SINK_VAR: &str = "TOLLGATE_LOCAL_METRICS";
-/// The local sink's object name and its path.
-pub(crate) const SINK_OBJECT: &str = "tollgate:local-metrics";
-pub(crate) const SINK_PATH: &str = "/v1/sink";
 
 /// The actions a point records, in the charts' order, with their colours.
 pub(crate) const ACTIONS: [(&str, &str); 5] =
@@ -45,7 +41,7 @@ pub(crate) enum Dialect {
 
 /// The span a page shows: the last hour, day or week.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Range {
+pub(crate) enum Range {
     Hour,
     Day,
     Week,
@@ -247,7 +243,7 @@ fn dashes(action: &str) -> &'static str {
 /// A bucket's start as the axis writes it: `HH:MM` (UTC), with the day
 /// (`MM-DD HH:MM`) when buckets are hours or longer.
 fn clock(t_s: u64, bucket_s: u64) -> String {
-    let full = crate::pipeline::console::time(i64::try_from(t_s.saturating_mul(1000)).unwrap_or(i64::MAX));
+    let full = crate::admin::console::time(i64::try_from(t_s.saturating_mul(1000)).unwrap_or(i64::MAX));
     let from = if bucket_s >= 3_600 { 5 } else { 11 };
     full.get(from..16).unwrap_or_default().to_string()
 }
@@ -274,7 +270,7 @@ pub(crate) fn chart(rule: &str, per_action: &Value, from_s: u64, bucket_s: u64) 
     let mut svg = format!(
         "<svg class=\"chart\" role=\"img\" aria-label=\"{label}\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\">\
 <line x1=\"{PAD}\" y1=\"{H}\" x2=\"{w}\" y2=\"{H}\" stroke=\"#666\"/><text x=\"2\" y=\"12\" font-size=\"10\">{top}</text>",
-        label = crate::pipeline::console::esc(&summary(rule, &lines)),
+        label = crate::admin::console::esc(&summary(rule, &lines)),
         w = W + PAD,
         h = H + 40,
     );
@@ -350,12 +346,12 @@ pub(crate) fn allowed_blocked(totals: &Value) -> String {
         let (allowed, blocked, shadow) = (n("allowed"), n("blocked"), n("shadow"));
         let share = percent(blocked, allowed + blocked);
         let blocked_w = (blocked * W).checked_div(allowed + blocked).unwrap_or(0);
-        let label = crate::pipeline::console::esc(&format!("{rule}: {allowed} allowed, {blocked} blocked ({share}%)"));
+        let label = crate::admin::console::esc(&format!("{rule}: {allowed} allowed, {blocked} blocked ({share}%)"));
         let _ = write!(
             out,
             "<tr><td>{r}</td><td>{allowed}</td><td>{blocked}</td><td>{shadow}</td><td>{share}%</td><td><svg class=\"bar\" role=\"img\" aria-label=\"{label}\" viewBox=\"0 0 {W} 12\" width=\"{W}\" height=\"12\">\
 <rect width=\"{W}\" height=\"12\" fill=\"{a}\"/><rect width=\"{blocked_w}\" height=\"12\" fill=\"{b}\"/></svg></td></tr>",
-            r = crate::pipeline::console::esc(rule),
+            r = crate::admin::console::esc(rule),
             a = ACTIONS[0].1,
             b = ACTIONS[1].1,
         );

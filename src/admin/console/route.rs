@@ -4,12 +4,12 @@
 //! runs as it runs the API's.
 
 use crate::config::Config;
-use crate::pipeline::admin::{self, AdminAction, AdminRoute};
+use crate::admin::api::{self, AdminAction, AdminRoute};
 use crate::pipeline::applied::object_name;
-use crate::pipeline::access::AccessCheck;
-use crate::pipeline::console::session::{self, Session};
-use crate::pipeline::console::traffic::Range;
-use crate::pipeline::console::{Auth, ConsoleRoute, Page};
+use crate::admin::access::AccessCheck;
+use crate::admin::console::session::{self, Session};
+use crate::admin::console::traffic::Range;
+use crate::admin::console::{Auth, ConsoleRoute, Page};
 use crate::request::canon::CanonicalQuery;
 use crate::request::key::{key_hash, KeyPart};
 
@@ -37,21 +37,21 @@ pub(crate) struct ConsoleRequest<'a> {
 /// The console route of `page` under the configured `token`, and whether
 /// the lockout counter is asked: a wrong sign-in is counted; the right one
 /// is checked as an authorized API request is (unless the token is long
-/// enough to pass the lockout); a session asks nothing (issue 35: its MAC
+/// enough to pass the lockout); a session asks nothing (its MAC
 /// is no guess, so a neighbour's wrong tokens cannot shut it out), nor do
 /// a page shown signed out, a forged post and the style sheet.
 pub(crate) fn plan<'c>(config: &'c Config, page: Page, token: &str, req: &ConsoleRequest<'_>) -> (ConsoleRoute<AdminRoute<'c>>, bool) {
     let auth = auth(page, token, req);
     let binds = match &auth {
         Auth::WrongToken => true,
-        Auth::SignedIn { .. } => !admin::token_passes_lockout(token),
+        Auth::SignedIn { .. } => !api::token_passes_lockout(token),
         Auth::Session { .. } | Auth::Access { .. } | Auth::Public | Auth::SignedOut { .. } | Auth::Forged => false,
     };
     let params = req.form.unwrap_or(req.query);
     let typed = typed_parts(config, params);
     let inner = if auth.authorized() { inner(config, page, params, req.log_key) } else { None };
     // Access only (no token): no banner about a token there is not.
-    let short_token = !token.trim().is_empty() && !admin::token_passes_lockout(token);
+    let short_token = !token.trim().is_empty() && !api::token_passes_lockout(token);
     let who = match &auth {
         Auth::Access { identity, .. } => Some(identity.clone()),
         _ => None,
@@ -82,7 +82,7 @@ fn auth(page: Page, token: &str, req: &ConsoleRequest<'_>) -> Auth {
         Page::SignIn if !same_site => return Auth::Forged,
         Page::SignIn => {
             let presented = field("token").unwrap_or("");
-            return if admin::token_matches(token, Some(&format!("Bearer {presented}"))) {
+            return if api::token_matches(token, Some(&format!("Bearer {presented}"))) {
                 Auth::SignedIn { cookie: session::issue(token, req.now_ms, req.client) }
             } else {
                 Auth::WrongToken
@@ -108,7 +108,7 @@ fn auth(page: Page, token: &str, req: &ConsoleRequest<'_>) -> Auth {
 /// (`do`: `reset`, `ban`, `lift`, `override`, `clear_override`).
 fn inner<'c>(config: &'c Config, page: Page, params: &CanonicalQuery, log_key: Option<&[u8]>) -> Option<AdminRoute<'c>> {
     if let Some(action) = by_hash_action(config, page, params) {
-        return Some(match admin::parse_by_hash(config, action, params) {
+        return Some(match api::parse_by_hash(config, action, params) {
             Ok(mut ask) => {
                 if let Some(control) = ask.control.as_mut() {
                     control.by = "console".into();
@@ -127,16 +127,16 @@ fn inner<'c>(config: &'c Config, page: Page, params: &CanonicalQuery, log_key: O
         _ => return None,
     };
     let path = format!("{}{endpoint}", config.admin_prefix);
-    Some(match admin::parse(config, &path, method, params) {
-        Ok(admin::AdminAsk::Object(mut request)) => {
+    Some(match api::parse(config, &path, method, params) {
+        Ok(api::AdminAsk::Object(mut request)) => {
             if let Some(control) = request.control.as_mut() {
                 control.by = "console".into();
             }
             AdminRoute::Call { id: object_name(request.rule, &request.key), key_hash: key_hash(&request.key, log_key), request }
         }
-        Ok(admin::AdminAsk::Rules) => AdminRoute::Rules,
-        Ok(admin::AdminAsk::Controls) => AdminRoute::Controls,
-        Ok(admin::AdminAsk::Traffic(range)) => AdminRoute::Traffic(range),
+        Ok(api::AdminAsk::Rules) => AdminRoute::Rules,
+        Ok(api::AdminAsk::Controls) => AdminRoute::Controls,
+        Ok(api::AdminAsk::Traffic(range)) => AdminRoute::Traffic(range),
         Err(e) => AdminRoute::Invalid(e),
     })
 }
@@ -163,7 +163,7 @@ fn form(params: &CanonicalQuery) -> Option<(&'static str, &'static str, &'static
 fn by_hash_action(config: &Config, page: Page, params: &CanonicalQuery) -> Option<AdminAction> {
     params.values("key_hash").next()?;
     let rule = params.values("rule").next().and_then(|name| config.rules.iter().find(|r| r.name == name));
-    if rule.is_some_and(|r| r.key.iter().filter_map(param_name).any(|n| params.values(&n).next().is_some())) {
+    if rule.is_some_and(|r| r.key.iter().filter_map(KeyPart::param_name).any(|n| params.values(&n).next().is_some())) {
         return None;
     }
     Some(match page {
@@ -173,12 +173,6 @@ fn by_hash_action(config: &Config, page: Page, params: &CanonicalQuery) -> Optio
     })
 }
 
-/// The admin query parameter of a key part (`ip`, `header:NAME`, ...);
-/// `None` for `global`.
-pub(crate) fn param_name(part: &KeyPart) -> Option<String> {
-    part.param_name()
-}
-
 /// The key parts the operator typed (for the named rule), to fill the
 /// page's forms again: they are the operator's own.
 fn typed_parts(config: &Config, params: &CanonicalQuery) -> Vec<(String, String)> {
@@ -186,7 +180,7 @@ fn typed_parts(config: &Config, params: &CanonicalQuery) -> Vec<(String, String)
         return Vec::new();
     };
     let mut typed = vec![("rule".to_string(), rule.name.clone())];
-    for name in rule.key.iter().filter_map(param_name) {
+    for name in rule.key.iter().filter_map(KeyPart::param_name) {
         if let Some(value) = params.values(&name).next() {
             typed.push((name, value.to_string()));
         }

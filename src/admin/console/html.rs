@@ -5,8 +5,8 @@
 //! their hashes, except the parts the operator typed on the Keys page.
 
 use crate::config::headers::OwnResponse;
-use crate::pipeline::console::route::param_name;
-use crate::pipeline::console::{esc, time, traffic, ConsoleRoute, Page};
+use crate::request::key::KeyPart;
+use crate::admin::console::{esc, time, traffic, ConsoleRoute, Page};
 use crate::config::Config;
 use serde_json::Value;
 use std::fmt::Write;
@@ -128,7 +128,7 @@ pub(crate) fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answ
     };
     let json = answer.and_then(Result::ok);
     let (title, content) = match route.page {
-        Page::Rules => ("Rules", crate::pipeline::console::rules::page(&config.rules)),
+        Page::Rules => ("Rules", crate::admin::console::rules::page(&config.rules)),
         Page::Controls => ("Controls", json.map(|body| controls(&route.prefix, csrf, body)).unwrap_or_default()),
         Page::Keys | Page::KeysAction => ("Keys", keys(config, route, csrf, json)),
         Page::Events => ("Events", events_page(&route.prefix, json)),
@@ -143,13 +143,13 @@ pub(crate) fn page<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, answ
 }
 
 /// The banner of every signed-in page while the admin token is short
-/// ([`crate::pipeline::admin::short_token_event`] says why).
+/// ([`crate::admin::api::short_token_event`] says why).
 fn short_token_banner() -> String {
     format!(
         "<p class=\"err\" id=\"short-token\">The admin token is shorter than {} characters: ten wrong tokens from your \
 address (or its IPv6 /64) lock the API and the sign-in out there for 15 minutes, and a short token can be guessed. \
 Set a long one: <code>openssl rand -hex 32 | wrangler secret put TOLLGATE_ADMIN_TOKEN</code>.</p>",
-        crate::pipeline::admin::TOKEN_PASSES_LOCKOUT_CHARS
+        crate::admin::api::TOKEN_PASSES_LOCKOUT_CHARS
     )
 }
 
@@ -234,12 +234,12 @@ fn traffic_body(body: Option<&Value>) -> Result<&Value, String> {
 }
 
 /// A link to the Keys page of `rule`'s key of `key_hash` (found through
-/// the controls registry: [`crate::pipeline::console::route`]).
+/// the controls registry: [`crate::admin::console::route`]).
 fn key_link(prefix: &str, rule: &str, key_hash: &str) -> String {
     if key_hash.is_empty() || key_hash == "-" {
         return "-".into();
     }
-    let href = format!("{prefix}/ui/keys?rule={}&key_hash={}", crate::pipeline::console::rules::form_escape(rule), crate::pipeline::console::rules::form_escape(key_hash));
+    let href = format!("{prefix}/ui/keys?rule={}&key_hash={}", crate::admin::console::rules::form_escape(rule), crate::admin::console::rules::form_escape(key_hash));
     format!("<a href=\"{}\"><code>{}</code></a>", esc(&href), esc(key_hash))
 }
 
@@ -395,7 +395,7 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
     for rule in &config.rules {
         let _ = write!(out, "<section><h2>{n}</h2><form class=\"inline\" method=\"get\" action=\"{p}/ui/keys\"><input type=\"hidden\" name=\"rule\" value=\"{n}\">", n = esc(&rule.name));
         let typed = |name: &str| route.typed.iter().find(|(n, _)| n == name && route.typed.first().is_some_and(|(_, r)| *r == rule.name)).map(|(_, v)| v.as_str());
-        for name in rule.key.iter().filter_map(param_name) {
+        for name in rule.key.iter().filter_map(KeyPart::param_name) {
             let _ = write!(out, "<label>{n} <input name=\"{n}\" value=\"{}\"></label>", esc(typed(&name).unwrap_or("")), n = esc(&name));
         }
         out.push_str("<button>Look up</button></form></section>");
@@ -430,7 +430,7 @@ fn windows(status: &Value) -> String {
             Some(ms) if ms > 0 && w["used"].as_u64() != Some(0) => human(ms),
             _ => "-".into(),
         };
-        // A calendar window (issue 53): its unit; it resets whole at the
+        // A calendar window: its unit; it resets whole at the
         // period's end, which `reset_ms` is.
         let window = match w["calendar"].as_str() {
             Some(unit) => format!("calendar {}", esc(unit)),
@@ -441,7 +441,7 @@ fn windows(status: &Value) -> String {
     out + "</table>"
 }
 
-/// The key's limits in force in words, as status says them (issue 53: a
+/// The key's limits in force in words, as status says them (a
 /// calendar window's zone and local reset), or nothing.
 fn limits_said(status: &Value) -> String {
     let said: Vec<&str> = status["limits_text"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();

@@ -1,4 +1,4 @@
-//! The operator console (issue 28): server-rendered HTML pages under the
+//! The operator console: server-rendered HTML pages under the
 //! admin prefix, served only when `TOLLGATE_ADMIN_TOKEN` is set, never on
 //! the request path of rate-limited traffic.
 //!
@@ -123,7 +123,7 @@ pub(crate) enum Auth {
     Session { csrf: String, end_ms: i64 },
     /// Signed in by Cloudflare Access (its token's claims hold; the admin
     /// flow verifies its signature first): who, and the CSRF token of the
-    /// page's forms ([`crate::pipeline::access::csrf_of`]).
+    /// page's forms ([`crate::admin::access::csrf_of`]).
     Access { identity: String, csrf: String },
     /// The right token in the sign-in form: the session cookie to set.
     SignedIn { cookie: String },
@@ -146,7 +146,7 @@ impl Auth {
 /// A console request, planned: `R` is the admin route the page asks
 /// (`AdminRoute`; generic so that this module names no admin type).
 #[derive(Debug)]
-pub struct ConsoleRoute<R> {
+pub(crate) struct ConsoleRoute<R> {
     pub(crate) page: Page,
     pub(crate) auth: Auth,
     /// The admin prefix (links, the cookie's path).
@@ -157,7 +157,7 @@ pub struct ConsoleRoute<R> {
     /// forms again (`name`, `value`).
     pub(crate) typed: Vec<(String, String)>,
     /// The admin token is shorter than the lockout's bar
-    /// ([`TOKEN_PASSES_LOCKOUT_CHARS`](crate::pipeline::admin::TOKEN_PASSES_LOCKOUT_CHARS)):
+    /// ([`TOKEN_PASSES_LOCKOUT_CHARS`](crate::admin::api::TOKEN_PASSES_LOCKOUT_CHARS)):
     /// every page says so.
     pub(crate) short_token: bool,
     /// Who signed in, when Cloudflare Access says (its `email`): shown

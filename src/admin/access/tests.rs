@@ -66,17 +66,17 @@ fn a_token_whose_claims_hold_is_read_to_its_key_signed_bytes_and_identity() {
 #[test]
 fn wrong_audience_issuer_expired_and_not_yet_valid_tokens_are_refused() {
     for (claims, refusal) in [
-        (with(claims(), "aud", json!(["someone-else"])), Refusal::Audience),
-        (with(claims(), "aud", json!("aud-tag-2")), Refusal::Audience),
-        (with(claims(), "aud", Value::Null), Refusal::Audience),
-        (with(claims(), "aud", json!([])), Refusal::Audience),
-        (with(claims(), "iss", json!("https://evil.cloudflareaccess.com")), Refusal::Issuer),
-        (with(claims(), "iss", json!("https://acme.cloudflareaccess.com/")), Refusal::Issuer),
-        (with(claims(), "iss", Value::Null), Refusal::Issuer),
-        (with(claims(), "exp", json!(NOW_S - LEEWAY_S)), Refusal::Expired),
-        (with(claims(), "exp", json!(NOW_S - 3600)), Refusal::Expired),
-        (with(claims(), "exp", Value::Null), Refusal::Expired),
-        (with(claims(), "nbf", json!(NOW_S + LEEWAY_S + 1)), Refusal::NotYetValid),
+        (with(claims(), "aud", json!(["someone-else"])), AccessRefusal::Audience),
+        (with(claims(), "aud", json!("aud-tag-2")), AccessRefusal::Audience),
+        (with(claims(), "aud", Value::Null), AccessRefusal::Audience),
+        (with(claims(), "aud", json!([])), AccessRefusal::Audience),
+        (with(claims(), "iss", json!("https://evil.cloudflareaccess.com")), AccessRefusal::Issuer),
+        (with(claims(), "iss", json!("https://acme.cloudflareaccess.com/")), AccessRefusal::Issuer),
+        (with(claims(), "iss", Value::Null), AccessRefusal::Issuer),
+        (with(claims(), "exp", json!(NOW_S - LEEWAY_S)), AccessRefusal::Expired),
+        (with(claims(), "exp", json!(NOW_S - 3600)), AccessRefusal::Expired),
+        (with(claims(), "exp", Value::Null), AccessRefusal::Expired),
+        (with(claims(), "nbf", json!(NOW_S + LEEWAY_S + 1)), AccessRefusal::NotYetValid),
     ] {
         assert_eq!(check(&token(&header(), &claims), &access(), NOW_MS), Err(refusal.clone()), "{claims}");
     }
@@ -89,13 +89,13 @@ fn wrong_audience_issuer_expired_and_not_yet_valid_tokens_are_refused() {
 fn alg_none_hs256_and_other_algorithms_are_refused_before_any_key() {
     for alg in ["none", "HS256", "RS384", "ES256", "PS256", "rs256", ""] {
         let jwt = token(&with(header(), "alg", json!(alg)), &claims());
-        assert_eq!(check(&jwt, &access(), NOW_MS), Err(Refusal::Algorithm), "{alg}");
+        assert_eq!(check(&jwt, &access(), NOW_MS), Err(AccessRefusal::Algorithm), "{alg}");
     }
     let unsigned = format!("{}.{}.", encode(json!({"alg": "none"}).to_string().as_bytes()), encode(claims().to_string().as_bytes()));
-    assert_eq!(check(&unsigned, &access(), NOW_MS), Err(Refusal::Algorithm));
+    assert_eq!(check(&unsigned, &access(), NOW_MS), Err(AccessRefusal::Algorithm));
     let no_sig = format!("{}.{}.", encode(header().to_string().as_bytes()), encode(claims().to_string().as_bytes()));
-    assert_eq!(check(&no_sig, &access(), NOW_MS), Err(Refusal::Malformed("signature")), "an empty signature");
-    assert_eq!(check(&token(&with(header(), "kid", Value::Null), &claims()), &access(), NOW_MS), Err(Refusal::Malformed("kid")));
+    assert_eq!(check(&no_sig, &access(), NOW_MS), Err(AccessRefusal::Malformed("signature")), "an empty signature");
+    assert_eq!(check(&token(&with(header(), "kid", Value::Null), &claims()), &access(), NOW_MS), Err(AccessRefusal::Malformed("kid")));
 }
 
 #[test]
@@ -114,24 +114,24 @@ fn malformed_tokens_are_refused() {
         format!("{h}.{}.AAAA", encode(b"[]")),
         "x".repeat(MAX_TOKEN_BYTES + 1),
     ] {
-        assert!(matches!(check(&bad, &access(), NOW_MS), Err(Refusal::Malformed(_) | Refusal::Algorithm)), "{bad:.80}");
+        assert!(matches!(check(&bad, &access(), NOW_MS), Err(AccessRefusal::Malformed(_) | AccessRefusal::Algorithm)), "{bad:.80}");
     }
 }
 
 #[test]
 fn claims_of_the_wrong_type_are_refused() {
     for (field, value, refusal) in [
-        ("exp", json!("tomorrow"), Refusal::Expired),
-        ("exp", json!(1.8e12), Refusal::Expired),
-        ("nbf", json!("now"), Refusal::NotYetValid),
-        ("aud", json!({"aud-tag": true}), Refusal::Audience),
-        ("aud", json!([7]), Refusal::Audience),
-        ("iss", json!(["https://acme.cloudflareaccess.com"]), Refusal::Issuer),
+        ("exp", json!("tomorrow"), AccessRefusal::Expired),
+        ("exp", json!(1.8e12), AccessRefusal::Expired),
+        ("nbf", json!("now"), AccessRefusal::NotYetValid),
+        ("aud", json!({"aud-tag": true}), AccessRefusal::Audience),
+        ("aud", json!([7]), AccessRefusal::Audience),
+        ("iss", json!(["https://acme.cloudflareaccess.com"]), AccessRefusal::Issuer),
     ] {
         assert_eq!(check(&token(&header(), &with(claims(), field, value.clone())), &access(), NOW_MS), Err(refusal), "{field}: {value}");
     }
-    assert_eq!(check(&token(&with(header(), "kid", json!(5)), &claims()), &access(), NOW_MS), Err(Refusal::Malformed("kid")));
-    assert_eq!(check(&token(&with(header(), "alg", json!(["RS256"])), &claims()), &access(), NOW_MS), Err(Refusal::Algorithm));
+    assert_eq!(check(&token(&with(header(), "kid", json!(5)), &claims()), &access(), NOW_MS), Err(AccessRefusal::Malformed("kid")));
+    assert_eq!(check(&token(&with(header(), "alg", json!(["RS256"])), &claims()), &access(), NOW_MS), Err(AccessRefusal::Algorithm));
     let no_one = with(with(claims(), "email", Value::Null), "sub", json!(" "));
     assert_eq!(check(&token(&header(), &no_one), &access(), NOW_MS).unwrap().identity, "access", "no name: still the operator, named as such");
 }
@@ -181,17 +181,17 @@ fn only_rsa_signature_keys_are_read_from_the_jwks() {
 fn keys_are_fetched_once_kept_an_hour_and_refetched_on_an_unknown_kid_at_most_once_a_minute() {
     let mut keys = Keys::default();
     assert_eq!(keys.step("k1", 0), KeyStep::Fetch, "nothing held");
-    assert_eq!(keys.step("k1", 10), KeyStep::Refuse(Refusal::KeysUnavailable), "a fetch in flight: not another");
+    assert_eq!(keys.step("k1", 10), KeyStep::Refuse(AccessRefusal::KeysUnavailable), "a fetch in flight: not another");
     assert!(keys.fetched(Some(&jwks(&["k1"])), 20));
     assert!(matches!(keys.step("k1", 30), KeyStep::Verify(ref k) if k.kid == "k1"));
     // A foreign kid, a minute after the first fetch: one refetch, then refused for a minute whatever the kid.
     let m = REFETCH_MIN_MS;
-    assert_eq!(keys.step("bogus-1", 1_000), KeyStep::Refuse(Refusal::UnknownKey), "within a minute of the first fetch");
+    assert_eq!(keys.step("bogus-1", 1_000), KeyStep::Refuse(AccessRefusal::UnknownKey), "within a minute of the first fetch");
     assert_eq!(keys.step("bogus-1", m), KeyStep::Fetch);
     assert!(keys.fetched(Some(&jwks(&["k1"])), m + 10));
-    assert_eq!(keys.step("bogus-1", m + 20), KeyStep::Refuse(Refusal::UnknownKey));
+    assert_eq!(keys.step("bogus-1", m + 20), KeyStep::Refuse(AccessRefusal::UnknownKey));
     for i in 0..1_000 {
-        assert_eq!(keys.step(&format!("bogus-{i}"), m + 2_000 + i), KeyStep::Refuse(Refusal::UnknownKey), "no fetch per request");
+        assert_eq!(keys.step(&format!("bogus-{i}"), m + 2_000 + i), KeyStep::Refuse(AccessRefusal::UnknownKey), "no fetch per request");
     }
     assert!(matches!(keys.step("k1", m + 5_000), KeyStep::Verify(_)), "the known key still works");
     // A rotation: the new kid is fetched once the minute has passed.
@@ -205,7 +205,7 @@ fn keys_are_fetched_once_kept_an_hour_and_refetched_on_an_unknown_kid_at_most_on
     assert!(!keys.fetched(Some("not json"), later));
     assert!(matches!(keys.step("k1", later + 1), KeyStep::Verify(_)), "stale keys while fetching fails");
     assert_eq!(keys.step("k1", later + MAX_STALE_MS), KeyStep::Fetch);
-    assert_eq!(keys.step("k1", later + MAX_STALE_MS + 1), KeyStep::Refuse(Refusal::UnknownKey), "too stale: refused");
+    assert_eq!(keys.step("k1", later + MAX_STALE_MS + 1), KeyStep::Refuse(AccessRefusal::UnknownKey), "too stale: refused");
 }
 
 proptest! {
