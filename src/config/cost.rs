@@ -118,10 +118,25 @@ pub(crate) struct Usage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Priced {
     pub(crate) table: crate::config::price::PriceTable,
+    /// The top-level table's name when `metering.price` names one
+    /// (`None`: the rule's own table).
+    pub(crate) name: Option<String>,
     pub(crate) reserve_tokens: u32,
     pub(crate) max_tokens: u32,
-    /// The unit named in `RateLimit-Policy`'s `qu`: `micro-JPY`.
+    /// Micro-units per unit counted: 1, or 1,000 for a rule whose largest
+    /// `spend` passes 4294.967295 ([`crate::config::price::step_for`]).
+    pub(crate) step: u64,
+    /// The unit named in `RateLimit-Policy`'s `qu`: `micro-JPY`, `milli-USD`.
     pub(crate) unit: String,
+}
+
+impl Priced {
+    /// A charge in micro-units as counted: in units of `step`, rounded up
+    /// (a coarser unit under-admits by less than one unit an answer, never
+    /// over-admits).
+    pub(crate) fn counted(&self, micro: u64) -> u64 {
+        micro.div_ceil(self.step)
+    }
 }
 
 impl Usage {

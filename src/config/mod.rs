@@ -155,6 +155,9 @@ pub struct Config {
     /// One warning per field a rule wrote in the 0.2.0 spelling
     /// ([`spelling`]), read as its current spelling.
     pub(crate) respelled: Vec<ConfigWarning>,
+    /// The price tables shared by name (`prices`, issue 54), in config
+    /// order: rules name them in `metering.price`, and keep a copy.
+    pub(crate) prices: Vec<(String, price::PriceTable)>,
 }
 
 /// Facts about the rules that decide what the plan reads of a request,
@@ -254,7 +257,10 @@ pub struct ConfigWarning {
 
 impl fmt::Display for ConfigWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rule `{}`, field `{}`: {}", self.rule, self.field, self.message)
+        match self.rule.as_str() {
+            "" => write!(f, "field `{}`: {}", self.field, self.message),
+            rule => write!(f, "rule `{rule}`, field `{}`: {}", self.field, self.message),
+        }
     }
 }
 
@@ -283,8 +289,11 @@ impl Config {
             exempt: Exemptions::default(),
             upstream: crate::config::upstream::Upstream::Origin,
             respelled: Vec::new(),
+            prices: Vec::new(),
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
+        // Before the rules, which name them (fields are read in any order).
+        config.prices = price_fields::read_prices(table.get("prices"), &mut errors);
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
         config.facts = ConfigFacts::of(&config.rules, &config.exempt);
         for rule in config.rules.iter_mut().filter(|r| config.ipv6_prefix != DEFAULT_IPV6_PREFIX && !r.overrides.is_empty()) {
@@ -327,6 +336,10 @@ impl Config {
         let mut out = self.respelled.clone();
         out.extend(self.rules.iter().flat_map(checks::warnings));
         out.extend(checks::client_chosen(&self.rules));
+        let named = |name: &str| self.rules.iter().any(|r| r.usage.as_ref().and_then(|u| u.price.as_ref()).is_some_and(|p| p.name.as_deref() == Some(name)));
+        for (name, _) in self.prices.iter().filter(|(name, _)| !named(name)) {
+            out.push(ConfigWarning { rule: String::new(), field: "prices", message: format!("the table `{name}` is named by no rule's metering.price: it prices nothing") });
+        }
         out
     }
 
@@ -451,11 +464,13 @@ const TOP_FIELDS: &[Field<Config>] = &[
         }
     }),
     Field::required("rules", "missing: list at least one rule", Shape::List(&Shape::Table(rule_fields::rule_infos), 0), "The rate-limit rules, matched in order; every matching rule is checked.", |c, i| {
-        if let Some((rules, respelled)) = read_rules(i) {
+        if let Some((rules, respelled)) = read_rules(i, &c.prices) {
             c.rules = rules;
             c.respelled = respelled;
         }
     }),
+    // Read first, by `Config::from_json`: the rules name them.
+    Field::optional("prices", Shape::Map(&Shape::Table(price_fields::table_infos)), "Price tables shared by name (issue 54): { openai = { currency = \"USD\", models = { \"gpt-4o-mini*\" = { input = 0.15, output = 0.6 } } } }, each as a rule's metering.price, which names one: price = \"openai\".", |_, _| {}),
     Field::optional("admin_prefix", Shape::Text("^/.*[^/]$"), "Path prefix of the admin API, active only with the TOLLGATE_ADMIN_TOKEN secret set or admin_access (default \"/.tollgate\"; a canonical path, no trailing slash).", |c, i| {
         let message = "must be a canonical path such as \"/.tollgate\" (no trailing slash)";
         if let Some(prefix) = i.text(valid_admin_prefix, message) {

@@ -372,8 +372,8 @@ fn write_rule(out: &mut String, m: &Matched<'_>, c: &Canonical, request: &Explai
     let _ = writeln!(out, "  policy:   {}", policy(rule));
     let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
     if let Some(priced) = rule.usage.as_ref().and_then(|u| u.price.as_ref()) {
-        let spend: Vec<String> = rule.limits.iter().map(|l| format!("{} {}", crate::config::price::decimal(u64::from(l.requests.get())), priced.table.currency)).collect();
-        let _ = writeln!(out, "  money:    {} (counted in {}; the prices are in the policy line)", spend.join(", "), priced.unit);
+        let spend: Vec<String> = rule.limits.iter().map(|l| format!("{} {}", crate::config::price::decimal(u64::from(l.requests.get()) * priced.step), priced.table.currency)).collect();
+        let _ = writeln!(out, "  money:    {} (counted in {}; the prices are in the policy line)", spend.join(", "), crate::config::price::unit_words(priced));
     }
     write_periods(out, &rule.limits, request.now_ms);
     let shape = rule.refusal_shape().map(|p| {

@@ -24,8 +24,8 @@ fn table(unpriced: Unpriced) -> PriceTable {
 
 fn priced(reading: &Reading, unpriced: Unpriced, cut: bool, reserve_tokens: u32) -> Usage {
     let table = table(unpriced);
-    let (reserve, max) = (table.reserve_units(reserve_tokens).unwrap(), table.reserve_units(100_000).unwrap());
-    Usage { source: Source::Body(reading.clone()), reserve, max, expose: false, count: Count::Total, cut, price: Some(Priced { table, reserve_tokens, max_tokens: 100_000, unit: "micro-USD".into() }) }
+    let (reserve, max) = (table.reserve_units(reserve_tokens, 1).unwrap(), table.reserve_units(100_000, 1).unwrap());
+    Usage { source: Source::Body(reading.clone()), reserve, max, expose: false, count: Count::Total, cut, price: Some(Priced { table, name: None, reserve_tokens, max_tokens: 100_000, step: 1, unit: "micro-USD".into() }) }
 }
 
 /// The charge of `body`, read in the chunks `cuts` splits it at, and
