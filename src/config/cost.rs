@@ -137,6 +137,31 @@ impl Priced {
     pub(crate) fn counted(&self, micro: u64) -> u64 {
         micro.div_ceil(self.step)
     }
+
+    /// A priced rule's unit in words, with what rounding to it costs: `micro-JPY`,
+    /// or `milli-USD: each answer's charge rounded up to 0.001 USD, so a
+    /// window may admit less than its limit by under 0.001 USD an answer`.
+    pub(crate) fn unit_words(&self) -> String {
+        match self.step {
+            1 => self.unit.clone(),
+            step => format!(
+                "{}: a spend above 4294.967295 {currency} does not fit micro-units; each answer's charge is rounded up to {} {currency}, so a window may admit less than its limit by under {} {currency} an answer, never more",
+                self.unit,
+                crate::config::price::decimal(step),
+                crate::config::price::decimal(step),
+                currency = self.table.currency
+            ),
+        }
+    }
+
+    /// A priced rule's table in words: whose it is (`the shared table
+    /// `openai``), then [`crate::config::price::words`].
+    pub(crate) fn table_words(&self) -> String {
+        match &self.name {
+            Some(name) => format!("the shared table `{name}` (top-level prices), {}", crate::config::price::words(&self.table)),
+            None => crate::config::price::words(&self.table),
+        }
+    }
 }
 
 impl Usage {

@@ -55,7 +55,7 @@ pub(crate) mod written;
 pub(crate) mod words;
 
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub(crate) use checks::relief_note;
+pub(crate) use checks::{relief_note, unit_note};
 
 use crate::config::exempt_fields::read_exempt;
 use crate::config::policy::{FailPolicy, Named, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MEMORY_BUDGET, MAX_BODY_TIMEOUT_MS, MAX_MEMORY_BUDGET, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_UPLOAD_BYTE, MIN_MEMORY_BUDGET};

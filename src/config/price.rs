@@ -211,39 +211,6 @@ pub(crate) fn written(table: &PriceTable) -> Value {
     Value::Object(out)
 }
 
-/// A priced rule's unit in words, with what rounding to it costs: `micro-JPY`,
-/// or `milli-USD: each answer's charge rounded up to 0.001 USD, so a
-/// window may admit less than its limit by under 0.001 USD an answer`.
-pub(crate) fn unit_words(priced: &crate::config::cost::Priced) -> String {
-    match priced.step {
-        1 => priced.unit.clone(),
-        step => format!(
-            "{}: a spend above 4294.967295 {currency} does not fit micro-units; each answer's charge is rounded up to {} {currency}, so a window may admit less than its limit by under {} {currency} an answer, never more",
-            priced.unit,
-            decimal(step),
-            decimal(step),
-            currency = priced.table.currency
-        ),
-    }
-}
-
-/// What `tollgate check` says of a rule counted in a unit coarser than
-/// the micro-unit (its bound): `None` for any other rule.
-#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub(crate) fn unit_note(rule: &crate::config::rules::Rule) -> Option<String> {
-    let priced = rule.usage.as_ref()?.price.as_ref().filter(|p| p.step > 1)?;
-    Some(format!("rule `{}`: counts in {}", rule.name, unit_words(priced)))
-}
-
-/// A priced rule's table in words: whose it is (`the shared table
-/// `openai``), then [`words`].
-pub(crate) fn table_words(priced: &crate::config::cost::Priced) -> String {
-    match &priced.name {
-        Some(name) => format!("the shared table `{name}` (top-level prices), {}", words(&priced.table)),
-        None => words(&priced.table),
-    }
-}
-
 /// One model's prices: `in 22.5 (cached 11.25, cache write 22.5) out 90`.
 pub(crate) fn price_words(p: &Price) -> String {
     let text = |rate: Rate| decimal(rate).to_string();
@@ -473,7 +440,7 @@ mod tests {
         assert_eq!((r.limits[0].requests.get(), r.limits[1].requests.get(), r.money_step()), (10_000_000, 50_500, Some(1_000)));
         assert_eq!((u.reserve, u.max, u.unit()), (6_036, 6_036, "milli-JPY"), "4,024 tokens at 1,500 yen per million: 6.036 yen");
         assert_eq!(crate::config::describe::rule_json(r)["limits"], month, "written back in yen");
-        let note = unit_note(r).unwrap();
+        let note = crate::config::checks::unit_note(r).unwrap();
         assert!(note.contains("counts in milli-JPY") && note.contains("rounded up to 0.001 JPY") && note.contains("under 0.001 JPY an answer, never more"), "{note}");
         let words = crate::config::words::usage_text(u);
         assert!(words.contains("in milli-JPY: a spend above 4294.967295 JPY"), "{words}");
