@@ -174,7 +174,7 @@ pub(super) fn read_limits(input: &mut Input<'_>, units: &mut (bool, bool), step:
 /// A `spend` of `micro` micro-units in the rule's unit of `step`: whole
 /// units only (a milli-unit rule takes 3 decimals), within a counter.
 fn counted_spend(input: &mut Input<'_>, field: &str, micro: u64, step: u64) -> Option<NonZeroU32> {
-    let units = (micro % step == 0).then(|| u32::try_from(micro / step).ok()).flatten().and_then(NonZeroU32::new);
+    let units = micro.is_multiple_of(step).then(|| u32::try_from(micro / step).ok()).flatten().and_then(NonZeroU32::new);
     if units.is_none() {
         input.errors.push(format!("{field}.spend"), "at most 3 decimals: a rule with a spend above 4294.967295 counts in milli-units (its counters hold at most 4294967295 of a unit)");
     }
