@@ -140,7 +140,10 @@ impl RuleDraft {
         checks::windowless(&mut spec, given.limits_given, given.algorithm_given, errors);
         spec.on_success = checks::on_success(&spec, given.success_action, given.success_statuses, given.identity_header, errors);
         spec.upload = checks::upload_limits(&spec, given.upload_buffer, given.upload_timeout_ms, errors);
-        spec.reservation_ttl_ms = checks::reservation_ttl(&spec, given.reservation_ttl_ms, errors);
+        // A two-phase field written but wrong (a bad `metering`) is its own
+        // error: `reservation_ttl` is not refused for it too.
+        let ttl = given.reservation_ttl_ms.filter(|_| spec.reserves() || !given.two_phase_given);
+        spec.reservation_ttl_ms = checks::reservation_ttl(&spec, ttl, errors);
         spec.idle_release_ms = crate::config::cost_fields::idle_release(&spec, given.idle_release_ms, errors);
         checks::check_on_success(&spec, errors);
         checks::check_trusted_device(&spec, errors);
