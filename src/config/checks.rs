@@ -352,6 +352,14 @@ pub(crate) fn relief_note(rule: &Rule) -> Option<String> {
     ))
 }
 
+/// What `tollgate check` says of a rule counted in a unit coarser than
+/// the micro-unit (its bound): `None` for any other rule.
+#[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
+pub(crate) fn unit_note(rule: &crate::config::rules::Rule) -> Option<String> {
+    let priced = rule.usage.as_ref()?.price.as_ref().filter(|p| p.step > 1)?;
+    Some(format!("rule `{}`: counts in {}", rule.name, priced.unit_words()))
+}
+
 /// `query_sources` says where query conditions look: set without one, it
 /// does nothing.
 pub(super) fn check_query_sources(spec: &RuleSpec, errors: &mut Errors) {

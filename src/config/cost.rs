@@ -118,10 +118,50 @@ pub(crate) struct Usage {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Priced {
     pub(crate) table: crate::config::price::PriceTable,
+    /// The top-level table's name when `metering.price` names one
+    /// (`None`: the rule's own table).
+    pub(crate) name: Option<String>,
     pub(crate) reserve_tokens: u32,
     pub(crate) max_tokens: u32,
-    /// The unit named in `RateLimit-Policy`'s `qu`: `micro-JPY`.
+    /// Micro-units per unit counted: 1, or 1,000 for a rule whose largest
+    /// `spend` passes 4294.967295 ([`crate::config::price::step_for`]).
+    pub(crate) step: u64,
+    /// The unit named in `RateLimit-Policy`'s `qu`: `micro-JPY`, `milli-USD`.
     pub(crate) unit: String,
+}
+
+impl Priced {
+    /// A charge in micro-units as counted: in units of `step`, rounded up
+    /// (a coarser unit under-admits by less than one unit an answer, never
+    /// over-admits).
+    pub(crate) fn counted(&self, micro: u64) -> u64 {
+        micro.div_ceil(self.step)
+    }
+
+    /// A priced rule's unit in words, with what rounding to it costs: `micro-JPY`,
+    /// or `milli-USD: each answer's charge rounded up to 0.001 USD, so a
+    /// window may admit less than its limit by under 0.001 USD an answer`.
+    pub(crate) fn unit_words(&self) -> String {
+        match self.step {
+            1 => self.unit.clone(),
+            step => format!(
+                "{}: a spend above 4294.967295 {currency} does not fit micro-units; each answer's charge is rounded up to {} {currency}, so a window may admit less than its limit by under {} {currency} an answer, never more",
+                self.unit,
+                crate::config::price::decimal(step),
+                crate::config::price::decimal(step),
+                currency = self.table.currency
+            ),
+        }
+    }
+
+    /// A priced rule's table in words: whose it is (`the shared table
+    /// `openai``), then [`crate::config::price::words`].
+    pub(crate) fn table_words(&self) -> String {
+        match &self.name {
+            Some(name) => format!("the shared table `{name}` (top-level prices), {}", crate::config::price::words(&self.table)),
+            None => crate::config::price::words(&self.table),
+        }
+    }
 }
 
 impl Usage {

@@ -5,6 +5,7 @@
 
 use crate::config::cost::{Count, Priced, Provider, Reading, UsageSource, Usage};
 use crate::config::price::PriceTable;
+use crate::config::price_fields::Pricing;
 use crate::config::policy::Named;
 use crate::config::policy::MissingKey;
 use crate::config::reader::{infos, valid_header_name, Errors, Field, FieldInfo, Input, Shape, HEADER_NAME};
@@ -21,11 +22,13 @@ struct UsageDraft {
     count: Option<Count>,
     cut: Option<bool>,
     refusal: Option<OwnRefusal>,
-    price: Option<crate::config::price::PriceTable>,
+    price: Option<crate::config::price_fields::PriceRef>,
 }
 
 /// `usage`: a provider's name, or `{ json = "a.b" }`.
 const USAGE_SHAPE: Shape = Shape::AnyOf(&[Shape::Names(Provider::names), Shape::Table(json_infos)]);
+/// `price`: a shared table's name, or the rule's own table.
+const PRICE_SHAPE: Shape = Shape::AnyOf(&[Shape::Text(crate::config::price_fields::NAME_PATTERN), Shape::Table(crate::config::price_fields::table_infos)]);
 /// `count`: `"total"`, `"input"`, `"output"` or `{ input = 1, output = 4 }`.
 const COUNT_SHAPE: Shape = Shape::AnyOf(&[Shape::Names(Count::names), Shape::Table(weight_infos)]);
 
@@ -55,8 +58,8 @@ const USAGE_FIELDS: &[Field<UsageDraft>] = &[
     Field::optional("refusal", Shape::Names(OwnRefusal::names), "How a refusal (429, or 503) is written: \"provider\" (the API's own error JSON, which its SDKs read, and x-should-retry: false when the wait is over 60 s; the default with usage = \"openai\", \"anthropic\" or \"gemini\") or \"problem\" (RFC 9457 problem+json; the default otherwise).", |d, i| {
         d.refusal = i.choice::<OwnRefusal>(None);
     }),
-    Field::optional("price", Shape::Table(crate::config::price_fields::table_infos), "Prices per model: the rule counts money, in whole micro-units of currency, from the tokens the answer reports and the model it names; reserve and max stay in tokens and are priced at the table's highest price. Only with a provider's usage, not with count. { currency = \"JPY\", models = { \"gpt-4o-mini*\" = { input = 22.5, cached_input = 11.25, output = 90 } }, unpriced = \"highest\" }.", |d, i| {
-        d.price = crate::config::price_fields::read_table(i);
+    Field::optional("price", PRICE_SHAPE, "Prices per model: the rule counts money, in whole micro-units of currency (milli-units when a spend passes 4294.967295), from the tokens the answer reports and the model it names; reserve and max stay in tokens and are priced at the table's highest price. Only with a provider's usage, not with count. { currency = \"JPY\", models = { \"gpt-4o-mini*\" = { input = 22.5, cached_input = 11.25, output = 90 } }, unpriced = \"highest\" }, or the name of a table in the top-level prices, e.g. \"openai\".", |d, i| {
+        d.price = crate::config::price_fields::read_price(i);
     }),
 ];
 
@@ -110,7 +113,7 @@ pub(super) fn usage_infos() -> Vec<FieldInfo> {
 /// `usage` exclusive (one needed), `reserve > max` refused, `expose` only
 /// with a header, `count` only with a provider's usage, `cut` only with
 /// usage, `refusal = "provider"` only with a provider's usage.
-pub(super) fn read_usage(input: &mut Input<'_>) -> Option<(Usage, OwnRefusal)> {
+pub(super) fn read_usage(input: &mut Input<'_>, pricing: &Pricing) -> Option<(Usage, OwnRefusal)> {
     let Some(table) = input.value.as_object() else {
         return input.fail("must be a table { header = \"x-usage-units\", reserve = 1000, max = 100000 } or { usage = \"openai\", reserve = 1000, max = 1000 }");
     };
@@ -134,7 +137,10 @@ pub(super) fn read_usage(input: &mut Input<'_>) -> Option<(Usage, OwnRefusal)> {
         (_, _) => OwnRefusal::Problem,
     };
     let price = match draft.price {
-        Some(table) => Some(priced(input, table, &source, &draft.count, reserve, max)?),
+        Some(price) => {
+            let (table, name) = pricing.resolve(price, &format!("{}.price", input.field), input.errors)?;
+            Some(priced(input, (table, name, pricing.step), &source, &draft.count, reserve, max)?)
+        }
         None => None,
     };
     let (reserve, max) = price.as_ref().map_or((reserve, max), |p| (p.1, p.2));
@@ -144,9 +150,9 @@ pub(super) fn read_usage(input: &mut Input<'_>) -> Option<(Usage, OwnRefusal)> {
 /// A price table beside the usage it prices: only a provider's usage
 /// (whose model the answer names), not with `count` (the table says what
 /// each kind costs); `reserve` and `max` priced at the table's ceiling,
-/// within `u32::MAX` micro-units. The [`Priced`] and the two in
-/// micro-units.
-fn priced(input: &mut Input<'_>, table: PriceTable, source: &UsageSource, count: &Option<Count>, reserve: u32, max: u32) -> Option<(Priced, u32, u32)> {
+/// within `u32::MAX` of the rule's unit (`step` micro-units, with the
+/// table's shared name). The [`Priced`] and the two in the rule's unit.
+fn priced(input: &mut Input<'_>, (table, name, step): (PriceTable, Option<String>, u64), source: &UsageSource, count: &Option<Count>, reserve: u32, max: u32) -> Option<(Priced, u32, u32)> {
     let field = input.field.to_string();
     if !matches!(source, UsageSource::Body(Reading::Provider(_))) {
         input.errors.push(format!("{field}.price"), "only with usage = \"openai\", \"anthropic\" or \"gemini\" (a header or a JSON path names no model)");
@@ -156,13 +162,13 @@ fn priced(input: &mut Input<'_>, table: PriceTable, source: &UsageSource, count:
         input.errors.push(format!("{field}.count"), "not with price: the table prices each kind of token");
         return None;
     }
-    let (Some(reserve_units), Some(max_units)) = (table.reserve_units(reserve), table.reserve_units(max)) else {
-        let most = u64::from(u32::MAX) * 1_000_000 / table.ceiling().max(1);
-        input.errors.push(format!("{field}.max"), format!("{max} tokens at the table's highest price pass 4294.967295 {} (u32 micro-units); at most {most} tokens", table.currency));
+    let unit = crate::config::price::unit_name(step, &table.currency);
+    let (Some(reserve_units), Some(max_units)) = (table.reserve_units(reserve, step), table.reserve_units(max, step)) else {
+        let most = u64::from(u32::MAX) * 1_000_000 * step / table.ceiling().max(1);
+        input.errors.push(format!("{field}.max"), format!("{max} tokens at the table's highest price pass u32::MAX {unit}; at most {most} tokens"));
         return None;
     };
-    let unit = format!("micro-{}", table.currency);
-    Some((Priced { table, reserve_tokens: reserve, max_tokens: max, unit }, reserve_units.max(1), max_units.max(1)))
+    Some((Priced { table, name, reserve_tokens: reserve, max_tokens: max, step, unit }, reserve_units.max(1), max_units.max(1)))
 }
 
 /// The draft's source, its exclusive fields refused once each.

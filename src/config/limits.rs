@@ -19,8 +19,8 @@ use std::num::{NonZeroU32, NonZeroU64};
 #[derive(Default)]
 pub(super) struct LimitDraft {
     pub(super) requests: Option<NonZeroU32>,
-    /// `spend`, in micro-units.
-    pub(super) spend: Option<NonZeroU32>,
+    /// `spend`, in micro-units, before the rule's unit divides it.
+    pub(super) spend: Option<u64>,
     pub(super) window: Option<Window>,
     pub(super) time_zone: Option<Zone>,
 }
@@ -42,13 +42,25 @@ fn zone_names() -> Vec<&'static str> {
 
 /// `spend`, in micro-units.
 #[inline(never)]
-fn read_spend(i: &mut Input<'_>) -> Option<NonZeroU32> {
-    let spend = crate::config::price::millionths(i.value).and_then(|n| u32::try_from(n).ok()).and_then(NonZeroU32::new);
-    spend.or_else(|| i.fail("must be an amount from 0.000001 to 4294.967295 (whole micro-units of the rule's currency), e.g. 200"))
+fn read_spend(i: &mut Input<'_>) -> Option<u64> {
+    let spend = crate::config::price::millionths(i.value).filter(|&n| n > 0);
+    spend.or_else(|| i.fail("must be an amount from 0.000001 to 1000000, with at most 6 decimals (3 when a limit of the rule passes 4294.967295), e.g. 200"))
 }
 
 fn spend_schema() -> serde_json::Value {
-    serde_json::json!({ "type": "number", "exclusiveMinimum": 0, "maximum": 4294.967295 })
+    serde_json::json!({ "type": "number", "exclusiveMinimum": 0, "maximum": crate::config::price::MOST })
+}
+
+/// The micro-units a priced rule counts in, from the largest `spend` of
+/// its `limits` and `overrides` as written ([`crate::config::price::step_for`]):
+/// read before the rule's fields, which are read in any order.
+pub(super) fn money_step(rule: &serde_json::Map<String, serde_json::Value>) -> u64 {
+    let spends = |list: &serde_json::Value| -> Vec<u64> { list.as_array().into_iter().flatten().filter_map(|l| l.get("spend")).filter_map(crate::config::price::millionths).collect() };
+    let mut all = rule.get("limits").map(spends).unwrap_or_default();
+    for lists in rule.get("overrides").and_then(serde_json::Value::as_object).into_iter().flat_map(|o| o.values()) {
+        all.extend(spends(lists));
+    }
+    crate::config::price::step_for(all.into_iter().max().unwrap_or(0))
 }
 
 const WINDOW_SHAPES: &[Shape] = &[Shape::Duration, Shape::Names(unit_names)];
@@ -58,7 +70,7 @@ pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
     Field::optional("requests", Shape::Integer(1, u32::MAX as u64), "Requests (units) allowed per window (required, or spend).", |d, i| {
         d.requests = i.number(1..=u64::from(u32::MAX), "whole number").and_then(NonZeroU32::new);
     }),
-    Field::optional("spend", Shape::Custom(spend_schema), "Money allowed per window, in the currency of the rule's metering.price, at most 6 decimals and 4294.967295: counted in micro-units (spend × 1,000,000), instead of requests.", |d, i| d.spend = read_spend(i)),
+    Field::optional("spend", Shape::Custom(spend_schema), "Money allowed per window, in the currency of the rule's metering.price, instead of requests: counted in micro-units (at most 6 decimals) while every spend of the rule is at most 4294.967295, else in milli-units (at most 3 decimals, up to 1000000; each answer's charge rounded up to the milli-unit).", |d, i| d.spend = read_spend(i)),
     Field::required(
         "window",
         "missing",
@@ -92,7 +104,7 @@ pub(super) const LIMIT_FIELDS: &[Field<LimitDraft>] = &[
 /// key value's own limits, read as `limits` is. Keys are resolved once the
 /// whole config is read ([`Overrides::resolve`]: the IPv6 prefix is a
 /// top-level field).
-pub(super) fn read_overrides(input: &mut Input<'_>, units: &mut (bool, bool)) -> Overrides {
+pub(super) fn read_overrides(input: &mut Input<'_>, units: &mut (bool, bool), step: u64) -> Overrides {
     let Some(table) = input.value.as_object() else {
         input.report("must be a table of key value = limits, such as { \"42\" = [{ requests = 1000, window = \"1d\" }] }");
         return Overrides::default();
@@ -100,7 +112,7 @@ pub(super) fn read_overrides(input: &mut Input<'_>, units: &mut (bool, bool)) ->
     let mut entries = Vec::new();
     for (value, limits) in table {
         let field = format!("{}.{value}", input.field);
-        if let Some(limits) = read_limits(&mut Input { field: &field, value: limits, errors: input.errors }, units) {
+        if let Some(limits) = read_limits(&mut Input { field: &field, value: limits, errors: input.errors }, units, step) {
             entries.push(Override { value: value.clone(), key: None, limits });
         }
     }
@@ -108,8 +120,9 @@ pub(super) fn read_overrides(input: &mut Input<'_>, units: &mut (bool, bool)) ->
 }
 
 /// A rule's `limits`: 1 to [`MAX_LIMITS`] windows; `units` records
-/// which were written (some `spend`, some `requests` without it).
-pub(super) fn read_limits(input: &mut Input<'_>, units: &mut (bool, bool)) -> Option<Vec<Limit>> {
+/// which were written (some `spend`, some `requests` without it); a
+/// `spend` is counted in units of `step` micro-units ([`money_step`]).
+pub(super) fn read_limits(input: &mut Input<'_>, units: &mut (bool, bool), step: u64) -> Option<Vec<Limit>> {
     let list = match input.value.as_array() {
         Some(list) if list.len() > MAX_LIMITS => {
             return input.fail(format!("at most {MAX_LIMITS} windows per rule ({} given)", list.len()));
@@ -135,7 +148,7 @@ pub(super) fn read_limits(input: &mut Input<'_>, units: &mut (bool, bool)) -> Op
                 input.errors.push(format!("{field}.spend"), "beside requests: a limit counts requests or money, not both");
                 draft.requests = None;
             }
-            (true, false) => draft.requests = draft.spend,
+            (true, false) => draft.requests = draft.spend.and_then(|micro| counted_spend(input, &field, micro, step)),
             (false, true) => {}
         }
         let limit = match (draft.window, draft.time_zone) {
@@ -156,6 +169,16 @@ pub(super) fn read_limits(input: &mut Input<'_>, units: &mut (bool, bool)) -> Op
         limits.extend(limit);
     }
     Some(limits)
+}
+
+/// A `spend` of `micro` micro-units in the rule's unit of `step`: whole
+/// units only (a milli-unit rule takes 3 decimals), within a counter.
+fn counted_spend(input: &mut Input<'_>, field: &str, micro: u64, step: u64) -> Option<NonZeroU32> {
+    let units = micro.is_multiple_of(step).then(|| u32::try_from(micro / step).ok()).flatten().and_then(NonZeroU32::new);
+    if units.is_none() {
+        input.errors.push(format!("{field}.spend"), "at most 3 decimals: a rule with a spend above 4294.967295 counts in milli-units (its counters hold at most 4294967295 of a unit)");
+    }
+    units
 }
 
 /// Money limits (`spend`) in a rule that prices its usage, and only there

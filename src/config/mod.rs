@@ -55,7 +55,7 @@ pub(crate) mod written;
 pub(crate) mod words;
 
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub(crate) use checks::relief_note;
+pub(crate) use checks::{relief_note, unit_note};
 
 use crate::config::exempt_fields::read_exempt;
 use crate::config::policy::{FailPolicy, Named, DEFAULT_BODY_TIMEOUT_MS, DEFAULT_MEMORY_BUDGET, MAX_BODY_TIMEOUT_MS, MAX_MEMORY_BUDGET, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_UPLOAD_BYTE, MIN_MEMORY_BUDGET};
@@ -170,6 +170,9 @@ pub struct Config {
     /// One warning per field a rule wrote in the 0.2.0 spelling
     /// ([`spelling`]), read as its current spelling.
     pub(crate) respelled: Vec<ConfigWarning>,
+    /// The price tables shared by name (`prices`, issue 54), in config
+    /// order: rules name them in `metering.price`, and keep a copy.
+    pub(crate) prices: Vec<(String, price::PriceTable)>,
 }
 
 /// Facts about the rules that decide what the plan reads of a request,
@@ -269,7 +272,10 @@ pub struct ConfigWarning {
 
 impl fmt::Display for ConfigWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "rule `{}`, field `{}`: {}", self.rule, self.field, self.message)
+        match self.rule.as_str() {
+            "" => write!(f, "field `{}`: {}", self.field, self.message),
+            rule => write!(f, "rule `{rule}`, field `{}`: {}", self.field, self.message),
+        }
     }
 }
 
@@ -311,8 +317,11 @@ impl Config {
             exempt: Exemptions::default(),
             upstream: crate::config::upstream::Upstream::Origin,
             respelled: Vec::new(),
+            prices: Vec::new(),
         };
         let mut errors = Errors { rule: None, list: Vec::new() };
+        // Before the rules, which name them (fields are read in any order).
+        config.prices = price_fields::read_prices(table.get("prices"), &mut errors);
         read_table(table, TOP_FIELDS, &mut config, &mut errors, "");
         config.facts = ConfigFacts::of(&config.rules, &config.exempt);
         for rule in config.rules.iter_mut().filter(|r| config.ipv6_prefix != DEFAULT_IPV6_PREFIX && !r.overrides.is_empty()) {
@@ -367,6 +376,10 @@ impl Config {
         let mut out = self.respelled.clone();
         out.extend(self.rules.iter().flat_map(checks::warnings));
         out.extend(checks::client_chosen(&self.rules));
+        let named = |name: &str| self.rules.iter().any(|r| r.usage.as_ref().and_then(|u| u.price.as_ref()).is_some_and(|p| p.name.as_deref() == Some(name)));
+        for (name, _) in self.prices.iter().filter(|(name, _)| !named(name)) {
+            out.push(ConfigWarning { rule: String::new(), field: "prices", message: format!("the table `{name}` is named by no rule's metering.price: it prices nothing") });
+        }
         out
     }
 
@@ -497,11 +510,13 @@ const TOP_FIELDS: &[Field<Config>] = &[
         }
     }),
     Field::required("rules", "missing: list at least one rule", Shape::List(&Shape::Table(rule_fields::rule_infos), 0), "The rate-limit rules, matched in order; every matching rule is checked.", |c, i| {
-        if let Some((rules, respelled)) = read_rules(i) {
+        if let Some((rules, respelled)) = read_rules(i, &c.prices) {
             c.rules = rules;
             c.respelled = respelled;
         }
     }),
+    // Read first, by `Config::from_json`: the rules name them.
+    Field::optional("prices", Shape::Map(&Shape::Table(price_fields::table_infos)), "Price tables shared by name: { openai = { currency = \"USD\", models = { \"gpt-4o-mini*\" = { input = 0.15, output = 0.6 } } } }, each as a rule's metering.price, which names one: price = \"openai\".", |_, _| {}),
     Field::optional("admin_prefix", Shape::Text("^/.*[^/]$"), "Path prefix of the admin API, active only with the TOLLGATE_ADMIN_TOKEN secret set or admin_access (default \"/.tollgate\"; a canonical path, no trailing slash).", |c, i| {
         let message = "must be a canonical path such as \"/.tollgate\" (no trailing slash)";
         if let Some(prefix) = i.text(valid_admin_prefix, message) {

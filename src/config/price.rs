@@ -26,6 +26,18 @@
 //! ([`PriceTable::ceiling`]), so an answer of at most `reserve` tokens is
 //! never charged more than its reservation whatever model serves it, and
 //! `reserve = max` keeps a money budget exact.
+//!
+//! # The unit counted
+//! Counters hold `u32` units, so micro-units fit at most 4294.967295 of
+//! the currency per window. A rule with a larger `spend` (its own or an
+//! override's; at most [`MOST`]) counts in milli-units instead
+//! ([`UNITS`], [`step_for`]): each answer's charge, and its priced
+//! reserve and max, are rounded *up* to the milli-unit, so the rule may
+//! admit less than its limit by under one milli-unit per answer, never
+//! more. The counters and their protocol are unchanged (a count is a
+//! count); the unit is named in `RateLimit-Policy`'s `qu` (`milli-USD`).
+//! Shared tables: the top-level `prices` names tables a rule's
+//! `metering.price = "name"` refers to ([`crate::config::price_fields`]).
 
 use crate::config::policy::Named;
 use serde_json::Value;
@@ -36,6 +48,23 @@ pub(crate) type Rate = u64;
 
 /// The most a price may be, per million tokens (a million currency units).
 pub(crate) const MOST: f64 = 1_000_000.0;
+
+/// The units a priced rule may count in, finest first: micro-units of its
+/// currency per counted unit, and the unit's prefix (`micro-USD`).
+pub(crate) const UNITS: [(u64, &str); 2] = [(1, "micro-"), (1_000, "milli-")];
+
+/// The finest unit of [`UNITS`] in which `largest` micro-units (a rule's
+/// largest `spend`) fit a `u32` counter: micro-units up to 4294.967295,
+/// milli-units above (up to [`MOST`], whose milli-units fit).
+pub(crate) fn step_for(largest: u64) -> u64 {
+    UNITS.iter().map(|(step, _)| *step).find(|step| largest / step <= u64::from(u32::MAX)).unwrap_or(UNITS[UNITS.len() - 1].0)
+}
+
+/// The unit named in `RateLimit-Policy`'s `qu`: `micro-JPY`, `milli-USD`.
+pub(crate) fn unit_name(step: u64, currency: &str) -> String {
+    let prefix = UNITS.iter().find(|(s, _)| *s == step).map_or("", |(_, p)| *p);
+    format!("{prefix}{currency}")
+}
 
 /// The prices of one model (or pattern), per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -122,10 +151,10 @@ impl PriceTable {
         h.input.max(h.cached_input).max(h.output).max(h.cache_write)
     }
 
-    /// `tokens` of unknown kind at [`PriceTable::ceiling`], in micro-units
-    /// (rounded up); `None` past `u32::MAX` micro-units.
-    pub(crate) fn reserve_units(&self, tokens: u32) -> Option<u32> {
-        u32::try_from(PriceTable::charge(Price { output: self.ceiling(), ..Price::default() }, Billed { output: u64::from(tokens), ..Billed::default() })).ok()
+    /// `tokens` of unknown kind at [`PriceTable::ceiling`], in units of
+    /// `step` micro-units (rounded up); `None` past `u32::MAX` of them.
+    pub(crate) fn reserve_units(&self, tokens: u32, step: u64) -> Option<u32> {
+        u32::try_from(PriceTable::charge(Price { output: self.ceiling(), ..Price::default() }, Billed { output: u64::from(tokens), ..Billed::default() }).div_ceil(step)).ok()
     }
 
     /// What `tokens` cost at `price`, in micro-units, rounded up once per
@@ -220,8 +249,11 @@ mod tests {
         }
         assert_eq!(t.highest(), Price { input: 375_000_000, cached_input: 187_500_000, output: 1_500_000_000, cache_write: 468_750_000 });
         assert_eq!(t.ceiling(), 1_500_000_000);
-        assert_eq!(t.reserve_units(4_024), Some(6_036_000), "4,024 tokens at 1,500 per million: 6.036 units");
-        assert_eq!(t.reserve_units(3_000_000), None, "past u32::MAX micro-units");
+        assert_eq!(t.reserve_units(4_024, 1), Some(6_036_000), "4,024 tokens at 1,500 per million: 6.036 units");
+        assert_eq!(t.reserve_units(4_024, 1_000), Some(6_036), "in milli-units, rounded up");
+        assert_eq!(t.reserve_units(4_025, 1_000), Some(6_038), "6.0375 units: 6,037.5 milli rounded up");
+        assert_eq!(t.reserve_units(3_000_000, 1), None, "past u32::MAX micro-units");
+        assert_eq!(t.reserve_units(3_000_000, 1_000), Some(4_500_000), "4,500 units fit in milli-units");
     }
 
     /// Σ tokens × rate, each kind at its own price, rounded up once.
@@ -283,11 +315,8 @@ mod tests {
     fn a_wrong_price_table_or_money_limit_is_refused_naming_the_field_once() {
         use crate::config::Config;
         let day = serde_json::json!([{ "spend": 200, "window": "1d" }]);
-        let errors = |mut config: serde_json::Value| {
-            // A wrong metering leaves reservation_ttl to a rule that does not reserve.
-            config["rules"][0]["counting"].as_object_mut().unwrap().remove("reservation_ttl");
-            Config::from_json(&config).err().unwrap_or_default().iter().map(|e| e.to_string()).collect::<Vec<_>>()
-        };
+        // (A wrong metering is its own error: reservation_ttl, kept, is not refused for it too.)
+        let errors = |config: serde_json::Value| Config::from_json(&config).err().unwrap_or_default().iter().map(|e| e.to_string()).collect::<Vec<_>>();
         let mut cases = vec![
             (school(serde_json::json!({ "models": { "a": { "input": 1, "output": 2 } } }), day.clone()), "metering.price.currency"),
             (school(serde_json::json!({ "currency": "JPY", "models": {} }), day.clone()), "metering.price.models"),
@@ -297,7 +326,7 @@ mod tests {
             (school(serde_json::json!({ "currency": "JPY", "models": { "a": { "input": 1, "output": 1 } }, "unpriced": "free" }), day.clone()), "metering.price.unpriced"),
             (school(yen(), serde_json::json!([{ "requests": 200_000_000, "window": "1d" }])), "limits"),
             (school(yen(), serde_json::json!([{ "spend": 200, "requests": 5, "window": "1d" }])), "limits[0].spend"),
-            (school(yen(), serde_json::json!([{ "spend": 5000, "window": "1d" }])), "limits[0].spend"),
+            (school(yen(), serde_json::json!([{ "spend": 1_000_001, "window": "1d" }])), "limits[0].spend"),
         ];
         let mut header = school(yen(), day.clone());
         header["rules"][0]["metering"] = serde_json::json!({ "header": "x-t", "reserve": 5, "max": 5, "price": yen() });
@@ -334,5 +363,99 @@ mod tests {
         let tokens = Config::from_json(&serde_json::json!({ "rules": [{ "name": "money", "path": "/v1/*", "key": ["header:x-school"], "limits": [{ "requests": 200_000_000, "window": "day", "time_zone": "Asia/Tokyo" }], "counting": { "mode": "response", "reservation_ttl": "10m" }, "metering": { "usage": "openai", "reserve": 4024, "max": 4024 } }] })).unwrap();
         let report = crate::tools::diff::report(&crate::tools::diff::diff(&tokens, &old));
         assert!(report.contains("counts in micro-JPY, not tokens"), "{report}");
+    }
+
+    fn shared(rules: Vec<serde_json::Value>, prices: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({ "prices": prices, "rules": rules })
+    }
+
+    fn rule_named(name: &str, price: serde_json::Value, limits: serde_json::Value) -> serde_json::Value {
+        let mut r = school(price, limits)["rules"][0].clone();
+        r["name"] = name.into();
+        r["path"] = format!("/{name}/*").into();
+        r
+    }
+
+    /// Two rules name one top-level table: both price by it, say its name,
+    /// and read back; the inline form stays; an unknown name is one error
+    /// naming the rule and field; an unused table is a warning.
+    #[test]
+    fn a_shared_table_is_named_by_rules_and_checked_once() {
+        use crate::config::Config;
+        let day = serde_json::json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }]);
+        let config = Config::from_json(&shared(vec![rule_named("a", "yen".into(), day.clone()), rule_named("b", "yen".into(), day.clone()), rule_named("c", yen(), day.clone())], serde_json::json!({ "yen": yen(), "spare": yen() }))).unwrap();
+        let priced = |i: usize| config.rules[i].usage.as_ref().unwrap().price.clone().unwrap();
+        assert_eq!((priced(0).table.clone(), priced(0).name.as_deref(), priced(1).name.as_deref(), priced(2).name.as_deref()), (priced(2).table, Some("yen"), Some("yen"), None));
+        assert_eq!(config.rules[0].usage, config.rules[1].usage, "the same prices, reserve and unit");
+        let words = crate::config::words::usage_text(config.rules[0].usage.as_ref().unwrap());
+        assert!(words.contains("the shared table `yen` (top-level prices), JPY per million tokens: gpt-4o* in 375"), "{words}");
+        let warnings: Vec<String> = config.warnings().iter().map(|w| w.to_string()).filter(|w| w.contains("prices")).collect();
+        assert_eq!(warnings, vec!["field `prices`: the table `spare` is named by no rule's metering.price: it prices nothing".to_string()]);
+        let described = crate::config::describe::rule_json(&config.rules[0]);
+        let again = Config::from_json(&serde_json::json!({ "rules": [described] })).unwrap();
+        assert_eq!(again.rules[0].usage.as_ref().unwrap().price.as_ref().unwrap().table, priced(0).table, "described with its table inline: it reads back alone");
+        let errors = |value| Config::from_json(&value).err().unwrap_or_default().iter().map(|e| e.to_string()).collect::<Vec<_>>();
+        let unknown = errors(shared(vec![rule_named("a", "yne".into(), day.clone())], serde_json::json!({ "yen": yen() })));
+        assert_eq!(unknown, vec!["rule `a`, field `metering.price`: no valid table `yne` in the top-level prices (its valid tables: yen)".to_string()]);
+        let mut wrong = yen();
+        wrong["models"]["gpt-4o*"]["output"] = serde_json::json!(-1);
+        let bad = errors(shared(vec![rule_named("a", yen(), day.clone())], serde_json::json!({ "yen": wrong, "a b": yen() })));
+        assert_eq!(bad, vec!["field `prices.a b`: a table's name is 1-64 of A-Z a-z 0-9 _ - (rules name it in metering.price)".to_string(), "field `prices.yen.models.gpt-4o*.output`: must be a price per million tokens from 0 to 1000000, with at most 6 decimals, e.g. 0.15".to_string()]);
+        assert_eq!(errors(shared(vec![rule_named("a", "a b".into(), day)], serde_json::json!({})))[0], "rule `a`, field `metering.price`: must be the name of a table in the top-level prices (1-64 of A-Z a-z 0-9 _ -), or a table { currency, models }");
+    }
+
+    /// A shared table's change is said once, with the rules that name it;
+    /// their own diffs leave it out.
+    #[test]
+    fn diff_states_a_shared_tables_change_once_with_its_rules() {
+        use crate::config::Config;
+        let day = serde_json::json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }]);
+        let rules = || vec![rule_named("a", "yen".into(), day.clone()), rule_named("b", "yen".into(), day.clone())];
+        let old = Config::from_json(&shared(rules(), serde_json::json!({ "yen": yen() }))).unwrap();
+        let mut dearer = yen();
+        dearer["models"]["gpt-4o*"]["output"] = serde_json::json!(1600);
+        let new = Config::from_json(&shared(rules(), serde_json::json!({ "yen": dearer }))).unwrap();
+        let report = crate::tools::diff::report(&crate::tools::diff::diff(&old, &new));
+        assert_eq!(report.matches("out 1500 -> ").count(), 1, "{report}");
+        assert!(report.contains("prices `yen` (a shared table):\n") && report.contains("in every rule that names it: `a`, `b`") && !report.contains("rule `a`"), "{report}");
+    }
+
+    /// A spend above 4294.967295 (the rule's or an override's) counts the
+    /// rule in milli-units: limits, reserve and max in them (rounded up),
+    /// the unit said, written back as read; finer than 3 decimals refused.
+    #[test]
+    fn a_budget_above_the_micro_unit_range_counts_in_milli_units() {
+        use crate::config::Config;
+        assert_eq!((step_for(0), step_for(u64::from(u32::MAX)), step_for(u64::from(u32::MAX) + 1), step_for(1_000_000_000_000)), (1, 1, 1_000, 1_000));
+        let month = serde_json::json!([{ "spend": 10_000, "window": "month", "time_zone": "UTC" }, { "spend": 50.5, "window": "1m" }]);
+        let config = Config::from_json(&school(yen(), month.clone())).unwrap();
+        let (r, u) = (&config.rules[0], config.rules[0].usage.as_ref().unwrap());
+        assert_eq!((r.limits[0].requests.get(), r.limits[1].requests.get(), r.money_step()), (10_000_000, 50_500, Some(1_000)));
+        assert_eq!((u.reserve, u.max, u.unit()), (6_036, 6_036, "milli-JPY"), "4,024 tokens at 1,500 yen per million: 6.036 yen");
+        assert_eq!(crate::config::describe::rule_json(r)["limits"], month, "written back in yen");
+        let note = crate::config::checks::unit_note(r).unwrap();
+        assert!(note.contains("counts in milli-JPY") && note.contains("rounded up to 0.001 JPY") && note.contains("under 0.001 JPY an answer, never more"), "{note}");
+        let words = crate::config::words::usage_text(u);
+        assert!(words.contains("in milli-JPY: a spend above 4294.967295 JPY"), "{words}");
+        let mut by_override = school(yen(), serde_json::json!([{ "spend": 200, "window": "1d" }]));
+        by_override["rules"][0]["overrides"] = serde_json::json!({ "big": [{ "spend": 5_000, "window": "1d" }] });
+        assert_eq!(Config::from_json(&by_override).unwrap().rules[0].limits[0].requests.get(), 200_000, "an override's spend sets the unit too");
+        let fine = Config::from_json(&school(yen(), serde_json::json!([{ "spend": 10_000, "window": "1d" }, { "spend": 0.0005, "window": "1m" }]))).unwrap_err();
+        assert_eq!(fine.len(), 1, "{fine:?}");
+        assert!(fine[0].to_string().starts_with("rule `money`, field `limits[1].spend`: at most 3 decimals"), "{}", fine[0]);
+        assert!(Config::from_json(&school(yen(), serde_json::json!([{ "spend": 1_000_001, "window": "1d" }]))).is_err(), "past a million");
+    }
+
+    /// A rule whose unit changes: `diff` says which way the counts move,
+    /// not a limit raised or lowered in incomparable units.
+    #[test]
+    fn diff_says_what_a_change_of_money_unit_does_to_the_counts() {
+        use crate::config::Config;
+        let small = Config::from_json(&school(yen(), serde_json::json!([{ "spend": 4_000, "window": "month", "time_zone": "UTC" }]))).unwrap();
+        let large = Config::from_json(&school(yen(), serde_json::json!([{ "spend": 10_000, "window": "month", "time_zone": "UTC" }]))).unwrap();
+        let up = crate::tools::diff::report(&crate::tools::diff::diff(&small, &large));
+        assert!(up.contains("counts in milli-JPY, not micro-JPY (a spend passes 4294.967295)") && up.contains("1,000 times what was spent") && !up.contains("->"), "{up}");
+        let down = crate::tools::diff::report(&crate::tools::diff::diff(&large, &small));
+        assert!(down.contains("counts in micro-JPY, not milli-JPY") && down.contains("OVER-ADMITS"), "{down}");
     }
 }

@@ -1,9 +1,12 @@
 //! The fields of a `metering.price` table, read into a
-//! [`PriceTable`]; what a table means is [`crate::config::price`]'s.
+//! [`PriceTable`]; what a table means is [`crate::config::price`]'s. A
+//! table is written in the rule, or once at the top level under a name
+//! (`[vars.TOLLGATE.prices.openai]`, [`read_prices`]) that rules give as
+//! `metering.price = "openai"` ([`Pricing`]).
 
 use crate::config::policy::Named;
 use crate::config::price::{millionths, Price, PriceTable, Rate, Unpriced, MOST};
-use crate::config::reader::{infos, Field, FieldInfo, Input, Shape};
+use crate::config::reader::{infos, Errors, Field, FieldInfo, Input, Shape};
 use serde_json::Value;
 
 /// `price`'s table while it is read.
@@ -104,3 +107,91 @@ pub(super) fn read_table(input: &mut Input<'_>) -> Option<PriceTable> {
     Some(PriceTable { currency: draft.currency?, models: draft.models, unpriced: draft.unpriced.unwrap_or(Unpriced::Highest) })
 }
 
+
+/// A shared table's name: 1-64 of `A-Z a-z 0-9 _ -`.
+pub(super) const NAME_PATTERN: &str = "^[A-Za-z0-9_-]{1,64}$";
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// `metering.price` as written: a table, or a shared table's name.
+pub(super) enum PriceRef {
+    Own(PriceTable),
+    Named(String),
+}
+
+/// `metering.price`'s value: a table, or a name (resolved by [`Pricing::resolve`]).
+pub(super) fn read_price(input: &mut Input<'_>) -> Option<PriceRef> {
+    match input.value.as_str() {
+        Some(name) if valid_name(name) => Some(PriceRef::Named(name.to_string())),
+        Some(_) => input.fail("must be the name of a table in the top-level prices (1-64 of A-Z a-z 0-9 _ -), or a table { currency, models }"),
+        None => read_table(input).map(PriceRef::Own),
+    }
+}
+
+/// What a rule's money fields are read with, found before its fields
+/// (which are read in any order): the unit its `spend` limits ask for
+/// ([`crate::config::limits::money_step`]) and the shared table its
+/// `metering.price` names, if it names one (`Err`: the names there are).
+pub(super) struct Pricing {
+    pub(super) step: u64,
+    pub(super) named: Option<(String, Result<PriceTable, String>)>,
+}
+
+impl Default for Pricing {
+    fn default() -> Pricing {
+        Pricing { step: 1, named: None }
+    }
+}
+
+impl Pricing {
+    /// For the rule `rule` (as written) among the shared `tables`.
+    pub(super) fn of(rule: &serde_json::Map<String, Value>, tables: &[(String, PriceTable)]) -> Pricing {
+        let name = rule.get("metering").and_then(|m| m.get("price")).and_then(Value::as_str);
+        let named = name.map(|name| {
+            let found = tables.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone());
+            let known: Vec<&str> = tables.iter().map(|(n, _)| n.as_str()).collect();
+            (name.to_string(), found.ok_or_else(|| if known.is_empty() { "none".to_string() } else { known.join(", ") }))
+        });
+        Pricing { step: crate::config::limits::money_step(rule), named }
+    }
+
+    /// The table `price` stands for, with its shared name; `None`
+    /// (reported under `field`) for a name no valid shared table has.
+    pub(super) fn resolve(&self, price: PriceRef, field: &str, errors: &mut Errors) -> Option<(PriceTable, Option<String>)> {
+        let name = match price {
+            PriceRef::Own(table) => return Some((table, None)),
+            PriceRef::Named(name) => name,
+        };
+        let known = match &self.named {
+            Some((n, Ok(table))) if *n == name => return Some((table.clone(), Some(name))),
+            Some((_, Err(known))) => known.as_str(),
+            _ => "none",
+        };
+        errors.push(field, format!("no valid table `{name}` in the top-level prices (its valid tables: {known})"));
+        None
+    }
+}
+
+/// The top-level `prices`: each shared table by name, read as a rule's
+/// (errors under `prices.NAME`, once); the valid ones, in config order.
+pub(super) fn read_prices(value: Option<&Value>, errors: &mut Errors) -> Vec<(String, PriceTable)> {
+    let Some(value) = value else { return Vec::new() };
+    let Some(tables) = value.as_object() else {
+        errors.push("prices", "must be a table of name = { currency, models }, such as { openai = { currency = \"USD\", models = { \"gpt-4o-mini*\" = { input = 0.15, output = 0.6 } } } }");
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (name, table) in tables {
+        let field = format!("prices.{name}");
+        if !valid_name(name) {
+            errors.push(field, "a table's name is 1-64 of A-Z a-z 0-9 _ - (rules name it in metering.price)");
+            continue;
+        }
+        if let Some(table) = read_table(&mut Input { field: &field, value: table, errors }) {
+            out.push((name.clone(), table));
+        }
+    }
+    out
+}

@@ -8,6 +8,7 @@
 use crate::config::checks;
 use crate::config::exempt_fields::read_exempt;
 use crate::config::limits::{read_limits, read_overrides};
+use crate::config::price::PriceTable;
 use crate::config::overrides::Overrides;
 use crate::config::policy::{
     Action, Counting, FailPolicy, LeaseChoice, MetricsLevel, MissingKey, OnMissingKey, SuccessAction, TrustedDevice, UploadLimits, DEFAULT_DEVICE_COOKIE,
@@ -79,6 +80,9 @@ pub(super) struct Given {
     pub(super) units: (bool, bool),
     /// `metering` was written (valid or not: a wrong one is reported once).
     pub(super) metering_given: bool,
+    /// The rule's money unit and shared price table, found before its
+    /// fields are read.
+    pub(super) pricing: crate::config::price_fields::Pricing,
 }
 
 impl RuleDraft {
@@ -136,7 +140,10 @@ impl RuleDraft {
         checks::windowless(&mut spec, given.limits_given, given.algorithm_given, errors);
         spec.on_success = checks::on_success(&spec, given.success_action, given.success_statuses, given.identity_header, errors);
         spec.upload = checks::upload_limits(&spec, given.upload_buffer, given.upload_timeout_ms, errors);
-        spec.reservation_ttl_ms = checks::reservation_ttl(&spec, given.reservation_ttl_ms, errors);
+        // A two-phase field written but wrong (a bad `metering`) is its own
+        // error: `reservation_ttl` is not refused for it too.
+        let ttl = given.reservation_ttl_ms.filter(|_| spec.reserves() || !given.two_phase_given);
+        spec.reservation_ttl_ms = checks::reservation_ttl(&spec, ttl, errors);
         spec.idle_release_ms = crate::config::cost_fields::idle_release(&spec, given.idle_release_ms, errors);
         checks::check_on_success(&spec, errors);
         checks::check_trusted_device(&spec, errors);
@@ -255,10 +262,10 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
     }).writes(|r| (!r.windowless).then(|| r.algorithm.name().into())),
     RuleField::optional("limits", Shape::List(&Shape::Table(limit_infos), 1), "The windows, all enforced at once (at most 8): [{ requests = 10, window = \"60s\" }]. Required, but for a concurrency rule that limits only what is in flight.", |d, i| {
         d.given.limits_given = true;
-        if let Some(limits) = read_limits(i, &mut d.given.units) {
+        if let Some(limits) = read_limits(i, &mut d.given.units, d.given.pricing.step) {
             d.spec.limits = limits;
         }
-    }).writes(|r| (!r.windowless).then(|| written::limits(&r.limits, r.counts_money()))),
+    }).writes(|r| (!r.windowless).then(|| written::limits(&r.limits, r.money_step()))),
     RuleField::optional("cost", Shape::Integer(1, u32::MAX as u64), "Units each request spends (default 1; at most the smallest limit). Usage the origin reports is metering.", |d, i| {
         if let Some(cost) = i.number(1..=u64::from(u32::MAX), "whole number (usage the origin reports is metering = { header, reserve, max })") {
             d.spec.cost = cost;
@@ -268,7 +275,7 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
     RuleField::optional("metering", Shape::Table(crate::config::cost_fields::usage_infos), "Usage reported by the origin, counted in two phases (needs counting = { mode = \"response\" }): { header = \"x-usage-units\", reserve = 1000, max = 100000, expose = false }.", |d, i| {
         d.given.two_phase_given = true;
         d.given.metering_given = true;
-        if let Some((usage, refusal)) = crate::config::cost_fields::read_usage(i) {
+        if let Some((usage, refusal)) = crate::config::cost_fields::read_usage(i, &d.given.pricing) {
             d.spec.usage = Some(usage);
             d.spec.refusal = refusal;
         }
@@ -289,7 +296,7 @@ pub(super) const RULE_FIELDS: &[RuleField] = &[
         }
     }).writes(|r| Some(r.on_error.name().into())),
     RuleField::optional("exempt", Shape::Table(exempt_fields::exempt_infos), "Requests this rule does not count or limit: { ips, asns, verified_bots, header }.", |d, i| d.spec.exempt = read_exempt(i)).writes(|r| Some(written::exempt(&r.exempt))),
-    RuleField::optional("overrides", Shape::Map(&Shape::List(&Shape::Table(limit_infos), 1)), "A key value's own limits, e.g. { \"42\" = [{ requests = 1000, window = \"1d\" }] } (one-part keys).", |d, i| d.spec.overrides = read_overrides(i, &mut d.given.units)).writes(|r| Some(written::overrides(&r.overrides, r.counts_money()))),
+    RuleField::optional("overrides", Shape::Map(&Shape::List(&Shape::Table(limit_infos), 1)), "A key value's own limits, e.g. { \"42\" = [{ requests = 1000, window = \"1d\" }] } (one-part keys).", |d, i| d.spec.overrides = read_overrides(i, &mut d.given.units, d.given.pricing.step)).writes(|r| Some(written::overrides(&r.overrides, r.money_step()))),
     RuleField::optional("response", Shape::Table(response_infos), "The rule's own block response: { status = 429 or 503, content_type, body } ({retry_after} and {rule} are placeholders).", |d, i| d.spec.response = read_response(i)).writes(|r| r.response.as_ref().map(written::custom_response)),
     RuleField::optional("metrics", Shape::Names(MetricsLevel::names), "What the rule writes to the TOLLGATE_METRICS Analytics Engine dataset: \"off\", \"limited\" (the default: all but allowed requests) or \"all\".", |d, i| {
         if let Some(level) = i.choice::<MetricsLevel>(None) {
@@ -396,7 +403,7 @@ pub(super) fn read_response(input: &mut Input<'_>) -> Option<CustomResponse> {
 /// Reads one rule; `index` names it in errors when it has no name. A rule
 /// in the 0.2.0 spelling is respelled first ([`spelling::plan`]): each old
 /// field is one warning, or one error where its new spelling is given too.
-pub(super) fn parse_rule(index: usize, raw: &Value) -> Result<(Rule, Vec<ConfigWarning>), Vec<ConfigError>> {
+pub(super) fn parse_rule(index: usize, raw: &Value, prices: &[(String, PriceTable)]) -> Result<(Rule, Vec<ConfigWarning>), Vec<ConfigError>> {
     let label = match raw.get("name").and_then(Value::as_str) {
         Some(name) => name.to_string(),
         None => format!("rules[{index}]"),
@@ -419,6 +426,7 @@ pub(super) fn parse_rule(index: usize, raw: &Value) -> Result<(Rule, Vec<ConfigW
         }
     }
     let mut draft = RuleDraft::new();
+    draft.given.pricing = crate::config::price_fields::Pricing::of(&table, prices);
     read_table(&table, RULE_FIELDS, &mut draft, &mut errors, "");
     let spec = draft.finish(&mut errors);
     if errors.list.is_empty() {
@@ -432,13 +440,14 @@ pub(super) fn parse_rule(index: usize, raw: &Value) -> Result<(Rule, Vec<ConfigW
 
 /// The `rules` list: every rule, each read on its own, and the warnings of
 /// the 0.2.0 spellings they use.
-pub(super) fn read_rules(input: &mut Input<'_>) -> Option<(Vec<Rule>, Vec<ConfigWarning>)> {
+/// `prices`: the top-level tables rules may name.
+pub(super) fn read_rules(input: &mut Input<'_>, prices: &[(String, PriceTable)]) -> Option<(Vec<Rule>, Vec<ConfigWarning>)> {
     let Some(list) = input.value.as_array() else {
         return input.fail("must be a list of tables");
     };
     let (mut rules, mut warnings) = (Vec::new(), Vec::new());
     for (index, raw) in list.iter().enumerate() {
-        match parse_rule(index, raw) {
+        match parse_rule(index, raw, prices) {
             Ok((rule, mut respelled)) => {
                 rules.push(rule);
                 warnings.append(&mut respelled);

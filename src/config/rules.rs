@@ -248,6 +248,12 @@ impl RuleSpec {
         self.usage.as_ref().is_some_and(|u| u.price.is_some())
     }
 
+    /// A money rule's unit, in micro-units (1, or 1,000: see
+    /// [`crate::config::price::step_for`]); `None` for any other rule.
+    pub(crate) fn money_step(&self) -> Option<u64> {
+        self.usage.as_ref().and_then(|u| u.price.as_ref()).map(|p| p.step)
+    }
+
     /// The API whose error shape the rule's refusals take: its usage's
     /// provider, unless `metering.refusal = "problem"`.
     pub(crate) fn refusal_shape(&self) -> Option<crate::config::cost::Provider> {

@@ -72,8 +72,8 @@ pub(crate) fn usage_text(u: &crate::config::cost::Usage) -> String {
             u.max,
             p.max_tokens,
             if u.cut { "; a stream whose charge passes the reserve is cut" } else { "" },
-            crate::config::price::words(&p.table),
-            unit = u.unit(),
+            p.table_words(),
+            unit = p.unit_words(),
         );
     }
     match u.header() {

@@ -81,8 +81,11 @@ pub(super) fn conditions(conditions: &[Condition], target: Target) -> Value {
 /// `[{ requests, window }]` (a calendar window: `{ requests, window =
 /// "day", time_zone }`).
 /// A money rule's are `{ spend, window }`, in its currency.
-pub(super) fn limits(limits: &[Limit], money: bool) -> Value {
-    let amount = |l: &Limit| if money { ("spend", crate::config::price::decimal(u64::from(l.requests.get()))) } else { ("requests", l.requests.get().into()) };
+pub(super) fn limits(limits: &[Limit], money: Option<u64>) -> Value {
+    let amount = |l: &Limit| match money {
+        Some(step) => ("spend", crate::config::price::decimal(u64::from(l.requests.get()) * step)),
+        None => ("requests", l.requests.get().into()),
+    };
     let limit = |l: &Limit| match l.calendar {
         None => table([amount(l), ("window", duration(l.window_ms.get()).into())]),
         Some(c) => table([amount(l), ("window", c.unit.name().into()), ("time_zone", c.zone.name().into())]),
@@ -99,7 +102,7 @@ pub(crate) fn window_text(l: &Limit) -> String {
 }
 
 /// `{ "42" = [{ requests, window }] }`, in config order.
-pub(super) fn overrides(overrides: &Overrides, money: bool) -> Value {
+pub(super) fn overrides(overrides: &Overrides, money: Option<u64>) -> Value {
     let mut out = Map::new();
     for o in overrides.entries() {
         out.insert(o.value.clone(), limits(&o.limits, money));

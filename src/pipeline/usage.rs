@@ -93,6 +93,7 @@
 //! one event, plus what the origin made before the cancel reached it.
 
 use crate::config::cost::{Count, Provider, Reading, UsageSource, Usage};
+use crate::config::cost::Priced;
 use crate::config::price::{Billed, Price, PriceTable, Unpriced};
 use crate::config::rules::Rule;
 use crate::pipeline::applied::Applied;
@@ -198,8 +199,8 @@ pub(crate) struct UsageReader {
     type_at: usize,
     /// Where a priced rule's targets (cached input, the model) begin.
     extra_at: usize,
-    /// A priced rule's table, and what it read of the model.
-    price: Option<PriceTable>,
+    /// A priced rule's table and unit, and what it read of the model.
+    price: Option<Priced>,
     model: Model,
     count: Count,
     /// The rule's `max`: what a body without a final report commits, at
@@ -364,7 +365,7 @@ impl UsageReader {
             reading: reading.clone(),
             type_at,
             extra_at,
-            price: usage.price.as_ref().map(|p| p.table.clone()),
+            price: usage.price.clone(),
             model: Model::default(),
             count: usage.count,
             max: u64::from(usage.max),
@@ -428,16 +429,16 @@ impl UsageReader {
     }
 
     /// The units of the figures seen so far: `count` applied, or for a
-    /// priced rule their cost in micro-units at the price of the model the
+    /// priced rule their cost in its unit (micro- or milli-, rounded up) at the price of the model the
     /// answer named ([`Model`]; the table's highest when it named none, or
     /// one the table cannot price).
     fn amount(&self) -> Option<u64> {
-        let Some(table) = &self.price else { return self.tokens.units(self.count) };
+        let Some(priced) = &self.price else { return self.tokens.units(self.count) };
         let price = match self.model {
             Model { priced: Some(price), unpriced: false } => price,
-            _ => table.highest(),
+            _ => priced.table.highest(),
         };
-        self.tokens.charge(table, price)
+        self.tokens.charge(&priced.table, price).map(|micro| priced.counted(micro))
     }
 
     /// What the rule commits for a body that ended so (`None`: none was
@@ -472,7 +473,7 @@ impl UsageReader {
         if report == Some(true) {
             self.settled = true;
         }
-        let refused = seen.model == Some(None) && self.price.as_ref().is_some_and(|t| t.unpriced == Unpriced::Refuse);
+        let refused = seen.model == Some(None) && self.price.as_ref().is_some_and(|p| p.table.unpriced == Unpriced::Refuse);
         if refused && !seen.terminal && !done {
             self.refused = true;
             return true;
@@ -522,7 +523,7 @@ impl UsageReader {
         match found {
             Found::Figures(m) => seen.tokens.cached = seen.tokens.cached.max(m.iter().map(|(_, n)| *n).max()),
             Found::Text(model) => {
-                let price = self.price.as_ref().and_then(|t| t.price(model));
+                let price = self.price.as_ref().and_then(|p| p.table.price(model));
                 seen.model = Some(match (seen.model, price) {
                     (Some(Some(a)), Some(b)) => Some(a.dearest(b)),
                     (None, price) => price,
@@ -576,7 +577,7 @@ impl UsageReader {
     pub(crate) fn cut_event(&self, lf: bool) -> Vec<u8> {
         let message = match (&self.price, self.refused) {
             (_, true) => "tollgate: this answer's model has no price in its rule's table; the stream was ended".to_string(),
-            (Some(t), false) => format!("tollgate: this answer cost more than the {} micro-{} its rule reserved; the stream was ended", self.cut_above.unwrap_or(0), t.currency),
+            (Some(p), false) => format!("tollgate: this answer cost more than the {} {} its rule reserved; the stream was ended", self.cut_above.unwrap_or(0), p.unit),
             (None, false) => format!("tollgate: this answer used more than the {} tokens its rule reserved; the stream was ended", self.cut_above.unwrap_or(0)),
         };
         let text = Value::String(message).to_string();

@@ -322,6 +322,9 @@ impl Cli<'_> {
         for note in config.rules.iter().filter_map(crate::tools::explain::lease_note) {
             outln!(self, "note: {path} {label}: {note}");
         }
+        for note in config.rules.iter().filter_map(crate::config::unit_note) {
+            outln!(self, "note: {path} {label}: {note}");
+        }
         for note in config.rules.iter().filter_map(crate::config::relief_note) {
             outln!(self, "note: {path} {label}: {note}");
         }

@@ -25,8 +25,12 @@ use std::fmt;
 /// One rule's changes, in the order a reader wants them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RuleDiff {
-    /// The rule's name in NEW (in OLD for a removed rule).
+    /// The rule's name in NEW (in OLD for a removed rule), or a shared
+    /// price table's (`table`).
     pub(crate) rule: String,
+    /// A top-level price table, not a rule: its changes are
+    /// said once, with the rules that name it.
+    pub(crate) table: bool,
     pub(crate) changes: Vec<ConfigChange>,
 }
 
@@ -95,6 +99,13 @@ pub(crate) enum ConfigChange {
     /// A price table's prices changed: each model's change as
     /// `pattern: in 22.5 -> 25`, a model added or removed, `unpriced`.
     Prices(Vec<String>),
+    /// A shared table's prices changed: said once, with the rules in NEW
+    /// that name it.
+    SharedPrices { said: Vec<String>, rules: Vec<String> },
+    /// A money rule's unit changed between micro- and milli-units (a
+    /// `spend` passed 4294.967295, or no longer does): the counts already
+    /// there are read in the new unit, `finer` 1,000 times smaller.
+    MoneyUnit { from: String, to: String, finer: bool },
 }
 
 impl ConfigChange {
@@ -217,6 +228,18 @@ impl ConfigChange {
                     "counts in {to}, not {from}: the units already counted are read as {to} at once (rename the rule to start every key from zero)"
                 ),
                 ConfigChange::Prices(changes) => write!(f, "prices: {}; from the next answer settled (what is in flight is charged at the new prices)", changes.join("; ")),
+                ConfigChange::SharedPrices { said, rules } => {
+                    let named = if rules.is_empty() { "no rule (it prices nothing)".to_string() } else { rules.iter().map(|r| format!("`{r}`")).collect::<Vec<_>>().join(", ") };
+                    write!(f, "prices: {}; from the next answer settled, in every rule that names it: {named}", said.join("; "))
+                }
+                ConfigChange::MoneyUnit { from, to, finer: false } => write!(
+                    f,
+                    "counts in {to}, not {from} (a spend passes 4294.967295): the units already counted are read as {to}, 1,000 times what was spent, so a key that spent this window may be refused until the window ends (under-admits; its limits apply in {to} at once; rename the rule to start every key from zero)"
+                ),
+                ConfigChange::MoneyUnit { from, to, finer: true } => write!(
+                    f,
+                    "counts in {to}, not {from}: the units already counted are read as {to}, a thousandth of what was spent, so each key may spend nearly its whole limit again this window (OVER-ADMITS; its limits apply in {to} at once; rename the rule to start every key from zero, or deploy as the windows begin)"
+                ),
                 ConfigChange::LargeLog => write!(
                     f,
                     "a sliding_log limit above 10,000: objects of the release before keep one entry per call (no coalescing; a busy key's row grows toward SQLite's 2 MB) and its `tollgate check` refuses the config — deploy it once every object runs this release, and lower it before rolling back"
@@ -244,16 +267,40 @@ pub(crate) fn diff(old: &Config, new: &Config) -> Vec<RuleDiff> {
             changes.push(ConfigChange::LargeLog);
         }
         if !changes.is_empty() {
-            out.push(RuleDiff { rule: rule.name.clone(), changes });
+            out.push(RuleDiff { rule: rule.name.clone(), table: false, changes });
         }
     }
     for rule in old.rules.iter().filter(|r| in_new(&r.name).is_none()) {
         let renamed = new.rules.iter().any(|n| in_old(&n.name).is_none() && same_route(rule, n));
         if !renamed {
-            out.push(RuleDiff { rule: rule.name.clone(), changes: vec![ConfigChange::Removed] });
+            out.push(RuleDiff { rule: rule.name.clone(), table: false, changes: vec![ConfigChange::Removed] });
         }
     }
+    out.extend(shared_price_changes(old, new));
     out
+}
+
+/// The top-level price tables in both configs whose prices changed
+///: one entry each, naming NEW's rules that use it (whose own
+/// diffs leave it out). A table added or removed changes nothing counted
+/// by itself: the rules that name it say so.
+fn shared_price_changes(old: &Config, new: &Config) -> Vec<RuleDiff> {
+    let mut out = Vec::new();
+    for (name, table) in &new.prices {
+        let Some((_, before)) = old.prices.iter().find(|(n, _)| n == name) else { continue };
+        let said = table_changes(before, table);
+        if said.is_empty() {
+            continue;
+        }
+        let rules = new.rules.iter().filter(|r| shared_name(r) == Some(name.as_str())).map(|r| r.name.clone()).collect();
+        out.push(RuleDiff { rule: name.clone(), table: true, changes: vec![ConfigChange::SharedPrices { said, rules }] });
+    }
+    out
+}
+
+/// The shared price table a rule names, if any.
+fn shared_name(rule: &Rule) -> Option<&str> {
+    rule.usage.as_ref()?.price.as_ref()?.name.as_deref()
 }
 
 /// Whether `rule` counts on the sliding log past its exact size: a limit
@@ -287,8 +334,11 @@ fn rule_changes(old: &Rule, new: &Rule, old_prefix: u8, new_prefix: u8) -> Vec<C
     }
     // The state a changed limit meets is the old algorithm's: a GCRA cell
     // is kept per limit (read by either algorithm), a log is read anew.
-    limit_changes(&old.limits, &new.limits, old.algorithm, &mut changes);
-    override_changes(old, new, &mut changes);
+    // Limits in another unit are not comparable: the unit's change says it.
+    if old.money_step() == new.money_step() || old.money_step().is_none() || new.money_step().is_none() {
+        limit_changes(&old.limits, &new.limits, old.algorithm, &mut changes);
+        override_changes(old, new, &mut changes);
+    }
     let two_phase = |r: &Rule| matches!(r.counting, Counting::Statuses(_));
     if two_phase(old) != two_phase(new) {
         changes.push(ConfigChange::TwoPhase { on: two_phase(new) });
@@ -320,11 +370,25 @@ fn price_changes(old: &Rule, new: &Rule, changes: &mut Vec<ConfigChange>) {
     let (Some(a), Some(b)) = (&old.usage, &new.usage) else { return };
     // Money or not, and which currency: a header or a JSON path renamed
     // still counts the same tokens.
-    if a.price.as_ref().map(|p| &p.unit) != b.price.as_ref().map(|p| &p.unit) {
-        changes.push(ConfigChange::Unit { from: a.unit().to_string(), to: b.unit().to_string() });
+    let (from, to) = (a.unit().to_string(), b.unit().to_string());
+    match (&a.price, &b.price) {
+        (Some(p), Some(q)) if p.table.currency == q.table.currency && p.step != q.step => changes.push(ConfigChange::MoneyUnit { from, to, finer: q.step < p.step }),
+        _ if from != to && (a.price.is_some() || b.price.is_some()) => changes.push(ConfigChange::Unit { from, to }),
+        _ => {}
     }
     let (Some(a), Some(b)) = (&a.price, &b.price) else { return };
-    let (a, b) = (&a.table, &b.table);
+    // A shared table named before and after: its changes are said once.
+    if a.name.is_some() && a.name == b.name {
+        return;
+    }
+    let said = table_changes(&a.table, &b.table);
+    if !said.is_empty() {
+        changes.push(ConfigChange::Prices(said));
+    }
+}
+
+/// What changed from price table `a` to `b`, model by model, in words.
+fn table_changes(a: &crate::config::price::PriceTable, b: &crate::config::price::PriceTable) -> Vec<String> {
     let mut said = Vec::new();
     for (pattern, price) in &b.models {
         match a.models.iter().find(|(p, _)| p == pattern) {
@@ -337,9 +401,10 @@ fn price_changes(old: &Rule, new: &Rule, changes: &mut Vec<ConfigChange>) {
     if a.unpriced != b.unpriced {
         said.push(format!("unpriced {} -> {}", a.unpriced.name(), b.unpriced.name()));
     }
-    if !said.is_empty() {
-        changes.push(ConfigChange::Prices(said));
+    if a.currency != b.currency {
+        said.push(format!("currency {} -> {}", a.currency, b.currency));
     }
+    said
 }
 
 /// Windows matched by length: raised, lowered, added, removed. Of a GCRA
@@ -433,7 +498,10 @@ pub(crate) fn report(diffs: &[RuleDiff]) -> String {
     }
     let mut out = String::new();
     for d in diffs {
-        out.push_str(&format!("rule `{}`:\n", d.rule));
+        match d.table {
+            true => out.push_str(&format!("prices `{}` (a shared table):\n", d.rule)),
+            false => out.push_str(&format!("rule `{}`:\n", d.rule)),
+        }
         for c in &d.changes {
             let mark = if c.resets() { "RESET" } else { "     " };
             out.push_str(&format!("  {mark} {c}\n"));
@@ -479,7 +547,7 @@ mod tests {
     #[test]
     fn a_renamed_rule_starts_from_zero_and_an_added_or_removed_one_is_said() {
         let d = changes(json!([api(json!({}))]), json!([api(json!({ "name": "api-v2" }))]));
-        assert_eq!(d, vec![RuleDiff { rule: "api-v2".into(), changes: vec![ConfigChange::Renamed { from: "api".into() }] }]);
+        assert_eq!(d, vec![RuleDiff { rule: "api-v2".into(), table: false, changes: vec![ConfigChange::Renamed { from: "api".into() }] }]);
         assert!(d[0].changes[0].resets());
         let d = changes(json!([api(json!({}))]), json!([api(json!({ "name": "other", "path": "/other" }))]));
         assert_eq!(d.iter().map(|d| (d.rule.as_str(), d.changes.clone())).collect::<Vec<_>>(), vec![("other", vec![ConfigChange::Added]), ("api", vec![ConfigChange::Removed])]);
@@ -513,7 +581,7 @@ mod tests {
         assert!(key[0].resets());
         let rules = json!([api(json!({})), api(json!({ "name": "tenant", "path": "/t", "key": ["header:x-tenant"] }))]);
         let d = diff(&config(json!({ "rules": rules })), &config(json!({ "ipv6_prefix": 48, "rules": rules })));
-        assert_eq!(d, vec![RuleDiff { rule: "api".into(), changes: vec![ConfigChange::Ipv6Prefix { from: 64, to: 48 }] }], "only the rule keyed on ip");
+        assert_eq!(d, vec![RuleDiff { rule: "api".into(), table: false, changes: vec![ConfigChange::Ipv6Prefix { from: 64, to: 48 }] }], "only the rule keyed on ip");
         assert!(d[0].changes[0].to_string().contains("IPv4 clients carry over"));
     }
 

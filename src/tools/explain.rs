@@ -372,8 +372,8 @@ fn write_rule(out: &mut String, m: &Matched<'_>, c: &Canonical, request: &Explai
     let _ = writeln!(out, "  policy:   {}", policy(rule));
     let _ = writeln!(out, "  limits:   {}", limits(&rule.limits));
     if let Some(priced) = rule.usage.as_ref().and_then(|u| u.price.as_ref()) {
-        let spend: Vec<String> = rule.limits.iter().map(|l| format!("{} {}", crate::config::price::decimal(u64::from(l.requests.get())), priced.table.currency)).collect();
-        let _ = writeln!(out, "  money:    {} (counted in {}; the prices are in the policy line)", spend.join(", "), priced.unit);
+        let spend: Vec<String> = rule.limits.iter().map(|l| format!("{} {}", crate::config::price::decimal(u64::from(l.requests.get()) * priced.step), priced.table.currency)).collect();
+        let _ = writeln!(out, "  money:    {} (counted in {}; the prices are in the policy line)", spend.join(", "), priced.unit_words());
     }
     write_periods(out, &rule.limits, request.now_ms);
     let shape = rule.refusal_shape().map(|p| {
@@ -715,6 +715,21 @@ mod tests {
         let text = explain(&config, &request("post", "https://example.com/ask", &headers), &ALLOWED);
         assert!(text.contains("  money:    200 JPY, 0.5 JPY (counted in micro-JPY"), "{text}");
         assert!(text.contains("reserves 90000 = 1000 tokens at the table's highest price") && text.contains("gpt-4o-mini* in 22.5 (cached 22.5, cache write 22.5) out 90"), "{text}");
+    }
+
+    /// A shared table's name beside its prices; a budget above
+    /// 4294.967295 in its currency, counted in milli-units, with the bound.
+    #[test]
+    fn a_shared_table_and_a_milli_unit_budget_are_shown() {
+        let config = Config::from_json(&json!({ "prices": { "openai": {"currency": "USD", "models": {"gpt-4o-mini*": {"input": 0.15, "output": 0.6}}} }, "rules": [
+            {"name": "team", "path": "/ask", "counting": {"mode": "response", "reservation_ttl": "10m"},
+             "metering": {"usage": "openai", "reserve": 1000, "max": 1000, "price": "openai"},
+             "limits": [{"spend": 10000, "window": "month", "time_zone": "UTC"}]},
+        ] })).unwrap();
+        let headers = vec![("cf-connecting-ip".to_string(), "203.0.113.7".to_string())];
+        let text = explain(&config, &request("post", "https://example.com/ask", &headers), &ALLOWED);
+        assert!(text.contains("  money:    10000 USD (counted in milli-USD: a spend above 4294.967295 USD does not fit micro-units; each answer's charge is rounded up to 0.001 USD"), "{text}");
+        assert!(text.contains("reserves 1 = 1000 tokens at the table's highest price") && text.contains("prices: the shared table `openai` (top-level prices), USD per million tokens: gpt-4o-mini* in 0.15"), "{text}");
     }
 
     #[test]

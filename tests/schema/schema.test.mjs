@@ -140,3 +140,37 @@ test("the wrapper that docs/configuration.md gives editors checks a whole wrangl
     assert.equal(check(broken), false, `${file} with a broken environment is refused`);
   }
 });
+
+test("a price table shared at the top level, named by rules, and a budget above 4294.967295 validate; a typo in a shared table or a bad name fails, as check fails them", () => {
+  const table = { currency: "USD", models: { "gpt-4o-mini*": { input: 0.15, cached_input: 0.075, output: 0.6 } } };
+  const rule = (name, price, spend) => ({
+    name, path: `/${name}/*`, key: ["header:x-team"], on_missing_key: "skip",
+    limits: [{ spend, window: "month", time_zone: "UTC" }],
+    counting: { mode: "response" },
+    metering: { usage: "openai", reserve: 1000, max: 1000, price },
+  });
+  const good = { prices: { openai: table }, rules: [rule("a", "openai", 10_000), rule("b", "openai", 200), rule("c", table, 200)] };
+  assert.ok(validate(good), explain(validate.errors));
+  const planted = [
+    ["a typo in a shared table", (c) => { c.prices.openai.models["gpt-4o-mini*"].outptu = 1; }, "/prices/openai/models/gpt-4o-mini*"],
+    ["a shared table without currency", (c) => { delete c.prices.openai.currency; }, "/prices/openai"],
+    ["a name that is no name", (c) => { c.rules[0].metering.price = "open ai"; }, "/rules/0/metering/price"],
+    ["a spend past a million", (c) => { c.rules[0].limits[0].spend = 1_000_001; }, "/rules/0/limits/0/spend"],
+  ];
+  const work = mkdtempSync(join(tmpdir(), "tollgate-schema-"));
+  const file = join(work, "wrangler.toml");
+  writeFileSync(file, stringify({ name: "priced", vars: { TOLLGATE: good } }));
+  const accepted = tollgate(["check", file]);
+  assert.equal(accepted.status, 0, `check accepts it:\n${accepted.stderr}`);
+  assert.match(accepted.stdout, /rule `a`: counts in milli-USD: .* rounded up to 0\.001 USD/, accepted.stdout);
+  for (const [what, plant, where] of planted) {
+    const config = structuredClone(good);
+    plant(config);
+    assert.equal(validate(config), false, `${what} is refused`);
+    assert.ok(validate.errors.some((e) => e.instancePath === where || e.instancePath.startsWith(`${where}/`)), `${what}: an error at ${where}:\n${explain(validate.errors)}`);
+    writeFileSync(file, stringify({ name: "planted", vars: { TOLLGATE: config } }));
+    const checked = tollgate(["check", file]);
+    assert.equal(checked.status, 1, `tollgate check refuses ${what}:\n${checked.stdout}${checked.stderr}`);
+  }
+  rmSync(work, { recursive: true, force: true });
+});

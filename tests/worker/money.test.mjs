@@ -237,3 +237,70 @@ test("unpriced models: charged at the table's highest prices by default, cut and
     assert.match(await res.text(), /message_stop/);
     assert.equal(await used(tg, "anthropic", "d"), costOf("anthropic", "claude-haiku-4-5", 1_000));
   }));
+
+/** What `rule`'s object recorded for `school` in its only window (`budget` units a day), with nothing in flight. */
+async function usedBy(tg, rule, school, budget) {
+  await tg.settled();
+  const status = await tg.callObject(`${rule}\nheader:x-school=${school}`, { v: 1, op: "status", limits: [[budget, DAY_MS]] });
+  assert.equal(status.body.held ?? 0, 0, "nothing held");
+  return BigInt(status.body.windows[0].used);
+}
+
+/** A chat answer through `prefix` (a rule's path) for the `i`-th kind of request (ask's), and what it costs at `table`'s prices in micro-credits. */
+async function chatVia(tg, prefix, school, i, table = PRICES) {
+  const a = ask("openai", i);
+  const res = await tg.fetch(a.path.replace("/openai/", prefix), { method: "POST", headers: { "x-school": school, "x-model": encodeURIComponent(a.model), "x-tokens": String(a.tokens), "content-type": "application/json" }, body: JSON.stringify(a.body) });
+  await res.text();
+  return { status: res.status, res, micro: costOf("openai", a.model, a.tokens, table) };
+}
+
+test("a price table shared at the top level: two rules naming it charge the same prices, to the micro-credit", () => {
+  const rule = (name, path) => ({ ...moneyRule("openai", "credits-table"), name, path });
+  return withMoney([{ prices: { "credits-table": { currency: "credits", models: PRICES } } }, rule("money-a", "/openai/a/*"), rule("money-b", "/openai/b/*")], async (tg) => {
+    let expected = 0n;
+    for (let i = 0; i < 9; i++) {
+      const [a, b] = [await chatVia(tg, "/openai/a/", "s", i), await chatVia(tg, "/openai/b/", "s", i)];
+      assert.deepEqual([a.status, b.status], [200, 200]);
+      expected += a.micro;
+      assert.equal(a.res.headers.get("ratelimit-policy").replace("money-a", "R"), b.res.headers.get("ratelimit-policy").replace("money-b", "R"), "the same policy, unit and budget");
+    }
+    const [a, b] = [await usedBy(tg, "money-a", "s", BUDGET), await usedBy(tg, "money-b", "s", BUDGET)];
+    assert.equal(a, expected, "rule a: Σ tokens × the shared table's prices");
+    assert.equal(b, expected, "rule b: the same");
+  });
+});
+
+/** Prices ten times PRICES' OpenAI ones (credits per million tokens). */
+const DEAR = {
+  "gpt-4o-mini*": { input: 19_999.99, cached_input: 10_005, output: 80_002.5 },
+  "gpt-4o*": { input: 100_000, cached_input: 50_000, output: 400_000 },
+};
+
+test("a budget above 4,295 credits (10,000 a day) counts in milli-credits: never exceeded, at least 90% usable, each charge Σ tokens × price rounded up to the milli-credit", () => {
+  const BIG = 10_000_000n; // milli-credits
+  const rule = { ...moneyRule("openai", { currency: "credits", models: DEAR }), limits: [{ spend: 10_000, window: "1d" }] };
+  return withMoney([rule], async (tg) => {
+    for (const [school, width] of [["one-by-one", 1], ["twenty-at-once", 20]]) {
+      let [milli, micro, served, i, refused] = [0n, 0n, 0, 0, null];
+      while (!refused) {
+        const wave = await Promise.all(Array.from({ length: width }, () => chatVia(tg, "/openai/", school, i++, DEAR)));
+        for (const r of wave.filter((r) => r.status === 200)) {
+          micro += r.micro;
+          milli += (r.micro + 999n) / 1_000n;
+          served++;
+        }
+        assert.ok(wave.every((r) => r.status === 200 || r.status === 429), `200 or 429 only: ${wave.map((r) => r.status)}`);
+        if (wave.every((r) => r.status === 429)) refused = wave[0];
+        await tg.settled();
+      }
+      const recorded = await usedBy(tg, "money-openai", school, Number(BIG));
+      assert.equal(recorded, milli, `${school}: the object recorded each answer's charge rounded up to the milli-credit (${served} answers)`);
+      assert.ok(recorded * 1_000n - micro >= 0n && recorded * 1_000n - micro < BigInt(served) * 1_000n, `${school}: rounding took less than a milli-credit an answer, never counted less than spent`);
+      assert.ok(recorded <= BIG, `${school}: never past the budget: ${recorded}`);
+      assert.ok(recorded >= (BIG * 9n) / 10n, `${school}: at least 90% usable: ${recorded}`);
+      const policy = refused.res.headers.get("ratelimit-policy");
+      assert.match(policy, new RegExp(`^"money-openai";q=${BIG};qu="milli-credits";w=86400`), policy);
+      console.log(`# milli ${school}: ${served} answers, ${Number(recorded) / 1e3} of 10,000 credits (${(Number(recorded) / 1e5).toFixed(2)}%), rounding ${Number(recorded * 1_000n - micro) / 1e6} credits`);
+    }
+  });
+});

@@ -24,8 +24,8 @@ fn table(unpriced: Unpriced) -> PriceTable {
 
 fn priced(reading: &Reading, unpriced: Unpriced, cut: bool, reserve_tokens: u32) -> Usage {
     let table = table(unpriced);
-    let (reserve, max) = (table.reserve_units(reserve_tokens).unwrap(), table.reserve_units(100_000).unwrap());
-    Usage { source: UsageSource::Body(reading.clone()), reserve, max, expose: false, count: Count::Total, cut, price: Some(Priced { table, reserve_tokens, max_tokens: 100_000, unit: "micro-USD".into() }) }
+    let (reserve, max) = (table.reserve_units(reserve_tokens, 1).unwrap(), table.reserve_units(100_000, 1).unwrap());
+    Usage { source: UsageSource::Body(reading.clone()), reserve, max, expose: false, count: Count::Total, cut, price: Some(Priced { table, name: None, reserve_tokens, max_tokens: 100_000, step: 1, unit: "micro-USD".into() }) }
 }
 
 /// The charge of `body`, read in the chunks `cuts` splits it at, and
@@ -147,4 +147,20 @@ fn a_priced_cut_compares_money_with_the_reserve() {
     let dear = "data: {\"model\":\"claude-sonnet-4\",\"choices\":[],\"usage\":{\"prompt_tokens\":2000,\"completion_tokens\":900}}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"more\"}}]}\n\n";
     let mut usage = BodyUsage::new([("r", &u, &OPENAI)], SSE);
     assert!(usage.feed(dear.as_bytes()).is_some(), "a report past the reserve's money, followed by content, is cut");
+}
+
+/// A rule counted in milli-units (a spend above 4294.967295): the same
+/// charge, rounded up to the milli-unit once per answer.
+#[test]
+fn a_milli_unit_rule_is_charged_the_micro_charge_rounded_up() {
+    let body = r#"{"id":"c","object":"chat.completion","model":"gpt-4o-2024-08-06","choices":[],"usage":{"prompt_tokens":101,"completion_tokens":7,"total_tokens":108}}"#;
+    let micro = exact(price_of("gpt-4o"), 101, 0, 0, 7);
+    assert_ne!(micro % 1_000, 0, "a charge that is no whole milli-unit: {micro}");
+    let mut u = priced(&OPENAI, Unpriced::Highest, false, 10_000);
+    let p = u.price.as_mut().unwrap();
+    (p.step, p.unit) = (1_000, "milli-USD".into());
+    let mut usage = BodyUsage::new([("r", &u, &OPENAI)], JSON);
+    assert!(usage.feed(body.as_bytes()).is_none());
+    usage.end(End::Ended);
+    assert_eq!(usage.tokens("r"), Some(micro.div_ceil(1_000)));
 }
