@@ -194,6 +194,20 @@ pub(crate) fn decimal(millionths: u64) -> Value {
     serde_json::Number::from_f64(millionths as f64 / 1_000_000.0).map_or(Value::Null, Value::Number)
 }
 
+/// An amount of money for a person, exact: `micro` micro-units of
+/// `currency` as a decimal with no trailing zeros (`12345678` →
+/// `12.345678 JPY`, `200000000` → `200 JPY`, `0` → `0 JPY`). Integer
+/// arithmetic only, so a count of any size reads exactly (an `f64`
+/// would round past 2^53 micro-units).
+pub(crate) fn money_text(micro: u64, currency: &str) -> String {
+    let (whole, fraction) = (micro / 1_000_000, micro % 1_000_000);
+    if fraction == 0 {
+        return format!("{whole} {currency}");
+    }
+    let digits = format!("{fraction:06}");
+    format!("{whole}.{} {currency}", digits.trim_end_matches('0'))
+}
+
 /// The table as it is written in the config.
 pub(crate) fn written(table: &PriceTable) -> Value {
     let mut models = serde_json::Map::new();
@@ -269,6 +283,16 @@ mod tests {
         assert_eq!(charge(10, 50, 50, 0), 113, "cached past the input is capped at it");
         assert_eq!(charge(0, 0, 0, 0), 0);
         assert_eq!(PriceTable::charge(Price { input: u64::MAX, cached_input: 0, output: u64::MAX, cache_write: 0 }, Billed { input: u64::MAX, cached: 0, cache_write: 0, output: u64::MAX }), u64::MAX);
+    }
+
+    #[test]
+    fn money_is_said_exactly_in_its_currency() {
+        assert_eq!(money_text(12_345_678, "JPY"), "12.345678 JPY");
+        assert_eq!(money_text(200_000_000, "JPY"), "200 JPY");
+        assert_eq!(money_text(0, "USD"), "0 USD");
+        assert_eq!(money_text(1, "USD"), "0.000001 USD");
+        assert_eq!(money_text(9_620_285_000, "credits"), "9620.285 credits", "milli-units times their step");
+        assert_eq!(money_text(u64::MAX, "X"), "18446744073709.551615 X", "no float rounding");
     }
 
     #[test]

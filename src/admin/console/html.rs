@@ -382,6 +382,9 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
         }
         let _ = write!(out, "<p>Limits from: <code>{}</code></p>", esc(&text(&s["limits_source"])));
         out.push_str(&limits_said(s));
+        if let Some(spent) = s["spent"].as_str() {
+            let _ = write!(out, "<p id=\"spent\">Spent: {} (in its longest window)</p>", esc(spent));
+        }
         out.push_str(&windows(s));
         if s["override"].is_object() {
             let _ = write!(out, "<p id=\"overridden\">Override: <code>{}</code></p>", esc(&s["override"].to_string()));
@@ -436,7 +439,10 @@ fn windows(status: &Value) -> String {
             Some(unit) => format!("calendar {}", esc(unit)),
             None => duration(w["window_ms"].as_u64().unwrap_or(0)),
         };
-        let _ = write!(out, "<tr><td>{}/{window}</td><td>{}</td><td>{}</td><td>{reset}</td></tr>", w["limit"], w["used"], w["remaining"]);
+        // A money rule's window in its currency (status's `spend_*`
+        // text, the counts' own wording), any other's counts as they are.
+        let said = |text: &str, count: &str| esc(&w[text].as_str().map_or_else(|| w[count].to_string(), str::to_string));
+        let _ = write!(out, "<tr><td>{}/{window}</td><td>{}</td><td>{}</td><td>{reset}</td></tr>", said("spend_limit", "limit"), said("spent", "used"), said("remaining_spend", "remaining"));
     }
     out + "</table>"
 }
@@ -504,6 +510,9 @@ mod tests {
         assert!(open.contains("<td>10/15m</td><td>3</td><td>7</td><td>14m 40s</td>"), "{open}");
         let day = windows(&json!({ "windows": [{ "limit": 300, "window_ms": 93_600_000, "used": 300, "remaining": 0, "reset_ms": 25_200_000, "calendar": "day" }] }));
         assert!(day.contains("<td>300/calendar day</td><td>300</td><td>0</td><td>7h</td>"), "{day}");
+        let yen = windows(&json!({ "windows": [{ "limit": 200_000_000, "window_ms": 93_600_000, "used": 12_345_678, "remaining": 187_654_322, "reset_ms": 25_200_000, "calendar": "day",
+            "spend_limit": "200 JPY", "spent": "12.345678 JPY", "remaining_spend": "187.654322 JPY" }] }));
+        assert!(yen.contains("<td>200 JPY/calendar day</td><td>12.345678 JPY</td><td>187.654322 JPY</td><td>7h</td>"), "a money rule in its currency: {yen}");
         let said = limits_said(&json!({ "limits_text": ["10 per 1m", "300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00"] }));
         assert_eq!(said, "<p id=\"limits\">Limits: 10 per 1m; 300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00</p>");
         assert_eq!(limits_said(&json!({})), "", "an older status: nothing");
