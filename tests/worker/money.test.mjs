@@ -181,10 +181,10 @@ async function spend(tg, school, provider, width) {
   }
 }
 
-const withMoney = async (rules, body) => {
+const withMoney = async (rules, body, { admin = false, vars = {} } = {}) => {
   const origin = await modelOrigin();
   try {
-    await withTollgate({ config: config(...rules), vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined }, admin: false }, body);
+    await withTollgate({ config: config(...rules), vars: { UPSTREAM: origin.url, ...vars }, workerOptions: { outboundService: undefined }, admin }, body);
   } finally {
     await origin.close();
   }
@@ -303,4 +303,46 @@ test("a budget above 4,295 credits (10,000 a day) counts in milli-credits: never
       console.log(`# milli ${school}: ${served} answers, ${Number(recorded) / 1e3} of 10,000 credits (${(Number(recorded) / 1e5).toFixed(2)}%), rounding ${Number(recorded * 1_000n - micro) / 1e6} credits`);
     }
   });
+});
+
+/** `micro` micro-credits as the admin plane says them: exact, no trailing zeros. */
+function creditsText(micro) {
+  const whole = micro / 1_000_000n, fraction = micro % 1_000_000n;
+  return fraction === 0n ? `${whole} credits` : `${whole}.${String(fraction).padStart(6, "0").replace(/0+$/, "")} credits`;
+}
+
+const ADMIN_TOKEN = "s3cret-admin-token-for-money-status";
+
+test("admin status and the console's Keys page say a money rule's limits and a key's spend in its currency, to the micro-credit", () => {
+  const rule = { ...moneyRule("openai"), limits: [{ spend: 1_000, window: "day", time_zone: "Asia/Tokyo" }, { spend: 500, window: "1h" }] };
+  return withMoney([rule], async (tg) => {
+    let spent = 0n;
+    for (let i = 0; i < 5; i++) {
+      const a = await chatVia(tg, "/openai/", "north", i);
+      assert.equal(a.status, 200);
+      spent += a.micro;
+    }
+    await tg.settled();
+    const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    const res = await tg.admin("/.tollgate/status?rule=money-openai&header:x-school=north", { headers: auth });
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.ok(spent % 1_000_000n !== 0n, "a spend with decimals");
+    assert.deepEqual([body.currency, body.unit, body.spent], ["credits", "micro-credits", creditsText(spent)], JSON.stringify(body));
+    assert.match(body.limits_text[0], /^1000 credits a day \(Asia\/Tokyo\), resets at \d{4}-\d\d-\d\dT00:00\+09:00$/);
+    assert.equal(body.limits_text[1], "500 credits per 1h");
+    for (const [w, limit] of [[body.windows[0], 1_000_000_000n], [body.windows[1], 500_000_000n]]) {
+      assert.equal(BigInt(w.used), spent, "the count kept in its unit");
+      assert.deepEqual([w.spent, w.remaining_spend, w.spend_limit], [creditsText(spent), creditsText(limit - spent), creditsText(limit)]);
+    }
+    // The console's Keys page, signed in, says the same words.
+    const signin = await tg.admin("/.tollgate/ui/signin", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${ADMIN_TOKEN}` });
+    const cookie = signin.headers.get("set-cookie")?.split(";")[0];
+    assert.ok(cookie, `signed in: ${signin.status}`);
+    const page = await (await tg.admin("/.tollgate/ui/keys?rule=money-openai&header:x-school=north", { headers: { cookie } })).text();
+    assert.ok(page.includes(`<p id="spent">Spent: ${creditsText(spent)} (in its longest window)</p>`), page);
+    assert.ok(page.includes(`<td>1000 credits/calendar day</td><td>${creditsText(spent)}</td><td>${creditsText(1_000_000_000n - spent)}</td>`), page);
+    assert.match(page, /Limits: 1000 credits a day \(Asia\/Tokyo\), resets at [^;]+; 500 credits per 1h/);
+    console.log(`# status: spent ${body.spent} of ${body.limits_text[0]}`);
+  }, { admin: true, vars: { TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN } });
 });
