@@ -184,9 +184,10 @@ export function watchUpload(request, ms) {
 // a batch waits for the client to take it, the origin is read into the
 // next batch up to BATCH bytes, then no further: an answer the client does
 // not read holds at most 2 × BATCH here.
-export function watchBody(response, idleMs, leftMs, onChunk) {
+export function watchBody(response, idleMs, leftMs, onChunk, behind) {
   if (response.status === 101) return relaySession(response, leftMs);
   if (response.body === null) return [response, Promise.resolve("ended")];
+  if (behind) return readBehind(response, leftMs, onChunk);
   let finish;
   const finished = new Promise((r) => { finish = r; });
   const reader = response.body.getReader();
@@ -306,6 +307,69 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
   })();
   return [new Response(readable, response), finished];
 }
+
+// An answer read behind the client (a usage reader that never cuts, no
+// idle watch: issue 51): the body teed, one branch piped natively to the
+// client (no JS per chunk; abortable, for the lapse), the other read by
+// the usage reader, resting REST_MS after a read that found less than
+// READ bytes, so that the events gather in the tee and one read takes
+// many (a client reads behind it at most REST_MS later than unwatched
+// only when the tee's buffer is full, which a stream of events never
+// fills). The runtime's tee holds the branches within a bounded distance
+// (an origin streaming to a client that reads nothing is held back, as
+// the batched watch holds it: tests/worker/memory.test.mjs). The word:
+// `failed` (the origin's stream), else `cancelled` (the client went
+// away: the reading branch is cancelled with it), `lapsed`, or `ended`
+// once the client has every byte and the reader has read them all.
+function readBehind(response, leftMs, onChunk) {
+  const [toClient, toRead] = response.body.tee();
+  const reader = toRead.getReader({ mode: "byob" });
+  const { readable, writable } = new IdentityTransformStream();
+  const stop = new AbortController();
+  let finish;
+  const finished = new Promise((r) => { finish = r; });
+  let lapsed = false;
+  const lapse = setTimeout(() => {
+    lapsed = true;
+    const reason = new Error("tollgate: the answer was cut (lapsed)");
+    stop.abort(reason);
+    reader.cancel(reason).catch(() => {});
+  }, leftMs);
+  const sent = toClient.pipeTo(writable, { signal: stop.signal }).then(
+    () => "ended",
+    () => {
+      reader.cancel(new Error("tollgate: the client went away")).catch(() => {});
+      return "cancelled";
+    },
+  );
+  const read = (async () => {
+    try {
+      // One buffer, read into again and again (the reader copies what it
+      // is handed into Wasm): no garbage per read.
+      let buffer = new ArrayBuffer(READ);
+      for (;;) {
+        const { done, value } = await reader.read(new Uint8Array(buffer));
+        if (done) return "ended";
+        onChunk(value);
+        buffer = value.buffer;
+        if (value.byteLength < READ) await new Promise((r) => setTimeout(r, REST_MS));
+      }
+    } catch {
+      return "failed";
+    }
+  })();
+  Promise.all([sent, read]).then(([s, r]) => {
+    clearTimeout(lapse);
+    finish(lapsed ? "lapsed" : r === "failed" ? "failed" : s);
+  });
+  return [new Response(readable, response), finished];
+}
+
+// The reading branch of an answer read behind the client reads at most
+// READ bytes at once, and rests REST_MS after a read that found fewer
+// (it had caught up).
+const REST_MS = 20;
+const READ = 65536;
 
 // A watched answer's batch: flushed at this size (bytes) or this age (ms).
 const BATCH = 65536;
@@ -453,8 +517,12 @@ extern "C" {
     /// 64 KiB) and returns nothing, or `[keep, event]`: pass the batch's
     /// first `keep` bytes and `event`, end the client's stream, cancel the
     /// origin's (`cut`).
+    ///
+    /// `behind` (with an `on_chunk` that never cuts, and no idle watch):
+    /// the body is teed instead, the client's branch piped natively, the
+    /// other read by `on_chunk` in batches behind it (`readBehind`).
     #[wasm_bindgen(catch, js_name = watchBody)]
-    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue) -> Result<js_sys::Array, JsValue>;
+    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue, behind: bool) -> Result<js_sys::Array, JsValue>;
 }
 
 /// `response` with its body watched, or its WebSocket session relayed, as
@@ -470,7 +538,10 @@ pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold, reading: Opti
     };
     // What `watchBody` returns, always: no `instanceof` checks to carry.
     let on_chunk = reading.map_or(JsValue::NULL, |feed| feed.closure.as_ref().clone());
-    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk).ok()?;
+    // Read behind the client when nothing needs to see a byte before it
+    // does: no reader cuts, and no idle watch shorter than the lapse.
+    let behind = reading.is_some_and(|feed| !feed.usage.borrow().cuts()) && idle_ms >= left_ms;
+    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk, behind).ok()?;
     Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
 }
 
