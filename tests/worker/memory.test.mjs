@@ -139,8 +139,9 @@ test("thirty clients stalling body reads: the isolate holds what memory_budget a
   }));
 
 // A watched answer (issue 51, 52): an answer read for its usage is read from
-// the origin no faster than the client takes it, within the watch's stated
-// buffer (2 × 64 KiB, src/glue/origin.rs `watchBody`). An origin that
+// the origin no faster than the client takes it, within a bounded buffer
+// (src/glue/origin.rs: `watchBody`'s 64 KiB ahead of the client, or, read
+// behind the client as this rule's is, the runtime's tee). An origin that
 // streams without end to a client that stopped reading is held back by
 // that, and by the runtime's and the kernel's socket buffers, which are
 // bounded too: what it manages to write stops growing. Without the
