@@ -186,7 +186,6 @@ export function watchUpload(request, ms) {
 // next batch up to BATCH bytes, then no further: an answer the client does
 // not read holds at most 2 × BATCH here.
 export function watchBody(response, idleMs, leftMs, onChunk, behind) {
-  if (response.status === 101) return relaySession(response, leftMs);
   if (response.body === null) return [response, Promise.resolve("ended")];
   if (behind) return readBehind(response, leftMs, onChunk);
   let finish;
@@ -509,10 +508,8 @@ extern "C" {
     /// a promise that resolves once the body is done: `ended`, `failed`,
     /// `cancelled` (the client went away), or cut: `idle` (a chunk waited
     /// `idle_ms` for the client to take it) or `lapsed` (`left_ms` passed).
-    /// A 101's WebSocket is relayed instead: `closed` (by either side),
-    /// `failed`, `lapsed` or `overrun` (a side was sent more than the relay
-    /// holds for it; both sides closed). At once (`ended`) for no
-    /// body. `on_chunk` (or null) is handed each batch of the origin's
+    /// At once (`ended`) for no body (a 101's session is relayed by
+    /// [`relay_session`], not watched). `on_chunk` (or null) is handed each batch of the origin's
     /// chunks (in order, every byte once, before any of them reaches the
     /// client: the first chunk alone, then what came within 10 ms, at most
     /// 64 KiB) and returns nothing, or `[keep, event]`: pass the batch's
@@ -524,6 +521,15 @@ extern "C" {
     /// other read by `on_chunk` in batches behind it (`readBehind`).
     #[wasm_bindgen(catch, js_name = watchBody)]
     fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue, behind: bool) -> Result<js_sys::Array, JsValue>;
+
+    /// `response`'s WebSocket session relayed through a new pair, and a
+    /// promise that resolves once it is done: `closed` (by either side,
+    /// its code and reason passed on), `failed`, `lapsed` (`left_ms`
+    /// passed) or `overrun` (no room for a message: both sides closed,
+    /// 1013, or 1009 for one over a client's share). `charge(side, bytes)`
+    /// is asked before each message is passed on ([`relay_charge`]).
+    #[wasm_bindgen(catch, js_name = relaySession)]
+    fn relay_session_js(response: &web_sys::Response, left_ms: f64, session: f64, charge: &JsValue) -> Result<js_sys::Array, JsValue>;
 }
 
 /// `response` with its body watched, or its WebSocket session relayed, as
