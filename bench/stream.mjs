@@ -33,7 +33,14 @@
 // costs CPU per call) reading each reply's rows fields and alarm flag,
 // under phase 1's load. Prices from bench/prices.mjs.
 //
-//   node bench/stream.mjs [SECONDS] [ROUNDS]     (after scripts/build)
+// Phase 3 (provider shapes): one event per token in OpenAI, Anthropic and
+// Gemini framing, 300 and 1,000 tokens: CPU per answer, the paired
+// per-event slope with a 95% interval, time to first byte, and whether a
+// rule's added CPU fits Workers Free's 10 ms.
+//
+//   node bench/stream.mjs [SECONDS] [ROUNDS] [SHAPE_SECONDS] [SHAPE_ROUNDS]
+//   (after scripts/build; phases 1-2 SECONDS × ROUNDS per cell, phase 3
+//   SHAPE_SECONDS × SHAPE_ROUNDS)
 // Writes bench/RESULTS.stream.md and prints the same tables.
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { createServer } from "node:http";
@@ -46,6 +53,8 @@ import { workerdPids, cpuUs, TICK_US } from "./procs.mjs";
 
 const seconds = Number(process.argv[2] ?? 2.5);
 const rounds = Number(process.argv[3] ?? 5);
+const shapeSeconds = Number(process.argv[4] ?? 3);
+const shapeRounds = Number(process.argv[5] ?? 6);
 const KS = [10, 50];
 const [kLo, kHi] = KS;
 const SPACING_MS = 1;
@@ -54,9 +63,9 @@ const INPUT = 60;
 const OUTPUT = 240;
 // A bound on the whole run, whatever happens.
 setTimeout(() => {
-  console.error("stream.mjs: over its 360 s bound, stopping");
+  console.error("stream.mjs: over its 1,800 s bound, stopping");
   process.exit(2);
-}, 360_000).unref();
+}, 1_800_000).unref();
 
 // Limits a key's state outlives the gap between its calls under: 18,000
 // requests an hour puts a request-counted key's GCRA horizon 200 ms further
@@ -266,6 +275,209 @@ const quantile = (a, q) => {
 };
 const median = (a) => quantile(a, 0.5);
 
+// ---- phase 3: provider shapes ---------------------------------------------
+//
+// One event per token, as the providers frame them (OpenAI Chat Completions
+// with include_usage, Anthropic Messages, Gemini alt=sse with its CRLF
+// lines), 100-250 bytes an event, answers of SHAPE_TOKENS tokens, each
+// event written on its own SPACING_MS apart. One workerd, one rule per
+// (shape, rule) on its own path (a path no rule matches is the floor), so
+// every cell runs in the same isolate; a cell's CPU is the workerd's while
+// only that cell's load runs. Per rule and shape: CPU per answer, what it
+// adds over the floor (paired round by round), the per-event slope
+// ((added at the long answer − added at the short) ÷ the difference in
+// events, per round) with a 95% interval (bench/profile.mjs's bootstrap
+// of the rounds), time to first byte, and whether the added CPU fits the
+// Free plan's 10 ms.
+
+const SHAPES = ["openai", "anthropic", "gemini"];
+const SHAPE_RULES = ["floor", "response", "usage", "cut"];
+const SHAPE_TOKENS = [300, 1000];
+const SHAPE_INPUT = 60;
+const FREE_CPU_US = 10_000;
+
+function shapeEvents(shape, n) {
+  const word = (i) => ` w${String(i).padStart(4, "0")}`;
+  if (shape === "openai") {
+    const head = { id: "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", object: "chat.completion.chunk", created: 1741570283, model: "gpt-4o-2024-08-06", system_fingerprint: "fp_eb9dce56a8" };
+    const chunk = (delta, finish, extra = {}) => `data: ${JSON.stringify({ ...head, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }], usage: null, obfuscation: "x3Zq", ...extra })}\n\n`;
+    return [
+      chunk({ role: "assistant", content: "" }, null),
+      ...Array.from({ length: n }, (_, i) => chunk({ content: word(i) }, null)),
+      chunk({}, "stop"),
+      `data: ${JSON.stringify({ ...head, choices: [], usage: { prompt_tokens: SHAPE_INPUT, completion_tokens: n, total_tokens: SHAPE_INPUT + n } })}\n\n`,
+      "data: [DONE]\n\n",
+    ];
+  }
+  if (shape === "anthropic") {
+    const ev = (type, data) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+    return [
+      ev("message_start", { message: { id: "msg_01XFDUDYJgAACzvnptvVoYEL", type: "message", role: "assistant", content: [], model: "claude-sonnet-4-5", stop_reason: null, usage: { input_tokens: SHAPE_INPUT, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: 1 } } }),
+      ev("content_block_start", { index: 0, content_block: { type: "text", text: "" } }),
+      ev("ping", {}),
+      ...Array.from({ length: n }, (_, i) => ev("content_block_delta", { index: 0, delta: { type: "text_delta", text: word(i) } })),
+      ev("content_block_stop", { index: 0 }),
+      ev("message_delta", { delta: { stop_reason: "end_turn", stop_sequence: null }, usage: { output_tokens: n } }),
+      ev("message_stop", {}),
+    ];
+  }
+  const chunk = (i, last) => `data: ${JSON.stringify({
+    candidates: [{ content: { parts: [{ text: word(i) }], role: "model" }, ...(last ? { finishReason: "STOP" } : {}), index: 0 }],
+    usageMetadata: { promptTokenCount: SHAPE_INPUT, candidatesTokenCount: i + 1, totalTokenCount: SHAPE_INPUT + i + 1 },
+    modelVersion: "gemini-2.5-flash",
+    responseId: "mVjWaKSYJqGn1dkP8qjY4A4",
+  })}\r\n\r\n`;
+  return Array.from({ length: n }, (_, i) => chunk(i, i === n - 1));
+}
+
+/** The events' sizes, bytes: [min, median, max] of the token events. */
+function eventSizes(shape) {
+  const sizes = shapeEvents(shape, 50).map((e) => Buffer.byteLength(e)).slice(shape === "gemini" ? 0 : 3, 50);
+  return [Math.min(...sizes), median(sizes), Math.max(...sizes)];
+}
+
+async function shapeOrigin() {
+  const cache = new Map();
+  const server = createServer(async (req, res) => {
+    for await (const _ of req);
+    const shape = req.url.split("/")[1];
+    const n = Number(req.headers["x-tokens"] ?? 300);
+    const key = `${shape}/${n}`;
+    if (!cache.has(key)) cache.set(key, shapeEvents(shape, n));
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    for (const event of cache.get(key)) {
+      res.write(event);
+      await wait(SPACING_MS);
+    }
+    res.end();
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => server.close(r)) };
+}
+
+/** Every (shape, rule) cell's rule, on its own path; none for the floor. */
+function shapeRules() {
+  const rules = [];
+  for (const shape of SHAPES) {
+    const at = (name) => ({ ...base, name: `${shape}-${name}`, path: `/${shape}/${name}`, limits: [{ requests: 1_000_000_000, window: "1h" }] });
+    rules.push({ ...at("response"), counting: { mode: "response", statuses: [200], reservation_ttl: "10m" } });
+    const metering = { usage: shape, reserve: 2000, max: 2000 };
+    rules.push({ ...at("usage"), counting: { mode: "response", reservation_ttl: "10m" }, metering });
+    rules.push({ ...at("cut"), counting: { mode: "response", reservation_ttl: "10m" }, metering: { ...metering, cut: true } });
+  }
+  return rules;
+}
+
+const shapeEnds = { openai: "data: [DONE]\n\n", anthropic: '{"type":"message_stop"}\n\n', gemini: '"finishReason":"STOP"' };
+
+async function shapeAnswer(tg, shape, rule, client, n) {
+  const t0 = performance.now();
+  const res = await tg.fetch(`/${shape}/${rule}`, {
+    method: "POST",
+    body: '{"stream":true,"stream_options":{"include_usage":true},"max_tokens":2000}',
+    headers: { "x-client": `c${client}`, "x-tokens": String(n), "content-type": "application/json" },
+  });
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let ttfb = null;
+  let text = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    ttfb ??= performance.now() - t0;
+    text = (text + decoder.decode(value, { stream: true })).slice(-4096);
+  }
+  return { ok: res.status === 200 && text.includes(shapeEnds[shape]), ttfb };
+}
+
+async function shapeLoad(tg, shape, rule, n, ms) {
+  const until = Date.now() + ms;
+  const ttfbs = [];
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async (_, client) => {
+      while (Date.now() < until) {
+        const a = await shapeAnswer(tg, shape, rule, client, n);
+        if (a.ok) ttfbs.push(a.ttfb);
+      }
+    }),
+  );
+  return ttfbs;
+}
+
+/** bench/profile.mjs's interval: the 2.5th and 97.5th percentiles of the
+ * medians of 2,000 resamples of the rounds (fixed seed). */
+function interval(values) {
+  let seed = 1;
+  const random = () => (seed = (seed * 48271) % 2147483647) / 2147483647;
+  const medians = Array.from({ length: 2000 }, () => median(values.map(() => values[Math.floor(random() * values.length)])));
+  medians.sort((x, y) => x - y);
+  return [medians[50], medians[1949]];
+}
+
+async function shapesPhase(secondsPerCell, roundCount) {
+  const origin = await shapeOrigin();
+  const before = workerdPids();
+  const tg = await startTollgate({ config: { rules: shapeRules() }, vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined }, admin: false });
+  const pid = [...workerdPids()].find((p) => !before.has(p));
+  const cellsOf = new Map();
+  const list = [];
+  for (const shape of SHAPES) for (const rule of SHAPE_RULES) for (const n of SHAPE_TOKENS) list.push({ shape, rule, n, cpu: [], ttfbs: [] });
+  for (const c of list) cellsOf.set(`${c.shape}/${c.rule}/${c.n}`, c);
+  for (const c of list) await shapeLoad(tg, c.shape, c.rule, c.n, 300);
+  for (let r = 0; r < roundCount; r++) {
+    const order = list.map((_, i) => list[(i + r * 5) % list.length]);
+    for (const c of r % 2 ? order.reverse() : order) {
+      const t0 = cpuUs(pid);
+      const ttfbs = await shapeLoad(tg, c.shape, c.rule, c.n, secondsPerCell * 1_000);
+      await wait(150);
+      c.cpu.push((cpuUs(pid) - t0) / ttfbs.length);
+      c.ttfbs.push(...ttfbs);
+    }
+  }
+  await tg.dispose();
+  tg.cleanup();
+  await origin.close();
+  return cellsOf;
+}
+
+function shapesReport(cellsOf, p, secondsPerCell, roundCount) {
+  const [nLo, nHi] = SHAPE_TOKENS;
+  const at = (shape, rule, n) => cellsOf.get(`${shape}/${rule}/${n}`);
+  p("## Provider shapes: one event per token");
+  p();
+  p(`Phase 3: one workerd (the built Worker, SQLite objects) with one rule per (shape, rule) on its own path, in front of a local origin streaming one event per token, each written on its own ${SPACING_MS} ms apart: OpenAI Chat Completions chunks (\`chat.completion.chunk\` with \`usage: null\` and \`obfuscation\`, then the finish chunk, the \`include_usage\` chunk and \`[DONE]\`), Anthropic Messages (\`message_start\`, \`content_block_start\`, \`ping\`, one \`content_block_delta\` per token, \`content_block_stop\`, \`message_delta\`, \`message_stop\`), Gemini \`alt=sse\` (CRLF-framed, \`usageMetadata\` running totals in every chunk, \`finishReason\` in the last). Token events of ${SHAPES.map((s) => `${s} ${eventSizes(s).join("/")} `).join(", ")}bytes (min/median/max). ${nLo} and ${nHi} output tokens (${SHAPE_INPUT} input). ${CLIENTS} clients, each its own key, closed loop; ${roundCount} rounds of ${secondsPerCell} s per cell, in a rotating order. CPU is the workerd's (Worker, objects and Miniflare's own entry, which production does not have and which is in every cell alike) per answer.`);
+  p();
+  p("| rule | what |");
+  p("|---|---|");
+  p("| floor | a path no rule matches: the answer forwarded as is |");
+  p("| response | `counting = { mode = \"response\", statuses = [200] }`: reserve 1, commit at the status; the body not read |");
+  p("| usage | `metering = { usage = SHAPE, reserve = 2000, max = 2000 }`: the stream read, its usage committed |");
+  p("| cut | the same with `cut = true` (never past its reserve: nothing cut; the client gets no byte before the reader has seen it) |");
+  p();
+  p(`| shape | rule | CPU µs per answer, ${nLo} tokens | CPU µs per answer, ${nHi} | added over floor at ${nHi}, µs (95% interval) | µs per event over floor (95% interval) | µs per event over response (95% interval) | time to first byte, ms (median, p90; ${nLo}) | fits Free's 10 ms at ${nHi} |`);
+  p("|---|---|---|---|---|---|---|---|---|");
+  const json = {};
+  for (const shape of SHAPES) {
+    for (const rule of SHAPE_RULES) {
+      const [lo, hi] = [at(shape, rule, nLo), at(shape, rule, nHi)];
+      const slopeOver = (b) => lo.cpu.map((_, i) => (hi.cpu[i] - at(shape, b, nHi).cpu[i] - (lo.cpu[i] - at(shape, b, nLo).cpu[i])) / (nHi - nLo));
+      const added = hi.cpu.map((x, i) => x - at(shape, "floor", nHi).cpu[i]);
+      const show = (values) => {
+        const [a, b] = interval(values);
+        return `${f1(median(values))} (${f1(a)} – ${f1(b)})`;
+      };
+      const fits = rule === "floor" ? "–" : interval(added)[1] <= FREE_CPU_US ? "yes" : "no";
+      const cells = rule === "floor" ? ["–", "–", "–"] : [show(added), show(slopeOver("floor")), rule === "response" ? "–" : show(slopeOver("response"))];
+      p(`| ${shape} | ${rule} | ${f0(median(lo.cpu))} | ${f0(median(hi.cpu))} | ${cells.join(" | ")} | ${f2(median(lo.ttfbs))}, ${f2(quantile(lo.ttfbs, 0.9))} | ${fits} |`);
+      json[`${shape}/${rule}`] = { cpuLo: lo.cpu, cpuHi: hi.cpu, ttfbMedian: median(lo.ttfbs), answers: lo.ttfbs.length + hi.ttfbs.length };
+    }
+  }
+  p();
+  p(`"fits": the upper end of the 95% interval of what the rule adds over the floor at ${nHi} tokens is at most 10 ms (Workers Free's CPU per request; a request no rule matches costs the Worker itself little: its body is the runtime's own stream). Paired: round by round, the same round's floor (or response) cell subtracted. Per event: the slope between ${nLo} and ${nHi} tokens, so per-answer costs (the object calls) cancel.`);
+  return json;
+}
+
 // ---- phase 1 --------------------------------------------------------------
 
 const startedAt = new Date();
@@ -329,6 +541,7 @@ for (const name of names) {
   sys.tg.cleanup();
 }
 await origin.close();
+const shapeCells = await shapesPhase(shapeSeconds, shapeRounds);
 const load1 = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
 
 // ---- results --------------------------------------------------------------
@@ -354,9 +567,9 @@ const f1 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(1));
 const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
 const out = [];
 const p = (s = "") => out.push(s);
-p("# Streamed LLM answers through tollgate (issue 37 item 7)");
+p("# Streamed LLM answers through tollgate (issues 37, 51)");
 p();
-p(`\`node bench/stream.mjs ${seconds} ${rounds}\` on ${commit}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModel}; load average ${load0} before, ${load1} after; other processes used ${(othersShare * 100).toFixed(0)} % of the machine during phase 1.`);
+p(`\`node bench/stream.mjs ${seconds} ${rounds} ${shapeSeconds} ${shapeRounds}\` on ${commit}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModel}; load average ${load0} before, ${load1} after; other processes used ${(othersShare * 100).toFixed(0)} % of the machine during phase 1.`);
 p();
 p(`Each system in its own workerd (the built Worker, SQLite objects, tests/worker/harness.mjs) in front of one local HTTP origin (node:http, the network edge) streaming K text events of about 60 bytes (OpenAI style: \`data: {"choices":[{"index":0,"delta":{"content":"w012 "}}]}\`; Anthropic style: \`event: content_block_delta\` lines, about 120 bytes), each written on its own ${SPACING_MS} ms apart, then the usage (OpenAI: the \`stream_options.include_usage\` final chunk, then \`data: [DONE]\`; Anthropic: \`message_start\` input, \`message_delta\` cumulative output, \`message_stop\`): 300 tokens an answer. ${CLIENTS} clients, each its own key, closed loop; ${rounds} rounds of ${seconds} s per (system, K), cells interleaved in a rotating order. CPU: the workerd process's user + system time per answer (Worker, objects, Miniflare's entry; not the origin or the client). Time to first byte: client-side, \`dispatchFetch\` called → first body chunk read. The client read ${KS.map((k) => `${f1(median(systems.flatMap((s) => s.chunksSeen.filter((c) => c.k === k).map((c) => c.chunks))))} body chunks per answer at K=${k}`).join(", ")} (medians; the origin writes K + 2 or K + 3 events): the events stay apart, mostly.`);
 p();
@@ -451,6 +664,8 @@ for (const name of names) {
 }
 p();
 p("A usage rule's quota is in tokens, and its policy item says so with `qu=\"tokens\"` (draft-ietf-httpapi-ratelimit-headers §3.1.2; the provider sources' unit, src/config/cost.rs `Usage::unit`); a request-counted rule's items carry no `qu` (the draft's default, requests).");
+p();
+json.shapes = shapesReport(shapeCells, p, shapeSeconds, shapeRounds);
 const text = out.join("\n") + "\n";
 console.log(text);
 writeFileSync(join(ROOT, "bench", "RESULTS.stream.md"), text);

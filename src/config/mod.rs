@@ -170,7 +170,7 @@ pub struct Config {
     /// One warning per field a rule wrote in the 0.2.0 spelling
     /// ([`spelling`]), read as its current spelling.
     pub(crate) respelled: Vec<ConfigWarning>,
-    /// The price tables shared by name (`prices`, issue 54), in config
+    /// The price tables shared by name (`prices`), in config
     /// order: rules name them in `metering.price`, and keep a copy.
     pub(crate) prices: Vec<(String, price::PriceTable)>,
 }

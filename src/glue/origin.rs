@@ -172,19 +172,31 @@ export function watchUpload(request, ms) {
   return [outbound, stop];
 }
 
-export function watchBody(response, idleMs, leftMs, onChunk) {
-  if (response.status === 101) return relaySession(response, leftMs);
+// The answer's body, watched (a concurrency slot, a usage reader): read
+// from the origin, gathered into batches, each batch handed once to
+// `onChunk` (the usage reader: one Wasm call for many events) and written
+// to the client's native pipe (one crossing per batch, not per chunk: each
+// costs 20-30 µs of JS). A batch is flushed at once when
+// it is the answer's first (its time to first byte is the origin's), when
+// it reaches BATCH bytes, or BATCH_MS after its first chunk came: a chunk
+// reaches the client at most BATCH_MS later than the origin sent it, and
+// is never passed on before the reader has seen it (a cut keeps the
+// client from every byte after its event). Backpressure (memory): while
+// a batch waits for the client to take it, the origin is read into the
+// next batch up to BATCH bytes, then no further: an answer the client does
+// not read holds at most 2 × BATCH here.
+export function watchBody(response, idleMs, leftMs, onChunk, behind) {
   if (response.body === null) return [response, Promise.resolve("ended")];
+  if (behind) return readBehind(response, leftMs, onChunk);
   let finish;
   const finished = new Promise((r) => { finish = r; });
   const reader = response.body.getReader();
-  // The client's body: a native pipe. Its readable side is the
-  // runtime's own stream, pumped to the client without JS; each write
-  // resolves once the client has taken it (the pipe holds nothing), which
-  // is how a client that stopped reading is seen.
+  // The client's body: a native pipe. Its readable side is the runtime's
+  // own stream, pumped to the client without JS; each write resolves once
+  // the client has taken it (the pipe holds nothing), which is how a
+  // client that stopped reading is seen.
   const { readable, writable } = new IdentityTransformStream();
   const writer = writable.getWriter();
-  const PIECE = 65536;
   let ended = false;
   // When the write the client has not yet taken began (null: none waits).
   let waiting = null;
@@ -193,6 +205,7 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
     ended = true;
     clearTimeout(idle);
     clearTimeout(lapse);
+    clearTimeout(due);
     finish(word);
     return true;
   };
@@ -204,8 +217,9 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
     reader.cancel(reason).catch(() => {});
   };
   const lapse = setTimeout(() => cut("lapsed"), leftMs);
-  // One timer, not one per chunk: a piece (at most 64 KiB) the client has
-  // not taken idleMs after it was written is one the client stopped reading.
+  // One timer, not one per chunk: a batch (at most BATCH bytes) the
+  // client has not taken idleMs after it was written is one the client
+  // stopped reading.
   let idle;
   const check = () => {
     const since = waiting === null ? 0 : Date.now() - waiting;
@@ -214,49 +228,168 @@ export function watchBody(response, idleMs, leftMs, onChunk) {
   };
   idle = setTimeout(check, idleMs);
   const give = async (bytes) => {
-    for (let at = 0; at < bytes.byteLength && !ended; at += PIECE) {
-      waiting = Date.now();
-      await writer.write(bytes.subarray(at, at + PIECE));
-      waiting = null;
-    }
+    waiting = Date.now();
+    await writer.write(bytes);
+    waiting = null;
+  };
+  // The batch gathering: its chunks, their size, when its first came.
+  let parts = [];
+  let size = 0;
+  let since = 0;
+  let first = true;
+  let due = null;
+  // Flushes run one after another (the loop's and the timer's); one at
+  // most waits to run, and takes every chunk gathered by then.
+  let queue = Promise.resolve();
+  let queued = false;
+  const failed = (e) => {
+    // The client went away (its end of the pipe is gone).
+    if (end("cancelled")) reader.cancel(e).catch(() => {});
+  };
+  const flushNow = async () => {
+    if (ended || size === 0) return;
+    const batch = parts.length === 1 ? parts[0] : join(parts, size);
+    parts = [];
+    size = 0;
+    clearTimeout(due);
+    due = null;
+    // The batch, as the origin sent it, to the usage reader;
+    // passed on unchanged unless the reader cuts.
+    const asked = onChunk ? onChunk(batch) : undefined;
+    if (!asked) return give(batch);
+    reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
+    await give(batch.subarray(0, asked[0]));
+    await give(asked[1]);
+    if (!ended) await writer.close();
+    end("cut");
+  };
+  const flush = () => {
+    if (queued) return queue;
+    queued = true;
+    queue = queue.then(() => { queued = false; return flushNow(); }).catch(failed);
+    return queue;
   };
   (async () => {
     for (;;) {
+      // Backpressure: a full batch waits for the one before it.
+      if (size >= BATCH) await queue;
       let next;
       try {
         next = await reader.read();
       } catch (e) {
+        await queue;
         if (end("failed")) writer.abort(e).catch(() => {});
         return;
       }
       if (ended) return;
       const { done, value } = next;
-      try {
-        if (done) {
+      if (done) {
+        await flush();
+        if (ended) return;
+        try {
           await writer.close();
           end("ended");
-          return;
+        } catch (e) {
+          failed(e);
         }
-        // Each chunk of the origin's, as it is, to the usage reader;
-        // passed on unchanged unless the reader cuts.
-        const asked = onChunk ? onChunk(value) : undefined;
-        if (asked) {
-          reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
-          await give(value.subarray(0, asked[0]));
-          await give(asked[1]);
-          if (!ended) await writer.close();
-          end("cut");
-          return;
-        }
-        await give(value);
-      } catch (e) {
-        // The client went away (its end of the pipe is gone).
-        if (end("cancelled")) reader.cancel(e).catch(() => {});
         return;
+      }
+      if (size === 0) since = Date.now();
+      parts.push(value);
+      size += value.byteLength;
+      if (first || size >= BATCH || Date.now() - since >= BATCH_MS) {
+        first = false;
+        flush();
+      } else if (due === null) {
+        due = setTimeout(() => { due = null; flush(); }, BATCH_MS - (Date.now() - since));
       }
     }
   })();
   return [new Response(readable, response), finished];
+}
+
+// An answer read behind the client (a usage reader that never cuts, no
+// idle watch): the body teed, one branch piped natively to the
+// client (no JS per chunk; abortable, for the lapse), the other read by
+// the usage reader, resting REST_MS after a read that found less than
+// READ bytes, so that the events gather in the tee and one read takes
+// many (a client reads behind it at most REST_MS later than unwatched
+// only when the tee's buffer is full, which a stream of events never
+// fills). The runtime's tee holds the branches within a bounded distance
+// (an origin streaming to a client that reads nothing is held back, as
+// the batched watch holds it: tests/worker/memory.test.mjs). The word:
+// `failed` (the origin's stream), else `cancelled` (the client went
+// away: the reading branch is cancelled with it), `lapsed`, or `ended`
+// once the client has every byte and the reader has read them all.
+function readBehind(response, leftMs, onChunk) {
+  const [toClient, toRead] = response.body.tee();
+  const reader = toRead.getReader({ mode: "byob" });
+  const { readable, writable } = new IdentityTransformStream();
+  const stop = new AbortController();
+  let finish;
+  const finished = new Promise((r) => { finish = r; });
+  let lapsed = false;
+  const lapse = setTimeout(() => {
+    lapsed = true;
+    const reason = new Error("tollgate: the answer was cut (lapsed)");
+    stop.abort(reason);
+    reader.cancel(reason).catch(() => {});
+  }, leftMs);
+  let delivered = false;
+  const sent = toClient.pipeTo(writable, { signal: stop.signal }).then(
+    () => {
+      delivered = true;
+      return "ended";
+    },
+    () => {
+      reader.cancel(new Error("tollgate: the client went away")).catch(() => {});
+      return "cancelled";
+    },
+  );
+  const read = (async () => {
+    try {
+      // One buffer, read into again and again (the reader copies what it
+      // is handed into Wasm): no garbage per read.
+      let buffer = new ArrayBuffer(READ);
+      for (;;) {
+        const { done, value } = await reader.read(new Uint8Array(buffer));
+        if (done) return "ended";
+        onChunk(value);
+        buffer = value.buffer;
+        // No rest once the client has it all: what is left is read at
+        // once, and the answer settles as soon as the watched one would.
+        if (value.byteLength < READ && !delivered) await Promise.race([new Promise((r) => setTimeout(r, REST_MS)), sent]);
+      }
+    } catch {
+      return "failed";
+    }
+  })();
+  Promise.all([sent, read]).then(([s, r]) => {
+    clearTimeout(lapse);
+    finish(lapsed ? "lapsed" : r === "failed" ? "failed" : s);
+  });
+  return [new Response(readable, response), finished];
+}
+
+// The reading branch of an answer read behind the client reads at most
+// READ bytes at once, and rests REST_MS after a read that found fewer
+// (it had caught up).
+const REST_MS = 20;
+const READ = 65536;
+
+// A watched answer's batch: flushed at this size (bytes) or this age (ms).
+const BATCH = 65536;
+const BATCH_MS = 10;
+
+// The chunks of a batch as one array.
+function join(parts, size) {
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const part of parts) {
+    all.set(part, at);
+    at += part.byteLength;
+  }
+  return all;
 }
 
 // A 101's WebSocket, relayed through a pair whose client end goes to the
@@ -375,15 +508,19 @@ extern "C" {
     /// a promise that resolves once the body is done: `ended`, `failed`,
     /// `cancelled` (the client went away), or cut: `idle` (a chunk waited
     /// `idle_ms` for the client to take it) or `lapsed` (`left_ms` passed).
-    /// A 101's WebSocket is relayed instead: `closed` (by either side),
-    /// `failed`, `lapsed` or `overrun` (a side was sent more than the relay
-    /// holds for it; both sides closed). At once (`ended`) for no
-    /// body. `on_chunk` (or null) is handed each chunk of the origin's and
-    /// returns nothing, or `[keep, event]`: pass the chunk's first `keep`
-    /// bytes and `event`, end the client's stream, cancel the origin's
-    /// (`cut`).
+    /// At once (`ended`) for no body (a 101's session is relayed by
+    /// [`relay_session`], not watched). `on_chunk` (or null) is handed each batch of the origin's
+    /// chunks (in order, every byte once, before any of them reaches the
+    /// client: the first chunk alone, then what came within 10 ms, at most
+    /// 64 KiB) and returns nothing, or `[keep, event]`: pass the batch's
+    /// first `keep` bytes and `event`, end the client's stream, cancel the
+    /// origin's (`cut`).
+    ///
+    /// `behind` (with an `on_chunk` that never cuts, and no idle watch):
+    /// the body is teed instead, the client's branch piped natively, the
+    /// other read by `on_chunk` in batches behind it (`readBehind`).
     #[wasm_bindgen(catch, js_name = watchBody)]
-    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue) -> Result<js_sys::Array, JsValue>;
+    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue, behind: bool) -> Result<js_sys::Array, JsValue>;
 
     /// `response`'s WebSocket session relayed through a new pair, and a
     /// promise that resolves once it is done: `closed` (by either side,
@@ -408,7 +545,10 @@ pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold, reading: Opti
     };
     // What `watchBody` returns, always: no `instanceof` checks to carry.
     let on_chunk = reading.map_or(JsValue::NULL, |feed| feed.closure.as_ref().clone());
-    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk).ok()?;
+    // Read behind the client when nothing needs to see a byte before it
+    // does: no reader cuts, and no idle watch shorter than the lapse.
+    let behind = reading.is_some_and(|feed| !feed.usage.borrow().cuts()) && idle_ms >= left_ms;
+    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk, behind).ok()?;
     Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
 }
 
@@ -618,9 +758,11 @@ pub(crate) fn with_fields(raw: web_sys::Response, fields: &[(String, String)], h
     web_sys::Response::new_with_opt_readable_stream_and_init(raw.body().as_ref(), &init).map_err(worker::Error::from)
 }
 
-/// The usage readers of one answer's body ([`crate::pipeline::usage`]) and the function `watchBody` hands each
-/// chunk to: the chunk copied into Wasm and read; a cut answered as
-/// `[keep, event]`. Keep it until the watch is done.
+/// The usage readers of one answer's body
+/// ([`crate::pipeline::usage`]) and the function `watchBody` hands each
+/// batch of chunks to: the batch copied into Wasm and read in one call
+/// (the reader's state carries across chunks and batches alike); a cut
+/// answered as `[keep, event]`, `keep` counted in the batch. Keep it until the watch is done.
 pub(crate) struct UsageFeed {
     pub(crate) usage: Rc<RefCell<BodyUsage>>,
     closure: Closure<dyn FnMut(js_sys::Uint8Array) -> JsValue>,

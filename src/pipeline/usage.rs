@@ -771,3 +771,12 @@ fn is_event_stream(content_type: Option<&str>) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+impl BodyUsage {
+    /// Whether a reader may cut the stream (`cut = true`): then no byte
+    /// may reach the client before it was read (the driver may
+    /// otherwise read a copy of the answer behind the client).
+    pub(crate) fn cuts(&self) -> bool {
+        self.readers.iter().any(|(_, r)| r.cut_above.is_some())
+    }
+}

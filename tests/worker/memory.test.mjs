@@ -219,3 +219,59 @@ test("thirty clients stalling body reads: the isolate holds what memory_budget a
     assert.equal(r.status, 200);
     await r.arrayBuffer();
   }));
+
+// A watched answer (issue 51, 52): an answer read for its usage is read from
+// the origin no faster than the client takes it, within a bounded buffer
+// (src/glue/origin.rs: `watchBody`'s 64 KiB ahead of the client, or, read
+// behind the client as this rule's is, the runtime's tee). An origin that
+// streams without end to a client that stopped reading is held back by
+// that, and by the runtime's and the kernel's socket buffers, which are
+// bounded too: what it manages to write stops growing. Without the
+// backpressure (a reader that pulls the origin regardless, as a tee with
+// an eager second branch does), it would grow as fast as loopback carries.
+test("an answer read for its usage that the client stops reading: the origin is read no further (what it writes stops growing, within 64 MiB), and every byte reaches the client once it reads again", { timeout: 60_000 }, async () => {
+  const EVENT = `data: ${JSON.stringify({ choices: [{ delta: { content: "x".repeat(16 * KIB) } }] })}\n\n`;
+  let written = 0;
+  let stop = false;
+  const server = http.createServer(async (req, res) => {
+    for await (const _ of req);
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    // As fast as the connection takes it, until 256 MiB or told to stop.
+    while (!stop && written < 256 * MIB) {
+      const more = res.write(EVENT);
+      written += EVENT.length;
+      if (!more) await new Promise((r) => res.once("drain", r));
+    }
+    res.end(`data: ${JSON.stringify({ choices: [], usage: { total_tokens: 7 } })}\n\ndata: [DONE]\n\n`);
+  });
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  const metered = rule("ai", "/v1/*", { key: ["header:x-tenant"], limits: limit(1_000_000, "1d"), metering: { usage: "openai", reserve: 100, max: 100 }, counting: { mode: "response", reservation_ttl: "1m" } });
+  try {
+    await withTollgate({ config: config(metered), vars: { UPSTREAM: `http://127.0.0.1:${server.address().port}` }, workerOptions: { outboundService: undefined } }, async (tg) => {
+      const res = await tg.fetch("/v1/chat", { method: "POST", body: "{}", headers: { "x-tenant": "t" } });
+      assert.equal(res.status, 200);
+      const reader = res.body.getReader();
+      let got = (await reader.read()).value.byteLength;
+      // The client reads nothing more: the buffers on the way fill, then hold.
+      await sleep(2_000);
+      const filled = written;
+      await sleep(1_500);
+      const held = written;
+      console.log(`# origin wrote ${filled} bytes after 2 s, ${held} after 3.5 s, to a client that read ${got}`);
+      assert.ok(held < 64 * MIB, `the origin wrote ${held} bytes to a client that read ${got}`);
+      assert.ok(held - filled <= 256 * KIB, `still written after the buffers filled: ${held - filled} bytes (${filled} → ${held})`);
+      // Reading again, the client gets the rest, byte for byte, in order.
+      stop = true;
+      let tail = "";
+      const decoder = new TextDecoder();
+      for (let r = await reader.read(); !r.done; r = await reader.read()) {
+        got += r.value.byteLength;
+        tail = (tail + decoder.decode(r.value, { stream: true })).slice(-200);
+      }
+      assert.equal(got, written + `data: ${JSON.stringify({ choices: [], usage: { total_tokens: 7 } })}\n\ndata: [DONE]\n\n`.length, "every byte the origin wrote");
+      assert.match(tail, /"total_tokens":7\}\}\n\ndata: \[DONE\]\n\n$/);
+    });
+  } finally {
+    await new Promise((r) => server.close(r));
+  }
+});
