@@ -368,7 +368,11 @@ impl<'f> AdminFlow<'f> {
         let now_s = u64::try_from(self.now_ms / 1000).unwrap_or(0);
         let rules = &self.config.rules;
         let shows_key = |name: &str| rules.iter().any(|r| r.name == name && r.metrics_raw_key);
-        self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers, &shows_key)))
+        let money = |name: &str, micro: u64| {
+            let priced = rules.iter().find(|r| r.name == name)?.usage.as_ref()?.price.as_ref()?;
+            Some(crate::config::price::money_text(micro, &priced.table.currency))
+        };
+        self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers, &shows_key, &money)))
     }
 
     /// The listed objects' controls, in the listing's order.

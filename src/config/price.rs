@@ -122,21 +122,27 @@ impl PriceTable {
     /// The price of `model` (as the answer spelled it), `None` when the
     /// table cannot price it (see the module's doc).
     pub(crate) fn price(&self, model: &[u8]) -> Option<Price> {
+        self.pattern(model).map(|i| self.models[i].1)
+    }
+
+    /// Which of `models` prices `model`: the exact name, else the longest
+    /// prefix `*`; `None` when none can ([`PriceTable::price`]).
+    pub(crate) fn pattern(&self, model: &[u8]) -> Option<usize> {
         if model.is_empty() || !model.iter().all(|b| b.is_ascii_graphic()) {
             return None;
         }
-        let mut best: Option<(usize, Price)> = None;
-        for (pattern, price) in &self.models {
+        let mut best: Option<(usize, usize)> = None;
+        for (i, (pattern, _)) in self.models.iter().enumerate() {
             let length = match pattern.strip_suffix('*') {
-                None if pattern.as_bytes() == model => return Some(*price),
+                None if pattern.as_bytes() == model => return Some(i),
                 Some(prefix) if model.starts_with(prefix.as_bytes()) => prefix.len(),
                 _ => continue,
             };
             if best.is_none_or(|(longest, _)| length > longest) {
-                best = Some((length, *price));
+                best = Some((length, i));
             }
         }
-        best.map(|(_, price)| price)
+        best.map(|(_, i)| i)
     }
 
     /// Each kind at the highest price the table has for it.

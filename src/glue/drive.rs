@@ -215,6 +215,19 @@ fn metrics_dataset(env: &Env) -> Option<worker::AnalyticsEngineDataset> {
     }
 }
 
+/// Writes points made after the request's own (settling's `spend`) where
+/// those go: the local sink when it is on, else the bound dataset, if any.
+pub(crate) async fn write_points(env: &Env, points: Vec<metrics::Point>) {
+    if points.is_empty() {
+        return;
+    }
+    if crate::glue::traffic::sink_on(env) {
+        crate::glue::traffic::sink(env, &points).await;
+    } else if let Some(dataset) = metrics_dataset(env) {
+        write_metrics(&dataset, points);
+    }
+}
+
 /// Writes the data points to the dataset. A failed write is dropped: a
 /// metric never fails a request.
 fn write_metrics(dataset: &worker::AnalyticsEngineDataset, points: Vec<metrics::Point>) {

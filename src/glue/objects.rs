@@ -38,8 +38,9 @@ pub(crate) async fn settle(ctx: &Context, env: &Env, settled: SettleEffects) {
 /// Applies what settling decided: the isolate told ([`crate::pipeline::isolate::Isolate::settled`]:
 /// holds, stale blocks), every call sent concurrently (a failed one is
 /// logged as a `counter_error` with decision `not_recorded`).
-pub(crate) async fn apply_settled(env: &Env, settled: SettleEffects) {
+pub(crate) async fn apply_settled(env: &Env, mut settled: SettleEffects) {
     write_logs(&settled.events);
+    crate::glue::drive::write_points(env, std::mem::take(&mut settled.points)).await;
     let now = now_ms();
     with_isolate(|isolate| isolate.settled(&settled, now));
     let sends = settled.calls.into_iter().map(|s| async move {

@@ -276,6 +276,21 @@ fn traffic(prefix: &str, body: Option<&Value>) -> String {
     for p in body["top_places"].as_array().into_iter().flatten() {
         let _ = write!(out, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&text(&p["country"])), esc(&text(&p["colo"])), p["n"]);
     }
+    out + "</table></section>" + &spend_by_model(body)
+}
+
+/// The spend by model of the priced rules (`spend` of the traffic's
+/// answer), dearest first; nothing when no priced answer settled in the
+/// range.
+fn spend_by_model(body: &Value) -> String {
+    let rows = body["spend"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<section><h2>Spend by model</h2><p>What priced answers cost, by the price pattern that priced the model each named (<code>(unpriced)</code>: charged at the table's highest prices). Sums of the metric points, which Analytics Engine may sample; a key's exact spend is on its Keys page.</p><table id=\"spend\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Model</th><th scope=\"col\">Answers</th><th scope=\"col\">Spent</th></tr>");
+    for r in rows {
+        let _ = write!(out, "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>", esc(&text(&r["rule"])), esc(&text(&r["model"])), r["answers"], esc(&text(&r["spent"])));
+    }
     out + "</table></section>"
 }
 
@@ -516,6 +531,9 @@ mod tests {
         let said = limits_said(&json!({ "limits_text": ["10 per 1m", "300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00"] }));
         assert_eq!(said, "<p id=\"limits\">Limits: 10 per 1m; 300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00</p>");
         assert_eq!(limits_said(&json!({})), "", "an older status: nothing");
+        let spend = spend_by_model(&json!({ "spend": [{ "rule": "yen", "model": "gpt-4o*", "answers": 3, "micro": 12_345_678, "spent": "12.345678 JPY" }] }));
+        assert!(spend.contains("<tr><td>yen</td><td><code>gpt-4o*</code></td><td>3</td><td>12.345678 JPY</td></tr>"), "{spend}");
+        assert_eq!(spend_by_model(&json!({ "spend": [] })), "", "no priced answer: no section");
         assert_eq!(done(Some("clear_ban")), Some("ban lifted"));
         assert_eq!(done(Some("status")), None);
     }
