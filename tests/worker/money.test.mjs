@@ -346,3 +346,57 @@ test("admin status and the console's Keys page say a money rule's limits and a k
     console.log(`# status: spent ${body.spent} of ${body.limits_text[0]}`);
   }, { admin: true, vars: { TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN } });
 });
+
+/** The table's pattern that prices `model` (the spend by model's label), or "(unpriced)". */
+function patternOf(model, table = PRICES) {
+  let best = null;
+  for (const pattern of Object.keys(table)) {
+    const prefix = pattern.endsWith("*") ? pattern.slice(0, -1) : null;
+    if (prefix === null ? pattern === model : model.startsWith(prefix)) {
+      if (prefix === null) return pattern;
+      if (!best || prefix.length > best[0]) best = [prefix.length, pattern];
+    }
+  }
+  return best?.[1] ?? "(unpriced)";
+}
+
+test("spend by model: each priced answer's charge reaches the metrics (local sink) under the pattern that priced it; GET /traffic and the Traffic page sum it per rule and model, to the micro-credit", () => {
+  const rules = [moneyRule("openai"), moneyRule("anthropic")];
+  return withMoney(rules, async (tg) => {
+    const expected = new Map(); // "rule model" -> { answers, micro }
+    const add = (rule, model, micro) => {
+      const k = `${rule} ${patternOf(model)}`;
+      const e = expected.get(k) ?? { answers: 0, micro: 0n };
+      expected.set(k, { answers: e.answers + 1, micro: e.micro + micro });
+    };
+    for (let i = 0; i < 9; i++) {
+      for (const provider of ["openai", "anthropic"]) {
+        const r = await send(tg, i % 2 ? "north" : "south", provider, i);
+        assert.equal(r.status, 200);
+        add(`money-${provider}`, ask(provider, i).model, r.cost);
+      }
+    }
+    // A model no pattern prices: at the highest prices, labelled so.
+    const res = await tg.fetch(PATHS.openai, { method: "POST", headers: { "x-school": "north", "x-model": "o3-mini", "x-tokens": "700" }, body: JSON.stringify({ model: "gpt-4o-mini" }) });
+    await res.text();
+    add("money-openai", "o3-mini", costOf("openai", "no-such-model", 700));
+    await tg.settled();
+    const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    const traffic = await (await tg.admin("/.tollgate/traffic?range=hour", { headers: auth })).json();
+    const got = new Map(traffic.spend.map((s) => [`${s.rule} ${s.model}`, s]));
+    assert.deepEqual([...got.keys()].sort(), [...expected.keys()].sort(), JSON.stringify(traffic.spend));
+    for (const [k, e] of expected) {
+      const s = got.get(k);
+      assert.deepEqual([s.answers, BigInt(s.micro), s.spent], [e.answers, e.micro, creditsText(e.micro)], k);
+    }
+    assert.equal(traffic.rules["money-openai"]?.spend, undefined, "a spend is no decision in the charts");
+    const micro = traffic.spend.map((s) => s.micro);
+    assert.deepEqual(micro, [...micro].sort((a, b) => b - a), "dearest first");
+    const signin = await tg.admin("/.tollgate/ui/signin", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${ADMIN_TOKEN}` });
+    const cookie = signin.headers.get("set-cookie")?.split(";")[0];
+    const page = await (await tg.admin("/.tollgate/ui/traffic?range=hour", { headers: { cookie } })).text();
+    const top = traffic.spend[0];
+    assert.ok(page.includes(`<tr><td>${top.rule}</td><td><code>${top.model}</code></td><td>${top.answers}</td><td>${top.spent}</td></tr>`), page);
+    for (const s of traffic.spend) console.log(`# ${s.rule} ${s.model}: ${s.answers} answers, ${s.spent}`);
+  }, { admin: true, vars: { TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, TOLLGATE_LOCAL_METRICS: "on" } });
+});
