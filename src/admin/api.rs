@@ -755,6 +755,16 @@ fn spend_fields(body: &mut Value, priced: &Priced) {
     body["spent"] = longest.map(|(_, text)| text).into();
 }
 
+/// How far back `rule`'s longest window reaches at `now_ms`, in ms: a
+/// rolling window's length, a calendar one's time since its period began.
+pub(crate) fn longest_window_ms(rule: &Rule, now_ms: i64) -> u64 {
+    let back = |l: &Limit| match l.calendar {
+        Some(c) => u64::try_from(now_ms.saturating_sub(c.period(now_ms).start_ms)).unwrap_or(0),
+        None => l.window_ms.get(),
+    };
+    rule.limits.iter().map(back).max().unwrap_or(0)
+}
+
 /// A calendar limit's period holding `now_ms`, as JSON: `{"limit": 300,
 /// "calendar": "day", "time_zone": "Asia/Tokyo", "start_ms", "end_ms",
 /// "resets_at": "2026-12-07T00:00+09:00"}`; `None` for a rolling limit.

@@ -119,14 +119,9 @@ pub(crate) struct PriceTable {
 }
 
 impl PriceTable {
-    /// The price of `model` (as the answer spelled it), `None` when the
-    /// table cannot price it (see the module's doc).
-    pub(crate) fn price(&self, model: &[u8]) -> Option<Price> {
-        self.pattern(model).map(|i| self.models[i].1)
-    }
-
-    /// Which of `models` prices `model`: the exact name, else the longest
-    /// prefix `*`; `None` when none can ([`PriceTable::price`]).
+    /// Which of `models` prices `model` (as the answer spelled it): the
+    /// exact name, else the longest prefix `*`; `None` when the table
+    /// cannot price it (see the module's doc).
     pub(crate) fn pattern(&self, model: &[u8]) -> Option<usize> {
         if model.is_empty() || !model.iter().all(|b| b.is_ascii_graphic()) {
             return None;
@@ -259,7 +254,7 @@ mod tests {
     #[test]
     fn the_most_specific_pattern_prices_a_model_and_odd_spellings_are_unpriced() {
         let t = table();
-        let input = |m: &[u8]| t.price(m).map(|p| p.input);
+        let input = |m: &[u8]| t.pattern(m).map(|i| t.models[i].1.input);
         assert_eq!(input(b"gpt-4o-mini-2024-07-18"), Some(22_500_000));
         assert_eq!(input(b"gpt-4o-2024-08-06"), Some(375_000_000));
         assert_eq!(input(b"gpt-4o"), Some(375_000_000));
@@ -279,7 +274,8 @@ mod tests {
     /// Σ tokens × rate, each kind at its own price, rounded up once.
     #[test]
     fn a_charge_is_the_exact_sum_rounded_up_to_the_micro_unit() {
-        let p = table().price(b"gpt-4o-mini").unwrap();
+        let t = table();
+        let p = t.models[t.pattern(b"gpt-4o-mini").unwrap()].1;
         let charge = |input, cached, cache_write, output| PriceTable::charge(p, Billed { input, cached, cache_write, output });
         // 3,000 × 22.5 + 1,024 × 90 per million: 0.067500 + 0.092160 units.
         assert_eq!(charge(3_000, 0, 0, 1_024), 159_660);

@@ -400,6 +400,7 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
         if let Some(spent) = s["spent"].as_str() {
             let _ = write!(out, "<p id=\"spent\">Spent: {} (in its longest window)</p>", esc(spent));
         }
+        out.push_str(&key_spend(s));
         out.push_str(&windows(s));
         if s["override"].is_object() {
             let _ = write!(out, "<p id=\"overridden\">Override: <code>{}</code></p>", esc(&s["override"].to_string()));
@@ -432,6 +433,20 @@ fn done(action: Option<&str>) -> Option<&'static str> {
         "status" => return None,
         _ => "done",
     })
+}
+
+/// A money rule's key: its spend by model over its longest window, from
+/// the metrics (status's `spend_by_model`); nothing when none was read.
+fn key_spend(status: &Value) -> String {
+    let rows = status["spend_by_model"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<table id=\"key-spend\"><caption>By model (from the metrics, which may be sampled)</caption><tr><th scope=\"col\">Model</th><th scope=\"col\">Answers</th><th scope=\"col\">Spent</th></tr>");
+    for r in rows {
+        let _ = write!(out, "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>", esc(&text(&r["model"])), r["answers"], esc(&text(&r["spent"])));
+    }
+    out + "</table>"
 }
 
 /// The key's windows: what it used and when each resets; on a banned key,
@@ -534,6 +549,9 @@ mod tests {
         let spend = spend_by_model(&json!({ "spend": [{ "rule": "yen", "model": "gpt-4o*", "answers": 3, "micro": 12_345_678, "spent": "12.345678 JPY" }] }));
         assert!(spend.contains("<tr><td>yen</td><td><code>gpt-4o*</code></td><td>3</td><td>12.345678 JPY</td></tr>"), "{spend}");
         assert_eq!(spend_by_model(&json!({ "spend": [] })), "", "no priced answer: no section");
+        let key = key_spend(&json!({ "spend_by_model": [{ "model": "<b>", "answers": 2, "spent": "1.5 JPY" }] }));
+        assert!(key.contains("<tr><td><code>&lt;b&gt;</code></td><td>2</td><td>1.5 JPY</td></tr>"), "{key}");
+        assert_eq!(key_spend(&json!({ "spend_by_model": null })), "");
         assert_eq!(done(Some("clear_ban")), Some("ban lifted"));
         assert_eq!(done(Some("status")), None);
     }

@@ -122,6 +122,25 @@ pub(crate) fn queries(dialect: Dialect, dataset: &str, range: Range) -> Answers 
     ]
 }
 
+/// The query of one key's spend by model (its status'): the `spend`
+/// points of `rule` and `key_hash` of the last `span_s` seconds (its
+/// longest window), by model, dearest first. `None` when the rule's name
+/// or the hash cannot be written in an SQL string as it is (a quote, a
+/// backslash, a control character): no escaping to get wrong.
+pub(crate) fn key_spend_query(dialect: Dialect, dataset: &str, rule: &str, key_hash: &str, span_s: u64) -> Option<String> {
+    let plain = |text: &str| !text.chars().any(|c| c == '\'' || c == '\\' || c.is_control());
+    if !plain(rule) || !plain(key_hash) {
+        return None;
+    }
+    let (since, table) = match dialect {
+        Dialect::AnalyticsEngine => (format!("timestamp > NOW() - INTERVAL '{span_s}' SECOND"), dataset),
+        Dialect::Sqlite => (format!("timestamp > unixepoch() - {span_s}"), "points"),
+    };
+    Some(format!(
+        "SELECT blob1 AS rule, blob6 AS model, SUM(_sample_interval) AS n, SUM(_sample_interval * double1) AS micro FROM {table} WHERE blob2 = 'spend' AND blob1 = '{rule}' AND blob5 = '{key_hash}' AND {since} GROUP BY rule, model ORDER BY micro DESC LIMIT {SPEND_LISTED}"
+    ))
+}
+
 /// A dataset name as a query may hold it (letters, digits, `_`), else `tollgate`.
 pub(crate) fn dataset(name: Option<&str>) -> String {
     name.filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).unwrap_or("tollgate").to_string()
@@ -195,7 +214,7 @@ pub(crate) fn body(range: Range, now_s: u64, answers: Result<Answers, String>, s
 /// bare number when the rule is no longer priced). Analytics Engine may
 /// sample: these are its estimates; a key's exact spend is its object's
 /// (`status`).
-fn spend(answer: &str, money: &dyn Fn(&str, u64) -> Option<String>) -> Vec<Value> {
+pub(crate) fn spend(answer: &str, money: &dyn Fn(&str, u64) -> Option<String>) -> Vec<Value> {
     rows(answer)
         .iter()
         .map(|r| {
@@ -414,6 +433,12 @@ mod tests {
             assert!(queries(dialect, "tollgate", Range::Hour)[1].contains("blob5 != ''"), "a missing key's refusal has no key to top the list");
         }
         assert_eq!(dataset(Some("x; DROP")), "tollgate", "a name no query can be made of");
+        let q = key_spend_query(Dialect::Sqlite, "tollgate", "school-yen", "0f1e2d3c4b5a6978", 86_400).unwrap();
+        assert!(q.contains("blob1 = 'school-yen' AND blob5 = '0f1e2d3c4b5a6978'") && q.contains("unixepoch() - 86400") && q.contains("FROM points"), "{q}");
+        assert!(key_spend_query(Dialect::AnalyticsEngine, "tg", "r", "h", 60).unwrap().contains("FROM tg WHERE blob2 = 'spend'"));
+        for odd in ["it's", "a\\b", "x\ny"] {
+            assert_eq!(key_spend_query(Dialect::AnalyticsEngine, "tg", odd, "h", 60), None, "{odd}");
+        }
         assert_eq!(Range::parse(Some("week")), Range::Week);
         assert_eq!(Range::parse(Some("year")), Range::Hour);
     }
