@@ -364,22 +364,27 @@ test("spend by model: each priced answer's charge reaches the metrics (local sin
   const rules = [moneyRule("openai"), moneyRule("anthropic")];
   return withMoney(rules, async (tg) => {
     const expected = new Map(); // "rule model" -> { answers, micro }
-    const add = (rule, model, micro) => {
-      const k = `${rule} ${patternOf(model)}`;
-      const e = expected.get(k) ?? { answers: 0, micro: 0n };
-      expected.set(k, { answers: e.answers + 1, micro: e.micro + micro });
+    const north = new Map(); // money-openai's north only: model -> { answers, micro }
+    const add = (rule, model, micro, school) => {
+      const tally = (map, k) => {
+        const e = map.get(k) ?? { answers: 0, micro: 0n };
+        map.set(k, { answers: e.answers + 1, micro: e.micro + micro });
+      };
+      tally(expected, `${rule} ${patternOf(model)}`);
+      if (rule === "money-openai" && school === "north") tally(north, patternOf(model));
     };
     for (let i = 0; i < 9; i++) {
       for (const provider of ["openai", "anthropic"]) {
-        const r = await send(tg, i % 2 ? "north" : "south", provider, i);
+        const school = i % 2 ? "north" : "south";
+        const r = await send(tg, school, provider, i);
         assert.equal(r.status, 200);
-        add(`money-${provider}`, ask(provider, i).model, r.cost);
+        add(`money-${provider}`, ask(provider, i).model, r.cost, school);
       }
     }
     // A model no pattern prices: at the highest prices, labelled so.
     const res = await tg.fetch(PATHS.openai, { method: "POST", headers: { "x-school": "north", "x-model": "o3-mini", "x-tokens": "700" }, body: JSON.stringify({ model: "gpt-4o-mini" }) });
     await res.text();
-    add("money-openai", "o3-mini", costOf("openai", "no-such-model", 700));
+    add("money-openai", "o3-mini", costOf("openai", "no-such-model", 700), "north");
     await tg.settled();
     const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
     const traffic = await (await tg.admin("/.tollgate/traffic?range=hour", { headers: auth })).json();
@@ -398,5 +403,15 @@ test("spend by model: each priced answer's charge reaches the metrics (local sin
     const top = traffic.spend[0];
     assert.ok(page.includes(`<tr><td>${top.rule}</td><td><code>${top.model}</code></td><td>${top.answers}</td><td>${top.spent}</td></tr>`), page);
     for (const s of traffic.spend) console.log(`# ${s.rule} ${s.model}: ${s.answers} answers, ${s.spent}`);
+    // One key's status: its exact spend (the object's) and its spend by model (the metrics').
+    const status = await (await tg.admin("/.tollgate/status?rule=money-openai&header:x-school=north", { headers: auth })).json();
+    const byModel = new Map(status.spend_by_model.map((s) => [s.model, s]));
+    assert.deepEqual([...byModel.keys()].sort(), [...north.keys()].sort(), JSON.stringify(status.spend_by_model));
+    let total = 0n;
+    for (const [model, e] of north) {
+      assert.deepEqual([byModel.get(model).answers, BigInt(byModel.get(model).micro), byModel.get(model).spent], [e.answers, e.micro, creditsText(e.micro)], model);
+      total += e.micro;
+    }
+    assert.equal(status.spent, creditsText(total), "the object's exact spend is the sum of the key's spend by model");
   }, { admin: true, vars: { TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, TOLLGATE_LOCAL_METRICS: "on" } });
 });
