@@ -825,10 +825,12 @@ fn is_event_stream(content_type: Option<&str>) -> bool {
 mod tests;
 
 impl BodyUsage {
-    /// Whether a reader may cut the stream (`cut = true`): then no byte
-    /// may reach the client before it was read (the driver may
-    /// otherwise read a copy of the answer behind the client).
+    /// Whether a reader may cut the stream (`cut = true`, or a price
+    /// table that refuses a model it cannot price: `unpriced = "refuse"`):
+    /// then no byte may reach the client before it was read (the driver
+    /// may otherwise read a copy of the answer behind the client).
     pub(crate) fn cuts(&self) -> bool {
-        self.readers.iter().any(|(_, r)| r.cut_above.is_some())
+        let refuses = |r: &UsageReader| r.price.as_ref().is_some_and(|p| p.table.unpriced == Unpriced::Refuse);
+        self.readers.iter().any(|(_, r)| r.cut_above.is_some() || refuses(r))
     }
 }

@@ -203,3 +203,14 @@ fn the_spend_by_model_is_labelled_by_the_pattern_that_priced_it() {
     usage.end(End::Ended);
     assert_eq!(usage.model("r"), None, "a rule with no price");
 }
+
+/// A table that refuses an unpriced model may cut a stream, so the
+/// driver must read it before the client does (not behind it), as for
+/// `cut = true`; `highest` never cuts.
+#[test]
+fn a_refusing_table_cuts_so_its_answer_is_read_ahead_of_the_client() {
+    for (unpriced, cut, cuts) in [(Unpriced::Refuse, false, true), (Unpriced::Highest, false, false), (Unpriced::Highest, true, true)] {
+        let u = priced(&OPENAI, unpriced, cut, 10_000);
+        assert_eq!(BodyUsage::new([("r", &u, &OPENAI)], SSE).cuts(), cuts, "{unpriced:?} cut={cut}");
+    }
+}
