@@ -164,3 +164,16 @@ fn a_milli_unit_rule_is_charged_the_micro_charge_rounded_up() {
     usage.end(End::Ended);
     assert_eq!(usage.tokens("r"), Some(micro.div_ceil(1_000)));
 }
+
+/// A table that refuses unpriced models may end the stream, so the driver
+/// must read each byte before the client does (as for `cut`): a reader
+/// behind the client would let a refused answer through whole.
+#[test]
+fn a_refusing_table_cuts_as_cut_does() {
+    let reading = Reading::Provider(Provider::Anthropic);
+    let sse = Some("text/event-stream");
+    let said = |unpriced, cut| BodyUsage::new([("r", &priced(&reading, unpriced, cut, 1_000), &reading)], sse).cuts();
+    assert!(said(Unpriced::Refuse, false), "refuse alone cuts");
+    assert!(said(Unpriced::Highest, true), "cut alone cuts");
+    assert!(!said(Unpriced::Highest, false), "neither: may be read behind the client");
+}
