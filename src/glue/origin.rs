@@ -541,6 +541,15 @@ extern "C" {
     #[wasm_bindgen(catch, js_name = watchBody)]
     fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue, behind: bool, ahead: u32) -> Result<js_sys::Array, JsValue>;
 
+    /// `response`'s WebSocket session relayed through a new pair, and a
+    /// promise that resolves once it is done: `closed` (by either side,
+    /// its code and reason passed on), `failed`, `lapsed` (`left_ms`
+    /// passed) or `overrun` (no room for a message: both sides closed,
+    /// 1013, or 1009 for one over a client's share). `charge(side, bytes)`
+    /// is asked before each message is passed on ([`relay_charge`]).
+    #[wasm_bindgen(catch, js_name = relaySession)]
+    fn relay_session_js(response: &web_sys::Response, left_ms: f64, session: f64, charge: &JsValue) -> Result<js_sys::Array, JsValue>;
+
     /// `finished`, calling `release` once it resolved, with the same word.
     #[wasm_bindgen(js_name = afterWatch)]
     fn after_watch_js(finished: &js_sys::Promise, release: &JsValue) -> js_sys::Promise;
