@@ -49,8 +49,11 @@
 //! for `body:` keys 123 MB, and about eight such uploads would have killed
 //! the isolate with every request in it. So every body tollgate holds
 //! takes its bytes from the isolate's [`MemoryBudget`] (`memory_budget`,
-//! 32 MiB by default) before it is read, and one client (its address,
-//! [`client_of`]) at most a quarter of it.
+//! 32 MiB by default) before it is read, one client (its address,
+//! [`client_of`]) at most a quarter of it ([`MEMORY_CLIENT_SHARES`]), and
+//! one network (an IPv4 /24, an IPv6 /48: [`network_of`]) at most half
+//! ([`MEMORY_NETWORK_SHARES`]), however many addresses it has: four
+//! addresses of one /24 could otherwise hold the whole budget.
 //!
 //! The budget is in bytes of isolate memory, not of payload: a body waits
 //! in the original request's stream (for the origin) while tollgate reads
@@ -84,9 +87,30 @@
 //!   runtime never reported.
 //!
 //! So an isolate holds at most `memory_budget` bytes of memory for bodies
-//! (plus one read's chunk per body past its hold, cancelled there), and a
-//! client at most a quarter of that, however many connections it opens.
-//! Answers read for usage are not in it (the usage reader keeps no copy).
+//! (plus one read's chunk per body past its hold, cancelled there), a
+//! client at most a quarter of that and a network half, however many
+//! connections it opens.
+//!
+//! # Watched answers
+//! An answer read for usage, or holding a `concurrency` slot, is watched
+//! as it passes (`crate::glue::origin`'s `watchBody`), and what the watch
+//! reads ahead of its client waits in the isolate. It is charged to the
+//! client's shares until the answer ends ([`MemoryBudget::watch`]):
+//! - read behind the client (a usage rule that never cuts, no idle watch:
+//!   the body teed) [`MEMORY_PER_ANSWER_BEHIND`] (2 MiB), what the
+//!   runtime's tee was measured to hold past the batched watch;
+//! - watched in batches [`MEMORY_PER_AHEAD_BYTE`] (2) a byte of its
+//!   read-ahead, [`ANSWER_AHEAD`] (64 KiB): 128 KiB (the batch gathering
+//!   and the batch in flight).
+//!
+//! An answer that finds no room for the tee is watched in batches; one
+//! that finds less than 128 KiB reads ahead half of what is left, down to
+//! nothing: each chunk is then read only once the client took the one
+//! before (one chunk of the origin's per answer held past the budget,
+//! uncharged, as a body's last read). It is never passed unwatched: a
+//! usage rule must read every byte, and a `cut` must see each byte before
+//! the client. What it costs is time, not exactness: batches of one chunk
+//! (more JS turns per event) and no read-ahead.
 //!
 //! # The WebSocket relay's queues
 //! A `concurrency` rule's WebSocket session is relayed by the Worker
@@ -320,8 +344,9 @@ impl Holder {
     }
 }
 
-/// The isolate's budget of memory held for request bodies: received
-/// uploads and bodies read for keys (isolate state: the glue
+/// The isolate's budget of memory held for request bodies, relayed
+/// messages and watched answers: received uploads, bodies read for keys,
+/// relay sides and answers' read-ahead (isolate state: the glue
 /// keeps one, `crate::glue`'s only part is to hold it and give holds
 /// back). Counted in bytes of isolate memory, each body byte at what its
 /// kind costs ([`Holder::per_byte`]). Linear in the bodies being held, which an
