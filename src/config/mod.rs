@@ -540,7 +540,7 @@ const TOP_FIELDS: &[Field<Config>] = &[
             c.body_limit = bytes;
         }
     }),
-    Field::optional("memory_budget", Shape::Integer(MIN_MEMORY_BUDGET as u64, MAX_MEMORY_BUDGET as u64), "Most bytes of isolate memory tollgate holds of request bodies (uploads received before a failures-only rule's check, bodies read for body: keys and form parameters) across each isolate's requests, counted at 2 bytes per body byte as measured; one client (its address) at most a quarter. Past it an upload streams under upload_timeout and a body is not read (as one over body_limit) (default 33554432, 32 MiB; 2 MiB to 64 MiB of the isolate's 128 MB).", |c, i| {
+    Field::optional("memory_budget", Shape::Integer(MIN_MEMORY_BUDGET as u64, MAX_MEMORY_BUDGET as u64), "Most bytes of isolate memory tollgate holds of request bodies (uploads received before a failures-only rule's check, bodies read for body: keys and form parameters) across each isolate's requests, and of relayed messages and watched answers, counted as measured; one client (its address) at most a quarter, one network (IPv4 /24, IPv6 /48) at most half. Past it an upload streams under upload_timeout, a body is not read (as one over body_limit), a relayed session is closed and an answer is watched with less read-ahead (default 33554432, 32 MiB; 2 MiB to 64 MiB of the isolate's 128 MB).", |c, i| {
         if let Some(bytes) = i.number(u64::from(MIN_MEMORY_BUDGET)..=u64::from(MAX_MEMORY_BUDGET), "number of bytes") {
             c.memory_budget = bytes;
         }

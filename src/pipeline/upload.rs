@@ -364,6 +364,7 @@ impl MemoryBudget {
 
     /// Bytes of memory held at `now_ms` (lapsed holds dropped), in all and
     /// by `client`.
+    #[cfg(test)]
     pub(crate) fn held(&mut self, client: &str, now_ms: i64) -> (u64, u64) {
         let held = self.held_by(client, &network_of(client), now_ms);
         (held.all, held.client)
