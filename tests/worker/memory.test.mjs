@@ -268,8 +268,17 @@ test("thirty clients stalling body reads: the isolate holds what memory_budget a
 // bounded too: what it manages to write stops growing. Without the
 // backpressure (a reader that pulls the origin regardless, as a tee with
 // an eager second branch does), it would grow as fast as loopback carries.
-for (const cut of [false, true])
-test(`an answer read for its usage${cut ? " by a cut rule (batched, 64 KiB ahead)" : " (read behind the client)"} that the client stops reading: the origin is read no further (what it writes stops growing, within 64 MiB), and every byte reaches the client once it reads again`, { timeout: 60_000 }, async () => {
+// `squeezed`: the client's quarter of memory_budget is held (but 2 bytes) by
+// its own stalled body read, so the answer is watched with no read-ahead
+// (a chunk read only once the client took the one before): still held
+// back, still whole.
+const heldBack = [
+  { cut: false, squeezed: false, title: " (read behind the client)" },
+  { cut: true, squeezed: false, title: " by a cut rule (batched, 64 KiB ahead)" },
+  { cut: true, squeezed: true, title: " by a cut rule whose client's share of memory_budget is full (no read-ahead)" },
+];
+for (const { cut, squeezed, title } of heldBack)
+test(`an answer read for its usage${title} that the client stops reading: the origin is read no further (what it writes stops growing, within 64 MiB), and every byte reaches the client once it reads again`, { timeout: 60_000 }, async () => {
   const EVENT = `data: ${JSON.stringify({ choices: [{ delta: { content: "x".repeat(16 * KIB) } }] })}\n\n`;
   let written = 0;
   let stop = false;
@@ -286,9 +295,17 @@ test(`an answer read for its usage${cut ? " by a cut rule (batched, 64 KiB ahead
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
   const metered = rule("ai", "/v1/*", { key: ["header:x-tenant"], limits: limit(1_000_000, "1d"), metering: { usage: "openai", reserve: 100, max: 100, cut }, counting: { mode: "response", reservation_ttl: "1m" } });
+  // 2 MiB: a quarter is 524,288 bytes of memory; a 174,762-byte read at 3 a byte leaves 2.
+  const squeeze = { ...config(metered, rule("by-user", "/read/*", { key: ["body:user"], limits: limit(100, "1m") })), memory_budget: 2 * MIB, body_limit: 174_762, body_timeout: "50s" };
+  const ip = "198.51.100.80";
+  let stalled = null;
   try {
-    await withTollgate({ config: config(metered), vars: { UPSTREAM: `http://127.0.0.1:${server.address().port}` }, workerOptions: { outboundService: undefined } }, async (tg) => {
-      const res = await tg.fetch("/v1/chat", { method: "POST", body: "{}", headers: { "x-tenant": "t" } });
+    await withTollgate({ config: squeezed ? squeeze : config(metered), vars: { UPSTREAM: `http://127.0.0.1:${server.address().port}` }, workerOptions: { outboundService: undefined } }, async (tg) => {
+      if (squeezed) {
+        stalled = stalledRead(await tg.mf.ready, { ip, length: 174_762, sent: 32 * KIB });
+        await sleep(1_000);
+      }
+      const res = await tg.fetch("/v1/chat", { ip, method: "POST", body: "{}", headers: { "x-tenant": "t" } });
       assert.equal(res.status, 200);
       const reader = res.body.getReader();
       let got = (await reader.read()).value.byteLength;
@@ -297,7 +314,7 @@ test(`an answer read for its usage${cut ? " by a cut rule (batched, 64 KiB ahead
       const filled = written;
       await sleep(1_500);
       const held = written;
-      console.log(`# ${cut ? "cut (batched)" : "read behind"}: origin wrote ${filled} bytes after 2 s, ${held} after 3.5 s, to a client that read ${got}`);
+      console.log(`# ${squeezed ? "cut, no read-ahead" : cut ? "cut (batched)" : "read behind"}: origin wrote ${filled} bytes after 2 s, ${held} after 3.5 s, to a client that read ${got}`);
       assert.ok(held < 64 * MIB, `the origin wrote ${held} bytes to a client that read ${got}`);
       assert.ok(held - filled <= 256 * KIB, `still written after the buffers filled: ${held - filled} bytes (${filled} → ${held})`);
       // Reading again, the client gets the rest, byte for byte, in order.
@@ -310,8 +327,18 @@ test(`an answer read for its usage${cut ? " by a cut rule (batched, 64 KiB ahead
       }
       assert.equal(got, written + `data: ${JSON.stringify({ choices: [], usage: { total_tokens: 7 } })}\n\ndata: [DONE]\n\n`.length, "every byte the origin wrote");
       assert.match(tail, /"total_tokens":7\}\}\n\ndata: \[DONE\]\n\n$/);
+      stalled?.stop();
+      await tg.settled();
+      const lines = tg.logEvents().filter((e) => e.tollgate === "answer" && e.outcome === "over_budget");
+      if (squeezed) {
+        assert.equal(lines.length, 1, JSON.stringify(lines));
+        assert.ok(lines[0].read_ahead <= 1 && lines[0].client_held >= 2 * MIB / 4 - 2, `no read-ahead left: ${JSON.stringify(lines[0])}`);
+      } else {
+        assert.deepEqual(lines, [], "the default budget holds it whole");
+      }
     });
   } finally {
+    stalled?.stop();
     await new Promise((r) => server.close(r));
   }
 });
