@@ -352,8 +352,10 @@ pub(crate) const MEMORY_PER_AHEAD_BYTE: u32 = 2;
 /// tee holds what one branch read and the other did not yet take, which
 /// tollgate cannot see or bound below what workerd does. Measured in
 /// `tests/worker/memory.test.mjs` (an origin streaming without end to a
-/// client that stopped reading): the origin got 1-2 MB further through
-/// the tee than through the batched watch; charged 2 MiB. An answer that
+/// client that stopped reading): the origin got 0.1-1.5 MB further
+/// through the tee than through the batched watch (two runs; loopback's
+/// socket buffers vary by about 2 MB from run to run); charged 2 MiB, the
+/// larger rounded up. An answer that
 /// finds less room is watched in batches instead (exact as well).
 pub(crate) const MEMORY_PER_ANSWER_BEHIND: u32 = 2 * 1_048_576;
 
