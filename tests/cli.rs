@@ -581,7 +581,49 @@ fn explain_takes_the_clock_from_now() {
 fn version_prints_the_crate_the_protocol_and_the_config_spelling() {
     let (code, out, _) = tollgate(&["--version"]);
     assert_eq!(code, 0);
-    assert_eq!(out, format!("tollgate {} (object protocol v1, config spelling 0.3)\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(out, format!("tollgate {} (object protocol v1, config spelling 0.2)\n", env!("CARGO_PKG_VERSION")));
+}
+
+/// A spelling is named by the release that brought it (issue 53, round 3
+/// item 8: `tollgate 0.2.0` printed "config spelling 0.3" and the docs
+/// spoke of migrating from 0.2.0): never newer than the crate, and the
+/// spellings the docs name are the two `--version` and `check` use.
+#[test]
+fn the_spellings_named_are_this_release_s_and_the_one_before() {
+    let minor = |v: &str| -> (u32, u32) {
+        let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap());
+        (parts.next().unwrap(), parts.next().unwrap())
+    };
+    let (_, version, _) = tollgate(&["--version"]);
+    let current = version.split("config spelling ").nth(1).unwrap().trim_end_matches(")\n");
+    assert!(minor(current) <= minor(env!("CARGO_PKG_VERSION")), "spelling {current} is newer than the crate {}", env!("CARGO_PKG_VERSION"));
+    let old = temp_toml("spelling-old.toml", "name = \"app\"\n\n[[vars.TOLLGATE.rules]]\nname = \"login\"\npath = \"/login\"\nkey = [\"ip\"]\ncount_statuses = [401]\nlimits = [{ requests = 5, window = \"15m\" }]\n");
+    let (code, out, err) = tollgate(&["check", old.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    let older = out.split("field `count_statuses`: the ").nth(1).and_then(|r| r.split(" spelling").next()).unwrap_or_else(|| panic!("{out}"));
+    assert!(minor(older) < minor(current), "the older spelling {older} is before {current}");
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide.md")).unwrap();
+    let guide = guide.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(guide.contains(&format!("(`{}`)", version.trim_end())), "the guide quotes `tollgate --version` as it prints: {version}");
+    for doc in ["docs/configuration.md", "CHANGELOG.md"] {
+        let text = std::fs::read_to_string(format!("{}/{doc}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for (at, _) in text.match_indices(" spelling") {
+            let named = text[..at].rsplit(' ').next().unwrap_or_default().trim_matches(|c: char| !c.is_ascii_digit());
+            let word = !text[at + 9..].starts_with(|c: char| c.is_alphabetic());
+            if word && named.contains('.') && named.starts_with(|c: char| c.is_ascii_digit()) {
+                assert!([current, older].contains(&named), "{doc} names spelling {named}: {}", &text[at.saturating_sub(60)..at + 20]);
+            }
+        }
+        for (at, _) in text.match_indices("spelling ") {
+            let named = text[at + 9..].split(' ').next().unwrap_or_default().trim_end_matches(|c: char| !c.is_ascii_digit());
+            if named.contains('.') && named.starts_with(|c: char| c.is_ascii_digit()) {
+                assert!([current, older].contains(&named), "{doc} names spelling {named}: {}", &text[at.saturating_sub(40)..at + 30]);
+            }
+        }
+        let this = env!("CARGO_PKG_VERSION");
+        assert!(!text.contains(&format!("from {this}")), "{doc}: one migrates to this release ({this}), not from it");
+    }
 }
 
 #[test]
@@ -641,13 +683,14 @@ fn diff_says_a_deploy_adding_penalty_concurrency_or_a_usage_cost_goes_to_100_per
     assert!(!back.contains("100%"), "{back}");
 }
 
-/// Issue 36: a 0.2.0 config (`clear_on_success`, a `cost` table, a
-/// `concurrency` rule with a limit only there because 0.2.0 required one)
+/// Issue 36: a config in the older spelling (`clear_on_success`, a `cost`
+/// table, a `concurrency` rule with a limit only there because the older
+/// spelling required one)
 /// migrates into the current spelling, which check reads without a
 /// respelling warning, and which diff says changes no count; the dummy
 /// limit can then go.
 #[test]
-fn migrate_rewrites_a_0_2_0_config_that_check_then_passes() {
+fn migrate_rewrites_an_older_config_that_check_then_passes() {
     let old = temp_toml(
         "migrate-old.toml",
         r#"name = "app"
@@ -677,22 +720,22 @@ name = "exports"
 path = "/export"
 key = ["header:x-api-key"]
 concurrency = 3
-limits = [{ requests = 1000000, window = "1d" }]   # only because 0.2.0 required limits
+limits = [{ requests = 1000000, window = "1d" }]   # only because 0.1 required limits
 algorithm = "gcra"
 "#,
     );
     let (code, out, err) = tollgate(&["check", old.to_str().unwrap()]);
-    assert_eq!(code, 0, "0.2.0 still reads: {out}{err}");
+    assert_eq!(code, 0, "the older spelling still reads: {out}{err}");
     for field in ["count_statuses", "clear_on_success", "cost", "concurrency"] {
-        let warned = out.lines().filter(|l| l.contains(&format!("field `{field}`: the 0.2.0 spelling"))).count();
+        let warned = out.lines().filter(|l| l.contains(&format!("field `{field}`: the 0.1 spelling"))).count();
         assert_eq!(warned, 1, "one warning for {field}: {out}");
     }
     let (code, migrated, notes) = tollgate(&["migrate", old.to_str().unwrap()]);
     assert_eq!(code, 0, "{notes}");
     assert_eq!(notes.lines().filter(|l| l.starts_with("migrated: ")).count(), 4, "{notes}");
-    assert!(notes.contains("4 field(s) respelled into the config's 0.3 spelling; check reads it"), "{notes}");
+    assert!(notes.contains("4 field(s) respelled into the config's 0.2 spelling; check reads it"), "{notes}");
     assert!(notes.contains("note: ") && notes.contains("rule `exports`: concurrency needs no limits"), "{notes}");
-    for kept in ["# Failed logins, cleared by a success.", "# only because 0.2.0 required limits", "name = \"app\""] {
+    for kept in ["# Failed logins, cleared by a success.", "# only because 0.1 required limits", "name = \"app\""] {
         assert!(migrated.contains(kept), "{kept}: {migrated}");
     }
     assert!(migrated.contains("counting = { mode = \"response\", statuses = [401] }\non_success = \"clear\"\n"), "{migrated}");
@@ -701,12 +744,12 @@ algorithm = "gcra"
     let new = temp_toml("migrate-new.toml", &migrated);
     let (code, out, err) = tollgate(&["check", new.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("ok, 3 rule(s)") && !out.contains("0.2.0 spelling"), "{out}");
+    assert!(out.contains("ok, 3 rule(s)") && !out.contains("0.1 spelling"), "{out}");
     let (code, diff, err) = tollgate(&["diff", old.to_str().unwrap(), new.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(diff.contains("OLD writes 4 field(s) in the 0.2.0 spelling") && diff.contains("no rule changes"), "{diff}");
+    assert!(diff.contains("OLD writes 4 field(s) in the 0.1 spelling") && diff.contains("no rule changes"), "{diff}");
     // The current spelling needs no dummy limit beside concurrency.
-    let lean = migrated.replace("limits = [{ requests = 1000000, window = \"1d\" }]   # only because 0.2.0 required limits\nalgorithm = \"gcra\"\n", "");
+    let lean = migrated.replace("limits = [{ requests = 1000000, window = \"1d\" }]   # only because 0.1 required limits\nalgorithm = \"gcra\"\n", "");
     assert_ne!(lean, migrated);
     let lean = temp_toml("migrate-lean.toml", &lean);
     let (code, out, err) = tollgate(&["check", lean.to_str().unwrap()]);
@@ -738,8 +781,8 @@ fn diff_names_the_respellings_of_the_other_environments() {
     let new = temp_toml("diff-envs-new.toml", &migrated);
     let (code, diff, err) = tollgate(&["diff", old.to_str().unwrap(), new.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(diff.contains("OLD writes 3 field(s) in the 0.2.0 spelling"), "{diff}");
-    assert!(diff.contains("OLD's [env.staging] writes 2 more field(s) in the 0.2.0 spelling, not compared here (`tollgate diff OLD NEW --env staging`"), "{diff}");
+    assert!(diff.contains("OLD writes 3 field(s) in the 0.1 spelling"), "{diff}");
+    assert!(diff.contains("OLD's [env.staging] writes 2 more field(s) in the 0.1 spelling, not compared here (`tollgate diff OLD NEW --env staging`"), "{diff}");
     let (_, staging, _) = tollgate(&["diff", old.to_str().unwrap(), new.to_str().unwrap(), "--env", "staging"]);
     assert!(staging.contains("OLD writes 2 field(s)") && staging.contains("OLD's top level writes 3 more field(s)"), "{staging}");
 }

@@ -441,10 +441,12 @@ pub(crate) fn memory_note(config: &Config) -> Option<String> {
     let holding = |r: &&Rule| r.action == crate::config::policy::Action::Block && r.reserves() && r.upload.buffer > 0;
     let upload = config.rules.iter().filter(holding).map(|r| r.upload.buffer).max();
     let relays = config.rules.iter().any(|r| r.concurrency.is_some());
-    if !reads && upload.is_none() && !relays {
+    let watches = relays || config.rules.iter().any(|r| r.usage.as_ref().is_some_and(|u| matches!(u.source, crate::config::cost::UsageSource::Body(_))));
+    if !reads && upload.is_none() && !relays && !watches {
         return None;
     }
     let (budget, share) = (u64::from(config.memory_budget), u64::from(config.memory_budget / MEMORY_CLIENT_SHARES));
+    let network = u64::from(config.memory_budget / crate::config::policy::MEMORY_NETWORK_SHARES);
     let held = |bytes: u32, per_byte: u32| u64::from(bytes) * u64::from(per_byte);
     let mut parts = Vec::new();
     if reads {
@@ -461,9 +463,16 @@ pub(crate) fn memory_note(config: &Config) -> Option<String> {
         let message = crate::config::policy::MEMORY_PER_RELAY_MESSAGE;
         parts.push(format!("{} of relayed WebSocket messages not yet read, {} a client, {} more a message", size(budget / per), size(share / per), size(u64::from(message))));
     }
+    if watches {
+        use crate::config::policy::{ANSWER_AHEAD, MEMORY_PER_AHEAD_BYTE, MEMORY_PER_ANSWER_BEHIND};
+        let (each, behind) = (u64::from(ANSWER_AHEAD) * u64::from(MEMORY_PER_AHEAD_BYTE), u64::from(MEMORY_PER_ANSWER_BEHIND));
+        let (ahead, tee) = (size(u64::from(ANSWER_AHEAD)), size(behind));
+        parts.push(format!("{} watched answers {ahead} ahead of their clients ({} held) at once, {} a client, {} a client read behind ({tee} held; past that, less ahead, down to none)", budget / each, size(each), share / each, share / behind));
+    }
     // The isolate's 128 MB (10^6 bytes, as Cloudflare states it).
     let rest = 128_000_000_u64.saturating_sub(budget) / 1_000_000;
-    Some(format!("memory_budget {} ({} a client): {}; about {rest} MB of the isolate's 128 MB left for everything else", size(budget), size(share), parts.join("; ")))
+    let (v4, v6) = (crate::config::policy::NETWORK_V4_PREFIX, crate::config::policy::NETWORK_V6_PREFIX);
+    Some(format!("memory_budget {} ({} a client, {} a network: an IPv4 /{v4}, an IPv6 /{v6}): {}; about {rest} MB of the isolate's 128 MB left for everything else", size(budget), size(share), size(network), parts.join("; ")))
 }
 
 /// `bytes` in the largest whole binary unit (`32 MiB`, `16 KiB`, `1000 B`).
@@ -531,7 +540,7 @@ const TOP_FIELDS: &[Field<Config>] = &[
             c.body_limit = bytes;
         }
     }),
-    Field::optional("memory_budget", Shape::Integer(MIN_MEMORY_BUDGET as u64, MAX_MEMORY_BUDGET as u64), "Most bytes of isolate memory tollgate holds of request bodies (uploads received before a failures-only rule's check, bodies read for body: keys and form parameters) across each isolate's requests, counted at 2 bytes per body byte as measured; one client (its address) at most a quarter. Past it an upload streams under upload_timeout and a body is not read (as one over body_limit) (default 33554432, 32 MiB; 2 MiB to 64 MiB of the isolate's 128 MB).", |c, i| {
+    Field::optional("memory_budget", Shape::Integer(MIN_MEMORY_BUDGET as u64, MAX_MEMORY_BUDGET as u64), "Most bytes of isolate memory tollgate holds of request bodies (uploads received before a failures-only rule's check, bodies read for body: keys and form parameters) across each isolate's requests, and of relayed messages and watched answers, counted as measured; one client (its address) at most a quarter, one network (IPv4 /24, IPv6 /48) at most half. Past it an upload streams under upload_timeout, a body is not read (as one over body_limit), a relayed session is closed and an answer is watched with less read-ahead (default 33554432, 32 MiB; 2 MiB to 64 MiB of the isolate's 128 MB).", |c, i| {
         if let Some(bytes) = i.number(u64::from(MIN_MEMORY_BUDGET)..=u64::from(MAX_MEMORY_BUDGET), "number of bytes") {
             c.memory_budget = bytes;
         }
@@ -886,7 +895,7 @@ mod tests {
         big["rules"][0]["key"] = json!(["body:user"]);
         assert_eq!(
             memory_note(&Config::from_json(&big).unwrap()).as_deref(),
-            Some("memory_budget 32 MiB (8 MiB a client): 10 body reads of 1 MiB (3 MiB held) at once, 2 a client, 10 s each; 64 uploads of 256 KiB (512 KiB held) at once, 16 a client; about 94 MB of the isolate's 128 MB left for everything else"),
+            Some("memory_budget 32 MiB (8 MiB a client, 16 MiB a network: an IPv4 /24, an IPv6 /48): 10 body reads of 1 MiB (3 MiB held) at once, 2 a client, 10 s each; 64 uploads of 256 KiB (512 KiB held) at once, 16 a client; about 94 MB of the isolate's 128 MB left for everything else"),
             "check's arithmetic"
         );
         assert_eq!(memory_note(&Config::from_json(&rule(json!({}))).unwrap()), None, "no rule holds a body");
@@ -895,7 +904,7 @@ mod tests {
         sessions["rules"][0]["concurrency"] = json!(4);
         assert_eq!(
             memory_note(&Config::from_json(&sessions).unwrap()).as_deref(),
-            Some("memory_budget 64 MiB (16 MiB a client): 128 uploads of 256 KiB (512 KiB held) at once, 32 a client; 64 MiB of relayed WebSocket messages not yet read, 16 MiB a client, 1536 B more a message; about 60 MB of the isolate's 128 MB left for everything else"),
+            Some("memory_budget 64 MiB (16 MiB a client, 32 MiB a network: an IPv4 /24, an IPv6 /48): 128 uploads of 256 KiB (512 KiB held) at once, 32 a client; 64 MiB of relayed WebSocket messages not yet read, 16 MiB a client, 1536 B more a message; 512 watched answers 64 KiB ahead of their clients (128 KiB held) at once, 128 a client, 8 a client read behind (2 MiB held; past that, less ahead, down to none); about 60 MB of the isolate's 128 MB left for everything else"),
             "a concurrency rule's relay"
         );
         let mut slow = rule(json!({}));

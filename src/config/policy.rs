@@ -262,6 +262,22 @@ pub(crate) const MIN_MEMORY_BUDGET: u32 = 2 * 1_048_576;
 /// every other client's bodies out of the budget.
 pub(crate) const MEMORY_CLIENT_SHARES: u32 = 4;
 
+/// One network (an IPv4 /[`NETWORK_V4_PREFIX`], an IPv6
+/// /[`NETWORK_V6_PREFIX`]) holds at most 1/`MEMORY_NETWORK_SHARES` of the
+/// budget, however many clients it has: many addresses of one network
+/// cannot push every other network's bodies, relays and answers out.
+pub(crate) const MEMORY_NETWORK_SHARES: u32 = 2;
+
+/// The leading bits of an IPv4 client address that make its network for
+/// [`MEMORY_NETWORK_SHARES`]: a /24, the smallest block routed on the
+/// Internet.
+pub(crate) const NETWORK_V4_PREFIX: u8 = 24;
+
+/// The leading bits of an IPv6 client address that make its network for
+/// [`MEMORY_NETWORK_SHARES`]: a /48, one site's allocation (an
+/// `ipv6_prefix` wider than it makes the client its own network).
+pub(crate) const NETWORK_V6_PREFIX: u8 = 48;
+
 /// Bytes of isolate memory one byte of a received upload costs, as
 /// measured in workerd: the body waits in the original
 /// request's stream (the tee's branch for the origin) while tollgate reads
@@ -317,6 +333,31 @@ pub(crate) const RELAY_DRAIN: u32 = 65_536;
 /// session more than is charged (measured: about 0.4 KB each held, the
 /// rest of their charge being what the collector takes back).
 pub(crate) const RELAY_DRAIN_MESSAGES: u32 = 100;
+
+/// A watched answer's read-ahead when its client's share has room: the
+/// bytes of the origin's body `watchBody` reads ahead of what the client
+/// took (64 KiB), and the most one batch (handed to the usage reader in
+/// one call, written in one write) holds (`crate::glue::origin`).
+pub(crate) const ANSWER_AHEAD: u32 = 65_536;
+
+/// Bytes of isolate memory a byte of a watched answer's read-ahead is
+/// charged: the batch being gathered and the batch in flight to the
+/// client, each at most the read-ahead (one read's chunk past it, as for
+/// bodies, is not charged). So an answer at the full read-ahead is
+/// charged 128 KiB.
+pub(crate) const MEMORY_PER_AHEAD_BYTE: u32 = 2;
+
+/// What an answer read behind its client (a usage rule that never cuts,
+/// no idle watch: the body teed, `readBehind`) is charged: the runtime's
+/// tee holds what one branch read and the other did not yet take, which
+/// tollgate cannot see or bound below what workerd does. Measured in
+/// `tests/worker/memory.test.mjs` (an origin streaming without end to a
+/// client that stopped reading): the origin got 0.1-1.5 MB further
+/// through the tee than through the batched watch (two runs; loopback's
+/// socket buffers vary by about 2 MB from run to run); charged 2 MiB, the
+/// larger rounded up. An answer that
+/// finds less room is watched in batches instead (exact as well).
+pub(crate) const MEMORY_PER_ANSWER_BEHIND: u32 = 2 * 1_048_576;
 
 /// `body_timeout` by default: 10 s for the whole body read for `body:`
 /// keys and form parameters (nginx's `client_body_timeout` is 60 s between

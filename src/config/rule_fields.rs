@@ -401,7 +401,7 @@ pub(super) fn read_response(input: &mut Input<'_>) -> Option<CustomResponse> {
 }
 
 /// Reads one rule; `index` names it in errors when it has no name. A rule
-/// in the 0.2.0 spelling is respelled first ([`spelling::plan`]): each old
+/// in the older spelling is respelled first ([`spelling::plan`]): each old
 /// field is one warning, or one error where its new spelling is given too.
 pub(super) fn parse_rule(index: usize, raw: &Value, prices: &[(String, PriceTable)]) -> Result<(Rule, Vec<ConfigWarning>), Vec<ConfigError>> {
     let label = match raw.get("name").and_then(Value::as_str) {
@@ -439,7 +439,7 @@ pub(super) fn parse_rule(index: usize, raw: &Value, prices: &[(String, PriceTabl
 }
 
 /// The `rules` list: every rule, each read on its own, and the warnings of
-/// the 0.2.0 spellings they use.
+/// the older spelling ([`spelling::OLD_SPELLING`]) they use.
 /// `prices`: the top-level tables rules may name.
 pub(super) fn read_rules(input: &mut Input<'_>, prices: &[(String, PriceTable)]) -> Option<(Vec<Rule>, Vec<ConfigWarning>)> {
     let Some(list) = input.value.as_array() else {

@@ -1,7 +1,8 @@
 //! The config's spellings: what the current one is
-//! ([`SPELLING`]), and how a rule written in the 0.2.0 spelling is read.
+//! ([`SPELLING`]), and how a rule written in the older one
+//! ([`OLD_SPELLING`]) is read.
 //!
-//! 0.2.0 switched a rule to two-phase counting by any of three fields
+//! The older spelling switched a rule to two-phase counting by any of three fields
 //! (`count_statuses`, a `cost` table, `concurrency`), which silently made
 //! `reservation_ttl`, `upload_buffer` and `upload_timeout` legal; `cost`
 //! was a weight or a metering table; `clear_on_success` stood beside
@@ -12,24 +13,29 @@
 //! metering = { header = "x-usage-units", reserve = 1000, max = 100000 }
 //! ```
 //!
-//! A 0.2.0 rule is respelled before it is read, by one [`plan`] of
+//! An older rule is respelled before it is read, by one [`plan`] of
 //! [`Step`]s and one note per old field. The reader applies the plan to
 //! the rule's JSON ([`apply`]) and turns the notes into warnings (or
 //! errors, where the old and new spellings are both given);
 //! `tollgate migrate` (`crate::tools::migrate`) applies the same plan to
 //! the TOML table, keeping its comments. So the reader and the migration
-//! cannot disagree on what a 0.2.0 field means.
+//! cannot disagree on what an older field means.
 
 use serde_json::{Map, Value};
 
 /// The config's current spelling, as `tollgate --version` and
-/// `tollgate diff` name it. 0.3: the counting mode is a field
-/// (`counting`), metering is `metering`, `cost` is a weight only.
+/// `tollgate diff` name it: a spelling is named by the release that
+/// brought it (0.2.0: the counting mode is a field, `counting`; metering
+/// is `metering`; `cost` is a weight only).
 #[cfg(any(not(target_arch = "wasm32"), feature = "cli"))]
-pub(crate) const SPELLING: &str = "0.3";
+pub(crate) const SPELLING: &str = "0.2";
 
-/// The spelling [`plan`] reads besides the current one.
-pub(crate) const OLD_SPELLING: &str = "0.2.0";
+/// The spelling [`plan`] reads besides the current one: 0.1.0's
+/// (`count_statuses`, `clear_on_success`, `reservation_ttl` and the upload
+/// fields at a rule's top level), and what the builds of 0.2.0 before its
+/// release added in the same style (a `cost` table, `concurrency` with no
+/// `counting`).
+pub(crate) const OLD_SPELLING: &str = "0.1";
 
 /// The group that holds the counting mode and what the two-phase mode
 /// unlocks.
@@ -38,7 +44,7 @@ pub(crate) const COUNTING: &str = "counting";
 /// The two-phase mode's name (`counting.mode`).
 pub(crate) const TWO_PHASE: &str = "response";
 
-/// The 0.2.0 fields moved into `counting` as they are.
+/// The older fields moved into `counting` as they are.
 const MOVED_INTO_COUNTING: [(&str, &str); 4] = [
     ("count_statuses", "statuses"),
     ("reservation_ttl", "reservation_ttl"),
@@ -59,7 +65,7 @@ fn toml_text(value: &Value) -> String {
     }
 }
 
-/// One edit of a rule's table, from the 0.2.0 spelling to the current one.
+/// One edit of a rule's table, from the older spelling to the current one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Step {
     /// Move the value at `from` to `to`, inside the group `into` (created
@@ -69,14 +75,14 @@ pub(crate) enum Step {
     TwoPhase,
     /// Set `field` to the text `value` (replacing it).
     SetText { field: &'static str, value: &'static str },
-    /// Remove `field` (a 0.2.0 field that said nothing: `clear_on_success = false`).
+    /// Remove `field` (an older field that said nothing: `clear_on_success = false`).
     Remove { field: &'static str },
 }
 
-/// What a 0.2.0 field became, or why it could not be respelled.
+/// What an older field became, or why it could not be respelled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Note {
-    /// The 0.2.0 field.
+    /// The older field.
     pub(crate) field: &'static str,
     /// What it is now written as (`counting = { ... }`), for
     /// `tollgate migrate` to list; empty when refused.
@@ -98,7 +104,7 @@ impl Note {
 }
 
 /// The steps that respell `rule` (a rule's table, as JSON) into the
-/// current spelling, and one note per 0.2.0 field. A field whose new
+/// current spelling, and one note per older field. A field whose new
 /// spelling is given too is left where it is, with a refusing note. A
 /// rule in the current spelling yields nothing.
 pub(crate) fn plan(rule: &Map<String, Value>) -> (Vec<Step>, Vec<Note>) {
@@ -121,7 +127,7 @@ pub(crate) fn plan(rule: &Map<String, Value>) -> (Vec<Step>, Vec<Note>) {
     }
     if let Some(cost) = rule.get("cost").filter(|c| c.is_object()) {
         if rule.contains_key("metering") {
-            notes.push(Note::refused("cost", "a table is the 0.2.0 spelling of metering, given beside it: keep metering, and cost a number (or none)".into()));
+            notes.push(Note::refused("cost", format!("a table is the {OLD_SPELLING} spelling of metering, given beside it: keep metering, and cost a number (or none)")));
         } else {
             steps.push(Step::Move { from: "cost", into: None, to: "metering" });
             let mode = if mode_given { String::new() } else { format!(" and {COUNTING} = {{ mode = \"{TWO_PHASE}\" }}") };
@@ -148,7 +154,7 @@ fn clear_on_success(rule: &Map<String, Value>, steps: &mut Vec<Step>, notes: &mu
     let Some(value) = rule.get(FIELD) else { return };
     match value.as_bool() {
         _ if rule.contains_key("on_success") => {
-            notes.push(Note::refused(FIELD, "the 0.2.0 spelling of on_success = \"clear\", given beside on_success: keep on_success alone".into()));
+            notes.push(Note::refused(FIELD, format!("the {OLD_SPELLING} spelling of on_success = \"clear\", given beside on_success: keep on_success alone")));
         }
         Some(true) => {
             steps.extend([Step::Remove { field: FIELD }, Step::SetText { field: "on_success", value: "clear" }]);
@@ -158,7 +164,7 @@ fn clear_on_success(rule: &Map<String, Value>, steps: &mut Vec<Step>, notes: &mu
             steps.push(Step::Remove { field: FIELD });
             notes.push(Note::respelled(FIELD, "nothing (false was the default; on_success = \"clear\" is the true)".into()));
         }
-        None => notes.push(Note::refused(FIELD, "the 0.2.0 spelling of on_success = \"clear\": write on_success = \"clear\"".into())),
+        None => notes.push(Note::refused(FIELD, format!("the {OLD_SPELLING} spelling of on_success = \"clear\": write on_success = \"clear\""))),
     }
 }
 
@@ -239,10 +245,10 @@ mod tests {
         assert_eq!((rule, notes.len()), (json!({}), 1));
     }
 
-    /// The reader's side: a 0.2.0 rule is the rule its current spelling
+    /// The reader's side: an older rule is the rule its current spelling
     /// is, with one warning per old field naming rule, field and spelling.
     #[test]
-    fn a_0_2_0_rule_reads_as_its_current_spelling() {
+    fn an_older_rule_reads_as_its_current_spelling() {
         use crate::config::Config;
         let limits = json!([{ "requests": 100, "window": "1h" }]);
         let old = json!({ "rules": [
@@ -264,7 +270,7 @@ mod tests {
         }
         let warned: Vec<String> = old.respelled.iter().map(|w| format!("{}.{}", w.rule, w.field)).collect();
         assert_eq!(warned, ["login.count_statuses", "login.upload_timeout", "login.clear_on_success", "ai.cost", "slots.concurrency"]);
-        assert!(old.respelled[0].to_string().starts_with("rule `login`, field `count_statuses`: the 0.2.0 spelling: write counting = { mode = \"response\", statuses = [401] }"), "{}", old.respelled[0]);
+        assert!(old.respelled[0].to_string().starts_with("rule `login`, field `count_statuses`: the 0.1 spelling: write counting = { mode = \"response\", statuses = [401] }"), "{}", old.respelled[0]);
         assert!(new.respelled.is_empty());
     }
 

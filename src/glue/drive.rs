@@ -118,10 +118,11 @@ async fn record(req: &web_sys::Request, env: &Env, config: &Config, client: &Cli
     let at = metrics::Place { colo: place.colo.as_deref(), country: place.country.as_deref(), asn: place.asn, method: &method };
     apply(decision, dataset, at, config);
     if sink {
-        // Local development: the same points, allowed totals too, to the local sink.
+        // Local development: the same points, allowed totals too (each
+        // decision's at once: a restart loses none), to the local sink.
         let now = now_ms();
         let mut points = decision.metric_points(at);
-        points.extend(due_totals(decision, now, config, at));
+        points.extend(due_totals(decision, now, config, at, true));
         crate::glue::objects::sink(env, &points).await;
     }
 }
@@ -144,14 +145,15 @@ fn apply(decision: &Decision<'_>, dataset: Option<worker::AnalyticsEngineDataset
     if let Some(dataset) = dataset {
         write_metrics(&dataset, decision.metric_points(place));
         let now = now_ms();
-        write_metrics(&dataset, due_totals(decision, now, config, place));
+        write_metrics(&dataset, due_totals(decision, now, config, place, false));
     }
 }
 
 /// Counts `decision`'s allowed requests into the isolate's totals; the
-/// totals' points now due, at `place`.
-fn due_totals(decision: &Decision<'_>, now: i64, config: &Config, place: metrics::Place<'_>) -> Vec<metrics::Point> {
-    with_isolate(|isolate| isolate.due_totals(decision, config, now, place))
+/// totals' points now due, at `place` (each decision's at once under the
+/// local `sink`).
+fn due_totals(decision: &Decision<'_>, now: i64, config: &Config, place: metrics::Place<'_>, sink: bool) -> Vec<metrics::Point> {
+    with_isolate(|isolate| isolate.due_totals(decision, config, now, place, sink))
 }
 
 /// The client facts: `client`'s where it says something, else those of

@@ -183,9 +183,12 @@ export function watchUpload(request, ms) {
 // is never passed on before the reader has seen it (a cut keeps the
 // client from every byte after its event). Backpressure (memory): while
 // a batch waits for the client to take it, the origin is read into the
-// next batch up to BATCH bytes, then no further: an answer the client does
-// not read holds at most 2 × BATCH here.
-export function watchBody(response, idleMs, leftMs, onChunk, behind) {
+// next batch up to `ahead` bytes (what the isolate's memory budget
+// granted, Rust's MemoryBudget::watch: 64 KiB, or less), then no further:
+// an answer the client does not read holds at most 2 × ahead here, plus
+// the one chunk that passed it. With `ahead` 0, each chunk is its own
+// batch, and the next is read only once the client took it.
+export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
   if (response.body === null) return [response, Promise.resolve("ended")];
   if (behind) return readBehind(response, leftMs, onChunk);
   let finish;
@@ -217,7 +220,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind) {
     reader.cancel(reason).catch(() => {});
   };
   const lapse = setTimeout(() => cut("lapsed"), leftMs);
-  // One timer, not one per chunk: a batch (at most BATCH bytes) the
+  // One timer, not one per chunk: a batch (at most `ahead` bytes) the
   // client has not taken idleMs after it was written is one the client
   // stopped reading.
   let idle;
@@ -232,7 +235,8 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind) {
     await writer.write(bytes);
     waiting = null;
   };
-  // The batch gathering: its chunks, their size, when its first came.
+  // The batch gathering (at most `ahead` bytes, and one chunk past it):
+  // its chunks, their size, when its first came.
   let parts = [];
   let size = 0;
   let since = 0;
@@ -272,7 +276,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind) {
   (async () => {
     for (;;) {
       // Backpressure: a full batch waits for the one before it.
-      if (size >= BATCH) await queue;
+      if (size >= ahead) await queue;
       let next;
       try {
         next = await reader.read();
@@ -297,7 +301,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind) {
       if (size === 0) since = Date.now();
       parts.push(value);
       size += value.byteLength;
-      if (first || size >= BATCH || Date.now() - since >= BATCH_MS) {
+      if (first || size >= ahead || Date.now() - since >= BATCH_MS) {
         first = false;
         flush();
       } else if (due === null) {
@@ -377,9 +381,17 @@ function readBehind(response, leftMs, onChunk) {
 const REST_MS = 20;
 const READ = 65536;
 
-// A watched answer's batch: flushed at this size (bytes) or this age (ms).
-const BATCH = 65536;
+// A watched answer's batch: flushed at this age (ms), or at its `ahead`.
 const BATCH_MS = 10;
+
+// `finished`, which calls `release` (the answer's hold in the memory
+// budget given back) once it resolves, with its word.
+export function afterWatch(finished, release) {
+  return finished.then((word) => {
+    release();
+    return word;
+  });
+}
 
 // The chunks of a batch as one array.
 function join(parts, size) {
@@ -519,8 +531,12 @@ extern "C" {
     /// `behind` (with an `on_chunk` that never cuts, and no idle watch):
     /// the body is teed instead, the client's branch piped natively, the
     /// other read by `on_chunk` in batches behind it (`readBehind`).
+    ///
+    /// `ahead`: the bytes the batched watch reads ahead of the client (what
+    /// the memory budget granted; 0: a chunk once the client took the one
+    /// before).
     #[wasm_bindgen(catch, js_name = watchBody)]
-    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue, behind: bool) -> Result<js_sys::Array, JsValue>;
+    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue, behind: bool, ahead: u32) -> Result<js_sys::Array, JsValue>;
 
     /// `response`'s WebSocket session relayed through a new pair, and a
     /// promise that resolves once it is done: `closed` (by either side,
@@ -530,6 +546,10 @@ extern "C" {
     /// is asked before each message is passed on ([`relay_charge`]).
     #[wasm_bindgen(catch, js_name = relaySession)]
     fn relay_session_js(response: &web_sys::Response, left_ms: f64, session: f64, charge: &JsValue) -> Result<js_sys::Array, JsValue>;
+
+    /// `finished`, calling `release` once it resolved, with the same word.
+    #[wasm_bindgen(js_name = afterWatch)]
+    fn after_watch_js(finished: &js_sys::Promise, release: &JsValue) -> js_sys::Promise;
 }
 
 /// `response` with its body watched, or its WebSocket session relayed, as
@@ -537,10 +557,17 @@ extern "C" {
 /// the answer has been sent, or the session closed): the response to send,
 /// and what resolves, with the word of why, once it is done. `None`: no
 /// hold, or the runtime refused to build it.
+///
+/// What the watch holds of a body is charged to `charged`'s share of the
+/// isolate's memory budget until the answer is done
+/// ([`MemoryBudget::watch`](crate::pipeline::upload::MemoryBudget::watch):
+/// read behind the client, or batched with as much read-ahead as the room
+/// holds, down to none; never unwatched).
 pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold, reading: Option<&UsageFeed>) -> Option<(web_sys::Response, js_sys::Promise)> {
-    let (idle_ms, left_ms) = match hold {
+    use crate::glue::isolate::{now_ms, with_isolate, write_logs};
+    let (idle_ms, left_ms, charged) = match hold {
         Hold::Headers => return None,
-        Hold::Body { idle_ms, left_ms } => (idle_ms, left_ms),
+        Hold::Body { idle_ms, left_ms, charged } => (idle_ms, left_ms, charged),
         Hold::Session { left_ms, charged } => return relay_session(response, left_ms, &charged),
     };
     // What `watchBody` returns, always: no `instanceof` checks to carry.
@@ -548,8 +575,17 @@ pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold, reading: Opti
     // Read behind the client when nothing needs to see a byte before it
     // does: no reader cuts, and no idle watch shorter than the lapse.
     let behind = reading.is_some_and(|feed| !feed.usage.borrow().cuts()) && idle_ms >= left_ms;
-    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk, behind).ok()?;
-    Some((pair.get(0).unchecked_into(), pair.get(1).unchecked_into()))
+    let mut watch = crate::pipeline::upload::AnswerWatch { hold: None, ahead: 0, behind, note: None };
+    if response.body().is_some() {
+        watch = with_isolate(|isolate| isolate.memory_budget.watch(charged.budget, &charged.client, behind, left_ms, now_ms()));
+    }
+    write_logs(watch.note.as_slice());
+    // Given back when dropped: at once if the watch is not built, else once it is done.
+    let memory = watch.hold.map(BudgetHold);
+    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk, watch.behind, watch.ahead).ok()?;
+    let release = Closure::once_into_js(move || drop(memory));
+    let finished = after_watch_js(&pair.get(1).unchecked_into(), &release);
+    Some((pair.get(0).unchecked_into(), finished))
 }
 
 /// `response`'s WebSocket session relayed for at most `left_ms`, what it

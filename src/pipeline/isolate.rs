@@ -156,10 +156,11 @@ impl Isolate {
     }
 
     /// Counts `decision`'s allowed requests into the totals; the totals'
-    /// points now due, at `place`.
-    pub(crate) fn due_totals(&mut self, decision: &Decision<'_>, config: &Config, now_ms: i64, place: metrics::Place<'_>) -> Vec<Point> {
+    /// points now due, at `place` (with each decision when they go to the
+    /// local `sink`: [`metrics::totals_interval_ms`]).
+    pub(crate) fn due_totals(&mut self, decision: &Decision<'_>, config: &Config, now_ms: i64, place: metrics::Place<'_>, sink: bool) -> Vec<Point> {
         decision.count_allowed(&mut self.totals, now_ms);
-        self.totals.due(now_ms, config.metrics_interval_ms, place)
+        self.totals.due(now_ms, metrics::totals_interval_ms(config.metrics_interval_ms, sink), place)
     }
 
     /// The refunds due now: the unspent tokens of the leases that expired

@@ -498,8 +498,9 @@ pub(crate) enum Hold {
     /// SettleEffects once the body has been sent or the client went away; cut
     /// (the client's answer broken off, the origin's cancelled) once a
     /// chunk has waited `idle_ms` for the client to take it, or after
-    /// `left_ms`.
-    Body { idle_ms: u64, left_ms: u64 },
+    /// `left_ms`; what the watch holds of it is `charged`
+    /// ([`crate::pipeline::upload::MemoryBudget::watch`]).
+    Body { idle_ms: u64, left_ms: u64, charged: Charged },
     /// A WebSocket session (101): relayed, settled once either side closed
     /// it, closed by tollgate after `left_ms`; what the relay holds for
     /// its sides is `charged` ([`crate::pipeline::upload::MemoryBudget::relay`]).
@@ -588,7 +589,7 @@ impl<'c> Settle<'c> {
         let idle = holding.iter().filter(|(a, _)| a.rule.concurrency.is_some()).map(|(a, _)| a.rule.idle_release_ms).min();
         match status {
             101 => Hold::Session { left_ms, charged: self.charged.clone() },
-            _ => Hold::Body { idle_ms: idle.unwrap_or(left_ms), left_ms },
+            _ => Hold::Body { idle_ms: idle.unwrap_or(left_ms), left_ms, charged: self.charged.clone() },
         }
     }
 
@@ -911,9 +912,9 @@ mod tests {
         let d = Req::get("/export").ip("192.0.2.1").header("x-tenant", "acme").decide(c, &PlanMemo::new(1), &reserved);
         let later = NOW + 3_000;
         assert_eq!(d.settle.hold(401, later), Hold::Headers, "a stranger's 401 is not counted: no hold");
-        assert_eq!(d.settle.hold(200, later), Hold::Body { idle_ms: 2_000, left_ms: 15_000 - 1_000 - 3_000 });
+        assert_eq!(d.settle.hold(200, later), Hold::Body { idle_ms: 2_000, left_ms: 15_000 - 1_000 - 3_000, charged: d.settle.charged.clone() });
         assert_eq!(d.settle.hold(101, later), Hold::Session { left_ms: 11_000, charged: Charged { client: "192.0.2.1".into(), budget: 32 * 1_048_576 } }, "a session holds whatever the statuses, charged to its client");
-        assert_eq!(d.settle.hold(200, NOW + 20_000), Hold::Body { idle_ms: 2_000, left_ms: 0 }, "lapsed: cut at once");
+        assert_eq!(d.settle.hold(200, NOW + 20_000), Hold::Body { idle_ms: 2_000, left_ms: 0, charged: d.settle.charged.clone() }, "lapsed: cut at once");
         let failed = Req::get("/export").ip("192.0.2.1").header("x-tenant", "acme").decide(c, &PlanMemo::new(1), &|_| Outcome::Failed("down".into()));
         assert_eq!(failed.settle.hold(200, later), Hold::Headers, "no reservation, no slot to hold");
         let cut = |why| d.settle.cut_events(why).iter().map(|e| e.fields.iter().find(|(n, _)| *n == "reason").map(|(_, v)| v.to_string())).collect::<Vec<_>>();
@@ -935,7 +936,7 @@ mod tests {
         let reserved = |_: &Applied<'_>| Outcome::Allowed { windows: Vec::new(), reservation: Some(id) };
         let d = Req::get("/v1/chat").ip("192.0.2.1").header("x-school", "s1").decide(c, &PlanMemo::new(1), &reserved);
         let left = 600_000 - 1_000 - 3_000;
-        assert_eq!(d.settle.hold(200, NOW + 3_000), Hold::Body { idle_ms: left as u64, left_ms: left as u64 });
+        assert_eq!(d.settle.hold(200, NOW + 3_000), Hold::Body { idle_ms: left as u64, left_ms: left as u64, charged: d.settle.charged.clone() });
         assert_eq!(d.settle.hold(400, NOW + 3_000), Hold::Headers, "an uncounted status is released at its headers");
         assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 400, None).is_none());
         assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 200, Some("text/event-stream")).is_some());

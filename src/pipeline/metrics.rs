@@ -15,7 +15,8 @@
 //! standing for `double1` decisions. So rules are seen matching before the
 //! first block, at most one point per (isolate, rule, minute) — never more
 //! points than `"all"` would write. Best effort: an isolate that ends takes
-//! its unwritten minute with it.
+//! its unwritten minute with it (under the local sink they are written with
+//! each decision: [`totals_interval_ms`]).
 //!
 //! Sampling: none in the Worker. Every selected decision is written, and
 //! Analytics Engine's own adaptive sampling applies when it stores and
@@ -68,6 +69,18 @@ pub(crate) const SINK_VAR: &str = "TOLLGATE_LOCAL_METRICS";
 /// The local sink's object name and its path.
 pub(crate) const SINK_OBJECT: &str = "tollgate:local-metrics";
 pub(crate) const SINK_PATH: &str = "/v1/sink";
+
+/// How often an isolate writes its allowed totals, in ms: the config's
+/// `metrics_interval`, but with each decision under the local sink
+/// (`sink`). Local development restarts the Worker at every file saved,
+/// and an isolate that goes takes its unwritten totals with it: the
+/// Traffic page would show the blocks (written at once) and not the
+/// allowed requests before them. The sink is called with every decision
+/// anyway, so this costs one row per allowed decision in the local
+/// object and no call; production (a dataset, no sink) is unchanged.
+pub(crate) fn totals_interval_ms(configured_ms: i64, sink: bool) -> i64 {
+    if sink { 0 } else { configured_ms }
+}
 
 /// How many blobs a point has (the layout above).
 pub(crate) const BLOBS: usize = 11;
@@ -362,6 +375,23 @@ mod tests {
         assert_eq!((due[0].blobs[2].as_str(), due[0].blobs[3].as_str()), ("AKL", ""), "the isolate's colo; no one client's country");
         assert_eq!(due[0].doubles, [2.0, 0.0], "two allowed decisions");
         assert_eq!(totals.due(10 * every, every, place), vec![], "written once");
+    }
+
+    #[test]
+    fn under_the_local_sink_allowed_totals_are_written_with_each_decision() {
+        let c = config();
+        let rule = c.rules.iter().find(|r| r.name == "limited").unwrap();
+        let applied = Applied { rule, key: "k".into(), id: "limited\nk".into(), key_hash: "h".into(), fell_back: false, own_method: true, device: None, spelling: None };
+        let allowed = Outcome::Allowed { windows: vec![window(3)], reservation: None };
+        let every = totals_interval_ms(crate::config::DEFAULT_METRICS_INTERVAL_MS, true);
+        let mut totals = AllowedTotals::default();
+        for now in [5_000, 5_000, 5_001] {
+            totals.count(std::slice::from_ref(&applied), std::slice::from_ref(&allowed), now);
+            let due = totals.due(now, every, Place::default());
+            assert_eq!(due.iter().map(|p| (p.blobs[1].as_str(), p.doubles[0])).collect::<Vec<_>>(), [("allowed_total", 1.0)], "at {now}: this decision's, at once");
+        }
+        assert_eq!(totals.due(5_002, every, Place::default()), vec![], "nothing counted, nothing written");
+        assert_eq!(totals_interval_ms(60_000, false), 60_000, "with a dataset: the config's interval");
     }
 
     #[test]

@@ -49,8 +49,11 @@
 //! for `body:` keys 123 MB, and about eight such uploads would have killed
 //! the isolate with every request in it. So every body tollgate holds
 //! takes its bytes from the isolate's [`MemoryBudget`] (`memory_budget`,
-//! 32 MiB by default) before it is read, and one client (its address,
-//! [`client_of`]) at most a quarter of it.
+//! 32 MiB by default) before it is read, one client (its address,
+//! [`client_of`]) at most a quarter of it ([`MEMORY_CLIENT_SHARES`]), and
+//! one network (an IPv4 /24, an IPv6 /48: [`network_of`]) at most half
+//! ([`MEMORY_NETWORK_SHARES`]), however many addresses it has: four
+//! addresses of one /24 could otherwise hold the whole budget.
 //!
 //! The budget is in bytes of isolate memory, not of payload: a body waits
 //! in the original request's stream (for the origin) while tollgate reads
@@ -84,9 +87,30 @@
 //!   runtime never reported.
 //!
 //! So an isolate holds at most `memory_budget` bytes of memory for bodies
-//! (plus one read's chunk per body past its hold, cancelled there), and a
-//! client at most a quarter of that, however many connections it opens.
-//! Answers read for usage are not in it (the usage reader keeps no copy).
+//! (plus one read's chunk per body past its hold, cancelled there), a
+//! client at most a quarter of that and a network half, however many
+//! connections it opens.
+//!
+//! # Watched answers
+//! An answer read for usage, or holding a `concurrency` slot, is watched
+//! as it passes (`crate::glue::origin`'s `watchBody`), and what the watch
+//! reads ahead of its client waits in the isolate. It is charged to the
+//! client's shares until the answer ends ([`MemoryBudget::watch`]):
+//! - read behind the client (a usage rule that never cuts, no idle watch:
+//!   the body teed) [`MEMORY_PER_ANSWER_BEHIND`] (2 MiB), what the
+//!   runtime's tee was measured to hold past the batched watch;
+//! - watched in batches [`MEMORY_PER_AHEAD_BYTE`] (2) a byte of its
+//!   read-ahead, [`ANSWER_AHEAD`] (64 KiB): 128 KiB (the batch gathering
+//!   and the batch in flight).
+//!
+//! An answer that finds no room for the tee is watched in batches; one
+//! that finds less than 128 KiB reads ahead half of what is left, down to
+//! nothing: each chunk is then read only once the client took the one
+//! before (one chunk of the origin's per answer held past the budget,
+//! uncharged, as a body's last read). It is never passed unwatched: a
+//! usage rule must read every byte, and a `cut` must see each byte before
+//! the client. What it costs is time, not exactness: batches of one chunk
+//! (more JS turns per event) and no read-ahead.
 //!
 //! # The WebSocket relay's queues
 //! A `concurrency` rule's WebSocket session is relayed by the Worker
@@ -119,7 +143,10 @@ use crate::count::protocol::Op;
 use crate::pipeline::verdict::{check_op, LogEvent};
 use crate::config::policy::Action;
 
-pub(crate) use crate::config::policy::{UploadLimits, MEMORY_CLIENT_SHARES, MEMORY_PER_READ_BYTE, MEMORY_PER_RELAY_BYTE, MEMORY_PER_RELAY_MESSAGE, MEMORY_PER_UPLOAD_BYTE, RELAY_DRAIN, RELAY_DRAIN_MESSAGES};
+pub(crate) use crate::config::policy::{
+    UploadLimits, ANSWER_AHEAD, MEMORY_CLIENT_SHARES, MEMORY_NETWORK_SHARES, MEMORY_PER_AHEAD_BYTE, MEMORY_PER_ANSWER_BEHIND, MEMORY_PER_READ_BYTE, MEMORY_PER_RELAY_BYTE, MEMORY_PER_RELAY_MESSAGE,
+    MEMORY_PER_UPLOAD_BYTE, NETWORK_V4_PREFIX, NETWORK_V6_PREFIX, RELAY_DRAIN, RELAY_DRAIN_MESSAGES,
+};
 
 /// What reading the body before the reservation found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,6 +206,26 @@ pub(crate) const HOLD_GRACE_MS: i64 = 60_000;
 /// shared `unknown` client without it.
 pub(crate) fn client_of(connecting_ip: Option<&str>, ipv6_prefix: u8) -> String {
     connecting_ip.and_then(|raw| crate::request::key::client_ip_key(raw, ipv6_prefix)).unwrap_or_else(|| "unknown".into())
+}
+
+/// The network `client` ([`client_of`]) belongs to, for
+/// [`MEMORY_NETWORK_SHARES`]: its IPv4 /[`NETWORK_V4_PREFIX`], its IPv6
+/// /[`NETWORK_V6_PREFIX`] (its own prefix when that is wider), `unknown`
+/// for `unknown`.
+pub(crate) fn network_of(client: &str) -> String {
+    use std::net::{Ipv4Addr, Ipv6Addr};
+    if let Ok(v4) = client.parse::<Ipv4Addr>() {
+        let bits = u32::from(v4) & (u32::MAX << (32 - u32::from(NETWORK_V4_PREFIX)));
+        return format!("{}/{NETWORK_V4_PREFIX}", Ipv4Addr::from(bits));
+    }
+    let Some((address, prefix)) = client.split_once('/') else { return client.to_string() };
+    match (address.parse::<Ipv6Addr>(), prefix.parse::<u8>()) {
+        (Ok(v6), Ok(prefix)) if prefix > NETWORK_V6_PREFIX => {
+            let bits = u128::from(v6) & (u128::MAX << (128 - u32::from(NETWORK_V6_PREFIX)));
+            format!("{}/{NETWORK_V6_PREFIX}", Ipv6Addr::from(bits))
+        }
+        _ => client.to_string(),
+    }
 }
 
 /// Whose share of which budget a request's relayed WebSocket session is
@@ -243,6 +290,8 @@ pub(crate) struct Taken {
 struct Hold {
     id: u64,
     client: String,
+    /// The client's network ([`network_of`]).
+    network: String,
     /// Bytes of isolate memory: the body's bytes × [`Holder::per_byte`].
     memory: u64,
     until_ms: i64,
@@ -295,8 +344,9 @@ impl Holder {
     }
 }
 
-/// The isolate's budget of memory held for request bodies: received
-/// uploads and bodies read for keys (isolate state: the glue
+/// The isolate's budget of memory held for request bodies, relayed
+/// messages and watched answers: received uploads, bodies read for keys,
+/// relay sides and answers' read-ahead (isolate state: the glue
 /// keeps one, `crate::glue`'s only part is to hold it and give holds
 /// back). Counted in bytes of isolate memory, each body byte at what its
 /// kind costs ([`Holder::per_byte`]). Linear in the bodies being held, which an
@@ -314,11 +364,37 @@ impl MemoryBudget {
 
     /// Bytes of memory held at `now_ms` (lapsed holds dropped), in all and
     /// by `client`.
+    #[cfg(test)]
     pub(crate) fn held(&mut self, client: &str, now_ms: i64) -> (u64, u64) {
+        let held = self.held_by(client, &network_of(client), now_ms);
+        (held.all, held.client)
+    }
+
+    /// Bytes of memory held at `now_ms` (lapsed holds dropped), in all, by
+    /// `client` and by its `network`.
+    fn held_by(&mut self, client: &str, network: &str, now_ms: i64) -> Held {
         self.holds.retain(|h| h.until_ms > now_ms);
         self.drain(now_ms);
-        let all = self.holds.iter().map(|h| h.memory).sum();
-        (all, self.holds.iter().filter(|h| h.client == client).map(|h| h.memory).sum())
+        let sum = |of: &dyn Fn(&Hold) -> bool| self.holds.iter().filter(|h| of(h)).map(|h| h.memory).sum();
+        Held { all: sum(&|_| true), client: sum(&|h| h.client == client), network: sum(&|h| h.network == network) }
+    }
+
+    /// The bytes of memory `client` may still take within `budget` at
+    /// `now_ms`: what is left of the isolate's budget, of the client's
+    /// [`MEMORY_CLIENT_SHARES`]th and of its network's
+    /// [`MEMORY_NETWORK_SHARES`]th, whichever is least; and what is held.
+    fn room(&mut self, budget: u32, client: &str, now_ms: i64) -> (u64, Held) {
+        let held = self.held_by(client, &network_of(client), now_ms);
+        let (client_share, network_share) = shares(budget);
+        let room = u64::from(budget).saturating_sub(held.all).min(client_share.saturating_sub(held.client)).min(network_share.saturating_sub(held.network));
+        (room, held)
+    }
+
+    /// A new hold of `memory` bytes for `client`, until `until_ms`: its id.
+    fn push(&mut self, client: &str, memory: u64, until_ms: i64, relay: Option<RelaySide>) -> u64 {
+        self.next_id += 1;
+        self.holds.push(Hold { id: self.next_id, client: client.to_string(), network: network_of(client), memory, until_ms, relay });
+        self.next_id
     }
 
     /// Takes what `client`'s body under `limits` wants (bytes of body),
@@ -327,24 +403,43 @@ impl MemoryBudget {
     /// hold lapses `limits.timeout_ms` + [`HOLD_GRACE_MS`] later. The
     /// buffer granted ([`Reception::Read`]) is in bytes of body.
     pub(crate) fn take(&mut self, budget: u32, client: &str, limits: UploadLimits, want: Want, holder: Holder, now_ms: i64) -> Taken {
-        let (all, mine) = self.held(client, now_ms);
-        let share = u64::from(budget / MEMORY_CLIENT_SHARES);
-        let room = u64::from(budget).saturating_sub(all).min(share.saturating_sub(mine)) / holder.per_byte();
+        let (room, held) = self.room(budget, client, now_ms);
+        let room = room / holder.per_byte();
         let wants = u64::from(want.bytes);
         let granted = if want.whole && room < wants { 0 } else { wants.min(room) };
-        let note = (granted < wants).then(|| over_budget(holder, want, granted, (all, mine), budget));
+        let note = (granted < wants).then(|| over_budget(holder, want, granted, held, budget));
         if granted == 0 && wants > 0 {
             return Taken { hold: None, reception: Reception::Stream, note };
         }
         let buffer = u32::try_from(granted).unwrap_or(limits.buffer);
-        let hold = (granted > 0).then(|| {
-            self.next_id += 1;
-            let until_ms = now_ms.saturating_add(i64::from(limits.timeout_ms)).saturating_add(HOLD_GRACE_MS);
-            let memory = granted.saturating_mul(holder.per_byte());
-            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory, until_ms, relay: None });
-            self.next_id
-        });
+        let until_ms = now_ms.saturating_add(i64::from(limits.timeout_ms)).saturating_add(HOLD_GRACE_MS);
+        let hold = (granted > 0).then(|| self.push(client, granted.saturating_mul(holder.per_byte()), until_ms, None));
         Taken { hold, reception: Reception::Read(UploadLimits { buffer, ..limits }), note }
+    }
+
+    /// Takes what a watched answer of `client`'s holds ([`AnswerWatch`]),
+    /// within `budget`, its client's and its network's shares, at `now_ms`,
+    /// until it ends (given back) or `left_ms` + [`HOLD_GRACE_MS`] passed:
+    /// read behind the client ([`MEMORY_PER_ANSWER_BEHIND`]) when `behind`
+    /// is wanted and fits; else watched in batches, reading at most
+    /// [`ANSWER_AHEAD`] ahead of the client ([`MEMORY_PER_AHEAD_BYTE`] a
+    /// byte), or as much less as the room holds, down to nothing: a chunk
+    /// read only once the client took the one before, held uncharged (one
+    /// chunk of the origin's per answer past the budget). Never unwatched:
+    /// a usage rule reads every byte, and a `cut` stays exact.
+    pub(crate) fn watch(&mut self, budget: u32, client: &str, behind: bool, left_ms: u64, now_ms: i64) -> AnswerWatch {
+        let (room, held) = self.room(budget, client, now_ms);
+        let until_ms = now_ms.saturating_add(i64::try_from(left_ms).unwrap_or(i64::MAX)).saturating_add(HOLD_GRACE_MS);
+        let tee = u64::from(MEMORY_PER_ANSWER_BEHIND);
+        if behind && room >= tee {
+            return AnswerWatch { hold: Some(self.push(client, tee, until_ms, None)), ahead: ANSWER_AHEAD, behind: true, note: None };
+        }
+        let per_byte = u64::from(MEMORY_PER_AHEAD_BYTE);
+        let ahead = (room / per_byte).min(u64::from(ANSWER_AHEAD));
+        let hold = (ahead > 0).then(|| self.push(client, ahead * per_byte, until_ms, None));
+        let short = behind || ahead < u64::from(ANSWER_AHEAD);
+        let note = short.then(|| answer_over_budget(behind, ahead, held, budget));
+        AnswerWatch { hold, ahead: u32::try_from(ahead).unwrap_or(ANSWER_AHEAD), behind: false, note }
     }
 
     /// Gives the hold `id` back (nothing if it lapsed).
@@ -361,8 +456,7 @@ impl MemoryBudget {
         self.next_id += 1;
         let session = self.next_id;
         for _ in 0..2 {
-            self.next_id += 1;
-            self.holds.push(Hold { id: self.next_id, client: client.to_string(), memory: 0, until_ms, relay: Some(RelaySide { session, at_ms: now_ms, messages: 0, ended: false }) });
+            self.push(client, 0, until_ms, Some(RelaySide { session, at_ms: now_ms, messages: 0, ended: false }));
         }
         session
     }
@@ -378,15 +472,13 @@ impl MemoryBudget {
     /// share): the charge of a peer that stopped reading does not drain,
     /// so it is that peer's sessions, and its client's, that run out.
     pub(crate) fn relay(&mut self, budget: u32, session: u64, side: usize, bytes: u64, now_ms: i64) -> RelayVerdict {
-        let share = u64::from(budget / MEMORY_CLIENT_SHARES);
         let need = bytes.saturating_mul(Holder::Relay.per_byte()).saturating_add(u64::from(MEMORY_PER_RELAY_MESSAGE));
         let live = |h: &&Hold| h.of_session(session) && h.relay.is_some_and(|r| !r.ended);
         let Some(client) = self.holds.iter().find(live).map(|h| h.client.clone()) else { return RelayVerdict::Cut };
-        if need > share {
+        if need > shares(budget).0 {
             return RelayVerdict::TooBig;
         }
-        let (all, mine) = self.held(&client, now_ms);
-        if mine.saturating_add(need) > share || all.saturating_add(need) > u64::from(budget) {
+        if self.room(budget, &client, now_ms).0 < need {
             return RelayVerdict::Cut;
         }
         if let Some(hold) = self.holds.iter_mut().filter(|h| h.of_session(session)).nth(side) {
@@ -432,6 +524,53 @@ impl MemoryBudget {
     }
 }
 
+/// Bytes of memory held at a moment: in all, by a client, by its network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Held {
+    all: u64,
+    client: u64,
+    network: u64,
+}
+
+/// A client's and a network's share of `budget`, in bytes of memory
+/// ([`MEMORY_CLIENT_SHARES`], [`MEMORY_NETWORK_SHARES`]).
+fn shares(budget: u32) -> (u64, u64) {
+    (u64::from(budget / MEMORY_CLIENT_SHARES), u64::from(budget / MEMORY_NETWORK_SHARES))
+}
+
+/// What [`MemoryBudget::watch`] granted a watched answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AnswerWatch {
+    /// The hold to give back when the answer ends; `None`: nothing held.
+    pub(crate) hold: Option<u64>,
+    /// Bytes the batched watch reads ahead of the client (0: a chunk only
+    /// once the client took the one before).
+    pub(crate) ahead: u32,
+    /// Read behind the client (the tee) rather than in batches.
+    pub(crate) behind: bool,
+    /// The `answer` line of one granted less than it wanted.
+    pub(crate) note: Option<LogEvent>,
+}
+
+/// The line of a watched answer the budget could not hold whole:
+/// `{"tollgate":"answer","outcome":"over_budget"}`, with whether it wanted
+/// to be read behind its client, the read-ahead it got (bytes of body), and
+/// what was held (bytes of memory).
+fn answer_over_budget(behind: bool, ahead: u64, held: Held, budget: u32) -> LogEvent {
+    LogEvent::new(
+        "answer",
+        vec![
+            ("outcome", "over_budget".into()),
+            ("wanted", if behind { "behind" } else { "ahead" }.into()),
+            ("read_ahead", ahead.into()),
+            ("isolate_held", held.all.into()),
+            ("client_held", held.client.into()),
+            ("network_held", held.network.into()),
+            ("memory_budget", budget.into()),
+        ],
+    )
+}
+
 /// A relayed message's fate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RelayVerdict {
@@ -458,7 +597,7 @@ impl RelayVerdict {
 /// streams) or `body` (it is not read). `wanted` and `buffered` in bytes
 /// of body; `isolate_held`, `client_held` and `memory_budget` in bytes of
 /// memory.
-fn over_budget(holder: Holder, want: Want, granted: u64, (all, mine): (u64, u64), budget: u32) -> LogEvent {
+fn over_budget(holder: Holder, want: Want, granted: u64, held: Held, budget: u32) -> LogEvent {
     let line = match holder {
         Holder::Upload => "upload",
         Holder::BodyRead | Holder::Relay => "body",
@@ -469,8 +608,9 @@ fn over_budget(holder: Holder, want: Want, granted: u64, (all, mine): (u64, u64)
             ("outcome", "over_budget".into()),
             ("wanted", want.bytes.into()),
             ("buffered", granted.into()),
-            ("isolate_held", all.into()),
-            ("client_held", mine.into()),
+            ("isolate_held", held.all.into()),
+            ("client_held", held.client.into()),
+            ("network_held", held.network.into()),
             ("memory_budget", budget.into()),
         ],
     )
@@ -636,7 +776,7 @@ mod tests {
         let want = wanted(limits, Some(&length));
         assert_eq!(want, Want { bytes: 8 * MIB - 1024, whole: true });
         let mut budget = MemoryBudget::new();
-        let taken: Vec<Taken> = (0..6).map(|i| budget.take(64 * MIB, &format!("198.51.100.{i}"), limits, want, UP, 0)).collect();
+        let taken: Vec<Taken> = (0..6).map(|i| budget.take(64 * MIB, &format!("198.51.{i}.1"), limits, want, UP, 0)).collect();
         let read: Vec<Option<u32>> = taken.iter().map(taken_bytes).collect();
         assert_eq!(read, [Some(want.bytes), Some(want.bytes), Some(want.bytes), Some(want.bytes), None, None]);
         assert_eq!(budget.held("x", 0).0, 2 * 4 * u64::from(want.bytes), "each body byte held is charged twice");
@@ -646,7 +786,7 @@ mod tests {
         assert!(note.contains(r#""tollgate":"upload""#) && note.contains(r#""outcome":"over_budget""#) && note.contains(r#""buffered":0"#), "{note}");
         assert!(note.contains(&format!(r#""isolate_held":{}"#, 8 * u64::from(want.bytes))) && note.contains(r#""memory_budget":67108864"#), "{note}");
         // One client: a quarter of the budget, whatever it opens.
-        let mine = budget.take(64 * MIB, "198.51.100.0", limits, Want { bytes: 1025, whole: true }, UP, 0);
+        let mine = budget.take(64 * MIB, "198.51.0.1", limits, Want { bytes: 1025, whole: true }, UP, 0);
         assert_eq!(mine.reception, Reception::Stream, "2 KiB of memory left of its 16 MiB share: 1 KiB of body");
         // Given back (an upload ended): a new upload is buffered again.
         for t in &taken {
@@ -709,8 +849,8 @@ mod tests {
         assert_eq!(one.iter().filter(|t| t.hold.is_some()).count(), 2, "a quarter of 32 MiB at 3 bytes per byte: two 1 MiB reads");
         let note = one[2].note.as_ref().map(LogEvent::line).unwrap_or_default();
         assert!(note.contains(r#""tollgate":"body""#) && note.contains(r#""outcome":"over_budget""#) && note.contains(r#""client_held":6291456"#), "{note}");
-        // Thirty clients: the isolate's 32 MiB of memory hold ten.
-        let many = (0..30).filter(|i| budget.take(32 * MIB, &format!("203.0.113.{i}"), body_limits, want, Holder::BodyRead, 0).hold.is_some()).count();
+        // Thirty clients (of thirty networks): the isolate's 32 MiB of memory hold ten.
+        let many = (0..30).filter(|i| budget.take(32 * MIB, &format!("203.0.{i}.1"), body_limits, want, Holder::BodyRead, 0).hold.is_some()).count();
         assert_eq!(many, 8, "ten in all, two of them the first client's");
         assert_eq!(budget.held("x", 0).0, 30 * u64::from(MIB));
         // Uploads share it: 2 MiB of memory left, 1 MiB of upload (at 2 per byte), not more.
@@ -770,7 +910,7 @@ mod tests {
         let mut b = MemoryBudget::new();
         let read = b.take(budget, "192.0.2.9", UploadLimits { buffer: 512 * 1024, timeout_ms: 10_000 }, Want { bytes: 512 * 1024, whole: true }, Holder::BodyRead, 0);
         assert!(read.hold.is_some());
-        let sessions: Vec<u64> = (0..4).map(|i| b.open_session(&format!("203.0.113.{i}"), 60_000, 0)).collect();
+        let sessions: Vec<u64> = (0..4).map(|i| b.open_session(&format!("203.0.{i}.1"), 60_000, 0)).collect();
         // Four clients, 2 MiB a share, each nearly all of it: with the read's 1.5 MiB, past the 8 MiB.
         let verdicts: Vec<RelayVerdict> = sessions.iter().map(|s| b.relay(budget, *s, 0, (u64::from(2 * MIB) - MSG) / RELAY - 1024, 0)).collect();
         assert_eq!(verdicts, [RelayVerdict::Pass, RelayVerdict::Pass, RelayVerdict::Pass, RelayVerdict::Cut], "the isolate full");
@@ -821,6 +961,80 @@ mod tests {
         let (response, event) = body_too_slow(10_000);
         assert_eq!(response.status, 408);
         assert_eq!(event.line(), r#"{"body_timeout_ms":10000,"outcome":"stalled","tollgate":"body"}"#);
+    }
+
+    /// A network: an IPv4 /24, an IPv6 /48 (or the client's own prefix,
+    /// wider), `unknown` its own.
+    #[test]
+    fn a_clients_network_is_its_ipv4_24_or_ipv6_48() {
+        assert_eq!(network_of(&client_of(Some("198.51.100.77"), 64)), "198.51.100.0/24");
+        assert_eq!(network_of(&client_of(Some("::ffff:198.51.100.77"), 64)), "198.51.100.0/24", "a mapped address is its IPv4");
+        assert_eq!(network_of(&client_of(Some("2001:db8:1:2:3:4:5:6"), 64)), "2001:db8:1::/48");
+        assert_eq!(network_of(&client_of(Some("2001:db8:1:ff::1"), 64)), "2001:db8:1::/48", "another /64 of the same /48");
+        assert_eq!(network_of(&client_of(Some("2001:db8:1:2::1"), 32)), "2001:db8::/32", "an ipv6_prefix wider than /48 is its own network");
+        assert_eq!(network_of(&client_of(None, 64)), "unknown");
+        assert_eq!(network_of("not an address/99"), "not an address/99");
+    }
+
+    /// As an attacker with many addresses in one network: each address
+    /// holds at most a quarter, the network at most half, and another
+    /// network still finds the other half (bodies and relays alike).
+    #[test]
+    fn one_network_holds_at_most_half_the_budget_however_many_addresses() {
+        let (budget, limits) = (32 * MIB, UploadLimits { buffer: MIB, timeout_ms: 10_000 });
+        let want = Want { bytes: MIB, whole: true };
+        let mut b = MemoryBudget::new();
+        // Eight addresses of one /24, four 1 MiB reads each (3 MiB of memory a read).
+        let taken: Vec<bool> = (0..32).map(|i| b.take(budget, &format!("198.51.100.{}", i / 4), limits, want, Holder::BodyRead, 0).hold.is_some()).collect();
+        assert_eq!(taken.iter().filter(|t| **t).count(), 5, "16 MiB, half of 32, holds five 3 MiB reads: {taken:?}");
+        let (all, _) = b.held("198.51.100.0", 0);
+        assert!(all <= u64::from(budget / MEMORY_NETWORK_SHARES), "the network within its half: {all}");
+        let refused = b.take(budget, "198.51.100.9", limits, want, Holder::BodyRead, 0);
+        let note = refused.note.as_ref().map(LogEvent::line).unwrap_or_default();
+        assert!(note.contains(r#""client_held":0"#) && note.contains(&format!(r#""network_held":{}"#, 15 * MIB)), "a fresh address of the same /24: {note}");
+        let session = b.open_session("198.51.100.10", 60_000, 0);
+        assert_eq!(b.relay(budget, session, 0, u64::from(2 * MIB), 0), RelayVerdict::Cut, "its relay finds no room either");
+        // Another network: the other half, a quarter a client.
+        let other: Vec<bool> = (0..6).map(|i| b.take(budget, &format!("203.0.113.{}", i / 2), limits, want, Holder::BodyRead, 0).hold.is_some()).collect();
+        assert_eq!(other, [true, true, true, true, true, false], "five more: 30 MiB of 32 in all");
+        // IPv6: two /64s of one /48 share its half.
+        let mut v6 = MemoryBudget::new();
+        let six = (0..8).filter(|i| v6.take(budget, &format!("2001:db8:1:{i}::/64"), limits, want, Holder::BodyRead, 0).hold.is_some()).count();
+        assert_eq!(six, 5);
+        assert!(v6.take(budget, "2001:db8:2::/64", limits, want, Holder::BodyRead, 0).hold.is_some(), "another /48 is read");
+    }
+
+    /// A watched answer is charged to its client's share until it ends: read
+    /// behind the client (the tee's charge) when that fits, else batched
+    /// with as much read-ahead as the room holds, down to none (a line
+    /// says so); never more than the shares, and given back or lapsed.
+    #[test]
+    fn a_watched_answer_takes_what_the_room_holds_down_to_no_read_ahead() {
+        let budget = 8 * MIB;
+        let (tee, full) = (u64::from(MEMORY_PER_ANSWER_BEHIND), u64::from(ANSWER_AHEAD) * u64::from(MEMORY_PER_AHEAD_BYTE));
+        let mut b = MemoryBudget::new();
+        let first = b.watch(budget, "198.51.100.1", true, 60_000, 0);
+        assert_eq!((first.behind, first.note.is_none()), (true, true), "a quarter of 8 MiB holds one tee's 2 MiB");
+        assert_eq!(b.held("198.51.100.1", 0).1, tee);
+        let second = b.watch(budget, "198.51.100.1", true, 60_000, 0);
+        assert_eq!((second.behind, second.ahead, second.hold), (false, 0, None), "no room: batched, no read-ahead, still watched");
+        let note = second.note.as_ref().map(LogEvent::line).unwrap_or_default();
+        assert!(note.contains(r#""tollgate":"answer""#) && note.contains(r#""wanted":"behind""#) && note.contains(r#""read_ahead":0"#), "{note}");
+        // Another client: its own quarter, batched at the full read-ahead.
+        let batched = b.watch(budget, "203.0.113.1", false, 60_000, 0);
+        assert_eq!((batched.behind, batched.ahead, batched.note.is_none()), (false, ANSWER_AHEAD, true));
+        assert_eq!(b.held("203.0.113.1", 0).1, full);
+        // Fill that client's quarter but 100 KiB: the next gets 50 KiB of read-ahead.
+        let fill = (u64::from(budget / MEMORY_CLIENT_SHARES) - full - 100 * 1024) / full;
+        (0..fill).for_each(|_| assert_eq!(b.watch(budget, "203.0.113.1", false, 60_000, 0).ahead, ANSWER_AHEAD));
+        let left = u64::from(budget / MEMORY_CLIENT_SHARES) - b.held("203.0.113.1", 0).1;
+        let partial = b.watch(budget, "203.0.113.1", false, 60_000, 0);
+        assert_eq!(u64::from(partial.ahead), left / 2, "half the room: the gathering batch and the one in flight");
+        assert!(b.held("203.0.113.1", 0).1 <= u64::from(budget / MEMORY_CLIENT_SHARES), "never past the quarter");
+        // Ended: given back; never ended: lapsed with its slot.
+        b.give_back(first.hold.unwrap_or_default());
+        assert!(b.watch(budget, "198.51.100.1", true, 60_000, 0).behind, "the tee's room back");
+        assert_eq!(b.held("x", 60_000 + HOLD_GRACE_MS).0, 0, "lapsed");
     }
 
     #[test]

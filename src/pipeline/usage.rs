@@ -824,13 +824,20 @@ fn is_event_stream(content_type: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests;
 
+impl UsageReader {
+    /// Whether this reader may end the stream: past its reserve (`cut`),
+    /// or at an event naming a model its table refuses.
+    fn may_cut(&self) -> bool {
+        self.cut_above.is_some() || self.price.as_ref().is_some_and(|p| p.table.unpriced == Unpriced::Refuse)
+    }
+}
+
 impl BodyUsage {
     /// Whether a reader may cut the stream (`cut = true`, or a price
-    /// table that refuses a model it cannot price: `unpriced = "refuse"`):
-    /// then no byte may reach the client before it was read (the driver
-    /// may otherwise read a copy of the answer behind the client).
+    /// table that refuses an unpriced model): then no byte may reach the
+    /// client before it was read (the driver may otherwise read a copy of
+    /// the answer behind the client).
     pub(crate) fn cuts(&self) -> bool {
-        let refuses = |r: &UsageReader| r.price.as_ref().is_some_and(|p| p.table.unpriced == Unpriced::Refuse);
-        self.readers.iter().any(|(_, r)| r.cut_above.is_some() || refuses(r))
+        self.readers.iter().any(|(_, r)| r.may_cut())
     }
 }

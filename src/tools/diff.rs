@@ -474,7 +474,7 @@ fn override_changes(old: &Rule, new: &Rule, changes: &mut Vec<ConfigChange>) {
 }
 
 /// What `tollgate diff` says of the configs' spellings
-/// ([`crate::config::spelling`]): a config read from the 0.2.0 spelling
+/// ([`crate::config::spelling`]): a config read from the older spelling
 /// is the same rules as its current spelling, so a migration changes no
 /// count (the rules' diff says nothing of it); `None` when neither uses it.
 pub(crate) fn spelling_note(old: &Config, new: &Config) -> Option<String> {
@@ -692,7 +692,7 @@ mod tests {
         assert!(!one(api(json!({ "limits": day(10_000) })), api(json!({ "limits": day(1_000_000) , "algorithm": "gcra" }))).contains(&ConfigChange::LargeLog), "GCRA");
     }
 
-    /// The 0.2.0 spelling and the current one are the same rules.
+    /// The older spelling and the current one are the same rules.
     #[test]
     fn a_respelled_config_changes_no_count_and_the_spelling_is_said() {
         let usage = json!({ "header": "x-units", "reserve": 5, "max": 5 });
@@ -700,7 +700,7 @@ mod tests {
         let new = config(json!({ "rules": [api(json!({ "counting": { "mode": "response", "statuses": [401] }, "metering": usage, "key": ["header:k"], "concurrency": 2 }))] }));
         assert_eq!(diff(&old, &new), vec![]);
         let migrated = spelling_note(&old, &new).unwrap_or_default();
-        assert!(migrated.contains("OLD writes 2 field(s) in the 0.2.0 spelling") && migrated.contains("changes no count"), "{migrated}");
+        assert!(migrated.contains("OLD writes 2 field(s) in the 0.1 spelling") && migrated.contains("changes no count"), "{migrated}");
         assert!(spelling_note(&new, &old).unwrap_or_default().contains("`tollgate migrate` rewrites them"));
         assert_eq!(spelling_note(&new, &new), None);
     }

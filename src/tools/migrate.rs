@@ -3,7 +3,7 @@
 //! `tollgate check` reads it without a respelling warning.
 //!
 //! The edits are the reader's own ([`spelling::plan`] of each rule), so
-//! the migration and the reader cannot disagree on what a 0.2.0 field
+//! the migration and the reader cannot disagree on what an older field
 //! means. A `wrangler.toml` is edited in place with `toml_edit`: every
 //! comment, blank line and value the migration does not move is kept as
 //! it was. A moved value lands in an inline table (`counting = { ... }`)
@@ -29,7 +29,7 @@ pub(crate) struct Migrated {
     /// What the rewrite could not keep (a `.jsonc`'s comments).
     pub(crate) lost: Option<String>,
     /// What is left to the operator: a `concurrency` rule's `limits`, which
-    /// 0.2.0 required and the current spelling does not (only the operator
+    /// the older spelling required and the current one does not (only the operator
     /// knows whether they were there for that alone).
     pub(crate) hints: Vec<String>,
 }
@@ -130,8 +130,9 @@ fn name_of(rule: &Map<String, Json>, index: usize) -> String {
 fn report(view: &Map<String, Json>, rule: &str, section: &str, notes: Vec<Note>, out: &mut Migrated) {
     if view.contains_key("concurrency") && view.contains_key("limits") {
         out.hints.push(format!(
-            "{section}: rule `{rule}`: concurrency needs no limits in the {} spelling; drop limits (and algorithm) if they were there only because 0.2.0 required them",
-            spelling::SPELLING
+            "{section}: rule `{rule}`: concurrency needs no limits in the {} spelling; drop limits (and algorithm) if they were there only because the {} spelling required them",
+            spelling::SPELLING,
+            spelling::OLD_SPELLING
         ));
     }
     for note in notes {

@@ -373,7 +373,7 @@ mod tests {
         let bind = |n: &str, c: &str| format!("[[durable_objects.bindings]]\nname = \"{n}\"\nclass_name = \"{c}\"\n");
         let migrate = |tag: &str, classes: &str| format!("[[migrations]]\ntag = \"{tag}\"\nnew_sqlite_classes = [{classes}]\n");
         let limiter = format!("{}{}", bind("LIMITER", "Limiter"), migrate("v1", "\"Limiter\""));
-        // 0.2.0's config: the limiter alone.
+        // 0.1.0's config: the limiter alone.
         let old = missing_objects(&w(&limiter)).expect("the registry is required");
         assert!(old.contains("binding TOLLGATE_REGISTRY") && old.contains("class_name = \"Registry\""), "{old}");
         assert!(old.contains("tag = \"v2\" new_sqlite_classes = [\"Registry\"]"), "{old}");

@@ -349,8 +349,8 @@ test("init: each preset's project checks, dry-runs, refuses a typo, and serves 4
     // The target was 600 KiB (issue 13, held by issue 26 at 598.5); issue 28's
     // console inside the Worker (+26 KiB) and issue 29's metering (+6) moved
     // the gate to 640 (2026-12-01: 631.7 KiB); issue 35's seams (+12.5) to
-    // 650 (2026-12-02: 644.2 KiB); issue 36's redesign (+9.3: the 0.3 config
-    // spelling and its 0.2.0 reader, the Registry class, the store effects,
+    // 650 (2026-12-02: 644.2 KiB); issue 36's redesign (+9.3: the 0.2 config
+    // spelling and its 0.1 reader, the Registry class, the store effects,
     // RustCrypto HMAC) to 660 (653.4 KiB). Issue 38 took the admin plane
     // off the zone's Worker (its own Worker, wrangler.admin.toml): 630 KiB,
     // gate 640. Its matcher's engine, regex-lite in place of regex (no

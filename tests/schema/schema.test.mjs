@@ -58,7 +58,7 @@ test("the schema is draft 2020-12 and names every rule field", () => {
   }
   assert.deepEqual(rule.properties.on_error.enum, ["allow", "deny"]);
   assert.deepEqual(rule.properties.counting.properties.mode.enum, ["request", "response"]);
-  assert.equal(rule.properties.count_statuses, undefined, "the 0.2.0 spelling is read by check, never offered by the schema");
+  assert.equal(rule.properties.count_statuses, undefined, "the 0.1 spelling is read by check, never offered by the schema");
   assert.equal(rule.additionalProperties, false);
 });
 

@@ -119,11 +119,16 @@ test("uploads, body reads and JSON answers at once: the uploads and reads tollga
     // MiB wanted of a 2 MiB budget.
     const loads = [];
     for (let i = 1; i <= 8; i++) {
-      const ip = `203.0.113.${i}`;
+      // Eight networks: one /24 holds at most half the budget (the next test).
+      const ip = `203.0.${i}.1`;
       loads.push({ kind: "upload", ...stalledPost(base, "/up/x", { ip, length: 64 * KIB, sent: 32 * KIB }) });
       loads.push({ kind: "read", ...stalledPost(base, "/read/x", { ip, length: 64 * KIB, sent: 32 * KIB }) });
     }
-    // Meanwhile, JSON answers read for usage.
+    // Meanwhile (the holds taken), JSON answers read for usage: each watched
+    // answer is charged what it may read ahead of its client; with the
+    // budget held by the stalled bodies, they are read with what is left
+    // (down to no read-ahead), and still whole.
+    await sleep(1_000);
     const answers = await Promise.all(Array.from({ length: 10 }, async (_, i) => {
       const r = await tg.fetch("/v1/chat", { ip: `192.0.2.${i + 1}`, method: "POST", headers: { "x-tenant": `t${i}` }, body: "{}" });
       return [r.status, (await r.text()).length];
@@ -153,6 +158,10 @@ test("uploads, body reads and JSON answers at once: the uploads and reads tollga
     assert.equal(heldUploads + overUploads.length, 8, "each upload held or streamed");
     assert.equal(heldReads + overReads.length, 8, "each read held or not read");
     assert.ok([...overUploads, ...overReads].every((e) => e.isolate_held <= 2 * MIB && e.client_held <= MIB / 2), "never past the budget nor a client's quarter");
+    const overAnswers = lines.filter((e) => e.tollgate === "answer" && e.outcome === "over_budget");
+    t.diagnostic(`${overAnswers.length} of 10 answers watched with less read-ahead than 64 KiB: ${JSON.stringify(overAnswers.map((e) => e.read_ahead))}`);
+    assert.ok(overAnswers.length > 0, "the answers found the budget held");
+    assert.ok(overAnswers.every((e) => e.isolate_held + 2 * e.read_ahead <= 2 * MIB), "an answer took only what was left");
     const counts = statuses.reduce((m, s, i) => ({ ...m, [`${loads[i].kind} ${s}`]: (m[`${loads[i].kind} ${s}`] ?? 0) + 1 }), {});
     assert.equal(counts["read 408"] ?? 0, heldReads, JSON.stringify(counts));
     assert.equal(counts["read 400"] ?? 0, overReads.length, "a read with no room: its key missing, 400 at once");
@@ -197,10 +206,38 @@ test("one client holds at most a quarter of memory_budget in body reads: past it
     }
   }));
 
+test("many addresses of one network (an IPv4 /24) hold at most half of memory_budget: past it their body reads are not read (400, an over_budget line naming the network's hold), another network's is read", () =>
+  withTollgate({ config: reading({ body_timeout: "3s", body_limit: 64 * KIB, memory_budget: 2 * MIB }) }, async (tg) => {
+    const base = await tg.mf.ready;
+    // Four addresses of 198.51.100.0/24, two stalled reads each (192 KiB of
+    // memory a read): within each address's quarter (512 KiB), but the
+    // network's half (1 MiB) holds five of the eight.
+    const stalled = Array.from({ length: 8 }, (_, i) => stalledRead(base, { ip: `198.51.100.${10 + (i % 4)}`, length: 64 * KIB, sent: 32 * KIB }));
+    let statuses;
+    try {
+      // While they are held (3 s body_timeout), another network's read is read.
+      await sleep(1_000);
+      const other = await read(tg, "192.0.2.50", "erin");
+      assert.equal(other.status, 200, "another network is read");
+      await other.arrayBuffer();
+      statuses = await within(15_000, Promise.all(stalled.map((s) => s.response)));
+    } finally {
+      stalled.forEach((s) => s.stop());
+    }
+    assert.notEqual(statuses, "no answer");
+    const counts = statuses.reduce((m, s) => ({ ...m, [s]: (m[s] ?? 0) + 1 }), {});
+    assert.deepEqual(counts, { 400: 3, 408: 5 }, JSON.stringify(statuses));
+    await tg.settled();
+    const over = bodyLines(tg, "over_budget");
+    assert.equal(over.length, 3);
+    assert.ok(over.every((e) => e.network_held === 5 * 3 * 64 * KIB && e.client_held <= 2 * 3 * 64 * KIB), JSON.stringify(over));
+    assert.ok(tg.origin.received.some((r) => r.body.toString() === JSON.stringify({ user: "erin" })), "forwarded intact");
+  }));
+
 test("thirty clients stalling body reads: the isolate holds what memory_budget allows (ten), the other twenty are not read, and every stalled read ends at body_timeout", () =>
   withTollgate({ config: reading({ body_timeout: "3s", body_limit: 64 * KIB, memory_budget: 2 * MIB }) }, async (tg) => {
     const base = await tg.mf.ready;
-    const stalled = Array.from({ length: 30 }, (_, i) => stalledRead(base, { ip: `203.0.113.${i + 1}`, length: 64 * KIB, sent: 32 * KIB }));
+    const stalled = Array.from({ length: 30 }, (_, i) => stalledRead(base, { ip: `203.0.${i + 1}.1`, length: 64 * KIB, sent: 32 * KIB }));
     let statuses;
     try {
       statuses = await within(15_000, Promise.all(stalled.map((s) => s.response)));
@@ -222,14 +259,26 @@ test("thirty clients stalling body reads: the isolate holds what memory_budget a
 
 // A watched answer (issue 51, 52): an answer read for its usage is read from
 // the origin no faster than the client takes it, within a bounded buffer
-// (src/glue/origin.rs: `watchBody`'s 64 KiB ahead of the client, or, read
-// behind the client as this rule's is, the runtime's tee). An origin that
+// (src/glue/origin.rs: `watchBody`'s 64 KiB ahead of the client, batched as
+// a `cut` rule's is, or, read behind the client as a rule's that never
+// cuts, the runtime's tee), charged to its client's share of
+// memory_budget until it ends. An origin that
 // streams without end to a client that stopped reading is held back by
 // that, and by the runtime's and the kernel's socket buffers, which are
 // bounded too: what it manages to write stops growing. Without the
 // backpressure (a reader that pulls the origin regardless, as a tee with
 // an eager second branch does), it would grow as fast as loopback carries.
-test("an answer read for its usage that the client stops reading: the origin is read no further (what it writes stops growing, within 64 MiB), and every byte reaches the client once it reads again", { timeout: 60_000 }, async () => {
+// `squeezed`: the client's quarter of memory_budget is held (but 2 bytes) by
+// its own stalled body read, so the answer is watched with no read-ahead
+// (a chunk read only once the client took the one before): still held
+// back, still whole.
+const heldBack = [
+  { cut: false, squeezed: false, title: " (read behind the client)" },
+  { cut: true, squeezed: false, title: " by a cut rule (batched, 64 KiB ahead)" },
+  { cut: true, squeezed: true, title: " by a cut rule whose client's share of memory_budget is full (no read-ahead)" },
+];
+for (const { cut, squeezed, title } of heldBack)
+test(`an answer read for its usage${title} that the client stops reading: the origin is read no further (what it writes stops growing, within 64 MiB), and every byte reaches the client once it reads again`, { timeout: 60_000 }, async () => {
   const EVENT = `data: ${JSON.stringify({ choices: [{ delta: { content: "x".repeat(16 * KIB) } }] })}\n\n`;
   let written = 0;
   let stop = false;
@@ -245,10 +294,18 @@ test("an answer read for its usage that the client stops reading: the origin is 
     res.end(`data: ${JSON.stringify({ choices: [], usage: { total_tokens: 7 } })}\n\ndata: [DONE]\n\n`);
   });
   await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  const metered = rule("ai", "/v1/*", { key: ["header:x-tenant"], limits: limit(1_000_000, "1d"), metering: { usage: "openai", reserve: 100, max: 100 }, counting: { mode: "response", reservation_ttl: "1m" } });
+  const metered = rule("ai", "/v1/*", { key: ["header:x-tenant"], limits: limit(1_000_000, "1d"), metering: { usage: "openai", reserve: 100, max: 100, cut }, counting: { mode: "response", reservation_ttl: "1m" } });
+  // 2 MiB: a quarter is 524,288 bytes of memory; a 174,762-byte read at 3 a byte leaves 2.
+  const squeeze = { ...config(metered, rule("by-user", "/read/*", { key: ["body:user"], limits: limit(100, "1m") })), memory_budget: 2 * MIB, body_limit: 174_762, body_timeout: "50s" };
+  const ip = "198.51.100.80";
+  let stalled = null;
   try {
-    await withTollgate({ config: config(metered), vars: { UPSTREAM: `http://127.0.0.1:${server.address().port}` }, workerOptions: { outboundService: undefined } }, async (tg) => {
-      const res = await tg.fetch("/v1/chat", { method: "POST", body: "{}", headers: { "x-tenant": "t" } });
+    await withTollgate({ config: squeezed ? squeeze : config(metered), vars: { UPSTREAM: `http://127.0.0.1:${server.address().port}` }, workerOptions: { outboundService: undefined } }, async (tg) => {
+      if (squeezed) {
+        stalled = stalledRead(await tg.mf.ready, { ip, length: 174_762, sent: 32 * KIB });
+        await sleep(1_000);
+      }
+      const res = await tg.fetch("/v1/chat", { ip, method: "POST", body: "{}", headers: { "x-tenant": "t" } });
       assert.equal(res.status, 200);
       const reader = res.body.getReader();
       let got = (await reader.read()).value.byteLength;
@@ -257,7 +314,7 @@ test("an answer read for its usage that the client stops reading: the origin is 
       const filled = written;
       await sleep(1_500);
       const held = written;
-      console.log(`# origin wrote ${filled} bytes after 2 s, ${held} after 3.5 s, to a client that read ${got}`);
+      console.log(`# ${squeezed ? "cut, no read-ahead" : cut ? "cut (batched)" : "read behind"}: origin wrote ${filled} bytes after 2 s, ${held} after 3.5 s, to a client that read ${got}`);
       assert.ok(held < 64 * MIB, `the origin wrote ${held} bytes to a client that read ${got}`);
       assert.ok(held - filled <= 256 * KIB, `still written after the buffers filled: ${held - filled} bytes (${filled} → ${held})`);
       // Reading again, the client gets the rest, byte for byte, in order.
@@ -270,8 +327,18 @@ test("an answer read for its usage that the client stops reading: the origin is 
       }
       assert.equal(got, written + `data: ${JSON.stringify({ choices: [], usage: { total_tokens: 7 } })}\n\ndata: [DONE]\n\n`.length, "every byte the origin wrote");
       assert.match(tail, /"total_tokens":7\}\}\n\ndata: \[DONE\]\n\n$/);
+      stalled?.stop();
+      await tg.settled();
+      const lines = tg.logEvents().filter((e) => e.tollgate === "answer" && e.outcome === "over_budget");
+      if (squeezed) {
+        assert.equal(lines.length, 1, JSON.stringify(lines));
+        assert.ok(lines[0].read_ahead <= 1 && lines[0].client_held >= 2 * MIB / 4 - 2, `no read-ahead left: ${JSON.stringify(lines[0])}`);
+      } else {
+        assert.deepEqual(lines, [], "the default budget holds it whole");
+      }
     });
   } finally {
+    stalled?.stop();
     await new Promise((r) => server.close(r));
   }
 });
