@@ -66,6 +66,7 @@ use crate::admin::console::{Auth, ConsoleRoute};
 use crate::admin::console::traffic::Range;
 use crate::count::controls::Controls;
 use crate::count::limit::Limit;
+use crate::config::cost::Priced;
 use crate::count::registry::{Entry, Kind, RegistryCall};
 use serde_json::Value;
 use std::fmt;
@@ -689,7 +690,11 @@ pub(crate) fn status_with_controls(
     let limits = controls.limits(now_ms).unwrap_or_else(|| request.rule.limits_for(&request.key).to_vec());
     let static_override = request.rule.overrides.limits_for(&request.key).is_some();
     body["limits"] = limits.iter().map(crate::count::protocol::limit_json).collect();
-    body["limits_text"] = limits.iter().map(|l| limit_text(l, now_ms)).collect();
+    let money = request.rule.usage.as_ref().and_then(|u| u.price.as_ref());
+    body["limits_text"] = limits.iter().map(|l| limit_text(l, money, now_ms)).collect();
+    if let Some(priced) = money {
+        spend_fields(&mut body, priced);
+    }
     body["periods"] = limits.iter().filter_map(|l| period_json(l, now_ms)).collect();
     body["limits_source"] = crate::count::controls::source(controls, static_override, now_ms).into();
     let live = live.to_json();
@@ -704,12 +709,60 @@ pub(crate) fn status_with_controls(
 
 /// A limit in force for a person: `10 per 1m`, or on a calendar
 /// `300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00` (the end
-/// of the period holding `now_ms`, in the zone's local time).
-pub(crate) fn limit_text(limit: &Limit, now_ms: i64) -> String {
+/// of the period holding `now_ms`, in the zone's local time). A money
+/// rule's (`money`: its pricing) in its currency: `200 JPY a day
+/// (Asia/Tokyo), resets at …`, `0.5 JPY per 1m` ([`spent_text`]).
+pub(crate) fn limit_text(limit: &Limit, money: Option<&Priced>, now_ms: i64) -> String {
+    let amount = spent_text(u64::from(limit.requests.get()), money);
     match limit.calendar {
-        None => format!("{} per {}", limit.requests, crate::config::written::duration(limit.window_ms.get())),
-        Some(c) => format!("{} a {} ({}), resets at {}", limit.requests, c.unit.name(), c.zone.name(), c.local_text(c.period(now_ms).end_ms)),
+        None => format!("{amount} per {}", crate::config::written::duration(limit.window_ms.get())),
+        Some(c) => format!("{amount} a {} ({}), resets at {}", c.unit.name(), c.zone.name(), c.local_text(c.period(now_ms).end_ms)),
     }
+}
+
+/// `units` as counted, for a person: a money rule's (`money`) in its
+/// currency, exactly (`12.345678 JPY`: micro- or milli-units times their
+/// step, [`crate::config::price::money_text`]); any other rule's as the
+/// bare number. The one wording of a count for status and the console.
+pub(crate) fn spent_text(units: u64, money: Option<&Priced>) -> String {
+    match money {
+        Some(priced) => crate::config::price::money_text(units.saturating_mul(priced.step), &priced.table.currency),
+        None => units.to_string(),
+    }
+}
+
+/// A money rule's status in its currency, beside the counts in its unit:
+/// `currency`, `unit` (`micro-JPY`, what `limit`, `used` and `remaining`
+/// count), each window's `spent`, `remaining_spend` and `spend_limit`
+/// as text, and `spent`: what the key spent in its longest window (its
+/// budget's), as text.
+fn spend_fields(body: &mut Value, priced: &Priced) {
+    let said = |units: Option<u64>| units.map(|u| spent_text(u, Some(priced)));
+    let mut longest: Option<(u64, String)> = None;
+    for w in body["windows"].as_array_mut().into_iter().flatten() {
+        let spent = said(w["used"].as_u64());
+        if let (Some(ms), Some(text)) = (w["window_ms"].as_u64(), &spent) {
+            if longest.as_ref().is_none_or(|(most, _)| ms > *most) {
+                longest = Some((ms, text.clone()));
+            }
+        }
+        w["spent"] = spent.into();
+        w["remaining_spend"] = said(w["remaining"].as_u64()).into();
+        w["spend_limit"] = said(w["limit"].as_u64()).into();
+    }
+    body["currency"] = priced.table.currency.as_str().into();
+    body["unit"] = priced.unit.as_str().into();
+    body["spent"] = longest.map(|(_, text)| text).into();
+}
+
+/// How far back `rule`'s longest window reaches at `now_ms`, in ms: a
+/// rolling window's length, a calendar one's time since its period began.
+pub(crate) fn longest_window_ms(rule: &Rule, now_ms: i64) -> u64 {
+    let back = |l: &Limit| match l.calendar {
+        Some(c) => u64::try_from(now_ms.saturating_sub(c.period(now_ms).start_ms)).unwrap_or(0),
+        None => l.window_ms.get(),
+    };
+    rule.limits.iter().map(back).max().unwrap_or(0)
 }
 
 /// A calendar limit's period holding `now_ms`, as JSON: `{"limit": 300,
@@ -1183,11 +1236,74 @@ mod control_tests {
         let day = Limit::per_period(300, crate::count::calendar::Calendar::parse("day@Asia/Tokyo").unwrap()).unwrap();
         // 2026-12-06 05:00 UTC is 14:00 in Tokyo: back at Tokyo's midnight, 15:00 UTC.
         let now = 1_796_533_200_000;
-        assert_eq!(limit_text(&day, now), "300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00");
-        assert_eq!(limit_text(&Limit::new(10, 60_000).unwrap(), now), "10 per 1m");
+        assert_eq!(limit_text(&day, None, now), "300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00");
+        assert_eq!(limit_text(&Limit::new(10, 60_000).unwrap(), None, now), "10 per 1m");
         let period = period_json(&day, now).unwrap();
         assert_eq!(period, json!({ "limit": 300, "calendar": "day", "time_zone": "Asia/Tokyo", "start_ms": 1_796_569_200_000i64 - 86_400_000, "end_ms": 1_796_569_200_000i64, "resets_at": "2026-12-07T00:00+09:00" }));
         assert_eq!(period_json(&Limit::new(10, 60_000).unwrap(), now), None);
         assert_eq!(crate::count::protocol::limit_json(&day), json!([300, "day@Asia/Tokyo"]));
+    }
+}
+
+#[cfg(test)]
+mod money_tests {
+    use super::*;
+    use crate::count::protocol::{WireWindow, VERSION};
+    use crate::count::tally::Tally;
+    use serde_json::json;
+
+    fn school(spend: Value) -> Config {
+        crate::testing::config(json!([{ "name": "yen", "path": "/v1/*", "key": ["header:x-school"], "limits": spend,
+            "counting": { "mode": "response", "reservation_ttl": "10m" },
+            "metering": { "usage": "openai", "reserve": 1000, "max": 1000, "price": { "currency": "JPY", "models": { "*": { "input": 75, "output": 370 } } } } }]))
+    }
+
+    fn reply(windows: Vec<WireWindow>) -> Reply {
+        Reply {
+            v: VERSION,
+            tally: Tally { allowed: true, retry_after_ms: 0, windows, binding: None, in_flight: false },
+            alarm_pending: true,
+            alarm_set: false,
+            stored_hits: 1,
+            rows_read: 1,
+            rows_written: 0,
+            reservation: None,
+            held: 0,
+            granted: None,
+            penalty_until_ms: None,
+        }
+    }
+
+    /// A money rule's status says its limits and what the key spent in
+    /// its currency (micro- or milli-units converted exactly), keeping the
+    /// counts in its unit beside them; a rule counting requests is said
+    /// as before.
+    #[test]
+    fn a_money_rule_s_status_says_limits_and_spend_in_its_currency() {
+        let c = school(json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }, { "spend": 0.5, "window": "1m" }]));
+        let q = CanonicalQuery::parse("rule=yen&header:x-school=north");
+        let Ok(AdminAsk::Object(request)) = parse(&c, "/.tollgate/status", "GET", &q) else { panic!() };
+        let now = 1_796_533_200_000; // 14:00 in Tokyo
+        let day = WireWindow { limit: 200_000_000, window_ms: 93_600_000, used: 12_345_678, remaining: 187_654_322, reset_ms: 1, calendar: Some(crate::count::calendar::Unit::Day) };
+        let minute = WireWindow { limit: 500_000, window_ms: 60_000, used: 370_000, remaining: 130_000, reset_ms: 1, calendar: None };
+        let body = status_with_controls(&request, "h", &reply(vec![day, minute]), &Controls::default(), now);
+        assert_eq!(body["limits_text"], json!(["200 JPY a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00", "0.5 JPY per 1m"]));
+        assert_eq!((&body["spent"], &body["currency"], &body["unit"]), (&json!("12.345678 JPY"), &json!("JPY"), &json!("micro-JPY")), "the day's (longest) spend");
+        let w = &body["windows"];
+        assert_eq!((&w[0]["spent"], &w[0]["remaining_spend"], &w[0]["spend_limit"]), (&json!("12.345678 JPY"), &json!("187.654322 JPY"), &json!("200 JPY")));
+        assert_eq!((&w[1]["spent"], &w[1]["used"]), (&json!("0.37 JPY"), &json!(370_000)), "the count kept in its unit");
+
+        let big = school(json!([{ "spend": 10_000, "window": "1d" }]));
+        let Ok(AdminAsk::Object(request)) = parse(&big, "/.tollgate/status", "GET", &q) else { panic!() };
+        let window = WireWindow { limit: 10_000_000, window_ms: 86_400_000, used: 9_620_285, remaining: 379_715, reset_ms: 1, calendar: None };
+        let body = status_with_controls(&request, "h", &reply(vec![window]), &Controls::default(), now);
+        assert_eq!((&body["limits_text"][0], &body["spent"], &body["unit"]), (&json!("10000 JPY per 1d"), &json!("9620.285 JPY"), &json!("milli-JPY")), "milli-units");
+
+        let plain = crate::testing::config(json!([{ "name": "p", "path": "/p", "limits": [{ "requests": 10, "window": "1m" }] }]));
+        let Ok(AdminAsk::Object(request)) = parse(&plain, "/.tollgate/status", "GET", &CanonicalQuery::parse("rule=p&ip=1.2.3.4")) else { panic!() };
+        let window = WireWindow { limit: 10, window_ms: 60_000, used: 3, remaining: 7, reset_ms: 1, calendar: None };
+        let body = status_with_controls(&request, "h", &reply(vec![window]), &Controls::default(), now);
+        assert_eq!(body["limits_text"], json!(["10 per 1m"]));
+        assert!(body.get("spent").is_none() && body["windows"][0].get("spent").is_none(), "{body}");
     }
 }

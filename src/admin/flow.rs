@@ -64,6 +64,10 @@ pub(crate) enum AdminStep<'f> {
     /// Ask the traffic's source (the SQL API, or the local sink) the
     /// range's [`traffic::queries`], then [`AdminFlow::traffic`].
     Traffic(Range),
+    /// Ask the traffic's source the spend by model of `rule`'s key of
+    /// `key_hash` over the last `span_s` seconds
+    /// ([`traffic::key_spend_query`]), then [`AdminFlow::key_spend`].
+    KeySpend { rule: String, key_hash: String, span_s: u64 },
     /// Answer, write the log lines, apply the cache effects.
     Done(AdminAnswer),
 }
@@ -112,6 +116,8 @@ pub(crate) struct AdminFlow<'f> {
     /// Who Cloudflare Access signed in, once the token's signature held:
     /// every `admin` line names them (`operator`).
     operator: Option<&'f str>,
+    /// A money rule's status, while its key's spend by model is asked.
+    status: Option<Value>,
 }
 
 impl<'f> AdminFlow<'f> {
@@ -124,7 +130,7 @@ impl<'f> AdminFlow<'f> {
         access: Option<&'f AccessCheck>,
         now_ms: i64,
     ) -> (AdminFlow<'f>, AdminStep<'f>) {
-        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, by_hash: None, listed: Vec::new(), console: None, range: Range::Hour, session: None, session_holds: false, operator: None };
+        let mut flow = AdminFlow { config, lockout, route, now_ms, logs: Vec::new(), cache: Vec::new(), reply: None, served: None, by_hash: None, listed: Vec::new(), console: None, range: Range::Hour, session: None, session_holds: false, operator: None, status: None };
         let step = match access {
             Some(AccessCheck::Pending(proof)) => AdminStep::VerifyAccess(proof),
             Some(AccessCheck::Refused(refusal)) => flow.access_refused(refusal),
@@ -368,7 +374,11 @@ impl<'f> AdminFlow<'f> {
         let now_s = u64::try_from(self.now_ms / 1000).unwrap_or(0);
         let rules = &self.config.rules;
         let shows_key = |name: &str| rules.iter().any(|r| r.name == name && r.metrics_raw_key);
-        self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers, &shows_key)))
+        let money = |name: &str, micro: u64| {
+            let priced = rules.iter().find(|r| r.name == name)?.usage.as_ref()?.price.as_ref()?;
+            Some(crate::config::price::money_text(micro, &priced.table.currency))
+        };
+        self.done(AdminResponse::Json(traffic::body(self.range, now_s, answers, &shows_key, &money)))
     }
 
     /// The listed objects' controls, in the listing's order.
@@ -415,6 +425,29 @@ impl<'f> AdminFlow<'f> {
             Ok(controls) => api::status_with_controls(request, key_hash, &reply, &controls, self.now_ms),
             Err(_) => api::status_body(request, key_hash, &reply),
         };
+        if request.action != AdminAction::Status || !request.rule.counts_money() {
+            return self.done(AdminResponse::Json(body));
+        }
+        // A money rule's key: its spend by model over its longest window.
+        let (rule, key_hash) = (request.rule.name.clone(), key_hash.clone());
+        let span_s = api::longest_window_ms(request.rule, self.now_ms).div_ceil(1000);
+        self.status = Some(body);
+        AdminStep::KeySpend { rule, key_hash, span_s }
+    }
+
+    /// The key's spend by model (`Err`: no source, or it failed): its
+    /// status with `spend_by_model` (per model: answers, micro-units and
+    /// `spent` in the currency; `null` when it could not be read).
+    pub(crate) fn key_spend(&mut self, answer: Result<String, String>) -> AdminStep<'f> {
+        let mut body = self.status.take().unwrap_or_default();
+        let priced = self.served.as_ref().and_then(|(r, _, _)| r.rule.usage.as_ref()?.price.as_ref());
+        body["spend_by_model"] = match (answer, priced) {
+            (Ok(answer), Some(priced)) => {
+                let money = |_: &str, micro: u64| Some(crate::config::price::money_text(micro, &priced.table.currency));
+                traffic::spend(&answer, &money).into_iter().map(|mut row| { row.as_object_mut().map(|r| r.remove("rule")); row }).collect()
+            }
+            _ => Value::Null,
+        };
         self.done(AdminResponse::Json(body))
     }
 
@@ -447,7 +480,9 @@ mod tests {
     const TOKEN: &str = "a token of more than thirty-two characters, long";
 
     fn config() -> Config {
-        crate::testing::config(json!([{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] }]))
+        crate::testing::config(json!([{ "name": "a", "path": "/a", "limits": [{ "requests": 5, "window": "1m" }] },
+            { "name": "yen", "path": "/v1/*", "limits": [{ "spend": 5, "window": "1m" }], "counting": { "mode": "response", "reservation_ttl": "10m" },
+              "metering": { "usage": "openai", "reserve": 1000, "max": 1000, "price": { "currency": "JPY", "models": { "gpt-4o*": { "input": 375, "output": 1500 } } } } }]))
     }
 
     /// What the request machine hands the admin plane ([`Next::Admin`]),
@@ -520,6 +555,11 @@ mod tests {
                     steps.push("traffic");
                     flow.traffic(Err("none".into()))
                 }
+                AdminStep::KeySpend { rule, key_hash, span_s } => {
+                    steps.push("key_spend");
+                    assert_eq!((rule.as_str(), key_hash.len(), *span_s), ("yen", 16, 60), "the rule's key over its longest window");
+                    flow.key_spend(Ok(r#"{"data":[{"rule":"yen","model":"gpt-4o*","n":"2","micro":"1500001"},{"rule":"yen","model":"(unpriced)","n":1,"micro":7.0}]}"#.into()))
+                }
                 AdminStep::ReadEach { ids, .. } => {
                     steps.push("read_each");
                     let n = ids.len();
@@ -549,6 +589,22 @@ mod tests {
         let (steps, done) = run("GET", "https://example.com/.tollgate/status?rule=a&ip=198.51.100.7", TOKEN, &|_| None);
         assert_eq!(steps, ["status", "controls"]);
         assert!(done.cache.is_empty());
+    }
+
+    /// A money rule's status also asks the metrics for the key's spend by
+    /// model over its longest window, said in its currency; a reset does not.
+    #[test]
+    fn a_money_rule_s_status_says_the_key_s_spend_by_model() {
+        let (steps, done) = run("GET", "https://example.com/.tollgate/status?rule=yen&ip=198.51.100.7", TOKEN, &|_| None);
+        assert_eq!(steps, ["status", "controls", "key_spend"]);
+        let AdminResponse::Json(body) = done.response else { panic!("{:?}", done.response) };
+        assert_eq!(body["spend_by_model"], json!([
+            { "model": "gpt-4o*", "answers": 2, "micro": 1_500_001, "spent": "1.500001 JPY" },
+            { "model": "(unpriced)", "answers": 1, "micro": 7, "spent": "0.000007 JPY" }
+        ]));
+        assert_eq!(body["unit"], "micro-JPY");
+        let (steps, _) = run("POST", "https://example.com/.tollgate/reset?rule=yen&ip=198.51.100.7", TOKEN, &|_| None);
+        assert_eq!(steps, ["reset", "controls"]);
     }
 
     #[test]

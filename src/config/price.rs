@@ -119,24 +119,25 @@ pub(crate) struct PriceTable {
 }
 
 impl PriceTable {
-    /// The price of `model` (as the answer spelled it), `None` when the
-    /// table cannot price it (see the module's doc).
-    pub(crate) fn price(&self, model: &[u8]) -> Option<Price> {
+    /// Which of `models` prices `model` (as the answer spelled it): the
+    /// exact name, else the longest prefix `*`; `None` when the table
+    /// cannot price it (see the module's doc).
+    pub(crate) fn pattern(&self, model: &[u8]) -> Option<usize> {
         if model.is_empty() || !model.iter().all(|b| b.is_ascii_graphic()) {
             return None;
         }
-        let mut best: Option<(usize, Price)> = None;
-        for (pattern, price) in &self.models {
+        let mut best: Option<(usize, usize)> = None;
+        for (i, (pattern, _)) in self.models.iter().enumerate() {
             let length = match pattern.strip_suffix('*') {
-                None if pattern.as_bytes() == model => return Some(*price),
+                None if pattern.as_bytes() == model => return Some(i),
                 Some(prefix) if model.starts_with(prefix.as_bytes()) => prefix.len(),
                 _ => continue,
             };
             if best.is_none_or(|(longest, _)| length > longest) {
-                best = Some((length, *price));
+                best = Some((length, i));
             }
         }
-        best.map(|(_, price)| price)
+        best.map(|(_, i)| i)
     }
 
     /// Each kind at the highest price the table has for it.
@@ -194,6 +195,20 @@ pub(crate) fn decimal(millionths: u64) -> Value {
     serde_json::Number::from_f64(millionths as f64 / 1_000_000.0).map_or(Value::Null, Value::Number)
 }
 
+/// An amount of money for a person, exact: `micro` micro-units of
+/// `currency` as a decimal with no trailing zeros (`12345678` →
+/// `12.345678 JPY`, `200000000` → `200 JPY`, `0` → `0 JPY`). Integer
+/// arithmetic only, so a count of any size reads exactly (an `f64`
+/// would round past 2^53 micro-units).
+pub(crate) fn money_text(micro: u64, currency: &str) -> String {
+    let (whole, fraction) = (micro / 1_000_000, micro % 1_000_000);
+    if fraction == 0 {
+        return format!("{whole} {currency}");
+    }
+    let digits = format!("{fraction:06}");
+    format!("{whole}.{} {currency}", digits.trim_end_matches('0'))
+}
+
 /// The table as it is written in the config.
 pub(crate) fn written(table: &PriceTable) -> Value {
     let mut models = serde_json::Map::new();
@@ -239,7 +254,7 @@ mod tests {
     #[test]
     fn the_most_specific_pattern_prices_a_model_and_odd_spellings_are_unpriced() {
         let t = table();
-        let input = |m: &[u8]| t.price(m).map(|p| p.input);
+        let input = |m: &[u8]| t.pattern(m).map(|i| t.models[i].1.input);
         assert_eq!(input(b"gpt-4o-mini-2024-07-18"), Some(22_500_000));
         assert_eq!(input(b"gpt-4o-2024-08-06"), Some(375_000_000));
         assert_eq!(input(b"gpt-4o"), Some(375_000_000));
@@ -259,7 +274,8 @@ mod tests {
     /// Σ tokens × rate, each kind at its own price, rounded up once.
     #[test]
     fn a_charge_is_the_exact_sum_rounded_up_to_the_micro_unit() {
-        let p = table().price(b"gpt-4o-mini").unwrap();
+        let t = table();
+        let p = t.models[t.pattern(b"gpt-4o-mini").unwrap()].1;
         let charge = |input, cached, cache_write, output| PriceTable::charge(p, Billed { input, cached, cache_write, output });
         // 3,000 × 22.5 + 1,024 × 90 per million: 0.067500 + 0.092160 units.
         assert_eq!(charge(3_000, 0, 0, 1_024), 159_660);
@@ -269,6 +285,16 @@ mod tests {
         assert_eq!(charge(10, 50, 50, 0), 113, "cached past the input is capped at it");
         assert_eq!(charge(0, 0, 0, 0), 0);
         assert_eq!(PriceTable::charge(Price { input: u64::MAX, cached_input: 0, output: u64::MAX, cache_write: 0 }, Billed { input: u64::MAX, cached: 0, cache_write: 0, output: u64::MAX }), u64::MAX);
+    }
+
+    #[test]
+    fn money_is_said_exactly_in_its_currency() {
+        assert_eq!(money_text(12_345_678, "JPY"), "12.345678 JPY");
+        assert_eq!(money_text(200_000_000, "JPY"), "200 JPY");
+        assert_eq!(money_text(0, "USD"), "0 USD");
+        assert_eq!(money_text(1, "USD"), "0.000001 USD");
+        assert_eq!(money_text(9_620_285_000, "credits"), "9620.285 credits", "milli-units times their step");
+        assert_eq!(money_text(u64::MAX, "X"), "18446744073709.551615 X", "no float rounding");
     }
 
     #[test]

@@ -182,6 +182,9 @@ async fn admin_request(
             AdminStep::ListRegistry { timeout_ms } => flow.listed(registry(env, &RegistryCall::List, timeout_ms).await),
             AdminStep::Sessions { call, timeout_ms } => flow.sessions(registry(env, &call, timeout_ms).await),
             AdminStep::Traffic(range) => flow.traffic(answers(env, range).await),
+            AdminStep::KeySpend { rule, key_hash, span_s } => {
+                flow.key_spend(answer(env, &|dialect, dataset| queries::key_spend_query(dialect, dataset, &rule, &key_hash, span_s)).await)
+            }
             AdminStep::ReadEach { ids, timeout_ms } => {
                 flow.read_each(join_all(ids.iter().map(|id| control(env, id, &Change::Get, timeout_ms))).await)
             }
@@ -229,28 +232,32 @@ pub(crate) async fn post_line(env: &Env, id: &str, path: &str, body: &str) -> Re
 
 
 /// The range's answers ([`queries::queries`]; the admin Worker's: the
-/// console reads them): from the SQL API when the account id and token are
-/// set, else from the local sink when it is on; else why not.
+/// console reads them), one query after another (a console view, not a
+/// request's path, and no join of futures in the Wasm).
 pub(crate) async fn answers(env: &Env, range: Range) -> Result<queries::Answers, String> {
-    let (account, token) = (traffic::text_binding(env, ACCOUNT_VAR), traffic::text_binding(env, TOKEN_SECRET));
-    let dataset = queries::dataset(traffic::text_binding(env, DATASET_VAR).as_deref());
-    // One query after another: a console view, not a request's path (and
-    // no join of futures in the Wasm).
     let mut out: queries::Answers = Default::default();
-    match (account, token) {
-        (Some(account), Some(token)) => {
-            for (slot, q) in out.iter_mut().zip(queries::queries(Dialect::AnalyticsEngine, &dataset, range)) {
-                *slot = sql_api(&account, &token, &q).await?;
-            }
-        }
-        _ if traffic::sink_on(env) => {
-            for (slot, q) in out.iter_mut().zip(queries::queries(Dialect::Sqlite, &dataset, range)) {
-                *slot = objects::post_to(env, METRICS_SINK, SINK_OBJECT, SINK_PATH, format!("query\n{q}")).await.map_err(|e: CallFailure| e.to_string())?;
-            }
-        }
-        _ => return Err(format!("Analytics Engine is not set up: {ACCOUNT_VAR} or {TOKEN_SECRET} is missing.")),
+    for (i, slot) in out.iter_mut().enumerate() {
+        *slot = answer(env, &|dialect, dataset| queries::queries(dialect, dataset, range).into_iter().nth(i)).await?;
     }
     Ok(out)
+}
+
+/// The answer to the query `query` makes for the traffic's source (its
+/// dialect and dataset): the SQL API when the account id and token are
+/// set, else the local sink when it is on; else why not (also when
+/// `query` makes none).
+pub(crate) async fn answer(env: &Env, query: &dyn Fn(Dialect, &str) -> Option<String>) -> Result<String, String> {
+    let (account, token) = (traffic::text_binding(env, ACCOUNT_VAR), traffic::text_binding(env, TOKEN_SECRET));
+    let dataset = queries::dataset(traffic::text_binding(env, DATASET_VAR).as_deref());
+    let no_query = || "no query can be made of these names".to_string();
+    match (account, token) {
+        (Some(account), Some(token)) => sql_api(&account, &token, &query(Dialect::AnalyticsEngine, &dataset).ok_or_else(no_query)?).await,
+        _ if traffic::sink_on(env) => {
+            let q = query(Dialect::Sqlite, &dataset).ok_or_else(no_query)?;
+            objects::post_to(env, METRICS_SINK, SINK_OBJECT, SINK_PATH, format!("query\n{q}")).await.map_err(|e: CallFailure| e.to_string())
+        }
+        _ => Err(format!("Analytics Engine is not set up: {ACCOUNT_VAR} or {TOKEN_SECRET} is missing.")),
+    }
 }
 
 /// One query to the SQL API: its answer's text when 200, else the status.

@@ -65,9 +65,9 @@ pub(crate) fn answering(env: &Env, settlement: Settle<'static>, response: web_sy
             Some(feed) => {
                 let mut read = feed.usage.borrow_mut();
                 read.end(usage::End::from_word(&why));
-                settlement.after_reading(Some((status, &headers)), &|rule| read.tokens(rule))
+                settlement.after_reading(Some((status, &headers)), &|rule| read.tokens(rule), &|rule| read.model(rule))
             }
-            None => settlement.after_reading(Some((status, &headers)), &|_| None),
+            None => settlement.after_reading(Some((status, &headers)), &|_| None, &|_| None),
         };
         apply_settled(&env, settled).await;
     });

@@ -7,8 +7,9 @@
 
 use crate::config::Config;
 use crate::glue::admin;
-use crate::glue::isolate::{bindings, load_secrets, now_ms, respond, with_isolate, write_lines, write_logs};
+use crate::glue::isolate::{load_secrets, now_ms, respond, with_isolate, write_lines, write_logs};
 use crate::glue::objects::check;
+use crate::glue::traffic::{metrics_dataset, write_metrics};
 use crate::glue::origin::{read_body, receive_upload, BudgetHold};
 use crate::pipeline::facts::{self, Facts, HeaderMap};
 use crate::pipeline::machine::{self, Decision, Machine, Next};
@@ -17,7 +18,7 @@ use crate::pipeline::metrics;
 use crate::pipeline::upload::{self, Receipt, UploadLimits};
 use futures_util::future::join_all;
 use worker::wasm_bindgen::{self, prelude::wasm_bindgen};
-use worker::{web_sys, AnalyticsEngineDataPointBuilder, Env};
+use worker::{web_sys, Env};
 
 /// What the rules may read of the client that `Request.cf` would say, for
 /// a request that lost its `cf` on the way (RPC does not carry it): each
@@ -122,7 +123,7 @@ async fn record(req: &web_sys::Request, env: &Env, config: &Config, client: &Cli
         let now = now_ms();
         let mut points = decision.metric_points(at);
         points.extend(due_totals(decision, now, config, at, true));
-        crate::glue::traffic::sink(env, &points).await;
+        crate::glue::objects::sink(env, &points).await;
     }
 }
 
@@ -207,25 +208,4 @@ pub(crate) fn response_headers(response: &web_sys::Response, names: &[&str]) -> 
     HeaderMap::of(names, &|name| headers.get(name).ok().flatten())
 }
 
-/// The Analytics Engine dataset bound as [`metrics::BINDING`], if any
-/// (not looked up again once found missing).
-fn metrics_dataset(env: &Env) -> Option<worker::AnalyticsEngineDataset> {
-    if bindings(|b| *b.metrics_bound.get_or_init(|| env.analytics_engine(metrics::BINDING).is_ok())) {
-        env.analytics_engine(metrics::BINDING).ok()
-    } else {
-        None
-    }
-}
-
-/// Writes the data points to the dataset. A failed write is dropped: a
-/// metric never fails a request.
-fn write_metrics(dataset: &worker::AnalyticsEngineDataset, points: Vec<metrics::Point>) {
-    for p in points {
-        let _ = AnalyticsEngineDataPointBuilder::new()
-            .indexes([p.index.as_str()])
-            .blobs(p.blobs)
-            .doubles(p.doubles)
-            .write_to(dataset);
-    }
-}
 

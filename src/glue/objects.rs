@@ -38,8 +38,9 @@ pub(crate) async fn settle(ctx: &Context, env: &Env, settled: SettleEffects) {
 /// Applies what settling decided: the isolate told ([`crate::pipeline::isolate::Isolate::settled`]:
 /// holds, stale blocks), every call sent concurrently (a failed one is
 /// logged as a `counter_error` with decision `not_recorded`).
-pub(crate) async fn apply_settled(env: &Env, settled: SettleEffects) {
+pub(crate) async fn apply_settled(env: &Env, mut settled: SettleEffects) {
     write_logs(&settled.events);
+    write_points(env, std::mem::take(&mut settled.points)).await;
     let now = now_ms();
     with_isolate(|isolate| isolate.settled(&settled, now));
     let sends = settled.calls.into_iter().map(|s| async move {
@@ -264,3 +265,29 @@ pub(crate) async fn post_to(env: &Env, class: ObjectClass, id: &str, path: &str,
         status => Err(CallFailure::Refused { status, body: text }),
     }
 }
+
+/// Writes points made after the request's own (settling's `spend`) where
+/// those go: the local sink when it is on, else the bound dataset, if any.
+async fn write_points(env: &Env, points: Vec<crate::pipeline::metrics::Point>) {
+    if points.is_empty() {
+        return;
+    }
+    if crate::glue::traffic::sink_on(env) {
+        sink(env, &points).await;
+    } else if let Some(dataset) = crate::glue::traffic::metrics_dataset(env) {
+        crate::glue::traffic::write_metrics(&dataset, points);
+    }
+}
+
+/// Writes `points` to the local sink (awaited: local development only).
+/// A failed write is dropped.
+pub(crate) async fn sink(env: &Env, points: &[crate::pipeline::metrics::Point]) {
+    let clean = |s: &str| s.replace(['\t', '\n'], " ");
+    let mut body = String::from("write\n");
+    for p in points {
+        let blobs: Vec<String> = p.blobs.iter().map(|b| clean(b)).collect();
+        body.push_str(&format!("{}\t{}\t{}\t{}\n", clean(&p.index), blobs.join("\t"), p.doubles[0] as i64, p.doubles[1] as i64));
+    }
+    let _ = post_to(env, classes::METRICS_SINK, crate::pipeline::metrics::SINK_OBJECT, crate::pipeline::metrics::SINK_PATH, body).await;
+}
+

@@ -1,13 +1,13 @@
-//! The local metrics sink's I/O (local development, where no dataset is
-//! bound): whether it is on, and the points written to it. The console's
-//! queries of it and of the Analytics Engine SQL API are the admin
-//! Worker's (`glue::admin`). Decides nothing.
+//! Metric points' I/O: the Analytics Engine dataset bound, its writes,
+//! and whether the local sink (local development, where no dataset is
+//! bound) is on; the sink's own writes are a call to its object
+//! (`glue::objects::sink`). The console's queries of the sink and of the
+//! Analytics Engine SQL API are the admin Worker's (`glue::admin`).
+//! Decides nothing.
 
-use crate::count::classes::METRICS_SINK;
-use crate::glue::objects::post_to;
-use crate::pipeline::metrics::{SINK_OBJECT, SINK_PATH, SINK_VAR};
-use crate::pipeline::metrics::Point;
-use worker::Env;
+use crate::glue::isolate::bindings;
+use crate::pipeline::metrics::{self, SINK_VAR};
+use worker::{AnalyticsEngineDataPointBuilder, Env};
 
 pub(crate) fn text_binding(env: &Env, name: &str) -> Option<String> {
     env.secret(name).ok().map(|s| s.to_string()).filter(|s| !s.trim().is_empty())
@@ -16,18 +16,27 @@ pub(crate) fn text_binding(env: &Env, name: &str) -> Option<String> {
 /// Whether points go to the local sink ([`SINK_VAR`] set; in place of a
 /// bound dataset, which `wrangler dev` stubs), looked up once per isolate.
 pub(crate) fn sink_on(env: &Env) -> bool {
-    crate::glue::isolate::bindings(|b| *b.sink_on.get_or_init(|| text_binding(env, SINK_VAR).is_some()))
+    bindings(|b| *b.sink_on.get_or_init(|| text_binding(env, SINK_VAR).is_some()))
 }
 
-/// Writes `points` to the local sink (awaited: local development only).
-/// A failed write is dropped.
-pub(crate) async fn sink(env: &Env, points: &[Point]) {
-    let clean = |s: &str| s.replace(['\t', '\n'], " ");
-    let mut body = String::from("write\n");
-    for p in points {
-        let blobs: Vec<String> = p.blobs.iter().map(|b| clean(b)).collect();
-        body.push_str(&format!("{}\t{}\t{}\t{}\n", clean(&p.index), blobs.join("\t"), p.doubles[0] as i64, p.doubles[1] as i64));
+/// The Analytics Engine dataset bound as [`metrics::BINDING`], if any
+/// (not looked up again once found missing).
+pub(crate) fn metrics_dataset(env: &Env) -> Option<worker::AnalyticsEngineDataset> {
+    if bindings(|b| *b.metrics_bound.get_or_init(|| env.analytics_engine(metrics::BINDING).is_ok())) {
+        env.analytics_engine(metrics::BINDING).ok()
+    } else {
+        None
     }
-    let _ = post_to(env, METRICS_SINK, SINK_OBJECT, SINK_PATH, body).await;
 }
 
+/// Writes the data points to the dataset. A failed write is dropped: a
+/// metric never fails a request.
+pub(crate) fn write_metrics(dataset: &worker::AnalyticsEngineDataset, points: Vec<metrics::Point>) {
+    for p in points {
+        let _ = AnalyticsEngineDataPointBuilder::new()
+            .indexes([p.index.as_str()])
+            .blobs(p.blobs)
+            .doubles(p.doubles)
+            .write_to(dataset);
+    }
+}

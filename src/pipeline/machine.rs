@@ -532,6 +532,9 @@ pub(crate) struct SettleEffects {
     pub(crate) holds: Vec<(String, i64)>,
     /// Log lines settling makes (`usage_missing`).
     pub(crate) events: Vec<LogEvent>,
+    /// Metric points settling makes: what each priced answer committed,
+    /// by model ([`crate::pipeline::metrics::spend_point`]).
+    pub(crate) points: Vec<crate::pipeline::metrics::Point>,
 }
 
 impl<'c> Settle<'c> {
@@ -649,7 +652,7 @@ impl<'c> Settle<'c> {
     /// origin was unreachable, the app gave up): every reservation is then
     /// released. `now_ms` times the device cookies and the holds.
     pub(crate) fn after(&self, answer: Option<(u16, &HeaderMap)>, secrets: &Secrets, now_ms: i64) -> SettleEffects {
-        let mut settled = self.after_reading(answer, &|_| None);
+        let mut settled = self.after_reading(answer, &|_| None, &|_| None);
         if let Some(answer) = answer {
             settled.cookies = self.cookies(answer, secrets, now_ms);
         }
@@ -671,8 +674,9 @@ impl<'c> Settle<'c> {
     /// [`Settle::after`] once the body was read, without the
     /// cookies (asked at the headers: [`Settle::cookies`]): `body` says
     /// the tokens each usage rule read from it, by rule name
-    /// ([`crate::pipeline::usage::BodyUsage::tokens`]).
-    pub(crate) fn after_reading(&self, answer: Option<(u16, &HeaderMap)>, body: &dyn Fn(&str) -> Option<u64>) -> SettleEffects {
+    /// ([`crate::pipeline::usage::BodyUsage::tokens`]), and `model` the
+    /// label of a priced rule's answer ([`crate::pipeline::usage::BodyUsage::model`]).
+    pub(crate) fn after_reading(&self, answer: Option<(u16, &HeaderMap)>, body: &dyn Fn(&str) -> Option<u64>, model: &dyn Fn(&str) -> Option<String>) -> SettleEffects {
         let header = |name: &str| answer.and_then(|(_, headers)| headers.get(name));
         let answered = answer.map(|(status, _)| Answered { status, header: &header, body });
         let mut settled = SettleEffects::default();
@@ -688,6 +692,12 @@ impl<'c> Settle<'c> {
             }
             if matches!(call.op, Op::Clear | Op::Forgive) {
                 settled.forget.push(a.id.clone());
+            }
+            if let (Op::Commit, Some(_), Some(step), Some(units)) = (call.op, &answered, a.rule.money_step(), call.used) {
+                let model = model(&a.rule.name).unwrap_or_else(|| "(not read)".to_string());
+                let micro = u64::from(units).saturating_mul(step);
+                let spend = crate::pipeline::metrics::Spend { key_hash: a.key_hash.clone(), model, micro };
+                settled.points.extend(crate::pipeline::metrics::spend_point(a.rule, &spend));
             }
             let (id, timeout_ms, rule, key_hash) = (a.id.clone(), a.rule.timeout_ms, a.rule.name.clone(), a.key_hash.clone());
             settled.calls.push(SettleCall { id, call, timeout_ms, rule, key_hash });
@@ -932,7 +942,7 @@ mod tests {
         assert!(crate::pipeline::usage::body_usage(&d.settle.applied, 200, Some("text/event-stream")).is_some());
         assert!(d.settle.needs_body() && d.forwarding.settles, "settled with its body, as one task with the forward");
         let used = |tokens: Option<u64>| {
-            let settled = d.settle.after_reading(Some((200, &HeaderMap::default())), &|_| tokens);
+            let settled = d.settle.after_reading(Some((200, &HeaderMap::default())), &|_| tokens, &|_| None);
             (settled.calls[0].call.op, settled.calls[0].call.used, settled.events.len())
         };
         assert_eq!(used(Some(420)), (Op::Commit, Some(420), 0));
@@ -942,6 +952,30 @@ mod tests {
         assert!(reasons("cut")[0].contains("\"reason\":\"usage\""), "{:?}", reasons("cut"));
         assert!(reasons("lapsed")[0].contains("\"reason\":\"reservation_ttl\""));
         assert!(reasons("ended").is_empty());
+    }
+
+    /// A priced answer settled makes a `spend` point: its charge in
+    /// micro-units (a milli-unit rule's committed units times 1,000), the
+    /// key's hash and the pattern that priced its model; a rule whose
+    /// metrics are off, none.
+    #[test]
+    fn a_priced_answer_settled_makes_a_spend_point_by_model() {
+        let rule = |name: &str, spend: u32, metrics: &str| json!({ "name": name, "path": format!("/{name}/*"), "key": ["header:x-school"], "metrics": metrics,
+            "limits": [{ "spend": spend, "window": "1d" }], "counting": { "mode": "response", "reservation_ttl": "10m" },
+            "metering": { "usage": "openai", "reserve": 1000, "max": 1000, "price": { "currency": "JPY", "models": { "gpt-4o*": { "input": 375, "output": 1500 } } } } });
+        let c = leaked(json!([rule("yen", 200, "limited"), rule("big", 10_000, "limited"), rule("quiet", 200, "off")]));
+        let id = crate::count::reservation::next_id(&[], 1_800_000_000_000);
+        let reserved = |_: &Applied<'_>| Outcome::Allowed { windows: Vec::new(), reservation: Some(id) };
+        let points = |path: &str| {
+            let d = Req::get(path).ip("192.0.2.1").header("x-school", "s1").decide(c, &PlanMemo::new(1), &reserved);
+            d.settle.after_reading(Some((200, &HeaderMap::default())), &|_| Some(1_234), &|_| Some("gpt-4o*".into())).points
+        };
+        let yen = points("/yen/chat");
+        assert_eq!(yen.len(), 1, "{yen:?}");
+        assert_eq!((yen[0].blobs[1].as_str(), yen[0].blobs[5].as_str(), yen[0].doubles), ("spend", "gpt-4o*", [1_234.0, 0.0]));
+        assert_eq!(yen[0].blobs[4].len(), 16, "the key's hash, never the key: {:?}", yen[0].blobs);
+        assert_eq!(points("/big/chat")[0].doubles[0], 1_234_000.0, "milli-units as micro-units");
+        assert!(points("/quiet/chat").is_empty(), "metrics off");
     }
 
     #[test]

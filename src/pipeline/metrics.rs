@@ -32,17 +32,17 @@
 //! |---|---|
 //! | `index1` | rule |
 //! | `blob1` | rule |
-//! | `blob2` | action: `allowed`, `blocked`, `shadow`, `exempt`, `error`, `allowed_total` |
+//! | `blob2` | action: `allowed`, `blocked`, `shadow`, `exempt`, `error`, `allowed_total`; `spend` (a priced answer settled: [`spend_point`]) |
 //! | `blob3` | colo (`request.cf.colo`) |
 //! | `blob4` | country (`request.cf.country`) |
 //! | `blob5` | key hash (as in the logs: keyed by `TOLLGATE_LOG_KEY`); never the key; empty for `allowed_total` |
-//! | `blob6` | detail: what exempted (`ip`, `asn`, `verified_bot`, `header`), else empty |
+//! | `blob6` | detail: what exempted (`ip`, `asn`, `verified_bot`, `header`); for `spend`, the price pattern that priced the answer's model ([`Spend::model`]); else empty |
 //! | `blob7` | why (the decision's typed reason, [`Reason`]): `limit`, `ban`, `penalty`, `concurrency` (blocked and shadow), `missing_key` (blocked: a 400 for a key part the request lacks), `fail_closed` or `fail_open` (error); else empty |
 //! | `blob8` | the method as sent (at most 16 characters); empty for `allowed_total` |
 //! | `blob9` | the route: the rule's `path` pattern, never the request's own path or query (they may hold a raw key) |
 //! | `blob10` | the client's ASN (`request.cf.asn`), in decimal; empty when unknown and for `allowed_total` |
 //! | `blob11` | the raw key, only on a rule with `metrics_raw_key = true` (at most [`RAW_KEY_BYTES`]); else empty |
-//! | `double1` | retry-after in ms (blocked and shadow); for `allowed_total`, how many allowed decisions the point stands for; else 0 |
+//! | `double1` | retry-after in ms (blocked and shadow); for `allowed_total`, how many allowed decisions the point stands for; for `spend`, the answer's charge in micro-units of the rule's currency (as committed: a milli-unit rule's rounded up); else 0 |
 //! | `double2` | requests remaining in the tightest window (allowed), else 0 |
 //!
 //! Analytics Engine takes at most 20 blobs, 20 doubles and one index (of at
@@ -191,6 +191,29 @@ pub(crate) fn points(matched: &[Matched<'_>], applied: &[Applied<'_>], outcomes:
 pub(crate) fn missing_key(rule: &Rule, place: Place<'_>) -> Option<Point> {
     let said = Said { action: "blocked", key_hash: "", detail: "", reason: Some(Reason::MissingKey), raw_key: "", doubles: [0.0, 0.0] };
     (rule.metrics != MetricsLevel::Off).then(|| point(rule, &said, place))
+}
+
+/// What one priced answer cost, as its settlement committed it: the
+/// `spend` point's facts ([`spend_point`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Spend {
+    pub(crate) key_hash: String,
+    /// The table's pattern that priced the answer's model, or `(several)`,
+    /// `(unpriced)`, `(none named)`, `(not read)`: the config's words, so
+    /// the labels are as few as the table's patterns.
+    pub(crate) model: String,
+    /// The charge committed, in micro-units of the rule's currency.
+    pub(crate) micro: u64,
+}
+
+/// The `spend` point of a priced answer settled, unless its rule's
+/// `metrics` is `"off"`: one per answer at either other level (an
+/// answer a price table charges costs far more than a data point; the
+/// spend by model and by key is summed from these). No place: settling
+/// is after the request's own points (the key hash says whose it was).
+pub(crate) fn spend_point(rule: &Rule, spend: &Spend) -> Option<Point> {
+    let said = Said { action: "spend", key_hash: &spend.key_hash, detail: &spend.model, reason: None, raw_key: "", doubles: [spend.micro as f64, 0.0] };
+    (rule.metrics != MetricsLevel::Off).then(|| point(rule, &said, Place::default()))
 }
 
 /// The allowed decisions of `"limited"` rules an isolate has not written

@@ -286,6 +286,24 @@ struct Seen {
     responses: bool,
     /// A model it named, priced (`None` in it: the table cannot price it).
     model: Option<Option<Price>>,
+    /// The table's pattern(s) that priced the models it named.
+    pattern: Option<Which>,
+}
+
+/// Which of a price table's patterns priced an answer (the label of its
+/// spend by model: bounded by the config, never the answer's own text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    /// `models[i]` priced every model named.
+    One(usize),
+    /// Models priced by two patterns or more (each kind at the dearest).
+    Several,
+}
+
+impl Which {
+    fn and(self, other: Which) -> Which {
+        if self == other { self } else { Which::Several }
+    }
 }
 
 /// The model(s) an answer named, as a price table prices them.
@@ -295,6 +313,8 @@ struct Model {
     priced: Option<Price>,
     /// A model the table cannot price was named.
     unpriced: bool,
+    /// The pattern(s) that priced the models named.
+    which: Option<Which>,
 }
 
 /// The `type`s that end a stream, by provider.
@@ -435,10 +455,26 @@ impl UsageReader {
     fn amount(&self) -> Option<u64> {
         let Some(priced) = &self.price else { return self.tokens.units(self.count) };
         let price = match self.model {
-            Model { priced: Some(price), unpriced: false } => price,
+            Model { priced: Some(price), unpriced: false, .. } => price,
             _ => priced.table.highest(),
         };
         self.tokens.charge(&priced.table, price).map(|micro| priced.counted(micro))
+    }
+
+    /// A priced rule's answer by model, for its spend by model: the
+    /// table's pattern that priced the model it named (`gpt-4o*`), or
+    /// `(several)`, `(unpriced)` (a model the table cannot price was
+    /// named: charged at its highest), `(none named)`; `None` for a rule
+    /// with no price. A label is the config's, never the answer's text, so
+    /// an origin (or a client it echoes) cannot make labels without end.
+    fn model_label(&self) -> Option<String> {
+        let priced = self.price.as_ref()?;
+        Some(match (self.model.unpriced, self.model.which) {
+            (true, _) => "(unpriced)".to_string(),
+            (false, None) => "(none named)".to_string(),
+            (false, Some(Which::Several)) => "(several)".to_string(),
+            (false, Some(Which::One(i))) => priced.table.models.get(i).map_or_else(String::new, |(pattern, _)| pattern.clone()),
+        })
     }
 
     /// What the rule commits for a body that ended so (`None`: none was
@@ -468,6 +504,9 @@ impl UsageReader {
         if let Some(named) = seen.model {
             self.model.unpriced |= named.is_none();
             self.model.priced = named.map(|p| self.model.priced.map_or(p, |q| q.dearest(p)));
+        }
+        if let Some(w) = seen.pattern {
+            self.model.which = Some(self.model.which.map_or(w, |v| v.and(w)));
         }
         let report = seen.report.map(|last| last || self.finished);
         if report == Some(true) {
@@ -523,7 +562,12 @@ impl UsageReader {
         match found {
             Found::Figures(m) => seen.tokens.cached = seen.tokens.cached.max(m.iter().map(|(_, n)| *n).max()),
             Found::Text(model) => {
-                let price = self.price.as_ref().and_then(|p| p.table.price(model));
+                let table = self.price.as_ref().map(|p| &p.table);
+                let at = table.and_then(|t| t.pattern(model));
+                let price = at.zip(table).map(|(i, t)| t.models[i].1);
+                if let Some(i) = at {
+                    seen.pattern = Some(seen.pattern.map_or(Which::One(i), |w| w.and(Which::One(i))));
+                }
                 seen.model = Some(match (seen.model, price) {
                     (Some(Some(a)), Some(b)) => Some(a.dearest(b)),
                     (None, price) => price,
@@ -742,6 +786,14 @@ impl BodyUsage {
     pub(crate) fn tokens(&self, rule: &str) -> Option<u64> {
         let end = self.end?;
         self.readers.iter().find(|(name, _)| name == rule).and_then(|(_, r)| r.commits(end))
+    }
+
+    /// The model label of `rule`'s answer ([`UsageReader::model_label`]:
+    /// the price pattern that priced it), once the body ended; `None` for
+    /// a rule with no price.
+    pub(crate) fn model(&self, rule: &str) -> Option<String> {
+        self.end?;
+        self.readers.iter().find(|(name, _)| name == rule).and_then(|(_, r)| r.model_label())
     }
 }
 

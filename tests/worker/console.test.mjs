@@ -61,6 +61,10 @@ function sqlApi(asked, top = { hash: "88fc262cb3e5792f" }) {
         { rule: "api", action: "allowed_total", t: String(minute - 60), n: "1", w: "147" },
         { rule: "login", action: "shadow", t: String(minute), n: "5" },
       ];
+    } else if (query.includes("AS model")) {
+      // The spend by model: no rule here is priced.
+      meta = [col("rule", "String"), col("model", "String"), col("n", "UInt64"), col("micro", "Float64")];
+      data = [];
     } else if (query.includes("key_hash")) {
       meta = [col("rule", "String"), col("key_hash", "String"), col("n", "UInt64")];
       data = [{ rule: "api", key_hash: top.hash, n: "49" }];
@@ -297,7 +301,8 @@ test("the console in a real browser: sign in, rules, ban with a reason, Controls
       assert.deepEqual(shares, [["api", "147", "49", "0", "25%"], ["login", "0", "0", "5", "0%"]], "allowed vs blocked per rule");
       assert.equal(await page.$eval("#allowed-blocked svg", (s) => s.getAttribute("aria-label")), "api: 147 allowed, 49 blocked (25%)");
       assert.match(await page.$eval("#top-places", (t) => t.textContent), /NL\s*AMS\s*40/);
-      assert.equal(asked.length, 4, "four queries a page");
+      assert.equal(asked.length, 5, "five queries a page (the spend by model the fifth)");
+      assert.equal(await page.$("#spend"), null, "no priced answer: no spend section");
       for (const a of asked) {
         assert.equal(a.path, "/client/v4/accounts/0123456789abcdef0123456789abcdef/analytics_engine/sql");
         assert.equal(a.authorization, "Bearer ae-read-token");

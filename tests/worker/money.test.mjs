@@ -181,10 +181,10 @@ async function spend(tg, school, provider, width) {
   }
 }
 
-const withMoney = async (rules, body) => {
+const withMoney = async (rules, body, { admin = false, vars = {} } = {}) => {
   const origin = await modelOrigin();
   try {
-    await withTollgate({ config: config(...rules), vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined }, admin: false }, body);
+    await withTollgate({ config: config(...rules), vars: { UPSTREAM: origin.url, ...vars }, workerOptions: { outboundService: undefined }, admin }, body);
   } finally {
     await origin.close();
   }
@@ -303,4 +303,115 @@ test("a budget above 4,295 credits (10,000 a day) counts in milli-credits: never
       console.log(`# milli ${school}: ${served} answers, ${Number(recorded) / 1e3} of 10,000 credits (${(Number(recorded) / 1e5).toFixed(2)}%), rounding ${Number(recorded * 1_000n - micro) / 1e6} credits`);
     }
   });
+});
+
+/** `micro` micro-credits as the admin plane says them: exact, no trailing zeros. */
+function creditsText(micro) {
+  const whole = micro / 1_000_000n, fraction = micro % 1_000_000n;
+  return fraction === 0n ? `${whole} credits` : `${whole}.${String(fraction).padStart(6, "0").replace(/0+$/, "")} credits`;
+}
+
+const ADMIN_TOKEN = "s3cret-admin-token-for-money-status";
+
+test("admin status and the console's Keys page say a money rule's limits and a key's spend in its currency, to the micro-credit", () => {
+  const rule = { ...moneyRule("openai"), limits: [{ spend: 1_000, window: "day", time_zone: "Asia/Tokyo" }, { spend: 500, window: "1h" }] };
+  return withMoney([rule], async (tg) => {
+    let spent = 0n;
+    for (let i = 0; i < 5; i++) {
+      const a = await chatVia(tg, "/openai/", "north", i);
+      assert.equal(a.status, 200);
+      spent += a.micro;
+    }
+    await tg.settled();
+    const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    const res = await tg.admin("/.tollgate/status?rule=money-openai&header:x-school=north", { headers: auth });
+    const body = await res.json();
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.ok(spent % 1_000_000n !== 0n, "a spend with decimals");
+    assert.deepEqual([body.currency, body.unit, body.spent], ["credits", "micro-credits", creditsText(spent)], JSON.stringify(body));
+    assert.match(body.limits_text[0], /^1000 credits a day \(Asia\/Tokyo\), resets at \d{4}-\d\d-\d\dT00:00\+09:00$/);
+    assert.equal(body.limits_text[1], "500 credits per 1h");
+    for (const [w, limit] of [[body.windows[0], 1_000_000_000n], [body.windows[1], 500_000_000n]]) {
+      assert.equal(BigInt(w.used), spent, "the count kept in its unit");
+      assert.deepEqual([w.spent, w.remaining_spend, w.spend_limit], [creditsText(spent), creditsText(limit - spent), creditsText(limit)]);
+    }
+    // The console's Keys page, signed in, says the same words.
+    const signin = await tg.admin("/.tollgate/ui/signin", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${ADMIN_TOKEN}` });
+    const cookie = signin.headers.get("set-cookie")?.split(";")[0];
+    assert.ok(cookie, `signed in: ${signin.status}`);
+    const page = await (await tg.admin("/.tollgate/ui/keys?rule=money-openai&header:x-school=north", { headers: { cookie } })).text();
+    assert.ok(page.includes(`<p id="spent">Spent: ${creditsText(spent)} (in its longest window)</p>`), page);
+    assert.ok(page.includes(`<td>1000 credits/calendar day</td><td>${creditsText(spent)}</td><td>${creditsText(1_000_000_000n - spent)}</td>`), page);
+    assert.match(page, /Limits: 1000 credits a day \(Asia\/Tokyo\), resets at [^;]+; 500 credits per 1h/);
+    console.log(`# status: spent ${body.spent} of ${body.limits_text[0]}`);
+  }, { admin: true, vars: { TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN } });
+});
+
+/** The table's pattern that prices `model` (the spend by model's label), or "(unpriced)". */
+function patternOf(model, table = PRICES) {
+  let best = null;
+  for (const pattern of Object.keys(table)) {
+    const prefix = pattern.endsWith("*") ? pattern.slice(0, -1) : null;
+    if (prefix === null ? pattern === model : model.startsWith(prefix)) {
+      if (prefix === null) return pattern;
+      if (!best || prefix.length > best[0]) best = [prefix.length, pattern];
+    }
+  }
+  return best?.[1] ?? "(unpriced)";
+}
+
+test("spend by model: each priced answer's charge reaches the metrics (local sink) under the pattern that priced it; GET /traffic and the Traffic page sum it per rule and model, to the micro-credit", () => {
+  const rules = [moneyRule("openai"), moneyRule("anthropic")];
+  return withMoney(rules, async (tg) => {
+    const expected = new Map(); // "rule model" -> { answers, micro }
+    const north = new Map(); // money-openai's north only: model -> { answers, micro }
+    const add = (rule, model, micro, school) => {
+      const tally = (map, k) => {
+        const e = map.get(k) ?? { answers: 0, micro: 0n };
+        map.set(k, { answers: e.answers + 1, micro: e.micro + micro });
+      };
+      tally(expected, `${rule} ${patternOf(model)}`);
+      if (rule === "money-openai" && school === "north") tally(north, patternOf(model));
+    };
+    for (let i = 0; i < 9; i++) {
+      for (const provider of ["openai", "anthropic"]) {
+        const school = i % 2 ? "north" : "south";
+        const r = await send(tg, school, provider, i);
+        assert.equal(r.status, 200);
+        add(`money-${provider}`, ask(provider, i).model, r.cost, school);
+      }
+    }
+    // A model no pattern prices: at the highest prices, labelled so.
+    const res = await tg.fetch(PATHS.openai, { method: "POST", headers: { "x-school": "north", "x-model": "o3-mini", "x-tokens": "700" }, body: JSON.stringify({ model: "gpt-4o-mini" }) });
+    await res.text();
+    add("money-openai", "o3-mini", costOf("openai", "no-such-model", 700), "north");
+    await tg.settled();
+    const auth = { authorization: `Bearer ${ADMIN_TOKEN}` };
+    const traffic = await (await tg.admin("/.tollgate/traffic?range=hour", { headers: auth })).json();
+    const got = new Map(traffic.spend.map((s) => [`${s.rule} ${s.model}`, s]));
+    assert.deepEqual([...got.keys()].sort(), [...expected.keys()].sort(), JSON.stringify(traffic.spend));
+    for (const [k, e] of expected) {
+      const s = got.get(k);
+      assert.deepEqual([s.answers, BigInt(s.micro), s.spent], [e.answers, e.micro, creditsText(e.micro)], k);
+    }
+    assert.equal(traffic.rules["money-openai"]?.spend, undefined, "a spend is no decision in the charts");
+    const micro = traffic.spend.map((s) => s.micro);
+    assert.deepEqual(micro, [...micro].sort((a, b) => b - a), "dearest first");
+    const signin = await tg.admin("/.tollgate/ui/signin", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${ADMIN_TOKEN}` });
+    const cookie = signin.headers.get("set-cookie")?.split(";")[0];
+    const page = await (await tg.admin("/.tollgate/ui/traffic?range=hour", { headers: { cookie } })).text();
+    const top = traffic.spend[0];
+    assert.ok(page.includes(`<tr><td>${top.rule}</td><td><code>${top.model}</code></td><td>${top.answers}</td><td>${top.spent}</td></tr>`), page);
+    for (const s of traffic.spend) console.log(`# ${s.rule} ${s.model}: ${s.answers} answers, ${s.spent}`);
+    // One key's status: its exact spend (the object's) and its spend by model (the metrics').
+    const status = await (await tg.admin("/.tollgate/status?rule=money-openai&header:x-school=north", { headers: auth })).json();
+    const byModel = new Map(status.spend_by_model.map((s) => [s.model, s]));
+    assert.deepEqual([...byModel.keys()].sort(), [...north.keys()].sort(), JSON.stringify(status.spend_by_model));
+    let total = 0n;
+    for (const [model, e] of north) {
+      assert.deepEqual([byModel.get(model).answers, BigInt(byModel.get(model).micro), byModel.get(model).spent], [e.answers, e.micro, creditsText(e.micro)], model);
+      total += e.micro;
+    }
+    assert.equal(status.spent, creditsText(total), "the object's exact spend is the sum of the key's spend by model");
+  }, { admin: true, vars: { TOLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, TOLLGATE_LOCAL_METRICS: "on" } });
 });

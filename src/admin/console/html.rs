@@ -276,6 +276,21 @@ fn traffic(prefix: &str, body: Option<&Value>) -> String {
     for p in body["top_places"].as_array().into_iter().flatten() {
         let _ = write!(out, "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", esc(&text(&p["country"])), esc(&text(&p["colo"])), p["n"]);
     }
+    out + "</table></section>" + &spend_by_model(body)
+}
+
+/// The spend by model of the priced rules (`spend` of the traffic's
+/// answer), dearest first; nothing when no priced answer settled in the
+/// range.
+fn spend_by_model(body: &Value) -> String {
+    let rows = body["spend"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<section><h2>Spend by model</h2><p>What priced answers cost, by the price pattern that priced the model each named (<code>(unpriced)</code>: charged at the table's highest prices). Sums of the metric points, which Analytics Engine may sample; a key's exact spend is on its Keys page.</p><table id=\"spend\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Model</th><th scope=\"col\">Answers</th><th scope=\"col\">Spent</th></tr>");
+    for r in rows {
+        let _ = write!(out, "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>", esc(&text(&r["rule"])), esc(&text(&r["model"])), r["answers"], esc(&text(&r["spent"])));
+    }
     out + "</table></section>"
 }
 
@@ -382,6 +397,10 @@ fn keys<R>(config: &Config, route: &ConsoleRoute<R>, csrf: &str, status: Option<
         }
         let _ = write!(out, "<p>Limits from: <code>{}</code></p>", esc(&text(&s["limits_source"])));
         out.push_str(&limits_said(s));
+        if let Some(spent) = s["spent"].as_str() {
+            let _ = write!(out, "<p id=\"spent\">Spent: {} (in its longest window)</p>", esc(spent));
+        }
+        out.push_str(&key_spend(s));
         out.push_str(&windows(s));
         if s["override"].is_object() {
             let _ = write!(out, "<p id=\"overridden\">Override: <code>{}</code></p>", esc(&s["override"].to_string()));
@@ -416,6 +435,20 @@ fn done(action: Option<&str>) -> Option<&'static str> {
     })
 }
 
+/// A money rule's key: its spend by model over its longest window, from
+/// the metrics (status's `spend_by_model`); nothing when none was read.
+fn key_spend(status: &Value) -> String {
+    let rows = status["spend_by_model"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<table id=\"key-spend\"><caption>By model (from the metrics, which may be sampled)</caption><tr><th scope=\"col\">Model</th><th scope=\"col\">Answers</th><th scope=\"col\">Spent</th></tr>");
+    for r in rows {
+        let _ = write!(out, "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>", esc(&text(&r["model"])), r["answers"], esc(&text(&r["spent"])));
+    }
+    out + "</table>"
+}
+
 /// The key's windows: what it used and when each resets; on a banned key,
 /// the ban in their place (nothing remains while it lasts).
 fn windows(status: &Value) -> String {
@@ -436,7 +469,10 @@ fn windows(status: &Value) -> String {
             Some(unit) => format!("calendar {}", esc(unit)),
             None => duration(w["window_ms"].as_u64().unwrap_or(0)),
         };
-        let _ = write!(out, "<tr><td>{}/{window}</td><td>{}</td><td>{}</td><td>{reset}</td></tr>", w["limit"], w["used"], w["remaining"]);
+        // A money rule's window in its currency (status's `spend_*`
+        // text, the counts' own wording), any other's counts as they are.
+        let said = |text: &str, count: &str| esc(&w[text].as_str().map_or_else(|| w[count].to_string(), str::to_string));
+        let _ = write!(out, "<tr><td>{}/{window}</td><td>{}</td><td>{}</td><td>{reset}</td></tr>", said("spend_limit", "limit"), said("spent", "used"), said("remaining_spend", "remaining"));
     }
     out + "</table>"
 }
@@ -504,9 +540,18 @@ mod tests {
         assert!(open.contains("<td>10/15m</td><td>3</td><td>7</td><td>14m 40s</td>"), "{open}");
         let day = windows(&json!({ "windows": [{ "limit": 300, "window_ms": 93_600_000, "used": 300, "remaining": 0, "reset_ms": 25_200_000, "calendar": "day" }] }));
         assert!(day.contains("<td>300/calendar day</td><td>300</td><td>0</td><td>7h</td>"), "{day}");
+        let yen = windows(&json!({ "windows": [{ "limit": 200_000_000, "window_ms": 93_600_000, "used": 12_345_678, "remaining": 187_654_322, "reset_ms": 25_200_000, "calendar": "day",
+            "spend_limit": "200 JPY", "spent": "12.345678 JPY", "remaining_spend": "187.654322 JPY" }] }));
+        assert!(yen.contains("<td>200 JPY/calendar day</td><td>12.345678 JPY</td><td>187.654322 JPY</td><td>7h</td>"), "a money rule in its currency: {yen}");
         let said = limits_said(&json!({ "limits_text": ["10 per 1m", "300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00"] }));
         assert_eq!(said, "<p id=\"limits\">Limits: 10 per 1m; 300 a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00</p>");
         assert_eq!(limits_said(&json!({})), "", "an older status: nothing");
+        let spend = spend_by_model(&json!({ "spend": [{ "rule": "yen", "model": "gpt-4o*", "answers": 3, "micro": 12_345_678, "spent": "12.345678 JPY" }] }));
+        assert!(spend.contains("<tr><td>yen</td><td><code>gpt-4o*</code></td><td>3</td><td>12.345678 JPY</td></tr>"), "{spend}");
+        assert_eq!(spend_by_model(&json!({ "spend": [] })), "", "no priced answer: no section");
+        let key = key_spend(&json!({ "spend_by_model": [{ "model": "<b>", "answers": 2, "spent": "1.5 JPY" }] }));
+        assert!(key.contains("<tr><td><code>&lt;b&gt;</code></td><td>2</td><td>1.5 JPY</td></tr>"), "{key}");
+        assert_eq!(key_spend(&json!({ "spend_by_model": null })), "");
         assert_eq!(done(Some("clear_ban")), Some("ban lifted"));
         assert_eq!(done(Some("status")), None);
     }

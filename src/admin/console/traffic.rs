@@ -76,16 +76,22 @@ impl Range {
 }
 
 /// How many queries a page asks ([`queries`]), and their answers.
-pub(crate) const QUERIES: usize = 4;
+pub(crate) const QUERIES: usize = 5;
 pub(crate) type Answers = [String; QUERIES];
 
 /// The most refusals the events view lists (the newest).
 pub(crate) const EVENTS_LISTED: usize = 100;
 
+/// The most (rule, model) rows of the spend by model.
+pub(crate) const SPEND_LISTED: usize = 50;
+
 /// The queries of a page: counts per rule, action and bucket; the top
 /// blocked key hashes; the top countries and colos; the newest refusals
 /// (blocked, shadow and fail-closed points), each with its reason, method,
-/// route, place and key hash (and raw key, where the rule wrote it).
+/// route, place and key hash (and raw key, where the rule wrote it); the
+/// spend by rule and model (the `spend` points: answers and micro-units,
+/// dearest first). `spend` points are no decision: the decision queries
+/// leave them out.
 pub(crate) fn queries(dialect: Dialect, dataset: &str, range: Range) -> Answers {
     let (span, bucket) = range.seconds();
     let (since, t, at) = match dialect {
@@ -99,18 +105,40 @@ pub(crate) fn queries(dialect: Dialect, dataset: &str, range: Range) -> Answers 
     let table = if dialect == Dialect::Sqlite { "points" } else { dataset };
     [
         format!(
-            "SELECT blob1 AS rule, blob2 AS action, {t} AS t, SUM(_sample_interval) AS n, SUM(_sample_interval * double1) AS w FROM {table} WHERE {since} GROUP BY rule, action, t ORDER BY t"
+            "SELECT blob1 AS rule, blob2 AS action, {t} AS t, SUM(_sample_interval) AS n, SUM(_sample_interval * double1) AS w FROM {table} WHERE {since} AND blob2 != 'spend' GROUP BY rule, action, t ORDER BY t"
         ),
         format!(
             "SELECT blob1 AS rule, blob5 AS key_hash, SUM(_sample_interval) AS n FROM {table} WHERE blob2 = 'blocked' AND blob5 != '' AND {since} GROUP BY rule, key_hash ORDER BY n DESC LIMIT 10"
         ),
         format!(
-            "SELECT blob4 AS country, blob3 AS colo, SUM(_sample_interval) AS n FROM {table} WHERE {since} AND blob2 != 'allowed' AND blob2 != 'allowed_total' GROUP BY country, colo ORDER BY n DESC LIMIT 10"
+            "SELECT blob4 AS country, blob3 AS colo, SUM(_sample_interval) AS n FROM {table} WHERE {since} AND blob2 != 'allowed' AND blob2 != 'allowed_total' AND blob2 != 'spend' GROUP BY country, colo ORDER BY n DESC LIMIT 10"
         ),
         format!(
             "SELECT {at} AS t, blob1 AS rule, blob2 AS action, blob7 AS reason, blob8 AS method, blob9 AS route, blob4 AS country, blob3 AS colo, blob10 AS asn, blob5 AS key_hash, blob11 AS raw_key, double1 AS retry_ms, _sample_interval AS n FROM {table} WHERE {since} AND (blob2 = 'blocked' OR blob2 = 'shadow' OR blob7 = 'fail_closed') ORDER BY t DESC LIMIT {EVENTS_LISTED}"
         ),
+        format!(
+            "SELECT blob1 AS rule, blob6 AS model, SUM(_sample_interval) AS n, SUM(_sample_interval * double1) AS micro FROM {table} WHERE blob2 = 'spend' AND {since} GROUP BY rule, model ORDER BY micro DESC LIMIT {SPEND_LISTED}"
+        ),
     ]
+}
+
+/// The query of one key's spend by model (its status'): the `spend`
+/// points of `rule` and `key_hash` of the last `span_s` seconds (its
+/// longest window), by model, dearest first. `None` when the rule's name
+/// or the hash cannot be written in an SQL string as it is (a quote, a
+/// backslash, a control character): no escaping to get wrong.
+pub(crate) fn key_spend_query(dialect: Dialect, dataset: &str, rule: &str, key_hash: &str, span_s: u64) -> Option<String> {
+    let plain = |text: &str| !text.chars().any(|c| c == '\'' || c == '\\' || c.is_control());
+    if !plain(rule) || !plain(key_hash) {
+        return None;
+    }
+    let (since, table) = match dialect {
+        Dialect::AnalyticsEngine => (format!("timestamp > NOW() - INTERVAL '{span_s}' SECOND"), dataset),
+        Dialect::Sqlite => (format!("timestamp > unixepoch() - {span_s}"), "points"),
+    };
+    Some(format!(
+        "SELECT blob1 AS rule, blob6 AS model, SUM(_sample_interval) AS n, SUM(_sample_interval * double1) AS micro FROM {table} WHERE blob2 = 'spend' AND blob1 = '{rule}' AND blob5 = '{key_hash}' AND {since} GROUP BY rule, model ORDER BY micro DESC LIMIT {SPEND_LISTED}"
+    ))
 }
 
 /// A dataset name as a query may hold it (letters, digits, `_`), else `tollgate`.
@@ -147,8 +175,9 @@ fn field(row: &Value, name: &str) -> String {
 /// each bucket from `now_s - span` (oldest first) and their totals; the top
 /// blocked key hashes; the top countries and colos; the newest refusals
 /// ([`events`]: the raw key only of the rules `shows_key` names, those
-/// whose `metrics_raw_key` is on now).
-pub(crate) fn body(range: Range, now_s: u64, answers: Result<Answers, String>, shows_key: &dyn Fn(&str) -> bool) -> Value {
+/// whose `metrics_raw_key` is on now); the spend by model ([`spend`],
+/// each amount said by `money`: a rule's micro-units in its currency).
+pub(crate) fn body(range: Range, now_s: u64, answers: Result<Answers, String>, shows_key: &dyn Fn(&str) -> bool, money: &dyn Fn(&str, u64) -> Option<String>) -> Value {
     let answers = match answers {
         Ok(a) => a,
         Err(why) => return serde_json::json!({ "range": range.name(), "error": why }),
@@ -175,7 +204,25 @@ pub(crate) fn body(range: Range, now_s: u64, answers: Result<Answers, String>, s
         "top_keys": top(&answers[1], "rule", "key_hash"),
         "top_places": top(&answers[2], "country", "colo"),
         "events": events(&answers[3], shows_key),
+        "spend": spend(&answers[4], money),
     })
+}
+
+/// The spend by rule and model, dearest first: `answers` (priced answers
+/// settled), `micro` (their charges, in micro-units of the rule's
+/// currency) and `spent`, `money`'s words for it (`12.345678 JPY`; the
+/// bare number when the rule is no longer priced). Analytics Engine may
+/// sample: these are its estimates; a key's exact spend is its object's
+/// (`status`).
+pub(crate) fn spend(answer: &str, money: &dyn Fn(&str, u64) -> Option<String>) -> Vec<Value> {
+    rows(answer)
+        .iter()
+        .map(|r| {
+            let (rule, micro) = (field(r, "rule"), count(&r["micro"]));
+            let spent = money(&rule, micro).unwrap_or_else(|| micro.to_string());
+            serde_json::json!({ "rule": rule, "model": field(r, "model"), "answers": count(&r["n"]), "micro": micro, "spent": spent })
+        })
+        .collect()
 }
 
 /// Per rule, per action, the counts of the `buckets` buckets of `bucket`
@@ -367,7 +414,9 @@ mod tests {
     #[test]
     fn both_dialects_count_by_sample_interval_over_the_range() {
         for dialect in [Dialect::AnalyticsEngine, Dialect::Sqlite] {
-            let [series, top, places, events] = queries(dialect, "tollgate", Range::Day);
+            let [series, top, places, events, spend] = queries(dialect, "tollgate", Range::Day);
+            assert!(spend.contains("blob2 = 'spend'") && spend.contains("SUM(_sample_interval * double1) AS micro") && spend.contains("GROUP BY rule, model"), "{spend}");
+            assert!(series.contains("blob2 != 'spend'") && places.contains("blob2 != 'spend'"), "a spend is no decision");
             assert!(events.contains("_sample_interval AS n") && events.contains("86400"), "each listed refusal stands for its sample interval: {events}");
             for q in [series, top, places] {
                 assert!(q.contains("SUM(_sample_interval)"), "{q}");
@@ -384,6 +433,12 @@ mod tests {
             assert!(queries(dialect, "tollgate", Range::Hour)[1].contains("blob5 != ''"), "a missing key's refusal has no key to top the list");
         }
         assert_eq!(dataset(Some("x; DROP")), "tollgate", "a name no query can be made of");
+        let q = key_spend_query(Dialect::Sqlite, "tollgate", "school-yen", "0f1e2d3c4b5a6978", 86_400).unwrap();
+        assert!(q.contains("blob1 = 'school-yen' AND blob5 = '0f1e2d3c4b5a6978'") && q.contains("unixepoch() - 86400") && q.contains("FROM points"), "{q}");
+        assert!(key_spend_query(Dialect::AnalyticsEngine, "tg", "r", "h", 60).unwrap().contains("FROM tg WHERE blob2 = 'spend'"));
+        for odd in ["it's", "a\\b", "x\ny"] {
+            assert_eq!(key_spend_query(Dialect::AnalyticsEngine, "tg", odd, "h", 60), None, "{odd}");
+        }
         assert_eq!(Range::parse(Some("week")), Range::Week);
         assert_eq!(Range::parse(Some("year")), Range::Hour);
     }
@@ -409,7 +464,16 @@ mod tests {
               "colo": "AMS", "asn": "", "key_hash": "0f0f", "raw_key": "ip=203.0.113.7", "retry_ms": 0, "n": "1" }
         ] });
         let shows = |rule: &str| rule == "login";
-        let b = body(Range::Hour, now, Ok([series.to_string(), top.to_string(), places.to_string(), events.to_string()]), &shows);
+        let spend = json!({ "data": [
+            { "rule": "yen", "model": "gpt-4o*", "n": "3", "micro": 12_345_678.0 },
+            { "rule": "gone", "model": "(unpriced)", "n": "1", "micro": "900" }
+        ] });
+        let money = |rule: &str, micro: u64| (rule == "yen").then(|| crate::config::price::money_text(micro, "JPY"));
+        let b = body(Range::Hour, now, Ok([series.to_string(), top.to_string(), places.to_string(), events.to_string(), spend.to_string()]), &shows, &money);
+        assert_eq!(b["spend"], json!([
+            { "rule": "yen", "model": "gpt-4o*", "answers": 3, "micro": 12_345_678, "spent": "12.345678 JPY" },
+            { "rule": "gone", "model": "(unpriced)", "answers": 1, "micro": 900, "spent": "900" }
+        ]), "in the rule's currency; a rule no longer priced: the bare micro-units");
         let blocked = b["rules"]["api"]["blocked"].as_array().unwrap();
         assert_eq!(blocked.len(), 60);
         assert_eq!(blocked[58], 12, "the last whole minute but one");
@@ -425,9 +489,9 @@ mod tests {
         assert_eq!((e[0]["t"].as_u64(), e[0]["retry_ms"].as_u64(), e[0]["asn"].as_str()), (Some(now - 5), Some(9000), Some("64500")));
         assert_eq!(e[0]["key"], "ip=203.0.113.7", "the rule asks for its raw key");
         assert!(e[1].get("key").is_none(), "a rule that does not ask shows no raw key, even if a point holds one: {}", e[1]);
-        let nothing = ["nope".to_string(), String::new(), "{}".to_string(), "[]".to_string()];
-        assert_eq!(body(Range::Hour, now, Ok(nothing), &shows)["rules"], json!({}));
-        assert_eq!(body(Range::Hour, now, Err("not set".into()), &shows)["error"], "not set");
+        let nothing = ["nope".to_string(), String::new(), "{}".to_string(), "[]".to_string(), String::new()];
+        assert_eq!(body(Range::Hour, now, Ok(nothing), &shows, &money)["rules"], json!({}));
+        assert_eq!(body(Range::Hour, now, Err("not set".into()), &shows, &money)["error"], "not set");
     }
 
     #[test]

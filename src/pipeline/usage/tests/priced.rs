@@ -58,7 +58,8 @@ fn exact(price: Price, input: u64, cached: u64, written: u64, output: u64) -> u6
 }
 
 fn price_of(model: &str) -> Price {
-    table(Unpriced::Highest).price(model.as_bytes()).unwrap()
+    let t = table(Unpriced::Highest);
+    t.models[t.pattern(model.as_bytes()).unwrap()].1
 }
 
 #[test]
@@ -163,6 +164,44 @@ fn a_milli_unit_rule_is_charged_the_micro_charge_rounded_up() {
     assert!(usage.feed(body.as_bytes()).is_none());
     usage.end(End::Ended);
     assert_eq!(usage.tokens("r"), Some(micro.div_ceil(1_000)));
+}
+
+/// The label of `body`'s answer for the spend by model, read whole.
+fn label(body: &str, content_type: Option<&str>) -> Option<String> {
+    let u = priced(&OPENAI, Unpriced::Highest, false, 10_000);
+    let mut usage = BodyUsage::new([("r", &u, &OPENAI)], content_type);
+    usage.feed(body.as_bytes());
+    assert_eq!(usage.model("r"), None, "none before the body ended");
+    usage.end(End::Ended);
+    usage.model("r")
+}
+
+/// An answer's spend is labelled by the table's pattern that priced
+/// its model (the config's words, never the answer's): two patterns are
+/// `(several)`, a model no pattern prices `(unpriced)`, none named
+/// `(none named)`; a rule with no price has no label.
+#[test]
+fn the_spend_by_model_is_labelled_by_the_pattern_that_priced_it() {
+    let usage = r#""usage":{"prompt_tokens":100,"completion_tokens":50,"total_tokens":150}"#;
+    let json = |model: &str| format!(r#"{{"model":{model},"choices":[],{usage}}}"#);
+    assert_eq!(label(&json("\"gpt-4o-2024-08-06\""), JSON).as_deref(), Some("gpt-4o*"));
+    assert_eq!(label(&json("\"gpt-4o-mini-2024-07-18\""), JSON).as_deref(), Some("gpt-4o-mini*"), "the longest prefix");
+    assert_eq!(label(&json("\"o3-pro\""), JSON).as_deref(), Some("(unpriced)"));
+    assert_eq!(label(&json("\"gpt-4o-m\u{131}ni\""), JSON).as_deref(), Some("(unpriced)"), "a look-alike spelling is no pattern's");
+    assert_eq!(label(&json("null"), JSON).as_deref(), Some("(none named)"));
+    let two = concat!(
+        "data: {\"model\":\"gpt-4o-mini\",\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\n",
+        "data: {\"model\":\"gpt-4o\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}\n\n",
+        "data: [DONE]\n\n",
+    );
+    assert_eq!(label(two, SSE).as_deref(), Some("(several)"));
+    let same = two.replace("\"gpt-4o\"", "\"gpt-4o-mini-2024\"");
+    assert_eq!(label(&same, SSE).as_deref(), Some("gpt-4o-mini*"), "two names, one pattern");
+    let plain = Usage { price: None, ..priced(&OPENAI, Unpriced::Highest, false, 10_000) };
+    let mut usage = BodyUsage::new([("r", &plain, &OPENAI)], JSON);
+    usage.feed(json("\"gpt-4o\"").as_bytes());
+    usage.end(End::Ended);
+    assert_eq!(usage.model("r"), None, "a rule with no price");
 }
 
 /// A table that refuses unpriced models may end the stream, so the driver
