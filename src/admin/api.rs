@@ -832,8 +832,10 @@ impl AdminRequest<'_> {
 /// the object says; the reason and who set it as the registry says), in
 /// the registry's order; an entry whose object could not be read
 /// (`None`) is listed as the registry has it, with `"checked": false`.
-/// Keys only as their hashes.
-pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -> Value {
+/// Keys only as their hashes. Each entry's `limits_text` says its
+/// limits as status does ([`limit_text`]: a money rule's in its currency,
+/// `money` giving a rule's pricing by name).
+pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], money: &dyn Fn(&str) -> Option<Priced>, now_ms: i64) -> Value {
     let mut out = Vec::new();
     for (entry, controls) in listed {
         let (until_ms, limits, checked) = match controls.as_ref().map(|c| c.live(now_ms)) {
@@ -844,6 +846,8 @@ pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -
                 _ => continue,
             },
         };
+        let priced = money(&entry.rule);
+        let said: Vec<String> = limits.iter().map(|l| limit_text(l, priced.as_ref(), now_ms)).collect();
         let limits: Vec<Value> = limits.iter().map(crate::count::protocol::limit_json).collect();
         out.push(serde_json::json!({
             "rule": entry.rule,
@@ -851,6 +855,7 @@ pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -
             "kind": entry.kind.name(),
             "until_ms": until_ms,
             "limits": limits,
+            "limits_text": said,
             "reason": entry.reason,
             "by": entry.by,
             "set_ms": entry.set_ms,
@@ -1314,6 +1319,21 @@ mod money_tests {
         assert_eq!(limits_of(&milli, "rule=yen&header:x-school=north&limit=8000.5/month"), Ok(vec![8_000_500]));
         let e = limits_of(&milli, "rule=yen&header:x-school=north&limit=0.0005/month").unwrap_err();
         assert!(e.contains("milli-units"), "{e}");
+    }
+
+    /// The controls listing says each override's limits as status does:
+    /// a money rule's in its currency, a calendar window with its zone
+    /// (the console's Controls page shows these words).
+    #[test]
+    fn the_controls_listing_says_limits_in_words() {
+        let c = school(json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }]));
+        let Ok(AdminAsk::Object(ask)) = parse(&c, "/.tollgate/override", "PUT", &CanonicalQuery::parse("rule=yen&header:x-school=north&limit=150/day&limit=0.5/1h")) else { panic!() };
+        let limits = ask.control.map(|c| c.limits).unwrap_or_default();
+        let entry = Entry { id: "i".into(), kind: crate::count::registry::Kind::Override, rule: "yen".into(), key_hash: "h".into(), until_ms: None, limits: limits.clone(), reason: String::new(), by: "api".into(), set_ms: 0 };
+        let controls = Controls { runtime_override: Some(crate::count::controls::RuntimeOverride { limits, until_ms: None }), ban: None };
+        let money = |name: &str| c.rules.iter().find(|r| r.name == name)?.usage.as_ref()?.price.clone();
+        let body = controls_body(&[(entry, Some(controls))], &money, 1_796_533_200_000);
+        assert_eq!(body["controls"][0]["limits_text"], json!(["150 JPY a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00", "0.5 JPY per 1h"]));
     }
 
     /// A money rule's status says its limits and what the key spent in
