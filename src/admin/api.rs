@@ -604,7 +604,10 @@ fn override_limit(rule: &Rule, text: &str) -> Result<Limit, AdminError> {
     let bad = || invalid("give REQUESTS/WINDOW, such as 1000/1d, or 300/day for a calendar day".into());
     let zero = || invalid("a limit needs requests above 0".into());
     let (requests, window) = text.split_once('/').ok_or_else(bad)?;
-    let requests: u32 = requests.trim().parse().map_err(|_| bad())?;
+    let requests = match rule.money_step() {
+        Some(step) => override_spend(requests.trim(), step).map_err(invalid)?,
+        None => requests.trim().parse().map_err(|_| bad())?,
+    };
     let window = window.trim();
     let (unit, zone) = window.split_once('@').map_or((window, None), |(u, z)| (u, Some(z)));
     let Some(unit) = crate::count::calendar::Unit::from_name(unit) else {
@@ -621,6 +624,21 @@ fn override_limit(rule: &Rule, text: &str) -> Result<Limit, AdminError> {
         })?,
     };
     Limit::per_period(requests, crate::count::calendar::Calendar { unit, zone }).ok_or_else(zero)
+}
+
+/// An override's amount on a money rule (`metering.price`): money in the
+/// rule's currency, as its `spend` limits are written (`200`, `0.5`), in
+/// the units its counters hold (micro-units, or milli-units when a spend
+/// passes 4294.967295: [`crate::config::price::step_for`]). Never the
+/// counted units themselves: `limit=200/day` on a yen rule is 200 yen.
+fn override_spend(amount: &str, step: u64) -> Result<u32, String> {
+    let decimals = if step == 1 { 6 } else { 3 };
+    let micro = crate::config::price::millionths_of_text(amount)
+        .ok_or_else(|| format!("give an amount of the rule's currency with at most {decimals} decimals, such as 200/day or 0.5/1h (a money rule's limits are spend)"))?;
+    if !micro.is_multiple_of(step) {
+        return Err(format!("at most {decimals} decimals: this rule counts in milli-units (a spend passes 4294.967295)"));
+    }
+    u32::try_from(micro / step).map_err(|_| "more than this rule's counters hold: its limits' largest spend decides its unit (raise a spend in the config to count in milli-units)".to_string())
 }
 
 /// The body of `GET {prefix}/rules`: every rule in the config's own
@@ -814,8 +832,10 @@ impl AdminRequest<'_> {
 /// the object says; the reason and who set it as the registry says), in
 /// the registry's order; an entry whose object could not be read
 /// (`None`) is listed as the registry has it, with `"checked": false`.
-/// Keys only as their hashes.
-pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -> Value {
+/// Keys only as their hashes. Each entry's `limits_text` says its
+/// limits as status does ([`limit_text`]: a money rule's in its currency,
+/// `money` giving a rule's pricing by name).
+pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], money: &dyn Fn(&str) -> Option<Priced>, now_ms: i64) -> Value {
     let mut out = Vec::new();
     for (entry, controls) in listed {
         let (until_ms, limits, checked) = match controls.as_ref().map(|c| c.live(now_ms)) {
@@ -826,6 +846,8 @@ pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -
                 _ => continue,
             },
         };
+        let priced = money(&entry.rule);
+        let said: Vec<String> = limits.iter().map(|l| limit_text(l, priced.as_ref(), now_ms)).collect();
         let limits: Vec<Value> = limits.iter().map(crate::count::protocol::limit_json).collect();
         out.push(serde_json::json!({
             "rule": entry.rule,
@@ -833,6 +855,7 @@ pub(crate) fn controls_body(listed: &[(Entry, Option<Controls>)], now_ms: i64) -
             "kind": entry.kind.name(),
             "until_ms": until_ms,
             "limits": limits,
+            "limits_text": said,
             "reason": entry.reason,
             "by": entry.by,
             "set_ms": entry.set_ms,
@@ -1272,6 +1295,45 @@ mod money_tests {
             granted: None,
             penalty_until_ms: None,
         }
+    }
+
+    /// An override on a money rule is written in money, as its `spend`
+    /// limits are: `limit=150/day` is 150 yen (150,000,000 micro-yen
+    /// counted), `0.5/1h` half a yen; more decimals than the unit
+    /// holds, a sign or an exponent are refused, named; on a rule counting
+    /// in milli-units (a spend above 4294.967295) 3 decimals at most.
+    #[test]
+    fn a_money_rule_s_override_is_written_in_its_currency() {
+        let limits_of = |c: &Config, query: &str| match parse(c, "/.tollgate/override", "PUT", &CanonicalQuery::parse(query)) {
+            Ok(AdminAsk::Object(AdminRequest { control: Some(ask), .. })) => Ok(ask.limits.iter().map(|l| l.requests.get()).collect::<Vec<_>>()),
+            Ok(_) => Err("no control".to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let micro = school(json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }]));
+        assert_eq!(limits_of(&micro, "rule=yen&header:x-school=north&limit=150/day&limit=0.5/1h"), Ok(vec![150_000_000, 500_000]));
+        for (bad, says) in [("1.0000001/day", "at most 6 decimals"), ("-1/day", "at most 6 decimals"), ("1e3/day", "at most 6 decimals"), ("5000/day", "counters hold")] {
+            let e = limits_of(&micro, &format!("rule=yen&header:x-school=north&limit={bad}")).unwrap_err();
+            assert!(e.contains(says) && e.contains(bad), "{bad}: {e}");
+        }
+        let milli = school(json!([{ "spend": 10_000, "window": "month", "time_zone": "America/New_York" }]));
+        assert_eq!(limits_of(&milli, "rule=yen&header:x-school=north&limit=8000.5/month"), Ok(vec![8_000_500]));
+        let e = limits_of(&milli, "rule=yen&header:x-school=north&limit=0.0005/month").unwrap_err();
+        assert!(e.contains("milli-units"), "{e}");
+    }
+
+    /// The controls listing says each override's limits as status does:
+    /// a money rule's in its currency, a calendar window with its zone
+    /// (the console's Controls page shows these words).
+    #[test]
+    fn the_controls_listing_says_limits_in_words() {
+        let c = school(json!([{ "spend": 200, "window": "day", "time_zone": "Asia/Tokyo" }]));
+        let Ok(AdminAsk::Object(ask)) = parse(&c, "/.tollgate/override", "PUT", &CanonicalQuery::parse("rule=yen&header:x-school=north&limit=150/day&limit=0.5/1h")) else { panic!() };
+        let limits = ask.control.map(|c| c.limits).unwrap_or_default();
+        let entry = Entry { id: "i".into(), kind: crate::count::registry::Kind::Override, rule: "yen".into(), key_hash: "h".into(), until_ms: None, limits: limits.clone(), reason: String::new(), by: "api".into(), set_ms: 0 };
+        let controls = Controls { runtime_override: Some(crate::count::controls::RuntimeOverride { limits, until_ms: None }), ban: None };
+        let money = |name: &str| c.rules.iter().find(|r| r.name == name)?.usage.as_ref()?.price.clone();
+        let body = controls_body(&[(entry, Some(controls))], &money, 1_796_533_200_000);
+        assert_eq!(body["controls"][0]["limits_text"], json!(["150 JPY a day (Asia/Tokyo), resets at 2026-12-07T00:00+09:00", "0.5 JPY per 1h"]));
     }
 
     /// A money rule's status says its limits and what the key spent in

@@ -384,7 +384,9 @@ impl<'f> AdminFlow<'f> {
     /// The listed objects' controls, in the listing's order.
     pub(crate) fn read_each(&mut self, results: Vec<Result<Controls, CallFailure>>) -> AdminStep<'f> {
         let listed: Vec<(Entry, Option<Controls>)> = std::mem::take(&mut self.listed).into_iter().zip(results.into_iter().map(Result::ok)).collect();
-        self.done(AdminResponse::Json(api::controls_body(&listed, self.now_ms)))
+        let rules = &self.config.rules;
+        let money = |name: &str| rules.iter().find(|r| r.name == name)?.usage.as_ref()?.price.clone();
+        self.done(AdminResponse::Json(api::controls_body(&listed, &money, self.now_ms)))
     }
 
     /// The status or reset call.

@@ -187,6 +187,21 @@ pub(crate) fn millionths(value: &Value) -> Option<u64> {
     ((scaled - whole).abs() < 1e-3).then_some(whole as u64)
 }
 
+/// A decimal amount written as text (`200`, `0.5`, `12.345678`) in
+/// millionths, exactly (no float): `None` for a sign, an exponent, more
+/// than 6 decimals, or more than [`MOST`].
+pub(crate) fn millionths_of_text(text: &str) -> Option<u64> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > 6 || (text.contains('.') && fraction.is_empty()) {
+        return None;
+    }
+    let whole: u64 = whole.parse().ok()?;
+    let fraction: u64 = format!("{fraction:0<6}").parse().ok()?;
+    let micro = whole.checked_mul(1_000_000)?.checked_add(fraction)?;
+    (micro as f64 <= MOST * 1_000_000.0).then_some(micro)
+}
+
 /// Millionths written back as the decimal they were read from.
 pub(crate) fn decimal(millionths: u64) -> Value {
     if millionths.is_multiple_of(1_000_000) {

@@ -128,6 +128,7 @@ test("a runtime override on a calendar rule stays on Tokyo's calendar; status sa
     assert.ok(retry >= 1 && retry <= 30, `Retry-After ${retry}: to Tokyo's midnight (a rolling day would say ~93600)`);
     const listed = await adminCall(tg, "/.tollgate/controls");
     assert.deepEqual(listed.body.controls.map((c) => [c.rule, c.kind, c.limits]), [["school", "override", [[5, "day@Asia/Tokyo"]]]]);
+    assert.match(listed.body.controls[0].limits_text[0], /^5 a day \(Asia\/Tokyo\), resets at \d{4}-\d\d-\d\dT00:00\+09:00$/, "in words, as status says it");
 
     await setClock(tg, midnight + 1_000);
     assert.deepEqual(await statuses(tg, 6, "/ask", { ip }), [200, 200, 200, 200, 200, 429], "the next local day: 5 again");

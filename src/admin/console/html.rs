@@ -174,7 +174,7 @@ fn controls(prefix: &str, csrf: &str, body: &Value) -> String {
         "<div class=\"scroll\" role=\"region\" aria-label=\"Controls in force\" tabindex=\"0\"><table id=\"controls\"><tr><th scope=\"col\">Rule</th><th scope=\"col\">Key hash</th><th scope=\"col\">Control</th><th scope=\"col\">Limits</th><th scope=\"col\">Ends</th><th scope=\"col\">Reason</th><th scope=\"col\">Set by</th><th scope=\"col\">Set</th><th scope=\"col\">Action</th></tr>",
     );
     for c in list {
-        let limits: Vec<String> = c["limits"].as_array().into_iter().flatten().map(|l| format!("{}/{}", l[0], duration(l[1].as_u64().unwrap_or(0)))).collect();
+        let limits: Vec<String> = c["limits_text"].as_array().into_iter().flatten().map(text).collect();
         let (rule, hash, kind) = (text(&c["rule"]), text(&c["key_hash"]), text(&c["kind"]));
         let _ = write!(
             out,
