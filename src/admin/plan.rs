@@ -215,9 +215,7 @@ fn own_origin(url: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::Req;
     use serde_json::json;
-    use url::Url;
 
     const IP: (&str, &str) = ("cf-connecting-ip", "198.51.100.7");
 
@@ -233,14 +231,7 @@ mod tests {
     /// `headers` and the admin `token`, which the request machine handed
     /// over as [`Route::Admin`].
     fn admin_of<'c>(config: &'c Config, method: &str, url: &str, headers: &[(&str, &str)], token: Option<&str>) -> AdminPlan<'c> {
-        let url = Url::parse(&format!("https://example.com{url}")).unwrap();
-        let mut req = Req::new(method, url.as_str()).country("nz").asn(64500);
-        for (name, value) in headers {
-            req = req.header(name, value);
-        }
-        if let Some(token) = token {
-            req = req.admin_token(token);
-        }
+        let req = crate::pipeline::plan::tests::request_of(method, url, headers, token);
         assert!(matches!(req.plan_once(config, Body::Unread).route, Route::Admin), "the request machine hands it over");
         req.admin_plan_once(config, Body::Unread)
     }

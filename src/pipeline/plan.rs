@@ -535,6 +535,21 @@ pub(crate) mod tests {
         json!([{ "requests": 1, "window": "1m" }])
     }
 
+    /// A request `method url` (under example.com, from NZ, AS 64500) with
+    /// `headers` and, when given, the admin `token`: what the plan tests
+    /// here and the admin plane's plan tests send.
+    pub(crate) fn request_of(method: &str, url: &str, headers: &[(&str, &str)], token: Option<&str>) -> Req {
+        let url = Url::parse(&format!("https://example.com{url}")).unwrap();
+        let mut req = Req::new(method, url.as_str()).country("nz").asn(64500);
+        for (name, value) in headers {
+            req = req.header(name, value);
+        }
+        if let Some(token) = token {
+            req = req.admin_token(token);
+        }
+        req
+    }
+
     /// Plans `method url` with `headers` and `body`, as the Worker does:
     /// without the body first, then with it when the plan asks.
     fn plan_of<'c>(
@@ -545,14 +560,7 @@ pub(crate) mod tests {
         body: Option<&[u8]>,
         token: Option<&str>,
     ) -> (Plan<'c>, bool) {
-        let url = Url::parse(&format!("https://example.com{url}")).unwrap();
-        let mut req = Req::new(method, url.as_str()).country("nz").asn(64500);
-        for (name, value) in headers {
-            req = req.header(name, value);
-        }
-        if let Some(token) = token {
-            req = req.admin_token(token);
-        }
+        let req = request_of(method, url, headers, token);
         let first = req.plan_once(config, Body::Unread);
         if !matches!(first.route, Route::NeedsBody) {
             return (first, false);
