@@ -20,28 +20,9 @@ const MIB = 1_048_576;
 /** A `body:user` rule on /read/*, with top-level `fields`. */
 const reading = (fields) => ({ ...config(rule("by-user", "/read/*", { key: ["body:user"], limits: limit(100, "1m") })), ...fields });
 
-/**
- * A JSON upload over a raw connection: `length` announced, `sent` bytes of
- * `{"user":"ann","pad":"xxx…` sent at once, then nothing until `stop()`.
- * `response` resolves with the status (or "closed").
- */
-function stalledRead(base, { ip, length, sent }) {
-  const req = http.request(new URL("/read/x", base), {
-    method: "POST",
-    headers: { "cf-connecting-ip": ip, "content-type": "application/json", "content-length": String(length) },
-  });
-  const response = new Promise((resolve) => {
-    req.on("response", (res) => {
-      res.resume();
-      resolve(res.statusCode);
-    });
-    req.on("error", () => resolve("closed"));
-    req.on("close", () => resolve("closed"));
-  });
-  req.flushHeaders();
-  const head = '{"user":"ann","pad":"';
-  req.write(head + "x".repeat(Math.max(0, sent - head.length)));
-  return { response, stop: () => req.destroy() };
+/** A stalled JSON upload to the `body:user` rule's path ([`stalledPost`]). */
+function stalledRead(base, stall) {
+  return stalledPost(base, "/read/x", stall);
 }
 
 /** `promise`, or "no answer" once `ms` have passed. */
@@ -81,7 +62,11 @@ test("a body read that stalls is answered 408 at body_timeout: nothing counted o
     assert.equal(bodyLines(tg, "over_budget").length, 0, "read within its share again");
   }));
 
-/** A POST of `length` announced, `sent` bytes of JSON sent at once, then nothing until `stop()`; `response`: the status. */
+/**
+ * A JSON POST to `path` over a raw connection: `length` announced, `sent`
+ * bytes of `{"user":"ann","pad":"xxx…` sent at once, then nothing until
+ * `stop()`. `response` resolves with the status (or "closed").
+ */
 function stalledPost(base, path, { ip, length, sent }) {
   const req = http.request(new URL(path, base), {
     method: "POST",
