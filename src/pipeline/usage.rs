@@ -410,18 +410,29 @@ impl UsageReader {
         if self.cut {
             return None;
         }
-        for (at, &byte) in chunk.iter().enumerate() {
-            let seen = match &mut self.framing {
-                Framing::Sse(sse) => sse.byte(byte).map(|(doc, done)| (doc, done, true)),
-                Framing::Json(scan) => scan.byte(byte).map(|doc| (Some(doc), false, false)),
+        let mut from = 0;
+        while from < chunk.len() {
+            let rest = &chunk[from..];
+            let (read, seen) = match &mut self.framing {
+                Framing::Sse(sse) => {
+                    let (read, event) = sse.bytes(rest);
+                    (read, event.map(|(doc, done)| (doc, done, true)))
+                }
+                Framing::Json(scan) => {
+                    let (read, doc) = scan.bytes(rest);
+                    (read, doc.map(|doc| (Some(doc), false, false)))
+                }
             };
+            from += read;
             let Some((doc, done, sse)) = seen else { continue };
             if self.read(doc.as_ref(), done) {
                 self.cut = true;
-                // A CRLF stream's blank line dispatches at its CR: its LF
+                // The byte that dispatched it, and whether it is a CR: a
+                // CRLF stream's blank line dispatches at its CR, and its LF
                 // goes with the kept bytes, or first in the cut event.
+                let at = from - 1;
                 let lf_next = chunk.get(at + 1) == Some(&b'\n');
-                let cr = sse && byte == b'\r';
+                let cr = sse && chunk.get(at) == Some(&b'\r');
                 return Some((if cr && lf_next { at + 2 } else { at + 1 }, cr && !lf_next));
             }
         }
@@ -653,6 +664,31 @@ impl UsageReader {
 }
 
 impl Sse {
+    /// Bytes, read as [`Sse::byte`] reads them one by one, a line's value
+    /// taken at once: `(read, None)` once all are read, or `(read,
+    /// Some(event))` right after the byte that dispatched an event (the
+    /// rest not read yet).
+    fn bytes(&mut self, bytes: &[u8]) -> (usize, Option<(Option<Doc>, bool)>) {
+        let mut at = 0;
+        while at < bytes.len() {
+            // Inside a line (never right after a CR: a CR ends the line).
+            if matches!(self.line, Line::Data | Line::Ignore) {
+                let rest = &bytes[at..];
+                let value = scan::find_either(rest, b'\n', b'\r').unwrap_or(rest.len());
+                if self.line == Line::Data {
+                    self.data_bytes(&rest[..value]);
+                }
+                at += value;
+            }
+            let Some(&b) = bytes.get(at) else { break };
+            at += 1;
+            if let Some(event) = self.byte(b) {
+                return (at, Some(event));
+            }
+        }
+        (bytes.len(), None)
+    }
+
     /// One byte; the event (its document, if its data is one whole JSON
     /// document, and whether it is `[DONE]`) when the byte dispatches one.
     fn byte(&mut self, byte: u8) -> Option<(Option<Doc>, bool)> {
@@ -705,19 +741,26 @@ impl Sse {
     }
 
     fn data_byte(&mut self, byte: u8) {
-        if self.head.len() <= DONE.len() {
-            self.head.push(byte);
-        }
-        let _ = self.scan.byte(byte);
+        self.data_bytes(&[byte]);
+    }
+
+    /// Bytes of a `data` line's value (no line ending among them).
+    fn data_bytes(&mut self, bytes: &[u8]) {
+        let head = (DONE.len() + 1).saturating_sub(self.head.len()).min(bytes.len());
+        self.head.extend_from_slice(&bytes[..head]);
+        // An event's scan is never of documents' elements: it reads all.
+        let _ = self.scan.bytes(bytes);
     }
 
     /// The line ended: a blank line dispatches the event.
     fn end_line(&mut self) -> Option<(Option<Doc>, bool)> {
-        let (field, line) = (std::mem::take(&mut self.field), std::mem::replace(&mut self.line, Line::Field));
-        match line {
-            Line::Field if field.is_empty() => self.dispatch(),
+        let line = std::mem::replace(&mut self.line, Line::Field);
+        let field = (self.field.is_empty(), self.field == b"data");
+        self.field.clear();
+        match (line, field) {
+            (Line::Field, (true, _)) => self.dispatch(),
             // A line that is only `data` is a data line with no value.
-            Line::Field if field == b"data" => {
+            (Line::Field, (_, true)) => {
                 self.data_line();
                 None
             }
