@@ -172,28 +172,34 @@ export function watchUpload(request, ms) {
   return [outbound, stop];
 }
 
-// The answer's body, watched (a concurrency slot, a usage reader): read
-// from the origin, gathered into batches, each batch handed once to
-// `onChunk` (the usage reader: one Wasm call for many events) and written
-// to the client's native pipe (one crossing per batch, not per chunk: each
-// costs 20-30 µs of JS). A batch is flushed at once when
-// it is the answer's first (its time to first byte is the origin's), when
-// it reaches BATCH bytes, or BATCH_MS after its first chunk came: a chunk
-// reaches the client at most BATCH_MS later than the origin sent it, and
-// is never passed on before the reader has seen it (a cut keeps the
-// client from every byte after its event). Backpressure (memory): while
-// a batch waits for the client to take it, the origin is read into the
-// next batch up to `ahead` bytes (what the isolate's memory budget
-// granted, Rust's MemoryBudget::watch: 64 KiB, or less), then no further:
-// an answer the client does not read holds at most 2 × ahead here, plus
-// the one chunk that passed it. With `ahead` 0, each chunk is its own
-// batch, and the next is read only once the client took it.
+// The answer's body, watched (a concurrency slot, a usage reader that may
+// cut): every byte reaches the client only once `onChunk` has seen it (a
+// cut keeps the client from every byte after its event), in batches: the
+// body is teed, one branch drained by the runtime alone (`drainer`: so the
+// origin is pulled as it sends and each chunk queues on the other branch
+// too, with no JS per chunk), the other read by the watch: the first read
+// at once (time to first byte is the origin's), then one read BATCH_MS
+// after the last, taking every byte queued (at most READ): one JS turn,
+// one onChunk call (the usage reader: one Wasm call for many events) and
+// one write to the client's native pipe for many chunks (each turn costs
+// 20-30 µs of JS, a read of the origin's own stream returns one HTTP
+// chunk). A byte reaches the client at most BATCH_MS (and its batch's
+// handling) later than unwatched. Backpressure (memory): the drain runs
+// only while the client keeps up: a batch the client has not taken within
+// STALL_MS, a read that filled READ (not a stream of small events), or
+// `ahead` 0 (no room granted) stops it for good, and then the origin is
+// read only as the client takes each batch: an answer the client does not
+// read holds what came in BATCH_MS + STALL_MS, one batch, and the drain's
+// `ahead` (what the isolate's memory budget granted, Rust's
+// MemoryBudget::watch).
 export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
   if (response.body === null) return [response, Promise.resolve("ended")];
   if (behind) return readBehind(response, leftMs, onChunk);
   let finish;
   const finished = new Promise((r) => { finish = r; });
-  const reader = response.body.getReader();
+  const [toDrain, toRead] = response.body.tee();
+  const drain = drainer(toDrain, ahead);
+  const reader = toRead.getReader({ mode: "byob" });
   // The client's body: a native pipe. Its readable side is the runtime's
   // own stream, pumped to the client without JS; each write resolves once
   // the client has taken it (the pipe holds nothing), which is how a
@@ -208,7 +214,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
     ended = true;
     clearTimeout(idle);
     clearTimeout(lapse);
-    clearTimeout(due);
+    drain.close();
     finish(word);
     return true;
   };
@@ -220,9 +226,8 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
     reader.cancel(reason).catch(() => {});
   };
   const lapse = setTimeout(() => cut("lapsed"), leftMs);
-  // One timer, not one per chunk: a batch (at most `ahead` bytes) the
-  // client has not taken idleMs after it was written is one the client
-  // stopped reading.
+  // One timer, not one per batch: a batch the client has not taken idleMs
+  // after it was written is one the client stopped reading.
   let idle;
   const check = () => {
     const since = waiting === null ? 0 : Date.now() - waiting;
@@ -232,33 +237,16 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
   idle = setTimeout(check, idleMs);
   const give = async (bytes) => {
     waiting = Date.now();
-    await writer.write(bytes);
+    const stall = setTimeout(drain.stop, STALL_MS);
+    try {
+      await writer.write(bytes);
+    } finally {
+      clearTimeout(stall);
+    }
     waiting = null;
   };
-  // The batch gathering (at most `ahead` bytes, and one chunk past it):
-  // its chunks, their size, when its first came.
-  let parts = [];
-  let size = 0;
-  let since = 0;
-  let first = true;
-  let due = null;
-  // Flushes run one after another (the loop's and the timer's); one at
-  // most waits to run, and takes every chunk gathered by then.
-  let queue = Promise.resolve();
-  let queued = false;
-  const failed = (e) => {
-    // The client went away (its end of the pipe is gone).
-    if (end("cancelled")) reader.cancel(e).catch(() => {});
-  };
-  const flushNow = async () => {
-    if (ended || size === 0) return;
-    const batch = parts.length === 1 ? parts[0] : join(parts, size);
-    parts = [];
-    size = 0;
-    clearTimeout(due);
-    due = null;
-    // The batch, as the origin sent it, to the usage reader;
-    // passed on unchanged unless the reader cuts.
+  // One batch to the client, as the origin sent it unless the reader cuts.
+  const pass = async (batch) => {
     const asked = onChunk ? onChunk(batch) : undefined;
     if (!asked) return give(batch);
     reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
@@ -267,49 +255,88 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
     if (!ended) await writer.close();
     end("cut");
   };
-  const flush = () => {
-    if (queued) return queue;
-    queued = true;
-    queue = queue.then(() => { queued = false; return flushNow(); }).catch(failed);
-    return queue;
-  };
   (async () => {
+    // One buffer, read into again and again (the reader copies what it
+    // is handed into Wasm, the client's pipe once the write resolved).
+    let buffer = new ArrayBuffer(READ);
     for (;;) {
-      // Backpressure: a full batch waits for the one before it.
-      if (size >= ahead) await queue;
+      drain.run();
       let next;
       try {
-        next = await reader.read();
+        next = await reader.read(new Uint8Array(buffer));
       } catch (e) {
-        await queue;
         if (end("failed")) writer.abort(e).catch(() => {});
         return;
       }
       if (ended) return;
-      const { done, value } = next;
-      if (done) {
-        await flush();
-        if (ended) return;
-        try {
+      const at = Date.now();
+      try {
+        if (next.done) {
           await writer.close();
           end("ended");
-        } catch (e) {
-          failed(e);
+          return;
         }
+        await pass(next.value);
+      } catch (e) {
+        // The client went away (its end of the pipe is gone).
+        if (end("cancelled")) reader.cancel(e).catch(() => {});
         return;
       }
-      if (size === 0) since = Date.now();
-      parts.push(value);
-      size += value.byteLength;
-      if (first || size >= ahead || Date.now() - since >= BATCH_MS) {
-        first = false;
-        flush();
-      } else if (due === null) {
-        due = setTimeout(() => { due = null; flush(); }, BATCH_MS - (Date.now() - since));
-      }
+      if (ended) return;
+      buffer = next.value.buffer;
+      drain.took(next.value.byteLength);
+      if (next.value.byteLength === READ) drain.stop();
+      else if (BATCH_MS - (Date.now() - at) > 0) await new Promise((r) => setTimeout(r, BATCH_MS - (Date.now() - at)));
     }
   })();
   return [new Response(readable, response), finished];
+}
+
+// The drain of a watched answer: its branch of the tee piped natively into
+// an IdentityTransformStream the runtime reads whole (arrayBuffer: no JS per
+// chunk) and drops, restarted after every `ahead` bytes (what it holds).
+// `run` (re)starts it unless stopped; `stop` ends it for good (the branch
+// cancelled: nothing queues for it); `close` too, at the watch's end (the
+// origin is cancelled once both branches are).
+function drainer(branch, ahead) {
+  let pipe = null;
+  let off = ahead <= 0;
+  let since = 0;
+  const halt = () => {
+    if (pipe !== null) pipe.abort();
+    pipe = null;
+    if (off && !branch.locked) branch.cancel().catch(() => {});
+  };
+  const start = () => {
+    const through = new IdentityTransformStream();
+    new Response(through.readable).arrayBuffer().catch(() => {});
+    const stop = new AbortController();
+    pipe = stop;
+    since = 0;
+    branch.pipeTo(through.writable, { preventCancel: true, signal: stop.signal }).catch(() => {
+      if (pipe === stop) pipe = null;
+      if (off) branch.cancel().catch(() => {});
+    });
+  };
+  if (off) halt();
+  return {
+    run() {
+      if (off) return;
+      if (since >= ahead) halt();
+      if (pipe === null && !branch.locked) start();
+    },
+    took(bytes) {
+      since += bytes;
+    },
+    stop() {
+      off = true;
+      halt();
+    },
+    close() {
+      off = true;
+      halt();
+    },
+  };
 }
 
 // An answer read behind the client (a usage reader that never cuts, no
@@ -381,8 +408,10 @@ function readBehind(response, leftMs, onChunk) {
 const REST_MS = 20;
 const READ = 65536;
 
-// A watched answer's batch: flushed at this age (ms), or at its `ahead`.
+// A watched answer's batches: one read this long (ms) after the last; a
+// batch the client has not taken this long after its write stops the drain.
 const BATCH_MS = 10;
+const STALL_MS = 50;
 
 // `finished`, which calls `release` (the answer's hold in the memory
 // budget given back) once it resolves, with its word.
@@ -391,17 +420,6 @@ export function afterWatch(finished, release) {
     release();
     return word;
   });
-}
-
-// The chunks of a batch as one array.
-function join(parts, size) {
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const part of parts) {
-    all.set(part, at);
-    at += part.byteLength;
-  }
-  return all;
 }
 
 // A 101's WebSocket, relayed through a pair whose client end goes to the
