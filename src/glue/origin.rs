@@ -184,14 +184,14 @@ export function watchUpload(request, ms) {
 // one write to the client's native pipe for many chunks (each turn costs
 // 20-30 µs of JS, a read of the origin's own stream returns one HTTP
 // chunk). A byte reaches the client at most BATCH_MS (and its batch's
-// handling) later than unwatched. Backpressure (memory): the drain runs
-// only while the client keeps up: a batch the client has not taken within
-// STALL_MS, a read that filled READ (not a stream of small events), or
-// `ahead` 0 (no room granted) stops it for good, and then the origin is
-// read only as the client takes each batch: an answer the client does not
-// read holds what came in BATCH_MS + STALL_MS, one batch, and the drain's
-// `ahead` (what the isolate's memory budget granted, Rust's
-// MemoryBudget::watch).
+// handling) later than unwatched. Backpressure (memory): the drain lets the
+// tee pull at most `ahead` bytes (what the isolate's memory budget
+// granted, Rust's MemoryBudget::watch: 64 KiB, or less) past what the
+// watch has read, and the watch reads only once the client took its last
+// batch: an answer the client does not read holds one batch, `ahead`
+// queued and the drain's `ahead`-byte buffer. With `ahead` 0, no drain:
+// each read pulls one chunk from the origin, once the client took the one
+// before.
 export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
   if (response.body === null) return [response, Promise.resolve("ended")];
   if (behind) return readBehind(response, leftMs, onChunk);
@@ -214,7 +214,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
     ended = true;
     clearTimeout(idle);
     clearTimeout(lapse);
-    drain.close();
+    drain.stop();
     finish(word);
     return true;
   };
@@ -237,12 +237,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
   idle = setTimeout(check, idleMs);
   const give = async (bytes) => {
     waiting = Date.now();
-    const stall = setTimeout(drain.stop, STALL_MS);
-    try {
-      await writer.write(bytes);
-    } finally {
-      clearTimeout(stall);
-    }
+    await writer.write(bytes);
     waiting = null;
   };
   // One batch to the client, as the origin sent it unless the reader cuts.
@@ -260,13 +255,15 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
     // is handed into Wasm, the client's pipe once the write resolved).
     let buffer = new ArrayBuffer(READ);
     for (;;) {
-      drain.run();
       let next;
       try {
+        drain.waiting(true);
         next = await reader.read(new Uint8Array(buffer));
       } catch (e) {
         if (end("failed")) writer.abort(e).catch(() => {});
         return;
+      } finally {
+        drain.waiting(false);
       }
       if (ended) return;
       const at = Date.now();
@@ -284,59 +281,55 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
       }
       if (ended) return;
       buffer = next.value.buffer;
-      drain.took(next.value.byteLength);
-      if (next.value.byteLength === READ) drain.stop();
-      else if (BATCH_MS - (Date.now() - at) > 0) await new Promise((r) => setTimeout(r, BATCH_MS - (Date.now() - at)));
+      const rest = BATCH_MS - (Date.now() - at);
+      // No rest without a drain: nothing would gather meanwhile.
+      if (next.value.byteLength < READ && rest > 0 && drain.live()) await new Promise((r) => setTimeout(r, rest));
     }
   })();
   return [new Response(readable, response), finished];
 }
 
 // The drain of a watched answer: its branch of the tee piped natively into
-// an IdentityTransformStream the runtime reads whole (arrayBuffer: no JS per
-// chunk) and drops, restarted after every `ahead` bytes (what it holds).
-// `run` (re)starts it unless stopped; `stop` ends it for good (the branch
-// cancelled: nothing queues for it); `close` too, at the watch's end (the
-// origin is cancelled once both branches are).
+// an IdentityTransformStream read in `readAtLeast(ahead)` bytes (one JS
+// turn per `ahead` bytes, the buffer reused), so the tee pulls the origin
+// as it sends without JS per chunk. Each read lets the tee run `ahead`
+// bytes ahead, no further: `run` issues the next one (the watch calls it
+// before each of its reads: the origin is pulled at most `ahead` bytes
+// past what the watch took), and so does a read that ends while the
+// watch waits for bytes (`waiting(true)`: it has taken all there is).
+// `stop`: cancelled, the origin then pulled only by the watch's reads;
+// `ahead` 0: no drain. `live`: whether it still runs.
 function drainer(branch, ahead) {
-  let pipe = null;
-  let off = ahead <= 0;
-  let since = 0;
-  const halt = () => {
-    if (pipe !== null) pipe.abort();
-    pipe = null;
-    if (off && !branch.locked) branch.cancel().catch(() => {});
+  if (ahead <= 0) {
+    branch.cancel().catch(() => {});
+    return { run() {}, waiting() {}, stop() {}, live: () => false };
+  }
+  const through = new IdentityTransformStream();
+  const pipe = new AbortController();
+  branch.pipeTo(through.writable, { signal: pipe.signal }).catch(() => {});
+  const reader = through.readable.getReader({ mode: "byob" });
+  let buffer = new ArrayBuffer(ahead);
+  let armed = false;
+  let off = false;
+  let starved = false;
+  const run = () => {
+    if (off || armed) return;
+    armed = true;
+    reader.readAtLeast(ahead, new Uint8Array(buffer)).then(({ done, value }) => {
+      armed = false;
+      if (done) return stop();
+      buffer = value.buffer;
+      if (starved) run();
+    }, () => { off = true; });
   };
-  const start = () => {
-    const through = new IdentityTransformStream();
-    new Response(through.readable).arrayBuffer().catch(() => {});
-    const stop = new AbortController();
-    pipe = stop;
-    since = 0;
-    branch.pipeTo(through.writable, { preventCancel: true, signal: stop.signal }).catch(() => {
-      if (pipe === stop) pipe = null;
-      if (off) branch.cancel().catch(() => {});
-    });
+  const stop = () => {
+    if (off) return;
+    off = true;
+    const reason = new Error("tollgate: the drain stopped");
+    reader.cancel(reason).catch(() => {});
+    pipe.abort(reason);
   };
-  if (off) halt();
-  return {
-    run() {
-      if (off) return;
-      if (since >= ahead) halt();
-      if (pipe === null && !branch.locked) start();
-    },
-    took(bytes) {
-      since += bytes;
-    },
-    stop() {
-      off = true;
-      halt();
-    },
-    close() {
-      off = true;
-      halt();
-    },
-  };
+  return { run, waiting: (flag) => { starved = flag; if (flag) run(); }, stop, live: () => !off };
 }
 
 // An answer read behind the client (a usage reader that never cuts, no
@@ -408,10 +401,8 @@ function readBehind(response, leftMs, onChunk) {
 const REST_MS = 20;
 const READ = 65536;
 
-// A watched answer's batches: one read this long (ms) after the last; a
-// batch the client has not taken this long after its write stops the drain.
+// A watched answer's batches: one read this long (ms) after the last.
 const BATCH_MS = 10;
-const STALL_MS = 50;
 
 // `finished`, which calls `release` (the answer's hold in the memory
 // budget given back) once it resolves, with its word.
