@@ -531,19 +531,19 @@ extern "C" {
     /// `idle_ms` for the client to take it) or `lapsed` (`left_ms` passed).
     /// At once (`ended`) for no body (a 101's session is relayed by
     /// [`relay_session`], not watched). `on_chunk` (or null) is handed each batch of the origin's
-    /// chunks (in order, every byte once, before any of them reaches the
-    /// client: the first chunk alone, then what came within 10 ms, at most
-    /// 64 KiB) and returns nothing, or `[keep, event]`: pass the batch's
-    /// first `keep` bytes and `event`, end the client's stream, cancel the
-    /// origin's (`cut`).
+    /// bytes (in order, every byte once, before any of them reaches the
+    /// client: the first read at once, then one read 10 ms after the last,
+    /// taking what queued meanwhile, at most 64 KiB) and returns nothing,
+    /// or `[keep, event]`: pass the batch's first `keep` bytes and `event`,
+    /// end the client's stream, cancel the origin's (`cut`).
     ///
     /// `behind` (with an `on_chunk` that never cuts, and no idle watch):
     /// the body is teed instead, the client's branch piped natively, the
     /// other read by `on_chunk` in batches behind it (`readBehind`).
     ///
-    /// `ahead`: the bytes the batched watch reads ahead of the client (what
-    /// the memory budget granted; 0: a chunk once the client took the one
-    /// before).
+    /// `ahead`: the bytes the batched watch lets the origin be pulled past
+    /// what it has read (what the memory budget granted; 0: a chunk once
+    /// the client took the one before, no batching).
     #[wasm_bindgen(catch, js_name = watchBody)]
     fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue, behind: bool, ahead: u32) -> Result<js_sys::Array, JsValue>;
 
