@@ -189,7 +189,8 @@ export function watchUpload(request, ms) {
 // granted, Rust's MemoryBudget::watch: 64 KiB, or less) past what the
 // watch has read, and the watch reads only once the client took its last
 // batch: an answer the client does not read holds one batch, `ahead`
-// queued and the drain's `ahead`-byte buffer. With `ahead` 0, no drain:
+// queued and the drain's `ahead`-byte buffer. With `ahead` under 16 KiB
+// (DRAIN_MIN), no drain:
 // each read pulls one chunk from the origin, once the client took the one
 // before.
 export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
@@ -298,9 +299,11 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
 // past what the watch took), and so does a read that ends while the
 // watch waits for bytes (`waiting(true)`: it has taken all there is).
 // `stop`: cancelled, the origin then pulled only by the watch's reads;
-// `ahead` 0: no drain. `live`: whether it still runs.
+// `ahead` under DRAIN_MIN (the tee's own pull, 16 KiB: a smaller drain
+// read would take a turn for less than a chunk): no drain. `live`: whether
+// it still runs.
 function drainer(branch, ahead) {
-  if (ahead <= 0) {
+  if (ahead < DRAIN_MIN) {
     branch.cancel().catch(() => {});
     return { run() {}, waiting() {}, stop() {}, live: () => false };
   }
@@ -403,6 +406,8 @@ const READ = 65536;
 
 // A watched answer's batches: one read this long (ms) after the last.
 const BATCH_MS = 10;
+// The least read-ahead a watched answer is drained with (bytes).
+const DRAIN_MIN = 16384;
 
 // `finished`, which calls `release` (the answer's hold in the memory
 // budget given back) once it resolves, with its word.
