@@ -42,6 +42,10 @@
 //   (after scripts/build; phases 1-2 SECONDS × ROUNDS per cell, phase 3
 //   SHAPE_SECONDS × SHAPE_ROUNDS)
 // Writes bench/RESULTS.stream.md and prints the same tables.
+//   node bench/stream.mjs --shapes-only [SHAPE_SECONDS] [SHAPE_ROUNDS]
+//   (or SHAPES_ONLY=1): phase 3 alone (a few minutes); prints its table
+//   and writes it to bench/tmp/RESULTS.shapes.md (the committed results
+//   are left as they are).
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { createServer } from "node:http";
 import { execFileSync } from "node:child_process";
@@ -51,10 +55,13 @@ import { startTollgate, shippedObjects, COMPATIBILITY_DATE, ROOT } from "../test
 import { costPerMillion } from "./prices.mjs";
 import { workerdPids, cpuUs, TICK_US } from "./procs.mjs";
 
-const seconds = Number(process.argv[2] ?? 2.5);
-const rounds = Number(process.argv[3] ?? 5);
-const shapeSeconds = Number(process.argv[4] ?? 3);
-const shapeRounds = Number(process.argv[5] ?? 6);
+// `--shapes-only` (or SHAPES_ONLY=1): phase 3 alone, its two numbers first.
+const shapesOnly = process.argv.includes("--shapes-only") || process.env.SHAPES_ONLY === "1";
+const args = process.argv.slice(2).filter((a) => a !== "--shapes-only");
+const seconds = Number((shapesOnly ? undefined : args[0]) ?? 2.5);
+const rounds = Number((shapesOnly ? undefined : args[1]) ?? 5);
+const shapeSeconds = Number((shapesOnly ? args[0] : args[2]) ?? 3);
+const shapeRounds = Number((shapesOnly ? args[1] : args[3]) ?? 6);
 const KS = [10, 50];
 const [kLo, kHi] = KS;
 const SPACING_MS = 1;
@@ -274,6 +281,9 @@ const quantile = (a, q) => {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))];
 };
 const median = (a) => quantile(a, 0.5);
+const f0 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(0));
+const f1 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(1));
+const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
 
 // ---- phase 3: provider shapes ---------------------------------------------
 //
@@ -482,6 +492,7 @@ function shapesReport(cellsOf, p, secondsPerCell, roundCount) {
 
 const startedAt = new Date();
 const load0 = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
+if (shapesOnly) await shapesAlone();
 const origin = await llmOrigin();
 const names = Object.keys(SYSTEMS);
 const systems = [];
@@ -546,25 +557,45 @@ const load1 = readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(
 
 // ---- results --------------------------------------------------------------
 
-const cpuModel = (() => {
+function cpuModelOf() {
   try {
     return execFileSync("lscpu").toString().match(/Model name:\s*(.+)/)?.[1]?.trim() ?? cpus()[0].model;
   } catch {
     return cpus()[0].model;
   }
-})();
-const commit = (() => {
+}
+function commitOf() {
   try {
     return execFileSync("git", ["-C", ROOT, "rev-parse", "--short", "HEAD"]).toString().trim();
   } catch {
     return "?";
   }
-})();
+}
+const cpuModel = cpuModelOf();
+const commit = commitOf();
+/** Phase 3 alone (`--shapes-only`): its table, as the full run prints it,
+ * with the run's line; written to bench/tmp/RESULTS.shapes.md. */
+async function shapesAlone() {
+  const busy0 = machineBusyUs();
+  const t0 = performance.now();
+  const shapeCells = await shapesPhase(shapeSeconds, shapeRounds);
+  const others = (machineBusyUs() - busy0) / ((performance.now() - t0) * 1_000 * cpus().length);
+  const out = [];
+  const p = (s = "") => out.push(s);
+  p("# Streamed LLM answers through tollgate: provider shapes alone");
+  p();
+  p(`\`node bench/stream.mjs --shapes-only ${shapeSeconds} ${shapeRounds}\` on ${commitOf()}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModelOf()}; load average ${load0} before, ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} after; the whole machine (this run included) was ${(others * 100).toFixed(0)} % busy.`);
+  p();
+  shapesReport(shapeCells, p, shapeSeconds, shapeRounds);
+  const text = out.join("\n") + "\n";
+  console.log(text);
+  mkdirSync(join(ROOT, "bench", "tmp"), { recursive: true });
+  writeFileSync(join(ROOT, "bench", "tmp", "RESULTS.shapes.md"), text);
+  process.exit(0);
+}
+
 const pairedBy = (a, b) => median(a.map((x, i) => x - b[i]));
 const paired = (a, b, k, field) => pairedBy(cellOf(a, k)[field], cellOf(b, k)[field]);
-const f0 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(0));
-const f1 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(1));
-const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
 const out = [];
 const p = (s = "") => out.push(s);
 p("# Streamed LLM answers through tollgate (issues 37, 51)");

@@ -172,28 +172,35 @@ export function watchUpload(request, ms) {
   return [outbound, stop];
 }
 
-// The answer's body, watched (a concurrency slot, a usage reader): read
-// from the origin, gathered into batches, each batch handed once to
-// `onChunk` (the usage reader: one Wasm call for many events) and written
-// to the client's native pipe (one crossing per batch, not per chunk: each
-// costs 20-30 µs of JS). A batch is flushed at once when
-// it is the answer's first (its time to first byte is the origin's), when
-// it reaches BATCH bytes, or BATCH_MS after its first chunk came: a chunk
-// reaches the client at most BATCH_MS later than the origin sent it, and
-// is never passed on before the reader has seen it (a cut keeps the
-// client from every byte after its event). Backpressure (memory): while
-// a batch waits for the client to take it, the origin is read into the
-// next batch up to `ahead` bytes (what the isolate's memory budget
-// granted, Rust's MemoryBudget::watch: 64 KiB, or less), then no further:
-// an answer the client does not read holds at most 2 × ahead here, plus
-// the one chunk that passed it. With `ahead` 0, each chunk is its own
-// batch, and the next is read only once the client took it.
+// The answer's body, watched (a concurrency slot, a usage reader that may
+// cut): every byte reaches the client only once `onChunk` has seen it (a
+// cut keeps the client from every byte after its event), in batches: the
+// body is teed, one branch drained by the runtime alone (`drainer`: so the
+// origin is pulled as it sends and each chunk queues on the other branch
+// too, with no JS per chunk), the other read by the watch: the first read
+// at once (time to first byte is the origin's), then one read BATCH_MS
+// after the last, taking every byte queued (at most READ): one JS turn,
+// one onChunk call (the usage reader: one Wasm call for many events) and
+// one write to the client's native pipe for many chunks (each turn costs
+// 20-30 µs of JS, a read of the origin's own stream returns one HTTP
+// chunk). A byte reaches the client at most BATCH_MS (and its batch's
+// handling) later than unwatched. Backpressure (memory): the drain lets the
+// tee pull at most `ahead` bytes (what the isolate's memory budget
+// granted, Rust's MemoryBudget::watch: 64 KiB, or less) past what the
+// watch has read, and the watch reads only once the client took its last
+// batch: an answer the client does not read holds one batch, `ahead`
+// queued and the drain's `ahead`-byte buffer. With `ahead` under 16 KiB
+// (DRAIN_MIN), no drain:
+// each read pulls one chunk from the origin, once the client took the one
+// before.
 export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
   if (response.body === null) return [response, Promise.resolve("ended")];
   if (behind) return readBehind(response, leftMs, onChunk);
   let finish;
   const finished = new Promise((r) => { finish = r; });
-  const reader = response.body.getReader();
+  const [toDrain, toRead] = response.body.tee();
+  const drain = drainer(toDrain, ahead);
+  const reader = toRead.getReader({ mode: "byob" });
   // The client's body: a native pipe. Its readable side is the runtime's
   // own stream, pumped to the client without JS; each write resolves once
   // the client has taken it (the pipe holds nothing), which is how a
@@ -208,7 +215,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
     ended = true;
     clearTimeout(idle);
     clearTimeout(lapse);
-    clearTimeout(due);
+    drain.stop();
     finish(word);
     return true;
   };
@@ -220,9 +227,8 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
     reader.cancel(reason).catch(() => {});
   };
   const lapse = setTimeout(() => cut("lapsed"), leftMs);
-  // One timer, not one per chunk: a batch (at most `ahead` bytes) the
-  // client has not taken idleMs after it was written is one the client
-  // stopped reading.
+  // One timer, not one per batch: a batch the client has not taken idleMs
+  // after it was written is one the client stopped reading.
   let idle;
   const check = () => {
     const since = waiting === null ? 0 : Date.now() - waiting;
@@ -235,30 +241,8 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
     await writer.write(bytes);
     waiting = null;
   };
-  // The batch gathering (at most `ahead` bytes, and one chunk past it):
-  // its chunks, their size, when its first came.
-  let parts = [];
-  let size = 0;
-  let since = 0;
-  let first = true;
-  let due = null;
-  // Flushes run one after another (the loop's and the timer's); one at
-  // most waits to run, and takes every chunk gathered by then.
-  let queue = Promise.resolve();
-  let queued = false;
-  const failed = (e) => {
-    // The client went away (its end of the pipe is gone).
-    if (end("cancelled")) reader.cancel(e).catch(() => {});
-  };
-  const flushNow = async () => {
-    if (ended || size === 0) return;
-    const batch = parts.length === 1 ? parts[0] : join(parts, size);
-    parts = [];
-    size = 0;
-    clearTimeout(due);
-    due = null;
-    // The batch, as the origin sent it, to the usage reader;
-    // passed on unchanged unless the reader cuts.
+  // One batch to the client, as the origin sent it unless the reader cuts.
+  const pass = async (batch) => {
     const asked = onChunk ? onChunk(batch) : undefined;
     if (!asked) return give(batch);
     reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
@@ -267,49 +251,88 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
     if (!ended) await writer.close();
     end("cut");
   };
-  const flush = () => {
-    if (queued) return queue;
-    queued = true;
-    queue = queue.then(() => { queued = false; return flushNow(); }).catch(failed);
-    return queue;
-  };
   (async () => {
+    // One buffer, read into again and again (the reader copies what it
+    // is handed into Wasm, the client's pipe once the write resolved).
+    let buffer = new ArrayBuffer(READ);
     for (;;) {
-      // Backpressure: a full batch waits for the one before it.
-      if (size >= ahead) await queue;
       let next;
       try {
-        next = await reader.read();
+        drain.waiting(true);
+        next = await reader.read(new Uint8Array(buffer));
       } catch (e) {
-        await queue;
         if (end("failed")) writer.abort(e).catch(() => {});
+        return;
+      } finally {
+        drain.waiting(false);
+      }
+      if (ended) return;
+      const at = Date.now();
+      try {
+        if (next.done) {
+          await writer.close();
+          end("ended");
+          return;
+        }
+        await pass(next.value);
+      } catch (e) {
+        // The client went away (its end of the pipe is gone).
+        if (end("cancelled")) reader.cancel(e).catch(() => {});
         return;
       }
       if (ended) return;
-      const { done, value } = next;
-      if (done) {
-        await flush();
-        if (ended) return;
-        try {
-          await writer.close();
-          end("ended");
-        } catch (e) {
-          failed(e);
-        }
-        return;
-      }
-      if (size === 0) since = Date.now();
-      parts.push(value);
-      size += value.byteLength;
-      if (first || size >= ahead || Date.now() - since >= BATCH_MS) {
-        first = false;
-        flush();
-      } else if (due === null) {
-        due = setTimeout(() => { due = null; flush(); }, BATCH_MS - (Date.now() - since));
-      }
+      buffer = next.value.buffer;
+      const rest = BATCH_MS - (Date.now() - at);
+      // No rest without a drain: nothing would gather meanwhile.
+      if (next.value.byteLength < READ && rest > 0 && drain.live()) await new Promise((r) => setTimeout(r, rest));
     }
   })();
   return [new Response(readable, response), finished];
+}
+
+// The drain of a watched answer: its branch of the tee piped natively into
+// an IdentityTransformStream read in `readAtLeast(ahead)` bytes (one JS
+// turn per `ahead` bytes, the buffer reused), so the tee pulls the origin
+// as it sends without JS per chunk. Each read lets the tee run `ahead`
+// bytes ahead, no further: `run` issues the next one (the watch calls it
+// before each of its reads: the origin is pulled at most `ahead` bytes
+// past what the watch took), and so does a read that ends while the
+// watch waits for bytes (`waiting(true)`: it has taken all there is).
+// `stop`: cancelled, the origin then pulled only by the watch's reads;
+// `ahead` under DRAIN_MIN (the tee's own pull, 16 KiB: a smaller drain
+// read would take a turn for less than a chunk): no drain. `live`: whether
+// it still runs.
+function drainer(branch, ahead) {
+  if (ahead < DRAIN_MIN) {
+    branch.cancel().catch(() => {});
+    return { run() {}, waiting() {}, stop() {}, live: () => false };
+  }
+  const through = new IdentityTransformStream();
+  const pipe = new AbortController();
+  branch.pipeTo(through.writable, { signal: pipe.signal }).catch(() => {});
+  const reader = through.readable.getReader({ mode: "byob" });
+  let buffer = new ArrayBuffer(ahead);
+  let armed = false;
+  let off = false;
+  let starved = false;
+  const run = () => {
+    if (off || armed) return;
+    armed = true;
+    reader.readAtLeast(ahead, new Uint8Array(buffer)).then(({ done, value }) => {
+      armed = false;
+      if (done) return stop();
+      buffer = value.buffer;
+      if (starved) run();
+    }, () => { off = true; });
+  };
+  const stop = () => {
+    if (off) return;
+    off = true;
+    const reason = new Error("tollgate: the drain stopped");
+    reader.cancel(reason).catch(() => {});
+    pipe.abort(reason);
+  };
+  return { run, waiting: (flag) => { starved = flag; if (flag) run(); }, stop, live: () => !off };
 }
 
 // An answer read behind the client (a usage reader that never cuts, no
@@ -381,8 +404,10 @@ function readBehind(response, leftMs, onChunk) {
 const REST_MS = 20;
 const READ = 65536;
 
-// A watched answer's batch: flushed at this age (ms), or at its `ahead`.
+// A watched answer's batches: one read this long (ms) after the last.
 const BATCH_MS = 10;
+// The least read-ahead a watched answer is drained with (bytes).
+const DRAIN_MIN = 16384;
 
 // `finished`, which calls `release` (the answer's hold in the memory
 // budget given back) once it resolves, with its word.
@@ -391,17 +416,6 @@ export function afterWatch(finished, release) {
     release();
     return word;
   });
-}
-
-// The chunks of a batch as one array.
-function join(parts, size) {
-  const all = new Uint8Array(size);
-  let at = 0;
-  for (const part of parts) {
-    all.set(part, at);
-    at += part.byteLength;
-  }
-  return all;
 }
 
 // A 101's WebSocket, relayed through a pair whose client end goes to the
@@ -522,19 +536,19 @@ extern "C" {
     /// `idle_ms` for the client to take it) or `lapsed` (`left_ms` passed).
     /// At once (`ended`) for no body (a 101's session is relayed by
     /// [`relay_session`], not watched). `on_chunk` (or null) is handed each batch of the origin's
-    /// chunks (in order, every byte once, before any of them reaches the
-    /// client: the first chunk alone, then what came within 10 ms, at most
-    /// 64 KiB) and returns nothing, or `[keep, event]`: pass the batch's
-    /// first `keep` bytes and `event`, end the client's stream, cancel the
-    /// origin's (`cut`).
+    /// bytes (in order, every byte once, before any of them reaches the
+    /// client: the first read at once, then one read 10 ms after the last,
+    /// taking what queued meanwhile, at most 64 KiB) and returns nothing,
+    /// or `[keep, event]`: pass the batch's first `keep` bytes and `event`,
+    /// end the client's stream, cancel the origin's (`cut`).
     ///
     /// `behind` (with an `on_chunk` that never cuts, and no idle watch):
     /// the body is teed instead, the client's branch piped natively, the
     /// other read by `on_chunk` in batches behind it (`readBehind`).
     ///
-    /// `ahead`: the bytes the batched watch reads ahead of the client (what
-    /// the memory budget granted; 0: a chunk once the client took the one
-    /// before).
+    /// `ahead`: the bytes the batched watch lets the origin be pulled past
+    /// what it has read (what the memory budget granted; 0: a chunk once
+    /// the client took the one before, no batching).
     #[wasm_bindgen(catch, js_name = watchBody)]
     fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue, behind: bool, ahead: u32) -> Result<js_sys::Array, JsValue>;
 
