@@ -302,7 +302,11 @@ const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
 
 const SHAPES = ["openai", "anthropic", "gemini"];
 const SHAPE_RULES = ["floor", "response", "usage", "cut"];
-const SHAPE_TOKENS = [300, 1000];
+// SHAPE_TOKENS=a,b and SHAPE_SPACING_MS=ms (environment): other answer
+// lengths and another pace (a model streaming 50 tokens a second writes an
+// event every 20 ms), for phase 3 only.
+const SHAPE_TOKENS = (process.env.SHAPE_TOKENS ?? "300,1000").split(",").map(Number);
+const SHAPE_SPACING_MS = Number(process.env.SHAPE_SPACING_MS ?? SPACING_MS);
 const SHAPE_INPUT = 60;
 const FREE_CPU_US = 10_000;
 
@@ -357,7 +361,7 @@ async function shapeOrigin() {
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     for (const event of cache.get(key)) {
       res.write(event);
-      await wait(SPACING_MS);
+      await wait(SHAPE_SPACING_MS);
     }
     res.end();
   });
@@ -456,7 +460,7 @@ function shapesReport(cellsOf, p, secondsPerCell, roundCount) {
   const at = (shape, rule, n) => cellsOf.get(`${shape}/${rule}/${n}`);
   p("## Provider shapes: one event per token");
   p();
-  p(`Phase 3: one workerd (the built Worker, SQLite objects) with one rule per (shape, rule) on its own path, in front of a local origin streaming one event per token, each written on its own ${SPACING_MS} ms apart: OpenAI Chat Completions chunks (\`chat.completion.chunk\` with \`usage: null\` and \`obfuscation\`, then the finish chunk, the \`include_usage\` chunk and \`[DONE]\`), Anthropic Messages (\`message_start\`, \`content_block_start\`, \`ping\`, one \`content_block_delta\` per token, \`content_block_stop\`, \`message_delta\`, \`message_stop\`), Gemini \`alt=sse\` (CRLF-framed, \`usageMetadata\` running totals in every chunk, \`finishReason\` in the last). Token events of ${SHAPES.map((s) => `${s} ${eventSizes(s).join("/")} `).join(", ")}bytes (min/median/max). ${nLo} and ${nHi} output tokens (${SHAPE_INPUT} input). ${CLIENTS} clients, each its own key, closed loop; ${roundCount} rounds of ${secondsPerCell} s per cell, in a rotating order. CPU is the workerd's (Worker, objects and Miniflare's own entry, which production does not have and which is in every cell alike) per answer.`);
+  p(`Phase 3: one workerd (the built Worker, SQLite objects) with one rule per (shape, rule) on its own path, in front of a local origin streaming one event per token, each written on its own ${SHAPE_SPACING_MS} ms apart: OpenAI Chat Completions chunks (\`chat.completion.chunk\` with \`usage: null\` and \`obfuscation\`, then the finish chunk, the \`include_usage\` chunk and \`[DONE]\`), Anthropic Messages (\`message_start\`, \`content_block_start\`, \`ping\`, one \`content_block_delta\` per token, \`content_block_stop\`, \`message_delta\`, \`message_stop\`), Gemini \`alt=sse\` (CRLF-framed, \`usageMetadata\` running totals in every chunk, \`finishReason\` in the last). Token events of ${SHAPES.map((s) => `${s} ${eventSizes(s).join("/")} `).join(", ")}bytes (min/median/max). ${nLo} and ${nHi} output tokens (${SHAPE_INPUT} input). ${CLIENTS} clients, each its own key, closed loop; ${roundCount} rounds of ${secondsPerCell} s per cell, in a rotating order. CPU is the workerd's (Worker, objects and Miniflare's own entry, which production does not have and which is in every cell alike) per answer.`);
   p();
   p("| rule | what |");
   p("|---|---|");
@@ -584,7 +588,8 @@ async function shapesAlone() {
   const p = (s = "") => out.push(s);
   p("# Streamed LLM answers through tollgate: provider shapes alone");
   p();
-  p(`\`node bench/stream.mjs --shapes-only ${shapeSeconds} ${shapeRounds}\` on ${commitOf()}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModelOf()}; load average ${load0} before, ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} after; the whole machine (this run included) was ${(others * 100).toFixed(0)} % busy.`);
+  const env = ["SHAPE_TOKENS", "SHAPE_SPACING_MS"].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]} `).join("");
+  p(`\`${env}node bench/stream.mjs --shapes-only ${shapeSeconds} ${shapeRounds}\` on ${commitOf()}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModelOf()}; load average ${load0} before, ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} after; the whole machine (this run included) was ${(others * 100).toFixed(0)} % busy.`);
   p();
   shapesReport(shapeCells, p, shapeSeconds, shapeRounds);
   const text = out.join("\n") + "\n";

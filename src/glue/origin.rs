@@ -338,11 +338,14 @@ function drainer(branch, ahead) {
 // An answer read behind the client (a usage reader that never cuts, no
 // idle watch): the body teed, one branch piped natively to the
 // client (no JS per chunk; abortable, for the lapse), the other read by
-// the usage reader, resting REST_MS after a read that found less than
-// READ bytes, so that the events gather in the tee and one read takes
-// many (a client reads behind it at most REST_MS later than unwatched
-// only when the tee's buffer is full, which a stream of events never
-// fills). The runtime's tee holds the branches within a bounded distance
+// the usage reader, resting after a read that found less than READ
+// bytes, so that the events gather in the tee and one read takes many:
+// REST_MIN ms at first, twice as long after each read that found less
+// than half of READ (up to REST_MAX: a trickling stream costs one read
+// turn in REST_MAX, whatever its events' pace), back to REST_MIN after one
+// that found more (a fast origin queues at most about REST_MIN of its
+// bytes in the tee; no rest after a full read). The client never waits
+// on a rest: its branch is piped by the runtime. The runtime's tee holds the branches within a bounded distance
 // (an origin streaming to a client that reads nothing is held back, as
 // the batched watch holds it: tests/worker/memory.test.mjs). The word:
 // `failed` (the origin's stream), else `cancelled` (the client went
@@ -378,14 +381,16 @@ function readBehind(response, leftMs, onChunk) {
       // One buffer, read into again and again (the reader copies what it
       // is handed into Wasm): no garbage per read.
       let buffer = new ArrayBuffer(READ);
+      let rest = REST_MIN;
       for (;;) {
         const { done, value } = await reader.read(new Uint8Array(buffer));
         if (done) return "ended";
         onChunk(value);
         buffer = value.buffer;
+        rest = value.byteLength < READ / 2 ? Math.min(REST_MAX, rest * 2) : REST_MIN;
         // No rest once the client has it all: what is left is read at
         // once, and the answer settles as soon as the watched one would.
-        if (value.byteLength < READ && !delivered) await Promise.race([new Promise((r) => setTimeout(r, REST_MS)), sent]);
+        if (value.byteLength < READ && !delivered) await Promise.race([new Promise((r) => setTimeout(r, rest)), sent]);
       }
     } catch {
       return "failed";
@@ -399,9 +404,10 @@ function readBehind(response, leftMs, onChunk) {
 }
 
 // The reading branch of an answer read behind the client reads at most
-// READ bytes at once, and rests REST_MS after a read that found fewer
-// (it had caught up).
-const REST_MS = 20;
+// READ bytes at once, and rests REST_MIN to REST_MAX ms after a read
+// that found fewer (it had caught up).
+const REST_MIN = 20;
+const REST_MAX = 100;
 const READ = 65536;
 
 // A watched answer's batches: one read this long (ms) after the last.
