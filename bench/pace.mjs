@@ -23,13 +23,16 @@ const origin = createServer(async (req, res) => {
 });
 await new Promise((r) => origin.listen(0, "127.0.0.1", r));
 const url = `http://127.0.0.1:${origin.address().port}/`;
+// HEAP=MB: the isolate holds that much in JS objects (a larger isolate).
 const script = `
+globalThis.held = Array.from({ length: ${Number(process.env.HEAP ?? 0)} * 1000 }, (_, i) => ({ i, s: "x".repeat(40) + i, a: [i, i + 1] }));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export default { async fetch(req, env, ctx) {
   const v = new URL(req.url).pathname.slice(1);
   const r = await fetch(${JSON.stringify(url)}, { headers: { "x-n": req.headers.get("x-n") } });
   if (v === "floor") return r;
   if (v === "its") { const t = new IdentityTransformStream(); r.body.pipeTo(t.writable).catch(() => {}); return new Response(t.readable, r); }
+  if (v === "itssig") { const t = new IdentityTransformStream(); r.body.pipeTo(t.writable, { signal: new AbortController().signal }).catch(() => {}); return new Response(t.readable, r); }
   if (v === "tee1") { const [a, b] = r.body.tee(); b.cancel(); return new Response(a, r); }
   if (v === "teeits") { const [a, b] = r.body.tee(); b.cancel(); const t = new IdentityTransformStream(); a.pipeTo(t.writable).catch(() => {}); return new Response(t.readable, r); }
   if (v === "behind") {

@@ -304,7 +304,8 @@ const SHAPES = ["openai", "anthropic", "gemini"];
 const SHAPE_RULES = ["floor", "response", "usage", "cut"];
 // SHAPE_TOKENS=a,b and SHAPE_SPACING_MS=ms (environment): other answer
 // lengths and another pace (a model streaming 50 tokens a second writes an
-// event every 20 ms), for phase 3 only.
+// event every 20 ms), for phase 3 only; MEMORY_BUDGET=bytes: the Worker's
+// memory_budget (its 8 clients share one address, so one client's quarter).
 const SHAPE_TOKENS = (process.env.SHAPE_TOKENS ?? "300,1000").split(",").map(Number);
 const SHAPE_SPACING_MS = Number(process.env.SHAPE_SPACING_MS ?? SPACING_MS);
 const SHAPE_INPUT = 60;
@@ -432,7 +433,7 @@ function interval(values) {
 async function shapesPhase(secondsPerCell, roundCount) {
   const origin = await shapeOrigin();
   const before = workerdPids();
-  const tg = await startTollgate({ config: { rules: shapeRules() }, vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined }, admin: false });
+  const tg = await startTollgate({ config: { rules: shapeRules(), ...(process.env.MEMORY_BUDGET ? { memory_budget: Number(process.env.MEMORY_BUDGET) } : {}) }, vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined }, admin: false });
   const pid = [...workerdPids()].find((p) => !before.has(p));
   const cellsOf = new Map();
   const list = [];
@@ -588,7 +589,7 @@ async function shapesAlone() {
   const p = (s = "") => out.push(s);
   p("# Streamed LLM answers through tollgate: provider shapes alone");
   p();
-  const env = ["SHAPE_TOKENS", "SHAPE_SPACING_MS"].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]} `).join("");
+  const env = ["SHAPE_TOKENS", "SHAPE_SPACING_MS", "MEMORY_BUDGET"].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]} `).join("");
   p(`\`${env}node bench/stream.mjs --shapes-only ${shapeSeconds} ${shapeRounds}\` on ${commitOf()}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModelOf()}; load average ${load0} before, ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} after; the whole machine (this run included) was ${(others * 100).toFixed(0)} % busy.`);
   p();
   shapesReport(shapeCells, p, shapeSeconds, shapeRounds);
