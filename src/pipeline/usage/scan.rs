@@ -14,7 +14,7 @@
 //! container knows which targets still can be below it, a bit each), and
 //! then as the index of a name the targets use, never a copy; below a
 //! container no target can be in, only the grammar is checked. Fed one
-//! byte at a time ([`Scan::byte`], the tests' reference) it reads the same.
+//! byte at a time (`Scan::byte`, the tests' reference) it reads the same.
 //!
 //! What it accepts is JSON (RFC 8259) with two leniencies that never hide
 //! a report: a number is any run of `0-9 + - . e E` after a digit or `-`
@@ -251,7 +251,7 @@ impl Scan {
 
     /// The document, if the bytes so far are one whole document (and the
     /// root was not an array of documents, whose elements
-    /// [`Scan::byte`] already gave).
+    /// [`Scan::bytes`] already gave).
     pub(crate) fn finish(&mut self) -> Option<Doc> {
         if self.state == State::Scalar && self.stack.is_empty() {
             if self.literal.is_some_and(|(word, read)| read != word.len()) {
@@ -305,7 +305,7 @@ impl Scan {
         }
     }
 
-    /// Bytes, read as [`Scan::byte`] reads them one by one, a string's
+    /// Bytes, read as `Scan::byte` reads them one by one, a string's
     /// run of plain bytes taken at once: `(read, None)` once all are read,
     /// or `(read, Some(doc))` right after the byte that completed an
     /// element of a root array of documents (the rest not read yet).
