@@ -176,7 +176,8 @@ enum Want {
 /// Gemini streams without `alt=sse`).
 #[derive(Debug)]
 pub(crate) struct Scan {
-    targets: Vec<Target>,
+    /// What each target wants at its path.
+    probes: Vec<Probe>,
     /// Each target's path as [`Hop`]s.
     paths: Vec<Vec<Hop>>,
     /// Each `Figures` target's member names (empty for the others).
@@ -226,8 +227,9 @@ impl Scan {
         let members = targets.iter().map(|t| if let Probe::Figures(list) = t.probe { list.iter().map(|m| name(m)).collect() } else { Vec::new() }).collect();
         debug_assert!(targets.len() <= 64, "a scan reads at most 64 targets");
         let roots = (0..targets.len().min(64)).filter(|&t| !paths[t].is_empty()).fold(0, |bits, t| bits | 1 << t);
+        let probes = targets.into_iter().map(|t| t.probe).collect();
         let state = State::Value { first: false };
-        Scan { targets, paths, members, names, roots, elements, stack: Vec::new(), state, want: Want::Nothing, token: Vec::new(), token_over: false, doc: Vec::new(), done: false, root_array: false, element: None, literal: None }
+        Scan { probes, paths, members, names, roots, elements, stack: Vec::new(), state, want: Want::Nothing, token: Vec::new(), token_over: false, doc: Vec::new(), done: false, root_array: false, element: None, literal: None }
     }
 
     /// Ready for the next document.
@@ -367,7 +369,7 @@ impl Scan {
             return;
         }
         let (target, below) = self.matching();
-        let probe = target.map(|t| &self.targets[t].probe);
+        let probe = target.map(|t| &self.probes[t]);
         if let Some(Probe::Present) = probe {
             if b != b'n' {
                 self.doc.push((target.unwrap_or(0), Found::Present));
