@@ -23,9 +23,11 @@
 //
 // Phase 1 (CPU, time to first byte): 8 clients, each its own key, closed
 // loop; rounds interleaved over every (system, K) cell in a rotating order;
-// CPU is the workerd process's user + system time (/proc/PID/stat) per
-// answer, objects included, origin and client excluded (they run here). Time
-// to first byte is client-side: dispatchFetch called → first body chunk read.
+// CPU is the workerd process's threads' time on a CPU (bench/procs.mjs:
+// schedstat, in ns) per answer, objects included, origin and client
+// excluded (they run here); the clients reach each Worker on its own
+// socket (ENTRY=1: through Miniflare's entry Worker). Time to first byte is
+// client-side: the request sent → first body chunk read.
 // Per chunk: a pair's round-by-round difference at two K, its slope over
 // K. Time to first byte also alone: one client, one answer at a time.
 // Phase 2 (object calls, rows): the same systems started again with a
@@ -48,7 +50,7 @@
 //   are left as they are).
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { createServer } from "node:http";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { startTollgate, shippedObjects, COMPATIBILITY_DATE, ROOT } from "../tests/worker/harness.mjs";
@@ -184,12 +186,28 @@ export class MeterLimiter extends DurableObject {
 export default { fetch: () => Response.json(m) };
 `;
 
+// The clients reach each Worker on its own socket (Miniflare's direct
+// socket), not through Miniflare's entry Worker (ENTRY=1: through it, as
+// dispatchFetch does), which production does not have and whose CPU for
+// each chunk it forwards would favour a rule that writes fewer, larger
+// chunks (the batched watch).
+const DIRECT = process.env.ENTRY !== "1";
+const directSocket = () => (DIRECT ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {});
+
+/** `tg`, its `fetch` on the Worker's direct socket (unless ENTRY=1). */
+async function directly(tg) {
+  if (!DIRECT) return tg;
+  const base = String(await tg.mf.unsafeGetDirectURL("tollgate")).replace(/\/$/, "");
+  tg.fetch = (path, { ip = "203.0.113.7", headers = {}, ...init } = {}) => fetch(`${base}${path}`, { ...init, headers: { ...headers, "cf-connecting-ip": ip }, redirect: "manual" });
+  return tg;
+}
+
 async function start(name, origin, { meter = false } = {}) {
   const before = workerdPids();
   const options = {
     config: { rules: [SYSTEMS[name].rule] },
     vars: { UPSTREAM: origin.url },
-    workerOptions: { outboundService: undefined },
+    workerOptions: { outboundService: undefined, ...directSocket() },
     admin: false,
   };
   if (meter) {
@@ -208,7 +226,7 @@ async function start(name, origin, { meter = false } = {}) {
       },
     ];
   }
-  const tg = await startTollgate(options);
+  const tg = await directly(await startTollgate(options));
   const pid = [...workerdPids()].find((p) => !before.has(p));
   return { name, style: SYSTEMS[name].style, tg, pid, statuses: {}, chunksSeen: [], fields: null };
 }
@@ -300,11 +318,14 @@ const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
 // of the rounds), time to first byte, and whether the added CPU fits the
 // Free plan's 10 ms.
 
-const SHAPES = ["openai", "anthropic", "gemini"];
-const SHAPE_RULES = ["floor", "response", "usage", "cut"];
+// SHAPES=a,b and SHAPE_RULES=a,b: some of them (floor and response, which
+// the slopes are taken over, always).
+const SHAPES = (process.env.SHAPES ?? "openai,anthropic,gemini").split(",");
+const SHAPE_RULES = [...new Set(["floor", "response", ...(process.env.SHAPE_RULES ?? "usage,cut").split(",")])];
 // SHAPE_TOKENS=a,b and SHAPE_SPACING_MS=ms (environment): other answer
 // lengths and another pace (a model streaming 50 tokens a second writes an
-// event every 20 ms), for phase 3 only; MEMORY_BUDGET=bytes: the Worker's
+// event every 20 ms), for phase 3 only; ENTRY=1: every phase through
+// Miniflare's entry Worker (dispatchFetch); MEMORY_BUDGET=bytes: the Worker's
 // memory_budget (its 8 clients share one address, so one client's quarter).
 const SHAPE_TOKENS = (process.env.SHAPE_TOKENS ?? "300,1000").split(",").map(Number);
 const SHAPE_SPACING_MS = Number(process.env.SHAPE_SPACING_MS ?? SPACING_MS);
@@ -433,7 +454,8 @@ function interval(values) {
 async function shapesPhase(secondsPerCell, roundCount) {
   const origin = await shapeOrigin();
   const before = workerdPids();
-  const tg = await startTollgate({ config: { rules: shapeRules(), ...(process.env.MEMORY_BUDGET ? { memory_budget: Number(process.env.MEMORY_BUDGET) } : {}) }, vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined }, admin: false });
+  const workerOptions = { outboundService: undefined, ...directSocket() };
+  const tg = await directly(await startTollgate({ config: { rules: shapeRules(), ...(process.env.MEMORY_BUDGET ? { memory_budget: Number(process.env.MEMORY_BUDGET) } : {}) }, vars: { UPSTREAM: origin.url }, workerOptions, admin: false }));
   const pid = [...workerdPids()].find((p) => !before.has(p));
   const cellsOf = new Map();
   const list = [];
@@ -443,8 +465,12 @@ async function shapesPhase(secondsPerCell, roundCount) {
   for (let r = 0; r < roundCount; r++) {
     const order = list.map((_, i) => list[(i + r * 5) % list.length]);
     for (const c of r % 2 ? order.reverse() : order) {
+      // PERF_RULE=rule: `perf record` of the workerd while that rule's
+      // longest answers run (the first round), to bench/tmp/perf.RULE.SHAPE.data.
+      const perf = r === 0 && c.rule === process.env.PERF_RULE && c.n === Math.max(...SHAPE_TOKENS) ? spawn("perf", ["record", "-g", "-o", `bench/tmp/perf.${c.rule}.${c.shape}.data`, "-p", pid, "--", "sleep", String(secondsPerCell)], { stdio: "ignore" }) : null;
       const t0 = cpuUs(pid);
       const ttfbs = await shapeLoad(tg, c.shape, c.rule, c.n, secondsPerCell * 1_000);
+      if (perf) await new Promise((r) => perf.on("exit", r));
       await wait(150);
       c.cpu.push((cpuUs(pid) - t0) / ttfbs.length);
       c.ttfbs.push(...ttfbs);
@@ -461,7 +487,7 @@ function shapesReport(cellsOf, p, secondsPerCell, roundCount) {
   const at = (shape, rule, n) => cellsOf.get(`${shape}/${rule}/${n}`);
   p("## Provider shapes: one event per token");
   p();
-  p(`Phase 3: one workerd (the built Worker, SQLite objects) with one rule per (shape, rule) on its own path, in front of a local origin streaming one event per token, each written on its own ${SHAPE_SPACING_MS} ms apart: OpenAI Chat Completions chunks (\`chat.completion.chunk\` with \`usage: null\` and \`obfuscation\`, then the finish chunk, the \`include_usage\` chunk and \`[DONE]\`), Anthropic Messages (\`message_start\`, \`content_block_start\`, \`ping\`, one \`content_block_delta\` per token, \`content_block_stop\`, \`message_delta\`, \`message_stop\`), Gemini \`alt=sse\` (CRLF-framed, \`usageMetadata\` running totals in every chunk, \`finishReason\` in the last). Token events of ${SHAPES.map((s) => `${s} ${eventSizes(s).join("/")} `).join(", ")}bytes (min/median/max). ${nLo} and ${nHi} output tokens (${SHAPE_INPUT} input). ${CLIENTS} clients, each its own key, closed loop; ${roundCount} rounds of ${secondsPerCell} s per cell, in a rotating order. CPU is the workerd's (Worker, objects and Miniflare's own entry, which production does not have and which is in every cell alike) per answer.`);
+  p(`Phase 3: one workerd (the built Worker, SQLite objects) with one rule per (shape, rule) on its own path, in front of a local origin streaming one event per token, each written on its own ${SHAPE_SPACING_MS} ms apart: OpenAI Chat Completions chunks (\`chat.completion.chunk\` with \`usage: null\` and \`obfuscation\`, then the finish chunk, the \`include_usage\` chunk and \`[DONE]\`), Anthropic Messages (\`message_start\`, \`content_block_start\`, \`ping\`, one \`content_block_delta\` per token, \`content_block_stop\`, \`message_delta\`, \`message_stop\`), Gemini \`alt=sse\` (CRLF-framed, \`usageMetadata\` running totals in every chunk, \`finishReason\` in the last). Token events of ${SHAPES.map((s) => `${s} ${eventSizes(s).join("/")} `).join(", ")}bytes (min/median/max). ${nLo} and ${nHi} output tokens (${SHAPE_INPUT} input). ${CLIENTS} clients, each its own key, closed loop; ${roundCount} rounds of ${secondsPerCell} s per cell, in a rotating order. CPU is the workerd's per answer (its threads' time on a CPU, /proc/PID/task/*/schedstat): the Worker and its objects${DIRECT ? ", the clients on the Worker's own socket (Miniflare's direct socket: no entry Worker)" : " and Miniflare's own entry, which production does not have and which costs each cell for every chunk it forwards"}.`);
   p();
   p("| rule | what |");
   p("|---|---|");
@@ -589,7 +615,7 @@ async function shapesAlone() {
   const p = (s = "") => out.push(s);
   p("# Streamed LLM answers through tollgate: provider shapes alone");
   p();
-  const env = ["SHAPE_TOKENS", "SHAPE_SPACING_MS", "MEMORY_BUDGET"].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]} `).join("");
+  const env = ["SHAPE_TOKENS", "SHAPE_SPACING_MS", "MEMORY_BUDGET", "ENTRY", "SHAPES", "SHAPE_RULES"].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]} `).join("");
   p(`\`${env}node bench/stream.mjs --shapes-only ${shapeSeconds} ${shapeRounds}\` on ${commitOf()}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModelOf()}; load average ${load0} before, ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} after; the whole machine (this run included) was ${(others * 100).toFixed(0)} % busy.`);
   p();
   shapesReport(shapeCells, p, shapeSeconds, shapeRounds);
@@ -608,7 +634,7 @@ p("# Streamed LLM answers through tollgate (issues 37, 51)");
 p();
 p(`\`node bench/stream.mjs ${seconds} ${rounds} ${shapeSeconds} ${shapeRounds}\` on ${commit}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModel}; load average ${load0} before, ${load1} after; other processes used ${(othersShare * 100).toFixed(0)} % of the machine during phase 1.`);
 p();
-p(`Each system in its own workerd (the built Worker, SQLite objects, tests/worker/harness.mjs) in front of one local HTTP origin (node:http, the network edge) streaming K text events of about 60 bytes (OpenAI style: \`data: {"choices":[{"index":0,"delta":{"content":"w012 "}}]}\`; Anthropic style: \`event: content_block_delta\` lines, about 120 bytes), each written on its own ${SPACING_MS} ms apart, then the usage (OpenAI: the \`stream_options.include_usage\` final chunk, then \`data: [DONE]\`; Anthropic: \`message_start\` input, \`message_delta\` cumulative output, \`message_stop\`): 300 tokens an answer. ${CLIENTS} clients, each its own key, closed loop; ${rounds} rounds of ${seconds} s per (system, K), cells interleaved in a rotating order. CPU: the workerd process's user + system time per answer (Worker, objects, Miniflare's entry; not the origin or the client). Time to first byte: client-side, \`dispatchFetch\` called → first body chunk read. The client read ${KS.map((k) => `${f1(median(systems.flatMap((s) => s.chunksSeen.filter((c) => c.k === k).map((c) => c.chunks))))} body chunks per answer at K=${k}`).join(", ")} (medians; the origin writes K + 2 or K + 3 events): the events stay apart, mostly.`);
+p(`Each system in its own workerd (the built Worker, SQLite objects, tests/worker/harness.mjs) in front of one local HTTP origin (node:http, the network edge) streaming K text events of about 60 bytes (OpenAI style: \`data: {"choices":[{"index":0,"delta":{"content":"w012 "}}]}\`; Anthropic style: \`event: content_block_delta\` lines, about 120 bytes), each written on its own ${SPACING_MS} ms apart, then the usage (OpenAI: the \`stream_options.include_usage\` final chunk, then \`data: [DONE]\`; Anthropic: \`message_start\` input, \`message_delta\` cumulative output, \`message_stop\`): 300 tokens an answer. ${CLIENTS} clients, each its own key, closed loop; ${rounds} rounds of ${seconds} s per (system, K), cells interleaved in a rotating order. CPU: the workerd process's threads' time on a CPU per answer (/proc/PID/task/*/schedstat: the Worker and its objects${DIRECT ? ", reached on its own socket" : ", Miniflare's entry"}; not the origin or the client). Time to first byte: client-side, \`dispatchFetch\` called → first body chunk read. The client read ${KS.map((k) => `${f1(median(systems.flatMap((s) => s.chunksSeen.filter((c) => c.k === k).map((c) => c.chunks))))} body chunks per answer at K=${k}`).join(", ")} (medians; the origin writes K + 2 or K + 3 events): the events stay apart, mostly.`);
 p();
 p("| rule | what |");
 p("|---|---|");

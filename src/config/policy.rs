@@ -356,7 +356,8 @@ pub(crate) const MEMORY_PER_AHEAD_BYTE: u32 = 2;
 /// through the tee than through the batched watch (two runs; loopback's
 /// socket buffers vary by about 2 MB from run to run); charged 2 MiB, the
 /// larger rounded up. An answer that
-/// finds less room is watched in batches instead (exact as well).
+/// finds less than twice this room is watched in batches instead (exact
+/// as well), so tees leave room for batched answers.
 pub(crate) const MEMORY_PER_ANSWER_BEHIND: u32 = 2 * 1_048_576;
 
 /// `body_timeout` by default: 10 s for the whole body read for `body:`

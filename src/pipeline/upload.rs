@@ -103,7 +103,9 @@
 //!   read-ahead, [`ANSWER_AHEAD`] (64 KiB): 128 KiB (the batch gathering
 //!   and the batch in flight).
 //!
-//! An answer that finds no room for the tee is watched in batches; one
+//! A tee is taken only while it leaves as much room again (for batched
+//! answers: tees alone would leave the next ones no read-ahead); an answer
+//! that finds no room for the tee is watched in batches; one
 //! that finds less than 128 KiB reads ahead half of what is left, down to
 //! nothing: each chunk is then read only once the client took the one
 //! before (one chunk of the origin's per answer held past the budget,
@@ -421,7 +423,8 @@ impl MemoryBudget {
     /// within `budget`, its client's and its network's shares, at `now_ms`,
     /// until it ends (given back) or `left_ms` + [`HOLD_GRACE_MS`] passed:
     /// read behind the client ([`MEMORY_PER_ANSWER_BEHIND`]) when `behind`
-    /// is wanted and fits; else watched in batches, reading at most
+    /// is wanted and the room holds twice that (a tee leaves as much room
+    /// again for batched answers); else watched in batches, reading at most
     /// [`ANSWER_AHEAD`] ahead of the client ([`MEMORY_PER_AHEAD_BYTE`] a
     /// byte), or as much less as the room holds, down to nothing: a chunk
     /// read only once the client took the one before, held uncharged (one
@@ -431,7 +434,10 @@ impl MemoryBudget {
         let (room, held) = self.room(budget, client, now_ms);
         let until_ms = now_ms.saturating_add(i64::try_from(left_ms).unwrap_or(i64::MAX)).saturating_add(HOLD_GRACE_MS);
         let tee = u64::from(MEMORY_PER_ANSWER_BEHIND);
-        if behind && room >= tee {
+        // A tee only while it leaves as much room again, for answers
+        // watched in batches (16 at the full read-ahead): tees alone would
+        // leave the next answers no read-ahead, a read per chunk.
+        if behind && room >= tee.saturating_mul(2) {
             return AnswerWatch { hold: Some(self.push(client, tee, until_ms, None)), ahead: ANSWER_AHEAD, behind: true, note: None };
         }
         let per_byte = u64::from(MEMORY_PER_AHEAD_BYTE);
@@ -1005,26 +1011,33 @@ mod tests {
     }
 
     /// A watched answer is charged to its client's share until it ends: read
-    /// behind the client (the tee's charge) when that fits, else batched
-    /// with as much read-ahead as the room holds, down to none (a line
-    /// says so); never more than the shares, and given back or lapsed.
+    /// behind the client (the tee's charge) while that leaves as much room
+    /// again, else batched with as much read-ahead as the room holds, down
+    /// to none (a line says so); never more than the shares, and given
+    /// back or lapsed.
     #[test]
     fn a_watched_answer_takes_what_the_room_holds_down_to_no_read_ahead() {
-        let budget = 8 * MIB;
+        let budget = 16 * MIB;
         let (tee, full) = (u64::from(MEMORY_PER_ANSWER_BEHIND), u64::from(ANSWER_AHEAD) * u64::from(MEMORY_PER_AHEAD_BYTE));
         let mut b = MemoryBudget::new();
         let first = b.watch(budget, "198.51.100.1", true, 60_000, 0);
-        assert_eq!((first.behind, first.note.is_none()), (true, true), "a quarter of 8 MiB holds one tee's 2 MiB");
+        assert_eq!((first.behind, first.note.is_none()), (true, true), "a quarter of 16 MiB holds a tee's 2 MiB twice");
         assert_eq!(b.held("198.51.100.1", 0).1, tee);
         let second = b.watch(budget, "198.51.100.1", true, 60_000, 0);
-        assert_eq!((second.behind, second.ahead, second.hold), (false, 0, None), "no room: batched, no read-ahead, still watched");
+        assert_eq!((second.behind, second.ahead), (false, ANSWER_AHEAD), "2 MiB left: no second tee, batched at the full read-ahead");
         let note = second.note.as_ref().map(LogEvent::line).unwrap_or_default();
-        assert!(note.contains(r#""tollgate":"answer""#) && note.contains(r#""wanted":"behind""#) && note.contains(r#""read_ahead":0"#), "{note}");
+        assert!(note.contains(r#""tollgate":"answer""#) && note.contains(r#""wanted":"behind""#) && note.contains(r#""read_ahead":65536"#), "{note}");
+        // The rest of the quarter in batched answers, then none read ahead.
+        let batched_left = (u64::from(budget / MEMORY_CLIENT_SHARES) - tee - full) / full;
+        (0..batched_left).for_each(|_| assert_eq!(b.watch(budget, "198.51.100.1", true, 60_000, 0).ahead, ANSWER_AHEAD));
+        let none = b.watch(budget, "198.51.100.1", true, 60_000, 0);
+        assert_eq!((none.behind, none.ahead, none.hold), (false, 0, None), "no room: batched, no read-ahead, still watched");
+        assert!(none.note.as_ref().map(LogEvent::line).unwrap_or_default().contains(r#""read_ahead":0"#));
         // Another client: its own quarter, batched at the full read-ahead.
         let batched = b.watch(budget, "203.0.113.1", false, 60_000, 0);
         assert_eq!((batched.behind, batched.ahead, batched.note.is_none()), (false, ANSWER_AHEAD, true));
         assert_eq!(b.held("203.0.113.1", 0).1, full);
-        // Fill that client's quarter but 100 KiB: the next gets 50 KiB of read-ahead.
+        // Fill that client's quarter but about one answer's charge: the last gets half of what is left.
         let fill = (u64::from(budget / MEMORY_CLIENT_SHARES) - full - 100 * 1024) / full;
         (0..fill).for_each(|_| assert_eq!(b.watch(budget, "203.0.113.1", false, 60_000, 0).ahead, ANSWER_AHEAD));
         let left = u64::from(budget / MEMORY_CLIENT_SHARES) - b.held("203.0.113.1", 0).1;
@@ -1032,9 +1045,14 @@ mod tests {
         assert_eq!(u64::from(partial.ahead), left / 2, "half the room: the gathering batch and the one in flight");
         assert!(b.held("203.0.113.1", 0).1 <= u64::from(budget / MEMORY_CLIENT_SHARES), "never past the quarter");
         // Ended: given back; never ended: lapsed with its slot.
+        let quarter = u64::from(budget / MEMORY_CLIENT_SHARES);
+        assert_eq!(b.held("198.51.100.1", 0).1, quarter);
         b.give_back(first.hold.unwrap_or_default());
-        assert!(b.watch(budget, "198.51.100.1", true, 60_000, 0).behind, "the tee's room back");
-        assert_eq!(b.held("x", 60_000 + HOLD_GRACE_MS).0, 0, "lapsed");
+        assert_eq!(b.held("198.51.100.1", 0).1, quarter - tee, "the tee's 2 MiB back");
+        assert!(!b.watch(budget, "198.51.100.1", true, 60_000, 0).behind, "2 MiB of room: batched");
+        let later = 60_000 + HOLD_GRACE_MS;
+        assert_eq!(b.held("x", later).0, 0, "lapsed");
+        assert!(b.watch(budget, "198.51.100.1", true, 60_000, later).behind, "the room back: a tee again");
     }
 
     #[test]

@@ -282,6 +282,7 @@ impl Scan {
     }
 
     /// One byte, an element it completes left in `element`.
+    #[inline(always)]
     fn step(&mut self, b: u8) {
         match self.state {
             State::Invalid => {}
@@ -311,6 +312,11 @@ impl Scan {
     /// run of plain bytes taken at once: `(read, None)` once all are read,
     /// or `(read, Some(doc))` right after the byte that completed an
     /// element of a root array of documents (the rest not read yet).
+    ///
+    /// The steps it takes per byte and per run are `#[inline(always)]`:
+    /// the release profile's `opt-level = "z"` would otherwise call each
+    /// (a 298-byte OpenAI event natively: 1.8 µs called, 1.2 inlined,
+    /// 0.4 KiB more of gzipped Wasm).
     pub(crate) fn bytes(&mut self, bytes: &[u8]) -> (usize, Option<Doc>) {
         let mut at = 0;
         while at < bytes.len() {
@@ -330,6 +336,7 @@ impl Scan {
         (bytes.len(), None)
     }
 
+    #[inline(always)]
     fn structural(&mut self, b: u8) {
         if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
             return;
@@ -455,6 +462,7 @@ impl Scan {
         self.state = State::Str { key, escape: Escape::None };
     }
 
+    #[inline(always)]
     fn push_token(&mut self, b: u8) {
         let limit = if self.want == Want::Key { KEY_LIMIT } else { SCALAR_LIMIT };
         if self.want == Want::Nothing {
@@ -468,6 +476,7 @@ impl Scan {
     }
 
     /// [`Scan::push_token`] for each byte of `run`.
+    #[inline(always)]
     fn push_run(&mut self, run: &[u8]) {
         if self.want == Want::Nothing {
             return;
@@ -478,6 +487,7 @@ impl Scan {
         self.token_over |= run.len() > room;
     }
 
+    #[inline(always)]
     fn string_byte(&mut self, key: bool, escape: Escape, b: u8) {
         let next = match escape {
             Escape::None => match b {
@@ -520,6 +530,7 @@ impl Scan {
         self.state = State::Str { key, escape: next };
     }
 
+    #[inline(always)]
     fn end_string(&mut self, key: bool) {
         let over = std::mem::replace(&mut self.token_over, false);
         if key {
@@ -538,6 +549,7 @@ impl Scan {
         self.after_value()
     }
 
+    #[inline(always)]
     fn end_scalar(&mut self) {
         let figure = (self.want != Want::Nothing && !self.token_over).then(|| whole(&self.token)).flatten();
         match (self.want, figure) {
@@ -571,6 +583,7 @@ impl Scan {
 
     /// A value ended: the root is done, or an element of a root array of
     /// documents is (left in `element`).
+    #[inline(always)]
     fn after_value(&mut self) {
         self.state = State::After;
         self.want = Want::Nothing;
@@ -584,6 +597,7 @@ impl Scan {
 
 /// Where the first `a` or `b` is in `bytes`, looked for eight bytes at a
 /// time (a string's plain run, a line's value: most of an event).
+#[inline(always)]
 pub(crate) fn find_either(bytes: &[u8], a: u8, b: u8) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
