@@ -48,6 +48,10 @@
 //   (or SHAPES_ONLY=1): phase 3 alone (a few minutes); prints its table
 //   and writes it to bench/tmp/RESULTS.shapes.md (the committed results
 //   are left as they are).
+//   AB_ENTRY=bench/tmp/ab/src/entry.mjs node bench/stream.mjs --shapes-only:
+//   phase 3 paired against another build (copy another commit's build/
+//   and src/entry.mjs there after its scripts/build): this − that, round
+//   by round, with intervals.
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { createServer } from "node:http";
 import { execFileSync, spawn } from "node:child_process";
@@ -451,35 +455,81 @@ function interval(values) {
   return [medians[50], medians[1949]];
 }
 
-async function shapesPhase(secondsPerCell, roundCount) {
-  const origin = await shapeOrigin();
+/** One tollgate for phase 3 (its entry: this build's unless `scriptPath`) and its workerd's pid. */
+async function startShapes(origin, scriptPath) {
   const before = workerdPids();
   const workerOptions = { outboundService: undefined, ...directSocket() };
-  const tg = await directly(await startTollgate({ config: { rules: shapeRules(), ...(process.env.MEMORY_BUDGET ? { memory_budget: Number(process.env.MEMORY_BUDGET) } : {}) }, vars: { UPSTREAM: origin.url }, workerOptions, admin: false }));
-  const pid = [...workerdPids()].find((p) => !before.has(p));
+  const config = { rules: shapeRules(), ...(process.env.MEMORY_BUDGET ? { memory_budget: Number(process.env.MEMORY_BUDGET) } : {}) };
+  const tg = await directly(await startTollgate({ config, vars: { UPSTREAM: origin.url }, workerOptions, admin: false, ...(scriptPath ? { scriptPath } : {}) }));
+  return { tg, pid: [...workerdPids()].find((p) => !before.has(p)) };
+}
+
+// AB_ENTRY=path (relative to the repo): a second tollgate from that entry
+// in its own workerd (another build: a copy of another commit's build/ and
+// src/entry.mjs under the repo, e.g. bench/tmp/ab/), every cell run on
+// both in each round, which goes first alternating; shapesAbReport gives
+// the paired difference round by round, this build − that one (two runs
+// of the same code drift apart by more than one run's intervals).
+async function shapesPhase(secondsPerCell, roundCount) {
+  const origin = await shapeOrigin();
+  const me = await startShapes(origin);
+  const other = process.env.AB_ENTRY ? await startShapes(origin, join(ROOT, process.env.AB_ENTRY)) : null;
   const cellsOf = new Map();
   const list = [];
-  for (const shape of SHAPES) for (const rule of SHAPE_RULES) for (const n of SHAPE_TOKENS) list.push({ shape, rule, n, cpu: [], ttfbs: [] });
+  for (const shape of SHAPES) for (const rule of SHAPE_RULES) for (const n of SHAPE_TOKENS) list.push({ shape, rule, n, cpu: [], cpuOther: [], ttfbs: [] });
   for (const c of list) cellsOf.set(`${c.shape}/${c.rule}/${c.n}`, c);
-  for (const c of list) await shapeLoad(tg, c.shape, c.rule, c.n, 300);
+  for (const sys of other ? [me, other] : [me]) for (const c of list) await shapeLoad(sys.tg, c.shape, c.rule, c.n, 300);
   for (let r = 0; r < roundCount; r++) {
     const order = list.map((_, i) => list[(i + r * 5) % list.length]);
     for (const c of r % 2 ? order.reverse() : order) {
-      // PERF_RULE=rule: `perf record` of the workerd while that rule's
-      // longest answers run (the first round), to bench/tmp/perf.RULE.SHAPE.data.
-      const perf = r === 0 && c.rule === process.env.PERF_RULE && c.n === Math.max(...SHAPE_TOKENS) ? spawn("perf", ["record", "-g", "-o", `bench/tmp/perf.${c.rule}.${c.shape}.data`, "-p", pid, "--", "sleep", String(secondsPerCell)], { stdio: "ignore" }) : null;
-      const t0 = cpuUs(pid);
-      const ttfbs = await shapeLoad(tg, c.shape, c.rule, c.n, secondsPerCell * 1_000);
-      if (perf) await new Promise((r) => perf.on("exit", r));
-      await wait(150);
-      c.cpu.push((cpuUs(pid) - t0) / ttfbs.length);
-      c.ttfbs.push(...ttfbs);
+      const runs = other ? [[me, c.cpu], [other, c.cpuOther]] : [[me, c.cpu]];
+      for (const [sys, into] of r % 2 ? runs.reverse() : runs) {
+        // PERF_RULE=rule: `perf record` of the workerd while that rule's
+        // longest answers run (the first round), to bench/tmp/perf.RULE.SHAPE.data.
+        const perf = sys === me && r === 0 && c.rule === process.env.PERF_RULE && c.n === Math.max(...SHAPE_TOKENS) ? spawn("perf", ["record", "-g", "-o", `bench/tmp/perf.${c.rule}.${c.shape}.data`, "-p", sys.pid, "--", "sleep", String(secondsPerCell)], { stdio: "ignore" }) : null;
+        const t0 = cpuUs(sys.pid);
+        const ttfbs = await shapeLoad(sys.tg, c.shape, c.rule, c.n, secondsPerCell * 1_000);
+        if (perf) await new Promise((r) => perf.on("exit", r));
+        await wait(150);
+        into.push((cpuUs(sys.pid) - t0) / ttfbs.length);
+        if (sys === me) c.ttfbs.push(...ttfbs);
+      }
     }
   }
-  await tg.dispose();
-  tg.cleanup();
+  for (const sys of other ? [me, other] : [me]) {
+    await sys.tg.dispose();
+    sys.tg.cleanup();
+  }
   await origin.close();
   return cellsOf;
+}
+
+/** With AB_ENTRY: per (shape, rule), this build against the other, round by
+ * round: µs per event over `response` and µs added over the floor at the
+ * longer answer, each build's median and the paired difference's, with a
+ * 95% interval. */
+function shapesAbReport(cellsOf, p) {
+  const [nLo, nHi] = SHAPE_TOKENS;
+  const at = (shape, rule, n) => cellsOf.get(`${shape}/${rule}/${n}`);
+  const slope = (field, shape, rule) => at(shape, rule, nLo)[field].map((_, i) => (at(shape, rule, nHi)[field][i] - at(shape, "response", nHi)[field][i] - (at(shape, rule, nLo)[field][i] - at(shape, "response", nLo)[field][i])) / (nHi - nLo));
+  const added = (field, shape, rule) => at(shape, rule, nHi)[field].map((x, i) => x - at(shape, "floor", nHi)[field][i]);
+  const show = (values) => {
+    const [a, b] = interval(values);
+    return `${f1(median(values))} (${f1(a)} – ${f1(b)})`;
+  };
+  p(`## This build against \`${process.env.AB_ENTRY}\`, paired`);
+  p();
+  p(`Both in their own workerd, each cell run on both in every round (which first alternating). Per event: the slope over \`response\` between ${nLo} and ${nHi} tokens; added: over the floor at ${nHi} tokens. This − that: the median of the round-by-round differences, with its 95% interval.`);
+  p();
+  p("| shape | rule | µs per event, this | that | this − that | µs added at " + nHi + ", this | that | this − that |");
+  p("|---|---|---|---|---|---|---|---|");
+  for (const shape of SHAPES) {
+    for (const rule of SHAPE_RULES.filter((r) => r !== "floor" && r !== "response")) {
+      const [s1, s2, a1, a2] = [slope("cpu", shape, rule), slope("cpuOther", shape, rule), added("cpu", shape, rule), added("cpuOther", shape, rule)];
+      p(`| ${shape} | ${rule} | ${f1(median(s1))} | ${f1(median(s2))} | ${show(s1.map((x, i) => x - s2[i]))} | ${f0(median(a1))} | ${f0(median(a2))} | ${show(a1.map((x, i) => x - a2[i]))} |`);
+    }
+  }
+  p();
 }
 
 function shapesReport(cellsOf, p, secondsPerCell, roundCount) {
@@ -615,10 +665,14 @@ async function shapesAlone() {
   const p = (s = "") => out.push(s);
   p("# Streamed LLM answers through tollgate: provider shapes alone");
   p();
-  const env = ["SHAPE_TOKENS", "SHAPE_SPACING_MS", "MEMORY_BUDGET", "ENTRY", "SHAPES", "SHAPE_RULES"].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]} `).join("");
+  const env = ["SHAPE_TOKENS", "SHAPE_SPACING_MS", "MEMORY_BUDGET", "ENTRY", "SHAPES", "SHAPE_RULES", "AB_ENTRY"].filter((k) => process.env[k]).map((k) => `${k}=${process.env[k]} `).join("");
   p(`\`${env}node bench/stream.mjs --shapes-only ${shapeSeconds} ${shapeRounds}\` on ${commitOf()}, ${startedAt.toISOString().slice(0, 16).replace("T", " ")} UTC. Machine: ${cpus().length} vCPUs (\`nproc\`), ${cpuModelOf()}; load average ${load0} before, ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")} after; the whole machine (this run included) was ${(others * 100).toFixed(0)} % busy.`);
   p();
   shapesReport(shapeCells, p, shapeSeconds, shapeRounds);
+  if (process.env.AB_ENTRY) {
+    p();
+    shapesAbReport(shapeCells, p);
+  }
   const text = out.join("\n") + "\n";
   console.log(text);
   mkdirSync(join(ROOT, "bench", "tmp"), { recursive: true });
@@ -729,6 +783,10 @@ p();
 p("A usage rule's quota is in tokens, and its policy item says so with `qu=\"tokens\"` (draft-ietf-httpapi-ratelimit-headers §3.1.2; the provider sources' unit, src/config/cost.rs `Usage::unit`); a request-counted rule's items carry no `qu` (the draft's default, requests).");
 p();
 json.shapes = shapesReport(shapeCells, p, shapeSeconds, shapeRounds);
+if (process.env.AB_ENTRY) {
+  p();
+  shapesAbReport(shapeCells, p);
+}
 const text = out.join("\n") + "\n";
 console.log(text);
 writeFileSync(join(ROOT, "bench", "RESULTS.stream.md"), text);
