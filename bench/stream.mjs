@@ -196,22 +196,25 @@ export default { fetch: () => Response.json(m) };
 // each chunk it forwards would favour a rule that writes fewer, larger
 // chunks (the batched watch).
 const DIRECT = process.env.ENTRY !== "1";
-const directSocket = () => (DIRECT ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {});
 
-/** `tg`, its `fetch` on the Worker's direct socket (unless ENTRY=1). */
-async function directly(tg) {
-  if (!DIRECT) return tg;
-  const base = String(await tg.mf.unsafeGetDirectURL("tollgate")).replace(/\/$/, "");
-  tg.fetch = (path, { ip = "203.0.113.7", headers = {}, ...init } = {}) => fetch(`${base}${path}`, { ...init, headers: { ...headers, "cf-connecting-ip": ip }, redirect: "manual" });
-  return tg;
+/** A tollgate started from `options` (tests/worker/harness.mjs), its `fetch`
+ * on the Worker's direct socket (unless ENTRY=1), and its workerd's pid. */
+async function launch(options) {
+  const before = workerdPids();
+  const workerOptions = { ...options.workerOptions, ...(DIRECT ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {}) };
+  const tg = await startTollgate({ ...options, workerOptions });
+  if (DIRECT) {
+    const base = String(await tg.mf.unsafeGetDirectURL("tollgate")).replace(/\/$/, "");
+    tg.fetch = (path, { ip = "203.0.113.7", headers = {}, ...init } = {}) => fetch(`${base}${path}`, { ...init, headers: { ...headers, "cf-connecting-ip": ip }, redirect: "manual" });
+  }
+  return { tg, pid: [...workerdPids()].find((p) => !before.has(p)) };
 }
 
 async function start(name, origin, { meter = false } = {}) {
-  const before = workerdPids();
   const options = {
     config: { rules: [SYSTEMS[name].rule] },
     vars: { UPSTREAM: origin.url },
-    workerOptions: { outboundService: undefined, ...directSocket() },
+    workerOptions: { outboundService: undefined },
     admin: false,
   };
   if (meter) {
@@ -230,8 +233,7 @@ async function start(name, origin, { meter = false } = {}) {
       },
     ];
   }
-  const tg = await directly(await startTollgate(options));
-  const pid = [...workerdPids()].find((p) => !before.has(p));
+  const { tg, pid } = await launch(options);
   return { name, style: SYSTEMS[name].style, tg, pid, statuses: {}, chunksSeen: [], fields: null };
 }
 
@@ -455,13 +457,10 @@ function interval(values) {
   return [medians[50], medians[1949]];
 }
 
-/** One tollgate for phase 3 (its entry: this build's unless `scriptPath`) and its workerd's pid. */
-async function startShapes(origin, scriptPath) {
-  const before = workerdPids();
-  const workerOptions = { outboundService: undefined, ...directSocket() };
+/** One tollgate for phase 3 (its entry: this build's unless `scriptPath`). */
+function startShapes(origin, scriptPath) {
   const config = { rules: shapeRules(), ...(process.env.MEMORY_BUDGET ? { memory_budget: Number(process.env.MEMORY_BUDGET) } : {}) };
-  const tg = await directly(await startTollgate({ config, vars: { UPSTREAM: origin.url }, workerOptions, admin: false, ...(scriptPath ? { scriptPath } : {}) }));
-  return { tg, pid: [...workerdPids()].find((p) => !before.has(p)) };
+  return launch({ config, vars: { UPSTREAM: origin.url }, workerOptions: { outboundService: undefined }, admin: false, ...(scriptPath ? { scriptPath } : {}) });
 }
 
 // AB_ENTRY=path (relative to the repo): a second tollgate from that entry
@@ -474,11 +473,12 @@ async function shapesPhase(secondsPerCell, roundCount) {
   const origin = await shapeOrigin();
   const me = await startShapes(origin);
   const other = process.env.AB_ENTRY ? await startShapes(origin, join(ROOT, process.env.AB_ENTRY)) : null;
+  const systems = other ? [me, other] : [me];
   const cellsOf = new Map();
   const list = [];
   for (const shape of SHAPES) for (const rule of SHAPE_RULES) for (const n of SHAPE_TOKENS) list.push({ shape, rule, n, cpu: [], cpuOther: [], ttfbs: [] });
   for (const c of list) cellsOf.set(`${c.shape}/${c.rule}/${c.n}`, c);
-  for (const sys of other ? [me, other] : [me]) for (const c of list) await shapeLoad(sys.tg, c.shape, c.rule, c.n, 300);
+  for (const sys of systems) for (const c of list) await shapeLoad(sys.tg, c.shape, c.rule, c.n, 300);
   for (let r = 0; r < roundCount; r++) {
     const order = list.map((_, i) => list[(i + r * 5) % list.length]);
     for (const c of r % 2 ? order.reverse() : order) {
@@ -496,12 +496,32 @@ async function shapesPhase(secondsPerCell, roundCount) {
       }
     }
   }
-  for (const sys of other ? [me, other] : [me]) {
+  for (const sys of systems) {
     await sys.tg.dispose();
     sys.tg.cleanup();
   }
   await origin.close();
   return cellsOf;
+}
+
+// Phase 3's paired figures, per round, from the cells' `field` (`cpu`, or
+// `cpuOther`: the AB_ENTRY build's): what `rule` adds per event over `base`
+// (the slope between the two answer lengths), and over the floor at the
+// longer answer; shown as a median and its 95% interval.
+const shapeCell = (cellsOf, shape, rule, n) => cellsOf.get(`${shape}/${rule}/${n}`);
+function shapeSlope(cellsOf, field, shape, rule, base) {
+  const [nLo, nHi] = SHAPE_TOKENS;
+  const at = (r, n) => shapeCell(cellsOf, shape, r, n)[field];
+  return at(rule, nLo).map((_, i) => (at(rule, nHi)[i] - at(base, nHi)[i] - (at(rule, nLo)[i] - at(base, nLo)[i])) / (nHi - nLo));
+}
+function shapeAdded(cellsOf, field, shape, rule) {
+  const nHi = SHAPE_TOKENS[1];
+  const floor = shapeCell(cellsOf, shape, "floor", nHi)[field];
+  return shapeCell(cellsOf, shape, rule, nHi)[field].map((x, i) => x - floor[i]);
+}
+function withInterval(values) {
+  const [a, b] = interval(values);
+  return `${f1(median(values))} (${f1(a)} – ${f1(b)})`;
 }
 
 /** With AB_ENTRY: per (shape, rule), this build against the other, round by
@@ -510,13 +530,6 @@ async function shapesPhase(secondsPerCell, roundCount) {
  * 95% interval. */
 function shapesAbReport(cellsOf, p) {
   const [nLo, nHi] = SHAPE_TOKENS;
-  const at = (shape, rule, n) => cellsOf.get(`${shape}/${rule}/${n}`);
-  const slope = (field, shape, rule) => at(shape, rule, nLo)[field].map((_, i) => (at(shape, rule, nHi)[field][i] - at(shape, "response", nHi)[field][i] - (at(shape, rule, nLo)[field][i] - at(shape, "response", nLo)[field][i])) / (nHi - nLo));
-  const added = (field, shape, rule) => at(shape, rule, nHi)[field].map((x, i) => x - at(shape, "floor", nHi)[field][i]);
-  const show = (values) => {
-    const [a, b] = interval(values);
-    return `${f1(median(values))} (${f1(a)} – ${f1(b)})`;
-  };
   p(`## This build against \`${process.env.AB_ENTRY}\`, paired`);
   p();
   p(`Both in their own workerd, each cell run on both in every round (which first alternating). Per event: the slope over \`response\` between ${nLo} and ${nHi} tokens; added: over the floor at ${nHi} tokens. This − that: the median of the round-by-round differences, with its 95% interval.`);
@@ -525,8 +538,9 @@ function shapesAbReport(cellsOf, p) {
   p("|---|---|---|---|---|---|---|---|");
   for (const shape of SHAPES) {
     for (const rule of SHAPE_RULES.filter((r) => r !== "floor" && r !== "response")) {
-      const [s1, s2, a1, a2] = [slope("cpu", shape, rule), slope("cpuOther", shape, rule), added("cpu", shape, rule), added("cpuOther", shape, rule)];
-      p(`| ${shape} | ${rule} | ${f1(median(s1))} | ${f1(median(s2))} | ${show(s1.map((x, i) => x - s2[i]))} | ${f0(median(a1))} | ${f0(median(a2))} | ${show(a1.map((x, i) => x - a2[i]))} |`);
+      const [s1, s2] = ["cpu", "cpuOther"].map((field) => shapeSlope(cellsOf, field, shape, rule, "response"));
+      const [a1, a2] = ["cpu", "cpuOther"].map((field) => shapeAdded(cellsOf, field, shape, rule));
+      p(`| ${shape} | ${rule} | ${f1(median(s1))} | ${f1(median(s2))} | ${withInterval(s1.map((x, i) => x - s2[i]))} | ${f0(median(a1))} | ${f0(median(a2))} | ${withInterval(a1.map((x, i) => x - a2[i]))} |`);
     }
   }
   p();
@@ -534,7 +548,6 @@ function shapesAbReport(cellsOf, p) {
 
 function shapesReport(cellsOf, p, secondsPerCell, roundCount) {
   const [nLo, nHi] = SHAPE_TOKENS;
-  const at = (shape, rule, n) => cellsOf.get(`${shape}/${rule}/${n}`);
   p("## Provider shapes: one event per token");
   p();
   p(`Phase 3: one workerd (the built Worker, SQLite objects) with one rule per (shape, rule) on its own path, in front of a local origin streaming one event per token, each written on its own ${SHAPE_SPACING_MS} ms apart: OpenAI Chat Completions chunks (\`chat.completion.chunk\` with \`usage: null\` and \`obfuscation\`, then the finish chunk, the \`include_usage\` chunk and \`[DONE]\`), Anthropic Messages (\`message_start\`, \`content_block_start\`, \`ping\`, one \`content_block_delta\` per token, \`content_block_stop\`, \`message_delta\`, \`message_stop\`), Gemini \`alt=sse\` (CRLF-framed, \`usageMetadata\` running totals in every chunk, \`finishReason\` in the last). Token events of ${SHAPES.map((s) => `${s} ${eventSizes(s).join("/")} `).join(", ")}bytes (min/median/max). ${nLo} and ${nHi} output tokens (${SHAPE_INPUT} input). ${CLIENTS} clients, each its own key, closed loop; ${roundCount} rounds of ${secondsPerCell} s per cell, in a rotating order. CPU is the workerd's per answer (its threads' time on a CPU, /proc/PID/task/*/schedstat): the Worker and its objects${DIRECT ? ", the clients on the Worker's own socket (Miniflare's direct socket: no entry Worker)" : " and Miniflare's own entry, which production does not have and which costs each cell for every chunk it forwards"}.`);
@@ -551,15 +564,11 @@ function shapesReport(cellsOf, p, secondsPerCell, roundCount) {
   const json = {};
   for (const shape of SHAPES) {
     for (const rule of SHAPE_RULES) {
-      const [lo, hi] = [at(shape, rule, nLo), at(shape, rule, nHi)];
-      const slopeOver = (b) => lo.cpu.map((_, i) => (hi.cpu[i] - at(shape, b, nHi).cpu[i] - (lo.cpu[i] - at(shape, b, nLo).cpu[i])) / (nHi - nLo));
-      const added = hi.cpu.map((x, i) => x - at(shape, "floor", nHi).cpu[i]);
-      const show = (values) => {
-        const [a, b] = interval(values);
-        return `${f1(median(values))} (${f1(a)} – ${f1(b)})`;
-      };
+      const [lo, hi] = [shapeCell(cellsOf, shape, rule, nLo), shapeCell(cellsOf, shape, rule, nHi)];
+      const slopeOver = (base) => withInterval(shapeSlope(cellsOf, "cpu", shape, rule, base));
+      const added = shapeAdded(cellsOf, "cpu", shape, rule);
       const fits = rule === "floor" ? "–" : interval(added)[1] <= FREE_CPU_US ? "yes" : "no";
-      const cells = rule === "floor" ? ["–", "–", "–"] : [show(added), show(slopeOver("floor")), rule === "response" ? "–" : show(slopeOver("response"))];
+      const cells = rule === "floor" ? ["–", "–", "–"] : [withInterval(added), slopeOver("floor"), rule === "response" ? "–" : slopeOver("response")];
       p(`| ${shape} | ${rule} | ${f0(median(lo.cpu))} | ${f0(median(hi.cpu))} | ${cells.join(" | ")} | ${f2(median(lo.ttfbs))}, ${f2(quantile(lo.ttfbs, 0.9))} | ${fits} |`);
       json[`${shape}/${rule}`] = { cpuLo: lo.cpu, cpuHi: hi.cpu, ttfbMedian: median(lo.ttfbs), answers: lo.ttfbs.length + hi.ttfbs.length };
     }

@@ -345,9 +345,10 @@ function drainer(branch, ahead) {
 // turn in REST_MAX, whatever its events' pace), back to REST_MIN after one
 // that found more (a fast origin queues at most about REST_MIN of its
 // bytes in the tee; no rest after a full read). The client never waits
-// on a rest: its branch is piped by the runtime. The runtime's tee holds the branches within a bounded distance
-// (an origin streaming to a client that reads nothing is held back, as
-// the batched watch holds it: tests/worker/memory.test.mjs). The word:
+// on a rest: its branch is piped by the runtime. The runtime's tee holds
+// the branches within a bounded distance (an origin streaming to a
+// client that reads nothing is held back, as the batched watch holds it:
+// tests/worker/memory.test.mjs). The word:
 // `failed` (the origin's stream), else `cancelled` (the client went
 // away: the reading branch is cancelled with it), `lapsed`, or `ended`
 // once the client has every byte and the reader has read them all.

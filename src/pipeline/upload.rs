@@ -1018,6 +1018,7 @@ mod tests {
     #[test]
     fn a_watched_answer_takes_what_the_room_holds_down_to_no_read_ahead() {
         let budget = 16 * MIB;
+        let quarter = u64::from(budget / MEMORY_CLIENT_SHARES);
         let (tee, full) = (u64::from(MEMORY_PER_ANSWER_BEHIND), u64::from(ANSWER_AHEAD) * u64::from(MEMORY_PER_AHEAD_BYTE));
         let mut b = MemoryBudget::new();
         let first = b.watch(budget, "198.51.100.1", true, 60_000, 0);
@@ -1028,7 +1029,7 @@ mod tests {
         let note = second.note.as_ref().map(LogEvent::line).unwrap_or_default();
         assert!(note.contains(r#""tollgate":"answer""#) && note.contains(r#""wanted":"behind""#) && note.contains(r#""read_ahead":65536"#), "{note}");
         // The rest of the quarter in batched answers, then none read ahead.
-        let batched_left = (u64::from(budget / MEMORY_CLIENT_SHARES) - tee - full) / full;
+        let batched_left = (quarter - tee - full) / full;
         (0..batched_left).for_each(|_| assert_eq!(b.watch(budget, "198.51.100.1", true, 60_000, 0).ahead, ANSWER_AHEAD));
         let none = b.watch(budget, "198.51.100.1", true, 60_000, 0);
         assert_eq!((none.behind, none.ahead, none.hold), (false, 0, None), "no room: batched, no read-ahead, still watched");
@@ -1038,14 +1039,13 @@ mod tests {
         assert_eq!((batched.behind, batched.ahead, batched.note.is_none()), (false, ANSWER_AHEAD, true));
         assert_eq!(b.held("203.0.113.1", 0).1, full);
         // Fill that client's quarter but about one answer's charge: the last gets half of what is left.
-        let fill = (u64::from(budget / MEMORY_CLIENT_SHARES) - full - 100 * 1024) / full;
+        let fill = (quarter - full - 100 * 1024) / full;
         (0..fill).for_each(|_| assert_eq!(b.watch(budget, "203.0.113.1", false, 60_000, 0).ahead, ANSWER_AHEAD));
-        let left = u64::from(budget / MEMORY_CLIENT_SHARES) - b.held("203.0.113.1", 0).1;
+        let left = quarter - b.held("203.0.113.1", 0).1;
         let partial = b.watch(budget, "203.0.113.1", false, 60_000, 0);
         assert_eq!(u64::from(partial.ahead), left / 2, "half the room: the gathering batch and the one in flight");
-        assert!(b.held("203.0.113.1", 0).1 <= u64::from(budget / MEMORY_CLIENT_SHARES), "never past the quarter");
+        assert!(b.held("203.0.113.1", 0).1 <= quarter, "never past the quarter");
         // Ended: given back; never ended: lapsed with its slot.
-        let quarter = u64::from(budget / MEMORY_CLIENT_SHARES);
         assert_eq!(b.held("198.51.100.1", 0).1, quarter);
         b.give_back(first.hold.unwrap_or_default());
         assert_eq!(b.held("198.51.100.1", 0).1, quarter - tee, "the tee's 2 MiB back");
