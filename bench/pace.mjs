@@ -4,8 +4,14 @@
 // clients, closed loop, R rounds of SECS s a cell; workerd CPU per answer
 // at N/3 and N events, the per-event slope, and the slope over `floor` (the
 // origin's response returned as is), for: a pipe through an
-// IdentityTransformStream, a tee (one branch cancelled), both, reading
-// behind (a BYOB read every 100 ms), a timer alone.
+// IdentityTransformStream (`its`; `itssig` with an abort signal), a tee
+// (one branch cancelled: `tee1`; then piped: `teeits`), reading behind (a
+// BYOB read every 100 ms: `behind`, the client's branch piped through an
+// IdentityTransformStream as tollgate does; `behindraw`, returned as is),
+// tollgate's batched watch bare (`batched`; `sparse`: no rest after a read
+// that waited 10 ms), a timer alone (`restonly`). The clients reach the
+// Worker on its own socket (ENTRY=1: through Miniflare's entry Worker);
+// "paired": the round-by-round slope over floor's, median [min, max].
 //   N=100 SP=20 SECS=5 R=2 [V=floor,its,...] node bench/pace.mjs
 import { Miniflare } from "miniflare";
 import { createServer } from "node:http";
@@ -42,18 +48,57 @@ export default { async fetch(req, env, ctx) {
     ctx.waitUntil((async () => { let buf = new ArrayBuffer(65536); for (;;) { const { done: d, value } = await reader.read(new Uint8Array(buf)); if (d) return; buf = value.buffer; if (!done) await Promise.race([sleep(100), sent]); } })());
     return new Response(t.readable, r);
   }
+  if (v === "behindraw") {
+    const [a, b] = r.body.tee();
+    const reader = b.getReader({ mode: "byob" });
+    ctx.waitUntil((async () => { let buf = new ArrayBuffer(65536); for (;;) { const { done: d, value } = await reader.read(new Uint8Array(buf)); if (d) return; buf = value.buffer; await sleep(100); } })());
+    return new Response(a, r);
+  }
+  if (v === "batched" || v === "sparse") {
+    // tollgate's batched watch (src/glue/origin.rs watchBody), bare: a tee,
+    // one branch drained natively, the other read, written to the client's
+    // pipe and awaited, then a rest to 10 ms after the read ("sparse": no
+    // rest after a read that waited 10 ms or more).
+    const [toDrain, toRead] = r.body.tee();
+    const through = new IdentityTransformStream();
+    toDrain.pipeTo(through.writable).catch(() => {});
+    const dr = through.readable.getReader({ mode: "byob" });
+    ctx.waitUntil((async () => { let b = new ArrayBuffer(65536); for (;;) { const x = await dr.readAtLeast(65536, new Uint8Array(b)); if (x.done) return; b = x.value.buffer; } })());
+    const { readable, writable } = new IdentityTransformStream();
+    const writer = writable.getWriter();
+    const reader = toRead.getReader({ mode: "byob" });
+    ctx.waitUntil((async () => {
+      let buf = new ArrayBuffer(65536);
+      for (;;) {
+        const asked = Date.now();
+        const { done, value } = await reader.read(new Uint8Array(buf));
+        if (done) { await writer.close(); return; }
+        const at = Date.now();
+        await writer.write(value);
+        buf = new ArrayBuffer(65536);
+        const rest = 10 - (Date.now() - at);
+        if (value.byteLength < 65536 && rest > 0 && !(v === "sparse" && at - asked >= 10)) await sleep(rest);
+      }
+    })());
+    return new Response(readable, r);
+  }
   if (v === "restonly") { ctx.waitUntil((async () => { for (let i = 0; i < 30; i++) await sleep(100); })()); return r; }
   return new Response("?", { status: 404 });
 } };`;
 const before = workerdPids();
-const mf = new Miniflare({ modules: true, script, compatibilityDate: COMPATIBILITY_DATE });
+// The clients reach the Worker on its own socket (ENTRY=1: through
+// Miniflare's entry Worker, which forwards each chunk).
+const DIRECT = process.env.ENTRY !== "1";
+const mf = new Miniflare({ modules: true, script, compatibilityDate: COMPATIBILITY_DATE, ...(DIRECT ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {}) });
 await mf.ready;
+const base = DIRECT ? String(await mf.unsafeGetDirectURL()).replace(/\/$/, "") : "http://x";
+const get = (path, init) => (DIRECT ? fetch(`${base}${path}`, init) : mf.dispatchFetch(`${base}${path}`, init));
 const pid = [...workerdPids()].find((p) => !before.has(p));
 const variants = (process.env.V ?? "floor,its,tee1,teeits,behind,restonly").split(",");
 async function load(v, n, ms) {
   const end = Date.now() + ms; let answers = 0;
   await Promise.all(Array.from({ length: CLIENTS }, async () => {
-    while (Date.now() < end) { const r = await mf.dispatchFetch(`http://x/${v}`, { headers: { "x-n": String(n) } }); await r.arrayBuffer(); answers++; }
+    while (Date.now() < end) { const r = await get(`/${v}`, { headers: { "x-n": String(n) } }); await r.arrayBuffer(); answers++; }
   }));
   return answers;
 }
@@ -67,6 +112,8 @@ for (let round = 0; round < Number(process.env.R ?? 2); round++) {
 }
 const med = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 console.log(`N=${N} SP=${SP}ms; µs per answer lo/hi, per event slope, slope over floor`);
+const slopes = (v) => res[v].hi.map((h, i) => (h - res[v].lo[i]) / (N - Math.round(N / 3)));
+const over = (v) => slopes(v).map((x, i) => x - slopes("floor")[i]).sort((a, b) => a - b);
 const fs = (v) => (med(res[v].hi) - med(res[v].lo)) / (N - Math.round(N / 3));
-for (const v of variants) console.log(`${v}\t${med(res[v].lo).toFixed(0)}\t${med(res[v].hi).toFixed(0)}\t${fs(v).toFixed(1)}\t${(fs(v) - fs("floor")).toFixed(1)}`);
+for (const v of variants) console.log(`${v}\t${med(res[v].lo).toFixed(0)}\t${med(res[v].hi).toFixed(0)}\t${fs(v).toFixed(1)}\t${(fs(v) - fs("floor")).toFixed(1)}\tpaired ${med(over(v)).toFixed(1)} [${over(v)[0].toFixed(1)}, ${over(v).at(-1).toFixed(1)}]`);
 await mf.dispose(); origin.close(); process.exit(0);

@@ -478,7 +478,14 @@ async function shapesPhase(secondsPerCell, roundCount) {
   const list = [];
   for (const shape of SHAPES) for (const rule of SHAPE_RULES) for (const n of SHAPE_TOKENS) list.push({ shape, rule, n, cpu: [], cpuOther: [], ttfbs: [] });
   for (const c of list) cellsOf.set(`${c.shape}/${c.rule}/${c.n}`, c);
-  for (const sys of systems) for (const c of list) await shapeLoad(sys.tg, c.shape, c.rule, c.n, 300);
+  // A warm-up that serves nothing (a config the Worker refused, an origin
+  // gone) stops the run rather than fill its tables with nothing.
+  for (const sys of systems) for (const c of list) {
+    if ((await shapeLoad(sys.tg, c.shape, c.rule, c.n, 300)).length === 0) {
+      console.error(`stream.mjs: ${c.shape}/${c.rule}/${c.n} served no complete answer in its warm-up: ${sys.tg.logs().split("\n").filter((l) => l.trim()).slice(-3).join(" | ")}`);
+      process.exit(2);
+    }
+  }
   for (let r = 0; r < roundCount; r++) {
     const order = list.map((_, i) => list[(i + r * 5) % list.length]);
     for (const c of r % 2 ? order.reverse() : order) {
