@@ -41,9 +41,10 @@ function events(style, tokens, { usage = true } = {}) {
  * The LLM-like origin. Per request, from its headers: `x-tokens` (what the
  * answer costs), `x-style` (openai | anthropic | gemini | json), `x-end`
  * (`clean`, `no-usage`, `error-event`, `fail` (the socket destroyed
- * mid-stream), `forever` (a comment every 100 ms until the client goes)).
- * Every event is written on its own, 5 ms apart, and the usage event in two
- * writes split inside its JSON. `served[tenant]`: tokens reported on clean
+ * mid-stream), `forever` (a comment every 100 ms until the client goes)),
+ * `x-gap` (ms between writes, 5 unless given).
+ * Every event is written on its own, `x-gap` ms apart, and the usage event
+ * in two writes split inside its JSON. `served[tenant]`: tokens reported on clean
  * ends, or emitted (Gemini) until the connection closed.
  */
 async function llmOrigin() {
@@ -56,6 +57,7 @@ async function llmOrigin() {
     const tokens = Number(h["x-tokens"] ?? 0);
     const style = h["x-style"] ?? "openai";
     const end = h["x-end"] ?? "clean";
+    const gap = Number(h["x-gap"] ?? 5);
     for await (const _ of req);
     inFlight++;
     mostInFlight = Math.max(mostInFlight, inFlight);
@@ -84,9 +86,9 @@ async function llmOrigin() {
       }
       const cut = event.includes("usage") ? event.indexOf("tokens") : event.length;
       res.write(event.slice(0, cut));
-      await sleep(5);
+      await sleep(gap);
       if (cut < event.length) res.write(event.slice(cut));
-      await sleep(5);
+      await sleep(gap);
     }
     if (end === "clean") add(tokens);
     res.end();
@@ -222,6 +224,28 @@ test("every end of a stream is charged by its rule: a clean end its usage; no us
     assert.ok(missing.some((e) => e.committed === 1_000 && e.header === "tokens"), JSON.stringify(missing));
   });
 });
+
+// A usage rule that never cuts reads its answer behind its client
+// (src/glue/origin.rs `readBehind`: a read, then a rest of 20 ms, doubling
+// up to 100 while the reads find little). At a model's pace (every write 40
+// ms apart) a read finds one event or a piece of one, and the usage event
+// (split in two writes) straddles two reads. The client gets every byte as
+// the origin wrote it, and the answer is charged its usage.
+for (const style of ["openai", "anthropic"]) {
+  test(`${style}: an answer whose writes come 40 ms apart, read behind its client: every byte reaches the client as written, and a clean 300 is charged 300 (6 calls of 300 admitted after it, not 4)`, { timeout: 90_000 }, () => {
+    const cfg = config(tokensRule(3_000, { usage: style, reserve: 1_000, max: 1_000 }));
+    return withLlm(cfg, async (tg) => {
+      let text;
+      const admitted = await admittedAfter(tg, "slow", async () => {
+        const first = await complete(tg, "slow", 300, { "x-style": style, "x-gap": "40" });
+        assert.equal(first.status, 200);
+        text = first.text;
+      }, style);
+      assert.equal(text, events(style, 300).join(""), "the answer byte for byte");
+      assert.equal(admitted, 6, "charged its usage (300), not max (1,000)");
+    });
+  });
+}
 
 test("the bytes pass as they arrive: the client reads the first event before the origin writes the rest", { timeout: 60_000 }, async () => {
   let go;
