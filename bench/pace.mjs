@@ -9,7 +9,9 @@
 // BYOB read every 100 ms: `behind`, the client's branch piped through an
 // IdentityTransformStream as tollgate does; `behindraw`, returned as is),
 // tollgate's batched watch bare (`batched`; `sparse`: no rest after a read
-// that waited 10 ms), a timer alone (`restonly`). The clients reach the
+// that waited 10 ms; `nowait`: its writes not awaited; `nodrain`: no drain
+// branch), a tee of a tee's branch read behind (`teetee`), a timer alone
+// (`restonly`). The clients reach the
 // Worker on its own socket (ENTRY=1: through Miniflare's entry Worker);
 // "paired": the round-by-round slope over floor's, median [min, max].
 //   N=100 SP=20 SECS=5 R=2 [V=floor,its,...] node bench/pace.mjs
@@ -41,8 +43,10 @@ export default { async fetch(req, env, ctx) {
   if (v === "itssig") { const t = new IdentityTransformStream(); r.body.pipeTo(t.writable, { signal: new AbortController().signal }).catch(() => {}); return new Response(t.readable, r); }
   if (v === "tee1") { const [a, b] = r.body.tee(); b.cancel(); return new Response(a, r); }
   if (v === "teeits") { const [a, b] = r.body.tee(); b.cancel(); const t = new IdentityTransformStream(); a.pipeTo(t.writable).catch(() => {}); return new Response(t.readable, r); }
-  if (v === "behind") {
-    const [a, b] = r.body.tee(); const t = new IdentityTransformStream(); let done = false;
+  if (v === "behind" || v === "teetee") {
+    let body = r.body;
+    if (v === "teetee") { const [x, y] = body.tee(); x.cancel(); body = y; }
+    const [a, b] = body.tee(); const t = new IdentityTransformStream(); let done = false;
     const sent = a.pipeTo(t.writable).then(() => { done = true; }, () => {});
     const reader = b.getReader({ mode: "byob" });
     ctx.waitUntil((async () => { let buf = new ArrayBuffer(65536); for (;;) { const { done: d, value } = await reader.read(new Uint8Array(buf)); if (d) return; buf = value.buffer; if (!done) await Promise.race([sleep(100), sent]); } })());
@@ -54,16 +58,16 @@ export default { async fetch(req, env, ctx) {
     ctx.waitUntil((async () => { let buf = new ArrayBuffer(65536); for (;;) { const { done: d, value } = await reader.read(new Uint8Array(buf)); if (d) return; buf = value.buffer; await sleep(100); } })());
     return new Response(a, r);
   }
-  if (v === "batched" || v === "sparse") {
+  if (v === "batched" || v === "sparse" || v === "nowait" || v === "nodrain") {
     // tollgate's batched watch (src/glue/origin.rs watchBody), bare: a tee,
     // one branch drained natively, the other read, written to the client's
     // pipe and awaited, then a rest to 10 ms after the read ("sparse": no
     // rest after a read that waited 10 ms or more).
     const [toDrain, toRead] = r.body.tee();
     const through = new IdentityTransformStream();
-    toDrain.pipeTo(through.writable).catch(() => {});
+    if (v === "nodrain") toDrain.cancel(); else toDrain.pipeTo(through.writable).catch(() => {});
     const dr = through.readable.getReader({ mode: "byob" });
-    ctx.waitUntil((async () => { let b = new ArrayBuffer(65536); for (;;) { const x = await dr.readAtLeast(65536, new Uint8Array(b)); if (x.done) return; b = x.value.buffer; } })());
+    if (v !== "nodrain") ctx.waitUntil((async () => { let b = new ArrayBuffer(65536); for (;;) { const x = await dr.readAtLeast(65536, new Uint8Array(b)); if (x.done) return; b = x.value.buffer; } })());
     const { readable, writable } = new IdentityTransformStream();
     const writer = writable.getWriter();
     const reader = toRead.getReader({ mode: "byob" });
@@ -74,7 +78,7 @@ export default { async fetch(req, env, ctx) {
         const { done, value } = await reader.read(new Uint8Array(buf));
         if (done) { await writer.close(); return; }
         const at = Date.now();
-        await writer.write(value);
+        if (v === "nowait") writer.write(value).catch(() => {}); else await writer.write(value);
         buf = new ArrayBuffer(65536);
         const rest = 10 - (Date.now() - at);
         if (value.byteLength < 65536 && rest > 0 && !(v === "sparse" && at - asked >= 10)) await sleep(rest);
