@@ -35,6 +35,12 @@ const url = `http://127.0.0.1:${origin.address().port}/`;
 const script = `
 globalThis.held = Array.from({ length: ${Number(process.env.HEAP ?? 0)} * 1000 }, (_, i) => ({ i, s: "x".repeat(40) + i, a: [i, i + 1] }));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// Reading behind: \`branch\` read into one reused buffer, a rest of 100 ms
+// after each read (cut short by \`sent\`, none once \`delivered()\`).
+const readEvery100 = (ctx, branch, sent, delivered) => {
+  const reader = branch.getReader({ mode: "byob" });
+  ctx.waitUntil((async () => { let buf = new ArrayBuffer(65536); for (;;) { const { done, value } = await reader.read(new Uint8Array(buf)); if (done) return; buf = value.buffer; if (!delivered()) await (sent ? Promise.race([sleep(100), sent]) : sleep(100)); } })());
+};
 export default { async fetch(req, env, ctx) {
   const v = new URL(req.url).pathname.slice(1);
   const r = await fetch(${JSON.stringify(url)}, { headers: { "x-n": req.headers.get("x-n") } });
@@ -48,14 +54,12 @@ export default { async fetch(req, env, ctx) {
     if (v === "teetee") { const [x, y] = body.tee(); x.cancel(); body = y; }
     const [a, b] = body.tee(); const t = new IdentityTransformStream(); let done = false;
     const sent = a.pipeTo(t.writable).then(() => { done = true; }, () => {});
-    const reader = b.getReader({ mode: "byob" });
-    ctx.waitUntil((async () => { let buf = new ArrayBuffer(65536); for (;;) { const { done: d, value } = await reader.read(new Uint8Array(buf)); if (d) return; buf = value.buffer; if (!done) await Promise.race([sleep(100), sent]); } })());
+    readEvery100(ctx, b, sent, () => done);
     return new Response(t.readable, r);
   }
   if (v === "behindraw") {
     const [a, b] = r.body.tee();
-    const reader = b.getReader({ mode: "byob" });
-    ctx.waitUntil((async () => { let buf = new ArrayBuffer(65536); for (;;) { const { done: d, value } = await reader.read(new Uint8Array(buf)); if (d) return; buf = value.buffer; await sleep(100); } })());
+    readEvery100(ctx, b, null, () => false);
     return new Response(a, r);
   }
   if (v === "batched" || v === "sparse" || v === "nowait" || v === "nodrain") {
@@ -117,7 +121,8 @@ for (let round = 0; round < Number(process.env.R ?? 2); round++) {
 const med = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 console.log(`N=${N} SP=${SP}ms; µs per answer lo/hi, per event slope, slope over floor`);
 const slopes = (v) => res[v].hi.map((h, i) => (h - res[v].lo[i]) / (N - Math.round(N / 3)));
-const over = (v) => slopes(v).map((x, i) => x - slopes("floor")[i]).sort((a, b) => a - b);
+const floorSlopes = slopes("floor");
+const over = (v) => slopes(v).map((x, i) => x - floorSlopes[i]).sort((a, b) => a - b);
 const fs = (v) => (med(res[v].hi) - med(res[v].lo)) / (N - Math.round(N / 3));
 for (const v of variants) console.log(`${v}\t${med(res[v].lo).toFixed(0)}\t${med(res[v].hi).toFixed(0)}\t${fs(v).toFixed(1)}\t${(fs(v) - fs("floor")).toFixed(1)}\tpaired ${med(over(v)).toFixed(1)} [${over(v)[0].toFixed(1)}, ${over(v).at(-1).toFixed(1)}]`);
 await mf.dispose(); origin.close(); process.exit(0);
