@@ -3,7 +3,7 @@
 // stopped by the test, and the forwarder that takes what tollgate sends to
 // "the origin" in Miniflare (outboundService) to the real one on 127.0.0.1.
 import { spawn, spawnSync } from "node:child_process";
-import { createServer } from "node:net";
+import { freePort } from "../ports.mjs";
 import http from "node:http";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -94,19 +94,6 @@ export const ORIGINS = {
 /** What is missing to run these origins (empty: all installed). */
 export function missingOrigins(names) {
   return names.map((n) => ORIGINS[n].missing()).filter(Boolean);
-}
-
-/** A loopback port nothing listens on right now. */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
