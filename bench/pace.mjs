@@ -10,7 +10,8 @@
 // IdentityTransformStream as tollgate does; `behindraw`, returned as is),
 // tollgate's batched watch bare (`batched`; `sparse`: no rest after a read
 // that waited 10 ms; `nowait`: its writes not awaited; `nodrain`: no drain
-// branch), a tee of a tee's branch read behind (`teetee`), a timer alone
+// branch; `direct`: no tee, the origin's body itself read; `ts`: a
+// JavaScript TransformStream handing each chunk on), a tee of a tee's branch read behind (`teetee`), a timer alone
 // (`restonly`). The clients reach the
 // Worker on its own socket (ENTRY=1: through Miniflare's entry Worker);
 // "paired": the round-by-round slope over floor's, median [min, max].
@@ -86,6 +87,31 @@ export default { async fetch(req, env, ctx) {
         buf = new ArrayBuffer(65536);
         const rest = 10 - (Date.now() - at);
         if (value.byteLength < 65536 && rest > 0 && !(v === "sparse" && at - asked >= 10)) await sleep(rest);
+      }
+    })());
+    return new Response(readable, r);
+  }
+  if (v === "ts") {
+    // A JavaScript TransformStream that hands each chunk on (where a
+    // reader would see each one): no tee.
+    return new Response(r.body.pipeThrough(new TransformStream({ transform(chunk, c) { c.enqueue(chunk); } })), r);
+  }
+  if (v === "direct") {
+    // The batched watch with no tee: the origin's body read itself (a read,
+    // then a rest to 10 ms), each read written to the client's pipe.
+    const { readable, writable } = new IdentityTransformStream();
+    const writer = writable.getWriter();
+    const reader = r.body.getReader({ mode: "byob" });
+    ctx.waitUntil((async () => {
+      let buf = new ArrayBuffer(65536);
+      for (;;) {
+        const { done, value } = await reader.read(new Uint8Array(buf));
+        if (done) { await writer.close(); return; }
+        const at = Date.now();
+        await writer.write(value);
+        buf = new ArrayBuffer(65536);
+        const rest = 10 - (Date.now() - at);
+        if (value.byteLength < 65536 && rest > 0) await sleep(rest);
       }
     })());
     return new Response(readable, r);
