@@ -193,9 +193,22 @@ export function watchUpload(request, ms) {
 // (DRAIN_MIN), no drain:
 // each read pulls one chunk from the origin, once the client took the one
 // before.
-export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
+// `behind` (a usage reader that never cuts, no idle watch): batched while
+// the events come fast (one write per batch is what costs least then), and
+// read behind the client (`readBehind`: no JS per event) once SPARSE_READS
+// of its last SPARSE_OF batches held one event or less (`onChunk` says how
+// many each held): at a model's pace a batch holds one event, and its read
+// and write cost two isolate entries per event (bench/pace.mjs: about 150
+// µs of workerd CPU per event at 20 ms apart, against about 30 read
+// behind). An answer whose reading (`pace`, its rules' names) last
+// trickled (`trickling`) is read behind from its first byte.
+export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead, pace) {
   if (response.body === null) return [response, Promise.resolve("ended")];
-  if (behind) return readBehind(response, leftMs, onChunk);
+  if (behind && trickling.get(pace)) {
+    const { readable, writable } = new IdentityTransformStream();
+    return [new Response(readable, response), readBehind(response.body, writable, leftMs, onChunk, pace)];
+  }
+  const started = Date.now();
   let finish;
   const finished = new Promise((r) => { finish = r; });
   const [toDrain, toRead] = response.body.tee();
@@ -241,22 +254,48 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
     await writer.write(bytes);
     waiting = null;
   };
-  // One batch to the client, as the origin sent it unless the reader cuts.
+  // One batch to the client, as the origin sent it unless the reader cuts;
+  // resolves with the events the reader found in it (0 with no reader).
   const pass = async (batch) => {
-    const asked = onChunk ? onChunk(batch) : undefined;
-    if (!asked) return give(batch);
+    const said = onChunk ? onChunk(batch) : undefined;
+    if (!Array.isArray(said)) {
+      await give(batch);
+      return said ?? 0;
+    }
     reader.cancel(new Error("tollgate: the answer passed its reserve (cut)")).catch(() => {});
-    await give(batch.subarray(0, asked[0]));
-    await give(asked[1]);
+    await give(batch.subarray(0, said[0]));
+    await give(said[1]);
     if (!ended) await writer.close();
     end("cut");
+    return 0;
+  };
+  // Read behind from here on (`behind`, once the batches show the events
+  // trickle): the watch's timers and drain stopped, the client's pipe and
+  // the unread rest of the body handed to `readBehind`, whose word ends the
+  // answer. Between two reads, so every byte read so far has reached the
+  // client's pipe and the rest is unread.
+  const goBehind = () => {
+    ended = true;
+    clearTimeout(idle);
+    clearTimeout(lapse);
+    drain.stop();
+    reader.releaseLock();
+    writer.releaseLock();
+    trickling.set(pace, true);
+    readBehind(toRead, writable, leftMs - (Date.now() - started), onChunk, pace).then(finish);
   };
   (async () => {
     // One buffer, read into again and again (the reader copies what it
     // is handed into Wasm, the client's pipe once the write resolved).
     let buffer = new ArrayBuffer(READ);
+    // Whether each of the last SPARSE_OF batches held one event or less (a
+    // bit each, the newest lowest; not the first, the answer's opening).
+    let recent = 0;
+    let first = true;
+    let batches = 0;
     for (;;) {
       let next;
+      let events;
       try {
         drain.waiting(true);
         next = await reader.read(new Uint8Array(buffer));
@@ -270,11 +309,13 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
       const at = Date.now();
       try {
         if (next.done) {
+          // Batched to its end: the reading's answers come fast.
+          if (behind && batches > SPARSE_OF) trickling.set(pace, false);
           await writer.close();
           end("ended");
           return;
         }
-        await pass(next.value);
+        events = await pass(next.value);
       } catch (e) {
         // The client went away (its end of the pipe is gone).
         if (end("cancelled")) reader.cancel(e).catch(() => {});
@@ -282,6 +323,12 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead) {
       }
       if (ended) return;
       buffer = next.value.buffer;
+      batches += 1;
+      if (behind) {
+        if (!first) recent = ((recent << 1) | (events <= 1 ? 1 : 0)) & ((1 << SPARSE_OF) - 1);
+        first = false;
+        if (ones(recent) >= SPARSE_READS) return goBehind();
+      }
       const rest = BATCH_MS - (Date.now() - at);
       // No rest without a drain: nothing would gather meanwhile.
       if (next.value.byteLength < READ && rest > 0 && drain.live()) await new Promise((r) => setTimeout(r, rest));
@@ -335,8 +382,10 @@ function drainer(branch, ahead) {
   return { run, waiting: (flag) => { starved = flag; if (flag) run(); }, stop, live: () => !off };
 }
 
-// An answer read behind the client (a usage reader that never cuts, no
-// idle watch): the body teed, one branch piped natively to the
+// The rest of an answer read behind its client (`body`, what the batched
+// watch has not read; `writable`, the client's pipe, every byte before
+// `body`'s already through it; `leftMs`, the time left to the lapse):
+// `body` teed, one branch piped natively to the
 // client (no JS per chunk; abortable, for the lapse), the other read by
 // the usage reader, resting after a read that found less than READ
 // bytes, so that the events gather in the tee and one read takes many:
@@ -348,14 +397,17 @@ function drainer(branch, ahead) {
 // on a rest: its branch is piped by the runtime. The runtime's tee holds
 // the branches within a bounded distance (an origin streaming to a
 // client that reads nothing is held back, as the batched watch holds it:
-// tests/worker/memory.test.mjs). The word:
+// tests/worker/memory.test.mjs). Resolves with the word:
 // `failed` (the origin's stream), else `cancelled` (the client went
 // away: the reading branch is cancelled with it), `lapsed`, or `ended`
 // once the client has every byte and the reader has read them all.
-function readBehind(response, leftMs, onChunk) {
-  const [toClient, toRead] = response.body.tee();
+// (A `readAtLeast` on the reading branch would take fewer turns still, but
+// the runtime's tee then pulls the origin that many bytes at a time and
+// holds the client's branch back with it: the client got a 50-event answer
+// whole at its end.)
+function readBehind(body, writable, leftMs, onChunk, pace) {
+  const [toClient, toRead] = body.tee();
   const reader = toRead.getReader({ mode: "byob" });
-  const { readable, writable } = new IdentityTransformStream();
   const stop = new AbortController();
   let finish;
   const finished = new Promise((r) => { finish = r; });
@@ -367,9 +419,14 @@ function readBehind(response, leftMs, onChunk) {
     reader.cancel(reason).catch(() => {});
   }, leftMs);
   let delivered = false;
+  // Events read, when the first read came back, when the client had all.
+  let events = 0;
+  let began = null;
+  let sentAt = 0;
   const sent = toClient.pipeTo(writable, { signal: stop.signal }).then(
     () => {
       delivered = true;
+      sentAt = Date.now();
       return "ended";
     },
     () => {
@@ -386,7 +443,8 @@ function readBehind(response, leftMs, onChunk) {
       for (;;) {
         const { done, value } = await reader.read(new Uint8Array(buffer));
         if (done) return "ended";
-        onChunk(value);
+        events += onChunk(value) || 0;
+        if (began === null) began = Date.now();
         buffer = value.buffer;
         rest = value.byteLength < READ / 2 ? Math.min(REST_MAX, rest * 2) : REST_MIN;
         // No rest once the client has it all: what is left is read at
@@ -399,15 +457,37 @@ function readBehind(response, leftMs, onChunk) {
   })();
   Promise.all([sent, read]).then(([s, r]) => {
     clearTimeout(lapse);
+    // Its events came TRICKLE_MS apart or more, from the first read to
+    // the client's last byte: the reading's next answer starts behind.
+    if (s === "ended" && r === "ended" && events > SPARSE_OF) trickling.set(pace, sentAt - began >= events * TRICKLE_MS);
     finish(lapsed ? "lapsed" : r === "failed" ? "failed" : s);
   });
-  return [new Response(readable, response), finished];
+  return finished;
 }
 
 // The reading branch of an answer read behind the client reads at most
 // READ bytes at once, and rests REST_MIN to REST_MAX ms after a read
 // that found fewer (it had caught up).
 const REST_MIN = 20;
+// A watched answer that may be read behind is, once SPARSE_READS of its
+// last SPARSE_OF batches held one event or less (its events come about
+// BATCH_MS apart or more: a batch costs a read, a Wasm call and a write
+// per event). A pause (a model's first token after its prompt) is one
+// such batch, the read that waited through it, and does not switch it.
+const SPARSE_READS = 3;
+const SPARSE_OF = 4;
+// An answer read behind its client whose events came this far apart on
+// average (ms) or more leaves its reading trickling (`trickling`): the
+// next starts behind its client; closer, batched. (Between this and
+// BATCH_MS a reading stays as it is.)
+const TRICKLE_MS = 5;
+// Whether each reading's (its rules' names) last answer trickled: true,
+// its next answer is read behind its client from its first byte; else
+// batched first, behind once SPARSE. Its keys are the configuration's
+// rules, a bounded set; what a client's answers teach it changes what
+// later answers cost, never what they are charged.
+const trickling = new Map();
+const ones = (bits) => (bits & 1) + ((bits >> 1) & 1) + ((bits >> 2) & 1) + ((bits >> 3) & 1);
 const REST_MAX = 100;
 const READ = 65536;
 
@@ -545,19 +625,24 @@ extern "C" {
     /// [`relay_session`], not watched). `on_chunk` (or null) is handed each batch of the origin's
     /// bytes (in order, every byte once, before any of them reaches the
     /// client: the first read at once, then one read 10 ms after the last,
-    /// taking what queued meanwhile, at most 64 KiB) and returns nothing,
-    /// or `[keep, event]`: pass the batch's first `keep` bytes and `event`,
-    /// end the client's stream, cancel the origin's (`cut`).
+    /// taking what queued meanwhile, at most 64 KiB) and returns the
+    /// number of events the batch completed, or `[keep, event]`: pass the
+    /// batch's first `keep` bytes and `event`, end the client's stream,
+    /// cancel the origin's (`cut`).
     ///
     /// `behind` (with an `on_chunk` that never cuts, and no idle watch):
-    /// the body is teed instead, the client's branch piped natively, the
-    /// other read by `on_chunk` in batches behind it (`readBehind`).
+    /// batched while the events come fast, then, once three of its last
+    /// four batches held one event or less (the events come about 10 ms
+    /// apart or more), the rest of the body teed, the client's branch piped
+    /// natively, the other read by `on_chunk` in batches behind it
+    /// (`readBehind`); read so from the first byte when the last answer
+    /// read under the same `pace` (the reading rules' names) trickled.
     ///
     /// `ahead`: the bytes the batched watch lets the origin be pulled past
     /// what it has read (what the memory budget granted; 0: a chunk once
     /// the client took the one before, no batching).
     #[wasm_bindgen(catch, js_name = watchBody)]
-    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue, behind: bool, ahead: u32) -> Result<js_sys::Array, JsValue>;
+    fn watch_body_js(response: &web_sys::Response, idle_ms: f64, left_ms: f64, on_chunk: &JsValue, behind: bool, ahead: u32, pace: &str) -> Result<js_sys::Array, JsValue>;
 
     /// `response`'s WebSocket session relayed through a new pair, and a
     /// promise that resolves once it is done: `closed` (by either side,
@@ -603,7 +688,8 @@ pub(crate) fn watch_body(response: &web_sys::Response, hold: Hold, reading: Opti
     write_logs(watch.note.as_slice());
     // Given back when dropped: at once if the watch is not built, else once it is done.
     let memory = watch.hold.map(BudgetHold);
-    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk, watch.behind, watch.ahead).ok()?;
+    let pace = reading.map_or("", |feed| feed.pace.as_str());
+    let pair = watch_body_js(response, idle_ms as f64, left_ms as f64, &on_chunk, watch.behind, watch.ahead, pace).ok()?;
     let release = Closure::once_into_js(move || drop(memory));
     let finished = after_watch_js(&pair.get(1).unchecked_into(), &release);
     Some((pair.get(0).unchecked_into(), finished))
@@ -823,19 +909,24 @@ pub(crate) fn with_fields(raw: web_sys::Response, fields: &[(String, String)], h
 pub(crate) struct UsageFeed {
     pub(crate) usage: Rc<RefCell<BodyUsage>>,
     closure: Closure<dyn FnMut(js_sys::Uint8Array) -> JsValue>,
+    /// What the watch learns the pace of answers under (`trickling`):
+    /// the reading rules' names.
+    pace: String,
 }
 
 impl UsageFeed {
     pub(crate) fn new(usage: BodyUsage) -> UsageFeed {
+        let pace = usage.rules().collect::<Vec<_>>().join(",");
         let usage = Rc::new(RefCell::new(usage));
         let read = usage.clone();
         let closure = Closure::new(move |chunk: js_sys::Uint8Array| -> JsValue {
             let Ok(mut reading) = read.try_borrow_mut() else { return JsValue::UNDEFINED };
+            let before = reading.events();
             match reading.feed(&chunk.to_vec()) {
-                None => JsValue::UNDEFINED,
+                None => JsValue::from(reading.events().saturating_sub(before) as f64),
                 Some(cut) => js_sys::Array::of2(&JsValue::from(cut.keep as f64), &js_sys::Uint8Array::from(&cut.event[..])).into(),
             }
         });
-        UsageFeed { usage, closure }
+        UsageFeed { usage, closure, pace }
     }
 }

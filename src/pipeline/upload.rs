@@ -97,8 +97,10 @@
 //! reads ahead of its client waits in the isolate. It is charged to the
 //! client's shares until the answer ends ([`MemoryBudget::watch`]):
 //! - read behind the client (a usage rule that never cuts, no idle watch:
-//!   the body teed) [`MEMORY_PER_ANSWER_BEHIND`] (2 MiB), what the
-//!   runtime's tee was measured to hold past the batched watch;
+//!   the body teed once its events trickle, batched before: src/glue/origin.rs
+//!   `watchBody`) [`MEMORY_PER_ANSWER_BEHIND`] (2 MiB), what the
+//!   runtime's tee was measured to hold past the batched watch (and more
+//!   than the batches before it hold);
 //! - watched in batches [`MEMORY_PER_AHEAD_BYTE`] (2) a byte of its
 //!   read-ahead, [`ANSWER_AHEAD`] (64 KiB): 128 KiB (the batch gathering
 //!   and the batch in flight).
@@ -552,7 +554,8 @@ pub(crate) struct AnswerWatch {
     /// Bytes the batched watch reads ahead of the client (0: a chunk only
     /// once the client took the one before).
     pub(crate) ahead: u32,
-    /// Read behind the client (the tee) rather than in batches.
+    /// May be read behind the client (the tee, once the events trickle)
+    /// rather than in batches throughout.
     pub(crate) behind: bool,
     /// The `answer` line of one granted less than it wanted.
     pub(crate) note: Option<LogEvent>,

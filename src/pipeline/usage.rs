@@ -224,6 +224,8 @@ pub(crate) struct UsageReader {
     /// Cut because the answer named a model the table cannot price
     /// (`unpriced = "refuse"`).
     refused: bool,
+    /// The events (or array elements) read so far.
+    events: u64,
 }
 
 #[derive(Debug)]
@@ -398,6 +400,7 @@ impl UsageReader {
             responses: false,
             cut: false,
             refused: false,
+            events: 0,
         }
     }
 
@@ -425,6 +428,7 @@ impl UsageReader {
             };
             from += read;
             let Some((doc, done, sse)) = seen else { continue };
+            self.events += 1;
             if self.read(doc.as_ref(), done) {
                 self.cut = true;
                 // The byte that dispatched it, and whether it is a CR: a
@@ -437,6 +441,11 @@ impl UsageReader {
             }
         }
         None
+    }
+
+    /// The events (SSE events, or a JSON array's elements) read so far.
+    pub(crate) fn events(&self) -> u64 {
+        self.events
     }
 
     /// The body ended cleanly: the last event without its blank line, or
@@ -812,6 +821,17 @@ impl BodyUsage {
         let (i, keep, lf) = cut?;
         self.cut_by = Some(i);
         Some(Cut { keep, event: self.readers[i].1.cut_event(lf) })
+    }
+
+    /// The rules reading the body, by name.
+    pub(crate) fn rules(&self) -> impl Iterator<Item = &str> {
+        self.readers.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// The events its first reader has read so far (every reader reads
+    /// the same bytes; 0 with none).
+    pub(crate) fn events(&self) -> u64 {
+        self.readers.first().map_or(0, |(_, r)| r.events())
     }
 
     /// How the body ended; readers finish on a clean end.

@@ -246,7 +246,8 @@ test("thirty clients stalling body reads: the isolate holds what memory_budget a
 // the origin no faster than the client takes it, within a bounded buffer
 // (src/glue/origin.rs: `watchBody`'s 64 KiB ahead of the client, batched as
 // a `cut` rule's is, or, read behind the client as a rule's that never
-// cuts, the runtime's tee), charged to its client's share of
+// cuts once its events trickle, the runtime's tee),
+// charged to its client's share of
 // memory_budget until it ends. An origin that
 // streams without end to a client that stopped reading is held back by
 // that, and by the runtime's and the kernel's socket buffers, which are
@@ -270,6 +271,14 @@ test(`an answer read for its usage${title} that the client stops reading: the or
   const server = http.createServer(async (req, res) => {
     for await (const _ of req);
     res.writeHead(200, { "content-type": "text/event-stream" });
+    // Read behind: first eight short events 30 ms apart (a model's pace,
+    // from which a watch that may read behind its client does so).
+    for (let i = 0; !cut && i < 8; i++) {
+      const line = `data: ${JSON.stringify({ choices: [{ delta: { content: `w${i}` } }] })}\n\n`;
+      res.write(line);
+      written += line.length;
+      await sleep(30);
+    }
     // As fast as the connection takes it, until 256 MiB or told to stop.
     while (!stop && written < 256 * MIB) {
       const more = res.write(EVENT);

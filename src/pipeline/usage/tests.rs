@@ -509,3 +509,19 @@ proptest! {
 }
 
 mod priced;
+
+/// The events a reader counts ([`UsageReader::events`], what the batched
+/// watch decides a stream trickles by): each dispatched event once, however
+/// the bytes are split; a comment alone is none.
+#[test]
+fn events_are_counted_once_at_every_split() {
+    for body in endings(OPENAI_STREAM) {
+        for at in 0..=body.len() {
+            let u = usage(OPENAI, Count::Total, false, 1);
+            let mut reader = UsageReader::new(&u, &OPENAI, SSE);
+            assert_eq!(reader.feed(&body[..at]), None);
+            assert_eq!(reader.feed(&body[at..]), None);
+            assert_eq!(reader.events(), 4, "split at {at}");
+        }
+    }
+}
