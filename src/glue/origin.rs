@@ -469,6 +469,8 @@ function readBehind(body, writable, leftMs, onChunk, pace) {
 // READ bytes at once, and rests REST_MIN to REST_MAX ms after a read
 // that found fewer (it had caught up).
 const REST_MIN = 20;
+const REST_MAX = 100;
+const READ = 65536;
 // A watched answer that may be read behind is, once SPARSE_READS of its
 // last SPARSE_OF batches held one event or less (its events come about
 // BATCH_MS apart or more: a batch costs a read, a Wasm call and a write
@@ -487,9 +489,8 @@ const TRICKLE_MS = 5;
 // rules, a bounded set; what a client's answers teach it changes what
 // later answers cost, never what they are charged.
 const trickling = new Map();
+// The set bits of a SPARSE_OF-bit history.
 const ones = (bits) => (bits & 1) + ((bits >> 1) & 1) + ((bits >> 2) & 1) + ((bits >> 3) & 1);
-const REST_MAX = 100;
-const READ = 65536;
 
 // A watched answer's batches: one read this long (ms) after the last.
 const BATCH_MS = 10;
