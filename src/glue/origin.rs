@@ -291,7 +291,6 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead, pace
     // Whether each of the last SPARSE_OF batches held one event or less (a
     // bit each, the newest lowest; not the first, the answer's opening).
     let recent = 0;
-    let first = true;
     let batches = 0;
     for (;;) {
       let next;
@@ -325,8 +324,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead, pace
       buffer = next.value.buffer;
       batches += 1;
       if (behind) {
-        if (!first) recent = ((recent << 1) | (events <= 1 ? 1 : 0)) & ((1 << SPARSE_OF) - 1);
-        first = false;
+        if (batches > 1) recent = ((recent << 1) | (events <= 1 ? 1 : 0)) & ((1 << SPARSE_OF) - 1);
         if (ones(recent) >= SPARSE_READS) return goBehind();
       }
       const rest = BATCH_MS - (Date.now() - at);
@@ -489,8 +487,12 @@ const TRICKLE_MS = 5;
 // rules, a bounded set; what a client's answers teach it changes what
 // later answers cost, never what they are charged.
 const trickling = new Map();
-// The set bits of a SPARSE_OF-bit history.
-const ones = (bits) => (bits & 1) + ((bits >> 1) & 1) + ((bits >> 2) & 1) + ((bits >> 3) & 1);
+// The set bits of a batch history (`recent`).
+const ones = (bits) => {
+  let n = 0;
+  for (; bits; bits &= bits - 1) n += 1;
+  return n;
+};
 
 // A watched answer's batches: one read this long (ms) after the last.
 const BATCH_MS = 10;
