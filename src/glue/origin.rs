@@ -181,10 +181,13 @@ export function watchUpload(request, ms) {
 // at once (time to first byte is the origin's), then one read BATCH_MS
 // after the last, taking every byte queued (at most READ): one JS turn,
 // one onChunk call (the usage reader: one Wasm call for many events) and
-// one write to the client's native pipe for many chunks (each turn costs
-// 20-30 µs of JS, a read of the origin's own stream returns one HTTP
-// chunk). A byte reaches the client at most BATCH_MS (and its batch's
-// handling) later than unwatched. Backpressure (memory): the drain lets the
+// one write to the client's native pipe for many chunks (a read of the
+// origin's own stream returns one HTTP chunk; each batch wakes the isolate
+// two or three times, a timer, a read, a write, and at 1 ms apart the
+// batches, not the events, are most of what a watch costs: 25 ms between
+// reads measured 4-12 ms less CPU a 1,000-token answer than 10 ms). A
+// byte reaches the client at most BATCH_MS (and its batch's handling)
+// later than unwatched. Backpressure (memory): the drain lets the
 // tee pull at most `ahead` bytes (what the isolate's memory budget
 // granted, Rust's MemoryBudget::watch: 64 KiB, or less) past what the
 // watch has read, and the watch reads only once the client took its last
@@ -196,8 +199,8 @@ export function watchUpload(request, ms) {
 // `behind` (a usage reader that never cuts, no idle watch): batched while
 // the events come fast (one write per batch is what costs least then), and
 // read behind the client (`readBehind`: no JS per event) once SPARSE_READS
-// of its last SPARSE_OF batches held one event or less (`onChunk` says how
-// many each held): at a model's pace a batch holds one event, and its read
+// of its last SPARSE_OF batches held SPARSE_EVENTS events or fewer
+// (`onChunk` says how many each held): at a model's pace a batch holds one event, and its read
 // and write cost two isolate entries per event (bench/pace.mjs: about 150
 // µs of workerd CPU per event at 20 ms apart, against about 30 read
 // behind). An answer whose reading (`pace`, its rules' names) last
@@ -288,7 +291,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead, pace
     // One buffer, read into again and again (the reader copies what it
     // is handed into Wasm, the client's pipe once the write resolved).
     let buffer = new ArrayBuffer(READ);
-    // Whether each of the last SPARSE_OF batches held one event or less (a
+    // Whether each of the last SPARSE_OF batches held SPARSE_EVENTS or fewer (a
     // bit each, the newest lowest; not the first, the answer's opening).
     let recent = 0;
     let batches = 0;
@@ -324,7 +327,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead, pace
       buffer = next.value.buffer;
       batches += 1;
       if (behind) {
-        if (batches > 1) recent = ((recent << 1) | (events <= 1 ? 1 : 0)) & ((1 << SPARSE_OF) - 1);
+        if (batches > 1) recent = ((recent << 1) | (events <= SPARSE_EVENTS ? 1 : 0)) & ((1 << SPARSE_OF) - 1);
         if (ones(recent) >= SPARSE_READS) return goBehind();
       }
       const rest = BATCH_MS - (Date.now() - at);
@@ -470,12 +473,13 @@ const REST_MIN = 20;
 const REST_MAX = 100;
 const READ = 65536;
 // A watched answer that may be read behind is, once SPARSE_READS of its
-// last SPARSE_OF batches held one event or less (its events come about
-// BATCH_MS apart or more: a batch costs a read, a Wasm call and a write
-// per event). A pause (a model's first token after its prompt) is one
+// last SPARSE_OF batches held SPARSE_EVENTS events or fewer (its events
+// come about BATCH_MS / SPARSE_EVENTS = 12.5 ms apart or more: a batch
+// then costs a read, a Wasm call and a write for one or two events). A pause (a model's first token after its prompt) is one
 // such batch, the read that waited through it, and does not switch it.
 const SPARSE_READS = 3;
 const SPARSE_OF = 4;
+const SPARSE_EVENTS = 2;
 // An answer read behind its client whose events came this far apart on
 // average (ms) or more leaves its reading trickling (`trickling`): the
 // next starts behind its client; closer, batched. (Between this and
@@ -494,8 +498,10 @@ const ones = (bits) => {
   return n;
 };
 
-// A watched answer's batches: one read this long (ms) after the last.
-const BATCH_MS = 10;
+// A watched answer's batches: one read this long (ms) after the last (the
+// longest a byte waits for its batch: a token 25 ms late is below what a
+// reader of a streamed answer sees; fewer batches are less CPU).
+const BATCH_MS = 25;
 // The least read-ahead a watched answer is drained with (bytes).
 const DRAIN_MIN = 16384;
 
@@ -627,7 +633,7 @@ extern "C" {
     /// At once (`ended`) for no body (a 101's session is relayed by
     /// [`relay_session`], not watched). `on_chunk` (or null) is handed each batch of the origin's
     /// bytes (in order, every byte once, before any of them reaches the
-    /// client: the first read at once, then one read 10 ms after the last,
+    /// client: the first read at once, then one read 25 ms after the last,
     /// taking what queued meanwhile, at most 64 KiB) and returns the
     /// number of events the batch completed, or `[keep, event]`: pass the
     /// batch's first `keep` bytes and `event`, end the client's stream,
@@ -635,7 +641,7 @@ extern "C" {
     ///
     /// `behind` (with an `on_chunk` that never cuts, and no idle watch):
     /// batched while the events come fast, then, once three of its last
-    /// four batches held one event or less (the events come about 10 ms
+    /// four batches held two events or fewer (the events come about 12 ms
     /// apart or more), the rest of the body teed, the client's branch piped
     /// natively, the other read by `on_chunk` in batches behind it
     /// (`readBehind`); read so from the first byte when the last answer
