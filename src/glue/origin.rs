@@ -185,10 +185,10 @@ export function watchUpload(request, ms) {
 // origin's own stream returns one HTTP chunk; each batch wakes the isolate
 // two or three times, a timer, a read, a write, and at 1 ms apart the
 // batches, not the events, are most of what a watch costs: 25 ms between
-// reads measured 4-12 ms less CPU a 1,000-token answer than 10 ms). A
-// byte reaches the client at most BATCH_MS (CUT_BATCH_MS if the reader may
-// cut, `cuts`; and its batch's handling) later than unwatched. Backpressure (memory): the drain lets the
-// tee pull at most `ahead` bytes (what the isolate's memory budget
+// reads measured 5-10 ms less CPU a usage rule's 1,000-token answer than
+// 10 ms, paired). A byte reaches the client at most BATCH_MS
+// (CUT_BATCH_MS if the reader may cut, `cuts`; and its batch's handling)
+// later than unwatched. Backpressure (memory): the drain lets the tee pull at most `ahead` bytes (what the isolate's memory budget
 // granted, Rust's MemoryBudget::watch: 64 KiB, or less) past what the
 // watch has read, and the watch reads only once the client took its last
 // batch: an answer the client does not read holds one batch, `ahead`
@@ -200,10 +200,10 @@ export function watchUpload(request, ms) {
 // the events come fast (one write per batch is what costs least then), and
 // read behind the client (`readBehind`: no JS per event) once SPARSE_READS
 // of its last SPARSE_OF batches held SPARSE_EVENTS events or fewer
-// (`onChunk` says how many each held): at a model's pace a batch holds one event, and its read
-// and write cost two isolate entries per event (bench/pace.mjs: about 150
-// µs of workerd CPU per event at 20 ms apart, against about 30 read
-// behind). An answer whose reading (`pace`, its rules' names) last
+// (`onChunk` says how many each held): at a model's pace a batch holds
+// one or two events, and its read and write cost two isolate entries for
+// them (bench/pace.mjs, 10 ms batches: about 150 µs of workerd CPU per
+// event at 20 ms apart, against about 30 read behind). An answer whose reading (`pace`, its rules' names) last
 // trickled (`trickling`) is read behind from its first byte.
 export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead, pace, cuts) {
   if (response.body === null) return [response, Promise.resolve("ended")];
@@ -291,8 +291,9 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead, pace
     // One buffer, read into again and again (the reader copies what it
     // is handed into Wasm, the client's pipe once the write resolved).
     let buffer = new ArrayBuffer(READ);
-    // Whether each of the last SPARSE_OF batches held SPARSE_EVENTS or fewer (a
-    // bit each, the newest lowest; not the first, the answer's opening).
+    // Whether each of the last SPARSE_OF batches held SPARSE_EVENTS or
+    // fewer (a bit each, the newest lowest; not the first, the answer's
+    // opening).
     let recent = 0;
     let batches = 0;
     for (;;) {
@@ -475,8 +476,9 @@ const READ = 65536;
 // A watched answer that may be read behind is, once SPARSE_READS of its
 // last SPARSE_OF batches held SPARSE_EVENTS events or fewer (its events
 // come about BATCH_MS / SPARSE_EVENTS = 12.5 ms apart or more: a batch
-// then costs a read, a Wasm call and a write for one or two events). A pause (a model's first token after its prompt) is one
-// such batch, the read that waited through it, and does not switch it.
+// then costs a read, a Wasm call and a write for one or two events). A
+// pause (a model's first token after its prompt) is one such batch, the
+// read that waited through it, and does not switch it.
 const SPARSE_READS = 3;
 const SPARSE_OF = 4;
 const SPARSE_EVENTS = 2;

@@ -227,8 +227,9 @@ test("every end of a stream is charged by its rule: a clean end its usage; no us
 
 // A usage rule that never cuts reads its answer in batches while the
 // events come fast and behind its client once they trickle (three of the
-// last four batches, 25 ms apart, held two events or fewer; from the first byte when the
-// rule's last answer trickled: src/glue/origin.rs `watchBody`, then
+// last four batches, 25 ms apart, held two events or fewer; from the
+// first byte when the rule's last answer trickled: src/glue/origin.rs
+// `watchBody`, then
 // `readBehind`: a read, then a rest of 20 ms, doubling up to 100 while the
 // reads find little). At a model's pace (every write 40 ms apart) the
 // switch comes mid-answer in a fresh isolate, a
