@@ -186,25 +186,26 @@ export function watchUpload(request, ms) {
 // two or three times, a timer, a read, a write, and at 1 ms apart the
 // batches, not the events, are most of what a watch costs: 25 ms between
 // reads measured 5-10 ms less CPU a usage rule's 1,000-token answer than
-// 10 ms, paired). A byte reaches the client at most BATCH_MS
-// (CUT_BATCH_MS if the reader may cut, `cuts`; and its batch's handling)
-// later than unwatched. Backpressure (memory): the drain lets the tee pull at most `ahead` bytes (what the isolate's memory budget
-// granted, Rust's MemoryBudget::watch: 64 KiB, or less) past what the
-// watch has read, and the watch reads only once the client took its last
-// batch: an answer the client does not read holds one batch, `ahead`
-// queued and the drain's `ahead`-byte buffer. With `ahead` under 16 KiB
-// (DRAIN_MIN), no drain:
+// 10 ms, paired). A byte reaches the client at most BATCH_MS (CUT_BATCH_MS
+// if the reader may cut, `cuts`; and its batch's handling) later than
+// unwatched. Backpressure (memory): the drain lets the tee pull at most
+// `ahead` bytes (what the isolate's memory budget granted, Rust's
+// MemoryBudget::watch: 64 KiB, or less) past what the watch has read, and
+// the watch reads only once the client took its last batch: an answer the
+// client does not read holds one batch, `ahead` queued and the drain's
+// `ahead`-byte buffer. With `ahead` under 16 KiB (DRAIN_MIN), no drain:
 // each read pulls one chunk from the origin, once the client took the one
 // before.
 // `behind` (a usage reader that never cuts, no idle watch): batched while
 // the events come fast (one write per batch is what costs least then), and
 // read behind the client (`readBehind`: no JS per event) once SPARSE_READS
 // of its last SPARSE_OF batches held SPARSE_EVENTS events or fewer
-// (`onChunk` says how many each held): at a model's pace a batch holds
-// one or two events, and its read and write cost two isolate entries for
-// them (bench/pace.mjs, 10 ms batches: about 150 µs of workerd CPU per
-// event at 20 ms apart, against about 30 read behind). An answer whose reading (`pace`, its rules' names) last
-// trickled (`trickling`) is read behind from its first byte.
+// (`onChunk` says how many each held): at a model's pace a batch holds one
+// or two events, and its read and write cost two isolate entries for them
+// (bench/pace.mjs, 10 ms batches: about 150 µs of workerd CPU per event at
+// 20 ms apart, against about 30 read behind). An answer whose reading
+// (`pace`, its rules' names) last trickled (`trickling`) is read behind
+// from its first byte.
 export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead, pace, cuts) {
   if (response.body === null) return [response, Promise.resolve("ended")];
   if (behind && trickling.get(pace)) {
@@ -226,12 +227,17 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead, pace
   let ended = false;
   // When the write the client has not yet taken began (null: none waits).
   let waiting = null;
-  const end = (word) => {
+  // The watch stopped (its timers and drain), once: whether it was running.
+  const halt = () => {
     if (ended) return false;
     ended = true;
     clearTimeout(idle);
     clearTimeout(lapse);
     drain.stop();
+    return true;
+  };
+  const end = (word) => {
+    if (!halt()) return false;
     finish(word);
     return true;
   };
@@ -278,10 +284,7 @@ export function watchBody(response, idleMs, leftMs, onChunk, behind, ahead, pace
   // answer. Between two reads, so every byte read so far has reached the
   // client's pipe and the rest is unread.
   const goBehind = () => {
-    ended = true;
-    clearTimeout(idle);
-    clearTimeout(lapse);
-    drain.stop();
+    halt();
     reader.releaseLock();
     writer.releaseLock();
     trickling.set(pace, true);

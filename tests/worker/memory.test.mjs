@@ -246,9 +246,8 @@ test("thirty clients stalling body reads: the isolate holds what memory_budget a
 // the origin no faster than the client takes it, within a bounded buffer
 // (src/glue/origin.rs: `watchBody`'s 64 KiB ahead of the client, batched as
 // a `cut` rule's is, or, read behind the client as a rule's that never
-// cuts once its events trickle, the runtime's tee),
-// charged to its client's share of
-// memory_budget until it ends. An origin that
+// cuts once its events trickle, the runtime's tee), charged to its
+// client's share of memory_budget until it ends. An origin that
 // streams without end to a client that stopped reading is held back by
 // that, and by the runtime's and the kernel's socket buffers, which are
 // bounded too: what it manages to write stops growing. Without the

@@ -229,13 +229,12 @@ test("every end of a stream is charged by its rule: a clean end its usage; no us
 // events come fast and behind its client once they trickle (three of the
 // last four batches, 25 ms apart, held two events or fewer; from the
 // first byte when the rule's last answer trickled: src/glue/origin.rs
-// `watchBody`, then
-// `readBehind`: a read, then a rest of 20 ms, doubling up to 100 while the
-// reads find little). At a model's pace (every write 40 ms apart) the
-// switch comes mid-answer in a fresh isolate, a
-// read finds one event or a piece of one, and the usage event (split in
-// two writes) straddles two reads. The client gets every byte as the
-// origin wrote it, and the answer is charged its usage.
+// `watchBody`, then `readBehind`: a read, then a rest of 20 ms, doubling
+// up to 100 while the reads find little). At a model's pace (every write
+// 40 ms apart) the switch comes mid-answer in a fresh isolate, a read
+// finds one event or a piece of one, and the usage event (split in two
+// writes) straddles two reads. The client gets every byte as the origin
+// wrote it, and the answer is charged its usage.
 for (const style of ["openai", "anthropic"]) {
   test(`${style}: an answer whose writes come 40 ms apart, read behind its client: every byte reaches the client as written, and a clean 300 is charged 300 (6 calls of 300 admitted after it, not 4)`, { timeout: 90_000 }, () => {
     const cfg = config(tokensRule(3_000, { usage: style, reserve: 1_000, max: 1_000 }));
